@@ -1,0 +1,1 @@
+"""The ``amqp-sansio`` command line (an adapter: it does the I/O)."""

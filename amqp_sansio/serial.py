@@ -1,0 +1,254 @@
+"""RFC-1982 serial numbers (32 bits) and sets of them.
+
+AMQP 0-10 numbers commands with ``sequence-no`` values that wrap at 2**32 and
+compare in serial-number arithmetic: ``a`` precedes ``b`` iff
+``0 < (b - a) mod 2**32 < 2**31``.  At distance exactly 2**31 the order is
+undefined; :func:`serial_lt` and friends raise :class:`ValueError` there
+rather than guess (the reference implementation silently calls such numbers
+equal).  Keep every window of outstanding ids below 2**31 and it never
+happens.
+
+:class:`SequenceSet` is the ``sequence-set`` wire type: closed ranges kept
+normalised (sorted in serial order from an anchor, merged when they overlap or
+touch).  Sets that a session holds -- completed, confirmed, known-completed --
+are always small windows, so the representation is a short list of ranges.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "SERIAL_BITS",
+    "serial_add",
+    "serial_cmp",
+    "serial_lt",
+    "serial_le",
+    "serial_diff",
+    "SequenceSet",
+]
+
+from collections.abc import Iterable, Iterator
+
+SERIAL_BITS = 32
+_MOD = 1 << SERIAL_BITS
+_MASK = _MOD - 1
+_HALF = 1 << (SERIAL_BITS - 1)
+
+
+def serial_add(a: int, n: int) -> int:
+    """``a + n`` modulo 2**32."""
+    return (a + n) & _MASK
+
+
+def serial_diff(a: int, b: int) -> int:
+    """Signed distance ``b - a`` in serial arithmetic, in (-2**31, 2**31).
+
+    Raises ValueError at distance exactly 2**31 (undefined by RFC 1982).
+    """
+    d = (b - a) & _MASK
+    if d == _HALF:
+        raise ValueError(f"serial numbers {a} and {b} are 2**31 apart: order undefined")
+    return d - _MOD if d > _HALF else d
+
+
+def serial_cmp(a: int, b: int) -> int:
+    """-1, 0 or 1 as ``a`` precedes, equals or follows ``b``."""
+    d = serial_diff(a, b)
+    return 0 if d == 0 else (-1 if d > 0 else 1)
+
+
+def serial_lt(a: int, b: int) -> bool:
+    return serial_diff(a, b) > 0
+
+
+def serial_le(a: int, b: int) -> bool:
+    return serial_diff(a, b) >= 0
+
+
+def _check(n: int) -> int:
+    if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= _MASK:
+        raise ValueError(f"sequence number out of range: {n!r}")
+    return n
+
+
+class SequenceSet:
+    """A normalised set of RFC-1982 sequence numbers stored as closed ranges.
+
+    Ranges are ``(lower, upper)`` pairs, inclusive, and may wrap
+    (``(0xFFFFFFFE, 1)`` holds four numbers).  The set keeps them sorted in
+    serial order, non-overlapping and non-touching, which is exactly the form
+    the wire encoding requires.  Ordering is relative to the set's own
+    members, so every member of one set must lie within 2**31 of every other.
+    """
+
+    __slots__ = ("_ranges",)
+
+    def __init__(self, ranges: Iterable[tuple[int, int] | int] = ()) -> None:
+        self._ranges: list[tuple[int, int]] = []
+        for r in ranges:
+            if isinstance(r, int):
+                self.add(r)
+            else:
+                lo, hi = r
+                self.add_range(lo, hi)
+
+    # -- construction -------------------------------------------------------
+    @classmethod
+    def of(cls, *ids: int) -> SequenceSet:
+        s = cls()
+        for i in ids:
+            s.add(i)
+        return s
+
+    @classmethod
+    def _trusted(cls, ranges: list[tuple[int, int]]) -> SequenceSet:
+        s = cls.__new__(cls)
+        s._ranges = ranges
+        return s
+
+    def copy(self) -> SequenceSet:
+        return SequenceSet._trusted(list(self._ranges))
+
+    # -- queries ------------------------------------------------------------
+    @property
+    def ranges(self) -> tuple[tuple[int, int], ...]:
+        return tuple(self._ranges)
+
+    def __bool__(self) -> bool:
+        return bool(self._ranges)
+
+    def __len__(self) -> int:
+        return sum(((hi - lo) & _MASK) + 1 for lo, hi in self._ranges)
+
+    def __iter__(self) -> Iterator[int]:
+        for lo, hi in self._ranges:
+            n = ((hi - lo) & _MASK) + 1
+            for k in range(n):
+                yield (lo + k) & _MASK
+
+    def __contains__(self, n: object) -> bool:
+        if not isinstance(n, int):
+            return False
+        for lo, hi in self._ranges:
+            if ((n - lo) & _MASK) <= ((hi - lo) & _MASK):
+                return True
+        return False
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, SequenceSet):
+            return self._ranges == other._ranges
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self._ranges))
+
+    def __repr__(self) -> str:
+        parts = [str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in self._ranges]
+        return f"SequenceSet({{{', '.join(parts)}}})"
+
+    def first(self) -> int | None:
+        return self._ranges[0][0] if self._ranges else None
+
+    def last(self) -> int | None:
+        return self._ranges[-1][1] if self._ranges else None
+
+    # -- mutation -----------------------------------------------------------
+    def add(self, n: int) -> None:
+        self.add_range(n, n)
+
+    def add_range(self, lo: int, hi: int) -> None:
+        """Add the closed range ``lo..hi`` (``hi`` must not precede ``lo``)."""
+        _check(lo)
+        _check(hi)
+        if serial_lt(hi, lo):
+            raise ValueError(f"range upper {hi} precedes lower {lo}")
+        rs = self._ranges
+        if not rs:
+            rs.append((lo, hi))
+            return
+        # Fast path: appending at or just past the end (the common case for
+        # completions arriving in order).
+        last_lo, last_hi = rs[-1]
+        d = serial_diff(last_hi, lo)
+        if d > 1:
+            rs.append((lo, hi))
+            return
+        if serial_le(last_lo, lo):
+            # lo lies inside the last range or just after it: extend.
+            if serial_lt(last_hi, hi):
+                rs[-1] = (last_lo, hi)
+            return
+        # General path: merge into a sorted list.
+        self._ranges = _normalise(rs + [(lo, hi)])
+
+    def update(self, other: SequenceSet | Iterable[tuple[int, int]]) -> None:
+        ranges = other._ranges if isinstance(other, SequenceSet) else list(other)
+        for lo, hi in ranges:
+            self.add_range(lo, hi)
+
+    def remove_range(self, lo: int, hi: int) -> None:
+        """Remove every member of ``lo..hi``."""
+        _check(lo)
+        _check(hi)
+        out: list[tuple[int, int]] = []
+        for a, b in self._ranges:
+            # no overlap
+            if serial_lt(b, lo) or serial_lt(hi, a):
+                out.append((a, b))
+                continue
+            if serial_lt(a, lo):
+                out.append((a, (lo - 1) & _MASK))
+            if serial_lt(hi, b):
+                out.append(((hi + 1) & _MASK, b))
+        self._ranges = out
+
+    def discard(self, n: int) -> None:
+        self.remove_range(n, n)
+
+    def difference_update(self, other: SequenceSet) -> None:
+        for lo, hi in other._ranges:
+            self.remove_range(lo, hi)
+
+    def difference(self, other: SequenceSet) -> SequenceSet:
+        s = self.copy()
+        s.difference_update(other)
+        return s
+
+    def union(self, other: SequenceSet) -> SequenceSet:
+        s = self.copy()
+        s.update(other)
+        return s
+
+    def intersection(self, other: SequenceSet) -> SequenceSet:
+        out: list[tuple[int, int]] = []
+        for a, b in self._ranges:
+            for c, d in other._ranges:
+                lo = c if serial_lt(a, c) else a
+                hi = d if serial_lt(d, b) else b
+                if serial_le(lo, hi):
+                    out.append((lo, hi))
+        return SequenceSet._trusted(_normalise(out))
+
+    def pop_prefix(self, upto: int) -> None:
+        """Remove every member that precedes or equals ``upto``."""
+        if self._ranges and serial_le(self._ranges[0][0], upto):
+            self.remove_range(self._ranges[0][0], upto)
+
+
+def _normalise(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sort in serial order (anchored at the first range) and merge."""
+    if not ranges:
+        return []
+    anchor = ranges[0][0]
+    # Distance from the anchor orders members; members are within 2**31.
+    keyed = sorted(ranges, key=lambda r: serial_diff(anchor, r[0]))
+    out = [keyed[0]]
+    for lo, hi in keyed[1:]:
+        plo, phi = out[-1]
+        if serial_diff(phi, lo) <= 1:
+            if serial_lt(phi, hi):
+                out[-1] = (plo, hi)
+        else:
+            out.append((lo, hi))
+    # After anchoring, an earlier range may precede the anchor (negative
+    # distance sorts first) which is right; nothing more to do.
+    return out

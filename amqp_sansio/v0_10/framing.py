@@ -1,0 +1,682 @@
+"""Frames <-> segments <-> assemblies (AMQP 0-10).
+
+Wire picture (big-endian; notes-0-10.md §1.2)::
+
+    0      1      2      3      4      5      6      7      8            12
+    +------+------+------+------+------+------+------+------+-----...-----+
+    |flags | type |    size     | 0x00 |track |   channel   |  reserved 0 |
+    +------+------+------+------+------+------+------+------+-----...-----+
+    flags: 0x08 first-segment, 0x04 last-segment, 0x02 first-frame,
+           0x01 last-frame; size counts the whole frame (header included).
+
+An *assembly* is one control segment (type 0, track 0), or one command
+segment (type 1, track 1) optionally followed by a header segment (type 2:
+struct32-coded structs back to back) and a body segment (type 3).  Each
+segment may be cut into several frames; frames of other channels and of the
+other track may be interleaved, so partial segments are kept per
+``(channel, track)``.
+
+:class:`AssemblyDecoder` takes bytes in chunks of any size and yields
+:data:`Item` values: :class:`ControlAssembly`, :class:`CommandAssembly`,
+:class:`InvalidCommand` (a command whose *content* is bad: the session layer
+still numbers it and answers with ``execution.exception``) and, with
+``stream_bodies=True``, :class:`CommandHead` + :class:`BodyChunk`.  Anything
+that breaks framing raises :class:`~amqp_sansio.errors.DecodeError` with code
+501 (framing-error); after that the stream cannot be trusted and the
+connection is closed.
+
+Memory is bounded: the decoder buffers at most one incomplete frame beyond
+what it was given, partial segments are capped by ``max_segment_size``
+(controls, commands, headers) and ``max_body_size`` (bodies, unless
+streamed), and no allocation is ever sized from a declared length.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "PROTOCOL_HEADER",
+    "FIRST_SEG",
+    "LAST_SEG",
+    "FIRST_FRAME",
+    "LAST_FRAME",
+    "MIN_MAX_FRAME_SIZE",
+    "MAX_FRAME_SIZE",
+    "FRAME_HEADER_SIZE",
+    "Frame",
+    "ControlAssembly",
+    "CommandAssembly",
+    "CommandHead",
+    "BodyChunk",
+    "InvalidCommand",
+    "Item",
+    "parse_protocol_header",
+    "FrameDecoder",
+    "AssemblyDecoder",
+    "encode_frame",
+    "encode_control",
+    "encode_command",
+    "header_octets",
+]
+
+import struct
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import attrs
+
+from ..errors import COMMAND_INVALID, FRAMING_ERROR, DecodeError, LocalProtocolError
+from . import codec as _c
+from ._specbase import Command, Control, Struct, check_strict
+from .spec import COMMANDS, CONTROLS
+
+PROTOCOL_HEADER = b"AMQP\x01\x01\x00\x0a"
+FIRST_SEG, LAST_SEG, FIRST_FRAME, LAST_FRAME = 0x08, 0x04, 0x02, 0x01
+SEG_CONTROL, SEG_COMMAND, SEG_HEADER, SEG_BODY = 0, 1, 2, 3
+TRACK_CONTROL, TRACK_COMMAND = 0, 1
+FRAME_HEADER_SIZE = 12
+MIN_MAX_FRAME_SIZE = 4096  # every peer accepts frames this large before tune
+MAX_FRAME_SIZE = 0xFFFF
+DEFAULT_MAX_SEGMENT_SIZE = 4 << 20
+DEFAULT_MAX_BODY_SIZE = 256 << 20
+
+_HDR = struct.Struct("!BBHBBHI")  # flags type size reserved track channel reserved
+_pack_hdr = _HDR.pack
+_unpack_hdr = _HDR.unpack_from
+_ZERO_HDR = bytes(FRAME_HEADER_SIZE)
+_SESSION_HDR = (b"\x01\x00", b"\x01\x01")  # session.header struct: size 1, sync flag
+
+
+@attrs.frozen(slots=True)
+class Frame:
+    """One frame as it is on the wire (see the module picture)."""
+
+    flags: int
+    type: int
+    track: int
+    channel: int
+    payload: bytes
+
+
+@attrs.frozen(slots=True)
+class ControlAssembly:
+    channel: int
+    control: Control
+
+
+@attrs.frozen(slots=True)
+class CommandAssembly:
+    """A whole command: the command, its sync bit, header structs and body.
+
+    ``body`` is ``None`` when no body segment was sent (an empty body segment
+    gives ``b""``).  ``header_size`` is the header segment's octet count --
+    with ``len(body)`` it is what message credit in bytes is charged for.
+    """
+
+    channel: int
+    command: Command
+    sync: bool = False
+    headers: tuple[Struct, ...] = ()
+    body: bytes | None = None
+    header_size: int = 0
+
+
+@attrs.frozen(slots=True)
+class CommandHead:
+    """With ``stream_bodies``: a command whose body follows as chunks."""
+
+    channel: int
+    command: Command
+    sync: bool = False
+    headers: tuple[Struct, ...] = ()
+    header_size: int = 0
+
+
+@attrs.frozen(slots=True)
+class BodyChunk:
+    channel: int
+    data: bytes
+    last: bool
+
+
+@attrs.frozen(slots=True)
+class InvalidCommand:
+    """A command assembly whose content could not be decoded.
+
+    It still occupies a command id; ``error`` carries the execution error
+    code (and class/command codes when they could be read) for the
+    ``execution.exception`` reply.
+    """
+
+    channel: int
+    error: DecodeError
+
+
+Item = ControlAssembly | CommandAssembly | CommandHead | BodyChunk | InvalidCommand
+
+
+def parse_protocol_header(data: bytes) -> tuple[int, int, int, int]:
+    """``(class, instance, major, minor)`` of an 8-octet protocol header.
+
+    Raises DecodeError if the magic is not ``AMQP``.
+    """
+    if len(data) != 8 or data[:4] != b"AMQP":
+        raise DecodeError(f"not an AMQP protocol header: {bytes(data[:8])!r}", offset=0)
+    return data[4], data[5], data[6], data[7]
+
+
+def _framing(msg: str, offset: int, channel: int | None = None) -> DecodeError:
+    return DecodeError(msg, code=FRAMING_ERROR, scope="connection", offset=offset,
+                       channel=channel)
+
+
+# ---------------------------------------------------------------------------
+# Decoding
+
+
+class FrameDecoder:
+    """Bytes -> :class:`Frame` values, checking every header field."""
+
+    def __init__(self, max_frame_size: int = MIN_MAX_FRAME_SIZE) -> None:
+        self.max_frame_size = max_frame_size
+        self._buf = bytearray()
+        self._offset = 0  # stream offset of self._buf[0]
+
+    def feed(self, data: bytes) -> list[Frame]:
+        self._buf += data
+        out: list[Frame] = []
+        buf = self._buf
+        pos = 0
+        n = len(buf)
+        while n - pos >= FRAME_HEADER_SIZE:
+            flags, stype, size, r1, track, channel, r2 = _unpack_hdr(buf, pos)
+            _check_header(flags, stype, size, r1, track, r2, self.max_frame_size,
+                          self._offset + pos, channel)
+            if n - pos < size:
+                break
+            out.append(Frame(flags, stype, track, channel, bytes(buf[pos + 12:pos + size])))
+            pos += size
+        if pos:
+            del buf[:pos]
+            self._offset += pos
+        return out
+
+    @property
+    def pending(self) -> int:
+        return len(self._buf)
+
+
+def _check_header(flags: int, stype: int, size: int, r1: int, track: int, r2: int,
+                  limit: int, offset: int, channel: int) -> None:
+    if size < FRAME_HEADER_SIZE:
+        raise _framing(f"frame size {size} is smaller than its 12-octet header", offset, channel)
+    if size > limit:
+        raise _framing(f"frame size {size} exceeds the maximum frame size {limit}", offset,
+                       channel)
+    if flags & 0xF0 or r1 or r2:
+        raise _framing("reserved bits set in frame header", offset, channel)
+    if stype > 3:
+        raise _framing(f"unknown segment type {stype}", offset, channel)
+    if track != (0 if stype == 0 else 1):
+        raise _framing(f"segment type {stype} on track {track}", offset, channel)
+
+
+class _Partial:
+    """A segment being collected from several frames."""
+
+    __slots__ = ("stype", "seg_flags", "chunks", "size", "offset")
+
+    def __init__(self, stype: int, seg_flags: int, offset: int) -> None:
+        self.stype = stype
+        self.seg_flags = seg_flags
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.offset = offset
+
+
+class _Open:
+    """An assembly whose command segment has arrived, awaiting more segments."""
+
+    __slots__ = ("command", "sync", "headers", "header_size", "body_chunks", "body_size",
+                 "error", "stage", "streaming")
+
+    def __init__(self, command: Command | None, sync: bool, error: DecodeError | None) -> None:
+        self.command = command
+        self.sync = sync
+        self.headers: tuple[Struct, ...] = ()
+        self.header_size = 0
+        self.body_chunks: list[bytes] = []
+        self.body_size = 0
+        self.error = error
+        self.stage = SEG_COMMAND  # last segment type seen
+        self.streaming = False
+
+
+class AssemblyDecoder:
+    """Bytes -> assemblies.  Feed chunks of any size; read items as they complete.
+
+    ``max_frame_size`` is the largest frame accepted (4096 until the
+    connection is tuned; the connection layer raises it).  ``strict`` rejects
+    absent required fields and out-of-domain enum values (lenient by default,
+    as real peers omit required fields).  ``typed`` keeps the wire type of
+    every map/list value (see :mod:`.codec`).  ``stream_bodies`` yields bodies
+    as :class:`BodyChunk` values instead of collecting them.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_frame_size: int = MIN_MAX_FRAME_SIZE,
+        max_segment_size: int = DEFAULT_MAX_SEGMENT_SIZE,
+        max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+        max_depth: int = _c.DEFAULT_MAX_DEPTH,
+        strict: bool = False,
+        typed: bool = False,
+        stream_bodies: bool = False,
+    ) -> None:
+        self.max_frame_size = max_frame_size
+        self.max_segment_size = max_segment_size
+        self.max_body_size = max_body_size
+        self.max_depth = max_depth
+        self.strict = strict
+        self.typed = typed
+        self.stream_bodies = stream_bodies
+        self._buf = bytearray()
+        self._offset = 0
+        self._partial: dict[tuple[int, int], _Partial] = {}
+        self._open: dict[int, _Open] = {}  # channel -> open command assembly
+
+    # -- public -------------------------------------------------------------
+    def feed(self, data: bytes) -> list[Item]:
+        """Add bytes; return every item they complete (possibly none)."""
+        buf = self._buf
+        buf += data
+        out: list[Item] = []
+        pos = 0
+        n = len(buf)
+        limit = self.max_frame_size
+        partial = self._partial
+        try:
+            while n - pos >= 12:
+                flags, stype, size, r1, track, channel, r2 = _unpack_hdr(buf, pos)
+                if (size < 12 or size > limit or flags & 0xF0 or r1 or r2 or stype > 3
+                        or track != (stype != 0)):
+                    _check_header(flags, stype, size, r1, track, r2, limit,
+                                  self._offset + pos, channel)
+                if n - pos < size:
+                    break
+                payload = bytes(buf[pos + 12:pos + size])
+                at = self._offset + pos
+                pos += size
+                key = (channel << 1) | track
+                p = partial.get(key)
+                if p is None:
+                    if not flags & FIRST_FRAME:
+                        raise _framing("frame continues a segment that was never started", at,
+                                       channel)
+                    if flags & LAST_FRAME:
+                        self._segment(channel, stype, flags, payload, at, out)
+                        continue
+                    if stype == SEG_BODY and self.stream_bodies:
+                        self._body_frame(channel, flags, payload, at, out, first=True)
+                        p = _Partial(stype, flags & 0x0C, at)
+                        p.chunks = None  # type: ignore[assignment]  # streamed
+                        partial[key] = p
+                        continue
+                    p = _Partial(stype, flags & 0x0C, at)
+                    partial[key] = p
+                else:
+                    if flags & FIRST_FRAME:
+                        raise _framing("new segment started before the previous one ended", at,
+                                       channel)
+                    if stype != p.stype or (flags & 0x0C) != p.seg_flags:
+                        raise _framing("segment type or flags change within a segment", at,
+                                       channel)
+                    if p.chunks is None:  # streaming body
+                        if flags & LAST_FRAME:
+                            del partial[key]
+                        self._body_frame(channel, flags, payload, at, out, first=False)
+                        continue
+                p.chunks.append(payload)
+                p.size += len(payload)
+                cap = self.max_body_size if stype == SEG_BODY else self.max_segment_size
+                if p.size > cap:
+                    raise _framing(f"segment of type {stype} exceeds its {cap}-octet limit", at,
+                                   channel)
+                if flags & LAST_FRAME:
+                    del partial[key]
+                    self._segment(channel, stype, p.seg_flags | FIRST_FRAME | LAST_FRAME,
+                                  b"".join(p.chunks), p.offset, out)
+        except DecodeError:
+            # Framing is lost; drop what we hold so nothing grows afterwards.
+            self._buf = bytearray()
+            self._partial.clear()
+            self._open.clear()
+            raise
+        if pos:
+            del buf[:pos]
+            self._offset += pos
+        return out
+
+    @property
+    def pending_octets(self) -> int:
+        """Octets held for incomplete frames and segments."""
+        held = sum(p.size for p in self._partial.values())
+        held += sum(o.body_size for o in self._open.values() if not o.streaming)
+        return len(self._buf) + held
+
+    def at_boundary(self) -> bool:
+        """True when no partial frame, segment or assembly is held."""
+        return not self._buf and not self._partial and not self._open
+
+    # -- segments -----------------------------------------------------------
+    def _segment(self, channel: int, stype: int, flags: int, payload: bytes, at: int,
+                 out: list[Item]) -> None:
+        first_seg = flags & FIRST_SEG
+        last_seg = flags & LAST_SEG
+        if stype == SEG_COMMAND:
+            if channel in self._open:
+                raise _framing("command segment inside an unfinished assembly", at, channel)
+            if not first_seg:
+                raise _framing("command segment without first-segment flag", at, channel)
+            cmd, sync, err = self._decode_command(channel, payload, at)
+            if last_seg:
+                if err is not None:
+                    out.append(InvalidCommand(channel, err))
+                else:
+                    assert cmd is not None
+                    out.append(CommandAssembly(channel, cmd, sync))
+            else:
+                self._open[channel] = _Open(cmd, sync, err)
+            return
+        if stype == SEG_CONTROL:
+            if not (first_seg and last_seg):
+                raise _framing("control segment must be a whole assembly", at, channel)
+            out.append(ControlAssembly(channel, self._decode_control(channel, payload, at)))
+            return
+        # header or body: must continue an open command assembly
+        op = self._open.get(channel)
+        if op is None or first_seg:
+            raise _framing(f"segment of type {stype} without a command", at, channel)
+        if stype == SEG_HEADER:
+            if op.stage != SEG_COMMAND:
+                raise _framing("header segment out of order", at, channel)
+            op.stage = SEG_HEADER
+            op.header_size = len(payload)
+            if op.error is None:
+                try:
+                    op.headers = self._decode_headers(payload, at)
+                except DecodeError as e:
+                    op.error = self._scope_command_error(e, op.command, channel)
+        else:  # body
+            if op.stage == SEG_BODY:
+                raise _framing("second body segment in one assembly", at, channel)
+            op.stage = SEG_BODY
+            if op.error is None and self.stream_bodies:
+                # Whole body arrived in one frame: head then one chunk.
+                op.streaming = True
+                assert op.command is not None
+                out.append(CommandHead(channel, op.command, op.sync, op.headers, op.header_size))
+                out.append(BodyChunk(channel, payload, True))
+            else:
+                op.body_chunks.append(payload)
+                op.body_size += len(payload)
+        if last_seg:
+            self._finish(channel, out)
+
+    def _body_frame(self, channel: int, flags: int, payload: bytes, at: int, out: list[Item],
+                    first: bool) -> None:
+        """Streaming mode: one frame of a multi-frame body segment."""
+        op = self._open.get(channel)
+        if first:
+            if op is None or flags & FIRST_SEG:
+                raise _framing("body segment without a command", at, channel)
+            if op.stage == SEG_BODY:
+                raise _framing("second body segment in one assembly", at, channel)
+            op.stage = SEG_BODY
+            op.streaming = True
+            if op.error is None:
+                assert op.command is not None
+                out.append(CommandHead(channel, op.command, op.sync, op.headers, op.header_size))
+        assert op is not None
+        last = bool(flags & LAST_FRAME)
+        if op.error is None:
+            out.append(BodyChunk(channel, payload, last))
+        if last:
+            if not flags & LAST_SEG:
+                raise _framing("body segment must be the last segment", at, channel)
+            del self._open[channel]
+            if op.error is not None:
+                out.append(InvalidCommand(channel, op.error))
+
+    def _finish(self, channel: int, out: list[Item]) -> None:
+        op = self._open.pop(channel)
+        if op.error is not None:
+            out.append(InvalidCommand(channel, op.error))
+            return
+        if op.streaming:
+            return
+        assert op.command is not None
+        body: bytes | None
+        if op.stage == SEG_BODY:
+            chunks = op.body_chunks
+            body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        else:
+            body = None
+        out.append(CommandAssembly(channel, op.command, op.sync, op.headers, body,
+                                   op.header_size))
+
+    # -- content ------------------------------------------------------------
+    def _decode_control(self, channel: int, payload: bytes, at: int) -> Control:
+        n = len(payload)
+        if n < 2:
+            raise _framing("control segment too short for its code", at, channel)
+        opcode = payload[0] << 8 | payload[1]
+        cls = CONTROLS.get(opcode)
+        if cls is None:
+            raise _framing(f"unknown control 0x{opcode:04x}", at, channel)
+        try:
+            if n < 4:
+                raise _c._truncated(cls.NAME, 2)
+            obj, pos = cls._dec_body(payload, 2, n, self.max_depth, self.typed)  # type: ignore[attr-defined]
+            if pos != n:
+                raise DecodeError(f"{cls.NAME}: {n - pos} trailing octets", offset=pos)
+            if self.strict:
+                check_strict(obj)
+        except DecodeError as e:
+            raise _framing(f"bad {cls.NAME}: {e.message}", at, channel) from None
+        except (IndexError, struct.error, ValueError, OverflowError) as e:
+            raise _framing(f"bad {cls.NAME}: truncated ({e})", at, channel) from None
+        return obj  # type: ignore[no-any-return]
+
+    def _decode_command(self, channel: int, payload: bytes, at: int
+                        ) -> tuple[Command | None, bool, DecodeError | None]:
+        n = len(payload)
+        if n < 2:
+            return None, False, DecodeError("command segment too short for its code",
+                                            code=COMMAND_INVALID, scope="execution", offset=at,
+                                            channel=channel)
+        opcode = payload[0] << 8 | payload[1]
+        cls = COMMANDS.get(opcode)
+        if cls is None:
+            return None, False, DecodeError(
+                f"unknown command 0x{opcode:04x}", code=COMMAND_INVALID, scope="execution",
+                offset=at, channel=channel, class_code=payload[0], command_code=payload[1])
+        try:
+            if n < 3:
+                raise _c._truncated("session header", 2)
+            hsize = payload[2]
+            pos = 3 + hsize
+            if hsize == 0:
+                sync = False
+            else:
+                hflags = payload[3]
+                if hflags & 0xFE or hsize > 1:
+                    raise DecodeError("session header has unknown flags or size",
+                                      code=COMMAND_INVALID, scope="execution", offset=3)
+                sync = bool(hflags & 1)
+            if n < pos + 2:
+                raise _c._truncated(cls.NAME, pos)
+            obj, pos = cls._dec_body(payload, pos, n, self.max_depth, self.typed)  # type: ignore[attr-defined]
+            if pos != n:
+                raise DecodeError(f"{cls.NAME}: {n - pos} trailing octets",
+                                  code=COMMAND_INVALID, scope="execution", offset=pos)
+            if self.strict:
+                check_strict(obj)
+        except DecodeError as e:
+            return None, False, self._scope_command_error(e, cls, channel, at)
+        except (IndexError, struct.error, ValueError, OverflowError) as e:
+            return None, False, DecodeError(
+                f"{cls.NAME}: truncated ({e})", code=COMMAND_INVALID, scope="execution",
+                offset=at, channel=channel, class_code=payload[0], command_code=payload[1])
+        return obj, sync, None
+
+    @staticmethod
+    def _scope_command_error(e: DecodeError, cmd: Any, channel: int,
+                             at: int | None = None) -> DecodeError:
+        opcode = getattr(cmd, "OPCODE", None)
+        return DecodeError(
+            f"{getattr(cmd, 'NAME', 'command')}: {e.message}",
+            code=e.code if e.scope == "execution" else COMMAND_INVALID,
+            scope="execution",
+            offset=at if at is not None else e.offset,
+            channel=channel,
+            class_code=opcode >> 8 if opcode is not None else None,
+            command_code=opcode & 0xFF if opcode is not None else None,
+            field_index=e.field_index,
+        )
+
+    def _decode_headers(self, payload: bytes, at: int) -> tuple[Struct, ...]:
+        out: list[Struct] = []
+        pos = 0
+        n = len(payload)
+        seen: set[type] = set()
+        try:
+            while pos < n:
+                v, pos = _c.decode_struct32(payload, pos, n, self.max_depth)
+                if type(v) in seen:
+                    raise DecodeError(f"header holds two {v.NAME} structs",
+                                      code=COMMAND_INVALID, scope="execution", offset=pos)
+                seen.add(type(v))
+                if self.strict:
+                    check_strict(v)
+                out.append(v)
+        except (IndexError, struct.error, ValueError, OverflowError) as e:
+            raise DecodeError(f"header segment truncated ({e})", code=COMMAND_INVALID,
+                              scope="execution", offset=at) from None
+        return tuple(out)
+
+
+# ---------------------------------------------------------------------------
+# Encoding
+
+
+def encode_frame(flags: int, stype: int, channel: int, payload: bytes) -> bytes:
+    track = 0 if stype == SEG_CONTROL else 1
+    return _pack_hdr(flags, stype, len(payload) + 12, 0, track, channel, 0) + payload
+
+
+def _split(out: bytearray, segments: list[tuple[int, int, int]], channel: int,
+           max_frame_size: int) -> bytes:
+    """Frame each (type, start, end) segment of ``out`` under the size limit."""
+    room = max_frame_size - FRAME_HEADER_SIZE
+    parts: list[bytes] = []
+    last = len(segments) - 1
+    mv = memoryview(out)
+    for i, (stype, start, end) in enumerate(segments):
+        seg = (FIRST_SEG if i == 0 else 0) | (LAST_SEG if i == last else 0)
+        track = 0 if stype == SEG_CONTROL else 1
+        pos = start
+        first = True
+        while True:
+            chunk = mv[pos:min(pos + room, end)]
+            pos += len(chunk)
+            flags = seg | (FIRST_FRAME if first else 0) | (LAST_FRAME if pos >= end else 0)
+            parts.append(_pack_hdr(flags, stype, len(chunk) + 12, 0, track, channel, 0))
+            parts.append(bytes(chunk))
+            first = False
+            if pos >= end:
+                break
+    mv.release()
+    return b"".join(parts)
+
+
+def _check_channel(channel: int, max_frame_size: int) -> None:
+    if not 0 <= channel <= 0xFFFF:
+        raise LocalProtocolError(f"channel {channel} out of range")
+    if not FRAME_HEADER_SIZE < max_frame_size <= MAX_FRAME_SIZE:
+        raise LocalProtocolError(f"max frame size {max_frame_size} out of range")
+
+
+def encode_control(channel: int, control: Control,
+                   max_frame_size: int = MIN_MAX_FRAME_SIZE) -> bytes:
+    """One control as frames (normally a single frame)."""
+    cls = type(control)
+    if getattr(cls, "KIND", None) != "control":
+        raise LocalProtocolError(f"{cls.__name__} is not a control")
+    out = bytearray(_ZERO_HDR)
+    out += cls.OPCODE.to_bytes(2, "big")  # type: ignore[union-attr]
+    cls._enc_body(control, out)  # type: ignore[attr-defined]
+    n = len(out)
+    if n <= max_frame_size:
+        _check_channel(channel, max_frame_size)
+        out[0:12] = _pack_hdr(0x0F, SEG_CONTROL, n, 0, 0, channel, 0)
+        return bytes(out)
+    _check_channel(channel, max_frame_size)
+    return _split(out, [(SEG_CONTROL, 12, n)], channel, max_frame_size)
+
+
+def header_octets(headers: Iterable[Struct]) -> bytes:
+    """The header segment for ``headers`` (struct32 values back to back)."""
+    out = bytearray()
+    for h in headers:
+        _c.encode_struct32(h, out)
+    return bytes(out)
+
+
+def encode_command(
+    channel: int,
+    command: Command,
+    *,
+    sync: bool = False,
+    headers: Sequence[Struct] = (),
+    body: bytes | None = None,
+    max_frame_size: int = MAX_FRAME_SIZE,
+) -> bytes:
+    """One command assembly as frames: command, header (if any structs) and
+    body (if ``body`` is not None -- ``b""`` sends an empty body segment)."""
+    cls = type(command)
+    if getattr(cls, "KIND", None) != "command":
+        raise LocalProtocolError(f"{cls.__name__} is not a command")
+    out = bytearray(_ZERO_HDR)
+    out += cls.OPCODE.to_bytes(2, "big")  # type: ignore[union-attr]
+    out += _SESSION_HDR[1 if sync else 0]
+    cls._enc_body(command, out)  # type: ignore[attr-defined]
+    cmd_end = len(out)
+    segments = [(SEG_COMMAND, 12, cmd_end)]
+    hdr_end = cmd_end
+    if headers:
+        out += _ZERO_HDR
+        for h in headers:
+            if getattr(type(h), "KIND", None) != "struct" or type(h).OPCODE is None:
+                raise LocalProtocolError(f"header entry {h!r} is not a coded struct")
+            _c.encode_struct32(h, out)
+        hdr_end = len(out)
+        segments.append((SEG_HEADER, cmd_end + 12, hdr_end))
+    if body is not None:
+        if not isinstance(body, (bytes, bytearray, memoryview)):
+            raise LocalProtocolError(f"body must be bytes, got {type(body).__name__}")
+        body_start = hdr_end + 12
+        out += _ZERO_HDR
+        out += body
+        segments.append((SEG_BODY, body_start, len(out)))
+    # Fast path: every segment fits in one frame -- write the frame headers
+    # into the holes left for them.
+    if all(end - start + 12 <= max_frame_size for _, start, end in segments):
+        _check_channel(channel, max_frame_size)
+        last = len(segments) - 1
+        for i, (stype, start, end) in enumerate(segments):
+            flags = 0x03 | (FIRST_SEG if i == 0 else 0) | (LAST_SEG if i == last else 0)
+            out[start - 12:start] = _pack_hdr(flags, stype, end - start + 12, 0, 1, channel, 0)
+        return bytes(out)
+    _check_channel(channel, max_frame_size)
+    return _split(out, segments, channel, max_frame_size)
