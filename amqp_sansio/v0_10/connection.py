@@ -1,0 +1,926 @@
+"""The AMQP 0-10 connection: bytes in, events out; actions in, bytes out.
+
+Rules of this file (as in h11's ``_state.py``):
+
+1. The connection layer's legal inputs live in ``CONNECTION_TRANSITIONS``
+   below, one table per role; anything absent is a protocol violation.  The
+   session layer's table is in ``session.py``.
+2. The core never reads a clock or touches I/O.  ``now`` (seconds, any
+   monotonic origin) comes in with ``receive_data``/``handle_timer``; bytes
+   come in through ``receive_data`` and go out through ``data_to_send``.
+3. Errors are translated in one place.  Handlers raise ``LocalProtocolError``
+   for misuse by the caller; anything the *peer* did wrong becomes either a
+   ``ProtocolViolation`` event (session or execution scope: the core has
+   answered with ``session.detached`` / ``execution.exception`` and the
+   connection goes on) or, at connection scope, a ``RemoteProtocolError``
+   raised from ``receive_data`` after ``connection.close`` has been queued.
+   The error carries ``.events``: what the same input produced before the
+   violation, so nothing already accepted is lost.  Any other exception
+   escaping ``receive_data`` is a bug.
+
+Grammar (client C, server S):
+``C:header S:header S:start C:start-ok *(S:secure C:secure-ok) S:tune
+C:tune-ok C:open (S:open-ok | S:redirect) *use (C:close S:close-ok |
+S:close C:close-ok)``.  The client pipelines ``open`` right behind
+``tune-ok``; a server accepts both in one read.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "Role",
+    "ConnState",
+    "CONNECTION_TRANSITIONS",
+    "ClientConfig",
+    "ServerConfig",
+    "Connection",
+]
+
+import enum
+from collections.abc import Callable, Collection, Iterable
+from typing import Any
+
+import attrs
+
+from .. import sasl
+from ..errors import (
+    COMMAND_INVALID,
+    FRAMING_ERROR,
+    DecodeError,
+    LocalProtocolError,
+    RemoteProtocolError,
+)
+from . import events as ev
+from ._specbase import Command, Control, Struct
+from .framing import (
+    MAX_FRAME_SIZE,
+    MIN_MAX_FRAME_SIZE,
+    PROTOCOL_HEADER,
+    AssemblyDecoder,
+    BodyChunk,
+    CommandAssembly,
+    CommandHead,
+    ControlAssembly,
+    InvalidCommand,
+    encode_command,
+    encode_control,
+)
+from .session import SESSION_TRANSITIONS, Session, SessionState, SessionStore
+from .spec import (
+    ConnectionClose,
+    ConnectionCloseOk,
+    ConnectionHeartbeat,
+    ConnectionOpen,
+    ConnectionOpenOk,
+    ConnectionRedirect,
+    ConnectionSecure,
+    ConnectionSecureOk,
+    ConnectionStart,
+    ConnectionStartOk,
+    ConnectionTune,
+    ConnectionTuneOk,
+    ExecutionException,
+    ExecutionResult,
+    MessageTransfer,
+    SessionAttach,
+    SessionAttached,
+    SessionCommandPoint,
+    SessionDetach,
+    SessionDetached,
+)
+
+__version__ = "0.1.0.dev0"
+
+
+class Role(enum.Enum):
+    CLIENT = "client"
+    SERVER = "server"
+
+
+class ConnState(enum.Enum):
+    AWAIT_HEADER = "AWAIT_HEADER"
+    AWAIT_START = "AWAIT_START"  # client
+    AWAIT_TUNE = "AWAIT_TUNE"  # client: start-ok sent (secure rounds may come)
+    AWAIT_OPEN_OK = "AWAIT_OPEN_OK"  # client: tune-ok + open sent
+    AWAIT_START_OK = "AWAIT_START_OK"  # server
+    AWAIT_SECURE_OK = "AWAIT_SECURE_OK"  # server
+    AWAIT_TUNE_OK = "AWAIT_TUNE_OK"  # server
+    AWAIT_OPEN = "AWAIT_OPEN"  # server
+    OPEN = "OPEN"
+    CLOSING = "CLOSING"  # we sent close, awaiting close-ok
+    CLOSED = "CLOSED"  # terminal
+
+
+S = ConnState
+_HANDSHAKE_CLOSE = {"connection.close": (S.CLOSED,), "close()": (S.CLOSING,),
+                    "connection.heartbeat": None}
+
+# role -> state -> input -> possible next states (None: state unchanged).
+# "header"/"bad-header" are the peer's protocol header; "eof" the end of input.
+CONNECTION_TRANSITIONS: dict[Role, dict[ConnState, dict[str, tuple[ConnState, ...] | None]]] = {
+    Role.CLIENT: {
+        S.AWAIT_HEADER: {"header": (S.AWAIT_START,), "bad-header": (S.CLOSED,),
+                         "close()": (S.CLOSED,)},
+        S.AWAIT_START: {"connection.start": (S.AWAIT_TUNE,), **_HANDSHAKE_CLOSE},
+        S.AWAIT_TUNE: {"connection.secure": (S.AWAIT_TUNE,),
+                       "connection.tune": (S.AWAIT_OPEN_OK,), **_HANDSHAKE_CLOSE},
+        S.AWAIT_OPEN_OK: {"connection.open-ok": (S.OPEN,), "connection.redirect": (S.CLOSED,),
+                          **_HANDSHAKE_CLOSE},
+        S.OPEN: {"connection.close": (S.CLOSED,), "close()": (S.CLOSING,),
+                 "connection.heartbeat": None, "session": None},
+        S.CLOSING: {"connection.close-ok": (S.CLOSED,), "connection.close": (S.CLOSING,),
+                    "connection.heartbeat": None, "session": None},
+        S.CLOSED: {},
+    },
+    Role.SERVER: {
+        S.AWAIT_HEADER: {"header": (S.AWAIT_START_OK,), "bad-header": (S.CLOSED,),
+                         "close()": (S.CLOSED,)},
+        S.AWAIT_START_OK: {"connection.start-ok": (S.AWAIT_SECURE_OK, S.AWAIT_TUNE_OK, S.CLOSED),
+                           **_HANDSHAKE_CLOSE},
+        S.AWAIT_SECURE_OK: {"connection.secure-ok": (S.AWAIT_SECURE_OK, S.AWAIT_TUNE_OK,
+                                                     S.CLOSED),
+                            **_HANDSHAKE_CLOSE},
+        S.AWAIT_TUNE_OK: {"connection.tune-ok": (S.AWAIT_OPEN, S.CLOSED), **_HANDSHAKE_CLOSE},
+        S.AWAIT_OPEN: {"connection.open": (S.OPEN, S.CLOSING), **_HANDSHAKE_CLOSE},
+        S.OPEN: {"connection.close": (S.CLOSED,), "close()": (S.CLOSING,),
+                 "connection.heartbeat": None, "session": None},
+        S.CLOSING: {"connection.close-ok": (S.CLOSED,), "connection.close": (S.CLOSING,),
+                    "connection.heartbeat": None, "session": None},
+        S.CLOSED: {},
+    },
+}
+
+# Transition coverage: tests set this to a set() and read what was exercised.
+COVERAGE: set[tuple[str, str, str]] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ClientConfig:
+    """How a client connects.  ``mechanisms`` in preference order."""
+
+    virtual_host: str = "/"
+    mechanisms: tuple[sasl.ClientMechanism, ...] = attrs.field(
+        factory=lambda: (sasl.client_mechanism("ANONYMOUS"),), converter=tuple)
+    locale: str = "en_US"
+    client_properties: dict[str, Any] = attrs.field(factory=lambda: {
+        "product": "amqp-sansio", "version": __version__, "platform": "Python"})
+    channel_max: int = 0xFFFF
+    max_frame_size: int = MAX_FRAME_SIZE
+    heartbeat: int | None = None  # seconds wanted; clamped into the server's range
+    capabilities: tuple[str, ...] = ()
+    insist: bool = False
+    session_store: SessionStore | None = None
+    stream_bodies: bool = False
+    strict: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class ServerConfig:
+    """How a server answers.  ``virtual_hosts`` None accepts any."""
+
+    authenticator: sasl.ServerAuthenticator = attrs.field(
+        factory=lambda: sasl.ServerAuthenticator.standard(anonymous=True))
+    virtual_hosts: Collection[str] | Callable[[str, str | None], bool] | None = None
+    server_properties: dict[str, Any] = attrs.field(factory=lambda: {
+        "product": "amqp-sansio", "version": __version__, "platform": "Python"})
+    locales: tuple[str, ...] = ("en_US",)
+    channel_max: int = 0xFFFF
+    max_frame_size: int = MAX_FRAME_SIZE
+    heartbeat_min: int | None = None
+    heartbeat_max: int | None = None
+    max_session_timeout: int = 3600
+    known_hosts: tuple[str, ...] = ()
+    redirect: Callable[[str], str | None] | None = None  # vhost -> host to redirect to
+    session_store: SessionStore | None = None
+    stream_bodies: bool = False
+    strict: bool = False
+
+
+class _ConnectionError(Exception):
+    """Internal: a connection-scope violation (translated in receive_data)."""
+
+    def __init__(self, message: str, code: int = FRAMING_ERROR, *, close: bool = True,
+                 channel: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.close = close  # False: drop the socket without a close control
+        self.channel = channel
+
+
+class Connection:
+    """One AMQP 0-10 connection in the client or server role."""
+
+    def __init__(self, role: Role, config: ClientConfig | ServerConfig | None = None) -> None:
+        self.role = role
+        if config is None:
+            config = ClientConfig() if role is Role.CLIENT else ServerConfig()
+        if role is Role.CLIENT and not isinstance(config, ClientConfig):
+            raise LocalProtocolError("a client connection needs a ClientConfig")
+        if role is Role.SERVER and not isinstance(config, ServerConfig):
+            raise LocalProtocolError("a server connection needs a ServerConfig")
+        self.config = config
+        self.state = ConnState.AWAIT_HEADER
+        self._decoder = AssemblyDecoder(max_frame_size=MIN_MAX_FRAME_SIZE,
+                                        stream_bodies=config.stream_bodies,
+                                        strict=config.strict)
+        self._out: list[bytes] = []
+        self._header_buf = b""
+        self._header_done = False
+        self._out_frame_max = MIN_MAX_FRAME_SIZE
+        self.channel_max = config.channel_max
+        self.max_frame_size = MIN_MAX_FRAME_SIZE
+        self.heartbeat: int | None = None
+        self.virtual_host: str | None = None
+        self.identity: str | None = None
+        self.mechanism: str | None = None
+        self.peer_properties: dict[str, Any] = {}
+        self.sessions: dict[int, Session] = {}
+        self._by_name: dict[bytes, Session] = {}
+        self._now: float | None = None
+        self._last_in: float | None = None
+        self._last_out: float | None = None
+        self._client_mech: sasl.ClientMechanism | None = None
+        self._server_mech: sasl.ServerMechanism | None = None
+        self._offered_tune: ConnectionTune | None = None
+        self._close_sent = False
+        self._flush_wanted = False
+        self._streams: dict[int, int] = {}  # channel -> command id of a streaming body
+        self.closed_reason: str | None = None
+        self.security_layer: Callable[[bytes], bytes] | None = None  # SASL layer hook
+        if role is Role.CLIENT:
+            self._emit_raw(PROTOCOL_HEADER)
+
+    # ------------------------------------------------------------------ API
+    def __repr__(self) -> str:
+        return f"<Connection {self.role.value} {self.state.name} sessions={len(self.sessions)}>"
+
+    @property
+    def closed(self) -> bool:
+        """True once the connection is over: write what is left, then close."""
+        return self.state is ConnState.CLOSED
+
+    def receive_data(self, data: bytes, now: float | None = None) -> list[ev.Event]:
+        """Feed bytes from the peer (``b""`` = end of input); return events."""
+        if now is not None:
+            self._now = now
+            self._last_in = now
+        events: list[ev.Event] = []
+        if self.state is ConnState.CLOSED:
+            return events
+        if not data:
+            self._lose("peer closed the connection", events)
+            return events
+        try:
+            if not self._header_done:
+                data = self._take_header(data, events)
+                if not data or self.state is ConnState.CLOSED:
+                    return events
+            for item in self._decoder.feed(data):
+                self._dispatch(item, events)
+                if self.state is ConnState.CLOSED:
+                    break
+        except DecodeError as e:
+            self._fail(_ConnectionError(e.message, e.code, channel=e.channel), events)
+            raise _remote(e.message, e.code, e.channel, events) from None
+        except _ConnectionError as e:
+            self._fail(e, events)
+            raise _remote(e.message, e.code, e.channel, events) from None
+        return events
+
+    def data_to_send(self) -> bytes:
+        """Everything queued for the peer (owed completions included)."""
+        if self.state in (ConnState.OPEN, ConnState.CLOSING):
+            for s in list(self.sessions.values()):
+                for ctl in s._pending_controls():
+                    self._write_control(s.channel, ctl)
+        if not self._out:
+            return b""
+        data = b"".join(self._out)
+        self._out.clear()
+        return data
+
+    def handle_timer(self, now: float) -> list[ev.Event]:
+        """Advance time: send heartbeats, detect a dead peer, expire state."""
+        self._now = now
+        events: list[ev.Event] = []
+        for store in {id(s): s for s in (self.config.session_store,) if s}.values():
+            store.expire(now)
+        hb = self.heartbeat
+        if hb and self.state in (ConnState.OPEN, ConnState.CLOSING):
+            if self._last_in is not None and now - self._last_in > 2 * hb:
+                events.append(ev.HeartbeatTimeout(now - self._last_in))
+                self._lose("heartbeat timeout", events)
+                return events
+            if self._last_out is None or now - self._last_out >= hb:
+                self._write_control(0, ConnectionHeartbeat())
+        return events
+
+    def next_deadline(self) -> float | None:
+        """When ``handle_timer`` should next be called (None: no timers)."""
+        hb = self.heartbeat
+        if not hb or self.state not in (ConnState.OPEN, ConnState.CLOSING):
+            return None
+        send_at = (self._last_out or 0.0) + hb
+        dead_at = (self._last_in or 0.0) + 2 * hb
+        return min(send_at, dead_at)
+
+    def close(self, code: int = 200, text: str | None = None) -> None:
+        """Start the close handshake (``ConnectionClosed`` follows close-ok)."""
+        if self.state is ConnState.CLOSED:
+            raise LocalProtocolError("connection is already closed")
+        if self.state is ConnState.CLOSING:
+            raise LocalProtocolError("close already sent")
+        self._trace("close()")
+        if self.state is ConnState.AWAIT_HEADER:
+            self.state = ConnState.CLOSED
+            self.closed_reason = "closed before the handshake"
+            return
+        self._write_control(0, ConnectionClose(reply_code=code, reply_text=text))
+        self._close_sent = True
+        self.state = ConnState.CLOSING
+
+    def attach(self, name: bytes, *, channel: int | None = None, force: bool = False,
+               timeout: int | None = None) -> Session:
+        """Attach (or resume) the named session; returns it at once.
+
+        Commands may be sent right away (they are pipelined behind the
+        attach).  A session found in the configured ``session_store`` is
+        resumed: in-doubt commands are replayed once the peer says what it
+        expects.  ``timeout`` asks the peer to keep the session's state that
+        many seconds after a detach or a lost transport.
+        """
+        if self.state is not ConnState.OPEN:
+            raise LocalProtocolError(f"cannot attach in state {self.state.name}")
+        name = bytes(name)
+        if name in self._by_name:
+            raise LocalProtocolError(f"session {name!r} is already attached here")
+        if channel is None:
+            channel = next((c for c in range(self.channel_max) if c not in self.sessions), None)
+            if channel is None:
+                raise LocalProtocolError("no free channel")
+        elif not 0 <= channel < self.channel_max or channel in self.sessions:
+            raise LocalProtocolError(f"channel {channel} is not free")
+        store = self.config.session_store
+        session = store.take(self._principal(), name) if store else None
+        resumed = session is not None
+        if session is None:
+            session = Session(name)
+        session._trace("attach()")
+        session._bind(self, channel)
+        session.state = SessionState.ATTACHING  # commands may be pipelined at once
+        self.sessions[channel] = session
+        self._by_name[name] = session
+        self._write_control(channel, SessionAttach(name=name, force=force))
+        if timeout is not None:
+            session.request_timeout(timeout)
+            session.timeout = timeout  # until the peer grants less
+        if resumed:
+            session._start_resume(self)
+            if session._in_completed:
+                session._completion_dirty = True
+        return session
+
+    def session(self, channel: int) -> Session:
+        try:
+            return self.sessions[channel]
+        except KeyError:
+            raise LocalProtocolError(f"no session on channel {channel}") from None
+
+    # ------------------------------------------------------------ internals
+    def _trace(self, inp: str) -> None:
+        if COVERAGE is not None:
+            COVERAGE.add((self.role.value, self.state.name, inp))
+
+    def _principal(self) -> str | None:
+        return self.identity
+
+    def _emit_raw(self, data: bytes) -> None:
+        if self.security_layer is not None:
+            data = self.security_layer(data)
+        self._out.append(data)
+        self._last_out = self._now
+
+    def _write_control(self, channel: int | None, ctl: Control) -> None:
+        self._emit_raw(encode_control(channel or 0, ctl, self._out_frame_max))
+
+    def _write_command(self, session: Session, cmd: Command, sync: bool,
+                       headers: tuple[Struct, ...], body: bytes | None) -> None:
+        self._emit_raw(encode_command(session.channel or 0, cmd, sync=sync, headers=headers,
+                                      body=body, max_frame_size=self._out_frame_max))
+
+    def _ensure_command_point(self, session: Session) -> None:
+        if session._need_command_point:
+            self._write_control(session.channel, SessionCommandPoint(
+                command_id=session.next_out_id, command_offset=0))
+            session._need_command_point = False
+
+    def _want_flush(self) -> None:
+        self._flush_wanted = True
+
+    def _grant_timeout(self, requested: int | None) -> int:
+        limit = self.config.max_session_timeout if isinstance(self.config, ServerConfig) else (
+            0xFFFFFFFF)
+        return limit if requested is None else min(requested, limit)
+
+    def _take_header(self, data: bytes, events: list[ev.Event]) -> bytes:
+        need = 8 - len(self._header_buf)
+        self._header_buf += data[:need]
+        rest = data[need:]
+        if len(self._header_buf) < 8:
+            # Reject early if what we have already cannot be a header.
+            if not PROTOCOL_HEADER.startswith(self._header_buf[:4][: len(self._header_buf)]):
+                self._bad_header(events)
+                return b""
+            return b""
+        self._header_done = True
+        if self._header_buf == PROTOCOL_HEADER:
+            self._trace("header")
+            if self.role is Role.SERVER:
+                self._emit_raw(PROTOCOL_HEADER)
+                cfg = self.config
+                assert isinstance(cfg, ServerConfig)
+                self._write_control(0, ConnectionStart(
+                    server_properties=cfg.server_properties,
+                    mechanisms=list(cfg.authenticator.mechanisms),
+                    locales=list(cfg.locales)))
+                self.state = ConnState.AWAIT_START_OK
+            else:
+                self.state = ConnState.AWAIT_START
+            return rest
+        self._bad_header(events)
+        return b""
+
+    def _bad_header(self, events: list[ev.Event]) -> None:
+        self._trace("bad-header")
+        h = self._header_buf
+        magic = h[:4] == b"AMQP" and len(h) == 8
+        events.append(ev.ProtocolHeaderMismatch(
+            h, h[4] if magic else None, h[5] if magic else None, h[6] if magic else None,
+            h[7] if magic else None))
+        if self.role is Role.SERVER:
+            # Tell the peer what we speak, then drop the socket (no control).
+            self._emit_raw(PROTOCOL_HEADER)
+        self._header_done = True
+        self.state = ConnState.CLOSED
+        self.closed_reason = "protocol header mismatch"
+
+    def _fail(self, e: _ConnectionError, events: list[ev.Event]) -> None:
+        """A connection-scope violation: queue close (or not) and stop."""
+        if self.state in (ConnState.OPEN, ConnState.CLOSING) or (
+                e.close and self.state not in (ConnState.AWAIT_HEADER, ConnState.CLOSED)):
+            if not self._close_sent:
+                self._write_control(0, ConnectionClose(reply_code=e.code,
+                                                       reply_text=e.message[:255]))
+                self._close_sent = True
+        self._lose(e.message, [])
+        events.append(ev.ProtocolViolation(e.code, "connection", e.channel, e.message,
+                                           "connection.close" if self._close_sent else "none"))
+
+    def _lose(self, reason: str, events: list[ev.Event]) -> None:
+        if self.state is ConnState.CLOSED:
+            return
+        self.state = ConnState.CLOSED
+        self.closed_reason = reason
+        events.append(ev.ConnectionLost(reason))
+        self._detach_all()
+
+    def _detach_all(self) -> None:
+        store = self.config.session_store
+        for s in list(self.sessions.values()):
+            s._trace("transport-lost")
+            s._unbind()
+            if store is not None:
+                store.park(self._principal(), s, self._now)
+        self.sessions.clear()
+        self._by_name.clear()
+
+    # -- dispatch -------------------------------------------------------------
+    def _dispatch(self, item: Any, events: list[ev.Event]) -> None:
+        t = type(item)
+        if t is CommandAssembly or t is InvalidCommand or t is CommandHead or t is BodyChunk:
+            self._check_session_channel(item.channel)
+            session = self.sessions.get(item.channel)
+            if session is None:
+                self._not_attached(item.channel, events)
+                return
+            self._on_command_item(session, item, events)
+            return
+        assert t is ControlAssembly
+        ctl = item.control
+        if ctl.CLASS_CODE == 1:
+            self._on_connection_control(item.channel, ctl, events)
+        else:
+            self._check_session_channel(item.channel)
+            self._on_session_control(item.channel, ctl, events)
+
+    def _check_session_channel(self, channel: int) -> None:
+        if self.state not in (ConnState.OPEN, ConnState.CLOSING):
+            raise _ConnectionError(f"session traffic on channel {channel} before the "
+                                   "connection is open", channel=channel)
+        if channel >= self.channel_max:
+            raise _ConnectionError(f"channel {channel} is beyond channel-max "
+                                   f"{self.channel_max}", channel=channel)
+
+    def _allowed(self, name: str) -> tuple[ConnState, ...] | None:
+        table = CONNECTION_TRANSITIONS[self.role][self.state]
+        if name not in table:
+            raise _ConnectionError(f"unexpected {name} in state {self.state.name}",
+                                   close=self.state is not ConnState.AWAIT_START_OK)
+        self._trace(name)
+        return table[name]
+
+    # -- connection controls --------------------------------------------------
+    def _on_connection_control(self, channel: int, ctl: Control, events: list[ev.Event]) -> None:
+        name = ctl.NAME
+        if self.state is ConnState.CLOSING and name not in (
+                "connection.close-ok", "connection.close", "connection.heartbeat"):
+            return  # discard everything but the close handshake
+        self._allowed(name)
+        handler = getattr(self, "_on_" + name.replace(".", "_").replace("-", "_"))
+        handler(ctl, events)
+
+    def _on_connection_heartbeat(self, ctl: Any, events: list[ev.Event]) -> None:
+        events.append(ev.HeartbeatReceived())
+
+    def _on_connection_close(self, ctl: Any, events: list[ev.Event]) -> None:
+        self._write_control(0, ConnectionCloseOk())
+        if self.state is ConnState.CLOSING:
+            return  # simultaneous close: our close-ok is on its way, keep waiting
+        self.state = ConnState.CLOSED
+        self.closed_reason = f"closed by peer ({ctl.reply_code})"
+        events.append(ev.ConnectionClosed(int(ctl.reply_code), ctl.reply_text, by_peer=True))
+        self._detach_all()
+
+    def _on_connection_close_ok(self, ctl: Any, events: list[ev.Event]) -> None:
+        self.state = ConnState.CLOSED
+        self.closed_reason = "closed"
+        events.append(ev.ConnectionClosed(200, None, by_peer=False))
+        self._detach_all()
+
+    # client side handshake
+    def _on_connection_start(self, ctl: Any, events: list[ev.Event]) -> None:
+        cfg = self.config
+        assert isinstance(cfg, ClientConfig)
+        offered = [str(m) for m in (ctl.mechanisms or [])]
+        by_name = {m.name: m for m in cfg.mechanisms}
+        choice = next((n for n in by_name if n in offered), None)
+        if choice is None:
+            raise _ConnectionError(f"no common SASL mechanism (offered {offered})", 320)
+        mech = by_name[choice]
+        locales = [str(x) for x in (ctl.locales or [])]
+        locale = cfg.locale if cfg.locale in locales or not locales else locales[0]
+        self._client_mech = mech
+        self.mechanism = choice
+        self.peer_properties = dict(ctl.server_properties or {})
+        self._write_control(0, ConnectionStartOk(
+            client_properties=cfg.client_properties, mechanism=choice,
+            response=mech.initial_response(), locale=locale))
+        self.state = ConnState.AWAIT_TUNE
+
+    def _on_connection_secure(self, ctl: Any, events: list[ev.Event]) -> None:
+        assert self._client_mech is not None
+        try:
+            resp = self._client_mech.respond(ctl.challenge or b"")
+        except sasl.SaslError as e:
+            raise _ConnectionError(f"SASL: {e.message}", 320) from None
+        self._write_control(0, ConnectionSecureOk(response=resp))
+
+    def _on_connection_tune(self, ctl: Any, events: list[ev.Event]) -> None:
+        cfg = self.config
+        assert isinstance(cfg, ClientConfig)
+        hmin, hmax = ctl.heartbeat_min, ctl.heartbeat_max
+        if hmin is None and hmax is not None:
+            raise _ConnectionError("tune: heartbeat-max without heartbeat-min")
+        if hmin is not None and hmax is not None and hmax < hmin:
+            raise _ConnectionError("tune: heartbeat-max below heartbeat-min")
+        if ctl.max_frame_size is not None and ctl.max_frame_size < MIN_MAX_FRAME_SIZE:
+            raise _ConnectionError("tune: max-frame-size below 4096")
+        if ctl.channel_max == 0:
+            raise _ConnectionError("tune: channel-max of zero")
+        channel_max = min(cfg.channel_max, ctl.channel_max or 0xFFFF)
+        frame = min(cfg.max_frame_size, ctl.max_frame_size or MAX_FRAME_SIZE)
+        heartbeat = None
+        if hmin is not None:
+            want = cfg.heartbeat if cfg.heartbeat is not None else hmin
+            heartbeat = max(hmin, want if hmax is None else min(want, hmax))
+            if cfg.heartbeat is None and hmin == 0:
+                heartbeat = 0
+        self._write_control(0, ConnectionTuneOk(channel_max=channel_max, max_frame_size=frame,
+                                                heartbeat=heartbeat))
+        self._apply_tune(channel_max, frame, heartbeat)
+        self._write_control(0, ConnectionOpen(virtual_host=cfg.virtual_host,
+                                              capabilities=list(cfg.capabilities) or None,
+                                              insist=cfg.insist))
+        self.virtual_host = cfg.virtual_host
+        self.state = ConnState.AWAIT_OPEN_OK
+
+    def _apply_tune(self, channel_max: int, frame: int, heartbeat: int | None) -> None:
+        self.channel_max = channel_max
+        self.max_frame_size = frame
+        self._out_frame_max = frame
+        self._decoder.max_frame_size = frame
+        self.heartbeat = heartbeat or None
+
+    def _on_connection_open_ok(self, ctl: Any, events: list[ev.Event]) -> None:
+        if self._client_mech is not None:
+            verify = getattr(self._client_mech, "is_complete", None)
+            if verify is not None and not verify():
+                raise _ConnectionError("SASL exchange did not complete", 320)
+        self.state = ConnState.OPEN
+        events.append(ev.ConnectionOpened(
+            self.virtual_host or "", self.channel_max, self.max_frame_size, self.heartbeat,
+            self.peer_properties, self.mechanism or "", None,
+            tuple(str(h) for h in (ctl.known_hosts or ()))))
+
+    def _on_connection_redirect(self, ctl: Any, events: list[ev.Event]) -> None:
+        self.state = ConnState.CLOSED
+        self.closed_reason = f"redirected to {ctl.host}"
+        events.append(ev.ConnectionRedirected(str(ctl.host),
+                                              tuple(str(h) for h in (ctl.known_hosts or ()))))
+
+    # server side handshake
+    def _on_connection_start_ok(self, ctl: Any, events: list[ev.Event]) -> None:
+        cfg = self.config
+        assert isinstance(cfg, ServerConfig)
+        if ctl.mechanism not in cfg.authenticator.mechanisms:
+            # Rule: close the socket without sending further data.
+            raise _ConnectionError(f"start-ok chose unoffered mechanism {ctl.mechanism!r}",
+                                   close=False)
+        self.peer_properties = dict(ctl.client_properties or {})
+        self.mechanism = ctl.mechanism
+        self._server_mech = cfg.authenticator.create(ctl.mechanism)
+        self._sasl_step(lambda m: m.start(ctl.response or b""))
+
+    def _on_connection_secure_ok(self, ctl: Any, events: list[ev.Event]) -> None:
+        self._sasl_step(lambda m: m.step(ctl.response or b""))
+
+    def _sasl_step(self, fn: Callable[[sasl.ServerMechanism], sasl.ServerStep]) -> None:
+        assert self._server_mech is not None
+        try:
+            step = fn(self._server_mech)
+        except sasl.SaslError as e:
+            raise _ConnectionError(f"authentication failed: {e.message}", 320) from None
+        if step.challenge is not None and not step.done:
+            self._write_control(0, ConnectionSecure(challenge=step.challenge))
+            self.state = ConnState.AWAIT_SECURE_OK
+            return
+        if step.challenge is not None:
+            # Final server data (e.g. SCRAM server-final) travels in a last
+            # secure; the client's empty secure-ok is accepted by _sasl_done.
+            self._write_control(0, ConnectionSecure(challenge=step.challenge))
+            self.identity = step.identity
+            self._server_mech = _Done(step.identity)  # type: ignore[assignment]
+            self.state = ConnState.AWAIT_SECURE_OK
+            return
+        self.identity = step.identity
+        cfg = self.config
+        assert isinstance(cfg, ServerConfig)
+        tune = ConnectionTune(channel_max=cfg.channel_max, max_frame_size=cfg.max_frame_size,
+                              heartbeat_min=cfg.heartbeat_min, heartbeat_max=cfg.heartbeat_max)
+        self._offered_tune = tune
+        self._write_control(0, tune)
+        self.state = ConnState.AWAIT_TUNE_OK
+
+    def _on_connection_tune_ok(self, ctl: Any, events: list[ev.Event]) -> None:
+        offered = self._offered_tune
+        assert offered is not None
+        cm = ctl.channel_max
+        if cm is None or cm == 0 or cm > (offered.channel_max or 0xFFFF):
+            raise _ConnectionError(f"tune-ok channel-max {cm} outside the offer", close=False)
+        fm = ctl.max_frame_size
+        if fm is not None and (fm > (offered.max_frame_size or MAX_FRAME_SIZE)
+                               or fm < MIN_MAX_FRAME_SIZE):
+            raise _ConnectionError(f"tune-ok max-frame-size {fm} outside the offer",
+                                   close=False)
+        hb = ctl.heartbeat
+        if hb is not None:
+            if offered.heartbeat_min is None:
+                raise _ConnectionError("tune-ok heartbeat set but none was offered")
+            if hb < offered.heartbeat_min or (offered.heartbeat_max is not None
+                                              and hb > offered.heartbeat_max):
+                raise _ConnectionError(f"tune-ok heartbeat {hb} outside the offer")
+        frame = fm if fm is not None else (offered.max_frame_size or MAX_FRAME_SIZE)
+        self._apply_tune(cm, frame, hb)
+        self.state = ConnState.AWAIT_OPEN
+
+    def _on_connection_open(self, ctl: Any, events: list[ev.Event]) -> None:
+        cfg = self.config
+        assert isinstance(cfg, ServerConfig)
+        vhost = ctl.virtual_host or ""
+        allowed = cfg.virtual_hosts
+        ok = (allowed is None or (allowed(vhost, self.identity) if callable(allowed)
+                                  else vhost in allowed))
+        if not ok:
+            self._trace("open:invalid-path")
+            self._write_control(0, ConnectionClose(reply_code=402,
+                                                   reply_text=f"no virtual host {vhost!r}"))
+            self._close_sent = True
+            self.state = ConnState.CLOSING
+            events.append(ev.ProtocolViolation(402, "connection", 0,
+                                               f"unknown virtual host {vhost!r}",
+                                               "connection.close"))
+            return
+        if cfg.redirect is not None and not ctl.insist:
+            target = cfg.redirect(vhost)
+            if target:
+                self._write_control(0, ConnectionRedirect(host=target,
+                                                          known_hosts=list(cfg.known_hosts)))
+                self.state = ConnState.CLOSED
+                self.closed_reason = f"redirected client to {target}"
+                return
+        self.virtual_host = vhost
+        self._write_control(0, ConnectionOpenOk(known_hosts=list(cfg.known_hosts)))
+        self.state = ConnState.OPEN
+        events.append(ev.ConnectionOpened(vhost, self.channel_max, self.max_frame_size,
+                                          self.heartbeat, self.peer_properties,
+                                          self.mechanism or "", self.identity,
+                                          tuple(cfg.known_hosts)))
+
+    # -- session controls -------------------------------------------------------
+    def _not_attached(self, channel: int, events: list[ev.Event]) -> None:
+        self._write_control(channel, SessionDetached(name=b"", code=3))
+        events.append(ev.ProtocolViolation(3, "session", channel,
+                                           "traffic on a channel with no attached session",
+                                           "session.detached"))
+
+    def _session_violation(self, session: Session, message: str, code: int,
+                           events: list[ev.Event]) -> None:
+        ch = session.channel
+        self._write_control(ch, SessionDetached(name=session.name, code=code))
+        events.append(ev.ProtocolViolation(code, "session", ch, message, "session.detached"))
+        events.append(ev.SessionDetached(ch or 0, session.name, code, by_peer=False))
+        self._drop_session(session)
+
+    def _drop_session(self, session: Session) -> None:
+        ch = session.channel
+        if ch is not None:
+            self.sessions.pop(ch, None)
+        self._by_name.pop(session.name, None)
+        session._unbind()
+        store = self.config.session_store
+        if store is not None:
+            store.park(self._principal(), session, self._now)
+
+    def _on_session_control(self, channel: int, ctl: Control, events: list[ev.Event]) -> None:
+        name = ctl.NAME
+        session = self.sessions.get(channel)
+        if self.state is ConnState.CLOSING:
+            return
+        if name == "session.attach":
+            self._on_attach(channel, ctl, events)
+            return
+        if session is None:
+            if name == "session.detached":
+                return  # an answer to something we already dropped
+            if name == "session.detach":
+                self._write_control(channel, SessionDetached(name=ctl.name, code=3))  # type: ignore[attr-defined]
+                return
+            self._not_attached(channel, events)
+            return
+        allowed = SESSION_TRANSITIONS[session.state]
+        if name not in allowed:
+            self._session_violation(session, f"{name} in session state {session.state.name}",
+                                    3, events)
+            return
+        if name == "session.attached":
+            session._trace(name)
+            session.state = SessionState.ATTACHED
+            events.append(ev.SessionAttached(channel, session.name))
+            return
+        if name == "session.detach":
+            session._trace(name)
+            self._write_control(channel, SessionDetached(name=session.name, code=0))
+            events.append(ev.SessionDetached(channel, session.name, 0, by_peer=True))
+            self._drop_session(session)
+            return
+        if name == "session.detached":
+            session._trace(name)
+            code = int(getattr(ctl, "code", 0) or 0)
+            events.append(ev.SessionDetached(channel, session.name, code,
+                                             by_peer=session.state is not SessionState.DETACHING))
+            self._drop_session(session)
+            return
+        session._on_control(ctl, events)
+
+    def _on_attach(self, channel: int, ctl: Any, events: list[ev.Event]) -> None:
+        name = bytes(ctl.name or b"")
+        current = self.sessions.get(channel)
+        if current is not None:
+            current._trace("session.attach")
+            if current.name == name:
+                self._write_control(channel, SessionAttached(name=name))  # idempotent
+                return
+            self._write_control(channel, SessionDetached(name=name, code=2))  # transport-busy
+            return
+        other = self._by_name.get(name)
+        if other is not None:
+            if not ctl.force:
+                self._write_control(channel, SessionDetached(name=name, code=1))  # session-busy
+                return
+            # Force: take it from its old channel (the old one is told busy).
+            old = other.channel
+            if old is not None:
+                self._write_control(old, SessionDetached(name=name, code=1))
+                self.sessions.pop(old, None)
+            session = other
+        else:
+            store = self.config.session_store
+            session = (store.take(self._principal(), name) if store else None) or Session(name)
+        session._trace("session.attach")
+        resumed = session._have_state or bool(session._replay)
+        session._bind(self, channel)
+        session.state = SessionState.ATTACHED
+        self.sessions[channel] = session
+        self._by_name[name] = session
+        self._write_control(channel, SessionAttached(name=name))
+        events.append(ev.SessionAttached(channel, name))
+        if resumed:
+            session._start_resume(self)
+            if session._in_completed:
+                session._completion_dirty = True
+        elif session._need_command_point is False:
+            session._need_command_point = True
+
+    # -- commands ---------------------------------------------------------------
+    def _on_command_item(self, session: Session, item: Any, events: list[ev.Event]) -> None:
+        ch = item.channel
+        t = type(item)
+        if t is BodyChunk:
+            cid = self._streams.get(ch)
+            if cid is not None:
+                events.append(ev.MessageBodyChunk(ch, cid, item.data, item.last))
+                if item.last:
+                    del self._streams[ch]
+            return
+        if session.state is SessionState.DETACHING:
+            session._trace("command")
+            return  # detach under way: the peer will replay to a resumed session
+        session._trace("command")
+        cid, duplicate = session._take_incoming_id()
+        if cid is None:
+            self._session_violation(session, "command before any command-point", 4, events)
+            return
+        if duplicate:
+            return
+        if session.failed:
+            return  # after an exception nothing more is executed
+        if t is InvalidCommand:
+            e = item.error
+            events.append(ev.ProtocolViolation(e.code, "execution", ch, e.message,
+                                               "execution.exception"))
+            session.send_exception(e.code, command_id=cid, class_code=e.class_code,
+                                   command_code=e.command_code, field_index=e.field_index,
+                                   description=e.message[:0xFFFF])
+            return
+        cmd = item.command
+        session._on_command(cid, cmd, item.sync)
+        if t is CommandHead:
+            self._streams[ch] = cid
+            events.append(ev.MessageHeadReceived(ch, cid, cmd, item.headers, item.sync))
+            return
+        if isinstance(cmd, MessageTransfer):
+            events.append(ev.MessageReceived(ch, cid, cmd, item.headers,
+                                             item.body if item.body is not None else b"",
+                                             item.sync))
+            return
+        if isinstance(cmd, ExecutionResult):
+            if not session._on_result(cmd.command_id):
+                events.append(ev.ProtocolViolation(COMMAND_INVALID, "execution", ch,
+                                                   f"result for unknown command "
+                                                   f"{cmd.command_id}", "none"))
+            else:
+                events.append(ev.ResultReceived(ch, cmd.command_id, cmd.value))
+            session.complete(cid)
+            return
+        if isinstance(cmd, ExecutionException):
+            session.failed = True
+            session._fail_pending()
+            events.append(ev.ExceptionReceived(
+                ch, int(cmd.error_code), cmd.command_id, cmd.class_code, cmd.command_code,
+                cmd.field_index, cmd.description, cmd.error_info))
+            session.complete(cid)
+            return
+        if cmd.NAME == "execution.sync":
+            # The core completes it once every earlier command is complete.
+            session._sync_waiting.append(cid)
+            session._check_barriers()
+            return
+        events.append(ev.CommandReceived(ch, cid, cmd, item.sync, item.headers, item.body))
+
+
+class _Done:
+    """Server SASL after its final data: the client's answer is ignored."""
+
+    def __init__(self, identity: str | None) -> None:
+        self.identity = identity
+
+    def step(self, response: bytes) -> sasl.ServerStep:
+        return sasl.ServerStep(challenge=None, done=True, identity=self.identity)
+
+
+def _remote(message: str, code: int, channel: int | None,
+            events: list[ev.Event]) -> RemoteProtocolError:
+    err = RemoteProtocolError(message, code=code, scope="connection", channel=channel)
+    err.events = list(events)  # type: ignore[attr-defined]
+    return err

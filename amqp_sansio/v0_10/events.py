@@ -1,0 +1,281 @@
+"""The events a :class:`~amqp_sansio.v0_10.connection.Connection` reports.
+
+Every event is a frozen, slotted attrs class.  ``receive_data`` (and
+``handle_timer``) return them in the order the peer's input produced them.
+Don't subclass these.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "Event",
+    "ConnectionOpened",
+    "ConnectionRedirected",
+    "ConnectionClosed",
+    "ConnectionLost",
+    "ProtocolHeaderMismatch",
+    "HeartbeatReceived",
+    "HeartbeatTimeout",
+    "SessionAttached",
+    "SessionDetached",
+    "SessionResumed",
+    "SessionStateLost",
+    "SessionTimeout",
+    "CommandReceived",
+    "MessageReceived",
+    "MessageHeadReceived",
+    "MessageBodyChunk",
+    "CommandsCompleted",
+    "CommandsConfirmed",
+    "KnownCompleted",
+    "ResultReceived",
+    "ExceptionReceived",
+    "ProtocolViolation",
+]
+
+from typing import Any
+
+import attrs
+
+from ..serial import SequenceSet
+from ._specbase import Command, Struct
+from .spec import DeliveryProperties, MessageProperties, MessageTransfer
+
+
+@attrs.frozen(slots=True)
+class Event:
+    """Base class of every event."""
+
+
+# -- connection ---------------------------------------------------------------
+
+
+@attrs.frozen(slots=True)
+class ConnectionOpened(Event):
+    """The handshake finished: ``connection.open-ok`` was sent or received."""
+
+    virtual_host: str
+    channel_max: int
+    max_frame_size: int
+    heartbeat: int | None  # seconds, None when no heartbeats were agreed
+    peer_properties: dict[str, Any]
+    mechanism: str
+    identity: str | None  # server role: the authenticated principal
+    known_hosts: tuple[str, ...] = ()
+
+
+@attrs.frozen(slots=True)
+class ConnectionRedirected(Event):
+    """Client role: the server sent ``connection.redirect`` (no close follows)."""
+
+    host: str
+    known_hosts: tuple[str, ...]
+
+
+@attrs.frozen(slots=True)
+class ConnectionClosed(Event):
+    """The close handshake ended (``by_peer``: the peer sent the first close)."""
+
+    code: int
+    text: str | None
+    by_peer: bool
+
+
+@attrs.frozen(slots=True)
+class ConnectionLost(Event):
+    """The transport ended (EOF, error or timeout) without a completed close."""
+
+    reason: str
+
+
+@attrs.frozen(slots=True)
+class ProtocolHeaderMismatch(Event):
+    """The peer's protocol header is not AMQP 0-10 (its version, as sent)."""
+
+    header: bytes
+    protocol_class: int | None
+    instance: int | None
+    major: int | None
+    minor: int | None
+
+
+@attrs.frozen(slots=True)
+class HeartbeatReceived(Event):
+    pass
+
+
+@attrs.frozen(slots=True)
+class HeartbeatTimeout(Event):
+    """Nothing arrived for twice the heartbeat interval: the peer is dead."""
+
+    idle: float
+
+
+# -- session ------------------------------------------------------------------
+
+
+@attrs.frozen(slots=True)
+class SessionAttached(Event):
+    channel: int
+    name: bytes
+
+
+@attrs.frozen(slots=True)
+class SessionDetached(Event):
+    """``code``: 0 normal, 1 session-busy, 2 transport-busy, 3 not-attached,
+    4 unknown-ids (the session.detach-code domain)."""
+
+    channel: int
+    name: bytes
+    code: int
+    by_peer: bool
+
+
+@attrs.frozen(slots=True)
+class SessionResumed(Event):
+    """A resumed session finished replay: ``replayed`` ids were sent again,
+    ``gapped`` ids the peer already had."""
+
+    channel: int
+    name: bytes
+    replayed: SequenceSet
+    gapped: SequenceSet
+
+
+@attrs.frozen(slots=True)
+class SessionStateLost(Event):
+    """On resume the peer had no state: these in-doubt commands may never have
+    been executed (exactly-once is broken for them; resend at a higher level)."""
+
+    channel: int
+    name: bytes
+    commands: SequenceSet
+
+
+@attrs.frozen(slots=True)
+class SessionTimeout(Event):
+    """The peer granted (or asked for) an execution-state timeout, seconds."""
+
+    channel: int
+    timeout: int | None
+    requested: bool
+
+
+# -- execution ----------------------------------------------------------------
+
+
+@attrs.frozen(slots=True)
+class CommandReceived(Event):
+    """A command for the application.  Complete it with
+    ``session.complete(command_id)`` (and answer result-bearing commands
+    with ``session.send_result``)."""
+
+    channel: int
+    command_id: int
+    command: Command
+    sync: bool = False
+    headers: tuple[Struct, ...] = ()
+    body: bytes | None = None
+
+
+@attrs.frozen(slots=True)
+class MessageReceived(Event):
+    """A whole ``message.transfer``: command, header structs and body."""
+
+    channel: int
+    command_id: int
+    transfer: MessageTransfer
+    headers: tuple[Struct, ...]
+    body: bytes
+    sync: bool = False
+
+    @property
+    def delivery_properties(self) -> DeliveryProperties | None:
+        for h in self.headers:
+            if isinstance(h, DeliveryProperties):
+                return h
+        return None
+
+    @property
+    def message_properties(self) -> MessageProperties | None:
+        for h in self.headers:
+            if isinstance(h, MessageProperties):
+                return h
+        return None
+
+
+@attrs.frozen(slots=True)
+class MessageHeadReceived(Event):
+    """Streaming bodies: the transfer and headers; chunks follow."""
+
+    channel: int
+    command_id: int
+    transfer: MessageTransfer
+    headers: tuple[Struct, ...]
+    sync: bool = False
+
+
+@attrs.frozen(slots=True)
+class MessageBodyChunk(Event):
+    channel: int
+    command_id: int
+    data: bytes
+    last: bool
+
+
+@attrs.frozen(slots=True)
+class CommandsCompleted(Event):
+    """The peer completed these commands we sent (their ids)."""
+
+    channel: int
+    commands: SequenceSet
+
+
+@attrs.frozen(slots=True)
+class CommandsConfirmed(Event):
+    channel: int
+    commands: SequenceSet
+
+
+@attrs.frozen(slots=True)
+class KnownCompleted(Event):
+    """The peer knows these of its commands are complete (we forget them)."""
+
+    channel: int
+    commands: SequenceSet
+
+
+@attrs.frozen(slots=True)
+class ResultReceived(Event):
+    """``execution.result`` for the command we sent as ``command_id``."""
+
+    channel: int
+    command_id: int
+    value: Any
+
+
+@attrs.frozen(slots=True)
+class ExceptionReceived(Event):
+    """``execution.exception``: the session is finished; pending results fail."""
+
+    channel: int
+    error_code: int
+    command_id: int | None
+    class_code: int | None
+    command_code: int | None
+    field_index: int | None
+    description: str | None
+    error_info: dict[str, Any] | None
+
+
+@attrs.frozen(slots=True)
+class ProtocolViolation(Event):
+    """The peer broke the protocol; ``reply`` is what the core sent back
+    (``"connection.close"``, ``"session.detached"``,
+    ``"execution.exception"`` or ``"none"``: the socket is to be dropped)."""
+
+    code: int
+    scope: str
+    channel: int | None
+    message: str
+    reply: str

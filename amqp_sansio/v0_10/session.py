@@ -1,0 +1,575 @@
+"""The session layer: attachment, command ids, completion, replay and resume.
+
+State table (per session; SESSION_TRANSITIONS below is the data the fuzzers
+check coverage against).  Inputs are control names as received, or local
+calls written ``name()``::
+
+    DETACHED  --attach()---------------> ATTACHING --session.attached--> ATTACHED
+    DETACHED  --session.attach---------> ATTACHED   (or stays: busy -> detached(1/2))
+    ATTACHING --session.detached-------> DETACHED
+    ATTACHED  --session.attach---------> ATTACHED   (idempotent: attached again)
+    ATTACHED  --detach()---------------> DETACHING --session.detached--> DETACHED
+    ATTACHED  --session.detach---------> DETACHED   (we answer detached(normal))
+    ATTACHED  --session.detached-------> DETACHED   (the peer ended it)
+    ATTACHED  --command/other control--> ATTACHED
+    any other (state, input)           -> discard + detached(not-attached, 3)
+
+Theory of operation.  Each session has two independent command streams.  As
+a *sender* we number our commands implicitly from the last command-point,
+keep every sent command until the peer completes it (the replay buffer,
+bounded by ``replay_window``), and answer the peer's ``completed`` with
+``known-completed`` so its sets stay small.  As a *receiver* we number the
+peer's commands the same way, keep the set of completed ids until the peer
+says it knows them, and report completion lazily: ``complete()`` only marks
+ids, and the ``session.completed`` control is written when the connection's
+output is collected (one per session per flush), or at once for commands
+that carried the sync bit.
+
+Resume.  A session whose state outlives its transport (a granted timeout >
+0) can be attached on a new connection.  The sender side then asks the
+peer's receiver for ``expected``, and answers with ``command-point`` + the
+in-doubt commands from that id on, in order, using ``gap`` for ids it no
+longer holds (already completed).  An empty ``expected`` means the peer kept
+no state: the in-doubt commands are reported as lost.  The receiver side
+drops replayed ids it already has, so nothing executes twice.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Session", "SessionState", "SESSION_TRANSITIONS", "SessionStore"]
+
+import enum
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from ..errors import LocalProtocolError
+from ..serial import SequenceSet, serial_add, serial_diff, serial_le, serial_lt
+from . import events as ev
+from ._specbase import Command, Struct
+from .flow import Credit
+from .framing import header_octets
+from .spec import (
+    ExecutionException,
+    ExecutionResult,
+    MessageCancel,
+    MessageFlow,
+    MessageSetFlowMode,
+    MessageStop,
+    MessageSubscribe,
+    MessageTransfer,
+    SessionCommandPoint,
+    SessionCompleted,
+    SessionConfirmed,
+    SessionExpected,
+    SessionFlush,
+    SessionGap,
+    SessionKnownCompleted,
+    SessionTimeout,
+)
+
+if TYPE_CHECKING:
+    from .connection import Connection
+
+
+class SessionState(enum.Enum):
+    DETACHED = "DETACHED"
+    ATTACHING = "ATTACHING"
+    ATTACHED = "ATTACHED"
+    DETACHING = "DETACHING"
+
+
+D, AI, A, DI = (SessionState.DETACHED, SessionState.ATTACHING, SessionState.ATTACHED,
+                SessionState.DETACHING)
+
+# (state, input) -> possible next states.  Anything absent is a violation of
+# rule "attachment": discard and answer detached(not-attached).
+SESSION_TRANSITIONS: dict[SessionState, dict[str, tuple[SessionState, ...]]] = {
+    D: {"attach()": (AI,), "session.attach": (A, D)},
+    AI: {"session.attached": (A,), "session.detached": (D,), "transport-lost": (D,)},
+    A: {
+        "session.attach": (A,),
+        "detach()": (DI,),
+        "session.detach": (D,),
+        "session.detached": (D,),
+        "session.request-timeout": (A,),
+        "session.timeout": (A,),
+        "session.command-point": (A,),
+        "session.expected": (A,),
+        "session.confirmed": (A,),
+        "session.completed": (A,),
+        "session.known-completed": (A,),
+        "session.flush": (A,),
+        "session.gap": (A,),
+        "command": (A,),
+        "transport-lost": (D,),
+    },
+    DI: {
+        "session.detached": (D,),
+        "session.detach": (D,),
+        "session.completed": (DI,),
+        "session.known-completed": (DI,),
+        "session.confirmed": (DI,),
+        "session.expected": (DI,),
+        "session.flush": (DI,),
+        "session.gap": (DI,),
+        "session.command-point": (DI,),
+        "session.timeout": (DI,),
+        "session.request-timeout": (DI,),
+        "command": (DI,),
+        "transport-lost": (D,),
+    },
+}
+
+# Transition coverage: tests set this to a set() and read what was exercised.
+COVERAGE: set[tuple[str, str]] | None = None
+
+_RANGES_BEFORE_TIMELY = 8  # ask for known-completed once our set fragments
+
+
+class SessionStore:
+    """Execution state of detached sessions, kept for their timeout.
+
+    Share one store between the connections that may resume each other's
+    sessions (a broker passes one store to every server connection; a client
+    keeps one across reconnects).  Keys are ``(principal, name)`` (rule
+    scoping).  Time comes in as an argument.
+    """
+
+    def __init__(self) -> None:
+        self._detached: dict[tuple[str | None, bytes], tuple[Session, float | None]] = {}
+
+    def park(self, principal: str | None, session: Session, now: float | None) -> None:
+        timeout = session.timeout or 0
+        if timeout <= 0:
+            return
+        expires = None if session.timeout is None or now is None else now + timeout
+        self._detached[(principal, session.name)] = (session, expires)
+
+    def take(self, principal: str | None, name: bytes) -> Session | None:
+        entry = self._detached.pop((principal, name), None)
+        return entry[0] if entry else None
+
+    def expire(self, now: float) -> list[bytes]:
+        gone = [k for k, (_, exp) in self._detached.items() if exp is not None and exp <= now]
+        for k in gone:
+            del self._detached[k]
+        return [k[1] for k in gone]
+
+    def __len__(self) -> int:
+        return len(self._detached)
+
+
+class Session:
+    """One session's state; attached to at most one channel of one connection.
+
+    Obtain it from ``Connection.attach()`` (or ``Connection.sessions`` for
+    sessions the peer attached).  Its methods queue output on the connection
+    it is attached to.
+    """
+
+    def __init__(self, name: bytes, *, replay_window: int = 65536) -> None:
+        if not isinstance(name, (bytes, bytearray)) or len(name) > 0xFFFF:
+            raise LocalProtocolError("session name must be bytes of at most 65535 octets")
+        self.name = bytes(name)
+        self.state = SessionState.DETACHED
+        self.channel: int | None = None
+        self._conn: Connection | None = None
+        self.replay_window = replay_window
+        self.timeout: int | None = 0  # granted execution-state timeout, seconds
+        self.failed = False  # an execution.exception was sent or received
+        # -- sender (our commands) --
+        self.next_out_id = 0
+        self._need_command_point = True
+        self._replay: dict[int, tuple[Command, bool, tuple[Struct, ...], bytes | None]] = {}
+        self._results: dict[int, type | None] = {}  # id -> expected result class
+        self._to_known: SequenceSet = SequenceSet()  # completed by peer, to acknowledge
+        self._resuming = False
+        self._awaiting_expected = False
+        self._transfer_cost: dict[int, tuple[str, int]] = {}  # window-mode bookkeeping
+        # -- receiver (peer's commands) --
+        self.next_in_id: int | None = None
+        self._received_max: int | None = None
+        self._in_completed: SequenceSet = SequenceSet()  # until peer known-completes
+        self._in_outstanding: set[int] = set()  # received, not yet completed
+        self._in_sync: set[int] = set()
+        self._sync_waiting: list[int] = []  # execution.sync ids awaiting earlier ones
+        self._completion_dirty = False
+        self._timely_pending = False
+        self._have_state = False  # any execution state (for expected)
+        # -- credit for transfers we send, by destination --
+        self.credits: dict[str, Credit] = {}
+        self.subscriptions: set[str] = set()  # destinations the peer subscribed
+
+    def __repr__(self) -> str:
+        return (f"<Session {self.name!r} {self.state.name} channel={self.channel} "
+                f"next_out={self.next_out_id} next_in={self.next_in_id}>")
+
+    # -- bookkeeping helpers ------------------------------------------------
+    def _trace(self, inp: str) -> None:
+        if COVERAGE is not None:
+            COVERAGE.add((self.state.name, inp))
+
+    def _require_attached(self) -> Connection:
+        if self.state not in (SessionState.ATTACHED, SessionState.ATTACHING) or (
+                self._conn is None):
+            raise LocalProtocolError(f"session {self.name!r} is not attached ({self.state.name})")
+        return self._conn
+
+    @property
+    def outstanding(self) -> int:
+        """Commands sent and not yet completed by the peer."""
+        return len(self._replay)
+
+    @property
+    def in_doubt(self) -> SequenceSet:
+        return SequenceSet(self._replay)
+
+    def credit(self, destination: str) -> Credit | None:
+        """Credit we hold for sending transfers to ``destination``."""
+        return self.credits.get(destination)
+
+    # -- sending commands ---------------------------------------------------
+    def send(self, command: Command, *, sync: bool = False, headers: Iterable[Struct] = (),
+             body: bytes | None = None) -> int:
+        """Send a command; return its command id (fixed now, before any reply).
+
+        Raises LocalProtocolError -- and changes nothing -- if the session is
+        not attached, the replay window is full, or a transfer exceeds the
+        credit the receiver granted for its destination.
+        """
+        conn = self._require_attached()
+        if getattr(type(command), "KIND", None) != "command":
+            raise LocalProtocolError(f"{type(command).__name__} is not a command")
+        if len(self._replay) >= self.replay_window:
+            raise LocalProtocolError(
+                f"replay window full ({self.replay_window} commands awaiting completion)")
+        if self._awaiting_expected:
+            raise LocalProtocolError("session is resuming: wait for SessionResumed")
+        headers = tuple(headers)
+        cost = 0
+        credit = None
+        if isinstance(command, MessageTransfer):
+            dest = command.destination or ""
+            credit = self.credits.get(dest)
+            if credit is not None:
+                cost = len(header_octets(headers)) + (len(body) if body else 0)
+                credit.debit(cost, dest)  # raises before anything changes
+        cid = self.next_out_id
+        conn._ensure_command_point(self)
+        conn._write_command(self, command, sync, headers, body)
+        self._replay[cid] = (command, sync, headers, body)
+        result = getattr(type(command), "RESULT", None)
+        if result is not None:
+            self._results[cid] = result
+        if credit is not None and credit.mode == 1:
+            self._transfer_cost[cid] = (command.destination or "", cost)  # type: ignore[attr-defined]
+        self.next_out_id = serial_add(cid, 1)
+        return cid
+
+    def sync(self) -> int:
+        """Send ``execution.sync`` with the sync bit: when the returned id is
+        completed, every earlier command is complete too."""
+        from .spec import ExecutionSync
+
+        return self.send(ExecutionSync(), sync=True)
+
+    def flush(self, *, expected: bool = False, confirmed: bool = False,
+              completed: bool = True) -> None:
+        conn = self._require_attached()
+        conn._write_control(self.channel, SessionFlush(expected=expected, confirmed=confirmed,
+                                                       completed=completed))
+
+    def request_timeout(self, seconds: int | None) -> None:
+        """Ask the peer to keep this session's state for ``seconds`` after detach."""
+        from .spec import SessionRequestTimeout
+
+        conn = self._require_attached()
+        conn._write_control(self.channel, SessionRequestTimeout(timeout=seconds))
+
+    def detach(self) -> None:
+        conn = self._require_attached()
+        self._trace("detach()")
+        conn._write_control(self.channel, _detach(self.name))
+        self.state = SessionState.DETACHING
+
+    # -- answering the peer's commands -------------------------------------
+    def complete(self, ids: int | Iterable[int] | SequenceSet) -> None:
+        """Mark incoming commands complete.  ``session.completed`` is written
+        when the connection's output is next collected (at once for commands
+        sent with the sync bit)."""
+        if isinstance(ids, int):
+            ids = (ids,)
+        for i in ids:
+            if i not in self._in_outstanding:
+                if i in self._in_completed:
+                    continue
+                raise LocalProtocolError(f"command {i} was not received or is already known")
+        changed = False
+        for i in ids:
+            if i in self._in_outstanding:
+                self._in_outstanding.discard(i)
+                self._in_completed.add(i)
+                changed = True
+                if i in self._in_sync:
+                    self._in_sync.discard(i)
+                    self._timely_pending = True
+        if changed:
+            self._completion_dirty = True
+            self._check_barriers()
+
+    def _check_barriers(self) -> None:
+        """Complete execution.sync commands whose predecessors are all done."""
+        while self._sync_waiting:
+            bid = self._sync_waiting[0]
+            if any(serial_lt(i, bid) for i in self._in_outstanding):
+                return
+            self._sync_waiting.pop(0)
+            if bid in self._in_outstanding:
+                self._in_sync.add(bid)
+                self.complete(bid)
+
+    def send_result(self, command_id: int, value: Struct) -> int:
+        """Answer a result-bearing command: ``execution.result`` goes out
+        before the command is completed (which this also does)."""
+        if command_id not in self._in_outstanding:
+            raise LocalProtocolError(f"command {command_id} is not awaiting a result")
+        cid = self.send(ExecutionResult(command_id=command_id, value=value))
+        self.complete(command_id)
+        return cid
+
+    def send_exception(self, error_code: int, *, command_id: int | None = None,
+                       class_code: int | None = None, command_code: int | None = None,
+                       field_index: int | None = None, description: str | None = None,
+                       error_info: dict[str, Any] | None = None) -> int:
+        """Report an execution error.  The session is finished afterwards: no
+        further incoming commands are executed, and it is detached."""
+        cid = self.send(ExecutionException(
+            error_code=error_code, command_id=command_id, class_code=class_code,
+            command_code=command_code, field_index=field_index, description=description,
+            error_info=error_info))
+        self.failed = True
+        self.detach()
+        return cid
+
+    # -- output hook --------------------------------------------------------
+    def _pending_controls(self) -> list[Any]:
+        """Controls owed to the peer, collected when output is read."""
+        out: list[Any] = []
+        if self.state is not SessionState.ATTACHED:
+            return out
+        if self._completion_dirty:
+            timely = len(self._in_completed.ranges) > _RANGES_BEFORE_TIMELY
+            out.append(SessionCompleted(commands=self._in_completed.copy(), timely_reply=timely))
+            self._completion_dirty = False
+            self._timely_pending = False
+        if self._to_known:
+            out.append(SessionKnownCompleted(commands=self._to_known))
+            self._to_known = SequenceSet()
+        return out
+
+    # -- input from the connection -----------------------------------------
+    def _bind(self, conn: Connection, channel: int) -> None:
+        self._conn = conn
+        self.channel = channel
+
+    def _unbind(self) -> None:
+        self._conn = None
+        self.channel = None
+        self.state = SessionState.DETACHED
+        self._need_command_point = True
+        self.next_in_id = None  # the peer must send a command-point again
+
+    def _start_resume(self, conn: Connection) -> None:
+        """After attached on a new transport: ask what the peer expects."""
+        if self._replay:
+            self._awaiting_expected = True
+            conn._write_control(self.channel, SessionFlush(expected=True))
+        self._resuming = True
+
+    def _on_control(self, ctl: Any, events: list[ev.Event]) -> None:
+        conn = self._conn
+        assert conn is not None and self.channel is not None
+        ch = self.channel
+        name = ctl.NAME
+        self._trace(name)
+        if name == "session.completed":
+            self._peer_completed(ctl.commands or SequenceSet(), events)
+            if ctl.timely_reply:
+                conn._want_flush()
+        elif name == "session.known-completed":
+            known = ctl.commands or SequenceSet()
+            self._in_completed.difference_update(known)
+            events.append(ev.KnownCompleted(ch, known))
+        elif name == "session.confirmed":
+            if ctl.commands:
+                events.append(ev.CommandsConfirmed(ch, ctl.commands))
+        elif name == "session.command-point":
+            if ctl.command_offset:
+                conn._session_violation(self, "command-point with a non-zero offset is not "
+                                        "supported (resume at command boundaries)", 4, events)
+                return
+            if self._received_max is not None and serial_le(ctl.command_id,
+                                                            self._received_max):
+                # The sender restarted its numbering (a peer that does not
+                # replay, or a fresh sender on a kept name): ids are new again.
+                self._received_max = None
+            self.next_in_id = ctl.command_id
+        elif name == "session.flush":
+            if ctl.expected:
+                if self._have_state and self._received_max is not None:
+                    exp = SequenceSet.of(serial_add(self._received_max, 1))
+                elif self._have_state and self.next_in_id is not None:
+                    exp = SequenceSet.of(self.next_in_id)
+                else:
+                    exp = SequenceSet()
+                conn._write_control(ch, SessionExpected(commands=exp))
+            if ctl.confirmed:
+                conn._write_control(ch, SessionConfirmed(commands=self._in_completed.copy()))
+            if ctl.completed:
+                self._completion_dirty = True
+        elif name == "session.expected":
+            self._on_expected(ctl.commands or SequenceSet(), events)
+        elif name == "session.gap":
+            gap = ctl.commands or SequenceSet()
+            self._in_completed.update(gap)
+            for i in list(self._in_outstanding):
+                if i in gap:
+                    self._in_outstanding.discard(i)
+            # Skip over gapped ids at the head of the stream.
+            while self.next_in_id is not None and self.next_in_id in gap:
+                self._note_received(self.next_in_id)
+                self.next_in_id = serial_add(self.next_in_id, 1)
+            self._completion_dirty = True
+        elif name == "session.request-timeout":
+            granted = conn._grant_timeout(ctl.timeout)
+            self.timeout = granted
+            conn._write_control(ch, SessionTimeout(timeout=granted))
+            events.append(ev.SessionTimeout(ch, granted, requested=True))
+        elif name == "session.timeout":
+            self.timeout = ctl.timeout
+            events.append(ev.SessionTimeout(ch, ctl.timeout, requested=False))
+
+    def _peer_completed(self, done: SequenceSet, events: list[ev.Event]) -> None:
+        newly = SequenceSet()
+        for lo, hi in done.ranges:
+            for cid in _ids(lo, hi, self._replay):
+                self._replay.pop(cid, None)
+                newly.add(cid)
+                self._results.pop(cid, None)
+                cost = self._transfer_cost.pop(cid, None)
+                if cost is not None:
+                    credit = self.credits.get(cost[0])
+                    if credit is not None:
+                        credit.replenish(cost[1])
+        self._to_known.update(done)
+        if newly:
+            events.append(ev.CommandsCompleted(self.channel or 0, newly))
+
+    def _on_expected(self, expected: SequenceSet, events: list[ev.Event]) -> None:
+        conn = self._conn
+        assert conn is not None and self.channel is not None
+        if not self._awaiting_expected:
+            return  # unsolicited expected: nothing to do
+        self._awaiting_expected = False
+        replayed = SequenceSet()
+        gapped = SequenceSet()
+        if not expected:
+            lost = SequenceSet(self._replay)
+            self._replay.clear()
+            self._results.clear()
+            self._transfer_cost.clear()
+            self._need_command_point = True
+            conn._ensure_command_point(self)
+            if lost:
+                events.append(ev.SessionStateLost(self.channel, self.name, lost))
+            events.append(ev.SessionResumed(self.channel, self.name, replayed, gapped))
+            return
+        first = expected.first()
+        assert first is not None
+        if not serial_le(first, self.next_out_id):
+            conn._session_violation(self, "expected names ids we never sent", 4, events)
+            return
+        conn._write_control(self.channel, SessionCommandPoint(command_id=first,
+                                                              command_offset=0))
+        self._need_command_point = False
+        # Walk first..next_out: resend what we hold, gap runs of what the
+        # peer already completed (we no longer hold it).
+        run: tuple[int, int] | None = None
+        cid = first
+        while cid != self.next_out_id:
+            entry = self._replay.get(cid)
+            if entry is None:
+                run = (run[0], cid) if run else (cid, cid)
+                gapped.add(cid)
+            else:
+                if run:
+                    conn._write_control(self.channel, SessionGap(commands=SequenceSet([run])))
+                    run = None
+                command, sync, headers, body = entry
+                conn._write_command(self, command, sync, headers, body)
+                replayed.add(cid)
+            cid = serial_add(cid, 1)
+        if run:
+            conn._write_control(self.channel, SessionGap(commands=SequenceSet([run])))
+        events.append(ev.SessionResumed(self.channel, self.name, replayed, gapped))
+
+    def _note_received(self, cid: int) -> None:
+        self._have_state = True
+        if self._received_max is None or serial_lt(self._received_max, cid):
+            self._received_max = cid
+
+    def _take_incoming_id(self) -> tuple[int | None, bool]:
+        """Number an incoming command: (id, duplicate?).  None: no command-point."""
+        cid = self.next_in_id
+        if cid is None:
+            return None, False
+        self.next_in_id = serial_add(cid, 1)
+        if self._received_max is not None and serial_le(cid, self._received_max):
+            # A replayed command we already have (rule: never execute twice).
+            return cid, True
+        self._note_received(cid)
+        self._in_outstanding.add(cid)
+        return cid, False
+
+    def _on_command(self, cid: int, command: Command, sync: bool) -> None:
+        if sync:
+            self._in_sync.add(cid)
+        # Flow bookkeeping for transfers *we* will send to a destination.
+        if isinstance(command, MessageSubscribe):
+            dest = command.destination or ""
+            self.subscriptions.add(dest)
+            self.credits[dest] = Credit()
+        elif isinstance(command, MessageFlow):
+            c = self.credits.setdefault(command.destination or "", Credit())
+            c.add(int(command.unit), command.value)
+        elif isinstance(command, MessageSetFlowMode):
+            c = self.credits.setdefault(command.destination or "", Credit())
+            c.set_mode(int(command.flow_mode))
+        elif isinstance(command, MessageStop):
+            c = self.credits.get(command.destination or "")
+            if c is not None:
+                c.stop()
+        elif isinstance(command, MessageCancel):
+            self.subscriptions.discard(command.destination or "")
+            self.credits.pop(command.destination or "", None)
+
+    def _on_result(self, command_id: int) -> bool:
+        """An execution.result arrived for our command: is it one we await?"""
+        return self._results.pop(command_id, None) is not None
+
+    def _fail_pending(self) -> None:
+        self._results.clear()
+
+
+def _detach(name: bytes) -> Any:
+    from .spec import SessionDetach
+
+    return SessionDetach(name=name)
+
+
+def _ids(lo: int, hi: int, present: dict[int, Any]) -> list[int]:
+    """Ids in lo..hi that are present (iterate the smaller side)."""
+    n = serial_diff(lo, hi) + 1
+    if n <= len(present):
+        return [serial_add(lo, k) for k in range(n) if serial_add(lo, k) in present]
+    return [i for i in present if serial_le(lo, i) and serial_le(i, hi)]
