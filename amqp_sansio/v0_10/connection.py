@@ -159,8 +159,14 @@ class ClientConfig:
     """How a client connects.  ``mechanisms`` in preference order."""
 
     virtual_host: str = "/"
-    mechanisms: tuple[sasl.ClientMechanism, ...] = attrs.field(
-        factory=lambda: (sasl.client_mechanism("ANONYMOUS"),), converter=tuple)
+    username: str | None = None
+    password: str | None = attrs.field(default=None, repr=False)
+    # SASL mechanisms to try, best first: names (built from username/password
+    # for each connection -- mechanisms are single-use) or zero-argument
+    # factories.  Empty: SCRAM-SHA-256 and PLAIN with credentials, else
+    # ANONYMOUS.
+    mechanisms: tuple[str | Callable[[], sasl.ClientMechanism], ...] = attrs.field(
+        default=(), converter=tuple)
     locale: str = "en_US"
     client_properties: dict[str, Any] = attrs.field(factory=lambda: {
         "product": "amqp-sansio", "version": __version__, "platform": "Python"})
@@ -304,8 +310,6 @@ class Connection:
         """Advance time: send heartbeats, detect a dead peer, expire state."""
         self._now = now
         events: list[ev.Event] = []
-        for store in {id(s): s for s in (self.config.session_store,) if s}.values():
-            store.expire(now)
         hb = self.heartbeat
         if hb and self.state in (ConnState.OPEN, ConnState.CLOSING):
             if self._last_in is not None and now - self._last_in > 2 * hb:
@@ -559,23 +563,51 @@ class Connection:
         self._detach_all()
 
     # client side handshake
+    def _client_mechanisms(self) -> list[Callable[[], sasl.ClientMechanism]]:
+        cfg = self.config
+        assert isinstance(cfg, ClientConfig)
+        wanted = cfg.mechanisms or (("SCRAM-SHA-256", "PLAIN") if cfg.username is not None
+                                    else ("ANONYMOUS",))
+        out: list[Callable[[], sasl.ClientMechanism]] = []
+        for m in wanted:
+            if callable(m):
+                out.append(m)
+                continue
+            name = str(m).upper()
+            if name in ("PLAIN", "SCRAM-SHA-256"):
+                if cfg.username is None or cfg.password is None:
+                    continue
+                kw: dict[str, Any] = {"username": cfg.username, "password": cfg.password}
+            else:
+                kw = {}
+            out.append(lambda name=name, kw=kw: sasl.client_mechanism(name, **kw))
+        return out
+
     def _on_connection_start(self, ctl: Any, events: list[ev.Event]) -> None:
         cfg = self.config
         assert isinstance(cfg, ClientConfig)
         offered = [str(m) for m in (ctl.mechanisms or [])]
-        by_name = {m.name: m for m in cfg.mechanisms}
-        choice = next((n for n in by_name if n in offered), None)
-        if choice is None:
+        mech = None
+        for factory in self._client_mechanisms():
+            candidate = factory()
+            if candidate.name in offered:
+                mech = candidate
+                break
+        if mech is None:
             raise _ConnectionError(f"no common SASL mechanism (offered {offered})", 320)
-        mech = by_name[choice]
+        choice = mech.name
         locales = [str(x) for x in (ctl.locales or [])]
         locale = cfg.locale if cfg.locale in locales or not locales else locales[0]
         self._client_mech = mech
         self.mechanism = choice
         self.peer_properties = dict(ctl.server_properties or {})
+        try:
+            response = mech.initial_response()
+        except sasl.SaslError as e:
+            raise _ConnectionError(f"SASL: {e.message}", 320) from None
         self._write_control(0, ConnectionStartOk(
             client_properties=cfg.client_properties, mechanism=choice,
-            response=mech.initial_response(), locale=locale))
+            response=response, locale=locale))
         self.state = ConnState.AWAIT_TUNE
 
     def _on_connection_secure(self, ctl: Any, events: list[ev.Event]) -> None:
@@ -589,6 +621,13 @@ class Connection:
     def _on_connection_tune(self, ctl: Any, events: list[ev.Event]) -> None:
         cfg = self.config
         assert isinstance(cfg, ClientConfig)
+        if self._client_mech is not None:
+            try:
+                # tune means "authenticated": a mechanism that expects proof
+                # from the server (SCRAM) checks it got it.
+                self._client_mech.verify_final()
+            except sasl.SaslError as e:
+                raise _ConnectionError(f"SASL: {e.message}", 320) from None
         hmin, hmax = ctl.heartbeat_min, ctl.heartbeat_max
         if hmin is None and hmax is not None:
             raise _ConnectionError("tune: heartbeat-max without heartbeat-min")
@@ -623,10 +662,6 @@ class Connection:
         self.heartbeat = heartbeat or None
 
     def _on_connection_open_ok(self, ctl: Any, events: list[ev.Event]) -> None:
-        if self._client_mech is not None:
-            verify = getattr(self._client_mech, "is_complete", None)
-            if verify is not None and not verify():
-                raise _ConnectionError("SASL exchange did not complete", 320)
         self.state = ConnState.OPEN
         events.append(ev.ConnectionOpened(
             self.virtual_host or "", self.channel_max, self.max_frame_size, self.heartbeat,
@@ -661,16 +696,8 @@ class Connection:
             step = fn(self._server_mech)
         except sasl.SaslError as e:
             raise _ConnectionError(f"authentication failed: {e.message}", 320) from None
-        if step.challenge is not None and not step.done:
+        if not step.done:
             self._write_control(0, ConnectionSecure(challenge=step.challenge))
-            self.state = ConnState.AWAIT_SECURE_OK
-            return
-        if step.challenge is not None:
-            # Final server data (e.g. SCRAM server-final) travels in a last
-            # secure; the client's empty secure-ok is accepted by _sasl_done.
-            self._write_control(0, ConnectionSecure(challenge=step.challenge))
-            self.identity = step.identity
-            self._server_mech = _Done(step.identity)  # type: ignore[assignment]
             self.state = ConnState.AWAIT_SECURE_OK
             return
         self.identity = step.identity
@@ -907,16 +934,13 @@ class Connection:
             session._check_barriers()
             return
         events.append(ev.CommandReceived(ch, cid, cmd, item.sync, item.headers, item.body))
+        if self.role is Role.CLIENT and cmd.NAME in _CLIENT_NOTICES:
+            # The broker's verdict on our own publishes: nothing for the
+            # application to execute, so it is complete once reported.
+            session.complete(cid)
 
 
-class _Done:
-    """Server SASL after its final data: the client's answer is ignored."""
-
-    def __init__(self, identity: str | None) -> None:
-        self.identity = identity
-
-    def step(self, response: bytes) -> sasl.ServerStep:
-        return sasl.ServerStep(challenge=None, done=True, identity=self.identity)
+_CLIENT_NOTICES = frozenset({"message.accept", "message.reject"})
 
 
 def _remote(message: str, code: int, channel: int | None,

@@ -149,11 +149,11 @@ class SessionStore:
         entry = self._detached.pop((principal, name), None)
         return entry[0] if entry else None
 
-    def expire(self, now: float) -> list[bytes]:
+    def expire(self, now: float) -> list[Session]:
+        """Drop (and return) sessions whose timeout has run out.  The store's
+        owner calls this: a connection does not own the store it shares."""
         gone = [k for k, (_, exp) in self._detached.items() if exp is not None and exp <= now]
-        for k in gone:
-            del self._detached[k]
-        return [k[1] for k in gone]
+        return [self._detached.pop(k)[0] for k in gone]
 
     def __len__(self) -> int:
         return len(self._detached)

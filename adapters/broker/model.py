@@ -1,0 +1,795 @@
+"""The embedded broker, sans-IO: exchanges, queues, subscriptions, delivery.
+
+:class:`Broker` holds the shared in-memory state; :class:`BrokerConnection`
+drives one server-role :class:`~amqp_sansio.v0_10.connection.Connection` and
+turns its events into broker operations.  Nothing here reads a clock or
+touches a socket: an I/O layer (``server.py`` for Trio, or a test's
+in-memory pump) feeds bytes and time in and writes ``data_to_send()`` out.
+When activity on one connection queues output on another (a message routed
+to a consumer elsewhere), the other's ``on_output`` callback is called so
+its I/O layer can flush it.
+
+Semantics worth knowing (README has the full list):
+* everything is in memory; ``durable`` is accepted and reported but
+  nothing survives the process;
+* a session's subscriptions and unaccepted deliveries live as long as the
+  session: a session detached with a timeout (or whose transport died) keeps
+  them until it is resumed or expires; a session that ends for good releases
+  its unaccepted messages (marked redelivered);
+* unroutable transfers go to the exchange's alternate exchange if it has
+  one, are rejected (reject code 1) if the publisher asked for explicit
+  accepts and did not set discard-unroutable, and are dropped otherwise;
+* dtx, file, stream and message.resume answer not-implemented (540).
+"""
+
+from __future__ import annotations
+
+__all__ = ["Broker", "BrokerConnection", "QueueState", "ExchangeState"]
+
+import collections
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from amqp_sansio import sasl
+from amqp_sansio.errors import LocalProtocolError, RemoteProtocolError
+from amqp_sansio.serial import SequenceSet
+from amqp_sansio.v0_10 import events as ev
+from amqp_sansio.v0_10 import spec
+from amqp_sansio.v0_10._specbase import Command, Struct
+from amqp_sansio.v0_10.connection import Connection, Role, ServerConfig
+from amqp_sansio.v0_10.framing import header_octets
+from amqp_sansio.v0_10.session import Session, SessionState, SessionStore
+
+from .routing import EXCHANGE_TYPES, Binding, matches
+
+NOT_FOUND, RESOURCE_LOCKED, PRECONDITION_FAILED, ILLEGAL_STATE = 404, 405, 406, 409
+COMMAND_INVALID, NOT_ALLOWED, ILLEGAL_ARGUMENT = 503, 530, 531
+NOT_IMPLEMENTED, INTERNAL_ERROR, INVALID_ARGUMENT = 540, 541, 542
+REJECT_UNROUTABLE = 1
+
+
+class _Fail(Exception):
+    """A command cannot be executed: answer with execution.exception."""
+
+    def __init__(self, code: int, text: str, field: str | None = None) -> None:
+        super().__init__(text)
+        self.code = code
+        self.text = text
+        self.field = field
+
+
+@attrs.define(eq=False)
+class QMsg:
+    """A message in a queue (or delivered and awaiting accept)."""
+
+    seq: int
+    headers: tuple[Struct, ...]
+    body: bytes
+    routing_key: str
+    exchange: str
+    app_headers: dict[str, Any] | None
+    redelivered: bool = False
+
+
+@attrs.define(eq=False)
+class ExchangeState:
+    name: str
+    type: str
+    durable: bool = False
+    auto_delete: bool = False
+    alternate: str | None = None
+    arguments: dict[str, Any] = attrs.field(factory=dict)
+    bindings: list[Binding] = attrs.field(factory=list)
+
+
+@attrs.define(eq=False)
+class Consumer:
+    session: Session
+    destination: str
+    queue: str
+    accept_explicit: bool
+    pre_acquired: bool
+    exclusive: bool
+    browse_seq: int = -1  # not-acquired consumers: last message seq shown
+
+
+@attrs.define(eq=False)
+class QueueState:
+    name: str
+    durable: bool = False
+    exclusive_owner: Session | None = None
+    auto_delete: bool = False
+    alternate: str | None = None
+    arguments: dict[str, Any] = attrs.field(factory=dict)
+    messages: collections.deque[QMsg] = attrs.field(factory=collections.deque)
+    consumers: list[Consumer] = attrs.field(factory=list)
+    had_consumer: bool = False
+    rr: int = 0
+
+
+@attrs.define(eq=False)
+class SessState:
+    """What the broker keeps per session (beside the core's session state)."""
+
+    consumers: dict[str, Consumer] = attrs.field(factory=dict)
+    unacked: dict[int, tuple[QueueState, QMsg]] = attrs.field(factory=dict)
+    to_accept: SequenceSet = attrs.field(factory=SequenceSet)  # publisher transfers
+    transactional: bool = False
+    tx_publish: list[tuple[Command, tuple[Struct, ...], bytes, int]] = attrs.field(factory=list)
+    tx_accept: list[int] = attrs.field(factory=list)
+    tx_accept_ids: SequenceSet = attrs.field(factory=SequenceSet)
+
+
+class Broker:
+    """Shared broker state; make one :class:`BrokerConnection` per transport."""
+
+    def __init__(self, *, users: dict[str, str] | None = None,
+                 virtual_hosts: tuple[str, ...] | None = ("/",), anonymous: bool = True,
+                 heartbeat_min: int | None = None, heartbeat_max: int | None = None,
+                 max_session_timeout: int = 600) -> None:
+        self.users = dict(users or {})
+        self.anonymous = anonymous if users is None else anonymous and not users
+        self.virtual_hosts = virtual_hosts
+        self.heartbeat_min = heartbeat_min
+        self.heartbeat_max = heartbeat_max
+        self.max_session_timeout = max_session_timeout
+        self.store = SessionStore()
+        self.exchanges: dict[str, ExchangeState] = {}
+        self.queues: dict[str, QueueState] = {}
+        self.sessions: dict[Session, SessState] = {}
+        self._by_core: dict[int, BrokerConnection] = {}
+        self._seq = itertools.count()
+        self._touched: set[BrokerConnection] = set()
+        self.stats = collections.Counter[str]()
+        for name, typ in (("", "direct"), ("amq.direct", "direct"), ("amq.fanout", "fanout"),
+                          ("amq.topic", "topic"), ("amq.match", "headers"),
+                          ("amq.headers", "headers")):
+            self.exchanges[name] = ExchangeState(name, typ, durable=True)
+
+    def connection(self) -> BrokerConnection:
+        return BrokerConnection(self)
+
+    def _server_config(self) -> ServerConfig:
+        users = self.users
+        auth = sasl.ServerAuthenticator.standard(
+            check_password=(lambda u, p: users.get(u) == p) if users else None,
+            anonymous=self.anonymous or not users)
+        return ServerConfig(
+            authenticator=auth,
+            virtual_hosts=self.virtual_hosts,
+            heartbeat_min=self.heartbeat_min,
+            heartbeat_max=self.heartbeat_max,
+            max_session_timeout=self.max_session_timeout,
+            session_store=self.store,
+        )
+
+    # -- routing ------------------------------------------------------------
+    def route(self, exchange: ExchangeState, key: str, headers: dict[str, Any] | None,
+              depth: int = 0) -> list[QueueState]:
+        if exchange.name == "":
+            q = self.queues.get(key)
+            return [q] if q is not None else []
+        names: dict[str, None] = {}
+        for b in exchange.bindings:
+            if matches(exchange.type, b, key, headers):
+                names[b.queue] = None
+        return [self.queues[n] for n in names if n in self.queues]
+
+    def enqueue(self, q: QueueState, msg: QMsg) -> None:
+        q.messages.append(msg)
+        self.stats["enqueued"] += 1
+        self.dispatch(q)
+
+    def dispatch(self, q: QueueState) -> None:
+        """Give ready messages to consumers with credit, round robin."""
+        if not q.consumers:
+            return
+        n = len(q.consumers)
+        idle = 0
+        while q.messages and idle < n:
+            c = q.consumers[q.rr % n]
+            q.rr += 1
+            if self._deliver(q, c):
+                idle = 0
+            else:
+                idle += 1
+
+    def _deliver(self, q: QueueState, c: Consumer) -> bool:
+        s = c.session
+        if s.state is not SessionState.ATTACHED or s.failed or s._conn is None:
+            return False
+        msg: QMsg | None
+        if c.pre_acquired:
+            msg = q.messages[0]
+        else:
+            msg = next((m for m in q.messages if m.seq > c.browse_seq), None)
+            if msg is None:
+                return False
+        cmd, headers = _delivery(c, msg)
+        credit = s.credit(c.destination)
+        if credit is None:
+            return False
+        cost = len(header_octets(headers)) + len(msg.body)
+        if not credit.can_send(cost):
+            return False
+        try:
+            cid = s.send(cmd, headers=headers, body=msg.body)
+        except LocalProtocolError:
+            return False  # replay window full: wait for completions
+        if c.pre_acquired:
+            q.messages.popleft()
+            if c.accept_explicit:
+                self.sessions[s].unacked[cid] = (q, msg)
+        else:
+            c.browse_seq = msg.seq
+            self.sessions[s].unacked[cid] = (q, msg)  # acquirable by id
+        self.stats["delivered"] += 1
+        bc = self._by_core.get(id(s._conn))
+        if bc is not None:
+            self._touched.add(bc)
+        return True
+
+    def requeue(self, q: QueueState, msgs: list[QMsg], redelivered: bool = True) -> None:
+        for m in reversed(msgs):
+            m.redelivered = m.redelivered or redelivered
+            q.messages.appendleft(m)
+        if q.name in self.queues:
+            self.dispatch(q)
+
+    def session_state(self, s: Session) -> SessState:
+        st = self.sessions.get(s)
+        if st is None:
+            st = self.sessions[s] = SessState()
+        return st
+
+    def end_session(self, s: Session) -> None:
+        """A session is over for good: cancel its consumers, release its
+        unaccepted messages, delete its exclusive auto-delete queues."""
+        st = self.sessions.pop(s, None)
+        if st is None:
+            return
+        touched: set[str] = set()
+        for c in st.consumers.values():
+            q = self.queues.get(c.queue)
+            if q is not None and c in q.consumers:
+                q.consumers.remove(c)
+                touched.add(q.name)
+        by_queue: dict[int, tuple[QueueState, list[QMsg]]] = {}
+        for q, m in st.unacked.values():
+            # Browsed (not-acquired) messages never left the queue.
+            if q.name in self.queues and m not in q.messages:
+                by_queue.setdefault(id(q), (q, []))[1].append(m)
+        for q, ms in by_queue.values():
+            self.requeue(q, sorted(ms, key=lambda m: m.seq))
+        for q in list(self.queues.values()):
+            if q.exclusive_owner is s:
+                q.exclusive_owner = None
+                if q.auto_delete:
+                    self._delete_queue(q)
+        for name in touched:
+            q = self.queues.get(name)
+            if q is not None:
+                self._maybe_autodelete(q)
+
+    def _maybe_autodelete(self, q: QueueState) -> None:
+        if q.auto_delete and q.had_consumer and not q.consumers and q.exclusive_owner is None:
+            self._delete_queue(q)
+
+    def _delete_queue(self, q: QueueState) -> None:
+        self.queues.pop(q.name, None)
+        for c in list(q.consumers):
+            self.sessions.get(c.session, SessState()).consumers.pop(c.destination, None)
+        q.consumers.clear()
+        for x in self.exchanges.values():
+            x.bindings = [b for b in x.bindings if b.queue != q.name]
+        alt = self.exchanges.get(q.alternate) if q.alternate else None
+        while q.messages:
+            m = q.messages.popleft()
+            if alt is not None:
+                for target in self.route(alt, m.routing_key, m.app_headers):
+                    self.enqueue(target, m)
+
+    def expire(self, now: float) -> None:
+        """Forget sessions whose detached timeout has run out."""
+        for s in self.store.expire(now):
+            self.end_session(s)
+
+    def flush_touched(self, current: BrokerConnection | None) -> None:
+        touched, self._touched = self._touched, set()
+        for bc in touched:
+            if bc is not current and bc.on_output is not None:
+                bc.on_output()
+
+
+def _delivery(c: Consumer, msg: QMsg) -> tuple[Command, tuple[Struct, ...]]:
+    cmd = spec.MessageTransfer(destination=c.destination,
+                               accept_mode=0 if c.accept_explicit else 1,
+                               acquire_mode=0 if c.pre_acquired else 1)
+    headers: list[Struct] = []
+    for h in msg.headers:
+        if isinstance(h, spec.DeliveryProperties):
+            h = attrs.evolve(h, redelivered=msg.redelivered, exchange=msg.exchange)
+        headers.append(h)
+    if not any(isinstance(h, spec.DeliveryProperties) for h in headers):
+        headers.insert(0, spec.DeliveryProperties.unchecked(
+            exchange=msg.exchange, routing_key=msg.routing_key, redelivered=msg.redelivered))
+    return cmd, tuple(headers)
+
+
+class BrokerConnection:
+    """One transport's view of the broker (see the module docstring)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.conn = Connection(Role.SERVER, broker._server_config())
+        broker._by_core[id(self.conn)] = self
+        self.on_output: Callable[[], None] | None = None
+        self.events_seen = 0
+
+    @property
+    def closed(self) -> bool:
+        return self.conn.closed
+
+    def data_to_send(self) -> bytes:
+        self._flush_accepts()
+        return self.conn.data_to_send()
+
+    def next_deadline(self) -> float | None:
+        return self.conn.next_deadline()
+
+    def handle_timer(self, now: float) -> None:
+        events = self.conn.handle_timer(now)
+        self.broker.expire(now)
+        self._handle(events, now)
+
+    def receive_data(self, data: bytes, now: float) -> None:
+        try:
+            events = self.conn.receive_data(data, now)
+        except RemoteProtocolError as e:
+            events = list(getattr(e, "events", []))
+        self._handle(events, now)
+
+    def connection_lost(self, now: float) -> None:
+        if not self.conn.closed:
+            self.receive_data(b"", now)
+        self._end(now)
+
+    # -- events -------------------------------------------------------------
+    def _handle(self, events: list[ev.Event], now: float) -> None:
+        b = self.broker
+        for e in events:
+            self.events_seen += 1
+            t = type(e)
+            if t is ev.MessageReceived:
+                self._on_publish(e)  # type: ignore[arg-type]
+            elif t is ev.CommandReceived:
+                self._on_command(e)  # type: ignore[arg-type]
+            elif t is ev.CommandsCompleted:
+                s = self.conn.sessions.get(e.channel)  # type: ignore[attr-defined]
+                if s is not None:
+                    self._redispatch(s)
+            elif t is ev.SessionAttached:
+                s = self.conn.sessions.get(e.channel)  # type: ignore[attr-defined]
+                if s is not None:
+                    b.session_state(s)
+                    self._redispatch(s)
+            elif t is ev.SessionDetached:
+                self._sweep(now)
+        if self.conn.closed:
+            self._end(now)
+        b.flush_touched(self)
+
+    def _sweep(self, now: float) -> None:
+        """Sessions that are neither attached nor parked are over."""
+        live = set(self.conn.sessions.values())
+        for s in list(self.broker.sessions):
+            if s._conn is None and s not in live and not s.timeout and (
+                    s.state is SessionState.DETACHED):
+                self.broker.end_session(s)
+
+    def _end(self, now: float) -> None:
+        self.broker._by_core.pop(id(self.conn), None)
+        for s in list(self.broker.sessions):
+            if s._conn is None and s.state is SessionState.DETACHED and not s.timeout:
+                self.broker.end_session(s)
+
+    def _redispatch(self, s: Session) -> None:
+        st = self.broker.sessions.get(s)
+        if st is None:
+            return
+        for c in st.consumers.values():
+            q = self.broker.queues.get(c.queue)
+            if q is not None:
+                self.broker.dispatch(q)
+
+    def _flush_accepts(self) -> None:
+        for s in self.conn.sessions.values():
+            st = self.broker.sessions.get(s)
+            if st is not None and st.to_accept and s.state is SessionState.ATTACHED:
+                ids, st.to_accept = st.to_accept, SequenceSet()
+                s.send(spec.MessageAccept(transfers=ids))
+
+    # -- publishing -----------------------------------------------------------
+    def _on_publish(self, e: ev.MessageReceived) -> None:
+        s = self.conn.sessions.get(e.channel)
+        if s is None:
+            return
+        st = self.broker.session_state(s)
+        try:
+            x = self.broker.exchanges.get(e.transfer.destination or "")
+            if x is None:
+                raise _Fail(NOT_FOUND, f"no exchange {e.transfer.destination!r}", "destination")
+            if st.transactional:
+                st.tx_publish.append((e.transfer, e.headers, e.body, e.command_id))
+                s.complete(e.command_id)
+                return
+            self._route_publish(s, st, x, e.transfer, e.headers, e.body, e.command_id)
+        except _Fail as f:
+            self._exception(s, e.command_id, e.transfer, f)
+            return
+        s.complete(e.command_id)
+
+    def _route_publish(self, s: Session, st: SessState, x: ExchangeState, transfer: Any,
+                       headers: tuple[Struct, ...], body: bytes, cid: int) -> None:
+        dp = next((h for h in headers if isinstance(h, spec.DeliveryProperties)), None)
+        mp = next((h for h in headers if isinstance(h, spec.MessageProperties)), None)
+        key = (dp.routing_key if dp is not None else None) or ""
+        app = mp.application_headers if mp is not None else None
+        b = self.broker
+        targets = b.route(x, key, app)
+        via = x
+        if not targets and x.alternate:
+            alt = b.exchanges.get(x.alternate)
+            if alt is not None:
+                targets = b.route(alt, key, app)
+                via = alt
+        explicit = int(transfer.accept_mode) == 0
+        if not targets:
+            b.stats["unroutable"] += 1
+            if explicit and not (dp is not None and dp.discard_unroutable):
+                s.send(spec.MessageReject(transfers=SequenceSet.of(cid),
+                                          code=REJECT_UNROUTABLE, text="unroutable"))
+            return
+        for q in targets:
+            b.enqueue(q, QMsg(next(b._seq), headers, body, key, via.name, app))
+        if explicit:
+            st.to_accept.add(cid)
+
+    # -- commands ---------------------------------------------------------------
+    def _on_command(self, e: ev.CommandReceived) -> None:
+        s = self.conn.sessions.get(e.channel)
+        if s is None:
+            return
+        cmd = e.command
+        handler = _HANDLERS.get(type(cmd))
+        try:
+            if handler is None:
+                raise _Fail(NOT_IMPLEMENTED, f"{cmd.NAME} is not implemented by this broker")
+            result = handler(self, s, e.command_id, cmd)
+        except _Fail as f:
+            self._exception(s, e.command_id, cmd, f)
+            return
+        if result is not None:
+            s.send_result(e.command_id, result)
+        elif e.command_id in s._in_outstanding:
+            s.complete(e.command_id)
+
+    def _exception(self, s: Session, cid: int, cmd: Any, f: _Fail) -> None:
+        field_index = None
+        if f.field is not None:
+            field_index = next((fs.index for fs in cmd.FIELDS if fs.name == f.field), None)
+        self.broker.stats["exceptions"] += 1
+        if s.state is SessionState.ATTACHED:
+            s.send_exception(f.code, command_id=cid, class_code=cmd.CLASS_CODE,
+                             command_code=cmd.CODE, field_index=field_index,
+                             description=f.text[:1000])
+
+    def _queue(self, name: str | None, field: str = "queue") -> QueueState:
+        if not name:
+            raise _Fail(INVALID_ARGUMENT, "queue name required", field)
+        q = self.broker.queues.get(name)
+        if q is None:
+            raise _Fail(NOT_FOUND, f"no queue {name!r}", field)
+        return q
+
+    def _exchange(self, name: str | None, field: str = "exchange") -> ExchangeState:
+        if not name:
+            raise _Fail(INVALID_ARGUMENT, "exchange name required", field)
+        x = self.broker.exchanges.get(name)
+        if x is None:
+            raise _Fail(NOT_FOUND, f"no exchange {name!r}", field)
+        return x
+
+    # queue class
+    def queue_declare(self, s: Session, cid: int, c: Any) -> None:
+        b = self.broker
+        if not c.queue:
+            raise _Fail(ILLEGAL_ARGUMENT, "queue name required", "queue")
+        q = b.queues.get(c.queue)
+        if c.passive:
+            if q is None:
+                raise _Fail(NOT_FOUND, f"no queue {c.queue!r}", "passive")
+            self._check_exclusive(q, s)
+            return
+        if q is not None:
+            self._check_exclusive(q, s)
+            if c.alternate_exchange and q.alternate != c.alternate_exchange:
+                raise _Fail(NOT_ALLOWED, "queue exists with another alternate exchange",
+                            "alternate-exchange")
+            return
+        if c.queue.startswith("amq."):
+            raise _Fail(NOT_ALLOWED, "queue names starting 'amq.' are reserved", "queue")
+        if c.alternate_exchange and c.alternate_exchange not in b.exchanges:
+            raise _Fail(NOT_FOUND, f"no exchange {c.alternate_exchange!r}",
+                        "alternate-exchange")
+        b.queues[c.queue] = QueueState(
+            c.queue, durable=c.durable, exclusive_owner=s if c.exclusive else None,
+            auto_delete=c.auto_delete, alternate=c.alternate_exchange or None,
+            arguments=dict(c.arguments or {}))
+
+    def _check_exclusive(self, q: QueueState, s: Session) -> None:
+        if q.exclusive_owner is not None and q.exclusive_owner is not s:
+            raise _Fail(RESOURCE_LOCKED, f"queue {q.name!r} is exclusive to another session",
+                        "exclusive")
+
+    def queue_delete(self, s: Session, cid: int, c: Any) -> None:
+        q = self._queue(c.queue)
+        self._check_exclusive(q, s)
+        if c.if_unused and q.consumers:
+            raise _Fail(PRECONDITION_FAILED, "queue has consumers", "if-unused")
+        if c.if_empty and q.messages:
+            raise _Fail(PRECONDITION_FAILED, "queue is not empty", "if-empty")
+        self.broker._delete_queue(q)
+
+    def queue_purge(self, s: Session, cid: int, c: Any) -> None:
+        q = self._queue(c.queue)
+        self._check_exclusive(q, s)
+        q.messages.clear()
+
+    def queue_query(self, s: Session, cid: int, c: Any) -> Struct:
+        q = self.broker.queues.get(c.queue or "")
+        if q is None:
+            return spec.QueueQueryResult.unchecked()  # type: ignore[no-any-return]
+        return spec.QueueQueryResult(
+            queue=q.name, alternate_exchange=q.alternate, durable=q.durable,
+            exclusive=q.exclusive_owner is not None, auto_delete=q.auto_delete,
+            arguments=q.arguments or None, message_count=len(q.messages),
+            subscriber_count=len(q.consumers))
+
+    # exchange class
+    def exchange_declare(self, s: Session, cid: int, c: Any) -> None:
+        b = self.broker
+        if not c.exchange:
+            raise _Fail(INVALID_ARGUMENT, "exchange name required", "exchange")
+        x = b.exchanges.get(c.exchange)
+        if c.passive:
+            if x is None:
+                raise _Fail(NOT_FOUND, f"no exchange {c.exchange!r}", "passive")
+            return
+        if x is not None:
+            if c.type and c.type != x.type:
+                raise _Fail(NOT_ALLOWED, f"exchange {c.exchange!r} exists as {x.type}", "type")
+            return
+        if c.exchange.startswith("amq."):
+            raise _Fail(NOT_ALLOWED, "exchange names starting 'amq.' are reserved", "exchange")
+        if c.type not in EXCHANGE_TYPES:
+            raise _Fail(NOT_FOUND, f"unknown exchange type {c.type!r}", "type")
+        if c.alternate_exchange and c.alternate_exchange not in b.exchanges:
+            raise _Fail(NOT_FOUND, f"no exchange {c.alternate_exchange!r}",
+                        "alternate-exchange")
+        b.exchanges[c.exchange] = ExchangeState(
+            c.exchange, c.type, durable=c.durable, auto_delete=c.auto_delete,
+            alternate=c.alternate_exchange or None, arguments=dict(c.arguments or {}))
+
+    def exchange_delete(self, s: Session, cid: int, c: Any) -> None:
+        x = self._exchange(c.exchange)
+        if x.name.startswith("amq."):
+            raise _Fail(NOT_ALLOWED, "standard exchanges cannot be deleted", "exchange")
+        if any(o.alternate == x.name for o in self.broker.exchanges.values()) or any(
+                q.alternate == x.name for q in self.broker.queues.values()):
+            raise _Fail(NOT_ALLOWED, "exchange is used as an alternate", "exchange")
+        if c.if_unused and x.bindings:
+            raise _Fail(PRECONDITION_FAILED, "exchange has bindings", "if-unused")
+        del self.broker.exchanges[x.name]
+
+    def exchange_query(self, s: Session, cid: int, c: Any) -> Struct:
+        x = self.broker.exchanges.get(c.name or "")
+        if x is None:
+            return spec.ExchangeQueryResult(not_found=True)
+        return spec.ExchangeQueryResult(type=x.type or "direct", durable=x.durable,
+                                        arguments=x.arguments or None)
+
+    def exchange_bind(self, s: Session, cid: int, c: Any) -> None:
+        q = self._queue(c.queue)
+        if c.exchange == "":
+            raise _Fail(INVALID_ARGUMENT, "the default exchange takes no bindings", "exchange")
+        x = self._exchange(c.exchange)
+        args = dict(c.arguments or {})
+        if x.type == "headers" and "x-match" not in args:
+            raise _Fail(INTERNAL_ERROR, "headers binding needs x-match", "arguments")
+        if x.type == "headers" and str(args["x-match"]).lower() not in ("all", "any"):
+            raise _Fail(INVALID_ARGUMENT, "x-match must be all or any", "arguments")
+        key = c.binding_key or ""
+        if any(bd.queue == q.name and bd.key == key for bd in x.bindings):
+            return  # duplicate bindings are ignored
+        x.bindings.append(Binding(q.name, key, tuple(sorted(args.items(), key=lambda kv: kv[0]))))
+
+    def exchange_unbind(self, s: Session, cid: int, c: Any) -> None:
+        q = self._queue(c.queue)
+        x = self._exchange(c.exchange)
+        key = c.binding_key or ""
+        before = len(x.bindings)
+        x.bindings = [bd for bd in x.bindings if not (bd.queue == q.name and bd.key == key)]
+        if len(x.bindings) == before:
+            raise _Fail(NOT_FOUND, f"no binding {key!r}", "binding-key")
+
+    def exchange_bound(self, s: Session, cid: int, c: Any) -> Struct:
+        b = self.broker
+        x = b.exchanges.get(c.exchange or "")
+        q = b.queues.get(c.queue or "")
+        r: dict[str, bool] = {"exchange_not_found": x is None,
+                              "queue_not_found": bool(c.queue) and q is None}
+        if x is not None and q is not None:
+            mine = [bd for bd in x.bindings if bd.queue == q.name]
+            r["queue_not_matched"] = not mine
+            if c.binding_key is not None:
+                r["key_not_matched"] = not any(bd.key == c.binding_key for bd in mine)
+            if c.arguments:
+                r["args_not_matched"] = not any(bd.args == dict(c.arguments) for bd in mine)
+        return spec.ExchangeBoundResult(**r)
+
+    # message class
+    def message_subscribe(self, s: Session, cid: int, c: Any) -> None:
+        q = self._queue(c.queue)
+        st = self.broker.session_state(s)
+        dest = c.destination or ""
+        if dest in st.consumers:
+            raise _Fail(NOT_ALLOWED, f"destination {dest!r} already in use", "destination")
+        self._check_exclusive(q, s)
+        if c.exclusive and q.consumers or any(x.exclusive for x in q.consumers):
+            raise _Fail(RESOURCE_LOCKED, "queue has an exclusive subscriber", "exclusive")
+        explicit = int(c.accept_mode or 0) == 0
+        if st.transactional and not explicit:
+            raise _Fail(NOT_ALLOWED, "transactional sessions need explicit accepts",
+                        "accept-mode")
+        consumer = Consumer(s, dest, q.name, explicit, int(c.acquire_mode or 0) == 0,
+                            bool(c.exclusive))
+        st.consumers[dest] = consumer
+        q.consumers.append(consumer)
+        q.had_consumer = True
+
+    def message_cancel(self, s: Session, cid: int, c: Any) -> None:
+        st = self.broker.session_state(s)
+        consumer = st.consumers.pop(c.destination or "", None)
+        if consumer is None:
+            raise _Fail(NOT_FOUND, f"no subscription {c.destination!r}", "destination")
+        q = self.broker.queues.get(consumer.queue)
+        if q is not None and consumer in q.consumers:
+            q.consumers.remove(consumer)
+            self.broker._maybe_autodelete(q)
+
+    def _after_flow(self, s: Session, c: Any) -> None:
+        st = self.broker.sessions.get(s)
+        consumer = st.consumers.get(c.destination or "") if st else None
+        if consumer is not None:
+            q = self.broker.queues.get(consumer.queue)
+            if q is not None:
+                self.broker.dispatch(q)
+
+    def message_flow(self, s: Session, cid: int, c: Any) -> None:
+        self._after_flow(s, c)
+
+    def message_set_flow_mode(self, s: Session, cid: int, c: Any) -> None:
+        return None
+
+    def message_stop(self, s: Session, cid: int, c: Any) -> None:
+        return None
+
+    def message_flush(self, s: Session, cid: int, c: Any) -> None:
+        self._after_flow(s, c)
+        credit = s.credit(c.destination or "")
+        if credit is not None:
+            credit.stop()
+
+    def message_accept(self, s: Session, cid: int, c: Any) -> None:
+        st = self.broker.session_state(s)
+        ids = c.transfers or SequenceSet()
+        if st.transactional:
+            st.tx_accept_ids.update(ids)
+            return
+        for i in ids:
+            st.unacked.pop(i, None)
+
+    def message_release(self, s: Session, cid: int, c: Any) -> None:
+        st = self.broker.session_state(s)
+        by_q: dict[int, tuple[QueueState, list[QMsg]]] = {}
+        for i in c.transfers or SequenceSet():
+            entry = st.unacked.pop(i, None)
+            if entry is not None:
+                by_q.setdefault(id(entry[0]), (entry[0], []))[1].append(entry[1])
+        for q, ms in by_q.values():
+            self.broker.requeue(q, ms, redelivered=bool(c.set_redelivered))
+
+    def message_reject(self, s: Session, cid: int, c: Any) -> None:
+        st = self.broker.session_state(s)
+        for i in c.transfers or SequenceSet():
+            entry = st.unacked.pop(i, None)
+            if entry is None:
+                continue  # rule: rejecting an unacquired message is ignored
+            q, m = entry
+            alt = self.broker.exchanges.get(q.alternate) if q.alternate else None
+            if alt is not None:
+                for target in self.broker.route(alt, m.routing_key, m.app_headers):
+                    self.broker.enqueue(target, m)
+
+    def message_acquire(self, s: Session, cid: int, c: Any) -> Struct:
+        st = self.broker.session_state(s)
+        got = SequenceSet()
+        for i in c.transfers or SequenceSet():
+            entry = st.unacked.get(i)
+            if entry is None:
+                continue
+            q, m = entry
+            if m in q.messages:
+                q.messages.remove(m)
+                got.add(i)
+        return spec.Acquired(transfers=got)
+
+    # tx class
+    def tx_select(self, s: Session, cid: int, c: Any) -> None:
+        st = self.broker.session_state(s)
+        if st.transactional:
+            raise _Fail(ILLEGAL_STATE, "session is already transactional")
+        if any(not x.accept_explicit for x in st.consumers.values()):
+            raise _Fail(NOT_ALLOWED, "a subscription with accept-mode none is active")
+        st.transactional = True
+
+    def tx_commit(self, s: Session, cid: int, c: Any) -> None:
+        st = self.broker.session_state(s)
+        if not st.transactional:
+            raise _Fail(ILLEGAL_STATE, "tx.select required")
+        pubs, st.tx_publish = st.tx_publish, []
+        for transfer, headers, body, pcid in pubs:
+            x = self.broker.exchanges.get(transfer.destination or "")
+            if x is not None:
+                self._route_publish(s, st, x, transfer, headers, body, pcid)
+        for i in st.tx_accept_ids:
+            st.unacked.pop(i, None)
+        st.tx_accept_ids = SequenceSet()
+
+    def tx_rollback(self, s: Session, cid: int, c: Any) -> None:
+        st = self.broker.session_state(s)
+        if not st.transactional:
+            raise _Fail(ILLEGAL_STATE, "tx.select required")
+        st.tx_publish = []
+        st.tx_accept_ids = SequenceSet()  # accepted messages stay acquired
+
+
+_HANDLERS: dict[type, Callable[[BrokerConnection, Session, int, Any], Struct | None]] = {
+    spec.QueueDeclare: BrokerConnection.queue_declare,
+    spec.QueueDelete: BrokerConnection.queue_delete,
+    spec.QueuePurge: BrokerConnection.queue_purge,
+    spec.QueueQuery: BrokerConnection.queue_query,
+    spec.ExchangeDeclare: BrokerConnection.exchange_declare,
+    spec.ExchangeDelete: BrokerConnection.exchange_delete,
+    spec.ExchangeQuery: BrokerConnection.exchange_query,
+    spec.ExchangeBind: BrokerConnection.exchange_bind,
+    spec.ExchangeUnbind: BrokerConnection.exchange_unbind,
+    spec.ExchangeBound: BrokerConnection.exchange_bound,
+    spec.MessageSubscribe: BrokerConnection.message_subscribe,
+    spec.MessageCancel: BrokerConnection.message_cancel,
+    spec.MessageFlow: BrokerConnection.message_flow,
+    spec.MessageSetFlowMode: BrokerConnection.message_set_flow_mode,
+    spec.MessageStop: BrokerConnection.message_stop,
+    spec.MessageFlush: BrokerConnection.message_flush,
+    spec.MessageAccept: BrokerConnection.message_accept,
+    spec.MessageRelease: BrokerConnection.message_release,
+    spec.MessageReject: BrokerConnection.message_reject,
+    spec.MessageAcquire: BrokerConnection.message_acquire,
+    spec.TxSelect: BrokerConnection.tx_select,
+    spec.TxCommit: BrokerConnection.tx_commit,
+    spec.TxRollback: BrokerConnection.tx_rollback,
+}

@@ -1,0 +1,152 @@
+"""AMQP URLs: ``amqp[s]://user:pass@host:port/vhost?option=value&...``.
+
+The syntax follows the URI scheme RabbitMQ documents for AMQP clients, which
+other clients share: user, password and vhost are percent-decoded; a missing
+path means the default virtual host ``/``; ``amqp://host/`` names the empty
+vhost ``""``; ``%2f`` encodes ``/``.  Default ports: 5672 (amqp), 5671
+(amqps).
+
+Options (query string), all optional:
+
+==================  ===========================================================
+heartbeat           seconds wanted (0 = none)
+channel_max         highest channel count wanted
+frame_max           largest frame wanted (alias ``max_frame_size``)
+connect_timeout     seconds for TCP (+TLS) connect
+read_timeout        seconds a blocking read waits for a reply
+mechanism           SASL mechanism(s) to try, comma-separated, in order
+protocol            ``0-10`` (default) or ``0-9-1``
+cafile, certfile,   TLS files (amqps)
+keyfile
+verify              ``true``/``false``: verify the server certificate (amqps)
+server_name         TLS server name (defaults to host)
+==================  ===========================================================
+
+Unknown options are an error (a typo should not pass silently).  The
+password never appears in ``repr``.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ConnectionParams", "parse_url"]
+
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+import attrs
+
+from .errors import LocalProtocolError
+
+_FLOAT = {"connect_timeout", "read_timeout"}
+_INT = {"heartbeat", "channel_max", "frame_max"}
+_STR = {"mechanism", "protocol", "cafile", "certfile", "keyfile", "server_name"}
+_BOOL = {"verify"}
+_ALIASES = {"max_frame_size": "frame_max", "mechanisms": "mechanism"}
+_PROTOCOLS = ("0-10", "0-9-1")
+
+
+@attrs.frozen(kw_only=True)
+class ConnectionParams:
+    scheme: str = "amqp"
+    host: str = "localhost"
+    port: int = 5672
+    username: str | None = None
+    password: str | None = attrs.field(default=None, repr=False)
+    virtual_host: str = "/"
+    heartbeat: int | None = None
+    channel_max: int | None = None
+    frame_max: int | None = None
+    connect_timeout: float = 10.0
+    read_timeout: float | None = None
+    mechanisms: tuple[str, ...] = ()
+    protocol: str = "0-10"
+    cafile: str | None = None
+    certfile: str | None = None
+    keyfile: str | None = None
+    verify: bool = True
+    server_name: str | None = None
+
+    @property
+    def tls(self) -> bool:
+        return self.scheme == "amqps"
+
+    def redacted(self) -> str:
+        """The URL without its password (for logs)."""
+        user = f"{self.username}:***@" if self.username is not None else ""
+        return f"{self.scheme}://{user}{self.host}:{self.port}/{self.virtual_host}"
+
+
+def parse_url(url: str) -> ConnectionParams:
+    """Parse an AMQP URL; raise LocalProtocolError saying what is wrong."""
+    if not isinstance(url, str) or not url:
+        raise LocalProtocolError("an AMQP URL is required")
+    try:
+        parts = urlsplit(url)
+        port_raw = parts.port
+    except ValueError as e:
+        raise LocalProtocolError(f"bad AMQP URL {_safe(url)!r}: {e}") from None
+    scheme = parts.scheme.lower()
+    if scheme not in ("amqp", "amqps"):
+        raise LocalProtocolError(f"bad AMQP URL {_safe(url)!r}: scheme must be amqp or amqps")
+    if parts.fragment:
+        raise LocalProtocolError(f"bad AMQP URL {_safe(url)!r}: fragments are not allowed")
+    host = parts.hostname or "localhost"
+    port = port_raw if port_raw is not None else (5671 if scheme == "amqps" else 5672)
+    if not 0 < port < 65536:
+        raise LocalProtocolError(f"bad AMQP URL {_safe(url)!r}: port {port} out of range")
+    username = unquote(parts.username) if parts.username is not None else None
+    password = unquote(parts.password) if parts.password is not None else None
+    path = parts.path
+    if path == "":
+        vhost = "/"
+    else:
+        raw = path[1:]
+        if "/" in raw:
+            raise LocalProtocolError(
+                f"bad AMQP URL {_safe(url)!r}: a '/' in the vhost must be written %2f")
+        vhost = unquote(raw)
+    kw: dict[str, object] = {}
+    for key, value in parse_qsl(parts.query, keep_blank_values=True, strict_parsing=False):
+        key = _ALIASES.get(key, key)
+        try:
+            if key in _INT:
+                n = int(value)
+                if n < 0:
+                    raise ValueError("negative")
+                kw[key] = n
+            elif key in _FLOAT:
+                f = float(value)
+                if not f > 0:
+                    raise ValueError("must be positive")
+                kw[key] = f
+            elif key in _BOOL:
+                if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                    raise ValueError("expected true or false")
+                kw[key] = value.lower() in ("true", "1", "yes")
+            elif key in _STR:
+                kw[key] = value
+            else:
+                raise LocalProtocolError(f"bad AMQP URL {_safe(url)!r}: unknown option {key!r}")
+        except ValueError as e:
+            raise LocalProtocolError(
+                f"bad AMQP URL {_safe(url)!r}: option {key}={value!r}: {e}") from None
+    mech = kw.pop("mechanism", None)
+    if mech is not None:
+        kw["mechanisms"] = tuple(m.strip().upper() for m in str(mech).split(",") if m.strip())
+    proto = kw.get("protocol", "0-10")
+    if proto not in _PROTOCOLS:
+        raise LocalProtocolError(f"bad AMQP URL {_safe(url)!r}: protocol must be one of "
+                                 f"{', '.join(_PROTOCOLS)}")
+    return ConnectionParams(scheme=scheme, host=host, port=port, username=username,
+                            password=password, virtual_host=vhost, **kw)  # type: ignore[arg-type]
+
+
+def _safe(url: str) -> str:
+    """The URL with any password masked, for error messages."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is not None:
+            netloc = parts.netloc.replace(":" + parts.password + "@", ":***@", 1)
+            return parts._replace(netloc=netloc).geturl()
+    except ValueError:
+        return "<unparseable URL>"
+    return url

@@ -1,0 +1,133 @@
+"""Messages as applications see them, and their 0-10 transfer form.
+
+A :class:`Message` is the body plus the properties people actually set
+(routing key, content type, headers, ...).  :func:`to_transfer` turns it into
+the ``message.transfer`` command, header structs and body that
+``Session.send`` takes; :func:`from_event` turns a received transfer back
+into a :class:`Message`.  Both adapters (Trio and blocking sockets) and the
+Spark source speak this one vocabulary.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Message", "to_transfer", "from_event", "transfer_octets"]
+
+import uuid
+from typing import Any
+
+import attrs
+
+from ..errors import LocalProtocolError
+from ._specbase import Struct
+from .events import MessageReceived
+from .framing import header_octets
+from .spec import (
+    AcceptMode,
+    AcquireMode,
+    DeliveryMode,
+    DeliveryProperties,
+    MessageProperties,
+    MessageTransfer,
+    ReplyTo,
+)
+
+_DEFAULT_PRIORITY = 4  # delivery-priority "medium"
+
+
+@attrs.frozen(kw_only=True)
+class Message:
+    """An AMQP message.  ``body`` is bytes; everything else is optional."""
+
+    body: bytes = attrs.field(converter=bytes)
+    routing_key: str | None = None
+    exchange: str | None = None  # set on received messages
+    content_type: str | None = None
+    content_encoding: str | None = None
+    headers: dict[str, Any] | None = None
+    message_id: uuid.UUID | None = None
+    correlation_id: bytes | None = None
+    reply_to: tuple[str, str] | None = None  # (exchange, routing key)
+    user_id: bytes | None = None
+    app_id: bytes | None = None
+    priority: int | None = None  # 0..9
+    persistent: bool = False
+    ttl: int | None = None  # milliseconds
+    redelivered: bool = False  # set on received messages
+
+    def with_body(self, body: bytes) -> Message:
+        return attrs.evolve(self, body=body)
+
+
+def to_transfer(msg: Message, destination: str = "", *, explicit_accept: bool = True,
+                pre_acquired: bool = True) -> tuple[MessageTransfer, tuple[Struct, ...], bytes]:
+    """``(command, headers, body)`` for ``Session.send(command, headers=..., body=...)``.
+
+    ``destination`` is the exchange for a publish (``""`` = the default
+    exchange, routing by queue name), or the subscriber's destination when a
+    server delivers.  ``explicit_accept`` asks the receiver to accept (or
+    reject) explicitly: the way to learn that a broker could not route it.
+    """
+    if not isinstance(msg, Message):
+        raise LocalProtocolError(f"to_transfer needs a Message, got {type(msg).__name__}")
+    cmd = MessageTransfer(
+        destination=destination,
+        accept_mode=AcceptMode.EXPLICIT if explicit_accept else AcceptMode.NONE,
+        acquire_mode=AcquireMode.PRE_ACQUIRED if pre_acquired else AcquireMode.NOT_ACQUIRED,
+    )
+    dp = DeliveryProperties(
+        routing_key=msg.routing_key,
+        exchange=msg.exchange,
+        priority=msg.priority if msg.priority is not None else _DEFAULT_PRIORITY,
+        delivery_mode=DeliveryMode.PERSISTENT if msg.persistent else DeliveryMode.NON_PERSISTENT,
+        ttl=msg.ttl,
+        redelivered=msg.redelivered,
+    )
+    headers: tuple[Struct, ...] = (dp,)
+    if (msg.content_type is not None or msg.content_encoding is not None or msg.headers
+            or msg.message_id is not None or msg.correlation_id is not None
+            or msg.reply_to is not None or msg.user_id is not None or msg.app_id is not None):
+        mp = MessageProperties(
+            content_length=len(msg.body),
+            message_id=msg.message_id,
+            correlation_id=msg.correlation_id,
+            reply_to=ReplyTo(exchange=msg.reply_to[0], routing_key=msg.reply_to[1])
+            if msg.reply_to is not None else None,
+            content_type=msg.content_type,
+            content_encoding=msg.content_encoding,
+            user_id=msg.user_id,
+            app_id=msg.app_id,
+            application_headers=msg.headers or None,
+        )
+        headers = (dp, mp)
+    return cmd, headers, msg.body
+
+
+def transfer_octets(headers: tuple[Struct, ...], body: bytes) -> int:
+    """What a transfer costs in byte credit: header segment + body octets."""
+    return len(header_octets(headers)) + len(body)
+
+
+def from_event(e: MessageReceived) -> Message:
+    """The :class:`Message` a received transfer carries."""
+    dp = e.delivery_properties
+    mp = e.message_properties
+    reply_to = None
+    if mp is not None and mp.reply_to is not None:
+        reply_to = (mp.reply_to.exchange or "", mp.reply_to.routing_key or "")
+    return Message(
+        body=e.body,
+        routing_key=dp.routing_key if dp else None,
+        exchange=dp.exchange if dp else None,
+        priority=int(dp.priority) if dp is not None and dp.priority is not None else None,
+        persistent=bool(dp is not None and dp.delivery_mode == DeliveryMode.PERSISTENT),
+        ttl=dp.ttl if dp else None,
+        redelivered=bool(dp.redelivered) if dp else False,
+        content_type=mp.content_type if mp else None,
+        content_encoding=mp.content_encoding if mp else None,
+        headers=mp.application_headers if mp else None,
+        message_id=mp.message_id if mp else None,
+        correlation_id=mp.correlation_id if mp else None,
+        reply_to=reply_to,
+        user_id=mp.user_id if mp else None,
+        app_id=mp.app_id if mp else None,
+    )
