@@ -37,6 +37,7 @@ __all__ = [
 ]
 
 import enum
+import functools
 from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
@@ -280,11 +281,11 @@ class Connection:
         try:
             if not self._header_done:
                 data = self._take_header(data, events)
-                if not data or self.state is ConnState.CLOSED:
+                if not data or self.closed:
                     return events
             for item in self._decoder.feed(data):
                 self._dispatch(item, events)
-                if self.state is ConnState.CLOSED:
+                if self.closed:
                     break
         except DecodeError as e:
             self._fail(_ConnectionError(e.message, e.code, channel=e.channel), events)
@@ -580,7 +581,7 @@ class Connection:
                 kw: dict[str, Any] = {"username": cfg.username, "password": cfg.password}
             else:
                 kw = {}
-            out.append(lambda name=name, kw=kw: sasl.client_mechanism(name, **kw))
+            out.append(functools.partial(sasl.client_mechanism, name, **kw))
         return out
 
     def _on_connection_start(self, ctl: Any, events: list[ev.Event]) -> None:
@@ -697,7 +698,7 @@ class Connection:
         except sasl.SaslError as e:
             raise _ConnectionError(f"authentication failed: {e.message}", 320) from None
         if not step.done:
-            self._write_control(0, ConnectionSecure(challenge=step.challenge))
+            self._write_control(0, ConnectionSecure(challenge=step.challenge or b""))
             self.state = ConnState.AWAIT_SECURE_OK
             return
         self.identity = step.identity

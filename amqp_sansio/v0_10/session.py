@@ -546,9 +546,9 @@ class Session:
             c = self.credits.setdefault(command.destination or "", Credit())
             c.set_mode(int(command.flow_mode))
         elif isinstance(command, MessageStop):
-            c = self.credits.get(command.destination or "")
-            if c is not None:
-                c.stop()
+            stopped = self.credits.get(command.destination or "")
+            if stopped is not None:
+                stopped.stop()
         elif isinstance(command, MessageCancel):
             self.subscriptions.discard(command.destination or "")
             self.credits.pop(command.destination or "", None)
