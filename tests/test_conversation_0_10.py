@@ -9,14 +9,13 @@ new connection with nothing lost or duplicated, detach, close.
 
 from __future__ import annotations
 
-from amqp_sansio_broker.model import Broker, BrokerConnection
-
 from amqp_sansio.serial import SequenceSet
 from amqp_sansio.v0_10 import events as ev
 from amqp_sansio.v0_10 import spec
 from amqp_sansio.v0_10.connection import ClientConfig, Connection, Role
 from amqp_sansio.v0_10.messages import Message, from_event, to_transfer
 from amqp_sansio.v0_10.session import Session, SessionStore
+from amqp_sansio_broker.model import Broker, BrokerConnection
 
 
 class Link:
