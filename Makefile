@@ -1,36 +1,81 @@
 # The two commands of the README:
 #   make run    -- the main job (sets up everything it needs, then runs)
 #   make test   -- the test suite (sets up everything it needs, then runs)
-# Both are idempotent: the venv is rebuilt only when pyproject.toml changes.
+# Both need only GNU make and python3 (>= 3.11, with its venv module; on
+# Debian: apt-get install make python3-venv -- .ci/run does that when needed).
+# Both are idempotent: the venv is (re)built only when pyproject.toml or this
+# Makefile changes, or when it is missing or broken.
+#
+# `make test` runs every stage even when an earlier one fails, prints each
+# stage's time, and exits non-zero if any stage failed:
+#   pytest -> ruff -> mypy -> codegen --check -> tests/wheel_check.py
+# With CI=true, HYPOTHESIS_PROFILE defaults to "ci" (tests/conftest.py reads it).
+# Pass extra pytest options with PYTEST_ARGS='-k foo -x'.
 
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+# Extras installed into the dev/CI venv (pyproject [project.optional-dependencies]).
+EXTRAS ?= test,bench,dev
+# Extras tests/wheel_check.py installs in a second phase to import their adapters.
+WHEEL_EXTRAS ?= trio,broker
 
-.PHONY: run test lint typecheck wheel-check regen bench fuzz clean
+ifeq ($(CI),true)
+export HYPOTHESIS_PROFILE ?= ci
+endif
 
-$(STAMP): pyproject.toml
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+.PHONY: run test venv lint typecheck codegen-check wheel-check regen bench fuzz clean
+
+$(STAMP): pyproject.toml Makefile
+	@$(PY) -m pip --version >/dev/null 2>&1 || { \
+	  echo "creating $(VENV) with $(PYTHON)"; rm -rf $(VENV); \
+	  $(PYTHON) -m venv $(VENV) || { \
+	    echo "error: '$(PYTHON) -m venv' failed; on Debian/Ubuntu: apt-get install python3-venv" >&2; exit 1; }; }
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,bench,dev]'
-	@touch $(STAMP)
+	$(PY) -m pip install -q -e '.[$(EXTRAS)]'
+	@touch $@
+
+venv: $(STAMP)
 
 run: $(STAMP)
 	$(PY) -m amqp_sansio_cli.main demo
 
+# $(call stage,NAME,COMMAND): announce, time, and run COMMAND; on failure
+# remember NAME in $$failed and carry on.
+define stage
+echo "==> [$(1)]"; t0=$$(date +%s); \
+if $(2); then r=ok; else r="FAILED (exit $$?)"; failed="$$failed $(1)"; fi; \
+echo "<== [$(1)] $$r in $$(( $$(date +%s) - t0 ))s"; echo "[$(1)] $$r $$(( $$(date +%s) - t0 ))s" >> "$$summary";
+endef
+
+# pytest's exit 5 means it collected no test at all: fail loudly, never silently.
+PYTEST_CMD = ( $(PY) -m pytest -q $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "error: pytest collected NO tests (exit 5) -- treated as a failure" >&2; fi; \
+	exit $$rc )
+
 test: $(STAMP)
-	$(PY) -m pytest -q $(PYTEST_ARGS)
-	$(PY) -m ruff check .
-	$(PY) -m mypy
-	$(PY) codegen/gen_0_10.py --check
-	$(PY) tests/wheel_check.py
+	@failed=; summary=$$(mktemp); \
+	$(call stage,pytest,$(PYTEST_CMD)) \
+	$(call stage,ruff,$(PY) -m ruff check .) \
+	$(call stage,mypy,$(PY) -m mypy) \
+	$(call stage,codegen,$(PY) codegen/gen_0_10.py --check) \
+	$(call stage,wheel,$(PY) tests/wheel_check.py --extras '$(WHEEL_EXTRAS)') \
+	echo "---- make test: stage summary"; cat "$$summary"; rm -f "$$summary"; \
+	if [ -n "$$failed" ]; then echo "make test: FAILED stages:$$failed" >&2; exit 1; fi; \
+	echo "make test: all stages passed"
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
 
 typecheck: $(STAMP)
 	$(PY) -m mypy
+
+codegen-check: $(STAMP)
+	$(PY) codegen/gen_0_10.py --check
+
+wheel-check: $(STAMP)
+	$(PY) tests/wheel_check.py --extras '$(WHEEL_EXTRAS)'
 
 regen: $(STAMP)
 	$(PY) codegen/gen_0_10.py
@@ -42,4 +87,4 @@ fuzz: $(STAMP)
 	$(PY) fuzz/run.py
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -128,10 +128,7 @@ class SequenceSet:
     def __contains__(self, n: object) -> bool:
         if not isinstance(n, int):
             return False
-        for lo, hi in self._ranges:
-            if ((n - lo) & _MASK) <= ((hi - lo) & _MASK):
-                return True
-        return False
+        return any(((n - lo) & _MASK) <= ((hi - lo) & _MASK) for lo, hi in self._ranges)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, SequenceSet):

@@ -423,9 +423,9 @@ class Renderer:
         if base in ("dec32", "dec64"):
             return [f"{ind}out += _c.enc_{base}(v)"]
         if base == "map":
-            return [f"{ind}_c.encode_map(v, out)"]
+            return [f"{ind}_c.encode_map(v, out, depth)"]
         if base == "list":
-            return [f"{ind}_c.encode_list(v, out)"]
+            return [f"{ind}_c.encode_list(v, out, depth)"]
         if base == "array":
             elem = f["element"]
             if elem in self.structs:
@@ -437,26 +437,34 @@ class Renderer:
                         f"{ind}if v:",
                         f"{ind}    raise LocalProtocolError('{f['name']}: an array of uncoded "
                         f"structs cannot be encoded')",
-                        f"{ind}_c.encode_array('void', v, out)",
+                        f"{ind}_c.encode_array('void', v, out, depth)",
                     ]
-                return [f"{ind}_c.encode_array(_c.array_type(v, 'struct32'), v, out)"]
-            return [f"{ind}_c.encode_array(_c.array_type(v, {elem!r}), v, out)"]
+                return [f"{ind}_c.encode_array(_c.array_type(v, 'struct32'), v, out, depth)"]
+            return [f"{ind}_c.encode_array(_c.array_type(v, {elem!r}), v, out, depth)"]
         if base == "sequence-set":
             return [f"{ind}out += _c.encode_sequence_set(v)"]
         if base == "byte-ranges":
             return [f"{ind}out += _c.encode_byte_ranges(v)"]
         if base == "struct":
-            return [f"{ind}_enc_{self.struct_class[f['struct']]}(v, out)"]
+            return [f"{ind}_enc_{self.struct_class[f['struct']]}(v, out, depth)"]
         if base == "struct32":
-            return [f"{ind}_c.encode_struct32(v, out)"]
+            return [f"{ind}_c.encode_struct32(v, out, depth)"]
         raise SystemExit(f"cannot encode {base}")
 
-    def dec_field(self, f: dict[str, Any], ind: str) -> list[str]:
-        """Lines decoding a present field into `v`, advancing `pos`."""
+    def dec_field(self, f: dict[str, Any], ind: str, owner: str) -> list[str]:
+        """Lines decoding a present field into `v`, advancing `pos`.
+
+        Every read stays below `end` (the codec's contract): fixed-width
+        reads are bounds-checked here, the codec helpers check their own."""
         base = f["base"]
         if base in FIXED:
             code, width = FIXED[base]
-            lines = [f"{ind}v = _unpack_{code}(buf, pos)[0]", f"{ind}pos += {width}"]
+            lines = [
+                f"{ind}if pos + {width} > end:",
+                f"{ind}    raise _overrun({owner!r}, pos)",
+                f"{ind}v = _unpack_{code}(buf, pos)[0]",
+                f"{ind}pos += {width}",
+            ]
         elif base in VAR_HELPERS:
             lines = [f"{ind}v, pos = _c.{VAR_HELPERS[base][2]}(buf, pos, end)"]
         elif base in BIN_WIDTHS:
@@ -466,7 +474,12 @@ class Renderer:
         elif base == "char-utf32":
             lines = [f"{ind}v, pos = _c.dec_char_utf32(buf, pos, end)"]
         elif base == "boolean":
-            lines = [f"{ind}v = buf[pos] != 0", f"{ind}pos += 1"]
+            lines = [
+                f"{ind}if pos >= end:",
+                f"{ind}    raise _overrun({owner!r}, pos)",
+                f"{ind}v = buf[pos] != 0",
+                f"{ind}pos += 1",
+            ]
         elif base == "uuid":
             lines = [f"{ind}v, pos = _c.dec_uuid(buf, pos, end)"]
         elif base in ("dec32", "dec64"):
@@ -495,9 +508,9 @@ class Renderer:
             lines = [f"{ind}v, pos = _c.decode_byte_ranges(buf, pos, end)"]
         elif base == "struct":
             sc = self.struct_class[f["struct"]]
-            lines = [f"{ind}v, pos = _dec_{sc}(buf, pos, end, depth - 1, typed)"]
+            lines = [f"{ind}v, pos = _dec_{sc}(buf, pos, end, depth, typed)"]
         elif base == "struct32":
-            lines = [f"{ind}v, pos = _c.decode_struct32(buf, pos, end, depth)"]
+            lines = [f"{ind}v, pos = _c.decode_struct32(buf, pos, end, depth, typed)"]
         else:
             raise SystemExit(f"cannot decode {base}")
         if "enum" in f:
@@ -594,6 +607,13 @@ class Renderer:
             entries = tuple(self.struct_class[e] for e in segs.get("header", {}).get("entries", []))
             self.w(f"    HEADER_ENTRIES: ClassVar[tuple[str, ...]] = {entries!r}")
         self.w(f"    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_{cls_name}")
+        # The codec functions are defined before the class, so they can be
+        # bound here, where the type checker sees them.
+        self.w(f"    _enc_body = staticmethod(_enc_body_{cls_name})")
+        self.w(f"    _dec_body = staticmethod(_dec_body_{cls_name})")
+        if kind == "struct":
+            self.w(f"    _enc = staticmethod(_enc_{cls_name})")
+            self.w(f"    _dec = staticmethod(_dec_{cls_name})")
         self.w()
         for f in fields:
             attr = snake(f["name"])
@@ -625,6 +645,10 @@ class Renderer:
         if checks:
             self.w()
             self.w("    def __attrs_post_init__(self) -> None:")
+            # The caller may pass anything: checks run on untyped values.
+            for var in ("v", "e"):
+                if any(line.lstrip().startswith(f"{var} = ") for line in checks):
+                    self.w(f"        {var}: Any")
             for line in checks:
                 self.lines.append(line)
         self.w()
@@ -637,7 +661,7 @@ class Renderer:
         # encode body: [pack flags][fields]
         self.w()
         self.w()
-        self.w(f"def _enc_body_{cls_name}(o: Any, out: bytearray) -> None:")
+        self.w(f"def _enc_body_{cls_name}(o: Any, out: bytearray, depth: int = _DEPTH) -> None:")
         if pack:
             self.w("    flags = 0")
             self.w("    at = len(out)")
@@ -673,7 +697,11 @@ class Renderer:
         self.w(f"def _dec_body_{cls_name}(buf: bytes, pos: int, end: int, depth: int = _DEPTH,")
         self.w(f"                     typed: bool = False) -> tuple[{cls_name}, int]:")
         self.w(f"    o = _new({cls_name})")
+        if any(f["base"] != "bit" for f in fields):
+            self.w("    v: Any")
         if pack:
+            self.w(f"    if pos + {pack} > end:")
+            self.w(f"        raise _overrun({d['name']!r}, pos)")
             if pack == 1:
                 self.w("    flags = buf[pos]")
             elif pack == 2:
@@ -692,17 +720,15 @@ class Renderer:
                 continue
             if pack:
                 self.w(f"    if flags & {bit}:")
-                for line in self.dec_field(f, "        "):
+                for line in self.dec_field(f, "        ", d["name"]):
                     self.w(line)
                 self.w(f"        _set(o, {attr!r}, v)")
                 self.w("    else:")
                 self.w(f"        _set(o, {attr!r}, None)")
             else:
-                for line in self.dec_field(f, "    "):
+                for line in self.dec_field(f, "    ", d["name"]):
                     self.w(line)
                 self.w(f"    _set(o, {attr!r}, v)")
-        self.w("    if pos > end:")
-        self.w(f"        raise _overrun({d['name']!r}, pos)")
         self.w("    return o, pos")
 
     def render_struct_wrappers(self, s: dict[str, Any], cls_name: str) -> None:
@@ -711,13 +737,16 @@ class Renderer:
         opcode = (s["class_code"] << 8 | code) if code is not None else None
         self.w()
         self.w()
-        self.w(f"def _enc_{cls_name}(o: Any, out: bytearray) -> None:")
+        self.w(f"def _enc_{cls_name}(o: Any, out: bytearray, depth: int = _DEPTH) -> None:")
+        # A struct-typed field is one level of nesting, as a struct32 is.
+        self.w("    if depth <= 0:")
+        self.w(f"        raise LocalProtocolError({s['name']!r} + ' nested too deeply')")
         if size:
             self.w("    at = len(out)")
             self.w(f"    out += {bytes(size)!r}")
         if opcode is not None:
             self.w(f"    out += {opcode.to_bytes(2, 'big')!r}")
-        self.w(f"    _enc_body_{cls_name}(o, out)")
+        self.w(f"    _enc_body_{cls_name}(o, out, depth - 1)")
         if size:
             self.w(f"    n = len(out) - at - {size}")
             if size < 4:
@@ -728,8 +757,8 @@ class Renderer:
         self.w()
         self.w(f"def _dec_{cls_name}(buf: bytes, pos: int, end: int, depth: int = _DEPTH,")
         self.w(f"                typed: bool = False) -> tuple[{cls_name}, int]:")
-        self.w("    if depth < 0:")
-        self.w(f"        raise _overrun({s['name']!r} + ' nested too deeply', pos)")
+        self.w("    if depth <= 0:")
+        self.w(f"        raise _too_deep({s['name']!r}, pos)")
         if size:
             self.w(f"    if pos + {size} > end:")
             self.w(f"        raise _overrun({s['name']!r}, pos)")
@@ -746,7 +775,7 @@ class Renderer:
             self.w(f"    if buf[pos] != {opcode >> 8} or buf[pos + 1] != {opcode & 0xFF}:")
             self.w(f"        raise _bad_code({s['name']!r}, buf[pos] << 8 | buf[pos + 1], pos)")
             self.w("    pos += 2")
-        self.w(f"    o, pos = _dec_body_{cls_name}(buf, pos, stop, depth, typed)")
+        self.w(f"    o, pos = _dec_body_{cls_name}(buf, pos, stop, depth - 1, typed)")
         if size:
             self.w("    return o, stop")
         else:
@@ -784,7 +813,6 @@ class Renderer:
         w('"""')
         w()
         w("# ruff: noqa")
-        w("# mypy: disable-error-code=\"no-any-return,assignment,misc\"")
         w("from __future__ import annotations")
         w()
         w("import decimal")
@@ -800,7 +828,7 @@ class Renderer:
         w("from .._specbase import (")
         w("    Command, Control, FieldSpec, Struct, _CLASSES, _DEPTH, _bad_arg, _bad_code,")
         w("    _bad_field, _bad_flags, _check_len, _check_text, _is_int, _missing, _new,")
-        w("    _overrun, _set, _to_seqset,")
+        w("    _overrun, _set, _to_seqset, _too_deep,")
         w(")")
         w()
         for fmt in sorted({v[0] for v in FIXED.values()}):
@@ -837,14 +865,9 @@ class Renderer:
             w()
             w()
             self.render_field_specs(s, cn)
-            self.render_class("struct", s, cn, s["class_code"], opcode)
             self.render_codec("struct", s, cn)
             self.render_struct_wrappers(s, cn)
-            w()
-            w(f"{cn}._enc_body = staticmethod(_enc_body_{cn})")
-            w(f"{cn}._dec_body = staticmethod(_dec_body_{cn})")
-            w(f"{cn}._enc = staticmethod(_enc_{cn})")
-            w(f"{cn}._dec = staticmethod(_dec_{cn})")
+            self.render_class("struct", s, cn, s["class_code"], opcode)
             if opcode is not None:
                 w(f"_c.register_struct({opcode:#06x}, {cn}, _dec_body_{cn})")
         # ops
@@ -859,11 +882,8 @@ class Renderer:
                     w()
                     w()
                     self.render_field_specs(od, cn)
-                    self.render_class(kind, od, cn, c["code"], opcode)
                     self.render_codec(kind, od, cn)
-                    w()
-                    w(f"{cn}._enc_body = staticmethod(_enc_body_{cn})")
-                    w(f"{cn}._dec_body = staticmethod(_dec_body_{cn})")
+                    self.render_class(kind, od, cn, c["code"], opcode)
                     ops.append((kind, cn, opcode))
         w()
         w()

@@ -1,13 +1,77 @@
-"""amqp-sansio command line (placeholder until the CLI lands)."""
+"""``amqp-sansio``: the command line.
+
+Each subcommand lives in its own module with a ``register(subparsers)``
+function that adds its parser and sets ``func(args, streams) -> exit code``;
+new ones (broker, send, receive, fuzz) are added to :data:`SUBCOMMANDS`.
+"""
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import os
 import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from amqp_sansio.errors import LocalProtocolError
+
+from . import codec_cmds, demo
+from .streams import CLIError, Streams
+
+PROG = "amqp-sansio"
+
+Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
+SUBCOMMANDS: tuple[Register, ...] = (codec_cmds.register, demo.register)
 
 
-def main(argv: list[str] | None = None) -> int:
-    print("amqp-sansio: CLI not built yet", file=sys.stderr)
-    return 2
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=PROG,
+        description="Bring-your-own-I/O AMQP 0-10: inspect, build and check wire traffic.")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for register in SUBCOMMANDS:
+        register(sub)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help, usage errors: argparse already printed
+        return e.code if isinstance(e.code, int) else 2
+    streams = Streams.from_sys()
+    func: Callable[[argparse.Namespace, Streams], int] = args.func
+    try:
+        return func(args, streams)
+    except CLIError as e:
+        _error(streams, args, str(e))
+        return 1
+    except LocalProtocolError as e:
+        _error(streams, args, str(e))
+        return 1
+    except BrokenPipeError:
+        # The reader went away (``... | head``): not an error of ours.  Point
+        # stdout at devnull so the interpreter's final flush stays quiet.
+        _silence_stdout()
+        return 0
+    except KeyboardInterrupt:
+        return 130
+
+
+def _error(streams: Streams, args: Any, msg: str) -> None:
+    with contextlib.suppress(OSError, ValueError):  # stdout may be gone already
+        streams.stdout.flush()
+    print(f"{PROG} {args.command}: error: {msg}", file=streams.stderr)
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 if __name__ == "__main__":

@@ -37,7 +37,8 @@ class FieldSpec(NamedTuple):
 
     name: str  # spec name, "routing-key"
     attr: str  # Python attribute, "routing_key"
-    index: int  # packing-flag bit and execution.exception field-index
+    # Shadows tuple.index on purpose: it is the spec's own word for it.
+    index: int  # type: ignore[assignment]  # packing-flag bit and execution.exception field-index
     base: str  # wire type after resolving domains: "str8", "struct", ...
     type: str  # declared type, fully qualified: "exchange.name"
     required: bool
@@ -57,6 +58,19 @@ class SpecObject:
     OPCODE: ClassVar[int | None]
     FIELDS: ClassVar[tuple[FieldSpec, ...]]
     KIND: ClassVar[str]
+
+    # Every generated class binds its own codec functions here.  ``depth``
+    # counts the nesting levels still allowed (see codec.encode_value).
+    @staticmethod
+    def _enc_body(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+        """Append packing flags and present fields (no size, no code)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def _dec_body(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                  typed: bool = False) -> tuple[Any, int]:
+        """Read packing flags and fields from ``buf[pos:end]``."""
+        raise NotImplementedError
 
     def __repr__(self) -> str:
         parts = []
@@ -91,6 +105,16 @@ class Struct(SpecObject):
     KIND: ClassVar[str] = "struct"
     SIZE_WIDTH: ClassVar[int]
     PACK_WIDTH: ClassVar[int]
+
+    @staticmethod
+    def _enc(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+        """Append the whole struct: size prefix, code (if coded), body."""
+        raise NotImplementedError
+
+    @staticmethod
+    def _dec(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+             typed: bool = False) -> tuple[Any, int]:
+        raise NotImplementedError
 
 
 class Control(SpecObject):
@@ -161,6 +185,11 @@ def _bad_code(owner: str, code: int, pos: int) -> DecodeError:
                        scope="execution", offset=pos)
 
 
+def _too_deep(owner: str, pos: int) -> DecodeError:
+    return DecodeError(f"{owner} nested too deeply", code=COMMAND_INVALID, scope="execution",
+                       offset=pos)
+
+
 def _bad_field(why: str, pos: int) -> DecodeError:
     return DecodeError(why, code=INVALID_ARGUMENT, scope="execution", offset=pos)
 
@@ -203,5 +232,9 @@ def check_strict(o: Any, offset: int | None = None) -> None:
             raise DecodeError(f"{o.NAME}: {f.name} = {v!r} is not a {f.enum} choice",
                               code=INVALID_ARGUMENT, scope="execution", offset=offset,
                               field_index=f.index)
-        if v is not None and f.base == "struct":
+        if v is not None and f.base in ("struct", "struct32") and isinstance(v, SpecObject):
             check_strict(v, offset)
+        if v is not None and f.base == "array":
+            for item in v:
+                if isinstance(item, SpecObject):
+                    check_strict(item, offset)

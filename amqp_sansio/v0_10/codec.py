@@ -156,7 +156,7 @@ class Array(list[Any]):
             return self.type == other.type and list.__eq__(self, other)
         return list.__eq__(self, other)
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None
 
 
 # ---------------------------------------------------------------------------
@@ -261,6 +261,8 @@ def enc_vbin32(v: bytes) -> bytes:
 
 
 def dec_str8(buf: bytes, pos: int, end: int) -> tuple[str, int]:
+    if pos >= end:
+        raise _truncated("str8", pos)
     n = buf[pos]
     pos += 1
     stop = pos + n
@@ -273,6 +275,8 @@ def dec_str8(buf: bytes, pos: int, end: int) -> tuple[str, int]:
 
 
 def dec_str16(buf: bytes, pos: int, end: int) -> tuple[str, int]:
+    if pos + 2 > end:
+        raise _truncated("str16", pos)
     n = (buf[pos] << 8) | buf[pos + 1]
     pos += 2
     stop = pos + n
@@ -316,6 +320,8 @@ def dec_str16_utf16(buf: bytes, pos: int, end: int) -> tuple[str, int]:
 
 
 def dec_vbin8(buf: bytes, pos: int, end: int) -> tuple[bytes, int]:
+    if pos >= end:
+        raise _truncated("vbin8", pos)
     n = buf[pos]
     pos += 1
     stop = pos + n
@@ -325,6 +331,8 @@ def dec_vbin8(buf: bytes, pos: int, end: int) -> tuple[bytes, int]:
 
 
 def dec_vbin16(buf: bytes, pos: int, end: int) -> tuple[bytes, int]:
+    if pos + 2 > end:
+        raise _truncated("vbin16", pos)
     n = (buf[pos] << 8) | buf[pos + 1]
     pos += 2
     stop = pos + n
@@ -334,6 +342,8 @@ def dec_vbin16(buf: bytes, pos: int, end: int) -> tuple[bytes, int]:
 
 
 def dec_vbin32(buf: bytes, pos: int, end: int) -> tuple[bytes, int]:
+    if pos + 4 > end:
+        raise _truncated("vbin32", pos)
     (n,) = unpack_I(buf, pos)
     pos += 4
     stop = pos + n
@@ -432,18 +442,23 @@ def _decimal_parts(v: decimal.Decimal, bits: int) -> tuple[int, int]:
     return -exp, mant
 
 
+# Decoding must not depend on the caller's (thread-local) decimal context:
+# this one holds every dec64 exactly.
+_DEC_CONTEXT = decimal.Context(prec=40, Emin=-999, Emax=999)
+
+
 def dec_dec32(buf: bytes, pos: int, end: int) -> tuple[decimal.Decimal, int]:
     if pos + 5 > end:
         raise _truncated("dec32", pos)
     exp, mant = _S_BI.unpack_from(buf, pos)
-    return decimal.Decimal(mant).scaleb(-exp), pos + 5
+    return decimal.Decimal(mant).scaleb(-exp, _DEC_CONTEXT), pos + 5
 
 
 def dec_dec64(buf: bytes, pos: int, end: int) -> tuple[decimal.Decimal, int]:
     if pos + 9 > end:
         raise _truncated("dec64", pos)
     exp, mant = _S_Bq.unpack_from(buf, pos)
-    return decimal.Decimal(mant).scaleb(-exp), pos + 9
+    return decimal.Decimal(mant).scaleb(-exp, _DEC_CONTEXT), pos + 9
 
 
 # ---------------------------------------------------------------------------
@@ -461,6 +476,8 @@ def encode_sequence_set(v: SequenceSet) -> bytes:
 
 
 def decode_sequence_set(buf: bytes, pos: int, end: int) -> tuple[SequenceSet, int]:
+    if pos + 2 > end:
+        raise _truncated("sequence-set", pos)
     n = (buf[pos] << 8) | buf[pos + 1]
     pos += 2
     stop = pos + n
@@ -494,6 +511,8 @@ def encode_byte_ranges(v: Any) -> bytes:
 
 def decode_byte_ranges(buf: bytes, pos: int, end: int
                        ) -> tuple[tuple[tuple[int, int], ...], int]:
+    if pos + 2 > end:
+        raise _truncated("byte-ranges", pos)
     n = (buf[pos] << 8) | buf[pos + 1]
     pos += 2
     stop = pos + n
@@ -512,7 +531,7 @@ def decode_byte_ranges(buf: bytes, pos: int, end: int
 # Coded structs inside struct32 values: the generated module registers every
 # coded struct here (the codec cannot import it: it imports the codec).
 
-StructDecoder = Callable[[bytes, int, int, int], tuple[Any, int]]
+StructDecoder = Callable[[bytes, int, int, int, bool], tuple[Any, int]]
 _STRUCT32: dict[int, tuple[type, StructDecoder]] = {}
 
 
@@ -520,20 +539,27 @@ def register_struct(opcode: int, cls: type, decoder: StructDecoder) -> None:
     _STRUCT32[opcode] = (cls, decoder)
 
 
-def encode_struct32(v: Any, out: bytearray) -> None:
+def encode_struct32(v: Any, out: bytearray, depth: int = DEFAULT_MAX_DEPTH) -> None:
+    """Append ``size(4) class(1) struct(1) flags fields`` for a coded struct.
+
+    Like a map, a struct32 is one level of nesting (see ``depth`` above)."""
     cls = type(v)
     code = getattr(cls, "OPCODE", None)
     if code is None or getattr(cls, "KIND", None) != "struct":
         raise _enc_err(f"struct32 needs a coded struct, got {cls.__name__}")
+    if depth <= 0:
+        raise _enc_err("struct32 nested too deeply")
     start = len(out)
     out += b"\0\0\0\0"
     out += pack_H(code)
-    cls._enc_body(v, out)  # type: ignore[attr-defined]
+    cls._enc_body(v, out, depth - 1)
     out[start:start + 4] = pack_I(len(out) - start - 4)
 
 
-def decode_struct32(buf: bytes, pos: int, end: int, depth: int = DEFAULT_MAX_DEPTH
-                    ) -> tuple[Any, int]:
+def decode_struct32(buf: bytes, pos: int, end: int, depth: int = DEFAULT_MAX_DEPTH,
+                    typed: bool = False) -> tuple[Any, int]:
+    if depth <= 0:
+        raise _invalid("struct32 nested too deeply", pos, COMMAND_INVALID)
     if pos + 6 > end:
         raise _truncated("struct32", pos)
     (n,) = unpack_I(buf, pos)
@@ -544,7 +570,7 @@ def decode_struct32(buf: bytes, pos: int, end: int, depth: int = DEFAULT_MAX_DEP
     entry = _STRUCT32.get(code)
     if entry is None:
         raise _invalid(f"unknown struct code 0x{code:04x}", pos, COMMAND_INVALID)
-    v, p = entry[1](buf, pos + 6, stop, depth - 1)
+    v, p = entry[1](buf, pos + 6, stop, depth - 1, typed)
     # The size prefix bounds the struct; trailing octets it declares are
     # skipped (room for extension), a struct that overruns it is an error.
     if p > stop:
@@ -621,6 +647,23 @@ def _int_range(v: Any, lo: int, hi: int, name: str) -> int:
     return v
 
 
+def _as_float(v: Any, name: str) -> float:
+    # float() would also accept "1.5" or a Decimal: take numbers only.
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise _enc_err(f"{name} needs a float, got {type(v).__name__}")
+    try:
+        return float(v)
+    except OverflowError:
+        raise _enc_err(f"{name} out of range: {v}")
+
+
+def _pack_float32(v: Any) -> bytes:
+    try:
+        return pack_f(_as_float(v, "float"))
+    except (OverflowError, struct.error):  # finite but beyond float32
+        raise _enc_err(f"float out of range: {v}")
+
+
 def _enc_typed(tname: str, v: Any, out: bytearray, depth: int) -> None:
     """Append the value ``v`` encoded as ``tname`` (no type code)."""
     if tname == "str16":
@@ -633,19 +676,19 @@ def _enc_typed(tname: str, v: Any, out: bytearray, depth: int) -> None:
     elif tname == "boolean":
         out += b"\x01" if v else b"\x00"
     elif tname == "double":
-        out += pack_d(float(v))
+        out += pack_d(_as_float(v, "double"))
     elif tname == "map":
-        encode_map(v, out, depth - 1)
+        encode_map(v, out, depth)
     elif tname == "list":
-        encode_list(v, out, depth - 1)
+        encode_list(v, out, depth)
     elif tname == "array":
         if not isinstance(v, Array):
             raise _enc_err("array values must be Array instances")
-        encode_array(v.type, v, out, depth - 1)
+        encode_array(v.type, v, out, depth)
     elif tname in _SIMPLE_ENC:
         out += _SIMPLE_ENC[tname](v)
     elif tname == "struct32":
-        encode_struct32(v, out)
+        encode_struct32(v, out, depth)
     elif tname.startswith("0x"):
         _enc_unknown(int(tname, 16), v, out)
     else:
@@ -669,9 +712,11 @@ def _enc_unknown(code: int, v: bytes, out: bytearray) -> None:
 
 
 def encode_value(v: Any, out: bytearray, depth: int = DEFAULT_MAX_DEPTH) -> None:
-    """Append type code + value, choosing the type by the table above."""
-    if depth <= 0:
-        raise _enc_err("value nested too deeply")
+    """Append type code + value, choosing the type by the table above.
+
+    ``depth`` is how many levels of containers (map, list, array, struct32)
+    may still be opened; the decoders count the same way, so whatever is
+    encoded with a limit decodes with the same limit."""
     if isinstance(v, Typed):
         tname, v = v.type, v.value
     else:
@@ -698,7 +743,7 @@ def encode_map(v: dict[str, Any], out: bytearray, depth: int = DEFAULT_MAX_DEPTH
         if not isinstance(k, str):
             raise _enc_err(f"map keys must be str, got {type(k).__name__}")
         out += enc_str8(k)
-        encode_value(item, out, depth)
+        encode_value(item, out, depth - 1)
     n = len(out) - start - 4
     if n > 0xFFFFFFFF:
         raise _enc_err("map too large")
@@ -706,17 +751,21 @@ def encode_map(v: dict[str, Any], out: bytearray, depth: int = DEFAULT_MAX_DEPTH
 
 
 def encode_list(v: Any, out: bytearray, depth: int = DEFAULT_MAX_DEPTH) -> None:
+    if not isinstance(v, (list, tuple)):
+        raise _enc_err(f"list needs a list or tuple, got {type(v).__name__}")
     if depth <= 0:
         raise _enc_err("list nested too deeply")
     start = len(out)
     out += b"\0\0\0\0"
     out += pack_I(len(v))
     for item in v:
-        encode_value(item, out, depth)
+        encode_value(item, out, depth - 1)
     out[start:start + 4] = pack_I(len(out) - start - 4)
 
 
 def encode_array(elem: str, v: Any, out: bytearray, depth: int = DEFAULT_MAX_DEPTH) -> None:
+    if not isinstance(v, (list, tuple)):
+        raise _enc_err(f"array needs a list or tuple, got {type(v).__name__}")
     if depth <= 0:
         raise _enc_err("array nested too deeply")
     code = TYPE_CODES.get(elem)
@@ -733,17 +782,18 @@ def encode_array(elem: str, v: Any, out: bytearray, depth: int = DEFAULT_MAX_DEP
             if item.type != elem:
                 raise _enc_err(f"array of {elem} holds a {item.type}")
             item = item.value
-        _enc_typed(elem, item, out, depth)
+        _enc_typed(elem, item, out, depth - 1)
     out[start:start + 4] = pack_I(len(out) - start - 4)
 
 
 def array_type(v: Any, elem: str) -> str:
     """Element type to encode a struct field's array with: the field's own,
-    or what an :class:`Array` value says (an empty array may say ``void``, as
-    some peers send it)."""
+    or what an :class:`Array` value says.  An empty array may say anything
+    (peers send ``void``; decoders accept any type for an empty array, so
+    this keeps re-encoding octet-exact)."""
     if isinstance(v, Array) and v.type != elem:
-        if v.type == "void" and not v:
-            return "void"
+        if not v:
+            return v.type
         raise _enc_err(f"array of {v.type} where {elem} is required")
     return elem
 
@@ -831,7 +881,7 @@ _SIMPLE_ENC: dict[str, Callable[[Any], bytes]] = {
     "int32": lambda v: pack_i(_int_range(v, -(1 << 31), (1 << 31) - 1, "int32")),
     "uint32": lambda v: pack_I(_int_range(v, 0, 0xFFFFFFFF, "uint32")),
     "uint64": lambda v: pack_Q(_int_range(v, 0, (1 << 64) - 1, "uint64")),
-    "float": lambda v: pack_f(float(v)),
+    "float": lambda v: _pack_float32(v),
     "char": enc_char,
     "char-utf32": enc_char_utf32,
     "datetime": _enc_datetime_value,
@@ -908,12 +958,6 @@ def _decode_coded(code: int, buf: bytes, pos: int, end: int, depth: int, typed: 
                   ) -> tuple[Any, int]:
     dec = _VALUE_DEC.get(code)
     if dec is not None:
-        if end - pos < 2 and code in (0x90, 0x94, 0x95, 0x96):
-            raise _truncated(TYPE_NAMES[code], pos)
-        if end - pos < 1 and code in (0x80, 0x84, 0x85, 0x86):
-            raise _truncated(TYPE_NAMES[code], pos)
-        if end - pos < 4 and code == 0xA0:
-            raise _truncated("vbin32", pos)
         v, pos = dec(buf, pos, end)
         if typed:
             name = TYPE_NAMES[code]
@@ -928,27 +972,26 @@ def _decode_coded(code: int, buf: bytes, pos: int, end: int, depth: int, typed: 
             if default != name:
                 if name == "datetime" and isinstance(v, _dt.datetime):
                     v = _datetime_seconds(v)
-                elif name == "boolean":
-                    v = buf[pos - 1] != 0
                 return Typed(name, v), pos
         return v, pos
     if code == 0xA8:
-        return decode_map(buf, pos, end, depth - 1, typed)
+        return decode_map(buf, pos, end, depth, typed)
     if code == 0xA9:
-        return decode_list(buf, pos, end, depth - 1, typed)
+        return decode_list(buf, pos, end, depth, typed)
     if code == 0xAA:
-        return decode_array(buf, pos, end, depth - 1, typed)
+        return decode_array(buf, pos, end, depth, typed)
     if code == 0xAB:
-        if depth <= 0:
-            raise _invalid("value nested too deeply", pos, COMMAND_INVALID)
-        return decode_struct32(buf, pos, end, depth - 1)
+        return decode_struct32(buf, pos, end, depth, typed)
     raw, pos = _skip_unknown(code, buf, pos, end)
     return Typed(f"0x{code:02x}", raw), pos
 
 
 def decode_value(buf: bytes, pos: int, end: int, depth: int = DEFAULT_MAX_DEPTH,
                  typed: bool = False) -> tuple[Any, int]:
-    """Read type code + value."""
+    """Read type code + value.
+
+    Like every decoder here it reads only ``buf[pos:end]`` (``end`` must not
+    exceed ``len(buf)``) and raises nothing but :class:`DecodeError`."""
     if pos >= end:
         raise _truncated("value", pos)
     return _decode_coded(buf[pos], buf, pos + 1, end, depth, typed)
@@ -956,7 +999,8 @@ def decode_value(buf: bytes, pos: int, end: int, depth: int = DEFAULT_MAX_DEPTH,
 
 def _container(what: str, buf: bytes, pos: int, end: int, depth: int, minimum: int
                ) -> tuple[int, int]:
-    if depth < 0:
+    """Check a container's size prefix; return (start of content, stop)."""
+    if depth <= 0:
         raise _invalid(f"{what} nested too deeply", pos, COMMAND_INVALID)
     _guard(what, pos, end, 4)
     (n,) = unpack_I(buf, pos)
@@ -982,11 +1026,12 @@ def decode_map(buf: bytes, pos: int, end: int, depth: int = DEFAULT_MAX_DEPTH,
     if count * 2 > stop - pos:
         raise _invalid(f"map count {count} exceeds its size", start, COMMAND_INVALID)
     out: dict[str, Any] = {}
+    inner = depth - 1
     for _ in range(count):
         k, pos = dec_str8(buf, pos, stop)
         if k in out:
             raise _invalid(f"map has duplicate key {k!r}", pos)
-        out[k], pos = decode_value(buf, pos, stop, depth, typed)
+        out[k], pos = decode_value(buf, pos, stop, inner, typed)
     if pos != stop:
         raise _invalid(f"map count {count} disagrees with its size", start, COMMAND_INVALID)
     return out, stop
@@ -1001,12 +1046,16 @@ def decode_list(buf: bytes, pos: int, end: int, depth: int = DEFAULT_MAX_DEPTH,
     if count > stop - pos:
         raise _invalid(f"list count {count} exceeds its size", start, COMMAND_INVALID)
     out = []
+    inner = depth - 1
     for _ in range(count):
-        v, pos = decode_value(buf, pos, stop, depth, typed)
+        v, pos = decode_value(buf, pos, stop, inner, typed)
         out.append(v)
     if pos != stop:
         raise _invalid(f"list count {count} disagrees with its size", start, COMMAND_INVALID)
     return out, stop
+
+
+_CONTAINER_CODES = frozenset((0xA8, 0xA9, 0xAA, 0xAB))
 
 
 def decode_array(buf: bytes, pos: int, end: int, depth: int = DEFAULT_MAX_DEPTH,
@@ -1020,13 +1069,20 @@ def decode_array(buf: bytes, pos: int, end: int, depth: int = DEFAULT_MAX_DEPTH,
     w = _width_of_code(code)
     if w is None:
         raise _invalid(f"array element type 0x{code:02x} is reserved", start, COMMAND_INVALID)
-    # Zero-width elements (void/bit) take no room: cap their count instead.
-    per = w[1] if w[0] else w[1]
-    if (per and count * per > stop - pos) or (not per and count > 0xFFFF):
+    # Each element takes at least its fixed width or its size prefix.
+    # Zero-width elements (void, bit) take no room at all: allow no more of
+    # them than the array's own octets, so decoded items stay linear in the
+    # input however arrays are nested.
+    per = w[1]
+    if (per and count * per > stop - pos) or (not per and count > stop - start - 4):
         raise _invalid(f"array count {count} exceeds its size", start, COMMAND_INVALID)
     out = Array(name)
+    # Elements share the array's type: they never come back as Typed, but
+    # containers inside keep ``typed`` for their own values.
+    inner_typed = typed and code in _CONTAINER_CODES
+    inner = depth - 1
     for _ in range(count):
-        v, pos = _decode_coded(code, buf, pos, stop, depth, False)
+        v, pos = _decode_coded(code, buf, pos, stop, inner, inner_typed)
         out.append(v)
     if pos != stop:
         raise _invalid(f"array count {count} disagrees with its size", start, COMMAND_INVALID)

@@ -283,10 +283,13 @@ class Connection:
                 data = self._take_header(data, events)
                 if not data or self.closed:
                     return events
-            for item in self._decoder.feed(data):
+            items, error = self._decoder.feed_until_error(data)
+            for item in items:
                 self._dispatch(item, events)
                 if self.closed:
                     break
+            if error is not None and not self.closed:
+                raise error
         except DecodeError as e:
             self._fail(_ConnectionError(e.message, e.code, channel=e.channel), events)
             raise _remote(e.message, e.code, e.channel, events) from None
@@ -504,6 +507,8 @@ class Connection:
     def _dispatch(self, item: Any, events: list[ev.Event]) -> None:
         t = type(item)
         if t is CommandAssembly or t is InvalidCommand or t is CommandHead or t is BodyChunk:
+            if self.state is ConnState.CLOSING:
+                return  # we are closing: nothing more is executed
             self._check_session_channel(item.channel)
             session = self.sessions.get(item.channel)
             if session is None:

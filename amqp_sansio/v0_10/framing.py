@@ -225,10 +225,11 @@ class _Partial:
 
     __slots__ = ("stype", "seg_flags", "chunks", "size", "offset")
 
-    def __init__(self, stype: int, seg_flags: int, offset: int) -> None:
+    def __init__(self, stype: int, seg_flags: int, offset: int, streamed: bool = False) -> None:
         self.stype = stype
         self.seg_flags = seg_flags
-        self.chunks: list[bytes] = []
+        # None for a streamed body: its frames go straight out as BodyChunks.
+        self.chunks: list[bytes] | None = None if streamed else []
         self.size = 0
         self.offset = offset
 
@@ -260,6 +261,15 @@ class AssemblyDecoder:
     as real peers omit required fields).  ``typed`` keeps the wire type of
     every map/list value (see :mod:`.codec`).  ``stream_bodies`` yields bodies
     as :class:`BodyChunk` values instead of collecting them.
+
+    Memory: besides at most one incomplete frame, the decoder holds the
+    octets of partial segments and of collected bodies; one segment may hold
+    at most ``max_segment_size`` (``max_body_size`` for bodies) and all of
+    them together at most ``max_pending_size`` (default: the sum of the two),
+    however many channels a peer opens.  Going over is a framing error.
+
+    After a :class:`DecodeError` the stream cannot be trusted: every later
+    :meth:`feed` raises a DecodeError again.
     """
 
     def __init__(
@@ -272,6 +282,7 @@ class AssemblyDecoder:
         strict: bool = False,
         typed: bool = False,
         stream_bodies: bool = False,
+        max_pending_size: int | None = None,
     ) -> None:
         self.max_frame_size = max_frame_size
         self.max_segment_size = max_segment_size
@@ -280,17 +291,45 @@ class AssemblyDecoder:
         self.strict = strict
         self.typed = typed
         self.stream_bodies = stream_bodies
+        self.max_pending_size = (max_segment_size + max_body_size if max_pending_size is None
+                                 else max_pending_size)
         self._buf = bytearray()
         self._offset = 0
-        self._partial: dict[tuple[int, int], _Partial] = {}
+        self._partial: dict[int, _Partial] = {}  # (channel << 1 | track) -> segment
         self._open: dict[int, _Open] = {}  # channel -> open command assembly
+        self._held = 0  # octets in partial segments and collected bodies
+        self._error: DecodeError | None = None
 
     # -- public -------------------------------------------------------------
     def feed(self, data: bytes) -> list[Item]:
-        """Add bytes; return every item they complete (possibly none)."""
+        """Add bytes; return every item they complete (possibly none).
+
+        Raises DecodeError when the bytes break framing; the items that
+        completed before the error in the same call are lost with it (use
+        :meth:`feed_until_error` to keep them)."""
+        out: list[Item] = []
+        self._feed(data, out)
+        return out
+
+    def feed_until_error(self, data: bytes) -> tuple[list[Item], DecodeError | None]:
+        """Like :meth:`feed`, but return the error with the items that
+        completed before it, so the result does not depend on how the input
+        was cut: feeding a stream whole or an octet at a time gives the same
+        items and the same error."""
+        out: list[Item] = []
+        try:
+            self._feed(data, out)
+        except DecodeError as e:
+            return out, e
+        return out, None
+
+    def _feed(self, data: bytes, out: list[Item]) -> None:
+        if self._error is not None:
+            e = self._error
+            raise DecodeError(f"decoder failed earlier: {e.message}", code=e.code,
+                              scope=e.scope, offset=e.offset, channel=e.channel)
         buf = self._buf
         buf += data
-        out: list[Item] = []
         pos = 0
         n = len(buf)
         limit = self.max_frame_size
@@ -318,9 +357,7 @@ class AssemblyDecoder:
                         continue
                     if stype == SEG_BODY and self.stream_bodies:
                         self._body_frame(channel, flags, payload, at, out, first=True)
-                        p = _Partial(stype, flags & 0x0C, at)
-                        p.chunks = None  # type: ignore[assignment]  # streamed
-                        partial[key] = p
+                        partial[key] = _Partial(stype, flags & 0x0C, at, streamed=True)
                         continue
                     p = _Partial(stype, flags & 0x0C, at)
                     partial[key] = p
@@ -336,39 +373,49 @@ class AssemblyDecoder:
                             del partial[key]
                         self._body_frame(channel, flags, payload, at, out, first=False)
                         continue
-                p.chunks.append(payload)
+                chunks = p.chunks
+                assert chunks is not None
+                chunks.append(payload)
                 p.size += len(payload)
                 cap = self.max_body_size if stype == SEG_BODY else self.max_segment_size
                 if p.size > cap:
                     raise _framing(f"segment of type {stype} exceeds its {cap}-octet limit", at,
                                    channel)
+                self._hold(len(payload), at, channel)
                 if flags & LAST_FRAME:
                     del partial[key]
+                    self._held -= p.size
                     self._segment(channel, stype, p.seg_flags | FIRST_FRAME | LAST_FRAME,
-                                  b"".join(p.chunks), p.offset, out)
-        except DecodeError:
-            # Framing is lost; drop what we hold so nothing grows afterwards.
+                                  b"".join(chunks), p.offset, out)
+        except DecodeError as e:
+            # Framing is lost: drop what we hold so nothing grows afterwards,
+            # and refuse further input.
             self._buf = bytearray()
             self._partial.clear()
             self._open.clear()
+            self._held = 0
+            self._error = e
             raise
         if pos:
             del buf[:pos]
             self._offset += pos
-        return out
 
     @property
     def pending_octets(self) -> int:
-        """Octets held for incomplete frames and segments."""
-        held = sum(p.size for p in self._partial.values())
-        held += sum(o.body_size for o in self._open.values() if not o.streaming)
-        return len(self._buf) + held
+        """Octets held for incomplete frames, segments and bodies."""
+        return len(self._buf) + self._held
 
     def at_boundary(self) -> bool:
         """True when no partial frame, segment or assembly is held."""
         return not self._buf and not self._partial and not self._open
 
     # -- segments -----------------------------------------------------------
+    def _hold(self, n: int, at: int, channel: int) -> None:
+        self._held += n
+        if self._held > self.max_pending_size:
+            raise _framing(f"more than {self.max_pending_size} octets of incomplete "
+                           "segments and bodies", at, channel)
+
     def _segment(self, channel: int, stype: int, flags: int, payload: bytes, at: int,
                  out: list[Item]) -> None:
         first_seg = flags & FIRST_SEG
@@ -404,12 +451,14 @@ class AssemblyDecoder:
             op.header_size = len(payload)
             if op.error is None:
                 try:
-                    op.headers = self._decode_headers(payload, at)
+                    op.headers = self._decode_headers(payload, op.command)
                 except DecodeError as e:
-                    op.error = self._scope_command_error(e, op.command, channel)
+                    op.error = self._scope_command_error(e, op.command, channel, at)
         else:  # body
             if op.stage == SEG_BODY:
                 raise _framing("second body segment in one assembly", at, channel)
+            if not last_seg:
+                raise _framing("body segment must be the last segment", at, channel)
             op.stage = SEG_BODY
             if op.error is None and self.stream_bodies:
                 # Whole body arrived in one frame: head then one chunk.
@@ -417,9 +466,10 @@ class AssemblyDecoder:
                 assert op.command is not None
                 out.append(CommandHead(channel, op.command, op.sync, op.headers, op.header_size))
                 out.append(BodyChunk(channel, payload, True))
-            else:
+            elif op.error is None:
                 op.body_chunks.append(payload)
                 op.body_size += len(payload)
+                self._hold(len(payload), at, channel)
         if last_seg:
             self._finish(channel, out)
 
@@ -427,29 +477,31 @@ class AssemblyDecoder:
                     first: bool) -> None:
         """Streaming mode: one frame of a multi-frame body segment."""
         op = self._open.get(channel)
+        if op is None:
+            raise _framing("body segment without a command", at, channel)
         if first:
-            if op is None or flags & FIRST_SEG:
+            if flags & FIRST_SEG:
                 raise _framing("body segment without a command", at, channel)
             if op.stage == SEG_BODY:
                 raise _framing("second body segment in one assembly", at, channel)
+            if not flags & LAST_SEG:
+                raise _framing("body segment must be the last segment", at, channel)
             op.stage = SEG_BODY
             op.streaming = True
             if op.error is None:
                 assert op.command is not None
                 out.append(CommandHead(channel, op.command, op.sync, op.headers, op.header_size))
-        assert op is not None
         last = bool(flags & LAST_FRAME)
         if op.error is None:
             out.append(BodyChunk(channel, payload, last))
         if last:
-            if not flags & LAST_SEG:
-                raise _framing("body segment must be the last segment", at, channel)
             del self._open[channel]
             if op.error is not None:
                 out.append(InvalidCommand(channel, op.error))
 
     def _finish(self, channel: int, out: list[Item]) -> None:
         op = self._open.pop(channel)
+        self._held -= op.body_size
         if op.error is not None:
             out.append(InvalidCommand(channel, op.error))
             return
@@ -475,18 +527,17 @@ class AssemblyDecoder:
         if cls is None:
             raise _framing(f"unknown control 0x{opcode:04x}", at, channel)
         try:
-            if n < 4:
-                raise _c._truncated(cls.NAME, 2)
-            obj, pos = cls._dec_body(payload, 2, n, self.max_depth, self.typed)  # type: ignore[attr-defined]
+            obj, pos = cls._dec_body(payload, 2, n, self.max_depth, self.typed)
             if pos != n:
                 raise DecodeError(f"{cls.NAME}: {n - pos} trailing octets", offset=pos)
             if self.strict:
                 check_strict(obj)
         except DecodeError as e:
+            # A control the peer cannot even encode leaves nothing to answer
+            # but connection.close(framing-error).
             raise _framing(f"bad {cls.NAME}: {e.message}", at, channel) from None
-        except (IndexError, struct.error, ValueError, OverflowError) as e:
-            raise _framing(f"bad {cls.NAME}: truncated ({e})", at, channel) from None
-        return obj  # type: ignore[no-any-return]
+        assert isinstance(obj, cls)
+        return obj
 
     def _decode_command(self, channel: int, payload: bytes, at: int
                         ) -> tuple[Command | None, bool, DecodeError | None]:
@@ -502,21 +553,22 @@ class AssemblyDecoder:
                 f"unknown command 0x{opcode:04x}", code=COMMAND_INVALID, scope="execution",
                 offset=at, channel=channel, class_code=payload[0], command_code=payload[1])
         try:
+            # session.header: size octet (0 or 1) then its one flag octet.
             if n < 3:
                 raise _c._truncated("session header", 2)
             hsize = payload[2]
             pos = 3 + hsize
-            if hsize == 0:
-                sync = False
-            else:
+            if hsize > 1 or pos > n:
+                raise DecodeError("session header has a bad size", code=COMMAND_INVALID,
+                                  scope="execution", offset=2)
+            sync = False
+            if hsize:
                 hflags = payload[3]
-                if hflags & 0xFE or hsize > 1:
-                    raise DecodeError("session header has unknown flags or size",
-                                      code=COMMAND_INVALID, scope="execution", offset=3)
+                if hflags & 0xFE:
+                    raise DecodeError("session header has unknown flags", code=COMMAND_INVALID,
+                                      scope="execution", offset=3)
                 sync = bool(hflags & 1)
-            if n < pos + 2:
-                raise _c._truncated(cls.NAME, pos)
-            obj, pos = cls._dec_body(payload, pos, n, self.max_depth, self.typed)  # type: ignore[attr-defined]
+            obj, pos = cls._dec_body(payload, pos, n, self.max_depth, self.typed)
             if pos != n:
                 raise DecodeError(f"{cls.NAME}: {n - pos} trailing octets",
                                   code=COMMAND_INVALID, scope="execution", offset=pos)
@@ -524,10 +576,7 @@ class AssemblyDecoder:
                 check_strict(obj)
         except DecodeError as e:
             return None, False, self._scope_command_error(e, cls, channel, at)
-        except (IndexError, struct.error, ValueError, OverflowError) as e:
-            return None, False, DecodeError(
-                f"{cls.NAME}: truncated ({e})", code=COMMAND_INVALID, scope="execution",
-                offset=at, channel=channel, class_code=payload[0], command_code=payload[1])
+        assert isinstance(obj, cls)
         return obj, sync, None
 
     @staticmethod
@@ -545,24 +594,25 @@ class AssemblyDecoder:
             field_index=e.field_index,
         )
 
-    def _decode_headers(self, payload: bytes, at: int) -> tuple[Struct, ...]:
+    def _decode_headers(self, payload: bytes, cmd: Command | None) -> tuple[Struct, ...]:
         out: list[Struct] = []
         pos = 0
         n = len(payload)
         seen: set[type] = set()
-        try:
-            while pos < n:
-                v, pos = _c.decode_struct32(payload, pos, n, self.max_depth)
-                if type(v) in seen:
-                    raise DecodeError(f"header holds two {v.NAME} structs",
+        allowed = getattr(cmd, "HEADER_ENTRIES", ())
+        while pos < n:
+            v, pos = _c.decode_struct32(payload, pos, n, self.max_depth, self.typed)
+            if type(v) in seen:
+                raise DecodeError(f"header holds two {v.NAME} structs",
+                                  code=COMMAND_INVALID, scope="execution", offset=pos)
+            seen.add(type(v))
+            if self.strict:
+                # Only the structs the command's <segments> list may appear.
+                if type(v).__name__ not in allowed:
+                    raise DecodeError(f"{v.NAME} is not a header of this command",
                                       code=COMMAND_INVALID, scope="execution", offset=pos)
-                seen.add(type(v))
-                if self.strict:
-                    check_strict(v)
-                out.append(v)
-        except (IndexError, struct.error, ValueError, OverflowError) as e:
-            raise DecodeError(f"header segment truncated ({e})", code=COMMAND_INVALID,
-                              scope="execution", offset=at) from None
+                check_strict(v)
+            out.append(v)
         return tuple(out)
 
 
@@ -601,27 +651,50 @@ def _split(out: bytearray, segments: list[tuple[int, int, int]], channel: int,
 
 
 def _check_channel(channel: int, max_frame_size: int) -> None:
-    if not 0 <= channel <= 0xFFFF:
-        raise LocalProtocolError(f"channel {channel} out of range")
-    if not FRAME_HEADER_SIZE < max_frame_size <= MAX_FRAME_SIZE:
-        raise LocalProtocolError(f"max frame size {max_frame_size} out of range")
+    if not isinstance(channel, int) or not 0 <= channel <= 0xFFFF:
+        raise LocalProtocolError(f"channel {channel!r} out of range")
+    if not isinstance(max_frame_size, int) or not (
+            FRAME_HEADER_SIZE < max_frame_size <= MAX_FRAME_SIZE):
+        raise LocalProtocolError(f"max frame size {max_frame_size!r} out of range")
+
+
+def _enc_fields(obj: Control | Command | Struct, out: bytearray) -> None:
+    """Append ``obj``'s fields.  Objects built with ``unchecked()`` can hold
+    values the wire cannot carry; that is the caller's error, reported as
+    such rather than as whatever ``struct.pack`` happens to raise."""
+    try:
+        if isinstance(obj, Struct):
+            _c.encode_struct32(obj, out)
+        else:
+            type(obj)._enc_body(obj, out)
+    except LocalProtocolError:
+        raise
+    except (struct.error, TypeError, ValueError, OverflowError, AttributeError,
+            KeyError, IndexError) as e:
+        raise LocalProtocolError(f"{type(obj).__name__}: cannot encode: {e}") from e
+
+
+def _opcode(obj: object, kind: type) -> int:
+    cls = type(obj)
+    opcode = getattr(cls, "OPCODE", None)
+    if not isinstance(obj, kind) or opcode is None:
+        raise LocalProtocolError(f"{cls.__name__} is not a {kind.__name__.lower()}")
+    assert isinstance(opcode, int)
+    return opcode
 
 
 def encode_control(channel: int, control: Control,
                    max_frame_size: int = MIN_MAX_FRAME_SIZE) -> bytes:
     """One control as frames (normally a single frame)."""
-    cls = type(control)
-    if getattr(cls, "KIND", None) != "control":
-        raise LocalProtocolError(f"{cls.__name__} is not a control")
+    opcode = _opcode(control, Control)
+    _check_channel(channel, max_frame_size)
     out = bytearray(_ZERO_HDR)
-    out += cls.OPCODE.to_bytes(2, "big")  # type: ignore[union-attr]
-    cls._enc_body(control, out)  # type: ignore[attr-defined]
+    out += opcode.to_bytes(2, "big")
+    _enc_fields(control, out)
     n = len(out)
     if n <= max_frame_size:
-        _check_channel(channel, max_frame_size)
         out[0:12] = _pack_hdr(0x0F, SEG_CONTROL, n, 0, 0, channel, 0)
         return bytes(out)
-    _check_channel(channel, max_frame_size)
     return _split(out, [(SEG_CONTROL, 12, n)], channel, max_frame_size)
 
 
@@ -629,8 +702,14 @@ def header_octets(headers: Iterable[Struct]) -> bytes:
     """The header segment for ``headers`` (struct32 values back to back)."""
     out = bytearray()
     for h in headers:
-        _c.encode_struct32(h, out)
+        _check_header_entry(h)
+        _enc_fields(h, out)
     return bytes(out)
+
+
+def _check_header_entry(h: object) -> None:
+    if not isinstance(h, Struct) or type(h).OPCODE is None:
+        raise LocalProtocolError(f"header entry {h!r} is not a coded struct")
 
 
 def encode_command(
@@ -644,22 +723,20 @@ def encode_command(
 ) -> bytes:
     """One command assembly as frames: command, header (if any structs) and
     body (if ``body`` is not None -- ``b""`` sends an empty body segment)."""
-    cls = type(command)
-    if getattr(cls, "KIND", None) != "command":
-        raise LocalProtocolError(f"{cls.__name__} is not a command")
+    opcode = _opcode(command, Command)
+    _check_channel(channel, max_frame_size)
     out = bytearray(_ZERO_HDR)
-    out += cls.OPCODE.to_bytes(2, "big")  # type: ignore[union-attr]
+    out += opcode.to_bytes(2, "big")
     out += _SESSION_HDR[1 if sync else 0]
-    cls._enc_body(command, out)  # type: ignore[attr-defined]
+    _enc_fields(command, out)
     cmd_end = len(out)
     segments = [(SEG_COMMAND, 12, cmd_end)]
     hdr_end = cmd_end
     if headers:
         out += _ZERO_HDR
         for h in headers:
-            if getattr(type(h), "KIND", None) != "struct" or type(h).OPCODE is None:
-                raise LocalProtocolError(f"header entry {h!r} is not a coded struct")
-            _c.encode_struct32(h, out)
+            _check_header_entry(h)
+            _enc_fields(h, out)
         hdr_end = len(out)
         segments.append((SEG_HEADER, cmd_end + 12, hdr_end))
     if body is not None:
@@ -672,11 +749,9 @@ def encode_command(
     # Fast path: every segment fits in one frame -- write the frame headers
     # into the holes left for them.
     if all(end - start + 12 <= max_frame_size for _, start, end in segments):
-        _check_channel(channel, max_frame_size)
         last = len(segments) - 1
         for i, (stype, start, end) in enumerate(segments):
             flags = 0x03 | (FIRST_SEG if i == 0 else 0) | (LAST_SEG if i == last else 0)
             out[start - 12:start] = _pack_hdr(flags, stype, end - start + 12, 0, 1, channel, 0)
         return bytes(out)
-    _check_channel(channel, max_frame_size)
     return _split(out, segments, channel, max_frame_size)

@@ -139,10 +139,10 @@ class SessionStore:
         self._detached: dict[tuple[str | None, bytes], tuple[Session, float | None]] = {}
 
     def park(self, principal: str | None, session: Session, now: float | None) -> None:
-        timeout = session.timeout or 0
-        if timeout <= 0:
+        timeout = session.timeout  # None: the peer keeps it indefinitely
+        if timeout is not None and timeout <= 0:
             return
-        expires = None if session.timeout is None or now is None else now + timeout
+        expires = None if timeout is None or now is None else now + timeout
         self._detached[(principal, session.name)] = (session, expires)
 
     def take(self, principal: str | None, name: bytes) -> Session | None:
@@ -213,6 +213,8 @@ class Session:
         if self.state not in (SessionState.ATTACHED, SessionState.ATTACHING) or (
                 self._conn is None):
             raise LocalProtocolError(f"session {self.name!r} is not attached ({self.state.name})")
+        if self._conn._close_sent or self._conn.closed:
+            raise LocalProtocolError("the connection is closing")
         return self._conn
 
     @property
@@ -289,6 +291,10 @@ class Session:
     def detach(self) -> None:
         conn = self._require_attached()
         self._trace("detach()")
+        # Completions owed so far go out first: the peer's sync commands
+        # must not stay in doubt because we detached.
+        for ctl in self._pending_controls():
+            conn._write_control(self.channel, ctl)
         conn._write_control(self.channel, _detach(self.name))
         self.state = SessionState.DETACHING
 

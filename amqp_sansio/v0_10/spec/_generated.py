@@ -5,7 +5,6 @@ this file differs from what the spec XML generates.
 """
 
 # ruff: noqa
-# mypy: disable-error-code="no-any-return,assignment,misc"
 from __future__ import annotations
 
 import decimal
@@ -21,7 +20,7 @@ from .. import codec as _c
 from .._specbase import (
     Command, Control, FieldSpec, Struct, _CLASSES, _DEPTH, _bad_arg, _bad_code,
     _bad_field, _bad_flags, _check_len, _check_text, _is_int, _missing, _new,
-    _overrun, _set, _to_seqset,
+    _overrun, _set, _to_seqset, _too_deep,
 )
 
 _pack_B = _c.pack_B
@@ -242,28 +241,7 @@ _FIELDS_SessionHeader: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
-class SessionHeader(Struct):
-    """``session.header`` (struct, uncoded)."""
-
-    NAME: ClassVar[str] = 'session.header'
-    CLASS_CODE: ClassVar[int] = 2
-    CODE: ClassVar[int | None] = None
-    OPCODE: ClassVar[int | None] = None
-    SIZE_WIDTH: ClassVar[int] = 1
-    PACK_WIDTH: ClassVar[int] = 1
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SessionHeader
-
-    sync: bool = False
-
-    def __attrs_post_init__(self) -> None:
-        if type(self.sync) is not bool:
-            object.__setattr__(self, 'sync', bool(self.sync))
-
-_CLASSES[SessionHeader.NAME] = SessionHeader
-
-
-def _enc_body_SessionHeader(o: Any, out: bytearray) -> None:
+def _enc_body_SessionHeader(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00'
@@ -276,20 +254,22 @@ def _enc_body_SessionHeader(o: Any, out: bytearray) -> None:
 def _dec_body_SessionHeader(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[SessionHeader, int]:
     o = _new(SessionHeader)
+    if pos + 1 > end:
+        raise _overrun('session.header', pos)
     flags = buf[pos]
     pos += 1
     if flags & 254:
         raise _bad_flags('session.header', flags, 1, pos)
     _set(o, 'sync', flags & 1 != 0)
-    if pos > end:
-        raise _overrun('session.header', pos)
     return o, pos
 
 
-def _enc_SessionHeader(o: Any, out: bytearray) -> None:
+def _enc_SessionHeader(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    if depth <= 0:
+        raise LocalProtocolError('session.header' + ' nested too deeply')
     at = len(out)
     out += b'\x00'
-    _enc_body_SessionHeader(o, out)
+    _enc_body_SessionHeader(o, out, depth - 1)
     n = len(out) - at - 1
     if n >= 256:
         raise LocalProtocolError('session.header is too large: %d octets' % n)
@@ -298,8 +278,8 @@ def _enc_SessionHeader(o: Any, out: bytearray) -> None:
 
 def _dec_SessionHeader(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                 typed: bool = False) -> tuple[SessionHeader, int]:
-    if depth < 0:
-        raise _overrun('session.header' + ' nested too deeply', pos)
+    if depth <= 0:
+        raise _too_deep('session.header', pos)
     if pos + 1 > end:
         raise _overrun('session.header', pos)
     n = int.from_bytes(buf[pos:pos + 1], 'big')
@@ -307,19 +287,75 @@ def _dec_SessionHeader(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
     stop = pos + n
     if stop > end:
         raise _overrun('session.header', pos)
-    o, pos = _dec_body_SessionHeader(buf, pos, stop, depth, typed)
+    o, pos = _dec_body_SessionHeader(buf, pos, stop, depth - 1, typed)
     return o, stop
 
-SessionHeader._enc_body = staticmethod(_enc_body_SessionHeader)
-SessionHeader._dec_body = staticmethod(_dec_body_SessionHeader)
-SessionHeader._enc = staticmethod(_enc_SessionHeader)
-SessionHeader._dec = staticmethod(_dec_SessionHeader)
+
+@attrs.frozen(slots=True, kw_only=True, repr=False)
+class SessionHeader(Struct):
+    """``session.header`` (struct, uncoded)."""
+
+    NAME: ClassVar[str] = 'session.header'
+    CLASS_CODE: ClassVar[int] = 2
+    CODE: ClassVar[int | None] = None
+    OPCODE: ClassVar[int | None] = None
+    SIZE_WIDTH: ClassVar[int] = 1
+    PACK_WIDTH: ClassVar[int] = 1
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SessionHeader
+    _enc_body = staticmethod(_enc_body_SessionHeader)
+    _dec_body = staticmethod(_dec_body_SessionHeader)
+    _enc = staticmethod(_enc_SessionHeader)
+    _dec = staticmethod(_dec_SessionHeader)
+
+    sync: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        if type(self.sync) is not bool:
+            object.__setattr__(self, 'sync', bool(self.sync))
+
+_CLASSES[SessionHeader.NAME] = SessionHeader
 
 
 _FIELDS_CommandFragment: tuple[FieldSpec, ...] = (
     FieldSpec('command-id', 'command_id', 0, 'sequence-no', 'sequence-no', True, None, None, None),
     FieldSpec('byte-ranges', 'byte_ranges', 1, 'byte-ranges', 'byte-ranges', True, None, None, None),
 )
+
+
+def _enc_body_CommandFragment(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    v = o.command_id
+    out += _pack_I(v)
+    v = o.byte_ranges
+    out += _c.encode_byte_ranges(v)
+
+
+def _dec_body_CommandFragment(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[CommandFragment, int]:
+    o = _new(CommandFragment)
+    v: Any
+    if pos + 4 > end:
+        raise _overrun('session.command-fragment', pos)
+    v = _unpack_I(buf, pos)[0]
+    pos += 4
+    _set(o, 'command_id', v)
+    v, pos = _c.decode_byte_ranges(buf, pos, end)
+    _set(o, 'byte_ranges', v)
+    return o, pos
+
+
+def _enc_CommandFragment(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    if depth <= 0:
+        raise LocalProtocolError('session.command-fragment' + ' nested too deeply')
+    _enc_body_CommandFragment(o, out, depth - 1)
+
+
+def _dec_CommandFragment(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                typed: bool = False) -> tuple[CommandFragment, int]:
+    if depth <= 0:
+        raise _too_deep('session.command-fragment', pos)
+    stop = end
+    o, pos = _dec_body_CommandFragment(buf, pos, stop, depth - 1, typed)
+    return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -333,11 +369,16 @@ class CommandFragment(Struct):
     SIZE_WIDTH: ClassVar[int] = 0
     PACK_WIDTH: ClassVar[int] = 0
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_CommandFragment
+    _enc_body = staticmethod(_enc_body_CommandFragment)
+    _dec_body = staticmethod(_dec_body_CommandFragment)
+    _enc = staticmethod(_enc_CommandFragment)
+    _dec = staticmethod(_dec_CommandFragment)
 
     command_id: int
     byte_ranges: tuple[tuple[int, int], ...]
 
     def __attrs_post_init__(self) -> None:
+        v: Any
         v = self.command_id
         if v is None:
             raise _missing('command-id', 'session.command-fragment')
@@ -348,44 +389,6 @@ class CommandFragment(Struct):
             raise _missing('byte-ranges', 'session.command-fragment')
 
 _CLASSES[CommandFragment.NAME] = CommandFragment
-
-
-def _enc_body_CommandFragment(o: Any, out: bytearray) -> None:
-    v = o.command_id
-    out += _pack_I(v)
-    v = o.byte_ranges
-    out += _c.encode_byte_ranges(v)
-
-
-def _dec_body_CommandFragment(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[CommandFragment, int]:
-    o = _new(CommandFragment)
-    v = _unpack_I(buf, pos)[0]
-    pos += 4
-    _set(o, 'command_id', v)
-    v, pos = _c.decode_byte_ranges(buf, pos, end)
-    _set(o, 'byte_ranges', v)
-    if pos > end:
-        raise _overrun('session.command-fragment', pos)
-    return o, pos
-
-
-def _enc_CommandFragment(o: Any, out: bytearray) -> None:
-    _enc_body_CommandFragment(o, out)
-
-
-def _dec_CommandFragment(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                typed: bool = False) -> tuple[CommandFragment, int]:
-    if depth < 0:
-        raise _overrun('session.command-fragment' + ' nested too deeply', pos)
-    stop = end
-    o, pos = _dec_body_CommandFragment(buf, pos, stop, depth, typed)
-    return o, pos
-
-CommandFragment._enc_body = staticmethod(_enc_body_CommandFragment)
-CommandFragment._dec_body = staticmethod(_dec_body_CommandFragment)
-CommandFragment._enc = staticmethod(_enc_CommandFragment)
-CommandFragment._dec = staticmethod(_dec_CommandFragment)
 
 
 _FIELDS_DeliveryProperties: tuple[FieldSpec, ...] = (
@@ -404,6 +407,168 @@ _FIELDS_DeliveryProperties: tuple[FieldSpec, ...] = (
 )
 
 
+def _enc_body_DeliveryProperties(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    flags = 0
+    at = len(out)
+    out += b'\x00\x00'
+    if o.discard_unroutable:
+        flags |= 1
+    if o.immediate:
+        flags |= 2
+    if o.redelivered:
+        flags |= 4
+    v = o.priority
+    if v is not None:
+        flags |= 8
+        out += _pack_B(v)
+    v = o.delivery_mode
+    if v is not None:
+        flags |= 16
+        out += _pack_B(v)
+    v = o.ttl
+    if v is not None:
+        flags |= 32
+        out += _pack_Q(v)
+    v = o.timestamp
+    if v is not None:
+        flags |= 64
+        out += _pack_q(v)
+    v = o.expiration
+    if v is not None:
+        flags |= 128
+        out += _pack_q(v)
+    v = o.exchange
+    if v is not None:
+        flags |= 256
+        out += _c.enc_str8(v)
+    v = o.routing_key
+    if v is not None:
+        flags |= 512
+        out += _c.enc_str8(v)
+    v = o.resume_id
+    if v is not None:
+        flags |= 1024
+        out += _c.enc_str16(v)
+    v = o.resume_ttl
+    if v is not None:
+        flags |= 2048
+        out += _pack_Q(v)
+    if flags:
+        out[at:at + 2] = flags.to_bytes(2, 'little')
+
+
+def _dec_body_DeliveryProperties(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[DeliveryProperties, int]:
+    o = _new(DeliveryProperties)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('message.delivery-properties', pos)
+    flags = buf[pos] | buf[pos + 1] << 8
+    pos += 2
+    if flags & 61440:
+        raise _bad_flags('message.delivery-properties', flags, 12, pos)
+    _set(o, 'discard_unroutable', flags & 1 != 0)
+    _set(o, 'immediate', flags & 2 != 0)
+    _set(o, 'redelivered', flags & 4 != 0)
+    if flags & 8:
+        if pos + 1 > end:
+            raise _overrun('message.delivery-properties', pos)
+        v = _unpack_B(buf, pos)[0]
+        pos += 1
+        v = _E_DeliveryPriority.get(v, v)
+        _set(o, 'priority', v)
+    else:
+        _set(o, 'priority', None)
+    if flags & 16:
+        if pos + 1 > end:
+            raise _overrun('message.delivery-properties', pos)
+        v = _unpack_B(buf, pos)[0]
+        pos += 1
+        v = _E_DeliveryMode.get(v, v)
+        _set(o, 'delivery_mode', v)
+    else:
+        _set(o, 'delivery_mode', None)
+    if flags & 32:
+        if pos + 8 > end:
+            raise _overrun('message.delivery-properties', pos)
+        v = _unpack_Q(buf, pos)[0]
+        pos += 8
+        _set(o, 'ttl', v)
+    else:
+        _set(o, 'ttl', None)
+    if flags & 64:
+        if pos + 8 > end:
+            raise _overrun('message.delivery-properties', pos)
+        v = _unpack_q(buf, pos)[0]
+        pos += 8
+        _set(o, 'timestamp', v)
+    else:
+        _set(o, 'timestamp', None)
+    if flags & 128:
+        if pos + 8 > end:
+            raise _overrun('message.delivery-properties', pos)
+        v = _unpack_q(buf, pos)[0]
+        pos += 8
+        _set(o, 'expiration', v)
+    else:
+        _set(o, 'expiration', None)
+    if flags & 256:
+        v, pos = _c.dec_str8(buf, pos, end)
+        _set(o, 'exchange', v)
+    else:
+        _set(o, 'exchange', None)
+    if flags & 512:
+        v, pos = _c.dec_str8(buf, pos, end)
+        _set(o, 'routing_key', v)
+    else:
+        _set(o, 'routing_key', None)
+    if flags & 1024:
+        v, pos = _c.dec_str16(buf, pos, end)
+        _set(o, 'resume_id', v)
+    else:
+        _set(o, 'resume_id', None)
+    if flags & 2048:
+        if pos + 8 > end:
+            raise _overrun('message.delivery-properties', pos)
+        v = _unpack_Q(buf, pos)[0]
+        pos += 8
+        _set(o, 'resume_ttl', v)
+    else:
+        _set(o, 'resume_ttl', None)
+    return o, pos
+
+
+def _enc_DeliveryProperties(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    if depth <= 0:
+        raise LocalProtocolError('message.delivery-properties' + ' nested too deeply')
+    at = len(out)
+    out += b'\x00\x00\x00\x00'
+    out += b'\x04\x01'
+    _enc_body_DeliveryProperties(o, out, depth - 1)
+    n = len(out) - at - 4
+    out[at:at + 4] = n.to_bytes(4, 'big')
+
+
+def _dec_DeliveryProperties(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                typed: bool = False) -> tuple[DeliveryProperties, int]:
+    if depth <= 0:
+        raise _too_deep('message.delivery-properties', pos)
+    if pos + 4 > end:
+        raise _overrun('message.delivery-properties', pos)
+    n = int.from_bytes(buf[pos:pos + 4], 'big')
+    pos += 4
+    stop = pos + n
+    if stop > end:
+        raise _overrun('message.delivery-properties', pos)
+    if pos + 2 > stop:
+        raise _overrun('message.delivery-properties', pos)
+    if buf[pos] != 4 or buf[pos + 1] != 1:
+        raise _bad_code('message.delivery-properties', buf[pos] << 8 | buf[pos + 1], pos)
+    pos += 2
+    o, pos = _dec_body_DeliveryProperties(buf, pos, stop, depth - 1, typed)
+    return o, stop
+
+
 @attrs.frozen(slots=True, kw_only=True, repr=False)
 class DeliveryProperties(Struct):
     """``message.delivery-properties`` (struct, code 0x0401)."""
@@ -415,6 +580,10 @@ class DeliveryProperties(Struct):
     SIZE_WIDTH: ClassVar[int] = 4
     PACK_WIDTH: ClassVar[int] = 2
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_DeliveryProperties
+    _enc_body = staticmethod(_enc_body_DeliveryProperties)
+    _dec_body = staticmethod(_dec_body_DeliveryProperties)
+    _enc = staticmethod(_enc_DeliveryProperties)
+    _dec = staticmethod(_dec_DeliveryProperties)
 
     discard_unroutable: bool = False
     immediate: bool = False
@@ -430,6 +599,8 @@ class DeliveryProperties(Struct):
     resume_ttl: int | None = None
 
     def __attrs_post_init__(self) -> None:
+        v: Any
+        e: Any
         if type(self.discard_unroutable) is not bool:
             object.__setattr__(self, 'discard_unroutable', bool(self.discard_unroutable))
         if type(self.immediate) is not bool:
@@ -492,158 +663,6 @@ class DeliveryProperties(Struct):
                 raise _bad_arg('resume-ttl', 'uint64', v)
 
 _CLASSES[DeliveryProperties.NAME] = DeliveryProperties
-
-
-def _enc_body_DeliveryProperties(o: Any, out: bytearray) -> None:
-    flags = 0
-    at = len(out)
-    out += b'\x00\x00'
-    if o.discard_unroutable:
-        flags |= 1
-    if o.immediate:
-        flags |= 2
-    if o.redelivered:
-        flags |= 4
-    v = o.priority
-    if v is not None:
-        flags |= 8
-        out += _pack_B(v)
-    v = o.delivery_mode
-    if v is not None:
-        flags |= 16
-        out += _pack_B(v)
-    v = o.ttl
-    if v is not None:
-        flags |= 32
-        out += _pack_Q(v)
-    v = o.timestamp
-    if v is not None:
-        flags |= 64
-        out += _pack_q(v)
-    v = o.expiration
-    if v is not None:
-        flags |= 128
-        out += _pack_q(v)
-    v = o.exchange
-    if v is not None:
-        flags |= 256
-        out += _c.enc_str8(v)
-    v = o.routing_key
-    if v is not None:
-        flags |= 512
-        out += _c.enc_str8(v)
-    v = o.resume_id
-    if v is not None:
-        flags |= 1024
-        out += _c.enc_str16(v)
-    v = o.resume_ttl
-    if v is not None:
-        flags |= 2048
-        out += _pack_Q(v)
-    if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
-
-
-def _dec_body_DeliveryProperties(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[DeliveryProperties, int]:
-    o = _new(DeliveryProperties)
-    flags = buf[pos] | buf[pos + 1] << 8
-    pos += 2
-    if flags & 61440:
-        raise _bad_flags('message.delivery-properties', flags, 12, pos)
-    _set(o, 'discard_unroutable', flags & 1 != 0)
-    _set(o, 'immediate', flags & 2 != 0)
-    _set(o, 'redelivered', flags & 4 != 0)
-    if flags & 8:
-        v = _unpack_B(buf, pos)[0]
-        pos += 1
-        v = _E_DeliveryPriority.get(v, v)
-        _set(o, 'priority', v)
-    else:
-        _set(o, 'priority', None)
-    if flags & 16:
-        v = _unpack_B(buf, pos)[0]
-        pos += 1
-        v = _E_DeliveryMode.get(v, v)
-        _set(o, 'delivery_mode', v)
-    else:
-        _set(o, 'delivery_mode', None)
-    if flags & 32:
-        v = _unpack_Q(buf, pos)[0]
-        pos += 8
-        _set(o, 'ttl', v)
-    else:
-        _set(o, 'ttl', None)
-    if flags & 64:
-        v = _unpack_q(buf, pos)[0]
-        pos += 8
-        _set(o, 'timestamp', v)
-    else:
-        _set(o, 'timestamp', None)
-    if flags & 128:
-        v = _unpack_q(buf, pos)[0]
-        pos += 8
-        _set(o, 'expiration', v)
-    else:
-        _set(o, 'expiration', None)
-    if flags & 256:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'exchange', v)
-    else:
-        _set(o, 'exchange', None)
-    if flags & 512:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'routing_key', v)
-    else:
-        _set(o, 'routing_key', None)
-    if flags & 1024:
-        v, pos = _c.dec_str16(buf, pos, end)
-        _set(o, 'resume_id', v)
-    else:
-        _set(o, 'resume_id', None)
-    if flags & 2048:
-        v = _unpack_Q(buf, pos)[0]
-        pos += 8
-        _set(o, 'resume_ttl', v)
-    else:
-        _set(o, 'resume_ttl', None)
-    if pos > end:
-        raise _overrun('message.delivery-properties', pos)
-    return o, pos
-
-
-def _enc_DeliveryProperties(o: Any, out: bytearray) -> None:
-    at = len(out)
-    out += b'\x00\x00\x00\x00'
-    out += b'\x04\x01'
-    _enc_body_DeliveryProperties(o, out)
-    n = len(out) - at - 4
-    out[at:at + 4] = n.to_bytes(4, 'big')
-
-
-def _dec_DeliveryProperties(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                typed: bool = False) -> tuple[DeliveryProperties, int]:
-    if depth < 0:
-        raise _overrun('message.delivery-properties' + ' nested too deeply', pos)
-    if pos + 4 > end:
-        raise _overrun('message.delivery-properties', pos)
-    n = int.from_bytes(buf[pos:pos + 4], 'big')
-    pos += 4
-    stop = pos + n
-    if stop > end:
-        raise _overrun('message.delivery-properties', pos)
-    if pos + 2 > stop:
-        raise _overrun('message.delivery-properties', pos)
-    if buf[pos] != 4 or buf[pos + 1] != 1:
-        raise _bad_code('message.delivery-properties', buf[pos] << 8 | buf[pos + 1], pos)
-    pos += 2
-    o, pos = _dec_body_DeliveryProperties(buf, pos, stop, depth, typed)
-    return o, stop
-
-DeliveryProperties._enc_body = staticmethod(_enc_body_DeliveryProperties)
-DeliveryProperties._dec_body = staticmethod(_dec_body_DeliveryProperties)
-DeliveryProperties._enc = staticmethod(_enc_DeliveryProperties)
-DeliveryProperties._dec = staticmethod(_dec_DeliveryProperties)
 _c.register_struct(0x0401, DeliveryProperties, _dec_body_DeliveryProperties)
 
 
@@ -654,36 +673,7 @@ _FIELDS_FragmentProperties: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
-class FragmentProperties(Struct):
-    """``message.fragment-properties`` (struct, code 0x0402)."""
-
-    NAME: ClassVar[str] = 'message.fragment-properties'
-    CLASS_CODE: ClassVar[int] = 4
-    CODE: ClassVar[int | None] = 2
-    OPCODE: ClassVar[int | None] = 1026
-    SIZE_WIDTH: ClassVar[int] = 4
-    PACK_WIDTH: ClassVar[int] = 2
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FragmentProperties
-
-    first: bool = True
-    last: bool = True
-    fragment_size: int | None = None
-
-    def __attrs_post_init__(self) -> None:
-        if type(self.first) is not bool:
-            object.__setattr__(self, 'first', bool(self.first))
-        if type(self.last) is not bool:
-            object.__setattr__(self, 'last', bool(self.last))
-        v = self.fragment_size
-        if v is not None:
-            if type(v) is not int and not _is_int(v) or not 0 <= v <= 18446744073709551615:
-                raise _bad_arg('fragment-size', 'uint64', v)
-
-_CLASSES[FragmentProperties.NAME] = FragmentProperties
-
-
-def _enc_body_FragmentProperties(o: Any, out: bytearray) -> None:
+def _enc_body_FragmentProperties(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -702,6 +692,9 @@ def _enc_body_FragmentProperties(o: Any, out: bytearray) -> None:
 def _dec_body_FragmentProperties(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[FragmentProperties, int]:
     o = _new(FragmentProperties)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('message.fragment-properties', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65528:
@@ -709,29 +702,31 @@ def _dec_body_FragmentProperties(buf: bytes, pos: int, end: int, depth: int = _D
     _set(o, 'first', flags & 1 != 0)
     _set(o, 'last', flags & 2 != 0)
     if flags & 4:
+        if pos + 8 > end:
+            raise _overrun('message.fragment-properties', pos)
         v = _unpack_Q(buf, pos)[0]
         pos += 8
         _set(o, 'fragment_size', v)
     else:
         _set(o, 'fragment_size', None)
-    if pos > end:
-        raise _overrun('message.fragment-properties', pos)
     return o, pos
 
 
-def _enc_FragmentProperties(o: Any, out: bytearray) -> None:
+def _enc_FragmentProperties(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    if depth <= 0:
+        raise LocalProtocolError('message.fragment-properties' + ' nested too deeply')
     at = len(out)
     out += b'\x00\x00\x00\x00'
     out += b'\x04\x02'
-    _enc_body_FragmentProperties(o, out)
+    _enc_body_FragmentProperties(o, out, depth - 1)
     n = len(out) - at - 4
     out[at:at + 4] = n.to_bytes(4, 'big')
 
 
 def _dec_FragmentProperties(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                 typed: bool = False) -> tuple[FragmentProperties, int]:
-    if depth < 0:
-        raise _overrun('message.fragment-properties' + ' nested too deeply', pos)
+    if depth <= 0:
+        raise _too_deep('message.fragment-properties', pos)
     if pos + 4 > end:
         raise _overrun('message.fragment-properties', pos)
     n = int.from_bytes(buf[pos:pos + 4], 'big')
@@ -744,13 +739,42 @@ def _dec_FragmentProperties(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
     if buf[pos] != 4 or buf[pos + 1] != 2:
         raise _bad_code('message.fragment-properties', buf[pos] << 8 | buf[pos + 1], pos)
     pos += 2
-    o, pos = _dec_body_FragmentProperties(buf, pos, stop, depth, typed)
+    o, pos = _dec_body_FragmentProperties(buf, pos, stop, depth - 1, typed)
     return o, stop
 
-FragmentProperties._enc_body = staticmethod(_enc_body_FragmentProperties)
-FragmentProperties._dec_body = staticmethod(_dec_body_FragmentProperties)
-FragmentProperties._enc = staticmethod(_enc_FragmentProperties)
-FragmentProperties._dec = staticmethod(_dec_FragmentProperties)
+
+@attrs.frozen(slots=True, kw_only=True, repr=False)
+class FragmentProperties(Struct):
+    """``message.fragment-properties`` (struct, code 0x0402)."""
+
+    NAME: ClassVar[str] = 'message.fragment-properties'
+    CLASS_CODE: ClassVar[int] = 4
+    CODE: ClassVar[int | None] = 2
+    OPCODE: ClassVar[int | None] = 1026
+    SIZE_WIDTH: ClassVar[int] = 4
+    PACK_WIDTH: ClassVar[int] = 2
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FragmentProperties
+    _enc_body = staticmethod(_enc_body_FragmentProperties)
+    _dec_body = staticmethod(_dec_body_FragmentProperties)
+    _enc = staticmethod(_enc_FragmentProperties)
+    _dec = staticmethod(_dec_FragmentProperties)
+
+    first: bool = True
+    last: bool = True
+    fragment_size: int | None = None
+
+    def __attrs_post_init__(self) -> None:
+        v: Any
+        if type(self.first) is not bool:
+            object.__setattr__(self, 'first', bool(self.first))
+        if type(self.last) is not bool:
+            object.__setattr__(self, 'last', bool(self.last))
+        v = self.fragment_size
+        if v is not None:
+            if type(v) is not int and not _is_int(v) or not 0 <= v <= 18446744073709551615:
+                raise _bad_arg('fragment-size', 'uint64', v)
+
+_CLASSES[FragmentProperties.NAME] = FragmentProperties
 _c.register_struct(0x0402, FragmentProperties, _dec_body_FragmentProperties)
 
 
@@ -760,39 +784,7 @@ _FIELDS_ReplyTo: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
-class ReplyTo(Struct):
-    """``message.reply-to`` (struct, uncoded)."""
-
-    NAME: ClassVar[str] = 'message.reply-to'
-    CLASS_CODE: ClassVar[int] = 4
-    CODE: ClassVar[int | None] = None
-    OPCODE: ClassVar[int | None] = None
-    SIZE_WIDTH: ClassVar[int] = 2
-    PACK_WIDTH: ClassVar[int] = 2
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ReplyTo
-
-    exchange: str | None = None
-    routing_key: str | None = None
-
-    def __attrs_post_init__(self) -> None:
-        v = self.exchange
-        if v is not None:
-            if type(v) is not str:
-                raise _bad_arg('exchange', 'str8', v)
-            if len(v) * 4 > 255 or not v.isascii():
-                _check_len('exchange', 'str8', v, 255)
-        v = self.routing_key
-        if v is not None:
-            if type(v) is not str:
-                raise _bad_arg('routing-key', 'str8', v)
-            if len(v) * 4 > 255 or not v.isascii():
-                _check_len('routing-key', 'str8', v, 255)
-
-_CLASSES[ReplyTo.NAME] = ReplyTo
-
-
-def _enc_body_ReplyTo(o: Any, out: bytearray) -> None:
+def _enc_body_ReplyTo(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -811,6 +803,9 @@ def _enc_body_ReplyTo(o: Any, out: bytearray) -> None:
 def _dec_body_ReplyTo(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[ReplyTo, int]:
     o = _new(ReplyTo)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('message.reply-to', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65532:
@@ -825,15 +820,15 @@ def _dec_body_ReplyTo(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
         _set(o, 'routing_key', v)
     else:
         _set(o, 'routing_key', None)
-    if pos > end:
-        raise _overrun('message.reply-to', pos)
     return o, pos
 
 
-def _enc_ReplyTo(o: Any, out: bytearray) -> None:
+def _enc_ReplyTo(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    if depth <= 0:
+        raise LocalProtocolError('message.reply-to' + ' nested too deeply')
     at = len(out)
     out += b'\x00\x00'
-    _enc_body_ReplyTo(o, out)
+    _enc_body_ReplyTo(o, out, depth - 1)
     n = len(out) - at - 2
     if n >= 65536:
         raise LocalProtocolError('message.reply-to is too large: %d octets' % n)
@@ -842,8 +837,8 @@ def _enc_ReplyTo(o: Any, out: bytearray) -> None:
 
 def _dec_ReplyTo(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                 typed: bool = False) -> tuple[ReplyTo, int]:
-    if depth < 0:
-        raise _overrun('message.reply-to' + ' nested too deeply', pos)
+    if depth <= 0:
+        raise _too_deep('message.reply-to', pos)
     if pos + 2 > end:
         raise _overrun('message.reply-to', pos)
     n = int.from_bytes(buf[pos:pos + 2], 'big')
@@ -851,13 +846,45 @@ def _dec_ReplyTo(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
     stop = pos + n
     if stop > end:
         raise _overrun('message.reply-to', pos)
-    o, pos = _dec_body_ReplyTo(buf, pos, stop, depth, typed)
+    o, pos = _dec_body_ReplyTo(buf, pos, stop, depth - 1, typed)
     return o, stop
 
-ReplyTo._enc_body = staticmethod(_enc_body_ReplyTo)
-ReplyTo._dec_body = staticmethod(_dec_body_ReplyTo)
-ReplyTo._enc = staticmethod(_enc_ReplyTo)
-ReplyTo._dec = staticmethod(_dec_ReplyTo)
+
+@attrs.frozen(slots=True, kw_only=True, repr=False)
+class ReplyTo(Struct):
+    """``message.reply-to`` (struct, uncoded)."""
+
+    NAME: ClassVar[str] = 'message.reply-to'
+    CLASS_CODE: ClassVar[int] = 4
+    CODE: ClassVar[int | None] = None
+    OPCODE: ClassVar[int | None] = None
+    SIZE_WIDTH: ClassVar[int] = 2
+    PACK_WIDTH: ClassVar[int] = 2
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ReplyTo
+    _enc_body = staticmethod(_enc_body_ReplyTo)
+    _dec_body = staticmethod(_dec_body_ReplyTo)
+    _enc = staticmethod(_enc_ReplyTo)
+    _dec = staticmethod(_dec_ReplyTo)
+
+    exchange: str | None = None
+    routing_key: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        v: Any
+        v = self.exchange
+        if v is not None:
+            if type(v) is not str:
+                raise _bad_arg('exchange', 'str8', v)
+            if len(v) * 4 > 255 or not v.isascii():
+                _check_len('exchange', 'str8', v, 255)
+        v = self.routing_key
+        if v is not None:
+            if type(v) is not str:
+                raise _bad_arg('routing-key', 'str8', v)
+            if len(v) * 4 > 255 or not v.isascii():
+                _check_len('routing-key', 'str8', v, 255)
+
+_CLASSES[ReplyTo.NAME] = ReplyTo
 
 
 _FIELDS_MessageProperties: tuple[FieldSpec, ...] = (
@@ -873,6 +900,142 @@ _FIELDS_MessageProperties: tuple[FieldSpec, ...] = (
 )
 
 
+def _enc_body_MessageProperties(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    flags = 0
+    at = len(out)
+    out += b'\x00\x00'
+    v = o.content_length
+    if v is not None:
+        flags |= 1
+        out += _pack_Q(v)
+    v = o.message_id
+    if v is not None:
+        flags |= 2
+        out += _c.enc_uuid(v)
+    v = o.correlation_id
+    if v is not None:
+        flags |= 4
+        out += _c.enc_vbin16(v)
+    v = o.reply_to
+    if v is not None:
+        flags |= 8
+        _enc_ReplyTo(v, out, depth)
+    v = o.content_type
+    if v is not None:
+        flags |= 16
+        out += _c.enc_str8(v)
+    v = o.content_encoding
+    if v is not None:
+        flags |= 32
+        out += _c.enc_str8(v)
+    v = o.user_id
+    if v is not None:
+        flags |= 64
+        out += _c.enc_vbin16(v)
+    v = o.app_id
+    if v is not None:
+        flags |= 128
+        out += _c.enc_vbin16(v)
+    v = o.application_headers
+    if v is not None:
+        flags |= 256
+        _c.encode_map(v, out, depth)
+    if flags:
+        out[at:at + 2] = flags.to_bytes(2, 'little')
+
+
+def _dec_body_MessageProperties(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[MessageProperties, int]:
+    o = _new(MessageProperties)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('message.message-properties', pos)
+    flags = buf[pos] | buf[pos + 1] << 8
+    pos += 2
+    if flags & 65024:
+        raise _bad_flags('message.message-properties', flags, 9, pos)
+    if flags & 1:
+        if pos + 8 > end:
+            raise _overrun('message.message-properties', pos)
+        v = _unpack_Q(buf, pos)[0]
+        pos += 8
+        _set(o, 'content_length', v)
+    else:
+        _set(o, 'content_length', None)
+    if flags & 2:
+        v, pos = _c.dec_uuid(buf, pos, end)
+        _set(o, 'message_id', v)
+    else:
+        _set(o, 'message_id', None)
+    if flags & 4:
+        v, pos = _c.dec_vbin16(buf, pos, end)
+        _set(o, 'correlation_id', v)
+    else:
+        _set(o, 'correlation_id', None)
+    if flags & 8:
+        v, pos = _dec_ReplyTo(buf, pos, end, depth, typed)
+        _set(o, 'reply_to', v)
+    else:
+        _set(o, 'reply_to', None)
+    if flags & 16:
+        v, pos = _c.dec_str8(buf, pos, end)
+        _set(o, 'content_type', v)
+    else:
+        _set(o, 'content_type', None)
+    if flags & 32:
+        v, pos = _c.dec_str8(buf, pos, end)
+        _set(o, 'content_encoding', v)
+    else:
+        _set(o, 'content_encoding', None)
+    if flags & 64:
+        v, pos = _c.dec_vbin16(buf, pos, end)
+        _set(o, 'user_id', v)
+    else:
+        _set(o, 'user_id', None)
+    if flags & 128:
+        v, pos = _c.dec_vbin16(buf, pos, end)
+        _set(o, 'app_id', v)
+    else:
+        _set(o, 'app_id', None)
+    if flags & 256:
+        v, pos = _c.decode_map(buf, pos, end, depth, typed)
+        _set(o, 'application_headers', v)
+    else:
+        _set(o, 'application_headers', None)
+    return o, pos
+
+
+def _enc_MessageProperties(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    if depth <= 0:
+        raise LocalProtocolError('message.message-properties' + ' nested too deeply')
+    at = len(out)
+    out += b'\x00\x00\x00\x00'
+    out += b'\x04\x03'
+    _enc_body_MessageProperties(o, out, depth - 1)
+    n = len(out) - at - 4
+    out[at:at + 4] = n.to_bytes(4, 'big')
+
+
+def _dec_MessageProperties(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                typed: bool = False) -> tuple[MessageProperties, int]:
+    if depth <= 0:
+        raise _too_deep('message.message-properties', pos)
+    if pos + 4 > end:
+        raise _overrun('message.message-properties', pos)
+    n = int.from_bytes(buf[pos:pos + 4], 'big')
+    pos += 4
+    stop = pos + n
+    if stop > end:
+        raise _overrun('message.message-properties', pos)
+    if pos + 2 > stop:
+        raise _overrun('message.message-properties', pos)
+    if buf[pos] != 4 or buf[pos + 1] != 3:
+        raise _bad_code('message.message-properties', buf[pos] << 8 | buf[pos + 1], pos)
+    pos += 2
+    o, pos = _dec_body_MessageProperties(buf, pos, stop, depth - 1, typed)
+    return o, stop
+
+
 @attrs.frozen(slots=True, kw_only=True, repr=False)
 class MessageProperties(Struct):
     """``message.message-properties`` (struct, code 0x0403)."""
@@ -884,6 +1047,10 @@ class MessageProperties(Struct):
     SIZE_WIDTH: ClassVar[int] = 4
     PACK_WIDTH: ClassVar[int] = 2
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageProperties
+    _enc_body = staticmethod(_enc_body_MessageProperties)
+    _dec_body = staticmethod(_dec_body_MessageProperties)
+    _enc = staticmethod(_enc_MessageProperties)
+    _dec = staticmethod(_dec_MessageProperties)
 
     content_length: int | None = None
     message_id: uuid.UUID | None = None
@@ -896,6 +1063,7 @@ class MessageProperties(Struct):
     application_headers: dict[str, Any] | None = None
 
     def __attrs_post_init__(self) -> None:
+        v: Any
         v = self.content_length
         if v is not None:
             if type(v) is not int and not _is_int(v) or not 0 <= v <= 18446744073709551615:
@@ -944,142 +1112,6 @@ class MessageProperties(Struct):
                 raise _bad_arg('application-headers', 'map', v)
 
 _CLASSES[MessageProperties.NAME] = MessageProperties
-
-
-def _enc_body_MessageProperties(o: Any, out: bytearray) -> None:
-    flags = 0
-    at = len(out)
-    out += b'\x00\x00'
-    v = o.content_length
-    if v is not None:
-        flags |= 1
-        out += _pack_Q(v)
-    v = o.message_id
-    if v is not None:
-        flags |= 2
-        out += _c.enc_uuid(v)
-    v = o.correlation_id
-    if v is not None:
-        flags |= 4
-        out += _c.enc_vbin16(v)
-    v = o.reply_to
-    if v is not None:
-        flags |= 8
-        _enc_ReplyTo(v, out)
-    v = o.content_type
-    if v is not None:
-        flags |= 16
-        out += _c.enc_str8(v)
-    v = o.content_encoding
-    if v is not None:
-        flags |= 32
-        out += _c.enc_str8(v)
-    v = o.user_id
-    if v is not None:
-        flags |= 64
-        out += _c.enc_vbin16(v)
-    v = o.app_id
-    if v is not None:
-        flags |= 128
-        out += _c.enc_vbin16(v)
-    v = o.application_headers
-    if v is not None:
-        flags |= 256
-        _c.encode_map(v, out)
-    if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
-
-
-def _dec_body_MessageProperties(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[MessageProperties, int]:
-    o = _new(MessageProperties)
-    flags = buf[pos] | buf[pos + 1] << 8
-    pos += 2
-    if flags & 65024:
-        raise _bad_flags('message.message-properties', flags, 9, pos)
-    if flags & 1:
-        v = _unpack_Q(buf, pos)[0]
-        pos += 8
-        _set(o, 'content_length', v)
-    else:
-        _set(o, 'content_length', None)
-    if flags & 2:
-        v, pos = _c.dec_uuid(buf, pos, end)
-        _set(o, 'message_id', v)
-    else:
-        _set(o, 'message_id', None)
-    if flags & 4:
-        v, pos = _c.dec_vbin16(buf, pos, end)
-        _set(o, 'correlation_id', v)
-    else:
-        _set(o, 'correlation_id', None)
-    if flags & 8:
-        v, pos = _dec_ReplyTo(buf, pos, end, depth - 1, typed)
-        _set(o, 'reply_to', v)
-    else:
-        _set(o, 'reply_to', None)
-    if flags & 16:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'content_type', v)
-    else:
-        _set(o, 'content_type', None)
-    if flags & 32:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'content_encoding', v)
-    else:
-        _set(o, 'content_encoding', None)
-    if flags & 64:
-        v, pos = _c.dec_vbin16(buf, pos, end)
-        _set(o, 'user_id', v)
-    else:
-        _set(o, 'user_id', None)
-    if flags & 128:
-        v, pos = _c.dec_vbin16(buf, pos, end)
-        _set(o, 'app_id', v)
-    else:
-        _set(o, 'app_id', None)
-    if flags & 256:
-        v, pos = _c.decode_map(buf, pos, end, depth, typed)
-        _set(o, 'application_headers', v)
-    else:
-        _set(o, 'application_headers', None)
-    if pos > end:
-        raise _overrun('message.message-properties', pos)
-    return o, pos
-
-
-def _enc_MessageProperties(o: Any, out: bytearray) -> None:
-    at = len(out)
-    out += b'\x00\x00\x00\x00'
-    out += b'\x04\x03'
-    _enc_body_MessageProperties(o, out)
-    n = len(out) - at - 4
-    out[at:at + 4] = n.to_bytes(4, 'big')
-
-
-def _dec_MessageProperties(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                typed: bool = False) -> tuple[MessageProperties, int]:
-    if depth < 0:
-        raise _overrun('message.message-properties' + ' nested too deeply', pos)
-    if pos + 4 > end:
-        raise _overrun('message.message-properties', pos)
-    n = int.from_bytes(buf[pos:pos + 4], 'big')
-    pos += 4
-    stop = pos + n
-    if stop > end:
-        raise _overrun('message.message-properties', pos)
-    if pos + 2 > stop:
-        raise _overrun('message.message-properties', pos)
-    if buf[pos] != 4 or buf[pos + 1] != 3:
-        raise _bad_code('message.message-properties', buf[pos] << 8 | buf[pos + 1], pos)
-    pos += 2
-    o, pos = _dec_body_MessageProperties(buf, pos, stop, depth, typed)
-    return o, stop
-
-MessageProperties._enc_body = staticmethod(_enc_body_MessageProperties)
-MessageProperties._dec_body = staticmethod(_dec_body_MessageProperties)
-MessageProperties._enc = staticmethod(_enc_MessageProperties)
-MessageProperties._dec = staticmethod(_dec_MessageProperties)
 _c.register_struct(0x0403, MessageProperties, _dec_body_MessageProperties)
 
 
@@ -1088,31 +1120,7 @@ _FIELDS_Acquired: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
-class Acquired(Struct):
-    """``message.acquired`` (struct, code 0x0404)."""
-
-    NAME: ClassVar[str] = 'message.acquired'
-    CLASS_CODE: ClassVar[int] = 4
-    CODE: ClassVar[int | None] = 4
-    OPCODE: ClassVar[int | None] = 1028
-    SIZE_WIDTH: ClassVar[int] = 4
-    PACK_WIDTH: ClassVar[int] = 2
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_Acquired
-
-    transfers: SequenceSet
-
-    def __attrs_post_init__(self) -> None:
-        v = self.transfers
-        if v is None:
-            raise _missing('transfers', 'message.acquired')
-        if not isinstance(v, SequenceSet):
-            object.__setattr__(self, 'transfers', _to_seqset('transfers', v))
-
-_CLASSES[Acquired.NAME] = Acquired
-
-
-def _enc_body_Acquired(o: Any, out: bytearray) -> None:
+def _enc_body_Acquired(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -1127,6 +1135,9 @@ def _enc_body_Acquired(o: Any, out: bytearray) -> None:
 def _dec_body_Acquired(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[Acquired, int]:
     o = _new(Acquired)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('message.acquired', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65534:
@@ -1136,24 +1147,24 @@ def _dec_body_Acquired(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
         _set(o, 'transfers', v)
     else:
         _set(o, 'transfers', None)
-    if pos > end:
-        raise _overrun('message.acquired', pos)
     return o, pos
 
 
-def _enc_Acquired(o: Any, out: bytearray) -> None:
+def _enc_Acquired(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    if depth <= 0:
+        raise LocalProtocolError('message.acquired' + ' nested too deeply')
     at = len(out)
     out += b'\x00\x00\x00\x00'
     out += b'\x04\x04'
-    _enc_body_Acquired(o, out)
+    _enc_body_Acquired(o, out, depth - 1)
     n = len(out) - at - 4
     out[at:at + 4] = n.to_bytes(4, 'big')
 
 
 def _dec_Acquired(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                 typed: bool = False) -> tuple[Acquired, int]:
-    if depth < 0:
-        raise _overrun('message.acquired' + ' nested too deeply', pos)
+    if depth <= 0:
+        raise _too_deep('message.acquired', pos)
     if pos + 4 > end:
         raise _overrun('message.acquired', pos)
     n = int.from_bytes(buf[pos:pos + 4], 'big')
@@ -1166,13 +1177,37 @@ def _dec_Acquired(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
     if buf[pos] != 4 or buf[pos + 1] != 4:
         raise _bad_code('message.acquired', buf[pos] << 8 | buf[pos + 1], pos)
     pos += 2
-    o, pos = _dec_body_Acquired(buf, pos, stop, depth, typed)
+    o, pos = _dec_body_Acquired(buf, pos, stop, depth - 1, typed)
     return o, stop
 
-Acquired._enc_body = staticmethod(_enc_body_Acquired)
-Acquired._dec_body = staticmethod(_dec_body_Acquired)
-Acquired._enc = staticmethod(_enc_Acquired)
-Acquired._dec = staticmethod(_dec_Acquired)
+
+@attrs.frozen(slots=True, kw_only=True, repr=False)
+class Acquired(Struct):
+    """``message.acquired`` (struct, code 0x0404)."""
+
+    NAME: ClassVar[str] = 'message.acquired'
+    CLASS_CODE: ClassVar[int] = 4
+    CODE: ClassVar[int | None] = 4
+    OPCODE: ClassVar[int | None] = 1028
+    SIZE_WIDTH: ClassVar[int] = 4
+    PACK_WIDTH: ClassVar[int] = 2
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_Acquired
+    _enc_body = staticmethod(_enc_body_Acquired)
+    _dec_body = staticmethod(_dec_body_Acquired)
+    _enc = staticmethod(_enc_Acquired)
+    _dec = staticmethod(_dec_Acquired)
+
+    transfers: SequenceSet
+
+    def __attrs_post_init__(self) -> None:
+        v: Any
+        v = self.transfers
+        if v is None:
+            raise _missing('transfers', 'message.acquired')
+        if not isinstance(v, SequenceSet):
+            object.__setattr__(self, 'transfers', _to_seqset('transfers', v))
+
+_CLASSES[Acquired.NAME] = Acquired
 _c.register_struct(0x0404, Acquired, _dec_body_Acquired)
 
 
@@ -1181,30 +1216,7 @@ _FIELDS_MessageResumeResult: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
-class MessageResumeResult(Struct):
-    """``message.message-resume-result`` (struct, code 0x0405)."""
-
-    NAME: ClassVar[str] = 'message.message-resume-result'
-    CLASS_CODE: ClassVar[int] = 4
-    CODE: ClassVar[int | None] = 5
-    OPCODE: ClassVar[int | None] = 1029
-    SIZE_WIDTH: ClassVar[int] = 4
-    PACK_WIDTH: ClassVar[int] = 2
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageResumeResult
-
-    offset: int | None = None
-
-    def __attrs_post_init__(self) -> None:
-        v = self.offset
-        if v is not None:
-            if type(v) is not int and not _is_int(v) or not 0 <= v <= 18446744073709551615:
-                raise _bad_arg('offset', 'uint64', v)
-
-_CLASSES[MessageResumeResult.NAME] = MessageResumeResult
-
-
-def _enc_body_MessageResumeResult(o: Any, out: bytearray) -> None:
+def _enc_body_MessageResumeResult(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -1219,34 +1231,39 @@ def _enc_body_MessageResumeResult(o: Any, out: bytearray) -> None:
 def _dec_body_MessageResumeResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[MessageResumeResult, int]:
     o = _new(MessageResumeResult)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('message.message-resume-result', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65534:
         raise _bad_flags('message.message-resume-result', flags, 1, pos)
     if flags & 1:
+        if pos + 8 > end:
+            raise _overrun('message.message-resume-result', pos)
         v = _unpack_Q(buf, pos)[0]
         pos += 8
         _set(o, 'offset', v)
     else:
         _set(o, 'offset', None)
-    if pos > end:
-        raise _overrun('message.message-resume-result', pos)
     return o, pos
 
 
-def _enc_MessageResumeResult(o: Any, out: bytearray) -> None:
+def _enc_MessageResumeResult(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    if depth <= 0:
+        raise LocalProtocolError('message.message-resume-result' + ' nested too deeply')
     at = len(out)
     out += b'\x00\x00\x00\x00'
     out += b'\x04\x05'
-    _enc_body_MessageResumeResult(o, out)
+    _enc_body_MessageResumeResult(o, out, depth - 1)
     n = len(out) - at - 4
     out[at:at + 4] = n.to_bytes(4, 'big')
 
 
 def _dec_MessageResumeResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                 typed: bool = False) -> tuple[MessageResumeResult, int]:
-    if depth < 0:
-        raise _overrun('message.message-resume-result' + ' nested too deeply', pos)
+    if depth <= 0:
+        raise _too_deep('message.message-resume-result', pos)
     if pos + 4 > end:
         raise _overrun('message.message-resume-result', pos)
     n = int.from_bytes(buf[pos:pos + 4], 'big')
@@ -1259,13 +1276,36 @@ def _dec_MessageResumeResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH
     if buf[pos] != 4 or buf[pos + 1] != 5:
         raise _bad_code('message.message-resume-result', buf[pos] << 8 | buf[pos + 1], pos)
     pos += 2
-    o, pos = _dec_body_MessageResumeResult(buf, pos, stop, depth, typed)
+    o, pos = _dec_body_MessageResumeResult(buf, pos, stop, depth - 1, typed)
     return o, stop
 
-MessageResumeResult._enc_body = staticmethod(_enc_body_MessageResumeResult)
-MessageResumeResult._dec_body = staticmethod(_dec_body_MessageResumeResult)
-MessageResumeResult._enc = staticmethod(_enc_MessageResumeResult)
-MessageResumeResult._dec = staticmethod(_dec_MessageResumeResult)
+
+@attrs.frozen(slots=True, kw_only=True, repr=False)
+class MessageResumeResult(Struct):
+    """``message.message-resume-result`` (struct, code 0x0405)."""
+
+    NAME: ClassVar[str] = 'message.message-resume-result'
+    CLASS_CODE: ClassVar[int] = 4
+    CODE: ClassVar[int | None] = 5
+    OPCODE: ClassVar[int | None] = 1029
+    SIZE_WIDTH: ClassVar[int] = 4
+    PACK_WIDTH: ClassVar[int] = 2
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageResumeResult
+    _enc_body = staticmethod(_enc_body_MessageResumeResult)
+    _dec_body = staticmethod(_dec_body_MessageResumeResult)
+    _enc = staticmethod(_enc_MessageResumeResult)
+    _dec = staticmethod(_dec_MessageResumeResult)
+
+    offset: int | None = None
+
+    def __attrs_post_init__(self) -> None:
+        v: Any
+        v = self.offset
+        if v is not None:
+            if type(v) is not int and not _is_int(v) or not 0 <= v <= 18446744073709551615:
+                raise _bad_arg('offset', 'uint64', v)
+
+_CLASSES[MessageResumeResult.NAME] = MessageResumeResult
 _c.register_struct(0x0405, MessageResumeResult, _dec_body_MessageResumeResult)
 
 
@@ -1274,36 +1314,7 @@ _FIELDS_XaResult: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
-class XaResult(Struct):
-    """``dtx.xa-result`` (struct, code 0x0601)."""
-
-    NAME: ClassVar[str] = 'dtx.xa-result'
-    CLASS_CODE: ClassVar[int] = 6
-    CODE: ClassVar[int | None] = 1
-    OPCODE: ClassVar[int | None] = 1537
-    SIZE_WIDTH: ClassVar[int] = 4
-    PACK_WIDTH: ClassVar[int] = 2
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_XaResult
-
-    status: XaStatus | int
-
-    def __attrs_post_init__(self) -> None:
-        v = self.status
-        if v is None:
-            raise _missing('status', 'dtx.xa-result')
-        if type(v) is not int and not _is_int(v) or not 0 <= v <= 65535:
-            raise _bad_arg('status', 'uint16', v)
-        e = _E_XaStatus.get(v)
-        if e is None:
-            raise _bad_arg('status', 'XaStatus', v, 'not a valid choice')
-        if v is not e:
-            object.__setattr__(self, 'status', e)
-
-_CLASSES[XaResult.NAME] = XaResult
-
-
-def _enc_body_XaResult(o: Any, out: bytearray) -> None:
+def _enc_body_XaResult(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -1318,35 +1329,40 @@ def _enc_body_XaResult(o: Any, out: bytearray) -> None:
 def _dec_body_XaResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[XaResult, int]:
     o = _new(XaResult)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('dtx.xa-result', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65534:
         raise _bad_flags('dtx.xa-result', flags, 1, pos)
     if flags & 1:
+        if pos + 2 > end:
+            raise _overrun('dtx.xa-result', pos)
         v = _unpack_H(buf, pos)[0]
         pos += 2
         v = _E_XaStatus.get(v, v)
         _set(o, 'status', v)
     else:
         _set(o, 'status', None)
-    if pos > end:
-        raise _overrun('dtx.xa-result', pos)
     return o, pos
 
 
-def _enc_XaResult(o: Any, out: bytearray) -> None:
+def _enc_XaResult(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    if depth <= 0:
+        raise LocalProtocolError('dtx.xa-result' + ' nested too deeply')
     at = len(out)
     out += b'\x00\x00\x00\x00'
     out += b'\x06\x01'
-    _enc_body_XaResult(o, out)
+    _enc_body_XaResult(o, out, depth - 1)
     n = len(out) - at - 4
     out[at:at + 4] = n.to_bytes(4, 'big')
 
 
 def _dec_XaResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                 typed: bool = False) -> tuple[XaResult, int]:
-    if depth < 0:
-        raise _overrun('dtx.xa-result' + ' nested too deeply', pos)
+    if depth <= 0:
+        raise _too_deep('dtx.xa-result', pos)
     if pos + 4 > end:
         raise _overrun('dtx.xa-result', pos)
     n = int.from_bytes(buf[pos:pos + 4], 'big')
@@ -1359,13 +1375,43 @@ def _dec_XaResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
     if buf[pos] != 6 or buf[pos + 1] != 1:
         raise _bad_code('dtx.xa-result', buf[pos] << 8 | buf[pos + 1], pos)
     pos += 2
-    o, pos = _dec_body_XaResult(buf, pos, stop, depth, typed)
+    o, pos = _dec_body_XaResult(buf, pos, stop, depth - 1, typed)
     return o, stop
 
-XaResult._enc_body = staticmethod(_enc_body_XaResult)
-XaResult._dec_body = staticmethod(_dec_body_XaResult)
-XaResult._enc = staticmethod(_enc_XaResult)
-XaResult._dec = staticmethod(_dec_XaResult)
+
+@attrs.frozen(slots=True, kw_only=True, repr=False)
+class XaResult(Struct):
+    """``dtx.xa-result`` (struct, code 0x0601)."""
+
+    NAME: ClassVar[str] = 'dtx.xa-result'
+    CLASS_CODE: ClassVar[int] = 6
+    CODE: ClassVar[int | None] = 1
+    OPCODE: ClassVar[int | None] = 1537
+    SIZE_WIDTH: ClassVar[int] = 4
+    PACK_WIDTH: ClassVar[int] = 2
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_XaResult
+    _enc_body = staticmethod(_enc_body_XaResult)
+    _dec_body = staticmethod(_dec_body_XaResult)
+    _enc = staticmethod(_enc_XaResult)
+    _dec = staticmethod(_dec_XaResult)
+
+    status: XaStatus | int
+
+    def __attrs_post_init__(self) -> None:
+        v: Any
+        e: Any
+        v = self.status
+        if v is None:
+            raise _missing('status', 'dtx.xa-result')
+        if type(v) is not int and not _is_int(v) or not 0 <= v <= 65535:
+            raise _bad_arg('status', 'uint16', v)
+        e = _E_XaStatus.get(v)
+        if e is None:
+            raise _bad_arg('status', 'XaStatus', v, 'not a valid choice')
+        if v is not e:
+            object.__setattr__(self, 'status', e)
+
+_CLASSES[XaResult.NAME] = XaResult
 _c.register_struct(0x0601, XaResult, _dec_body_XaResult)
 
 
@@ -1376,47 +1422,7 @@ _FIELDS_Xid: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
-class Xid(Struct):
-    """``dtx.xid`` (struct, code 0x0604)."""
-
-    NAME: ClassVar[str] = 'dtx.xid'
-    CLASS_CODE: ClassVar[int] = 6
-    CODE: ClassVar[int | None] = 4
-    OPCODE: ClassVar[int | None] = 1540
-    SIZE_WIDTH: ClassVar[int] = 4
-    PACK_WIDTH: ClassVar[int] = 2
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_Xid
-
-    format: int
-    global_id: bytes
-    branch_id: bytes
-
-    def __attrs_post_init__(self) -> None:
-        v = self.format
-        if v is None:
-            raise _missing('format', 'dtx.xid')
-        if type(v) is not int and not _is_int(v) or not 0 <= v <= 4294967295:
-            raise _bad_arg('format', 'uint32', v)
-        v = self.global_id
-        if v is None:
-            raise _missing('global-id', 'dtx.xid')
-        if not isinstance(v, (bytes, bytearray, memoryview)):
-            raise _bad_arg('global-id', 'vbin8', v)
-        if len(v) > 255:
-            raise _bad_arg('global-id', 'vbin8', v, 'too long')
-        v = self.branch_id
-        if v is None:
-            raise _missing('branch-id', 'dtx.xid')
-        if not isinstance(v, (bytes, bytearray, memoryview)):
-            raise _bad_arg('branch-id', 'vbin8', v)
-        if len(v) > 255:
-            raise _bad_arg('branch-id', 'vbin8', v, 'too long')
-
-_CLASSES[Xid.NAME] = Xid
-
-
-def _enc_body_Xid(o: Any, out: bytearray) -> None:
+def _enc_body_Xid(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -1439,11 +1445,16 @@ def _enc_body_Xid(o: Any, out: bytearray) -> None:
 def _dec_body_Xid(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[Xid, int]:
     o = _new(Xid)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('dtx.xid', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65528:
         raise _bad_flags('dtx.xid', flags, 3, pos)
     if flags & 1:
+        if pos + 4 > end:
+            raise _overrun('dtx.xid', pos)
         v = _unpack_I(buf, pos)[0]
         pos += 4
         _set(o, 'format', v)
@@ -1459,24 +1470,24 @@ def _dec_body_Xid(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
         _set(o, 'branch_id', v)
     else:
         _set(o, 'branch_id', None)
-    if pos > end:
-        raise _overrun('dtx.xid', pos)
     return o, pos
 
 
-def _enc_Xid(o: Any, out: bytearray) -> None:
+def _enc_Xid(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    if depth <= 0:
+        raise LocalProtocolError('dtx.xid' + ' nested too deeply')
     at = len(out)
     out += b'\x00\x00\x00\x00'
     out += b'\x06\x04'
-    _enc_body_Xid(o, out)
+    _enc_body_Xid(o, out, depth - 1)
     n = len(out) - at - 4
     out[at:at + 4] = n.to_bytes(4, 'big')
 
 
 def _dec_Xid(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                 typed: bool = False) -> tuple[Xid, int]:
-    if depth < 0:
-        raise _overrun('dtx.xid' + ' nested too deeply', pos)
+    if depth <= 0:
+        raise _too_deep('dtx.xid', pos)
     if pos + 4 > end:
         raise _overrun('dtx.xid', pos)
     n = int.from_bytes(buf[pos:pos + 4], 'big')
@@ -1489,13 +1500,53 @@ def _dec_Xid(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
     if buf[pos] != 6 or buf[pos + 1] != 4:
         raise _bad_code('dtx.xid', buf[pos] << 8 | buf[pos + 1], pos)
     pos += 2
-    o, pos = _dec_body_Xid(buf, pos, stop, depth, typed)
+    o, pos = _dec_body_Xid(buf, pos, stop, depth - 1, typed)
     return o, stop
 
-Xid._enc_body = staticmethod(_enc_body_Xid)
-Xid._dec_body = staticmethod(_dec_body_Xid)
-Xid._enc = staticmethod(_enc_Xid)
-Xid._dec = staticmethod(_dec_Xid)
+
+@attrs.frozen(slots=True, kw_only=True, repr=False)
+class Xid(Struct):
+    """``dtx.xid`` (struct, code 0x0604)."""
+
+    NAME: ClassVar[str] = 'dtx.xid'
+    CLASS_CODE: ClassVar[int] = 6
+    CODE: ClassVar[int | None] = 4
+    OPCODE: ClassVar[int | None] = 1540
+    SIZE_WIDTH: ClassVar[int] = 4
+    PACK_WIDTH: ClassVar[int] = 2
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_Xid
+    _enc_body = staticmethod(_enc_body_Xid)
+    _dec_body = staticmethod(_dec_body_Xid)
+    _enc = staticmethod(_enc_Xid)
+    _dec = staticmethod(_dec_Xid)
+
+    format: int
+    global_id: bytes
+    branch_id: bytes
+
+    def __attrs_post_init__(self) -> None:
+        v: Any
+        v = self.format
+        if v is None:
+            raise _missing('format', 'dtx.xid')
+        if type(v) is not int and not _is_int(v) or not 0 <= v <= 4294967295:
+            raise _bad_arg('format', 'uint32', v)
+        v = self.global_id
+        if v is None:
+            raise _missing('global-id', 'dtx.xid')
+        if not isinstance(v, (bytes, bytearray, memoryview)):
+            raise _bad_arg('global-id', 'vbin8', v)
+        if len(v) > 255:
+            raise _bad_arg('global-id', 'vbin8', v, 'too long')
+        v = self.branch_id
+        if v is None:
+            raise _missing('branch-id', 'dtx.xid')
+        if not isinstance(v, (bytes, bytearray, memoryview)):
+            raise _bad_arg('branch-id', 'vbin8', v)
+        if len(v) > 255:
+            raise _bad_arg('branch-id', 'vbin8', v, 'too long')
+
+_CLASSES[Xid.NAME] = Xid
 _c.register_struct(0x0604, Xid, _dec_body_Xid)
 
 
@@ -1504,31 +1555,7 @@ _FIELDS_GetTimeoutResult: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
-class GetTimeoutResult(Struct):
-    """``dtx.get-timeout-result`` (struct, code 0x0602)."""
-
-    NAME: ClassVar[str] = 'dtx.get-timeout-result'
-    CLASS_CODE: ClassVar[int] = 6
-    CODE: ClassVar[int | None] = 2
-    OPCODE: ClassVar[int | None] = 1538
-    SIZE_WIDTH: ClassVar[int] = 4
-    PACK_WIDTH: ClassVar[int] = 2
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_GetTimeoutResult
-
-    timeout: int
-
-    def __attrs_post_init__(self) -> None:
-        v = self.timeout
-        if v is None:
-            raise _missing('timeout', 'dtx.get-timeout-result')
-        if type(v) is not int and not _is_int(v) or not 0 <= v <= 4294967295:
-            raise _bad_arg('timeout', 'uint32', v)
-
-_CLASSES[GetTimeoutResult.NAME] = GetTimeoutResult
-
-
-def _enc_body_GetTimeoutResult(o: Any, out: bytearray) -> None:
+def _enc_body_GetTimeoutResult(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -1543,34 +1570,39 @@ def _enc_body_GetTimeoutResult(o: Any, out: bytearray) -> None:
 def _dec_body_GetTimeoutResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[GetTimeoutResult, int]:
     o = _new(GetTimeoutResult)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('dtx.get-timeout-result', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65534:
         raise _bad_flags('dtx.get-timeout-result', flags, 1, pos)
     if flags & 1:
+        if pos + 4 > end:
+            raise _overrun('dtx.get-timeout-result', pos)
         v = _unpack_I(buf, pos)[0]
         pos += 4
         _set(o, 'timeout', v)
     else:
         _set(o, 'timeout', None)
-    if pos > end:
-        raise _overrun('dtx.get-timeout-result', pos)
     return o, pos
 
 
-def _enc_GetTimeoutResult(o: Any, out: bytearray) -> None:
+def _enc_GetTimeoutResult(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    if depth <= 0:
+        raise LocalProtocolError('dtx.get-timeout-result' + ' nested too deeply')
     at = len(out)
     out += b'\x00\x00\x00\x00'
     out += b'\x06\x02'
-    _enc_body_GetTimeoutResult(o, out)
+    _enc_body_GetTimeoutResult(o, out, depth - 1)
     n = len(out) - at - 4
     out[at:at + 4] = n.to_bytes(4, 'big')
 
 
 def _dec_GetTimeoutResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                 typed: bool = False) -> tuple[GetTimeoutResult, int]:
-    if depth < 0:
-        raise _overrun('dtx.get-timeout-result' + ' nested too deeply', pos)
+    if depth <= 0:
+        raise _too_deep('dtx.get-timeout-result', pos)
     if pos + 4 > end:
         raise _overrun('dtx.get-timeout-result', pos)
     n = int.from_bytes(buf[pos:pos + 4], 'big')
@@ -1583,19 +1615,106 @@ def _dec_GetTimeoutResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
     if buf[pos] != 6 or buf[pos + 1] != 2:
         raise _bad_code('dtx.get-timeout-result', buf[pos] << 8 | buf[pos + 1], pos)
     pos += 2
-    o, pos = _dec_body_GetTimeoutResult(buf, pos, stop, depth, typed)
+    o, pos = _dec_body_GetTimeoutResult(buf, pos, stop, depth - 1, typed)
     return o, stop
 
-GetTimeoutResult._enc_body = staticmethod(_enc_body_GetTimeoutResult)
-GetTimeoutResult._dec_body = staticmethod(_dec_body_GetTimeoutResult)
-GetTimeoutResult._enc = staticmethod(_enc_GetTimeoutResult)
-GetTimeoutResult._dec = staticmethod(_dec_GetTimeoutResult)
+
+@attrs.frozen(slots=True, kw_only=True, repr=False)
+class GetTimeoutResult(Struct):
+    """``dtx.get-timeout-result`` (struct, code 0x0602)."""
+
+    NAME: ClassVar[str] = 'dtx.get-timeout-result'
+    CLASS_CODE: ClassVar[int] = 6
+    CODE: ClassVar[int | None] = 2
+    OPCODE: ClassVar[int | None] = 1538
+    SIZE_WIDTH: ClassVar[int] = 4
+    PACK_WIDTH: ClassVar[int] = 2
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_GetTimeoutResult
+    _enc_body = staticmethod(_enc_body_GetTimeoutResult)
+    _dec_body = staticmethod(_dec_body_GetTimeoutResult)
+    _enc = staticmethod(_enc_GetTimeoutResult)
+    _dec = staticmethod(_dec_GetTimeoutResult)
+
+    timeout: int
+
+    def __attrs_post_init__(self) -> None:
+        v: Any
+        v = self.timeout
+        if v is None:
+            raise _missing('timeout', 'dtx.get-timeout-result')
+        if type(v) is not int and not _is_int(v) or not 0 <= v <= 4294967295:
+            raise _bad_arg('timeout', 'uint32', v)
+
+_CLASSES[GetTimeoutResult.NAME] = GetTimeoutResult
 _c.register_struct(0x0602, GetTimeoutResult, _dec_body_GetTimeoutResult)
 
 
 _FIELDS_RecoverResult: tuple[FieldSpec, ...] = (
     FieldSpec('in-doubt', 'in_doubt', 0, 'array', 'array', True, None, None, 'struct32'),
 )
+
+
+def _enc_body_RecoverResult(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    flags = 0
+    at = len(out)
+    out += b'\x00\x00'
+    v = o.in_doubt
+    if v is not None:
+        flags |= 1
+        _c.encode_array(_c.array_type(v, 'struct32'), v, out, depth)
+    if flags:
+        out[at:at + 2] = flags.to_bytes(2, 'little')
+
+
+def _dec_body_RecoverResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[RecoverResult, int]:
+    o = _new(RecoverResult)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('dtx.recover-result', pos)
+    flags = buf[pos] | buf[pos + 1] << 8
+    pos += 2
+    if flags & 65534:
+        raise _bad_flags('dtx.recover-result', flags, 1, pos)
+    if flags & 1:
+        v, pos = _c.decode_array(buf, pos, end, depth, typed)
+        if v and v.type != 'struct32':
+            raise _bad_field('in-doubt must be an array of struct32', pos)
+        _set(o, 'in_doubt', v)
+    else:
+        _set(o, 'in_doubt', None)
+    return o, pos
+
+
+def _enc_RecoverResult(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    if depth <= 0:
+        raise LocalProtocolError('dtx.recover-result' + ' nested too deeply')
+    at = len(out)
+    out += b'\x00\x00\x00\x00'
+    out += b'\x06\x03'
+    _enc_body_RecoverResult(o, out, depth - 1)
+    n = len(out) - at - 4
+    out[at:at + 4] = n.to_bytes(4, 'big')
+
+
+def _dec_RecoverResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                typed: bool = False) -> tuple[RecoverResult, int]:
+    if depth <= 0:
+        raise _too_deep('dtx.recover-result', pos)
+    if pos + 4 > end:
+        raise _overrun('dtx.recover-result', pos)
+    n = int.from_bytes(buf[pos:pos + 4], 'big')
+    pos += 4
+    stop = pos + n
+    if stop > end:
+        raise _overrun('dtx.recover-result', pos)
+    if pos + 2 > stop:
+        raise _overrun('dtx.recover-result', pos)
+    if buf[pos] != 6 or buf[pos + 1] != 3:
+        raise _bad_code('dtx.recover-result', buf[pos] << 8 | buf[pos + 1], pos)
+    pos += 2
+    o, pos = _dec_body_RecoverResult(buf, pos, stop, depth - 1, typed)
+    return o, stop
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -1609,10 +1728,15 @@ class RecoverResult(Struct):
     SIZE_WIDTH: ClassVar[int] = 4
     PACK_WIDTH: ClassVar[int] = 2
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_RecoverResult
+    _enc_body = staticmethod(_enc_body_RecoverResult)
+    _dec_body = staticmethod(_dec_body_RecoverResult)
+    _enc = staticmethod(_enc_RecoverResult)
+    _dec = staticmethod(_dec_RecoverResult)
 
     in_doubt: list[Any]
 
     def __attrs_post_init__(self) -> None:
+        v: Any
         v = self.in_doubt
         if v is None:
             raise _missing('in-doubt', 'dtx.recover-result')
@@ -1620,71 +1744,6 @@ class RecoverResult(Struct):
             raise _bad_arg('in-doubt', 'array', v)
 
 _CLASSES[RecoverResult.NAME] = RecoverResult
-
-
-def _enc_body_RecoverResult(o: Any, out: bytearray) -> None:
-    flags = 0
-    at = len(out)
-    out += b'\x00\x00'
-    v = o.in_doubt
-    if v is not None:
-        flags |= 1
-        _c.encode_array(_c.array_type(v, 'struct32'), v, out)
-    if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
-
-
-def _dec_body_RecoverResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[RecoverResult, int]:
-    o = _new(RecoverResult)
-    flags = buf[pos] | buf[pos + 1] << 8
-    pos += 2
-    if flags & 65534:
-        raise _bad_flags('dtx.recover-result', flags, 1, pos)
-    if flags & 1:
-        v, pos = _c.decode_array(buf, pos, end, depth, typed)
-        if v and v.type != 'struct32':
-            raise _bad_field('in-doubt must be an array of struct32', pos)
-        _set(o, 'in_doubt', v)
-    else:
-        _set(o, 'in_doubt', None)
-    if pos > end:
-        raise _overrun('dtx.recover-result', pos)
-    return o, pos
-
-
-def _enc_RecoverResult(o: Any, out: bytearray) -> None:
-    at = len(out)
-    out += b'\x00\x00\x00\x00'
-    out += b'\x06\x03'
-    _enc_body_RecoverResult(o, out)
-    n = len(out) - at - 4
-    out[at:at + 4] = n.to_bytes(4, 'big')
-
-
-def _dec_RecoverResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                typed: bool = False) -> tuple[RecoverResult, int]:
-    if depth < 0:
-        raise _overrun('dtx.recover-result' + ' nested too deeply', pos)
-    if pos + 4 > end:
-        raise _overrun('dtx.recover-result', pos)
-    n = int.from_bytes(buf[pos:pos + 4], 'big')
-    pos += 4
-    stop = pos + n
-    if stop > end:
-        raise _overrun('dtx.recover-result', pos)
-    if pos + 2 > stop:
-        raise _overrun('dtx.recover-result', pos)
-    if buf[pos] != 6 or buf[pos + 1] != 3:
-        raise _bad_code('dtx.recover-result', buf[pos] << 8 | buf[pos + 1], pos)
-    pos += 2
-    o, pos = _dec_body_RecoverResult(buf, pos, stop, depth, typed)
-    return o, stop
-
-RecoverResult._enc_body = staticmethod(_enc_body_RecoverResult)
-RecoverResult._dec_body = staticmethod(_dec_body_RecoverResult)
-RecoverResult._enc = staticmethod(_enc_RecoverResult)
-RecoverResult._dec = staticmethod(_dec_RecoverResult)
 _c.register_struct(0x0603, RecoverResult, _dec_body_RecoverResult)
 
 
@@ -1696,43 +1755,7 @@ _FIELDS_ExchangeQueryResult: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
-class ExchangeQueryResult(Struct):
-    """``exchange.exchange-query-result`` (struct, code 0x0701)."""
-
-    NAME: ClassVar[str] = 'exchange.exchange-query-result'
-    CLASS_CODE: ClassVar[int] = 7
-    CODE: ClassVar[int | None] = 1
-    OPCODE: ClassVar[int | None] = 1793
-    SIZE_WIDTH: ClassVar[int] = 4
-    PACK_WIDTH: ClassVar[int] = 2
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ExchangeQueryResult
-
-    type: str | None = None
-    durable: bool = False
-    not_found: bool = False
-    arguments: dict[str, Any] | None = None
-
-    def __attrs_post_init__(self) -> None:
-        v = self.type
-        if v is not None:
-            if type(v) is not str:
-                raise _bad_arg('type', 'str8', v)
-            if len(v) * 4 > 255 or not v.isascii():
-                _check_len('type', 'str8', v, 255)
-        if type(self.durable) is not bool:
-            object.__setattr__(self, 'durable', bool(self.durable))
-        if type(self.not_found) is not bool:
-            object.__setattr__(self, 'not_found', bool(self.not_found))
-        v = self.arguments
-        if v is not None:
-            if not isinstance(v, dict):
-                raise _bad_arg('arguments', 'map', v)
-
-_CLASSES[ExchangeQueryResult.NAME] = ExchangeQueryResult
-
-
-def _enc_body_ExchangeQueryResult(o: Any, out: bytearray) -> None:
+def _enc_body_ExchangeQueryResult(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -1747,7 +1770,7 @@ def _enc_body_ExchangeQueryResult(o: Any, out: bytearray) -> None:
     v = o.arguments
     if v is not None:
         flags |= 8
-        _c.encode_map(v, out)
+        _c.encode_map(v, out, depth)
     if flags:
         out[at:at + 2] = flags.to_bytes(2, 'little')
 
@@ -1755,6 +1778,9 @@ def _enc_body_ExchangeQueryResult(o: Any, out: bytearray) -> None:
 def _dec_body_ExchangeQueryResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[ExchangeQueryResult, int]:
     o = _new(ExchangeQueryResult)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('exchange.exchange-query-result', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65520:
@@ -1771,24 +1797,24 @@ def _dec_body_ExchangeQueryResult(buf: bytes, pos: int, end: int, depth: int = _
         _set(o, 'arguments', v)
     else:
         _set(o, 'arguments', None)
-    if pos > end:
-        raise _overrun('exchange.exchange-query-result', pos)
     return o, pos
 
 
-def _enc_ExchangeQueryResult(o: Any, out: bytearray) -> None:
+def _enc_ExchangeQueryResult(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    if depth <= 0:
+        raise LocalProtocolError('exchange.exchange-query-result' + ' nested too deeply')
     at = len(out)
     out += b'\x00\x00\x00\x00'
     out += b'\x07\x01'
-    _enc_body_ExchangeQueryResult(o, out)
+    _enc_body_ExchangeQueryResult(o, out, depth - 1)
     n = len(out) - at - 4
     out[at:at + 4] = n.to_bytes(4, 'big')
 
 
 def _dec_ExchangeQueryResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                 typed: bool = False) -> tuple[ExchangeQueryResult, int]:
-    if depth < 0:
-        raise _overrun('exchange.exchange-query-result' + ' nested too deeply', pos)
+    if depth <= 0:
+        raise _too_deep('exchange.exchange-query-result', pos)
     if pos + 4 > end:
         raise _overrun('exchange.exchange-query-result', pos)
     n = int.from_bytes(buf[pos:pos + 4], 'big')
@@ -1801,13 +1827,49 @@ def _dec_ExchangeQueryResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH
     if buf[pos] != 7 or buf[pos + 1] != 1:
         raise _bad_code('exchange.exchange-query-result', buf[pos] << 8 | buf[pos + 1], pos)
     pos += 2
-    o, pos = _dec_body_ExchangeQueryResult(buf, pos, stop, depth, typed)
+    o, pos = _dec_body_ExchangeQueryResult(buf, pos, stop, depth - 1, typed)
     return o, stop
 
-ExchangeQueryResult._enc_body = staticmethod(_enc_body_ExchangeQueryResult)
-ExchangeQueryResult._dec_body = staticmethod(_dec_body_ExchangeQueryResult)
-ExchangeQueryResult._enc = staticmethod(_enc_ExchangeQueryResult)
-ExchangeQueryResult._dec = staticmethod(_dec_ExchangeQueryResult)
+
+@attrs.frozen(slots=True, kw_only=True, repr=False)
+class ExchangeQueryResult(Struct):
+    """``exchange.exchange-query-result`` (struct, code 0x0701)."""
+
+    NAME: ClassVar[str] = 'exchange.exchange-query-result'
+    CLASS_CODE: ClassVar[int] = 7
+    CODE: ClassVar[int | None] = 1
+    OPCODE: ClassVar[int | None] = 1793
+    SIZE_WIDTH: ClassVar[int] = 4
+    PACK_WIDTH: ClassVar[int] = 2
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ExchangeQueryResult
+    _enc_body = staticmethod(_enc_body_ExchangeQueryResult)
+    _dec_body = staticmethod(_dec_body_ExchangeQueryResult)
+    _enc = staticmethod(_enc_ExchangeQueryResult)
+    _dec = staticmethod(_dec_ExchangeQueryResult)
+
+    type: str | None = None
+    durable: bool = False
+    not_found: bool = False
+    arguments: dict[str, Any] | None = None
+
+    def __attrs_post_init__(self) -> None:
+        v: Any
+        v = self.type
+        if v is not None:
+            if type(v) is not str:
+                raise _bad_arg('type', 'str8', v)
+            if len(v) * 4 > 255 or not v.isascii():
+                _check_len('type', 'str8', v, 255)
+        if type(self.durable) is not bool:
+            object.__setattr__(self, 'durable', bool(self.durable))
+        if type(self.not_found) is not bool:
+            object.__setattr__(self, 'not_found', bool(self.not_found))
+        v = self.arguments
+        if v is not None:
+            if not isinstance(v, dict):
+                raise _bad_arg('arguments', 'map', v)
+
+_CLASSES[ExchangeQueryResult.NAME] = ExchangeQueryResult
 _c.register_struct(0x0701, ExchangeQueryResult, _dec_body_ExchangeQueryResult)
 
 
@@ -1820,40 +1882,7 @@ _FIELDS_ExchangeBoundResult: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
-class ExchangeBoundResult(Struct):
-    """``exchange.exchange-bound-result`` (struct, code 0x0702)."""
-
-    NAME: ClassVar[str] = 'exchange.exchange-bound-result'
-    CLASS_CODE: ClassVar[int] = 7
-    CODE: ClassVar[int | None] = 2
-    OPCODE: ClassVar[int | None] = 1794
-    SIZE_WIDTH: ClassVar[int] = 4
-    PACK_WIDTH: ClassVar[int] = 2
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ExchangeBoundResult
-
-    exchange_not_found: bool = False
-    queue_not_found: bool = False
-    queue_not_matched: bool = False
-    key_not_matched: bool = False
-    args_not_matched: bool = False
-
-    def __attrs_post_init__(self) -> None:
-        if type(self.exchange_not_found) is not bool:
-            object.__setattr__(self, 'exchange_not_found', bool(self.exchange_not_found))
-        if type(self.queue_not_found) is not bool:
-            object.__setattr__(self, 'queue_not_found', bool(self.queue_not_found))
-        if type(self.queue_not_matched) is not bool:
-            object.__setattr__(self, 'queue_not_matched', bool(self.queue_not_matched))
-        if type(self.key_not_matched) is not bool:
-            object.__setattr__(self, 'key_not_matched', bool(self.key_not_matched))
-        if type(self.args_not_matched) is not bool:
-            object.__setattr__(self, 'args_not_matched', bool(self.args_not_matched))
-
-_CLASSES[ExchangeBoundResult.NAME] = ExchangeBoundResult
-
-
-def _enc_body_ExchangeBoundResult(o: Any, out: bytearray) -> None:
+def _enc_body_ExchangeBoundResult(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -1874,6 +1903,8 @@ def _enc_body_ExchangeBoundResult(o: Any, out: bytearray) -> None:
 def _dec_body_ExchangeBoundResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[ExchangeBoundResult, int]:
     o = _new(ExchangeBoundResult)
+    if pos + 2 > end:
+        raise _overrun('exchange.exchange-bound-result', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65504:
@@ -1883,24 +1914,24 @@ def _dec_body_ExchangeBoundResult(buf: bytes, pos: int, end: int, depth: int = _
     _set(o, 'queue_not_matched', flags & 4 != 0)
     _set(o, 'key_not_matched', flags & 8 != 0)
     _set(o, 'args_not_matched', flags & 16 != 0)
-    if pos > end:
-        raise _overrun('exchange.exchange-bound-result', pos)
     return o, pos
 
 
-def _enc_ExchangeBoundResult(o: Any, out: bytearray) -> None:
+def _enc_ExchangeBoundResult(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    if depth <= 0:
+        raise LocalProtocolError('exchange.exchange-bound-result' + ' nested too deeply')
     at = len(out)
     out += b'\x00\x00\x00\x00'
     out += b'\x07\x02'
-    _enc_body_ExchangeBoundResult(o, out)
+    _enc_body_ExchangeBoundResult(o, out, depth - 1)
     n = len(out) - at - 4
     out[at:at + 4] = n.to_bytes(4, 'big')
 
 
 def _dec_ExchangeBoundResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                 typed: bool = False) -> tuple[ExchangeBoundResult, int]:
-    if depth < 0:
-        raise _overrun('exchange.exchange-bound-result' + ' nested too deeply', pos)
+    if depth <= 0:
+        raise _too_deep('exchange.exchange-bound-result', pos)
     if pos + 4 > end:
         raise _overrun('exchange.exchange-bound-result', pos)
     n = int.from_bytes(buf[pos:pos + 4], 'big')
@@ -1913,13 +1944,45 @@ def _dec_ExchangeBoundResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH
     if buf[pos] != 7 or buf[pos + 1] != 2:
         raise _bad_code('exchange.exchange-bound-result', buf[pos] << 8 | buf[pos + 1], pos)
     pos += 2
-    o, pos = _dec_body_ExchangeBoundResult(buf, pos, stop, depth, typed)
+    o, pos = _dec_body_ExchangeBoundResult(buf, pos, stop, depth - 1, typed)
     return o, stop
 
-ExchangeBoundResult._enc_body = staticmethod(_enc_body_ExchangeBoundResult)
-ExchangeBoundResult._dec_body = staticmethod(_dec_body_ExchangeBoundResult)
-ExchangeBoundResult._enc = staticmethod(_enc_ExchangeBoundResult)
-ExchangeBoundResult._dec = staticmethod(_dec_ExchangeBoundResult)
+
+@attrs.frozen(slots=True, kw_only=True, repr=False)
+class ExchangeBoundResult(Struct):
+    """``exchange.exchange-bound-result`` (struct, code 0x0702)."""
+
+    NAME: ClassVar[str] = 'exchange.exchange-bound-result'
+    CLASS_CODE: ClassVar[int] = 7
+    CODE: ClassVar[int | None] = 2
+    OPCODE: ClassVar[int | None] = 1794
+    SIZE_WIDTH: ClassVar[int] = 4
+    PACK_WIDTH: ClassVar[int] = 2
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ExchangeBoundResult
+    _enc_body = staticmethod(_enc_body_ExchangeBoundResult)
+    _dec_body = staticmethod(_dec_body_ExchangeBoundResult)
+    _enc = staticmethod(_enc_ExchangeBoundResult)
+    _dec = staticmethod(_dec_ExchangeBoundResult)
+
+    exchange_not_found: bool = False
+    queue_not_found: bool = False
+    queue_not_matched: bool = False
+    key_not_matched: bool = False
+    args_not_matched: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        if type(self.exchange_not_found) is not bool:
+            object.__setattr__(self, 'exchange_not_found', bool(self.exchange_not_found))
+        if type(self.queue_not_found) is not bool:
+            object.__setattr__(self, 'queue_not_found', bool(self.queue_not_found))
+        if type(self.queue_not_matched) is not bool:
+            object.__setattr__(self, 'queue_not_matched', bool(self.queue_not_matched))
+        if type(self.key_not_matched) is not bool:
+            object.__setattr__(self, 'key_not_matched', bool(self.key_not_matched))
+        if type(self.args_not_matched) is not bool:
+            object.__setattr__(self, 'args_not_matched', bool(self.args_not_matched))
+
+_CLASSES[ExchangeBoundResult.NAME] = ExchangeBoundResult
 _c.register_struct(0x0702, ExchangeBoundResult, _dec_body_ExchangeBoundResult)
 
 
@@ -1935,6 +1998,118 @@ _FIELDS_QueueQueryResult: tuple[FieldSpec, ...] = (
 )
 
 
+def _enc_body_QueueQueryResult(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    flags = 0
+    at = len(out)
+    out += b'\x00\x00'
+    v = o.queue
+    if v is not None:
+        flags |= 1
+        out += _c.enc_str8(v)
+    v = o.alternate_exchange
+    if v is not None:
+        flags |= 2
+        out += _c.enc_str8(v)
+    if o.durable:
+        flags |= 4
+    if o.exclusive:
+        flags |= 8
+    if o.auto_delete:
+        flags |= 16
+    v = o.arguments
+    if v is not None:
+        flags |= 32
+        _c.encode_map(v, out, depth)
+    v = o.message_count
+    if v is not None:
+        flags |= 64
+        out += _pack_I(v)
+    v = o.subscriber_count
+    if v is not None:
+        flags |= 128
+        out += _pack_I(v)
+    if flags:
+        out[at:at + 2] = flags.to_bytes(2, 'little')
+
+
+def _dec_body_QueueQueryResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[QueueQueryResult, int]:
+    o = _new(QueueQueryResult)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('queue.queue-query-result', pos)
+    flags = buf[pos] | buf[pos + 1] << 8
+    pos += 2
+    if flags & 65280:
+        raise _bad_flags('queue.queue-query-result', flags, 8, pos)
+    if flags & 1:
+        v, pos = _c.dec_str8(buf, pos, end)
+        _set(o, 'queue', v)
+    else:
+        _set(o, 'queue', None)
+    if flags & 2:
+        v, pos = _c.dec_str8(buf, pos, end)
+        _set(o, 'alternate_exchange', v)
+    else:
+        _set(o, 'alternate_exchange', None)
+    _set(o, 'durable', flags & 4 != 0)
+    _set(o, 'exclusive', flags & 8 != 0)
+    _set(o, 'auto_delete', flags & 16 != 0)
+    if flags & 32:
+        v, pos = _c.decode_map(buf, pos, end, depth, typed)
+        _set(o, 'arguments', v)
+    else:
+        _set(o, 'arguments', None)
+    if flags & 64:
+        if pos + 4 > end:
+            raise _overrun('queue.queue-query-result', pos)
+        v = _unpack_I(buf, pos)[0]
+        pos += 4
+        _set(o, 'message_count', v)
+    else:
+        _set(o, 'message_count', None)
+    if flags & 128:
+        if pos + 4 > end:
+            raise _overrun('queue.queue-query-result', pos)
+        v = _unpack_I(buf, pos)[0]
+        pos += 4
+        _set(o, 'subscriber_count', v)
+    else:
+        _set(o, 'subscriber_count', None)
+    return o, pos
+
+
+def _enc_QueueQueryResult(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    if depth <= 0:
+        raise LocalProtocolError('queue.queue-query-result' + ' nested too deeply')
+    at = len(out)
+    out += b'\x00\x00\x00\x00'
+    out += b'\x08\x01'
+    _enc_body_QueueQueryResult(o, out, depth - 1)
+    n = len(out) - at - 4
+    out[at:at + 4] = n.to_bytes(4, 'big')
+
+
+def _dec_QueueQueryResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                typed: bool = False) -> tuple[QueueQueryResult, int]:
+    if depth <= 0:
+        raise _too_deep('queue.queue-query-result', pos)
+    if pos + 4 > end:
+        raise _overrun('queue.queue-query-result', pos)
+    n = int.from_bytes(buf[pos:pos + 4], 'big')
+    pos += 4
+    stop = pos + n
+    if stop > end:
+        raise _overrun('queue.queue-query-result', pos)
+    if pos + 2 > stop:
+        raise _overrun('queue.queue-query-result', pos)
+    if buf[pos] != 8 or buf[pos + 1] != 1:
+        raise _bad_code('queue.queue-query-result', buf[pos] << 8 | buf[pos + 1], pos)
+    pos += 2
+    o, pos = _dec_body_QueueQueryResult(buf, pos, stop, depth - 1, typed)
+    return o, stop
+
+
 @attrs.frozen(slots=True, kw_only=True, repr=False)
 class QueueQueryResult(Struct):
     """``queue.queue-query-result`` (struct, code 0x0801)."""
@@ -1946,6 +2121,10 @@ class QueueQueryResult(Struct):
     SIZE_WIDTH: ClassVar[int] = 4
     PACK_WIDTH: ClassVar[int] = 2
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_QueueQueryResult
+    _enc_body = staticmethod(_enc_body_QueueQueryResult)
+    _dec_body = staticmethod(_dec_body_QueueQueryResult)
+    _enc = staticmethod(_enc_QueueQueryResult)
+    _dec = staticmethod(_dec_QueueQueryResult)
 
     queue: str
     alternate_exchange: str | None = None
@@ -1957,6 +2136,7 @@ class QueueQueryResult(Struct):
     subscriber_count: int
 
     def __attrs_post_init__(self) -> None:
+        v: Any
         v = self.queue
         if v is None:
             raise _missing('queue', 'queue.queue-query-result')
@@ -1992,116 +2172,6 @@ class QueueQueryResult(Struct):
             raise _bad_arg('subscriber-count', 'uint32', v)
 
 _CLASSES[QueueQueryResult.NAME] = QueueQueryResult
-
-
-def _enc_body_QueueQueryResult(o: Any, out: bytearray) -> None:
-    flags = 0
-    at = len(out)
-    out += b'\x00\x00'
-    v = o.queue
-    if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
-    v = o.alternate_exchange
-    if v is not None:
-        flags |= 2
-        out += _c.enc_str8(v)
-    if o.durable:
-        flags |= 4
-    if o.exclusive:
-        flags |= 8
-    if o.auto_delete:
-        flags |= 16
-    v = o.arguments
-    if v is not None:
-        flags |= 32
-        _c.encode_map(v, out)
-    v = o.message_count
-    if v is not None:
-        flags |= 64
-        out += _pack_I(v)
-    v = o.subscriber_count
-    if v is not None:
-        flags |= 128
-        out += _pack_I(v)
-    if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
-
-
-def _dec_body_QueueQueryResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[QueueQueryResult, int]:
-    o = _new(QueueQueryResult)
-    flags = buf[pos] | buf[pos + 1] << 8
-    pos += 2
-    if flags & 65280:
-        raise _bad_flags('queue.queue-query-result', flags, 8, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'queue', v)
-    else:
-        _set(o, 'queue', None)
-    if flags & 2:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'alternate_exchange', v)
-    else:
-        _set(o, 'alternate_exchange', None)
-    _set(o, 'durable', flags & 4 != 0)
-    _set(o, 'exclusive', flags & 8 != 0)
-    _set(o, 'auto_delete', flags & 16 != 0)
-    if flags & 32:
-        v, pos = _c.decode_map(buf, pos, end, depth, typed)
-        _set(o, 'arguments', v)
-    else:
-        _set(o, 'arguments', None)
-    if flags & 64:
-        v = _unpack_I(buf, pos)[0]
-        pos += 4
-        _set(o, 'message_count', v)
-    else:
-        _set(o, 'message_count', None)
-    if flags & 128:
-        v = _unpack_I(buf, pos)[0]
-        pos += 4
-        _set(o, 'subscriber_count', v)
-    else:
-        _set(o, 'subscriber_count', None)
-    if pos > end:
-        raise _overrun('queue.queue-query-result', pos)
-    return o, pos
-
-
-def _enc_QueueQueryResult(o: Any, out: bytearray) -> None:
-    at = len(out)
-    out += b'\x00\x00\x00\x00'
-    out += b'\x08\x01'
-    _enc_body_QueueQueryResult(o, out)
-    n = len(out) - at - 4
-    out[at:at + 4] = n.to_bytes(4, 'big')
-
-
-def _dec_QueueQueryResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                typed: bool = False) -> tuple[QueueQueryResult, int]:
-    if depth < 0:
-        raise _overrun('queue.queue-query-result' + ' nested too deeply', pos)
-    if pos + 4 > end:
-        raise _overrun('queue.queue-query-result', pos)
-    n = int.from_bytes(buf[pos:pos + 4], 'big')
-    pos += 4
-    stop = pos + n
-    if stop > end:
-        raise _overrun('queue.queue-query-result', pos)
-    if pos + 2 > stop:
-        raise _overrun('queue.queue-query-result', pos)
-    if buf[pos] != 8 or buf[pos + 1] != 1:
-        raise _bad_code('queue.queue-query-result', buf[pos] << 8 | buf[pos + 1], pos)
-    pos += 2
-    o, pos = _dec_body_QueueQueryResult(buf, pos, stop, depth, typed)
-    return o, stop
-
-QueueQueryResult._enc_body = staticmethod(_enc_body_QueueQueryResult)
-QueueQueryResult._dec_body = staticmethod(_dec_body_QueueQueryResult)
-QueueQueryResult._enc = staticmethod(_enc_QueueQueryResult)
-QueueQueryResult._dec = staticmethod(_dec_QueueQueryResult)
 _c.register_struct(0x0801, QueueQueryResult, _dec_body_QueueQueryResult)
 
 
@@ -2118,6 +2188,145 @@ _FIELDS_FileProperties: tuple[FieldSpec, ...] = (
 )
 
 
+def _enc_body_FileProperties(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    flags = 0
+    at = len(out)
+    out += b'\x00\x00'
+    v = o.content_type
+    if v is not None:
+        flags |= 1
+        out += _c.enc_str8(v)
+    v = o.content_encoding
+    if v is not None:
+        flags |= 2
+        out += _c.enc_str8(v)
+    v = o.headers
+    if v is not None:
+        flags |= 4
+        _c.encode_map(v, out, depth)
+    v = o.priority
+    if v is not None:
+        flags |= 8
+        out += _pack_B(v)
+    v = o.reply_to
+    if v is not None:
+        flags |= 16
+        out += _c.enc_str8(v)
+    v = o.message_id
+    if v is not None:
+        flags |= 32
+        out += _c.enc_str8(v)
+    v = o.filename
+    if v is not None:
+        flags |= 64
+        out += _c.enc_str8(v)
+    v = o.timestamp
+    if v is not None:
+        flags |= 128
+        out += _pack_q(v)
+    v = o.cluster_id
+    if v is not None:
+        flags |= 256
+        out += _c.enc_str8(v)
+    if flags:
+        out[at:at + 2] = flags.to_bytes(2, 'little')
+
+
+def _dec_body_FileProperties(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[FileProperties, int]:
+    o = _new(FileProperties)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('file.file-properties', pos)
+    flags = buf[pos] | buf[pos + 1] << 8
+    pos += 2
+    if flags & 65024:
+        raise _bad_flags('file.file-properties', flags, 9, pos)
+    if flags & 1:
+        v, pos = _c.dec_str8(buf, pos, end)
+        _set(o, 'content_type', v)
+    else:
+        _set(o, 'content_type', None)
+    if flags & 2:
+        v, pos = _c.dec_str8(buf, pos, end)
+        _set(o, 'content_encoding', v)
+    else:
+        _set(o, 'content_encoding', None)
+    if flags & 4:
+        v, pos = _c.decode_map(buf, pos, end, depth, typed)
+        _set(o, 'headers', v)
+    else:
+        _set(o, 'headers', None)
+    if flags & 8:
+        if pos + 1 > end:
+            raise _overrun('file.file-properties', pos)
+        v = _unpack_B(buf, pos)[0]
+        pos += 1
+        _set(o, 'priority', v)
+    else:
+        _set(o, 'priority', None)
+    if flags & 16:
+        v, pos = _c.dec_str8(buf, pos, end)
+        _set(o, 'reply_to', v)
+    else:
+        _set(o, 'reply_to', None)
+    if flags & 32:
+        v, pos = _c.dec_str8(buf, pos, end)
+        _set(o, 'message_id', v)
+    else:
+        _set(o, 'message_id', None)
+    if flags & 64:
+        v, pos = _c.dec_str8(buf, pos, end)
+        _set(o, 'filename', v)
+    else:
+        _set(o, 'filename', None)
+    if flags & 128:
+        if pos + 8 > end:
+            raise _overrun('file.file-properties', pos)
+        v = _unpack_q(buf, pos)[0]
+        pos += 8
+        _set(o, 'timestamp', v)
+    else:
+        _set(o, 'timestamp', None)
+    if flags & 256:
+        v, pos = _c.dec_str8(buf, pos, end)
+        _set(o, 'cluster_id', v)
+    else:
+        _set(o, 'cluster_id', None)
+    return o, pos
+
+
+def _enc_FileProperties(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    if depth <= 0:
+        raise LocalProtocolError('file.file-properties' + ' nested too deeply')
+    at = len(out)
+    out += b'\x00\x00\x00\x00'
+    out += b'\t\x01'
+    _enc_body_FileProperties(o, out, depth - 1)
+    n = len(out) - at - 4
+    out[at:at + 4] = n.to_bytes(4, 'big')
+
+
+def _dec_FileProperties(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                typed: bool = False) -> tuple[FileProperties, int]:
+    if depth <= 0:
+        raise _too_deep('file.file-properties', pos)
+    if pos + 4 > end:
+        raise _overrun('file.file-properties', pos)
+    n = int.from_bytes(buf[pos:pos + 4], 'big')
+    pos += 4
+    stop = pos + n
+    if stop > end:
+        raise _overrun('file.file-properties', pos)
+    if pos + 2 > stop:
+        raise _overrun('file.file-properties', pos)
+    if buf[pos] != 9 or buf[pos + 1] != 1:
+        raise _bad_code('file.file-properties', buf[pos] << 8 | buf[pos + 1], pos)
+    pos += 2
+    o, pos = _dec_body_FileProperties(buf, pos, stop, depth - 1, typed)
+    return o, stop
+
+
 @attrs.frozen(slots=True, kw_only=True, repr=False)
 class FileProperties(Struct):
     """``file.file-properties`` (struct, code 0x0901)."""
@@ -2129,6 +2338,10 @@ class FileProperties(Struct):
     SIZE_WIDTH: ClassVar[int] = 4
     PACK_WIDTH: ClassVar[int] = 2
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FileProperties
+    _enc_body = staticmethod(_enc_body_FileProperties)
+    _dec_body = staticmethod(_dec_body_FileProperties)
+    _enc = staticmethod(_enc_FileProperties)
+    _dec = staticmethod(_dec_FileProperties)
 
     content_type: str | None = None
     content_encoding: str | None = None
@@ -2141,6 +2354,7 @@ class FileProperties(Struct):
     cluster_id: str | None = None
 
     def __attrs_post_init__(self) -> None:
+        v: Any
         v = self.content_type
         if v is not None:
             if type(v) is not str:
@@ -2191,9 +2405,19 @@ class FileProperties(Struct):
                 _check_len('cluster-id', 'str8', v, 255)
 
 _CLASSES[FileProperties.NAME] = FileProperties
+_c.register_struct(0x0901, FileProperties, _dec_body_FileProperties)
 
 
-def _enc_body_FileProperties(o: Any, out: bytearray) -> None:
+_FIELDS_StreamProperties: tuple[FieldSpec, ...] = (
+    FieldSpec('content-type', 'content_type', 0, 'str8', 'str8', False, None, None, None),
+    FieldSpec('content-encoding', 'content_encoding', 1, 'str8', 'str8', False, None, None, None),
+    FieldSpec('headers', 'headers', 2, 'map', 'map', False, None, None, None),
+    FieldSpec('priority', 'priority', 3, 'uint8', 'uint8', False, None, None, None),
+    FieldSpec('timestamp', 'timestamp', 4, 'datetime', 'datetime', False, None, None, None),
+)
+
+
+def _enc_body_StreamProperties(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -2208,42 +2432,29 @@ def _enc_body_FileProperties(o: Any, out: bytearray) -> None:
     v = o.headers
     if v is not None:
         flags |= 4
-        _c.encode_map(v, out)
+        _c.encode_map(v, out, depth)
     v = o.priority
     if v is not None:
         flags |= 8
         out += _pack_B(v)
-    v = o.reply_to
-    if v is not None:
-        flags |= 16
-        out += _c.enc_str8(v)
-    v = o.message_id
-    if v is not None:
-        flags |= 32
-        out += _c.enc_str8(v)
-    v = o.filename
-    if v is not None:
-        flags |= 64
-        out += _c.enc_str8(v)
     v = o.timestamp
     if v is not None:
-        flags |= 128
+        flags |= 16
         out += _pack_q(v)
-    v = o.cluster_id
-    if v is not None:
-        flags |= 256
-        out += _c.enc_str8(v)
     if flags:
         out[at:at + 2] = flags.to_bytes(2, 'little')
 
 
-def _dec_body_FileProperties(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[FileProperties, int]:
-    o = _new(FileProperties)
+def _dec_body_StreamProperties(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[StreamProperties, int]:
+    o = _new(StreamProperties)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('stream.stream-properties', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
-    if flags & 65024:
-        raise _bad_flags('file.file-properties', flags, 9, pos)
+    if flags & 65504:
+        raise _bad_flags('stream.stream-properties', flags, 5, pos)
     if flags & 1:
         v, pos = _c.dec_str8(buf, pos, end)
         _set(o, 'content_type', v)
@@ -2260,84 +2471,53 @@ def _dec_body_FileProperties(buf: bytes, pos: int, end: int, depth: int = _DEPTH
     else:
         _set(o, 'headers', None)
     if flags & 8:
+        if pos + 1 > end:
+            raise _overrun('stream.stream-properties', pos)
         v = _unpack_B(buf, pos)[0]
         pos += 1
         _set(o, 'priority', v)
     else:
         _set(o, 'priority', None)
     if flags & 16:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'reply_to', v)
-    else:
-        _set(o, 'reply_to', None)
-    if flags & 32:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'message_id', v)
-    else:
-        _set(o, 'message_id', None)
-    if flags & 64:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'filename', v)
-    else:
-        _set(o, 'filename', None)
-    if flags & 128:
+        if pos + 8 > end:
+            raise _overrun('stream.stream-properties', pos)
         v = _unpack_q(buf, pos)[0]
         pos += 8
         _set(o, 'timestamp', v)
     else:
         _set(o, 'timestamp', None)
-    if flags & 256:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'cluster_id', v)
-    else:
-        _set(o, 'cluster_id', None)
-    if pos > end:
-        raise _overrun('file.file-properties', pos)
     return o, pos
 
 
-def _enc_FileProperties(o: Any, out: bytearray) -> None:
+def _enc_StreamProperties(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    if depth <= 0:
+        raise LocalProtocolError('stream.stream-properties' + ' nested too deeply')
     at = len(out)
     out += b'\x00\x00\x00\x00'
-    out += b'\t\x01'
-    _enc_body_FileProperties(o, out)
+    out += b'\n\x01'
+    _enc_body_StreamProperties(o, out, depth - 1)
     n = len(out) - at - 4
     out[at:at + 4] = n.to_bytes(4, 'big')
 
 
-def _dec_FileProperties(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                typed: bool = False) -> tuple[FileProperties, int]:
-    if depth < 0:
-        raise _overrun('file.file-properties' + ' nested too deeply', pos)
+def _dec_StreamProperties(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                typed: bool = False) -> tuple[StreamProperties, int]:
+    if depth <= 0:
+        raise _too_deep('stream.stream-properties', pos)
     if pos + 4 > end:
-        raise _overrun('file.file-properties', pos)
+        raise _overrun('stream.stream-properties', pos)
     n = int.from_bytes(buf[pos:pos + 4], 'big')
     pos += 4
     stop = pos + n
     if stop > end:
-        raise _overrun('file.file-properties', pos)
+        raise _overrun('stream.stream-properties', pos)
     if pos + 2 > stop:
-        raise _overrun('file.file-properties', pos)
-    if buf[pos] != 9 or buf[pos + 1] != 1:
-        raise _bad_code('file.file-properties', buf[pos] << 8 | buf[pos + 1], pos)
+        raise _overrun('stream.stream-properties', pos)
+    if buf[pos] != 10 or buf[pos + 1] != 1:
+        raise _bad_code('stream.stream-properties', buf[pos] << 8 | buf[pos + 1], pos)
     pos += 2
-    o, pos = _dec_body_FileProperties(buf, pos, stop, depth, typed)
+    o, pos = _dec_body_StreamProperties(buf, pos, stop, depth - 1, typed)
     return o, stop
-
-FileProperties._enc_body = staticmethod(_enc_body_FileProperties)
-FileProperties._dec_body = staticmethod(_dec_body_FileProperties)
-FileProperties._enc = staticmethod(_enc_FileProperties)
-FileProperties._dec = staticmethod(_dec_FileProperties)
-_c.register_struct(0x0901, FileProperties, _dec_body_FileProperties)
-
-
-_FIELDS_StreamProperties: tuple[FieldSpec, ...] = (
-    FieldSpec('content-type', 'content_type', 0, 'str8', 'str8', False, None, None, None),
-    FieldSpec('content-encoding', 'content_encoding', 1, 'str8', 'str8', False, None, None, None),
-    FieldSpec('headers', 'headers', 2, 'map', 'map', False, None, None, None),
-    FieldSpec('priority', 'priority', 3, 'uint8', 'uint8', False, None, None, None),
-    FieldSpec('timestamp', 'timestamp', 4, 'datetime', 'datetime', False, None, None, None),
-)
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -2351,6 +2531,10 @@ class StreamProperties(Struct):
     SIZE_WIDTH: ClassVar[int] = 4
     PACK_WIDTH: ClassVar[int] = 2
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_StreamProperties
+    _enc_body = staticmethod(_enc_body_StreamProperties)
+    _dec_body = staticmethod(_dec_body_StreamProperties)
+    _enc = staticmethod(_enc_StreamProperties)
+    _dec = staticmethod(_dec_StreamProperties)
 
     content_type: str | None = None
     content_encoding: str | None = None
@@ -2359,6 +2543,7 @@ class StreamProperties(Struct):
     timestamp: int | None = None
 
     def __attrs_post_init__(self) -> None:
+        v: Any
         v = self.content_type
         if v is not None:
             if type(v) is not str:
@@ -2385,107 +2570,6 @@ class StreamProperties(Struct):
                 raise _bad_arg('timestamp', 'datetime', v)
 
 _CLASSES[StreamProperties.NAME] = StreamProperties
-
-
-def _enc_body_StreamProperties(o: Any, out: bytearray) -> None:
-    flags = 0
-    at = len(out)
-    out += b'\x00\x00'
-    v = o.content_type
-    if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
-    v = o.content_encoding
-    if v is not None:
-        flags |= 2
-        out += _c.enc_str8(v)
-    v = o.headers
-    if v is not None:
-        flags |= 4
-        _c.encode_map(v, out)
-    v = o.priority
-    if v is not None:
-        flags |= 8
-        out += _pack_B(v)
-    v = o.timestamp
-    if v is not None:
-        flags |= 16
-        out += _pack_q(v)
-    if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
-
-
-def _dec_body_StreamProperties(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[StreamProperties, int]:
-    o = _new(StreamProperties)
-    flags = buf[pos] | buf[pos + 1] << 8
-    pos += 2
-    if flags & 65504:
-        raise _bad_flags('stream.stream-properties', flags, 5, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'content_type', v)
-    else:
-        _set(o, 'content_type', None)
-    if flags & 2:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'content_encoding', v)
-    else:
-        _set(o, 'content_encoding', None)
-    if flags & 4:
-        v, pos = _c.decode_map(buf, pos, end, depth, typed)
-        _set(o, 'headers', v)
-    else:
-        _set(o, 'headers', None)
-    if flags & 8:
-        v = _unpack_B(buf, pos)[0]
-        pos += 1
-        _set(o, 'priority', v)
-    else:
-        _set(o, 'priority', None)
-    if flags & 16:
-        v = _unpack_q(buf, pos)[0]
-        pos += 8
-        _set(o, 'timestamp', v)
-    else:
-        _set(o, 'timestamp', None)
-    if pos > end:
-        raise _overrun('stream.stream-properties', pos)
-    return o, pos
-
-
-def _enc_StreamProperties(o: Any, out: bytearray) -> None:
-    at = len(out)
-    out += b'\x00\x00\x00\x00'
-    out += b'\n\x01'
-    _enc_body_StreamProperties(o, out)
-    n = len(out) - at - 4
-    out[at:at + 4] = n.to_bytes(4, 'big')
-
-
-def _dec_StreamProperties(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                typed: bool = False) -> tuple[StreamProperties, int]:
-    if depth < 0:
-        raise _overrun('stream.stream-properties' + ' nested too deeply', pos)
-    if pos + 4 > end:
-        raise _overrun('stream.stream-properties', pos)
-    n = int.from_bytes(buf[pos:pos + 4], 'big')
-    pos += 4
-    stop = pos + n
-    if stop > end:
-        raise _overrun('stream.stream-properties', pos)
-    if pos + 2 > stop:
-        raise _overrun('stream.stream-properties', pos)
-    if buf[pos] != 10 or buf[pos + 1] != 1:
-        raise _bad_code('stream.stream-properties', buf[pos] << 8 | buf[pos + 1], pos)
-    pos += 2
-    o, pos = _dec_body_StreamProperties(buf, pos, stop, depth, typed)
-    return o, stop
-
-StreamProperties._enc_body = staticmethod(_enc_body_StreamProperties)
-StreamProperties._dec_body = staticmethod(_dec_body_StreamProperties)
-StreamProperties._enc = staticmethod(_enc_StreamProperties)
-StreamProperties._dec = staticmethod(_dec_StreamProperties)
 _c.register_struct(0x0a01, StreamProperties, _dec_body_StreamProperties)
 
 
@@ -2496,55 +2580,22 @@ _FIELDS_ConnectionStart: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
-class ConnectionStart(Control):
-    """``connection.start`` (control, code 0x0101)."""
-
-    NAME: ClassVar[str] = 'connection.start'
-    CLASS_CODE: ClassVar[int] = 1
-    CODE: ClassVar[int | None] = 1
-    OPCODE: ClassVar[int | None] = 257
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionStart
-
-    server_properties: dict[str, Any] | None = None
-    mechanisms: list[str]
-    locales: list[str]
-
-    def __attrs_post_init__(self) -> None:
-        v = self.server_properties
-        if v is not None:
-            if not isinstance(v, dict):
-                raise _bad_arg('server-properties', 'map', v)
-        v = self.mechanisms
-        if v is None:
-            raise _missing('mechanisms', 'connection.start')
-        if not isinstance(v, (list, tuple)):
-            raise _bad_arg('mechanisms', 'array', v)
-        v = self.locales
-        if v is None:
-            raise _missing('locales', 'connection.start')
-        if not isinstance(v, (list, tuple)):
-            raise _bad_arg('locales', 'array', v)
-
-_CLASSES[ConnectionStart.NAME] = ConnectionStart
-
-
-def _enc_body_ConnectionStart(o: Any, out: bytearray) -> None:
+def _enc_body_ConnectionStart(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
     v = o.server_properties
     if v is not None:
         flags |= 1
-        _c.encode_map(v, out)
+        _c.encode_map(v, out, depth)
     v = o.mechanisms
     if v is not None:
         flags |= 2
-        _c.encode_array(_c.array_type(v, 'str16'), v, out)
+        _c.encode_array(_c.array_type(v, 'str16'), v, out, depth)
     v = o.locales
     if v is not None:
         flags |= 4
-        _c.encode_array(_c.array_type(v, 'str16'), v, out)
+        _c.encode_array(_c.array_type(v, 'str16'), v, out, depth)
     if flags:
         out[at:at + 2] = flags.to_bytes(2, 'little')
 
@@ -2552,6 +2603,9 @@ def _enc_body_ConnectionStart(o: Any, out: bytearray) -> None:
 def _dec_body_ConnectionStart(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[ConnectionStart, int]:
     o = _new(ConnectionStart)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('connection.start', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65528:
@@ -2575,12 +2629,43 @@ def _dec_body_ConnectionStart(buf: bytes, pos: int, end: int, depth: int = _DEPT
         _set(o, 'locales', v)
     else:
         _set(o, 'locales', None)
-    if pos > end:
-        raise _overrun('connection.start', pos)
     return o, pos
 
-ConnectionStart._enc_body = staticmethod(_enc_body_ConnectionStart)
-ConnectionStart._dec_body = staticmethod(_dec_body_ConnectionStart)
+
+@attrs.frozen(slots=True, kw_only=True, repr=False)
+class ConnectionStart(Control):
+    """``connection.start`` (control, code 0x0101)."""
+
+    NAME: ClassVar[str] = 'connection.start'
+    CLASS_CODE: ClassVar[int] = 1
+    CODE: ClassVar[int | None] = 1
+    OPCODE: ClassVar[int | None] = 257
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionStart
+    _enc_body = staticmethod(_enc_body_ConnectionStart)
+    _dec_body = staticmethod(_dec_body_ConnectionStart)
+
+    server_properties: dict[str, Any] | None = None
+    mechanisms: list[str]
+    locales: list[str]
+
+    def __attrs_post_init__(self) -> None:
+        v: Any
+        v = self.server_properties
+        if v is not None:
+            if not isinstance(v, dict):
+                raise _bad_arg('server-properties', 'map', v)
+        v = self.mechanisms
+        if v is None:
+            raise _missing('mechanisms', 'connection.start')
+        if not isinstance(v, (list, tuple)):
+            raise _bad_arg('mechanisms', 'array', v)
+        v = self.locales
+        if v is None:
+            raise _missing('locales', 'connection.start')
+        if not isinstance(v, (list, tuple)):
+            raise _bad_arg('locales', 'array', v)
+
+_CLASSES[ConnectionStart.NAME] = ConnectionStart
 
 
 _FIELDS_ConnectionStartOk: tuple[FieldSpec, ...] = (
@@ -2589,6 +2674,63 @@ _FIELDS_ConnectionStartOk: tuple[FieldSpec, ...] = (
     FieldSpec('response', 'response', 2, 'vbin32', 'vbin32', True, None, None, None),
     FieldSpec('locale', 'locale', 3, 'str8', 'str8', True, None, None, None),
 )
+
+
+def _enc_body_ConnectionStartOk(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    flags = 0
+    at = len(out)
+    out += b'\x00\x00'
+    v = o.client_properties
+    if v is not None:
+        flags |= 1
+        _c.encode_map(v, out, depth)
+    v = o.mechanism
+    if v is not None:
+        flags |= 2
+        out += _c.enc_str8(v)
+    v = o.response
+    if v is not None:
+        flags |= 4
+        out += _c.enc_vbin32(v)
+    v = o.locale
+    if v is not None:
+        flags |= 8
+        out += _c.enc_str8(v)
+    if flags:
+        out[at:at + 2] = flags.to_bytes(2, 'little')
+
+
+def _dec_body_ConnectionStartOk(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[ConnectionStartOk, int]:
+    o = _new(ConnectionStartOk)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('connection.start-ok', pos)
+    flags = buf[pos] | buf[pos + 1] << 8
+    pos += 2
+    if flags & 65520:
+        raise _bad_flags('connection.start-ok', flags, 4, pos)
+    if flags & 1:
+        v, pos = _c.decode_map(buf, pos, end, depth, typed)
+        _set(o, 'client_properties', v)
+    else:
+        _set(o, 'client_properties', None)
+    if flags & 2:
+        v, pos = _c.dec_str8(buf, pos, end)
+        _set(o, 'mechanism', v)
+    else:
+        _set(o, 'mechanism', None)
+    if flags & 4:
+        v, pos = _c.dec_vbin32(buf, pos, end)
+        _set(o, 'response', v)
+    else:
+        _set(o, 'response', None)
+    if flags & 8:
+        v, pos = _c.dec_str8(buf, pos, end)
+        _set(o, 'locale', v)
+    else:
+        _set(o, 'locale', None)
+    return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -2600,6 +2742,8 @@ class ConnectionStartOk(Control):
     CODE: ClassVar[int | None] = 2
     OPCODE: ClassVar[int | None] = 258
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionStartOk
+    _enc_body = staticmethod(_enc_body_ConnectionStartOk)
+    _dec_body = staticmethod(_dec_body_ConnectionStartOk)
 
     client_properties: dict[str, Any] | None = None
     mechanism: str
@@ -2607,6 +2751,7 @@ class ConnectionStartOk(Control):
     locale: str
 
     def __attrs_post_init__(self) -> None:
+        v: Any
         v = self.client_properties
         if v is not None:
             if not isinstance(v, dict):
@@ -2634,93 +2779,12 @@ class ConnectionStartOk(Control):
 _CLASSES[ConnectionStartOk.NAME] = ConnectionStartOk
 
 
-def _enc_body_ConnectionStartOk(o: Any, out: bytearray) -> None:
-    flags = 0
-    at = len(out)
-    out += b'\x00\x00'
-    v = o.client_properties
-    if v is not None:
-        flags |= 1
-        _c.encode_map(v, out)
-    v = o.mechanism
-    if v is not None:
-        flags |= 2
-        out += _c.enc_str8(v)
-    v = o.response
-    if v is not None:
-        flags |= 4
-        out += _c.enc_vbin32(v)
-    v = o.locale
-    if v is not None:
-        flags |= 8
-        out += _c.enc_str8(v)
-    if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
-
-
-def _dec_body_ConnectionStartOk(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[ConnectionStartOk, int]:
-    o = _new(ConnectionStartOk)
-    flags = buf[pos] | buf[pos + 1] << 8
-    pos += 2
-    if flags & 65520:
-        raise _bad_flags('connection.start-ok', flags, 4, pos)
-    if flags & 1:
-        v, pos = _c.decode_map(buf, pos, end, depth, typed)
-        _set(o, 'client_properties', v)
-    else:
-        _set(o, 'client_properties', None)
-    if flags & 2:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'mechanism', v)
-    else:
-        _set(o, 'mechanism', None)
-    if flags & 4:
-        v, pos = _c.dec_vbin32(buf, pos, end)
-        _set(o, 'response', v)
-    else:
-        _set(o, 'response', None)
-    if flags & 8:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'locale', v)
-    else:
-        _set(o, 'locale', None)
-    if pos > end:
-        raise _overrun('connection.start-ok', pos)
-    return o, pos
-
-ConnectionStartOk._enc_body = staticmethod(_enc_body_ConnectionStartOk)
-ConnectionStartOk._dec_body = staticmethod(_dec_body_ConnectionStartOk)
-
-
 _FIELDS_ConnectionSecure: tuple[FieldSpec, ...] = (
     FieldSpec('challenge', 'challenge', 0, 'vbin32', 'vbin32', True, None, None, None),
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
-class ConnectionSecure(Control):
-    """``connection.secure`` (control, code 0x0103)."""
-
-    NAME: ClassVar[str] = 'connection.secure'
-    CLASS_CODE: ClassVar[int] = 1
-    CODE: ClassVar[int | None] = 3
-    OPCODE: ClassVar[int | None] = 259
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionSecure
-
-    challenge: bytes
-
-    def __attrs_post_init__(self) -> None:
-        v = self.challenge
-        if v is None:
-            raise _missing('challenge', 'connection.secure')
-        if not isinstance(v, (bytes, bytearray, memoryview)):
-            raise _bad_arg('challenge', 'vbin32', v)
-
-_CLASSES[ConnectionSecure.NAME] = ConnectionSecure
-
-
-def _enc_body_ConnectionSecure(o: Any, out: bytearray) -> None:
+def _enc_body_ConnectionSecure(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -2735,6 +2799,9 @@ def _enc_body_ConnectionSecure(o: Any, out: bytearray) -> None:
 def _dec_body_ConnectionSecure(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[ConnectionSecure, int]:
     o = _new(ConnectionSecure)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('connection.secure', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65534:
@@ -2744,12 +2811,32 @@ def _dec_body_ConnectionSecure(buf: bytes, pos: int, end: int, depth: int = _DEP
         _set(o, 'challenge', v)
     else:
         _set(o, 'challenge', None)
-    if pos > end:
-        raise _overrun('connection.secure', pos)
     return o, pos
 
-ConnectionSecure._enc_body = staticmethod(_enc_body_ConnectionSecure)
-ConnectionSecure._dec_body = staticmethod(_dec_body_ConnectionSecure)
+
+@attrs.frozen(slots=True, kw_only=True, repr=False)
+class ConnectionSecure(Control):
+    """``connection.secure`` (control, code 0x0103)."""
+
+    NAME: ClassVar[str] = 'connection.secure'
+    CLASS_CODE: ClassVar[int] = 1
+    CODE: ClassVar[int | None] = 3
+    OPCODE: ClassVar[int | None] = 259
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionSecure
+    _enc_body = staticmethod(_enc_body_ConnectionSecure)
+    _dec_body = staticmethod(_dec_body_ConnectionSecure)
+
+    challenge: bytes
+
+    def __attrs_post_init__(self) -> None:
+        v: Any
+        v = self.challenge
+        if v is None:
+            raise _missing('challenge', 'connection.secure')
+        if not isinstance(v, (bytes, bytearray, memoryview)):
+            raise _bad_arg('challenge', 'vbin32', v)
+
+_CLASSES[ConnectionSecure.NAME] = ConnectionSecure
 
 
 _FIELDS_ConnectionSecureOk: tuple[FieldSpec, ...] = (
@@ -2757,29 +2844,7 @@ _FIELDS_ConnectionSecureOk: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
-class ConnectionSecureOk(Control):
-    """``connection.secure-ok`` (control, code 0x0104)."""
-
-    NAME: ClassVar[str] = 'connection.secure-ok'
-    CLASS_CODE: ClassVar[int] = 1
-    CODE: ClassVar[int | None] = 4
-    OPCODE: ClassVar[int | None] = 260
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionSecureOk
-
-    response: bytes
-
-    def __attrs_post_init__(self) -> None:
-        v = self.response
-        if v is None:
-            raise _missing('response', 'connection.secure-ok')
-        if not isinstance(v, (bytes, bytearray, memoryview)):
-            raise _bad_arg('response', 'vbin32', v)
-
-_CLASSES[ConnectionSecureOk.NAME] = ConnectionSecureOk
-
-
-def _enc_body_ConnectionSecureOk(o: Any, out: bytearray) -> None:
+def _enc_body_ConnectionSecureOk(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -2794,6 +2859,9 @@ def _enc_body_ConnectionSecureOk(o: Any, out: bytearray) -> None:
 def _dec_body_ConnectionSecureOk(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[ConnectionSecureOk, int]:
     o = _new(ConnectionSecureOk)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('connection.secure-ok', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65534:
@@ -2803,12 +2871,32 @@ def _dec_body_ConnectionSecureOk(buf: bytes, pos: int, end: int, depth: int = _D
         _set(o, 'response', v)
     else:
         _set(o, 'response', None)
-    if pos > end:
-        raise _overrun('connection.secure-ok', pos)
     return o, pos
 
-ConnectionSecureOk._enc_body = staticmethod(_enc_body_ConnectionSecureOk)
-ConnectionSecureOk._dec_body = staticmethod(_dec_body_ConnectionSecureOk)
+
+@attrs.frozen(slots=True, kw_only=True, repr=False)
+class ConnectionSecureOk(Control):
+    """``connection.secure-ok`` (control, code 0x0104)."""
+
+    NAME: ClassVar[str] = 'connection.secure-ok'
+    CLASS_CODE: ClassVar[int] = 1
+    CODE: ClassVar[int | None] = 4
+    OPCODE: ClassVar[int | None] = 260
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionSecureOk
+    _enc_body = staticmethod(_enc_body_ConnectionSecureOk)
+    _dec_body = staticmethod(_dec_body_ConnectionSecureOk)
+
+    response: bytes
+
+    def __attrs_post_init__(self) -> None:
+        v: Any
+        v = self.response
+        if v is None:
+            raise _missing('response', 'connection.secure-ok')
+        if not isinstance(v, (bytes, bytearray, memoryview)):
+            raise _bad_arg('response', 'vbin32', v)
+
+_CLASSES[ConnectionSecureOk.NAME] = ConnectionSecureOk
 
 
 _FIELDS_ConnectionTune: tuple[FieldSpec, ...] = (
@@ -2819,43 +2907,7 @@ _FIELDS_ConnectionTune: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
-class ConnectionTune(Control):
-    """``connection.tune`` (control, code 0x0105)."""
-
-    NAME: ClassVar[str] = 'connection.tune'
-    CLASS_CODE: ClassVar[int] = 1
-    CODE: ClassVar[int | None] = 5
-    OPCODE: ClassVar[int | None] = 261
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionTune
-
-    channel_max: int | None = None
-    max_frame_size: int | None = None
-    heartbeat_min: int | None = None
-    heartbeat_max: int | None = None
-
-    def __attrs_post_init__(self) -> None:
-        v = self.channel_max
-        if v is not None:
-            if type(v) is not int and not _is_int(v) or not 0 <= v <= 65535:
-                raise _bad_arg('channel-max', 'uint16', v)
-        v = self.max_frame_size
-        if v is not None:
-            if type(v) is not int and not _is_int(v) or not 0 <= v <= 65535:
-                raise _bad_arg('max-frame-size', 'uint16', v)
-        v = self.heartbeat_min
-        if v is not None:
-            if type(v) is not int and not _is_int(v) or not 0 <= v <= 65535:
-                raise _bad_arg('heartbeat-min', 'uint16', v)
-        v = self.heartbeat_max
-        if v is not None:
-            if type(v) is not int and not _is_int(v) or not 0 <= v <= 65535:
-                raise _bad_arg('heartbeat-max', 'uint16', v)
-
-_CLASSES[ConnectionTune.NAME] = ConnectionTune
-
-
-def _enc_body_ConnectionTune(o: Any, out: bytearray) -> None:
+def _enc_body_ConnectionTune(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -2882,40 +2934,85 @@ def _enc_body_ConnectionTune(o: Any, out: bytearray) -> None:
 def _dec_body_ConnectionTune(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[ConnectionTune, int]:
     o = _new(ConnectionTune)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('connection.tune', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65520:
         raise _bad_flags('connection.tune', flags, 4, pos)
     if flags & 1:
+        if pos + 2 > end:
+            raise _overrun('connection.tune', pos)
         v = _unpack_H(buf, pos)[0]
         pos += 2
         _set(o, 'channel_max', v)
     else:
         _set(o, 'channel_max', None)
     if flags & 2:
+        if pos + 2 > end:
+            raise _overrun('connection.tune', pos)
         v = _unpack_H(buf, pos)[0]
         pos += 2
         _set(o, 'max_frame_size', v)
     else:
         _set(o, 'max_frame_size', None)
     if flags & 4:
+        if pos + 2 > end:
+            raise _overrun('connection.tune', pos)
         v = _unpack_H(buf, pos)[0]
         pos += 2
         _set(o, 'heartbeat_min', v)
     else:
         _set(o, 'heartbeat_min', None)
     if flags & 8:
+        if pos + 2 > end:
+            raise _overrun('connection.tune', pos)
         v = _unpack_H(buf, pos)[0]
         pos += 2
         _set(o, 'heartbeat_max', v)
     else:
         _set(o, 'heartbeat_max', None)
-    if pos > end:
-        raise _overrun('connection.tune', pos)
     return o, pos
 
-ConnectionTune._enc_body = staticmethod(_enc_body_ConnectionTune)
-ConnectionTune._dec_body = staticmethod(_dec_body_ConnectionTune)
+
+@attrs.frozen(slots=True, kw_only=True, repr=False)
+class ConnectionTune(Control):
+    """``connection.tune`` (control, code 0x0105)."""
+
+    NAME: ClassVar[str] = 'connection.tune'
+    CLASS_CODE: ClassVar[int] = 1
+    CODE: ClassVar[int | None] = 5
+    OPCODE: ClassVar[int | None] = 261
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionTune
+    _enc_body = staticmethod(_enc_body_ConnectionTune)
+    _dec_body = staticmethod(_dec_body_ConnectionTune)
+
+    channel_max: int | None = None
+    max_frame_size: int | None = None
+    heartbeat_min: int | None = None
+    heartbeat_max: int | None = None
+
+    def __attrs_post_init__(self) -> None:
+        v: Any
+        v = self.channel_max
+        if v is not None:
+            if type(v) is not int and not _is_int(v) or not 0 <= v <= 65535:
+                raise _bad_arg('channel-max', 'uint16', v)
+        v = self.max_frame_size
+        if v is not None:
+            if type(v) is not int and not _is_int(v) or not 0 <= v <= 65535:
+                raise _bad_arg('max-frame-size', 'uint16', v)
+        v = self.heartbeat_min
+        if v is not None:
+            if type(v) is not int and not _is_int(v) or not 0 <= v <= 65535:
+                raise _bad_arg('heartbeat-min', 'uint16', v)
+        v = self.heartbeat_max
+        if v is not None:
+            if type(v) is not int and not _is_int(v) or not 0 <= v <= 65535:
+                raise _bad_arg('heartbeat-max', 'uint16', v)
+
+_CLASSES[ConnectionTune.NAME] = ConnectionTune
 
 
 _FIELDS_ConnectionTuneOk: tuple[FieldSpec, ...] = (
@@ -2925,39 +3022,7 @@ _FIELDS_ConnectionTuneOk: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
-class ConnectionTuneOk(Control):
-    """``connection.tune-ok`` (control, code 0x0106)."""
-
-    NAME: ClassVar[str] = 'connection.tune-ok'
-    CLASS_CODE: ClassVar[int] = 1
-    CODE: ClassVar[int | None] = 6
-    OPCODE: ClassVar[int | None] = 262
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionTuneOk
-
-    channel_max: int
-    max_frame_size: int | None = None
-    heartbeat: int | None = None
-
-    def __attrs_post_init__(self) -> None:
-        v = self.channel_max
-        if v is None:
-            raise _missing('channel-max', 'connection.tune-ok')
-        if type(v) is not int and not _is_int(v) or not 0 <= v <= 65535:
-            raise _bad_arg('channel-max', 'uint16', v)
-        v = self.max_frame_size
-        if v is not None:
-            if type(v) is not int and not _is_int(v) or not 0 <= v <= 65535:
-                raise _bad_arg('max-frame-size', 'uint16', v)
-        v = self.heartbeat
-        if v is not None:
-            if type(v) is not int and not _is_int(v) or not 0 <= v <= 65535:
-                raise _bad_arg('heartbeat', 'uint16', v)
-
-_CLASSES[ConnectionTuneOk.NAME] = ConnectionTuneOk
-
-
-def _enc_body_ConnectionTuneOk(o: Any, out: bytearray) -> None:
+def _enc_body_ConnectionTuneOk(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -2980,34 +3045,73 @@ def _enc_body_ConnectionTuneOk(o: Any, out: bytearray) -> None:
 def _dec_body_ConnectionTuneOk(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[ConnectionTuneOk, int]:
     o = _new(ConnectionTuneOk)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('connection.tune-ok', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65528:
         raise _bad_flags('connection.tune-ok', flags, 3, pos)
     if flags & 1:
+        if pos + 2 > end:
+            raise _overrun('connection.tune-ok', pos)
         v = _unpack_H(buf, pos)[0]
         pos += 2
         _set(o, 'channel_max', v)
     else:
         _set(o, 'channel_max', None)
     if flags & 2:
+        if pos + 2 > end:
+            raise _overrun('connection.tune-ok', pos)
         v = _unpack_H(buf, pos)[0]
         pos += 2
         _set(o, 'max_frame_size', v)
     else:
         _set(o, 'max_frame_size', None)
     if flags & 4:
+        if pos + 2 > end:
+            raise _overrun('connection.tune-ok', pos)
         v = _unpack_H(buf, pos)[0]
         pos += 2
         _set(o, 'heartbeat', v)
     else:
         _set(o, 'heartbeat', None)
-    if pos > end:
-        raise _overrun('connection.tune-ok', pos)
     return o, pos
 
-ConnectionTuneOk._enc_body = staticmethod(_enc_body_ConnectionTuneOk)
-ConnectionTuneOk._dec_body = staticmethod(_dec_body_ConnectionTuneOk)
+
+@attrs.frozen(slots=True, kw_only=True, repr=False)
+class ConnectionTuneOk(Control):
+    """``connection.tune-ok`` (control, code 0x0106)."""
+
+    NAME: ClassVar[str] = 'connection.tune-ok'
+    CLASS_CODE: ClassVar[int] = 1
+    CODE: ClassVar[int | None] = 6
+    OPCODE: ClassVar[int | None] = 262
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionTuneOk
+    _enc_body = staticmethod(_enc_body_ConnectionTuneOk)
+    _dec_body = staticmethod(_dec_body_ConnectionTuneOk)
+
+    channel_max: int
+    max_frame_size: int | None = None
+    heartbeat: int | None = None
+
+    def __attrs_post_init__(self) -> None:
+        v: Any
+        v = self.channel_max
+        if v is None:
+            raise _missing('channel-max', 'connection.tune-ok')
+        if type(v) is not int and not _is_int(v) or not 0 <= v <= 65535:
+            raise _bad_arg('channel-max', 'uint16', v)
+        v = self.max_frame_size
+        if v is not None:
+            if type(v) is not int and not _is_int(v) or not 0 <= v <= 65535:
+                raise _bad_arg('max-frame-size', 'uint16', v)
+        v = self.heartbeat
+        if v is not None:
+            if type(v) is not int and not _is_int(v) or not 0 <= v <= 65535:
+                raise _bad_arg('heartbeat', 'uint16', v)
+
+_CLASSES[ConnectionTuneOk.NAME] = ConnectionTuneOk
 
 
 _FIELDS_ConnectionOpen: tuple[FieldSpec, ...] = (
@@ -3017,39 +3121,7 @@ _FIELDS_ConnectionOpen: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
-class ConnectionOpen(Control):
-    """``connection.open`` (control, code 0x0107)."""
-
-    NAME: ClassVar[str] = 'connection.open'
-    CLASS_CODE: ClassVar[int] = 1
-    CODE: ClassVar[int | None] = 7
-    OPCODE: ClassVar[int | None] = 263
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionOpen
-
-    virtual_host: str
-    capabilities: list[str] | None = None
-    insist: bool = False
-
-    def __attrs_post_init__(self) -> None:
-        v = self.virtual_host
-        if v is None:
-            raise _missing('virtual-host', 'connection.open')
-        if type(v) is not str:
-            raise _bad_arg('virtual-host', 'str8', v)
-        if len(v) * 4 > 255 or not v.isascii():
-            _check_len('virtual-host', 'str8', v, 255)
-        v = self.capabilities
-        if v is not None:
-            if not isinstance(v, (list, tuple)):
-                raise _bad_arg('capabilities', 'array', v)
-        if type(self.insist) is not bool:
-            object.__setattr__(self, 'insist', bool(self.insist))
-
-_CLASSES[ConnectionOpen.NAME] = ConnectionOpen
-
-
-def _enc_body_ConnectionOpen(o: Any, out: bytearray) -> None:
+def _enc_body_ConnectionOpen(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -3060,7 +3132,7 @@ def _enc_body_ConnectionOpen(o: Any, out: bytearray) -> None:
     v = o.capabilities
     if v is not None:
         flags |= 2
-        _c.encode_array(_c.array_type(v, 'str16'), v, out)
+        _c.encode_array(_c.array_type(v, 'str16'), v, out, depth)
     if o.insist:
         flags |= 4
     if flags:
@@ -3070,6 +3142,9 @@ def _enc_body_ConnectionOpen(o: Any, out: bytearray) -> None:
 def _dec_body_ConnectionOpen(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[ConnectionOpen, int]:
     o = _new(ConnectionOpen)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('connection.open', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65528:
@@ -3087,12 +3162,42 @@ def _dec_body_ConnectionOpen(buf: bytes, pos: int, end: int, depth: int = _DEPTH
     else:
         _set(o, 'capabilities', None)
     _set(o, 'insist', flags & 4 != 0)
-    if pos > end:
-        raise _overrun('connection.open', pos)
     return o, pos
 
-ConnectionOpen._enc_body = staticmethod(_enc_body_ConnectionOpen)
-ConnectionOpen._dec_body = staticmethod(_dec_body_ConnectionOpen)
+
+@attrs.frozen(slots=True, kw_only=True, repr=False)
+class ConnectionOpen(Control):
+    """``connection.open`` (control, code 0x0107)."""
+
+    NAME: ClassVar[str] = 'connection.open'
+    CLASS_CODE: ClassVar[int] = 1
+    CODE: ClassVar[int | None] = 7
+    OPCODE: ClassVar[int | None] = 263
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionOpen
+    _enc_body = staticmethod(_enc_body_ConnectionOpen)
+    _dec_body = staticmethod(_dec_body_ConnectionOpen)
+
+    virtual_host: str
+    capabilities: list[str] | None = None
+    insist: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        v: Any
+        v = self.virtual_host
+        if v is None:
+            raise _missing('virtual-host', 'connection.open')
+        if type(v) is not str:
+            raise _bad_arg('virtual-host', 'str8', v)
+        if len(v) * 4 > 255 or not v.isascii():
+            _check_len('virtual-host', 'str8', v, 255)
+        v = self.capabilities
+        if v is not None:
+            if not isinstance(v, (list, tuple)):
+                raise _bad_arg('capabilities', 'array', v)
+        if type(self.insist) is not bool:
+            object.__setattr__(self, 'insist', bool(self.insist))
+
+_CLASSES[ConnectionOpen.NAME] = ConnectionOpen
 
 
 _FIELDS_ConnectionOpenOk: tuple[FieldSpec, ...] = (
@@ -3100,35 +3205,14 @@ _FIELDS_ConnectionOpenOk: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
-class ConnectionOpenOk(Control):
-    """``connection.open-ok`` (control, code 0x0108)."""
-
-    NAME: ClassVar[str] = 'connection.open-ok'
-    CLASS_CODE: ClassVar[int] = 1
-    CODE: ClassVar[int | None] = 8
-    OPCODE: ClassVar[int | None] = 264
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionOpenOk
-
-    known_hosts: list[str] | None = None
-
-    def __attrs_post_init__(self) -> None:
-        v = self.known_hosts
-        if v is not None:
-            if not isinstance(v, (list, tuple)):
-                raise _bad_arg('known-hosts', 'array', v)
-
-_CLASSES[ConnectionOpenOk.NAME] = ConnectionOpenOk
-
-
-def _enc_body_ConnectionOpenOk(o: Any, out: bytearray) -> None:
+def _enc_body_ConnectionOpenOk(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
     v = o.known_hosts
     if v is not None:
         flags |= 1
-        _c.encode_array(_c.array_type(v, 'str16'), v, out)
+        _c.encode_array(_c.array_type(v, 'str16'), v, out, depth)
     if flags:
         out[at:at + 2] = flags.to_bytes(2, 'little')
 
@@ -3136,6 +3220,9 @@ def _enc_body_ConnectionOpenOk(o: Any, out: bytearray) -> None:
 def _dec_body_ConnectionOpenOk(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[ConnectionOpenOk, int]:
     o = _new(ConnectionOpenOk)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('connection.open-ok', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65534:
@@ -3147,12 +3234,31 @@ def _dec_body_ConnectionOpenOk(buf: bytes, pos: int, end: int, depth: int = _DEP
         _set(o, 'known_hosts', v)
     else:
         _set(o, 'known_hosts', None)
-    if pos > end:
-        raise _overrun('connection.open-ok', pos)
     return o, pos
 
-ConnectionOpenOk._enc_body = staticmethod(_enc_body_ConnectionOpenOk)
-ConnectionOpenOk._dec_body = staticmethod(_dec_body_ConnectionOpenOk)
+
+@attrs.frozen(slots=True, kw_only=True, repr=False)
+class ConnectionOpenOk(Control):
+    """``connection.open-ok`` (control, code 0x0108)."""
+
+    NAME: ClassVar[str] = 'connection.open-ok'
+    CLASS_CODE: ClassVar[int] = 1
+    CODE: ClassVar[int | None] = 8
+    OPCODE: ClassVar[int | None] = 264
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionOpenOk
+    _enc_body = staticmethod(_enc_body_ConnectionOpenOk)
+    _dec_body = staticmethod(_dec_body_ConnectionOpenOk)
+
+    known_hosts: list[str] | None = None
+
+    def __attrs_post_init__(self) -> None:
+        v: Any
+        v = self.known_hosts
+        if v is not None:
+            if not isinstance(v, (list, tuple)):
+                raise _bad_arg('known-hosts', 'array', v)
+
+_CLASSES[ConnectionOpenOk.NAME] = ConnectionOpenOk
 
 
 _FIELDS_ConnectionRedirect: tuple[FieldSpec, ...] = (
@@ -3161,36 +3267,7 @@ _FIELDS_ConnectionRedirect: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
-class ConnectionRedirect(Control):
-    """``connection.redirect`` (control, code 0x0109)."""
-
-    NAME: ClassVar[str] = 'connection.redirect'
-    CLASS_CODE: ClassVar[int] = 1
-    CODE: ClassVar[int | None] = 9
-    OPCODE: ClassVar[int | None] = 265
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionRedirect
-
-    host: str
-    known_hosts: list[str] | None = None
-
-    def __attrs_post_init__(self) -> None:
-        v = self.host
-        if v is None:
-            raise _missing('host', 'connection.redirect')
-        if type(v) is not str:
-            raise _bad_arg('host', 'str16', v)
-        if len(v) * 4 > 65535 or not v.isascii():
-            _check_len('host', 'str16', v, 65535)
-        v = self.known_hosts
-        if v is not None:
-            if not isinstance(v, (list, tuple)):
-                raise _bad_arg('known-hosts', 'array', v)
-
-_CLASSES[ConnectionRedirect.NAME] = ConnectionRedirect
-
-
-def _enc_body_ConnectionRedirect(o: Any, out: bytearray) -> None:
+def _enc_body_ConnectionRedirect(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -3201,7 +3278,7 @@ def _enc_body_ConnectionRedirect(o: Any, out: bytearray) -> None:
     v = o.known_hosts
     if v is not None:
         flags |= 2
-        _c.encode_array(_c.array_type(v, 'str16'), v, out)
+        _c.encode_array(_c.array_type(v, 'str16'), v, out, depth)
     if flags:
         out[at:at + 2] = flags.to_bytes(2, 'little')
 
@@ -3209,6 +3286,9 @@ def _enc_body_ConnectionRedirect(o: Any, out: bytearray) -> None:
 def _dec_body_ConnectionRedirect(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[ConnectionRedirect, int]:
     o = _new(ConnectionRedirect)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('connection.redirect', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65532:
@@ -3225,15 +3305,62 @@ def _dec_body_ConnectionRedirect(buf: bytes, pos: int, end: int, depth: int = _D
         _set(o, 'known_hosts', v)
     else:
         _set(o, 'known_hosts', None)
-    if pos > end:
-        raise _overrun('connection.redirect', pos)
     return o, pos
 
-ConnectionRedirect._enc_body = staticmethod(_enc_body_ConnectionRedirect)
-ConnectionRedirect._dec_body = staticmethod(_dec_body_ConnectionRedirect)
+
+@attrs.frozen(slots=True, kw_only=True, repr=False)
+class ConnectionRedirect(Control):
+    """``connection.redirect`` (control, code 0x0109)."""
+
+    NAME: ClassVar[str] = 'connection.redirect'
+    CLASS_CODE: ClassVar[int] = 1
+    CODE: ClassVar[int | None] = 9
+    OPCODE: ClassVar[int | None] = 265
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionRedirect
+    _enc_body = staticmethod(_enc_body_ConnectionRedirect)
+    _dec_body = staticmethod(_dec_body_ConnectionRedirect)
+
+    host: str
+    known_hosts: list[str] | None = None
+
+    def __attrs_post_init__(self) -> None:
+        v: Any
+        v = self.host
+        if v is None:
+            raise _missing('host', 'connection.redirect')
+        if type(v) is not str:
+            raise _bad_arg('host', 'str16', v)
+        if len(v) * 4 > 65535 or not v.isascii():
+            _check_len('host', 'str16', v, 65535)
+        v = self.known_hosts
+        if v is not None:
+            if not isinstance(v, (list, tuple)):
+                raise _bad_arg('known-hosts', 'array', v)
+
+_CLASSES[ConnectionRedirect.NAME] = ConnectionRedirect
 
 
 _FIELDS_ConnectionHeartbeat: tuple[FieldSpec, ...] = ()
+
+
+def _enc_body_ConnectionHeartbeat(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    flags = 0
+    at = len(out)
+    out += b'\x00\x00'
+    if flags:
+        out[at:at + 2] = flags.to_bytes(2, 'little')
+
+
+def _dec_body_ConnectionHeartbeat(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[ConnectionHeartbeat, int]:
+    o = _new(ConnectionHeartbeat)
+    if pos + 2 > end:
+        raise _overrun('connection.heartbeat', pos)
+    flags = buf[pos] | buf[pos + 1] << 8
+    pos += 2
+    if flags & 65535:
+        raise _bad_flags('connection.heartbeat', flags, 0, pos)
+    return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -3245,38 +3372,60 @@ class ConnectionHeartbeat(Control):
     CODE: ClassVar[int | None] = 10
     OPCODE: ClassVar[int | None] = 266
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionHeartbeat
+    _enc_body = staticmethod(_enc_body_ConnectionHeartbeat)
+    _dec_body = staticmethod(_dec_body_ConnectionHeartbeat)
 
 
 _CLASSES[ConnectionHeartbeat.NAME] = ConnectionHeartbeat
-
-
-def _enc_body_ConnectionHeartbeat(o: Any, out: bytearray) -> None:
-    flags = 0
-    at = len(out)
-    out += b'\x00\x00'
-    if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
-
-
-def _dec_body_ConnectionHeartbeat(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[ConnectionHeartbeat, int]:
-    o = _new(ConnectionHeartbeat)
-    flags = buf[pos] | buf[pos + 1] << 8
-    pos += 2
-    if flags & 65535:
-        raise _bad_flags('connection.heartbeat', flags, 0, pos)
-    if pos > end:
-        raise _overrun('connection.heartbeat', pos)
-    return o, pos
-
-ConnectionHeartbeat._enc_body = staticmethod(_enc_body_ConnectionHeartbeat)
-ConnectionHeartbeat._dec_body = staticmethod(_dec_body_ConnectionHeartbeat)
 
 
 _FIELDS_ConnectionClose: tuple[FieldSpec, ...] = (
     FieldSpec('reply-code', 'reply_code', 0, 'uint16', 'connection.close-code', True, 'CloseCode', None, None),
     FieldSpec('reply-text', 'reply_text', 1, 'str8', 'str8', False, None, None, None),
 )
+
+
+def _enc_body_ConnectionClose(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    flags = 0
+    at = len(out)
+    out += b'\x00\x00'
+    v = o.reply_code
+    if v is not None:
+        flags |= 1
+        out += _pack_H(v)
+    v = o.reply_text
+    if v is not None:
+        flags |= 2
+        out += _c.enc_str8(v)
+    if flags:
+        out[at:at + 2] = flags.to_bytes(2, 'little')
+
+
+def _dec_body_ConnectionClose(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[ConnectionClose, int]:
+    o = _new(ConnectionClose)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('connection.close', pos)
+    flags = buf[pos] | buf[pos + 1] << 8
+    pos += 2
+    if flags & 65532:
+        raise _bad_flags('connection.close', flags, 2, pos)
+    if flags & 1:
+        if pos + 2 > end:
+            raise _overrun('connection.close', pos)
+        v = _unpack_H(buf, pos)[0]
+        pos += 2
+        v = _E_CloseCode.get(v, v)
+        _set(o, 'reply_code', v)
+    else:
+        _set(o, 'reply_code', None)
+    if flags & 2:
+        v, pos = _c.dec_str8(buf, pos, end)
+        _set(o, 'reply_text', v)
+    else:
+        _set(o, 'reply_text', None)
+    return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -3288,11 +3437,15 @@ class ConnectionClose(Control):
     CODE: ClassVar[int | None] = 11
     OPCODE: ClassVar[int | None] = 267
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionClose
+    _enc_body = staticmethod(_enc_body_ConnectionClose)
+    _dec_body = staticmethod(_dec_body_ConnectionClose)
 
     reply_code: CloseCode | int
     reply_text: str | None = None
 
     def __attrs_post_init__(self) -> None:
+        v: Any
+        e: Any
         v = self.reply_code
         if v is None:
             raise _missing('reply-code', 'connection.close')
@@ -3313,50 +3466,27 @@ class ConnectionClose(Control):
 _CLASSES[ConnectionClose.NAME] = ConnectionClose
 
 
-def _enc_body_ConnectionClose(o: Any, out: bytearray) -> None:
+_FIELDS_ConnectionCloseOk: tuple[FieldSpec, ...] = ()
+
+
+def _enc_body_ConnectionCloseOk(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
-    v = o.reply_code
-    if v is not None:
-        flags |= 1
-        out += _pack_H(v)
-    v = o.reply_text
-    if v is not None:
-        flags |= 2
-        out += _c.enc_str8(v)
     if flags:
         out[at:at + 2] = flags.to_bytes(2, 'little')
 
 
-def _dec_body_ConnectionClose(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[ConnectionClose, int]:
-    o = _new(ConnectionClose)
+def _dec_body_ConnectionCloseOk(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[ConnectionCloseOk, int]:
+    o = _new(ConnectionCloseOk)
+    if pos + 2 > end:
+        raise _overrun('connection.close-ok', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
-    if flags & 65532:
-        raise _bad_flags('connection.close', flags, 2, pos)
-    if flags & 1:
-        v = _unpack_H(buf, pos)[0]
-        pos += 2
-        v = _E_CloseCode.get(v, v)
-        _set(o, 'reply_code', v)
-    else:
-        _set(o, 'reply_code', None)
-    if flags & 2:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'reply_text', v)
-    else:
-        _set(o, 'reply_text', None)
-    if pos > end:
-        raise _overrun('connection.close', pos)
+    if flags & 65535:
+        raise _bad_flags('connection.close-ok', flags, 0, pos)
     return o, pos
-
-ConnectionClose._enc_body = staticmethod(_enc_body_ConnectionClose)
-ConnectionClose._dec_body = staticmethod(_dec_body_ConnectionClose)
-
-
-_FIELDS_ConnectionCloseOk: tuple[FieldSpec, ...] = ()
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -3368,32 +3498,11 @@ class ConnectionCloseOk(Control):
     CODE: ClassVar[int | None] = 12
     OPCODE: ClassVar[int | None] = 268
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionCloseOk
+    _enc_body = staticmethod(_enc_body_ConnectionCloseOk)
+    _dec_body = staticmethod(_dec_body_ConnectionCloseOk)
 
 
 _CLASSES[ConnectionCloseOk.NAME] = ConnectionCloseOk
-
-
-def _enc_body_ConnectionCloseOk(o: Any, out: bytearray) -> None:
-    flags = 0
-    at = len(out)
-    out += b'\x00\x00'
-    if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
-
-
-def _dec_body_ConnectionCloseOk(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[ConnectionCloseOk, int]:
-    o = _new(ConnectionCloseOk)
-    flags = buf[pos] | buf[pos + 1] << 8
-    pos += 2
-    if flags & 65535:
-        raise _bad_flags('connection.close-ok', flags, 0, pos)
-    if pos > end:
-        raise _overrun('connection.close-ok', pos)
-    return o, pos
-
-ConnectionCloseOk._enc_body = staticmethod(_enc_body_ConnectionCloseOk)
-ConnectionCloseOk._dec_body = staticmethod(_dec_body_ConnectionCloseOk)
 
 
 _FIELDS_SessionAttach: tuple[FieldSpec, ...] = (
@@ -3402,34 +3511,7 @@ _FIELDS_SessionAttach: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
-class SessionAttach(Control):
-    """``session.attach`` (control, code 0x0201)."""
-
-    NAME: ClassVar[str] = 'session.attach'
-    CLASS_CODE: ClassVar[int] = 2
-    CODE: ClassVar[int | None] = 1
-    OPCODE: ClassVar[int | None] = 513
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SessionAttach
-
-    name: bytes
-    force: bool = False
-
-    def __attrs_post_init__(self) -> None:
-        v = self.name
-        if v is None:
-            raise _missing('name', 'session.attach')
-        if not isinstance(v, (bytes, bytearray, memoryview)):
-            raise _bad_arg('name', 'vbin16', v)
-        if len(v) > 65535:
-            raise _bad_arg('name', 'vbin16', v, 'too long')
-        if type(self.force) is not bool:
-            object.__setattr__(self, 'force', bool(self.force))
-
-_CLASSES[SessionAttach.NAME] = SessionAttach
-
-
-def _enc_body_SessionAttach(o: Any, out: bytearray) -> None:
+def _enc_body_SessionAttach(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -3446,6 +3528,9 @@ def _enc_body_SessionAttach(o: Any, out: bytearray) -> None:
 def _dec_body_SessionAttach(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[SessionAttach, int]:
     o = _new(SessionAttach)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('session.attach', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65532:
@@ -3456,12 +3541,37 @@ def _dec_body_SessionAttach(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
     else:
         _set(o, 'name', None)
     _set(o, 'force', flags & 2 != 0)
-    if pos > end:
-        raise _overrun('session.attach', pos)
     return o, pos
 
-SessionAttach._enc_body = staticmethod(_enc_body_SessionAttach)
-SessionAttach._dec_body = staticmethod(_dec_body_SessionAttach)
+
+@attrs.frozen(slots=True, kw_only=True, repr=False)
+class SessionAttach(Control):
+    """``session.attach`` (control, code 0x0201)."""
+
+    NAME: ClassVar[str] = 'session.attach'
+    CLASS_CODE: ClassVar[int] = 2
+    CODE: ClassVar[int | None] = 1
+    OPCODE: ClassVar[int | None] = 513
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SessionAttach
+    _enc_body = staticmethod(_enc_body_SessionAttach)
+    _dec_body = staticmethod(_dec_body_SessionAttach)
+
+    name: bytes
+    force: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        v: Any
+        v = self.name
+        if v is None:
+            raise _missing('name', 'session.attach')
+        if not isinstance(v, (bytes, bytearray, memoryview)):
+            raise _bad_arg('name', 'vbin16', v)
+        if len(v) > 65535:
+            raise _bad_arg('name', 'vbin16', v, 'too long')
+        if type(self.force) is not bool:
+            object.__setattr__(self, 'force', bool(self.force))
+
+_CLASSES[SessionAttach.NAME] = SessionAttach
 
 
 _FIELDS_SessionAttached: tuple[FieldSpec, ...] = (
@@ -3469,31 +3579,7 @@ _FIELDS_SessionAttached: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
-class SessionAttached(Control):
-    """``session.attached`` (control, code 0x0202)."""
-
-    NAME: ClassVar[str] = 'session.attached'
-    CLASS_CODE: ClassVar[int] = 2
-    CODE: ClassVar[int | None] = 2
-    OPCODE: ClassVar[int | None] = 514
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SessionAttached
-
-    name: bytes
-
-    def __attrs_post_init__(self) -> None:
-        v = self.name
-        if v is None:
-            raise _missing('name', 'session.attached')
-        if not isinstance(v, (bytes, bytearray, memoryview)):
-            raise _bad_arg('name', 'vbin16', v)
-        if len(v) > 65535:
-            raise _bad_arg('name', 'vbin16', v, 'too long')
-
-_CLASSES[SessionAttached.NAME] = SessionAttached
-
-
-def _enc_body_SessionAttached(o: Any, out: bytearray) -> None:
+def _enc_body_SessionAttached(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -3508,6 +3594,9 @@ def _enc_body_SessionAttached(o: Any, out: bytearray) -> None:
 def _dec_body_SessionAttached(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[SessionAttached, int]:
     o = _new(SessionAttached)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('session.attached', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65534:
@@ -3517,12 +3606,34 @@ def _dec_body_SessionAttached(buf: bytes, pos: int, end: int, depth: int = _DEPT
         _set(o, 'name', v)
     else:
         _set(o, 'name', None)
-    if pos > end:
-        raise _overrun('session.attached', pos)
     return o, pos
 
-SessionAttached._enc_body = staticmethod(_enc_body_SessionAttached)
-SessionAttached._dec_body = staticmethod(_dec_body_SessionAttached)
+
+@attrs.frozen(slots=True, kw_only=True, repr=False)
+class SessionAttached(Control):
+    """``session.attached`` (control, code 0x0202)."""
+
+    NAME: ClassVar[str] = 'session.attached'
+    CLASS_CODE: ClassVar[int] = 2
+    CODE: ClassVar[int | None] = 2
+    OPCODE: ClassVar[int | None] = 514
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SessionAttached
+    _enc_body = staticmethod(_enc_body_SessionAttached)
+    _dec_body = staticmethod(_dec_body_SessionAttached)
+
+    name: bytes
+
+    def __attrs_post_init__(self) -> None:
+        v: Any
+        v = self.name
+        if v is None:
+            raise _missing('name', 'session.attached')
+        if not isinstance(v, (bytes, bytearray, memoryview)):
+            raise _bad_arg('name', 'vbin16', v)
+        if len(v) > 65535:
+            raise _bad_arg('name', 'vbin16', v, 'too long')
+
+_CLASSES[SessionAttached.NAME] = SessionAttached
 
 
 _FIELDS_SessionDetach: tuple[FieldSpec, ...] = (
@@ -3530,31 +3641,7 @@ _FIELDS_SessionDetach: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
-class SessionDetach(Control):
-    """``session.detach`` (control, code 0x0203)."""
-
-    NAME: ClassVar[str] = 'session.detach'
-    CLASS_CODE: ClassVar[int] = 2
-    CODE: ClassVar[int | None] = 3
-    OPCODE: ClassVar[int | None] = 515
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SessionDetach
-
-    name: bytes
-
-    def __attrs_post_init__(self) -> None:
-        v = self.name
-        if v is None:
-            raise _missing('name', 'session.detach')
-        if not isinstance(v, (bytes, bytearray, memoryview)):
-            raise _bad_arg('name', 'vbin16', v)
-        if len(v) > 65535:
-            raise _bad_arg('name', 'vbin16', v, 'too long')
-
-_CLASSES[SessionDetach.NAME] = SessionDetach
-
-
-def _enc_body_SessionDetach(o: Any, out: bytearray) -> None:
+def _enc_body_SessionDetach(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -3569,6 +3656,9 @@ def _enc_body_SessionDetach(o: Any, out: bytearray) -> None:
 def _dec_body_SessionDetach(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[SessionDetach, int]:
     o = _new(SessionDetach)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('session.detach', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65534:
@@ -3578,18 +3668,83 @@ def _dec_body_SessionDetach(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
         _set(o, 'name', v)
     else:
         _set(o, 'name', None)
-    if pos > end:
-        raise _overrun('session.detach', pos)
     return o, pos
 
-SessionDetach._enc_body = staticmethod(_enc_body_SessionDetach)
-SessionDetach._dec_body = staticmethod(_dec_body_SessionDetach)
+
+@attrs.frozen(slots=True, kw_only=True, repr=False)
+class SessionDetach(Control):
+    """``session.detach`` (control, code 0x0203)."""
+
+    NAME: ClassVar[str] = 'session.detach'
+    CLASS_CODE: ClassVar[int] = 2
+    CODE: ClassVar[int | None] = 3
+    OPCODE: ClassVar[int | None] = 515
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SessionDetach
+    _enc_body = staticmethod(_enc_body_SessionDetach)
+    _dec_body = staticmethod(_dec_body_SessionDetach)
+
+    name: bytes
+
+    def __attrs_post_init__(self) -> None:
+        v: Any
+        v = self.name
+        if v is None:
+            raise _missing('name', 'session.detach')
+        if not isinstance(v, (bytes, bytearray, memoryview)):
+            raise _bad_arg('name', 'vbin16', v)
+        if len(v) > 65535:
+            raise _bad_arg('name', 'vbin16', v, 'too long')
+
+_CLASSES[SessionDetach.NAME] = SessionDetach
 
 
 _FIELDS_SessionDetached: tuple[FieldSpec, ...] = (
     FieldSpec('name', 'name', 0, 'vbin16', 'session.name', True, None, None, None),
     FieldSpec('code', 'code', 1, 'uint8', 'session.detach-code', True, 'DetachCode', None, None),
 )
+
+
+def _enc_body_SessionDetached(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    flags = 0
+    at = len(out)
+    out += b'\x00\x00'
+    v = o.name
+    if v is not None:
+        flags |= 1
+        out += _c.enc_vbin16(v)
+    v = o.code
+    if v is not None:
+        flags |= 2
+        out += _pack_B(v)
+    if flags:
+        out[at:at + 2] = flags.to_bytes(2, 'little')
+
+
+def _dec_body_SessionDetached(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[SessionDetached, int]:
+    o = _new(SessionDetached)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('session.detached', pos)
+    flags = buf[pos] | buf[pos + 1] << 8
+    pos += 2
+    if flags & 65532:
+        raise _bad_flags('session.detached', flags, 2, pos)
+    if flags & 1:
+        v, pos = _c.dec_vbin16(buf, pos, end)
+        _set(o, 'name', v)
+    else:
+        _set(o, 'name', None)
+    if flags & 2:
+        if pos + 1 > end:
+            raise _overrun('session.detached', pos)
+        v = _unpack_B(buf, pos)[0]
+        pos += 1
+        v = _E_DetachCode.get(v, v)
+        _set(o, 'code', v)
+    else:
+        _set(o, 'code', None)
+    return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -3601,11 +3756,15 @@ class SessionDetached(Control):
     CODE: ClassVar[int | None] = 4
     OPCODE: ClassVar[int | None] = 516
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SessionDetached
+    _enc_body = staticmethod(_enc_body_SessionDetached)
+    _dec_body = staticmethod(_dec_body_SessionDetached)
 
     name: bytes
     code: DetachCode | int
 
     def __attrs_post_init__(self) -> None:
+        v: Any
+        e: Any
         v = self.name
         if v is None:
             raise _missing('name', 'session.detached')
@@ -3627,76 +3786,12 @@ class SessionDetached(Control):
 _CLASSES[SessionDetached.NAME] = SessionDetached
 
 
-def _enc_body_SessionDetached(o: Any, out: bytearray) -> None:
-    flags = 0
-    at = len(out)
-    out += b'\x00\x00'
-    v = o.name
-    if v is not None:
-        flags |= 1
-        out += _c.enc_vbin16(v)
-    v = o.code
-    if v is not None:
-        flags |= 2
-        out += _pack_B(v)
-    if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
-
-
-def _dec_body_SessionDetached(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[SessionDetached, int]:
-    o = _new(SessionDetached)
-    flags = buf[pos] | buf[pos + 1] << 8
-    pos += 2
-    if flags & 65532:
-        raise _bad_flags('session.detached', flags, 2, pos)
-    if flags & 1:
-        v, pos = _c.dec_vbin16(buf, pos, end)
-        _set(o, 'name', v)
-    else:
-        _set(o, 'name', None)
-    if flags & 2:
-        v = _unpack_B(buf, pos)[0]
-        pos += 1
-        v = _E_DetachCode.get(v, v)
-        _set(o, 'code', v)
-    else:
-        _set(o, 'code', None)
-    if pos > end:
-        raise _overrun('session.detached', pos)
-    return o, pos
-
-SessionDetached._enc_body = staticmethod(_enc_body_SessionDetached)
-SessionDetached._dec_body = staticmethod(_dec_body_SessionDetached)
-
-
 _FIELDS_SessionRequestTimeout: tuple[FieldSpec, ...] = (
     FieldSpec('timeout', 'timeout', 0, 'uint32', 'uint32', False, None, None, None),
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
-class SessionRequestTimeout(Control):
-    """``session.request-timeout`` (control, code 0x0205)."""
-
-    NAME: ClassVar[str] = 'session.request-timeout'
-    CLASS_CODE: ClassVar[int] = 2
-    CODE: ClassVar[int | None] = 5
-    OPCODE: ClassVar[int | None] = 517
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SessionRequestTimeout
-
-    timeout: int | None = None
-
-    def __attrs_post_init__(self) -> None:
-        v = self.timeout
-        if v is not None:
-            if type(v) is not int and not _is_int(v) or not 0 <= v <= 4294967295:
-                raise _bad_arg('timeout', 'uint32', v)
-
-_CLASSES[SessionRequestTimeout.NAME] = SessionRequestTimeout
-
-
-def _enc_body_SessionRequestTimeout(o: Any, out: bytearray) -> None:
+def _enc_body_SessionRequestTimeout(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -3711,22 +3806,46 @@ def _enc_body_SessionRequestTimeout(o: Any, out: bytearray) -> None:
 def _dec_body_SessionRequestTimeout(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[SessionRequestTimeout, int]:
     o = _new(SessionRequestTimeout)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('session.request-timeout', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65534:
         raise _bad_flags('session.request-timeout', flags, 1, pos)
     if flags & 1:
+        if pos + 4 > end:
+            raise _overrun('session.request-timeout', pos)
         v = _unpack_I(buf, pos)[0]
         pos += 4
         _set(o, 'timeout', v)
     else:
         _set(o, 'timeout', None)
-    if pos > end:
-        raise _overrun('session.request-timeout', pos)
     return o, pos
 
-SessionRequestTimeout._enc_body = staticmethod(_enc_body_SessionRequestTimeout)
-SessionRequestTimeout._dec_body = staticmethod(_dec_body_SessionRequestTimeout)
+
+@attrs.frozen(slots=True, kw_only=True, repr=False)
+class SessionRequestTimeout(Control):
+    """``session.request-timeout`` (control, code 0x0205)."""
+
+    NAME: ClassVar[str] = 'session.request-timeout'
+    CLASS_CODE: ClassVar[int] = 2
+    CODE: ClassVar[int | None] = 5
+    OPCODE: ClassVar[int | None] = 517
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SessionRequestTimeout
+    _enc_body = staticmethod(_enc_body_SessionRequestTimeout)
+    _dec_body = staticmethod(_dec_body_SessionRequestTimeout)
+
+    timeout: int | None = None
+
+    def __attrs_post_init__(self) -> None:
+        v: Any
+        v = self.timeout
+        if v is not None:
+            if type(v) is not int and not _is_int(v) or not 0 <= v <= 4294967295:
+                raise _bad_arg('timeout', 'uint32', v)
+
+_CLASSES[SessionRequestTimeout.NAME] = SessionRequestTimeout
 
 
 _FIELDS_SessionTimeout: tuple[FieldSpec, ...] = (
@@ -3734,28 +3853,7 @@ _FIELDS_SessionTimeout: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
-class SessionTimeout(Control):
-    """``session.timeout`` (control, code 0x0206)."""
-
-    NAME: ClassVar[str] = 'session.timeout'
-    CLASS_CODE: ClassVar[int] = 2
-    CODE: ClassVar[int | None] = 6
-    OPCODE: ClassVar[int | None] = 518
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SessionTimeout
-
-    timeout: int | None = None
-
-    def __attrs_post_init__(self) -> None:
-        v = self.timeout
-        if v is not None:
-            if type(v) is not int and not _is_int(v) or not 0 <= v <= 4294967295:
-                raise _bad_arg('timeout', 'uint32', v)
-
-_CLASSES[SessionTimeout.NAME] = SessionTimeout
-
-
-def _enc_body_SessionTimeout(o: Any, out: bytearray) -> None:
+def _enc_body_SessionTimeout(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -3770,22 +3868,46 @@ def _enc_body_SessionTimeout(o: Any, out: bytearray) -> None:
 def _dec_body_SessionTimeout(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[SessionTimeout, int]:
     o = _new(SessionTimeout)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('session.timeout', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65534:
         raise _bad_flags('session.timeout', flags, 1, pos)
     if flags & 1:
+        if pos + 4 > end:
+            raise _overrun('session.timeout', pos)
         v = _unpack_I(buf, pos)[0]
         pos += 4
         _set(o, 'timeout', v)
     else:
         _set(o, 'timeout', None)
-    if pos > end:
-        raise _overrun('session.timeout', pos)
     return o, pos
 
-SessionTimeout._enc_body = staticmethod(_enc_body_SessionTimeout)
-SessionTimeout._dec_body = staticmethod(_dec_body_SessionTimeout)
+
+@attrs.frozen(slots=True, kw_only=True, repr=False)
+class SessionTimeout(Control):
+    """``session.timeout`` (control, code 0x0206)."""
+
+    NAME: ClassVar[str] = 'session.timeout'
+    CLASS_CODE: ClassVar[int] = 2
+    CODE: ClassVar[int | None] = 6
+    OPCODE: ClassVar[int | None] = 518
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SessionTimeout
+    _enc_body = staticmethod(_enc_body_SessionTimeout)
+    _dec_body = staticmethod(_dec_body_SessionTimeout)
+
+    timeout: int | None = None
+
+    def __attrs_post_init__(self) -> None:
+        v: Any
+        v = self.timeout
+        if v is not None:
+            if type(v) is not int and not _is_int(v) or not 0 <= v <= 4294967295:
+                raise _bad_arg('timeout', 'uint32', v)
+
+_CLASSES[SessionTimeout.NAME] = SessionTimeout
 
 
 _FIELDS_SessionCommandPoint: tuple[FieldSpec, ...] = (
@@ -3794,35 +3916,7 @@ _FIELDS_SessionCommandPoint: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
-class SessionCommandPoint(Control):
-    """``session.command-point`` (control, code 0x0207)."""
-
-    NAME: ClassVar[str] = 'session.command-point'
-    CLASS_CODE: ClassVar[int] = 2
-    CODE: ClassVar[int | None] = 7
-    OPCODE: ClassVar[int | None] = 519
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SessionCommandPoint
-
-    command_id: int
-    command_offset: int
-
-    def __attrs_post_init__(self) -> None:
-        v = self.command_id
-        if v is None:
-            raise _missing('command-id', 'session.command-point')
-        if type(v) is not int and not _is_int(v) or not 0 <= v <= 4294967295:
-            raise _bad_arg('command-id', 'sequence-no', v)
-        v = self.command_offset
-        if v is None:
-            raise _missing('command-offset', 'session.command-point')
-        if type(v) is not int and not _is_int(v) or not 0 <= v <= 18446744073709551615:
-            raise _bad_arg('command-offset', 'uint64', v)
-
-_CLASSES[SessionCommandPoint.NAME] = SessionCommandPoint
-
-
-def _enc_body_SessionCommandPoint(o: Any, out: bytearray) -> None:
+def _enc_body_SessionCommandPoint(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -3841,28 +3935,61 @@ def _enc_body_SessionCommandPoint(o: Any, out: bytearray) -> None:
 def _dec_body_SessionCommandPoint(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[SessionCommandPoint, int]:
     o = _new(SessionCommandPoint)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('session.command-point', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65532:
         raise _bad_flags('session.command-point', flags, 2, pos)
     if flags & 1:
+        if pos + 4 > end:
+            raise _overrun('session.command-point', pos)
         v = _unpack_I(buf, pos)[0]
         pos += 4
         _set(o, 'command_id', v)
     else:
         _set(o, 'command_id', None)
     if flags & 2:
+        if pos + 8 > end:
+            raise _overrun('session.command-point', pos)
         v = _unpack_Q(buf, pos)[0]
         pos += 8
         _set(o, 'command_offset', v)
     else:
         _set(o, 'command_offset', None)
-    if pos > end:
-        raise _overrun('session.command-point', pos)
     return o, pos
 
-SessionCommandPoint._enc_body = staticmethod(_enc_body_SessionCommandPoint)
-SessionCommandPoint._dec_body = staticmethod(_dec_body_SessionCommandPoint)
+
+@attrs.frozen(slots=True, kw_only=True, repr=False)
+class SessionCommandPoint(Control):
+    """``session.command-point`` (control, code 0x0207)."""
+
+    NAME: ClassVar[str] = 'session.command-point'
+    CLASS_CODE: ClassVar[int] = 2
+    CODE: ClassVar[int | None] = 7
+    OPCODE: ClassVar[int | None] = 519
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SessionCommandPoint
+    _enc_body = staticmethod(_enc_body_SessionCommandPoint)
+    _dec_body = staticmethod(_dec_body_SessionCommandPoint)
+
+    command_id: int
+    command_offset: int
+
+    def __attrs_post_init__(self) -> None:
+        v: Any
+        v = self.command_id
+        if v is None:
+            raise _missing('command-id', 'session.command-point')
+        if type(v) is not int and not _is_int(v) or not 0 <= v <= 4294967295:
+            raise _bad_arg('command-id', 'sequence-no', v)
+        v = self.command_offset
+        if v is None:
+            raise _missing('command-offset', 'session.command-point')
+        if type(v) is not int and not _is_int(v) or not 0 <= v <= 18446744073709551615:
+            raise _bad_arg('command-offset', 'uint64', v)
+
+_CLASSES[SessionCommandPoint.NAME] = SessionCommandPoint
 
 
 _FIELDS_SessionExpected: tuple[FieldSpec, ...] = (
@@ -3871,34 +3998,7 @@ _FIELDS_SessionExpected: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
-class SessionExpected(Control):
-    """``session.expected`` (control, code 0x0208)."""
-
-    NAME: ClassVar[str] = 'session.expected'
-    CLASS_CODE: ClassVar[int] = 2
-    CODE: ClassVar[int | None] = 8
-    OPCODE: ClassVar[int | None] = 520
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SessionExpected
-
-    commands: SequenceSet
-    fragments: list[CommandFragment] | None = None
-
-    def __attrs_post_init__(self) -> None:
-        v = self.commands
-        if v is None:
-            raise _missing('commands', 'session.expected')
-        if not isinstance(v, SequenceSet):
-            object.__setattr__(self, 'commands', _to_seqset('commands', v))
-        v = self.fragments
-        if v is not None:
-            if not isinstance(v, (list, tuple)):
-                raise _bad_arg('fragments', 'array', v)
-
-_CLASSES[SessionExpected.NAME] = SessionExpected
-
-
-def _enc_body_SessionExpected(o: Any, out: bytearray) -> None:
+def _enc_body_SessionExpected(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -3911,7 +4011,7 @@ def _enc_body_SessionExpected(o: Any, out: bytearray) -> None:
         flags |= 2
         if v:
             raise LocalProtocolError('fragments: an array of uncoded structs cannot be encoded')
-        _c.encode_array('void', v, out)
+        _c.encode_array('void', v, out, depth)
     if flags:
         out[at:at + 2] = flags.to_bytes(2, 'little')
 
@@ -3919,6 +4019,9 @@ def _enc_body_SessionExpected(o: Any, out: bytearray) -> None:
 def _dec_body_SessionExpected(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[SessionExpected, int]:
     o = _new(SessionExpected)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('session.expected', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65532:
@@ -3935,12 +4038,37 @@ def _dec_body_SessionExpected(buf: bytes, pos: int, end: int, depth: int = _DEPT
         _set(o, 'fragments', v)
     else:
         _set(o, 'fragments', None)
-    if pos > end:
-        raise _overrun('session.expected', pos)
     return o, pos
 
-SessionExpected._enc_body = staticmethod(_enc_body_SessionExpected)
-SessionExpected._dec_body = staticmethod(_dec_body_SessionExpected)
+
+@attrs.frozen(slots=True, kw_only=True, repr=False)
+class SessionExpected(Control):
+    """``session.expected`` (control, code 0x0208)."""
+
+    NAME: ClassVar[str] = 'session.expected'
+    CLASS_CODE: ClassVar[int] = 2
+    CODE: ClassVar[int | None] = 8
+    OPCODE: ClassVar[int | None] = 520
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SessionExpected
+    _enc_body = staticmethod(_enc_body_SessionExpected)
+    _dec_body = staticmethod(_dec_body_SessionExpected)
+
+    commands: SequenceSet
+    fragments: list[CommandFragment] | None = None
+
+    def __attrs_post_init__(self) -> None:
+        v: Any
+        v = self.commands
+        if v is None:
+            raise _missing('commands', 'session.expected')
+        if not isinstance(v, SequenceSet):
+            object.__setattr__(self, 'commands', _to_seqset('commands', v))
+        v = self.fragments
+        if v is not None:
+            if not isinstance(v, (list, tuple)):
+                raise _bad_arg('fragments', 'array', v)
+
+_CLASSES[SessionExpected.NAME] = SessionExpected
 
 
 _FIELDS_SessionConfirmed: tuple[FieldSpec, ...] = (
@@ -3949,33 +4077,7 @@ _FIELDS_SessionConfirmed: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
-class SessionConfirmed(Control):
-    """``session.confirmed`` (control, code 0x0209)."""
-
-    NAME: ClassVar[str] = 'session.confirmed'
-    CLASS_CODE: ClassVar[int] = 2
-    CODE: ClassVar[int | None] = 9
-    OPCODE: ClassVar[int | None] = 521
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SessionConfirmed
-
-    commands: SequenceSet | None = None
-    fragments: list[CommandFragment] | None = None
-
-    def __attrs_post_init__(self) -> None:
-        v = self.commands
-        if v is not None:
-            if not isinstance(v, SequenceSet):
-                object.__setattr__(self, 'commands', _to_seqset('commands', v))
-        v = self.fragments
-        if v is not None:
-            if not isinstance(v, (list, tuple)):
-                raise _bad_arg('fragments', 'array', v)
-
-_CLASSES[SessionConfirmed.NAME] = SessionConfirmed
-
-
-def _enc_body_SessionConfirmed(o: Any, out: bytearray) -> None:
+def _enc_body_SessionConfirmed(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -3988,7 +4090,7 @@ def _enc_body_SessionConfirmed(o: Any, out: bytearray) -> None:
         flags |= 2
         if v:
             raise LocalProtocolError('fragments: an array of uncoded structs cannot be encoded')
-        _c.encode_array('void', v, out)
+        _c.encode_array('void', v, out, depth)
     if flags:
         out[at:at + 2] = flags.to_bytes(2, 'little')
 
@@ -3996,6 +4098,9 @@ def _enc_body_SessionConfirmed(o: Any, out: bytearray) -> None:
 def _dec_body_SessionConfirmed(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[SessionConfirmed, int]:
     o = _new(SessionConfirmed)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('session.confirmed', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65532:
@@ -4012,12 +4117,36 @@ def _dec_body_SessionConfirmed(buf: bytes, pos: int, end: int, depth: int = _DEP
         _set(o, 'fragments', v)
     else:
         _set(o, 'fragments', None)
-    if pos > end:
-        raise _overrun('session.confirmed', pos)
     return o, pos
 
-SessionConfirmed._enc_body = staticmethod(_enc_body_SessionConfirmed)
-SessionConfirmed._dec_body = staticmethod(_dec_body_SessionConfirmed)
+
+@attrs.frozen(slots=True, kw_only=True, repr=False)
+class SessionConfirmed(Control):
+    """``session.confirmed`` (control, code 0x0209)."""
+
+    NAME: ClassVar[str] = 'session.confirmed'
+    CLASS_CODE: ClassVar[int] = 2
+    CODE: ClassVar[int | None] = 9
+    OPCODE: ClassVar[int | None] = 521
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SessionConfirmed
+    _enc_body = staticmethod(_enc_body_SessionConfirmed)
+    _dec_body = staticmethod(_dec_body_SessionConfirmed)
+
+    commands: SequenceSet | None = None
+    fragments: list[CommandFragment] | None = None
+
+    def __attrs_post_init__(self) -> None:
+        v: Any
+        v = self.commands
+        if v is not None:
+            if not isinstance(v, SequenceSet):
+                object.__setattr__(self, 'commands', _to_seqset('commands', v))
+        v = self.fragments
+        if v is not None:
+            if not isinstance(v, (list, tuple)):
+                raise _bad_arg('fragments', 'array', v)
+
+_CLASSES[SessionConfirmed.NAME] = SessionConfirmed
 
 
 _FIELDS_SessionCompleted: tuple[FieldSpec, ...] = (
@@ -4026,31 +4155,7 @@ _FIELDS_SessionCompleted: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
-class SessionCompleted(Control):
-    """``session.completed`` (control, code 0x020a)."""
-
-    NAME: ClassVar[str] = 'session.completed'
-    CLASS_CODE: ClassVar[int] = 2
-    CODE: ClassVar[int | None] = 10
-    OPCODE: ClassVar[int | None] = 522
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SessionCompleted
-
-    commands: SequenceSet | None = None
-    timely_reply: bool = False
-
-    def __attrs_post_init__(self) -> None:
-        v = self.commands
-        if v is not None:
-            if not isinstance(v, SequenceSet):
-                object.__setattr__(self, 'commands', _to_seqset('commands', v))
-        if type(self.timely_reply) is not bool:
-            object.__setattr__(self, 'timely_reply', bool(self.timely_reply))
-
-_CLASSES[SessionCompleted.NAME] = SessionCompleted
-
-
-def _enc_body_SessionCompleted(o: Any, out: bytearray) -> None:
+def _enc_body_SessionCompleted(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -4067,6 +4172,9 @@ def _enc_body_SessionCompleted(o: Any, out: bytearray) -> None:
 def _dec_body_SessionCompleted(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[SessionCompleted, int]:
     o = _new(SessionCompleted)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('session.completed', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65532:
@@ -4077,12 +4185,34 @@ def _dec_body_SessionCompleted(buf: bytes, pos: int, end: int, depth: int = _DEP
     else:
         _set(o, 'commands', None)
     _set(o, 'timely_reply', flags & 2 != 0)
-    if pos > end:
-        raise _overrun('session.completed', pos)
     return o, pos
 
-SessionCompleted._enc_body = staticmethod(_enc_body_SessionCompleted)
-SessionCompleted._dec_body = staticmethod(_dec_body_SessionCompleted)
+
+@attrs.frozen(slots=True, kw_only=True, repr=False)
+class SessionCompleted(Control):
+    """``session.completed`` (control, code 0x020a)."""
+
+    NAME: ClassVar[str] = 'session.completed'
+    CLASS_CODE: ClassVar[int] = 2
+    CODE: ClassVar[int | None] = 10
+    OPCODE: ClassVar[int | None] = 522
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SessionCompleted
+    _enc_body = staticmethod(_enc_body_SessionCompleted)
+    _dec_body = staticmethod(_dec_body_SessionCompleted)
+
+    commands: SequenceSet | None = None
+    timely_reply: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        v: Any
+        v = self.commands
+        if v is not None:
+            if not isinstance(v, SequenceSet):
+                object.__setattr__(self, 'commands', _to_seqset('commands', v))
+        if type(self.timely_reply) is not bool:
+            object.__setattr__(self, 'timely_reply', bool(self.timely_reply))
+
+_CLASSES[SessionCompleted.NAME] = SessionCompleted
 
 
 _FIELDS_SessionKnownCompleted: tuple[FieldSpec, ...] = (
@@ -4090,28 +4220,7 @@ _FIELDS_SessionKnownCompleted: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
-class SessionKnownCompleted(Control):
-    """``session.known-completed`` (control, code 0x020b)."""
-
-    NAME: ClassVar[str] = 'session.known-completed'
-    CLASS_CODE: ClassVar[int] = 2
-    CODE: ClassVar[int | None] = 11
-    OPCODE: ClassVar[int | None] = 523
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SessionKnownCompleted
-
-    commands: SequenceSet | None = None
-
-    def __attrs_post_init__(self) -> None:
-        v = self.commands
-        if v is not None:
-            if not isinstance(v, SequenceSet):
-                object.__setattr__(self, 'commands', _to_seqset('commands', v))
-
-_CLASSES[SessionKnownCompleted.NAME] = SessionKnownCompleted
-
-
-def _enc_body_SessionKnownCompleted(o: Any, out: bytearray) -> None:
+def _enc_body_SessionKnownCompleted(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -4126,6 +4235,9 @@ def _enc_body_SessionKnownCompleted(o: Any, out: bytearray) -> None:
 def _dec_body_SessionKnownCompleted(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[SessionKnownCompleted, int]:
     o = _new(SessionKnownCompleted)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('session.known-completed', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65534:
@@ -4135,12 +4247,31 @@ def _dec_body_SessionKnownCompleted(buf: bytes, pos: int, end: int, depth: int =
         _set(o, 'commands', v)
     else:
         _set(o, 'commands', None)
-    if pos > end:
-        raise _overrun('session.known-completed', pos)
     return o, pos
 
-SessionKnownCompleted._enc_body = staticmethod(_enc_body_SessionKnownCompleted)
-SessionKnownCompleted._dec_body = staticmethod(_dec_body_SessionKnownCompleted)
+
+@attrs.frozen(slots=True, kw_only=True, repr=False)
+class SessionKnownCompleted(Control):
+    """``session.known-completed`` (control, code 0x020b)."""
+
+    NAME: ClassVar[str] = 'session.known-completed'
+    CLASS_CODE: ClassVar[int] = 2
+    CODE: ClassVar[int | None] = 11
+    OPCODE: ClassVar[int | None] = 523
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SessionKnownCompleted
+    _enc_body = staticmethod(_enc_body_SessionKnownCompleted)
+    _dec_body = staticmethod(_dec_body_SessionKnownCompleted)
+
+    commands: SequenceSet | None = None
+
+    def __attrs_post_init__(self) -> None:
+        v: Any
+        v = self.commands
+        if v is not None:
+            if not isinstance(v, SequenceSet):
+                object.__setattr__(self, 'commands', _to_seqset('commands', v))
+
+_CLASSES[SessionKnownCompleted.NAME] = SessionKnownCompleted
 
 
 _FIELDS_SessionFlush: tuple[FieldSpec, ...] = (
@@ -4150,32 +4281,7 @@ _FIELDS_SessionFlush: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
-class SessionFlush(Control):
-    """``session.flush`` (control, code 0x020c)."""
-
-    NAME: ClassVar[str] = 'session.flush'
-    CLASS_CODE: ClassVar[int] = 2
-    CODE: ClassVar[int | None] = 12
-    OPCODE: ClassVar[int | None] = 524
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SessionFlush
-
-    expected: bool = False
-    confirmed: bool = False
-    completed: bool = False
-
-    def __attrs_post_init__(self) -> None:
-        if type(self.expected) is not bool:
-            object.__setattr__(self, 'expected', bool(self.expected))
-        if type(self.confirmed) is not bool:
-            object.__setattr__(self, 'confirmed', bool(self.confirmed))
-        if type(self.completed) is not bool:
-            object.__setattr__(self, 'completed', bool(self.completed))
-
-_CLASSES[SessionFlush.NAME] = SessionFlush
-
-
-def _enc_body_SessionFlush(o: Any, out: bytearray) -> None:
+def _enc_body_SessionFlush(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -4192,6 +4298,8 @@ def _enc_body_SessionFlush(o: Any, out: bytearray) -> None:
 def _dec_body_SessionFlush(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[SessionFlush, int]:
     o = _new(SessionFlush)
+    if pos + 2 > end:
+        raise _overrun('session.flush', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65528:
@@ -4199,12 +4307,34 @@ def _dec_body_SessionFlush(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
     _set(o, 'expected', flags & 1 != 0)
     _set(o, 'confirmed', flags & 2 != 0)
     _set(o, 'completed', flags & 4 != 0)
-    if pos > end:
-        raise _overrun('session.flush', pos)
     return o, pos
 
-SessionFlush._enc_body = staticmethod(_enc_body_SessionFlush)
-SessionFlush._dec_body = staticmethod(_dec_body_SessionFlush)
+
+@attrs.frozen(slots=True, kw_only=True, repr=False)
+class SessionFlush(Control):
+    """``session.flush`` (control, code 0x020c)."""
+
+    NAME: ClassVar[str] = 'session.flush'
+    CLASS_CODE: ClassVar[int] = 2
+    CODE: ClassVar[int | None] = 12
+    OPCODE: ClassVar[int | None] = 524
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SessionFlush
+    _enc_body = staticmethod(_enc_body_SessionFlush)
+    _dec_body = staticmethod(_dec_body_SessionFlush)
+
+    expected: bool = False
+    confirmed: bool = False
+    completed: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        if type(self.expected) is not bool:
+            object.__setattr__(self, 'expected', bool(self.expected))
+        if type(self.confirmed) is not bool:
+            object.__setattr__(self, 'confirmed', bool(self.confirmed))
+        if type(self.completed) is not bool:
+            object.__setattr__(self, 'completed', bool(self.completed))
+
+_CLASSES[SessionFlush.NAME] = SessionFlush
 
 
 _FIELDS_SessionGap: tuple[FieldSpec, ...] = (
@@ -4212,28 +4342,7 @@ _FIELDS_SessionGap: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
-class SessionGap(Control):
-    """``session.gap`` (control, code 0x020d)."""
-
-    NAME: ClassVar[str] = 'session.gap'
-    CLASS_CODE: ClassVar[int] = 2
-    CODE: ClassVar[int | None] = 13
-    OPCODE: ClassVar[int | None] = 525
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SessionGap
-
-    commands: SequenceSet | None = None
-
-    def __attrs_post_init__(self) -> None:
-        v = self.commands
-        if v is not None:
-            if not isinstance(v, SequenceSet):
-                object.__setattr__(self, 'commands', _to_seqset('commands', v))
-
-_CLASSES[SessionGap.NAME] = SessionGap
-
-
-def _enc_body_SessionGap(o: Any, out: bytearray) -> None:
+def _enc_body_SessionGap(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -4248,6 +4357,9 @@ def _enc_body_SessionGap(o: Any, out: bytearray) -> None:
 def _dec_body_SessionGap(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[SessionGap, int]:
     o = _new(SessionGap)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('session.gap', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65534:
@@ -4257,15 +4369,54 @@ def _dec_body_SessionGap(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
         _set(o, 'commands', v)
     else:
         _set(o, 'commands', None)
-    if pos > end:
-        raise _overrun('session.gap', pos)
     return o, pos
 
-SessionGap._enc_body = staticmethod(_enc_body_SessionGap)
-SessionGap._dec_body = staticmethod(_dec_body_SessionGap)
+
+@attrs.frozen(slots=True, kw_only=True, repr=False)
+class SessionGap(Control):
+    """``session.gap`` (control, code 0x020d)."""
+
+    NAME: ClassVar[str] = 'session.gap'
+    CLASS_CODE: ClassVar[int] = 2
+    CODE: ClassVar[int | None] = 13
+    OPCODE: ClassVar[int | None] = 525
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SessionGap
+    _enc_body = staticmethod(_enc_body_SessionGap)
+    _dec_body = staticmethod(_dec_body_SessionGap)
+
+    commands: SequenceSet | None = None
+
+    def __attrs_post_init__(self) -> None:
+        v: Any
+        v = self.commands
+        if v is not None:
+            if not isinstance(v, SequenceSet):
+                object.__setattr__(self, 'commands', _to_seqset('commands', v))
+
+_CLASSES[SessionGap.NAME] = SessionGap
 
 
 _FIELDS_ExecutionSync: tuple[FieldSpec, ...] = ()
+
+
+def _enc_body_ExecutionSync(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    flags = 0
+    at = len(out)
+    out += b'\x00\x00'
+    if flags:
+        out[at:at + 2] = flags.to_bytes(2, 'little')
+
+
+def _dec_body_ExecutionSync(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[ExecutionSync, int]:
+    o = _new(ExecutionSync)
+    if pos + 2 > end:
+        raise _overrun('execution.sync', pos)
+    flags = buf[pos] | buf[pos + 1] << 8
+    pos += 2
+    if flags & 65535:
+        raise _bad_flags('execution.sync', flags, 0, pos)
+    return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -4281,38 +4432,59 @@ class ExecutionSync(Command):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ExecutionSync
+    _enc_body = staticmethod(_enc_body_ExecutionSync)
+    _dec_body = staticmethod(_dec_body_ExecutionSync)
 
 
 _CLASSES[ExecutionSync.NAME] = ExecutionSync
-
-
-def _enc_body_ExecutionSync(o: Any, out: bytearray) -> None:
-    flags = 0
-    at = len(out)
-    out += b'\x00\x00'
-    if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
-
-
-def _dec_body_ExecutionSync(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[ExecutionSync, int]:
-    o = _new(ExecutionSync)
-    flags = buf[pos] | buf[pos + 1] << 8
-    pos += 2
-    if flags & 65535:
-        raise _bad_flags('execution.sync', flags, 0, pos)
-    if pos > end:
-        raise _overrun('execution.sync', pos)
-    return o, pos
-
-ExecutionSync._enc_body = staticmethod(_enc_body_ExecutionSync)
-ExecutionSync._dec_body = staticmethod(_dec_body_ExecutionSync)
 
 
 _FIELDS_ExecutionResult: tuple[FieldSpec, ...] = (
     FieldSpec('command-id', 'command_id', 0, 'sequence-no', 'sequence-no', True, None, None, None),
     FieldSpec('value', 'value', 1, 'struct32', 'struct32', False, None, None, None),
 )
+
+
+def _enc_body_ExecutionResult(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    flags = 0
+    at = len(out)
+    out += b'\x00\x00'
+    v = o.command_id
+    if v is not None:
+        flags |= 1
+        out += _pack_I(v)
+    v = o.value
+    if v is not None:
+        flags |= 2
+        _c.encode_struct32(v, out, depth)
+    if flags:
+        out[at:at + 2] = flags.to_bytes(2, 'little')
+
+
+def _dec_body_ExecutionResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[ExecutionResult, int]:
+    o = _new(ExecutionResult)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('execution.result', pos)
+    flags = buf[pos] | buf[pos + 1] << 8
+    pos += 2
+    if flags & 65532:
+        raise _bad_flags('execution.result', flags, 2, pos)
+    if flags & 1:
+        if pos + 4 > end:
+            raise _overrun('execution.result', pos)
+        v = _unpack_I(buf, pos)[0]
+        pos += 4
+        _set(o, 'command_id', v)
+    else:
+        _set(o, 'command_id', None)
+    if flags & 2:
+        v, pos = _c.decode_struct32(buf, pos, end, depth, typed)
+        _set(o, 'value', v)
+    else:
+        _set(o, 'value', None)
+    return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -4328,11 +4500,14 @@ class ExecutionResult(Command):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ExecutionResult
+    _enc_body = staticmethod(_enc_body_ExecutionResult)
+    _dec_body = staticmethod(_dec_body_ExecutionResult)
 
     command_id: int
     value: Any | None = None
 
     def __attrs_post_init__(self) -> None:
+        v: Any
         v = self.command_id
         if v is None:
             raise _missing('command-id', 'execution.result')
@@ -4340,48 +4515,6 @@ class ExecutionResult(Command):
             raise _bad_arg('command-id', 'sequence-no', v)
 
 _CLASSES[ExecutionResult.NAME] = ExecutionResult
-
-
-def _enc_body_ExecutionResult(o: Any, out: bytearray) -> None:
-    flags = 0
-    at = len(out)
-    out += b'\x00\x00'
-    v = o.command_id
-    if v is not None:
-        flags |= 1
-        out += _pack_I(v)
-    v = o.value
-    if v is not None:
-        flags |= 2
-        _c.encode_struct32(v, out)
-    if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
-
-
-def _dec_body_ExecutionResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[ExecutionResult, int]:
-    o = _new(ExecutionResult)
-    flags = buf[pos] | buf[pos + 1] << 8
-    pos += 2
-    if flags & 65532:
-        raise _bad_flags('execution.result', flags, 2, pos)
-    if flags & 1:
-        v = _unpack_I(buf, pos)[0]
-        pos += 4
-        _set(o, 'command_id', v)
-    else:
-        _set(o, 'command_id', None)
-    if flags & 2:
-        v, pos = _c.decode_struct32(buf, pos, end, depth)
-        _set(o, 'value', v)
-    else:
-        _set(o, 'value', None)
-    if pos > end:
-        raise _overrun('execution.result', pos)
-    return o, pos
-
-ExecutionResult._enc_body = staticmethod(_enc_body_ExecutionResult)
-ExecutionResult._dec_body = staticmethod(_dec_body_ExecutionResult)
 
 
 _FIELDS_ExecutionException: tuple[FieldSpec, ...] = (
@@ -4393,6 +4526,106 @@ _FIELDS_ExecutionException: tuple[FieldSpec, ...] = (
     FieldSpec('description', 'description', 5, 'str16', 'str16', False, None, None, None),
     FieldSpec('error-info', 'error_info', 6, 'map', 'map', False, None, None, None),
 )
+
+
+def _enc_body_ExecutionException(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    flags = 0
+    at = len(out)
+    out += b'\x00\x00'
+    v = o.error_code
+    if v is not None:
+        flags |= 1
+        out += _pack_H(v)
+    v = o.command_id
+    if v is not None:
+        flags |= 2
+        out += _pack_I(v)
+    v = o.class_code
+    if v is not None:
+        flags |= 4
+        out += _pack_B(v)
+    v = o.command_code
+    if v is not None:
+        flags |= 8
+        out += _pack_B(v)
+    v = o.field_index
+    if v is not None:
+        flags |= 16
+        out += _pack_B(v)
+    v = o.description
+    if v is not None:
+        flags |= 32
+        out += _c.enc_str16(v)
+    v = o.error_info
+    if v is not None:
+        flags |= 64
+        _c.encode_map(v, out, depth)
+    if flags:
+        out[at:at + 2] = flags.to_bytes(2, 'little')
+
+
+def _dec_body_ExecutionException(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[ExecutionException, int]:
+    o = _new(ExecutionException)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('execution.exception', pos)
+    flags = buf[pos] | buf[pos + 1] << 8
+    pos += 2
+    if flags & 65408:
+        raise _bad_flags('execution.exception', flags, 7, pos)
+    if flags & 1:
+        if pos + 2 > end:
+            raise _overrun('execution.exception', pos)
+        v = _unpack_H(buf, pos)[0]
+        pos += 2
+        v = _E_ErrorCode.get(v, v)
+        _set(o, 'error_code', v)
+    else:
+        _set(o, 'error_code', None)
+    if flags & 2:
+        if pos + 4 > end:
+            raise _overrun('execution.exception', pos)
+        v = _unpack_I(buf, pos)[0]
+        pos += 4
+        _set(o, 'command_id', v)
+    else:
+        _set(o, 'command_id', None)
+    if flags & 4:
+        if pos + 1 > end:
+            raise _overrun('execution.exception', pos)
+        v = _unpack_B(buf, pos)[0]
+        pos += 1
+        _set(o, 'class_code', v)
+    else:
+        _set(o, 'class_code', None)
+    if flags & 8:
+        if pos + 1 > end:
+            raise _overrun('execution.exception', pos)
+        v = _unpack_B(buf, pos)[0]
+        pos += 1
+        _set(o, 'command_code', v)
+    else:
+        _set(o, 'command_code', None)
+    if flags & 16:
+        if pos + 1 > end:
+            raise _overrun('execution.exception', pos)
+        v = _unpack_B(buf, pos)[0]
+        pos += 1
+        _set(o, 'field_index', v)
+    else:
+        _set(o, 'field_index', None)
+    if flags & 32:
+        v, pos = _c.dec_str16(buf, pos, end)
+        _set(o, 'description', v)
+    else:
+        _set(o, 'description', None)
+    if flags & 64:
+        v, pos = _c.decode_map(buf, pos, end, depth, typed)
+        _set(o, 'error_info', v)
+    else:
+        _set(o, 'error_info', None)
+    return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -4408,6 +4641,8 @@ class ExecutionException(Command):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ExecutionException
+    _enc_body = staticmethod(_enc_body_ExecutionException)
+    _dec_body = staticmethod(_dec_body_ExecutionException)
 
     error_code: ErrorCode | int
     command_id: int | None = None
@@ -4418,6 +4653,8 @@ class ExecutionException(Command):
     error_info: dict[str, Any] | None = None
 
     def __attrs_post_init__(self) -> None:
+        v: Any
+        e: Any
         v = self.error_code
         if v is None:
             raise _missing('error-code', 'execution.exception')
@@ -4458,103 +4695,67 @@ class ExecutionException(Command):
 _CLASSES[ExecutionException.NAME] = ExecutionException
 
 
-def _enc_body_ExecutionException(o: Any, out: bytearray) -> None:
-    flags = 0
-    at = len(out)
-    out += b'\x00\x00'
-    v = o.error_code
-    if v is not None:
-        flags |= 1
-        out += _pack_H(v)
-    v = o.command_id
-    if v is not None:
-        flags |= 2
-        out += _pack_I(v)
-    v = o.class_code
-    if v is not None:
-        flags |= 4
-        out += _pack_B(v)
-    v = o.command_code
-    if v is not None:
-        flags |= 8
-        out += _pack_B(v)
-    v = o.field_index
-    if v is not None:
-        flags |= 16
-        out += _pack_B(v)
-    v = o.description
-    if v is not None:
-        flags |= 32
-        out += _c.enc_str16(v)
-    v = o.error_info
-    if v is not None:
-        flags |= 64
-        _c.encode_map(v, out)
-    if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
-
-
-def _dec_body_ExecutionException(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[ExecutionException, int]:
-    o = _new(ExecutionException)
-    flags = buf[pos] | buf[pos + 1] << 8
-    pos += 2
-    if flags & 65408:
-        raise _bad_flags('execution.exception', flags, 7, pos)
-    if flags & 1:
-        v = _unpack_H(buf, pos)[0]
-        pos += 2
-        v = _E_ErrorCode.get(v, v)
-        _set(o, 'error_code', v)
-    else:
-        _set(o, 'error_code', None)
-    if flags & 2:
-        v = _unpack_I(buf, pos)[0]
-        pos += 4
-        _set(o, 'command_id', v)
-    else:
-        _set(o, 'command_id', None)
-    if flags & 4:
-        v = _unpack_B(buf, pos)[0]
-        pos += 1
-        _set(o, 'class_code', v)
-    else:
-        _set(o, 'class_code', None)
-    if flags & 8:
-        v = _unpack_B(buf, pos)[0]
-        pos += 1
-        _set(o, 'command_code', v)
-    else:
-        _set(o, 'command_code', None)
-    if flags & 16:
-        v = _unpack_B(buf, pos)[0]
-        pos += 1
-        _set(o, 'field_index', v)
-    else:
-        _set(o, 'field_index', None)
-    if flags & 32:
-        v, pos = _c.dec_str16(buf, pos, end)
-        _set(o, 'description', v)
-    else:
-        _set(o, 'description', None)
-    if flags & 64:
-        v, pos = _c.decode_map(buf, pos, end, depth, typed)
-        _set(o, 'error_info', v)
-    else:
-        _set(o, 'error_info', None)
-    if pos > end:
-        raise _overrun('execution.exception', pos)
-    return o, pos
-
-ExecutionException._enc_body = staticmethod(_enc_body_ExecutionException)
-ExecutionException._dec_body = staticmethod(_dec_body_ExecutionException)
-
-
 _FIELDS_MessageTransfer: tuple[FieldSpec, ...] = (
     FieldSpec('destination', 'destination', 0, 'str8', 'message.destination', False, None, None, None),
     FieldSpec('accept-mode', 'accept_mode', 1, 'uint8', 'message.accept-mode', True, 'AcceptMode', None, None),
     FieldSpec('acquire-mode', 'acquire_mode', 2, 'uint8', 'message.acquire-mode', True, 'AcquireMode', None, None),
 )
+
+
+def _enc_body_MessageTransfer(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    flags = 0
+    at = len(out)
+    out += b'\x00\x00'
+    v = o.destination
+    if v is not None:
+        flags |= 1
+        out += _c.enc_str8(v)
+    v = o.accept_mode
+    if v is not None:
+        flags |= 2
+        out += _pack_B(v)
+    v = o.acquire_mode
+    if v is not None:
+        flags |= 4
+        out += _pack_B(v)
+    if flags:
+        out[at:at + 2] = flags.to_bytes(2, 'little')
+
+
+def _dec_body_MessageTransfer(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[MessageTransfer, int]:
+    o = _new(MessageTransfer)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('message.transfer', pos)
+    flags = buf[pos] | buf[pos + 1] << 8
+    pos += 2
+    if flags & 65528:
+        raise _bad_flags('message.transfer', flags, 3, pos)
+    if flags & 1:
+        v, pos = _c.dec_str8(buf, pos, end)
+        _set(o, 'destination', v)
+    else:
+        _set(o, 'destination', None)
+    if flags & 2:
+        if pos + 1 > end:
+            raise _overrun('message.transfer', pos)
+        v = _unpack_B(buf, pos)[0]
+        pos += 1
+        v = _E_AcceptMode.get(v, v)
+        _set(o, 'accept_mode', v)
+    else:
+        _set(o, 'accept_mode', None)
+    if flags & 4:
+        if pos + 1 > end:
+            raise _overrun('message.transfer', pos)
+        v = _unpack_B(buf, pos)[0]
+        pos += 1
+        v = _E_AcquireMode.get(v, v)
+        _set(o, 'acquire_mode', v)
+    else:
+        _set(o, 'acquire_mode', None)
+    return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -4570,12 +4771,16 @@ class MessageTransfer(Command):
     HAS_BODY: ClassVar[bool] = True
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ('DeliveryProperties', 'FragmentProperties', 'MessageProperties')
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageTransfer
+    _enc_body = staticmethod(_enc_body_MessageTransfer)
+    _dec_body = staticmethod(_dec_body_MessageTransfer)
 
     destination: str | None = None
     accept_mode: AcceptMode | int
     acquire_mode: AcquireMode | int
 
     def __attrs_post_init__(self) -> None:
+        v: Any
+        e: Any
         v = self.destination
         if v is not None:
             if type(v) is not str:
@@ -4606,63 +4811,39 @@ class MessageTransfer(Command):
 _CLASSES[MessageTransfer.NAME] = MessageTransfer
 
 
-def _enc_body_MessageTransfer(o: Any, out: bytearray) -> None:
+_FIELDS_MessageAccept: tuple[FieldSpec, ...] = (
+    FieldSpec('transfers', 'transfers', 0, 'sequence-set', 'session.commands', True, None, None, None),
+)
+
+
+def _enc_body_MessageAccept(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
-    v = o.destination
+    v = o.transfers
     if v is not None:
         flags |= 1
-        out += _c.enc_str8(v)
-    v = o.accept_mode
-    if v is not None:
-        flags |= 2
-        out += _pack_B(v)
-    v = o.acquire_mode
-    if v is not None:
-        flags |= 4
-        out += _pack_B(v)
+        out += _c.encode_sequence_set(v)
     if flags:
         out[at:at + 2] = flags.to_bytes(2, 'little')
 
 
-def _dec_body_MessageTransfer(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[MessageTransfer, int]:
-    o = _new(MessageTransfer)
+def _dec_body_MessageAccept(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[MessageAccept, int]:
+    o = _new(MessageAccept)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('message.accept', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
-    if flags & 65528:
-        raise _bad_flags('message.transfer', flags, 3, pos)
+    if flags & 65534:
+        raise _bad_flags('message.accept', flags, 1, pos)
     if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'destination', v)
+        v, pos = _c.decode_sequence_set(buf, pos, end)
+        _set(o, 'transfers', v)
     else:
-        _set(o, 'destination', None)
-    if flags & 2:
-        v = _unpack_B(buf, pos)[0]
-        pos += 1
-        v = _E_AcceptMode.get(v, v)
-        _set(o, 'accept_mode', v)
-    else:
-        _set(o, 'accept_mode', None)
-    if flags & 4:
-        v = _unpack_B(buf, pos)[0]
-        pos += 1
-        v = _E_AcquireMode.get(v, v)
-        _set(o, 'acquire_mode', v)
-    else:
-        _set(o, 'acquire_mode', None)
-    if pos > end:
-        raise _overrun('message.transfer', pos)
+        _set(o, 'transfers', None)
     return o, pos
-
-MessageTransfer._enc_body = staticmethod(_enc_body_MessageTransfer)
-MessageTransfer._dec_body = staticmethod(_dec_body_MessageTransfer)
-
-
-_FIELDS_MessageAccept: tuple[FieldSpec, ...] = (
-    FieldSpec('transfers', 'transfers', 0, 'sequence-set', 'session.commands', True, None, None, None),
-)
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -4678,10 +4859,13 @@ class MessageAccept(Command):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageAccept
+    _enc_body = staticmethod(_enc_body_MessageAccept)
+    _dec_body = staticmethod(_dec_body_MessageAccept)
 
     transfers: SequenceSet
 
     def __attrs_post_init__(self) -> None:
+        v: Any
         v = self.transfers
         if v is None:
             raise _missing('transfers', 'message.accept')
@@ -4691,7 +4875,14 @@ class MessageAccept(Command):
 _CLASSES[MessageAccept.NAME] = MessageAccept
 
 
-def _enc_body_MessageAccept(o: Any, out: bytearray) -> None:
+_FIELDS_MessageReject: tuple[FieldSpec, ...] = (
+    FieldSpec('transfers', 'transfers', 0, 'sequence-set', 'session.commands', True, None, None, None),
+    FieldSpec('code', 'code', 1, 'uint16', 'message.reject-code', True, 'RejectCode', None, None),
+    FieldSpec('text', 'text', 2, 'str8', 'str8', False, None, None, None),
+)
+
+
+def _enc_body_MessageReject(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -4699,35 +4890,48 @@ def _enc_body_MessageAccept(o: Any, out: bytearray) -> None:
     if v is not None:
         flags |= 1
         out += _c.encode_sequence_set(v)
+    v = o.code
+    if v is not None:
+        flags |= 2
+        out += _pack_H(v)
+    v = o.text
+    if v is not None:
+        flags |= 4
+        out += _c.enc_str8(v)
     if flags:
         out[at:at + 2] = flags.to_bytes(2, 'little')
 
 
-def _dec_body_MessageAccept(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[MessageAccept, int]:
-    o = _new(MessageAccept)
+def _dec_body_MessageReject(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[MessageReject, int]:
+    o = _new(MessageReject)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('message.reject', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
-    if flags & 65534:
-        raise _bad_flags('message.accept', flags, 1, pos)
+    if flags & 65528:
+        raise _bad_flags('message.reject', flags, 3, pos)
     if flags & 1:
         v, pos = _c.decode_sequence_set(buf, pos, end)
         _set(o, 'transfers', v)
     else:
         _set(o, 'transfers', None)
-    if pos > end:
-        raise _overrun('message.accept', pos)
+    if flags & 2:
+        if pos + 2 > end:
+            raise _overrun('message.reject', pos)
+        v = _unpack_H(buf, pos)[0]
+        pos += 2
+        v = _E_RejectCode.get(v, v)
+        _set(o, 'code', v)
+    else:
+        _set(o, 'code', None)
+    if flags & 4:
+        v, pos = _c.dec_str8(buf, pos, end)
+        _set(o, 'text', v)
+    else:
+        _set(o, 'text', None)
     return o, pos
-
-MessageAccept._enc_body = staticmethod(_enc_body_MessageAccept)
-MessageAccept._dec_body = staticmethod(_dec_body_MessageAccept)
-
-
-_FIELDS_MessageReject: tuple[FieldSpec, ...] = (
-    FieldSpec('transfers', 'transfers', 0, 'sequence-set', 'session.commands', True, None, None, None),
-    FieldSpec('code', 'code', 1, 'uint16', 'message.reject-code', True, 'RejectCode', None, None),
-    FieldSpec('text', 'text', 2, 'str8', 'str8', False, None, None, None),
-)
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -4743,12 +4947,16 @@ class MessageReject(Command):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageReject
+    _enc_body = staticmethod(_enc_body_MessageReject)
+    _dec_body = staticmethod(_dec_body_MessageReject)
 
     transfers: SequenceSet
     code: RejectCode | int
     text: str | None = None
 
     def __attrs_post_init__(self) -> None:
+        v: Any
+        e: Any
         v = self.transfers
         if v is None:
             raise _missing('transfers', 'message.reject')
@@ -4774,94 +4982,13 @@ class MessageReject(Command):
 _CLASSES[MessageReject.NAME] = MessageReject
 
 
-def _enc_body_MessageReject(o: Any, out: bytearray) -> None:
-    flags = 0
-    at = len(out)
-    out += b'\x00\x00'
-    v = o.transfers
-    if v is not None:
-        flags |= 1
-        out += _c.encode_sequence_set(v)
-    v = o.code
-    if v is not None:
-        flags |= 2
-        out += _pack_H(v)
-    v = o.text
-    if v is not None:
-        flags |= 4
-        out += _c.enc_str8(v)
-    if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
-
-
-def _dec_body_MessageReject(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[MessageReject, int]:
-    o = _new(MessageReject)
-    flags = buf[pos] | buf[pos + 1] << 8
-    pos += 2
-    if flags & 65528:
-        raise _bad_flags('message.reject', flags, 3, pos)
-    if flags & 1:
-        v, pos = _c.decode_sequence_set(buf, pos, end)
-        _set(o, 'transfers', v)
-    else:
-        _set(o, 'transfers', None)
-    if flags & 2:
-        v = _unpack_H(buf, pos)[0]
-        pos += 2
-        v = _E_RejectCode.get(v, v)
-        _set(o, 'code', v)
-    else:
-        _set(o, 'code', None)
-    if flags & 4:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'text', v)
-    else:
-        _set(o, 'text', None)
-    if pos > end:
-        raise _overrun('message.reject', pos)
-    return o, pos
-
-MessageReject._enc_body = staticmethod(_enc_body_MessageReject)
-MessageReject._dec_body = staticmethod(_dec_body_MessageReject)
-
-
 _FIELDS_MessageRelease: tuple[FieldSpec, ...] = (
     FieldSpec('transfers', 'transfers', 0, 'sequence-set', 'session.commands', True, None, None, None),
     FieldSpec('set-redelivered', 'set_redelivered', 1, 'bit', 'bit', False, None, None, None),
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
-class MessageRelease(Command):
-    """``message.release`` (command, code 0x0404)."""
-
-    NAME: ClassVar[str] = 'message.release'
-    CLASS_CODE: ClassVar[int] = 4
-    CODE: ClassVar[int | None] = 4
-    OPCODE: ClassVar[int | None] = 1028
-    RESULT: ClassVar[type | None] = None
-    HAS_HEADER: ClassVar[bool] = False
-    HAS_BODY: ClassVar[bool] = False
-    HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageRelease
-
-    transfers: SequenceSet
-    set_redelivered: bool = False
-
-    def __attrs_post_init__(self) -> None:
-        v = self.transfers
-        if v is None:
-            raise _missing('transfers', 'message.release')
-        if not isinstance(v, SequenceSet):
-            object.__setattr__(self, 'transfers', _to_seqset('transfers', v))
-        if type(self.set_redelivered) is not bool:
-            object.__setattr__(self, 'set_redelivered', bool(self.set_redelivered))
-
-_CLASSES[MessageRelease.NAME] = MessageRelease
-
-
-def _enc_body_MessageRelease(o: Any, out: bytearray) -> None:
+def _enc_body_MessageRelease(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -4878,6 +5005,9 @@ def _enc_body_MessageRelease(o: Any, out: bytearray) -> None:
 def _dec_body_MessageRelease(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[MessageRelease, int]:
     o = _new(MessageRelease)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('message.release', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65532:
@@ -4888,17 +5018,74 @@ def _dec_body_MessageRelease(buf: bytes, pos: int, end: int, depth: int = _DEPTH
     else:
         _set(o, 'transfers', None)
     _set(o, 'set_redelivered', flags & 2 != 0)
-    if pos > end:
-        raise _overrun('message.release', pos)
     return o, pos
 
-MessageRelease._enc_body = staticmethod(_enc_body_MessageRelease)
-MessageRelease._dec_body = staticmethod(_dec_body_MessageRelease)
+
+@attrs.frozen(slots=True, kw_only=True, repr=False)
+class MessageRelease(Command):
+    """``message.release`` (command, code 0x0404)."""
+
+    NAME: ClassVar[str] = 'message.release'
+    CLASS_CODE: ClassVar[int] = 4
+    CODE: ClassVar[int | None] = 4
+    OPCODE: ClassVar[int | None] = 1028
+    RESULT: ClassVar[type | None] = None
+    HAS_HEADER: ClassVar[bool] = False
+    HAS_BODY: ClassVar[bool] = False
+    HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageRelease
+    _enc_body = staticmethod(_enc_body_MessageRelease)
+    _dec_body = staticmethod(_dec_body_MessageRelease)
+
+    transfers: SequenceSet
+    set_redelivered: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        v: Any
+        v = self.transfers
+        if v is None:
+            raise _missing('transfers', 'message.release')
+        if not isinstance(v, SequenceSet):
+            object.__setattr__(self, 'transfers', _to_seqset('transfers', v))
+        if type(self.set_redelivered) is not bool:
+            object.__setattr__(self, 'set_redelivered', bool(self.set_redelivered))
+
+_CLASSES[MessageRelease.NAME] = MessageRelease
 
 
 _FIELDS_MessageAcquire: tuple[FieldSpec, ...] = (
     FieldSpec('transfers', 'transfers', 0, 'sequence-set', 'session.commands', True, None, None, None),
 )
+
+
+def _enc_body_MessageAcquire(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    flags = 0
+    at = len(out)
+    out += b'\x00\x00'
+    v = o.transfers
+    if v is not None:
+        flags |= 1
+        out += _c.encode_sequence_set(v)
+    if flags:
+        out[at:at + 2] = flags.to_bytes(2, 'little')
+
+
+def _dec_body_MessageAcquire(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[MessageAcquire, int]:
+    o = _new(MessageAcquire)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('message.acquire', pos)
+    flags = buf[pos] | buf[pos + 1] << 8
+    pos += 2
+    if flags & 65534:
+        raise _bad_flags('message.acquire', flags, 1, pos)
+    if flags & 1:
+        v, pos = _c.decode_sequence_set(buf, pos, end)
+        _set(o, 'transfers', v)
+    else:
+        _set(o, 'transfers', None)
+    return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -4914,10 +5101,13 @@ class MessageAcquire(Command):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageAcquire
+    _enc_body = staticmethod(_enc_body_MessageAcquire)
+    _dec_body = staticmethod(_dec_body_MessageAcquire)
 
     transfers: SequenceSet
 
     def __attrs_post_init__(self) -> None:
+        v: Any
         v = self.transfers
         if v is None:
             raise _missing('transfers', 'message.acquire')
@@ -4927,80 +5117,13 @@ class MessageAcquire(Command):
 _CLASSES[MessageAcquire.NAME] = MessageAcquire
 
 
-def _enc_body_MessageAcquire(o: Any, out: bytearray) -> None:
-    flags = 0
-    at = len(out)
-    out += b'\x00\x00'
-    v = o.transfers
-    if v is not None:
-        flags |= 1
-        out += _c.encode_sequence_set(v)
-    if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
-
-
-def _dec_body_MessageAcquire(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[MessageAcquire, int]:
-    o = _new(MessageAcquire)
-    flags = buf[pos] | buf[pos + 1] << 8
-    pos += 2
-    if flags & 65534:
-        raise _bad_flags('message.acquire', flags, 1, pos)
-    if flags & 1:
-        v, pos = _c.decode_sequence_set(buf, pos, end)
-        _set(o, 'transfers', v)
-    else:
-        _set(o, 'transfers', None)
-    if pos > end:
-        raise _overrun('message.acquire', pos)
-    return o, pos
-
-MessageAcquire._enc_body = staticmethod(_enc_body_MessageAcquire)
-MessageAcquire._dec_body = staticmethod(_dec_body_MessageAcquire)
-
-
 _FIELDS_MessageResume: tuple[FieldSpec, ...] = (
     FieldSpec('destination', 'destination', 0, 'str8', 'message.destination', False, None, None, None),
     FieldSpec('resume-id', 'resume_id', 1, 'str16', 'message.resume-id', True, None, None, None),
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
-class MessageResume(Command):
-    """``message.resume`` (command, code 0x0406)."""
-
-    NAME: ClassVar[str] = 'message.resume'
-    CLASS_CODE: ClassVar[int] = 4
-    CODE: ClassVar[int | None] = 6
-    OPCODE: ClassVar[int | None] = 1030
-    RESULT: ClassVar[type | None] = MessageResumeResult
-    HAS_HEADER: ClassVar[bool] = False
-    HAS_BODY: ClassVar[bool] = False
-    HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageResume
-
-    destination: str | None = None
-    resume_id: str
-
-    def __attrs_post_init__(self) -> None:
-        v = self.destination
-        if v is not None:
-            if type(v) is not str:
-                raise _bad_arg('destination', 'str8', v)
-            if len(v) * 4 > 255 or not v.isascii():
-                _check_len('destination', 'str8', v, 255)
-        v = self.resume_id
-        if v is None:
-            raise _missing('resume-id', 'message.resume')
-        if type(v) is not str:
-            raise _bad_arg('resume-id', 'str16', v)
-        if len(v) * 4 > 65535 or not v.isascii():
-            _check_len('resume-id', 'str16', v, 65535)
-
-_CLASSES[MessageResume.NAME] = MessageResume
-
-
-def _enc_body_MessageResume(o: Any, out: bytearray) -> None:
+def _enc_body_MessageResume(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -5019,6 +5142,9 @@ def _enc_body_MessageResume(o: Any, out: bytearray) -> None:
 def _dec_body_MessageResume(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[MessageResume, int]:
     o = _new(MessageResume)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('message.resume', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65532:
@@ -5033,12 +5159,45 @@ def _dec_body_MessageResume(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
         _set(o, 'resume_id', v)
     else:
         _set(o, 'resume_id', None)
-    if pos > end:
-        raise _overrun('message.resume', pos)
     return o, pos
 
-MessageResume._enc_body = staticmethod(_enc_body_MessageResume)
-MessageResume._dec_body = staticmethod(_dec_body_MessageResume)
+
+@attrs.frozen(slots=True, kw_only=True, repr=False)
+class MessageResume(Command):
+    """``message.resume`` (command, code 0x0406)."""
+
+    NAME: ClassVar[str] = 'message.resume'
+    CLASS_CODE: ClassVar[int] = 4
+    CODE: ClassVar[int | None] = 6
+    OPCODE: ClassVar[int | None] = 1030
+    RESULT: ClassVar[type | None] = MessageResumeResult
+    HAS_HEADER: ClassVar[bool] = False
+    HAS_BODY: ClassVar[bool] = False
+    HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageResume
+    _enc_body = staticmethod(_enc_body_MessageResume)
+    _dec_body = staticmethod(_dec_body_MessageResume)
+
+    destination: str | None = None
+    resume_id: str
+
+    def __attrs_post_init__(self) -> None:
+        v: Any
+        v = self.destination
+        if v is not None:
+            if type(v) is not str:
+                raise _bad_arg('destination', 'str8', v)
+            if len(v) * 4 > 255 or not v.isascii():
+                _check_len('destination', 'str8', v, 255)
+        v = self.resume_id
+        if v is None:
+            raise _missing('resume-id', 'message.resume')
+        if type(v) is not str:
+            raise _bad_arg('resume-id', 'str16', v)
+        if len(v) * 4 > 65535 or not v.isascii():
+            _check_len('resume-id', 'str16', v, 65535)
+
+_CLASSES[MessageResume.NAME] = MessageResume
 
 
 _FIELDS_MessageSubscribe: tuple[FieldSpec, ...] = (
@@ -5051,6 +5210,104 @@ _FIELDS_MessageSubscribe: tuple[FieldSpec, ...] = (
     FieldSpec('resume-ttl', 'resume_ttl', 6, 'uint64', 'uint64', False, None, None, None),
     FieldSpec('arguments', 'arguments', 7, 'map', 'map', False, None, None, None),
 )
+
+
+def _enc_body_MessageSubscribe(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    flags = 0
+    at = len(out)
+    out += b'\x00\x00'
+    v = o.queue
+    if v is not None:
+        flags |= 1
+        out += _c.enc_str8(v)
+    v = o.destination
+    if v is not None:
+        flags |= 2
+        out += _c.enc_str8(v)
+    v = o.accept_mode
+    if v is not None:
+        flags |= 4
+        out += _pack_B(v)
+    v = o.acquire_mode
+    if v is not None:
+        flags |= 8
+        out += _pack_B(v)
+    if o.exclusive:
+        flags |= 16
+    v = o.resume_id
+    if v is not None:
+        flags |= 32
+        out += _c.enc_str16(v)
+    v = o.resume_ttl
+    if v is not None:
+        flags |= 64
+        out += _pack_Q(v)
+    v = o.arguments
+    if v is not None:
+        flags |= 128
+        _c.encode_map(v, out, depth)
+    if flags:
+        out[at:at + 2] = flags.to_bytes(2, 'little')
+
+
+def _dec_body_MessageSubscribe(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[MessageSubscribe, int]:
+    o = _new(MessageSubscribe)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('message.subscribe', pos)
+    flags = buf[pos] | buf[pos + 1] << 8
+    pos += 2
+    if flags & 65280:
+        raise _bad_flags('message.subscribe', flags, 8, pos)
+    if flags & 1:
+        v, pos = _c.dec_str8(buf, pos, end)
+        _set(o, 'queue', v)
+    else:
+        _set(o, 'queue', None)
+    if flags & 2:
+        v, pos = _c.dec_str8(buf, pos, end)
+        _set(o, 'destination', v)
+    else:
+        _set(o, 'destination', None)
+    if flags & 4:
+        if pos + 1 > end:
+            raise _overrun('message.subscribe', pos)
+        v = _unpack_B(buf, pos)[0]
+        pos += 1
+        v = _E_AcceptMode.get(v, v)
+        _set(o, 'accept_mode', v)
+    else:
+        _set(o, 'accept_mode', None)
+    if flags & 8:
+        if pos + 1 > end:
+            raise _overrun('message.subscribe', pos)
+        v = _unpack_B(buf, pos)[0]
+        pos += 1
+        v = _E_AcquireMode.get(v, v)
+        _set(o, 'acquire_mode', v)
+    else:
+        _set(o, 'acquire_mode', None)
+    _set(o, 'exclusive', flags & 16 != 0)
+    if flags & 32:
+        v, pos = _c.dec_str16(buf, pos, end)
+        _set(o, 'resume_id', v)
+    else:
+        _set(o, 'resume_id', None)
+    if flags & 64:
+        if pos + 8 > end:
+            raise _overrun('message.subscribe', pos)
+        v = _unpack_Q(buf, pos)[0]
+        pos += 8
+        _set(o, 'resume_ttl', v)
+    else:
+        _set(o, 'resume_ttl', None)
+    if flags & 128:
+        v, pos = _c.decode_map(buf, pos, end, depth, typed)
+        _set(o, 'arguments', v)
+    else:
+        _set(o, 'arguments', None)
+    return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -5066,6 +5323,8 @@ class MessageSubscribe(Command):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageSubscribe
+    _enc_body = staticmethod(_enc_body_MessageSubscribe)
+    _dec_body = staticmethod(_dec_body_MessageSubscribe)
 
     queue: str
     destination: str | None = None
@@ -5077,6 +5336,8 @@ class MessageSubscribe(Command):
     arguments: dict[str, Any] | None = None
 
     def __attrs_post_init__(self) -> None:
+        v: Any
+        e: Any
         v = self.queue
         if v is None:
             raise _missing('queue', 'message.subscribe')
@@ -5130,103 +5391,39 @@ class MessageSubscribe(Command):
 _CLASSES[MessageSubscribe.NAME] = MessageSubscribe
 
 
-def _enc_body_MessageSubscribe(o: Any, out: bytearray) -> None:
+_FIELDS_MessageCancel: tuple[FieldSpec, ...] = (
+    FieldSpec('destination', 'destination', 0, 'str8', 'message.destination', True, None, None, None),
+)
+
+
+def _enc_body_MessageCancel(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
-    v = o.queue
+    v = o.destination
     if v is not None:
         flags |= 1
         out += _c.enc_str8(v)
-    v = o.destination
-    if v is not None:
-        flags |= 2
-        out += _c.enc_str8(v)
-    v = o.accept_mode
-    if v is not None:
-        flags |= 4
-        out += _pack_B(v)
-    v = o.acquire_mode
-    if v is not None:
-        flags |= 8
-        out += _pack_B(v)
-    if o.exclusive:
-        flags |= 16
-    v = o.resume_id
-    if v is not None:
-        flags |= 32
-        out += _c.enc_str16(v)
-    v = o.resume_ttl
-    if v is not None:
-        flags |= 64
-        out += _pack_Q(v)
-    v = o.arguments
-    if v is not None:
-        flags |= 128
-        _c.encode_map(v, out)
     if flags:
         out[at:at + 2] = flags.to_bytes(2, 'little')
 
 
-def _dec_body_MessageSubscribe(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[MessageSubscribe, int]:
-    o = _new(MessageSubscribe)
+def _dec_body_MessageCancel(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[MessageCancel, int]:
+    o = _new(MessageCancel)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('message.cancel', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
-    if flags & 65280:
-        raise _bad_flags('message.subscribe', flags, 8, pos)
+    if flags & 65534:
+        raise _bad_flags('message.cancel', flags, 1, pos)
     if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'queue', v)
-    else:
-        _set(o, 'queue', None)
-    if flags & 2:
         v, pos = _c.dec_str8(buf, pos, end)
         _set(o, 'destination', v)
     else:
         _set(o, 'destination', None)
-    if flags & 4:
-        v = _unpack_B(buf, pos)[0]
-        pos += 1
-        v = _E_AcceptMode.get(v, v)
-        _set(o, 'accept_mode', v)
-    else:
-        _set(o, 'accept_mode', None)
-    if flags & 8:
-        v = _unpack_B(buf, pos)[0]
-        pos += 1
-        v = _E_AcquireMode.get(v, v)
-        _set(o, 'acquire_mode', v)
-    else:
-        _set(o, 'acquire_mode', None)
-    _set(o, 'exclusive', flags & 16 != 0)
-    if flags & 32:
-        v, pos = _c.dec_str16(buf, pos, end)
-        _set(o, 'resume_id', v)
-    else:
-        _set(o, 'resume_id', None)
-    if flags & 64:
-        v = _unpack_Q(buf, pos)[0]
-        pos += 8
-        _set(o, 'resume_ttl', v)
-    else:
-        _set(o, 'resume_ttl', None)
-    if flags & 128:
-        v, pos = _c.decode_map(buf, pos, end, depth, typed)
-        _set(o, 'arguments', v)
-    else:
-        _set(o, 'arguments', None)
-    if pos > end:
-        raise _overrun('message.subscribe', pos)
     return o, pos
-
-MessageSubscribe._enc_body = staticmethod(_enc_body_MessageSubscribe)
-MessageSubscribe._dec_body = staticmethod(_dec_body_MessageSubscribe)
-
-
-_FIELDS_MessageCancel: tuple[FieldSpec, ...] = (
-    FieldSpec('destination', 'destination', 0, 'str8', 'message.destination', True, None, None, None),
-)
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -5242,10 +5439,13 @@ class MessageCancel(Command):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageCancel
+    _enc_body = staticmethod(_enc_body_MessageCancel)
+    _dec_body = staticmethod(_dec_body_MessageCancel)
 
     destination: str
 
     def __attrs_post_init__(self) -> None:
+        v: Any
         v = self.destination
         if v is None:
             raise _missing('destination', 'message.cancel')
@@ -5257,7 +5457,13 @@ class MessageCancel(Command):
 _CLASSES[MessageCancel.NAME] = MessageCancel
 
 
-def _enc_body_MessageCancel(o: Any, out: bytearray) -> None:
+_FIELDS_MessageSetFlowMode: tuple[FieldSpec, ...] = (
+    FieldSpec('destination', 'destination', 0, 'str8', 'message.destination', False, None, None, None),
+    FieldSpec('flow-mode', 'flow_mode', 1, 'uint8', 'message.flow-mode', True, 'FlowMode', None, None),
+)
+
+
+def _enc_body_MessageSetFlowMode(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -5265,34 +5471,39 @@ def _enc_body_MessageCancel(o: Any, out: bytearray) -> None:
     if v is not None:
         flags |= 1
         out += _c.enc_str8(v)
+    v = o.flow_mode
+    if v is not None:
+        flags |= 2
+        out += _pack_B(v)
     if flags:
         out[at:at + 2] = flags.to_bytes(2, 'little')
 
 
-def _dec_body_MessageCancel(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[MessageCancel, int]:
-    o = _new(MessageCancel)
+def _dec_body_MessageSetFlowMode(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[MessageSetFlowMode, int]:
+    o = _new(MessageSetFlowMode)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('message.set-flow-mode', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
-    if flags & 65534:
-        raise _bad_flags('message.cancel', flags, 1, pos)
+    if flags & 65532:
+        raise _bad_flags('message.set-flow-mode', flags, 2, pos)
     if flags & 1:
         v, pos = _c.dec_str8(buf, pos, end)
         _set(o, 'destination', v)
     else:
         _set(o, 'destination', None)
-    if pos > end:
-        raise _overrun('message.cancel', pos)
+    if flags & 2:
+        if pos + 1 > end:
+            raise _overrun('message.set-flow-mode', pos)
+        v = _unpack_B(buf, pos)[0]
+        pos += 1
+        v = _E_FlowMode.get(v, v)
+        _set(o, 'flow_mode', v)
+    else:
+        _set(o, 'flow_mode', None)
     return o, pos
-
-MessageCancel._enc_body = staticmethod(_enc_body_MessageCancel)
-MessageCancel._dec_body = staticmethod(_dec_body_MessageCancel)
-
-
-_FIELDS_MessageSetFlowMode: tuple[FieldSpec, ...] = (
-    FieldSpec('destination', 'destination', 0, 'str8', 'message.destination', False, None, None, None),
-    FieldSpec('flow-mode', 'flow_mode', 1, 'uint8', 'message.flow-mode', True, 'FlowMode', None, None),
-)
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -5308,11 +5519,15 @@ class MessageSetFlowMode(Command):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageSetFlowMode
+    _enc_body = staticmethod(_enc_body_MessageSetFlowMode)
+    _dec_body = staticmethod(_dec_body_MessageSetFlowMode)
 
     destination: str | None = None
     flow_mode: FlowMode | int
 
     def __attrs_post_init__(self) -> None:
+        v: Any
+        e: Any
         v = self.destination
         if v is not None:
             if type(v) is not str:
@@ -5333,7 +5548,14 @@ class MessageSetFlowMode(Command):
 _CLASSES[MessageSetFlowMode.NAME] = MessageSetFlowMode
 
 
-def _enc_body_MessageSetFlowMode(o: Any, out: bytearray) -> None:
+_FIELDS_MessageFlow: tuple[FieldSpec, ...] = (
+    FieldSpec('destination', 'destination', 0, 'str8', 'message.destination', False, None, None, None),
+    FieldSpec('unit', 'unit', 1, 'uint8', 'message.credit-unit', True, 'CreditUnit', None, None),
+    FieldSpec('value', 'value', 2, 'uint32', 'uint32', False, None, None, None),
+)
+
+
+def _enc_body_MessageFlow(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -5341,46 +5563,51 @@ def _enc_body_MessageSetFlowMode(o: Any, out: bytearray) -> None:
     if v is not None:
         flags |= 1
         out += _c.enc_str8(v)
-    v = o.flow_mode
+    v = o.unit
     if v is not None:
         flags |= 2
         out += _pack_B(v)
+    v = o.value
+    if v is not None:
+        flags |= 4
+        out += _pack_I(v)
     if flags:
         out[at:at + 2] = flags.to_bytes(2, 'little')
 
 
-def _dec_body_MessageSetFlowMode(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[MessageSetFlowMode, int]:
-    o = _new(MessageSetFlowMode)
+def _dec_body_MessageFlow(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[MessageFlow, int]:
+    o = _new(MessageFlow)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('message.flow', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
-    if flags & 65532:
-        raise _bad_flags('message.set-flow-mode', flags, 2, pos)
+    if flags & 65528:
+        raise _bad_flags('message.flow', flags, 3, pos)
     if flags & 1:
         v, pos = _c.dec_str8(buf, pos, end)
         _set(o, 'destination', v)
     else:
         _set(o, 'destination', None)
     if flags & 2:
+        if pos + 1 > end:
+            raise _overrun('message.flow', pos)
         v = _unpack_B(buf, pos)[0]
         pos += 1
-        v = _E_FlowMode.get(v, v)
-        _set(o, 'flow_mode', v)
+        v = _E_CreditUnit.get(v, v)
+        _set(o, 'unit', v)
     else:
-        _set(o, 'flow_mode', None)
-    if pos > end:
-        raise _overrun('message.set-flow-mode', pos)
+        _set(o, 'unit', None)
+    if flags & 4:
+        if pos + 4 > end:
+            raise _overrun('message.flow', pos)
+        v = _unpack_I(buf, pos)[0]
+        pos += 4
+        _set(o, 'value', v)
+    else:
+        _set(o, 'value', None)
     return o, pos
-
-MessageSetFlowMode._enc_body = staticmethod(_enc_body_MessageSetFlowMode)
-MessageSetFlowMode._dec_body = staticmethod(_dec_body_MessageSetFlowMode)
-
-
-_FIELDS_MessageFlow: tuple[FieldSpec, ...] = (
-    FieldSpec('destination', 'destination', 0, 'str8', 'message.destination', False, None, None, None),
-    FieldSpec('unit', 'unit', 1, 'uint8', 'message.credit-unit', True, 'CreditUnit', None, None),
-    FieldSpec('value', 'value', 2, 'uint32', 'uint32', False, None, None, None),
-)
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -5396,12 +5623,16 @@ class MessageFlow(Command):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageFlow
+    _enc_body = staticmethod(_enc_body_MessageFlow)
+    _dec_body = staticmethod(_dec_body_MessageFlow)
 
     destination: str | None = None
     unit: CreditUnit | int
     value: int | None = None
 
     def __attrs_post_init__(self) -> None:
+        v: Any
+        e: Any
         v = self.destination
         if v is not None:
             if type(v) is not str:
@@ -5426,7 +5657,12 @@ class MessageFlow(Command):
 _CLASSES[MessageFlow.NAME] = MessageFlow
 
 
-def _enc_body_MessageFlow(o: Any, out: bytearray) -> None:
+_FIELDS_MessageFlush: tuple[FieldSpec, ...] = (
+    FieldSpec('destination', 'destination', 0, 'str8', 'message.destination', False, None, None, None),
+)
+
+
+def _enc_body_MessageFlush(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -5434,54 +5670,26 @@ def _enc_body_MessageFlow(o: Any, out: bytearray) -> None:
     if v is not None:
         flags |= 1
         out += _c.enc_str8(v)
-    v = o.unit
-    if v is not None:
-        flags |= 2
-        out += _pack_B(v)
-    v = o.value
-    if v is not None:
-        flags |= 4
-        out += _pack_I(v)
     if flags:
         out[at:at + 2] = flags.to_bytes(2, 'little')
 
 
-def _dec_body_MessageFlow(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[MessageFlow, int]:
-    o = _new(MessageFlow)
+def _dec_body_MessageFlush(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[MessageFlush, int]:
+    o = _new(MessageFlush)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('message.flush', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
-    if flags & 65528:
-        raise _bad_flags('message.flow', flags, 3, pos)
+    if flags & 65534:
+        raise _bad_flags('message.flush', flags, 1, pos)
     if flags & 1:
         v, pos = _c.dec_str8(buf, pos, end)
         _set(o, 'destination', v)
     else:
         _set(o, 'destination', None)
-    if flags & 2:
-        v = _unpack_B(buf, pos)[0]
-        pos += 1
-        v = _E_CreditUnit.get(v, v)
-        _set(o, 'unit', v)
-    else:
-        _set(o, 'unit', None)
-    if flags & 4:
-        v = _unpack_I(buf, pos)[0]
-        pos += 4
-        _set(o, 'value', v)
-    else:
-        _set(o, 'value', None)
-    if pos > end:
-        raise _overrun('message.flow', pos)
     return o, pos
-
-MessageFlow._enc_body = staticmethod(_enc_body_MessageFlow)
-MessageFlow._dec_body = staticmethod(_dec_body_MessageFlow)
-
-
-_FIELDS_MessageFlush: tuple[FieldSpec, ...] = (
-    FieldSpec('destination', 'destination', 0, 'str8', 'message.destination', False, None, None, None),
-)
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -5497,10 +5705,13 @@ class MessageFlush(Command):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageFlush
+    _enc_body = staticmethod(_enc_body_MessageFlush)
+    _dec_body = staticmethod(_dec_body_MessageFlush)
 
     destination: str | None = None
 
     def __attrs_post_init__(self) -> None:
+        v: Any
         v = self.destination
         if v is not None:
             if type(v) is not str:
@@ -5511,7 +5722,12 @@ class MessageFlush(Command):
 _CLASSES[MessageFlush.NAME] = MessageFlush
 
 
-def _enc_body_MessageFlush(o: Any, out: bytearray) -> None:
+_FIELDS_MessageStop: tuple[FieldSpec, ...] = (
+    FieldSpec('destination', 'destination', 0, 'str8', 'message.destination', False, None, None, None),
+)
+
+
+def _enc_body_MessageStop(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -5523,29 +5739,22 @@ def _enc_body_MessageFlush(o: Any, out: bytearray) -> None:
         out[at:at + 2] = flags.to_bytes(2, 'little')
 
 
-def _dec_body_MessageFlush(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[MessageFlush, int]:
-    o = _new(MessageFlush)
+def _dec_body_MessageStop(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[MessageStop, int]:
+    o = _new(MessageStop)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('message.stop', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65534:
-        raise _bad_flags('message.flush', flags, 1, pos)
+        raise _bad_flags('message.stop', flags, 1, pos)
     if flags & 1:
         v, pos = _c.dec_str8(buf, pos, end)
         _set(o, 'destination', v)
     else:
         _set(o, 'destination', None)
-    if pos > end:
-        raise _overrun('message.flush', pos)
     return o, pos
-
-MessageFlush._enc_body = staticmethod(_enc_body_MessageFlush)
-MessageFlush._dec_body = staticmethod(_dec_body_MessageFlush)
-
-
-_FIELDS_MessageStop: tuple[FieldSpec, ...] = (
-    FieldSpec('destination', 'destination', 0, 'str8', 'message.destination', False, None, None, None),
-)
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -5561,10 +5770,13 @@ class MessageStop(Command):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageStop
+    _enc_body = staticmethod(_enc_body_MessageStop)
+    _dec_body = staticmethod(_dec_body_MessageStop)
 
     destination: str | None = None
 
     def __attrs_post_init__(self) -> None:
+        v: Any
         v = self.destination
         if v is not None:
             if type(v) is not str:
@@ -5575,39 +5787,27 @@ class MessageStop(Command):
 _CLASSES[MessageStop.NAME] = MessageStop
 
 
-def _enc_body_MessageStop(o: Any, out: bytearray) -> None:
+_FIELDS_TxSelect: tuple[FieldSpec, ...] = ()
+
+
+def _enc_body_TxSelect(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
-    v = o.destination
-    if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
     if flags:
         out[at:at + 2] = flags.to_bytes(2, 'little')
 
 
-def _dec_body_MessageStop(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[MessageStop, int]:
-    o = _new(MessageStop)
+def _dec_body_TxSelect(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[TxSelect, int]:
+    o = _new(TxSelect)
+    if pos + 2 > end:
+        raise _overrun('tx.select', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
-    if flags & 65534:
-        raise _bad_flags('message.stop', flags, 1, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'destination', v)
-    else:
-        _set(o, 'destination', None)
-    if pos > end:
-        raise _overrun('message.stop', pos)
+    if flags & 65535:
+        raise _bad_flags('tx.select', flags, 0, pos)
     return o, pos
-
-MessageStop._enc_body = staticmethod(_enc_body_MessageStop)
-MessageStop._dec_body = staticmethod(_dec_body_MessageStop)
-
-
-_FIELDS_TxSelect: tuple[FieldSpec, ...] = ()
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -5623,12 +5823,17 @@ class TxSelect(Command):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_TxSelect
+    _enc_body = staticmethod(_enc_body_TxSelect)
+    _dec_body = staticmethod(_dec_body_TxSelect)
 
 
 _CLASSES[TxSelect.NAME] = TxSelect
 
 
-def _enc_body_TxSelect(o: Any, out: bytearray) -> None:
+_FIELDS_TxCommit: tuple[FieldSpec, ...] = ()
+
+
+def _enc_body_TxCommit(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -5636,22 +5841,16 @@ def _enc_body_TxSelect(o: Any, out: bytearray) -> None:
         out[at:at + 2] = flags.to_bytes(2, 'little')
 
 
-def _dec_body_TxSelect(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[TxSelect, int]:
-    o = _new(TxSelect)
+def _dec_body_TxCommit(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[TxCommit, int]:
+    o = _new(TxCommit)
+    if pos + 2 > end:
+        raise _overrun('tx.commit', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65535:
-        raise _bad_flags('tx.select', flags, 0, pos)
-    if pos > end:
-        raise _overrun('tx.select', pos)
+        raise _bad_flags('tx.commit', flags, 0, pos)
     return o, pos
-
-TxSelect._enc_body = staticmethod(_enc_body_TxSelect)
-TxSelect._dec_body = staticmethod(_dec_body_TxSelect)
-
-
-_FIELDS_TxCommit: tuple[FieldSpec, ...] = ()
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -5667,12 +5866,17 @@ class TxCommit(Command):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_TxCommit
+    _enc_body = staticmethod(_enc_body_TxCommit)
+    _dec_body = staticmethod(_dec_body_TxCommit)
 
 
 _CLASSES[TxCommit.NAME] = TxCommit
 
 
-def _enc_body_TxCommit(o: Any, out: bytearray) -> None:
+_FIELDS_TxRollback: tuple[FieldSpec, ...] = ()
+
+
+def _enc_body_TxRollback(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -5680,22 +5884,16 @@ def _enc_body_TxCommit(o: Any, out: bytearray) -> None:
         out[at:at + 2] = flags.to_bytes(2, 'little')
 
 
-def _dec_body_TxCommit(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[TxCommit, int]:
-    o = _new(TxCommit)
+def _dec_body_TxRollback(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[TxRollback, int]:
+    o = _new(TxRollback)
+    if pos + 2 > end:
+        raise _overrun('tx.rollback', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65535:
-        raise _bad_flags('tx.commit', flags, 0, pos)
-    if pos > end:
-        raise _overrun('tx.commit', pos)
+        raise _bad_flags('tx.rollback', flags, 0, pos)
     return o, pos
-
-TxCommit._enc_body = staticmethod(_enc_body_TxCommit)
-TxCommit._dec_body = staticmethod(_dec_body_TxCommit)
-
-
-_FIELDS_TxRollback: tuple[FieldSpec, ...] = ()
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -5711,12 +5909,17 @@ class TxRollback(Command):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_TxRollback
+    _enc_body = staticmethod(_enc_body_TxRollback)
+    _dec_body = staticmethod(_dec_body_TxRollback)
 
 
 _CLASSES[TxRollback.NAME] = TxRollback
 
 
-def _enc_body_TxRollback(o: Any, out: bytearray) -> None:
+_FIELDS_DtxSelect: tuple[FieldSpec, ...] = ()
+
+
+def _enc_body_DtxSelect(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -5724,22 +5927,16 @@ def _enc_body_TxRollback(o: Any, out: bytearray) -> None:
         out[at:at + 2] = flags.to_bytes(2, 'little')
 
 
-def _dec_body_TxRollback(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[TxRollback, int]:
-    o = _new(TxRollback)
+def _dec_body_DtxSelect(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[DtxSelect, int]:
+    o = _new(DtxSelect)
+    if pos + 2 > end:
+        raise _overrun('dtx.select', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65535:
-        raise _bad_flags('tx.rollback', flags, 0, pos)
-    if pos > end:
-        raise _overrun('tx.rollback', pos)
+        raise _bad_flags('dtx.select', flags, 0, pos)
     return o, pos
-
-TxRollback._enc_body = staticmethod(_enc_body_TxRollback)
-TxRollback._dec_body = staticmethod(_dec_body_TxRollback)
-
-
-_FIELDS_DtxSelect: tuple[FieldSpec, ...] = ()
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -5755,32 +5952,11 @@ class DtxSelect(Command):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_DtxSelect
+    _enc_body = staticmethod(_enc_body_DtxSelect)
+    _dec_body = staticmethod(_dec_body_DtxSelect)
 
 
 _CLASSES[DtxSelect.NAME] = DtxSelect
-
-
-def _enc_body_DtxSelect(o: Any, out: bytearray) -> None:
-    flags = 0
-    at = len(out)
-    out += b'\x00\x00'
-    if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
-
-
-def _dec_body_DtxSelect(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[DtxSelect, int]:
-    o = _new(DtxSelect)
-    flags = buf[pos] | buf[pos + 1] << 8
-    pos += 2
-    if flags & 65535:
-        raise _bad_flags('dtx.select', flags, 0, pos)
-    if pos > end:
-        raise _overrun('dtx.select', pos)
-    return o, pos
-
-DtxSelect._enc_body = staticmethod(_enc_body_DtxSelect)
-DtxSelect._dec_body = staticmethod(_dec_body_DtxSelect)
 
 
 _FIELDS_DtxStart: tuple[FieldSpec, ...] = (
@@ -5788,6 +5964,42 @@ _FIELDS_DtxStart: tuple[FieldSpec, ...] = (
     FieldSpec('join', 'join', 1, 'bit', 'bit', False, None, None, None),
     FieldSpec('resume', 'resume', 2, 'bit', 'bit', False, None, None, None),
 )
+
+
+def _enc_body_DtxStart(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    flags = 0
+    at = len(out)
+    out += b'\x00\x00'
+    v = o.xid
+    if v is not None:
+        flags |= 1
+        _enc_Xid(v, out, depth)
+    if o.join:
+        flags |= 2
+    if o.resume:
+        flags |= 4
+    if flags:
+        out[at:at + 2] = flags.to_bytes(2, 'little')
+
+
+def _dec_body_DtxStart(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[DtxStart, int]:
+    o = _new(DtxStart)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('dtx.start', pos)
+    flags = buf[pos] | buf[pos + 1] << 8
+    pos += 2
+    if flags & 65528:
+        raise _bad_flags('dtx.start', flags, 3, pos)
+    if flags & 1:
+        v, pos = _dec_Xid(buf, pos, end, depth, typed)
+        _set(o, 'xid', v)
+    else:
+        _set(o, 'xid', None)
+    _set(o, 'join', flags & 2 != 0)
+    _set(o, 'resume', flags & 4 != 0)
+    return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -5803,12 +6015,15 @@ class DtxStart(Command):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_DtxStart
+    _enc_body = staticmethod(_enc_body_DtxStart)
+    _dec_body = staticmethod(_dec_body_DtxStart)
 
     xid: Xid
     join: bool = False
     resume: bool = False
 
     def __attrs_post_init__(self) -> None:
+        v: Any
         v = self.xid
         if v is None:
             raise _missing('xid', 'dtx.start')
@@ -5822,49 +6037,47 @@ class DtxStart(Command):
 _CLASSES[DtxStart.NAME] = DtxStart
 
 
-def _enc_body_DtxStart(o: Any, out: bytearray) -> None:
+_FIELDS_DtxEnd: tuple[FieldSpec, ...] = (
+    FieldSpec('xid', 'xid', 0, 'struct', 'dtx.xid', True, None, 'Xid', None),
+    FieldSpec('fail', 'fail', 1, 'bit', 'bit', False, None, None, None),
+    FieldSpec('suspend', 'suspend', 2, 'bit', 'bit', False, None, None, None),
+)
+
+
+def _enc_body_DtxEnd(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
     v = o.xid
     if v is not None:
         flags |= 1
-        _enc_Xid(v, out)
-    if o.join:
+        _enc_Xid(v, out, depth)
+    if o.fail:
         flags |= 2
-    if o.resume:
+    if o.suspend:
         flags |= 4
     if flags:
         out[at:at + 2] = flags.to_bytes(2, 'little')
 
 
-def _dec_body_DtxStart(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[DtxStart, int]:
-    o = _new(DtxStart)
+def _dec_body_DtxEnd(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[DtxEnd, int]:
+    o = _new(DtxEnd)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('dtx.end', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65528:
-        raise _bad_flags('dtx.start', flags, 3, pos)
+        raise _bad_flags('dtx.end', flags, 3, pos)
     if flags & 1:
-        v, pos = _dec_Xid(buf, pos, end, depth - 1, typed)
+        v, pos = _dec_Xid(buf, pos, end, depth, typed)
         _set(o, 'xid', v)
     else:
         _set(o, 'xid', None)
-    _set(o, 'join', flags & 2 != 0)
-    _set(o, 'resume', flags & 4 != 0)
-    if pos > end:
-        raise _overrun('dtx.start', pos)
+    _set(o, 'fail', flags & 2 != 0)
+    _set(o, 'suspend', flags & 4 != 0)
     return o, pos
-
-DtxStart._enc_body = staticmethod(_enc_body_DtxStart)
-DtxStart._dec_body = staticmethod(_dec_body_DtxStart)
-
-
-_FIELDS_DtxEnd: tuple[FieldSpec, ...] = (
-    FieldSpec('xid', 'xid', 0, 'struct', 'dtx.xid', True, None, 'Xid', None),
-    FieldSpec('fail', 'fail', 1, 'bit', 'bit', False, None, None, None),
-    FieldSpec('suspend', 'suspend', 2, 'bit', 'bit', False, None, None, None),
-)
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -5880,12 +6093,15 @@ class DtxEnd(Command):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_DtxEnd
+    _enc_body = staticmethod(_enc_body_DtxEnd)
+    _dec_body = staticmethod(_dec_body_DtxEnd)
 
     xid: Xid
     fail: bool = False
     suspend: bool = False
 
     def __attrs_post_init__(self) -> None:
+        v: Any
         v = self.xid
         if v is None:
             raise _missing('xid', 'dtx.end')
@@ -5899,48 +6115,43 @@ class DtxEnd(Command):
 _CLASSES[DtxEnd.NAME] = DtxEnd
 
 
-def _enc_body_DtxEnd(o: Any, out: bytearray) -> None:
+_FIELDS_DtxCommit: tuple[FieldSpec, ...] = (
+    FieldSpec('xid', 'xid', 0, 'struct', 'dtx.xid', True, None, 'Xid', None),
+    FieldSpec('one-phase', 'one_phase', 1, 'bit', 'bit', False, None, None, None),
+)
+
+
+def _enc_body_DtxCommit(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
     v = o.xid
     if v is not None:
         flags |= 1
-        _enc_Xid(v, out)
-    if o.fail:
+        _enc_Xid(v, out, depth)
+    if o.one_phase:
         flags |= 2
-    if o.suspend:
-        flags |= 4
     if flags:
         out[at:at + 2] = flags.to_bytes(2, 'little')
 
 
-def _dec_body_DtxEnd(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[DtxEnd, int]:
-    o = _new(DtxEnd)
+def _dec_body_DtxCommit(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[DtxCommit, int]:
+    o = _new(DtxCommit)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('dtx.commit', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
-    if flags & 65528:
-        raise _bad_flags('dtx.end', flags, 3, pos)
+    if flags & 65532:
+        raise _bad_flags('dtx.commit', flags, 2, pos)
     if flags & 1:
-        v, pos = _dec_Xid(buf, pos, end, depth - 1, typed)
+        v, pos = _dec_Xid(buf, pos, end, depth, typed)
         _set(o, 'xid', v)
     else:
         _set(o, 'xid', None)
-    _set(o, 'fail', flags & 2 != 0)
-    _set(o, 'suspend', flags & 4 != 0)
-    if pos > end:
-        raise _overrun('dtx.end', pos)
+    _set(o, 'one_phase', flags & 2 != 0)
     return o, pos
-
-DtxEnd._enc_body = staticmethod(_enc_body_DtxEnd)
-DtxEnd._dec_body = staticmethod(_dec_body_DtxEnd)
-
-
-_FIELDS_DtxCommit: tuple[FieldSpec, ...] = (
-    FieldSpec('xid', 'xid', 0, 'struct', 'dtx.xid', True, None, 'Xid', None),
-    FieldSpec('one-phase', 'one_phase', 1, 'bit', 'bit', False, None, None, None),
-)
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -5956,11 +6167,14 @@ class DtxCommit(Command):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_DtxCommit
+    _enc_body = staticmethod(_enc_body_DtxCommit)
+    _dec_body = staticmethod(_dec_body_DtxCommit)
 
     xid: Xid
     one_phase: bool = False
 
     def __attrs_post_init__(self) -> None:
+        v: Any
         v = self.xid
         if v is None:
             raise _missing('xid', 'dtx.commit')
@@ -5972,44 +6186,39 @@ class DtxCommit(Command):
 _CLASSES[DtxCommit.NAME] = DtxCommit
 
 
-def _enc_body_DtxCommit(o: Any, out: bytearray) -> None:
+_FIELDS_DtxForget: tuple[FieldSpec, ...] = (
+    FieldSpec('xid', 'xid', 0, 'struct', 'dtx.xid', True, None, 'Xid', None),
+)
+
+
+def _enc_body_DtxForget(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
     v = o.xid
     if v is not None:
         flags |= 1
-        _enc_Xid(v, out)
-    if o.one_phase:
-        flags |= 2
+        _enc_Xid(v, out, depth)
     if flags:
         out[at:at + 2] = flags.to_bytes(2, 'little')
 
 
-def _dec_body_DtxCommit(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[DtxCommit, int]:
-    o = _new(DtxCommit)
+def _dec_body_DtxForget(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[DtxForget, int]:
+    o = _new(DtxForget)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('dtx.forget', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
-    if flags & 65532:
-        raise _bad_flags('dtx.commit', flags, 2, pos)
+    if flags & 65534:
+        raise _bad_flags('dtx.forget', flags, 1, pos)
     if flags & 1:
-        v, pos = _dec_Xid(buf, pos, end, depth - 1, typed)
+        v, pos = _dec_Xid(buf, pos, end, depth, typed)
         _set(o, 'xid', v)
     else:
         _set(o, 'xid', None)
-    _set(o, 'one_phase', flags & 2 != 0)
-    if pos > end:
-        raise _overrun('dtx.commit', pos)
     return o, pos
-
-DtxCommit._enc_body = staticmethod(_enc_body_DtxCommit)
-DtxCommit._dec_body = staticmethod(_dec_body_DtxCommit)
-
-
-_FIELDS_DtxForget: tuple[FieldSpec, ...] = (
-    FieldSpec('xid', 'xid', 0, 'struct', 'dtx.xid', True, None, 'Xid', None),
-)
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -6025,10 +6234,13 @@ class DtxForget(Command):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_DtxForget
+    _enc_body = staticmethod(_enc_body_DtxForget)
+    _dec_body = staticmethod(_dec_body_DtxForget)
 
     xid: Xid
 
     def __attrs_post_init__(self) -> None:
+        v: Any
         v = self.xid
         if v is None:
             raise _missing('xid', 'dtx.forget')
@@ -6038,41 +6250,39 @@ class DtxForget(Command):
 _CLASSES[DtxForget.NAME] = DtxForget
 
 
-def _enc_body_DtxForget(o: Any, out: bytearray) -> None:
+_FIELDS_DtxGetTimeout: tuple[FieldSpec, ...] = (
+    FieldSpec('xid', 'xid', 0, 'struct', 'dtx.xid', True, None, 'Xid', None),
+)
+
+
+def _enc_body_DtxGetTimeout(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
     v = o.xid
     if v is not None:
         flags |= 1
-        _enc_Xid(v, out)
+        _enc_Xid(v, out, depth)
     if flags:
         out[at:at + 2] = flags.to_bytes(2, 'little')
 
 
-def _dec_body_DtxForget(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[DtxForget, int]:
-    o = _new(DtxForget)
+def _dec_body_DtxGetTimeout(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[DtxGetTimeout, int]:
+    o = _new(DtxGetTimeout)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('dtx.get-timeout', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65534:
-        raise _bad_flags('dtx.forget', flags, 1, pos)
+        raise _bad_flags('dtx.get-timeout', flags, 1, pos)
     if flags & 1:
-        v, pos = _dec_Xid(buf, pos, end, depth - 1, typed)
+        v, pos = _dec_Xid(buf, pos, end, depth, typed)
         _set(o, 'xid', v)
     else:
         _set(o, 'xid', None)
-    if pos > end:
-        raise _overrun('dtx.forget', pos)
     return o, pos
-
-DtxForget._enc_body = staticmethod(_enc_body_DtxForget)
-DtxForget._dec_body = staticmethod(_dec_body_DtxForget)
-
-
-_FIELDS_DtxGetTimeout: tuple[FieldSpec, ...] = (
-    FieldSpec('xid', 'xid', 0, 'struct', 'dtx.xid', True, None, 'Xid', None),
-)
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -6088,10 +6298,13 @@ class DtxGetTimeout(Command):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_DtxGetTimeout
+    _enc_body = staticmethod(_enc_body_DtxGetTimeout)
+    _dec_body = staticmethod(_dec_body_DtxGetTimeout)
 
     xid: Xid
 
     def __attrs_post_init__(self) -> None:
+        v: Any
         v = self.xid
         if v is None:
             raise _missing('xid', 'dtx.get-timeout')
@@ -6101,41 +6314,39 @@ class DtxGetTimeout(Command):
 _CLASSES[DtxGetTimeout.NAME] = DtxGetTimeout
 
 
-def _enc_body_DtxGetTimeout(o: Any, out: bytearray) -> None:
+_FIELDS_DtxPrepare: tuple[FieldSpec, ...] = (
+    FieldSpec('xid', 'xid', 0, 'struct', 'dtx.xid', True, None, 'Xid', None),
+)
+
+
+def _enc_body_DtxPrepare(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
     v = o.xid
     if v is not None:
         flags |= 1
-        _enc_Xid(v, out)
+        _enc_Xid(v, out, depth)
     if flags:
         out[at:at + 2] = flags.to_bytes(2, 'little')
 
 
-def _dec_body_DtxGetTimeout(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[DtxGetTimeout, int]:
-    o = _new(DtxGetTimeout)
+def _dec_body_DtxPrepare(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[DtxPrepare, int]:
+    o = _new(DtxPrepare)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('dtx.prepare', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65534:
-        raise _bad_flags('dtx.get-timeout', flags, 1, pos)
+        raise _bad_flags('dtx.prepare', flags, 1, pos)
     if flags & 1:
-        v, pos = _dec_Xid(buf, pos, end, depth - 1, typed)
+        v, pos = _dec_Xid(buf, pos, end, depth, typed)
         _set(o, 'xid', v)
     else:
         _set(o, 'xid', None)
-    if pos > end:
-        raise _overrun('dtx.get-timeout', pos)
     return o, pos
-
-DtxGetTimeout._enc_body = staticmethod(_enc_body_DtxGetTimeout)
-DtxGetTimeout._dec_body = staticmethod(_dec_body_DtxGetTimeout)
-
-
-_FIELDS_DtxPrepare: tuple[FieldSpec, ...] = (
-    FieldSpec('xid', 'xid', 0, 'struct', 'dtx.xid', True, None, 'Xid', None),
-)
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -6151,10 +6362,13 @@ class DtxPrepare(Command):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_DtxPrepare
+    _enc_body = staticmethod(_enc_body_DtxPrepare)
+    _dec_body = staticmethod(_dec_body_DtxPrepare)
 
     xid: Xid
 
     def __attrs_post_init__(self) -> None:
+        v: Any
         v = self.xid
         if v is None:
             raise _missing('xid', 'dtx.prepare')
@@ -6164,39 +6378,27 @@ class DtxPrepare(Command):
 _CLASSES[DtxPrepare.NAME] = DtxPrepare
 
 
-def _enc_body_DtxPrepare(o: Any, out: bytearray) -> None:
+_FIELDS_DtxRecover: tuple[FieldSpec, ...] = ()
+
+
+def _enc_body_DtxRecover(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
-    v = o.xid
-    if v is not None:
-        flags |= 1
-        _enc_Xid(v, out)
     if flags:
         out[at:at + 2] = flags.to_bytes(2, 'little')
 
 
-def _dec_body_DtxPrepare(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[DtxPrepare, int]:
-    o = _new(DtxPrepare)
+def _dec_body_DtxRecover(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[DtxRecover, int]:
+    o = _new(DtxRecover)
+    if pos + 2 > end:
+        raise _overrun('dtx.recover', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
-    if flags & 65534:
-        raise _bad_flags('dtx.prepare', flags, 1, pos)
-    if flags & 1:
-        v, pos = _dec_Xid(buf, pos, end, depth - 1, typed)
-        _set(o, 'xid', v)
-    else:
-        _set(o, 'xid', None)
-    if pos > end:
-        raise _overrun('dtx.prepare', pos)
+    if flags & 65535:
+        raise _bad_flags('dtx.recover', flags, 0, pos)
     return o, pos
-
-DtxPrepare._enc_body = staticmethod(_enc_body_DtxPrepare)
-DtxPrepare._dec_body = staticmethod(_dec_body_DtxPrepare)
-
-
-_FIELDS_DtxRecover: tuple[FieldSpec, ...] = ()
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -6212,37 +6414,46 @@ class DtxRecover(Command):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_DtxRecover
+    _enc_body = staticmethod(_enc_body_DtxRecover)
+    _dec_body = staticmethod(_dec_body_DtxRecover)
 
 
 _CLASSES[DtxRecover.NAME] = DtxRecover
 
 
-def _enc_body_DtxRecover(o: Any, out: bytearray) -> None:
+_FIELDS_DtxRollback: tuple[FieldSpec, ...] = (
+    FieldSpec('xid', 'xid', 0, 'struct', 'dtx.xid', True, None, 'Xid', None),
+)
+
+
+def _enc_body_DtxRollback(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
+    v = o.xid
+    if v is not None:
+        flags |= 1
+        _enc_Xid(v, out, depth)
     if flags:
         out[at:at + 2] = flags.to_bytes(2, 'little')
 
 
-def _dec_body_DtxRecover(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[DtxRecover, int]:
-    o = _new(DtxRecover)
+def _dec_body_DtxRollback(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[DtxRollback, int]:
+    o = _new(DtxRollback)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('dtx.rollback', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
-    if flags & 65535:
-        raise _bad_flags('dtx.recover', flags, 0, pos)
-    if pos > end:
-        raise _overrun('dtx.recover', pos)
+    if flags & 65534:
+        raise _bad_flags('dtx.rollback', flags, 1, pos)
+    if flags & 1:
+        v, pos = _dec_Xid(buf, pos, end, depth, typed)
+        _set(o, 'xid', v)
+    else:
+        _set(o, 'xid', None)
     return o, pos
-
-DtxRecover._enc_body = staticmethod(_enc_body_DtxRecover)
-DtxRecover._dec_body = staticmethod(_dec_body_DtxRecover)
-
-
-_FIELDS_DtxRollback: tuple[FieldSpec, ...] = (
-    FieldSpec('xid', 'xid', 0, 'struct', 'dtx.xid', True, None, 'Xid', None),
-)
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -6258,10 +6469,13 @@ class DtxRollback(Command):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_DtxRollback
+    _enc_body = staticmethod(_enc_body_DtxRollback)
+    _dec_body = staticmethod(_dec_body_DtxRollback)
 
     xid: Xid
 
     def __attrs_post_init__(self) -> None:
+        v: Any
         v = self.xid
         if v is None:
             raise _missing('xid', 'dtx.rollback')
@@ -6271,42 +6485,52 @@ class DtxRollback(Command):
 _CLASSES[DtxRollback.NAME] = DtxRollback
 
 
-def _enc_body_DtxRollback(o: Any, out: bytearray) -> None:
+_FIELDS_DtxSetTimeout: tuple[FieldSpec, ...] = (
+    FieldSpec('xid', 'xid', 0, 'struct', 'dtx.xid', True, None, 'Xid', None),
+    FieldSpec('timeout', 'timeout', 1, 'uint32', 'uint32', True, None, None, None),
+)
+
+
+def _enc_body_DtxSetTimeout(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
     v = o.xid
     if v is not None:
         flags |= 1
-        _enc_Xid(v, out)
+        _enc_Xid(v, out, depth)
+    v = o.timeout
+    if v is not None:
+        flags |= 2
+        out += _pack_I(v)
     if flags:
         out[at:at + 2] = flags.to_bytes(2, 'little')
 
 
-def _dec_body_DtxRollback(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[DtxRollback, int]:
-    o = _new(DtxRollback)
+def _dec_body_DtxSetTimeout(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[DtxSetTimeout, int]:
+    o = _new(DtxSetTimeout)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('dtx.set-timeout', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
-    if flags & 65534:
-        raise _bad_flags('dtx.rollback', flags, 1, pos)
+    if flags & 65532:
+        raise _bad_flags('dtx.set-timeout', flags, 2, pos)
     if flags & 1:
-        v, pos = _dec_Xid(buf, pos, end, depth - 1, typed)
+        v, pos = _dec_Xid(buf, pos, end, depth, typed)
         _set(o, 'xid', v)
     else:
         _set(o, 'xid', None)
-    if pos > end:
-        raise _overrun('dtx.rollback', pos)
+    if flags & 2:
+        if pos + 4 > end:
+            raise _overrun('dtx.set-timeout', pos)
+        v = _unpack_I(buf, pos)[0]
+        pos += 4
+        _set(o, 'timeout', v)
+    else:
+        _set(o, 'timeout', None)
     return o, pos
-
-DtxRollback._enc_body = staticmethod(_enc_body_DtxRollback)
-DtxRollback._dec_body = staticmethod(_dec_body_DtxRollback)
-
-
-_FIELDS_DtxSetTimeout: tuple[FieldSpec, ...] = (
-    FieldSpec('xid', 'xid', 0, 'struct', 'dtx.xid', True, None, 'Xid', None),
-    FieldSpec('timeout', 'timeout', 1, 'uint32', 'uint32', True, None, None, None),
-)
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -6322,11 +6546,14 @@ class DtxSetTimeout(Command):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_DtxSetTimeout
+    _enc_body = staticmethod(_enc_body_DtxSetTimeout)
+    _dec_body = staticmethod(_dec_body_DtxSetTimeout)
 
     xid: Xid
     timeout: int
 
     def __attrs_post_init__(self) -> None:
+        v: Any
         v = self.xid
         if v is None:
             raise _missing('xid', 'dtx.set-timeout')
@@ -6341,48 +6568,6 @@ class DtxSetTimeout(Command):
 _CLASSES[DtxSetTimeout.NAME] = DtxSetTimeout
 
 
-def _enc_body_DtxSetTimeout(o: Any, out: bytearray) -> None:
-    flags = 0
-    at = len(out)
-    out += b'\x00\x00'
-    v = o.xid
-    if v is not None:
-        flags |= 1
-        _enc_Xid(v, out)
-    v = o.timeout
-    if v is not None:
-        flags |= 2
-        out += _pack_I(v)
-    if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
-
-
-def _dec_body_DtxSetTimeout(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[DtxSetTimeout, int]:
-    o = _new(DtxSetTimeout)
-    flags = buf[pos] | buf[pos + 1] << 8
-    pos += 2
-    if flags & 65532:
-        raise _bad_flags('dtx.set-timeout', flags, 2, pos)
-    if flags & 1:
-        v, pos = _dec_Xid(buf, pos, end, depth - 1, typed)
-        _set(o, 'xid', v)
-    else:
-        _set(o, 'xid', None)
-    if flags & 2:
-        v = _unpack_I(buf, pos)[0]
-        pos += 4
-        _set(o, 'timeout', v)
-    else:
-        _set(o, 'timeout', None)
-    if pos > end:
-        raise _overrun('dtx.set-timeout', pos)
-    return o, pos
-
-DtxSetTimeout._enc_body = staticmethod(_enc_body_DtxSetTimeout)
-DtxSetTimeout._dec_body = staticmethod(_dec_body_DtxSetTimeout)
-
-
 _FIELDS_ExchangeDeclare: tuple[FieldSpec, ...] = (
     FieldSpec('exchange', 'exchange', 0, 'str8', 'exchange.name', True, None, None, None),
     FieldSpec('type', 'type', 1, 'str8', 'str8', True, None, None, None),
@@ -6392,6 +6577,72 @@ _FIELDS_ExchangeDeclare: tuple[FieldSpec, ...] = (
     FieldSpec('auto-delete', 'auto_delete', 5, 'bit', 'bit', False, None, None, None),
     FieldSpec('arguments', 'arguments', 6, 'map', 'map', False, None, None, None),
 )
+
+
+def _enc_body_ExchangeDeclare(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    flags = 0
+    at = len(out)
+    out += b'\x00\x00'
+    v = o.exchange
+    if v is not None:
+        flags |= 1
+        out += _c.enc_str8(v)
+    v = o.type
+    if v is not None:
+        flags |= 2
+        out += _c.enc_str8(v)
+    v = o.alternate_exchange
+    if v is not None:
+        flags |= 4
+        out += _c.enc_str8(v)
+    if o.passive:
+        flags |= 8
+    if o.durable:
+        flags |= 16
+    if o.auto_delete:
+        flags |= 32
+    v = o.arguments
+    if v is not None:
+        flags |= 64
+        _c.encode_map(v, out, depth)
+    if flags:
+        out[at:at + 2] = flags.to_bytes(2, 'little')
+
+
+def _dec_body_ExchangeDeclare(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[ExchangeDeclare, int]:
+    o = _new(ExchangeDeclare)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('exchange.declare', pos)
+    flags = buf[pos] | buf[pos + 1] << 8
+    pos += 2
+    if flags & 65408:
+        raise _bad_flags('exchange.declare', flags, 7, pos)
+    if flags & 1:
+        v, pos = _c.dec_str8(buf, pos, end)
+        _set(o, 'exchange', v)
+    else:
+        _set(o, 'exchange', None)
+    if flags & 2:
+        v, pos = _c.dec_str8(buf, pos, end)
+        _set(o, 'type', v)
+    else:
+        _set(o, 'type', None)
+    if flags & 4:
+        v, pos = _c.dec_str8(buf, pos, end)
+        _set(o, 'alternate_exchange', v)
+    else:
+        _set(o, 'alternate_exchange', None)
+    _set(o, 'passive', flags & 8 != 0)
+    _set(o, 'durable', flags & 16 != 0)
+    _set(o, 'auto_delete', flags & 32 != 0)
+    if flags & 64:
+        v, pos = _c.decode_map(buf, pos, end, depth, typed)
+        _set(o, 'arguments', v)
+    else:
+        _set(o, 'arguments', None)
+    return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -6407,6 +6658,8 @@ class ExchangeDeclare(Command):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ExchangeDeclare
+    _enc_body = staticmethod(_enc_body_ExchangeDeclare)
+    _dec_body = staticmethod(_dec_body_ExchangeDeclare)
 
     exchange: str
     type: str
@@ -6417,6 +6670,7 @@ class ExchangeDeclare(Command):
     arguments: dict[str, Any] | None = None
 
     def __attrs_post_init__(self) -> None:
+        v: Any
         v = self.exchange
         if v is None:
             raise _missing('exchange', 'exchange.declare')
@@ -6451,112 +6705,13 @@ class ExchangeDeclare(Command):
 _CLASSES[ExchangeDeclare.NAME] = ExchangeDeclare
 
 
-def _enc_body_ExchangeDeclare(o: Any, out: bytearray) -> None:
-    flags = 0
-    at = len(out)
-    out += b'\x00\x00'
-    v = o.exchange
-    if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
-    v = o.type
-    if v is not None:
-        flags |= 2
-        out += _c.enc_str8(v)
-    v = o.alternate_exchange
-    if v is not None:
-        flags |= 4
-        out += _c.enc_str8(v)
-    if o.passive:
-        flags |= 8
-    if o.durable:
-        flags |= 16
-    if o.auto_delete:
-        flags |= 32
-    v = o.arguments
-    if v is not None:
-        flags |= 64
-        _c.encode_map(v, out)
-    if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
-
-
-def _dec_body_ExchangeDeclare(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[ExchangeDeclare, int]:
-    o = _new(ExchangeDeclare)
-    flags = buf[pos] | buf[pos + 1] << 8
-    pos += 2
-    if flags & 65408:
-        raise _bad_flags('exchange.declare', flags, 7, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'exchange', v)
-    else:
-        _set(o, 'exchange', None)
-    if flags & 2:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'type', v)
-    else:
-        _set(o, 'type', None)
-    if flags & 4:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'alternate_exchange', v)
-    else:
-        _set(o, 'alternate_exchange', None)
-    _set(o, 'passive', flags & 8 != 0)
-    _set(o, 'durable', flags & 16 != 0)
-    _set(o, 'auto_delete', flags & 32 != 0)
-    if flags & 64:
-        v, pos = _c.decode_map(buf, pos, end, depth, typed)
-        _set(o, 'arguments', v)
-    else:
-        _set(o, 'arguments', None)
-    if pos > end:
-        raise _overrun('exchange.declare', pos)
-    return o, pos
-
-ExchangeDeclare._enc_body = staticmethod(_enc_body_ExchangeDeclare)
-ExchangeDeclare._dec_body = staticmethod(_dec_body_ExchangeDeclare)
-
-
 _FIELDS_ExchangeDelete: tuple[FieldSpec, ...] = (
     FieldSpec('exchange', 'exchange', 0, 'str8', 'exchange.name', True, None, None, None),
     FieldSpec('if-unused', 'if_unused', 1, 'bit', 'bit', False, None, None, None),
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
-class ExchangeDelete(Command):
-    """``exchange.delete`` (command, code 0x0702)."""
-
-    NAME: ClassVar[str] = 'exchange.delete'
-    CLASS_CODE: ClassVar[int] = 7
-    CODE: ClassVar[int | None] = 2
-    OPCODE: ClassVar[int | None] = 1794
-    RESULT: ClassVar[type | None] = None
-    HAS_HEADER: ClassVar[bool] = False
-    HAS_BODY: ClassVar[bool] = False
-    HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ExchangeDelete
-
-    exchange: str
-    if_unused: bool = False
-
-    def __attrs_post_init__(self) -> None:
-        v = self.exchange
-        if v is None:
-            raise _missing('exchange', 'exchange.delete')
-        if type(v) is not str:
-            raise _bad_arg('exchange', 'str8', v)
-        if len(v) * 4 > 255 or not v.isascii():
-            _check_len('exchange', 'str8', v, 255)
-        if type(self.if_unused) is not bool:
-            object.__setattr__(self, 'if_unused', bool(self.if_unused))
-
-_CLASSES[ExchangeDelete.NAME] = ExchangeDelete
-
-
-def _enc_body_ExchangeDelete(o: Any, out: bytearray) -> None:
+def _enc_body_ExchangeDelete(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -6573,6 +6728,9 @@ def _enc_body_ExchangeDelete(o: Any, out: bytearray) -> None:
 def _dec_body_ExchangeDelete(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[ExchangeDelete, int]:
     o = _new(ExchangeDelete)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('exchange.delete', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65532:
@@ -6583,17 +6741,76 @@ def _dec_body_ExchangeDelete(buf: bytes, pos: int, end: int, depth: int = _DEPTH
     else:
         _set(o, 'exchange', None)
     _set(o, 'if_unused', flags & 2 != 0)
-    if pos > end:
-        raise _overrun('exchange.delete', pos)
     return o, pos
 
-ExchangeDelete._enc_body = staticmethod(_enc_body_ExchangeDelete)
-ExchangeDelete._dec_body = staticmethod(_dec_body_ExchangeDelete)
+
+@attrs.frozen(slots=True, kw_only=True, repr=False)
+class ExchangeDelete(Command):
+    """``exchange.delete`` (command, code 0x0702)."""
+
+    NAME: ClassVar[str] = 'exchange.delete'
+    CLASS_CODE: ClassVar[int] = 7
+    CODE: ClassVar[int | None] = 2
+    OPCODE: ClassVar[int | None] = 1794
+    RESULT: ClassVar[type | None] = None
+    HAS_HEADER: ClassVar[bool] = False
+    HAS_BODY: ClassVar[bool] = False
+    HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ExchangeDelete
+    _enc_body = staticmethod(_enc_body_ExchangeDelete)
+    _dec_body = staticmethod(_dec_body_ExchangeDelete)
+
+    exchange: str
+    if_unused: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        v: Any
+        v = self.exchange
+        if v is None:
+            raise _missing('exchange', 'exchange.delete')
+        if type(v) is not str:
+            raise _bad_arg('exchange', 'str8', v)
+        if len(v) * 4 > 255 or not v.isascii():
+            _check_len('exchange', 'str8', v, 255)
+        if type(self.if_unused) is not bool:
+            object.__setattr__(self, 'if_unused', bool(self.if_unused))
+
+_CLASSES[ExchangeDelete.NAME] = ExchangeDelete
 
 
 _FIELDS_ExchangeQuery: tuple[FieldSpec, ...] = (
     FieldSpec('name', 'name', 0, 'str8', 'str8', False, None, None, None),
 )
+
+
+def _enc_body_ExchangeQuery(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    flags = 0
+    at = len(out)
+    out += b'\x00\x00'
+    v = o.name
+    if v is not None:
+        flags |= 1
+        out += _c.enc_str8(v)
+    if flags:
+        out[at:at + 2] = flags.to_bytes(2, 'little')
+
+
+def _dec_body_ExchangeQuery(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[ExchangeQuery, int]:
+    o = _new(ExchangeQuery)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('exchange.query', pos)
+    flags = buf[pos] | buf[pos + 1] << 8
+    pos += 2
+    if flags & 65534:
+        raise _bad_flags('exchange.query', flags, 1, pos)
+    if flags & 1:
+        v, pos = _c.dec_str8(buf, pos, end)
+        _set(o, 'name', v)
+    else:
+        _set(o, 'name', None)
+    return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -6609,10 +6826,13 @@ class ExchangeQuery(Command):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ExchangeQuery
+    _enc_body = staticmethod(_enc_body_ExchangeQuery)
+    _dec_body = staticmethod(_dec_body_ExchangeQuery)
 
     name: str | None = None
 
     def __attrs_post_init__(self) -> None:
+        v: Any
         v = self.name
         if v is not None:
             if type(v) is not str:
@@ -6623,44 +6843,69 @@ class ExchangeQuery(Command):
 _CLASSES[ExchangeQuery.NAME] = ExchangeQuery
 
 
-def _enc_body_ExchangeQuery(o: Any, out: bytearray) -> None:
-    flags = 0
-    at = len(out)
-    out += b'\x00\x00'
-    v = o.name
-    if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
-    if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
-
-
-def _dec_body_ExchangeQuery(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[ExchangeQuery, int]:
-    o = _new(ExchangeQuery)
-    flags = buf[pos] | buf[pos + 1] << 8
-    pos += 2
-    if flags & 65534:
-        raise _bad_flags('exchange.query', flags, 1, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'name', v)
-    else:
-        _set(o, 'name', None)
-    if pos > end:
-        raise _overrun('exchange.query', pos)
-    return o, pos
-
-ExchangeQuery._enc_body = staticmethod(_enc_body_ExchangeQuery)
-ExchangeQuery._dec_body = staticmethod(_dec_body_ExchangeQuery)
-
-
 _FIELDS_ExchangeBind: tuple[FieldSpec, ...] = (
     FieldSpec('queue', 'queue', 0, 'str8', 'queue.name', True, None, None, None),
     FieldSpec('exchange', 'exchange', 1, 'str8', 'exchange.name', True, None, None, None),
     FieldSpec('binding-key', 'binding_key', 2, 'str8', 'str8', True, None, None, None),
     FieldSpec('arguments', 'arguments', 3, 'map', 'map', False, None, None, None),
 )
+
+
+def _enc_body_ExchangeBind(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    flags = 0
+    at = len(out)
+    out += b'\x00\x00'
+    v = o.queue
+    if v is not None:
+        flags |= 1
+        out += _c.enc_str8(v)
+    v = o.exchange
+    if v is not None:
+        flags |= 2
+        out += _c.enc_str8(v)
+    v = o.binding_key
+    if v is not None:
+        flags |= 4
+        out += _c.enc_str8(v)
+    v = o.arguments
+    if v is not None:
+        flags |= 8
+        _c.encode_map(v, out, depth)
+    if flags:
+        out[at:at + 2] = flags.to_bytes(2, 'little')
+
+
+def _dec_body_ExchangeBind(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[ExchangeBind, int]:
+    o = _new(ExchangeBind)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('exchange.bind', pos)
+    flags = buf[pos] | buf[pos + 1] << 8
+    pos += 2
+    if flags & 65520:
+        raise _bad_flags('exchange.bind', flags, 4, pos)
+    if flags & 1:
+        v, pos = _c.dec_str8(buf, pos, end)
+        _set(o, 'queue', v)
+    else:
+        _set(o, 'queue', None)
+    if flags & 2:
+        v, pos = _c.dec_str8(buf, pos, end)
+        _set(o, 'exchange', v)
+    else:
+        _set(o, 'exchange', None)
+    if flags & 4:
+        v, pos = _c.dec_str8(buf, pos, end)
+        _set(o, 'binding_key', v)
+    else:
+        _set(o, 'binding_key', None)
+    if flags & 8:
+        v, pos = _c.decode_map(buf, pos, end, depth, typed)
+        _set(o, 'arguments', v)
+    else:
+        _set(o, 'arguments', None)
+    return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -6676,6 +6921,8 @@ class ExchangeBind(Command):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ExchangeBind
+    _enc_body = staticmethod(_enc_body_ExchangeBind)
+    _dec_body = staticmethod(_dec_body_ExchangeBind)
 
     queue: str
     exchange: str
@@ -6683,6 +6930,7 @@ class ExchangeBind(Command):
     arguments: dict[str, Any] | None = None
 
     def __attrs_post_init__(self) -> None:
+        v: Any
         v = self.queue
         if v is None:
             raise _missing('queue', 'exchange.bind')
@@ -6712,7 +6960,14 @@ class ExchangeBind(Command):
 _CLASSES[ExchangeBind.NAME] = ExchangeBind
 
 
-def _enc_body_ExchangeBind(o: Any, out: bytearray) -> None:
+_FIELDS_ExchangeUnbind: tuple[FieldSpec, ...] = (
+    FieldSpec('queue', 'queue', 0, 'str8', 'queue.name', True, None, None, None),
+    FieldSpec('exchange', 'exchange', 1, 'str8', 'exchange.name', True, None, None, None),
+    FieldSpec('binding-key', 'binding_key', 2, 'str8', 'str8', True, None, None, None),
+)
+
+
+def _enc_body_ExchangeUnbind(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -6728,21 +6983,20 @@ def _enc_body_ExchangeBind(o: Any, out: bytearray) -> None:
     if v is not None:
         flags |= 4
         out += _c.enc_str8(v)
-    v = o.arguments
-    if v is not None:
-        flags |= 8
-        _c.encode_map(v, out)
     if flags:
         out[at:at + 2] = flags.to_bytes(2, 'little')
 
 
-def _dec_body_ExchangeBind(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[ExchangeBind, int]:
-    o = _new(ExchangeBind)
+def _dec_body_ExchangeUnbind(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[ExchangeUnbind, int]:
+    o = _new(ExchangeUnbind)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('exchange.unbind', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
-    if flags & 65520:
-        raise _bad_flags('exchange.bind', flags, 4, pos)
+    if flags & 65528:
+        raise _bad_flags('exchange.unbind', flags, 3, pos)
     if flags & 1:
         v, pos = _c.dec_str8(buf, pos, end)
         _set(o, 'queue', v)
@@ -6758,24 +7012,7 @@ def _dec_body_ExchangeBind(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
         _set(o, 'binding_key', v)
     else:
         _set(o, 'binding_key', None)
-    if flags & 8:
-        v, pos = _c.decode_map(buf, pos, end, depth, typed)
-        _set(o, 'arguments', v)
-    else:
-        _set(o, 'arguments', None)
-    if pos > end:
-        raise _overrun('exchange.bind', pos)
     return o, pos
-
-ExchangeBind._enc_body = staticmethod(_enc_body_ExchangeBind)
-ExchangeBind._dec_body = staticmethod(_dec_body_ExchangeBind)
-
-
-_FIELDS_ExchangeUnbind: tuple[FieldSpec, ...] = (
-    FieldSpec('queue', 'queue', 0, 'str8', 'queue.name', True, None, None, None),
-    FieldSpec('exchange', 'exchange', 1, 'str8', 'exchange.name', True, None, None, None),
-    FieldSpec('binding-key', 'binding_key', 2, 'str8', 'str8', True, None, None, None),
-)
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -6791,12 +7028,15 @@ class ExchangeUnbind(Command):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ExchangeUnbind
+    _enc_body = staticmethod(_enc_body_ExchangeUnbind)
+    _dec_body = staticmethod(_dec_body_ExchangeUnbind)
 
     queue: str
     exchange: str
     binding_key: str
 
     def __attrs_post_init__(self) -> None:
+        v: Any
         v = self.queue
         if v is None:
             raise _missing('queue', 'exchange.unbind')
@@ -6822,15 +7062,23 @@ class ExchangeUnbind(Command):
 _CLASSES[ExchangeUnbind.NAME] = ExchangeUnbind
 
 
-def _enc_body_ExchangeUnbind(o: Any, out: bytearray) -> None:
+_FIELDS_ExchangeBound: tuple[FieldSpec, ...] = (
+    FieldSpec('exchange', 'exchange', 0, 'str8', 'str8', False, None, None, None),
+    FieldSpec('queue', 'queue', 1, 'str8', 'str8', True, None, None, None),
+    FieldSpec('binding-key', 'binding_key', 2, 'str8', 'str8', False, None, None, None),
+    FieldSpec('arguments', 'arguments', 3, 'map', 'map', False, None, None, None),
+)
+
+
+def _enc_body_ExchangeBound(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
-    v = o.queue
+    v = o.exchange
     if v is not None:
         flags |= 1
         out += _c.enc_str8(v)
-    v = o.exchange
+    v = o.queue
     if v is not None:
         flags |= 2
         out += _c.enc_str8(v)
@@ -6838,46 +7086,45 @@ def _enc_body_ExchangeUnbind(o: Any, out: bytearray) -> None:
     if v is not None:
         flags |= 4
         out += _c.enc_str8(v)
+    v = o.arguments
+    if v is not None:
+        flags |= 8
+        _c.encode_map(v, out, depth)
     if flags:
         out[at:at + 2] = flags.to_bytes(2, 'little')
 
 
-def _dec_body_ExchangeUnbind(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[ExchangeUnbind, int]:
-    o = _new(ExchangeUnbind)
+def _dec_body_ExchangeBound(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[ExchangeBound, int]:
+    o = _new(ExchangeBound)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('exchange.bound', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
-    if flags & 65528:
-        raise _bad_flags('exchange.unbind', flags, 3, pos)
+    if flags & 65520:
+        raise _bad_flags('exchange.bound', flags, 4, pos)
     if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'queue', v)
-    else:
-        _set(o, 'queue', None)
-    if flags & 2:
         v, pos = _c.dec_str8(buf, pos, end)
         _set(o, 'exchange', v)
     else:
         _set(o, 'exchange', None)
+    if flags & 2:
+        v, pos = _c.dec_str8(buf, pos, end)
+        _set(o, 'queue', v)
+    else:
+        _set(o, 'queue', None)
     if flags & 4:
         v, pos = _c.dec_str8(buf, pos, end)
         _set(o, 'binding_key', v)
     else:
         _set(o, 'binding_key', None)
-    if pos > end:
-        raise _overrun('exchange.unbind', pos)
+    if flags & 8:
+        v, pos = _c.decode_map(buf, pos, end, depth, typed)
+        _set(o, 'arguments', v)
+    else:
+        _set(o, 'arguments', None)
     return o, pos
-
-ExchangeUnbind._enc_body = staticmethod(_enc_body_ExchangeUnbind)
-ExchangeUnbind._dec_body = staticmethod(_dec_body_ExchangeUnbind)
-
-
-_FIELDS_ExchangeBound: tuple[FieldSpec, ...] = (
-    FieldSpec('exchange', 'exchange', 0, 'str8', 'str8', False, None, None, None),
-    FieldSpec('queue', 'queue', 1, 'str8', 'str8', True, None, None, None),
-    FieldSpec('binding-key', 'binding_key', 2, 'str8', 'str8', False, None, None, None),
-    FieldSpec('arguments', 'arguments', 3, 'map', 'map', False, None, None, None),
-)
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -6893,6 +7140,8 @@ class ExchangeBound(Command):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ExchangeBound
+    _enc_body = staticmethod(_enc_body_ExchangeBound)
+    _dec_body = staticmethod(_dec_body_ExchangeBound)
 
     exchange: str | None = None
     queue: str
@@ -6900,6 +7149,7 @@ class ExchangeBound(Command):
     arguments: dict[str, Any] | None = None
 
     def __attrs_post_init__(self) -> None:
+        v: Any
         v = self.exchange
         if v is not None:
             if type(v) is not str:
@@ -6927,65 +7177,6 @@ class ExchangeBound(Command):
 _CLASSES[ExchangeBound.NAME] = ExchangeBound
 
 
-def _enc_body_ExchangeBound(o: Any, out: bytearray) -> None:
-    flags = 0
-    at = len(out)
-    out += b'\x00\x00'
-    v = o.exchange
-    if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
-    v = o.queue
-    if v is not None:
-        flags |= 2
-        out += _c.enc_str8(v)
-    v = o.binding_key
-    if v is not None:
-        flags |= 4
-        out += _c.enc_str8(v)
-    v = o.arguments
-    if v is not None:
-        flags |= 8
-        _c.encode_map(v, out)
-    if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
-
-
-def _dec_body_ExchangeBound(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[ExchangeBound, int]:
-    o = _new(ExchangeBound)
-    flags = buf[pos] | buf[pos + 1] << 8
-    pos += 2
-    if flags & 65520:
-        raise _bad_flags('exchange.bound', flags, 4, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'exchange', v)
-    else:
-        _set(o, 'exchange', None)
-    if flags & 2:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'queue', v)
-    else:
-        _set(o, 'queue', None)
-    if flags & 4:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'binding_key', v)
-    else:
-        _set(o, 'binding_key', None)
-    if flags & 8:
-        v, pos = _c.decode_map(buf, pos, end, depth, typed)
-        _set(o, 'arguments', v)
-    else:
-        _set(o, 'arguments', None)
-    if pos > end:
-        raise _overrun('exchange.bound', pos)
-    return o, pos
-
-ExchangeBound._enc_body = staticmethod(_enc_body_ExchangeBound)
-ExchangeBound._dec_body = staticmethod(_dec_body_ExchangeBound)
-
-
 _FIELDS_QueueDeclare: tuple[FieldSpec, ...] = (
     FieldSpec('queue', 'queue', 0, 'str8', 'queue.name', True, None, None, None),
     FieldSpec('alternate-exchange', 'alternate_exchange', 1, 'str8', 'exchange.name', False, None, None, None),
@@ -6995,6 +7186,66 @@ _FIELDS_QueueDeclare: tuple[FieldSpec, ...] = (
     FieldSpec('auto-delete', 'auto_delete', 5, 'bit', 'bit', False, None, None, None),
     FieldSpec('arguments', 'arguments', 6, 'map', 'map', False, None, None, None),
 )
+
+
+def _enc_body_QueueDeclare(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    flags = 0
+    at = len(out)
+    out += b'\x00\x00'
+    v = o.queue
+    if v is not None:
+        flags |= 1
+        out += _c.enc_str8(v)
+    v = o.alternate_exchange
+    if v is not None:
+        flags |= 2
+        out += _c.enc_str8(v)
+    if o.passive:
+        flags |= 4
+    if o.durable:
+        flags |= 8
+    if o.exclusive:
+        flags |= 16
+    if o.auto_delete:
+        flags |= 32
+    v = o.arguments
+    if v is not None:
+        flags |= 64
+        _c.encode_map(v, out, depth)
+    if flags:
+        out[at:at + 2] = flags.to_bytes(2, 'little')
+
+
+def _dec_body_QueueDeclare(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[QueueDeclare, int]:
+    o = _new(QueueDeclare)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('queue.declare', pos)
+    flags = buf[pos] | buf[pos + 1] << 8
+    pos += 2
+    if flags & 65408:
+        raise _bad_flags('queue.declare', flags, 7, pos)
+    if flags & 1:
+        v, pos = _c.dec_str8(buf, pos, end)
+        _set(o, 'queue', v)
+    else:
+        _set(o, 'queue', None)
+    if flags & 2:
+        v, pos = _c.dec_str8(buf, pos, end)
+        _set(o, 'alternate_exchange', v)
+    else:
+        _set(o, 'alternate_exchange', None)
+    _set(o, 'passive', flags & 4 != 0)
+    _set(o, 'durable', flags & 8 != 0)
+    _set(o, 'exclusive', flags & 16 != 0)
+    _set(o, 'auto_delete', flags & 32 != 0)
+    if flags & 64:
+        v, pos = _c.decode_map(buf, pos, end, depth, typed)
+        _set(o, 'arguments', v)
+    else:
+        _set(o, 'arguments', None)
+    return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -7010,6 +7261,8 @@ class QueueDeclare(Command):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_QueueDeclare
+    _enc_body = staticmethod(_enc_body_QueueDeclare)
+    _dec_body = staticmethod(_dec_body_QueueDeclare)
 
     queue: str
     alternate_exchange: str | None = None
@@ -7020,6 +7273,7 @@ class QueueDeclare(Command):
     arguments: dict[str, Any] | None = None
 
     def __attrs_post_init__(self) -> None:
+        v: Any
         v = self.queue
         if v is None:
             raise _missing('queue', 'queue.declare')
@@ -7049,68 +7303,6 @@ class QueueDeclare(Command):
 _CLASSES[QueueDeclare.NAME] = QueueDeclare
 
 
-def _enc_body_QueueDeclare(o: Any, out: bytearray) -> None:
-    flags = 0
-    at = len(out)
-    out += b'\x00\x00'
-    v = o.queue
-    if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
-    v = o.alternate_exchange
-    if v is not None:
-        flags |= 2
-        out += _c.enc_str8(v)
-    if o.passive:
-        flags |= 4
-    if o.durable:
-        flags |= 8
-    if o.exclusive:
-        flags |= 16
-    if o.auto_delete:
-        flags |= 32
-    v = o.arguments
-    if v is not None:
-        flags |= 64
-        _c.encode_map(v, out)
-    if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
-
-
-def _dec_body_QueueDeclare(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[QueueDeclare, int]:
-    o = _new(QueueDeclare)
-    flags = buf[pos] | buf[pos + 1] << 8
-    pos += 2
-    if flags & 65408:
-        raise _bad_flags('queue.declare', flags, 7, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'queue', v)
-    else:
-        _set(o, 'queue', None)
-    if flags & 2:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'alternate_exchange', v)
-    else:
-        _set(o, 'alternate_exchange', None)
-    _set(o, 'passive', flags & 4 != 0)
-    _set(o, 'durable', flags & 8 != 0)
-    _set(o, 'exclusive', flags & 16 != 0)
-    _set(o, 'auto_delete', flags & 32 != 0)
-    if flags & 64:
-        v, pos = _c.decode_map(buf, pos, end, depth, typed)
-        _set(o, 'arguments', v)
-    else:
-        _set(o, 'arguments', None)
-    if pos > end:
-        raise _overrun('queue.declare', pos)
-    return o, pos
-
-QueueDeclare._enc_body = staticmethod(_enc_body_QueueDeclare)
-QueueDeclare._dec_body = staticmethod(_dec_body_QueueDeclare)
-
-
 _FIELDS_QueueDelete: tuple[FieldSpec, ...] = (
     FieldSpec('queue', 'queue', 0, 'str8', 'queue.name', True, None, None, None),
     FieldSpec('if-unused', 'if_unused', 1, 'bit', 'bit', False, None, None, None),
@@ -7118,41 +7310,7 @@ _FIELDS_QueueDelete: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
-class QueueDelete(Command):
-    """``queue.delete`` (command, code 0x0802)."""
-
-    NAME: ClassVar[str] = 'queue.delete'
-    CLASS_CODE: ClassVar[int] = 8
-    CODE: ClassVar[int | None] = 2
-    OPCODE: ClassVar[int | None] = 2050
-    RESULT: ClassVar[type | None] = None
-    HAS_HEADER: ClassVar[bool] = False
-    HAS_BODY: ClassVar[bool] = False
-    HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_QueueDelete
-
-    queue: str
-    if_unused: bool = False
-    if_empty: bool = False
-
-    def __attrs_post_init__(self) -> None:
-        v = self.queue
-        if v is None:
-            raise _missing('queue', 'queue.delete')
-        if type(v) is not str:
-            raise _bad_arg('queue', 'str8', v)
-        if len(v) * 4 > 255 or not v.isascii():
-            _check_len('queue', 'str8', v, 255)
-        if type(self.if_unused) is not bool:
-            object.__setattr__(self, 'if_unused', bool(self.if_unused))
-        if type(self.if_empty) is not bool:
-            object.__setattr__(self, 'if_empty', bool(self.if_empty))
-
-_CLASSES[QueueDelete.NAME] = QueueDelete
-
-
-def _enc_body_QueueDelete(o: Any, out: bytearray) -> None:
+def _enc_body_QueueDelete(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -7171,6 +7329,9 @@ def _enc_body_QueueDelete(o: Any, out: bytearray) -> None:
 def _dec_body_QueueDelete(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[QueueDelete, int]:
     o = _new(QueueDelete)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('queue.delete', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65528:
@@ -7182,17 +7343,79 @@ def _dec_body_QueueDelete(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
         _set(o, 'queue', None)
     _set(o, 'if_unused', flags & 2 != 0)
     _set(o, 'if_empty', flags & 4 != 0)
-    if pos > end:
-        raise _overrun('queue.delete', pos)
     return o, pos
 
-QueueDelete._enc_body = staticmethod(_enc_body_QueueDelete)
-QueueDelete._dec_body = staticmethod(_dec_body_QueueDelete)
+
+@attrs.frozen(slots=True, kw_only=True, repr=False)
+class QueueDelete(Command):
+    """``queue.delete`` (command, code 0x0802)."""
+
+    NAME: ClassVar[str] = 'queue.delete'
+    CLASS_CODE: ClassVar[int] = 8
+    CODE: ClassVar[int | None] = 2
+    OPCODE: ClassVar[int | None] = 2050
+    RESULT: ClassVar[type | None] = None
+    HAS_HEADER: ClassVar[bool] = False
+    HAS_BODY: ClassVar[bool] = False
+    HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_QueueDelete
+    _enc_body = staticmethod(_enc_body_QueueDelete)
+    _dec_body = staticmethod(_dec_body_QueueDelete)
+
+    queue: str
+    if_unused: bool = False
+    if_empty: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        v: Any
+        v = self.queue
+        if v is None:
+            raise _missing('queue', 'queue.delete')
+        if type(v) is not str:
+            raise _bad_arg('queue', 'str8', v)
+        if len(v) * 4 > 255 or not v.isascii():
+            _check_len('queue', 'str8', v, 255)
+        if type(self.if_unused) is not bool:
+            object.__setattr__(self, 'if_unused', bool(self.if_unused))
+        if type(self.if_empty) is not bool:
+            object.__setattr__(self, 'if_empty', bool(self.if_empty))
+
+_CLASSES[QueueDelete.NAME] = QueueDelete
 
 
 _FIELDS_QueuePurge: tuple[FieldSpec, ...] = (
     FieldSpec('queue', 'queue', 0, 'str8', 'queue.name', True, None, None, None),
 )
+
+
+def _enc_body_QueuePurge(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    flags = 0
+    at = len(out)
+    out += b'\x00\x00'
+    v = o.queue
+    if v is not None:
+        flags |= 1
+        out += _c.enc_str8(v)
+    if flags:
+        out[at:at + 2] = flags.to_bytes(2, 'little')
+
+
+def _dec_body_QueuePurge(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[QueuePurge, int]:
+    o = _new(QueuePurge)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('queue.purge', pos)
+    flags = buf[pos] | buf[pos + 1] << 8
+    pos += 2
+    if flags & 65534:
+        raise _bad_flags('queue.purge', flags, 1, pos)
+    if flags & 1:
+        v, pos = _c.dec_str8(buf, pos, end)
+        _set(o, 'queue', v)
+    else:
+        _set(o, 'queue', None)
+    return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -7208,10 +7431,13 @@ class QueuePurge(Command):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_QueuePurge
+    _enc_body = staticmethod(_enc_body_QueuePurge)
+    _dec_body = staticmethod(_dec_body_QueuePurge)
 
     queue: str
 
     def __attrs_post_init__(self) -> None:
+        v: Any
         v = self.queue
         if v is None:
             raise _missing('queue', 'queue.purge')
@@ -7223,7 +7449,12 @@ class QueuePurge(Command):
 _CLASSES[QueuePurge.NAME] = QueuePurge
 
 
-def _enc_body_QueuePurge(o: Any, out: bytearray) -> None:
+_FIELDS_QueueQuery: tuple[FieldSpec, ...] = (
+    FieldSpec('queue', 'queue', 0, 'str8', 'queue.name', True, None, None, None),
+)
+
+
+def _enc_body_QueueQuery(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -7235,29 +7466,22 @@ def _enc_body_QueuePurge(o: Any, out: bytearray) -> None:
         out[at:at + 2] = flags.to_bytes(2, 'little')
 
 
-def _dec_body_QueuePurge(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[QueuePurge, int]:
-    o = _new(QueuePurge)
+def _dec_body_QueueQuery(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[QueueQuery, int]:
+    o = _new(QueueQuery)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('queue.query', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65534:
-        raise _bad_flags('queue.purge', flags, 1, pos)
+        raise _bad_flags('queue.query', flags, 1, pos)
     if flags & 1:
         v, pos = _c.dec_str8(buf, pos, end)
         _set(o, 'queue', v)
     else:
         _set(o, 'queue', None)
-    if pos > end:
-        raise _overrun('queue.purge', pos)
     return o, pos
-
-QueuePurge._enc_body = staticmethod(_enc_body_QueuePurge)
-QueuePurge._dec_body = staticmethod(_dec_body_QueuePurge)
-
-
-_FIELDS_QueueQuery: tuple[FieldSpec, ...] = (
-    FieldSpec('queue', 'queue', 0, 'str8', 'queue.name', True, None, None, None),
-)
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -7273,10 +7497,13 @@ class QueueQuery(Command):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_QueueQuery
+    _enc_body = staticmethod(_enc_body_QueueQuery)
+    _dec_body = staticmethod(_dec_body_QueueQuery)
 
     queue: str
 
     def __attrs_post_init__(self) -> None:
+        v: Any
         v = self.queue
         if v is None:
             raise _missing('queue', 'queue.query')
@@ -7288,38 +7515,6 @@ class QueueQuery(Command):
 _CLASSES[QueueQuery.NAME] = QueueQuery
 
 
-def _enc_body_QueueQuery(o: Any, out: bytearray) -> None:
-    flags = 0
-    at = len(out)
-    out += b'\x00\x00'
-    v = o.queue
-    if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
-    if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
-
-
-def _dec_body_QueueQuery(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[QueueQuery, int]:
-    o = _new(QueueQuery)
-    flags = buf[pos] | buf[pos + 1] << 8
-    pos += 2
-    if flags & 65534:
-        raise _bad_flags('queue.query', flags, 1, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'queue', v)
-    else:
-        _set(o, 'queue', None)
-    if pos > end:
-        raise _overrun('queue.query', pos)
-    return o, pos
-
-QueueQuery._enc_body = staticmethod(_enc_body_QueueQuery)
-QueueQuery._dec_body = staticmethod(_dec_body_QueueQuery)
-
-
 _FIELDS_FileQos: tuple[FieldSpec, ...] = (
     FieldSpec('prefetch-size', 'prefetch_size', 0, 'uint32', 'uint32', False, None, None, None),
     FieldSpec('prefetch-count', 'prefetch_count', 1, 'uint16', 'uint16', False, None, None, None),
@@ -7327,40 +7522,7 @@ _FIELDS_FileQos: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
-class FileQos(Command):
-    """``file.qos`` (command, code 0x0901)."""
-
-    NAME: ClassVar[str] = 'file.qos'
-    CLASS_CODE: ClassVar[int] = 9
-    CODE: ClassVar[int | None] = 1
-    OPCODE: ClassVar[int | None] = 2305
-    RESULT: ClassVar[type | None] = None
-    HAS_HEADER: ClassVar[bool] = False
-    HAS_BODY: ClassVar[bool] = False
-    HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FileQos
-
-    prefetch_size: int | None = None
-    prefetch_count: int | None = None
-    global_: bool = False
-
-    def __attrs_post_init__(self) -> None:
-        v = self.prefetch_size
-        if v is not None:
-            if type(v) is not int and not _is_int(v) or not 0 <= v <= 4294967295:
-                raise _bad_arg('prefetch-size', 'uint32', v)
-        v = self.prefetch_count
-        if v is not None:
-            if type(v) is not int and not _is_int(v) or not 0 <= v <= 65535:
-                raise _bad_arg('prefetch-count', 'uint16', v)
-        if type(self.global_) is not bool:
-            object.__setattr__(self, 'global_', bool(self.global_))
-
-_CLASSES[FileQos.NAME] = FileQos
-
-
-def _enc_body_FileQos(o: Any, out: bytearray) -> None:
+def _enc_body_FileQos(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -7381,32 +7543,90 @@ def _enc_body_FileQos(o: Any, out: bytearray) -> None:
 def _dec_body_FileQos(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[FileQos, int]:
     o = _new(FileQos)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('file.qos', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65528:
         raise _bad_flags('file.qos', flags, 3, pos)
     if flags & 1:
+        if pos + 4 > end:
+            raise _overrun('file.qos', pos)
         v = _unpack_I(buf, pos)[0]
         pos += 4
         _set(o, 'prefetch_size', v)
     else:
         _set(o, 'prefetch_size', None)
     if flags & 2:
+        if pos + 2 > end:
+            raise _overrun('file.qos', pos)
         v = _unpack_H(buf, pos)[0]
         pos += 2
         _set(o, 'prefetch_count', v)
     else:
         _set(o, 'prefetch_count', None)
     _set(o, 'global_', flags & 4 != 0)
-    if pos > end:
-        raise _overrun('file.qos', pos)
     return o, pos
 
-FileQos._enc_body = staticmethod(_enc_body_FileQos)
-FileQos._dec_body = staticmethod(_dec_body_FileQos)
+
+@attrs.frozen(slots=True, kw_only=True, repr=False)
+class FileQos(Command):
+    """``file.qos`` (command, code 0x0901)."""
+
+    NAME: ClassVar[str] = 'file.qos'
+    CLASS_CODE: ClassVar[int] = 9
+    CODE: ClassVar[int | None] = 1
+    OPCODE: ClassVar[int | None] = 2305
+    RESULT: ClassVar[type | None] = None
+    HAS_HEADER: ClassVar[bool] = False
+    HAS_BODY: ClassVar[bool] = False
+    HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FileQos
+    _enc_body = staticmethod(_enc_body_FileQos)
+    _dec_body = staticmethod(_dec_body_FileQos)
+
+    prefetch_size: int | None = None
+    prefetch_count: int | None = None
+    global_: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        v: Any
+        v = self.prefetch_size
+        if v is not None:
+            if type(v) is not int and not _is_int(v) or not 0 <= v <= 4294967295:
+                raise _bad_arg('prefetch-size', 'uint32', v)
+        v = self.prefetch_count
+        if v is not None:
+            if type(v) is not int and not _is_int(v) or not 0 <= v <= 65535:
+                raise _bad_arg('prefetch-count', 'uint16', v)
+        if type(self.global_) is not bool:
+            object.__setattr__(self, 'global_', bool(self.global_))
+
+_CLASSES[FileQos.NAME] = FileQos
 
 
 _FIELDS_FileQosOk: tuple[FieldSpec, ...] = ()
+
+
+def _enc_body_FileQosOk(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    flags = 0
+    at = len(out)
+    out += b'\x00\x00'
+    if flags:
+        out[at:at + 2] = flags.to_bytes(2, 'little')
+
+
+def _dec_body_FileQosOk(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[FileQosOk, int]:
+    o = _new(FileQosOk)
+    if pos + 2 > end:
+        raise _overrun('file.qos-ok', pos)
+    flags = buf[pos] | buf[pos + 1] << 8
+    pos += 2
+    if flags & 65535:
+        raise _bad_flags('file.qos-ok', flags, 0, pos)
+    return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -7422,32 +7642,11 @@ class FileQosOk(Command):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FileQosOk
+    _enc_body = staticmethod(_enc_body_FileQosOk)
+    _dec_body = staticmethod(_dec_body_FileQosOk)
 
 
 _CLASSES[FileQosOk.NAME] = FileQosOk
-
-
-def _enc_body_FileQosOk(o: Any, out: bytearray) -> None:
-    flags = 0
-    at = len(out)
-    out += b'\x00\x00'
-    if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
-
-
-def _dec_body_FileQosOk(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[FileQosOk, int]:
-    o = _new(FileQosOk)
-    flags = buf[pos] | buf[pos + 1] << 8
-    pos += 2
-    if flags & 65535:
-        raise _bad_flags('file.qos-ok', flags, 0, pos)
-    if pos > end:
-        raise _overrun('file.qos-ok', pos)
-    return o, pos
-
-FileQosOk._enc_body = staticmethod(_enc_body_FileQosOk)
-FileQosOk._dec_body = staticmethod(_dec_body_FileQosOk)
 
 
 _FIELDS_FileConsume: tuple[FieldSpec, ...] = (
@@ -7459,6 +7658,66 @@ _FIELDS_FileConsume: tuple[FieldSpec, ...] = (
     FieldSpec('nowait', 'nowait', 5, 'bit', 'bit', False, None, None, None),
     FieldSpec('arguments', 'arguments', 6, 'map', 'map', False, None, None, None),
 )
+
+
+def _enc_body_FileConsume(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    flags = 0
+    at = len(out)
+    out += b'\x00\x00'
+    v = o.queue
+    if v is not None:
+        flags |= 1
+        out += _c.enc_str8(v)
+    v = o.consumer_tag
+    if v is not None:
+        flags |= 2
+        out += _c.enc_str8(v)
+    if o.no_local:
+        flags |= 4
+    if o.no_ack:
+        flags |= 8
+    if o.exclusive:
+        flags |= 16
+    if o.nowait:
+        flags |= 32
+    v = o.arguments
+    if v is not None:
+        flags |= 64
+        _c.encode_map(v, out, depth)
+    if flags:
+        out[at:at + 2] = flags.to_bytes(2, 'little')
+
+
+def _dec_body_FileConsume(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[FileConsume, int]:
+    o = _new(FileConsume)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('file.consume', pos)
+    flags = buf[pos] | buf[pos + 1] << 8
+    pos += 2
+    if flags & 65408:
+        raise _bad_flags('file.consume', flags, 7, pos)
+    if flags & 1:
+        v, pos = _c.dec_str8(buf, pos, end)
+        _set(o, 'queue', v)
+    else:
+        _set(o, 'queue', None)
+    if flags & 2:
+        v, pos = _c.dec_str8(buf, pos, end)
+        _set(o, 'consumer_tag', v)
+    else:
+        _set(o, 'consumer_tag', None)
+    _set(o, 'no_local', flags & 4 != 0)
+    _set(o, 'no_ack', flags & 8 != 0)
+    _set(o, 'exclusive', flags & 16 != 0)
+    _set(o, 'nowait', flags & 32 != 0)
+    if flags & 64:
+        v, pos = _c.decode_map(buf, pos, end, depth, typed)
+        _set(o, 'arguments', v)
+    else:
+        _set(o, 'arguments', None)
+    return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -7474,6 +7733,8 @@ class FileConsume(Command):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FileConsume
+    _enc_body = staticmethod(_enc_body_FileConsume)
+    _dec_body = staticmethod(_dec_body_FileConsume)
 
     queue: str | None = None
     consumer_tag: str | None = None
@@ -7484,6 +7745,7 @@ class FileConsume(Command):
     arguments: dict[str, Any] | None = None
 
     def __attrs_post_init__(self) -> None:
+        v: Any
         v = self.queue
         if v is not None:
             if type(v) is not str:
@@ -7512,71 +7774,39 @@ class FileConsume(Command):
 _CLASSES[FileConsume.NAME] = FileConsume
 
 
-def _enc_body_FileConsume(o: Any, out: bytearray) -> None:
+_FIELDS_FileConsumeOk: tuple[FieldSpec, ...] = (
+    FieldSpec('consumer-tag', 'consumer_tag', 0, 'str8', 'str8', False, None, None, None),
+)
+
+
+def _enc_body_FileConsumeOk(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
-    v = o.queue
+    v = o.consumer_tag
     if v is not None:
         flags |= 1
         out += _c.enc_str8(v)
-    v = o.consumer_tag
-    if v is not None:
-        flags |= 2
-        out += _c.enc_str8(v)
-    if o.no_local:
-        flags |= 4
-    if o.no_ack:
-        flags |= 8
-    if o.exclusive:
-        flags |= 16
-    if o.nowait:
-        flags |= 32
-    v = o.arguments
-    if v is not None:
-        flags |= 64
-        _c.encode_map(v, out)
     if flags:
         out[at:at + 2] = flags.to_bytes(2, 'little')
 
 
-def _dec_body_FileConsume(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[FileConsume, int]:
-    o = _new(FileConsume)
+def _dec_body_FileConsumeOk(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[FileConsumeOk, int]:
+    o = _new(FileConsumeOk)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('file.consume-ok', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
-    if flags & 65408:
-        raise _bad_flags('file.consume', flags, 7, pos)
+    if flags & 65534:
+        raise _bad_flags('file.consume-ok', flags, 1, pos)
     if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'queue', v)
-    else:
-        _set(o, 'queue', None)
-    if flags & 2:
         v, pos = _c.dec_str8(buf, pos, end)
         _set(o, 'consumer_tag', v)
     else:
         _set(o, 'consumer_tag', None)
-    _set(o, 'no_local', flags & 4 != 0)
-    _set(o, 'no_ack', flags & 8 != 0)
-    _set(o, 'exclusive', flags & 16 != 0)
-    _set(o, 'nowait', flags & 32 != 0)
-    if flags & 64:
-        v, pos = _c.decode_map(buf, pos, end, depth, typed)
-        _set(o, 'arguments', v)
-    else:
-        _set(o, 'arguments', None)
-    if pos > end:
-        raise _overrun('file.consume', pos)
     return o, pos
-
-FileConsume._enc_body = staticmethod(_enc_body_FileConsume)
-FileConsume._dec_body = staticmethod(_dec_body_FileConsume)
-
-
-_FIELDS_FileConsumeOk: tuple[FieldSpec, ...] = (
-    FieldSpec('consumer-tag', 'consumer_tag', 0, 'str8', 'str8', False, None, None, None),
-)
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -7592,10 +7822,13 @@ class FileConsumeOk(Command):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FileConsumeOk
+    _enc_body = staticmethod(_enc_body_FileConsumeOk)
+    _dec_body = staticmethod(_dec_body_FileConsumeOk)
 
     consumer_tag: str | None = None
 
     def __attrs_post_init__(self) -> None:
+        v: Any
         v = self.consumer_tag
         if v is not None:
             if type(v) is not str:
@@ -7606,7 +7839,12 @@ class FileConsumeOk(Command):
 _CLASSES[FileConsumeOk.NAME] = FileConsumeOk
 
 
-def _enc_body_FileConsumeOk(o: Any, out: bytearray) -> None:
+_FIELDS_FileCancel: tuple[FieldSpec, ...] = (
+    FieldSpec('consumer-tag', 'consumer_tag', 0, 'str8', 'str8', False, None, None, None),
+)
+
+
+def _enc_body_FileCancel(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -7618,29 +7856,22 @@ def _enc_body_FileConsumeOk(o: Any, out: bytearray) -> None:
         out[at:at + 2] = flags.to_bytes(2, 'little')
 
 
-def _dec_body_FileConsumeOk(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[FileConsumeOk, int]:
-    o = _new(FileConsumeOk)
+def _dec_body_FileCancel(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[FileCancel, int]:
+    o = _new(FileCancel)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('file.cancel', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65534:
-        raise _bad_flags('file.consume-ok', flags, 1, pos)
+        raise _bad_flags('file.cancel', flags, 1, pos)
     if flags & 1:
         v, pos = _c.dec_str8(buf, pos, end)
         _set(o, 'consumer_tag', v)
     else:
         _set(o, 'consumer_tag', None)
-    if pos > end:
-        raise _overrun('file.consume-ok', pos)
     return o, pos
-
-FileConsumeOk._enc_body = staticmethod(_enc_body_FileConsumeOk)
-FileConsumeOk._dec_body = staticmethod(_dec_body_FileConsumeOk)
-
-
-_FIELDS_FileCancel: tuple[FieldSpec, ...] = (
-    FieldSpec('consumer-tag', 'consumer_tag', 0, 'str8', 'str8', False, None, None, None),
-)
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -7656,10 +7887,13 @@ class FileCancel(Command):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FileCancel
+    _enc_body = staticmethod(_enc_body_FileCancel)
+    _dec_body = staticmethod(_dec_body_FileCancel)
 
     consumer_tag: str | None = None
 
     def __attrs_post_init__(self) -> None:
+        v: Any
         v = self.consumer_tag
         if v is not None:
             if type(v) is not str:
@@ -7670,77 +7904,13 @@ class FileCancel(Command):
 _CLASSES[FileCancel.NAME] = FileCancel
 
 
-def _enc_body_FileCancel(o: Any, out: bytearray) -> None:
-    flags = 0
-    at = len(out)
-    out += b'\x00\x00'
-    v = o.consumer_tag
-    if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
-    if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
-
-
-def _dec_body_FileCancel(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[FileCancel, int]:
-    o = _new(FileCancel)
-    flags = buf[pos] | buf[pos + 1] << 8
-    pos += 2
-    if flags & 65534:
-        raise _bad_flags('file.cancel', flags, 1, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'consumer_tag', v)
-    else:
-        _set(o, 'consumer_tag', None)
-    if pos > end:
-        raise _overrun('file.cancel', pos)
-    return o, pos
-
-FileCancel._enc_body = staticmethod(_enc_body_FileCancel)
-FileCancel._dec_body = staticmethod(_dec_body_FileCancel)
-
-
 _FIELDS_FileOpen: tuple[FieldSpec, ...] = (
     FieldSpec('identifier', 'identifier', 0, 'str8', 'str8', False, None, None, None),
     FieldSpec('content-size', 'content_size', 1, 'uint64', 'uint64', False, None, None, None),
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
-class FileOpen(Command):
-    """``file.open`` (command, code 0x0906)."""
-
-    NAME: ClassVar[str] = 'file.open'
-    CLASS_CODE: ClassVar[int] = 9
-    CODE: ClassVar[int | None] = 6
-    OPCODE: ClassVar[int | None] = 2310
-    RESULT: ClassVar[type | None] = None
-    HAS_HEADER: ClassVar[bool] = False
-    HAS_BODY: ClassVar[bool] = False
-    HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FileOpen
-
-    identifier: str | None = None
-    content_size: int | None = None
-
-    def __attrs_post_init__(self) -> None:
-        v = self.identifier
-        if v is not None:
-            if type(v) is not str:
-                raise _bad_arg('identifier', 'str8', v)
-            if len(v) * 4 > 255 or not v.isascii():
-                _check_len('identifier', 'str8', v, 255)
-        v = self.content_size
-        if v is not None:
-            if type(v) is not int and not _is_int(v) or not 0 <= v <= 18446744073709551615:
-                raise _bad_arg('content-size', 'uint64', v)
-
-_CLASSES[FileOpen.NAME] = FileOpen
-
-
-def _enc_body_FileOpen(o: Any, out: bytearray) -> None:
+def _enc_body_FileOpen(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -7759,6 +7929,9 @@ def _enc_body_FileOpen(o: Any, out: bytearray) -> None:
 def _dec_body_FileOpen(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[FileOpen, int]:
     o = _new(FileOpen)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('file.open', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65532:
@@ -7769,22 +7942,87 @@ def _dec_body_FileOpen(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
     else:
         _set(o, 'identifier', None)
     if flags & 2:
+        if pos + 8 > end:
+            raise _overrun('file.open', pos)
         v = _unpack_Q(buf, pos)[0]
         pos += 8
         _set(o, 'content_size', v)
     else:
         _set(o, 'content_size', None)
-    if pos > end:
-        raise _overrun('file.open', pos)
     return o, pos
 
-FileOpen._enc_body = staticmethod(_enc_body_FileOpen)
-FileOpen._dec_body = staticmethod(_dec_body_FileOpen)
+
+@attrs.frozen(slots=True, kw_only=True, repr=False)
+class FileOpen(Command):
+    """``file.open`` (command, code 0x0906)."""
+
+    NAME: ClassVar[str] = 'file.open'
+    CLASS_CODE: ClassVar[int] = 9
+    CODE: ClassVar[int | None] = 6
+    OPCODE: ClassVar[int | None] = 2310
+    RESULT: ClassVar[type | None] = None
+    HAS_HEADER: ClassVar[bool] = False
+    HAS_BODY: ClassVar[bool] = False
+    HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FileOpen
+    _enc_body = staticmethod(_enc_body_FileOpen)
+    _dec_body = staticmethod(_dec_body_FileOpen)
+
+    identifier: str | None = None
+    content_size: int | None = None
+
+    def __attrs_post_init__(self) -> None:
+        v: Any
+        v = self.identifier
+        if v is not None:
+            if type(v) is not str:
+                raise _bad_arg('identifier', 'str8', v)
+            if len(v) * 4 > 255 or not v.isascii():
+                _check_len('identifier', 'str8', v, 255)
+        v = self.content_size
+        if v is not None:
+            if type(v) is not int and not _is_int(v) or not 0 <= v <= 18446744073709551615:
+                raise _bad_arg('content-size', 'uint64', v)
+
+_CLASSES[FileOpen.NAME] = FileOpen
 
 
 _FIELDS_FileOpenOk: tuple[FieldSpec, ...] = (
     FieldSpec('staged-size', 'staged_size', 0, 'uint64', 'uint64', False, None, None, None),
 )
+
+
+def _enc_body_FileOpenOk(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    flags = 0
+    at = len(out)
+    out += b'\x00\x00'
+    v = o.staged_size
+    if v is not None:
+        flags |= 1
+        out += _pack_Q(v)
+    if flags:
+        out[at:at + 2] = flags.to_bytes(2, 'little')
+
+
+def _dec_body_FileOpenOk(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[FileOpenOk, int]:
+    o = _new(FileOpenOk)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('file.open-ok', pos)
+    flags = buf[pos] | buf[pos + 1] << 8
+    pos += 2
+    if flags & 65534:
+        raise _bad_flags('file.open-ok', flags, 1, pos)
+    if flags & 1:
+        if pos + 8 > end:
+            raise _overrun('file.open-ok', pos)
+        v = _unpack_Q(buf, pos)[0]
+        pos += 8
+        _set(o, 'staged_size', v)
+    else:
+        _set(o, 'staged_size', None)
+    return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -7800,10 +8038,13 @@ class FileOpenOk(Command):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FileOpenOk
+    _enc_body = staticmethod(_enc_body_FileOpenOk)
+    _dec_body = staticmethod(_dec_body_FileOpenOk)
 
     staged_size: int | None = None
 
     def __attrs_post_init__(self) -> None:
+        v: Any
         v = self.staged_size
         if v is not None:
             if type(v) is not int and not _is_int(v) or not 0 <= v <= 18446744073709551615:
@@ -7812,40 +8053,27 @@ class FileOpenOk(Command):
 _CLASSES[FileOpenOk.NAME] = FileOpenOk
 
 
-def _enc_body_FileOpenOk(o: Any, out: bytearray) -> None:
+_FIELDS_FileStage: tuple[FieldSpec, ...] = ()
+
+
+def _enc_body_FileStage(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
-    v = o.staged_size
-    if v is not None:
-        flags |= 1
-        out += _pack_Q(v)
     if flags:
         out[at:at + 2] = flags.to_bytes(2, 'little')
 
 
-def _dec_body_FileOpenOk(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[FileOpenOk, int]:
-    o = _new(FileOpenOk)
+def _dec_body_FileStage(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[FileStage, int]:
+    o = _new(FileStage)
+    if pos + 2 > end:
+        raise _overrun('file.stage', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
-    if flags & 65534:
-        raise _bad_flags('file.open-ok', flags, 1, pos)
-    if flags & 1:
-        v = _unpack_Q(buf, pos)[0]
-        pos += 8
-        _set(o, 'staged_size', v)
-    else:
-        _set(o, 'staged_size', None)
-    if pos > end:
-        raise _overrun('file.open-ok', pos)
+    if flags & 65535:
+        raise _bad_flags('file.stage', flags, 0, pos)
     return o, pos
-
-FileOpenOk._enc_body = staticmethod(_enc_body_FileOpenOk)
-FileOpenOk._dec_body = staticmethod(_dec_body_FileOpenOk)
-
-
-_FIELDS_FileStage: tuple[FieldSpec, ...] = ()
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -7861,32 +8089,11 @@ class FileStage(Command):
     HAS_BODY: ClassVar[bool] = True
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ('FileProperties',)
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FileStage
+    _enc_body = staticmethod(_enc_body_FileStage)
+    _dec_body = staticmethod(_dec_body_FileStage)
 
 
 _CLASSES[FileStage.NAME] = FileStage
-
-
-def _enc_body_FileStage(o: Any, out: bytearray) -> None:
-    flags = 0
-    at = len(out)
-    out += b'\x00\x00'
-    if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
-
-
-def _dec_body_FileStage(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[FileStage, int]:
-    o = _new(FileStage)
-    flags = buf[pos] | buf[pos + 1] << 8
-    pos += 2
-    if flags & 65535:
-        raise _bad_flags('file.stage', flags, 0, pos)
-    if pos > end:
-        raise _overrun('file.stage', pos)
-    return o, pos
-
-FileStage._enc_body = staticmethod(_enc_body_FileStage)
-FileStage._dec_body = staticmethod(_dec_body_FileStage)
 
 
 _FIELDS_FilePublish: tuple[FieldSpec, ...] = (
@@ -7898,54 +8105,7 @@ _FIELDS_FilePublish: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
-class FilePublish(Command):
-    """``file.publish`` (command, code 0x0909)."""
-
-    NAME: ClassVar[str] = 'file.publish'
-    CLASS_CODE: ClassVar[int] = 9
-    CODE: ClassVar[int | None] = 9
-    OPCODE: ClassVar[int | None] = 2313
-    RESULT: ClassVar[type | None] = None
-    HAS_HEADER: ClassVar[bool] = False
-    HAS_BODY: ClassVar[bool] = False
-    HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FilePublish
-
-    exchange: str | None = None
-    routing_key: str | None = None
-    mandatory: bool = False
-    immediate: bool = False
-    identifier: str | None = None
-
-    def __attrs_post_init__(self) -> None:
-        v = self.exchange
-        if v is not None:
-            if type(v) is not str:
-                raise _bad_arg('exchange', 'str8', v)
-            if len(v) * 4 > 255 or not v.isascii():
-                _check_len('exchange', 'str8', v, 255)
-        v = self.routing_key
-        if v is not None:
-            if type(v) is not str:
-                raise _bad_arg('routing-key', 'str8', v)
-            if len(v) * 4 > 255 or not v.isascii():
-                _check_len('routing-key', 'str8', v, 255)
-        if type(self.mandatory) is not bool:
-            object.__setattr__(self, 'mandatory', bool(self.mandatory))
-        if type(self.immediate) is not bool:
-            object.__setattr__(self, 'immediate', bool(self.immediate))
-        v = self.identifier
-        if v is not None:
-            if type(v) is not str:
-                raise _bad_arg('identifier', 'str8', v)
-            if len(v) * 4 > 255 or not v.isascii():
-                _check_len('identifier', 'str8', v, 255)
-
-_CLASSES[FilePublish.NAME] = FilePublish
-
-
-def _enc_body_FilePublish(o: Any, out: bytearray) -> None:
+def _enc_body_FilePublish(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -7972,6 +8132,9 @@ def _enc_body_FilePublish(o: Any, out: bytearray) -> None:
 def _dec_body_FilePublish(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[FilePublish, int]:
     o = _new(FilePublish)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('file.publish', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65504:
@@ -7993,12 +8156,57 @@ def _dec_body_FilePublish(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
         _set(o, 'identifier', v)
     else:
         _set(o, 'identifier', None)
-    if pos > end:
-        raise _overrun('file.publish', pos)
     return o, pos
 
-FilePublish._enc_body = staticmethod(_enc_body_FilePublish)
-FilePublish._dec_body = staticmethod(_dec_body_FilePublish)
+
+@attrs.frozen(slots=True, kw_only=True, repr=False)
+class FilePublish(Command):
+    """``file.publish`` (command, code 0x0909)."""
+
+    NAME: ClassVar[str] = 'file.publish'
+    CLASS_CODE: ClassVar[int] = 9
+    CODE: ClassVar[int | None] = 9
+    OPCODE: ClassVar[int | None] = 2313
+    RESULT: ClassVar[type | None] = None
+    HAS_HEADER: ClassVar[bool] = False
+    HAS_BODY: ClassVar[bool] = False
+    HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FilePublish
+    _enc_body = staticmethod(_enc_body_FilePublish)
+    _dec_body = staticmethod(_dec_body_FilePublish)
+
+    exchange: str | None = None
+    routing_key: str | None = None
+    mandatory: bool = False
+    immediate: bool = False
+    identifier: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        v: Any
+        v = self.exchange
+        if v is not None:
+            if type(v) is not str:
+                raise _bad_arg('exchange', 'str8', v)
+            if len(v) * 4 > 255 or not v.isascii():
+                _check_len('exchange', 'str8', v, 255)
+        v = self.routing_key
+        if v is not None:
+            if type(v) is not str:
+                raise _bad_arg('routing-key', 'str8', v)
+            if len(v) * 4 > 255 or not v.isascii():
+                _check_len('routing-key', 'str8', v, 255)
+        if type(self.mandatory) is not bool:
+            object.__setattr__(self, 'mandatory', bool(self.mandatory))
+        if type(self.immediate) is not bool:
+            object.__setattr__(self, 'immediate', bool(self.immediate))
+        v = self.identifier
+        if v is not None:
+            if type(v) is not str:
+                raise _bad_arg('identifier', 'str8', v)
+            if len(v) * 4 > 255 or not v.isascii():
+                _check_len('identifier', 'str8', v, 255)
+
+_CLASSES[FilePublish.NAME] = FilePublish
 
 
 _FIELDS_FileReturn: tuple[FieldSpec, ...] = (
@@ -8007,6 +8215,67 @@ _FIELDS_FileReturn: tuple[FieldSpec, ...] = (
     FieldSpec('exchange', 'exchange', 2, 'str8', 'exchange.name', False, None, None, None),
     FieldSpec('routing-key', 'routing_key', 3, 'str8', 'str8', False, None, None, None),
 )
+
+
+def _enc_body_FileReturn(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    flags = 0
+    at = len(out)
+    out += b'\x00\x00'
+    v = o.reply_code
+    if v is not None:
+        flags |= 1
+        out += _pack_H(v)
+    v = o.reply_text
+    if v is not None:
+        flags |= 2
+        out += _c.enc_str8(v)
+    v = o.exchange
+    if v is not None:
+        flags |= 4
+        out += _c.enc_str8(v)
+    v = o.routing_key
+    if v is not None:
+        flags |= 8
+        out += _c.enc_str8(v)
+    if flags:
+        out[at:at + 2] = flags.to_bytes(2, 'little')
+
+
+def _dec_body_FileReturn(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[FileReturn, int]:
+    o = _new(FileReturn)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('file.return', pos)
+    flags = buf[pos] | buf[pos + 1] << 8
+    pos += 2
+    if flags & 65520:
+        raise _bad_flags('file.return', flags, 4, pos)
+    if flags & 1:
+        if pos + 2 > end:
+            raise _overrun('file.return', pos)
+        v = _unpack_H(buf, pos)[0]
+        pos += 2
+        v = _E_FileReturnCode.get(v, v)
+        _set(o, 'reply_code', v)
+    else:
+        _set(o, 'reply_code', None)
+    if flags & 2:
+        v, pos = _c.dec_str8(buf, pos, end)
+        _set(o, 'reply_text', v)
+    else:
+        _set(o, 'reply_text', None)
+    if flags & 4:
+        v, pos = _c.dec_str8(buf, pos, end)
+        _set(o, 'exchange', v)
+    else:
+        _set(o, 'exchange', None)
+    if flags & 8:
+        v, pos = _c.dec_str8(buf, pos, end)
+        _set(o, 'routing_key', v)
+    else:
+        _set(o, 'routing_key', None)
+    return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -8022,6 +8291,8 @@ class FileReturn(Command):
     HAS_BODY: ClassVar[bool] = True
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ('FileProperties',)
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FileReturn
+    _enc_body = staticmethod(_enc_body_FileReturn)
+    _dec_body = staticmethod(_dec_body_FileReturn)
 
     reply_code: FileReturnCode | int | None = None
     reply_text: str | None = None
@@ -8029,6 +8300,8 @@ class FileReturn(Command):
     routing_key: str | None = None
 
     def __attrs_post_init__(self) -> None:
+        v: Any
+        e: Any
         v = self.reply_code
         if v is not None:
             if type(v) is not int and not _is_int(v) or not 0 <= v <= 65535:
@@ -8060,67 +8333,6 @@ class FileReturn(Command):
 _CLASSES[FileReturn.NAME] = FileReturn
 
 
-def _enc_body_FileReturn(o: Any, out: bytearray) -> None:
-    flags = 0
-    at = len(out)
-    out += b'\x00\x00'
-    v = o.reply_code
-    if v is not None:
-        flags |= 1
-        out += _pack_H(v)
-    v = o.reply_text
-    if v is not None:
-        flags |= 2
-        out += _c.enc_str8(v)
-    v = o.exchange
-    if v is not None:
-        flags |= 4
-        out += _c.enc_str8(v)
-    v = o.routing_key
-    if v is not None:
-        flags |= 8
-        out += _c.enc_str8(v)
-    if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
-
-
-def _dec_body_FileReturn(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[FileReturn, int]:
-    o = _new(FileReturn)
-    flags = buf[pos] | buf[pos + 1] << 8
-    pos += 2
-    if flags & 65520:
-        raise _bad_flags('file.return', flags, 4, pos)
-    if flags & 1:
-        v = _unpack_H(buf, pos)[0]
-        pos += 2
-        v = _E_FileReturnCode.get(v, v)
-        _set(o, 'reply_code', v)
-    else:
-        _set(o, 'reply_code', None)
-    if flags & 2:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'reply_text', v)
-    else:
-        _set(o, 'reply_text', None)
-    if flags & 4:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'exchange', v)
-    else:
-        _set(o, 'exchange', None)
-    if flags & 8:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'routing_key', v)
-    else:
-        _set(o, 'routing_key', None)
-    if pos > end:
-        raise _overrun('file.return', pos)
-    return o, pos
-
-FileReturn._enc_body = staticmethod(_enc_body_FileReturn)
-FileReturn._dec_body = staticmethod(_dec_body_FileReturn)
-
-
 _FIELDS_FileDeliver: tuple[FieldSpec, ...] = (
     FieldSpec('consumer-tag', 'consumer_tag', 0, 'str8', 'str8', False, None, None, None),
     FieldSpec('delivery-tag', 'delivery_tag', 1, 'uint64', 'uint64', False, None, None, None),
@@ -8129,6 +8341,78 @@ _FIELDS_FileDeliver: tuple[FieldSpec, ...] = (
     FieldSpec('routing-key', 'routing_key', 4, 'str8', 'str8', False, None, None, None),
     FieldSpec('identifier', 'identifier', 5, 'str8', 'str8', False, None, None, None),
 )
+
+
+def _enc_body_FileDeliver(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    flags = 0
+    at = len(out)
+    out += b'\x00\x00'
+    v = o.consumer_tag
+    if v is not None:
+        flags |= 1
+        out += _c.enc_str8(v)
+    v = o.delivery_tag
+    if v is not None:
+        flags |= 2
+        out += _pack_Q(v)
+    if o.redelivered:
+        flags |= 4
+    v = o.exchange
+    if v is not None:
+        flags |= 8
+        out += _c.enc_str8(v)
+    v = o.routing_key
+    if v is not None:
+        flags |= 16
+        out += _c.enc_str8(v)
+    v = o.identifier
+    if v is not None:
+        flags |= 32
+        out += _c.enc_str8(v)
+    if flags:
+        out[at:at + 2] = flags.to_bytes(2, 'little')
+
+
+def _dec_body_FileDeliver(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[FileDeliver, int]:
+    o = _new(FileDeliver)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('file.deliver', pos)
+    flags = buf[pos] | buf[pos + 1] << 8
+    pos += 2
+    if flags & 65472:
+        raise _bad_flags('file.deliver', flags, 6, pos)
+    if flags & 1:
+        v, pos = _c.dec_str8(buf, pos, end)
+        _set(o, 'consumer_tag', v)
+    else:
+        _set(o, 'consumer_tag', None)
+    if flags & 2:
+        if pos + 8 > end:
+            raise _overrun('file.deliver', pos)
+        v = _unpack_Q(buf, pos)[0]
+        pos += 8
+        _set(o, 'delivery_tag', v)
+    else:
+        _set(o, 'delivery_tag', None)
+    _set(o, 'redelivered', flags & 4 != 0)
+    if flags & 8:
+        v, pos = _c.dec_str8(buf, pos, end)
+        _set(o, 'exchange', v)
+    else:
+        _set(o, 'exchange', None)
+    if flags & 16:
+        v, pos = _c.dec_str8(buf, pos, end)
+        _set(o, 'routing_key', v)
+    else:
+        _set(o, 'routing_key', None)
+    if flags & 32:
+        v, pos = _c.dec_str8(buf, pos, end)
+        _set(o, 'identifier', v)
+    else:
+        _set(o, 'identifier', None)
+    return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -8144,6 +8428,8 @@ class FileDeliver(Command):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FileDeliver
+    _enc_body = staticmethod(_enc_body_FileDeliver)
+    _dec_body = staticmethod(_dec_body_FileDeliver)
 
     consumer_tag: str | None = None
     delivery_tag: int | None = None
@@ -8153,6 +8439,7 @@ class FileDeliver(Command):
     identifier: str | None = None
 
     def __attrs_post_init__(self) -> None:
+        v: Any
         v = self.consumer_tag
         if v is not None:
             if type(v) is not str:
@@ -8187,113 +8474,13 @@ class FileDeliver(Command):
 _CLASSES[FileDeliver.NAME] = FileDeliver
 
 
-def _enc_body_FileDeliver(o: Any, out: bytearray) -> None:
-    flags = 0
-    at = len(out)
-    out += b'\x00\x00'
-    v = o.consumer_tag
-    if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
-    v = o.delivery_tag
-    if v is not None:
-        flags |= 2
-        out += _pack_Q(v)
-    if o.redelivered:
-        flags |= 4
-    v = o.exchange
-    if v is not None:
-        flags |= 8
-        out += _c.enc_str8(v)
-    v = o.routing_key
-    if v is not None:
-        flags |= 16
-        out += _c.enc_str8(v)
-    v = o.identifier
-    if v is not None:
-        flags |= 32
-        out += _c.enc_str8(v)
-    if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
-
-
-def _dec_body_FileDeliver(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[FileDeliver, int]:
-    o = _new(FileDeliver)
-    flags = buf[pos] | buf[pos + 1] << 8
-    pos += 2
-    if flags & 65472:
-        raise _bad_flags('file.deliver', flags, 6, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'consumer_tag', v)
-    else:
-        _set(o, 'consumer_tag', None)
-    if flags & 2:
-        v = _unpack_Q(buf, pos)[0]
-        pos += 8
-        _set(o, 'delivery_tag', v)
-    else:
-        _set(o, 'delivery_tag', None)
-    _set(o, 'redelivered', flags & 4 != 0)
-    if flags & 8:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'exchange', v)
-    else:
-        _set(o, 'exchange', None)
-    if flags & 16:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'routing_key', v)
-    else:
-        _set(o, 'routing_key', None)
-    if flags & 32:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'identifier', v)
-    else:
-        _set(o, 'identifier', None)
-    if pos > end:
-        raise _overrun('file.deliver', pos)
-    return o, pos
-
-FileDeliver._enc_body = staticmethod(_enc_body_FileDeliver)
-FileDeliver._dec_body = staticmethod(_dec_body_FileDeliver)
-
-
 _FIELDS_FileAck: tuple[FieldSpec, ...] = (
     FieldSpec('delivery-tag', 'delivery_tag', 0, 'uint64', 'uint64', False, None, None, None),
     FieldSpec('multiple', 'multiple', 1, 'bit', 'bit', False, None, None, None),
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
-class FileAck(Command):
-    """``file.ack`` (command, code 0x090c)."""
-
-    NAME: ClassVar[str] = 'file.ack'
-    CLASS_CODE: ClassVar[int] = 9
-    CODE: ClassVar[int | None] = 12
-    OPCODE: ClassVar[int | None] = 2316
-    RESULT: ClassVar[type | None] = None
-    HAS_HEADER: ClassVar[bool] = False
-    HAS_BODY: ClassVar[bool] = False
-    HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FileAck
-
-    delivery_tag: int | None = None
-    multiple: bool = False
-
-    def __attrs_post_init__(self) -> None:
-        v = self.delivery_tag
-        if v is not None:
-            if type(v) is not int and not _is_int(v) or not 0 <= v <= 18446744073709551615:
-                raise _bad_arg('delivery-tag', 'uint64', v)
-        if type(self.multiple) is not bool:
-            object.__setattr__(self, 'multiple', bool(self.multiple))
-
-_CLASSES[FileAck.NAME] = FileAck
-
-
-def _enc_body_FileAck(o: Any, out: bytearray) -> None:
+def _enc_body_FileAck(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -8310,23 +8497,54 @@ def _enc_body_FileAck(o: Any, out: bytearray) -> None:
 def _dec_body_FileAck(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[FileAck, int]:
     o = _new(FileAck)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('file.ack', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65532:
         raise _bad_flags('file.ack', flags, 2, pos)
     if flags & 1:
+        if pos + 8 > end:
+            raise _overrun('file.ack', pos)
         v = _unpack_Q(buf, pos)[0]
         pos += 8
         _set(o, 'delivery_tag', v)
     else:
         _set(o, 'delivery_tag', None)
     _set(o, 'multiple', flags & 2 != 0)
-    if pos > end:
-        raise _overrun('file.ack', pos)
     return o, pos
 
-FileAck._enc_body = staticmethod(_enc_body_FileAck)
-FileAck._dec_body = staticmethod(_dec_body_FileAck)
+
+@attrs.frozen(slots=True, kw_only=True, repr=False)
+class FileAck(Command):
+    """``file.ack`` (command, code 0x090c)."""
+
+    NAME: ClassVar[str] = 'file.ack'
+    CLASS_CODE: ClassVar[int] = 9
+    CODE: ClassVar[int | None] = 12
+    OPCODE: ClassVar[int | None] = 2316
+    RESULT: ClassVar[type | None] = None
+    HAS_HEADER: ClassVar[bool] = False
+    HAS_BODY: ClassVar[bool] = False
+    HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FileAck
+    _enc_body = staticmethod(_enc_body_FileAck)
+    _dec_body = staticmethod(_dec_body_FileAck)
+
+    delivery_tag: int | None = None
+    multiple: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        v: Any
+        v = self.delivery_tag
+        if v is not None:
+            if type(v) is not int and not _is_int(v) or not 0 <= v <= 18446744073709551615:
+                raise _bad_arg('delivery-tag', 'uint64', v)
+        if type(self.multiple) is not bool:
+            object.__setattr__(self, 'multiple', bool(self.multiple))
+
+_CLASSES[FileAck.NAME] = FileAck
 
 
 _FIELDS_FileReject: tuple[FieldSpec, ...] = (
@@ -8335,35 +8553,7 @@ _FIELDS_FileReject: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
-class FileReject(Command):
-    """``file.reject`` (command, code 0x090d)."""
-
-    NAME: ClassVar[str] = 'file.reject'
-    CLASS_CODE: ClassVar[int] = 9
-    CODE: ClassVar[int | None] = 13
-    OPCODE: ClassVar[int | None] = 2317
-    RESULT: ClassVar[type | None] = None
-    HAS_HEADER: ClassVar[bool] = False
-    HAS_BODY: ClassVar[bool] = False
-    HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FileReject
-
-    delivery_tag: int | None = None
-    requeue: bool = False
-
-    def __attrs_post_init__(self) -> None:
-        v = self.delivery_tag
-        if v is not None:
-            if type(v) is not int and not _is_int(v) or not 0 <= v <= 18446744073709551615:
-                raise _bad_arg('delivery-tag', 'uint64', v)
-        if type(self.requeue) is not bool:
-            object.__setattr__(self, 'requeue', bool(self.requeue))
-
-_CLASSES[FileReject.NAME] = FileReject
-
-
-def _enc_body_FileReject(o: Any, out: bytearray) -> None:
+def _enc_body_FileReject(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -8380,23 +8570,54 @@ def _enc_body_FileReject(o: Any, out: bytearray) -> None:
 def _dec_body_FileReject(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[FileReject, int]:
     o = _new(FileReject)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('file.reject', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65532:
         raise _bad_flags('file.reject', flags, 2, pos)
     if flags & 1:
+        if pos + 8 > end:
+            raise _overrun('file.reject', pos)
         v = _unpack_Q(buf, pos)[0]
         pos += 8
         _set(o, 'delivery_tag', v)
     else:
         _set(o, 'delivery_tag', None)
     _set(o, 'requeue', flags & 2 != 0)
-    if pos > end:
-        raise _overrun('file.reject', pos)
     return o, pos
 
-FileReject._enc_body = staticmethod(_enc_body_FileReject)
-FileReject._dec_body = staticmethod(_dec_body_FileReject)
+
+@attrs.frozen(slots=True, kw_only=True, repr=False)
+class FileReject(Command):
+    """``file.reject`` (command, code 0x090d)."""
+
+    NAME: ClassVar[str] = 'file.reject'
+    CLASS_CODE: ClassVar[int] = 9
+    CODE: ClassVar[int | None] = 13
+    OPCODE: ClassVar[int | None] = 2317
+    RESULT: ClassVar[type | None] = None
+    HAS_HEADER: ClassVar[bool] = False
+    HAS_BODY: ClassVar[bool] = False
+    HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FileReject
+    _enc_body = staticmethod(_enc_body_FileReject)
+    _dec_body = staticmethod(_dec_body_FileReject)
+
+    delivery_tag: int | None = None
+    requeue: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        v: Any
+        v = self.delivery_tag
+        if v is not None:
+            if type(v) is not int and not _is_int(v) or not 0 <= v <= 18446744073709551615:
+                raise _bad_arg('delivery-tag', 'uint64', v)
+        if type(self.requeue) is not bool:
+            object.__setattr__(self, 'requeue', bool(self.requeue))
+
+_CLASSES[FileReject.NAME] = FileReject
 
 
 _FIELDS_StreamQos: tuple[FieldSpec, ...] = (
@@ -8407,45 +8628,7 @@ _FIELDS_StreamQos: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
-class StreamQos(Command):
-    """``stream.qos`` (command, code 0x0a01)."""
-
-    NAME: ClassVar[str] = 'stream.qos'
-    CLASS_CODE: ClassVar[int] = 10
-    CODE: ClassVar[int | None] = 1
-    OPCODE: ClassVar[int | None] = 2561
-    RESULT: ClassVar[type | None] = None
-    HAS_HEADER: ClassVar[bool] = False
-    HAS_BODY: ClassVar[bool] = False
-    HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_StreamQos
-
-    prefetch_size: int | None = None
-    prefetch_count: int | None = None
-    consume_rate: int | None = None
-    global_: bool = False
-
-    def __attrs_post_init__(self) -> None:
-        v = self.prefetch_size
-        if v is not None:
-            if type(v) is not int and not _is_int(v) or not 0 <= v <= 4294967295:
-                raise _bad_arg('prefetch-size', 'uint32', v)
-        v = self.prefetch_count
-        if v is not None:
-            if type(v) is not int and not _is_int(v) or not 0 <= v <= 65535:
-                raise _bad_arg('prefetch-count', 'uint16', v)
-        v = self.consume_rate
-        if v is not None:
-            if type(v) is not int and not _is_int(v) or not 0 <= v <= 4294967295:
-                raise _bad_arg('consume-rate', 'uint32', v)
-        if type(self.global_) is not bool:
-            object.__setattr__(self, 'global_', bool(self.global_))
-
-_CLASSES[StreamQos.NAME] = StreamQos
-
-
-def _enc_body_StreamQos(o: Any, out: bytearray) -> None:
+def _enc_body_StreamQos(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -8470,38 +8653,103 @@ def _enc_body_StreamQos(o: Any, out: bytearray) -> None:
 def _dec_body_StreamQos(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[StreamQos, int]:
     o = _new(StreamQos)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('stream.qos', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65520:
         raise _bad_flags('stream.qos', flags, 4, pos)
     if flags & 1:
+        if pos + 4 > end:
+            raise _overrun('stream.qos', pos)
         v = _unpack_I(buf, pos)[0]
         pos += 4
         _set(o, 'prefetch_size', v)
     else:
         _set(o, 'prefetch_size', None)
     if flags & 2:
+        if pos + 2 > end:
+            raise _overrun('stream.qos', pos)
         v = _unpack_H(buf, pos)[0]
         pos += 2
         _set(o, 'prefetch_count', v)
     else:
         _set(o, 'prefetch_count', None)
     if flags & 4:
+        if pos + 4 > end:
+            raise _overrun('stream.qos', pos)
         v = _unpack_I(buf, pos)[0]
         pos += 4
         _set(o, 'consume_rate', v)
     else:
         _set(o, 'consume_rate', None)
     _set(o, 'global_', flags & 8 != 0)
-    if pos > end:
-        raise _overrun('stream.qos', pos)
     return o, pos
 
-StreamQos._enc_body = staticmethod(_enc_body_StreamQos)
-StreamQos._dec_body = staticmethod(_dec_body_StreamQos)
+
+@attrs.frozen(slots=True, kw_only=True, repr=False)
+class StreamQos(Command):
+    """``stream.qos`` (command, code 0x0a01)."""
+
+    NAME: ClassVar[str] = 'stream.qos'
+    CLASS_CODE: ClassVar[int] = 10
+    CODE: ClassVar[int | None] = 1
+    OPCODE: ClassVar[int | None] = 2561
+    RESULT: ClassVar[type | None] = None
+    HAS_HEADER: ClassVar[bool] = False
+    HAS_BODY: ClassVar[bool] = False
+    HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_StreamQos
+    _enc_body = staticmethod(_enc_body_StreamQos)
+    _dec_body = staticmethod(_dec_body_StreamQos)
+
+    prefetch_size: int | None = None
+    prefetch_count: int | None = None
+    consume_rate: int | None = None
+    global_: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        v: Any
+        v = self.prefetch_size
+        if v is not None:
+            if type(v) is not int and not _is_int(v) or not 0 <= v <= 4294967295:
+                raise _bad_arg('prefetch-size', 'uint32', v)
+        v = self.prefetch_count
+        if v is not None:
+            if type(v) is not int and not _is_int(v) or not 0 <= v <= 65535:
+                raise _bad_arg('prefetch-count', 'uint16', v)
+        v = self.consume_rate
+        if v is not None:
+            if type(v) is not int and not _is_int(v) or not 0 <= v <= 4294967295:
+                raise _bad_arg('consume-rate', 'uint32', v)
+        if type(self.global_) is not bool:
+            object.__setattr__(self, 'global_', bool(self.global_))
+
+_CLASSES[StreamQos.NAME] = StreamQos
 
 
 _FIELDS_StreamQosOk: tuple[FieldSpec, ...] = ()
+
+
+def _enc_body_StreamQosOk(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    flags = 0
+    at = len(out)
+    out += b'\x00\x00'
+    if flags:
+        out[at:at + 2] = flags.to_bytes(2, 'little')
+
+
+def _dec_body_StreamQosOk(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[StreamQosOk, int]:
+    o = _new(StreamQosOk)
+    if pos + 2 > end:
+        raise _overrun('stream.qos-ok', pos)
+    flags = buf[pos] | buf[pos + 1] << 8
+    pos += 2
+    if flags & 65535:
+        raise _bad_flags('stream.qos-ok', flags, 0, pos)
+    return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -8517,32 +8765,11 @@ class StreamQosOk(Command):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_StreamQosOk
+    _enc_body = staticmethod(_enc_body_StreamQosOk)
+    _dec_body = staticmethod(_dec_body_StreamQosOk)
 
 
 _CLASSES[StreamQosOk.NAME] = StreamQosOk
-
-
-def _enc_body_StreamQosOk(o: Any, out: bytearray) -> None:
-    flags = 0
-    at = len(out)
-    out += b'\x00\x00'
-    if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
-
-
-def _dec_body_StreamQosOk(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[StreamQosOk, int]:
-    o = _new(StreamQosOk)
-    flags = buf[pos] | buf[pos + 1] << 8
-    pos += 2
-    if flags & 65535:
-        raise _bad_flags('stream.qos-ok', flags, 0, pos)
-    if pos > end:
-        raise _overrun('stream.qos-ok', pos)
-    return o, pos
-
-StreamQosOk._enc_body = staticmethod(_enc_body_StreamQosOk)
-StreamQosOk._dec_body = staticmethod(_dec_body_StreamQosOk)
 
 
 _FIELDS_StreamConsume: tuple[FieldSpec, ...] = (
@@ -8553,6 +8780,63 @@ _FIELDS_StreamConsume: tuple[FieldSpec, ...] = (
     FieldSpec('nowait', 'nowait', 4, 'bit', 'bit', False, None, None, None),
     FieldSpec('arguments', 'arguments', 5, 'map', 'map', False, None, None, None),
 )
+
+
+def _enc_body_StreamConsume(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    flags = 0
+    at = len(out)
+    out += b'\x00\x00'
+    v = o.queue
+    if v is not None:
+        flags |= 1
+        out += _c.enc_str8(v)
+    v = o.consumer_tag
+    if v is not None:
+        flags |= 2
+        out += _c.enc_str8(v)
+    if o.no_local:
+        flags |= 4
+    if o.exclusive:
+        flags |= 8
+    if o.nowait:
+        flags |= 16
+    v = o.arguments
+    if v is not None:
+        flags |= 32
+        _c.encode_map(v, out, depth)
+    if flags:
+        out[at:at + 2] = flags.to_bytes(2, 'little')
+
+
+def _dec_body_StreamConsume(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[StreamConsume, int]:
+    o = _new(StreamConsume)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('stream.consume', pos)
+    flags = buf[pos] | buf[pos + 1] << 8
+    pos += 2
+    if flags & 65472:
+        raise _bad_flags('stream.consume', flags, 6, pos)
+    if flags & 1:
+        v, pos = _c.dec_str8(buf, pos, end)
+        _set(o, 'queue', v)
+    else:
+        _set(o, 'queue', None)
+    if flags & 2:
+        v, pos = _c.dec_str8(buf, pos, end)
+        _set(o, 'consumer_tag', v)
+    else:
+        _set(o, 'consumer_tag', None)
+    _set(o, 'no_local', flags & 4 != 0)
+    _set(o, 'exclusive', flags & 8 != 0)
+    _set(o, 'nowait', flags & 16 != 0)
+    if flags & 32:
+        v, pos = _c.decode_map(buf, pos, end, depth, typed)
+        _set(o, 'arguments', v)
+    else:
+        _set(o, 'arguments', None)
+    return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -8568,6 +8852,8 @@ class StreamConsume(Command):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_StreamConsume
+    _enc_body = staticmethod(_enc_body_StreamConsume)
+    _dec_body = staticmethod(_dec_body_StreamConsume)
 
     queue: str | None = None
     consumer_tag: str | None = None
@@ -8577,6 +8863,7 @@ class StreamConsume(Command):
     arguments: dict[str, Any] | None = None
 
     def __attrs_post_init__(self) -> None:
+        v: Any
         v = self.queue
         if v is not None:
             if type(v) is not str:
@@ -8603,68 +8890,39 @@ class StreamConsume(Command):
 _CLASSES[StreamConsume.NAME] = StreamConsume
 
 
-def _enc_body_StreamConsume(o: Any, out: bytearray) -> None:
+_FIELDS_StreamConsumeOk: tuple[FieldSpec, ...] = (
+    FieldSpec('consumer-tag', 'consumer_tag', 0, 'str8', 'str8', False, None, None, None),
+)
+
+
+def _enc_body_StreamConsumeOk(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
-    v = o.queue
+    v = o.consumer_tag
     if v is not None:
         flags |= 1
         out += _c.enc_str8(v)
-    v = o.consumer_tag
-    if v is not None:
-        flags |= 2
-        out += _c.enc_str8(v)
-    if o.no_local:
-        flags |= 4
-    if o.exclusive:
-        flags |= 8
-    if o.nowait:
-        flags |= 16
-    v = o.arguments
-    if v is not None:
-        flags |= 32
-        _c.encode_map(v, out)
     if flags:
         out[at:at + 2] = flags.to_bytes(2, 'little')
 
 
-def _dec_body_StreamConsume(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[StreamConsume, int]:
-    o = _new(StreamConsume)
+def _dec_body_StreamConsumeOk(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[StreamConsumeOk, int]:
+    o = _new(StreamConsumeOk)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('stream.consume-ok', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
-    if flags & 65472:
-        raise _bad_flags('stream.consume', flags, 6, pos)
+    if flags & 65534:
+        raise _bad_flags('stream.consume-ok', flags, 1, pos)
     if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'queue', v)
-    else:
-        _set(o, 'queue', None)
-    if flags & 2:
         v, pos = _c.dec_str8(buf, pos, end)
         _set(o, 'consumer_tag', v)
     else:
         _set(o, 'consumer_tag', None)
-    _set(o, 'no_local', flags & 4 != 0)
-    _set(o, 'exclusive', flags & 8 != 0)
-    _set(o, 'nowait', flags & 16 != 0)
-    if flags & 32:
-        v, pos = _c.decode_map(buf, pos, end, depth, typed)
-        _set(o, 'arguments', v)
-    else:
-        _set(o, 'arguments', None)
-    if pos > end:
-        raise _overrun('stream.consume', pos)
     return o, pos
-
-StreamConsume._enc_body = staticmethod(_enc_body_StreamConsume)
-StreamConsume._dec_body = staticmethod(_dec_body_StreamConsume)
-
-
-_FIELDS_StreamConsumeOk: tuple[FieldSpec, ...] = (
-    FieldSpec('consumer-tag', 'consumer_tag', 0, 'str8', 'str8', False, None, None, None),
-)
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -8680,10 +8938,13 @@ class StreamConsumeOk(Command):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_StreamConsumeOk
+    _enc_body = staticmethod(_enc_body_StreamConsumeOk)
+    _dec_body = staticmethod(_dec_body_StreamConsumeOk)
 
     consumer_tag: str | None = None
 
     def __attrs_post_init__(self) -> None:
+        v: Any
         v = self.consumer_tag
         if v is not None:
             if type(v) is not str:
@@ -8694,7 +8955,12 @@ class StreamConsumeOk(Command):
 _CLASSES[StreamConsumeOk.NAME] = StreamConsumeOk
 
 
-def _enc_body_StreamConsumeOk(o: Any, out: bytearray) -> None:
+_FIELDS_StreamCancel: tuple[FieldSpec, ...] = (
+    FieldSpec('consumer-tag', 'consumer_tag', 0, 'str8', 'str8', False, None, None, None),
+)
+
+
+def _enc_body_StreamCancel(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -8706,29 +8972,22 @@ def _enc_body_StreamConsumeOk(o: Any, out: bytearray) -> None:
         out[at:at + 2] = flags.to_bytes(2, 'little')
 
 
-def _dec_body_StreamConsumeOk(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[StreamConsumeOk, int]:
-    o = _new(StreamConsumeOk)
+def _dec_body_StreamCancel(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[StreamCancel, int]:
+    o = _new(StreamCancel)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('stream.cancel', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65534:
-        raise _bad_flags('stream.consume-ok', flags, 1, pos)
+        raise _bad_flags('stream.cancel', flags, 1, pos)
     if flags & 1:
         v, pos = _c.dec_str8(buf, pos, end)
         _set(o, 'consumer_tag', v)
     else:
         _set(o, 'consumer_tag', None)
-    if pos > end:
-        raise _overrun('stream.consume-ok', pos)
     return o, pos
-
-StreamConsumeOk._enc_body = staticmethod(_enc_body_StreamConsumeOk)
-StreamConsumeOk._dec_body = staticmethod(_dec_body_StreamConsumeOk)
-
-
-_FIELDS_StreamCancel: tuple[FieldSpec, ...] = (
-    FieldSpec('consumer-tag', 'consumer_tag', 0, 'str8', 'str8', False, None, None, None),
-)
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -8744,10 +9003,13 @@ class StreamCancel(Command):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_StreamCancel
+    _enc_body = staticmethod(_enc_body_StreamCancel)
+    _dec_body = staticmethod(_dec_body_StreamCancel)
 
     consumer_tag: str | None = None
 
     def __attrs_post_init__(self) -> None:
+        v: Any
         v = self.consumer_tag
         if v is not None:
             if type(v) is not str:
@@ -8758,38 +9020,6 @@ class StreamCancel(Command):
 _CLASSES[StreamCancel.NAME] = StreamCancel
 
 
-def _enc_body_StreamCancel(o: Any, out: bytearray) -> None:
-    flags = 0
-    at = len(out)
-    out += b'\x00\x00'
-    v = o.consumer_tag
-    if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
-    if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
-
-
-def _dec_body_StreamCancel(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[StreamCancel, int]:
-    o = _new(StreamCancel)
-    flags = buf[pos] | buf[pos + 1] << 8
-    pos += 2
-    if flags & 65534:
-        raise _bad_flags('stream.cancel', flags, 1, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'consumer_tag', v)
-    else:
-        _set(o, 'consumer_tag', None)
-    if pos > end:
-        raise _overrun('stream.cancel', pos)
-    return o, pos
-
-StreamCancel._enc_body = staticmethod(_enc_body_StreamCancel)
-StreamCancel._dec_body = staticmethod(_dec_body_StreamCancel)
-
-
 _FIELDS_StreamPublish: tuple[FieldSpec, ...] = (
     FieldSpec('exchange', 'exchange', 0, 'str8', 'exchange.name', False, None, None, None),
     FieldSpec('routing-key', 'routing_key', 1, 'str8', 'str8', False, None, None, None),
@@ -8798,47 +9028,7 @@ _FIELDS_StreamPublish: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
-class StreamPublish(Command):
-    """``stream.publish`` (command, code 0x0a06)."""
-
-    NAME: ClassVar[str] = 'stream.publish'
-    CLASS_CODE: ClassVar[int] = 10
-    CODE: ClassVar[int | None] = 6
-    OPCODE: ClassVar[int | None] = 2566
-    RESULT: ClassVar[type | None] = None
-    HAS_HEADER: ClassVar[bool] = True
-    HAS_BODY: ClassVar[bool] = True
-    HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ('StreamProperties',)
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_StreamPublish
-
-    exchange: str | None = None
-    routing_key: str | None = None
-    mandatory: bool = False
-    immediate: bool = False
-
-    def __attrs_post_init__(self) -> None:
-        v = self.exchange
-        if v is not None:
-            if type(v) is not str:
-                raise _bad_arg('exchange', 'str8', v)
-            if len(v) * 4 > 255 or not v.isascii():
-                _check_len('exchange', 'str8', v, 255)
-        v = self.routing_key
-        if v is not None:
-            if type(v) is not str:
-                raise _bad_arg('routing-key', 'str8', v)
-            if len(v) * 4 > 255 or not v.isascii():
-                _check_len('routing-key', 'str8', v, 255)
-        if type(self.mandatory) is not bool:
-            object.__setattr__(self, 'mandatory', bool(self.mandatory))
-        if type(self.immediate) is not bool:
-            object.__setattr__(self, 'immediate', bool(self.immediate))
-
-_CLASSES[StreamPublish.NAME] = StreamPublish
-
-
-def _enc_body_StreamPublish(o: Any, out: bytearray) -> None:
+def _enc_body_StreamPublish(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -8861,6 +9051,9 @@ def _enc_body_StreamPublish(o: Any, out: bytearray) -> None:
 def _dec_body_StreamPublish(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[StreamPublish, int]:
     o = _new(StreamPublish)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('stream.publish', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65520:
@@ -8877,12 +9070,50 @@ def _dec_body_StreamPublish(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
         _set(o, 'routing_key', None)
     _set(o, 'mandatory', flags & 4 != 0)
     _set(o, 'immediate', flags & 8 != 0)
-    if pos > end:
-        raise _overrun('stream.publish', pos)
     return o, pos
 
-StreamPublish._enc_body = staticmethod(_enc_body_StreamPublish)
-StreamPublish._dec_body = staticmethod(_dec_body_StreamPublish)
+
+@attrs.frozen(slots=True, kw_only=True, repr=False)
+class StreamPublish(Command):
+    """``stream.publish`` (command, code 0x0a06)."""
+
+    NAME: ClassVar[str] = 'stream.publish'
+    CLASS_CODE: ClassVar[int] = 10
+    CODE: ClassVar[int | None] = 6
+    OPCODE: ClassVar[int | None] = 2566
+    RESULT: ClassVar[type | None] = None
+    HAS_HEADER: ClassVar[bool] = True
+    HAS_BODY: ClassVar[bool] = True
+    HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ('StreamProperties',)
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_StreamPublish
+    _enc_body = staticmethod(_enc_body_StreamPublish)
+    _dec_body = staticmethod(_dec_body_StreamPublish)
+
+    exchange: str | None = None
+    routing_key: str | None = None
+    mandatory: bool = False
+    immediate: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        v: Any
+        v = self.exchange
+        if v is not None:
+            if type(v) is not str:
+                raise _bad_arg('exchange', 'str8', v)
+            if len(v) * 4 > 255 or not v.isascii():
+                _check_len('exchange', 'str8', v, 255)
+        v = self.routing_key
+        if v is not None:
+            if type(v) is not str:
+                raise _bad_arg('routing-key', 'str8', v)
+            if len(v) * 4 > 255 or not v.isascii():
+                _check_len('routing-key', 'str8', v, 255)
+        if type(self.mandatory) is not bool:
+            object.__setattr__(self, 'mandatory', bool(self.mandatory))
+        if type(self.immediate) is not bool:
+            object.__setattr__(self, 'immediate', bool(self.immediate))
+
+_CLASSES[StreamPublish.NAME] = StreamPublish
 
 
 _FIELDS_StreamReturn: tuple[FieldSpec, ...] = (
@@ -8891,6 +9122,67 @@ _FIELDS_StreamReturn: tuple[FieldSpec, ...] = (
     FieldSpec('exchange', 'exchange', 2, 'str8', 'exchange.name', False, None, None, None),
     FieldSpec('routing-key', 'routing_key', 3, 'str8', 'str8', False, None, None, None),
 )
+
+
+def _enc_body_StreamReturn(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    flags = 0
+    at = len(out)
+    out += b'\x00\x00'
+    v = o.reply_code
+    if v is not None:
+        flags |= 1
+        out += _pack_H(v)
+    v = o.reply_text
+    if v is not None:
+        flags |= 2
+        out += _c.enc_str8(v)
+    v = o.exchange
+    if v is not None:
+        flags |= 4
+        out += _c.enc_str8(v)
+    v = o.routing_key
+    if v is not None:
+        flags |= 8
+        out += _c.enc_str8(v)
+    if flags:
+        out[at:at + 2] = flags.to_bytes(2, 'little')
+
+
+def _dec_body_StreamReturn(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+                     typed: bool = False) -> tuple[StreamReturn, int]:
+    o = _new(StreamReturn)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('stream.return', pos)
+    flags = buf[pos] | buf[pos + 1] << 8
+    pos += 2
+    if flags & 65520:
+        raise _bad_flags('stream.return', flags, 4, pos)
+    if flags & 1:
+        if pos + 2 > end:
+            raise _overrun('stream.return', pos)
+        v = _unpack_H(buf, pos)[0]
+        pos += 2
+        v = _E_StreamReturnCode.get(v, v)
+        _set(o, 'reply_code', v)
+    else:
+        _set(o, 'reply_code', None)
+    if flags & 2:
+        v, pos = _c.dec_str8(buf, pos, end)
+        _set(o, 'reply_text', v)
+    else:
+        _set(o, 'reply_text', None)
+    if flags & 4:
+        v, pos = _c.dec_str8(buf, pos, end)
+        _set(o, 'exchange', v)
+    else:
+        _set(o, 'exchange', None)
+    if flags & 8:
+        v, pos = _c.dec_str8(buf, pos, end)
+        _set(o, 'routing_key', v)
+    else:
+        _set(o, 'routing_key', None)
+    return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
@@ -8906,6 +9198,8 @@ class StreamReturn(Command):
     HAS_BODY: ClassVar[bool] = True
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ('StreamProperties',)
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_StreamReturn
+    _enc_body = staticmethod(_enc_body_StreamReturn)
+    _dec_body = staticmethod(_dec_body_StreamReturn)
 
     reply_code: StreamReturnCode | int | None = None
     reply_text: str | None = None
@@ -8913,6 +9207,8 @@ class StreamReturn(Command):
     routing_key: str | None = None
 
     def __attrs_post_init__(self) -> None:
+        v: Any
+        e: Any
         v = self.reply_code
         if v is not None:
             if type(v) is not int and not _is_int(v) or not 0 <= v <= 65535:
@@ -8944,67 +9240,6 @@ class StreamReturn(Command):
 _CLASSES[StreamReturn.NAME] = StreamReturn
 
 
-def _enc_body_StreamReturn(o: Any, out: bytearray) -> None:
-    flags = 0
-    at = len(out)
-    out += b'\x00\x00'
-    v = o.reply_code
-    if v is not None:
-        flags |= 1
-        out += _pack_H(v)
-    v = o.reply_text
-    if v is not None:
-        flags |= 2
-        out += _c.enc_str8(v)
-    v = o.exchange
-    if v is not None:
-        flags |= 4
-        out += _c.enc_str8(v)
-    v = o.routing_key
-    if v is not None:
-        flags |= 8
-        out += _c.enc_str8(v)
-    if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
-
-
-def _dec_body_StreamReturn(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
-                     typed: bool = False) -> tuple[StreamReturn, int]:
-    o = _new(StreamReturn)
-    flags = buf[pos] | buf[pos + 1] << 8
-    pos += 2
-    if flags & 65520:
-        raise _bad_flags('stream.return', flags, 4, pos)
-    if flags & 1:
-        v = _unpack_H(buf, pos)[0]
-        pos += 2
-        v = _E_StreamReturnCode.get(v, v)
-        _set(o, 'reply_code', v)
-    else:
-        _set(o, 'reply_code', None)
-    if flags & 2:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'reply_text', v)
-    else:
-        _set(o, 'reply_text', None)
-    if flags & 4:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'exchange', v)
-    else:
-        _set(o, 'exchange', None)
-    if flags & 8:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'routing_key', v)
-    else:
-        _set(o, 'routing_key', None)
-    if pos > end:
-        raise _overrun('stream.return', pos)
-    return o, pos
-
-StreamReturn._enc_body = staticmethod(_enc_body_StreamReturn)
-StreamReturn._dec_body = staticmethod(_dec_body_StreamReturn)
-
-
 _FIELDS_StreamDeliver: tuple[FieldSpec, ...] = (
     FieldSpec('consumer-tag', 'consumer_tag', 0, 'str8', 'str8', False, None, None, None),
     FieldSpec('delivery-tag', 'delivery_tag', 1, 'uint64', 'uint64', False, None, None, None),
@@ -9013,54 +9248,7 @@ _FIELDS_StreamDeliver: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
-class StreamDeliver(Command):
-    """``stream.deliver`` (command, code 0x0a08)."""
-
-    NAME: ClassVar[str] = 'stream.deliver'
-    CLASS_CODE: ClassVar[int] = 10
-    CODE: ClassVar[int | None] = 8
-    OPCODE: ClassVar[int | None] = 2568
-    RESULT: ClassVar[type | None] = None
-    HAS_HEADER: ClassVar[bool] = True
-    HAS_BODY: ClassVar[bool] = True
-    HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ('StreamProperties',)
-    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_StreamDeliver
-
-    consumer_tag: str | None = None
-    delivery_tag: int | None = None
-    exchange: str | None = None
-    queue: str
-
-    def __attrs_post_init__(self) -> None:
-        v = self.consumer_tag
-        if v is not None:
-            if type(v) is not str:
-                raise _bad_arg('consumer-tag', 'str8', v)
-            if len(v) * 4 > 255 or not v.isascii():
-                _check_len('consumer-tag', 'str8', v, 255)
-        v = self.delivery_tag
-        if v is not None:
-            if type(v) is not int and not _is_int(v) or not 0 <= v <= 18446744073709551615:
-                raise _bad_arg('delivery-tag', 'uint64', v)
-        v = self.exchange
-        if v is not None:
-            if type(v) is not str:
-                raise _bad_arg('exchange', 'str8', v)
-            if len(v) * 4 > 255 or not v.isascii():
-                _check_len('exchange', 'str8', v, 255)
-        v = self.queue
-        if v is None:
-            raise _missing('queue', 'stream.deliver')
-        if type(v) is not str:
-            raise _bad_arg('queue', 'str8', v)
-        if len(v) * 4 > 255 or not v.isascii():
-            _check_len('queue', 'str8', v, 255)
-
-_CLASSES[StreamDeliver.NAME] = StreamDeliver
-
-
-def _enc_body_StreamDeliver(o: Any, out: bytearray) -> None:
+def _enc_body_StreamDeliver(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
@@ -9087,6 +9275,9 @@ def _enc_body_StreamDeliver(o: Any, out: bytearray) -> None:
 def _dec_body_StreamDeliver(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[StreamDeliver, int]:
     o = _new(StreamDeliver)
+    v: Any
+    if pos + 2 > end:
+        raise _overrun('stream.deliver', pos)
     flags = buf[pos] | buf[pos + 1] << 8
     pos += 2
     if flags & 65520:
@@ -9097,6 +9288,8 @@ def _dec_body_StreamDeliver(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
     else:
         _set(o, 'consumer_tag', None)
     if flags & 2:
+        if pos + 8 > end:
+            raise _overrun('stream.deliver', pos)
         v = _unpack_Q(buf, pos)[0]
         pos += 8
         _set(o, 'delivery_tag', v)
@@ -9112,12 +9305,57 @@ def _dec_body_StreamDeliver(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
         _set(o, 'queue', v)
     else:
         _set(o, 'queue', None)
-    if pos > end:
-        raise _overrun('stream.deliver', pos)
     return o, pos
 
-StreamDeliver._enc_body = staticmethod(_enc_body_StreamDeliver)
-StreamDeliver._dec_body = staticmethod(_dec_body_StreamDeliver)
+
+@attrs.frozen(slots=True, kw_only=True, repr=False)
+class StreamDeliver(Command):
+    """``stream.deliver`` (command, code 0x0a08)."""
+
+    NAME: ClassVar[str] = 'stream.deliver'
+    CLASS_CODE: ClassVar[int] = 10
+    CODE: ClassVar[int | None] = 8
+    OPCODE: ClassVar[int | None] = 2568
+    RESULT: ClassVar[type | None] = None
+    HAS_HEADER: ClassVar[bool] = True
+    HAS_BODY: ClassVar[bool] = True
+    HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ('StreamProperties',)
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_StreamDeliver
+    _enc_body = staticmethod(_enc_body_StreamDeliver)
+    _dec_body = staticmethod(_dec_body_StreamDeliver)
+
+    consumer_tag: str | None = None
+    delivery_tag: int | None = None
+    exchange: str | None = None
+    queue: str
+
+    def __attrs_post_init__(self) -> None:
+        v: Any
+        v = self.consumer_tag
+        if v is not None:
+            if type(v) is not str:
+                raise _bad_arg('consumer-tag', 'str8', v)
+            if len(v) * 4 > 255 or not v.isascii():
+                _check_len('consumer-tag', 'str8', v, 255)
+        v = self.delivery_tag
+        if v is not None:
+            if type(v) is not int and not _is_int(v) or not 0 <= v <= 18446744073709551615:
+                raise _bad_arg('delivery-tag', 'uint64', v)
+        v = self.exchange
+        if v is not None:
+            if type(v) is not str:
+                raise _bad_arg('exchange', 'str8', v)
+            if len(v) * 4 > 255 or not v.isascii():
+                _check_len('exchange', 'str8', v, 255)
+        v = self.queue
+        if v is None:
+            raise _missing('queue', 'stream.deliver')
+        if type(v) is not str:
+            raise _bad_arg('queue', 'str8', v)
+        if len(v) * 4 > 255 or not v.isascii():
+            _check_len('queue', 'str8', v, 255)
+
+_CLASSES[StreamDeliver.NAME] = StreamDeliver
 
 
 # opcode -> class, per segment type
