@@ -118,7 +118,7 @@ class SessState:
     unacked: dict[int, tuple[QueueState, QMsg]] = attrs.field(factory=dict)
     to_accept: SequenceSet = attrs.field(factory=SequenceSet)  # publisher transfers
     transactional: bool = False
-    tx_publish: list[tuple[Command, tuple[Struct, ...], bytes, int]] = attrs.field(factory=list)
+    tx_publish: list[tuple[Any, tuple[Struct, ...], bytes, int]] = attrs.field(factory=list)
     tx_accept: list[int] = attrs.field(factory=list)
     tx_accept_ids: SequenceSet = attrs.field(factory=SequenceSet)
 
