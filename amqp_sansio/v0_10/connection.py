@@ -38,7 +38,7 @@ __all__ = [
 
 import enum
 import functools
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import attrs
@@ -86,7 +86,6 @@ from .spec import (
     SessionAttach,
     SessionAttached,
     SessionCommandPoint,
-    SessionDetach,
     SessionDetached,
 )
 
@@ -254,7 +253,9 @@ class Connection:
         self._flush_wanted = False
         self._streams: dict[int, int] = {}  # channel -> command id of a streaming body
         self.closed_reason: str | None = None
-        self.security_layer: Callable[[bytes], bytes] | None = None  # SASL layer hook
+        # SASL security layer hook (see install_security_layer).
+        self._sec_encode: Callable[[bytes], bytes] | None = None
+        self._sec_decode: Callable[[bytes], bytes] | None = None
         if role is Role.CLIENT:
             self._emit_raw(PROTOCOL_HEADER)
 
@@ -278,6 +279,10 @@ class Connection:
         if not data:
             self._lose("peer closed the connection", events)
             return events
+        if self._sec_decode is not None:
+            data = self._sec_decode(data)
+            if not data:
+                return events
         try:
             if not self._header_done:
                 data = self._take_header(data, events)
@@ -389,6 +394,20 @@ class Connection:
                 session._completion_dirty = True
         return session
 
+    def install_security_layer(self, encode: Callable[[bytes], bytes],
+                               decode: Callable[[bytes], bytes]) -> None:
+        """Route every later octet through a SASL security layer.
+
+        Call it when the negotiated mechanism establishes one: from then on
+        all output passes through ``encode`` and all input through
+        ``decode`` (which may buffer and return b"" until it has a whole
+        unit).  The built-in mechanisms negotiate none.
+        """
+        if self._sec_encode is not None:
+            raise LocalProtocolError("a security layer is already installed")
+        self._sec_encode = encode
+        self._sec_decode = decode
+
     def session(self, channel: int) -> Session:
         try:
             return self.sessions[channel]
@@ -404,8 +423,8 @@ class Connection:
         return self.identity
 
     def _emit_raw(self, data: bytes) -> None:
-        if self.security_layer is not None:
-            data = self.security_layer(data)
+        if self._sec_encode is not None:
+            data = self._sec_encode(data)
         self._out.append(data)
         self._last_out = self._now
 
