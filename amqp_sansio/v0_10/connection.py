@@ -494,12 +494,12 @@ class Connection:
 
     def _fail(self, e: _ConnectionError, events: list[ev.Event]) -> None:
         """A connection-scope violation: queue close (or not) and stop."""
-        if self.state in (ConnState.OPEN, ConnState.CLOSING) or (
-                e.close and self.state not in (ConnState.AWAIT_HEADER, ConnState.CLOSED)):
-            if not self._close_sent:
-                self._write_control(0, ConnectionClose(reply_code=e.code,
-                                                       reply_text=e.message[:255]))
-                self._close_sent = True
+        may_close = self.state in (ConnState.OPEN, ConnState.CLOSING) or (
+            e.close and self.state not in (ConnState.AWAIT_HEADER, ConnState.CLOSED))
+        if may_close and not self._close_sent:
+            self._write_control(0, ConnectionClose(reply_code=e.code,
+                                                   reply_text=e.message[:255]))
+            self._close_sent = True
         self._lose(e.message, [])
         events.append(ev.ProtocolViolation(e.code, "connection", e.channel, e.message,
                                            "connection.close" if self._close_sent else "none"))
