@@ -30,7 +30,7 @@ from __future__ import annotations
 
 __all__ = ["ConnectionParams", "parse_url"]
 
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 import attrs
 
@@ -71,8 +71,8 @@ class ConnectionParams:
 
     def redacted(self) -> str:
         """The URL without its password (for logs)."""
-        user = f"{self.username}:***@" if self.username is not None else ""
-        return f"{self.scheme}://{user}{self.host}:{self.port}/{self.virtual_host}"
+        user = f"{quote(self.username, safe='')}:***@" if self.username is not None else ""
+        return f"{self.scheme}://{user}{self.host}:{self.port}/{quote(self.virtual_host, safe='')}"
 
 
 def parse_url(url: str) -> ConnectionParams:

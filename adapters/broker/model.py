@@ -415,8 +415,8 @@ class BrokerConnection:
     # -- publishing -----------------------------------------------------------
     def _on_publish(self, e: ev.MessageReceived) -> None:
         s = self.conn.sessions.get(e.channel)
-        if s is None:
-            return
+        if s is None or s.failed or s.state is not SessionState.ATTACHED:
+            return  # after an exception the session executes nothing more
         st = self.broker.session_state(s)
         try:
             x = self.broker.exchanges.get(e.transfer.destination or "")
@@ -461,8 +461,8 @@ class BrokerConnection:
     # -- commands ---------------------------------------------------------------
     def _on_command(self, e: ev.CommandReceived) -> None:
         s = self.conn.sessions.get(e.channel)
-        if s is None:
-            return
+        if s is None or s.failed or s.state is not SessionState.ATTACHED:
+            return  # after an exception the session executes nothing more
         cmd = e.command
         handler = _HANDLERS.get(type(cmd))
         try:

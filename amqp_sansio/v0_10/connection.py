@@ -38,7 +38,7 @@ __all__ = [
 
 import enum
 import functools
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 import attrs
@@ -154,6 +154,14 @@ CONNECTION_TRANSITIONS: dict[Role, dict[ConnState, dict[str, tuple[ConnState, ..
 COVERAGE: set[tuple[str, str, str]] | None = None
 
 
+def _mechanism_tuple(
+        value: Iterable[str | Callable[[], sasl.ClientMechanism]],
+) -> tuple[str | Callable[[], sasl.ClientMechanism], ...]:
+    if isinstance(value, str):
+        return (value,)  # a single name, not its letters
+    return tuple(value)
+
+
 @attrs.frozen(kw_only=True)
 class ClientConfig:
     """How a client connects.  ``mechanisms`` in preference order."""
@@ -166,7 +174,7 @@ class ClientConfig:
     # factories.  Empty: SCRAM-SHA-256 and PLAIN with credentials, else
     # ANONYMOUS.
     mechanisms: tuple[str | Callable[[], sasl.ClientMechanism], ...] = attrs.field(
-        default=(), converter=tuple)
+        default=(), converter=_mechanism_tuple)
     locale: str = "en_US"
     client_properties: dict[str, Any] = attrs.field(factory=lambda: {
         "product": "amqp-sansio", "version": __version__, "platform": "Python"})

@@ -1,0 +1,56 @@
+"""Blocking-socket adapter for amqp-sansio (stdlib only).
+
+:func:`connect` returns a thread-safe client :class:`Connection` whose I/O
+thread keeps heartbeats flowing while your code blocks; :class:`Server` /
+:func:`serve_forever` serve any sans-IO connection handler (such as the
+embedded broker's ``BrokerConnection``) with a thread per connection.  See
+``client.py`` for the design.
+"""
+
+from amqp_sansio.v0_10.messages import Message
+
+from .client import DEFAULT, Connection, Delivery, Session, Subscription, connect
+from .errors import (
+    AMQPError,
+    AMQPTimeout,
+    AuthenticationError,
+    ConnectError,
+    ConnectionClosedError,
+    ConnectionLostError,
+    ConnectTimeout,
+    ExecutionError,
+    HeartbeatTimeoutError,
+    InvalidURLError,
+    MessageRejectedError,
+    ProtocolViolationError,
+    SessionError,
+    VirtualHostError,
+)
+from .server import Handler, Server, serve_forever
+
+__all__ = [
+    "connect",
+    "Connection",
+    "Session",
+    "Subscription",
+    "Delivery",
+    "Message",
+    "DEFAULT",
+    "Server",
+    "Handler",
+    "serve_forever",
+    "AMQPError",
+    "AMQPTimeout",
+    "AuthenticationError",
+    "ConnectError",
+    "ConnectTimeout",
+    "ConnectionClosedError",
+    "ConnectionLostError",
+    "ExecutionError",
+    "HeartbeatTimeoutError",
+    "InvalidURLError",
+    "MessageRejectedError",
+    "ProtocolViolationError",
+    "SessionError",
+    "VirtualHostError",
+]

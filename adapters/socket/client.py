@@ -1,0 +1,1172 @@
+"""A blocking AMQP 0-10 client on stdlib sockets, driven by the sans-IO core.
+
+Design
+------
+Each :class:`Connection` runs **one small I/O thread that owns the socket**.
+The thread waits in a ``selectors`` loop on the socket and on a wake-up
+socketpair; it reads bytes into ``core.receive_data(data, now)``, writes
+``core.data_to_send()`` out (non-blocking, keeping any unsent tail), and
+calls ``core.handle_timer(now)`` whenever ``core.next_deadline()`` passes --
+so **heartbeats keep flowing, and a silent peer is detected, while the
+application's own threads are busy or blocked in their own work**.
+
+The sans-IO core (an :class:`amqp_sansio.v0_10.connection.Connection`) is
+guarded by **one lock** per connection.  A user thread that calls a method
+(``publish``, ``declare_queue``, ``get`` ...) takes the lock, queues the
+action on the core, pokes the I/O thread through the socketpair and, when the
+call needs an answer, waits on a condition variable tied to that lock.  The
+I/O thread turns the core's events into state on this module's objects (the
+command ids the peer completed, results, deliveries, errors) and notifies the
+condition; the waiting call then returns its result or raises the error *at
+the calling call*.  Any number of user threads may share one connection and
+its sessions.  Only the I/O thread touches the socket (TLS included).
+(The one thing that can still starve heartbeats is code that holds the GIL
+for longer than the heartbeat timeout, e.g. one long-running C call.)
+
+The adapter holds no protocol logic: numbering, completion, credit, replay,
+resume and heartbeat rules all live in the core.  What lives here is I/O,
+clocks, blocking and the mapping of events to calls and exceptions.
+
+Usage::
+
+    with connect("amqp://guest:guest@localhost?heartbeat=10") as conn:  # vhost "/"
+        with conn.session() as s:
+            s.declare_queue("jobs")
+            s.publish(b"hello", routing_key="jobs")
+            with s.subscribe("jobs", prefetch=100) as sub:
+                for d in sub:
+                    work(d.message)
+                    d.accept()
+"""
+
+from __future__ import annotations
+
+__all__ = ["connect", "Connection", "Session", "Subscription", "Delivery", "DEFAULT"]
+
+import contextlib
+import itertools
+import logging
+import selectors
+import socket
+import ssl
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from types import TracebackType
+from typing import Any, Final
+
+import attrs
+
+from amqp_sansio import sasl
+from amqp_sansio.errors import LocalProtocolError, RemoteProtocolError
+from amqp_sansio.serial import SequenceSet
+from amqp_sansio.url import ConnectionParams, parse_url
+from amqp_sansio.v0_10 import events as ev
+from amqp_sansio.v0_10._specbase import Command, Struct
+from amqp_sansio.v0_10.connection import ClientConfig, Role
+from amqp_sansio.v0_10.connection import Connection as CoreConnection
+from amqp_sansio.v0_10.messages import Message, from_event, to_transfer, transfer_octets
+from amqp_sansio.v0_10.session import Session as CoreSession
+from amqp_sansio.v0_10.session import SessionStore
+from amqp_sansio.v0_10.spec import (
+    ExchangeBind,
+    ExchangeDeclare,
+    ExchangeDelete,
+    ExchangeQuery,
+    ExchangeQueryResult,
+    ExchangeUnbind,
+    ExecutionSync,
+    MessageAccept,
+    MessageCancel,
+    MessageFlow,
+    MessageFlush,
+    MessageReject,
+    MessageRelease,
+    MessageSetFlowMode,
+    MessageSubscribe,
+    QueueDeclare,
+    QueueDelete,
+    QueuePurge,
+    QueueQuery,
+    QueueQueryResult,
+    TxCommit,
+    TxRollback,
+    TxSelect,
+)
+
+from .errors import (
+    AMQPError,
+    AMQPTimeout,
+    AuthenticationError,
+    ConnectError,
+    ConnectionClosedError,
+    ConnectionLostError,
+    ConnectTimeout,
+    ExecutionError,
+    HeartbeatTimeoutError,
+    InvalidURLError,
+    MessageRejectedError,
+    ProtocolViolationError,
+    SessionError,
+    VirtualHostError,
+)
+
+log = logging.getLogger("amqp_sansio_socket")
+
+
+class _Default:
+    def __repr__(self) -> str:
+        return "DEFAULT"
+
+
+#: "Use the connection's ``read_timeout``" (pass ``None`` to wait forever).
+DEFAULT: Final[Any] = _Default()
+
+_READ_SIZE = 256 * 1024
+_HIGH_WATER = 8 * 1024 * 1024  # publishers wait while more than this is unsent
+_LOW_WATER = 1 * 1024 * 1024
+_LINGER = 2.0  # seconds to flush the last output once the core is closed
+_INFINITE = 0xFFFFFFFF
+_AUTH_CODES = (320, 403)  # connection-forced (SASL failure), not-allowed
+_VHOST_CODES = (402, 530)  # invalid-path, not-allowed
+
+
+def _mechanism_names(params: ConnectionParams, names: Iterable[str] | None) -> tuple[str, ...]:
+    """SASL mechanism names to offer, best first (empty: the core's default)."""
+    wanted = tuple(n.upper() for n in names) if names is not None else params.mechanisms
+    for name in wanted:
+        if name not in sasl.CLIENT_MECHANISMS:
+            raise InvalidURLError(f"unsupported SASL mechanism {name!r}")
+        if name in ("PLAIN", "SCRAM-SHA-256") and params.username is None:
+            raise InvalidURLError(f"SASL mechanism {name} needs a username in the URL")
+    return wanted
+
+
+def _ssl_context(params: ConnectionParams) -> ssl.SSLContext:
+    """A client TLS context from the URL's ``cafile``/``certfile``/``keyfile``/``verify``."""
+    ctx = ssl.create_default_context(cafile=params.cafile)
+    if params.certfile:
+        ctx.load_cert_chain(params.certfile, params.keyfile)
+    if not params.verify:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
+def connect(url: str = "amqp://localhost", *, ssl_context: ssl.SSLContext | None = None,
+            timeout: float | None = None, read_timeout: float | None = DEFAULT,
+            session_store: SessionStore | None = None, heartbeat: int | None = DEFAULT,
+            mechanisms: Iterable[str] | None = None,
+            client_properties: dict[str, Any] | None = None) -> Connection:
+    """Open an AMQP 0-10 connection and return it once ``connection.open-ok`` arrived.
+
+    ``url`` is ``amqp[s]://user:pass@host:port/vhost?heartbeat=10&...`` (see
+    :mod:`amqp_sansio.url`; no path means vhost ``/``, a bare ``/`` the
+    empty vhost).  ``timeout`` bounds TCP connect + TLS + the AMQP
+    handshake (default: the URL's ``connect_timeout``, 10 s).
+    ``read_timeout`` is the default for every blocking call afterwards
+    (default: the URL's ``read_timeout``; ``None`` waits forever).  Pass the
+    same ``session_store`` to a later ``connect`` to resume sessions whose
+    transport died (see :meth:`Connection.session`).
+
+    Raises :class:`InvalidURLError`, :class:`ConnectError` (refused,
+    unreachable, TLS failure, hang-up during the handshake),
+    :class:`ConnectTimeout`, :class:`AuthenticationError`,
+    :class:`VirtualHostError` or :class:`ConnectionClosedError`.
+    """
+    try:
+        params = parse_url(url)
+    except LocalProtocolError as e:
+        raise InvalidURLError(e.message) from None
+    if params.protocol != "0-10":
+        raise InvalidURLError(f"protocol {params.protocol} is not supported by this client")
+    mechs = _mechanism_names(params, mechanisms)
+    cfg_kw: dict[str, Any] = {}
+    if client_properties is not None:
+        cfg_kw["client_properties"] = client_properties
+    if params.channel_max:
+        cfg_kw["channel_max"] = params.channel_max
+    if params.frame_max:
+        cfg_kw["max_frame_size"] = params.frame_max
+    config = ClientConfig(
+        virtual_host=params.virtual_host, mechanisms=mechs, username=params.username,  # type: ignore[arg-type]
+        password=params.password if params.username is not None else None,
+        heartbeat=params.heartbeat if heartbeat is DEFAULT else heartbeat,
+        session_store=session_store, **cfg_kw)
+    ctx: ssl.SSLContext | None = None
+    if params.tls:
+        try:
+            ctx = ssl_context or _ssl_context(params)
+        except (OSError, ssl.SSLError) as e:
+            raise ConnectError(f"cannot load the TLS files named in the URL: {e}") from None
+    elif ssl_context is not None:
+        raise InvalidURLError("an ssl_context was given for an amqp:// URL; use amqps://")
+    budget = params.connect_timeout if timeout is None else timeout
+    deadline = time.monotonic() + budget
+    where = f"{params.host}:{params.port}"
+    try:
+        sock = socket.create_connection((params.host, params.port), timeout=budget)
+    except TimeoutError:
+        raise ConnectTimeout(f"TCP connect to {where} timed out after {budget:g} s") from None
+    except OSError as e:
+        raise ConnectError(f"cannot connect to {where}: {e.strerror or e}") from None
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if ctx is not None:
+            sock.settimeout(max(0.001, deadline - time.monotonic()))
+            try:
+                sock = ctx.wrap_socket(sock, server_hostname=params.server_name or params.host)
+            except TimeoutError:
+                raise ConnectTimeout(f"TLS handshake with {where} timed out") from None
+            except (ssl.SSLError, ssl.CertificateError) as e:
+                raise ConnectError(f"TLS handshake with {where} failed: {e}") from None
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    conn = Connection(sock, CoreConnection(Role.CLIENT, config), params=params,
+                      read_timeout=params.read_timeout if read_timeout is DEFAULT
+                      else read_timeout)
+    try:
+        conn._wait_open(deadline)
+    except BaseException:
+        conn._abort()
+        raise
+    return conn
+
+
+class Connection:
+    """A live AMQP 0-10 connection (create it with :func:`connect`)."""
+
+    def __init__(self, sock: socket.socket, core: CoreConnection, *,
+                 params: ConnectionParams | None = None,
+                 read_timeout: float | None = None) -> None:
+        self._sock = sock
+        self._core = core
+        self.params = params
+        self.read_timeout = read_timeout
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._poked = False
+        self._stop = False
+        self._io_done = False
+        self._error: AMQPError | None = None
+        self._opened: ev.ConnectionOpened | None = None
+        self._sessions: dict[int, Session] = {}  # by channel, while attached
+        self._buffered = 0  # octets the I/O thread has not written yet
+        self._io_ident: int | None = None
+        self.description = params.redacted() if params else repr(sock)
+        self._thread = threading.Thread(target=self._run, daemon=True,
+                                        name=f"amqp-io {self.description}")
+        self._thread.start()
+
+    # -- public --------------------------------------------------------------
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return f"<amqp_sansio_socket.Connection {self.description} {state}>"
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, t: type[BaseException] | None, v: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._error is not None or self._io_done
+
+    @property
+    def heartbeat(self) -> int | None:
+        """Negotiated heartbeat interval in seconds (None: no heartbeats)."""
+        return self._opened.heartbeat if self._opened else None
+
+    @property
+    def server_properties(self) -> dict[str, Any]:
+        return dict(self._opened.peer_properties) if self._opened else {}
+
+    @property
+    def virtual_host(self) -> str | None:
+        return self._opened.virtual_host if self._opened else None
+
+    @property
+    def error(self) -> AMQPError | None:
+        """Why the connection ended (None while it is open)."""
+        return self._error
+
+    def session(self, name: bytes | str | None = None, *, timeout: int | None = None,
+                wait_timeout: float | None = DEFAULT) -> Session:
+        """Attach a session and return it (use it as a context manager).
+
+        ``name`` defaults to a fresh UUID.  ``timeout`` (seconds) asks the
+        broker to keep the session's state after its transport dies; a
+        session of the same name attached later on a connection made with
+        the same ``session_store`` is *resumed*: commands the broker had not
+        completed are replayed, none is executed twice.  Returns once the
+        broker attached it (and, for a resume, once replay is done).
+        """
+        if name is None:
+            name = uuid.uuid4().hex
+        bname = name.encode() if isinstance(name, str) else bytes(name)
+        with self._lock:
+            self._check()
+            try:
+                core_s = self._core.attach(bname, timeout=timeout)
+            except LocalProtocolError as e:
+                self._check()
+                raise SessionError(e.message) from None
+            s = Session(self, core_s)
+            assert core_s.channel is not None
+            self._sessions[core_s.channel] = s
+            # A resumed session still holding in-doubt commands waits for the
+            # peer's session.expected before anything new may be sent.
+            s._resuming = core_s.outstanding > 0
+            self._poke()
+            self._wait(lambda: s._attached and not s._resuming, wait_timeout, s,
+                       what=f"attach of session {bname!r}")
+        return s
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Close the connection (``connection.close`` + wait for close-ok).
+
+        Safe to call more than once and on a connection that already died.
+        """
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            if self._error is None and not self._io_done and not self._core.closed:
+                with contextlib.suppress(LocalProtocolError):  # already closing
+                    self._core.close(200, "closed by client")
+                self._poke()
+            while not self._io_done:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+            if self._error is None:
+                self._error = ConnectionClosedError("connection closed", 200)
+        self._abort()
+
+    # -- I/O thread ------------------------------------------------------------
+    def _run(self) -> None:
+        self._io_ident = threading.get_ident()
+        sock, core = self._sock, self._core
+        sel = selectors.DefaultSelector()
+        out = bytearray()
+        writing = False
+        finished_at: float | None = None
+        is_tls = isinstance(sock, ssl.SSLSocket)
+        try:
+            sel.register(sock, selectors.EVENT_READ)
+            sel.register(self._wake_r, selectors.EVENT_READ)
+            while True:
+                with self._lock:
+                    self._poked = False
+                    if self._stop:
+                        break
+                    data = core.data_to_send()
+                    if data:
+                        out += data
+                    deadline = core.next_deadline()
+                    finished = core.closed
+                    self._note_buffered(len(out))
+                if out:
+                    self._write(sock, out)
+                    if self._buffered > _LOW_WATER >= len(out):
+                        with self._lock:
+                            self._note_buffered(len(out))
+                now = time.monotonic()
+                if finished:
+                    if not out:
+                        break
+                    finished_at = finished_at or now
+                    if now - finished_at > _LINGER:
+                        break
+                    deadline = finished_at + _LINGER
+                want = selectors.EVENT_READ | (selectors.EVENT_WRITE if out else 0)
+                if bool(out) != writing:
+                    sel.modify(sock, want)
+                    writing = bool(out)
+                wait = None if deadline is None else max(0.0, deadline - now)
+                if is_tls and sock.pending():  # type: ignore[attr-defined]
+                    wait = 0.0
+                for key, _mask in sel.select(wait):
+                    if key.fileobj is self._wake_r:
+                        self._drain_wake()
+                    elif _mask & selectors.EVENT_READ:
+                        self._read(sock, is_tls)
+                if is_tls and sock.pending():  # type: ignore[attr-defined]
+                    self._read(sock, is_tls)
+                if deadline is not None and not finished:
+                    now = time.monotonic()
+                    if now >= deadline:
+                        with self._lock:
+                            self._dispatch(core.handle_timer(now))
+        except Exception as e:  # pragma: no cover - unexpected: report, don't hang
+            log.exception("amqp I/O thread failed")
+            with self._lock:
+                self._fail(ConnectionLostError(f"I/O thread failed: {e!r}"))
+        finally:
+            sel.close()
+            with self._lock:
+                if self._error is None:
+                    reason = core.closed_reason or "connection ended"
+                    self._fail(ConnectionLostError(f"connection ended: {reason}"))
+                self._io_done = True
+                self._cond.notify_all()
+            _close_quietly(sock)
+
+    def _note_buffered(self, n: int) -> None:
+        """Record unsent octets (lock held); wake publishers below low water."""
+        was = self._buffered
+        self._buffered = n
+        if was > _LOW_WATER >= n:
+            self._cond.notify_all()
+
+    def _write(self, sock: socket.socket, out: bytearray) -> None:
+        try:
+            n = sock.send(out)
+        except (BlockingIOError, InterruptedError, ssl.SSLWantWriteError,
+                ssl.SSLWantReadError):
+            return
+        except OSError as e:
+            out.clear()
+            self._on_bytes(b"", f"write failed: {e}")
+            return
+        del out[:n]
+
+    def _read(self, sock: socket.socket, is_tls: bool) -> None:
+        try:
+            data = sock.recv(_READ_SIZE)
+            if is_tls and data:
+                while sock.pending():  # type: ignore[attr-defined]
+                    data += sock.recv(sock.pending())  # type: ignore[attr-defined]
+        except (BlockingIOError, InterruptedError, ssl.SSLWantReadError,
+                ssl.SSLWantWriteError):
+            return
+        except OSError as e:
+            self._on_bytes(b"", f"read failed: {e}")
+            return
+        self._on_bytes(data, "peer closed the connection")
+
+    def _on_bytes(self, data: bytes, eof_reason: str) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if not data and self._error is None and self._opened is not None \
+                    and not self._core.closed:
+                self._fail(ConnectionLostError(eof_reason))
+            try:
+                events = self._core.receive_data(data, now)
+            except RemoteProtocolError as e:
+                self._dispatch(list(getattr(e, "events", [])))
+                if self._opened is None and e.code in _AUTH_CODES:
+                    self._fail(AuthenticationError(f"handshake failed: {e.message}", e.code,
+                                                   e.message))
+                else:
+                    self._fail(ProtocolViolationError(
+                        f"protocol error by the server: {e.message} (code {e.code})", e.code))
+                return
+            self._dispatch(events)
+
+    def _drain_wake(self) -> None:
+        try:
+            while self._wake_r.recv(4096):
+                pass
+        except (BlockingIOError, InterruptedError):
+            pass
+
+    # -- events -> state (I/O thread, lock held) --------------------------------
+    def _dispatch(self, events: list[ev.Event]) -> None:
+        if not events:
+            return
+        sessions = self._sessions
+        for e in events:
+            t = type(e)
+            if t is ev.MessageReceived:
+                s = sessions.get(e.channel)  # type: ignore[attr-defined]
+                if s is not None:
+                    s._on_message(e)  # type: ignore[arg-type]
+            elif t is ev.CommandsCompleted:
+                s = sessions.get(e.channel)  # type: ignore[attr-defined]
+                if s is not None and s._waiting:
+                    s._on_completed(e.commands)  # type: ignore[attr-defined]
+            elif t is ev.ResultReceived:
+                s = sessions.get(e.channel)  # type: ignore[attr-defined]
+                if s is not None:
+                    s._results[e.command_id] = e.value  # type: ignore[attr-defined]
+            elif t is ev.CommandReceived:
+                s = sessions.get(e.channel)  # type: ignore[attr-defined]
+                if s is not None:
+                    s._on_command(e)  # type: ignore[arg-type]
+            elif t is ev.ExceptionReceived:
+                s = sessions.get(e.channel)  # type: ignore[attr-defined]
+                if s is not None:
+                    s._on_exception(e)  # type: ignore[arg-type]
+            elif t is ev.SessionAttached:
+                s = sessions.get(e.channel)  # type: ignore[attr-defined]
+                if s is not None:
+                    s._attached = True
+            elif t is ev.SessionResumed or t is ev.SessionStateLost:
+                s = sessions.get(e.channel)  # type: ignore[attr-defined]
+                if s is not None:
+                    s._on_resume_event(e)
+            elif t is ev.SessionDetached:
+                s = sessions.pop(e.channel, None)  # type: ignore[attr-defined]
+                if s is not None:
+                    s._on_detached(e)  # type: ignore[arg-type]
+            elif t is ev.ConnectionOpened:
+                self._opened = e  # type: ignore[assignment]
+            elif t is ev.ConnectionClosed:
+                self._on_closed(e)  # type: ignore[arg-type]
+            elif t is ev.HeartbeatTimeout:
+                self._fail(HeartbeatTimeoutError(
+                    f"no traffic from the server for {e.idle:.1f} s "  # type: ignore[attr-defined]
+                    f"(heartbeat {self._core.heartbeat} s): connection is dead"))
+            elif t is ev.ConnectionLost:
+                reason = e.reason  # type: ignore[attr-defined]
+                if self._opened is None:
+                    self._fail(ConnectError(
+                        f"server closed the connection during the handshake ({reason})"))
+                else:
+                    self._fail(ConnectionLostError(f"connection lost: {reason}"))
+            elif t is ev.ConnectionRedirected:
+                self._fail(ConnectError(
+                    f"server redirects to {e.host}; connect there"))  # type: ignore[attr-defined]
+            elif t is ev.ProtocolHeaderMismatch:
+                self._fail(ConnectError(
+                    f"server does not speak AMQP 0-10 "
+                    f"(answered with protocol header {e.header!r})"))  # type: ignore[attr-defined]
+            elif t is ev.ProtocolViolation:
+                log.warning("protocol violation by the server: %s", e)
+        self._cond.notify_all()
+
+    def _on_closed(self, e: ev.ConnectionClosed) -> None:
+        text = e.text or ""
+        if self._opened is None:
+            if e.code in _AUTH_CODES or "authentic" in text.lower():
+                err: AMQPError = AuthenticationError(
+                    f"authentication failed: {text} (code {e.code})", e.code, e.text,
+                    by_peer=e.by_peer)
+            elif e.code in _VHOST_CODES or "virtual host" in text.lower():
+                err = VirtualHostError(
+                    f"virtual host {self._core.virtual_host!r} refused: {text} "
+                    f"(code {e.code})", e.code, e.text, by_peer=e.by_peer)
+            else:
+                err = ConnectionClosedError(
+                    f"server closed the handshake: {text} (code {e.code})", e.code, e.text,
+                    by_peer=e.by_peer)
+            self._fail(err)
+            return
+        who = "by the server" if e.by_peer else "by the client"
+        self._fail(ConnectionClosedError(f"connection closed {who}: {text} (code {e.code})",
+                                         e.code, e.text, by_peer=e.by_peer))
+
+    def _fail(self, err: AMQPError) -> None:
+        if self._error is None:
+            self._error = err
+        self._cond.notify_all()
+
+    # -- helpers for user threads (lock held) -----------------------------------
+    def _poke(self) -> None:
+        """Wake the I/O thread: the core has output (lock held)."""
+        if self._poked or threading.get_ident() == self._io_ident:
+            return
+        self._poked = True
+        try:
+            self._wake_w.send(b"\0")
+        except (BlockingIOError, InterruptedError):
+            pass
+        except OSError:
+            pass  # I/O thread already gone
+
+    def _check(self) -> None:
+        if self._error is not None:
+            raise self._error
+        if self._io_done:
+            raise ConnectionClosedError("connection is closed")
+
+    def _timeout(self, timeout: float | None) -> float | None:
+        return self.read_timeout if timeout is DEFAULT else timeout
+
+    def _wait(self, ready: Callable[[], bool], timeout: float | None,
+              session: Session | None = None, what: str = "reply") -> None:
+        """Wait (lock held) until ``ready()``; raise the session's or the
+        connection's error, or AMQPTimeout."""
+        timeout = self._timeout(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not ready():
+            if session is not None and session._error is not None:
+                raise session._error
+            self._check()
+            if deadline is None:
+                self._cond.wait()
+            else:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AMQPTimeout(f"no {what} within {timeout:g} s")
+                self._cond.wait(left)
+
+    def _wait_open(self, deadline: float) -> None:
+        with self._lock:
+            self._poke()
+            while self._opened is None:
+                if self._error is not None:
+                    raise self._error
+                if self._io_done:
+                    raise ConnectError("connection ended during the handshake")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ConnectTimeout(f"AMQP handshake with {self.description} timed out")
+                self._cond.wait(left)
+
+    def _abort(self) -> None:
+        """Stop the I/O thread and close the socket now (no handshake)."""
+        with self._lock:
+            self._stop = True
+            if self._error is None:
+                self._error = ConnectionClosedError("connection aborted")
+            self._cond.notify_all()
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"\0")
+        if threading.get_ident() != self._io_ident:
+            self._thread.join(5.0)
+        _close_quietly(self._wake_w)
+        _close_quietly(self._wake_r)
+
+
+def _close_quietly(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.close()
+
+
+@attrs.define(eq=False, slots=True)
+class Delivery:
+    """A message delivered to a subscription.
+
+    With accept-mode ``explicit`` (the default) settle it exactly once with
+    :meth:`accept`, :meth:`reject` or :meth:`release`; until then it counts
+    against the subscription's ``prefetch`` window.
+    """
+
+    session: Session
+    subscription: Subscription
+    command_id: int
+    _event: ev.MessageReceived
+    _message: Message | None = None
+    settled: bool = False
+
+    @property
+    def message(self) -> Message:
+        if self._message is None:
+            self._message = from_event(self._event)
+        return self._message
+
+    @property
+    def body(self) -> bytes:
+        return self._event.body
+
+    @property
+    def routing_key(self) -> str | None:
+        dp = self._event.delivery_properties
+        return dp.routing_key if dp else None
+
+    @property
+    def redelivered(self) -> bool:
+        dp = self._event.delivery_properties
+        return bool(dp.redelivered) if dp else False
+
+    def accept(self) -> None:
+        self.session.accept([self])
+
+    def reject(self, code: int = 0, text: str | None = None) -> None:
+        self.session.reject([self], code=code, text=text)
+
+    def release(self, redelivered: bool = False) -> None:
+        self.session.release([self], redelivered=redelivered)
+
+
+class Subscription:
+    """Deliveries from one ``message.subscribe``; iterate it to consume.
+
+    Iteration blocks until a message arrives and ends after :meth:`cancel`.
+    Credit runs in window mode: the broker may have ``prefetch`` messages
+    outstanding; each one settled (accepted/rejected/released, or handed out
+    with accept-mode ``none``) is completed and so lets the broker send another.
+    """
+
+    def __init__(self, session: Session, destination: str, queue: str, accept_mode: str,
+                 prefetch: int | None) -> None:
+        self.session = session
+        self.destination = destination
+        self.queue = queue
+        self.accept_mode = accept_mode
+        self.ack = accept_mode == "explicit"
+        self.prefetch = prefetch
+        self._buffer: deque[Delivery] = deque()
+        self.cancelled = False
+
+    def __repr__(self) -> str:
+        return (f"<Subscription {self.destination!r} queue={self.queue!r} "
+                f"buffered={len(self._buffer)}{' cancelled' if self.cancelled else ''}>")
+
+    def __enter__(self) -> Subscription:
+        return self
+
+    def __exit__(self, t: type[BaseException] | None, v: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if not self.cancelled and self.session._error is None and \
+                not self.session.connection.closed:
+            self.cancel()
+
+    def __iter__(self) -> Iterator[Delivery]:
+        return self
+
+    def __next__(self) -> Delivery:
+        d = self.get(timeout=None)
+        if d is None:
+            raise StopIteration
+        return d
+
+    def get(self, timeout: float | None = None) -> Delivery | None:
+        """The next delivery; None on timeout or once cancelled and drained."""
+        s = self.session
+        conn = s.connection
+        with conn._lock:
+            if not self._buffer and not self.cancelled:
+                try:
+                    conn._wait(lambda: bool(self._buffer) or self.cancelled, timeout, s,
+                               "delivery")
+                except AMQPTimeout:
+                    return None
+            if not self._buffer:
+                return None
+            d = self._buffer.popleft()
+            if not self.ack and s._error is None and not conn.closed:
+                s._core.complete(d.command_id)  # accept-mode none: done on hand-out
+                d.settled = True
+                conn._poke()
+            return d
+
+    def cancel(self, timeout: float | None = DEFAULT) -> None:
+        """``message.cancel``; release deliveries never handed out."""
+        s = self.session
+        conn = s.connection
+        with conn._lock:
+            if self.cancelled:
+                return
+            s._check()
+            cid = s._send(MessageCancel(destination=self.destination), sync=True)
+            leftovers = list(self._buffer) if self.ack else []
+            self._buffer.clear()
+            self.cancelled = True
+            if leftovers:
+                s._settle_locked(leftovers, lambda ids: MessageRelease(transfers=ids))
+            conn._poke()
+            s._await(cid, timeout, "message.cancel")
+            s._subs.pop(self.destination, None)
+
+
+class Session:
+    """An attached AMQP 0-10 session (create it with :meth:`Connection.session`).
+
+    Every method blocks until the broker answered (unless told not to) and
+    raises errors at the call: :class:`ExecutionError` when the broker
+    refused a command (the session is then over), :class:`SessionError`
+    when it was detached, :class:`ConnectionClosedError` when the connection
+    ended, :class:`AMQPTimeout` when no answer came in time.  ``timeout``
+    arguments default to the connection's ``read_timeout``.
+    """
+
+    def __init__(self, conn: Connection, core: CoreSession) -> None:
+        self.connection = conn
+        self._core = core
+        self.name = core.name
+        self._attached = False
+        self._resuming = False
+        self._closed = False
+        self._error: AMQPError | None = None
+        self._waiting: dict[int, bool] = {}  # command id -> completed?
+        self._results: dict[int, Any] = {}
+        #: transfers the broker rejected (publish ``confirm=True``): id -> (code, text)
+        self.rejected: dict[int, tuple[int, str | None]] = {}
+        self._subs: dict[str, Subscription] = {}
+        self._dest_ids = itertools.count(1)
+        self.resumed: ev.SessionResumed | None = None
+        self.lost_commands: SequenceSet = SequenceSet()  # in-doubt ids the peer forgot
+
+    def __repr__(self) -> str:
+        return f"<amqp_sansio_socket.Session {self.name!r} {self._core.state.name}>"
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, t: type[BaseException] | None, v: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    @property
+    def outstanding(self) -> int:
+        """Commands sent on this session and not yet completed by the broker."""
+        return self._core.outstanding
+
+    # -- general ----------------------------------------------------------------
+    def execute(self, command: Command, *, timeout: float | None = DEFAULT) -> Any:
+        """Send any command with the sync bit, wait for its completion and
+        return its result (None for commands without one)."""
+        conn = self.connection
+        with conn._lock:
+            cid = self._send(command, sync=True)
+            conn._poke()
+            self._await(cid, timeout, command.NAME)
+            return self._results.pop(cid, None)
+
+    def sync(self, timeout: float | None = DEFAULT) -> None:
+        """Wait until the broker completed every command sent so far
+        (``execution.sync``: one more command, one round trip)."""
+        self.execute(ExecutionSync(), timeout=timeout)
+
+    def wait_completed(self, timeout: float | None = DEFAULT) -> None:
+        """Wait until no command of this session awaits completion (asks
+        the broker for its completions with ``session.flush``)."""
+        conn = self.connection
+        with conn._lock:
+            self._check()
+            if self._core.outstanding:
+                self._core.flush(completed=True)
+                conn._poke()
+                conn._wait(lambda: self._core.outstanding == 0, timeout, self,
+                           "completion of outstanding commands")
+
+    def close(self, timeout: float | None = 5.0) -> None:
+        """Detach the session (waits for ``session.detached``).  Idempotent;
+        a no-op once the session or its connection is gone."""
+        conn = self.connection
+        with conn._lock:
+            if self._closed or self._error is not None or conn.closed:
+                self._closed = True
+                return
+            self._closed = True
+            try:
+                self._core.detach()
+            except LocalProtocolError:
+                return
+            conn._poke()
+            with contextlib.suppress(ConnectionClosedError, AMQPTimeout):
+                conn._wait(lambda: self._error is not None, timeout, None, "session.detached")
+
+    # -- exchanges and queues ---------------------------------------------------
+    def declare_queue(self, name: str, *, durable: bool = False, exclusive: bool = False,
+                      auto_delete: bool = False, alternate_exchange: str | None = None,
+                      arguments: dict[str, Any] | None = None, passive: bool = False,
+                      timeout: float | None = DEFAULT) -> QueueQueryResult:
+        """``queue.declare``; returns the queue's state (``queue.query`` result:
+        ``message_count``, ``subscriber_count`` ...)."""
+        conn = self.connection
+        with conn._lock:
+            self._send(QueueDeclare(queue=name, durable=durable, exclusive=exclusive,
+                                    auto_delete=auto_delete, passive=passive,
+                                    alternate_exchange=alternate_exchange,
+                                    arguments=arguments))
+            cid = self._send(QueueQuery(queue=name), sync=True)
+            conn._poke()
+            self._await(cid, timeout, "queue.declare")
+            return self._results.pop(cid)  # type: ignore[no-any-return]
+
+    def query_queue(self, name: str, *, timeout: float | None = DEFAULT) -> QueueQueryResult:
+        """``queue.query`` (all fields but ``queue`` absent if it does not exist)."""
+        return self.execute(QueueQuery(queue=name), timeout=timeout)  # type: ignore[no-any-return]
+
+    def delete_queue(self, name: str, *, if_unused: bool = False, if_empty: bool = False,
+                     timeout: float | None = DEFAULT) -> None:
+        self.execute(QueueDelete(queue=name, if_unused=if_unused, if_empty=if_empty),
+                     timeout=timeout)
+
+    def purge_queue(self, name: str, *, timeout: float | None = DEFAULT) -> None:
+        self.execute(QueuePurge(queue=name), timeout=timeout)
+
+    def declare_exchange(self, name: str, type: str = "direct", *, durable: bool = False,
+                         auto_delete: bool = False, alternate_exchange: str | None = None,
+                         arguments: dict[str, Any] | None = None, passive: bool = False,
+                         timeout: float | None = DEFAULT) -> None:
+        self.execute(ExchangeDeclare(exchange=name, type=type, durable=durable,
+                                     auto_delete=auto_delete, passive=passive,
+                                     alternate_exchange=alternate_exchange,
+                                     arguments=arguments), timeout=timeout)
+
+    def query_exchange(self, name: str, *,
+                       timeout: float | None = DEFAULT) -> ExchangeQueryResult:
+        return self.execute(ExchangeQuery(name=name), timeout=timeout)  # type: ignore[no-any-return]
+
+    def delete_exchange(self, name: str, *, if_unused: bool = False,
+                        timeout: float | None = DEFAULT) -> None:
+        self.execute(ExchangeDelete(exchange=name, if_unused=if_unused), timeout=timeout)
+
+    def bind(self, queue: str, exchange: str, binding_key: str = "", *,
+             arguments: dict[str, Any] | None = None,
+             timeout: float | None = DEFAULT) -> None:
+        """``exchange.bind`` (for headers exchanges put ``x-match`` etc. in
+        ``arguments``)."""
+        self.execute(ExchangeBind(queue=queue, exchange=exchange, binding_key=binding_key,
+                                  arguments=arguments), timeout=timeout)
+
+    def unbind(self, queue: str, exchange: str, binding_key: str = "", *,
+               timeout: float | None = DEFAULT) -> None:
+        self.execute(ExchangeUnbind(queue=queue, exchange=exchange, binding_key=binding_key),
+                     timeout=timeout)
+
+    # -- transactions -------------------------------------------------------------
+    def tx_select(self, *, timeout: float | None = DEFAULT) -> None:
+        self.execute(TxSelect(), timeout=timeout)
+
+    def tx_commit(self, *, timeout: float | None = DEFAULT) -> None:
+        self.execute(TxCommit(), timeout=timeout)
+
+    def tx_rollback(self, *, timeout: float | None = DEFAULT) -> None:
+        self.execute(TxRollback(), timeout=timeout)
+
+    # -- publishing -------------------------------------------------------------
+    def publish(self, message: Message | bytes | str, *, exchange: str = "",
+                routing_key: str | None = None, wait: bool = True, confirm: bool = False,
+                timeout: float | None = DEFAULT) -> int:
+        """Send a ``message.transfer``; return its command id.
+
+        ``wait=True`` returns once the broker completed the transfer (it has
+        the message); ``wait=False`` returns at once (use :meth:`sync` later)
+        and only blocks while the replay window, the broker's credit or the
+        output buffer is full.  Raising means the message was not sent --
+        except for a failure while waiting with ``wait=True``: the transfer
+        is then in doubt (and replayed if the session is resumed).
+        ``confirm=True`` asks the broker to accept or reject it explicitly:
+        with ``wait=True`` a rejection (unroutable) raises
+        :class:`MessageRejectedError`; with ``wait=False`` it is recorded in
+        :attr:`rejected`.  ``exchange`` ``""`` is the default exchange, which
+        routes by queue name.
+        """
+        if isinstance(message, Message):
+            if routing_key is not None:
+                message = attrs.evolve(message, routing_key=routing_key)
+        else:
+            message = Message(body=message.encode() if isinstance(message, str) else message,
+                              routing_key=routing_key)
+        cmd, headers, body = to_transfer(message, exchange, explicit_accept=confirm)
+        conn = self.connection
+        with conn._lock:
+            self._check()
+            core = self._core
+
+            def room() -> bool:
+                if core.outstanding >= core.replay_window or conn._buffered > _HIGH_WATER:
+                    return False
+                credit = core.credit(exchange)
+                return credit is None or credit.can_send(transfer_octets(headers, body))
+
+            if not room():
+                conn._wait(room, timeout, self, "room to publish")
+            cid = self._send(cmd, sync=wait, headers=headers, body=body)
+            conn._poke()
+            if not wait:
+                return cid
+            self._await(cid, timeout, "completion of message.transfer")
+            rejected = self.rejected.pop(cid, None) if confirm else None
+            if rejected is not None:
+                raise MessageRejectedError(rejected[0], rejected[1], cid)
+            return cid
+
+    # -- consuming --------------------------------------------------------------
+    def subscribe(self, queue: str, *, prefetch: int | None = 100,
+                  accept_mode: str = "explicit",
+                  exclusive: bool = False, destination: str | None = None,
+                  arguments: dict[str, Any] | None = None,
+                  timeout: float | None = DEFAULT) -> Subscription:
+        """``message.subscribe`` with window credit of ``prefetch`` messages
+        (None: unlimited).  ``accept_mode="none"``: no accepts (the broker
+        forgets a message once sent; it is completed when handed out)."""
+        if accept_mode not in ("explicit", "none"):
+            raise LocalProtocolError("accept_mode must be 'explicit' or 'none'")
+        if prefetch is not None and prefetch < 1:
+            raise LocalProtocolError("prefetch must be >= 1 or None")
+        conn = self.connection
+        with conn._lock:
+            self._check()
+            dest = destination or f"sub-{next(self._dest_ids)}"
+            if dest in self._subs:
+                raise LocalProtocolError(f"destination {dest!r} is in use on this session")
+            sub = Subscription(self, dest, queue, accept_mode, prefetch)
+            self._subs[dest] = sub
+            self._send(MessageSubscribe(queue=queue, destination=dest,
+                                        accept_mode=0 if sub.ack else 1, acquire_mode=0,
+                                        exclusive=exclusive, arguments=arguments))
+            self._send(MessageSetFlowMode(destination=dest, flow_mode=1))
+            self._send(MessageFlow(destination=dest, unit=1, value=_INFINITE))
+            cid = self._send(MessageFlow(destination=dest, unit=0,
+                                         value=_INFINITE if prefetch is None else prefetch),
+                             sync=True)
+            conn._poke()
+            try:
+                self._await(cid, timeout, "message.subscribe")
+            except BaseException:
+                self._subs.pop(dest, None)
+                raise
+            return sub
+
+    def get(self, queue: str, timeout: float = 0.0, *,
+            accept_mode: str = "explicit") -> Delivery | None:
+        """One message from ``queue``, or None if none arrives within
+        ``timeout`` seconds (0: only a message available right now)."""
+        conn = self.connection
+        with conn._lock:
+            self._check()
+            dest = f"get-{next(self._dest_ids)}"
+            if accept_mode not in ("explicit", "none"):
+                raise LocalProtocolError("accept_mode must be 'explicit' or 'none'")
+            sub = Subscription(self, dest, queue, accept_mode, 1)
+            self._subs[dest] = sub
+            self._send(MessageSubscribe(queue=queue, destination=dest,
+                                        accept_mode=0 if sub.ack else 1, acquire_mode=0))
+            self._send(MessageSetFlowMode(destination=dest, flow_mode=0))
+            self._send(MessageFlow(destination=dest, unit=1, value=_INFINITE))
+            self._send(MessageFlow(destination=dest, unit=0, value=1))
+            if timeout <= 0:
+                # flush: the broker sends what is available, then zeroes credit.
+                cid = self._send(MessageFlush(destination=dest), sync=True)
+                conn._poke()
+                self._await(cid, DEFAULT, "message.flush")
+            else:
+                conn._poke()
+                with contextlib.suppress(AMQPTimeout):
+                    conn._wait(lambda: bool(sub._buffer), timeout, self, "message")
+            cid = self._send(MessageCancel(destination=dest), sync=True)
+            conn._poke()
+            self._await(cid, DEFAULT, "message.cancel")
+            self._subs.pop(dest, None)
+            sub.cancelled = True
+        return sub.get(timeout=0)
+
+    def accept(self, deliveries: Iterable[Delivery]) -> None:
+        """``message.accept`` for several deliveries in one command."""
+        self._settle(deliveries, lambda ids: MessageAccept(transfers=ids))
+
+    def reject(self, deliveries: Iterable[Delivery], code: int = 0,
+               text: str | None = None) -> None:
+        self._settle(deliveries, lambda ids: MessageReject(transfers=ids, code=code, text=text))
+
+    def release(self, deliveries: Iterable[Delivery], redelivered: bool = False) -> None:
+        self._settle(deliveries, lambda ids: MessageRelease(transfers=ids,
+                                                             set_redelivered=redelivered))
+
+    def _settle(self, deliveries: Iterable[Delivery],
+                make: Callable[[SequenceSet], Command]) -> None:
+        ds = list(deliveries)
+        for d in ds:
+            if d.session is not self:
+                raise LocalProtocolError("delivery belongs to another session")
+            if not d.subscription.ack:
+                raise LocalProtocolError("deliveries with accept-mode none need no settling")
+            if d.settled:
+                raise LocalProtocolError(f"delivery {d.command_id} is already settled")
+        conn = self.connection
+        with conn._lock:
+            self._check()
+            self._settle_locked(ds, make)
+            conn._poke()
+
+    def _settle_locked(self, ds: list[Delivery], make: Callable[[SequenceSet], Command]) -> None:
+        ids = SequenceSet()
+        for d in ds:
+            d.settled = True
+            ids.add(d.command_id)
+        if ids:
+            # Completion gives the window credit back; the accept/reject/
+            # release settles the message.
+            self._core.complete(ids)
+            self._send(make(ids))
+
+    # -- internals (lock held) ----------------------------------------------------
+    def _check(self) -> None:
+        if self._error is not None:
+            raise self._error
+        self.connection._check()
+        if self._closed:
+            raise SessionError("session is closed")
+
+    def _send(self, command: Command, *, sync: bool = False, headers: tuple[Struct, ...] = (),
+              body: bytes | None = None) -> int:
+        self._check()
+        core = self._core
+        if core.outstanding >= core.replay_window:  # wait for completions to make room
+            self.connection._wait(lambda: core.outstanding < core.replay_window, DEFAULT, self,
+                                  "room in the replay window")
+        try:
+            cid = self._core.send(command, sync=sync, headers=headers, body=body)
+        except LocalProtocolError as e:
+            self._check()  # the session or connection died: say that instead
+            raise SessionError(f"cannot send {command.NAME}: {e.message}") from None
+        if sync:
+            self._waiting[cid] = False
+        return cid
+
+    def _await(self, cid: int, timeout: float | None, what: str) -> None:
+        try:
+            self.connection._wait(lambda: self._waiting.get(cid, True), timeout, self, what)
+        finally:
+            self._waiting.pop(cid, None)
+            if self._error is not None or self.connection._error is not None:
+                self._results.pop(cid, None)
+
+    def _on_completed(self, done: SequenceSet) -> None:
+        for cid, flag in self._waiting.items():
+            if not flag and cid in done:
+                self._waiting[cid] = True
+
+    def _on_message(self, e: ev.MessageReceived) -> None:
+        dest = e.transfer.destination or ""
+        sub = self._subs.get(dest)
+        explicit = int(e.transfer.accept_mode or 0) == 0
+        if sub is None or (sub.cancelled and explicit):
+            # Sent before our message.cancel reached the broker (or to a
+            # destination we never had): give it back.
+            ids = SequenceSet.of(e.command_id)
+            self._core.complete(ids)
+            if explicit:
+                try:
+                    self._core.send(MessageRelease(transfers=ids))
+                except LocalProtocolError as err:  # replay window full: broker keeps it
+                    log.warning("could not release stray transfer: %s", err.message)
+            if sub is None:
+                log.warning("transfer for unknown destination %r released", dest)
+            return
+        sub._buffer.append(Delivery(self, sub, e.command_id, e))
+
+    def _on_command(self, e: ev.CommandReceived) -> None:
+        cmd = e.command
+        if isinstance(cmd, MessageReject):
+            for cid in cmd.transfers or ():
+                self.rejected[cid] = (int(cmd.code), cmd.text)
+        # message.accept for our transfers, message.flow throttling, ...:
+        # the core keeps the books; we only complete them.
+        self._core.complete(e.command_id)
+
+    def _on_exception(self, e: ev.ExceptionReceived) -> None:
+        if self._error is None:
+            self._error = ExecutionError(
+                e.error_code, e.description, command_id=e.command_id,
+                class_code=e.class_code, command_code=e.command_code,
+                field_index=e.field_index, error_info=e.error_info)
+
+    def _on_resume_event(self, e: ev.Event) -> None:
+        if isinstance(e, ev.SessionStateLost):
+            self.lost_commands.update(e.commands)
+        elif isinstance(e, ev.SessionResumed):
+            self.resumed = e
+            self._resuming = False
+
+    def _on_detached(self, e: ev.SessionDetached) -> None:
+        if self._error is None:
+            who = "by the broker" if e.by_peer else "by the client"
+            self._error = SessionError(f"session {self.name!r} detached {who} "
+                                       f"(code {e.code})", e.code)
+        self._attached = False

@@ -1,0 +1,208 @@
+"""End-to-end AMQP 0-10 benchmark: publish and consume through a real broker.
+
+The embedded broker runs in a *separate process* (``python -m
+amqp_sansio_broker --port 0``) so the CPU figures are the client's own::
+
+    python bench/e2e_0_10.py                       # 100,000 x 100 B, Trio client
+    python bench/e2e_0_10.py --count 20000 --size 1000
+    python bench/e2e_0_10.py --url amqp://guest:guest@host:5672   # another broker
+
+Phases (each timed with ``time.perf_counter`` and ``time.process_time``):
+
+* publish -- ``count`` transfers to a fresh queue via the default exchange,
+  with completion tracking: the phase ends when the broker has completed
+  every transfer;
+* consume -- subscribe (window flow, ``--prefetch``), accept every message
+  (accepts batched), and end once all arrived and the accepts completed.
+
+Clients are pluggable: add ``async``/sync functions to :data:`CLIENTS` taking
+``(url, count, size, prefetch)`` and returning ``{"publish": Phase,
+"consume": Phase}``.  ``--client`` picks them (default: all registered).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import attrs
+
+
+@attrs.frozen
+class Phase:
+    count: int
+    wall: float  # seconds
+    cpu: float  # process CPU seconds
+
+    @property
+    def rate(self) -> float:
+        return self.count / self.wall if self.wall else float("inf")
+
+    @property
+    def cpu_us_per_msg(self) -> float:
+        return self.cpu / self.count * 1e6 if self.count else 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        return {"count": self.count, "seconds": round(self.wall, 4),
+                "msgs_per_s": round(self.rate, 1),
+                "cpu_us_per_msg": round(self.cpu_us_per_msg, 2)}
+
+
+@contextmanager
+def _timed(box: dict[str, Phase], name: str, count: int) -> Iterator[None]:
+    w, c = time.perf_counter(), time.process_time()
+    yield
+    box[name] = Phase(count, time.perf_counter() - w, time.process_time() - c)
+
+
+# ---------------------------------------------------------------- Trio client
+def trio_client(url: str, count: int, size: int, prefetch: int) -> dict[str, Phase]:
+    import trio
+
+    from amqp_sansio_trio import open_connection
+
+    body = b"x" * size
+    queue = f"bench-{uuid.uuid4().hex[:8]}"
+    out: dict[str, Phase] = {}
+
+    async def main() -> None:
+        async with open_connection(url) as conn, conn.session() as s:
+            await s.declare_queue(queue, auto_delete=True)
+            with _timed(out, "publish", count):
+                for _ in range(count):
+                    await s.publish(body, routing_key=queue, wait=False)
+                await s.wait_completed()
+            q = await s.query_queue(queue)
+            if q.message_count != count:
+                raise SystemExit(f"queue holds {q.message_count} messages, expected {count}")
+            got = 0
+            with _timed(out, "consume", count):
+                async with s.subscribe(queue, prefetch=prefetch) as sub:
+                    async for d in sub:
+                        if len(d.body) != size:
+                            raise SystemExit("wrong body size")
+                        await d.accept()
+                        got += 1
+                        if got == count:
+                            break
+                await s.wait_completed()
+
+    trio.run(main)
+    return out
+
+
+#: name -> client runner ``(url, count, size, prefetch) -> {"publish": Phase,
+#: "consume": Phase}``.  Each adapter adds its own (the blocking-socket one as
+#: "socket"); the runner may be synchronous or start its own event loop.
+CLIENTS: dict[str, Callable[[str, int, int, int], dict[str, Phase]]] = {
+    "trio": trio_client,
+}
+
+
+# ---------------------------------------------------------------- blocking-socket client
+# Section owned by the blocking-socket adapter (amqp_sansio_socket).
+def socket_client(url: str, count: int, size: int, prefetch: int) -> dict[str, Phase]:
+    """Same phases with the blocking client: publishes from the calling
+    thread (the adapter's I/O thread writes), accepts in batches of 100."""
+    from amqp_sansio_socket import Delivery, connect
+
+    body = b"x" * size
+    queue = f"bench-{uuid.uuid4().hex[:8]}"
+    out: dict[str, Phase] = {}
+    with connect(url, read_timeout=60) as conn, conn.session() as s:
+        s.declare_queue(queue, auto_delete=True)
+        with _timed(out, "publish", count):
+            for _ in range(count):
+                s.publish(body, routing_key=queue, wait=False)
+            s.wait_completed()
+        q = s.query_queue(queue)
+        if q.message_count != count:
+            raise SystemExit(f"queue holds {q.message_count} messages, expected {count}")
+        got = 0
+        batch: list[Delivery] = []
+        with _timed(out, "consume", count):
+            with s.subscribe(queue, prefetch=prefetch) as sub:
+                for d in sub:
+                    if len(d.body) != size:
+                        raise SystemExit("wrong body size")
+                    batch.append(d)
+                    got += 1
+                    if len(batch) == 100 or got == count:
+                        s.accept(batch)
+                        batch = []
+                    if got == count:
+                        break
+            s.wait_completed()
+    return out
+
+
+CLIENTS["socket"] = socket_client
+
+
+# ---------------------------------------------------------------- broker process
+@contextmanager
+def broker_process() -> Iterator[str]:
+    """``python -m amqp_sansio_broker --port 0`` in a child process; yields its URL."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "amqp_sansio_broker", "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().strip()
+        if not line.startswith("amqp"):
+            err = proc.stderr.read() if proc.stderr else ""
+            raise SystemExit(f"broker did not start: {line!r} {err}")
+        yield line
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--count", type=int, default=100_000)
+    p.add_argument("--size", type=int, default=100, help="body octets")
+    p.add_argument("--prefetch", type=int, default=1000)
+    p.add_argument("--client", action="append", choices=sorted(CLIENTS),
+                   help="client(s) to run (default: all)")
+    p.add_argument("--url", help="use this broker instead of starting the embedded one")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    args = p.parse_args(argv)
+    names = args.client or sorted(CLIENTS)
+    results: dict[str, Any] = {}
+
+    def run_all(url: str) -> None:
+        for name in names:
+            phases = CLIENTS[name](url, args.count, args.size, args.prefetch)
+            results[name] = {k: v.as_dict() for k, v in phases.items()}
+            if not args.json:
+                for k, v in phases.items():
+                    print(f"{name:7} {k:8} {v.count:>8} msgs  {v.wall:7.2f} s  "
+                          f"{v.rate:10,.0f} msg/s  {v.cpu_us_per_msg:7.1f} us CPU/msg",
+                          flush=True)
+
+    if args.url:
+        run_all(args.url)
+    else:
+        with broker_process() as url:
+            run_all(url)
+    if args.json:
+        print(json.dumps({"count": args.count, "size": args.size, "clients": results}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
