@@ -16,13 +16,13 @@ from typing import Any
 
 from amqp_sansio.errors import LocalProtocolError
 
-from . import codec_cmds, demo
+from . import codec_cmds, demo, tools_cmds
 from .streams import CLIError, Streams
 
 PROG = "amqp-sansio"
 
 Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
-SUBCOMMANDS: tuple[Register, ...] = (codec_cmds.register, demo.register)
+SUBCOMMANDS: tuple[Register, ...] = (codec_cmds.register, demo.register, tools_cmds.register)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,9 +36,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["broker"]:
+        # The broker has its own option parser; hand it everything after.
+        from amqp_sansio_broker.__main__ import main as broker_main
+
+        return broker_main(args_list[1:])
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(args_list)
     except SystemExit as e:  # --help, usage errors: argparse already printed
         return e.code if isinstance(e.code, int) else 2
     streams = Streams.from_sys()
