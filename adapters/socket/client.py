@@ -191,7 +191,7 @@ def connect(url: str = "amqp://localhost", *, ssl_context: ssl.SSLContext | None
     if params.frame_max:
         cfg_kw["max_frame_size"] = params.frame_max
     config = ClientConfig(
-        virtual_host=params.virtual_host, mechanisms=mechs, username=params.username,  # type: ignore[arg-type]
+        virtual_host=params.virtual_host, mechanisms=mechs, username=params.username,
         password=params.password if params.username is not None else None,
         heartbeat=params.heartbeat if heartbeat is DEFAULT else heartbeat,
         session_store=session_store, **cfg_kw)
