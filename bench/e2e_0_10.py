@@ -41,6 +41,7 @@ class Phase:
     count: int
     wall: float  # seconds
     cpu: float  # process CPU seconds
+    broker_cpu: float | None = None  # the broker process's CPU seconds, if known
 
     @property
     def rate(self) -> float:
@@ -50,17 +51,40 @@ class Phase:
     def cpu_us_per_msg(self) -> float:
         return self.cpu / self.count * 1e6 if self.count else 0.0
 
-    def as_dict(self) -> dict[str, float]:
+    def as_dict(self) -> dict[str, float | None]:
         return {"count": self.count, "seconds": round(self.wall, 4),
                 "msgs_per_s": round(self.rate, 1),
-                "cpu_us_per_msg": round(self.cpu_us_per_msg, 2)}
+                "cpu_us_per_msg": round(self.cpu_us_per_msg, 2),
+                "broker_cpu_us_per_msg": None if self.broker_cpu is None or not self.count
+                else round(self.broker_cpu / self.count * 1e6, 2)}
+
+
+#: CPU seconds used so far by the broker process (set when we started it).
+BROKER_CPU: Callable[[], float] | None = None
+
+
+def _proc_cpu(pid: int) -> Callable[[], float] | None:
+    path = f"/proc/{pid}/stat"
+    if not os.path.exists(path):
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def read() -> float:
+        with open(path) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+
+    return read
 
 
 @contextmanager
 def _timed(box: dict[str, Phase], name: str, count: int) -> Iterator[None]:
+    probe = BROKER_CPU
+    b0 = probe() if probe else None
     w, c = time.perf_counter(), time.process_time()
     yield
-    box[name] = Phase(count, time.perf_counter() - w, time.process_time() - c)
+    wall, cpu = time.perf_counter() - w, time.process_time() - c
+    box[name] = Phase(count, wall, cpu, probe() - b0 if probe and b0 is not None else None)
 
 
 # ---------------------------------------------------------------- Trio client
@@ -161,8 +185,11 @@ def broker_process() -> Iterator[str]:
         if not line.startswith("amqp"):
             err = proc.stderr.read() if proc.stderr else ""
             raise SystemExit(f"broker did not start: {line!r} {err}")
+        global BROKER_CPU
+        BROKER_CPU = _proc_cpu(proc.pid)
         yield line
     finally:
+        BROKER_CPU = None
         proc.terminate()
         try:
             proc.wait(10)
@@ -190,9 +217,11 @@ def main(argv: list[str] | None = None) -> int:
             results[name] = {k: v.as_dict() for k, v in phases.items()}
             if not args.json:
                 for k, v in phases.items():
+                    broker = ("" if v.broker_cpu is None else
+                              f"  (broker {v.broker_cpu / v.count * 1e6:6.1f} us CPU/msg)")
                     print(f"{name:7} {k:8} {v.count:>8} msgs  {v.wall:7.2f} s  "
-                          f"{v.rate:10,.0f} msg/s  {v.cpu_us_per_msg:7.1f} us CPU/msg",
-                          flush=True)
+                          f"{v.rate:10,.0f} msg/s  {v.cpu_us_per_msg:7.1f} us CPU/msg"
+                          f"{broker}", flush=True)
 
     if args.url:
         run_all(args.url)

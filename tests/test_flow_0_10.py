@@ -238,10 +238,6 @@ def test_set_flow_mode_switches() -> None:
     assert credit.mode == WINDOW
 
 
-@pytest.mark.xfail(strict=True, reason="BUG session.py/flow.py: transfers sent before a "
-                   "message.stop keep their window cost; completing them after a new "
-                   "message.flow re-grants beyond the new window (notes §7.4 'stop vs "
-                   "window'; fix: forget _transfer_cost entries of the destination on stop)")
 def test_completions_after_stop_do_not_widen_the_new_window() -> None:
     net, cs, ss = subscribed(seed=1)
     cs.send(MessageFlow(destination="d", unit=BYTE, value=INF))

@@ -325,7 +325,7 @@ class Connection:
             self._sessions[core_s.channel] = s
             # A resumed session still holding in-doubt commands waits for the
             # peer's session.expected before anything new may be sent.
-            s._resuming = core_s.outstanding > 0
+            s._resuming = core_s.resuming
             self._poke()
             self._wait(lambda: s._attached and not s._resuming, wait_timeout, s,
                        what=f"attach of session {bname!r}")

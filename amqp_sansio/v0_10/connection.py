@@ -311,8 +311,13 @@ class Connection:
             raise _remote(e.message, e.code, e.channel, events) from None
         return events
 
-    def data_to_send(self) -> bytes:
-        """Everything queued for the peer (owed completions included)."""
+    def data_to_send(self, now: float | None = None) -> bytes:
+        """Everything queued for the peer (owed completions included).
+
+        ``now`` (optional) is when it is being written: it stamps the output
+        for the heartbeat timer, which otherwise uses the last time it saw."""
+        if now is not None:
+            self._now = now
         if self.state in (ConnState.OPEN, ConnState.CLOSING):
             for s in list(self.sessions.values()):
                 for ctl in s._pending_controls():
@@ -321,6 +326,8 @@ class Connection:
             return b""
         data = b"".join(self._out)
         self._out.clear()
+        if now is not None:
+            self._last_out = now
         return data
 
     def handle_timer(self, now: float) -> list[ev.Event]:
@@ -329,7 +336,8 @@ class Connection:
         events: list[ev.Event] = []
         hb = self.heartbeat
         if hb and self.state in (ConnState.OPEN, ConnState.CLOSING):
-            if self._last_in is not None and now - self._last_in > 2 * hb:
+            # >= so that waking exactly at next_deadline() fires (no spin).
+            if self._last_in is not None and now - self._last_in >= 2 * hb:
                 events.append(ev.HeartbeatTimeout(now - self._last_in))
                 self._lose("heartbeat timeout", events)
                 return events

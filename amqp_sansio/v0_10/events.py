@@ -134,12 +134,15 @@ class SessionDetached(Event):
 @attrs.frozen(slots=True)
 class SessionResumed(Event):
     """A resumed session finished replay: ``replayed`` ids were sent again,
-    ``gapped`` ids the peer already had."""
+    ``gapped`` ids the peer already had.  With ``peer_state`` False the peer
+    had kept no state: numbering restarted where we were, and any in-doubt
+    commands were reported in a ``SessionStateLost`` first."""
 
     channel: int
     name: bytes
     replayed: SequenceSet
     gapped: SequenceSet
+    peer_state: bool = True  # False: the peer kept nothing (see SessionStateLost)
 
 
 @attrs.frozen(slots=True)

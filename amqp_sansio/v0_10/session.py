@@ -183,7 +183,6 @@ class Session:
         self._replay: dict[int, tuple[Command, bool, tuple[Struct, ...], bytes | None]] = {}
         self._results: dict[int, type | None] = {}  # id -> expected result class
         self._to_known: SequenceSet = SequenceSet()  # completed by peer, to acknowledge
-        self._resuming = False
         self._awaiting_expected = False
         self._transfer_cost: dict[int, tuple[str, int]] = {}  # window-mode bookkeeping
         # -- receiver (peer's commands) --
@@ -386,11 +385,16 @@ class Session:
         self.next_in_id = None  # the peer must send a command-point again
 
     def _start_resume(self, conn: Connection) -> None:
-        """After attached on a new transport: ask what the peer expects."""
-        if self._replay:
-            self._awaiting_expected = True
-            conn._write_control(self.channel, SessionFlush(expected=True))
-        self._resuming = True
+        """After attaching a session that has state: ask what the peer
+        expects.  Its answer says whether it kept state (an empty set: it
+        did not) and where replay starts; until then nothing new is sent."""
+        self._awaiting_expected = True
+        conn._write_control(self.channel, SessionFlush(expected=True))
+
+    @property
+    def resuming(self) -> bool:
+        """True from a resume's attach until ``SessionResumed``: sending waits."""
+        return self._awaiting_expected
 
     def _on_control(self, ctl: Any, events: list[ev.Event]) -> None:
         conn = self._conn
@@ -417,8 +421,13 @@ class Session:
             if self._received_max is not None and serial_le(ctl.command_id,
                                                             self._received_max):
                 # The sender restarted its numbering (a peer that does not
-                # replay, or a fresh sender on a kept name): ids are new again.
+                # replay, or a fresh sender on a kept name): ids are new
+                # again, and what we knew of the old ones means nothing.
                 self._received_max = None
+                self._in_completed = SequenceSet()
+                self._in_outstanding.clear()
+                self._in_sync.clear()
+                self._sync_waiting.clear()
             self.next_in_id = ctl.command_id
         elif name == "session.flush":
             if ctl.expected:
@@ -488,7 +497,8 @@ class Session:
             conn._ensure_command_point(self)
             if lost:
                 events.append(ev.SessionStateLost(self.channel, self.name, lost))
-            events.append(ev.SessionResumed(self.channel, self.name, replayed, gapped))
+            events.append(ev.SessionResumed(self.channel, self.name, replayed, gapped,
+                                            peer_state=False))
             return
         first = expected.first()
         assert first is not None
@@ -517,7 +527,8 @@ class Session:
             cid = serial_add(cid, 1)
         if run:
             conn._write_control(self.channel, SessionGap(commands=SequenceSet([run])))
-        events.append(ev.SessionResumed(self.channel, self.name, replayed, gapped))
+        events.append(ev.SessionResumed(self.channel, self.name, replayed, gapped,
+                                        peer_state=True))
 
     def _note_received(self, cid: int) -> None:
         self._have_state = True
@@ -552,9 +563,14 @@ class Session:
             c = self.credits.setdefault(command.destination or "", Credit())
             c.set_mode(int(command.flow_mode))
         elif isinstance(command, MessageStop):
-            stopped = self.credits.get(command.destination or "")
+            dest = command.destination or ""
+            stopped = self.credits.get(dest)
             if stopped is not None:
                 stopped.stop()
+                # Transfers sent before the stop must not re-open the window
+                # when they complete later (only new flow grants credit).
+                for cid in [c for c, (d, _) in self._transfer_cost.items() if d == dest]:
+                    del self._transfer_cost[cid]
         elif isinstance(command, MessageCancel):
             self.subscriptions.discard(command.destination or "")
             self.credits.pop(command.destination or "", None)

@@ -1,0 +1,61 @@
+"""Trio adapter for amqp-sansio: an async client and a connection server.
+
+The protocol is the core's (:mod:`amqp_sansio.v0_10`); this package pumps
+bytes over Trio streams, reads ``trio.current_time()`` and maps events to an
+async API.  See :func:`open_connection` (client) and :func:`serve` (server).
+"""
+
+from __future__ import annotations
+
+from amqp_sansio.v0_10.messages import Message
+from amqp_sansio.v0_10.session import SessionStore
+
+from .client import (
+    HIGH_WATER,
+    Connection,
+    Delivery,
+    Session,
+    Subscription,
+    open_connection,
+)
+from .errors import (
+    AMQPError,
+    AuthenticationError,
+    ConnectError,
+    ConnectionClosedError,
+    ConnectionLostError,
+    ConnectTimeout,
+    ExecutionError,
+    HeartbeatTimeoutError,
+    MessageRejectedError,
+    ProtocolViolationError,
+    SessionError,
+    VirtualHostError,
+)
+from .server import ConnectionHandler, handle_stream, serve
+
+__all__ = [
+    "open_connection",
+    "Connection",
+    "Session",
+    "Subscription",
+    "Delivery",
+    "Message",
+    "SessionStore",
+    "HIGH_WATER",
+    "serve",
+    "handle_stream",
+    "ConnectionHandler",
+    "AMQPError",
+    "ConnectError",
+    "ConnectTimeout",
+    "ConnectionClosedError",
+    "AuthenticationError",
+    "VirtualHostError",
+    "ConnectionLostError",
+    "HeartbeatTimeoutError",
+    "ProtocolViolationError",
+    "SessionError",
+    "ExecutionError",
+    "MessageRejectedError",
+]

@@ -1,0 +1,1143 @@
+"""The Trio client: sockets, clocks and a friendly API around the core.
+
+All protocol logic lives in :mod:`amqp_sansio.v0_10`; this module only
+
+* pumps bytes between a Trio stream and the core ``Connection`` (one reader,
+  one writer and one timer task in the connection's nursery),
+* feeds the clock (``trio.current_time()``) to ``receive_data``/``handle_timer``
+  at the deadlines the core asks for (``next_deadline``),
+* maps the core's events to awaiting callers (completion by command id,
+  results, exceptions) and to subscriptions.
+
+Usage::
+
+    async with open_connection("amqp://guest:guest@127.0.0.1/") as conn:
+        async with conn.session() as s:
+            await s.declare_queue("q")
+            await s.publish(b"hello", routing_key="q")
+            async with s.subscribe("q", prefetch=100) as sub:
+                async for d in sub:
+                    print(d.message.body)
+                    await d.accept()
+                    break
+
+Cancellation: every awaiting call can be cancelled.  A command is either
+handed to the core (it then has an id, and completes or is replayed on
+resume whether or not anyone waits for it) or not sent at all; a waiter that
+goes away is forgotten, so late completions and results are dropped, never
+delivered to another caller.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "open_connection",
+    "Connection",
+    "Session",
+    "Subscription",
+    "Delivery",
+    "HIGH_WATER",
+]
+
+import collections
+import ssl
+import uuid
+import weakref
+from collections.abc import AsyncGenerator, Iterable
+from contextlib import asynccontextmanager, suppress
+from typing import Any
+
+import attrs
+
+import trio
+from amqp_sansio.errors import LocalProtocolError, RemoteProtocolError
+from amqp_sansio.serial import SequenceSet
+from amqp_sansio.url import ConnectionParams, parse_url
+from amqp_sansio.v0_10 import events as ev
+from amqp_sansio.v0_10 import spec
+from amqp_sansio.v0_10.connection import ClientConfig, Role
+from amqp_sansio.v0_10.connection import Connection as CoreConnection
+from amqp_sansio.v0_10.messages import Message, from_event, to_transfer, transfer_octets
+from amqp_sansio.v0_10.session import Session as CoreSession
+from amqp_sansio.v0_10.session import SessionState, SessionStore
+from trio.lowlevel import (
+    ParkingLot,
+    cancel_shielded_checkpoint,
+    checkpoint,
+    checkpoint_if_cancelled,
+)
+
+from ._util import aclose_quietly, open_service_nursery
+from .errors import (
+    AMQPError,
+    AuthenticationError,
+    ConnectError,
+    ConnectionClosedError,
+    ConnectionLostError,
+    ConnectTimeout,
+    ExecutionError,
+    HeartbeatTimeoutError,
+    MessageRejectedError,
+    ProtocolViolationError,
+    SessionError,
+    VirtualHostError,
+)
+
+#: Output the writer has not taken yet above which a publisher waits for it.
+HIGH_WATER = 1 << 20
+#: Above this much pending output a publisher yields so the writer can run;
+#: below it, publishes are batched into one write (a cancel point is kept).
+_BATCH = 64 * 1024
+_RECV = 256 * 1024
+_TIMER_SLACK = 0.001  # the core's dead-peer test is strict (>): wake just after
+_CLOSE_TIMEOUT = 5.0
+_INFINITE = 0xFFFFFFFF
+
+
+@attrs.define
+class _Carry:
+    """What a session wrapper leaves behind when its transport dies, for the
+    wrapper that resumes the same core session: accepts the application made
+    that never went out, and deliveries that were never settled (released
+    back to their queues).  Subscriptions are not carried: the broker's
+    deliveries to them are released, and each is cancelled on first sight."""
+
+    to_accept: SequenceSet = attrs.field(factory=SequenceSet)
+    to_release: SequenceSet = attrs.field(factory=SequenceSet)
+
+
+_CARRY: weakref.WeakKeyDictionary[CoreSession, _Carry] = weakref.WeakKeyDictionary()
+
+_ACCEPT_MODES = {"explicit": spec.AcceptMode.EXPLICIT, "none": spec.AcceptMode.NONE}
+_FLOW_MODES = {"window": spec.FlowMode.WINDOW, "credit": spec.FlowMode.CREDIT}
+
+
+# ---------------------------------------------------------------- connecting
+def _client_config(params: ConnectionParams, session_store: SessionStore | None,
+                   client_properties: dict[str, Any] | None) -> ClientConfig:
+    kw: dict[str, Any] = {}
+    if params.channel_max is not None:
+        kw["channel_max"] = params.channel_max
+    if params.frame_max is not None:
+        kw["max_frame_size"] = params.frame_max
+    if client_properties is not None:
+        kw["client_properties"] = client_properties
+    return ClientConfig(virtual_host=params.virtual_host, username=params.username,
+                        password=params.password, mechanisms=params.mechanisms,
+                        heartbeat=params.heartbeat, session_store=session_store, **kw)
+
+
+def _ssl_context(params: ConnectionParams) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(cafile=params.cafile)
+    if not params.verify:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    if params.certfile:
+        ctx.load_cert_chain(params.certfile, params.keyfile)
+    return ctx
+
+
+async def _connect(params: ConnectionParams,
+                   ssl_context: ssl.SSLContext | None) -> trio.abc.Stream:
+    where = f"{params.host}:{params.port}"
+    try:
+        sock = await trio.open_tcp_stream(params.host, params.port)
+    except OSError as e:
+        raise ConnectError(f"cannot connect to {where}: {e}") from e
+    if not params.tls:
+        return sock
+    try:
+        ctx = ssl_context or _ssl_context(params)
+        tls = trio.SSLStream(sock, ctx, server_hostname=params.server_name or params.host)
+        await tls.do_handshake()
+    except (OSError, ssl.SSLError, trio.BrokenResourceError) as e:
+        await aclose_quietly(sock)
+        cause = e.__cause__ if isinstance(e, trio.BrokenResourceError) and e.__cause__ else e
+        raise ConnectError(f"TLS handshake with {where} failed: {cause}") from e
+    except BaseException:
+        await aclose_quietly(sock)
+        raise
+    return tls
+
+
+@asynccontextmanager
+async def open_connection(url: str, *, ssl_context: ssl.SSLContext | None = None,
+                          session_store: SessionStore | None = None,
+                          client_properties: dict[str, Any] | None = None,
+                          close_timeout: float = _CLOSE_TIMEOUT,
+                          ) -> AsyncGenerator[Connection, None]:
+    """Connect, run the handshake and yield an open :class:`Connection`.
+
+    ``url`` is an AMQP URL (``amqp[s]://user:pass@host:port/vhost?opts``; see
+    :mod:`amqp_sansio.url`).  ``connect_timeout`` bounds TCP, TLS and the AMQP
+    handshake together.  ``session_store`` keeps detached sessions (those
+    attached with a ``timeout``) so that a later connection given the same
+    store resumes them.  On exit the connection is closed (200) and its tasks
+    stop; ``close_timeout`` bounds each close handshake (connection, and
+    sessions and subscriptions).
+
+    Raises :class:`ConnectError` / :class:`ConnectTimeout`,
+    :class:`AuthenticationError`, :class:`VirtualHostError` and the other
+    :mod:`~amqp_sansio_trio.errors`; a bad URL raises ``LocalProtocolError``.
+    """
+    params = parse_url(url)
+    if params.protocol != "0-10":
+        raise LocalProtocolError(f"protocol {params.protocol} is not supported by this client")
+    config = _client_config(params, session_store, client_properties)
+    deadline = trio.current_time() + params.connect_timeout
+    with trio.move_on_at(deadline) as cs:
+        stream = await _connect(params, ssl_context)
+    if cs.cancelled_caught:
+        raise ConnectTimeout(f"connecting to {params.host}:{params.port} took longer than "
+                             f"{params.connect_timeout}s")
+    async with open_service_nursery() as nursery:
+        conn = Connection(stream, CoreConnection(Role.CLIENT, config), params,
+                          close_timeout=close_timeout)
+        nursery.start_soon(conn._run)
+        try:
+            with trio.move_on_at(deadline) as cs:
+                await conn._wait_open()
+            if cs.cancelled_caught:
+                raise ConnectTimeout(f"AMQP handshake with {params.host}:{params.port} took "
+                                     f"longer than {params.connect_timeout}s")
+            yield conn
+        finally:
+            await conn.aclose()
+            nursery.cancel_scope.cancel()
+
+
+# ---------------------------------------------------------------- connection
+class Connection:
+    """An open AMQP 0-10 connection (made by :func:`open_connection`)."""
+
+    def __init__(self, stream: trio.abc.Stream, core: CoreConnection,
+                 params: ConnectionParams, *, close_timeout: float = _CLOSE_TIMEOUT) -> None:
+        self._stream = stream
+        self.close_timeout = close_timeout
+        self._core = core
+        self.params = params
+        self._outbuf: list[bytes] = []
+        self._outsize = 0
+        self._writer_wake = trio.Event()
+        self._drained = ParkingLot()  # publishers over HIGH_WATER
+        self._timer_wake = trio.Event()
+        self._opened_event = trio.Event()
+        self._done = trio.Event()  # the pump has stopped; the stream is closed
+        self._error: AMQPError | None = None  # why the connection is unusable
+        self._sessions: dict[int, Session] = {}
+        self.opened: ev.ConnectionOpened | None = None
+        self.closed_event: ev.ConnectionClosed | None = None
+
+    def __repr__(self) -> str:
+        return f"<amqp_sansio_trio.Connection {self.params.redacted()} {self._core.state.name}>"
+
+    # -- public ---------------------------------------------------------------
+    @property
+    def core(self) -> CoreConnection:
+        """The sans-IO connection underneath (for inspection)."""
+        return self._core
+
+    @property
+    def is_open(self) -> bool:
+        return self._error is None and self.opened is not None
+
+    @property
+    def heartbeat(self) -> int | None:
+        return self._core.heartbeat
+
+    @property
+    def server_properties(self) -> dict[str, Any]:
+        return self._core.peer_properties
+
+    @asynccontextmanager
+    async def session(self, name: str | bytes | None = None, *,
+                      timeout: int | None = None) -> AsyncGenerator[Session, None]:
+        """Attach a session for the block; detach it afterwards.
+
+        ``timeout`` (seconds) asks the broker to keep the session's state
+        after a detach or a lost transport, so that it can be resumed by
+        name on another connection (both ends need a ``SessionStore``).
+        """
+        s = await self.attach(name, timeout=timeout)
+        try:
+            yield s
+        finally:
+            await s.aclose()
+
+    async def attach(self, name: str | bytes | None = None, *,
+                     timeout: int | None = None) -> Session:
+        """Attach (or resume) a session; the caller must ``aclose()`` it."""
+        self._check()
+        if name is None:
+            name = uuid.uuid4().hex
+        raw = name.encode() if isinstance(name, str) else bytes(name)
+        core = self._core.attach(raw, timeout=timeout)
+        s = Session(self, core)
+        s._carry = _CARRY.pop(core, None)
+        assert core.channel is not None
+        self._sessions[core.channel] = s
+        s._resuming = core.resuming  # the core asked the peer what it expects
+        self._pull()
+        try:
+            await s._wait_ready()
+            s._recover()
+        except BaseException:
+            # Cancelled (or failed) while attaching: detach now, or as soon
+            # as the broker has answered the attach.
+            s._closed = True
+            if self._error is None and core.state is SessionState.ATTACHED:
+                core.detach()
+                self._pull()
+            raise
+        return s
+
+    async def wait_closed(self) -> AMQPError:
+        """Wait until the connection is over; return why (the error that
+        operations now raise)."""
+        await self._done.wait()
+        assert self._error is not None
+        return self._error
+
+    async def aclose(self, code: int = 200, text: str | None = None) -> None:
+        """Close the connection (close handshake, bounded) and stop its tasks."""
+        if (not self._done.is_set() and self._error is None and self.opened is not None
+                and not self._core.closed):
+            with trio.move_on_after(self.close_timeout) as cs:
+                cs.shield = True
+                with suppress(LocalProtocolError):  # already closing
+                    self._core.close(code, text)
+                self._pull()
+                await self._done.wait()
+        self._set_error(ConnectionClosedError(code, text, by_peer=False))
+        await aclose_quietly(self._stream)
+
+    # -- the pump -------------------------------------------------------------
+    async def _run(self) -> None:
+        try:
+            async with trio.open_nursery() as n:
+                n.start_soon(self._reader)
+                n.start_soon(self._timer)
+                await self._writer()
+                n.cancel_scope.cancel()
+        finally:
+            if self._error is None:
+                self._set_error(ConnectionLostError("transport closed"))
+            self._done.set()
+            self._drained.unpark_all()
+
+    async def _reader(self) -> None:
+        while not self._core.closed:
+            try:
+                got = await self._stream.receive_some(_RECV)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
+                got = b""
+                if self._error is None and not self._core.closed:
+                    self._set_error(ConnectionLostError(str(e.__cause__ or e) or "reset"))
+            data = got if isinstance(got, bytes) else bytes(got)
+            self._feed(data)
+            if not data:
+                break
+        self._writer_wake.set()
+
+    def _feed(self, data: bytes) -> None:
+        try:
+            events = self._core.receive_data(data, trio.current_time())
+        except RemoteProtocolError as e:
+            self._dispatch(getattr(e, "events", []))
+            if self.opened is None and e.code == 320:
+                self._set_error(AuthenticationError(320, e.message, by_peer=False))
+            else:
+                self._set_error(ProtocolViolationError(e.message, e.code))
+        else:
+            self._dispatch(events)
+        self._writer_wake.set()
+
+    async def _writer(self) -> None:
+        stream = self._stream
+        while True:
+            self._pull()
+            if self._outbuf:
+                data = b"".join(self._outbuf) if len(self._outbuf) > 1 else self._outbuf[0]
+                self._outbuf.clear()
+                self._outsize = 0
+                self._drained.unpark_all()
+                try:
+                    await stream.send_all(data)
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
+                    if self._error is None and not self._core.closed:
+                        self._set_error(ConnectionLostError(str(e.__cause__ or e) or "reset"))
+                    self._feed(b"")  # tell the core the transport is gone
+                    self._outbuf.clear()
+                    break
+                continue
+            if self._core.closed:
+                break
+            self._writer_wake = trio.Event()
+            await self._writer_wake.wait()
+        await aclose_quietly(stream)
+
+    async def _timer(self) -> None:
+        core = self._core
+        while not core.closed:
+            deadline = core.next_deadline()
+            self._timer_wake = trio.Event()
+            if deadline is None:
+                await self._timer_wake.wait()
+                continue
+            await trio.sleep_until(deadline + _TIMER_SLACK)
+            now = trio.current_time()
+            due = core.next_deadline()
+            if due is not None and now >= due:
+                self._dispatch(core.handle_timer(now))
+                self._writer_wake.set()
+
+    # -- plumbing ---------------------------------------------------------------
+    def _pull(self) -> None:
+        """Move the core's pending output to the writer's buffer."""
+        data = self._core.data_to_send()
+        if data:
+            self._outbuf.append(data)
+            self._outsize += len(data)
+            self._writer_wake.set()
+
+    async def _before_send(self) -> None:
+        """Cancel point, and backpressure: wait while the writer is more than
+        HIGH_WATER octets behind.  Nothing has been sent when this raises."""
+        await checkpoint_if_cancelled()
+        while self._outsize >= HIGH_WATER and not self._done.is_set():
+            await self._drained.park()
+
+    async def _after_send(self) -> None:
+        """After handing output to the core: move it to the writer and, past a
+        batch, let the writer run.  Never raises (not even Cancelled): what
+        was sent stays sent."""
+        self._pull()
+        if self._outsize >= _BATCH:
+            await cancel_shielded_checkpoint()
+
+    def _check(self) -> None:
+        if self._error is not None:
+            raise self._error
+        if self.opened is None:
+            raise LocalProtocolError("connection is not open yet")
+
+    async def _wait_open(self) -> None:
+        while self.opened is None:
+            if self._error is not None:
+                raise self._error
+            await self._opened_event.wait()
+
+    def _set_error(self, err: AMQPError) -> None:
+        if self._error is not None:
+            return
+        self._error = err
+        self._opened_event.set()
+        self._timer_wake.set()
+        self._writer_wake.set()
+        self._drained.unpark_all()
+        for s in list(self._sessions.values()):
+            s._fail(err)
+
+    def _dispatch(self, events: Iterable[ev.Event]) -> None:
+        sessions = self._sessions
+        for e in events:
+            t = type(e)
+            if t is ev.MessageReceived:
+                s = sessions.get(e.channel)  # type: ignore[attr-defined]
+                if s is not None:
+                    s._on_message(e)  # type: ignore[arg-type]
+            elif t is ev.CommandsCompleted:
+                s = sessions.get(e.channel)  # type: ignore[attr-defined]
+                if s is not None:
+                    s._on_completed(e.commands)  # type: ignore[attr-defined]
+            elif t is ev.ResultReceived:
+                s = sessions.get(e.channel)  # type: ignore[attr-defined]
+                if s is not None:
+                    s._on_result(e)  # type: ignore[arg-type]
+            elif t is ev.CommandReceived:
+                s = sessions.get(e.channel)  # type: ignore[attr-defined]
+                if s is not None:
+                    s._on_command(e)  # type: ignore[arg-type]
+            elif isinstance(e, (ev.HeartbeatReceived, ev.KnownCompleted,
+                                ev.CommandsConfirmed)):
+                pass
+            else:
+                self._on_other(e)
+
+    def _on_other(self, e: ev.Event) -> None:
+        s: Session | None
+        if isinstance(e, ev.ExceptionReceived):
+            s = self._sessions.get(e.channel)
+            if s is not None:
+                s._on_exception(e)
+        elif isinstance(e, ev.SessionAttached):
+            s = self._sessions.get(e.channel)
+            if s is not None:
+                s._attached.set()
+                if s._closed and s._core.state is SessionState.ATTACHED:
+                    s._core.detach()  # its attach() was cancelled meanwhile
+        elif isinstance(e, ev.SessionDetached):
+            s = self._sessions.pop(e.channel, None)
+            if s is not None:
+                s._on_detached(e)
+        elif isinstance(e, ev.SessionResumed):
+            s = self._sessions.get(e.channel)
+            if s is not None:
+                s.resumed = e
+                s._resuming = False
+                s._progress.unpark_all()
+        elif isinstance(e, ev.SessionStateLost):
+            s = self._sessions.get(e.channel)
+            if s is not None:
+                s.lost_commands = e.commands
+        elif isinstance(e, ev.SessionTimeout):
+            s = self._sessions.get(e.channel)
+            if s is not None:
+                s.timeout = e.timeout
+        elif isinstance(e, ev.ConnectionOpened):
+            self.opened = e
+            self._opened_event.set()
+            self._timer_wake.set()  # heartbeats may now be due
+        elif isinstance(e, ev.ConnectionClosed):
+            self.closed_event = e
+            cls = ConnectionClosedError
+            if self.opened is None and e.code == 320:
+                cls = AuthenticationError
+            elif self.opened is None and e.code == 402:
+                cls = VirtualHostError
+            self._set_error(cls(e.code, e.text, by_peer=e.by_peer))
+        elif isinstance(e, ev.HeartbeatTimeout):
+            self._set_error(HeartbeatTimeoutError(
+                f"no traffic from the broker for {e.idle:.1f}s "
+                f"(heartbeat {self._core.heartbeat}s)"))
+        elif isinstance(e, ev.ConnectionLost):
+            self._set_error(ConnectionLostError(e.reason))
+        elif isinstance(e, ev.ConnectionRedirected):
+            self._set_error(ConnectionClosedError(
+                302, f"redirected to {e.host} (known hosts: {', '.join(e.known_hosts)})"))
+        elif isinstance(e, ev.ProtocolHeaderMismatch):
+            self._set_error(ProtocolViolationError(
+                f"the broker does not speak AMQP 0-10 (it sent {e.header!r})", 0))
+        # ProtocolViolation at session/execution scope: the core has answered
+        # and a SessionDetached / exception follows; nothing to do here.
+
+
+# ---------------------------------------------------------------- session
+class Session:
+    """An attached session: commands, publishing, subscriptions."""
+
+    def __init__(self, conn: Connection, core: CoreSession) -> None:
+        self._conn = conn
+        self._core = core
+        self.name = core.name
+        self.channel = core.channel
+        self.timeout: int | None = core.timeout
+        self.resumed: ev.SessionResumed | None = None
+        self.lost_commands: SequenceSet | None = None  # in-doubt commands the peer lost
+        self._resuming = False
+        self._carry: _Carry | None = None
+        self._deferred: list[Any] = []  # commands to send once resumed
+        self._cancelled: set[str] = set()  # destinations we sent message.cancel for
+        self._attached = trio.Event()
+        self._detached = trio.Event()
+        self._closed = False
+        self._error: AMQPError | None = None
+        self._waiters: dict[int, trio.Event] = {}  # command id -> completion
+        self._results: dict[int, Any] = {}  # command id -> result (waited-for ids only)
+        self._progress = ParkingLot()  # completions, credit, errors
+        self._subs: dict[str, Subscription] = {}
+        self.rejected: dict[int, tuple[int, str | None]] = {}  # our transfers the peer rejected
+
+    def __repr__(self) -> str:
+        return f"<amqp_sansio_trio.Session {self.name!r} channel={self.channel}>"
+
+    @property
+    def core(self) -> CoreSession:
+        return self._core
+
+    @property
+    def outstanding(self) -> int:
+        """Commands sent on this session and not yet completed by the broker."""
+        return self._core.outstanding
+
+    # -- generic commands -------------------------------------------------------
+    def send_nowait(self, command: Any, *, sync: bool = False, headers: Iterable[Any] = (),
+                    body: bytes | None = None) -> int:
+        """Hand a command to the core; return its id (output is not yet written)."""
+        self._check()
+        cid = self._core.send(command, sync=sync, headers=headers, body=body)
+        self._conn._pull()
+        return cid
+
+    async def execute(self, command: Any, *, headers: Iterable[Any] = (),
+                      body: bytes | None = None) -> Any:
+        """Send ``command`` (sync bit set) and wait until the broker completed
+        it; return its result struct (None for commands without a result).
+
+        Raises :class:`ExecutionError` if the broker raised an exception."""
+        await self._before_send()
+        cid = self._core.send(command, sync=True, headers=headers, body=body)
+        self._waiters[cid] = trio.Event()
+        return await self._wait_for(cid)
+
+    async def _before_send(self) -> None:
+        """Cancel point and backpressure (writer behind, replay window full);
+        nothing has been sent when this raises."""
+        await self._conn._before_send()
+        core = self._core
+        while core.outstanding >= core.replay_window:
+            self._check()
+            await self._progress.park()
+        self._check()
+
+    async def _wait_for(self, cid: int) -> Any:
+        ev_ = self._waiters[cid]
+        try:
+            self._conn._pull()
+            while not ev_.is_set():
+                await ev_.wait()
+            if cid in self._waiters:  # woken by an error, not by completion
+                assert self._error is not None
+                raise self._error
+            return self._results.pop(cid, None)
+        finally:
+            self._waiters.pop(cid, None)
+            self._results.pop(cid, None)
+
+    async def sync(self) -> None:
+        """``execution.sync``: returns once every earlier command completed."""
+        await self._before_send()
+        cid = self._core.sync()
+        self._waiters[cid] = trio.Event()
+        await self._wait_for(cid)
+
+    async def wait_completed(self) -> None:
+        """Wait until the broker has completed every command sent so far
+        (publishes with ``wait=False`` included).  Sends nothing."""
+        await checkpoint_if_cancelled()
+        self._flush_subs()
+        while self._core.outstanding or self._resuming:
+            self._check()
+            await self._progress.park()
+        self._check()
+
+    # -- exchanges and queues ----------------------------------------------------
+    async def declare_queue(self, queue: str, *, passive: bool = False, durable: bool = False,
+                            exclusive: bool = False, auto_delete: bool = False,
+                            alternate_exchange: str | None = None,
+                            arguments: dict[str, Any] | None = None) -> None:
+        await self.execute(spec.QueueDeclare(
+            queue=queue, passive=passive, durable=durable, exclusive=exclusive,
+            auto_delete=auto_delete, alternate_exchange=alternate_exchange,
+            arguments=arguments))
+
+    async def delete_queue(self, queue: str, *, if_unused: bool = False,
+                           if_empty: bool = False) -> None:
+        await self.execute(spec.QueueDelete(queue=queue, if_unused=if_unused,
+                                            if_empty=if_empty))
+
+    async def purge_queue(self, queue: str) -> None:
+        await self.execute(spec.QueuePurge(queue=queue))
+
+    async def query_queue(self, queue: str) -> spec.QueueQueryResult:
+        """``queue.query``: message and subscriber counts (fields absent --
+        ``queue`` empty -- if there is no such queue)."""
+        result: spec.QueueQueryResult = await self.execute(spec.QueueQuery(queue=queue))
+        return result
+
+    async def declare_exchange(self, exchange: str, type: str = "direct", *,
+                               passive: bool = False, durable: bool = False,
+                               auto_delete: bool = False,
+                               alternate_exchange: str | None = None,
+                               arguments: dict[str, Any] | None = None) -> None:
+        await self.execute(spec.ExchangeDeclare(
+            exchange=exchange, type=type, passive=passive, durable=durable,
+            auto_delete=auto_delete, alternate_exchange=alternate_exchange,
+            arguments=arguments))
+
+    async def delete_exchange(self, exchange: str, *, if_unused: bool = False) -> None:
+        await self.execute(spec.ExchangeDelete(exchange=exchange, if_unused=if_unused))
+
+    async def bind(self, queue: str, exchange: str, binding_key: str | None = None, *,
+                   arguments: dict[str, Any] | None = None) -> None:
+        """Bind ``queue`` to ``exchange`` (``binding_key`` defaults to the queue name)."""
+        await self.execute(spec.ExchangeBind(
+            queue=queue, exchange=exchange,
+            binding_key=queue if binding_key is None else binding_key, arguments=arguments))
+
+    async def unbind(self, queue: str, exchange: str, binding_key: str | None = None) -> None:
+        await self.execute(spec.ExchangeUnbind(
+            queue=queue, exchange=exchange,
+            binding_key=queue if binding_key is None else binding_key))
+
+    async def tx_select(self) -> None:
+        await self.execute(spec.TxSelect())
+
+    async def tx_commit(self) -> None:
+        self._flush_subs()
+        await self.execute(spec.TxCommit())
+
+    async def tx_rollback(self) -> None:
+        self._flush_subs()
+        await self.execute(spec.TxRollback())
+
+    # -- publishing --------------------------------------------------------------
+    async def publish(self, message: Message | bytes | str, *, exchange: str = "",
+                      routing_key: str | None = None, wait: bool = True,
+                      confirm: bool = False) -> int:
+        """Send a ``message.transfer`` to ``exchange`` (``""``: the default
+        exchange, which routes by queue name); return its command id.
+
+        ``wait=True`` returns once the broker has completed the transfer.
+        ``wait=False`` returns once the core holds it (it is then replayed
+        if the session is resumed); follow with :meth:`wait_completed` or
+        :meth:`sync`.  Raising means the message was not sent -- except for
+        a failure while waiting with ``wait=True``: the transfer is then in
+        doubt (and replayed if the session is resumed).  ``confirm`` asks the
+        broker to accept or reject it explicitly: with ``wait=True`` a
+        rejection (e.g. unroutable) raises :class:`MessageRejectedError`;
+        with ``wait=False`` it is recorded in :attr:`rejected` (id -> code, text).
+
+        If the broker throttles the exchange with ``message.flow``, this
+        waits for credit; if the writer is more than :data:`HIGH_WATER`
+        octets behind, it waits for the writer.
+        """
+        await self._before_send()
+        if not isinstance(message, Message):
+            message = Message(body=message.encode() if isinstance(message, str) else message,
+                              routing_key=routing_key)
+        elif routing_key is not None:
+            message = attrs.evolve(message, routing_key=routing_key)
+        cmd, headers, body = to_transfer(message, exchange, explicit_accept=confirm)
+        credit = self._core.credit(exchange)
+        if credit is not None:
+            cost = transfer_octets(headers, body)
+            while not credit.can_send(cost):
+                await self._progress.park()
+                self._check()
+                credit = self._core.credit(exchange)
+                if credit is None:
+                    break
+        cid = self._core.send(cmd, sync=wait, headers=headers, body=body)
+        if not wait:
+            await self._conn._after_send()
+            return cid
+        self._waiters[cid] = trio.Event()
+        await self._wait_for(cid)
+        if confirm:
+            rejected = self.rejected.pop(cid, None)
+            if rejected is not None:
+                raise MessageRejectedError(rejected[0], rejected[1], cid)
+        return cid
+
+    # -- consuming ---------------------------------------------------------------
+    def subscribe(self, queue: str, *, prefetch: int | None = 100,
+                  accept_mode: str = "explicit", flow_mode: str = "window",
+                  destination: str | None = None, exclusive: bool = False,
+                  arguments: dict[str, Any] | None = None) -> Subscription:
+        """A subscription to ``queue``; use ``async with`` (cancels on exit)
+        or iterate it directly.
+
+        ``prefetch``: how many unsettled messages the broker may send ahead
+        (None: unlimited).  In ``window`` mode the broker re-grants credit as
+        we complete transfers (on accept/reject/release, or when a message
+        is handed out with ``accept_mode="none"``); in ``credit`` mode we
+        re-grant it with ``message.flow`` in batches.
+        """
+        if accept_mode not in _ACCEPT_MODES:
+            raise LocalProtocolError(f"accept_mode must be one of {sorted(_ACCEPT_MODES)}")
+        if flow_mode not in _FLOW_MODES:
+            raise LocalProtocolError(f"flow_mode must be one of {sorted(_FLOW_MODES)}")
+        if prefetch is not None and prefetch < 1:
+            raise LocalProtocolError("prefetch must be at least 1 (or None)")
+        if destination is None:
+            destination = f"{queue}#{uuid.uuid4().hex[:12]}"
+        if destination in self._subs:
+            raise LocalProtocolError(f"destination {destination!r} is already subscribed")
+        sub = Subscription(self, queue, destination, prefetch, _ACCEPT_MODES[accept_mode],
+                           _FLOW_MODES[flow_mode], exclusive, arguments)
+        self._subs[destination] = sub
+        return sub
+
+    def _flush_subs(self) -> None:
+        for sub in list(self._subs.values()):
+            sub._flush()
+        self._conn._pull()
+
+    # -- lifecycle -----------------------------------------------------------------
+    async def aclose(self) -> None:
+        """Settle pending accepts and detach (bounded; never raises for a dead
+        connection).  A session attached with a timeout stays resumable."""
+        if self._closed:
+            return
+        self._closed = True
+        with trio.move_on_after(self._conn.close_timeout) as cs:
+            cs.shield = True
+            if self._error is None and self._core.state is SessionState.ATTACHED:
+                for sub in list(self._subs.values()):
+                    sub._flush()
+                self._core.detach()
+                self._conn._pull()
+                await self._detached.wait()
+        if self._conn._sessions.get(self.channel or 0) is self:
+            del self._conn._sessions[self.channel or 0]
+        if self._error is None:
+            self._fail(SessionError(f"session {self.name!r} is closed"))
+
+    async def _wait_ready(self) -> None:
+        while not self._attached.is_set() or self._resuming:
+            if self._error is not None:
+                raise self._error
+            if not self._attached.is_set():
+                await self._attached.wait()
+            else:
+                await self._progress.park()
+        if self._error is not None:
+            raise self._error
+
+    def _check(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def _fail(self, err: AMQPError) -> None:
+        if self._error is None:
+            self._error = err
+            if isinstance(err, ConnectionLostError) and self._core.timeout:
+                self._leave_carry()
+        self._attached.set()
+        self._detached.set()
+        for e in self._waiters.values():
+            e.set()
+        self._progress.unpark_all()
+        for sub in self._subs.values():
+            sub._lot.unpark_all()
+
+    def _leave_carry(self) -> None:
+        carry = self._carry or _Carry()  # not yet recovered: pass it on
+        for sub in self._subs.values():
+            if not sub._started or sub._cancelled:
+                continue
+            carry.to_accept.update(sub._to_accept)
+            for cid in sub._unsettled:
+                carry.to_release.add(cid)
+            for d in sub._buf:
+                if sub.accept_mode == spec.AcceptMode.EXPLICIT:
+                    carry.to_release.add(d.command_id)
+        if carry.to_accept or carry.to_release:
+            _CARRY[self._core] = carry
+
+    def _recover(self) -> None:
+        """After a resume: settle what the previous transport left behind."""
+        carry, self._carry = self._carry, None
+        core = self._core
+        # Transfer ids only mean the same thing if the broker kept the
+        # session's state; the core tells us so only when it had in-doubt
+        # commands to replay (SessionResumed without SessionStateLost).
+        # Otherwise the carry is dropped: the app's unsent accepts are
+        # redelivered later, unsettled deliveries wait for the session's end.
+        if carry is not None and self.resumed is not None and self.lost_commands is None:
+            if carry.to_accept:
+                core.send(spec.MessageAccept(transfers=carry.to_accept))
+            if carry.to_release:
+                core.complete(carry.to_release)
+                core.send(spec.MessageRelease(transfers=carry.to_release, set_redelivered=True))
+        for cmd in self._deferred:
+            core.send(cmd)
+        self._deferred.clear()
+        self._conn._pull()
+
+    # -- events from the connection ------------------------------------------------
+    def _on_completed(self, done: SequenceSet) -> None:
+        w = self._waiters
+        if w:
+            # A waiter leaves the dict when its command completes; one still
+            # there when woken was woken by an error.
+            if len(w) <= 8:
+                for cid in [c for c in w if c in done]:
+                    w.pop(cid).set()
+            else:
+                for cid in done:
+                    e = w.pop(cid, None)
+                    if e is not None:
+                        e.set()
+        self._progress.unpark_all()
+
+    def _on_result(self, e: ev.ResultReceived) -> None:
+        if e.command_id in self._waiters:
+            self._results[e.command_id] = e.value
+
+    def _on_exception(self, e: ev.ExceptionReceived) -> None:
+        self._fail(ExecutionError(e.error_code, e.description, command_id=e.command_id,
+                                  class_code=e.class_code, command_code=e.command_code,
+                                  field_index=e.field_index, error_info=e.error_info))
+
+    def _on_detached(self, e: ev.SessionDetached) -> None:
+        if e.by_peer:
+            self._fail(SessionError(f"session {self.name!r} detached by the broker "
+                                    f"(code {e.code})", e.code))
+        else:
+            self._fail(SessionError(f"session {self.name!r} is detached", e.code))
+
+    def _on_message(self, e: ev.MessageReceived) -> None:
+        sub = self._subs.get(e.transfer.destination or "")
+        if sub is None:
+            # Not ours (cancelled, or a subscription of a transport we lost):
+            # complete it and give it back to the queue -- after cancelling
+            # a subscription we never cancelled, so it does not come back.
+            self._core.complete(e.command_id)
+            if self._core.failed:
+                return
+            dest = e.transfer.destination or ""
+            cmds: list[Any] = []
+            if dest not in self._cancelled:
+                self._cancelled.add(dest)
+                cmds.append(spec.MessageCancel(destination=dest))
+            if e.transfer.accept_mode == spec.AcceptMode.EXPLICIT:
+                cmds.append(spec.MessageRelease(transfers=SequenceSet.of(e.command_id),
+                                                set_redelivered=True))
+            if self._resuming or self._carry is not None:
+                self._deferred.extend(cmds)  # the core refuses sends while resuming
+            else:
+                for cmd in cmds:
+                    self._core.send(cmd)
+            return
+        sub._buf.append(Delivery(sub, e))
+        sub._lot.unpark()
+
+    def _on_command(self, e: ev.CommandReceived) -> None:
+        cmd = e.command
+        if isinstance(cmd, spec.MessageReject):
+            for cid in cmd.transfers or ():
+                self.rejected[cid] = (int(cmd.code), cmd.text)
+        # accept/reject of our transfers, flow/stop/set-flow-mode: the core
+        # keeps the credit books; we complete and let blocked publishers retry.
+        self._core.complete(e.command_id)
+        self._progress.unpark_all()
+
+
+# ---------------------------------------------------------------- consuming
+class Delivery:
+    """A message the broker delivered to a subscription."""
+
+    __slots__ = ("_sub", "event", "_message", "settled")
+
+    def __init__(self, sub: Subscription, event: ev.MessageReceived) -> None:
+        self._sub = sub
+        self.event = event
+        self._message: Message | None = None
+        self.settled = False
+
+    def __repr__(self) -> str:
+        return f"<Delivery {self.command_id} {len(self.event.body)} octets>"
+
+    @property
+    def command_id(self) -> int:
+        """The transfer's id in the broker's command numbering."""
+        return self.event.command_id
+
+    @property
+    def body(self) -> bytes:
+        return self.event.body
+
+    @property
+    def message(self) -> Message:
+        if self._message is None:
+            self._message = from_event(self.event)
+        return self._message
+
+    @property
+    def redelivered(self) -> bool:
+        dp = self.event.delivery_properties
+        return bool(dp is not None and dp.redelivered)
+
+    # Settling is not a cancel point: once called it is done (it only
+    # queues output; the writer sends it, coalesced with its neighbours).
+
+    async def accept(self) -> None:
+        """Accept (batched into one ``message.accept`` per burst)."""
+        conn = self._sub._session._conn
+        self._sub._settle(self, "accept")
+        conn._writer_wake.set()  # the writer collects (and coalesces) the output
+
+    async def reject(self, code: int = 0, text: str | None = None) -> None:
+        conn = self._sub._session._conn
+        self._sub._settle(self, "reject", code, text)
+        conn._writer_wake.set()  # the writer collects (and coalesces) the output
+
+    async def release(self, *, redelivered: bool = False) -> None:
+        """Give it back to the queue (``redelivered`` marks it for the next consumer)."""
+        conn = self._sub._session._conn
+        self._sub._settle(self, "release", redelivered=redelivered)
+        conn._writer_wake.set()  # the writer collects (and coalesces) the output
+
+
+class Subscription:
+    """Deliveries from one queue (``Session.subscribe``)."""
+
+    def __init__(self, session: Session, queue: str, destination: str, prefetch: int | None,
+                 accept_mode: spec.AcceptMode, flow_mode: spec.FlowMode, exclusive: bool,
+                 arguments: dict[str, Any] | None) -> None:
+        self._session = session
+        self.queue = queue
+        self.destination = destination
+        self.prefetch = prefetch
+        self.accept_mode = accept_mode
+        self.flow_mode = flow_mode
+        self._exclusive = exclusive
+        self._arguments = arguments
+        self._buf: collections.deque[Delivery] = collections.deque()
+        self._lot = ParkingLot()
+        self._started = False
+        self._cancelled = False
+        self._to_accept = SequenceSet()
+        self._to_accept_n = 0
+        self._owed = 0  # credit mode: messages to re-grant
+        self._unsettled: set[int] = set()  # handed out, explicit mode, not settled
+        self._batch = max(1, min(256, (prefetch or 512) // 2))
+        self._n = 0
+
+    def __repr__(self) -> str:
+        return f"<Subscription {self.destination!r} queue={self.queue!r}>"
+
+    async def start(self) -> None:
+        """``message.subscribe`` + flow mode + credit; waits for the broker."""
+        if self._started:
+            return
+        self._started = True
+        s = self._session
+        s._check()
+        s._core.send(spec.MessageSubscribe(
+            queue=self.queue, destination=self.destination, accept_mode=self.accept_mode,
+            acquire_mode=spec.AcquireMode.PRE_ACQUIRED, exclusive=self._exclusive,
+            arguments=self._arguments))
+        s._core.send(spec.MessageSetFlowMode(destination=self.destination,
+                                             flow_mode=self.flow_mode))
+        s._core.send(spec.MessageFlow(destination=self.destination,
+                                      unit=spec.CreditUnit.MESSAGE,
+                                      value=_INFINITE if self.prefetch is None else self.prefetch))
+        s._core.send(spec.MessageFlow(destination=self.destination,
+                                      unit=spec.CreditUnit.BYTE, value=_INFINITE))
+        await s.sync()
+
+    async def cancel(self) -> None:
+        """``message.cancel``; buffered, unsettled deliveries are released."""
+        if self._cancelled:
+            return
+        self._cancelled = True
+        s = self._session
+        self._lot.unpark_all()
+        if s._error is not None or not self._started:
+            s._subs.pop(self.destination, None)
+            return
+        self._flush()
+        s._cancelled.add(self.destination)
+        s._core.send(spec.MessageCancel(destination=self.destination))
+        left = SequenceSet()
+        while self._buf:
+            d = self._buf.popleft()
+            d.settled = True
+            s._core.complete(d.command_id)
+            if self.accept_mode == spec.AcceptMode.EXPLICIT:
+                left.add(d.command_id)
+        if left:
+            s._core.send(spec.MessageRelease(transfers=left))
+        s._subs.pop(self.destination, None)
+        await s._conn._after_send()
+
+    async def __aenter__(self) -> Subscription:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        with trio.move_on_after(self._session._conn.close_timeout) as cs:
+            cs.shield = True
+            with suppress(AMQPError):
+                await self.cancel()
+
+    def __aiter__(self) -> Subscription:
+        return self
+
+    async def __anext__(self) -> Delivery:
+        if not self._started:
+            await self.start()
+        s = self._session
+        buf = self._buf
+        if not buf:
+            self._flush()
+            s._conn._pull()
+            while not buf:
+                if self._cancelled:
+                    raise StopAsyncIteration
+                s._check()
+                await self._lot.park()
+        else:
+            self._n += 1
+            if self._n & 63:
+                await checkpoint_if_cancelled()
+            else:
+                await checkpoint()  # let other tasks (the writer) run now and then
+        d = buf.popleft()
+        if self.accept_mode == spec.AcceptMode.NONE:
+            d.settled = True
+            s._core.complete(d.command_id)
+            self._credit_one()
+        else:
+            self._unsettled.add(d.command_id)
+        return d
+
+    async def get(self) -> Delivery:
+        """The next delivery (same as ``await anext(sub)``)."""
+        return await self.__anext__()
+
+    # -- settling --------------------------------------------------------------
+    def _settle(self, d: Delivery, how: str, code: int = 0, text: str | None = None, *,
+                redelivered: bool = False) -> None:
+        if d.settled:
+            raise LocalProtocolError(f"delivery {d.command_id} is already settled")
+        if self.accept_mode != spec.AcceptMode.EXPLICIT:
+            raise LocalProtocolError("deliveries of an accept_mode='none' subscription "
+                                     "need no settling")
+        s = self._session
+        s._check()
+        d.settled = True
+        cid = d.command_id
+        self._unsettled.discard(cid)
+        s._core.complete(cid)  # completion before the accept (as qpid does)
+        if how == "accept":
+            self._to_accept.add(cid)
+            self._to_accept_n += 1
+            if self._to_accept_n >= self._batch:
+                self._send_accepts()
+        elif how == "reject":
+            s._core.send(spec.MessageReject(transfers=SequenceSet.of(cid), code=code, text=text))
+        else:
+            s._core.send(spec.MessageRelease(transfers=SequenceSet.of(cid),
+                                             set_redelivered=redelivered))
+        self._credit_one()
+
+    def _credit_one(self) -> None:
+        if self.flow_mode != spec.FlowMode.CREDIT or self.prefetch is None or self._cancelled:
+            return
+        self._owed += 1
+        if self._owed >= self._batch:
+            self._send_credit()
+
+    def _send_credit(self) -> None:
+        if self._owed:
+            self._session._core.send(spec.MessageFlow(
+                destination=self.destination, unit=spec.CreditUnit.MESSAGE, value=self._owed))
+            self._owed = 0
+
+    def _send_accepts(self) -> None:
+        if self._to_accept_n:
+            self._session._core.send(spec.MessageAccept(transfers=self._to_accept))
+            self._to_accept = SequenceSet()
+            self._to_accept_n = 0
+
+    def _flush(self) -> None:
+        """Send batched accepts and owed credit now."""
+        if self._session._error is not None:
+            return
+        self._send_accepts()
+        if not self._cancelled:
+            self._send_credit()
