@@ -777,10 +777,6 @@ def test_sync_command_waits_for_predecessors() -> None:
     assert of_type(ce, ev.CommandsCompleted)[0].commands == SequenceSet([a, s])
 
 
-@pytest.mark.xfail(strict=True, reason="BUG session.py: a receiver resumed from the store keeps "
-                   "the old numbering's completed set; a sender that kept nothing restarts at "
-                   "0 (command-point <= received-max resets only _received_max) and is told "
-                   "its new commands are complete before they ran")
 def test_fresh_sender_on_kept_receiver_state_gets_no_stale_completions() -> None:
     shared = SessionStore()
     net = opened(ClientConfig(), ServerConfig(session_store=shared))

@@ -379,11 +379,7 @@ class BrokerConnection:
                 self._on_publish(e)  # type: ignore[arg-type]
             elif t is ev.CommandReceived:
                 self._on_command(e)  # type: ignore[arg-type]
-            elif t is ev.CommandsCompleted:
-                s = self.conn.sessions.get(e.channel)  # type: ignore[attr-defined]
-                if s is not None:
-                    self._redispatch(s)
-            elif t is ev.SessionResumed:
+            elif t is ev.CommandsCompleted or t is ev.SessionResumed:
                 s = self.conn.sessions.get(e.channel)  # type: ignore[attr-defined]
                 if s is not None:
                     self._redispatch(s)
