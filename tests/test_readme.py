@@ -20,3 +20,14 @@ def test_readme_example_runs() -> None:
     done = [e for e in events if isinstance(e, ev.CommandsCompleted)]
     assert done and done[0].commands == SequenceSet([(0, 1)])
     assert ns["cid"] == 0 and ns["tid"] == 1
+
+
+def test_adapters_share_one_error_vocabulary() -> None:
+    """Code catching an error from one adapter catches it from the other."""
+    import amqp_sansio.exceptions as shared
+    import amqp_sansio_socket.errors as sock
+    import amqp_sansio_trio.errors as tri
+
+    for name in shared.__all__:
+        assert getattr(sock, name) is getattr(shared, name)
+        assert getattr(tri, name) is getattr(shared, name)

@@ -1,163 +1,36 @@
-"""Exceptions the blocking-socket adapter raises at the calling call.
+"""The adapter's exceptions: the shared vocabulary of
+:mod:`amqp_sansio.exceptions` (the same classes in every adapter)."""
 
-The hierarchy mirrors the Trio adapter's (``amqp_sansio_trio.errors``): the
-same names mean the same thing in both, so code that catches them works with
-either.  This adapter adds :class:`AMQPTimeout` (a blocking call's
-``timeout`` ran out) and :class:`InvalidURLError` (a
-:class:`~amqp_sansio.errors.LocalProtocolError`, which is what the Trio
-adapter raises for a bad URL).
-
-::
-
-    AMQPError
-    +-- InvalidURLError           the URL does not parse (also LocalProtocolError/ValueError)
-    +-- ConnectError              TCP/TLS connect failed (refused, DNS, TLS) (also OSError)
-    |   +-- ConnectTimeout        connect or handshake took too long (also AMQPTimeout)
-    +-- ConnectionClosedError     the connection was closed (code, text, by_peer)
-    |   +-- AuthenticationError   ... during the handshake, code 320 (bad credentials,
-    |   |                         or no SASL mechanism in common)
-    |   +-- VirtualHostError      ... at connection.open, code 402 (unknown vhost)
-    +-- ConnectionLostError       the transport ended without a close handshake
-    |   +-- HeartbeatTimeoutError nothing arrived for twice the heartbeat interval
-    +-- ProtocolViolationError    the peer broke the protocol (the core closed it)
-    +-- SessionError              the session was detached (code) or closed
-    +-- ExecutionError            execution.exception: the command failed, the
-    |                             session is over (error_code, description, ...)
-    +-- MessageRejectedError      publish(confirm=True, wait=True): the broker
-    |                             rejected the transfer (code 1: unroutable)
-    +-- AMQPTimeout               a blocking call got no answer in time (also
-                                  TimeoutError); the connection stays usable
-
-Misuse of the API (settling a delivery twice, a bad ``prefetch`` ...) raises
-the core's :class:`~amqp_sansio.errors.LocalProtocolError` (a ``ValueError``).
-"""
-
-from __future__ import annotations
+from amqp_sansio.exceptions import (
+    AMQPError,
+    AMQPTimeout,
+    AuthenticationError,
+    ConnectError,
+    ConnectionClosedError,
+    ConnectionLostError,
+    ConnectTimeout,
+    ExecutionError,
+    HeartbeatTimeoutError,
+    InvalidURLError,
+    MessageRejectedError,
+    ProtocolViolationError,
+    SessionError,
+    VirtualHostError,
+)
 
 __all__ = [
     "AMQPError",
-    "InvalidURLError",
-    "ConnectError",
-    "ConnectTimeout",
-    "ConnectionClosedError",
+    "AMQPTimeout",
     "AuthenticationError",
-    "VirtualHostError",
+    "ConnectError",
+    "ConnectionClosedError",
     "ConnectionLostError",
+    "ConnectTimeout",
+    "ExecutionError",
     "HeartbeatTimeoutError",
+    "InvalidURLError",
+    "MessageRejectedError",
     "ProtocolViolationError",
     "SessionError",
-    "ExecutionError",
-    "MessageRejectedError",
-    "AMQPTimeout",
+    "VirtualHostError",
 ]
-
-from typing import Any
-
-from amqp_sansio.errors import LocalProtocolError
-
-
-class AMQPError(Exception):
-    """Base class of every error this adapter raises on purpose."""
-
-
-class InvalidURLError(AMQPError, LocalProtocolError):
-    """The AMQP URL is malformed (the message says what; never the password)."""
-
-
-class AMQPTimeout(AMQPError, TimeoutError):
-    """A blocking call did not get its answer in time.  The connection and
-    session stay usable; a late answer is discarded."""
-
-
-class ConnectError(AMQPError, OSError):
-    """Could not reach the broker (refused, unknown host, TLS failure), or it
-    hung up during the handshake without saying why."""
-
-
-class ConnectTimeout(ConnectError, AMQPTimeout):
-    """The TCP/TLS connect or the AMQP handshake exceeded the connect timeout."""
-
-
-class ConnectionClosedError(AMQPError):
-    """The connection is closed; ``code``/``text`` from ``connection.close``
-    (``by_peer``: the broker closed it)."""
-
-    def __init__(self, message: str, code: int | None = None, text: str | None = None,
-                 *, by_peer: bool = False) -> None:
-        super().__init__(message)
-        self.code = code
-        self.text = text
-        self.by_peer = by_peer
-
-
-class AuthenticationError(ConnectionClosedError):
-    """The broker refused the credentials (closed with 320 during the
-    handshake), or the client and broker share no SASL mechanism."""
-
-
-class VirtualHostError(ConnectionClosedError):
-    """The broker does not serve the virtual host (closed with 402 at open)."""
-
-
-class ConnectionLostError(AMQPError):
-    """The transport ended (EOF, reset, I/O error) without a close handshake."""
-
-
-class HeartbeatTimeoutError(ConnectionLostError):
-    """Nothing arrived from the broker for twice the heartbeat interval."""
-
-
-class ProtocolViolationError(AMQPError):
-    """The broker violated the protocol at connection scope; the core has
-    queued ``connection.close(code)`` and the connection is over."""
-
-    def __init__(self, message: str, code: int) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-class SessionError(AMQPError):
-    """The session is over.  ``code`` is the session.detach-code (0 normal,
-    1 session-busy, 2 transport-busy, 3 not-attached, 4 unknown-ids) when
-    it was detached, None when it was closed here."""
-
-    def __init__(self, message: str, code: int | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-class ExecutionError(AMQPError):
-    """``execution.exception`` from the broker: command ``command_id`` failed
-    with ``error_code`` (404 not-found, 405 resource-locked, 406
-    precondition-failed, 530 not-allowed ...).  The session is finished
-    (AMQP 0-10 semantics): every later call on it raises this again; open a
-    new session."""
-
-    def __init__(self, error_code: int, description: str | None, *,
-                 command_id: int | None = None, class_code: int | None = None,
-                 command_code: int | None = None, field_index: int | None = None,
-                 error_info: dict[str, Any] | None = None) -> None:
-        super().__init__(f"execution error {error_code}: {description or ''}".rstrip(": "))
-        self.error_code = error_code
-        self.description = description
-        self.command_id = command_id
-        self.class_code = class_code
-        self.command_code = command_code
-        self.field_index = field_index
-        self.error_info = error_info
-
-    @property
-    def code(self) -> int:
-        """Alias of ``error_code``."""
-        return self.error_code
-
-
-class MessageRejectedError(AMQPError):
-    """The broker rejected a published transfer (``message.reject``): ``code``
-    1 unroutable, 2 immediate, 0 unspecified.  The session goes on."""
-
-    def __init__(self, code: int, text: str | None, command_id: int) -> None:
-        super().__init__(f"broker rejected the message (code {code}: {text or ''})")
-        self.code = code
-        self.text = text
-        self.command_id = command_id

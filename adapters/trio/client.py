@@ -308,7 +308,8 @@ class Connection:
                     self._core.close(code, text)
                 self._pull()
                 await self._done.wait()
-        self._set_error(ConnectionClosedError(code, text, by_peer=False))
+        self._set_error(ConnectionClosedError(f"connection closed ({code}): {text or ''}", code,
+                                              text, by_peer=False))
         await aclose_quietly(self._stream)
 
     # -- the pump -------------------------------------------------------------
@@ -345,7 +346,8 @@ class Connection:
         except RemoteProtocolError as e:
             self._dispatch(getattr(e, "events", []))
             if self.opened is None and e.code == 320:
-                self._set_error(AuthenticationError(320, e.message, by_peer=False))
+                self._set_error(AuthenticationError(f"authentication failed: {e.message}", 320,
+                                                    e.message, by_peer=False))
             else:
                 self._set_error(ProtocolViolationError(e.message, e.code))
         else:
@@ -505,7 +507,8 @@ class Connection:
                 cls = AuthenticationError
             elif self.opened is None and e.code == 402:
                 cls = VirtualHostError
-            self._set_error(cls(e.code, e.text, by_peer=e.by_peer))
+            self._set_error(cls(f"connection closed ({e.code}): {e.text or ''}", e.code, e.text,
+                                by_peer=e.by_peer))
         elif isinstance(e, ev.HeartbeatTimeout):
             self._set_error(HeartbeatTimeoutError(
                 f"no traffic from the broker for {e.idle:.1f}s "
@@ -513,8 +516,8 @@ class Connection:
         elif isinstance(e, ev.ConnectionLost):
             self._set_error(ConnectionLostError(e.reason))
         elif isinstance(e, ev.ConnectionRedirected):
-            self._set_error(ConnectionClosedError(
-                302, f"redirected to {e.host} (known hosts: {', '.join(e.known_hosts)})"))
+            text = f"redirected to {e.host} (known hosts: {', '.join(e.known_hosts)})"
+            self._set_error(ConnectionClosedError(text, 302, text))
         elif isinstance(e, ev.ProtocolHeaderMismatch):
             self._set_error(ProtocolViolationError(
                 f"the broker does not speak AMQP 0-10 (it sent {e.header!r})", 0))
