@@ -437,7 +437,7 @@ class Renderer:
                         f"{ind}if v:",
                         f"{ind}    raise LocalProtocolError('{f['name']}: an array of uncoded "
                         f"structs cannot be encoded')",
-                        f"{ind}_c.encode_array('void', v, out, depth)",
+                        f"{ind}_c.encode_array(_c.array_type(v, 'void'), v, out, depth)",
                     ]
                 return [f"{ind}_c.encode_array(_c.array_type(v, 'struct32'), v, out, depth)"]
             return [f"{ind}_c.encode_array(_c.array_type(v, {elem!r}), v, out, depth)"]
@@ -459,10 +459,12 @@ class Renderer:
         base = f["base"]
         if base in FIXED:
             code, width = FIXED[base]
+            # An unsigned octet needs no struct call.
+            read = "buf[pos]" if code == "B" else f"_unpack_{code}(buf, pos)[0]"
             lines = [
                 f"{ind}if pos + {width} > end:",
                 f"{ind}    raise _overrun({owner!r}, pos)",
-                f"{ind}v = _unpack_{code}(buf, pos)[0]",
+                f"{ind}v = {read}",
                 f"{ind}pos += {width}",
             ]
         elif base in VAR_HELPERS:

@@ -404,10 +404,19 @@ def test_byte_ranges_roundtrip(rs: tuple[tuple[int, int], ...]) -> None:
     assert codec.decode_byte_ranges(wire, 0, len(wire)) == (rs, len(wire))
 
 
-@pytest.mark.parametrize("rs", [[(0, 5), (6, 9)], [(0, 5), (3, 9)], [(5, 1)], [(0, 1 << 64)]])
-def test_bad_byte_ranges_are_local_errors(rs: list[tuple[int, int]]) -> None:
+@pytest.mark.parametrize("rs", [[(0, 5), (6, 9)], [(0, 5), (3, 9)], [(5, 1)], [(0, 1 << 64)],
+                                [(-1, 2)], [("a", "b")], [(1, 2, 3)], 5])
+def test_bad_byte_ranges_are_local_errors(rs: Any) -> None:
     with pytest.raises(LocalProtocolError):
         codec.encode_byte_ranges(rs)
+
+
+@pytest.mark.parametrize("v", [[(5, 1)], [(0, 1 << 31)], [-1], ["x"], 7, [(1, 2, 3)]])
+def test_bad_sequence_sets_are_local_errors(v: Any) -> None:
+    with pytest.raises(LocalProtocolError):
+        codec.encode_sequence_set(v)
+    with pytest.raises(LocalProtocolError):
+        spec.MessageAccept(transfers=v)
 
 
 @pytest.mark.parametrize("wire", ["0008 0000000000000000", "0010 0000000000000005 0000000000000001"])
@@ -566,6 +575,11 @@ def test_uncoded_struct_arrays_only_empty() -> None:
     with pytest.raises(LocalProtocolError):
         spec.SessionExpected._enc_body(spec.SessionExpected(commands=[], fragments=[frag]),
                                        bytearray())
+    # an empty one keeps the element type it arrived with (found by the fuzzer)
+    out = bytearray()
+    spec.SessionExpected._enc_body(spec.SessionExpected(commands=[], fragments=Array("bin8")), out)
+    got = spec.SessionExpected._dec_body(bytes(out), 0, len(out))[0]
+    assert got.fragments == Array("bin8") and got.fragments.type == "bin8"
     # ...and command-fragment itself round-trips with its byte-ranges
     assert spec.CommandFragment._dec(struct_bytes(frag), 0, len(struct_bytes(frag)))[0] == frag
 

@@ -169,3 +169,8 @@ def test_generated_classes_match_the_extract(extract: dict[str, Any]) -> None:
 
 def test_committed_extract_is_json_of_the_xml(extract: dict[str, Any]) -> None:
     assert json.loads(_committed("extract.json")) == extract
+
+
+def test_check_mode(gen: ModuleType) -> None:
+    """``gen_0_10.py --check`` (what CI can run without pytest) agrees."""
+    assert gen.main(["--check", "--xml", str(XML)]) == 0

@@ -466,7 +466,10 @@ def dec_dec64(buf: bytes, pos: int, end: int) -> tuple[decimal.Decimal, int]:
 
 
 def encode_sequence_set(v: SequenceSet) -> bytes:
-    rs = v.ranges if isinstance(v, SequenceSet) else SequenceSet(v).ranges
+    try:
+        rs = v.ranges if isinstance(v, SequenceSet) else SequenceSet(v).ranges
+    except (TypeError, ValueError) as e:
+        raise _enc_err(f"not a sequence-set: {e}")
     n = len(rs) * 8
     if n > 0xFFFF:
         raise _enc_err("sequence-set has too many ranges for its 16-bit size")
@@ -496,7 +499,11 @@ def decode_sequence_set(buf: bytes, pos: int, end: int) -> tuple[SequenceSet, in
 
 
 def encode_byte_ranges(v: Any) -> bytes:
-    rs = sorted((int(lo), int(hi)) for lo, hi in v)
+    try:
+        rs = sorted((_int_range(lo, 0, (1 << 64) - 1, "byte-range"),
+                     _int_range(hi, 0, (1 << 64) - 1, "byte-range")) for lo, hi in v)
+    except (TypeError, ValueError) as e:  # not pairs at all
+        raise _enc_err(f"not byte-ranges: {e}")
     for (_, a_hi), (b_lo, _) in zip(rs, rs[1:], strict=False):
         if b_lo <= a_hi + 1:
             raise _enc_err("byte-ranges must not overlap or touch")

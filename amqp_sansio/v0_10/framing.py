@@ -28,7 +28,12 @@ connection is closed.
 Memory is bounded: the decoder buffers at most one incomplete frame beyond
 what it was given, partial segments are capped by ``max_segment_size``
 (controls, commands, headers) and ``max_body_size`` (bodies, unless
-streamed), and no allocation is ever sized from a declared length.
+streamed), all of them together by ``max_pending_size``, and no allocation
+is ever sized from a declared length.
+
+Content decoding never reads past a segment (the codec's contract), so the
+only exception any input can raise is DecodeError; tests/test_decoder_fuzz.py
+and fuzz/ check that.
 """
 
 from __future__ import annotations

@@ -473,7 +473,7 @@ def _dec_body_DeliveryProperties(buf: bytes, pos: int, end: int, depth: int = _D
     if flags & 8:
         if pos + 1 > end:
             raise _overrun('message.delivery-properties', pos)
-        v = _unpack_B(buf, pos)[0]
+        v = buf[pos]
         pos += 1
         v = _E_DeliveryPriority.get(v, v)
         _set(o, 'priority', v)
@@ -482,7 +482,7 @@ def _dec_body_DeliveryProperties(buf: bytes, pos: int, end: int, depth: int = _D
     if flags & 16:
         if pos + 1 > end:
             raise _overrun('message.delivery-properties', pos)
-        v = _unpack_B(buf, pos)[0]
+        v = buf[pos]
         pos += 1
         v = _E_DeliveryMode.get(v, v)
         _set(o, 'delivery_mode', v)
@@ -2260,7 +2260,7 @@ def _dec_body_FileProperties(buf: bytes, pos: int, end: int, depth: int = _DEPTH
     if flags & 8:
         if pos + 1 > end:
             raise _overrun('file.file-properties', pos)
-        v = _unpack_B(buf, pos)[0]
+        v = buf[pos]
         pos += 1
         _set(o, 'priority', v)
     else:
@@ -2473,7 +2473,7 @@ def _dec_body_StreamProperties(buf: bytes, pos: int, end: int, depth: int = _DEP
     if flags & 8:
         if pos + 1 > end:
             raise _overrun('stream.stream-properties', pos)
-        v = _unpack_B(buf, pos)[0]
+        v = buf[pos]
         pos += 1
         _set(o, 'priority', v)
     else:
@@ -3738,7 +3738,7 @@ def _dec_body_SessionDetached(buf: bytes, pos: int, end: int, depth: int = _DEPT
     if flags & 2:
         if pos + 1 > end:
             raise _overrun('session.detached', pos)
-        v = _unpack_B(buf, pos)[0]
+        v = buf[pos]
         pos += 1
         v = _E_DetachCode.get(v, v)
         _set(o, 'code', v)
@@ -4011,7 +4011,7 @@ def _enc_body_SessionExpected(o: Any, out: bytearray, depth: int = _DEPTH) -> No
         flags |= 2
         if v:
             raise LocalProtocolError('fragments: an array of uncoded structs cannot be encoded')
-        _c.encode_array('void', v, out, depth)
+        _c.encode_array(_c.array_type(v, 'void'), v, out, depth)
     if flags:
         out[at:at + 2] = flags.to_bytes(2, 'little')
 
@@ -4090,7 +4090,7 @@ def _enc_body_SessionConfirmed(o: Any, out: bytearray, depth: int = _DEPTH) -> N
         flags |= 2
         if v:
             raise LocalProtocolError('fragments: an array of uncoded structs cannot be encoded')
-        _c.encode_array('void', v, out, depth)
+        _c.encode_array(_c.array_type(v, 'void'), v, out, depth)
     if flags:
         out[at:at + 2] = flags.to_bytes(2, 'little')
 
@@ -4594,7 +4594,7 @@ def _dec_body_ExecutionException(buf: bytes, pos: int, end: int, depth: int = _D
     if flags & 4:
         if pos + 1 > end:
             raise _overrun('execution.exception', pos)
-        v = _unpack_B(buf, pos)[0]
+        v = buf[pos]
         pos += 1
         _set(o, 'class_code', v)
     else:
@@ -4602,7 +4602,7 @@ def _dec_body_ExecutionException(buf: bytes, pos: int, end: int, depth: int = _D
     if flags & 8:
         if pos + 1 > end:
             raise _overrun('execution.exception', pos)
-        v = _unpack_B(buf, pos)[0]
+        v = buf[pos]
         pos += 1
         _set(o, 'command_code', v)
     else:
@@ -4610,7 +4610,7 @@ def _dec_body_ExecutionException(buf: bytes, pos: int, end: int, depth: int = _D
     if flags & 16:
         if pos + 1 > end:
             raise _overrun('execution.exception', pos)
-        v = _unpack_B(buf, pos)[0]
+        v = buf[pos]
         pos += 1
         _set(o, 'field_index', v)
     else:
@@ -4740,7 +4740,7 @@ def _dec_body_MessageTransfer(buf: bytes, pos: int, end: int, depth: int = _DEPT
     if flags & 2:
         if pos + 1 > end:
             raise _overrun('message.transfer', pos)
-        v = _unpack_B(buf, pos)[0]
+        v = buf[pos]
         pos += 1
         v = _E_AcceptMode.get(v, v)
         _set(o, 'accept_mode', v)
@@ -4749,7 +4749,7 @@ def _dec_body_MessageTransfer(buf: bytes, pos: int, end: int, depth: int = _DEPT
     if flags & 4:
         if pos + 1 > end:
             raise _overrun('message.transfer', pos)
-        v = _unpack_B(buf, pos)[0]
+        v = buf[pos]
         pos += 1
         v = _E_AcquireMode.get(v, v)
         _set(o, 'acquire_mode', v)
@@ -5273,7 +5273,7 @@ def _dec_body_MessageSubscribe(buf: bytes, pos: int, end: int, depth: int = _DEP
     if flags & 4:
         if pos + 1 > end:
             raise _overrun('message.subscribe', pos)
-        v = _unpack_B(buf, pos)[0]
+        v = buf[pos]
         pos += 1
         v = _E_AcceptMode.get(v, v)
         _set(o, 'accept_mode', v)
@@ -5282,7 +5282,7 @@ def _dec_body_MessageSubscribe(buf: bytes, pos: int, end: int, depth: int = _DEP
     if flags & 8:
         if pos + 1 > end:
             raise _overrun('message.subscribe', pos)
-        v = _unpack_B(buf, pos)[0]
+        v = buf[pos]
         pos += 1
         v = _E_AcquireMode.get(v, v)
         _set(o, 'acquire_mode', v)
@@ -5497,7 +5497,7 @@ def _dec_body_MessageSetFlowMode(buf: bytes, pos: int, end: int, depth: int = _D
     if flags & 2:
         if pos + 1 > end:
             raise _overrun('message.set-flow-mode', pos)
-        v = _unpack_B(buf, pos)[0]
+        v = buf[pos]
         pos += 1
         v = _E_FlowMode.get(v, v)
         _set(o, 'flow_mode', v)
@@ -5593,7 +5593,7 @@ def _dec_body_MessageFlow(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
     if flags & 2:
         if pos + 1 > end:
             raise _overrun('message.flow', pos)
-        v = _unpack_B(buf, pos)[0]
+        v = buf[pos]
         pos += 1
         v = _E_CreditUnit.get(v, v)
         _set(o, 'unit', v)
