@@ -1034,11 +1034,55 @@ def decode_map(buf: bytes, pos: int, end: int, depth: int = DEFAULT_MAX_DEPTH,
         raise _invalid(f"map count {count} exceeds its size", start, COMMAND_INVALID)
     out: dict[str, Any] = {}
     inner = depth - 1
-    for _ in range(count):
-        k, pos = dec_str8(buf, pos, stop)
-        if k in out:
-            raise _invalid(f"map has duplicate key {k!r}", pos)
-        out[k], pos = decode_value(buf, pos, stop, inner, typed)
+    if typed:
+        for _ in range(count):
+            k, pos = dec_str8(buf, pos, stop)
+            if k in out:
+                raise _invalid(f"map has duplicate key {k!r}", pos)
+            out[k], pos = decode_value(buf, pos, stop, inner, typed)
+    else:
+        # The hot loop of application headers: keys and the commonest value
+        # types (str16, int64, boolean) read inline, everything else through
+        # the generic decoder.  Same bounds checks, same errors.
+        for _ in range(count):
+            if pos >= stop:
+                raise _truncated("str8", pos)
+            kend = pos + 1 + buf[pos]
+            if kend > stop:
+                raise _truncated("str8", pos + 1)
+            try:
+                k = buf[pos + 1:kend].decode("utf-8")
+            except UnicodeDecodeError:
+                raise _invalid("str8 is not valid UTF-8", pos + 1) from None
+            if k in out:
+                raise _invalid(f"map has duplicate key {k!r}", kend)
+            if kend >= stop:
+                raise _truncated("value", kend)
+            code = buf[kend]
+            pos = kend + 1
+            if code == 0x95:
+                if pos + 2 > stop:
+                    raise _truncated("str16", pos)
+                vend = pos + 2 + (buf[pos] << 8 | buf[pos + 1])
+                if vend > stop:
+                    raise _truncated("str16", pos + 2)
+                try:
+                    out[k] = buf[pos + 2:vend].decode("utf-8")
+                except UnicodeDecodeError:
+                    raise _invalid("str16 is not valid UTF-8", pos + 2) from None
+                pos = vend
+            elif code == 0x31:
+                if pos + 8 > stop:
+                    raise _truncated("int64", pos)
+                out[k] = unpack_q(buf, pos)[0]
+                pos += 8
+            elif code == 0x08:
+                if pos >= stop:
+                    raise _truncated("boolean", pos)
+                out[k] = buf[pos] != 0
+                pos += 1
+            else:
+                out[k], pos = _decode_coded(code, buf, pos, stop, inner, False)
     if pos != stop:
         raise _invalid(f"map count {count} disagrees with its size", start, COMMAND_INVALID)
     return out, stop

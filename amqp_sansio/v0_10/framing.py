@@ -358,6 +358,12 @@ class AssemblyDecoder:
                         raise _framing("frame continues a segment that was never started", at,
                                        channel)
                     if flags & LAST_FRAME:
+                        if (flags == 0x0B and stype == SEG_COMMAND and not self.stream_bodies
+                                and channel not in self._open):
+                            after = self._whole_assembly(buf, pos, n, channel, payload, at, out)
+                            if after is not None:
+                                pos = after
+                                continue
                         self._segment(channel, stype, flags, payload, at, out)
                         continue
                     if stype == SEG_BODY and self.stream_bodies:
@@ -404,6 +410,54 @@ class AssemblyDecoder:
         if pos:
             del buf[:pos]
             self._offset += pos
+
+    def _whole_assembly(self, buf: bytearray, pos: int, n: int, channel: int, payload: bytes,
+                        at: int, out: list[Item]) -> int | None:
+        """Fast path: a command in one frame followed, already in ``buf``, by
+        single-frame header and/or body segments of the same channel -- the
+        shape of nearly every message.transfer.  Decodes the assembly in one
+        go and returns the position after it; returns None (nothing done)
+        for anything else, including any error, and the general path then
+        handles those frames one by one (and reports what is wrong)."""
+        limit = self.max_frame_size
+        headers: tuple[Struct, ...] = ()
+        header_size = 0
+        headers_payload = b""
+        body: bytes | None = None
+        q = pos
+        for _ in range(2):
+            if n - q < 12:
+                return None
+            flags, stype, size, r1, track, ch, r2 = _unpack_hdr(buf, q)
+            if (ch != channel or track != 1 or r1 or r2 or size < 12 or size > limit
+                    or n - q < size or stype not in (SEG_HEADER, SEG_BODY)
+                    or flags not in (0x03, 0x07) or header_size and stype == SEG_HEADER):
+                return None
+            seg = bytes(buf[q + 12:q + size])
+            q += size
+            if stype == SEG_HEADER:
+                if body is not None:
+                    return None
+                header_size = len(seg)
+                headers_payload = seg
+            else:
+                body = seg
+            if flags == 0x07:  # last segment
+                break
+            if stype == SEG_BODY:
+                return None  # a body must be the last segment
+        else:
+            return None
+        cmd, sync, err = self._decode_command(channel, payload, at)
+        if err is not None or cmd is None:
+            return None
+        if header_size:
+            try:
+                headers = self._decode_headers(headers_payload, cmd)
+            except DecodeError:
+                return None
+        out.append(CommandAssembly(channel, cmd, sync, headers, body, header_size))
+        return q
 
     @property
     def pending_octets(self) -> int:
