@@ -424,7 +424,7 @@ class AssemblyDecoder:
         header_size = 0
         headers_payload = b""
         body: bytes | None = None
-        q = pos
+        q: int = pos
         for _ in range(2):
             if n - q < 12:
                 return None
