@@ -45,6 +45,7 @@ $(STAMP): pyproject.toml Makefile
 venv: $(STAMP)
 
 run: $(STAMP)
+	@bash scripts/system-deps.sh run
 	$(PY) -m amqp_sansio_cli.main demo
 
 # $(call stage,NAME,COMMAND): announce, time, and run COMMAND; on failure
@@ -61,11 +62,12 @@ PYTEST_CMD = ( $(PY) -m pytest -q $(PYTEST_ARGS); rc=$$?; \
 	exit $$rc )
 
 test: $(STAMP)
+	@bash scripts/system-deps.sh test
 	@failed=; summary=$$(mktemp); \
 	$(call stage,pytest,$(PYTEST_CMD)) \
 	$(call stage,ruff,$(PY) -m ruff check .) \
 	$(call stage,mypy,$(MYPY_CMD)) \
-	$(call stage,codegen,$(PY) codegen/gen_0_10.py --check) \
+	$(call stage,codegen,$(PY) codegen/gen_0_10.py --check && $(PY) codegen/gen_0_9_1.py --check) \
 	$(call stage,wheel,$(PY) tests/wheel_check.py --extras '$(WHEEL_EXTRAS)') \
 	echo "---- make test: stage summary"; cat "$$summary"; rm -f "$$summary"; \
 	if [ -n "$$failed" ]; then echo "make test: FAILED stages:$$failed" >&2; exit 1; fi; \
@@ -79,15 +81,18 @@ typecheck: $(STAMP)
 
 codegen-check: $(STAMP)
 	$(PY) codegen/gen_0_10.py --check
+	$(PY) codegen/gen_0_9_1.py --check
 
 wheel-check: $(STAMP)
 	$(PY) tests/wheel_check.py --extras '$(WHEEL_EXTRAS)'
 
 regen: $(STAMP)
 	$(PY) codegen/gen_0_10.py
+	$(PY) codegen/gen_0_9_1.py
 
 bench: $(STAMP)
 	$(PY) bench/codec_0_10.py
+	$(PY) bench/codec_0_9_1.py
 
 fuzz: $(STAMP)
 	$(PY) fuzz/run.py

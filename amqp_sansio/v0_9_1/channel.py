@@ -1,0 +1,570 @@
+"""AMQP 0-9-1 channels: per-channel state, request/reply matching, content,
+acknowledgements and publisher confirms.
+
+A :class:`Channel` is made by :meth:`Connection.open_channel
+<amqp_sansio.v0_9_1.connection.Connection.open_channel>` (client) or by the
+peer's ``channel.open`` (server); it writes through its connection and never
+does I/O itself.  Its legal inputs are in :data:`CHANNEL_TRANSITIONS`
+(anything absent is a violation); what the *peer* does wrong on a channel is
+either a channel error (the core sends ``channel.close`` with a 4xx code and
+the connection goes on) or a connection error (5xx), decided by
+:class:`ChannelError` / the connection's error translation.
+
+Requests and replies
+--------------------
+Every request we send that expects a reply (``RESPONSES`` non-empty and its
+no-wait bit clear) is queued; replies must answer the oldest one, in order
+(RabbitMQ answers pipelined requests in order).  A reply nobody asked for is
+a connection error (503).  In the server role the same holds the other way:
+the application answers the peer's requests, oldest first.
+
+Local rules (:class:`~amqp_sansio.errors.LocalProtocolError`, nothing sent)
+------------------------------------------------------------------------------
+* only methods the peer's role receives (``CHASSIS``), and no
+  ``connection.*`` methods; content methods go through :meth:`Channel.publish`
+  or :meth:`Channel.send_content`;
+* nothing but ``channel.close`` before open-ok or while closing; nothing at
+  all once closed;
+* ``confirm.select`` and ``tx.select`` exclude each other; ``tx.commit`` and
+  ``tx.rollback`` need ``tx.select`` first;
+* a consumer tag already in use on the channel; a no-wait consume without a
+  tag (the server's choice would never be known);
+* ``ack``/``nack``/``reject`` of a delivery tag that is not outstanding
+  (RabbitMQ would close the channel with 406); ``nack`` when the server did
+  not announce ``basic.nack``;
+* publishing while the peer has flow off (``channel.flow(active=False)``);
+* the RabbitMQ dialect also refuses what RabbitMQ answers with 540:
+  ``immediate=True``, ``basic.qos`` with ``prefetch_size != 0``, and
+  ``channel.flow(active=False)`` from a client.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ChannelState", "CHANNEL_TRANSITIONS", "ChannelError", "Channel"]
+
+import enum
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from ..errors import LocalProtocolError
+from . import events as ev
+from ._specbase import METHODS_BY_NAME, Method, Properties, check_names
+from .confirms import ConfirmError, ConfirmTracker, TagSet
+from .spec import (
+    BasicAck,
+    BasicCancelOk,
+    BasicConsume,
+    BasicNack,
+    BasicProperties,
+    BasicPublish,
+    BasicReject,
+    ChannelClose,
+    ChannelCloseOk,
+    ChannelFlowOk,
+)
+
+if TYPE_CHECKING:
+    from .connection import Connection
+
+PRECONDITION_FAILED = 406
+COMMAND_INVALID = 503
+CHANNEL_ERROR = 504
+UNEXPECTED_FRAME = 505
+
+
+class ChannelState(enum.Enum):
+    OPENING = "OPENING"  # client: channel.open sent
+    OPEN = "OPEN"
+    CLOSING = "CLOSING"  # we sent channel.close, awaiting close-ok
+    CLOSED = "CLOSED"  # terminal; the id is free again
+
+
+C = ChannelState
+
+# state -> input -> possible next states (None: state unchanged).  Inputs are
+# method names received, "method"/"content" for any other method or content,
+# and "close()" for the local close.  In CLOSING everything but close and
+# close-ok is discarded (spec; RabbitMQ does the same).
+CHANNEL_TRANSITIONS: dict[ChannelState, dict[str, tuple[ChannelState, ...] | None]] = {
+    C.OPENING: {"channel.open-ok": (C.OPEN,), "channel.close": (C.CLOSED,),
+                "close()": (C.CLOSING,)},
+    C.OPEN: {"channel.close": (C.CLOSED,), "close()": (C.CLOSING,), "channel.flow": None,
+             "channel.flow-ok": None, "method": None, "content": None},
+    C.CLOSING: {"channel.close-ok": (C.CLOSED,), "channel.close": (C.CLOSING,),
+                "method": None, "content": None},
+    C.CLOSED: {},
+}
+
+# reply name -> the requests it may answer
+REPLY_TO: dict[str, frozenset[str]] = {}
+for _m in METHODS_BY_NAME.values():
+    for _r in _m.RESPONSES:
+        REPLY_TO[_r] = REPLY_TO.get(_r, frozenset()) | {_m.NAME}
+del _m, _r
+
+
+class ChannelError(Exception):
+    """Internal: the peer broke a channel-scope rule (a 4xx soft error)."""
+
+    def __init__(self, message: str, code: int = PRECONDITION_FAILED, class_id: int = 0,
+                 method_id: int = 0) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.class_id = class_id
+        self.method_id = method_id
+
+
+class ProtocolFault(Exception):
+    """Internal: a connection-scope violation found on a channel (5xx)."""
+
+    def __init__(self, message: str, code: int, class_id: int = 0, method_id: int = 0) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.class_id = class_id
+        self.method_id = method_id
+
+
+class Channel:
+    """One channel of a :class:`~amqp_sansio.v0_9_1.connection.Connection`."""
+
+    def __init__(self, conn: Connection, channel_id: int, state: ChannelState) -> None:
+        self._conn = conn
+        self.id = channel_id
+        self.state = state
+        #: Requests we sent that await their reply, oldest first.
+        self.pending: deque[Method] = deque()
+        #: Requests the peer sent that we must answer, oldest first.
+        self.owed: deque[Method] = deque()
+        #: consumer tag -> no_ack, for consumers the server confirmed.
+        self.consumers: dict[str, bool] = {}
+        #: Delivery tags we must still ack/nack/reject (client role).
+        self.unacked = TagSet()
+        self.confirms: ConfirmTracker | None = None
+        self.tx = False
+        #: False while the peer has asked us to stop sending content.
+        self.flow_active = True
+        self._close: ChannelClose | None = None  # what we sent, while CLOSING
+
+    def __repr__(self) -> str:
+        return f"<Channel {self.id} {self.state.name}>"
+
+    # -- state ------------------------------------------------------------------
+    @property
+    def is_open(self) -> bool:
+        return self.state is ChannelState.OPEN
+
+    @property
+    def confirm_mode(self) -> bool:
+        return self.confirms is not None
+
+    def _trace(self, inp: str) -> None:
+        self._conn._trace_channel(self.state.name, inp)
+
+    def _check_sendable(self, what: str) -> None:
+        self._conn._check_can_send()
+        if self.state is not ChannelState.OPEN:
+            raise LocalProtocolError(f"cannot send {what} on channel {self.id} in state "
+                                     f"{self.state.name}")
+
+    @property
+    def _client(self) -> bool:
+        return self._conn._is_client
+
+    @property
+    def _rabbit(self) -> bool:
+        return self._conn.config.dialect == "rabbit"
+
+    # -- sending ------------------------------------------------------------------
+    def send(self, method: Method) -> None:
+        """Send a method without content (a request, a reply, or an ack)."""
+        if not isinstance(method, Method):
+            raise LocalProtocolError(f"not a 0-9-1 method: {method!r}")
+        name = method.NAME
+        if method.CLASS_ID == 10:
+            raise LocalProtocolError(f"{name} belongs to the connection, not a channel")
+        if method.CONTENT:
+            raise LocalProtocolError(f"{name} carries content: use publish() or send_content()")
+        if name == "channel.close":
+            raise LocalProtocolError("use Channel.close() to close a channel")
+        if name in ("channel.open", "channel.open-ok"):
+            raise LocalProtocolError("channels are opened with Connection.open_channel()")
+        peer = "server" if self._client else "client"
+        if peer not in method.CHASSIS:
+            raise LocalProtocolError(f"a {self._conn.role.value} does not send {name}")
+        self._check_sendable(name)
+        if self._conn.config.strict_names:
+            check_names(method)
+        handler = _SEND_RULES.get(name)
+        if handler is not None:
+            handler(self, method)
+        self._send_checked(method)
+
+    def _send_checked(self, method: Method) -> None:
+        name = method.NAME
+        if name in REPLY_TO:
+            # We answer the peer's oldest request.
+            head = self.owed[0] if self.owed else None
+            if head is None or head.NAME not in REPLY_TO[name]:
+                want = f"the reply to {head.NAME}" if head is not None else "no reply"
+                raise LocalProtocolError(f"{name} is not a reply owed on channel {self.id} "
+                                         f"({want} is due)")
+            self.owed.popleft()
+        self._conn._write_method(self.id, method)
+        if method.expects_reply:
+            self.pending.append(method)
+
+    def publish(self, exchange: str = "", routing_key: str = "",
+                body: bytes | bytearray | memoryview = b"",
+                properties: BasicProperties | None = None, *, mandatory: bool = False,
+                immediate: bool = False) -> int | None:
+        """``basic.publish`` with its content.  In confirm mode returns the
+        publish's sequence number (what :class:`~.events.PublishConfirmed`
+        reports), else ``None``."""
+        if not self._client:
+            raise LocalProtocolError("only a client publishes")
+        method = BasicPublish(exchange=exchange, routing_key=routing_key, mandatory=mandatory,
+                              immediate=immediate)
+        return self._publish(method, properties, body)
+
+    def _publish(self, method: BasicPublish, properties: BasicProperties | None,
+                 body: bytes | bytearray | memoryview) -> int | None:
+        self._check_sendable("basic.publish")
+        if method.immediate and self._rabbit:
+            raise LocalProtocolError("RabbitMQ does not implement immediate=True (it would "
+                                     "close the connection with 540)")
+        if not self.flow_active:
+            raise LocalProtocolError(f"the peer turned flow off on channel {self.id}")
+        if self._conn.blocked and self._conn.config.publish_when_blocked == "raise":
+            raise LocalProtocolError("the connection is blocked by the broker")
+        if self._conn.config.strict_names:
+            check_names(method)
+        self._conn._write_content(self.id, method, properties, body)
+        if self.confirms is not None:
+            return self.confirms.publish()
+        return None
+
+    def send_content(self, method: Method, properties: Properties | None = None,
+                     body: bytes | bytearray | memoryview = b"") -> int | None:
+        """Send any content method the peer receives (server role:
+        ``basic.deliver``, ``basic.get-ok``, ``basic.return``)."""
+        if not isinstance(method, Method) or not method.CONTENT:
+            raise LocalProtocolError(f"{method!r} is not a content method")
+        peer = "server" if self._client else "client"
+        if peer not in method.CHASSIS:
+            raise LocalProtocolError(f"a {self._conn.role.value} does not send {method.NAME}")
+        if isinstance(method, BasicPublish):
+            if properties is not None and not isinstance(properties, BasicProperties):
+                raise LocalProtocolError("basic.publish needs BasicProperties")
+            return self._publish(method, properties, body)
+        self._check_sendable(method.NAME)
+        if not self.flow_active:
+            raise LocalProtocolError(f"the peer turned flow off on channel {self.id}")
+        if method.NAME == "basic.get-ok":
+            head = self.owed[0] if self.owed else None
+            if head is None or head.NAME != "basic.get":
+                raise LocalProtocolError("basic.get-ok answers no outstanding basic.get")
+            self.owed.popleft()
+        self._conn._write_content(self.id, method, properties, body)
+        return None
+
+    def ack(self, delivery_tag: int, multiple: bool = False) -> None:
+        """Acknowledge a delivery (``multiple``: every one up to it; tag 0
+        with ``multiple``: all outstanding)."""
+        self.send(BasicAck(delivery_tag=delivery_tag, multiple=multiple))
+
+    def nack(self, delivery_tag: int, multiple: bool = False, requeue: bool = True) -> None:
+        self.send(BasicNack(delivery_tag=delivery_tag, multiple=multiple, requeue=requeue))
+
+    def reject(self, delivery_tag: int, requeue: bool = True) -> None:
+        self.send(BasicReject(delivery_tag=delivery_tag, requeue=requeue))
+
+    def close(self, code: int = 200, text: str = "", class_id: int = 0,
+              method_id: int = 0) -> None:
+        """Start the close handshake (``ChannelClosed`` follows close-ok)."""
+        self._conn._check_can_send()
+        if self.state in (ChannelState.CLOSING, ChannelState.CLOSED):
+            raise LocalProtocolError(f"channel {self.id} is already {self.state.name}")
+        self._trace("close()")
+        close = ChannelClose(reply_code=code, reply_text=text, class_id=class_id,
+                             method_id=method_id)
+        self._conn._write_method(self.id, close)
+        self._enter_closing(close)
+
+    def _enter_closing(self, close: ChannelClose) -> None:
+        self._close = close
+        self.state = ChannelState.CLOSING
+
+    # -- receiving -----------------------------------------------------------------
+    def _on_method(self, m: Method, events: list[ev.Event]) -> None:
+        name = m.NAME
+        st = self.state
+        table = CHANNEL_TRANSITIONS[st]
+        key = name if name in table else "method"
+        if key not in table:
+            raise ProtocolFault(f"{name} on channel {self.id} in state {st.name}", CHANNEL_ERROR,
+                                m.CLASS_ID, m.METHOD_ID)
+        self._trace(key)
+        if st is ChannelState.CLOSING:
+            if name == "channel.close-ok":
+                self._closed(events, by_peer=False)
+            elif name == "channel.close":
+                self._conn._write_method(self.id, ChannelCloseOk())
+            return  # everything else is discarded while closing
+        if name == "channel.close":
+            self._conn._write_method(self.id, ChannelCloseOk())
+            self._closed(events, by_peer=True, close=m)
+            return
+        if name == "channel.open-ok":
+            self.state = ChannelState.OPEN
+            events.append(ev.ChannelOpened(self.id))
+            return
+        if name == "channel.flow" and st is ChannelState.OPEN:
+            active = bool(m.active)  # type: ignore[attr-defined]
+            self._conn._write_method(self.id, ChannelFlowOk(active=active))
+            self.flow_active = active
+            events.append(ev.ChannelFlow(self.id, active))
+            return
+        self._dispatch(m, events, None, None)
+
+    def _on_content(self, m: Method, props: Properties, body: bytes,
+                    events: list[ev.Event]) -> None:
+        st = self.state
+        table = CHANNEL_TRANSITIONS[st]
+        if "content" not in table:
+            raise ProtocolFault(f"{m.NAME} on channel {self.id} in state {st.name}",
+                                CHANNEL_ERROR, m.CLASS_ID, m.METHOD_ID)
+        self._trace("content")
+        if st is ChannelState.CLOSING:
+            return
+        self._dispatch(m, events, props, body)
+
+    def _dispatch(self, m: Method, events: list[ev.Event], props: Properties | None,
+                  body: bytes | None) -> None:
+        name = m.NAME
+        role = "client" if self._client else "server"
+        if role not in m.CHASSIS:
+            raise ProtocolFault(f"a {role} does not receive {name}", COMMAND_INVALID,
+                                m.CLASS_ID, m.METHOD_ID)
+        request: Method | None = None
+        if name in REPLY_TO:
+            head = self.pending[0] if self.pending else None
+            if head is None or head.NAME not in REPLY_TO[name]:
+                what = f"a reply to {head.NAME}" if head is not None else "no reply"
+                raise ProtocolFault(f"unexpected {name} on channel {self.id} ({what} was due)",
+                                    COMMAND_INVALID, m.CLASS_ID, m.METHOD_ID)
+            request = self.pending.popleft()
+        elif m.expects_reply:
+            self.owed.append(m)
+        hook = _RECEIVE_RULES.get(name)
+        if hook is not None:
+            done = hook(self, m, request, events)
+            if done:
+                return
+        if props is not None:
+            assert body is not None
+            events.append(ev.MessageReceived(self.id, m, props, body, request))
+        else:
+            events.append(ev.MethodReceived(self.id, m, request))
+
+    def _closed(self, events: list[ev.Event], *, by_peer: bool,
+                close: Method | None = None) -> None:
+        src: Any = close if by_peer else self._close
+        unconfirmed = tuple(self.confirms.fail_all()) if self.confirms is not None else ()
+        events.append(ev.ChannelClosed(
+            self.id, int(src.reply_code) if src else 200, str(src.reply_text) if src else "",
+            by_peer, int(src.class_id) if src else 0, int(src.method_id) if src else 0,
+            tuple(self.pending), unconfirmed))
+        self._trace("closed")
+        self._drop()
+
+    def _drop(self) -> None:
+        """Forget everything; the id is free again."""
+        self.state = ChannelState.CLOSED
+        self.pending.clear()
+        self.owed.clear()
+        self.consumers.clear()
+        self.unacked.clear()
+        self._conn._forget_channel(self)
+
+
+# ---------------------------------------------------------------------------
+# Per-method rules.  Send rules raise LocalProtocolError before anything is
+# written; receive rules update bookkeeping and may emit their own event
+# (returning True to suppress the generic one).
+
+
+def _send_consume(ch: Channel, m: Any) -> None:
+    tag = m.consumer_tag
+    if tag and (tag in ch.consumers or any(
+            isinstance(p, BasicConsume) and p.consumer_tag == tag for p in ch.pending)):
+        raise LocalProtocolError(f"consumer tag {tag!r} is already in use on channel {ch.id}")
+    if m.no_wait:
+        if not tag:
+            raise LocalProtocolError("a no-wait basic.consume needs a consumer tag")
+        ch.consumers[tag] = bool(m.no_ack)
+
+
+def _send_cancel(ch: Channel, m: Any) -> None:
+    if ch._client and m.no_wait:
+        ch.consumers.pop(m.consumer_tag, None)
+
+
+def _send_ack(ch: Channel, m: Any) -> None:
+    if not ch._client:
+        return  # server role: confirms; the application keeps the books
+    tag, multiple = m.delivery_tag, m.multiple
+    if isinstance(m, BasicNack) and not ch._conn._peer_capability("basic.nack"):
+        raise LocalProtocolError("the server did not announce basic.nack")
+    if multiple:
+        # Nothing changes when nothing is at or below the tag.
+        if not ch.unacked.remove_upto(tag) and tag != 0:
+            raise LocalProtocolError(f"no outstanding delivery tag at or below {tag}")
+        return
+    try:
+        ch.unacked.remove(tag)
+    except ConfirmError:
+        raise LocalProtocolError(f"delivery tag {tag} is not outstanding on channel {ch.id} "
+                                 "(unknown, or already acknowledged)") from None
+
+
+def _send_reject(ch: Channel, m: Any) -> None:
+    if not ch._client:
+        return
+    try:
+        ch.unacked.remove(m.delivery_tag)
+    except ConfirmError:
+        raise LocalProtocolError(f"delivery tag {m.delivery_tag} is not outstanding on "
+                                 f"channel {ch.id}") from None
+
+
+def _send_qos(ch: Channel, m: Any) -> None:
+    if m.prefetch_size and ch._rabbit:
+        raise LocalProtocolError("RabbitMQ does not implement prefetch_size != 0 (540)")
+
+
+def _send_flow(ch: Channel, m: Any) -> None:
+    if ch._client and not m.active and ch._rabbit:
+        raise LocalProtocolError("RabbitMQ does not implement channel.flow(active=False) "
+                                 "from a client (540)")
+
+
+def _send_confirm_select(ch: Channel, m: Any) -> None:
+    if not ch._client:
+        return
+    if ch.tx:
+        raise LocalProtocolError("a transactional channel cannot be put in confirm mode")
+    if ch.confirms is None:
+        # Publishes after the select are numbered from 1: the server
+        # processes them after it, whether or not select-ok has arrived.
+        ch.confirms = ConfirmTracker()
+
+
+def _send_tx_select(ch: Channel, m: Any) -> None:
+    if ch._client:
+        if ch.confirms is not None:
+            raise LocalProtocolError("a channel in confirm mode cannot be transactional")
+        ch.tx = True
+
+
+def _send_tx_end(ch: Channel, m: Any) -> None:
+    if ch._client and not ch.tx:
+        raise LocalProtocolError(f"{m.NAME} without tx.select")
+
+
+def _send_recover(ch: Channel, m: Any) -> None:
+    if ch._client:
+        # Unacknowledged deliveries come again with new tags.
+        ch.unacked.clear()
+
+
+_SEND_RULES: dict[str, Any] = {
+    "basic.consume": _send_consume,
+    "basic.cancel": _send_cancel,
+    "basic.ack": _send_ack,
+    "basic.nack": _send_ack,
+    "basic.reject": _send_reject,
+    "basic.qos": _send_qos,
+    "channel.flow": _send_flow,
+    "confirm.select": _send_confirm_select,
+    "tx.select": _send_tx_select,
+    "tx.commit": _send_tx_end,
+    "tx.rollback": _send_tx_end,
+    "basic.recover": _send_recover,
+    "basic.recover-async": _send_recover,
+}
+
+
+def _on_consume_ok(ch: Channel, m: Any, request: Any, events: list[ev.Event]) -> bool:
+    ch.consumers[m.consumer_tag] = bool(request.no_ack) if request is not None else False
+    return False
+
+
+def _on_cancel_ok(ch: Channel, m: Any, request: Any, events: list[ev.Event]) -> bool:
+    ch.consumers.pop(m.consumer_tag, None)
+    return False
+
+
+def _on_deliver(ch: Channel, m: Any, request: Any, events: list[ev.Event]) -> bool:
+    no_ack = ch.consumers.get(m.consumer_tag, False)
+    if not no_ack:
+        _track(ch, m)
+    return False
+
+
+def _on_get_ok(ch: Channel, m: Any, request: Any, events: list[ev.Event]) -> bool:
+    if request is not None and not request.no_ack:
+        _track(ch, m)
+    return False
+
+
+def _track(ch: Channel, m: Any) -> None:
+    try:
+        ch.unacked.add(m.delivery_tag)
+    except ConfirmError as e:
+        raise ChannelError(f"delivery tag: {e}", PRECONDITION_FAILED, m.CLASS_ID,
+                           m.METHOD_ID) from None
+
+
+def _on_server_confirm(ch: Channel, m: Any, request: Any, events: list[ev.Event]) -> bool:
+    if not ch._client:
+        return False  # a client acking deliveries: the application's business
+    if ch.confirms is None:
+        raise ChannelError(f"{m.NAME} on a channel not in confirm mode", PRECONDITION_FAILED,
+                           m.CLASS_ID, m.METHOD_ID)
+    ack = isinstance(m, BasicAck)
+    try:
+        if ack:
+            seqs = ch.confirms.ack(m.delivery_tag, m.multiple)
+        else:
+            seqs = ch.confirms.nack(m.delivery_tag, m.multiple)
+    except ConfirmError as e:
+        raise ChannelError(f"unknown delivery tag: {e}", PRECONDITION_FAILED, m.CLASS_ID,
+                           m.METHOD_ID) from None
+    events.append(ev.PublishConfirmed(ch.id, ack, int(m.delivery_tag), bool(m.multiple),
+                                      tuple(seqs)))
+    return True
+
+
+def _on_server_cancel(ch: Channel, m: Any, request: Any, events: list[ev.Event]) -> bool:
+    if not ch._client:
+        return False
+    ch.consumers.pop(m.consumer_tag, None)
+    if not m.no_wait:
+        if ch.owed and ch.owed[-1] is m:  # answered here, not by the application
+            ch.owed.pop()
+        ch._conn._write_method(ch.id, BasicCancelOk(consumer_tag=m.consumer_tag))
+    events.append(ev.ConsumerCancelled(ch.id, str(m.consumer_tag)))
+    return True
+
+
+_RECEIVE_RULES: dict[str, Any] = {
+    "basic.consume-ok": _on_consume_ok,
+    "basic.cancel-ok": _on_cancel_ok,
+    "basic.deliver": _on_deliver,
+    "basic.get-ok": _on_get_ok,
+    "basic.ack": _on_server_confirm,
+    "basic.nack": _on_server_confirm,
+    "basic.cancel": _on_server_cancel,
+}

@@ -1,0 +1,962 @@
+"""The AMQP 0-9-1 connection: bytes in, events out; actions in, bytes out.
+
+Rules of this file (as in h11's ``_state.py`` and ``v0_10/connection.py``):
+
+1. The connection's legal inputs live in :data:`CONNECTION_TRANSITIONS`
+   below, one table per role; anything absent is a protocol violation.  The
+   channel table is :data:`~amqp_sansio.v0_9_1.channel.CHANNEL_TRANSITIONS`.
+2. The core never reads a clock or touches I/O.  ``now`` (seconds, any
+   monotonic origin) comes in with ``receive_data``/``handle_timer``; bytes
+   come in through ``receive_data`` and go out through ``data_to_send``.
+3. Errors are translated in one place, :meth:`Connection.receive_data`.
+   Handlers raise ``LocalProtocolError`` for misuse by the caller.  What the
+   *peer* did wrong is either
+
+   * a **soft** (channel) error, 4xx: the core sends ``channel.close(code)``,
+     reports a ``ProtocolViolation(scope="channel")`` event, and the
+     connection and its other channels go on; or
+   * a **hard** (connection) error, 5xx: the core queues
+     ``connection.close(code, text, class-id, method-id)`` -- or nothing,
+     where the spec says to drop the socket (handshake failures) -- and
+     ``receive_data`` raises :class:`~amqp_sansio.errors.RemoteProtocolError`
+     carrying ``.events``, what the same input produced before the
+     violation.  After a close was queued the connection is ``CLOSING``: it
+     still reads, to let the peer's close-ok arrive, but discards everything
+     else; after a framing error (the stream cannot be trusted) or a drop it
+     is ``CLOSED``.
+
+   Any other exception escaping ``receive_data`` is a bug.
+
+Grammar (client C, server S)::
+
+    C:header S:start C:start-ok *(S:secure C:secure-ok) S:tune C:tune-ok
+    C:open S:open-ok *use (C:close S:close-ok | S:close C:close-ok)
+
+The client pipelines ``open`` right behind ``tune-ok``.  A server refusing
+the protocol header answers with its own (``AMQP 0 0 9 1``) and closes.
+
+Tuning (notes §A.4.3): 0 means "no limit" for channel-max and frame-max, so
+the agreed value is the smaller *non-zero* one (frame-max at least 4096);
+the client's tune-ok never exceeds a non-zero server value.  For the
+heartbeat the value in tune-ok is authoritative: the client asks for
+``min(server, wanted)`` when both are non-zero, ``wanted`` when the server
+proposes 0, the server's proposal when the client states no wish (``None``),
+and 0 (off) when the client wants 0.  Heartbeats are sent after ``interval``
+seconds without output and the peer is declared dead after ``2 * interval``
+without input (the client starts sending after tune and watching after
+open-ok; the server both after tune-ok).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "Role",
+    "ConnState",
+    "CONNECTION_TRANSITIONS",
+    "COVERAGE",
+    "DEFAULT_CAPABILITIES",
+    "SERVER_CAPABILITIES",
+    "ClientConfig",
+    "ServerConfig",
+    "Connection",
+]
+
+import enum
+import functools
+from collections.abc import Callable, Collection, Iterable
+from typing import Any
+
+import attrs
+
+from .. import sasl
+from ..errors import FRAMING_ERROR, DecodeError, LocalProtocolError, RemoteProtocolError
+from ..sasl_amqplain import AmqplainClient
+from . import events as ev
+from ._specbase import Method, Properties
+from .channel import (
+    Channel,
+    ChannelError,
+    ChannelState,
+    ProtocolFault,
+)
+from .codec import RABBIT, SPEC, Profile
+from .framing import (
+    FRAME_MIN_SIZE,
+    HEARTBEAT_FRAME,
+    PROTOCOL_HEADER,
+    ContentItem,
+    Decoder,
+    DiscardedFrame,
+    HeartbeatItem,
+    MethodItem,
+    encode_content,
+    encode_method,
+)
+from .spec import (
+    ChannelClose,
+    ChannelOpen,
+    ChannelOpenOk,
+    ConnectionClose,
+    ConnectionCloseOk,
+    ConnectionOpen,
+    ConnectionOpenOk,
+    ConnectionSecure,
+    ConnectionSecureOk,
+    ConnectionStart,
+    ConnectionStartOk,
+    ConnectionTune,
+    ConnectionTuneOk,
+    ConnectionUpdateSecret,
+    ConnectionUpdateSecretOk,
+)
+
+__version__ = "0.1.0.dev0"
+
+ACCESS_REFUSED = 403
+COMMAND_INVALID = 503
+CHANNEL_ERROR = 504
+NOT_ALLOWED = 530
+NOT_IMPLEMENTED = 540
+
+
+class Role(enum.Enum):
+    CLIENT = "client"
+    SERVER = "server"
+
+
+class ConnState(enum.Enum):
+    AWAIT_HEADER = "AWAIT_HEADER"  # server: the client's protocol header
+    AWAIT_START = "AWAIT_START"  # client: header sent
+    AWAIT_TUNE = "AWAIT_TUNE"  # client: start-ok sent (secure rounds may come)
+    AWAIT_OPEN_OK = "AWAIT_OPEN_OK"  # client: tune-ok + open sent
+    AWAIT_START_OK = "AWAIT_START_OK"  # server: start sent
+    AWAIT_SECURE_OK = "AWAIT_SECURE_OK"  # server: a secure challenge sent
+    AWAIT_TUNE_OK = "AWAIT_TUNE_OK"  # server: tune sent
+    AWAIT_OPEN = "AWAIT_OPEN"  # server
+    OPEN = "OPEN"
+    CLOSING = "CLOSING"  # we sent close, awaiting close-ok
+    CLOSED = "CLOSED"  # terminal
+
+
+S = ConnState
+_HS = {"connection.close": (S.CLOSED,), "close()": (S.CLOSING, S.CLOSED), "heartbeat": None,
+       "eof": (S.CLOSED,)}
+
+# role -> state -> input -> possible next states (None: state unchanged).
+# Inputs: method names received on channel 0, "header"/"bad-header" (the
+# peer's protocol header), "heartbeat", "channel" (any frame on a channel
+# other than 0), "close()" (the local close) and "eof".
+CONNECTION_TRANSITIONS: dict[Role, dict[ConnState, dict[str, tuple[ConnState, ...] | None]]] = {
+    Role.CLIENT: {
+        S.AWAIT_START: {"connection.start": (S.AWAIT_TUNE, S.CLOSED), "bad-header": (S.CLOSED,),
+                        "close()": (S.CLOSED,), "eof": (S.CLOSED,)},
+        S.AWAIT_TUNE: {"connection.secure": (S.AWAIT_TUNE,),
+                       "connection.tune": (S.AWAIT_OPEN_OK,), **_HS},
+        S.AWAIT_OPEN_OK: {"connection.open-ok": (S.OPEN,), **_HS},
+        S.OPEN: {"connection.close": (S.CLOSED,), "close()": (S.CLOSING,), "heartbeat": None,
+                 "channel": None, "connection.blocked": None, "connection.unblocked": None,
+                 "connection.update-secret-ok": None, "eof": (S.CLOSED,)},
+        S.CLOSING: {"connection.close-ok": (S.CLOSED,), "connection.close": (S.CLOSING,),
+                    "heartbeat": None, "channel": None, "eof": (S.CLOSED,)},
+        S.CLOSED: {},
+    },
+    Role.SERVER: {
+        S.AWAIT_HEADER: {"header": (S.AWAIT_START_OK,), "bad-header": (S.CLOSED,),
+                         "close()": (S.CLOSED,), "eof": (S.CLOSED,)},
+        S.AWAIT_START_OK: {"connection.start-ok": (S.AWAIT_SECURE_OK, S.AWAIT_TUNE_OK,
+                                                   S.CLOSING, S.CLOSED), **_HS},
+        S.AWAIT_SECURE_OK: {"connection.secure-ok": (S.AWAIT_SECURE_OK, S.AWAIT_TUNE_OK,
+                                                     S.CLOSING, S.CLOSED), **_HS},
+        S.AWAIT_TUNE_OK: {"connection.tune-ok": (S.AWAIT_OPEN, S.CLOSED), **_HS},
+        S.AWAIT_OPEN: {"connection.open": (S.OPEN, S.CLOSING), **_HS},
+        S.OPEN: {"connection.close": (S.CLOSED,), "close()": (S.CLOSING,), "heartbeat": None,
+                 "channel": None, "connection.update-secret": None, "eof": (S.CLOSED,)},
+        S.CLOSING: {"connection.close-ok": (S.CLOSED,), "connection.close": (S.CLOSING,),
+                    "heartbeat": None, "channel": None, "eof": (S.CLOSED,)},
+        S.CLOSED: {},
+    },
+}
+
+# Transition coverage: tests set this to a set() and read what was exercised
+# (("client"|"server"|"channel", state, input) triples).
+COVERAGE: set[tuple[str, str, str]] | None = None
+
+#: What a client announces in client-properties.capabilities by default;
+#: RabbitMQ sends blocked/unblocked, server-side basic.cancel and the 403
+#: close on bad credentials only to clients that announce them.
+DEFAULT_CAPABILITIES: dict[str, bool] = {
+    "publisher_confirms": True,
+    "exchange_exchange_bindings": True,
+    "basic.nack": True,
+    "consumer_cancel_notify": True,
+    "connection.blocked": True,
+    "authentication_failure_close": True,
+    "per_consumer_qos": True,
+}
+
+#: What a server announces in server-properties.capabilities by default.
+SERVER_CAPABILITIES: dict[str, bool] = dict(DEFAULT_CAPABILITIES)
+
+
+def _props(extra: dict[str, Any]) -> dict[str, Any]:
+    return {"product": "amqp-sansio", "version": __version__, "platform": "Python", **extra}
+
+
+def _frame_max(v: int) -> int:
+    if not isinstance(v, int) or not FRAME_MIN_SIZE <= v <= 0xFFFFFFFF:
+        raise LocalProtocolError(f"frame_max must be in [{FRAME_MIN_SIZE}, 2**32-1], got {v!r}")
+    return v
+
+
+def _u16(v: int) -> int:
+    if not isinstance(v, int) or not 0 <= v <= 0xFFFF:
+        raise LocalProtocolError(f"expected 0..65535, got {v!r}")
+    return v
+
+
+def _heartbeat(v: int | None) -> int | None:
+    if v is not None and (not isinstance(v, int) or not 0 <= v <= 0xFFFF):
+        raise LocalProtocolError(f"heartbeat must be None or 0..65535, got {v!r}")
+    return v
+
+
+def _dialect(v: str) -> str:
+    if v not in ("rabbit", "spec"):
+        raise LocalProtocolError(f"dialect must be 'rabbit' or 'spec', got {v!r}")
+    return v
+
+
+@attrs.frozen(kw_only=True)
+class ClientConfig:
+    """How a client connects.
+
+    ``mechanisms`` in preference order: names (``"PLAIN"``, ``"AMQPLAIN"``,
+    ``"EXTERNAL"``, ``"ANONYMOUS"``, ``"SCRAM-SHA-256"``; the password ones
+    are built from ``username``/``password``) or zero-argument factories.
+    Empty: PLAIN then AMQPLAIN with credentials, else EXTERNAL.
+
+    ``channel_max``/``frame_max``: what we want (0 for channel_max: no
+    limit of our own).  ``heartbeat``: seconds wanted, ``None`` to take the
+    server's proposal, 0 for none.  ``dialect`` ``"rabbit"`` (default) reads
+    field tables RabbitMQ's way and refuses locally what RabbitMQ does not
+    implement; ``"spec"`` follows the 0-9-1 text.  ``publish_when_blocked``:
+    ``"queue"`` lets publishes through while RabbitMQ has blocked the
+    connection (they wait in the socket), ``"raise"`` refuses them.
+    ``strict_names`` checks exchange/queue names against the spec's
+    pattern before sending.
+    """
+
+    virtual_host: str = "/"
+    username: str | None = None
+    password: str | None = attrs.field(default=None, repr=False)
+    mechanisms: tuple[str | Callable[[], sasl.ClientMechanism], ...] = attrs.field(
+        default=(), converter=tuple)
+    locale: str = "en_US"
+    client_properties: dict[str, Any] = attrs.field(factory=dict)
+    capabilities: dict[str, bool] = attrs.field(factory=lambda: dict(DEFAULT_CAPABILITIES))
+    channel_max: int = attrs.field(default=2047, converter=_u16)
+    frame_max: int = attrs.field(default=131072, converter=_frame_max)
+    heartbeat: int | None = attrs.field(default=None, converter=_heartbeat)
+    max_body_size: int = 128 << 20
+    dialect: str = attrs.field(default="rabbit", converter=_dialect)
+    publish_when_blocked: str = "queue"
+    strict_names: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class ServerConfig:
+    """How a server answers.  ``virtual_hosts`` None accepts any; an unknown
+    one is refused with ``connection.close(530)`` (RabbitMQ's code).
+    ``heartbeat`` is the proposal in tune; the client's tune-ok decides."""
+
+    authenticator: sasl.ServerAuthenticator = attrs.field(
+        factory=lambda: sasl.ServerAuthenticator.standard(anonymous=True))
+    virtual_hosts: Collection[str] | Callable[[str, str | None], bool] | None = None
+    server_properties: dict[str, Any] = attrs.field(factory=dict)
+    capabilities: dict[str, bool] = attrs.field(factory=lambda: dict(SERVER_CAPABILITIES))
+    locales: tuple[str, ...] = ("en_US",)
+    channel_max: int = attrs.field(default=2047, converter=_u16)
+    frame_max: int = attrs.field(default=131072, converter=_frame_max)
+    heartbeat: int = attrs.field(default=60, converter=_u16)
+    max_body_size: int = 128 << 20
+    dialect: str = attrs.field(default="rabbit", converter=_dialect)
+    publish_when_blocked: str = "queue"
+    strict_names: bool = False
+
+
+class _ConnectionError(Exception):
+    """Internal: a connection-scope violation (translated in receive_data)."""
+
+    def __init__(self, message: str, code: int = FRAMING_ERROR, *, close: bool = True,
+                 channel: int | None = None, class_id: int = 0, method_id: int = 0,
+                 broken: bool = False) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.close = close  # False: drop the socket without connection.close
+        self.channel = channel
+        self.class_id = class_id
+        self.method_id = method_id
+        self.broken = broken  # the input stream can no longer be parsed
+
+
+def _negotiate(proposed: int, wanted: int) -> int:
+    """The smaller non-zero value (0: neither side sets a limit)."""
+    return min((x for x in (proposed, wanted) if x), default=0)
+
+
+class Connection:
+    """One AMQP 0-9-1 connection in the client or server role."""
+
+    def __init__(self, role: Role | str, config: ClientConfig | ServerConfig | None = None
+                 ) -> None:
+        role = Role(role.value if isinstance(role, enum.Enum) else role)
+        self.role = role
+        if config is None:
+            config = ClientConfig() if role is Role.CLIENT else ServerConfig()
+        if role is Role.CLIENT and not isinstance(config, ClientConfig):
+            raise LocalProtocolError("a client connection needs a ClientConfig")
+        if role is Role.SERVER and not isinstance(config, ServerConfig):
+            raise LocalProtocolError("a server connection needs a ServerConfig")
+        self.config = config
+        self._is_client = role is Role.CLIENT
+        self.profile: Profile = RABBIT if config.dialect == "rabbit" else SPEC
+        self._decoder = Decoder(FRAME_MIN_SIZE, max_body_size=config.max_body_size,
+                                profile=self.profile)
+        self._out: list[bytes] = []
+        self._header = b""  # the peer's protocol header, while it is incomplete
+        self._frames_started = False
+        self.state = ConnState.AWAIT_START if self._is_client else ConnState.AWAIT_HEADER
+        self.channel_max = 0  # negotiated (0: ids up to 65535)
+        self.frame_max = FRAME_MIN_SIZE  # until tune: what both must accept
+        self.heartbeat: int | None = None
+        self.virtual_host: str | None = None
+        self.identity: str | None = None
+        self.mechanism: str | None = None
+        self.peer_properties: dict[str, Any] = {}
+        self.channels: dict[int, Channel] = {}
+        self.blocked = False
+        self.closed_reason: str | None = None
+        self._pending0: list[Method] = []  # connection-level requests (update-secret)
+        self._close_sent: ConnectionClose | None = None
+        self._now: float | None = None
+        self._last_in: float | None = None
+        self._last_out: float | None = None
+        self._hb_send = False
+        self._hb_watch = False
+        self._client_mech: sasl.ClientMechanism | None = None
+        self._server_mech: sasl.ServerMechanism | None = None
+        self._offered_tune: ConnectionTune | None = None
+        if self._is_client:
+            self._emit(PROTOCOL_HEADER)
+
+    # ------------------------------------------------------------------ API
+    def __repr__(self) -> str:
+        return f"<Connection 0-9-1 {self.role.value} {self.state.name} channels={len(self.channels)}>"
+
+    @property
+    def closed(self) -> bool:
+        """True once the connection is over: write what is left, then close."""
+        return self.state is ConnState.CLOSED
+
+    def receive_data(self, data: bytes | bytearray | memoryview,
+                     now: float | None = None) -> list[ev.Event]:
+        """Feed bytes from the peer (``b""`` = end of input); return events."""
+        if now is not None:
+            self._now = now
+            self._last_in = now
+        events: list[ev.Event] = []
+        if self.state is ConnState.CLOSED:
+            return events
+        if not data:
+            self._eof(events)
+            return events
+        try:
+            if not self._frames_started:
+                data = self._take_header(data, events)
+                if not data or self.closed:
+                    return events
+            for item in self._decoder.feed(data):
+                self._dispatch(item, events)
+                if self.closed:
+                    break
+        except DecodeError as e:
+            err = _ConnectionError(e.message, e.code, channel=e.channel,
+                                   class_id=e.class_code or 0, method_id=e.command_code or 0,
+                                   broken=self._decoder.frames.error is not None,
+                                   close=self.state not in (ConnState.AWAIT_START,
+                                                            ConnState.AWAIT_HEADER))
+            self._fail(err, events)
+            raise _remote(err, events) from None
+        except _ConnectionError as e:
+            self._fail(e, events)
+            raise _remote(e, events) from None
+        return events
+
+    def data_to_send(self) -> bytes:
+        """Everything queued for the peer."""
+        if not self._out:
+            return b""
+        data = b"".join(self._out)
+        self._out.clear()
+        return data
+
+    def handle_timer(self, now: float) -> list[ev.Event]:
+        """Advance time: send a heartbeat when due, detect a dead peer."""
+        self._now = now
+        events: list[ev.Event] = []
+        hb = self.heartbeat
+        if not hb or self.state is ConnState.CLOSED:
+            return events
+        if self._last_in is None:
+            self._last_in = now  # the clock starts with the first time we see
+        if self._last_out is None:
+            self._last_out = now
+        if self._hb_watch:
+            last = self._last_in
+            if now - last >= 2 * hb:
+                events.append(ev.HeartbeatTimeout(now - last))
+                self._lose("heartbeat timeout", events)
+                return events
+        if self._hb_send and now - self._last_out >= hb:
+            self._emit(HEARTBEAT_FRAME)
+        return events
+
+    def next_deadline(self) -> float | None:
+        """When ``handle_timer`` should next be called (None: no timers)."""
+        hb = self.heartbeat
+        if not hb or self.state is ConnState.CLOSED:
+            return None
+        times = []
+        if self._hb_send:
+            times.append((self._last_out or 0.0) + hb)
+        if self._hb_watch:
+            times.append((self._last_in or 0.0) + 2 * hb)
+        return min(times) if times else None
+
+    def close(self, code: int = 200, text: str = "", class_id: int = 0,
+              method_id: int = 0) -> None:
+        """Start the close handshake (``ConnectionClosed`` follows close-ok).
+
+        Before the handshake got far enough for a close (client: before
+        start arrived; server: before the header) the connection just ends.
+        """
+        st = self.state
+        if st is ConnState.CLOSED:
+            raise LocalProtocolError("connection is already closed")
+        if st is ConnState.CLOSING:
+            raise LocalProtocolError("close already sent")
+        self._trace("close()")
+        if st in (ConnState.AWAIT_START, ConnState.AWAIT_HEADER):
+            self.state = ConnState.CLOSED
+            self.closed_reason = "closed before the handshake"
+            return
+        self._send_close(ConnectionClose(reply_code=code, reply_text=text, class_id=class_id,
+                                         method_id=method_id))
+
+    def open_channel(self, channel: int | None = None) -> Channel:
+        """Client: send ``channel.open``; returns the channel at once (it is
+        ``OPENING`` until ``ChannelOpened``)."""
+        if not self._is_client:
+            raise LocalProtocolError("a server does not open channels")
+        self._check_can_send()
+        limit = self.channel_max or 0xFFFF
+        if channel is None:
+            channel = next((c for c in range(1, limit + 1) if c not in self.channels), None)
+            if channel is None:
+                raise LocalProtocolError(f"no free channel id (channel-max {limit})")
+        elif not isinstance(channel, int) or not 1 <= channel <= limit:
+            raise LocalProtocolError(f"channel id {channel!r} outside 1..{limit}")
+        elif channel in self.channels:
+            raise LocalProtocolError(f"channel {channel} is in use")
+        ch = Channel(self, channel, ChannelState.OPENING)
+        self.channels[channel] = ch
+        self._write_method(channel, ChannelOpen())
+        return ch
+
+    def channel(self, channel_id: int) -> Channel:
+        try:
+            return self.channels[channel_id]
+        except KeyError:
+            raise LocalProtocolError(f"no channel {channel_id}") from None
+
+    def update_secret(self, new_secret: bytes, reason: str = "") -> None:
+        """RabbitMQ ``connection.update-secret`` (e.g. a refreshed OAuth token)."""
+        if not self._is_client:
+            raise LocalProtocolError("only a client updates its secret")
+        self._check_can_send()
+        m = ConnectionUpdateSecret(new_secret=new_secret, reason=reason)
+        self._write_method(0, m)
+        self._pending0.append(m)
+
+    # ------------------------------------------------------------ internals
+    def _trace(self, inp: str) -> None:
+        if COVERAGE is not None:
+            COVERAGE.add((self.role.value, self.state.name, inp))
+
+    def _trace_channel(self, state: str, inp: str) -> None:
+        if COVERAGE is not None:
+            COVERAGE.add(("channel", state, inp))
+
+    def _check_can_send(self) -> None:
+        if self.state is not ConnState.OPEN:
+            raise LocalProtocolError(f"cannot send in connection state {self.state.name}")
+
+    def _peer_capability(self, name: str) -> bool:
+        caps = self.peer_properties.get("capabilities")
+        return isinstance(caps, dict) and caps.get(name) is True
+
+    def _emit(self, data: bytes) -> None:
+        self._out.append(data)
+        self._last_out = self._now
+
+    def _write_method(self, channel: int, m: Method) -> None:
+        self._emit(encode_method(channel, m, self.frame_max, self.profile))
+
+    def _write_content(self, channel: int, m: Method, props: Properties | None,
+                       body: bytes | bytearray | memoryview) -> None:
+        self._emit(encode_content(channel, m, props, body, self.frame_max, self.profile))
+
+    def _forget_channel(self, ch: Channel) -> None:
+        if self.channels.get(ch.id) is ch:
+            del self.channels[ch.id]
+        self._decoder.reset(ch.id)
+
+    def _send_close(self, close: ConnectionClose) -> None:
+        self._write_method(0, close)
+        self._close_sent = close
+        self.state = ConnState.CLOSING
+        # Only close and close-ok matter now: frames of other channels are
+        # not even assembled.
+        self._decoder.discard_channels = True
+
+    def _take_header(self, data: bytes | bytearray | memoryview, events: list[ev.Event]
+                     ) -> bytes | bytearray | memoryview:
+        """The peer's 8-octet protocol header (server), or -- client -- a
+        header sent instead of connection.start (the server refused ours)."""
+        if self._is_client and not self._header and data[0] != ord("A"):
+            self._frames_started = True
+            return data
+        need = 8 - len(self._header)
+        self._header += bytes(data[:need])
+        rest = data[need:]
+        if len(self._header) < 8:
+            if not PROTOCOL_HEADER.startswith(self._header[:4][:len(self._header)]):
+                self._bad_header(events)
+            return b""
+        self._frames_started = True
+        if self._header == PROTOCOL_HEADER and not self._is_client:
+            self._trace("header")
+            cfg = self.config
+            assert isinstance(cfg, ServerConfig)
+            props = _props(cfg.server_properties)
+            props.setdefault("capabilities", dict(cfg.capabilities))
+            self._write_method(0, ConnectionStart(
+                version_major=0, version_minor=9, server_properties=props,
+                mechanisms=" ".join(cfg.authenticator.mechanisms).encode(),
+                locales=" ".join(cfg.locales).encode()))
+            self.state = ConnState.AWAIT_START_OK
+            return rest
+        self._bad_header(events)
+        return b""
+
+    def _bad_header(self, events: list[ev.Event]) -> None:
+        self._trace("bad-header")
+        h = self._header
+        magic = h[:4] == b"AMQP" and len(h) == 8
+        events.append(ev.ProtocolHeaderMismatch(
+            h, h[4] if magic else None, h[5] if magic else None, h[6] if magic else None,
+            h[7] if magic else None))
+        if not self._is_client:
+            # 0-9-1: reply with the header we speak, then close.
+            self._emit(PROTOCOL_HEADER)
+        self._frames_started = True
+        self.state = ConnState.CLOSED
+        self.closed_reason = "protocol header mismatch"
+
+    def _eof(self, events: list[ev.Event]) -> None:
+        self._trace("eof")
+        st = self.state
+        reason = {
+            ConnState.AWAIT_START: "connection refused before connection.start",
+            ConnState.AWAIT_TUNE: "authentication refused",
+            ConnState.AWAIT_OPEN_OK: "tuning refused",
+            ConnState.CLOSING: "peer closed the connection before close-ok",
+        }.get(st, "peer closed the connection")
+        self._lose(reason, events)
+
+    def _lose(self, reason: str, events: list[ev.Event]) -> None:
+        if self.state is ConnState.CLOSED:
+            return
+        self.state = ConnState.CLOSED
+        self.closed_reason = reason
+        events.append(ev.ConnectionLost(reason))
+        self._drop_channels()
+
+    def _drop_channels(self) -> None:
+        for ch in list(self.channels.values()):
+            ch._drop()
+        self.channels.clear()
+
+    def _fail(self, e: _ConnectionError, events: list[ev.Event]) -> None:
+        """A connection-scope violation: queue close (or not) and stop."""
+        if e.close and self._close_sent is None and self.state is not ConnState.CLOSED:
+            self._send_close(ConnectionClose(reply_code=e.code, reply_text=e.message[:255],
+                                             class_id=e.class_id, method_id=e.method_id))
+            reply = "connection.close"
+        else:
+            reply = "connection.close" if self._close_sent is not None else "none"
+        events.append(ev.ProtocolViolation(e.code, "connection", e.channel, e.message, reply))
+        if e.broken or not e.close:
+            self.state = ConnState.CLOSED
+            self.closed_reason = e.message
+            self._drop_channels()
+
+    # -- dispatch -------------------------------------------------------------
+    def _dispatch(self, item: MethodItem | ContentItem | HeartbeatItem | DiscardedFrame,
+                  events: list[ev.Event]) -> None:
+        if type(item) is HeartbeatItem:
+            self._allowed("heartbeat")
+            events.append(ev.HeartbeatReceived())
+            return
+        if type(item) is DiscardedFrame:
+            self._allowed("channel")  # CLOSING: read past it
+            return
+        assert isinstance(item, MethodItem | ContentItem)
+        ch, m = item.channel, item.method
+        if ch == 0:
+            if m.CLASS_ID != 10:
+                code = CHANNEL_ERROR if m.NAME == "channel.open" else COMMAND_INVALID
+                raise _ConnectionError(f"{m.NAME} on channel 0", code, channel=0,
+                                       class_id=m.CLASS_ID, method_id=m.METHOD_ID)
+            self._on_connection_method(m, events)
+            return
+        if m.CLASS_ID == 10:
+            raise _ConnectionError(f"{m.NAME} on channel {ch} (connection methods use "
+                                   "channel 0)", COMMAND_INVALID, channel=ch,
+                                   class_id=m.CLASS_ID, method_id=m.METHOD_ID)
+        self._allowed("channel", m)
+        if self.state is ConnState.CLOSING:
+            return  # discard: only close and close-ok matter now
+        self._on_channel_item(item, events)
+
+    def _allowed(self, name: str, m: Method | None = None) -> tuple[ConnState, ...] | None:
+        table = CONNECTION_TRANSITIONS[self.role][self.state]
+        if name not in table:
+            handshake = self.state not in (ConnState.OPEN, ConnState.CLOSING)
+            # A server mid-handshake drops the socket (RabbitMQ does); a client
+            # closes once it has sent start-ok.
+            close = self._is_client and self.state is not ConnState.AWAIT_START
+            raise _ConnectionError(
+                f"unexpected {name} in state {self.state.name}"
+                + (" (handshake)" if handshake else ""), COMMAND_INVALID,
+                close=close or not handshake, channel=0 if m is None else None,
+                class_id=m.CLASS_ID if m else 0, method_id=m.METHOD_ID if m else 0)
+        self._trace(name)
+        return table[name]
+
+    def _on_connection_method(self, m: Method, events: list[ev.Event]) -> None:
+        name = m.NAME
+        if self.state is ConnState.CLOSING and name not in ("connection.close",
+                                                            "connection.close-ok"):
+            return  # discard everything but the close handshake
+        self._allowed(name, m)
+        handler = getattr(self, "_on_" + name.replace(".", "_").replace("-", "_"))
+        handler(m, events)
+
+    def _on_channel_item(self, item: MethodItem | ContentItem, events: list[ev.Event]) -> None:
+        cid, m = item.channel, item.method
+        ch = self.channels.get(cid)
+        if ch is None:
+            if not self._is_client and m.NAME == "channel.open":
+                self._server_open_channel(cid, m, events)
+                return
+            raise _ConnectionError(f"{m.NAME} on channel {cid}, which is not open",
+                                   CHANNEL_ERROR, channel=cid, class_id=m.CLASS_ID,
+                                   method_id=m.METHOD_ID)
+        if m.NAME == "channel.open":
+            raise _ConnectionError(f"channel.open on channel {cid}, which is already open",
+                                   CHANNEL_ERROR, channel=cid, class_id=m.CLASS_ID,
+                                   method_id=m.METHOD_ID)
+        try:
+            if type(item) is ContentItem:
+                ch._on_content(m, item.properties, item.body, events)
+            else:
+                ch._on_method(m, events)
+        except ChannelError as e:
+            self._channel_error(ch, e, events)
+        except ProtocolFault as e:
+            raise _ConnectionError(e.message, e.code, channel=cid, class_id=e.class_id,
+                                   method_id=e.method_id) from None
+
+    def _channel_error(self, ch: Channel, e: ChannelError, events: list[ev.Event]) -> None:
+        """A soft error: close just this channel."""
+        close = ChannelClose(reply_code=e.code, reply_text=e.message[:255], class_id=e.class_id,
+                             method_id=e.method_id)
+        ch._trace("violation")
+        self._write_method(ch.id, close)
+        ch._enter_closing(close)
+        events.append(ev.ProtocolViolation(e.code, "channel", ch.id, e.message, "channel.close"))
+
+    def _server_open_channel(self, cid: int, m: Method, events: list[ev.Event]) -> None:
+        limit = self.channel_max or 0xFFFF
+        if cid > limit:
+            raise _ConnectionError(f"channel {cid} is above channel-max {limit}", CHANNEL_ERROR,
+                                   channel=cid, class_id=m.CLASS_ID, method_id=m.METHOD_ID)
+        ch = Channel(self, cid, ChannelState.OPEN)
+        ch._trace("channel.open")
+        self.channels[cid] = ch
+        self._write_method(cid, ChannelOpenOk())
+        events.append(ev.ChannelOpened(cid))
+
+    # -- connection methods: both roles ---------------------------------------
+    def _on_connection_close(self, m: Any, events: list[ev.Event]) -> None:
+        self._write_method(0, ConnectionCloseOk())
+        if self.state is ConnState.CLOSING:
+            return  # crossing closes: our close-ok is on its way, keep waiting
+        self.state = ConnState.CLOSED
+        self.closed_reason = f"closed by peer ({m.reply_code} {m.reply_text})"
+        events.append(ev.ConnectionClosed(int(m.reply_code), str(m.reply_text), True,
+                                          int(m.class_id), int(m.method_id)))
+        self._drop_channels()
+
+    def _on_connection_close_ok(self, m: Any, events: list[ev.Event]) -> None:
+        sent = self._close_sent
+        assert sent is not None
+        self.state = ConnState.CLOSED
+        self.closed_reason = "closed"
+        events.append(ev.ConnectionClosed(int(sent.reply_code), str(sent.reply_text), False,
+                                          int(sent.class_id), int(sent.method_id)))
+        self._drop_channels()
+
+    def _arm_heartbeat(self, send: bool, watch: bool) -> None:
+        if not self.heartbeat:
+            return
+        if send and not self._hb_send:
+            self._hb_send = True
+            if self._last_out is None:
+                self._last_out = self._now
+        if watch and not self._hb_watch:
+            self._hb_watch = True
+            if self._last_in is None:
+                self._last_in = self._now
+
+    # -- client handshake -------------------------------------------------------
+    def _client_mechanisms(self) -> list[Callable[[], sasl.ClientMechanism]]:
+        cfg = self.config
+        assert isinstance(cfg, ClientConfig)
+        creds = cfg.username is not None and cfg.password is not None
+        wanted: Iterable[Any] = cfg.mechanisms or (("PLAIN", "AMQPLAIN") if creds
+                                                   else ("EXTERNAL",))
+        out: list[Callable[[], sasl.ClientMechanism]] = []
+        for mech in wanted:
+            if callable(mech):
+                out.append(mech)
+                continue
+            name = str(mech).upper()
+            if name in ("PLAIN", "SCRAM-SHA-256", "AMQPLAIN"):
+                if not creds:
+                    continue
+                if name == "AMQPLAIN":
+                    out.append(functools.partial(AmqplainClient, str(cfg.username),
+                                                 str(cfg.password)))
+                    continue
+                kw: dict[str, Any] = {"username": cfg.username, "password": cfg.password}
+            else:
+                kw = {}
+            out.append(functools.partial(sasl.client_mechanism, name, **kw))
+        return out
+
+    def _on_connection_start(self, m: Any, events: list[ev.Event]) -> None:
+        cfg = self.config
+        assert isinstance(cfg, ClientConfig)
+        if (m.version_major, m.version_minor) != (0, 9):
+            # The client cannot speak the server's version: close the socket
+            # and send nothing more.
+            raise _ConnectionError(f"server speaks AMQP {m.version_major}-{m.version_minor}, "
+                                   "not 0-9", NOT_IMPLEMENTED, close=False)
+        offered = m.mechanisms.decode("utf-8", "replace").split()
+        mech = None
+        for factory in self._client_mechanisms():
+            candidate = factory()
+            if candidate.name in offered:
+                mech = candidate
+                break
+        if mech is None:
+            raise _ConnectionError(f"no SASL mechanism in common (server offers {offered})",
+                                   ACCESS_REFUSED, close=False)
+        locales = m.locales.decode("utf-8", "replace").split()
+        locale = cfg.locale if cfg.locale in locales or not locales else locales[0]
+        self._client_mech = mech
+        self.mechanism = mech.name
+        self.peer_properties = dict(m.server_properties)
+        try:
+            response = mech.initial_response()
+        except sasl.SaslError as e:
+            raise _ConnectionError(f"SASL: {e.message}", ACCESS_REFUSED, close=False) from None
+        props = _props(cfg.client_properties)
+        caps = dict(props.get("capabilities") or {})
+        caps.update(cfg.capabilities)
+        props["capabilities"] = caps
+        self._write_method(0, ConnectionStartOk(client_properties=props, mechanism=mech.name,
+                                                response=response, locale=locale))
+        self.state = ConnState.AWAIT_TUNE
+
+    def _on_connection_secure(self, m: Any, events: list[ev.Event]) -> None:
+        assert self._client_mech is not None
+        try:
+            resp = self._client_mech.respond(m.challenge)
+        except sasl.SaslError as e:
+            raise _ConnectionError(f"SASL: {e.message}", ACCESS_REFUSED) from None
+        self._write_method(0, ConnectionSecureOk(response=resp))
+
+    def _on_connection_tune(self, m: Any, events: list[ev.Event]) -> None:
+        cfg = self.config
+        assert isinstance(cfg, ClientConfig)
+        if self._client_mech is not None:
+            try:
+                self._client_mech.verify_final()  # tune means "authenticated"
+            except sasl.SaslError as e:
+                raise _ConnectionError(f"SASL: {e.message}", ACCESS_REFUSED) from None
+        if m.frame_max and m.frame_max < FRAME_MIN_SIZE:
+            raise _ConnectionError(f"tune: frame-max {m.frame_max} is below {FRAME_MIN_SIZE}",
+                                   COMMAND_INVALID, class_id=m.CLASS_ID, method_id=m.METHOD_ID)
+        channel_max = _negotiate(m.channel_max, cfg.channel_max)
+        frame_max = max(_negotiate(m.frame_max, cfg.frame_max), FRAME_MIN_SIZE)
+        want = cfg.heartbeat
+        if want is None:
+            heartbeat = m.heartbeat
+        elif want == 0:
+            heartbeat = 0
+        else:
+            heartbeat = _negotiate(m.heartbeat, want)
+        self._write_method(0, ConnectionTuneOk(channel_max=channel_max, frame_max=frame_max,
+                                               heartbeat=heartbeat))
+        self._apply_tune(channel_max, frame_max, heartbeat)
+        self._arm_heartbeat(send=True, watch=False)
+        self._write_method(0, ConnectionOpen(virtual_host=cfg.virtual_host))
+        self.virtual_host = cfg.virtual_host
+        self.state = ConnState.AWAIT_OPEN_OK
+
+    def _apply_tune(self, channel_max: int, frame_max: int, heartbeat: int) -> None:
+        self.channel_max = channel_max
+        self.frame_max = frame_max
+        self._decoder.max_frame_size = frame_max
+        self.heartbeat = heartbeat or None
+
+    def _on_connection_open_ok(self, m: Any, events: list[ev.Event]) -> None:
+        self.state = ConnState.OPEN
+        self._arm_heartbeat(send=True, watch=True)
+        events.append(ev.ConnectionOpened(self.virtual_host or "", self.channel_max,
+                                          self.frame_max, self.heartbeat, self.peer_properties,
+                                          self.mechanism or "", None))
+
+    def _on_connection_blocked(self, m: Any, events: list[ev.Event]) -> None:
+        self.blocked = True
+        events.append(ev.ConnectionBlocked(str(m.reason)))
+
+    def _on_connection_unblocked(self, m: Any, events: list[ev.Event]) -> None:
+        self.blocked = False
+        events.append(ev.ConnectionUnblocked())
+
+    def _on_connection_update_secret_ok(self, m: Any, events: list[ev.Event]) -> None:
+        if not self._pending0:
+            raise _ConnectionError("update-secret-ok without update-secret", COMMAND_INVALID,
+                                   class_id=m.CLASS_ID, method_id=m.METHOD_ID)
+        events.append(ev.MethodReceived(0, m, self._pending0.pop(0)))
+
+    # -- server handshake ----------------------------------------------------------
+    def _on_connection_start_ok(self, m: Any, events: list[ev.Event]) -> None:
+        cfg = self.config
+        assert isinstance(cfg, ServerConfig)
+        self.peer_properties = dict(m.client_properties)
+        if m.mechanism not in cfg.authenticator.mechanisms:
+            # The client chose something not offered: close without a word.
+            raise _ConnectionError(f"start-ok chose unoffered mechanism {m.mechanism!r}",
+                                   ACCESS_REFUSED, close=False)
+        self.mechanism = m.mechanism
+        try:
+            self._server_mech = cfg.authenticator.create(m.mechanism)
+        except sasl.SaslError as e:
+            raise _ConnectionError(e.message, ACCESS_REFUSED, close=False) from None
+        self._sasl_step(lambda mech: mech.start(m.response), events)
+
+    def _on_connection_secure_ok(self, m: Any, events: list[ev.Event]) -> None:
+        self._sasl_step(lambda mech: mech.step(m.response), events)
+
+    def _sasl_step(self, fn: Callable[[sasl.ServerMechanism], sasl.ServerStep],
+                   events: list[ev.Event]) -> None:
+        assert self._server_mech is not None
+        try:
+            step = fn(self._server_mech)
+        except sasl.SaslError as e:
+            text = f"ACCESS_REFUSED - {e.message}"
+            if self._peer_capability("authentication_failure_close"):
+                self._send_close(ConnectionClose(reply_code=ACCESS_REFUSED,
+                                                 reply_text=text[:255]))
+                events.append(ev.ProtocolViolation(ACCESS_REFUSED, "connection", 0, text,
+                                                   "connection.close"))
+                return
+            raise _ConnectionError(text, ACCESS_REFUSED, close=False) from None
+        if not step.done:
+            self._write_method(0, ConnectionSecure(challenge=step.challenge or b""))
+            self.state = ConnState.AWAIT_SECURE_OK
+            return
+        self.identity = step.identity
+        cfg = self.config
+        assert isinstance(cfg, ServerConfig)
+        tune = ConnectionTune(channel_max=cfg.channel_max, frame_max=cfg.frame_max,
+                              heartbeat=cfg.heartbeat)
+        self._offered_tune = tune
+        self._write_method(0, tune)
+        self.state = ConnState.AWAIT_TUNE_OK
+
+    def _on_connection_tune_ok(self, m: Any, events: list[ev.Event]) -> None:
+        offered = self._offered_tune
+        assert offered is not None
+        cm, fm = m.channel_max, m.frame_max
+        # RabbitMQ drops the connection (no close) for any of these.
+        if offered.channel_max and not 0 < cm <= offered.channel_max:
+            raise _ConnectionError(f"tune-ok channel-max {cm} outside 1..{offered.channel_max}",
+                                   NOT_ALLOWED, close=False)
+        if (offered.frame_max and not FRAME_MIN_SIZE <= fm <= offered.frame_max) or (
+                not offered.frame_max and fm and fm < FRAME_MIN_SIZE):
+            raise _ConnectionError(f"tune-ok frame-max {fm} outside {FRAME_MIN_SIZE}.."
+                                   f"{offered.frame_max or 'unlimited'}", NOT_ALLOWED,
+                                   close=False)
+        self._apply_tune(cm, fm or 0xFFFFFFFF, m.heartbeat)
+        self._arm_heartbeat(send=True, watch=True)
+        self.state = ConnState.AWAIT_OPEN
+
+    def _on_connection_open(self, m: Any, events: list[ev.Event]) -> None:
+        cfg = self.config
+        assert isinstance(cfg, ServerConfig)
+        vhost = m.virtual_host
+        allowed = cfg.virtual_hosts
+        ok = (allowed is None or (allowed(vhost, self.identity) if callable(allowed)
+                                  else vhost in allowed))
+        if not ok:
+            self._trace("open:not-allowed")
+            text = f"NOT_ALLOWED - vhost {vhost} not found"
+            self._send_close(ConnectionClose(reply_code=NOT_ALLOWED, reply_text=text[:255],
+                                             class_id=m.CLASS_ID, method_id=m.METHOD_ID))
+            events.append(ev.ProtocolViolation(NOT_ALLOWED, "connection", 0, text,
+                                               "connection.close"))
+            return
+        self.virtual_host = vhost
+        self._write_method(0, ConnectionOpenOk())
+        self.state = ConnState.OPEN
+        events.append(ev.ConnectionOpened(vhost, self.channel_max, self.frame_max,
+                                          self.heartbeat, self.peer_properties,
+                                          self.mechanism or "", self.identity))
+
+    def _on_connection_update_secret(self, m: Any, events: list[ev.Event]) -> None:
+        self._write_method(0, ConnectionUpdateSecretOk())
+        events.append(ev.MethodReceived(0, m, None))
+
+
+def _remote(e: _ConnectionError, events: list[ev.Event]) -> RemoteProtocolError:
+    err = RemoteProtocolError(e.message, code=e.code, scope="connection", channel=e.channel,
+                              class_code=e.class_id or None, command_code=e.method_id or None)
+    err.events = list(events)  # type: ignore[attr-defined]
+    return err

@@ -1,0 +1,228 @@
+"""The events a :class:`~amqp_sansio.v0_9_1.connection.Connection` reports.
+
+Every event is a frozen, slotted attrs class.  ``receive_data`` (and
+``handle_timer``) return them in the order the peer's input produced them.
+Names shared with :mod:`amqp_sansio.v0_10.events` mean the same thing
+(``ConnectionOpened``, ``ConnectionClosed``, ``ConnectionLost``,
+``ProtocolHeaderMismatch``, ``HeartbeatReceived``, ``HeartbeatTimeout``,
+``ProtocolViolation``); the rest are 0-9-1's own.  Don't subclass these.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "Event",
+    "ConnectionOpened",
+    "ConnectionClosed",
+    "ConnectionLost",
+    "ConnectionBlocked",
+    "ConnectionUnblocked",
+    "ProtocolHeaderMismatch",
+    "HeartbeatReceived",
+    "HeartbeatTimeout",
+    "ChannelOpened",
+    "ChannelClosed",
+    "ChannelFlow",
+    "MethodReceived",
+    "MessageReceived",
+    "ConsumerCancelled",
+    "PublishConfirmed",
+    "ProtocolViolation",
+]
+
+from typing import Any
+
+import attrs
+
+from ._specbase import Method, Properties
+
+
+@attrs.frozen(slots=True)
+class Event:
+    """Base class of every event."""
+
+
+# -- connection ---------------------------------------------------------------
+
+
+@attrs.frozen(slots=True)
+class ConnectionOpened(Event):
+    """The handshake finished: ``connection.open-ok`` was sent or received.
+
+    ``channel_max`` and ``max_frame_size`` are the negotiated values (0 for
+    channel-max means no limit was set: ids up to 65535); ``heartbeat`` is
+    the agreed interval in seconds, ``None`` when off.
+    """
+
+    virtual_host: str
+    channel_max: int
+    max_frame_size: int
+    heartbeat: int | None
+    peer_properties: dict[str, Any]
+    mechanism: str
+    identity: str | None  # server role: the authenticated principal
+
+
+@attrs.frozen(slots=True)
+class ConnectionClosed(Event):
+    """The close handshake ended (``by_peer``: the peer sent the first close).
+
+    ``code``/``text`` are from the first close; ``class_id``/``method_id``
+    name the method that caused it (0 when none).
+    """
+
+    code: int
+    text: str
+    by_peer: bool
+    class_id: int = 0
+    method_id: int = 0
+
+
+@attrs.frozen(slots=True)
+class ConnectionLost(Event):
+    """The transport ended (EOF, error or timeout) without a completed close.
+
+    ``reason`` says what was going on; during the handshake it tells an
+    authentication refusal (``"authentication refused"``: the peer dropped
+    the connection after start-ok/secure-ok) from a tuning refusal
+    (``"tuning refused"``: after tune-ok/open), as RabbitMQ reports both by
+    closing the socket.
+    """
+
+    reason: str
+
+
+@attrs.frozen(slots=True)
+class ConnectionBlocked(Event):
+    """RabbitMQ ``connection.blocked``: the broker stopped reading our
+    publishes (a resource alarm).  Only sent to clients that announce the
+    ``connection.blocked`` capability (the default here)."""
+
+    reason: str
+
+
+@attrs.frozen(slots=True)
+class ConnectionUnblocked(Event):
+    pass
+
+
+@attrs.frozen(slots=True)
+class ProtocolHeaderMismatch(Event):
+    """The peer's protocol header is not ``AMQP 0 0 9 1``: as sent, and its
+    four version octets when it starts with ``AMQP``."""
+
+    header: bytes
+    protocol_class: int | None
+    instance: int | None
+    major: int | None
+    minor: int | None
+
+
+@attrs.frozen(slots=True)
+class HeartbeatReceived(Event):
+    pass
+
+
+@attrs.frozen(slots=True)
+class HeartbeatTimeout(Event):
+    """Nothing arrived for twice the heartbeat interval: the peer is dead."""
+
+    idle: float
+
+
+# -- channels -------------------------------------------------------------------
+
+
+@attrs.frozen(slots=True)
+class ChannelOpened(Event):
+    channel: int
+
+
+@attrs.frozen(slots=True)
+class ChannelClosed(Event):
+    """The channel is gone (``by_peer``: the peer sent the first close).
+
+    ``unanswered`` are the requests we sent that will now never be
+    answered; ``unconfirmed`` the publish sequence numbers (confirm mode)
+    that were neither acked nor nacked.  The channel id is free again.
+    """
+
+    channel: int
+    code: int
+    text: str
+    by_peer: bool
+    class_id: int = 0
+    method_id: int = 0
+    unanswered: tuple[Method, ...] = ()
+    unconfirmed: tuple[int, ...] = ()
+
+
+@attrs.frozen(slots=True)
+class ChannelFlow(Event):
+    """The peer asked us to stop (``active=False``) or resume sending
+    content on ``channel``; the core has already answered ``flow-ok``."""
+
+    channel: int
+    active: bool
+
+
+@attrs.frozen(slots=True)
+class MethodReceived(Event):
+    """A method for the application: a reply to one of our requests
+    (``request`` is that request) or a request for us to answer (``request``
+    is ``None``; in the server role most methods arrive this way)."""
+
+    channel: int
+    method: Method
+    request: Method | None = None
+
+
+@attrs.frozen(slots=True)
+class MessageReceived(Event):
+    """A content method with its properties and body: ``basic.deliver``,
+    ``basic.get-ok`` (then ``request`` is the ``basic.get``),
+    ``basic.return``, or -- in the server role -- ``basic.publish``."""
+
+    channel: int
+    method: Method
+    properties: Properties
+    body: bytes
+    request: Method | None = None
+
+
+@attrs.frozen(slots=True)
+class ConsumerCancelled(Event):
+    """The server cancelled a consumer (RabbitMQ consumer cancel notification:
+    the queue was deleted, or a node failed)."""
+
+    channel: int
+    consumer_tag: str
+
+
+@attrs.frozen(slots=True)
+class PublishConfirmed(Event):
+    """A server ``basic.ack`` (``ack=True``) or ``basic.nack`` in confirm mode.
+
+    ``sequence_numbers`` are exactly the publishes it settles, ascending
+    (``publish()`` returned them); ``delivery_tag``/``multiple`` are as sent.
+    """
+
+    channel: int
+    ack: bool
+    delivery_tag: int
+    multiple: bool
+    sequence_numbers: tuple[int, ...]
+
+
+@attrs.frozen(slots=True)
+class ProtocolViolation(Event):
+    """The peer broke the protocol.  ``scope`` is ``"connection"`` or
+    ``"channel"``; ``reply`` is what the core sent back
+    (``"connection.close"``, ``"channel.close"``, or ``"none"``: the socket
+    is to be dropped)."""
+
+    code: int
+    scope: str
+    channel: int | None
+    message: str
+    reply: str

@@ -1,0 +1,461 @@
+"""Frames <-> methods and whole messages (AMQP 0-9-1).
+
+Wire picture (big-endian; notes-0-9-1-and-1-0.md §A.1)::
+
+    +------+---------+----------+-----------------+------+
+    | type | channel |   size   |     payload     | 0xCE |
+    | u8   | u16     | u32      |  size octets    | end  |
+    +------+---------+----------+-----------------+------+
+    type: 1 method, 2 content header, 3 content body, 8 heartbeat.
+    A frame is size + 8 octets; frame-max counts all of them.
+
+A content-bearing method (``basic.publish``, ``basic.return``,
+``basic.deliver``, ``basic.get-ok``) is followed on its channel by one header
+frame (class id, weight 0, u64 body size, property flags and properties) and
+then body frames whose payloads add up to exactly the body size (none at all
+for an empty body).  Frames of other channels may come in between; any other
+frame on the same channel may not.
+
+:class:`FrameDecoder` cuts bytes (in chunks of any size) into :class:`Frame`
+values, checking type, size and the frame-end octet.  :class:`Decoder` adds
+the method decoding and content assembly on top and yields :data:`Item`
+values: :class:`MethodItem`, :class:`ContentItem` (a content method with its
+properties and whole body), :class:`HeartbeatItem` and -- once
+``discard_channels`` is set (after we sent ``connection.close``) --
+:class:`DiscardedFrame` for frames of other channels, which are then not
+decoded at all.
+
+Errors are :class:`~amqp_sansio.errors.DecodeError` (connection scope; the
+stream is not to be trusted afterwards), with the code the 0-9-1 spec and
+RabbitMQ use:
+
+=====  ============================================================
+code   when
+=====  ============================================================
+501    bad frame-end octet, unknown frame type, frame above frame-max,
+       heartbeat on a channel other than 0 or with a payload, method
+       arguments that are truncated, have trailing octets or do not
+       decode (RabbitMQ: "cannot decode"), a body larger than allowed
+505    content out of order: a method or header on a channel whose
+       content is incomplete, a header or body with no content method
+       before it, a header of another class or with a non-zero weight,
+       body frames adding up to more than the body size
+540    an unknown class or method id (``class_code``/``command_code``
+       carry the ids)
+=====  ============================================================
+
+Memory is bounded: at most one incomplete frame is buffered (its declared
+size is checked against frame-max before anything is kept), and an assembled
+body may not exceed ``max_body_size``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "PROTOCOL_HEADER",
+    "FRAME_METHOD",
+    "FRAME_HEADER",
+    "FRAME_BODY",
+    "FRAME_HEARTBEAT",
+    "FRAME_END",
+    "FRAME_MIN_SIZE",
+    "FRAME_OVERHEAD",
+    "HEARTBEAT_FRAME",
+    "DEFAULT_MAX_BODY_SIZE",
+    "Frame",
+    "MethodItem",
+    "ContentItem",
+    "HeartbeatItem",
+    "DiscardedFrame",
+    "Item",
+    "FrameDecoder",
+    "Decoder",
+    "decode_method",
+    "encode_frame",
+    "encode_method",
+    "encode_content",
+    "encode_header",
+]
+
+import struct
+from collections.abc import Iterator
+
+import attrs
+
+from ..errors import FRAMING_ERROR, DecodeError, LocalProtocolError
+from ._specbase import Method, Properties
+from .codec import RABBIT, Profile
+from .spec import METHODS, PROPERTIES
+
+PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
+FRAME_METHOD, FRAME_HEADER, FRAME_BODY, FRAME_HEARTBEAT = 1, 2, 3, 8
+FRAME_END = 0xCE
+FRAME_MIN_SIZE = 4096  # every peer accepts frames this large before tune
+FRAME_OVERHEAD = 8  # 7-octet header + frame-end
+HEARTBEAT_FRAME = b"\x08\x00\x00\x00\x00\x00\x00\xce"
+DEFAULT_MAX_BODY_SIZE = 128 << 20  # RabbitMQ's default max_message_size
+
+UNEXPECTED_FRAME = 505
+NOT_IMPLEMENTED = 540
+
+_HDR = struct.Struct("!BHI")
+_unpack_hdr = _HDR.unpack_from
+_pack_hdr = _HDR.pack
+_CONTENT_HDR = struct.Struct("!HHQ")
+_unpack_content_hdr = _CONTENT_HDR.unpack_from
+_FRAME_TYPES = frozenset({FRAME_METHOD, FRAME_HEADER, FRAME_BODY, FRAME_HEARTBEAT})
+
+
+@attrs.frozen(slots=True)
+class Frame:
+    """One frame as it is on the wire (type, channel, payload)."""
+
+    type: int
+    channel: int
+    payload: bytes
+
+
+@attrs.frozen(slots=True)
+class MethodItem:
+    """A method without content."""
+
+    channel: int
+    method: Method
+
+
+@attrs.frozen(slots=True)
+class ContentItem:
+    """A content-bearing method with its properties and whole body."""
+
+    channel: int
+    method: Method
+    properties: Properties
+    body: bytes
+
+
+@attrs.frozen(slots=True)
+class HeartbeatItem:
+    pass
+
+
+@attrs.frozen(slots=True)
+class DiscardedFrame:
+    """A frame skipped unread because ``discard_channels`` is set."""
+
+    channel: int
+
+
+Item = MethodItem | ContentItem | HeartbeatItem | DiscardedFrame
+
+
+def _err(msg: str, offset: int | None, channel: int | None = None, code: int = FRAMING_ERROR,
+         class_id: int | None = None, method_id: int | None = None) -> DecodeError:
+    return DecodeError(msg, code=code, scope="connection", offset=offset, channel=channel,
+                       class_code=class_id, command_code=method_id)
+
+
+# ---------------------------------------------------------------------------
+# Decoding
+
+
+class FrameDecoder:
+    """Bytes -> :class:`Frame` values.  ``max_frame_size`` counts the 8
+    framing octets, as frame-max does."""
+
+    def __init__(self, max_frame_size: int = FRAME_MIN_SIZE) -> None:
+        self.max_frame_size = max_frame_size
+        self._buf = bytearray()
+        self._offset = 0  # stream offset of self._buf[0]
+        self.error: DecodeError | None = None
+
+    @property
+    def offset(self) -> int:
+        """Stream offset of the first octet not yet consumed."""
+        return self._offset
+
+    @property
+    def pending(self) -> int:
+        """Octets of an incomplete frame held back."""
+        return len(self._buf)
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[Frame]:
+        """The complete frames in what arrived so far.
+
+        If the stream breaks, the frames before the fault are returned and
+        :attr:`error` is set (every later call returns no frames); callers
+        handle the frames, then raise the error.
+        """
+        if self.error is not None:
+            return []
+        buf = self._buf
+        buf += data
+        out: list[Frame] = []
+        pos = 0
+        n = len(buf)
+        limit = self.max_frame_size - FRAME_OVERHEAD
+        while n - pos >= 7:
+            ftype, channel, size = _unpack_hdr(buf, pos)
+            at = self._offset + pos
+            if ftype not in _FRAME_TYPES:
+                self.error = _err(f"unknown frame type {ftype}", at, channel)
+                break
+            if size > limit:
+                self.error = _err(f"frame of {size + FRAME_OVERHEAD} octets exceeds frame-max "
+                                  f"{self.max_frame_size}", at, channel)
+                break
+            stop = pos + 7 + size
+            if n <= stop:
+                break
+            if buf[stop] != FRAME_END:
+                self.error = _err(f"frame-end octet is 0x{buf[stop]:02x}, not 0xce",
+                                  self._offset + stop, channel)
+                break
+            if ftype == FRAME_HEARTBEAT and (channel or size):
+                self.error = _err(f"heartbeat frame on channel {channel} with {size} "
+                                  "payload octets", at, channel)
+                break
+            out.append(Frame(ftype, channel, bytes(buf[pos + 7:stop])))
+            pos = stop + 1
+        if self.error is not None:
+            buf.clear()
+        elif pos:
+            del buf[:pos]
+            self._offset += pos
+        return out
+
+
+def decode_method(payload: bytes, profile: Profile = RABBIT, *, offset: int | None = None,
+                  channel: int | None = None) -> Method:
+    """A method frame payload -> the method (whole payload, nothing left over)."""
+    n = len(payload)
+    if n < 4:
+        raise _err("method frame shorter than its class and method ids", offset, channel)
+    index = int.from_bytes(payload[:4], "big")
+    cls = METHODS.get(index)
+    class_id, method_id = index >> 16, index & 0xFFFF
+    if cls is None:
+        raise _err(f"unknown method ({class_id}, {method_id})", offset, channel,
+                   NOT_IMPLEMENTED, class_id, method_id)
+    try:
+        m, pos = cls._dec(payload, 4, n, profile)
+    except DecodeError as e:
+        raise _err(f"{cls.NAME}: {e.message}", offset, channel, FRAMING_ERROR, class_id,
+                   method_id) from None
+    if pos != n:
+        raise _err(f"{cls.NAME}: {n - pos} octets after the last argument", offset, channel,
+                   FRAMING_ERROR, class_id, method_id)
+    return m  # type: ignore[no-any-return]
+
+
+@attrs.define(slots=True)
+class _Partial:
+    method: Method
+    at: int  # stream offset of the method frame
+    properties: Properties | None = None
+    remaining: int = 0
+    chunks: list[bytes] = attrs.field(factory=list)
+
+
+class Decoder:
+    """Bytes -> :data:`Item` values: frames checked, methods decoded,
+    content assembled per channel."""
+
+    def __init__(self, max_frame_size: int = FRAME_MIN_SIZE, *,
+                 max_body_size: int = DEFAULT_MAX_BODY_SIZE, profile: Profile = RABBIT) -> None:
+        self.frames = FrameDecoder(max_frame_size)
+        self.max_body_size = max_body_size
+        self.profile = profile
+        #: Skip (after the frame checks) every frame on channels other than
+        #: 0: set once we sent connection.close.
+        self.discard_channels = False
+        self._partial: dict[int, _Partial] = {}
+
+    @property
+    def max_frame_size(self) -> int:
+        return self.frames.max_frame_size
+
+    @max_frame_size.setter
+    def max_frame_size(self, value: int) -> None:
+        self.frames.max_frame_size = value
+
+    def in_content(self, channel: int) -> bool:
+        """True while a content method on ``channel`` awaits its header/body."""
+        return channel in self._partial
+
+    def reset(self, channel: int) -> None:
+        """Forget an incomplete content on ``channel`` (the channel is gone)."""
+        self._partial.pop(channel, None)
+
+    def feed(self, data: bytes | bytearray | memoryview) -> Iterator[Item]:
+        """Items in the order their last frame arrived (a generator).
+
+        A fault raises :class:`DecodeError` at the point where it is found,
+        after every item before it was produced.
+        """
+        at = self.frames.offset
+        for f in self.frames.feed(data):
+            item = self._frame(f, at)
+            at += len(f.payload) + FRAME_OVERHEAD
+            if item is not None:
+                yield item
+        if self.frames.error is not None:
+            raise self.frames.error
+
+    def _frame(self, f: Frame, at: int) -> Item | None:
+        ch = f.channel
+        t = f.type
+        if t == FRAME_HEARTBEAT:
+            return HeartbeatItem()
+        if ch and self.discard_channels:
+            return DiscardedFrame(ch)
+        partial = self._partial.get(ch)
+        if t == FRAME_METHOD:
+            if partial is not None:
+                what = "header" if partial.properties is None else "body"
+                raise _err(f"method frame on channel {ch} while its content {what} is "
+                           "incomplete", at, ch, UNEXPECTED_FRAME, partial.method.CLASS_ID,
+                           partial.method.METHOD_ID)
+            m = decode_method(f.payload, self.profile, offset=at, channel=ch)
+            if m.CONTENT:
+                self._partial[ch] = _Partial(m, at)
+                return None
+            return MethodItem(ch, m)
+        if partial is None:
+            kind = "header" if t == FRAME_HEADER else "body"
+            raise _err(f"content {kind} frame on channel {ch} with no content method before it",
+                       at, ch, UNEXPECTED_FRAME)
+        if t == FRAME_HEADER:
+            if partial.properties is not None:
+                raise _err(f"second content header on channel {ch}", at, ch, UNEXPECTED_FRAME)
+            return self._header(f, at, partial)
+        # body
+        n = len(f.payload)
+        if partial.properties is None:
+            raise _err(f"content body frame on channel {ch} before its header", at, ch,
+                       UNEXPECTED_FRAME)
+        if n > partial.remaining:
+            raise _err(f"content body on channel {ch} overruns the body size by "
+                       f"{n - partial.remaining} octets", at, ch, UNEXPECTED_FRAME)
+        if n:
+            partial.chunks.append(f.payload)
+            partial.remaining -= n
+        if partial.remaining:
+            return None
+        del self._partial[ch]
+        chunks = partial.chunks
+        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        return ContentItem(ch, partial.method, partial.properties, body)
+
+    def _header(self, f: Frame, at: int, partial: _Partial) -> Item | None:
+        ch = f.channel
+        p = f.payload
+        if len(p) < 14:
+            raise _err("content header shorter than 14 octets", at, ch)
+        class_id, weight, size = _unpack_content_hdr(p, 0)
+        m = partial.method
+        if class_id != m.CLASS_ID:
+            raise _err(f"content header of class {class_id} after {m.NAME}", at, ch,
+                       UNEXPECTED_FRAME, m.CLASS_ID, m.METHOD_ID)
+        if weight:
+            raise _err(f"content header weight {weight} (must be 0)", at, ch, UNEXPECTED_FRAME,
+                       m.CLASS_ID, m.METHOD_ID)
+        if size > self.max_body_size:
+            raise _err(f"content body of {size} octets exceeds max_body_size "
+                       f"{self.max_body_size}", at, ch, FRAMING_ERROR, m.CLASS_ID, m.METHOD_ID)
+        pcls = PROPERTIES[class_id]
+        try:
+            props, pos = pcls._dec(p, 12, len(p), self.profile)
+        except DecodeError as e:
+            raise _err(f"content header: {e.message}", at, ch, FRAMING_ERROR, m.CLASS_ID,
+                       m.METHOD_ID) from None
+        if pos != len(p):
+            raise _err(f"content header: {len(p) - pos} octets after the last property", at, ch,
+                       FRAMING_ERROR, m.CLASS_ID, m.METHOD_ID)
+        partial.properties = props
+        partial.remaining = size
+        if size:
+            return None
+        del self._partial[ch]
+        return ContentItem(ch, m, props, b"")
+
+
+# ---------------------------------------------------------------------------
+# Encoding
+
+
+def encode_frame(ftype: int, channel: int, payload: bytes | bytearray,
+                 max_frame_size: int = 0) -> bytes:
+    """One frame; ``max_frame_size`` (if non-zero) is checked."""
+    n = len(payload)
+    if max_frame_size and n + FRAME_OVERHEAD > max_frame_size:
+        raise LocalProtocolError(f"frame of {n + FRAME_OVERHEAD} octets exceeds frame-max "
+                                 f"{max_frame_size}")
+    return b"".join((_pack_hdr(ftype, channel, n), payload, b"\xce"))
+
+
+def _check_channel(channel: int) -> None:
+    if not 0 <= channel <= 0xFFFF:
+        raise LocalProtocolError(f"channel {channel} is out of range")
+
+
+def encode_method(channel: int, method: Method, max_frame_size: int = 0,
+                  profile: Profile = RABBIT) -> bytes:
+    """A method frame (content methods need :func:`encode_content`)."""
+    _check_channel(channel)
+    out = bytearray(b"\x01\x00\x00\x00\x00\x00\x00")
+    out[1:3] = channel.to_bytes(2, "big")
+    out += method.INDEX.to_bytes(4, "big")
+    method._enc(method, out, profile)
+    n = len(out) - 7
+    if max_frame_size and n + FRAME_OVERHEAD > max_frame_size:
+        raise LocalProtocolError(f"{method.NAME} frame of {n + FRAME_OVERHEAD} octets exceeds "
+                                 f"frame-max {max_frame_size}")
+    out[3:7] = n.to_bytes(4, "big")
+    out.append(FRAME_END)
+    return bytes(out)
+
+
+def encode_header(channel: int, class_id: int, body_size: int, properties: Properties,
+                  profile: Profile = RABBIT) -> bytes:
+    """A content header frame."""
+    out = bytearray(b"\x02\x00\x00\x00\x00\x00\x00")
+    out[1:3] = channel.to_bytes(2, "big")
+    out += _CONTENT_HDR.pack(class_id, 0, body_size)
+    properties._enc(properties, out, profile)
+    out[3:7] = (len(out) - 7).to_bytes(4, "big")
+    out.append(FRAME_END)
+    return bytes(out)
+
+
+def encode_content(channel: int, method: Method, properties: Properties | None,
+                   body: bytes | bytearray | memoryview, max_frame_size: int,
+                   profile: Profile = RABBIT) -> bytes:
+    """A content method, its header and its body cut into frames of at most
+    ``max_frame_size`` octets (no body frame for an empty body)."""
+    if not method.CONTENT:
+        raise LocalProtocolError(f"{method.NAME} carries no content")
+    pcls = PROPERTIES[method.CLASS_ID]
+    if properties is None:
+        properties = pcls()
+    elif type(properties) is not pcls:
+        raise LocalProtocolError(f"{method.NAME} needs {pcls.__name__}, got "
+                                 f"{type(properties).__name__}")
+    if max_frame_size < FRAME_MIN_SIZE:
+        raise LocalProtocolError(f"frame-max {max_frame_size} is below {FRAME_MIN_SIZE}")
+    n = len(body)
+    parts = [encode_method(channel, method, max_frame_size, profile),
+             encode_header(channel, method.CLASS_ID, n, properties, profile)]
+    if len(parts[1]) > max_frame_size:
+        raise LocalProtocolError(f"content header of {len(parts[1])} octets exceeds frame-max "
+                                 f"{max_frame_size}")
+    chunk = max_frame_size - FRAME_OVERHEAD
+    view = memoryview(body)
+    hdr = bytearray(b"\x03\x00\x00\x00\x00\x00\x00")
+    hdr[1:3] = channel.to_bytes(2, "big")
+    for i in range(0, n, chunk):
+        piece = view[i:i + chunk]
+        hdr[3:7] = len(piece).to_bytes(4, "big")
+        parts.append(bytes(hdr))
+        parts.append(bytes(piece))
+        parts.append(b"\xce")
+    return b"".join(parts)
