@@ -12,6 +12,7 @@ import random
 from typing import Any
 
 import pytest
+from pair_0_10 import ConnectionPair, of_type
 
 from amqp_sansio import sasl
 from amqp_sansio.errors import LocalProtocolError, RemoteProtocolError
@@ -28,7 +29,6 @@ from amqp_sansio.v0_10.framing import (
     AssemblyDecoder,
     CommandAssembly,
     ControlAssembly,
-    InvalidCommand,
     encode_command,
     encode_control,
 )
@@ -48,7 +48,6 @@ from amqp_sansio.v0_10.spec import (
     QueueDeclare,
     SessionAttach,
 )
-from pair_0_10 import ConnectionPair, of_type
 
 # ---------------------------------------------------------------------------
 # Shared helpers

@@ -6,6 +6,8 @@ from __future__ import annotations
 import random
 
 import pytest
+from pair_0_10 import of_type
+from test_connection_0_10 import ctl, decode, opened
 
 from amqp_sansio.errors import LocalProtocolError
 from amqp_sansio.serial import SequenceSet
@@ -29,8 +31,6 @@ from amqp_sansio.v0_10.spec import (
     SessionCompleted,
     SessionDetach,
 )
-from pair_0_10 import of_type
-from test_connection_0_10 import ctl, decode, opened
 
 
 def q(i: int | str) -> QueueDeclare:

@@ -5,6 +5,8 @@ LocalProtocolError that changes nothing."""
 from __future__ import annotations
 
 import pytest
+from pair_0_10 import of_type
+from test_connection_0_10 import Net, opened
 
 from amqp_sansio.errors import LocalProtocolError
 from amqp_sansio.serial import SequenceSet
@@ -22,8 +24,6 @@ from amqp_sansio.v0_10.spec import (
     MessageSubscribe,
     MessageTransfer,
 )
-from pair_0_10 import of_type
-from test_connection_0_10 import Net, opened
 
 CREDIT, WINDOW = 0, 1
 MSG, BYTE = 0, 1

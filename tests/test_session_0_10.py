@@ -7,6 +7,8 @@ import random
 from typing import Any
 
 import pytest
+from pair_0_10 import of_type
+from test_connection_0_10 import Net, ctl, decode, opened
 
 from amqp_sansio.errors import LocalProtocolError
 from amqp_sansio.serial import SequenceSet
@@ -31,8 +33,6 @@ from amqp_sansio.v0_10.spec import (
     SessionRequestTimeout,
     SessionTimeout,
 )
-from pair_0_10 import of_type
-from test_connection_0_10 import Net, ctl, decode, opened
 
 
 def q(i: int | str) -> QueueDeclare:
@@ -793,5 +793,24 @@ def test_fresh_sender_on_kept_receiver_state_gets_no_stale_completions() -> None
     ce, se = net2.pump()
     assert received_ids(se) == new
     # Nothing the server application did for these new commands yet.
+    assert not of_type(ce, ev.CommandsCompleted)
+    assert cs2.in_doubt == SequenceSet(new)
+
+
+def test_stale_completed_set_does_not_cross_a_fresh_senders_commands() -> None:
+    shared = SessionStore()
+    net = opened(ClientConfig(), ServerConfig(session_store=shared))
+    cs, ss = net.sessions(b"r", timeout=60)
+    for i in range(4):
+        cs.send(q(i))
+    net.pump()
+    ss.complete([0, 2])
+    _kill(net)
+    net2 = opened(ClientConfig(), ServerConfig(session_store=shared))
+    cs2 = net2.client.attach(b"r")  # a client that kept nothing
+    net2.feed("server", net2.client.data_to_send())  # the attach alone
+    reply = net2.server.data_to_send()
+    new = [cs2.send(q(f"new{i}")) for i in range(4)]  # cross the reply on the wire
+    ce = net2.feed("client", reply)
     assert not of_type(ce, ev.CommandsCompleted)
     assert cs2.in_doubt == SequenceSet(new)

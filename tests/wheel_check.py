@@ -205,8 +205,10 @@ for top in tops:
     except BaseException as e:
         result["errors"].append(f"{top}: {type(e).__name__}: {e}")
         continue
+    # __main__ runs a program; a pytest plugin is for pytest's process and
+    # needs pytest (not an install-time dependency of any extra).
     mods = [top] + [m.name for m in pkgutil.walk_packages(pkg.__path__, top + ".")
-                    if not m.name.rsplit(".", 1)[-1] == "__main__"]
+                    if m.name.rsplit(".", 1)[-1] not in ("__main__", "pytest_plugin")]
     for name in mods:
         try:
             mod = importlib.import_module(name)

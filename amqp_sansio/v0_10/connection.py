@@ -406,8 +406,6 @@ class Connection:
             session.timeout = timeout  # until the peer grants less
         if resumed:
             session._start_resume(self)
-            if session._in_completed:
-                session._completion_dirty = True
         return session
 
     def install_security_layer(self, encode: Callable[[bytes], bytes],
@@ -905,8 +903,6 @@ class Connection:
         events.append(ev.SessionAttached(channel, name))
         if resumed:
             session._start_resume(self)
-            if session._in_completed:
-                session._completion_dirty = True
         elif session._need_command_point is False:
             session._need_command_point = True
 

@@ -383,6 +383,12 @@ class Session:
         self.state = SessionState.DETACHED
         self._need_command_point = True
         self.next_in_id = None  # the peer must send a command-point again
+        # Reports owed on the old transport are not sent on a new one unasked:
+        # a resuming peer asks (flush(expected)) and gets them then; a fresh
+        # one restarting its numbering must not see old ids.
+        self._completion_dirty = False
+        self._timely_pending = False
+        self._to_known = SequenceSet()
 
     def _start_resume(self, conn: Connection) -> None:
         """After attaching a session that has state: ask what the peer
@@ -438,6 +444,12 @@ class Session:
                 else:
                     exp = SequenceSet()
                 conn._write_control(ch, SessionExpected(commands=exp))
+                if exp and self._in_completed:
+                    # A resuming sender: what we completed before the
+                    # transport died may never have reached it.  (Sent only
+                    # now, never unasked: a fresh sender restarting at 0
+                    # would misread old ids.)
+                    self._completion_dirty = True
             if ctl.confirmed:
                 conn._write_control(ch, SessionConfirmed(commands=self._in_completed.copy()))
             if ctl.completed:
