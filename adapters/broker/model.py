@@ -27,6 +27,7 @@ from __future__ import annotations
 __all__ = ["Broker", "BrokerConnection", "QueueState", "ExchangeState"]
 
 import collections
+import heapq
 import itertools
 from collections.abc import Callable
 from typing import Any
@@ -83,6 +84,7 @@ class ExchangeState:
     alternate: str | None = None
     arguments: dict[str, Any] = attrs.field(factory=dict)
     bindings: list[Binding] = attrs.field(factory=list)
+    had_binding: bool = False  # auto-delete waits for a first binding
 
 
 @attrs.define(eq=False)
@@ -237,9 +239,16 @@ class Broker:
         return True
 
     def requeue(self, q: QueueState, msgs: list[QMsg], redelivered: bool = True) -> None:
-        for m in reversed(msgs):
+        """Put released messages back where they were (in enqueue order)."""
+        for m in msgs:
             m.redelivered = m.redelivered or redelivered
-            q.messages.appendleft(m)
+        ms = sorted(msgs, key=lambda m: m.seq)
+        if not ms:
+            pass
+        elif not q.messages or ms[-1].seq < q.messages[0].seq:
+            q.messages.extendleft(reversed(ms))
+        else:
+            q.messages = collections.deque(heapq.merge(q.messages, ms, key=lambda m: m.seq))
         if q.name in self.queues:
             self.dispatch(q)
 
@@ -282,13 +291,24 @@ class Broker:
         if q.auto_delete and q.had_consumer and not q.consumers and q.exclusive_owner is None:
             self._delete_queue(q)
 
+    def maybe_autodelete_exchange(self, x: ExchangeState) -> None:
+        """exchange.declare auto-delete: deleted once no bindings remain (after a
+        first one), unless something names it as its alternate exchange."""
+        if not (x.auto_delete and x.had_binding and not x.bindings):
+            return
+        if any(o.alternate == x.name for o in self.exchanges.values()) or any(
+                q.alternate == x.name for q in self.queues.values()):
+            return
+        self.exchanges.pop(x.name, None)
+
     def _delete_queue(self, q: QueueState) -> None:
         self.queues.pop(q.name, None)
         for c in list(q.consumers):
             self.sessions.get(c.session, SessState()).consumers.pop(c.destination, None)
         q.consumers.clear()
-        for x in self.exchanges.values():
+        for x in list(self.exchanges.values()):
             x.bindings = [b for b in x.bindings if b.queue != q.name]
+            self.maybe_autodelete_exchange(x)
         alt = self.exchanges.get(q.alternate) if q.alternate else None
         while q.messages:
             m = q.messages.popleft()
@@ -315,19 +335,16 @@ def _delivery(c: Consumer, msg: QMsg) -> tuple[Command, tuple[Struct, ...]]:
     headers: list[Struct] = []
     for h in msg.headers:
         if isinstance(h, spec.DeliveryProperties):
-            # A publisher may omit the required priority/delivery-mode (qpid-python
-            # does; the lenient decoder accepts it): deliver them filled in.
-            h = attrs.evolve(
-                h, redelivered=msg.redelivered, exchange=msg.exchange,
-                priority=spec.DeliveryPriority.MEDIUM if h.priority is None else h.priority,
-                delivery_mode=(spec.DeliveryMode.NON_PERSISTENT if h.delivery_mode is None
-                               else h.delivery_mode))
+            # Relay the publisher's properties as they came (qpid-python omits the
+            # required priority/delivery-mode; adding them would change the message
+            # its consumers see): no re-validation, only exchange/redelivered set.
+            fields = {f.attr: getattr(h, f.attr) for f in h.FIELDS}
+            fields.update(redelivered=msg.redelivered, exchange=msg.exchange)
+            h = spec.DeliveryProperties.unchecked(**fields)
         headers.append(h)
     if not any(isinstance(h, spec.DeliveryProperties) for h in headers):
-        headers.insert(0, spec.DeliveryProperties(
-            exchange=msg.exchange, routing_key=msg.routing_key, redelivered=msg.redelivered,
-            priority=spec.DeliveryPriority.MEDIUM,
-            delivery_mode=spec.DeliveryMode.NON_PERSISTENT))
+        headers.insert(0, spec.DeliveryProperties.unchecked(
+            exchange=msg.exchange, routing_key=msg.routing_key, redelivered=msg.redelivered))
     return cmd, tuple(headers)
 
 
@@ -427,8 +444,11 @@ class BrokerConnection:
 
     # -- publishing -----------------------------------------------------------
     def _on_publish(self, e: ev.MessageReceived) -> None:
-        s = self.conn.sessions.get(e.channel)
-        if s is None or s.failed or s.state is not SessionState.ATTACHED:
+        # The event's own session: a detach later in the same batch may have
+        # unbound it from the channel already.  Commands received before the
+        # detach are still executed (and completed, reported on resume).
+        s = e.session or self.conn.sessions.get(e.channel)
+        if s is None or s.failed:
             return  # after an exception the session executes nothing more
         st = self.broker.session_state(s)
         try:
@@ -437,13 +457,15 @@ class BrokerConnection:
                 raise _Fail(NOT_FOUND, f"no exchange {e.transfer.destination!r}", "destination")
             if st.transactional:
                 st.tx_publish.append((e.transfer, e.headers, e.body, e.command_id))
-                s.complete(e.command_id)
+                if e.command_id in s._in_outstanding:  # id not reused (fuzz finding 3)
+                    s.complete(e.command_id)
                 return
             self._route_publish(s, st, x, e.transfer, e.headers, e.body, e.command_id)
         except _Fail as f:
             self._exception(s, e.command_id, e.transfer, f)
             return
-        s.complete(e.command_id)
+        if e.command_id in s._in_outstanding:  # id not reused (fuzz finding 3)
+            s.complete(e.command_id)
 
     def _route_publish(self, s: Session, st: SessState, x: ExchangeState, transfer: Any,
                        headers: tuple[Struct, ...], body: bytes, cid: int) -> None:
@@ -465,7 +487,8 @@ class BrokerConnection:
         explicit = transfer.accept_mode is not None and int(transfer.accept_mode) == 0
         if not targets:
             b.stats["unroutable"] += 1
-            if explicit and not (dp is not None and dp.discard_unroutable):
+            if (explicit and not (dp is not None and dp.discard_unroutable)
+                    and s.state is SessionState.ATTACHED):
                 s.send(spec.MessageReject(transfers=SequenceSet.of(cid),
                                           code=REJECT_UNROUTABLE, text="unroutable"))
             return
@@ -476,8 +499,8 @@ class BrokerConnection:
 
     # -- commands ---------------------------------------------------------------
     def _on_command(self, e: ev.CommandReceived) -> None:
-        s = self.conn.sessions.get(e.channel)
-        if s is None or s.failed or s.state is not SessionState.ATTACHED:
+        s = e.session or self.conn.sessions.get(e.channel)
+        if s is None or s.failed:
             return  # after an exception the session executes nothing more
         cmd = e.command
         handler = _HANDLERS.get(type(cmd))
@@ -488,9 +511,13 @@ class BrokerConnection:
         except _Fail as f:
             self._exception(s, e.command_id, cmd, f)
             return
+        if e.command_id not in s._in_outstanding:
+            return  # its id was reused before it was answered (fuzz finding 3)
         if result is not None:
-            s.send_result(e.command_id, result)
-        elif e.command_id in s._in_outstanding:
+            if s.state is SessionState.ATTACHED:
+                s.send_result(e.command_id, result)
+            # else: no transport to answer on; the command stays incomplete
+        else:
             s.complete(e.command_id)
 
     def _exception(self, s: Session, cid: int, cmd: Any, f: _Fail) -> None:
@@ -588,6 +615,9 @@ class BrokerConnection:
         if x is not None:
             if c.type and c.type != x.type:
                 raise _Fail(NOT_ALLOWED, f"exchange {c.exchange!r} exists as {x.type}", "type")
+            if c.alternate_exchange and c.alternate_exchange != x.alternate:
+                raise _Fail(NOT_ALLOWED, "exchange exists with another alternate exchange",
+                            "alternate-exchange")  # XML: pre-existing-exchange
             return
         if c.exchange.startswith("amq."):
             raise _Fail(NOT_ALLOWED, "exchange names starting 'amq.' are reserved", "exchange")
@@ -633,6 +663,7 @@ class BrokerConnection:
         if any(bd.queue == q.name and bd.key == key for bd in x.bindings):
             return  # duplicate bindings are ignored
         x.bindings.append(Binding(q.name, key, tuple(sorted(args.items(), key=lambda kv: kv[0]))))
+        x.had_binding = True
 
     def exchange_unbind(self, s: Session, cid: int, c: Any) -> None:
         q = self._queue(c.queue)
@@ -643,6 +674,7 @@ class BrokerConnection:
         x.bindings = [bd for bd in x.bindings if not (bd.queue == q.name and bd.key == key)]
         if len(x.bindings) == before:
             raise _Fail(NOT_FOUND, f"no binding {key!r}", "binding-key")
+        self.broker.maybe_autodelete_exchange(x)
 
     def exchange_bound(self, s: Session, cid: int, c: Any) -> Struct:
         b = self.broker
@@ -730,7 +762,8 @@ class BrokerConnection:
         by_q: dict[int, tuple[QueueState, list[QMsg]]] = {}
         for i in c.transfers or SequenceSet():
             entry = st.unacked.pop(i, None)
-            if entry is not None:
+            # A browsed (not-acquired) message never left the queue: nothing to put back.
+            if entry is not None and entry[1] not in entry[0].messages:
                 by_q.setdefault(id(entry[0]), (entry[0], []))[1].append(entry[1])
         for q, ms in by_q.values():
             self.broker.requeue(q, ms, redelivered=bool(c.set_redelivered))
@@ -739,7 +772,7 @@ class BrokerConnection:
         st = self.broker.session_state(s)
         for i in c.transfers or SequenceSet():
             entry = st.unacked.pop(i, None)
-            if entry is None:
+            if entry is None or entry[1] in entry[0].messages:
                 continue  # rule: rejecting an unacquired message is ignored
             q, m = entry
             alt = self.broker.exchanges.get(q.alternate) if q.alternate else None

@@ -16,13 +16,14 @@ from typing import Any
 
 from amqp_sansio.errors import LocalProtocolError
 
-from . import codec_cmds, demo, tools_cmds
+from . import codec_cmds, demo, fuzz_cmd, tools_cmds
 from .streams import CLIError, Streams
 
 PROG = "amqp-sansio"
 
 Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
-SUBCOMMANDS: tuple[Register, ...] = (codec_cmds.register, demo.register, tools_cmds.register)
+SUBCOMMANDS: tuple[Register, ...] = (codec_cmds.register, demo.register, tools_cmds.register,
+                                     fuzz_cmd.register)
 
 
 def build_parser() -> argparse.ArgumentParser:

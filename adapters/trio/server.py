@@ -128,7 +128,14 @@ class _Pump:
     async def writer(self) -> None:
         handler = self.handler
         while not self.lost:
-            data = handler.data_to_send()
+            try:
+                data = handler.data_to_send()
+            except Exception:
+                # One connection's handler failing must not take the server
+                # down (fuzz finding: test_resume_accept_crash).
+                log.exception("handler.data_to_send failed; dropping the connection")
+                self._lose()
+                return
             if data:
                 self.in_flight = len(data)
                 try:

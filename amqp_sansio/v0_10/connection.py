@@ -938,15 +938,25 @@ class Connection:
                                    description=e.message[:0xFFFF])
             return
         cmd = item.command
-        session._on_command(cid, cmd, item.sync)
+        missing = session._on_command(cid, cmd, item.sync)
+        if missing is not None:
+            index = next(f.index for f in cmd.FIELDS if f.name == missing)
+            message = f"{cmd.NAME} without its required {missing}"
+            events.append(ev.ProtocolViolation(531, "execution", ch, message,
+                                               "execution.exception"))
+            session.send_exception(531, command_id=cid, class_code=cmd.CLASS_CODE,
+                                   command_code=cmd.CODE, field_index=index,
+                                   description=message)
+            return
         if t is CommandHead:
             self._streams[ch] = cid
-            events.append(ev.MessageHeadReceived(ch, cid, cmd, item.headers, item.sync))
+            events.append(ev.MessageHeadReceived(ch, cid, cmd, item.headers, item.sync,
+                                                 session=session))
             return
         if isinstance(cmd, MessageTransfer):
             events.append(ev.MessageReceived(ch, cid, cmd, item.headers,
                                              item.body if item.body is not None else b"",
-                                             item.sync))
+                                             item.sync, session=session))
             return
         if isinstance(cmd, ExecutionResult):
             if not session._on_result(cmd.command_id):
@@ -970,7 +980,8 @@ class Connection:
             session._sync_waiting.append(cid)
             session._check_barriers()
             return
-        events.append(ev.CommandReceived(ch, cid, cmd, item.sync, item.headers, item.body))
+        events.append(ev.CommandReceived(ch, cid, cmd, item.sync, item.headers, item.body,
+                                         session=session))
         if self.role is Role.CLIENT and cmd.NAME in _CLIENT_NOTICES:
             # The broker's verdict on our own publishes: nothing for the
             # application to execute, so it is complete once reported.

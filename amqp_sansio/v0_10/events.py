@@ -33,13 +33,21 @@ __all__ = [
     "ProtocolViolation",
 ]
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from ..serial import SequenceSet
 from ._specbase import Command, Struct
 from .spec import DeliveryProperties, MessageProperties, MessageTransfer
+
+if TYPE_CHECKING:
+    from .session import Session
+
+# Command events carry the session they arrived on: an application handling
+# a batch of events must not look it up by channel, since a later control in
+# the same batch may have detached it (or attached another on that channel).
+_session_field: Any = attrs.field(default=None, eq=False, repr=False)
 
 
 @attrs.frozen(slots=True)
@@ -179,6 +187,8 @@ class CommandReceived(Event):
     sync: bool = False
     headers: tuple[Struct, ...] = ()
     body: bytes | None = None
+    session: Session | None = _session_field
+
 
 
 @attrs.frozen(slots=True)
@@ -191,6 +201,7 @@ class MessageReceived(Event):
     headers: tuple[Struct, ...]
     body: bytes
     sync: bool = False
+    session: Session | None = _session_field
 
     @property
     def delivery_properties(self) -> DeliveryProperties | None:
@@ -216,6 +227,8 @@ class MessageHeadReceived(Event):
     transfer: MessageTransfer
     headers: tuple[Struct, ...]
     sync: bool = False
+    session: Session | None = _session_field
+
 
 
 @attrs.frozen(slots=True)

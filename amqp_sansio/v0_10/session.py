@@ -184,6 +184,8 @@ class Session:
         self._results: dict[int, type | None] = {}  # id -> expected result class
         self._to_known: SequenceSet = SequenceSet()  # completed by peer, to acknowledge
         self._awaiting_expected = False
+        self._held_back: list[int] = []  # sent while resuming, written after replay
+        self._got_commands_here = False  # commands numbered on this attachment
         self._transfer_cost: dict[int, tuple[str, int]] = {}  # window-mode bookkeeping
         # -- receiver (peer's commands) --
         self.next_in_id: int | None = None
@@ -244,8 +246,6 @@ class Session:
         if len(self._replay) >= self.replay_window:
             raise LocalProtocolError(
                 f"replay window full ({self.replay_window} commands awaiting completion)")
-        if self._awaiting_expected:
-            raise LocalProtocolError("session is resuming: wait for SessionResumed")
         headers = tuple(headers)
         cost = 0
         credit = None
@@ -256,8 +256,13 @@ class Session:
                 cost = len(header_octets(headers)) + (len(body) if body else 0)
                 credit.debit(cost, dest)  # raises before anything changes
         cid = self.next_out_id
-        conn._ensure_command_point(self)
-        conn._write_command(self, command, sync, headers, body)
+        if self._awaiting_expected:
+            # Resuming: the command takes its id now and goes out behind the
+            # replay, once the peer has said what it expects.
+            self._held_back.append(cid)
+        else:
+            conn._ensure_command_point(self)
+            conn._write_command(self, command, sync, headers, body)
         self._replay[cid] = (command, sync, headers, body)
         result = getattr(type(command), "RESULT", None)
         if result is not None:
@@ -383,6 +388,7 @@ class Session:
         self.state = SessionState.DETACHED
         self._need_command_point = True
         self.next_in_id = None  # the peer must send a command-point again
+        self._got_commands_here = False
         # Reports owed on the old transport are not sent on a new one unasked:
         # a resuming peer asks (flush(expected)) and gets them then; a fresh
         # one restarting its numbering must not see old ids.
@@ -420,6 +426,16 @@ class Session:
             if ctl.commands:
                 events.append(ev.CommandsConfirmed(ch, ctl.commands))
         elif name == "session.command-point":
+            if ctl.command_id is None:
+                conn._session_violation(self, "command-point without a command-id", 4, events)
+                return
+            if self._got_commands_here and self._received_max is not None and serial_le(
+                    ctl.command_id, self._received_max):
+                # Going back over ids already received on this attachment
+                # would number two commands alike.
+                conn._session_violation(self, "command-point moves back over received ids",
+                                        4, events)
+                return
             if ctl.command_offset:
                 conn._session_violation(self, "command-point with a non-zero offset is not "
                                         "supported (resume at command boundaries)", 4, events)
@@ -500,13 +516,23 @@ class Session:
         self._awaiting_expected = False
         replayed = SequenceSet()
         gapped = SequenceSet()
+        held = self._held_back
+        self._held_back = []
         if not expected:
-            lost = SequenceSet(self._replay)
-            self._replay.clear()
-            self._results.clear()
-            self._transfer_cost.clear()
-            self._need_command_point = True
-            conn._ensure_command_point(self)
+            # The peer kept nothing: what was in doubt before the transport
+            # died is lost; what was sent while resuming goes out now.
+            lost = SequenceSet(i for i in self._replay if i not in held)
+            for i in lost:
+                self._replay.pop(i, None)
+                self._results.pop(i, None)
+                self._transfer_cost.pop(i, None)
+            start = held[0] if held else self.next_out_id
+            conn._write_control(self.channel, SessionCommandPoint(command_id=start,
+                                                                  command_offset=0))
+            self._need_command_point = False
+            for i in held:
+                command, sync, headers, body = self._replay[i]
+                conn._write_command(self, command, sync, headers, body)
             if lost:
                 events.append(ev.SessionStateLost(self.channel, self.name, lost))
             events.append(ev.SessionResumed(self.channel, self.name, replayed, gapped,
@@ -558,9 +584,17 @@ class Session:
             return cid, True
         self._note_received(cid)
         self._in_outstanding.add(cid)
+        self._got_commands_here = True
         return cid, False
 
-    def _on_command(self, cid: int, command: Command, sync: bool) -> None:
+    def _on_command(self, cid: int, command: Command, sync: bool) -> str | None:
+        """Bookkeeping for an incoming command; returns the name of a
+        required field the core needs but the peer left out (the command is
+        then answered with illegal-argument instead of being delivered)."""
+        if isinstance(command, MessageFlow) and command.unit is None:
+            return "unit"
+        if isinstance(command, MessageSetFlowMode) and command.flow_mode is None:
+            return "flow-mode"
         if sync:
             self._in_sync.add(cid)
         # Flow bookkeeping for transfers *we* will send to a destination.
@@ -581,11 +615,12 @@ class Session:
                 stopped.stop()
                 # Transfers sent before the stop must not re-open the window
                 # when they complete later (only new flow grants credit).
-                for cid in [c for c, (d, _) in self._transfer_cost.items() if d == dest]:
-                    del self._transfer_cost[cid]
+                for sent in [i for i, (d, _) in self._transfer_cost.items() if d == dest]:
+                    del self._transfer_cost[sent]
         elif isinstance(command, MessageCancel):
             self.subscriptions.discard(command.destination or "")
             self.credits.pop(command.destination or "", None)
+        return None
 
     def _on_result(self, command_id: int) -> bool:
         """An execution.result arrived for our command: is it one we await?"""

@@ -1,0 +1,368 @@
+"""``fuzz``: fuzz an AMQP 0-10 peer (a broker, or clients with ``--role server``).
+
+    amqp-sansio fuzz --target 127.0.0.1:5672 --cases 10000 --seed 7 [--budget 10m] [--out DIR]
+    amqp-sansio fuzz --target embedded ...        the embedded broker, in a subprocess
+    amqp-sansio fuzz --spark ...                  case ranges on Spark executors
+    amqp-sansio fuzz --role server --listen 127.0.0.1:5673 ...   fuzz connecting clients
+    amqp-sansio fuzz replay FILE [--target HOST:PORT]
+    amqp-sansio fuzz show --seed 7 --case 42      print one case
+    amqp-sansio fuzz operators                    list the generators
+
+Every case is a pure function of (seed, case number) (plus the name tag in
+the reproducer), so any case can be rebuilt and replayed.  Non-conformant
+outcomes are minimised and saved under ``DIR/reproducers``; the exit status
+is 1 when there were any (see ``--fail-on``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from .streams import CLIError, Streams
+
+_OUTCOMES = ("accepted", "rejected", "wrong-code", "missed", "violation", "reset", "hang",
+             "crash")
+
+
+def duration_arg(s: str) -> float:
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", s)
+    if not m:
+        raise argparse.ArgumentTypeError(f"not a duration: {s!r} (e.g. 90s, 10m, 1h)")
+    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--step-timeout", type=float, default=2.0, metavar="SECONDS",
+                   help="deadline for each awaited reply (default %(default)s)")
+    p.add_argument("--vhost", default="/", help="virtual host to open (default %(default)s)")
+    p.add_argument("--user", default=None, help="authenticate with PLAIN as this user")
+    p.add_argument("--password", default=None)
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("fuzz", help="fuzz an AMQP 0-10 broker (or clients)",
+                       description=__doc__.split("\n\n")[0] if __doc__ else None,
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog=__doc__.split("\n\n", 1)[1] if __doc__ else None)
+    p.add_argument("--target", default=None, metavar="HOST:PORT",
+                   help="the peer to fuzz, or 'embedded' (the embedded broker)")
+    p.add_argument("--cases", type=int, default=1000, help="number of cases (default %(default)s)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--start", type=int, default=0, help="first case number (default 0)")
+    p.add_argument("--budget", type=duration_arg, default=None, metavar="DURATION",
+                   help="stop after this long (90s, 10m, 1h)")
+    p.add_argument("--out", type=Path, default=Path("amqp-fuzz-out"),
+                   help="results, summary and reproducers go here (default %(default)s)")
+    p.add_argument("--families", default=None,
+                   help="comma-separated subset of valid,field,frame,state,handshake")
+    p.add_argument("--operators", default=None,
+                   help="comma-separated family:operator names (see 'fuzz operators')")
+    p.add_argument("--tag", default=None,
+                   help="name tag for this run's queues/sessions (default: from the clock)")
+    p.add_argument("--channel-max", type=int, default=8,
+                   help="channel-max our tune-ok asks for (default %(default)s)")
+    p.add_argument("--no-minimise", action="store_true", help="save reproducers unminimised")
+    p.add_argument("--fail-on", default="all",
+                   help="outcomes that make the exit status 1: 'all' non-conformant "
+                        "(default), 'none', or a comma-separated list")
+    p.add_argument("--quiet", action="store_true", help="no progress line")
+    p.add_argument("--spark", action="store_true",
+                   help="distribute case ranges over Spark executors (results as Parquet)")
+    p.add_argument("--spark-master", default="local[2]", help="(default %(default)s)")
+    p.add_argument("--partitions", type=int, default=None,
+                   help="case ranges for --spark (default: 4 per core of the master)")
+    p.add_argument("--role", choices=("client", "server"), default="client",
+                   help="'server': listen and fuzz the clients that connect")
+    p.add_argument("--listen", default="127.0.0.1:5673", metavar="HOST:PORT",
+                   help="--role server: where to listen (default %(default)s)")
+    _common(p)
+    p.set_defaults(func=run_fuzz)
+    actions = p.add_subparsers(dest="action", metavar="ACTION")
+    r = actions.add_parser("replay", help="replay one reproducer")
+    r.add_argument("file", type=Path)
+    r.add_argument("--target", default=None, metavar="HOST:PORT",
+                   help="default: the target recorded in the file ('embedded' works)")
+    r.add_argument("--listen", default="127.0.0.1:5673", metavar="HOST:PORT",
+                   help="server-role reproducers: where to wait for the client "
+                        "(default %(default)s)")
+    r.add_argument("--fresh", action="store_true",
+                   help="rebuild the case from seed + case number with a new name tag "
+                        "instead of sending the recorded octets")
+    _common(r)
+    r.set_defaults(func=run_replay)
+    s = actions.add_parser("show", help="print one case")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--case", type=int, required=True)
+    s.add_argument("--hex", action="store_true", help="also print the octets")
+    s.set_defaults(func=run_show)
+    o = actions.add_parser("operators", help="list the generators")
+    o.set_defaults(func=run_operators)
+
+
+def _out(streams: Streams, text: str) -> None:
+    streams.stdout.write((text + "\n").encode())
+    streams.stdout.flush()
+
+
+def _gen_config(args: Any, tag: str) -> Any:
+    from amqp_sansio_fuzz.generate import FAMILIES, GenConfig, operator_names
+
+    families = tuple(FAMILIES)
+    if getattr(args, "families", None):
+        families = tuple(x.strip() for x in args.families.split(",") if x.strip())
+        unknown = set(families) - set(FAMILIES)
+        if unknown:
+            raise CLIError(f"unknown families: {', '.join(sorted(unknown))}")
+    ops: tuple[str, ...] = ()
+    if getattr(args, "operators", None):
+        ops = tuple(x.strip() for x in args.operators.split(",") if x.strip())
+        unknown = set(ops) - set(operator_names())
+        if unknown:
+            raise CLIError(f"unknown operators: {', '.join(sorted(unknown))} "
+                           "(see 'amqp-sansio fuzz operators')")
+        families = tuple(sorted({o.split(":")[0] for o in ops}))
+    mech = "PLAIN" if args.user is not None else "ANONYMOUS"
+    return GenConfig(virtual_host=args.vhost, mechanism=mech, username=args.user,
+                     password=args.password, channel_max=getattr(args, "channel_max", 8),
+                     families=families, operators=ops, run_tag=tag)
+
+
+def _fail_set(spec_: str) -> frozenset[str]:
+    from amqp_sansio_fuzz.oracle import NONCONFORMANT
+
+    if spec_ == "all":
+        return NONCONFORMANT
+    if spec_ == "none":
+        return frozenset()
+    kinds = frozenset(x.strip() for x in spec_.split(",") if x.strip())
+    unknown = kinds - set(_OUTCOMES)
+    if unknown:
+        raise CLIError(f"--fail-on: unknown outcomes {', '.join(sorted(unknown))}")
+    return kinds
+
+
+def run_fuzz(args: argparse.Namespace, streams: Streams) -> int:
+    if args.action is not None:  # pragma: no cover - argparse routes actions itself
+        raise CLIError(f"unknown action {args.action}")
+    fail_on = _fail_set(args.fail_on)
+    tag = args.tag if args.tag is not None else format(int(time.time() * 10) % (36 ** 5), "x")
+    gen = _gen_config(args, tag)
+    if args.role == "server":
+        return _run_server(args, streams, gen, fail_on)
+    if args.target is None:
+        raise CLIError("--target HOST:PORT (or 'embedded') is required")
+    from amqp_sansio_fuzz.campaign import CampaignConfig, EmbeddedBroker
+
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    embedded = None
+    try:
+        if args.target == "embedded":
+            embedded = EmbeddedBroker(log=out / "broker.log")
+            target = embedded.start()
+            print(f"embedded broker on {target} (log: {out / 'broker.log'})",
+                  file=streams.stderr)
+        else:
+            target = _parse_target(args.target)
+        cfg = CampaignConfig(target=target, seed=args.seed, cases=args.cases, start=args.start,
+                             budget=args.budget, out=out, step_timeout=args.step_timeout,
+                             gen=gen, minimise=not args.no_minimise,
+                             target_label="embedded" if embedded else None)
+        if args.spark:
+            from amqp_sansio_fuzz.spark import spark_campaign
+
+            result = spark_campaign(cfg, master=args.spark_master, partitions=args.partitions,
+                                    log=streams.stderr,
+                                    restart=embedded.restart if embedded else None)
+        else:
+            result = _local_campaign(cfg, args, streams, embedded)
+    finally:
+        if embedded is not None:
+            embedded.stop()
+    return _finish(result, cfg, args, streams, fail_on)
+
+
+def _parse_target(s: str) -> Any:
+    from amqp_sansio_fuzz.runner import parse_target
+
+    try:
+        return parse_target(s)
+    except ValueError as e:
+        raise CLIError(str(e)) from None
+
+
+def _local_campaign(cfg: Any, args: Any, streams: Streams, embedded: Any) -> Any:
+    from amqp_sansio_fuzz.campaign import Progress, campaign
+
+    def progress(p: Progress) -> None:
+        if args.quiet:
+            return
+        c = p.counts
+        bad = sum(n for k, n in c.items() if k not in ("accepted", "rejected"))
+        rate = p.done / p.elapsed if p.elapsed > 0 else 0.0
+        line = (f"[{p.done:>6}/{p.total}] {rate:6.1f} cases/s  accepted {c['accepted']}  "
+                f"rejected {c['rejected']}  non-conformant {bad}  {p.elapsed:6.1f}s")
+        end = "\n" if p.last is None else ""
+        print("\r" + line, end=end, file=streams.stderr, flush=True)
+
+    with open(cfg.out / "results.jsonl", "w", encoding="utf-8") as rows_out:
+        return campaign(cfg, progress, restart=embedded.restart if embedded else None,
+                        rows_out=rows_out)
+
+
+def _finish(result: Any, cfg: Any, args: Any, streams: Streams, fail_on: frozenset[str]) -> int:
+    from amqp_sansio_fuzz.campaign import summary_table
+
+    table = summary_table(result.rows)
+    n = len(result.rows)
+    rate = n / result.elapsed if result.elapsed else 0.0
+    head = (f"amqp-sansio fuzz: {n} cases against {cfg.target} (seed {cfg.seed}, cases "
+            f"{cfg.start}..{cfg.start + n - 1}{', spark' if args.spark else ''}) in "
+            f"{result.elapsed:.1f}s ({rate:.1f} cases/s); ended: {result.stopped}")
+    lines = [head, "", table, ""]
+    if result.reproducers:
+        lines.append(f"reproducers ({len(result.reproducers)}):")
+        lines += [f"  {p}{_flaky(p)}" for p in result.reproducers]
+    else:
+        lines.append("reproducers: none")
+    text = "\n".join(lines)
+    (cfg.out / "summary.txt").write_text(text + "\n", "utf-8")
+    _out(streams, text)
+    bad = {r.outcome for r in result.rows} & fail_on
+    return 1 if bad else 0
+
+
+def _flaky(path: Path) -> str:
+    try:
+        j = json.loads(Path(path).read_text("utf-8"))
+    except (OSError, ValueError):
+        return ""
+    if j.get("minimised", {}).get("reproducible") is False:
+        return "  (did not fail again on replay: timing-dependent)"
+    return ""
+
+
+def _run_server(args: Any, streams: Streams, gen: Any, fail_on: frozenset[str]) -> int:
+    from amqp_sansio_fuzz.campaign import summary_table
+    from amqp_sansio_fuzz.server import ServerCampaignConfig, serve_campaign
+
+    listen = _parse_target(args.listen)
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    cfg = ServerCampaignConfig(listen=listen, seed=args.seed, cases=args.cases,
+                               start=args.start, budget=args.budget, out=out,
+                               step_timeout=args.step_timeout)
+
+    def ready(host: str, port: int) -> None:
+        print(f"fuzzing clients on {host}:{port}", file=streams.stderr, flush=True)
+
+    result = serve_campaign(cfg, ready=ready)
+    n = len(result.rows)
+    text = "\n".join([f"amqp-sansio fuzz --role server: {n} client connections on "
+                      f"{listen} (seed {cfg.seed}) in {result.elapsed:.1f}s; "
+                      f"ended: {result.stopped}", "", summary_table(result.rows), "",
+                      "reproducers:" if result.reproducers else "reproducers: none",
+                      *[f"  {p}" for p in result.reproducers]])
+    (out / "summary.txt").write_text(text + "\n", "utf-8")
+    _out(streams, text)
+    return 1 if {r.outcome for r in result.rows} & fail_on else 0
+
+
+def run_replay(args: argparse.Namespace, streams: Streams) -> int:
+    from amqp_sansio_fuzz import reproducer
+    from amqp_sansio_fuzz.campaign import EmbeddedBroker
+    from amqp_sansio_fuzz.generate import GenConfig, make_case
+    from amqp_sansio_fuzz.monitor import MonitorConfig
+    from amqp_sansio_fuzz.runner import RunConfig, run_case
+
+    try:
+        case, j = reproducer.load(args.file)
+    except (OSError, ValueError, KeyError) as e:
+        raise CLIError(f"cannot read {args.file}: {e}") from None
+    if case.role == "server":
+        return _replay_server(args, streams, j)
+    if args.fresh:
+        g = j.get("generator", {})
+        gen = GenConfig(virtual_host=g.get("virtual_host", "/"),
+                        mechanism=g.get("mechanism", "ANONYMOUS"),
+                        username=g.get("username"), password=args.password,
+                        channel_max=g.get("channel_max", 8), frame_max=g.get("frame_max", 4096),
+                        families=tuple(g.get("families") or ()) or GenConfig().families,
+                        operators=tuple(g.get("operators") or ()),
+                        run_tag=format(int(time.time() * 10) % (36 ** 5), "x"))
+        full = make_case(case.seed, case.number, gen)
+        case = full  # the whole case: minimisation picked items of another name tag
+    target_s = args.target or j.get("target")
+    embedded = None
+    try:
+        if target_s == "embedded" or target_s is None:
+            embedded = EmbeddedBroker()
+            target = embedded.start()
+        else:
+            target = _parse_target(target_s)
+        mech = "PLAIN" if args.user is not None else j.get("generator", {}).get(
+            "mechanism", "ANONYMOUS")
+        cfg = RunConfig(target=target, step_timeout=args.step_timeout, monitor=MonitorConfig(
+            role=case.role, mechanism=mech, username=args.user, password=args.password,
+            virtual_host=args.vhost))
+        result = run_case(case, cfg)
+    finally:
+        if embedded is not None:
+            embedded.stop()
+    recorded = j.get("outcome", {})
+    same = recorded.get("kind") == result.outcome.kind
+    _out(streams, json.dumps({
+        "case": case.name, "target": str(target), "fault": case.fault.kind,
+        "outcome": result.outcome.to_json(), "recorded": recorded, "reproduced": same,
+        "signals": [s.to_json() for s in result.observation.signals],
+        "violations": [str(v) for v in result.observation.violations],
+        "duration": round(result.duration, 3)}, indent=1))
+    return 0 if result.outcome.conformant else 1
+
+
+def _replay_server(args: Any, streams: Streams, j: dict[str, Any]) -> int:
+    """Wait for one client on --listen and play the recorded plan to it."""
+    import socket
+
+    from amqp_sansio_fuzz.server import ServerPlan, run_server_case
+
+    plan = ServerPlan.from_json(j["generator"]["plan"])
+    listen = _parse_target(args.listen)
+    with socket.create_server((listen.host, listen.port)) as srv:
+        host, port = srv.getsockname()[:2]
+        print(f"waiting for a client on {host}:{port}", file=streams.stderr, flush=True)
+        conn, _ = srv.accept()
+        with conn:
+            case, outcome, obs, _ = run_server_case(conn, plan, args.step_timeout)
+    recorded = j.get("outcome", {})
+    _out(streams, json.dumps({
+        "case": case.name, "role": "server", "plan": plan.to_json(),
+        "outcome": outcome.to_json(), "recorded": recorded,
+        "reproduced": recorded.get("kind") == outcome.kind,
+        "signals": [s.to_json() for s in obs.signals],
+        "violations": [str(v) for v in obs.violations]}, indent=1))
+    return 0 if outcome.conformant else 1
+
+
+def run_show(args: argparse.Namespace, streams: Streams) -> int:
+    from amqp_sansio_fuzz.generate import describe, make_case
+
+    case = make_case(args.seed, args.case)
+    _out(streams, describe(case))
+    if args.hex:
+        for i, it in enumerate(case.items):
+            _out(streams, f"{i:3d} {it.data.hex()}")
+    return 0
+
+
+def run_operators(args: argparse.Namespace, streams: Streams) -> int:
+    from amqp_sansio_fuzz.generate import FAMILIES, OPERATORS
+
+    for fam, ops in OPERATORS.items():
+        _out(streams, f"{fam} (weight {FAMILIES[fam]}): " + ", ".join(n for n, _, _ in ops))
+    return 0

@@ -1,0 +1,11 @@
+"""amqp-sansio's fuzzer for AMQP 0-10 peers (brokers, and clients).
+
+Pure parts: :mod:`.specinfo` and :mod:`.values` (what the spec says, values
+built from it), :mod:`.case` (the case model), :mod:`.generate` (cases as
+functions of seed and case number), :mod:`.monitor` (the peer's output
+checked by our core), :mod:`.oracle` (outcomes), :mod:`.minimise` (delta
+debugging) and :mod:`.reproducer` (the saved form).  I/O: :mod:`.runner`
+(one case over a socket), :mod:`.campaign` (many, with progress and a
+summary), :mod:`.server` (the server role) and :mod:`.spark` (case ranges on
+Spark executors).  See ``adapters/fuzz/README.md``.
+"""

@@ -1,0 +1,159 @@
+"""The oracle: from what the peer did to one outcome per case.  Pure.
+
+=============  ================================================================
+outcome        meaning
+=============  ================================================================
+accepted       the peer went on normally (and the fault, if any, may be
+               accepted)
+rejected       a conformant rejection: ``connection.close``,
+               ``session.detached`` or ``execution.exception`` with a code the
+               spec allows for the fault (or for the command it names), or a
+               dropped socket where the spec says to drop it
+wrong-code     a rejection with a code the spec does not allow for that fault
+missed         the peer accepted a fault the spec says it must reject
+violation      the peer's own output broke a rule (see :mod:`.monitor`)
+reset          the connection ended without a close where none was allowed
+hang           no reply within the step deadline
+crash          the port stopped accepting (a fresh probe connection failed)
+=============  ================================================================
+
+The first four of the non-conformant outcomes are about *conformance*; the
+last three about *robustness*.  Priority when several apply: crash,
+violation, wrong-code, hang, reset, then the rest.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Observation", "Outcome", "classify", "OUTCOMES", "CONFORMANT", "NONCONFORMANT"]
+
+from typing import Any
+
+import attrs
+
+from .case import Case
+from .monitor import Signal, Violation
+from .specinfo import GENERIC_ERROR_CODES, allowed_error_codes
+
+OUTCOMES = ("accepted", "rejected", "wrong-code", "missed", "violation", "reset", "hang",
+            "crash")
+CONFORMANT = frozenset({"accepted", "rejected"})
+NONCONFORMANT = frozenset(OUTCOMES) - CONFORMANT
+_ALWAYS_CLOSE = frozenset({320})  # connection-forced: an operator may always do it
+
+
+@attrs.frozen
+class Observation:
+    """What happened on the connection, as the runner saw it."""
+
+    signals: tuple[Signal, ...] = ()
+    violations: tuple[Violation, ...] = ()
+    eof: bool = False  # the transport ended (EOF or reset)
+    clean_end: bool = False  # the close handshake completed
+    timed_out: str | None = None  # the step whose deadline passed
+    crashed: bool = False  # the probe after the case failed
+    fault_sent: bool = False
+    we_closed: bool = False
+    unreachable: bool = False  # could not even connect
+    opened: bool = False  # the handshake reached connection.open-ok
+
+
+@attrs.frozen
+class Outcome:
+    kind: str
+    detail: str = ""
+
+    @property
+    def conformant(self) -> bool:
+        return self.kind in CONFORMANT
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "detail": self.detail}
+
+
+def _allowed(command: str) -> frozenset[int]:
+    codes: frozenset[int] = frozenset()
+    for name in command.split("|"):  # an id the conversation used twice
+        codes |= allowed_error_codes(name)
+    return codes
+
+
+def _exception_codes(case: Case, s: Signal) -> frozenset[int]:
+    f = case.fault
+    if s.command is not None and not s.faulty:
+        codes = _allowed(s.command)
+        if s.after_fault and not f.valid:
+            # Commands after a fault may fail because of it (the fault's
+            # codes), e.g. a session whose state the fault changed.
+            codes = codes | f.exception
+        return codes
+    if s.after_fault and not f.valid:
+        return f.exception | (_allowed(s.command) if s.command and f.accept else frozenset())
+    return GENERIC_ERROR_CODES
+
+
+def judge(case: Case, s: Signal, rejected_channels: set[int], we_closed: bool
+          ) -> tuple[bool, bool, str]:
+    """(is it a rejection, is it allowed, why)."""
+    f = case.fault
+    if s.kind == "close":
+        code = s.code or 0
+        if code == 200:
+            return False, we_closed, "connection.close(200) unprompted"
+        allowed = _ALWAYS_CLOSE | (f.close if s.after_fault and not f.valid else frozenset())
+        return True, code in allowed, f"connection.close({code})"
+    if s.kind == "detached":
+        dcode = s.code
+        if dcode == 0:
+            return False, True, "detached(normal)"
+        ch = s.channel if s.channel is not None else -1
+        if dcode == 3 and ch in rejected_channels:
+            return True, True, "detached(not-attached) after the session ended"
+        ok = dcode in f.detach if (s.after_fault and not f.valid) else False
+        return True, ok, f"session.detached(code {dcode}) on channel {s.channel}"
+    if s.kind == "exception":
+        what = s.command or "a command"
+        return (True, s.code in _exception_codes(case, s),
+                f"execution.exception({s.code}) for {what}")
+    if s.kind == "redirect":
+        return True, True, f"redirect to {s.text}"
+    return False, True, s.kind
+
+
+def classify(case: Case, obs: Observation) -> Outcome:
+    f = case.fault
+    if obs.crashed:
+        return Outcome("crash", "the port stopped accepting connections"
+                       + (f" ({obs.timed_out})" if obs.timed_out else ""))
+    if obs.unreachable:
+        return Outcome("crash", "could not connect to the target")
+    if obs.violations:
+        v = obs.violations[0]
+        more = f" (+{len(obs.violations) - 1} more)" if len(obs.violations) > 1 else ""
+        return Outcome("violation", f"{v.rule}: {v.message}{more}")
+    rejected = False
+    rejected_channels: set[int] = set()
+    first_reason = ""
+    for s in obs.signals:
+        is_rej, ok, why = judge(case, s, rejected_channels, obs.we_closed)
+        if not ok:
+            return Outcome("wrong-code", f"{why}; allowed for {f.kind}: close {sorted(f.close)}"
+                           f" detach {sorted(f.detach)} exception "
+                           f"{sorted(_exception_codes(case, s)) if s.kind == 'exception' else '-'}")
+        if s.kind in ("detached", "exception", "detach") and s.channel is not None:
+            rejected_channels.add(s.channel)
+        if is_rej:
+            if not rejected:
+                first_reason = why
+            rejected = True
+    closed_by_peer = any(s.kind == "close" for s in obs.signals)
+    if obs.timed_out:
+        return Outcome("hang", f"no reply within the deadline: {obs.timed_out}")
+    if obs.eof and not obs.clean_end and not closed_by_peer:
+        if obs.fault_sent and f.drop:
+            return Outcome("rejected", "dropped the connection (allowed for this fault)")
+        return Outcome("reset", "the connection ended without connection.close")
+    if rejected:
+        return Outcome("rejected", first_reason)
+    if not f.valid and not f.accept and obs.fault_sent:
+        return Outcome("missed", f"accepted {f.kind}: {f.detail}")
+    return Outcome("accepted", "")
