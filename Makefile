@@ -17,7 +17,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 # Extras installed into the dev/CI venv (pyproject [project.optional-dependencies]).
-EXTRAS ?= test,bench,dev
+EXTRAS ?= test,bench,dev,spark,trio
 # Extras tests/wheel_check.py installs in a second phase to import their adapters.
 WHEEL_EXTRAS ?= trio,broker
 
@@ -44,9 +44,11 @@ $(STAMP): pyproject.toml Makefile
 
 venv: $(STAMP)
 
+# The main job: a local Spark pipeline through the embedded broker (see
+# README, "Main job").  ARGS passes options: make run ARGS='--rows 100000'.
 run: $(STAMP)
 	@bash scripts/system-deps.sh run
-	$(PY) -m amqp_sansio_cli.main demo
+	$(PY) -m amqp_sansio_spark.pipeline $(ARGS)
 
 # $(call stage,NAME,COMMAND): announce, time, and run COMMAND; on failure
 # remember NAME in $$failed and carry on.

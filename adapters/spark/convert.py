@@ -1,0 +1,243 @@
+"""Rows <-> :class:`~amqp_sansio.v0_10.messages.Message`, without Spark.
+
+Writing: :func:`messages_from_columns` turns one chunk of rows, given as
+columns (``{name: [value per row]}``), into ``(exchange, Message)`` pairs
+following :class:`~amqp_sansio_spark.options.WriteOptions`.  Columns come
+from an Arrow ``RecordBatch`` (the data source) or from ``Row`` objects
+(:func:`~amqp_sansio_spark.helpers.publish_partitions`), so nothing here
+imports pyspark or pyarrow.
+
+Reading: :data:`READ_SCHEMA_DDL` is the schema of ``spark.read.format("amqp")``
+and :func:`row_from_message` one row of it.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "READ_SCHEMA_DDL",
+    "READ_COLUMNS",
+    "RowError",
+    "messages_from_columns",
+    "row_from_message",
+    "header_to_str",
+    "json_body",
+]
+
+import base64
+import datetime
+import decimal
+import json
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+from amqp_sansio.v0_10.messages import Message
+
+from .options import WriteOptions
+
+#: The read schema, as Spark DDL.  Column by column:
+#:
+#: ================  =======================  ========================================
+#: body              binary                   the message body
+#: routing_key       string                   delivery-properties routing-key
+#: exchange          string                   exchange the message was published to
+#: headers           map<string,string>       application headers, values as text:
+#:                                            strings as they are, bytes as UTF-8,
+#:                                            everything else as JSON
+#: message_id        string                   message-id (a UUID)
+#: correlation_id    string                   correlation-id (UTF-8)
+#: content_type      string
+#: content_encoding  string
+#: priority          int                      0..9
+#: ttl               bigint                   milliseconds
+#: persistent        boolean                  delivery-mode persistent
+#: redelivered       boolean                  the broker delivered it before
+#: properties        map<string,string>       the rest that is set: reply_to
+#:                                            ("exchange/routing-key"), user_id, app_id
+#: queue             string                   the queue it was read from
+#: partition         int                      the Spark partition (subscriber) that read it
+#: ================  =======================  ========================================
+READ_SCHEMA_DDL = (
+    "body binary, routing_key string, exchange string, headers map<string,string>, "
+    "message_id string, correlation_id string, content_type string, "
+    "content_encoding string, priority int, ttl bigint, persistent boolean, "
+    "redelivered boolean, properties map<string,string>, queue string, partition int"
+)
+READ_COLUMNS = tuple(part.split()[0] for part in READ_SCHEMA_DDL.split(", "))
+
+
+class RowError(ValueError):
+    """A row cannot become a message (bad priority, bad message-id, ...)."""
+
+
+def _json_default(o: object) -> object:
+    if isinstance(o, bytes | bytearray | memoryview):
+        return base64.b64encode(bytes(o)).decode("ascii")
+    if isinstance(o, datetime.datetime | datetime.date | datetime.time):
+        return o.isoformat()
+    if isinstance(o, decimal.Decimal | uuid.UUID):
+        return str(o)
+    if isinstance(o, datetime.timedelta):
+        return o.total_seconds()
+    if isinstance(o, set | frozenset):
+        return list(o)
+    if hasattr(o, "asDict"):  # pyspark Row nested in a Row
+        return o.asDict(recursive=True)
+    raise TypeError(f"cannot encode {type(o).__name__} as JSON")
+
+
+def json_body(row: Mapping[str, Any]) -> bytes:
+    """A row as compact JSON (bytes as base64, dates ISO 8601, decimals as text)."""
+    return json.dumps(row, separators=(",", ":"), ensure_ascii=False,
+                      default=_json_default).encode("utf-8")
+
+
+def _as_headers(value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if hasattr(value, "asDict"):  # a struct as a pyspark Row
+        value = value.asDict(recursive=True)
+    if isinstance(value, list):  # an Arrow map as (key, value) pairs
+        value = dict(value)
+    if not isinstance(value, dict):
+        raise RowError(f"headers must be a map or struct, got {type(value).__name__}")
+    out: dict[str, Any] = {}
+    for k, v in value.items():
+        if not isinstance(k, str):
+            raise RowError(f"header names must be strings, got {k!r}")
+        if isinstance(v, bytearray | memoryview):
+            v = bytes(v)
+        out[k] = v
+    return out or None
+
+
+def _as_uuid(value: Any) -> uuid.UUID | None:
+    if value is None:
+        return None
+    try:
+        if isinstance(value, bytes | bytearray):
+            return uuid.UUID(bytes=bytes(value))
+        return uuid.UUID(str(value))
+    except ValueError:
+        raise RowError(f"message_id {value!r} is not a UUID (AMQP 0-10 message-ids are "
+                       "UUIDs: a UUID string or 16 bytes)") from None
+
+
+def _as_bytes(value: Any) -> bytes | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    return bytes(value)
+
+
+def _as_int(value: Any, what: str, lo: int, hi: int) -> int | None:
+    if value is None:
+        return None
+    n = int(value)
+    if not lo <= n <= hi:
+        raise RowError(f"{what} {n} out of range {lo}..{hi}")
+    return n
+
+
+def messages_from_columns(opts: WriteOptions, columns: Mapping[str, Sequence[Any]], n: int,
+                          json_rows: Callable[[], Sequence[Mapping[str, Any]]] | None = None,
+                          ) -> Iterator[tuple[str, Message]]:
+    """``(exchange, Message)`` for each of the ``n`` rows.
+
+    ``columns`` must hold every column the options name; ``json_rows``
+    returns the rows as dicts and is called only when the body is the row
+    as JSON.  Raises :class:`RowError` (with the row's index in the chunk)
+    for a row that cannot become a message.
+    """
+    none: Sequence[Any] = [None] * n
+
+    def col(name: str | None) -> Sequence[Any]:
+        return columns[name] if name is not None else none
+
+    bodies: Sequence[Any]
+    if opts.body_column is not None:
+        bodies = col(opts.body_column)
+    else:
+        assert json_rows is not None, "json_rows is needed for JSON bodies"
+        bodies = json_rows()
+    exchanges = col(opts.exchange_column)
+    keys = col(opts.routing_key_column)
+    headers = col(opts.headers_column)
+    ids = col(opts.message_id_column)
+    corr = col(opts.correlation_id_column)
+    ctypes = col(opts.content_type_column)
+    prios = col(opts.priority_column)
+    ttls = col(opts.ttl_column)
+    const_ctype = opts.content_type
+    if const_ctype is None and opts.body_column is None and opts.content_type_column is None:
+        const_ctype = "application/json"
+    for i in range(n):
+        try:
+            raw: Any = bodies[i]
+            if opts.body_column is None:
+                body = json_body(raw)
+            elif raw is None:
+                body = b""
+            elif isinstance(raw, str):
+                body = raw.encode("utf-8")
+            else:
+                body = bytes(raw)
+            msg = Message(
+                body=body,
+                routing_key=keys[i] if opts.routing_key_column is not None else opts.routing_key,
+                headers=_as_headers(headers[i]),
+                message_id=_as_uuid(ids[i]),
+                correlation_id=_as_bytes(corr[i]),
+                content_type=ctypes[i] if opts.content_type_column is not None else const_ctype,
+                priority=_as_int(prios[i], "priority", 0, 9)
+                if opts.priority_column is not None else opts.priority,
+                ttl=_as_int(ttls[i], "ttl", 0, 2**63 - 1)
+                if opts.ttl_column is not None else opts.ttl,
+                persistent=opts.persistent,
+            )
+        except RowError as e:
+            raise RowError(f"row {i} of the chunk: {e}") from None
+        except (TypeError, ValueError) as e:
+            raise RowError(f"row {i} of the chunk: {type(e).__name__}: {e}") from None
+        ex = exchanges[i] if opts.exchange_column is not None else opts.exchange
+        yield (ex if ex is not None else opts.exchange), msg
+
+
+def header_to_str(value: Any) -> str | None:
+    """A header value as the text the read schema's ``headers`` map holds."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode("utf-8", "backslashreplace")
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    try:
+        return json.dumps(value, separators=(",", ":"), default=_json_default)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _text(b: bytes | None) -> str | None:
+    return None if b is None else b.decode("utf-8", "backslashreplace")
+
+
+def row_from_message(m: Message, queue: str, partition: int) -> tuple[Any, ...]:
+    """One row of :data:`READ_SCHEMA_DDL`."""
+    headers = ({k: header_to_str(v) for k, v in m.headers.items()}
+               if m.headers else None)
+    props: dict[str, str] = {}
+    if m.reply_to is not None:
+        props["reply_to"] = f"{m.reply_to[0]}/{m.reply_to[1]}"
+    if m.user_id is not None:
+        props["user_id"] = _text(m.user_id) or ""
+    if m.app_id is not None:
+        props["app_id"] = _text(m.app_id) or ""
+    return (
+        m.body, m.routing_key, m.exchange, headers,
+        str(m.message_id) if m.message_id is not None else None,
+        _text(m.correlation_id), m.content_type, m.content_encoding,
+        m.priority, m.ttl, m.persistent, m.redelivered, props or None, queue, partition,
+    )

@@ -1,0 +1,300 @@
+"""The main job: a local Spark pipeline through an AMQP 0-10 broker, verified.
+
+::
+
+    python -m amqp_sansio_spark.pipeline [--rows N] [--input FILE] [--url URL]
+
+1. starts the embedded broker on a free loopback port (unless ``--url``
+   points at another AMQP 0-10 broker) and a ``local[2]`` SparkSession;
+2. generates ``--rows`` rows of ~100 bytes (default 1,000,000) -- or reads
+   the Parquet/CSV ``--input`` file, each row's body being the row as JSON --
+   and computes their count and an order-independent checksum;
+3. publishes them from the executors: ``df.write.format("amqp")`` to a fresh
+   queue (each task its own connection, waiting for the broker to complete
+   every transfer);
+4. reads them back with ``spark.read.format("amqp")`` (parallel subscribers)
+   and verifies count and checksum, and that the queue is empty afterwards;
+5. prints a per-stage report (rows, seconds, rows/s, Spark tasks) and exits
+   0 -- or 1 if anything was lost or duplicated, 2 if a stage failed.
+
+The checksum is ``(count, sum of xxhash64(body), bit_xor of xxhash64(body))``
+computed by Spark on both sides: a lost or duplicated message changes the
+count or the sum.
+"""
+
+from __future__ import annotations
+
+__all__ = ["main", "run_pipeline"]
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import attrs
+
+from amqp_sansio.url import parse_url
+
+
+@attrs.define
+class Stage:
+    name: str
+    rows: int
+    seconds: float
+    tasks: str = ""
+    note: str = ""
+
+    @property
+    def rate(self) -> float:
+        return self.rows / self.seconds if self.seconds > 0 else 0.0
+
+
+@contextmanager
+def embedded_broker() -> Iterator[tuple[str, Any]]:
+    """The embedded broker on a free loopback port: ``(url, broker)``."""
+    from amqp_sansio_broker import Broker
+    from amqp_sansio_socket import Server
+
+    broker = Broker()
+    with Server(broker.connection, "127.0.0.1", 0) as server:
+        host, port = server.address
+        yield f"amqp://{host}:{port}", broker
+
+
+def spark_session(master: str = "local[2]") -> Any:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master(master).appName("amqp-sansio-pipeline")
+             .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "4")
+             .config("spark.driver.memory", "2g")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    from . import register
+
+    register(spark)
+    return spark
+
+
+def task_counts(spark: Any, group: str) -> str:
+    """"N tasks (F failed) in S stages" for the jobs of ``group``."""
+    tracker = spark.sparkContext.statusTracker()
+    tasks = failed = stages = 0
+    for jid in tracker.getJobIdsForGroup(group):
+        info = tracker.getJobInfo(jid)
+        if info is None:
+            continue
+        for sid in info.stageIds:
+            st = tracker.getStageInfo(sid)
+            if st is None or st.numTasks == 0:
+                continue
+            stages += 1
+            tasks += st.numCompletedTasks
+            failed += st.numFailedTasks
+    return f"{tasks} tasks ({failed} failed) in {stages} stages"
+
+
+def checksum(df: Any) -> tuple[int, int, int]:
+    """(count, sum of xxhash64(body) mod 2**64, bit_xor of xxhash64(body))."""
+    from pyspark.sql import functions as F
+
+    h = F.xxhash64(F.col("body"))
+    row = df.agg(F.count(F.lit(1)).alias("n"),
+                 F.sum(h.cast("decimal(38,0)")).alias("s"),
+                 F.expr("bit_xor(xxhash64(body))").alias("x")).collect()[0]
+    n = int(row["n"])
+    s = int(row["s"] or 0) % 2**64
+    x = int(row["x"] or 0) % 2**64
+    return n, s, x
+
+
+def source_frame(spark: Any, rows: int, input_path: str | None, partitions: int) -> Any:
+    """The rows to publish, with a binary ``body`` column."""
+    from pyspark.sql import functions as F
+
+    if input_path is None:
+        ids = spark.range(0, rows, numPartitions=partitions)
+        key = F.col("id").cast("string")
+        # exactly 100 bytes: row-<10 digits>-<64 hex>-<20 hex>
+        body = F.concat(F.lit("row-"), F.lpad(key, 10, "0"), F.lit("-"), F.sha2(key, 256),
+                        F.lit("-"), F.substring(F.sha2(key, 224), 1, 20))
+        return ids.select(body.cast("binary").alias("body"))
+    low = input_path.lower()
+    if low.endswith((".csv", ".csv.gz")):
+        df = spark.read.option("header", "true").option("inferSchema", "true").csv(input_path)
+    else:
+        df = spark.read.parquet(input_path)
+    if "body" in df.columns and dict(df.dtypes)["body"] in ("binary", "string"):
+        return df.select(F.col("body").cast("binary").alias("body")).repartition(partitions)
+    return df.select(F.to_json(F.struct(*[F.col(c) for c in df.columns]))
+                     .cast("binary").alias("body")).repartition(partitions)
+
+
+def run_pipeline(*, rows: int, url: str | None, input_path: str | None,
+                 write_partitions: int = 4, read_partitions: int = 8,
+                 out: Any = sys.stdout, spark: Any = None) -> int:
+    """Run the pipeline; return the exit status (0 ok, 1 lost/duplicated, 2 failed).
+
+    ``spark``: an existing SparkSession to use (left running); by default a
+    ``local[2]`` one is started and stopped.
+    """
+    def say(msg: str) -> None:
+        print(msg, file=out, flush=True)
+
+    stages: list[Stage] = []
+
+    def done(stage: Stage) -> None:
+        stages.append(stage)
+        say(f"[{stage.name}] {stage.rows} rows in {stage.seconds:.1f} s "
+            f"({stage.rate:.0f} rows/s), {stage.tasks}; {stage.note}")
+
+    with _broker(url) as (broker_url, embedded):
+        where = parse_url(broker_url).redacted()
+        say(f"broker: {where}" + (" (embedded, in this process)" if embedded else ""))
+        run_id = uuid.uuid4().hex[:12]
+        queue = f"amqp-sansio-pipeline-{run_id}"
+        _admin(broker_url, "declare", queue)
+        t = time.monotonic()
+        own = spark is None
+        if own:
+            spark = spark_session()
+        else:
+            from . import register
+
+            register(spark)
+        sc = spark.sparkContext
+        say(f"spark: {spark.version} {sc.master} started in {time.monotonic() - t:.1f} s")
+        report_path = os.path.join(tempfile.mkdtemp(prefix="amqp-pipeline-"), "write.jsonl")
+        status = 0
+        try:
+            src = source_frame(spark, rows, input_path, write_partitions).persist()
+            sc.setJobGroup(f"prepare-{run_id}", "generate rows and their checksum")
+            t = time.monotonic()
+            expected = checksum(src)
+            done(Stage("prepare", expected[0], time.monotonic() - t,
+                                task_counts(spark, f"prepare-{run_id}"),
+                                "generate/read rows, checksum" if input_path is None
+                                else f"read {input_path}, checksum"))
+            sc.setJobGroup(f"publish-{run_id}", "publish from executors")
+            t = time.monotonic()
+            (src.write.format("amqp").mode("append").option("url", broker_url)
+             .option("routingKey", queue).option("reportPath", report_path).save())
+            wrote = _last_report(report_path)
+            done(Stage("publish", int(wrote["sent"]), time.monotonic() - t,
+                                task_counts(spark, f"publish-{run_id}"),
+                                f"{wrote['confirmed']} completed by the broker, "
+                                f"{wrote['rejected']} rejected, {wrote['bytes']} body bytes"))
+            src.unpersist()
+            sc.setJobGroup(f"read-{run_id}", "read back and verify")
+            t = time.monotonic()
+            back = (spark.read.format("amqp").option("url", broker_url).option("queue", queue)
+                    .option("maxMessages", expected[0]).option("numPartitions", read_partitions)
+                    .option("idleTimeoutMs", 5000).load())
+            got = checksum(back)
+            left = _admin(broker_url, "depth", queue)
+            done(Stage("read", got[0], time.monotonic() - t,
+                                task_counts(spark, f"read-{run_id}"),
+                                f"{read_partitions} subscribers; {left} left in the queue"))
+            ok = got == expected and left == 0
+            say("")
+            _print_stages(stages, say)
+            say("")
+            say(f"expected: count={expected[0]} sum={expected[1]:016x} xor={expected[2]:016x}")
+            say(f"read:     count={got[0]} sum={got[1]:016x} xor={got[2]:016x}, "
+                f"{left} left in the queue")
+            if ok:
+                say(f"OK: all {expected[0]} rows went through {where} exactly once")
+            else:
+                lost = expected[0] - got[0]
+                say(f"FAILED: {'lost ' + str(lost) if lost > 0 else 'duplicated ' + str(-lost)}"
+                    f" rows, checksum {'matches' if got[1:] == expected[1:] else 'differs'}, "
+                    f"{left} messages left in the queue")
+                status = 1
+        except Exception as e:
+            say(f"FAILED: {type(e).__name__}: {str(e).strip().splitlines()[-1][:2000]}")
+            if stages:
+                _print_stages(stages, say)
+            status = 2
+        finally:
+            if own:
+                spark.stop()
+            with contextlib.suppress(Exception):  # the broker may be gone: nothing to clean
+                _admin(broker_url, "delete", queue)
+    return status
+
+
+@contextmanager
+def _broker(url: str | None) -> Iterator[tuple[str, bool]]:
+    if url is not None:
+        yield url, False
+        return
+    with embedded_broker() as (u, _):
+        yield u, True
+
+
+def _admin(url: str, what: str, queue: str) -> int:
+    """Driver-side setup on a short connection: declare/delete a queue, or its depth."""
+    from amqp_sansio_socket import connect
+
+    with connect(url) as conn, conn.session() as s:
+        if what == "declare":
+            s.declare_queue(queue)
+        elif what == "delete":
+            s.delete_queue(queue)
+        else:
+            return int(s.query_queue(queue).message_count or 0)
+    return 0
+
+
+def _last_report(path: str) -> dict[str, Any]:
+    with open(path, encoding="utf-8") as f:
+        return json.loads(f.read().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def _print_stages(stages: Sequence[Stage], say: Any) -> None:
+    say(f"{'stage':<8} {'rows':>10} {'seconds':>8} {'rows/s':>10}  spark")
+    for s in stages:
+        say(f"{s.name:<8} {s.rows:>10} {s.seconds:>8.1f} {s.rate:>10.0f}  {s.tasks}")
+        if s.note:
+            say(f"{'':<8} {s.note}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m amqp_sansio_spark.pipeline",
+        description="Publish rows from Spark executors through an AMQP 0-10 broker, read them "
+                    "back with the amqp data source, and verify nothing was lost or duplicated.")
+    ap.add_argument("--rows", type=int, default=1_000_000,
+                    help="rows to generate (default 1000000; ignored with --input)")
+    ap.add_argument("--input", metavar="FILE", help="a Parquet or CSV file to send instead")
+    ap.add_argument("--url", help="an AMQP 0-10 broker (default: the embedded broker on a "
+                                  "free loopback port)")
+    ap.add_argument("--write-partitions", type=int, default=4)
+    ap.add_argument("--read-partitions", type=int, default=8)
+    args = ap.parse_args(argv)
+    if args.rows < 1:
+        ap.error("--rows must be >= 1")
+    if args.input is not None and not os.path.exists(args.input):
+        ap.error(f"--input {args.input}: no such file")
+    if args.url is not None:
+        try:
+            parse_url(args.url)
+        except ValueError as e:
+            ap.error(f"--url: {e}")
+    return run_pipeline(rows=args.rows, url=args.url, input_path=args.input,
+                        write_partitions=args.write_partitions,
+                        read_partitions=args.read_partitions)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

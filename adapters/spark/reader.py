@@ -1,0 +1,346 @@
+"""Batch and streaming readers of the ``amqp`` data source (Spark 4).
+
+Batch (``spark.read.format("amqp")``)
+-------------------------------------
+``numPartitions`` partitions, each one subscriber on the queue (its own
+connection, opened in the task on the executor).  Partition *i* takes at
+most its share of ``maxMessages`` and ends early when no message came for
+``idleTimeoutMs`` (or after ``timeoutMs``).  Rows are handed to Spark as
+Arrow batches while they arrive.
+
+Acceptance (``acceptMode=explicit``, the default) is **at-least-once**: a
+partition accepts its messages -- one ``message.accept`` for all of them --
+only after Spark has taken the partition's last row.  If the task fails or
+is killed before that (an exception, a cancelled job, a lost executor or
+worker), nothing was accepted: the broker gets the messages back when the
+task's session ends and delivers them again, marked ``redelivered``.  What
+this cannot cover: a failure *after* the scan of a partition finished, in a
+later operator of the same task (say, the task's output commit) -- those
+messages are already accepted.  Because messages are held unaccepted until
+the end, the broker may send each subscriber its whole share at once (the
+credit window is the share), and the executor keeps them in memory: size
+``maxMessages``/``numPartitions`` accordingly.  A broker session can have at
+most its replay window (65536 here) of transfers awaiting completion, and the
+socket adapter completes a delivery when it is settled, so a partition takes
+at most 60,000 messages per session and opens further sessions on its
+connection for a larger share.  A queue read is destructive:
+every action on the DataFrame reads *new* messages, so ``cache()`` /
+``persist()`` it, or write it out once.
+
+``acceptMode=none`` subscribes with accept-mode none: the broker forgets a
+message as soon as it sent it (at-most-once, no bookkeeping).
+
+Streaming (``spark.readStream.format("amqp")``)
+-----------------------------------------------
+A :class:`~pyspark.sql.datasource.SimpleDataSourceStreamReader`: Spark runs
+it in one long-lived Python process *on the driver*, which holds one
+connection and one subscription for the life of the query.  The offset is
+the number of messages the query has taken (``{"messages": n}``).
+
+* ``read(start)`` takes up to ``maxMessagesPerTrigger`` messages *without
+  accepting them* and remembers them under their end offset.
+* ``commit(end)`` -- Spark's word that every micro-batch up to ``end`` is
+  processed and recorded in the query's commit log -- accepts exactly the
+  messages of those micro-batches (one ``message.accept``, then
+  ``execution.sync``).
+* ``read(start)`` also accepts what ends at or before ``start``: Spark's
+  micro-batch engine asks a source for new data (``latestOffset(start)``)
+  only after the micro-batch ending at ``start`` has been added to the
+  commit log -- while Spark's own ``commit(end)`` for it comes only with the
+  *next* non-empty micro-batch, so without this the last micro-batch before
+  every stop would be redelivered.
+
+Whatever is not accepted when the query stops or dies goes back to the queue
+when the session ends, and is delivered again (marked ``redelivered``).
+After a restart, the micro-batch Spark replays from its offset log (planned,
+never committed) is empty (``readBetweenOffsets``): its messages were never
+accepted, so the broker already put them back and the next micro-batches
+read them again.  At-least-once, end to end; duplicates only for
+micro-batches whose processing failed or was interrupted.
+"""
+
+from __future__ import annotations
+
+__all__ = ["AmqpReader", "AmqpStreamReader", "AmqpPartition", "AmqpReadError",
+           "read_partition", "read_schema", "projection"]
+
+import contextlib
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa  # type: ignore[import-untyped]
+from pyspark.sql.datasource import (
+    DataSourceReader,
+    InputPartition,
+    SimpleDataSourceStreamReader,
+)
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import (
+    BinaryType,
+    BooleanType,
+    DataType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from amqp_sansio_socket import AMQPError, Connection, Delivery, Session, Subscription, connect
+
+from .convert import READ_COLUMNS, READ_SCHEMA_DDL, row_from_message
+from .options import AmqpOptionError, ReadOptions, StreamReadOptions
+from .report import log
+
+_BATCH_ROWS = 10_000  # rows per Arrow batch handed to Spark
+_NONE_WINDOW = 1000  # credit window for acceptMode=none
+_PER_SESSION = 60_000  # unaccepted deliveries per session (< the 65536 replay window)
+
+
+class AmqpReadError(RuntimeError):
+    """Reading from AMQP failed (the message says where and why)."""
+
+
+class AmqpPartition(InputPartition):
+    """Partition ``value`` = subscriber index."""
+
+
+_TYPES: dict[str, DataType] = {
+    "binary": BinaryType(), "string": StringType(), "int": IntegerType(),
+    "bigint": LongType(), "boolean": BooleanType(),
+    "map<string,string>": MapType(StringType(), StringType()),
+}
+
+
+def read_schema() -> StructType:
+    """:data:`~.convert.READ_SCHEMA_DDL` as a StructType (no SparkContext needed)."""
+    fields = []
+    for part in READ_SCHEMA_DDL.split(", "):
+        name, typ = part.split(" ", 1)
+        fields.append(StructField(name, _TYPES[typ], nullable=True))
+    return StructType(fields)
+
+
+def projection(schema: StructType) -> list[int]:
+    """Indexes into a full read row for ``schema``'s columns.
+
+    ``schema`` may be the read schema or any selection of its columns (in any
+    order) with the same types; anything else is an :class:`AmqpOptionError`.
+    """
+    types = {f.name: f.dataType for f in read_schema().fields}
+    out: list[int] = []
+    for f in schema.fields:
+        if f.name not in types:
+            raise AmqpOptionError(
+                f"schema column {f.name!r} is not an amqp column; the amqp source has: "
+                f"{', '.join(READ_COLUMNS)}")
+        if f.dataType != types[f.name]:
+            raise AmqpOptionError(
+                f"schema column {f.name!r} must be {types[f.name].simpleString()}, "
+                f"not {f.dataType.simpleString()}")
+        out.append(READ_COLUMNS.index(f.name))
+    return out
+
+
+class _Batcher:
+    def __init__(self, schema: StructType) -> None:
+        self.cols = projection(schema)
+        self.arrow = to_arrow_schema(schema, timezone="UTC")
+
+    def batch(self, rows: Sequence[tuple[Any, ...]]) -> pa.RecordBatch:
+        arrays = [pa.array([r[i] for r in rows], type=self.arrow.field(j).type)
+                  for j, i in enumerate(self.cols)]
+        return pa.RecordBatch.from_arrays(arrays, schema=self.arrow)
+
+    def project(self, row: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple(row[i] for i in self.cols)
+
+
+def _wrap(opts_where: str, queue: str, e: BaseException) -> AmqpReadError:
+    return AmqpReadError(f"reading queue {queue!r} from {opts_where}: "
+                         f"{type(e).__name__}: {e}")
+
+
+def read_partition(opts: ReadOptions, index: int, schema: StructType,
+                   ) -> Iterator[pa.RecordBatch]:
+    """The rows of partition ``index`` (see the module docstring)."""
+    batcher = _Batcher(schema)
+    share = opts.share(index)
+    if share == 0:
+        return
+    explicit = opts.explicit_accept
+    # With explicit accepts, a delivery stays uncompleted until it is settled
+    # (the socket adapter completes on settle), and a broker session cannot
+    # have more than its replay window of uncompleted transfers: take at most
+    # _PER_SESSION messages per session, and open another session for more.
+    per_session = min(share, _PER_SESSION) if explicit else min(share, _NONE_WINDOW)
+    where = opts.conn.redacted()
+    try:
+        conn = connect(opts.conn.url)
+    except AMQPError as e:
+        raise _wrap(where, opts.queue, e) from None
+    with conn:
+        held: list[tuple[Session, list[Delivery]]] = []
+
+        def subscribe(n: int) -> Subscription:
+            session = conn.session()
+            held.append((session, []))
+            return session.subscribe(opts.queue, prefetch=n,
+                                     accept_mode="explicit" if explicit else "none")
+
+        rows: list[tuple[Any, ...]] = []
+        taken = 0
+        t0 = time.monotonic()
+        try:
+            sub = subscribe(per_session)
+            in_session = 0
+            while taken < share:
+                if explicit and in_session >= per_session:
+                    sub.cancel()
+                    sub = subscribe(min(share - taken, per_session))
+                    in_session = 0
+                wait = opts.idle_timeout
+                if opts.timeout is not None:
+                    wait = min(wait, opts.timeout - (time.monotonic() - t0))
+                    if wait <= 0:
+                        break
+                d = sub.get(timeout=wait)
+                if d is None:
+                    break
+                taken += 1
+                in_session += 1
+                if explicit:
+                    held[-1][1].append(d)
+                rows.append(row_from_message(d.message, opts.queue, index))
+                if len(rows) >= _BATCH_ROWS:
+                    yield batcher.batch(rows)
+                    rows = []
+            sub.cancel()  # gives back deliveries beyond the share, if any
+            if rows:
+                yield batcher.batch(rows)
+            # Spark has taken every row of this partition: accept them.
+            for session, deliveries in held:
+                if deliveries:
+                    session.accept(deliveries)
+            for session, _ in held:
+                session.sync()
+                session.close()
+        except AMQPError as e:
+            raise _wrap(where, opts.queue, e) from None
+        log.info("partition %d read %d messages from %r in %.1f s", index, taken, opts.queue,
+                 time.monotonic() - t0)
+
+
+class AmqpReader(DataSourceReader):
+    """``spark.read.format("amqp")``: see the module docstring."""
+
+    def __init__(self, opts: ReadOptions, schema: StructType) -> None:
+        projection(schema)  # validate on the driver
+        self.opts = opts
+        self.schema = schema
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return [AmqpPartition(i) for i in range(self.opts.num_partitions)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        index = partition.value if isinstance(partition, AmqpPartition) else 0
+        return read_partition(self.opts, int(index), self.schema)
+
+
+class AmqpStreamReader(SimpleDataSourceStreamReader):
+    """``spark.readStream.format("amqp")``: see the module docstring."""
+
+    def __init__(self, opts: StreamReadOptions, schema: StructType) -> None:
+        self.opts = opts
+        self.schema = schema
+        self._batcher = _Batcher(schema)
+        self._conn: Connection | None = None
+        self._session: Session | None = None
+        self._sub: Subscription | None = None
+        self._pending: list[tuple[int, list[Delivery]]] = []  # (end offset, deliveries)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Sent to executors only for replays (readBetweenOffsets), which need
+        # no connection.
+        return {"opts": self.opts, "schema": self.schema}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["opts"], state["schema"])  # type: ignore[misc]
+
+    def _subscription(self) -> Subscription:
+        if self._sub is None or self._conn is None or self._conn.closed:
+            self.stop()
+            where = self.opts.conn.redacted()
+            try:
+                self._conn = connect(self.opts.conn.url)
+                self._session = self._conn.session()
+                self._sub = self._session.subscribe(self.opts.queue,
+                                                    prefetch=self.opts.prefetch)
+            except AMQPError as e:
+                self.stop()
+                raise _wrap(where, self.opts.queue, e) from None
+        return self._sub
+
+    def initialOffset(self) -> dict[str, int]:
+        return {"messages": 0}
+
+    def read(self, start: dict[str, Any]) -> tuple[Iterator[tuple[Any, ...]], dict[str, int]]:
+        n0 = int(start.get("messages", 0))
+        # The micro-batch ending at `start` is in the commit log (see the
+        # module docstring): its messages can be accepted now.
+        self._accept_upto(n0)
+        sub = self._subscription()
+        got: list[Delivery] = []
+        try:
+            d = sub.get(timeout=self.opts.poll_timeout)
+            while d is not None:
+                got.append(d)
+                if len(got) >= self.opts.max_per_trigger:
+                    break
+                d = sub.get(timeout=0)
+        except AMQPError as e:
+            self.stop()  # unaccepted messages go back to the queue
+            raise _wrap(self.opts.conn.redacted(), self.opts.queue, e) from None
+        if not got:
+            return iter(()), {"messages": n0}
+        end = n0 + len(got)
+        self._pending.append((end, got))
+        rows = [self._batcher.project(row_from_message(d.message, self.opts.queue, 0))
+                for d in got]
+        return iter(rows), {"messages": end}
+
+    def readBetweenOffsets(self, start: dict[str, Any],
+                           end: dict[str, Any]) -> Iterator[tuple[Any, ...]]:
+        # A replay after a restart: those messages were never accepted, so the
+        # broker redelivers them to the next read() (see the module docstring).
+        log.warning("amqp stream: micro-batch %s..%s is replayed empty; its messages were "
+                    "not accepted and are read again by later micro-batches", start, end)
+        return iter(())
+
+    def commit(self, end: dict[str, Any]) -> None:
+        self._accept_upto(int(end.get("messages", 0)))
+
+    def _accept_upto(self, upto: int) -> None:
+        done = [ds for off, ds in self._pending if off <= upto]
+        self._pending = [(off, ds) for off, ds in self._pending if off > upto]
+        deliveries = [d for ds in done for d in ds]
+        if not deliveries or self._session is None:
+            return
+        try:
+            self._session.accept(deliveries)
+            self._session.sync()
+        except AMQPError as e:
+            # The session is gone, so are the deliveries: the broker has put
+            # them back and will deliver them again (at-least-once).
+            log.error("amqp stream: could not accept %d messages up to offset %d (%s); "
+                      "they will be delivered again", len(deliveries), upto, e)
+            self.stop()
+
+    def stop(self) -> None:
+        conn, self._conn, self._session, self._sub = self._conn, None, None, None
+        self._pending = []
+        if conn is not None:
+            with contextlib.suppress(AMQPError):
+                conn.close()
