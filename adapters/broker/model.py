@@ -170,6 +170,8 @@ class Broker:
             heartbeat_max=self.heartbeat_max,
             max_session_timeout=self.max_session_timeout,
             session_store=self.store,
+            # qpid.messaging clients fail on an unasked known-completed.
+            known_completed="when-asked",
         )
 
     # -- routing ------------------------------------------------------------

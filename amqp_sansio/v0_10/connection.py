@@ -186,6 +186,10 @@ class ClientConfig:
     session_store: SessionStore | None = None
     stream_bodies: bool = False
     strict: bool = False
+    # "eager": answer every session.completed with known-completed;
+    # "when-asked": only on timely-reply (or once owed ranges fragment).
+    known_completed: str = attrs.field(default="eager", validator=attrs.validators.in_(
+        ("eager", "when-asked")))
 
 
 @attrs.frozen(kw_only=True)
@@ -208,6 +212,8 @@ class ServerConfig:
     session_store: SessionStore | None = None
     stream_bodies: bool = False
     strict: bool = False
+    known_completed: str = attrs.field(default="eager", validator=attrs.validators.in_(
+        ("eager", "when-asked")))  # see ClientConfig
 
 
 class _ConnectionError(Exception):
@@ -752,6 +758,9 @@ class Connection:
         offered = self._offered_tune
         assert offered is not None
         cm = ctl.channel_max
+        if cm is None and not self.config.strict:
+            # Required, yet omitted by some clients (qpid-python): take the offer.
+            cm = offered.channel_max or 0xFFFF
         if cm is None or cm == 0 or cm > (offered.channel_max or 0xFFFF):
             raise _ConnectionError(f"tune-ok channel-max {cm} outside the offer", close=False)
         fm = ctl.max_frame_size

@@ -124,6 +124,7 @@ SESSION_TRANSITIONS: dict[SessionState, dict[str, tuple[SessionState, ...]]] = {
 COVERAGE: set[tuple[str, str]] | None = None
 
 _RANGES_BEFORE_TIMELY = 8  # ask for known-completed once our set fragments
+_RANGES_BEFORE_KNOWN = 64  # send known-completed unasked once what we owe fragments
 
 
 class SessionStore:
@@ -183,6 +184,7 @@ class Session:
         self._replay: dict[int, tuple[Command, bool, tuple[Struct, ...], bytes | None]] = {}
         self._results: dict[int, type | None] = {}  # id -> expected result class
         self._to_known: SequenceSet = SequenceSet()  # completed by peer, to acknowledge
+        self._known_asked = False  # the peer's completed carried timely-reply
         self._awaiting_expected = False
         self._held_back: list[int] = []  # sent while resuming, written after replay
         self._got_commands_here = False  # commands numbered on this attachment
@@ -372,9 +374,16 @@ class Session:
             out.append(SessionCompleted(commands=self._in_completed.copy(), timely_reply=timely))
             self._completion_dirty = False
             self._timely_pending = False
-        if self._to_known:
+        eager = self._conn is None or self._conn.config.known_completed == "eager"
+        if self._to_known and (eager or self._known_asked
+                               or len(self._to_known.ranges) > _RANGES_BEFORE_KNOWN):
+            # Known-completed answers every completed ("eager": both sides'
+            # sets stay a few ranges), or -- "when-asked", for peers that
+            # cannot take an unasked one (qpid.messaging) -- only on
+            # timely-reply or once what we owe fragments.
             out.append(SessionKnownCompleted(commands=self._to_known))
             self._to_known = SequenceSet()
+            self._known_asked = False
         return out
 
     # -- input from the connection -----------------------------------------
@@ -395,6 +404,7 @@ class Session:
         self._completion_dirty = False
         self._timely_pending = False
         self._to_known = SequenceSet()
+        self._known_asked = False
 
     def _start_resume(self, conn: Connection) -> None:
         """After attaching a session that has state: ask what the peer
@@ -417,7 +427,7 @@ class Session:
         if name == "session.completed":
             self._peer_completed(ctl.commands or SequenceSet(), events)
             if ctl.timely_reply:
-                conn._want_flush()
+                self._known_asked = True
         elif name == "session.known-completed":
             known = ctl.commands or SequenceSet()
             self._in_completed.difference_update(known)
