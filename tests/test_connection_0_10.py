@@ -233,9 +233,9 @@ def test_client_first_output_is_the_protocol_header() -> None:
 
 def test_wrong_config_type_is_local_error() -> None:
     with pytest.raises(LocalProtocolError):
-        Connection(Role.CLIENT, ServerConfig())  # type: ignore[arg-type]
+        Connection(Role.CLIENT, ServerConfig())
     with pytest.raises(LocalProtocolError):
-        Connection(Role.SERVER, ClientConfig())  # type: ignore[arg-type]
+        Connection(Role.SERVER, ClientConfig())
 
 
 @pytest.mark.parametrize("seed", [None, 1, 2, 3])

@@ -7,7 +7,7 @@ import random
 
 import pytest
 from pair_0_10 import of_type
-from test_connection_0_10 import ctl, decode, opened
+from test_connection_0_10 import Net, ctl, decode, opened
 
 from amqp_sansio.errors import LocalProtocolError
 from amqp_sansio.serial import SequenceSet
@@ -214,7 +214,7 @@ def test_exception_ends_the_session_on_both_sides() -> None:
         404, bad, 8, 1, 0, "no such queue", {"queue": "bad"})
     assert ce.index(exc) < next(i for i, e in enumerate(ce) if isinstance(e, ev.SessionDetached))
     assert cs.failed
-    assert cs.state is ss.state is SessionState.DETACHED
+    assert (cs.state, ss.state) == (SessionState.DETACHED, SessionState.DETACHED)
     assert not of_type(ce, ev.ResultReceived)
     assert xid == 0
     assert net.client.sessions == {} and net.server.sessions == {}
@@ -247,7 +247,7 @@ def test_commands_after_an_exception_are_not_executed() -> None:
 # Undecodable commands
 
 
-def _raw_session(strict: bool = False) -> tuple[object, int]:
+def _raw_session(strict: bool = False) -> tuple[Net, int]:
     net = opened(ClientConfig(), ServerConfig(strict=strict))
     net.feed("server", ctl(SessionAttach(name=b"raw"), 2)
              + ctl(SessionCommandPoint(command_id=7, command_offset=0), 2)
@@ -261,19 +261,19 @@ def test_invalid_str8_gives_execution_exception() -> None:
     raw = encode_command(ch, QueueDeclare(queue="abc"))
     bad = raw.replace(b"\x03abc", b"\x03a\xff\xfe")
     assert bad != raw
-    evs = net.feed("server", bad)  # type: ignore[attr-defined]
+    evs = net.feed("server", bad)
     (pv,) = evs
     assert isinstance(pv, ev.ProtocolViolation)
     assert pv.scope == "execution" and pv.reply == "execution.exception"
-    out = decode(net.server.data_to_send())  # type: ignore[attr-defined]
+    out = decode(net.server.data_to_send())
     exc = next(x for x in out if isinstance(x, ExecutionException))
     assert exc.command_id == 8  # the bad command's id: 7 was the good one
     assert (exc.class_code, exc.command_code) == (8, 1)
     assert exc.error_code == pv.code
     assert SessionDetach(name=b"raw") in out
-    assert net.server.state is ConnState.OPEN  # type: ignore[attr-defined]
+    assert net.server.state is ConnState.OPEN
     # Nothing further is executed on the failed session.
-    evs = net.feed("server", encode_command(ch, q(1)))  # type: ignore[attr-defined]
+    evs = net.feed("server", encode_command(ch, q(1)))
     assert not of_type(evs, ev.CommandReceived)
 
 
@@ -281,9 +281,9 @@ def test_unknown_command_code_is_command_invalid() -> None:
     net, ch = _raw_session()
     raw = bytearray(encode_command(ch, q(1)))
     raw[12:14] = b"\x08\x7f"  # queue class, no such command
-    (pv,) = net.feed("server", bytes(raw))  # type: ignore[attr-defined]
-    assert pv.code == 503  # type: ignore[attr-defined]
-    exc = next(x for x in decode(net.server.data_to_send())  # type: ignore[attr-defined]
+    (pv,) = net.feed("server", bytes(raw))
+    assert isinstance(pv, ev.ProtocolViolation) and pv.code == 503
+    exc = next(x for x in decode(net.server.data_to_send())
                if isinstance(x, ExecutionException))
     assert (exc.error_code, exc.command_id, exc.class_code, exc.command_code) == (
         503, 8, 8, 0x7F)
@@ -294,15 +294,15 @@ def test_strict_missing_required_field_names_the_field() -> None:
     payload = b"\x08\x01" + b"\x01\x00" + b"\x00\x00"
     frame = encode_frame(0x0F, 1, 2, payload)
     net, ch = _raw_session(strict=True)
-    (pv,) = net.feed("server", frame)  # type: ignore[attr-defined]
-    assert pv.code == 531  # type: ignore[attr-defined]
-    exc = next(x for x in decode(net.server.data_to_send())  # type: ignore[attr-defined]
+    (pv,) = net.feed("server", frame)
+    assert isinstance(pv, ev.ProtocolViolation) and pv.code == 531
+    exc = next(x for x in decode(net.server.data_to_send())
                if isinstance(x, ExecutionException))
     assert (exc.error_code, exc.command_id, exc.class_code, exc.command_code,
             exc.field_index) == (531, 8, 8, 1, 0)
     # A lenient server accepts it (real peers omit required fields).
     net, ch = _raw_session(strict=False)
-    evs = net.feed("server", frame)  # type: ignore[attr-defined]
+    evs = net.feed("server", frame)
     (rec,) = of_type(evs, ev.CommandReceived)
     assert rec.command_id == 8 and rec.command.queue is None
 
