@@ -825,10 +825,6 @@ def test_stale_completed_set_does_not_cross_a_fresh_senders_commands() -> None:
     assert cs2.in_doubt == SequenceSet(new)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG session.py Session._unbind: a session dropped "
-                   "while waiting for 'expected' keeps _awaiting_expected (and _held_back); "
-                   "when the peer attaches it again, Connection._on_attach sees no state and "
-                   "does not resume, so every later send() is held back forever")
 def test_session_dropped_while_resuming_is_not_stuck() -> None:
     store = SessionStore()
 
@@ -852,10 +848,6 @@ def test_session_dropped_while_resuming_is_not_stuck() -> None:
     assert received_ids(se) == [cid]
 
 
-@pytest.mark.xfail(strict=True, reason="BUG? connection.py _on_attach: when both ends attach "
-                   "the same name on the same channel at once, each answers 'attached' "
-                   "(idempotence) but stays ATTACHING, so the other's pipelined controls "
-                   "(request-timeout, flush) are refused as not-attached and both detach")
 def test_simultaneous_attach_of_one_name_from_both_ends() -> None:
     net = opened()
     cs = net.client.attach(b"both", channel=0, timeout=30)

@@ -860,9 +860,10 @@ class Connection:
             return
         if name == "session.attached":
             session._trace(name)
-            session.state = SessionState.ATTACHED
-            events.append(ev.SessionAttached(channel, session.name))
-            return
+            if session.state is SessionState.ATTACHING:
+                session.state = SessionState.ATTACHED
+                events.append(ev.SessionAttached(channel, session.name))
+            return  # already attached: the peer attached it too (simultaneous)
         if name == "session.detach":
             session._trace(name)
             self._write_control(channel, SessionDetached(name=session.name, code=0))
@@ -885,6 +886,10 @@ class Connection:
             current._trace("session.attach")
             if current.name == name:
                 self._write_control(channel, SessionAttached(name=name))  # idempotent
+                if current.state is SessionState.ATTACHING:
+                    # Both ends attached this name at once: it is attached.
+                    current.state = SessionState.ATTACHED
+                    events.append(ev.SessionAttached(channel, name))
                 return
             self._write_control(channel, SessionDetached(name=name, code=2))  # transport-busy
             return

@@ -88,6 +88,7 @@ SESSION_TRANSITIONS: dict[SessionState, dict[str, tuple[SessionState, ...]]] = {
     AI: {"session.attached": (A,), "session.detached": (D,), "transport-lost": (D,)},
     A: {
         "session.attach": (A,),
+        "session.attached": (A,),  # both ends attached the name at once
         "detach()": (DI,),
         "session.detach": (D,),
         "session.detached": (D,),
@@ -405,6 +406,10 @@ class Session:
         self._timely_pending = False
         self._to_known = SequenceSet()
         self._known_asked = False
+        # A resume cut short: what was held back is in the replay buffer
+        # (in doubt like the rest) and goes out on the next resume.
+        self._awaiting_expected = False
+        self._held_back = []
 
     def _start_resume(self, conn: Connection) -> None:
         """After attaching a session that has state: ask what the peer
