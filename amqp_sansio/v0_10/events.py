@@ -37,6 +37,14 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from ..events import (
+    ConnectionLost,
+    Event,
+    HeartbeatReceived,
+    HeartbeatTimeout,
+    ProtocolHeaderMismatch,
+    ProtocolViolation,
+)
 from ..serial import SequenceSet
 from ._specbase import Command, Struct
 from .spec import DeliveryProperties, MessageProperties, MessageTransfer
@@ -48,11 +56,6 @@ if TYPE_CHECKING:
 # a batch of events must not look it up by channel, since a later control in
 # the same batch may have detached it (or attached another on that channel).
 _session_field: Any = attrs.field(default=None, eq=False, repr=False)
-
-
-@attrs.frozen(slots=True)
-class Event:
-    """Base class of every event."""
 
 
 # -- connection ---------------------------------------------------------------
@@ -87,36 +90,6 @@ class ConnectionClosed(Event):
     code: int
     text: str | None
     by_peer: bool
-
-
-@attrs.frozen(slots=True)
-class ConnectionLost(Event):
-    """The transport ended (EOF, error or timeout) without a completed close."""
-
-    reason: str
-
-
-@attrs.frozen(slots=True)
-class ProtocolHeaderMismatch(Event):
-    """The peer's protocol header is not AMQP 0-10 (its version, as sent)."""
-
-    header: bytes
-    protocol_class: int | None
-    instance: int | None
-    major: int | None
-    minor: int | None
-
-
-@attrs.frozen(slots=True)
-class HeartbeatReceived(Event):
-    pass
-
-
-@attrs.frozen(slots=True)
-class HeartbeatTimeout(Event):
-    """Nothing arrived for twice the heartbeat interval: the peer is dead."""
-
-    idle: float
 
 
 # -- session ------------------------------------------------------------------
@@ -282,16 +255,3 @@ class ExceptionReceived(Event):
     field_index: int | None
     description: str | None
     error_info: dict[str, Any] | None
-
-
-@attrs.frozen(slots=True)
-class ProtocolViolation(Event):
-    """The peer broke the protocol; ``reply`` is what the core sent back
-    (``"connection.close"``, ``"session.detached"``,
-    ``"execution.exception"`` or ``"none"``: the socket is to be dropped)."""
-
-    code: int
-    scope: str
-    channel: int | None
-    message: str
-    reply: str

@@ -34,13 +34,15 @@ from typing import Any
 
 import attrs
 
+from ..events import (
+    ConnectionLost,
+    Event,
+    HeartbeatReceived,
+    HeartbeatTimeout,
+    ProtocolHeaderMismatch,
+    ProtocolViolation,
+)
 from ._specbase import Method, Properties
-
-
-@attrs.frozen(slots=True)
-class Event:
-    """Base class of every event."""
-
 
 # -- connection ---------------------------------------------------------------
 
@@ -79,20 +81,6 @@ class ConnectionClosed(Event):
 
 
 @attrs.frozen(slots=True)
-class ConnectionLost(Event):
-    """The transport ended (EOF, error or timeout) without a completed close.
-
-    ``reason`` says what was going on; during the handshake it tells an
-    authentication refusal (``"authentication refused"``: the peer dropped
-    the connection after start-ok/secure-ok) from a tuning refusal
-    (``"tuning refused"``: after tune-ok/open), as RabbitMQ reports both by
-    closing the socket.
-    """
-
-    reason: str
-
-
-@attrs.frozen(slots=True)
 class ConnectionBlocked(Event):
     """RabbitMQ ``connection.blocked``: the broker stopped reading our
     publishes (a resource alarm).  Only sent to clients that announce the
@@ -104,30 +92,6 @@ class ConnectionBlocked(Event):
 @attrs.frozen(slots=True)
 class ConnectionUnblocked(Event):
     pass
-
-
-@attrs.frozen(slots=True)
-class ProtocolHeaderMismatch(Event):
-    """The peer's protocol header is not ``AMQP 0 0 9 1``: as sent, and its
-    four version octets when it starts with ``AMQP``."""
-
-    header: bytes
-    protocol_class: int | None
-    instance: int | None
-    major: int | None
-    minor: int | None
-
-
-@attrs.frozen(slots=True)
-class HeartbeatReceived(Event):
-    pass
-
-
-@attrs.frozen(slots=True)
-class HeartbeatTimeout(Event):
-    """Nothing arrived for twice the heartbeat interval: the peer is dead."""
-
-    idle: float
 
 
 # -- channels -------------------------------------------------------------------
@@ -212,17 +176,3 @@ class PublishConfirmed(Event):
     delivery_tag: int
     multiple: bool
     sequence_numbers: tuple[int, ...]
-
-
-@attrs.frozen(slots=True)
-class ProtocolViolation(Event):
-    """The peer broke the protocol.  ``scope`` is ``"connection"`` or
-    ``"channel"``; ``reply`` is what the core sent back
-    (``"connection.close"``, ``"channel.close"``, or ``"none"``: the socket
-    is to be dropped)."""
-
-    code: int
-    scope: str
-    channel: int | None
-    message: str
-    reply: str
