@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import pytest
 import rabbitmq as rabbitmq_module
-from rabbitmq import Node, rabbitmq  # noqa: F401  (the fixture)
+from rabbitmq import Node
 
 from amqp_sansio.v0_9_1 import events as ev
 from amqp_sansio.v0_9_1 import spec
@@ -28,6 +28,9 @@ from amqp_sansio.v0_9_1._specbase import Method
 from amqp_sansio.v0_9_1.channel import Channel
 from amqp_sansio.v0_9_1.codec import Typed
 from amqp_sansio.v0_9_1.connection import ClientConfig, Connection, ConnState, Role
+
+# One private RabbitMQ node for every module that needs it (see conftest_rabbitmq).
+pytest_plugins = ["conftest_rabbitmq"]
 
 E = TypeVar("E", bound=ev.Event)
 

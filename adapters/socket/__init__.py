@@ -1,7 +1,10 @@
 """Blocking-socket adapter for amqp-sansio (stdlib only).
 
 :func:`connect` returns a thread-safe client :class:`Connection` whose I/O
-thread keeps heartbeats flowing while your code blocks; :class:`Server` /
+thread keeps heartbeats flowing while your code blocks -- AMQP 0-10, or
+AMQP 0-9-1 (RabbitMQ) with ``?protocol=0-9-1`` in the URL or
+``protocol="0-9-1"``: then a :class:`client_0_9_1.Connection` with the same
+API (see :mod:`.client_0_9_1` for where the semantics differ); :class:`Server` /
 :func:`serve_forever` serve any sans-IO connection handler (such as the
 embedded broker's ``BrokerConnection``) with a thread per connection.  See
 ``client.py`` for the design.
@@ -9,6 +12,7 @@ embedded broker's ``BrokerConnection``) with a thread per connection.  See
 
 from amqp_sansio.v0_10.messages import Message
 
+from . import client_0_9_1
 from .client import DEFAULT, Connection, Delivery, Session, Subscription, connect
 from .errors import (
     AMQPError,
@@ -30,6 +34,7 @@ from .server import Handler, Server, serve_forever
 
 __all__ = [
     "connect",
+    "client_0_9_1",
     "Connection",
     "Session",
     "Subscription",

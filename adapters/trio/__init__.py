@@ -1,8 +1,10 @@
 """Trio adapter for amqp-sansio: an async client and a connection server.
 
-The protocol is the core's (:mod:`amqp_sansio.v0_10`); this package pumps
-bytes over Trio streams, reads ``trio.current_time()`` and maps events to an
-async API.  See :func:`open_connection` (client) and :func:`serve` (server).
+The protocol is the core's (:mod:`amqp_sansio.v0_10`, or
+:mod:`amqp_sansio.v0_9_1` for RabbitMQ: ``?protocol=0-9-1`` in the URL or
+``protocol="0-9-1"``, see :mod:`.client_0_9_1`); this package pumps bytes
+over Trio streams, reads ``trio.current_time()`` and maps events to an async
+API.  See :func:`open_connection` (client) and :func:`serve` (server).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 from amqp_sansio.v0_10.messages import Message
 from amqp_sansio.v0_10.session import SessionStore
 
+from . import client_0_9_1
 from .client import (
     HIGH_WATER,
     Connection,
@@ -36,6 +39,7 @@ from .server import ConnectionHandler, handle_stream, serve
 
 __all__ = [
     "open_connection",
+    "client_0_9_1",
     "Connection",
     "Session",
     "Subscription",

@@ -1,5 +1,11 @@
 """The Trio client: sockets, clocks and a friendly API around the core.
 
+:func:`open_connection` also speaks AMQP 0-9-1 (RabbitMQ) when the URL says
+``?protocol=0-9-1`` or ``protocol="0-9-1"`` is passed: it then yields a
+:class:`amqp_sansio_trio.client_0_9_1.Connection` with the same API (see
+that module for where the semantics differ).  The pump described below
+lives in ``_pump.py`` and serves both.
+
 All protocol logic lives in :mod:`amqp_sansio.v0_10`; this module only
 
 * pumps bytes between a Trio stream and the core ``Connection`` (one reader,
@@ -44,13 +50,13 @@ import ssl
 import uuid
 import weakref
 from collections.abc import AsyncGenerator, Iterable
-from contextlib import asynccontextmanager, suppress
-from typing import Any
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import attrs
 
 import trio
-from amqp_sansio.errors import LocalProtocolError, RemoteProtocolError
+from amqp_sansio.errors import LocalProtocolError
 from amqp_sansio.serial import SequenceSet
 from amqp_sansio.url import ConnectionParams, parse_url
 from amqp_sansio.v0_10 import events as ev
@@ -62,19 +68,16 @@ from amqp_sansio.v0_10.session import Session as CoreSession
 from amqp_sansio.v0_10.session import SessionState, SessionStore
 from trio.lowlevel import (
     ParkingLot,
-    cancel_shielded_checkpoint,
     checkpoint,
     checkpoint_if_cancelled,
 )
 
-from ._util import aclose_quietly, open_service_nursery
+from ._pump import CLOSE_TIMEOUT, HIGH_WATER, PumpConnection, connection_context
 from .errors import (
     AMQPError,
     AuthenticationError,
-    ConnectError,
     ConnectionClosedError,
     ConnectionLostError,
-    ConnectTimeout,
     ExecutionError,
     HeartbeatTimeoutError,
     MessageRejectedError,
@@ -83,14 +86,10 @@ from .errors import (
     VirtualHostError,
 )
 
-#: Output the writer has not taken yet above which a publisher waits for it.
-HIGH_WATER = 1 << 20
-#: Above this much pending output a publisher yields so the writer can run;
-#: below it, publishes are batched into one write (a cancel point is kept).
-_BATCH = 64 * 1024
-_RECV = 256 * 1024
-_TIMER_SLACK = 0.001  # the core's dead-peer test is strict (>): wake just after
-_CLOSE_TIMEOUT = 5.0
+if TYPE_CHECKING:
+    from . import client_0_9_1
+
+_CLOSE_TIMEOUT = CLOSE_TIMEOUT
 _INFINITE = 0xFFFFFFFF
 
 
@@ -127,37 +126,28 @@ def _client_config(params: ConnectionParams, session_store: SessionStore | None,
                         heartbeat=params.heartbeat, session_store=session_store, **kw)
 
 
-def _ssl_context(params: ConnectionParams) -> ssl.SSLContext:
-    ctx = ssl.create_default_context(cafile=params.cafile)
-    if not params.verify:
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-    if params.certfile:
-        ctx.load_cert_chain(params.certfile, params.keyfile)
-    return ctx
+@overload
+def open_connection(url: str, *, ssl_context: ssl.SSLContext | None = ...,
+                    session_store: SessionStore | None = ...,
+                    client_properties: dict[str, Any] | None = ...,
+                    close_timeout: float = ..., protocol: Literal["0-9-1"],
+                    ) -> AbstractAsyncContextManager[client_0_9_1.Connection]: ...
 
 
-async def _connect(params: ConnectionParams,
-                   ssl_context: ssl.SSLContext | None) -> trio.abc.Stream:
-    where = f"{params.host}:{params.port}"
-    try:
-        sock = await trio.open_tcp_stream(params.host, params.port)
-    except OSError as e:
-        raise ConnectError(f"cannot connect to {where}: {e}") from e
-    if not params.tls:
-        return sock
-    try:
-        ctx = ssl_context or _ssl_context(params)
-        tls = trio.SSLStream(sock, ctx, server_hostname=params.server_name or params.host)
-        await tls.do_handshake()
-    except (OSError, ssl.SSLError, trio.BrokenResourceError) as e:
-        await aclose_quietly(sock)
-        cause = e.__cause__ if isinstance(e, trio.BrokenResourceError) and e.__cause__ else e
-        raise ConnectError(f"TLS handshake with {where} failed: {cause}") from e
-    except BaseException:
-        await aclose_quietly(sock)
-        raise
-    return tls
+@overload
+def open_connection(url: str, *, ssl_context: ssl.SSLContext | None = ...,
+                    session_store: SessionStore | None = ...,
+                    client_properties: dict[str, Any] | None = ...,
+                    close_timeout: float = ..., protocol: Literal["0-10"] | None = ...,
+                    ) -> AbstractAsyncContextManager[Connection]: ...
+
+
+@overload
+def open_connection(url: str, *, ssl_context: ssl.SSLContext | None = ...,
+                    session_store: SessionStore | None = ...,
+                    client_properties: dict[str, Any] | None = ...,
+                    close_timeout: float = ..., protocol: str | None = ...,
+                    ) -> AbstractAsyncContextManager[Connection | client_0_9_1.Connection]: ...
 
 
 @asynccontextmanager
@@ -165,7 +155,8 @@ async def open_connection(url: str, *, ssl_context: ssl.SSLContext | None = None
                           session_store: SessionStore | None = None,
                           client_properties: dict[str, Any] | None = None,
                           close_timeout: float = _CLOSE_TIMEOUT,
-                          ) -> AsyncGenerator[Connection, None]:
+                          protocol: str | None = None,
+                          ) -> AsyncGenerator[Any, None]:
     """Connect, run the handshake and yield an open :class:`Connection`.
 
     ``url`` is an AMQP URL (``amqp[s]://user:pass@host:port/vhost?opts``; see
@@ -176,78 +167,58 @@ async def open_connection(url: str, *, ssl_context: ssl.SSLContext | None = None
     stop; ``close_timeout`` bounds each close handshake (connection, and
     sessions and subscriptions).
 
+    The protocol is ``protocol`` if given, else the URL's ``?protocol=``
+    option, else 0-10.  For ``0-9-1`` (RabbitMQ) this yields a
+    :class:`amqp_sansio_trio.client_0_9_1.Connection` with the same API
+    (``session_store`` is 0-10 only).  Static typing: without a literal
+    ``protocol="0-9-1"`` the connection is declared as the 0-10
+    :class:`Connection`; pass the literal to have the checker know.
+
     Raises :class:`ConnectError` / :class:`ConnectTimeout`,
     :class:`AuthenticationError`, :class:`VirtualHostError` and the other
     :mod:`~amqp_sansio_trio.errors`; a bad URL raises ``LocalProtocolError``.
     """
     params = parse_url(url)
-    if params.protocol != "0-10":
-        raise LocalProtocolError(f"protocol {params.protocol} is not supported by this client")
+    proto = params.protocol if protocol is None else protocol
+    if proto == "0-9-1":
+        if session_store is not None:
+            raise LocalProtocolError("session_store is AMQP 0-10 only (0-9-1 has no session "
+                                     "resume)")
+        from . import client_0_9_1 as c091
+
+        async with c091.open_connection_params(
+                params, ssl_context=ssl_context, client_properties=client_properties,
+                close_timeout=close_timeout) as conn091:
+            yield conn091
+        return
+    if proto != "0-10":
+        raise LocalProtocolError(f"protocol {proto} is not supported by this client")
     config = _client_config(params, session_store, client_properties)
-    deadline = trio.current_time() + params.connect_timeout
-    with trio.move_on_at(deadline) as cs:
-        stream = await _connect(params, ssl_context)
-    if cs.cancelled_caught:
-        raise ConnectTimeout(f"connecting to {params.host}:{params.port} took longer than "
-                             f"{params.connect_timeout}s")
-    async with open_service_nursery() as nursery:
-        conn = Connection(stream, CoreConnection(Role.CLIENT, config), params,
-                          close_timeout=close_timeout)
-        nursery.start_soon(conn._run)
-        try:
-            with trio.move_on_at(deadline) as cs:
-                await conn._wait_open()
-            if cs.cancelled_caught:
-                raise ConnectTimeout(f"AMQP handshake with {params.host}:{params.port} took "
-                                     f"longer than {params.connect_timeout}s")
-            yield conn
-        finally:
-            await conn.aclose()
-            nursery.cancel_scope.cancel()
+    async with connection_context(
+            params, ssl_context,
+            lambda stream: Connection(stream, CoreConnection(Role.CLIENT, config), params,
+                                      close_timeout=close_timeout)) as conn:
+        yield conn
 
 
 # ---------------------------------------------------------------- connection
-class Connection:
+class Connection(PumpConnection):
     """An open AMQP 0-10 connection (made by :func:`open_connection`)."""
+
+    _core: CoreConnection
+    opened: ev.ConnectionOpened | None
+    closed_event: ev.ConnectionClosed | None
 
     def __init__(self, stream: trio.abc.Stream, core: CoreConnection,
                  params: ConnectionParams, *, close_timeout: float = _CLOSE_TIMEOUT) -> None:
-        self._stream = stream
-        self.close_timeout = close_timeout
-        self._core = core
-        self.params = params
-        self._outbuf: list[bytes] = []
-        self._outsize = 0
-        self._writer_wake = trio.Event()
-        self._drained = ParkingLot()  # publishers over HIGH_WATER
-        self._timer_wake = trio.Event()
-        self._opened_event = trio.Event()
-        self._done = trio.Event()  # the pump has stopped; the stream is closed
-        self._error: AMQPError | None = None  # why the connection is unusable
+        super().__init__(stream, core, params, close_timeout=close_timeout)
         self._sessions: dict[int, Session] = {}
-        self.opened: ev.ConnectionOpened | None = None
-        self.closed_event: ev.ConnectionClosed | None = None
-
-    def __repr__(self) -> str:
-        return f"<amqp_sansio_trio.Connection {self.params.redacted()} {self._core.state.name}>"
 
     # -- public ---------------------------------------------------------------
     @property
     def core(self) -> CoreConnection:
         """The sans-IO connection underneath (for inspection)."""
         return self._core
-
-    @property
-    def is_open(self) -> bool:
-        return self._error is None and self.opened is not None
-
-    @property
-    def heartbeat(self) -> int | None:
-        return self._core.heartbeat
-
-    @property
-    def server_properties(self) -> dict[str, Any]:
-        return self._core.peer_properties
 
     @asynccontextmanager
     async def session(self, name: str | bytes | None = None, *,
@@ -291,152 +262,7 @@ class Connection:
             raise
         return s
 
-    async def wait_closed(self) -> AMQPError:
-        """Wait until the connection is over; return why (the error that
-        operations now raise)."""
-        await self._done.wait()
-        assert self._error is not None
-        return self._error
-
-    async def aclose(self, code: int = 200, text: str | None = None) -> None:
-        """Close the connection (close handshake, bounded) and stop its tasks."""
-        if (not self._done.is_set() and self._error is None and self.opened is not None
-                and not self._core.closed):
-            with trio.move_on_after(self.close_timeout) as cs:
-                cs.shield = True
-                with suppress(LocalProtocolError):  # already closing
-                    self._core.close(code, text)
-                self._pull()
-                await self._done.wait()
-        self._set_error(ConnectionClosedError(f"connection closed ({code}): {text or ''}", code,
-                                              text, by_peer=False))
-        await aclose_quietly(self._stream)
-
-    # -- the pump -------------------------------------------------------------
-    async def _run(self) -> None:
-        try:
-            async with trio.open_nursery() as n:
-                n.start_soon(self._reader)
-                n.start_soon(self._timer)
-                await self._writer()
-                n.cancel_scope.cancel()
-        finally:
-            if self._error is None:
-                self._set_error(ConnectionLostError("transport closed"))
-            self._done.set()
-            self._drained.unpark_all()
-
-    async def _reader(self) -> None:
-        while not self._core.closed:
-            try:
-                got = await self._stream.receive_some(_RECV)
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
-                got = b""
-                if self._error is None and not self._core.closed:
-                    self._set_error(ConnectionLostError(str(e.__cause__ or e) or "reset"))
-            data = got if isinstance(got, bytes) else bytes(got)
-            self._feed(data)
-            if not data:
-                break
-        self._writer_wake.set()
-
-    def _feed(self, data: bytes) -> None:
-        try:
-            events = self._core.receive_data(data, trio.current_time())
-        except RemoteProtocolError as e:
-            self._dispatch(getattr(e, "events", []))
-            if self.opened is None and e.code == 320:
-                self._set_error(AuthenticationError(f"authentication failed: {e.message}", 320,
-                                                    e.message, by_peer=False))
-            else:
-                self._set_error(ProtocolViolationError(e.message, e.code))
-        else:
-            self._dispatch(events)
-        self._writer_wake.set()
-
-    async def _writer(self) -> None:
-        stream = self._stream
-        while True:
-            self._pull()
-            if self._outbuf:
-                data = b"".join(self._outbuf) if len(self._outbuf) > 1 else self._outbuf[0]
-                self._outbuf.clear()
-                self._outsize = 0
-                self._drained.unpark_all()
-                try:
-                    await stream.send_all(data)
-                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
-                    if self._error is None and not self._core.closed:
-                        self._set_error(ConnectionLostError(str(e.__cause__ or e) or "reset"))
-                    self._feed(b"")  # tell the core the transport is gone
-                    self._outbuf.clear()
-                    break
-                continue
-            if self._core.closed:
-                break
-            self._writer_wake = trio.Event()
-            await self._writer_wake.wait()
-        await aclose_quietly(stream)
-
-    async def _timer(self) -> None:
-        core = self._core
-        while not core.closed:
-            deadline = core.next_deadline()
-            self._timer_wake = trio.Event()
-            if deadline is None:
-                await self._timer_wake.wait()
-                continue
-            await trio.sleep_until(deadline + _TIMER_SLACK)
-            now = trio.current_time()
-            due = core.next_deadline()
-            if due is not None and now >= due:
-                self._dispatch(core.handle_timer(now))
-                self._writer_wake.set()
-
-    # -- plumbing ---------------------------------------------------------------
-    def _pull(self) -> None:
-        """Move the core's pending output to the writer's buffer."""
-        data = self._core.data_to_send()
-        if data:
-            self._outbuf.append(data)
-            self._outsize += len(data)
-            self._writer_wake.set()
-
-    async def _before_send(self) -> None:
-        """Cancel point, and backpressure: wait while the writer is more than
-        HIGH_WATER octets behind.  Nothing has been sent when this raises."""
-        await checkpoint_if_cancelled()
-        while self._outsize >= HIGH_WATER and not self._done.is_set():
-            await self._drained.park()
-
-    async def _after_send(self) -> None:
-        """After handing output to the core: move it to the writer and, past a
-        batch, let the writer run.  Never raises (not even Cancelled): what
-        was sent stays sent."""
-        self._pull()
-        if self._outsize >= _BATCH:
-            await cancel_shielded_checkpoint()
-
-    def _check(self) -> None:
-        if self._error is not None:
-            raise self._error
-        if self.opened is None:
-            raise LocalProtocolError("connection is not open yet")
-
-    async def _wait_open(self) -> None:
-        while self.opened is None:
-            if self._error is not None:
-                raise self._error
-            await self._opened_event.wait()
-
-    def _set_error(self, err: AMQPError) -> None:
-        if self._error is not None:
-            return
-        self._error = err
-        self._opened_event.set()
-        self._timer_wake.set()
-        self._writer_wake.set()
-        self._drained.unpark_all()
+    def _on_error(self, err: AMQPError) -> None:
         for s in list(self._sessions.values()):
             s._fail(err)
 

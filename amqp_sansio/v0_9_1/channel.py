@@ -44,6 +44,7 @@ __all__ = ["ChannelState", "CHANNEL_TRANSITIONS", "ChannelError", "Channel"]
 
 import enum
 from collections import deque
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import LocalProtocolError
@@ -60,6 +61,7 @@ from .spec import (
     BasicReject,
     ChannelClose,
     ChannelCloseOk,
+    ChannelFlow,
     ChannelFlowOk,
 )
 
@@ -268,6 +270,51 @@ class Channel:
             self.owed.popleft()
         self._conn._write_content(self.id, method, properties, body)
         return None
+
+    def ping(self) -> Method:
+        """Send a request whose only effect is its reply, and return it (the
+        reply's ``MethodReceived.request`` is this object).
+
+        It is ``channel.flow(active=True)``: the peer answers ``flow-ok`` and
+        nothing changes (RabbitMQ implements exactly this form).  Since a
+        channel's methods are processed in order, the reply proves the peer
+        has processed everything sent on the channel before it: publishes
+        routed, acknowledgements applied.  (0-9-1 has no ``execution.sync``.)
+        """
+        m = ChannelFlow(active=True)
+        self.send(m)
+        return m
+
+    def ack_tags(self, tags: Iterable[int]) -> int:
+        """Acknowledge exactly ``tags`` (outstanding deliveries) with as few
+        ``basic.ack`` frames as the books allow: one ``multiple`` ack for the
+        longest run of them that starts at the oldest outstanding tag, a
+        single ack for each of the others.  Returns the frames sent.
+        Nothing is sent if any tag is not outstanding."""
+        want = sorted(set(tags))
+        unacked = self.unacked
+        for t in want:
+            if t not in unacked:
+                raise LocalProtocolError(f"delivery tag {t} is not outstanding on channel "
+                                         f"{self.id} (unknown, or already acknowledged)")
+        if not want:
+            return 0
+        run = 0
+        for t in unacked.ascending():  # stop at the first one not wanted
+            if run < len(want) and t == want[run]:
+                run += 1
+            else:
+                break
+        sent = 0
+        if run > 1:
+            self.send(BasicAck(delivery_tag=want[run - 1], multiple=True))
+            sent = 1
+        else:
+            run = 0
+        for t in want[run:]:
+            self.send(BasicAck(delivery_tag=t, multiple=False))
+            sent += 1
+        return sent
 
     def ack(self, delivery_tag: int, multiple: bool = False) -> None:
         """Acknowledge a delivery (``multiple``: every one up to it; tag 0

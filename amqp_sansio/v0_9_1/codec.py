@@ -125,8 +125,11 @@ pack_B = struct.Struct("!B").pack
 pack_H = _S_H.pack
 pack_I = _S_I.pack
 pack_Q = _S_Q.pack
+pack_i = _S_i.pack
 unpack_H = _S_H.unpack_from
 unpack_I = _S_I.unpack_from
+unpack_i = _S_i.unpack_from
+pack_d = _S_d.pack
 unpack_Q = _S_Q.unpack_from
 
 _INT32 = (-(1 << 31), (1 << 31) - 1)
@@ -449,11 +452,41 @@ def _entries(buf: Any, pos: int, stop: int, profile: Profile, depth: int) -> dic
         if kstop > stop:
             raise _short("field name", pos)
         try:
-            key = bytes(buf[pos + 1:kstop]).decode("utf-8")
+            key = str(buf[pos + 1:kstop], "utf-8")
         except UnicodeDecodeError:
             raise _bad("field name is not valid UTF-8", pos) from None
         if key in out:
             raise _bad(f"duplicate field name {key!r} in a table", at)
+        # Inline the three commonest tags (same checks and errors as their
+        # decoders; each gives its natural type, so ``typed`` changes
+        # nothing); everything else goes through decode_value.
+        if kstop < stop:
+            tag = buf[kstop]
+            p = kstop + 1
+            if tag == 83:  # 'S' long string
+                if p + 4 > stop:
+                    raise _short("longstr", p)
+                e = p + 4 + unpack_I(buf, p)[0]
+                if e > stop:
+                    raise _short("longstr", p)
+                try:
+                    out[key] = str(buf[p + 4:e], "utf-8")
+                    pos = e
+                    continue
+                except UnicodeDecodeError:
+                    pass  # bytes (or Typed): the general route decides
+            elif tag == 73:  # 'I' int32
+                if p + 4 > stop:
+                    raise _short("int32", p)
+                out[key] = unpack_i(buf, p)[0]
+                pos = p + 4
+                continue
+            elif tag == 116:  # 't' boolean
+                if p >= stop:
+                    raise _short("boolean", p)
+                out[key] = buf[p] != 0
+                pos = p + 1
+                continue
         out[key], pos = decode_value(buf, kstop, stop, profile, depth)
     return out
 
@@ -634,6 +667,21 @@ def encode_value(v: Any, out: bytearray, profile: Profile = RABBIT,
         out += b"F"
         encode_table(v, out, profile, depth - 1)
         return
+    if t is float:
+        out += b"d"
+        out += pack_d(v)
+        return
+    if t is list:
+        out += b"A"
+        encode_array(v, out, profile, depth - 1)
+        return
+    if t is _dt.datetime:
+        d = (v if v.tzinfo is not None else v.replace(tzinfo=_dt.UTC)) - _EPOCH
+        secs = d.days * 86400 + d.seconds
+        if secs >= 0:  # else the general route says why not
+            out += b"T"
+            out += pack_Q(secs)
+            return
     if t is Typed:
         _enc_tagged(v.tag, v.value, out, profile, depth)
         return
@@ -667,13 +715,33 @@ def encode_table_entries(t: Mapping[str, Any], out: bytearray, profile: Profile 
     """Append table entries without the size prefix (AMQPLAIN responses)."""
     if depth is None:
         depth = profile.max_depth
-    if not isinstance(t, Mapping):
+    if type(t) is not dict and not isinstance(t, Mapping):
         raise LocalProtocolError(f"a field table must be a mapping, got {type(t).__name__}")
     for k, v in t.items():
-        if not isinstance(k, str):
+        if type(k) is str and len(k) < 256 and k.isascii():
+            out.append(len(k))
+            out += k.encode("ascii")
+        elif not isinstance(k, str):
             raise LocalProtocolError(f"field names are str, got {type(k).__name__}")
-        enc_shortstr(k, out, "field name")
-        encode_value(v, out, profile, depth)
+        else:
+            enc_shortstr(k, out, "field name")
+        # The commonest value types inline (as in encode_value).
+        tv = type(v)
+        if tv is str:
+            try:
+                b = v.encode("utf-8")
+            except UnicodeEncodeError as e:
+                raise LocalProtocolError(f"field value: not encodable as UTF-8: {e}") from None
+            out += b"S"
+            out += pack_I(len(b))
+            out += b
+        elif tv is int and -0x80000000 <= v <= 0x7FFFFFFF:
+            out += b"I"
+            out += pack_i(v)
+        elif tv is bool:
+            out += b"t\x01" if v else b"t\x00"
+        else:
+            encode_value(v, out, profile, depth)
 
 
 def encode_array(items: list[Any] | tuple[Any, ...], out: bytearray, profile: Profile = RABBIT,

@@ -61,6 +61,12 @@ class TagSet:
         live = self._live
         return (t for t in list(self._order) if t in live)
 
+    def ascending(self) -> Iterator[int]:
+        """The outstanding tags, lowest first, without a copy: do not change
+        the set while iterating (``__iter__`` copies and allows that)."""
+        live = self._live
+        return (t for t in self._order if t in live)
+
     def __repr__(self) -> str:
         return f"TagSet({list(self)!r})"
 
@@ -140,6 +146,10 @@ class ConfirmTracker:
     @property
     def outstanding(self) -> int:
         return len(self._pending)
+
+    def __contains__(self, seq: object) -> bool:
+        """True while publish ``seq`` is neither acked nor nacked."""
+        return seq in self._pending
 
     def unconfirmed(self) -> list[int]:
         """The sequence numbers not yet acked or nacked, ascending."""

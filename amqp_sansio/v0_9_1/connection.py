@@ -220,6 +220,13 @@ def _heartbeat(v: int | None) -> int | None:
     return v
 
 
+def _mechanism_tuple(v: Iterable[str | Callable[[], sasl.ClientMechanism]]
+                     ) -> tuple[str | Callable[[], sasl.ClientMechanism], ...]:
+    if isinstance(v, str):
+        return (v,)  # a single name, not its letters
+    return tuple(v)
+
+
 def _dialect(v: str) -> str:
     if v not in ("rabbit", "spec"):
         raise LocalProtocolError(f"dialect must be 'rabbit' or 'spec', got {v!r}")
@@ -250,7 +257,7 @@ class ClientConfig:
     username: str | None = None
     password: str | None = attrs.field(default=None, repr=False)
     mechanisms: tuple[str | Callable[[], sasl.ClientMechanism], ...] = attrs.field(
-        default=(), converter=tuple)
+        default=(), converter=_mechanism_tuple)
     locale: str = "en_US"
     client_properties: dict[str, Any] = attrs.field(factory=dict)
     capabilities: dict[str, bool] = attrs.field(factory=lambda: dict(DEFAULT_CAPABILITIES))
