@@ -442,11 +442,11 @@ def test_sender_armed_after_tune_monitor_after_open_ok() -> None:
     cli.handle_timer(0.0)
     fs.start()
     fs.tune(hb=5)
-    assert cli._hb_send and not cli._hb_watch
+    assert cli._hb.sending and not cli._hb.watching
     assert cli.handle_timer(100.0) == []  # no monitor yet: not dead
     assert cli.data_to_send() == HEARTBEAT_FRAME
     fs.open_ok()
-    assert cli._hb_watch
+    assert cli._hb.watching
 
 
 def test_server_heartbeats_after_tune_ok() -> None:

@@ -51,6 +51,7 @@ from ..errors import (
     LocalProtocolError,
     RemoteProtocolError,
 )
+from ..heartbeat import HeartbeatClock
 from . import events as ev
 from ._specbase import Command, Control, Struct
 from .framing import (
@@ -250,7 +251,6 @@ class Connection:
         self._out_frame_max = MIN_MAX_FRAME_SIZE
         self.channel_max = config.channel_max
         self.max_frame_size = MIN_MAX_FRAME_SIZE
-        self.heartbeat: int | None = None
         self.virtual_host: str | None = None
         self.identity: str | None = None
         self.mechanism: str | None = None
@@ -258,8 +258,7 @@ class Connection:
         self.sessions: dict[int, Session] = {}
         self._by_name: dict[bytes, Session] = {}
         self._now: float | None = None
-        self._last_in: float | None = None
-        self._last_out: float | None = None
+        self._hb = HeartbeatClock()
         self._client_mech: sasl.ClientMechanism | None = None
         self._server_mech: sasl.ServerMechanism | None = None
         self._offered_tune: ConnectionTune | None = None
@@ -278,6 +277,11 @@ class Connection:
         return f"<Connection {self.role.value} {self.state.name} sessions={len(self.sessions)}>"
 
     @property
+    def heartbeat(self) -> int | None:
+        """The negotiated heartbeat interval in seconds (None: none)."""
+        return self._hb.interval
+
+    @property
     def closed(self) -> bool:
         """True once the connection is over: write what is left, then close."""
         return self.state is ConnState.CLOSED
@@ -286,7 +290,7 @@ class Connection:
         """Feed bytes from the peer (``b""`` = end of input); return events."""
         if now is not None:
             self._now = now
-            self._last_in = now
+            self._hb.last_in = now
         events: list[ev.Event] = []
         if self.state is ConnState.CLOSED:
             return events
@@ -333,32 +337,28 @@ class Connection:
         data = b"".join(self._out)
         self._out.clear()
         if now is not None:
-            self._last_out = now
+            self._hb.last_out = now
         return data
 
     def handle_timer(self, now: float) -> list[ev.Event]:
         """Advance time: send heartbeats, detect a dead peer, expire state."""
         self._now = now
         events: list[ev.Event] = []
-        hb = self.heartbeat
-        if hb and self.state in (ConnState.OPEN, ConnState.CLOSING):
-            # >= so that waking exactly at next_deadline() fires (no spin).
-            if self._last_in is not None and now - self._last_in >= 2 * hb:
-                events.append(ev.HeartbeatTimeout(now - self._last_in))
+        if self.state in (ConnState.OPEN, ConnState.CLOSING):
+            idle, send = self._hb.poll(now)
+            if idle is not None:
+                events.append(ev.HeartbeatTimeout(idle))
                 self._lose("heartbeat timeout", events)
                 return events
-            if self._last_out is None or now - self._last_out >= hb:
+            if send:
                 self._write_control(0, ConnectionHeartbeat())
         return events
 
     def next_deadline(self) -> float | None:
         """When ``handle_timer`` should next be called (None: no timers)."""
-        hb = self.heartbeat
-        if not hb or self.state not in (ConnState.OPEN, ConnState.CLOSING):
+        if self.state not in (ConnState.OPEN, ConnState.CLOSING):
             return None
-        send_at = (self._last_out or 0.0) + hb
-        dead_at = (self._last_in or 0.0) + 2 * hb
-        return min(send_at, dead_at)
+        return self._hb.next_deadline()
 
     def close(self, code: int = 200, text: str | None = None) -> None:
         """Start the close handshake (``ConnectionClosed`` follows close-ok)."""
@@ -446,7 +446,7 @@ class Connection:
         if self._sec_encode is not None:
             data = self._sec_encode(data)
         self._out.append(data)
-        self._last_out = self._now
+        self._hb.last_out = self._now
 
     def _write_control(self, channel: int | None, ctl: Control) -> None:
         self._emit_raw(encode_control(channel or 0, ctl, self._out_frame_max))
@@ -704,10 +704,11 @@ class Connection:
         self.max_frame_size = frame
         self._out_frame_max = frame
         self._decoder.max_frame_size = frame
-        self.heartbeat = heartbeat or None
+        self._hb.interval = heartbeat or None
 
     def _on_connection_open_ok(self, ctl: Any, events: list[ev.Event]) -> None:
         self.state = ConnState.OPEN
+        self._hb.arm(self._now)
         events.append(ev.ConnectionOpened(
             self.virtual_host or "", self.channel_max, self.max_frame_size, self.heartbeat,
             self.peer_properties, self.mechanism or "", None,
@@ -807,6 +808,7 @@ class Connection:
         self.virtual_host = vhost
         self._write_control(0, ConnectionOpenOk(known_hosts=list(cfg.known_hosts)))
         self.state = ConnState.OPEN
+        self._hb.arm(self._now)
         events.append(ev.ConnectionOpened(vhost, self.channel_max, self.max_frame_size,
                                           self.heartbeat, self.peer_properties,
                                           self.mechanism or "", self.identity,

@@ -70,6 +70,7 @@ import attrs
 
 from .. import sasl
 from ..errors import FRAMING_ERROR, DecodeError, LocalProtocolError, RemoteProtocolError
+from ..heartbeat import HeartbeatClock
 from ..sasl_amqplain import AmqplainClient
 from . import events as ev
 from ._specbase import Method, Properties
@@ -336,7 +337,6 @@ class Connection:
         self.state = ConnState.AWAIT_START if self._is_client else ConnState.AWAIT_HEADER
         self.channel_max = 0  # negotiated (0: ids up to 65535)
         self.frame_max = FRAME_MIN_SIZE  # until tune: what both must accept
-        self.heartbeat: int | None = None
         self.virtual_host: str | None = None
         self.identity: str | None = None
         self.mechanism: str | None = None
@@ -347,10 +347,7 @@ class Connection:
         self._pending0: list[Method] = []  # connection-level requests (update-secret)
         self._close_sent: ConnectionClose | None = None
         self._now: float | None = None
-        self._last_in: float | None = None
-        self._last_out: float | None = None
-        self._hb_send = False
-        self._hb_watch = False
+        self._hb = HeartbeatClock()
         self._client_mech: sasl.ClientMechanism | None = None
         self._server_mech: sasl.ServerMechanism | None = None
         self._offered_tune: ConnectionTune | None = None
@@ -366,12 +363,17 @@ class Connection:
         """True once the connection is over: write what is left, then close."""
         return self.state is ConnState.CLOSED
 
+    @property
+    def heartbeat(self) -> int | None:
+        """The negotiated heartbeat interval in seconds (None: none)."""
+        return self._hb.interval
+
     def receive_data(self, data: bytes | bytearray | memoryview,
                      now: float | None = None) -> list[ev.Event]:
         """Feed bytes from the peer (``b""`` = end of input); return events."""
         if now is not None:
             self._now = now
-            self._last_in = now
+            self._hb.last_in = now
         events: list[ev.Event] = []
         if self.state is ConnState.CLOSED:
             return events
@@ -412,34 +414,22 @@ class Connection:
         """Advance time: send a heartbeat when due, detect a dead peer."""
         self._now = now
         events: list[ev.Event] = []
-        hb = self.heartbeat
-        if not hb or self.state is ConnState.CLOSED:
+        if self.state is ConnState.CLOSED:
             return events
-        if self._last_in is None:
-            self._last_in = now  # the clock starts with the first time we see
-        if self._last_out is None:
-            self._last_out = now
-        if self._hb_watch:
-            last = self._last_in
-            if now - last >= 2 * hb:
-                events.append(ev.HeartbeatTimeout(now - last))
-                self._lose("heartbeat timeout", events)
-                return events
-        if self._hb_send and now - self._last_out >= hb:
+        idle, send = self._hb.poll(now)
+        if idle is not None:
+            events.append(ev.HeartbeatTimeout(idle))
+            self._lose("heartbeat timeout", events)
+            return events
+        if send:
             self._emit(HEARTBEAT_FRAME)
         return events
 
     def next_deadline(self) -> float | None:
         """When ``handle_timer`` should next be called (None: no timers)."""
-        hb = self.heartbeat
-        if not hb or self.state is ConnState.CLOSED:
+        if self.state is ConnState.CLOSED:
             return None
-        times = []
-        if self._hb_send:
-            times.append((self._last_out or 0.0) + hb)
-        if self._hb_watch:
-            times.append((self._last_in or 0.0) + 2 * hb)
-        return min(times) if times else None
+        return self._hb.next_deadline()
 
     def close(self, code: int = 200, text: str = "", class_id: int = 0,
               method_id: int = 0) -> None:
@@ -515,7 +505,7 @@ class Connection:
 
     def _emit(self, data: bytes) -> None:
         self._out.append(data)
-        self._last_out = self._now
+        self._hb.last_out = self._now
 
     def _write_method(self, channel: int, m: Method) -> None:
         self._emit(encode_method(channel, m, self.frame_max, self.profile))
@@ -737,16 +727,7 @@ class Connection:
         self._drop_channels()
 
     def _arm_heartbeat(self, send: bool, watch: bool) -> None:
-        if not self.heartbeat:
-            return
-        if send and not self._hb_send:
-            self._hb_send = True
-            if self._last_out is None:
-                self._last_out = self._now
-        if watch and not self._hb_watch:
-            self._hb_watch = True
-            if self._last_in is None:
-                self._last_in = self._now
+        self._hb.arm(self._now, send=send, watch=watch)
 
     # -- client handshake -------------------------------------------------------
     def _client_mechanisms(self) -> list[Callable[[], sasl.ClientMechanism]]:
@@ -849,7 +830,7 @@ class Connection:
         self.channel_max = channel_max
         self.frame_max = frame_max
         self._decoder.max_frame_size = frame_max
-        self.heartbeat = heartbeat or None
+        self._hb.interval = heartbeat or None
 
     def _on_connection_open_ok(self, m: Any, events: list[ev.Event]) -> None:
         self.state = ConnState.OPEN
