@@ -395,7 +395,8 @@ def test_heartbeat_negotiation(server_kw: dict[str, Any], client_kw: dict[str, A
         out = net.client.data_to_send()
         tune_ok += [x for x in decode(out[8:] if out.startswith(b"AMQP") else out)
                     if isinstance(x, ConnectionTuneOk)]
-        net.feed("server", out) if out else None
+        if out:
+            net.feed("server", out)
         back = net.server.data_to_send()
         if back:
             net.feed("client", back)

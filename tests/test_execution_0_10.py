@@ -111,9 +111,10 @@ def test_result_correlation() -> None:
     qb = cs.send(QueueQuery(queue="b"))
     ex = cs.send(ExchangeQuery(name="amq.direct"))
     _, se = net.pump()
-    by_cmd = {type(e.command).__name__ + getattr(e.command, "queue", "") or "": e.command_id
-              for e in of_type(se, ev.CommandReceived)}
-    assert by_cmd["QueueQuerya"] == qa and by_cmd["QueueQueryb"] == qb
+    ids = {(type(e.command).__name__, getattr(e.command, "queue", None)): e.command_id
+           for e in of_type(se, ev.CommandReceived)}
+    assert ids[("QueueQuery", "a")] == qa and ids[("QueueQuery", "b")] == qb
+    assert ids[("ExchangeQuery", None)] == ex
     # Answer out of order.
     ss.send_result(qb, qqr("b", 2))
     ss.send_result(ex, ExchangeQueryResult(type="direct"))

@@ -855,3 +855,14 @@ def test_simultaneous_attach_of_one_name_from_both_ends() -> None:
     ce, se = net.pump()
     assert not of_type(ce + se, ev.ProtocolViolation)
     assert cs.state is ss.state is SessionState.ATTACHED
+
+
+def test_detach_while_attaching_tolerates_the_crossing_attached() -> None:
+    net = opened()
+    cs = net.client.attach(b"a")
+    cs.send(q(0))
+    cs.detach()
+    ce, se = net.pump()
+    assert not of_type(ce + se, ev.ProtocolViolation)
+    assert [e.code for e in of_type(ce, ev.SessionDetached)] == [0]
+    assert net.client.sessions == {} and net.server.sessions == {}

@@ -564,6 +564,7 @@ class Connection:
             self._on_session_control(item.channel, ctl, events)
 
     def _check_session_channel(self, channel: int) -> None:
+        self._trace("session")
         if self.state not in (ConnState.OPEN, ConnState.CLOSING):
             raise _ConnectionError(f"session traffic on channel {channel} before the "
                                    "connection is open", channel=channel)

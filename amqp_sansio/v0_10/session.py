@@ -105,6 +105,7 @@ SESSION_TRANSITIONS: dict[SessionState, dict[str, tuple[SessionState, ...]]] = {
         "transport-lost": (D,),
     },
     DI: {
+        "session.attached": (DI,),  # detached before the attach was answered
         "session.detached": (D,),
         "session.detach": (D,),
         "session.completed": (DI,),
@@ -370,7 +371,10 @@ class Session:
         out: list[Any] = []
         if self.state is not SessionState.ATTACHED:
             return out
-        if self._completion_dirty:
+        if self._completion_dirty and not self._held_back:
+            # (While commands wait behind a resume's replay, so does the
+            # completion report: a result held back must reach the peer
+            # before the completion of the command it answers.)
             timely = len(self._in_completed.ranges) > _RANGES_BEFORE_TIMELY
             out.append(SessionCompleted(commands=self._in_completed.copy(), timely_reply=timely))
             self._completion_dirty = False
