@@ -1188,6 +1188,10 @@ def op_state_resume(s: Script) -> Fault:
     s.ctl(1, spec.SessionDetach(name=name), wait="detached:1")
     ch = s.rng.pick([1, 2])
     s.ctl(ch, spec.SessionAttach(name=name), wait=f"attach:{ch}")
+    # A resuming peer asks us what we expect (flush(expected)); a conformant
+    # client answers.  This script kept nothing, so: the empty set.  (The
+    # fault under test is the command-point below, not a silent client.)
+    s.ctl(ch, spec.SessionExpected(commands=SequenceSet()))
     s.ctl(ch, spec.SessionFlush(expected=True), wait=f"expected:{ch}")
     how = s.rng.pick(["bogus", "zero", "far"])
     cid = {"bogus": s.rng.between(0, 20), "zero": 0, "far": 0x7FFFFFF0}[how]
