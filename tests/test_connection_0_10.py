@@ -767,7 +767,8 @@ def test_client_close_during_handshake(state: ConnState) -> None:
     assert [type(x) for x in decode(c.data_to_send())] == [ConnectionClose]
     # Everything but the close handshake is discarded while closing.
     assert c.receive_data(ctl(ConnectionOpenOk())) == []
-    assert c.receive_data(ctl(ConnectionCloseOk())) == [ev.ConnectionClosed(200, None, False)]
+    assert c.receive_data(ctl(ConnectionCloseOk())) == [
+        ev.ConnectionClosed(200, "changed my mind", False)]  # what our close said
     assert c.closed
 
 

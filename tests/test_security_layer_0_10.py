@@ -39,3 +39,28 @@ def test_layer_installs_once() -> None:
         pass
     else:  # pragma: no cover
         raise AssertionError("second install accepted")
+
+
+def test_close_reports_the_code_we_sent_and_names_are_bytes() -> None:
+    p = ConnectionPair()
+    p.open()
+    try:
+        p.client.attach("text")  # type: ignore[arg-type]
+    except LocalProtocolError:
+        pass
+    else:  # pragma: no cover
+        raise AssertionError("a str session name was accepted")
+    p.client.close(320, "going away")
+    ce, se = p.pump()
+    (closed,) = of_type(ce, ev.ConnectionClosed)
+    assert (closed.code, closed.text, closed.by_peer) == (320, "going away", False)
+    (seen,) = of_type(se, ev.ConnectionClosed)
+    assert (seen.code, seen.by_peer) == (320, True)
+
+
+def test_close_before_the_header_exchange_sends_nothing() -> None:
+    from amqp_sansio.v0_10.connection import Connection, Role
+
+    c = Connection(Role.CLIENT)
+    c.close()
+    assert c.closed and c.data_to_send() == b""

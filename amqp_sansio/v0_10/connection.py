@@ -263,6 +263,7 @@ class Connection:
         self._server_mech: sasl.ServerMechanism | None = None
         self._offered_tune: ConnectionTune | None = None
         self._close_sent = False
+        self._sent_close: tuple[int, str | None] = (200, None)  # what our close said
         self._flush_wanted = False
         self._streams: dict[int, int] = {}  # channel -> command id of a streaming body
         self.closed_reason: str | None = None
@@ -370,9 +371,11 @@ class Connection:
         if self.state is ConnState.AWAIT_HEADER:
             self.state = ConnState.CLOSED
             self.closed_reason = "closed before the handshake"
+            self._out.clear()  # nothing to say to a peer we never heard from
             return
         self._write_control(0, ConnectionClose(reply_code=code, reply_text=text))
         self._close_sent = True
+        self._sent_close = (code, text)
         self.state = ConnState.CLOSING
 
     def attach(self, name: bytes, *, channel: int | None = None, force: bool = False,
@@ -387,6 +390,8 @@ class Connection:
         """
         if self.state is not ConnState.OPEN:
             raise LocalProtocolError(f"cannot attach in state {self.state.name}")
+        if not isinstance(name, (bytes, bytearray, memoryview)):
+            raise LocalProtocolError(f"a session name is bytes, not {type(name).__name__}")
         name = bytes(name)
         if name in self._by_name:
             raise LocalProtocolError(f"session {name!r} is already attached here")
@@ -605,7 +610,8 @@ class Connection:
     def _on_connection_close_ok(self, ctl: Any, events: list[ev.Event]) -> None:
         self.state = ConnState.CLOSED
         self.closed_reason = "closed"
-        events.append(ev.ConnectionClosed(200, None, by_peer=False))
+        code, text = self._sent_close
+        events.append(ev.ConnectionClosed(code, text, by_peer=False))
         self._detach_all()
 
     # client side handshake
