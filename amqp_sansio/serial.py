@@ -18,6 +18,7 @@ from __future__ import annotations
 
 __all__ = [
     "SERIAL_BITS",
+    "SerialOrderError",
     "serial_add",
     "serial_cmp",
     "serial_lt",
@@ -39,14 +40,20 @@ def serial_add(a: int, n: int) -> int:
     return (a + n) & _MASK
 
 
+class SerialOrderError(ValueError):
+    """Two serial numbers exactly 2**31 apart: RFC 1982 leaves their order
+    undefined.  Ids a peer sends can provoke it; the session layer treats it
+    as that peer's violation."""
+
+
 def serial_diff(a: int, b: int) -> int:
     """Signed distance ``b - a`` in serial arithmetic, in (-2**31, 2**31).
 
-    Raises ValueError at distance exactly 2**31 (undefined by RFC 1982).
+    Raises SerialOrderError (a ValueError) at distance exactly 2**31.
     """
     d = (b - a) & _MASK
     if d == _HALF:
-        raise ValueError(f"serial numbers {a} and {b} are 2**31 apart: order undefined")
+        raise SerialOrderError(f"serial numbers {a} and {b} are 2**31 apart: order undefined")
     return d - _MOD if d > _HALF else d
 
 

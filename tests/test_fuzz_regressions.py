@@ -231,3 +231,21 @@ def test_command_point_without_id() -> None:
     except TypeError as e:
         pytest.fail(f"escaped the core: {e!r}")
     assert not bc.closed
+
+
+def test_command_point_half_a_window_away() -> None:
+    """Finding 8 (reset): a ``session.command-point`` exactly 2**31 from an
+    id already received has no RFC-1982 order relative to it; the core's
+    comparison raised ValueError out of the broker.  Now a session
+    violation: detached(unknown-ids).  Reproducer: field:int-boundary, seed
+    10000 case 4424."""
+    b = Broker()
+    bc = b.connection()
+    s = script()
+    s.attach(1)
+    s.cmd(1, spec.QueueDeclare(queue=Q))
+    s.ctl(1, spec.SessionCommandPoint(command_id=1 << 31, command_offset=0))
+    got = feed(bc, s)
+    assert not bc.closed
+    detached = [i.control for i in got if names([i]) == ["session.detached"]]
+    assert detached and int(detached[-1].code) == 4

@@ -1,7 +1,8 @@
 """The ``amqp`` Spark data source against the embedded broker, on a local Spark.
 
-One ``local[2]`` SparkSession and one broker serve the whole module (Spark
-takes seconds to start); every test uses its own queues.  The broker runs in
+One broker serves the whole module and one ``local[2]`` SparkSession (the
+``spark`` fixture of the ``spark_session`` plugin) the whole test session
+(Spark takes seconds to start); every test uses its own queues.  The broker runs in
 this process (a thread); Spark's Python workers are separate processes and
 reach it over TCP on 127.0.0.1.  Skipped without pyspark/pyarrow or Java.
 """
@@ -12,7 +13,6 @@ import hashlib
 import json
 import os
 import shutil
-import sys
 import threading
 import time
 import uuid
@@ -32,9 +32,10 @@ from pyspark.sql import functions as F  # noqa: E402
 
 from amqp_sansio_broker import Broker  # noqa: E402
 from amqp_sansio_socket import Message, Server, connect  # noqa: E402
-from amqp_sansio_spark import publish_partitions, register  # noqa: E402
+from amqp_sansio_spark import publish_partitions  # noqa: E402
 
 pytestmark = pytest.mark.slow
+pytest_plugins = ["spark_session"]
 
 
 class RunningBroker:
@@ -76,20 +77,6 @@ def amqp() -> Iterator[RunningBroker]:
     broker = Broker()
     with Server(broker.connection, "127.0.0.1", 0) as server:
         yield RunningBroker(broker, server)
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    session = (SparkSession.builder.master("local[2]").appName("amqp-sansio-tests")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "2")
-               .config("spark.python.worker.reuse", "true")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    register(session)
-    yield session
-    session.stop()
 
 
 def checksum(bodies: list[bytes]) -> tuple[int, int]:

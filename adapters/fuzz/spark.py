@@ -87,6 +87,15 @@ def _rerun(cfg: CampaignConfig, row: CaseRow, run_cfg: RunConfig,
                            r.observation, r.transcript, r.duration)
 
 
+
+def _loopback(master: str) -> dict[str, bool | float | int | str | None]:
+    """A local master keeps Spark's driver on 127.0.0.1 (it would otherwise
+    bind the host's resolved address); a cluster master is left alone."""
+    if master.startswith("local"):
+        return {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+    return {}
+
+
 def spark_campaign(cfg: CampaignConfig, *, master: str = "local[2]", partitions: int | None = None,
                    log: IO[str] | None = None,
                    restart: Callable[[], Target] | None = None) -> CampaignResult:
@@ -100,6 +109,7 @@ def spark_campaign(cfg: CampaignConfig, *, master: str = "local[2]", partitions:
              .config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.shuffle.partitions", "4")
              .config("spark.pyspark.python", sys.executable)
+             .config(map=_loopback(master))
              .getOrCreate())
     try:
         sc = spark.sparkContext

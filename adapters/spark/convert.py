@@ -119,7 +119,7 @@ def _as_uuid(value: Any) -> uuid.UUID | None:
             return uuid.UUID(bytes=bytes(value))
         return uuid.UUID(str(value))
     except ValueError:
-        raise RowError(f"message_id {value!r} is not a UUID (AMQP 0-10 message-ids are "
+        raise RowError(f"message_id {value!r} is not a UUID (the amqp source's message-ids are "
                        "UUIDs: a UUID string or 16 bytes)") from None
 
 

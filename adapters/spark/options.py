@@ -32,6 +32,7 @@ __all__ = [
 ]
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import attrs
@@ -39,16 +40,25 @@ import attrs
 from amqp_sansio.errors import LocalProtocolError
 from amqp_sansio.url import parse_url
 
+if TYPE_CHECKING:
+    from amqp_sansio_socket import Connection
+
 
 class AmqpOptionError(ValueError):
     """An option of the ``amqp`` data source is missing, unknown or invalid."""
 
 
+_PROTOCOLS = ("0-10", "0-9-1")
+#: AMQP 0-9-1 ``basic.qos`` prefetch-count is a short.
+MAX_PREFETCH_0_9_1 = 65535
+
 # Options Spark (not the user) may put in the map; accepted and ignored.
 _SPARK_OWN = frozenset({"path", "paths", "checkpointlocation", "queryname"})
 
 _COMMON = {
-    "url": "amqp[s]://[user[:password]@]host[:port][/vhost][?heartbeat=..&...] (required)",
+    "url": "amqp[s]://[user[:password]@]host[:port][/vhost][?heartbeat=..&protocol=..] "
+           "(required)",
+    "protocol": "0-10 (default) or 0-9-1 (RabbitMQ); overrides the URL's ?protocol=",
     "username": "user name (overrides the URL's)",
     "password": "password (overrides the URL's; Spark redacts it in plans and logs)",
 }
@@ -106,7 +116,7 @@ STREAM_READ_OPTIONS: dict[str, str] = {
     "queue": "queue to read (required)",
     "maxMessagesPerTrigger": "at most this many messages per micro-batch (default 10000)",
     "prefetch": "messages the subscriber may hold unaccepted "
-                "(default 2 * maxMessagesPerTrigger)",
+                "(default 2 * maxMessagesPerTrigger; at most 65535 with 0-9-1)",
     "pollTimeoutMs": "how long a trigger waits for its first message (default 100)",
 }
 
@@ -170,9 +180,24 @@ class ConnectionOptions:
 
     url: str = attrs.field(repr=False)
     where: str  # the URL without its password, for messages
+    protocol: str = "0-10"  # "0-10" or "0-9-1" (the URL's, unless the option says otherwise)
 
     def redacted(self) -> str:
         return self.where
+
+    @property
+    def is_0_9_1(self) -> bool:
+        return self.protocol == "0-9-1"
+
+    def connect(self, **kw: Any) -> Connection:
+        """Open the connection (on an executor; never called while planning).
+
+        The result is typed as the 0-10 client's :class:`Connection`: the
+        0-9-1 client has the same session API, and the few places that
+        differ branch on :attr:`protocol`."""
+        from amqp_sansio_socket import connect
+
+        return cast("Connection", connect(self.url, protocol=self.protocol, **kw))
 
 
 def _connection(opts: Mapping[str, str]) -> ConnectionOptions:
@@ -202,10 +227,11 @@ def _connection(opts: Mapping[str, str]) -> ConnectionOptions:
         params = parse_url(url)
     except LocalProtocolError as e:
         raise AmqpOptionError(f"option url: {e}") from None
-    if params.protocol != "0-10":
-        raise AmqpOptionError(f"option url: protocol {params.protocol} is not supported by the "
-                              "amqp data source (AMQP 0-10 only)")
-    return ConnectionOptions(url=url, where=params.redacted())
+    protocol = _choice(opts, "protocol", tuple(dict.fromkeys((params.protocol, *_PROTOCOLS))))
+    where = params.redacted()
+    if protocol != "0-10":
+        where += f"?protocol={protocol}"
+    return ConnectionOptions(url=url, where=where, protocol=protocol)
 
 
 @attrs.frozen(kw_only=True)
@@ -378,8 +404,12 @@ def parse_stream_read_options(options: Mapping[str, str]) -> StreamReadOptions:
     conn = _connection(opts)
     queue = _queue(opts)
     per = _int(opts, "maxMessagesPerTrigger", 10000, lo=1) or 10000
+    default = 2 * per
+    hi = None
+    if conn.is_0_9_1:  # basic.qos prefetch-count is a short
+        default, hi = min(default, MAX_PREFETCH_0_9_1), MAX_PREFETCH_0_9_1
     return StreamReadOptions(
         conn=conn, queue=queue, max_per_trigger=per,
-        prefetch=_int(opts, "prefetch", 2 * per, lo=1) or 2 * per,
+        prefetch=_int(opts, "prefetch", default, lo=1, hi=hi) or default,
         poll_timeout=(_int(opts, "pollTimeoutMs", 100, lo=0) or 0) / 1000,
     )

@@ -1,11 +1,12 @@
-"""The main job: a local Spark pipeline through an AMQP 0-10 broker, verified.
+"""The main job: a local Spark pipeline through an AMQP broker, verified.
 
 ::
 
     python -m amqp_sansio_spark.pipeline [--rows N] [--input FILE] [--url URL]
 
 1. starts the embedded broker on a free loopback port (unless ``--url``
-   points at another AMQP 0-10 broker) and a ``local[2]`` SparkSession;
+   points at another AMQP 0-10 broker, or at RabbitMQ with
+   ``?protocol=0-9-1``) and a ``local[2]`` SparkSession;
 2. generates ``--rows`` rows of ~100 bytes (default 1,000,000) -- or reads
    the Parquet/CSV ``--input`` file, each row's body being the row as JSON --
    and computes their count and an order-independent checksum;
@@ -68,6 +69,15 @@ def embedded_broker() -> Iterator[tuple[str, Any]]:
         yield f"amqp://{host}:{port}", broker
 
 
+
+def _loopback(master: str) -> dict[str, bool | float | int | str | None]:
+    """A local master keeps Spark's driver on 127.0.0.1 (it would otherwise
+    bind the host's resolved address); a cluster master is left alone."""
+    if master.startswith("local"):
+        return {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+    return {}
+
+
 def spark_session(master: str = "local[2]") -> Any:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -78,6 +88,7 @@ def spark_session(master: str = "local[2]") -> Any:
              .config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.shuffle.partitions", "4")
              .config("spark.driver.memory", "2g")
+             .config(map=_loopback(master))
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     from . import register
@@ -159,11 +170,20 @@ def run_pipeline(*, rows: int, url: str | None, input_path: str | None,
             f"({stage.rate:.0f} rows/s), {stage.tasks}; {stage.note}")
 
     with _broker(url) as (broker_url, embedded):
-        where = parse_url(broker_url).redacted()
+        params = parse_url(broker_url)
+        where = params.redacted() + (f"?protocol={params.protocol}"
+                                     if params.protocol != "0-10" else "")
         say(f"broker: {where}" + (" (embedded, in this process)" if embedded else ""))
         run_id = uuid.uuid4().hex[:12]
         queue = f"amqp-sansio-pipeline-{run_id}"
-        _admin(broker_url, "declare", queue)
+        try:
+            _admin(broker_url, "declare", queue)
+        except Exception as e:
+            say(f"FAILED: cannot declare the queue: {type(e).__name__}: {e}")
+            if parse_url(broker_url).virtual_host == "":
+                say("(a URL whose path is a bare '/' names the *empty* virtual host; "
+                    "RabbitMQ's default vhost '/' is a URL without a path, or '/%2F')")
+            return 2
         t = time.monotonic()
         own = spark is None
         if own:
@@ -272,12 +292,13 @@ def _print_stages(stages: Sequence[Stage], say: Any) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m amqp_sansio_spark.pipeline",
-        description="Publish rows from Spark executors through an AMQP 0-10 broker, read them "
+        description="Publish rows from Spark executors through an AMQP broker, read them "
                     "back with the amqp data source, and verify nothing was lost or duplicated.")
     ap.add_argument("--rows", type=int, default=1_000_000,
                     help="rows to generate (default 1000000; ignored with --input)")
     ap.add_argument("--input", metavar="FILE", help="a Parquet or CSV file to send instead")
-    ap.add_argument("--url", help="an AMQP 0-10 broker (default: the embedded broker on a "
+    ap.add_argument("--url", help="an AMQP 0-10 broker, or AMQP 0-9-1 (RabbitMQ) with "
+                                  "?protocol=0-9-1 (default: the embedded broker on a "
                                   "free loopback port)")
     ap.add_argument("--write-partitions", type=int, default=4)
     ap.add_argument("--read-partitions", type=int, default=8)

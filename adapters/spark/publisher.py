@@ -5,7 +5,11 @@ blocking-socket adapter, publishes every row as a ``message.transfer``
 without waiting for each (the adapter pipelines them within the session's
 replay window and the broker's credit), then waits until the broker has
 completed every transfer (``execution.sync``) -- with accept-mode explicit,
-the broker accepts or rejects each transfer before completing it.  It returns
+the broker accepts or rejects each transfer before completing it.  With AMQP
+0-9-1 (RabbitMQ) the same calls mean ``basic.publish`` with publisher
+confirms and ``mandatory`` set, and "rejected" means nacked (``basic.nack``)
+or returned unroutable (``basic.return``) -- RabbitMQ *acks* an unroutable
+message, so only ``mandatory`` makes it visible.  It returns
 a :class:`TaskReport` with what happened, also when something failed on the
 way: the report then says how many messages had been sent and how many of
 those the broker had completed.
@@ -24,7 +28,7 @@ from typing import Any
 
 import attrs
 
-from amqp_sansio_socket import AMQPError, Session, connect
+from amqp_sansio_socket import AMQPError, Session
 
 from .convert import messages_from_columns
 from .options import WriteOptions
@@ -77,10 +81,21 @@ class TaskReport:
 
 
 def take_rejections(session: Session) -> dict[int, tuple[int, str | None]]:
-    """Transfers the broker rejected on ``session``: command id -> (code, text)
-    (for publishes with ``confirm=True``; complete once the session synced)."""
+    """Transfers the broker rejected on ``session``: command id (0-9-1:
+    publish sequence number) -> (code, text) (for publishes with
+    ``confirm=True``; complete once the session synced)."""
     got = dict(session.rejected)
     session.rejected.clear()
+    return got
+
+
+def take_returns(session: Session) -> list[Any]:
+    """AMQP 0-9-1 only: the messages the broker returned unroutable
+    (``mandatory=True``; complete once the session synced).  ``[]`` for 0-10,
+    where an unroutable transfer is rejected instead."""
+    got: list[Any] = list(getattr(session, "returned", ()))
+    if got:
+        session.returned.clear()  # type: ignore[attr-defined]
     return got
 
 
@@ -100,8 +115,11 @@ def publish_chunks(opts: WriteOptions, chunks: Iterable[Chunk],
 def _publish(opts: WriteOptions, chunks: Iterable[Chunk], rep: TaskReport) -> None:
     first_cid: int | None = None
     ids: list[str | None] | None = [] if opts.message_id_column is not None else None
+    # 0-9-1: mandatory, so that unroutable messages come back (RabbitMQ acks them).
+    extra: dict[str, Any] = {"mandatory": True} if (
+        opts.conn.is_0_9_1 and opts.explicit_accept) else {}
     try:
-        conn = connect(opts.conn.url, read_timeout=opts.confirm_timeout)
+        conn = opts.conn.connect(read_timeout=opts.confirm_timeout)
     except AMQPError as e:
         rep.error = f"cannot connect to {opts.conn.redacted()}: {type(e).__name__}: {e}"
         return
@@ -115,7 +133,7 @@ def _publish(opts: WriteOptions, chunks: Iterable[Chunk], rep: TaskReport) -> No
                         for exchange, msg in messages_from_columns(opts, columns, n, json_rows):
                             cid = session.publish(msg, exchange=exchange, wait=False,
                                                   confirm=opts.explicit_accept,
-                                                  timeout=opts.confirm_timeout)
+                                                  timeout=opts.confirm_timeout, **extra)
                             if first_cid is None:
                                 first_cid = cid
                             rep.sent += 1
@@ -145,8 +163,16 @@ def _note_rejections(rep: TaskReport, session: Session, opts: WriteOptions,
         rep.rejected = 0  # accept-mode none: the broker never rejects
         return
     got = take_rejections(session)
-    rep.rejected = len(got)
+    returned = take_returns(session)
+    rep.rejected = len(got) + len(returned)
     for cid in sorted(got)[:_MAX_IDS]:
         row = cid - first_cid if first_cid is not None else -1
         mid = ids[row] if ids is not None and 0 <= row < len(ids) else None
         rep.rejected_ids.append(mid or f"row {row}")
+    # A basic.return names no publish sequence number: the message-id, else
+    # where it was sent.
+    for r in returned[:max(0, _MAX_IDS - len(rep.rejected_ids))]:
+        mid = r.message.message_id
+        rep.rejected_ids.append(str(mid) if mid is not None else
+                                f"unroutable: exchange {r.exchange!r} routing key "
+                                f"{r.routing_key!r}")

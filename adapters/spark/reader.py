@@ -30,6 +30,15 @@ every action on the DataFrame reads *new* messages, so ``cache()`` /
 ``acceptMode=none`` subscribes with accept-mode none: the broker forgets a
 message as soon as it sent it (at-most-once, no bookkeeping).
 
+AMQP 0-9-1 (RabbitMQ, ``?protocol=0-9-1``): the same code, where a session is
+a channel, the credit window is ``basic.qos`` (at most 65535 per consumer --
+so the 60,000 per session above is also what keeps each consumer's prefetch
+legal), and accepting is one ``basic.ack`` with ``multiple``.  A ``no_ack``
+consumer is not bounded by ``basic.qos``: RabbitMQ would push the whole queue
+to it and whatever lies beyond the partition's share would be lost.  So
+``acceptMode=none`` on 0-9-1 consumes with acks and acks on receipt (every
+:data:`_ACK_EVERY` messages and at the end) -- at-most-once all the same.
+
 Streaming (``spark.readStream.format("amqp")``)
 -----------------------------------------------
 A :class:`~pyspark.sql.datasource.SimpleDataSourceStreamReader`: Spark runs
@@ -88,7 +97,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from amqp_sansio_socket import AMQPError, Connection, Delivery, Session, Subscription, connect
+from amqp_sansio_socket import AMQPError, Connection, Delivery, Session, Subscription
 
 from .convert import READ_COLUMNS, READ_SCHEMA_DDL, row_from_message
 from .options import AmqpOptionError, ReadOptions, StreamReadOptions
@@ -96,7 +105,9 @@ from .report import log
 
 _BATCH_ROWS = 10_000  # rows per Arrow batch handed to Spark
 _NONE_WINDOW = 1000  # credit window for acceptMode=none
-_PER_SESSION = 60_000  # unaccepted deliveries per session (< the 65536 replay window)
+_PER_SESSION = 60_000  # unaccepted deliveries per session (< the 65536 replay window;
+#                        0-9-1: <= 65535, the largest basic.qos prefetch-count)
+_ACK_EVERY = 100  # 0-9-1, acceptMode=none: ack on receipt in batches of this many
 
 
 class AmqpReadError(RuntimeError):
@@ -171,6 +182,9 @@ def read_partition(opts: ReadOptions, index: int, schema: StructType,
     if share == 0:
         return
     explicit = opts.explicit_accept
+    # 0-9-1 has no credit for no_ack consumers: ack on receipt instead (see
+    # the module docstring).
+    ack_on_receipt = not explicit and opts.conn.is_0_9_1
     # With explicit accepts, a delivery stays uncompleted until it is settled
     # (the socket adapter completes on settle), and a broker session cannot
     # have more than its replay window of uncompleted transfers: take at most
@@ -178,7 +192,7 @@ def read_partition(opts: ReadOptions, index: int, schema: StructType,
     per_session = min(share, _PER_SESSION) if explicit else min(share, _NONE_WINDOW)
     where = opts.conn.redacted()
     try:
-        conn = connect(opts.conn.url)
+        conn = opts.conn.connect()
     except AMQPError as e:
         raise _wrap(where, opts.queue, e) from None
     with conn:
@@ -188,7 +202,8 @@ def read_partition(opts: ReadOptions, index: int, schema: StructType,
             session = conn.session()
             held.append((session, []))
             return session.subscribe(opts.queue, prefetch=n,
-                                     accept_mode="explicit" if explicit else "none")
+                                     accept_mode="explicit" if explicit or ack_on_receipt
+                                     else "none")
 
         rows: list[tuple[Any, ...]] = []
         taken = 0
@@ -211,8 +226,11 @@ def read_partition(opts: ReadOptions, index: int, schema: StructType,
                     break
                 taken += 1
                 in_session += 1
-                if explicit:
+                if explicit or ack_on_receipt:
                     held[-1][1].append(d)
+                if ack_on_receipt and len(held[-1][1]) >= _ACK_EVERY:
+                    held[-1][0].accept(held[-1][1])
+                    held[-1] = (held[-1][0], [])
                 rows.append(row_from_message(d.message, opts.queue, index))
                 if len(rows) >= _BATCH_ROWS:
                     yield batcher.batch(rows)
@@ -274,7 +292,7 @@ class AmqpStreamReader(SimpleDataSourceStreamReader):
             self.stop()
             where = self.opts.conn.redacted()
             try:
-                self._conn = connect(self.opts.conn.url)
+                self._conn = self.opts.conn.connect()
                 self._session = self._conn.session()
                 self._sub = self._session.subscribe(self.opts.queue,
                                                     prefetch=self.opts.prefetch)

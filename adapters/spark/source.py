@@ -30,7 +30,8 @@ from .writer import AmqpStreamWriter, AmqpWriter
 
 
 class AmqpDataSource(DataSource):
-    """AMQP 0-10 queues and exchanges as a Spark data source named ``amqp``."""
+    """AMQP 0-10 (or, with ``?protocol=0-9-1``, RabbitMQ's 0-9-1) queues and
+    exchanges as a Spark data source named ``amqp``."""
 
     @classmethod
     def name(cls) -> str:

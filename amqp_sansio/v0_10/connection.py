@@ -52,6 +52,7 @@ from ..errors import (
     RemoteProtocolError,
 )
 from ..heartbeat import HeartbeatClock
+from ..serial import SerialOrderError
 from . import events as ev
 from ._specbase import Command, Control, Struct
 from .framing import (
@@ -549,6 +550,16 @@ class Connection:
 
     # -- dispatch -------------------------------------------------------------
     def _dispatch(self, item: Any, events: list[ev.Event]) -> None:
+        try:
+            self._dispatch_item(item, events)
+        except SerialOrderError as e:
+            # Ids from the peer that no order relates to ours (2**31 apart).
+            session = self.sessions.get(item.channel)
+            if session is None:
+                raise _ConnectionError(str(e), channel=item.channel) from None
+            self._session_violation(session, str(e), 4, events)
+
+    def _dispatch_item(self, item: Any, events: list[ev.Event]) -> None:
         t = type(item)
         if t is CommandAssembly or t is InvalidCommand or t is CommandHead or t is BodyChunk:
             if self.state is ConnState.CLOSING:
