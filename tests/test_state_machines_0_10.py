@@ -396,7 +396,9 @@ class ConnectionMachine(RuleBasedStateMachine):
         if conn.state is not ConnState.OPEN:
             misuse(self.d, side, lambda: conn.attach(b"s"))
             return
-        if any(s.name == b"s" for s in conn.sessions.values()):
+        if any(s.name == b"s" for s in conn.sessions.values()) or all(
+                c in conn.sessions for c in range(conn.channel_max)):
+            # Name in use, or every channel taken (the peer may hold them).
             misuse(self.d, side, lambda: conn.attach(b"s"))
             return
         s = conn.attach(b"s")
