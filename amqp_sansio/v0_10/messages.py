@@ -12,6 +12,7 @@ from __future__ import annotations
 
 __all__ = ["Message", "to_transfer", "from_event", "transfer_octets"]
 
+import functools
 import uuid
 from typing import Any
 
@@ -69,11 +70,7 @@ def to_transfer(msg: Message, destination: str = "", *, explicit_accept: bool = 
     """
     if not isinstance(msg, Message):
         raise LocalProtocolError(f"to_transfer needs a Message, got {type(msg).__name__}")
-    cmd = MessageTransfer(
-        destination=destination,
-        accept_mode=AcceptMode.EXPLICIT if explicit_accept else AcceptMode.NONE,
-        acquire_mode=AcquireMode.PRE_ACQUIRED if pre_acquired else AcquireMode.NOT_ACQUIRED,
-    )
+    cmd = _transfer_command(destination, explicit_accept, pre_acquired)
     dp = DeliveryProperties(
         routing_key=msg.routing_key,
         exchange=msg.exchange,
@@ -100,6 +97,17 @@ def to_transfer(msg: Message, destination: str = "", *, explicit_accept: bool = 
         )
         headers = (dp, mp)
     return cmd, headers, msg.body
+
+
+@functools.lru_cache(maxsize=256)
+def _transfer_command(destination: str, explicit_accept: bool,
+                      pre_acquired: bool) -> MessageTransfer:
+    # Commands are frozen: one per destination and modes serves every publish.
+    return MessageTransfer(
+        destination=destination,
+        accept_mode=AcceptMode.EXPLICIT if explicit_accept else AcceptMode.NONE,
+        acquire_mode=AcquireMode.PRE_ACQUIRED if pre_acquired else AcquireMode.NOT_ACQUIRED,
+    )
 
 
 def transfer_octets(headers: tuple[Struct, ...], body: bytes) -> int:
