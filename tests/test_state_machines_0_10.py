@@ -521,6 +521,20 @@ TestConnectionMachine = ConnectionMachine.TestCase
 NAMES = {"client": [b"a", b"b", b"c"], "server": [b"x"]}
 
 
+_SESSION_KEYS = itertools.count(1)
+
+
+def sk(s: object) -> int:
+    """A key for a Session object that, unlike id(), is never reused: once an
+    old session is garbage, a new one could get its id() and inherit its
+    history (false "delivered twice" / "phantom command" reports)."""
+    k = getattr(s, "_sm_key", None)
+    if k is None:
+        k = next(_SESSION_KEYS)
+        s._sm_key = k  # type: ignore[attr-defined]
+    return int(k)
+
+
 class SessionMachine(RuleBasedStateMachine):
     """Per sender Session object we record every id sent and every delivery;
     ids are unique per sender object (numbering only restarts with a new
@@ -536,13 +550,13 @@ class SessionMachine(RuleBasedStateMachine):
         self.ever_closed = {"client": False, "server": False}
         self.keep: list[Session] = []  # keep objects alive: ids are keys
         self.latest: dict[str, dict[bytes, Session]] = {"client": {}, "server": {}}
-        self.sent: dict[int, list[int]] = {}  # id(sender) -> ids
+        self.sent: dict[int, list[int]] = {}  # sk(sender) -> ids
         self.delivered: dict[tuple[int, int], list[int]] = {}  # (sender, receiver) -> ids
-        # (id(sender), id(receiver)) -> ids the receiver completed.  Keyed by
+        # (sk(sender), sk(receiver)) -> ids the receiver completed.  Keyed by
         # the pair: a fresh sender on a kept receiver restarts numbering, and
         # the old ids then mean nothing.
         self.completed: dict[tuple[int, int], set[int]] = {}
-        self.lost: dict[int, set[int]] = {}  # id(sender) -> ids reported lost
+        self.lost: dict[int, set[int]] = {}  # sk(sender) -> ids reported lost
         self.cursor = {"client": 0, "server": 0}
         self.names: dict[str, dict[int, bytes]] = {"client": {}, "server": {}}
 
@@ -564,7 +578,7 @@ class SessionMachine(RuleBasedStateMachine):
             s = self.d.client.attach(name, timeout=timeout)
             s.replay_window = window
             self.track("client", s)
-            self.sent[id(s)] = []
+            self.sent[sk(s)] = []
         self.d.settle(close_sockets=False)
         self.consume()
 
@@ -611,11 +625,11 @@ class SessionMachine(RuleBasedStateMachine):
                     name = receiver.name
                     sender = self.latest[other(side)].get(name)
                     assert sender is not None, "a command from a session we never attached"
-                    assert e.command_id in self.sent.get(id(sender), []), "phantom command"
+                    assert e.command_id in self.sent.get(sk(sender), []), "phantom command"
                     for (snd, _), ids in self.delivered.items():
-                        if snd == id(sender):
+                        if snd == sk(sender):
                             assert e.command_id not in ids, "command delivered twice"
-                    key = (id(sender), id(receiver) if receiver is not None else 0)
+                    key = (sk(sender), sk(receiver) if receiver is not None else 0)
                     self.delivered.setdefault(key, []).append(e.command_id)
                 elif isinstance(e, ev.SessionResumed):
                     STATS["session: resumed"] += 1
@@ -623,7 +637,7 @@ class SessionMachine(RuleBasedStateMachine):
                 elif isinstance(e, ev.SessionStateLost):
                     lost = self.resolve(side, e.channel, e.name)
                     if lost is not None:
-                        self.lost.setdefault(id(lost), set()).update(e.commands)
+                        self.lost.setdefault(sk(lost), set()).update(e.commands)
             self.cursor[side] = len(evs)
 
     def session(self, side: str, name: bytes) -> Session | None:
@@ -654,8 +668,8 @@ class SessionMachine(RuleBasedStateMachine):
                 # Receiver numbering agrees with the sender's.
                 if peer.next_in_id is not None and s.outstanding:
                     assert peer.next_in_id == s.next_out_id
-                got = set(self.delivered.get((id(s), id(peer)), []))
-                pending = got - self.completed.get((id(s), id(peer)), set())
+                got = set(self.delivered.get((sk(s), sk(peer)), []))
+                pending = got - self.completed.get((sk(s), sk(peer)), set())
                 assert set(s.in_doubt) == pending, (s, peer)
                 STATS["session: pairs compared"] += 1
                 STATS["session: commands compared"] += len(got)
@@ -695,7 +709,7 @@ class SessionMachine(RuleBasedStateMachine):
                 if s.outstanding <= self.window:
                     s.replay_window = self.window
                 self.track("client", s)
-                self.sent.setdefault(id(s), [])
+                self.sent.setdefault(sk(s), [])
 
     @rule(data=st.data(), n=st.integers(1, 8))
     def traffic(self, data: st.DataObject, n: int) -> None:
@@ -709,7 +723,7 @@ class SessionMachine(RuleBasedStateMachine):
             if s.outstanding >= s.replay_window:
                 break
             cid = s.send(QueueDeclare(queue=f"t{i}"), sync=data.draw(st.booleans()))
-            self.sent.setdefault(id(s), []).append(cid)
+            self.sent.setdefault(sk(s), []).append(cid)
         self.d.collect()
         self.d.deliver(other(side), data.draw(st.integers(0, len(self.d.inflight[other(side)]))))
         self.consume()
@@ -731,7 +745,7 @@ class SessionMachine(RuleBasedStateMachine):
         if s.outstanding <= self.window:
             s.replay_window = self.window
         self.track(side, s)
-        self.sent.setdefault(id(s), [])
+        self.sent.setdefault(sk(s), [])
 
     @rule(side=st.sampled_from(SIDES), data=st.data(), gate=st.integers(0, 2))
     def detach(self, side: str, data: st.DataObject, gate: int) -> None:
@@ -769,7 +783,7 @@ class SessionMachine(RuleBasedStateMachine):
             before = s.next_out_id
             cid = s.send(cmd, sync=sync)
             assert cid == before and cid in s.in_doubt
-            sent = self.sent.setdefault(id(s), [])
+            sent = self.sent.setdefault(sk(s), [])
             assert cid not in sent  # ids never repeat within one sender
             sent.append(cid)
 
@@ -786,15 +800,15 @@ class SessionMachine(RuleBasedStateMachine):
             sender = self.latest[other(side)].get(s.name)  # the current sender
             if sender is None:
                 continue
-            key = keys[id(s)] = (id(sender), id(s))
+            key = keys[sk(s)] = (sk(sender), sk(s))
             ids = sorted(set(self.delivered.get(key, [])) - self.completed.get(key, set()))
             if ids:
-                todo[id(s)] = ids
+                todo[sk(s)] = ids
         live = sorted(conn.sessions.values(), key=lambda x: x.name)
         go = data.draw(st.integers(0, 4)) > 0
         if todo and go:
-            s = data.draw(st.sampled_from([x for x in live if id(x) in todo]))
-            pick = data.draw(st.lists(st.sampled_from(todo[id(s)]), min_size=1, unique=True))
+            s = data.draw(st.sampled_from([x for x in live if sk(x) in todo]))
+            pick = data.draw(st.lists(st.sampled_from(todo[sk(s)]), min_size=1, unique=True))
             if self.tainted:
                 # Injected controls (a command-point, a gap) may have voided
                 # what the model believes: a refusal must change nothing.
@@ -808,7 +822,7 @@ class SessionMachine(RuleBasedStateMachine):
                     return
             else:
                 s.complete(pick)
-            self.completed.setdefault(keys[id(s)], set()).update(pick)
+            self.completed.setdefault(keys[sk(s)], set()).update(pick)
             return
         if live:
             s = data.draw(st.sampled_from(live))
