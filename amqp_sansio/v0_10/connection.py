@@ -580,10 +580,10 @@ class Connection:
             self._on_session_control(item.channel, ctl, events)
 
     def _check_session_channel(self, channel: int) -> None:
-        self._trace("session")
         if self.state not in (ConnState.OPEN, ConnState.CLOSING):
             raise _ConnectionError(f"session traffic on channel {channel} before the "
                                    "connection is open", channel=channel)
+        self._trace("session")  # a legal input here (traced only once it is)
         if channel >= self.channel_max:
             raise _ConnectionError(f"channel {channel} is beyond channel-max "
                                    f"{self.channel_max}", channel=channel)
