@@ -841,7 +841,7 @@ def test_session_dropped_while_resuming_is_not_stuck() -> None:
     net = connect()
     net.server.attach(b"x", timeout=60)  # now the peer attaches that name
     net.pump()
-    again = net.client.sessions[0]
+    again = next(s for s in net.client.sessions.values() if s.name == b"x")
     assert again is cs
     cid = again.send(q(0))
     _, se = net.pump()
@@ -866,3 +866,23 @@ def test_detach_while_attaching_tolerates_the_crossing_attached() -> None:
     assert not of_type(ce + se, ev.ProtocolViolation)
     assert [e.code for e in of_type(ce, ev.SessionDetached)] == [0]
     assert net.client.sessions == {} and net.server.sessions == {}
+
+
+def test_attaches_from_both_ends_at_once_do_not_collide() -> None:
+    """Both ends attach a session at the same moment: the client takes
+    channels from the bottom, the server from the top, so the two attaches
+    (and the commands pipelined behind them) never meet on one channel
+    (open finding of 2026-11-22: they did, and a client's commands reached
+    the server's session)."""
+    net = opened(ClientConfig(channel_max=2), ServerConfig(channel_max=2))
+    cs = net.client.attach(b"a")
+    ss = net.server.attach(b"x")
+    assert cs.channel != ss.channel
+    cid = cs.send(q(1))
+    sid = ss.send(q(2))
+    ce, se = net.pump()
+    got_s = [e for e in se if isinstance(e, ev.CommandReceived)]
+    got_c = [e for e in ce if isinstance(e, ev.CommandReceived)]
+    assert [(e.session.name, e.command_id) for e in got_s] == [(b"a", cid)]  # type: ignore[union-attr]
+    assert [(e.session.name, e.command_id) for e in got_c] == [(b"x", sid)]  # type: ignore[union-attr]
+    assert not [e for e in ce + se if isinstance(e, ev.ProtocolViolation)]

@@ -397,7 +397,12 @@ class Connection:
         if name in self._by_name:
             raise LocalProtocolError(f"session {name!r} is already attached here")
         if channel is None:
-            channel = next((c for c in range(self.channel_max) if c not in self.sessions), None)
+            # Clients take channels from the bottom, servers from the top, so
+            # that sessions both ends attach at once do not collide on one
+            # channel (where pipelined commands would reach the wrong one).
+            order = (range(self.channel_max) if self.role is Role.CLIENT
+                     else range(self.channel_max - 1, -1, -1))
+            channel = next((c for c in order if c not in self.sessions), None)
             if channel is None:
                 raise LocalProtocolError("no free channel")
         elif not 0 <= channel < self.channel_max or channel in self.sessions:
