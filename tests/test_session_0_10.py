@@ -886,3 +886,13 @@ def test_attaches_from_both_ends_at_once_do_not_collide() -> None:
     assert [(e.session.name, e.command_id) for e in got_s] == [(b"a", cid)]  # type: ignore[union-attr]
     assert [(e.session.name, e.command_id) for e in got_c] == [(b"x", sid)]  # type: ignore[union-attr]
     assert not [e for e in ce + se if isinstance(e, ev.ProtocolViolation)]
+
+
+def test_complete_takes_any_iterable() -> None:
+    net = opened()
+    cs, ss = net.sessions(b"g")
+    ids = [cs.send(q(i)) for i in range(3)]
+    net.pump()
+    ss.complete(i for i in ids)  # a generator: read once, all completed
+    net.pump()
+    assert cs.outstanding == 0

@@ -265,7 +265,6 @@ class Connection:
         self._offered_tune: ConnectionTune | None = None
         self._close_sent = False
         self._sent_close: tuple[int, str | None] = (200, None)  # what our close said
-        self._flush_wanted = False
         self._streams: dict[int, int] = {}  # channel -> command id of a streaming body
         self.closed_reason: str | None = None
         # SASL security layer hook (see install_security_layer).
@@ -472,9 +471,6 @@ class Connection:
             self._write_control(session.channel, SessionCommandPoint(
                 command_id=session.next_out_id, command_offset=0))
             session._need_command_point = False
-
-    def _want_flush(self) -> None:
-        self._flush_wanted = True
 
     def _grant_timeout(self, requested: int | None) -> int:
         limit = self.config.max_session_timeout if isinstance(self.config, ServerConfig) else (

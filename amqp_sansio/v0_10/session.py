@@ -199,7 +199,6 @@ class Session:
         self._in_sync: set[int] = set()
         self._sync_waiting: list[int] = []  # execution.sync ids awaiting earlier ones
         self._completion_dirty = False
-        self._timely_pending = False
         self._have_state = False  # any execution state (for expected)
         # -- credit for transfers we send, by destination --
         self.credits: dict[str, Credit] = {}
@@ -311,8 +310,8 @@ class Session:
         """Mark incoming commands complete.  ``session.completed`` is written
         when the connection's output is next collected (at once for commands
         sent with the sync bit)."""
-        if isinstance(ids, int):
-            ids = (ids,)
+        # Read twice below (check, then apply): take any iterable once.
+        ids = (ids,) if isinstance(ids, int) else list(ids)
         for i in ids:
             if i not in self._in_outstanding:
                 if i in self._in_completed:
@@ -326,7 +325,6 @@ class Session:
                 changed = True
                 if i in self._in_sync:
                     self._in_sync.discard(i)
-                    self._timely_pending = True
         if changed:
             self._completion_dirty = True
             self._check_barriers()
@@ -378,7 +376,6 @@ class Session:
             timely = len(self._in_completed.ranges) > _RANGES_BEFORE_TIMELY
             out.append(SessionCompleted(commands=self._in_completed.copy(), timely_reply=timely))
             self._completion_dirty = False
-            self._timely_pending = False
         eager = self._conn is None or self._conn.config.known_completed == "eager"
         if self._to_known and (eager or self._known_asked
                                or len(self._to_known.ranges) > _RANGES_BEFORE_KNOWN):
@@ -407,7 +404,6 @@ class Session:
         # a resuming peer asks (flush(expected)) and gets them then; a fresh
         # one restarting its numbering must not see old ids.
         self._completion_dirty = False
-        self._timely_pending = False
         self._to_known = SequenceSet()
         self._known_asked = False
         # A resume cut short: what was held back is in the replay buffer
