@@ -825,6 +825,60 @@ def test_stale_completed_set_does_not_cross_a_fresh_senders_commands() -> None:
     assert cs2.in_doubt == SequenceSet(new)
 
 
+def test_completing_an_old_id_while_a_fresh_sender_restarts_reports_nothing() -> None:
+    # Found by fuzz/state_machines.py (seed 20261124): only the client keeps
+    # state; the server sent 0 and 1, the transport died, the client resumes
+    # while the server starts afresh.  The application completes old id 0
+    # before the server's new command-point: that completion must not reach
+    # the server, whose id 0 is about to name a new command.
+    stores = Stores()
+    net = opened(ClientConfig(session_store=stores.client), ServerConfig())
+    cs, ss = net.sessions(b"a", timeout=60)
+    old = [ss.send(q(i)) for i in range(2)]
+    net.pump()
+    _kill(net)
+    net2 = opened(ClientConfig(session_store=stores.client), ServerConfig())
+    cs2 = net2.client.attach(b"a")
+    assert cs2 is cs
+    net2.feed("server", net2.client.data_to_send())  # attach, flush(expected)
+    first = net2.server.data_to_send()  # attached, expected: nothing kept
+    ss2 = net2.server.sessions[cs2.channel]
+    new = [ss2.send(q(f"new{i}")) for i in range(3)]
+    assert new[0] == old[0]  # the server restarted its numbering
+    then = net2.server.data_to_send()  # command-point 0, the new commands
+    cs2.complete(old[0])  # ATTACHING: the old numbering is all it knows
+    ce = net2.feed("client", first)
+    se = net2.feed("server", net2.client.data_to_send())  # crosses `then`
+    assert not of_type(se, ev.CommandsCompleted)
+    ce += net2.feed("client", then)
+    assert ss2.in_doubt == SequenceSet(new)
+    (restart,) = of_type(ce, ev.PeerNumberingRestarted)
+    assert restart.voided == SequenceSet.of(old[1])  # old 0 was completed locally
+    assert received_ids(ce) == new
+    # The new commands complete normally, and only they.
+    cs2.complete(new)
+    _, se = net2.pump()
+    assert of_type(se, ev.CommandsCompleted)[0].commands == SequenceSet(new)
+    assert ss2.in_doubt == SequenceSet()
+
+
+def test_flush_completed_before_any_command_point_answers_empty() -> None:
+    stores = Stores()
+    net = opened(ClientConfig(session_store=stores.client), ServerConfig())
+    cs, ss = net.sessions(b"a", timeout=60)
+    ss.send(q(0))
+    net.pump()
+    cs.complete(0)
+    _kill(net)  # (the completion never left)
+    net2 = opened(ClientConfig(session_store=stores.client), ServerConfig())
+    cs2 = net2.client.attach(b"a")
+    net2.pump()
+    net2.feed("client", ctl(SessionFlush(completed=True), cs2.channel))
+    out = net2.client.data_to_send()
+    got = [c for c in decode(out) if isinstance(c, SessionCompleted)]
+    assert got and all(not c.commands for c in got)
+
+
 def test_session_dropped_while_resuming_is_not_stuck() -> None:
     store = SessionStore()
 

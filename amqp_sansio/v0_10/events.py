@@ -20,6 +20,7 @@ __all__ = [
     "SessionDetached",
     "SessionResumed",
     "SessionStateLost",
+    "PeerNumberingRestarted",
     "SessionTimeout",
     "CommandReceived",
     "MessageReceived",
@@ -134,6 +135,19 @@ class SessionStateLost(Event):
     channel: int
     name: bytes
     commands: SequenceSet
+
+
+@attrs.frozen(slots=True)
+class PeerNumberingRestarted(Event):
+    """The peer's command-point went back over ids we had received: it kept
+    no state and numbers its commands afresh.  ``voided`` were received
+    before and not yet completed; they can no longer be completed (their
+    ids now name new commands), and no completion of the old numbering is
+    reported to the peer."""
+
+    channel: int
+    name: bytes
+    voided: SequenceSet
 
 
 @attrs.frozen(slots=True)

@@ -199,6 +199,10 @@ class Session:
         self._in_sync: set[int] = set()
         self._sync_waiting: list[int] = []  # execution.sync ids awaiting earlier ones
         self._completion_dirty = False
+        # Whether the peer's numbering on this attachment is known (a
+        # command-point arrived, or it asked for our state): until then a
+        # completion report could name ids the peer is about to reuse.
+        self._numbering_known = False
         self._have_state = False  # any execution state (for expected)
         # -- credit for transfers we send, by destination --
         self.credits: dict[str, Credit] = {}
@@ -369,10 +373,12 @@ class Session:
         out: list[Any] = []
         if self.state is not SessionState.ATTACHED:
             return out
-        if self._completion_dirty and not self._held_back:
+        if self._completion_dirty and not self._held_back and self._numbering_known:
             # (While commands wait behind a resume's replay, so does the
             # completion report: a result held back must reach the peer
-            # before the completion of the command it answers.)
+            # before the completion of the command it answers.  Before the
+            # peer's numbering is known on this attachment it waits too: a
+            # peer that restarts at 0 would read old ids as its new ones.)
             timely = len(self._in_completed.ranges) > _RANGES_BEFORE_TIMELY
             out.append(SessionCompleted(commands=self._in_completed.copy(), timely_reply=timely))
             self._completion_dirty = False
@@ -399,6 +405,7 @@ class Session:
         self.state = SessionState.DETACHED
         self._need_command_point = True
         self.next_in_id = None  # the peer must send a command-point again
+        self._numbering_known = False
         self._got_commands_here = False
         # Reports owed on the old transport are not sent on a new one unasked:
         # a resuming peer asks (flush(expected)) and gets them then; a fresh
@@ -460,14 +467,21 @@ class Session:
                 # The sender restarted its numbering (a peer that does not
                 # replay, or a fresh sender on a kept name): ids are new
                 # again, and what we knew of the old ones means nothing.
+                voided = SequenceSet(self._in_outstanding)
                 self._received_max = None
                 self._in_completed = SequenceSet()
                 self._in_outstanding.clear()
                 self._in_sync.clear()
                 self._sync_waiting.clear()
+                self._completion_dirty = False
+                events.append(ev.PeerNumberingRestarted(ch, self.name, voided))
             self.next_in_id = ctl.command_id
+            self._numbering_known = True
         elif name == "session.flush":
             if ctl.expected:
+                # A resuming peer: it keeps its numbering (our answer says
+                # where it resumes), so old ids are safe to report now.
+                self._numbering_known = True
                 if self._have_state and self._received_max is not None:
                     exp = SequenceSet.of(serial_add(self._received_max, 1))
                 elif self._have_state and self.next_in_id is not None:
@@ -484,7 +498,12 @@ class Session:
             if ctl.confirmed:
                 conn._write_control(ch, SessionConfirmed(commands=self._in_completed.copy()))
             if ctl.completed:
-                self._completion_dirty = True
+                if self._numbering_known:
+                    self._completion_dirty = True
+                else:
+                    # Asked before its numbering is known: a fresh peer,
+                    # for which nothing of its (new) numbering is complete.
+                    conn._write_control(ch, SessionCompleted(commands=SequenceSet()))
         elif name == "session.expected":
             self._on_expected(ctl.commands or SequenceSet(), events)
         elif name == "session.gap":
