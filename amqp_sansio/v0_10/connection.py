@@ -462,9 +462,11 @@ class Connection:
         self._emit_raw(encode_control(channel or 0, ctl, self._out_frame_max))
 
     def _write_command(self, session: Session, cmd: Command, sync: bool,
-                       headers: tuple[Struct, ...], body: bytes | None) -> None:
+                       headers: tuple[Struct, ...], body: bytes | None,
+                       header_data: bytes | None = None) -> None:
         self._emit_raw(encode_command(session.channel or 0, cmd, sync=sync, headers=headers,
-                                      body=body, max_frame_size=self._out_frame_max))
+                                      body=body, max_frame_size=self._out_frame_max,
+                                      header_data=header_data))
 
     def _ensure_command_point(self, session: Session) -> None:
         if session._need_command_point:

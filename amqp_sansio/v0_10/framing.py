@@ -779,9 +779,12 @@ def encode_command(
     headers: Sequence[Struct] = (),
     body: bytes | None = None,
     max_frame_size: int = MAX_FRAME_SIZE,
+    header_data: bytes | None = None,
 ) -> bytes:
     """One command assembly as frames: command, header (if any structs) and
-    body (if ``body`` is not None -- ``b""`` sends an empty body segment)."""
+    body (if ``body`` is not None -- ``b""`` sends an empty body segment).
+    ``header_data``: ``header_octets(headers)`` when the caller has it
+    already (pricing a transfer against credit), so it is not encoded twice."""
     opcode = _opcode(command, Command)
     _check_channel(channel, max_frame_size)
     out = bytearray(_ZERO_HDR)
@@ -793,9 +796,12 @@ def encode_command(
     hdr_end = cmd_end
     if headers:
         out += _ZERO_HDR
-        for h in headers:
-            _check_header_entry(h)
-            _enc_fields(h, out)
+        if header_data is not None:
+            out += header_data
+        else:
+            for h in headers:
+                _check_header_entry(h)
+                _enc_fields(h, out)
         hdr_end = len(out)
         segments.append((SEG_HEADER, cmd_end + 12, hdr_end))
     if body is not None:

@@ -256,11 +256,13 @@ class Session:
         headers = tuple(headers)
         cost = 0
         credit = None
+        hdr: bytes | None = None
         if isinstance(command, MessageTransfer):
             dest = command.destination or ""
             credit = self.credits.get(dest)
             if credit is not None:
-                cost = len(header_octets(headers)) + (len(body) if body else 0)
+                hdr = header_octets(headers)
+                cost = len(hdr) + (len(body) if body else 0)
                 credit.debit(cost, dest)  # raises before anything changes
         cid = self.next_out_id
         if self._awaiting_expected:
@@ -269,7 +271,7 @@ class Session:
             self._held_back.append(cid)
         else:
             conn._ensure_command_point(self)
-            conn._write_command(self, command, sync, headers, body)
+            conn._write_command(self, command, sync, headers, body, hdr)
         self._replay[cid] = (command, sync, headers, body)
         result = getattr(type(command), "RESULT", None)
         if result is not None:
