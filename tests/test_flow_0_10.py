@@ -208,6 +208,13 @@ def test_credit_is_per_destination_and_cancel_forgets_it() -> None:
     cs.send(MessageCancel(destination="a"))
     net.pump()
     assert ss.subscriptions == {"b"} and ss.credit("a") is None
+    # Nothing more goes to a cancelled destination, until it is subscribed again.
+    with pytest.raises(LocalProtocolError, match="cancelled"):
+        ss.send(transfer("a"), body=b"late")
+    assert net.server.data_to_send() == b""
+    cs.send(MessageSubscribe(queue="q", destination="a", accept_mode=0, acquire_mode=0))
+    net.pump()
+    assert try_send(net, ss, dest="a") is None  # subscribed afresh: no credit yet
 
 
 def test_client_side_credit_when_the_server_throttles() -> None:

@@ -942,6 +942,44 @@ def test_attaches_from_both_ends_at_once_do_not_collide() -> None:
     assert not [e for e in ce + se if isinstance(e, ev.ProtocolViolation)]
 
 
+@pytest.mark.parametrize("first", ["client", "server"])
+def test_attaches_crossing_on_one_chosen_channel_are_both_refused(first: str) -> None:
+    """Both ends attach different sessions on the *same* channel at once
+    (the client chose it): each refuses the other's (transport-busy), each
+    application hears its own attach refused, and neither session sees the
+    commands pipelined behind the other's attach (found by
+    fuzz/state_machines.py, seed 20261124: they were taken as a violation of
+    the local session, and the replies crossed later attaches)."""
+    net = opened(ClientConfig(channel_max=4), ServerConfig(channel_max=4))
+    cs = net.client.attach(b"a", channel=3)
+    ss = net.server.attach(b"x")
+    assert cs.channel == ss.channel == 3
+    cs.send(q(1))
+    ss.send(q(2))
+    order = ["client", "server"] if first == "client" else ["server", "client"]
+    out = {side: net.conn(side).data_to_send() for side in order}
+    evs: dict[str, list[Any]] = {"client": [], "server": []}
+    for side in order:  # each end reads the other's attach + command at once
+        peer = "server" if side == "client" else "client"
+        evs[side] += net.feed(side, out[peer])
+    ce, se = net.pump()
+    evs["client"] += ce
+    evs["server"] += se
+    for side, name in (("client", b"a"), ("server", b"x")):
+        got = evs[side]
+        assert not of_type(got, ev.CommandReceived)
+        assert not of_type(got, ev.ProtocolViolation)
+        (gone,) = of_type(got, ev.SessionDetached)
+        assert (gone.name, gone.code, gone.by_peer) == (name, 2, True)
+        assert net.conn(side).sessions == {}
+    # The channel is usable afterwards, and late strays do not reach it.
+    cs2, ss2 = net.sessions(b"after", channel=3)
+    cid = cs2.send(q(3))
+    _, se = net.pump()
+    assert [(e.session.name, e.command_id) for e in of_type(se, ev.CommandReceived)] == [
+        (b"after", cid)]
+
+
 def test_complete_takes_any_iterable() -> None:
     net = opened()
     cs, ss = net.sessions(b"g")

@@ -268,6 +268,14 @@ def session_scenarios() -> None:
     net = opened(ClientConfig(session_store=store_c), ServerConfig(session_store=store_s))
     net.client.attach(b"r")
     net.pump()
+    # AI: stray -- both ends attach different sessions on one channel at
+    # once; what the peer pipelined behind its (refused) attach is dropped.
+    net = opened()
+    net.client.attach(b"mine", channel=6)
+    theirs = net.server.attach(b"theirs", channel=6)
+    theirs.send(QueueDeclare(queue="stray"))
+    net.feed("client", net.server.data_to_send())
+    net.pump()
     # Detached before the attach was answered: the crossing attached (DI).
     net = opened()
     early = net.client.attach(b"early")

@@ -258,6 +258,10 @@ class Connection:
         self.peer_properties: dict[str, Any] = {}
         self.sessions: dict[int, Session] = {}
         self._by_name: dict[bytes, Session] = {}
+        # Channels where we refused the peer's attach (transport-busy): its
+        # traffic for that session may still be in flight, and is dropped
+        # until the peer attaches there anew or our own attach is answered.
+        self._refused_channels: set[int] = set()
         self._now: float | None = None
         self._hb = HeartbeatClock()
         self._client_mech: sasl.ClientMechanism | None = None
@@ -569,6 +573,8 @@ class Connection:
                 return  # we are closing: nothing more is executed
             self._check_session_channel(item.channel)
             session = self.sessions.get(item.channel)
+            if self._is_stray(item.channel, session):
+                return
             if session is None:
                 self._not_attached(item.channel, events)
                 return
@@ -836,6 +842,26 @@ class Connection:
                                           tuple(cfg.known_hosts)))
 
     # -- session controls -------------------------------------------------------
+    def _is_stray(self, channel: int, session: Session | None,
+                  name: bytes | None = None) -> bool:
+        """Is this the peer's traffic for a session of its own whose attach
+        we refused on this channel (both ends attached there at once)?  It
+        is dropped, not a violation.  (The peer sends nothing for a session
+        of ours before its ``attached``: on such a channel, traffic while we
+        are ATTACHING, or attached/detach/detached naming another session, is
+        the refused session's.)"""
+        if channel not in self._refused_channels:
+            return False
+        if session is None:
+            return True
+        if name is not None:
+            stray = name != session.name
+        else:
+            stray = session.state is SessionState.ATTACHING
+        if stray:
+            session._trace("stray")
+        return stray
+
     def _not_attached(self, channel: int, events: list[ev.Event]) -> None:
         self._write_control(channel, SessionDetached(name=b"", code=3))
         events.append(ev.ProtocolViolation(3, "session", channel,
@@ -868,6 +894,10 @@ class Connection:
         if name == "session.attach":
             self._on_attach(channel, ctl, events)
             return
+        named = name in ("session.attached", "session.detach", "session.detached")
+        if self._is_stray(channel, session, bytes(ctl.name or b"") if named and (  # type: ignore[attr-defined]
+                session is not None) else None):
+            return
         if session is None:
             if name == "session.detached":
                 return  # an answer to something we already dropped
@@ -884,6 +914,7 @@ class Connection:
         if name == "session.attached":
             session._trace(name)
             if session.state is SessionState.ATTACHING:
+                self._refused_channels.discard(channel)
                 session.state = SessionState.ATTACHED
                 events.append(ev.SessionAttached(channel, session.name))
             return  # already attached: the peer attached it too (simultaneous)
@@ -915,11 +946,13 @@ class Connection:
                     events.append(ev.SessionAttached(channel, name))
                 return
             self._write_control(channel, SessionDetached(name=name, code=2))  # transport-busy
+            self._refused_channels.add(channel)
             return
         other = self._by_name.get(name)
         if other is not None:
             if not ctl.force:
                 self._write_control(channel, SessionDetached(name=name, code=1))  # session-busy
+                self._refused_channels.add(channel)
                 return
             # Force: take it from its old channel (the old one is told busy).
             old = other.channel
@@ -930,6 +963,7 @@ class Connection:
         else:
             store = self.config.session_store
             session = (store.take(self._principal(), name) if store else None) or Session(name)
+        self._refused_channels.discard(channel)
         session._trace("session.attach")
         resumed = session._have_state or bool(session._replay)
         session._bind(self, channel)

@@ -85,7 +85,15 @@ D, AI, A, DI = (SessionState.DETACHED, SessionState.ATTACHING, SessionState.ATTA
 # rule "attachment": discard and answer detached(not-attached).
 SESSION_TRANSITIONS: dict[SessionState, dict[str, tuple[SessionState, ...]]] = {
     D: {"attach()": (AI,), "session.attach": (A, D)},
-    AI: {"session.attached": (A,), "session.detached": (D,), "transport-lost": (D,)},
+    AI: {
+        "session.attached": (A,),
+        "session.detached": (D,),
+        "transport-lost": (D,),
+        # Anything else here is the peer's traffic for its *own* attach on
+        # this channel, which crossed ours and which we refused
+        # (transport-busy): it is not this session's, and is dropped.
+        "stray": (AI,),
+    },
     A: {
         "session.attach": (A,),
         "session.attached": (A,),  # both ends attached the name at once
@@ -207,6 +215,7 @@ class Session:
         # -- credit for transfers we send, by destination --
         self.credits: dict[str, Credit] = {}
         self.subscriptions: set[str] = set()  # destinations the peer subscribed
+        self._cancelled: set[str] = set()  # destinations the peer cancelled
 
     def __repr__(self) -> str:
         return (f"<Session {self.name!r} {self.state.name} channel={self.channel} "
@@ -259,6 +268,8 @@ class Session:
         hdr: bytes | None = None
         if isinstance(command, MessageTransfer):
             dest = command.destination or ""
+            if dest in self._cancelled:
+                raise LocalProtocolError(f"the peer cancelled destination {dest!r}")
             credit = self.credits.get(dest)
             if credit is not None:
                 hdr = header_octets(headers)
@@ -637,6 +648,7 @@ class Session:
         if isinstance(command, MessageSubscribe):
             dest = command.destination or ""
             self.subscriptions.add(dest)
+            self._cancelled.discard(dest)
             self.credits[dest] = Credit()
         elif isinstance(command, MessageFlow):
             c = self.credits.setdefault(command.destination or "", Credit())
@@ -655,6 +667,7 @@ class Session:
                     del self._transfer_cost[sent]
         elif isinstance(command, MessageCancel):
             self.subscriptions.discard(command.destination or "")
+            self._cancelled.add(command.destination or "")
             self.credits.pop(command.destination or "", None)
         return None
 
