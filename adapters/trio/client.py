@@ -660,11 +660,12 @@ class Session:
         carry, self._carry = self._carry, None
         core = self._core
         # Transfer ids only mean the same thing if the broker kept the
-        # session's state; the core tells us so only when it had in-doubt
-        # commands to replay (SessionResumed without SessionStateLost).
-        # Otherwise the carry is dropped: the app's unsent accepts are
-        # redelivered later, unsettled deliveries wait for the session's end.
-        if carry is not None and self.resumed is not None and self.lost_commands is None:
+        # session's state: it then expects our next command (a consumer has
+        # always sent some), so SessionResumed says peer_state.  Otherwise
+        # the carry is dropped: the old ids would name the broker's new
+        # transfers.  The app's unsent accepts are redelivered later,
+        # unsettled deliveries wait for the session's end.
+        if carry is not None and self.resumed is not None and self.resumed.peer_state:
             if carry.to_accept:
                 core.send(spec.MessageAccept(transfers=carry.to_accept))
             if carry.to_release:
