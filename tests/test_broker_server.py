@@ -27,6 +27,7 @@ from amqp_sansio.v0_10 import events as ev
 from amqp_sansio.v0_10 import spec
 from amqp_sansio.v0_10.connection import ClientConfig, Role
 from amqp_sansio.v0_10.connection import Connection as CoreConnection
+from amqp_sansio.v0_10.messages import Message
 from amqp_sansio_broker.model import Broker
 from amqp_sansio_broker.server import run_broker, serve_broker, start_broker_thread
 from amqp_sansio_trio import AuthenticationError, ConnectError, open_connection, serve
@@ -135,6 +136,52 @@ async def test_dropped_transport_releases_unaccepted_messages() -> None:
                 async with s.subscribe("drop") as sub:
                     d = await sub.get()
                     assert d.body == b"0" and d.redelivered
+
+
+async def test_message_ttl_runs_on_the_servers_clock() -> None:
+    """The Trio server feeds its clock to the sans-IO model: a message whose
+    ttl ran out is neither counted nor delivered (XML delivery-properties.ttl)."""
+    async with run_broker() as rb:
+        with trio.fail_after(5):
+            async with open_connection(rb.url) as conn, conn.session() as s:
+                await s.declare_queue("ttl")
+                await s.publish(Message(body=b"short", ttl=1000), routing_key="ttl")
+                await s.publish(Message(body=b"long", ttl=60_000), routing_key="ttl")
+                assert (await s.query_queue("ttl")).message_count == 2
+                await trio.sleep(1.1)
+                assert (await s.query_queue("ttl")).message_count == 1
+                async with s.subscribe("ttl") as sub:
+                    d = await sub.get()
+                    assert d.body == b"long"
+                    await d.accept()
+    assert rb.broker.stats["expired"] == 1
+
+
+async def test_acquired_messages_of_a_deleted_queue_reach_its_alternate() -> None:
+    """QPID-3481: what a subscriber holds unaccepted when its queue is deleted
+    goes to the queue's alternate exchange once released (here: its
+    connection closes), as the rest of the queue did at deletion."""
+    async with run_broker() as rb:
+        with trio.fail_after(5):
+            async with open_connection(rb.url) as admin, admin.session() as sa:
+                await sa.declare_exchange("dead", "fanout")
+                await sa.declare_queue("dlq")
+                await sa.bind("dlq", "dead")
+                await sa.declare_queue("q", alternate_exchange="dead")
+                for i in range(5):
+                    await sa.publish(b"%d" % i, routing_key="q")
+                async with open_connection(rb.url) as conn, conn.session() as s:
+                    sub = s.subscribe("q", prefetch=3)
+                    got = [(await sub.get()).body for _ in range(3)]
+                    assert got == [b"0", b"1", b"2"]
+                    await sa.delete_queue("q")
+                    assert (await sa.query_queue("dlq")).message_count == 2
+                # the consumer is gone without accepting: the rest follow
+                while (await sa.query_queue("dlq")).message_count < 5:
+                    await trio.sleep(0.01)
+                async with sa.subscribe("dlq") as dlq:
+                    bodies = sorted([(await dlq.get()).body for _ in range(5)])
+                assert bodies == [b"0", b"1", b"2", b"3", b"4"]
 
 
 async def test_server_times_out_a_silent_client() -> None:

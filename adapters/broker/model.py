@@ -19,6 +19,16 @@ Semantics worth knowing (README has the full list):
 * unroutable transfers go to the exchange's alternate exchange if it has
   one, are rejected (reject code 1) if the publisher asked for explicit
   accepts and did not set discard-unroutable, and are dropped otherwise;
+* delivery-properties ``ttl`` (milliseconds, non-zero) makes a message
+  expire ``ttl`` after it arrived, measured on the ``now`` the I/O layer
+  passes in (the latest one seen is :attr:`Broker.now`); expired messages
+  are discarded, never delivered, acquired or counted (lazily: a queue is
+  swept when its head is due for delivery, when it is queried, and on
+  timers).  ``expiration`` is the broker's to assign, a datetime this
+  clock-less model cannot produce: it is relayed as published, not read;
+* messages orphaned by a queue's deletion go to its alternate exchange
+  (else are dropped): those still queued at once, those acquired and not
+  yet accepted when they are released or their session ends (QPID-3481);
 * dtx, file, stream and message.resume answer not-implemented (540).
 """
 
@@ -72,6 +82,22 @@ class QMsg:
     exchange: str
     app_headers: dict[str, Any] | None
     redelivered: bool = False
+    expires: float | None = None  # in the I/O layer's clock (``now``); None: never
+
+
+@attrs.define(eq=False)
+class Held:
+    """A delivery the session has not accepted (or released, rejected) yet.
+
+    ``acquired``: the message left its queue for this session (pre-acquired,
+    or message.acquire succeeded); otherwise it was only shown (browsed) and
+    is still the queue's -- or gone from it (expired, purged, taken by another
+    subscriber), in which case it is nobody's to release.
+    """
+
+    queue: QueueState
+    msg: QMsg
+    acquired: bool
 
 
 @attrs.define(eq=False)
@@ -109,6 +135,9 @@ class QueueState:
     consumers: list[Consumer] = attrs.field(factory=list)
     had_consumer: bool = False
     rr: int = 0
+    deleted: bool = False  # its acquired messages go to `alternate` when released
+    # No message in the queue expires before this (a lower bound; None: none expire).
+    next_expiry: float | None = None
 
 
 @attrs.define(eq=False)
@@ -116,7 +145,7 @@ class SessState:
     """What the broker keeps per session (beside the core's session state)."""
 
     consumers: dict[str, Consumer] = attrs.field(factory=dict)
-    unacked: dict[int, tuple[QueueState, QMsg]] = attrs.field(factory=dict)
+    unacked: dict[int, Held] = attrs.field(factory=dict)
     to_accept: SequenceSet = attrs.field(factory=SequenceSet)  # publisher transfers
     transactional: bool = False
     tx_publish: list[tuple[Any, tuple[Struct, ...], bytes, int]] = attrs.field(factory=list)
@@ -146,6 +175,9 @@ class Broker:
         self._seq = itertools.count()
         self._touched: set[BrokerConnection] = set()
         self.stats = collections.Counter[str]()
+        #: The latest ``now`` an I/O layer passed in (its clock, seconds; never
+        #: goes back).  Message ttls are measured against it.
+        self.now = float("-inf")
         for name, typ in (("", "direct"), ("amq.direct", "direct"), ("amq.fanout", "fanout"),
                           ("amq.topic", "topic"), ("amq.match", "headers"),
                           ("amq.headers", "headers")):
@@ -153,6 +185,12 @@ class Broker:
 
     def connection(self) -> BrokerConnection:
         return BrokerConnection(self)
+
+    def advance(self, now: float) -> None:
+        """Time as the I/O layer tells it (every BrokerConnection entry point
+        calls this with its ``now``); the broker's clock never goes back."""
+        if now > self.now:
+            self.now = now
 
     def _server_config(self) -> ServerConfig:
         users = self.users
@@ -187,8 +225,34 @@ class Broker:
 
     def enqueue(self, q: QueueState, msg: QMsg) -> None:
         q.messages.append(msg)
+        self._note_expiry(q, msg)
         self.stats["enqueued"] += 1
         self.dispatch(q)
+
+    # -- message ttl ----------------------------------------------------------
+    def expired(self, m: QMsg) -> bool:
+        """XML delivery-properties.ttl: "messages that live longer than their
+        expiration time will be discarded"."""
+        return m.expires is not None and self.now > m.expires
+
+    @staticmethod
+    def _note_expiry(q: QueueState, m: QMsg) -> None:
+        if m.expires is not None and (q.next_expiry is None or m.expires < q.next_expiry):
+            q.next_expiry = m.expires
+
+    def _drop_expired_head(self, q: QueueState) -> None:
+        while q.messages and self.expired(q.messages[0]):
+            q.messages.popleft()
+            self.stats["expired"] += 1
+
+    def drop_expired(self, q: QueueState) -> None:
+        """Discard every expired message of ``q`` (a scan only when one is due)."""
+        if q.next_expiry is None or not self.now > q.next_expiry:
+            return
+        kept = [m for m in q.messages if not self.expired(m)]
+        self.stats["expired"] += len(q.messages) - len(kept)
+        q.messages = collections.deque(kept)
+        q.next_expiry = min((m.expires for m in kept if m.expires is not None), default=None)
 
     def dispatch(self, q: QueueState) -> None:
         """Give ready messages to consumers with credit, round robin."""
@@ -210,9 +274,14 @@ class Broker:
             return False
         msg: QMsg | None
         if c.pre_acquired:
+            self._drop_expired_head(q)
+            if not q.messages:
+                return False
             msg = q.messages[0]
         else:
-            msg = next((m for m in q.messages if m.seq > c.browse_seq), None)
+            # Browsers pass expired messages by; they are dropped at the head.
+            msg = next((m for m in q.messages
+                        if m.seq > c.browse_seq and not self.expired(m)), None)
             if msg is None:
                 return False
         cmd, headers = _delivery(c, msg)
@@ -227,10 +296,10 @@ class Broker:
         if c.pre_acquired:
             q.messages.popleft()
             if c.accept_explicit:
-                self.sessions[s].unacked[cid] = (q, msg)
+                self.sessions[s].unacked[cid] = Held(q, msg, acquired=True)
         else:
             c.browse_seq = msg.seq
-            self.sessions[s].unacked[cid] = (q, msg)  # acquirable by id
+            self.sessions[s].unacked[cid] = Held(q, msg, acquired=False)  # acquirable by id
         self.stats["delivered"] += 1
         bc = self._by_core.get(id(s._conn))
         if bc is not None:
@@ -248,8 +317,39 @@ class Broker:
             q.messages.extendleft(reversed(ms))
         else:
             q.messages = collections.deque(heapq.merge(q.messages, ms, key=lambda m: m.seq))
-        if q.name in self.queues:
+        for m in ms:
+            self._note_expiry(q, m)
+        if not q.deleted:
             self.dispatch(q)
+
+    def release(self, q: QueueState, msgs: list[QMsg], redelivered: bool = True) -> None:
+        """Acquired messages come back: to their queue, or -- if it has been
+        deleted meanwhile -- to its alternate exchange (XML queue.declare
+        alternate-exchange: "orphaned by queue deletion"; queue.delete:
+        "pending messages are sent to the alternate-exchange"; QPID-3481)."""
+        if not msgs:
+            return
+        if q.deleted:
+            for m in msgs:
+                m.redelivered = m.redelivered or redelivered
+            self.to_alternate(q, sorted(msgs, key=lambda m: m.seq))
+        else:
+            self.requeue(q, msgs, redelivered)
+
+    def to_alternate(self, q: QueueState, msgs: list[QMsg]) -> None:
+        """Route messages rejected from or orphaned by ``q`` through its
+        alternate exchange (no further alternates: XML rule double-failure);
+        without one, or when expired, they are discarded."""
+        alt = self.exchanges.get(q.alternate) if q.alternate else None
+        for m in msgs:
+            if self.expired(m):
+                self.stats["expired"] += 1
+                continue
+            if alt is None:
+                continue
+            for target in self.route(alt, m.routing_key, m.app_headers):
+                # A fresh enqueue sequence: the target orders (and browses) by it.
+                self.enqueue(target, attrs.evolve(m, seq=next(self._seq)))
 
     def session_state(self, s: Session) -> SessState:
         st = self.sessions.get(s)
@@ -270,12 +370,12 @@ class Broker:
                 q.consumers.remove(c)
                 touched.add(q.name)
         by_queue: dict[int, tuple[QueueState, list[QMsg]]] = {}
-        for q, m in st.unacked.values():
+        for h in st.unacked.values():
             # Browsed (not-acquired) messages never left the queue.
-            if q.name in self.queues and m not in q.messages:
-                by_queue.setdefault(id(q), (q, []))[1].append(m)
+            if h.acquired:
+                by_queue.setdefault(id(h.queue), (h.queue, []))[1].append(h.msg)
         for q, ms in by_queue.values():
-            self.requeue(q, sorted(ms, key=lambda m: m.seq))
+            self.release(q, sorted(ms, key=lambda m: m.seq))
         for q in list(self.queues.values()):
             if q.exclusive_owner is s:
                 q.exclusive_owner = None
@@ -301,24 +401,26 @@ class Broker:
         self.exchanges.pop(x.name, None)
 
     def _delete_queue(self, q: QueueState) -> None:
-        self.queues.pop(q.name, None)
+        if self.queues.get(q.name) is q:
+            del self.queues[q.name]
+        q.deleted = True
         for c in list(q.consumers):
             self.sessions.get(c.session, SessState()).consumers.pop(c.destination, None)
         q.consumers.clear()
         for x in list(self.exchanges.values()):
             x.bindings = [b for b in x.bindings if b.queue != q.name]
             self.maybe_autodelete_exchange(x)
-        alt = self.exchanges.get(q.alternate) if q.alternate else None
-        while q.messages:
-            m = q.messages.popleft()
-            if alt is not None:
-                for target in self.route(alt, m.routing_key, m.app_headers):
-                    self.enqueue(target, m)
+        pending, q.messages, q.next_expiry = list(q.messages), collections.deque(), None
+        self.to_alternate(q, pending)
 
     def expire(self, now: float) -> None:
-        """Forget sessions whose detached timeout has run out."""
+        """Forget sessions whose detached timeout has run out; discard
+        messages whose ttl has."""
+        self.advance(now)
         for s in self.store.expire(now):
             self.end_session(s)
+        for q in self.queues.values():
+            self.drop_expired(q)
 
     def flush_touched(self, current: BrokerConnection | None) -> None:
         touched, self._touched = self._touched, set()
@@ -369,11 +471,13 @@ class BrokerConnection:
         return self.conn.next_deadline()
 
     def handle_timer(self, now: float) -> None:
+        self.broker.advance(now)
         events = self.conn.handle_timer(now)
         self.broker.expire(now)
         self._handle(events, now)
 
     def receive_data(self, data: bytes, now: float) -> None:
+        self.broker.advance(now)
         try:
             events = self.conn.receive_data(data, now)
         except RemoteProtocolError as e:
@@ -381,6 +485,7 @@ class BrokerConnection:
         self._handle(events, now)
 
     def connection_lost(self, now: float) -> None:
+        self.broker.advance(now)
         if not self.conn.closed:
             self.receive_data(b"", now)
         self._end(now)
@@ -491,8 +596,14 @@ class BrokerConnection:
                 s.send(spec.MessageReject(transfers=SequenceSet.of(cid),
                                           code=REJECT_UNROUTABLE, text="unroutable"))
             return
+        # XML delivery-properties.ttl: "a message expiration time will be computed
+        # based on the current time plus this value" (ms).  0 means no ttl, as in
+        # qpid-cpp (a message "live" for 0 ms would be a request for nothing).
+        ttl = dp.ttl if dp is not None else None
+        expires = b.now + ttl / 1000 if ttl else None
         for q in targets:
-            b.enqueue(q, QMsg(next(b._seq), headers, body, key, via.name, app))
+            b.enqueue(q, QMsg(next(b._seq), headers, body, key, via.name, app,
+                              expires=expires))
         if explicit:
             st.to_accept.add(cid)
 
@@ -582,6 +693,7 @@ class BrokerConnection:
         self._check_exclusive(q, s)
         if c.if_unused and q.consumers:
             raise _Fail(PRECONDITION_FAILED, "queue has consumers", "if-unused")
+        self.broker.drop_expired(q)
         if c.if_empty and q.messages:
             raise _Fail(PRECONDITION_FAILED, "queue is not empty", "if-empty")
         self.broker._delete_queue(q)
@@ -590,11 +702,13 @@ class BrokerConnection:
         q = self._queue(c.queue)
         self._check_exclusive(q, s)
         q.messages.clear()
+        q.next_expiry = None
 
     def queue_query(self, s: Session, cid: int, c: Any) -> Struct:
         q = self.broker.queues.get(c.queue or "")
         if q is None:
             return spec.QueueQueryResult.unchecked()  # type: ignore[no-any-return]
+        self.broker.drop_expired(q)  # expired messages are not counted
         return spec.QueueQueryResult(
             queue=q.name, alternate_exchange=q.alternate, durable=q.durable,
             exclusive=q.exclusive_owner is not None, auto_delete=q.auto_delete,
@@ -760,36 +874,36 @@ class BrokerConnection:
         st = self.broker.session_state(s)
         by_q: dict[int, tuple[QueueState, list[QMsg]]] = {}
         for i in c.transfers or SequenceSet():
-            entry = st.unacked.pop(i, None)
+            h = st.unacked.pop(i, None)
             # A browsed (not-acquired) message never left the queue: nothing to put back.
-            if entry is not None and entry[1] not in entry[0].messages:
-                by_q.setdefault(id(entry[0]), (entry[0], []))[1].append(entry[1])
+            if h is not None and h.acquired:
+                by_q.setdefault(id(h.queue), (h.queue, []))[1].append(h.msg)
         for q, ms in by_q.values():
-            self.broker.requeue(q, ms, redelivered=bool(c.set_redelivered))
+            self.broker.release(q, ms, redelivered=bool(c.set_redelivered))
 
     def message_reject(self, s: Session, cid: int, c: Any) -> None:
         st = self.broker.session_state(s)
         for i in c.transfers or SequenceSet():
-            entry = st.unacked.pop(i, None)
-            if entry is None or entry[1] in entry[0].messages:
+            h = st.unacked.pop(i, None)
+            if h is None or not h.acquired:
                 continue  # rule: rejecting an unacquired message is ignored
-            q, m = entry
-            alt = self.broker.exchanges.get(q.alternate) if q.alternate else None
-            if alt is not None:
-                for target in self.broker.route(alt, m.routing_key, m.app_headers):
-                    self.broker.enqueue(target, m)
+            # rule alternate-exchange: to the alternate-exchange of its queue.
+            self.broker.to_alternate(h.queue, [h.msg])
 
     def message_acquire(self, s: Session, cid: int, c: Any) -> Struct:
         st = self.broker.session_state(s)
         got = SequenceSet()
+        b = self.broker
         for i in c.transfers or SequenceSet():
-            entry = st.unacked.get(i)
-            if entry is None:
+            h = st.unacked.get(i)
+            if h is None or h.acquired or h.msg not in h.queue.messages:
+                continue  # already acquired (here or elsewhere), purged, or expired
+            h.queue.messages.remove(h.msg)
+            if b.expired(h.msg):
+                b.stats["expired"] += 1  # discarded, not acquired
                 continue
-            q, m = entry
-            if m in q.messages:
-                q.messages.remove(m)
-                got.add(i)
+            h.acquired = True
+            got.add(i)
         return spec.Acquired(transfers=got)
 
     # tx class
