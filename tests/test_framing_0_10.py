@@ -487,6 +487,27 @@ def test_bad_header_makes_the_assembly_invalid() -> None:
     assert _one_invalid(dup).code == 503
 
 
+@pytest.mark.parametrize("name,index", [("queue", 0), ("alternate_exchange", 1),
+                                         ("arguments", 6)])
+def test_a_malformed_field_is_named_by_its_index(name: str, index: int) -> None:
+    """execution.exception's field-index for a field the decoder cannot read
+    (not only for strict-mode checks): here invalid UTF-8 in a str8 or a map
+    that runs past its end."""
+    cmd = spec.QueueDeclare(queue="q", alternate_exchange="alt", durable=True,
+                            arguments={"x": 1})
+    wire = bytearray(encode_command(1, cmd))
+    if name == "arguments":
+        at = wire.index(b"\x01x")  # the map's entry: key length 1, "x"
+        wire[at - 8:at - 4] = (0x7FFF).to_bytes(4, "big")  # the map's size, far too big
+    else:
+        text = b"q" if name == "queue" else b"alt"
+        at = wire.index(bytes([len(text)]) + text) + 1
+        wire[at] = 0xFF  # not UTF-8
+    e = _one_invalid(bytes(wire))
+    assert e.field_index == index, e
+    assert (e.class_code, e.command_code) == (8, 1)
+
+
 def test_strict_mode() -> None:
     """Checklist 41: an absent required field is accepted leniently and
     rejected (531, with its field index) in strict mode; an enum value off

@@ -627,7 +627,13 @@ class AssemblyDecoder:
                     raise DecodeError("session header has unknown flags", code=COMMAND_INVALID,
                                       scope="execution", offset=3)
                 sync = bool(hflags & 1)
-            obj, pos = cls._dec_body(payload, pos, n, self.max_depth, self.typed)
+            body_at = pos
+            try:
+                obj, pos = cls._dec_body(payload, pos, n, self.max_depth, self.typed)
+            except DecodeError as e:
+                if e.field_index is None:
+                    e.field_index = self._failing_field(cls, payload, body_at, n)
+                raise
             if pos != n:
                 raise DecodeError(f"{cls.NAME}: {n - pos} trailing octets",
                                   code=COMMAND_INVALID, scope="execution", offset=pos)
@@ -637,6 +643,26 @@ class AssemblyDecoder:
             return None, False, self._scope_command_error(e, cls, channel, at)
         assert isinstance(obj, cls)
         return obj, sync, None
+
+    def _failing_field(self, cls: Any, payload: bytes, at: int, end: int) -> int | None:
+        """Which field of a command its decoder failed in (for
+        execution.exception's field-index): decode again with the packing
+        flags cut to the first k present fields until it fails.  Runs only
+        on the error path; commands pack their flags in two octets."""
+        if at + 2 > end:
+            return None
+        flags = payload[at] | payload[at + 1] << 8
+        indexes = {f.index for f in cls.FIELDS}
+        if flags & ~sum(1 << i for i in indexes):
+            return None  # unknown flags: not one field's fault
+        for bit in sorted(i for i in indexes if flags >> i & 1):
+            keep = flags & ((2 << bit) - 1)
+            trial = payload[:at] + bytes((keep & 0xFF, keep >> 8)) + payload[at + 2:]
+            try:
+                cls._dec_body(trial, at, end, self.max_depth, self.typed)
+            except DecodeError:
+                return bit
+        return None
 
     @staticmethod
     def _scope_command_error(e: DecodeError, cmd: Any, channel: int,
