@@ -178,6 +178,20 @@ def test_result_for_unknown_command_is_a_violation(target: int | str) -> None:
     assert cs.state is SessionState.ATTACHED
 
 
+def test_result_of_the_wrong_struct_is_a_violation() -> None:
+    net = opened()
+    cs, ss = net.sessions(b"a")
+    asked = cs.send(QueueQuery(queue="q"), sync=True)
+    net.pump()
+    ss.send(ExecutionResult(command_id=asked, value=Acquired(transfers=SequenceSet.of(1))))
+    ss.complete(asked)
+    ce, _ = net.pump()
+    (pv,) = of_type(ce, ev.ProtocolViolation)
+    assert (pv.scope, pv.code) == ("execution", 542) and "QueueQueryResult" in pv.message
+    assert not of_type(ce, ev.ResultReceived)
+    assert cs.outstanding == 0 and cs.state is SessionState.ATTACHED
+
+
 def test_send_result_misuse() -> None:
     net = opened()
     cs, ss = net.sessions(b"a")

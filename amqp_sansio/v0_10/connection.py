@@ -47,6 +47,7 @@ from .. import sasl
 from ..errors import (
     COMMAND_INVALID,
     FRAMING_ERROR,
+    INVALID_ARGUMENT,
     DecodeError,
     LocalProtocolError,
     RemoteProtocolError,
@@ -1030,10 +1031,18 @@ class Connection:
                                              item.sync, session=session))
             return
         if isinstance(cmd, ExecutionResult):
-            if not session._on_result(cmd.command_id):
+            expected = session._on_result(cmd.command_id)
+            if expected is None:
                 events.append(ev.ProtocolViolation(COMMAND_INVALID, "execution", ch,
                                                    f"result for unknown command "
                                                    f"{cmd.command_id}", "none"))
+            elif cmd.value is not None and not isinstance(cmd.value, expected):
+                # Not what the command returns: an application reading its
+                # fields would fail obscurely; it hears of the violation.
+                events.append(ev.ProtocolViolation(
+                    INVALID_ARGUMENT, "execution", ch,
+                    f"result for command {cmd.command_id} is a {type(cmd.value).__name__}, "
+                    f"not a {expected.__name__}", "none"))
             else:
                 events.append(ev.ResultReceived(ch, cmd.command_id, cmd.value))
             session.complete(cid)

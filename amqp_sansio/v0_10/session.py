@@ -671,9 +671,10 @@ class Session:
             self.credits.pop(command.destination or "", None)
         return None
 
-    def _on_result(self, command_id: int) -> bool:
-        """An execution.result arrived for our command: is it one we await?"""
-        return self._results.pop(command_id, None) is not None
+    def _on_result(self, command_id: int) -> type | None:
+        """An execution.result arrived for our command: the result class we
+        await for it (None: we await none)."""
+        return self._results.pop(command_id, None)
 
     def _fail_pending(self) -> None:
         self._results.clear()
