@@ -62,7 +62,7 @@ class RunningBroker:
     def unaccepted(self, queue: str) -> int:
         with self.server.lock:
             return sum(1 for st in self.broker.sessions.values()
-                       for q, _ in st.unacked.values() if q.name == queue)
+                       for held in st.unacked.values() if held.queue.name == queue)
 
     def wait_for(self, cond: Callable[[], bool], timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
