@@ -644,7 +644,8 @@ class AssemblyDecoder:
         assert isinstance(obj, cls)
         return obj, sync, None
 
-    def _failing_field(self, cls: Any, payload: bytes, at: int, end: int) -> int | None:
+    def _failing_field(self, cls: type[Command], payload: bytes, at: int, end: int
+                       ) -> int | None:
         """Which field of a command its decoder failed in (for
         execution.exception's field-index): decode again with the packing
         flags cut to the first k present fields until it fails.  Runs only
@@ -652,7 +653,7 @@ class AssemblyDecoder:
         if at + 2 > end:
             return None
         flags = payload[at] | payload[at + 1] << 8
-        indexes = {f.index for f in cls.FIELDS}
+        indexes: set[int] = {f.index for f in cls.FIELDS}
         if flags & ~sum(1 << i for i in indexes):
             return None  # unknown flags: not one field's fault
         for bit in sorted(i for i in indexes if flags >> i & 1):
