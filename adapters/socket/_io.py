@@ -2,11 +2,12 @@
 
 :class:`IOConnection` owns the socket through one small I/O thread and
 guards a sans-IO core with one lock (see ``client.py`` for the design); a
-protocol's client subclasses it and supplies :meth:`IOConnection._dispatch`,
-which turns the core's events into state on its own objects.  Nothing here
-knows a protocol: the core only has to offer ``receive_data(data, now)``,
-``data_to_send()``, ``next_deadline()``, ``handle_timer(now)``,
-``close(code, text)``, ``closed`` and ``closed_reason``.
+protocol's client subclasses it (through ``_common.ClientConnection``) and
+supplies :meth:`IOConnection._dispatch`, which turns the core's events into
+state on its own objects.  Nothing here knows a protocol: the core only
+has to offer ``receive_data(data, now)``, ``data_to_send()``,
+``next_deadline()``, ``handle_timer(now)``, ``close(code, text)``,
+``closed`` and ``closed_reason``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, Self
 
 from amqp_sansio.errors import LocalProtocolError, RemoteProtocolError
 from amqp_sansio.url import ConnectionParams
@@ -148,7 +149,7 @@ class IOConnection:
         state = "closed" if self.closed else "open"
         return f"<{self._CLIENT_NAME} {self.description} {state}>"
 
-    def __enter__(self) -> Any:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, t: type[BaseException] | None, v: BaseException | None,

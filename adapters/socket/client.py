@@ -52,12 +52,9 @@ __all__ = ["connect", "Connection", "Session", "Subscription", "Delivery", "DEFA
 import contextlib
 import itertools
 import logging
-import socket
 import ssl
 import uuid
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator
-from types import TracebackType
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 import attrs
@@ -65,8 +62,9 @@ import attrs
 from amqp_sansio import sasl
 from amqp_sansio.errors import LocalProtocolError
 from amqp_sansio.serial import SequenceSet
-from amqp_sansio.url import ConnectionParams, parse_url
+from amqp_sansio.url import parse_url
 from amqp_sansio.v0_10 import events as ev
+from amqp_sansio.v0_10 import spec
 from amqp_sansio.v0_10._specbase import Command, Struct
 from amqp_sansio.v0_10.connection import ClientConfig, Role
 from amqp_sansio.v0_10.connection import Connection as CoreConnection
@@ -76,7 +74,6 @@ from amqp_sansio.v0_10.session import SessionStore
 from amqp_sansio.v0_10.spec import (
     ExchangeBind,
     ExchangeDeclare,
-    ExchangeDelete,
     ExchangeQuery,
     ExchangeQueryResult,
     ExchangeUnbind,
@@ -90,30 +87,31 @@ from amqp_sansio.v0_10.spec import (
     MessageSetFlowMode,
     MessageSubscribe,
     QueueDeclare,
-    QueueDelete,
-    QueuePurge,
     QueueQuery,
     QueueQueryResult,
-    TxCommit,
-    TxRollback,
-    TxSelect,
 )
 
-from ._io import DEFAULT, IOConnection, open_socket
+from ._common import (
+    ClientConnection,
+    DeliveryBase,
+    SessionBase,
+    SubscriptionBase,
+    as_message,
+    check_accept_mode,
+    config_options,
+    mechanism_names,
+)
+from ._io import DEFAULT
 from ._io import HIGH_WATER as _HIGH_WATER
 from .errors import (
     AMQPError,
     AMQPTimeout,
-    AuthenticationError,
     ConnectError,
     ConnectionClosedError,
-    ConnectionLostError,
     ExecutionError,
-    HeartbeatTimeoutError,
     InvalidURLError,
     MessageRejectedError,
     SessionError,
-    VirtualHostError,
 )
 
 if TYPE_CHECKING:
@@ -123,19 +121,6 @@ log = logging.getLogger("amqp_sansio_socket")
 
 
 _INFINITE = 0xFFFFFFFF
-_AUTH_CODES = (320, 403)  # connection-forced (SASL failure), not-allowed
-_VHOST_CODES = (402, 530)  # invalid-path, not-allowed
-
-
-def _mechanism_names(params: ConnectionParams, names: Iterable[str] | None) -> tuple[str, ...]:
-    """SASL mechanism names to offer, best first (empty: the core's default)."""
-    wanted = tuple(n.upper() for n in names) if names is not None else params.mechanisms
-    for name in wanted:
-        if name not in sasl.CLIENT_MECHANISMS:
-            raise InvalidURLError(f"unsupported SASL mechanism {name!r}")
-        if name in ("PLAIN", "SCRAM-SHA-256") and params.username is None:
-            raise InvalidURLError(f"SASL mechanism {name} needs a username in the URL")
-    return wanted
 
 
 @overload
@@ -210,45 +195,25 @@ def connect(url: str = "amqp://localhost", *, ssl_context: ssl.SSLContext | None
                               mechanisms=mechanisms, client_properties=client_properties)
     if proto != "0-10":
         raise InvalidURLError(f"protocol {proto} is not supported by this client")
-    mechs = _mechanism_names(params, mechanisms)
-    cfg_kw: dict[str, Any] = {}
-    if client_properties is not None:
-        cfg_kw["client_properties"] = client_properties
-    if params.channel_max:
-        cfg_kw["channel_max"] = params.channel_max
-    if params.frame_max:
-        cfg_kw["max_frame_size"] = params.frame_max
+    mechs = mechanism_names(params, mechanisms, sasl.CLIENT_MECHANISMS,
+                            need_username=("PLAIN", "SCRAM-SHA-256"))
     config = ClientConfig(
         virtual_host=params.virtual_host, mechanisms=mechs, username=params.username,
         password=params.password if params.username is not None else None,
         heartbeat=params.heartbeat if heartbeat is DEFAULT else heartbeat,
-        session_store=session_store, **cfg_kw)
-    sock, deadline = open_socket(params, ssl_context, timeout)
-    conn = Connection(sock, CoreConnection(Role.CLIENT, config), params=params,
-                      read_timeout=params.read_timeout if read_timeout is DEFAULT
-                      else read_timeout)
-    try:
-        conn._wait_open(deadline)
-    except BaseException:
-        conn._abort()
-        raise
-    return conn
+        session_store=session_store,
+        **config_options(params, client_properties, frame_max="max_frame_size"))
+    return Connection._connect(params, CoreConnection(Role.CLIENT, config), ssl_context,
+                               timeout, read_timeout)
 
 
-class Connection(IOConnection):
+class Connection(ClientConnection[CoreConnection, "Session"]):
     """A live AMQP 0-10 connection (create it with :func:`connect`)."""
 
+    _PROTOCOL = "0-10"
+    _CLOSE_TEXT_HINTS = True
     _core: CoreConnection
     _opened: ev.ConnectionOpened | None
-
-    def __init__(self, sock: socket.socket, core: CoreConnection, *,
-                 params: ConnectionParams | None = None,
-                 read_timeout: float | None = None) -> None:
-        self._sessions: dict[int, Session] = {}  # by channel, while attached
-        super().__init__(sock, core, params=params, read_timeout=read_timeout)
-
-    def __enter__(self) -> Connection:
-        return self
 
     def session(self, name: bytes | str | None = None, *, timeout: int | None = None,
                 wait_timeout: float | None = DEFAULT) -> Session:
@@ -324,53 +289,19 @@ class Connection(IOConnection):
             elif t is ev.ConnectionOpened:
                 self._opened = e  # type: ignore[assignment]
             elif t is ev.ConnectionClosed:
-                self._on_closed(e)  # type: ignore[arg-type]
-            elif t is ev.HeartbeatTimeout:
-                self._fail(HeartbeatTimeoutError(
-                    f"no traffic from the server for {e.idle:.1f} s "  # type: ignore[attr-defined]
-                    f"(heartbeat {self._core.heartbeat} s): connection is dead"))
-            elif t is ev.ConnectionLost:
-                reason = e.reason  # type: ignore[attr-defined]
-                if self._opened is None:
-                    self._fail(ConnectError(
-                        f"server closed the connection during the handshake ({reason})"))
-                else:
-                    self._fail(ConnectionLostError(f"connection lost: {reason}"))
+                self._on_closed(e)
             elif t is ev.ConnectionRedirected:
                 self._fail(ConnectError(
                     f"server redirects to {e.host}; connect there"))  # type: ignore[attr-defined]
-            elif t is ev.ProtocolHeaderMismatch:
-                self._fail(ConnectError(
-                    f"server does not speak AMQP 0-10 "
-                    f"(answered with protocol header {e.header!r})"))  # type: ignore[attr-defined]
             elif t is ev.ProtocolViolation:
                 log.warning("protocol violation by the server: %s", e)
-        self._cond.notify_all()
-
-    def _on_closed(self, e: ev.ConnectionClosed) -> None:
-        text = e.text or ""
-        if self._opened is None:
-            if e.code in _AUTH_CODES or "authentic" in text.lower():
-                err: AMQPError = AuthenticationError(
-                    f"authentication failed: {text} (code {e.code})", e.code, e.text,
-                    by_peer=e.by_peer)
-            elif e.code in _VHOST_CODES or "virtual host" in text.lower():
-                err = VirtualHostError(
-                    f"virtual host {self._core.virtual_host!r} refused: {text} "
-                    f"(code {e.code})", e.code, e.text, by_peer=e.by_peer)
             else:
-                err = ConnectionClosedError(
-                    f"server closed the handshake: {text} (code {e.code})", e.code, e.text,
-                    by_peer=e.by_peer)
-            self._fail(err)
-            return
-        who = "by the server" if e.by_peer else "by the client"
-        self._fail(ConnectionClosedError(f"connection closed {who}: {text} (code {e.code})",
-                                         e.code, e.text, by_peer=e.by_peer))
+                self._on_transport_event(e)
+        self._cond.notify_all()
 
 
 @attrs.define(eq=False, slots=True)
-class Delivery:
+class Delivery(DeliveryBase):
     """A message delivered to a subscription.
 
     With accept-mode ``explicit`` (the default) settle it exactly once with
@@ -384,16 +315,7 @@ class Delivery:
     _event: ev.MessageReceived
     _message: Message | None = None
     settled: bool = False
-
-    @property
-    def message(self) -> Message:
-        if self._message is None:
-            self._message = from_event(self._event)
-        return self._message
-
-    @property
-    def body(self) -> bytes:
-        return self._event.body
+    _from_event = staticmethod(from_event)
 
     @property
     def routing_key(self) -> str | None:
@@ -405,17 +327,12 @@ class Delivery:
         dp = self._event.delivery_properties
         return bool(dp.redelivered) if dp else False
 
-    def accept(self) -> None:
-        self.session.accept([self])
-
-    def reject(self, code: int = 0, text: str | None = None) -> None:
-        self.session.reject([self], code=code, text=text)
-
-    def release(self, redelivered: bool = False) -> None:
-        self.session.release([self], redelivered=redelivered)
+    @property
+    def _ack(self) -> bool:
+        return self.subscription.ack
 
 
-class Subscription:
+class Subscription(SubscriptionBase["Delivery"]):
     """Deliveries from one ``message.subscribe``; iterate it to consume.
 
     Iteration blocks until a message arrives and ends after :meth:`cancel`.
@@ -424,58 +341,23 @@ class Subscription:
     with accept-mode ``none``) is completed and so lets the broker send another.
     """
 
+    session: Session
+
     def __init__(self, session: Session, destination: str, queue: str, accept_mode: str,
                  prefetch: int | None) -> None:
-        self.session = session
+        super().__init__(session, queue, accept_mode, prefetch)
         self.destination = destination
-        self.queue = queue
-        self.accept_mode = accept_mode
-        self.ack = accept_mode == "explicit"
-        self.prefetch = prefetch
-        self._buffer: deque[Delivery] = deque()
-        self.cancelled = False
 
     def __repr__(self) -> str:
         return (f"<Subscription {self.destination!r} queue={self.queue!r} "
                 f"buffered={len(self._buffer)}{' cancelled' if self.cancelled else ''}>")
 
-    def __enter__(self) -> Subscription:
-        return self
-
-    def __exit__(self, t: type[BaseException] | None, v: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        if not self.cancelled and self.session._error is None and \
-                not self.session.connection.closed:
-            self.cancel()
-
-    def __iter__(self) -> Iterator[Delivery]:
-        return self
-
-    def __next__(self) -> Delivery:
-        d = self.get(timeout=None)
-        if d is None:
-            raise StopIteration
-        return d
-
-    def get(self, timeout: float | None = None) -> Delivery | None:
-        """The next delivery; None on timeout or once cancelled and drained."""
+    def _handed_out(self, d: Delivery) -> None:
         s = self.session
-        conn = s.connection
-        with conn._lock:
-            if not self._buffer and not self.cancelled:
-                try:
-                    conn._wait(lambda: bool(self._buffer) or self.cancelled, timeout, s,
-                               "delivery")
-                except AMQPTimeout:
-                    return None
-            if not self._buffer:
-                return None
-            d = self._buffer.popleft()
-            if not self.ack and s._error is None and not conn.closed:
-                s._core.complete(d.command_id)  # accept-mode none: done on hand-out
-                d.settled = True
-                conn._poke()
-            return d
+        if s._error is None and not s.connection.closed:
+            s._core.complete(d.command_id)  # accept-mode none: done on hand-out
+            d.settled = True
+            s.connection._poke()
 
     def cancel(self, timeout: float | None = DEFAULT) -> None:
         """``message.cancel``; release deliveries never handed out."""
@@ -496,7 +378,7 @@ class Subscription:
             s._subs.pop(self.destination, None)
 
 
-class Session:
+class Session(SessionBase):
     """An attached AMQP 0-10 session (create it with :meth:`Connection.session`).
 
     Every method blocks until the broker answered (unless told not to) and
@@ -506,6 +388,9 @@ class Session:
     ended, :class:`AMQPTimeout` when no answer came in time.  ``timeout``
     arguments default to the connection's ``read_timeout``.
     """
+
+    _spec = spec
+    connection: Connection
 
     def __init__(self, conn: Connection, core: CoreSession) -> None:
         self.connection = conn
@@ -526,13 +411,6 @@ class Session:
 
     def __repr__(self) -> str:
         return f"<amqp_sansio_socket.Session {self.name!r} {self._core.state.name}>"
-
-    def __enter__(self) -> Session:
-        return self
-
-    def __exit__(self, t: type[BaseException] | None, v: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
 
     @property
     def outstanding(self) -> int:
@@ -570,19 +448,8 @@ class Session:
     def close(self, timeout: float | None = 5.0) -> None:
         """Detach the session (waits for ``session.detached``).  Idempotent;
         a no-op once the session or its connection is gone."""
-        conn = self.connection
-        with conn._lock:
-            if self._closed or self._error is not None or conn.closed:
-                self._closed = True
-                return
-            self._closed = True
-            try:
-                self._core.detach()
-            except LocalProtocolError:
-                return
-            conn._poke()
-            with contextlib.suppress(ConnectionClosedError, AMQPTimeout):
-                conn._wait(lambda: self._error is not None, timeout, None, "session.detached")
+        self._close(self._core.detach, timeout, "session.detached",
+                    quiet=(ConnectionClosedError, AMQPTimeout))
 
     # -- exchanges and queues ---------------------------------------------------
     def declare_queue(self, name: str, *, durable: bool = False, exclusive: bool = False,
@@ -606,14 +473,6 @@ class Session:
         """``queue.query`` (all fields but ``queue`` absent if it does not exist)."""
         return self.execute(QueueQuery(queue=name), timeout=timeout)  # type: ignore[no-any-return]
 
-    def delete_queue(self, name: str, *, if_unused: bool = False, if_empty: bool = False,
-                     timeout: float | None = DEFAULT) -> None:
-        self.execute(QueueDelete(queue=name, if_unused=if_unused, if_empty=if_empty),
-                     timeout=timeout)
-
-    def purge_queue(self, name: str, *, timeout: float | None = DEFAULT) -> None:
-        self.execute(QueuePurge(queue=name), timeout=timeout)
-
     def declare_exchange(self, name: str, type: str = "direct", *, durable: bool = False,
                          auto_delete: bool = False, alternate_exchange: str | None = None,
                          arguments: dict[str, Any] | None = None, passive: bool = False,
@@ -627,10 +486,6 @@ class Session:
                        timeout: float | None = DEFAULT) -> ExchangeQueryResult:
         return self.execute(ExchangeQuery(name=name), timeout=timeout)  # type: ignore[no-any-return]
 
-    def delete_exchange(self, name: str, *, if_unused: bool = False,
-                        timeout: float | None = DEFAULT) -> None:
-        self.execute(ExchangeDelete(exchange=name, if_unused=if_unused), timeout=timeout)
-
     def bind(self, queue: str, exchange: str, binding_key: str = "", *,
              arguments: dict[str, Any] | None = None,
              timeout: float | None = DEFAULT) -> None:
@@ -643,16 +498,6 @@ class Session:
                timeout: float | None = DEFAULT) -> None:
         self.execute(ExchangeUnbind(queue=queue, exchange=exchange, binding_key=binding_key),
                      timeout=timeout)
-
-    # -- transactions -------------------------------------------------------------
-    def tx_select(self, *, timeout: float | None = DEFAULT) -> None:
-        self.execute(TxSelect(), timeout=timeout)
-
-    def tx_commit(self, *, timeout: float | None = DEFAULT) -> None:
-        self.execute(TxCommit(), timeout=timeout)
-
-    def tx_rollback(self, *, timeout: float | None = DEFAULT) -> None:
-        self.execute(TxRollback(), timeout=timeout)
 
     # -- publishing -------------------------------------------------------------
     def publish(self, message: Message | bytes | str, *, exchange: str = "",
@@ -672,13 +517,8 @@ class Session:
         :attr:`rejected`.  ``exchange`` ``""`` is the default exchange, which
         routes by queue name.
         """
-        if isinstance(message, Message):
-            if routing_key is not None:
-                message = attrs.evolve(message, routing_key=routing_key)
-        else:
-            message = Message(body=message.encode() if isinstance(message, str) else message,
-                              routing_key=routing_key)
-        cmd, headers, body = to_transfer(message, exchange, explicit_accept=confirm)
+        cmd, headers, body = to_transfer(as_message(message, routing_key), exchange,
+                                         explicit_accept=confirm)
         conn = self.connection
         with conn._lock:
             self._check()
@@ -711,8 +551,7 @@ class Session:
         """``message.subscribe`` with window credit of ``prefetch`` messages
         (None: unlimited).  ``accept_mode="none"``: no accepts (the broker
         forgets a message once sent; it is completed when handed out)."""
-        if accept_mode not in ("explicit", "none"):
-            raise LocalProtocolError("accept_mode must be 'explicit' or 'none'")
+        check_accept_mode(accept_mode)
         if prefetch is not None and prefetch < 1:
             raise LocalProtocolError("prefetch must be >= 1 or None")
         conn = self.connection
@@ -747,8 +586,7 @@ class Session:
         with conn._lock:
             self._check()
             dest = f"get-{next(self._dest_ids)}"
-            if accept_mode not in ("explicit", "none"):
-                raise LocalProtocolError("accept_mode must be 'explicit' or 'none'")
+            check_accept_mode(accept_mode)
             sub = Subscription(self, dest, queue, accept_mode, 1)
             self._subs[dest] = sub
             self._send(MessageSubscribe(queue=queue, destination=dest,
@@ -784,22 +622,6 @@ class Session:
         self._settle(deliveries, lambda ids: MessageRelease(transfers=ids,
                                                              set_redelivered=redelivered))
 
-    def _settle(self, deliveries: Iterable[Delivery],
-                make: Callable[[SequenceSet], Command]) -> None:
-        ds = list(deliveries)
-        for d in ds:
-            if d.session is not self:
-                raise LocalProtocolError("delivery belongs to another session")
-            if not d.subscription.ack:
-                raise LocalProtocolError("deliveries with accept-mode none need no settling")
-            if d.settled:
-                raise LocalProtocolError(f"delivery {d.command_id} is already settled")
-        conn = self.connection
-        with conn._lock:
-            self._check()
-            self._settle_locked(ds, make)
-            conn._poke()
-
     def _settle_locked(self, ds: list[Delivery], make: Callable[[SequenceSet], Command]) -> None:
         ids = SequenceSet()
         for d in ds:
@@ -812,13 +634,6 @@ class Session:
             self._send(make(ids))
 
     # -- internals (lock held) ----------------------------------------------------
-    def _check(self) -> None:
-        if self._error is not None:
-            raise self._error
-        self.connection._check()
-        if self._closed:
-            raise SessionError("session is closed")
-
     def _send(self, command: Command, *, sync: bool = False, headers: tuple[Struct, ...] = (),
               body: bytes | None = None) -> int:
         self._check()

@@ -66,14 +66,10 @@ from __future__ import annotations
 
 __all__ = ["connect_params", "Connection", "Session", "Subscription", "Delivery", "Returned"]
 
-import contextlib
 import itertools
-import socket
 import ssl
 import time
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator
-from types import TracebackType
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
@@ -82,6 +78,7 @@ from amqp_sansio import sasl
 from amqp_sansio.errors import LocalProtocolError
 from amqp_sansio.url import ConnectionParams
 from amqp_sansio.v0_9_1 import events as ev
+from amqp_sansio.v0_9_1 import spec
 from amqp_sansio.v0_9_1._specbase import Method
 from amqp_sansio.v0_9_1.channel import Channel as CoreChannel
 from amqp_sansio.v0_9_1.connection import ClientConfig, Role
@@ -99,40 +96,38 @@ from amqp_sansio.v0_9_1.spec import (
     ConfirmSelect,
     ExchangeBind,
     ExchangeDeclare,
-    ExchangeDelete,
     ExchangeUnbind,
     QueueBind,
     QueueDeclare,
     QueueDeclareOk,
-    QueueDelete,
-    QueuePurge,
     QueueUnbind,
-    TxCommit,
-    TxRollback,
-    TxSelect,
 )
 
-from ._io import DEFAULT, HIGH_WATER, IOConnection, log, open_socket
+from ._common import (
+    ClientConnection,
+    DeliveryBase,
+    SessionBase,
+    SubscriptionBase,
+    as_message,
+    check_accept_mode,
+    config_options,
+    mechanism_names,
+)
+from ._io import DEFAULT, HIGH_WATER, log
 from .errors import (
     AMQPError,
     AMQPTimeout,
-    AuthenticationError,
-    ConnectError,
     ConnectionClosedError,
     ConnectionLostError,
     ExecutionError,
-    HeartbeatTimeoutError,
     InvalidURLError,
     MessageRejectedError,
     ProtocolViolationError,
     SessionError,
-    VirtualHostError,
 )
 
 _MECHANISMS = frozenset(sasl.CLIENT_MECHANISMS) | {"AMQPLAIN"}
 _NEEDS_PASSWORD = ("PLAIN", "AMQPLAIN", "SCRAM-SHA-256")
-_AUTH_CODES = (320, 403)  # connection-forced, access-refused
-_VHOST_CODES = (402, 530)  # invalid-path, not-allowed
 _POLL = 0.05  # seconds between basic.get polls
 
 
@@ -142,56 +137,27 @@ def connect_params(params: ConnectionParams, *, ssl_context: ssl.SSLContext | No
                    client_properties: dict[str, Any] | None = None) -> Connection:
     """Open a 0-9-1 connection from parsed URL parameters (what
     :func:`amqp_sansio_socket.connect` calls; see its arguments)."""
-    wanted = tuple(n.upper() for n in mechanisms) if mechanisms is not None \
-        else params.mechanisms
-    for name in wanted:
-        if name not in _MECHANISMS:
-            raise InvalidURLError(f"unsupported SASL mechanism {name!r}")
-        if name in _NEEDS_PASSWORD and params.username is None:
-            raise InvalidURLError(f"SASL mechanism {name} needs a username in the URL")
-    kw: dict[str, Any] = {}
-    if client_properties is not None:
-        kw["client_properties"] = client_properties
-    if params.channel_max:
-        kw["channel_max"] = params.channel_max
-    if params.frame_max:
-        kw["frame_max"] = params.frame_max
+    wanted = mechanism_names(params, mechanisms, _MECHANISMS, need_username=_NEEDS_PASSWORD)
     try:
         config = ClientConfig(
             virtual_host=params.virtual_host, username=params.username,
             password=params.password if params.username is not None else None,
             mechanisms=wanted, heartbeat=params.heartbeat if heartbeat is DEFAULT else heartbeat,
-            **kw)
+            **config_options(params, client_properties, frame_max="frame_max"))
     except LocalProtocolError as e:
         raise InvalidURLError(f"bad connection option: {e.message}") from None
-    sock, deadline = open_socket(params, ssl_context, timeout)
-    conn = Connection(sock, CoreConnection(Role.CLIENT, config), params=params,
-                      read_timeout=params.read_timeout if read_timeout is DEFAULT
-                      else read_timeout)
-    try:
-        conn._wait_open(deadline)
-    except BaseException:
-        conn._abort()
-        raise
-    return conn
+    return Connection._connect(params, CoreConnection(Role.CLIENT, config), ssl_context,
+                               timeout, read_timeout)
 
 
-class Connection(IOConnection):
+class Connection(ClientConnection[CoreConnection, "Session"]):
     """A live AMQP 0-9-1 connection (made by :func:`amqp_sansio_socket.connect`)."""
 
     _CLIENT_NAME = "amqp_sansio_socket.Connection 0-9-1"
+    _PROTOCOL = "0-9-1"
     protocol = "0-9-1"
     _core: CoreConnection
     _opened: ev.ConnectionOpened | None
-
-    def __init__(self, sock: socket.socket, core: CoreConnection, *,
-                 params: ConnectionParams | None = None,
-                 read_timeout: float | None = None) -> None:
-        self._sessions: dict[int, Session] = {}  # by channel id, while open
-        super().__init__(sock, core, params=params, read_timeout=read_timeout)
-
-    def __enter__(self) -> Connection:
-        return self
 
     @property
     def blocked(self) -> bool:
@@ -256,57 +222,18 @@ class Connection(IOConnection):
             elif t is ev.ConnectionOpened:
                 self._opened = e  # type: ignore[assignment]
             elif t is ev.ConnectionClosed:
-                self._on_closed(e)  # type: ignore[arg-type]
-            elif t is ev.HeartbeatTimeout:
-                self._fail(HeartbeatTimeoutError(
-                    f"no traffic from the server for {e.idle:.1f} s "  # type: ignore[attr-defined]
-                    f"(heartbeat {self._core.heartbeat} s): connection is dead"))
-            elif t is ev.ConnectionLost:
-                reason = e.reason  # type: ignore[attr-defined]
-                if self._opened is None:
-                    if reason == "authentication refused":
-                        self._fail(AuthenticationError(
-                            f"the server closed the connection after authentication "
-                            f"({reason})", 403, reason, by_peer=True))
-                    else:
-                        self._fail(ConnectError(
-                            f"server closed the connection during the handshake ({reason})"))
-                else:
-                    self._fail(ConnectionLostError(f"connection lost: {reason}"))
-            elif t is ev.ProtocolHeaderMismatch:
-                self._fail(ConnectError(
-                    f"server does not speak AMQP 0-9-1 "
-                    f"(answered with protocol header {e.header!r})"))  # type: ignore[attr-defined]
+                self._on_closed(e)
             elif t is ev.ProtocolViolation:
                 log.warning("protocol violation by the server: %s", e)
                 if e.scope == "channel":  # type: ignore[attr-defined]
                     s = sessions.get(e.channel or 0)  # type: ignore[attr-defined]
                     if s is not None and s._error is None:
                         s._error = ProtocolViolationError(e.message, e.code)  # type: ignore[attr-defined]
+            else:
+                self._on_transport_event(e)
             # ChannelFlow, ConnectionBlocked/Unblocked: the core keeps the
             # state; waiting publishers re-check it on the notify below.
         self._cond.notify_all()
-
-    def _on_closed(self, e: ev.ConnectionClosed) -> None:
-        text = e.text or ""
-        if self._opened is None:
-            if e.code in _AUTH_CODES:
-                err: AMQPError = AuthenticationError(
-                    f"authentication failed: {text} (code {e.code})", e.code, e.text,
-                    by_peer=e.by_peer)
-            elif e.code in _VHOST_CODES:
-                err = VirtualHostError(
-                    f"virtual host {self._core.virtual_host!r} refused: {text} "
-                    f"(code {e.code})", e.code, e.text, by_peer=e.by_peer)
-            else:
-                err = ConnectionClosedError(
-                    f"server closed the handshake: {text} (code {e.code})", e.code, e.text,
-                    by_peer=e.by_peer)
-            self._fail(err)
-            return
-        who = "by the server" if e.by_peer else "by the client"
-        self._fail(ConnectionClosedError(f"connection closed {who}: {text} (code {e.code})",
-                                         e.code, e.text, by_peer=e.by_peer))
 
 
 @attrs.frozen
@@ -333,7 +260,7 @@ class _Call:
 
 
 @attrs.define(eq=False, slots=True)
-class Delivery:
+class Delivery(DeliveryBase):
     """A message delivered to a subscription (``basic.deliver``) or fetched
     with :meth:`Session.get` (``basic.get-ok``).
 
@@ -348,6 +275,7 @@ class Delivery:
     _event: ev.MessageReceived
     _message: Message | None = None
     settled: bool = False
+    _from_event = staticmethod(from_event)
 
     @property
     def delivery_tag(self) -> int:
@@ -359,19 +287,9 @@ class Delivery:
         return self.delivery_tag
 
     @property
-    def message(self) -> Message:
-        if self._message is None:
-            self._message = from_event(self._event)
-        return self._message
-
-    @property
     def properties(self) -> BasicProperties:
         """The raw 0-9-1 content properties."""
         return self._event.properties  # type: ignore[return-value]
-
-    @property
-    def body(self) -> bytes:
-        return self._event.body
 
     @property
     def routing_key(self) -> str | None:
@@ -385,33 +303,24 @@ class Delivery:
     def redelivered(self) -> bool:
         return bool(self._event.method.redelivered)  # type: ignore[attr-defined]
 
-    def accept(self) -> None:
-        self.session.accept([self])
-
-    def reject(self, code: int = 0, text: str | None = None) -> None:
-        self.session.reject([self], code=code, text=text)
-
-    def release(self, redelivered: bool = False) -> None:
-        self.session.release([self], redelivered=redelivered)
+    @property
+    def _ack(self) -> bool:
+        return self.ack
 
 
-class Subscription:
+class Subscription(SubscriptionBase["Delivery"]):
     """Deliveries to one consumer (``basic.consume``); iterate it to consume.
 
     Iteration blocks until a message arrives and ends after :meth:`cancel`
     (or once the broker cancelled the consumer and the buffer is drained).
     """
 
+    session: Session
+
     def __init__(self, session: Session, consumer_tag: str, queue: str, accept_mode: str,
                  prefetch: int | None) -> None:
-        self.session = session
+        super().__init__(session, queue, accept_mode, prefetch)
         self.consumer_tag = consumer_tag
-        self.queue = queue
-        self.accept_mode = accept_mode
-        self.ack = accept_mode == "explicit"
-        self.prefetch = prefetch
-        self._buffer: deque[Delivery] = deque()
-        self.cancelled = False
         self.cancelled_by_broker = False
 
     @property
@@ -422,42 +331,6 @@ class Subscription:
     def __repr__(self) -> str:
         return (f"<Subscription {self.consumer_tag!r} queue={self.queue!r} "
                 f"buffered={len(self._buffer)}{' cancelled' if self.cancelled else ''}>")
-
-    def __enter__(self) -> Subscription:
-        return self
-
-    def __exit__(self, t: type[BaseException] | None, v: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        if not self.cancelled and self.session._error is None and \
-                not self.session.connection.closed:
-            self.cancel()
-
-    def __iter__(self) -> Iterator[Delivery]:
-        return self
-
-    def __next__(self) -> Delivery:
-        d = self.get(timeout=None)
-        if d is None:
-            raise StopIteration
-        return d
-
-    def get(self, timeout: float | None = None) -> Delivery | None:
-        """The next delivery; None on timeout or once cancelled and drained."""
-        s = self.session
-        conn = s.connection
-        with conn._lock:
-            if not self._buffer and not self.cancelled:
-                try:
-                    conn._wait(lambda: bool(self._buffer) or self.cancelled, timeout, s,
-                               "delivery")
-                except AMQPTimeout:
-                    return None
-            if not self._buffer:
-                return None
-            d = self._buffer.popleft()
-            if not self.ack:
-                d.settled = True
-            return d
 
     def cancel(self, timeout: float | None = DEFAULT) -> None:
         """``basic.cancel``; deliveries never handed out go back to the queue."""
@@ -489,7 +362,7 @@ class Subscription:
             self.session.connection._poke()
 
 
-class Session:
+class Session(SessionBase):
     """An open AMQP 0-9-1 channel, with the 0-10 session's API (create it
     with :meth:`Connection.session`).
 
@@ -501,6 +374,9 @@ class Session:
     :class:`AMQPTimeout` when no answer came in time.  ``timeout`` arguments
     default to the connection's ``read_timeout``.
     """
+
+    _spec = spec
+    connection: Connection
 
     def __init__(self, conn: Connection, core: CoreChannel, name: str) -> None:
         self.connection = conn
@@ -525,13 +401,6 @@ class Session:
 
     def __repr__(self) -> str:
         return f"<amqp_sansio_socket.Session 0-9-1 {self.name!r} {self._core.state.name}>"
-
-    def __enter__(self) -> Session:
-        return self
-
-    def __exit__(self, t: type[BaseException] | None, v: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
 
     @property
     def core(self) -> CoreChannel:
@@ -582,19 +451,9 @@ class Session:
     def close(self, timeout: float | None = 5.0) -> None:
         """Close the channel (waits for ``channel.close-ok``).  Idempotent;
         a no-op once the channel or its connection is gone."""
-        conn = self.connection
-        with conn._lock:
-            if self._closed or self._error is not None or conn.closed:
-                self._closed = True
-                return
-            self._closed = True
-            try:
-                self._core.close(200, "closed by client")
-            except LocalProtocolError:
-                return
-            conn._poke()
-            with contextlib.suppress(ConnectionClosedError, ConnectionLostError, AMQPTimeout):
-                conn._wait(lambda: self._error is not None, timeout, None, "channel.close-ok")
+        self._close(lambda: self._core.close(200, "closed by client"), timeout,
+                    "channel.close-ok",
+                    quiet=(ConnectionClosedError, ConnectionLostError, AMQPTimeout))
 
     # -- exchanges and queues ---------------------------------------------------
     def declare_queue(self, name: str, *, durable: bool = False, exclusive: bool = False,
@@ -623,14 +482,6 @@ class Session:
                     return None
                 raise
 
-    def delete_queue(self, name: str, *, if_unused: bool = False, if_empty: bool = False,
-                     timeout: float | None = DEFAULT) -> None:
-        self.execute(QueueDelete(queue=name, if_unused=if_unused, if_empty=if_empty),
-                     timeout=timeout)
-
-    def purge_queue(self, name: str, *, timeout: float | None = DEFAULT) -> None:
-        self.execute(QueuePurge(queue=name), timeout=timeout)
-
     def declare_exchange(self, name: str, type: str = "direct", *, durable: bool = False,
                          auto_delete: bool = False, alternate_exchange: str | None = None,
                          arguments: dict[str, Any] | None = None, passive: bool = False,
@@ -652,10 +503,6 @@ class Session:
                     return False
                 raise
             return True
-
-    def delete_exchange(self, name: str, *, if_unused: bool = False,
-                        timeout: float | None = DEFAULT) -> None:
-        self.execute(ExchangeDelete(exchange=name, if_unused=if_unused), timeout=timeout)
 
     def bind(self, queue: str, exchange: str, binding_key: str = "", *,
              arguments: dict[str, Any] | None = None,
@@ -687,16 +534,6 @@ class Session:
                                     routing_key=routing_key, arguments=arguments or {}),
                      timeout=timeout)
 
-    # -- transactions -------------------------------------------------------------
-    def tx_select(self, *, timeout: float | None = DEFAULT) -> None:
-        self.execute(TxSelect(), timeout=timeout)
-
-    def tx_commit(self, *, timeout: float | None = DEFAULT) -> None:
-        self.execute(TxCommit(), timeout=timeout)
-
-    def tx_rollback(self, *, timeout: float | None = DEFAULT) -> None:
-        self.execute(TxRollback(), timeout=timeout)
-
     # -- publishing -------------------------------------------------------------
     def publish(self, message: Message | bytes | str, *, exchange: str = "",
                 routing_key: str | None = None, wait: bool = True, confirm: bool = False,
@@ -710,13 +547,8 @@ class Session:
         means the message was not sent -- except while waiting with
         ``wait=True``: the message is then in doubt.
         """
-        if isinstance(message, Message):
-            if routing_key is not None:
-                message = attrs.evolve(message, routing_key=routing_key)
-        else:
-            message = Message(body=message.encode() if isinstance(message, str) else message,
-                              routing_key=routing_key)
-        method, props, body = to_publish(message, exchange, mandatory=mandatory)
+        method, props, body = to_publish(as_message(message, routing_key), exchange,
+                                         mandatory=mandatory)
         if properties is not None:
             props = properties
         conn = self.connection
@@ -770,8 +602,7 @@ class Session:
         """``basic.consume`` after ``basic.qos(prefetch)`` (None: unlimited).
         ``accept_mode="none"``: ``no_ack`` (the broker forgets a message once
         sent).  ``destination`` is the consumer tag (default: generated)."""
-        if accept_mode not in ("explicit", "none"):
-            raise LocalProtocolError("accept_mode must be 'explicit' or 'none'")
+        check_accept_mode(accept_mode)
         if prefetch is not None and not 1 <= prefetch <= 0xFFFF:
             raise LocalProtocolError("prefetch must be in 1..65535 or None (AMQP 0-9-1 "
                                      "basic.qos)")
@@ -803,8 +634,7 @@ class Session:
             accept_mode: str = "explicit") -> Delivery | None:
         """One message from ``queue`` (``basic.get``), or None if none arrives
         within ``timeout`` seconds (0: only a message available right now)."""
-        if accept_mode not in ("explicit", "none"):
-            raise LocalProtocolError("accept_mode must be 'explicit' or 'none'")
+        check_accept_mode(accept_mode)
         ack = accept_mode == "explicit"
         deadline = time.monotonic() + timeout
         conn = self.connection
@@ -836,21 +666,6 @@ class Session:
         marks them redelivered itself)."""
         self._settle(deliveries, "release")
 
-    def _settle(self, deliveries: Iterable[Delivery], how: str) -> None:
-        ds = list(deliveries)
-        for d in ds:
-            if d.session is not self:
-                raise LocalProtocolError("delivery belongs to another session")
-            if not d.ack:
-                raise LocalProtocolError("deliveries with accept-mode none need no settling")
-            if d.settled:
-                raise LocalProtocolError(f"delivery {d.delivery_tag} is already settled")
-        conn = self.connection
-        with conn._lock:
-            self._check()
-            self._settle_locked(ds, how)
-            conn._poke()
-
     def _settle_locked(self, ds: list[Delivery], how: str) -> None:
         core = self._core
         try:
@@ -866,13 +681,6 @@ class Session:
             d.settled = True
 
     # -- internals (lock held) ----------------------------------------------------
-    def _check(self) -> None:
-        if self._error is not None:
-            raise self._error
-        self.connection._check()
-        if self._closed:
-            raise SessionError("session is closed")
-
     def _confirmed(self) -> bool:
         c = self._core.confirms
         return c is None or c.outstanding == 0

@@ -2,8 +2,9 @@
 
 :class:`PumpConnection` runs one reader, one writer and one timer task in
 the connection's nursery around a sans-IO core (see ``client.py`` for the
-design); a protocol's client subclasses it and supplies ``_dispatch``
-(events -> state) and ``_on_error`` (fail its sessions).
+design); a protocol's client subclasses it (through
+``_common.ClientConnection``) and supplies ``_dispatch`` (events -> state)
+and ``_on_error`` (fail its sessions).
 :func:`connection_context` connects, runs the pump and the handshake and
 closes again -- what ``open_connection`` is for either protocol.  Nothing
 here knows a protocol: the core only has to offer ``receive_data(data,

@@ -45,12 +45,11 @@ __all__ = [
     "HIGH_WATER",
 ]
 
-import collections
 import ssl
 import uuid
 import weakref
 from collections.abc import AsyncGenerator, Iterable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 import attrs
@@ -66,24 +65,24 @@ from amqp_sansio.v0_10.connection import Connection as CoreConnection
 from amqp_sansio.v0_10.messages import Message, from_event, to_transfer, transfer_octets
 from amqp_sansio.v0_10.session import Session as CoreSession
 from amqp_sansio.v0_10.session import SessionState, SessionStore
-from trio.lowlevel import (
-    ParkingLot,
-    checkpoint,
-    checkpoint_if_cancelled,
-)
+from trio.lowlevel import ParkingLot
 
-from ._pump import CLOSE_TIMEOUT, HIGH_WATER, PumpConnection, connection_context
+from ._common import (
+    ClientConnection,
+    DeliveryBase,
+    SessionBase,
+    SubscriptionBase,
+    as_message,
+    config_options,
+)
+from ._pump import CLOSE_TIMEOUT, HIGH_WATER, connection_context
 from .errors import (
     AMQPError,
-    AuthenticationError,
     ConnectionClosedError,
     ConnectionLostError,
     ExecutionError,
-    HeartbeatTimeoutError,
     MessageRejectedError,
-    ProtocolViolationError,
     SessionError,
-    VirtualHostError,
 )
 
 if TYPE_CHECKING:
@@ -114,16 +113,10 @@ _FLOW_MODES = {"window": spec.FlowMode.WINDOW, "credit": spec.FlowMode.CREDIT}
 # ---------------------------------------------------------------- connecting
 def _client_config(params: ConnectionParams, session_store: SessionStore | None,
                    client_properties: dict[str, Any] | None) -> ClientConfig:
-    kw: dict[str, Any] = {}
-    if params.channel_max is not None:
-        kw["channel_max"] = params.channel_max
-    if params.frame_max is not None:
-        kw["max_frame_size"] = params.frame_max
-    if client_properties is not None:
-        kw["client_properties"] = client_properties
     return ClientConfig(virtual_host=params.virtual_host, username=params.username,
                         password=params.password, mechanisms=params.mechanisms,
-                        heartbeat=params.heartbeat, session_store=session_store, **kw)
+                        heartbeat=params.heartbeat, session_store=session_store,
+                        **config_options(params, client_properties, frame_max="max_frame_size"))
 
 
 @overload
@@ -202,24 +195,14 @@ async def open_connection(url: str, *, ssl_context: ssl.SSLContext | None = None
 
 
 # ---------------------------------------------------------------- connection
-class Connection(PumpConnection):
+class Connection(ClientConnection[CoreConnection, "Session"]):
     """An open AMQP 0-10 connection (made by :func:`open_connection`)."""
 
-    _core: CoreConnection
+    _PROTOCOL = "0-10"
     opened: ev.ConnectionOpened | None
     closed_event: ev.ConnectionClosed | None
 
-    def __init__(self, stream: trio.abc.Stream, core: CoreConnection,
-                 params: ConnectionParams, *, close_timeout: float = _CLOSE_TIMEOUT) -> None:
-        super().__init__(stream, core, params, close_timeout=close_timeout)
-        self._sessions: dict[int, Session] = {}
-
     # -- public ---------------------------------------------------------------
-    @property
-    def core(self) -> CoreConnection:
-        """The sans-IO connection underneath (for inspection)."""
-        return self._core
-
     @asynccontextmanager
     async def session(self, name: str | bytes | None = None, *,
                       timeout: int | None = None) -> AsyncGenerator[Session, None]:
@@ -261,10 +244,6 @@ class Connection(PumpConnection):
                 self._pull()
             raise
         return s
-
-    def _on_error(self, err: AMQPError) -> None:
-        for s in list(self._sessions.values()):
-            s._fail(err)
 
     def _dispatch(self, events: Iterable[ev.Event]) -> None:
         sessions = self._sessions
@@ -323,37 +302,27 @@ class Connection(PumpConnection):
             if s is not None:
                 s.timeout = e.timeout
         elif isinstance(e, ev.ConnectionOpened):
-            self.opened = e
-            self._opened_event.set()
-            self._timer_wake.set()  # heartbeats may now be due
+            self._on_opened(e)
         elif isinstance(e, ev.ConnectionClosed):
-            self.closed_event = e
-            cls = ConnectionClosedError
-            if self.opened is None and e.code == 320:
-                cls = AuthenticationError
-            elif self.opened is None and e.code == 402:
-                cls = VirtualHostError
-            self._set_error(cls(f"connection closed ({e.code}): {e.text or ''}", e.code, e.text,
-                                by_peer=e.by_peer))
-        elif isinstance(e, ev.HeartbeatTimeout):
-            self._set_error(HeartbeatTimeoutError(
-                f"no traffic from the broker for {e.idle:.1f}s "
-                f"(heartbeat {self._core.heartbeat}s)"))
+            self._on_closed(e)
         elif isinstance(e, ev.ConnectionLost):
             self._set_error(ConnectionLostError(e.reason))
         elif isinstance(e, ev.ConnectionRedirected):
             text = f"redirected to {e.host} (known hosts: {', '.join(e.known_hosts)})"
             self._set_error(ConnectionClosedError(text, 302, text))
-        elif isinstance(e, ev.ProtocolHeaderMismatch):
-            self._set_error(ProtocolViolationError(
-                f"the broker does not speak AMQP 0-10 (it sent {e.header!r})", 0))
+        else:
+            self._on_transport_event(e)
         # ProtocolViolation at session/execution scope: the core has answered
         # and a SessionDetached / exception follows; nothing to do here.
 
 
 # ---------------------------------------------------------------- session
-class Session:
+class Session(SessionBase):
     """An attached session: commands, publishing, subscriptions."""
+
+    _spec = spec
+    _conn: Connection
+    name: bytes
 
     def __init__(self, conn: Connection, core: CoreSession) -> None:
         self._conn = conn
@@ -443,12 +412,7 @@ class Session:
     async def wait_completed(self) -> None:
         """Wait until the broker has completed every command sent so far
         (publishes with ``wait=False`` included).  Sends nothing."""
-        await checkpoint_if_cancelled()
-        self._flush_subs()
-        while self._core.outstanding or self._resuming:
-            self._check()
-            await self._progress.park()
-        self._check()
+        await self._wait_while(lambda: self._core.outstanding or self._resuming)
 
     # -- exchanges and queues ----------------------------------------------------
     async def declare_queue(self, queue: str, *, passive: bool = False, durable: bool = False,
@@ -459,14 +423,6 @@ class Session:
             queue=queue, passive=passive, durable=durable, exclusive=exclusive,
             auto_delete=auto_delete, alternate_exchange=alternate_exchange,
             arguments=arguments))
-
-    async def delete_queue(self, queue: str, *, if_unused: bool = False,
-                           if_empty: bool = False) -> None:
-        await self.execute(spec.QueueDelete(queue=queue, if_unused=if_unused,
-                                            if_empty=if_empty))
-
-    async def purge_queue(self, queue: str) -> None:
-        await self.execute(spec.QueuePurge(queue=queue))
 
     async def query_queue(self, queue: str) -> spec.QueueQueryResult:
         """``queue.query``: message and subscriber counts (fields absent --
@@ -484,9 +440,6 @@ class Session:
             auto_delete=auto_delete, alternate_exchange=alternate_exchange,
             arguments=arguments))
 
-    async def delete_exchange(self, exchange: str, *, if_unused: bool = False) -> None:
-        await self.execute(spec.ExchangeDelete(exchange=exchange, if_unused=if_unused))
-
     async def bind(self, queue: str, exchange: str, binding_key: str | None = None, *,
                    arguments: dict[str, Any] | None = None) -> None:
         """Bind ``queue`` to ``exchange`` (``binding_key`` defaults to the queue name)."""
@@ -498,17 +451,6 @@ class Session:
         await self.execute(spec.ExchangeUnbind(
             queue=queue, exchange=exchange,
             binding_key=queue if binding_key is None else binding_key))
-
-    async def tx_select(self) -> None:
-        await self.execute(spec.TxSelect())
-
-    async def tx_commit(self) -> None:
-        self._flush_subs()
-        await self.execute(spec.TxCommit())
-
-    async def tx_rollback(self) -> None:
-        self._flush_subs()
-        await self.execute(spec.TxRollback())
 
     # -- publishing --------------------------------------------------------------
     async def publish(self, message: Message | bytes | str, *, exchange: str = "",
@@ -532,12 +474,8 @@ class Session:
         octets behind, it waits for the writer.
         """
         await self._before_send()
-        if not isinstance(message, Message):
-            message = Message(body=message.encode() if isinstance(message, str) else message,
-                              routing_key=routing_key)
-        elif routing_key is not None:
-            message = attrs.evolve(message, routing_key=routing_key)
-        cmd, headers, body = to_transfer(message, exchange, explicit_accept=confirm)
+        cmd, headers, body = to_transfer(as_message(message, routing_key), exchange,
+                                         explicit_accept=confirm)
         credit = self._core.credit(exchange)
         if credit is not None:
             cost = transfer_octets(headers, body)
@@ -588,30 +526,12 @@ class Session:
         self._subs[destination] = sub
         return sub
 
-    def _flush_subs(self) -> None:
-        for sub in list(self._subs.values()):
-            sub._flush()
-        self._conn._pull()
-
     # -- lifecycle -----------------------------------------------------------------
     async def aclose(self) -> None:
         """Settle pending accepts and detach (bounded; never raises for a dead
         connection).  A session attached with a timeout stays resumable."""
-        if self._closed:
-            return
-        self._closed = True
-        with trio.move_on_after(self._conn.close_timeout) as cs:
-            cs.shield = True
-            if self._error is None and self._core.state is SessionState.ATTACHED:
-                for sub in list(self._subs.values()):
-                    sub._flush()
-                self._core.detach()
-                self._conn._pull()
-                await self._detached.wait()
-        if self._conn._sessions.get(self.channel or 0) is self:
-            del self._conn._sessions[self.channel or 0]
-        if self._error is None:
-            self._fail(SessionError(f"session {self.name!r} is closed"))
+        await self._close(self._core.state is SessionState.ATTACHED, self._core.detach,
+                          self._detached)
 
     async def _wait_ready(self) -> None:
         while not self._attached.is_set() or self._resuming:
@@ -621,10 +541,6 @@ class Session:
                 await self._attached.wait()
             else:
                 await self._progress.park()
-        if self._error is not None:
-            raise self._error
-
-    def _check(self) -> None:
         if self._error is not None:
             raise self._error
 
@@ -746,34 +662,21 @@ class Session:
 
 
 # ---------------------------------------------------------------- consuming
-class Delivery:
+class Delivery(DeliveryBase):
     """A message the broker delivered to a subscription."""
 
-    __slots__ = ("_sub", "event", "_message", "settled")
+    __slots__ = ("_sub",)
+    event: ev.MessageReceived
+    _from_event = staticmethod(from_event)
 
     def __init__(self, sub: Subscription, event: ev.MessageReceived) -> None:
+        super().__init__(event)
         self._sub = sub
-        self.event = event
-        self._message: Message | None = None
-        self.settled = False
-
-    def __repr__(self) -> str:
-        return f"<Delivery {self.command_id} {len(self.event.body)} octets>"
 
     @property
     def command_id(self) -> int:
         """The transfer's id in the broker's command numbering."""
         return self.event.command_id
-
-    @property
-    def body(self) -> bytes:
-        return self.event.body
-
-    @property
-    def message(self) -> Message:
-        if self._message is None:
-            self._message = from_event(self.event)
-        return self._message
 
     @property
     def redelivered(self) -> bool:
@@ -801,30 +704,22 @@ class Delivery:
         conn._writer_wake.set()  # the writer collects (and coalesces) the output
 
 
-class Subscription:
+class Subscription(SubscriptionBase[Delivery]):
     """Deliveries from one queue (``Session.subscribe``)."""
+
+    _session: Session
 
     def __init__(self, session: Session, queue: str, destination: str, prefetch: int | None,
                  accept_mode: spec.AcceptMode, flow_mode: spec.FlowMode, exclusive: bool,
                  arguments: dict[str, Any] | None) -> None:
-        self._session = session
-        self.queue = queue
+        super().__init__(session, queue, prefetch, exclusive, arguments)
         self.destination = destination
-        self.prefetch = prefetch
         self.accept_mode = accept_mode
         self.flow_mode = flow_mode
-        self._exclusive = exclusive
-        self._arguments = arguments
-        self._buf: collections.deque[Delivery] = collections.deque()
-        self._lot = ParkingLot()
-        self._started = False
-        self._cancelled = False
         self._to_accept = SequenceSet()
         self._to_accept_n = 0
         self._owed = 0  # credit mode: messages to re-grant
         self._unsettled: set[int] = set()  # handed out, explicit mode, not settled
-        self._batch = max(1, min(256, (prefetch or 512) // 2))
-        self._n = 0
 
     def __repr__(self) -> str:
         return f"<Subscription {self.destination!r} queue={self.queue!r}>"
@@ -874,50 +769,13 @@ class Subscription:
         s._subs.pop(self.destination, None)
         await s._conn._after_send()
 
-    async def __aenter__(self) -> Subscription:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        with trio.move_on_after(self._session._conn.close_timeout) as cs:
-            cs.shield = True
-            with suppress(AMQPError):
-                await self.cancel()
-
-    def __aiter__(self) -> Subscription:
-        return self
-
-    async def __anext__(self) -> Delivery:
-        if not self._started:
-            await self.start()
-        s = self._session
-        buf = self._buf
-        if not buf:
-            self._flush()
-            s._conn._pull()
-            while not buf:
-                if self._cancelled:
-                    raise StopAsyncIteration
-                s._check()
-                await self._lot.park()
-        else:
-            self._n += 1
-            if self._n & 63:
-                await checkpoint_if_cancelled()
-            else:
-                await checkpoint()  # let other tasks (the writer) run now and then
-        d = buf.popleft()
+    def _handed_out(self, d: Delivery) -> None:
         if self.accept_mode == spec.AcceptMode.NONE:
             d.settled = True
-            s._core.complete(d.command_id)
+            self._session._core.complete(d.command_id)
             self._credit_one()
         else:
             self._unsettled.add(d.command_id)
-        return d
-
-    async def get(self) -> Delivery:
-        """The next delivery (same as ``await anext(sub)``)."""
-        return await self.__anext__()
 
     # -- settling --------------------------------------------------------------
     def _settle(self, d: Delivery, how: str, code: int = 0, text: str | None = None, *,

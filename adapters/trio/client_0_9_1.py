@@ -46,7 +46,6 @@ from __future__ import annotations
 __all__ = ["open_connection_params", "Connection", "Session", "Subscription", "Delivery",
            "Returned"]
 
-import collections
 import ssl
 from collections.abc import AsyncGenerator, Iterable
 from contextlib import asynccontextmanager, suppress
@@ -58,6 +57,7 @@ import trio
 from amqp_sansio.errors import LocalProtocolError
 from amqp_sansio.url import ConnectionParams
 from amqp_sansio.v0_9_1 import events as ev
+from amqp_sansio.v0_9_1 import spec
 from amqp_sansio.v0_9_1._specbase import Method
 from amqp_sansio.v0_9_1.channel import Channel as CoreChannel
 from amqp_sansio.v0_9_1.channel import ChannelState
@@ -76,33 +76,32 @@ from amqp_sansio.v0_9_1.spec import (
     ConfirmSelect,
     ExchangeBind,
     ExchangeDeclare,
-    ExchangeDelete,
     ExchangeUnbind,
     QueueBind,
     QueueDeclare,
     QueueDeclareOk,
-    QueueDelete,
-    QueuePurge,
     QueueUnbind,
-    TxCommit,
-    TxRollback,
-    TxSelect,
 )
-from trio.lowlevel import ParkingLot, checkpoint, checkpoint_if_cancelled
+from trio.lowlevel import ParkingLot, checkpoint_if_cancelled
 
-from ._pump import CLOSE_TIMEOUT, PumpConnection, connection_context
+from ._common import (
+    ClientConnection,
+    DeliveryBase,
+    SessionBase,
+    SubscriptionBase,
+    as_message,
+    config_options,
+)
+from ._pump import CLOSE_TIMEOUT, connection_context
 from .errors import (
     AMQPError,
     AuthenticationError,
     ConnectError,
-    ConnectionClosedError,
     ConnectionLostError,
     ExecutionError,
-    HeartbeatTimeoutError,
     MessageRejectedError,
     ProtocolViolationError,
     SessionError,
-    VirtualHostError,
 )
 
 _AUTH_CODES = (320, 403)
@@ -112,16 +111,10 @@ _POLL = 0.05  # seconds between basic.get polls
 
 def _client_config(params: ConnectionParams,
                    client_properties: dict[str, Any] | None) -> ClientConfig:
-    kw: dict[str, Any] = {}
-    if params.channel_max is not None:
-        kw["channel_max"] = params.channel_max
-    if params.frame_max is not None:
-        kw["frame_max"] = params.frame_max
-    if client_properties is not None:
-        kw["client_properties"] = client_properties
     return ClientConfig(virtual_host=params.virtual_host, username=params.username,
                         password=params.password, mechanisms=params.mechanisms,
-                        heartbeat=params.heartbeat, **kw)
+                        heartbeat=params.heartbeat,
+                        **config_options(params, client_properties, frame_max="frame_max"))
 
 
 @asynccontextmanager
@@ -141,25 +134,16 @@ async def open_connection_params(params: ConnectionParams, *,
 
 
 # ---------------------------------------------------------------- connection
-class Connection(PumpConnection):
+class Connection(ClientConnection[CoreConnection, "Session"]):
     """An open AMQP 0-9-1 connection (made by :func:`open_connection`)."""
 
     _AUTH_CODES = _AUTH_CODES
+    _VHOST_CODES = _VHOST_CODES
+    _PROTOCOL = "0-9-1"
     _CLIENT_NAME = "amqp_sansio_trio.Connection 0-9-1"
     protocol = "0-9-1"
-    _core: CoreConnection
     opened: ev.ConnectionOpened | None
     closed_event: ev.ConnectionClosed | None
-
-    def __init__(self, stream: trio.abc.Stream, core: CoreConnection,
-                 params: ConnectionParams, *, close_timeout: float = CLOSE_TIMEOUT) -> None:
-        super().__init__(stream, core, params, close_timeout=close_timeout)
-        self._sessions: dict[int, Session] = {}
-
-    @property
-    def core(self) -> CoreConnection:
-        """The sans-IO connection underneath (for inspection)."""
-        return self._core
 
     @property
     def blocked(self) -> bool:
@@ -207,10 +191,6 @@ class Connection(PumpConnection):
         return s
 
     # -- events -----------------------------------------------------------------
-    def _on_error(self, err: AMQPError) -> None:
-        for s in list(self._sessions.values()):
-            s._fail(err)
-
     def _dispatch(self, events: Iterable[ev.Event]) -> None:
         sessions = self._sessions
         for e in events:
@@ -253,22 +233,9 @@ class Connection(PumpConnection):
             if s is not None:
                 s._on_consumer_cancelled(e.consumer_tag)
         elif isinstance(e, ev.ConnectionOpened):
-            self.opened = e
-            self._opened_event.set()
-            self._timer_wake.set()  # heartbeats may now be due
+            self._on_opened(e)
         elif isinstance(e, ev.ConnectionClosed):
-            self.closed_event = e
-            cls = ConnectionClosedError
-            if self.opened is None and e.code in _AUTH_CODES:
-                cls = AuthenticationError
-            elif self.opened is None and e.code in _VHOST_CODES:
-                cls = VirtualHostError
-            self._set_error(cls(f"connection closed ({e.code}): {e.text or ''}", e.code, e.text,
-                                by_peer=e.by_peer))
-        elif isinstance(e, ev.HeartbeatTimeout):
-            self._set_error(HeartbeatTimeoutError(
-                f"no traffic from the broker for {e.idle:.1f}s "
-                f"(heartbeat {self._core.heartbeat}s)"))
+            self._on_closed(e)
         elif isinstance(e, ev.ConnectionLost):
             if self.opened is None and e.reason == "authentication refused":
                 self._set_error(AuthenticationError(
@@ -279,13 +246,12 @@ class Connection(PumpConnection):
                                              f"handshake ({e.reason})"))
             else:
                 self._set_error(ConnectionLostError(e.reason))
-        elif isinstance(e, ev.ProtocolHeaderMismatch):
-            self._set_error(ProtocolViolationError(
-                f"the broker does not speak AMQP 0-9-1 (it sent {e.header!r})", 0))
         elif isinstance(e, ev.ProtocolViolation) and e.scope == "channel":
             s = self._sessions.get(e.channel or 0)
             if s is not None:
                 s._fail(ProtocolViolationError(e.message, e.code))
+        else:
+            self._on_transport_event(e)
         # ConnectionBlocked/Unblocked: the core keeps the state (``blocked``).
 
 
@@ -311,8 +277,13 @@ class _Call:
         self.event = trio.Event()
 
 
-class Session:
+class Session(SessionBase):
     """An open channel with the 0-10 session's API."""
+
+    _spec = spec
+    _conn: Connection
+    name: str
+    channel: int
 
     def __init__(self, conn: Connection, core: CoreChannel, name: str) -> None:
         self._conn = conn
@@ -394,12 +365,7 @@ class Session:
 
     async def wait_completed(self) -> None:
         """Wait until no publish awaits its confirm (sends nothing)."""
-        await checkpoint_if_cancelled()
-        self._flush_subs()
-        while self.outstanding:
-            self._check()
-            await self._progress.park()
-        self._check()
+        await self._wait_while(lambda: self.outstanding)
 
     # -- exchanges and queues ----------------------------------------------------
     async def declare_queue(self, queue: str, *, passive: bool = False, durable: bool = False,
@@ -416,13 +382,6 @@ class Session:
             queue=queue, passive=passive, durable=durable, exclusive=exclusive,
             auto_delete=auto_delete, arguments=arguments or {}))
         return ok
-
-    async def delete_queue(self, queue: str, *, if_unused: bool = False,
-                           if_empty: bool = False) -> None:
-        await self.execute(QueueDelete(queue=queue, if_unused=if_unused, if_empty=if_empty))
-
-    async def purge_queue(self, queue: str) -> None:
-        await self.execute(QueuePurge(queue=queue))
 
     async def query_queue(self, queue: str) -> QueueDeclareOk | None:
         """A passive declare on a scratch channel: None if there is no such queue."""
@@ -446,9 +405,6 @@ class Session:
         await self.execute(ExchangeDeclare(exchange=exchange, type=type, passive=passive,
                                            durable=durable, auto_delete=auto_delete,
                                            internal=internal, arguments=args))
-
-    async def delete_exchange(self, exchange: str, *, if_unused: bool = False) -> None:
-        await self.execute(ExchangeDelete(exchange=exchange, if_unused=if_unused))
 
     async def bind(self, queue: str, exchange: str, binding_key: str | None = None, *,
                    arguments: dict[str, Any] | None = None) -> None:
@@ -474,17 +430,6 @@ class Session:
         await self.execute(ExchangeUnbind(destination=destination, source=source,
                                           routing_key=routing_key, arguments=arguments or {}))
 
-    async def tx_select(self) -> None:
-        await self.execute(TxSelect())
-
-    async def tx_commit(self) -> None:
-        self._flush_subs()
-        await self.execute(TxCommit())
-
-    async def tx_rollback(self) -> None:
-        self._flush_subs()
-        await self.execute(TxRollback())
-
     # -- publishing --------------------------------------------------------------
     async def publish(self, message: Message | bytes | str, *, exchange: str = "",
                       routing_key: str | None = None, wait: bool = True,
@@ -496,12 +441,8 @@ class Session:
         :class:`Message` maps to.  Raising means the message was not sent --
         except while waiting with ``wait=True``: it is then in doubt."""
         await self._conn._before_send()
-        if not isinstance(message, Message):
-            message = Message(body=message.encode() if isinstance(message, str) else message,
-                              routing_key=routing_key)
-        elif routing_key is not None:
-            message = attrs.evolve(message, routing_key=routing_key)
-        method, props, body = to_publish(message, exchange, mandatory=mandatory)
+        method, props, body = to_publish(as_message(message, routing_key), exchange,
+                                         mandatory=mandatory)
         if properties is not None:
             props = properties
         core = self._core
@@ -592,33 +533,12 @@ class Session:
                 return None
             await trio.sleep(min(_POLL, left))
 
-    def _flush_subs(self) -> None:
-        for sub in list(self._subs.values()):
-            sub._flush()
-        self._conn._pull()
-
     # -- lifecycle -----------------------------------------------------------------
     async def aclose(self) -> None:
         """Send batched acks and close the channel (bounded; never raises for
         a dead connection)."""
-        if self._closed:
-            return
-        self._closed = True
-        with trio.move_on_after(self._conn.close_timeout) as cs:
-            cs.shield = True
-            if self._error is None and self._core.state is ChannelState.OPEN:
-                self._flush_subs()
-                self._core.close(200, "closed by client")
-                self._conn._pull()
-                await self._closed_event.wait()
-        if self._conn._sessions.get(self.channel) is self:
-            del self._conn._sessions[self.channel]
-        if self._error is None:
-            self._fail(SessionError(f"session {self.name!r} is closed"))
-
-    def _check(self) -> None:
-        if self._error is not None:
-            raise self._error
+        await self._close(self._core.state is ChannelState.OPEN,
+                          lambda: self._core.close(200, "closed by client"), self._closed_event)
 
     def _fail(self, err: AMQPError) -> None:
         if self._error is None:
@@ -697,22 +617,19 @@ class Session:
 
 
 # ---------------------------------------------------------------- consuming
-class Delivery:
+class Delivery(DeliveryBase):
     """A message delivered to a subscription or fetched with ``get``."""
 
-    __slots__ = ("_session", "_sub", "ack", "event", "_message", "settled")
+    __slots__ = ("_session", "_sub", "ack")
+    event: ev.MessageReceived
+    _from_event = staticmethod(from_event)
 
     def __init__(self, session: Session, sub: Subscription | None, ack: bool,
                  event: ev.MessageReceived) -> None:
+        super().__init__(event)
         self._session = session
         self._sub = sub
         self.ack = ack
-        self.event = event
-        self._message: Message | None = None
-        self.settled = False
-
-    def __repr__(self) -> str:
-        return f"<Delivery {self.delivery_tag} {len(self.event.body)} octets>"
 
     @property
     def delivery_tag(self) -> int:
@@ -724,18 +641,8 @@ class Delivery:
         return self.delivery_tag
 
     @property
-    def body(self) -> bytes:
-        return self.event.body
-
-    @property
     def properties(self) -> BasicProperties:
         return self.event.properties  # type: ignore[return-value]
-
-    @property
-    def message(self) -> Message:
-        if self._message is None:
-            self._message = from_event(self.event)
-        return self._message
 
     @property
     def routing_key(self) -> str:
@@ -782,27 +689,19 @@ class Delivery:
         s._conn._writer_wake.set()  # the writer collects (and coalesces) the output
 
 
-class Subscription:
+class Subscription(SubscriptionBase[Delivery]):
     """Deliveries to one consumer (``Session.subscribe``)."""
+
+    _session: Session
 
     def __init__(self, session: Session, queue: str, consumer_tag: str, prefetch: int | None,
                  ack: bool, exclusive: bool, arguments: dict[str, Any] | None) -> None:
-        self._session = session
-        self.queue = queue
+        super().__init__(session, queue, prefetch, exclusive, arguments)
         self.consumer_tag = consumer_tag
-        self.prefetch = prefetch
         self.ack = ack
         self.accept_mode = "explicit" if ack else "none"
-        self._exclusive = exclusive
-        self._arguments = arguments
-        self._buf: collections.deque[Delivery] = collections.deque()
-        self._lot = ParkingLot()
-        self._started = False
-        self._cancelled = False
         self.cancelled_by_broker = False
         self._to_ack: list[int] = []
-        self._batch = max(1, min(256, (prefetch or 512) // 2))
-        self._n = 0
 
     @property
     def destination(self) -> str:
@@ -853,46 +752,9 @@ class Subscription:
                     s._core.reject(d.delivery_tag, requeue=True)
             await s._conn._after_send()
 
-    async def __aenter__(self) -> Subscription:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        with trio.move_on_after(self._session._conn.close_timeout) as cs:
-            cs.shield = True
-            with suppress(AMQPError):
-                await self.cancel()
-
-    def __aiter__(self) -> Subscription:
-        return self
-
-    async def __anext__(self) -> Delivery:
-        if not self._started:
-            await self.start()
-        s = self._session
-        buf = self._buf
-        if not buf:
-            self._flush()
-            s._conn._pull()
-            while not buf:
-                if self._cancelled:
-                    raise StopAsyncIteration
-                s._check()
-                await self._lot.park()
-        else:
-            self._n += 1
-            if self._n & 63:
-                await checkpoint_if_cancelled()
-            else:
-                await checkpoint()  # let other tasks (the writer) run now and then
-        d = buf.popleft()
+    def _handed_out(self, d: Delivery) -> None:
         if not self.ack:
             d.settled = True
-        return d
-
-    async def get(self) -> Delivery:
-        """The next delivery (same as ``await anext(sub)``)."""
-        return await self.__anext__()
 
     def _flush(self) -> None:
         """Send the batched acks now."""
