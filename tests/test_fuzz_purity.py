@@ -9,7 +9,8 @@ import subprocess
 import sys
 
 PURE = ["specinfo", "values", "wire", "case", "generate", "monitor", "oracle", "minimise",
-        "reproducer"]
+        "reproducer", "signals", "protocols", "specinfo_0_9_1", "wire_0_9_1", "gen_0_9_1",
+        "monitor_0_9_1"]
 IO_MODULES = ["socket", "_socket", "select", "selectors", "subprocess", "trio", "pyspark",
               "asyncio"]
 

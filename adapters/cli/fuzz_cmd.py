@@ -1,12 +1,13 @@
-"""``fuzz``: fuzz an AMQP 0-10 peer (a broker, or clients with ``--role server``).
+"""``fuzz``: fuzz an AMQP 0-10 or 0-9-1 peer (a broker, or 0-10 clients with ``--role server``).
 
     amqp-sansio fuzz --target 127.0.0.1:5672 --cases 10000 --seed 7 [--budget 10m] [--out DIR]
-    amqp-sansio fuzz --target embedded ...        the embedded broker, in a subprocess
+    amqp-sansio fuzz --protocol 0-9-1 --target 127.0.0.1:5672 ...   a 0-9-1 broker (RabbitMQ)
+    amqp-sansio fuzz --target embedded ...        the embedded (0-10) broker, in a subprocess
     amqp-sansio fuzz --spark ...                  case ranges on Spark executors
-    amqp-sansio fuzz --role server --listen 127.0.0.1:5673 ...   fuzz connecting clients
+    amqp-sansio fuzz --role server --listen 127.0.0.1:5673 ...   fuzz connecting 0-10 clients
     amqp-sansio fuzz replay FILE [--target HOST:PORT]
-    amqp-sansio fuzz show --seed 7 --case 42      print one case
-    amqp-sansio fuzz operators                    list the generators
+    amqp-sansio fuzz show [--protocol 0-9-1] --seed 7 --case 42      print one case
+    amqp-sansio fuzz operators [--protocol 0-9-1]                    list the generators
 
 Every case is a pure function of (seed, case number) (plus the name tag in
 the reproducer), so any case can be rebuilt and replayed.  Non-conformant
@@ -25,8 +26,9 @@ from typing import Any
 
 from .streams import CLIError, Streams
 
-_OUTCOMES = ("accepted", "rejected", "wrong-code", "missed", "violation", "reset", "hang",
-             "crash")
+_OUTCOMES = ("accepted", "rejected", "deviation", "wrong-code", "missed", "violation", "reset",
+             "hang", "crash")
+_PROTOCOLS = ("0-10", "0-9-1")
 
 
 def duration_arg(s: str) -> float:
@@ -36,21 +38,36 @@ def duration_arg(s: str) -> float:
     return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
 
 
+def _protocol_arg(p: argparse.ArgumentParser, what: str = "0-10",
+                  default: Any = None) -> None:
+    # One dest for 'fuzz --protocol X show' and 'fuzz show --protocol X':
+    # the actions' option must not overwrite the parent's with a default.
+    p.add_argument("--protocol", choices=_PROTOCOLS, default=default,
+                   help=f"AMQP version of the peer (default: {what})")
+
+
+def _protocol(args: Any) -> str:
+    return getattr(args, "protocol", None) or "0-10"
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--step-timeout", type=float, default=2.0, metavar="SECONDS",
                    help="deadline for each awaited reply (default %(default)s)")
     p.add_argument("--vhost", default="/", help="virtual host to open (default %(default)s)")
-    p.add_argument("--user", default=None, help="authenticate with PLAIN as this user")
-    p.add_argument("--password", default=None)
+    p.add_argument("--user", default=None,
+                   help="authenticate with PLAIN as this user (0-10 default: ANONYMOUS; "
+                        "0-9-1 default: guest)")
+    p.add_argument("--password", default=None, help="(0-9-1 default with no --user: guest)")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("fuzz", help="fuzz an AMQP 0-10 broker (or clients)",
+    p = sub.add_parser("fuzz", help="fuzz an AMQP 0-10 or 0-9-1 broker (or 0-10 clients)",
                        description=__doc__.split("\n\n")[0] if __doc__ else None,
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        epilog=__doc__.split("\n\n", 1)[1] if __doc__ else None)
+    _protocol_arg(p)
     p.add_argument("--target", default=None, metavar="HOST:PORT",
-                   help="the peer to fuzz, or 'embedded' (the embedded broker)")
+                   help="the peer to fuzz, or 'embedded' (the embedded 0-10 broker)")
     p.add_argument("--cases", type=int, default=1000, help="number of cases (default %(default)s)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--start", type=int, default=0, help="first case number (default 0)")
@@ -77,7 +94,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--partitions", type=int, default=None,
                    help="case ranges for --spark (default: 4 per core of the master)")
     p.add_argument("--role", choices=("client", "server"), default="client",
-                   help="'server': listen and fuzz the clients that connect")
+                   help="'server': listen and fuzz the (0-10) clients that connect")
     p.add_argument("--listen", default="127.0.0.1:5673", metavar="HOST:PORT",
                    help="--role server: where to listen (default %(default)s)")
     _common(p)
@@ -85,6 +102,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     actions = p.add_subparsers(dest="action", metavar="ACTION")
     r = actions.add_parser("replay", help="replay one reproducer")
     r.add_argument("file", type=Path)
+    _protocol_arg(r, "the reproducer's", argparse.SUPPRESS)
     r.add_argument("--target", default=None, metavar="HOST:PORT",
                    help="default: the target recorded in the file ('embedded' works)")
     r.add_argument("--listen", default="127.0.0.1:5673", metavar="HOST:PORT",
@@ -96,11 +114,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _common(r)
     r.set_defaults(func=run_replay)
     s = actions.add_parser("show", help="print one case")
+    _protocol_arg(s, default=argparse.SUPPRESS)
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--case", type=int, required=True)
     s.add_argument("--hex", action="store_true", help="also print the octets")
     s.set_defaults(func=run_show)
     o = actions.add_parser("operators", help="list the generators")
+    _protocol_arg(o, default=argparse.SUPPRESS)
     o.set_defaults(func=run_operators)
 
 
@@ -110,26 +130,37 @@ def _out(streams: Streams, text: str) -> None:
 
 
 def _gen_config(args: Any, tag: str) -> Any:
-    from amqp_sansio_fuzz.generate import FAMILIES, GenConfig, operator_names
+    from amqp_sansio_fuzz.protocols import generator
 
-    families = tuple(FAMILIES)
+    protocol = _protocol(args)
+    gen_mod = generator(protocol)
+    families = tuple(gen_mod.FAMILIES)
     if getattr(args, "families", None):
         families = tuple(x.strip() for x in args.families.split(",") if x.strip())
-        unknown = set(families) - set(FAMILIES)
+        unknown = set(families) - set(gen_mod.FAMILIES)
         if unknown:
             raise CLIError(f"unknown families: {', '.join(sorted(unknown))}")
     ops: tuple[str, ...] = ()
     if getattr(args, "operators", None):
         ops = tuple(x.strip() for x in args.operators.split(",") if x.strip())
-        unknown = set(ops) - set(operator_names())
+        unknown = set(ops) - set(gen_mod.operator_names())
         if unknown:
             raise CLIError(f"unknown operators: {', '.join(sorted(unknown))} "
-                           "(see 'amqp-sansio fuzz operators')")
+                           f"(see 'amqp-sansio fuzz operators --protocol {protocol}')")
         families = tuple(sorted({o.split(":")[0] for o in ops}))
+    if protocol == "0-9-1":
+        # 0-9-1 brokers (RabbitMQ) offer PLAIN, not ANONYMOUS.
+        user = args.user if args.user is not None else "guest"
+        password = args.password if args.password is not None else (
+            "guest" if args.user is None else "")
+        return gen_mod.GenConfig(virtual_host=args.vhost, mechanism="PLAIN", username=user,
+                                 password=password,
+                                 channel_max=getattr(args, "channel_max", 8),
+                                 families=families, operators=ops, run_tag=tag)
     mech = "PLAIN" if args.user is not None else "ANONYMOUS"
-    return GenConfig(virtual_host=args.vhost, mechanism=mech, username=args.user,
-                     password=args.password, channel_max=getattr(args, "channel_max", 8),
-                     families=families, operators=ops, run_tag=tag)
+    return gen_mod.GenConfig(virtual_host=args.vhost, mechanism=mech, username=args.user,
+                             password=args.password, channel_max=getattr(args, "channel_max", 8),
+                             families=families, operators=ops, run_tag=tag)
 
 
 def _fail_set(spec_: str) -> frozenset[str]:
@@ -152,10 +183,18 @@ def run_fuzz(args: argparse.Namespace, streams: Streams) -> int:
     fail_on = _fail_set(args.fail_on)
     tag = args.tag if args.tag is not None else format(int(time.time() * 10) % (36 ** 5), "x")
     gen = _gen_config(args, tag)
+    p091 = _protocol(args) == "0-9-1"
     if args.role == "server":
+        if p091:
+            raise CLIError("--role server fuzzes AMQP 0-10 clients only (no 0-9-1 server "
+                           "role yet)")
         return _run_server(args, streams, gen, fail_on)
     if args.target is None:
-        raise CLIError("--target HOST:PORT (or 'embedded') is required")
+        raise CLIError("--target HOST:PORT" + ("" if p091 else " (or 'embedded')")
+                       + " is required")
+    if p091 and args.target == "embedded":
+        raise CLIError("--target embedded is the embedded AMQP 0-10 broker; with --protocol "
+                       "0-9-1 give the HOST:PORT of a 0-9-1 broker (e.g. RabbitMQ)")
     from amqp_sansio_fuzz.campaign import CampaignConfig, EmbeddedBroker
 
     out: Path = args.out
@@ -203,10 +242,11 @@ def _local_campaign(cfg: Any, args: Any, streams: Streams, embedded: Any) -> Any
         if args.quiet:
             return
         c = p.counts
-        bad = sum(n for k, n in c.items() if k not in ("accepted", "rejected"))
+        bad = sum(n for k, n in c.items() if k not in ("accepted", "rejected", "deviation"))
         rate = p.done / p.elapsed if p.elapsed > 0 else 0.0
+        dev = f"  deviation {c['deviation']}" if c["deviation"] else ""
         line = (f"[{p.done:>6}/{p.total}] {rate:6.1f} cases/s  accepted {c['accepted']}  "
-                f"rejected {c['rejected']}  non-conformant {bad}  {p.elapsed:6.1f}s")
+                f"rejected {c['rejected']}{dev}  non-conformant {bad}  {p.elapsed:6.1f}s")
         end = "\n" if p.last is None else ""
         print("\r" + line, end=end, file=streams.stderr, flush=True)
 
@@ -221,7 +261,8 @@ def _finish(result: Any, cfg: Any, args: Any, streams: Streams, fail_on: frozens
     table = summary_table(result.rows)
     n = len(result.rows)
     rate = n / result.elapsed if result.elapsed else 0.0
-    head = (f"amqp-sansio fuzz: {n} cases against {cfg.target} (seed {cfg.seed}, cases "
+    head = (f"amqp-sansio fuzz: {n} AMQP {cfg.protocol} cases against {cfg.target} "
+            f"(seed {cfg.seed}, cases "
             f"{cfg.start}..{cfg.start + n - 1}{', spark' if args.spark else ''}) in "
             f"{result.elapsed:.1f}s ({rate:.1f} cases/s); ended: {result.stopped}")
     lines = [head, "", table, ""]
@@ -276,28 +317,37 @@ def _run_server(args: Any, streams: Streams, gen: Any, fail_on: frozenset[str]) 
 def run_replay(args: argparse.Namespace, streams: Streams) -> int:
     from amqp_sansio_fuzz import reproducer
     from amqp_sansio_fuzz.campaign import EmbeddedBroker
-    from amqp_sansio_fuzz.generate import GenConfig, make_case
     from amqp_sansio_fuzz.monitor import MonitorConfig
+    from amqp_sansio_fuzz.oracle import NONCONFORMANT
+    from amqp_sansio_fuzz.protocols import gen_config_of, make_case
     from amqp_sansio_fuzz.runner import RunConfig, run_case
 
     try:
         case, j = reproducer.load(args.file)
     except (OSError, ValueError, KeyError) as e:
         raise CLIError(f"cannot read {args.file}: {e}") from None
+    if getattr(args, "protocol", None) is not None and args.protocol != case.protocol:
+        raise CLIError(f"{args.file} is an AMQP {case.protocol} reproducer, not "
+                       f"{args.protocol}")
     if case.role == "server":
         return _replay_server(args, streams, j)
+    g = j.get("generator", {})
     if args.fresh:
-        g = j.get("generator", {})
-        gen = GenConfig(virtual_host=g.get("virtual_host", "/"),
-                        mechanism=g.get("mechanism", "ANONYMOUS"),
-                        username=g.get("username"), password=args.password,
-                        channel_max=g.get("channel_max", 8), frame_max=g.get("frame_max", 4096),
-                        families=tuple(g.get("families") or ()) or GenConfig().families,
-                        operators=tuple(g.get("operators") or ()),
-                        run_tag=format(int(time.time() * 10) % (36 ** 5), "x"))
-        full = make_case(case.seed, case.number, gen)
-        case = full  # the whole case: minimisation picked items of another name tag
+        over: dict[str, Any] = {"run_tag": format(int(time.time() * 10) % (36 ** 5), "x")}
+        if args.password is not None:
+            over["password"] = args.password
+        elif case.protocol == "0-9-1":
+            over["password"] = "guest"
+        try:
+            gen = gen_config_of(g, **over)
+        except (TypeError, ValueError) as e:
+            raise CLIError(f"{args.file}: bad generator configuration: {e}") from None
+        case = make_case(case.seed, case.number, gen)
+        # the whole case: minimisation picked items of another name tag
     target_s = args.target or j.get("target")
+    if case.protocol == "0-9-1" and target_s in ("embedded", None):
+        raise CLIError("a 0-9-1 reproducer needs --target HOST:PORT (the embedded broker "
+                       "speaks 0-10)")
     embedded = None
     try:
         if target_s == "embedded" or target_s is None:
@@ -305,11 +355,10 @@ def run_replay(args: argparse.Namespace, streams: Streams) -> int:
             target = embedded.start()
         else:
             target = _parse_target(target_s)
-        mech = "PLAIN" if args.user is not None else j.get("generator", {}).get(
-            "mechanism", "ANONYMOUS")
+        mech = "PLAIN" if args.user is not None else g.get("mechanism", "ANONYMOUS")
         cfg = RunConfig(target=target, step_timeout=args.step_timeout, monitor=MonitorConfig(
-            role=case.role, mechanism=mech, username=args.user, password=args.password,
-            virtual_host=args.vhost))
+            role=case.role, mechanism=mech, username=args.user or g.get("username"),
+            password=args.password, virtual_host=args.vhost))
         result = run_case(case, cfg)
     finally:
         if embedded is not None:
@@ -317,12 +366,12 @@ def run_replay(args: argparse.Namespace, streams: Streams) -> int:
     recorded = j.get("outcome", {})
     same = recorded.get("kind") == result.outcome.kind
     _out(streams, json.dumps({
-        "case": case.name, "target": str(target), "fault": case.fault.kind,
-        "outcome": result.outcome.to_json(), "recorded": recorded, "reproduced": same,
-        "signals": [s.to_json() for s in result.observation.signals],
+        "case": case.name, "protocol": case.protocol, "target": str(target),
+        "fault": case.fault.kind, "outcome": result.outcome.to_json(), "recorded": recorded,
+        "reproduced": same, "signals": [s.to_json() for s in result.observation.signals],
         "violations": [str(v) for v in result.observation.violations],
         "duration": round(result.duration, 3)}, indent=1))
-    return 0 if result.outcome.conformant else 1
+    return 1 if result.outcome.kind in NONCONFORMANT else 0
 
 
 def _replay_server(args: Any, streams: Streams, j: dict[str, Any]) -> int:
@@ -350,10 +399,11 @@ def _replay_server(args: Any, streams: Streams, j: dict[str, Any]) -> int:
 
 
 def run_show(args: argparse.Namespace, streams: Streams) -> int:
-    from amqp_sansio_fuzz.generate import describe, make_case
+    from amqp_sansio_fuzz.protocols import generator
 
-    case = make_case(args.seed, args.case)
-    _out(streams, describe(case))
+    gen_mod = generator(_protocol(args))
+    case = gen_mod.make_case(args.seed, args.case)
+    _out(streams, gen_mod.describe(case))
     if args.hex:
         for i, it in enumerate(case.items):
             _out(streams, f"{i:3d} {it.data.hex()}")
@@ -361,8 +411,11 @@ def run_show(args: argparse.Namespace, streams: Streams) -> int:
 
 
 def run_operators(args: argparse.Namespace, streams: Streams) -> int:
-    from amqp_sansio_fuzz.generate import FAMILIES, OPERATORS
+    from amqp_sansio_fuzz.protocols import generator
 
-    for fam, ops in OPERATORS.items():
-        _out(streams, f"{fam} (weight {FAMILIES[fam]}): " + ", ".join(n for n, _, _ in ops))
+    gen_mod = generator(_protocol(args))
+    _out(streams, f"AMQP {_protocol(args)} operators:")
+    for fam, ops in gen_mod.OPERATORS.items():
+        _out(streams, f"{fam} (weight {gen_mod.FAMILIES[fam]}): "
+             + ", ".join(n for n, _, _ in ops))
     return 0

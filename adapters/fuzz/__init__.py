@@ -1,4 +1,5 @@
-"""amqp-sansio's fuzzer for AMQP 0-10 peers (brokers, and clients).
+"""amqp-sansio's fuzzer for AMQP 0-10 peers (brokers, and clients) and AMQP
+0-9-1 brokers (``*_0_9_1`` modules; :mod:`.protocols` picks the generator).
 
 Pure parts: :mod:`.specinfo` and :mod:`.values` (what the spec says, values
 built from it), :mod:`.case` (the case model), :mod:`.generate` (cases as

@@ -12,32 +12,51 @@ replayed octet for octet:
   nothing is) and which reactions of a conformant peer the spec allows for
   it: acceptance, ``connection.close`` codes, ``session.detached`` codes,
   ``execution.exception`` codes, or dropping the socket without a close.
+* ``deviations``: reactions that break the spec but are *documented*
+  behaviour of a known implementation (``"reset"``, ``"hang"``,
+  ``"accept"``, ``"drop"``, ``"close:505"``, ``"channel-close:406"``), each
+  with a note saying where it is documented; the oracle calls such a
+  reaction ``deviation`` instead of non-conformant.
+* ``protocol``: ``"0-10"`` or ``"0-9-1"`` -- which generator, monitor and
+  runner the case belongs to.  0-9-1 cases use ``close`` for
+  ``connection.close`` (hard-error) codes and ``channel_close`` for
+  ``channel.close`` (soft-error) codes; ``detach``/``exception`` stay empty.
 * ``barrier``: how the runner checks, after the items, that the peer is
   still working: ``strict`` waits for the completion of an
   ``execution.sync`` with the sync bit on each live session, ``weak`` for any
-  ``session.completed`` after ``session.flush``, ``none`` skips it.
+  ``session.completed`` after ``session.flush``, ``none`` skips it.  0-9-1:
+  ``strict`` is a ``channel.flow(active=1)`` round trip on each open channel
+  plus every publisher confirm, ``weak`` the round trip only.
 
-Wait conditions: ``start``, ``tune``, ``open-ok`` (the handshake controls),
+Wait conditions (0-10): ``start``, ``tune``, ``open-ok`` (the handshake controls),
 ``reply:<channel>`` (any session control from the peer on that channel),
 ``attach:<channel>`` (attached or detached), ``detached:<channel>``,
 ``completed:<channel>`` (a completion, or the session ending),
 ``expected:<channel>``, ``timeout:<channel>``.  A peer that closes, resets
-or breaks a rule ends every wait.
+or breaks a rule ends every wait.  0-9-1: ``start``, ``tune``, ``open-ok``,
+and ``<method>[|<method>...]:<channel>`` (one of those methods from the peer
+on that channel; its ``channel.close`` ends the wait too).
 """
 
 from __future__ import annotations
 
-__all__ = ["Fault", "Item", "Case", "VALID", "CLIENT", "SERVER"]
+__all__ = ["Fault", "Item", "Case", "VALID", "CLIENT", "SERVER", "P010", "P091", "PROTOCOLS"]
 
 from typing import Any
 
 import attrs
 
 CLIENT, SERVER = "client", "server"
+P010, P091 = "0-10", "0-9-1"
+PROTOCOLS = (P010, P091)
 
 
 def _codes(v: Any) -> frozenset[int]:
     return frozenset(int(x) for x in v)
+
+
+def _pairs(v: Any) -> tuple[tuple[str, str], ...]:
+    return tuple((str(a), str(b)) for a, b in v)
 
 
 @attrs.frozen
@@ -52,23 +71,32 @@ class Fault:
     detach: frozenset[int] = attrs.field(default=frozenset(), converter=_codes)
     exception: frozenset[int] = attrs.field(default=frozenset(), converter=_codes)
     drop: bool = False  # may it drop the socket without connection.close?
+    channel_close: frozenset[int] = attrs.field(default=frozenset(), converter=_codes)  # 0-9-1
+    # Documented deviations: ((reaction, note), ...) -- see the module docstring.
+    deviations: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=_pairs)
 
     @property
     def valid(self) -> bool:
         return self.kind == "valid"
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "target": self.target, "detail": self.detail,
-                "accept": self.accept, "close": sorted(self.close),
-                "detach": sorted(self.detach), "exception": sorted(self.exception),
-                "drop": self.drop}
+        j: dict[str, Any] = {"kind": self.kind, "target": self.target, "detail": self.detail,
+                             "accept": self.accept, "close": sorted(self.close),
+                             "detach": sorted(self.detach), "exception": sorted(self.exception),
+                             "drop": self.drop}
+        if self.channel_close:
+            j["channel_close"] = sorted(self.channel_close)
+        if self.deviations:
+            j["deviations"] = [list(d) for d in self.deviations]
+        return j
 
     @classmethod
     def from_json(cls, j: dict[str, Any]) -> Fault:
         return cls(kind=j["kind"], target=j["target"], detail=j.get("detail", ""),
                    accept=bool(j.get("accept", True)), close=j.get("close", ()),
                    detach=j.get("detach", ()), exception=j.get("exception", ()),
-                   drop=bool(j.get("drop", False)))
+                   drop=bool(j.get("drop", False)), channel_close=j.get("channel_close", ()),
+                   deviations=j.get("deviations", ()))
 
 
 VALID = "valid"
@@ -107,6 +135,7 @@ class Case:
     items: tuple[Item, ...] = attrs.field(converter=_items)
     barrier: str = "strict"
     role: str = CLIENT
+    protocol: str = P010
 
     @property
     def name(self) -> str:
@@ -123,13 +152,18 @@ class Case:
         return attrs.evolve(self, items=_items(items))
 
     def to_json(self) -> dict[str, Any]:
-        return {"seed": self.seed, "case": self.number, "family": self.family,
-                "role": self.role, "barrier": self.barrier, "fault": self.fault.to_json(),
-                "items": [i.to_json() for i in self.items]}
+        j: dict[str, Any] = {"seed": self.seed, "case": self.number, "family": self.family,
+                             "role": self.role, "barrier": self.barrier,
+                             "fault": self.fault.to_json(),
+                             "items": [i.to_json() for i in self.items]}
+        if self.protocol != P010:
+            j["protocol"] = self.protocol
+        return j
 
     @classmethod
     def from_json(cls, j: dict[str, Any]) -> Case:
         return cls(seed=int(j["seed"]), number=int(j["case"]), family=j["family"],
                    fault=Fault.from_json(j["fault"]),
                    items=tuple(Item.from_json(i) for i in j["items"]),
-                   barrier=j.get("barrier", "strict"), role=j.get("role", CLIENT))
+                   barrier=j.get("barrier", "strict"), role=j.get("role", CLIENT),
+                   protocol=j.get("protocol", P010))

@@ -72,37 +72,13 @@ from amqp_sansio.v0_10.framing import (
     InvalidCommand,
 )
 
+from .signals import Signal, Violation
 from .specinfo import DETACH_CODES, ERROR_CODES, sent_by
 
 INF = float("inf")
 def _big_decoder() -> AssemblyDecoder:
     return AssemblyDecoder(max_frame_size=0xFFFF, max_segment_size=64 << 20,
                            max_body_size=64 << 20)
-
-
-@attrs.frozen
-class Violation:
-    rule: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.rule}: {self.message}"
-
-
-@attrs.frozen
-class Signal:
-    """Something the peer did that the oracle judges."""
-
-    kind: str  # close | close-ok | detached | detach | exception | redirect
-    channel: int | None = None
-    code: int | None = None
-    command: str | None = None  # exception: the command its command-id names
-    faulty: bool = False  # exception: that command came from a faulty item
-    after_fault: bool = False  # sent after we had sent the fault
-    text: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        return {k: v for k, v in attrs.asdict(self).items() if v not in (None, "", False)}
 
 
 @attrs.frozen

@@ -15,29 +15,45 @@ violation      the peer's own output broke a rule (see :mod:`.monitor`)
 reset          the connection ended without a close where none was allowed
 hang           no reply within the step deadline
 crash          the port stopped accepting (a fresh probe connection failed)
+deviation      not what the spec allows, but what the case (or the monitor)
+               names as a *documented* deviation of a known implementation
+               (e.g. RabbitMQ resetting the socket on an unknown method)
 =============  ================================================================
 
 The first four of the non-conformant outcomes are about *conformance*; the
 last three about *robustness*.  Priority when several apply: crash,
-violation, wrong-code, hang, reset, then the rest.
+violation, wrong-code, hang, reset, then the rest; a reaction the fault
+lists in ``deviations`` (``"close:505"``, ``"reset"``, ``"hang"``,
+``"accept"``, ...) turns wrong-code / reset / hang / missed into
+``deviation``, never a crash or a violation.  ``deviation`` is neither
+conformant nor counted as non-conformant (no reproducer minimisation, no
+exit status 1 unless ``--fail-on`` names it).
+
+The oracle is protocol-neutral: 0-9-1 signals are ``close`` (connection
+scope, hard errors) and ``channel-close`` (soft errors, judged against
+``Fault.channel_close`` and the codes the spec allows for the method the
+close names); the codes allowed for a well-formed command or method come
+from the protocol's spec info (:mod:`.specinfo`, :mod:`.specinfo_0_9_1`).
 """
 
 from __future__ import annotations
 
-__all__ = ["Observation", "Outcome", "classify", "OUTCOMES", "CONFORMANT", "NONCONFORMANT"]
+__all__ = ["Observation", "Outcome", "classify", "OUTCOMES", "CONFORMANT", "NONCONFORMANT",
+           "DOCUMENTED"]
 
 from typing import Any
 
 import attrs
 
-from .case import Case
-from .monitor import Signal, Violation
+from .case import P091, Case
+from .signals import Signal, Violation
 from .specinfo import GENERIC_ERROR_CODES, allowed_error_codes
 
-OUTCOMES = ("accepted", "rejected", "wrong-code", "missed", "violation", "reset", "hang",
-            "crash")
+OUTCOMES = ("accepted", "rejected", "deviation", "wrong-code", "missed", "violation", "reset",
+            "hang", "crash")
 CONFORMANT = frozenset({"accepted", "rejected"})
-NONCONFORMANT = frozenset(OUTCOMES) - CONFORMANT
+DOCUMENTED = frozenset({"deviation"})
+NONCONFORMANT = frozenset(OUTCOMES) - CONFORMANT - DOCUMENTED
 _ALWAYS_CLOSE = frozenset({320})  # connection-forced: an operator may always do it
 
 
@@ -55,6 +71,7 @@ class Observation:
     we_closed: bool = False
     unreachable: bool = False  # could not even connect
     opened: bool = False  # the handshake reached connection.open-ok
+    deviations: tuple[Violation, ...] = ()  # documented deviations the monitor saw
 
 
 @attrs.frozen
@@ -70,7 +87,11 @@ class Outcome:
         return {"kind": self.kind, "detail": self.detail}
 
 
-def _allowed(command: str) -> frozenset[int]:
+def _allowed(command: str, protocol: str = "0-10") -> frozenset[int]:
+    if protocol == P091:
+        from .specinfo_0_9_1 import allowed_codes
+
+        return allowed_codes(command)
     codes: frozenset[int] = frozenset()
     for name in command.split("|"):  # an id the conversation used twice
         codes |= allowed_error_codes(name)
@@ -91,16 +112,38 @@ def _exception_codes(case: Case, s: Signal) -> frozenset[int]:
     return GENERIC_ERROR_CODES
 
 
+def _method_codes(case: Case, s: Signal, fault_codes: frozenset[int]) -> frozenset[int]:
+    """0-9-1: the codes a close naming ``s.command`` may carry."""
+    f = case.fault
+    codes: frozenset[int] = frozenset()
+    if s.command is not None and (not s.faulty or f.accept):
+        codes = _allowed(s.command, P091)
+    if s.after_fault and not f.valid:
+        codes = codes | fault_codes
+    return codes
+
+
 def judge(case: Case, s: Signal, rejected_channels: set[int], we_closed: bool
           ) -> tuple[bool, bool, str]:
     """(is it a rejection, is it allowed, why)."""
     f = case.fault
+    p091 = case.protocol == P091
     if s.kind == "close":
         code = s.code or 0
         if code == 200:
             return False, we_closed, "connection.close(200) unprompted"
         allowed = _ALWAYS_CLOSE | (f.close if s.after_fault and not f.valid else frozenset())
-        return True, code in allowed, f"connection.close({code})"
+        if p091:
+            allowed |= _method_codes(case, s, f.close)
+        what = f" naming {s.command}" if p091 and s.command else ""
+        return True, code in allowed, f"connection.close({code}){what}"
+    if s.kind == "channel-close":
+        code = s.code or 0
+        if code == 200:
+            return False, True, f"channel.close(200) on channel {s.channel}"
+        allowed = _method_codes(case, s, f.channel_close)
+        what = f" naming {s.command}" if s.command else ""
+        return True, code in allowed, f"channel.close({code}) on channel {s.channel}{what}"
     if s.kind == "detached":
         dcode = s.code
         if dcode == 0:
@@ -121,6 +164,13 @@ def judge(case: Case, s: Signal, rejected_channels: set[int], we_closed: bool
 
 def classify(case: Case, obs: Observation) -> Outcome:
     f = case.fault
+    devs = dict(f.deviations)
+    deviated: list[str] = []
+
+    def deviation(tag: str) -> Outcome | None:
+        note = devs.get(tag)
+        return Outcome("deviation", f"{tag}: {note}") if note is not None else None
+
     if obs.crashed:
         return Outcome("crash", "the port stopped accepting connections"
                        + (f" ({obs.timed_out})" if obs.timed_out else ""))
@@ -135,6 +185,10 @@ def classify(case: Case, obs: Observation) -> Outcome:
     first_reason = ""
     for s in obs.signals:
         is_rej, ok, why = judge(case, s, rejected_channels, obs.we_closed)
+        if not ok and (s.after_fault or f.valid) and f"{s.kind}:{s.code}" in devs:
+            tag = f"{s.kind}:{s.code}"
+            deviated.append(f"{tag}: {devs[tag]} ({why})")
+            ok = True
         if not ok:
             return Outcome("wrong-code", f"{why}; allowed for {f.kind}: close {sorted(f.close)}"
                            f" detach {sorted(f.detach)} exception "
@@ -147,13 +201,20 @@ def classify(case: Case, obs: Observation) -> Outcome:
             rejected = True
     closed_by_peer = any(s.kind == "close" for s in obs.signals)
     if obs.timed_out:
-        return Outcome("hang", f"no reply within the deadline: {obs.timed_out}")
+        return ((obs.fault_sent or f.valid) and deviation("hang")) or Outcome(
+            "hang", f"no reply within the deadline: {obs.timed_out}")
     if obs.eof and not obs.clean_end and not closed_by_peer:
         if obs.fault_sent and f.drop:
             return Outcome("rejected", "dropped the connection (allowed for this fault)")
-        return Outcome("reset", "the connection ended without connection.close")
+        return ((obs.fault_sent or f.valid) and deviation("reset")) or Outcome(
+            "reset", "the connection ended without connection.close")
+    if not rejected and not f.valid and not f.accept and obs.fault_sent:
+        return deviation("accept") or Outcome("missed", f"accepted {f.kind}: {f.detail}")
+    if deviated:
+        return Outcome("deviation", deviated[0])
+    if obs.deviations:
+        d = obs.deviations[0]
+        return Outcome("deviation", f"{d.rule}: {d.message}")
     if rejected:
         return Outcome("rejected", first_reason)
-    if not f.valid and not f.accept and obs.fault_sent:
-        return Outcome("missed", f"accepted {f.kind}: {f.detail}")
     return Outcome("accepted", "")

@@ -7,8 +7,9 @@ JSON (``"format": "amqp-sansio-fuzz/1"``)::
       "name": "s7-c1234",               the case, and the file's stem
       "target": "127.0.0.1:5672",      where it was found
       "generator": {...},              GenConfig: rebuilds the case from seed + case
-      "case": {seed, case, family, role, barrier, fault: {...},
-               items: [{label, hex, wait?, faulty?}, ...]},
+      "case": {seed, case, family, role, barrier, protocol?, fault: {...},
+               items: [{label, hex, wait?, faulty?}, ...]},    protocol: "0-9-1"
+                                       (absent: 0-10)
       "outcome": {"kind": "...", "detail": "..."},
       "signals": [...], "violations": [...],
       "minimised": {"from_items": N, "to_items": M, "tests": T},

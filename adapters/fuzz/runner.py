@@ -27,6 +27,7 @@ import errno
 import select
 import socket
 import time
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -35,7 +36,7 @@ from amqp_sansio.v0_10 import spec
 from amqp_sansio.v0_10.framing import PROTOCOL_HEADER
 
 from . import wire
-from .case import Case
+from .case import P091, Case
 from .monitor import Monitor, MonitorConfig
 from .oracle import Observation, Outcome, classify
 
@@ -204,7 +205,12 @@ def _cmd(ch: int, cmd: Any, sync: bool = False) -> bytes:
 
 
 def run_case(case: Case, cfg: RunConfig) -> RunResult:
-    """Play ``case`` against ``cfg.target``; classify what the peer did."""
+    """Play ``case`` against ``cfg.target``; classify what the peer did.
+    (0-9-1 cases are played by :func:`.runner_0_9_1.run_case`.)"""
+    if case.protocol == P091:
+        from .runner_0_9_1 import run_case as run_case_091
+
+        return run_case_091(case, cfg)
     t0 = time.monotonic()
     step = cfg.step_timeout
     try:
@@ -241,7 +247,10 @@ def run_case(case: Case, cfg: RunConfig) -> RunResult:
     return RunResult(case, outcome, obs, io.transcript, time.monotonic() - t0)
 
 
-def _play(case: Case, io: _IO, mon: Monitor, step: float) -> str | None:
+def _play(case: Case, io: _IO, mon: Monitor, step: float,
+          wait_timeout: Callable[[str], float] | None = None) -> str | None:
+    """Send the items; ``wait_timeout(wait)`` may give a wait longer than
+    ``step`` (0-9-1: a server may delay the close of a failed handshake)."""
     for i, item in enumerate(case.items):
         if io.dead or mon.over or mon.peer_closed:
             return None
@@ -251,8 +260,9 @@ def _play(case: Case, io: _IO, mon: Monitor, step: float) -> str | None:
         io.pump(0)
         if item.wait:
             wait = item.wait
+            limit = wait_timeout(wait) if wait_timeout is not None else step
             if not io.wait(lambda w=wait, m=mark: mon.satisfied(w, m),
-                           time.monotonic() + step):
+                           time.monotonic() + limit):
                 return f"item {i} ({item.label}): waited for {wait}"
         else:
             io.reflexes(time.monotonic() + step)
@@ -313,12 +323,13 @@ def _epilogue(case: Case, io: _IO, mon: Monitor, step: float) -> str | None:
     return None
 
 
-def probe(target: Target, timeout: float = 3.0) -> bool:
-    """Does the target still accept a connection and answer a protocol header?"""
+def probe(target: Target, timeout: float = 3.0, header: bytes = PROTOCOL_HEADER) -> bool:
+    """Does the target still accept a connection and answer a protocol
+    header (with a header of its own, or -- 0-9-1 -- a method frame)?"""
     try:
         with socket.create_connection((target.host, target.port), timeout=timeout) as s:
             s.settimeout(timeout)
-            s.sendall(PROTOCOL_HEADER)
+            s.sendall(header)
             got = b""
             deadline = time.monotonic() + timeout
             while len(got) < 8 and time.monotonic() < deadline:
@@ -326,6 +337,6 @@ def probe(target: Target, timeout: float = 3.0) -> bool:
                 if not chunk:
                     break
                 got += chunk
-            return got[:4] == b"AMQP"
+            return got[:4] == b"AMQP" or (len(got) == 8 and got[:1] == b"\x01")
     except OSError:
         return False

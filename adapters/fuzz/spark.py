@@ -27,8 +27,9 @@ import attrs
 
 from .campaign import CampaignConfig, CampaignResult, CaseRow, _report, run_range
 from .case import Case
-from .generate import GenConfig, make_case
+from .generate import GenConfig
 from .oracle import NONCONFORMANT
+from .protocols import make_case
 from .runner import RunConfig, RunResult, Target, run_case
 
 SCHEMA_DDL = ("case LONG, family STRING, fault STRING, target STRING, outcome STRING, "
@@ -49,7 +50,8 @@ def ranges(start: int, cases: int, parts: int) -> list[tuple[int, int]]:
     return out
 
 
-def partition_runner(seed: int, run_cfg: RunConfig, gen: GenConfig, deadline_epoch: float | None
+def partition_runner(seed: int, run_cfg: RunConfig, gen: GenConfig | Any,
+                     deadline_epoch: float | None
                      ) -> Callable[[Iterable[tuple[int, int]]], Iterable[tuple[Any, ...]]]:
     """The function ``mapPartitions`` runs: every range of the partition,
     one row tuple per case (in :data:`SCHEMA_DDL` order)."""

@@ -1,0 +1,1017 @@
+"""The 0-9-1 monitor: checks every octet a server sends.  Pure.
+
+The runner feeds it both directions -- :meth:`Monitor.sent` with what we
+wrote, :meth:`Monitor.received` with what the peer wrote -- and reads back
+``violations`` (rules the peer broke), ``deviations`` (rules a known
+implementation breaks on purpose, documented), ``signals`` (the peer's
+``connection.close`` / ``channel.close`` for the oracle), the replies the
+runner owes the peer (``replies``: close-ok, flow-ok, cancel-ok) and the
+state the runner's waits and epilogue need.
+
+Three checkers share the peer's octets:
+
+1. **our core in the client role** -- a
+   :class:`~amqp_sansio.v0_9_1.connection.Connection` whose output is
+   discarded: framing (frame-end, types, frame-max as *we* tuned it, content
+   order, header class and weight, body overrun, heartbeat channel), the
+   handshake order, tune values, methods on the wrong channel.  Everything it
+   refuses is a violation (``core.connection``).  Its channel layer is
+   replaced by (2), because a scripted conversation is not what the core's
+   own channels would have sent.
+2. **channel rules** that need to know what *we* sent (our octets are
+   decoded too, faulty ones as far as they go):
+
+   ==============================  ==========================================
+   rule                            the peer broke it when
+   ==============================  ==========================================
+   channel.unused                  a method on a channel we never opened
+   method.wrong-direction          a method the client role does not receive
+   channel.open-ok-unsolicited     open-ok without our channel.open
+   channel.before-open-ok          another method before open-ok
+   channel.close-code              channel.close with a hard (5xx) or unknown
+                                   code
+   channel.close-method            channel.close naming a method we never
+                                   sent on that channel
+   channel.close-ok-unsolicited    close-ok without our channel.close
+   channel.after-close             anything after its channel.close (but a
+                                   crossing close-ok), or on the channel once
+                                   closed
+   channel.unexpected-reply        a reply that answers no request of ours
+                                   on the channel
+   channel.reply-order             a reply overtaking the reply to an older
+                                   request on the channel (answers FIFO)
+   channel.flow-ok-active          flow-ok not echoing our flow's ``active``
+   queue.declare-ok-name           declare-ok for another queue than asked
+   basic.consume-ok-tag            consume-ok / cancel-ok with another tag
+   basic.deliver-unknown-consumer  a delivery for a tag never consumed
+   basic.delivery-tag              delivery tag 0, or used twice on a channel
+   basic.qos-prefetch              more unacknowledged deliveries than the
+                                   prefetch-count (per consumer, even)
+   basic.return-unsolicited        more returns than mandatory publishes
+   basic.return-code               a return code 0-9-1 does not define
+   basic.cancel-unknown            a server cancel for a tag never consumed
+   confirm.unsolicited             basic.ack/nack on a channel not in confirm
+                                   mode
+   confirm.unknown-tag             a confirm for a publish never made, or
+                                   twice
+   connection.close-code           connection.close with an unknown or soft
+                                   code (403 before open-ok excepted: the
+                                   authentication_failure_close capability)
+   connection.close-method         connection.close naming a method we never
+                                   sent
+   connection.after-close          frames after its connection.close (but
+                                   close-ok when closes cross) or close-ok
+   connection.header               it answered our valid header with one of
+                                   its own
+   connection.header-reply         it answered a header it cannot speak with
+                                   anything but a protocol header, or closed
+                                   without one (0-9-1: reply, then close)
+   ==============================  ==========================================
+
+3. **documented deviations** (``deviations``, the ``deviation`` outcome):
+   ``basic.return-312`` (RabbitMQ returns unroutable messages with 312
+   NO_ROUTE, a 0-9 code 0-9-1 dropped) and ``basic.qos-per-consumer``
+   (RabbitMQ applies prefetch-count with global=0 per consumer, the spec per
+   channel) and ``channel.consume-ok-late`` (RabbitMQ answers requests
+   pipelined behind a ``basic.consume`` before its ``consume-ok``; found by
+   this fuzzer, README finding 2).
+
+Rules that depend on our octets are relaxed on a channel once a *faulty*
+item touched it (the peer may read the fault any way it likes), and
+everywhere once our own frames stop being parseable.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Monitor", "MonitorConfig"]
+
+import contextlib
+import struct
+from collections import deque
+from typing import Any
+
+import attrs
+
+from amqp_sansio.errors import LocalProtocolError, RemoteProtocolError
+from amqp_sansio.v0_9_1 import events as ev
+from amqp_sansio.v0_9_1 import spec
+from amqp_sansio.v0_9_1._specbase import Method
+from amqp_sansio.v0_9_1.channel import REPLY_TO
+from amqp_sansio.v0_9_1.confirms import ConfirmError, ConfirmTracker
+from amqp_sansio.v0_9_1.connection import ClientConfig, Connection, ConnState, Role
+from amqp_sansio.v0_9_1.framing import (
+    FRAME_BODY,
+    FRAME_HEADER,
+    FRAME_HEARTBEAT,
+    FRAME_METHOD,
+    FRAME_MIN_SIZE,
+    PROTOCOL_HEADER,
+    ContentItem,
+    MethodItem,
+    decode_method,
+)
+
+from .monitor import MonitorConfig
+from .signals import Signal, Violation
+from .specinfo_0_9_1 import CLOSED_CHANNEL, DEV, REPLY_CODES, SOFT_CODES, method_name
+from .wire_0_9_1 import method_frame
+
+_BIG = 0xFFFFFFFF
+_FRAME_HDR = struct.Struct("!BHI")
+_HEADER_0_9 = b"AMQP\x01\x01\x00\x09"  # served as 0-9-1 by RabbitMQ
+
+
+@attrs.define
+class _Ch:
+    """One channel as both sides see it."""
+
+    state: str = "closed"  # opening | open | closing (ours) | peer-closed | closed
+    ever: bool = False  # we opened it at some point
+    lenient: bool = False  # a faulty item touched it
+    stale: bool = False  # we sent on it after the peer closed it
+    pending: deque[Method] = attrs.field(factory=deque)
+    pending_seq: deque[int] = attrs.field(factory=deque)  # our request numbers, aligned
+    req_seq: int = 0
+    qos_fence: int | None = None  # deliveries uncounted until a reply to a later request
+    sent_ids: set[int] = attrs.field(factory=set)  # class << 16 | method, ours
+    consumers: dict[str, bool] = attrs.field(factory=dict)  # tag -> no-ack
+    seen_tags: set[int] = attrs.field(factory=set)
+    confirms: ConfirmTracker | None = None
+    mandatory: int = 0
+    returns: int = 0
+    qos: int = 0
+    qos_global: bool = False
+    qos_check: bool = False
+    qos_dirty: bool = False
+    unacked: dict[int, str] = attrs.field(factory=dict)  # delivery tag -> consumer
+    our_content: int | None = None  # None; -1 header due; n body octets due
+
+
+class _Core(Connection):
+    """Our client core, its channel layer handed to the monitor."""
+
+    def __init__(self, mon: Monitor, cfg: ClientConfig) -> None:
+        super().__init__(Role.CLIENT, cfg)
+        self._mon = mon
+
+    def _on_connection_method(self, m: Method, events: list[ev.Event]) -> None:
+        self._mon._peer_connection_method(m)
+        super()._on_connection_method(m, events)
+        if m.NAME == "connection.tune":
+            self._mon._apply_our_tune()
+
+    def _on_channel_item(self, item: MethodItem | ContentItem, events: list[ev.Event]) -> None:
+        self._mon._peer_channel_item(item)
+
+
+class Monitor:
+    """Watches one 0-9-1 connection; see the module docstring."""
+
+    def __init__(self, cfg: MonitorConfig | None = None) -> None:
+        self.cfg = cfg = cfg or MonitorConfig(mechanism="PLAIN")
+        self.violations: list[Violation] = []
+        self.deviations: list[Violation] = []
+        self.signals: list[Signal] = []
+        self.replies: list[bytes] = []
+        self.core = _Core(self, ClientConfig(
+            virtual_host=cfg.virtual_host, username=cfg.username or "guest",
+            password=cfg.password or "guest",
+            mechanisms=("PLAIN", "AMQPLAIN", "EXTERNAL", "ANONYMOUS"), channel_max=0,
+            frame_max=_BIG, heartbeat=0, max_body_size=1 << 30))
+        self.core.data_to_send()
+        self.core_failed = False
+        self.handshake: set[str] = set()
+        self.counters: dict[str, int] = {}
+        self.chans: dict[int, _Ch] = {}
+        self.fault_sent = False
+        self._current_faulty = False
+        self.peer_closed = False
+        self.peer_close_ok = False
+        self.we_closed = False
+        self.answered_close = False
+        self.eof = False
+        self.peer_header: bytes | None = None
+        self.peer_broken = False
+        self.sent_broken = False
+        self.stale_sent = False  # we sent on a channel closed for the peer
+        self.received_octets = 0
+        self.sent_octets = 0
+        self._our_header = b""
+        self.our_header_ok: bool | None = None
+        self._our_buf: bytearray | None = None  # our frames, split by size only
+        self._our_tune: tuple[int, int] | None = None
+        self._offered_frame_max: int | None = None
+        self._our_ch0_ids: set[int] = set()
+        self._peer_buf = bytearray()  # the peer's frames, split by us first
+        self._pass_through = False
+        self._raw_started = False
+        self._raw_head = b""
+        self._raw_closed = False
+        self._raw_close_ok = False
+
+    # -- helpers ------------------------------------------------------------
+    def violation(self, rule: str, message: str) -> None:
+        if len(self.violations) < 50:
+            self.violations.append(Violation(rule, message))
+
+    def deviation(self, rule: str, message: str) -> None:
+        if len(self.deviations) < 20:
+            self.deviations.append(Violation(rule, message))
+
+    def _count(self, key: str) -> None:
+        self.counters[key] = self.counters.get(key, 0) + 1
+
+    def mark(self) -> dict[str, int]:
+        return dict(self.counters)
+
+    @property
+    def over(self) -> bool:
+        """Nothing more will come: EOF, close-ok, broken framing, or the
+        peer's close answered."""
+        return self.eof or self.peer_close_ok or self.peer_broken or self.core_failed or (
+            self.peer_closed and self.answered_close)
+
+    @property
+    def opened(self) -> bool:
+        return "connection.open-ok" in self.handshake
+
+    def satisfied(self, wait: str, mark: dict[str, int]) -> bool:
+        if self.over or self.peer_closed:
+            return True
+        if wait in ("start", "tune", "open-ok"):
+            return f"connection.{wait}" in self.handshake
+        names, _, chs = wait.rpartition(":")
+        if not names:
+            raise ValueError(f"unknown wait {wait!r}")
+        ch = int(chs)
+        c = self.chans.get(ch)
+        if c is not None and c.state in ("closed", "peer-closed") and c.ever:
+            return True  # nothing more comes on it
+        names, _, at_least = names.partition(">=")
+        if at_least:  # "basic.deliver>=1:1": that many since the connection began
+            return self.counters.get(f"{names}:{ch}", 0) >= int(at_least)
+        keys = [f"{n}:{ch}" for n in names.split("|")] + [f"channel.close:{ch}"]
+        return any(self.counters.get(k, 0) > mark.get(k, 0) for k in keys)
+
+    def take_replies(self) -> list[bytes]:
+        out, self.replies = self.replies, []
+        return out
+
+    def _chan(self, ch: int) -> _Ch:
+        c = self.chans.get(ch)
+        if c is None:
+            c = self.chans[ch] = _Ch()
+        return c
+
+    # -- our side -----------------------------------------------------------
+    def sent(self, data: bytes, *, faulty: bool = False) -> None:
+        """We wrote ``data``."""
+        self.sent_octets += len(data)
+        if faulty:
+            self.fault_sent = True
+        self._current_faulty = faulty
+        if self.sent_broken or not data:
+            return
+        if self._our_buf is None:
+            need = 8 - len(self._our_header)
+            self._our_header += data[:need]
+            data = data[need:]
+            if len(self._our_header) < 8:
+                return
+            self.our_header_ok = self._our_header == PROTOCOL_HEADER
+            if not self.our_header_ok and self._our_header != _HEADER_0_9:
+                self.sent_broken = True
+                return
+            self._our_buf = bytearray()
+            if not data:
+                return
+        assert self._our_buf is not None
+        buf = self._our_buf
+        buf += data
+        pos = 0
+        # Split by the declared sizes only: frames the peer must refuse
+        # (unknown types, heartbeats on a channel) are still frames; a wrong
+        # frame-end octet breaks the stream.
+        while len(buf) - pos >= 8:
+            ftype, ch, size = _FRAME_HDR.unpack_from(buf, pos)
+            end = pos + 7 + size
+            if len(buf) <= end:
+                break
+            if buf[end] != 0xCE:
+                self.sent_broken = True
+                for c in self.chans.values():
+                    c.lenient = True
+                buf.clear()
+                return
+            self._our_frame(ftype, ch, bytes(buf[pos + 7:end]))
+            pos = end + 1
+        del buf[:pos]
+
+    def note_close(self) -> None:
+        """We sent connection.close (for when our stream is past parsing)."""
+        if not self.we_closed:
+            self._our_connection_method(spec.ConnectionClose(reply_code=200))
+
+    def _our_frame(self, ftype: int, ch: int, payload: bytes) -> None:
+        faulty = self._current_faulty
+        if ftype == FRAME_HEARTBEAT or ftype not in (FRAME_METHOD, FRAME_HEADER, FRAME_BODY):
+            if ch and faulty:
+                self._chan(ch).lenient = True
+            return
+        c = self._chan(ch) if ch else None
+        if c is not None and faulty:
+            c.lenient = True
+        if ftype != FRAME_METHOD:
+            if c is None:
+                return
+            self._our_content_frame(c, ftype, payload)
+            return
+        ids = int.from_bytes(payload[:4], "big") if len(payload) >= 4 else -1
+        if c is None:
+            self._our_ch0_ids.add(ids)
+        else:
+            c.sent_ids.add(ids)
+            if c.our_content is not None:
+                c.lenient = True  # a method inside our own content
+                c.our_content = None
+        try:
+            m = decode_method(payload)
+        except RemoteProtocolError:
+            # Our own faulty method: the peer may refuse or read it; the
+            # ones that change what a channel or the connection is are
+            # mirrored by their ids alone.
+            if c is not None:
+                c.lenient = True
+            what = _BY_IDS.get(ids)
+            if what is None:
+                return
+            m = what()
+        if ch == 0:
+            self._our_connection_method(m)
+        elif c is not None:
+            if m.CLASS_ID == 10:
+                c.lenient = True
+                return
+            self._our_channel_method(ch, c, m)
+
+    def _our_content_frame(self, c: _Ch, ftype: int, payload: bytes) -> None:
+        if ftype == FRAME_HEADER and c.our_content == -1 and len(payload) >= 12:
+            size = int.from_bytes(payload[4:12], "big")
+            c.our_content = size or None
+        elif ftype == FRAME_BODY and c.our_content is not None and c.our_content > 0:
+            left = c.our_content - len(payload)
+            if left < 0:
+                c.lenient = True
+            c.our_content = left if left > 0 else None
+        else:
+            c.lenient = True
+            c.our_content = None
+
+    def _our_connection_method(self, m: Any) -> None:
+        name = m.NAME
+        if name == "connection.tune-ok":
+            self._our_tune = (int(m.channel_max), int(m.frame_max))
+            self._apply_our_tune()
+        elif name == "connection.close":
+            self.we_closed = True
+            if self.core.state is ConnState.OPEN and not self.core_failed:
+                with contextlib.suppress(LocalProtocolError):
+                    self.core.close(int(m.reply_code))
+                    self.core.data_to_send()
+        elif name == "connection.close-ok" and self.peer_closed:
+            self.answered_close = True
+
+    def _apply_our_tune(self) -> None:
+        """The peer must respect the frame-max *we* sent in tune-ok (when it
+        is one a server may agree to)."""
+        if self._our_tune is None or self.core.state not in (
+                ConnState.AWAIT_OPEN_OK, ConnState.OPEN):
+            return
+        offered = self._offered_frame_max
+        fm = self._our_tune[1]
+        if fm >= FRAME_MIN_SIZE and (not offered or fm <= offered):
+            self.core._decoder.max_frame_size = fm
+
+    def _our_channel_method(self, ch: int, c: _Ch, m: Any) -> None:
+        name = m.NAME
+        if name == "channel.open":
+            if c.state == "closed":
+                lenient = c.lenient
+                fresh = _Ch(state="opening", ever=True, lenient=lenient)
+                fresh.sent_ids = c.sent_ids
+                self.chans[ch] = fresh
+            else:
+                c.lenient = True  # open twice: the peer must refuse it
+            return
+        if name == "channel.close":
+            if c.state in ("open", "opening"):
+                c.state = "closing"
+            elif c.state in ("closed", "closing") and c.ever:
+                # closing a closed channel: the peer must refuse it (504)
+                c.stale = self.stale_sent = True
+                c.lenient = True
+            return
+        if name == "channel.close-ok":
+            if c.state == "peer-closed":
+                self._reset(ch, c)
+            else:
+                c.lenient = True
+            return
+        if c.state in ("closed", "closing"):
+            # After our close (the peer has answered, or will, with
+            # close-ok) the channel is closed for the peer: it must refuse
+            # the method (504), or may ignore it.
+            if c.ever:
+                c.stale = self.stale_sent = True
+            c.lenient = True
+            return
+        if c.state == "peer-closed":
+            return  # the peer closed it and discards what we send until close-ok
+        if m.CONTENT:
+            c.our_content = -1
+        if m.expects_reply:
+            c.req_seq += 1
+            c.pending.append(m)
+            c.pending_seq.append(c.req_seq)
+        hook = _OUR_HOOKS.get(name)
+        if hook is not None:
+            hook(c, m)
+
+    def _reset(self, ch: int, c: _Ch) -> None:
+        fresh = _Ch(state="closed", ever=True, lenient=c.lenient and self.sent_broken)
+        fresh.sent_ids = c.sent_ids
+        self.chans[ch] = fresh
+
+    # -- the peer's side ----------------------------------------------------------
+    def received(self, data: bytes) -> None:
+        """The peer wrote ``data``."""
+        if not data:
+            return
+        self.received_octets += len(data)
+        data = self._split_peer(data)
+        if self.core_failed or self.core.closed or not data:
+            return
+        try:
+            events = self.core.receive_data(data)
+        except RemoteProtocolError as e:
+            self.core_failed = True
+            self.peer_broken = self.core.closed
+            self.violation("core.connection", f"{e.message} (our core would close with "
+                                              f"{e.code})")
+            events = list(getattr(e, "events", []))
+        finally:
+            self.core.data_to_send()
+        for event in events:
+            if isinstance(event, ev.ProtocolHeaderMismatch):
+                self.peer_header = bytes(event.header)
+                self.signals.append(Signal("header", 0, after_fault=self.fault_sent,
+                                           text=repr(self.peer_header)))
+                if self.our_header_ok:
+                    self.violation("connection.header",
+                                   f"the peer answered our valid header with {event.header!r}")
+                elif not event.header.startswith(b"AMQP"):
+                    self.violation("connection.header-reply",
+                                   f"the reply {event.header!r} is not a protocol header")
+
+    def _split_peer(self, data: bytes) -> bytes:
+        """Our own split of the peer's frames, before the core sees them:
+        the after-close rules, and echoes of our faults.
+
+        A server may pass on what a fault of ours put in (a queue name of
+        invalid UTF-8 in a cancel-ok, a message whose properties it stored
+        unread): on a channel a faulty item touched, such octets are made
+        decodable here so that the core checks the rest; elsewhere they are
+        the peer's.  What cannot be split (a bad frame-end, a frame above
+        what the core allows) goes to the core unchanged, which says why."""
+        if self._pass_through:
+            return data
+        out = bytearray()
+        if not self._raw_started:
+            if not self._raw_head and data[:1] != b"A":
+                self._raw_started = True
+            else:
+                need = 8 - len(self._raw_head)
+                self._raw_head += data[:need]
+                out += data[:need]
+                data = data[need:]
+                if len(self._raw_head) < 8:
+                    return bytes(out)
+                self._raw_started = True
+        buf = self._peer_buf
+        buf += data
+        pos = 0
+        limit = self.core._decoder.max_frame_size - 8
+        while len(buf) - pos >= 7:
+            ftype, ch, size = _FRAME_HDR.unpack_from(buf, pos)
+            end = pos + 7 + size
+            if size > limit or (len(buf) > end and buf[end] != 0xCE):
+                self._pass_through = True  # the core finds the fault
+                out += buf[pos:]
+                buf.clear()
+                return bytes(out)
+            if len(buf) <= end:
+                break
+            payload = bytes(buf[pos + 7:end])
+            self._after_close(ftype, ch, payload)
+            fixed = self._peer_frame(ftype, ch, payload)
+            if fixed is None:
+                out += buf[pos:end + 1]
+            else:
+                out += _FRAME_HDR.pack(ftype, ch, len(fixed)) + fixed + b"\xce"
+            pos = end + 1
+        del buf[:pos]
+        return bytes(out)
+
+    def _peer_frame(self, ftype: int, ch: int, payload: bytes) -> bytes | None:
+        """A replacement payload for an echo of ours, or None."""
+        c = self.chans.get(ch)
+        lax = self.sent_broken or (c is not None and c.lenient)
+        if ftype == FRAME_METHOD and len(payload) >= 4:
+            cls = spec.METHODS.get(int.from_bytes(payload[:4], "big"))
+            if cls is None:
+                return None
+            fixed, names = _utf8_fixed(cls, payload)
+            if not names:
+                return None
+            if cls.NAME in ("connection.close", "channel.close"):
+                self.deviation(DEV.REPLY_TEXT_UTF8, f"{cls.NAME} on channel {ch} with a "
+                               "reply-text that is not UTF-8: RabbitMQ quotes the octets of a "
+                               "bad frame and cuts texts at 255 octets, inside a character "
+                               "(README finding 4)")
+            elif not lax:
+                self.violation("shortstr.utf8", f"{cls.NAME} on channel {ch}: "
+                               f"{', '.join(names)} not UTF-8")
+            return fixed
+        if ftype == FRAME_HEADER and lax and len(payload) >= 14:
+            pcls = spec.PROPERTIES.get(int.from_bytes(payload[:2], "big"))
+            if pcls is None:
+                return None
+            try:
+                _, end = pcls._dec(payload, 12, len(payload), self.core.profile)
+                if end == len(payload):
+                    return None
+            except RemoteProtocolError:
+                pass
+            return payload[:12] + b"\0\0"  # the echo of properties we mangled
+        return None
+
+    def _after_close(self, ftype: int, ch: int, payload: bytes) -> None:
+        ids = int.from_bytes(payload[:4], "big") if ftype == FRAME_METHOD and len(
+            payload) >= 4 else None
+        if self._raw_close_ok:
+            self.violation("connection.after-close",
+                           f"a type-{ftype} frame on channel {ch} after close-ok")
+        elif self._raw_closed:
+            if ftype == FRAME_HEARTBEAT:
+                return  # heartbeats go on during the close
+            if ids == 0x000A0033 and ch == 0 and self.we_closed:
+                self._raw_close_ok = True
+                return
+            what = method_name(ids >> 16, ids & 0xFFFF) if ids is not None else None
+            self.violation("connection.after-close",
+                           f"{what or f'a type-{ftype} frame'} on channel {ch} after its "
+                           "connection.close")
+        elif ids == 0x000A0032 and ch == 0:
+            self._raw_closed = True
+        elif ids == 0x000A0033 and ch == 0:
+            self._raw_close_ok = True
+
+    def end_of_input(self) -> None:
+        """The peer closed its side (or the connection reset)."""
+        self.eof = True
+        if self.our_header_ok is False and self.peer_header is None and (
+                self.received_octets == 0):
+            self.violation("connection.header-reply",
+                           "the peer closed without replying with a protocol header")
+        if not self.core_failed and not self.core.closed:
+            self.core.receive_data(b"")
+            self.core.data_to_send()
+
+    def _close_command(self, class_id: int, method_id: int,
+                       sent_ids: set[int]) -> tuple[str | None, bool]:
+        """What a close names, and whether that came from a faulty item."""
+        if not class_id and not method_id:
+            return None, False
+        ids = class_id << 16 | method_id
+        name = method_name(class_id, method_id) or f"{class_id}.{method_id}"
+        return name, ids not in sent_ids
+
+    def _peer_connection_method(self, m: Any) -> None:
+        name = m.NAME
+        self.handshake.add(name)
+        self._count(name)
+        if name == "connection.tune":
+            self._offered_frame_max = int(m.frame_max)
+        elif name == "connection.close":
+            self.peer_closed = True
+            self.replies.append(method_frame(0, spec.ConnectionCloseOk()))
+            code = int(m.reply_code)
+            cid, mid = int(m.class_id), int(m.method_id)
+            all_ids = set(self._our_ch0_ids)
+            faulty_ids: set[int] = set()
+            for c in self.chans.values():
+                all_ids |= c.sent_ids
+                if c.lenient:
+                    faulty_ids |= c.sent_ids
+            command, unknown = self._close_command(cid, mid, all_ids)
+            if code == 504 and self.stale_sent:
+                command, unknown = CLOSED_CHANNEL, False
+            if command is not None and unknown and not self.sent_broken:
+                self.violation("connection.close-method",
+                               f"connection.close({code}) names {command}, which we never sent")
+            if code not in REPLY_CODES or (code in SOFT_CODES and not (
+                    code == 403 and not self.opened)):
+                self.violation("connection.close-code",
+                               f"connection.close with code {code} (not a hard-error code)")
+            faulty = (cid << 16 | mid) in faulty_ids or self._current_faulty
+            self.signals.append(Signal("close", 0, code, command=command,
+                                       faulty=faulty and command != CLOSED_CHANNEL,
+                                       after_fault=self.fault_sent,
+                                       text=str(m.reply_text)[:200]))
+        elif name == "connection.close-ok":
+            self.peer_close_ok = True
+            self.signals.append(Signal("close-ok", 0, after_fault=self.fault_sent))
+
+    def _peer_channel_item(self, item: MethodItem | ContentItem) -> None:
+        ch, m = item.channel, item.method
+        m_: Any = m
+        name = m.NAME
+        self._count(f"{name}:{ch}")
+        c = self.chans.get(ch)
+        if c is None or not c.ever:
+            if not self.sent_broken:
+                self.violation("channel.unused", f"{name} on channel {ch}, which we never "
+                               "opened")
+            return
+        if "client" not in m.CHASSIS:
+            self.violation("method.wrong-direction", f"{name} is not sent to a client")
+            return
+        lax = c.lenient or self.sent_broken
+        st = c.state
+        if st == "closed":
+            if not lax:
+                self.violation("channel.after-close", f"{name} on channel {ch} after it closed")
+            return
+        if st == "peer-closed":
+            if not lax:
+                self.violation("channel.after-close",
+                               f"{name} on channel {ch} after its channel.close")
+            return
+        if name == "channel.close":
+            self._peer_channel_close(ch, c, m)
+            return
+        if name == "channel.close-ok":
+            if st == "closing" or lax:  # lax: it read a faulty item of ours as a close
+                self._reset(ch, c)
+            else:
+                self.violation("channel.close-ok-unsolicited",
+                               f"close-ok on channel {ch} in state {st}")
+            return
+        if name == "channel.open-ok":
+            if st == "opening":
+                c.state = "open"
+            elif not lax:
+                self.violation("channel.open-ok-unsolicited", f"open-ok on channel {ch} ({st})")
+            return
+        if st == "closing":
+            return  # sent before it saw our close: discarded by us, as by the spec
+        if st == "opening":
+            if not lax:
+                self.violation("channel.before-open-ok", f"{name} on channel {ch} before "
+                               "channel.open-ok")
+            return
+        if name == "channel.flow":
+            self.replies.append(method_frame(ch, spec.ChannelFlowOk(active=bool(m_.active))))
+            return
+        request: Method | None = None
+        if name in REPLY_TO:
+            cands = [i for i, p in enumerate(c.pending) if p.NAME in REPLY_TO[name]]
+            tag = getattr(m, "consumer_tag", None)
+            if tag is not None:  # consume-ok / cancel-ok name their request
+                cands = [i for i in cands if getattr(c.pending[i], "consumer_tag", "") in (
+                    tag, "")] + cands
+            idx = cands[0] if cands else None
+            if idx is None:
+                if not lax:
+                    head = c.pending[0] if c.pending else None
+                    want = f"the reply to {head.NAME}" if head is not None else "no reply"
+                    self.violation("channel.unexpected-reply",
+                                   f"{name} on channel {ch}; {want} was due")
+                return
+            request = c.pending[idx]
+            seq = c.pending_seq[idx]
+            del c.pending[idx]
+            del c.pending_seq[idx]
+            if c.qos_fence is not None and seq > c.qos_fence:
+                c.qos_fence = None  # the peer has processed our acknowledgements
+            if idx and not lax:
+                head = c.pending[0]
+                msg = (f"{name} (answering {request.NAME}) on channel {ch} before the reply to "
+                       f"{head.NAME} sent earlier")
+                if head.NAME in ("basic.consume", "basic.cancel"):
+                    self.deviation(DEV.CONSUME_OK_LATE, msg + ": RabbitMQ answers consume and "
+                                   "cancel late (README finding 2)")
+                else:
+                    self.violation("channel.reply-order", msg)
+        hook = _PEER_HOOKS.get(name)
+        if hook is not None:
+            hook(self, ch, c, m, request, lax)
+
+    def _peer_channel_close(self, ch: int, c: _Ch, m: Any) -> None:
+        code = int(m.reply_code)
+        cid, mid = int(m.class_id), int(m.method_id)
+        command, unknown = self._close_command(cid, mid, c.sent_ids)
+        lax = c.lenient or self.sent_broken
+        if command is not None and unknown and not lax:
+            self.violation("channel.close-method",
+                           f"channel.close({code}) on channel {ch} names {command}, which we "
+                           "never sent on it")
+        if code not in REPLY_CODES or (code not in SOFT_CODES and code != 200):
+            self.violation("channel.close-code",
+                           f"channel.close with code {code} on channel {ch} (a channel closes "
+                           "with soft-error codes)")
+        self.signals.append(Signal("channel-close", ch, code, command=command,
+                                   faulty=c.lenient and not self.sent_broken,
+                                   after_fault=self.fault_sent, text=str(m.reply_text)[:200]))
+        self.replies.append(method_frame(ch, spec.ChannelCloseOk()))
+        if c.state != "closing":
+            c.state = "peer-closed"
+        c.pending.clear()
+        c.pending_seq.clear()
+
+    # -- for the runner --------------------------------------------------------
+    def closing_channels(self) -> list[int]:
+        """Channels we closed whose close-ok has not come."""
+        if self.peer_closed or self.over:
+            return []
+        return [ch for ch, c in sorted(self.chans.items()) if c.state == "closing"]
+
+    def live_channels(self) -> list[int]:
+        """Channels the final barrier can use: open, no content of ours
+        left incomplete."""
+        if self.peer_closed or self.over or self.sent_broken:
+            return []
+        return [ch for ch, c in sorted(self.chans.items())
+                if c.state == "open" and c.our_content is None and not c.stale]
+
+    def channel_gone(self, ch: int) -> bool:
+        c = self.chans.get(ch)
+        return c is None or c.state != "open"
+
+    def unconfirmed(self, ch: int) -> int:
+        c = self.chans.get(ch)
+        if c is None or c.confirms is None or c.state != "open" or c.lenient:
+            return 0
+        return c.confirms.outstanding
+
+
+def _utf8_fixed(cls: type[Method], payload: bytes) -> tuple[bytes, list[str]]:
+    """``payload`` with every shortstr argument that is not UTF-8 replaced
+    by a decodable one, and the names of those arguments (none: unchanged,
+    or not a complete argument list -- the core says why)."""
+    out = bytearray(payload[:4])
+    pos, n, bits, fixed = 4, len(payload), 0, []
+    for f in cls.FIELDS:
+        t = f.type
+        if t == "bit":
+            if bits % 8 == 0:
+                if pos + 1 > n:
+                    return payload, []
+                out += payload[pos:pos + 1]
+                pos += 1
+            bits += 1
+            continue
+        bits = 0
+        width = _WIDTHS.get(t)
+        if width is not None:
+            if pos + width > n:
+                return payload, []
+            out += payload[pos:pos + width]
+            pos += width
+            continue
+        if t == "shortstr":
+            if pos + 1 > n or pos + 1 + payload[pos] > n:
+                return payload, []
+            raw = payload[pos + 1:pos + 1 + payload[pos]]
+            pos += 1 + len(raw)
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raw = raw.decode("utf-8", "replace").encode("utf-8")[:255]
+                raw = raw.decode("utf-8", "ignore").encode("utf-8")
+                fixed.append(f.name)
+            out.append(len(raw))
+            out += raw
+            continue
+        # longstr, table: u32 size + octets, copied
+        if pos + 4 > n:
+            return payload, []
+        size = int.from_bytes(payload[pos:pos + 4], "big")
+        if pos + 4 + size > n:
+            return payload, []
+        out += payload[pos:pos + 4 + size]
+        pos += 4 + size
+    if not fixed:
+        return payload, []
+    return bytes(out) + payload[pos:], fixed
+
+
+_BY_IDS: dict[int, Any] = {
+    spec.ChannelOpen.INDEX: spec.ChannelOpen,
+    spec.ChannelClose.INDEX: lambda: spec.ChannelClose(reply_code=200),
+    spec.ChannelCloseOk.INDEX: spec.ChannelCloseOk,
+    spec.ConnectionClose.INDEX: lambda: spec.ConnectionClose(reply_code=200),
+}
+_WIDTHS = {"octet": 1, "short": 2, "long": 4, "longlong": 8, "timestamp": 8}
+
+
+# -- what our methods change ----------------------------------------------------
+
+
+def _our_consume(c: _Ch, m: Any) -> None:
+    if m.no_wait and m.consumer_tag:
+        c.consumers[str(m.consumer_tag)] = bool(m.no_ack)
+
+
+def _our_qos(c: _Ch, m: Any) -> None:
+    # Checked only when set before any consumer exists (a lowered limit does
+    # not take back what was delivered) and never changed after one did.
+    if c.consumers or any(p.NAME == "basic.consume" for p in c.pending):
+        c.qos_dirty = True
+    c.qos = int(m.prefetch_count)
+    c.qos_global = bool(m.global_)
+    c.qos_check = c.qos > 0 and not c.qos_dirty
+
+
+def _our_confirm(c: _Ch, m: Any) -> None:
+    if c.confirms is None:
+        c.confirms = ConfirmTracker()
+
+
+def _our_publish(c: _Ch, m: Any) -> None:
+    if c.confirms is not None:
+        c.confirms.publish()
+    if m.mandatory or m.immediate:
+        c.mandatory += 1
+
+
+def _our_ack(c: _Ch, m: Any) -> None:
+    tag = int(m.delivery_tag)
+    multiple = bool(getattr(m, "multiple", False))
+    if multiple:
+        for t in [t for t in c.unacked if tag == 0 or t <= tag]:
+            del c.unacked[t]
+        if tag == 0:
+            _fence(c)
+    else:
+        c.unacked.pop(tag, None)
+
+
+def _fence(c: _Ch) -> None:
+    """An acknowledgement of "everything delivered" also covers deliveries
+    still on their way to us: until the peer answers a request sent after
+    it, arriving deliveries may or may not be acknowledged, and are not
+    counted against the prefetch limit."""
+    c.qos_fence = c.req_seq
+
+
+def _our_recover(c: _Ch, m: Any) -> None:
+    c.unacked.clear()
+    _fence(c)
+
+
+_OUR_HOOKS: dict[str, Any] = {
+    "basic.consume": _our_consume,
+    "basic.qos": _our_qos,
+    "confirm.select": _our_confirm,
+    "basic.publish": _our_publish,
+    "basic.ack": _our_ack,
+    "basic.nack": _our_ack,
+    "basic.reject": _our_ack,
+    "basic.recover": _our_recover,
+    "basic.recover-async": _our_recover,
+}
+
+
+# -- what the peer's methods must respect ----------------------------------------
+
+
+def _delivery_tag(mon: Monitor, ch: int, c: _Ch, m: Any, lax: bool) -> int:
+    tag = int(m.delivery_tag)
+    if tag == 0:
+        mon.violation("basic.delivery-tag", f"{m.NAME} with delivery tag 0 on channel {ch}")
+    elif tag in c.seen_tags and not lax:
+        mon.violation("basic.delivery-tag", f"delivery tag {tag} used twice on channel {ch}")
+    c.seen_tags.add(tag)
+    return tag
+
+
+def _peer_declare_ok(mon: Monitor, ch: int, c: _Ch, m: Any, req: Any, lax: bool) -> None:
+    if req is not None and req.queue and m.queue != req.queue and not lax:
+        mon.violation("queue.declare-ok-name",
+                      f"declare-ok for {m.queue!r}; we declared {req.queue!r}")
+
+
+def _peer_consume_ok(mon: Monitor, ch: int, c: _Ch, m: Any, req: Any, lax: bool) -> None:
+    tag = str(m.consumer_tag)
+    if req is not None and req.consumer_tag and tag != req.consumer_tag and not lax:
+        mon.violation("basic.consume-ok-tag", f"consume-ok for {tag!r}; we asked for "
+                      f"{req.consumer_tag!r}")
+    if req is not None and not req.consumer_tag and tag in c.consumers and not lax:
+        mon.violation("basic.consume-ok-tag", f"a generated tag {tag!r} already in use")
+    c.consumers[tag] = bool(req.no_ack) if req is not None else False
+
+
+def _peer_cancel_ok(mon: Monitor, ch: int, c: _Ch, m: Any, req: Any, lax: bool) -> None:
+    if req is not None and m.consumer_tag != req.consumer_tag and not lax:
+        mon.violation("basic.consume-ok-tag", f"cancel-ok for {m.consumer_tag!r}; we "
+                      f"cancelled {req.consumer_tag!r}")
+
+
+def _peer_flow_ok(mon: Monitor, ch: int, c: _Ch, m: Any, req: Any, lax: bool) -> None:
+    if req is not None and bool(m.active) != bool(req.active) and not lax:
+        mon.violation("channel.flow-ok-active", f"flow-ok active={bool(m.active)} for our "
+                      f"flow active={bool(req.active)}")
+    if req is not None:
+        mon._count(f"barrier:{ch}")
+
+
+def _peer_get_ok(mon: Monitor, ch: int, c: _Ch, m: Any, req: Any, lax: bool) -> None:
+    _delivery_tag(mon, ch, c, m, lax)
+
+
+def _peer_deliver(mon: Monitor, ch: int, c: _Ch, m: Any, req: Any, lax: bool) -> None:
+    ctag = str(m.consumer_tag)
+    tag = _delivery_tag(mon, ch, c, m, lax)
+    if ctag not in c.consumers:
+        if not lax:
+            mon.violation("basic.deliver-unknown-consumer",
+                          f"delivery for consumer {ctag!r} on channel {ch}, never consumed")
+        return
+    if c.consumers[ctag] or c.qos_fence is not None:
+        return  # no-ack, or maybe acknowledged already: nothing to count
+    if c.qos_check and not lax:
+        mine = sum(1 for t in c.unacked.values() if t == ctag)
+        total = len(c.unacked)
+        if mine >= c.qos:
+            mon.violation("basic.qos-prefetch",
+                          f"delivery {tag} to {ctag!r} with {mine} unacknowledged for it, "
+                          f"prefetch-count {c.qos}")
+        elif total >= c.qos and not c.qos_global:
+            mon.deviation(DEV.QOS_PER_CONSUMER,
+                          f"{total + 1} unacknowledged deliveries on channel {ch} with "
+                          f"prefetch-count {c.qos} global=0: RabbitMQ applies it per consumer, "
+                          "the spec per channel (notes §0 #6)")
+    c.unacked[tag] = ctag
+
+
+def _peer_return(mon: Monitor, ch: int, c: _Ch, m: Any, req: Any, lax: bool) -> None:
+    c.returns += 1
+    if c.returns > c.mandatory and not lax:
+        mon.violation("basic.return-unsolicited",
+                      f"return {c.returns} on channel {ch} for {c.mandatory} mandatory publishes")
+    code = int(m.reply_code)
+    if code == 312:
+        mon.deviation(DEV.RETURN_312, "basic.return with 312 NO_ROUTE: a 0-9 code the 0-9-1 "
+                      "spec dropped, kept by RabbitMQ (notes A.2.4)")
+    elif code not in (311, 313) and code not in SOFT_CODES:
+        mon.violation("basic.return-code", f"basic.return with reply code {code}")
+
+
+def _peer_confirm(mon: Monitor, ch: int, c: _Ch, m: Any, req: Any, lax: bool) -> None:
+    mon._count(f"confirm:{ch}")
+    if c.confirms is None:
+        if not lax:
+            mon.violation("confirm.unsolicited",
+                          f"{m.NAME} on channel {ch}, which is not in confirm mode")
+        return
+    try:
+        if m.NAME == "basic.ack":
+            c.confirms.ack(int(m.delivery_tag), bool(m.multiple))
+        else:
+            c.confirms.nack(int(m.delivery_tag), bool(m.multiple))
+    except ConfirmError as e:
+        if not lax:
+            mon.violation("confirm.unknown-tag", f"{m.NAME} on channel {ch}: {e}")
+
+
+def _peer_cancel(mon: Monitor, ch: int, c: _Ch, m: Any, req: Any, lax: bool) -> None:
+    tag = str(m.consumer_tag)
+    if tag not in c.consumers and not lax:
+        mon.violation("basic.cancel-unknown", f"server cancel of {tag!r}, never consumed")
+    if not m.no_wait:
+        mon.replies.append(method_frame(ch, spec.BasicCancelOk(consumer_tag=tag)))
+
+
+_PEER_HOOKS: dict[str, Any] = {
+    "queue.declare-ok": _peer_declare_ok,
+    "basic.consume-ok": _peer_consume_ok,
+    "basic.cancel-ok": _peer_cancel_ok,
+    "channel.flow-ok": _peer_flow_ok,
+    "basic.get-ok": _peer_get_ok,
+    "basic.deliver": _peer_deliver,
+    "basic.return": _peer_return,
+    "basic.ack": _peer_confirm,
+    "basic.nack": _peer_confirm,
+    "basic.cancel": _peer_cancel,
+}
