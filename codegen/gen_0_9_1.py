@@ -360,8 +360,13 @@ class Renderer:
                         val = f"_timestamp(v{i})" if k == "timestamp" else f"v{i}"
                         w(f"    _set(o, {snake(f['name'])!r}, {val})")
             elif kind == "shortstr":
+                # Reserved fields and reply-texts (for humans; RabbitMQ may
+                # cut one inside a UTF-8 sequence) are read leniently.
                 if g.get("reserved"):
-                    w("    _, pos = _dec_shortstr(buf, pos, end)")
+                    w("    _, pos = _dec_shortstr_text(buf, pos, end)")
+                elif g.get("domain") == "reply-text":
+                    w("    v, pos = _dec_shortstr_text(buf, pos, end)")
+                    w(f"    _set(o, {snake(g['name'])!r}, v)")
                 else:
                     w("    v, pos = _dec_shortstr(buf, pos, end)")
                     w(f"    _set(o, {snake(g['name'])!r}, v)")
@@ -609,6 +614,7 @@ class Renderer:
         w("from ..codec import RABBIT, Profile")
         w("from ..codec import dec_longstr as _dec_longstr")
         w("from ..codec import dec_shortstr as _dec_shortstr")
+        w("from ..codec import dec_shortstr_text as _dec_shortstr_text")
         w("from ..codec import decode_table as _dec_table")
         w("from ..codec import enc_longstr as _enc_longstr")
         w("from ..codec import enc_shortstr as _enc_shortstr")

@@ -578,3 +578,29 @@ def test_worked_bytes_from_the_notes() -> None:
 def test_float32_tag_keeps_single_precision() -> None:
     wire = enc_value(Typed("f", 0.1))
     assert dec_value(wire) == struct.unpack("!f", struct.pack("!f", 0.1))[0]
+
+
+def test_reply_text_cut_inside_a_character_is_read_leniently() -> None:
+    """RabbitMQ cuts a long reply-text at 255 octets, inside a UTF-8
+    character if need be (found by `amqp-sansio fuzz --protocol 0-9-1`): the
+    channel error reaches the application, not a 501 for the connection.
+    Other shortstrs stay strict (test_invalid_utf8_shortstr_is_501)."""
+    from test_connection_0_9_1 import opened_client
+
+    from amqp_sansio.v0_9_1 import events as ev
+    from amqp_sansio.v0_9_1.framing import encode_method
+
+    cli, fs = opened_client()
+    ch = cli.open_channel()
+    fs.send(encode_method(ch.id, spec.ChannelOpenOk()))
+    cli.data_to_send()
+    text = "NOT_FOUND - no queue '" + "é" * 200
+    raw = bytearray(encode_method(ch.id, spec.ChannelClose(reply_code=404, reply_text="x")))
+    cut = text.encode()[:255]  # ends with half of an "é"
+    at = raw.index(b"\x01x")
+    raw[at:at + 2] = bytes([len(cut)]) + cut
+    raw[3:7] = (len(raw) - 8).to_bytes(4, "big")  # the frame's payload size
+    (closed,) = [e for e in fs.send(bytes(raw)) if isinstance(e, ev.ChannelClosed)]
+    assert closed.code == 404 and closed.text.startswith("NOT_FOUND - no queue")
+    assert closed.text.endswith("\ufffd")
+    assert not cli.closed

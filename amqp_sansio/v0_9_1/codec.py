@@ -221,6 +221,19 @@ def dec_shortstr(buf: bytes | bytearray, pos: int, end: int) -> tuple[str, int]:
         raise _bad("shortstr is not valid UTF-8", pos) from None
 
 
+def dec_shortstr_text(buf: bytes | bytearray, pos: int, end: int) -> tuple[str, int]:
+    """A shortstr written for people (reply-text) or reserved: octets that
+    are not UTF-8 become U+FFFD instead of failing the connection (RabbitMQ
+    cuts long reply-texts at 255 octets, inside a character if need be)."""
+    if pos >= end:
+        raise _short("shortstr", pos)
+    n = buf[pos]
+    stop = pos + 1 + n
+    if stop > end:
+        raise _short("shortstr", pos)
+    return bytes(buf[pos + 1:stop]).decode("utf-8", "replace"), stop
+
+
 def enc_longstr(v: bytes | bytearray | memoryview | str, out: bytearray,
                 what: str = "longstr") -> None:
     b = _utf8(v, what) if isinstance(v, str) else v

@@ -17,6 +17,7 @@ import attrs
 from ..codec import RABBIT, Profile
 from ..codec import dec_longstr as _dec_longstr
 from ..codec import dec_shortstr as _dec_shortstr
+from ..codec import dec_shortstr_text as _dec_shortstr_text
 from ..codec import decode_table as _dec_table
 from ..codec import enc_longstr as _enc_longstr
 from ..codec import enc_shortstr as _enc_shortstr
@@ -462,7 +463,7 @@ def _dec_ConnectionOpen(buf: bytes, pos: int, end: int,
     o = _new(ConnectionOpen)
     v, pos = _dec_shortstr(buf, pos, end)
     _set(o, 'virtual_host', v)
-    _, pos = _dec_shortstr(buf, pos, end)
+    _, pos = _dec_shortstr_text(buf, pos, end)
     if pos + 1 > end:
         raise _trunc('connection.open', pos)
     b0 = buf[pos]
@@ -510,7 +511,7 @@ def _enc_ConnectionOpenOk(o: Any, out: bytearray, profile: Profile = RABBIT) -> 
 def _dec_ConnectionOpenOk(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[ConnectionOpenOk, int]:
     o = _new(ConnectionOpenOk)
-    _, pos = _dec_shortstr(buf, pos, end)
+    _, pos = _dec_shortstr_text(buf, pos, end)
     return o, pos
 
 
@@ -559,7 +560,7 @@ def _dec_ConnectionClose(buf: bytes, pos: int, end: int,
     (v0,) = _S_H.unpack_from(buf, pos)
     pos += 2
     _set(o, 'reply_code', v0)
-    v, pos = _dec_shortstr(buf, pos, end)
+    v, pos = _dec_shortstr_text(buf, pos, end)
     _set(o, 'reply_text', v)
     if pos + 4 > end:
         raise _trunc('connection.close', pos)
@@ -820,7 +821,7 @@ def _enc_ChannelOpen(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
 def _dec_ChannelOpen(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[ChannelOpen, int]:
     o = _new(ChannelOpen)
-    _, pos = _dec_shortstr(buf, pos, end)
+    _, pos = _dec_shortstr_text(buf, pos, end)
     return o, pos
 
 
@@ -1006,7 +1007,7 @@ def _dec_ChannelClose(buf: bytes, pos: int, end: int,
     (v0,) = _S_H.unpack_from(buf, pos)
     pos += 2
     _set(o, 'reply_code', v0)
-    v, pos = _dec_shortstr(buf, pos, end)
+    v, pos = _dec_shortstr_text(buf, pos, end)
     _set(o, 'reply_text', v)
     if pos + 4 > end:
         raise _trunc('channel.close', pos)
@@ -2562,7 +2563,7 @@ def _dec_BasicReturn(buf: bytes, pos: int, end: int,
     (v0,) = _S_H.unpack_from(buf, pos)
     pos += 2
     _set(o, 'reply_code', v0)
-    v, pos = _dec_shortstr(buf, pos, end)
+    v, pos = _dec_shortstr_text(buf, pos, end)
     _set(o, 'reply_text', v)
     v, pos = _dec_shortstr(buf, pos, end)
     _set(o, 'exchange', v)
@@ -2823,7 +2824,7 @@ def _enc_BasicGetEmpty(o: Any, out: bytearray, profile: Profile = RABBIT) -> Non
 def _dec_BasicGetEmpty(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[BasicGetEmpty, int]:
     o = _new(BasicGetEmpty)
-    _, pos = _dec_shortstr(buf, pos, end)
+    _, pos = _dec_shortstr_text(buf, pos, end)
     return o, pos
 
 
