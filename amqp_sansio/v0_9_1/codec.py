@@ -225,13 +225,13 @@ def dec_shortstr_text(buf: bytes | bytearray, pos: int, end: int) -> tuple[str, 
     """A shortstr written for people (reply-text) or reserved: octets that
     are not UTF-8 become U+FFFD instead of failing the connection (RabbitMQ
     cuts long reply-texts at 255 octets, inside a character if need be)."""
-    if pos >= end:
-        raise _short("shortstr", pos)
-    n = buf[pos]
-    stop = pos + 1 + n
-    if stop > end:
-        raise _short("shortstr", pos)
-    return bytes(buf[pos + 1:stop]).decode("utf-8", "replace"), stop
+    try:
+        return dec_shortstr(buf, pos, end)
+    except DecodeError:
+        stop = pos + 1 + buf[pos] if pos < end else end + 1
+        if stop > end:
+            raise  # too short: that stays an error
+        return bytes(buf[pos + 1:stop]).decode("utf-8", "replace"), stop
 
 
 def enc_longstr(v: bytes | bytearray | memoryview | str, out: bytearray,
