@@ -10,7 +10,7 @@ import sys
 
 PURE = ["specinfo", "values", "wire", "case", "generate", "monitor", "oracle", "minimise",
         "reproducer", "signals", "protocols", "specinfo_0_9_1", "wire_0_9_1", "gen_0_9_1",
-        "monitor_0_9_1"]
+        "monitor_0_9_1", "casegen"]
 IO_MODULES = ["socket", "_socket", "select", "selectors", "subprocess", "trio", "pyspark",
               "asyncio"]
 

@@ -57,7 +57,7 @@ __all__ = ["GenConfig", "make_case", "FAMILIES", "OPERATORS", "operator_names", 
 
 import datetime as dt
 import decimal
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -71,10 +71,12 @@ from amqp_sansio.v0_9_1.framing import (
     PROTOCOL_HEADER,
 )
 
+from . import casegen
 from . import wire_0_9_1 as w
-from .case import P091, Case, Fault, Item
+from .case import P091, Case, Fault
+from .casegen import FAMILIES, valid_fault
 from .specinfo_0_9_1 import CLIENT_REQUESTS, DEV, METHOD_CODES
-from .values import Names, Rng, case_rng
+from .values import Names, Rng
 
 _INT_MAX = {"octet": 0xFF, "short": 0xFFFF, "long": 0xFFFFFFFF, "longlong": (1 << 64) - 1,
             "timestamp": (1 << 64) - 1}
@@ -89,32 +91,15 @@ CAPABILITIES = {"publisher_confirms": True, "exchange_exchange_bindings": True,
 
 
 @attrs.frozen
-class GenConfig:
-    """What the generated conversations assume about the target."""
+class GenConfig(casegen.GenConfig):
+    """What the generated 0-9-1 conversations assume about the target: a
+    server that wants a login (RabbitMQ's default user)."""
 
-    virtual_host: str = "/"
+    PROTOCOL = P091
+
     mechanism: str = "PLAIN"
     username: str | None = "guest"
     password: str | None = "guest"
-    locale: str = "en_US"
-    channel_max: int = 8  # our tune-ok: legal whatever a server offers above it
-    frame_max: int = 4096  # our tune-ok: frame-min-size, legal whatever is offered
-    families: tuple[str, ...] = ("valid", "field", "frame", "state", "handshake")
-    operators: tuple[str, ...] = ()  # only these ("family:name"), when given
-    run_tag: str = ""
-
-    @property
-    def response(self) -> bytes:
-        if self.mechanism == "PLAIN":
-            return b"\0" + (self.username or "").encode() + b"\0" + (self.password or "").encode()
-        return b""
-
-    def to_json(self) -> dict[str, Any]:
-        return {"protocol": P091, "virtual_host": self.virtual_host,
-                "mechanism": self.mechanism, "username": self.username, "locale": self.locale,
-                "channel_max": self.channel_max, "frame_max": self.frame_max,
-                "families": list(self.families), "operators": list(self.operators),
-                "run_tag": self.run_tag}
 
 
 # ---------------------------------------------------------------------------
@@ -254,16 +239,14 @@ class World:
     touched: dict[str, set[int]] = attrs.field(factory=dict)
 
 
-class Script:
+class Script(casegen.Script[GenConfig]):
     """Builds the items of one 0-9-1 case."""
 
+    PROTOCOL = P091
+    PROTOCOL_HEADER = PROTOCOL_HEADER
+
     def __init__(self, cfg: GenConfig, rng: Rng, names: Names, tag: str) -> None:
-        self.cfg = cfg
-        self.rng = rng
-        self.names = names
-        self.tag = tag
-        self.items: list[Item] = []
-        self.barrier = "strict"
+        super().__init__(cfg, rng, names, tag)
         self.world = World()
 
     @property
@@ -273,10 +256,6 @@ class Script:
     @property
     def user(self) -> str | None:
         return self.cfg.username if self.cfg.mechanism == "PLAIN" else None
-
-    def raw(self, label: str, data: bytes, wait: str | None = None,
-            faulty: bool = False) -> None:
-        self.items.append(Item(label, data, wait, faulty))
 
     def method(self, ch: int, m: Method, *, wait: str | None = None, faulty: bool = False,
                label: str | None = None) -> None:
@@ -293,9 +272,6 @@ class Script:
                  "body frames)", b"".join(frames), faulty=faulty)
 
     # -- building blocks ----------------------------------------------------
-    def header(self) -> None:
-        self.raw("protocol header", PROTOCOL_HEADER, wait="start")
-
     def client_properties(self) -> dict[str, Any]:
         return {"product": "amqp-sansio-fuzz", "capabilities": dict(CAPABILITIES)}
 
@@ -314,12 +290,6 @@ class Script:
 
     def open(self) -> None:
         self.method(0, spec.ConnectionOpen(virtual_host=self.cfg.virtual_host), wait="open-ok")
-
-    def handshake(self) -> None:
-        self.header()
-        self.start_ok()
-        self.tune_ok()
-        self.open()
 
     def channel_open(self, ch: int = 1) -> None:
         self.method(ch, spec.ChannelOpen(), wait=f"channel.open-ok:{ch}")
@@ -341,10 +311,6 @@ class Script:
     def some_valid(self, ch: int, n: int) -> None:
         for _ in range(n):
             valid_action(self, ch)
-
-    def finish(self, seed: int, number: int, family: str, fault: Fault) -> Case:
-        return Case(seed=seed, number=number, family=family, fault=fault, items=self.items,
-                    barrier=self.barrier, protocol=P091)
 
 
 # ---------------------------------------------------------------------------
@@ -370,6 +336,22 @@ def _touch(s: Script, ch: int, *entities: str) -> None:
     for e in entities:
         if e and not e.startswith("amq."):
             s.world.touched.setdefault(e, set()).add(ch)
+
+
+def _use(s: Script, ch: int, pool: Iterable[str]) -> str:
+    """One of ``pool`` (queues, exchanges), for ``ch`` to use (see :func:`_touch`)."""
+    x: str = s.rng.pick(pool)
+    _touch(s, ch, x)
+    return x
+
+
+#: what binds and unbinds a queue or an exchange: the method, the fields
+#: naming (destination, source) -- a binding is (destination, source, key).
+_BINDINGS: dict[str, tuple[type[Method], str, str]] = {
+    "queue.bind": (spec.QueueBind, "queue", "exchange"),
+    "queue.unbind": (spec.QueueUnbind, "queue", "exchange"),
+    "exchange.bind": (spec.ExchangeBind, "destination", "source"),
+    "exchange.unbind": (spec.ExchangeUnbind, "destination", "source")}
 
 
 def _fresh_tag(s: Script, ch: int) -> str:
@@ -413,69 +395,43 @@ def valid_action(s: Script, ch: int) -> str:
         s.method(ch, m, wait=wait)
         return str(m.NAME)
 
-    if act == "queue.declare":
-        q = rng.pick(names.queues)
-        _touch(s, ch, q)
+    if act == "queue.declare":  # a new queue, or an equivalent redeclaration
+        q = _use(s, ch, names.queues)
         old = world.queues.get(q)
-        if old is not None:
-            m = build(spec.QueueDeclare, rng, names, queue=q, passive=False, durable=old.durable,
-                      exclusive=old.exclusive, auto_delete=False, arguments=old.args)
-        else:
-            m = build(spec.QueueDeclare, rng, names, queue=q, passive=False, auto_delete=False,
-                      exclusive=rng.chance(0.2))
-            world.queues[q] = _Q(m.durable, m.exclusive, dict(m.arguments))
-        return send(m, "queue.declare-ok")
-    if act == "queue.declare-passive":
-        q = rng.pick(list(world.queues))
-        _touch(s, ch, q)
-        m = build(spec.QueueDeclare, rng, names, queue=q, passive=True)
+        same: dict[str, Any] = {"exclusive": rng.chance(0.2)} if old is None else {
+            "durable": old.durable, "exclusive": old.exclusive, "arguments": old.args}
+        m = build(spec.QueueDeclare, rng, names, queue=q, passive=False, auto_delete=False,
+                  **same)
+        world.queues.setdefault(q, _Q(m.durable, m.exclusive, dict(m.arguments)))
         return send(m, "queue.declare-ok")
     if act == "exchange.declare":
-        x = rng.pick(names.exchanges)
-        _touch(s, ch, x)
+        x = _use(s, ch, names.exchanges)
         old_x = world.exchanges.get(x)
-        if old_x is not None:
-            m = build(spec.ExchangeDeclare, rng, names, exchange=x, type=old_x[0], passive=False,
-                      durable=old_x[1], internal=old_x[2], auto_delete=False, arguments={})
+        same = {"internal": rng.chance(0.1)} if old_x is None else dict(
+            zip(("type", "durable", "internal"), old_x, strict=True))
+        m = build(spec.ExchangeDeclare, rng, names, exchange=x, passive=False,
+                  auto_delete=False, arguments={}, **same)
+        world.exchanges.setdefault(x, (m.type, m.durable, m.internal))
+        return send(m, "exchange.declare-ok")
+    if act in ("queue.declare-passive", "exchange.declare-passive"):
+        kind = act.partition(".")[0]
+        x = _use(s, ch, world.queues if kind == "queue" else world.exchanges)
+        cls: type[Method] = spec.QueueDeclare if kind == "queue" else spec.ExchangeDeclare
+        return send(build(cls, rng, names, passive=True, **{kind: x}), f"{kind}.declare-ok")
+    if act in ("queue.bind", "exchange.bind", "queue.unbind", "exchange.unbind"):
+        kind, _, verb = act.partition(".")
+        bound = world.bindings if kind == "queue" else world.xbindings
+        if verb == "bind":
+            b = (rng.pick(world.queues if kind == "queue" else world.exchanges),
+                 rng.pick([*world.exchanges, *BUILTIN_EXCHANGES[:3]]), rng.pick(names.keys))
+            bound.add(b)
         else:
-            m = build(spec.ExchangeDeclare, rng, names, exchange=x, passive=False,
-                      auto_delete=False, internal=rng.chance(0.1), arguments={})
-            world.exchanges[x] = (m.type, m.durable, m.internal)
-        return send(m, "exchange.declare-ok")
-    if act == "exchange.declare-passive":
-        x = rng.pick(list(world.exchanges))
-        _touch(s, ch, x)
-        m = build(spec.ExchangeDeclare, rng, names, exchange=x, passive=True)
-        return send(m, "exchange.declare-ok")
-    if act == "queue.bind":
-        q = rng.pick(list(world.queues))
-        x = rng.pick([*world.exchanges, *BUILTIN_EXCHANGES[:3]])
-        key = rng.pick(names.keys)
-        _touch(s, ch, q, x)
-        m = build(spec.QueueBind, rng, names, queue=q, exchange=x, routing_key=key,
-                  arguments={})
-        world.bindings.add((q, x, key))
-        return send(m, "queue.bind-ok")
-    if act == "queue.unbind":
-        b = rng.pick(sorted(world.bindings))
+            b = rng.pick(sorted(bound))
+            bound.discard(b)
         _touch(s, ch, b[0], b[1])
-        world.bindings.discard(b)
-        return send(spec.QueueUnbind(queue=b[0], exchange=b[1], routing_key=b[2]),
-                    "queue.unbind-ok")
-    if act == "exchange.bind":
-        dst = rng.pick(list(world.exchanges))
-        src = rng.pick([*world.exchanges, *BUILTIN_EXCHANGES[:3]])
-        key = rng.pick(names.keys)
-        _touch(s, ch, dst, src)
-        world.xbindings.add((dst, src, key))
-        return send(build(spec.ExchangeBind, rng, names, destination=dst, source=src,
-                          routing_key=key, arguments={}), "exchange.bind-ok")
-    if act == "exchange.unbind":
-        b = rng.pick(sorted(world.xbindings))
-        _touch(s, ch, b[0], b[1])
-        world.xbindings.discard(b)
-        return send(build(spec.ExchangeUnbind, rng, names, destination=b[0], source=b[1],
-                          routing_key=b[2], arguments={}), "exchange.unbind-ok")
+        cls, dst, src = _BINDINGS[act]
+        return send(build(cls, rng, names, routing_key=b[2], arguments={},
+                          **{dst: b[0], src: b[1]}), f"{act}-ok")
     if act == "exchange.delete":
         x = rng.pick(list(world.exchanges))
         _touch(s, ch, x, *(b[0] for b in world.xbindings if b[1] == x),
@@ -486,12 +442,10 @@ def valid_action(s: Script, ch: int) -> str:
         return send(build(spec.ExchangeDelete, rng, names, exchange=x, if_unused=False),
                     "exchange.delete-ok")
     if act == "queue.purge":
-        q = rng.pick(list(world.queues))
-        _touch(s, ch, q)
+        q = _use(s, ch, world.queues)
         return send(build(spec.QueuePurge, rng, names, queue=q), "queue.purge-ok")
     if act == "queue.delete":
-        q = rng.pick(list(world.queues))
-        _touch(s, ch, q)
+        q = _use(s, ch, world.queues)
         del world.queues[q]
         world.bindings = {b for b in world.bindings if b[0] != q}
         for c in world.chans.values():
@@ -543,8 +497,7 @@ def valid_action(s: Script, ch: int) -> str:
                   mandatory=rng.chance(0.1), sizes=sizes)
         return "basic.publish"
     if act == "basic.get":
-        q = rng.pick(list(world.queues))
-        _touch(s, ch, q)
+        q = _use(s, ch, world.queues)
         m = build(spec.BasicGet, rng, names, queue=q)
         s.method(ch, m, wait=f"basic.get-ok|basic.get-empty:{ch}" if wait_reply else None)
         return "basic.get"
@@ -569,10 +522,6 @@ def valid_action(s: Script, ch: int) -> str:
         chan.mode = "confirm"
         return send(build(spec.ConfirmSelect, rng, names), "confirm.select-ok")
     raise AssertionError(act)  # pragma: no cover
-
-
-def valid_fault(target: str, detail: str = "") -> Fault:
-    return Fault(kind="valid", target=target, detail=detail, accept=True)
 
 
 def op_valid_random(s: Script) -> Fault:
@@ -1689,9 +1638,7 @@ def op_state_qos(s: Script) -> Fault:
 
 
 def op_state_before_open(s: Script) -> Fault:
-    s.header()
-    s.start_ok()
-    s.tune_ok()
+    s.until_open()
     m: Any = s.rng.pick([spec.ChannelOpen(), spec.QueueDeclare(queue="fz")])
     ch = 1
     s.method(ch, m, faulty=True, label=f"{m.NAME} ch{ch} before connection.open")
@@ -1759,8 +1706,7 @@ def op_handshake_pipelined(s: Script) -> Fault:
         s.raw("the whole handshake and a declare in one write", data, wait="open-ok")
         s.world.chans[1] = _Chan()
     else:
-        for i, b in enumerate(PROTOCOL_HEADER):
-            s.raw(f"protocol header octet {i}", bytes([b]), wait="start" if i == 7 else None)
+        s.header_octets()
         s.start_ok()
         s.tune_ok()
         s.open()
@@ -1872,9 +1818,7 @@ def op_handshake_tune_ok(s: Script) -> Fault:
 
 
 def op_handshake_vhost(s: Script) -> Fault:
-    s.header()
-    s.start_ok()
-    s.tune_ok()
+    s.until_open()
     vhost = s.rng.pick([f"/fz-nowhere-{s.tag}", "é" * 100, ""])
     s.method(0, spec.ConnectionOpen(virtual_host=vhost), wait="open-ok", faulty=True)
     s.barrier = "none"
@@ -1975,50 +1919,26 @@ OPERATORS: dict[str, list[tuple[str, float, Operator]]] = {
                   ("tune-ok", 2, op_handshake_tune_ok), ("vhost", 1, op_handshake_vhost),
                   ("out-of-order", 2, op_handshake_out_of_order)],
 }
-FAMILIES: dict[str, float] = {"valid": 30, "field": 25, "frame": 20, "state": 20,
-                              "handshake": 5}
 
 
 def operator_names() -> list[str]:
-    return [f"{fam}:{name}" for fam, ops in OPERATORS.items() for name, _, _ in ops]
+    return casegen.operator_names(OPERATORS)
 
 
 def make_case(seed: int, number: int, cfg: GenConfig | None = None) -> Case:
-    """Case ``number`` of the 0-9-1 campaign seeded ``seed`` -- deterministic."""
-    cfg = cfg or GenConfig()
-    choices: list[tuple[tuple[str, str, Operator], float]] = []
-    for fam, ops in OPERATORS.items():
-        if fam not in cfg.families:
-            continue
-        total = sum(wt for _, wt, _ in ops)
-        for name, wt, fn in ops:
-            if cfg.operators and f"{fam}:{name}" not in cfg.operators:
-                continue
-            choices.append(((fam, name, fn), FAMILIES[fam] * wt / total))
-    if not choices:
-        raise ValueError("no operator selected")
-    for attempt in range(20):
-        rng = case_rng(seed, number, f"0-9-1/{attempt}")
-        fam, _name, fn = rng.weighted(choices)
-        tag = f"fz{seed}.{number}" + (f".{cfg.run_tag}" if cfg.run_tag else "")
-        s = Script(cfg, rng, Names(tag), tag)
-        fault = fn(s)
-        if fault is not None:
-            return s.finish(seed, number, fam, fault)
-    raise RuntimeError(f"case {number}: no applicable operator")  # pragma: no cover
+    """Case ``number`` of the 0-9-1 campaign seeded ``seed`` -- deterministic
+    (its random source salted ``0-9-1/``)."""
+    return casegen.make_case(seed, number, cfg or GenConfig(), operators=OPERATORS,
+                             families=FAMILIES, script=Script, salt="0-9-1/")
 
 
 def describe(case: Case) -> str:
     """A human-readable listing of a case."""
     f = case.fault
-    lines = [f"case {case.name} (AMQP 0-9-1): family {case.family}, fault {f.kind} on "
-             f"{f.target}: {f.detail}",
-             f"  conformant: accept={f.accept} close={sorted(f.close)} "
-             f"channel.close={sorted(f.channel_close)} drop={f.drop}; barrier {case.barrier}"]
-    for tag, note in f.deviations:
-        lines.append(f"  documented deviation {tag}: {note}")
-    for i, it in enumerate(case.items):
-        mark = "!" if it.faulty else " "
-        wait = f"  (wait {it.wait})" if it.wait else ""
-        lines.append(f" {mark}{i:3d} {len(it.data):6d} octets  {it.label}{wait}")
-    return "\n".join(lines)
+    return "\n".join([
+        f"case {case.name} (AMQP 0-9-1): family {case.family}, fault {f.kind} on "
+        f"{f.target}: {f.detail}",
+        f"  conformant: accept={f.accept} close={sorted(f.close)} "
+        f"channel.close={sorted(f.channel_close)} drop={f.drop}; barrier {case.barrier}",
+        *(f"  documented deviation {tag}: {note}" for tag, note in f.deviations),
+        *casegen.item_lines(case)])

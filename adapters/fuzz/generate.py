@@ -48,8 +48,9 @@ from amqp_sansio.v0_10 import spec
 from amqp_sansio.v0_10._specbase import Command, FieldSpec
 from amqp_sansio.v0_10.framing import PROTOCOL_HEADER
 
-from . import wire
-from .case import Case, Fault, Item
+from . import casegen, wire
+from .case import Case, Fault
+from .casegen import FAMILIES, valid_fault
 from .specinfo import (
     CLOSE_CODES,
     COMMAND_CLASSES,
@@ -58,7 +59,7 @@ from .specinfo import (
     sent_by,
     spec_class,
 )
-from .values import INT_RANGES, Names, Rng, build, case_rng
+from .values import INT_RANGES, Names, Rng, build
 
 #: Commands a client may send (the server handles them), minus the two that
 #: only answer the peer's own commands.
@@ -72,55 +73,22 @@ _ANY_DETACH = DETACH_CODES
 
 
 @attrs.frozen
-class GenConfig:
-    """What the generated conversations assume about the target."""
-
-    virtual_host: str = "/"
-    mechanism: str = "ANONYMOUS"
-    username: str | None = None
-    password: str | None = None
-    locale: str = "en_US"
-    channel_max: int = 8  # what our tune-ok asks for: the channels cases use are below it
-    frame_max: int = 4096  # what our tune-ok asks for: legal whatever the peer offers
-    families: tuple[str, ...] = ("valid", "field", "frame", "state", "handshake")
-    operators: tuple[str, ...] = ()  # only these ("family:name"), when given
-    # Added to every name a case uses (sessions, queues, exchanges), so that
-    # runs against a long-lived target do not meet an earlier run's state.
-    run_tag: str = ""
-
-    @property
-    def response(self) -> bytes:
-        if self.mechanism == "PLAIN":
-            return b"\0" + (self.username or "").encode() + b"\0" + (self.password or "").encode()
-        return b""
-
-    def to_json(self) -> dict[str, Any]:
-        return {"virtual_host": self.virtual_host, "mechanism": self.mechanism,
-                "username": self.username, "locale": self.locale,
-                "channel_max": self.channel_max, "frame_max": self.frame_max,
-                "families": list(self.families), "operators": list(self.operators),
-                "run_tag": self.run_tag}
+class GenConfig(casegen.GenConfig):
+    """What the generated 0-10 conversations assume about the target."""
 
 
-class Script:
+class Script(casegen.Script[GenConfig]):
     """Builds the items of one case."""
 
+    PROTOCOL_HEADER = PROTOCOL_HEADER
+
     def __init__(self, cfg: GenConfig, rng: Rng, names: Names, tag: str) -> None:
-        self.cfg = cfg
-        self.rng = rng
-        self.names = names
-        self.tag = tag
-        self.items: list[Item] = []
-        self.barrier = "strict"
+        super().__init__(cfg, rng, names, tag)
         self._sessions = 0
 
     @property
     def payload_max(self) -> int:
         return self.cfg.frame_max - 12
-
-    def raw(self, label: str, data: bytes, wait: str | None = None,
-            faulty: bool = False) -> None:
-        self.items.append(Item(label, data, wait, faulty))
 
     def asm(self, label: str, asm: wire.Assembly, *, wait: str | None = None,
             faulty: bool = False, tweak: wire.FrameTweak | None = None,
@@ -146,9 +114,6 @@ class Script:
         self.cmd(ch, spec.ExecutionSync(), sync=True, wait=f"completed:{ch}")
 
     # -- building blocks ----------------------------------------------------
-    def header(self) -> None:
-        self.raw("protocol header", PROTOCOL_HEADER, wait="start")
-
     def start_ok(self, **over: Any) -> None:
         kw: dict[str, Any] = {"client_properties": {"product": "amqp-sansio-fuzz"},
                               "mechanism": self.cfg.mechanism, "response": self.cfg.response,
@@ -162,12 +127,6 @@ class Script:
 
     def open(self) -> None:
         self.ctl(0, spec.ConnectionOpen(virtual_host=self.cfg.virtual_host), wait="open-ok")
-
-    def handshake(self) -> None:
-        self.header()
-        self.start_ok()
-        self.tune_ok()
-        self.open()
 
     def session_name(self) -> bytes:
         self._sessions += 1
@@ -234,10 +193,6 @@ class Script:
     def declare_queue(self, ch: int, queue: str) -> None:
         self.cmd(ch, spec.QueueDeclare(queue=queue))
 
-    def finish(self, seed: int, number: int, family: str, fault: Fault) -> Case:
-        return Case(seed=seed, number=number, family=family, fault=fault,
-                    items=self.items, barrier=self.barrier)
-
 
 def pick_command(rng: Rng) -> type[Any]:
     pairs: list[tuple[type[Any], float]] = []
@@ -287,10 +242,6 @@ def _fields(o: Any) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------
 # Fault expectations
-
-
-def valid_fault(target: str, detail: str = "") -> Fault:
-    return Fault(kind="valid", target=target, detail=detail, accept=True)
 
 
 def _cmd_fault(kind: str, target: str, detail: str, *, accept: bool,
@@ -1031,9 +982,7 @@ def op_state_channel_max(s: Script) -> Fault:
 
 
 def op_state_before_open(s: Script) -> Fault:
-    s.header()
-    s.start_ok()
-    s.tune_ok()
+    s.until_open()
     s.ctl(1, spec.SessionAttach(name=s.session_name()), faulty=True)
     s.command_point(1, 0)
     s.open()
@@ -1230,8 +1179,7 @@ def op_handshake_bad_header(s: Script) -> Fault:
 
 
 def op_handshake_split_header(s: Script) -> Fault:
-    for i, b in enumerate(PROTOCOL_HEADER):
-        s.raw(f"protocol header octet {i}", bytes([b]), wait="start" if i == 7 else None)
+    s.header_octets()
     s.start_ok()
     s.tune_ok()
     s.open()
@@ -1310,9 +1258,7 @@ def op_handshake_tune_ok(s: Script) -> Fault:
 
 
 def op_handshake_vhost(s: Script) -> Fault:
-    s.header()
-    s.start_ok()
-    s.tune_ok()
+    s.until_open()
     vhost = s.rng.pick([f"/fz-nowhere-{s.tag}", "é" * 100])
     s.ctl(0, spec.ConnectionOpen(virtual_host=vhost), wait="open-ok", faulty=True)
     s.barrier = "none"
@@ -1398,50 +1344,24 @@ OPERATORS: dict[str, list[tuple[str, float, Operator]]] = {
                   ("tune-ok", 2, op_handshake_tune_ok), ("vhost", 1, op_handshake_vhost),
                   ("out-of-order", 2, op_handshake_out_of_order)],
 }
-FAMILIES: dict[str, float] = {"valid": 30, "field": 25, "frame": 20, "state": 20,
-                              "handshake": 5}
 
 
 def operator_names() -> list[str]:
-    return [f"{fam}:{name}" for fam, ops in OPERATORS.items() for name, _, _ in ops]
+    return casegen.operator_names(OPERATORS)
 
 
 def make_case(seed: int, number: int, cfg: GenConfig | None = None) -> Case:
     """Case ``number`` of the campaign seeded ``seed`` -- deterministic."""
-    cfg = cfg or GenConfig()
-    choices: list[tuple[tuple[str, str, Operator], float]] = []
-    for fam, ops in OPERATORS.items():
-        if fam not in cfg.families:
-            continue
-        total = sum(w for _, w, _ in ops)
-        for name, w, fn in ops:
-            if cfg.operators and f"{fam}:{name}" not in cfg.operators:
-                continue
-            choices.append(((fam, name, fn), FAMILIES[fam] * w / total))
-    if not choices:
-        raise ValueError("no operator selected")
-    for attempt in range(20):
-        rng = case_rng(seed, number, str(attempt))
-        fam, name, fn = rng.weighted(choices)
-        tag = f"fz{seed}.{number}" + (f".{cfg.run_tag}" if cfg.run_tag else "")
-        s = Script(cfg, rng, Names(tag), tag)
-        fault = fn(s)
-        if fault is not None:
-            case = s.finish(seed, number, fam, fault)
-            return case
-    raise RuntimeError(f"case {number}: no applicable operator")  # pragma: no cover
+    return casegen.make_case(seed, number, cfg or GenConfig(), operators=OPERATORS,
+                             families=FAMILIES, script=Script)
 
 
 def describe(case: Case) -> str:
     """A human-readable listing of a case."""
-    lines = [f"case {case.name}: family {case.family}, fault {case.fault.kind} "
-             f"on {case.fault.target}: {case.fault.detail}",
-             f"  conformant: accept={case.fault.accept} close={sorted(case.fault.close)} "
-             f"detach={sorted(case.fault.detach)} exception={sorted(case.fault.exception)} "
-             f"drop={case.fault.drop}; barrier {case.barrier}"]
-    for i, it in enumerate(case.items):
-        mark = "!" if it.faulty else " "
-        wait = f"  (wait {it.wait})" if it.wait else ""
-        lines.append(f" {mark}{i:3d} {len(it.data):6d} octets  {it.label}{wait}")
-    return "\n".join(lines)
-
+    return "\n".join([
+        f"case {case.name}: family {case.family}, fault {case.fault.kind} "
+        f"on {case.fault.target}: {case.fault.detail}",
+        f"  conformant: accept={case.fault.accept} close={sorted(case.fault.close)} "
+        f"detach={sorted(case.fault.detach)} exception={sorted(case.fault.exception)} "
+        f"drop={case.fault.drop}; barrier {case.barrier}",
+        *casegen.item_lines(case)])

@@ -72,7 +72,7 @@ from amqp_sansio.v0_10.framing import (
     InvalidCommand,
 )
 
-from .signals import Signal, Violation
+from .signals import MonitorBase, Signal, Violation, complete_header
 from .specinfo import DETACH_CODES, ERROR_CODES, sent_by
 
 INF = float("inf")
@@ -135,34 +135,20 @@ def _add_credit(table: dict[str, float], dest: str, value: int | None) -> None:
     table[dest] = INF if total >= 0xFFFFFFFF else total
 
 
-class Monitor:
+class Monitor(MonitorBase):
     """Watches one connection; see the module docstring."""
 
     def __init__(self, cfg: MonitorConfig | None = None) -> None:
+        super().__init__()
         self.cfg = cfg = cfg or MonitorConfig()
-        self.violations: list[Violation] = []
-        self.signals: list[Signal] = []
         self.core = self._make_core(cfg)
-        self.core_failed = False
         self._peer_header = b""
         self._peer_dec: AssemblyDecoder | None = None
         self._peer_broken = False
-        self._our_header = b""
         self._our_dec: AssemblyDecoder | None = None
-        self.sent_broken = False  # our own octets stopped being valid framing
-        self.fault_sent = False
-        self._current_faulty = False
         self.by_channel: dict[int, _Sess] = {}
         self.sessions: dict[bytes, _Sess] = {}
         self.used_channels: set[int] = set()
-        self.handshake: set[str] = set()  # peer connection controls seen
-        self.peer_closed = False  # peer sent connection.close
-        self.peer_close_ok = False
-        self.we_closed = False
-        self.eof = False
-        self.counters: dict[str, int] = {}
-        self.received_octets = 0
-        self.sent_octets = 0
 
     @staticmethod
     def _make_core(cfg: MonitorConfig) -> Connection:
@@ -177,17 +163,7 @@ class Monitor:
             authenticator=sasl.ServerAuthenticator.standard(anonymous=True),
             max_frame_size=cfg.frame_max, channel_max=0xFFFF))
 
-    # -- helpers ------------------------------------------------------------
-    def violation(self, rule: str, message: str) -> None:
-        if len(self.violations) < 50:
-            self.violations.append(Violation(rule, message))
-
-    def _count(self, key: str) -> None:
-        self.counters[key] = self.counters.get(key, 0) + 1
-
-    def mark(self) -> dict[str, int]:
-        return dict(self.counters)
-
+    # -- what the runner asks ------------------------------------------------
     @property
     def over(self) -> bool:
         """Nothing more will come: the peer closed, reset or broke framing."""
@@ -215,16 +191,10 @@ class Monitor:
     # -- our side -----------------------------------------------------------
     def sent(self, data: bytes, *, faulty: bool = False) -> None:
         """We wrote ``data`` (the monitor numbers our commands from it)."""
-        self.sent_octets += len(data)
-        if faulty:
-            self.fault_sent = True
-        self._current_faulty = faulty
-        if self.sent_broken or not data:
+        if not self._note_sent(data, faulty):
             return
         if self._our_dec is None:
-            need = 8 - len(self._our_header)
-            self._our_header += data[:need]
-            data = data[need:]
+            self._our_header, data = complete_header(self._our_header, data)
             if len(self._our_header) < 8:
                 return
             if self._our_header != PROTOCOL_HEADER:
@@ -349,9 +319,7 @@ class Monitor:
         if self._peer_broken:
             return
         if self._peer_dec is None:
-            need = 8 - len(self._peer_header)
-            self._peer_header += data[:need]
-            data = data[need:]
+            self._peer_header, data = complete_header(self._peer_header, data)
             if len(self._peer_header) < 8:
                 return
             self._peer_dec = _big_decoder()

@@ -112,7 +112,7 @@ from amqp_sansio.v0_9_1.framing import (
 )
 
 from .monitor import MonitorConfig
-from .signals import Signal, Violation
+from .signals import MonitorBase, Signal, complete_header
 from .specinfo_0_9_1 import CLOSED_CHANNEL, DEV, REPLY_CODES, SOFT_CODES, method_name
 from .wire_0_9_1 import method_frame
 
@@ -164,14 +164,12 @@ class _Core(Connection):
         self._mon._peer_channel_item(item)
 
 
-class Monitor:
+class Monitor(MonitorBase):
     """Watches one 0-9-1 connection; see the module docstring."""
 
     def __init__(self, cfg: MonitorConfig | None = None) -> None:
+        super().__init__()
         self.cfg = cfg = cfg or MonitorConfig(mechanism="PLAIN")
-        self.violations: list[Violation] = []
-        self.deviations: list[Violation] = []
-        self.signals: list[Signal] = []
         self.replies: list[bytes] = []
         self.core = _Core(self, ClientConfig(
             virtual_host=cfg.virtual_host, username=cfg.username or "guest",
@@ -179,24 +177,11 @@ class Monitor:
             mechanisms=("PLAIN", "AMQPLAIN", "EXTERNAL", "ANONYMOUS"), channel_max=0,
             frame_max=_BIG, heartbeat=0, max_body_size=1 << 30))
         self.core.data_to_send()
-        self.core_failed = False
-        self.handshake: set[str] = set()
-        self.counters: dict[str, int] = {}
         self.chans: dict[int, _Ch] = {}
-        self.fault_sent = False
-        self._current_faulty = False
-        self.peer_closed = False
-        self.peer_close_ok = False
-        self.we_closed = False
         self.answered_close = False
-        self.eof = False
         self.peer_header: bytes | None = None
         self.peer_broken = False
-        self.sent_broken = False
         self.stale_sent = False  # we sent on a channel closed for the peer
-        self.received_octets = 0
-        self.sent_octets = 0
-        self._our_header = b""
         self.our_header_ok: bool | None = None
         self._our_buf: bytearray | None = None  # our frames, split by size only
         self._our_tune: tuple[int, int] | None = None
@@ -209,31 +194,13 @@ class Monitor:
         self._raw_closed = False
         self._raw_close_ok = False
 
-    # -- helpers ------------------------------------------------------------
-    def violation(self, rule: str, message: str) -> None:
-        if len(self.violations) < 50:
-            self.violations.append(Violation(rule, message))
-
-    def deviation(self, rule: str, message: str) -> None:
-        if len(self.deviations) < 20:
-            self.deviations.append(Violation(rule, message))
-
-    def _count(self, key: str) -> None:
-        self.counters[key] = self.counters.get(key, 0) + 1
-
-    def mark(self) -> dict[str, int]:
-        return dict(self.counters)
-
+    # -- what the runner asks ------------------------------------------------
     @property
     def over(self) -> bool:
         """Nothing more will come: EOF, close-ok, broken framing, or the
         peer's close answered."""
         return self.eof or self.peer_close_ok or self.peer_broken or self.core_failed or (
             self.peer_closed and self.answered_close)
-
-    @property
-    def opened(self) -> bool:
-        return "connection.open-ok" in self.handshake
 
     def satisfied(self, wait: str, mark: dict[str, int]) -> bool:
         if self.over or self.peer_closed:
@@ -266,16 +233,10 @@ class Monitor:
     # -- our side -----------------------------------------------------------
     def sent(self, data: bytes, *, faulty: bool = False) -> None:
         """We wrote ``data``."""
-        self.sent_octets += len(data)
-        if faulty:
-            self.fault_sent = True
-        self._current_faulty = faulty
-        if self.sent_broken or not data:
+        if not self._note_sent(data, faulty):
             return
         if self._our_buf is None:
-            need = 8 - len(self._our_header)
-            self._our_header += data[:need]
-            data = data[need:]
+            self._our_header, data = complete_header(self._our_header, data)
             if len(self._our_header) < 8:
                 return
             self.our_header_ok = self._our_header == PROTOCOL_HEADER

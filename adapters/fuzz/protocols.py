@@ -13,12 +13,13 @@ __all__ = ["protocol_of", "make_case", "generator", "gen_config_of"]
 from types import ModuleType
 from typing import Any
 
-from . import gen_0_9_1, generate
+from . import casegen, gen_0_9_1, generate
 from .case import P010, P091, PROTOCOLS, Case
 
 
 def protocol_of(gen: Any) -> str:
-    return P091 if isinstance(gen, gen_0_9_1.GenConfig) else P010
+    """The protocol of a generator configuration (``None``: the default, 0-10)."""
+    return gen.PROTOCOL if isinstance(gen, casegen.GenConfig) else P010
 
 
 def generator(protocol: str) -> ModuleType:
@@ -31,9 +32,8 @@ def generator(protocol: str) -> ModuleType:
 
 def make_case(seed: int, number: int, gen: Any = None) -> Case:
     """Case ``number`` of the campaign seeded ``seed``, for ``gen``'s protocol."""
-    if isinstance(gen, gen_0_9_1.GenConfig):
-        return gen_0_9_1.make_case(seed, number, gen)
-    return generate.make_case(seed, number, gen)
+    case: Case = generator(protocol_of(gen)).make_case(seed, number, gen)
+    return case
 
 
 def gen_config_of(j: dict[str, Any], **over: Any) -> Any:

@@ -2,33 +2,36 @@
 
 This is the only module that touches sockets and the clock (with the
 campaign loop and the server role).  Everything it learns goes through the
-pure :class:`~.monitor.Monitor`; the verdict comes from the pure
+pure monitor (:class:`~.monitor.Monitor`, 0-9-1:
+:class:`~.monitor_0_9_1.Monitor`); the verdict comes from the pure
 :func:`~.oracle.classify`.
 
-Per-step deadlines: after each item that has a ``wait``, and for each phase
-of the epilogue (barrier, close), the peer has ``step_timeout`` seconds.
-Reflexes (not part of the case, but deterministic given the peer's input):
-a ``connection.close`` from the peer is answered with ``close-ok``, a
-``session.detach`` with ``session.detached``.
-
-Epilogue, after the items: on every session still alive an
-``execution.sync`` with the sync bit (plus ``session.flush(completed)`` for a
-weak barrier) whose completion proves the peer still works, then
+What every protocol shares is here (:class:`_IO`, :func:`run_with`): the
+socket pump, the items, the frame of the epilogue, the probe.  Per-step
+deadlines: after each item that has a ``wait``, and for each phase of the
+epilogue (barrier, close), the peer has ``step_timeout`` seconds.  Epilogue,
+after the items: a barrier that proves the peer still works, then
 ``connection.close`` and its ``close-ok``.  A connection the handshake never
 opened is only waited on: the peer is expected to drop it.
+
+AMQP 0-10 (:class:`_IO010`; 0-9-1 in :mod:`.runner_0_9_1`): reflexes (not
+part of the case, but deterministic given the peer's input) answer a
+``connection.close`` from the peer with ``close-ok``, a ``session.detach``
+with ``session.detached``; the barrier is, on every session still alive, an
+``execution.sync`` with the sync bit (plus ``session.flush(completed)`` for a
+weak barrier) whose completion proves the peer still works.
 """
 
 from __future__ import annotations
 
-__all__ = ["Target", "RunConfig", "RunResult", "run_case", "probe", "parse_target"]
+__all__ = ["Target", "RunConfig", "RunResult", "run_case", "run_with", "probe", "parse_target"]
 
 import contextlib
 import errno
 import select
 import socket
 import time
-from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar, Generic, TypeVar
 
 import attrs
 
@@ -39,6 +42,7 @@ from . import wire
 from .case import P091, Case
 from .monitor import Monitor, MonitorConfig
 from .oracle import Observation, Outcome, classify
+from .signals import MonitorBase
 
 
 @attrs.frozen
@@ -82,20 +86,29 @@ class RunResult:
                 "duration": round(self.duration, 4)}
 
 
-class _IO:
-    """One non-blocking connection, pumped through the monitor."""
+M = TypeVar("M", bound=MonitorBase)
 
-    def __init__(self, sock: socket.socket, mon: Monitor, keep: bool) -> None:
+
+class _IO(Generic[M]):
+    """One non-blocking connection, pumped through the monitor, and the
+    conversation on it: the items, then the epilogue.  Protocol-neutral; a
+    protocol supplies the reflexes, the barrier and the close."""
+
+    HEADER: ClassVar[bytes]  # the protocol header (the probe sends it)
+
+    def __init__(self, sock: socket.socket, mon: M, keep: bool) -> None:
         self.sock = sock
         self.mon = mon
         self.t0 = time.monotonic()
         self.transcript: list[tuple[str, float, bytes]] = []
         self.keep = keep
         self.dead = False  # the transport ended (EOF, reset, write failure)
-        self._answered_close = False
-        self._answered_detach: set[int] = set()
-        self._seen_signals = 0
 
+    @classmethod
+    def monitor(cls, cfg: MonitorConfig) -> M:
+        raise NotImplementedError
+
+    # -- the socket --------------------------------------------------------------
     def _log(self, d: str, data: bytes) -> None:
         if self.keep:
             self.transcript.append((d, round(time.monotonic() - self.t0, 4), data))
@@ -160,24 +173,6 @@ class _IO:
         if r:
             self._read_some()
 
-    def reflexes(self, deadline: float) -> None:
-        """Answer the peer's close and detach (once each)."""
-        sigs = self.mon.signals
-        while self._seen_signals < len(sigs):
-            s = sigs[self._seen_signals]
-            self._seen_signals += 1
-            if s.kind == "close" and not self._answered_close and not self.dead:
-                self._answered_close = True
-                self.write(b"".join(wire.frames(wire.control_assembly(
-                    0, spec.ConnectionCloseOk()), 4084)), deadline)
-            elif s.kind == "detach" and s.channel is not None and (
-                    s.channel not in self._answered_detach) and not self.dead:
-                self._answered_detach.add(s.channel)
-                sess = self.mon.by_channel.get(s.channel)
-                name = sess.name if sess is not None else b""
-                self.write(b"".join(wire.frames(wire.control_assembly(
-                    s.channel, spec.SessionDetached(name=name, code=0)), 4084)), deadline)
-
     def wait(self, ready: Any, deadline: float) -> bool:
         """Pump until ``ready()`` or the deadline; True if ready."""
         while True:
@@ -191,9 +186,134 @@ class _IO:
                 return False
             self.pump(min(left, 0.5))
 
+    # -- what a protocol supplies --------------------------------------------------
+    def reflexes(self, deadline: float) -> None:
+        """Answer what the peer's input calls for (its close, ...)."""
+        raise NotImplementedError
+
     @property
     def answered_close(self) -> bool:
-        return self._answered_close
+        raise NotImplementedError
+
+    def wait_timeout(self, wait: str, step: float) -> float:
+        """How long a wait may take (longer than ``step`` where a peer may
+        delay its answer on purpose)."""
+        return step
+
+    def barrier(self, case: Case, step: float) -> str | None:
+        """Prove the peer still works (``case.barrier``); what timed out."""
+        raise NotImplementedError
+
+    def close(self, step: float) -> None:
+        """Send our connection.close."""
+        raise NotImplementedError
+
+    # -- the conversation ------------------------------------------------------------
+    def converse(self, case: Case, step: float) -> str | None:
+        """Items, then epilogue; what timed out, if anything."""
+        timed_out = self.play(case, step)
+        if timed_out is None:
+            timed_out = self.epilogue(case, step)
+        self.pump(0)
+        return timed_out
+
+    def play(self, case: Case, step: float) -> str | None:
+        """Send the items, waiting where an item says so."""
+        mon = self.mon
+        for i, item in enumerate(case.items):
+            if self.dead or mon.over or mon.peer_closed:
+                return None
+            mark = mon.mark()
+            if not self.write(item.data, time.monotonic() + step, item.faulty):
+                return f"writing item {i} ({item.label}): the peer stopped reading"
+            self.pump(0)
+            if item.wait:
+                wait = item.wait
+                if not self.wait(lambda w=wait, m=mark: mon.satisfied(w, m),
+                                 time.monotonic() + self.wait_timeout(wait, step)):
+                    return f"item {i} ({item.label}): waited for {wait}"
+            else:
+                self.reflexes(time.monotonic() + step)
+        return None
+
+    def epilogue(self, case: Case, step: float) -> str | None:
+        """After the items: the barrier, then connection.close and its
+        close-ok; a connection the handshake never opened is only waited on."""
+        mon = self.mon
+        self.wait(lambda: False, time.monotonic())
+        if self.dead or mon.over:
+            return None
+        if not mon.opened and not mon.peer_closed:
+            # The handshake never finished: a conformant peer drops or closes.
+            if self.wait(lambda: mon.peer_closed or mon.over,
+                         time.monotonic() + self.wait_timeout("open-ok", step)):
+                return None
+            return "the handshake stopped and the peer neither closed nor dropped the connection"
+        if not mon.peer_closed:
+            timed_out = self.barrier(case, step)
+            if timed_out is not None:
+                return timed_out
+        if mon.over or mon.peer_closed:
+            self.wait(lambda: mon.over, time.monotonic() + min(step, 0.2))
+            return None
+        self.close(step)
+        if not self.wait(lambda: mon.peer_close_ok or mon.peer_closed or mon.over,
+                         time.monotonic() + step):
+            return "connection.close not answered with close-ok"
+        return None
+
+    def observation(self, timed_out: str | None) -> Observation:
+        mon = self.mon
+        return Observation(
+            signals=tuple(mon.signals), violations=tuple(mon.violations), eof=self.dead,
+            clean_end=mon.peer_close_ok or self.answered_close, timed_out=timed_out,
+            fault_sent=mon.fault_sent, we_closed=mon.we_closed, opened=mon.opened,
+            deviations=tuple(mon.deviations))
+
+
+def run_with(case: Case, cfg: RunConfig, io_cls: type[_IO[Any]]) -> RunResult:
+    """Play ``case`` against ``cfg.target`` over ``io_cls``; classify what
+    the peer did (probing the target when it could not connect, or when the
+    outcome hints at a crash)."""
+    t0 = time.monotonic()
+    try:
+        sock = socket.create_connection((cfg.target.host, cfg.target.port),
+                                        timeout=cfg.connect_timeout)
+    except OSError as e:
+        obs = Observation(unreachable=True, timed_out=f"connect: {e}")
+        obs = attrs.evolve(obs, crashed=not probe(cfg.target, cfg.connect_timeout,
+                                                  io_cls.HEADER))
+        return RunResult(case, classify(case, obs), obs, [], time.monotonic() - t0)
+    sock.setblocking(False)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    io = io_cls(sock, io_cls.monitor(cfg.monitor), cfg.keep_transcript)
+    timed_out: str | None = None
+    try:
+        timed_out = io.converse(case, cfg.step_timeout)
+    finally:
+        with contextlib.suppress(OSError):
+            sock.close()
+    obs = io.observation(timed_out)
+    outcome = classify(case, obs)
+    if cfg.probe_after and outcome.kind in ("hang", "reset") and not probe(
+            cfg.target, cfg.connect_timeout, io_cls.HEADER):
+        obs = attrs.evolve(obs, crashed=True)
+        outcome = classify(case, obs)
+    return RunResult(case, outcome, obs, io.transcript, time.monotonic() - t0)
+
+
+def run_case(case: Case, cfg: RunConfig) -> RunResult:
+    """Play ``case`` against ``cfg.target``; classify what the peer did.
+    (0-9-1 cases are played by :func:`.runner_0_9_1.run_case`.)"""
+    if case.protocol == P091:
+        from .runner_0_9_1 import run_case as run_case_091
+
+        return run_case_091(case, cfg)
+    return run_with(case, cfg, _IO010)
+
+
+# ---------------------------------------------------------------------------
+# AMQP 0-10
 
 
 def _ctl(ch: int, ctl: Any) -> bytes:
@@ -204,123 +324,80 @@ def _cmd(ch: int, cmd: Any, sync: bool = False) -> bytes:
     return b"".join(wire.frames(wire.command_assembly(ch, cmd, sync=sync), 4084))
 
 
-def run_case(case: Case, cfg: RunConfig) -> RunResult:
-    """Play ``case`` against ``cfg.target``; classify what the peer did.
-    (0-9-1 cases are played by :func:`.runner_0_9_1.run_case`.)"""
-    if case.protocol == P091:
-        from .runner_0_9_1 import run_case as run_case_091
+class _IO010(_IO[Monitor]):
+    """0-10: reflexes answer the peer's close and detach (once each); the
+    barrier is an execution.sync on every live session."""
 
-        return run_case_091(case, cfg)
-    t0 = time.monotonic()
-    step = cfg.step_timeout
-    try:
-        sock = socket.create_connection((cfg.target.host, cfg.target.port),
-                                        timeout=cfg.connect_timeout)
-    except OSError as e:
-        obs = Observation(unreachable=True, timed_out=f"connect: {e}")
-        crashed = not probe(cfg.target, cfg.connect_timeout)
-        obs = attrs.evolve(obs, crashed=crashed)
-        return RunResult(case, classify(case, obs), obs, [], time.monotonic() - t0)
-    sock.setblocking(False)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    mon = Monitor(cfg.monitor)
-    io = _IO(sock, mon, cfg.keep_transcript)
-    timed_out: str | None = None
-    try:
-        timed_out = _play(case, io, mon, step)
-        if timed_out is None:
-            timed_out = _epilogue(case, io, mon, step)
-        io.pump(0)
-    finally:
-        with contextlib.suppress(OSError):
-            sock.close()
-    obs = Observation(
-        signals=tuple(mon.signals), violations=tuple(mon.violations), eof=io.dead,
-        clean_end=mon.peer_close_ok or io.answered_close, timed_out=timed_out,
-        fault_sent=mon.fault_sent, we_closed=mon.we_closed,
-        opened="connection.open-ok" in mon.handshake)
-    outcome = classify(case, obs)
-    if cfg.probe_after and outcome.kind in ("hang", "reset") and not probe(
-            cfg.target, cfg.connect_timeout):
-        obs = attrs.evolve(obs, crashed=True)
-        outcome = classify(case, obs)
-    return RunResult(case, outcome, obs, io.transcript, time.monotonic() - t0)
+    HEADER = PROTOCOL_HEADER
 
+    def __init__(self, sock: socket.socket, mon: Monitor, keep: bool) -> None:
+        super().__init__(sock, mon, keep)
+        self._answered_close = False
+        self._answered_detach: set[int] = set()
+        self._seen_signals = 0
 
-def _play(case: Case, io: _IO, mon: Monitor, step: float,
-          wait_timeout: Callable[[str], float] | None = None) -> str | None:
-    """Send the items; ``wait_timeout(wait)`` may give a wait longer than
-    ``step`` (0-9-1: a server may delay the close of a failed handshake)."""
-    for i, item in enumerate(case.items):
-        if io.dead or mon.over or mon.peer_closed:
-            return None
-        mark = mon.mark()
-        if not io.write(item.data, time.monotonic() + step, item.faulty):
-            return f"writing item {i} ({item.label}): the peer stopped reading"
-        io.pump(0)
-        if item.wait:
-            wait = item.wait
-            limit = wait_timeout(wait) if wait_timeout is not None else step
-            if not io.wait(lambda w=wait, m=mark: mon.satisfied(w, m),
-                           time.monotonic() + limit):
-                return f"item {i} ({item.label}): waited for {wait}"
-        else:
-            io.reflexes(time.monotonic() + step)
-    return None
+    @classmethod
+    def monitor(cls, cfg: MonitorConfig) -> Monitor:
+        return Monitor(cfg)
 
+    def reflexes(self, deadline: float) -> None:
+        sigs = self.mon.signals
+        while self._seen_signals < len(sigs):
+            s = sigs[self._seen_signals]
+            self._seen_signals += 1
+            if s.kind == "close" and not self._answered_close and not self.dead:
+                self._answered_close = True
+                self.write(_ctl(0, spec.ConnectionCloseOk()), deadline)
+            elif s.kind == "detach" and s.channel is not None and (
+                    s.channel not in self._answered_detach) and not self.dead:
+                self._answered_detach.add(s.channel)
+                sess = self.mon.by_channel.get(s.channel)
+                name = sess.name if sess is not None else b""
+                self.write(_ctl(s.channel, spec.SessionDetached(name=name, code=0)), deadline)
 
-def _epilogue(case: Case, io: _IO, mon: Monitor, step: float) -> str | None:
-    io.wait(lambda: False, time.monotonic() + 0.0)
-    if io.dead or mon.over:
-        return None
-    opened = "connection.open-ok" in mon.handshake
-    if not opened and not mon.peer_closed:
-        # The handshake never finished: a conformant peer drops or closes.
-        if io.wait(lambda: mon.peer_closed or mon.over, time.monotonic() + step):
-            return None
-        return "the handshake stopped and the peer neither closed nor dropped the connection"
-    if mon.peer_closed:
-        io.wait(lambda: mon.over, time.monotonic() + min(step, 0.2))
-        return None
-    # Barrier: prove each live session still executes commands.
-    waits: list[tuple[int, int | None, int]] = []
-    if case.barrier != "none":
-        weak = case.barrier == "weak"
-        for ch, s in mon.live_sessions(strict=not weak):
-            if s.next_out is None:
-                io.write(_ctl(ch, spec.SessionCommandPoint(command_id=0, command_offset=0)),
-                         time.monotonic() + step)
-            before = mon.counters.get(f"completed:{ch}", 0)
-            io.write(_cmd(ch, spec.ExecutionSync(), sync=True), time.monotonic() + step)
-            if weak:
-                io.write(_ctl(ch, spec.SessionFlush(completed=True)), time.monotonic() + step)
-            waits.append((ch, None if weak else s.last_out, before))
+    @property
+    def answered_close(self) -> bool:
+        return self._answered_close
 
-    def barrier_done() -> bool:
-        if mon.over or mon.peer_closed:
-            return True
-        for ch, cid, before in waits:
-            if mon.session_ended(ch):
-                continue
-            if cid is None:
-                if mon.counters.get(f"completed:{ch}", 0) <= before:
+    def barrier(self, case: Case, step: float) -> str | None:
+        """Prove each live session still executes commands."""
+        mon = self.mon
+        waits: list[tuple[int, int | None, int]] = []
+        if case.barrier != "none":
+            weak = case.barrier == "weak"
+            for ch, s in mon.live_sessions(strict=not weak):
+                if s.next_out is None:
+                    self.write(_ctl(ch, spec.SessionCommandPoint(command_id=0,
+                                                                 command_offset=0)),
+                               time.monotonic() + step)
+                before = mon.counters.get(f"completed:{ch}", 0)
+                self.write(_cmd(ch, spec.ExecutionSync(), sync=True), time.monotonic() + step)
+                if weak:
+                    self.write(_ctl(ch, spec.SessionFlush(completed=True)),
+                               time.monotonic() + step)
+                waits.append((ch, None if weak else s.last_out, before))
+
+        def barrier_done() -> bool:
+            if mon.over or mon.peer_closed:
+                return True
+            for ch, cid, before in waits:
+                if mon.session_ended(ch):
+                    continue
+                if cid is None:
+                    if mon.counters.get(f"completed:{ch}", 0) <= before:
+                        return False
+                elif cid not in mon.completed_on(ch):
                     return False
-            elif cid not in mon.completed_on(ch):
-                return False
-        return True
+            return True
 
-    if waits and not io.wait(barrier_done, time.monotonic() + step):
-        pending = [ch for ch, cid, _ in waits if not mon.session_ended(ch)]
-        return f"barrier: execution.sync not completed on channel(s) {pending}"
-    if mon.over or mon.peer_closed:
-        io.wait(lambda: mon.over, time.monotonic() + min(step, 0.2))
+        if waits and not self.wait(barrier_done, time.monotonic() + step):
+            pending = [ch for ch, cid, _ in waits if not mon.session_ended(ch)]
+            return f"barrier: execution.sync not completed on channel(s) {pending}"
         return None
-    io.write(_ctl(0, spec.ConnectionClose(reply_code=200, reply_text="fuzz case done")),
-             time.monotonic() + step)
-    if not io.wait(lambda: mon.peer_close_ok or mon.peer_closed or mon.over,
-                   time.monotonic() + step):
-        return "connection.close not answered with close-ok"
-    return None
+
+    def close(self, step: float) -> None:
+        self.write(_ctl(0, spec.ConnectionClose(reply_code=200, reply_text="fuzz case done")),
+                   time.monotonic() + step)
 
 
 def probe(target: Target, timeout: float = 3.0, header: bytes = PROTOCOL_HEADER) -> bool:

@@ -9,11 +9,15 @@
   ``execution.exception``; 0-9-1: ``connection.close``, ``channel.close``)
   and other turns (``close-ok``, ``session.detach``, a redirect, the peer's
   protocol header).
+* :class:`MonitorBase` -- the bookkeeping every monitor shares (what it
+  reports, the counters waits are measured against, the state of both
+  sides' closes, our own octets and their protocol header) and what the
+  runner asks of any monitor.
 """
 
 from __future__ import annotations
 
-__all__ = ["Signal", "Violation"]
+__all__ = ["Signal", "Violation", "MonitorBase", "complete_header"]
 
 from typing import Any
 
@@ -45,3 +49,83 @@ class Signal:
 
     def to_json(self) -> dict[str, Any]:
         return {k: v for k, v in attrs.asdict(self).items() if v not in (None, "", False)}
+
+
+def complete_header(head: bytes, data: bytes) -> tuple[bytes, bytes]:
+    """``head`` completed towards the 8-octet protocol header from ``data``,
+    and what follows it in ``data``."""
+    need = 8 - len(head)
+    return head + data[:need], data[need:]
+
+
+class MonitorBase:
+    """Watches one connection: the protocol-neutral half (see the protocol
+    monitors, :mod:`.monitor` and :mod:`.monitor_0_9_1`)."""
+
+    def __init__(self) -> None:
+        self.violations: list[Violation] = []
+        self.deviations: list[Violation] = []  # documented deviations
+        self.signals: list[Signal] = []
+        self.counters: dict[str, int] = {}  # what the peer sent, by kind (waits compare)
+        self.handshake: set[str] = set()  # the peer's connection methods/controls seen
+        self.core_failed = False  # our core refused the peer's octets
+        self.fault_sent = False
+        self._current_faulty = False  # the octets being sent carry the fault
+        self.sent_broken = False  # our own octets stopped being valid framing
+        self._our_header = b""
+        self.peer_closed = False  # the peer sent connection.close
+        self.peer_close_ok = False
+        self.we_closed = False
+        self.eof = False
+        self.received_octets = 0
+        self.sent_octets = 0
+
+    # -- what the runner asks ------------------------------------------------
+    @property
+    def over(self) -> bool:
+        """Nothing more will come from the peer."""
+        raise NotImplementedError
+
+    @property
+    def opened(self) -> bool:
+        return "connection.open-ok" in self.handshake
+
+    def satisfied(self, wait: str, mark: dict[str, int]) -> bool:
+        """Has the peer done what ``wait`` waits for since ``mark``?"""
+        raise NotImplementedError
+
+    def sent(self, data: bytes, *, faulty: bool = False) -> None:
+        """We wrote ``data``."""
+        raise NotImplementedError
+
+    def received(self, data: bytes) -> None:
+        """The peer wrote ``data``."""
+        raise NotImplementedError
+
+    def end_of_input(self) -> None:
+        """The peer closed its side (or the connection reset)."""
+        raise NotImplementedError
+
+    def mark(self) -> dict[str, int]:
+        return dict(self.counters)
+
+    # -- helpers ---------------------------------------------------------------
+    def violation(self, rule: str, message: str) -> None:
+        if len(self.violations) < 50:
+            self.violations.append(Violation(rule, message))
+
+    def deviation(self, rule: str, message: str) -> None:
+        if len(self.deviations) < 20:
+            self.deviations.append(Violation(rule, message))
+
+    def _count(self, key: str) -> None:
+        self.counters[key] = self.counters.get(key, 0) + 1
+
+    def _note_sent(self, data: bytes, faulty: bool) -> bool:
+        """Count what we wrote and whether it carries the fault; False when
+        there is nothing to parse (no octets, or our framing broke before)."""
+        self.sent_octets += len(data)
+        if faulty:
+            self.fault_sent = True
+        self._current_faulty = faulty
+        return bool(data) and not self.sent_broken
