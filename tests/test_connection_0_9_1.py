@@ -716,6 +716,34 @@ def test_flow_from_the_peer() -> None:
     ch.publish("", "q", b"x")
 
 
+def test_flow_ok_waits_behind_replies_still_owed() -> None:
+    """Regression (state-machine fuzzing): the server core answered a
+    client's channel.flow at once, ahead of the qos-ok the application still
+    owed for an earlier basic.qos; the client, which matches replies in
+    order, took that for a 503 connection error."""
+    cli, srv, ch, sch = open_pair()
+    qos = spec.BasicQos(prefetch_count=1)
+    ch.send(qos)
+    ping = ch.ping()
+    _, es = pump(cli, srv)
+    assert es == [ev.MethodReceived(ch.id, qos), ev.ChannelFlow(ch.id, True)]
+    assert srv.data_to_send() == b""  # flow-ok waits for qos-ok
+    sch.send(spec.BasicQosOk())
+    assert methods_of(srv.data_to_send()) == [spec.BasicQosOk(), spec.ChannelFlowOk(active=True)]
+    # With nothing owed it is answered at once (and get-ok releases it too).
+    get = spec.BasicGet(queue="q")
+    ch.send(get)
+    ch.send(spec.ChannelFlow(active=True))
+    cli.data_to_send()
+    srv.receive_data(encode_method(ch.id, get) + encode_method(ch.id, spec.ChannelFlow(
+        active=True)))
+    assert srv.data_to_send() == b""
+    sch.send_content(spec.BasicGetOk(delivery_tag=1), None, b"m")
+    assert [getattr(i, "method", i) for i in frames_of(srv.data_to_send())] == [
+        spec.BasicGetOk(delivery_tag=1), spec.ChannelFlowOk(active=True)]
+    assert not sch.owed and ping in ch.pending
+
+
 def test_client_flow_off_refused_under_rabbit_dialect() -> None:
     cli, srv, ch, sch = open_pair()
     with pytest.raises(LocalProtocolError, match="540"):
@@ -754,6 +782,37 @@ def test_acks_are_checked_locally() -> None:
     pump(cli, srv)
     ch.ack(0, multiple=True)
     assert len(ch.unacked) == 0
+
+
+def test_multiple_acks_name_an_outstanding_tag() -> None:
+    """Regression (state-machine fuzzing, RabbitMQ's collect_acks): a
+    ``multiple`` ack whose own tag is not outstanding is a 406 at the
+    broker even if lower tags are; and ack(0, multiple=True) -- "all
+    outstanding" -- also settled deliveries still on the wire, which the
+    client then booked as outstanding when they arrived."""
+    cli, srv, ch, sch = open_pair()
+    for tag in (1, 2, 3):
+        sch.send_content(spec.BasicDeliver(consumer_tag="c", delivery_tag=tag), None, b"")
+    pump(cli, srv)
+    ch.ack(3)
+    with pytest.raises(LocalProtocolError, match="not outstanding"):
+        ch.ack(3, multiple=True)  # 1 and 2 are outstanding, 3 is not
+    with pytest.raises(LocalProtocolError, match="not outstanding"):
+        ch.nack(4, multiple=True)
+    assert list(ch.unacked) == [1, 2]
+    cli.data_to_send()
+    # Delivery 4 is on the wire when the client acks "everything".
+    sch.send_content(spec.BasicDeliver(consumer_tag="c", delivery_tag=4), None, b"")
+    ch.ack(0, multiple=True)
+    assert methods_of(cli.data_to_send()) == [spec.BasicAck(delivery_tag=2, multiple=True)]
+    assert len(ch.unacked) == 0
+    pump(cli, srv)
+    assert list(ch.unacked) == [4]  # still to be acknowledged, and the broker agrees
+    ch.nack(0, multiple=True, requeue=False)
+    assert methods_of(cli.data_to_send()) == [spec.BasicNack(delivery_tag=4, multiple=True,
+                                                             requeue=False)]
+    ch.ack(0, multiple=True)  # nothing outstanding: nothing to say
+    assert cli.data_to_send() == b""
 
 
 def test_nack_needs_the_server_capability() -> None:
@@ -869,6 +928,43 @@ def test_consumer_tags() -> None:
     sch.send(spec.BasicCancelOk(consumer_tag="t"))
     pump(cli, srv)
     assert ch.consumers == {"amq.ctag-1": False}
+
+
+def test_no_wait_cancel_and_consumer_tag_reuse() -> None:
+    """Regression (state-machine fuzzing).  After a no-wait cancel the
+    server may still deliver to the consumer: those deliveries of a no-ack
+    consumer were booked as unacknowledged (the broker has nothing to ack:
+    a 406 later).  Reusing the tag at once was ambiguous too (a server
+    cancel of the old consumer removed the new one), and so was reusing a
+    tag whose cancel awaits cancel-ok, or a consume-ok arriving after a
+    no-wait cancel (the consumer stayed registered)."""
+    cli, srv, ch, sch = open_pair()
+    ch.send(spec.BasicConsume(queue="q", consumer_tag="c", no_ack=True, no_wait=True))
+    pump(cli, srv)
+    sch.send_content(spec.BasicDeliver(consumer_tag="c", delivery_tag=1), None, b"late")
+    ch.send(spec.BasicCancel(consumer_tag="c", no_wait=True))
+    assert ch.consumers == {}
+    ec, _ = pump(cli, srv)
+    assert [e.body for e in ec] == [b"late"]  # type: ignore[attr-defined]
+    assert len(ch.unacked) == 0  # a no-ack consumer's delivery: nothing to ack
+    with pytest.raises(LocalProtocolError, match="no-wait"):
+        ch.send(spec.BasicConsume(queue="q", consumer_tag="c"))
+    ch.ping()  # a reply to a later request: the server is past the cancel
+    pump(cli, srv)
+    ch.send(spec.BasicConsume(queue="q", consumer_tag="c", no_wait=True))
+    assert ch.consumers == {"c": False}
+    # A tag whose cancel awaits cancel-ok is not free either.
+    ch.send(spec.BasicCancel(consumer_tag="c"))
+    with pytest.raises(LocalProtocolError, match="in use"):
+        ch.send(spec.BasicConsume(queue="q", consumer_tag="c", no_wait=True))
+    # Cancelled (no-wait) before its consume-ok came: never registered.
+    ch.send(spec.BasicConsume(queue="q", consumer_tag="d"))
+    ch.send(spec.BasicCancel(consumer_tag="d", no_wait=True))
+    pump(cli, srv)
+    sch.send(spec.BasicCancelOk(consumer_tag="c"))
+    sch.send(spec.BasicConsumeOk(consumer_tag="d"))
+    pump(cli, srv)
+    assert ch.consumers == {} and not ch.pending
 
 
 @pytest.mark.parametrize("no_wait", [True, False])

@@ -16,7 +16,8 @@ Every request we send that expects a reply (``RESPONSES`` non-empty and its
 no-wait bit clear) is queued; replies must answer the oldest one, in order
 (RabbitMQ answers pipelined requests in order).  A reply nobody asked for is
 a connection error (503).  In the server role the same holds the other way:
-the application answers the peer's requests, oldest first.
+the application answers the peer's requests, oldest first -- and the
+``flow-ok`` the core writes itself waits behind the replies still owed.
 
 Local rules (:class:`~amqp_sansio.errors.LocalProtocolError`, nothing sent)
 ------------------------------------------------------------------------------
@@ -27,11 +28,16 @@ Local rules (:class:`~amqp_sansio.errors.LocalProtocolError`, nothing sent)
   all once closed;
 * ``confirm.select`` and ``tx.select`` exclude each other; ``tx.commit`` and
   ``tx.rollback`` need ``tx.select`` first;
-* a consumer tag already in use on the channel; a no-wait consume without a
-  tag (the server's choice would never be known);
+* a consumer tag already in use on the channel (registered, or a consume or
+  cancel of it awaiting its reply, or cancelled with no-wait and no reply to
+  a later request seen since -- the server may still deliver to it); a
+  no-wait consume without a tag (the server's choice would never be known);
 * ``ack``/``nack``/``reject`` of a delivery tag that is not outstanding
-  (RabbitMQ would close the channel with 406); ``nack`` when the server did
-  not announce ``basic.nack``;
+  (RabbitMQ would close the channel with 406) -- with ``multiple`` too, the
+  tag named must be outstanding; ``nack`` when the server did not announce
+  ``basic.nack``.  Tag 0 with ``multiple`` ("all outstanding") goes out as
+  a ``multiple`` of the highest tag we hold, so that it cannot settle
+  deliveries still on the wire (nothing is sent if we hold none);
 * publishing while the peer has flow off (``channel.flow(active=False)``);
 * the RabbitMQ dialect also refuses what RabbitMQ answers with 540:
   ``immediate=True``, ``basic.qos`` with ``prefetch_size != 0``, and
@@ -47,12 +53,15 @@ from collections import deque
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from ..errors import LocalProtocolError
 from . import events as ev
 from ._specbase import METHODS_BY_NAME, Method, Properties, check_names
 from .confirms import ConfirmError, ConfirmTracker, TagSet
 from .spec import (
     BasicAck,
+    BasicCancel,
     BasicCancelOk,
     BasicConsume,
     BasicNack,
@@ -148,6 +157,13 @@ class Channel:
         #: False while the peer has asked us to stop sending content.
         self.flow_active = True
         self._close: ChannelClose | None = None  # what we sent, while CLOSING
+        # Consumers cancelled with no-wait (tag -> (no_ack, requests sent
+        # before the cancel)): until a reply to a later request proves the
+        # server processed the cancel, its deliveries may still come, and
+        # the tag is not free for a new consumer.
+        self._cancelled: dict[str, tuple[bool, int]] = {}
+        self._requests = 0  # requests sent that await a reply, ever
+        self._replies = 0  # replies received, ever
 
     def __repr__(self) -> str:
         return f"<Channel {self.id} {self.state.name}>"
@@ -200,7 +216,11 @@ class Channel:
             check_names(method)
         handler = _SEND_RULES.get(name)
         if handler is not None:
-            handler(self, method)
+            instead = handler(self, method)
+            if instead is not None:  # the rule rewrote the method
+                if instead is _NOTHING:
+                    return
+                method = instead
         self._send_checked(method)
 
     def _send_checked(self, method: Method) -> None:
@@ -216,6 +236,16 @@ class Channel:
         self._conn._write_method(self.id, method)
         if method.expects_reply:
             self.pending.append(method)
+            self._requests += 1
+        self._answer_queued_flows()
+
+    def _answer_queued_flows(self) -> None:
+        """Write the flow-oks that waited for the replies owed before them."""
+        owed = self.owed
+        while owed and isinstance(owed[0], ChannelFlow):
+            flow = owed.popleft()
+            self._conn._write_method(self.id, ChannelFlowOk(
+                active=flow.active))  # type: ignore[attr-defined]
 
     def publish(self, exchange: str = "", routing_key: str = "",
                 body: bytes | bytearray | memoryview = b"",
@@ -269,6 +299,7 @@ class Channel:
                 raise LocalProtocolError("basic.get-ok answers no outstanding basic.get")
             self.owed.popleft()
         self._conn._write_content(self.id, method, properties, body)
+        self._answer_queued_flows()
         return None
 
     def ping(self) -> Method:
@@ -318,7 +349,8 @@ class Channel:
 
     def ack(self, delivery_tag: int, multiple: bool = False) -> None:
         """Acknowledge a delivery (``multiple``: every one up to it; tag 0
-        with ``multiple``: all outstanding)."""
+        with ``multiple``: all outstanding -- sent as a ``multiple`` ack of
+        the highest outstanding tag, nothing if none is outstanding)."""
         self.send(BasicAck(delivery_tag=delivery_tag, multiple=multiple))
 
     def nack(self, delivery_tag: int, multiple: bool = False, requeue: bool = True) -> None:
@@ -369,7 +401,13 @@ class Channel:
             return
         if name == "channel.flow" and st is ChannelState.OPEN:
             active = bool(m.active)  # type: ignore[attr-defined]
-            self._conn._write_method(self.id, ChannelFlowOk(active=active))
+            if self.owed:
+                # Replies go out in request order (the peer matches them
+                # that way): flow-ok waits behind the replies the
+                # application still owes (server role: e.g. qos-ok).
+                self.owed.append(m)
+            else:
+                self._conn._write_method(self.id, ChannelFlowOk(active=active))
             self.flow_active = active
             events.append(ev.ChannelFlow(self.id, active))
             return
@@ -402,6 +440,12 @@ class Channel:
                 raise ProtocolFault(f"unexpected {name} on channel {self.id} ({what} was due)",
                                     COMMAND_INVALID, m.CLASS_ID, m.METHOD_ID)
             request = self.pending.popleft()
+            self._replies += 1
+            if self._cancelled:
+                # Reply number n answers request number n: one sent after a
+                # no-wait cancel means the server is past the cancel.
+                self._cancelled = {t: c for t, c in self._cancelled.items()
+                                   if c[1] >= self._replies}
         elif m.expects_reply:
             self.owed.append(m)
         hook = _RECEIVE_RULES.get(name)
@@ -432,6 +476,7 @@ class Channel:
         self.pending.clear()
         self.owed.clear()
         self.consumers.clear()
+        self._cancelled.clear()
         self.unacked.clear()
         self._conn._forget_channel(self)
 
@@ -445,8 +490,13 @@ class Channel:
 def _send_consume(ch: Channel, m: Any) -> None:
     tag = m.consumer_tag
     if tag and (tag in ch.consumers or any(
-            isinstance(p, BasicConsume) and p.consumer_tag == tag for p in ch.pending)):
+            isinstance(p, BasicConsume | BasicCancel) and p.consumer_tag == tag
+            for p in ch.pending)):
         raise LocalProtocolError(f"consumer tag {tag!r} is already in use on channel {ch.id}")
+    if tag in ch._cancelled:
+        raise LocalProtocolError(f"consumer tag {tag!r} was cancelled with no-wait and the "
+                                 f"server may still use it on channel {ch.id}: wait for a "
+                                 "reply to a later request (e.g. ping())")
     if m.no_wait:
         if not tag:
             raise LocalProtocolError("a no-wait basic.consume needs a consumer tag")
@@ -455,25 +505,46 @@ def _send_consume(ch: Channel, m: Any) -> None:
 
 def _send_cancel(ch: Channel, m: Any) -> None:
     if ch._client and m.no_wait:
-        ch.consumers.pop(m.consumer_tag, None)
+        tag = m.consumer_tag
+        no_ack = ch.consumers.pop(tag, None)
+        if no_ack is None:  # its consume-ok may still be on the way
+            no_ack = next((bool(p.no_ack) for p in ch.pending
+                           if isinstance(p, BasicConsume) and p.consumer_tag == tag), None)
+        if no_ack is not None:
+            ch._cancelled[tag] = (no_ack, ch._requests)
 
 
-def _send_ack(ch: Channel, m: Any) -> None:
+def _send_ack(ch: Channel, m: Any) -> Method | None:
     if not ch._client:
-        return  # server role: confirms; the application keeps the books
+        return None  # server role: confirms; the application keeps the books
     tag, multiple = m.delivery_tag, m.multiple
     if isinstance(m, BasicNack) and not ch._conn._peer_capability("basic.nack"):
         raise LocalProtocolError("the server did not announce basic.nack")
     if multiple:
-        # Nothing changes when nothing is at or below the tag.
-        if not ch.unacked.remove_upto(tag) and tag != 0:
-            raise LocalProtocolError(f"no outstanding delivery tag at or below {tag}")
-        return
+        if tag == 0:
+            # "All outstanding" means, to the server, every delivery it sent,
+            # including those still on the wire -- which we would then book
+            # as outstanding when they arrive.  Say what we mean: up to the
+            # highest tag we hold (nothing at all if we hold none).
+            top = max(ch.unacked, default=0)
+            if not top:
+                return _NOTHING
+            m = attrs.evolve(m, delivery_tag=top)
+            ch.unacked.remove_upto(top)
+            return m  # type: ignore[no-any-return]
+        # The tag itself must be outstanding (spec: a non-zero tag refers to
+        # a delivered message; RabbitMQ answers 406 otherwise).
+        if tag not in ch.unacked:
+            raise LocalProtocolError(f"delivery tag {tag} is not outstanding on channel "
+                                     f"{ch.id} (a multiple ack names an outstanding tag)")
+        ch.unacked.remove_upto(tag)
+        return None
     try:
         ch.unacked.remove(tag)
     except ConfirmError:
         raise LocalProtocolError(f"delivery tag {tag} is not outstanding on channel {ch.id} "
                                  "(unknown, or already acknowledged)") from None
+    return None
 
 
 def _send_reject(ch: Channel, m: Any) -> None:
@@ -526,6 +597,9 @@ def _send_recover(ch: Channel, m: Any) -> None:
         ch.unacked.clear()
 
 
+#: A send rule's answer for "send nothing at all".
+_NOTHING: Method = ChannelFlow()
+
 _SEND_RULES: dict[str, Any] = {
     "basic.consume": _send_consume,
     "basic.cancel": _send_cancel,
@@ -544,7 +618,8 @@ _SEND_RULES: dict[str, Any] = {
 
 
 def _on_consume_ok(ch: Channel, m: Any, request: Any, events: list[ev.Event]) -> bool:
-    ch.consumers[m.consumer_tag] = bool(request.no_ack) if request is not None else False
+    if m.consumer_tag not in ch._cancelled:  # (else cancelled before it started)
+        ch.consumers[m.consumer_tag] = bool(request.no_ack) if request is not None else False
     return False
 
 
@@ -554,7 +629,9 @@ def _on_cancel_ok(ch: Channel, m: Any, request: Any, events: list[ev.Event]) -> 
 
 
 def _on_deliver(ch: Channel, m: Any, request: Any, events: list[ev.Event]) -> bool:
-    no_ack = ch.consumers.get(m.consumer_tag, False)
+    no_ack = ch.consumers.get(m.consumer_tag)
+    if no_ack is None:  # a consumer cancelled with no-wait: its last deliveries
+        no_ack = ch._cancelled.get(m.consumer_tag, (False, 0))[0]
     if not no_ack:
         _track(ch, m)
     return False
@@ -598,6 +675,7 @@ def _on_server_cancel(ch: Channel, m: Any, request: Any, events: list[ev.Event])
     if not ch._client:
         return False
     ch.consumers.pop(m.consumer_tag, None)
+    ch._cancelled.pop(m.consumer_tag, None)
     if not m.no_wait:
         if ch.owed and ch.owed[-1] is m:  # answered here, not by the application
             ch.owed.pop()

@@ -124,7 +124,9 @@ class ChannelClosed(Event):
 @attrs.frozen(slots=True)
 class ChannelFlow(Event):
     """The peer asked us to stop (``active=False``) or resume sending
-    content on ``channel``; the core has already answered ``flow-ok``."""
+    content on ``channel``.  The core answers ``flow-ok`` itself: at once,
+    or -- when replies to earlier requests are still owed (server role) --
+    right after the last of them, since the peer matches replies in order."""
 
     channel: int
     active: bool
