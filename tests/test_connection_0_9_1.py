@@ -1335,3 +1335,36 @@ def test_channel_table_entries_are_all_exercised() -> None:
     for state, inputs in CHANNEL_TRANSITIONS.items():
         for inp in inputs:
             assert ("channel", state.name, inp) in seen, (state.name, inp)
+
+
+@pytest.mark.parametrize("dialect", ["rabbit", "spec"])
+def test_late_consume_ok_is_matched_by_tag_for_rabbitmq(dialect: str) -> None:
+    """RabbitMQ answers basic.consume/cancel from the queue's process: their
+    -ok can come after later replies and in any order among themselves
+    (tests/test_rabbitmq_0_9_1.py sees it on a real node).  The rabbit
+    dialect matches them by tag; the spec dialect keeps replies in order."""
+    cli, fs = opened_client(dialect=dialect)
+    ch = cli.open_channel()
+    fs.send(encode_method(ch.id, spec.ChannelOpenOk()))
+    a = spec.BasicConsume(queue="q", consumer_tag="a")
+    b = spec.BasicConsume(queue="q", consumer_tag="b")
+    d = spec.QueueDeclare(queue="q", passive=True)
+    for r in (a, b, d):
+        ch.send(r)
+    cli.data_to_send()
+    replies = [encode_method(ch.id, spec.QueueDeclareOk(queue="q")),
+               encode_method(ch.id, spec.BasicConsumeOk(consumer_tag="b")),
+               encode_method(ch.id, spec.BasicConsumeOk(consumer_tag="a"))]
+    if dialect == "spec":
+        with pytest.raises(RemoteProtocolError, match="a reply to basic.consume was due"):
+            fs.send(*replies)
+        return
+    got = [e for e in fs.send(*replies) if isinstance(e, ev.MethodReceived)]
+    assert [(e.request, e.method.NAME) for e in got] == [
+        (d, "queue.declare-ok"), (b, "basic.consume-ok"), (a, "basic.consume-ok")]
+    assert set(ch.consumers) == {"a", "b"} and not ch.pending
+    # Only consume/cancel may be passed over: a reply skipping a qos is wrong.
+    ch.send(spec.BasicQos(prefetch_count=1))
+    ch.send(d)
+    with pytest.raises(RemoteProtocolError, match="a reply to basic.qos was due"):
+        fs.send(encode_method(ch.id, spec.QueueDeclareOk(queue="q")))

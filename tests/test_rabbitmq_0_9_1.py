@@ -672,3 +672,32 @@ def test_node_listens_on_loopback_only(rabbitmq: Node) -> None:  # noqa: F811
     assert set(seen) == ports, (seen, ports)
     for hosts in seen.values():
         assert all(h in ("127.0.0.1", "[::1]") for h in hosts), seen
+
+
+def test_consume_and_cancel_pipelined_with_other_requests(peer: Peer) -> None:
+    """RabbitMQ answers basic.consume / basic.cancel from the queue's
+    process, so their -ok can come after replies to requests sent behind
+    them (found by `amqp-sansio fuzz --protocol 0-9-1`).  Pipelined anyway,
+    every reply is matched to its own request."""
+    ch = peer.channel()
+    q = declare_queue(peer, ch)
+    tags = [f"c{i}" for i in range(30)]
+    # (Consumes and cancels go in separate rounds: a basic.cancel right
+    # behind its own basic.consume crashes RabbitMQ 3.10's channel, 541.)
+    for verb in (lambda t: spec.BasicConsume(queue=q, consumer_tag=t),
+                 lambda t: spec.BasicCancel(consumer_tag=t)):
+        sent: list[Method] = []
+        for i, tag in enumerate(tags):
+            reqs = [verb(tag), spec.QueueDeclare(queue=q, passive=True),
+                    spec.BasicQos(prefetch_count=i + 1)]
+            for r in reqs:
+                ch.send(r)
+            sent += reqs
+        replies = [peer.wait(ev.MethodReceived, timeout=30) for _ in sent]
+        assert sorted(map(id, (r.request for r in replies))) == sorted(map(id, sent))
+        for r in replies:
+            assert r.method.NAME.startswith(r.request.NAME + "-ok")
+            if r.request.NAME.startswith("basic.c"):
+                assert r.method.consumer_tag == r.request.consumer_tag
+        assert not ch.pending and not peer.conn.closed
+    assert ch.consumers == {}

@@ -107,6 +107,10 @@ CHANNEL_TRANSITIONS: dict[ChannelState, dict[str, tuple[ChannelState, ...] | Non
 }
 
 # reply name -> the requests it may answer
+# RabbitMQ's late replies (see Channel._rabbit_reply_slot).
+_LATE_REQUESTS = frozenset({"basic.consume", "basic.cancel"})
+_CONSUMER_REPLIES = frozenset({"basic.consume-ok", "basic.cancel-ok"})
+
 REPLY_TO: dict[str, frozenset[str]] = {}
 for _m in METHODS_BY_NAME.values():
     for _r in _m.RESPONSES:
@@ -435,11 +439,20 @@ class Channel:
         request: Method | None = None
         if name in REPLY_TO:
             head = self.pending[0] if self.pending else None
-            if head is None or head.NAME not in REPLY_TO[name]:
+            if self._rabbit and (name in _CONSUMER_REPLIES or head is None
+                                 or head.NAME not in REPLY_TO[name]):
+                at = self._rabbit_reply_slot(m)
+            else:
+                at = 0 if head is not None and head.NAME in REPLY_TO[name] else None
+            if at is None:
                 what = f"a reply to {head.NAME}" if head is not None else "no reply"
                 raise ProtocolFault(f"unexpected {name} on channel {self.id} ({what} was due)",
                                     COMMAND_INVALID, m.CLASS_ID, m.METHOD_ID)
-            request = self.pending.popleft()
+            if at == 0:
+                request = self.pending.popleft()
+            else:
+                request = self.pending[at]
+                del self.pending[at]
             self._replies += 1
             if self._cancelled:
                 # Reply number n answers request number n: one sent after a
@@ -458,6 +471,27 @@ class Channel:
             events.append(ev.MessageReceived(self.id, m, props, body, request))
         else:
             events.append(ev.MethodReceived(self.id, m, request))
+
+    def _rabbit_reply_slot(self, m: Method) -> int | None:
+        """Which pending request a reply answers, RabbitMQ's way: it answers
+        basic.consume and basic.cancel from the queue's process, so their
+        -ok may come after replies to later requests, and (across queues)
+        in any order among themselves.  Only those may be passed over;
+        consume-ok/cancel-ok are matched by consumer tag (an empty tag in
+        the request: the server named it)."""
+        names = REPLY_TO[m.NAME]
+        tag = getattr(m, "consumer_tag", None) if m.NAME in _CONSUMER_REPLIES else None
+        unnamed = None
+        for i, req in enumerate(self.pending):
+            if req.NAME in names:
+                want = getattr(req, "consumer_tag", "") if tag is not None else None
+                if tag is None or want == tag:
+                    return i
+                if not want and unnamed is None:
+                    unnamed = i
+            elif req.NAME not in _LATE_REQUESTS:
+                break
+        return unnamed
 
     def _closed(self, events: list[ev.Event], *, by_peer: bool,
                 close: Method | None = None) -> None:
