@@ -906,7 +906,8 @@ def test_confirm_and_tx_exclude_each_other() -> None:
     with pytest.raises(LocalProtocolError):
         ch.send(spec.ConfirmSelect())
     ch.send(spec.TxCommit())
-    ch.send(spec.TxRollback())
+    with pytest.raises(LocalProtocolError, match="504"):  # not behind a commit (RabbitMQ)
+        ch.send(spec.TxRollback())
 
 
 def test_consumer_tags() -> None:
@@ -1368,3 +1369,27 @@ def test_late_consume_ok_is_matched_by_tag_for_rabbitmq(dialect: str) -> None:
     ch.send(d)
     with pytest.raises(RemoteProtocolError, match="a reply to basic.qos was due"):
         fs.send(encode_method(ch.id, spec.QueueDeclareOk(queue="q")))
+
+
+@pytest.mark.parametrize("dialect", ["rabbit", "spec"])
+def test_nothing_is_pipelined_behind_tx_commit_for_rabbitmq(dialect: str) -> None:
+    """RabbitMQ closes the connection (504) for any method that arrives
+    while a channel commits (found by the 0-9-1 fuzzer); the rabbit dialect
+    refuses it locally, changing nothing; the spec dialect lets it through."""
+    cli, fs = opened_client(dialect=dialect)
+    ch = cli.open_channel()
+    fs.send(encode_method(ch.id, spec.ChannelOpenOk()))
+    ch.send(spec.TxSelect())
+    fs.send(encode_method(ch.id, spec.TxSelectOk()))
+    cli.data_to_send()
+    ch.send(spec.TxCommit())
+    cli.data_to_send()
+    if dialect == "rabbit":
+        with pytest.raises(LocalProtocolError, match="504"):
+            ch.publish("", "q", b"x")
+        with pytest.raises(LocalProtocolError, match="504"):
+            ch.send(spec.BasicQos(prefetch_count=1))
+        assert cli.data_to_send() == b"" and len(ch.pending) == 1
+        fs.send(encode_method(ch.id, spec.TxCommitOk()))
+    ch.publish("", "q", b"x")
+    assert cli.data_to_send()

@@ -1235,6 +1235,9 @@ class ChannelMachine(RuleBasedStateMachine):
 
     def sendable(self, p: Pair) -> bool:
         assert p.cch is not None
+        if self.dialect == "rabbit" and any(r.NAME in ("tx.commit", "tx.rollback")
+                                            for r in p.requests):
+            return False  # RabbitMQ would close the connection (504): refused locally
         return self.d.client.state is ConnState.OPEN and p.cch.state is ChannelState.OPEN
 
     def request(self, p: Pair, m: Method, legal: bool = True) -> None:

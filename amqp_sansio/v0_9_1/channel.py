@@ -109,6 +109,7 @@ CHANNEL_TRANSITIONS: dict[ChannelState, dict[str, tuple[ChannelState, ...] | Non
 # reply name -> the requests it may answer
 # RabbitMQ's late replies (see Channel._rabbit_reply_slot).
 _LATE_REQUESTS = frozenset({"basic.consume", "basic.cancel"})
+_TX_ENDS = frozenset({"tx.commit", "tx.rollback"})
 _CONSUMER_REPLIES = frozenset({"basic.consume-ok", "basic.cancel-ok"})
 
 REPLY_TO: dict[str, frozenset[str]] = {}
@@ -189,6 +190,14 @@ class Channel:
         if self.state is not ChannelState.OPEN:
             raise LocalProtocolError(f"cannot send {what} on channel {self.id} in state "
                                      f"{self.state.name}")
+        if self.pending and self._client and self._rabbit and any(
+                r.NAME in _TX_ENDS for r in self.pending):
+            # The spec lets a client pipeline, but RabbitMQ closes the
+            # connection (504) for anything that arrives on a channel while
+            # it commits or rolls back (found by the 0-9-1 fuzzer).
+            raise LocalProtocolError(f"cannot send {what} on channel {self.id} before its "
+                                     "tx.commit/tx.rollback is answered (RabbitMQ would "
+                                     "close the connection with 504)")
 
     @property
     def _client(self) -> bool:
