@@ -1393,3 +1393,20 @@ def test_nothing_is_pipelined_behind_tx_commit_for_rabbitmq(dialect: str) -> Non
         fs.send(encode_method(ch.id, spec.TxCommitOk()))
     ch.publish("", "q", b"x")
     assert cli.data_to_send()
+
+
+def test_server_blocks_and_unblocks_a_client_that_asked_for_it() -> None:
+    cli, srv = pair()
+    assert srv.block("low on memory") and srv.blocked
+    assert not srv.block("again")  # already blocked: nothing more is sent
+    ec, _ = pump(cli, srv)
+    assert ec == [ev.ConnectionBlocked("low on memory")] and cli.blocked
+    assert srv.unblock() and not srv.unblock()
+    ec, _ = pump(cli, srv)
+    assert ec == [ev.ConnectionUnblocked()] and not cli.blocked
+    with pytest.raises(LocalProtocolError):
+        cli.block()
+    # A client that did not announce the capability is never sent it.
+    caps = {k: v for k, v in cmod.DEFAULT_CAPABILITIES.items() if k != "connection.blocked"}
+    cli, srv = pair({"capabilities": caps})
+    assert not srv.block("low on memory") and srv.data_to_send() == b""

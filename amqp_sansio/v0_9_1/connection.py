@@ -97,6 +97,7 @@ from .spec import (
     ChannelClose,
     ChannelOpen,
     ChannelOpenOk,
+    ConnectionBlocked,
     ConnectionClose,
     ConnectionCloseOk,
     ConnectionOpen,
@@ -107,6 +108,7 @@ from .spec import (
     ConnectionStartOk,
     ConnectionTune,
     ConnectionTuneOk,
+    ConnectionUnblocked,
     ConnectionUpdateSecret,
     ConnectionUpdateSecretOk,
 )
@@ -342,6 +344,7 @@ class Connection:
         self.mechanism: str | None = None
         self.peer_properties: dict[str, Any] = {}
         self.channels: dict[int, Channel] = {}
+        # Client: the server has blocked us.  Server: we blocked the client.
         self.blocked = False
         self.closed_reason: str | None = None
         self._pending0: list[Method] = []  # connection-level requests (update-secret)
@@ -485,6 +488,28 @@ class Connection:
         m = ConnectionUpdateSecret(new_secret=new_secret, reason=reason)
         self._write_method(0, m)
         self._pending0.append(m)
+
+    def block(self, reason: str = "") -> bool:
+        """Server role: ``connection.blocked`` (a resource alarm: the client
+        should stop publishing).  Sent only to a client that announced the
+        ``connection.blocked`` capability, as RabbitMQ does; returns whether
+        it was sent."""
+        return self._set_blocked(True, reason)
+
+    def unblock(self) -> bool:
+        """Server role: ``connection.unblocked`` after :meth:`block`; returns
+        whether it was sent (False when the client was not blocked)."""
+        return self._set_blocked(False, "")
+
+    def _set_blocked(self, on: bool, reason: str) -> bool:
+        if self._is_client:
+            raise LocalProtocolError("only a server blocks or unblocks a connection")
+        self._check_can_send()
+        if on == self.blocked or not self._peer_capability("connection.blocked"):
+            return False
+        self._write_method(0, ConnectionBlocked(reason=reason) if on else ConnectionUnblocked())
+        self.blocked = on
+        return True
 
     # ------------------------------------------------------------ internals
     def _trace(self, inp: str) -> None:
