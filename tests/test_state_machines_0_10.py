@@ -22,11 +22,11 @@ import collections
 import functools
 import importlib.util
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
+from duplex import SIDES, DuplexBase, misuse, of, other, stateful_settings
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -93,21 +93,10 @@ from amqp_sansio.v0_10.spec import (
     SessionTimeout,
 )
 
-SIDES = ("client", "server")
-EVENTS_LIMIT = 1 << 20  # octets in flight per direction: "bounded"
-
-
-def other(side: str) -> str:
-    return "server" if side == "client" else "client"
-
 
 def machine_settings(steps: int = 40) -> settings:
     """The active profile's example count, trimmed for stateful runs."""
-    base = settings()
-    return settings(base, max_examples=max(10, base.max_examples // 4),
-                    stateful_step_count=steps, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow,
-                                           HealthCheck.filter_too_much])
+    return stateful_settings(steps, lambda n: max(10, n // 4))
 
 
 EXAMPLES = itertools.count()  # examples run by any machine (fuzz/state_machines.py)
@@ -115,86 +104,24 @@ STATS: collections.Counter[str] = collections.Counter()  # what the checks saw
 
 
 # ---------------------------------------------------------------------------
-# Two connections and the bytes between them
+# Two connections and the bytes between them (tests/duplex.py)
 
 
-class Duplex:
+class Duplex(DuplexBase[Connection]):
     """A client and a server with explicit in-flight buffers."""
 
-    def __init__(self, client: ClientConfig, server: ServerConfig, now: float = 0.0) -> None:
-        self.conns = {"client": Connection(Role.CLIENT, client),
-                      "server": Connection(Role.SERVER, server)}
-        self.inflight = {"client": bytearray(), "server": bytearray()}  # bytes TO a side
-        self.events: dict[str, list[ev.Event]] = {"client": [], "server": []}
-        self.errors: dict[str, list[RemoteProtocolError]] = {"client": [], "server": []}
-        self.eof = {"client": False, "server": False}
-        self.now = now
+    connection_type = Connection
+    role_type = Role
+    state_type = ConnState
+    events_module = ev
+    violation_scopes = ("connection", "session", "execution")
+    violation_replies = ("connection.close", "session.detached", "execution.exception", "none")
 
-    @property
-    def client(self) -> Connection:
-        return self.conns["client"]
-
-    @property
-    def server(self) -> Connection:
-        return self.conns["server"]
-
-    def collect(self) -> None:
-        for side in SIDES:
-            data = self.conns[side].data_to_send()
-            if data:
-                self.inflight[other(side)] += data
-            assert len(self.inflight[other(side)]) <= EVENTS_LIMIT
-
-    def feed(self, side: str, data: bytes) -> list[ev.Event]:
-        """Input for one side; returns its events (a peer error is recorded)."""
-        conn = self.conns[side]
-        try:
-            out = conn.receive_data(data, now=self.now)
-        except RemoteProtocolError as e:
-            assert e.scope == "connection"
-            assert conn.closed  # a connection-scope violation ends it
-            self.errors[side].append(e)
-            out = list(getattr(e, "events", []))
-            assert of(out, ev.ProtocolViolation)
-        self.events[side].extend(out)
-        return out
-
-    def deliver(self, side: str, n: int | None = None) -> list[ev.Event]:
-        buf = self.inflight[side]
-        k = len(buf) if n is None else min(n, len(buf))
-        if not k:
-            return []
-        chunk = bytes(buf[:k])
-        del buf[:k]
-        if self.conns[side].closed:
-            return []
-        return self.feed(side, chunk)
-
-    def eof_to(self, side: str) -> list[ev.Event]:
-        self.eof[side] = True
-        self.inflight[side].clear()
-        return self.feed(side, b"")
-
-    def quiet(self) -> bool:
-        return not self.inflight["client"] and not self.inflight["server"]
-
-    def settle(self, close_sockets: bool = True, rounds: int = 500) -> None:
-        """Deliver everything; a side that ended closes its socket (EOF)."""
-        for _ in range(rounds):
-            self.collect()
-            if self.quiet():
-                if not close_sockets:
-                    return
-                ended = [s for s in SIDES if self.conns[s].closed
-                         and not self.conns[other(s)].closed and not self.eof[other(s)]]
-                if not ended:
-                    return
-                for s in ended:
-                    self.eof_to(other(s))
-                continue
-            for side in SIDES:
-                self.deliver(side)
-        raise AssertionError("the two sides never went quiet")
+    def check_violation(self, conn: Connection, e: RemoteProtocolError,
+                        out: list[ev.Event]) -> None:
+        assert e.scope == "connection"
+        assert conn.closed  # a connection-scope violation ends it
+        assert of(out, ev.ProtocolViolation)
 
     def snapshot(self, side: str) -> Any:
         conn = self.conns[side]
@@ -207,20 +134,6 @@ class Duplex:
 
 def state_of(s: Session) -> SessionState:
     return s.state  # (re-read: mypy would keep an earlier narrowing)
-
-
-def of(events: Iterable[ev.Event], cls: type) -> list[Any]:
-    return [e for e in events if isinstance(e, cls)]
-
-
-def misuse(duplex: Duplex, side: str, call: Callable[[], object]) -> None:
-    """``call`` must raise LocalProtocolError and change nothing."""
-    duplex.collect()
-    before = duplex.snapshot(side)
-    with pytest.raises(LocalProtocolError):
-        call()
-    assert duplex.snapshot(side) == before
-    assert duplex.conns[side].data_to_send() == b""
 
 
 class Garbage:
@@ -269,14 +182,8 @@ class Garbage:
 def check_connection(duplex: Duplex, ever_closed: dict[str, bool]) -> None:
     """Invariants every machine checks after each step."""
     for side in SIDES:
+        duplex.check_side(side, ever_closed)
         conn = duplex.conns[side]
-        assert isinstance(conn.state, ConnState)
-        if ever_closed[side]:
-            assert conn.closed  # CLOSED is final
-        ever_closed[side] = conn.closed
-        evs = duplex.events[side]
-        assert len(of(evs, ev.ConnectionOpened)) <= 1
-        assert len(of(evs, ev.ConnectionClosed) + of(evs, ev.ConnectionLost)) <= 1
         if conn.closed:
             assert conn.sessions == {}
         for ch, s in conn.sessions.items():
@@ -284,11 +191,6 @@ def check_connection(duplex: Duplex, ever_closed: dict[str, bool]) -> None:
             assert s.state in (SessionState.ATTACHING, SessionState.ATTACHED,
                                SessionState.DETACHING)
             assert s.outstanding <= s.replay_window
-        for e in evs[-50:]:
-            if isinstance(e, ev.ProtocolViolation):
-                assert e.scope in ("connection", "session", "execution")
-                assert e.reply in ("connection.close", "session.detached",
-                                   "execution.exception", "none")
 
 
 # ---------------------------------------------------------------------------

@@ -37,7 +37,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
-import pytest
+from duplex import SIDES, DuplexBase, of, other, stateful_settings
+from duplex import misuse as refused
 from hypothesis import HealthCheck, note, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -50,7 +51,7 @@ from hypothesis.stateful import (
 )
 
 from amqp_sansio import sasl
-from amqp_sansio.errors import LocalProtocolError, RemoteProtocolError
+from amqp_sansio.errors import RemoteProtocolError
 from amqp_sansio.sasl_amqplain import AmqplainServer
 from amqp_sansio.v0_9_1 import connection as cmod
 from amqp_sansio.v0_9_1 import events as ev
@@ -75,8 +76,6 @@ from amqp_sansio.v0_9_1.framing import (
     encode_method,
 )
 
-SIDES = ("client", "server")
-INFLIGHT_LIMIT = 1 << 20  # octets in flight per direction: "bounded"
 HANDSHAKE = (ConnState.AWAIT_START, ConnState.AWAIT_TUNE, ConnState.AWAIT_OPEN_OK,
              ConnState.AWAIT_HEADER, ConnState.AWAIT_START_OK, ConnState.AWAIT_SECURE_OK,
              ConnState.AWAIT_TUNE_OK, ConnState.AWAIT_OPEN)
@@ -89,26 +88,14 @@ PROBES = [(role, state, inp) for role, table in CONNECTION_TRANSITIONS.items()
           or (inp == "bad-header" and state is ConnState.AWAIT_START)]
 
 
-def other(side: str) -> str:
-    return "server" if side == "client" else "client"
-
-
 def machine_settings(steps: int = 40) -> settings:
     """The active profile's example count (ci: 60, dev: 200; an example here
     takes some milliseconds)."""
-    base = settings()
-    return settings(base, max_examples=max(20, base.max_examples),
-                    stateful_step_count=steps, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow,
-                                           HealthCheck.filter_too_much])
+    return stateful_settings(steps, lambda n: max(20, n))
 
 
 EXAMPLES = itertools.count()  # examples run by any machine (fuzz/state_machines_0_9_1.py)
 STATS: collections.Counter[str] = collections.Counter()  # what the checks saw
-
-
-def of(events: Iterable[ev.Event], cls: type) -> list[Any]:
-    return [e for e in events if isinstance(e, cls)]
 
 
 def state_of(x: Connection | Channel) -> Any:
@@ -116,102 +103,28 @@ def state_of(x: Connection | Channel) -> Any:
 
 
 # ---------------------------------------------------------------------------
-# Two connections and the bytes between them
+# Two connections and the bytes between them (tests/duplex.py)
 
 
-class Duplex:
+class Duplex(DuplexBase[Connection]):
     """A client and a server core with explicit in-flight buffers, and the
     test's own record of when each side last read and wrote (the heartbeat
     model)."""
 
-    def __init__(self, client: ClientConfig, server: ServerConfig) -> None:
-        self.now = 0.0
-        self.conns = {"client": Connection(Role.CLIENT, client),
-                      "server": Connection(Role.SERVER, server)}
-        self.inflight = {"client": bytearray(), "server": bytearray()}  # bytes TO a side
-        self.events: dict[str, list[ev.Event]] = {"client": [], "server": []}
-        self.errors: dict[str, list[RemoteProtocolError]] = {"client": [], "server": []}
-        self.eof = {"client": False, "server": False}
-        self.fed = {"client": 0, "server": 0}  # octets fed to each side
-        self.last_in: dict[str, float | None] = {"client": None, "server": None}
-        self.last_out: dict[str, float | None] = {"client": None, "server": None}
+    connection_type = Connection
+    role_type = Role
+    state_type = ConnState
+    events_module = ev
+    violation_scopes = ("connection", "channel")
+    violation_replies = ("connection.close", "channel.close", "none")
+    eof_when_closed = False
 
-    @property
-    def client(self) -> Connection:
-        return self.conns["client"]
-
-    @property
-    def server(self) -> Connection:
-        return self.conns["server"]
-
-    def collect(self) -> None:
-        for side in SIDES:
-            data = self.conns[side].data_to_send()
-            if data:
-                self.inflight[other(side)] += data
-                self.last_out[side] = self.now
-            assert len(self.inflight[other(side)]) <= INFLIGHT_LIMIT
-
-    def feed(self, side: str, data: bytes) -> list[ev.Event]:
-        """Input for one side; returns its events (a peer error is recorded)."""
-        conn = self.conns[side]
-        self.last_in[side] = self.now
-        self.fed[side] += len(data)
-        try:
-            out = conn.receive_data(data, now=self.now)
-        except RemoteProtocolError as e:
-            assert e.scope == "connection" and 300 <= e.code < 600, e
-            assert conn.state in (ConnState.CLOSING, ConnState.CLOSED)
-            self.errors[side].append(e)
-            out = list(getattr(e, "events", []))
-            assert out and isinstance(out[-1], ev.ProtocolViolation), out
-            assert out[-1].code == e.code
-        self.events[side].extend(out)
-        return out
-
-    def deliver(self, side: str, n: int | None = None) -> list[ev.Event]:
-        buf = self.inflight[side]
-        k = len(buf) if n is None else min(n, len(buf))
-        if not k:
-            return []
-        chunk = bytes(buf[:k])
-        del buf[:k]
-        if self.conns[side].closed:
-            return []
-        return self.feed(side, chunk)
-
-    def eof_to(self, side: str) -> list[ev.Event]:
-        self.eof[side] = True
-        self.inflight[side].clear()
-        if self.conns[side].closed:
-            return []
-        return self.feed(side, b"")
-
-    def quiet(self) -> bool:
-        return not self.inflight["client"] and not self.inflight["server"]
-
-    def settle(self, close_sockets: bool = True, on_round: Callable[[], None] | None = None,
-               rounds: int = 500) -> None:
-        """Deliver everything; a side that ended closes its socket (EOF)."""
-        for _ in range(rounds):
-            self.collect()
-            if self.quiet():
-                if not close_sockets:
-                    return
-                ended = [s for s in SIDES if self.conns[s].closed
-                         and not self.conns[other(s)].closed and not self.eof[other(s)]]
-                if not ended:
-                    return
-                for s in ended:
-                    self.eof_to(other(s))
-                if on_round is not None:
-                    on_round()
-                continue
-            for side in SIDES:
-                self.deliver(side)
-                if on_round is not None:
-                    on_round()
-        raise AssertionError("the two sides never went quiet")
+    def check_violation(self, conn: Connection, e: RemoteProtocolError,
+                        out: list[ev.Event]) -> None:
+        assert e.scope == "connection" and 300 <= e.code < 600, e
+        assert conn.state in (ConnState.CLOSING, ConnState.CLOSED)
+        assert out and isinstance(out[-1], ev.ProtocolViolation), out
+        assert out[-1].code == e.code
 
     def at_frame_boundary(self, side: str) -> bool:
         """The side has read whole frames only (so the next in-flight octet
@@ -234,27 +147,16 @@ class Duplex:
 
 def misuse(d: Duplex, side: str, call: Callable[[], object]) -> None:
     """``call`` must raise LocalProtocolError and change nothing."""
-    d.collect()
-    before = d.snapshot(side)
-    with pytest.raises(LocalProtocolError):
-        call()
-    assert d.snapshot(side) == before
-    assert d.conns[side].data_to_send() == b""
+    refused(d, side, call)
     STATS["misuse refused"] += 1
 
 
 def check_connection(d: Duplex, ever_closed: dict[str, bool]) -> None:
     """Invariants every machine checks after each step."""
     for side in SIDES:
+        d.check_side(side, ever_closed)
         conn = d.conns[side]
-        assert isinstance(conn.state, ConnState)
         assert conn.state in CONNECTION_TRANSITIONS[conn.role]
-        if ever_closed[side]:
-            assert conn.closed  # CLOSED is final
-        ever_closed[side] = conn.closed
-        evs = d.events[side]
-        assert len(of(evs, ev.ConnectionOpened)) <= 1
-        assert len(of(evs, ev.ConnectionClosed) + of(evs, ev.ConnectionLost)) <= 1
         if conn.closed:
             assert conn.channels == {}
             assert conn.next_deadline() is None
@@ -270,10 +172,6 @@ def check_connection(d: Duplex, ever_closed: dict[str, bool]) -> None:
         assert dec.frames.pending <= dec.max_frame_size
         assert set(dec._partial) <= set(conn.channels) | {0} or conn.state in (
             ConnState.CLOSING, ConnState.CLOSED)
-        for e in evs[-50:]:
-            if isinstance(e, ev.ProtocolViolation):
-                assert e.scope in ("connection", "channel")
-                assert e.reply in ("connection.close", "channel.close", "none")
 
 
 # ---------------------------------------------------------------------------
