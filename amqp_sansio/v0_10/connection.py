@@ -896,8 +896,8 @@ class Connection:
             self._on_attach(channel, ctl, events)
             return
         named = name in ("session.attached", "session.detach", "session.detached")
-        if self._is_stray(channel, session, bytes(ctl.name or b"") if named and (  # type: ignore[attr-defined]
-                session is not None) else None):
+        if self._is_stray(channel, session,
+                          bytes(getattr(ctl, "name", None) or b"") if named else None):
             return
         if session is None:
             if name == "session.detached":
