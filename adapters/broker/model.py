@@ -241,6 +241,8 @@ class Broker:
             q.next_expiry = m.expires
 
     def _drop_expired_head(self, q: QueueState) -> None:
+        if q.next_expiry is None or not self.now > q.next_expiry:
+            return  # nothing due: no per-delivery work for queues without ttls
         while q.messages and self.expired(q.messages[0]):
             q.messages.popleft()
             self.stats["expired"] += 1
