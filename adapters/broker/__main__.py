@@ -1,72 +1,129 @@
-"""``python -m amqp_sansio_broker``: run the embedded broker on TCP.
+"""``amqp-sansio broker`` / ``python -m amqp_sansio_broker``: run the
+embedded broker on TCP.
 
 Prints ``amqp://HOST:PORT`` on the first line of stdout once it listens
-(useful with ``--port 0``), then serves until SIGINT or SIGTERM.
+(useful with ``--port 0``), then serves until SIGINT or SIGTERM.  What a
+newcomer gets wrong (a port in use, a missing certificate file, an install
+without Trio) is one line on stderr and a non-zero exit, never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import signal
 import ssl
 import sys
 from functools import partial
 
-import trio
+#: Exit status when the broker cannot start (bad files, port in use...).
+EXIT_CANNOT_START = 1
+#: Exit status for a usage error (argparse's own).
+EXIT_USAGE = 2
 
-from .model import Broker
-from .server import serve_broker
 
-
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m amqp_sansio_broker",
-                                description="In-memory AMQP 0-10 broker (for tests and demos).")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=5672, help="0 picks a free port")
+def _parser(prog: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=prog, description="Run the in-memory AMQP 0-10 broker (for tests and demos). "
+        "Prints amqp://HOST:PORT once it listens; stops on Ctrl-C or SIGTERM.")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default %(default)s)")
+    p.add_argument("--port", type=int, default=5672,
+                   help="TCP port (default %(default)s; 0 picks a free one)")
     p.add_argument("--user", action="append", default=[], metavar="NAME:PASSWORD",
                    help="accept PLAIN with these credentials (repeatable); "
                         "disables ANONYMOUS unless --anonymous")
-    p.add_argument("--anonymous", action="store_true", help="also accept ANONYMOUS")
+    p.add_argument("--anonymous", action="store_true",
+                   help="also accept ANONYMOUS when --user is given")
     p.add_argument("--vhost", action="append", default=[], metavar="NAME",
                    help="virtual hosts to accept (repeatable; default '/')")
-    p.add_argument("--heartbeat-min", type=int, default=None)
-    p.add_argument("--heartbeat-max", type=int, default=None)
-    p.add_argument("--certfile", help="serve amqps with this certificate (PEM)")
-    p.add_argument("--keyfile")
+    p.add_argument("--heartbeat-min", type=int, default=None, metavar="SECONDS",
+                   help="shortest heartbeat interval a client may ask for (default: any)")
+    p.add_argument("--heartbeat-max", type=int, default=None, metavar="SECONDS",
+                   help="longest heartbeat interval a client may ask for (default: any)")
+    p.add_argument("--certfile", metavar="PEM",
+                   help="serve amqps with this certificate chain (default: plain amqp)")
+    p.add_argument("--keyfile", metavar="PEM",
+                   help="the certificate's private key (default: in --certfile)")
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def _fail(prog: str, message: str, status: int = EXIT_CANNOT_START) -> int:
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    return status
+
+
+def _tls_context(certfile: str, keyfile: str | None) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(certfile, keyfile)
+    return ctx
+
+
+def _bind_error(e: OSError, host: str, port: int) -> str:
+    if e.errno == errno.EADDRINUSE:
+        return (f"port {port} on {host} is already in use (another broker, e.g. a local "
+                f"RabbitMQ?); pick another with --port N, or --port 0 for a free one")
+    if e.errno == errno.EACCES:
+        return f"not allowed to listen on port {port} (ports below 1024 need root); use --port N"
+    return f"cannot listen on {host}:{port}: {e.strerror or e}"
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m amqp_sansio_broker") -> int:
+    args = _parser(prog).parse_args(argv)
+    try:
+        import trio
+    except ImportError:
+        return _fail(prog, "the embedded broker needs Trio, which is not installed: "
+                           "pip install 'amqp-sansio[broker]'")
+    from .model import Broker
+    from .server import serve_broker
+
     users: dict[str, str] = {}
     for u in args.user:
         name, sep, password = u.partition(":")
         if not sep:
-            print(f"--user wants NAME:PASSWORD, got {u!r}", file=sys.stderr)
-            return 2
+            return _fail(prog, f"--user wants NAME:PASSWORD, got {u!r}", EXIT_USAGE)
         users[name] = password
     broker = Broker(users=users or None, anonymous=args.anonymous or not users,
                     virtual_hosts=tuple(args.vhost) or ("/",),
                     heartbeat_min=args.heartbeat_min, heartbeat_max=args.heartbeat_max)
     ctx = None
+    if args.keyfile and not args.certfile:
+        return _fail(prog, "--keyfile needs --certfile", EXIT_USAGE)
     if args.certfile:
-        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        ctx.load_cert_chain(args.certfile, args.keyfile)
+        try:
+            ctx = _tls_context(args.certfile, args.keyfile)
+        except (OSError, ssl.SSLError) as e:
+            files = args.certfile + (f" / {args.keyfile}" if args.keyfile else "")
+            return _fail(prog, f"cannot load the TLS certificate {files}: "
+                               f"{getattr(e, 'strerror', None) or e}")
+
+    listening = False
 
     async def run() -> None:
+        nonlocal listening
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async with trio.open_nursery() as nursery:
                 port = await nursery.start(partial(serve_broker, broker, args.host, args.port,
                                                    ssl_context=ctx))
+                listening = True
                 host = f"[{args.host}]" if ":" in args.host else args.host
                 print(f"{'amqps' if ctx else 'amqp'}://{host}:{port}", flush=True)
                 async for _ in signals:  # SIGTERM/SIGINT: stop cleanly
                     nursery.cancel_scope.cancel()
                     break
 
-    with contextlib.suppress(KeyboardInterrupt):
-        trio.run(run)
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            trio.run(run)
+    except BaseException as e:
+        from amqp_sansio_trio._util import leaves
+
+        errors = [x for x in leaves(e) if not isinstance(x, trio.Cancelled)]
+        if not listening and len(errors) == 1 and isinstance(errors[0], OSError):
+            return _fail(prog, _bind_error(errors[0], args.host, args.port))
+        raise
     return 0
 
 

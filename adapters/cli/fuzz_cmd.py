@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .extras import require
 from .streams import CLIError, Streams
 
 _OUTCOMES = ("accepted", "rejected", "deviation", "wrong-code", "missed", "violation", "reset",
@@ -195,6 +196,10 @@ def run_fuzz(args: argparse.Namespace, streams: Streams) -> int:
     if p091 and args.target == "embedded":
         raise CLIError("--target embedded is the embedded AMQP 0-10 broker; with --protocol "
                        "0-9-1 give the HOST:PORT of a 0-9-1 broker (e.g. RabbitMQ)")
+    if args.target == "embedded":
+        require("trio", "--target embedded (the embedded broker)")
+    if args.spark:
+        require("pyspark", "--spark")
     from amqp_sansio_fuzz.campaign import CampaignConfig, EmbeddedBroker
 
     out: Path = args.out
@@ -203,7 +208,7 @@ def run_fuzz(args: argparse.Namespace, streams: Streams) -> int:
     try:
         if args.target == "embedded":
             embedded = EmbeddedBroker(log=out / "broker.log")
-            target = embedded.start()
+            target = _start_embedded(embedded, out / "broker.log")
             print(f"embedded broker on {target} (log: {out / 'broker.log'})",
                   file=streams.stderr)
         else:
@@ -224,6 +229,13 @@ def run_fuzz(args: argparse.Namespace, streams: Streams) -> int:
         if embedded is not None:
             embedded.stop()
     return _finish(result, cfg, args, streams, fail_on)
+
+
+def _start_embedded(embedded: Any, log: Path | None = None) -> Any:
+    try:
+        return embedded.start()
+    except (OSError, RuntimeError) as e:
+        raise CLIError(f"{e}" + (f" (see {log})" if log is not None else "")) from None
 
 
 def _parse_target(s: str) -> Any:
@@ -351,8 +363,9 @@ def run_replay(args: argparse.Namespace, streams: Streams) -> int:
     embedded = None
     try:
         if target_s == "embedded" or target_s is None:
+            require("trio", "replaying against the embedded broker")
             embedded = EmbeddedBroker()
-            target = embedded.start()
+            target = _start_embedded(embedded)
         else:
             target = _parse_target(target_s)
         mech = "PLAIN" if args.user is not None else g.get("mechanism", "ANONYMOUS")

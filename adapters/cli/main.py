@@ -17,6 +17,7 @@ from typing import Any
 from amqp_sansio.errors import LocalProtocolError
 
 from . import codec_cmds, demo, fuzz_cmd, tools_cmds
+from .extras import EXTRA_OF, missing_extra_message
 from .streams import CLIError, Streams
 
 PROG = "amqp-sansio"
@@ -42,7 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The broker has its own option parser; hand it everything after.
         from amqp_sansio_broker.__main__ import main as broker_main
 
-        return broker_main(args_list[1:])
+        return broker_main(args_list[1:], prog=f"{PROG} broker")
     parser = build_parser()
     try:
         args = parser.parse_args(args_list)
@@ -57,6 +58,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except LocalProtocolError as e:
         _error(streams, args, str(e))
+        return 1
+    except ModuleNotFoundError as e:
+        if e.name is None or e.name.split(".")[0] not in EXTRA_OF:
+            raise
+        _error(streams, args, missing_extra_message(e.name, args.command))
         return 1
     except BrokenPipeError:
         # The reader went away (``... | head``): not an error of ours.  Point
