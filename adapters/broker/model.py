@@ -10,6 +10,8 @@ to a consumer elsewhere), the other's ``on_output`` callback is called so
 its I/O layer can flush it.
 
 Semantics worth knowing (README has the full list):
+* each virtual host is a namespace of its own (:class:`VHost`): a
+  connection sees the exchanges and queues of the vhost it opened only;
 * everything is in memory; ``durable`` is accepted and reported but
   nothing survives the process;
 * a session's subscriptions and unaccepted deliveries live as long as the
@@ -34,7 +36,7 @@ Semantics worth knowing (README has the full list):
 
 from __future__ import annotations
 
-__all__ = ["Broker", "BrokerConnection", "QueueState", "ExchangeState"]
+__all__ = ["Broker", "BrokerConnection", "QueueState", "ExchangeState", "VHost"]
 
 import collections
 import heapq
@@ -104,6 +106,7 @@ class Held:
 class ExchangeState:
     name: str
     type: str
+    vhost: str = "/"
     durable: bool = False
     auto_delete: bool = False
     alternate: str | None = None
@@ -121,11 +124,13 @@ class Consumer:
     pre_acquired: bool
     exclusive: bool
     browse_seq: int = -1  # not-acquired consumers: last message seq shown
+    vhost: str = "/"
 
 
 @attrs.define(eq=False)
 class QueueState:
     name: str
+    vhost: str = "/"
     durable: bool = False
     exclusive_owner: Session | None = None
     auto_delete: bool = False
@@ -138,6 +143,21 @@ class QueueState:
     deleted: bool = False  # its acquired messages go to `alternate` when released
     # No message in the queue expires before this (a lower bound; None: none expire).
     next_expiry: float | None = None
+
+
+@attrs.define(eq=False)
+class VHost:
+    """A virtual host: a namespace of exchanges and queues of its own (a
+    connection sees only the one it opened)."""
+
+    name: str
+    exchanges: dict[str, ExchangeState] = attrs.field(factory=dict)
+    queues: dict[str, QueueState] = attrs.field(factory=dict)
+
+
+_STANDARD_EXCHANGES = (("", "direct"), ("amq.direct", "direct"), ("amq.fanout", "fanout"),
+                       ("amq.topic", "topic"), ("amq.match", "headers"),
+                       ("amq.headers", "headers"))
 
 
 @attrs.define(eq=False)
@@ -168,8 +188,12 @@ class Broker:
         self.heartbeat_max = heartbeat_max
         self.max_session_timeout = max_session_timeout
         self.store = SessionStore()
-        self.exchanges: dict[str, ExchangeState] = {}
-        self.queues: dict[str, QueueState] = {}
+        self.vhosts: dict[str, VHost] = {}
+        # The default vhost's namespace ("/"), kept as attributes for callers
+        # that only ever use one.
+        default = self.vhost("/")
+        self.exchanges: dict[str, ExchangeState] = default.exchanges
+        self.queues: dict[str, QueueState] = default.queues
         self.sessions: dict[Session, SessState] = {}
         self._by_core: dict[int, BrokerConnection] = {}
         self._seq = itertools.count()
@@ -178,10 +202,23 @@ class Broker:
         #: The latest ``now`` an I/O layer passed in (its clock, seconds; never
         #: goes back).  Message ttls are measured against it.
         self.now = float("-inf")
-        for name, typ in (("", "direct"), ("amq.direct", "direct"), ("amq.fanout", "fanout"),
-                          ("amq.topic", "topic"), ("amq.match", "headers"),
-                          ("amq.headers", "headers")):
-            self.exchanges[name] = ExchangeState(name, typ, durable=True)
+        for v in virtual_hosts or ():
+            self.vhost(v)
+
+    def vhost(self, name: str) -> VHost:
+        """The namespace of virtual host ``name`` ("" is "/"), made on first use
+        with the standard exchanges."""
+        name = name or "/"
+        ns = self.vhosts.get(name)
+        if ns is None:
+            ns = self.vhosts[name] = VHost(name)
+            for x, typ in _STANDARD_EXCHANGES:
+                ns.exchanges[x] = ExchangeState(x, typ, name, durable=True)
+        return ns
+
+    def queue_of(self, c: Consumer) -> QueueState | None:
+        """The queue ``c`` consumes from, if it still exists."""
+        return self.vhosts[c.vhost].queues.get(c.queue)
 
     def connection(self) -> BrokerConnection:
         return BrokerConnection(self)
@@ -214,14 +251,15 @@ class Broker:
     # -- routing ------------------------------------------------------------
     def route(self, exchange: ExchangeState, key: str, headers: dict[str, Any] | None,
               depth: int = 0) -> list[QueueState]:
+        queues = self.vhosts[exchange.vhost].queues
         if exchange.name == "":
-            q = self.queues.get(key)
+            q = queues.get(key)
             return [q] if q is not None else []
         names: dict[str, None] = {}
         for b in exchange.bindings:
             if matches(exchange.type, b, key, headers):
                 names[b.queue] = None
-        return [self.queues[n] for n in names if n in self.queues]
+        return [queues[n] for n in names if n in queues]
 
     def enqueue(self, q: QueueState, msg: QMsg) -> None:
         q.messages.append(msg)
@@ -342,7 +380,7 @@ class Broker:
         """Route messages rejected from or orphaned by ``q`` through its
         alternate exchange (no further alternates: XML rule double-failure);
         without one, or when expired, they are discarded."""
-        alt = self.exchanges.get(q.alternate) if q.alternate else None
+        alt = self.vhosts[q.vhost].exchanges.get(q.alternate) if q.alternate else None
         for m in msgs:
             if self.expired(m):
                 self.stats["expired"] += 1
@@ -365,12 +403,12 @@ class Broker:
         st = self.sessions.pop(s, None)
         if st is None:
             return
-        touched: set[str] = set()
+        touched: list[QueueState] = []
         for c in st.consumers.values():
-            q = self.queues.get(c.queue)
+            q = self.queue_of(c)
             if q is not None and c in q.consumers:
                 q.consumers.remove(c)
-                touched.add(q.name)
+                touched.append(q)
         by_queue: dict[int, tuple[QueueState, list[QMsg]]] = {}
         for h in st.unacked.values():
             # Browsed (not-acquired) messages never left the queue.
@@ -378,14 +416,14 @@ class Broker:
                 by_queue.setdefault(id(h.queue), (h.queue, []))[1].append(h.msg)
         for q, ms in by_queue.values():
             self.release(q, sorted(ms, key=lambda m: m.seq))
-        for q in list(self.queues.values()):
-            if q.exclusive_owner is s:
-                q.exclusive_owner = None
-                if q.auto_delete:
-                    self._delete_queue(q)
-        for name in touched:
-            q = self.queues.get(name)
-            if q is not None:
+        for ns in self.vhosts.values():
+            for q in list(ns.queues.values()):
+                if q.exclusive_owner is s:
+                    q.exclusive_owner = None
+                    if q.auto_delete:
+                        self._delete_queue(q)
+        for q in touched:
+            if not q.deleted:
                 self._maybe_autodelete(q)
 
     def _maybe_autodelete(self, q: QueueState) -> None:
@@ -397,19 +435,20 @@ class Broker:
         first one), unless something names it as its alternate exchange."""
         if not (x.auto_delete and x.had_binding and not x.bindings):
             return
-        if any(o.alternate == x.name for o in self.exchanges.values()) or any(
-                q.alternate == x.name for q in self.queues.values()):
+        ns = self.vhosts[x.vhost]
+        if is_alternate(ns, x.name):
             return
-        self.exchanges.pop(x.name, None)
+        ns.exchanges.pop(x.name, None)
 
     def _delete_queue(self, q: QueueState) -> None:
-        if self.queues.get(q.name) is q:
-            del self.queues[q.name]
+        ns = self.vhosts[q.vhost]
+        if ns.queues.get(q.name) is q:
+            del ns.queues[q.name]
         q.deleted = True
         for c in list(q.consumers):
             self.sessions.get(c.session, SessState()).consumers.pop(c.destination, None)
         q.consumers.clear()
-        for x in list(self.exchanges.values()):
+        for x in list(ns.exchanges.values()):
             x.bindings = [b for b in x.bindings if b.queue != q.name]
             self.maybe_autodelete_exchange(x)
         pending, q.messages, q.next_expiry = list(q.messages), collections.deque(), None
@@ -421,14 +460,21 @@ class Broker:
         self.advance(now)
         for s in self.store.expire(now):
             self.end_session(s)
-        for q in self.queues.values():
-            self.drop_expired(q)
+        for ns in self.vhosts.values():
+            for q in ns.queues.values():
+                self.drop_expired(q)
 
     def flush_touched(self, current: BrokerConnection | None) -> None:
         touched, self._touched = self._touched, set()
         for bc in touched:
             if bc is not current and bc.on_output is not None:
                 bc.on_output()
+
+
+def is_alternate(ns: VHost, name: str) -> bool:
+    """Does an exchange or queue of ``ns`` name exchange ``name`` as its alternate?"""
+    return any(o.alternate == name for o in ns.exchanges.values()) or any(
+        q.alternate == name for q in ns.queues.values())
 
 
 def _delivery(c: Consumer, msg: QMsg) -> tuple[Command, tuple[Struct, ...]]:
@@ -464,6 +510,11 @@ class BrokerConnection:
     @property
     def closed(self) -> bool:
         return self.conn.closed
+
+    @property
+    def ns(self) -> VHost:
+        """The namespace of the virtual host this connection opened."""
+        return self.broker.vhost(self.conn.virtual_host or "/")
 
     def data_to_send(self) -> bytes:
         self._flush_accepts()
@@ -536,7 +587,7 @@ class BrokerConnection:
         if st is None:
             return
         for c in st.consumers.values():
-            q = self.broker.queues.get(c.queue)
+            q = self.broker.queue_of(c)
             if q is not None:
                 self.broker.dispatch(q)
 
@@ -558,7 +609,7 @@ class BrokerConnection:
             return  # after an exception the session executes nothing more
         st = self.broker.session_state(s)
         try:
-            x = self.broker.exchanges.get(e.transfer.destination or "")
+            x = self.ns.exchanges.get(e.transfer.destination or "")
             if x is None:
                 raise _Fail(NOT_FOUND, f"no exchange {e.transfer.destination!r}", "destination")
             if st.transactional:
@@ -583,7 +634,7 @@ class BrokerConnection:
         targets = b.route(x, key, app)
         via = x
         if not targets and x.alternate:
-            alt = b.exchanges.get(x.alternate)
+            alt = self.ns.exchanges.get(x.alternate)
             if alt is not None:
                 targets = b.route(alt, key, app)
                 via = alt
@@ -645,7 +696,7 @@ class BrokerConnection:
     def _queue(self, name: str | None, field: str = "queue") -> QueueState:
         if not name:
             raise _Fail(INVALID_ARGUMENT, "queue name required", field)
-        q = self.broker.queues.get(name)
+        q = self.ns.queues.get(name)
         if q is None:
             raise _Fail(NOT_FOUND, f"no queue {name!r}", field)
         return q
@@ -653,17 +704,17 @@ class BrokerConnection:
     def _exchange(self, name: str | None, field: str = "exchange") -> ExchangeState:
         if not name:
             raise _Fail(INVALID_ARGUMENT, "exchange name required", field)
-        x = self.broker.exchanges.get(name)
+        x = self.ns.exchanges.get(name)
         if x is None:
             raise _Fail(NOT_FOUND, f"no exchange {name!r}", field)
         return x
 
     # queue class
     def queue_declare(self, s: Session, cid: int, c: Any) -> None:
-        b = self.broker
+        ns = self.ns
         if not c.queue:
             raise _Fail(ILLEGAL_ARGUMENT, "queue name required", "queue")
-        q = b.queues.get(c.queue)
+        q = ns.queues.get(c.queue)
         if c.passive:
             if q is None:
                 raise _Fail(NOT_FOUND, f"no queue {c.queue!r}", "passive")
@@ -677,11 +728,11 @@ class BrokerConnection:
             return
         if c.queue.startswith("amq."):
             raise _Fail(NOT_ALLOWED, "queue names starting 'amq.' are reserved", "queue")
-        if c.alternate_exchange and c.alternate_exchange not in b.exchanges:
+        if c.alternate_exchange and c.alternate_exchange not in ns.exchanges:
             raise _Fail(NOT_FOUND, f"no exchange {c.alternate_exchange!r}",
                         "alternate-exchange")
-        b.queues[c.queue] = QueueState(
-            c.queue, durable=c.durable, exclusive_owner=s if c.exclusive else None,
+        ns.queues[c.queue] = QueueState(
+            c.queue, ns.name, durable=c.durable, exclusive_owner=s if c.exclusive else None,
             auto_delete=c.auto_delete, alternate=c.alternate_exchange or None,
             arguments=dict(c.arguments or {}))
 
@@ -707,7 +758,7 @@ class BrokerConnection:
         q.next_expiry = None
 
     def queue_query(self, s: Session, cid: int, c: Any) -> Struct:
-        q = self.broker.queues.get(c.queue or "")
+        q = self.ns.queues.get(c.queue or "")
         if q is None:
             return spec.QueueQueryResult.unchecked()  # type: ignore[no-any-return]
         self.broker.drop_expired(q)  # expired messages are not counted
@@ -719,10 +770,10 @@ class BrokerConnection:
 
     # exchange class
     def exchange_declare(self, s: Session, cid: int, c: Any) -> None:
-        b = self.broker
+        ns = self.ns
         if not c.exchange:
             raise _Fail(INVALID_ARGUMENT, "exchange name required", "exchange")
-        x = b.exchanges.get(c.exchange)
+        x = ns.exchanges.get(c.exchange)
         if c.passive:
             if x is None:
                 raise _Fail(NOT_FOUND, f"no exchange {c.exchange!r}", "passive")
@@ -738,26 +789,25 @@ class BrokerConnection:
             raise _Fail(NOT_ALLOWED, "exchange names starting 'amq.' are reserved", "exchange")
         if c.type not in EXCHANGE_TYPES:
             raise _Fail(NOT_FOUND, f"unknown exchange type {c.type!r}", "type")
-        if c.alternate_exchange and c.alternate_exchange not in b.exchanges:
+        if c.alternate_exchange and c.alternate_exchange not in ns.exchanges:
             raise _Fail(NOT_FOUND, f"no exchange {c.alternate_exchange!r}",
                         "alternate-exchange")
-        b.exchanges[c.exchange] = ExchangeState(
-            c.exchange, c.type, durable=c.durable, auto_delete=c.auto_delete,
+        ns.exchanges[c.exchange] = ExchangeState(
+            c.exchange, c.type, ns.name, durable=c.durable, auto_delete=c.auto_delete,
             alternate=c.alternate_exchange or None, arguments=dict(c.arguments or {}))
 
     def exchange_delete(self, s: Session, cid: int, c: Any) -> None:
         x = self._exchange(c.exchange)
         if x.name.startswith("amq."):
             raise _Fail(NOT_ALLOWED, "standard exchanges cannot be deleted", "exchange")
-        if any(o.alternate == x.name for o in self.broker.exchanges.values()) or any(
-                q.alternate == x.name for q in self.broker.queues.values()):
+        if is_alternate(self.ns, x.name):
             raise _Fail(NOT_ALLOWED, "exchange is used as an alternate", "exchange")
         if c.if_unused and x.bindings:
             raise _Fail(PRECONDITION_FAILED, "exchange has bindings", "if-unused")
-        del self.broker.exchanges[x.name]
+        del self.ns.exchanges[x.name]
 
     def exchange_query(self, s: Session, cid: int, c: Any) -> Struct:
-        x = self.broker.exchanges.get(c.name or "")
+        x = self.ns.exchanges.get(c.name or "")
         if x is None:
             return spec.ExchangeQueryResult(not_found=True)
         return spec.ExchangeQueryResult(type=x.type or "direct", durable=x.durable,
@@ -792,9 +842,8 @@ class BrokerConnection:
         self.broker.maybe_autodelete_exchange(x)
 
     def exchange_bound(self, s: Session, cid: int, c: Any) -> Struct:
-        b = self.broker
-        x = b.exchanges.get(c.exchange or "")
-        q = b.queues.get(c.queue or "")
+        x = self.ns.exchanges.get(c.exchange or "")
+        q = self.ns.queues.get(c.queue or "")
         r: dict[str, bool] = {"exchange_not_found": x is None,
                               "queue_not_found": bool(c.queue) and q is None}
         if x is not None:
@@ -825,7 +874,7 @@ class BrokerConnection:
             raise _Fail(NOT_ALLOWED, "transactional sessions need explicit accepts",
                         "accept-mode")
         consumer = Consumer(s, dest, q.name, explicit, int(c.acquire_mode or 0) == 0,
-                            bool(c.exclusive))
+                            bool(c.exclusive), vhost=q.vhost)
         st.consumers[dest] = consumer
         q.consumers.append(consumer)
         q.had_consumer = True
@@ -835,7 +884,7 @@ class BrokerConnection:
         consumer = st.consumers.pop(c.destination or "", None)
         if consumer is None:
             raise _Fail(NOT_FOUND, f"no subscription {c.destination!r}", "destination")
-        q = self.broker.queues.get(consumer.queue)
+        q = self.broker.queue_of(consumer)
         if q is not None and consumer in q.consumers:
             q.consumers.remove(consumer)
             self.broker._maybe_autodelete(q)
@@ -844,7 +893,7 @@ class BrokerConnection:
         st = self.broker.sessions.get(s)
         consumer = st.consumers.get(c.destination or "") if st else None
         if consumer is not None:
-            q = self.broker.queues.get(consumer.queue)
+            q = self.broker.queue_of(consumer)
             if q is not None:
                 self.broker.dispatch(q)
 
@@ -923,7 +972,7 @@ class BrokerConnection:
             raise _Fail(ILLEGAL_STATE, "tx.select required")
         pubs, st.tx_publish = st.tx_publish, []
         for transfer, headers, body, pcid in pubs:
-            x = self.broker.exchanges.get(transfer.destination or "")
+            x = self.ns.exchanges.get(transfer.destination or "")
             if x is not None:
                 self._route_publish(s, st, x, transfer, headers, body, pcid)
         for i in st.tx_accept_ids:
