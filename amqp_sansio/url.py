@@ -1,10 +1,12 @@
 """AMQP URLs: ``amqp[s]://user:pass@host:port/vhost?option=value&...``.
 
-The syntax follows the URI scheme RabbitMQ documents for AMQP clients, which
-other clients share: user, password and vhost are percent-decoded; a missing
-path means the default virtual host ``/``; ``amqp://host/`` names the empty
-vhost ``""``; ``%2f`` encodes ``/``.  Default ports: 5672 (amqp), 5671
-(amqps).
+User, password and vhost are percent-decoded; ``%2F`` encodes a ``/``
+inside the vhost.  The vhost follows the Python clients (pika, aio-pika/yarl)
+rather than the letter of RabbitMQ's URI spec: ``amqp://host``,
+``amqp://host/`` and ``amqp://host/%2F`` all mean the default virtual host
+``/`` -- an empty vhost is never valid on RabbitMQ, and a trailing slash
+should not change which broker namespace you reach.  ``amqp://host/prod``
+is vhost ``prod``.  Default ports: 5672 (amqp), 5671 (amqps).
 
 Options (query string), all optional:
 
@@ -95,15 +97,11 @@ def parse_url(url: str) -> ConnectionParams:
         raise LocalProtocolError(f"bad AMQP URL {_safe(url)!r}: port {port} out of range")
     username = unquote(parts.username) if parts.username is not None else None
     password = unquote(parts.password) if parts.password is not None else None
-    path = parts.path
-    if path == "":
-        vhost = "/"
-    else:
-        raw = path[1:]
-        if "/" in raw:
-            raise LocalProtocolError(
-                f"bad AMQP URL {_safe(url)!r}: a '/' in the vhost must be written %2f")
-        vhost = unquote(raw)
+    raw = parts.path[1:]  # the path is "" or starts with "/"
+    if "/" in raw:
+        raise LocalProtocolError(
+            f"bad AMQP URL {_safe(url)!r}: a '/' in the vhost must be written %2F")
+    vhost = unquote(raw) or "/"  # no path, or a bare "/": the default vhost
     kw: dict[str, object] = {}
     for key, value in parse_qsl(parts.query, keep_blank_values=True, strict_parsing=False):
         key = _ALIASES.get(key, key)

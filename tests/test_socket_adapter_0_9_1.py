@@ -71,6 +71,15 @@ def count(s: Any, queue: str) -> int:
 
 
 # ---------------------------------------------------------------- connecting
+@pytest.mark.parametrize("path", ["", "/", "/%2F"])
+def test_trailing_slash_is_the_default_vhost(rabbitmq: Node, path: str) -> None:
+    # RabbitMQ refuses the empty vhost (530); "host/" means "/" as in pika.
+    base = f"amqp://guest:guest@{rabbitmq.host}:{rabbitmq.port}"
+    with connect(f"{base}{path}?protocol=0-9-1") as c, c.session() as s:
+        assert c.virtual_host == "/"
+        s.declare_queue(name("vhost"), auto_delete=True)
+
+
 def test_protocol_from_url_or_argument(rabbitmq: Node) -> None:
     with connect(url(rabbitmq)) as c:
         assert isinstance(c, client_0_9_1.Connection)

@@ -166,8 +166,8 @@ def connect(url: str = "amqp://localhost", *, ssl_context: ssl.SSLContext | None
     :class:`Connection`; pass the literal to have the checker know.
 
     ``url`` is ``amqp[s]://user:pass@host:port/vhost?heartbeat=10&...`` (see
-    :mod:`amqp_sansio.url`; no path means vhost ``/``, a bare ``/`` the
-    empty vhost).  ``timeout`` bounds TCP connect + TLS + the AMQP
+    :mod:`amqp_sansio.url`; no path, a bare ``/`` and ``/%2F`` all mean
+    vhost ``/``).  ``timeout`` bounds TCP connect + TLS + the AMQP
     handshake (default: the URL's ``connect_timeout``, 10 s).
     ``read_timeout`` is the default for every blocking call afterwards
     (default: the URL's ``read_timeout``; ``None`` waits forever).  Pass the

@@ -180,9 +180,6 @@ def run_pipeline(*, rows: int, url: str | None, input_path: str | None,
             _admin(broker_url, "declare", queue)
         except Exception as e:
             say(f"FAILED: cannot declare the queue: {type(e).__name__}: {e}")
-            if parse_url(broker_url).virtual_host == "":
-                say("(a URL whose path is a bare '/' names the *empty* virtual host; "
-                    "RabbitMQ's default vhost '/' is a URL without a path, or '/%2F')")
             return 2
         t = time.monotonic()
         own = spark is None
