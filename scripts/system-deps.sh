@@ -7,15 +7,26 @@
 #
 # Idempotent and quiet when everything is there.  Needs root (or sudo) and
 # apt-get only when something is missing.
+#
+# Debian's rabbitmq-server package starts a system node (and epmd) when it is
+# installed; the tests start private nodes on free loopback ports and need no
+# system node.  So no service may start during the install: a policy-rc.d
+# that answers 101 ("action forbidden", honoured by invoke-rc.d and
+# deb-systemd-invoke) is put in place for the install and removed after --
+# unless one is there already, which is then left alone.  Nothing is ever
+# stopped by process name: other RabbitMQ or Erlang nodes on the machine are
+# not ours.  (POLICY_RC_D and RABBITMQ_SERVER_BIN are overridable for tests.)
 set -euo pipefail
 what="${1:-test}"
+policy="${POLICY_RC_D:-/usr/sbin/policy-rc.d}"
+rabbit_bin="${RABBITMQ_SERVER_BIN:-/usr/lib/rabbitmq/bin/rabbitmq-server}"
 
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
 python3 -c "import ensurepip" >/dev/null 2>&1 || need+=(python3-venv)
 if [ "$what" = test ]; then
-    command -v rabbitmq-server >/dev/null 2>&1 || [ -x /usr/sbin/rabbitmq-server ] || need+=(rabbitmq-server)
+    [ -x "$rabbit_bin" ] || need+=(rabbitmq-server)
     [ -f /usr/share/amqp/specs/0-9-1-rabbit/amqp0-9-1.stripped.extended.xml ] || need+=(amqp-specs)
 fi
 [ ${#need[@]} -eq 0 ] && exit 0
@@ -33,12 +44,23 @@ if ! command -v apt-get >/dev/null 2>&1; then
 fi
 echo "system-deps: installing ${need[*]}"
 export DEBIAN_FRONTEND=noninteractive
+own_policy=""
+if [[ " ${need[*]} " == *" rabbitmq-server "* ]] && [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\n# amqp-sansio scripts/system-deps.sh: no service starts during its install\nexit 101\n' \
+        | $sudo tee "$policy" >/dev/null
+    $sudo chmod 755 "$policy"
+    own_policy="$policy"
+    trap '$sudo rm -f "$own_policy"' EXIT
+fi
 $sudo apt-get update -qq
-# A fresh rabbitmq-server package starts a system node; stop it again: the
-# tests start private nodes on free loopback ports.
 $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-if [[ " ${need[*]} " == *" rabbitmq-server "* ]]; then
-    ($sudo service rabbitmq-server stop || $sudo systemctl stop rabbitmq-server || true) >/dev/null 2>&1
-    $sudo pkill -f beam.smp >/dev/null 2>&1 || true
-    $sudo pkill -x epmd >/dev/null 2>&1 || true
+if [[ " ${need[*]} " == *" rabbitmq-server "* ]] && [ -z "$own_policy" ]; then
+    # Someone else's policy-rc.d decided; if it let the package start its
+    # node, stop that service through its init system (which knows its pid).
+    if ($sudo service rabbitmq-server status || $sudo systemctl is-active rabbitmq-server) \
+            >/dev/null 2>&1; then
+        echo "system-deps: stopping the rabbitmq-server service the package started"
+        ($sudo service rabbitmq-server stop || $sudo systemctl stop rabbitmq-server || true) \
+            >/dev/null 2>&1
+    fi
 fi
