@@ -108,6 +108,7 @@ __all__ = [
     "ScramSha256Server",
     "CLIENT_MECHANISMS",
     "client_mechanism",
+    "check_credentials",
     "choose",
     "ServerAuthenticator",
 ]
@@ -1039,6 +1040,25 @@ def client_mechanism(name: str, **kw: Any) -> ClientMechanism:
         return factory(**kw)
     except TypeError as exc:
         raise LocalProtocolError(f"bad arguments for {name}: {exc}") from None
+
+
+def check_credentials(mechanisms: Iterable[object], username: str | None,
+                      password: str | None) -> None:
+    """Refuse credentials the named password mechanisms could not use (an
+    empty password, a NUL, text SASLprep rejects) with LocalProtocolError.
+
+    Connection configs call it when they are made, so that misconfiguration
+    is the caller's error at once -- not raised later from ``receive_data``,
+    which raises only the peer's errors.  ``mechanisms`` are the config's
+    (names or factories; empty: the default names); factories are the
+    caller's own and are not called.
+    """
+    if username is None or password is None:
+        return
+    names = [m for m in mechanisms if isinstance(m, str)] if mechanisms else ["PLAIN"]
+    for name in names:
+        if name.upper() in ("PLAIN", "SCRAM-SHA-256"):
+            client_mechanism(name.upper(), username=username, password=password)
 
 
 def choose(offered: Iterable[str], preferred: Sequence[str] = DEFAULT_CLIENT_PREFERENCE) -> str:

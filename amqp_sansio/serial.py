@@ -27,6 +27,7 @@ __all__ = [
     "SequenceSet",
 ]
 
+from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 
 SERIAL_BITS = 32
@@ -133,9 +134,19 @@ class SequenceSet:
                 yield (lo + k) & _MASK
 
     def __contains__(self, n: object) -> bool:
-        if not isinstance(n, int):
+        if not isinstance(n, int) or not self._ranges:
             return False
-        return any(((n - lo) & _MASK) <= ((hi - lo) & _MASK) for lo, hi in self._ranges)
+        # Every member lies within 2**31 after the first: offsets from it
+        # order the ranges, and a binary search finds the one that could
+        # hold ``n`` (sets decoded from the wire hold thousands of ranges).
+        rs = self._ranges
+        anchor = rs[0][0]
+        d = (n - anchor) & _MASK
+        i = bisect_right(rs, d, key=lambda r: (r[0] - anchor) & _MASK) - 1
+        if i < 0:
+            return False
+        lo, hi = rs[i]
+        return ((n - lo) & _MASK) <= ((hi - lo) & _MASK)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, SequenceSet):
@@ -181,8 +192,25 @@ class SequenceSet:
             if serial_lt(last_hi, hi):
                 rs[-1] = (last_lo, hi)
             return
-        # General path: merge into a sorted list.
-        self._ranges = _normalise(rs + [(lo, hi)])
+        # General path: find its place by binary search (offsets from the
+        # first member order the ranges) and merge with the neighbours it
+        # overlaps or touches -- O(log n) plus the ranges it swallows, so a
+        # set decoded from thousands of ranges in any order is not quadratic.
+        anchor = rs[0][0]
+        d = serial_diff(anchor, lo)
+        i = bisect_right(rs, d, key=lambda r: serial_diff(anchor, r[0]))
+        start = i
+        if i > 0 and serial_diff(rs[i - 1][1], lo) <= 1:
+            start = i - 1
+            lo = rs[start][0]
+            if serial_lt(hi, rs[start][1]):
+                hi = rs[start][1]
+        end = i
+        while end < len(rs) and serial_diff(hi, rs[end][0]) <= 1:
+            if serial_lt(hi, rs[end][1]):
+                hi = rs[end][1]
+            end += 1
+        rs[start:end] = [(lo, hi)]
 
     def update(self, other: SequenceSet | Iterable[tuple[int, int]]) -> None:
         ranges = other._ranges if isinstance(other, SequenceSet) else list(other)
@@ -209,8 +237,39 @@ class SequenceSet:
         self.remove_range(n, n)
 
     def difference_update(self, other: SequenceSet) -> None:
-        for lo, hi in other._ranges:
-            self.remove_range(lo, hi)
+        if not self._ranges or not other._ranges:
+            return
+        if len(other._ranges) == 1:
+            self.remove_range(*other._ranges[0])
+            return
+        # One merge pass over both (a peer's set may hold thousands of
+        # ranges: removing them one by one would be quadratic).  Positions
+        # are offsets from our first member.
+        anchor = self._ranges[0][0]
+        cuts = sorted((d, d + ((hi - lo) & _MASK))
+                      for d, lo, hi in ((serial_diff(anchor, lo), lo, hi)
+                                        for lo, hi in other._ranges))
+        out: list[tuple[int, int]] = []
+        j = 0
+        for lo, hi in self._ranges:
+            a = serial_diff(anchor, lo)
+            b = a + ((hi - lo) & _MASK)
+            while j < len(cuts) and cuts[j][1] < a:
+                j += 1
+            cur = a
+            k = j
+            while k < len(cuts) and cuts[k][0] <= b:
+                c0, c1 = cuts[k]
+                if c0 > cur:
+                    out.append((cur, c0 - 1))
+                cur = max(cur, c1 + 1)
+                if c1 > b:
+                    break  # this cut reaches into our next range too
+                k += 1
+            if cur <= b:
+                out.append((cur, b))
+            j = k
+        self._ranges = [(serial_add(anchor, a), serial_add(anchor, b)) for a, b in out]
 
     def difference(self, other: SequenceSet) -> SequenceSet:
         s = self.copy()

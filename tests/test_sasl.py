@@ -846,3 +846,21 @@ def test_property_round_trips(user: str, password: str, authzid: str | None) -> 
     )
     if "\x00" not in user + password:
         assert run(PlainClient(user, password), plain)[0] == prepped_user
+
+
+@pytest.mark.parametrize("protocol", ["0-10", "0-9-1"])
+@pytest.mark.parametrize("username,password,mechanisms", [
+    ("guest", "", ()), ("", "guest", ()), ("guest", "", ("SCRAM-SHA-256",)),
+    ("gu\x00est", "guest", ("PLAIN",))])
+def test_unusable_credentials_are_refused_when_the_connection_is_configured(
+        protocol: str, username: str, password: str, mechanisms: tuple[str, ...]) -> None:
+    # Issue 11 finding 8: an empty password used to escape from
+    # receive_data as LocalProtocolError once the server's start arrived.
+    if protocol == "0-10":
+        from amqp_sansio.v0_10.connection import ClientConfig
+    else:
+        from amqp_sansio.v0_9_1.connection import ClientConfig  # type: ignore[assignment]
+    with pytest.raises(LocalProtocolError):
+        ClientConfig(username=username, password=password, mechanisms=mechanisms)
+    ClientConfig(username="guest", password="guest", mechanisms=mechanisms)  # usable: fine
+    ClientConfig(username=username, password=password, mechanisms=("ANONYMOUS",))  # unused

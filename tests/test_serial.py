@@ -202,3 +202,45 @@ def test_spec_example() -> None:
     want = bytes.fromhex("0018 00000000 00000002 00000005 00000006 0000000F 0000000F")
     assert codec.encode_sequence_set(SequenceSet.of(0, 1, 2, 5, 6, 15)) == want
     assert codec.encode_sequence_set(SequenceSet()) == b"\x00\x00"
+
+
+class _Counted:
+    """Counts calls of ``serial_diff`` (the unit of work of set operations)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        import amqp_sansio.serial as serial
+
+        self.calls = 0
+        real = serial.serial_diff
+
+        def counted(a: int, b: int) -> int:
+            self.calls += 1
+            return real(a, b)
+
+        monkeypatch.setattr(serial, "serial_diff", counted)
+
+
+def test_decoding_a_full_frame_of_ranges_in_reverse_is_not_quadratic(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A peer's sequence-set may carry 8,191 ranges, in any order (12 s of
+    # re-sorting once, one insert at a time): each insert is a binary search.
+    n = 8190
+    raw = b"".join((4 * i + 1).to_bytes(4, "big") + (4 * i + 2).to_bytes(4, "big")
+                   for i in reversed(range(n)))
+    wire = len(raw).to_bytes(2, "big") + raw
+    work = _Counted(monkeypatch)
+    got, _ = codec.decode_sequence_set(wire, 0, len(wire))
+    assert len(got.ranges) == n and 4 * (n - 1) + 1 in got and 4 * (n - 1) + 3 not in got
+    assert work.calls < 40 * n  # n log n; the old re-sort did ~n**2 log n
+
+
+def test_membership_and_difference_of_many_ranges_are_not_quadratic(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    n = 4000
+    ours = SequenceSet([(2 * i, 2 * i) for i in range(n)])
+    theirs = SequenceSet([(2 * i, 2 * i) for i in range(0, n, 2)])
+    work = _Counted(monkeypatch)
+    assert all((2 * i in ours) and (2 * i + 1 not in ours) for i in range(n))
+    ours.difference_update(theirs)
+    assert ours == SequenceSet([(2 * i, 2 * i) for i in range(1, n, 2)])
+    assert work.calls < 10 * n  # one merge pass, not a pass per range

@@ -988,3 +988,61 @@ def test_complete_takes_any_iterable() -> None:
     ss.complete(i for i in ids)  # a generator: read once, all completed
     net.pump()
     assert cs.outstanding == 0
+
+
+class _Budget:
+    """Raises once ``fn`` has been called more than ``limit`` times: work a
+    peer's numbers could drive is counted, and a regression fails fast
+    instead of looping 2**31 times."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, owner: Any, name: str,
+                 limit: int) -> None:
+        real = getattr(owner, name)
+        self.calls = 0
+
+        def counted(*a: Any) -> Any:
+            self.calls += 1
+            if self.calls > limit:
+                raise AssertionError(f"{name} called more than {limit} times")
+            return real(*a)
+
+        monkeypatch.setattr(owner, name, counted)
+
+
+def test_a_gap_over_2_31_ids_costs_its_ranges_not_its_ids(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    net = opened()
+    net.feed("server", ctl(SessionAttach(name=b"g"), 1))
+    net.feed("server", ctl(SessionCommandPoint(command_id=0, command_offset=0), 1))
+    budget = _Budget(monkeypatch, Session, "_note_received", 10)
+    net.feed("server", ctl(SessionGap(commands=SequenceSet([(0, (1 << 31) - 2)])), 1))
+    assert budget.calls <= 1
+    evs = net.feed("server", encode_command(1, q(1)))
+    assert received_ids(evs) == [(1 << 31) - 1]  # numbering continued after the gap
+
+
+def test_resume_with_an_expected_far_back_walks_what_is_held(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The resuming peer names where replay starts; ids we no longer hold
+    # before the first one we do are one gap, whatever their number.
+    import amqp_sansio.v0_10.session as session_module
+
+    stores = Stores()
+    net = stores.net()
+    cs, _ = net.sessions(b"r", timeout=60)
+    for i in range(3):
+        cs.send(q(i))
+    net.pump()
+    _kill(net)
+    net2 = stores.net()
+    net2.client.attach(b"r", channel=0)
+    net2.feed("server", net2.client.data_to_send())
+    net2.server.data_to_send()
+    far_back = (1 << 32) - (1 << 31) + 5  # 2**31 - 5 ids before 0
+    budget = _Budget(monkeypatch, session_module, "serial_add", 1000)
+    evs = net2.feed("client", ctl(SessionAttached(name=b"r"))
+                    + ctl(SessionExpected(commands=SequenceSet.of(far_back))))
+    (res,) = of_type(evs, ev.SessionResumed)
+    assert res.replayed == SequenceSet([(0, 2)])
+    assert res.gapped == SequenceSet([(far_back, (1 << 32) - 1)])
+    assert budget.calls < 100

@@ -68,7 +68,13 @@ from amqp_sansio.v0_10 import spec
 from amqp_sansio.v0_10._specbase import Command, Struct
 from amqp_sansio.v0_10.connection import ClientConfig, Role
 from amqp_sansio.v0_10.connection import Connection as CoreConnection
-from amqp_sansio.v0_10.messages import Message, from_event, to_transfer, transfer_octets
+from amqp_sansio.v0_10.messages import (
+    Message,
+    Rejections,
+    from_event,
+    to_transfer,
+    transfer_octets,
+)
 from amqp_sansio.v0_10.session import Session as CoreSession
 from amqp_sansio.v0_10.session import SessionStore
 from amqp_sansio.v0_10.spec import (
@@ -403,7 +409,7 @@ class Session(SessionBase):
         self._waiting: dict[int, bool] = {}  # command id -> completed?
         self._results: dict[int, Any] = {}
         #: transfers the broker rejected (publish ``confirm=True``): id -> (code, text)
-        self.rejected: dict[int, tuple[int, str | None]] = {}
+        self.rejected = Rejections()
         self._subs: dict[str, Subscription] = {}
         self._dest_ids = itertools.count(1)
         self.resumed: ev.SessionResumed | None = None
@@ -685,8 +691,7 @@ class Session(SessionBase):
     def _on_command(self, e: ev.CommandReceived) -> None:
         cmd = e.command
         if isinstance(cmd, MessageReject):
-            for cid in cmd.transfers or ():
-                self.rejected[cid] = (int(cmd.code), cmd.text)
+            self.rejected.add(cmd.transfers or SequenceSet(), int(cmd.code), cmd.text)
         # message.accept for our transfers, message.flow throttling, ...:
         # the core keeps the books; we only complete them.
         self._core.complete(e.command_id)

@@ -80,12 +80,15 @@ class TaskReport:
         return s
 
 
-def take_rejections(session: Session) -> dict[int, tuple[int, str | None]]:
+def take_rejections(session: Session, sent: Iterable[int] | None = None,
+                    ) -> dict[int, tuple[int, str | None]]:
     """Transfers the broker rejected on ``session``: command id (0-9-1:
     publish sequence number) -> (code, text) (for publishes with
-    ``confirm=True``; complete once the session synced)."""
-    got = dict(session.rejected)
-    session.rejected.clear()
+    ``confirm=True``; complete once the session synced).  ``sent``: only
+    these ids (what was published) -- a broker's reject may name 2**31 ids."""
+    rejected = session.rejected
+    got = dict(rejected) if sent is None else {i: rejected[i] for i in sent if i in rejected}
+    rejected.clear()
     return got
 
 
@@ -162,7 +165,11 @@ def _note_rejections(rep: TaskReport, session: Session, opts: WriteOptions,
     if not opts.explicit_accept:
         rep.rejected = 0  # accept-mode none: the broker never rejects
         return
-    got = take_rejections(session)
+    sent = None
+    if first_cid is not None:
+        wrap = (1 << 64) - 1 if opts.conn.is_0_9_1 else 0xFFFFFFFF  # 0-10 ids wrap
+        sent = ((first_cid + k) & wrap for k in range(rep.sent))
+    got = take_rejections(session, sent)
     returned = take_returns(session)
     rep.rejected = len(got) + len(returned)
     for cid in sorted(got)[:_MAX_IDS]:

@@ -62,7 +62,13 @@ from amqp_sansio.v0_10 import events as ev
 from amqp_sansio.v0_10 import spec
 from amqp_sansio.v0_10.connection import ClientConfig, Role
 from amqp_sansio.v0_10.connection import Connection as CoreConnection
-from amqp_sansio.v0_10.messages import Message, from_event, to_transfer, transfer_octets
+from amqp_sansio.v0_10.messages import (
+    Message,
+    Rejections,
+    from_event,
+    to_transfer,
+    transfer_octets,
+)
 from amqp_sansio.v0_10.session import Session as CoreSession
 from amqp_sansio.v0_10.session import SessionState, SessionStore
 from trio.lowlevel import ParkingLot
@@ -344,7 +350,7 @@ class Session(SessionBase):
         self._results: dict[int, Any] = {}  # command id -> result (waited-for ids only)
         self._progress = ParkingLot()  # completions, credit, errors
         self._subs: dict[str, Subscription] = {}
-        self.rejected: dict[int, tuple[int, str | None]] = {}  # our transfers the peer rejected
+        self.rejected = Rejections()  # our transfers the peer rejected: id -> (code, text)
 
     def __repr__(self) -> str:
         return f"<amqp_sansio_trio.Session {self.name!r} channel={self.channel}>"
@@ -653,8 +659,7 @@ class Session(SessionBase):
     def _on_command(self, e: ev.CommandReceived) -> None:
         cmd = e.command
         if isinstance(cmd, spec.MessageReject):
-            for cid in cmd.transfers or ():
-                self.rejected[cid] = (int(cmd.code), cmd.text)
+            self.rejected.add(cmd.transfers or SequenceSet(), int(cmd.code), cmd.text)
         # accept/reject of our transfers, flow/stop/set-flow-mode: the core
         # keeps the credit books; we complete and let blocked publishers retry.
         self._core.complete(e.command_id)

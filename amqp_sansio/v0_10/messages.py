@@ -10,15 +10,17 @@ Spark source speak this one vocabulary.
 
 from __future__ import annotations
 
-__all__ = ["Message", "to_transfer", "from_event", "transfer_octets"]
+__all__ = ["Message", "to_transfer", "from_event", "transfer_octets", "Rejections"]
 
 import functools
 import uuid
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import attrs
 
 from ..errors import LocalProtocolError
+from ..serial import SequenceSet
 from ._specbase import Struct
 from .events import MessageReceived
 from .framing import header_octets
@@ -139,3 +141,64 @@ def from_event(e: MessageReceived) -> Message:
         user_id=mp.user_id if mp else None,
         app_id=mp.app_id if mp else None,
     )
+
+
+_MISSING: Any = object()
+
+
+class Rejections(Mapping[int, tuple[int, "str | None"]]):
+    """Our transfers the peer rejected: command id -> ``(code, text)``.
+
+    Kept as the ranges the ``message.reject`` commands named, never expanded
+    into ids: one reject may name 2**31 of them.  A later reject of an id
+    replaces what an earlier one said about it (as assigning in a dict).
+    """
+
+    def __init__(self) -> None:
+        self._entries: list[tuple[SequenceSet, int, str | None]] = []
+
+    def add(self, ids: SequenceSet, code: int, text: str | None) -> None:
+        if not ids:
+            return
+        for older, _, _ in self._entries:
+            older.difference_update(ids)
+        self._entries = [e for e in self._entries if e[0]]
+        last = self._entries[-1] if self._entries else None
+        if last is not None and last[1:] == (code, text):
+            last[0].update(ids)
+        else:
+            self._entries.append((ids.copy(), code, text))
+
+    def __getitem__(self, cid: int) -> tuple[int, str | None]:
+        for ids, code, text in self._entries:
+            if cid in ids:
+                return code, text
+        raise KeyError(cid)
+
+    def __iter__(self) -> Iterator[int]:
+        for ids, _, _ in list(self._entries):
+            yield from ids
+
+    def __len__(self) -> int:
+        return sum(len(ids) for ids, _, _ in self._entries)
+
+    def __bool__(self) -> bool:
+        return bool(self._entries)
+
+    def __repr__(self) -> str:
+        return "Rejections({})".format(
+            ", ".join(f"{ids!r}: {(code, text)!r}" for ids, code, text in self._entries))
+
+    def pop(self, cid: int, default: Any = _MISSING) -> Any:
+        for n, (ids, code, text) in enumerate(self._entries):
+            if cid in ids:
+                ids.discard(cid)
+                if not ids:
+                    del self._entries[n]
+                return code, text
+        if default is _MISSING:
+            raise KeyError(cid)
+        return default
+
+    def clear(self) -> None:
+        self._entries.clear()

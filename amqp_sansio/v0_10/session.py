@@ -525,10 +525,15 @@ class Session:
             for i in list(self._in_outstanding):
                 if i in gap:
                     self._in_outstanding.discard(i)
-            # Skip over gapped ids at the head of the stream.
-            while self.next_in_id is not None and self.next_in_id in gap:
-                self._note_received(self.next_in_id)
-                self.next_in_id = serial_add(self.next_in_id, 1)
+            # Skip over gapped ids at the head of the stream: a range at a
+            # time (normalised ranges never touch), not an id at a time --
+            # one gap may name 2**31 ids.
+            for lo, hi in gap.ranges:
+                nxt = self.next_in_id
+                if nxt is None or not ((nxt - lo) & 0xFFFFFFFF) <= ((hi - lo) & 0xFFFFFFFF):
+                    continue
+                self._note_received(hi)
+                self.next_in_id = serial_add(hi, 1)
             self._completion_dirty = True
         elif name == "session.request-timeout":
             granted = conn._grant_timeout(ctl.timeout)
@@ -593,25 +598,23 @@ class Session:
         conn._write_control(self.channel, SessionCommandPoint(command_id=first,
                                                               command_offset=0))
         self._need_command_point = False
-        # Walk first..next_out: resend what we hold, gap runs of what the
-        # peer already completed (we no longer hold it).
-        run: tuple[int, int] | None = None
+        # From first to next_out: resend what we hold (in id order), gap each
+        # run between held ids (the peer completed them; we no longer hold
+        # them).  Walks what we hold, not the ids: ``first`` is the peer's.
         cid = first
-        while cid != self.next_out_id:
-            entry = self._replay.get(cid)
-            if entry is None:
-                run = (run[0], cid) if run else (cid, cid)
-                gapped.add(cid)
-            else:
-                if run:
-                    conn._write_control(self.channel, SessionGap(commands=SequenceSet([run])))
-                    run = None
-                command, sync, headers, body = entry
-                conn._write_command(self, command, sync, headers, body)
-                replayed.add(cid)
-            cid = serial_add(cid, 1)
-        if run:
+        for kept in [i for i in self._replay if serial_le(first, i)]:
+            if kept != cid:
+                run = (cid, serial_add(kept, -1))
+                conn._write_control(self.channel, SessionGap(commands=SequenceSet([run])))
+                gapped.add_range(*run)
+            command, sync, headers, body = self._replay[kept]
+            conn._write_command(self, command, sync, headers, body)
+            replayed.add(kept)
+            cid = serial_add(kept, 1)
+        if cid != self.next_out_id:
+            run = (cid, serial_add(self.next_out_id, -1))
             conn._write_control(self.channel, SessionGap(commands=SequenceSet([run])))
+            gapped.add_range(*run)
         events.append(ev.SessionResumed(self.channel, self.name, replayed, gapped,
                                         peer_state=True))
 

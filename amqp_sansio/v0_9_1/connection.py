@@ -272,6 +272,11 @@ class ClientConfig:
     publish_when_blocked: str = "queue"
     strict_names: bool = False
 
+    def __attrs_post_init__(self) -> None:
+        # Unusable credentials are the caller's error now, not a surprise
+        # raised from receive_data when the server's start arrives.
+        sasl.check_credentials(self.mechanisms, self.username, self.password)
+
 
 @attrs.frozen(kw_only=True)
 class ServerConfig:
