@@ -8,7 +8,7 @@
 #
 # `make test` runs every stage even when an earlier one fails, prints each
 # stage's time, and exits non-zero if any stage failed:
-#   pytest -> ruff -> mypy -> codegen --check -> tests/wheel_check.py
+#   pytest -> ruff -> mypy -> codegen --check -> scripts/wheel_check.py
 # With CI=true, HYPOTHESIS_PROFILE defaults to "ci" (tests/conftest.py reads it).
 # Pass extra pytest options with PYTEST_ARGS='-k foo -x'.
 
@@ -18,7 +18,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 # Extras installed into the dev/CI venv (pyproject [project.optional-dependencies]).
 EXTRAS ?= test,bench,dev,spark,trio
-# Extras tests/wheel_check.py installs in a second phase to import their adapters.
+# Extras scripts/wheel_check.py installs in a second phase to import their adapters.
 WHEEL_EXTRAS ?= trio,broker
 
 ifeq ($(CI),true)
@@ -70,7 +70,7 @@ test: $(STAMP)
 	$(call stage,ruff,$(PY) -m ruff check .) \
 	$(call stage,mypy,$(MYPY_CMD)) \
 	$(call stage,codegen,$(PY) codegen/gen_0_10.py --check && $(PY) codegen/gen_0_9_1.py --check) \
-	$(call stage,wheel,$(PY) tests/wheel_check.py --extras '$(WHEEL_EXTRAS)') \
+	$(call stage,wheel,$(PY) scripts/wheel_check.py --extras '$(WHEEL_EXTRAS)') \
 	echo "---- make test: stage summary"; cat "$$summary"; rm -f "$$summary"; \
 	if [ -n "$$failed" ]; then echo "make test: FAILED stages:$$failed" >&2; exit 1; fi; \
 	echo "make test: all stages passed"
@@ -86,7 +86,7 @@ codegen-check: $(STAMP)
 	$(PY) codegen/gen_0_9_1.py --check
 
 wheel-check: $(STAMP)
-	$(PY) tests/wheel_check.py --extras '$(WHEEL_EXTRAS)'
+	$(PY) scripts/wheel_check.py --extras '$(WHEEL_EXTRAS)'
 
 regen: $(STAMP)
 	$(PY) codegen/gen_0_10.py

@@ -1,7 +1,7 @@
 """End-to-end AMQP 0-9-1 benchmark against RabbitMQ: this library vs pika and aiormq.
 
 One run starts a private RabbitMQ node on a free loopback port
-(``tests/rabbitmq.py``; or use ``--url`` for a running broker) and, for each
+(``tests/support/rabbitmq.py``; or use ``--url`` for a running broker) and, for each
 client, publishes and consumes ``--count`` messages of ``--size`` octets::
 
     python bench/e2e_0_9_1.py                       # 100,000 x 100 B, every client
@@ -57,7 +57,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 
 class Meter:

@@ -1,4 +1,4 @@
-"""The long-run loop of fuzz/state_machines.py (0-10) and
+"""The long-run loop of fuzz/state_machines_0_10.py (0-10) and
 fuzz/state_machines_0_9_1.py: the Hypothesis state machines of a test module
 (its ``MACHINES``, ``EXAMPLES`` and ``STATS``) run round-robin, one batch of
 examples each at a time and each round under its own seed, with longer step

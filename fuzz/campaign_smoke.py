@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from amqp_sansio_fuzz.campaign import CampaignConfig, EmbeddedBroker, campaign, summary_table
-from amqp_sansio_fuzz.generate import GenConfig
+from amqp_sansio_fuzz.generate_0_10 import GenConfig
 
 
 def main(argv: list[str] | None = None) -> int:

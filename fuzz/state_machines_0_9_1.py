@@ -2,7 +2,7 @@
 
     python fuzz/state_machines_0_9_1.py --minutes 10 [--seed N] [--machine channel ...]
 
-The machines are the ones in tests/test_state_machines_0_9_1.py (a client
+The machines are the ones in tests/v0_9_1/test_state_machines_0_9_1.py (a client
 and a server core driven against each other in memory: handshakes,
 heartbeats, close and EOF; channels with a tiny in-test broker -- confirms,
 consumers and acks, returns, get, tx, flow, soft and hard errors; legal and
@@ -21,7 +21,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
+sys.path.insert(0, str(ROOT / "tests" / "v0_9_1"))
 sys.path.insert(0, str(ROOT / "fuzz"))
 
 import _campaign  # noqa: E402

@@ -329,10 +329,10 @@ def _run_server(args: Any, streams: Streams, gen: Any, fail_on: frozenset[str]) 
 def run_replay(args: argparse.Namespace, streams: Streams) -> int:
     from amqp_sansio_fuzz import reproducer
     from amqp_sansio_fuzz.campaign import EmbeddedBroker
-    from amqp_sansio_fuzz.monitor import MonitorConfig
     from amqp_sansio_fuzz.oracle import NONCONFORMANT
     from amqp_sansio_fuzz.protocols import gen_config_of, make_case
     from amqp_sansio_fuzz.runner import RunConfig, run_case
+    from amqp_sansio_fuzz.signals import MonitorConfig
 
     try:
         case, j = reproducer.load(args.file)

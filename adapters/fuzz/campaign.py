@@ -32,12 +32,12 @@ import attrs
 
 from . import reproducer
 from .case import P091, Case
-from .generate import GenConfig
+from .generate_0_10 import GenConfig
 from .minimise import MinimiseStats, ddmin
-from .monitor import MonitorConfig
 from .oracle import CONFORMANT, DOCUMENTED, NONCONFORMANT, OUTCOMES
 from .protocols import make_case, protocol_of
 from .runner import RunConfig, RunResult, Target, probe, run_case
+from .signals import MonitorConfig
 
 ROW_FIELDS = ("case", "family", "fault", "target", "outcome", "detail", "duration",
               "reproducer")
@@ -67,7 +67,7 @@ class CampaignConfig:
     budget: float | None = None  # seconds
     out: Path | None = None
     step_timeout: float = 2.0
-    gen: Any = GenConfig()  # generate.GenConfig (0-10) or gen_0_9_1.GenConfig
+    gen: Any = GenConfig()  # generate_0_10.GenConfig or generate_0_9_1.GenConfig
     minimise: bool = True
     max_minimise_tests: int = 40
     minimise_budget: float = 60.0  # seconds per case

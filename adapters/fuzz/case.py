@@ -1,7 +1,7 @@
 """The case model: a scripted conversation and what the oracle expects of it.
 
 A :class:`Case` is data only -- a pure function of ``(seed, case number)``
-(see :mod:`.generate`) -- so any case can be rebuilt, stored as JSON and
+(see :mod:`.generate_0_10`) -- so any case can be rebuilt, stored as JSON and
 replayed octet for octet:
 
 * ``items``: what we send, in order.  Each :class:`Item` is a run of raw

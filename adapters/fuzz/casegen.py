@@ -1,6 +1,6 @@
 """What every case generator shares, whatever the protocol.  Pure.
 
-A generator (:mod:`.generate` for AMQP 0-10, :mod:`.gen_0_9_1` for 0-9-1)
+A generator (:mod:`.generate_0_10` for AMQP 0-10, :mod:`.generate_0_9_1` for 0-9-1)
 is a table of *operators* by *family*, each a function of a protocol
 :class:`Script` that appends the items of one case and returns its
 :class:`.case.Fault` (``None``: not applicable, try again).  The rest is

@@ -111,8 +111,7 @@ from amqp_sansio.v0_9_1.framing import (
     decode_method,
 )
 
-from .monitor import MonitorConfig
-from .signals import MonitorBase, Signal, complete_header
+from .signals import MonitorBase, MonitorConfig, Signal, complete_header
 from .specinfo_0_9_1 import CLOSED_CHANNEL, DEV, REPLY_CODES, SOFT_CODES, method_name
 from .wire_0_9_1 import method_frame
 

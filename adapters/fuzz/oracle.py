@@ -11,7 +11,7 @@ rejected       a conformant rejection: ``connection.close``,
                dropped socket where the spec says to drop it
 wrong-code     a rejection with a code the spec does not allow for that fault
 missed         the peer accepted a fault the spec says it must reject
-violation      the peer's own output broke a rule (see :mod:`.monitor`)
+violation      the peer's own output broke a rule (see :mod:`.monitor_0_10`)
 reset          the connection ended without a close where none was allowed
 hang           no reply within the step deadline
 crash          the port stopped accepting (a fresh probe connection failed)
@@ -33,7 +33,7 @@ The oracle is protocol-neutral: 0-9-1 signals are ``close`` (connection
 scope, hard errors) and ``channel-close`` (soft errors, judged against
 ``Fault.channel_close`` and the codes the spec allows for the method the
 close names); the codes allowed for a well-formed command or method come
-from the protocol's spec info (:mod:`.specinfo`, :mod:`.specinfo_0_9_1`).
+from the protocol's spec info (:mod:`.specinfo_0_10`, :mod:`.specinfo_0_9_1`).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ import attrs
 
 from .case import P091, Case
 from .signals import Signal, Violation
-from .specinfo import GENERIC_ERROR_CODES, allowed_error_codes
+from .specinfo_0_10 import GENERIC_ERROR_CODES, allowed_error_codes
 
 OUTCOMES = ("accepted", "rejected", "deviation", "wrong-code", "missed", "violation", "reset",
             "hang", "crash")

@@ -13,7 +13,7 @@ __all__ = ["protocol_of", "make_case", "generator", "gen_config_of"]
 from types import ModuleType
 from typing import Any
 
-from . import casegen, gen_0_9_1, generate
+from . import casegen, generate_0_9_1, generate_0_10
 from .case import P010, P091, PROTOCOLS, Case
 
 
@@ -27,7 +27,7 @@ def generator(protocol: str) -> ModuleType:
     ``OPERATORS``, ``FAMILIES``, ``operator_names``."""
     if protocol not in PROTOCOLS:
         raise ValueError(f"unknown protocol {protocol!r} (one of {', '.join(PROTOCOLS)})")
-    return gen_0_9_1 if protocol == P091 else generate
+    return generate_0_9_1 if protocol == P091 else generate_0_10
 
 
 def make_case(seed: int, number: int, gen: Any = None) -> Case:

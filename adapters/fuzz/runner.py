@@ -2,7 +2,7 @@
 
 This is the only module that touches sockets and the clock (with the
 campaign loop and the server role).  Everything it learns goes through the
-pure monitor (:class:`~.monitor.Monitor`, 0-9-1:
+pure monitor (:class:`~.monitor_0_10.Monitor`, 0-9-1:
 :class:`~.monitor_0_9_1.Monitor`); the verdict comes from the pure
 :func:`~.oracle.classify`.
 
@@ -14,12 +14,8 @@ after the items: a barrier that proves the peer still works, then
 ``connection.close`` and its ``close-ok``.  A connection the handshake never
 opened is only waited on: the peer is expected to drop it.
 
-AMQP 0-10 (:class:`_IO010`; 0-9-1 in :mod:`.runner_0_9_1`): reflexes (not
-part of the case, but deterministic given the peer's input) answer a
-``connection.close`` from the peer with ``close-ok``, a ``session.detach``
-with ``session.detached``; the barrier is, on every session still alive, an
-``execution.sync`` with the sync bit (plus ``session.flush(completed)`` for a
-weak barrier) whose completion proves the peer still works.
+Each protocol's reflexes, barrier and close are in its own module
+(:mod:`.runner_0_10`, :mod:`.runner_0_9_1`).
 """
 
 from __future__ import annotations
@@ -35,14 +31,11 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 import attrs
 
-from amqp_sansio.v0_10 import spec
 from amqp_sansio.v0_10.framing import PROTOCOL_HEADER
 
-from . import wire
 from .case import P091, Case
-from .monitor import Monitor, MonitorConfig
 from .oracle import Observation, Outcome, classify
-from .signals import MonitorBase
+from .signals import MonitorBase, MonitorConfig
 
 
 @attrs.frozen
@@ -304,100 +297,15 @@ def run_with(case: Case, cfg: RunConfig, io_cls: type[_IO[Any]]) -> RunResult:
 
 def run_case(case: Case, cfg: RunConfig) -> RunResult:
     """Play ``case`` against ``cfg.target``; classify what the peer did.
-    (0-9-1 cases are played by :func:`.runner_0_9_1.run_case`.)"""
+    (each protocol's module plays its own: :mod:`.runner_0_10`,
+    :mod:`.runner_0_9_1`)."""
     if case.protocol == P091:
         from .runner_0_9_1 import run_case as run_case_091
 
         return run_case_091(case, cfg)
-    return run_with(case, cfg, _IO010)
+    from .runner_0_10 import run_case as run_case_010
 
-
-# ---------------------------------------------------------------------------
-# AMQP 0-10
-
-
-def _ctl(ch: int, ctl: Any) -> bytes:
-    return b"".join(wire.frames(wire.control_assembly(ch, ctl), 4084))
-
-
-def _cmd(ch: int, cmd: Any, sync: bool = False) -> bytes:
-    return b"".join(wire.frames(wire.command_assembly(ch, cmd, sync=sync), 4084))
-
-
-class _IO010(_IO[Monitor]):
-    """0-10: reflexes answer the peer's close and detach (once each); the
-    barrier is an execution.sync on every live session."""
-
-    HEADER = PROTOCOL_HEADER
-
-    def __init__(self, sock: socket.socket, mon: Monitor, keep: bool) -> None:
-        super().__init__(sock, mon, keep)
-        self._answered_close = False
-        self._answered_detach: set[int] = set()
-        self._seen_signals = 0
-
-    @classmethod
-    def monitor(cls, cfg: MonitorConfig) -> Monitor:
-        return Monitor(cfg)
-
-    def reflexes(self, deadline: float) -> None:
-        sigs = self.mon.signals
-        while self._seen_signals < len(sigs):
-            s = sigs[self._seen_signals]
-            self._seen_signals += 1
-            if s.kind == "close" and not self._answered_close and not self.dead:
-                self._answered_close = True
-                self.write(_ctl(0, spec.ConnectionCloseOk()), deadline)
-            elif s.kind == "detach" and s.channel is not None and (
-                    s.channel not in self._answered_detach) and not self.dead:
-                self._answered_detach.add(s.channel)
-                sess = self.mon.by_channel.get(s.channel)
-                name = sess.name if sess is not None else b""
-                self.write(_ctl(s.channel, spec.SessionDetached(name=name, code=0)), deadline)
-
-    @property
-    def answered_close(self) -> bool:
-        return self._answered_close
-
-    def barrier(self, case: Case, step: float) -> str | None:
-        """Prove each live session still executes commands."""
-        mon = self.mon
-        waits: list[tuple[int, int | None, int]] = []
-        if case.barrier != "none":
-            weak = case.barrier == "weak"
-            for ch, s in mon.live_sessions(strict=not weak):
-                if s.next_out is None:
-                    self.write(_ctl(ch, spec.SessionCommandPoint(command_id=0,
-                                                                 command_offset=0)),
-                               time.monotonic() + step)
-                before = mon.counters.get(f"completed:{ch}", 0)
-                self.write(_cmd(ch, spec.ExecutionSync(), sync=True), time.monotonic() + step)
-                if weak:
-                    self.write(_ctl(ch, spec.SessionFlush(completed=True)),
-                               time.monotonic() + step)
-                waits.append((ch, None if weak else s.last_out, before))
-
-        def barrier_done() -> bool:
-            if mon.over or mon.peer_closed:
-                return True
-            for ch, cid, before in waits:
-                if mon.session_ended(ch):
-                    continue
-                if cid is None:
-                    if mon.counters.get(f"completed:{ch}", 0) <= before:
-                        return False
-                elif cid not in mon.completed_on(ch):
-                    return False
-            return True
-
-        if waits and not self.wait(barrier_done, time.monotonic() + step):
-            pending = [ch for ch, cid, _ in waits if not mon.session_ended(ch)]
-            return f"barrier: execution.sync not completed on channel(s) {pending}"
-        return None
-
-    def close(self, step: float) -> None:
-        self.write(_ctl(0, spec.ConnectionClose(reply_code=200, reply_text="fuzz case done")),
-                   time.monotonic() + step)
+    return run_case_010(case, cfg)
 
 
 def probe(target: Target, timeout: float = 3.0, header: bytes = PROTOCOL_HEADER) -> bool:

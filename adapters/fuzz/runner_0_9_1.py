@@ -34,9 +34,9 @@ from amqp_sansio.v0_9_1 import spec
 from amqp_sansio.v0_9_1.framing import PROTOCOL_HEADER
 
 from .case import Case
-from .monitor import MonitorConfig
 from .monitor_0_9_1 import Monitor
 from .runner import _IO, RunConfig, RunResult, Target, probe, run_with
+from .signals import MonitorConfig
 from .wire_0_9_1 import method_frame
 
 #: RabbitMQ delays the silent close of a failed handshake by 3 s

@@ -42,12 +42,13 @@ from amqp_sansio.v0_10 import events as ev
 from amqp_sansio.v0_10 import spec
 from amqp_sansio.v0_10.framing import PROTOCOL_HEADER, AssemblyDecoder, ControlAssembly
 
-from . import reproducer, wire
+from . import reproducer
+from . import wire_0_10 as wire
 from .campaign import CampaignResult, CaseRow
 from .case import SERVER, Case, Fault
-from .monitor import Signal, Violation
 from .oracle import NONCONFORMANT, Observation, Outcome, classify
 from .runner import Target
+from .signals import Signal, Violation
 from .values import INT_RANGES, case_rng
 
 _TARGETS = ("connection.start", "connection.tune", "connection.open-ok", "session.attached",

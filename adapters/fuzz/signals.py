@@ -9,6 +9,8 @@
   ``execution.exception``; 0-9-1: ``connection.close``, ``channel.close``)
   and other turns (``close-ok``, ``session.detach``, a redirect, the peer's
   protocol header).
+* :class:`MonitorConfig` -- who we are to the peer (role, credentials,
+  frame size, virtual host), for every protocol's monitor.
 * :class:`MonitorBase` -- the bookkeeping every monitor shares (what it
   reports, the counters waits are measured against, the state of both
   sides' closes, our own octets and their protocol header) and what the
@@ -17,11 +19,21 @@
 
 from __future__ import annotations
 
-__all__ = ["Signal", "Violation", "MonitorBase", "complete_header"]
+__all__ = ["Signal", "Violation", "MonitorBase", "MonitorConfig", "complete_header"]
 
 from typing import Any
 
 import attrs
+
+
+@attrs.frozen
+class MonitorConfig:
+    role: str = "client"  # our role; the peer has the other one
+    mechanism: str = "ANONYMOUS"
+    username: str | None = None
+    password: str | None = None
+    frame_max: int = 4096
+    virtual_host: str = "/"
 
 
 @attrs.frozen
@@ -60,7 +72,7 @@ def complete_header(head: bytes, data: bytes) -> tuple[bytes, bytes]:
 
 class MonitorBase:
     """Watches one connection: the protocol-neutral half (see the protocol
-    monitors, :mod:`.monitor` and :mod:`.monitor_0_9_1`)."""
+    monitors, :mod:`.monitor_0_10` and :mod:`.monitor_0_9_1`)."""
 
     def __init__(self) -> None:
         self.violations: list[Violation] = []

@@ -27,7 +27,7 @@ import attrs
 
 from .campaign import CampaignConfig, CampaignResult, CaseRow, _report, run_range
 from .case import Case
-from .generate import GenConfig
+from .generate_0_10 import GenConfig
 from .oracle import NONCONFORMANT
 from .protocols import make_case
 from .runner import RunConfig, RunResult, Target, run_case

@@ -6,7 +6,7 @@ from the two numbers (through SHA-256, so it is the same on every platform
 and Python version), and every builder takes that ``Rng``.
 
 Values are built from what ``FIELDS`` says about each field (its wire type,
-enum, struct or array element), as ``tests/strategies_0_10.py`` does with
+enum, struct or array element), as ``tests/support/strategies_0_10.py`` does with
 Hypothesis -- the generator is written once, not per spec class.  Names
 (queues, exchanges, destinations, keys) come from a small per-case
 :class:`Names` pool so that the commands of one conversation refer to each
@@ -30,7 +30,7 @@ from amqp_sansio.serial import SequenceSet
 from amqp_sansio.v0_10._specbase import FieldSpec
 from amqp_sansio.v0_10.codec import Array
 
-from .specinfo import spec_class
+from .specinfo_0_10 import spec_class
 
 INT_RANGES: dict[str, tuple[int, int]] = {
     "int8": (-(1 << 7), (1 << 7) - 1), "uint8": (0, 0xFF),

@@ -7,13 +7,13 @@ AMQP 0-9-1 (RabbitMQ) with ``?protocol=0-9-1`` in the URL or
 API (see :mod:`.client_0_9_1` for where the semantics differ); :class:`Server` /
 :func:`serve_forever` serve any sans-IO connection handler (such as the
 embedded broker's ``BrokerConnection``) with a thread per connection.  See
-``client.py`` for the design.
+``client_0_10.py`` for the design.
 """
 
 from amqp_sansio.v0_10.messages import Message
 
 from . import client_0_9_1
-from .client import DEFAULT, Connection, Delivery, Session, Subscription, connect
+from .client_0_10 import DEFAULT, Connection, Delivery, Session, Subscription, connect
 from .errors import (
     AMQPError,
     AMQPTimeout,

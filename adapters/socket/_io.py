@@ -1,7 +1,7 @@
 """The I/O-thread machinery both blocking clients share (0-10 and 0-9-1).
 
 :class:`IOConnection` owns the socket through one small I/O thread and
-guards a sans-IO core with one lock (see ``client.py`` for the design); a
+guards a sans-IO core with one lock (see ``client_0_10.py`` for the design); a
 protocol's client subclasses it (through ``_common.ClientConnection``) and
 supplies :meth:`IOConnection._dispatch`, which turns the core's events into
 state on its own objects.  Nothing here knows a protocol: the core only

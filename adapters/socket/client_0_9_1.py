@@ -1,4 +1,4 @@
-"""The blocking client for AMQP 0-9-1 (RabbitMQ), with the API of ``client.py``.
+"""The blocking client for AMQP 0-9-1 (RabbitMQ), with the API of ``client_0_10.py``.
 
 :func:`amqp_sansio_socket.connect` returns this module's :class:`Connection`
 when the URL says ``?protocol=0-9-1`` (or ``protocol="0-9-1"`` is passed).

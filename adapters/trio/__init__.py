@@ -13,7 +13,7 @@ from amqp_sansio.v0_10.messages import Message
 from amqp_sansio.v0_10.session import SessionStore
 
 from . import client_0_9_1
-from .client import (
+from .client_0_10 import (
     HIGH_WATER,
     Connection,
     Delivery,

@@ -1,4 +1,4 @@
-"""What the two Trio clients (0-10 ``client.py``, 0-9-1 ``client_0_9_1.py``)
+"""What the two Trio clients (0-10 ``client_0_10.py``, 0-9-1 ``client_0_9_1.py``)
 do word for word alike, written once.
 
 Only what means the same in both protocols lives here: the errors a closed

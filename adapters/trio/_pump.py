@@ -1,7 +1,7 @@
 """The byte pump both Trio clients share (0-10 and 0-9-1).
 
 :class:`PumpConnection` runs one reader, one writer and one timer task in
-the connection's nursery around a sans-IO core (see ``client.py`` for the
+the connection's nursery around a sans-IO core (see ``client_0_10.py`` for the
 design); a protocol's client subclasses it (through
 ``_common.ClientConnection``) and supplies ``_dispatch`` (events -> state)
 and ``_on_error`` (fail its sessions).

@@ -1,4 +1,4 @@
-"""The Trio client for AMQP 0-9-1 (RabbitMQ), with the API of ``client.py``.
+"""The Trio client for AMQP 0-9-1 (RabbitMQ), with the API of ``client_0_10.py``.
 
 :func:`amqp_sansio_trio.open_connection` yields this module's
 :class:`Connection` when the URL says ``?protocol=0-9-1`` (or

@@ -32,7 +32,7 @@ streamed), all of them together by ``max_pending_size``, and no allocation
 is ever sized from a declared length.
 
 Content decoding never reads past a segment (the codec's contract), so the
-only exception any input can raise is DecodeError; tests/test_decoder_fuzz.py
+only exception any input can raise is DecodeError; tests/fuzz/test_decoder_fuzz_0_10.py
 and fuzz/ check that.
 """
 

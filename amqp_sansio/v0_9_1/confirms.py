@@ -1,7 +1,7 @@
 """Delivery-tag bookkeeping: publisher confirms and consumer acknowledgements.
 
 Pure data structures, no I/O and no protocol objects, so they can be tested
-on their own (tests/test_confirms_0_9_1.py checks them against a set-based
+on their own (tests/v0_9_1/test_confirms_0_9_1.py checks them against a set-based
 model with hypothesis).
 
 Both directions of 0-9-1 acknowledgement have the same shape: tags are

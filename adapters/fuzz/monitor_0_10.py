@@ -1,0 +1,603 @@
+"""The monitor: checks every octet the peer sends against the protocol.
+
+Pure (no sockets, no clock).  The runner feeds it both directions of one
+connection -- :meth:`Monitor.sent` with what we wrote, :meth:`Monitor.received`
+with what the peer wrote -- and reads back:
+
+* ``violations``: rules the peer broke, each named;
+* ``signals``: the peer's rejections (``connection.close``,
+  ``session.detached``, ``execution.exception``) and other turns
+  (``session.detach``, redirect), for the oracle to judge;
+* state the runner needs (what a wait is waiting for, which sessions are
+  alive for the final barrier, the id the next command of ours gets).
+
+Two checkers share the peer's octets:
+
+1. **our core, in the role opposite the peer** -- a client
+   :class:`~amqp_sansio.v0_10.connection.Connection` when the peer is a
+   broker, a server one when the peer is a client.  Everything it rejects at
+   connection scope (undecodable frames, frames above the negotiated size, a
+   handshake out of order, tune/tune-ok values outside the rules, a bad
+   protocol header) is a violation.  Its own output is discarded.
+2. **session and execution rules** that need to know what *we* sent, which a
+   scripted conversation's core cannot know: our octets are decoded too, and
+   numbered as a conformant peer numbers them.  The rules:
+
+   ===============================  ========================================
+   rule                             the peer broke it when
+   ===============================  ========================================
+   frames.undecodable               its octets fail our decoder
+   session.unused-channel           session traffic on a channel we never used
+   session.attached-name            attached names another session
+   session.detach-code              a detached code outside the domain
+   session.command-point            a command before its command-point
+   session.completed-unknown        completed/confirmed name ids we never sent
+   session.known-completed-unknown  known-completed for ids we never completed
+   session.expected                 expected unsolicited, or breaking rules
+                                    include-next-command / empty-iff-no-state
+   session.timeout                  timeout unsolicited, or above the request
+   execution.result-unknown         result for an id we never sent, twice,
+                                    or for a command without a result
+   execution.result-type            result struct not the command's <result>
+   execution.result-missing         completed a result command without result
+   execution.exception-code         error-code outside the domain
+   execution.exception-command      exception names an id we never sent
+   execution.undecodable            a command we cannot decode
+   execution.wrong-direction        a command only the other role sends
+   message.unsubscribed             transfer to a destination not subscribed
+   message.credit                   more messages or octets than credited
+   message.accept-unknown           accept/reject of transfers we never sent
+   connection.after-close           anything after its close or close-ok
+   ===============================  ========================================
+"""
+
+from __future__ import annotations
+
+__all__ = ["Monitor", "Signal", "Violation", "MonitorConfig"]
+
+import contextlib
+from typing import Any
+
+import attrs
+
+from amqp_sansio import sasl
+from amqp_sansio.errors import DecodeError, LocalProtocolError, RemoteProtocolError
+from amqp_sansio.serial import SequenceSet, serial_add, serial_diff
+from amqp_sansio.v0_10 import events as ev
+from amqp_sansio.v0_10.connection import ClientConfig, Connection, Role, ServerConfig
+from amqp_sansio.v0_10.framing import (
+    PROTOCOL_HEADER,
+    AssemblyDecoder,
+    ControlAssembly,
+    InvalidCommand,
+)
+
+from .signals import MonitorBase, MonitorConfig, Signal, Violation, complete_header
+from .specinfo_0_10 import DETACH_CODES, ERROR_CODES, sent_by
+
+INF = float("inf")
+def _big_decoder() -> AssemblyDecoder:
+    return AssemblyDecoder(max_frame_size=0xFFFF, max_segment_size=64 << 20,
+                           max_body_size=64 << 20)
+
+
+@attrs.define
+class _Sent:
+    name: str
+    result: type | None
+    faulty: bool
+    transfer: bool = False
+
+
+@attrs.define
+class _Sess:
+    """One session as both sides see it (keyed by name: it survives moves)."""
+
+    name: bytes
+    channel: int | None = None
+    attached: bool = False
+    gone: bool = False
+    peer_detaching: bool = False
+    failed: bool = False
+    next_out: int | None = None  # id of our next command, None before a command-point
+    last_out: int | None = None
+    untracked: bool = False
+    sent: dict[int, _Sent] = attrs.field(factory=dict)
+    ambiguous: set[int] = attrs.field(factory=set)  # ids we used twice (wrap, restart)
+    gapped: SequenceSet = attrs.field(factory=SequenceSet)
+    we_completed: bool = False
+    flush_expected: int = 0
+    timeout_requests: list[int | None] = attrs.field(factory=list)
+    granted: int | None = 0
+    detached_with_state: bool = False
+    peer_next: int | None = None
+    completed: SequenceSet = attrs.field(factory=SequenceSet)
+    results: set[int] = attrs.field(factory=set)
+    granted_msgs: dict[str, float] = attrs.field(factory=dict)
+    granted_bytes: dict[str, float] = attrs.field(factory=dict)
+    got_msgs: dict[str, int] = attrs.field(factory=dict)
+    got_bytes: dict[str, int] = attrs.field(factory=dict)
+
+
+def _add_credit(table: dict[str, float], dest: str, value: int | None) -> None:
+    v = INF if value is None or value == 0xFFFFFFFF else float(value)
+    total = table.get(dest, 0.0) + v
+    table[dest] = INF if total >= 0xFFFFFFFF else total
+
+
+class Monitor(MonitorBase):
+    """Watches one connection; see the module docstring."""
+
+    def __init__(self, cfg: MonitorConfig | None = None) -> None:
+        super().__init__()
+        self.cfg = cfg = cfg or MonitorConfig()
+        self.core = self._make_core(cfg)
+        self._peer_header = b""
+        self._peer_dec: AssemblyDecoder | None = None
+        self._peer_broken = False
+        self._our_dec: AssemblyDecoder | None = None
+        self.by_channel: dict[int, _Sess] = {}
+        self.sessions: dict[bytes, _Sess] = {}
+        self.used_channels: set[int] = set()
+
+    @staticmethod
+    def _make_core(cfg: MonitorConfig) -> Connection:
+        if cfg.role == "client":
+            user = cfg.username or "guest"
+            pw = cfg.password or "guest"
+            return Connection(Role.CLIENT, ClientConfig(
+                virtual_host=cfg.virtual_host, username=user, password=pw,
+                mechanisms=("ANONYMOUS", "PLAIN", "EXTERNAL"), channel_max=0xFFFF,
+                max_frame_size=cfg.frame_max))
+        return Connection(Role.SERVER, ServerConfig(
+            authenticator=sasl.ServerAuthenticator.standard(anonymous=True),
+            max_frame_size=cfg.frame_max, channel_max=0xFFFF))
+
+    # -- what the runner asks ------------------------------------------------
+    @property
+    def over(self) -> bool:
+        """Nothing more will come: the peer closed, reset or broke framing."""
+        return self.eof or self.peer_close_ok or self._peer_broken or (
+            self.peer_closed and self.we_closed)
+
+    def satisfied(self, wait: str, mark: dict[str, int]) -> bool:
+        if self.over or self.peer_closed:
+            return True
+        key = {"start": "connection.start", "tune": "connection.tune",
+               "open-ok": "connection.open-ok"}.get(wait)
+        if key is not None:
+            return key in self.handshake or "connection.redirect" in self.handshake
+        kind, _, ch = wait.partition(":")
+        keys = {"reply": (f"ctl:{ch}",), "expected": (f"expected:{ch}",),
+                "timeout": (f"timeout:{ch}",),
+                "attach": (f"session.attached:{ch}", f"session.detached:{ch}"),
+                "completed": (f"session.completed:{ch}", f"session.detached:{ch}",
+                              f"session.detach:{ch}"),
+                "detached": (f"session.detached:{ch}",)}.get(kind)
+        if keys is None:
+            raise ValueError(f"unknown wait {wait!r}")
+        return any(self.counters.get(k, 0) > mark.get(k, 0) for k in keys)
+
+    # -- our side -----------------------------------------------------------
+    def sent(self, data: bytes, *, faulty: bool = False) -> None:
+        """We wrote ``data`` (the monitor numbers our commands from it)."""
+        if not self._note_sent(data, faulty):
+            return
+        if self._our_dec is None:
+            self._our_header, data = complete_header(self._our_header, data)
+            if len(self._our_header) < 8:
+                return
+            if self._our_header != PROTOCOL_HEADER:
+                self.sent_broken = True
+                return
+            self._our_dec = _big_decoder()
+            if not data:
+                return
+        items, err = self._our_dec.feed_until_error(data)
+        for it in items:
+            self._our_item(it)
+        if err is not None:
+            self.sent_broken = True
+
+    def _sess_on(self, ch: int) -> _Sess | None:
+        s = self.by_channel.get(ch)
+        return s if s is not None and not s.gone else None
+
+    def _our_item(self, it: Any) -> None:
+        ch = it.channel
+        self.used_channels.add(ch)
+        if isinstance(it, ControlAssembly):
+            self._our_control(ch, it.control)
+            return
+        s = self._sess_on(ch)
+        if s is None or s.next_out is None or s.untracked:
+            return  # the peer must not number it (not attached / no command-point)
+        cid = s.next_out
+        while cid in s.gapped:
+            cid = serial_add(cid, 1)
+        if isinstance(it, InvalidCommand):
+            name = it.error.message.split(":", 1)[0]
+            new = _Sent(name, None, self._current_faulty)
+        else:
+            cmd = it.command
+            new = _Sent(cmd.NAME, getattr(type(cmd), "RESULT", None),
+                        self._current_faulty, cmd.NAME == "message.transfer")
+            self._our_command(s, cmd)
+        old = s.sent.get(cid)
+        if old is not None:
+            # The id was used before (numbering wrapped or restarted): the
+            # peer's answers may mean either command.
+            s.ambiguous.add(cid)
+            new = _Sent(f"{old.name}|{new.name}", old.result or new.result,
+                        old.faulty or new.faulty, old.transfer or new.transfer)
+        s.sent[cid] = new
+        s.last_out = cid
+        s.next_out = serial_add(cid, 1)
+
+    def _our_control(self, ch: int, ctl: Any) -> None:
+        name = ctl.NAME
+        if name == "connection.close":
+            self.we_closed = True
+            if not self.core.closed and not self.core_failed:
+                with contextlib.suppress(LocalProtocolError):  # already closing
+                    self.core.close(int(ctl.reply_code or 200))
+            return
+        if name == "session.attach":
+            key = bytes(ctl.name or b"")
+            s = self.sessions.get(key)
+            if s is None:
+                s = self.sessions[key] = _Sess(key)
+            old = self.by_channel.get(ch)
+            if old is not None and old is not s and not old.gone:
+                return  # the peer must refuse it (transport busy): nothing moves
+            if s.channel is not None and s.channel != ch and not s.gone and not ctl.force:
+                return  # session busy elsewhere: refused
+            if s.channel is not None and s.channel != ch:
+                self.by_channel.pop(s.channel, None)
+            s.channel = ch
+            s.gone = False
+            s.attached = s.attached and old is s
+            if old is not s:
+                s.next_out = None  # a new attachment needs a new command-point
+                s.peer_next = None
+            self.by_channel[ch] = s
+            return
+        s = self._sess_on(ch)
+        if s is None:
+            return
+        if name == "session.detach":
+            s.detached_with_state = bool(s.granted)
+        elif name == "session.detached":
+            s.gone = True
+        elif name == "session.command-point":
+            if ctl.command_offset:
+                s.untracked = True
+            if ctl.command_id is None:
+                s.untracked = True
+            else:
+                s.next_out = int(ctl.command_id)
+        elif name == "session.gap":
+            s.gapped.update(ctl.commands or SequenceSet())
+        elif name in ("session.completed", "session.known-completed"):
+            s.we_completed = True
+        elif name == "session.flush" and ctl.expected:
+            s.flush_expected += 1
+        elif name == "session.request-timeout":
+            s.timeout_requests.append(ctl.timeout)
+
+    def _our_command(self, s: _Sess, cmd: Any) -> None:
+        n = cmd.NAME
+        if n == "message.subscribe":
+            dest = cmd.destination or ""
+            s.granted_msgs.setdefault(dest, 0.0)
+            s.granted_bytes.setdefault(dest, 0.0)
+        elif n == "message.flow":
+            dest = cmd.destination or ""
+            unit = int(cmd.unit) if cmd.unit is not None else -1
+            if unit == 0:
+                _add_credit(s.granted_msgs, dest, cmd.value)
+            elif unit == 1:
+                _add_credit(s.granted_bytes, dest, cmd.value)
+
+    # -- the peer's side ---------------------------------------------------------
+    def received(self, data: bytes) -> None:
+        """The peer wrote ``data``."""
+        if not data:
+            return
+        self.received_octets += len(data)
+        self._feed_core(data)
+        if self._peer_broken:
+            return
+        if self._peer_dec is None:
+            self._peer_header, data = complete_header(self._peer_header, data)
+            if len(self._peer_header) < 8:
+                return
+            self._peer_dec = _big_decoder()
+            if self._peer_header != PROTOCOL_HEADER:
+                self._peer_broken = True
+                return
+            if not data:
+                return
+        items, err = self._peer_dec.feed_until_error(data)
+        for it in items:
+            self._peer_item(it)
+        if err is not None:
+            self._peer_broken = True
+            self.violation("frames.undecodable", err.message)
+
+    def _feed_core(self, data: bytes) -> None:
+        if self.core_failed or self.core.closed:
+            return
+        try:
+            events = self.core.receive_data(data)
+        except RemoteProtocolError as e:
+            self.core_failed = True
+            if not isinstance(e, DecodeError) or not self._peer_broken:
+                self.violation(f"core.{e.scope}", e.message)
+            return
+        finally:
+            self.core.data_to_send()  # the core's own replies are not sent
+        for event in events:
+            if isinstance(event, ev.ProtocolHeaderMismatch):
+                if not self.sent_broken:
+                    self.violation("connection.header",
+                                   f"peer answered with header {event.header!r}")
+            elif isinstance(event, ev.ProtocolViolation) and event.scope == "connection":
+                self.violation("core.connection", event.message)
+
+    def end_of_input(self) -> None:
+        """The peer closed its side (or the connection reset)."""
+        self.eof = True
+        if not self.core_failed and not self.core.closed:
+            self.core.receive_data(b"")
+
+    def _peer_item(self, it: Any) -> None:
+        if self.peer_close_ok or (self.peer_closed and not (
+                isinstance(it, ControlAssembly) and it.control.NAME == "connection.close-ok")):
+            what = it.control.NAME if isinstance(it, ControlAssembly) else "a command"
+            self.violation("connection.after-close", f"{what} after connection.close")
+            return
+        ch = it.channel
+        if isinstance(it, ControlAssembly):
+            ctl = it.control
+            if ctl.CLASS_CODE == 1:
+                self._peer_connection_control(ch, ctl)
+            else:
+                self._peer_session_control(ch, ctl)
+            return
+        self._peer_command(ch, it)
+
+    def _peer_connection_control(self, ch: int, ctl: Any) -> None:
+        name = ctl.NAME
+        self.handshake.add(name)
+        self._count(name)
+        if name == "connection.close":
+            self.peer_closed = True
+            self.signals.append(Signal("close", ch, int(ctl.reply_code or 0),
+                                       after_fault=self.fault_sent,
+                                       text=str(ctl.reply_text or "")))
+        elif name == "connection.close-ok":
+            self.peer_close_ok = True
+            self.signals.append(Signal("close-ok", ch, after_fault=self.fault_sent))
+        elif name == "connection.redirect":
+            self.signals.append(Signal("redirect", ch, after_fault=self.fault_sent,
+                                       text=str(ctl.host)))
+
+    def _peer_session_control(self, ch: int, ctl: Any) -> None:
+        name = ctl.NAME
+        self._count(f"ctl:{ch}")
+        self._count(f"{name}:{ch}")
+        if not self.sent_broken and ch not in self.used_channels:
+            self.violation("session.unused-channel", f"{name} on channel {ch}, which we never "
+                           "used")
+            return
+        s = self.by_channel.get(ch)
+        if name == "session.attached":
+            if s is None or bytes(ctl.name or b"") != s.name:
+                want = s.name if s is not None else None
+                if not self.sent_broken:
+                    self.violation("session.attached-name",
+                                   f"attached {ctl.name!r} on channel {ch}; we attached {want!r}")
+                return
+            s.attached = True
+            s.gone = False
+            return
+        if name == "session.detached":
+            code = ctl.code if ctl.code is None else int(ctl.code)
+            if code is None or code not in DETACH_CODES:
+                self.violation("session.detach-code", f"detached code {code!r} on channel {ch}")
+            self.signals.append(Signal("detached", ch, code, after_fault=self.fault_sent))
+            if s is not None and (bytes(ctl.name or b"") == s.name or code in (3, 4, 0)):
+                s.gone = True
+                s.attached = False
+            return
+        if s is None or s.gone:
+            return  # e.g. completed after it detached us: harmless
+        if name == "session.detach":
+            s.peer_detaching = True
+            self.signals.append(Signal("detach", ch, after_fault=self.fault_sent))
+        elif name == "session.command-point":
+            s.peer_next = None if ctl.command_id is None else int(ctl.command_id)
+        elif name in ("session.completed", "session.confirmed"):
+            ids = ctl.commands or SequenceSet()
+            self._check_ids(s, ids, name)
+            if name == "session.completed":
+                self._check_results_before(s, ids)
+                s.completed.update(ids)
+                self._count(f"completed:{ch}")
+        elif name == "session.known-completed":
+            if ctl.commands and not s.we_completed and not self.sent_broken:
+                self.violation("session.known-completed-unknown",
+                               f"known-completed {ctl.commands!r} but we completed nothing")
+        elif name == "session.expected":
+            self._count(f"expected:{ch}")
+            self._check_expected(s, ctl)
+        elif name == "session.timeout":
+            self._count(f"timeout:{ch}")
+            if not s.timeout_requests:
+                self.violation("session.timeout", "timeout nobody requested")
+            else:
+                asked = s.timeout_requests.pop(0)
+                got = ctl.timeout
+                if asked is not None and got is not None and got > asked:
+                    self.violation("session.timeout", f"granted {got} > requested {asked}")
+                s.granted = got if got is not None else None
+
+    def _check_ids(self, s: _Sess, ids: SequenceSet, what: str) -> None:
+        if s.untracked or self.sent_broken:
+            return
+        for lo, hi in ids.ranges:
+            n = serial_diff(lo, hi) + 1 if lo != hi else 1
+            if n > 4096:
+                # Cheap check of a wide range: its ends.
+                probe = [lo, hi]
+            else:
+                probe = [serial_add(lo, k) for k in range(n)]
+            for cid in probe:
+                if cid not in s.sent and cid not in s.gapped:
+                    self.violation("session.completed-unknown",
+                                   f"{what} names command {cid}, which we never sent")
+                    return
+
+    def _check_results_before(self, s: _Sess, ids: SequenceSet) -> None:
+        if s.failed or s.untracked or self.sent_broken:
+            return
+        for cid, info in s.sent.items():
+            if cid in s.ambiguous:
+                continue
+            if info.result is not None and cid in ids and cid not in s.completed and (
+                    cid not in s.results):
+                self.violation("execution.result-missing",
+                               f"completed {info.name} (id {cid}) without an execution.result")
+                return
+
+    def _check_expected(self, s: _Sess, ctl: Any) -> None:
+        if s.flush_expected <= 0:
+            self.violation("session.expected", "expected without flush(expected)")
+            return
+        s.flush_expected -= 1
+        if s.untracked or self.sent_broken:
+            return
+        exp = ctl.commands or SequenceSet()
+        if not exp:
+            if s.detached_with_state and s.sent:
+                self.violation("session.expected", "expected is empty though the session "
+                               f"kept its state (timeout {s.granted} granted)")
+            return
+        if not s.sent:
+            self.violation("session.expected", f"expected {exp!r} for a session that never "
+                           "received a command")
+            return
+        nxt = serial_add(s.last_out, 1) if s.last_out is not None else None
+        if nxt is not None and nxt not in exp:
+            self.violation("session.expected", f"expected {exp!r} lacks the next command {nxt}")
+
+    def _peer_command(self, ch: int, it: Any) -> None:
+        s = self.by_channel.get(ch)
+        if not self.sent_broken and ch not in self.used_channels:
+            self.violation("session.unused-channel", f"a command on channel {ch}")
+            return
+        if s is None or s.gone:
+            return
+        if s.peer_next is None:
+            self.violation("session.command-point", f"command on channel {ch} before the "
+                           "peer's command-point")
+            return
+        s.peer_next = serial_add(s.peer_next, 1)
+        if isinstance(it, InvalidCommand):
+            self.violation("execution.undecodable", it.error.message)
+            return
+        cmd = it.command
+        name = cmd.NAME
+        if not sent_by(name, "server" if self.cfg.role == "client" else "client"):
+            self.violation("execution.wrong-direction", f"{name} is not sent by a "
+                           f"{'server' if self.cfg.role == 'client' else 'client'}")
+        if name == "execution.result":
+            self._peer_result(s, cmd)
+        elif name == "execution.exception":
+            self._peer_exception(s, ch, cmd)
+        elif name == "message.transfer":
+            self._peer_transfer(s, it)
+        elif name in ("message.accept", "message.reject") and not (
+                s.untracked or self.sent_broken):
+            for cid in cmd.transfers or SequenceSet():
+                info = s.sent.get(cid)
+                if info is None or not info.transfer:
+                    self.violation("message.accept-unknown",
+                                   f"{name} for {cid}, not a transfer of ours")
+                    break
+
+    def _peer_result(self, s: _Sess, cmd: Any) -> None:
+        cid = cmd.command_id
+        if s.untracked or self.sent_broken or cid in s.ambiguous:
+            if cid is not None:
+                s.results.add(cid)
+            return
+        info = s.sent.get(cid) if cid is not None else None
+        if info is None or info.result is None:
+            self.violation("execution.result-unknown",
+                           f"result for {cid}: {'not a command of ours' if info is None else info.name + ' has no result'}")
+            return
+        if cid in s.results:
+            self.violation("execution.result-unknown", f"a second result for {cid}")
+            return
+        s.results.add(cid)
+        if cmd.value is not None and not isinstance(cmd.value, info.result):
+            self.violation("execution.result-type",
+                           f"{info.name} answered with {type(cmd.value).__name__}, "
+                           f"not {info.result.__name__}")
+
+    def _peer_exception(self, s: _Sess, ch: int, cmd: Any) -> None:
+        s.failed = True
+        code = None if cmd.error_code is None else int(cmd.error_code)
+        if code is None or code not in ERROR_CODES:
+            self.violation("execution.exception-code", f"error-code {code!r}")
+        cid = cmd.command_id
+        info = s.sent.get(cid) if cid is not None else None
+        if cid is not None and info is None and not (s.untracked or self.sent_broken) and (
+                cid not in s.gapped):
+            self.violation("execution.exception-command",
+                           f"exception names command {cid}, which we never sent")
+        self.signals.append(Signal(
+            "exception", ch, code, command=info.name if info else None,
+            faulty=bool(info and info.faulty), after_fault=self.fault_sent,
+            text=str(cmd.description or "")[:200]))
+
+    def _peer_transfer(self, s: _Sess, it: Any) -> None:
+        dest = it.command.destination or ""
+        if dest not in s.granted_msgs:
+            if not self.sent_broken:
+                self.violation("message.unsubscribed", f"transfer to {dest!r}, never subscribed")
+            return
+        s.got_msgs[dest] = s.got_msgs.get(dest, 0) + 1
+        cost = it.header_size + len(it.body or b"")
+        s.got_bytes[dest] = s.got_bytes.get(dest, 0) + cost
+        if s.we_completed or self.sent_broken:
+            return  # window mode credit came back through our completions
+        if s.got_msgs[dest] > s.granted_msgs.get(dest, 0.0):
+            self.violation("message.credit", f"transfer {s.got_msgs[dest]} to {dest!r} with "
+                           f"message credit {s.granted_msgs[dest]:g}")
+        elif s.got_bytes[dest] > s.granted_bytes.get(dest, 0.0):
+            self.violation("message.credit", f"{s.got_bytes[dest]} octets to {dest!r} with "
+                           f"byte credit {s.granted_bytes.get(dest, 0.0):g}")
+
+    # -- for the runner --------------------------------------------------------
+    def live_sessions(self, strict: bool) -> list[tuple[int, _Sess]]:
+        """Sessions the final barrier can use: attached, not detached or
+        failed, our numbering known."""
+        if self.sent_broken or self.peer_closed or self.over:
+            return []
+        out = []
+        for ch, s in sorted(self.by_channel.items()):
+            if s.gone or not s.attached or s.failed or s.peer_detaching or s.untracked:
+                continue
+            out.append((ch, s))
+        return out
+
+    def completed_on(self, ch: int) -> SequenceSet:
+        s = self.by_channel.get(ch)
+        return s.completed if s is not None else SequenceSet()
+
+    def session_ended(self, ch: int) -> bool:
+        s = self.by_channel.get(ch)
+        return s is None or s.gone or s.failed or s.peer_detaching

@@ -1,0 +1,315 @@
+"""0-9-1 framing: frame checks, content assembly, chunk invariance, bounded
+memory, and a fuzz test (checklist A.5 items 3-10, 20-24, 62-63)."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies_0_9_1 import any_method, methods, properties
+
+from amqp_sansio.errors import DecodeError, LocalProtocolError
+from amqp_sansio.v0_9_1 import spec
+from amqp_sansio.v0_9_1.framing import (
+    FRAME_MIN_SIZE,
+    HEARTBEAT_FRAME,
+    ContentItem,
+    Decoder,
+    DiscardedFrame,
+    FrameDecoder,
+    HeartbeatItem,
+    MethodItem,
+    decode_method,
+    encode_content,
+    encode_frame,
+    encode_method,
+)
+
+streams = settings(max_examples=max(20, settings.default.max_examples // 4))
+CONTENT = [c for c in spec.METHODS.values() if c.CONTENT]
+PLAIN = [c for c in spec.METHODS.values() if not c.CONTENT]
+
+
+def feed_all(data: bytes, **kw: Any) -> list[Any]:
+    return list(Decoder(kw.pop("max_frame_size", 1 << 20), **kw).feed(data))
+
+
+def decode_error(data: bytes, **kw: Any) -> DecodeError:
+    with pytest.raises(DecodeError) as e:
+        feed_all(data, **kw)
+    return e.value
+
+
+def publish(channel: int, body: bytes, frame_max: int = FRAME_MIN_SIZE, **props: Any) -> bytes:
+    return encode_content(channel, spec.BasicPublish(routing_key="k"),
+                          spec.BasicProperties(**props), body, frame_max)
+
+
+# -- frames ------------------------------------------------------------------------------
+
+
+def test_heartbeat_bytes() -> None:
+    """Checklist 8."""
+    assert bytes.fromhex("08 0000 00000000 ce".replace(" ", "")) == HEARTBEAT_FRAME
+    assert encode_frame(8, 0, b"") == HEARTBEAT_FRAME
+    assert feed_all(HEARTBEAT_FRAME) == [HeartbeatItem()]
+
+
+@pytest.mark.parametrize("frame", [
+    bytes.fromhex("08 0001 00000000 ce".replace(" ", "")),  # channel 1
+    bytes.fromhex("08 0000 00000001 00 ce".replace(" ", "")),  # payload
+])
+def test_bad_heartbeats_are_501(frame: bytes) -> None:
+    assert decode_error(frame).code == 501
+
+
+@pytest.mark.parametrize("ftype", [0, 4, 5, 6, 7, 9, 0xFF])
+def test_unknown_frame_types_are_501(ftype: int) -> None:
+    """Checklist 5: 4-7 included, although 0-9 defined them."""
+    e = decode_error(bytes([ftype]) + b"\x00\x00\x00\x00\x00\x00\xce")
+    assert e.code == 501 and e.offset == 0
+
+
+def test_bad_frame_end_is_501_and_stops_parsing() -> None:
+    """Checklist 4."""
+    good = encode_method(1, spec.ChannelOpen())
+    bad = good[:-1] + b"\xcd"
+    dec = Decoder(FRAME_MIN_SIZE)
+    items = []
+    with pytest.raises(DecodeError) as e:
+        for item in dec.feed(good + bad + good):
+            items.append(item)
+    assert e.value.code == 501 and e.value.offset == 2 * len(good) - 1
+    assert items == [MethodItem(1, spec.ChannelOpen())]  # what came before survives
+    assert list(dec.frames.feed(good)) == []  # the stream stays broken
+
+
+def test_frame_size_limit_counts_the_8_framing_octets() -> None:
+    """Checklist 6: payload frame_max - 8 is accepted, one more is not --
+    checked from the header, before anything is buffered."""
+    fd = FrameDecoder(FRAME_MIN_SIZE)
+    ok = encode_frame(3, 1, b"x" * (FRAME_MIN_SIZE - 8))
+    assert len(ok) == FRAME_MIN_SIZE and len(fd.feed(ok)) == 1
+    too_big = encode_frame(3, 1, b"x" * (FRAME_MIN_SIZE - 7))
+    fd2 = FrameDecoder(FRAME_MIN_SIZE)
+    assert fd2.feed(too_big[:7]) == [] and fd2.error is not None and fd2.error.code == 501
+    fd3 = FrameDecoder(FRAME_MIN_SIZE)
+    fd3.feed(b"\x03\x00\x01\xff\xff\xff\xff")  # declares 4 GiB
+    assert fd3.error is not None and fd3.pending == 0
+
+
+def test_encoded_frames_never_exceed_frame_max() -> None:
+    """Checklist 7: bodies are cut into frame_max - 8 octet pieces."""
+    for fm in (4096, 5000, 131072):
+        body = bytes(range(256)) * 1000
+        wire = publish(1, body, fm)
+        frames = FrameDecoder(fm).feed(wire)
+        assert [f.type for f in frames[:2]] == [1, 2]
+        bodies = frames[2:]
+        assert all(f.type == 3 and len(f.payload) + 8 <= fm for f in bodies)
+        assert all(len(f.payload) == fm - 8 for f in bodies[:-1])
+        assert b"".join(f.payload for f in bodies) == body
+    with pytest.raises(LocalProtocolError):
+        encode_method(1, spec.QueueDeclare(arguments={"k": "x" * 5000}), 4096)
+    with pytest.raises(LocalProtocolError):
+        encode_content(1, spec.BasicPublish(), spec.BasicProperties(), b"", 4095)
+
+
+# -- methods ------------------------------------------------------------------------------
+
+
+def test_truncated_and_trailing_arguments_are_501() -> None:
+    """Checklist 10."""
+    wire = spec.QueueDeclare(queue="q").encode()
+    for bad in (wire[:-1], wire + b"\x00", wire[:3]):
+        with pytest.raises(DecodeError) as e:
+            decode_method(bad)
+        assert e.value.code == 501
+    with pytest.raises(DecodeError) as e:
+        decode_method(wire[:-1])
+    assert (e.value.class_code, e.value.command_code) == (50, 10)
+
+
+@pytest.mark.parametrize("index", [(60, 99), (77, 10), (0, 0), (10, 42)])
+def test_unknown_methods_are_540_with_their_ids(index: tuple[int, int]) -> None:
+    payload = index[0].to_bytes(2, "big") + index[1].to_bytes(2, "big")
+    e = decode_error(encode_frame(1, 3, payload))
+    assert (e.code, e.class_code, e.command_code, e.channel) == (540, *index, 3)
+
+
+# -- content assembly -------------------------------------------------------------------------
+
+
+def test_content_assembly_and_empty_body() -> None:
+    """Checklist 20: body-size 0 means no body frames at all."""
+    wire = publish(1, b"")
+    assert [f.type for f in FrameDecoder().feed(wire)] == [1, 2]
+    [item] = feed_all(wire)
+    assert isinstance(item, ContentItem) and item.body == b""
+    [item] = feed_all(publish(2, b"hello", content_type="text/plain"))
+    assert (item.channel, item.body, item.properties.content_type) == (2, b"hello", "text/plain")
+
+
+def test_empty_body_frame_mid_content_is_accepted() -> None:
+    """Checklist 24 (RabbitMQ ignores it too)."""
+    wire = publish(1, b"abc")
+    frames = FrameDecoder().feed(wire)
+    empty = encode_frame(3, 1, b"")
+    data = b"".join(encode_frame(f.type, f.channel, f.payload) for f in frames[:2]) + empty + \
+        encode_frame(3, 1, b"ab") + empty + encode_frame(3, 1, b"c")
+    [item] = feed_all(data)
+    assert item.body == b"abc"
+
+
+def test_frames_of_other_channels_may_interleave() -> None:
+    """Checklist 22, second half."""
+    a = FrameDecoder().feed(publish(1, b"one" * 3000))
+    b = FrameDecoder().feed(publish(2, b"two" * 3000))
+    order = [a[0], b[0], a[1], b[1]] + [x for pair in zip(a[2:], b[2:], strict=False)
+                                         for x in pair]
+    data = b"".join(encode_frame(f.type, f.channel, f.payload) for f in order)
+    items = feed_all(data)
+    assert sorted((i.channel, i.body) for i in items) == [(1, b"one" * 3000), (2, b"two" * 3000)]
+
+
+def _frames(wire: bytes) -> list[bytes]:
+    return [encode_frame(f.type, f.channel, f.payload) for f in FrameDecoder(1 << 20).feed(wire)]
+
+
+def test_content_order_violations_are_505() -> None:
+    """Checklists 21-23."""
+    m, h, b = _frames(publish(1, b"body"))
+    other = encode_method(1, spec.BasicQos())
+    cases = {
+        "method before header": m + other,
+        "method before body": m + h + other,
+        "header without method": h,
+        "body without method": b,
+        "body before header": m + b,
+        "second header": m + h + h,
+        "body overrun": m + h + encode_frame(3, 1, b"bodyX"),
+        "header of another class": m + encode_frame(2, 1, b"\x00\x3d" + h[9:-1]),
+        "non-zero weight": m + encode_frame(2, 1, h[7:9] + b"\x00\x01" + h[11:-1]),
+    }
+    for what, data in cases.items():
+        e = decode_error(data)
+        assert (e.code, e.channel) == (505, 1), what
+
+
+def test_body_size_above_the_limit_is_refused_at_the_header() -> None:
+    m, h, _ = _frames(publish(1, b"x" * 100))
+    e = decode_error(m + h, max_body_size=99)
+    assert e.code == 501 and "max_body_size" in e.message
+
+
+def test_discard_channels_skips_everything_but_channel_0() -> None:
+    """After our connection.close: frames of other channels are not decoded
+    (a body with no method before it is no error now), only reported."""
+    dec = Decoder(1 << 20)
+    dec.discard_channels = True
+    m, h, b = _frames(publish(1, b"abc"))
+    got = list(dec.feed(h + b + encode_frame(1, 2, b"junk") + HEARTBEAT_FRAME
+                        + encode_method(0, spec.ConnectionCloseOk())))
+    assert got == [DiscardedFrame(1), DiscardedFrame(1), DiscardedFrame(2), HeartbeatItem(),
+                   MethodItem(0, spec.ConnectionCloseOk())]
+
+
+# -- chunk invariance, bounded memory, fuzz ----------------------------------------------------
+
+items_strategy = st.lists(st.one_of(
+    st.tuples(st.just("m"), st.integers(0, 3), st.sampled_from(PLAIN).flatmap(methods)),
+    st.tuples(st.just("c"), st.integers(1, 3), st.tuples(
+        st.sampled_from(CONTENT).flatmap(methods), properties(),
+        st.one_of(st.just(b""), st.binary(max_size=50), st.binary(min_size=4000,
+                                                                  max_size=9000)))),
+    st.tuples(st.just("h"), st.just(0), st.none()),
+), max_size=8)
+
+
+def build_stream(items: list[Any]) -> tuple[bytes, list[Any]]:
+    out, expect = [], []
+    for kind, ch, x in items:
+        if kind == "m":
+            out.append(encode_method(ch, x))
+            expect.append(MethodItem(ch, x))
+        elif kind == "c":
+            m, p, body = x
+            try:
+                out.append(encode_content(ch, m, p, body, FRAME_MIN_SIZE))
+            except LocalProtocolError:  # a header too big for one frame: rightly refused
+                continue
+            expect.append(ContentItem(ch, m, p, body))
+        else:
+            out.append(HEARTBEAT_FRAME)
+            expect.append(HeartbeatItem())
+    return b"".join(out), expect
+
+
+@streams
+@given(items_strategy, st.lists(st.integers(0, 30000), max_size=12))
+def test_decoding_is_chunk_invariant(items: list[Any], cuts: list[int]) -> None:
+    """Checklist 3: any split of the stream gives the same items."""
+    data, expect = build_stream(items)
+    whole = list(Decoder().feed(data))
+    assert whole == expect
+    dec = Decoder()
+    got = []
+    points = sorted({c % (len(data) + 1) for c in cuts})
+    prev = 0
+    for p in [*points, len(data)]:
+        got += list(dec.feed(data[prev:p]))
+        prev = p
+        assert dec.frames.pending <= FRAME_MIN_SIZE  # bounded: at most one frame
+    assert got == whole
+
+
+def test_one_octet_at_a_time() -> None:
+    data, expect = build_stream([("m", 0, spec.ConnectionTune(channel_max=1)),
+                                 ("c", 1, (spec.BasicDeliver(consumer_tag="t", delivery_tag=1),
+                                           spec.BasicProperties(headers={"a": [1, 2]}),
+                                           b"z" * 5000)), ("h", 0, None)])
+    dec = Decoder()
+    got = [i for k in range(len(data)) for i in dec.feed(data[k:k + 1])]
+    assert got == expect
+
+
+@given(st.binary(max_size=300))
+def test_random_bytes_only_raise_decode_error(junk: bytes) -> None:
+    """Checklist 62: garbage never raises anything but DecodeError."""
+    dec = Decoder()
+    try:
+        for _ in dec.feed(junk):
+            pass
+    except DecodeError as e:
+        assert e.code in (501, 505, 540)
+
+
+@streams
+@given(items_strategy, st.integers(0, 2**32 - 1), st.integers(1, 8))
+def test_mutated_streams_only_raise_decode_error(items: list[Any], seed: int, n: int) -> None:
+    data, _ = build_stream(items)
+    if not data:
+        return
+    rnd = random.Random(seed)
+    buf = bytearray(data)
+    for _ in range(n):
+        buf[rnd.randrange(len(buf))] = rnd.randrange(256)
+    dec = Decoder()
+    try:
+        for pos in range(0, len(buf), 97):
+            for _ in dec.feed(bytes(buf[pos:pos + 97])):
+                pass
+    except DecodeError as e:
+        assert e.code in (501, 505, 540)
+        assert e.offset is None or 0 <= e.offset <= len(buf)
+
+
+@given(any_method)
+def test_method_frames_roundtrip(m: Any) -> None:
+    if m.CONTENT:
+        return
+    [item] = feed_all(encode_method(5, m))
+    assert item.method.encode() == m.encode() and item.channel == 5
