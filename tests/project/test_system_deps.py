@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "system-deps.sh"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "system-deps.sh"
 
 FAKE_APT = """#!/bin/sh
 # Record, at install time, what the policy says about starting rabbitmq-server.
