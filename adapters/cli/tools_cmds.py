@@ -1,19 +1,31 @@
-"""``broker``, ``send`` and ``receive``: spout/drain-style tools.
+"""``send`` and ``receive``: spout/drain-style tools (``broker`` is listed here
+for ``--help``; its options are the broker's own, see
+:mod:`amqp_sansio_broker.__main__`).
 
-``send`` publishes N messages of a given size (optionally paced, optionally
-waiting for the broker to accept each one) and ``receive`` drains N messages
-from a queue; both show progress on a terminal and end with a one-line
-summary (messages, msgs/s, MB/s, latency percentiles), or JSON with
-``--json``.  They use the blocking-socket adapter, so they work against the
-embedded broker and any AMQP 0-10 broker -- and, with ``--protocol 0-9-1``
-(or ``?protocol=0-9-1`` in the URL), against RabbitMQ, where ``--confirm``
-means publisher confirms (each publish waits for the broker's ack).
+``send`` publishes N messages of a given size (optionally paced) and
+``receive`` drains N messages from a queue; both show progress on a
+terminal and end with a one-line summary (messages, msgs/s, MB/s, latency
+percentiles where measured), or JSON with ``--json``.  They use the
+blocking-socket adapter, so they work against the embedded broker and any
+AMQP 0-10 broker -- and, with ``--protocol 0-9-1`` (or ``?protocol=0-9-1`` in
+the URL), against RabbitMQ.
 
-Latency: ``send`` measures each publish call -- with ``--confirm`` that is
-the round trip until the broker accepted the message, without it just the
-time to hand it to the connection.  ``receive`` measures end to end, from
-the ``x-sent-at`` header ``send`` stamps on every message (sender's clock:
-exact on one machine).
+Nothing is reported sent that the broker dropped.  Every publish asks the
+broker to say so when a message cannot be routed -- 0-10: explicit accept
+mode, answered by ``message.reject`` (code 1, unroutable); 0-9-1:
+``mandatory``, answered by ``basic.return`` -- and ``send`` ends with a round
+trip, so every such answer is in before the summary; lost messages make the
+exit status 1.
+
+``--confirm`` pipelines: up to ``--window`` messages await the broker's
+confirmation (0-10: completion and accept; 0-9-1: publisher confirms) while
+more are sent, and the summary counts every message confirmed.
+``--confirm-each`` waits for each message's confirmation before sending the
+next: slower, but it measures each round trip (latency percentiles).
+``receive`` measures end to end, from the ``x-sent-at`` header ``send`` stamps
+on every message (sender's clock: exact on one machine); its rate runs from
+the first message to the last, so neither waiting for the first nor the idle
+``--timeout`` after the last counts.
 """
 
 from __future__ import annotations
@@ -22,6 +34,7 @@ import argparse
 import json
 import sys
 import time
+from collections import Counter
 from typing import Any
 
 from .streams import CLIError
@@ -32,34 +45,64 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sub.add_parser("broker", help="run the embedded AMQP 0-10 broker "
                    "(amqp-sansio broker --help for its options)")
 
-    s = sub.add_parser("send", help="publish N messages",
-                       description="Publish --count messages of --size octets.")
-    s.add_argument("--url", default="amqp://127.0.0.1:5672")
+    s = sub.add_parser(
+        "send", help="publish N messages", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Publish --count messages of --size octets; exit 1 if the broker dropped "
+                    "any.",
+        epilog="examples:\n"
+               "  amqp-sansio send --to jobs --declare --count 100000 --confirm\n"
+               "  amqp-sansio send --to amq.topic/logs.eu --declare    "
+               "# queue logs.eu bound to amq.topic\n"
+               "  amqp-sansio send --url 'amqp://guest:guest@localhost?protocol=0-9-1' "
+               "--to jobs")
+    _url_arg(s)
     s.add_argument("--to", required=True, metavar="EXCHANGE/ROUTING-KEY|QUEUE",
-                   help="an exchange and routing key, or a queue (the default exchange)")
-    s.add_argument("--count", type=_positive, default=1000)
-    s.add_argument("--size", type=_non_negative, default=100)
+                   help="an exchange and routing key, or a queue (through the default exchange)")
+    s.add_argument("--count", type=_positive, default=1000,
+                   help="messages to send (default %(default)s)")
+    s.add_argument("--size", type=_non_negative, default=100,
+                   help="body size in octets (default %(default)s)")
     s.add_argument("--rate", type=float, default=None, help="messages per second (default: "
                    "as fast as possible)")
-    s.add_argument("--confirm", action="store_true",
-                   help="wait for the broker to accept each message")
-    s.add_argument("--declare", action="store_true", help="declare the queue first (QUEUE form)")
+    mode = s.add_mutually_exclusive_group()
+    mode.add_argument("--confirm", action="store_true",
+                      help="have the broker confirm every message, pipelined (up to --window "
+                           "unconfirmed at a time)")
+    mode.add_argument("--confirm-each", action="store_true",
+                      help="wait for each message's confirmation before the next; reports "
+                           "the round-trip latency")
+    s.add_argument("--window", type=_positive, default=1000,
+                   help="--confirm: most messages awaiting confirmation (default %(default)s)")
+    s.add_argument("--declare", action="store_true",
+                   help="declare the queue first; with EXCHANGE/KEY a queue named KEY, bound "
+                        "to EXCHANGE with KEY")
     s.add_argument("--json", action="store_true", help="print the summary as JSON")
     _protocol_arg(s)
     s.set_defaults(func=_send)
 
     r = sub.add_parser("receive", help="drain N messages from a queue",
-                       description="Receive --count messages from --from, accepting each.")
-    r.add_argument("--url", default="amqp://127.0.0.1:5672")
-    r.add_argument("--from", dest="source", required=True, metavar="QUEUE")
-    r.add_argument("--count", type=_positive, default=1000)
-    r.add_argument("--prefetch", type=_positive, default=100)
+                       description="Receive --count messages from --from, accepting each; "
+                                   "exit 1 if fewer arrive.")
+    _url_arg(r)
+    r.add_argument("--from", dest="source", required=True, metavar="QUEUE",
+                   help="the queue to drain")
+    r.add_argument("--count", type=_positive, default=1000,
+                   help="messages to receive (default %(default)s)")
+    r.add_argument("--prefetch", type=_positive, default=100,
+                   help="messages the broker may send ahead of the accepts (default "
+                        "%(default)s)")
     r.add_argument("--timeout", type=float, default=30.0,
-                   help="give up when no message arrives for this many seconds")
+                   help="give up when no message arrives for this many seconds "
+                        "(default %(default)s)")
     r.add_argument("--declare", action="store_true", help="declare the queue first")
     r.add_argument("--json", action="store_true", help="print the summary as JSON")
     _protocol_arg(r)
     r.set_defaults(func=_receive)
+
+
+def _url_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--url", default="amqp://127.0.0.1:5672",
+                   help="the broker (default %(default)s; see README, URLs)")
 
 
 def _protocol_arg(p: argparse.ArgumentParser) -> None:
@@ -82,12 +125,12 @@ def _non_negative(s: str) -> int:
     return n
 
 
-def _target(to: str) -> tuple[str, str, str | None]:
-    """(exchange, routing key, queue to declare)."""
+def _target(to: str) -> tuple[str, str]:
+    """(exchange, routing key): ``EXCHANGE/KEY``, or a queue name (default exchange)."""
     if "/" in to:
         exchange, _, key = to.partition("/")
-        return exchange, key, None
-    return "", to, to
+        return exchange, key
+    return "", to
 
 
 def _percentiles(samples: list[float]) -> dict[str, float]:
@@ -130,12 +173,18 @@ class _Progress:
 
 
 def _summary(out: Any, kind: str, count: int, octets: int, seconds: float, lat: list[float],
-             as_json: bool, extra: dict[str, Any] | None = None) -> None:
-    rate = count / seconds if seconds > 0 else float("inf")
-    mbs = octets / seconds / 1e6 if seconds > 0 else float("inf")
+             as_json: bool, extra: dict[str, Any] | None = None, what: str = "messages",
+             rate_count: int | None = None) -> None:
+    """``rate_count`` messages (default ``count``) over ``seconds`` make the
+    rate; with no time to measure it the rate is null (JSON) / "n/a"."""
+    n = count if rate_count is None else rate_count
+    timed = seconds > 0 and n > 0
+    rate = n / seconds if timed else None
+    mbs = octets * n / count / seconds / 1e6 if timed else None
     result: dict[str, Any] = {"tool": kind, "messages": count, "seconds": round(seconds, 3),
-                           "msgs_per_s": round(rate, 1), "mb_per_s": round(mbs, 3),
-                           **_percentiles(lat), **(extra or {})}
+                              "msgs_per_s": None if rate is None else round(rate, 1),
+                              "mb_per_s": None if mbs is None else round(mbs, 3),
+                              **_percentiles(lat), **(extra or {})}
     if as_json:
         _write(out, json.dumps(result))
         return
@@ -144,8 +193,8 @@ def _summary(out: Any, kind: str, count: int, octets: int, seconds: float, lat: 
         p = _percentiles(lat)
         lat_s = (f", latency p50 {p['p50_ms']:.2f} ms p90 {p['p90_ms']:.2f} ms "
                  f"p99 {p['p99_ms']:.2f} ms max {p['max_ms']:.2f} ms")
-    _write(out, f"{kind}: {count} messages in {seconds:.2f} s ({rate:,.0f} msgs/s, "
-                f"{mbs:.2f} MB/s){lat_s}")
+    speed = "rate n/a" if rate is None or mbs is None else f"{rate:,.0f} msgs/s, {mbs:.2f} MB/s"
+    _write(out, f"{kind}: {count} {what} in {seconds:.2f} s ({speed}){lat_s}")
 
 
 def _write(out: Any, line: str) -> None:
@@ -173,43 +222,98 @@ def _redacted(url: str) -> str:
         return "<bad URL>"
 
 
+def _protocol_of(args: argparse.Namespace) -> str:
+    from amqp_sansio.url import parse_url
+
+    return str(args.protocol or parse_url(args.url).protocol)
+
+
+def _declare(s: Any, exchange: str, key: str) -> None:
+    s.declare_queue(key)
+    if exchange:
+        s.bind(key, exchange, key)
+
+
+def _losses(s: Any) -> list[tuple[int, str]]:
+    """(code, text) of every message the broker said it dropped: rejected
+    (0-10 ``message.reject``, 0-9-1 ``basic.nack``) or returned (0-9-1)."""
+    out = [(code, text or "") for code, text in s.rejected.values()]
+    out += [(r.code, r.text) for r in getattr(s, "returned", ())]
+    return out
+
+
+def _loss_report(lost: list[tuple[int, str]], count: int, exchange: str, key: str) -> str:
+    kinds = Counter(lost)
+    why = "; ".join(f"{n} {text or 'rejected'} (code {code})"
+                    for (code, text), n in kinds.most_common())
+    where = f"exchange {exchange!r}" if exchange else "the default exchange"
+    hint = (f" -- nothing routes {key!r} from {where}; does the queue exist? "
+            f"(--declare creates it)" if any(c in (1, 312) for c, _ in kinds) else "")
+    return f"send: {len(lost)} of {count} messages were dropped by the broker: {why}{hint}"
+
+
 def _send(args: argparse.Namespace, streams: Any) -> int:
     from amqp_sansio.v0_10.messages import Message
-    from amqp_sansio_socket.errors import AMQPError
+    from amqp_sansio_socket.errors import AMQPError, MessageRejectedError
 
-    exchange, key, queue = _target(args.to)
+    exchange, key = _target(args.to)
+    protocol = _protocol_of(args)
     body = b"x" * args.size
+    each = bool(args.confirm_each)
+    # 0-10 hears of an unroutable message only in explicit accept mode.
+    confirm = bool(args.confirm or each or protocol == "0-10")
+    options: dict[str, Any] = {"mandatory": True} if protocol == "0-9-1" else {}
     latencies: list[float] = []
+    lost: list[tuple[int, str]] = []
+    sent = 0
     conn = _connect(args.url, args.protocol)
     progress = _Progress("send", args.count)
     try:
         with conn.session() as s:
-            if args.declare and queue:
-                s.declare_queue(queue)
+            if args.declare:
+                _declare(s, exchange, key)
             start = time.monotonic()
             interval = 1.0 / args.rate if args.rate else 0.0
             for i in range(args.count):
                 if interval:
-                    due = start + i * interval
-                    delay = due - time.monotonic()
+                    delay = start + i * interval - time.monotonic()
                     if delay > 0:
                         time.sleep(delay)
                 msg = Message(body=body, routing_key=key,
                               headers={"x-sent-at": time.time(), "x-seq": i})
-                t0 = time.perf_counter()
-                s.publish(msg, exchange=exchange, wait=args.confirm, confirm=args.confirm)
-                latencies.append(time.perf_counter() - t0)
-                progress.update(i + 1)
-            s.sync()  # every publish is with the broker before we report
+                if each:
+                    t0 = time.perf_counter()
+                    try:
+                        s.publish(msg, exchange=exchange, wait=True, confirm=True, **options)
+                    except MessageRejectedError as e:
+                        lost.append((e.code, e.text or ""))
+                    latencies.append(time.perf_counter() - t0)
+                else:
+                    if confirm and s.outstanding >= args.window:
+                        s.wait_completed()  # bounded: at most --window in flight
+                    s.publish(msg, exchange=exchange, wait=False, confirm=confirm, **options)
+                sent = i + 1
+                progress.update(sent)
+            # One round trip: every publish is with the broker, and every
+            # reject/return/nack it sent about them has arrived.
+            s.sync()
             seconds = time.monotonic() - start
+            lost += _losses(s)
     except AMQPError as e:
         progress.close()
-        raise CLIError(f"send failed: {e}") from None
+        raise CLIError(f"send failed after {sent} messages: {e}") from None
     finally:
         conn.close()
     progress.close()
-    _summary(streams.stdout, "send", args.count, args.count * args.size, seconds, latencies, args.json,
-             {"confirm": bool(args.confirm)})
+    confirmed = args.count - len(lost)
+    mode = "confirm-each" if each else "confirm" if args.confirm else "plain"
+    _summary(streams.stdout, "send", args.count, args.count * args.size, seconds, latencies,
+             args.json, {"mode": mode, "confirm": mode != "plain", "lost": len(lost),
+                         **({"confirmed": confirmed} if mode != "plain" else {})},
+             what="messages confirmed" if mode != "plain" and not lost else "messages")
+    if lost:
+        print(_loss_report(lost, args.count, exchange, key), file=streams.stderr)
+        return 1
     return 0
 
 
@@ -219,9 +323,9 @@ def _receive(args: argparse.Namespace, streams: Any) -> int:
     latencies: list[float] = []
     octets = 0
     got = 0
+    first = last = 0.0
     conn = _connect(args.url, args.protocol)
     progress = _Progress("receive", args.count)
-    start = time.monotonic()
     try:
         with conn.session() as s:
             if args.declare:
@@ -236,6 +340,9 @@ def _receive(args: argparse.Namespace, streams: Any) -> int:
                     d = sub.get(timeout=args.timeout)
                     if d is None:
                         break
+                    last = time.monotonic()
+                    if not got:
+                        first = last
                     now = time.time()
                     sent = (d.message.headers or {}).get("x-sent-at")
                     if isinstance(sent, float):
@@ -258,8 +365,9 @@ def _receive(args: argparse.Namespace, streams: Any) -> int:
     finally:
         conn.close()
     progress.close()
-    seconds = time.monotonic() - start
-    _summary(streams.stdout, "receive", got, octets, seconds, latencies, args.json)
+    # From the first arrival to the last: got - 1 messages came in that span.
+    _summary(streams.stdout, "receive", got, octets, last - first, latencies, args.json,
+             rate_count=max(got - 1, 0))
     if got < args.count:
         print(f"receive: only {got} of {args.count} messages arrived within "
               f"{args.timeout} s of silence", file=streams.stderr)

@@ -192,7 +192,7 @@ def test_send_and_receive_against_rabbitmq(rabbitmq: Node) -> None:
                         "--count", "200", "--size", "50", "--confirm", "--json"])
     assert rc == 0, err
     s = json.loads(out)
-    assert s["messages"] == 200 and s["confirm"] is True
+    assert s["messages"] == 200 and s["confirmed"] == 200 and s["mode"] == "confirm"
     rc, out, err = run(["send", "--url", _url(rabbitmq, "protocol=0-9-1"), "--to", q,
                         "--count", "100", "--json"])
     assert rc == 0, err
@@ -207,3 +207,20 @@ def test_send_and_receive_against_rabbitmq(rabbitmq: Node) -> None:
     rc, _, err = run(["send", "--url", _url(rabbitmq).replace("guest:guest", "guest:bad"), *P,
                       "--to", q, "--count", "1"])
     assert rc == 1 and "cannot connect" in err
+
+
+def test_send_reports_what_rabbitmq_returned(rabbitmq: Node) -> None:
+    # mandatory + basic.return: a publish nothing routes is reported lost,
+    # with and without publisher confirms.
+    for mode in ((), ("--confirm",), ("--confirm-each",)):
+        rc, out, err = run(["send", "--url", _url(rabbitmq), *P, "--to", "no-such-queue",
+                            "--count", "3", "--json", *mode])
+        assert rc == 1, mode
+        assert json.loads(out)["lost"] == 3
+        assert "3 of 3 messages were dropped" in err and "NO_ROUTE (code 312)" in err
+    key = "cli." + __import__("uuid").uuid4().hex[:8]
+    rc, out, err = run(["send", "--url", _url(rabbitmq), *P, "--to", f"amq.topic/{key}",
+                        "--declare", "--count", "4", "--confirm"])
+    assert rc == 0 and b"4 messages confirmed" in out, err
+    rc, out, err = run(["receive", "--url", _url(rabbitmq), *P, "--from", key, "--count", "4"])
+    assert rc == 0, err

@@ -33,7 +33,8 @@ def test_send_then_receive_everything(url: str) -> None:
                "--size", "64", "--json")
     assert sent.returncode == 0, sent.stderr
     s = json.loads(sent.stdout)
-    assert s["messages"] == 500 and s["msgs_per_s"] > 0 and "p99_ms" in s
+    assert s["messages"] == 500 and s["msgs_per_s"] > 0 and s["lost"] == 0
+    assert s["mode"] == "plain" and "p99_ms" not in s  # latency: --confirm-each
     got = run("receive", "--url", url, "--from", "cliq", "--count", "500", "--json",
               "--timeout", "10")
     assert got.returncode == 0, got.stderr
@@ -44,9 +45,59 @@ def test_send_then_receive_everything(url: str) -> None:
 
 def test_exchange_form_and_confirm(url: str) -> None:
     ok = run("send", "--url", url, "--to", "amq.fanout/any", "--count", "5", "--confirm")
-    # Nothing is bound to amq.fanout: the broker rejects the first message.
+    # Nothing is bound to amq.fanout: the broker rejects every message.
     assert ok.returncode == 1
-    assert "unroutable" in ok.stderr
+    assert "5 of 5 messages were dropped" in ok.stderr and "unroutable" in ok.stderr
+
+
+def test_send_to_a_missing_queue_is_not_success(url: str) -> None:
+    # Without --confirm too: explicit accept mode makes the broker say so.
+    for mode in ((), ("--confirm",), ("--confirm-each",)):
+        lost = run("send", "--url", url, "--to", "no-such-queue", "--count", "4", "--json",
+                   *mode)
+        assert lost.returncode == 1, mode
+        assert json.loads(lost.stdout)["lost"] == 4
+        line, = lost.stderr.strip().splitlines()
+        assert "4 of 4 messages were dropped" in line and "'no-such-queue'" in line
+        assert "--declare" in line
+
+
+def test_declare_with_exchange_and_key(url: str) -> None:
+    sent = run("send", "--url", url, "--to", "amq.topic/cli.topic", "--declare",
+               "--count", "6", "--confirm")
+    assert sent.returncode == 0, sent.stderr
+    assert "6 messages confirmed" in sent.stdout
+    got = run("receive", "--url", url, "--from", "cli.topic", "--count", "6", "--timeout", "10")
+    assert got.returncode == 0, got.stderr
+
+
+def test_confirm_pipelines_within_its_window(url: str) -> None:
+    # A window far below the count: the pipeline drains and refills many times.
+    sent = run("send", "--url", url, "--to", "cliwin", "--declare", "--count", "300",
+               "--confirm", "--window", "7", "--json")
+    assert sent.returncode == 0, sent.stderr
+    s = json.loads(sent.stdout)
+    assert (s["mode"], s["confirmed"], s["lost"]) == ("confirm", 300, 0)
+    assert "p50_ms" not in s
+    each = run("send", "--url", url, "--to", "cliwin", "--count", "20", "--confirm-each",
+               "--json")
+    assert each.returncode == 0, each.stderr
+    e = json.loads(each.stdout)
+    assert e["mode"] == "confirm-each" and e["confirmed"] == 20 and e["p99_ms"] >= e["p50_ms"]
+    got = run("receive", "--url", url, "--from", "cliwin", "--count", "320", "--timeout", "10")
+    assert got.returncode == 0, got.stderr
+    both = run("send", "--url", url, "--to", "q", "--confirm", "--confirm-each")
+    assert both.returncode == 2 and "not allowed with" in both.stderr
+
+
+def test_receive_rate_excludes_the_idle_timeout(url: str) -> None:
+    assert run("send", "--url", url, "--to", "idle", "--declare", "--count", "3").returncode == 0
+    short = run("receive", "--url", url, "--from", "idle", "--count", "4", "--timeout", "3",
+                "--json")
+    assert short.returncode == 1
+    r = json.loads(short.stdout)
+    # The 3 s of silence after the last message is not in the measured span.
+    assert r["messages"] == 3 and r["seconds"] < 3
 
 
 def test_receive_reports_shortfall_and_missing_queue(url: str) -> None:
