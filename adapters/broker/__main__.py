@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import os
 import signal
 import ssl
 import sys
@@ -21,6 +22,7 @@ from functools import partial
 EXIT_CANNOT_START = 1
 #: Exit status for a usage error (argparse's own).
 EXIT_USAGE = 2
+USERS_ENV = "AMQP_SANSIO_BROKER_USERS"
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
@@ -31,11 +33,15 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                    help="address to listen on (default %(default)s)")
     p.add_argument("--port", type=int, default=5672,
                    help="TCP port (default %(default)s; 0 picks a free one)")
+    p.add_argument("--users", metavar="FILE", default=os.environ.get(USERS_ENV),
+                   help="the users file (hashed passwords, per-vhost permissions; made with "
+                        f"'{prog} users add'; default ${USERS_ENV}); it names the vhosts "
+                        "served.  Without one: guest/guest and ANONYMOUS from loopback only")
     p.add_argument("--user", action="append", default=[], metavar="NAME:PASSWORD",
-                   help="accept PLAIN with these credentials (repeatable); "
-                        "disables ANONYMOUS unless --anonymous")
+                   help="a user with every permission (repeatable; tests and demos: the "
+                        "password shows in ps -- prefer --users)")
     p.add_argument("--anonymous", action="store_true",
-                   help="also accept ANONYMOUS when --user is given")
+                   help="also accept ANONYMOUS when users are given")
     p.add_argument("--vhost", action="append", default=[], metavar="NAME",
                    help="virtual hosts to accept (repeatable; default '/')")
     p.add_argument("--heartbeat-min", type=int, default=None, metavar="SECONDS",
@@ -46,6 +52,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                    help="serve amqps with this certificate chain (default: plain amqp)")
     p.add_argument("--keyfile", metavar="PEM",
                    help="the certificate's private key (default: in --certfile)")
+    p.add_argument("--cafile", metavar="PEM",
+                   help="verify TLS client certificates against these CAs and offer "
+                        "EXTERNAL (the certificate's common name is the user)")
     return p
 
 
@@ -54,9 +63,13 @@ def _fail(prog: str, message: str, status: int = EXIT_CANNOT_START) -> int:
     return status
 
 
-def _tls_context(certfile: str, keyfile: str | None) -> ssl.SSLContext:
+def _tls_context(certfile: str, keyfile: str | None, cafile: str | None) -> ssl.SSLContext:
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ctx.load_cert_chain(certfile, keyfile)
+    if cafile:
+        # Asked for, not required: clients without one log in with a password.
+        ctx.load_verify_locations(cafile)
+        ctx.verify_mode = ssl.CERT_OPTIONAL
     return ctx
 
 
@@ -70,6 +83,11 @@ def _bind_error(e: OSError, host: str, port: int) -> str:
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m amqp_sansio_broker") -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["users"]:
+        from .users_cli import main as users_main
+
+        return users_main(argv[1:], prog)
     args = _parser(prog).parse_args(argv)
     try:
         import trio
@@ -78,14 +96,27 @@ def main(argv: list[str] | None = None, prog: str = "python -m amqp_sansio_broke
                            "pip install 'amqp-sansio[broker]'")
     from .model import Broker
     from .server import serve_broker
+    from .users import Users
 
-    users: dict[str, str] = {}
-    for u in args.user:
-        name, sep, password = u.partition(":")
-        if not sep:
-            return _fail(prog, f"--user wants NAME:PASSWORD, got {u!r}", EXIT_USAGE)
-        users[name] = password
-    broker = Broker(users=users or None, anonymous=args.anonymous or not users,
+    users: Users | dict[str, str] | None = None
+    if args.users and args.user:
+        return _fail(prog, "give --users FILE or --user, not both", EXIT_USAGE)
+    if args.users:
+        try:
+            users = Users.load(args.users)
+        except (OSError, ValueError) as e:
+            return _fail(prog, f"cannot read the users file: {e}")
+    elif args.user:
+        users = {}
+        for u in args.user:
+            name, sep, password = u.partition(":")
+            if not sep:
+                return _fail(prog, f"--user wants NAME:PASSWORD, got {u!r}", EXIT_USAGE)
+            users[name] = password
+    if args.cafile and not args.certfile:
+        return _fail(prog, "--cafile needs --certfile (client certificates need TLS)",
+                     EXIT_USAGE)
+    broker = Broker(users=users, anonymous=True if args.anonymous else None,
                     virtual_hosts=tuple(args.vhost) or ("/",),
                     heartbeat_min=args.heartbeat_min, heartbeat_max=args.heartbeat_max)
     ctx = None
@@ -93,7 +124,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m amqp_sansio_broke
         return _fail(prog, "--keyfile needs --certfile", EXIT_USAGE)
     if args.certfile:
         try:
-            ctx = _tls_context(args.certfile, args.keyfile)
+            ctx = _tls_context(args.certfile, args.keyfile, args.cafile)
         except (OSError, ssl.SSLError) as e:
             files = args.certfile + (f" / {args.keyfile}" if args.keyfile else "")
             return _fail(prog, f"cannot load the TLS certificate {files}: "
@@ -110,6 +141,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m amqp_sansio_broke
                 listening = True
                 host = f"[{args.host}]" if ":" in args.host else args.host
                 print(f"{'amqps' if ctx else 'amqp'}://{host}:{port}", flush=True)
+                for line in broker.describe():
+                    print(f"{prog}: {line}", file=sys.stderr, flush=True)
                 async for _ in signals:  # SIGTERM/SIGINT: stop cleanly
                     nursery.cancel_scope.cancel()
                     break

@@ -41,12 +41,11 @@ __all__ = ["Broker", "BrokerConnection", "QueueState", "ExchangeState", "VHost"]
 import collections
 import heapq
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
 
-from amqp_sansio import sasl
 from amqp_sansio.errors import LocalProtocolError, RemoteProtocolError
 from amqp_sansio.serial import SequenceSet
 from amqp_sansio.v0_10 import events as ev
@@ -55,8 +54,11 @@ from amqp_sansio.v0_10._specbase import Command, Struct
 from amqp_sansio.v0_10.connection import Connection, Role, ServerConfig
 from amqp_sansio.v0_10.session import Session, SessionState, SessionStore
 
+from .auth import AccessRefused, Auth, Login, Peer
 from .routing import EXCHANGE_TYPES, Binding, matches
+from .users import Users
 
+UNAUTHORIZED_ACCESS = 403
 NOT_FOUND, RESOURCE_LOCKED, PRECONDITION_FAILED, ILLEGAL_STATE = 404, 405, 406, 409
 COMMAND_INVALID, NOT_ALLOWED, ILLEGAL_ARGUMENT = 503, 530, 531
 NOT_IMPLEMENTED, INTERNAL_ERROR, INVALID_ARGUMENT = 540, 541, 542
@@ -176,14 +178,14 @@ class SessState:
 class Broker:
     """Shared broker state; make one :class:`BrokerConnection` per transport."""
 
-    def __init__(self, *, users: dict[str, str] | None = None,
+    def __init__(self, *, users: Users | Mapping[str, str] | None = None,
                  virtual_hosts: tuple[str, ...] | None = ("/",), anonymous: bool | None = None,
                  heartbeat_min: int | None = None, heartbeat_max: int | None = None,
                  max_session_timeout: int = 600) -> None:
-        self.users = dict(users or {})
-        # ANONYMOUS: as asked; by default only when there are no users.
-        self.anonymous = (not self.users) if anonymous is None else anonymous
-        self.virtual_hosts = virtual_hosts
+        #: Logins and permissions (auth.py): users None is the loopback
+        #: default, guest/guest and ANONYMOUS from loopback peers.  A users
+        #: file's vhosts replace ``virtual_hosts`` (None: any vhost).
+        self.auth = Auth(users, anonymous=anonymous, vhosts=virtual_hosts)
         self.heartbeat_min = heartbeat_min
         self.heartbeat_max = heartbeat_max
         self.max_session_timeout = max_session_timeout
@@ -202,7 +204,7 @@ class Broker:
         #: The latest ``now`` an I/O layer passed in (its clock, seconds; never
         #: goes back).  Message ttls are measured against it.
         self.now = float("-inf")
-        for v in virtual_hosts or ():
+        for v in self.auth.vhosts or ():
             self.vhost(v)
 
     def vhost(self, name: str) -> VHost:
@@ -220,8 +222,13 @@ class Broker:
         """The queue ``c`` consumes from, if it still exists."""
         return self.vhosts[c.vhost].queues.get(c.queue)
 
-    def connection(self) -> BrokerConnection:
-        return BrokerConnection(self)
+    def describe(self) -> list[str]:
+        """What an operator should know at start: who may log in, what survives."""
+        return [self.auth.describe()]
+
+    def connection(self, peer: Peer | None = None) -> BrokerConnection:
+        """A connection for a transport from ``peer`` (None: in memory)."""
+        return BrokerConnection(self, peer)
 
     def advance(self, now: float) -> None:
         """Time as the I/O layer tells it (every BrokerConnection entry point
@@ -229,17 +236,10 @@ class Broker:
         if now > self.now:
             self.now = now
 
-    def _server_config(self) -> ServerConfig:
-        users = self.users
-        auth = sasl.ServerAuthenticator.standard(
-            check_password=(lambda u, p: users.get(u) == p) if users else None,
-            anonymous=self.anonymous)
-        hosts = self.virtual_hosts
+    def _server_config(self, login: Login) -> ServerConfig:
         return ServerConfig(
-            authenticator=auth,
-            # connection.open's virtual-host is required, but qpid-python (both APIs)
-            # never sends it: an absent or empty one means the default vhost "/".
-            virtual_hosts=None if hosts is None else (lambda v, _who: (v or "/") in hosts),
+            authenticator=login.authenticator,
+            virtual_hosts=lambda v, _who: login.may_open(v),
             heartbeat_min=self.heartbeat_min,
             heartbeat_max=self.heartbeat_max,
             max_session_timeout=self.max_session_timeout,
@@ -500,16 +500,21 @@ def _delivery(c: Consumer, msg: QMsg) -> tuple[Command, tuple[Struct, ...]]:
 class BrokerConnection:
     """One transport's view of the broker (see the module docstring)."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, peer: Peer | None = None) -> None:
         self.broker = broker
-        self.conn = Connection(Role.SERVER, broker._server_config())
+        self.login = broker.auth.login(peer, lambda: broker.now)
+        self.conn = Connection(Role.SERVER, broker._server_config(self.login))
         broker._by_core[id(self.conn)] = self
         self.on_output: Callable[[], None] | None = None
         self.events_seen = 0
 
     @property
     def closed(self) -> bool:
-        return self.conn.closed
+        return self.conn.closed and not self._held()
+
+    def _held(self) -> bool:
+        """Is a login answer held back (the growing delay after failures)?"""
+        return self.login.hold_until > self.broker.now
 
     @property
     def ns(self) -> VHost:
@@ -517,11 +522,16 @@ class BrokerConnection:
         return self.broker.vhost(self.conn.virtual_host or "/")
 
     def data_to_send(self) -> bytes:
+        if self._held():
+            return b""
         self._flush_accepts()
         return self.conn.data_to_send()
 
     def next_deadline(self) -> float | None:
-        return self.conn.next_deadline()
+        d = self.conn.next_deadline()
+        if self._held():
+            d = self.login.hold_until if d is None else min(d, self.login.hold_until)
+        return d
 
     def handle_timer(self, now: float) -> None:
         self.broker.advance(now)
@@ -609,6 +619,7 @@ class BrokerConnection:
             return  # after an exception the session executes nothing more
         st = self.broker.session_state(s)
         try:
+            self._check_access(e.transfer)
             x = self.ns.exchanges.get(e.transfer.destination or "")
             if x is None:
                 raise _Fail(NOT_FOUND, f"no exchange {e.transfer.destination!r}", "destination")
@@ -670,6 +681,7 @@ class BrokerConnection:
         try:
             if handler is None:
                 raise _Fail(NOT_IMPLEMENTED, f"{cmd.NAME} is not implemented by this broker")
+            self._check_access(cmd)
             result = handler(self, s, e.command_id, cmd)
         except _Fail as f:
             self._exception(s, e.command_id, cmd, f)
@@ -692,6 +704,12 @@ class BrokerConnection:
             s.send_exception(f.code, command_id=cid, class_code=cmd.CLASS_CODE,
                              command_code=cmd.CODE, field_index=field_index,
                              description=f.text[:1000])
+
+    def _check_access(self, cmd: Command) -> None:
+        try:
+            self.login.check(self.ns.name, cmd)
+        except AccessRefused as e:
+            raise _Fail(UNAUTHORIZED_ACCESS, e.text, e.field) from None
 
     def _queue(self, name: str | None, field: str = "queue") -> QueueState:
         if not name:

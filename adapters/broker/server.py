@@ -10,7 +10,7 @@ Three ways to run it:
   thread, for blocking-socket code, Spark, or plain pytest; ``stop()``
   cancels it and joins the thread.
 
-All I/O is :func:`amqp_sansio_trio.serve`; the broker itself
+All I/O is :func:`amqp_sansio_trio.server.serve_with_peer`; the broker itself
 (:mod:`amqp_sansio_broker.model`) is sans-IO.
 """
 
@@ -29,10 +29,11 @@ from typing import Any
 import attrs
 import trio
 
-from amqp_sansio_trio import serve
 from amqp_sansio_trio._util import leaves, open_service_nursery
+from amqp_sansio_trio.server import PeerInfo, serve_with_peer
 
-from .model import Broker
+from .auth import Peer
+from .model import Broker, BrokerConnection
 
 
 def _url(host: str, port: int, tls: bool = False) -> str:
@@ -46,8 +47,12 @@ async def serve_broker(broker: Broker | None = None, host: str = "127.0.0.1", po
     """Serve ``broker`` (a fresh one if None) until cancelled; report the
     bound port through ``task_status``."""
     b = broker if broker is not None else Broker()
+
+    def connection(p: PeerInfo) -> BrokerConnection:
+        return b.connection(Peer(p.host, p.port, p.tls, p.certificate))
+
     async with trio.open_nursery() as nursery:
-        listeners = await nursery.start(partial(serve, b.connection, host, port,
+        listeners = await nursery.start(partial(serve_with_peer, connection, host, port,
                                                 ssl_context=ssl_context))
         task_status.started(int(listeners[0].socket.getsockname()[1]))
 

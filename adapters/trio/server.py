@@ -20,12 +20,14 @@ are bounded by the credit it granted).
 
 from __future__ import annotations
 
-__all__ = ["ConnectionHandler", "serve", "handle_stream"]
+__all__ = ["ConnectionHandler", "PeerInfo", "serve", "serve_with_peer", "handle_stream"]
 
 import logging
 import ssl
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
+
+import attrs
 
 import trio
 from trio.lowlevel import ParkingLot
@@ -56,6 +58,28 @@ class ConnectionHandler(Protocol):
     def closed(self) -> bool: ...
 
     def connection_lost(self, now: float) -> None: ...
+
+
+@attrs.frozen
+class PeerInfo:
+    """What :func:`serve_with_peer` knows of an accepted connection's other end."""
+
+    host: str | None
+    port: int | None
+    tls: bool = False
+    #: The client certificate the TLS handshake verified (``getpeercert()``;
+    #: only with a context that asks for one: ``verify_mode`` OPTIONAL/REQUIRED).
+    certificate: dict[str, Any] | None = None
+
+
+def _peer_info(tcp: trio.SocketStream, tls: trio.SSLStream[Any] | None) -> PeerInfo:
+    try:
+        addr = tcp.socket.getpeername()
+        host, port = str(addr[0]), int(addr[1])
+    except (OSError, IndexError, TypeError, ValueError):
+        host, port = None, None
+    cert = tls.getpeercert() if tls is not None else None
+    return PeerInfo(host, port, tls is not None, dict(cert) if cert else None)
 
 
 class _Pump:
@@ -193,10 +217,24 @@ async def serve(handler_factory: Callable[[], ConnectionHandler], host: str | No
     does); ``listeners[0].socket.getsockname()[1]`` is the bound port.
     With ``ssl_context`` every connection is wrapped in TLS (amqps).
     """
+    await serve_with_peer(lambda _peer: handler_factory(), host, port, ssl_context=ssl_context,
+                          high_water=high_water, task_status=task_status)
+
+
+async def serve_with_peer(
+        handler_factory: Callable[[PeerInfo], ConnectionHandler], host: str | None = "127.0.0.1",
+        port: int = 0, *, ssl_context: ssl.SSLContext | None = None,
+        high_water: int = _HIGH_WATER,
+        task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """:func:`serve`, with each handler made for its peer:
+    ``handler_factory(PeerInfo)`` (its address, and the client certificate
+    TLS verified -- what SASL EXTERNAL needs)."""
     listeners = await trio.open_tcp_listeners(port, host=host)
 
     async def handler(stream: trio.SocketStream) -> None:
         s: trio.abc.Stream = stream
+        tls = None
         try:
             if ssl_context is not None:
                 tls = trio.SSLStream(stream, ssl_context, server_side=True)
@@ -206,7 +244,7 @@ async def serve(handler_factory: Callable[[], ConnectionHandler], host: str | No
                     await aclose_quietly(stream)
                     return
                 s = tls
-            h = handler_factory()
+            h = handler_factory(_peer_info(stream, tls))
         except (trio.BrokenResourceError, OSError) as e:
             log.info("TLS handshake failed: %s", e)
             await aclose_quietly(stream)

@@ -17,16 +17,18 @@ from amqp_sansio.v0_10 import spec
 from amqp_sansio.v0_10.connection import ClientConfig, Connection, Role
 from amqp_sansio.v0_10.messages import Message, from_event, to_transfer
 from amqp_sansio.v0_10.session import Session
+from amqp_sansio_broker.auth import Peer
 from amqp_sansio_broker.model import Broker
 from amqp_sansio_broker.routing import topic_matches
 
 
 class Client:
-    def __init__(self, broker: Broker, **cfg: Any) -> None:
+    def __init__(self, broker: Broker, peer: Peer | None = None, now: float = 0.0,
+                 **cfg: Any) -> None:
         self.core = Connection(Role.CLIENT, ClientConfig(**cfg))
-        self.server = broker.connection()
+        self.server = broker.connection(peer)
         self.events: list[ev.Event] = []
-        self.now = 0.0  # the clock both sides are fed (tests move it by hand)
+        self.now = now  # the clock both sides are fed (tests move it by hand)
         self.pump()
 
     def pump(self) -> list[ev.Event]:
