@@ -1,0 +1,250 @@
+"""AMQP 1.0 octets <-> protocol headers and frames (chunk-invariant, bounded).
+
+A connection's byte stream is a protocol header (``AMQP`` + protocol id +
+1.0.0: id 0 AMQP, 2 TLS, 3 SASL), then frames; after a SASL outcome both
+sides start again with a header (:meth:`FrameReader.expect_header`).  A
+frame is::
+
+    size:u32  doff:u8  type:u8  channel:u16  [extended header]  body
+
+``size`` counts the whole frame (>= 8); ``doff`` is the body's offset in
+4-octet words (>= 2; an extended header is skipped); ``type`` is 0 (AMQP,
+``channel`` names the session) or 1 (SASL, ``channel`` ignored).  A body is
+one performative -- a described list -- then, for ``transfer``, the payload;
+an empty body is an empty frame (a heartbeat).
+
+:class:`FrameReader` turns any split of the stream into the same items (a
+test checks every split), holds at most one frame's octets, and refuses a
+frame larger than ``max_frame_size`` from its 8-octet header, before the rest
+arrives: a peer's declared size costs nothing.  Errors are
+:class:`~amqp_sansio.errors.DecodeError` with condition
+``amqp:connection:framing-error`` (the frame layer) or ``amqp:decode-error``
+(a body that is not a performative).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AMQP_HEADER", "SASL_HEADER", "TLS_HEADER", "PROTOCOL_IDS", "MIN_MAX_FRAME_SIZE",
+    "EMPTY_FRAME", "TYPE_AMQP", "TYPE_SASL", "ProtocolHeader", "Frame", "FrameReader",
+    "encode_frame", "frame_overhead",
+]
+
+import struct
+from typing import Any
+
+import attrs
+
+from ..errors import DecodeError
+from ._errors import FRAMING_ERROR, decode_error, local_error
+from ._specbase import SpecObject
+from .codec import DECODERS, DESCRIBED, MAX_DEPTH, Symbol, ULong
+from .spec import AMQP_HEADER, MIN_MAX_FRAME_SIZE, SASL_HEADER, TLS_HEADER
+
+TYPE_AMQP = 0
+TYPE_SASL = 1
+PROTOCOL_IDS = {0: "amqp", 2: "tls", 3: "sasl"}
+EMPTY_FRAME = b"\x00\x00\x00\x08\x02\x00\x00\x00"
+_HEAD = struct.Struct(">IBBH")
+_pack_head = _HEAD.pack
+_unpack_head = _HEAD.unpack_from
+
+
+@attrs.frozen(slots=True)
+class ProtocolHeader:
+    """The 8 octets a peer started with.  ``protocol`` is ``"amqp"``,
+    ``"sasl"`` or ``"tls"`` for ``AMQP <id> 1 0 0``, else None (``raw`` says
+    what it was)."""
+
+    raw: bytes
+
+    @property
+    def protocol(self) -> str | None:
+        r = self.raw
+        if r[:4] != b"AMQP" or r[5:8] != b"\x01\x00\x00":
+            return None
+        return PROTOCOL_IDS.get(r[4])
+
+    @property
+    def version(self) -> tuple[int, int, int, int] | None:
+        """``(id, major, minor, revision)`` when it starts with ``AMQP``."""
+        r = self.raw
+        if r[:4] != b"AMQP" or len(r) != 8:
+            return None
+        return r[4], r[5], r[6], r[7]
+
+
+@attrs.frozen(slots=True)
+class Frame:
+    """One frame: ``body`` is the performative (None for an empty frame),
+    ``payload`` what follows it (a transfer's message octets)."""
+
+    type: int
+    channel: int
+    body: Any
+    payload: bytes = b""
+
+
+def frame_overhead() -> int:
+    return 8
+
+
+def encode_frame(body: SpecObject | None, channel: int = 0, payload: bytes = b"",
+                 type: int = TYPE_AMQP, max_frame_size: int | None = None) -> bytes:  # noqa: A002
+    """The octets of one frame (``body`` None: an empty frame)."""
+    out = bytearray(b"\x00\x00\x00\x00\x02")
+    out.append(type)
+    out += channel.to_bytes(2, "big")
+    if body is not None:
+        try:
+            body._enc(body, out, MAX_DEPTH)
+        except (TypeError, AttributeError, struct.error, OverflowError) as e:
+            raise local_error(f"{body!r} cannot be encoded: {e}") from None
+        if payload:
+            out += payload
+    size = len(out)
+    if max_frame_size is not None and size > max_frame_size:
+        raise local_error(f"a {size}-octet frame exceeds the frame size limit {max_frame_size}")
+    struct.pack_into(">I", out, 0, size)
+    return bytes(out)
+
+
+class FrameReader:
+    """Bytes in (any chunking), protocol headers and frames out.
+
+    ``max_frame_size`` bounds incoming frames; raise it when the peer may
+    send larger ones (after our ``open``).  The stream starts with a
+    protocol header; after a SASL header, ``AMQP`` at a frame boundary is the
+    next header (a SASL frame is at most 512 octets, so a frame cannot start
+    with those octets), which is how a client's pipelined AMQP header behind
+    its ``sasl-init`` is found.  ``expect_header()`` makes the next 8 octets
+    a header whatever they look like.
+    """
+
+    __slots__ = ("_buf", "_pos", "_want_header", "max_frame_size", "offset", "sasl", "max_depth")
+
+    def __init__(self, max_frame_size: int = MIN_MAX_FRAME_SIZE) -> None:
+        self._buf = bytearray()
+        self._pos = 0
+        self._want_header = True
+        self.max_frame_size = max_frame_size
+        self.offset = 0  # stream position of _buf[0]
+        self.sasl = False  # inside a SASL exchange (after a SASL header)
+        self.max_depth = MAX_DEPTH
+
+    def expect_header(self) -> None:
+        self._want_header = True
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf) - self._pos
+
+    def receive(self, data: bytes) -> None:
+        if data:
+            self._buf += data
+
+    def feed(self, data: bytes) -> list[ProtocolHeader | Frame]:
+        """Everything ``data`` completes (``receive`` + ``next_item`` until None)."""
+        self.receive(data)
+        out: list[ProtocolHeader | Frame] = []
+        while (item := self.next_item()) is not None:
+            out.append(item)
+        return out
+
+    def next_item(self) -> ProtocolHeader | Frame | None:
+        """The next complete header or frame, or None until more octets come.
+        Raises DecodeError (the connection is over: the reader is spent)."""
+        buf = self._buf
+        pos = self._pos
+        avail = len(buf) - pos
+        if not avail:
+            return None
+        if self._want_header or (self.sasl and buf[pos] == 0x41 and avail >= 4
+                                 and buf[pos:pos + 4] == b"AMQP"):
+            k = min(4, avail)
+            if buf[pos:pos + k] != b"AMQP"[:k]:  # not AMQP at all: report at once
+                return self._header(pos, avail)
+            if avail < 8:
+                return None
+            return self._header(pos, 8)
+        if avail < 8:
+            return None
+        size, doff, ftype, channel = _unpack_head(buf, pos)
+        if size < 8:
+            raise self._err(f"frame size {size} is smaller than its 8-octet header", pos)
+        if size > self.max_frame_size:
+            raise self._err(f"frame of {size} octets exceeds the limit of "
+                            f"{self.max_frame_size}", pos)
+        if doff < 2 or doff * 4 > size:
+            raise self._err(f"data offset {doff} is outside [2, size/4]", pos)
+        if ftype not in (TYPE_AMQP, TYPE_SASL):
+            raise self._err(f"unknown frame type 0x{ftype:02x}", pos)
+        if avail < size:
+            return None
+        start = pos + doff * 4
+        end = pos + size
+        origin = self.offset + start  # stream offset of the body
+        frame = bytes(buf[start:end])
+        self._advance(end)
+        if start == end:
+            return Frame(ftype, channel, None)
+        try:
+            body, used = _performative(frame, ftype, self.max_depth)
+        except DecodeError as e:
+            e.offset = origin + (e.offset or 0)
+            raise
+        return Frame(ftype, channel, body, frame[used:] if used < len(frame) else b"")
+
+    def _header(self, pos: int, k: int) -> ProtocolHeader:
+        raw = bytes(self._buf[pos:pos + k])
+        self._advance(pos + k)
+        self._want_header = False
+        h = ProtocolHeader(raw)
+        self.sasl = h.protocol == "sasl"
+        return h
+
+    def _advance(self, pos: int) -> None:
+        buf = self._buf
+        if pos >= len(buf):
+            self.offset += len(buf)
+            buf.clear()
+            self._pos = 0
+        elif pos > 65536:
+            del buf[:pos]
+            self.offset += pos
+            self._pos = 0
+        else:
+            self._pos = pos
+
+    def _err(self, message: str, pos: int) -> Exception:
+        return decode_error(message, self.offset + pos, condition=FRAMING_ERROR)
+
+
+def _performative(frame: bytes, ftype: int, depth: int) -> tuple[Any, int]:
+    """The described list at the start of a frame body (offsets in errors
+    are relative to the body)."""
+    n = len(frame)
+    if frame[0] != 0x00:
+        raise decode_error("a frame body must start with a described performative", 0)
+    if n >= 3 and frame[1] == 0x53:
+        descriptor: Any = frame[2]
+        p = 3
+    else:
+        f = DECODERS[frame[1]] if n > 1 else None
+        if f is None:
+            raise decode_error("a frame body has no descriptor", 0)
+        descriptor, p = f(frame, 2, n, depth)
+        if type(descriptor) is not Symbol and type(descriptor) is not ULong:
+            raise decode_error(f"descriptor {descriptor!r} is neither a ulong nor a symbol", 1)
+        descriptor = str(descriptor) if isinstance(descriptor, str) else int(descriptor)
+    dec = DESCRIBED.get(descriptor)
+    if dec is None:
+        raise decode_error(f"descriptor {descriptor!r} names no performative", 1)
+    if p >= n:
+        raise decode_error("a performative ends after its descriptor", p)
+    body, used = dec(frame[p], frame, p + 1, n, depth - 1)
+    want = "sasl-frame" if ftype == TYPE_SASL else "frame"
+    if want not in getattr(body, "PROVIDES", ()):
+        raise decode_error(f"{getattr(body, 'NAME', type(body).__name__)} is not a "
+                           f"{'SASL ' if ftype == TYPE_SASL else ''}performative", 0)
+    return body, used
