@@ -99,10 +99,14 @@ def build_wheel(out: Path) -> Path:
             "the 'build' package is not installed in this interpreter "
             f"({sys.executable}); install the dev extra: pip install -e '.[dev]'"
         )
-    _run(
+    log = _run(
         [sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)],
         what="building sdist + wheel (python -m build)",
     )
+    # setuptools deprecations (e.g. a `project.license` table) become errors later.
+    deprecated = sorted({line.strip() for line in log.splitlines() if "deprecat" in line.lower()})
+    if deprecated:
+        raise CheckFailed("the build warns of deprecated configuration:\n  " + "\n  ".join(deprecated))
     wheels = sorted(out.glob("*.whl"))
     if len(wheels) != 1:
         raise CheckFailed(f"expected exactly one wheel in {out}, found {[w.name for w in wheels]}")
@@ -300,6 +304,33 @@ def check_console_script(venv: Path, work: Path) -> None:
         )
 
 
+def check_core_only_cli(venv: Path, work: Path, version: str) -> None:
+    """With the core alone, the CLI reports its version, and a command that
+    needs an extra says which in one line (exit 1, no traceback)."""
+    exe = str(venv / ("Scripts" if os.name == "nt" else "bin") / CONSOLE_SCRIPT)
+    problems = []
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([exe, *args], cwd=work, env=_clean_env(), stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=60)
+
+    out = run("--version")
+    if out.returncode != 0 or out.stdout.strip() != f"{CONSOLE_SCRIPT} {version}":
+        problems.append(f"'--version' printed {out.stdout.strip()!r} (exit {out.returncode}), "
+                        f"expected '{CONSOLE_SCRIPT} {version}'")
+    for args in (("broker", "--port", "0"),
+                 ("fuzz", "--target", "embedded", "--cases", "1", "--out", str(work / "fz"))):
+        p = run(*args)
+        err = p.stderr.strip()
+        if p.returncode != 1 or "Traceback" in err or len(err.splitlines()) != 1 \
+                or "amqp-sansio[broker]" not in err:
+            problems.append(f"'{' '.join(args)}' without the broker extra should say in one line "
+                            f"to install amqp-sansio[broker] and exit 1; it exited "
+                            f"{p.returncode}: {err[-1500:]!r}")
+    if problems:
+        raise CheckFailed("core-only CLI:\n  " + "\n  ".join(problems))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
@@ -347,6 +378,10 @@ def main(argv: list[str] | None = None) -> int:
 
         t = _step(f"running '{CONSOLE_SCRIPT} --help'")
         check_console_script(venv, work)
+        _done(t)
+
+        t = _step(f"'{CONSOLE_SCRIPT} --version' and commands that need an extra")
+        check_core_only_cli(venv, work, wheel.name.split("-")[1])
         _done(t)
 
         for extra in wanted_extras:

@@ -66,13 +66,14 @@ def _protocol_args(p: argparse.ArgumentParser, decoding: bool) -> None:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
-        "decode", help="AMQP 0-10 octets -> JSON lines",
-        description="Read AMQP 0-10 octets (a leading protocol header is recognised) and "
-                    "write one JSON object per line per control/command assembly "
-                    "(or per frame with --frames).",
+        "decode", help="AMQP octets -> JSON lines (--protocol: 0-10, 0-9-1)",
+        description="Read AMQP octets (a leading protocol header is recognised) and write "
+                    "one JSON object per line: per control/command assembly (0-10) or "
+                    "method (0-9-1), or per frame with --frames.",
         epilog="An assembly that was cut into frames of some size other than 65535 gets "
                '"max-frame-size": N, so that encode cuts it the same way.  The JSON form '
-               "is described in amqp_sansio/v0_10/jsonform.py.")
+               "is described in amqp_sansio/v0_10/jsonform.py (0-9-1: v0_9_1/jsonform.py, "
+               'with "frame-max").')
     p.add_argument("file", nargs="?", default="-", help="input file (default: stdin)")
     p.add_argument("--frames", action="store_true", help="one object per frame")
     p.add_argument("--enum-names", action="store_true",
@@ -82,17 +83,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--strict", action="store_true",
                    help="reject absent required fields and enum values out of domain")
     p.add_argument("--max-frame-size", type=frame_size_arg, default=MAX_FRAME_SIZE,
-                   metavar="N", help="largest frame accepted (default %(default)s)")
+                   metavar="N", help="0-10 only: largest frame accepted (default %(default)s)")
     _protocol_args(p, decoding=True)
     p.set_defaults(func=run_decode)
 
     p = sub.add_parser(
-        "encode", help="JSON lines -> AMQP 0-10 octets",
+        "encode", help="JSON lines -> AMQP octets (--protocol: 0-10, 0-9-1)",
         description="Read JSON lines as written by decode and write the octets.  Blank lines "
                     "and lines starting with # are skipped.")
     p.add_argument("file", nargs="?", default="-", help="input file (default: stdin)")
     p.add_argument("--max-frame-size", type=frame_size_arg, default=MAX_FRAME_SIZE,
-                   metavar="N", help="split segments into frames of at most N octets, "
+                   metavar="N", help="0-10 only: split segments into frames of at most N octets, "
                    "unless a line says otherwise (default %(default)s)")
     _protocol_args(p, decoding=False)
     p.set_defaults(func=run_encode)

@@ -1,10 +1,11 @@
 """``demo``: a sample AMQP 0-10 conversation, encoded, decoded back, compared.
 
-What ``make run`` runs until the Spark pipeline lands.  Both directions of a
-whole connection -- handshake, session, queue.declare, subscribe, flow,
-transfers in and out (some cut into 32-octet frames, one body spread over
-several 4096-octet frames), accept, completion, detach, close -- are encoded
-with the core, then decoded again in 7-octet pieces, and checked four ways:
+A self-check of the codec and the JSON form, with no network.  Both
+directions of a whole connection -- handshake, session, queue.declare,
+subscribe, flow, transfers in and out (some cut into 32-octet frames, one
+body spread over several 4096-octet frames), accept, completion, detach,
+close -- are encoded with the core, then decoded again in 7-octet pieces,
+and checked four ways:
 
 1. the decoded objects equal the ones sent;
 2. decode -> JSON -> encode reproduces the stream octet for octet (per
@@ -58,8 +59,9 @@ class Step:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
-        "demo", help="encode, decode and check a sample conversation",
-        description=__doc__.split("\n\n")[1] if __doc__ else None)
+        "demo", help="encode, decode and check a sample AMQP 0-10 conversation (no network)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=__doc__.split("\n\n", 1)[1].replace("``", "") if __doc__ else None)
     p.add_argument("-q", "--quiet", action="store_true", help="print only the summary")
     p.add_argument("--chunk", type=int, default=7, metavar="N",
                    help="feed the decoder N octets at a time (default %(default)s)")

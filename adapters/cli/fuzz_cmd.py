@@ -1,4 +1,4 @@
-"""``fuzz``: fuzz an AMQP 0-10 or 0-9-1 peer (a broker, or 0-10 clients with ``--role server``).
+"""Fuzz an AMQP 0-10 or 0-9-1 peer (a broker, or 0-10 clients with --role server).
 
     amqp-sansio fuzz --target 127.0.0.1:5672 --cases 10000 --seed 7 [--budget 10m] [--out DIR]
     amqp-sansio fuzz --protocol 0-9-1 --target 127.0.0.1:5672 ...   a 0-9-1 broker (RabbitMQ)
@@ -58,7 +58,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--user", default=None,
                    help="authenticate with PLAIN as this user (0-10 default: ANONYMOUS; "
                         "0-9-1 default: guest)")
-    p.add_argument("--password", default=None, help="(0-9-1 default with no --user: guest)")
+    p.add_argument("--password", default=None,
+                   help="the --user's password (0-9-1 default with no --user: guest)")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -70,7 +71,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--target", default=None, metavar="HOST:PORT",
                    help="the peer to fuzz, or 'embedded' (the embedded 0-10 broker)")
     p.add_argument("--cases", type=int, default=1000, help="number of cases (default %(default)s)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0,
+                   help="cases are a pure function of (seed, case number) (default %(default)s)")
     p.add_argument("--start", type=int, default=0, help="first case number (default 0)")
     p.add_argument("--budget", type=duration_arg, default=None, metavar="DURATION",
                    help="stop after this long (90s, 10m, 1h)")
@@ -91,18 +93,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress line")
     p.add_argument("--spark", action="store_true",
                    help="distribute case ranges over Spark executors (results as Parquet)")
-    p.add_argument("--spark-master", default="local[2]", help="(default %(default)s)")
+    p.add_argument("--spark-master", default="local[2]",
+                   help="--spark: the Spark master URL (default %(default)s)")
     p.add_argument("--partitions", type=int, default=None,
                    help="case ranges for --spark (default: 4 per core of the master)")
     p.add_argument("--role", choices=("client", "server"), default="client",
-                   help="'server': listen and fuzz the (0-10) clients that connect")
+                   help="'client' (default): connect to --target; 'server': listen and fuzz "
+                        "the (0-10) clients that connect")
     p.add_argument("--listen", default="127.0.0.1:5673", metavar="HOST:PORT",
                    help="--role server: where to listen (default %(default)s)")
     _common(p)
     p.set_defaults(func=run_fuzz)
     actions = p.add_subparsers(dest="action", metavar="ACTION")
     r = actions.add_parser("replay", help="replay one reproducer")
-    r.add_argument("file", type=Path)
+    r.add_argument("file", type=Path, help="a reproducer (DIR/reproducers/*.json)")
     _protocol_arg(r, "the reproducer's", argparse.SUPPRESS)
     r.add_argument("--target", default=None, metavar="HOST:PORT",
                    help="default: the target recorded in the file ('embedded' works)")
@@ -116,8 +120,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     r.set_defaults(func=run_replay)
     s = actions.add_parser("show", help="print one case")
     _protocol_arg(s, default=argparse.SUPPRESS)
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--case", type=int, required=True)
+    s.add_argument("--seed", type=int, default=0, help="the campaign's seed (default 0)")
+    s.add_argument("--case", type=int, required=True, help="the case number")
     s.add_argument("--hex", action="store_true", help="also print the octets")
     s.set_defaults(func=run_show)
     o = actions.add_parser("operators", help="list the generators")

@@ -2,7 +2,9 @@
 
 Each subcommand lives in its own module with a ``register(subparsers)``
 function that adds its parser and sets ``func(args, streams) -> exit code``;
-new ones (broker, send, receive, fuzz) are added to :data:`SUBCOMMANDS`.
+:data:`SUBCOMMANDS` lists them in the order ``--help`` shows.  ``broker`` is
+handed to the embedded broker's own parser (:mod:`amqp_sansio_broker.__main__`).
+Errors are one line on stderr and a non-zero exit, never a traceback.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from amqp_sansio import __version__
 from amqp_sansio.errors import LocalProtocolError
 
 from . import codec_cmds, demo, fuzz_cmd, tools_cmds
@@ -23,14 +26,18 @@ from .streams import CLIError, Streams
 PROG = "amqp-sansio"
 
 Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
-SUBCOMMANDS: tuple[Register, ...] = (codec_cmds.register, demo.register, tools_cmds.register,
+SUBCOMMANDS: tuple[Register, ...] = (tools_cmds.register, codec_cmds.register, demo.register,
                                      fuzz_cmd.register)
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=PROG,
-        description="Bring-your-own-I/O AMQP 0-10: inspect, build and check wire traffic.")
+        description="Tools of amqp-sansio, the bring-your-own-I/O AMQP library (0-10 and "
+                    "0-9-1): run the embedded broker, send and receive messages, decode and "
+                    "encode wire traffic, fuzz brokers and clients.",
+        epilog=f"'{PROG} COMMAND --help' describes each command.")
+    p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for register in SUBCOMMANDS:
         register(sub)

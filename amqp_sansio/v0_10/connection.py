@@ -43,7 +43,7 @@ from typing import Any
 
 import attrs
 
-from .. import sasl
+from .. import __version__, sasl
 from ..errors import (
     COMMAND_INVALID,
     FRAMING_ERROR,
@@ -91,8 +91,6 @@ from .spec import (
     SessionCommandPoint,
     SessionDetached,
 )
-
-__version__ = "0.1.0.dev0"
 
 
 class Role(enum.Enum):

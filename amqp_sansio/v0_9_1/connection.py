@@ -68,7 +68,7 @@ from typing import Any
 
 import attrs
 
-from .. import sasl
+from .. import __version__, sasl
 from ..errors import FRAMING_ERROR, DecodeError, LocalProtocolError, RemoteProtocolError
 from ..heartbeat import HeartbeatClock
 from ..sasl_amqplain import AmqplainClient
@@ -112,8 +112,6 @@ from .spec import (
     ConnectionUpdateSecret,
     ConnectionUpdateSecretOk,
 )
-
-__version__ = "0.1.0.dev0"
 
 ACCESS_REFUSED = 403
 COMMAND_INVALID = 503
