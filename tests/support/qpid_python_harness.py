@@ -65,6 +65,7 @@ import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 PROJECT = "qpid-python"
 VERSION = "1.36.0.post1"  # the sdist is qpid-python-1.36.0-1.tar.gz (2017)
@@ -380,6 +381,37 @@ PATCHES: list[Patch] = [
        why="string.joinfields is gone; map entries are octets"),
     _p("qpid/codec010.py", 'def __init__(self, encoded = ""):', 'def __init__(self, encoded = b""):',
        why="the codec buffer holds octets"),
+    # -- SASL: qpid.sasl.WrapperClient (SCRAM needs it; see SaslMechClient) and
+    # qpid.saslmech's SCRAM client, text vs octets
+    _p("qpid/sasl.py", "    if isinstance(value, str):\n      value = value.encode('utf8')\n",
+       "", why="encoding text to octets, then str() of them, gives \"b'...'\""),
+    _p("qpid/saslmech/scram.py", "self.client_nonce = b2a_hex(os.urandom(16))",
+       "self.client_nonce = b2a_hex(os.urandom(16)).decode('ascii')", why="text nonce"),
+    _p("qpid/saslmech/scram.py", '      serverChallenge, salt, iterations = challenge.split(",")',
+       "      if isinstance(challenge, bytes):\n        challenge = challenge.decode('utf8')\n"
+       '      serverChallenge, salt, iterations = challenge.split(",")',
+       why="challenges come off the wire as octets"),
+    _p("qpid/saslmech/scram.py", '    serverVerification = challenge.split(",")[0]',
+       "    if isinstance(challenge, bytes):\n      challenge = challenge.decode('utf8')\n"
+       '    serverVerification = challenge.split(",")[0]', why="as above"),
+    _p("qpid/saslmech/scram.py", 'HMAC(key=self.password.replace("=","=3D").replace(",","=2C"),',
+       'HMAC(key=self.password.replace("=","=3D").replace(",","=2C").encode("utf8"),', count=2,
+       why="HMAC keys are octets"),
+    _p("qpid/saslmech/scram.py", 'hmac.update("\\x00\\x00\\x00\\x01")',
+       'hmac.update(b"\\x00\\x00\\x00\\x01")', why="octets"),
+    _p("qpid/saslmech/scram.py", "''.join(chr(ord(a) ^ ord(b)) for a,b in zip(",
+       "bytes(a ^ b for a,b in zip(", count=2, why="XOR of octet strings"),
+    _p("qpid/saslmech/scram.py", 'base64.b64encode("n,,")', 'base64.b64encode(b"n,,").decode()',
+       why="octets in, text out"),
+    _p("qpid/saslmech/scram.py", 'msg="Client Key"', 'msg=b"Client Key"', why="octets"),
+    _p("qpid/saslmech/scram.py", 'msg="Server Key"', 'msg=b"Server Key"', why="octets"),
+    _p("qpid/saslmech/scram.py", "msg=authMessage,", "msg=authMessage.encode('utf8'),", count=2,
+       why="octets"),
+    _p("qpid/saslmech/scram.py", '",p=" + base64.b64encode(clientProof)',
+       '",p=" + base64.b64encode(clientProof).decode()', why="text out"),
+    _p("qpid/messaging/transports.py", "      self.socket.setblocking(0)\n      self.state = None\n",
+       "      self.socket = self.tls\n      self.socket.setblocking(0)\n      self.state = None\n",
+       why="Python 3's wrap_socket detaches the plain socket: use the TLS one (fileno too)"),
 ]
 
 
@@ -568,6 +600,72 @@ def apply_core_workarounds(
     if unknown:
         raise KeyError(f"no such workaround: {sorted(unknown)}")
     return lambda: None
+
+
+class SaslMechClient:
+    """What ``qpid.sasl.WrapperClient`` asks of ``saslwrapper.Client`` (Cyrus
+    SASL, a Python 2 C extension), served by qpid-python's own pure-Python
+    mechanisms, ``qpid.saslmech`` (which only its 0-8 client uses): so that
+    qpid's 0-10 clients log in with its SCRAM-SHA-256 implementation.  Without
+    saslwrapper they fall back to ``qpid.sasl.PlainClient`` (PLAIN, ANONYMOUS,
+    EXTERNAL only).  Glue only: the SASL computation is qpid's."""
+
+    def __init__(self) -> None:
+        self.attrs: dict[str, str] = {}
+        self.mech: Any = None
+        self.error = ""
+
+    def setAttr(self, name: str, value: str) -> bool:  # noqa: N802 (saslwrapper's names)
+        self.attrs[name] = value
+        return True
+
+    def init(self) -> bool:
+        return True
+
+    def start(self, mechanisms: str) -> tuple[bool, str | None, Any]:
+        from qpid.saslmech.finder import get_sasl_mechanism
+
+        mech = get_sasl_mechanism(mechanisms.split(), self.attrs.get("username"),
+                                  self.attrs.get("password"))
+        if mech is None:
+            self.error = f"no mechanism agreed among {mechanisms!r}"
+            return False, None, None
+        self.mech = mech
+        return True, mech.mechanismName(), mech.initialResponse()
+
+    def step(self, challenge: bytes) -> tuple[bool, Any]:
+        return True, self.mech.response(challenge)
+
+    def encode(self, data: bytes) -> tuple[bool, bytes]:
+        return True, data  # no security layer
+
+    def decode(self, data: bytes) -> tuple[bool, bytes]:
+        return True, data
+
+    def getUserId(self) -> tuple[bool, str | None]:  # noqa: N802
+        return True, self.attrs.get("username")
+
+    def getError(self) -> str:  # noqa: N802
+        return self.error
+
+
+def use_saslmech() -> Callable[[], None]:
+    """qpid's 0-10 clients made from now on use :class:`SaslMechClient`;
+    returns a function that undoes it."""
+    import qpid.sasl
+
+    before = qpid.sasl.Client, getattr(qpid.sasl, "_Client", None)
+    qpid.sasl._Client = SaslMechClient
+    qpid.sasl.Client = qpid.sasl.WrapperClient
+
+    def undo() -> None:
+        qpid.sasl.Client = before[0]
+        if before[1] is None:
+            del qpid.sasl._Client
+        else:
+            qpid.sasl._Client = before[1]
+
+    return undo
 
 
 class Py2Str(bytes):
