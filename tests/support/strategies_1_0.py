@@ -10,6 +10,7 @@ written per class.
 
 from __future__ import annotations
 
+import math
 import uuid
 from typing import Any
 
@@ -207,3 +208,25 @@ def described_instances() -> S[Any]:
 
 def uuids() -> S[uuid.UUID]:
     return st.uuids()
+
+
+def typed_eq(a: Any, b: Any) -> bool:
+    """Equal values of the same Python types all the way down."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        return a == b or (math.isnan(a) and math.isnan(b))
+    if isinstance(a, Array):
+        return (a.type == b.type and a.descriptor == b.descriptor and len(a) == len(b)
+                and all(typed_eq(x, y) for x, y in zip(a, b, strict=True)))
+    if isinstance(a, list):
+        return len(a) == len(b) and all(typed_eq(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict):
+        if len(a) != len(b):
+            return False
+        bk = list(b.items())
+        return all(typed_eq(k1, k2) and typed_eq(v1, v2)
+                   for (k1, v1), (k2, v2) in zip(a.items(), bk, strict=True))
+    if isinstance(a, Described):
+        return a.descriptor == b.descriptor and typed_eq(a.value, b.value)
+    return bool(a == b)

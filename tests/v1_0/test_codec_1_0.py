@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import uuid
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from strategies_1_0 import values
+from strategies_1_0 import typed_eq, values
 
 from amqp_sansio.errors import DecodeError, LocalProtocolError
 from amqp_sansio.v1_0 import spec
@@ -108,28 +107,6 @@ GOLDEN: list[tuple[str, Any, bool]] = [
 ]
 
 
-def _typed_eq(a: Any, b: Any) -> bool:
-    """Equal values of the same Python types all the way down."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, float):
-        return a == b or (math.isnan(a) and math.isnan(b))
-    if isinstance(a, Array):
-        return (a.type == b.type and a.descriptor == b.descriptor and len(a) == len(b)
-                and all(_typed_eq(x, y) for x, y in zip(a, b, strict=True)))
-    if isinstance(a, list):
-        return len(a) == len(b) and all(_typed_eq(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, dict):
-        if len(a) != len(b):
-            return False
-        bk = list(b.items())
-        return all(_typed_eq(k1, k2) and _typed_eq(v1, v2)
-                   for (k1, v1), (k2, v2) in zip(a.items(), bk, strict=True))
-    if isinstance(a, Described):
-        return a.descriptor == b.descriptor and _typed_eq(a.value, b.value)
-    return bool(a == b)
-
-
 def enc(v: Any) -> bytes:
     out = bytearray()
     encode_value(v, out)
@@ -140,12 +117,12 @@ def enc(v: Any) -> bytes:
 def test_golden(hexed: str, value: Any, canonical: bool) -> None:
     octets = bytes.fromhex(hexed)
     got = decode_all(octets)
-    assert _typed_eq(got, value), (got, value)
+    assert typed_eq(got, value), (got, value)
     if canonical:
         assert enc(value) == octets
     else:
         assert enc(value) != octets  # the encoder picks the smaller form
-        assert _typed_eq(decode_all(enc(value)), value)
+        assert typed_eq(decode_all(enc(value)), value)
 
 
 def test_golden_covers_every_encoding_of_the_spec() -> None:
@@ -173,14 +150,14 @@ def test_empty_and_mixed_width_arrays() -> None:
               Array("list", [[1], list(range(100))]), Array("map", [{}, {Symbol("k"): "v" * 300}]),
               Array("array", [Array("uint", [1]), Array("uint", [1 << 20])]),
               Array("string", ["a", "b" * 300])):
-        assert _typed_eq(decode_all(enc(a)), a), a
+        assert typed_eq(decode_all(enc(a)), a), a
 
 
 @given(values())
 def test_any_value_round_trips(v: Any) -> None:
     octets = enc(v)
     back = decode_all(octets)
-    assert _typed_eq(back, v)
+    assert typed_eq(back, v)
     assert enc(back) == octets
 
 

@@ -1,0 +1,334 @@
+"""The AMQP 1.0 message (message-format 0) and its mapping to the shared
+:class:`~amqp_sansio.v0_10.messages.Message`.
+
+A transfer's payload is a sequence of sections [OASIS part 3 §3.2]::
+
+    header? delivery-annotations? message-annotations? properties?
+    application-properties? body footer?
+
+where the body is one or more ``data``, one or more ``amqp-sequence``, or
+one ``amqp-value``.  :class:`AmqpMessage` holds them typed;
+:func:`encode_message` and :func:`decode_message` convert, checking order
+and body rules (a payload with no body section at all is accepted, as real
+peers send it for empty messages).  The *bare message* (properties through
+the body) is immutable in transit: :func:`bare_octets` returns it verbatim
+and :func:`reannotate` replaces only the annotated parts around it, so an
+intermediary never re-encodes what the sender signed.
+
+Mapping to the shared ``Message`` (what the broker uses to route across
+protocols; 0-10 and 0-9-1 name the same things):
+
+=========================  ================================================
+``Message``                1.0
+=========================  ================================================
+``body``                   one ``data`` section (several are joined; an
+                           ``amqp-value`` holding binary is its bytes; any
+                           other amqp-value / amqp-sequence body is carried
+                           as its encoded sections with the header
+                           ``x-amqp-body`` = ``"amqp-value"`` /
+                           ``"amqp-sequence"`` and restored from it)
+``routing_key``            ``properties.subject``
+``content_type``           ``properties.content-type`` (a symbol)
+``content_encoding``       ``properties.content-encoding``
+``headers``                ``application-properties`` (simple values only)
+``message_id``             ``properties.message-id`` when a uuid; other
+                           message-ids go in the header ``x-amqp-message-id``
+``correlation_id``         ``properties.correlation-id`` (binary; a string
+                           id becomes its UTF-8 octets)
+``reply_to`` (ex, key)     ``properties.reply-to``: ``key`` when ``ex`` is
+                           ``""``, else ``"ex/key"``
+``user_id``                ``properties.user-id``
+``app_id``                 message annotation ``x-opt-app-id``
+``priority``               ``header.priority`` (0-255; 0-10 uses 0-9)
+``persistent``             ``header.durable``
+``ttl``                    ``header.ttl`` (milliseconds)
+``redelivered``            ``header.delivery-count > 0`` (sent as 1)
+``exchange``               not carried (a 1.0 address names the node)
+=========================  ================================================
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AmqpMessage", "Body", "encode_message", "decode_message", "bare_octets", "reannotate",
+    "to_message", "from_message",
+]
+
+import uuid
+from typing import Any
+
+import attrs
+
+from ..v0_10.messages import Message
+from ._errors import decode_error, local_error
+from ._specbase import SpecObject
+from .codec import DECODERS, DESCRIBED, MAX_DEPTH, Symbol
+from .spec import (
+    AmqpSequence,
+    AmqpValue,
+    ApplicationProperties,
+    Data,
+    DeliveryAnnotations,
+    Footer,
+    Header,
+    MessageAnnotations,
+    Properties,
+)
+
+Body = tuple[Data, ...] | tuple[AmqpSequence, ...] | AmqpValue | None
+
+# section class -> its rank in the order [OASIS part 3 §3.2]; the body is 5
+_RANK: dict[type, int] = {Header: 0, DeliveryAnnotations: 1, MessageAnnotations: 2,
+                          Properties: 3, ApplicationProperties: 4, Data: 5, AmqpSequence: 5,
+                          AmqpValue: 5, Footer: 6}
+
+
+@attrs.frozen(kw_only=True)
+class AmqpMessage:
+    """A 1.0 message, section by section (absent sections are None)."""
+
+    header: Header | None = None
+    delivery_annotations: DeliveryAnnotations | None = None
+    message_annotations: MessageAnnotations | None = None
+    properties: Properties | None = None
+    application_properties: ApplicationProperties | None = None
+    body: Body = None
+    footer: Footer | None = None
+
+    @property
+    def data(self) -> bytes:
+        """The body's octets when it is made of ``data`` sections."""
+        b = self.body
+        if isinstance(b, tuple):
+            parts = [s.value for s in b if isinstance(s, Data)]
+            if len(parts) == len(b):
+                return b"".join(parts)
+        raise local_error("the body is not made of data sections")
+
+    def sections(self) -> list[SpecObject]:
+        out: list[SpecObject] = [s for s in (self.header, self.delivery_annotations,
+                                             self.message_annotations, self.properties,
+                                             self.application_properties) if s is not None]
+        b = self.body
+        if isinstance(b, tuple):
+            out += b
+        elif b is not None:
+            out.append(b)
+        if self.footer is not None:
+            out.append(self.footer)
+        return out
+
+
+def encode_message(m: AmqpMessage) -> bytes:
+    """The transfer payload of ``m``."""
+    b = m.body
+    if isinstance(b, tuple):
+        kinds = {type(s) for s in b}
+        if len(kinds) > 1 or not kinds <= {Data, AmqpSequence}:
+            raise local_error("a body is data sections, amqp-sequence sections or one amqp-value")
+    elif b is not None and not isinstance(b, AmqpValue):
+        raise local_error(f"not a body: {b!r}")
+    out = bytearray()
+    for s in m.sections():
+        s._enc(s, out, MAX_DEPTH)
+    return bytes(out)
+
+
+def _sections(payload: bytes) -> list[tuple[SpecObject, int, int]]:
+    """(section, start, end) for each section of a payload, order checked."""
+    out: list[tuple[SpecObject, int, int]] = []
+    pos, n = 0, len(payload)
+    rank = -1
+    body_kind: type | None = None
+    while pos < n:
+        start = pos
+        if payload[pos] != 0x00:
+            raise decode_error("a message section must be a described value", pos,
+                               scope="session")
+        s, pos = _section(payload, pos)
+        r = _RANK.get(type(s))
+        if r is None:
+            raise decode_error(f"{type(s).__name__} is not a message section", start,
+                               scope="session")
+        if r < rank or (r == rank and r != 5):
+            raise decode_error(f"section {s.NAME} is out of order", start, scope="session")
+        if r == 5:
+            if body_kind is not None and (type(s) is not body_kind or body_kind is AmqpValue):
+                raise decode_error("a body is data sections, amqp-sequence sections or one "
+                                   "amqp-value", start, scope="session")
+            body_kind = type(s)
+        rank = r
+        out.append((s, start, pos))
+    return out
+
+
+def _section(payload: bytes, pos: int) -> tuple[Any, int]:
+    n = len(payload)
+    if pos + 3 <= n and payload[pos + 1] == 0x53:
+        dec = DESCRIBED.get(payload[pos + 2])
+        if dec is not None and pos + 3 < n:
+            return dec(payload[pos + 3], payload, pos + 4, n, MAX_DEPTH)
+    f = DECODERS[0x00]
+    assert f is not None
+    return f(payload, pos + 1, n, MAX_DEPTH)
+
+
+def decode_message(payload: bytes) -> AmqpMessage:
+    """The sections of a transfer payload.  DecodeError (scope ``session``:
+    the broker book makes a bad section a session error) on malformed
+    octets, sections out of order or a mixed body."""
+    kw: dict[str, Any] = {}
+    body: list[Any] = []
+    try:
+        for s, _, _ in _sections(payload):
+            t = type(s)
+            if t is Header:
+                kw["header"] = s
+            elif t is DeliveryAnnotations:
+                kw["delivery_annotations"] = s
+            elif t is MessageAnnotations:
+                kw["message_annotations"] = s
+            elif t is Properties:
+                kw["properties"] = s
+            elif t is ApplicationProperties:
+                kw["application_properties"] = s
+            elif t is Footer:
+                kw["footer"] = s
+            else:
+                body.append(s)
+    except Exception as e:
+        if hasattr(e, "condition"):
+            e.scope = "session"  # type: ignore[attr-defined]
+        raise
+    if body:
+        kw["body"] = body[0] if type(body[0]) is AmqpValue else tuple(body)
+    return AmqpMessage(**kw)
+
+
+def bare_octets(payload: bytes) -> bytes:
+    """The bare message of a payload, octet for octet (properties through
+    the body; empty if it has none)."""
+    spans = [(a, b) for s, a, b in _sections(payload) if 3 <= _RANK[type(s)] <= 5]
+    return payload[spans[0][0]:spans[-1][1]] if spans else b""
+
+
+def reannotate(payload: bytes, *, header: Header | None = None,
+               delivery_annotations: DeliveryAnnotations | None = None,
+               message_annotations: MessageAnnotations | None = None,
+               keep_footer: bool = True) -> bytes:
+    """The payload with new annotated sections around its unchanged bare
+    message (what an intermediary may change)."""
+    secs = _sections(payload)
+    out = bytearray()
+    for s in (header, delivery_annotations, message_annotations):
+        if s is not None:
+            s._enc(s, out, MAX_DEPTH)
+    out += bare_octets(payload)
+    if keep_footer:
+        for sec, a, b in secs:
+            if type(sec) is Footer:
+                out += payload[a:b]
+    return bytes(out)
+
+
+# ---------------------------------------------------------------------------
+# The shared Message
+
+
+def to_message(m: AmqpMessage) -> Message:
+    """The shared :class:`Message` for a 1.0 message (table in the module doc)."""
+    p = m.properties
+    h = m.header
+    headers: dict[str, Any] = dict(m.application_properties.value) if (
+        m.application_properties is not None) else {}
+    body = m.body
+    if body is None:
+        octets = b""
+    elif isinstance(body, tuple) and body and isinstance(body[0], Data):
+        octets = b"".join(s.value for s in body if isinstance(s, Data))
+    elif isinstance(body, AmqpValue) and type(body.value) is bytes:
+        octets = body.value
+    else:
+        out = bytearray()
+        for s in (body if isinstance(body, tuple) else (body,)):
+            s._enc(s, out, MAX_DEPTH)
+        octets = bytes(out)
+        headers["x-amqp-body"] = "amqp-value" if isinstance(body, AmqpValue) else "amqp-sequence"
+    message_id = None
+    correlation_id = None
+    reply_to = None
+    if p is not None:
+        if isinstance(p.message_id, uuid.UUID):
+            message_id = p.message_id
+        elif p.message_id is not None:
+            headers["x-amqp-message-id"] = p.message_id
+        cid = p.correlation_id
+        if isinstance(cid, str):
+            correlation_id = cid.encode("utf-8")
+        elif isinstance(cid, bytes):
+            correlation_id = cid
+        elif isinstance(cid, uuid.UUID):
+            correlation_id = cid.bytes
+        elif cid is not None:
+            correlation_id = str(int(cid)).encode()
+        if p.reply_to is not None:
+            ex, sep, key = p.reply_to.rpartition("/")
+            reply_to = (ex, key) if sep else ("", key)
+    ann = m.message_annotations.value if m.message_annotations is not None else {}
+    app_id = ann.get("x-opt-app-id")
+    return Message(
+        body=octets,
+        routing_key=p.subject if p is not None else None,
+        content_type=p.content_type if p is not None else None,
+        content_encoding=p.content_encoding if p is not None else None,
+        headers=headers or None,
+        message_id=message_id,
+        correlation_id=correlation_id,
+        reply_to=reply_to,
+        user_id=p.user_id if p is not None else None,
+        app_id=app_id if isinstance(app_id, bytes) else None,
+        priority=h.priority if h is not None and h.priority != 4 else None,
+        persistent=bool(h is not None and h.durable),
+        ttl=h.ttl if h is not None else None,
+        redelivered=bool(h is not None and h.delivery_count),
+    )
+
+
+def from_message(msg: Message) -> AmqpMessage:
+    """The 1.0 message for a shared :class:`Message` (the inverse of
+    :func:`to_message` on what it produces)."""
+    headers = dict(msg.headers or {})
+    kind = headers.pop("x-amqp-body", None)
+    mid: Any = msg.message_id
+    if mid is None and "x-amqp-message-id" in headers:
+        mid = headers.pop("x-amqp-message-id")
+    if kind in ("amqp-value", "amqp-sequence"):
+        secs = []
+        pos = 0
+        while pos < len(msg.body):
+            s, pos = _section(msg.body, pos)
+            secs.append(s)
+        body: Body = secs[0] if kind == "amqp-value" else tuple(secs)
+    else:
+        body = (Data(msg.body),)
+    header = None
+    if msg.persistent or msg.priority is not None or msg.ttl is not None or msg.redelivered:
+        header = Header(durable=msg.persistent,
+                        priority=4 if msg.priority is None else msg.priority,
+                        ttl=msg.ttl, delivery_count=1 if msg.redelivered else 0)
+    reply = None
+    if msg.reply_to is not None:
+        ex, key = msg.reply_to
+        reply = f"{ex}/{key}" if ex else key
+    props = None
+    if any(v is not None for v in (msg.routing_key, msg.content_type, msg.content_encoding,
+                                    mid, msg.correlation_id, reply, msg.user_id)):
+        props = Properties(message_id=mid, user_id=msg.user_id, subject=msg.routing_key,
+                           reply_to=reply, correlation_id=msg.correlation_id,
+                           content_type=msg.content_type,
+                           content_encoding=msg.content_encoding)
+    ma = MessageAnnotations({Symbol("x-opt-app-id"): msg.app_id}) if msg.app_id else None
+    return AmqpMessage(
+        header=header, message_annotations=ma, properties=props,
+        application_properties=ApplicationProperties(headers) if headers else None,
+        body=body)

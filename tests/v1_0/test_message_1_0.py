@@ -1,0 +1,131 @@
+"""1.0 messages: sections in order, body rules, the bare message kept
+verbatim, and the mapping to the shared Message."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from strategies_1_0 import instances
+
+from amqp_sansio.errors import DecodeError, LocalProtocolError
+from amqp_sansio.v0_10.messages import Message
+from amqp_sansio.v1_0 import spec
+from amqp_sansio.v1_0._specbase import encode
+from amqp_sansio.v1_0.codec import Symbol
+from amqp_sansio.v1_0.message import (
+    AmqpMessage,
+    bare_octets,
+    decode_message,
+    encode_message,
+    from_message,
+    reannotate,
+    to_message,
+)
+
+
+def _opt(cls: Any) -> Any:
+    return st.one_of(st.none(), instances(cls))
+
+
+bodies = st.one_of(
+    st.none(),
+    st.lists(instances(spec.Data), min_size=1, max_size=3).map(tuple),
+    st.lists(instances(spec.AmqpSequence), min_size=1, max_size=3).map(tuple),
+    instances(spec.AmqpValue),
+)
+messages = st.builds(
+    AmqpMessage, header=_opt(spec.Header), delivery_annotations=_opt(spec.DeliveryAnnotations),
+    message_annotations=_opt(spec.MessageAnnotations), properties=_opt(spec.Properties),
+    application_properties=_opt(spec.ApplicationProperties), body=bodies,
+    footer=_opt(spec.Footer))
+
+
+@given(messages)
+def test_messages_round_trip(m: AmqpMessage) -> None:
+    payload = encode_message(m)
+    assert decode_message(payload) == m
+    assert encode_message(decode_message(payload)) == payload
+
+
+@pytest.mark.parametrize("sections", [
+    [spec.Properties(), spec.Header()],  # header after properties
+    [spec.Data(b"a"), spec.Properties()],  # properties after the body
+    [spec.Data(b"a"), spec.AmqpValue(1)],  # mixed body
+    [spec.AmqpValue(1), spec.AmqpValue(2)],  # two amqp-values
+    [spec.Header(), spec.Header()],  # a section twice
+    [spec.Footer({}), spec.Data(b"a")],  # body after the footer
+    [spec.Accepted()],  # not a section
+])
+def test_section_rules(sections: list[Any]) -> None:
+    payload = b"".join(encode(s) for s in sections)
+    with pytest.raises(DecodeError) as ei:
+        decode_message(payload)
+    assert ei.value.scope == "session"  # the broker book's item 9
+
+
+def test_not_described_is_a_decode_error() -> None:
+    with pytest.raises(DecodeError):
+        decode_message(b"\x40")
+    with pytest.raises(DecodeError):
+        decode_message(encode(spec.Data(b"x"))[:-1])
+
+
+def test_body_shapes_on_encode() -> None:
+    with pytest.raises(LocalProtocolError):
+        encode_message(AmqpMessage(body=(spec.Data(b"a"), spec.AmqpSequence([]))))  # type: ignore[arg-type]
+    with pytest.raises(LocalProtocolError):
+        encode_message(AmqpMessage(body=spec.Data(b"a")))  # type: ignore[arg-type]
+    assert AmqpMessage(body=(spec.Data(b"a"), spec.Data(b"b"))).data == b"ab"
+    with pytest.raises(LocalProtocolError):
+        _ = AmqpMessage(body=spec.AmqpValue(1)).data
+
+
+def test_bare_message_is_kept_verbatim() -> None:
+    # a non-canonical encoding (str32) must survive reannotation byte for byte
+    props = b"\x00\x53\x73\xd0\x00\x00\x00\x0b\x00\x00\x00\x02\x40\xb0\x00\x00\x00\x01\x01"
+    body = encode(spec.Data(b"signed"))
+    payload = encode(spec.Header(durable=True)) + props + body + encode(spec.Footer({}))
+    assert bare_octets(payload) == props + body
+    out = reannotate(payload, header=spec.Header(delivery_count=3),
+                     message_annotations=spec.MessageAnnotations({Symbol("x-opt-q"): 1}))
+    assert bare_octets(out) == props + body
+    m = decode_message(out)
+    assert m.header == spec.Header(delivery_count=3) and m.footer == spec.Footer({})
+    assert m.properties == spec.Properties(user_id=b"\x01")
+    assert bare_octets(encode(spec.Header())) == b""
+
+
+def test_shared_message_mapping_both_ways() -> None:
+    mid = uuid.uuid4()
+    msg = Message(body=b"hello", routing_key="rk", content_type="text/plain",
+                  content_encoding="gzip", headers={"a": 1, "b": "x"}, message_id=mid,
+                  correlation_id=b"c1", reply_to=("ex", "key"), user_id=b"guest",
+                  app_id=b"app", priority=9, persistent=True, ttl=500, redelivered=True)
+    m = from_message(msg)
+    assert m.properties is not None
+    assert m.properties.subject == "rk" and m.properties.reply_to == "ex/key"
+    assert m.properties.content_type == "text/plain" and m.properties.message_id == mid
+    assert m.header == spec.Header(durable=True, priority=9, ttl=500, delivery_count=1)
+    assert m.body == (spec.Data(b"hello"),)
+    assert to_message(decode_message(encode_message(m))) == msg
+    assert to_message(from_message(Message(body=b""))) == Message(body=b"")
+    assert from_message(Message(body=b"x", reply_to=("", "q"))).properties.reply_to == "q"  # type: ignore[union-attr]
+
+
+def test_other_bodies_and_ids_map_through_headers() -> None:
+    m = AmqpMessage(properties=spec.Properties(message_id="string-id", correlation_id="c"),
+                    body=spec.AmqpValue({"k": [1, 2]}))
+    msg = to_message(m)
+    assert msg.headers is not None and msg.headers["x-amqp-body"] == "amqp-value"
+    assert msg.headers["x-amqp-message-id"] == "string-id"
+    assert msg.correlation_id == b"c" and msg.message_id is None
+    back = from_message(msg)
+    assert back.body == spec.AmqpValue({"k": [1, 2]})
+    assert back.properties is not None and back.properties.message_id == "string-id"
+    seq = AmqpMessage(body=(spec.AmqpSequence([1]), spec.AmqpSequence(["a"])))
+    assert from_message(to_message(seq)).body == seq.body
+    assert to_message(AmqpMessage(body=spec.AmqpValue(b"raw"))).body == b"raw"
