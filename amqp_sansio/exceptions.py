@@ -110,12 +110,15 @@ class HeartbeatTimeoutError(ConnectionLostError):
 
 class ProtocolViolationError(AMQPError):
     """The broker violated the protocol at connection scope; the core has
-    queued ``connection.close(code)`` and the connection is over."""
+    queued ``connection.close(code)`` (1.0: ``close`` with ``condition``)
+    and the connection is over."""
 
-    def __init__(self, message: str, code: int) -> None:
-        super().__init__(f"protocol violation ({code}): {message}")
+    def __init__(self, message: str, code: int | None, condition: str | None = None) -> None:
+        super().__init__(f"protocol violation ({code if condition is None else condition}): "
+                         f"{message}")
         self.message = message
         self.code = code
+        self.condition = condition
 
 
 class SessionError(AMQPError):

@@ -36,6 +36,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 import attrs
 
+from . import registry
 from .errors import LocalProtocolError
 
 _FLOAT = {"connect_timeout", "read_timeout"}
@@ -43,7 +44,6 @@ _INT = {"heartbeat", "channel_max", "frame_max"}
 _STR = {"mechanism", "protocol", "cafile", "certfile", "keyfile", "server_name"}
 _BOOL = {"verify"}
 _ALIASES = {"max_frame_size": "frame_max", "mechanisms": "mechanism"}
-_PROTOCOLS = ("0-10", "0-9-1")
 
 
 @attrs.frozen(kw_only=True)
@@ -60,7 +60,7 @@ class ConnectionParams:
     connect_timeout: float = 10.0
     read_timeout: float | None = None
     mechanisms: tuple[str, ...] = ()
-    protocol: str = "0-10"
+    protocol: str = registry.DEFAULT
     cafile: str | None = None
     certfile: str | None = None
     keyfile: str | None = None
@@ -130,10 +130,10 @@ def parse_url(url: str) -> ConnectionParams:
     mech = kw.pop("mechanism", None)
     if mech is not None:
         kw["mechanisms"] = tuple(m.strip().upper() for m in str(mech).split(",") if m.strip())
-    proto = kw.get("protocol", "0-10")
-    if proto not in _PROTOCOLS:
+    proto = kw.get("protocol", registry.DEFAULT)
+    if proto not in registry.PROTOCOLS:
         raise LocalProtocolError(f"bad AMQP URL {_safe(url)!r}: protocol must be one of "
-                                 f"{', '.join(_PROTOCOLS)}")
+                                 f"{', '.join(registry.names())}")
     return ConnectionParams(scheme=scheme, host=host, port=port, username=username,
                             password=password, virtual_host=vhost, **kw)  # type: ignore[arg-type]
 

@@ -14,6 +14,7 @@ import argparse
 import json
 from typing import IO, Any
 
+from amqp_sansio import registry
 from amqp_sansio.errors import DecodeError, LocalProtocolError
 from amqp_sansio.v0_10.framing import FRAME_HEADER_SIZE, MAX_FRAME_SIZE
 from amqp_sansio.v0_10.jsonform import from_json, to_json
@@ -38,7 +39,7 @@ def frame_size_arg(s: str) -> int:
     return n
 
 
-_PROTOCOLS = ("0-10", "0-9-1")
+_PROTOCOLS = registry.names()
 _FRAME_MAX_LIMIT = 0xFFFFFFFF
 _DECODE_FRAME_MAX_091 = 1 << 20  # largest 0-9-1 frame decode accepts by default
 
@@ -55,7 +56,7 @@ def frame_max_arg(s: str) -> int:
 
 
 def _protocol_args(p: argparse.ArgumentParser, decoding: bool) -> None:
-    p.add_argument("--protocol", choices=_PROTOCOLS, default="0-10",
+    p.add_argument("--protocol", choices=_PROTOCOLS, default=registry.DEFAULT,
                    help="the AMQP version of the octets (default %(default)s)")
     p.add_argument("--frame-max", type=frame_max_arg, default=None, metavar="N",
                    help="0-9-1 only: " + (

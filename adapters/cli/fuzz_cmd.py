@@ -24,12 +24,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from amqp_sansio_fuzz.case import PROTOCOLS
+
 from .extras import require
 from .streams import CLIError, Streams
 
 _OUTCOMES = ("accepted", "rejected", "deviation", "wrong-code", "missed", "violation", "reset",
              "hang", "crash")
-_PROTOCOLS = ("0-10", "0-9-1")
+_PROTOCOLS = PROTOCOLS  # the registry's protocols the fuzzer has a generator for
 
 
 def duration_arg(s: str) -> float:

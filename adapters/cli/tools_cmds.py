@@ -37,6 +37,8 @@ import time
 from collections import Counter
 from typing import Any
 
+from amqp_sansio import registry
+
 from .streams import CLIError
 
 
@@ -106,9 +108,9 @@ def _url_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _protocol_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--protocol", choices=("0-10", "0-9-1"), default=None,
-                   help="AMQP version (default: the URL's ?protocol=, else 0-10); 0-9-1 is "
-                   "RabbitMQ's")
+    p.add_argument("--protocol", choices=registry.names(), default=None,
+                   help=f"AMQP version (default: the URL's ?protocol=, else {registry.DEFAULT}); "
+                   "0-9-1 is RabbitMQ's")
 
 
 def _positive(s: str) -> int:
@@ -253,7 +255,7 @@ def _loss_report(lost: list[tuple[int, str]], count: int, exchange: str, key: st
 
 
 def _send(args: argparse.Namespace, streams: Any) -> int:
-    from amqp_sansio.v0_10.messages import Message
+    from amqp_sansio.message import Message
     from amqp_sansio_socket.errors import AMQPError, MessageRejectedError
 
     exchange, key = _target(args.to)

@@ -46,9 +46,12 @@ from typing import Any
 
 import attrs
 
+from amqp_sansio import registry
+
 CLIENT, SERVER = "client", "server"
-P010, P091 = "0-10", "0-9-1"
-PROTOCOLS = (P010, P091)
+# The registry's protocols this fuzzer has a generator, monitor and runner for.
+P010, P091 = registry.get("0-10").name, registry.get("0-9-1").name
+PROTOCOLS = tuple(p for p in registry.names() if p in (P010, P091))
 
 
 def _codes(v: Any) -> frozenset[int]:

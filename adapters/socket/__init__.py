@@ -10,7 +10,7 @@ embedded broker's ``BrokerConnection``) with a thread per connection.  See
 ``client_0_10.py`` for the design.
 """
 
-from amqp_sansio.v0_10.messages import Message
+from amqp_sansio.message import Message
 
 from . import client_0_9_1
 from .client_0_10 import DEFAULT, Connection, Delivery, Session, Subscription, connect

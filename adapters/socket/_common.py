@@ -27,8 +27,8 @@ import attrs
 
 from amqp_sansio.errors import LocalProtocolError
 from amqp_sansio.events import ConnectionLost, Event, HeartbeatTimeout, ProtocolHeaderMismatch
+from amqp_sansio.message import Message
 from amqp_sansio.url import ConnectionParams
-from amqp_sansio.v0_10.messages import Message  # the Message of both protocols
 
 from ._io import _AUTH_CODES, DEFAULT, IOConnection, open_socket
 from .errors import (

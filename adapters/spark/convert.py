@@ -1,4 +1,4 @@
-"""Rows <-> :class:`~amqp_sansio.v0_10.messages.Message`, without Spark.
+"""Rows <-> :class:`~amqp_sansio.message.Message`, without Spark.
 
 Writing: :func:`messages_from_columns` turns one chunk of rows, given as
 columns (``{name: [value per row]}``), into ``(exchange, Message)`` pairs
@@ -31,7 +31,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from amqp_sansio.v0_10.messages import Message
+from amqp_sansio.message import Message
 
 from .options import WriteOptions
 

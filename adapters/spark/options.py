@@ -37,6 +37,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 import attrs
 
+from amqp_sansio import registry
 from amqp_sansio.errors import LocalProtocolError
 from amqp_sansio.url import parse_url
 
@@ -48,7 +49,7 @@ class AmqpOptionError(ValueError):
     """An option of the ``amqp`` data source is missing, unknown or invalid."""
 
 
-_PROTOCOLS = ("0-10", "0-9-1")
+_PROTOCOLS = registry.names()
 #: AMQP 0-9-1 ``basic.qos`` prefetch-count is a short.
 MAX_PREFETCH_0_9_1 = 65535
 

@@ -9,7 +9,7 @@ API.  See :func:`open_connection` (client) and :func:`serve` (server).
 
 from __future__ import annotations
 
-from amqp_sansio.v0_10.messages import Message
+from amqp_sansio.message import Message
 from amqp_sansio.v0_10.session import SessionStore
 
 from . import client_0_9_1

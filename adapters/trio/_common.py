@@ -24,8 +24,8 @@ import attrs
 
 import trio
 from amqp_sansio.events import Event, HeartbeatTimeout, ProtocolHeaderMismatch
+from amqp_sansio.message import Message
 from amqp_sansio.url import ConnectionParams
-from amqp_sansio.v0_10.messages import Message  # the Message of both protocols
 from trio.lowlevel import ParkingLot, checkpoint, checkpoint_if_cancelled
 
 from ._pump import CLOSE_TIMEOUT, PumpConnection

@@ -37,9 +37,8 @@ __all__ = [
 ]
 
 import enum
-import functools
 from collections.abc import Callable, Collection, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -48,11 +47,20 @@ from ..errors import (
     COMMAND_INVALID,
     FRAMING_ERROR,
     INVALID_ARGUMENT,
+    ConnectionViolation,
     DecodeError,
     LocalProtocolError,
-    RemoteProtocolError,
 )
+from ..header import HeaderGate
+from ..header import mismatch as header_mismatch
 from ..heartbeat import HeartbeatClock
+from ..role import Role
+from ..sasl_negotiator import (
+    ClientNegotiator,
+    NoCommonMechanism,
+    ServerNegotiator,
+    client_mechanisms,
+)
 from ..serial import SerialOrderError
 from . import events as ev
 from ._specbase import Command, Control, Struct
@@ -71,6 +79,7 @@ from .framing import (
 )
 from .session import SESSION_TRANSITIONS, Session, SessionState, SessionStore
 from .spec import (
+    CloseCode,
     ConnectionClose,
     ConnectionCloseOk,
     ConnectionHeartbeat,
@@ -92,10 +101,8 @@ from .spec import (
     SessionDetached,
 )
 
-
-class Role(enum.Enum):
-    CLIENT = "client"
-    SERVER = "server"
+if TYPE_CHECKING:
+    from ..connection import SansIOConnection
 
 
 class ConnState(enum.Enum):
@@ -222,18 +229,6 @@ class ServerConfig:
         ("eager", "when-asked")))  # see ClientConfig
 
 
-class _ConnectionError(Exception):
-    """Internal: a connection-scope violation (translated in receive_data)."""
-
-    def __init__(self, message: str, code: int = FRAMING_ERROR, *, close: bool = True,
-                 channel: int | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.code = code
-        self.close = close  # False: drop the socket without a close control
-        self.channel = channel
-
-
 class Connection:
     """One AMQP 0-10 connection in the client or server role."""
 
@@ -251,8 +246,7 @@ class Connection:
                                         stream_bodies=config.stream_bodies,
                                         strict=config.strict)
         self._out: list[bytes] = []
-        self._header_buf = b""
-        self._header_done = False
+        self._header = HeaderGate(PROTOCOL_HEADER)
         self._out_frame_max = MIN_MAX_FRAME_SIZE
         self.channel_max = config.channel_max
         self.max_frame_size = MIN_MAX_FRAME_SIZE
@@ -268,8 +262,14 @@ class Connection:
         self._refused_channels: set[int] = set()
         self._now: float | None = None
         self._hb = HeartbeatClock()
-        self._client_mech: sasl.ClientMechanism | None = None
-        self._server_mech: sasl.ServerMechanism | None = None
+        self._client_sasl: ClientNegotiator | None = None
+        self._server_sasl: ServerNegotiator | None = None
+        if isinstance(config, ClientConfig):
+            self._client_sasl = ClientNegotiator(client_mechanisms(
+                config.mechanisms, config.username, config.password,
+                default=("SCRAM-SHA-256", "PLAIN"), default_without_credentials=("ANONYMOUS",)))
+        else:
+            self._server_sasl = ServerNegotiator(config.authenticator)
         self._offered_tune: ConnectionTune | None = None
         self._close_sent = False
         self._sent_close: tuple[int, str | None] = (200, None)  # what our close said
@@ -311,7 +311,7 @@ class Connection:
             if not data:
                 return events
         try:
-            if not self._header_done:
+            if not self._header.done:
                 data = self._take_header(data, events)
                 if not data or self.closed:
                     return events
@@ -323,11 +323,12 @@ class Connection:
             if error is not None and not self.closed:
                 raise error
         except DecodeError as e:
-            self._fail(_ConnectionError(e.message, e.code, channel=e.channel), events)
-            raise _remote(e.message, e.code, e.channel, events) from None
-        except _ConnectionError as e:
+            violation = ConnectionViolation(e.message, e.code, channel=e.channel)
+            self._fail(violation, events)
+            raise violation.remote(events) from None
+        except ConnectionViolation as e:
             self._fail(e, events)
-            raise _remote(e.message, e.code, e.channel, events) from None
+            raise e.remote(events) from None
         return events
 
     def data_to_send(self, now: float | None = None) -> bytes:
@@ -488,57 +489,47 @@ class Connection:
         return limit if requested is None else min(requested, limit)
 
     def _take_header(self, data: bytes, events: list[ev.Event]) -> bytes:
-        need = 8 - len(self._header_buf)
-        self._header_buf += data[:need]
-        rest = data[need:]
-        if len(self._header_buf) < 8:
-            # Reject early if what we have already cannot be a header.
-            if not PROTOCOL_HEADER.startswith(self._header_buf[:4][: len(self._header_buf)]):
-                self._bad_header(events)
-                return b""
+        got = self._header.feed(data)
+        if got is None:
             return b""
-        self._header_done = True
-        if self._header_buf == PROTOCOL_HEADER:
+        header, rest = got
+        if self._header.ok(header):
             self._trace("header")
             if self.role is Role.SERVER:
                 self._emit_raw(PROTOCOL_HEADER)
                 cfg = self.config
                 assert isinstance(cfg, ServerConfig)
+                assert self._server_sasl is not None
                 self._write_control(0, ConnectionStart(
                     server_properties=cfg.server_properties,
-                    mechanisms=list(cfg.authenticator.mechanisms),
+                    mechanisms=list(self._server_sasl.offered),
                     locales=list(cfg.locales)))
                 self.state = ConnState.AWAIT_START_OK
             else:
                 self.state = ConnState.AWAIT_START
-            return rest
-        self._bad_header(events)
+            return bytes(rest)
+        self._bad_header(header, events)
         return b""
 
-    def _bad_header(self, events: list[ev.Event]) -> None:
+    def _bad_header(self, header: bytes, events: list[ev.Event]) -> None:
         self._trace("bad-header")
-        h = self._header_buf
-        magic = h[:4] == b"AMQP" and len(h) == 8
-        events.append(ev.ProtocolHeaderMismatch(
-            h, h[4] if magic else None, h[5] if magic else None, h[6] if magic else None,
-            h[7] if magic else None))
+        events.append(header_mismatch(header))
         if self.role is Role.SERVER:
             # Tell the peer what we speak, then drop the socket (no control).
             self._emit_raw(PROTOCOL_HEADER)
-        self._header_done = True
         self.state = ConnState.CLOSED
         self.closed_reason = "protocol header mismatch"
 
-    def _fail(self, e: _ConnectionError, events: list[ev.Event]) -> None:
+    def _fail(self, e: ConnectionViolation, events: list[ev.Event]) -> None:
         """A connection-scope violation: queue close (or not) and stop."""
         may_close = self.state in (ConnState.OPEN, ConnState.CLOSING) or (
             e.close and self.state not in (ConnState.AWAIT_HEADER, ConnState.CLOSED))
+        code = e.code if e.code is not None else FRAMING_ERROR  # 0-10 names every violation
         if may_close and not self._close_sent:
-            self._write_control(0, ConnectionClose(reply_code=e.code,
-                                                   reply_text=e.message[:255]))
+            self._write_control(0, ConnectionClose(reply_code=code, reply_text=e.message[:255]))
             self._close_sent = True
         self._lose(e.message, [])
-        events.append(ev.ProtocolViolation(e.code, "connection", e.channel, e.message,
+        events.append(ev.ProtocolViolation(code, "connection", e.channel, e.message,
                                            "connection.close" if self._close_sent else "none"))
 
     def _lose(self, reason: str, events: list[ev.Event]) -> None:
@@ -567,7 +558,7 @@ class Connection:
             # Ids from the peer that no order relates to ours (2**31 apart).
             session = self.sessions.get(item.channel)
             if session is None:
-                raise _ConnectionError(str(e), channel=item.channel) from None
+                raise ConnectionViolation(str(e), channel=item.channel) from None
             self._session_violation(session, str(e), 4, events)
 
     def _dispatch_item(self, item: Any, events: list[ev.Event]) -> None:
@@ -594,17 +585,17 @@ class Connection:
 
     def _check_session_channel(self, channel: int) -> None:
         if self.state not in (ConnState.OPEN, ConnState.CLOSING):
-            raise _ConnectionError(f"session traffic on channel {channel} before the "
+            raise ConnectionViolation(f"session traffic on channel {channel} before the "
                                    "connection is open", channel=channel)
         self._trace("session")  # a legal input here (traced only once it is)
         if channel >= self.channel_max:
-            raise _ConnectionError(f"channel {channel} is beyond channel-max "
+            raise ConnectionViolation(f"channel {channel} is beyond channel-max "
                                    f"{self.channel_max}", channel=channel)
 
     def _allowed(self, name: str) -> tuple[ConnState, ...] | None:
         table = CONNECTION_TRANSITIONS[self.role][self.state]
         if name not in table:
-            raise _ConnectionError(f"unexpected {name} in state {self.state.name}",
+            raise ConnectionViolation(f"unexpected {name} in state {self.state.name}",
                                    close=self.state is not ConnState.AWAIT_START_OK)
         self._trace(name)
         return table[name]
@@ -639,80 +630,57 @@ class Connection:
         self._detach_all()
 
     # client side handshake
-    def _client_mechanisms(self) -> list[Callable[[], sasl.ClientMechanism]]:
-        cfg = self.config
-        assert isinstance(cfg, ClientConfig)
-        wanted = cfg.mechanisms or (("SCRAM-SHA-256", "PLAIN") if cfg.username is not None
-                                    else ("ANONYMOUS",))
-        out: list[Callable[[], sasl.ClientMechanism]] = []
-        for m in wanted:
-            if callable(m):
-                out.append(m)
-                continue
-            name = str(m).upper()
-            if name in ("PLAIN", "SCRAM-SHA-256"):
-                if cfg.username is None or cfg.password is None:
-                    continue
-                kw: dict[str, Any] = {"username": cfg.username, "password": cfg.password}
-            else:
-                kw = {}
-            out.append(functools.partial(sasl.client_mechanism, name, **kw))
-        return out
-
     def _on_connection_start(self, ctl: Any, events: list[ev.Event]) -> None:
         cfg = self.config
-        assert isinstance(cfg, ClientConfig)
+        assert isinstance(cfg, ClientConfig) and self._client_sasl is not None
         offered = [str(m) for m in (ctl.mechanisms or [])]
-        mech = None
-        for factory in self._client_mechanisms():
-            candidate = factory()
-            if candidate.name in offered:
-                mech = candidate
-                break
-        if mech is None:
-            raise _ConnectionError(f"no common SASL mechanism (offered {offered})", 320)
-        choice = mech.name
+        try:
+            choice, response = self._client_sasl.start(offered)
+        except NoCommonMechanism as e:
+            raise ConnectionViolation(e.message, CloseCode.CONNECTION_FORCED) from None
+        except sasl.SaslError as e:
+            self._note_choice(ctl)
+            raise ConnectionViolation(f"SASL: {e.message}", CloseCode.CONNECTION_FORCED) from None
+        self._note_choice(ctl)
         locales = [str(x) for x in (ctl.locales or [])]
         locale = cfg.locale if cfg.locale in locales or not locales else locales[0]
-        self._client_mech = mech
-        self.mechanism = choice
-        self.peer_properties = dict(ctl.server_properties or {})
-        try:
-            response = mech.initial_response()
-        except sasl.SaslError as e:
-            raise _ConnectionError(f"SASL: {e.message}", 320) from None
         self._write_control(0, ConnectionStartOk(
             client_properties=cfg.client_properties, mechanism=choice,
             response=response, locale=locale))
         self.state = ConnState.AWAIT_TUNE
 
+    def _note_choice(self, start: Any) -> None:
+        assert self._client_sasl is not None
+        self.mechanism = self._client_sasl.mechanism
+        self.peer_properties = dict(start.server_properties or {})
+
     def _on_connection_secure(self, ctl: Any, events: list[ev.Event]) -> None:
-        assert self._client_mech is not None
+        assert self._client_sasl is not None
         try:
-            resp = self._client_mech.respond(ctl.challenge or b"")
+            resp = self._client_sasl.challenge(ctl.challenge or b"")
         except sasl.SaslError as e:
-            raise _ConnectionError(f"SASL: {e.message}", 320) from None
+            raise ConnectionViolation(f"SASL: {e.message}", CloseCode.CONNECTION_FORCED) from None
         self._write_control(0, ConnectionSecureOk(response=resp))
 
     def _on_connection_tune(self, ctl: Any, events: list[ev.Event]) -> None:
         cfg = self.config
         assert isinstance(cfg, ClientConfig)
-        if self._client_mech is not None:
+        if self._client_sasl is not None and self._client_sasl.started:
             try:
                 # tune means "authenticated": a mechanism that expects proof
                 # from the server (SCRAM) checks it got it.
-                self._client_mech.verify_final()
+                self._client_sasl.succeeded()
             except sasl.SaslError as e:
-                raise _ConnectionError(f"SASL: {e.message}", 320) from None
+                raise ConnectionViolation(f"SASL: {e.message}", CloseCode.CONNECTION_FORCED) from None
         hmin, hmax = ctl.heartbeat_min, ctl.heartbeat_max
         if hmin is None and hmax is not None:
-            raise _ConnectionError("tune: heartbeat-max without heartbeat-min")
+            raise ConnectionViolation("tune: heartbeat-max without heartbeat-min")
         if hmin is not None and hmax is not None and hmax < hmin:
-            raise _ConnectionError("tune: heartbeat-max below heartbeat-min")
+            raise ConnectionViolation("tune: heartbeat-max below heartbeat-min")
         if ctl.max_frame_size is not None and ctl.max_frame_size < MIN_MAX_FRAME_SIZE:
-            raise _ConnectionError("tune: max-frame-size below 4096")
+            raise ConnectionViolation("tune: max-frame-size below 4096")
         if ctl.channel_max == 0:
-            raise _ConnectionError("tune: channel-max of zero")
+            raise ConnectionViolation("tune: channel-max of zero")
         channel_max = min(cfg.channel_max, ctl.channel_max or 0xFFFF)
         frame = min(cfg.max_frame_size, ctl.max_frame_size or MAX_FRAME_SIZE)
         heartbeat = None
@@ -755,24 +723,27 @@ class Connection:
     def _on_connection_start_ok(self, ctl: Any, events: list[ev.Event]) -> None:
         cfg = self.config
         assert isinstance(cfg, ServerConfig)
-        if ctl.mechanism not in cfg.authenticator.mechanisms:
+        negotiator = self._server_sasl
+        assert negotiator is not None
+        if ctl.mechanism not in negotiator.offered:
             # Rule: close the socket without sending further data.
-            raise _ConnectionError(f"start-ok chose unoffered mechanism {ctl.mechanism!r}",
-                                   close=False)
+            raise ConnectionViolation(f"start-ok chose unoffered mechanism {ctl.mechanism!r}",
+                                      close=False)
         self.peer_properties = dict(ctl.client_properties or {})
         self.mechanism = ctl.mechanism
-        self._server_mech = cfg.authenticator.create(ctl.mechanism)
-        self._sasl_step(lambda m: m.start(ctl.response or b""))
+        self._sasl_step(lambda: negotiator.start(ctl.mechanism, ctl.response or b""))
 
     def _on_connection_secure_ok(self, ctl: Any, events: list[ev.Event]) -> None:
-        self._sasl_step(lambda m: m.step(ctl.response or b""))
+        negotiator = self._server_sasl
+        assert negotiator is not None
+        self._sasl_step(lambda: negotiator.step(ctl.response or b""))
 
-    def _sasl_step(self, fn: Callable[[sasl.ServerMechanism], sasl.ServerStep]) -> None:
-        assert self._server_mech is not None
+    def _sasl_step(self, fn: Callable[[], sasl.ServerStep]) -> None:
         try:
-            step = fn(self._server_mech)
+            step = fn()
         except sasl.SaslError as e:
-            raise _ConnectionError(f"authentication failed: {e.message}", 320) from None
+            raise ConnectionViolation(f"authentication failed: {e.message}",
+                                      CloseCode.CONNECTION_FORCED) from None
         if not step.done:
             self._write_control(0, ConnectionSecure(challenge=step.challenge or b""))
             self.state = ConnState.AWAIT_SECURE_OK
@@ -794,19 +765,19 @@ class Connection:
             # Required, yet omitted by some clients (qpid-python): take the offer.
             cm = offered.channel_max or 0xFFFF
         if cm is None or cm == 0 or cm > (offered.channel_max or 0xFFFF):
-            raise _ConnectionError(f"tune-ok channel-max {cm} outside the offer", close=False)
+            raise ConnectionViolation(f"tune-ok channel-max {cm} outside the offer", close=False)
         fm = ctl.max_frame_size
         if fm is not None and (fm > (offered.max_frame_size or MAX_FRAME_SIZE)
                                or fm < MIN_MAX_FRAME_SIZE):
-            raise _ConnectionError(f"tune-ok max-frame-size {fm} outside the offer",
+            raise ConnectionViolation(f"tune-ok max-frame-size {fm} outside the offer",
                                    close=False)
         hb = ctl.heartbeat
         if hb is not None:
             if offered.heartbeat_min is None:
-                raise _ConnectionError("tune-ok heartbeat set but none was offered")
+                raise ConnectionViolation("tune-ok heartbeat set but none was offered")
             if hb < offered.heartbeat_min or (offered.heartbeat_max is not None
                                               and hb > offered.heartbeat_max):
-                raise _ConnectionError(f"tune-ok heartbeat {hb} outside the offer")
+                raise ConnectionViolation(f"tune-ok heartbeat {hb} outside the offer")
         frame = fm if fm is not None else (offered.max_frame_size or MAX_FRAME_SIZE)
         self._apply_tune(cm, frame, hb)
         self.state = ConnState.AWAIT_OPEN
@@ -1074,8 +1045,6 @@ class Connection:
 _CLIENT_NOTICES = frozenset({"message.accept", "message.reject"})
 
 
-def _remote(message: str, code: int, channel: int | None,
-            events: list[ev.Event]) -> RemoteProtocolError:
-    err = RemoteProtocolError(message, code=code, scope="connection", channel=channel)
-    err.events = list(events)  # type: ignore[attr-defined]
-    return err
+if TYPE_CHECKING:
+    def _conforms(c: Connection) -> SansIOConnection:
+        return c  # mypy: a 0-10 Connection is what adapters drive

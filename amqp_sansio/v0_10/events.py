@@ -39,7 +39,10 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ..events import (
+    ChannelEvent,
+    ConnectionClosed,
     ConnectionLost,
+    ConnectionOpened,
     Event,
     HeartbeatReceived,
     HeartbeatTimeout,
@@ -63,20 +66,6 @@ _session_field: Any = attrs.field(default=None, eq=False, repr=False)
 
 
 @attrs.frozen(slots=True)
-class ConnectionOpened(Event):
-    """The handshake finished: ``connection.open-ok`` was sent or received."""
-
-    virtual_host: str
-    channel_max: int
-    max_frame_size: int
-    heartbeat: int | None  # seconds, None when no heartbeats were agreed
-    peer_properties: dict[str, Any]
-    mechanism: str
-    identity: str | None  # server role: the authenticated principal
-    known_hosts: tuple[str, ...] = ()
-
-
-@attrs.frozen(slots=True)
 class ConnectionRedirected(Event):
     """Client role: the server sent ``connection.redirect`` (no close follows)."""
 
@@ -84,43 +73,31 @@ class ConnectionRedirected(Event):
     known_hosts: tuple[str, ...]
 
 
-@attrs.frozen(slots=True)
-class ConnectionClosed(Event):
-    """The close handshake ended (``by_peer``: the peer sent the first close)."""
-
-    code: int
-    text: str | None
-    by_peer: bool
-
-
 # -- session ------------------------------------------------------------------
 
 
 @attrs.frozen(slots=True)
-class SessionAttached(Event):
-    channel: int
+class SessionAttached(ChannelEvent):
     name: bytes
 
 
 @attrs.frozen(slots=True)
-class SessionDetached(Event):
+class SessionDetached(ChannelEvent):
     """``code``: 0 normal, 1 session-busy, 2 transport-busy, 3 not-attached,
     4 unknown-ids (the session.detach-code domain)."""
 
-    channel: int
     name: bytes
     code: int
     by_peer: bool
 
 
 @attrs.frozen(slots=True)
-class SessionResumed(Event):
+class SessionResumed(ChannelEvent):
     """A resumed session finished replay: ``replayed`` ids were sent again,
     ``gapped`` ids the peer already had.  With ``peer_state`` False the peer
     had kept no state: numbering restarted where we were, and any in-doubt
     commands were reported in a ``SessionStateLost`` first."""
 
-    channel: int
     name: bytes
     replayed: SequenceSet
     gapped: SequenceSet
@@ -128,33 +105,30 @@ class SessionResumed(Event):
 
 
 @attrs.frozen(slots=True)
-class SessionStateLost(Event):
+class SessionStateLost(ChannelEvent):
     """On resume the peer had no state: these in-doubt commands may never have
     been executed (exactly-once is broken for them; resend at a higher level)."""
 
-    channel: int
     name: bytes
     commands: SequenceSet
 
 
 @attrs.frozen(slots=True)
-class PeerNumberingRestarted(Event):
+class PeerNumberingRestarted(ChannelEvent):
     """The peer's command-point went back over ids we had received: it kept
     no state and numbers its commands afresh.  ``voided`` were received
     before and not yet completed; they can no longer be completed (their
     ids now name new commands), and no completion of the old numbering is
     reported to the peer."""
 
-    channel: int
     name: bytes
     voided: SequenceSet
 
 
 @attrs.frozen(slots=True)
-class SessionTimeout(Event):
+class SessionTimeout(ChannelEvent):
     """The peer granted (or asked for) an execution-state timeout, seconds."""
 
-    channel: int
     timeout: int | None
     requested: bool
 
@@ -163,12 +137,11 @@ class SessionTimeout(Event):
 
 
 @attrs.frozen(slots=True)
-class CommandReceived(Event):
+class CommandReceived(ChannelEvent):
     """A command for the application.  Complete it with
     ``session.complete(command_id)`` (and answer result-bearing commands
     with ``session.send_result``)."""
 
-    channel: int
     command_id: int
     command: Command
     sync: bool = False
@@ -179,10 +152,9 @@ class CommandReceived(Event):
 
 
 @attrs.frozen(slots=True)
-class MessageReceived(Event):
+class MessageReceived(ChannelEvent):
     """A whole ``message.transfer``: command, header structs and body."""
 
-    channel: int
     command_id: int
     transfer: MessageTransfer
     headers: tuple[Struct, ...]
@@ -206,10 +178,9 @@ class MessageReceived(Event):
 
 
 @attrs.frozen(slots=True)
-class MessageHeadReceived(Event):
+class MessageHeadReceived(ChannelEvent):
     """Streaming bodies: the transfer and headers; chunks follow."""
 
-    channel: int
     command_id: int
     transfer: MessageTransfer
     headers: tuple[Struct, ...]
@@ -219,49 +190,43 @@ class MessageHeadReceived(Event):
 
 
 @attrs.frozen(slots=True)
-class MessageBodyChunk(Event):
-    channel: int
+class MessageBodyChunk(ChannelEvent):
     command_id: int
     data: bytes
     last: bool
 
 
 @attrs.frozen(slots=True)
-class CommandsCompleted(Event):
+class CommandsCompleted(ChannelEvent):
     """The peer completed these commands we sent (their ids)."""
 
-    channel: int
     commands: SequenceSet
 
 
 @attrs.frozen(slots=True)
-class CommandsConfirmed(Event):
-    channel: int
+class CommandsConfirmed(ChannelEvent):
     commands: SequenceSet
 
 
 @attrs.frozen(slots=True)
-class KnownCompleted(Event):
+class KnownCompleted(ChannelEvent):
     """The peer knows these of its commands are complete (we forget them)."""
 
-    channel: int
     commands: SequenceSet
 
 
 @attrs.frozen(slots=True)
-class ResultReceived(Event):
+class ResultReceived(ChannelEvent):
     """``execution.result`` for the command we sent as ``command_id``."""
 
-    channel: int
     command_id: int
     value: Any
 
 
 @attrs.frozen(slots=True)
-class ExceptionReceived(Event):
+class ExceptionReceived(ChannelEvent):
     """``execution.exception``: the session is finished; pending results fail."""
 
-    channel: int
     error_code: int
     command_id: int | None
     class_code: int | None

@@ -1,11 +1,8 @@
-"""Messages as applications see them, and their 0-10 transfer form.
+"""The shared :class:`~amqp_sansio.message.Message` <-> AMQP 0-10.
 
-A :class:`Message` is the body plus the properties people actually set
-(routing key, content type, headers, ...).  :func:`to_transfer` turns it into
-the ``message.transfer`` command, header structs and body that
-``Session.send`` takes; :func:`from_event` turns a received transfer back
-into a :class:`Message`.  Both adapters (Trio and blocking sockets) and the
-Spark source speak this one vocabulary.
+:func:`to_transfer` turns a :class:`Message` into the ``message.transfer``
+command, header structs and body that ``Session.send`` takes;
+:func:`from_event` turns a received transfer back into a :class:`Message`.
 """
 
 from __future__ import annotations
@@ -13,13 +10,11 @@ from __future__ import annotations
 __all__ = ["Message", "to_transfer", "from_event", "transfer_octets", "Rejections"]
 
 import functools
-import uuid
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import attrs
-
 from ..errors import LocalProtocolError
+from ..message import Message
 from ..serial import SequenceSet
 from ._specbase import Struct
 from .events import MessageReceived
@@ -35,30 +30,6 @@ from .spec import (
 )
 
 _DEFAULT_PRIORITY = 4  # delivery-priority "medium"
-
-
-@attrs.frozen(kw_only=True)
-class Message:
-    """An AMQP message.  ``body`` is bytes; everything else is optional."""
-
-    body: bytes = attrs.field(converter=bytes)
-    routing_key: str | None = None
-    exchange: str | None = None  # set on received messages
-    content_type: str | None = None
-    content_encoding: str | None = None
-    headers: dict[str, Any] | None = None
-    message_id: uuid.UUID | None = None
-    correlation_id: bytes | None = None
-    reply_to: tuple[str, str] | None = None  # (exchange, routing key)
-    user_id: bytes | None = None
-    app_id: bytes | None = None
-    priority: int | None = None  # 0..9
-    persistent: bool = False
-    ttl: int | None = None  # milliseconds
-    redelivered: bool = False  # set on received messages
-
-    def with_body(self, body: bytes) -> Message:
-        return attrs.evolve(self, body=body)
 
 
 def to_transfer(msg: Message, destination: str = "", *, explicit_accept: bool = True,

@@ -62,16 +62,24 @@ __all__ = [
 ]
 
 import enum
-import functools
 from collections.abc import Callable, Collection, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from .. import __version__, sasl
-from ..errors import FRAMING_ERROR, DecodeError, LocalProtocolError, RemoteProtocolError
+from ..errors import ConnectionViolation, DecodeError, LocalProtocolError
+from ..header import HeaderGate
+from ..header import mismatch as header_mismatch
 from ..heartbeat import HeartbeatClock
+from ..role import Role
 from ..sasl_amqplain import AmqplainClient
+from ..sasl_negotiator import (
+    ClientNegotiator,
+    NoCommonMechanism,
+    ServerNegotiator,
+    client_mechanisms,
+)
 from . import events as ev
 from ._specbase import Method, Properties
 from .channel import (
@@ -94,6 +102,7 @@ from .framing import (
     encode_method,
 )
 from .spec import (
+    FRAME_ERROR,
     ChannelClose,
     ChannelOpen,
     ChannelOpenOk,
@@ -113,16 +122,14 @@ from .spec import (
     ConnectionUpdateSecretOk,
 )
 
+if TYPE_CHECKING:
+    from ..connection import SansIOConnection
+
 ACCESS_REFUSED = 403
 COMMAND_INVALID = 503
 CHANNEL_ERROR = 504
 NOT_ALLOWED = 530
 NOT_IMPLEMENTED = 540
-
-
-class Role(enum.Enum):
-    CLIENT = "client"
-    SERVER = "server"
 
 
 class ConnState(enum.Enum):
@@ -297,22 +304,6 @@ class ServerConfig:
     strict_names: bool = False
 
 
-class _ConnectionError(Exception):
-    """Internal: a connection-scope violation (translated in receive_data)."""
-
-    def __init__(self, message: str, code: int = FRAMING_ERROR, *, close: bool = True,
-                 channel: int | None = None, class_id: int = 0, method_id: int = 0,
-                 broken: bool = False) -> None:
-        super().__init__(message)
-        self.message = message
-        self.code = code
-        self.close = close  # False: drop the socket without connection.close
-        self.channel = channel
-        self.class_id = class_id
-        self.method_id = method_id
-        self.broken = broken  # the input stream can no longer be parsed
-
-
 def _negotiate(proposed: int, wanted: int) -> int:
     """The smaller non-zero value (0: neither side sets a limit)."""
     return min((x for x in (proposed, wanted) if x), default=0)
@@ -337,7 +328,7 @@ class Connection:
         self._decoder = Decoder(FRAME_MIN_SIZE, max_body_size=config.max_body_size,
                                 profile=self.profile)
         self._out: list[bytes] = []
-        self._header = b""  # the peer's protocol header, while it is incomplete
+        self._gate = HeaderGate(PROTOCOL_HEADER)  # the peer's protocol header
         self._frames_started = False
         self.state = ConnState.AWAIT_START if self._is_client else ConnState.AWAIT_HEADER
         self.channel_max = 0  # negotiated (0: ids up to 65535)
@@ -354,8 +345,15 @@ class Connection:
         self._close_sent: ConnectionClose | None = None
         self._now: float | None = None
         self._hb = HeartbeatClock()
-        self._client_mech: sasl.ClientMechanism | None = None
-        self._server_mech: sasl.ServerMechanism | None = None
+        self._client_sasl: ClientNegotiator | None = None
+        self._server_sasl: ServerNegotiator | None = None
+        if isinstance(config, ClientConfig):
+            self._client_sasl = ClientNegotiator(client_mechanisms(
+                config.mechanisms, config.username, config.password,
+                default=("PLAIN", "AMQPLAIN"), default_without_credentials=("EXTERNAL",),
+                extra={"AMQPLAIN": AmqplainClient}))
+        else:
+            self._server_sasl = ServerNegotiator(config.authenticator)
         self._offered_tune: ConnectionTune | None = None
         if self._is_client:
             self._emit(PROTOCOL_HEADER)
@@ -396,24 +394,29 @@ class Connection:
                 if self.closed:
                     break
         except DecodeError as e:
-            err = _ConnectionError(e.message, e.code, channel=e.channel,
-                                   class_id=e.class_code or 0, method_id=e.command_code or 0,
-                                   broken=self._decoder.frames.error is not None,
-                                   close=self.state not in (ConnState.AWAIT_START,
-                                                            ConnState.AWAIT_HEADER))
+            err = ConnectionViolation.from_decode_error(
+                e, broken=self._decoder.frames.error is not None,
+                close=self.state not in (ConnState.AWAIT_START, ConnState.AWAIT_HEADER))
             self._fail(err, events)
-            raise _remote(err, events) from None
-        except _ConnectionError as e:
+            raise err.remote(events) from None
+        except ConnectionViolation as e:
             self._fail(e, events)
-            raise _remote(e, events) from None
+            raise e.remote(events) from None
         return events
 
-    def data_to_send(self) -> bytes:
-        """Everything queued for the peer."""
+    def data_to_send(self, now: float | None = None) -> bytes:
+        """Everything queued for the peer.
+
+        ``now`` (optional) is when it is being written: it stamps the output
+        for the heartbeat timer, which otherwise uses the last time it saw."""
+        if now is not None:
+            self._now = now
         if not self._out:
             return b""
         data = b"".join(self._out)
         self._out.clear()
+        if now is not None:
+            self._hb.last_out = now
         return data
 
     def handle_timer(self, now: float) -> list[ev.Event]:
@@ -437,7 +440,7 @@ class Connection:
             return None
         return self._hb.next_deadline()
 
-    def close(self, code: int = 200, text: str = "", class_id: int = 0,
+    def close(self, code: int = 200, text: str | None = "", class_id: int = 0,
               method_id: int = 0) -> None:
         """Start the close handshake (``ConnectionClosed`` follows close-ok).
 
@@ -454,8 +457,8 @@ class Connection:
             self.state = ConnState.CLOSED
             self.closed_reason = "closed before the handshake"
             return
-        self._send_close(ConnectionClose(reply_code=code, reply_text=text, class_id=class_id,
-                                         method_id=method_id))
+        self._send_close(ConnectionClose(reply_code=code, reply_text=text or "",
+                                         class_id=class_id, method_id=method_id))
 
     def open_channel(self, channel: int | None = None) -> Channel:
         """Client: send ``channel.open``; returns the channel at once (it is
@@ -559,18 +562,15 @@ class Connection:
                      ) -> bytes | bytearray | memoryview:
         """The peer's 8-octet protocol header (server), or -- client -- a
         header sent instead of connection.start (the server refused ours)."""
-        if self._is_client and not self._header and data[0] != ord("A"):
+        if self._is_client and not self._gate.received and data[0] != ord("A"):
             self._frames_started = True
             return data
-        need = 8 - len(self._header)
-        self._header += bytes(data[:need])
-        rest = data[need:]
-        if len(self._header) < 8:
-            if not PROTOCOL_HEADER.startswith(self._header[:4][:len(self._header)]):
-                self._bad_header(events)
+        got = self._gate.feed(data)
+        if got is None:
             return b""
+        header, rest = got
         self._frames_started = True
-        if self._header == PROTOCOL_HEADER and not self._is_client:
+        if self._gate.ok(header) and not self._is_client:
             self._trace("header")
             cfg = self.config
             assert isinstance(cfg, ServerConfig)
@@ -582,16 +582,16 @@ class Connection:
                 locales=" ".join(cfg.locales).encode()))
             self.state = ConnState.AWAIT_START_OK
             return rest
-        self._bad_header(events)
+        self._bad_header(header, events)
         return b""
 
-    def _bad_header(self, events: list[ev.Event]) -> None:
+    @property
+    def _header(self) -> bytes:
+        return self._gate.received  # (the state-machine tests read it)
+
+    def _bad_header(self, header: bytes, events: list[ev.Event]) -> None:
         self._trace("bad-header")
-        h = self._header
-        magic = h[:4] == b"AMQP" and len(h) == 8
-        events.append(ev.ProtocolHeaderMismatch(
-            h, h[4] if magic else None, h[5] if magic else None, h[6] if magic else None,
-            h[7] if magic else None))
+        events.append(header_mismatch(header))
         if not self._is_client:
             # 0-9-1: reply with the header we speak, then close.
             self._emit(PROTOCOL_HEADER)
@@ -623,15 +623,17 @@ class Connection:
             ch._drop()
         self.channels.clear()
 
-    def _fail(self, e: _ConnectionError, events: list[ev.Event]) -> None:
+    def _fail(self, e: ConnectionViolation, events: list[ev.Event]) -> None:
         """A connection-scope violation: queue close (or not) and stop."""
+        code = e.code if e.code is not None else FRAME_ERROR  # 0-9-1 names every violation
         if e.close and self._close_sent is None and self.state is not ConnState.CLOSED:
-            self._send_close(ConnectionClose(reply_code=e.code, reply_text=e.message[:255],
-                                             class_id=e.class_id, method_id=e.method_id))
+            self._send_close(ConnectionClose(reply_code=code, reply_text=e.message[:255],
+                                             class_id=e.class_code or 0,
+                                             method_id=e.command_code or 0))
             reply = "connection.close"
         else:
             reply = "connection.close" if self._close_sent is not None else "none"
-        events.append(ev.ProtocolViolation(e.code, "connection", e.channel, e.message, reply))
+        events.append(ev.ProtocolViolation(code, "connection", e.channel, e.message, reply))
         if e.broken or not e.close:
             self.state = ConnState.CLOSED
             self.closed_reason = e.message
@@ -652,14 +654,14 @@ class Connection:
         if ch == 0:
             if m.CLASS_ID != 10:
                 code = CHANNEL_ERROR if m.NAME == "channel.open" else COMMAND_INVALID
-                raise _ConnectionError(f"{m.NAME} on channel 0", code, channel=0,
-                                       class_id=m.CLASS_ID, method_id=m.METHOD_ID)
+                raise ConnectionViolation(f"{m.NAME} on channel 0", code, channel=0,
+                                       class_code=m.CLASS_ID, command_code=m.METHOD_ID)
             self._on_connection_method(m, events)
             return
         if m.CLASS_ID == 10:
-            raise _ConnectionError(f"{m.NAME} on channel {ch} (connection methods use "
+            raise ConnectionViolation(f"{m.NAME} on channel {ch} (connection methods use "
                                    "channel 0)", COMMAND_INVALID, channel=ch,
-                                   class_id=m.CLASS_ID, method_id=m.METHOD_ID)
+                                   class_code=m.CLASS_ID, command_code=m.METHOD_ID)
         self._allowed("channel", m)
         if self.state is ConnState.CLOSING:
             return  # discard: only close and close-ok matter now
@@ -672,11 +674,11 @@ class Connection:
             # A server mid-handshake drops the socket (RabbitMQ does); a client
             # closes once it has sent start-ok.
             close = self._is_client and self.state is not ConnState.AWAIT_START
-            raise _ConnectionError(
+            raise ConnectionViolation(
                 f"unexpected {name} in state {self.state.name}"
                 + (" (handshake)" if handshake else ""), COMMAND_INVALID,
                 close=close or not handshake, channel=0 if m is None else None,
-                class_id=m.CLASS_ID if m else 0, method_id=m.METHOD_ID if m else 0)
+                class_code=m.CLASS_ID if m else 0, command_code=m.METHOD_ID if m else 0)
         self._trace(name)
         return table[name]
 
@@ -696,13 +698,13 @@ class Connection:
             if not self._is_client and m.NAME == "channel.open":
                 self._server_open_channel(cid, m, events)
                 return
-            raise _ConnectionError(f"{m.NAME} on channel {cid}, which is not open",
-                                   CHANNEL_ERROR, channel=cid, class_id=m.CLASS_ID,
-                                   method_id=m.METHOD_ID)
+            raise ConnectionViolation(f"{m.NAME} on channel {cid}, which is not open",
+                                   CHANNEL_ERROR, channel=cid, class_code=m.CLASS_ID,
+                                   command_code=m.METHOD_ID)
         if m.NAME == "channel.open":
-            raise _ConnectionError(f"channel.open on channel {cid}, which is already open",
-                                   CHANNEL_ERROR, channel=cid, class_id=m.CLASS_ID,
-                                   method_id=m.METHOD_ID)
+            raise ConnectionViolation(f"channel.open on channel {cid}, which is already open",
+                                   CHANNEL_ERROR, channel=cid, class_code=m.CLASS_ID,
+                                   command_code=m.METHOD_ID)
         try:
             if type(item) is ContentItem:
                 ch._on_content(m, item.properties, item.body, events)
@@ -711,8 +713,8 @@ class Connection:
         except ChannelError as e:
             self._channel_error(ch, e, events)
         except ProtocolFault as e:
-            raise _ConnectionError(e.message, e.code, channel=cid, class_id=e.class_id,
-                                   method_id=e.method_id) from None
+            raise ConnectionViolation(e.message, e.code, channel=cid, class_code=e.class_id,
+                                      command_code=e.method_id) from None
 
     def _channel_error(self, ch: Channel, e: ChannelError, events: list[ev.Event]) -> None:
         """A soft error: close just this channel."""
@@ -726,8 +728,8 @@ class Connection:
     def _server_open_channel(self, cid: int, m: Method, events: list[ev.Event]) -> None:
         limit = self.channel_max or 0xFFFF
         if cid > limit:
-            raise _ConnectionError(f"channel {cid} is above channel-max {limit}", CHANNEL_ERROR,
-                                   channel=cid, class_id=m.CLASS_ID, method_id=m.METHOD_ID)
+            raise ConnectionViolation(f"channel {cid} is above channel-max {limit}", CHANNEL_ERROR,
+                                   channel=cid, class_code=m.CLASS_ID, command_code=m.METHOD_ID)
         ch = Channel(self, cid, ChannelState.OPEN)
         ch._trace("channel.open")
         self.channels[cid] = ch
@@ -758,85 +760,57 @@ class Connection:
         self._hb.arm(self._now, send=send, watch=watch)
 
     # -- client handshake -------------------------------------------------------
-    def _client_mechanisms(self) -> list[Callable[[], sasl.ClientMechanism]]:
-        cfg = self.config
-        assert isinstance(cfg, ClientConfig)
-        creds = cfg.username is not None and cfg.password is not None
-        wanted: Iterable[Any] = cfg.mechanisms or (("PLAIN", "AMQPLAIN") if creds
-                                                   else ("EXTERNAL",))
-        out: list[Callable[[], sasl.ClientMechanism]] = []
-        for mech in wanted:
-            if callable(mech):
-                out.append(mech)
-                continue
-            name = str(mech).upper()
-            if name in ("PLAIN", "SCRAM-SHA-256", "AMQPLAIN"):
-                if not creds:
-                    continue
-                if name == "AMQPLAIN":
-                    out.append(functools.partial(AmqplainClient, str(cfg.username),
-                                                 str(cfg.password)))
-                    continue
-                kw: dict[str, Any] = {"username": cfg.username, "password": cfg.password}
-            else:
-                kw = {}
-            out.append(functools.partial(sasl.client_mechanism, name, **kw))
-        return out
-
     def _on_connection_start(self, m: Any, events: list[ev.Event]) -> None:
         cfg = self.config
         assert isinstance(cfg, ClientConfig)
         if (m.version_major, m.version_minor) != (0, 9):
             # The client cannot speak the server's version: close the socket
             # and send nothing more.
-            raise _ConnectionError(f"server speaks AMQP {m.version_major}-{m.version_minor}, "
+            raise ConnectionViolation(f"server speaks AMQP {m.version_major}-{m.version_minor}, "
                                    "not 0-9", NOT_IMPLEMENTED, close=False)
         offered = m.mechanisms.decode("utf-8", "replace").split()
-        mech = None
-        for factory in self._client_mechanisms():
-            candidate = factory()
-            if candidate.name in offered:
-                mech = candidate
-                break
-        if mech is None:
-            raise _ConnectionError(f"no SASL mechanism in common (server offers {offered})",
-                                   ACCESS_REFUSED, close=False)
+        negotiator = self._client_sasl
+        assert negotiator is not None
+        try:
+            choice, response = negotiator.start(offered)
+        except NoCommonMechanism:
+            raise ConnectionViolation(f"no SASL mechanism in common (server offers {offered})",
+                                      ACCESS_REFUSED, close=False) from None
+        except sasl.SaslError as e:
+            self.mechanism = negotiator.mechanism
+            self.peer_properties = dict(m.server_properties)
+            raise ConnectionViolation(f"SASL: {e.message}", ACCESS_REFUSED, close=False) from None
         locales = m.locales.decode("utf-8", "replace").split()
         locale = cfg.locale if cfg.locale in locales or not locales else locales[0]
-        self._client_mech = mech
-        self.mechanism = mech.name
+        self.mechanism = choice
         self.peer_properties = dict(m.server_properties)
-        try:
-            response = mech.initial_response()
-        except sasl.SaslError as e:
-            raise _ConnectionError(f"SASL: {e.message}", ACCESS_REFUSED, close=False) from None
         props = _props(cfg.client_properties)
         caps = dict(props.get("capabilities") or {})
         caps.update(cfg.capabilities)
         props["capabilities"] = caps
-        self._write_method(0, ConnectionStartOk(client_properties=props, mechanism=mech.name,
+        self._write_method(0, ConnectionStartOk(client_properties=props, mechanism=choice,
                                                 response=response, locale=locale))
         self.state = ConnState.AWAIT_TUNE
 
     def _on_connection_secure(self, m: Any, events: list[ev.Event]) -> None:
-        assert self._client_mech is not None
+        assert self._client_sasl is not None
         try:
-            resp = self._client_mech.respond(m.challenge)
+            resp = self._client_sasl.challenge(m.challenge)
         except sasl.SaslError as e:
-            raise _ConnectionError(f"SASL: {e.message}", ACCESS_REFUSED) from None
+            raise ConnectionViolation(f"SASL: {e.message}", ACCESS_REFUSED) from None
         self._write_method(0, ConnectionSecureOk(response=resp))
 
     def _on_connection_tune(self, m: Any, events: list[ev.Event]) -> None:
         cfg = self.config
         assert isinstance(cfg, ClientConfig)
-        if self._client_mech is not None:
+        if self._client_sasl is not None and self._client_sasl.started:
             try:
-                self._client_mech.verify_final()  # tune means "authenticated"
+                self._client_sasl.succeeded()  # tune means "authenticated"
             except sasl.SaslError as e:
-                raise _ConnectionError(f"SASL: {e.message}", ACCESS_REFUSED) from None
+                raise ConnectionViolation(f"SASL: {e.message}", ACCESS_REFUSED) from None
         if m.frame_max and m.frame_max < FRAME_MIN_SIZE:
-            raise _ConnectionError(f"tune: frame-max {m.frame_max} is below {FRAME_MIN_SIZE}",
-                                   COMMAND_INVALID, class_id=m.CLASS_ID, method_id=m.METHOD_ID)
+            raise ConnectionViolation(f"tune: frame-max {m.frame_max} is below {FRAME_MIN_SIZE}",
+                                   COMMAND_INVALID, class_code=m.CLASS_ID, command_code=m.METHOD_ID)
         channel_max = _negotiate(m.channel_max, cfg.channel_max)
         frame_max = max(_negotiate(m.frame_max, cfg.frame_max), FRAME_MIN_SIZE)
         want = cfg.heartbeat
@@ -877,8 +851,8 @@ class Connection:
 
     def _on_connection_update_secret_ok(self, m: Any, events: list[ev.Event]) -> None:
         if not self._pending0:
-            raise _ConnectionError("update-secret-ok without update-secret", COMMAND_INVALID,
-                                   class_id=m.CLASS_ID, method_id=m.METHOD_ID)
+            raise ConnectionViolation("update-secret-ok without update-secret", COMMAND_INVALID,
+                                   class_code=m.CLASS_ID, command_code=m.METHOD_ID)
         events.append(ev.MethodReceived(0, m, self._pending0.pop(0)))
 
     # -- server handshake ----------------------------------------------------------
@@ -886,34 +860,42 @@ class Connection:
         cfg = self.config
         assert isinstance(cfg, ServerConfig)
         self.peer_properties = dict(m.client_properties)
-        if m.mechanism not in cfg.authenticator.mechanisms:
+        negotiator = self._server_sasl
+        assert negotiator is not None
+        if m.mechanism not in negotiator.offered:
             # The client chose something not offered: close without a word.
-            raise _ConnectionError(f"start-ok chose unoffered mechanism {m.mechanism!r}",
-                                   ACCESS_REFUSED, close=False)
+            raise ConnectionViolation(f"start-ok chose unoffered mechanism {m.mechanism!r}",
+                                      ACCESS_REFUSED, close=False)
         self.mechanism = m.mechanism
         try:
-            self._server_mech = cfg.authenticator.create(m.mechanism)
+            step = negotiator.start(m.mechanism, m.response)
         except sasl.SaslError as e:
-            raise _ConnectionError(e.message, ACCESS_REFUSED, close=False) from None
-        self._sasl_step(lambda mech: mech.start(m.response), events)
+            if negotiator.started:
+                self._sasl_failed(e, events)
+                return
+            raise ConnectionViolation(e.message, ACCESS_REFUSED, close=False) from None
+        self._sasl_step(step, events)
 
     def _on_connection_secure_ok(self, m: Any, events: list[ev.Event]) -> None:
-        self._sasl_step(lambda mech: mech.step(m.response), events)
-
-    def _sasl_step(self, fn: Callable[[sasl.ServerMechanism], sasl.ServerStep],
-                   events: list[ev.Event]) -> None:
-        assert self._server_mech is not None
+        negotiator = self._server_sasl
+        assert negotiator is not None
         try:
-            step = fn(self._server_mech)
+            step = negotiator.step(m.response)
         except sasl.SaslError as e:
-            text = f"ACCESS_REFUSED - {e.message}"
-            if self._peer_capability("authentication_failure_close"):
-                self._send_close(ConnectionClose(reply_code=ACCESS_REFUSED,
-                                                 reply_text=text[:255]))
-                events.append(ev.ProtocolViolation(ACCESS_REFUSED, "connection", 0, text,
-                                                   "connection.close"))
-                return
-            raise _ConnectionError(text, ACCESS_REFUSED, close=False) from None
+            self._sasl_failed(e, events)
+            return
+        self._sasl_step(step, events)
+
+    def _sasl_failed(self, e: sasl.SaslError, events: list[ev.Event]) -> None:
+        text = f"ACCESS_REFUSED - {e.message}"
+        if self._peer_capability("authentication_failure_close"):
+            self._send_close(ConnectionClose(reply_code=ACCESS_REFUSED, reply_text=text[:255]))
+            events.append(ev.ProtocolViolation(ACCESS_REFUSED, "connection", 0, text,
+                                               "connection.close"))
+            return
+        raise ConnectionViolation(text, ACCESS_REFUSED, close=False) from None
+
+    def _sasl_step(self, step: sasl.ServerStep, events: list[ev.Event]) -> None:
         if not step.done:
             self._write_method(0, ConnectionSecure(challenge=step.challenge or b""))
             self.state = ConnState.AWAIT_SECURE_OK
@@ -933,11 +915,11 @@ class Connection:
         cm, fm = m.channel_max, m.frame_max
         # RabbitMQ drops the connection (no close) for any of these.
         if offered.channel_max and not 0 < cm <= offered.channel_max:
-            raise _ConnectionError(f"tune-ok channel-max {cm} outside 1..{offered.channel_max}",
+            raise ConnectionViolation(f"tune-ok channel-max {cm} outside 1..{offered.channel_max}",
                                    NOT_ALLOWED, close=False)
         if (offered.frame_max and not FRAME_MIN_SIZE <= fm <= offered.frame_max) or (
                 not offered.frame_max and fm and fm < FRAME_MIN_SIZE):
-            raise _ConnectionError(f"tune-ok frame-max {fm} outside {FRAME_MIN_SIZE}.."
+            raise ConnectionViolation(f"tune-ok frame-max {fm} outside {FRAME_MIN_SIZE}.."
                                    f"{offered.frame_max or 'unlimited'}", NOT_ALLOWED,
                                    close=False)
         self._apply_tune(cm, fm or 0xFFFFFFFF, m.heartbeat)
@@ -971,8 +953,6 @@ class Connection:
         events.append(ev.MethodReceived(0, m, None))
 
 
-def _remote(e: _ConnectionError, events: list[ev.Event]) -> RemoteProtocolError:
-    err = RemoteProtocolError(e.message, code=e.code, scope="connection", channel=e.channel,
-                              class_code=e.class_id or None, command_code=e.method_id or None)
-    err.events = list(events)  # type: ignore[attr-defined]
-    return err
+if TYPE_CHECKING:
+    def _conforms(c: Connection) -> SansIOConnection:
+        return c  # mypy: a 0-9-1 Connection is what adapters drive

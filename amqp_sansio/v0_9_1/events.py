@@ -30,12 +30,13 @@ __all__ = [
     "ProtocolViolation",
 ]
 
-from typing import Any
-
 import attrs
 
 from ..events import (
+    ChannelEvent,
+    ConnectionClosed,
     ConnectionLost,
+    ConnectionOpened,
     Event,
     HeartbeatReceived,
     HeartbeatTimeout,
@@ -45,39 +46,6 @@ from ..events import (
 from ._specbase import Method, Properties
 
 # -- connection ---------------------------------------------------------------
-
-
-@attrs.frozen(slots=True)
-class ConnectionOpened(Event):
-    """The handshake finished: ``connection.open-ok`` was sent or received.
-
-    ``channel_max`` and ``max_frame_size`` are the negotiated values (0 for
-    channel-max means no limit was set: ids up to 65535); ``heartbeat`` is
-    the agreed interval in seconds, ``None`` when off.
-    """
-
-    virtual_host: str
-    channel_max: int
-    max_frame_size: int
-    heartbeat: int | None
-    peer_properties: dict[str, Any]
-    mechanism: str
-    identity: str | None  # server role: the authenticated principal
-
-
-@attrs.frozen(slots=True)
-class ConnectionClosed(Event):
-    """The close handshake ended (``by_peer``: the peer sent the first close).
-
-    ``code``/``text`` are from the first close; ``class_id``/``method_id``
-    name the method that caused it (0 when none).
-    """
-
-    code: int
-    text: str
-    by_peer: bool
-    class_id: int = 0
-    method_id: int = 0
 
 
 @attrs.frozen(slots=True)
@@ -98,12 +66,12 @@ class ConnectionUnblocked(Event):
 
 
 @attrs.frozen(slots=True)
-class ChannelOpened(Event):
-    channel: int
+class ChannelOpened(ChannelEvent):
+    """The channel is open (``channel.open-ok`` sent or received)."""
 
 
 @attrs.frozen(slots=True)
-class ChannelClosed(Event):
+class ChannelClosed(ChannelEvent):
     """The channel is gone (``by_peer``: the peer sent the first close).
 
     ``unanswered`` are the requests we sent that will now never be
@@ -111,7 +79,6 @@ class ChannelClosed(Event):
     that were neither acked nor nacked.  The channel id is free again.
     """
 
-    channel: int
     code: int
     text: str
     by_peer: bool
@@ -122,34 +89,31 @@ class ChannelClosed(Event):
 
 
 @attrs.frozen(slots=True)
-class ChannelFlow(Event):
+class ChannelFlow(ChannelEvent):
     """The peer asked us to stop (``active=False``) or resume sending
     content on ``channel``.  The core answers ``flow-ok`` itself: at once,
     or -- when replies to earlier requests are still owed (server role) --
     right after the last of them, since the peer matches replies in order."""
 
-    channel: int
     active: bool
 
 
 @attrs.frozen(slots=True)
-class MethodReceived(Event):
+class MethodReceived(ChannelEvent):
     """A method for the application: a reply to one of our requests
     (``request`` is that request) or a request for us to answer (``request``
     is ``None``; in the server role most methods arrive this way)."""
 
-    channel: int
     method: Method
     request: Method | None = None
 
 
 @attrs.frozen(slots=True)
-class MessageReceived(Event):
+class MessageReceived(ChannelEvent):
     """A content method with its properties and body: ``basic.deliver``,
     ``basic.get-ok`` (then ``request`` is the ``basic.get``),
     ``basic.return``, or -- in the server role -- ``basic.publish``."""
 
-    channel: int
     method: Method
     properties: Properties
     body: bytes
@@ -157,23 +121,21 @@ class MessageReceived(Event):
 
 
 @attrs.frozen(slots=True)
-class ConsumerCancelled(Event):
+class ConsumerCancelled(ChannelEvent):
     """The server cancelled a consumer (RabbitMQ consumer cancel notification:
     the queue was deleted, or a node failed)."""
 
-    channel: int
     consumer_tag: str
 
 
 @attrs.frozen(slots=True)
-class PublishConfirmed(Event):
+class PublishConfirmed(ChannelEvent):
     """A server ``basic.ack`` (``ack=True``) or ``basic.nack`` in confirm mode.
 
     ``sequence_numbers`` are exactly the publishes it settles, ascending
     (``publish()`` returned them); ``delivery_tag``/``multiple`` are as sent.
     """
 
-    channel: int
     ack: bool
     delivery_tag: int
     multiple: bool

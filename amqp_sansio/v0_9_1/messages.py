@@ -1,4 +1,4 @@
-"""The shared :class:`~amqp_sansio.v0_10.messages.Message` <-> AMQP 0-9-1.
+"""The shared :class:`~amqp_sansio.message.Message` <-> AMQP 0-9-1.
 
 Adapters speak one vocabulary, :class:`Message`, for both protocols.  Here
 it becomes ``basic.publish`` + :class:`~.spec.BasicProperties` + body
@@ -38,7 +38,7 @@ import uuid
 from typing import Any
 
 from ..errors import LocalProtocolError
-from ..v0_10.messages import Message
+from ..message import Message
 from .events import MessageReceived
 from .spec import BasicProperties, BasicPublish
 

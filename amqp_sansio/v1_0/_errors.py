@@ -23,10 +23,10 @@ FRAMING_ERROR = "amqp:connection:framing-error"
 
 def _attach(e: RemoteProtocolError, condition: str, scope: Scope1,
             handle: int | None, info: dict[str, Any] | None) -> None:
-    e.condition = condition  # type: ignore[attr-defined]
-    e.scope = scope  # type: ignore[assignment]
+    e.condition = condition
+    e.scope = scope
     e.handle = handle  # type: ignore[attr-defined]
-    e.info = info  # type: ignore[attr-defined]
+    e.info = info
 
 
 def decode_error(message: str, offset: int | None = None, *,

@@ -1,0 +1,169 @@
+"""One SASL negotiation, either role, whatever protocol carries it.
+
+The mechanisms themselves are in :mod:`amqp_sansio.sasl`; this is the
+conversation around them, which every AMQP version has in the same shape:
+
+=========================  =====================  ==========================
+step                       0-10 / 0-9-1           1.0 (its own SASL layer)
+=========================  =====================  ==========================
+server offers mechanisms   ``connection.start``   ``sasl-mechanisms``
+client picks, responds     ``start-ok``           ``sasl-init``
+challenge / response       ``secure``/``secure-ok``  ``sasl-challenge``/``-response``
+outcome                    ``tune`` (success)     ``sasl-outcome``
+=========================  =====================  ==========================
+
+:class:`ClientNegotiator` and :class:`ServerNegotiator` hold one exchange's
+state and say what to send next; the connection (0-10, 0-9-1) or the SASL
+layer (1.0) puts that into its own frames and decides which reply code or
+condition a failure gets.  Failures raise :class:`~amqp_sansio.sasl.SaslError`
+subclasses: :class:`NoCommonMechanism`, :class:`UnofferedMechanism`, and the
+mechanisms' own (:class:`~amqp_sansio.sasl.AuthenticationFailed` ...).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ClientNegotiator",
+    "ServerNegotiator",
+    "NoCommonMechanism",
+    "UnofferedMechanism",
+    "client_mechanisms",
+]
+
+import functools
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+from . import sasl
+from .errors import LocalProtocolError
+
+#: A mechanism as a config names it: a name or a zero-argument factory.
+MechanismChoice = str | Callable[[], sasl.ClientMechanism]
+
+#: Names that need the username and password (they are skipped without).
+_CREDENTIAL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256")
+
+
+class NoCommonMechanism(sasl.SaslError):
+    """The server offers none of the client's mechanisms."""
+
+
+class UnofferedMechanism(sasl.SaslError):
+    """The client chose a mechanism the server did not offer."""
+
+
+def client_mechanisms(
+    wanted: Iterable[MechanismChoice], username: str | None, password: str | None, *,
+    default: Sequence[str], default_without_credentials: Sequence[str],
+    extra: Mapping[str, Callable[[str, str], sasl.ClientMechanism]] | None = None,
+) -> list[Callable[[], sasl.ClientMechanism]]:
+    """The client's mechanisms, best first, as fresh-object factories
+    (mechanisms are single-use).  ``wanted`` empty: ``default`` with
+    credentials, else ``default_without_credentials``.  A name that needs
+    credentials (PLAIN, SCRAM-SHA-256, any of ``extra`` -- a protocol's own,
+    e.g. 0-9-1's AMQPLAIN) is left out when there are none."""
+    creds = username is not None and password is not None
+    chosen = tuple(wanted) or tuple(default if creds else default_without_credentials)
+    extra = extra or {}
+    out: list[Callable[[], sasl.ClientMechanism]] = []
+    for m in chosen:
+        if callable(m):
+            out.append(m)
+            continue
+        name = str(m).upper()
+        if name in extra:
+            if creds:
+                out.append(functools.partial(extra[name], str(username), str(password)))
+        elif name in _CREDENTIAL_MECHANISMS:
+            if creds:
+                out.append(functools.partial(sasl.client_mechanism, name, username=username,
+                                             password=password))
+        else:
+            out.append(functools.partial(sasl.client_mechanism, name))
+    return out
+
+
+class ClientNegotiator:
+    """The client's side: pick a mechanism, answer challenges, check the outcome."""
+
+    def __init__(self, mechanisms: Sequence[Callable[[], sasl.ClientMechanism]]) -> None:
+        self._factories = list(mechanisms)
+        self._mech: sasl.ClientMechanism | None = None
+        self.mechanism: str | None = None  # the chosen name
+
+    def start(self, offered: Iterable[str]) -> tuple[str, bytes]:
+        """The first of ours the server ``offered``: ``(name, initial
+        response)``.  Raises :class:`NoCommonMechanism` or the mechanism's
+        :class:`~amqp_sansio.sasl.SaslError`."""
+        if self._mech is not None:
+            raise LocalProtocolError("the SASL exchange has already started")
+        offer = [str(m) for m in offered]
+        for factory in self._factories:
+            candidate = factory()
+            if candidate.name in offer:
+                self._mech = candidate
+                self.mechanism = candidate.name
+                return candidate.name, candidate.initial_response()
+        raise NoCommonMechanism(f"no common SASL mechanism (offered {offer})")
+
+    def challenge(self, data: bytes) -> bytes:
+        """The response to a server challenge."""
+        return self._started().respond(data)
+
+    def succeeded(self, additional: bytes = b"") -> None:
+        """The server declared success (0-x: ``tune`` arrived; 1.0:
+        ``sasl-outcome`` ok, with its additional data).  Raises
+        :class:`~amqp_sansio.sasl.SaslError` if the exchange is not complete
+        from our side (SCRAM without the server's proof)."""
+        self._started().verify_final(additional)
+
+    @property
+    def started(self) -> bool:
+        return self._mech is not None
+
+    def _started(self) -> sasl.ClientMechanism:
+        if self._mech is None:
+            raise LocalProtocolError("the SASL exchange has not started")
+        return self._mech
+
+
+class ServerNegotiator:
+    """The server's side: offer mechanisms, run the chosen one to its outcome."""
+
+    def __init__(self, authenticator: sasl.ServerAuthenticator) -> None:
+        self.authenticator = authenticator
+        self._mech: sasl.ServerMechanism | None = None
+        self.mechanism: str | None = None
+        self.identity: str | None = None  # once authenticated
+
+    @property
+    def offered(self) -> tuple[str, ...]:
+        """What to offer, best first."""
+        return tuple(self.authenticator.mechanisms)
+
+    def start(self, mechanism: str, response: bytes) -> sasl.ServerStep:
+        """The client chose ``mechanism`` and sent its initial ``response``.
+        Raises :class:`UnofferedMechanism` for a name we did not offer, or
+        the mechanism's :class:`~amqp_sansio.sasl.SaslError`."""
+        if self._mech is not None:
+            raise LocalProtocolError("the SASL exchange has already started")
+        if mechanism not in self.authenticator.mechanisms:
+            raise UnofferedMechanism(f"chose unoffered mechanism {mechanism!r}")
+        self.mechanism = mechanism
+        self._mech = self.authenticator.create(mechanism)
+        return self._done(self._mech.start(response))
+
+    def step(self, response: bytes) -> sasl.ServerStep:
+        """The client's response to our last challenge."""
+        if self._mech is None:
+            raise LocalProtocolError("the SASL exchange has not started")
+        return self._done(self._mech.step(response))
+
+    @property
+    def started(self) -> bool:
+        """A mechanism was chosen and created (its own errors follow)."""
+        return self._mech is not None
+
+    def _done(self, step: sasl.ServerStep) -> sasl.ServerStep:
+        if step.done:
+            self.identity = step.identity
+        return step
