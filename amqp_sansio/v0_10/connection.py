@@ -65,6 +65,8 @@ from ..serial import SerialOrderError
 from . import events as ev
 from ._specbase import Command, Control, Struct
 from .framing import (
+    DEFAULT_MAX_BODY_SIZE,
+    DEFAULT_MAX_SEGMENT_SIZE,
     MAX_FRAME_SIZE,
     MIN_MAX_FRAME_SIZE,
     PROTOCOL_HEADER,
@@ -103,6 +105,12 @@ from .spec import (
 
 if TYPE_CHECKING:
     from ..connection import SansIOConnection
+
+#: Until the connection is open a peer may send only handshake controls:
+#: segments this large at most, and no message bodies -- so a peer that has
+#: not authenticated pins next to nothing (``max_segment_size`` and
+#: ``max_body_size`` apply from open on).
+HANDSHAKE_SEGMENT_SIZE = 64 * 1024
 
 
 class ConnState(enum.Enum):
@@ -192,6 +200,10 @@ class ClientConfig:
     capabilities: tuple[str, ...] = ()
     insist: bool = False
     session_store: SessionStore | None = None
+    # Largest command, control or header segment, and message body, accepted
+    # once the connection is open (before: HANDSHAKE_SEGMENT_SIZE, no bodies).
+    max_segment_size: int = DEFAULT_MAX_SEGMENT_SIZE
+    max_body_size: int = DEFAULT_MAX_BODY_SIZE
     stream_bodies: bool = False
     strict: bool = False
     # "eager": answer every session.completed with known-completed;
@@ -223,6 +235,10 @@ class ServerConfig:
     known_hosts: tuple[str, ...] = ()
     redirect: Callable[[str], str | None] | None = None  # vhost -> host to redirect to
     session_store: SessionStore | None = None
+    # Largest command, control or header segment, and message body, accepted
+    # once the connection is open (before: HANDSHAKE_SEGMENT_SIZE, no bodies).
+    max_segment_size: int = DEFAULT_MAX_SEGMENT_SIZE
+    max_body_size: int = DEFAULT_MAX_BODY_SIZE
     stream_bodies: bool = False
     strict: bool = False
     known_completed: str = attrs.field(default="eager", validator=attrs.validators.in_(
@@ -243,6 +259,10 @@ class Connection:
         self.config = config
         self.state = ConnState.AWAIT_HEADER
         self._decoder = AssemblyDecoder(max_frame_size=MIN_MAX_FRAME_SIZE,
+                                        max_segment_size=min(config.max_segment_size,
+                                                             HANDSHAKE_SEGMENT_SIZE),
+                                        max_body_size=0,
+                                        max_pending_size=HANDSHAKE_SEGMENT_SIZE,
                                         stream_bodies=config.stream_bodies,
                                         strict=config.strict)
         self._out: list[bytes] = []
@@ -294,6 +314,12 @@ class Connection:
     def closed(self) -> bool:
         """True once the connection is over: write what is left, then close."""
         return self.state is ConnState.CLOSED
+
+    @property
+    def buffered_input(self) -> int:
+        """Octets of the peer's input held until what they start is complete
+        (partial frames and segments, collected bodies)."""
+        return self._decoder.buffered
 
     def receive_data(self, data: bytes, now: float | None = None) -> list[ev.Event]:
         """Feed bytes from the peer (``b""`` = end of input); return events."""
@@ -416,7 +442,17 @@ class Connection:
         elif not 0 <= channel < self.channel_max or channel in self.sessions:
             raise LocalProtocolError(f"channel {channel} is not free")
         store = self.config.session_store
-        session = store.take(self._principal(), name) if store else None
+        session = None
+        if store is not None:
+            held = store._held_elsewhere(self._principal(), name, self)
+            if held is not None:
+                if not force:
+                    raise LocalProtocolError(f"session {name!r} is attached on another "
+                                             "connection (attach with force=True to take it)")
+                held[1]._surrender(held[0])
+                session = held[0]
+            else:
+                session = store.take(self._principal(), name)
         resumed = session is not None
         if session is None:
             session = Session(name)
@@ -425,6 +461,8 @@ class Connection:
         session.state = SessionState.ATTACHING  # commands may be pipelined at once
         self.sessions[channel] = session
         self._by_name[name] = session
+        if store is not None:
+            store._attach(self._principal(), session, self)
         self._write_control(channel, SessionAttach(name=name, force=force))
         if timeout is not None:
             session.request_timeout(timeout)
@@ -458,8 +496,10 @@ class Connection:
         if COVERAGE is not None:
             COVERAGE.add((self.role.value, self.state.name, inp))
 
-    def _principal(self) -> str | None:
-        return self.identity
+    def _principal(self) -> tuple[str | None, str | None]:
+        """What session names are scoped by: the authenticated identity (rule
+        scoping) and the virtual host (a vhost is a namespace of its own)."""
+        return (self.identity, self.virtual_host)
 
     def _emit_raw(self, data: bytes) -> None:
         if self._sec_encode is not None:
@@ -685,10 +725,12 @@ class Connection:
         frame = min(cfg.max_frame_size, ctl.max_frame_size or MAX_FRAME_SIZE)
         heartbeat = None
         if hmin is not None:
-            want = cfg.heartbeat if cfg.heartbeat is not None else hmin
+            # No preference of ours: the longest interval the server allows
+            # (its offer, as RabbitMQ's proposal is taken); none if it sets
+            # no upper bound and allows none.
+            want = cfg.heartbeat if cfg.heartbeat is not None else (
+                hmax if hmax is not None else hmin)
             heartbeat = max(hmin, want if hmax is None else min(want, hmax))
-            if cfg.heartbeat is None and hmin == 0:
-                heartbeat = 0
         self._write_control(0, ConnectionTuneOk(channel_max=channel_max, max_frame_size=frame,
                                                 heartbeat=heartbeat))
         self._apply_tune(channel_max, frame, heartbeat)
@@ -705,8 +747,16 @@ class Connection:
         self._decoder.max_frame_size = frame
         self._hb.interval = heartbeat or None
 
+    def _open_limits(self) -> None:
+        """Open: the configured segment and body limits replace the handshake's."""
+        d, cfg = self._decoder, self.config
+        d.max_segment_size = cfg.max_segment_size
+        d.max_body_size = cfg.max_body_size
+        d.max_pending_size = cfg.max_segment_size + cfg.max_body_size
+
     def _on_connection_open_ok(self, ctl: Any, events: list[ev.Event]) -> None:
         self.state = ConnState.OPEN
+        self._open_limits()
         self._hb.arm(self._now)
         events.append(ev.ConnectionOpened(
             self.virtual_host or "", self.channel_max, self.max_frame_size, self.heartbeat,
@@ -810,6 +860,7 @@ class Connection:
         self.virtual_host = vhost
         self._write_control(0, ConnectionOpenOk(known_hosts=list(cfg.known_hosts)))
         self.state = ConnState.OPEN
+        self._open_limits()
         self._hb.arm(self._now)
         events.append(ev.ConnectionOpened(vhost, self.channel_max, self.max_frame_size,
                                           self.heartbeat, self.peer_properties,
@@ -860,6 +911,21 @@ class Connection:
         store = self.config.session_store
         if store is not None:
             store.park(self._principal(), session, self._now)
+
+    def _surrender(self, session: Session) -> None:
+        """Another connection forced an attach of ``session``: it leaves this
+        one (told session-busy on its channel) with its state, unparked."""
+        ch = session.channel
+        if ch is not None and self.state in (ConnState.OPEN, ConnState.CLOSING):
+            self._write_control(ch, SessionDetached(name=session.name, code=1))
+        if ch is not None:
+            self.sessions.pop(ch, None)
+        self._by_name.pop(session.name, None)
+        session._trace("transport-lost")
+        session._unbind()
+        store = self.config.session_store
+        if store is not None:
+            store._release(self._principal(), session)
 
     def _on_session_control(self, channel: int, ctl: Control, events: list[ev.Event]) -> None:
         name = ctl.NAME
@@ -937,7 +1003,21 @@ class Connection:
             session = other
         else:
             store = self.config.session_store
-            session = (store.take(self._principal(), name) if store else None) or Session(name)
+            # (``is not None``: an empty store is falsy -- it has a length.)
+            held = (store._held_elsewhere(self._principal(), name, self)
+                    if store is not None else None)
+            if held is not None:
+                # One transport per session (rule: session-busy) until the old
+                # attachment is detached or found dead -- unless the peer forces.
+                if not ctl.force:
+                    self._write_control(channel, SessionDetached(name=name, code=1))
+                    self._refused_channels.add(channel)
+                    return
+                held[1]._surrender(held[0])
+                session = held[0]
+            else:
+                session = (store.take(self._principal(), name) if store is not None else None
+                           ) or Session(name)
         self._refused_channels.discard(channel)
         session._trace("session.attach")
         resumed = session._have_state or bool(session._replay)
@@ -945,6 +1025,8 @@ class Connection:
         session.state = SessionState.ATTACHED
         self.sessions[channel] = session
         self._by_name[name] = session
+        if self.config.session_store is not None:
+            self.config.session_store._attach(self._principal(), session, self)
         self._write_control(channel, SessionAttached(name=name))
         events.append(ev.SessionAttached(channel, name))
         if resumed:

@@ -306,6 +306,12 @@ class AssemblyDecoder:
         self._error: DecodeError | None = None
 
     # -- public -------------------------------------------------------------
+    @property
+    def buffered(self) -> int:
+        """Octets held: unparsed input, partial segments, collected bodies."""
+        return len(self._buf) + self._held
+
+    # -- public -------------------------------------------------------------
     def feed(self, data: bytes) -> list[Item]:
         """Add bytes; return every item they complete (possibly none).
 

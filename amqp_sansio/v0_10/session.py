@@ -39,6 +39,7 @@ from __future__ import annotations
 __all__ = ["Session", "SessionState", "SESSION_TRANSITIONS", "SessionStore"]
 
 import enum
+import heapq
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -137,37 +138,97 @@ _RANGES_BEFORE_TIMELY = 8  # ask for known-completed once our set fragments
 _RANGES_BEFORE_KNOWN = 64  # send known-completed unasked once what we owe fragments
 
 
+#: What a session name is scoped by: (authenticated identity, virtual host).
+Scope = tuple[str | None, str | None]
+
+
 class SessionStore:
-    """Execution state of detached sessions, kept for their timeout.
+    """Where sessions live between attachments, and who holds each now.
 
     Share one store between the connections that may resume each other's
     sessions (a broker passes one store to every server connection; a client
-    keeps one across reconnects).  Keys are ``(principal, name)`` (rule
-    scoping).  Time comes in as an argument.
+    keeps one across reconnects).  Keys are ``(scope, name)``: names are
+    scoped by the authenticated principal (rule scoping) and the virtual
+    host.  Time comes in as an argument.
+
+    A session is either *attached* (to one connection: the spec allows one
+    transport per session, so an attach of the name on another connection is
+    answered session-busy unless it forces) or *parked* (detached, its state
+    kept for its timeout; the next attach of the name resumes it).
     """
 
     def __init__(self) -> None:
-        self._detached: dict[tuple[str | None, bytes], tuple[Session, float | None]] = {}
+        self._detached: dict[tuple[Scope, bytes], tuple[Session, float | None]] = {}
+        self._attached: dict[tuple[Scope, bytes], tuple[Session, Connection]] = {}
+        # (expires, sequence, key) of parked sessions: expiry pops what is due
+        # instead of scanning every parked session on every timer.
+        self._expiries: list[tuple[float, int, tuple[Scope, bytes]]] = []
+        self._parked_seq = 0
 
-    def park(self, principal: str | None, session: Session, now: float | None) -> None:
+    def park(self, principal: Scope, session: Session, now: float | None) -> None:
+        key = (principal, session.name)
+        if self._attached.get(key, (None,))[0] is session:
+            del self._attached[key]
         timeout = session.timeout  # None: the peer keeps it indefinitely
         if timeout is not None and timeout <= 0:
             return
         expires = None if timeout is None or now is None else now + timeout
-        self._detached[(principal, session.name)] = (session, expires)
+        self._detached[key] = (session, expires)
+        if expires is not None:
+            self._parked_seq += 1
+            heapq.heappush(self._expiries, (expires, self._parked_seq, key))
 
-    def take(self, principal: str | None, name: bytes) -> Session | None:
+    def take(self, principal: Scope, name: bytes) -> Session | None:
         entry = self._detached.pop((principal, name), None)
         return entry[0] if entry else None
 
     def expire(self, now: float) -> list[Session]:
         """Drop (and return) sessions whose timeout has run out.  The store's
         owner calls this: a connection does not own the store it shares."""
-        gone = [k for k, (_, exp) in self._detached.items() if exp is not None and exp <= now]
-        return [self._detached.pop(k)[0] for k in gone]
+        gone = []
+        heap = self._expiries
+        while heap and heap[0][0] <= now:
+            expires, _, key = heapq.heappop(heap)
+            entry = self._detached.get(key)
+            if entry is not None and entry[1] == expires:  # not resumed and parked again
+                del self._detached[key]
+                gone.append(entry[0])
+        return gone
+
+    def next_expiry(self) -> float | None:
+        """When the next parked session expires (None: none will)."""
+        heap = self._expiries
+        while heap:
+            expires, _, key = heap[0]
+            entry = self._detached.get(key)
+            if entry is not None and entry[1] == expires:
+                return expires
+            heapq.heappop(heap)  # resumed (or parked again) since
+        return None
 
     def __len__(self) -> int:
         return len(self._detached)
+
+    # -- attachments ----------------------------------------------------------------
+    def holder(self, principal: Scope, name: bytes) -> Connection | None:
+        """The connection the named session is attached to now, if any."""
+        entry = self._attached.get((principal, name))
+        return entry[1] if entry else None
+
+    def _attach(self, principal: Scope, session: Session, conn: Connection) -> None:
+        self._attached[(principal, session.name)] = (session, conn)
+
+    def _release(self, principal: Scope, session: Session) -> None:
+        key = (principal, session.name)
+        if self._attached.get(key, (None,))[0] is session:
+            del self._attached[key]
+
+    def _held_elsewhere(self, principal: Scope, name: bytes,
+                        conn: Connection) -> tuple[Session, Connection] | None:
+        entry = self._attached.get((principal, name))
+        if entry is None or entry[1] is conn:
+            return None
+        return entry
 
 
 class Session:

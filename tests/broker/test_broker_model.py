@@ -334,7 +334,8 @@ def test_many_connections_round_robin(broker: Broker) -> None:
     ps = producer.session(b"p")
     declare(producer, ps, "work")
     consumers = [Client(broker) for _ in range(3)]
-    sessions = [c.session(b"c") for c in consumers]
+    # One name per session: names are scoped by principal (all anonymous here).
+    sessions = [c.session(b"c%d" % i) for i, c in enumerate(consumers)]
     for c, s in zip(consumers, sessions, strict=True):
         c.subscribe(s, "work", credit=1000)
         c.pump()

@@ -239,7 +239,11 @@ def test_client_requires_scram_server_final() -> None:
     (dict(heartbeat_min=5), dict(heartbeat=500), 500),
     (dict(heartbeat_min=5), dict(), 5),
     (dict(), dict(heartbeat=10), None),
-    (dict(heartbeat_min=0, heartbeat_max=10), dict(), None),
+    # No preference: the longest the server allows (its offer), none if
+    # it sets no upper bound and allows none.
+    (dict(heartbeat_min=0, heartbeat_max=10), dict(), 10),
+    (dict(heartbeat_min=0, heartbeat_max=10), dict(heartbeat=0), None),
+    (dict(heartbeat_min=0), dict(), None),
 ])
 def test_heartbeat_negotiation(server_kw: dict[str, Any], client_kw: dict[str, Any],
                                expect: int | None) -> None:
@@ -701,3 +705,35 @@ def test_events_before_a_violation_are_kept() -> None:
     err = raises_remote(net.server, good + b"\x00" * 12)
     got = of_type(err.events, ev.CommandReceived)  # type: ignore[attr-defined]
     assert [g.command for g in got] == [QueueDeclare(queue="a")]
+
+
+def _unfinished_control_segment(frames: int) -> bytes:
+    """``frames`` full-size (4096) frames of one control segment on channel 0,
+    never finished (no last-frame flag)."""
+    out = b""
+    for k in range(frames):
+        flags = 0x08 | (0x02 if k == 0 else 0)  # first segment; first frame once
+        out += bytes([flags, 0]) + (4096).to_bytes(2, "big") + bytes(8) + bytes(4084)
+    return out
+
+
+def test_before_open_a_peer_pins_at_most_a_handshake_segment() -> None:
+    # Issue 11 finding 5: 100 unauthenticated connections each pinned ~4 MB
+    # (the open-connection segment limit) before the handshake was through.
+    conn = server_at(ConnState.AWAIT_START_OK)
+    from amqp_sansio.v0_10.connection import HANDSHAKE_SEGMENT_SIZE
+
+    fits = HANDSHAKE_SEGMENT_SIZE // 4084 - 1
+    conn.receive_data(_unfinished_control_segment(fits), 0.0)
+    assert conn.buffered_input <= HANDSHAKE_SEGMENT_SIZE
+    err = raises_remote(conn, _unfinished_control_segment(2))
+    assert err.code == 501 and conn.closed
+
+
+def test_after_open_the_configured_segment_limit_applies() -> None:
+    net = opened(ClientConfig(), ServerConfig(max_segment_size=1 << 20))
+    before = net.server.buffered_input
+    net.feed("server", _unfinished_control_segment(100))  # 400 KB: allowed once open
+    assert not net.server.closed and net.server.buffered_input > before + 300_000
+    net.feed("server", _unfinished_control_segment(200))
+    assert net.server.closed and net.errors["server"][0].code == 501

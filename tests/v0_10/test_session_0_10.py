@@ -1045,3 +1045,87 @@ def test_resume_with_an_expected_far_back_walks_what_is_held(
     assert res.replayed == SequenceSet([(0, 2)])
     assert res.gapped == SequenceSet([(far_back, (1 << 32) - 1)])
     assert budget.calls < 100
+
+
+def test_a_session_attached_on_another_transport_is_busy_until_that_one_dies() -> None:
+    # Issue 11 finding 3: one transport per session.  While the old transport
+    # lives (nothing told the server it is gone), an attach of the name on a
+    # new one is answered session-busy, and the old session keeps its state;
+    # once the old transport is found dead, the attach resumes it.
+    server_store = SessionStore()
+    old = opened(ClientConfig(session_store=SessionStore()),
+                 ServerConfig(session_store=server_store))
+    cs, ss = old.sessions(b"r", timeout=60)
+    cs.send(q(0))
+    old.pump()
+    who = (old.server.identity, "/")  # names are scoped by principal and vhost
+    assert server_store.holder(who, b"r") is old.server
+    fresh_store = SessionStore()
+    new = opened(ClientConfig(session_store=fresh_store), ServerConfig(session_store=server_store))
+    new.client.attach(b"r")
+    ce, se = new.pump()
+    (busy,) = of_type(ce, ev.SessionDetached)
+    assert busy.code == 1 and not of_type(se, ev.SessionAttached)
+    assert old.server.sessions[ss.channel or 0] is ss  # untouched
+    old.feed("server", b"", now=1.0)  # the old transport is found dead: parked
+    assert server_store.holder(who, b"r") is None and len(server_store) == 1
+    again = opened(ClientConfig(session_store=SessionStore()),
+                   ServerConfig(session_store=server_store))
+    again.client.attach(b"r")
+    _, se = again.pump()
+    assert of_type(se, ev.SessionAttached)
+    (resumed,) = of_type(se, ev.SessionResumed)
+    assert again.server.sessions[0] is ss  # the same execution state
+    assert resumed.peer_state is False  # this client kept nothing
+
+
+def test_force_takes_a_session_from_its_old_transport_with_its_state() -> None:
+    server_store = SessionStore()
+    client_store = SessionStore()
+    old = opened(ClientConfig(session_store=client_store),
+                 ServerConfig(session_store=server_store))
+    cs, ss = old.sessions(b"r", timeout=60)
+    sent = [cs.send(q(i)) for i in range(3)]
+    got = received_ids(old.feed("server", old.client.data_to_send()))
+    assert got == sent
+    # The client's transport dies; the server has not noticed.
+    old.feed("client", b"", now=1.0)
+    new = opened(ClientConfig(session_store=client_store),
+                 ServerConfig(session_store=server_store))
+    cs2 = new.client.attach(b"r", force=True)
+    assert cs2 is cs and cs2.resuming
+    ce, se = new.pump()
+    assert not of_type(ce, ev.SessionDetached)
+    (res,) = of_type(ce, ev.SessionResumed)
+    assert res.peer_state is True and received_ids(se) == []  # nothing executed twice
+    assert new.server.sessions[cs2.channel or 0] is ss
+    assert server_store.holder((new.server.identity, "/"), b"r") is new.server
+    # The old transport's owner finds the session gone from it, told busy.
+    assert ss not in old.server.sessions.values()
+    assert any(isinstance(x, SessionDetached) and x.code == 1
+               for x in decode(old.server.data_to_send()))
+
+
+def test_a_client_will_not_attach_a_name_its_store_holds_on_a_live_connection() -> None:
+    store = SessionStore()
+    old = opened(ClientConfig(session_store=store))
+    old.sessions(b"r", timeout=60)
+    new = opened(ClientConfig(session_store=store))
+    with pytest.raises(LocalProtocolError):
+        new.client.attach(b"r")
+    assert new.client.attach(b"r", force=True).name == b"r"
+    assert store.holder((None, "/"), b"r") is new.client
+
+
+def test_parked_sessions_expire_by_their_own_deadline() -> None:
+    store = SessionStore()
+    sessions = [Session(f"s{i}".encode()) for i in range(3)]
+    for i, s in enumerate(sessions):
+        s.timeout = 10 * (i + 1)
+        store.park((None, "/"), s, now=0.0)
+    assert store.next_expiry() == 10
+    assert store.take((None, "/"), b"s0") is sessions[0]  # resumed: no longer due
+    assert store.next_expiry() == 20
+    assert store.expire(19.0) == []
+    assert store.expire(30.0) == sessions[1:]
+    assert store.next_expiry() is None and len(store) == 0
