@@ -9,7 +9,7 @@ for 0-10/0-9-1; 1.0 has none, so ``code`` is 0 and ``condition`` says it.
 
 from __future__ import annotations
 
-__all__ = ["Scope1", "decode_error", "remote_error", "local_error", "condition_of"]
+__all__ = ["Scope1", "Violation", "decode_error", "remote_error", "local_error", "condition_of"]
 
 from typing import Any, Literal
 
@@ -55,3 +55,15 @@ def condition_of(e: RemoteProtocolError) -> str:
     """The 1.0 condition of a remote error (``amqp:internal-error`` if none)."""
     c = getattr(e, "condition", None)
     return c if isinstance(c, str) else "amqp:internal-error"
+
+
+class Violation(Exception):
+    """Inside the core only: the peer broke the protocol at ``scope``; the
+    endpoint of that scope ends with ``condition`` (caught where the scope
+    is known, never escapes ``receive_data``)."""
+
+    def __init__(self, message: str, condition: str, scope: Scope1) -> None:
+        super().__init__(message)
+        self.message = message
+        self.condition = condition
+        self.scope: Scope1 = scope

@@ -123,10 +123,10 @@ class FrameReader:
 
     __slots__ = ("_buf", "_pos", "_want_header", "max_frame_size", "offset", "sasl", "max_depth")
 
-    def __init__(self, max_frame_size: int = MIN_MAX_FRAME_SIZE) -> None:
+    def __init__(self, max_frame_size: int = MIN_MAX_FRAME_SIZE, *, header: bool = True) -> None:
         self._buf = bytearray()
         self._pos = 0
-        self._want_header = True
+        self._want_header = header  # False: the stream starts with frames
         self.max_frame_size = max_frame_size
         self.offset = 0  # stream position of _buf[0]
         self.sasl = False  # inside a SASL exchange (after a SASL header)

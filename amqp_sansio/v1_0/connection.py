@@ -1,0 +1,622 @@
+"""The AMQP 1.0 connection: bytes in, events out; actions in, bytes out.
+
+Rules of this file (as in h11's ``_state.py``):
+
+1. ``CONNECTION_TRANSITIONS`` below is the connection's only state machine
+   [OASIS part 2 §2.4.6]; ``_go`` is the only place ``state`` changes.  The
+   SASL layer (``sasl.py``), sessions (``session.py``) and links
+   (``link.py``) each have their own table.
+2. The core never reads a clock or touches I/O: ``now`` (seconds, any
+   monotonic origin) comes with ``receive_data``/``handle_timer``; bytes go
+   out through ``data_to_send``.
+3. Errors are translated here, once.  The caller's misuse raises
+   ``LocalProtocolError`` and changes nothing.  The peer's violations are
+   answered by the endpoint of their scope -- ``detach(error)`` for a link,
+   ``end(error)`` for a session (both reported as ``ProtocolViolation``
+   events, the connection goes on) -- or, at connection scope, by
+   ``close(error)`` and a ``RemoteProtocolError`` raised from
+   ``receive_data`` carrying ``condition`` and ``.events`` (what the same
+   input produced before: nothing accepted is lost).
+
+Both roles.  A client writes its header(s) at once and pipelines ``open``
+(and any ``begin``/``attach`` the caller makes) behind the AMQP header; with
+SASL, frames the caller makes before SASL has finished wait here and follow
+our ``open``.  A server answers headers and ``open`` by itself; sessions and
+links the peer begins are reported (``SessionBeginRequested``,
+``LinkAttachRequested``) for the application to accept or refuse.
+
+Limits: frames we write are at most the peer's ``max-frame-size`` (512 until
+its ``open`` arrives); frames we read at most ours (512 until we sent our
+``open``).  ``idle_timeout`` (ms) is how long we let the peer be silent; we
+advertise half of it [OASIS §2.4.5] and send an empty frame when we have
+been silent for half of what the peer advertised.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Role", "ConnState", "CONNECTION_TRANSITIONS", "ClientConfig", "ServerConfig",
+           "Connection", "COVERAGE"]
+
+import enum
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from .. import sasl as mech
+from ..errors import DecodeError, LocalProtocolError
+from . import events as ev
+from ._errors import Violation, local_error, remote_error
+from ._neutral import IdleClock, Role
+from .framing import EMPTY_FRAME, TYPE_AMQP, TYPE_SASL, Frame, FrameReader, ProtocolHeader
+from .sasl import SaslLayer
+from .session import Session, SessionConfig
+from .spec import (
+    AMQP_HEADER,
+    MIN_MAX_FRAME_SIZE,
+    SASL_HEADER,
+    Begin,
+    Close,
+    End,
+    Error,
+    Open,
+)
+
+
+class ConnState(enum.Enum):
+    START = "START"
+    HDR_SENT = "HDR_SENT"
+    HDR_RCVD = "HDR_RCVD"
+    HDR_EXCH = "HDR_EXCH"
+    OPEN_PIPE = "OPEN_PIPE"
+    OPEN_SENT = "OPEN_SENT"
+    OPEN_RCVD = "OPEN_RCVD"
+    OPENED = "OPENED"
+    CLOSE_PIPE = "CLOSE_PIPE"
+    OC_PIPE = "OC_PIPE"
+    CLOSE_SENT = "CLOSE_SENT"
+    DISCARDING = "DISCARDING"
+    CLOSE_RCVD = "CLOSE_RCVD"
+    END = "END"
+
+
+_S = ConnState
+# "frame": begin/end/attach/flow/transfer/disposition/detach (sessions' own);
+# "sasl": the SASL layer runs (START holds the frames the caller makes).
+CONNECTION_TRANSITIONS: dict[ConnState, dict[str, ConnState]] = {
+    # START holds a client's frames while SASL runs
+    _S.START: {"send:header": _S.HDR_SENT, "recv:header": _S.HDR_RCVD, "send:frame": _S.START,
+               "recv:bad-header": _S.END, "sasl:failed": _S.END},
+    _S.HDR_SENT: {"recv:header": _S.HDR_EXCH, "send:open": _S.OPEN_PIPE,
+                  "recv:bad-header": _S.END},
+    _S.HDR_RCVD: {"send:header": _S.HDR_EXCH},
+    _S.HDR_EXCH: {"send:open": _S.OPEN_SENT, "recv:open": _S.OPEN_RCVD},
+    _S.OPEN_PIPE: {"recv:header": _S.OPEN_SENT, "send:frame": _S.OPEN_PIPE,
+                   "send:close": _S.OC_PIPE, "recv:bad-header": _S.END},
+    _S.OC_PIPE: {"recv:header": _S.CLOSE_PIPE, "recv:bad-header": _S.END},
+    _S.OPEN_RCVD: {"send:open": _S.OPENED},
+    _S.OPEN_SENT: {"recv:open": _S.OPENED, "send:frame": _S.OPEN_SENT,
+                   "send:close": _S.CLOSE_PIPE, "send:close-error": _S.DISCARDING,
+                   "recv:close": _S.CLOSE_RCVD},
+    _S.CLOSE_PIPE: {"recv:open": _S.CLOSE_SENT, "recv:close": _S.END},
+    _S.OPENED: {"send:frame": _S.OPENED, "recv:frame": _S.OPENED, "send:close": _S.CLOSE_SENT,
+                "send:close-error": _S.DISCARDING, "recv:close": _S.CLOSE_RCVD},
+    # after our close we write nothing more; the peer's frames until its close are dropped
+    _S.CLOSE_SENT: {"recv:frame": _S.CLOSE_SENT, "recv:close": _S.END},
+    _S.DISCARDING: {"recv:frame": _S.DISCARDING, "recv:open": _S.DISCARDING,
+                    "recv:close": _S.END},
+    _S.CLOSE_RCVD: {"send:close": _S.END},
+    _S.END: {},
+}
+# Inputs every live state takes: the transport ends, the peer's idle time-out
+# expires, or the peer breaks the protocol where no close(error) can be sent.
+for _st, _row in CONNECTION_TRANSITIONS.items():
+    if _st is not _S.END:
+        _row["recv:eof"] = _S.END
+        _row["timer:dead"] = _S.END
+        if "send:close-error" not in _row:
+            _row["fail"] = _S.END
+del _st, _row
+
+COVERAGE: set[tuple[str, str, str]] | None = None
+
+_OPEN_OUT = {_S.OPEN_PIPE, _S.OPEN_SENT, _S.OPENED}  # our open sent, our close not
+
+
+@attrs.frozen(kw_only=True)
+class _Common:
+    container_id: str = "amqp-sansio"
+    max_frame_size: int = 65536
+    channel_max: int = 65535
+    idle_timeout: int | None = None  # ms of the peer's silence we accept (None: forever)
+    offered_capabilities: tuple[str, ...] | None = None
+    desired_capabilities: tuple[str, ...] | None = None
+    properties: dict[str, Any] | None = None
+    session: SessionConfig = SessionConfig()
+
+    def __attrs_post_init__(self) -> None:
+        if not MIN_MAX_FRAME_SIZE <= self.max_frame_size <= 0xFFFFFFFF:
+            raise local_error(f"max_frame_size {self.max_frame_size} is outside "
+                              f"[{MIN_MAX_FRAME_SIZE}, 2**32-1]")
+        if not 0 <= self.channel_max <= 0xFFFF:
+            raise local_error(f"channel_max {self.channel_max} is outside [0, 65535]")
+        if self.idle_timeout is not None and not 0 <= self.idle_timeout <= 0xFFFFFFFF:
+            raise local_error(f"idle_timeout {self.idle_timeout} is outside [0, 2**32-1] ms")
+
+
+@attrs.frozen(kw_only=True)
+class ClientConfig(_Common):
+    """``sasl``: mechanisms to offer, best first (fresh objects, e.g.
+    ``[sasl.ScramSha256Client("u", "p"), sasl.PlainClient("u", "p")]``), or
+    empty for no SASL layer."""
+
+    hostname: str | None = None
+    sasl: Sequence[mech.ClientMechanism] = ()
+
+
+@attrs.frozen(kw_only=True)
+class ServerConfig(_Common):
+    """``authenticator``: the SASL mechanisms offered (None: a client's SASL
+    header is refused).  ``require_sasl``: a client that skips SASL is
+    refused."""
+
+    authenticator: mech.ServerAuthenticator | None = None
+    require_sasl: bool = False
+
+
+class _Outbox:
+    """The connection as its sessions see it (``session.Outbox``)."""
+
+    __slots__ = ("_c",)
+
+    def __init__(self, conn: Connection) -> None:
+        self._c = conn
+
+    @property
+    def max_frame_size(self) -> int:
+        return self._c.peer_max_frame_size
+
+    def write(self, channel: int, body: Any, payload: bytes = b"") -> None:
+        self._c._write_frame(channel, body, payload)
+
+    def emit(self, event: ev.Event) -> None:
+        self._c._events.append(event)
+
+    def session_gone(self, session: Session) -> None:
+        self._c._session_gone(session)
+
+
+class Connection:
+    def __init__(self, role: Role, config: ClientConfig | ServerConfig | None = None) -> None:
+        if config is None:
+            config = ClientConfig() if role is Role.CLIENT else ServerConfig()
+        if (role is Role.CLIENT) != isinstance(config, ClientConfig):
+            raise local_error(f"a {role.value} needs a {'Client' if role is Role.CLIENT else 'Server'}"
+                              "Config")
+        self.role = role
+        self.config = config
+        self.state = ConnState.START
+        self._reader = FrameReader(MIN_MAX_FRAME_SIZE)
+        self._out = bytearray()
+        self._held: list[tuple[int, Any, bytes]] = []  # frames made before our open
+        self._events: list[ev.Event] = []
+        self._clock = IdleClock()
+        self._now: float | None = None
+        self._outbox = _Outbox(self)
+        self.sessions: dict[int, Session] = {}  # by our channel
+        self._remote: dict[int, Session] = {}  # by the peer's channel
+        self.remote_open: Open | None = None
+        self.remote_error: Error | None = None
+        self.error: Error | None = None
+        self.peer_max_frame_size = MIN_MAX_FRAME_SIZE
+        self.peer_channel_max = 0xFFFF
+        self.closed_reason: str | None = None
+        self.sasl: SaslLayer | None = None
+        if role is Role.CLIENT:
+            assert isinstance(config, ClientConfig)
+            if config.sasl:
+                self.sasl = SaslLayer(role, self._out.extend, mechanisms=config.sasl,
+                                      hostname=config.hostname)
+                self.sasl.start()
+            else:
+                self._send_header()
+                self._send_open()
+
+    # -- views -------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        return self.state is ConnState.END
+
+    @property
+    def peer_properties(self) -> dict[str, Any]:
+        return dict(self.remote_open.properties or {}) if self.remote_open else {}
+
+    def __repr__(self) -> str:
+        return f"Connection({self.role.value}, {self.state.name})"
+
+    # -- the one place state changes --------------------------------------------------
+    def _go(self, inp: str) -> None:
+        nxt = CONNECTION_TRANSITIONS[self.state].get(inp)
+        if nxt is None:
+            if inp.startswith("recv:"):
+                raise Violation(f"{inp[5:]} in state {self.state.name}", "amqp:illegal-state",
+                                "connection")
+            raise local_error(f"cannot {inp[5:]} in state {self.state.name}")
+        if COVERAGE is not None:
+            COVERAGE.add((self.role.value, self.state.name, inp))
+        self.state = nxt
+
+    # -- output --------------------------------------------------------------------
+    def _send_header(self) -> None:
+        self._go("send:header")
+        self._out += AMQP_HEADER
+
+    def _send_open(self) -> None:
+        c = self.config
+        self._go("send:open")
+        idle = None if c.idle_timeout is None else c.idle_timeout // 2
+        self._write(0, Open(
+            container_id=c.container_id,
+            hostname=c.hostname if isinstance(c, ClientConfig) else None,
+            max_frame_size=c.max_frame_size, channel_max=c.channel_max, idle_time_out=idle,
+            offered_capabilities=c.offered_capabilities,
+            desired_capabilities=c.desired_capabilities, properties=c.properties))
+        self._reader.max_frame_size = c.max_frame_size
+        if c.idle_timeout:
+            self._clock.receive_timeout = c.idle_timeout / 1000
+            if self._clock.last_in is None:
+                self._clock.last_in = self._now
+        for args in self._held:
+            self._write_frame(*args)
+        self._held.clear()
+
+    def _write(self, channel: int, body: Any, payload: bytes = b"") -> None:
+        out = self._out
+        start = len(out)
+        out += b"\x00\x00\x00\x00\x02\x00"
+        out += channel.to_bytes(2, "big")
+        try:
+            body._enc(body, out)
+        except (TypeError, AttributeError, ValueError, OverflowError) as e:
+            del out[start:]
+            if isinstance(e, LocalProtocolError):
+                raise
+            raise local_error(f"{body!r} cannot be encoded: {e}") from None
+        out += payload
+        size = len(out) - start
+        if size > self.peer_max_frame_size:
+            del out[start:]
+            raise local_error(f"a {size}-octet {type(body).__name__} frame exceeds the peer's "
+                              f"max-frame-size {self.peer_max_frame_size}")
+        out[start:start + 4] = size.to_bytes(4, "big")
+        self._clock.last_out = self._now
+
+    def _write_frame(self, channel: int, body: Any, payload: bytes = b"") -> None:
+        """A session's frame (the outbox seam)."""
+        if self.state is ConnState.START and self.sasl is not None:
+            self._go("send:frame")
+            self._held.append((channel, body, payload))
+            return
+        self._go("send:frame")
+        if channel > self.peer_channel_max:
+            raise local_error(f"channel {channel} is above the peer's channel-max "
+                              f"{self.peer_channel_max}")
+        self._write(channel, body, payload)
+
+    def data_to_send(self, now: float | None = None) -> bytes:
+        """Everything queued for the peer (call after every action)."""
+        if now is not None:
+            self._now = now
+        if not self._out:
+            return b""
+        data = bytes(self._out)
+        self._out.clear()
+        if now is not None:
+            self._clock.last_out = now
+        return data
+
+    # -- actions ---------------------------------------------------------------------
+    def begin(self, config: SessionConfig | None = None) -> Session:
+        """A new session on a free channel (begin written now)."""
+        if "send:frame" not in CONNECTION_TRANSITIONS[self.state] or (
+                self.state is ConnState.START and self.sasl is None):
+            raise local_error(f"begin() needs an open connection (state {self.state.name})")
+        s = Session(self._outbox, self._free_channel(), config or self.config.session)
+        self.sessions[s.channel] = s
+        s.begin()
+        return s
+
+    def _free_channel(self) -> int:
+        top = min(self.config.channel_max, self.peer_channel_max)
+        # a client numbers from the bottom, a server from the top (no collisions)
+        rng = range(top + 1) if self.role is Role.CLIENT else range(top, -1, -1)
+        for ch in rng:
+            if ch not in self.sessions:
+                return ch
+        raise local_error(f"no free channel (channel-max {top})")
+
+    def take_events(self) -> list[ev.Event]:
+        """Events the caller's own actions produced since the last
+        ``receive_data``/``handle_timer`` (they also come with the next one
+        of those)."""
+        events = self._events
+        self._events = []
+        return events
+
+    def session(self, channel: int) -> Session:
+        return self.sessions[channel]
+
+    def close(self, error: Error | None = None) -> None:
+        """Close (with ``error`` if the connection failed)."""
+        if self.state is ConnState.OPEN_RCVD:
+            self._send_open()
+        self._go("send:close")
+        self.error = error
+        self._write(0, Close(error=error))
+
+    # -- input ------------------------------------------------------------------------
+    def receive_data(self, data: bytes, now: float | None = None) -> list[ev.Event]:
+        """Octets from the peer (``b""``: the transport ended).  Returns the
+        events they (and the caller's actions since the last call) produced."""
+        if now is not None:
+            self._now = now
+            self._clock.last_in = now
+        events = self._events
+        self._events = []
+        if self.state is ConnState.END:
+            return events
+        self._events = events
+        try:
+            if not data:
+                self._eof()
+            else:
+                self._reader.receive(data)
+                while not self.closed:
+                    item = self._reader.next_item()
+                    if item is None:
+                        break
+                    self._item(item)
+        except DecodeError as e:
+            self._fail(e.message, getattr(e, "condition", "amqp:decode-error"), e)
+        except Violation as e:
+            if e.scope != "connection":  # pragma: no cover - sessions answer their own
+                raise
+            self._fail(e.message, e.condition)
+        except mech.SaslError as e:
+            self._fail(e.message, "amqp:unauthorized-access", e)
+        self._events = []
+        return events
+
+    def _eof(self) -> None:
+        if self.state is ConnState.END:
+            return
+        self._go("recv:eof")
+        self.closed_reason = "the transport ended"
+        self._events.append(ev.ConnectionLost("the transport ended before close"))
+
+    def _fail(self, message: str, condition: str, cause: Exception | None = None) -> None:
+        """The peer broke the protocol: close(error) when we can, then raise."""
+        events = self._events
+        self._events = []
+        err = Error(condition=condition, description=message[:1000])
+        if self.state in (ConnState.HDR_EXCH, ConnState.OPEN_RCVD):
+            self._send_open()  # a close must follow an open
+        if "send:close-error" in CONNECTION_TRANSITIONS[self.state]:
+            self._go("send:close-error")
+            self.error = err
+            self._write(0, Close(error=err))
+        elif self.state is not ConnState.END:
+            self._go("fail")  # before open, or closing already: the socket goes
+        self.closed_reason = message
+        events.append(ev.ProtocolViolation(None, "connection", None, message, "close",
+                                           condition))
+        e = remote_error(message, condition, "connection")
+        e.events = events  # type: ignore[attr-defined]
+        raise e from cause
+
+    def _item(self, item: ProtocolHeader | Frame) -> None:
+        if type(item) is ProtocolHeader:
+            self._header(item)
+            return
+        assert isinstance(item, Frame)
+        sasl = self.sasl
+        if sasl is not None and not sasl.done:
+            if item.type != TYPE_SASL or item.body is None:
+                raise Violation("an AMQP frame during SASL", "amqp:connection:framing-error",
+                                "connection")
+            sasl.handle_frame(item.body)
+            self._after_sasl_step()
+            return
+        if item.type != TYPE_AMQP:
+            raise Violation("a SASL frame after SASL", "amqp:connection:framing-error",
+                            "connection")
+        body = item.body
+        if body is None:  # an empty frame: the peer is alive
+            self._events.append(ev.HeartbeatReceived())
+            return
+        t = type(body)
+        if t is Open:
+            self._on_open(body, item.channel)
+        elif t is Close:
+            self._on_close(body)
+        else:
+            self._on_session_frame(body, item.channel, item.payload)
+
+    def _header(self, h: ProtocolHeader) -> None:
+        proto = h.protocol
+        sasl = self.sasl
+        if self.role is Role.CLIENT:
+            if sasl is not None and not sasl.done:
+                if proto != "sasl":
+                    self._mismatch(h, "the server answered the SASL header with another")
+                    return
+                sasl.handle_header()
+                return
+            if proto != "amqp":
+                self._mismatch(h, "the server did not answer with the AMQP 1.0 header")
+                return
+            self._go("recv:header")
+            return
+        cfg = self.config
+        assert isinstance(cfg, ServerConfig)
+        if proto == "sasl" and sasl is None and cfg.authenticator is not None:
+            self.sasl = SaslLayer(Role.SERVER, self._out.extend,
+                                  authenticator=cfg.authenticator)
+            self.sasl.handle_header()
+            return
+        if proto == "amqp" and (sasl is None or sasl.done) and not (
+                cfg.require_sasl and sasl is None):
+            self._go("recv:header")
+            self._send_header()
+            return
+        if proto == "tls":
+            why = "the client asked for TLS (AMQP 2 1 0 0): the adapter must do TLS"
+        elif proto == "sasl":
+            why = "the client asked for SASL, which this server does not offer"
+        elif proto == "amqp":
+            why = "the client skipped SASL, which this server requires"
+        else:
+            why = "not an AMQP 1.0 protocol header"
+        self._out += SASL_HEADER if cfg.require_sasl else AMQP_HEADER
+        self._mismatch(h, why)
+
+    def _mismatch(self, h: ProtocolHeader, why: str) -> None:
+        raw = h.raw
+        v = h.version
+        self.closed_reason = why
+        self._go("recv:bad-header")
+        self._events.append(ev.ProtocolHeaderMismatch(
+            raw, *(v if v is not None else (None, None, None, None))))
+        self._events.append(ev.ConnectionClosed(None, why, True, condition=None))
+
+    def _after_sasl_step(self) -> None:
+        sasl = self.sasl
+        assert sasl is not None
+        if sasl.done:
+            self._events.append(ev.SaslCompleted(sasl.mechanism or "", sasl.identity))
+            self._reader.expect_header()
+            if self.role is Role.CLIENT:
+                self._send_header()
+                self._send_open()
+        elif sasl.failed:
+            self._go("sasl:failed")
+            outcome = sasl.outcome
+            code = int(outcome.code) if outcome is not None else None
+            why = f"SASL authentication failed (code {code})"
+            self.closed_reason = why
+            self._events.append(ev.ConnectionClosed(code, why, self.role is Role.CLIENT,
+                                                    condition="amqp:unauthorized-access"))
+
+    def _on_open(self, body: Open, channel: int) -> None:
+        if channel != 0:
+            raise Violation(f"open on channel {channel}", "amqp:connection:framing-error",
+                            "connection")
+        self._go("recv:open")
+        self.remote_open = body
+        if body.max_frame_size < MIN_MAX_FRAME_SIZE:
+            raise Violation(f"max-frame-size {body.max_frame_size} is below 512",
+                            "amqp:invalid-field", "connection")
+        self.peer_max_frame_size = body.max_frame_size
+        self.peer_channel_max = body.channel_max
+        if body.idle_time_out:
+            self._clock.send_interval = body.idle_time_out / 2000
+            if self._clock.last_out is None:
+                self._clock.last_out = self._now
+        if self.state is ConnState.OPEN_RCVD:
+            self._send_open()
+        if self.state is ConnState.OPENED:
+            sasl = self.sasl
+            self._events.append(ev.ConnectionOpened(
+                virtual_host=body.hostname or "", channel_max=min(self.config.channel_max,
+                                                                  body.channel_max),
+                max_frame_size=min(self.config.max_frame_size, body.max_frame_size),
+                heartbeat=body.idle_time_out, peer_properties=self.peer_properties,
+                mechanism=sasl.mechanism or "" if sasl else "", identity=sasl.identity
+                if sasl else None, container_id=body.container_id))
+
+    def _on_close(self, body: Close) -> None:
+        self._go("recv:close")
+        self.remote_error = body.error
+        by_peer = self.state is ConnState.CLOSE_RCVD  # else it answers our close
+        if by_peer:
+            self._go("send:close")
+            self._write(0, Close())
+        err = body.error if by_peer else self.error
+        self.closed_reason = err.description if err is not None else "closed"
+        self._events.append(ev.ConnectionClosed(
+            None, err.description if err is not None else None, by_peer,
+            condition=err.condition if err is not None else None,
+            info=err.info if err is not None else None))
+
+    def _on_session_frame(self, body: Any, channel: int, payload: bytes) -> None:
+        self._go("recv:frame")
+        if self.state is not ConnState.OPENED:
+            return  # closing: dropped
+        if channel > self.config.channel_max:
+            raise Violation(f"channel {channel} is above our channel-max "
+                            f"{self.config.channel_max}", "amqp:connection:framing-error",
+                            "connection")
+        t = type(body)
+        if t is Begin:
+            self._on_begin(body, channel)
+            return
+        s = self._remote.get(channel)
+        if s is None:
+            raise Violation(f"{t.__name__.lower()} on channel {channel}, where no session is "
+                            "begun", "amqp:not-found", "connection")
+        if t is End:
+            s.handle_end(body)
+        else:
+            s.handle_frame(body, payload)
+
+    def _on_begin(self, body: Begin, channel: int) -> None:
+        if channel in self._remote:
+            raise Violation(f"begin on channel {channel}, where a session is begun",
+                            "amqp:illegal-state", "connection")
+        rc = body.remote_channel
+        if rc is not None:
+            s = self.sessions.get(rc)
+            if s is None or s.remote_channel is not None:
+                raise Violation(f"begin answers channel {rc}, where we began no session",
+                                "amqp:not-found", "connection")
+        else:
+            s = Session(self._outbox, self._free_channel(), self.config.session)
+            self.sessions[s.channel] = s
+        self._remote[channel] = s
+        s.handle_begin(body, channel)
+
+    def _session_gone(self, s: Session) -> None:
+        self.sessions.pop(s.channel, None)
+        if s.remote_channel is not None and self._remote.get(s.remote_channel) is s:
+            del self._remote[s.remote_channel]
+
+    # -- time ---------------------------------------------------------------------------
+    def next_deadline(self) -> float | None:
+        """When to call :meth:`handle_timer` (None: no timer runs)."""
+        if self.state not in _OPEN_OUT and self.state not in (ConnState.CLOSE_SENT,
+                                                               ConnState.DISCARDING):
+            return None
+        return self._clock.next_deadline()
+
+    def handle_timer(self, now: float) -> list[ev.Event]:
+        """Send an empty frame when one is due; close the connection when the
+        peer has been silent longer than ``idle_timeout``."""
+        self._now = now
+        events = self._events
+        self._events = []
+        if self.state is ConnState.END:
+            return events
+        idle, send = self._clock.poll(now)
+        if idle is not None:
+            events.append(ev.HeartbeatTimeout(idle))
+            self.closed_reason = f"the peer was silent for {idle:.3f} s"
+            if self.state in _OPEN_OUT:  # say why, though the peer may not hear it
+                err = Error(condition="amqp:resource-limit-exceeded",
+                            description=f"idle time-out: nothing for {idle:.3f} s")
+                self.error = err
+                self._write(0, Close(error=err))
+            self._go("timer:dead")
+        elif send and self.state in _OPEN_OUT:
+            self._out += EMPTY_FRAME
+            self._clock.last_out = now
+        return events

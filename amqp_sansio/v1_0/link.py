@@ -1,0 +1,646 @@
+"""The AMQP 1.0 link layer: attach/detach, credit, deliveries, settlement.
+
+Rules of this file:
+
+1. ``LINK_TRANSITIONS`` below is the link's only state machine; ``_go`` is
+   the only place ``state`` changes.  Inputs are ``send:<performative>`` (we
+   write it) and ``recv:<performative>`` (the peer did); ``frame`` stands for
+   flow, transfer and disposition.  A ``recv`` input the table lacks is the
+   peer's violation, a ``send`` input it lacks is the caller's misuse.
+2. A link talks to its session only through the :class:`LinkSeam` it was
+   given (write a frame, send a delivery's frames, number a delivery, emit an
+   event).  It never touches the session's or the connection's state.
+3. Proton's endpoint model: ``local_state``/``remote_state`` (UNINIT,
+   ACTIVE, CLOSED) derive from ``state``; ``error``/``remote_error`` are the
+   conditions each side ended with.
+
+Credit [OASIS part 2 §2.6.7]: the sender owns ``delivery_count`` (+1 per
+delivery, not per frame); the receiver grants ``credit``; a sender's credit
+is ``delivery-count(rcv) + link-credit(rcv) - delivery-count(snd)`` and it
+never sends a delivery without credit.  Settlement [§2.6.12]: a sender may
+pre-settle; a receiver settles first (``rcv-settle-mode`` first) or reports
+its outcome and settles after the sender did (second).  A second, different
+terminal outcome for one delivery is the peer's violation (the broker book,
+item 27), except that outcomes inside a transaction stay provisional.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "LinkState", "LINK_TRANSITIONS", "LinkSeam", "Link", "Delivery", "EndpointState",
+    "COVERAGE",
+]
+
+import enum
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..serial import serial_add, serial_diff
+from . import events as ev
+from ._errors import Violation, local_error
+from .spec import (
+    DELIVERY_TAG_MAX,
+    OUTCOME_CLASSES,
+    Attach,
+    Detach,
+    Disposition,
+    Error,
+    Flow,
+    ReceiverSettleMode,
+    Role,
+    SenderSettleMode,
+    Source,
+    TransactionalState,
+    Transfer,
+)
+
+if TYPE_CHECKING:
+    from ._specbase import SpecObject
+
+
+class LinkState(enum.Enum):
+    UNATTACHED = "UNATTACHED"
+    ATTACH_SENT = "ATTACH_SENT"
+    ATTACH_RCVD = "ATTACH_RCVD"
+    ATTACHED = "ATTACHED"
+    DETACH_SENT = "DETACH_SENT"
+    DETACH_RCVD = "DETACH_RCVD"
+    DETACHED = "DETACHED"
+
+
+_S = LinkState
+LINK_TRANSITIONS: dict[LinkState, dict[str, LinkState]] = {
+    _S.UNATTACHED: {"send:attach": _S.ATTACH_SENT, "recv:attach": _S.ATTACH_RCVD},
+    # a receiver may grant credit right behind its attach
+    _S.ATTACH_SENT: {"recv:attach": _S.ATTACHED, "send:frame": _S.ATTACH_SENT,
+                     "send:detach": _S.DETACH_SENT, "recv:detach": _S.DETACH_RCVD},
+    _S.ATTACH_RCVD: {"send:attach": _S.ATTACHED, "recv:detach": _S.DETACH_RCVD},
+    _S.ATTACHED: {"send:frame": _S.ATTACHED, "recv:frame": _S.ATTACHED,
+                  "send:detach": _S.DETACH_SENT, "recv:detach": _S.DETACH_RCVD},
+    # frames the peer sent before it saw our detach are read and dropped
+    _S.DETACH_SENT: {"recv:frame": _S.DETACH_SENT, "recv:detach": _S.DETACHED},
+    _S.DETACH_RCVD: {"send:detach": _S.DETACHED},
+    _S.DETACHED: {},
+}
+# a session that ends detaches its links, without frames (not closing them)
+for _st, _row in LINK_TRANSITIONS.items():
+    if _st is not _S.DETACHED:
+        _row["session:end"] = _S.DETACHED
+del _st, _row
+
+# (state, input) pairs the core went through, for transition-coverage tests
+COVERAGE: set[tuple[str, str]] | None = None
+
+
+class EndpointState(enum.Enum):
+    UNINIT = "UNINIT"
+    ACTIVE = "ACTIVE"
+    CLOSED = "CLOSED"
+
+
+_LOCAL = {_S.UNATTACHED: "UNINIT", _S.ATTACH_SENT: "ACTIVE", _S.ATTACH_RCVD: "UNINIT",
+          _S.ATTACHED: "ACTIVE", _S.DETACH_SENT: "CLOSED", _S.DETACH_RCVD: "ACTIVE",
+          _S.DETACHED: "CLOSED"}
+_REMOTE = {_S.UNATTACHED: "UNINIT", _S.ATTACH_SENT: "UNINIT", _S.ATTACH_RCVD: "ACTIVE",
+           _S.ATTACHED: "ACTIVE", _S.DETACH_SENT: "ACTIVE", _S.DETACH_RCVD: "CLOSED",
+           _S.DETACHED: "CLOSED"}
+
+_TERMINAL = tuple(c for c in OUTCOME_CLASSES)
+
+
+def _terminal(state: Any) -> bool:
+    """A terminal outcome (not received, not a transactional state)."""
+    return isinstance(state, _TERMINAL)
+
+
+class LinkSeam(Protocol):
+    """What a link may ask of its session (the session implements it)."""
+
+    @property
+    def channel(self) -> int: ...
+
+    @property
+    def max_frame_size(self) -> int: ...
+
+    def write(self, body: SpecObject) -> None:
+        """Queue one attach/detach/disposition frame on the session's channel."""
+
+    def write_flow(self, link: Link, echo: bool = False) -> None:
+        """Queue a flow for ``link`` (the session fills in its own fields)."""
+
+    def send_delivery(self, link: Link, first: Transfer, payload: bytes, more: bool) -> int:
+        """Queue transfer frames for ``payload`` (split to the frame size;
+        the first frame is ``first``, the rest carry only the handle); the
+        last says ``more``.  Returns the number of frames."""
+
+    def next_delivery_id(self) -> int: ...
+
+    def track(self, delivery: Delivery) -> None:
+        """Remember an unsettled delivery (dispositions name it by id)."""
+
+    def untrack(self, delivery: Delivery) -> None: ...
+
+    def emit(self, event: ev.Event) -> None: ...
+
+    def link_gone(self, link: Link) -> None:
+        """Both detaches exchanged: free the handles."""
+
+
+class Delivery:
+    """One delivery on a link, either direction (Proton-style: a local and a
+    remote state and settled flag)."""
+
+    __slots__ = ("link", "id", "tag", "message_format", "outgoing", "settled", "state",
+                 "remote_settled", "remote_state", "aborted", "complete", "frames", "batchable",
+                 "_chunks", "_size")
+
+    def __init__(self, link: Link, delivery_id: int, tag: bytes, message_format: int,
+                 outgoing: bool) -> None:
+        self.link = link
+        self.id = delivery_id
+        self.tag = tag
+        self.message_format = message_format
+        self.outgoing = outgoing
+        self.settled = False
+        self.state: Any = None
+        self.remote_settled = False
+        self.remote_state: Any = None
+        self.aborted = False
+        self.complete = outgoing
+        self.frames = 0
+        self.batchable = False
+        self._chunks: list[bytes] = []
+        self._size = 0
+
+    def __repr__(self) -> str:
+        return (f"Delivery(id={self.id}, tag={self.tag!r}, settled={self.settled}, "
+                f"remote_settled={self.remote_settled}, remote_state={self.remote_state!r})")
+
+    def update(self, state: Any) -> None:
+        """Report a state without settling (``rcv-settle-mode`` second, or a
+        ``received`` progress state)."""
+        self.link.dispose(self, state, settled=False)
+
+    def settle(self, state: Any = None) -> None:
+        """Settle, with ``state`` (an outcome) if given."""
+        self.link.dispose(self, state, settled=True)
+
+
+class Link:
+    """One end of a link: a sender (``role`` SENDER) or a receiver."""
+
+    def __init__(self, seam: LinkSeam, name: str, handle: int, role: Role, *,
+                 source: Any = None, target: Any = None,
+                 snd_settle_mode: SenderSettleMode = SenderSettleMode.MIXED,
+                 rcv_settle_mode: ReceiverSettleMode = ReceiverSettleMode.FIRST,
+                 max_message_size: int | None = None, properties: dict[str, Any] | None = None,
+                 offered_capabilities: tuple[str, ...] | None = None,
+                 desired_capabilities: tuple[str, ...] | None = None,
+                 initial_delivery_count: int = 0, unsettled: dict[Any, Any] | None = None,
+                 max_receive_size: int = 1 << 26) -> None:
+        self._seam = seam
+        self.name = name
+        self.handle = handle
+        self.role = role
+        self.source = source
+        self.target = target
+        self.snd_settle_mode = snd_settle_mode
+        self.rcv_settle_mode = rcv_settle_mode
+        self.max_message_size = max_message_size
+        self.properties = properties
+        self.offered_capabilities = offered_capabilities
+        self.desired_capabilities = desired_capabilities
+        self.unsettled = unsettled
+        self.max_receive_size = max_receive_size  # our cap when we set no max-message-size
+        self.state = LinkState.UNATTACHED
+        self.error: Error | None = None
+        # what the peer's attach/detach said
+        self.remote_handle: int | None = None
+        self.remote_attach: Attach | None = None
+        self.remote_error: Error | None = None
+        self.remote_closed: bool | None = None
+        self.closed = False  # our detach's closed flag
+        # credit
+        self.delivery_count = initial_delivery_count
+        self.credit = 0
+        self.available: int | None = None
+        self.drain = False
+        self.flow_properties: dict[str, Any] | None = None
+        # deliveries
+        self.unsettled_deliveries: dict[bytes, Delivery] = {}
+        self._incoming: Delivery | None = None
+        self._outgoing: Delivery | None = None
+
+    # -- views ----------------------------------------------------------------
+    @property
+    def is_sender(self) -> bool:
+        return self.role is Role.SENDER
+
+    @property
+    def local_state(self) -> EndpointState:
+        return EndpointState(_LOCAL[self.state])
+
+    @property
+    def remote_state(self) -> EndpointState:
+        return EndpointState(_REMOTE[self.state])
+
+    @property
+    def remote_source(self) -> Source | None:
+        return self.remote_attach.source if self.remote_attach else None  # type: ignore[return-value]
+
+    @property
+    def remote_target(self) -> Any:
+        return self.remote_attach.target if self.remote_attach else None
+
+    @property
+    def remote_snd_settle_mode(self) -> SenderSettleMode | None:
+        return self.remote_attach.snd_settle_mode if self.remote_attach else None
+
+    @property
+    def remote_rcv_settle_mode(self) -> ReceiverSettleMode | None:
+        return self.remote_attach.rcv_settle_mode if self.remote_attach else None
+
+    @property
+    def remote_max_message_size(self) -> int | None:
+        return self.remote_attach.max_message_size if self.remote_attach else None
+
+    @property
+    def channel(self) -> int:
+        return self._seam.channel
+
+    def __repr__(self) -> str:
+        return f"Link({self.name!r}, {self.role.name}, handle={self.handle}, {self.state.name})"
+
+    # -- the one place state changes ------------------------------------------------
+    def _go(self, inp: str) -> None:
+        nxt = LINK_TRANSITIONS[self.state].get(inp)
+        if nxt is None:
+            if inp.startswith("recv:"):
+                raise Violation(f"link {self.name!r}: {inp[5:]} in state {self.state.name}",
+                                "amqp:illegal-state", "session")
+            raise local_error(f"link {self.name!r}: cannot {inp[5:]} in state {self.state.name}")
+        if COVERAGE is not None:
+            COVERAGE.add((self.state.name, inp))
+        self.state = nxt
+
+    def _can(self, inp: str) -> bool:
+        return inp in LINK_TRANSITIONS[self.state]
+
+    # -- attach / detach ------------------------------------------------------------
+    def attach(self) -> None:
+        """Send our attach (first, or in answer to the peer's)."""
+        self._go("send:attach")
+        self._seam.write(self._attach_body(self.source, self.target))
+        if self.state is LinkState.ATTACHED:
+            self._seam.emit(ev.LinkAttached(self.channel, self))
+
+    def _attach_body(self, source: Any, target: Any) -> Attach:
+        return Attach(
+            name=self.name, handle=self.handle, role=self.role,
+            snd_settle_mode=self.snd_settle_mode, rcv_settle_mode=self.rcv_settle_mode,
+            source=source, target=target, unsettled=self.unsettled,
+            initial_delivery_count=self.delivery_count if self.is_sender else None,
+            max_message_size=self.max_message_size,
+            offered_capabilities=self.offered_capabilities,
+            desired_capabilities=self.desired_capabilities, properties=self.properties)
+
+    def refuse(self, error: Error) -> None:
+        """Refuse a link the peer attached: an attach with a null terminus on
+        our side, then a closing detach with ``error`` [OASIS part 2 §2.6.3]."""
+        if self.state is not LinkState.ATTACH_RCVD:
+            raise local_error(f"link {self.name!r}: refuse() answers the peer's attach only")
+        if self.is_sender:
+            self.source = None
+        else:
+            self.target = None
+        self._go("send:attach")
+        self._seam.write(self._attach_body(self.source, self.target))
+        self.detach(error=error)
+
+    def detach(self, *, closed: bool = True, error: Error | None = None) -> None:
+        """Send our detach (``closed`` False suspends the link: its terminus
+        stays for a later attach of the same name)."""
+        if self.state is LinkState.ATTACH_RCVD:  # answer first, then detach
+            self.attach()
+        self._go("send:detach")
+        self.error = error
+        self.closed = closed
+        self._incoming = None
+        self._seam.write(Detach(handle=self.handle, closed=closed, error=error))
+        if self.state is LinkState.DETACHED:
+            self._gone(by_peer=True)
+
+    def _gone(self, *, by_peer: bool) -> None:
+        self._seam.link_gone(self)
+        err = self.remote_error if by_peer else self.error
+        self._seam.emit(ev.LinkDetached(self.channel, self, by_peer, bool(self.remote_closed),
+                                        err))
+
+    def session_ended(self) -> None:
+        """Our session ended: the link is detached (its terminus is kept)."""
+        self._go("session:end")
+        self._incoming = self._outgoing = None
+
+    def violation(self, message: str, condition: str) -> None:
+        """The peer broke this link: detach it with ``condition`` (the
+        session goes on)."""
+        self._seam.emit(ev.ProtocolViolation(None, "link", self.channel, message, "detach",
+                                             condition))
+        if self._can("send:detach"):
+            self.detach(error=Error(condition=condition, description=message[:500]))
+
+    # -- input from the session -----------------------------------------------------
+    def handle_attach(self, body: Attach) -> None:
+        self._go("recv:attach")
+        self.remote_attach = body
+        self.remote_handle = body.handle
+        if body.role is self.role:
+            raise Violation(f"link {self.name!r}: the peer's attach has our role too",
+                            "amqp:invalid-field", "session")
+        if not self.is_sender and body.initial_delivery_count is not None:
+            # the sender's count rules (absent, against the spec: keep ours)
+            self.delivery_count = body.initial_delivery_count
+        if self.state is LinkState.ATTACH_RCVD:
+            # what the peer proposes, until the application says otherwise
+            self.source = body.source
+            self.target = body.target
+            self._seam.emit(ev.LinkAttachRequested(self.channel, self))
+            return
+        refused = (body.source is None) if not self.is_sender else (body.target is None)
+        if refused:
+            self._seam.emit(ev.LinkRefused(self.channel, self))
+        else:
+            self._seam.emit(ev.LinkAttached(self.channel, self))
+
+    def handle_detach(self, body: Detach) -> None:
+        self._go("recv:detach")
+        self.remote_error = body.error
+        self.remote_closed = body.closed
+        self._incoming = None
+        if self.state is LinkState.DETACH_RCVD:  # answer in kind
+            self._go("send:detach")
+            self.closed = body.closed
+            self._seam.write(Detach(handle=self.handle, closed=body.closed))
+            self._gone(by_peer=True)
+        else:
+            self._gone(by_peer=False)
+
+    def handle_flow(self, body: Flow) -> None:
+        self._go("recv:frame")
+        if self.state is LinkState.DETACH_SENT:
+            return
+        if self.is_sender:
+            rdc = body.delivery_count
+            if rdc is None:  # allowed before the receiver saw our attach
+                rdc = self.delivery_count
+            credit = serial_diff(self.delivery_count, serial_add(rdc, body.link_credit or 0))
+            self.credit = max(0, credit)
+            self.drain = body.drain
+            self._seam.emit(ev.LinkFlow(self.channel, self, self.credit, self.drain,
+                                        body.available))
+        else:
+            if body.delivery_count is not None:
+                limit = serial_add(self.delivery_count, self.credit)
+                self.delivery_count = body.delivery_count
+                self.credit = max(0, serial_diff(self.delivery_count, limit))
+                if body.link_credit is not None and body.link_credit < self.credit:
+                    self.credit = body.link_credit  # drained: the sender used it up
+            self.available = body.available
+            if self.drain and self.credit == 0:
+                self.drain = False
+            self._seam.emit(ev.LinkFlow(self.channel, self, self.credit, body.drain,
+                                        body.available))
+        if body.echo:
+            self._seam.write_flow(self)
+
+    def handle_transfer(self, body: Transfer, payload: bytes) -> None:
+        self._go("recv:frame")
+        if self.state is LinkState.DETACH_SENT:
+            return
+        if self.is_sender:
+            self.violation(f"link {self.name!r}: a transfer to a sending link",
+                           "amqp:illegal-state")
+            return
+        d = self._incoming
+        if d is None:
+            if body.delivery_id is None or body.delivery_tag is None:
+                self.violation("the first transfer of a delivery needs delivery-id and tag",
+                               "amqp:invalid-field")
+                return
+            if self.credit <= 0:
+                self.violation(f"link {self.name!r}: a delivery beyond the credit granted",
+                               "amqp:link:transfer-limit-exceeded")
+                return
+            self.credit -= 1
+            self.delivery_count = serial_add(self.delivery_count, 1)
+            d = Delivery(self, body.delivery_id, body.delivery_tag,
+                         body.message_format or 0, outgoing=False)
+            d.remote_settled = bool(body.settled)
+            d.remote_state = body.state
+            self._incoming = d
+        else:
+            if ((body.delivery_id is not None and body.delivery_id != d.id)
+                    or (body.delivery_tag is not None and body.delivery_tag != d.tag)):
+                self.violation(f"link {self.name!r}: a transfer of another delivery before "
+                               f"delivery {d.id} was complete", "amqp:invalid-field")
+                return
+            if body.settled:
+                d.remote_settled = True
+            if body.state is not None:
+                d.remote_state = body.state
+        d.frames += 1
+        d.batchable = body.batchable
+        if body.aborted:
+            self._incoming = None
+            d.aborted = True
+            d._chunks = []
+            self._seam.emit(ev.DeliveryAborted(self.channel, self, d))
+            return
+        if payload:
+            d._size += len(payload)
+            limit = self.max_message_size or self.max_receive_size
+            if d._size > limit:
+                self._incoming = None
+                self.violation(f"link {self.name!r}: a message of more than {limit} octets",
+                               "amqp:link:message-size-exceeded")
+                return
+            d._chunks.append(payload)
+        if body.more:
+            return
+        self._incoming = None
+        d.complete = True
+        data = d._chunks[0] if len(d._chunks) == 1 else b"".join(d._chunks)
+        d._chunks = []
+        if d.remote_settled:
+            d.settled = True
+        else:
+            self.unsettled_deliveries[d.tag] = d
+            self._seam.track(d)
+        self._seam.emit(ev.DeliveryReceived(self.channel, self, d, data))
+
+    def handle_disposition(self, d: Delivery, body: Disposition) -> None:
+        """The peer's disposition names ``d`` (the session found it by id)."""
+        self._go("recv:frame")
+        state = body.state
+        if (state is not None and _terminal(d.remote_state) and _terminal(state)
+                and state != d.remote_state):
+            self.violation(f"delivery {d.id}: outcome {type(state).__name__} after "
+                           f"{type(d.remote_state).__name__}", "amqp:illegal-state")
+            return
+        if state is not None:
+            d.remote_state = state
+        if body.settled:
+            d.remote_settled = True
+            if not d.settled:  # the peer settled: nothing more to say about it
+                d.settled = True
+                self.unsettled_deliveries.pop(d.tag, None)
+                self._seam.untrack(d)
+        self._seam.emit(ev.DeliveryUpdated(self.channel, self, d, state, body.settled))
+
+    # -- sending --------------------------------------------------------------------
+    def send(self, payload: bytes, *, tag: bytes | None = None, settled: bool | None = None,
+             message_format: int = 0, state: Any = None, batchable: bool = False,
+             more: bool = False) -> Delivery:
+        """Send one delivery (split into frames as the peer's frame size
+        needs).  Needs an attached sending link and credit.  ``more``: the
+        payload is the first part only; continue with :meth:`send_more` (or
+        :meth:`abort`) before sending another delivery."""
+        if self._outgoing is not None:
+            raise local_error(f"link {self.name!r}: delivery {self._outgoing.id} is not finished "
+                              "(send_more or abort it first)")
+        if not self.is_sender:
+            raise local_error(f"link {self.name!r} receives: it cannot send")
+        if self.state is not LinkState.ATTACHED:
+            raise local_error(f"link {self.name!r}: send() needs an attached link "
+                              f"(state {self.state.name})")
+        if self.credit <= 0:
+            raise local_error(f"link {self.name!r}: no credit (the receiver has granted none)")
+        mode = self.remote_snd_settle_mode or self.snd_settle_mode
+        if mode is SenderSettleMode.SETTLED:
+            settled = True
+        elif mode is SenderSettleMode.UNSETTLED:
+            if settled:
+                raise local_error(f"link {self.name!r}: snd-settle-mode unsettled: no pre-settled "
+                                  "deliveries")
+            settled = False
+        settled = bool(settled)
+        limit = self.remote_max_message_size
+        if limit and len(payload) > limit:
+            raise local_error(f"a message of {len(payload)} octets exceeds the peer's "
+                              f"max-message-size {limit}")
+        d_size = len(payload)
+        if tag is None:
+            tag = self.delivery_count.to_bytes(4, "big")
+        if len(tag) > DELIVERY_TAG_MAX:
+            raise local_error(f"a delivery tag holds at most {DELIVERY_TAG_MAX} octets")
+        if tag in self.unsettled_deliveries:
+            raise local_error(f"delivery tag {tag!r} is in use by an unsettled delivery")
+        if not isinstance(payload, bytes):
+            payload = bytes(payload)
+        did = self._seam.next_delivery_id()
+        d = Delivery(self, did, tag, message_format, outgoing=True)
+        d.settled = settled
+        d.state = state
+        d.batchable = batchable
+        d._size = d_size
+        first = Transfer(handle=self.handle, delivery_id=did, delivery_tag=tag,
+                         message_format=message_format, settled=settled, state=state,
+                         batchable=batchable)
+        self._go("send:frame")
+        if not settled:
+            self.unsettled_deliveries[tag] = d
+            self._seam.track(d)
+        self.credit -= 1
+        self.delivery_count = serial_add(self.delivery_count, 1)
+        d.complete = not more
+        if more:
+            self._outgoing = d
+        d.frames = self._seam.send_delivery(self, first, payload, more)
+        return d
+
+    def send_more(self, d: Delivery, payload: bytes, *, more: bool = False) -> None:
+        """The next part of the delivery :meth:`send` started with ``more``."""
+        if d is not self._outgoing:
+            raise local_error(f"delivery {d.id} is not in progress on link {self.name!r}")
+        limit = self.remote_max_message_size
+        d._size += len(payload)
+        if limit and d._size > limit:
+            raise local_error(f"the message exceeds the peer's max-message-size {limit}")
+        self._go("send:frame")
+        if not more:
+            self._outgoing = None
+            d.complete = True
+        d.frames += self._seam.send_delivery(self, Transfer(handle=self.handle), bytes(payload),
+                                             more)
+
+    def abort(self, d: Delivery) -> None:
+        """Abandon the delivery in progress: the receiver drops its parts."""
+        if d is not self._outgoing:
+            raise local_error(f"delivery {d.id} is not in progress on link {self.name!r}")
+        self._go("send:frame")
+        self._outgoing = None
+        d.aborted = True
+        d.settled = True
+        self.unsettled_deliveries.pop(d.tag, None)
+        self._seam.untrack(d)
+        d.frames += self._seam.send_delivery(
+            self, Transfer(handle=self.handle, aborted=True, settled=True), b"", False)
+
+    def drained(self) -> None:
+        """Sender: nothing more to send; if the receiver asked to drain, use
+        up the credit (delivery-count advances by it) and say so."""
+        if not self.is_sender:
+            raise local_error("drained() is for a sending link")
+        if self.drain and self.credit:
+            self.delivery_count = serial_add(self.delivery_count, self.credit)
+            self.credit = 0
+        self._go("send:frame")
+        self._seam.write_flow(self)
+
+    def set_available(self, available: int) -> None:
+        if not self.is_sender:
+            raise local_error("set_available() is for a sending link")
+        self._go("send:frame")
+        self.available = available
+        self._seam.write_flow(self)
+
+    def flow(self, credit: int, *, drain: bool = False, echo: bool = False,
+             properties: dict[str, Any] | None = None) -> None:
+        """Receiver: grant ``credit`` deliveries from now on (absolute, not
+        added), and ask the sender to drain them if ``drain``.  ``properties``
+        go in the flow (``{"txn-id": id}`` acquires inside a transaction)."""
+        if self.is_sender:
+            raise local_error("flow() grants credit: it is for a receiving link")
+        if not 0 <= credit <= 0xFFFFFFFF:
+            raise local_error(f"credit {credit} is outside [0, 2**32-1]")
+        self._go("send:frame")
+        self.credit = credit
+        self.drain = drain
+        self.flow_properties = properties
+        self._seam.write_flow(self, echo)
+
+    def dispose(self, d: Delivery, state: Any, *, settled: bool) -> None:
+        """Send a disposition for one delivery of this link."""
+        if d.link is not self:
+            raise local_error(f"delivery {d.id} is not of link {self.name!r}")
+        if d.settled:
+            raise local_error(f"delivery {d.id} is settled already")
+        if d.outgoing is False and not d.complete:
+            raise local_error(f"delivery {d.id} has not arrived whole")
+        if state is not None and not self.is_sender:
+            src = self.source
+            allowed = src.outcomes if isinstance(src, Source) else None
+            inner = state.outcome if isinstance(state, TransactionalState) else state
+            sym = getattr(type(inner), "SYMBOL", None)
+            if allowed and _terminal(inner) and sym not in allowed:
+                raise local_error(f"outcome {sym} is not among the source's outcomes "
+                                  f"{list(allowed)}")
+        self._go("send:frame")
+        d.state = state
+        if settled:
+            d.settled = True
+            self.unsettled_deliveries.pop(d.tag, None)
+            self._seam.untrack(d)
+        if settled and d.remote_settled:
+            return  # both settled: nothing to tell
+        self._seam.write(Disposition(role=self.role, first=d.id, settled=settled, state=state,
+                                     batchable=d.batchable))

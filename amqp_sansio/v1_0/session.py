@@ -1,0 +1,543 @@
+"""The AMQP 1.0 session layer: begin/end, the transfer windows, handles,
+delivery ids, and routing frames to links.
+
+Rules of this file:
+
+1. ``SESSION_TRANSITIONS`` below is the session's only state machine; ``_go``
+   is the only place ``state`` changes (``recv:frame``/``send:frame`` stand
+   for attach, flow, transfer, disposition and detach).
+2. A session talks to its connection only through the :class:`Outbox` it was
+   given (frames out, events out, the peer's frame size); its links talk to
+   it only through :class:`LinkSeam` (implemented here by ``_Seam``).
+3. Windows [OASIS part 2 §2.5.6], all RFC-1982 serials (``serial.py``):
+   every transfer *frame* takes one transfer-id.  We never write a transfer
+   when the peer's incoming window is shut -- frames wait here, in order, and
+   go when its flow opens it (link credit already bounds how many
+   deliveries that can be).  A peer's transfer beyond our incoming window
+   ends the session with ``window-violation``; we reopen our window (a
+   session flow) when half of it is used.
+
+Errors the session answers with ``end(error)`` (scope ``session``):
+window-violation, handle-in-use, unattached-handle, a flow whose
+next-incoming-id leads what we sent (as RabbitMQ does), and a link error
+the link cannot answer itself.  A handle above our handle-max closes the
+connection (``framing-error``: notes-0-9-1-and-1-0.md B.4 item 32).
+"""
+
+from __future__ import annotations
+
+__all__ = ["SessionState", "SESSION_TRANSITIONS", "Outbox", "Session", "SessionConfig",
+           "COVERAGE"]
+
+import enum
+from collections import deque
+from typing import TYPE_CHECKING, Any, Protocol
+
+import attrs
+
+from ..serial import SerialOrderError, serial_add, serial_diff
+from . import events as ev
+from ._errors import Violation, local_error
+from .link import Delivery, EndpointState, Link
+from .spec import (
+    Attach,
+    Begin,
+    Detach,
+    Disposition,
+    End,
+    Error,
+    Flow,
+    ReceiverSettleMode,
+    Role,
+    SenderSettleMode,
+    Source,
+    Target,
+    Transfer,
+)
+
+if TYPE_CHECKING:
+    from ._specbase import SpecObject
+
+
+class SessionState(enum.Enum):
+    UNMAPPED = "UNMAPPED"
+    BEGIN_SENT = "BEGIN_SENT"
+    BEGIN_RCVD = "BEGIN_RCVD"
+    MAPPED = "MAPPED"
+    END_SENT = "END_SENT"
+    DISCARDING = "DISCARDING"
+    END_RCVD = "END_RCVD"
+    ENDED = "ENDED"
+
+
+_S = SessionState
+SESSION_TRANSITIONS: dict[SessionState, dict[str, SessionState]] = {
+    _S.UNMAPPED: {"send:begin": _S.BEGIN_SENT, "recv:begin": _S.BEGIN_RCVD},
+    # links may be attached right behind our begin
+    _S.BEGIN_SENT: {"recv:begin": _S.MAPPED, "send:frame": _S.BEGIN_SENT,
+                    "send:end": _S.END_SENT, "send:end-error": _S.DISCARDING,
+                    "recv:end": _S.END_RCVD},
+    # the peer may pipeline attaches (and more) behind its begin
+    _S.BEGIN_RCVD: {"send:begin": _S.MAPPED, "recv:frame": _S.BEGIN_RCVD,
+                    "recv:end": _S.END_RCVD},
+    _S.MAPPED: {"send:frame": _S.MAPPED, "recv:frame": _S.MAPPED, "send:end": _S.END_SENT,
+                "send:end-error": _S.DISCARDING, "recv:end": _S.END_RCVD},
+    # what the peer sent before it saw our end is read and dropped
+    _S.END_SENT: {"recv:frame": _S.END_SENT, "recv:end": _S.ENDED},
+    _S.DISCARDING: {"recv:frame": _S.DISCARDING, "recv:end": _S.ENDED},
+    _S.END_RCVD: {"send:end": _S.ENDED},
+    _S.ENDED: {},
+}
+
+COVERAGE: set[tuple[str, str]] | None = None
+
+_LOCAL = {_S.UNMAPPED: "UNINIT", _S.BEGIN_SENT: "ACTIVE", _S.BEGIN_RCVD: "UNINIT",
+          _S.MAPPED: "ACTIVE", _S.END_SENT: "CLOSED", _S.DISCARDING: "CLOSED",
+          _S.END_RCVD: "ACTIVE", _S.ENDED: "CLOSED"}
+_REMOTE = {_S.UNMAPPED: "UNINIT", _S.BEGIN_SENT: "UNINIT", _S.BEGIN_RCVD: "ACTIVE",
+           _S.MAPPED: "ACTIVE", _S.END_SENT: "ACTIVE", _S.DISCARDING: "ACTIVE",
+           _S.END_RCVD: "CLOSED", _S.ENDED: "CLOSED"}
+_INPUTS = {Attach: "attach", Flow: "flow", Transfer: "transfer", Disposition: "disposition",
+           Detach: "detach"}
+
+
+class Outbox(Protocol):
+    """What a session may ask of its connection."""
+
+    @property
+    def max_frame_size(self) -> int:
+        """The largest frame the peer takes now."""
+
+    def write(self, channel: int, body: SpecObject, payload: bytes = b"") -> None:
+        """Queue one frame (LocalProtocolError if the connection can no
+        longer write)."""
+
+    def emit(self, event: ev.Event) -> None: ...
+
+    def session_gone(self, session: Session) -> None:
+        """Both ends exchanged: free the channels."""
+
+
+@attrs.frozen(kw_only=True)
+class SessionConfig:
+    """Our side of a session.  ``incoming_window``: transfer frames we take
+    before the peer must wait for our flow (reopened at half)."""
+
+    incoming_window: int = 2048
+    auto_window: bool = True  # False: the application reopens it (reopen_window)
+    outgoing_window: int = 0x7FFFFFFF
+    handle_max: int = 0xFFFFFFFF
+    next_outgoing_id: int = 0
+    max_receive_size: int = 1 << 26  # a link's message cap when it sets no max-message-size
+    offered_capabilities: tuple[str, ...] | None = None
+    desired_capabilities: tuple[str, ...] | None = None
+    properties: dict[str, Any] | None = None
+
+
+class Session:
+    """One session endpoint (either end may begin it)."""
+
+    def __init__(self, outbox: Outbox, channel: int, config: SessionConfig | None = None) -> None:
+        self._out = outbox
+        self.channel = channel
+        self.config = config or SessionConfig()
+        self.state = SessionState.UNMAPPED
+        self.error: Error | None = None
+        self.remote_begin: Begin | None = None
+        self.remote_channel: int | None = None
+        self.remote_error: Error | None = None
+        c = self.config
+        # transfer windows
+        self.initial_outgoing_id = c.next_outgoing_id
+        self.next_outgoing_id = c.next_outgoing_id
+        self.incoming_window = c.incoming_window  # what we still take before our next flow
+        self.next_incoming_id: int | None = None
+        self.remote_incoming_window = 0
+        self.remote_outgoing_window = 0
+        self.handle_max = c.handle_max
+        self.remote_handle_max = 0xFFFFFFFF
+        self._pending: deque[tuple[SpecObject, bytes]] = deque()  # transfers awaiting window
+        # deliveries: ids we number (outgoing) and the peer numbers (incoming)
+        self._next_delivery_id = 0
+        self._outgoing: dict[int, Delivery] = {}
+        self._incoming: dict[int, Delivery] = {}
+        # links by our handle, by the peer's handle, by (name, our role)
+        self.links: dict[int, Link] = {}
+        self._remote_links: dict[int, Link] = {}
+        self._names: dict[tuple[str, Role], Link] = {}
+        self._seam = _Seam(self)
+
+    # -- views ------------------------------------------------------------------
+    @property
+    def local_state(self) -> EndpointState:
+        return EndpointState(_LOCAL[self.state])
+
+    @property
+    def remote_state(self) -> EndpointState:
+        return EndpointState(_REMOTE[self.state])
+
+    def __repr__(self) -> str:
+        return f"Session(channel={self.channel}, {self.state.name})"
+
+    # -- the one place state changes ------------------------------------------------
+    def _go(self, inp: str) -> None:
+        nxt = SESSION_TRANSITIONS[self.state].get(inp)
+        if nxt is None:
+            if inp.startswith("recv:"):
+                raise Violation(f"session {self.channel}: {inp[5:]} in state {self.state.name}",
+                                "amqp:illegal-state", "connection")
+            raise local_error(f"session {self.channel}: cannot {inp[5:]} in state "
+                              f"{self.state.name}")
+        if COVERAGE is not None:
+            COVERAGE.add((self.state.name, inp))
+        self.state = nxt
+
+    # -- our actions -------------------------------------------------------------------
+    def begin(self) -> None:
+        """Send our begin (first, or in answer to the peer's)."""
+        self._go("send:begin")
+        c = self.config
+        self._out.write(self.channel, Begin(
+            remote_channel=self.remote_channel, next_outgoing_id=self.next_outgoing_id,
+            incoming_window=c.incoming_window, outgoing_window=c.outgoing_window,
+            handle_max=c.handle_max, offered_capabilities=c.offered_capabilities,
+            desired_capabilities=c.desired_capabilities, properties=c.properties))
+        if self.state is SessionState.MAPPED:
+            self._out.emit(ev.SessionBegun(self.channel, self))
+
+    def end(self, error: Error | None = None) -> None:
+        """Send our end (with ``error``: the session failed; what the peer
+        sends before its end is dropped)."""
+        if self.state is SessionState.BEGIN_RCVD:
+            self.begin()  # a begin must answer the peer's before the end
+        self._go("send:end-error" if error is not None and self.state is not
+                 SessionState.END_RCVD else "send:end")
+        self.error = error
+        self._pending.clear()
+        self._out.write(self.channel, End(error=error))
+        self._links_gone()
+        if self.state is SessionState.ENDED:
+            self._gone(by_peer=True)
+
+    def attach_sender(self, name: str, *, target: Any = None, source: Source | None = None,
+                      **kw: Any) -> Link:
+        """Start a sending link (attach written now)."""
+        return self._attach(name, Role.SENDER, source or Source(), target or Target(), **kw)
+
+    def attach_receiver(self, name: str, *, source: Source | None = None, target: Any = None,
+                        **kw: Any) -> Link:
+        """Start a receiving link (attach written now; grant credit with
+        ``link.flow(n)``)."""
+        return self._attach(name, Role.RECEIVER, source or Source(), target or Target(), **kw)
+
+    def _attach(self, name: str, role: Role, source: Any, target: Any, **kw: Any) -> Link:
+        if self.state not in (SessionState.BEGIN_SENT, SessionState.MAPPED):
+            raise local_error(f"session {self.channel}: attach needs a begun session "
+                              f"(state {self.state.name})")
+        if (name, role) in self._names:
+            raise local_error(f"a {role.name.lower()} link named {name!r} is attached already")
+        handle = self._free_handle()
+        kw.setdefault("snd_settle_mode", SenderSettleMode.MIXED)
+        kw.setdefault("rcv_settle_mode", ReceiverSettleMode.FIRST)
+        kw.setdefault("max_receive_size", self.config.max_receive_size)
+        link = Link(self._seam, name, handle, role, source=source, target=target, **kw)
+        self.links[handle] = link
+        self._names[(name, role)] = link
+        link.attach()
+        return link
+
+    def _free_handle(self) -> int:
+        limit = min(self.handle_max, self.remote_handle_max)
+        for h in range(len(self.links) + 1):
+            if h not in self.links:
+                if h > limit:
+                    break
+                return h
+        raise local_error(f"no free link handle (handle-max {limit})")
+
+    def flow(self, *, echo: bool = False) -> None:
+        """Send a session flow (our windows; ``echo`` asks for the peer's)."""
+        self._write(self._flow_body(None, echo))
+
+    def _write(self, body: SpecObject, payload: bytes = b"") -> None:
+        self._go("send:frame")
+        self._out.write(self.channel, body, payload)
+
+    # -- input from the connection ------------------------------------------------------
+    def handle_begin(self, body: Begin, remote_channel: int) -> None:
+        self._go("recv:begin")
+        self.remote_begin = body
+        self.remote_channel = remote_channel
+        self.next_incoming_id = body.next_outgoing_id
+        self.remote_incoming_window = body.incoming_window
+        self.remote_outgoing_window = body.outgoing_window
+        self.remote_handle_max = body.handle_max
+        if self.state is SessionState.MAPPED:
+            self._out.emit(ev.SessionBegun(self.channel, self))
+            self._flush()
+        else:
+            self._out.emit(ev.SessionBeginRequested(self.channel, self))
+
+    def handle_end(self, body: End) -> None:
+        self._go("recv:end")
+        self.remote_error = body.error
+        if self.state is SessionState.END_RCVD:
+            self._go("send:end")
+            self._pending.clear()
+            self._out.write(self.channel, End())
+            self._links_gone()
+            self._gone(by_peer=True)
+        else:
+            self._gone(by_peer=False)
+
+    def handle_frame(self, body: Any, payload: bytes) -> None:
+        """attach, flow, transfer, disposition or detach for this session.
+        Session-scope errors end the session here; connection-scope ones are
+        raised (Violation) for the connection to answer."""
+        self._go("recv:frame")
+        if self.state not in (SessionState.MAPPED, SessionState.BEGIN_RCVD):
+            return  # ending: dropped
+        try:
+            self._dispatch(body, payload)
+        except Violation as e:
+            if e.scope != "session":
+                raise
+            self._out.emit(ev.ProtocolViolation(None, "session", self.channel, e.message,
+                                                "end", e.condition))
+            if self.state in (SessionState.MAPPED, SessionState.BEGIN_RCVD):
+                self.end(Error(condition=e.condition, description=e.message[:500]))
+        except SerialOrderError as e:
+            self._out.emit(ev.ProtocolViolation(None, "session", self.channel, str(e), "end",
+                                                "amqp:session:window-violation"))
+            if self.state in (SessionState.MAPPED, SessionState.BEGIN_RCVD):
+                self.end(Error(condition="amqp:session:window-violation",
+                               description=str(e)[:500]))
+
+    def _dispatch(self, body: Any, payload: bytes) -> None:
+        t = type(body)
+        if t is Transfer:
+            self._on_transfer(body, payload)
+        elif t is Flow:
+            self._on_flow(body)
+        elif t is Disposition:
+            self._on_disposition(body)
+        elif t is Attach:
+            self._on_attach(body)
+        elif t is Detach:
+            link = self._remote_link(body.handle)
+            link.handle_detach(body)
+        else:  # pragma: no cover - the connection routes only these here
+            raise Violation(f"{t.__name__} is not a session frame", "amqp:illegal-state",
+                            "connection")
+
+    def _remote_link(self, handle: int | None) -> Link:
+        if handle is None or handle not in self._remote_links:
+            raise Violation(f"no link is attached on handle {handle}",
+                            "amqp:session:unattached-handle", "session")
+        return self._remote_links[handle]
+
+    def _on_attach(self, body: Attach) -> None:
+        if body.handle > self.handle_max:
+            raise Violation(f"handle {body.handle} is above our handle-max {self.handle_max}",
+                            "amqp:connection:framing-error", "connection")
+        if body.handle in self._remote_links:
+            raise Violation(f"handle {body.handle} is in use", "amqp:session:handle-in-use",
+                            "session")
+        mine = Role.RECEIVER if body.role is Role.SENDER else Role.SENDER
+        link = self._names.get((body.name, mine))
+        if link is None or link.remote_handle is not None:
+            handle = self._free_handle()
+            link = Link(self._seam, body.name, handle, mine,
+                        snd_settle_mode=body.snd_settle_mode,
+                        rcv_settle_mode=body.rcv_settle_mode,
+                        max_receive_size=self.config.max_receive_size)
+            self.links[handle] = link
+            self._names[(body.name, mine)] = link
+        self._remote_links[body.handle] = link
+        link.handle_attach(body)
+
+    def _on_transfer(self, body: Transfer, payload: bytes) -> None:
+        if self.incoming_window <= 0:
+            raise Violation("a transfer beyond our incoming window",
+                            "amqp:session:window-violation", "session")
+        self.incoming_window -= 1
+        assert self.next_incoming_id is not None
+        self.next_incoming_id = serial_add(self.next_incoming_id, 1)
+        self.remote_outgoing_window = max(0, self.remote_outgoing_window - 1)
+        link = self._remote_link(body.handle)
+        link.handle_transfer(body, payload)
+        if self.config.auto_window and self.incoming_window * 2 < self.config.incoming_window:
+            self.reopen_window()
+
+    def reopen_window(self) -> None:
+        """Let the peer send ``incoming_window`` more transfer frames (done
+        at half-use unless ``SessionConfig.auto_window`` is False)."""
+        if self.state is SessionState.MAPPED:
+            self.incoming_window = self.config.incoming_window
+            self._write(self._flow_body(None, False))
+
+    def _on_flow(self, body: Flow) -> None:
+        nid = body.next_incoming_id
+        base = self.initial_outgoing_id if nid is None else nid
+        if nid is not None and serial_diff(self.next_outgoing_id, nid) > 0:
+            raise Violation(f"flow: next-incoming-id {nid} leads the transfers we sent "
+                            f"(next-outgoing-id {self.next_outgoing_id})",
+                            "amqp:session:window-violation", "session")
+        self.remote_incoming_window = max(0, serial_diff(
+            self.next_outgoing_id, serial_add(base, body.incoming_window)))
+        self.remote_outgoing_window = body.outgoing_window
+        if body.handle is not None:
+            self._remote_link(body.handle).handle_flow(body)
+        elif body.echo:
+            self._write(self._flow_body(None, False))
+        self._flush()
+
+    def _on_disposition(self, body: Disposition) -> None:
+        # role receiver: about deliveries we sent; sender: about ones we received
+        book = self._outgoing if body.role is Role.RECEIVER else self._incoming
+        first = body.first
+        last = first if body.last is None else body.last
+        span = serial_diff(first, last)
+        if span < 0:
+            raise Violation(f"disposition: last {last} precedes first {first}",
+                            "amqp:invalid-field", "session")
+        if span < len(book):
+            hits = [book[i] for i in (serial_add(first, k) for k in range(span + 1))
+                    if i in book]
+        else:  # a wide range: walk what we hold, not what the peer wrote
+            hits = [d for i, d in list(book.items()) if 0 <= serial_diff(first, i) <= span]
+        for d in hits:
+            d.link.handle_disposition(d, body)
+
+    # -- output ------------------------------------------------------------------------
+    def _flow_body(self, link: Link | None, echo: bool) -> Flow:
+        kw: dict[str, Any] = {}
+        if link is not None:
+            kw = {"handle": link.handle, "delivery_count": link.delivery_count,
+                  "link_credit": link.credit, "available": link.available,
+                  "drain": link.drain, "properties": link.flow_properties}
+        return Flow(next_incoming_id=self.next_incoming_id, incoming_window=self.incoming_window,
+                    next_outgoing_id=self.next_outgoing_id,
+                    outgoing_window=self.config.outgoing_window, echo=echo, **kw)
+
+    def _send_delivery(self, link: Link, first: Transfer, payload: bytes, more: bool) -> int:
+        # room for payload beside the performative in its largest form (more set)
+        room = self._out.max_frame_size - 8 - len(_encoded(attrs.evolve(first, more=True)))
+        if room <= 0:
+            raise local_error(f"the peer's frame size {self._out.max_frame_size} leaves no room "
+                              "for a transfer")
+        frames = 0
+        pos = 0
+        n = len(payload)
+        body = first
+        while True:
+            chunk = payload[pos:pos + room]
+            pos += len(chunk)
+            last = pos >= n
+            frame_more = more if last else True
+            if frame_more != body.more:
+                body = attrs.evolve(body, more=frame_more)
+            self._queue_transfer(body, chunk)
+            frames += 1
+            if last:
+                return frames
+            body = Transfer(handle=first.handle)
+            room = self._out.max_frame_size - 8 - len(_encoded(attrs.evolve(body, more=True)))
+
+    def _queue_transfer(self, body: Transfer, payload: bytes) -> None:
+        if self._pending or self.remote_incoming_window <= 0 or (
+                self.state is not SessionState.MAPPED):
+            self._pending.append((body, payload))
+            return
+        self._write_transfer(body, payload)
+
+    def _write_transfer(self, body: SpecObject, payload: bytes) -> None:
+        self._write(body, payload)
+        self.next_outgoing_id = serial_add(self.next_outgoing_id, 1)
+        self.remote_incoming_window -= 1
+
+    def _flush(self) -> None:
+        """Write the transfers the peer's window now admits."""
+        while self._pending and self.remote_incoming_window > 0 and (
+                self.state is SessionState.MAPPED):
+            body, payload = self._pending.popleft()
+            self._write_transfer(body, payload)
+
+    @property
+    def queued_transfers(self) -> int:
+        """Transfer frames waiting for the peer's incoming window."""
+        return len(self._pending)
+
+    def _links_gone(self) -> None:
+        """An ended session detaches its links (without closing them)."""
+        for link in list(self.links.values()):
+            link.session_ended()
+        self.links.clear()
+        self._remote_links.clear()
+        self._names.clear()
+        self._outgoing.clear()
+        self._incoming.clear()
+
+    def _gone(self, *, by_peer: bool) -> None:
+        self._out.session_gone(self)
+        err = self.remote_error if by_peer else self.error
+        self._out.emit(ev.SessionEnded(self.channel, self, by_peer, err))
+
+
+def _encoded(body: SpecObject) -> bytes:
+    out = bytearray()
+    body._enc(body, out)
+    return bytes(out)
+
+
+class _Seam:
+    """The session as its links see it (:class:`~.link.LinkSeam`)."""
+
+    __slots__ = ("_s",)
+
+    def __init__(self, session: Session) -> None:
+        self._s = session
+
+    @property
+    def channel(self) -> int:
+        return self._s.channel
+
+    @property
+    def max_frame_size(self) -> int:
+        return self._s._out.max_frame_size
+
+    def write(self, body: SpecObject) -> None:
+        self._s._write(body)
+
+    def write_flow(self, link: Link, echo: bool = False) -> None:
+        self._s._write(self._s._flow_body(link, echo))
+
+    def send_delivery(self, link: Link, first: Transfer, payload: bytes, more: bool) -> int:
+        s = self._s
+        s._go("send:frame")
+        return s._send_delivery(link, first, payload, more)
+
+    def next_delivery_id(self) -> int:
+        s = self._s
+        did = s._next_delivery_id
+        s._next_delivery_id = serial_add(did, 1)
+        return did
+
+    def track(self, d: Delivery) -> None:
+        (self._s._outgoing if d.outgoing else self._s._incoming)[d.id] = d
+
+    def untrack(self, d: Delivery) -> None:
+        (self._s._outgoing if d.outgoing else self._s._incoming).pop(d.id, None)
+
+    def emit(self, event: ev.Event) -> None:
+        self._s._out.emit(event)
+
+    def link_gone(self, link: Link) -> None:
+        s = self._s
+        s.links.pop(link.handle, None)
+        if link.remote_handle is not None and s._remote_links.get(link.remote_handle) is link:
+            del s._remote_links[link.remote_handle]
+        if s._names.get((link.name, link.role)) is link:
+            del s._names[(link.name, link.role)]
+        for d in list(link.unsettled_deliveries.values()):
+            self.untrack(d)

@@ -1,0 +1,349 @@
+"""The 1.0 link layer: attach/detach, refusal, credit and drain, deliveries
+(multi-frame, aborted, settle modes, dispositions, outcomes), limits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pair_1_0 import Pair, of
+
+from amqp_sansio.errors import LocalProtocolError
+from amqp_sansio.v1_0 import events as ev
+from amqp_sansio.v1_0 import spec
+from amqp_sansio.v1_0.connection import Connection, Role, ServerConfig
+from amqp_sansio.v1_0.framing import FrameReader, encode_frame
+from amqp_sansio.v1_0.link import LinkState
+from amqp_sansio.v1_0.session import SessionConfig
+
+RCV = spec.ReceiverSettleMode
+SND = spec.SenderSettleMode
+
+
+def attached(p: Pair, *, sender: bool = True, **kw: Any) -> tuple[Any, Any]:
+    """(our client link, the server's link), attached."""
+    s = p.client.begin()
+    if not sender:
+        kw.setdefault("source", spec.Source(address="q"))
+    link = s.attach_sender("l", **kw) if sender else s.attach_receiver("l", **kw)
+    _, se = p.pump()
+    return link, of(se, ev.LinkAttachRequested)[0].link
+
+
+def test_attach_carries_termini_both_ways() -> None:
+    p = Pair()
+    src = spec.Source(address="q", durable=spec.TerminusDurability.UNSETTLED_STATE,
+                      expiry_policy=spec.TerminusExpiryPolicy.NEVER, timeout=30, dynamic=False,
+                      distribution_mode="copy", filter={"f": None},
+                      default_outcome=spec.Released(), outcomes=("amqp:accepted:list",),
+                      capabilities=("queue",))
+    link, srv = attached(p, sender=False, source=src)
+    assert srv.remote_source == src and srv.source == src
+    assert link.remote_source == src  # the server echoed what it has in place
+    assert link.state is LinkState.ATTACHED and srv.role is spec.Role.SENDER
+    att = [f.body for f in p.frames("c2s") if isinstance(f.body, spec.Attach)][0]
+    assert att.initial_delivery_count is None  # a receiver does not send one
+    att = [f.body for f in p.frames("s2c") if isinstance(f.body, spec.Attach)][0]
+    assert att.initial_delivery_count == 0
+
+
+def test_refused_link_null_terminus_then_detach() -> None:
+    p = Pair(accept=False)
+    s = p.client.begin()
+    snd = s.attach_sender("l", target=spec.Target(address="nowhere"))
+    _, se = p.pump()
+    of(se, ev.SessionBeginRequested)[0].session.begin()
+    srv_link = of(se, ev.LinkAttachRequested)[0].link  # pipelined behind the begin
+    srv_link.refuse(spec.Error(condition="amqp:not-found", description="no such node"))
+    ce, _ = p.pump()
+    assert of(ce, ev.LinkRefused)
+    det = of(ce, ev.LinkDetached)[0]
+    assert det.by_peer and det.error.condition == "amqp:not-found" and det.closed
+    att = [f.body for f in p.frames("s2c") if isinstance(f.body, spec.Attach)][0]
+    assert att.target is None  # the null terminus
+    assert snd.state is LinkState.DETACHED
+    with pytest.raises(LocalProtocolError):
+        snd.send(b"x")
+
+
+def test_detach_closed_or_not_and_reattach() -> None:
+    p = Pair()
+    snd, srv = attached(p)
+    snd.detach(closed=False)
+    ce, se = p.pump()
+    d = of(se, ev.LinkDetached)[0]
+    assert d.by_peer and not d.closed and srv.state is LinkState.DETACHED
+    assert of(ce, ev.LinkDetached)[0].closed is False  # the answer echoes it
+    s = next(iter(p.client.sessions.values()))
+    again = s.attach_sender("l")  # the same name on a new attach
+    _, se = p.pump()
+    assert of(se, ev.LinkAttachRequested)[0].link.name == "l" and again.credit == 100
+
+
+def test_sender_never_exceeds_credit() -> None:
+    p = Pair(credit=2)
+    snd, _ = attached(p)
+    snd.send(b"1")
+    snd.send(b"2")
+    with pytest.raises(LocalProtocolError, match="no credit"):
+        snd.send(b"3")
+    p.pump()
+    assert snd.credit == 0 and snd.delivery_count == 2
+
+
+def test_receiver_bounds_memory_with_credit() -> None:
+    """A peer sending beyond the credit granted: the link is detached with
+    transfer-limit-exceeded and the rest is dropped."""
+    srv = Connection(Role.SERVER, ServerConfig())
+    evs = srv.receive_data(spec.AMQP_HEADER + encode_frame(spec.Open(container_id="c"))
+                           + encode_frame(spec.Begin(next_outgoing_id=0, incoming_window=10,
+                                                     outgoing_window=10)))
+    of(evs, ev.SessionBeginRequested)[0].session.begin()
+    evs = srv.receive_data(encode_frame(spec.Attach(name="l", handle=0, role=spec.Role.SENDER,
+                                                    initial_delivery_count=0,
+                                                    target=spec.Target())))
+    link = of(evs, ev.LinkAttachRequested)[0].link
+    link.attach()
+    link.flow(1)
+    srv.data_to_send()
+    x = [encode_frame(spec.Transfer(handle=0, delivery_id=i, delivery_tag=b"%d" % i,
+                                    settled=True), payload=b"p") for i in range(3)]
+    evs = srv.receive_data(b"".join(x))
+    assert len(of(evs, ev.DeliveryReceived)) == 1
+    v = of(evs, ev.ProtocolViolation)[0]
+    assert v.scope == "link" and v.condition == "amqp:link:transfer-limit-exceeded"
+    dets = [f.body for f in FrameReader(1 << 16, header=False).feed(srv.data_to_send())
+            if isinstance(f.body, spec.Detach)]
+    assert dets[0].error.condition == "amqp:link:transfer-limit-exceeded"
+
+
+def test_drain_both_roles() -> None:
+    p = Pair(credit=0)
+    rcv, srv = attached(p, sender=False)
+    rcv.flow(4, drain=True)
+    _, se = p.pump()
+    flow = of(se, ev.LinkFlow)[0]
+    assert flow.drain and flow.credit == 4 and srv.credit == 4
+    srv.send(b"one")
+    srv.drained()
+    ce, _ = p.pump()
+    assert len(of(ce, ev.DeliveryReceived)) == 1
+    assert rcv.credit == 0 and rcv.delivery_count == 4 and not rcv.drain
+    assert srv.credit == 0 and srv.delivery_count == 4
+
+
+def test_echo_and_available() -> None:
+    p = Pair(credit=0)
+    rcv, srv = attached(p, sender=False)
+    srv.set_available(7)
+    p.pump()
+    assert rcv.available == 7
+    rcv.flow(2, echo=True)
+    ce, _ = p.pump()
+    assert of(ce, ev.LinkFlow)  # the sender answered the echo with its state
+
+
+@pytest.mark.parametrize("mode", [SND.SETTLED, SND.UNSETTLED, SND.MIXED])
+def test_sender_settle_modes(mode: SND) -> None:
+    p = Pair()
+    snd, srv = attached(p, snd_settle_mode=mode)
+    d = snd.send(b"x", settled=None if mode is not SND.MIXED else True)
+    _, se = p.pump()
+    r = of(se, ev.DeliveryReceived)[0]
+    pre = mode is not SND.UNSETTLED
+    assert d.settled is pre and r.delivery.remote_settled is pre
+    if mode is SND.UNSETTLED:
+        with pytest.raises(LocalProtocolError):
+            snd.send(b"y", settled=True)
+        r.delivery.settle(spec.Accepted())
+        ce, _ = p.pump()
+        assert of(ce, ev.DeliveryUpdated)[0].settled and d.settled
+
+
+def test_receiver_settles_second() -> None:
+    """rcv-settle-mode second: the receiver states its outcome unsettled, the
+    sender settles, then the receiver settles (no more frames)."""
+    p = Pair()
+    snd, srv = attached(p, rcv_settle_mode=RCV.SECOND)
+    assert srv.remote_rcv_settle_mode is RCV.SECOND
+    d = snd.send(b"x")
+    _, se = p.pump()
+    r = of(se, ev.DeliveryReceived)[0].delivery
+    r.update(spec.Accepted())
+    ce, _ = p.pump()
+    u = of(ce, ev.DeliveryUpdated)[0]
+    assert not u.settled and isinstance(u.state, spec.Accepted) and not d.settled
+    d.settle()
+    _, se = p.pump()
+    assert of(se, ev.DeliveryUpdated)[0].settled and r.settled
+    n = len(p.frames("s2c"))
+    p.pump()
+    assert len(p.frames("s2c")) == n
+
+
+def test_multi_frame_aborted_batchable_message_format() -> None:
+    p = Pair(server=ServerConfig(max_frame_size=512))
+    snd, srv = attached(p)
+    d = snd.send(b"a" * 300, more=True, message_format=0x1234, batchable=True)
+    snd.send_more(d, b"b" * 300, more=True)
+    with pytest.raises(LocalProtocolError, match="not finished"):
+        snd.send(b"other")
+    snd.send_more(d, b"c" * 10)
+    _, se = p.pump()
+    r = of(se, ev.DeliveryReceived)[0]
+    assert r.payload == b"a" * 300 + b"b" * 300 + b"c" * 10
+    assert r.delivery.message_format == 0x1234 and r.delivery.frames >= 3
+    xfers = [f.body for f in p.frames("c2s") if isinstance(f.body, spec.Transfer)]
+    assert all(x.more for x in xfers[:-1]) and not xfers[-1].more
+    assert xfers[0].batchable and xfers[1].delivery_id is None  # continuations are bare
+    d2 = snd.send(b"z" * 100, more=True)
+    snd.abort(d2)
+    _, se = p.pump()
+    aborted = of(se, ev.DeliveryAborted)
+    assert aborted and not of(se, ev.DeliveryReceived) and d2.settled
+    assert snd.unsettled_deliveries.keys() == {d.tag}
+
+
+def test_interleaving_within_a_link_is_refused() -> None:
+    srv = Connection(Role.SERVER, ServerConfig())
+    evs = srv.receive_data(spec.AMQP_HEADER + encode_frame(spec.Open(container_id="c"))
+                           + encode_frame(spec.Begin(next_outgoing_id=0, incoming_window=10,
+                                                     outgoing_window=10)))
+    of(evs, ev.SessionBeginRequested)[0].session.begin()
+    link = of(srv.receive_data(encode_frame(spec.Attach(
+        name="l", handle=0, role=spec.Role.SENDER, initial_delivery_count=0,
+        target=spec.Target()))), ev.LinkAttachRequested)[0].link
+    link.attach()
+    link.flow(5)
+    evs = srv.receive_data(
+        encode_frame(spec.Transfer(handle=0, delivery_id=0, delivery_tag=b"a", more=True), 0,
+                     b"part")
+        + encode_frame(spec.Transfer(handle=0, delivery_id=1, delivery_tag=b"b"), 0, b"x"))
+    v = of(evs, ev.ProtocolViolation)[0]
+    assert v.scope == "link" and v.condition == "amqp:invalid-field"
+
+
+def test_dispositions_ranges_and_states() -> None:
+    p = Pair()
+    snd, srv = attached(p)
+    ds = [snd.send(b"%d" % i) for i in range(5)]
+    _, se = p.pump()
+    rs = [e.delivery for e in of(se, ev.DeliveryReceived)]
+    rs[0].settle(spec.Accepted())
+    rs[1].settle(spec.Rejected(error=spec.Error(condition="amqp:invalid-field")))
+    rs[2].settle(spec.Released())
+    rs[3].settle(spec.Modified(delivery_failed=True, undeliverable_here=True,
+                               message_annotations={"x-opt-reason": "r"}))
+    rs[4].update(spec.Received(section_number=1, section_offset=10))
+    ce, _ = p.pump()
+    assert [type(d.remote_state).__name__ for d in ds] == [
+        "Accepted", "Rejected", "Released", "Modified", "Received"]
+    assert [d.settled for d in ds] == [True, True, True, True, False]
+    assert ds[3].remote_state.message_annotations == {"x-opt-reason": "r"}
+    # one disposition naming a range settles them all
+    snd2 = ds[0].link
+    more = [snd2.send(b"r%d" % i) for i in range(3)]
+    p.pump()
+    sess = next(iter(p.server.sessions.values()))
+    sess._write(spec.Disposition(role=spec.Role.RECEIVER, first=more[0].id, last=more[2].id,
+                                 settled=True, state=spec.Accepted()))
+    ce, _ = p.pump()
+    assert all(d.settled and isinstance(d.remote_state, spec.Accepted) for d in more)
+    # a range far wider than what is held costs what is held
+    sess._write(spec.Disposition(role=spec.Role.RECEIVER, first=0, last=0x7FFFFFF0,
+                                 settled=True, state=spec.Accepted()))
+    p.pump()
+    assert ds[4].settled
+
+
+def test_conflicting_outcomes_are_a_violation() -> None:
+    p = Pair()
+    snd, srv = attached(p, rcv_settle_mode=RCV.SECOND)
+    snd.send(b"x")
+    _, se = p.pump()
+    r = of(se, ev.DeliveryReceived)[0].delivery
+    r.update(spec.Accepted())
+    p.pump()
+    r.update(spec.Rejected())
+    ce, _ = p.pump()
+    v = of(ce, ev.ProtocolViolation)[0]
+    assert v.scope == "link" and v.condition == "amqp:illegal-state"
+    assert snd.state is LinkState.DETACHED or snd.state is LinkState.DETACH_SENT
+
+
+def test_transactional_states_stay_provisional() -> None:
+    p = Pair()
+    snd, srv = attached(p, rcv_settle_mode=RCV.SECOND)
+    snd.send(b"x")
+    _, se = p.pump()
+    r = of(se, ev.DeliveryReceived)[0].delivery
+    r.update(spec.TransactionalState(txn_id=b"t", outcome=spec.Accepted()))
+    r.update(spec.TransactionalState(txn_id=b"t", outcome=spec.Released()))
+    ce, _ = p.pump()
+    assert not of(ce, ev.ProtocolViolation)
+
+
+def test_delivery_tags_and_limits() -> None:
+    p = Pair()
+    snd, srv = attached(p, max_message_size=100)
+    assert srv.remote_max_message_size == 100
+    snd.send(b"x", tag=b"t1")
+    with pytest.raises(LocalProtocolError, match="in use"):
+        snd.send(b"y", tag=b"t1")
+    with pytest.raises(LocalProtocolError, match="32 octets"):
+        snd.send(b"y", tag=bytes(33))
+    p2 = Pair()
+    s2 = p2.client.begin()
+    snd2 = s2.attach_sender("big")
+    _, se = p2.pump()
+    # the server's link sets max-message-size 50
+    p3 = Pair(accept=False)
+    s3 = p3.client.begin()
+    snd3 = s3.attach_sender("l")
+    _, se = p3.pump()
+    of(se, ev.SessionBeginRequested)[0].session.begin()
+    p3.pump()
+    srv3 = next(iter(next(iter(p3.server.sessions.values())).links.values()))
+    srv3.max_message_size = 50
+    srv3.attach()
+    srv3.flow(5)
+    p3.pump()
+    with pytest.raises(LocalProtocolError, match="max-message-size 50"):
+        snd3.send(b"x" * 51)
+    assert snd2.credit == 100
+
+
+def test_receiving_beyond_our_max_message_size() -> None:
+    p = Pair(server=ServerConfig(session=SessionConfig(max_receive_size=1000)))
+    snd, srv = attached(p)
+    snd.send(b"x" * 1001)
+    _, se = p.pump()
+    v = of(se, ev.ProtocolViolation)[0]
+    assert v.condition == "amqp:link:message-size-exceeded" and not of(se, ev.DeliveryReceived)
+
+
+def test_outcome_must_be_offered() -> None:
+    p = Pair()
+    rcv, srv = attached(p, sender=False)
+    rcv.source = spec.Source(address="q", outcomes=("amqp:accepted:list",))
+    rcv.flow(1)
+    p.pump()
+    srv.send(b"x")
+    ce, _ = p.pump()
+    d = of(ce, ev.DeliveryReceived)[0].delivery
+    with pytest.raises(LocalProtocolError, match="not among the source's outcomes"):
+        d.settle(spec.Released())
+    d.settle(spec.Accepted())
+
+
+def test_misuse_is_local() -> None:
+    p = Pair()
+    rcv, srv = attached(p, sender=False)
+    with pytest.raises(LocalProtocolError):
+        rcv.send(b"x")
+    with pytest.raises(LocalProtocolError):
+        srv.flow(3)
+    with pytest.raises(LocalProtocolError):
+        rcv.flow(1 << 32)
+    with pytest.raises(LocalProtocolError):
+        rcv.refuse(spec.Error(condition="x"))
