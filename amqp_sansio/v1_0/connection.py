@@ -411,7 +411,7 @@ class Connection:
         events.append(ev.ProtocolViolation(None, "connection", None, message, "close",
                                            condition))
         e = remote_error(message, condition, "connection")
-        e.events = events  # type: ignore[attr-defined]
+        e.events = events
         raise e from cause
 
     def _item(self, item: ProtocolHeader | Frame) -> None:
