@@ -8,7 +8,7 @@
 #
 # `make test` runs every stage even when an earlier one fails, prints each
 # stage's time, and exits non-zero if any stage failed:
-#   pytest -> ruff -> mypy -> codegen --check -> scripts/wheel_check.py
+#   pytest -> ruff -> mypy -> codegen --check -> docs -> scripts/wheel_check.py
 # With CI=true, HYPOTHESIS_PROFILE defaults to "ci" (tests/conftest.py reads it).
 # Pass extra pytest options with PYTEST_ARGS='-k foo -x'.
 
@@ -17,7 +17,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 # Extras installed into the dev/CI venv (pyproject [project.optional-dependencies]).
-EXTRAS ?= test,bench,dev,spark,trio
+EXTRAS ?= test,bench,dev,docs,spark,trio
 # Extras scripts/wheel_check.py installs in a second phase to import their adapters.
 WHEEL_EXTRAS ?= trio,broker
 
@@ -29,9 +29,9 @@ endif
 # (adapters/trio is the package amqp_sansio_trio, not "trio").
 ADAPTERS := $(notdir $(patsubst %/__init__.py,%,$(wildcard adapters/*/__init__.py)))
 MYPY_CMD = ( mkdir -p .mypy-src && for a in $(ADAPTERS); do ln -sfn ../adapters/$$a .mypy-src/amqp_sansio_$$a; done && \
-	$(PY) -m mypy -p amqp_sansio $(foreach a,$(ADAPTERS),-p amqp_sansio_$(a)) )
+	$(PY) -m mypy -p amqp_sansio $(foreach a,$(ADAPTERS),-p amqp_sansio_$(a)) && $(PY) -m mypy examples )
 
-.PHONY: run test venv lint typecheck codegen-check wheel-check regen bench fuzz clean
+.PHONY: run test venv lint typecheck codegen-check wheel-check docs regen bench fuzz clean
 
 $(STAMP): pyproject.toml Makefile
 	@$(PY) -m pip --version >/dev/null 2>&1 || { \
@@ -70,10 +70,19 @@ test: $(STAMP)
 	$(call stage,ruff,$(PY) -m ruff check .) \
 	$(call stage,mypy,$(MYPY_CMD)) \
 	$(call stage,codegen,$(PY) codegen/gen_0_10.py --check && $(PY) codegen/gen_0_9_1.py --check && $(PY) codegen/gen_1_0.py --check) \
+	$(call stage,docs,$(DOCS_CMD)) \
 	$(call stage,wheel,$(PY) scripts/wheel_check.py --extras '$(WHEEL_EXTRAS)') \
 	echo "---- make test: stage summary"; cat "$$summary"; rm -f "$$summary"; \
 	if [ -n "$$failed" ]; then echo "make test: FAILED stages:$$failed" >&2; exit 1; fi; \
 	echo "make test: all stages passed"
+
+# The API reference (docs/, Sphinx autodoc) -> build/docs/index.html.  Strict:
+# a warning, or a reference to an amqp-sansio name that does not exist, fails.
+DOCS_CMD = $(PY) -m sphinx -b html -E -W -n --keep-going -q docs build/docs
+
+docs: $(STAMP)
+	$(DOCS_CMD)
+	@echo "API reference: build/docs/index.html"
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

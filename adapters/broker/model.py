@@ -10,6 +10,7 @@ to a consumer elsewhere), the other's ``on_output`` callback is called so
 its I/O layer can flush it.
 
 Semantics worth knowing (README has the full list):
+
 * each virtual host is a namespace of its own (:class:`VHost`): a
   connection sees the exchanges and queues of the vhost it opened only;
 * everything is in memory; ``durable`` is accepted and reported but

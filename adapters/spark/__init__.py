@@ -25,6 +25,7 @@ from .helpers import PublishSummary, publish_partitions
 from .options import AmqpOptionError
 from .publisher import TaskReport
 from .report import AmqpWriteError, JobReport
+from .workers import WorkerPythonError, check_worker_python
 
 if TYPE_CHECKING:
     from .source import AmqpDataSource
@@ -38,15 +39,23 @@ __all__ = [
     "READ_COLUMNS",
     "READ_SCHEMA_DDL",
     "TaskReport",
+    "WorkerPythonError",
+    "check_worker_python",
     "publish_partitions",
     "register",
 ]
 
 
 def register(spark: Any) -> None:
-    """Register the ``amqp`` data source with a SparkSession (Spark 4)."""
+    """Register the ``amqp`` data source with a SparkSession (Spark 4).
+
+    With a local master, first makes sure Spark's Python workers can import
+    this package (see :mod:`amqp_sansio_spark.workers`): a script run as
+    ``.venv/bin/python job.py`` works without activating the venv.
+    """
     from .source import AmqpDataSource
 
+    check_worker_python(spark.sparkContext)
     spark.dataSource.register(AmqpDataSource)
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import attrs
 
 from .options import parse_write_options
+from .workers import check_worker_python
 
 
 @attrs.frozen
@@ -53,6 +54,7 @@ def publish_partitions(df: Any, url: str, **options: object) -> PublishSummary:
     opts = parse_write_options({"url": url, **{k: _opt(v) for k, v in options.items()}},
                                spark_columns(df.schema))
     sc = df.sparkSession.sparkContext
+    check_worker_python(sc)
     sent, nbytes, parts = sc.accumulator(0), sc.accumulator(0), sc.accumulator(0)
 
     def run(rows: Iterator[Any]) -> None:

@@ -92,10 +92,10 @@ class ChannelState(enum.Enum):
 
 C = ChannelState
 
-# state -> input -> possible next states (None: state unchanged).  Inputs are
-# method names received, "method"/"content" for any other method or content,
-# and "close()" for the local close.  In CLOSING everything but close and
-# close-ok is discarded (spec; RabbitMQ does the same).
+#: state -> input -> possible next states (None: state unchanged).  Inputs are
+#: method names received, "method"/"content" for any other method or content,
+#: and "close()" for the local close.  In CLOSING everything but close and
+#: close-ok is discarded (spec; RabbitMQ does the same).
 CHANNEL_TRANSITIONS: dict[ChannelState, dict[str, tuple[ChannelState, ...] | None]] = {
     C.OPENING: {"channel.open-ok": (C.OPEN,), "channel.close": (C.CLOSED,),
                 "close()": (C.CLOSING,)},

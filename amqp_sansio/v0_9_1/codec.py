@@ -22,15 +22,15 @@ value``; an array (tag ``A``) is a u32 octet count followed by ``tag, value``
 items.  The 0-9-1 specification's tag list and what brokers actually send
 disagree (notes-0-9-1-and-1-0.md §A.2.3, checked against RabbitMQ 3.10.8):
 
-====  ==================  =========================  ==========================
-tag   0-9-1 spec          RabbitMQ (and Qpid Java)   here
-====  ==================  =========================  ==========================
-``s``  short string        int16                      profile-dependent
-``U``  int16               not accepted (error)       ``spec`` profile only
-``l``  uint64              int64                      profile-dependent
-``L``  int64               int64 (never sent)         int64
-``x``  --                  byte array (u32 length)    ``rabbit`` profile only
-====  ==================  =========================  ==========================
+======  ==================  =========================  ==========================
+tag     0-9-1 spec          RabbitMQ (and Qpid Java)   here
+======  ==================  =========================  ==========================
+``s``   short string        int16                      profile-dependent
+``U``   int16               not accepted (error)       ``spec`` profile only
+``l``   uint64              int64                      profile-dependent
+``L``   int64               int64 (never sent)         int64
+``x``   --                  byte array (u32 length)    ``rabbit`` profile only
+======  ==================  =========================  ==========================
 
 Everything else agrees: ``t`` boolean, ``b`` int8, ``B`` uint8, ``u``
 uint16, ``I`` int32, ``i`` uint32, ``f`` float32, ``d`` float64, ``D``
