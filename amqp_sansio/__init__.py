@@ -8,9 +8,12 @@ socket, starts a thread, reads a clock or runs an event loop.
 
 * :mod:`amqp_sansio.v0_10` -- AMQP 0-10 (connection, session, execution).
 * :mod:`amqp_sansio.v0_9_1` -- AMQP 0-9-1 as RabbitMQ speaks it.
+* ``amqp_sansio.v1_0`` -- AMQP 1.0 (in progress).
 * Shared by every protocol: :mod:`~amqp_sansio.errors` (who broke the
   protocol), :mod:`~amqp_sansio.exceptions` (what the adapters raise),
-  :mod:`~amqp_sansio.events`, :mod:`~amqp_sansio.url`,
+  :mod:`~amqp_sansio.events`, :mod:`~amqp_sansio.message`,
+  :mod:`~amqp_sansio.connection` (what an adapter drives),
+  :mod:`~amqp_sansio.registry` (the protocols), :mod:`~amqp_sansio.url`,
   :mod:`~amqp_sansio.sasl`, :mod:`~amqp_sansio.serial`,
   :mod:`~amqp_sansio.heartbeat`.
 

@@ -3,14 +3,14 @@
 The mechanisms themselves are in :mod:`amqp_sansio.sasl`; this is the
 conversation around them, which every AMQP version has in the same shape:
 
-=========================  =====================  ==========================
-step                       0-10 / 0-9-1           1.0 (its own SASL layer)
-=========================  =====================  ==========================
-server offers mechanisms   ``connection.start``   ``sasl-mechanisms``
-client picks, responds     ``start-ok``           ``sasl-init``
+=========================  ========================  ==================================
+step                       0-10 / 0-9-1              1.0 (its own SASL layer)
+=========================  ========================  ==================================
+server offers mechanisms   ``connection.start``      ``sasl-mechanisms``
+client picks, responds     ``start-ok``              ``sasl-init``
 challenge / response       ``secure``/``secure-ok``  ``sasl-challenge``/``-response``
-outcome                    ``tune`` (success)     ``sasl-outcome``
-=========================  =====================  ==========================
+outcome                    ``tune`` (success)        ``sasl-outcome``
+=========================  ========================  ==================================
 
 :class:`ClientNegotiator` and :class:`ServerNegotiator` hold one exchange's
 state and say what to send next; the connection (0-10, 0-9-1) or the SASL
