@@ -33,7 +33,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="action", required=True)
     add = sub.add_parser("add", help="add a user, or replace its password and permissions "
                                      "on the vhosts named")
-    add.add_argument("name")
+    add.add_argument("name", help="the user's name")
     add.add_argument("--vhost", action="append", default=[], metavar="NAME",
                      help="grant the permissions below on this vhost (repeatable; "
                           "default '/'); the file serves every vhost it names")
@@ -52,7 +52,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                      help="PBKDF2 iterations of the stored SCRAM-SHA-256 credentials "
                           "(default %(default)s)")
     delete = sub.add_parser("delete", help="remove a user")
-    delete.add_argument("name")
+    delete.add_argument("name", help="the user's name")
     sub.add_parser("list", help="users and their permissions per vhost")
     return p
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import amqp_sansio
 from amqp_sansio_broker.__main__ import _parser as broker_parser
+from amqp_sansio_broker.users_cli import _parser as users_parser
 from amqp_sansio_cli.main import PROG, build_parser
 
 
@@ -26,7 +27,8 @@ def parsers(p: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
 
 
 def all_parsers() -> list[argparse.ArgumentParser]:
-    return [*parsers(build_parser()), broker_parser(f"{PROG} broker")]
+    return [*parsers(build_parser()), broker_parser(f"{PROG} broker"),
+            *parsers(users_parser(f"{PROG} broker"))]
 
 
 def test_every_option_has_help_and_its_default() -> None:
@@ -61,7 +63,7 @@ def test_descriptions_are_whole_sentences() -> None:
 
 def test_version_has_one_source() -> None:
     assert amqp_sansio.__version__ == importlib.metadata.version("amqp-sansio")
-    out = subprocess.run([sys.executable, "-m", "amqp_sansio_cli.main", "--version"],
+    out = subprocess.run([sys.executable, "-m", "amqp_sansio_cli", "--version"],
                          capture_output=True, text=True, timeout=60, check=True).stdout
     assert out.strip() == f"{PROG} {amqp_sansio.__version__}"
     # Written once: amqp_sansio/__init__.py (pyproject reads it from there).
