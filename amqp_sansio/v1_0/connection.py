@@ -38,16 +38,19 @@ __all__ = ["Role", "ConnState", "CONNECTION_TRANSITIONS", "ClientConfig", "Serve
            "Connection", "COVERAGE"]
 
 import enum
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from .. import sasl as mech
-from ..errors import DecodeError, LocalProtocolError
+from ..errors import ConnectionViolation, DecodeError, LocalProtocolError
+from ..header import mismatch
+from ..heartbeat import HeartbeatClock
+from ..role import Role
+from ..sasl_negotiator import ClientNegotiator, ServerNegotiator, client_mechanisms
 from . import events as ev
-from ._errors import Violation, local_error, remote_error
-from ._neutral import IdleClock, Role
+from ._errors import connection_violation, local_error
 from .framing import EMPTY_FRAME, TYPE_AMQP, TYPE_SASL, Frame, FrameReader, ProtocolHeader
 from .sasl import SaslLayer
 from .session import Session, SessionConfig
@@ -144,23 +147,40 @@ class _Common:
             raise local_error(f"idle_timeout {self.idle_timeout} is outside [0, 2**32-1] ms")
 
 
+def _mechanisms(v: Any) -> tuple[str | Callable[[], mech.ClientMechanism], ...]:
+    return (v,) if isinstance(v, str) else tuple(v)
+
+
 @attrs.frozen(kw_only=True)
 class ClientConfig(_Common):
-    """``sasl``: mechanisms to offer, best first (fresh objects, e.g.
-    ``[sasl.ScramSha256Client("u", "p"), sasl.PlainClient("u", "p")]``), or
-    empty for no SASL layer."""
+    """How a client connects.  ``sasl`` False: no SASL layer (the AMQP header
+    straight away).  ``mechanisms``: names (built from username/password for
+    each connection) or zero-argument factories, best first; empty:
+    SCRAM-SHA-256 and PLAIN with credentials, else ANONYMOUS (as for 0-10)."""
 
     hostname: str | None = None
-    sasl: Sequence[mech.ClientMechanism] = ()
+    sasl: bool = True
+    username: str | None = None
+    password: str | None = attrs.field(default=None, repr=False)
+    mechanisms: tuple[str | Callable[[], mech.ClientMechanism], ...] = attrs.field(
+        default=(), converter=_mechanisms)
+
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        mech.check_credentials(self.mechanisms, self.username, self.password)
+
+
+def _anonymous() -> mech.ServerAuthenticator:
+    return mech.ServerAuthenticator.standard(anonymous=True)
 
 
 @attrs.frozen(kw_only=True)
 class ServerConfig(_Common):
-    """``authenticator``: the SASL mechanisms offered (None: a client's SASL
-    header is refused).  ``require_sasl``: a client that skips SASL is
-    refused."""
+    """How a server answers.  ``authenticator``: the SASL mechanisms offered
+    (ANONYMOUS by default; None: a client's SASL header is refused).
+    ``require_sasl``: a client that skips SASL is refused."""
 
-    authenticator: mech.ServerAuthenticator | None = None
+    authenticator: mech.ServerAuthenticator | None = attrs.field(factory=_anonymous)
     require_sasl: bool = False
 
 
@@ -200,7 +220,7 @@ class Connection:
         self._out = bytearray()
         self._held: list[tuple[int, Any, bytes]] = []  # frames made before our open
         self._events: list[ev.Event] = []
-        self._clock = IdleClock()
+        self._clock = HeartbeatClock()
         self._now: float | None = None
         self._outbox = _Outbox(self)
         self.sessions: dict[int, Session] = {}  # by our channel
@@ -215,8 +235,10 @@ class Connection:
         if role is Role.CLIENT:
             assert isinstance(config, ClientConfig)
             if config.sasl:
-                self.sasl = SaslLayer(role, self._out.extend, mechanisms=config.sasl,
-                                      hostname=config.hostname)
+                neg = ClientNegotiator(client_mechanisms(
+                    config.mechanisms, config.username, config.password,
+                    default=("SCRAM-SHA-256", "PLAIN"), default_without_credentials=("ANONYMOUS",)))
+                self.sasl = SaslLayer(role, self._out.extend, neg, hostname=config.hostname)
                 self.sasl.start()
             else:
                 self._send_header()
@@ -239,8 +261,7 @@ class Connection:
         nxt = CONNECTION_TRANSITIONS[self.state].get(inp)
         if nxt is None:
             if inp.startswith("recv:"):
-                raise Violation(f"{inp[5:]} in state {self.state.name}", "amqp:illegal-state",
-                                "connection")
+                raise connection_violation(f"{inp[5:]} in state {self.state.name}", "amqp:illegal-state")
             raise local_error(f"cannot {inp[5:]} in state {self.state.name}")
         if COVERAGE is not None:
             COVERAGE.add((self.role.value, self.state.name, inp))
@@ -263,9 +284,9 @@ class Connection:
             desired_capabilities=c.desired_capabilities, properties=c.properties))
         self._reader.max_frame_size = c.max_frame_size
         if c.idle_timeout:
-            self._clock.receive_timeout = c.idle_timeout / 1000
-            if self._clock.last_in is None:
-                self._clock.last_in = self._now
+            self._clock.configure(send_interval=self._clock.send_interval,
+                                  receive_timeout=c.idle_timeout / 1000)
+            self._clock.arm(self._now, send=False, watch=True)
         for args in self._held:
             self._write_frame(*args)
         self._held.clear()
@@ -377,11 +398,9 @@ class Connection:
                         break
                     self._item(item)
         except DecodeError as e:
-            self._fail(e.message, getattr(e, "condition", "amqp:decode-error"), e)
-        except Violation as e:
-            if e.scope != "connection":  # pragma: no cover - sessions answer their own
-                raise
-            self._fail(e.message, e.condition)
+            self._fail(e.message, e.condition or "amqp:decode-error", e)
+        except ConnectionViolation as e:
+            self._fail(e.message, e.condition or "amqp:internal-error")
         except mech.SaslError as e:
             self._fail(e.message, "amqp:unauthorized-access", e)
         self._events = []
@@ -410,9 +429,7 @@ class Connection:
         self.closed_reason = message
         events.append(ev.ProtocolViolation(None, "connection", None, message, "close",
                                            condition))
-        e = remote_error(message, condition, "connection")
-        e.events = events
-        raise e from cause
+        raise ConnectionViolation(message, None, condition=condition).remote(events) from cause
 
     def _item(self, item: ProtocolHeader | Frame) -> None:
         if type(item) is ProtocolHeader:
@@ -422,14 +439,12 @@ class Connection:
         sasl = self.sasl
         if sasl is not None and not sasl.done:
             if item.type != TYPE_SASL or item.body is None:
-                raise Violation("an AMQP frame during SASL", "amqp:connection:framing-error",
-                                "connection")
+                raise connection_violation("an AMQP frame during SASL", "amqp:connection:framing-error")
             sasl.handle_frame(item.body)
             self._after_sasl_step()
             return
         if item.type != TYPE_AMQP:
-            raise Violation("a SASL frame after SASL", "amqp:connection:framing-error",
-                            "connection")
+            raise connection_violation("a SASL frame after SASL", "amqp:connection:framing-error")
         body = item.body
         if body is None:  # an empty frame: the peer is alive
             self._events.append(ev.HeartbeatReceived())
@@ -461,7 +476,7 @@ class Connection:
         assert isinstance(cfg, ServerConfig)
         if proto == "sasl" and sasl is None and cfg.authenticator is not None:
             self.sasl = SaslLayer(Role.SERVER, self._out.extend,
-                                  authenticator=cfg.authenticator)
+                                  ServerNegotiator(cfg.authenticator))
             self.sasl.handle_header()
             return
         if proto == "amqp" and (sasl is None or sasl.done) and not (
@@ -481,13 +496,10 @@ class Connection:
         self._mismatch(h, why)
 
     def _mismatch(self, h: ProtocolHeader, why: str) -> None:
-        raw = h.raw
-        v = h.version
         self.closed_reason = why
         self._go("recv:bad-header")
-        self._events.append(ev.ProtocolHeaderMismatch(
-            raw, *(v if v is not None else (None, None, None, None))))
-        self._events.append(ev.ConnectionClosed(None, why, True, condition=None))
+        self._events.append(mismatch(h.raw))
+        self._events.append(ev.ConnectionClosed(None, why, True))
 
     def _after_sasl_step(self) -> None:
         sasl = self.sasl
@@ -509,19 +521,18 @@ class Connection:
 
     def _on_open(self, body: Open, channel: int) -> None:
         if channel != 0:
-            raise Violation(f"open on channel {channel}", "amqp:connection:framing-error",
-                            "connection")
+            raise connection_violation(f"open on channel {channel}", "amqp:connection:framing-error")
         self._go("recv:open")
         self.remote_open = body
         if body.max_frame_size < MIN_MAX_FRAME_SIZE:
-            raise Violation(f"max-frame-size {body.max_frame_size} is below 512",
-                            "amqp:invalid-field", "connection")
+            raise connection_violation(f"max-frame-size {body.max_frame_size} is below 512",
+                            "amqp:invalid-field")
         self.peer_max_frame_size = body.max_frame_size
         self.peer_channel_max = body.channel_max
         if body.idle_time_out:
-            self._clock.send_interval = body.idle_time_out / 2000
-            if self._clock.last_out is None:
-                self._clock.last_out = self._now
+            self._clock.configure(send_interval=body.idle_time_out / 2000,
+                                  receive_timeout=self._clock.receive_timeout)
+            self._clock.arm(self._now, send=True, watch=False)
         if self.state is ConnState.OPEN_RCVD:
             self._send_open()
         if self.state is ConnState.OPENED:
@@ -553,17 +564,16 @@ class Connection:
         if self.state is not ConnState.OPENED:
             return  # closing: dropped
         if channel > self.config.channel_max:
-            raise Violation(f"channel {channel} is above our channel-max "
-                            f"{self.config.channel_max}", "amqp:connection:framing-error",
-                            "connection")
+            raise connection_violation(f"channel {channel} is above our channel-max "
+                            f"{self.config.channel_max}", "amqp:connection:framing-error")
         t = type(body)
         if t is Begin:
             self._on_begin(body, channel)
             return
         s = self._remote.get(channel)
         if s is None:
-            raise Violation(f"{t.__name__.lower()} on channel {channel}, where no session is "
-                            "begun", "amqp:not-found", "connection")
+            raise connection_violation(f"{t.__name__.lower()} on channel {channel}, where no session is "
+                            "begun", "amqp:not-found")
         if t is End:
             s.handle_end(body)
         else:
@@ -571,14 +581,14 @@ class Connection:
 
     def _on_begin(self, body: Begin, channel: int) -> None:
         if channel in self._remote:
-            raise Violation(f"begin on channel {channel}, where a session is begun",
-                            "amqp:illegal-state", "connection")
+            raise connection_violation(f"begin on channel {channel}, where a session is begun",
+                            "amqp:illegal-state")
         rc = body.remote_channel
         if rc is not None:
             s = self.sessions.get(rc)
             if s is None or s.remote_channel is not None:
-                raise Violation(f"begin answers channel {rc}, where we began no session",
-                                "amqp:not-found", "connection")
+                raise connection_violation(f"begin answers channel {rc}, where we began no session",
+                                "amqp:not-found")
         else:
             s = Session(self._outbox, self._free_channel(), self.config.session)
             self.sessions[s.channel] = s
@@ -620,3 +630,10 @@ class Connection:
             self._out += EMPTY_FRAME
             self._clock.last_out = now
         return events
+
+
+if TYPE_CHECKING:
+    from ..connection import SansIOConnection
+
+    def _conforms(c: Connection) -> SansIOConnection:
+        return c

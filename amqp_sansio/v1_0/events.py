@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ._neutral import (
+from ..events import (
     ChannelEvent,
     ConnectionClosed,
     ConnectionLost,

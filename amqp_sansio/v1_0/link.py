@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..serial import serial_add, serial_diff
 from . import events as ev
-from ._errors import Violation, local_error
+from ._errors import SessionViolation, local_error
 from .spec import (
     DELIVERY_TAG_MAX,
     OUTCOME_CLASSES,
@@ -275,8 +275,8 @@ class Link:
         nxt = LINK_TRANSITIONS[self.state].get(inp)
         if nxt is None:
             if inp.startswith("recv:"):
-                raise Violation(f"link {self.name!r}: {inp[5:]} in state {self.state.name}",
-                                "amqp:illegal-state", "session")
+                raise SessionViolation(f"link {self.name!r}: {inp[5:]} in state "
+                                       f"{self.state.name}", "amqp:illegal-state")
             raise local_error(f"link {self.name!r}: cannot {inp[5:]} in state {self.state.name}")
         if COVERAGE is not None:
             COVERAGE.add((self.state.name, inp))
@@ -354,8 +354,8 @@ class Link:
         self.remote_attach = body
         self.remote_handle = body.handle
         if body.role is self.role:
-            raise Violation(f"link {self.name!r}: the peer's attach has our role too",
-                            "amqp:invalid-field", "session")
+            raise SessionViolation(f"link {self.name!r}: the peer's attach has our role too",
+                                   "amqp:invalid-field")
         if not self.is_sender and body.initial_delivery_count is not None:
             # the sender's count rules (absent, against the spec: keep ours)
             self.delivery_count = body.initial_delivery_count

@@ -1,5 +1,5 @@
 """The AMQP 1.0 message (message-format 0) and its mapping to the shared
-:class:`~amqp_sansio.v0_10.messages.Message`.
+:class:`~amqp_sansio.message.Message`.
 
 A transfer's payload is a sequence of sections [OASIS part 3 §3.2]::
 
@@ -59,7 +59,7 @@ from typing import Any
 
 import attrs
 
-from ..v0_10.messages import Message
+from ..message import Message
 from ._errors import decode_error, local_error
 from ._specbase import SpecObject
 from .codec import DECODERS, DESCRIBED, MAX_DEPTH, Symbol

@@ -10,8 +10,9 @@
     then both start again with the AMQP header (code 0), or the server
     closes the socket.
 
-The mechanisms are the core's (:mod:`amqp_sansio.sasl`: ANONYMOUS, PLAIN,
-EXTERNAL, SCRAM-SHA-256); this module only moves their bytes.  SCRAM's
+The exchange is the core's shared negotiator
+(:mod:`amqp_sansio.sasl_negotiator`, mechanisms ANONYMOUS, PLAIN, EXTERNAL,
+SCRAM-SHA-256); this module only moves its bytes in 1.0's frames.  SCRAM's
 server-final message travels as one more challenge answered by an empty
 response (as for 0-10), and a client also accepts it as the outcome's
 additional-data.
@@ -24,12 +25,13 @@ from __future__ import annotations
 __all__ = ["SaslState", "SASL_TRANSITIONS", "SaslLayer", "COVERAGE"]
 
 import enum
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from .. import sasl as mech
-from ._errors import Violation, local_error
-from ._neutral import Role
+from ..role import Role
+from ..sasl_negotiator import ClientNegotiator, ServerNegotiator, UnofferedMechanism
+from ._errors import connection_violation, local_error
 from .framing import TYPE_SASL, encode_frame
 from .spec import (
     SASL_HEADER,
@@ -89,29 +91,32 @@ _INPUT = {SaslMechanisms: "mechanisms", SaslInit: "init", SaslChallenge: "challe
 
 
 class SaslLayer:
-    """One SASL exchange.  Client: ``mechanisms`` (best first, fresh objects);
-    server: ``authenticator``.  ``write`` takes the octets to send."""
+    """One SASL exchange.  Client: ``negotiator`` a ClientNegotiator; server:
+    a ServerNegotiator.  ``write`` takes the octets to send."""
 
-    def __init__(self, role: Role, write: Callable[[bytes], None], *,
-                 mechanisms: Sequence[mech.ClientMechanism] = (),
-                 authenticator: mech.ServerAuthenticator | None = None,
+    def __init__(self, role: Role, write: Callable[[bytes], None],
+                 negotiator: ClientNegotiator | ServerNegotiator, *,
                  hostname: str | None = None) -> None:
-        if role is Role.CLIENT and not mechanisms:
-            raise local_error("a SASL client needs at least one mechanism")
-        if role is Role.SERVER and authenticator is None:
-            raise local_error("a SASL server needs an authenticator")
+        if (role is Role.CLIENT) != isinstance(negotiator, ClientNegotiator):
+            raise local_error(f"a SASL {role.value} needs a "
+                              f"{'Client' if role is Role.CLIENT else 'Server'}Negotiator")
         self.role = role
         self.state = SaslState.START
         self._write = write
-        self._mechanisms = list(mechanisms)
-        self._auth = authenticator
+        self._neg = negotiator
         self._hostname = hostname
-        self._client: mech.ClientMechanism | None = None
-        self._server: mech.ServerMechanism | None = None
-        self.mechanism: str | None = None
         self.identity: str | None = None
         self.outcome: SaslOutcome | None = None
         self.offered: tuple[str, ...] = ()
+        self.failure: str | None = None
+
+    @property
+    def mechanism(self) -> str | None:
+        return self._neg.mechanism
+
+    @property
+    def hostname(self) -> str | None:
+        return self._hostname
 
     @property
     def done(self) -> bool:
@@ -125,8 +130,8 @@ class SaslLayer:
         nxt = SASL_TRANSITIONS[self.role][self.state].get(inp)
         if nxt is None:
             if inp.startswith("recv:"):
-                raise Violation(f"SASL: {inp[5:]} in state {self.state.name}",
-                                "amqp:connection:framing-error", "connection")
+                raise connection_violation(f"SASL: {inp[5:]} in state {self.state.name}",
+                                           "amqp:connection:framing-error")
             raise local_error(f"SASL: cannot {inp[5:]} in state {self.state.name}")
         if COVERAGE is not None:
             COVERAGE.add((self.role.value, self.state.name, inp))
@@ -135,7 +140,6 @@ class SaslLayer:
     def _send(self, body: Any) -> None:
         self._write(encode_frame(body, 0, type=TYPE_SASL))
 
-    # -- client -------------------------------------------------------------------
     def start(self) -> None:
         """Client: write the SASL header."""
         self._go("send:header")
@@ -144,90 +148,70 @@ class SaslLayer:
     def handle_header(self) -> None:
         """The peer's SASL header arrived (the caller checked it is one)."""
         self._go("recv:header")
-        if self.role is Role.SERVER:
-            assert self._auth is not None
-            self.offered = tuple(self._auth.mechanisms)
+        if isinstance(self._neg, ServerNegotiator):
+            self.offered = self._neg.offered
             self._go("send:mechanisms")
             self._write(SASL_HEADER)
             self._send(SaslMechanisms(sasl_server_mechanisms=self.offered))
 
     def handle_frame(self, body: Any) -> None:
-        """A SASL frame's performative.  Raises Violation for a frame out of
-        order, SaslError for bad SASL data."""
+        """A SASL frame's performative.  Raises ConnectionViolation for a
+        frame out of order, SaslError for SASL data our side cannot accept."""
+        neg = self._neg
         if type(body) is SaslOutcome:
             self._go("recv:outcome-ok" if body.code is SaslCode.OK else "recv:outcome-fail")
             self.outcome = body
-            if body.code is SaslCode.OK and self._client is not None:
-                self._client.verify_final(body.additional_data or b"")
+            if body.code is SaslCode.OK:
+                assert isinstance(neg, ClientNegotiator)
+                neg.succeeded(body.additional_data or b"")
             return
         self._go("recv:" + _INPUT[type(body)])
-        if type(body) is SaslMechanisms:
-            self.offered = body.sasl_server_mechanisms
-            names = [m.name for m in self._mechanisms]
+        if isinstance(neg, ClientNegotiator):
             try:
-                chosen = mech.choose(self.offered, names)
+                if type(body) is SaslMechanisms:
+                    self.offered = body.sasl_server_mechanisms
+                    name, initial = neg.start(self.offered)
+                    reply: Any = SaslInit(mechanism=name, initial_response=initial,
+                                          hostname=self._hostname)
+                    inp = "send:init"
+                else:
+                    reply = SaslResponse(response=neg.challenge(body.challenge))
+                    inp = "send:response"
             except mech.SaslError:
                 self._go("send:abort")
                 raise
-            self._client = self._mechanisms[names.index(chosen)]
-            self.mechanism = chosen
-            initial = self._client.initial_response()
-            self._go("send:init")
-            self._send(SaslInit(mechanism=chosen, initial_response=initial,
-                                hostname=self._hostname))
-        elif type(body) is SaslChallenge:
-            assert self._client is not None
-            try:
-                response = self._client.respond(body.challenge)
-            except mech.SaslError:
-                self._go("send:abort")
-                raise
-            self._go("send:response")
-            self._send(SaslResponse(response=response))
-        elif type(body) is SaslInit:
-            assert self._auth is not None
-            self.mechanism = body.mechanism
-            if body.mechanism not in self.offered:
-                self._finish(None, f"mechanism {body.mechanism!r} was not offered")
-                return
+            self._go(inp)
+            self._send(reply)
+            return
+        if type(body) is SaslInit:
             if body.hostname is not None:
                 self._hostname = body.hostname
-            self._server = self._auth.create(body.mechanism)
-            self._step(lambda: self._server.start(body.initial_response or b""))  # type: ignore[union-attr]
+            self._step(lambda: neg.start(body.mechanism, body.initial_response or b""))
         else:  # SaslResponse
-            assert self._server is not None
-            srv = self._server
-            self._step(lambda: srv.step(body.response))
+            self._step(lambda: neg.step(body.response))
 
-    # -- server -------------------------------------------------------------------
     def _step(self, call: Callable[[], mech.ServerStep]) -> None:
         try:
             step = call()
         except mech.AuthenticationFailed as e:
-            self._finish(None, e.reason)
+            self._finish(None, e.reason, SaslCode.AUTH)
+            return
+        except UnofferedMechanism as e:
+            self._finish(None, e.message, SaslCode.AUTH)
             return
         except mech.SaslError as e:
-            self._finish(None, e.message, code=SaslCode.SYS_PERM)
+            self._finish(None, e.message, SaslCode.SYS_PERM)
             return
         if step.done:
-            self._finish(step.identity, None)
+            self._finish(step.identity, None, SaslCode.OK)
         else:
             self._go("send:challenge")
             assert step.challenge is not None
             self._send(SaslChallenge(challenge=step.challenge))
 
-    def _finish(self, identity: str | None, why: str | None,
-                code: SaslCode = SaslCode.AUTH) -> None:
-        if identity is not None:
-            self._go("send:outcome-ok")
-            self.identity = identity
-            self.outcome = SaslOutcome(code=SaslCode.OK)
-        else:
-            self._go("send:outcome-fail")
-            self.outcome = SaslOutcome(code=code)
-            self.failure = why
+    def _finish(self, identity: str | None, why: str | None, code: SaslCode) -> None:
+        self._go("send:outcome-ok" if code is SaslCode.OK else "send:outcome-fail")
+        self.identity = identity
+        self.failure = why
+        self.outcome = SaslOutcome(code=code)
         self._send(self.outcome)
-
-    @property
-    def hostname(self) -> str | None:
-        return self._hostname

@@ -37,7 +37,7 @@ import attrs
 
 from ..serial import SerialOrderError, serial_add, serial_diff
 from . import events as ev
-from ._errors import Violation, local_error
+from ._errors import SessionViolation, connection_violation, local_error
 from .link import Delivery, EndpointState, Link
 from .spec import (
     Attach,
@@ -184,8 +184,8 @@ class Session:
         nxt = SESSION_TRANSITIONS[self.state].get(inp)
         if nxt is None:
             if inp.startswith("recv:"):
-                raise Violation(f"session {self.channel}: {inp[5:]} in state {self.state.name}",
-                                "amqp:illegal-state", "connection")
+                raise connection_violation(f"session {self.channel}: {inp[5:]} in state "
+                                           f"{self.state.name}", "amqp:illegal-state")
             raise local_error(f"session {self.channel}: cannot {inp[5:]} in state "
                               f"{self.state.name}")
         if COVERAGE is not None:
@@ -293,15 +293,13 @@ class Session:
     def handle_frame(self, body: Any, payload: bytes) -> None:
         """attach, flow, transfer, disposition or detach for this session.
         Session-scope errors end the session here; connection-scope ones are
-        raised (Violation) for the connection to answer."""
+        raised (ConnectionViolation) for the connection to answer."""
         self._go("recv:frame")
         if self.state not in (SessionState.MAPPED, SessionState.BEGIN_RCVD):
             return  # ending: dropped
         try:
             self._dispatch(body, payload)
-        except Violation as e:
-            if e.scope != "session":
-                raise
+        except SessionViolation as e:
             self._out.emit(ev.ProtocolViolation(None, "session", self.channel, e.message,
                                                 "end", e.condition))
             if self.state in (SessionState.MAPPED, SessionState.BEGIN_RCVD):
@@ -327,22 +325,22 @@ class Session:
             link = self._remote_link(body.handle)
             link.handle_detach(body)
         else:  # pragma: no cover - the connection routes only these here
-            raise Violation(f"{t.__name__} is not a session frame", "amqp:illegal-state",
-                            "connection")
+            raise connection_violation(f"{t.__name__} is not a session frame",
+                                       "amqp:illegal-state")
 
     def _remote_link(self, handle: int | None) -> Link:
         if handle is None or handle not in self._remote_links:
-            raise Violation(f"no link is attached on handle {handle}",
-                            "amqp:session:unattached-handle", "session")
+            raise SessionViolation(f"no link is attached on handle {handle}",
+                                   "amqp:session:unattached-handle")
         return self._remote_links[handle]
 
     def _on_attach(self, body: Attach) -> None:
         if body.handle > self.handle_max:
-            raise Violation(f"handle {body.handle} is above our handle-max {self.handle_max}",
-                            "amqp:connection:framing-error", "connection")
+            raise connection_violation(f"handle {body.handle} is above our handle-max "
+                                       f"{self.handle_max}", "amqp:connection:framing-error")
         if body.handle in self._remote_links:
-            raise Violation(f"handle {body.handle} is in use", "amqp:session:handle-in-use",
-                            "session")
+            raise SessionViolation(f"handle {body.handle} is in use",
+                                   "amqp:session:handle-in-use")
         mine = Role.RECEIVER if body.role is Role.SENDER else Role.SENDER
         link = self._names.get((body.name, mine))
         if link is None or link.remote_handle is not None:
@@ -358,8 +356,8 @@ class Session:
 
     def _on_transfer(self, body: Transfer, payload: bytes) -> None:
         if self.incoming_window <= 0:
-            raise Violation("a transfer beyond our incoming window",
-                            "amqp:session:window-violation", "session")
+            raise SessionViolation("a transfer beyond our incoming window",
+                                   "amqp:session:window-violation")
         self.incoming_window -= 1
         assert self.next_incoming_id is not None
         self.next_incoming_id = serial_add(self.next_incoming_id, 1)
@@ -380,9 +378,9 @@ class Session:
         nid = body.next_incoming_id
         base = self.initial_outgoing_id if nid is None else nid
         if nid is not None and serial_diff(self.next_outgoing_id, nid) > 0:
-            raise Violation(f"flow: next-incoming-id {nid} leads the transfers we sent "
-                            f"(next-outgoing-id {self.next_outgoing_id})",
-                            "amqp:session:window-violation", "session")
+            raise SessionViolation(f"flow: next-incoming-id {nid} leads the transfers we sent "
+                                   f"(next-outgoing-id {self.next_outgoing_id})",
+                                   "amqp:session:window-violation")
         self.remote_incoming_window = max(0, serial_diff(
             self.next_outgoing_id, serial_add(base, body.incoming_window)))
         self.remote_outgoing_window = body.outgoing_window
@@ -399,8 +397,8 @@ class Session:
         last = first if body.last is None else body.last
         span = serial_diff(first, last)
         if span < 0:
-            raise Violation(f"disposition: last {last} precedes first {first}",
-                            "amqp:invalid-field", "session")
+            raise SessionViolation(f"disposition: last {last} precedes first {first}",
+                                   "amqp:invalid-field")
         if span < len(book):
             hits = [book[i] for i in (serial_add(first, k) for k in range(span + 1))
                     if i in book]

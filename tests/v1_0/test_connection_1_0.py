@@ -30,7 +30,7 @@ AUTH = sasl.ServerAuthenticator.standard(
     (lambda: sasl.ScramSha256Client("user", "pw"), "user"),
 ])
 def test_sasl_mechanisms(mechanism: Any, identity: str) -> None:
-    p = Pair(ClientConfig(sasl=[mechanism()]), ServerConfig(authenticator=AUTH))
+    p = Pair(ClientConfig(mechanisms=[mechanism]), ServerConfig(authenticator=AUTH))
     ce, se = p.pump()
     assert p.client.state is p.server.state is ConnState.OPENED
     name = mechanism().name
@@ -43,7 +43,7 @@ def test_sasl_mechanisms(mechanism: Any, identity: str) -> None:
 
 
 def test_wrong_password_is_refused() -> None:
-    p = Pair(ClientConfig(sasl=[sasl.PlainClient("user", "bad")]),
+    p = Pair(ClientConfig(mechanisms="PLAIN", username="user", password="bad"),
              ServerConfig(authenticator=AUTH))
     ce, se = p.pump()
     assert p.client.closed and p.server.closed
@@ -58,14 +58,14 @@ def test_scram_server_proves_itself() -> None:
     wrong = sasl.ServerAuthenticator.standard(
         scram_lookup=lambda u: sasl.ScramCredentials.derive("other", salt=b"s" * 16,
                                                             iterations=4096))
-    p = Pair(ClientConfig(sasl=[sasl.ScramSha256Client("user", "pw")]),
+    p = Pair(ClientConfig(mechanisms="SCRAM-SHA-256", username="user", password="pw"),
              ServerConfig(authenticator=wrong))
     p.pump()
     assert p.server.closed and not p.server.sasl.done  # type: ignore[union-attr]
 
 
 def test_client_pipelines_open_begin_attach() -> None:
-    c = Connection(Role.CLIENT, ClientConfig())
+    c = Connection(Role.CLIENT, ClientConfig(sasl=False))
     s = c.begin()
     s.attach_sender("l")
     data = c.data_to_send()
@@ -76,11 +76,11 @@ def test_client_pipelines_open_begin_attach() -> None:
 
 
 def test_frames_made_during_sasl_wait_for_open() -> None:
-    p = Pair(ClientConfig(sasl=[sasl.AnonymousClient()]), ServerConfig(authenticator=AUTH))
+    p = Pair(ClientConfig(mechanisms="ANONYMOUS"), ServerConfig(authenticator=AUTH))
     s = p.client.begin()
     s.attach_receiver("r")
     assert b"\x00\x53\x11" not in p.client.data_to_send()[8:]  # only the SASL header so far
-    p.client = Connection(Role.CLIENT, ClientConfig(sasl=[sasl.AnonymousClient()]))
+    p.client = Connection(Role.CLIENT, ClientConfig(mechanisms="ANONYMOUS"))
     s = p.client.begin()
     s.attach_receiver("r")
     ce, se = p.pump()
@@ -88,11 +88,11 @@ def test_frames_made_during_sasl_wait_for_open() -> None:
 
 
 def test_frame_size_limits() -> None:
-    c = Connection(Role.CLIENT, ClientConfig())
+    c = Connection(Role.CLIENT, ClientConfig(sasl=False))
     s = c.begin()
     with pytest.raises(LocalProtocolError, match="max-frame-size 512"):
         s.attach_sender("l", properties={"big": "x" * 600})
-    p = Pair(ClientConfig(max_frame_size=1000), ServerConfig(max_frame_size=700))
+    p = Pair(ClientConfig(sasl=False, max_frame_size=1000), ServerConfig(max_frame_size=700))
     p.pump()
     assert p.client.peer_max_frame_size == 700 and p.server.peer_max_frame_size == 1000
     snd = p.client.begin().attach_sender("l")
@@ -201,7 +201,7 @@ def test_nothing_is_written_after_our_close() -> None:
 
 
 def test_header_mismatches() -> None:
-    c = Connection(Role.CLIENT, ClientConfig())
+    c = Connection(Role.CLIENT, ClientConfig(sasl=False))
     c.data_to_send()
     out = c.receive_data(b"AMQP\x01\x01\x00\x0a")
     m = of(out, ev.ProtocolHeaderMismatch)[0]
@@ -217,7 +217,7 @@ def test_header_mismatches() -> None:
     srv = Connection(Role.SERVER, ServerConfig())
     srv.receive_data(b"GET / HTTP/1.1\r\n")
     assert srv.closed
-    srv = Connection(Role.SERVER, ServerConfig())  # no authenticator: SASL refused
+    srv = Connection(Role.SERVER, ServerConfig(authenticator=None))  # SASL refused
     srv.receive_data(spec.SASL_HEADER)
     assert srv.closed and srv.data_to_send() == spec.AMQP_HEADER
 

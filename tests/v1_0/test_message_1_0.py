@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from strategies_1_0 import instances
 
 from amqp_sansio.errors import DecodeError, LocalProtocolError
-from amqp_sansio.v0_10.messages import Message
+from amqp_sansio.message import Message
 from amqp_sansio.v1_0 import spec
 from amqp_sansio.v1_0._specbase import encode
 from amqp_sansio.v1_0.codec import Symbol
