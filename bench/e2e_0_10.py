@@ -173,10 +173,11 @@ CLIENTS["socket"] = socket_client
 
 # ---------------------------------------------------------------- broker process
 @contextmanager
-def broker_process() -> Iterator[str]:
-    """``python -m amqp_sansio_broker --port 0`` in a child process; yields its URL."""
+def broker_process(*options: str) -> Iterator[str]:
+    """``python -m amqp_sansio_broker --port 0 [options]`` in a child
+    process; yields its URL."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "amqp_sansio_broker", "--port", "0"],
+        [sys.executable, "-m", "amqp_sansio_broker", "--port", "0", *options],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:

@@ -14,6 +14,7 @@ import contextlib
 import errno
 import os
 import signal
+import sqlite3
 import ssl
 import sys
 from functools import partial
@@ -42,6 +43,14 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                         "password shows in ps -- prefer --users)")
     p.add_argument("--anonymous", action="store_true",
                    help="also accept ANONYMOUS when users are given")
+    p.add_argument("--data-dir", metavar="DIR",
+                   help="keep durable exchanges, queues, bindings and persistent messages "
+                        "in DIR (SQLite), stored before they are confirmed (default: in "
+                        "memory only, nothing survives a restart)")
+    p.add_argument("--data-sync", choices=("full", "normal"), default="full",
+                   help="full: each commit is synced to disk (survives power loss); normal: "
+                        "survives the broker being killed, not the machine (default "
+                        "%(default)s)")
     p.add_argument("--vhost", action="append", default=[], metavar="NAME",
                    help="virtual hosts to accept (repeatable; default '/')")
     p.add_argument("--heartbeat-min", type=int, default=None, metavar="SECONDS",
@@ -107,6 +116,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m amqp_sansio_broke
         except (OSError, ValueError) as e:
             return _fail(prog, f"cannot read the users file: {e}")
     elif args.user:
+        print(f"{prog}: note: --user puts passwords where ps shows them; prefer --users FILE",
+              file=sys.stderr)
         users = {}
         for u in args.user:
             name, sep, password = u.partition(":")
@@ -116,9 +127,13 @@ def main(argv: list[str] | None = None, prog: str = "python -m amqp_sansio_broke
     if args.cafile and not args.certfile:
         return _fail(prog, "--cafile needs --certfile (client certificates need TLS)",
                      EXIT_USAGE)
-    broker = Broker(users=users, anonymous=True if args.anonymous else None,
-                    virtual_hosts=tuple(args.vhost) or ("/",),
-                    heartbeat_min=args.heartbeat_min, heartbeat_max=args.heartbeat_max)
+    try:
+        broker = Broker(users=users, anonymous=True if args.anonymous else None,
+                        virtual_hosts=tuple(args.vhost) or ("/",),
+                        heartbeat_min=args.heartbeat_min, heartbeat_max=args.heartbeat_max,
+                        data_dir=args.data_dir, data_sync=args.data_sync)
+    except (OSError, ValueError, RuntimeError, sqlite3.Error) as e:
+        return _fail(prog, f"cannot use the data directory {args.data_dir}: {e}")
     ctx = None
     if args.keyfile and not args.certfile:
         return _fail(prog, "--keyfile needs --certfile", EXIT_USAGE)
@@ -150,6 +165,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m amqp_sansio_broke
     try:
         with contextlib.suppress(KeyboardInterrupt):
             trio.run(run)
+        broker.close()
     except BaseException as e:
         from amqp_sansio_trio._util import leaves
 

@@ -13,8 +13,11 @@ Semantics worth knowing (README has the full list):
 
 * each virtual host is a namespace of its own (:class:`VHost`): a
   connection sees the exchanges and queues of the vhost it opened only;
-* everything is in memory; ``durable`` is accepted and reported but
-  nothing survives the process;
+* with a data directory, durable exchanges, queues and bindings and the
+  persistent messages in durable queues are stored (SQLite) before the
+  broker confirms them, and accepts are recorded before they are answered
+  (``durable.py``, ``store.py``); without one everything is in memory, and
+  ``durable`` is accepted but never reported;
 * a session's subscriptions and unaccepted deliveries live as long as the
   session: a session detached with a timeout (or whose transport died) keeps
   them until it is resumed or expires; a session that ends for good releases
@@ -42,6 +45,7 @@ __all__ = ["Broker", "BrokerConnection", "QueueState", "ExchangeState", "VHost"]
 import collections
 import heapq
 import itertools
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -56,7 +60,9 @@ from amqp_sansio.v0_10.connection import Connection, Role, ServerConfig
 from amqp_sansio.v0_10.session import Session, SessionState, SessionStore
 
 from .auth import AccessRefused, Auth, Login, Peer
+from .durable import Durability
 from .routing import EXCHANGE_TYPES, Binding, matches
+from .store import SqliteStore, Store
 from .users import Users
 
 UNAUTHORIZED_ACCESS = 403
@@ -88,6 +94,7 @@ class QMsg:
     app_headers: dict[str, Any] | None
     redelivered: bool = False
     expires: float | None = None  # in the I/O layer's clock (``now``); None: never
+    stored: bool = False  # in the durable store until it is settled (durable.py)
 
 
 @attrs.define(eq=False)
@@ -182,7 +189,9 @@ class Broker:
     def __init__(self, *, users: Users | Mapping[str, str] | None = None,
                  virtual_hosts: tuple[str, ...] | None = ("/",), anonymous: bool | None = None,
                  heartbeat_min: int | None = None, heartbeat_max: int | None = None,
-                 max_session_timeout: int = 600) -> None:
+                 max_session_timeout: int = 600,
+                 data_dir: str | os.PathLike[str] | None = None, data_sync: str = "full",
+                 durable_store: Store | None = None) -> None:
         #: Logins and permissions (auth.py): users None is the loopback
         #: default, guest/guest and ANONYMOUS from loopback peers.  A users
         #: file's vhosts replace ``virtual_hosts`` (None: any vhost).
@@ -191,6 +200,15 @@ class Broker:
         self.heartbeat_max = heartbeat_max
         self.max_session_timeout = max_session_timeout
         self.store = SessionStore()
+        #: Durable exchanges, queues, bindings and persistent messages
+        #: (durable.py): in ``data_dir`` (SQLite; ``data_sync`` "full" syncs
+        #: each commit to disk, "normal" survives the process being killed
+        #: but not the machine), or ``durable_store``; neither: nothing is
+        #: durable, and nothing claims to be.
+        if data_dir is not None and durable_store is not None:
+            raise ValueError("give data_dir or durable_store, not both")
+        self.durable = Durability(SqliteStore(data_dir, synchronous=data_sync)
+                                  if data_dir is not None else durable_store)
         self.vhosts: dict[str, VHost] = {}
         # The default vhost's namespace ("/"), kept as attributes for callers
         # that only ever use one.
@@ -199,7 +217,7 @@ class Broker:
         self.queues: dict[str, QueueState] = default.queues
         self.sessions: dict[Session, SessState] = {}
         self._by_core: dict[int, BrokerConnection] = {}
-        self._seq = itertools.count()
+        self._seq = itertools.count(self.durable.recover(self))
         self._touched: set[BrokerConnection] = set()
         self.stats = collections.Counter[str]()
         #: The latest ``now`` an I/O layer passed in (its clock, seconds; never
@@ -216,7 +234,7 @@ class Broker:
         if ns is None:
             ns = self.vhosts[name] = VHost(name)
             for x, typ in _STANDARD_EXCHANGES:
-                ns.exchanges[x] = ExchangeState(x, typ, name, durable=True)
+                ns.exchanges[x] = ExchangeState(x, typ, name, durable=self.durable.enabled)
         return ns
 
     def queue_of(self, c: Consumer) -> QueueState | None:
@@ -225,7 +243,11 @@ class Broker:
 
     def describe(self) -> list[str]:
         """What an operator should know at start: who may log in, what survives."""
-        return [self.auth.describe()]
+        return [self.auth.describe(), self.durable.describe()]
+
+    def close(self) -> None:
+        """Release the data directory (what is pending is committed first)."""
+        self.durable.close()
 
     def connection(self, peer: Peer | None = None) -> BrokerConnection:
         """A connection for a transport from ``peer`` (None: in memory)."""
@@ -235,6 +257,8 @@ class Broker:
         """Time as the I/O layer tells it (every BrokerConnection entry point
         calls this with its ``now``); the broker's clock never goes back."""
         if now > self.now:
+            if self.durable.waiting_for_clock:  # recovered ttls count from here
+                self.durable.start_clock(now, self._note_expiry)
             self.now = now
 
     def _server_config(self, login: Login) -> ServerConfig:
@@ -263,6 +287,7 @@ class Broker:
         return [queues[n] for n in names if n in queues]
 
     def enqueue(self, q: QueueState, msg: QMsg) -> None:
+        msg.stored = self.durable.enqueued(q, msg)
         q.messages.append(msg)
         self._note_expiry(q, msg)
         self.stats["enqueued"] += 1
@@ -283,14 +308,19 @@ class Broker:
         if q.next_expiry is None or not self.now > q.next_expiry:
             return  # nothing due: no per-delivery work for queues without ttls
         while q.messages and self.expired(q.messages[0]):
-            q.messages.popleft()
+            self.durable.forget(q.messages.popleft())
             self.stats["expired"] += 1
 
     def drop_expired(self, q: QueueState) -> None:
         """Discard every expired message of ``q`` (a scan only when one is due)."""
         if q.next_expiry is None or not self.now > q.next_expiry:
             return
-        kept = [m for m in q.messages if not self.expired(m)]
+        kept = []
+        for m in q.messages:
+            if self.expired(m):
+                self.durable.forget(m)
+            else:
+                kept.append(m)
         self.stats["expired"] += len(q.messages) - len(kept)
         q.messages = collections.deque(kept)
         q.next_expiry = min((m.expires for m in kept if m.expires is not None), default=None)
@@ -336,7 +366,9 @@ class Broker:
             return False  # no credit, or the replay window is full: wait
         if c.pre_acquired:
             q.messages.popleft()
-            if c.accept_explicit:
+            if not c.accept_explicit:
+                self.durable.forget(msg)  # accept-mode none: settled once sent
+            else:
                 self.sessions[s].unacked[cid] = Held(q, msg, acquired=True)
         else:
             c.browse_seq = msg.seq
@@ -383,6 +415,7 @@ class Broker:
         without one, or when expired, they are discarded."""
         alt = self.vhosts[q.vhost].exchanges.get(q.alternate) if q.alternate else None
         for m in msgs:
+            self.durable.forget(m)  # a copy is stored where it goes, if it must be
             if self.expired(m):
                 self.stats["expired"] += 1
                 continue
@@ -440,11 +473,13 @@ class Broker:
         if is_alternate(ns, x.name):
             return
         ns.exchanges.pop(x.name, None)
+        self.durable.exchange_deleted(x)
 
     def _delete_queue(self, q: QueueState) -> None:
         ns = self.vhosts[q.vhost]
         if ns.queues.get(q.name) is q:
             del ns.queues[q.name]
+            self.durable.queue_deleted(q)
         q.deleted = True
         for c in list(q.consumers):
             self.sessions.get(c.session, SessState()).consumers.pop(c.destination, None)
@@ -526,6 +561,8 @@ class BrokerConnection:
         if self._held():
             return b""
         self._flush_accepts()
+        # Nothing leaves before what it confirms is stored (durable.py).
+        self.broker.durable.commit()
         return self.conn.data_to_send()
 
     def next_deadline(self) -> float | None:
@@ -750,10 +787,12 @@ class BrokerConnection:
         if c.alternate_exchange and c.alternate_exchange not in ns.exchanges:
             raise _Fail(NOT_FOUND, f"no exchange {c.alternate_exchange!r}",
                         "alternate-exchange")
-        ns.queues[c.queue] = QueueState(
-            c.queue, ns.name, durable=c.durable, exclusive_owner=s if c.exclusive else None,
+        ns.queues[c.queue] = q = QueueState(
+            c.queue, ns.name, durable=bool(c.durable) and self.broker.durable.enabled
+            and not c.exclusive, exclusive_owner=s if c.exclusive else None,
             auto_delete=c.auto_delete, alternate=c.alternate_exchange or None,
             arguments=dict(c.arguments or {}))
+        self.broker.durable.queue_declared(q)
 
     def _check_exclusive(self, q: QueueState, s: Session, field: str = "exclusive") -> None:
         if q.exclusive_owner is not None and q.exclusive_owner is not s:
@@ -773,6 +812,8 @@ class BrokerConnection:
     def queue_purge(self, s: Session, cid: int, c: Any) -> None:
         q = self._queue(c.queue)
         self._check_exclusive(q, s)
+        for m in q.messages:
+            self.broker.durable.forget(m)
         q.messages.clear()
         q.next_expiry = None
 
@@ -811,9 +852,10 @@ class BrokerConnection:
         if c.alternate_exchange and c.alternate_exchange not in ns.exchanges:
             raise _Fail(NOT_FOUND, f"no exchange {c.alternate_exchange!r}",
                         "alternate-exchange")
-        ns.exchanges[c.exchange] = ExchangeState(
-            c.exchange, c.type, ns.name, durable=c.durable, auto_delete=c.auto_delete,
+        ns.exchanges[c.exchange] = x = ExchangeState(
+            c.exchange, c.type, ns.name, durable=bool(c.durable) and self.broker.durable.enabled, auto_delete=c.auto_delete,
             alternate=c.alternate_exchange or None, arguments=dict(c.arguments or {}))
+        self.broker.durable.exchange_declared(x)
 
     def exchange_delete(self, s: Session, cid: int, c: Any) -> None:
         x = self._exchange(c.exchange)
@@ -824,6 +866,7 @@ class BrokerConnection:
         if c.if_unused and x.bindings:
             raise _Fail(PRECONDITION_FAILED, "exchange has bindings", "if-unused")
         del self.ns.exchanges[x.name]
+        self.broker.durable.exchange_deleted(x)
 
     def exchange_query(self, s: Session, cid: int, c: Any) -> Struct:
         x = self.ns.exchanges.get(c.name or "")
@@ -846,8 +889,10 @@ class BrokerConnection:
         key = c.binding_key or ""
         if any(bd.queue == q.name and bd.key == key for bd in x.bindings):
             return  # duplicate bindings are ignored
-        x.bindings.append(Binding(q.name, key, tuple(sorted(args.items(), key=lambda kv: kv[0]))))
+        binding = Binding(q.name, key, tuple(sorted(args.items(), key=lambda kv: kv[0])))
+        x.bindings.append(binding)
         x.had_binding = True
+        self.broker.durable.bound(x, q, binding)
 
     def exchange_unbind(self, s: Session, cid: int, c: Any) -> None:
         q = self._queue(c.queue)
@@ -858,6 +903,7 @@ class BrokerConnection:
         x.bindings = [bd for bd in x.bindings if not (bd.queue == q.name and bd.key == key)]
         if len(x.bindings) == before:
             raise _Fail(NOT_FOUND, f"no binding {key!r}", "binding-key")
+        self.broker.durable.unbound(x, q.name, key)
         self.broker.maybe_autodelete_exchange(x)
 
     def exchange_bound(self, s: Session, cid: int, c: Any) -> Struct:
@@ -938,7 +984,12 @@ class BrokerConnection:
             st.tx_accept_ids.update(ids)
             return
         for i in ids:
-            st.unacked.pop(i, None)
+            self._settle(st.unacked.pop(i, None))
+
+    def _settle(self, h: Held | None) -> None:
+        """An accepted delivery: an acquired message is now the consumer's."""
+        if h is not None and h.acquired:
+            self.broker.durable.forget(h.msg)
 
     def message_release(self, s: Session, cid: int, c: Any) -> None:
         st = self.broker.session_state(s)
@@ -971,6 +1022,7 @@ class BrokerConnection:
             h.queue.messages.remove(h.msg)
             if b.expired(h.msg):
                 b.stats["expired"] += 1  # discarded, not acquired
+                b.durable.forget(h.msg)
                 continue
             h.acquired = True
             got.add(i)
@@ -995,7 +1047,7 @@ class BrokerConnection:
             if x is not None:
                 self._route_publish(s, st, x, transfer, headers, body, pcid)
         for i in st.tx_accept_ids:
-            st.unacked.pop(i, None)
+            self._settle(st.unacked.pop(i, None))
         st.tx_accept_ids = SequenceSet()
 
     def tx_rollback(self, s: Session, cid: int, c: Any) -> None:

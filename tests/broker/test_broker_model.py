@@ -53,9 +53,9 @@ class Client:
 
     def publish(self, s: Session, body: bytes, exchange: str = "", key: str = "",
                 headers: dict[str, Any] | None = None, explicit: bool = True,
-                ttl: int | None = None) -> int:
+                ttl: int | None = None, persistent: bool = False) -> int:
         cmd, hdrs, data = to_transfer(
-            Message(body=body, routing_key=key, headers=headers, ttl=ttl),
+            Message(body=body, routing_key=key, headers=headers, ttl=ttl, persistent=persistent),
             exchange, explicit_accept=explicit)
         return s.send(cmd, headers=hdrs, body=data)
 

@@ -24,6 +24,7 @@ import datetime as dt
 import queue
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -284,12 +285,30 @@ def test_queue_query_reports_the_declaration(qpid: SimpleNamespace,
                       arguments={"x-custom": 5})
     transfer(qpid, ssn, b"one", routing_key="qq")
     r = ssn.queue_query(queue="qq")
+    # durable: this broker is in memory, and does not claim what it cannot keep.
     assert (r.queue, r.durable, r.exclusive, r.auto_delete, r.alternate_exchange,
-            r.message_count, r.subscriber_count) == ("qq", True, False, False, "alt-x", 1, 0)
+            r.message_count, r.subscriber_count) == ("qq", False, False, False, "alt-x", 1, 0)
     assert r.arguments == {"x-custom": 5}
     assert ssn.queue_query(queue="no-such-queue").queue is None
     ssn.queue_delete(queue="qq")
     ssn.exchange_delete(exchange="alt-x")
+
+
+def test_queue_query_reports_durable_with_a_data_dir(qpid: SimpleNamespace, workarounds: None,
+                                                     tmp_path: Path) -> None:
+    b = Broker(data_dir=tmp_path)
+    with running(b) as (host, port):
+        conn = qconnect(qpid, host, port, mechanism="ANONYMOUS")
+        ssn = conn.session("durable", timeout=TIMEOUT)
+        ssn.queue_declare(queue="kept", durable=True)
+        ssn.exchange_declare(exchange="kept-x", type="fanout", durable=True)
+        assert ssn.queue_query(queue="kept").durable
+        assert ssn.exchange_query(name="kept-x").durable
+        conn.close(timeout=TIMEOUT)
+    b.close()
+    again = Broker(data_dir=tmp_path)
+    assert set(again.queues) == {"kept"} and again.exchanges["kept-x"].durable
+    again.close()
 
 
 MISUSE = [
