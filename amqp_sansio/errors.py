@@ -57,11 +57,6 @@ if TYPE_CHECKING:
 
 Scope = Literal["connection", "session", "execution", "channel", "link"]
 
-# AMQP 0-10 codes used by default (connection.close-code / execution.error-code).
-FRAMING_ERROR = 501
-COMMAND_INVALID = 503
-ILLEGAL_ARGUMENT = 531
-INVALID_ARGUMENT = 542
 
 
 class ProtocolError(Exception):
@@ -139,14 +134,16 @@ class DecodeError(RemoteProtocolError):
 
     ``offset`` is the position in the decoder's input stream (counting from
     the first octet ever fed to it) of the frame -- or, outside framing, of
-    the value -- where the problem was found.
+    the value -- where the problem was found.  Each protocol's decoder
+    gives its own code (0-10, 0-9-1: framing-error 501 for a broken stream)
+    or condition (1.0: ``amqp:decode-error``).
     """
 
     def __init__(
         self,
         message: str,
         *,
-        code: int | None = FRAMING_ERROR,
+        code: int | None = None,
         condition: str | None = None,
         info: Mapping[str, Any] | None = None,
         scope: Scope = "connection",
@@ -186,11 +183,13 @@ class ConnectionViolation(Exception):
     input stream can no longer be parsed (nothing more is read).
     """
 
-    def __init__(self, message: str, code: int | None = FRAMING_ERROR, *,
+    def __init__(self, message: str, code: int | None = None, *,
                  condition: str | None = None, info: Mapping[str, Any] | None = None,
                  close: bool = True, channel: int | None = None,
                  class_code: int | None = None, command_code: int | None = None,
                  broken: bool = False) -> None:
+        if code is None and condition is None:
+            raise TypeError("a ConnectionViolation needs a code or a condition")
         super().__init__(message)
         self.message = message
         self.code = code

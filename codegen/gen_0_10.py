@@ -23,19 +23,29 @@ comparison as a test).
 
 from __future__ import annotations
 
-import argparse
-import json
-import keyword
 import os
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # gen_common, when loaded by path
+from gen_common import (  # noqa: E402
+    ROOT,
+    Lines,
+    camel,
+    dump_extract,
+    generated_header,
+    render_int_enum,
+    run,
+    snake,
+    upper,
+)
+
 OUT_DIR = ROOT / "amqp_sansio" / "v0_10" / "spec"
 EXTRACT_PATH = OUT_DIR / "extract.json"
 GENERATED_PATH = OUT_DIR / "_generated.py"
+CODES_PATH = ROOT / "amqp_sansio" / "v0_10" / "codes.py"
 NS = "{http://www.amqp.org/schema/amqp.xsd}"
 
 # Element types of array-typed domains and fields.  The XML states these only
@@ -286,20 +296,6 @@ def extract(xml_path: Path) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------
 # Step 2: render
-
-
-def camel(name: str) -> str:
-    return "".join(p[:1].upper() + p[1:] for p in name.replace(".", "-").split("-"))
-
-
-def snake(name: str) -> str:
-    s = name.replace("-", "_")
-    return s + "_" if keyword.iskeyword(s) else s
-
-
-def upper(name: str) -> str:
-    s = name.replace("-", "_").upper()
-    return s if s.isidentifier() and not s[0].isdigit() else "_" + s
 
 
 # Struct class names: the struct's own name, except where that would be too
@@ -827,6 +823,11 @@ class Renderer:
         w("from ...errors import LocalProtocolError")
         w("from ...serial import SequenceSet")
         w("from .. import codec as _c")
+        w("from ..codes import (")
+        for d in ex["domains"]:
+            if "enum" in d:
+                w(f"    {self.enum_names[d['name']]},")
+        w(")")
         w("from .._specbase import (")
         w("    Command, Control, FieldSpec, Struct, _CLASSES, _DEPTH, _bad_arg, _bad_code,")
         w("    _bad_field, _bad_flags, _check_len, _check_text, _is_int, _missing, _new,")
@@ -844,20 +845,11 @@ class Renderer:
         for c in ex["constants"]:
             w(f"{upper(c['name'])} = {c['value']}")
         w()
-        # enums
+        # enums (defined in ../codes.py, which codec and framing import too)
         for d in ex["domains"]:
             if "enum" not in d:
                 continue
             en = self.enum_names[d["name"]]
-            w()
-            w()
-            w(f"class {en}(enum.IntEnum):")
-            w(f'    """Domain ``{d["name"]}`` ({d["type"]})."""')
-            w()
-            for cname, val in d["enum"]:
-                w(f"    {upper(cname)} = {val}")
-            w()
-            w()
             w(f"_E_{en}: dict[int, {en}] = {{m.value: m for m in {en}}}")
         # structs first (ops reference them)
         for s in ex["structs"]:
@@ -929,29 +921,46 @@ def render(ex: dict[str, Any]) -> str:
     return Renderer(ex).render()
 
 
-def dump_extract(ex: dict[str, Any]) -> str:
-    return json.dumps(ex, indent=1, sort_keys=False) + "\n"
+def render_codes(ex: dict[str, Any]) -> str:
+    """``codes.py``: every enum domain of the spec as an IntEnum.  Outside
+    ``spec/`` so that the codec and framing, which the spec classes import,
+    can name their error codes without an import cycle."""
+    names = Renderer(ex).enum_names
+    out = Lines()
+    w = out.w
+    for line in generated_header("AMQP 0-10 codes: the spec's enum domains", "gen_0_10.py",
+                                 "tests/v0_10/test_codegen_0_10.py"):
+        w(line)
+    w()
+    w("from __future__ import annotations")
+    w()
+    w("import enum")
+    w()
+    w("__all__ = [")
+    for d in ex["domains"]:
+        if "enum" in d:
+            w(f'    "{names[d["name"]]}",')
+    w("]")
+    for d in ex["domains"]:
+        if "enum" not in d:
+            continue
+        w()
+        w()
+        render_int_enum(w, names[d["name"]], f"Domain ``{d['name']}`` ({d['type']}).",
+                        d["enum"])
+    return out.text()
+
+
+def outputs(xml: Path) -> dict[Path, str]:
+    ex = extract(xml)
+    return {EXTRACT_PATH: dump_extract(ex), GENERATED_PATH: render(ex),
+            CODES_PATH: render_codes(ex)}
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--xml", type=Path, default=None)
-    ap.add_argument("--check", action="store_true")
-    args = ap.parse_args(argv)
-    xml = args.xml or default_xml()
-    ex = extract(xml)
-    outputs = {EXTRACT_PATH: dump_extract(ex), GENERATED_PATH: render(ex)}
-    if args.check:
-        stale = [p for p, text in outputs.items()
-                 if not p.exists() or p.read_text(encoding="utf-8") != text]
-        for p in stale:
-            print(f"stale: {p.relative_to(ROOT)}", file=sys.stderr)
-        return 1 if stale else 0
-    OUT_DIR.mkdir(parents=True, exist_ok=True)
-    for p, text in outputs.items():
-        p.write_text(text, encoding="utf-8")
-        print(f"wrote {p.relative_to(ROOT)}")
-    return 0
+    return run(argv, description=(__doc__ or "").split("\n")[0], source_option="--xml",
+               default_source=default_xml(), outputs=outputs,
+               missing="set $AMQP_SPEC_DIR, or put the specs in ../shared/specs")
 
 
 if __name__ == "__main__":

@@ -28,19 +28,29 @@ what the XML generates; it exits 2 if the XML is missing.
 
 from __future__ import annotations
 
-import argparse
-import json
-import keyword
 import os
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # gen_common, when loaded by path
+from gen_common import (  # noqa: E402
+    ROOT,
+    Lines,
+    camel,
+    dump_extract,
+    generated_header,
+    render_int_enum,
+    run,
+    snake,
+    upper,
+)
+
 OUT_DIR = ROOT / "amqp_sansio" / "v0_9_1" / "spec"
 EXTRACT_PATH = OUT_DIR / "extract.json"
 GENERATED_PATH = OUT_DIR / "_generated.py"
+CODES_PATH = ROOT / "amqp_sansio" / "v0_9_1" / "codes.py"
 DEBIAN_XML = Path("/usr/share/amqp/specs/0-9-1-rabbit/amqp0-9-1.stripped.extended.xml")
 
 BASE_TYPES = ("bit", "octet", "short", "long", "longlong", "shortstr", "longstr",
@@ -185,19 +195,6 @@ def extract(xml_path: Path) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------
 # Step 2: render
-
-
-def camel(name: str) -> str:
-    return "".join(p[:1].upper() + p[1:] for p in name.replace(".", "-").split("-"))
-
-
-def snake(name: str) -> str:
-    s = name.replace("-", "_")
-    return s + "_" if keyword.iskeyword(s) else s
-
-
-def upper(name: str) -> str:
-    return name.replace("-", "_").upper()
 
 
 FIXED_FMT = {"octet": "B", "short": "H", "long": "I", "longlong": "Q", "timestamp": "Q"}
@@ -619,6 +616,7 @@ class Renderer:
         w("from ..codec import enc_longstr as _enc_longstr")
         w("from ..codec import enc_shortstr as _enc_shortstr")
         w("from ..codec import encode_table as _enc_table")
+        w("from ..codes import ReplyCode")
         w("from .._specbase import (")
         w("    METHODS_BY_NAME, FieldSpec, Method, Properties, _check_int, _check_longstr,")
         w("    _check_shortstr, _check_table, _check_timestamp, _new, _set, _timestamp,")
@@ -634,7 +632,10 @@ class Renderer:
         w(f"PROTOCOL_REVISION = {p['revision']}")
         w(f"DEFAULT_PORT = {p['port']}")
         for c in ex["constants"]:
-            w(f"{upper(c['name'])} = {c['value']}")
+            if _is_reply(c):
+                w(f"{upper(c['name'])} = ReplyCode.{upper(c['name'])}")
+            else:
+                w(f"{upper(c['name'])} = {c['value']}")
         w()
         w("#: reply code -> 'soft-error' (channel) or 'hard-error' (connection)")
         w("ERROR_CLASSES: dict[int, str] = {")
@@ -678,41 +679,56 @@ class Renderer:
         return "\n".join(self.lines) + "\n"
 
 
+def _is_reply(c: dict[str, Any]) -> bool:
+    """A reply code (a constant with an error class, or reply-success)."""
+    return "class" in c or c["name"] == "reply-success"
+
+
 def render(ex: dict[str, Any]) -> str:
     return Renderer(ex).render()
 
 
-def dump_extract(ex: dict[str, Any]) -> str:
-    return json.dumps(ex, indent=1, sort_keys=False) + "\n"
+def render_codes(ex: dict[str, Any]) -> str:
+    """``codes.py``: the reply codes (the spec's constants) as an IntEnum,
+    and which are soft (channel) and hard (connection) errors."""
+    out = Lines()
+    w = out.w
+    for line in generated_header("AMQP 0-9-1 reply codes", "gen_0_9_1.py",
+                                 "tests/v0_9_1/test_codegen_0_9_1.py",
+                                 source=ex["generated_from"]):
+        w(line)
+    w()
+    w("from __future__ import annotations")
+    w()
+    w("import enum")
+    w()
+    w('__all__ = ["ReplyCode", "SOFT_ERRORS", "HARD_ERRORS"]')
+    w()
+    w()
+    render_int_enum(w, "ReplyCode", "Reply codes of ``connection.close`` and ``channel.close``.",
+                    [(c["name"], c["value"]) for c in ex["constants"] if _is_reply(c)])
+    for kind, var in (("soft-error", "SOFT_ERRORS"), ("hard-error", "HARD_ERRORS")):
+        w()
+        w()
+        w(f"#: {kind}s: the peer closes the {'channel' if kind == 'soft-error' else 'connection'}")
+        w(f"{var}: frozenset[ReplyCode] = frozenset({{")
+        for c in ex["constants"]:
+            if c.get("class") == kind:
+                w(f"    ReplyCode.{upper(c['name'])},")
+        w("})")
+    return out.text()
 
 
 def outputs(xml: Path) -> dict[Path, str]:
     ex = extract(xml)
-    return {EXTRACT_PATH: dump_extract(ex), GENERATED_PATH: render(ex)}
+    return {EXTRACT_PATH: dump_extract(ex), GENERATED_PATH: render(ex),
+            CODES_PATH: render_codes(ex)}
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    ap.add_argument("--xml", type=Path, default=None)
-    ap.add_argument("--check", action="store_true")
-    args = ap.parse_args(argv)
-    xml = args.xml or default_xml()
-    if not xml.is_file():
-        print(f"spec XML not found: {xml} (set $AMQP_091_SPEC or apt-get install amqp-specs)",
-              file=sys.stderr)
-        return 2
-    outs = outputs(xml)
-    if args.check:
-        stale = [p for p, text in outs.items()
-                 if not p.exists() or p.read_text(encoding="utf-8") != text]
-        for p in stale:
-            print(f"stale: {p.relative_to(ROOT)}", file=sys.stderr)
-        return 1 if stale else 0
-    OUT_DIR.mkdir(parents=True, exist_ok=True)
-    for p, text in outs.items():
-        p.write_text(text, encoding="utf-8")
-        print(f"wrote {p.relative_to(ROOT)}")
-    return 0
+    return run(argv, description=(__doc__ or "").split("\n")[0], source_option="--xml",
+               default_source=default_xml(), outputs=outputs,
+               missing="set $AMQP_091_SPEC or apt-get install amqp-specs")
 
 
 if __name__ == "__main__":

@@ -290,7 +290,7 @@ class Stream091:
 
     def close(self) -> None:
         """End of input: an incomplete frame or content is an error."""
-        from amqp_sansio.errors import FRAMING_ERROR
+        from amqp_sansio.v0_9_1.codes import ReplyCode
 
         if not self._started and self._head:
             self._started = True
@@ -300,11 +300,11 @@ class Stream091:
             raise self.error
         if self._fd.pending:
             raise DecodeError(f"input ends inside a frame ({self._fd.pending} octets left)",
-                              code=FRAMING_ERROR, offset=self._base + self._fd.offset)
+                              code=ReplyCode.FRAME_ERROR, offset=self._base + self._fd.offset)
         if self._bodies:
             ch = min(self._bodies)
             raise DecodeError(f"input ends inside the content on channel {ch}",
-                              code=FRAMING_ERROR, offset=self._starts.get(ch))
+                              code=ReplyCode.FRAME_ERROR, offset=self._starts.get(ch))
 
 
 def _frame_max_of(sizes: list[int]) -> int | None:

@@ -18,7 +18,8 @@ from collections.abc import Iterable
 
 import attrs
 
-from amqp_sansio.errors import FRAMING_ERROR, DecodeError, LocalProtocolError
+from amqp_sansio.errors import DecodeError, LocalProtocolError
+from amqp_sansio.v0_10.codes import CloseCode
 from amqp_sansio.v0_10.framing import (
     FRAME_HEADER_SIZE,
     LAST_FRAME,
@@ -163,19 +164,20 @@ class StreamDecoder:
         if not self._started and self._head:
             # feed() only holds back octets that may begin "AMQP...".
             raise DecodeError(f"input ends inside the protocol header "
-                              f"({len(self._head)} of 8 octets)", offset=0)
+                              f"({len(self._head)} of 8 octets)",
+                              code=CloseCode.FRAMING_ERROR, offset=0)
         if self._buf:
             try:  # a bad header is worth reporting as such
                 self._decode_frame(bytes(self._buf), [])
             except DecodeError as e:
                 raise self._shift(e) from None
             raise DecodeError(f"input ends inside a frame ({len(self._buf)} octets of it)",
-                              code=FRAMING_ERROR, offset=self._pos)
+                              code=CloseCode.FRAMING_ERROR, offset=self._pos)
         if self._open:
             (ch, track), group = min(self._open.items(), key=lambda kv: kv[1][0][0])
             what = "control" if track == 0 else "command"
             raise DecodeError(f"input ends inside a {what} assembly on channel {ch}",
-                              code=FRAMING_ERROR, offset=group[0][0], channel=ch)
+                              code=CloseCode.FRAMING_ERROR, offset=group[0][0], channel=ch)
 
     def _shift(self, e: DecodeError) -> DecodeError:
         if e.offset is not None:

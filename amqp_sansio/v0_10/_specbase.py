@@ -14,15 +14,10 @@ from typing import Any, ClassVar, NamedTuple
 
 import attrs
 
-from ..errors import (
-    COMMAND_INVALID,
-    ILLEGAL_ARGUMENT,
-    INVALID_ARGUMENT,
-    DecodeError,
-    LocalProtocolError,
-)
+from ..errors import DecodeError, LocalProtocolError
 from ..serial import SequenceSet
 from .codec import DEFAULT_MAX_DEPTH
+from .codes import ErrorCode
 
 _DEPTH = DEFAULT_MAX_DEPTH
 _new = object.__new__
@@ -171,27 +166,30 @@ def _to_seqset(name: str, v: Any) -> SequenceSet:
 def _bad_flags(owner: str, flags: int, n: int, pos: int) -> DecodeError:
     return DecodeError(
         f"{owner}: packing flags 0x{flags:x} set for fields it does not have ({n} fields)",
-        code=COMMAND_INVALID, scope="execution", offset=pos,
+        code=ErrorCode.COMMAND_INVALID, scope="execution", offset=pos,
     )
 
 
 def _overrun(owner: str, pos: int) -> DecodeError:
-    return DecodeError(f"{owner} runs past the end of its container", code=COMMAND_INVALID,
+    return DecodeError(f"{owner} runs past the end of its container",
+                       code=ErrorCode.COMMAND_INVALID,
                        scope="execution", offset=pos)
 
 
 def _bad_code(owner: str, code: int, pos: int) -> DecodeError:
-    return DecodeError(f"expected {owner}, found struct code 0x{code:04x}", code=COMMAND_INVALID,
+    return DecodeError(f"expected {owner}, found struct code 0x{code:04x}",
+                       code=ErrorCode.COMMAND_INVALID,
                        scope="execution", offset=pos)
 
 
 def _too_deep(owner: str, pos: int) -> DecodeError:
-    return DecodeError(f"{owner} nested too deeply", code=COMMAND_INVALID, scope="execution",
+    return DecodeError(f"{owner} nested too deeply", code=ErrorCode.COMMAND_INVALID,
+                       scope="execution",
                        offset=pos)
 
 
 def _bad_field(why: str, pos: int) -> DecodeError:
-    return DecodeError(why, code=INVALID_ARGUMENT, scope="execution", offset=pos)
+    return DecodeError(why, code=ErrorCode.INVALID_ARGUMENT, scope="execution", offset=pos)
 
 
 def unchecked(cls: type[Any], **fields: Any) -> Any:
@@ -226,11 +224,11 @@ def check_strict(o: Any, offset: int | None = None) -> None:
         v = getattr(o, f.attr)
         if v is None and f.required:
             raise DecodeError(f"{o.NAME}: required field {f.name!r} is absent",
-                              code=ILLEGAL_ARGUMENT, scope="execution", offset=offset,
+                              code=ErrorCode.ILLEGAL_ARGUMENT, scope="execution", offset=offset,
                               field_index=f.index)
         if v is not None and f.enum is not None and not isinstance(v, enum.Enum):
             raise DecodeError(f"{o.NAME}: {f.name} = {v!r} is not a {f.enum} choice",
-                              code=INVALID_ARGUMENT, scope="execution", offset=offset,
+                              code=ErrorCode.INVALID_ARGUMENT, scope="execution", offset=offset,
                               field_index=f.index)
         if v is not None and f.base in ("struct", "struct32") and isinstance(v, SpecObject):
             check_strict(v, offset)

@@ -71,8 +71,9 @@ from typing import Any
 
 import attrs
 
-from ..errors import COMMAND_INVALID, INVALID_ARGUMENT, DecodeError, LocalProtocolError
+from ..errors import DecodeError, LocalProtocolError
 from ..serial import SequenceSet
+from .codes import ErrorCode
 
 DEFAULT_MAX_DEPTH = 32
 
@@ -165,11 +166,11 @@ class Array(list[Any]):
 
 
 def _truncated(what: str, pos: int) -> DecodeError:
-    return DecodeError(f"{what} runs past the end of its container", code=COMMAND_INVALID,
+    return DecodeError(f"{what} runs past the end of its container", code=ErrorCode.COMMAND_INVALID,
                        scope="execution", offset=pos)
 
 
-def _invalid(what: str, pos: int, code: int = INVALID_ARGUMENT) -> DecodeError:
+def _invalid(what: str, pos: int, code: int = ErrorCode.INVALID_ARGUMENT) -> DecodeError:
     return DecodeError(what, code=code, scope="execution", offset=pos)
 
 
@@ -487,7 +488,8 @@ def decode_sequence_set(buf: bytes, pos: int, end: int) -> tuple[SequenceSet, in
     if stop > end:
         raise _truncated("sequence-set", pos)
     if n % 8:
-        raise _invalid(f"sequence-set size {n} is not a multiple of 8", pos, COMMAND_INVALID)
+        raise _invalid(f"sequence-set size {n} is not a multiple of 8", pos,
+                       ErrorCode.COMMAND_INVALID)
     s = SequenceSet()
     for p in range(pos, stop, 8):
         lo, hi = _S_II.unpack_from(buf, p)
@@ -526,7 +528,8 @@ def decode_byte_ranges(buf: bytes, pos: int, end: int
     if stop > end:
         raise _truncated("byte-ranges", pos)
     if n % 16:
-        raise _invalid(f"byte-ranges size {n} is not a multiple of 16", pos, COMMAND_INVALID)
+        raise _invalid(f"byte-ranges size {n} is not a multiple of 16", pos,
+                       ErrorCode.COMMAND_INVALID)
     out = tuple(_S_QQ.unpack_from(buf, p) for p in range(pos, stop, 16))
     for lo, hi in out:
         if hi < lo:
@@ -566,7 +569,7 @@ def encode_struct32(v: Any, out: bytearray, depth: int = DEFAULT_MAX_DEPTH) -> N
 def decode_struct32(buf: bytes, pos: int, end: int, depth: int = DEFAULT_MAX_DEPTH,
                     typed: bool = False) -> tuple[Any, int]:
     if depth <= 0:
-        raise _invalid("struct32 nested too deeply", pos, COMMAND_INVALID)
+        raise _invalid("struct32 nested too deeply", pos, ErrorCode.COMMAND_INVALID)
     if pos + 6 > end:
         raise _truncated("struct32", pos)
     (n,) = unpack_I(buf, pos)
@@ -576,7 +579,7 @@ def decode_struct32(buf: bytes, pos: int, end: int, depth: int = DEFAULT_MAX_DEP
     code = (buf[pos + 4] << 8) | buf[pos + 5]
     entry = _STRUCT32.get(code)
     if entry is None:
-        raise _invalid(f"unknown struct code 0x{code:04x}", pos, COMMAND_INVALID)
+        raise _invalid(f"unknown struct code 0x{code:04x}", pos, ErrorCode.COMMAND_INVALID)
     v, p = entry[1](buf, pos + 6, stop, depth - 1, typed)
     # The size prefix bounds the struct; trailing octets it declares are
     # skipped (room for extension), a struct that overruns it is an error.
@@ -828,7 +831,8 @@ def _width_of_code(code: int) -> tuple[bool, int] | None:
 def _skip_unknown(code: int, buf: bytes, pos: int, end: int) -> tuple[bytes, int]:
     w = _width_of_code(code)
     if w is None:
-        raise _invalid(f"type code 0x{code:02x} is in a reserved range", pos, COMMAND_INVALID)
+        raise _invalid(f"type code 0x{code:02x} is in a reserved range", pos,
+                       ErrorCode.COMMAND_INVALID)
     fixed, width = w
     if fixed:
         stop = pos + width
@@ -1008,14 +1012,14 @@ def _container(what: str, buf: bytes, pos: int, end: int, depth: int, minimum: i
                ) -> tuple[int, int]:
     """Check a container's size prefix; return (start of content, stop)."""
     if depth <= 0:
-        raise _invalid(f"{what} nested too deeply", pos, COMMAND_INVALID)
+        raise _invalid(f"{what} nested too deeply", pos, ErrorCode.COMMAND_INVALID)
     _guard(what, pos, end, 4)
     (n,) = unpack_I(buf, pos)
     stop = pos + 4 + n
     if stop > end:
         raise _truncated(what, pos)
     if n < minimum:
-        raise _invalid(f"{what} size {n} is too small", pos, COMMAND_INVALID)
+        raise _invalid(f"{what} size {n} is too small", pos, ErrorCode.COMMAND_INVALID)
     return pos + 4, stop
 
 
@@ -1031,7 +1035,7 @@ def decode_map(buf: bytes, pos: int, end: int, depth: int = DEFAULT_MAX_DEPTH,
     # Every entry takes at least 2 octets (empty key + void): a count that
     # cannot fit is rejected before looping on it.
     if count * 2 > stop - pos:
-        raise _invalid(f"map count {count} exceeds its size", start, COMMAND_INVALID)
+        raise _invalid(f"map count {count} exceeds its size", start, ErrorCode.COMMAND_INVALID)
     out: dict[str, Any] = {}
     inner = depth - 1
     if typed:
@@ -1084,7 +1088,8 @@ def decode_map(buf: bytes, pos: int, end: int, depth: int = DEFAULT_MAX_DEPTH,
             else:
                 out[k], pos = _decode_coded(code, buf, pos, stop, inner, False)
     if pos != stop:
-        raise _invalid(f"map count {count} disagrees with its size", start, COMMAND_INVALID)
+        raise _invalid(f"map count {count} disagrees with its size", start,
+                       ErrorCode.COMMAND_INVALID)
     return out, stop
 
 
@@ -1095,14 +1100,15 @@ def decode_list(buf: bytes, pos: int, end: int, depth: int = DEFAULT_MAX_DEPTH,
     (count,) = unpack_I(buf, pos)
     pos += 4
     if count > stop - pos:
-        raise _invalid(f"list count {count} exceeds its size", start, COMMAND_INVALID)
+        raise _invalid(f"list count {count} exceeds its size", start, ErrorCode.COMMAND_INVALID)
     out = []
     inner = depth - 1
     for _ in range(count):
         v, pos = decode_value(buf, pos, stop, inner, typed)
         out.append(v)
     if pos != stop:
-        raise _invalid(f"list count {count} disagrees with its size", start, COMMAND_INVALID)
+        raise _invalid(f"list count {count} disagrees with its size", start,
+                       ErrorCode.COMMAND_INVALID)
     return out, stop
 
 
@@ -1119,14 +1125,15 @@ def decode_array(buf: bytes, pos: int, end: int, depth: int = DEFAULT_MAX_DEPTH,
     name = TYPE_NAMES.get(code, f"0x{code:02x}")
     w = _width_of_code(code)
     if w is None:
-        raise _invalid(f"array element type 0x{code:02x} is reserved", start, COMMAND_INVALID)
+        raise _invalid(f"array element type 0x{code:02x} is reserved", start,
+                       ErrorCode.COMMAND_INVALID)
     # Each element takes at least its fixed width or its size prefix.
     # Zero-width elements (void, bit) take no room at all: allow no more of
     # them than the array's own octets, so decoded items stay linear in the
     # input however arrays are nested.
     per = w[1]
     if (per and count * per > stop - pos) or (not per and count > stop - start - 4):
-        raise _invalid(f"array count {count} exceeds its size", start, COMMAND_INVALID)
+        raise _invalid(f"array count {count} exceeds its size", start, ErrorCode.COMMAND_INVALID)
     out = Array(name)
     # Elements share the array's type: they never come back as Typed, but
     # containers inside keep ``typed`` for their own values.
@@ -1136,5 +1143,6 @@ def decode_array(buf: bytes, pos: int, end: int, depth: int = DEFAULT_MAX_DEPTH,
         v, pos = _decode_coded(code, buf, pos, stop, inner, inner_typed)
         out.append(v)
     if pos != stop:
-        raise _invalid(f"array count {count} disagrees with its size", start, COMMAND_INVALID)
+        raise _invalid(f"array count {count} disagrees with its size", start,
+                       ErrorCode.COMMAND_INVALID)
     return out, stop

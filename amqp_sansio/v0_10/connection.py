@@ -43,14 +43,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .. import __version__, sasl
-from ..errors import (
-    COMMAND_INVALID,
-    FRAMING_ERROR,
-    INVALID_ARGUMENT,
-    ConnectionViolation,
-    DecodeError,
-    LocalProtocolError,
-)
+from ..errors import ConnectionViolation, DecodeError, LocalProtocolError
 from ..header import HeaderGate
 from ..header import mismatch as header_mismatch
 from ..heartbeat import HeartbeatClock
@@ -64,6 +57,7 @@ from ..sasl_negotiator import (
 from ..serial import SerialOrderError
 from . import events as ev
 from ._specbase import Command, Control, Struct
+from .codes import CloseCode, DetachCode, ErrorCode
 from .framing import (
     DEFAULT_MAX_BODY_SIZE,
     DEFAULT_MAX_SEGMENT_SIZE,
@@ -81,7 +75,6 @@ from .framing import (
 )
 from .session import SESSION_TRANSITIONS, Session, SessionState, SessionStore
 from .spec import (
-    CloseCode,
     ConnectionClose,
     ConnectionCloseOk,
     ConnectionHeartbeat,
@@ -292,7 +285,7 @@ class Connection:
             self._server_sasl = ServerNegotiator(config.authenticator)
         self._offered_tune: ConnectionTune | None = None
         self._close_sent = False
-        self._sent_close: tuple[int, str | None] = (200, None)  # what our close said
+        self._sent_close: tuple[int, str | None] = (CloseCode.NORMAL, None)  # what our close said
         self._streams: dict[int, int] = {}  # channel -> command id of a streaming body
         self.closed_reason: str | None = None
         # SASL security layer hook (see install_security_layer).
@@ -396,7 +389,7 @@ class Connection:
             return None
         return self._hb.next_deadline()
 
-    def close(self, code: int = 200, text: str | None = None) -> None:
+    def close(self, code: int = CloseCode.NORMAL, text: str | None = None) -> None:
         """Start the close handshake (``ConnectionClosed`` follows close-ok)."""
         if self.state is ConnState.CLOSED:
             raise LocalProtocolError("connection is already closed")
@@ -564,7 +557,7 @@ class Connection:
         """A connection-scope violation: queue close (or not) and stop."""
         may_close = self.state in (ConnState.OPEN, ConnState.CLOSING) or (
             e.close and self.state not in (ConnState.AWAIT_HEADER, ConnState.CLOSED))
-        code = e.code if e.code is not None else FRAMING_ERROR  # 0-10 names every violation
+        code = CloseCode.FRAMING_ERROR if e.code is None else e.code  # (0-10 always names one)
         if may_close and not self._close_sent:
             self._write_control(0, ConnectionClose(reply_code=code, reply_text=e.message[:255]))
             self._close_sent = True
@@ -598,8 +591,9 @@ class Connection:
             # Ids from the peer that no order relates to ours (2**31 apart).
             session = self.sessions.get(item.channel)
             if session is None:
-                raise ConnectionViolation(str(e), channel=item.channel) from None
-            self._session_violation(session, str(e), 4, events)
+                raise ConnectionViolation(str(e), CloseCode.FRAMING_ERROR,
+                                          channel=item.channel) from None
+            self._session_violation(session, str(e), DetachCode.UNKNOWN_IDS, events)
 
     def _dispatch_item(self, item: Any, events: list[ev.Event]) -> None:
         t = type(item)
@@ -626,17 +620,20 @@ class Connection:
     def _check_session_channel(self, channel: int) -> None:
         if self.state not in (ConnState.OPEN, ConnState.CLOSING):
             raise ConnectionViolation(f"session traffic on channel {channel} before the "
-                                   "connection is open", channel=channel)
+                                      "connection is open", CloseCode.FRAMING_ERROR,
+                                      channel=channel)
         self._trace("session")  # a legal input here (traced only once it is)
         if channel >= self.channel_max:
             raise ConnectionViolation(f"channel {channel} is beyond channel-max "
-                                   f"{self.channel_max}", channel=channel)
+                                      f"{self.channel_max}", CloseCode.FRAMING_ERROR,
+                                      channel=channel)
 
     def _allowed(self, name: str) -> tuple[ConnState, ...] | None:
         table = CONNECTION_TRANSITIONS[self.role][self.state]
         if name not in table:
             raise ConnectionViolation(f"unexpected {name} in state {self.state.name}",
-                                   close=self.state is not ConnState.AWAIT_START_OK)
+                                      CloseCode.FRAMING_ERROR,
+                                      close=self.state is not ConnState.AWAIT_START_OK)
         self._trace(name)
         return table[name]
 
@@ -711,16 +708,19 @@ class Connection:
                 # from the server (SCRAM) checks it got it.
                 self._client_sasl.succeeded()
             except sasl.SaslError as e:
-                raise ConnectionViolation(f"SASL: {e.message}", CloseCode.CONNECTION_FORCED) from None
+                raise ConnectionViolation(f"SASL: {e.message}",
+                                          CloseCode.CONNECTION_FORCED) from None
         hmin, hmax = ctl.heartbeat_min, ctl.heartbeat_max
         if hmin is None and hmax is not None:
-            raise ConnectionViolation("tune: heartbeat-max without heartbeat-min")
+            raise ConnectionViolation("tune: heartbeat-max without heartbeat-min",
+                                      CloseCode.FRAMING_ERROR)
         if hmin is not None and hmax is not None and hmax < hmin:
-            raise ConnectionViolation("tune: heartbeat-max below heartbeat-min")
+            raise ConnectionViolation("tune: heartbeat-max below heartbeat-min",
+                                      CloseCode.FRAMING_ERROR)
         if ctl.max_frame_size is not None and ctl.max_frame_size < MIN_MAX_FRAME_SIZE:
-            raise ConnectionViolation("tune: max-frame-size below 4096")
+            raise ConnectionViolation("tune: max-frame-size below 4096", CloseCode.FRAMING_ERROR)
         if ctl.channel_max == 0:
-            raise ConnectionViolation("tune: channel-max of zero")
+            raise ConnectionViolation("tune: channel-max of zero", CloseCode.FRAMING_ERROR)
         channel_max = min(cfg.channel_max, ctl.channel_max or 0xFFFF)
         frame = min(cfg.max_frame_size, ctl.max_frame_size or MAX_FRAME_SIZE)
         heartbeat = None
@@ -778,6 +778,7 @@ class Connection:
         if ctl.mechanism not in negotiator.offered:
             # Rule: close the socket without sending further data.
             raise ConnectionViolation(f"start-ok chose unoffered mechanism {ctl.mechanism!r}",
+                                      CloseCode.FRAMING_ERROR,
                                       close=False)
         self.peer_properties = dict(ctl.client_properties or {})
         self.mechanism = ctl.mechanism
@@ -815,19 +816,23 @@ class Connection:
             # Required, yet omitted by some clients (qpid-python): take the offer.
             cm = offered.channel_max or 0xFFFF
         if cm is None or cm == 0 or cm > (offered.channel_max or 0xFFFF):
-            raise ConnectionViolation(f"tune-ok channel-max {cm} outside the offer", close=False)
+            raise ConnectionViolation(f"tune-ok channel-max {cm} outside the offer",
+                                      CloseCode.FRAMING_ERROR, close=False)
         fm = ctl.max_frame_size
         if fm is not None and (fm > (offered.max_frame_size or MAX_FRAME_SIZE)
                                or fm < MIN_MAX_FRAME_SIZE):
             raise ConnectionViolation(f"tune-ok max-frame-size {fm} outside the offer",
-                                   close=False)
+                                      CloseCode.FRAMING_ERROR,
+                                      close=False)
         hb = ctl.heartbeat
         if hb is not None:
             if offered.heartbeat_min is None:
-                raise ConnectionViolation("tune-ok heartbeat set but none was offered")
+                raise ConnectionViolation("tune-ok heartbeat set but none was offered",
+                                          CloseCode.FRAMING_ERROR)
             if hb < offered.heartbeat_min or (offered.heartbeat_max is not None
                                               and hb > offered.heartbeat_max):
-                raise ConnectionViolation(f"tune-ok heartbeat {hb} outside the offer")
+                raise ConnectionViolation(f"tune-ok heartbeat {hb} outside the offer",
+                                          CloseCode.FRAMING_ERROR)
         frame = fm if fm is not None else (offered.max_frame_size or MAX_FRAME_SIZE)
         self._apply_tune(cm, frame, hb)
         self.state = ConnState.AWAIT_OPEN
@@ -841,11 +846,11 @@ class Connection:
                                   else vhost in allowed))
         if not ok:
             self._trace("open:invalid-path")
-            self._write_control(0, ConnectionClose(reply_code=402,
+            self._write_control(0, ConnectionClose(reply_code=CloseCode.INVALID_PATH,
                                                    reply_text=f"no virtual host {vhost!r}"))
             self._close_sent = True
             self.state = ConnState.CLOSING
-            events.append(ev.ProtocolViolation(402, "connection", 0,
+            events.append(ev.ProtocolViolation(CloseCode.INVALID_PATH, "connection", 0,
                                                f"unknown virtual host {vhost!r}",
                                                "connection.close"))
             return
@@ -889,7 +894,7 @@ class Connection:
         return stray
 
     def _not_attached(self, channel: int, events: list[ev.Event]) -> None:
-        self._write_control(channel, SessionDetached(name=b"", code=3))
+        self._write_control(channel, SessionDetached(name=b"", code=DetachCode.NOT_ATTACHED))
         events.append(ev.ProtocolViolation(3, "session", channel,
                                            "traffic on a channel with no attached session",
                                            "session.detached"))
@@ -943,14 +948,15 @@ class Connection:
             if name == "session.detached":
                 return  # an answer to something we already dropped
             if name == "session.detach":
-                self._write_control(channel, SessionDetached(name=ctl.name, code=3))  # type: ignore[attr-defined]
+                self._write_control(channel, SessionDetached(
+                    name=ctl.name, code=DetachCode.NOT_ATTACHED))  # type: ignore[attr-defined]
                 return
             self._not_attached(channel, events)
             return
         allowed = SESSION_TRANSITIONS[session.state]
         if name not in allowed:
             self._session_violation(session, f"{name} in session state {session.state.name}",
-                                    3, events)
+                                    DetachCode.NOT_ATTACHED, events)
             return
         if name == "session.attached":
             session._trace(name)
@@ -961,7 +967,7 @@ class Connection:
             return  # already attached: the peer attached it too (simultaneous)
         if name == "session.detach":
             session._trace(name)
-            self._write_control(channel, SessionDetached(name=session.name, code=0))
+            self._write_control(channel, SessionDetached(name=session.name, code=DetachCode.NORMAL))
             events.append(ev.SessionDetached(channel, session.name, 0, by_peer=True))
             self._drop_session(session)
             return
@@ -986,19 +992,20 @@ class Connection:
                     current.state = SessionState.ATTACHED
                     events.append(ev.SessionAttached(channel, name))
                 return
-            self._write_control(channel, SessionDetached(name=name, code=2))  # transport-busy
+            self._write_control(channel, SessionDetached(name=name, code=DetachCode.TRANSPORT_BUSY))
             self._refused_channels.add(channel)
             return
         other = self._by_name.get(name)
         if other is not None:
             if not ctl.force:
-                self._write_control(channel, SessionDetached(name=name, code=1))  # session-busy
+                self._write_control(channel, SessionDetached(name=name,
+                                                             code=DetachCode.SESSION_BUSY))
                 self._refused_channels.add(channel)
                 return
             # Force: take it from its old channel (the old one is told busy).
             old = other.channel
             if old is not None:
-                self._write_control(old, SessionDetached(name=name, code=1))
+                self._write_control(old, SessionDetached(name=name, code=DetachCode.SESSION_BUSY))
                 self.sessions.pop(old, None)
             session = other
         else:
@@ -1051,7 +1058,8 @@ class Connection:
         session._trace("command")
         cid, duplicate = session._take_incoming_id()
         if cid is None:
-            self._session_violation(session, "command before any command-point", 4, events)
+            self._session_violation(session, "command before any command-point",
+                                    DetachCode.UNKNOWN_IDS, events)
             return
         if duplicate:
             return
@@ -1070,9 +1078,10 @@ class Connection:
         if missing is not None:
             index = next(f.index for f in cmd.FIELDS if f.name == missing)
             message = f"{cmd.NAME} without its required {missing}"
-            events.append(ev.ProtocolViolation(531, "execution", ch, message,
+            events.append(ev.ProtocolViolation(ErrorCode.ILLEGAL_ARGUMENT, "execution", ch, message,
                                                "execution.exception"))
-            session.send_exception(531, command_id=cid, class_code=cmd.CLASS_CODE,
+            session.send_exception(ErrorCode.ILLEGAL_ARGUMENT, command_id=cid,
+                                   class_code=cmd.CLASS_CODE,
                                    command_code=cmd.CODE, field_index=index,
                                    description=message)
             return
@@ -1089,14 +1098,14 @@ class Connection:
         if isinstance(cmd, ExecutionResult):
             expected = session._on_result(cmd.command_id)
             if expected is None:
-                events.append(ev.ProtocolViolation(COMMAND_INVALID, "execution", ch,
+                events.append(ev.ProtocolViolation(ErrorCode.COMMAND_INVALID, "execution", ch,
                                                    f"result for unknown command "
                                                    f"{cmd.command_id}", "none"))
             elif cmd.value is not None and not isinstance(cmd.value, expected):
                 # Not what the command returns: an application reading its
                 # fields would fail obscurely; it hears of the violation.
                 events.append(ev.ProtocolViolation(
-                    INVALID_ARGUMENT, "execution", ch,
+                    ErrorCode.INVALID_ARGUMENT, "execution", ch,
                     f"result for command {cmd.command_id} is a {type(cmd.value).__name__}, "
                     f"not a {expected.__name__}", "none"))
             else:

@@ -69,9 +69,10 @@ from typing import Any
 
 import attrs
 
-from ..errors import COMMAND_INVALID, FRAMING_ERROR, DecodeError, LocalProtocolError
+from ..errors import DecodeError, LocalProtocolError
 from . import codec as _c
 from ._specbase import Command, Control, Struct, check_strict
+from .codes import CloseCode, ErrorCode
 from .spec import COMMANDS, CONTROLS
 
 PROTOCOL_HEADER = b"AMQP\x01\x01\x00\x0a"
@@ -165,12 +166,13 @@ def parse_protocol_header(data: bytes) -> tuple[int, int, int, int]:
     Raises DecodeError if the magic is not ``AMQP``.
     """
     if len(data) != 8 or data[:4] != b"AMQP":
-        raise DecodeError(f"not an AMQP protocol header: {bytes(data[:8])!r}", offset=0)
+        raise DecodeError(f"not an AMQP protocol header: {bytes(data[:8])!r}",
+                          code=CloseCode.FRAMING_ERROR, offset=0)
     return data[4], data[5], data[6], data[7]
 
 
 def _framing(msg: str, offset: int, channel: int | None = None) -> DecodeError:
-    return DecodeError(msg, code=FRAMING_ERROR, scope="connection", offset=offset,
+    return DecodeError(msg, code=CloseCode.FRAMING_ERROR, scope="connection", offset=offset,
                        channel=channel)
 
 
@@ -594,7 +596,8 @@ class AssemblyDecoder:
         try:
             obj, pos = cls._dec_body(payload, 2, n, self.max_depth, self.typed)
             if pos != n:
-                raise DecodeError(f"{cls.NAME}: {n - pos} trailing octets", offset=pos)
+                raise DecodeError(f"{cls.NAME}: {n - pos} trailing octets",
+                                  code=CloseCode.FRAMING_ERROR, offset=pos)
             if self.strict:
                 check_strict(obj)
         except DecodeError as e:
@@ -609,13 +612,15 @@ class AssemblyDecoder:
         n = len(payload)
         if n < 2:
             return None, False, DecodeError("command segment too short for its code",
-                                            code=COMMAND_INVALID, scope="execution", offset=at,
+                                            code=ErrorCode.COMMAND_INVALID, scope="execution",
+                                            offset=at,
                                             channel=channel)
         opcode = payload[0] << 8 | payload[1]
         cls = COMMANDS.get(opcode)
         if cls is None:
             return None, False, DecodeError(
-                f"unknown command 0x{opcode:04x}", code=COMMAND_INVALID, scope="execution",
+                f"unknown command 0x{opcode:04x}", code=ErrorCode.COMMAND_INVALID,
+                                            scope="execution",
                 offset=at, channel=channel, class_code=payload[0], command_code=payload[1])
         try:
             # session.header: size octet (0 or 1) then its one flag octet.
@@ -624,13 +629,14 @@ class AssemblyDecoder:
             hsize = payload[2]
             pos = 3 + hsize
             if hsize > 1 or pos > n:
-                raise DecodeError("session header has a bad size", code=COMMAND_INVALID,
+                raise DecodeError("session header has a bad size", code=ErrorCode.COMMAND_INVALID,
                                   scope="execution", offset=2)
             sync = False
             if hsize:
                 hflags = payload[3]
                 if hflags & 0xFE:
-                    raise DecodeError("session header has unknown flags", code=COMMAND_INVALID,
+                    raise DecodeError("session header has unknown flags",
+                                      code=ErrorCode.COMMAND_INVALID,
                                       scope="execution", offset=3)
                 sync = bool(hflags & 1)
             body_at = pos
@@ -642,7 +648,7 @@ class AssemblyDecoder:
                 raise
             if pos != n:
                 raise DecodeError(f"{cls.NAME}: {n - pos} trailing octets",
-                                  code=COMMAND_INVALID, scope="execution", offset=pos)
+                                  code=ErrorCode.COMMAND_INVALID, scope="execution", offset=pos)
             if self.strict:
                 check_strict(obj)
         except DecodeError as e:
@@ -677,7 +683,7 @@ class AssemblyDecoder:
         opcode = getattr(cmd, "OPCODE", None)
         return DecodeError(
             f"{getattr(cmd, 'NAME', 'command')}: {e.message}",
-            code=e.code if e.scope == "execution" else COMMAND_INVALID,
+            code=e.code if e.scope == "execution" else ErrorCode.COMMAND_INVALID,
             scope="execution",
             offset=at if at is not None else e.offset,
             channel=channel,
@@ -696,13 +702,13 @@ class AssemblyDecoder:
             v, pos = _c.decode_struct32(payload, pos, n, self.max_depth, self.typed)
             if type(v) in seen:
                 raise DecodeError(f"header holds two {v.NAME} structs",
-                                  code=COMMAND_INVALID, scope="execution", offset=pos)
+                                  code=ErrorCode.COMMAND_INVALID, scope="execution", offset=pos)
             seen.add(type(v))
             if self.strict:
                 # Only the structs the command's <segments> list may appear.
                 if type(v).__name__ not in allowed:
                     raise DecodeError(f"{v.NAME} is not a header of this command",
-                                      code=COMMAND_INVALID, scope="execution", offset=pos)
+                                      code=ErrorCode.COMMAND_INVALID, scope="execution", offset=pos)
                 check_strict(v)
             out.append(v)
         return tuple(out)

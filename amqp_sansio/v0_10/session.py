@@ -47,6 +47,7 @@ from ..errors import LocalProtocolError
 from ..serial import SequenceSet, serial_add, serial_diff, serial_le, serial_lt
 from . import events as ev
 from ._specbase import Command, Struct
+from .codes import DetachCode
 from .flow import Credit
 from .framing import header_octets
 from .spec import (
@@ -349,7 +350,7 @@ class Session:
         if result is not None:
             self._results[cid] = result
         if credit is not None and credit.mode == 1:
-            self._transfer_cost[cid] = (command.destination or "", cost)  # type: ignore[attr-defined]
+            self._transfer_cost[cid] = (dest, cost)
         self.next_out_id = serial_add(cid, 1)
         return cid
 
@@ -523,7 +524,8 @@ class Session:
                 events.append(ev.CommandsConfirmed(ch, ctl.commands))
         elif name == "session.command-point":
             if ctl.command_id is None:
-                conn._session_violation(self, "command-point without a command-id", 4, events)
+                conn._session_violation(self, "command-point without a command-id",
+                                        DetachCode.UNKNOWN_IDS, events)
                 return
             if self._got_commands_here and self._received_max is not None and serial_le(
                     ctl.command_id, self._received_max):
@@ -534,7 +536,8 @@ class Session:
                 return
             if ctl.command_offset:
                 conn._session_violation(self, "command-point with a non-zero offset is not "
-                                        "supported (resume at command boundaries)", 4, events)
+                                        "supported (resume at command boundaries)",
+                                        DetachCode.UNKNOWN_IDS, events)
                 return
             if self._received_max is not None and serial_le(ctl.command_id,
                                                             self._received_max):
@@ -654,7 +657,8 @@ class Session:
         first = expected.first()
         assert first is not None
         if not serial_le(first, self.next_out_id):
-            conn._session_violation(self, "expected names ids we never sent", 4, events)
+            conn._session_violation(self, "expected names ids we never sent",
+                                    DetachCode.UNKNOWN_IDS, events)
             return
         conn._write_control(self.channel, SessionCommandPoint(command_id=first,
                                                               command_offset=0))

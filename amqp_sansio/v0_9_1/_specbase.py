@@ -20,8 +20,9 @@ from typing import Any, ClassVar, NamedTuple
 
 import attrs
 
-from ..errors import FRAMING_ERROR, DecodeError, LocalProtocolError
+from ..errors import DecodeError, LocalProtocolError
 from .codec import RABBIT, Profile
+from .codes import ReplyCode
 
 _new = object.__new__
 _set = object.__setattr__
@@ -175,7 +176,8 @@ def _check_timestamp(owner: str, name: str, v: Any) -> None:
 
 
 def _trunc(owner: str, pos: int) -> DecodeError:
-    return DecodeError(f"{owner}: arguments run past the end of the frame", code=FRAMING_ERROR,
+    return DecodeError(f"{owner}: arguments run past the end of the frame",
+                       code=ReplyCode.FRAME_ERROR,
                        offset=pos)
 
 
@@ -251,4 +253,4 @@ def _pattern(p: str) -> re.Pattern[str]:
 
 def _unknown_props(owner: str, flags: int, pos: int) -> DecodeError:
     return DecodeError(f"{owner}: property flags 0x{flags:x} name properties the class does "
-                       "not have", code=FRAMING_ERROR, offset=pos)
+                       "not have", code=ReplyCode.FRAME_ERROR, offset=pos)

@@ -58,6 +58,7 @@ import attrs
 from ..errors import LocalProtocolError
 from . import events as ev
 from ._specbase import METHODS_BY_NAME, Method, Properties, check_names
+from .codes import ReplyCode
 from .confirms import ConfirmError, ConfirmTracker, TagSet
 from .spec import (
     BasicAck,
@@ -77,10 +78,6 @@ from .spec import (
 if TYPE_CHECKING:
     from .connection import Connection
 
-PRECONDITION_FAILED = 406
-COMMAND_INVALID = 503
-CHANNEL_ERROR = 504
-UNEXPECTED_FRAME = 505
 
 
 class ChannelState(enum.Enum):
@@ -122,7 +119,7 @@ del _m, _r
 class ChannelError(Exception):
     """Internal: the peer broke a channel-scope rule (a 4xx soft error)."""
 
-    def __init__(self, message: str, code: int = PRECONDITION_FAILED, class_id: int = 0,
+    def __init__(self, message: str, code: int = ReplyCode.PRECONDITION_FAILED, class_id: int = 0,
                  method_id: int = 0) -> None:
         super().__init__(message)
         self.message = message
@@ -395,7 +392,8 @@ class Channel:
         table = CHANNEL_TRANSITIONS[st]
         key = name if name in table else "method"
         if key not in table:
-            raise ProtocolFault(f"{name} on channel {self.id} in state {st.name}", CHANNEL_ERROR,
+            raise ProtocolFault(f"{name} on channel {self.id} in state {st.name}",
+                                ReplyCode.CHANNEL_ERROR,
                                 m.CLASS_ID, m.METHOD_ID)
         self._trace(key)
         if st is ChannelState.CLOSING:
@@ -432,7 +430,7 @@ class Channel:
         table = CHANNEL_TRANSITIONS[st]
         if "content" not in table:
             raise ProtocolFault(f"{m.NAME} on channel {self.id} in state {st.name}",
-                                CHANNEL_ERROR, m.CLASS_ID, m.METHOD_ID)
+                                ReplyCode.CHANNEL_ERROR, m.CLASS_ID, m.METHOD_ID)
         self._trace("content")
         if st is ChannelState.CLOSING:
             return
@@ -443,7 +441,7 @@ class Channel:
         name = m.NAME
         role = "client" if self._client else "server"
         if role not in m.CHASSIS:
-            raise ProtocolFault(f"a {role} does not receive {name}", COMMAND_INVALID,
+            raise ProtocolFault(f"a {role} does not receive {name}", ReplyCode.COMMAND_INVALID,
                                 m.CLASS_ID, m.METHOD_ID)
         request: Method | None = None
         if name in REPLY_TO:
@@ -456,7 +454,7 @@ class Channel:
             if at is None:
                 what = f"a reply to {head.NAME}" if head is not None else "no reply"
                 raise ProtocolFault(f"unexpected {name} on channel {self.id} ({what} was due)",
-                                    COMMAND_INVALID, m.CLASS_ID, m.METHOD_ID)
+                                    ReplyCode.COMMAND_INVALID, m.CLASS_ID, m.METHOD_ID)
             if at == 0:
                 request = self.pending.popleft()
             else:
@@ -690,7 +688,7 @@ def _track(ch: Channel, m: Any) -> None:
     try:
         ch.unacked.add(m.delivery_tag)
     except ConfirmError as e:
-        raise ChannelError(f"delivery tag: {e}", PRECONDITION_FAILED, m.CLASS_ID,
+        raise ChannelError(f"delivery tag: {e}", ReplyCode.PRECONDITION_FAILED, m.CLASS_ID,
                            m.METHOD_ID) from None
 
 
@@ -698,7 +696,8 @@ def _on_server_confirm(ch: Channel, m: Any, request: Any, events: list[ev.Event]
     if not ch._client:
         return False  # a client acking deliveries: the application's business
     if ch.confirms is None:
-        raise ChannelError(f"{m.NAME} on a channel not in confirm mode", PRECONDITION_FAILED,
+        raise ChannelError(f"{m.NAME} on a channel not in confirm mode",
+                           ReplyCode.PRECONDITION_FAILED,
                            m.CLASS_ID, m.METHOD_ID)
     ack = isinstance(m, BasicAck)
     try:
@@ -707,7 +706,7 @@ def _on_server_confirm(ch: Channel, m: Any, request: Any, events: list[ev.Event]
         else:
             seqs = ch.confirms.nack(m.delivery_tag, m.multiple)
     except ConfirmError as e:
-        raise ChannelError(f"unknown delivery tag: {e}", PRECONDITION_FAILED, m.CLASS_ID,
+        raise ChannelError(f"unknown delivery tag: {e}", ReplyCode.PRECONDITION_FAILED, m.CLASS_ID,
                            m.METHOD_ID) from None
     events.append(ev.PublishConfirmed(ch.id, ack, int(m.delivery_tag), bool(m.multiple),
                                       tuple(seqs)))

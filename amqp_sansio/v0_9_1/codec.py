@@ -106,7 +106,8 @@ from typing import Any
 
 import attrs
 
-from ..errors import FRAMING_ERROR, DecodeError, LocalProtocolError
+from ..errors import DecodeError, LocalProtocolError
+from .codes import ReplyCode
 
 DEFAULT_MAX_DEPTH = 32
 
@@ -178,12 +179,12 @@ class Profile:
 
 
 def _short(what: str, pos: int) -> DecodeError:
-    return DecodeError(f"{what} runs past the end of its container", code=FRAMING_ERROR,
+    return DecodeError(f"{what} runs past the end of its container", code=ReplyCode.FRAME_ERROR,
                        offset=pos)
 
 
 def _bad(what: str, pos: int) -> DecodeError:
-    return DecodeError(what, code=FRAMING_ERROR, offset=pos)
+    return DecodeError(what, code=ReplyCode.FRAME_ERROR, offset=pos)
 
 
 # ---------------------------------------------------------------------------

@@ -89,6 +89,7 @@ from .channel import (
     ProtocolFault,
 )
 from .codec import RABBIT, SPEC, Profile
+from .codes import ReplyCode
 from .framing import (
     FRAME_MIN_SIZE,
     HEARTBEAT_FRAME,
@@ -102,7 +103,6 @@ from .framing import (
     encode_method,
 )
 from .spec import (
-    FRAME_ERROR,
     ChannelClose,
     ChannelOpen,
     ChannelOpenOk,
@@ -125,11 +125,6 @@ from .spec import (
 if TYPE_CHECKING:
     from ..connection import SansIOConnection
 
-ACCESS_REFUSED = 403
-COMMAND_INVALID = 503
-CHANNEL_ERROR = 504
-NOT_ALLOWED = 530
-NOT_IMPLEMENTED = 540
 
 
 class ConnState(enum.Enum):
@@ -625,7 +620,7 @@ class Connection:
 
     def _fail(self, e: ConnectionViolation, events: list[ev.Event]) -> None:
         """A connection-scope violation: queue close (or not) and stop."""
-        code = e.code if e.code is not None else FRAME_ERROR  # 0-9-1 names every violation
+        code = ReplyCode.FRAME_ERROR if e.code is None else e.code  # (0-9-1 always names one)
         if e.close and self._close_sent is None and self.state is not ConnState.CLOSED:
             self._send_close(ConnectionClose(reply_code=code, reply_text=e.message[:255],
                                              class_id=e.class_code or 0,
@@ -653,15 +648,16 @@ class Connection:
         ch, m = item.channel, item.method
         if ch == 0:
             if m.CLASS_ID != 10:
-                code = CHANNEL_ERROR if m.NAME == "channel.open" else COMMAND_INVALID
+                code = (ReplyCode.CHANNEL_ERROR if m.NAME == "channel.open"
+                        else ReplyCode.COMMAND_INVALID)
                 raise ConnectionViolation(f"{m.NAME} on channel 0", code, channel=0,
-                                       class_code=m.CLASS_ID, command_code=m.METHOD_ID)
+                                          class_code=m.CLASS_ID, command_code=m.METHOD_ID)
             self._on_connection_method(m, events)
             return
         if m.CLASS_ID == 10:
             raise ConnectionViolation(f"{m.NAME} on channel {ch} (connection methods use "
-                                   "channel 0)", COMMAND_INVALID, channel=ch,
-                                   class_code=m.CLASS_ID, command_code=m.METHOD_ID)
+                                      "channel 0)", ReplyCode.COMMAND_INVALID, channel=ch,
+                                      class_code=m.CLASS_ID, command_code=m.METHOD_ID)
         self._allowed("channel", m)
         if self.state is ConnState.CLOSING:
             return  # discard: only close and close-ok matter now
@@ -676,7 +672,7 @@ class Connection:
             close = self._is_client and self.state is not ConnState.AWAIT_START
             raise ConnectionViolation(
                 f"unexpected {name} in state {self.state.name}"
-                + (" (handshake)" if handshake else ""), COMMAND_INVALID,
+                + (" (handshake)" if handshake else ""), ReplyCode.COMMAND_INVALID,
                 close=close or not handshake, channel=0 if m is None else None,
                 class_code=m.CLASS_ID if m else 0, command_code=m.METHOD_ID if m else 0)
         self._trace(name)
@@ -699,12 +695,12 @@ class Connection:
                 self._server_open_channel(cid, m, events)
                 return
             raise ConnectionViolation(f"{m.NAME} on channel {cid}, which is not open",
-                                   CHANNEL_ERROR, channel=cid, class_code=m.CLASS_ID,
-                                   command_code=m.METHOD_ID)
+                                      ReplyCode.CHANNEL_ERROR, channel=cid, class_code=m.CLASS_ID,
+                                      command_code=m.METHOD_ID)
         if m.NAME == "channel.open":
             raise ConnectionViolation(f"channel.open on channel {cid}, which is already open",
-                                   CHANNEL_ERROR, channel=cid, class_code=m.CLASS_ID,
-                                   command_code=m.METHOD_ID)
+                                      ReplyCode.CHANNEL_ERROR, channel=cid, class_code=m.CLASS_ID,
+                                      command_code=m.METHOD_ID)
         try:
             if type(item) is ContentItem:
                 ch._on_content(m, item.properties, item.body, events)
@@ -728,8 +724,9 @@ class Connection:
     def _server_open_channel(self, cid: int, m: Method, events: list[ev.Event]) -> None:
         limit = self.channel_max or 0xFFFF
         if cid > limit:
-            raise ConnectionViolation(f"channel {cid} is above channel-max {limit}", CHANNEL_ERROR,
-                                   channel=cid, class_code=m.CLASS_ID, command_code=m.METHOD_ID)
+            raise ConnectionViolation(f"channel {cid} is above channel-max {limit}",
+                                      ReplyCode.CHANNEL_ERROR,
+                                      channel=cid, class_code=m.CLASS_ID, command_code=m.METHOD_ID)
         ch = Channel(self, cid, ChannelState.OPEN)
         ch._trace("channel.open")
         self.channels[cid] = ch
@@ -767,7 +764,7 @@ class Connection:
             # The client cannot speak the server's version: close the socket
             # and send nothing more.
             raise ConnectionViolation(f"server speaks AMQP {m.version_major}-{m.version_minor}, "
-                                   "not 0-9", NOT_IMPLEMENTED, close=False)
+                                      "not 0-9", ReplyCode.NOT_IMPLEMENTED, close=False)
         offered = m.mechanisms.decode("utf-8", "replace").split()
         negotiator = self._client_sasl
         assert negotiator is not None
@@ -775,11 +772,12 @@ class Connection:
             choice, response = negotiator.start(offered)
         except NoCommonMechanism:
             raise ConnectionViolation(f"no SASL mechanism in common (server offers {offered})",
-                                      ACCESS_REFUSED, close=False) from None
+                                      ReplyCode.ACCESS_REFUSED, close=False) from None
         except sasl.SaslError as e:
             self.mechanism = negotiator.mechanism
             self.peer_properties = dict(m.server_properties)
-            raise ConnectionViolation(f"SASL: {e.message}", ACCESS_REFUSED, close=False) from None
+            raise ConnectionViolation(f"SASL: {e.message}", ReplyCode.ACCESS_REFUSED,
+                                      close=False) from None
         locales = m.locales.decode("utf-8", "replace").split()
         locale = cfg.locale if cfg.locale in locales or not locales else locales[0]
         self.mechanism = choice
@@ -797,7 +795,7 @@ class Connection:
         try:
             resp = self._client_sasl.challenge(m.challenge)
         except sasl.SaslError as e:
-            raise ConnectionViolation(f"SASL: {e.message}", ACCESS_REFUSED) from None
+            raise ConnectionViolation(f"SASL: {e.message}", ReplyCode.ACCESS_REFUSED) from None
         self._write_method(0, ConnectionSecureOk(response=resp))
 
     def _on_connection_tune(self, m: Any, events: list[ev.Event]) -> None:
@@ -807,10 +805,11 @@ class Connection:
             try:
                 self._client_sasl.succeeded()  # tune means "authenticated"
             except sasl.SaslError as e:
-                raise ConnectionViolation(f"SASL: {e.message}", ACCESS_REFUSED) from None
+                raise ConnectionViolation(f"SASL: {e.message}", ReplyCode.ACCESS_REFUSED) from None
         if m.frame_max and m.frame_max < FRAME_MIN_SIZE:
             raise ConnectionViolation(f"tune: frame-max {m.frame_max} is below {FRAME_MIN_SIZE}",
-                                   COMMAND_INVALID, class_code=m.CLASS_ID, command_code=m.METHOD_ID)
+                                      ReplyCode.COMMAND_INVALID, class_code=m.CLASS_ID,
+                                      command_code=m.METHOD_ID)
         channel_max = _negotiate(m.channel_max, cfg.channel_max)
         frame_max = max(_negotiate(m.frame_max, cfg.frame_max), FRAME_MIN_SIZE)
         want = cfg.heartbeat
@@ -851,8 +850,9 @@ class Connection:
 
     def _on_connection_update_secret_ok(self, m: Any, events: list[ev.Event]) -> None:
         if not self._pending0:
-            raise ConnectionViolation("update-secret-ok without update-secret", COMMAND_INVALID,
-                                   class_code=m.CLASS_ID, command_code=m.METHOD_ID)
+            raise ConnectionViolation("update-secret-ok without update-secret",
+                                      ReplyCode.COMMAND_INVALID,
+                                      class_code=m.CLASS_ID, command_code=m.METHOD_ID)
         events.append(ev.MethodReceived(0, m, self._pending0.pop(0)))
 
     # -- server handshake ----------------------------------------------------------
@@ -865,7 +865,7 @@ class Connection:
         if m.mechanism not in negotiator.offered:
             # The client chose something not offered: close without a word.
             raise ConnectionViolation(f"start-ok chose unoffered mechanism {m.mechanism!r}",
-                                      ACCESS_REFUSED, close=False)
+                                      ReplyCode.ACCESS_REFUSED, close=False)
         self.mechanism = m.mechanism
         try:
             step = negotiator.start(m.mechanism, m.response)
@@ -873,7 +873,7 @@ class Connection:
             if negotiator.started:
                 self._sasl_failed(e, events)
                 return
-            raise ConnectionViolation(e.message, ACCESS_REFUSED, close=False) from None
+            raise ConnectionViolation(e.message, ReplyCode.ACCESS_REFUSED, close=False) from None
         self._sasl_step(step, events)
 
     def _on_connection_secure_ok(self, m: Any, events: list[ev.Event]) -> None:
@@ -889,11 +889,12 @@ class Connection:
     def _sasl_failed(self, e: sasl.SaslError, events: list[ev.Event]) -> None:
         text = f"ACCESS_REFUSED - {e.message}"
         if self._peer_capability("authentication_failure_close"):
-            self._send_close(ConnectionClose(reply_code=ACCESS_REFUSED, reply_text=text[:255]))
-            events.append(ev.ProtocolViolation(ACCESS_REFUSED, "connection", 0, text,
+            self._send_close(ConnectionClose(reply_code=ReplyCode.ACCESS_REFUSED,
+                                             reply_text=text[:255]))
+            events.append(ev.ProtocolViolation(ReplyCode.ACCESS_REFUSED, "connection", 0, text,
                                                "connection.close"))
             return
-        raise ConnectionViolation(text, ACCESS_REFUSED, close=False) from None
+        raise ConnectionViolation(text, ReplyCode.ACCESS_REFUSED, close=False) from None
 
     def _sasl_step(self, step: sasl.ServerStep, events: list[ev.Event]) -> None:
         if not step.done:
@@ -916,12 +917,12 @@ class Connection:
         # RabbitMQ drops the connection (no close) for any of these.
         if offered.channel_max and not 0 < cm <= offered.channel_max:
             raise ConnectionViolation(f"tune-ok channel-max {cm} outside 1..{offered.channel_max}",
-                                   NOT_ALLOWED, close=False)
+                                      ReplyCode.NOT_ALLOWED, close=False)
         if (offered.frame_max and not FRAME_MIN_SIZE <= fm <= offered.frame_max) or (
                 not offered.frame_max and fm and fm < FRAME_MIN_SIZE):
             raise ConnectionViolation(f"tune-ok frame-max {fm} outside {FRAME_MIN_SIZE}.."
-                                   f"{offered.frame_max or 'unlimited'}", NOT_ALLOWED,
-                                   close=False)
+                                      f"{offered.frame_max or 'unlimited'}", ReplyCode.NOT_ALLOWED,
+                                      close=False)
         self._apply_tune(cm, fm or 0xFFFFFFFF, m.heartbeat)
         self._arm_heartbeat(send=True, watch=True)
         self.state = ConnState.AWAIT_OPEN
@@ -936,9 +937,10 @@ class Connection:
         if not ok:
             self._trace("open:not-allowed")
             text = f"NOT_ALLOWED - vhost {vhost} not found"
-            self._send_close(ConnectionClose(reply_code=NOT_ALLOWED, reply_text=text[:255],
+            self._send_close(ConnectionClose(reply_code=ReplyCode.NOT_ALLOWED,
+                                             reply_text=text[:255],
                                              class_id=m.CLASS_ID, method_id=m.METHOD_ID))
-            events.append(ev.ProtocolViolation(NOT_ALLOWED, "connection", 0, text,
+            events.append(ev.ProtocolViolation(ReplyCode.NOT_ALLOWED, "connection", 0, text,
                                                "connection.close"))
             return
         self.virtual_host = vhost

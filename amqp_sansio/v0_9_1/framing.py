@@ -82,9 +82,10 @@ from collections.abc import Iterator
 
 import attrs
 
-from ..errors import FRAMING_ERROR, DecodeError, LocalProtocolError
+from ..errors import DecodeError, LocalProtocolError
 from ._specbase import Method, Properties
 from .codec import RABBIT, Profile
+from .codes import ReplyCode
 from .spec import METHODS, PROPERTIES
 
 PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
@@ -95,8 +96,6 @@ FRAME_OVERHEAD = 8  # 7-octet header + frame-end
 HEARTBEAT_FRAME = b"\x08\x00\x00\x00\x00\x00\x00\xce"
 DEFAULT_MAX_BODY_SIZE = 128 << 20  # RabbitMQ's default max_message_size
 
-UNEXPECTED_FRAME = 505
-NOT_IMPLEMENTED = 540
 
 _HDR = struct.Struct("!BHI")
 _unpack_hdr = _HDR.unpack_from
@@ -148,7 +147,8 @@ class DiscardedFrame:
 Item = MethodItem | ContentItem | HeartbeatItem | DiscardedFrame
 
 
-def _err(msg: str, offset: int | None, channel: int | None = None, code: int = FRAMING_ERROR,
+def _err(msg: str, offset: int | None, channel: int | None = None,
+         code: int = ReplyCode.FRAME_ERROR,
          class_id: int | None = None, method_id: int | None = None) -> DecodeError:
     return DecodeError(msg, code=code, scope="connection", offset=offset, channel=channel,
                        class_code=class_id, command_code=method_id)
@@ -235,15 +235,15 @@ def decode_method(payload: bytes, profile: Profile = RABBIT, *, offset: int | No
     class_id, method_id = index >> 16, index & 0xFFFF
     if cls is None:
         raise _err(f"unknown method ({class_id}, {method_id})", offset, channel,
-                   NOT_IMPLEMENTED, class_id, method_id)
+                   ReplyCode.NOT_IMPLEMENTED, class_id, method_id)
     try:
         m, pos = cls._dec(payload, 4, n, profile)
     except DecodeError as e:
-        raise _err(f"{cls.NAME}: {e.message}", offset, channel, FRAMING_ERROR, class_id,
+        raise _err(f"{cls.NAME}: {e.message}", offset, channel, ReplyCode.FRAME_ERROR, class_id,
                    method_id) from None
     if pos != n:
         raise _err(f"{cls.NAME}: {n - pos} octets after the last argument", offset, channel,
-                   FRAMING_ERROR, class_id, method_id)
+                   ReplyCode.FRAME_ERROR, class_id, method_id)
     return m  # type: ignore[no-any-return]
 
 
@@ -313,7 +313,8 @@ class Decoder:
             if partial is not None:
                 what = "header" if partial.properties is None else "body"
                 raise _err(f"method frame on channel {ch} while its content {what} is "
-                           "incomplete", at, ch, UNEXPECTED_FRAME, partial.method.CLASS_ID,
+                           "incomplete", at, ch, ReplyCode.UNEXPECTED_FRAME,
+                           partial.method.CLASS_ID,
                            partial.method.METHOD_ID)
             m = decode_method(f.payload, self.profile, offset=at, channel=ch)
             if m.CONTENT:
@@ -323,19 +324,20 @@ class Decoder:
         if partial is None:
             kind = "header" if t == FRAME_HEADER else "body"
             raise _err(f"content {kind} frame on channel {ch} with no content method before it",
-                       at, ch, UNEXPECTED_FRAME)
+                       at, ch, ReplyCode.UNEXPECTED_FRAME)
         if t == FRAME_HEADER:
             if partial.properties is not None:
-                raise _err(f"second content header on channel {ch}", at, ch, UNEXPECTED_FRAME)
+                raise _err(f"second content header on channel {ch}", at, ch,
+                           ReplyCode.UNEXPECTED_FRAME)
             return self._header(f, at, partial)
         # body
         n = len(f.payload)
         if partial.properties is None:
             raise _err(f"content body frame on channel {ch} before its header", at, ch,
-                       UNEXPECTED_FRAME)
+                       ReplyCode.UNEXPECTED_FRAME)
         if n > partial.remaining:
             raise _err(f"content body on channel {ch} overruns the body size by "
-                       f"{n - partial.remaining} octets", at, ch, UNEXPECTED_FRAME)
+                       f"{n - partial.remaining} octets", at, ch, ReplyCode.UNEXPECTED_FRAME)
         if n:
             partial.chunks.append(f.payload)
             partial.remaining -= n
@@ -355,22 +357,24 @@ class Decoder:
         m = partial.method
         if class_id != m.CLASS_ID:
             raise _err(f"content header of class {class_id} after {m.NAME}", at, ch,
-                       UNEXPECTED_FRAME, m.CLASS_ID, m.METHOD_ID)
+                       ReplyCode.UNEXPECTED_FRAME, m.CLASS_ID, m.METHOD_ID)
         if weight:
-            raise _err(f"content header weight {weight} (must be 0)", at, ch, UNEXPECTED_FRAME,
+            raise _err(f"content header weight {weight} (must be 0)", at, ch,
+                       ReplyCode.UNEXPECTED_FRAME,
                        m.CLASS_ID, m.METHOD_ID)
         if size > self.max_body_size:
             raise _err(f"content body of {size} octets exceeds max_body_size "
-                       f"{self.max_body_size}", at, ch, FRAMING_ERROR, m.CLASS_ID, m.METHOD_ID)
+                       f"{self.max_body_size}", at, ch, ReplyCode.FRAME_ERROR, m.CLASS_ID,
+                       m.METHOD_ID)
         pcls = PROPERTIES[class_id]
         try:
             props, pos = pcls._dec(p, 12, len(p), self.profile)
         except DecodeError as e:
-            raise _err(f"content header: {e.message}", at, ch, FRAMING_ERROR, m.CLASS_ID,
+            raise _err(f"content header: {e.message}", at, ch, ReplyCode.FRAME_ERROR, m.CLASS_ID,
                        m.METHOD_ID) from None
         if pos != len(p):
             raise _err(f"content header: {len(p) - pos} octets after the last property", at, ch,
-                       FRAMING_ERROR, m.CLASS_ID, m.METHOD_ID)
+                       ReplyCode.FRAME_ERROR, m.CLASS_ID, m.METHOD_ID)
         partial.properties = props
         partial.remaining = size
         if size:

@@ -17,6 +17,23 @@ import attrs
 from ...errors import LocalProtocolError
 from ...serial import SequenceSet
 from .. import codec as _c
+from ..codes import (
+    SegmentType,
+    Track,
+    CloseCode,
+    DetachCode,
+    ErrorCode,
+    AcceptMode,
+    AcquireMode,
+    RejectCode,
+    DeliveryMode,
+    DeliveryPriority,
+    FlowMode,
+    CreditUnit,
+    XaStatus,
+    FileReturnCode,
+    StreamReturnCode,
+)
 from .._specbase import (
     Command, Control, FieldSpec, Struct, _CLASSES, _DEPTH, _bad_arg, _bad_code,
     _bad_field, _bad_flags, _check_len, _check_text, _is_int, _missing, _new,
@@ -49,190 +66,20 @@ PROTOCOL_MINOR = 10
 DEFAULT_PORT = 5672
 MIN_MAX_FRAME_SIZE = 4096
 
-
-
-class SegmentType(enum.IntEnum):
-    """Domain ``segment-type`` (uint8)."""
-
-    CONTROL = 0
-    COMMAND = 1
-    HEADER = 2
-    BODY = 3
-
-
 _E_SegmentType: dict[int, SegmentType] = {m.value: m for m in SegmentType}
-
-
-class Track(enum.IntEnum):
-    """Domain ``track`` (uint8)."""
-
-    CONTROL = 0
-    COMMAND = 1
-
-
 _E_Track: dict[int, Track] = {m.value: m for m in Track}
-
-
-class CloseCode(enum.IntEnum):
-    """Domain ``connection.close-code`` (uint16)."""
-
-    NORMAL = 200
-    CONNECTION_FORCED = 320
-    INVALID_PATH = 402
-    FRAMING_ERROR = 501
-
-
 _E_CloseCode: dict[int, CloseCode] = {m.value: m for m in CloseCode}
-
-
-class DetachCode(enum.IntEnum):
-    """Domain ``session.detach-code`` (uint8)."""
-
-    NORMAL = 0
-    SESSION_BUSY = 1
-    TRANSPORT_BUSY = 2
-    NOT_ATTACHED = 3
-    UNKNOWN_IDS = 4
-
-
 _E_DetachCode: dict[int, DetachCode] = {m.value: m for m in DetachCode}
-
-
-class ErrorCode(enum.IntEnum):
-    """Domain ``execution.error-code`` (uint16)."""
-
-    UNAUTHORIZED_ACCESS = 403
-    NOT_FOUND = 404
-    RESOURCE_LOCKED = 405
-    PRECONDITION_FAILED = 406
-    RESOURCE_DELETED = 408
-    ILLEGAL_STATE = 409
-    COMMAND_INVALID = 503
-    RESOURCE_LIMIT_EXCEEDED = 506
-    NOT_ALLOWED = 530
-    ILLEGAL_ARGUMENT = 531
-    NOT_IMPLEMENTED = 540
-    INTERNAL_ERROR = 541
-    INVALID_ARGUMENT = 542
-
-
 _E_ErrorCode: dict[int, ErrorCode] = {m.value: m for m in ErrorCode}
-
-
-class AcceptMode(enum.IntEnum):
-    """Domain ``message.accept-mode`` (uint8)."""
-
-    EXPLICIT = 0
-    NONE = 1
-
-
 _E_AcceptMode: dict[int, AcceptMode] = {m.value: m for m in AcceptMode}
-
-
-class AcquireMode(enum.IntEnum):
-    """Domain ``message.acquire-mode`` (uint8)."""
-
-    PRE_ACQUIRED = 0
-    NOT_ACQUIRED = 1
-
-
 _E_AcquireMode: dict[int, AcquireMode] = {m.value: m for m in AcquireMode}
-
-
-class RejectCode(enum.IntEnum):
-    """Domain ``message.reject-code`` (uint16)."""
-
-    UNSPECIFIED = 0
-    UNROUTABLE = 1
-    IMMEDIATE = 2
-
-
 _E_RejectCode: dict[int, RejectCode] = {m.value: m for m in RejectCode}
-
-
-class DeliveryMode(enum.IntEnum):
-    """Domain ``message.delivery-mode`` (uint8)."""
-
-    NON_PERSISTENT = 1
-    PERSISTENT = 2
-
-
 _E_DeliveryMode: dict[int, DeliveryMode] = {m.value: m for m in DeliveryMode}
-
-
-class DeliveryPriority(enum.IntEnum):
-    """Domain ``message.delivery-priority`` (uint8)."""
-
-    LOWEST = 0
-    LOWER = 1
-    LOW = 2
-    BELOW_AVERAGE = 3
-    MEDIUM = 4
-    ABOVE_AVERAGE = 5
-    HIGH = 6
-    HIGHER = 7
-    VERY_HIGH = 8
-    HIGHEST = 9
-
-
 _E_DeliveryPriority: dict[int, DeliveryPriority] = {m.value: m for m in DeliveryPriority}
-
-
-class FlowMode(enum.IntEnum):
-    """Domain ``message.flow-mode`` (uint8)."""
-
-    CREDIT = 0
-    WINDOW = 1
-
-
 _E_FlowMode: dict[int, FlowMode] = {m.value: m for m in FlowMode}
-
-
-class CreditUnit(enum.IntEnum):
-    """Domain ``message.credit-unit`` (uint8)."""
-
-    MESSAGE = 0
-    BYTE = 1
-
-
 _E_CreditUnit: dict[int, CreditUnit] = {m.value: m for m in CreditUnit}
-
-
-class XaStatus(enum.IntEnum):
-    """Domain ``dtx.xa-status`` (uint16)."""
-
-    XA_OK = 0
-    XA_RBROLLBACK = 1
-    XA_RBTIMEOUT = 2
-    XA_HEURHAZ = 3
-    XA_HEURCOM = 4
-    XA_HEURRB = 5
-    XA_HEURMIX = 6
-    XA_RDONLY = 7
-
-
 _E_XaStatus: dict[int, XaStatus] = {m.value: m for m in XaStatus}
-
-
-class FileReturnCode(enum.IntEnum):
-    """Domain ``file.return-code`` (uint16)."""
-
-    CONTENT_TOO_LARGE = 311
-    NO_ROUTE = 312
-    NO_CONSUMERS = 313
-
-
 _E_FileReturnCode: dict[int, FileReturnCode] = {m.value: m for m in FileReturnCode}
-
-
-class StreamReturnCode(enum.IntEnum):
-    """Domain ``stream.return-code`` (uint16)."""
-
-    CONTENT_TOO_LARGE = 311
-    NO_ROUTE = 312
-    NO_CONSUMERS = 313
-
-
 _E_StreamReturnCode: dict[int, StreamReturnCode] = {m.value: m for m in StreamReturnCode}
 
 

@@ -22,6 +22,7 @@ from ..codec import decode_table as _dec_table
 from ..codec import enc_longstr as _enc_longstr
 from ..codec import enc_shortstr as _enc_shortstr
 from ..codec import encode_table as _enc_table
+from ..codes import ReplyCode
 from .._specbase import (
     METHODS_BY_NAME, FieldSpec, Method, Properties, _check_int, _check_longstr,
     _check_shortstr, _check_table, _check_timestamp, _new, _set, _timestamp,
@@ -48,24 +49,24 @@ FRAME_BODY = 3
 FRAME_HEARTBEAT = 8
 FRAME_MIN_SIZE = 4096
 FRAME_END = 206
-REPLY_SUCCESS = 200
-CONTENT_TOO_LARGE = 311
-NO_CONSUMERS = 313
-CONNECTION_FORCED = 320
-INVALID_PATH = 402
-ACCESS_REFUSED = 403
-NOT_FOUND = 404
-RESOURCE_LOCKED = 405
-PRECONDITION_FAILED = 406
-FRAME_ERROR = 501
-SYNTAX_ERROR = 502
-COMMAND_INVALID = 503
-CHANNEL_ERROR = 504
-UNEXPECTED_FRAME = 505
-RESOURCE_ERROR = 506
-NOT_ALLOWED = 530
-NOT_IMPLEMENTED = 540
-INTERNAL_ERROR = 541
+REPLY_SUCCESS = ReplyCode.REPLY_SUCCESS
+CONTENT_TOO_LARGE = ReplyCode.CONTENT_TOO_LARGE
+NO_CONSUMERS = ReplyCode.NO_CONSUMERS
+CONNECTION_FORCED = ReplyCode.CONNECTION_FORCED
+INVALID_PATH = ReplyCode.INVALID_PATH
+ACCESS_REFUSED = ReplyCode.ACCESS_REFUSED
+NOT_FOUND = ReplyCode.NOT_FOUND
+RESOURCE_LOCKED = ReplyCode.RESOURCE_LOCKED
+PRECONDITION_FAILED = ReplyCode.PRECONDITION_FAILED
+FRAME_ERROR = ReplyCode.FRAME_ERROR
+SYNTAX_ERROR = ReplyCode.SYNTAX_ERROR
+COMMAND_INVALID = ReplyCode.COMMAND_INVALID
+CHANNEL_ERROR = ReplyCode.CHANNEL_ERROR
+UNEXPECTED_FRAME = ReplyCode.UNEXPECTED_FRAME
+RESOURCE_ERROR = ReplyCode.RESOURCE_ERROR
+NOT_ALLOWED = ReplyCode.NOT_ALLOWED
+NOT_IMPLEMENTED = ReplyCode.NOT_IMPLEMENTED
+INTERNAL_ERROR = ReplyCode.INTERNAL_ERROR
 
 #: reply code -> 'soft-error' (channel) or 'hard-error' (connection)
 ERROR_CLASSES: dict[int, str] = {
