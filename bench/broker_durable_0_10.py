@@ -13,10 +13,11 @@ as bench/e2e_0_10.py does) in three configurations, in the same run:
 * ``normal``: ``--data-dir`` with ``--data-sync normal`` (survives kill -9,
   not a machine crash).
 
-The blocking client publishes ``count`` persistent messages to a durable
-queue (``wait=False``, then waits for every completion: the broker commits
-them before it completes them), then consumes them with explicit accepts in
-batches of 100 (the broker records the accepts before it completes them).
+The blocking client of bench/e2e_0_10.py publishes ``count`` persistent
+messages to a durable queue (``wait=False``, then waits for every
+completion: the broker commits them before it completes them), then
+consumes them with explicit accepts in batches of 100 (the broker records
+the accepts before it completes them).
 Each phase's rate is the best of ``--rounds``; ratios are against ``memory``
 of the same run.  The broker's CPU per message is read from /proc.
 """
@@ -27,43 +28,9 @@ import argparse
 import json
 import shutil
 import tempfile
-import uuid
 from pathlib import Path
 
-from e2e_0_10 import Phase, _timed, broker_process
-
-from amqp_sansio.v0_10.messages import Message
-
-
-def run(url: str, count: int, size: int, prefetch: int) -> dict[str, Phase]:
-    from amqp_sansio_socket import Delivery, connect
-
-    msg = Message(body=b"x" * size, persistent=True)
-    queue = f"durable-{uuid.uuid4().hex[:8]}"
-    out: dict[str, Phase] = {}
-    with connect(url, read_timeout=120) as conn, conn.session() as s:
-        s.declare_queue(queue, durable=True)
-        with _timed(out, "publish", count):
-            for _ in range(count):
-                s.publish(msg, routing_key=queue, wait=False)
-            s.wait_completed()
-        if s.query_queue(queue).message_count != count:
-            raise SystemExit("the queue does not hold every message")
-        got = 0
-        batch: list[Delivery] = []
-        with _timed(out, "consume", count):
-            with s.subscribe(queue, prefetch=prefetch) as sub:
-                for d in sub:
-                    batch.append(d)
-                    got += 1
-                    if len(batch) == 100 or got == count:
-                        s.accept(batch)
-                        batch = []
-                    if got == count:
-                        break
-            s.wait_completed()
-        s.delete_queue(queue)
-    return out
+from e2e_0_10 import Phase, broker_process, socket_client
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,7 +48,8 @@ def main(argv: list[str] | None = None) -> int:
             options = [] if name == "memory" else ["--data-dir", str(data), "--data-sync", name]
             try:
                 with broker_process(*options) as url:
-                    got = run(url, args.count, args.size, args.prefetch)
+                    got = socket_client(url, args.count, args.size, args.prefetch,
+                                        persistent=True)
             finally:
                 shutil.rmtree(data, ignore_errors=True)
             for phase, ph in got.items():

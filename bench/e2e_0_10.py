@@ -133,16 +133,20 @@ CLIENTS: dict[str, Callable[[str, int, int, int], dict[str, Phase]]] = {
 
 # ---------------------------------------------------------------- blocking-socket client
 # Section owned by the blocking-socket adapter (amqp_sansio_socket).
-def socket_client(url: str, count: int, size: int, prefetch: int) -> dict[str, Phase]:
+def socket_client(url: str, count: int, size: int, prefetch: int, *,
+                  persistent: bool = False) -> dict[str, Phase]:
     """Same phases with the blocking client: publishes from the calling
-    thread (the adapter's I/O thread writes), accepts in batches of 100."""
+    thread (the adapter's I/O thread writes), accepts in batches of 100.
+    ``persistent``: persistent messages to a durable queue
+    (bench/broker_durable_0_10.py)."""
+    from amqp_sansio.v0_10.messages import Message
     from amqp_sansio_socket import Delivery, connect
 
-    body = b"x" * size
+    body = Message(body=b"x" * size, persistent=persistent)
     queue = f"bench-{uuid.uuid4().hex[:8]}"
     out: dict[str, Phase] = {}
-    with connect(url, read_timeout=60) as conn, conn.session() as s:
-        s.declare_queue(queue, auto_delete=True)
+    with connect(url, read_timeout=120) as conn, conn.session() as s:
+        s.declare_queue(queue, auto_delete=not persistent, durable=persistent)
         with _timed(out, "publish", count):
             for _ in range(count):
                 s.publish(body, routing_key=queue, wait=False)

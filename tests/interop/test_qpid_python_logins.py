@@ -65,6 +65,17 @@ def running(broker: Broker, **kw: Any) -> Iterator[tuple[str, int]]:
         stop()
 
 
+def round_trip(qpid: SimpleNamespace, conn: Any, queue: str, text: str) -> None:
+    """Send ``text`` to ``queue`` (made if missing) with qpid.messaging and get it back."""
+    try:
+        ssn = conn.session()
+        ssn.sender(f"{queue}; {{create: always}}").send(qpid.messaging.Message(text))
+        assert ssn.receiver(queue).fetch(timeout=TIMEOUT).content == text
+        ssn.acknowledge()
+    finally:
+        conn.close(timeout=TIMEOUT)
+
+
 def login_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.getMessage().startswith("login")]
 
@@ -105,16 +116,9 @@ def test_qpid_messaging_scram_round_trip_and_vhost_isolation(
         conn = qpid.messaging.Connection(f"{host}:{port}", username="alice",
                                          password="alice-pw", sasl_mechanisms="SCRAM-SHA-256")
         conn.open()
-        try:
-            ssn = conn.session()
-            with pytest.raises(qpid.messaging.NotFound):
-                ssn.receiver("alice-v2")
-            ssn = conn.session()
-            ssn.sender("alice-scram; {create: always}").send(qpid.messaging.Message("hi"))
-            assert ssn.receiver("alice-scram").fetch(timeout=TIMEOUT).content == "hi"
-            ssn.acknowledge()
-        finally:
-            conn.close(timeout=TIMEOUT)
+        with pytest.raises(qpid.messaging.NotFound):
+            conn.session().receiver("alice-v2")
+        round_trip(qpid, conn, "alice-scram", "hi")
         # carol may open v2 only; qpid always opens "/": refused.
         carol = qpid.messaging.Connection(f"{host}:{port}", username="carol",
                                           password="carol-pw", sasl_mechanisms="SCRAM-SHA-256")
@@ -137,13 +141,7 @@ def test_qpid_messaging_external_with_a_client_certificate(
             ssl_trustfile=str(ca.cafile), ssl_skip_hostname_check=True,
             sasl_mechanisms="EXTERNAL", username="robot")
         conn.open()
-        try:
-            ssn = conn.session()
-            ssn.sender("robot-q; {create: always}").send(qpid.messaging.Message("beep"))
-            assert ssn.receiver("robot-q").fetch(timeout=TIMEOUT).content == "beep"
-            ssn.acknowledge()
-        finally:
-            conn.close(timeout=TIMEOUT)
+        round_trip(qpid, conn, "robot-q", "beep")
         assert any("as 'robot' (EXTERNAL)" in m for m in login_lines(caplog))
         # Asking to act as someone else than the certificate says: refused.
         other = qpid.messaging.Connection(
