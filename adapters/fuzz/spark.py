@@ -106,7 +106,11 @@ def spark_campaign(cfg: CampaignConfig, *, master: str = "local[2]", partitions:
     from pyspark.sql import SparkSession
 
     t0 = time.monotonic()
-    spark = (SparkSession.builder.master(master).appName("amqp-sansio-fuzz")
+    # A session the caller already runs is borrowed as it is (its settings
+    # untouched) and not stopped at the end.
+    active = SparkSession.getActiveSession()
+    borrowed = active is not None
+    spark = active or (SparkSession.builder.master(master).appName("amqp-sansio-fuzz")
              .config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.shuffle.partitions", "4")
@@ -160,4 +164,5 @@ def spark_campaign(cfg: CampaignConfig, *, master: str = "local[2]", partitions:
             stopped = "crash"
         return CampaignResult(rows, time.monotonic() - t0, stopped, repros)
     finally:
-        spark.stop()
+        if not borrowed:
+            spark.stop()

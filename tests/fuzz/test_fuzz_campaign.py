@@ -18,6 +18,7 @@ import shutil
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,6 +41,8 @@ from amqp_sansio_fuzz.server import (
     serve_campaign,
 )
 from amqp_sansio_fuzz.spark import ranges
+
+pytest_plugins = ["spark_session"]  # the shared local[2] session (test_spark_campaign)
 
 # -- pure ---------------------------------------------------------------------------
 
@@ -198,7 +201,8 @@ def _spark_ok() -> bool:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not _spark_ok(), reason="needs pyspark and java")
-def test_spark_campaign(broker: EmbeddedBroker, tmp_path: Path) -> None:
+def test_spark_campaign(broker: EmbeddedBroker, tmp_path: Path, spark: Any) -> None:
+    """Runs on the test session's shared Spark, which it must leave running."""
     from amqp_sansio_fuzz.spark import spark_campaign
 
     assert broker.target is not None
@@ -209,6 +213,7 @@ def test_spark_campaign(broker: EmbeddedBroker, tmp_path: Path) -> None:
     assert (tmp_path / "results.parquet").exists()
     outcomes = {r.outcome for r in result.rows}
     assert "crash" not in outcomes and "hang" not in outcomes
+    assert spark.range(3).count() == 3  # the borrowed session was not stopped
 
 
 def test_cli_replays_a_server_role_reproducer(tmp_path: Path,
