@@ -150,9 +150,10 @@ class Durability:
                 xr.name, xr.type, xr.vhost, durable=True, auto_delete=xr.auto_delete,
                 alternate=xr.alternate, arguments=_unargs(xr.arguments))
         for qr in r.queues:
+            qargs = _unargs(qr.arguments)
             broker.vhost(qr.vhost).queues[qr.name] = QueueState(
                 qr.name, qr.vhost, durable=True, auto_delete=qr.auto_delete,
-                alternate=qr.alternate, arguments=_unargs(qr.arguments))
+                alternate=qr.alternate, arguments=qargs, policy=broker.queue_policy(qargs))
         for br in r.bindings:
             x = broker.vhost(br.vhost).exchanges.get(br.exchange)
             if x is not None:
@@ -171,7 +172,7 @@ class Durability:
             m = QMsg(mr.id, headers, mr.body, mr.routing_key, mr.exchange,
                      mp.application_headers if mp is not None else None, redelivered=True)
             m.stored = True
-            q.messages.append(m)
+            broker.restored(q, m)
             if mr.ttl_ms:
                 self._ttls.append((m, q, mr.ttl_ms))
         self.store.commit()

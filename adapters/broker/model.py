@@ -35,7 +35,20 @@ Semantics worth knowing (README has the full list):
 * messages orphaned by a queue's deletion go to its alternate exchange
   (else are dropped): those still queued at once, those acquired and not
   yet accepted when they are released or their session ends (QPID-3481);
-* dtx, file, stream and message.resume answer not-implemented (540).
+* dtx, file, stream and message.resume answer not-implemented (540);
+* nothing a peer writes drives the broker's work or memory: ranges of ids
+  cost the deliveries a session holds (``held.py``), queues are indexed
+  (``backlog.py``), and everything a peer can make the broker keep is
+  bounded by :class:`~.limits.Limits` -- connections, handshake time,
+  sessions, queues, segment/body/argument sizes, buffered input and output,
+  queue length/octets (overflow: reject-publish or drop-head), and the
+  octets of messages held, above which publishers are pushed back (their
+  completions held back, as qpidd does);
+* one transport per session: an attach of a name attached elsewhere is
+  session-busy until that transport is detached or found dead (heartbeats
+  are offered by default, 60 s), unless forced; a session resumed by a peer
+  that kept no state (a restarted consumer reusing its name) has its
+  subscriptions cancelled and its unaccepted messages released first.
 """
 
 from __future__ import annotations
@@ -43,10 +56,12 @@ from __future__ import annotations
 __all__ = ["Broker", "BrokerConnection", "QueueState", "ExchangeState", "VHost"]
 
 import collections
+import contextlib
 import heapq
 import itertools
+import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -56,11 +71,15 @@ from amqp_sansio.serial import SequenceSet
 from amqp_sansio.v0_10 import events as ev
 from amqp_sansio.v0_10 import spec
 from amqp_sansio.v0_10._specbase import Command, Struct
-from amqp_sansio.v0_10.connection import Connection, Role, ServerConfig
+from amqp_sansio.v0_10.connection import Connection, ConnState, Role, ServerConfig
+from amqp_sansio.v0_10.framing import PROTOCOL_HEADER, AssemblyDecoder
 from amqp_sansio.v0_10.session import Session, SessionState, SessionStore
 
 from .auth import AccessRefused, Auth, Login, Peer
+from .backlog import Backlog
 from .durable import Durability
+from .held import HeldDeliveries
+from .limits import Limits, QueuePolicy, arguments_octets
 from .routing import EXCHANGE_TYPES, Binding, matches
 from .store import SqliteStore, Store
 from .users import Users
@@ -70,6 +89,19 @@ NOT_FOUND, RESOURCE_LOCKED, PRECONDITION_FAILED, ILLEGAL_STATE = 404, 405, 406, 
 COMMAND_INVALID, NOT_ALLOWED, ILLEGAL_ARGUMENT = 503, 530, 531
 NOT_IMPLEMENTED, INTERNAL_ERROR, INVALID_ARGUMENT = 540, 541, 542
 REJECT_UNROUTABLE = 1
+RESOURCE_LIMIT_EXCEEDED = 506
+CONNECTION_FORCED = 320
+#: Octets a held message is charged beyond its body: its headers and the
+#: objects that hold it (measured: ~1 KB per 100-octet message in CPython).
+MESSAGE_OVERHEAD = 1024
+#: Heartbeat interval offered by default (RabbitMQ's), and the shortest one
+#: a client may ask for (0: a client may ask for none).
+DEFAULT_HEARTBEAT = 60
+#: Commands a session may have waiting behind a full replay window before
+#: its connection stops being read.
+DEFERRED_PER_SESSION = 1024
+
+log = logging.getLogger("amqp_sansio.broker")
 
 
 class _Fail(Exception):
@@ -95,6 +127,8 @@ class QMsg:
     redelivered: bool = False
     expires: float | None = None  # in the I/O layer's clock (``now``); None: never
     stored: bool = False  # in the durable store until it is settled (durable.py)
+    queued: bool = False  # in a queue's backlog now (see backlog.py)
+    octets: int = 0  # what it is charged while held (body + MESSAGE_OVERHEAD)
 
 
 @attrs.define(eq=False)
@@ -146,13 +180,22 @@ class QueueState:
     auto_delete: bool = False
     alternate: str | None = None
     arguments: dict[str, Any] = attrs.field(factory=dict)
-    messages: collections.deque[QMsg] = attrs.field(factory=collections.deque)
+    messages: Backlog[QMsg] = attrs.field(factory=Backlog)
     consumers: list[Consumer] = attrs.field(factory=list)
     had_consumer: bool = False
     rr: int = 0
     deleted: bool = False  # its acquired messages go to `alternate` when released
-    # No message in the queue expires before this (a lower bound; None: none expire).
-    next_expiry: float | None = None
+    policy: QueuePolicy = QueuePolicy(None, None, "reject-publish")
+    # (expires, seq, message) of queued messages with a ttl: expiry pops
+    # what is due instead of scanning the queue.
+    ttls: list[tuple[float, int, QMsg]] = attrs.field(factory=list)
+
+    @property
+    def next_expiry(self) -> float | None:
+        """No queued message expires before this (None: none will)."""
+        while self.ttls and not self.ttls[0][2].queued:
+            heapq.heappop(self.ttls)  # no longer here: taken, or expired already
+        return self.ttls[0][0] if self.ttls else None
 
 
 @attrs.define(eq=False)
@@ -175,21 +218,45 @@ class SessState:
     """What the broker keeps per session (beside the core's session state)."""
 
     consumers: dict[str, Consumer] = attrs.field(factory=dict)
-    unacked: dict[int, Held] = attrs.field(factory=dict)
+    unacked: HeldDeliveries[Held] = attrs.field(factory=HeldDeliveries)
     to_accept: SequenceSet = attrs.field(factory=SequenceSet)  # publisher transfers
     transactional: bool = False
     tx_publish: list[tuple[Any, tuple[Struct, ...], bytes, int]] = attrs.field(factory=list)
-    tx_accept: list[int] = attrs.field(factory=list)
-    tx_accept_ids: SequenceSet = attrs.field(factory=SequenceSet)
+    # Held deliveries the transaction accepted (found when the accept came:
+    # the ids the peer named that the session holds, nothing more).
+    tx_accepted: dict[int, None] = attrs.field(factory=dict)
+    # Queues this session owns exclusively (ended with it: no scan of them all).
+    exclusive: list[QueueState] = attrs.field(factory=list)
+    # What the session must send but its replay window has no room for yet
+    # (in order): ("result", id, value), ("command", command),
+    # ("exception", kwargs).  Meanwhile its new commands wait (``deferred``,
+    # executed in order once the peer completes enough); while too many
+    # wait, its connection is not read.
+    outbox: collections.deque[tuple[Any, ...]] = attrs.field(factory=collections.deque)
+    deferred: collections.deque[ev.Event] = attrs.field(factory=collections.deque)
+    # Transfers whose completion is held back while the broker is above its
+    # memory high-water mark.
+    held_back: list[int] = attrs.field(factory=list)
+    # The connection the session is attached through now (None: parked).
+    owner: BrokerConnection | None = None
 
 
 class Broker:
-    """Shared broker state; make one :class:`BrokerConnection` per transport."""
+    """Shared broker state; make one :class:`BrokerConnection` per transport.
+
+    ``heartbeat_min``/``heartbeat_max``: the range of heartbeat intervals
+    offered in tune (default 0..60: a client without a preference gets 60 s,
+    one may ask for less, or none).  ``limits``: see :class:`~.limits.Limits`.
+    ``trace_frames``: log every control and command in and out at DEBUG on
+    ``amqp_sansio.broker.frames`` (as rhea's ``DEBUG=rhea:frames``).
+    """
 
     def __init__(self, *, users: Users | Mapping[str, str] | None = None,
                  virtual_hosts: tuple[str, ...] | None = ("/",), anonymous: bool | None = None,
-                 heartbeat_min: int | None = None, heartbeat_max: int | None = None,
-                 max_session_timeout: int = 600,
+                 heartbeat_min: int | None = 0,
+                 heartbeat_max: int | None = DEFAULT_HEARTBEAT,
+                 max_session_timeout: int = 600, limits: Limits | None = None,
+                 trace_frames: bool = False,
                  data_dir: str | os.PathLike[str] | None = None, data_sync: str = "full",
                  durable_store: Store | None = None) -> None:
         #: Logins and permissions (auth.py): users None is the loopback
@@ -199,6 +266,8 @@ class Broker:
         self.heartbeat_min = heartbeat_min
         self.heartbeat_max = heartbeat_max
         self.max_session_timeout = max_session_timeout
+        self.limits = limits if limits is not None else Limits()
+        self.trace_frames = trace_frames
         self.store = SessionStore()
         #: Durable exchanges, queues, bindings and persistent messages
         #: (durable.py): in ``data_dir`` (SQLite; ``data_sync`` "full" syncs
@@ -217,12 +286,24 @@ class Broker:
         self.queues: dict[str, QueueState] = default.queues
         self.sessions: dict[Session, SessState] = {}
         self._by_core: dict[int, BrokerConnection] = {}
-        self._seq = itertools.count(self.durable.recover(self))
+        self._seq = itertools.count()  # (from the store's next id, below)
         self._touched: set[BrokerConnection] = set()
         self.stats = collections.Counter[str]()
         #: The latest ``now`` an I/O layer passed in (its clock, seconds; never
         #: goes back).  Message ttls are measured against it.
         self.now = float("-inf")
+        #: Octets of the messages held (queued, or delivered and not yet
+        #: accepted), each charged its body + MESSAGE_OVERHEAD.
+        self.retained = 0
+        #: Above the memory high-water mark: publishers are being pushed back.
+        self.pressed = False
+        self._holding: dict[Session, None] = {}  # sessions with completions held back
+        self.open_connections: set[BrokerConnection] = set()
+        self.unauthenticated: set[BrokerConnection] = set()
+        self.input_buffered = 0  # unfinished input held by every connection together
+        # (expires, sequence, queue) of queues holding messages with a ttl.
+        self._ttl_queues: list[tuple[float, int, QueueState]] = []
+        self._seq = itertools.count(self.durable.recover(self))
         for v in self.auth.vhosts or ():
             self.vhost(v)
 
@@ -243,14 +324,25 @@ class Broker:
 
     def describe(self) -> list[str]:
         """What an operator should know at start: who may log in, what survives."""
-        return [self.auth.describe(), self.durable.describe()]
+        hb = ("heartbeats offered: none" if self.heartbeat_min is None else
+              f"heartbeats offered: {self.heartbeat_min}..{self.heartbeat_max} s"
+              if self.heartbeat_max is not None else
+              f"heartbeats offered: {self.heartbeat_min} s or more")
+        return [self.auth.describe(), self.durable.describe(), hb]
 
     def close(self) -> None:
         """Release the data directory (what is pending is committed first)."""
         self.durable.close()
 
     def connection(self, peer: Peer | None = None) -> BrokerConnection:
-        """A connection for a transport from ``peer`` (None: in memory)."""
+        """A connection for a transport from ``peer`` (None: in memory).  Over
+        a connection limit it is one that closes at once, saying nothing."""
+        lim = self.limits
+        if lim.connections is not None and len(self.open_connections) >= lim.connections:
+            return BrokerConnection(self, peer, refused="too many connections")
+        if (lim.unauthenticated is not None
+                and len(self.unauthenticated) >= lim.unauthenticated):
+            return BrokerConnection(self, peer, refused="too many unauthenticated connections")
         return BrokerConnection(self, peer)
 
     def advance(self, now: float) -> None:
@@ -262,6 +354,7 @@ class Broker:
             self.now = now
 
     def _server_config(self, login: Login) -> ServerConfig:
+        lim = self.limits
         return ServerConfig(
             authenticator=login.authenticator,
             virtual_hosts=lambda v, _who: login.may_open(v),
@@ -269,9 +362,39 @@ class Broker:
             heartbeat_max=self.heartbeat_max,
             max_session_timeout=self.max_session_timeout,
             session_store=self.store,
+            channel_max=max(1, min(lim.sessions_per_connection, 0xFFFF)),
+            max_segment_size=lim.max_segment_size,
+            max_body_size=lim.max_message_size,
             # qpid.messaging clients fail on an unasked known-completed.
             known_completed="when-asked",
         )
+
+    # -- timers -------------------------------------------------------------
+    def next_deadline(self) -> float | None:
+        """When :meth:`handle_timer` is next due: a parked session expires or a
+        queued message's ttl runs out (None: nothing is waiting)."""
+        due = self.store.next_expiry()
+        heap = self._ttl_queues
+        while heap and heap[0][2].next_expiry != heap[0][0]:
+            heapq.heappop(heap)  # swept, or its head changed (pushed again then)
+        if heap and (due is None or heap[0][0] < due):
+            due = heap[0][0]
+        return due
+
+    def handle_timer(self, now: float) -> None:
+        """Expire what is due: parked sessions (whether or not heartbeats run)
+        and messages whose ttl ran out."""
+        self.advance(now)
+        for s in self.store.expire(now):
+            log.info("session %s expired (detached longer than its timeout)", _name(s.name))
+            self.end_session(s)
+        heap = self._ttl_queues
+        while heap and heap[0][0] < now:
+            _, _, q = heapq.heappop(heap)
+            self.drop_expired(q)
+        self.flush_touched(None)
+
+    expire = handle_timer  # the name it had
 
     # -- routing ------------------------------------------------------------
     def route(self, exchange: ExchangeState, key: str, headers: dict[str, Any] | None,
@@ -286,12 +409,69 @@ class Broker:
                 names[b.queue] = None
         return [queues[n] for n in names if n in queues]
 
-    def enqueue(self, q: QueueState, msg: QMsg) -> None:
+    def enqueue(self, q: QueueState, msg: QMsg) -> bool:
+        """A message arrives on ``q``; False if the queue is full and refuses it
+        (overflow reject-publish)."""
+        if not msg.octets:
+            msg.octets = len(msg.body) + MESSAGE_OVERHEAD
+        pol = q.policy
+        while pol.full(len(q.messages), q.messages.octets, len(msg.body)):
+            if pol.overflow != "drop-head" or not q.messages:
+                self.stats["overflow-refused"] += 1
+                return False
+            head = q.messages.popleft()
+            self.stats["overflow-dropped"] += 1
+            self.to_alternate(q, [head])
         msg.stored = self.durable.enqueued(q, msg)
         q.messages.append(msg)
+        self._arrived(msg)
         self._note_expiry(q, msg)
         self.stats["enqueued"] += 1
         self.dispatch(q)
+        return True
+
+    def restored(self, q: QueueState, m: QMsg) -> None:
+        """A message recovered from the durable store goes back on ``q``."""
+        m.octets = m.octets or len(m.body) + MESSAGE_OVERHEAD
+        q.messages.append(m)
+        self._arrived(m)
+
+    def queue_policy(self, arguments: Mapping[str, Any]) -> QueuePolicy:
+        """A recovered queue's bounds (its arguments, else the defaults)."""
+        try:
+            return QueuePolicy.of(arguments, self.limits)
+        except ValueError:
+            return QueuePolicy.of({}, self.limits)
+
+    # -- what is held -------------------------------------------------------------
+    def _arrived(self, m: QMsg) -> None:
+        self.retained += m.octets
+        hw = self.limits.memory_high_water
+        if not self.pressed and hw is not None and self.retained > hw:
+            self.pressed = True
+            self.stats["memory-alarms"] += 1
+            log.warning("memory high-water mark passed (%d octets of messages held, mark %d): "
+                        "publishers are pushed back", self.retained, hw)
+
+    def _gone(self, m: QMsg) -> None:
+        """``m`` is no longer held (accepted, discarded, or moved elsewhere):
+        no longer counted, nor kept in the durable store (a copy routed
+        elsewhere is stored there if it must be)."""
+        self.retained -= m.octets
+        self.durable.forget(m)
+        low = self.limits.memory_low_water
+        if self.pressed and (low is None or self.retained < low):
+            self.pressed = False
+            log.info("memory below the low-water mark again (%d octets held): publishers "
+                     "resume", self.retained)
+
+    def recount(self) -> int:
+        """``retained`` recomputed from scratch (a check for tests)."""
+        queued = sum(q.messages.octets for ns in self.vhosts.values()
+                     for q in ns.queues.values())
+        held = sum(h.msg.octets for st in self.sessions.values() for h in st.unacked.values()
+                   if h.acquired)
+        return queued + held
 
     # -- message ttl ----------------------------------------------------------
     def expired(self, m: QMsg) -> bool:
@@ -299,31 +479,26 @@ class Broker:
         expiration time will be discarded"."""
         return m.expires is not None and self.now > m.expires
 
-    @staticmethod
-    def _note_expiry(q: QueueState, m: QMsg) -> None:
-        if m.expires is not None and (q.next_expiry is None or m.expires < q.next_expiry):
-            q.next_expiry = m.expires
-
-    def _drop_expired_head(self, q: QueueState) -> None:
-        if q.next_expiry is None or not self.now > q.next_expiry:
-            return  # nothing due: no per-delivery work for queues without ttls
-        while q.messages and self.expired(q.messages[0]):
-            self.durable.forget(q.messages.popleft())
-            self.stats["expired"] += 1
+    def _note_expiry(self, q: QueueState, m: QMsg) -> None:
+        if m.expires is None:
+            return
+        first = q.next_expiry
+        heapq.heappush(q.ttls, (m.expires, m.seq, m))
+        if first is None or m.expires < first:
+            heapq.heappush(self._ttl_queues, (m.expires, next(self._seq), q))
 
     def drop_expired(self, q: QueueState) -> None:
-        """Discard every expired message of ``q`` (a scan only when one is due)."""
-        if q.next_expiry is None or not self.now > q.next_expiry:
-            return
-        kept = []
-        for m in q.messages:
-            if self.expired(m):
-                self.durable.forget(m)
-            else:
-                kept.append(m)
-        self.stats["expired"] += len(q.messages) - len(kept)
-        q.messages = collections.deque(kept)
-        q.next_expiry = min((m.expires for m in kept if m.expires is not None), default=None)
+        """Discard the expired messages of ``q`` (those due only: a heap pop
+        each, never a scan of the queue)."""
+        ttls = q.ttls
+        while ttls and (ttls[0][0] < self.now or not ttls[0][2].queued):
+            _, _, m = heapq.heappop(ttls)
+            if m.queued and q.messages.remove(m):
+                self._gone(m)
+                self.stats["expired"] += 1
+        nxt = q.next_expiry
+        if nxt is not None:
+            heapq.heappush(self._ttl_queues, (nxt, next(self._seq), q))
 
     def dispatch(self, q: QueueState) -> None:
         """Give ready messages to consumers with credit, round robin."""
@@ -343,21 +518,25 @@ class Broker:
         s = c.session
         if s.state is not SessionState.ATTACHED or s.failed or s._conn is None:
             return False
-        msg: QMsg | None
-        if c.pre_acquired:
-            self._drop_expired_head(q)
-            if not q.messages:
-                return False
-            msg = q.messages[0]
-        else:
-            # Browsers pass expired messages by; they are dropped at the head.
-            msg = next((m for m in q.messages
-                        if m.seq > c.browse_seq and not self.expired(m)), None)
-            if msg is None:
-                return False
-        cmd, headers = _delivery(c, msg)
+        st = self.sessions.get(s)
+        bc = self._by_core.get(id(s._conn))
+        if st is None or st.outbox or (bc is not None and bc.output_full):
+            return False  # what it owes goes first; a socket that does not drain waits
         if s.credit(c.destination) is None:
             return False
+        due = q.next_expiry
+        if due is not None and self.now > due:
+            self.drop_expired(q)
+        msg: QMsg | None
+        if c.pre_acquired:
+            msg = q.messages.first()
+        else:
+            # Browsers pass expired messages by; they are dropped at the head.
+            msg = next((m for m in q.messages.after(c.browse_seq) if not self.expired(m)),
+                       None)
+        if msg is None:
+            return False
+        cmd, headers = _delivery(c, msg)
         try:
             # send() prices the transfer against the subscriber's credit and
             # refuses (changing nothing) when it is short.
@@ -366,16 +545,16 @@ class Broker:
             return False  # no credit, or the replay window is full: wait
         if c.pre_acquired:
             q.messages.popleft()
-            if not c.accept_explicit:
-                self.durable.forget(msg)  # accept-mode none: settled once sent
+            if c.accept_explicit:
+                st.unacked.add(cid, Held(q, msg, acquired=True))
             else:
-                self.sessions[s].unacked[cid] = Held(q, msg, acquired=True)
+                self._gone(msg)  # accept-mode none: delivered is done
         else:
             c.browse_seq = msg.seq
-            self.sessions[s].unacked[cid] = Held(q, msg, acquired=False)  # acquirable by id
+            st.unacked.add(cid, Held(q, msg, acquired=False))  # acquirable by id
         self.stats["delivered"] += 1
-        bc = self._by_core.get(id(s._conn))
         if bc is not None:
+            bc.queued_output += len(msg.body) + 256
             self._touched.add(bc)
         return True
 
@@ -383,14 +562,8 @@ class Broker:
         """Put released messages back where they were (in enqueue order)."""
         for m in msgs:
             m.redelivered = m.redelivered or redelivered
-        ms = sorted(msgs, key=lambda m: m.seq)
-        if not ms:
-            pass
-        elif not q.messages or ms[-1].seq < q.messages[0].seq:
-            q.messages.extendleft(reversed(ms))
-        else:
-            q.messages = collections.deque(heapq.merge(q.messages, ms, key=lambda m: m.seq))
-        for m in ms:
+        q.messages.put_back(msgs)
+        for m in msgs:
             self._note_expiry(q, m)
         if not q.deleted:
             self.dispatch(q)
@@ -409,13 +582,14 @@ class Broker:
         else:
             self.requeue(q, msgs, redelivered)
 
-    def to_alternate(self, q: QueueState, msgs: list[QMsg]) -> None:
+    def to_alternate(self, q: QueueState, msgs: Iterable[QMsg]) -> None:
         """Route messages rejected from or orphaned by ``q`` through its
         alternate exchange (no further alternates: XML rule double-failure);
-        without one, or when expired, they are discarded."""
+        without one, or when expired, they are discarded.  Either way these
+        are no longer held (copies are, where they were routed)."""
         alt = self.vhosts[q.vhost].exchanges.get(q.alternate) if q.alternate else None
         for m in msgs:
-            self.durable.forget(m)  # a copy is stored where it goes, if it must be
+            self._gone(m)
             if self.expired(m):
                 self.stats["expired"] += 1
                 continue
@@ -423,7 +597,7 @@ class Broker:
                 continue
             for target in self.route(alt, m.routing_key, m.app_headers):
                 # A fresh enqueue sequence: the target orders (and browses) by it.
-                self.enqueue(target, attrs.evolve(m, seq=next(self._seq)))
+                self.enqueue(target, attrs.evolve(m, seq=next(self._seq), queued=False))
 
     def session_state(self, s: Session) -> SessState:
         st = self.sessions.get(s)
@@ -433,32 +607,42 @@ class Broker:
 
     def end_session(self, s: Session) -> None:
         """A session is over for good: cancel its consumers, release its
-        unaccepted messages, delete its exclusive auto-delete queues."""
+        unaccepted messages, delete its exclusive auto-delete queues.  Costs
+        what the session holds, nothing else."""
         st = self.sessions.pop(s, None)
         if st is None:
             return
+        touched = self._drop_state(st, redelivered=True)
+        for q in st.exclusive:
+            if q.exclusive_owner is s:
+                q.exclusive_owner = None
+                if q.auto_delete and not q.deleted:
+                    self._delete_queue(q)
+        for q in touched:
+            if not q.deleted:
+                self._maybe_autodelete(q)
+        self._holding.pop(s, None)
+
+    def _drop_state(self, st: SessState, redelivered: bool) -> list[QueueState]:
+        """Cancel ``st``'s subscriptions and release what it holds; returns the
+        queues it consumed from."""
         touched: list[QueueState] = []
         for c in st.consumers.values():
             q = self.queue_of(c)
             if q is not None and c in q.consumers:
                 q.consumers.remove(c)
                 touched.append(q)
+        st.consumers.clear()
         by_queue: dict[int, tuple[QueueState, list[QMsg]]] = {}
         for h in st.unacked.values():
             # Browsed (not-acquired) messages never left the queue.
             if h.acquired:
                 by_queue.setdefault(id(h.queue), (h.queue, []))[1].append(h.msg)
+        st.unacked.clear()
+        st.tx_accepted.clear()
         for q, ms in by_queue.values():
-            self.release(q, sorted(ms, key=lambda m: m.seq))
-        for ns in self.vhosts.values():
-            for q in list(ns.queues.values()):
-                if q.exclusive_owner is s:
-                    q.exclusive_owner = None
-                    if q.auto_delete:
-                        self._delete_queue(q)
-        for q in touched:
-            if not q.deleted:
-                self._maybe_autodelete(q)
+            self.release(q, ms, redelivered)
+        return touched
 
     def _maybe_autodelete(self, q: QueueState) -> None:
         if q.auto_delete and q.had_consumer and not q.consumers and q.exclusive_owner is None:
@@ -487,24 +671,102 @@ class Broker:
         for x in list(ns.exchanges.values()):
             x.bindings = [b for b in x.bindings if b.queue != q.name]
             self.maybe_autodelete_exchange(x)
-        pending, q.messages, q.next_expiry = list(q.messages), collections.deque(), None
-        self.to_alternate(q, pending)
+        q.ttls.clear()
+        self.to_alternate(q, q.messages.clear())
 
-    def expire(self, now: float) -> None:
-        """Forget sessions whose detached timeout has run out; discard
-        messages whose ttl has."""
-        self.advance(now)
-        for s in self.store.expire(now):
-            self.end_session(s)
-        for ns in self.vhosts.values():
-            for q in ns.queues.values():
-                self.drop_expired(q)
+    def hold_back(self, s: Session, cid: int) -> None:
+        """Above the high-water mark: ``cid`` (a transfer) is completed only
+        once the broker is below the low-water mark again."""
+        self.session_state(s).held_back.append(cid)
+        self._holding[s] = None
+        self.stats["completions-held-back"] += 1
+
+    def _release_held_back(self) -> None:
+        """Below the low-water mark: complete what was held back (sessions
+        parked meanwhile get theirs when they are attached again)."""
+        for s in list(self._holding):
+            st = self.sessions.get(s)
+            if st is None:
+                del self._holding[s]
+                continue
+            if s.state is not SessionState.ATTACHED or s.resuming or s._conn is None:
+                continue
+            ids = [i for i in st.held_back if i in s._in_outstanding]
+            st.held_back.clear()
+            del self._holding[s]
+            if ids:
+                s.complete(ids)
+            bc = self._by_core.get(id(s._conn))
+            if bc is not None:
+                self._touched.add(bc)
 
     def flush_touched(self, current: BrokerConnection | None) -> None:
+        if not self.pressed and self._holding:
+            self._release_held_back()
         touched, self._touched = self._touched, set()
         for bc in touched:
             if bc is not current and bc.on_output is not None:
                 bc.on_output()
+
+
+def _name(name: bytes) -> str:
+    """A peer-chosen session name as it may appear in a log line."""
+    shown = name[:64].decode("utf-8", "replace")
+    return repr(shown + ("..." if len(name) > 64 else ""))
+
+
+def _quoted(text: str | None) -> str:
+    return "(none)" if text is None else _name(text.encode())
+
+
+frames_log = logging.getLogger("amqp_sansio.broker.frames")
+
+
+class _FrameTap:
+    """Logs every control and command of one connection at DEBUG (both
+    directions), decoded from copies of the octets.  Costs nothing unless
+    the broker was made with ``trace_frames``."""
+
+    def __init__(self, who: str) -> None:
+        self.who = who
+        self._in = self._decoder()
+        self._out = self._decoder()
+        self._in_header = self._out_header = len(PROTOCOL_HEADER)
+
+    @staticmethod
+    def _decoder() -> AssemblyDecoder:
+        return AssemblyDecoder(max_frame_size=0xFFFF, stream_bodies=True)
+
+    def into(self, data: bytes) -> None:
+        data, self._in_header = _skip(data, self._in_header)
+        self._log("<-", self._in, data)
+
+    def out(self, data: bytes) -> None:
+        data, self._out_header = _skip(data, self._out_header)
+        self._log("->", self._out, data)
+
+    def _log(self, arrow: str, decoder: AssemblyDecoder | None, data: bytes) -> None:
+        if decoder is None or not data or not frames_log.isEnabledFor(logging.DEBUG):
+            return
+        try:
+            items = decoder.feed(data)
+        except Exception as e:  # what the peer sent does not decode: say so once
+            frames_log.debug("%s %s undecodable: %s", self.who, arrow, e)
+            if arrow == "<-":
+                self._in = None  # type: ignore[assignment]
+            else:
+                self._out = None  # type: ignore[assignment]
+            return
+        for item in items:
+            what = getattr(item, "control", None) or getattr(item, "command", None)
+            if what is not None:
+                frames_log.debug("%s %s ch%d %r", self.who, arrow, item.channel, what)
+
+
+def _skip(data: bytes, header_left: int) -> tuple[bytes, int]:
+    """Drop what is left of the protocol header at the start of a stream."""
+    n = min(header_left, len(data))
+    return data[n:], header_left - n
 
 
 def is_alternate(ns: VHost, name: str) -> bool:
@@ -534,19 +796,52 @@ def _delivery(c: Consumer, msg: QMsg) -> tuple[Command, tuple[Struct, ...]]:
 
 
 class BrokerConnection:
-    """One transport's view of the broker (see the module docstring)."""
+    """One transport's view of the broker (see the module docstring).
 
-    def __init__(self, broker: Broker, peer: Peer | None = None) -> None:
+    Beyond the sans-IO handler interface (``receive_data``, ``data_to_send``,
+    ``handle_timer``, ``next_deadline``, ``closed``, ``connection_lost``)
+    it says when its I/O layer should stop reading it: ``reading_paused``
+    (a session owes output its replay window has no room for, or too many
+    completions are held back); ``on_output`` is called when that changes.
+    """
+
+    def __init__(self, broker: Broker, peer: Peer | None = None, *,
+                 refused: str | None = None) -> None:
         self.broker = broker
+        self.peer = peer
         self.login = broker.auth.login(peer, lambda: broker.now)
         self.conn = Connection(Role.SERVER, broker._server_config(self.login))
-        broker._by_core[id(self.conn)] = self
         self.on_output: Callable[[], None] | None = None
         self.events_seen = 0
+        #: Octets queued for this peer since the I/O layer last took output,
+        #: and what it took then (written by the time it asks again).
+        self.queued_output = 0
+        self._last_taken = 0
+        self._was_full = False
+        self._sessions: dict[bytes, Session] = {}  # attached here (by name)
+        self._started: float | None = None  # the first now seen: the handshake's clock
+        self._ended = False
+        self._aborted = False  # closed for a broker reason: written out, then hung up
+        self._buffered = 0  # this connection's share of broker.input_buffered
+        self._tap: _FrameTap | None = _FrameTap(self._who) if broker.trace_frames else None
+        if refused is not None:
+            self.conn.close()  # before the header: nothing is said
+            self._ended = True
+            broker.stats["connections-refused"] += 1
+            log.warning("connection from %s refused: %s", self._who, refused)
+            return
+        broker._by_core[id(self.conn)] = self
+        broker.open_connections.add(self)
+        broker.unauthenticated.add(self)
+        log.info("connection from %s", self._who)
+
+    @property
+    def _who(self) -> str:
+        return str(self.peer) if self.peer is not None else "(in memory)"
 
     @property
     def closed(self) -> bool:
-        return self.conn.closed and not self._held()
+        return (self.conn.closed or self._aborted) and not self._held()
 
     def _held(self) -> bool:
         """Is a login answer held back (the growing delay after failures)?"""
@@ -557,39 +852,126 @@ class BrokerConnection:
         """The namespace of the virtual host this connection opened."""
         return self.broker.vhost(self.conn.virtual_host or "/")
 
+    @property
+    def output_full(self) -> bool:
+        """Has the peer left more than ``Limits.output_buffered`` octets unread?
+        (Its subscriptions get nothing more until it reads.)"""
+        return self.queued_output + self._last_taken > self.broker.limits.output_buffered
+
+    @property
+    def reading_paused(self) -> bool:
+        """Should the I/O layer stop reading this peer for now?  While a
+        session's commands wait behind its full replay window (the peer does
+        not complete what we sent), or its publishers are pushed back."""
+        held = 0
+        for s in self.conn.sessions.values():
+            st = self.broker.sessions.get(s)
+            if st is not None:
+                if len(st.deferred) >= DEFERRED_PER_SESSION:
+                    return True
+                held += len(st.held_back)
+        return held > self.broker.limits.held_back_per_connection
+
     def data_to_send(self) -> bytes:
         if self._held():
             return b""
         self._flush_accepts()
         # Nothing leaves before what it confirms is stored (durable.py).
         self.broker.durable.commit()
-        return self.conn.data_to_send()
+        data = self.conn.data_to_send()
+        # What it took last time is written now (it asks only then).
+        self.queued_output, self._last_taken = 0, len(data)
+        if self._was_full and not self.output_full:
+            self._was_full = False
+            self._redispatch_all()
+            self.broker.flush_touched(self)
+            self.broker.durable.commit()
+            data += self.conn.data_to_send()
+            self._last_taken = len(data)
+        elif self.output_full:
+            self._was_full = True
+        if self._tap is not None and data:
+            self._tap.out(data)
+        return data
 
     def next_deadline(self) -> float | None:
+        if self._started is None and not self._ended:
+            return float("-inf")  # the first timer call tells us the time
         d = self.conn.next_deadline()
+        if self.conn.state not in (ConnState.OPEN, ConnState.CLOSING, ConnState.CLOSED) and (
+                self._started is not None):
+            hs = self._started + self.broker.limits.handshake_timeout
+            d = hs if d is None else min(d, hs)
         if self._held():
             d = self.login.hold_until if d is None else min(d, self.login.hold_until)
         return d
 
     def handle_timer(self, now: float) -> None:
         self.broker.advance(now)
+        if self._started is None:
+            self._started = now
+        if (self.conn.state not in (ConnState.OPEN, ConnState.CLOSING, ConnState.CLOSED)
+                and now >= self._started + self.broker.limits.handshake_timeout):
+            log.info("connection from %s: no connection.open within %g s (state %s); closed",
+                     self._who, self.broker.limits.handshake_timeout, self.conn.state.name)
+            self.broker.stats["handshake-timeouts"] += 1
+            self._abort(CONNECTION_FORCED, "handshake timeout", now)
+            return
         events = self.conn.handle_timer(now)
-        self.broker.expire(now)
+        self.broker.handle_timer(now)
         self._handle(events, now)
 
     def receive_data(self, data: bytes, now: float) -> None:
         self.broker.advance(now)
+        if self._aborted:
+            return
+        if self._started is None:
+            self._started = now
+        if self._tap is not None:
+            self._tap.into(data)
         try:
             events = self.conn.receive_data(data, now)
         except RemoteProtocolError as e:
             events = list(getattr(e, "events", []))
+        self._account_input()
         self._handle(events, now)
 
     def connection_lost(self, now: float) -> None:
         self.broker.advance(now)
         if not self.conn.closed:
-            self.receive_data(b"", now)
+            try:
+                events = self.conn.receive_data(b"", now)  # the core parks its sessions
+            except RemoteProtocolError as e:  # (eof raises nothing; kept for safety)
+                events = list(getattr(e, "events", []))
+            self._handle(events, now)
         self._end(now)
+        self.broker.flush_touched(self)
+
+    def _account_input(self) -> None:
+        """Unfinished input of all connections together stays under
+        ``Limits.input_buffered_total``; the one that would take it over is
+        closed (connection-forced)."""
+        b = self.broker
+        now_held = self.conn.buffered_input if not self.conn.closed else 0
+        if self._ended:
+            now_held = 0
+        b.input_buffered += now_held - self._buffered
+        self._buffered = now_held
+        cap = b.limits.input_buffered_total
+        if cap is not None and b.input_buffered > cap and not self._aborted:
+            log.warning("connection from %s closed: unfinished input of all connections "
+                        "over %d octets", self._who, cap)
+            b.stats["input-over-limit"] += 1
+            self._abort(CONNECTION_FORCED, "broker input buffers full", b.now)
+
+    def _abort(self, code: int, text: str, now: float) -> None:
+        """Close the connection for a broker reason: the peer is told (a
+        connection.close, once it sent its header), nothing more is read, and
+        the I/O layer hangs up once that is written (``closed``)."""
+        self._aborted = True
+        if self.conn.state is not ConnState.CLOSING and not self.conn.closed:
+            with contextlib.suppress(LocalProtocolError):
+                self.conn.close(code, text)
 
     # -- events -------------------------------------------------------------
     def _handle(self, events: list[ev.Event], now: float) -> None:
@@ -597,47 +979,119 @@ class BrokerConnection:
         for e in events:
             self.events_seen += 1
             t = type(e)
-            if t is ev.MessageReceived:
-                self._on_publish(e)  # type: ignore[arg-type]
-            elif t is ev.CommandReceived:
-                self._on_command(e)  # type: ignore[arg-type]
-            elif t is ev.CommandsCompleted or t is ev.SessionResumed:
+            if t is ev.MessageReceived or t is ev.CommandReceived:
+                self._execute(e)
+            elif t is ev.CommandsCompleted:
                 s = self.conn.sessions.get(e.channel)  # type: ignore[attr-defined]
                 if s is not None:
+                    self._drain_outbox(s)
                     self._redispatch(s)
+            elif t is ev.SessionResumed:
+                self._on_resumed(e)  # type: ignore[arg-type]
             elif t is ev.SessionAttached:
-                s = self.conn.sessions.get(e.channel)  # type: ignore[attr-defined]
-                if s is not None:
-                    b.session_state(s)
-                    self._redispatch(s)
+                self._on_attached(e)  # type: ignore[arg-type]
             elif t is ev.SessionDetached:
-                self._sweep(now)
+                self._on_detached(e)  # type: ignore[arg-type]
+            elif t is ev.ConnectionOpened:
+                b.unauthenticated.discard(self)
+                log.info("connection from %s opened: user %s, vhost %r, %s, heartbeat %s",
+                         self._who, _quoted(self.conn.identity), self.conn.virtual_host,
+                         self.conn.mechanism, f"{self.conn.heartbeat} s"
+                         if self.conn.heartbeat else "off")
+            elif t is ev.HeartbeatTimeout:
+                log.info("connection from %s: heartbeat timeout (silent %.0f s)",
+                         self._who, e.idle)  # type: ignore[attr-defined]
+            elif t is ev.ProtocolViolation:
+                log.warning("connection from %s: %s violation %s: %s", self._who,
+                            e.scope, e.code, e.message)  # type: ignore[attr-defined]
+            elif t is ev.ConnectionClosed and e.by_peer:  # type: ignore[attr-defined]
+                log.info("connection from %s closed by the peer (%s%s)", self._who,
+                         e.code, f": {e.text}" if e.text else "")  # type: ignore[attr-defined]
         if self.conn.closed:
             self._end(now)
         b.flush_touched(self)
 
-    def _sweep(self, now: float) -> None:
+    def _on_attached(self, e: ev.SessionAttached) -> None:
+        s = self.conn.sessions.get(e.channel)
+        if s is None:
+            return
+        b = self.broker
+        st = b.session_state(s)
+        old = st.owner
+        if old is not None and old is not self:
+            # Forced here from another transport: that one was told busy.
+            old._sessions.pop(s.name, None)
+            b._touched.add(old)
+            log.info("session %s taken over from connection %s by %s", _name(s.name),
+                     old._who, self._who)
+        st.owner = self
+        self._sessions[s.name] = s
+        self._redispatch(s)
+
+    def _on_resumed(self, e: ev.SessionResumed) -> None:
+        s = self.conn.sessions.get(e.channel)
+        if s is None:
+            return
+        st = self.broker.sessions.get(s)
+        if st is not None and not e.peer_state and (st.consumers or st.unacked):
+            # The peer kept nothing (a restarted client reusing the name): its
+            # subscriptions and what they held mean nothing to it any more.
+            log.info("session %s resumed by a peer without its state: %d subscriptions "
+                     "cancelled, %d deliveries released", _name(s.name), len(st.consumers),
+                     len(st.unacked))
+            for q in self.broker._drop_state(st, redelivered=True):
+                if not q.deleted:
+                    self.broker._maybe_autodelete(q)
+            s.subscriptions.clear()
+            s.credits.clear()
+        if st is not None and st.held_back and not self.broker.pressed:
+            self.broker._holding[s] = None  # completed on this flush
+        self._drain_outbox(s)
+        self._redispatch(s)
+
+    def _on_detached(self, e: ev.SessionDetached) -> None:
         """Sessions that are neither attached nor parked are over."""
-        live = set(self.conn.sessions.values())
-        for s in list(self.broker.sessions):
-            if s._conn is None and s not in live and not s.timeout and (
-                    s.state is SessionState.DETACHED):
-                self.broker.end_session(s)
+        s = self._sessions.get(e.name)
+        if s is None or s._conn is not None:
+            return  # attached again (here or elsewhere)
+        del self._sessions[e.name]
+        if not s.timeout:
+            self.broker.end_session(s)
 
     def _end(self, now: float) -> None:
-        self.broker._by_core.pop(id(self.conn), None)
-        for s in list(self.broker.sessions):
+        """The transport is over: sessions without a timeout end with it
+        (their parked peers keep theirs until it runs out)."""
+        if self._ended:
+            return
+        self._ended = True
+        b = self.broker
+        b._by_core.pop(id(self.conn), None)
+        b.open_connections.discard(self)
+        b.unauthenticated.discard(self)
+        b.input_buffered -= self._buffered
+        self._buffered = 0
+        for s in self._sessions.values():
+            st = b.sessions.get(s)
+            if st is not None and st.owner is self:
+                st.owner = None
             if s._conn is None and s.state is SessionState.DETACHED and not s.timeout:
-                self.broker.end_session(s)
+                b.end_session(s)
+        self._sessions.clear()
+        log.info("connection from %s ended%s", self._who,
+                 f" ({self.conn.closed_reason})" if self.conn.closed_reason else "")
 
     def _redispatch(self, s: Session) -> None:
         st = self.broker.sessions.get(s)
         if st is None:
             return
-        for c in st.consumers.values():
+        for c in list(st.consumers.values()):
             q = self.broker.queue_of(c)
             if q is not None:
                 self.broker.dispatch(q)
+
+    def _redispatch_all(self) -> None:
+        for s in list(self.conn.sessions.values()):
+            self._redispatch(s)
 
     def _flush_accepts(self) -> None:
         for s in self.conn.sessions.values():
@@ -645,7 +1099,66 @@ class BrokerConnection:
             if (st is not None and st.to_accept and s.state is SessionState.ATTACHED
                     and not s.resuming and not s.failed):
                 ids, st.to_accept = st.to_accept, SequenceSet()
-                s.send(spec.MessageAccept(transfers=ids))
+                self._emit(s, ("command", spec.MessageAccept(transfers=ids)))
+
+    # -- output a replay window may not have room for ------------------------------
+    def _emit(self, s: Session, item: tuple[Any, ...]) -> None:
+        """Send a result, command or exception on ``s`` -- now if its replay
+        window has room and nothing waits before it, else in order once the
+        peer completes what is outstanding (meanwhile this connection is not
+        read: back-pressure, not a LocalProtocolError)."""
+        st = self.broker.session_state(s)
+        if st.outbox or not self._room(s):
+            if not st.outbox:
+                self.broker.stats["replay-window-full"] += 1
+            st.outbox.append(item)
+            if item[0] == "exception":
+                s.failed = True  # nothing more is executed meanwhile
+            return
+        self._send_item(s, item)
+
+    @staticmethod
+    def _room(s: Session) -> bool:
+        return (s.state is SessionState.ATTACHED and not s.resuming
+                and s.outstanding < s.replay_window)
+
+    def _send_item(self, s: Session, item: tuple[Any, ...]) -> None:
+        kind = item[0]
+        if kind == "result":
+            if item[1] in s._in_outstanding:
+                s.send_result(item[1], item[2])
+        elif kind == "command":
+            s.send(item[1])
+        else:
+            s.send_exception(**item[1])
+
+    def _execute(self, e: ev.Event) -> None:
+        """Execute a command -- or keep it for later, in order, while its
+        session owes output its replay window has no room for."""
+        s = getattr(e, "session", None) or self.conn.sessions.get(e.channel)  # type: ignore[attr-defined]
+        st = self.broker.sessions.get(s) if s is not None else None
+        if st is not None and (st.outbox or st.deferred):
+            st.deferred.append(e)
+            return
+        self._run(e)
+
+    def _run(self, e: ev.Event) -> None:
+        if isinstance(e, ev.MessageReceived):
+            self._on_publish(e)
+        elif isinstance(e, ev.CommandReceived):
+            self._on_command(e)
+
+    def _drain_outbox(self, s: Session) -> None:
+        st = self.broker.sessions.get(s)
+        if st is None or not (st.outbox or st.deferred):
+            return
+        paused = len(st.deferred) >= DEFERRED_PER_SESSION
+        while st.outbox and self._room(s):
+            self._send_item(s, st.outbox.popleft())
+        while st.deferred and not st.outbox:
+            self._run(st.deferred.popleft())
+        if paused and len(st.deferred) < DEFERRED_PER_SESSION:
+            self.broker._touched.add(self)  # reading resumes: wake the I/O layer
 
     # -- publishing -----------------------------------------------------------
     def _on_publish(self, e: ev.MessageReceived) -> None:
@@ -663,15 +1176,16 @@ class BrokerConnection:
                 raise _Fail(NOT_FOUND, f"no exchange {e.transfer.destination!r}", "destination")
             if st.transactional:
                 st.tx_publish.append((e.transfer, e.headers, e.body, e.command_id))
-                if e.command_id in s._in_outstanding:  # id not reused (fuzz finding 3)
-                    s.complete(e.command_id)
-                return
-            self._route_publish(s, st, x, e.transfer, e.headers, e.body, e.command_id)
+            else:
+                self._route_publish(s, st, x, e.transfer, e.headers, e.body, e.command_id)
         except _Fail as f:
             self._exception(s, e.command_id, e.transfer, f)
             return
         if e.command_id in s._in_outstanding:  # id not reused (fuzz finding 3)
-            s.complete(e.command_id)
+            if self.broker.pressed:
+                self.broker.hold_back(s, e.command_id)  # pushed back: completed later
+            else:
+                s.complete(e.command_id)
 
     def _route_publish(self, s: Session, st: SessState, x: ExchangeState, transfer: Any,
                        headers: tuple[Struct, ...], body: bytes, cid: int) -> None:
@@ -695,17 +1209,27 @@ class BrokerConnection:
             b.stats["unroutable"] += 1
             if (explicit and not (dp is not None and dp.discard_unroutable)
                     and s.state is SessionState.ATTACHED):
-                s.send(spec.MessageReject(transfers=SequenceSet.of(cid),
-                                          code=REJECT_UNROUTABLE, text="unroutable"))
+                self._emit(s, ("command", spec.MessageReject(
+                    transfers=SequenceSet.of(cid), code=REJECT_UNROUTABLE, text="unroutable")))
             return
         # XML delivery-properties.ttl: "a message expiration time will be computed
         # based on the current time plus this value" (ms).  0 means no ttl, as in
         # qpid-cpp (a message "live" for 0 ms would be a request for nothing).
         ttl = dp.ttl if dp is not None else None
         expires = b.now + ttl / 1000 if ttl else None
+        refused = 0
         for q in targets:
-            b.enqueue(q, QMsg(next(b._seq), headers, body, key, via.name, app,
-                              expires=expires))
+            if not b.enqueue(q, QMsg(next(b._seq), headers, body, key, via.name, app,
+                                     expires=expires)):
+                refused += 1
+        if refused:
+            # A full queue with overflow reject-publish: a publisher that asked
+            # for accepts is told (RabbitMQ nacks); otherwise it is dropped.
+            log.debug("transfer %d refused by %d full queue(s)", cid, refused)
+            if explicit and s.state is SessionState.ATTACHED:
+                self._emit(s, ("command", spec.MessageReject(
+                    transfers=SequenceSet.of(cid), code=0, text="queue full")))
+            return
         if explicit:
             st.to_accept.add(cid)
 
@@ -728,7 +1252,7 @@ class BrokerConnection:
             return  # its id was reused before it was answered (fuzz finding 3)
         if result is not None:
             if s.state is SessionState.ATTACHED:
-                s.send_result(e.command_id, result)
+                self._emit(s, ("result", e.command_id, result))
             # else: no transport to answer on; the command stays incomplete
         else:
             s.complete(e.command_id)
@@ -739,9 +1263,9 @@ class BrokerConnection:
             field_index = next((fs.index for fs in cmd.FIELDS if fs.name == f.field), None)
         self.broker.stats["exceptions"] += 1
         if s.state is SessionState.ATTACHED:
-            s.send_exception(f.code, command_id=cid, class_code=cmd.CLASS_CODE,
-                             command_code=cmd.CODE, field_index=field_index,
-                             description=f.text[:1000])
+            self._emit(s, ("exception", dict(
+                error_code=f.code, command_id=cid, class_code=cmd.CLASS_CODE,
+                command_code=cmd.CODE, field_index=field_index, description=f.text[:1000])))
 
     def _check_access(self, cmd: Command) -> None:
         try:
@@ -787,12 +1311,32 @@ class BrokerConnection:
         if c.alternate_exchange and c.alternate_exchange not in ns.exchanges:
             raise _Fail(NOT_FOUND, f"no exchange {c.alternate_exchange!r}",
                         "alternate-exchange")
-        ns.queues[c.queue] = q = QueueState(
+        lim = self.broker.limits
+        if lim.queues_per_vhost is not None and len(ns.queues) >= lim.queues_per_vhost:
+            raise _Fail(RESOURCE_LIMIT_EXCEEDED,
+                        f"virtual host {ns.name!r} holds {len(ns.queues)} queues (the limit)")
+        args = self._arguments(c.arguments)
+        try:
+            policy = QueuePolicy.of(args, lim)
+        except ValueError as e:
+            raise _Fail(INVALID_ARGUMENT, str(e), "arguments") from None
+        q = ns.queues[c.queue] = QueueState(
             c.queue, ns.name, durable=bool(c.durable) and self.broker.durable.enabled
             and not c.exclusive, exclusive_owner=s if c.exclusive else None,
             auto_delete=c.auto_delete, alternate=c.alternate_exchange or None,
-            arguments=dict(c.arguments or {}))
+            arguments=args, policy=policy)
         self.broker.durable.queue_declared(q)
+        if c.exclusive:
+            self.broker.session_state(s).exclusive.append(q)
+
+    def _arguments(self, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
+        """An arguments map to keep (with a queue, exchange, binding or
+        subscription): at most ``Limits.max_arguments_size`` octets."""
+        limit = self.broker.limits.max_arguments_size
+        if arguments and arguments_octets(arguments) > limit:
+            raise _Fail(RESOURCE_LIMIT_EXCEEDED,
+                        f"arguments over {limit} octets", "arguments")
+        return dict(arguments or {})
 
     def _check_exclusive(self, q: QueueState, s: Session, field: str = "exclusive") -> None:
         if q.exclusive_owner is not None and q.exclusive_owner is not s:
@@ -812,10 +1356,9 @@ class BrokerConnection:
     def queue_purge(self, s: Session, cid: int, c: Any) -> None:
         q = self._queue(c.queue)
         self._check_exclusive(q, s)
-        for m in q.messages:
-            self.broker.durable.forget(m)
-        q.messages.clear()
-        q.next_expiry = None
+        for m in q.messages.clear():
+            self.broker._gone(m)
+        q.ttls.clear()
 
     def queue_query(self, s: Session, cid: int, c: Any) -> Struct:
         q = self.ns.queues.get(c.queue or "")
@@ -853,8 +1396,9 @@ class BrokerConnection:
             raise _Fail(NOT_FOUND, f"no exchange {c.alternate_exchange!r}",
                         "alternate-exchange")
         ns.exchanges[c.exchange] = x = ExchangeState(
-            c.exchange, c.type, ns.name, durable=bool(c.durable) and self.broker.durable.enabled, auto_delete=c.auto_delete,
-            alternate=c.alternate_exchange or None, arguments=dict(c.arguments or {}))
+            c.exchange, c.type, ns.name, durable=bool(c.durable) and self.broker.durable.enabled,
+            auto_delete=c.auto_delete, alternate=c.alternate_exchange or None,
+            arguments=self._arguments(c.arguments))
         self.broker.durable.exchange_declared(x)
 
     def exchange_delete(self, s: Session, cid: int, c: Any) -> None:
@@ -881,7 +1425,7 @@ class BrokerConnection:
         if c.exchange == "":
             raise _Fail(INVALID_ARGUMENT, "the default exchange takes no bindings", "exchange")
         x = self._exchange(c.exchange)
-        args = dict(c.arguments or {})
+        args = self._arguments(c.arguments)
         if x.type == "headers" and "x-match" not in args:
             raise _Fail(INTERNAL_ERROR, "headers binding needs x-match", "arguments")
         if x.type == "headers" and str(args["x-match"]).lower() not in ("all", "any"):
@@ -977,36 +1521,32 @@ class BrokerConnection:
         if credit is not None:
             credit.stop()
 
+    # Settling: each costs the deliveries the session holds inside the ids
+    # named (HeldDeliveries.take/select), never the ids named.
     def message_accept(self, s: Session, cid: int, c: Any) -> None:
         st = self.broker.session_state(s)
         ids = c.transfers or SequenceSet()
         if st.transactional:
-            st.tx_accept_ids.update(ids)
+            st.tx_accepted.update(dict.fromkeys(st.unacked.select(ids)))
             return
-        for i in ids:
-            self._settle(st.unacked.pop(i, None))
-
-    def _settle(self, h: Held | None) -> None:
-        """An accepted delivery: an acquired message is now the consumer's."""
-        if h is not None and h.acquired:
-            self.broker.durable.forget(h.msg)
+        for _, h in st.unacked.take(ids):
+            if h.acquired:
+                self.broker._gone(h.msg)
 
     def message_release(self, s: Session, cid: int, c: Any) -> None:
         st = self.broker.session_state(s)
         by_q: dict[int, tuple[QueueState, list[QMsg]]] = {}
-        for i in c.transfers or SequenceSet():
-            h = st.unacked.pop(i, None)
+        for _, h in st.unacked.take(c.transfers or SequenceSet()):
             # A browsed (not-acquired) message never left the queue: nothing to put back.
-            if h is not None and h.acquired:
+            if h.acquired:
                 by_q.setdefault(id(h.queue), (h.queue, []))[1].append(h.msg)
         for q, ms in by_q.values():
             self.broker.release(q, ms, redelivered=bool(c.set_redelivered))
 
     def message_reject(self, s: Session, cid: int, c: Any) -> None:
         st = self.broker.session_state(s)
-        for i in c.transfers or SequenceSet():
-            h = st.unacked.pop(i, None)
-            if h is None or not h.acquired:
+        for _, h in st.unacked.take(c.transfers or SequenceSet()):
+            if not h.acquired:
                 continue  # rule: rejecting an unacquired message is ignored
             # rule alternate-exchange: to the alternate-exchange of its queue.
             self.broker.to_alternate(h.queue, [h.msg])
@@ -1015,14 +1555,13 @@ class BrokerConnection:
         st = self.broker.session_state(s)
         got = SequenceSet()
         b = self.broker
-        for i in c.transfers or SequenceSet():
-            h = st.unacked.get(i)
-            if h is None or h.acquired or h.msg not in h.queue.messages:
+        for i in st.unacked.select(c.transfers or SequenceSet()):
+            h = st.unacked[i]
+            if h.acquired or not h.queue.messages.remove(h.msg):
                 continue  # already acquired (here or elsewhere), purged, or expired
-            h.queue.messages.remove(h.msg)
             if b.expired(h.msg):
+                b._gone(h.msg)
                 b.stats["expired"] += 1  # discarded, not acquired
-                b.durable.forget(h.msg)
                 continue
             h.acquired = True
             got.add(i)
@@ -1046,16 +1585,18 @@ class BrokerConnection:
             x = self.ns.exchanges.get(transfer.destination or "")
             if x is not None:
                 self._route_publish(s, st, x, transfer, headers, body, pcid)
-        for i in st.tx_accept_ids:
-            self._settle(st.unacked.pop(i, None))
-        st.tx_accept_ids = SequenceSet()
+        for i in st.tx_accepted:
+            h = st.unacked.pop(i)
+            if h is not None and h.acquired:
+                self.broker._gone(h.msg)
+        st.tx_accepted.clear()
 
     def tx_rollback(self, s: Session, cid: int, c: Any) -> None:
         st = self.broker.session_state(s)
         if not st.transactional:
             raise _Fail(ILLEGAL_STATE, "tx.select required")
         st.tx_publish = []
-        st.tx_accept_ids = SequenceSet()  # accepted messages stay acquired
+        st.tx_accepted.clear()  # accepted messages stay acquired
 
 
 _HANDLERS: dict[type, Callable[[BrokerConnection, Session, int, Any], Struct | None]] = {

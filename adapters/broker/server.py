@@ -35,6 +35,8 @@ from amqp_sansio_trio.server import PeerInfo, serve_with_peer
 from .auth import Peer
 from .model import Broker, BrokerConnection
 
+_TIMER_POLL = 1.0
+
 
 def _url(host: str, port: int, tls: bool = False) -> str:
     h = f"[{host}]" if ":" in host else host
@@ -52,9 +54,25 @@ async def serve_broker(broker: Broker | None = None, host: str = "127.0.0.1", po
         return b.connection(Peer(p.host, p.port, p.tls, p.certificate))
 
     async with trio.open_nursery() as nursery:
-        listeners = await nursery.start(partial(serve_with_peer, connection, host, port,
-                                                ssl_context=ssl_context))
+        listeners = await nursery.start(partial(
+            serve_with_peer, connection, host, port, ssl_context=ssl_context,
+            tls_handshake_timeout=b.limits.handshake_timeout))
+        nursery.start_soon(_broker_timers, b)
         task_status.started(int(listeners[0].socket.getsockname()[1]))
+
+
+async def _broker_timers(b: Broker) -> None:
+    """The broker's own clock: parked sessions expire and message ttls run
+    out when due, whether or not any connection has a timer (heartbeats)
+    running.  Looks at least once a second for a sooner deadline."""
+    while True:
+        now = trio.current_time()
+        due = b.next_deadline()
+        await trio.sleep_until(now + _TIMER_POLL if due is None else min(due, now + _TIMER_POLL))
+        now = trio.current_time()
+        due = b.next_deadline()
+        if due is not None and now >= due:
+            b.handle_timer(now)
 
 
 @attrs.frozen

@@ -10,6 +10,12 @@ A *handler* is any object shaped like the embedded broker's
     closed: bool                                       # finished: flush, then hang up
     connection_lost(now: float) -> object              # the transport is gone
     on_output: Callable[[], None] | None               # optional; set by the server
+    reading_paused: bool                               # optional: do not read for now
+
+``data_to_send()`` is called again only once what it returned last is
+written (so a handler can tell how much its peer has left unread); while
+``reading_paused`` is true the socket is not read (back-pressure) until
+``on_output()`` or a timer says otherwise.
 
 ``handler_factory()`` makes one per accepted socket.  Each connection thread
 owns its socket (``selectors`` loop + a wake-up socketpair), feeds the handler
@@ -127,13 +133,15 @@ class _ServerConnection:
         is_tls = isinstance(sock, ssl.SSLSocket)
         out = bytearray()
         writing = False
+        reading_paused = False
         finished_at: float | None = None
         try:
             while not self.stop:
                 with lock:
-                    data = handler.data_to_send()
+                    data = b"" if out else handler.data_to_send()
                     deadline = handler.next_deadline()
                     finished = handler.closed
+                    paused = bool(getattr(handler, "reading_paused", False))
                 if data:
                     out += data
                 if out:
@@ -151,15 +159,23 @@ class _ServerConnection:
                     if now - finished_at > _LINGER:
                         return
                     deadline = finished_at + _LINGER
-                if bool(out) != writing:
-                    writing = bool(out)
-                    sel.modify(sock, selectors.EVENT_READ
-                               | (selectors.EVENT_WRITE if writing else 0))
+                events = (0 if paused else selectors.EVENT_READ) | (
+                    selectors.EVENT_WRITE if out else 0)
+                if bool(out) != writing or paused != reading_paused:
+                    writing, reading_paused = bool(out), paused
+                    if events:
+                        try:
+                            sel.modify(sock, events)
+                        except KeyError:
+                            sel.register(sock, events)
+                    else:
+                        with contextlib.suppress(KeyError):
+                            sel.unregister(sock)
                 wait = None if deadline is None else max(0.0, deadline - now)
-                if is_tls and sock.pending():  # type: ignore[attr-defined]
+                if is_tls and not paused and sock.pending():  # type: ignore[attr-defined]
                     wait = 0.0
                 ready = sel.select(wait)
-                readable = is_tls and sock.pending()  # type: ignore[attr-defined]
+                readable = is_tls and sock.pending() and not paused  # type: ignore[attr-defined]
                 for key, mask in ready:
                     if key.fileobj is self.wake_r:
                         try:

@@ -15,7 +15,11 @@ When the handler is ``closed`` the writer sends what is left and the socket
 is closed; when the transport goes (EOF, reset), ``connection_lost(now)`` is
 called once.  While more than ``high_water`` octets are being written to a
 slow peer, reading from it pauses (its own requests wait; deliveries to it
-are bounded by the credit it granted).
+are bounded by the credit it granted).  A handler may also ask not to be
+read for a while (back-pressure): while its optional ``reading_paused`` is
+true the reader waits, until ``on_output()`` or a timer says otherwise.
+``data_to_send()`` is called again only once what it returned last is
+written: a handler can tell how much its peer has left unread.
 """
 
 from __future__ import annotations
@@ -92,13 +96,16 @@ class _Pump:
         self.timer_wake = trio.Event()
         self.in_flight = 0  # octets handed to send_all and not yet written
         self.written = ParkingLot()
+        self.unpaused = ParkingLot()  # a reader waiting for reading_paused to clear
         self.lost = False
         self.deadline: float | None = None
         handler.on_output = self.wake
 
     def wake(self) -> None:
-        """Output was queued on the handler from elsewhere: write it."""
+        """Output was queued on the handler from elsewhere: write it (and
+        read again if the handler had paused reading)."""
         self.writer_wake.set()
+        self.unpaused.unpark_all()
 
     def _lose(self) -> None:
         if not self.lost:
@@ -109,6 +116,7 @@ class _Pump:
                 log.exception("connection_lost failed")
         self.writer_wake.set()
         self.written.unpark_all()
+        self.unpaused.unpark_all()
 
     def _after_input(self) -> None:
         self.writer_wake.set()
@@ -133,6 +141,11 @@ class _Pump:
         while not handler.closed and not self.lost:
             while self.in_flight > self.high_water and not self.lost:
                 await self.written.park()
+            while getattr(handler, "reading_paused", False) and not (
+                    self.lost or handler.closed):
+                await self.unpaused.park()
+            if self.lost or handler.closed:
+                return
             try:
                 got = await self.stream.receive_some(_RECV)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
@@ -196,7 +209,7 @@ class _Pump:
                     log.exception("handler.handle_timer failed; dropping the connection")
                     self._lose()
                     return
-                self.writer_wake.set()
+                self.wake()
 
 
 async def handle_stream(stream: trio.abc.Stream, handler: ConnectionHandler, *,
@@ -224,12 +237,13 @@ async def serve(handler_factory: Callable[[], ConnectionHandler], host: str | No
 async def serve_with_peer(
         handler_factory: Callable[[PeerInfo], ConnectionHandler], host: str | None = "127.0.0.1",
         port: int = 0, *, ssl_context: ssl.SSLContext | None = None,
-        high_water: int = _HIGH_WATER,
+        high_water: int = _HIGH_WATER, tls_handshake_timeout: float = 30.0,
         task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """:func:`serve`, with each handler made for its peer:
     ``handler_factory(PeerInfo)`` (its address, and the client certificate
-    TLS verified -- what SASL EXTERNAL needs)."""
+    TLS verified -- what SASL EXTERNAL needs).  A TLS handshake not done
+    within ``tls_handshake_timeout`` seconds is dropped."""
     listeners = await trio.open_tcp_listeners(port, host=host)
 
     async def handler(stream: trio.SocketStream) -> None:
@@ -238,7 +252,7 @@ async def serve_with_peer(
         try:
             if ssl_context is not None:
                 tls = trio.SSLStream(stream, ssl_context, server_side=True)
-                with trio.move_on_after(30) as cs:
+                with trio.move_on_after(tls_handshake_timeout) as cs:
                     await tls.do_handshake()
                 if cs.cancelled_caught:
                     await aclose_quietly(stream)

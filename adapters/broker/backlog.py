@@ -1,0 +1,189 @@
+"""A queue's messages, in enqueue order, with their count and octets.
+
+:class:`Backlog` is what ``QueueState.messages`` holds.  Messages are kept
+sorted by their enqueue sequence number (``seq``) in a list with a moving
+head, so that taking the first is O(1), finding the first after a browser's
+position is a binary search, and taking one out of the middle (a browsed
+message acquired by id) is a binary search plus a tombstone -- never a scan
+of the queue.  Released messages go back to their place in the order.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Backlog", "Queued"]
+
+from bisect import bisect_right, insort
+from collections.abc import Iterable, Iterator
+from typing import Generic, Protocol, TypeVar
+
+
+class Queued(Protocol):
+    """What a backlog needs of a message."""
+
+    seq: int  # enqueue order; unique
+    queued: bool  # in a backlog now (a message is in at most one)
+    octets: int  # what it is counted as (body octets)
+
+
+M = TypeVar("M", bound=Queued)
+
+
+class _Gone:
+    """The place of a message taken out of the middle (keeps the order)."""
+
+    __slots__ = ("seq",)
+    queued = False
+    octets = 0
+
+    def __init__(self, seq: int) -> None:
+        self.seq = seq
+
+
+class Backlog(Generic[M]):
+    """Messages in ``seq`` order; ``len()`` and :attr:`octets` count the ones
+    present.  Every operation costs the messages it touches, plus a binary
+    search -- except :meth:`keep_only` and :meth:`clear`, which are sweeps."""
+
+    def __init__(self) -> None:
+        self._items: list[M | _Gone | None] = []
+        self._head = 0
+        self._count = 0
+        self.octets = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __bool__(self) -> bool:
+        return self._count > 0
+
+    def __iter__(self) -> Iterator[M]:
+        for m in self._items[self._head:]:
+            if m is not None and not isinstance(m, _Gone):
+                yield m
+
+    def __repr__(self) -> str:
+        return f"Backlog({self._count} messages, {self.octets} octets)"
+
+    def first(self) -> M | None:
+        items = self._items
+        while self._head < len(items):
+            m = items[self._head]
+            if m is not None and not isinstance(m, _Gone):
+                return m
+            items[self._head] = None
+            self._head += 1
+        return None
+
+    def after(self, seq: int) -> Iterator[M]:
+        """The messages enqueued after ``seq``, in order (a browser's view)."""
+        items = self._items
+        i = bisect_right(items, seq, lo=self._head, key=_seq)
+        for m in items[i:]:
+            if m is not None and not isinstance(m, _Gone):
+                yield m
+
+    def append(self, m: M) -> None:
+        items = self._items
+        if not self._count:
+            self._items, self._head = [m], 0  # tombstones ordered before it go
+            self._added(m)
+        elif (last := items[-1]) is not None and last.seq >= m.seq:
+            self._insert(m)
+        else:
+            items.append(m)
+            self._added(m)
+
+    def popleft(self) -> M:
+        m = self.first()
+        if m is None:
+            raise IndexError("pop from an empty backlog")
+        self._items[self._head] = None
+        self._head += 1
+        self._removed(m)
+        self._compact()
+        return m
+
+    def remove(self, m: M) -> bool:
+        """Take ``m`` out wherever it is; False if it is not here."""
+        if not m.queued:
+            return False
+        items = self._items
+        i = bisect_right(items, m.seq, lo=self._head, key=_seq) - 1
+        if i < self._head or items[i] is not m:
+            return False
+        if i == self._head:
+            items[i] = None
+            self._head += 1
+        else:
+            items[i] = _Gone(m.seq)
+        self._removed(m)
+        self._compact()
+        return True
+
+    def put_back(self, msgs: Iterable[M]) -> None:
+        """Return messages to their place in the order (they were taken)."""
+        ms = sorted(msgs, key=_seq)
+        if not ms:
+            return
+        first = self.first()
+        k = len(ms)
+        if first is None or ms[-1].seq < first.seq:
+            if self._head >= k:
+                self._items[self._head - k:self._head] = ms
+                self._head -= k
+            else:
+                self._items[self._head:self._head] = ms
+        elif k <= 16:
+            for m in ms:
+                self._insert(m, added=False)
+        else:
+            live = list(self)
+            merged: list[M | _Gone | None] = sorted(live + ms, key=_seq)
+            self._items, self._head = merged, 0
+        for m in ms:
+            self._added(m)
+
+    def clear(self) -> list[M]:
+        """Take every message out; return them in order."""
+        out = list(self)
+        for m in out:
+            self._removed(m)
+        self._items, self._head = [], 0
+        return out
+
+    def keep_only(self, keep: Iterable[M]) -> None:
+        """After a sweep: hold exactly ``keep`` (a subsequence of this backlog);
+        the others are taken out."""
+        kept = list(keep)
+        ids = {id(m) for m in kept}
+        for m in self:
+            if id(m) not in ids:
+                self._removed(m)
+        self._items, self._head = list(kept), 0
+
+    # -- internals ----------------------------------------------------------------
+    def _insert(self, m: M, added: bool = True) -> None:
+        insort(self._items, m, lo=self._head, key=_seq)
+        if added:
+            self._added(m)
+
+    def _added(self, m: M) -> None:
+        m.queued = True
+        self._count += 1
+        self.octets += m.octets
+
+    def _removed(self, m: M) -> None:
+        m.queued = False
+        self._count -= 1
+        self.octets -= m.octets
+
+    def _compact(self) -> None:
+        items = self._items
+        if len(items) > 64 and len(items) > 2 * self._count + 32:
+            self._items = [m for m in items[self._head:]
+                       if m is not None and not isinstance(m, _Gone)]
+            self._head = 0
+
+
+def _seq(m: Queued | _Gone | None) -> int:
+    return -1 if m is None else m.seq

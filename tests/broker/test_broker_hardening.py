@@ -1,0 +1,302 @@
+"""The broker under hostile input (issue 11 findings 1, 5, 6), in memory.
+
+Work is counted, not timed: iterating a peer's sequence-set id by id is
+made to fail after a budget, so a regression fails at once instead of
+looping 2**31 times.  Memory is the broker's own account (``retained``),
+checked against a recount from scratch.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from test_broker_model import Client, declare, received
+
+from amqp_sansio.serial import SequenceSet
+from amqp_sansio.v0_10 import events as ev
+from amqp_sansio.v0_10 import spec
+from amqp_sansio_broker.backlog import Backlog
+from amqp_sansio_broker.held import HeldDeliveries
+from amqp_sansio_broker.limits import Limits
+from amqp_sansio_broker.model import DEFERRED_PER_SESSION, Broker, QMsg
+
+ALL_IDS = SequenceSet([(0, 2147483646)])  # 56 octets on the wire
+
+
+@pytest.fixture
+def no_id_walks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Iterating a sequence-set id by id fails after 10,000 ids."""
+    real = SequenceSet.__iter__
+
+    def bounded(self: SequenceSet) -> Iterator[int]:
+        for n, i in enumerate(real(self)):
+            if n >= 10_000:
+                raise AssertionError("walked more than 10,000 ids of a sequence-set")
+            yield i
+
+    monkeypatch.setattr(SequenceSet, "__iter__", bounded)
+
+
+def _holding(broker: Broker, n: int, **sub: object) -> tuple[Client, object, list[ev.Event]]:
+    c = Client(broker)
+    s = c.session()
+    declare(c, s, "q")
+    for i in range(n):
+        c.publish(s, str(i).encode(), key="q")
+    c.pump()
+    c.subscribe(s, "q", credit=n, **sub)  # type: ignore[arg-type]
+    got = received(c.pump())
+    assert len(got) == n
+    return c, s, got
+
+
+@pytest.mark.parametrize("command", ["accept", "release", "reject"])
+def test_settling_2_31_ids_costs_what_the_session_holds(no_id_walks: None, command: str) -> None:
+    broker = Broker()
+    c, s, got = _holding(broker, 3)
+    st = next(iter(broker.sessions.values()))
+    assert len(st.unacked) == 3
+    make = {"accept": lambda: spec.MessageAccept(transfers=ALL_IDS),
+            "release": lambda: spec.MessageRelease(transfers=ALL_IDS),
+            "reject": lambda: spec.MessageReject(transfers=ALL_IDS, code=0)}[command]
+    s.send(make())  # type: ignore[attr-defined]
+    s.sync()  # type: ignore[attr-defined]
+    evs = c.pump()
+    assert not [e for e in evs if isinstance(e, ev.ExceptionReceived)]
+    assert len(st.unacked) == 0  # every held delivery settled, nothing else looked at
+    assert broker.retained == broker.recount()
+    if command == "release":  # back in the queue (no credit left to redeliver them)
+        back = list(broker.queues["q"].messages)
+        assert [m.body for m in back] == [b"0", b"1", b"2"]
+
+
+def test_acquiring_2_31_ids_costs_what_the_session_browsed(no_id_walks: None) -> None:
+    broker = Broker()
+    c, s, got = _holding(broker, 3, browse=True)
+    aid = s.send(spec.MessageAcquire(transfers=ALL_IDS))  # type: ignore[attr-defined]
+    evs = c.pump()
+    (res,) = [e.value for e in evs if isinstance(e, ev.ResultReceived) and e.command_id == aid]
+    assert res.transfers == SequenceSet([e.command_id for e in got])
+    assert not broker.queues["q"].messages  # acquired: out of the queue
+    assert broker.retained == broker.recount()
+
+
+def test_a_transaction_accepting_2_31_ids_commits_what_is_held(no_id_walks: None) -> None:
+    broker = Broker()
+    c, s, got = _holding(broker, 3)
+    s.send(spec.TxSelect())  # type: ignore[attr-defined]
+    s.send(spec.MessageAccept(transfers=ALL_IDS))  # type: ignore[attr-defined]
+    s.send(spec.TxCommit())  # type: ignore[attr-defined]
+    s.sync()  # type: ignore[attr-defined]
+    c.pump()
+    st = next(iter(broker.sessions.values()))
+    assert len(st.unacked) == 0 and not st.tx_accepted
+    assert broker.retained == broker.recount() == 0
+
+
+def test_a_full_replay_window_holds_answers_back_instead_of_failing() -> None:
+    # Finding 6: the broker's replay window full (the peer does not complete
+    # what the broker sent) raised LocalProtocolError out of receive_data.
+    broker = Broker()
+    c = Client(broker)
+    s = c.session()
+    declare(c, s, "q")
+    (bs,) = [x for x in broker.sessions if x.name == b"s"]
+    bs.replay_window = 4
+    asked = [s.send(spec.QueueQuery(queue="q")) for _ in range(10)]
+    # The client's commands reach the broker; nothing comes back yet.
+    c.server.receive_data(c.core.data_to_send(), c.now)
+    st = broker.sessions[bs]
+    # Four results fill the window, the fifth waits to be sent, and the
+    # commands after it wait to be executed -- in order.
+    assert bs.outstanding == 4 and len(st.outbox) == 1 and len(st.deferred) == 5
+    late = s.send(spec.QueueDeclare(queue="later"))
+    c.server.receive_data(c.core.data_to_send(), c.now)
+    assert "later" not in broker.queues and len(st.deferred) == 6
+    evs = c.pump()  # results flow, the client completes them, the rest follows
+    answered = [e.command_id for e in evs if isinstance(e, ev.ResultReceived)]
+    assert answered == asked
+    assert "later" in broker.queues and not st.outbox and not st.deferred
+    assert late not in s._replay  # type: ignore[attr-defined]
+
+
+def test_a_peer_that_never_completes_is_not_read_past_a_bound() -> None:
+    broker = Broker()
+    c = Client(broker)
+    s = c.session()
+    declare(c, s, "q")
+    (bs,) = [x for x in broker.sessions if x.name == b"s"]
+    bs.replay_window = 1
+    for _ in range(DEFERRED_PER_SESSION + 2):
+        s.send(spec.QueueQuery(queue="q"))
+    c.server.receive_data(c.core.data_to_send(), c.now)
+    assert c.server.reading_paused  # the I/O layer stops reading it
+    for _ in range(3):  # one answer per round trip (a window of one)
+        c.pump()
+    assert not c.server.reading_paused
+    assert not broker.sessions[bs].outbox and not broker.sessions[bs].deferred
+
+
+def test_retained_octets_follow_every_way_a_message_goes() -> None:
+    rng = random.Random(7)
+    broker = Broker()
+    c = Client(broker)
+    s = c.session()
+    declare(c, s, "q", "dlq")
+    s.send(spec.QueueDeclare(queue="alt-q", alternate_exchange="amq.fanout"))
+    s.send(spec.ExchangeBind(queue="dlq", exchange="amq.fanout", binding_key=""))
+    c.pump()
+    c.subscribe(s, "q", "d", credit=5)
+    for i in range(200):
+        c.publish(s, b"x" * rng.randint(0, 50), key=rng.choice(["q", "alt-q", "dlq"]),
+                  ttl=rng.choice([None, 500]))
+        if i % 7 == 0:
+            c.now += 0.3
+        evs = received(c.pump())
+        for e in evs:
+            how = rng.choice(["accept", "release", "reject", "keep"])
+            ids = SequenceSet.of(e.command_id)
+            if how == "accept":
+                s.send(spec.MessageAccept(transfers=ids))
+            elif how == "release":
+                s.send(spec.MessageRelease(transfers=ids))
+            elif how == "reject":
+                s.send(spec.MessageReject(transfers=ids, code=0))
+        if i % 50 == 49:
+            s.send(spec.QueuePurge(queue="dlq"))
+        c.pump()
+        assert broker.retained == broker.recount()
+    s.send(spec.QueueDelete(queue="alt-q"))
+    c.pump()
+    assert broker.retained == broker.recount()
+    c.core.close()
+    c.pump()
+    assert broker.retained == broker.recount()
+
+
+def test_queue_length_limit_rejects_or_drops_the_oldest() -> None:
+    broker = Broker()
+    c = Client(broker)
+    s = c.session()
+    s.send(spec.QueueDeclare(queue="r", arguments={"x-max-length": 2}))
+    s.send(spec.QueueDeclare(queue="d", arguments={"x-max-length": 2,
+                                                   "x-overflow": "drop-head"}))
+    c.pump()
+    for q in ("r", "d"):
+        for i in range(4):
+            c.publish(s, str(i).encode(), key=q)
+    evs = c.pump()
+    rejected = [e for e in evs if isinstance(e, ev.CommandReceived)
+                and isinstance(e.command, spec.MessageReject)]
+    assert len(rejected) == 2  # the two transfers "r" had no room for
+    assert [m.body for m in broker.queues["r"].messages] == [b"0", b"1"]
+    assert [m.body for m in broker.queues["d"].messages] == [b"2", b"3"]
+    assert broker.retained == broker.recount()
+    s.send(spec.QueueDeclare(queue="bad", arguments={"x-overflow": "ring"}))
+    s.sync()
+    (x,) = [e for e in c.pump() if isinstance(e, ev.ExceptionReceived)]
+    assert x.error_code == 542
+
+
+def test_queues_per_vhost_and_argument_sizes_are_bounded() -> None:
+    broker = Broker(limits=Limits(queues_per_vhost=3, max_arguments_size=1000))
+    c = Client(broker)
+    s = c.session()
+    s.send(spec.QueueDeclare(queue="big", arguments={"k": "v" * 2000}))
+    s.sync()
+    (x,) = [e for e in c.pump() if isinstance(e, ev.ExceptionReceived)]
+    assert x.error_code == 506 and "big" not in broker.queues
+    s = c.session(b"s2")
+    for i in range(4):
+        s.send(spec.QueueDeclare(queue=f"q{i}"))
+    s.sync()
+    (x,) = [e for e in c.pump() if isinstance(e, ev.ExceptionReceived)]
+    assert x.error_code == 506 and len(broker.queues) == 3
+
+
+def test_above_the_high_water_mark_completions_wait_for_the_low_water_mark() -> None:
+    limits = Limits(memory_high_water=20_000, memory_low_water_ratio=0.5)
+    broker = Broker(limits=limits)
+    c = Client(broker)
+    s = c.session()
+    declare(c, s, "q")
+    sent = [c.publish(s, b"x" * 1000, key="q") for _ in range(30)]
+    c.pump()
+    assert broker.pressed
+    done = [i for i in sent if i not in s._replay]  # type: ignore[attr-defined]
+    assert 0 < len(done) < len(sent)  # completed until the mark, then held back
+    c.subscribe(s, "q", credit=100)
+    for e in received(c.pump()):
+        s.send(spec.MessageAccept(transfers=SequenceSet.of(e.command_id)))
+    c.pump()
+    assert not broker.pressed
+    assert all(i not in s._replay for i in sent)  # type: ignore[attr-defined]
+
+
+# -- the structures that make it so --------------------------------------------
+
+
+@given(st.lists(st.tuples(st.sampled_from(["add", "take", "select", "pop"]),
+                          st.integers(0, 40), st.integers(0, 40)), max_size=60),
+       st.sampled_from([0, (1 << 32) - 20, (1 << 31) - 5]))
+def test_held_deliveries_match_a_dict(ops: list[tuple[str, int, int]], base: int) -> None:
+    held: HeldDeliveries[int] = HeldDeliveries()
+    model: dict[int, int] = {}
+    nxt = 0
+    for op, a, b in ops:
+        if op == "add":
+            for _ in range(a % 5 + 1):
+                cid = (base + nxt) & 0xFFFFFFFF
+                held.add(cid, nxt)
+                model[cid] = nxt
+                nxt += 1 + b % 3
+            continue
+        lo, hi = (base + min(a, b)) & 0xFFFFFFFF, (base + max(a, b)) & 0xFFFFFFFF
+        ids = SequenceSet([(lo, hi)])
+        want = sorted((k for k in model if k in ids), key=lambda k: (k - base) & 0xFFFFFFFF)
+        if op == "select":
+            assert held.select(ids) == want
+        elif op == "take":
+            assert [k for k, _ in held.take(ids)] == want
+            for k in want:
+                del model[k]
+        else:
+            cid = (base + a) & 0xFFFFFFFF
+            assert held.pop(cid) == model.pop(cid, None)
+        assert dict(held) == model
+
+
+@given(st.lists(st.tuples(st.sampled_from(["append", "pop", "remove", "back", "after"]),
+                          st.integers(0, 30)), max_size=80))
+def test_backlog_matches_a_sorted_list(ops: list[tuple[str, int]]) -> None:
+    log: Backlog[QMsg] = Backlog()
+    model: list[QMsg] = []
+    out: list[QMsg] = []
+    seq = 0
+    for op, k in ops:
+        if op == "append":
+            m = QMsg(seq, (), b"x" * k, "", "", None, octets=k)
+            seq += 1
+            log.append(m)
+            model.append(m)
+        elif op == "pop" and model:
+            m = model.pop(0)
+            assert log.popleft() is m
+            out.append(m)
+        elif op == "remove" and model:
+            m = model.pop(k % len(model))
+            assert log.remove(m) and not log.remove(m)
+            out.append(m)
+        elif op == "back" and out:
+            back = [out.pop(k % len(out))]
+            log.put_back(back)
+            model = sorted(model + back, key=lambda m: m.seq)
+        elif op == "after":
+            assert list(log.after(k)) == [m for m in model if m.seq > k]
+        assert list(log) == model
+        assert len(log) == len(model) and log.octets == sum(m.octets for m in model)
+        assert log.first() is (model[0] if model else None)
