@@ -279,8 +279,10 @@ def render(ex: dict[str, Any]) -> str:
     w("    ck_symbols, d_choice, d_kind, d_missing, missing,")
     w(")")
     w("from ..codec import (")
-    w("    MAX_DEPTH, Described, Symbol, ULong, _w_compound, encode_value, list_header,")
+    w("    _NULLS, _SMALLUINT, _SMALLULONG, MAX_DEPTH, Described, Symbol, ULong, _w_compound,")
+    w("    encode_value, list_header,")
     w("    r_annotations, r_any, r_binary, r_boolean, r_fields, r_list, r_map, r_string,")
+    w("    r_string_keyed,")
     w("    r_symbol, r_symbols, r_timestamp, r_ubyte, r_uint, r_ulong, r_ushort,")
     w("    register_described, skip_rest, w_annotations, w_binary, w_fields, w_list, w_map,")
     w("    w_string, w_string_keyed, w_symbol, w_symbols, w_timestamp, w_ubyte, w_uint,")
@@ -423,33 +425,34 @@ def _render_composite(m: Model, t: dict[str, Any], arche: dict[str, Any], w: Any
     w("")
     w("")
     w(f"def _enc_{cn}(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:")
-    w(f"    out += {prefix!r}")
     if not fields:
-        w("    out.append(0x45)")
+        w(f"    out += {prefix + b'E'!r}")
     else:
+        # n: fields written so far; a null is written only when a later field
+        # is not null (trailing nulls are never written)
+        w(f"    out += {prefix!r}")
         w("    b = bytearray()")
-        w("    n = cut = 0")
+        w("    n = 0")
         for i, (f, r, dv) in enumerate(infos):
             a = attr(f["name"])
             w(f"    v = o.{a}")
             base = r["base"]
             if base == "boolean" and not r["enum"] and dv == "False":
-                w("    if not v:")
+                w("    if v:")
             elif dv != "None":
-                w(f"    if v is None or v == {dv}:")
+                w(f"    if v is not None and v != {dv}:")
             else:
-                w("    if v is None:")
-            w("        b.append(0x40)")
-            w("    else:")
+                w("    if v is not None:")
+            if i:
+                w(f"        if n < {i}:")
+                w(f"            b += _NULLS[{i} - n]")
             for line in _writer(m, f, r, arche):
                 w("        " + line)
             w(f"        n = {i + 1}")
-            w("        cut = len(b)")
-        w("    if n == 0:")
-        w("        out.append(0x45)")
-        w("    else:")
-        w("        del b[cut:]")
+        w("    if n:")
         w("        _w_compound(0xC0, n, b, out)")
+        w("    else:")
+        w("        out.append(0x45)")
 
     # -- decoder
     w("")
@@ -464,11 +467,13 @@ def _render_composite(m: Model, t: dict[str, Any], arche: dict[str, Any], w: Any
         w("    e: Any")
     for i, (f, r, dv) in enumerate(infos):
         a = attr(f["name"])
-        w(f"    if count > {i}:")
+        w(f"    if count > {i} and (pos >= lend or buf[pos] != 0x40):")  # the reader checks
         for line in _reader(m, t, f, r, arche):
             w("        " + line)
         w("    else:")
         w("        v = None")
+        w(f"        if count > {i}:")
+        w("            pos += 1")
         if f["mandatory"]:
             w("    if v is None:")
             w(f"        raise d_missing({t['name']!r}, {f['name']!r}, pos)")
@@ -558,7 +563,10 @@ def _writer(m: Model, f: dict[str, Any], r: dict[str, Any], arche: dict[str, Any
         return [f"w_{src}(v, b)"]
     if base == "boolean":
         return ["b.append(0x41 if v else 0x42)"]
-    if base in ("ubyte", "ushort", "uint", "ulong", "string", "symbol", "binary", "timestamp"):
+    if base in ("uint", "ulong"):  # the common small values from a table
+        table = "_SMALLUINT" if base == "uint" else "_SMALLULONG"
+        return ["if 0 <= v < 256:", f"    b += {table}[v]", "else:", f"    w_{base}(v, b)"]
+    if base in ("ubyte", "ushort", "string", "symbol", "binary", "timestamp"):
         return [f"w_{base}(v, b)"]
     if base in ("fields", "annotations", "map", "list"):
         return [f"w_{base}(v, b, depth - 1)"]
@@ -603,6 +611,9 @@ def _reader(m: Model, t: dict[str, Any], f: dict[str, Any], r: dict[str, Any],
         return ["v, pos = r_any(buf, pos, lend, depth - 1)",
                 f"if v is not None and type(v) is not {r['composite']}:",
                 f"    raise d_kind({owner!r}, {name!r}, v, {r['composite']!r}, pos)"]
+    if base == "*" and all(not arche[q]["classes"] and set(arche[q]["prims"]) == {"string"}
+                           for q in f["requires"]):  # an address: a string
+        return ["v, pos = r_string(buf, pos, lend)"]
     if base == "*":
         lines = ["v, pos = r_any(buf, pos, lend, depth - 1)"]
         kinds: list[str] = []
@@ -709,7 +720,7 @@ def _render_restricted(m: Model, t: dict[str, Any], w: Any) -> None:
     reader = {"binary": "r_binary(buf, pos - 1, end)", "list": "r_list(buf, pos - 1, end, depth)",
               "*": "r_any(buf, pos - 1, end, depth)",
               "annotations": "r_annotations(buf, pos - 1, end, depth)",
-              "string-keyed": "r_map(buf, pos - 1, end, depth)"}[base]
+              "string-keyed": "r_string_keyed(buf, pos - 1, end, depth)"}[base]
     w("")
     w("")
     w(f"def _enc_{cn}(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:")
@@ -724,10 +735,6 @@ def _render_restricted(m: Model, t: dict[str, Any], w: Any) -> None:
     if base != "*":
         w("    if v is None:")
         w(f"        raise d_missing({t['name']!r}, 'value', pos)")
-    if base == "string-keyed":
-        w("    for k in v:")
-        w("        if type(k) is not str:")
-        w(f"            raise d_kind({t['name']!r}, 'key', k, 'string', pos)")
     w(f"    o = _new({cn})")
     w("    _set(o, 'value', v)")
     w("    return o, pos")

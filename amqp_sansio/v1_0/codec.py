@@ -313,6 +313,16 @@ def w_ushort(v: int, out: bytearray) -> None:
     out += pack_u16(v)
 
 
+# precomputed encodings of the values that make up most of the traffic
+_NULLS = [b"\x40" * n for n in range(64)]
+_SMALLUINT = [b"\x43"] + [bytes((0x52, i)) for i in range(1, 256)]
+_SMALLULONG = [b"\x44"] + [bytes((0x53, i)) for i in range(1, 256)]
+_STR8 = [bytes((0xA1, n)) for n in range(256)]
+_SYM8 = [bytes((0xA3, n)) for n in range(256)]
+_VBIN8 = [bytes((0xA0, n)) for n in range(256)]
+_SMALLLONG = {i: bytes((0x55, i & 0xFF)) for i in range(-128, 128)}
+
+
 def w_uint(v: int, out: bytearray) -> None:
     if v == 0:
         out.append(0x43)
@@ -420,7 +430,7 @@ def w_uuid(v: uuid.UUID, out: bytearray) -> None:
 def w_binary(v: bytes, out: bytearray) -> None:
     n = len(v)
     if n < 256:
-        out += _U8U8.pack(0xA0, n)
+        out += _VBIN8[n]
     elif n <= 0xFFFFFFFF:
         out.append(0xB0)
         out += pack_u32(n)
@@ -437,10 +447,13 @@ def _utf8(v: str) -> bytes:
 
 
 def w_string(v: str, out: bytearray) -> None:
-    b = v.encode("utf-8") if v.isascii() else _utf8(v)
+    try:
+        b = v.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates
+        b = _utf8(v)
     n = len(b)
     if n < 256:
-        out += _U8U8.pack(0xA1, n)
+        out += _STR8[n]
     elif n <= 0xFFFFFFFF:
         out.append(0xB1)
         out += pack_u32(n)
@@ -450,12 +463,13 @@ def w_string(v: str, out: bytearray) -> None:
 
 
 def w_symbol(v: str, out: bytearray) -> None:
-    if not v.isascii():
-        raise local_error(f"symbol: not ASCII: {v!r}")
-    b = v.encode("ascii")
+    try:
+        b = v.encode("ascii")
+    except UnicodeEncodeError:
+        raise local_error(f"symbol: not ASCII: {v!r}") from None
     n = len(b)
     if n < 256:
-        out += _U8U8.pack(0xA3, n)
+        out += _SYM8[n]
     else:
         out.append(0xB3)
         out += pack_u32(n)
@@ -466,8 +480,7 @@ def _w_compound(code8: int, count: int, body: bytes | bytearray, out: bytearray)
     """A list/map header (8-bit form when size and count fit) and its body."""
     n = len(body)
     if n < 255 and count < 256:
-        out += _U8U8.pack(code8, n + 1)
-        out.append(count)
+        out += bytes((code8, n + 1, count))
     else:
         if n > 0xFFFFFFFB:
             raise local_error("compound value longer than 2**32-1 octets")
@@ -529,16 +542,19 @@ def w_annotations(v: dict[Any, Any], out: bytearray, depth: int = MAX_DEPTH) -> 
 
 
 def w_string_keyed(v: dict[Any, Any], out: bytearray, depth: int = MAX_DEPTH) -> None:
-    """``application-properties``: string keys, simple values (no map, list
-    or array; described values neither)."""
+    """``application-properties``: string keys, simple values (checked when
+    the section was built)."""
     body = bytearray()
+    encs = _ENCODERS
     for k, x in v.items():
-        if not isinstance(k, str) or isinstance(k, Symbol):
+        if type(k) is not str:
             raise local_error(f"application-properties: keys are strings, got {k!r}")
-        if isinstance(x, dict | list | tuple | Described) or hasattr(type(x), "_enc"):
-            raise local_error(f"application-properties: {k!r} is not a simple value: {x!r}")
         w_string(k, body)
-        encode_value(x, body, depth - 1)
+        enc = encs.get(type(x))
+        if enc is not None:
+            enc(x, body, depth)
+        else:
+            encode_value(x, body, depth - 1)
     _w_compound(0xC1, 2 * len(v), body, out)
 
 
@@ -732,8 +748,7 @@ def _widen(b: bytes) -> bytes:
 
 def _e_int(v: int, out: bytearray, depth: int) -> None:
     if -128 <= v <= 127:
-        out.append(0x55)
-        out += _I8.pack(v)
+        out += _SMALLLONG[v]
     elif -(1 << 63) <= v < (1 << 63):
         out.append(0x81)
         out += pack_i64(v)
@@ -744,13 +759,29 @@ def _e_int(v: int, out: bytearray, depth: int) -> None:
         raise local_error(f"int {v} fits neither long nor ulong")
 
 
+def _e_none(v: None, out: bytearray, depth: int) -> None:
+    out.append(0x40)
+
+
+def _e_bool(v: bool, out: bytearray, depth: int) -> None:
+    out.append(0x41 if v else 0x42)
+
+
+def _e_str(v: str, out: bytearray, depth: int) -> None:
+    w_string(v, out)
+
+
+def _e_bytes(v: bytes, out: bytearray, depth: int) -> None:
+    w_binary(v, out)
+
+
 _ENCODERS: dict[type, Callable[[Any, bytearray, int], None]] = {
-    type(None): lambda v, out, d: out.append(0x40),
-    bool: lambda v, out, d: out.append(0x41 if v else 0x42),
+    type(None): _e_none,
+    bool: _e_bool,
     int: _e_int,
     float: lambda v, out, d: w_double(v, out),
-    str: lambda v, out, d: w_string(v, out),
-    bytes: lambda v, out, d: w_binary(v, out),
+    str: _e_str,
+    bytes: _e_bytes,
     bytearray: lambda v, out, d: w_binary(bytes(v), out),
     memoryview: lambda v, out, d: w_binary(bytes(v), out),
     dict: w_map,
@@ -1305,18 +1336,39 @@ def _r_var(buf: bytes, pos: int, end: int, what: str, c8: int) -> tuple[int, int
 
 
 def r_binary(buf: bytes, pos: int, end: int) -> tuple[Any, int]:
-    a, b = _r_var(buf, pos, end, "binary", 0xA0)
-    return (None, b) if a < 0 else (bytes(buf[a:b]), b)
+    if pos < end and buf[pos] == 0xA0 and pos + 1 < end:  # vbin8, the usual form
+        a = pos + 2
+        e = a + buf[pos + 1]
+        if e <= end:
+            return bytes(buf[a:e]), e
+    a, e = _r_var(buf, pos, end, "binary", 0xA0)
+    return (None, e) if a < 0 else (bytes(buf[a:e]), e)
 
 
 def r_string(buf: bytes, pos: int, end: int) -> tuple[Any, int]:
-    a, b = _r_var(buf, pos, end, "string", 0xA1)
-    return (None, b) if a < 0 else (_utf8_at(buf, a, b), b)
+    if pos < end and buf[pos] == 0xA1 and pos + 1 < end:  # str8-utf8, the usual form
+        a = pos + 2
+        e = a + buf[pos + 1]
+        if e <= end:
+            try:
+                return str(buf[a:e], "utf-8"), e
+            except UnicodeDecodeError:
+                pass  # reported below
+    a, e = _r_var(buf, pos, end, "string", 0xA1)
+    return (None, e) if a < 0 else (_utf8_at(buf, a, e), e)
 
 
 def r_symbol(buf: bytes, pos: int, end: int) -> tuple[Any, int]:
-    a, b = _r_var(buf, pos, end, "symbol", 0xA3)
-    return (None, b) if a < 0 else (_ascii_at(buf, a, b), b)
+    if pos < end and buf[pos] == 0xA3 and pos + 1 < end:  # sym8, the usual form
+        a = pos + 2
+        e = a + buf[pos + 1]
+        if e <= end:
+            try:
+                return str(buf[a:e], "ascii"), e
+            except UnicodeDecodeError:
+                pass
+    a, e = _r_var(buf, pos, end, "symbol", 0xA3)
+    return (None, e) if a < 0 else (_ascii_at(buf, a, e), e)
 
 
 def r_symbols(buf: bytes, pos: int, end: int) -> tuple[Any, int]:
@@ -1346,6 +1398,43 @@ def r_map(buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, 
     if c == 0x40:
         return None, pos + 1
     raise _wrong("map", c, pos)
+
+
+def r_string_keyed(buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
+    """A map whose keys are strings (application-properties)."""
+    c = _at(buf, pos, end, "map")
+    if c == 0x40:
+        return None, pos + 1
+    if c not in (0xC1, 0xD1):
+        raise _wrong("map", c, pos)
+    count, p, cend = _compound_header(c, buf, pos + 1, end, "map")
+    if count & 1:
+        raise decode_error(f"map declares an odd element count {count}", pos)
+    out: dict[str, Any] = {}
+    dd = depth - 1
+    for _ in range(count >> 1):
+        kpos = p
+        if p + 1 < cend and buf[p] == 0xA1:  # str8 keys, the usual form
+            e = p + 2 + buf[p + 1]
+            if e > cend:
+                raise _short("map key", p)
+            k = _utf8_at(buf, p + 2, e)
+            p = e
+        else:
+            k, p = r_string(buf, p, cend)
+            if k is None:
+                raise decode_error("a null key where strings are wanted", kpos)
+        if k in out:
+            raise decode_error(f"map key {k!r} appears twice", kpos)
+        if p >= cend:
+            raise _short("map value", p)
+        f = _DEC[buf[p]]
+        if f is None:
+            raise _bad_code(buf[p], p)
+        out[k], p = f(buf, p + 1, cend, dd)
+    if p != cend:
+        raise decode_error(f"map elements end at {p}, its size says {cend}", p)
+    return out, p
 
 
 def r_fields(buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
@@ -1383,6 +1472,12 @@ def r_list(buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any,
 def list_header(ctor: int, buf: bytes, pos: int, end: int, what: str) -> tuple[int, int, int]:
     """A composite's list: ``(count, first element, end)``; ``ctor`` was the
     constructor octet, ``pos`` is just after it."""
+    if ctor == 0xC0 and pos + 2 <= end:  # list8, the usual form
+        size = buf[pos]
+        count = buf[pos + 1]
+        cend = pos + 1 + size
+        if size and cend <= end and count <= size - 1:
+            return count, pos + 2, cend
     if ctor == 0x45:
         return 0, pos, pos
     if ctor in (0xC0, 0xD0):

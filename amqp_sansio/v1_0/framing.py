@@ -27,7 +27,7 @@ from __future__ import annotations
 __all__ = [
     "AMQP_HEADER", "SASL_HEADER", "TLS_HEADER", "PROTOCOL_IDS", "MIN_MAX_FRAME_SIZE",
     "EMPTY_FRAME", "TYPE_AMQP", "TYPE_SASL", "ProtocolHeader", "Frame", "FrameReader",
-    "encode_frame", "frame_overhead",
+    "encode_frame", "decode_frame", "frame_overhead",
 ]
 
 import struct
@@ -107,6 +107,27 @@ def encode_frame(body: SpecObject | None, channel: int = 0, payload: bytes = b""
         raise local_error(f"a {size}-octet frame exceeds the frame size limit {max_frame_size}")
     struct.pack_into(">I", out, 0, size)
     return bytes(out)
+
+
+def decode_frame(octets: bytes) -> Frame:
+    """Exactly one frame (no protocol header), e.g. from a capture."""
+    n = len(octets)
+    if n < 8:
+        raise decode_error(f"{n} octets are not a frame", 0, condition=FRAMING_ERROR)
+    size, doff, ftype, channel = _unpack_head(octets, 0)
+    if size != n or doff < 2 or doff * 4 > size or ftype not in (TYPE_AMQP, TYPE_SASL):
+        raise decode_error(f"not one frame: size {size} of {n}, doff {doff}, type {ftype}", 0,
+                           condition=FRAMING_ERROR)
+    start = doff * 4
+    if start == n:
+        return Frame(ftype, channel, None)
+    frame = octets[start:] if start else octets
+    try:
+        body, used = _performative(frame, ftype, MAX_DEPTH)
+    except DecodeError as e:
+        e.offset = start + (e.offset or 0)
+        raise
+    return Frame(ftype, channel, body, frame[used:] if used < len(frame) else b"")
 
 
 class FrameReader:

@@ -59,6 +59,7 @@ from typing import Any
 
 import attrs
 
+from ..errors import DecodeError
 from ..message import Message
 from ._errors import decode_error, local_error
 from ._specbase import SpecObject
@@ -83,7 +84,7 @@ _RANK: dict[type, int] = {Header: 0, DeliveryAnnotations: 1, MessageAnnotations:
                           AmqpValue: 5, Footer: 6}
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, slots=True)
 class AmqpMessage:
     """A 1.0 message, section by section (absent sections are None)."""
 
@@ -121,16 +122,25 @@ class AmqpMessage:
 
 def encode_message(m: AmqpMessage) -> bytes:
     """The transfer payload of ``m``."""
-    b = m.body
-    if isinstance(b, tuple):
-        kinds = {type(s) for s in b}
-        if len(kinds) > 1 or not kinds <= {Data, AmqpSequence}:
-            raise local_error("a body is data sections, amqp-sequence sections or one amqp-value")
-    elif b is not None and not isinstance(b, AmqpValue):
-        raise local_error(f"not a body: {b!r}")
     out = bytearray()
-    for s in m.sections():
-        s._enc(s, out, MAX_DEPTH)
+    for s in (m.header, m.delivery_annotations, m.message_annotations, m.properties,
+              m.application_properties):
+        if s is not None:
+            s._enc(s, out, MAX_DEPTH)
+    b = m.body
+    if type(b) is tuple:
+        first = type(b[0]) if b else None
+        for s in b:
+            if type(s) is not first or (first is not Data and first is not AmqpSequence):
+                raise local_error("a body is data sections, amqp-sequence sections or one "
+                                  "amqp-value")
+            s._enc(s, out, MAX_DEPTH)
+    elif type(b) is AmqpValue:
+        b._enc(b, out, MAX_DEPTH)
+    elif b is not None:
+        raise local_error(f"not a body: {b!r}")
+    if m.footer is not None:
+        m.footer._enc(m.footer, out, MAX_DEPTH)
     return bytes(out)
 
 
@@ -173,36 +183,57 @@ def _section(payload: bytes, pos: int) -> tuple[Any, int]:
     return f(payload, pos + 1, n, MAX_DEPTH)
 
 
+# section descriptor -> (attribute, rank); the body sections rank 5
+_SLOT: dict[int, tuple[str, int]] = {
+    Header.CODE: ("header", 0), DeliveryAnnotations.CODE: ("delivery_annotations", 1),
+    MessageAnnotations.CODE: ("message_annotations", 2), Properties.CODE: ("properties", 3),
+    ApplicationProperties.CODE: ("application_properties", 4), Data.CODE: ("body", 5),
+    AmqpSequence.CODE: ("body", 5), AmqpValue.CODE: ("body", 5), Footer.CODE: ("footer", 6)}
+
+
 def decode_message(payload: bytes) -> AmqpMessage:
     """The sections of a transfer payload.  DecodeError (scope ``session``:
     the broker book makes a bad section a session error) on malformed
     octets, sections out of order or a mixed body."""
-    kw: dict[str, Any] = {}
+    n = len(payload)
+    pos = 0
+    rank = -1
+    found: dict[str, Any] = {}
     body: list[Any] = []
+    described = DESCRIBED
     try:
-        for s, _, _ in _sections(payload):
-            t = type(s)
-            if t is Header:
-                kw["header"] = s
-            elif t is DeliveryAnnotations:
-                kw["delivery_annotations"] = s
-            elif t is MessageAnnotations:
-                kw["message_annotations"] = s
-            elif t is Properties:
-                kw["properties"] = s
-            elif t is ApplicationProperties:
-                kw["application_properties"] = s
-            elif t is Footer:
-                kw["footer"] = s
-            else:
+        while pos < n:
+            start = pos
+            if pos + 3 < n and payload[pos] == 0x00 and payload[pos + 1] == 0x53:
+                code = payload[pos + 2]
+                slot = _SLOT.get(code)
+                if slot is None:
+                    raise decode_error(f"descriptor 0x{code:x} is not a message section", pos,
+                                       scope="session")
+                s, pos = described[code](payload[pos + 3], payload, pos + 4, n, MAX_DEPTH)
+            else:  # a long or symbolic descriptor: the general way
+                s, pos = _section(payload, pos)
+                slot = _SLOT.get(getattr(type(s), "CODE", -1))
+                if slot is None:
+                    raise decode_error(f"{type(s).__name__} is not a message section", start,
+                                       scope="session")
+            name, r = slot
+            if r < rank or (r == rank and r != 5):
+                raise decode_error(f"section {s.NAME} is out of order", start, scope="session")
+            if r == 5:
+                if body and (type(s) is not type(body[0]) or type(s) is AmqpValue):
+                    raise decode_error("a body is data sections, amqp-sequence sections or "
+                                       "one amqp-value", start, scope="session")
                 body.append(s)
-    except Exception as e:
-        if hasattr(e, "condition"):
-            e.scope = "session"  # type: ignore[attr-defined]
+            else:
+                found[name] = s
+            rank = r
+    except DecodeError as e:
+        e.scope = "session"
         raise
     if body:
-        kw["body"] = body[0] if type(body[0]) is AmqpValue else tuple(body)
-    return AmqpMessage(**kw)
+        found["body"] = body[0] if type(body[0]) is AmqpValue else tuple(body)
+    return AmqpMessage(**found)
 
 
 def bare_octets(payload: bytes) -> bytes:

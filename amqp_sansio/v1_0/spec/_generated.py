@@ -17,8 +17,10 @@ from .._specbase import (
     ck_symbols, d_choice, d_kind, d_missing, missing,
 )
 from ..codec import (
-    MAX_DEPTH, Described, Symbol, ULong, _w_compound, encode_value, list_header,
+    _NULLS, _SMALLUINT, _SMALLULONG, MAX_DEPTH, Described, Symbol, ULong, _w_compound,
+    encode_value, list_header,
     r_annotations, r_any, r_binary, r_boolean, r_fields, r_list, r_map, r_string,
+    r_string_keyed,
     r_symbol, r_symbols, r_timestamp, r_ubyte, r_uint, r_ulong, r_ushort,
     register_described, skip_rest, w_annotations, w_binary, w_fields, w_list, w_map,
     w_string, w_string_keyed, w_symbol, w_symbols, w_timestamp, w_ubyte, w_uint,
@@ -211,143 +213,156 @@ _E_TransactionCondition: dict[Any, TransactionCondition] = {e.value: e for e in 
 def _enc_Open(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00S\x10'
     b = bytearray()
-    n = cut = 0
+    n = 0
     v = o.container_id
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
         w_string(v, b)
         n = 1
-        cut = len(b)
     v = o.hostname
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 1:
+            b += _NULLS[1 - n]
         w_string(v, b)
         n = 2
-        cut = len(b)
     v = o.max_frame_size
-    if v is None or v == 4294967295:
-        b.append(0x40)
-    else:
-        w_uint(v, b)
+    if v is not None and v != 4294967295:
+        if n < 2:
+            b += _NULLS[2 - n]
+        if 0 <= v < 256:
+            b += _SMALLUINT[v]
+        else:
+            w_uint(v, b)
         n = 3
-        cut = len(b)
     v = o.channel_max
-    if v is None or v == 65535:
-        b.append(0x40)
-    else:
+    if v is not None and v != 65535:
+        if n < 3:
+            b += _NULLS[3 - n]
         w_ushort(v, b)
         n = 4
-        cut = len(b)
     v = o.idle_time_out
-    if v is None:
-        b.append(0x40)
-    else:
-        w_uint(v, b)
+    if v is not None:
+        if n < 4:
+            b += _NULLS[4 - n]
+        if 0 <= v < 256:
+            b += _SMALLUINT[v]
+        else:
+            w_uint(v, b)
         n = 5
-        cut = len(b)
     v = o.outgoing_locales
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 5:
+            b += _NULLS[5 - n]
         w_symbols(v, b)
         n = 6
-        cut = len(b)
     v = o.incoming_locales
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 6:
+            b += _NULLS[6 - n]
         w_symbols(v, b)
         n = 7
-        cut = len(b)
     v = o.offered_capabilities
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 7:
+            b += _NULLS[7 - n]
         w_symbols(v, b)
         n = 8
-        cut = len(b)
     v = o.desired_capabilities
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 8:
+            b += _NULLS[8 - n]
         w_symbols(v, b)
         n = 9
-        cut = len(b)
     v = o.properties
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 9:
+            b += _NULLS[9 - n]
         w_fields(v, b, depth - 1)
         n = 10
-        cut = len(b)
-    if n == 0:
-        out.append(0x45)
-    else:
-        del b[cut:]
+    if n:
         _w_compound(0xC0, n, b, out)
+    else:
+        out.append(0x45)
 
 
 def _dec_Open(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'open')
     o = _new(Open)
     v: Any
-    if count > 0:
+    if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_string(buf, pos, lend)
     else:
         v = None
+        if count > 0:
+            pos += 1
     if v is None:
         raise d_missing('open', 'container-id', pos)
     _set(o, 'container_id', v)
-    if count > 1:
+    if count > 1 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_string(buf, pos, lend)
     else:
         v = None
+        if count > 1:
+            pos += 1
     _set(o, 'hostname', v)
-    if count > 2:
+    if count > 2 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
         v = None
+        if count > 2:
+            pos += 1
     if v is None:
         v = 4294967295
     _set(o, 'max_frame_size', v)
-    if count > 3:
+    if count > 3 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_ushort(buf, pos, lend)
     else:
         v = None
+        if count > 3:
+            pos += 1
     if v is None:
         v = 65535
     _set(o, 'channel_max', v)
-    if count > 4:
+    if count > 4 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
         v = None
+        if count > 4:
+            pos += 1
     _set(o, 'idle_time_out', v)
-    if count > 5:
+    if count > 5 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_symbols(buf, pos, lend)
     else:
         v = None
+        if count > 5:
+            pos += 1
     _set(o, 'outgoing_locales', v)
-    if count > 6:
+    if count > 6 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_symbols(buf, pos, lend)
     else:
         v = None
+        if count > 6:
+            pos += 1
     _set(o, 'incoming_locales', v)
-    if count > 7:
+    if count > 7 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_symbols(buf, pos, lend)
     else:
         v = None
+        if count > 7:
+            pos += 1
     _set(o, 'offered_capabilities', v)
-    if count > 8:
+    if count > 8 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_symbols(buf, pos, lend)
     else:
         v = None
+        if count > 8:
+            pos += 1
     _set(o, 'desired_capabilities', v)
-    if count > 9:
+    if count > 9 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_fields(buf, pos, lend, depth - 1)
     else:
         v = None
+        if count > 9:
+            pos += 1
     _set(o, 'properties', v)
     if count > 10 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 10), depth)
@@ -450,121 +465,138 @@ register_described(Open.CODE, Open.SYMBOL, _dec_Open)
 def _enc_Begin(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00S\x11'
     b = bytearray()
-    n = cut = 0
+    n = 0
     v = o.remote_channel
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
         w_ushort(v, b)
         n = 1
-        cut = len(b)
     v = o.next_outgoing_id
-    if v is None:
-        b.append(0x40)
-    else:
-        w_uint(v, b)
+    if v is not None:
+        if n < 1:
+            b += _NULLS[1 - n]
+        if 0 <= v < 256:
+            b += _SMALLUINT[v]
+        else:
+            w_uint(v, b)
         n = 2
-        cut = len(b)
     v = o.incoming_window
-    if v is None:
-        b.append(0x40)
-    else:
-        w_uint(v, b)
+    if v is not None:
+        if n < 2:
+            b += _NULLS[2 - n]
+        if 0 <= v < 256:
+            b += _SMALLUINT[v]
+        else:
+            w_uint(v, b)
         n = 3
-        cut = len(b)
     v = o.outgoing_window
-    if v is None:
-        b.append(0x40)
-    else:
-        w_uint(v, b)
+    if v is not None:
+        if n < 3:
+            b += _NULLS[3 - n]
+        if 0 <= v < 256:
+            b += _SMALLUINT[v]
+        else:
+            w_uint(v, b)
         n = 4
-        cut = len(b)
     v = o.handle_max
-    if v is None or v == 4294967295:
-        b.append(0x40)
-    else:
-        w_uint(v, b)
+    if v is not None and v != 4294967295:
+        if n < 4:
+            b += _NULLS[4 - n]
+        if 0 <= v < 256:
+            b += _SMALLUINT[v]
+        else:
+            w_uint(v, b)
         n = 5
-        cut = len(b)
     v = o.offered_capabilities
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 5:
+            b += _NULLS[5 - n]
         w_symbols(v, b)
         n = 6
-        cut = len(b)
     v = o.desired_capabilities
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 6:
+            b += _NULLS[6 - n]
         w_symbols(v, b)
         n = 7
-        cut = len(b)
     v = o.properties
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 7:
+            b += _NULLS[7 - n]
         w_fields(v, b, depth - 1)
         n = 8
-        cut = len(b)
-    if n == 0:
-        out.append(0x45)
-    else:
-        del b[cut:]
+    if n:
         _w_compound(0xC0, n, b, out)
+    else:
+        out.append(0x45)
 
 
 def _dec_Begin(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'begin')
     o = _new(Begin)
     v: Any
-    if count > 0:
+    if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_ushort(buf, pos, lend)
     else:
         v = None
+        if count > 0:
+            pos += 1
     _set(o, 'remote_channel', v)
-    if count > 1:
+    if count > 1 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
         v = None
+        if count > 1:
+            pos += 1
     if v is None:
         raise d_missing('begin', 'next-outgoing-id', pos)
     _set(o, 'next_outgoing_id', v)
-    if count > 2:
+    if count > 2 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
         v = None
+        if count > 2:
+            pos += 1
     if v is None:
         raise d_missing('begin', 'incoming-window', pos)
     _set(o, 'incoming_window', v)
-    if count > 3:
+    if count > 3 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
         v = None
+        if count > 3:
+            pos += 1
     if v is None:
         raise d_missing('begin', 'outgoing-window', pos)
     _set(o, 'outgoing_window', v)
-    if count > 4:
+    if count > 4 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
         v = None
+        if count > 4:
+            pos += 1
     if v is None:
         v = 4294967295
     _set(o, 'handle_max', v)
-    if count > 5:
+    if count > 5 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_symbols(buf, pos, lend)
     else:
         v = None
+        if count > 5:
+            pos += 1
     _set(o, 'offered_capabilities', v)
-    if count > 6:
+    if count > 6 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_symbols(buf, pos, lend)
     else:
         v = None
+        if count > 6:
+            pos += 1
     _set(o, 'desired_capabilities', v)
-    if count > 7:
+    if count > 7 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_fields(buf, pos, lend, depth - 1)
     else:
         v = None
+        if count > 7:
+            pos += 1
     _set(o, 'properties', v)
     if count > 8 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 8), depth)
@@ -653,110 +685,102 @@ register_described(Begin.CODE, Begin.SYMBOL, _dec_Begin)
 def _enc_Attach(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00S\x12'
     b = bytearray()
-    n = cut = 0
+    n = 0
     v = o.name
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
         w_string(v, b)
         n = 1
-        cut = len(b)
     v = o.handle
-    if v is None:
-        b.append(0x40)
-    else:
-        w_uint(v, b)
+    if v is not None:
+        if n < 1:
+            b += _NULLS[1 - n]
+        if 0 <= v < 256:
+            b += _SMALLUINT[v]
+        else:
+            w_uint(v, b)
         n = 2
-        cut = len(b)
     v = o.role
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 2:
+            b += _NULLS[2 - n]
         b.append(0x41 if v.value else 0x42)
         n = 3
-        cut = len(b)
     v = o.snd_settle_mode
-    if v is None or v == SenderSettleMode.MIXED:
-        b.append(0x40)
-    else:
+    if v is not None and v != SenderSettleMode.MIXED:
+        if n < 3:
+            b += _NULLS[3 - n]
         w_ubyte(v, b)
         n = 4
-        cut = len(b)
     v = o.rcv_settle_mode
-    if v is None or v == ReceiverSettleMode.FIRST:
-        b.append(0x40)
-    else:
+    if v is not None and v != ReceiverSettleMode.FIRST:
+        if n < 4:
+            b += _NULLS[4 - n]
         w_ubyte(v, b)
         n = 5
-        cut = len(b)
     v = o.source
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 5:
+            b += _NULLS[5 - n]
         encode_value(v, b, depth - 1)
         n = 6
-        cut = len(b)
     v = o.target
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 6:
+            b += _NULLS[6 - n]
         encode_value(v, b, depth - 1)
         n = 7
-        cut = len(b)
     v = o.unsettled
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 7:
+            b += _NULLS[7 - n]
         w_map(v, b, depth - 1)
         n = 8
-        cut = len(b)
     v = o.incomplete_unsettled
-    if not v:
-        b.append(0x40)
-    else:
+    if v:
+        if n < 8:
+            b += _NULLS[8 - n]
         b.append(0x41 if v else 0x42)
         n = 9
-        cut = len(b)
     v = o.initial_delivery_count
-    if v is None:
-        b.append(0x40)
-    else:
-        w_uint(v, b)
+    if v is not None:
+        if n < 9:
+            b += _NULLS[9 - n]
+        if 0 <= v < 256:
+            b += _SMALLUINT[v]
+        else:
+            w_uint(v, b)
         n = 10
-        cut = len(b)
     v = o.max_message_size
-    if v is None:
-        b.append(0x40)
-    else:
-        w_ulong(v, b)
+    if v is not None:
+        if n < 10:
+            b += _NULLS[10 - n]
+        if 0 <= v < 256:
+            b += _SMALLULONG[v]
+        else:
+            w_ulong(v, b)
         n = 11
-        cut = len(b)
     v = o.offered_capabilities
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 11:
+            b += _NULLS[11 - n]
         w_symbols(v, b)
         n = 12
-        cut = len(b)
     v = o.desired_capabilities
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 12:
+            b += _NULLS[12 - n]
         w_symbols(v, b)
         n = 13
-        cut = len(b)
     v = o.properties
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 13:
+            b += _NULLS[13 - n]
         w_fields(v, b, depth - 1)
         n = 14
-        cut = len(b)
-    if n == 0:
-        out.append(0x45)
-    else:
-        del b[cut:]
+    if n:
         _w_compound(0xC0, n, b, out)
+    else:
+        out.append(0x45)
 
 
 def _dec_Attach(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
@@ -764,21 +788,25 @@ def _dec_Attach(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
     o = _new(Attach)
     v: Any
     e: Any
-    if count > 0:
+    if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_string(buf, pos, lend)
     else:
         v = None
+        if count > 0:
+            pos += 1
     if v is None:
         raise d_missing('attach', 'name', pos)
     _set(o, 'name', v)
-    if count > 1:
+    if count > 1 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
         v = None
+        if count > 1:
+            pos += 1
     if v is None:
         raise d_missing('attach', 'handle', pos)
     _set(o, 'handle', v)
-    if count > 2:
+    if count > 2 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_boolean(buf, pos, lend)
         if v is not None:
             e = _E_Role.get(v)
@@ -787,10 +815,12 @@ def _dec_Attach(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
             v = e
     else:
         v = None
+        if count > 2:
+            pos += 1
     if v is None:
         raise d_missing('attach', 'role', pos)
     _set(o, 'role', v)
-    if count > 3:
+    if count > 3 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_ubyte(buf, pos, lend)
         if v is not None:
             e = _E_SenderSettleMode.get(v)
@@ -799,10 +829,12 @@ def _dec_Attach(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
             v = e
     else:
         v = None
+        if count > 3:
+            pos += 1
     if v is None:
         v = SenderSettleMode.MIXED
     _set(o, 'snd_settle_mode', v)
-    if count > 4:
+    if count > 4 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_ubyte(buf, pos, lend)
         if v is not None:
             e = _E_ReceiverSettleMode.get(v)
@@ -811,59 +843,79 @@ def _dec_Attach(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
             v = e
     else:
         v = None
+        if count > 4:
+            pos += 1
     if v is None:
         v = ReceiverSettleMode.FIRST
     _set(o, 'rcv_settle_mode', v)
-    if count > 5:
+    if count > 5 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_any(buf, pos, lend, depth - 1)
         if v is not None and not isinstance(v, (Source, Described,)):
             raise d_kind('attach', 'source', v, 'source', pos)
     else:
         v = None
+        if count > 5:
+            pos += 1
     _set(o, 'source', v)
-    if count > 6:
+    if count > 6 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_any(buf, pos, lend, depth - 1)
         if v is not None and not isinstance(v, (Target, Coordinator, Described,)):
             raise d_kind('attach', 'target', v, 'target', pos)
     else:
         v = None
+        if count > 6:
+            pos += 1
     _set(o, 'target', v)
-    if count > 7:
+    if count > 7 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_map(buf, pos, lend, depth - 1)
     else:
         v = None
+        if count > 7:
+            pos += 1
     _set(o, 'unsettled', v)
-    if count > 8:
+    if count > 8 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_boolean(buf, pos, lend)
     else:
         v = None
+        if count > 8:
+            pos += 1
     if v is None:
         v = False
     _set(o, 'incomplete_unsettled', v)
-    if count > 9:
+    if count > 9 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
         v = None
+        if count > 9:
+            pos += 1
     _set(o, 'initial_delivery_count', v)
-    if count > 10:
+    if count > 10 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_ulong(buf, pos, lend)
     else:
         v = None
+        if count > 10:
+            pos += 1
     _set(o, 'max_message_size', v)
-    if count > 11:
+    if count > 11 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_symbols(buf, pos, lend)
     else:
         v = None
+        if count > 11:
+            pos += 1
     _set(o, 'offered_capabilities', v)
-    if count > 12:
+    if count > 12 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_symbols(buf, pos, lend)
     else:
         v = None
+        if count > 12:
+            pos += 1
     _set(o, 'desired_capabilities', v)
-    if count > 13:
+    if count > 13 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_fields(buf, pos, lend, depth - 1)
     else:
         v = None
+        if count > 13:
+            pos += 1
     _set(o, 'properties', v)
     if count > 14 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 14), depth)
@@ -985,159 +1037,191 @@ register_described(Attach.CODE, Attach.SYMBOL, _dec_Attach)
 def _enc_Flow(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00S\x13'
     b = bytearray()
-    n = cut = 0
+    n = 0
     v = o.next_incoming_id
-    if v is None:
-        b.append(0x40)
-    else:
-        w_uint(v, b)
+    if v is not None:
+        if 0 <= v < 256:
+            b += _SMALLUINT[v]
+        else:
+            w_uint(v, b)
         n = 1
-        cut = len(b)
     v = o.incoming_window
-    if v is None:
-        b.append(0x40)
-    else:
-        w_uint(v, b)
+    if v is not None:
+        if n < 1:
+            b += _NULLS[1 - n]
+        if 0 <= v < 256:
+            b += _SMALLUINT[v]
+        else:
+            w_uint(v, b)
         n = 2
-        cut = len(b)
     v = o.next_outgoing_id
-    if v is None:
-        b.append(0x40)
-    else:
-        w_uint(v, b)
+    if v is not None:
+        if n < 2:
+            b += _NULLS[2 - n]
+        if 0 <= v < 256:
+            b += _SMALLUINT[v]
+        else:
+            w_uint(v, b)
         n = 3
-        cut = len(b)
     v = o.outgoing_window
-    if v is None:
-        b.append(0x40)
-    else:
-        w_uint(v, b)
+    if v is not None:
+        if n < 3:
+            b += _NULLS[3 - n]
+        if 0 <= v < 256:
+            b += _SMALLUINT[v]
+        else:
+            w_uint(v, b)
         n = 4
-        cut = len(b)
     v = o.handle
-    if v is None:
-        b.append(0x40)
-    else:
-        w_uint(v, b)
+    if v is not None:
+        if n < 4:
+            b += _NULLS[4 - n]
+        if 0 <= v < 256:
+            b += _SMALLUINT[v]
+        else:
+            w_uint(v, b)
         n = 5
-        cut = len(b)
     v = o.delivery_count
-    if v is None:
-        b.append(0x40)
-    else:
-        w_uint(v, b)
+    if v is not None:
+        if n < 5:
+            b += _NULLS[5 - n]
+        if 0 <= v < 256:
+            b += _SMALLUINT[v]
+        else:
+            w_uint(v, b)
         n = 6
-        cut = len(b)
     v = o.link_credit
-    if v is None:
-        b.append(0x40)
-    else:
-        w_uint(v, b)
+    if v is not None:
+        if n < 6:
+            b += _NULLS[6 - n]
+        if 0 <= v < 256:
+            b += _SMALLUINT[v]
+        else:
+            w_uint(v, b)
         n = 7
-        cut = len(b)
     v = o.available
-    if v is None:
-        b.append(0x40)
-    else:
-        w_uint(v, b)
+    if v is not None:
+        if n < 7:
+            b += _NULLS[7 - n]
+        if 0 <= v < 256:
+            b += _SMALLUINT[v]
+        else:
+            w_uint(v, b)
         n = 8
-        cut = len(b)
     v = o.drain
-    if not v:
-        b.append(0x40)
-    else:
+    if v:
+        if n < 8:
+            b += _NULLS[8 - n]
         b.append(0x41 if v else 0x42)
         n = 9
-        cut = len(b)
     v = o.echo
-    if not v:
-        b.append(0x40)
-    else:
+    if v:
+        if n < 9:
+            b += _NULLS[9 - n]
         b.append(0x41 if v else 0x42)
         n = 10
-        cut = len(b)
     v = o.properties
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 10:
+            b += _NULLS[10 - n]
         w_fields(v, b, depth - 1)
         n = 11
-        cut = len(b)
-    if n == 0:
-        out.append(0x45)
-    else:
-        del b[cut:]
+    if n:
         _w_compound(0xC0, n, b, out)
+    else:
+        out.append(0x45)
 
 
 def _dec_Flow(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'flow')
     o = _new(Flow)
     v: Any
-    if count > 0:
+    if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
         v = None
+        if count > 0:
+            pos += 1
     _set(o, 'next_incoming_id', v)
-    if count > 1:
+    if count > 1 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
         v = None
+        if count > 1:
+            pos += 1
     if v is None:
         raise d_missing('flow', 'incoming-window', pos)
     _set(o, 'incoming_window', v)
-    if count > 2:
+    if count > 2 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
         v = None
+        if count > 2:
+            pos += 1
     if v is None:
         raise d_missing('flow', 'next-outgoing-id', pos)
     _set(o, 'next_outgoing_id', v)
-    if count > 3:
+    if count > 3 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
         v = None
+        if count > 3:
+            pos += 1
     if v is None:
         raise d_missing('flow', 'outgoing-window', pos)
     _set(o, 'outgoing_window', v)
-    if count > 4:
+    if count > 4 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
         v = None
+        if count > 4:
+            pos += 1
     _set(o, 'handle', v)
-    if count > 5:
+    if count > 5 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
         v = None
+        if count > 5:
+            pos += 1
     _set(o, 'delivery_count', v)
-    if count > 6:
+    if count > 6 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
         v = None
+        if count > 6:
+            pos += 1
     _set(o, 'link_credit', v)
-    if count > 7:
+    if count > 7 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
         v = None
+        if count > 7:
+            pos += 1
     _set(o, 'available', v)
-    if count > 8:
+    if count > 8 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_boolean(buf, pos, lend)
     else:
         v = None
+        if count > 8:
+            pos += 1
     if v is None:
         v = False
     _set(o, 'drain', v)
-    if count > 9:
+    if count > 9 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_boolean(buf, pos, lend)
     else:
         v = None
+        if count > 9:
+            pos += 1
     if v is None:
         v = False
     _set(o, 'echo', v)
-    if count > 10:
+    if count > 10 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_fields(buf, pos, lend, depth - 1)
     else:
         v = None
+        if count > 10:
+            pos += 1
     _set(o, 'properties', v)
     if count > 11 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 11), depth)
@@ -1240,89 +1324,84 @@ register_described(Flow.CODE, Flow.SYMBOL, _dec_Flow)
 def _enc_Transfer(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00S\x14'
     b = bytearray()
-    n = cut = 0
+    n = 0
     v = o.handle
-    if v is None:
-        b.append(0x40)
-    else:
-        w_uint(v, b)
+    if v is not None:
+        if 0 <= v < 256:
+            b += _SMALLUINT[v]
+        else:
+            w_uint(v, b)
         n = 1
-        cut = len(b)
     v = o.delivery_id
-    if v is None:
-        b.append(0x40)
-    else:
-        w_uint(v, b)
+    if v is not None:
+        if n < 1:
+            b += _NULLS[1 - n]
+        if 0 <= v < 256:
+            b += _SMALLUINT[v]
+        else:
+            w_uint(v, b)
         n = 2
-        cut = len(b)
     v = o.delivery_tag
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 2:
+            b += _NULLS[2 - n]
         w_binary(v, b)
         n = 3
-        cut = len(b)
     v = o.message_format
-    if v is None:
-        b.append(0x40)
-    else:
-        w_uint(v, b)
+    if v is not None:
+        if n < 3:
+            b += _NULLS[3 - n]
+        if 0 <= v < 256:
+            b += _SMALLUINT[v]
+        else:
+            w_uint(v, b)
         n = 4
-        cut = len(b)
     v = o.settled
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 4:
+            b += _NULLS[4 - n]
         b.append(0x41 if v else 0x42)
         n = 5
-        cut = len(b)
     v = o.more
-    if not v:
-        b.append(0x40)
-    else:
+    if v:
+        if n < 5:
+            b += _NULLS[5 - n]
         b.append(0x41 if v else 0x42)
         n = 6
-        cut = len(b)
     v = o.rcv_settle_mode
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 6:
+            b += _NULLS[6 - n]
         w_ubyte(v, b)
         n = 7
-        cut = len(b)
     v = o.state
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 7:
+            b += _NULLS[7 - n]
         encode_value(v, b, depth - 1)
         n = 8
-        cut = len(b)
     v = o.resume
-    if not v:
-        b.append(0x40)
-    else:
+    if v:
+        if n < 8:
+            b += _NULLS[8 - n]
         b.append(0x41 if v else 0x42)
         n = 9
-        cut = len(b)
     v = o.aborted
-    if not v:
-        b.append(0x40)
-    else:
+    if v:
+        if n < 9:
+            b += _NULLS[9 - n]
         b.append(0x41 if v else 0x42)
         n = 10
-        cut = len(b)
     v = o.batchable
-    if not v:
-        b.append(0x40)
-    else:
+    if v:
+        if n < 10:
+            b += _NULLS[10 - n]
         b.append(0x41 if v else 0x42)
         n = 11
-        cut = len(b)
-    if n == 0:
-        out.append(0x45)
-    else:
-        del b[cut:]
+    if n:
         _w_compound(0xC0, n, b, out)
+    else:
+        out.append(0x45)
 
 
 def _dec_Transfer(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
@@ -1330,43 +1409,55 @@ def _dec_Transfer(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DE
     o = _new(Transfer)
     v: Any
     e: Any
-    if count > 0:
+    if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
         v = None
+        if count > 0:
+            pos += 1
     if v is None:
         raise d_missing('transfer', 'handle', pos)
     _set(o, 'handle', v)
-    if count > 1:
+    if count > 1 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
         v = None
+        if count > 1:
+            pos += 1
     _set(o, 'delivery_id', v)
-    if count > 2:
+    if count > 2 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_binary(buf, pos, lend)
         if v is not None and len(v) > DELIVERY_TAG_MAX:
             raise d_kind('transfer', 'delivery-tag', v, 'delivery-tag (at most 32 octets)', pos)
     else:
         v = None
+        if count > 2:
+            pos += 1
     _set(o, 'delivery_tag', v)
-    if count > 3:
+    if count > 3 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
         v = None
+        if count > 3:
+            pos += 1
     _set(o, 'message_format', v)
-    if count > 4:
+    if count > 4 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_boolean(buf, pos, lend)
     else:
         v = None
+        if count > 4:
+            pos += 1
     _set(o, 'settled', v)
-    if count > 5:
+    if count > 5 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_boolean(buf, pos, lend)
     else:
         v = None
+        if count > 5:
+            pos += 1
     if v is None:
         v = False
     _set(o, 'more', v)
-    if count > 6:
+    if count > 6 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_ubyte(buf, pos, lend)
         if v is not None:
             e = _E_ReceiverSettleMode.get(v)
@@ -1375,32 +1466,42 @@ def _dec_Transfer(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DE
             v = e
     else:
         v = None
+        if count > 6:
+            pos += 1
     _set(o, 'rcv_settle_mode', v)
-    if count > 7:
+    if count > 7 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_any(buf, pos, lend, depth - 1)
         if v is not None and not isinstance(v, (Received, Accepted, Rejected, Released, Modified, Declared, TransactionalState, Described,)):
             raise d_kind('transfer', 'state', v, 'delivery-state', pos)
     else:
         v = None
+        if count > 7:
+            pos += 1
     _set(o, 'state', v)
-    if count > 8:
+    if count > 8 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_boolean(buf, pos, lend)
     else:
         v = None
+        if count > 8:
+            pos += 1
     if v is None:
         v = False
     _set(o, 'resume', v)
-    if count > 9:
+    if count > 9 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_boolean(buf, pos, lend)
     else:
         v = None
+        if count > 9:
+            pos += 1
     if v is None:
         v = False
     _set(o, 'aborted', v)
-    if count > 10:
+    if count > 10 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_boolean(buf, pos, lend)
     else:
         v = None
+        if count > 10:
+            pos += 1
     if v is None:
         v = False
     _set(o, 'batchable', v)
@@ -1503,54 +1604,51 @@ register_described(Transfer.CODE, Transfer.SYMBOL, _dec_Transfer)
 def _enc_Disposition(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00S\x15'
     b = bytearray()
-    n = cut = 0
+    n = 0
     v = o.role
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
         b.append(0x41 if v.value else 0x42)
         n = 1
-        cut = len(b)
     v = o.first
-    if v is None:
-        b.append(0x40)
-    else:
-        w_uint(v, b)
+    if v is not None:
+        if n < 1:
+            b += _NULLS[1 - n]
+        if 0 <= v < 256:
+            b += _SMALLUINT[v]
+        else:
+            w_uint(v, b)
         n = 2
-        cut = len(b)
     v = o.last
-    if v is None:
-        b.append(0x40)
-    else:
-        w_uint(v, b)
+    if v is not None:
+        if n < 2:
+            b += _NULLS[2 - n]
+        if 0 <= v < 256:
+            b += _SMALLUINT[v]
+        else:
+            w_uint(v, b)
         n = 3
-        cut = len(b)
     v = o.settled
-    if not v:
-        b.append(0x40)
-    else:
+    if v:
+        if n < 3:
+            b += _NULLS[3 - n]
         b.append(0x41 if v else 0x42)
         n = 4
-        cut = len(b)
     v = o.state
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 4:
+            b += _NULLS[4 - n]
         encode_value(v, b, depth - 1)
         n = 5
-        cut = len(b)
     v = o.batchable
-    if not v:
-        b.append(0x40)
-    else:
+    if v:
+        if n < 5:
+            b += _NULLS[5 - n]
         b.append(0x41 if v else 0x42)
         n = 6
-        cut = len(b)
-    if n == 0:
-        out.append(0x45)
-    else:
-        del b[cut:]
+    if n:
         _w_compound(0xC0, n, b, out)
+    else:
+        out.append(0x45)
 
 
 def _dec_Disposition(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
@@ -1558,7 +1656,7 @@ def _dec_Disposition(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX
     o = _new(Disposition)
     v: Any
     e: Any
-    if count > 0:
+    if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_boolean(buf, pos, lend)
         if v is not None:
             e = _E_Role.get(v)
@@ -1567,39 +1665,51 @@ def _dec_Disposition(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX
             v = e
     else:
         v = None
+        if count > 0:
+            pos += 1
     if v is None:
         raise d_missing('disposition', 'role', pos)
     _set(o, 'role', v)
-    if count > 1:
+    if count > 1 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
         v = None
+        if count > 1:
+            pos += 1
     if v is None:
         raise d_missing('disposition', 'first', pos)
     _set(o, 'first', v)
-    if count > 2:
+    if count > 2 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
         v = None
+        if count > 2:
+            pos += 1
     _set(o, 'last', v)
-    if count > 3:
+    if count > 3 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_boolean(buf, pos, lend)
     else:
         v = None
+        if count > 3:
+            pos += 1
     if v is None:
         v = False
     _set(o, 'settled', v)
-    if count > 4:
+    if count > 4 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_any(buf, pos, lend, depth - 1)
         if v is not None and not isinstance(v, (Received, Accepted, Rejected, Released, Modified, Declared, TransactionalState, Described,)):
             raise d_kind('disposition', 'state', v, 'delivery-state', pos)
     else:
         v = None
+        if count > 4:
+            pos += 1
     _set(o, 'state', v)
-    if count > 5:
+    if count > 5 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_boolean(buf, pos, lend)
     else:
         v = None
+        if count > 5:
+            pos += 1
     if v is None:
         v = False
     _set(o, 'batchable', v)
@@ -1673,59 +1783,62 @@ register_described(Disposition.CODE, Disposition.SYMBOL, _dec_Disposition)
 def _enc_Detach(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00S\x16'
     b = bytearray()
-    n = cut = 0
+    n = 0
     v = o.handle
-    if v is None:
-        b.append(0x40)
-    else:
-        w_uint(v, b)
+    if v is not None:
+        if 0 <= v < 256:
+            b += _SMALLUINT[v]
+        else:
+            w_uint(v, b)
         n = 1
-        cut = len(b)
     v = o.closed
-    if not v:
-        b.append(0x40)
-    else:
+    if v:
+        if n < 1:
+            b += _NULLS[1 - n]
         b.append(0x41 if v else 0x42)
         n = 2
-        cut = len(b)
     v = o.error
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 2:
+            b += _NULLS[2 - n]
         type(v)._enc(v, b, depth - 1)
         n = 3
-        cut = len(b)
-    if n == 0:
-        out.append(0x45)
-    else:
-        del b[cut:]
+    if n:
         _w_compound(0xC0, n, b, out)
+    else:
+        out.append(0x45)
 
 
 def _dec_Detach(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'detach')
     o = _new(Detach)
     v: Any
-    if count > 0:
+    if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
         v = None
+        if count > 0:
+            pos += 1
     if v is None:
         raise d_missing('detach', 'handle', pos)
     _set(o, 'handle', v)
-    if count > 1:
+    if count > 1 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_boolean(buf, pos, lend)
     else:
         v = None
+        if count > 1:
+            pos += 1
     if v is None:
         v = False
     _set(o, 'closed', v)
-    if count > 2:
+    if count > 2 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_any(buf, pos, lend, depth - 1)
         if v is not None and type(v) is not Error:
             raise d_kind('detach', 'error', v, 'Error', pos)
     else:
         v = None
+        if count > 2:
+            pos += 1
     _set(o, 'error', v)
     if count > 3 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 3), depth)
@@ -1778,31 +1891,29 @@ register_described(Detach.CODE, Detach.SYMBOL, _dec_Detach)
 def _enc_End(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00S\x17'
     b = bytearray()
-    n = cut = 0
+    n = 0
     v = o.error
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
         type(v)._enc(v, b, depth - 1)
         n = 1
-        cut = len(b)
-    if n == 0:
-        out.append(0x45)
-    else:
-        del b[cut:]
+    if n:
         _w_compound(0xC0, n, b, out)
+    else:
+        out.append(0x45)
 
 
 def _dec_End(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'end')
     o = _new(End)
     v: Any
-    if count > 0:
+    if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_any(buf, pos, lend, depth - 1)
         if v is not None and type(v) is not Error:
             raise d_kind('end', 'error', v, 'Error', pos)
     else:
         v = None
+        if count > 0:
+            pos += 1
     _set(o, 'error', v)
     if count > 1 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 1), depth)
@@ -1842,31 +1953,29 @@ register_described(End.CODE, End.SYMBOL, _dec_End)
 def _enc_Close(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00S\x18'
     b = bytearray()
-    n = cut = 0
+    n = 0
     v = o.error
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
         type(v)._enc(v, b, depth - 1)
         n = 1
-        cut = len(b)
-    if n == 0:
-        out.append(0x45)
-    else:
-        del b[cut:]
+    if n:
         _w_compound(0xC0, n, b, out)
+    else:
+        out.append(0x45)
 
 
 def _dec_Close(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'close')
     o = _new(Close)
     v: Any
-    if count > 0:
+    if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_any(buf, pos, lend, depth - 1)
         if v is not None and type(v) is not Error:
             raise d_kind('close', 'error', v, 'Error', pos)
     else:
         v = None
+        if count > 0:
+            pos += 1
     _set(o, 'error', v)
     if count > 1 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 1), depth)
@@ -1906,55 +2015,55 @@ register_described(Close.CODE, Close.SYMBOL, _dec_Close)
 def _enc_Error(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00S\x1d'
     b = bytearray()
-    n = cut = 0
+    n = 0
     v = o.condition
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
         w_symbol(v, b)
         n = 1
-        cut = len(b)
     v = o.description
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 1:
+            b += _NULLS[1 - n]
         w_string(v, b)
         n = 2
-        cut = len(b)
     v = o.info
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 2:
+            b += _NULLS[2 - n]
         w_fields(v, b, depth - 1)
         n = 3
-        cut = len(b)
-    if n == 0:
-        out.append(0x45)
-    else:
-        del b[cut:]
+    if n:
         _w_compound(0xC0, n, b, out)
+    else:
+        out.append(0x45)
 
 
 def _dec_Error(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'error')
     o = _new(Error)
     v: Any
-    if count > 0:
+    if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_symbol(buf, pos, lend)
     else:
         v = None
+        if count > 0:
+            pos += 1
     if v is None:
         raise d_missing('error', 'condition', pos)
     _set(o, 'condition', v)
-    if count > 1:
+    if count > 1 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_string(buf, pos, lend)
     else:
         v = None
+        if count > 1:
+            pos += 1
     _set(o, 'description', v)
-    if count > 2:
+    if count > 2 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_fields(buf, pos, lend, depth - 1)
     else:
         v = None
+        if count > 2:
+            pos += 1
     _set(o, 'info', v)
     if count > 3 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 3), depth)
@@ -2007,83 +2116,91 @@ register_described(Error.CODE, Error.SYMBOL, _dec_Error)
 def _enc_Header(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00Sp'
     b = bytearray()
-    n = cut = 0
+    n = 0
     v = o.durable
-    if not v:
-        b.append(0x40)
-    else:
+    if v:
         b.append(0x41 if v else 0x42)
         n = 1
-        cut = len(b)
     v = o.priority
-    if v is None or v == 4:
-        b.append(0x40)
-    else:
+    if v is not None and v != 4:
+        if n < 1:
+            b += _NULLS[1 - n]
         w_ubyte(v, b)
         n = 2
-        cut = len(b)
     v = o.ttl
-    if v is None:
-        b.append(0x40)
-    else:
-        w_uint(v, b)
+    if v is not None:
+        if n < 2:
+            b += _NULLS[2 - n]
+        if 0 <= v < 256:
+            b += _SMALLUINT[v]
+        else:
+            w_uint(v, b)
         n = 3
-        cut = len(b)
     v = o.first_acquirer
-    if not v:
-        b.append(0x40)
-    else:
+    if v:
+        if n < 3:
+            b += _NULLS[3 - n]
         b.append(0x41 if v else 0x42)
         n = 4
-        cut = len(b)
     v = o.delivery_count
-    if v is None or v == 0:
-        b.append(0x40)
-    else:
-        w_uint(v, b)
+    if v is not None and v != 0:
+        if n < 4:
+            b += _NULLS[4 - n]
+        if 0 <= v < 256:
+            b += _SMALLUINT[v]
+        else:
+            w_uint(v, b)
         n = 5
-        cut = len(b)
-    if n == 0:
-        out.append(0x45)
-    else:
-        del b[cut:]
+    if n:
         _w_compound(0xC0, n, b, out)
+    else:
+        out.append(0x45)
 
 
 def _dec_Header(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'header')
     o = _new(Header)
     v: Any
-    if count > 0:
+    if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_boolean(buf, pos, lend)
     else:
         v = None
+        if count > 0:
+            pos += 1
     if v is None:
         v = False
     _set(o, 'durable', v)
-    if count > 1:
+    if count > 1 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_ubyte(buf, pos, lend)
     else:
         v = None
+        if count > 1:
+            pos += 1
     if v is None:
         v = 4
     _set(o, 'priority', v)
-    if count > 2:
+    if count > 2 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
         v = None
+        if count > 2:
+            pos += 1
     _set(o, 'ttl', v)
-    if count > 3:
+    if count > 3 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_boolean(buf, pos, lend)
     else:
         v = None
+        if count > 3:
+            pos += 1
     if v is None:
         v = False
     _set(o, 'first_acquirer', v)
-    if count > 4:
+    if count > 4 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
         v = None
+        if count > 4:
+            pos += 1
     if v is None:
         v = 0
     _set(o, 'delivery_count', v)
@@ -2226,116 +2343,103 @@ register_described(MessageAnnotations.CODE, MessageAnnotations.SYMBOL, _dec_Mess
 def _enc_Properties(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00Ss'
     b = bytearray()
-    n = cut = 0
+    n = 0
     v = o.message_id
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
         if type(v) is int:
             w_ulong(v, b)
         else:
             encode_value(v, b, depth - 1)
         n = 1
-        cut = len(b)
     v = o.user_id
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 1:
+            b += _NULLS[1 - n]
         w_binary(v, b)
         n = 2
-        cut = len(b)
     v = o.to
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 2:
+            b += _NULLS[2 - n]
         encode_value(v, b, depth - 1)
         n = 3
-        cut = len(b)
     v = o.subject
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 3:
+            b += _NULLS[3 - n]
         w_string(v, b)
         n = 4
-        cut = len(b)
     v = o.reply_to
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 4:
+            b += _NULLS[4 - n]
         encode_value(v, b, depth - 1)
         n = 5
-        cut = len(b)
     v = o.correlation_id
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 5:
+            b += _NULLS[5 - n]
         if type(v) is int:
             w_ulong(v, b)
         else:
             encode_value(v, b, depth - 1)
         n = 6
-        cut = len(b)
     v = o.content_type
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 6:
+            b += _NULLS[6 - n]
         w_symbol(v, b)
         n = 7
-        cut = len(b)
     v = o.content_encoding
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 7:
+            b += _NULLS[7 - n]
         w_symbol(v, b)
         n = 8
-        cut = len(b)
     v = o.absolute_expiry_time
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 8:
+            b += _NULLS[8 - n]
         w_timestamp(v, b)
         n = 9
-        cut = len(b)
     v = o.creation_time
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 9:
+            b += _NULLS[9 - n]
         w_timestamp(v, b)
         n = 10
-        cut = len(b)
     v = o.group_id
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 10:
+            b += _NULLS[10 - n]
         w_string(v, b)
         n = 11
-        cut = len(b)
     v = o.group_sequence
-    if v is None:
-        b.append(0x40)
-    else:
-        w_uint(v, b)
+    if v is not None:
+        if n < 11:
+            b += _NULLS[11 - n]
+        if 0 <= v < 256:
+            b += _SMALLUINT[v]
+        else:
+            w_uint(v, b)
         n = 12
-        cut = len(b)
     v = o.reply_to_group_id
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 12:
+            b += _NULLS[12 - n]
         w_string(v, b)
         n = 13
-        cut = len(b)
-    if n == 0:
-        out.append(0x45)
-    else:
-        del b[cut:]
+    if n:
         _w_compound(0xC0, n, b, out)
+    else:
+        out.append(0x45)
 
 
 def _dec_Properties(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'properties')
     o = _new(Properties)
     v: Any
-    if count > 0:
+    if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_any(buf, pos, lend, depth - 1)
         if v is not None and not isinstance(v, (ULong, bytes, str, uuid.UUID,)):
             raise d_kind('properties', 'message-id', v, 'message-id', pos)
@@ -2343,36 +2447,38 @@ def _dec_Properties(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_
             raise d_kind('properties', 'message-id', v, 'message-id', pos)
     else:
         v = None
+        if count > 0:
+            pos += 1
     _set(o, 'message_id', v)
-    if count > 1:
+    if count > 1 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_binary(buf, pos, lend)
     else:
         v = None
+        if count > 1:
+            pos += 1
     _set(o, 'user_id', v)
-    if count > 2:
-        v, pos = r_any(buf, pos, lend, depth - 1)
-        if v is not None and not isinstance(v, (str,)):
-            raise d_kind('properties', 'to', v, 'address', pos)
-        if type(v) is Symbol:
-            raise d_kind('properties', 'to', v, 'address', pos)
-    else:
-        v = None
-    _set(o, 'to', v)
-    if count > 3:
+    if count > 2 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_string(buf, pos, lend)
     else:
         v = None
-    _set(o, 'subject', v)
-    if count > 4:
-        v, pos = r_any(buf, pos, lend, depth - 1)
-        if v is not None and not isinstance(v, (str,)):
-            raise d_kind('properties', 'reply-to', v, 'address', pos)
-        if type(v) is Symbol:
-            raise d_kind('properties', 'reply-to', v, 'address', pos)
+        if count > 2:
+            pos += 1
+    _set(o, 'to', v)
+    if count > 3 and (pos >= lend or buf[pos] != 0x40):
+        v, pos = r_string(buf, pos, lend)
     else:
         v = None
+        if count > 3:
+            pos += 1
+    _set(o, 'subject', v)
+    if count > 4 and (pos >= lend or buf[pos] != 0x40):
+        v, pos = r_string(buf, pos, lend)
+    else:
+        v = None
+        if count > 4:
+            pos += 1
     _set(o, 'reply_to', v)
-    if count > 5:
+    if count > 5 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_any(buf, pos, lend, depth - 1)
         if v is not None and not isinstance(v, (ULong, bytes, str, uuid.UUID,)):
             raise d_kind('properties', 'correlation-id', v, 'message-id', pos)
@@ -2380,41 +2486,57 @@ def _dec_Properties(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_
             raise d_kind('properties', 'correlation-id', v, 'message-id', pos)
     else:
         v = None
+        if count > 5:
+            pos += 1
     _set(o, 'correlation_id', v)
-    if count > 6:
+    if count > 6 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_symbol(buf, pos, lend)
     else:
         v = None
+        if count > 6:
+            pos += 1
     _set(o, 'content_type', v)
-    if count > 7:
+    if count > 7 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_symbol(buf, pos, lend)
     else:
         v = None
+        if count > 7:
+            pos += 1
     _set(o, 'content_encoding', v)
-    if count > 8:
+    if count > 8 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_timestamp(buf, pos, lend)
     else:
         v = None
+        if count > 8:
+            pos += 1
     _set(o, 'absolute_expiry_time', v)
-    if count > 9:
+    if count > 9 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_timestamp(buf, pos, lend)
     else:
         v = None
+        if count > 9:
+            pos += 1
     _set(o, 'creation_time', v)
-    if count > 10:
+    if count > 10 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_string(buf, pos, lend)
     else:
         v = None
+        if count > 10:
+            pos += 1
     _set(o, 'group_id', v)
-    if count > 11:
+    if count > 11 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
         v = None
+        if count > 11:
+            pos += 1
     _set(o, 'group_sequence', v)
-    if count > 12:
+    if count > 12 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_string(buf, pos, lend)
     else:
         v = None
+        if count > 12:
+            pos += 1
     _set(o, 'reply_to_group_id', v)
     if count > 13 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 13), depth)
@@ -2529,12 +2651,9 @@ def _enc_ApplicationProperties(o: Any, out: bytearray, depth: int = MAX_DEPTH) -
 
 
 def _dec_ApplicationProperties(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
-    v, pos = r_map(buf, pos - 1, end, depth)
+    v, pos = r_string_keyed(buf, pos - 1, end, depth)
     if v is None:
         raise d_missing('application-properties', 'value', pos)
-    for k in v:
-        if type(k) is not str:
-            raise d_kind('application-properties', 'key', k, 'string', pos)
     o = _new(ApplicationProperties)
     _set(o, 'value', v)
     return o, pos
@@ -2718,43 +2837,48 @@ register_described(Footer.CODE, Footer.SYMBOL, _dec_Footer)
 def _enc_Received(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00S#'
     b = bytearray()
-    n = cut = 0
+    n = 0
     v = o.section_number
-    if v is None:
-        b.append(0x40)
-    else:
-        w_uint(v, b)
+    if v is not None:
+        if 0 <= v < 256:
+            b += _SMALLUINT[v]
+        else:
+            w_uint(v, b)
         n = 1
-        cut = len(b)
     v = o.section_offset
-    if v is None:
-        b.append(0x40)
-    else:
-        w_ulong(v, b)
+    if v is not None:
+        if n < 1:
+            b += _NULLS[1 - n]
+        if 0 <= v < 256:
+            b += _SMALLULONG[v]
+        else:
+            w_ulong(v, b)
         n = 2
-        cut = len(b)
-    if n == 0:
-        out.append(0x45)
-    else:
-        del b[cut:]
+    if n:
         _w_compound(0xC0, n, b, out)
+    else:
+        out.append(0x45)
 
 
 def _dec_Received(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'received')
     o = _new(Received)
     v: Any
-    if count > 0:
+    if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
         v = None
+        if count > 0:
+            pos += 1
     if v is None:
         raise d_missing('received', 'section-number', pos)
     _set(o, 'section_number', v)
-    if count > 1:
+    if count > 1 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_ulong(buf, pos, lend)
     else:
         v = None
+        if count > 1:
+            pos += 1
     if v is None:
         raise d_missing('received', 'section-offset', pos)
     _set(o, 'section_offset', v)
@@ -2803,8 +2927,7 @@ register_described(Received.CODE, Received.SYMBOL, _dec_Received)
 
 
 def _enc_Accepted(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
-    out += b'\x00S$'
-    out.append(0x45)
+    out += b'\x00S$E'
 
 
 def _dec_Accepted(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
@@ -2839,31 +2962,29 @@ register_described(Accepted.CODE, Accepted.SYMBOL, _dec_Accepted)
 def _enc_Rejected(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00S%'
     b = bytearray()
-    n = cut = 0
+    n = 0
     v = o.error
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
         type(v)._enc(v, b, depth - 1)
         n = 1
-        cut = len(b)
-    if n == 0:
-        out.append(0x45)
-    else:
-        del b[cut:]
+    if n:
         _w_compound(0xC0, n, b, out)
+    else:
+        out.append(0x45)
 
 
 def _dec_Rejected(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'rejected')
     o = _new(Rejected)
     v: Any
-    if count > 0:
+    if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_any(buf, pos, lend, depth - 1)
         if v is not None and type(v) is not Error:
             raise d_kind('rejected', 'error', v, 'Error', pos)
     else:
         v = None
+        if count > 0:
+            pos += 1
     _set(o, 'error', v)
     if count > 1 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 1), depth)
@@ -2901,8 +3022,7 @@ register_described(Rejected.CODE, Rejected.SYMBOL, _dec_Rejected)
 
 
 def _enc_Released(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
-    out += b'\x00S&'
-    out.append(0x45)
+    out += b'\x00S&E'
 
 
 def _dec_Released(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
@@ -2937,53 +3057,53 @@ register_described(Released.CODE, Released.SYMBOL, _dec_Released)
 def _enc_Modified(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b"\x00S'"
     b = bytearray()
-    n = cut = 0
+    n = 0
     v = o.delivery_failed
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
         b.append(0x41 if v else 0x42)
         n = 1
-        cut = len(b)
     v = o.undeliverable_here
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 1:
+            b += _NULLS[1 - n]
         b.append(0x41 if v else 0x42)
         n = 2
-        cut = len(b)
     v = o.message_annotations
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 2:
+            b += _NULLS[2 - n]
         w_fields(v, b, depth - 1)
         n = 3
-        cut = len(b)
-    if n == 0:
-        out.append(0x45)
-    else:
-        del b[cut:]
+    if n:
         _w_compound(0xC0, n, b, out)
+    else:
+        out.append(0x45)
 
 
 def _dec_Modified(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'modified')
     o = _new(Modified)
     v: Any
-    if count > 0:
+    if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_boolean(buf, pos, lend)
     else:
         v = None
+        if count > 0:
+            pos += 1
     _set(o, 'delivery_failed', v)
-    if count > 1:
+    if count > 1 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_boolean(buf, pos, lend)
     else:
         v = None
+        if count > 1:
+            pos += 1
     _set(o, 'undeliverable_here', v)
-    if count > 2:
+    if count > 2 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_fields(buf, pos, lend, depth - 1)
     else:
         v = None
+        if count > 2:
+            pos += 1
     _set(o, 'message_annotations', v)
     if count > 3 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 3), depth)
@@ -3035,89 +3155,78 @@ register_described(Modified.CODE, Modified.SYMBOL, _dec_Modified)
 def _enc_Source(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00S('
     b = bytearray()
-    n = cut = 0
+    n = 0
     v = o.address
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
         encode_value(v, b, depth - 1)
         n = 1
-        cut = len(b)
     v = o.durable
-    if v is None or v == TerminusDurability.NONE:
-        b.append(0x40)
-    else:
+    if v is not None and v != TerminusDurability.NONE:
+        if n < 1:
+            b += _NULLS[1 - n]
         w_uint(v, b)
         n = 2
-        cut = len(b)
     v = o.expiry_policy
-    if v is None or v == TerminusExpiryPolicy.SESSION_END:
-        b.append(0x40)
-    else:
+    if v is not None and v != TerminusExpiryPolicy.SESSION_END:
+        if n < 2:
+            b += _NULLS[2 - n]
         w_symbol(v, b)
         n = 3
-        cut = len(b)
     v = o.timeout
-    if v is None or v == 0:
-        b.append(0x40)
-    else:
-        w_uint(v, b)
+    if v is not None and v != 0:
+        if n < 3:
+            b += _NULLS[3 - n]
+        if 0 <= v < 256:
+            b += _SMALLUINT[v]
+        else:
+            w_uint(v, b)
         n = 4
-        cut = len(b)
     v = o.dynamic
-    if not v:
-        b.append(0x40)
-    else:
+    if v:
+        if n < 4:
+            b += _NULLS[4 - n]
         b.append(0x41 if v else 0x42)
         n = 5
-        cut = len(b)
     v = o.dynamic_node_properties
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 5:
+            b += _NULLS[5 - n]
         w_fields(v, b, depth - 1)
         n = 6
-        cut = len(b)
     v = o.distribution_mode
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 6:
+            b += _NULLS[6 - n]
         w_symbol(v, b)
         n = 7
-        cut = len(b)
     v = o.filter
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 7:
+            b += _NULLS[7 - n]
         w_fields(v, b, depth - 1)
         n = 8
-        cut = len(b)
     v = o.default_outcome
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 8:
+            b += _NULLS[8 - n]
         encode_value(v, b, depth - 1)
         n = 9
-        cut = len(b)
     v = o.outcomes
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 9:
+            b += _NULLS[9 - n]
         w_symbols(v, b)
         n = 10
-        cut = len(b)
     v = o.capabilities
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 10:
+            b += _NULLS[10 - n]
         w_symbols(v, b)
         n = 11
-        cut = len(b)
-    if n == 0:
-        out.append(0x45)
-    else:
-        del b[cut:]
+    if n:
         _w_compound(0xC0, n, b, out)
+    else:
+        out.append(0x45)
 
 
 def _dec_Source(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
@@ -3125,16 +3234,14 @@ def _dec_Source(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
     o = _new(Source)
     v: Any
     e: Any
-    if count > 0:
-        v, pos = r_any(buf, pos, lend, depth - 1)
-        if v is not None and not isinstance(v, (str,)):
-            raise d_kind('source', 'address', v, 'address', pos)
-        if type(v) is Symbol:
-            raise d_kind('source', 'address', v, 'address', pos)
+    if count > 0 and (pos >= lend or buf[pos] != 0x40):
+        v, pos = r_string(buf, pos, lend)
     else:
         v = None
+        if count > 0:
+            pos += 1
     _set(o, 'address', v)
-    if count > 1:
+    if count > 1 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
         if v is not None:
             e = _E_TerminusDurability.get(v)
@@ -3143,10 +3250,12 @@ def _dec_Source(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
             v = e
     else:
         v = None
+        if count > 1:
+            pos += 1
     if v is None:
         v = TerminusDurability.NONE
     _set(o, 'durable', v)
-    if count > 2:
+    if count > 2 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_symbol(buf, pos, lend)
         if v is not None:
             e = _E_TerminusExpiryPolicy.get(v)
@@ -3155,54 +3264,72 @@ def _dec_Source(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
             v = e
     else:
         v = None
+        if count > 2:
+            pos += 1
     if v is None:
         v = TerminusExpiryPolicy.SESSION_END
     _set(o, 'expiry_policy', v)
-    if count > 3:
+    if count > 3 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
         v = None
+        if count > 3:
+            pos += 1
     if v is None:
         v = 0
     _set(o, 'timeout', v)
-    if count > 4:
+    if count > 4 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_boolean(buf, pos, lend)
     else:
         v = None
+        if count > 4:
+            pos += 1
     if v is None:
         v = False
     _set(o, 'dynamic', v)
-    if count > 5:
+    if count > 5 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_fields(buf, pos, lend, depth - 1)
     else:
         v = None
+        if count > 5:
+            pos += 1
     _set(o, 'dynamic_node_properties', v)
-    if count > 6:
+    if count > 6 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_symbol(buf, pos, lend)
     else:
         v = None
+        if count > 6:
+            pos += 1
     _set(o, 'distribution_mode', v)
-    if count > 7:
+    if count > 7 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_fields(buf, pos, lend, depth - 1)
     else:
         v = None
+        if count > 7:
+            pos += 1
     _set(o, 'filter', v)
-    if count > 8:
+    if count > 8 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_any(buf, pos, lend, depth - 1)
         if v is not None and not isinstance(v, (Accepted, Rejected, Released, Modified, Declared, Described,)):
             raise d_kind('source', 'default-outcome', v, 'outcome', pos)
     else:
         v = None
+        if count > 8:
+            pos += 1
     _set(o, 'default_outcome', v)
-    if count > 9:
+    if count > 9 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_symbols(buf, pos, lend)
     else:
         v = None
+        if count > 9:
+            pos += 1
     _set(o, 'outcomes', v)
-    if count > 10:
+    if count > 10 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_symbols(buf, pos, lend)
     else:
         v = None
+        if count > 10:
+            pos += 1
     _set(o, 'capabilities', v)
     if count > 11 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 11), depth)
@@ -3304,61 +3431,54 @@ register_described(Source.CODE, Source.SYMBOL, _dec_Source)
 def _enc_Target(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00S)'
     b = bytearray()
-    n = cut = 0
+    n = 0
     v = o.address
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
         encode_value(v, b, depth - 1)
         n = 1
-        cut = len(b)
     v = o.durable
-    if v is None or v == TerminusDurability.NONE:
-        b.append(0x40)
-    else:
+    if v is not None and v != TerminusDurability.NONE:
+        if n < 1:
+            b += _NULLS[1 - n]
         w_uint(v, b)
         n = 2
-        cut = len(b)
     v = o.expiry_policy
-    if v is None or v == TerminusExpiryPolicy.SESSION_END:
-        b.append(0x40)
-    else:
+    if v is not None and v != TerminusExpiryPolicy.SESSION_END:
+        if n < 2:
+            b += _NULLS[2 - n]
         w_symbol(v, b)
         n = 3
-        cut = len(b)
     v = o.timeout
-    if v is None or v == 0:
-        b.append(0x40)
-    else:
-        w_uint(v, b)
+    if v is not None and v != 0:
+        if n < 3:
+            b += _NULLS[3 - n]
+        if 0 <= v < 256:
+            b += _SMALLUINT[v]
+        else:
+            w_uint(v, b)
         n = 4
-        cut = len(b)
     v = o.dynamic
-    if not v:
-        b.append(0x40)
-    else:
+    if v:
+        if n < 4:
+            b += _NULLS[4 - n]
         b.append(0x41 if v else 0x42)
         n = 5
-        cut = len(b)
     v = o.dynamic_node_properties
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 5:
+            b += _NULLS[5 - n]
         w_fields(v, b, depth - 1)
         n = 6
-        cut = len(b)
     v = o.capabilities
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 6:
+            b += _NULLS[6 - n]
         w_symbols(v, b)
         n = 7
-        cut = len(b)
-    if n == 0:
-        out.append(0x45)
-    else:
-        del b[cut:]
+    if n:
         _w_compound(0xC0, n, b, out)
+    else:
+        out.append(0x45)
 
 
 def _dec_Target(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
@@ -3366,16 +3486,14 @@ def _dec_Target(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
     o = _new(Target)
     v: Any
     e: Any
-    if count > 0:
-        v, pos = r_any(buf, pos, lend, depth - 1)
-        if v is not None and not isinstance(v, (str,)):
-            raise d_kind('target', 'address', v, 'address', pos)
-        if type(v) is Symbol:
-            raise d_kind('target', 'address', v, 'address', pos)
+    if count > 0 and (pos >= lend or buf[pos] != 0x40):
+        v, pos = r_string(buf, pos, lend)
     else:
         v = None
+        if count > 0:
+            pos += 1
     _set(o, 'address', v)
-    if count > 1:
+    if count > 1 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
         if v is not None:
             e = _E_TerminusDurability.get(v)
@@ -3384,10 +3502,12 @@ def _dec_Target(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
             v = e
     else:
         v = None
+        if count > 1:
+            pos += 1
     if v is None:
         v = TerminusDurability.NONE
     _set(o, 'durable', v)
-    if count > 2:
+    if count > 2 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_symbol(buf, pos, lend)
         if v is not None:
             e = _E_TerminusExpiryPolicy.get(v)
@@ -3396,32 +3516,42 @@ def _dec_Target(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
             v = e
     else:
         v = None
+        if count > 2:
+            pos += 1
     if v is None:
         v = TerminusExpiryPolicy.SESSION_END
     _set(o, 'expiry_policy', v)
-    if count > 3:
+    if count > 3 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
         v = None
+        if count > 3:
+            pos += 1
     if v is None:
         v = 0
     _set(o, 'timeout', v)
-    if count > 4:
+    if count > 4 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_boolean(buf, pos, lend)
     else:
         v = None
+        if count > 4:
+            pos += 1
     if v is None:
         v = False
     _set(o, 'dynamic', v)
-    if count > 5:
+    if count > 5 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_fields(buf, pos, lend, depth - 1)
     else:
         v = None
+        if count > 5:
+            pos += 1
     _set(o, 'dynamic_node_properties', v)
-    if count > 6:
+    if count > 6 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_symbols(buf, pos, lend)
     else:
         v = None
+        if count > 6:
+            pos += 1
     _set(o, 'capabilities', v)
     if count > 7 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 7), depth)
@@ -3497,8 +3627,7 @@ register_described(Target.CODE, Target.SYMBOL, _dec_Target)
 
 
 def _enc_DeleteOnClose(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
-    out += b'\x00S+'
-    out.append(0x45)
+    out += b'\x00S+E'
 
 
 def _dec_DeleteOnClose(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
@@ -3531,8 +3660,7 @@ register_described(DeleteOnClose.CODE, DeleteOnClose.SYMBOL, _dec_DeleteOnClose)
 
 
 def _enc_DeleteOnNoLinks(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
-    out += b'\x00S,'
-    out.append(0x45)
+    out += b'\x00S,E'
 
 
 def _dec_DeleteOnNoLinks(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
@@ -3565,8 +3693,7 @@ register_described(DeleteOnNoLinks.CODE, DeleteOnNoLinks.SYMBOL, _dec_DeleteOnNo
 
 
 def _enc_DeleteOnNoMessages(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
-    out += b'\x00S-'
-    out.append(0x45)
+    out += b'\x00S-E'
 
 
 def _dec_DeleteOnNoMessages(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
@@ -3599,8 +3726,7 @@ register_described(DeleteOnNoMessages.CODE, DeleteOnNoMessages.SYMBOL, _dec_Dele
 
 
 def _enc_DeleteOnNoLinksOrMessages(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
-    out += b'\x00S.'
-    out.append(0x45)
+    out += b'\x00S.E'
 
 
 def _dec_DeleteOnNoLinksOrMessages(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
@@ -3635,29 +3761,27 @@ register_described(DeleteOnNoLinksOrMessages.CODE, DeleteOnNoLinksOrMessages.SYM
 def _enc_SaslMechanisms(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00S@'
     b = bytearray()
-    n = cut = 0
+    n = 0
     v = o.sasl_server_mechanisms
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
         w_symbols(v, b)
         n = 1
-        cut = len(b)
-    if n == 0:
-        out.append(0x45)
-    else:
-        del b[cut:]
+    if n:
         _w_compound(0xC0, n, b, out)
+    else:
+        out.append(0x45)
 
 
 def _dec_SaslMechanisms(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'sasl-mechanisms')
     o = _new(SaslMechanisms)
     v: Any
-    if count > 0:
+    if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_symbols(buf, pos, lend)
     else:
         v = None
+        if count > 0:
+            pos += 1
     if v is None:
         raise d_missing('sasl-mechanisms', 'sasl-server-mechanisms', pos)
     _set(o, 'sasl_server_mechanisms', v)
@@ -3703,55 +3827,55 @@ register_described(SaslMechanisms.CODE, SaslMechanisms.SYMBOL, _dec_SaslMechanis
 def _enc_SaslInit(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00SA'
     b = bytearray()
-    n = cut = 0
+    n = 0
     v = o.mechanism
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
         w_symbol(v, b)
         n = 1
-        cut = len(b)
     v = o.initial_response
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 1:
+            b += _NULLS[1 - n]
         w_binary(v, b)
         n = 2
-        cut = len(b)
     v = o.hostname
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 2:
+            b += _NULLS[2 - n]
         w_string(v, b)
         n = 3
-        cut = len(b)
-    if n == 0:
-        out.append(0x45)
-    else:
-        del b[cut:]
+    if n:
         _w_compound(0xC0, n, b, out)
+    else:
+        out.append(0x45)
 
 
 def _dec_SaslInit(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'sasl-init')
     o = _new(SaslInit)
     v: Any
-    if count > 0:
+    if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_symbol(buf, pos, lend)
     else:
         v = None
+        if count > 0:
+            pos += 1
     if v is None:
         raise d_missing('sasl-init', 'mechanism', pos)
     _set(o, 'mechanism', v)
-    if count > 1:
+    if count > 1 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_binary(buf, pos, lend)
     else:
         v = None
+        if count > 1:
+            pos += 1
     _set(o, 'initial_response', v)
-    if count > 2:
+    if count > 2 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_string(buf, pos, lend)
     else:
         v = None
+        if count > 2:
+            pos += 1
     _set(o, 'hostname', v)
     if count > 3 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 3), depth)
@@ -3805,29 +3929,27 @@ register_described(SaslInit.CODE, SaslInit.SYMBOL, _dec_SaslInit)
 def _enc_SaslChallenge(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00SB'
     b = bytearray()
-    n = cut = 0
+    n = 0
     v = o.challenge
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
         w_binary(v, b)
         n = 1
-        cut = len(b)
-    if n == 0:
-        out.append(0x45)
-    else:
-        del b[cut:]
+    if n:
         _w_compound(0xC0, n, b, out)
+    else:
+        out.append(0x45)
 
 
 def _dec_SaslChallenge(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'sasl-challenge')
     o = _new(SaslChallenge)
     v: Any
-    if count > 0:
+    if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_binary(buf, pos, lend)
     else:
         v = None
+        if count > 0:
+            pos += 1
     if v is None:
         raise d_missing('sasl-challenge', 'challenge', pos)
     _set(o, 'challenge', v)
@@ -3871,29 +3993,27 @@ register_described(SaslChallenge.CODE, SaslChallenge.SYMBOL, _dec_SaslChallenge)
 def _enc_SaslResponse(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00SC'
     b = bytearray()
-    n = cut = 0
+    n = 0
     v = o.response
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
         w_binary(v, b)
         n = 1
-        cut = len(b)
-    if n == 0:
-        out.append(0x45)
-    else:
-        del b[cut:]
+    if n:
         _w_compound(0xC0, n, b, out)
+    else:
+        out.append(0x45)
 
 
 def _dec_SaslResponse(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'sasl-response')
     o = _new(SaslResponse)
     v: Any
-    if count > 0:
+    if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_binary(buf, pos, lend)
     else:
         v = None
+        if count > 0:
+            pos += 1
     if v is None:
         raise d_missing('sasl-response', 'response', pos)
     _set(o, 'response', v)
@@ -3937,26 +4057,21 @@ register_described(SaslResponse.CODE, SaslResponse.SYMBOL, _dec_SaslResponse)
 def _enc_SaslOutcome(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00SD'
     b = bytearray()
-    n = cut = 0
+    n = 0
     v = o.code
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
         w_ubyte(v, b)
         n = 1
-        cut = len(b)
     v = o.additional_data
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 1:
+            b += _NULLS[1 - n]
         w_binary(v, b)
         n = 2
-        cut = len(b)
-    if n == 0:
-        out.append(0x45)
-    else:
-        del b[cut:]
+    if n:
         _w_compound(0xC0, n, b, out)
+    else:
+        out.append(0x45)
 
 
 def _dec_SaslOutcome(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
@@ -3964,7 +4079,7 @@ def _dec_SaslOutcome(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX
     o = _new(SaslOutcome)
     v: Any
     e: Any
-    if count > 0:
+    if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_ubyte(buf, pos, lend)
         if v is not None:
             e = _E_SaslCode.get(v)
@@ -3973,13 +4088,17 @@ def _dec_SaslOutcome(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX
             v = e
     else:
         v = None
+        if count > 0:
+            pos += 1
     if v is None:
         raise d_missing('sasl-outcome', 'code', pos)
     _set(o, 'code', v)
-    if count > 1:
+    if count > 1 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_binary(buf, pos, lend)
     else:
         v = None
+        if count > 1:
+            pos += 1
     _set(o, 'additional_data', v)
     if count > 2 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 2), depth)
@@ -4027,29 +4146,27 @@ register_described(SaslOutcome.CODE, SaslOutcome.SYMBOL, _dec_SaslOutcome)
 def _enc_Coordinator(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00S0'
     b = bytearray()
-    n = cut = 0
+    n = 0
     v = o.capabilities
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
         w_symbols(v, b)
         n = 1
-        cut = len(b)
-    if n == 0:
-        out.append(0x45)
-    else:
-        del b[cut:]
+    if n:
         _w_compound(0xC0, n, b, out)
+    else:
+        out.append(0x45)
 
 
 def _dec_Coordinator(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'coordinator')
     o = _new(Coordinator)
     v: Any
-    if count > 0:
+    if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_symbols(buf, pos, lend)
     else:
         v = None
+        if count > 0:
+            pos += 1
     _set(o, 'capabilities', v)
     if count > 1 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 1), depth)
@@ -4092,29 +4209,27 @@ register_described(Coordinator.CODE, Coordinator.SYMBOL, _dec_Coordinator)
 def _enc_Declare(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00S1'
     b = bytearray()
-    n = cut = 0
+    n = 0
     v = o.global_id
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
         encode_value(v, b, depth - 1)
         n = 1
-        cut = len(b)
-    if n == 0:
-        out.append(0x45)
-    else:
-        del b[cut:]
+    if n:
         _w_compound(0xC0, n, b, out)
+    else:
+        out.append(0x45)
 
 
 def _dec_Declare(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'declare')
     o = _new(Declare)
     v: Any
-    if count > 0:
+    if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_any(buf, pos, lend, depth - 1)
     else:
         v = None
+        if count > 0:
+            pos += 1
     _set(o, 'global_id', v)
     if count > 1 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 1), depth)
@@ -4148,45 +4263,44 @@ register_described(Declare.CODE, Declare.SYMBOL, _dec_Declare)
 def _enc_Discharge(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00S2'
     b = bytearray()
-    n = cut = 0
+    n = 0
     v = o.txn_id
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
         encode_value(v, b, depth - 1)
         n = 1
-        cut = len(b)
     v = o.fail
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 1:
+            b += _NULLS[1 - n]
         b.append(0x41 if v else 0x42)
         n = 2
-        cut = len(b)
-    if n == 0:
-        out.append(0x45)
-    else:
-        del b[cut:]
+    if n:
         _w_compound(0xC0, n, b, out)
+    else:
+        out.append(0x45)
 
 
 def _dec_Discharge(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'discharge')
     o = _new(Discharge)
     v: Any
-    if count > 0:
+    if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_any(buf, pos, lend, depth - 1)
         if v is not None and not isinstance(v, (bytes,)):
             raise d_kind('discharge', 'txn-id', v, 'txn-id', pos)
     else:
         v = None
+        if count > 0:
+            pos += 1
     if v is None:
         raise d_missing('discharge', 'txn-id', pos)
     _set(o, 'txn_id', v)
-    if count > 1:
+    if count > 1 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_boolean(buf, pos, lend)
     else:
         v = None
+        if count > 1:
+            pos += 1
     _set(o, 'fail', v)
     if count > 2 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 2), depth)
@@ -4233,31 +4347,29 @@ register_described(Discharge.CODE, Discharge.SYMBOL, _dec_Discharge)
 def _enc_Declared(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00S3'
     b = bytearray()
-    n = cut = 0
+    n = 0
     v = o.txn_id
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
         encode_value(v, b, depth - 1)
         n = 1
-        cut = len(b)
-    if n == 0:
-        out.append(0x45)
-    else:
-        del b[cut:]
+    if n:
         _w_compound(0xC0, n, b, out)
+    else:
+        out.append(0x45)
 
 
 def _dec_Declared(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'declared')
     o = _new(Declared)
     v: Any
-    if count > 0:
+    if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_any(buf, pos, lend, depth - 1)
         if v is not None and not isinstance(v, (bytes,)):
             raise d_kind('declared', 'txn-id', v, 'txn-id', pos)
     else:
         v = None
+        if count > 0:
+            pos += 1
     if v is None:
         raise d_missing('declared', 'txn-id', pos)
     _set(o, 'txn_id', v)
@@ -4300,47 +4412,46 @@ register_described(Declared.CODE, Declared.SYMBOL, _dec_Declared)
 def _enc_TransactionalState(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00S4'
     b = bytearray()
-    n = cut = 0
+    n = 0
     v = o.txn_id
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
         encode_value(v, b, depth - 1)
         n = 1
-        cut = len(b)
     v = o.outcome
-    if v is None:
-        b.append(0x40)
-    else:
+    if v is not None:
+        if n < 1:
+            b += _NULLS[1 - n]
         encode_value(v, b, depth - 1)
         n = 2
-        cut = len(b)
-    if n == 0:
-        out.append(0x45)
-    else:
-        del b[cut:]
+    if n:
         _w_compound(0xC0, n, b, out)
+    else:
+        out.append(0x45)
 
 
 def _dec_TransactionalState(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'transactional-state')
     o = _new(TransactionalState)
     v: Any
-    if count > 0:
+    if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_any(buf, pos, lend, depth - 1)
         if v is not None and not isinstance(v, (bytes,)):
             raise d_kind('transactional-state', 'txn-id', v, 'txn-id', pos)
     else:
         v = None
+        if count > 0:
+            pos += 1
     if v is None:
         raise d_missing('transactional-state', 'txn-id', pos)
     _set(o, 'txn_id', v)
-    if count > 1:
+    if count > 1 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_any(buf, pos, lend, depth - 1)
         if v is not None and not isinstance(v, (Accepted, Rejected, Released, Modified, Declared, Described,)):
             raise d_kind('transactional-state', 'outcome', v, 'outcome', pos)
     else:
         v = None
+        if count > 1:
+            pos += 1
     _set(o, 'outcome', v)
     if count > 2 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 2), depth)
