@@ -87,39 +87,37 @@ _S = ConnState
 # "frame": begin/end/attach/flow/transfer/disposition/detach (sessions' own);
 # "sasl": the SASL layer runs (START holds the frames the caller makes).
 CONNECTION_TRANSITIONS: dict[ConnState, dict[str, ConnState]] = {
-    # START holds a client's frames while SASL runs
+    # START holds a client's frames while SASL runs; "fail": the peer broke
+    # the protocol where no close can carry an error (the socket goes)
     _S.START: {"send:header": _S.HDR_SENT, "recv:header": _S.HDR_RCVD, "send:frame": _S.START,
-               "recv:bad-header": _S.END, "sasl:failed": _S.END},
-    _S.HDR_SENT: {"recv:header": _S.HDR_EXCH, "send:open": _S.OPEN_PIPE,
-                  "recv:bad-header": _S.END},
-    _S.HDR_RCVD: {"send:header": _S.HDR_EXCH},
-    _S.HDR_EXCH: {"send:open": _S.OPEN_SENT, "recv:open": _S.OPEN_RCVD},
+               "recv:bad-header": _S.END, "sasl:failed": _S.END, "recv:eof": _S.END,
+               "fail": _S.END},
+    _S.HDR_SENT: {"send:open": _S.OPEN_PIPE},  # a client's open follows its header
+    _S.HDR_RCVD: {"send:header": _S.HDR_EXCH},  # a server answers a header at once
+    _S.HDR_EXCH: {"recv:open": _S.OPEN_RCVD, "send:open": _S.OPEN_SENT, "recv:eof": _S.END},
     _S.OPEN_PIPE: {"recv:header": _S.OPEN_SENT, "send:frame": _S.OPEN_PIPE,
-                   "send:close": _S.OC_PIPE, "recv:bad-header": _S.END},
-    _S.OC_PIPE: {"recv:header": _S.CLOSE_PIPE, "recv:bad-header": _S.END},
-    _S.OPEN_RCVD: {"send:open": _S.OPENED},
+                   "send:close": _S.OC_PIPE, "recv:bad-header": _S.END, "recv:eof": _S.END,
+                   "timer:dead": _S.END},
+    _S.OC_PIPE: {"recv:header": _S.CLOSE_PIPE, "recv:bad-header": _S.END, "recv:eof": _S.END,
+                 "timer:dead": _S.END},
+    _S.OPEN_RCVD: {"send:open": _S.OPENED},  # a server answers open at once
     _S.OPEN_SENT: {"recv:open": _S.OPENED, "send:frame": _S.OPEN_SENT,
                    "send:close": _S.CLOSE_PIPE, "send:close-error": _S.DISCARDING,
-                   "recv:close": _S.CLOSE_RCVD},
-    _S.CLOSE_PIPE: {"recv:open": _S.CLOSE_SENT, "recv:close": _S.END},
+                   "recv:close": _S.CLOSE_RCVD, "recv:eof": _S.END, "timer:dead": _S.END},
+    _S.CLOSE_PIPE: {"recv:open": _S.CLOSE_SENT, "recv:close": _S.END, "recv:eof": _S.END,
+                    "timer:dead": _S.END, "fail": _S.END},
     _S.OPENED: {"send:frame": _S.OPENED, "recv:frame": _S.OPENED, "send:close": _S.CLOSE_SENT,
-                "send:close-error": _S.DISCARDING, "recv:close": _S.CLOSE_RCVD},
+                "send:close-error": _S.DISCARDING, "recv:close": _S.CLOSE_RCVD,
+                "recv:eof": _S.END, "timer:dead": _S.END},
     # after our close we write nothing more; the peer's frames until its close are dropped
-    _S.CLOSE_SENT: {"recv:frame": _S.CLOSE_SENT, "recv:close": _S.END},
+    _S.CLOSE_SENT: {"recv:frame": _S.CLOSE_SENT, "recv:close": _S.END, "recv:eof": _S.END,
+                    "timer:dead": _S.END, "fail": _S.END},
     _S.DISCARDING: {"recv:frame": _S.DISCARDING, "recv:open": _S.DISCARDING,
-                    "recv:close": _S.END},
-    _S.CLOSE_RCVD: {"send:close": _S.END},
+                    "recv:close": _S.END, "recv:eof": _S.END, "timer:dead": _S.END,
+                    "fail": _S.END},
+    _S.CLOSE_RCVD: {"send:close": _S.END},  # answered at once
     _S.END: {},
 }
-# Inputs every live state takes: the transport ends, the peer's idle time-out
-# expires, or the peer breaks the protocol where no close(error) can be sent.
-for _st, _row in CONNECTION_TRANSITIONS.items():
-    if _st is not _S.END:
-        _row["recv:eof"] = _S.END
-        _row["timer:dead"] = _S.END
-        if "send:close-error" not in _row:
-            _row["fail"] = _S.END
-del _st, _row
 
 COVERAGE: set[tuple[str, str, str]] | None = None
 
@@ -198,6 +196,9 @@ class _Outbox:
 
     def write(self, channel: int, body: Any, payload: bytes = b"") -> None:
         self._c._write_frame(channel, body, payload)
+
+    def can_write(self) -> bool:
+        return "send:frame" in CONNECTION_TRANSITIONS[self._c.state]
 
     def emit(self, event: ev.Event) -> None:
         self._c._events.append(event)
@@ -424,7 +425,7 @@ class Connection:
             self._go("send:close-error")
             self.error = err
             self._write(0, Close(error=err))
-        elif self.state is not ConnState.END:
+        elif "fail" in CONNECTION_TRANSITIONS[self.state]:
             self._go("fail")  # before open, or closing already: the socket goes
         self.closed_reason = message
         events.append(ev.ProtocolViolation(None, "connection", None, message, "close",

@@ -72,20 +72,23 @@ LINK_TRANSITIONS: dict[LinkState, dict[str, LinkState]] = {
     _S.UNATTACHED: {"send:attach": _S.ATTACH_SENT, "recv:attach": _S.ATTACH_RCVD},
     # a receiver may grant credit right behind its attach
     _S.ATTACH_SENT: {"recv:attach": _S.ATTACHED, "send:frame": _S.ATTACH_SENT,
-                     "send:detach": _S.DETACH_SENT, "recv:detach": _S.DETACH_RCVD},
-    _S.ATTACH_RCVD: {"send:attach": _S.ATTACHED, "recv:detach": _S.DETACH_RCVD},
+                     "send:detach": _S.DETACH_SENT},
+    # a receiving peer may grant credit right behind its attach
+    _S.ATTACH_RCVD: {"send:attach": _S.ATTACHED, "recv:frame": _S.ATTACH_RCVD,
+                     "recv:detach": _S.DETACH_RCVD},
     _S.ATTACHED: {"send:frame": _S.ATTACHED, "recv:frame": _S.ATTACHED,
                   "send:detach": _S.DETACH_SENT, "recv:detach": _S.DETACH_RCVD},
     # frames the peer sent before it saw our detach are read and dropped
-    _S.DETACH_SENT: {"recv:frame": _S.DETACH_SENT, "recv:detach": _S.DETACHED},
-    _S.DETACH_RCVD: {"send:detach": _S.DETACHED},
+    _S.DETACH_SENT: {"recv:frame": _S.DETACH_SENT, "recv:detach": _S.DETACHED,
+                     "recv:attach": _S.DETACH_SENT},  # its answer crossed our detach
+    # answered at once (with an attach first if we had not sent one)
+    _S.DETACH_RCVD: {"send:attach": _S.DETACH_RCVD, "send:detach": _S.DETACHED},
     _S.DETACHED: {},
 }
 # a session that ends detaches its links, without frames (not closing them)
-for _st, _row in LINK_TRANSITIONS.items():
-    if _st is not _S.DETACHED:
-        _row["session:end"] = _S.DETACHED
-del _st, _row
+for _st in (_S.ATTACH_SENT, _S.ATTACH_RCVD, _S.ATTACHED, _S.DETACH_SENT):
+    LINK_TRANSITIONS[_st]["session:end"] = _S.DETACHED
+del _st
 
 # (state, input) pairs the core went through, for transition-coverage tests
 COVERAGE: set[tuple[str, str]] | None = None
@@ -120,6 +123,9 @@ class LinkSeam(Protocol):
 
     @property
     def max_frame_size(self) -> int: ...
+
+    def can_write(self) -> bool:
+        """Whether the session (and connection) can take a frame now."""
 
     def write(self, body: SpecObject) -> None:
         """Queue one attach/detach/disposition frame on the session's channel."""
@@ -285,11 +291,20 @@ class Link:
     def _can(self, inp: str) -> bool:
         return inp in LINK_TRANSITIONS[self.state]
 
+    def _check(self, inp: str) -> None:
+        """LocalProtocolError, before anything changes, unless ``inp`` is
+        legal now and the session can write."""
+        if inp not in LINK_TRANSITIONS[self.state]:
+            raise local_error(f"link {self.name!r}: cannot {inp[5:]} in state {self.state.name}")
+        if not self._seam.can_write():
+            raise local_error(f"link {self.name!r}: its session can no longer write")
+
     # -- attach / detach ------------------------------------------------------------
     def attach(self) -> None:
         """Send our attach (first, or in answer to the peer's)."""
-        self._go("send:attach")
+        self._check("send:attach")
         self._seam.write(self._attach_body(self.source, self.target))
+        self._go("send:attach")
         if self.state is LinkState.ATTACHED:
             self._seam.emit(ev.LinkAttached(self.channel, self))
 
@@ -308,12 +323,13 @@ class Link:
         our side, then a closing detach with ``error`` [OASIS part 2 §2.6.3]."""
         if self.state is not LinkState.ATTACH_RCVD:
             raise local_error(f"link {self.name!r}: refuse() answers the peer's attach only")
+        self._check("send:attach")
         if self.is_sender:
             self.source = None
         else:
             self.target = None
-        self._go("send:attach")
         self._seam.write(self._attach_body(self.source, self.target))
+        self._go("send:attach")
         self.detach(error=error)
 
     def detach(self, *, closed: bool = True, error: Error | None = None) -> None:
@@ -321,11 +337,12 @@ class Link:
         stays for a later attach of the same name)."""
         if self.state is LinkState.ATTACH_RCVD:  # answer first, then detach
             self.attach()
+        self._check("send:detach")
+        self._seam.write(Detach(handle=self.handle, closed=closed, error=error))
         self._go("send:detach")
         self.error = error
         self.closed = closed
-        self._incoming = None
-        self._seam.write(Detach(handle=self.handle, closed=closed, error=error))
+        self._incoming = self._outgoing = None
         if self.state is LinkState.DETACHED:
             self._gone(by_peer=True)
 
@@ -345,7 +362,7 @@ class Link:
         session goes on)."""
         self._seam.emit(ev.ProtocolViolation(None, "link", self.channel, message, "detach",
                                              condition))
-        if self._can("send:detach"):
+        if self._can("send:detach") or self.state is LinkState.ATTACH_RCVD:
             self.detach(error=Error(condition=condition, description=message[:500]))
 
     # -- input from the session -----------------------------------------------------
@@ -353,6 +370,8 @@ class Link:
         self._go("recv:attach")
         self.remote_attach = body
         self.remote_handle = body.handle
+        if self.state is LinkState.DETACH_SENT:
+            return  # we detached meanwhile: its detach follows
         if body.role is self.role:
             raise SessionViolation(f"link {self.name!r}: the peer's attach has our role too",
                                    "amqp:invalid-field")
@@ -372,11 +391,16 @@ class Link:
             self._seam.emit(ev.LinkAttached(self.channel, self))
 
     def handle_detach(self, body: Detach) -> None:
+        answered = self.state is not LinkState.ATTACH_RCVD
         self._go("recv:detach")
         self.remote_error = body.error
         self.remote_closed = body.closed
         self._incoming = None
         if self.state is LinkState.DETACH_RCVD:  # answer in kind
+            if not answered:  # every detach pairs with an attach: ours first
+                self._seam.write(self._attach_body(None if self.is_sender else self.source,
+                                                   self.target if self.is_sender else None))
+                self._go("send:attach")
             self._go("send:detach")
             self.closed = body.closed
             self._seam.write(Detach(handle=self.handle, closed=body.closed))
@@ -536,6 +560,7 @@ class Link:
             raise local_error(f"delivery tag {tag!r} is in use by an unsettled delivery")
         if not isinstance(payload, bytes):
             payload = bytes(payload)
+        self._check("send:frame")
         did = self._seam.next_delivery_id()
         d = Delivery(self, did, tag, message_format, outgoing=True)
         d.settled = settled
@@ -562,9 +587,10 @@ class Link:
         if d is not self._outgoing:
             raise local_error(f"delivery {d.id} is not in progress on link {self.name!r}")
         limit = self.remote_max_message_size
-        d._size += len(payload)
-        if limit and d._size > limit:
+        if limit and d._size + len(payload) > limit:
             raise local_error(f"the message exceeds the peer's max-message-size {limit}")
+        self._check("send:frame")
+        d._size += len(payload)
         self._go("send:frame")
         if not more:
             self._outgoing = None
@@ -576,6 +602,7 @@ class Link:
         """Abandon the delivery in progress: the receiver drops its parts."""
         if d is not self._outgoing:
             raise local_error(f"delivery {d.id} is not in progress on link {self.name!r}")
+        self._check("send:frame")
         self._go("send:frame")
         self._outgoing = None
         d.aborted = True
@@ -590,6 +617,7 @@ class Link:
         up the credit (delivery-count advances by it) and say so."""
         if not self.is_sender:
             raise local_error("drained() is for a sending link")
+        self._check("send:frame")
         if self.drain and self.credit:
             self.delivery_count = serial_add(self.delivery_count, self.credit)
             self.credit = 0
@@ -599,6 +627,7 @@ class Link:
     def set_available(self, available: int) -> None:
         if not self.is_sender:
             raise local_error("set_available() is for a sending link")
+        self._check("send:frame")
         self._go("send:frame")
         self.available = available
         self._seam.write_flow(self)
@@ -612,6 +641,7 @@ class Link:
             raise local_error("flow() grants credit: it is for a receiving link")
         if not 0 <= credit <= 0xFFFFFFFF:
             raise local_error(f"credit {credit} is outside [0, 2**32-1]")
+        self._check("send:frame")
         self._go("send:frame")
         self.credit = credit
         self.drain = drain
@@ -634,6 +664,7 @@ class Link:
             if allowed and _terminal(inner) and sym not in allowed:
                 raise local_error(f"outcome {sym} is not among the source's outcomes "
                                   f"{list(allowed)}")
+        self._check("send:frame")
         self._go("send:frame")
         d.state = state
         if settled:

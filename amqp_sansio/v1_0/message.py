@@ -130,11 +130,11 @@ def encode_message(m: AmqpMessage) -> bytes:
     b = m.body
     if type(b) is tuple:
         first = type(b[0]) if b else None
-        for s in b:
-            if type(s) is not first or (first is not Data and first is not AmqpSequence):
+        for sec in b:
+            if type(sec) is not first or (first is not Data and first is not AmqpSequence):
                 raise local_error("a body is data sections, amqp-sequence sections or one "
                                   "amqp-value")
-            s._enc(s, out, MAX_DEPTH)
+            sec._enc(sec, out, MAX_DEPTH)
     elif type(b) is AmqpValue:
         b._enc(b, out, MAX_DEPTH)
     elif b is not None:

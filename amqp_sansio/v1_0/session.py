@@ -75,17 +75,19 @@ SESSION_TRANSITIONS: dict[SessionState, dict[str, SessionState]] = {
     _S.UNMAPPED: {"send:begin": _S.BEGIN_SENT, "recv:begin": _S.BEGIN_RCVD},
     # links may be attached right behind our begin
     _S.BEGIN_SENT: {"recv:begin": _S.MAPPED, "send:frame": _S.BEGIN_SENT,
-                    "send:end": _S.END_SENT, "send:end-error": _S.DISCARDING,
-                    "recv:end": _S.END_RCVD},
+                    "send:end": _S.END_SENT, "send:end-error": _S.DISCARDING},
     # the peer may pipeline attaches (and more) behind its begin
     _S.BEGIN_RCVD: {"send:begin": _S.MAPPED, "recv:frame": _S.BEGIN_RCVD,
                     "recv:end": _S.END_RCVD},
     _S.MAPPED: {"send:frame": _S.MAPPED, "recv:frame": _S.MAPPED, "send:end": _S.END_SENT,
                 "send:end-error": _S.DISCARDING, "recv:end": _S.END_RCVD},
     # what the peer sent before it saw our end is read and dropped
-    _S.END_SENT: {"recv:frame": _S.END_SENT, "recv:end": _S.ENDED},
-    _S.DISCARDING: {"recv:frame": _S.DISCARDING, "recv:end": _S.ENDED},
-    _S.END_RCVD: {"send:end": _S.ENDED},
+    _S.END_SENT: {"recv:frame": _S.END_SENT, "recv:end": _S.ENDED,
+                  "recv:begin": _S.END_SENT},  # its begin crossed our end
+    _S.DISCARDING: {"recv:frame": _S.DISCARDING, "recv:end": _S.ENDED,
+                    "recv:begin": _S.DISCARDING},
+    # answered at once (with a begin first if we had not sent one)
+    _S.END_RCVD: {"send:begin": _S.END_RCVD, "send:end": _S.ENDED},
     _S.ENDED: {},
 }
 
@@ -111,6 +113,9 @@ class Outbox(Protocol):
     def write(self, channel: int, body: SpecObject, payload: bytes = b"") -> None:
         """Queue one frame (LocalProtocolError if the connection can no
         longer write)."""
+
+    def can_write(self) -> bool:
+        """Whether a session frame may be written now."""
 
     def emit(self, event: ev.Event) -> None: ...
 
@@ -192,29 +197,44 @@ class Session:
             COVERAGE.add((self.state.name, inp))
         self.state = nxt
 
+    def check(self, inp: str) -> None:
+        """LocalProtocolError, before anything changes, unless ``inp`` (a
+        ``send:`` input) is legal now and the connection can write."""
+        if inp not in SESSION_TRANSITIONS[self.state]:
+            raise local_error(f"session {self.channel}: cannot {inp[5:]} in state "
+                              f"{self.state.name}")
+        if not self._out.can_write():
+            raise local_error(f"session {self.channel}: the connection can no longer write")
+
     # -- our actions -------------------------------------------------------------------
     def begin(self) -> None:
         """Send our begin (first, or in answer to the peer's)."""
+        self.check("send:begin")
+        self._write_begin()
         self._go("send:begin")
+        if self.state is SessionState.MAPPED:
+            self._out.emit(ev.SessionBegun(self.channel, self))
+
+    def _write_begin(self) -> None:
         c = self.config
         self._out.write(self.channel, Begin(
             remote_channel=self.remote_channel, next_outgoing_id=self.next_outgoing_id,
             incoming_window=c.incoming_window, outgoing_window=c.outgoing_window,
             handle_max=c.handle_max, offered_capabilities=c.offered_capabilities,
             desired_capabilities=c.desired_capabilities, properties=c.properties))
-        if self.state is SessionState.MAPPED:
-            self._out.emit(ev.SessionBegun(self.channel, self))
 
     def end(self, error: Error | None = None) -> None:
         """Send our end (with ``error``: the session failed; what the peer
         sends before its end is dropped)."""
+        inp = "send:end-error" if error is not None else "send:end"
         if self.state is SessionState.BEGIN_RCVD:
+            self.check("send:begin")
             self.begin()  # a begin must answer the peer's before the end
-        self._go("send:end-error" if error is not None and self.state is not
-                 SessionState.END_RCVD else "send:end")
+        self.check(inp)
+        self._out.write(self.channel, End(error=error))
+        self._go(inp)
         self.error = error
         self._pending.clear()
-        self._out.write(self.channel, End(error=error))
         self._links_gone()
         if self.state is SessionState.ENDED:
             self._gone(by_peer=True)
@@ -236,14 +256,15 @@ class Session:
                               f"(state {self.state.name})")
         if (name, role) in self._names:
             raise local_error(f"a {role.name.lower()} link named {name!r} is attached already")
+        self.check("send:frame")
         handle = self._free_handle()
         kw.setdefault("snd_settle_mode", SenderSettleMode.MIXED)
         kw.setdefault("rcv_settle_mode", ReceiverSettleMode.FIRST)
         kw.setdefault("max_receive_size", self.config.max_receive_size)
         link = Link(self._seam, name, handle, role, source=source, target=target, **kw)
+        link.attach()  # raises before anything is sent or kept
         self.links[handle] = link
         self._names[(name, role)] = link
-        link.attach()
         return link
 
     def _free_handle(self) -> int:
@@ -260,8 +281,9 @@ class Session:
         self._write(self._flow_body(None, echo))
 
     def _write(self, body: SpecObject, payload: bytes = b"") -> None:
-        self._go("send:frame")
+        self.check("send:frame")
         self._out.write(self.channel, body, payload)
+        self._go("send:frame")
 
     # -- input from the connection ------------------------------------------------------
     def handle_begin(self, body: Begin, remote_channel: int) -> None:
@@ -275,13 +297,17 @@ class Session:
         if self.state is SessionState.MAPPED:
             self._out.emit(ev.SessionBegun(self.channel, self))
             self._flush()
-        else:
+        elif self.state is SessionState.BEGIN_RCVD:
             self._out.emit(ev.SessionBeginRequested(self.channel, self))
 
     def handle_end(self, body: End) -> None:
+        answered = self.state is not SessionState.BEGIN_RCVD
         self._go("recv:end")
         self.remote_error = body.error
         if self.state is SessionState.END_RCVD:
+            if not answered:  # an end pairs with a begin: ours first
+                self._write_begin()
+                self._go("send:begin")
             self._go("send:end")
             self._pending.clear()
             self._out.write(self.channel, End())
@@ -504,6 +530,10 @@ class _Seam:
     def max_frame_size(self) -> int:
         return self._s._out.max_frame_size
 
+    def can_write(self) -> bool:
+        s = self._s
+        return "send:frame" in SESSION_TRANSITIONS[s.state] and s._out.can_write()
+
     def write(self, body: SpecObject) -> None:
         self._s._write(body)
 
@@ -512,7 +542,7 @@ class _Seam:
 
     def send_delivery(self, link: Link, first: Transfer, payload: bytes, more: bool) -> int:
         s = self._s
-        s._go("send:frame")
+        s.check("send:frame")
         return s._send_delivery(link, first, payload, more)
 
     def next_delivery_id(self) -> int:
