@@ -1,9 +1,10 @@
 """The server role: listen, and fuzz the clients that connect.
 
 Each accepted connection is one case.  The conversation itself is played by
-the embedded broker's pure model (:class:`amqp_sansio_broker.model.
-BrokerConnection`), so any client can do its normal work; the fuzzer sits
-between the model and the socket and, as the case's *plan* says, mutates one
+the embedded broker's pure model
+(:class:`amqp_sansio_broker.model.BrokerConnection`), so any client can do
+its normal work; the fuzzer sits between the model and the socket and, as
+the case's *plan* says, mutates one
 of the model's outgoing assemblies (the first ``connection.tune``,
 ``session.attached``, ``execution.result``, ...: field and frame mutations)
 or injects extra controls and commands once the client has a session (state

@@ -4,7 +4,7 @@ Writing: :func:`messages_from_columns` turns one chunk of rows, given as
 columns (``{name: [value per row]}``), into ``(exchange, Message)`` pairs
 following :class:`~amqp_sansio_spark.options.WriteOptions`.  Columns come
 from an Arrow ``RecordBatch`` (the data source) or from ``Row`` objects
-(:func:`~amqp_sansio_spark.helpers.publish_partitions`), so nothing here
+(:func:`~amqp_sansio_spark.publish_partitions`), so nothing here
 imports pyspark or pyarrow.
 
 Reading: :data:`READ_SCHEMA_DDL` is the schema of ``spark.read.format("amqp")``

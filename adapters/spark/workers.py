@@ -7,7 +7,7 @@ system Python, which cannot unpickle the data source: the job dies with a
 ``ModuleNotFoundError`` deep inside a Java stack trace.
 
 :func:`check_worker_python` runs when the data source is registered (and
-before :func:`~amqp_sansio_spark.helpers.publish_partitions` starts tasks).  With a
+before :func:`~amqp_sansio_spark.publish_partitions` starts tasks).  With a
 local master the workers share this machine, so it can ask that Python: if
 it cannot import this package and ``PYSPARK_PYTHON`` was never set, the
 workers are pointed at this interpreter (``sys.executable``); if the user
