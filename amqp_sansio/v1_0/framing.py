@@ -142,12 +142,14 @@ class FrameReader:
     a header whatever they look like.
     """
 
-    __slots__ = ("_buf", "_pos", "_want_header", "max_frame_size", "offset", "sasl", "max_depth")
+    __slots__ = ("_buf", "_pos", "_want_header", "_spent", "max_frame_size", "offset", "sasl",
+                 "max_depth")
 
     def __init__(self, max_frame_size: int = MIN_MAX_FRAME_SIZE, *, header: bool = True) -> None:
         self._buf = bytearray()
         self._pos = 0
         self._want_header = header  # False: the stream starts with frames
+        self._spent = False
         self.max_frame_size = max_frame_size
         self.offset = 0  # stream position of _buf[0]
         self.sasl = False  # inside a SASL exchange (after a SASL header)
@@ -161,7 +163,7 @@ class FrameReader:
         return len(self._buf) - self._pos
 
     def receive(self, data: bytes) -> None:
-        if data:
+        if data and not self._spent:
             self._buf += data
 
     def feed(self, data: bytes) -> list[ProtocolHeader | Frame]:
@@ -178,13 +180,13 @@ class FrameReader:
         buf = self._buf
         pos = self._pos
         avail = len(buf) - pos
-        if not avail:
+        if not avail or self._spent:
             return None
         if self._want_header or (self.sasl and buf[pos] == 0x41 and avail >= 4
                                  and buf[pos:pos + 4] == b"AMQP"):
-            k = min(4, avail)
-            if buf[pos:pos + k] != b"AMQP"[:k]:  # not AMQP at all: report at once
-                return self._header(pos, avail)
+            for k in range(min(4, avail)):  # not AMQP: report up to the first odd octet
+                if buf[pos + k] != b"AMQP"[k]:
+                    return self._header(pos, k + 1)
             if avail < 8:
                 return None
             return self._header(pos, 8)
@@ -222,6 +224,8 @@ class FrameReader:
         self._want_header = False
         h = ProtocolHeader(raw)
         self.sasl = h.protocol == "sasl"
+        if h.version is None:  # not AMQP: nothing after it is read
+            self._spent = True
         return h
 
     def _advance(self, pos: int) -> None:

@@ -360,6 +360,8 @@ class Link:
     def violation(self, message: str, condition: str) -> None:
         """The peer broke this link: detach it with ``condition`` (the
         session goes on)."""
+        if not self._seam.can_write():  # a session not begun yet: it ends instead
+            raise SessionViolation(message, condition)
         self._seam.emit(ev.ProtocolViolation(None, "link", self.channel, message, "detach",
                                              condition))
         if self._can("send:detach") or self.state is LinkState.ATTACH_RCVD:

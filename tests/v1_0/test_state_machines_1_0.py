@@ -497,3 +497,4 @@ def test_client_server_machine() -> None:
 
 Machine.TestCase.settings = machine_settings()
 _ = of
+MACHINES = {"conversation": Machine}
