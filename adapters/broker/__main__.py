@@ -2,7 +2,10 @@
 embedded broker on TCP.
 
 Prints ``amqp://HOST:PORT`` on the first line of stdout once it listens
-(useful with ``--port 0``), then serves until SIGINT or SIGTERM.  What a
+(useful with ``--port 0``), states on stderr what it accepts (logins,
+durability, heartbeats), then serves until SIGINT or SIGTERM, logging
+connections, logins and errors on stderr (``--log-level``, ``-v``/``-q``;
+``--trace-frames`` for every control and command).  What a
 newcomer gets wrong (a port in use, a missing certificate file, an install
 without Trio) is one line on stderr and a non-zero exit, never a traceback.
 """
@@ -12,12 +15,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import logging
 import os
 import signal
 import sqlite3
 import ssl
 import sys
 from functools import partial
+
+from .limits import OVERFLOW_POLICIES, Limits
 
 #: Exit status when the broker cannot start (bad files, port in use...).
 EXIT_CANNOT_START = 1
@@ -53,10 +59,50 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                         "%(default)s)")
     p.add_argument("--vhost", action="append", default=[], metavar="NAME",
                    help="virtual hosts to accept (repeatable; default '/')")
-    p.add_argument("--heartbeat-min", type=int, default=None, metavar="SECONDS",
-                   help="shortest heartbeat interval a client may ask for (default: any)")
-    p.add_argument("--heartbeat-max", type=int, default=None, metavar="SECONDS",
-                   help="longest heartbeat interval a client may ask for (default: any)")
+    p.add_argument("--heartbeat-min", type=int, default=0, metavar="SECONDS",
+                   help="shortest heartbeat interval a client may ask for (default "
+                        "%(default)s: a client may ask for none)")
+    p.add_argument("--heartbeat-max", type=int, default=60, metavar="SECONDS",
+                   help="longest heartbeat interval, and what a client without a preference "
+                        "gets (default %(default)s, as RabbitMQ)")
+    p.add_argument("--no-heartbeats", action="store_true",
+                   help="offer no heartbeats (silent peers are then never detected)")
+    lim = p.add_argument_group("limits", "what clients may make the broker hold")
+    d = Limits()
+    lim.add_argument("--max-connections", type=_count, default=d.connections, metavar="N",
+                     help="open connections (default %(default)s; 0: no limit)")
+    lim.add_argument("--max-unauthenticated", type=_count, default=d.unauthenticated,
+                     metavar="N", help="connections not yet through the handshake "
+                                       "(default %(default)s; 0: no limit)")
+    lim.add_argument("--handshake-timeout", type=float, default=d.handshake_timeout,
+                     metavar="SECONDS", help="from connect (after TLS) to connection.open "
+                                             "(default %(default)s)")
+    lim.add_argument("--max-sessions", type=int, default=d.sessions_per_connection,
+                     metavar="N", help="sessions per connection (default %(default)s)")
+    lim.add_argument("--max-queues", type=_count, default=d.queues_per_vhost, metavar="N",
+                     help="queues per virtual host (default %(default)s; 0: no limit)")
+    lim.add_argument("--max-message-size", type=_octets, default=d.max_message_size,
+                     metavar="SIZE", help="message body octets (default 128M)")
+    lim.add_argument("--memory-high-water", type=_octets, default=d.memory_high_water,
+                     metavar="SIZE", help="octets of messages held above which publishers "
+                                          "are pushed back (default 512M; 0: never)")
+    lim.add_argument("--queue-max-length", type=_count, default=None, metavar="N",
+                     help="default queue length (x-max-length; default: none)")
+    lim.add_argument("--queue-max-bytes", type=_octets, default=None, metavar="SIZE",
+                     help="default queue body octets (x-max-length-bytes; default: none)")
+    lim.add_argument("--overflow", choices=OVERFLOW_POLICIES, default=d.overflow,
+                     help="what a full queue does (x-overflow; default %(default)s)")
+    log = p.add_argument_group("logging", "lines on stderr (logger amqp_sansio.broker)")
+    log.add_argument("--log-level", choices=("debug", "info", "warning", "error"),
+                     default="info", help="connections and logins at info, limits and "
+                                          "violations at warning (default %(default)s)")
+    log.add_argument("-v", "--verbose", dest="log_level", action="store_const",
+                     const="debug", help="--log-level debug")
+    log.add_argument("-q", "--quiet", dest="log_level", action="store_const",
+                     const="warning", help="--log-level warning")
+    log.add_argument("--trace-frames", action="store_true",
+                     help="log every control and command in and out "
+                          "(amqp_sansio.broker.frames, at debug)")
     p.add_argument("--certfile", metavar="PEM",
                    help="serve amqps with this certificate chain (default: plain amqp)")
     p.add_argument("--keyfile", metavar="PEM",
@@ -65,6 +111,39 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                    help="verify TLS client certificates against these CAs and offer "
                         "EXTERNAL (the certificate's common name is the user)")
     return p
+
+
+def _count(text: str) -> int | None:
+    """A count; 0 means no limit."""
+    n = int(text)
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{text} is negative")
+    return n or None
+
+
+def _octets(text: str) -> int | None:
+    """Octets, with an optional K, M or G (powers of 1024); 0 means none."""
+    t = text.strip().upper().removesuffix("B")
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(t[-1:], 1)
+    try:
+        n = int(float(t[:-1] if scale > 1 else t) * scale)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (say 512M)") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{text} is negative")
+    return n or None
+
+
+def _logging(level: str, frames: bool) -> None:
+    logging.basicConfig(stream=sys.stderr, level=getattr(logging, level.upper()),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if frames:
+        logging.getLogger("amqp_sansio.broker.frames").setLevel(logging.DEBUG)
+        logging.getLogger().setLevel(min(logging.getLogger().level, logging.DEBUG))
+        for h in logging.getLogger().handlers:
+            h.setLevel(logging.DEBUG)
+    elif level != "debug":
+        logging.getLogger("amqp_sansio.broker.frames").setLevel(logging.INFO)
 
 
 def _fail(prog: str, message: str, status: int = EXIT_CANNOT_START) -> int:
@@ -107,6 +186,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m amqp_sansio_broke
     from .server import serve_broker
     from .users import Users
 
+    _logging(args.log_level, args.trace_frames)
+
     users: Users | dict[str, str] | None = None
     if args.users and args.user:
         return _fail(prog, "give --users FILE or --user, not both", EXIT_USAGE)
@@ -128,9 +209,21 @@ def main(argv: list[str] | None = None, prog: str = "python -m amqp_sansio_broke
         return _fail(prog, "--cafile needs --certfile (client certificates need TLS)",
                      EXIT_USAGE)
     try:
+        limits = Limits(
+            connections=args.max_connections, unauthenticated=args.max_unauthenticated,
+            handshake_timeout=args.handshake_timeout,
+            sessions_per_connection=args.max_sessions, queues_per_vhost=args.max_queues,
+            max_message_size=args.max_message_size or Limits().max_message_size,
+            memory_high_water=args.memory_high_water, queue_length=args.queue_max_length,
+            queue_octets=args.queue_max_bytes, overflow=args.overflow)
+    except ValueError as e:
+        return _fail(prog, str(e), EXIT_USAGE)
+    try:
         broker = Broker(users=users, anonymous=True if args.anonymous else None,
                         virtual_hosts=tuple(args.vhost) or ("/",),
-                        heartbeat_min=args.heartbeat_min, heartbeat_max=args.heartbeat_max,
+                        heartbeat_min=None if args.no_heartbeats else args.heartbeat_min,
+                        heartbeat_max=None if args.no_heartbeats else args.heartbeat_max,
+                        limits=limits, trace_frames=args.trace_frames,
                         data_dir=args.data_dir, data_sync=args.data_sync)
     except (OSError, ValueError, RuntimeError, sqlite3.Error) as e:
         return _fail(prog, f"cannot use the data directory {args.data_dir}: {e}")

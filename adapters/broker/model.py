@@ -61,7 +61,7 @@ import heapq
 import itertools
 import logging
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -520,8 +520,11 @@ class Broker:
             return False
         st = self.sessions.get(s)
         bc = self._by_core.get(id(s._conn))
-        if st is None or st.outbox or (bc is not None and bc.output_full):
-            return False  # what it owes goes first; a socket that does not drain waits
+        if st is None or st.outbox:
+            return False  # what it owes goes first
+        if bc is not None and bc.output_full:
+            bc._was_full = True  # a socket that does not drain waits (till it reads)
+            return False
         if s.credit(c.destination) is None:
             return False
         due = q.next_expiry
@@ -862,15 +865,24 @@ class BrokerConnection:
     def reading_paused(self) -> bool:
         """Should the I/O layer stop reading this peer for now?  While a
         session's commands wait behind its full replay window (the peer does
-        not complete what we sent), or its publishers are pushed back."""
-        held = 0
+        not complete what we sent: if that lasts, its heartbeat runs out),
+        or while its publishers are pushed back (heartbeats are not expected
+        from it meanwhile)."""
+        return self._stalled() or self._pushed_back()
+
+    def _stalled(self) -> bool:
+        return any(len(st.deferred) >= DEFERRED_PER_SESSION
+                   for st in self._states())
+
+    def _pushed_back(self) -> bool:
+        held = sum(len(st.held_back) for st in self._states())
+        return held > self.broker.limits.held_back_per_connection
+
+    def _states(self) -> Iterator[SessState]:
         for s in self.conn.sessions.values():
             st = self.broker.sessions.get(s)
             if st is not None:
-                if len(st.deferred) >= DEFERRED_PER_SESSION:
-                    return True
-                held += len(st.held_back)
-        return held > self.broker.limits.held_back_per_connection
+                yield st
 
     def data_to_send(self) -> bytes:
         if self._held():
@@ -882,14 +894,14 @@ class BrokerConnection:
         # What it took last time is written now (it asks only then).
         self.queued_output, self._last_taken = 0, len(data)
         if self._was_full and not self.output_full:
+            # The peer read what was held back for it: its subscriptions go on
+            # (until it is full again: _deliver sets the flag anew).
             self._was_full = False
             self._redispatch_all()
             self.broker.flush_touched(self)
             self.broker.durable.commit()
             data += self.conn.data_to_send()
-            self._last_taken = len(data)
-        elif self.output_full:
-            self._was_full = True
+            self.queued_output, self._last_taken = 0, len(data)
         if self._tap is not None and data:
             self._tap.out(data)
         return data
@@ -917,6 +929,8 @@ class BrokerConnection:
             self.broker.stats["handshake-timeouts"] += 1
             self._abort(CONNECTION_FORCED, "handshake timeout", now)
             return
+        if self._pushed_back():
+            self.conn.hold_input(now)  # not read on purpose: its silence is ours
         events = self.conn.handle_timer(now)
         self.broker.handle_timer(now)
         self._handle(events, now)

@@ -383,6 +383,13 @@ class Connection:
                 self._write_control(0, ConnectionHeartbeat())
         return events
 
+    def hold_input(self, now: float) -> None:
+        """The owner is not reading the peer, on purpose (back-pressure, as
+        RabbitMQ pauses its heartbeat monitor while it blocks a publisher):
+        the silence until ``now`` is ours, not the peer's, and does not count
+        toward its heartbeat timeout."""
+        self._hb.last_in = now
+
     def next_deadline(self) -> float | None:
         """When ``handle_timer`` should next be called (None: no timers)."""
         if self.state not in (ConnState.OPEN, ConnState.CLOSING):

@@ -300,3 +300,186 @@ def test_backlog_matches_a_sorted_list(ops: list[tuple[str, int]]) -> None:
         assert list(log) == model
         assert len(log) == len(model) and log.octets == sum(m.octets for m in model)
         assert log.first() is (model[0] if model else None)
+
+
+# -- resume: one transport per session (finding 3) ---------------------------------
+
+
+def test_a_restarted_consumer_takes_its_session_over_and_subscribes_again() -> None:
+    # A consumer that restarts (no state kept) reusing a fixed session name,
+    # while the broker still holds the old attachment: force takes it over,
+    # its parked subscription is cancelled and what it held is released --
+    # the new subscription on the same destination is not 530.
+    broker = Broker()
+    old = Client(broker)
+    s = old.session(b"worker")
+    declare(old, s, "q")
+    for i in range(3):
+        old.publish(s, str(i).encode(), key="q")
+    old.subscribe(s, "q", "d", credit=2)
+    assert len(received(old.pump())) == 2  # held, unaccepted
+    new = Client(broker)  # the old transport has not been found dead
+    busy = new.core.attach(b"worker")
+    evs = new.pump()
+    assert [e.code for e in evs if isinstance(e, ev.SessionDetached)] == [1]  # session-busy
+    assert busy.state.name == "DETACHED"
+    s2 = new.core.attach(b"worker", force=True)
+    new.pump()
+    new.subscribe(s2, "q", "d", credit=10)
+    s2.sync()
+    evs = new.pump()
+    assert not [e for e in evs if isinstance(e, ev.ExceptionReceived)]
+    got = received(evs)
+    assert sorted(int(e.body) for e in got) == [0, 1, 2]
+    assert [e.body for e in got if e.headers[0].redelivered] == [b"0", b"1"]
+    assert broker.retained == broker.recount()
+
+
+def test_a_parked_session_expires_on_the_brokers_clock_without_heartbeats() -> None:
+    broker = Broker(heartbeat_min=None, heartbeat_max=None)
+    c = Client(broker)
+    s = c.core.attach(b"parked", timeout=5)
+    c.pump()
+    declare(c, s, "q")
+    c.publish(s, b"m", key="q")
+    c.subscribe(s, "q", credit=1)
+    assert received(c.pump())
+    c.server.connection_lost(1.0)  # the transport dies; the session is parked
+    assert broker.next_deadline() == 6.0
+    assert not broker.queues["q"].messages  # still the parked session's
+    broker.handle_timer(6.0)  # the broker's own timer, no connection involved
+    assert [m.body for m in broker.queues["q"].messages] == [b"m"]
+    assert not broker.sessions
+
+
+# -- timers and limits (findings 4, 5) ------------------------------------------------
+
+
+def test_heartbeats_are_offered_by_default() -> None:
+    c = Client(Broker())
+    (opened,) = [e for e in c.events if isinstance(e, ev.ConnectionOpened)]
+    assert opened.heartbeat == 60  # no preference: the broker's 60 s
+    c2 = Client(Broker(), heartbeat=5)
+    (opened,) = [e for e in c2.events if isinstance(e, ev.ConnectionOpened)]
+    assert opened.heartbeat == 5
+
+
+def test_the_handshake_must_finish_within_its_deadline() -> None:
+    broker = Broker(limits=Limits(handshake_timeout=10))
+    bc = broker.connection()
+    assert bc.next_deadline() == float("-inf")  # the first timer tells it the time
+    bc.handle_timer(100.0)
+    assert bc.next_deadline() == 110.0 and not bc.closed
+    bc.receive_data(b"AMQP\x01\x01\x00\x0a", 101.0)  # the header, then nothing
+    bc.handle_timer(110.0)
+    assert bc.closed and broker.stats["handshake-timeouts"] == 1
+    bc.connection_lost(110.5)
+    assert not broker.open_connections and not broker.unauthenticated
+    # An open connection has no such deadline.
+    c = Client(broker)
+    assert c.server.next_deadline() != float("-inf")
+    c.server.handle_timer(0.0)
+    c.server.handle_timer(50.0)
+    assert not c.server.closed
+
+
+def test_connections_beyond_the_limits_are_refused_at_once() -> None:
+    broker = Broker(limits=Limits(connections=3, unauthenticated=2))
+    held = [broker.connection() for _ in range(2)]  # not through the handshake
+    refused = broker.connection()
+    assert refused.closed and refused.data_to_send() == b""
+    opened = Client(Broker(limits=Limits(connections=1)))
+    assert not opened.server.closed
+    assert opened.server.broker.connection().closed  # one open connection: full
+    assert all(not h.closed for h in held) and broker.stats["connections-refused"] == 1
+
+
+def test_a_consumer_that_does_not_read_gets_no_more_deliveries() -> None:
+    broker = Broker(limits=Limits(output_buffered=10_000))
+    c = Client(broker)
+    s = c.session()
+    declare(c, s, "q")
+    c.subscribe(s, "q", credit=1000)
+    for _ in range(50):
+        c.publish(s, b"x" * 1000, key="q")
+    # The client's transfers reach the broker; its output is never taken.
+    c.server.receive_data(c.core.data_to_send(), c.now)
+    queued = len(broker.queues["q"].messages)
+    assert c.server.output_full and queued >= 35  # ~10 KB went out, the rest waits
+    c.pump()  # the peer reads again: the rest flows
+    assert not broker.queues["q"].messages
+
+
+def test_unfinished_input_of_all_connections_is_capped() -> None:
+    broker = Broker(limits=Limits(input_buffered_total=300_000))
+    a, b = Client(broker), Client(broker)
+    frame = bytes([0x08 | 0x02, 0]) + (4096).to_bytes(2, "big") + bytes(8) + bytes(4084)
+    more = bytes([0x08, 0]) + (4096).to_bytes(2, "big") + bytes(8) + bytes(4084)
+    a.server.receive_data(frame + more * 40, 1.0)  # ~160 KB of a segment never finished
+    assert not a.server.closed and broker.input_buffered > 150_000
+    b.server.receive_data(frame + more * 40, 1.0)  # this one would go over
+    assert b.server.closed and not a.server.closed
+    b.server.connection_lost(2.0)
+    assert broker.input_buffered < 200_000
+
+
+# -- logging (issue 13 item 7) ------------------------------------------------------
+
+
+def test_connection_lifecycle_is_logged_at_info(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from amqp_sansio_broker.auth import Peer
+
+    caplog.set_level(logging.INFO, logger="amqp_sansio.broker")
+    broker = Broker()
+    c = Client(broker, Peer("127.0.0.1", 40000), username="guest", password="guest")
+    c.core.close()
+    c.pump()
+    c.server.connection_lost(1.0)
+    lines = [r.getMessage() for r in caplog.records if r.name == "amqp_sansio.broker"]
+    assert any("connection from 127.0.0.1:40000" in x and x.endswith("40000") for x in lines)
+    assert any("opened: user 'guest', vhost '/', SCRAM-SHA-256, heartbeat 60 s" in x
+               for x in lines)
+    assert any("ended" in x for x in lines)
+    assert not any("guest" in x and "password" in x.lower() for x in lines)
+
+
+def test_frames_are_logged_at_debug_only_when_asked(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    caplog.set_level(logging.DEBUG, logger="amqp_sansio.broker.frames")
+    Client(Broker())
+    assert not [r for r in caplog.records if r.name == "amqp_sansio.broker.frames"]
+    c = Client(Broker(trace_frames=True))
+    c.session()
+    lines = [r.getMessage() for r in caplog.records if r.name == "amqp_sansio.broker.frames"]
+    assert any("-> ch0 ConnectionStart(" in x for x in lines)
+    assert any("<- ch0 SessionAttach(" in x for x in lines)
+
+
+def test_a_pushed_back_publisher_is_not_read_and_not_timed_out_meanwhile() -> None:
+    limits = Limits(memory_high_water=5_000, held_back_per_connection=3)
+    broker = Broker(limits=limits)
+    c = Client(broker, heartbeat=1)
+    s = c.session()
+    declare(c, s, "q")
+    for _ in range(20):
+        c.publish(s, b"x" * 500, key="q")
+    c.pump()
+    assert broker.pressed and c.server.reading_paused
+    for t in range(1, 30):  # 29 s of silence from a peer with a 1 s heartbeat
+        c.server.handle_timer(float(t))
+    assert not c.server.closed  # not read on purpose: not its silence
+    # Stalled by a full replay window instead: its heartbeat does run out.
+    other = Client(Broker(), heartbeat=1)
+    so = other.session()
+    (bs,) = list(other.server.broker.sessions)
+    bs.replay_window = 1
+    for _ in range(DEFERRED_PER_SESSION + 2):
+        so.send(spec.QueueQuery(queue="q"))
+    other.server.receive_data(other.core.data_to_send(), 0.0)
+    assert other.server.reading_paused
+    for t in range(1, 5):
+        other.server.handle_timer(float(t))
+    assert other.server.closed

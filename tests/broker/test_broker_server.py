@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import textwrap
@@ -22,12 +23,14 @@ from typing import Any
 
 import pytest
 import trio
+from certs import make_ca, needs_openssl
 
 from amqp_sansio.v0_10 import events as ev
 from amqp_sansio.v0_10 import spec
 from amqp_sansio.v0_10.connection import ClientConfig, Role
 from amqp_sansio.v0_10.connection import Connection as CoreConnection
 from amqp_sansio.v0_10.messages import Message
+from amqp_sansio_broker.limits import Limits
 from amqp_sansio_broker.model import Broker
 from amqp_sansio_broker.server import run_broker, serve_broker, start_broker_thread
 from amqp_sansio_trio import AuthenticationError, ConnectError, open_connection, serve
@@ -202,6 +205,55 @@ async def test_server_times_out_a_silent_client() -> None:
                 pass
             assert 1.9 <= trio.current_time() - t0 < 4.0  # 2 x heartbeat
             await stream.aclose()
+
+
+async def _hung_up_after(host: str, port: int, send: bytes = b"") -> float:
+    """Connect, send ``send``, then nothing: seconds until the server hangs up."""
+    stream = await trio.open_tcp_stream(host, port)
+    t0 = trio.current_time()
+    if send:
+        await stream.send_all(send)
+    try:
+        while await stream.receive_some(65536):
+            pass
+    except trio.BrokenResourceError:
+        pass
+    await stream.aclose()
+    return trio.current_time() - t0
+
+
+@pytest.mark.parametrize("send", [b"", b"AMQP\x01\x01\x00"])
+async def test_a_connection_that_never_opens_is_dropped_after_the_handshake_deadline(
+        send: bytes) -> None:
+    """Issue 11 finding 4: slowloris connections were kept forever."""
+    broker = Broker(limits=Limits(handshake_timeout=0.5))
+    async with run_broker(broker) as rb:
+        with trio.fail_after(10):
+            took = await _hung_up_after(rb.host, rb.port, send)
+            assert took >= 0.4
+            assert broker.stats["handshake-timeouts"] == 1
+            assert not broker.open_connections and not broker.unauthenticated
+
+
+@needs_openssl
+async def test_the_handshake_deadline_holds_after_tls_too(tmp_path: Path) -> None:
+    ca = make_ca(tmp_path)
+    broker = Broker(limits=Limits(handshake_timeout=0.5))
+    async with run_broker(broker, ssl_context=ca.server_context()) as rb:
+        with trio.fail_after(10):
+            await _hung_up_after(rb.host, rb.port)  # no TLS handshake at all
+            client_ctx = ssl.create_default_context(cafile=str(ca.cafile))
+            stream = await trio.open_ssl_over_tcp_stream(rb.host, rb.port,
+                                                         ssl_context=client_ctx)
+            await stream.do_handshake()  # TLS done, then no AMQP header
+            t0 = trio.current_time()
+            try:
+                while await stream.receive_some(65536):
+                    pass
+            except trio.BrokenResourceError:
+                pass
+            assert trio.current_time() - t0 >= 0.4
+            assert broker.stats["handshake-timeouts"] == 1
 
 
 async def test_serve_survives_a_failing_handler(nursery: trio.Nursery) -> None:
