@@ -65,6 +65,7 @@ PYTEST_CMD = ( $(PY) -m pytest -q $(PYTEST_ARGS); rc=$$?; \
 
 test: $(STAMP)
 	@bash scripts/system-deps.sh test
+	@bash scripts/node-deps.sh
 	@failed=; summary=$$(mktemp); \
 	$(call stage,pytest,$(PYTEST_CMD)) \
 	$(call stage,ruff,$(PY) -m ruff check .) \

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Debian packages the test suite and the main job need, installed when missing.
 #
-#   scripts/system-deps.sh test   # rabbitmq-server (0-9-1 interop), amqp-specs (0-9-1 XML),
-#                                 # a JRE (Spark), python3-venv
+#   scripts/system-deps.sh test   # rabbitmq-server (0-9-1 and 1.0 interop), amqp-specs (XML),
+#                                 # a JRE (Spark), python3-venv, node + npm (rhea, the
+#                                 # 1.0 peer: scripts/node-deps.sh), proton's example
+#                                 # broker (libqpid-proton11-dev-examples)
 #   scripts/system-deps.sh run    # a JRE (Spark), python3-venv
 #
 # Idempotent and quiet when everything is there.  Needs root (or sudo) and
@@ -28,6 +30,9 @@ python3 -c "import ensurepip" >/dev/null 2>&1 || need+=(python3-venv)
 if [ "$what" = test ]; then
     [ -x "$rabbit_bin" ] || need+=(rabbitmq-server)
     [ -f /usr/share/amqp/specs/0-9-1-rabbit/amqp0-9-1.stripped.extended.xml ] || need+=(amqp-specs)
+    [ -f /usr/share/proton/examples/python/broker.py ] || need+=(libqpid-proton11-dev-examples)
+    command -v node >/dev/null 2>&1 || need+=(nodejs)
+    command -v npm >/dev/null 2>&1 || need+=(npm)
 fi
 [ ${#need[@]} -eq 0 ] && exit 0
 

@@ -8,8 +8,9 @@ module: ``from rabbitmq import rabbitmq  # noqa: F401``).  It
   beyond 127.0.0.1);
 * gives the node its own name, ``$HOME`` (Erlang cookie), data, log and
   config directories under a temporary directory;
-* starts ``/usr/lib/rabbitmq/bin/rabbitmq-server`` with only the ``rabbit``
-  application (no plugins), waits until the AMQP port answers an AMQP 0-9-1
+* starts ``/usr/lib/rabbitmq/bin/rabbitmq-server`` with one plugin,
+  ``rabbitmq_amqp1_0`` (AMQP 1.0 on the same port: the protocol header
+  decides), waits until the AMQP port answers an AMQP 0-9-1
   protocol header with ``connection.start``, and yields a :class:`Node`;
 * stops the node with ``rabbitmqctl -n NODE stop`` (killing the process group
   if that fails) and then the private ``epmd``.
@@ -48,6 +49,8 @@ CTL = Path(os.environ.get("RABBITMQ_CTL_BIN", "/usr/lib/rabbitmq/bin/rabbitmqctl
 EPMD = shutil.which("epmd") or "/usr/bin/epmd"
 START_TIMEOUT = float(os.environ.get("RABBITMQ_START_TIMEOUT", "90"))
 HOST = "127.0.0.1"
+#: Plugins every test node runs: AMQP 1.0 (tests/interop/*_1_0.py).
+PLUGINS = ("rabbitmq_amqp1_0",)
 
 
 def _in_ci() -> bool:
@@ -120,7 +123,7 @@ def start_node(base: Path) -> Node:
         "log.file.level = info\n"
         "log.console = false\n",
         encoding="utf-8")
-    (base / "etc" / "enabled_plugins").write_text("[].\n", encoding="utf-8")
+    (base / "etc" / "enabled_plugins").write_text(f"[{','.join(PLUGINS)}].\n", encoding="utf-8")
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin:/usr/sbin:/sbin"),
         "LANG": "C.UTF-8",
@@ -136,7 +139,7 @@ def start_node(base: Path) -> Node:
         "RABBITMQ_ADVANCED_CONFIG_FILE": str(base / "etc" / "advanced.config"),
         "RABBITMQ_CONF_ENV_FILE": str(base / "etc" / "rabbitmq-env.conf"),
         "RABBITMQ_ENABLED_PLUGINS_FILE": str(base / "etc" / "enabled_plugins"),
-        "RABBITMQ_ENABLED_PLUGINS": "",
+        "RABBITMQ_ENABLED_PLUGINS": ",".join(PLUGINS),
         "RABBITMQ_PID_FILE": str(base / "rabbit.pid"),
         # Distribution (node and rabbitmqctl) on loopback only, with an epmd
         # of our own on its own port.
