@@ -153,7 +153,8 @@ class Durability:
             qargs = _unargs(qr.arguments)
             broker.vhost(qr.vhost).queues[qr.name] = QueueState(
                 qr.name, qr.vhost, durable=True, auto_delete=qr.auto_delete,
-                alternate=qr.alternate, arguments=qargs, policy=broker.queue_policy(qargs))
+                alternate=qr.alternate, arguments=qargs, policy=broker.queue_policy(qargs),
+                options=broker.queue_options(qargs))
         for br in r.bindings:
             x = broker.vhost(br.vhost).exchanges.get(br.exchange)
             if x is not None:

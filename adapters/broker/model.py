@@ -33,9 +33,12 @@ Semantics worth knowing (README has the full list):
   timers).  ``expiration`` is the broker's to assign, a datetime this
   clock-less model cannot produce: it is relayed as published, not read;
 * messages orphaned by a queue's deletion go to its alternate exchange
-  (else are dropped): those still queued at once, those acquired and not
-  yet accepted when they are released or their session ends (QPID-3481);
-* dtx, file, stream and message.resume answer not-implemented (540);
+  (else are dropped) at once: those queued and -- as qpidd does
+  (QPID-3481) -- those acquired and not yet accepted;
+* dtx (``dtx.py``): XA branches -- a session's publishes and accepts
+  between dtx.start and dtx.end take effect when the branch commits;
+  coordination from any session; timeouts on the I/O layer's clock;
+* file, stream and message.resume answer not-implemented (540);
 * nothing a peer writes drives the broker's work or memory: ranges of ids
   cost the deliveries a session holds (``held.py``), queues are indexed
   (``backlog.py``), and everything a peer can make the broker keep is
@@ -77,9 +80,11 @@ from amqp_sansio.v0_10.session import Session, SessionState, SessionStore
 
 from .auth import AccessRefused, Auth, Login, Peer
 from .backlog import Backlog
+from .dtx import Dtx, DtxError, Work
 from .durable import Durability
 from .held import HeldDeliveries
 from .limits import Limits, QueuePolicy, arguments_octets
+from .queue_args import QueueOptions, policy_arguments
 from .routing import EXCHANGE_TYPES, Binding, matches
 from .store import SqliteStore, Store
 from .users import Users
@@ -129,6 +134,7 @@ class QMsg:
     stored: bool = False  # in the durable store until it is settled (durable.py)
     queued: bool = False  # in a queue's backlog now (see backlog.py)
     octets: int = 0  # what it is charged while held (body + MESSAGE_OVERHEAD)
+    origin: object = None  # the connection that published it (no-local queues)
 
 
 @attrs.define(eq=False)
@@ -186,6 +192,8 @@ class QueueState:
     rr: int = 0
     deleted: bool = False  # its acquired messages go to `alternate` when released
     policy: QueuePolicy = QueuePolicy(None, None, "reject-publish")
+    options: QueueOptions = QueueOptions()  # qpidd's extensions (queue_args.py)
+    sequence: int = 0  # messages enqueued so far (qpid.queue_msg_sequence)
     # (expires, seq, message) of queued messages with a ttl: expiry pops
     # what is due instead of scanning the queue.
     ttls: list[tuple[float, int, QMsg]] = attrs.field(factory=list)
@@ -256,7 +264,7 @@ class Broker:
                  heartbeat_min: int | None = 0,
                  heartbeat_max: int | None = DEFAULT_HEARTBEAT,
                  max_session_timeout: int = 600, limits: Limits | None = None,
-                 trace_frames: bool = False,
+                 trace_frames: bool = False, error_codes: str = "qpidd",
                  data_dir: str | os.PathLike[str] | None = None, data_sync: str = "full",
                  durable_store: Store | None = None) -> None:
         #: Logins and permissions (auth.py): users None is the loopback
@@ -268,6 +276,14 @@ class Broker:
         self.max_session_timeout = max_session_timeout
         self.limits = limits if limits is not None else Limits()
         self.trace_frames = trace_frames
+        #: Where qpidd and the XML answer misuse with different codes (see
+        #: dtx.CODES): "qpidd" (what 0-10 clients are written against) or "xml".
+        if error_codes not in ("qpidd", "xml"):
+            raise ValueError("error_codes is 'qpidd' or 'xml'")
+        self.error_codes = error_codes
+        #: Distributed transactions (dtx.py): branches and associations.
+        self.dtx: Dtx[Session] = Dtx(enqueue=self._enqueue_committed, settle=self._settle,
+                                     release=self._release_held)
         self.store = SessionStore()
         #: Durable exchanges, queues, bindings and persistent messages
         #: (durable.py): in ``data_dir`` (SQLite; ``data_sync`` "full" syncs
@@ -303,6 +319,8 @@ class Broker:
         self.input_buffered = 0  # unfinished input held by every connection together
         # (expires, sequence, queue) of queues holding messages with a ttl.
         self._ttl_queues: list[tuple[float, int, QueueState]] = []
+        # (when, sequence, queue): auto-delete queues waiting out their timeout.
+        self._auto_deletes: list[tuple[float, int, QueueState]] = []
         self._seq = itertools.count(self.durable.recover(self))
         for v in self.auth.vhosts or ():
             self.vhost(v)
@@ -379,6 +397,10 @@ class Broker:
             heapq.heappop(heap)  # swept, or its head changed (pushed again then)
         if heap and (due is None or heap[0][0] < due):
             due = heap[0][0]
+        for d in (self.dtx.next_deadline(),
+                  self._auto_deletes[0][0] if self._auto_deletes else None):
+            if d is not None and (due is None or d < due):
+                due = d
         return due
 
     def handle_timer(self, now: float) -> None:
@@ -392,6 +414,8 @@ class Broker:
         while heap and heap[0][0] < now:
             _, _, q = heapq.heappop(heap)
             self.drop_expired(q)
+        self.dtx.handle_timer(now)
+        self._run_auto_deletes(now)
         self.flush_touched(None)
 
     expire = handle_timer  # the name it had
@@ -414,6 +438,10 @@ class Broker:
         (overflow reject-publish)."""
         if not msg.octets:
             msg.octets = len(msg.body) + MESSAGE_OVERHEAD
+        opts = q.options
+        if opts.no_local and msg.origin is not None and msg.origin is self._owner_of(q):
+            self.stats["no-local-dropped"] += 1
+            return True  # not refused: the queue does not take its owner's own
         pol = q.policy
         while pol.full(len(q.messages), q.messages.octets, len(msg.body)):
             if pol.overflow != "drop-head" or not q.messages:
@@ -422,6 +450,10 @@ class Broker:
             head = q.messages.popleft()
             self.stats["overflow-dropped"] += 1
             self.to_alternate(q, [head])
+        if opts.sequence_key is not None:
+            q.sequence += 1
+            msg.headers = _with_app_header(msg.headers, opts.sequence_key, q.sequence)
+            msg.app_headers = {**(msg.app_headers or {}), opts.sequence_key: q.sequence}
         msg.stored = self.durable.enqueued(q, msg)
         q.messages.append(msg)
         self._arrived(msg)
@@ -430,16 +462,33 @@ class Broker:
         self.dispatch(q)
         return True
 
+    def _owner_of(self, q: QueueState) -> object:
+        """The connection a no-local queue belongs to: its exclusive owner's,
+        else its exclusive subscriber's (qpidd); None if neither."""
+        s = q.exclusive_owner
+        if s is None:
+            s = next((c.session for c in q.consumers if c.exclusive), None)
+        st = self.sessions.get(s) if s is not None else None
+        return st.owner if st is not None else None
+
     def restored(self, q: QueueState, m: QMsg) -> None:
         """A message recovered from the durable store goes back on ``q``."""
         m.octets = m.octets or len(m.body) + MESSAGE_OVERHEAD
         q.messages.append(m)
         self._arrived(m)
 
+    @staticmethod
+    def queue_options(arguments: Mapping[str, Any]) -> QueueOptions:
+        """A recovered queue's qpidd extensions (none if they do not parse)."""
+        try:
+            return QueueOptions.of(arguments)
+        except ValueError:
+            return QueueOptions()
+
     def queue_policy(self, arguments: Mapping[str, Any]) -> QueuePolicy:
         """A recovered queue's bounds (its arguments, else the defaults)."""
         try:
-            return QueuePolicy.of(arguments, self.limits)
+            return QueuePolicy.of(policy_arguments(arguments), self.limits)
         except ValueError:
             return QueuePolicy.of({}, self.limits)
 
@@ -465,12 +514,34 @@ class Broker:
             log.info("memory below the low-water mark again (%d octets held): publishers "
                      "resume", self.retained)
 
+    def _enqueue_committed(self, q: QueueState, m: QMsg) -> None:
+        """A message a transaction staged arrives now: it queues behind what
+        arrived before the commit."""
+        m.seq = next(self._seq)
+        self.enqueue(q, m)
+
+    def _settle(self, h: Held) -> None:
+        """An accepted delivery: an acquired message is the consumer's now."""
+        if h.acquired:
+            self._gone(h.msg)
+
+    def _release_held(self, held: Iterable[Held], redelivered: bool = True) -> None:
+        """Put the acquired messages of ``held`` back on their queues."""
+        by_q: dict[int, tuple[QueueState, list[QMsg]]] = {}
+        for h in held:
+            if h.acquired:
+                by_q.setdefault(id(h.queue), (h.queue, []))[1].append(h.msg)
+        for q, ms in by_q.values():
+            self.release(q, ms, redelivered)
+
     def recount(self) -> int:
         """``retained`` recomputed from scratch (a check for tests)."""
         queued = sum(q.messages.octets for ns in self.vhosts.values()
                      for q in ns.queues.values())
         held = sum(h.msg.octets for st in self.sessions.values() for h in st.unacked.values()
                    if h.acquired)
+        held += sum(h.msg.octets for b in self.dtx.branches.values() for h in b.work.accepts
+                    if h.acquired)
         return queued + held
 
     # -- message ttl ----------------------------------------------------------
@@ -587,10 +658,11 @@ class Broker:
 
     def to_alternate(self, q: QueueState, msgs: Iterable[QMsg]) -> None:
         """Route messages rejected from or orphaned by ``q`` through its
-        alternate exchange (no further alternates: XML rule double-failure);
+        alternate exchange (and that exchange's alternate, no further);
         without one, or when expired, they are discarded.  Either way these
         are no longer held (copies are, where they were routed)."""
-        alt = self.vhosts[q.vhost].exchanges.get(q.alternate) if q.alternate else None
+        exchanges = self.vhosts[q.vhost].exchanges
+        alt = exchanges.get(q.alternate) if q.alternate else None
         for m in msgs:
             self._gone(m)
             if self.expired(m):
@@ -598,7 +670,12 @@ class Broker:
                 continue
             if alt is None:
                 continue
-            for target in self.route(alt, m.routing_key, m.app_headers):
+            targets = self.route(alt, m.routing_key, m.app_headers)
+            if not targets and alt.alternate and alt.alternate in exchanges:
+                # The alternate exchange's own alternate takes what it cannot
+                # route, as for a publish to it (qpidd; the XML is silent here).
+                targets = self.route(exchanges[alt.alternate], m.routing_key, m.app_headers)
+            for target in targets:
                 # A fresh enqueue sequence: the target orders (and browses) by it.
                 self.enqueue(target, attrs.evolve(m, seq=next(self._seq), queued=False))
 
@@ -612,6 +689,7 @@ class Broker:
         """A session is over for good: cancel its consumers, release its
         unaccepted messages, delete its exclusive auto-delete queues.  Costs
         what the session holds, nothing else."""
+        self.dtx.session_ended(s)
         st = self.sessions.pop(s, None)
         if st is None:
             return
@@ -620,7 +698,7 @@ class Broker:
             if q.exclusive_owner is s:
                 q.exclusive_owner = None
                 if q.auto_delete and not q.deleted:
-                    self._delete_queue(q)
+                    self._auto_delete(q)
         for q in touched:
             if not q.deleted:
                 self._maybe_autodelete(q)
@@ -649,7 +727,23 @@ class Broker:
 
     def _maybe_autodelete(self, q: QueueState) -> None:
         if q.auto_delete and q.had_consumer and not q.consumers and q.exclusive_owner is None:
+            self._auto_delete(q)
+
+    def _auto_delete(self, q: QueueState) -> None:
+        """An auto-delete queue fell unused: deleted now, or -- with
+        qpid.auto_delete_timeout -- then, if it is still unused."""
+        delay = q.options.auto_delete_timeout
+        if not delay:
             self._delete_queue(q)
+            return
+        heapq.heappush(self._auto_deletes, (self.now + delay, next(self._seq), q))
+
+    def _run_auto_deletes(self, now: float) -> None:
+        heap = self._auto_deletes
+        while heap and heap[0][0] <= now:
+            _, _, q = heapq.heappop(heap)
+            if not q.deleted and not q.consumers and q.exclusive_owner is None:
+                self._delete_queue(q)
 
     def maybe_autodelete_exchange(self, x: ExchangeState) -> None:
         """exchange.declare auto-delete: deleted once no bindings remain (after a
@@ -668,14 +762,24 @@ class Broker:
             del ns.queues[q.name]
             self.durable.queue_deleted(q)
         q.deleted = True
-        for c in list(q.consumers):
-            self.sessions.get(c.session, SessState()).consumers.pop(c.destination, None)
+        # Its subscriptions stop; each stays its session's (a message.cancel
+        # of it still succeeds, as qpid.messaging sends and qpidd accepts).
         q.consumers.clear()
         for x in list(ns.exchanges.values()):
             x.bindings = [b for b in x.bindings if b.queue != q.name]
             self.maybe_autodelete_exchange(x)
         q.ttls.clear()
         self.to_alternate(q, q.messages.clear())
+        # Delivered and not yet accepted: orphaned too (qpidd routes "even
+        # acquired" messages at once); the holder's later accept or release
+        # of them changes nothing (no duplicate reaches the alternate).
+        orphans: list[QMsg] = []
+        for st in self.sessions.values():
+            for h in st.unacked.values():
+                if h.queue is q and h.acquired:
+                    h.acquired = False
+                    orphans.append(h.msg)
+        self.to_alternate(q, sorted(orphans, key=lambda m: m.seq))
 
     def hold_back(self, s: Session, cid: int) -> None:
         """Above the high-water mark: ``cid`` (a transfer) is completed only
@@ -770,6 +874,17 @@ def _skip(data: bytes, header_left: int) -> tuple[bytes, int]:
     """Drop what is left of the protocol header at the start of a stream."""
     n = min(header_left, len(data))
     return data[n:], header_left - n
+
+
+def _with_app_header(headers: tuple[Struct, ...], key: str, value: Any) -> tuple[Struct, ...]:
+    """``headers`` with ``key: value`` added to the message-properties'
+    application-headers (a message-properties struct added if none)."""
+    out = [h for h in headers if not isinstance(h, spec.MessageProperties)]
+    mp = next((h for h in headers if isinstance(h, spec.MessageProperties)), None)
+    fields = {f.attr: getattr(mp, f.attr) for f in mp.FIELDS} if mp is not None else {}
+    fields["application_headers"] = {**(fields.get("application_headers") or {}), key: value}
+    out.append(spec.MessageProperties.unchecked(**fields))
+    return tuple(out)
 
 
 def is_alternate(ns: VHost, name: str) -> bool:
@@ -1191,7 +1306,8 @@ class BrokerConnection:
             if st.transactional:
                 st.tx_publish.append((e.transfer, e.headers, e.body, e.command_id))
             else:
-                self._route_publish(s, st, x, e.transfer, e.headers, e.body, e.command_id)
+                self._route_publish(s, st, x, e.transfer, e.headers, e.body, e.command_id,
+                                    self.broker.dtx.work_of(s))
         except _Fail as f:
             self._exception(s, e.command_id, e.transfer, f)
             return
@@ -1202,7 +1318,10 @@ class BrokerConnection:
                 s.complete(e.command_id)
 
     def _route_publish(self, s: Session, st: SessState, x: ExchangeState, transfer: Any,
-                       headers: tuple[Struct, ...], body: bytes, cid: int) -> None:
+                       headers: tuple[Struct, ...], body: bytes, cid: int,
+                       work: Work | None = None) -> None:
+        """Route a transfer and enqueue it -- or, in a dtx branch, stage the
+        enqueues in its ``work`` (done when it commits)."""
         dp = next((h for h in headers if isinstance(h, spec.DeliveryProperties)), None)
         mp = next((h for h in headers if isinstance(h, spec.MessageProperties)), None)
         key = (dp.routing_key if dp is not None else None) or ""
@@ -1233,8 +1352,11 @@ class BrokerConnection:
         expires = b.now + ttl / 1000 if ttl else None
         refused = 0
         for q in targets:
-            if not b.enqueue(q, QMsg(next(b._seq), headers, body, key, via.name, app,
-                                     expires=expires)):
+            m = QMsg(next(b._seq), headers, body, key, via.name, app, expires=expires,
+                     origin=self)
+            if work is not None:
+                work.enqueues.append((q, m))
+            elif not b.enqueue(q, m):
                 refused += 1
         if refused:
             # A full queue with overflow reject-publish: a publisher that asked
@@ -1262,6 +1384,10 @@ class BrokerConnection:
         except _Fail as f:
             self._exception(s, e.command_id, cmd, f)
             return
+        except DtxError as d:
+            self._exception(s, e.command_id, cmd,
+                            _Fail(d.code(self.broker.error_codes), d.text, d.field))
+            return
         if e.command_id not in s._in_outstanding:
             return  # its id was reused before it was answered (fuzz finding 3)
         if result is not None:
@@ -1288,7 +1414,9 @@ class BrokerConnection:
             raise _Fail(UNAUTHORIZED_ACCESS, e.text, e.field) from None
 
     def _queue(self, name: str | None, field: str = "queue") -> QueueState:
-        if not name:
+        if name is None:  # a required field absent: malformed (qpidd: 531)
+            raise _Fail(ILLEGAL_ARGUMENT, "queue name required", field)
+        if not name:  # XML empty-name: invalid-argument
             raise _Fail(INVALID_ARGUMENT, "queue name required", field)
         q = self.ns.queues.get(name)
         if q is None:
@@ -1312,10 +1440,22 @@ class BrokerConnection:
         if c.passive:
             if q is None:
                 raise _Fail(NOT_FOUND, f"no queue {c.queue!r}", "passive")
-            self._check_exclusive(q, s)
+            # Another session may look an exclusive queue up (request/reply:
+            # qpidd), but not claim one that is not its own.
+            if c.exclusive and q.exclusive_owner is not s:
+                raise _Fail(RESOURCE_LOCKED, f"queue {c.queue!r} is not exclusive to this "
+                            "session", "exclusive")
             return
         if q is not None:
             self._check_exclusive(q, s)
+            if c.exclusive and q.exclusive_owner is not s:
+                # qpidd: an existing queue becomes this session's only if
+                # nobody owns it and nobody consumes from it.
+                if q.exclusive_owner is not None or q.consumers:
+                    raise _Fail(RESOURCE_LOCKED, f"queue {c.queue!r} is in use: cannot "
+                                "make it exclusive to this session", "exclusive")
+                q.exclusive_owner = s
+                self.broker.session_state(s).exclusive.append(q)
             if c.alternate_exchange and q.alternate != c.alternate_exchange:
                 raise _Fail(NOT_ALLOWED, "queue exists with another alternate exchange",
                             "alternate-exchange")
@@ -1331,14 +1471,15 @@ class BrokerConnection:
                         f"virtual host {ns.name!r} holds {len(ns.queues)} queues (the limit)")
         args = self._arguments(c.arguments)
         try:
-            policy = QueuePolicy.of(args, lim)
+            policy = QueuePolicy.of(policy_arguments(args), lim)
+            options = QueueOptions.of(args)
         except ValueError as e:
             raise _Fail(INVALID_ARGUMENT, str(e), "arguments") from None
         q = ns.queues[c.queue] = QueueState(
             c.queue, ns.name, durable=bool(c.durable) and self.broker.durable.enabled
             and not c.exclusive, exclusive_owner=s if c.exclusive else None,
             auto_delete=c.auto_delete, alternate=c.alternate_exchange or None,
-            arguments=args, policy=policy)
+            arguments=args, policy=policy, options=options)
         self.broker.durable.queue_declared(q)
         if c.exclusive:
             self.broker.session_state(s).exclusive.append(q)
@@ -1402,8 +1543,9 @@ class BrokerConnection:
                 raise _Fail(NOT_ALLOWED, "exchange exists with another alternate exchange",
                             "alternate-exchange")  # XML: pre-existing-exchange
             return
-        if c.exchange.startswith("amq."):
-            raise _Fail(NOT_ALLOWED, "exchange names starting 'amq.' are reserved", "exchange")
+        if c.exchange.startswith(("amq.", "qpid.")):
+            raise _Fail(NOT_ALLOWED, "exchange names starting 'amq.' or 'qpid.' are reserved",
+                        "exchange")
         if c.type not in EXCHANGE_TYPES:
             raise _Fail(NOT_FOUND, f"unknown exchange type {c.type!r}", "type")
         if c.alternate_exchange and c.alternate_exchange not in ns.exchanges:
@@ -1492,10 +1634,10 @@ class BrokerConnection:
         self._check_exclusive(q, s)
         if c.exclusive and q.consumers or any(x.exclusive for x in q.consumers):
             raise _Fail(RESOURCE_LOCKED, "queue has an exclusive subscriber", "exclusive")
+        # accept-mode none on a transactional session: what it is sent is
+        # settled at once, outside the transaction (qpidd; XML tx.commit asks
+        # for explicit, but qpid.messaging's transactional receivers use none).
         explicit = int(c.accept_mode or 0) == 0
-        if st.transactional and not explicit:
-            raise _Fail(NOT_ALLOWED, "transactional sessions need explicit accepts",
-                        "accept-mode")
         consumer = Consumer(s, dest, q.name, explicit, int(c.acquire_mode or 0) == 0,
                             bool(c.exclusive), vhost=q.vhost)
         st.consumers[dest] = consumer
@@ -1543,9 +1685,12 @@ class BrokerConnection:
         if st.transactional:
             st.tx_accepted.update(dict.fromkeys(st.unacked.select(ids)))
             return
+        work = self.broker.dtx.work_of(s)
         for _, h in st.unacked.take(ids):
-            if h.acquired:
-                self.broker._gone(h.msg)
+            if work is not None and h.acquired:
+                work.accepts.append(h)  # the branch's now: settled when it commits
+            else:
+                self.broker._settle(h)
 
     def message_release(self, s: Session, cid: int, c: Any) -> None:
         st = self.broker.session_state(s)
@@ -1586,8 +1731,8 @@ class BrokerConnection:
         st = self.broker.session_state(s)
         if st.transactional:
             raise _Fail(ILLEGAL_STATE, "session is already transactional")
-        if any(not x.accept_explicit for x in st.consumers.values()):
-            raise _Fail(NOT_ALLOWED, "a subscription with accept-mode none is active")
+        if s in self.broker.dtx.selected:
+            raise _Fail(ILLEGAL_STATE, "session is selected for dtx")
         st.transactional = True
 
     def tx_commit(self, s: Session, cid: int, c: Any) -> None:
@@ -1611,6 +1756,39 @@ class BrokerConnection:
             raise _Fail(ILLEGAL_STATE, "tx.select required")
         st.tx_publish = []
         st.tx_accepted.clear()  # accepted messages stay acquired
+
+    # dtx class (dtx.py keeps the branches; these translate)
+    def dtx_select(self, s: Session, cid: int, c: Any) -> None:
+        self.broker.dtx.select(s, transactional=self.broker.session_state(s).transactional)
+
+    def dtx_start(self, s: Session, cid: int, c: Any) -> Struct:
+        return spec.XaResult(status=self.broker.dtx.start(
+            s, c.xid, join=bool(c.join), resume=bool(c.resume), now=self.broker.now))
+
+    def dtx_end(self, s: Session, cid: int, c: Any) -> Struct:
+        return spec.XaResult(status=self.broker.dtx.end(
+            s, c.xid, fail=bool(c.fail), suspend=bool(c.suspend)))
+
+    def dtx_commit(self, s: Session, cid: int, c: Any) -> Struct:
+        return spec.XaResult(status=self.broker.dtx.commit(c.xid, one_phase=bool(c.one_phase)))
+
+    def dtx_prepare(self, s: Session, cid: int, c: Any) -> Struct:
+        return spec.XaResult(status=self.broker.dtx.prepare(c.xid))
+
+    def dtx_rollback(self, s: Session, cid: int, c: Any) -> Struct:
+        return spec.XaResult(status=self.broker.dtx.rollback(c.xid))
+
+    def dtx_forget(self, s: Session, cid: int, c: Any) -> None:
+        self.broker.dtx.forget(c.xid)
+
+    def dtx_recover(self, s: Session, cid: int, c: Any) -> Struct:
+        return spec.RecoverResult(in_doubt=self.broker.dtx.recover())
+
+    def dtx_get_timeout(self, s: Session, cid: int, c: Any) -> Struct:
+        return spec.GetTimeoutResult(timeout=self.broker.dtx.get_timeout(c.xid))
+
+    def dtx_set_timeout(self, s: Session, cid: int, c: Any) -> None:
+        self.broker.dtx.set_timeout(c.xid, int(c.timeout or 0), self.broker.now)
 
 
 _HANDLERS: dict[type, Callable[[BrokerConnection, Session, int, Any], Struct | None]] = {
@@ -1637,4 +1815,14 @@ _HANDLERS: dict[type, Callable[[BrokerConnection, Session, int, Any], Struct | N
     spec.TxSelect: BrokerConnection.tx_select,
     spec.TxCommit: BrokerConnection.tx_commit,
     spec.TxRollback: BrokerConnection.tx_rollback,
+    spec.DtxSelect: BrokerConnection.dtx_select,
+    spec.DtxStart: BrokerConnection.dtx_start,
+    spec.DtxEnd: BrokerConnection.dtx_end,
+    spec.DtxCommit: BrokerConnection.dtx_commit,
+    spec.DtxPrepare: BrokerConnection.dtx_prepare,
+    spec.DtxRollback: BrokerConnection.dtx_rollback,
+    spec.DtxForget: BrokerConnection.dtx_forget,
+    spec.DtxRecover: BrokerConnection.dtx_recover,
+    spec.DtxGetTimeout: BrokerConnection.dtx_get_timeout,
+    spec.DtxSetTimeout: BrokerConnection.dtx_set_timeout,
 }

@@ -1,0 +1,89 @@
+"""Queue arguments the broker understands beyond the XML's fields.
+
+qpidd's names (what 0-10 clients and the qpid-cpp suite use):
+
+* ``no-local``: messages published on the connection that owns the queue
+  (its exclusive declarer, else its exclusive subscriber) are not enqueued;
+* ``qpid.max_count`` / ``qpid.max_size``: the queue's length and octet
+  bounds (integers or decimal strings, not negative; ``qpid.max_size`` 0 is
+  no bound, as in qpidd), ``qpid.policy_type``: ``reject`` (refuse what
+  does not fit) or ``ring`` (drop the oldest) -- read as RabbitMQ's
+  ``x-max-length``, ``x-max-length-bytes`` and ``x-overflow`` (which win
+  when both are given; ``limits.QueuePolicy`` reads those);
+* ``qpid.queue_msg_sequence``: each message enqueued gets an application
+  header of that name holding the queue's count of messages so far (1, 2 ...);
+* ``qpid.auto_delete_timeout``: an auto-delete queue goes that many seconds
+  after it became unused (if it is still unused then), not at once.
+
+Anything else is kept and ignored.  A bad value raises ``ValueError``
+(the declare fails with invalid-argument).
+"""
+
+from __future__ import annotations
+
+__all__ = ["QueueOptions", "policy_arguments"]
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+_POLICY_TYPES = {"reject": "reject-publish", "flow_to_disk": "reject-publish",
+                 "ring": "drop-head", "ring_strict": "drop-head"}
+
+
+def _count(key: str, v: Any) -> int:
+    """qpidd's reading of a count: an integer or a decimal string, >= 0."""
+    if isinstance(v, bytes):
+        v = v.decode("utf-8", "replace")
+    if isinstance(v, str) and v.strip().isdigit():
+        return int(v)
+    if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+        return v
+    raise ValueError(f"{key} must be a non-negative integer, not {v!r}")
+
+
+def _flag(v: Any) -> bool:
+    if isinstance(v, bytes):
+        v = v.decode("utf-8", "replace")
+    if isinstance(v, str):
+        return v.strip().lower() in ("true", "1", "yes", "on")
+    return bool(v)
+
+
+def policy_arguments(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """``arguments`` with qpidd's queue-policy names read as RabbitMQ's."""
+    out = dict(arguments)
+    if "qpid.max_count" in arguments:
+        out.setdefault("x-max-length", _count("qpid.max_count", arguments["qpid.max_count"]))
+    if "qpid.max_size" in arguments:
+        size = _count("qpid.max_size", arguments["qpid.max_size"])
+        if size:
+            out.setdefault("x-max-length-bytes", size)
+    if "qpid.policy_type" in arguments:
+        kind = arguments["qpid.policy_type"]
+        kind = kind.decode() if isinstance(kind, bytes) else kind
+        if kind not in _POLICY_TYPES:
+            raise ValueError(f"qpid.policy_type must be one of {', '.join(_POLICY_TYPES)}, "
+                             f"not {kind!r}")
+        out.setdefault("x-overflow", _POLICY_TYPES[kind])
+    return out
+
+
+@attrs.frozen
+class QueueOptions:
+    no_local: bool = False
+    sequence_key: str | None = None
+    auto_delete_timeout: float = 0.0
+
+    @classmethod
+    def of(cls, arguments: Mapping[str, Any]) -> QueueOptions:
+        key = arguments.get("qpid.queue_msg_sequence")
+        if isinstance(key, bytes):
+            key = key.decode("utf-8", "replace")
+        if key is not None and (not isinstance(key, str) or not key):
+            raise ValueError(f"qpid.queue_msg_sequence must name a header, not {key!r}")
+        timeout = arguments.get("qpid.auto_delete_timeout")
+        return cls(no_local=_flag(arguments.get("no-local", False)), sequence_key=key,
+                   auto_delete_timeout=float(_count("qpid.auto_delete_timeout", timeout))
+                   if timeout is not None else 0.0)
