@@ -651,8 +651,7 @@ class Connection:
                 "connection.close-ok", "connection.close", "connection.heartbeat"):
             return  # discard everything but the close handshake
         self._allowed(name)
-        handler = getattr(self, "_on_" + name.replace(".", "_").replace("-", "_"))
-        handler(ctl, events)
+        _CONNECTION_HANDLERS[type(ctl)](self, ctl, events)
 
     def _on_connection_heartbeat(self, ctl: Any, events: list[ev.Event]) -> None:
         events.append(ev.HeartbeatReceived())
@@ -1141,6 +1140,23 @@ class Connection:
 
 
 _CLIENT_NOTICES = frozenset({"message.accept", "message.reject"})
+
+
+#: The one dispatch of the connection's own frames: spec class -> handler.
+_CONNECTION_HANDLERS: dict[type[Control], Callable[[Connection, Any, list[ev.Event]], None]] = {
+    ConnectionHeartbeat: Connection._on_connection_heartbeat,
+    ConnectionClose: Connection._on_connection_close,
+    ConnectionCloseOk: Connection._on_connection_close_ok,
+    ConnectionStart: Connection._on_connection_start,
+    ConnectionSecure: Connection._on_connection_secure,
+    ConnectionTune: Connection._on_connection_tune,
+    ConnectionOpenOk: Connection._on_connection_open_ok,
+    ConnectionRedirect: Connection._on_connection_redirect,
+    ConnectionStartOk: Connection._on_connection_start_ok,
+    ConnectionSecureOk: Connection._on_connection_secure_ok,
+    ConnectionTuneOk: Connection._on_connection_tune_ok,
+    ConnectionOpen: Connection._on_connection_open,
+}
 
 
 if TYPE_CHECKING:

@@ -3,12 +3,18 @@ acknowledgements and publisher confirms.
 
 A :class:`Channel` is made by :meth:`Connection.open_channel
 <amqp_sansio.v0_9_1.connection.Connection.open_channel>` (client) or by the
-peer's ``channel.open`` (server); it writes through its connection and never
-does I/O itself.  Its legal inputs are in :data:`CHANNEL_TRANSITIONS`
-(anything absent is a violation); what the *peer* does wrong on a channel is
-either a channel error (the core sends ``channel.close`` with a 4xx code and
-the connection goes on) or a connection error (5xx), decided by
-:class:`ChannelError` / the connection's error translation.
+peer's ``channel.open`` (server).  It owns its state and talks to its
+connection only through the :class:`ChannelPort` it was given (write a
+method or content, may we send, what the peer announced; never the
+connection's internals); the connection feeds it through
+:meth:`Channel.handle_method`, :meth:`Channel.handle_content` and
+:meth:`Channel.lost`.  Its legal inputs are in :data:`CHANNEL_TRANSITIONS`
+and :func:`transition` is the only way its state changes.  What the *peer*
+does wrong on a channel is either a channel error (the channel sends
+``channel.close`` with a 4xx code, reports a ``ProtocolViolation`` and the
+connection goes on) or a connection error (5xx): a
+:class:`~amqp_sansio.errors.ConnectionViolation` for the connection to
+translate.
 
 Requests and replies
 --------------------
@@ -46,16 +52,18 @@ Local rules (:class:`~amqp_sansio.errors.LocalProtocolError`, nothing sent)
 
 from __future__ import annotations
 
-__all__ = ["ChannelState", "CHANNEL_TRANSITIONS", "ChannelError", "Channel"]
+__all__ = ["ChannelState", "CHANNEL_TRANSITIONS", "transition", "ChannelError", "ChannelPort",
+           "Channel"]
 
 import enum
 from collections import deque
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
 
 import attrs
 
-from ..errors import LocalProtocolError
+from ..errors import ConnectionViolation, LocalProtocolError
+from ..transitions import next_state
 from . import events as ev
 from ._specbase import METHODS_BY_NAME, Method, Properties, check_names
 from .codes import ReplyCode
@@ -65,19 +73,27 @@ from .spec import (
     BasicCancel,
     BasicCancelOk,
     BasicConsume,
+    BasicConsumeOk,
+    BasicDeliver,
+    BasicGetOk,
     BasicNack,
     BasicProperties,
     BasicPublish,
+    BasicQos,
+    BasicRecover,
+    BasicRecoverAsync,
     BasicReject,
     ChannelClose,
     ChannelCloseOk,
     ChannelFlow,
     ChannelFlowOk,
+    ChannelOpen,
+    ChannelOpenOk,
+    ConfirmSelect,
+    TxCommit,
+    TxRollback,
+    TxSelect,
 )
-
-if TYPE_CHECKING:
-    from .connection import Connection
-
 
 
 class ChannelState(enum.Enum):
@@ -102,6 +118,17 @@ CHANNEL_TRANSITIONS: dict[ChannelState, dict[str, tuple[ChannelState, ...] | Non
                 "method": None, "content": None},
     C.CLOSED: {},
 }
+
+#: Inputs legal in every state but CLOSED: the connection ended under the
+#: channel (``lost``), or the peer broke a channel rule and the channel sent
+#: ``channel.close`` itself (``violation``).
+UNIVERSAL_INPUTS: dict[str, tuple[ChannelState, ...]] = {
+    "lost": (C.CLOSED,), "violation": (C.CLOSING,)}
+
+
+def transition(state: ChannelState, inp: str, to: ChannelState | None = None) -> ChannelState:
+    """The state after ``inp``: the only way a channel's state changes."""
+    return next_state(CHANNEL_TRANSITIONS, state, inp, to, UNIVERSAL_INPUTS)
 
 # reply name -> the requests it may answer
 # RabbitMQ's late replies (see Channel._rabbit_reply_slot).
@@ -128,22 +155,65 @@ class ChannelError(Exception):
         self.method_id = method_id
 
 
-class ProtocolFault(Exception):
-    """Internal: a connection-scope violation found on a channel (5xx)."""
+class ChannelSettings(Protocol):
+    """The parts of a connection's configuration a channel follows."""
 
-    def __init__(self, message: str, code: int, class_id: int = 0, method_id: int = 0) -> None:
-        super().__init__(message)
-        self.message = message
-        self.code = code
-        self.class_id = class_id
-        self.method_id = method_id
+    @property
+    def dialect(self) -> str: ...
+    @property
+    def strict_names(self) -> bool: ...
+    @property
+    def publish_when_blocked(self) -> str: ...
+
+
+class ChannelPort(Protocol):
+    """What a channel may ask of its connection: the whole seam between them.
+    The connection hands each channel one when it makes it."""
+
+    @property
+    def client(self) -> bool:
+        """Our role is the client's."""
+        ...
+
+    @property
+    def settings(self) -> ChannelSettings: ...
+
+    @property
+    def blocked(self) -> bool:
+        """The peer (RabbitMQ) blocked our publishes."""
+        ...
+
+    def check_can_send(self) -> None:
+        """Raise LocalProtocolError unless the connection is open."""
+        ...
+
+    def peer_capability(self, name: str) -> bool: ...
+
+    def write_method(self, channel: int, method: Method) -> None: ...
+
+    def write_content(self, channel: int, method: Method, properties: Properties | None,
+                      body: bytes | bytearray | memoryview) -> None: ...
+
+    def ended(self, channel: Channel) -> None:
+        """The channel is closed: its id is free again."""
+        ...
+
+    def trace(self, state: str, inp: str) -> None:
+        """Transition coverage (tests): ``inp`` happened in ``state``."""
+        ...
+
+
+def _fault(message: str, code: int, m: Method, channel: int) -> ConnectionViolation:
+    """A connection-scope violation found on a channel (5xx)."""
+    return ConnectionViolation(message, code, channel=channel, class_code=m.CLASS_ID,
+                               command_code=m.METHOD_ID)
 
 
 class Channel:
     """One channel of a :class:`~amqp_sansio.v0_9_1.connection.Connection`."""
 
-    def __init__(self, conn: Connection, channel_id: int, state: ChannelState) -> None:
-        self._conn = conn
+    def __init__(self, port: ChannelPort, channel_id: int, state: ChannelState) -> None:
+        self._port = port
         self.id = channel_id
         self.state = state
         #: Requests we sent that await their reply, oldest first.
@@ -170,6 +240,21 @@ class Channel:
     def __repr__(self) -> str:
         return f"<Channel {self.id} {self.state.name}>"
 
+    @classmethod
+    def open(cls, port: ChannelPort, channel_id: int) -> Channel:
+        """Client: a channel that sends ``channel.open`` (OPENING until open-ok)."""
+        ch = cls(port, channel_id, ChannelState.OPENING)
+        port.write_method(channel_id, ChannelOpen())
+        return ch
+
+    @classmethod
+    def accept(cls, port: ChannelPort, channel_id: int) -> Channel:
+        """Server: the channel the peer's ``channel.open`` asked for, answered."""
+        ch = cls(port, channel_id, ChannelState.OPEN)
+        ch._trace("channel.open")
+        port.write_method(channel_id, ChannelOpenOk())
+        return ch
+
     # -- state ------------------------------------------------------------------
     @property
     def is_open(self) -> bool:
@@ -180,10 +265,13 @@ class Channel:
         return self.confirms is not None
 
     def _trace(self, inp: str) -> None:
-        self._conn._trace_channel(self.state.name, inp)
+        self._port.trace(self.state.name, inp)
+
+    def _go(self, inp: str, to: ChannelState | None = None) -> None:
+        self.state = transition(self.state, inp, to)
 
     def _check_sendable(self, what: str) -> None:
-        self._conn._check_can_send()
+        self._port.check_can_send()
         if self.state is not ChannelState.OPEN:
             raise LocalProtocolError(f"cannot send {what} on channel {self.id} in state "
                                      f"{self.state.name}")
@@ -198,11 +286,15 @@ class Channel:
 
     @property
     def _client(self) -> bool:
-        return self._conn._is_client
+        return self._port.client
 
     @property
     def _rabbit(self) -> bool:
-        return self._conn.config.dialect == "rabbit"
+        return self._port.settings.dialect == "rabbit"
+
+    @property
+    def _role(self) -> str:
+        return "client" if self._port.client else "server"
 
     # -- sending ------------------------------------------------------------------
     def send(self, method: Method) -> None:
@@ -220,11 +312,11 @@ class Channel:
             raise LocalProtocolError("channels are opened with Connection.open_channel()")
         peer = "server" if self._client else "client"
         if peer not in method.CHASSIS:
-            raise LocalProtocolError(f"a {self._conn.role.value} does not send {name}")
+            raise LocalProtocolError(f"a {self._role} does not send {name}")
         self._check_sendable(name)
-        if self._conn.config.strict_names:
+        if self._port.settings.strict_names:
             check_names(method)
-        handler = _SEND_RULES.get(name)
+        handler = _SEND_RULES.get(type(method))
         if handler is not None:
             instead = handler(self, method)
             if instead is not None:  # the rule rewrote the method
@@ -243,7 +335,7 @@ class Channel:
                 raise LocalProtocolError(f"{name} is not a reply owed on channel {self.id} "
                                          f"({want} is due)")
             self.owed.popleft()
-        self._conn._write_method(self.id, method)
+        self._port.write_method(self.id, method)
         if method.expects_reply:
             self.pending.append(method)
             self._requests += 1
@@ -254,7 +346,7 @@ class Channel:
         owed = self.owed
         while owed and isinstance(owed[0], ChannelFlow):
             flow = owed.popleft()
-            self._conn._write_method(self.id, ChannelFlowOk(
+            self._port.write_method(self.id, ChannelFlowOk(
                 active=flow.active))  # type: ignore[attr-defined]
 
     def publish(self, exchange: str = "", routing_key: str = "",
@@ -278,11 +370,11 @@ class Channel:
                                      "close the connection with 540)")
         if not self.flow_active:
             raise LocalProtocolError(f"the peer turned flow off on channel {self.id}")
-        if self._conn.blocked and self._conn.config.publish_when_blocked == "raise":
+        if self._port.blocked and self._port.settings.publish_when_blocked == "raise":
             raise LocalProtocolError("the connection is blocked by the broker")
-        if self._conn.config.strict_names:
+        if self._port.settings.strict_names:
             check_names(method)
-        self._conn._write_content(self.id, method, properties, body)
+        self._port.write_content(self.id, method, properties, body)
         if self.confirms is not None:
             return self.confirms.publish()
         return None
@@ -295,7 +387,7 @@ class Channel:
             raise LocalProtocolError(f"{method!r} is not a content method")
         peer = "server" if self._client else "client"
         if peer not in method.CHASSIS:
-            raise LocalProtocolError(f"a {self._conn.role.value} does not send {method.NAME}")
+            raise LocalProtocolError(f"a {self._role} does not send {method.NAME}")
         if isinstance(method, BasicPublish):
             if properties is not None and not isinstance(properties, BasicProperties):
                 raise LocalProtocolError("basic.publish needs BasicProperties")
@@ -308,7 +400,7 @@ class Channel:
             if head is None or head.NAME != "basic.get":
                 raise LocalProtocolError("basic.get-ok answers no outstanding basic.get")
             self.owed.popleft()
-        self._conn._write_content(self.id, method, properties, body)
+        self._port.write_content(self.id, method, properties, body)
         self._answer_queued_flows()
         return None
 
@@ -372,77 +464,104 @@ class Channel:
     def close(self, code: int = 200, text: str = "", class_id: int = 0,
               method_id: int = 0) -> None:
         """Start the close handshake (``ChannelClosed`` follows close-ok)."""
-        self._conn._check_can_send()
+        self._port.check_can_send()
         if self.state in (ChannelState.CLOSING, ChannelState.CLOSED):
             raise LocalProtocolError(f"channel {self.id} is already {self.state.name}")
         self._trace("close()")
-        close = ChannelClose(reply_code=code, reply_text=text, class_id=class_id,
-                             method_id=method_id)
-        self._conn._write_method(self.id, close)
-        self._enter_closing(close)
+        self._send_close("close()", ChannelClose(reply_code=code, reply_text=text,
+                                                 class_id=class_id, method_id=method_id))
 
-    def _enter_closing(self, close: ChannelClose) -> None:
+    def _send_close(self, inp: str, close: ChannelClose) -> None:
+        self._port.write_method(self.id, close)
         self._close = close
-        self.state = ChannelState.CLOSING
+        self._go(inp, ChannelState.CLOSING)
 
-    # -- receiving -----------------------------------------------------------------
-    def _on_method(self, m: Method, events: list[ev.Event]) -> None:
+    # -- the connection's calls (the other half of the seam) -----------------------
+    def handle_method(self, m: Method, events: list[ev.Event]) -> None:
+        """A method the peer sent on this channel.  A channel-rule violation
+        is answered here (``channel.close``, a ``ProtocolViolation`` event);
+        a connection-scope one raises ConnectionViolation."""
         name = m.NAME
         st = self.state
         table = CHANNEL_TRANSITIONS[st]
         key = name if name in table else "method"
         if key not in table:
-            raise ProtocolFault(f"{name} on channel {self.id} in state {st.name}",
-                                ReplyCode.CHANNEL_ERROR,
-                                m.CLASS_ID, m.METHOD_ID)
+            raise _fault(f"{name} on channel {self.id} in state {st.name}",
+                         ReplyCode.CHANNEL_ERROR, m, self.id)
         self._trace(key)
-        if st is ChannelState.CLOSING:
-            if name == "channel.close-ok":
-                self._closed(events, by_peer=False)
-            elif name == "channel.close":
-                self._conn._write_method(self.id, ChannelCloseOk())
-            return  # everything else is discarded while closing
-        if name == "channel.close":
-            self._conn._write_method(self.id, ChannelCloseOk())
-            self._closed(events, by_peer=True, close=m)
-            return
-        if name == "channel.open-ok":
-            self.state = ChannelState.OPEN
-            events.append(ev.ChannelOpened(self.id))
-            return
-        if name == "channel.flow" and st is ChannelState.OPEN:
-            active = bool(m.active)  # type: ignore[attr-defined]
-            if self.owed:
-                # Replies go out in request order (the peer matches them
-                # that way): flow-ok waits behind the replies the
-                # application still owes (server role: e.g. qos-ok).
-                self.owed.append(m)
-            else:
-                self._conn._write_method(self.id, ChannelFlowOk(active=active))
-            self.flow_active = active
-            events.append(ev.ChannelFlow(self.id, active))
-            return
-        self._dispatch(m, events, None, None)
+        handler = _STATE_HANDLERS.get(type(m)) if key == name else None
+        try:
+            if handler is not None:
+                handler(self, m, events)
+            elif st is not ChannelState.CLOSING:  # closing: everything else is discarded
+                self._dispatch(m, events, None, None)
+        except ChannelError as e:
+            self._violated(e, events)
 
-    def _on_content(self, m: Method, props: Properties, body: bytes,
-                    events: list[ev.Event]) -> None:
+    def handle_content(self, m: Method, props: Properties, body: bytes,
+                       events: list[ev.Event]) -> None:
+        """A content method (with its properties and body) on this channel."""
         st = self.state
         table = CHANNEL_TRANSITIONS[st]
         if "content" not in table:
-            raise ProtocolFault(f"{m.NAME} on channel {self.id} in state {st.name}",
-                                ReplyCode.CHANNEL_ERROR, m.CLASS_ID, m.METHOD_ID)
+            raise _fault(f"{m.NAME} on channel {self.id} in state {st.name}",
+                         ReplyCode.CHANNEL_ERROR, m, self.id)
         self._trace("content")
         if st is ChannelState.CLOSING:
             return
-        self._dispatch(m, events, props, body)
+        try:
+            self._dispatch(m, events, props, body)
+        except ChannelError as e:
+            self._violated(e, events)
+
+    def lost(self) -> None:
+        """The connection ended under the channel: forget everything."""
+        if self.state is not ChannelState.CLOSED:
+            self._go("lost")
+        self._forget()
+
+    def _violated(self, e: ChannelError, events: list[ev.Event]) -> None:
+        """A soft error: close just this channel."""
+        self._trace("violation")
+        self._send_close("violation", ChannelClose(reply_code=e.code,
+                                                   reply_text=e.message[:255],
+                                                   class_id=e.class_id, method_id=e.method_id))
+        events.append(ev.ProtocolViolation(e.code, "channel", self.id, e.message, "channel.close"))
+
+    # -- the channel's own frames (_STATE_HANDLERS) ---------------------------------
+    def _on_close(self, m: Method, events: list[ev.Event]) -> None:
+        self._port.write_method(self.id, ChannelCloseOk())
+        if self.state is ChannelState.CLOSING:
+            self._go("channel.close", ChannelState.CLOSING)  # crossing closes
+            return
+        self._closed("channel.close", events, by_peer=True, close=m)
+
+    def _on_close_ok(self, m: Method, events: list[ev.Event]) -> None:
+        self._closed("channel.close-ok", events, by_peer=False)
+
+    def _on_open_ok(self, m: Method, events: list[ev.Event]) -> None:
+        self._go("channel.open-ok")
+        events.append(ev.ChannelOpened(self.id))
+
+    def _on_flow(self, m: Method, events: list[ev.Event]) -> None:
+        active = bool(m.active)  # type: ignore[attr-defined]
+        if self.owed:
+            # Replies go out in request order (the peer matches them that
+            # way): flow-ok waits behind the replies the application still
+            # owes (server role: e.g. qos-ok).
+            self.owed.append(m)
+        else:
+            self._port.write_method(self.id, ChannelFlowOk(active=active))
+        self.flow_active = active
+        events.append(ev.ChannelFlow(self.id, active))
 
     def _dispatch(self, m: Method, events: list[ev.Event], props: Properties | None,
                   body: bytes | None) -> None:
         name = m.NAME
         role = "client" if self._client else "server"
         if role not in m.CHASSIS:
-            raise ProtocolFault(f"a {role} does not receive {name}", ReplyCode.COMMAND_INVALID,
-                                m.CLASS_ID, m.METHOD_ID)
+            raise _fault(f"a {role} does not receive {name}", ReplyCode.COMMAND_INVALID, m,
+                         self.id)
         request: Method | None = None
         if name in REPLY_TO:
             head = self.pending[0] if self.pending else None
@@ -453,8 +572,8 @@ class Channel:
                 at = 0 if head is not None and head.NAME in REPLY_TO[name] else None
             if at is None:
                 what = f"a reply to {head.NAME}" if head is not None else "no reply"
-                raise ProtocolFault(f"unexpected {name} on channel {self.id} ({what} was due)",
-                                    ReplyCode.COMMAND_INVALID, m.CLASS_ID, m.METHOD_ID)
+                raise _fault(f"unexpected {name} on channel {self.id} ({what} was due)",
+                             ReplyCode.COMMAND_INVALID, m, self.id)
             if at == 0:
                 request = self.pending.popleft()
             else:
@@ -468,7 +587,7 @@ class Channel:
                                    if c[1] >= self._replies}
         elif m.expects_reply:
             self.owed.append(m)
-        hook = _RECEIVE_RULES.get(name)
+        hook = _RECEIVE_RULES.get(type(m))
         if hook is not None:
             done = hook(self, m, request, events)
             if done:
@@ -500,7 +619,7 @@ class Channel:
                 break
         return unnamed
 
-    def _closed(self, events: list[ev.Event], *, by_peer: bool,
+    def _closed(self, inp: str, events: list[ev.Event], *, by_peer: bool,
                 close: Method | None = None) -> None:
         src: Any = close if by_peer else self._close
         unconfirmed = tuple(self.confirms.fail_all()) if self.confirms is not None else ()
@@ -509,17 +628,17 @@ class Channel:
             by_peer, int(src.class_id) if src else 0, int(src.method_id) if src else 0,
             tuple(self.pending), unconfirmed))
         self._trace("closed")
-        self._drop()
+        self._go(inp, ChannelState.CLOSED)
+        self._forget()
 
-    def _drop(self) -> None:
+    def _forget(self) -> None:
         """Forget everything; the id is free again."""
-        self.state = ChannelState.CLOSED
         self.pending.clear()
         self.owed.clear()
         self.consumers.clear()
         self._cancelled.clear()
         self.unacked.clear()
-        self._conn._forget_channel(self)
+        self._port.ended(self)
 
 
 # ---------------------------------------------------------------------------
@@ -559,7 +678,7 @@ def _send_ack(ch: Channel, m: Any) -> Method | None:
     if not ch._client:
         return None  # server role: confirms; the application keeps the books
     tag, multiple = m.delivery_tag, m.multiple
-    if isinstance(m, BasicNack) and not ch._conn._peer_capability("basic.nack"):
+    if isinstance(m, BasicNack) and not ch._port.peer_capability("basic.nack"):
         raise LocalProtocolError("the server did not announce basic.nack")
     if multiple:
         if tag == 0:
@@ -641,20 +760,21 @@ def _send_recover(ch: Channel, m: Any) -> None:
 #: A send rule's answer for "send nothing at all".
 _NOTHING: Method = ChannelFlow()
 
-_SEND_RULES: dict[str, Any] = {
-    "basic.consume": _send_consume,
-    "basic.cancel": _send_cancel,
-    "basic.ack": _send_ack,
-    "basic.nack": _send_ack,
-    "basic.reject": _send_reject,
-    "basic.qos": _send_qos,
-    "channel.flow": _send_flow,
-    "confirm.select": _send_confirm_select,
-    "tx.select": _send_tx_select,
-    "tx.commit": _send_tx_end,
-    "tx.rollback": _send_tx_end,
-    "basic.recover": _send_recover,
-    "basic.recover-async": _send_recover,
+#: spec class -> rule checked (and books kept) before we send it.
+_SEND_RULES: dict[type[Method], Callable[[Channel, Any], Method | None]] = {
+    BasicConsume: _send_consume,
+    BasicCancel: _send_cancel,
+    BasicAck: _send_ack,
+    BasicNack: _send_ack,
+    BasicReject: _send_reject,
+    BasicQos: _send_qos,
+    ChannelFlow: _send_flow,
+    ConfirmSelect: _send_confirm_select,
+    TxSelect: _send_tx_select,
+    TxCommit: _send_tx_end,
+    TxRollback: _send_tx_end,
+    BasicRecover: _send_recover,
+    BasicRecoverAsync: _send_recover,
 }
 
 
@@ -721,17 +841,27 @@ def _on_server_cancel(ch: Channel, m: Any, request: Any, events: list[ev.Event])
     if not m.no_wait:
         if ch.owed and ch.owed[-1] is m:  # answered here, not by the application
             ch.owed.pop()
-        ch._conn._write_method(ch.id, BasicCancelOk(consumer_tag=m.consumer_tag))
+        ch._port.write_method(ch.id, BasicCancelOk(consumer_tag=m.consumer_tag))
     events.append(ev.ConsumerCancelled(ch.id, str(m.consumer_tag)))
     return True
 
 
-_RECEIVE_RULES: dict[str, Any] = {
-    "basic.consume-ok": _on_consume_ok,
-    "basic.cancel-ok": _on_cancel_ok,
-    "basic.deliver": _on_deliver,
-    "basic.get-ok": _on_get_ok,
-    "basic.ack": _on_server_confirm,
-    "basic.nack": _on_server_confirm,
-    "basic.cancel": _on_server_cancel,
+#: spec class -> bookkeeping when the peer sends it (True: the rule reported it).
+_RECEIVE_RULES: dict[type[Method], Callable[[Channel, Any, Any, list[ev.Event]], bool]] = {
+    BasicConsumeOk: _on_consume_ok,
+    BasicCancelOk: _on_cancel_ok,
+    BasicDeliver: _on_deliver,
+    BasicGetOk: _on_get_ok,
+    BasicAck: _on_server_confirm,
+    BasicNack: _on_server_confirm,
+    BasicCancel: _on_server_cancel,
+}
+
+#: spec class -> the channel's handler for the frames that change its state
+#: (the rows of CHANNEL_TRANSITIONS named after them).
+_STATE_HANDLERS: dict[type[Method], Callable[[Channel, Any, list[ev.Event]], None]] = {
+    ChannelClose: Channel._on_close,
+    ChannelCloseOk: Channel._on_close_ok,
+    ChannelOpenOk: Channel._on_open_ok,
+    ChannelFlow: Channel._on_flow,
 }

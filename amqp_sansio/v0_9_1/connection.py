@@ -80,14 +80,10 @@ from ..sasl_negotiator import (
     ServerNegotiator,
     client_mechanisms,
 )
+from ..transitions import next_state
 from . import events as ev
 from ._specbase import Method, Properties
-from .channel import (
-    Channel,
-    ChannelError,
-    ChannelState,
-    ProtocolFault,
-)
+from .channel import Channel, ChannelSettings
 from .codec import RABBIT, SPEC, Profile
 from .codes import ReplyCode
 from .framing import (
@@ -103,9 +99,6 @@ from .framing import (
     encode_method,
 )
 from .spec import (
-    ChannelClose,
-    ChannelOpen,
-    ChannelOpenOk,
     ConnectionBlocked,
     ConnectionClose,
     ConnectionCloseOk,
@@ -179,6 +172,19 @@ CONNECTION_TRANSITIONS: dict[Role, dict[ConnState, dict[str, tuple[ConnState, ..
         S.CLOSED: {},
     },
 }
+
+#: Inputs legal in every state but CLOSED (kept out of the rows): ``lost``
+#: -- the peer went silent (heartbeat timeout); ``violation`` -- it broke the
+#: protocol at connection scope: close sent (CLOSING) or socket dropped.
+UNIVERSAL_INPUTS: dict[str, tuple[ConnState, ...]] = {
+    "lost": (S.CLOSED,), "violation": (S.CLOSING, S.CLOSED)}
+
+
+def transition(role: Role, state: ConnState, inp: str, to: ConnState | None = None
+               ) -> ConnState:
+    """The state after ``inp``: the only way a connection's state changes."""
+    return next_state(CONNECTION_TRANSITIONS[role], state, inp, to, UNIVERSAL_INPUTS)
+
 
 # Transition coverage: tests set this to a set() and read what was exercised
 # (("client"|"server"|"channel", state, input) triples).
@@ -350,6 +356,7 @@ class Connection:
         else:
             self._server_sasl = ServerNegotiator(config.authenticator)
         self._offered_tune: ConnectionTune | None = None
+        self._port = _ChannelPort(self)  # what its channels see of it
         if self._is_client:
             self._emit(PROTOCOL_HEADER)
 
@@ -449,11 +456,11 @@ class Connection:
             raise LocalProtocolError("close already sent")
         self._trace("close()")
         if st in (ConnState.AWAIT_START, ConnState.AWAIT_HEADER):
-            self.state = ConnState.CLOSED
+            self._go("close()", ConnState.CLOSED)
             self.closed_reason = "closed before the handshake"
             return
-        self._send_close(ConnectionClose(reply_code=code, reply_text=text or "",
-                                         class_id=class_id, method_id=method_id))
+        self._send_close("close()", ConnectionClose(reply_code=code, reply_text=text or "",
+                                                    class_id=class_id, method_id=method_id))
 
     def open_channel(self, channel: int | None = None) -> Channel:
         """Client: send ``channel.open``; returns the channel at once (it is
@@ -470,9 +477,8 @@ class Connection:
             raise LocalProtocolError(f"channel id {channel!r} outside 1..{limit}")
         elif channel in self.channels:
             raise LocalProtocolError(f"channel {channel} is in use")
-        ch = Channel(self, channel, ChannelState.OPENING)
+        ch = Channel.open(self._port, channel)
         self.channels[channel] = ch
-        self._write_method(channel, ChannelOpen())
         return ch
 
     def channel(self, channel_id: int) -> Channel:
@@ -517,9 +523,8 @@ class Connection:
         if COVERAGE is not None:
             COVERAGE.add((self.role.value, self.state.name, inp))
 
-    def _trace_channel(self, state: str, inp: str) -> None:
-        if COVERAGE is not None:
-            COVERAGE.add(("channel", state, inp))
+    def _go(self, inp: str, to: ConnState | None = None) -> None:
+        self.state = transition(self.role, self.state, inp, to)
 
     def _check_can_send(self) -> None:
         if self.state is not ConnState.OPEN:
@@ -540,15 +545,10 @@ class Connection:
                        body: bytes | bytearray | memoryview) -> None:
         self._emit(encode_content(channel, m, props, body, self.frame_max, self.profile))
 
-    def _forget_channel(self, ch: Channel) -> None:
-        if self.channels.get(ch.id) is ch:
-            del self.channels[ch.id]
-        self._decoder.reset(ch.id)
-
-    def _send_close(self, close: ConnectionClose) -> None:
+    def _send_close(self, inp: str, close: ConnectionClose) -> None:
         self._write_method(0, close)
         self._close_sent = close
-        self.state = ConnState.CLOSING
+        self._go(inp, ConnState.CLOSING)
         # Only close and close-ok matter now: frames of other channels are
         # not even assembled.
         self._decoder.discard_channels = True
@@ -575,7 +575,7 @@ class Connection:
                 version_major=0, version_minor=9, server_properties=props,
                 mechanisms=" ".join(cfg.authenticator.mechanisms).encode(),
                 locales=" ".join(cfg.locales).encode()))
-            self.state = ConnState.AWAIT_START_OK
+            self._go("header")
             return rest
         self._bad_header(header, events)
         return b""
@@ -591,7 +591,7 @@ class Connection:
             # 0-9-1: reply with the header we speak, then close.
             self._emit(PROTOCOL_HEADER)
         self._frames_started = True
-        self.state = ConnState.CLOSED
+        self._go("bad-header")
         self.closed_reason = "protocol header mismatch"
 
     def _eof(self, events: list[ev.Event]) -> None:
@@ -603,34 +603,35 @@ class Connection:
             ConnState.AWAIT_OPEN_OK: "tuning refused",
             ConnState.CLOSING: "peer closed the connection before close-ok",
         }.get(st, "peer closed the connection")
-        self._lose(reason, events)
+        self._lose(reason, events, "eof")
 
-    def _lose(self, reason: str, events: list[ev.Event]) -> None:
+    def _lose(self, reason: str, events: list[ev.Event], inp: str = "lost") -> None:
         if self.state is ConnState.CLOSED:
             return
-        self.state = ConnState.CLOSED
+        self._go(inp, ConnState.CLOSED)
         self.closed_reason = reason
         events.append(ev.ConnectionLost(reason))
         self._drop_channels()
 
     def _drop_channels(self) -> None:
         for ch in list(self.channels.values()):
-            ch._drop()
+            ch.lost()
         self.channels.clear()
 
     def _fail(self, e: ConnectionViolation, events: list[ev.Event]) -> None:
         """A connection-scope violation: queue close (or not) and stop."""
         code = ReplyCode.FRAME_ERROR if e.code is None else e.code  # (0-9-1 always names one)
         if e.close and self._close_sent is None and self.state is not ConnState.CLOSED:
-            self._send_close(ConnectionClose(reply_code=code, reply_text=e.message[:255],
-                                             class_id=e.class_code or 0,
-                                             method_id=e.command_code or 0))
+            self._send_close("violation", ConnectionClose(
+                reply_code=code, reply_text=e.message[:255], class_id=e.class_code or 0,
+                method_id=e.command_code or 0))
             reply = "connection.close"
         else:
             reply = "connection.close" if self._close_sent is not None else "none"
         events.append(ev.ProtocolViolation(code, "connection", e.channel, e.message, reply))
         if e.broken or not e.close:
-            self.state = ConnState.CLOSED
+            if self.state is not ConnState.CLOSED:
+                self._go("violation", ConnState.CLOSED)
             self.closed_reason = e.message
             self._drop_channels()
 
@@ -684,8 +685,7 @@ class Connection:
                                                             "connection.close-ok"):
             return  # discard everything but the close handshake
         self._allowed(name, m)
-        handler = getattr(self, "_on_" + name.replace(".", "_").replace("-", "_"))
-        handler(m, events)
+        _CONNECTION_HANDLERS[type(m)](self, m, events)
 
     def _on_channel_item(self, item: MethodItem | ContentItem, events: list[ev.Event]) -> None:
         cid, m = item.channel, item.method
@@ -701,25 +701,10 @@ class Connection:
             raise ConnectionViolation(f"channel.open on channel {cid}, which is already open",
                                       ReplyCode.CHANNEL_ERROR, channel=cid, class_code=m.CLASS_ID,
                                       command_code=m.METHOD_ID)
-        try:
-            if type(item) is ContentItem:
-                ch._on_content(m, item.properties, item.body, events)
-            else:
-                ch._on_method(m, events)
-        except ChannelError as e:
-            self._channel_error(ch, e, events)
-        except ProtocolFault as e:
-            raise ConnectionViolation(e.message, e.code, channel=cid, class_code=e.class_id,
-                                      command_code=e.method_id) from None
-
-    def _channel_error(self, ch: Channel, e: ChannelError, events: list[ev.Event]) -> None:
-        """A soft error: close just this channel."""
-        close = ChannelClose(reply_code=e.code, reply_text=e.message[:255], class_id=e.class_id,
-                             method_id=e.method_id)
-        ch._trace("violation")
-        self._write_method(ch.id, close)
-        ch._enter_closing(close)
-        events.append(ev.ProtocolViolation(e.code, "channel", ch.id, e.message, "channel.close"))
+        if type(item) is ContentItem:
+            ch.handle_content(m, item.properties, item.body, events)
+        else:
+            ch.handle_method(m, events)
 
     def _server_open_channel(self, cid: int, m: Method, events: list[ev.Event]) -> None:
         limit = self.channel_max or 0xFFFF
@@ -727,10 +712,7 @@ class Connection:
             raise ConnectionViolation(f"channel {cid} is above channel-max {limit}",
                                       ReplyCode.CHANNEL_ERROR,
                                       channel=cid, class_code=m.CLASS_ID, command_code=m.METHOD_ID)
-        ch = Channel(self, cid, ChannelState.OPEN)
-        ch._trace("channel.open")
-        self.channels[cid] = ch
-        self._write_method(cid, ChannelOpenOk())
+        self.channels[cid] = Channel.accept(self._port, cid)
         events.append(ev.ChannelOpened(cid))
 
     # -- connection methods: both roles ---------------------------------------
@@ -738,7 +720,7 @@ class Connection:
         self._write_method(0, ConnectionCloseOk())
         if self.state is ConnState.CLOSING:
             return  # crossing closes: our close-ok is on its way, keep waiting
-        self.state = ConnState.CLOSED
+        self._go("connection.close", ConnState.CLOSED)
         self.closed_reason = f"closed by peer ({m.reply_code} {m.reply_text})"
         events.append(ev.ConnectionClosed(int(m.reply_code), str(m.reply_text), True,
                                           int(m.class_id), int(m.method_id)))
@@ -747,7 +729,7 @@ class Connection:
     def _on_connection_close_ok(self, m: Any, events: list[ev.Event]) -> None:
         sent = self._close_sent
         assert sent is not None
-        self.state = ConnState.CLOSED
+        self._go("connection.close-ok")
         self.closed_reason = "closed"
         events.append(ev.ConnectionClosed(int(sent.reply_code), str(sent.reply_text), False,
                                           int(sent.class_id), int(sent.method_id)))
@@ -788,7 +770,7 @@ class Connection:
         props["capabilities"] = caps
         self._write_method(0, ConnectionStartOk(client_properties=props, mechanism=choice,
                                                 response=response, locale=locale))
-        self.state = ConnState.AWAIT_TUNE
+        self._go("connection.start", ConnState.AWAIT_TUNE)
 
     def _on_connection_secure(self, m: Any, events: list[ev.Event]) -> None:
         assert self._client_sasl is not None
@@ -825,7 +807,7 @@ class Connection:
         self._arm_heartbeat(send=True, watch=False)
         self._write_method(0, ConnectionOpen(virtual_host=cfg.virtual_host))
         self.virtual_host = cfg.virtual_host
-        self.state = ConnState.AWAIT_OPEN_OK
+        self._go("connection.tune")
 
     def _apply_tune(self, channel_max: int, frame_max: int, heartbeat: int) -> None:
         self.channel_max = channel_max
@@ -834,7 +816,7 @@ class Connection:
         self._hb.interval = heartbeat or None
 
     def _on_connection_open_ok(self, m: Any, events: list[ev.Event]) -> None:
-        self.state = ConnState.OPEN
+        self._go("connection.open-ok")
         self._arm_heartbeat(send=True, watch=True)
         events.append(ev.ConnectionOpened(self.virtual_host or "", self.channel_max,
                                           self.frame_max, self.heartbeat, self.peer_properties,
@@ -871,10 +853,10 @@ class Connection:
             step = negotiator.start(m.mechanism, m.response)
         except sasl.SaslError as e:
             if negotiator.started:
-                self._sasl_failed(e, events)
+                self._sasl_failed(m.NAME, e, events)
                 return
             raise ConnectionViolation(e.message, ReplyCode.ACCESS_REFUSED, close=False) from None
-        self._sasl_step(step, events)
+        self._sasl_step(m.NAME, step)
 
     def _on_connection_secure_ok(self, m: Any, events: list[ev.Event]) -> None:
         negotiator = self._server_sasl
@@ -882,24 +864,24 @@ class Connection:
         try:
             step = negotiator.step(m.response)
         except sasl.SaslError as e:
-            self._sasl_failed(e, events)
+            self._sasl_failed(m.NAME, e, events)
             return
-        self._sasl_step(step, events)
+        self._sasl_step(m.NAME, step)
 
-    def _sasl_failed(self, e: sasl.SaslError, events: list[ev.Event]) -> None:
+    def _sasl_failed(self, inp: str, e: sasl.SaslError, events: list[ev.Event]) -> None:
         text = f"ACCESS_REFUSED - {e.message}"
         if self._peer_capability("authentication_failure_close"):
-            self._send_close(ConnectionClose(reply_code=ReplyCode.ACCESS_REFUSED,
-                                             reply_text=text[:255]))
+            self._send_close(inp, ConnectionClose(reply_code=ReplyCode.ACCESS_REFUSED,
+                                                  reply_text=text[:255]))
             events.append(ev.ProtocolViolation(ReplyCode.ACCESS_REFUSED, "connection", 0, text,
                                                "connection.close"))
             return
         raise ConnectionViolation(text, ReplyCode.ACCESS_REFUSED, close=False) from None
 
-    def _sasl_step(self, step: sasl.ServerStep, events: list[ev.Event]) -> None:
+    def _sasl_step(self, inp: str, step: sasl.ServerStep) -> None:
         if not step.done:
             self._write_method(0, ConnectionSecure(challenge=step.challenge or b""))
-            self.state = ConnState.AWAIT_SECURE_OK
+            self._go(inp, ConnState.AWAIT_SECURE_OK)
             return
         self.identity = step.identity
         cfg = self.config
@@ -908,7 +890,7 @@ class Connection:
                               heartbeat=cfg.heartbeat)
         self._offered_tune = tune
         self._write_method(0, tune)
-        self.state = ConnState.AWAIT_TUNE_OK
+        self._go(inp, ConnState.AWAIT_TUNE_OK)
 
     def _on_connection_tune_ok(self, m: Any, events: list[ev.Event]) -> None:
         offered = self._offered_tune
@@ -925,7 +907,7 @@ class Connection:
                                       close=False)
         self._apply_tune(cm, fm or 0xFFFFFFFF, m.heartbeat)
         self._arm_heartbeat(send=True, watch=True)
-        self.state = ConnState.AWAIT_OPEN
+        self._go("connection.tune-ok", ConnState.AWAIT_OPEN)
 
     def _on_connection_open(self, m: Any, events: list[ev.Event]) -> None:
         cfg = self.config
@@ -937,7 +919,7 @@ class Connection:
         if not ok:
             self._trace("open:not-allowed")
             text = f"NOT_ALLOWED - vhost {vhost} not found"
-            self._send_close(ConnectionClose(reply_code=ReplyCode.NOT_ALLOWED,
+            self._send_close(m.NAME, ConnectionClose(reply_code=ReplyCode.NOT_ALLOWED,
                                              reply_text=text[:255],
                                              class_id=m.CLASS_ID, method_id=m.METHOD_ID))
             events.append(ev.ProtocolViolation(ReplyCode.NOT_ALLOWED, "connection", 0, text,
@@ -945,7 +927,7 @@ class Connection:
             return
         self.virtual_host = vhost
         self._write_method(0, ConnectionOpenOk())
-        self.state = ConnState.OPEN
+        self._go("connection.open", ConnState.OPEN)
         events.append(ev.ConnectionOpened(vhost, self.channel_max, self.frame_max,
                                           self.heartbeat, self.peer_properties,
                                           self.mechanism or "", self.identity))
@@ -953,6 +935,70 @@ class Connection:
     def _on_connection_update_secret(self, m: Any, events: list[ev.Event]) -> None:
         self._write_method(0, ConnectionUpdateSecretOk())
         events.append(ev.MethodReceived(0, m, None))
+
+
+class _ChannelPort:
+    """The seam a :class:`~.channel.Channel` is given (:class:`~.channel.ChannelPort`):
+    these few calls are all a channel may ask of its connection."""
+
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+
+    @property
+    def client(self) -> bool:
+        return self._conn._is_client
+
+    @property
+    def settings(self) -> ChannelSettings:
+        return self._conn.config
+
+    @property
+    def blocked(self) -> bool:
+        return self._conn.blocked
+
+    def check_can_send(self) -> None:
+        self._conn._check_can_send()
+
+    def peer_capability(self, name: str) -> bool:
+        return self._conn._peer_capability(name)
+
+    def write_method(self, channel: int, method: Method) -> None:
+        self._conn._write_method(channel, method)
+
+    def write_content(self, channel: int, method: Method, properties: Properties | None,
+                      body: bytes | bytearray | memoryview) -> None:
+        self._conn._write_content(channel, method, properties, body)
+
+    def ended(self, channel: Channel) -> None:
+        conn = self._conn
+        if conn.channels.get(channel.id) is channel:
+            del conn.channels[channel.id]
+        conn._decoder.reset(channel.id)
+
+    def trace(self, state: str, inp: str) -> None:
+        if COVERAGE is not None:
+            COVERAGE.add(("channel", state, inp))
+
+
+#: The one dispatch of the connection's own frames: spec class -> handler.
+_CONNECTION_HANDLERS: dict[type[Method], Callable[[Connection, Any, list[ev.Event]], None]] = {
+    ConnectionClose: Connection._on_connection_close,
+    ConnectionCloseOk: Connection._on_connection_close_ok,
+    ConnectionStart: Connection._on_connection_start,
+    ConnectionSecure: Connection._on_connection_secure,
+    ConnectionTune: Connection._on_connection_tune,
+    ConnectionOpenOk: Connection._on_connection_open_ok,
+    ConnectionBlocked: Connection._on_connection_blocked,
+    ConnectionUnblocked: Connection._on_connection_unblocked,
+    ConnectionUpdateSecretOk: Connection._on_connection_update_secret_ok,
+    ConnectionStartOk: Connection._on_connection_start_ok,
+    ConnectionSecureOk: Connection._on_connection_secure_ok,
+    ConnectionTuneOk: Connection._on_connection_tune_ok,
+    ConnectionOpen: Connection._on_connection_open,
+    ConnectionUpdateSecret: Connection._on_connection_update_secret,
+}
 
 
 if TYPE_CHECKING:
