@@ -587,10 +587,10 @@ class Broker:
 
     def _deliver(self, q: QueueState, c: Consumer) -> bool:
         s = c.session
-        if s.state is not SessionState.ATTACHED or s.failed or s._conn is None:
+        if s.state is not SessionState.ATTACHED or s.failed or s.connection is None:
             return False
         st = self.sessions.get(s)
-        bc = self._by_core.get(id(s._conn))
+        bc = self._by_core.get(id(s.connection))
         if st is None or st.outbox:
             return False  # what it owes goes first
         if bc is not None and bc.output_full:
@@ -796,14 +796,14 @@ class Broker:
             if st is None:
                 del self._holding[s]
                 continue
-            if s.state is not SessionState.ATTACHED or s.resuming or s._conn is None:
+            if s.state is not SessionState.ATTACHED or s.resuming or s.connection is None:
                 continue
-            ids = [i for i in st.held_back if i in s._in_outstanding]
+            ids = [i for i in st.held_back if s.awaits_completion(i)]
             st.held_back.clear()
             del self._holding[s]
             if ids:
                 s.complete(ids)
-            bc = self._by_core.get(id(s._conn))
+            bc = self._by_core.get(id(s.connection))
             if bc is not None:
                 self._touched.add(bc)
 
@@ -1181,7 +1181,7 @@ class BrokerConnection:
     def _on_detached(self, e: ev.SessionDetached) -> None:
         """Sessions that are neither attached nor parked are over."""
         s = self._sessions.get(e.name)
-        if s is None or s._conn is not None:
+        if s is None or s.connection is not None:
             return  # attached again (here or elsewhere)
         del self._sessions[e.name]
         if not s.timeout:
@@ -1203,7 +1203,7 @@ class BrokerConnection:
             st = b.sessions.get(s)
             if st is not None and st.owner is self:
                 st.owner = None
-            if s._conn is None and s.state is SessionState.DETACHED and not s.timeout:
+            if s.connection is None and s.state is SessionState.DETACHED and not s.timeout:
                 b.end_session(s)
         self._sessions.clear()
         log.info("connection from %s ended%s", self._who,
@@ -1254,7 +1254,7 @@ class BrokerConnection:
     def _send_item(self, s: Session, item: tuple[Any, ...]) -> None:
         kind = item[0]
         if kind == "result":
-            if item[1] in s._in_outstanding:
+            if s.awaits_completion(item[1]):
                 s.send_result(item[1], item[2])
         elif kind == "command":
             s.send(item[1])
@@ -1311,7 +1311,7 @@ class BrokerConnection:
         except _Fail as f:
             self._exception(s, e.command_id, e.transfer, f)
             return
-        if e.command_id in s._in_outstanding:  # id not reused (fuzz finding 3)
+        if s.awaits_completion(e.command_id):  # id not reused (fuzz finding 3)
             if self.broker.pressed:
                 self.broker.hold_back(s, e.command_id)  # pushed back: completed later
             else:
@@ -1388,7 +1388,7 @@ class BrokerConnection:
             self._exception(s, e.command_id, cmd,
                             _Fail(d.code(self.broker.error_codes), d.text, d.field))
             return
-        if e.command_id not in s._in_outstanding:
+        if not s.awaits_completion(e.command_id):
             return  # its id was reused before it was answered (fuzz finding 3)
         if result is not None:
             if s.state is SessionState.ATTACHED:

@@ -350,7 +350,7 @@ class Monitor(MonitorBase):
         offered = self._offered_frame_max
         fm = self._our_tune[1]
         if fm >= FRAME_MIN_SIZE and (not offered or fm <= offered):
-            self.core._decoder.max_frame_size = fm
+            self.core.max_frame_size_in = fm
 
     def _our_channel_method(self, ch: int, c: _Ch, m: Any) -> None:
         name = m.NAME
@@ -460,7 +460,7 @@ class Monitor(MonitorBase):
         buf = self._peer_buf
         buf += data
         pos = 0
-        limit = self.core._decoder.max_frame_size - 8
+        limit = self.core.max_frame_size_in - 8
         while len(buf) - pos >= 7:
             ftype, ch, size = _FRAME_HDR.unpack_from(buf, pos)
             end = pos + 7 + size

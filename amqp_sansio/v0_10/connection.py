@@ -55,9 +55,10 @@ from ..sasl_negotiator import (
     client_mechanisms,
 )
 from ..serial import SerialOrderError
+from ..transitions import next_state
 from . import events as ev
 from ._specbase import Command, Control, Struct
-from .codes import CloseCode, DetachCode, ErrorCode
+from .codes import CloseCode, DetachCode
 from .framing import (
     DEFAULT_MAX_BODY_SIZE,
     DEFAULT_MAX_SEGMENT_SIZE,
@@ -73,7 +74,7 @@ from .framing import (
     encode_command,
     encode_control,
 )
-from .session import SESSION_TRANSITIONS, Session, SessionState, SessionStore
+from .session import Session, SessionState, SessionStore, SessionViolation
 from .spec import (
     ConnectionClose,
     ConnectionCloseOk,
@@ -87,12 +88,8 @@ from .spec import (
     ConnectionStartOk,
     ConnectionTune,
     ConnectionTuneOk,
-    ExecutionException,
-    ExecutionResult,
-    MessageTransfer,
     SessionAttach,
     SessionAttached,
-    SessionCommandPoint,
     SessionDetached,
 )
 
@@ -122,42 +119,59 @@ class ConnState(enum.Enum):
 
 S = ConnState
 _HANDSHAKE_CLOSE = {"connection.close": (S.CLOSED,), "close()": (S.CLOSING,),
-                    "connection.heartbeat": None}
+                    "heartbeat": None, "eof": (S.CLOSED,)}
 
 # role -> state -> input -> possible next states (None: state unchanged).
-# "header"/"bad-header" are the peer's protocol header; "eof" the end of input.
+# Inputs (one vocabulary with 0-9-1, see amqp_sansio/transitions.py): control
+# names on channel 0, "header"/"bad-header" (the peer's protocol header),
+# "heartbeat", "channel" (session traffic, for the sessions' own table),
+# "eof" (the end of input) and the local "close()".
 CONNECTION_TRANSITIONS: dict[Role, dict[ConnState, dict[str, tuple[ConnState, ...] | None]]] = {
     Role.CLIENT: {
         S.AWAIT_HEADER: {"header": (S.AWAIT_START,), "bad-header": (S.CLOSED,),
-                         "close()": (S.CLOSED,)},
+                         "close()": (S.CLOSED,), "eof": (S.CLOSED,)},
         S.AWAIT_START: {"connection.start": (S.AWAIT_TUNE,), **_HANDSHAKE_CLOSE},
         S.AWAIT_TUNE: {"connection.secure": (S.AWAIT_TUNE,),
                        "connection.tune": (S.AWAIT_OPEN_OK,), **_HANDSHAKE_CLOSE},
         S.AWAIT_OPEN_OK: {"connection.open-ok": (S.OPEN,), "connection.redirect": (S.CLOSED,),
                           **_HANDSHAKE_CLOSE},
         S.OPEN: {"connection.close": (S.CLOSED,), "close()": (S.CLOSING,),
-                 "connection.heartbeat": None, "session": None},
+                 "heartbeat": None, "channel": None, "eof": (S.CLOSED,)},
         S.CLOSING: {"connection.close-ok": (S.CLOSED,), "connection.close": (S.CLOSING,),
-                    "connection.heartbeat": None, "session": None},
+                    "heartbeat": None, "channel": None, "eof": (S.CLOSED,)},
         S.CLOSED: {},
     },
     Role.SERVER: {
         S.AWAIT_HEADER: {"header": (S.AWAIT_START_OK,), "bad-header": (S.CLOSED,),
-                         "close()": (S.CLOSED,)},
+                         "close()": (S.CLOSED,), "eof": (S.CLOSED,)},
         S.AWAIT_START_OK: {"connection.start-ok": (S.AWAIT_SECURE_OK, S.AWAIT_TUNE_OK, S.CLOSED),
                            **_HANDSHAKE_CLOSE},
         S.AWAIT_SECURE_OK: {"connection.secure-ok": (S.AWAIT_SECURE_OK, S.AWAIT_TUNE_OK,
                                                      S.CLOSED),
                             **_HANDSHAKE_CLOSE},
         S.AWAIT_TUNE_OK: {"connection.tune-ok": (S.AWAIT_OPEN, S.CLOSED), **_HANDSHAKE_CLOSE},
-        S.AWAIT_OPEN: {"connection.open": (S.OPEN, S.CLOSING), **_HANDSHAKE_CLOSE},
+        S.AWAIT_OPEN: {"connection.open": (S.OPEN, S.CLOSING, S.CLOSED),  # CLOSED: redirect
+                       **_HANDSHAKE_CLOSE},
         S.OPEN: {"connection.close": (S.CLOSED,), "close()": (S.CLOSING,),
-                 "connection.heartbeat": None, "session": None},
+                 "heartbeat": None, "channel": None, "eof": (S.CLOSED,)},
         S.CLOSING: {"connection.close-ok": (S.CLOSED,), "connection.close": (S.CLOSING,),
-                    "connection.heartbeat": None, "session": None},
+                    "heartbeat": None, "channel": None, "eof": (S.CLOSED,)},
         S.CLOSED: {},
     },
 }
+
+#: Inputs legal in every state but CLOSED (kept out of the rows): ``lost``
+#: -- the peer went silent (heartbeat timeout); ``violation`` -- it broke the
+#: protocol at connection scope (close queued, or the socket dropped).
+UNIVERSAL_INPUTS: dict[str, tuple[ConnState, ...]] = {
+    "lost": (S.CLOSED,), "violation": (S.CLOSED,)}
+
+
+def transition(role: Role, state: ConnState, inp: str, to: ConnState | None = None
+               ) -> ConnState:
+    """The state after ``inp``: the only way a connection's state changes."""
+    return next_state(CONNECTION_TRANSITIONS[role], state, inp, to, UNIVERSAL_INPUTS)
+
 
 # Transition coverage: tests set this to a set() and read what was exercised.
 COVERAGE: set[tuple[str, str, str]] | None = None
@@ -286,7 +300,7 @@ class Connection:
         self._offered_tune: ConnectionTune | None = None
         self._close_sent = False
         self._sent_close: tuple[int, str | None] = (CloseCode.NORMAL, None)  # what our close said
-        self._streams: dict[int, int] = {}  # channel -> command id of a streaming body
+        self._session_port = _SessionPort(self)  # what its sessions see of it
         self.closed_reason: str | None = None
         # SASL security layer hook (see install_security_layer).
         self._sec_encode: Callable[[bytes], bytes] | None = None
@@ -297,6 +311,17 @@ class Connection:
     # ------------------------------------------------------------------ API
     def __repr__(self) -> str:
         return f"<Connection {self.role.value} {self.state.name} sessions={len(self.sessions)}>"
+
+    @property
+    def max_frame_size_in(self) -> int:
+        """The largest frame accepted from the peer (the negotiated size once
+        tuned).  A monitor that knows better -- the fuzzer holds a peer to
+        the size *it* sent -- may set it."""
+        return self._decoder.max_frame_size
+
+    @max_frame_size_in.setter
+    def max_frame_size_in(self, size: int) -> None:
+        self._decoder.max_frame_size = size
 
     @property
     def heartbeat(self) -> int | None:
@@ -323,7 +348,8 @@ class Connection:
         if self.state is ConnState.CLOSED:
             return events
         if not data:
-            self._lose("peer closed the connection", events)
+            self._trace("eof")
+            self._lose("peer closed the connection", events, "eof")
             return events
         if self._sec_decode is not None:
             data = self._sec_decode(data)
@@ -359,7 +385,7 @@ class Connection:
             self._now = now
         if self.state in (ConnState.OPEN, ConnState.CLOSING):
             for s in list(self.sessions.values()):
-                for ctl in s._pending_controls():
+                for ctl in s.pending_controls():
                     self._write_control(s.channel, ctl)
         if not self._out:
             return b""
@@ -377,7 +403,7 @@ class Connection:
             idle, send = self._hb.poll(now)
             if idle is not None:
                 events.append(ev.HeartbeatTimeout(idle))
-                self._lose("heartbeat timeout", events)
+                self._lose("heartbeat timeout", events, "lost")
                 return events
             if send:
                 self._write_control(0, ConnectionHeartbeat())
@@ -404,14 +430,14 @@ class Connection:
             raise LocalProtocolError("close already sent")
         self._trace("close()")
         if self.state is ConnState.AWAIT_HEADER:
-            self.state = ConnState.CLOSED
+            self._go("close()")
             self.closed_reason = "closed before the handshake"
             self._out.clear()  # nothing to say to a peer we never heard from
             return
         self._write_control(0, ConnectionClose(reply_code=code, reply_text=text))
         self._close_sent = True
         self._sent_close = (code, text)
-        self.state = ConnState.CLOSING
+        self._go("close()")
 
     def attach(self, name: bytes, *, channel: int | None = None, force: bool = False,
                timeout: int | None = None) -> Session:
@@ -444,31 +470,29 @@ class Connection:
         store = self.config.session_store
         session = None
         if store is not None:
-            held = store._held_elsewhere(self._principal(), name, self)
+            held = store.held_elsewhere(self._principal(), name, self)
             if held is not None:
                 if not force:
                     raise LocalProtocolError(f"session {name!r} is attached on another "
                                              "connection (attach with force=True to take it)")
-                held[1]._surrender(held[0])
+                held[1].surrender(held[0])
                 session = held[0]
             else:
                 session = store.take(self._principal(), name)
         resumed = session is not None
         if session is None:
             session = Session(name)
-        session._trace("attach()")
-        session._bind(self, channel)
-        session.state = SessionState.ATTACHING  # commands may be pipelined at once
+        session.bind(self, self._session_port, channel, "attach()")  # commands may follow
         self.sessions[channel] = session
         self._by_name[name] = session
         if store is not None:
-            store._attach(self._principal(), session, self)
+            store.attach(self._principal(), session, self)
         self._write_control(channel, SessionAttach(name=name, force=force))
         if timeout is not None:
             session.request_timeout(timeout)
             session.timeout = timeout  # until the peer grants less
         if resumed:
-            session._start_resume(self)
+            session.resume()
         return session
 
     def install_security_layer(self, encode: Callable[[bytes], bytes],
@@ -496,6 +520,9 @@ class Connection:
         if COVERAGE is not None:
             COVERAGE.add((self.role.value, self.state.name, inp))
 
+    def _go(self, inp: str, to: ConnState | None = None) -> None:
+        self.state = transition(self.role, self.state, inp, to)
+
     def _principal(self) -> tuple[str | None, str | None]:
         """What session names are scoped by: the authenticated identity (rule
         scoping) and the virtual host (a vhost is a namespace of its own)."""
@@ -510,18 +537,12 @@ class Connection:
     def _write_control(self, channel: int | None, ctl: Control) -> None:
         self._emit_raw(encode_control(channel or 0, ctl, self._out_frame_max))
 
-    def _write_command(self, session: Session, cmd: Command, sync: bool,
+    def _write_command(self, channel: int, cmd: Command, sync: bool,
                        headers: tuple[Struct, ...], body: bytes | None,
                        header_data: bytes | None = None) -> None:
-        self._emit_raw(encode_command(session.channel or 0, cmd, sync=sync, headers=headers,
-                                      body=body, max_frame_size=self._out_frame_max,
+        self._emit_raw(encode_command(channel, cmd, sync=sync, headers=headers, body=body,
+                                      max_frame_size=self._out_frame_max,
                                       header_data=header_data))
-
-    def _ensure_command_point(self, session: Session) -> None:
-        if session._need_command_point:
-            self._write_control(session.channel, SessionCommandPoint(
-                command_id=session.next_out_id, command_offset=0))
-            session._need_command_point = False
 
     def _grant_timeout(self, requested: int | None) -> int:
         limit = self.config.max_session_timeout if isinstance(self.config, ServerConfig) else (
@@ -544,9 +565,7 @@ class Connection:
                     server_properties=cfg.server_properties,
                     mechanisms=list(self._server_sasl.offered),
                     locales=list(cfg.locales)))
-                self.state = ConnState.AWAIT_START_OK
-            else:
-                self.state = ConnState.AWAIT_START
+            self._go("header")
             return bytes(rest)
         self._bad_header(header, events)
         return b""
@@ -557,7 +576,7 @@ class Connection:
         if self.role is Role.SERVER:
             # Tell the peer what we speak, then drop the socket (no control).
             self._emit_raw(PROTOCOL_HEADER)
-        self.state = ConnState.CLOSED
+        self._go("bad-header")
         self.closed_reason = "protocol header mismatch"
 
     def _fail(self, e: ConnectionViolation, events: list[ev.Event]) -> None:
@@ -568,14 +587,14 @@ class Connection:
         if may_close and not self._close_sent:
             self._write_control(0, ConnectionClose(reply_code=code, reply_text=e.message[:255]))
             self._close_sent = True
-        self._lose(e.message, [])
+        self._lose(e.message, [], "violation")
         events.append(ev.ProtocolViolation(code, "connection", e.channel, e.message,
                                            "connection.close" if self._close_sent else "none"))
 
-    def _lose(self, reason: str, events: list[ev.Event]) -> None:
+    def _lose(self, reason: str, events: list[ev.Event], inp: str) -> None:
         if self.state is ConnState.CLOSED:
             return
-        self.state = ConnState.CLOSED
+        self._go(inp, ConnState.CLOSED)
         self.closed_reason = reason
         events.append(ev.ConnectionLost(reason))
         self._detach_all()
@@ -583,8 +602,7 @@ class Connection:
     def _detach_all(self) -> None:
         store = self.config.session_store
         for s in list(self.sessions.values()):
-            s._trace("transport-lost")
-            s._unbind()
+            s.unbind("transport-lost")
             if store is not None:
                 store.park(self._principal(), s, self._now)
         self.sessions.clear()
@@ -614,7 +632,10 @@ class Connection:
             if session is None:
                 self._not_attached(item.channel, events)
                 return
-            self._on_command_item(session, item, events)
+            try:
+                session.handle_command(item, events)
+            except SessionViolation as e:
+                self._session_violation(session, e.message, e.code, events)
             return
         assert t is ControlAssembly
         ctl = item.control
@@ -629,7 +650,7 @@ class Connection:
             raise ConnectionViolation(f"session traffic on channel {channel} before the "
                                       "connection is open", CloseCode.FRAMING_ERROR,
                                       channel=channel)
-        self._trace("session")  # a legal input here (traced only once it is)
+        self._trace("channel")  # a legal input here (traced only once it is)
         if channel >= self.channel_max:
             raise ConnectionViolation(f"channel {channel} is beyond channel-max "
                                       f"{self.channel_max}", CloseCode.FRAMING_ERROR,
@@ -650,7 +671,7 @@ class Connection:
         if self.state is ConnState.CLOSING and name not in (
                 "connection.close-ok", "connection.close", "connection.heartbeat"):
             return  # discard everything but the close handshake
-        self._allowed(name)
+        self._allowed("heartbeat" if name == "connection.heartbeat" else name)
         _CONNECTION_HANDLERS[type(ctl)](self, ctl, events)
 
     def _on_connection_heartbeat(self, ctl: Any, events: list[ev.Event]) -> None:
@@ -660,13 +681,13 @@ class Connection:
         self._write_control(0, ConnectionCloseOk())
         if self.state is ConnState.CLOSING:
             return  # simultaneous close: our close-ok is on its way, keep waiting
-        self.state = ConnState.CLOSED
+        self._go("connection.close")
         self.closed_reason = f"closed by peer ({ctl.reply_code})"
         events.append(ev.ConnectionClosed(int(ctl.reply_code), ctl.reply_text, by_peer=True))
         self._detach_all()
 
     def _on_connection_close_ok(self, ctl: Any, events: list[ev.Event]) -> None:
-        self.state = ConnState.CLOSED
+        self._go("connection.close-ok")
         self.closed_reason = "closed"
         code, text = self._sent_close
         events.append(ev.ConnectionClosed(code, text, by_peer=False))
@@ -690,7 +711,7 @@ class Connection:
         self._write_control(0, ConnectionStartOk(
             client_properties=cfg.client_properties, mechanism=choice,
             response=response, locale=locale))
-        self.state = ConnState.AWAIT_TUNE
+        self._go("connection.start")
 
     def _note_choice(self, start: Any) -> None:
         assert self._client_sasl is not None
@@ -744,7 +765,7 @@ class Connection:
                                               capabilities=list(cfg.capabilities) or None,
                                               insist=cfg.insist))
         self.virtual_host = cfg.virtual_host
-        self.state = ConnState.AWAIT_OPEN_OK
+        self._go("connection.tune")
 
     def _apply_tune(self, channel_max: int, frame: int, heartbeat: int | None) -> None:
         self.channel_max = channel_max
@@ -761,7 +782,7 @@ class Connection:
         d.max_pending_size = cfg.max_segment_size + cfg.max_body_size
 
     def _on_connection_open_ok(self, ctl: Any, events: list[ev.Event]) -> None:
-        self.state = ConnState.OPEN
+        self._go("connection.open-ok")
         self._open_limits()
         self._hb.arm(self._now)
         events.append(ev.ConnectionOpened(
@@ -770,7 +791,7 @@ class Connection:
             tuple(str(h) for h in (ctl.known_hosts or ()))))
 
     def _on_connection_redirect(self, ctl: Any, events: list[ev.Event]) -> None:
-        self.state = ConnState.CLOSED
+        self._go("connection.redirect")
         self.closed_reason = f"redirected to {ctl.host}"
         events.append(ev.ConnectionRedirected(str(ctl.host),
                                               tuple(str(h) for h in (ctl.known_hosts or ()))))
@@ -788,14 +809,14 @@ class Connection:
                                       close=False)
         self.peer_properties = dict(ctl.client_properties or {})
         self.mechanism = ctl.mechanism
-        self._sasl_step(lambda: negotiator.start(ctl.mechanism, ctl.response or b""))
+        self._sasl_step(ctl.NAME, lambda: negotiator.start(ctl.mechanism, ctl.response or b""))
 
     def _on_connection_secure_ok(self, ctl: Any, events: list[ev.Event]) -> None:
         negotiator = self._server_sasl
         assert negotiator is not None
-        self._sasl_step(lambda: negotiator.step(ctl.response or b""))
+        self._sasl_step(ctl.NAME, lambda: negotiator.step(ctl.response or b""))
 
-    def _sasl_step(self, fn: Callable[[], sasl.ServerStep]) -> None:
+    def _sasl_step(self, inp: str, fn: Callable[[], sasl.ServerStep]) -> None:
         try:
             step = fn()
         except sasl.SaslError as e:
@@ -803,7 +824,7 @@ class Connection:
                                       CloseCode.CONNECTION_FORCED) from None
         if not step.done:
             self._write_control(0, ConnectionSecure(challenge=step.challenge or b""))
-            self.state = ConnState.AWAIT_SECURE_OK
+            self._go(inp, ConnState.AWAIT_SECURE_OK)
             return
         self.identity = step.identity
         cfg = self.config
@@ -812,7 +833,7 @@ class Connection:
                               heartbeat_min=cfg.heartbeat_min, heartbeat_max=cfg.heartbeat_max)
         self._offered_tune = tune
         self._write_control(0, tune)
-        self.state = ConnState.AWAIT_TUNE_OK
+        self._go(inp, ConnState.AWAIT_TUNE_OK)
 
     def _on_connection_tune_ok(self, ctl: Any, events: list[ev.Event]) -> None:
         offered = self._offered_tune
@@ -841,7 +862,7 @@ class Connection:
                                           CloseCode.FRAMING_ERROR)
         frame = fm if fm is not None else (offered.max_frame_size or MAX_FRAME_SIZE)
         self._apply_tune(cm, frame, hb)
-        self.state = ConnState.AWAIT_OPEN
+        self._go("connection.tune-ok", ConnState.AWAIT_OPEN)
 
     def _on_connection_open(self, ctl: Any, events: list[ev.Event]) -> None:
         cfg = self.config
@@ -855,7 +876,7 @@ class Connection:
             self._write_control(0, ConnectionClose(reply_code=CloseCode.INVALID_PATH,
                                                    reply_text=f"no virtual host {vhost!r}"))
             self._close_sent = True
-            self.state = ConnState.CLOSING
+            self._go("connection.open", ConnState.CLOSING)
             events.append(ev.ProtocolViolation(CloseCode.INVALID_PATH, "connection", 0,
                                                f"unknown virtual host {vhost!r}",
                                                "connection.close"))
@@ -865,12 +886,12 @@ class Connection:
             if target:
                 self._write_control(0, ConnectionRedirect(host=target,
                                                           known_hosts=list(cfg.known_hosts)))
-                self.state = ConnState.CLOSED
+                self._go("connection.open", ConnState.CLOSED)
                 self.closed_reason = f"redirected client to {target}"
                 return
         self.virtual_host = vhost
         self._write_control(0, ConnectionOpenOk(known_hosts=list(cfg.known_hosts)))
-        self.state = ConnState.OPEN
+        self._go("connection.open", ConnState.OPEN)
         self._open_limits()
         self._hb.arm(self._now)
         events.append(ev.ConnectionOpened(vhost, self.channel_max, self.max_frame_size,
@@ -896,7 +917,7 @@ class Connection:
         else:
             stray = session.state is SessionState.ATTACHING
         if stray:
-            session._trace("stray")
+            session.note_stray()
         return stray
 
     def _not_attached(self, channel: int, events: list[ev.Event]) -> None:
@@ -911,32 +932,33 @@ class Connection:
         self._write_control(ch, SessionDetached(name=session.name, code=code))
         events.append(ev.ProtocolViolation(code, "session", ch, message, "session.detached"))
         events.append(ev.SessionDetached(ch or 0, session.name, code, by_peer=False))
-        self._drop_session(session)
+        self._drop_session(session, "violation")
 
-    def _drop_session(self, session: Session) -> None:
+    def _drop_session(self, session: Session, inp: str) -> None:
         ch = session.channel
         if ch is not None:
             self.sessions.pop(ch, None)
         self._by_name.pop(session.name, None)
-        session._unbind()
+        session.unbind(inp)
         store = self.config.session_store
         if store is not None:
             store.park(self._principal(), session, self._now)
 
-    def _surrender(self, session: Session) -> None:
-        """Another connection forced an attach of ``session``: it leaves this
-        one (told session-busy on its channel) with its state, unparked."""
+    def surrender(self, session: Session) -> None:
+        """Another connection forced an attach of ``session`` (they share a
+        :class:`SessionStore`): it leaves this one -- told session-busy on its
+        channel -- with its state, unparked."""
         ch = session.channel
         if ch is not None and self.state in (ConnState.OPEN, ConnState.CLOSING):
-            self._write_control(ch, SessionDetached(name=session.name, code=1))
+            self._write_control(ch, SessionDetached(name=session.name,
+                                                    code=DetachCode.SESSION_BUSY))
         if ch is not None:
             self.sessions.pop(ch, None)
         self._by_name.pop(session.name, None)
-        session._trace("transport-lost")
-        session._unbind()
+        session.unbind("transport-lost")
         store = self.config.session_store
         if store is not None:
-            store._release(self._principal(), session)
+            store.release(self._principal(), session)
 
     def _on_session_control(self, channel: int, ctl: Control, events: list[ev.Event]) -> None:
         name = ctl.NAME
@@ -959,45 +981,22 @@ class Connection:
                 return
             self._not_attached(channel, events)
             return
-        allowed = SESSION_TRANSITIONS[session.state]
-        if name not in allowed:
-            self._session_violation(session, f"{name} in session state {session.state.name}",
-                                    DetachCode.NOT_ATTACHED, events)
+        try:
+            outcome = session.handle_control(ctl, events)
+        except SessionViolation as e:
+            self._session_violation(session, e.message, e.code, events)
             return
-        if name == "session.attached":
-            session._trace(name)
-            if session.state is SessionState.ATTACHING:
-                self._refused_channels.discard(channel)
-                session.state = SessionState.ATTACHED
-                events.append(ev.SessionAttached(channel, session.name))
-            return  # already attached: the peer attached it too (simultaneous)
-        if name == "session.detach":
-            session._trace(name)
-            self._write_control(channel, SessionDetached(name=session.name, code=DetachCode.NORMAL))
-            events.append(ev.SessionDetached(channel, session.name, 0, by_peer=True))
-            self._drop_session(session)
-            return
-        if name == "session.detached":
-            session._trace(name)
-            code = int(getattr(ctl, "code", 0) or 0)
-            events.append(ev.SessionDetached(channel, session.name, code,
-                                             by_peer=session.state is not SessionState.DETACHING))
-            self._drop_session(session)
-            return
-        session._on_control(ctl, events)
+        if outcome == "attached":
+            self._refused_channels.discard(channel)
+        elif outcome == "ended":
+            self._drop_session(session, name)
 
     def _on_attach(self, channel: int, ctl: Any, events: list[ev.Event]) -> None:
         name = bytes(ctl.name or b"")
         current = self.sessions.get(channel)
         if current is not None:
-            current._trace("session.attach")
-            if current.name == name:
-                self._write_control(channel, SessionAttached(name=name))  # idempotent
-                if current.state is SessionState.ATTACHING:
-                    # Both ends attached this name at once: it is attached.
-                    current.state = SessionState.ATTACHED
-                    events.append(ev.SessionAttached(channel, name))
-                return
+            if current.peer_attach_crossed(name, events):
+                return  # our own name: attached (both ends attached it at once)
             self._write_control(channel, SessionDetached(name=name, code=DetachCode.TRANSPORT_BUSY))
             self._refused_channels.add(channel)
             return
@@ -1017,129 +1016,64 @@ class Connection:
         else:
             store = self.config.session_store
             # (``is not None``: an empty store is falsy -- it has a length.)
-            held = (store._held_elsewhere(self._principal(), name, self)
+            held = (store.held_elsewhere(self._principal(), name, self)
                     if store is not None else None)
             if held is not None:
                 # One transport per session (rule: session-busy) until the old
                 # attachment is detached or found dead -- unless the peer forces.
                 if not ctl.force:
-                    self._write_control(channel, SessionDetached(name=name, code=1))
+                    self._write_control(channel, SessionDetached(
+                        name=name, code=DetachCode.SESSION_BUSY))
                     self._refused_channels.add(channel)
                     return
-                held[1]._surrender(held[0])
+                held[1].surrender(held[0])
                 session = held[0]
             else:
                 session = (store.take(self._principal(), name) if store is not None else None
                            ) or Session(name)
         self._refused_channels.discard(channel)
-        session._trace("session.attach")
-        resumed = session._have_state or bool(session._replay)
-        session._bind(self, channel)
-        session.state = SessionState.ATTACHED
+        resumed = session.has_state
+        session.bind(self, self._session_port, channel, "session.attach")
         self.sessions[channel] = session
         self._by_name[name] = session
         if self.config.session_store is not None:
-            self.config.session_store._attach(self._principal(), session, self)
+            self.config.session_store.attach(self._principal(), session, self)
         self._write_control(channel, SessionAttached(name=name))
         events.append(ev.SessionAttached(channel, name))
-        if resumed:
-            session._start_resume(self)
-        elif session._need_command_point is False:
-            session._need_command_point = True
-
-    # -- commands ---------------------------------------------------------------
-    def _on_command_item(self, session: Session, item: Any, events: list[ev.Event]) -> None:
-        ch = item.channel
-        t = type(item)
-        if t is BodyChunk:
-            cid = self._streams.get(ch)
-            if cid is not None:
-                events.append(ev.MessageBodyChunk(ch, cid, item.data, item.last))
-                if item.last:
-                    del self._streams[ch]
-            return
-        if session.state is SessionState.DETACHING:
-            session._trace("command")
-            return  # detach under way: the peer will replay to a resumed session
-        session._trace("command")
-        cid, duplicate = session._take_incoming_id()
-        if cid is None:
-            self._session_violation(session, "command before any command-point",
-                                    DetachCode.UNKNOWN_IDS, events)
-            return
-        if duplicate:
-            return
-        if session.failed:
-            return  # after an exception nothing more is executed
-        if t is InvalidCommand:
-            e = item.error
-            events.append(ev.ProtocolViolation(e.code, "execution", ch, e.message,
-                                               "execution.exception"))
-            session.send_exception(e.code, command_id=cid, class_code=e.class_code,
-                                   command_code=e.command_code, field_index=e.field_index,
-                                   description=e.message[:0xFFFF])
-            return
-        cmd = item.command
-        missing = session._on_command(cid, cmd, item.sync)
-        if missing is not None:
-            index = next(f.index for f in cmd.FIELDS if f.name == missing)
-            message = f"{cmd.NAME} without its required {missing}"
-            events.append(ev.ProtocolViolation(ErrorCode.ILLEGAL_ARGUMENT, "execution", ch, message,
-                                               "execution.exception"))
-            session.send_exception(ErrorCode.ILLEGAL_ARGUMENT, command_id=cid,
-                                   class_code=cmd.CLASS_CODE,
-                                   command_code=cmd.CODE, field_index=index,
-                                   description=message)
-            return
-        if t is CommandHead:
-            self._streams[ch] = cid
-            events.append(ev.MessageHeadReceived(ch, cid, cmd, item.headers, item.sync,
-                                                 session=session))
-            return
-        if isinstance(cmd, MessageTransfer):
-            events.append(ev.MessageReceived(ch, cid, cmd, item.headers,
-                                             item.body if item.body is not None else b"",
-                                             item.sync, session=session))
-            return
-        if isinstance(cmd, ExecutionResult):
-            expected = session._on_result(cmd.command_id)
-            if expected is None:
-                events.append(ev.ProtocolViolation(ErrorCode.COMMAND_INVALID, "execution", ch,
-                                                   f"result for unknown command "
-                                                   f"{cmd.command_id}", "none"))
-            elif cmd.value is not None and not isinstance(cmd.value, expected):
-                # Not what the command returns: an application reading its
-                # fields would fail obscurely; it hears of the violation.
-                events.append(ev.ProtocolViolation(
-                    ErrorCode.INVALID_ARGUMENT, "execution", ch,
-                    f"result for command {cmd.command_id} is a {type(cmd.value).__name__}, "
-                    f"not a {expected.__name__}", "none"))
-            else:
-                events.append(ev.ResultReceived(ch, cmd.command_id, cmd.value))
-            session.complete(cid)
-            return
-        if isinstance(cmd, ExecutionException):
-            session.failed = True
-            session._fail_pending()
-            events.append(ev.ExceptionReceived(
-                ch, int(cmd.error_code), cmd.command_id, cmd.class_code, cmd.command_code,
-                cmd.field_index, cmd.description, cmd.error_info))
-            session.complete(cid)
-            return
-        if cmd.NAME == "execution.sync":
-            # The core completes it once every earlier command is complete.
-            session._sync_waiting.append(cid)
-            session._check_barriers()
-            return
-        events.append(ev.CommandReceived(ch, cid, cmd, item.sync, item.headers, item.body,
-                                         session=session))
-        if self.role is Role.CLIENT and cmd.NAME in _CLIENT_NOTICES:
-            # The broker's verdict on our own publishes: nothing for the
-            # application to execute, so it is complete once reported.
-            session.complete(cid)
+        session.peer_attached(resumed)
 
 
-_CLIENT_NOTICES = frozenset({"message.accept", "message.reject"})
+class _SessionPort:
+    """The seam a :class:`~.session.Session` is given (:class:`~.session.SessionPort`):
+    these few calls are all a session may ask of its connection."""
+
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+
+    @property
+    def closing(self) -> bool:
+        return self._conn._close_sent or self._conn.closed
+
+    @property
+    def eager_known_completed(self) -> bool:
+        return self._conn.config.known_completed == "eager"
+
+    @property
+    def client(self) -> bool:
+        return self._conn.role is Role.CLIENT
+
+    def write_control(self, channel: int, control: Control) -> None:
+        self._conn._write_control(channel, control)
+
+    def write_command(self, channel: int, command: Command, sync: bool,
+                      headers: tuple[Struct, ...], body: bytes | None,
+                      header_data: bytes | None = None) -> None:
+        self._conn._write_command(channel, command, sync, headers, body, header_data)
+
+    def grant_timeout(self, requested: int | None) -> int:
+        return self._conn._grant_timeout(requested)
 
 
 #: The one dispatch of the connection's own frames: spec class -> handler.

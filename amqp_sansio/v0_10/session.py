@@ -36,41 +36,48 @@ drops replayed ids it already has, so nothing executes twice.
 
 from __future__ import annotations
 
-__all__ = ["Session", "SessionState", "SESSION_TRANSITIONS", "SessionStore"]
+__all__ = ["Session", "SessionState", "SESSION_TRANSITIONS", "transition", "SessionStore",
+           "SessionPort", "SessionHolder", "SessionViolation"]
 
 import enum
 import heapq
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
 
+from ..connection import SansIOConnection
 from ..errors import LocalProtocolError
 from ..serial import SequenceSet, serial_add, serial_diff, serial_le, serial_lt
+from ..transitions import next_state
 from . import events as ev
-from ._specbase import Command, Struct
-from .codes import DetachCode
+from ._specbase import Command, Control, Struct
+from .codes import DetachCode, ErrorCode
 from .flow import Credit
-from .framing import header_octets
+from .framing import BodyChunk, CommandHead, InvalidCommand, header_octets
 from .spec import (
     ExecutionException,
     ExecutionResult,
+    ExecutionSync,
+    MessageAccept,
     MessageCancel,
     MessageFlow,
+    MessageReject,
     MessageSetFlowMode,
     MessageStop,
     MessageSubscribe,
     MessageTransfer,
+    SessionAttached,
     SessionCommandPoint,
     SessionCompleted,
     SessionConfirmed,
+    SessionDetach,
+    SessionDetached,
     SessionExpected,
     SessionFlush,
     SessionGap,
     SessionKnownCompleted,
+    SessionRequestTimeout,
     SessionTimeout,
 )
-
-if TYPE_CHECKING:
-    from .connection import Connection
 
 
 class SessionState(enum.Enum):
@@ -90,6 +97,11 @@ SESSION_TRANSITIONS: dict[SessionState, dict[str, tuple[SessionState, ...]]] = {
     AI: {
         "session.attached": (A,),
         "session.detached": (D,),
+        # The peer attached on this channel too: the same name is attached
+        # at once, another is refused (transport-busy) and we keep waiting.
+        "session.attach": (A, AI),
+        "detach()": (DI,),  # detached before the attach was answered
+        "command": (AI,),  # the crossing peer's command (refused: unknown ids)
         "transport-lost": (D,),
         # Anything else here is the peer's traffic for its *own* attach on
         # this channel, which crossed ours and which we refused
@@ -132,8 +144,65 @@ SESSION_TRANSITIONS: dict[SessionState, dict[str, tuple[SessionState, ...]]] = {
     },
 }
 
+#: Inputs legal in every attached state: the peer broke a session rule and
+#: we detached it (``session.detached`` with the code).
+UNIVERSAL_INPUTS: dict[str, tuple[SessionState, ...]] = {"violation": (D,)}
+
+
+def transition(state: SessionState, inp: str, to: SessionState | None = None) -> SessionState:
+    """The state after ``inp``: the only way a session's state changes."""
+    return next_state(SESSION_TRANSITIONS, state, inp, to, UNIVERSAL_INPUTS)
+
+
 # Transition coverage: tests set this to a set() and read what was exercised.
 COVERAGE: set[tuple[str, str]] | None = None
+
+
+class SessionViolation(Exception):
+    """The peer broke a session rule (the connection detaches the session
+    with ``code``).  Raised by the session's handlers, never to the user."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+class SessionPort(Protocol):
+    """What a session may ask of the connection it is attached to: the whole
+    seam between them.  The connection hands one over when it binds the
+    session to a channel."""
+
+    @property
+    def closing(self) -> bool:
+        """The connection is closing (or closed): nothing more may be sent."""
+        ...
+
+    @property
+    def eager_known_completed(self) -> bool:
+        """Answer every ``session.completed`` with ``known-completed``."""
+        ...
+
+    @property
+    def client(self) -> bool: ...
+
+    def write_control(self, channel: int, control: Control) -> None: ...
+
+    def write_command(self, channel: int, command: Command, sync: bool,
+                      headers: tuple[Struct, ...], body: bytes | None,
+                      header_data: bytes | None = None) -> None: ...
+
+    def grant_timeout(self, requested: int | None) -> int:
+        """How long we keep a session's state when the peer asks for ``requested``."""
+        ...
+
+
+class SessionHolder(Protocol):
+    """A connection a :class:`SessionStore` records as holding a session."""
+
+    def surrender(self, session: Session) -> None:
+        """Another connection took ``session`` (a forced attach): let it go."""
+        ...
 
 _RANGES_BEFORE_TIMELY = 8  # ask for known-completed once our set fragments
 _RANGES_BEFORE_KNOWN = 64  # send known-completed unasked once what we owe fragments
@@ -160,7 +229,7 @@ class SessionStore:
 
     def __init__(self) -> None:
         self._detached: dict[tuple[Scope, bytes], tuple[Session, float | None]] = {}
-        self._attached: dict[tuple[Scope, bytes], tuple[Session, Connection]] = {}
+        self._attached: dict[tuple[Scope, bytes], tuple[Session, SessionHolder]] = {}
         # (expires, sequence, key) of parked sessions: expiry pops what is due
         # instead of scanning every parked session on every timer.
         self._expiries: list[tuple[float, int, tuple[Scope, bytes]]] = []
@@ -211,21 +280,24 @@ class SessionStore:
         return len(self._detached)
 
     # -- attachments ----------------------------------------------------------------
-    def holder(self, principal: Scope, name: bytes) -> Connection | None:
+    def holder(self, principal: Scope, name: bytes) -> SessionHolder | None:
         """The connection the named session is attached to now, if any."""
         entry = self._attached.get((principal, name))
         return entry[1] if entry else None
 
-    def _attach(self, principal: Scope, session: Session, conn: Connection) -> None:
+    def attach(self, principal: Scope, session: Session, conn: SessionHolder) -> None:
+        """``conn`` holds ``session`` now."""
         self._attached[(principal, session.name)] = (session, conn)
 
-    def _release(self, principal: Scope, session: Session) -> None:
+    def release(self, principal: Scope, session: Session) -> None:
+        """``session`` left its connection without being parked."""
         key = (principal, session.name)
         if self._attached.get(key, (None,))[0] is session:
             del self._attached[key]
 
-    def _held_elsewhere(self, principal: Scope, name: bytes,
-                        conn: Connection) -> tuple[Session, Connection] | None:
+    def held_elsewhere(self, principal: Scope, name: bytes,
+                       conn: SessionHolder) -> tuple[Session, SessionHolder] | None:
+        """The named session and the connection other than ``conn`` holding it."""
         entry = self._attached.get((principal, name))
         if entry is None or entry[1] is conn:
             return None
@@ -246,7 +318,8 @@ class Session:
         self.name = bytes(name)
         self.state = SessionState.DETACHED
         self.channel: int | None = None
-        self._conn: Connection | None = None
+        self._conn: SansIOConnection | None = None  # attached to (identity only)
+        self._port: SessionPort | None = None  # ... and what it may ask of it
         self.replay_window = replay_window
         self.timeout: int | None = 0  # granted execution-state timeout, seconds
         self.failed = False  # an execution.exception was sent or received
@@ -278,6 +351,7 @@ class Session:
         self.credits: dict[str, Credit] = {}
         self.subscriptions: set[str] = set()  # destinations the peer subscribed
         self._cancelled: set[str] = set()  # destinations the peer cancelled
+        self._streaming: int | None = None  # id of a command whose body is streaming in
 
     def __repr__(self) -> str:
         return (f"<Session {self.name!r} {self.state.name} channel={self.channel} "
@@ -288,13 +362,30 @@ class Session:
         if COVERAGE is not None:
             COVERAGE.add((self.state.name, inp))
 
-    def _require_attached(self) -> Connection:
-        if self.state not in (SessionState.ATTACHED, SessionState.ATTACHING) or (
-                self._conn is None):
+    def _go(self, inp: str, to: SessionState | None = None) -> None:
+        self.state = transition(self.state, inp, to)
+
+    def _require_attached(self) -> SessionPort:
+        port = self._port
+        if self.state not in (SessionState.ATTACHED, SessionState.ATTACHING) or port is None:
             raise LocalProtocolError(f"session {self.name!r} is not attached ({self.state.name})")
-        if self._conn._close_sent or self._conn.closed:
+        if port.closing:
             raise LocalProtocolError("the connection is closing")
+        return port
+
+    @property
+    def connection(self) -> SansIOConnection | None:
+        """The connection the session is attached to (None: detached)."""
         return self._conn
+
+    @property
+    def incoming_incomplete(self) -> frozenset[int]:
+        """Ids of the peer's commands received here and not yet completed."""
+        return frozenset(self._in_outstanding)
+
+    def awaits_completion(self, command_id: int) -> bool:
+        """Is the peer's command ``command_id`` received and not yet completed?"""
+        return command_id in self._in_outstanding
 
     @property
     def outstanding(self) -> int:
@@ -318,7 +409,7 @@ class Session:
         not attached, the replay window is full, or a transfer exceeds the
         credit the receiver granted for its destination.
         """
-        conn = self._require_attached()
+        port = self._require_attached()
         if getattr(type(command), "KIND", None) != "command":
             raise LocalProtocolError(f"{type(command).__name__} is not a command")
         if len(self._replay) >= self.replay_window:
@@ -343,8 +434,8 @@ class Session:
             # replay, once the peer has said what it expects.
             self._held_back.append(cid)
         else:
-            conn._ensure_command_point(self)
-            conn._write_command(self, command, sync, headers, body, hdr)
+            self._ensure_command_point(port)
+            port.write_command(self._ch, command, sync, headers, body, hdr)
         self._replay[cid] = (command, sync, headers, body)
         result = getattr(type(command), "RESULT", None)
         if result is not None:
@@ -357,32 +448,28 @@ class Session:
     def sync(self) -> int:
         """Send ``execution.sync`` with the sync bit: when the returned id is
         completed, every earlier command is complete too."""
-        from .spec import ExecutionSync
-
         return self.send(ExecutionSync(), sync=True)
 
     def flush(self, *, expected: bool = False, confirmed: bool = False,
               completed: bool = True) -> None:
-        conn = self._require_attached()
-        conn._write_control(self.channel, SessionFlush(expected=expected, confirmed=confirmed,
-                                                       completed=completed))
+        port = self._require_attached()
+        port.write_control(self._ch, SessionFlush(expected=expected, confirmed=confirmed,
+                                                  completed=completed))
 
     def request_timeout(self, seconds: int | None) -> None:
         """Ask the peer to keep this session's state for ``seconds`` after detach."""
-        from .spec import SessionRequestTimeout
-
-        conn = self._require_attached()
-        conn._write_control(self.channel, SessionRequestTimeout(timeout=seconds))
+        port = self._require_attached()
+        port.write_control(self._ch, SessionRequestTimeout(timeout=seconds))
 
     def detach(self) -> None:
-        conn = self._require_attached()
+        port = self._require_attached()
         self._trace("detach()")
         # Completions owed so far go out first: the peer's sync commands
         # must not stay in doubt because we detached.
-        for ctl in self._pending_controls():
-            conn._write_control(self.channel, ctl)
-        conn._write_control(self.channel, _detach(self.name))
-        self.state = SessionState.DETACHING
+        for ctl in self.pending_controls():
+            port.write_control(self._ch, ctl)
+        port.write_control(self._ch, SessionDetach(name=self.name))
+        self._go("detach()")
 
     # -- answering the peer's commands -------------------------------------
     def complete(self, ids: int | Iterable[int] | SequenceSet) -> None:
@@ -443,7 +530,7 @@ class Session:
         return cid
 
     # -- output hook --------------------------------------------------------
-    def _pending_controls(self) -> list[Any]:
+    def pending_controls(self) -> list[Any]:
         """Controls owed to the peer, collected when output is read."""
         out: list[Any] = []
         if self.state is not SessionState.ATTACHED:
@@ -457,7 +544,7 @@ class Session:
             timely = len(self._in_completed.ranges) > _RANGES_BEFORE_TIMELY
             out.append(SessionCompleted(commands=self._in_completed.copy(), timely_reply=timely))
             self._completion_dirty = False
-        eager = self._conn is None or self._conn.config.known_completed == "eager"
+        eager = self._port is None or self._port.eager_known_completed
         if self._to_known and (eager or self._known_asked
                                or len(self._to_known.ranges) > _RANGES_BEFORE_KNOWN):
             # Known-completed answers every completed ("eager": both sides'
@@ -469,15 +556,67 @@ class Session:
             self._known_asked = False
         return out
 
-    # -- input from the connection -----------------------------------------
-    def _bind(self, conn: Connection, channel: int) -> None:
-        self._conn = conn
-        self.channel = channel
+    # -- the connection's calls (the other half of the seam) -----------------
+    # The connection a session is attached to drives it through these, and
+    # nothing else: it never writes the session's state.
 
-    def _unbind(self) -> None:
+    @property
+    def _ch(self) -> int:
+        return self.channel or 0
+
+    def bind(self, conn: SansIOConnection, port: SessionPort, channel: int, inp: str) -> None:
+        """Attach to ``channel`` of ``conn``: by our ``attach()`` (ATTACHING)
+        or the peer's ``session.attach`` (ATTACHED)."""
+        self._trace(inp)
+        self._conn = conn
+        self._port = port
+        self.channel = channel
+        self._go(inp, SessionState.ATTACHING if inp == "attach()" else SessionState.ATTACHED)
+
+    @property
+    def has_state(self) -> bool:
+        """Anything to resume: commands numbered either way, or ours in doubt."""
+        return self._have_state or bool(self._replay)
+
+    def peer_attached(self, resumed: bool) -> None:
+        """The peer attached us (we answered ``attached``): resume if there
+        is state, else number our commands afresh from a command-point."""
+        if resumed:
+            self.resume()
+        else:
+            self._need_command_point = True
+
+    def peer_attach_crossed(self, name: bytes, events: list[ev.Event]) -> bool:
+        """The peer attached ``name`` on our channel while we hold it (both
+        ends picked it): True and attached if it is our name (answered
+        ``attached``), False if not (the connection refuses it)."""
+        self._trace("session.attach")
+        if name != self.name:
+            if self.state is SessionState.ATTACHING:
+                self._go("session.attach", SessionState.ATTACHING)
+            return False
+        port = self._port
+        assert port is not None
+        port.write_control(self._ch, SessionAttached(name=name))  # idempotent
+        if self.state is SessionState.ATTACHING:
+            self._go("session.attach", SessionState.ATTACHED)
+            events.append(ev.SessionAttached(self._ch, name))
+        return True
+
+    def note_stray(self) -> None:
+        """The peer's traffic for a session of its own whose attach we refused
+        on this channel arrived (it is dropped)."""
+        self._trace("stray")
+
+    def unbind(self, inp: str) -> None:
+        """Detached: by ``inp`` (the peer's detach/detached, the transport
+        lost, or ``violation`` -- we detached it)."""
+        if inp == "transport-lost":
+            self._trace(inp)
+        self._go(inp, SessionState.DETACHED)
         self._conn = None
+        self._port = None
         self.channel = None
-        self.state = SessionState.DETACHED
         self._need_command_point = True
         self.next_in_id = None  # the peer must send a command-point again
         self._numbering_known = False
@@ -493,120 +632,260 @@ class Session:
         self._awaiting_expected = False
         self._held_back = []
 
-    def _start_resume(self, conn: Connection) -> None:
+    def resume(self) -> None:
         """After attaching a session that has state: ask what the peer
         expects.  Its answer says whether it kept state (an empty set: it
         did not) and where replay starts; until then nothing new is sent."""
+        port = self._port
+        assert port is not None
         self._awaiting_expected = True
-        conn._write_control(self.channel, SessionFlush(expected=True))
+        port.write_control(self._ch, SessionFlush(expected=True))
+
+    def _ensure_command_point(self, port: SessionPort) -> None:
+        if self._need_command_point:
+            port.write_control(self._ch, SessionCommandPoint(command_id=self.next_out_id,
+                                                             command_offset=0))
+            self._need_command_point = False
 
     @property
     def resuming(self) -> bool:
         """True from a resume's attach until ``SessionResumed``: sending waits."""
         return self._awaiting_expected
 
-    def _on_control(self, ctl: Any, events: list[ev.Event]) -> None:
-        conn = self._conn
-        assert conn is not None and self.channel is not None
-        ch = self.channel
+    def handle_control(self, ctl: Any, events: list[ev.Event]) -> str | None:
+        """A session control from the peer (``session.attach`` is the
+        connection's).  Returns ``"attached"`` or ``"ended"`` when the
+        session changed attachment (the connection updates its books);
+        raises SessionViolation for a control the table does not allow here."""
         name = ctl.NAME
+        if name not in SESSION_TRANSITIONS[self.state]:
+            raise SessionViolation(f"{name} in session state {self.state.name}",
+                                   DetachCode.NOT_ATTACHED)
+        port = self._port
+        assert port is not None and self.channel is not None
+        ch = self.channel
         self._trace(name)
-        if name == "session.completed":
-            self._peer_completed(ctl.commands or SequenceSet(), events)
-            if ctl.timely_reply:
-                self._known_asked = True
-        elif name == "session.known-completed":
-            known = ctl.commands or SequenceSet()
-            self._in_completed.difference_update(known)
-            events.append(ev.KnownCompleted(ch, known))
-        elif name == "session.confirmed":
-            if ctl.commands:
-                events.append(ev.CommandsConfirmed(ch, ctl.commands))
-        elif name == "session.command-point":
-            if ctl.command_id is None:
-                conn._session_violation(self, "command-point without a command-id",
-                                        DetachCode.UNKNOWN_IDS, events)
-                return
-            if self._got_commands_here and self._received_max is not None and serial_le(
-                    ctl.command_id, self._received_max):
-                # Going back over ids already received on this attachment
-                # would number two commands alike.
-                conn._session_violation(self, "command-point moves back over received ids",
-                                        4, events)
-                return
-            if ctl.command_offset:
-                conn._session_violation(self, "command-point with a non-zero offset is not "
-                                        "supported (resume at command boundaries)",
-                                        DetachCode.UNKNOWN_IDS, events)
-                return
-            if self._received_max is not None and serial_le(ctl.command_id,
-                                                            self._received_max):
-                # The sender restarted its numbering (a peer that does not
-                # replay, or a fresh sender on a kept name): ids are new
-                # again, and what we knew of the old ones means nothing.
-                voided = SequenceSet(self._in_outstanding)
-                self._received_max = None
-                self._in_completed = SequenceSet()
-                self._in_outstanding.clear()
-                self._in_sync.clear()
-                self._sync_waiting.clear()
-                self._completion_dirty = False
-                events.append(ev.PeerNumberingRestarted(ch, self.name, voided))
-            self.next_in_id = ctl.command_id
+        if name == "session.attached":
+            if self.state is SessionState.ATTACHING:
+                self._go(name, SessionState.ATTACHED)
+                events.append(ev.SessionAttached(ch, self.name))
+                return "attached"
+            return None  # already attached: the peer attached it too (simultaneous)
+        if name == "session.detach":
+            port.write_control(ch, SessionDetached(name=self.name, code=DetachCode.NORMAL))
+            events.append(ev.SessionDetached(ch, self.name, 0, by_peer=True))
+            return "ended"
+        if name == "session.detached":
+            code = int(getattr(ctl, "code", 0) or 0)
+            events.append(ev.SessionDetached(ch, self.name, code,
+                                             by_peer=self.state is not SessionState.DETACHING))
+            return "ended"
+        _CONTROL_HANDLERS[type(ctl)](self, port, ch, ctl, events)
+        return None
+
+    def handle_command(self, item: Any, events: list[ev.Event]) -> None:
+        """A command assembly (whole, its head, a body chunk, or one the
+        decoder could not read) from the peer on our channel."""
+        ch = self._ch
+        t = type(item)
+        if t is BodyChunk:
+            cid = self._streaming
+            if cid is not None:
+                events.append(ev.MessageBodyChunk(ch, cid, item.data, item.last))
+                if item.last:
+                    self._streaming = None
+            return
+        self._trace("command")
+        if self.state is SessionState.DETACHING:
+            return  # detach under way: the peer will replay to a resumed session
+        cid, duplicate = self._take_incoming_id()
+        if cid is None:
+            raise SessionViolation("command before any command-point", DetachCode.UNKNOWN_IDS)
+        if duplicate or self.failed:
+            return  # (after an exception nothing more is executed)
+        if t is InvalidCommand:
+            e = item.error
+            events.append(ev.ProtocolViolation(e.code, "execution", ch, e.message,
+                                               "execution.exception"))
+            self.send_exception(e.code, command_id=cid, class_code=e.class_code,
+                                command_code=e.command_code, field_index=e.field_index,
+                                description=e.message[:0xFFFF])
+            return
+        cmd = item.command
+        missing = self._on_command(cid, cmd, item.sync)
+        if missing is not None:
+            index = next(f.index for f in cmd.FIELDS if f.name == missing)
+            message = f"{cmd.NAME} without its required {missing}"
+            events.append(ev.ProtocolViolation(ErrorCode.ILLEGAL_ARGUMENT, "execution", ch,
+                                               message, "execution.exception"))
+            self.send_exception(ErrorCode.ILLEGAL_ARGUMENT, command_id=cid,
+                                class_code=cmd.CLASS_CODE, command_code=cmd.CODE,
+                                field_index=index, description=message)
+            return
+        if t is CommandHead:
+            self._streaming = cid
+            events.append(ev.MessageHeadReceived(ch, cid, cmd, item.headers, item.sync,
+                                                 session=self))
+            return
+        handler = _COMMAND_HANDLERS.get(type(cmd))
+        if handler is not None:
+            handler(self, cid, item, events)
+            return
+        events.append(ev.CommandReceived(ch, cid, cmd, item.sync, item.headers, item.body,
+                                         session=self))
+        port = self._port
+        if port is not None and port.client and type(cmd) in _CLIENT_NOTICES:
+            # The broker's verdict on our own publishes: nothing for the
+            # application to execute, so it is complete once reported.
+            self.complete(cid)
+
+    # -- the commands the core answers itself (_COMMAND_HANDLERS) ------------
+    def _on_transfer(self, cid: int, item: Any, events: list[ev.Event]) -> None:
+        events.append(ev.MessageReceived(self._ch, cid, item.command, item.headers,
+                                         item.body if item.body is not None else b"",
+                                         item.sync, session=self))
+
+    def _on_execution_result(self, cid: int, item: Any, events: list[ev.Event]) -> None:
+        cmd, ch = item.command, self._ch
+        expected = self._results.pop(cmd.command_id, None)
+        if expected is None:
+            events.append(ev.ProtocolViolation(ErrorCode.COMMAND_INVALID, "execution", ch,
+                                               f"result for unknown command "
+                                               f"{cmd.command_id}", "none"))
+        elif cmd.value is not None and not isinstance(cmd.value, expected):
+            # Not what the command returns: an application reading its
+            # fields would fail obscurely; it hears of the violation.
+            events.append(ev.ProtocolViolation(
+                ErrorCode.INVALID_ARGUMENT, "execution", ch,
+                f"result for command {cmd.command_id} is a {type(cmd.value).__name__}, "
+                f"not a {expected.__name__}", "none"))
+        else:
+            events.append(ev.ResultReceived(ch, cmd.command_id, cmd.value))
+        self.complete(cid)
+
+    def _on_execution_exception(self, cid: int, item: Any, events: list[ev.Event]) -> None:
+        cmd = item.command
+        self.failed = True
+        self._results.clear()
+        events.append(ev.ExceptionReceived(
+            self._ch, int(cmd.error_code), cmd.command_id, cmd.class_code, cmd.command_code,
+            cmd.field_index, cmd.description, cmd.error_info))
+        self.complete(cid)
+
+    def _on_execution_sync(self, cid: int, item: Any, events: list[ev.Event]) -> None:
+        # The core completes it once every earlier command is complete.
+        self._sync_waiting.append(cid)
+        self._check_barriers()
+
+    def _on_completed(self, port: SessionPort, ch: int, ctl: Any,
+                         events: list[ev.Event]) -> None:
+        self._peer_completed(ctl.commands or SequenceSet(), events)
+        if ctl.timely_reply:
+            self._known_asked = True
+
+    def _on_known_completed(self, port: SessionPort, ch: int, ctl: Any,
+                               events: list[ev.Event]) -> None:
+        known = ctl.commands or SequenceSet()
+        self._in_completed.difference_update(known)
+        events.append(ev.KnownCompleted(ch, known))
+
+    def _on_confirmed(self, port: SessionPort, ch: int, ctl: Any,
+                         events: list[ev.Event]) -> None:
+        if ctl.commands:
+            events.append(ev.CommandsConfirmed(ch, ctl.commands))
+
+    def _on_command_point(self, port: SessionPort, ch: int, ctl: Any,
+                             events: list[ev.Event]) -> None:
+        if ctl.command_id is None:
+            raise SessionViolation("command-point without a command-id",
+                                   DetachCode.UNKNOWN_IDS)
+        if self._got_commands_here and self._received_max is not None and serial_le(
+                ctl.command_id, self._received_max):
+            # Going back over ids already received on this attachment
+            # would number two commands alike.
+            raise SessionViolation("command-point moves back over received ids",
+                                   DetachCode.UNKNOWN_IDS)
+        if ctl.command_offset:
+            raise SessionViolation("command-point with a non-zero offset is not supported "
+                                   "(resume at command boundaries)", DetachCode.UNKNOWN_IDS)
+        if self._received_max is not None and serial_le(ctl.command_id,
+                                                        self._received_max):
+            # The sender restarted its numbering (a peer that does not
+            # replay, or a fresh sender on a kept name): ids are new
+            # again, and what we knew of the old ones means nothing.
+            voided = SequenceSet(self._in_outstanding)
+            self._received_max = None
+            self._in_completed = SequenceSet()
+            self._in_outstanding.clear()
+            self._in_sync.clear()
+            self._sync_waiting.clear()
+            self._completion_dirty = False
+            events.append(ev.PeerNumberingRestarted(ch, self.name, voided))
+        self.next_in_id = ctl.command_id
+        self._numbering_known = True
+
+    def _on_flush(self, port: SessionPort, ch: int, ctl: Any,
+                     events: list[ev.Event]) -> None:
+        if ctl.expected:
+            # A resuming peer: it keeps its numbering (our answer says
+            # where it resumes), so old ids are safe to report now.
             self._numbering_known = True
-        elif name == "session.flush":
-            if ctl.expected:
-                # A resuming peer: it keeps its numbering (our answer says
-                # where it resumes), so old ids are safe to report now.
-                self._numbering_known = True
-                if self._have_state and self._received_max is not None:
-                    exp = SequenceSet.of(serial_add(self._received_max, 1))
-                elif self._have_state and self.next_in_id is not None:
-                    exp = SequenceSet.of(self.next_in_id)
-                else:
-                    exp = SequenceSet()
-                conn._write_control(ch, SessionExpected(commands=exp))
-                if exp and self._in_completed:
-                    # A resuming sender: what we completed before the
-                    # transport died may never have reached it.  (Sent only
-                    # now, never unasked: a fresh sender restarting at 0
-                    # would misread old ids.)
-                    self._completion_dirty = True
-            if ctl.confirmed:
-                conn._write_control(ch, SessionConfirmed(commands=self._in_completed.copy()))
-            if ctl.completed:
-                if self._numbering_known:
-                    self._completion_dirty = True
-                else:
-                    # Asked before its numbering is known: a fresh peer,
-                    # for which nothing of its (new) numbering is complete.
-                    conn._write_control(ch, SessionCompleted(commands=SequenceSet()))
-        elif name == "session.expected":
-            self._on_expected(ctl.commands or SequenceSet(), events)
-        elif name == "session.gap":
-            gap = ctl.commands or SequenceSet()
-            self._in_completed.update(gap)
-            for i in list(self._in_outstanding):
-                if i in gap:
-                    self._in_outstanding.discard(i)
-            # Skip over gapped ids at the head of the stream: a range at a
-            # time (normalised ranges never touch), not an id at a time --
-            # one gap may name 2**31 ids.
-            for lo, hi in gap.ranges:
-                nxt = self.next_in_id
-                if nxt is None or not ((nxt - lo) & 0xFFFFFFFF) <= ((hi - lo) & 0xFFFFFFFF):
-                    continue
-                self._note_received(hi)
-                self.next_in_id = serial_add(hi, 1)
-            self._completion_dirty = True
-        elif name == "session.request-timeout":
-            granted = conn._grant_timeout(ctl.timeout)
-            self.timeout = granted
-            conn._write_control(ch, SessionTimeout(timeout=granted))
-            events.append(ev.SessionTimeout(ch, granted, requested=True))
-        elif name == "session.timeout":
-            self.timeout = ctl.timeout
-            events.append(ev.SessionTimeout(ch, ctl.timeout, requested=False))
+            if self._have_state and self._received_max is not None:
+                exp = SequenceSet.of(serial_add(self._received_max, 1))
+            elif self._have_state and self.next_in_id is not None:
+                exp = SequenceSet.of(self.next_in_id)
+            else:
+                exp = SequenceSet()
+            port.write_control(ch, SessionExpected(commands=exp))
+            if exp and self._in_completed:
+                # A resuming sender: what we completed before the
+                # transport died may never have reached it.  (Sent only
+                # now, never unasked: a fresh sender restarting at 0
+                # would misread old ids.)
+                self._completion_dirty = True
+        if ctl.confirmed:
+            port.write_control(ch, SessionConfirmed(commands=self._in_completed.copy()))
+        if ctl.completed:
+            if self._numbering_known:
+                self._completion_dirty = True
+            else:
+                # Asked before its numbering is known: a fresh peer,
+                # for which nothing of its (new) numbering is complete.
+                port.write_control(ch, SessionCompleted(commands=SequenceSet()))
+
+    def _on_expected(self, port: SessionPort, ch: int, ctl: Any,
+                        events: list[ev.Event]) -> None:
+        self._replay_from(ctl.commands or SequenceSet(), events)
+
+    def _on_gap(self, port: SessionPort, ch: int, ctl: Any,
+                   events: list[ev.Event]) -> None:
+        gap = ctl.commands or SequenceSet()
+        self._in_completed.update(gap)
+        for i in list(self._in_outstanding):
+            if i in gap:
+                self._in_outstanding.discard(i)
+        # Skip over gapped ids at the head of the stream: a range at a
+        # time (normalised ranges never touch), not an id at a time --
+        # one gap may name 2**31 ids.
+        for lo, hi in gap.ranges:
+            nxt = self.next_in_id
+            if nxt is None or not ((nxt - lo) & 0xFFFFFFFF) <= ((hi - lo) & 0xFFFFFFFF):
+                continue
+            self._note_received(hi)
+            self.next_in_id = serial_add(hi, 1)
+        self._completion_dirty = True
+
+    def _on_request_timeout(self, port: SessionPort, ch: int, ctl: Any,
+                               events: list[ev.Event]) -> None:
+        granted = port.grant_timeout(ctl.timeout)
+        self.timeout = granted
+        port.write_control(ch, SessionTimeout(timeout=granted))
+        events.append(ev.SessionTimeout(ch, granted, requested=True))
+
+    def _on_timeout(self, port: SessionPort, ch: int, ctl: Any,
+                       events: list[ev.Event]) -> None:
+        self.timeout = ctl.timeout
+        events.append(ev.SessionTimeout(ch, ctl.timeout, requested=False))
 
     def _peer_completed(self, done: SequenceSet, events: list[ev.Event]) -> None:
         newly = SequenceSet()
@@ -624,9 +903,9 @@ class Session:
         if newly:
             events.append(ev.CommandsCompleted(self.channel or 0, newly))
 
-    def _on_expected(self, expected: SequenceSet, events: list[ev.Event]) -> None:
-        conn = self._conn
-        assert conn is not None and self.channel is not None
+    def _replay_from(self, expected: SequenceSet, events: list[ev.Event]) -> None:
+        port = self._port
+        assert port is not None and self.channel is not None
         if not self._awaiting_expected:
             return  # unsolicited expected: nothing to do
         self._awaiting_expected = False
@@ -643,12 +922,12 @@ class Session:
                 self._results.pop(i, None)
                 self._transfer_cost.pop(i, None)
             start = held[0] if held else self.next_out_id
-            conn._write_control(self.channel, SessionCommandPoint(command_id=start,
+            port.write_control(self._ch, SessionCommandPoint(command_id=start,
                                                                   command_offset=0))
             self._need_command_point = False
             for i in held:
                 command, sync, headers, body = self._replay[i]
-                conn._write_command(self, command, sync, headers, body)
+                port.write_command(self._ch, command, sync, headers, body)
             if lost:
                 events.append(ev.SessionStateLost(self.channel, self.name, lost))
             events.append(ev.SessionResumed(self.channel, self.name, replayed, gapped,
@@ -657,10 +936,8 @@ class Session:
         first = expected.first()
         assert first is not None
         if not serial_le(first, self.next_out_id):
-            conn._session_violation(self, "expected names ids we never sent",
-                                    DetachCode.UNKNOWN_IDS, events)
-            return
-        conn._write_control(self.channel, SessionCommandPoint(command_id=first,
+            raise SessionViolation("expected names ids we never sent", DetachCode.UNKNOWN_IDS)
+        port.write_control(self._ch, SessionCommandPoint(command_id=first,
                                                               command_offset=0))
         self._need_command_point = False
         # From first to next_out: resend what we hold (in id order), gap each
@@ -670,15 +947,15 @@ class Session:
         for kept in [i for i in self._replay if serial_le(first, i)]:
             if kept != cid:
                 run = (cid, serial_add(kept, -1))
-                conn._write_control(self.channel, SessionGap(commands=SequenceSet([run])))
+                port.write_control(self._ch, SessionGap(commands=SequenceSet([run])))
                 gapped.add_range(*run)
             command, sync, headers, body = self._replay[kept]
-            conn._write_command(self, command, sync, headers, body)
+            port.write_command(self._ch, command, sync, headers, body)
             replayed.add(kept)
             cid = serial_add(kept, 1)
         if cid != self.next_out_id:
             run = (cid, serial_add(self.next_out_id, -1))
-            conn._write_control(self.channel, SessionGap(commands=SequenceSet([run])))
+            port.write_control(self._ch, SessionGap(commands=SequenceSet([run])))
             gapped.add_range(*run)
         events.append(ev.SessionResumed(self.channel, self.name, replayed, gapped,
                                         peer_state=True))
@@ -739,19 +1016,7 @@ class Session:
             self.credits.pop(command.destination or "", None)
         return None
 
-    def _on_result(self, command_id: int) -> type | None:
-        """An execution.result arrived for our command: the result class we
-        await for it (None: we await none)."""
-        return self._results.pop(command_id, None)
 
-    def _fail_pending(self) -> None:
-        self._results.clear()
-
-
-def _detach(name: bytes) -> Any:
-    from .spec import SessionDetach
-
-    return SessionDetach(name=name)
 
 
 def _ids(lo: int, hi: int, present: dict[int, Any]) -> list[int]:
@@ -760,3 +1025,30 @@ def _ids(lo: int, hi: int, present: dict[int, Any]) -> list[int]:
     if n <= len(present):
         return [serial_add(lo, k) for k in range(n) if serial_add(lo, k) in present]
     return [i for i in present if serial_le(lo, i) and serial_le(i, hi)]
+
+
+#: The commands the session answers itself, by spec class.
+_COMMAND_HANDLERS: dict[type[Command], Callable[[Session, int, Any, list[ev.Event]], None]] = {
+    MessageTransfer: Session._on_transfer,
+    ExecutionResult: Session._on_execution_result,
+    ExecutionException: Session._on_execution_exception,
+    ExecutionSync: Session._on_execution_sync,
+}
+
+#: The broker's verdicts on a client's own publishes (complete once reported).
+_CLIENT_NOTICES: frozenset[type[Command]] = frozenset({MessageAccept, MessageReject})
+
+#: The session controls the session handles itself, by spec class
+#: (attached/detach/detached in :meth:`Session.handle_control`).
+_CONTROL_HANDLERS: dict[type[Control], Callable[[Session, SessionPort, int, Any, list[ev.Event]],
+                                                  None]] = {
+    SessionCompleted: Session._on_completed,
+    SessionKnownCompleted: Session._on_known_completed,
+    SessionConfirmed: Session._on_confirmed,
+    SessionCommandPoint: Session._on_command_point,
+    SessionFlush: Session._on_flush,
+    SessionExpected: Session._on_expected,
+    SessionGap: Session._on_gap,
+    SessionRequestTimeout: Session._on_request_timeout,
+    SessionTimeout: Session._on_timeout,
+}

@@ -370,6 +370,17 @@ class Connection:
         return self.state is ConnState.CLOSED
 
     @property
+    def max_frame_size_in(self) -> int:
+        """The largest frame accepted from the peer (the negotiated size once
+        tuned).  A monitor that knows better -- the fuzzer holds a peer to
+        the size *it* sent -- may set it."""
+        return self._decoder.max_frame_size
+
+    @max_frame_size_in.setter
+    def max_frame_size_in(self, size: int) -> None:
+        self._decoder.max_frame_size = size
+
+    @property
     def heartbeat(self) -> int | None:
         """The negotiated heartbeat interval in seconds (None: none)."""
         return self._hb.interval

@@ -74,12 +74,6 @@ MACHINES_REACH_AT_LEAST = 40
 UNLISTED: dict[ConnKey | SessKey, str] = {
     ("server", "AWAIT_OPEN", "open:invalid-path"): "a second trace label inside the open "
     "handler (unknown virtual host), not an input",
-    ("ATTACHING", "detach()"): "Session.detach() is allowed while ATTACHING "
-    "(_require_attached accepts it); the table has no ATTACHING/detach() row",
-    ("ATTACHING", "session.attach"): "the peer attaches on the channel we are attaching "
-    "(both sides picked it): answered transport-busy, or attached if the names match",
-    ("ATTACHING", "command"): "a command on a channel we are still attaching (same "
-    "collision): processed as a command (unknown-ids), not as rule 'attachment'",
 }
 
 
@@ -151,9 +145,12 @@ def handshake_scenarios() -> None:
         + [server_awaiting_secure_ok])
     for make in makers:
         make().close()
+        make().receive_data(b"")  # eof mid-handshake
         c = make()
         c.receive_data(ctl(ConnectionHeartbeat()))
         c.receive_data(ctl(ConnectionClose(reply_code=200)))
+    for role in Role:
+        Connection(role).receive_data(b"")  # eof before any header
     # Redirect.
     c = client_at(ConnState.AWAIT_OPEN_OK)
     c.receive_data(ctl(ConnectionRedirect(host="elsewhere")))
@@ -188,6 +185,7 @@ def open_and_close_scenarios() -> None:
         net.feed(side, ctl(ConnectionHeartbeat()))
         # Session traffic while closing is discarded.
         net.feed(side, ctl(SessionAttach(name=b"late"), 1))
+        net.feed(side, b"")  # eof while closing
     # Session traffic on an open connection.
     net = opened()
     net.sessions(b"s")
@@ -281,6 +279,12 @@ def session_scenarios() -> None:
     early = net.client.attach(b"early")
     early.detach()
     net.pump()
+    # AI: command -- the peer sends a command on the channel we are still
+    # attaching, with no attach of its own (numbered nowhere: unknown-ids).
+    net = opened()
+    net.client.attach(b"waiting", channel=8)
+    net.client.data_to_send()
+    net.feed("client", encode_command(8, QueueDeclare(queue="early")))
 
 
 def scenarios() -> None:
