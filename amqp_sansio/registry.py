@@ -33,6 +33,8 @@ class ProtocolInfo:
     header: bytes
     package: str
     _loader: Callable[[], ModuleType] = attrs.field(repr=False, alias="loader")
+    #: other headers a client of it may open with (1.0: its SASL layer's)
+    also: tuple[bytes, ...] = ()
 
     def load(self) -> ModuleType:
         """The protocol's ``connection`` module (imported now, once)."""
@@ -53,12 +55,21 @@ def _connection_0_9_1() -> ModuleType:
     return connection
 
 
+def _connection_1_0() -> ModuleType:
+    from .v1_0 import connection
+
+    return connection
+
+
 #: Every protocol, the default first.
 PROTOCOLS: dict[str, ProtocolInfo] = {p.name: p for p in (
     ProtocolInfo("0-10", "AMQP 0-10", b"AMQP\x01\x01\x00\x0a", "amqp_sansio.v0_10",
                  loader=_connection_0_10),
     ProtocolInfo("0-9-1", "AMQP 0-9-1 (RabbitMQ)", b"AMQP\x00\x00\x09\x01",
                  "amqp_sansio.v0_9_1", loader=_connection_0_9_1),
+    # the name as AMQP writes it; the adapters and the broker speak it in issue 15
+    ProtocolInfo("1.0", "AMQP 1.0", b"AMQP\x00\x01\x00\x00", "amqp_sansio.v1_0",
+                 loader=_connection_1_0, also=(b"AMQP\x03\x01\x00\x00",)),
 )}
 
 #: The protocol of a URL or option that names none.
@@ -82,4 +93,5 @@ def get(name: str) -> ProtocolInfo:
 def by_header(header: bytes) -> ProtocolInfo | None:
     """The protocol whose client opens with ``header`` (a server that speaks
     several picks one this way), or None."""
-    return next((p for p in PROTOCOLS.values() if p.header == header), None)
+    return next((p for p in PROTOCOLS.values() if header == p.header or header in p.also),
+                None)

@@ -67,7 +67,7 @@ def _protocol_args(p: argparse.ArgumentParser, decoding: bool) -> None:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
-        "decode", help="AMQP octets -> JSON lines (--protocol: 0-10, 0-9-1)",
+        "decode", help="AMQP octets -> JSON lines (--protocol: 0-10, 0-9-1, 1.0)",
         description="Read AMQP octets (a leading protocol header is recognised) and write "
                     "one JSON object per line: per control/command assembly (0-10) or "
                     "method (0-9-1), or per frame with --frames.",
@@ -89,7 +89,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run_decode)
 
     p = sub.add_parser(
-        "encode", help="JSON lines -> AMQP octets (--protocol: 0-10, 0-9-1)",
+        "encode", help="JSON lines -> AMQP octets (--protocol: 0-10, 0-9-1, 1.0)",
         description="Read JSON lines as written by decode and write the octets.  Blank lines "
                     "and lines starting with # are skipped.")
     p.add_argument("file", nargs="?", default="-", help="input file (default: stdin)")
@@ -123,7 +123,8 @@ def dumps(j: Any) -> str:
 
 
 def _check_protocol_args(args: argparse.Namespace) -> bool:
-    """True for 0-9-1; refuse options of the other protocol."""
+    """True for 0-9-1; refuse options of the other protocol.  (1.0 is
+    dispatched before this: codec_1_0.)"""
     if getattr(args, "protocol", "0-10") == "0-9-1":
         if getattr(args, "strict", False) or getattr(args, "enum_names", False):
             raise CLIError("--strict and --enum-names are for AMQP 0-10 only")
@@ -134,6 +135,10 @@ def _check_protocol_args(args: argparse.Namespace) -> bool:
 
 
 def run_decode(args: argparse.Namespace, ios: Streams) -> int:
+    if getattr(args, "protocol", None) == "1.0":
+        from . import codec_1_0
+
+        return codec_1_0.run_decode(args, ios)
     if _check_protocol_args(args):
         return _run_decode_091(args, ios)
     dec = StreamDecoder(frames=args.frames, max_frame_size=args.max_frame_size,
@@ -167,6 +172,10 @@ def _read_some(src: IO[bytes]) -> bytes:
 
 
 def run_encode(args: argparse.Namespace, ios: Streams) -> int:
+    if getattr(args, "protocol", None) == "1.0":
+        from . import codec_1_0
+
+        return codec_1_0.run_encode(args, ios)
     if _check_protocol_args(args):
         return _run_encode_091(args, ios)
     out = ios.stdout

@@ -35,7 +35,7 @@ been silent for half of what the peer advertised.
 from __future__ import annotations
 
 __all__ = ["Role", "ConnState", "CONNECTION_TRANSITIONS", "ClientConfig", "ServerConfig",
-           "Connection", "COVERAGE"]
+           "Connection", "COVERAGE", "PROTOCOL_HEADER"]
 
 import enum
 from collections.abc import Callable
@@ -64,6 +64,8 @@ from .spec import (
     Error,
     Open,
 )
+
+PROTOCOL_HEADER = AMQP_HEADER  # what the registry names (a SASL client opens with SASL_HEADER)
 
 
 class ConnState(enum.Enum):

@@ -162,6 +162,11 @@ class FrameReader:
     def buffered(self) -> int:
         return len(self._buf) - self._pos
 
+    @property
+    def position(self) -> int:
+        """The stream offset of the next octet to be read."""
+        return self.offset + self._pos
+
     def receive(self, data: bytes) -> None:
         if data and not self._spent:
             self._buf += data
