@@ -20,6 +20,7 @@ caller was doing.  Misuse of an API (settling a delivery twice, a bad
     +-- ConnectionLostError       the transport ended without a close handshake (reason)
     |   +-- HeartbeatTimeoutError nothing arrived for twice the heartbeat interval
     +-- ProtocolViolationError    the peer broke the protocol (the core closed it)
+    |   +-- ProtocolMismatchError the peer speaks another protocol (also ConnectError)
     +-- SessionError              the session was detached (code) or closed
     +-- ExecutionError            execution.exception: the command failed, the
     |                             session is over (error_code, description, ...)
@@ -42,6 +43,7 @@ __all__ = [
     "ConnectionLostError",
     "HeartbeatTimeoutError",
     "ProtocolViolationError",
+    "ProtocolMismatchError",
     "SessionError",
     "ExecutionError",
     "MessageRejectedError",
@@ -119,6 +121,15 @@ class ProtocolViolationError(AMQPError):
         self.message = message
         self.code = code
         self.condition = condition
+
+
+class ProtocolMismatchError(ConnectError, ProtocolViolationError):
+    """The peer answered with another protocol header (another AMQP version,
+    or not AMQP at all): no connection in this protocol is possible."""
+
+    def __init__(self, message: str) -> None:
+        ProtocolViolationError.__init__(self, message, 0)
+        self.args = (message,)  # no "protocol violation (0)" prefix: nothing was violated yet
 
 
 class SessionError(AMQPError):

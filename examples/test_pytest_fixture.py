@@ -23,6 +23,7 @@ def test_round_trip(amqp_broker: str, amqp_broker_instance: Broker) -> None:
     with connect(amqp_broker) as conn, conn.session() as s:
         s.declare_queue("q")
         s.publish(b"ping", routing_key="q")
+        s.sync()  # publishes are pipelined: now the broker has it
         assert len(amqp_broker_instance.queues["q"].messages) == 1  # look inside the broker
         d = s.get("q", timeout=5)
         assert d is not None and d.message.body == b"ping"

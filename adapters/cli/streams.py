@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Iterator
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import attrs
 
@@ -29,8 +29,8 @@ class Streams:
 
 
 def _binary(stream: Any) -> IO[bytes]:
-    buf = getattr(stream, "buffer", None)
-    return buf if buf is not None else stream  # type: ignore[no-any-return]
+    buf: IO[bytes] | None = getattr(stream, "buffer", None)
+    return buf if buf is not None else cast("IO[bytes]", stream)
 
 
 @contextlib.contextmanager

@@ -6,13 +6,17 @@ AMQP 0-9-1 (RabbitMQ) with ``?protocol=0-9-1`` in the URL or
 ``protocol="0-9-1"``: then a :class:`client_0_9_1.Connection` with the same
 API (see :mod:`.client_0_9_1` for where the semantics differ); :class:`Server` /
 :func:`serve_forever` serve any sans-IO connection handler (such as the
-embedded broker's ``BrokerConnection``) with a thread per connection.  See
-``client_0_10.py`` for the design.
+embedded broker's ``BrokerConnection``) with a thread per connection.  What
+a client decides is the client policy's (:mod:`amqp_sansio.client`, shared
+with the Trio adapter); it raises the same exceptions as the Trio client and
+logs to ``amqp_sansio.socket``.  See ``client_0_10.py`` for the design.
 """
 
 from amqp_sansio.message import Message
+from amqp_sansio.v0_10.session import SessionStore
 
 from . import client_0_9_1
+from ._io import HIGH_WATER
 from .client_0_10 import DEFAULT, Connection, Delivery, Session, Subscription, connect
 from .errors import (
     AMQPError,
@@ -26,6 +30,7 @@ from .errors import (
     HeartbeatTimeoutError,
     InvalidURLError,
     MessageRejectedError,
+    ProtocolMismatchError,
     ProtocolViolationError,
     SessionError,
     VirtualHostError,
@@ -40,6 +45,8 @@ __all__ = [
     "Subscription",
     "Delivery",
     "Message",
+    "SessionStore",
+    "HIGH_WATER",
     "DEFAULT",
     "Server",
     "Handler",
@@ -55,6 +62,7 @@ __all__ = [
     "HeartbeatTimeoutError",
     "InvalidURLError",
     "MessageRejectedError",
+    "ProtocolMismatchError",
     "ProtocolViolationError",
     "SessionError",
     "VirtualHostError",

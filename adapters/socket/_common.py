@@ -1,200 +1,82 @@
-"""What the two blocking clients (0-10 ``client_0_10.py``, 0-9-1 ``client_0_9_1.py``)
-do word for word alike, written once.
+"""What the two blocking clients (0-10 ``client_0_10.py``, 0-9-1
+``client_0_9_1.py``) do alike: blocking.
 
-Only what means the same in both protocols lives here: connecting and the
-options that become a core config, the errors a closed or lost connection
-becomes, the session calls whose commands have the same name and fields
-(queue.delete, queue.purge, exchange.delete, tx.*), and the iteration and
-waiting of a subscription.  Where the protocols differ -- completion and
-credit (0-10) against acks and prefetch (0-9-1) -- each client keeps its own
-code and fills in the hooks below.
+The client policy (:mod:`amqp_sansio.client` and each protocol's
+``client`` module) decides what is sent and what an answer means; here a
+call takes the connection's lock, hands the operation to the policy, pokes
+the I/O thread and waits on the condition for the policy's
+:class:`~amqp_sansio.client.Pending` answer -- raising it, or
+:class:`AMQPTimeout`, at the calling call.  A waiter that times out is
+forgotten: its answer arrives into nothing, never to another caller.
 """
 
 from __future__ import annotations
 
-__all__ = ["ClientConnection", "SessionBase", "SubscriptionBase", "DeliveryBase",
-           "as_message", "check_accept_mode", "mechanism_names", "config_options"]
+__all__ = ["ConnectionBase", "SessionBase", "SubscriptionBase", "connected"]
 
-import contextlib
-import socket
 import ssl
 from collections import deque
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
-import attrs
-
-from amqp_sansio.errors import LocalProtocolError
-from amqp_sansio.events import ConnectionLost, Event, HeartbeatTimeout, ProtocolHeaderMismatch
-from amqp_sansio.message import Message
+from amqp_sansio.client import (
+    AcceptMode,
+    ClientConnection,
+    ClientDelivery,
+    ClientSessionBase,
+    ClientSubscriptionBase,
+    Pending,
+)
 from amqp_sansio.url import ConnectionParams
 
-from ._io import _AUTH_CODES, DEFAULT, IOConnection, open_socket
-from .errors import (
-    AMQPError,
-    AMQPTimeout,
-    AuthenticationError,
-    ConnectError,
-    ConnectionClosedError,
-    ConnectionLostError,
-    HeartbeatTimeoutError,
-    InvalidURLError,
-    SessionError,
-    VirtualHostError,
-)
+from ._io import DEFAULT, IOPump
+from .errors import AMQPError, AMQPTimeout
 
-_VHOST_CODES = (402, 530)  # invalid-path, not-allowed
+T = TypeVar("T")
+CP = TypeVar("CP", bound=ClientConnection[Any, Any])
+P = TypeVar("P", bound=ClientSessionBase[Any])
+D = TypeVar("D", bound=ClientDelivery)
+S = TypeVar("S", bound="SessionBase[Any]")
 
 
-# ---------------------------------------------------------------- connecting
-def mechanism_names(params: ConnectionParams, names: Iterable[str] | None,
-                    supported: Collection[str],
-                    need_username: Collection[str]) -> tuple[str, ...]:
-    """SASL mechanism names to offer, best first (empty: the core's default)."""
-    wanted = tuple(n.upper() for n in names) if names is not None else params.mechanisms
-    for name in wanted:
-        if name not in supported:
-            raise InvalidURLError(f"unsupported SASL mechanism {name!r}")
-        if name in need_username and params.username is None:
-            raise InvalidURLError(f"SASL mechanism {name} needs a username in the URL")
-    return wanted
+# ---------------------------------------------------------------- connection
+C = TypeVar("C", bound="ConnectionBase[Any]")
 
 
-def config_options(params: ConnectionParams, client_properties: dict[str, Any] | None,
-                   frame_max: str) -> dict[str, Any]:
-    """The URL's tuning options (and ``client_properties``) as keyword
-    arguments of the protocol's ``ClientConfig``; ``frame_max`` is its name
-    for the frame size."""
-    kw: dict[str, Any] = {}
-    if client_properties is not None:
-        kw["client_properties"] = client_properties
-    if params.channel_max:
-        kw["channel_max"] = params.channel_max
-    if params.frame_max:
-        kw[frame_max] = params.frame_max
-    return kw
+def connected(cls: Callable[[IOPump, CP], C], policy: CP, ssl_context: ssl.SSLContext | None,
+              timeout: float | None, read_timeout: float | None) -> C:
+    """Connect ``policy`` (TCP, TLS, handshake within ``timeout``: default
+    the URL's ``connect_timeout``) and return ``cls(pump, policy)``."""
+    params = policy.params
+    pump = IOPump.connect(policy, ssl_context,
+                          params.connect_timeout if timeout is None else timeout,
+                          params.read_timeout if read_timeout is DEFAULT else read_timeout)
+    return cls(pump, policy)
 
 
-CoreT = TypeVar("CoreT")
-SessionT = TypeVar("SessionT", bound="SessionBase")
+class ConnectionBase(Generic[CP]):
+    """A live connection of either protocol: its I/O pump and its policy."""
 
+    _NAME = "amqp_sansio_socket.Connection"
 
-class ClientConnection(IOConnection, Generic[CoreT, SessionT]):
-    """A client connection of either protocol (``CoreT``: its core
-    connection, ``SessionT``: its session): connecting, and the
-    connection-scope events both protocols report alike (lock held)."""
+    def __init__(self, pump: IOPump, policy: CP) -> None:
+        self._pump = pump
+        self._p = policy
 
-    #: The protocol, as error messages name it.
-    _PROTOCOL: ClassVar[str]
-    #: 0-10 also tells a refused login or vhost by the close text.
-    _CLOSE_TEXT_HINTS: ClassVar[bool] = False
-
-    def __init__(self, sock: socket.socket, core: CoreT, *,
-                 params: ConnectionParams | None = None,
-                 read_timeout: float | None = None) -> None:
-        # Before the I/O thread starts: it dispatches events to the sessions.
-        self._sessions: dict[int, SessionT] = {}  # by channel, while open
-        super().__init__(sock, core, params=params, read_timeout=read_timeout)
-
-    @classmethod
-    def _connect(cls, params: ConnectionParams, core: CoreT, ssl_context: ssl.SSLContext | None,
-                 timeout: float | None, read_timeout: float | None) -> Self:
-        """Open the socket, start the I/O thread and return once the
-        handshake is done (the socket is closed again if it fails)."""
-        sock, deadline = open_socket(params, ssl_context, timeout)
-        conn = cls(sock, core, params=params,
-                   read_timeout=params.read_timeout if read_timeout is DEFAULT else read_timeout)
+    def _open_session(self, session: S, ready: Pending[None], timeout: float | None,
+                      what: str) -> S:
+        """(lock held) Wait until ``session`` is open; give it up if that fails."""
         try:
-            conn._wait_open(deadline)
+            session._await(ready, timeout, what)
         except BaseException:
-            conn._abort()
+            session.policy.abandon()
+            self._pump.poke()
             raise
-        return conn
+        return session
 
-    def _on_transport_event(self, e: Event) -> None:
-        """Heartbeat timeout, lost transport, a peer of another protocol."""
-        t = type(e)
-        if t is HeartbeatTimeout:
-            self._fail(HeartbeatTimeoutError(
-                f"no traffic from the server for {e.idle:.1f} s "  # type: ignore[attr-defined]
-                f"(heartbeat {self._core.heartbeat} s): connection is dead"))
-        elif t is ConnectionLost:
-            reason = e.reason  # type: ignore[attr-defined]
-            if self._opened is None:
-                # Only RabbitMQ (0-9-1) reports a refused login by hanging up.
-                if reason == "authentication refused":
-                    self._fail(AuthenticationError(
-                        f"the server closed the connection after authentication "
-                        f"({reason})", 403, reason, by_peer=True))
-                else:
-                    self._fail(ConnectError(
-                        f"server closed the connection during the handshake ({reason})"))
-            else:
-                self._fail(ConnectionLostError(f"connection lost: {reason}"))
-        elif t is ProtocolHeaderMismatch:
-            self._fail(ConnectError(
-                f"server does not speak AMQP {self._PROTOCOL} "
-                f"(answered with protocol header {e.header!r})"))  # type: ignore[attr-defined]
-
-    def _on_closed(self, e: Any) -> None:
-        """``ConnectionClosed`` (code, text, by_peer) -> the error it means."""
-        text = e.text or ""
-        hints = self._CLOSE_TEXT_HINTS
-        if self._opened is None:
-            if e.code in _AUTH_CODES or (hints and "authentic" in text.lower()):
-                err: AMQPError = AuthenticationError(
-                    f"authentication failed: {text} (code {e.code})", e.code, e.text,
-                    by_peer=e.by_peer)
-            elif e.code in _VHOST_CODES or (hints and "virtual host" in text.lower()):
-                err = VirtualHostError(
-                    f"virtual host {self._core.virtual_host!r} refused: {text} "
-                    f"(code {e.code})", e.code, e.text, by_peer=e.by_peer)
-            else:
-                err = ConnectionClosedError(
-                    f"server closed the handshake: {text} (code {e.code})", e.code, e.text,
-                    by_peer=e.by_peer)
-            self._fail(err)
-            return
-        who = "by the server" if e.by_peer else "by the client"
-        self._fail(ConnectionClosedError(f"connection closed {who}: {text} (code {e.code})",
-                                         e.code, e.text, by_peer=e.by_peer))
-
-
-# ---------------------------------------------------------------- sessions
-def as_message(message: Message | bytes | str, routing_key: str | None) -> Message:
-    """What ``publish`` was given, as a :class:`Message` (``routing_key``
-    overrides the message's own)."""
-    if isinstance(message, Message):
-        if routing_key is not None:
-            message = attrs.evolve(message, routing_key=routing_key)
-        return message
-    return Message(body=message.encode() if isinstance(message, str) else message,
-                   routing_key=routing_key)
-
-
-def check_accept_mode(accept_mode: str) -> None:
-    if accept_mode not in ("explicit", "none"):
-        raise LocalProtocolError("accept_mode must be 'explicit' or 'none'")
-
-
-class SessionBase:
-    """A session (0-10) or channel (0-9-1): the calls both spell and mean alike.
-
-    A subclass supplies ``execute``, ``close`` and ``_settle_locked``, and
-    sets ``_spec`` to its protocol's spec module (whose ``QueueDelete``,
-    ``QueuePurge``, ``ExchangeDelete`` and ``Tx*`` take the same fields).
-    """
-
-    _spec: Any
-    connection: ClientConnection[Any, Any]
-    _error: AMQPError | None
-    _closed: bool
-
-    if TYPE_CHECKING:
-        def execute(self, command: Any, *, timeout: float | None = DEFAULT) -> Any: ...
-        def close(self, timeout: float | None = 5.0) -> None: ...
-        def _settle_locked(self, ds: list[Any], how: Any) -> None: ...
+    def __repr__(self) -> str:
+        return f"<{self._NAME} {self._pump.description} {'closed' if self.closed else 'open'}>"
 
     def __enter__(self) -> Self:
         return self
@@ -203,150 +85,283 @@ class SessionBase:
                  tb: TracebackType | None) -> None:
         self.close()
 
-    def delete_queue(self, name: str, *, if_unused: bool = False, if_empty: bool = False,
-                     timeout: float | None = DEFAULT) -> None:
-        self.execute(self._spec.QueueDelete(queue=name, if_unused=if_unused, if_empty=if_empty),
-                     timeout=timeout)
-
-    def purge_queue(self, name: str, *, timeout: float | None = DEFAULT) -> None:
-        self.execute(self._spec.QueuePurge(queue=name), timeout=timeout)
-
-    def delete_exchange(self, name: str, *, if_unused: bool = False,
-                        timeout: float | None = DEFAULT) -> None:
-        self.execute(self._spec.ExchangeDelete(exchange=name, if_unused=if_unused),
-                     timeout=timeout)
-
-    # -- transactions -------------------------------------------------------------
-    def tx_select(self, *, timeout: float | None = DEFAULT) -> None:
-        self.execute(self._spec.TxSelect(), timeout=timeout)
-
-    def tx_commit(self, *, timeout: float | None = DEFAULT) -> None:
-        self.execute(self._spec.TxCommit(), timeout=timeout)
-
-    def tx_rollback(self, *, timeout: float | None = DEFAULT) -> None:
-        self.execute(self._spec.TxRollback(), timeout=timeout)
-
-    # -- internals ------------------------------------------------------------------
-    def _close(self, end: Callable[[], object], timeout: float | None, reply: str, *,
-             quiet: tuple[type[AMQPError], ...]) -> None:
-        """``close``: once, and nothing once the session or its
-        connection is gone.  ``end()`` asks the core to end the session;
-        then wait (``timeout``) for the ``reply``, ignoring ``quiet`` errors."""
-        conn = self.connection
-        with conn._lock:
-            if self._closed or self._error is not None or conn.closed:
-                self._closed = True
-                return
-            self._closed = True
-            try:
-                end()
-            except LocalProtocolError:
-                return
-            conn._poke()
-            with contextlib.suppress(*quiet):
-                conn._wait(lambda: self._error is not None, timeout, None, reply)
-
-    def _settle(self, deliveries: Iterable[DeliveryBase], how: Any) -> None:
-        """Check that each delivery may be settled here, then settle them
-        all (``how``: what ``_settle_locked`` does to them)."""
-        ds = list(deliveries)
-        for d in ds:
-            if d.session is not self:
-                raise LocalProtocolError("delivery belongs to another session")
-            if not d._ack:
-                raise LocalProtocolError("deliveries with accept-mode none need no settling")
-            if d.settled:
-                raise LocalProtocolError(f"delivery {d.command_id} is already settled")
-        conn = self.connection
-        with conn._lock:
-            self._check()
-            self._settle_locked(ds, how)
-            conn._poke()
-
-    def _check(self) -> None:
-        if self._error is not None:
-            raise self._error
-        self.connection._check()
-        if self._closed:
-            raise SessionError("session is closed")
-
-
-# ---------------------------------------------------------------- consuming
-class DeliveryBase:
-    """A delivered message: decoding and settling, the same in both protocols."""
-
-    __slots__ = ("_message",)  # the decoded message (``message`` fills it in)
-    session: Any
-    _event: Any
-    _message: Message | None
-    settled: bool
-
-    @staticmethod
-    def _from_event(event: Any, /) -> Message:
-        """The protocol's ``messages.from_event``."""
-        raise NotImplementedError
-
-    if TYPE_CHECKING:
-        @property
-        def command_id(self) -> int: ...
-        @property
-        def _ack(self) -> bool:
-            """False: accept-mode none, nothing to settle."""
+    @property
+    def policy(self) -> CP:
+        """The sans-IO client policy underneath (for inspection)."""
+        return self._p
 
     @property
-    def message(self) -> Message:
-        if self._message is None:
-            self._message = self._from_event(self._event)
-        return self._message
+    def core(self) -> Any:
+        """The sans-IO connection underneath (for inspection)."""
+        return self._p.core
 
     @property
-    def body(self) -> bytes:
-        return self._event.body  # type: ignore[no-any-return]
+    def params(self) -> ConnectionParams:
+        """The parsed URL."""
+        return self._p.params
 
-    def accept(self) -> None:
-        self.session.accept([self])
+    @property
+    def description(self) -> str:
+        """The URL without its password."""
+        return self._pump.description
 
-    def reject(self, code: int = 0, text: str | None = None) -> None:
-        self.session.reject([self], code=code, text=text)
+    @property
+    def read_timeout(self) -> float | None:
+        """What blocking calls wait by default (None: forever)."""
+        return self._pump.read_timeout
 
-    def release(self, redelivered: bool = False) -> None:
-        self.session.release([self], redelivered=redelivered)
+    @read_timeout.setter
+    def read_timeout(self, value: float | None) -> None:
+        self._pump.read_timeout = value
+
+    @property
+    def closed(self) -> bool:
+        return self._pump.closed
+
+    @property
+    def error(self) -> AMQPError | None:
+        """Why the connection ended (None while it is open)."""
+        return self._p.error
+
+    @property
+    def heartbeat(self) -> int | None:
+        """Negotiated heartbeat interval in seconds (None: no heartbeats)."""
+        return self._p.heartbeat if self._p.opened is not None else None
+
+    @property
+    def server_properties(self) -> dict[str, Any]:
+        opened = self._p.opened
+        return dict(opened.peer_properties) if opened is not None else {}
+
+    @property
+    def virtual_host(self) -> str | None:
+        opened = self._p.opened
+        vhost: str | None = opened.virtual_host if opened is not None else None
+        return vhost
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Close the connection (``connection.close`` + wait for close-ok).
+        Safe to call more than once and on a connection that already died."""
+        self._pump.close(timeout)
 
 
-D = TypeVar("D", bound=DeliveryBase)
+# ---------------------------------------------------------------- sessions
+class SessionBase(Generic[P]):
+    """A session (0-10) or channel (0-9-1): blocking for its policy's
+    answers, and the calls both protocols spell and mean alike.  Every call
+    raises at the call: the session's error, the connection's, or
+    :class:`AMQPTimeout` (``timeout`` defaults to the connection's
+    ``read_timeout``)."""
 
+    _KIND = "session"
 
-class SubscriptionBase(Generic[D]):
-    """A subscription's buffer, iteration and blocking ``get``; the
-    subclass sends the subscribe and cancel, and settles a delivery of
-    accept-mode none as it is handed out (``_handed_out``)."""
-
-    session: Any
-
-    def __init__(self, session: Any, queue: str, accept_mode: str,
-                 prefetch: int | None) -> None:
-        self.session = session
-        self.queue = queue
-        self.accept_mode = accept_mode
-        self.ack = accept_mode == "explicit"
-        self.prefetch = prefetch
-        self._buffer: deque[D] = deque()
-        self.cancelled = False
-
-    if TYPE_CHECKING:
-        def cancel(self, timeout: float | None = DEFAULT) -> None: ...
-
-    def _handed_out(self, d: D) -> None:
-        """Accept-mode none: ``d`` is done as it is handed out (lock held)."""
-        d.settled = True
+    def __init__(self, pump: IOPump, policy: P) -> None:
+        self._pump = pump
+        self._p = policy
 
     def __enter__(self) -> Self:
         return self
 
     def __exit__(self, t: type[BaseException] | None, v: BaseException | None,
                  tb: TracebackType | None) -> None:
-        if not self.cancelled and self.session._error is None and \
-                not self.session.connection.closed:
+        self.close()
+
+    @property
+    def policy(self) -> P:
+        """The sans-IO session policy underneath (for inspection)."""
+        return self._p
+
+    @property
+    def channel(self) -> int:
+        return self._p.channel
+
+    @property
+    def outstanding(self) -> int:
+        """What was sent and awaits the broker (0-10: completion; 0-9-1:
+        publisher confirms)."""
+        return self._p.outstanding
+
+    # -- blocking -----------------------------------------------------------------
+    def _call(self, make: Callable[[], Pending[T]], timeout: float | None, what: str) -> T:
+        """Under the lock: wait for room, ``make()`` the operation, wait for
+        its answer (forgotten if the wait times out)."""
+        pump = self._pump
+        with pump.lock:
+            self._room(timeout)
+            p = make()
+            return self._await(p, timeout, what)
+
+    def _await(self, p: Pending[T], timeout: float | None, what: str) -> T:
+        """(lock held) Wait for ``p``; forget it if the wait gives up."""
+        try:
+            self._pump.wait(lambda: p.done, timeout, what)
+        except BaseException:
+            if not p.done:
+                self._p.forget(p)
+            raise
+        return p.result()
+
+    def _room(self, timeout: float | None) -> None:
+        """(lock held) Wait while the session may not send (replay window)."""
+        p = self._p
+        if not p.has_room():
+            self._pump.wait(p.has_room, timeout, "room in the replay window")
+
+    def _wait_all_completed(self, timeout: float | None, what: str) -> None:
+        pump = self._pump
+        with pump.lock:
+            self._p.flush()
+            pump.wait(self._p.all_completed, timeout, what)
+
+    # -- the calls both protocols share ------------------------------------------
+    def delete_queue(self, name: str, *, if_unused: bool = False, if_empty: bool = False,
+                     timeout: float | None = DEFAULT) -> None:
+        self._call(lambda: self._p.delete_queue(name, if_unused=if_unused, if_empty=if_empty),
+                   timeout, "queue.delete")
+
+    def purge_queue(self, name: str, *, timeout: float | None = DEFAULT) -> None:
+        self._call(lambda: self._p.purge_queue(name), timeout, "queue.purge")
+
+    def delete_exchange(self, name: str, *, if_unused: bool = False,
+                        timeout: float | None = DEFAULT) -> None:
+        self._call(lambda: self._p.delete_exchange(name, if_unused=if_unused), timeout,
+                   "exchange.delete")
+
+    def tx_select(self, *, timeout: float | None = DEFAULT) -> None:
+        self._call(self._p.tx_select, timeout, "tx.select")
+
+    def tx_commit(self, *, timeout: float | None = DEFAULT) -> None:
+        self._call(self._p.tx_commit, timeout, "tx.commit")
+
+    def tx_rollback(self, *, timeout: float | None = DEFAULT) -> None:
+        self._call(self._p.tx_rollback, timeout, "tx.rollback")
+
+    def sync(self, timeout: float | None = DEFAULT) -> None:
+        """Wait until the broker processed everything sent so far (and, 0-9-1,
+        confirmed every publish); batched accepts go out first."""
+        self._call(self._p.sync, timeout, "sync")
+
+    def wait_completed(self, timeout: float | None = DEFAULT) -> None:
+        """Wait until nothing sent awaits the broker (0-10: completion, asked
+        for with ``session.flush``; 0-9-1: publisher confirms)."""
+        self._wait_all_completed(timeout, "completion of outstanding commands")
+
+    # -- settling --------------------------------------------------------------------
+    def accept(self, deliveries: Iterable[ClientDelivery]) -> None:
+        """Accept deliveries (batched into one accept/ack per burst)."""
+        self._settle(deliveries, "accept")
+
+    def reject(self, deliveries: Iterable[ClientDelivery], code: int = 0,
+               text: str | None = None) -> None:
+        self._settle(deliveries, "reject", code, text)
+
+    def release(self, deliveries: Iterable[ClientDelivery], redelivered: bool = False) -> None:
+        """Give deliveries back to their queue."""
+        self._settle(deliveries, "release", redelivered=redelivered)
+
+    def _settle(self, deliveries: Iterable[ClientDelivery], how: str, code: int = 0,
+                text: str | None = None, redelivered: bool = False) -> None:
+        pump = self._pump
+        with pump.lock:
+            self._p.settle(deliveries, how, code, text, redelivered)
+            pump.poke()
+
+    # -- lifecycle ------------------------------------------------------------------
+    def close(self, timeout: float | None = 5.0) -> None:
+        """Send what is batched and end the session (waits for the broker's
+        answer).  Idempotent; a no-op once the session or its connection is
+        gone.  Later calls raise :class:`SessionError`."""
+        pump = self._pump
+        p = self._p
+        with pump.lock:
+            if p.closed:
+                return
+            try:
+                if p.error is None and not pump.closed and p.end():
+                    self._await(p.ended, timeout, f"the end of {self._KIND} {p.name!r}")
+            except AMQPError:
+                pass  # the connection went away (or did not answer): it is over anyway
+            finally:
+                p.closed_by_client(self._KIND)
+
+
+
+# ---------------------------------------------------------------- consuming
+
+
+class SubscriptionBase(Generic[S, D]):
+    """A subscription's iteration and blocking ``get`` over its policy's buffer."""
+
+    def __init__(self, session: S, policy: ClientSubscriptionBase[D]) -> None:
+        self.session = session
+        self._p = policy
+
+    def __repr__(self) -> str:
+        return repr(self._p)
+
+    @property
+    def policy(self) -> ClientSubscriptionBase[D]:
+        return self._p
+
+    @property
+    def queue(self) -> str:
+        return self._p.queue
+
+    @property
+    def destination(self) -> str:
+        """The destination (0-10) or consumer tag (0-9-1)."""
+        return self._p.destination
+
+    @property
+    def prefetch(self) -> int | None:
+        return self._p.prefetch
+
+    @property
+    def accept_mode(self) -> AcceptMode:
+        return self._p.accept_mode
+
+    @property
+    def ack(self) -> bool:
+        """False: accept-mode none, deliveries need no settling."""
+        return self._p.ack
+
+    @property
+    def cancelled(self) -> bool:
+        return self._p.cancelled
+
+    @property
+    def _buffer(self) -> deque[D]:
+        """Deliveries not handed out yet (tests read it)."""
+        return self._p.buffer
+
+    def start(self, timeout: float | None = DEFAULT) -> None:
+        """Subscribe (``Session.subscribe`` does); returns once the broker has."""
+        if self._p.started:
+            return
+        try:
+            self.session._call(self._p.start, timeout, f"subscribe to {self._p.queue!r}")
+        except BaseException:
+            with self.session._pump.lock:
+                self._p.session.subs.pop(self._p.destination, None)
+            raise
+
+    def cancel(self, timeout: float | None = DEFAULT) -> None:
+        """Cancel; deliveries never handed out go back to the queue."""
+        session = self.session
+        pump = session._pump
+        with pump.lock:
+            p = self._p.cancel()
+            pump.poke()
+            if p is not None and session.policy.error is None:
+                session._await(p, timeout, f"cancel of {self._p.destination!r}")
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, t: type[BaseException] | None, v: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if not self._p.cancelled and self.session.policy.error is None \
+                and not self.session._pump.closed:
             self.cancel()
 
     def __iter__(self) -> Iterator[D]:
@@ -360,19 +375,24 @@ class SubscriptionBase(Generic[D]):
 
     def get(self, timeout: float | None = None) -> D | None:
         """The next delivery; None on timeout or once cancelled and drained."""
-        s = self.session
-        conn = s.connection
-        with conn._lock:
-            if not self._buffer and not self.cancelled:
+        pump = self.session._pump
+        p = self._p
+        with pump.lock:
+            d = p.take()
+            if d is None:
+                pump.poke()  # what the empty buffer flushed
+                if p.cancelled:
+                    return None
                 try:
-                    conn._wait(lambda: bool(self._buffer) or self.cancelled, timeout, s,
-                               "delivery")
+                    pump.wait(lambda: bool(p.buffer) or p.cancelled or self._failed(),
+                              timeout, "delivery")
                 except AMQPTimeout:
                     return None
-            if not self._buffer:
-                return None
-            d = self._buffer.popleft()
-            if not self.ack:
-                self._handed_out(d)
+                d = p.take()
+            if d is not None and not p.ack:
+                pump.poke()  # accept-mode none: its completion goes out
             return d
 
+    def _failed(self) -> bool:
+        self.session.policy.check()
+        return False

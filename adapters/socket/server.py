@@ -54,7 +54,9 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Protocol
 
-log = logging.getLogger("amqp_sansio_socket.server")
+from ._io import tls_pending
+
+log = logging.getLogger("amqp_sansio.socket.server")
 
 _READ_SIZE = 256 * 1024
 _LINGER = 2.0
@@ -172,10 +174,10 @@ class _ServerConnection:
                         with contextlib.suppress(KeyError):
                             sel.unregister(sock)
                 wait = None if deadline is None else max(0.0, deadline - now)
-                if is_tls and not paused and sock.pending():  # type: ignore[attr-defined]
+                if is_tls and not paused and tls_pending(sock):
                     wait = 0.0
                 ready = sel.select(wait)
-                readable = is_tls and sock.pending() and not paused  # type: ignore[attr-defined]
+                readable = is_tls and tls_pending(sock) > 0 and not paused
                 for key, mask in ready:
                     if key.fileobj is self.wake_r:
                         try:
@@ -188,8 +190,8 @@ class _ServerConnection:
                 if readable:
                     try:
                         chunk = sock.recv(_READ_SIZE)
-                        while is_tls and chunk and sock.pending():  # type: ignore[attr-defined]
-                            chunk += sock.recv(sock.pending())  # type: ignore[attr-defined]
+                        while is_tls and chunk and (more := tls_pending(sock)):
+                            chunk += sock.recv(more)
                     except (BlockingIOError, InterruptedError, ssl.SSLWantReadError,
                             ssl.SSLWantWriteError):
                         chunk = None
@@ -335,9 +337,13 @@ class Server:
 
 
 def serve_forever(handler_factory: Callable[[], Handler], host: str = "127.0.0.1",
-                  port: int = 5672, **kw: object) -> None:
-    """Serve ``handler_factory`` connections on ``host:port`` until interrupted."""
-    srv = Server(handler_factory, host, port, **kw)  # type: ignore[arg-type]
+                  port: int = 5672, *, ssl_context: ssl.SSLContext | None = None,
+                  lock: threading.Lock | None = None, backlog: int = 128,
+                  handshake_timeout: float = 10.0) -> None:
+    """Serve ``handler_factory`` connections on ``host:port`` until
+    interrupted (the options are :class:`Server`'s)."""
+    srv = Server(handler_factory, host, port, ssl_context=ssl_context, lock=lock,
+                 backlog=backlog, handshake_timeout=handshake_timeout)
     try:
         srv.serve_forever()
     finally:

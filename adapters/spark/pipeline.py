@@ -275,7 +275,8 @@ def _admin(url: str, what: str, queue: str) -> int:
 
 def _last_report(path: str) -> dict[str, Any]:
     with open(path, encoding="utf-8") as f:
-        return json.loads(f.read().splitlines()[-1])  # type: ignore[no-any-return]
+        report: dict[str, Any] = json.loads(f.read().splitlines()[-1])
+    return report
 
 
 def _print_stages(stages: Sequence[Stage], say: Any) -> None:

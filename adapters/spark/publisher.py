@@ -96,9 +96,9 @@ def take_returns(session: Session) -> list[Any]:
     """AMQP 0-9-1 only: the messages the broker returned unroutable
     (``mandatory=True``; complete once the session synced).  ``[]`` for 0-10,
     where an unroutable transfer is rejected instead."""
-    got: list[Any] = list(getattr(session, "returned", ()))
-    if got:
-        session.returned.clear()  # type: ignore[attr-defined]
+    returned: list[Any] = getattr(session, "returned", [])
+    got = list(returned)
+    returned.clear()
     return got
 
 

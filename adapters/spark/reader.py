@@ -285,7 +285,7 @@ class AmqpStreamReader(SimpleDataSourceStreamReader):
         return {"opts": self.opts, "schema": self.schema}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["opts"], state["schema"])  # type: ignore[misc]
+        AmqpStreamReader.__init__(self, state["opts"], state["schema"])
 
     def _subscription(self) -> Subscription:
         if self._sub is None or self._conn is None or self._conn.closed:

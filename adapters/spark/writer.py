@@ -76,7 +76,8 @@ def chunks_from_iterator(opts: WriteOptions, it: Iterable[Any]) -> Iterator[Chun
             cols = {name: batch.column(name).to_pylist() for name in used}
 
             def rows(b: Any = batch) -> Sequence[Any]:
-                return b.to_pylist(maps_as_pydicts="lossy")  # type: ignore[no-any-return]
+                out: Sequence[Any] = b.to_pylist(maps_as_pydicts="lossy")
+                return out
 
             yield cols, batch.num_rows, rows
         return

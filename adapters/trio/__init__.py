@@ -2,9 +2,12 @@
 
 The protocol is the core's (:mod:`amqp_sansio.v0_10`, or
 :mod:`amqp_sansio.v0_9_1` for RabbitMQ: ``?protocol=0-9-1`` in the URL or
-``protocol="0-9-1"``, see :mod:`.client_0_9_1`); this package pumps bytes
-over Trio streams, reads ``trio.current_time()`` and maps events to an async
-API.  See :func:`open_connection` (client) and :func:`serve` (server).
+``protocol="0-9-1"``, see :mod:`.client_0_9_1`), and so is what a client
+decides (:mod:`amqp_sansio.client`); this package pumps bytes over Trio
+streams, reads ``trio.current_time()`` and waits, cancellably.  See
+:func:`open_connection` (client) and :func:`serve` (server).  It raises the
+same exceptions as the blocking client (:mod:`amqp_sansio.exceptions`) and
+logs to ``amqp_sansio.trio``.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from .client_0_10 import (
 )
 from .errors import (
     AMQPError,
+    AMQPTimeout,
     AuthenticationError,
     ConnectError,
     ConnectionClosedError,
@@ -30,7 +34,9 @@ from .errors import (
     ConnectTimeout,
     ExecutionError,
     HeartbeatTimeoutError,
+    InvalidURLError,
     MessageRejectedError,
+    ProtocolMismatchError,
     ProtocolViolationError,
     SessionError,
     VirtualHostError,
@@ -51,15 +57,18 @@ __all__ = [
     "handle_stream",
     "ConnectionHandler",
     "AMQPError",
+    "AMQPTimeout",
+    "AuthenticationError",
     "ConnectError",
     "ConnectTimeout",
     "ConnectionClosedError",
-    "AuthenticationError",
-    "VirtualHostError",
     "ConnectionLostError",
+    "ExecutionError",
     "HeartbeatTimeoutError",
+    "InvalidURLError",
+    "MessageRejectedError",
+    "ProtocolMismatchError",
     "ProtocolViolationError",
     "SessionError",
-    "ExecutionError",
-    "MessageRejectedError",
+    "VirtualHostError",
 ]

@@ -1,283 +1,339 @@
-"""What the two Trio clients (0-10 ``client_0_10.py``, 0-9-1 ``client_0_9_1.py``)
-do word for word alike, written once.
+"""What the two Trio clients (0-10 ``client_0_10.py``, 0-9-1
+``client_0_9_1.py``) do alike: waiting.
 
-Only what means the same in both protocols lives here: the errors a closed
-connection, a heartbeat timeout or a peer of another protocol become, the
-session calls whose commands have the same name and fields (queue.delete,
-queue.purge, exchange.delete, tx.*), and a subscription's iteration and a
-delivery's decoding.  Where the protocols differ -- completion and credit
-(0-10) against acks and prefetch (0-9-1) -- each client keeps its own code
-and fills in the hooks below.
+The client policy (:mod:`amqp_sansio.client` and each protocol's
+``client`` module) decides what is sent and what an answer means; here an
+operation is handed to it (after the pump has room), its output goes to the
+writer, and the caller waits -- cancellably -- for the policy's
+:class:`~amqp_sansio.client.Pending` answer.  A waiter that goes away is
+forgotten: its answer arrives into nothing, never to another caller.
 """
 
 from __future__ import annotations
 
-__all__ = ["ClientConnection", "SessionBase", "SubscriptionBase", "DeliveryBase",
-           "as_message", "config_options"]
+__all__ = ["ConnectionBase", "SessionBase", "SubscriptionBase"]
 
-import collections
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Iterable
 from contextlib import suppress
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self, TypeVar
-
-import attrs
+from typing import Any, Generic, Self, TypeVar
 
 import trio
-from amqp_sansio.events import Event, HeartbeatTimeout, ProtocolHeaderMismatch
-from amqp_sansio.message import Message
-from amqp_sansio.url import ConnectionParams
+from amqp_sansio.client import (
+    AcceptMode,
+    ClientConnection,
+    ClientDelivery,
+    ClientSessionBase,
+    ClientSubscriptionBase,
+    Pending,
+)
 from trio.lowlevel import ParkingLot, checkpoint, checkpoint_if_cancelled
 
-from ._pump import CLOSE_TIMEOUT, PumpConnection
-from .errors import (
-    AMQPError,
-    AuthenticationError,
-    ConnectionClosedError,
-    HeartbeatTimeoutError,
-    ProtocolViolationError,
-    SessionError,
-    VirtualHostError,
-)
+from ._pump import Pump
+from .errors import AMQPError
+
+T = TypeVar("T")
+CP = TypeVar("CP", bound=ClientConnection[Any, Any])
+P = TypeVar("P", bound=ClientSessionBase[Any])
+D = TypeVar("D", bound=ClientDelivery)
+S = TypeVar("S", bound="SessionBase[Any]")
 
 
 # ---------------------------------------------------------------- connection
-def config_options(params: ConnectionParams, client_properties: dict[str, Any] | None,
-                   frame_max: str) -> dict[str, Any]:
-    """The URL's tuning options (and ``client_properties``) as keyword
-    arguments of the protocol's ``ClientConfig``; ``frame_max`` is its name
-    for the frame size."""
-    kw: dict[str, Any] = {}
-    if params.channel_max is not None:
-        kw["channel_max"] = params.channel_max
-    if params.frame_max is not None:
-        kw[frame_max] = params.frame_max
-    if client_properties is not None:
-        kw["client_properties"] = client_properties
-    return kw
+class ConnectionBase(Generic[CP]):
+    """An open connection of either protocol: its pump and its policy."""
 
+    _NAME = "amqp_sansio_trio.Connection"
 
-CoreT = TypeVar("CoreT")
-SessionT = TypeVar("SessionT", bound="SessionBase")
+    def __init__(self, pump: Pump, policy: CP) -> None:
+        self._pump = pump
+        self._p = policy
 
+    async def _open_session(self, session: S) -> S:
+        """Wait until ``session`` is open; if that fails (or is cancelled),
+        end it now, or as soon as the broker has answered."""
+        p = session.policy
+        try:
+            await session._wait(p.ready)
+        except BaseException:
+            session._closed = True
+            p.abandon()
+            self._pump.pull()
+            raise
+        return session
 
-class ClientConnection(PumpConnection, Generic[CoreT, SessionT]):
-    """A client connection of either protocol (``CoreT``: its core
-    connection, ``SessionT``: its session): the connection-scope events both
-    protocols report alike, and failing the sessions with it."""
-
-    #: The protocol, as error messages name it.
-    _PROTOCOL: ClassVar[str]
-    #: Reply codes that mean "unknown virtual host" when the handshake fails.
-    _VHOST_CODES: tuple[int, ...] = (402,)
-    _core: CoreT
-
-    def __init__(self, stream: trio.abc.Stream, core: CoreT,
-                 params: ConnectionParams, *, close_timeout: float = CLOSE_TIMEOUT) -> None:
-        super().__init__(stream, core, params, close_timeout=close_timeout)
-        self._sessions: dict[int, SessionT] = {}  # by channel, while attached/open
+    def __repr__(self) -> str:
+        state = "open" if self.is_open else "closed"
+        return f"<{self._NAME} {self.params.redacted()} {state}>"
 
     @property
-    def core(self) -> CoreT:
+    def policy(self) -> CP:
+        """The sans-IO client policy underneath (for inspection)."""
+        return self._p
+
+    @property
+    def core(self) -> Any:
         """The sans-IO connection underneath (for inspection)."""
-        return self._core
+        return self._p.core
 
-    def _on_error(self, err: AMQPError) -> None:
-        for s in list(self._sessions.values()):
-            s._fail(err)
+    @property
+    def params(self) -> Any:
+        """The parsed URL."""
+        return self._p.params
 
-    def _on_opened(self, e: Any) -> None:
-        self.opened = e
-        self._opened_event.set()
-        self._timer_wake.set()  # heartbeats may now be due
+    @property
+    def close_timeout(self) -> float:
+        return self._pump.close_timeout
 
-    def _on_closed(self, e: Any) -> None:
-        """``ConnectionClosed`` (code, text, by_peer) -> the error it means."""
-        self.closed_event = e
-        cls = ConnectionClosedError
-        if self.opened is None and e.code in self._AUTH_CODES:
-            cls = AuthenticationError
-        elif self.opened is None and e.code in self._VHOST_CODES:
-            cls = VirtualHostError
-        self._set_error(cls(f"connection closed ({e.code}): {e.text or ''}", e.code, e.text,
-                            by_peer=e.by_peer))
+    @property
+    def is_open(self) -> bool:
+        return self._p.is_open
 
-    def _on_transport_event(self, e: Event) -> None:
-        """A heartbeat timeout, or a peer of another protocol."""
-        if isinstance(e, HeartbeatTimeout):
-            self._set_error(HeartbeatTimeoutError(
-                f"no traffic from the broker for {e.idle:.1f}s "
-                f"(heartbeat {self.heartbeat}s)"))
-        elif isinstance(e, ProtocolHeaderMismatch):
-            self._set_error(ProtocolViolationError(
-                f"the broker does not speak AMQP {self._PROTOCOL} (it sent {e.header!r})", 0))
+    @property
+    def opened(self) -> Any:
+        """The core's ``ConnectionOpened`` (None until then)."""
+        return self._p.opened
+
+    @property
+    def closed_event(self) -> Any:
+        """The core's ``ConnectionClosed`` (None unless the broker closed it)."""
+        return self._p.closed_event
+
+    @property
+    def heartbeat(self) -> int | None:
+        """The negotiated heartbeat interval in seconds (None: no heartbeats)."""
+        return self._p.heartbeat
+
+    @property
+    def server_properties(self) -> dict[str, Any]:
+        props: dict[str, Any] = self._p.core.peer_properties
+        return props
+
+    @property
+    def _outsize(self) -> int:
+        """Octets the writer has not taken yet (tests read it)."""
+        return self._pump.outsize
+
+    async def wait_closed(self) -> AMQPError:
+        """Wait until the connection is over; return why (the error that
+        operations now raise)."""
+        return await self._pump.wait_done()
+
+    async def aclose(self, code: int = 200, text: str | None = None) -> None:
+        """Close the connection (close handshake, bounded) and stop its tasks."""
+        await self._pump.close(code, text)
 
 
 # ---------------------------------------------------------------- sessions
-def as_message(message: Message | bytes | str, routing_key: str | None) -> Message:
-    """What ``publish`` was given, as a :class:`Message` (``routing_key``
-    overrides the message's own)."""
-    if not isinstance(message, Message):
-        return Message(body=message.encode() if isinstance(message, str) else message,
-                       routing_key=routing_key)
-    if routing_key is not None:
-        return attrs.evolve(message, routing_key=routing_key)
-    return message
+class SessionBase(Generic[P]):
+    """A session (0-10) or channel (0-9-1): waiting for its policy's answers,
+    and the calls both protocols spell and mean alike."""
 
+    def __init__(self, pump: Pump, policy: P) -> None:
+        self._pump = pump
+        self._p = policy
+        self._progress = ParkingLot()  # completions, credit, flow, errors
+        policy.wake = self._progress.unpark_all
+        self._closed = False
 
-class SessionBase:
-    """A session (0-10) or channel (0-9-1): the calls both spell and mean alike.
+    @property
+    def policy(self) -> P:
+        """The sans-IO session policy underneath (for inspection)."""
+        return self._p
 
-    A subclass supplies ``execute`` and sets ``_spec`` to its protocol's
-    spec module (whose ``QueueDelete``, ``QueuePurge``, ``ExchangeDelete``
-    and ``Tx*`` take the same fields).
-    """
+    @property
+    def channel(self) -> int:
+        return self._p.channel
 
-    _spec: Any
-    _conn: ClientConnection[Any, Any]
-    name: str | bytes
-    channel: int | None
-    _closed: bool
-    _error: AMQPError | None
-    _progress: ParkingLot
-    _subs: dict[str, Any]
+    @property
+    def outstanding(self) -> int:
+        """What was sent and awaits the broker (0-10: completion; 0-9-1:
+        publisher confirms)."""
+        return self._p.outstanding
 
-    if TYPE_CHECKING:
-        async def execute(self, command: Any, /) -> Any: ...
-        def _fail(self, err: AMQPError) -> None: ...
+    # -- waiting ----------------------------------------------------------------
+    async def _wait(self, p: Pending[T]) -> T:
+        """Hand the output to the writer and wait for ``p`` (cancellable:
+        the answer is then forgotten)."""
+        self._pump.pull()
+        if not p.done:
+            done = trio.Event()
+            p.wake = done.set
+            try:
+                await done.wait()
+            except BaseException:
+                if not p.done:
+                    self._p.forget(p)
+                raise
+        return p.result()
 
+    async def _room(self) -> None:
+        """Cancel point and backpressure (the writer behind, the replay
+        window full); nothing has been sent when this raises."""
+        await self._pump.before_send()
+        while not self._p.has_room():
+            self._pump.pull()
+            await self._progress.park()
+
+    async def _wait_while_busy(self) -> None:
+        await checkpoint_if_cancelled()
+        self._p.flush()
+        while not self._p.all_completed():
+            self._pump.pull()
+            await self._progress.park()
+
+    # -- the calls both protocols share ------------------------------------------
     async def delete_queue(self, queue: str, *, if_unused: bool = False,
                            if_empty: bool = False) -> None:
-        await self.execute(self._spec.QueueDelete(queue=queue, if_unused=if_unused,
-                                                  if_empty=if_empty))
+        await self._room()
+        await self._wait(self._p.delete_queue(queue, if_unused=if_unused, if_empty=if_empty))
 
     async def purge_queue(self, queue: str) -> None:
-        await self.execute(self._spec.QueuePurge(queue=queue))
+        await self._room()
+        await self._wait(self._p.purge_queue(queue))
 
     async def delete_exchange(self, exchange: str, *, if_unused: bool = False) -> None:
-        await self.execute(self._spec.ExchangeDelete(exchange=exchange, if_unused=if_unused))
+        await self._room()
+        await self._wait(self._p.delete_exchange(exchange, if_unused=if_unused))
 
     async def tx_select(self) -> None:
-        await self.execute(self._spec.TxSelect())
+        await self._room()
+        await self._wait(self._p.tx_select())
 
     async def tx_commit(self) -> None:
-        self._flush_subs()
-        await self.execute(self._spec.TxCommit())
+        await self._room()
+        await self._wait(self._p.tx_commit())
 
     async def tx_rollback(self) -> None:
-        self._flush_subs()
-        await self.execute(self._spec.TxRollback())
+        await self._room()
+        await self._wait(self._p.tx_rollback())
 
-    async def _close(self, still_open: bool, end: Callable[[], object],
-                     ended: trio.Event) -> None:
-        """What ``aclose`` does: once; if the core is ``still_open``, send
-        what is batched, ``end()`` (detach or close) and wait for ``ended``
-        -- bounded and shielded; then forget the session, which now raises
-        :class:`SessionError`."""
+    async def sync(self) -> None:
+        """Returns once the broker has processed everything sent before (and,
+        0-9-1, confirmed every publish); batched accepts go out first."""
+        await self._room()
+        await self._wait(self._p.sync())
+
+    async def wait_completed(self) -> None:
+        """Wait until nothing sent awaits the broker (publishes with
+        ``wait=False`` included): 0-10 completion, 0-9-1 confirms.  Raises
+        if the session or connection failed meanwhile."""
+        await self._wait_while_busy()
+
+    # -- settling -----------------------------------------------------------------
+    # Settling is not a cancel point: once called it is done (it only queues
+    # output; the writer sends it, coalesced with its neighbours).
+    async def accept(self, deliveries: Iterable[ClientDelivery]) -> None:
+        """Accept deliveries (batched into one accept/ack per burst)."""
+        self._p.settle(deliveries, "accept")
+        self._pump.wake_writer()
+
+    async def reject(self, deliveries: Iterable[ClientDelivery], code: int = 0,
+                     text: str | None = None) -> None:
+        self._p.settle(deliveries, "reject", code, text)
+        self._pump.wake_writer()
+
+    async def release(self, deliveries: Iterable[ClientDelivery], *,
+                      redelivered: bool = False) -> None:
+        """Give deliveries back to their queue."""
+        self._p.settle(deliveries, "release", redelivered=redelivered)
+        self._pump.wake_writer()
+
+    # -- lifecycle ------------------------------------------------------------------
+    async def aclose(self) -> None:
+        """Send what is batched and end the session (bounded, shielded; never
+        raises for a dead connection).  Later calls raise SessionError."""
         if self._closed:
             return
         self._closed = True
-        with trio.move_on_after(self._conn.close_timeout) as cs:
+        with trio.move_on_after(self._pump.close_timeout) as cs:
             cs.shield = True
-            if self._error is None and still_open:
-                self._flush_subs()
-                end()
-                self._conn._pull()
-                await ended.wait()
-        if self._conn._sessions.get(self.channel or 0) is self:
-            del self._conn._sessions[self.channel or 0]
-        if self._error is None:
-            self._fail(SessionError(f"session {self.name!r} is closed"))
+            if self._p.end():
+                await self._wait(self._p.ended)
+        self._p.closed_by_client(self._KIND)
 
-    def _flush_subs(self) -> None:
-        for sub in list(self._subs.values()):
-            sub._flush()
-        self._conn._pull()
+    _KIND = "session"
 
-    async def _wait_while(self, busy: Callable[[], object]) -> None:
-        """What ``wait_completed`` does: send the batched acks/accepts, then
-        wait while ``busy()``."""
-        await checkpoint_if_cancelled()
-        self._flush_subs()
-        while busy():
-            self._check()
-            await self._progress.park()
-        self._check()
+    async def __aenter__(self) -> Self:
+        return self
 
-    def _check(self) -> None:
-        if self._error is not None:
-            raise self._error
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
 
 # ---------------------------------------------------------------- consuming
-class DeliveryBase:
-    """A delivered message: its decoding, the same in both protocols."""
-
-    __slots__ = ("event", "_message", "settled")
-
-    def __init__(self, event: Any) -> None:
-        self.event = event
-        self._message: Message | None = None
-        self.settled = False
-
-    @staticmethod
-    def _from_event(event: Any, /) -> Message:
-        """The protocol's ``messages.from_event``."""
-        raise NotImplementedError
-
-    if TYPE_CHECKING:
-        @property
-        def command_id(self) -> int: ...
-
-    def __repr__(self) -> str:
-        return f"<Delivery {self.command_id} {len(self.event.body)} octets>"
-
-    @property
-    def body(self) -> bytes:
-        return self.event.body  # type: ignore[no-any-return]
-
-    @property
-    def message(self) -> Message:
-        if self._message is None:
-            self._message = self._from_event(self.event)
-        return self._message
 
 
-D = TypeVar("D", bound=DeliveryBase)
+class SubscriptionBase(Generic[S, D]):
+    """A subscription's iteration over its policy's buffer."""
 
-
-class SubscriptionBase(Generic[D]):
-    """A subscription's buffer and iteration; the subclass starts and
-    cancels it, settles, and says what handing a delivery out means
-    (``_handed_out``)."""
-
-    _session: Any
-
-    def __init__(self, session: Any, queue: str, prefetch: int | None, exclusive: bool,
-                 arguments: dict[str, Any] | None) -> None:
+    def __init__(self, session: S, policy: ClientSubscriptionBase[D]) -> None:
         self._session = session
-        self.queue = queue
-        self.prefetch = prefetch
-        self._exclusive = exclusive
-        self._arguments = arguments
-        self._buf: collections.deque[D] = collections.deque()
+        self._p = policy
         self._lot = ParkingLot()
-        self._started = False
-        self._cancelled = False
-        self._batch = max(1, min(256, (prefetch or 512) // 2))
+        policy.wake = self._lot.unpark_all
         self._n = 0
 
-    if TYPE_CHECKING:
-        async def start(self) -> None: ...
-        async def cancel(self) -> None: ...
-        def _flush(self) -> None: ...
-        def _handed_out(self, d: D) -> None: ...
+    def __repr__(self) -> str:
+        return repr(self._p)
+
+    @property
+    def policy(self) -> ClientSubscriptionBase[D]:
+        return self._p
+
+    @property
+    def queue(self) -> str:
+        return self._p.queue
+
+    @property
+    def destination(self) -> str:
+        """The destination (0-10) or consumer tag (0-9-1)."""
+        return self._p.destination
+
+    @property
+    def prefetch(self) -> int | None:
+        return self._p.prefetch
+
+    @property
+    def accept_mode(self) -> AcceptMode:
+        return self._p.accept_mode
+
+    @property
+    def ack(self) -> bool:
+        """False: accept-mode none, deliveries need no settling."""
+        return self._p.ack
+
+    @property
+    def cancelled(self) -> bool:
+        return self._p.cancelled
+
+    @property
+    def _buf(self) -> deque[D]:
+        """Deliveries not handed out yet (tests read it)."""
+        return self._p.buffer
+
+    async def start(self) -> None:
+        """Subscribe; returns once the broker has answered."""
+        if self._p.started:
+            return
+        await self._session._room()
+        await self._session._wait(self._p.start())
+
+    async def cancel(self) -> None:
+        """Cancel; buffered deliveries go back to the queue."""
+        p = self._p.cancel()
+        self._lot.unpark_all()
+        if p is not None:
+            await self._session._wait(p)
+        else:
+            self._session._pump.pull()
 
     async def __aenter__(self) -> Self:
         await self.start()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        with trio.move_on_after(self._session._conn.close_timeout) as cs:
+        with trio.move_on_after(self._session._pump.close_timeout) as cs:
             cs.shield = True
             with suppress(AMQPError):
                 await self.cancel()
@@ -286,26 +342,27 @@ class SubscriptionBase(Generic[D]):
         return self
 
     async def __anext__(self) -> D:
-        if not self._started:
+        p = self._p
+        if not p.started:
             await self.start()
-        s = self._session
-        buf = self._buf
-        if not buf:
-            self._flush()
-            s._conn._pull()
-            while not buf:
-                if self._cancelled:
-                    raise StopAsyncIteration
-                s._check()
-                await self._lot.park()
-        else:
+        if p.buffer:
+            # The cancel point comes before a delivery is taken: once taken,
+            # it is the caller's.
             self._n += 1
             if self._n & 63:
                 await checkpoint_if_cancelled()
             else:
                 await checkpoint()  # let other tasks (the writer) run now and then
-        d = buf.popleft()
-        self._handed_out(d)
+            d = p.take()
+            if d is not None:
+                return d
+        session = self._session
+        while (d := p.take()) is None:
+            session._pump.pull()  # what the empty buffer flushed
+            if p.cancelled:
+                raise StopAsyncIteration
+            session.policy.check()
+            await self._lot.park()
         return d
 
     async def get(self) -> D:

@@ -1,46 +1,36 @@
 """The byte pump both Trio clients share (0-10 and 0-9-1).
 
-:class:`PumpConnection` runs one reader, one writer and one timer task in
-the connection's nursery around a sans-IO core (see ``client_0_10.py`` for the
-design); a protocol's client subclasses it (through
-``_common.ClientConnection``) and supplies ``_dispatch`` (events -> state)
-and ``_on_error`` (fail its sessions).
+A :class:`Pump` runs one reader, one writer and one timer task in the
+connection's nursery around a client policy (:mod:`amqp_sansio.client`,
+which wraps the core connection): bytes read go to
+``policy.receive_data(data, now)``, ``policy.data_to_send()`` goes out, and
+``policy.handle_timer(now)`` runs at ``policy.next_deadline()``.  Nothing
+here knows a protocol; what the policy has to say goes to the adapter's
+logger, ``amqp_sansio.trio`` (see :class:`amqp_sansio.trace.Logbook`).
 :func:`connection_context` connects, runs the pump and the handshake and
-closes again -- what ``open_connection`` is for either protocol.  Nothing
-here knows a protocol: the core only has to offer ``receive_data(data,
-now)``, ``data_to_send()``, ``next_deadline()``, ``handle_timer(now)``,
-``close(code, text)``, ``closed``, ``heartbeat`` and ``peer_properties``.
+closes again -- what ``open_connection`` is for either protocol.
 """
 
 from __future__ import annotations
 
-__all__ = ["HIGH_WATER", "PumpConnection", "connection_context", "ssl_context",
+__all__ = ["HIGH_WATER", "CLOSE_TIMEOUT", "Pump", "connection_context", "ssl_context",
            "connect_stream"]
 
+import logging
+import os
 import ssl
-from collections.abc import AsyncGenerator, Callable, Iterable
-from contextlib import asynccontextmanager, suppress
+from collections.abc import AsyncGenerator, Callable
+from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 import trio
-from amqp_sansio.errors import LocalProtocolError, RemoteProtocolError
+from amqp_sansio.client import ClientConnection
+from amqp_sansio.trace import Logbook
 from amqp_sansio.url import ConnectionParams
-from trio.lowlevel import (
-    ParkingLot,
-    cancel_shielded_checkpoint,
-    checkpoint_if_cancelled,
-)
+from trio.lowlevel import ParkingLot, cancel_shielded_checkpoint, checkpoint_if_cancelled
 
 from ._util import aclose_quietly, open_service_nursery
-from .errors import (
-    AMQPError,
-    AuthenticationError,
-    ConnectError,
-    ConnectionClosedError,
-    ConnectionLostError,
-    ConnectTimeout,
-    ProtocolViolationError,
-)
+from .errors import AMQPError, ConnectError, ConnectionLostError, ConnectTimeout
 
 #: Output the writer has not taken yet above which a publisher waits for it.
 HIGH_WATER = 1 << 20
@@ -50,8 +40,11 @@ _BATCH = 64 * 1024
 _RECV = 256 * 1024
 _TIMER_SLACK = 0.001  # the core's dead-peer test is strict (>): wake just after
 CLOSE_TIMEOUT = 5.0
+#: The adapter's logger (frames: ``amqp_sansio.trio.frames``, see
+#: :class:`amqp_sansio.trace.Logbook`).
+LOGGER = "amqp_sansio.trio"
 
-C = TypeVar("C", bound="PumpConnection")
+C = TypeVar("C")
 
 
 def ssl_context(params: ConnectionParams) -> ssl.SSLContext:
@@ -65,7 +58,7 @@ def ssl_context(params: ConnectionParams) -> ssl.SSLContext:
 
 
 async def connect_stream(params: ConnectionParams,
-                   context: ssl.SSLContext | None) -> trio.abc.Stream:
+                         context: ssl.SSLContext | None) -> trio.abc.Stream:
     where = f"{params.host}:{params.port}"
     try:
         sock = await trio.open_tcp_stream(params.host, params.port)
@@ -87,97 +80,69 @@ async def connect_stream(params: ConnectionParams,
     return tls
 
 
-
 @asynccontextmanager
-async def connection_context(params: ConnectionParams, context: ssl.SSLContext | None,
-                             make: Callable[[trio.abc.Stream], C]) -> AsyncGenerator[C, None]:
-    """Connect, start the pump of ``make(stream)``, wait for the handshake
+async def connection_context(policy: ClientConnection[Any, Any], context: ssl.SSLContext | None,
+                             connect_timeout: float, close_timeout: float,
+                             make: Callable[[Pump], C]) -> AsyncGenerator[C, None]:
+    """Connect, start a pump for ``policy``, wait for the handshake
     (``connect_timeout`` bounds TCP, TLS and the handshake together), yield
-    the connection and close it afterwards."""
-    deadline = trio.current_time() + params.connect_timeout
+    ``make(pump)`` and close the connection afterwards."""
+    params = policy.params
+    book = Logbook(logging.getLogger, LOGGER, params.redacted(), policy.PROTOCOL, os.environ)
+    book.connecting()
+    deadline = trio.current_time() + connect_timeout
     with trio.move_on_at(deadline) as cs:
         stream = await connect_stream(params, context)
     if cs.cancelled_caught:
         raise ConnectTimeout(f"connecting to {params.host}:{params.port} took longer than "
-                             f"{params.connect_timeout}s")
+                             f"{connect_timeout:g} s")
     async with open_service_nursery() as nursery:
-        conn = make(stream)
-        nursery.start_soon(conn._run)
+        pump = Pump(stream, policy, book, close_timeout=close_timeout)
+        nursery.start_soon(pump.run)
         try:
             with trio.move_on_at(deadline) as cs:
-                await conn._wait_open()
+                await pump.wait_open()
             if cs.cancelled_caught:
                 raise ConnectTimeout(f"AMQP handshake with {params.host}:{params.port} took "
-                                     f"longer than {params.connect_timeout}s")
-            yield conn
+                                     f"longer than {connect_timeout:g} s")
+            yield make(pump)
         finally:
-            await conn.aclose()
+            await pump.close()
             nursery.cancel_scope.cancel()
 
 
-class PumpConnection:
-    """An open connection's pump and plumbing (see the module docstring)."""
+class Pump:
+    """An open connection's pump (see the module docstring).  Sessions use
+    its public methods to hand output to the writer and to wait for room."""
 
-    #: Reply codes that mean "bad credentials" when the handshake fails.
-    _AUTH_CODES: tuple[int, ...] = (320,)
-    _CLIENT_NAME = "amqp_sansio_trio.Connection"
-
-    def __init__(self, stream: trio.abc.Stream, core: Any,
-                 params: ConnectionParams, *, close_timeout: float = CLOSE_TIMEOUT) -> None:
-        self._stream = stream
+    def __init__(self, stream: trio.abc.Stream, policy: ClientConnection[Any, Any],
+                 book: Logbook, *, close_timeout: float = CLOSE_TIMEOUT) -> None:
+        self.stream = stream
+        self.policy = policy
+        self.book = book
         self.close_timeout = close_timeout
-        self._core = core
-        self.params = params
+        self.outsize = 0  # octets handed to the writer, not yet written
         self._outbuf: list[bytes] = []
-        self._outsize = 0
         self._writer_wake = trio.Event()
         self._drained = ParkingLot()  # publishers over HIGH_WATER
         self._timer_wake = trio.Event()
-        self._opened_event = trio.Event()
-        self._done = trio.Event()  # the pump has stopped; the stream is closed
-        self._error: AMQPError | None = None  # why the connection is unusable
-        self.opened: Any = None  # the core's ConnectionOpened event
-        self.closed_event: Any = None  # the core's ConnectionClosed event
-
-    def __repr__(self) -> str:
-        return f"<{self._CLIENT_NAME} {self.params.redacted()} {self._core.state.name}>"
-
-    # -- public ---------------------------------------------------------------
-    @property
-    def is_open(self) -> bool:
-        return self._error is None and self.opened is not None
+        self._changed = trio.Event()  # opened or failed
+        self.done = trio.Event()  # the pump has stopped; the stream is closed
+        policy.wake = self._woken
 
     @property
-    def heartbeat(self) -> int | None:
-        return self._core.heartbeat  # type: ignore[no-any-return]
+    def error(self) -> AMQPError | None:
+        return self.policy.error
 
-    @property
-    def server_properties(self) -> dict[str, Any]:
-        return self._core.peer_properties  # type: ignore[no-any-return]
+    def _woken(self) -> None:
+        """The policy opened or failed."""
+        self._changed.set()
+        self._timer_wake.set()
+        self._writer_wake.set()
+        self._drained.unpark_all()
 
-    async def wait_closed(self) -> AMQPError:
-        """Wait until the connection is over; return why (the error that
-        operations now raise)."""
-        await self._done.wait()
-        assert self._error is not None
-        return self._error
-
-    async def aclose(self, code: int = 200, text: str | None = None) -> None:
-        """Close the connection (close handshake, bounded) and stop its tasks."""
-        if (not self._done.is_set() and self._error is None and self.opened is not None
-                and not self._core.closed):
-            with trio.move_on_after(self.close_timeout) as cs:
-                cs.shield = True
-                with suppress(LocalProtocolError):  # already closing
-                    self._core.close(code, text)
-                self._pull()
-                await self._done.wait()
-        self._set_error(ConnectionClosedError(f"connection closed ({code}): {text or ''}", code,
-                                              text, by_peer=False))
-        await aclose_quietly(self._stream)
-
-    # -- the pump -------------------------------------------------------------
-    async def _run(self) -> None:
+    # -- the tasks --------------------------------------------------------------
+    async def run(self) -> None:
         try:
             async with trio.open_nursery() as n:
                 n.start_soon(self._reader)
@@ -185,127 +150,120 @@ class PumpConnection:
                 await self._writer()
                 n.cancel_scope.cancel()
         finally:
-            if self._error is None:
-                self._set_error(ConnectionLostError("transport closed"))
-            self._done.set()
+            if self.policy.error is None:
+                self.policy.fail(ConnectionLostError("transport closed"))
+            self.book.drain(self.policy)
+            self.done.set()
             self._drained.unpark_all()
 
     async def _reader(self) -> None:
-        while not self._core.closed:
+        policy = self.policy
+        while not policy.closed:
             try:
-                got = await self._stream.receive_some(_RECV)
+                got = await self.stream.receive_some(_RECV)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
-                got = b""
-                if self._error is None and not self._core.closed:
-                    self._set_error(ConnectionLostError(str(e.__cause__ or e) or "reset"))
+                reason = str(e.__cause__ or e) or "reset"
+                policy.transport_lost(reason, trio.current_time())
+                break
             data = got if isinstance(got, bytes) else bytes(got)
-            self._feed(data)
+            self.book.received(data)
+            policy.receive_data(data, trio.current_time())
+            self.book.drain(policy)
+            self._writer_wake.set()
             if not data:
                 break
         self._writer_wake.set()
 
-    def _feed(self, data: bytes) -> None:
-        try:
-            events = self._core.receive_data(data, trio.current_time())
-        except RemoteProtocolError as e:
-            self._dispatch(getattr(e, "events", []))
-            if self.opened is None and e.code in self._AUTH_CODES:
-                self._set_error(AuthenticationError(f"authentication failed: {e.message}", e.code,
-                                                    e.message, by_peer=False))
-            else:
-                self._set_error(ProtocolViolationError(e.message, e.code))
-        else:
-            self._dispatch(events)
-        self._writer_wake.set()
-
     async def _writer(self) -> None:
-        stream = self._stream
+        stream = self.stream
         while True:
-            self._pull()
+            self.pull()
             if self._outbuf:
                 data = b"".join(self._outbuf) if len(self._outbuf) > 1 else self._outbuf[0]
                 self._outbuf.clear()
-                self._outsize = 0
+                self.outsize = 0
                 self._drained.unpark_all()
                 try:
                     await stream.send_all(data)
                 except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
-                    if self._error is None and not self._core.closed:
-                        self._set_error(ConnectionLostError(str(e.__cause__ or e) or "reset"))
-                    self._feed(b"")  # tell the core the transport is gone
+                    reason = str(e.__cause__ or e) or "reset"
+                    self.policy.transport_lost(reason, trio.current_time())
+                    self.book.drain(self.policy)
                     self._outbuf.clear()
                     break
                 continue
-            if self._core.closed:
+            if self.policy.closed:
                 break
             self._writer_wake = trio.Event()
             await self._writer_wake.wait()
         await aclose_quietly(stream)
 
     async def _timer(self) -> None:
-        core = self._core
-        while not core.closed:
-            deadline = core.next_deadline()
+        policy = self.policy
+        while not policy.closed:
+            deadline = policy.next_deadline()
             self._timer_wake = trio.Event()
             if deadline is None:
                 await self._timer_wake.wait()
                 continue
             await trio.sleep_until(deadline + _TIMER_SLACK)
             now = trio.current_time()
-            due = core.next_deadline()
+            due = policy.next_deadline()
             if due is not None and now >= due:
-                self._dispatch(core.handle_timer(now))
+                policy.handle_timer(now)
+                self.book.drain(policy)
                 self._writer_wake.set()
 
-    # -- plumbing ---------------------------------------------------------------
-    def _pull(self) -> None:
-        """Move the core's pending output to the writer's buffer."""
-        data = self._core.data_to_send()
+    # -- for the sessions ----------------------------------------------------------
+    def pull(self) -> None:
+        """Move the policy's pending output to the writer's buffer."""
+        data = self.policy.data_to_send()
         if data:
+            self.book.sent(data)
             self._outbuf.append(data)
-            self._outsize += len(data)
+            self.outsize += len(data)
             self._writer_wake.set()
 
-    async def _before_send(self) -> None:
+    def wake_writer(self) -> None:
+        """Output may be pending: the writer collects (and coalesces) it."""
+        self._writer_wake.set()
+
+    async def before_send(self) -> None:
         """Cancel point, and backpressure: wait while the writer is more than
         HIGH_WATER octets behind.  Nothing has been sent when this raises."""
         await checkpoint_if_cancelled()
-        while self._outsize >= HIGH_WATER and not self._done.is_set():
+        while self.outsize >= HIGH_WATER and not self.done.is_set():
             await self._drained.park()
 
-    async def _after_send(self) -> None:
-        """After handing output to the core: move it to the writer and, past a
-        batch, let the writer run.  Never raises (not even Cancelled): what
-        was sent stays sent."""
-        self._pull()
-        if self._outsize >= _BATCH:
+    async def after_send(self) -> None:
+        """After handing output to the policy: move it to the writer and,
+        past a batch, let the writer run.  Never raises (not even
+        Cancelled): what was sent stays sent."""
+        self.pull()
+        if self.outsize >= _BATCH:
             await cancel_shielded_checkpoint()
 
-    def _check(self) -> None:
-        if self._error is not None:
-            raise self._error
-        if self.opened is None:
-            raise LocalProtocolError("connection is not open yet")
+    async def wait_open(self) -> None:
+        while self.policy.opened is None:
+            if self.policy.error is not None:
+                raise self.policy.error
+            await self._changed.wait()
+            self._changed = trio.Event()
+        if self.policy.error is not None:
+            raise self.policy.error
 
-    async def _wait_open(self) -> None:
-        while self.opened is None:
-            if self._error is not None:
-                raise self._error
-            await self._opened_event.wait()
+    async def wait_done(self) -> AMQPError:
+        await self.done.wait()
+        assert self.policy.error is not None
+        return self.policy.error
 
-    def _set_error(self, err: AMQPError) -> None:
-        if self._error is not None:
-            return
-        self._error = err
-        self._opened_event.set()
-        self._timer_wake.set()
-        self._writer_wake.set()
-        self._drained.unpark_all()
-        self._on_error(err)
-
-
-    def _on_error(self, err: AMQPError) -> None:
-        """The connection failed: fail the sessions (subclasses)."""
-
-    def _dispatch(self, events: Iterable[Any]) -> None:
-        raise NotImplementedError
+    async def close(self, code: int = 200, text: str | None = None) -> None:
+        """Close the connection (close handshake, bounded) and stop the tasks."""
+        if not self.done.is_set() and self.policy.close(code, text):
+            with trio.move_on_after(self.close_timeout) as cs:
+                cs.shield = True
+                self.pull()
+                await self.done.wait()
+        self.policy.fail(self.policy.close_error(code, text))
+        self.book.drain(self.policy)
+        await aclose_quietly(self.stream)

@@ -38,7 +38,7 @@ from trio.lowlevel import ParkingLot
 
 from ._util import aclose_quietly
 
-log = logging.getLogger("amqp_sansio_trio.server")
+log = logging.getLogger("amqp_sansio.trio.server")
 
 _RECV = 256 * 1024
 _HIGH_WATER = 4 << 20

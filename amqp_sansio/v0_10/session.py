@@ -323,6 +323,9 @@ class Session:
         self.replay_window = replay_window
         self.timeout: int | None = 0  # granted execution-state timeout, seconds
         self.failed = False  # an execution.exception was sent or received
+        # The application's own state for this session (as Proton's endpoint
+        # context): never read here, kept across detach and resume.
+        self.context: Any = None
         # -- sender (our commands) --
         self.next_out_id = 0
         self._need_command_point = True

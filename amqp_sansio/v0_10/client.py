@@ -1,0 +1,831 @@
+"""The AMQP 0-10 client policy, without I/O: what every adapter's client does.
+
+Above the core's connection and sessions (:mod:`.connection`,
+:mod:`.session`), a client has decisions to make that the protocol leaves
+open; they are made here, once, for the Trio and the blocking-socket
+adapters alike (see :mod:`amqp_sansio.client` for the shape):
+
+* **Subscribing** is ``message.subscribe`` + ``message.set-flow-mode`` +
+  two ``message.flow`` (``prefetch`` messages, unlimited octets) +
+  ``execution.sync``, answered when the broker has completed them all.
+* **Settling.**  A delivery is completed when it is settled (window mode:
+  that re-grants its credit), accept-mode ``none`` ones when handed out.
+  Accepts are batched per subscription -- one ``message.accept`` when the
+  batch (half the prefetch, at most 256) is full or the subscription's
+  buffer runs dry; credit mode re-grants credit in the same batches.
+* **Deliveries nobody asked for** (a subscription already cancelled, or one
+  of a transport we lost) are completed and released (``set-redelivered``);
+  their destination is cancelled once, so that they do not come back.
+* **Publishing.**  ``confirm`` sends the transfer with accept-mode explicit:
+  the broker then accepts or rejects it (``rejected``).  A publish that does
+  not wait is bounded: by the broker's credit, the replay window and
+  :data:`MAX_IN_FLIGHT` octets awaiting completion (the broker is asked
+  for its completions when that bound is reached).
+* **Resume.**  What a session leaves behind when its transport dies --
+  accepts that never went out, deliveries never settled -- travels with the
+  core session (its ``context``) to the connection that resumes it, which
+  sends the accepts and releases the rest once the broker has said it kept
+  the session's state.
+"""
+
+from __future__ import annotations
+
+__all__ = ["DEFAULT_HEARTBEAT", "MAX_IN_FLIGHT", "Carry", "connection", "ClientConnection", "ClientDelivery", "ClientSession",
+           "ClientSubscription", "Transfer"]
+
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+import attrs
+
+from .. import client as base
+from .. import sasl
+from ..client import INFO, WARNING, AcceptMode, Pending
+from ..errors import LocalProtocolError
+from ..events import Event, ProtocolViolation
+from ..exceptions import (
+    AMQPError,
+    ConnectError,
+    ConnectionLostError,
+    ExecutionError,
+    MessageRejectedError,
+    SessionError,
+)
+from ..message import Message
+from ..serial import SequenceSet
+from ..url import ConnectionParams
+from . import events as ev
+from . import spec
+from ._specbase import Command, Struct
+from .connection import ClientConfig, Role
+from .connection import Connection as CoreConnection
+from .messages import Rejections, from_event, to_transfer, transfer_octets
+from .session import Session as CoreSession
+from .session import SessionState, SessionStore
+
+#: Octets of published transfers awaiting completion above which a publisher
+#: waits (a pipelined publisher's memory bound).
+MAX_IN_FLIGHT = 16 << 20
+#: Heartbeat interval asked for when the caller names none, seconds (what
+#: RabbitMQ proposes), clamped into the broker's range: a silent broker is
+#: detected with default settings.
+DEFAULT_HEARTBEAT = 60
+_INFINITE = 0xFFFFFFFF
+_FLOW_MODES = {"window": spec.FlowMode.WINDOW, "credit": spec.FlowMode.CREDIT}
+
+
+@attrs.define
+class Carry:
+    """What a session leaves behind when its transport dies, for the
+    connection that resumes it: accepts the application made that never
+    went out, and deliveries never settled (to be released)."""
+
+    to_accept: SequenceSet = attrs.field(factory=SequenceSet)
+    to_release: SequenceSet = attrs.field(factory=SequenceSet)
+
+
+@attrs.frozen(slots=True)
+class Transfer:
+    """A publish, built: the command, its headers and body, its credit cost."""
+
+    command: spec.MessageTransfer
+    headers: tuple[Struct, ...]
+    body: bytes
+    octets: int
+    confirm: bool
+
+
+# ---------------------------------------------------------------- connecting
+def connection(params: ConnectionParams, *, heartbeat: int | None,
+               mechanisms: Iterable[str] | None = None,
+               session_store: SessionStore | None = None,
+               client_properties: dict[str, Any] | None = None) -> ClientConnection:
+    """A client connection's policy, with its core, for ``params`` (a URL).
+
+    ``heartbeat``: seconds asked for (None: :data:`DEFAULT_HEARTBEAT`,
+    clamped into the broker's range; 0: none).  ``mechanisms``: SASL names
+    to offer (None: the URL's, else SCRAM-SHA-256 and PLAIN with a username,
+    ANONYMOUS without).  A bad option is :class:`InvalidURLError`."""
+    mechs = base.mechanism_names(params, mechanisms, sasl.CLIENT_MECHANISMS)
+    user, password = base.credentials(params, mechs)
+    extra: dict[str, Any] = base.tuning(params, "max_frame_size")
+    if client_properties is not None:
+        extra["client_properties"] = client_properties
+    try:
+        config = ClientConfig(virtual_host=params.virtual_host, username=user,
+                              password=password, mechanisms=mechs,
+                              heartbeat=DEFAULT_HEARTBEAT if heartbeat is None else heartbeat,
+                              session_store=session_store, **extra)
+    except LocalProtocolError as e:
+        raise base.config_error(e) from None
+    return ClientConnection(CoreConnection(Role.CLIENT, config), params,
+                            heartbeat_asked=heartbeat)
+
+
+# ---------------------------------------------------------------- connection
+class ClientConnection(base.ClientConnection[CoreConnection, "ClientSession"]):
+    """An AMQP 0-10 client connection's policy (see the module docstring)."""
+
+    PROTOCOL = "0-10"
+
+    def attach(self, name: str | bytes | None = None, *,
+               timeout: int | None = None) -> ClientSession:
+        """Attach (or resume) a session; its ``ready`` is answered once the
+        broker attached it (and, for a resume, once replay is done)."""
+        self.check()
+        if name is None:
+            name = uuid.uuid4().hex
+        raw = name.encode() if isinstance(name, str) else bytes(name)
+        s = ClientSession(self, self.core.attach(raw, timeout=timeout))
+        self.sessions[s.channel] = s
+        return s
+
+    def _close_core(self, code: int, text: str | None) -> None:
+        self.core.close(code, text)
+
+    def dispatch(self, events: Iterable[Event]) -> None:
+        sessions = self.sessions
+        for e in events:
+            match e:
+                case ev.MessageReceived():
+                    s = sessions.get(e.channel)
+                    if s is not None:
+                        s.on_message(e)
+                case ev.CommandsCompleted():
+                    s = sessions.get(e.channel)
+                    if s is not None:
+                        s.on_completed(e.commands)
+                case ev.ResultReceived():
+                    s = sessions.get(e.channel)
+                    if s is not None:
+                        s.on_result(e)
+                case ev.CommandReceived():
+                    s = sessions.get(e.channel)
+                    if s is not None:
+                        s.on_command(e)
+                case ev.ExceptionReceived():
+                    s = sessions.get(e.channel)
+                    if s is not None:
+                        s.fail(ExecutionError(
+                            e.error_code, e.description, command_id=e.command_id,
+                            class_code=e.class_code, command_code=e.command_code,
+                            field_index=e.field_index, error_info=e.error_info))
+                case ev.SessionAttached():
+                    s = sessions.get(e.channel)
+                    if s is not None:
+                        s.on_attached()
+                case ev.SessionResumed():
+                    s = sessions.get(e.channel)
+                    if s is not None:
+                        s.on_resumed(e)
+                case ev.SessionStateLost():
+                    s = sessions.get(e.channel)
+                    if s is not None:
+                        s.lost_commands = e.commands
+                case ev.SessionTimeout():
+                    s = sessions.get(e.channel)
+                    if s is not None:
+                        s.timeout = e.timeout
+                case ev.SessionDetached():
+                    s = sessions.pop(e.channel, None)
+                    if s is not None:
+                        s.on_detached(e)
+                case ev.ConnectionOpened():
+                    self._on_opened(e)
+                case ev.ConnectionClosed():
+                    self._on_closed(e)
+                case ev.ConnectionRedirected():
+                    hosts = ", ".join(e.known_hosts) or "none"
+                    self.fail(ConnectError(f"the broker redirects to {e.host} (known hosts: "
+                                           f"{hosts}): connect there"))
+                case ProtocolViolation():
+                    # Connection scope: receive_data raises it (see _violation).
+                    # Else the core has answered (session.detached /
+                    # execution.exception follow).
+                    if e.scope != "connection":
+                        self.note(WARNING, f"the broker broke the protocol ({e.scope} "
+                                           f"scope, code {e.code}): {e.message}")
+                case _:
+                    self._on_transport_event(e)
+
+
+# ---------------------------------------------------------------- deliveries
+class ClientDelivery(base.ClientDelivery):
+    """A transfer delivered to a subscription."""
+
+    __slots__ = ("sub",)
+    event: ev.MessageReceived
+    _decode = staticmethod(from_event)
+
+    def __init__(self, sub: ClientSubscription[Any], event: ev.MessageReceived) -> None:
+        super().__init__(event)
+        self.sub = sub
+
+    @property
+    def command_id(self) -> int:
+        """The transfer's id in the broker's command numbering."""
+        return self.event.command_id
+
+    @property
+    def routing_key(self) -> str | None:
+        dp = self.event.delivery_properties
+        return dp.routing_key if dp else None
+
+    @property
+    def exchange(self) -> str | None:
+        dp = self.event.delivery_properties
+        return dp.exchange if dp else None
+
+    @property
+    def redelivered(self) -> bool:
+        dp = self.event.delivery_properties
+        return bool(dp is not None and dp.redelivered)
+
+    @property
+    def ack(self) -> bool:
+        """False: accept-mode none, nothing to settle."""
+        return self.sub.ack
+
+
+D = TypeVar("D", bound=ClientDelivery)
+
+
+# ---------------------------------------------------------------- sessions
+class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
+    """An attached 0-10 session's policy.  ``ready`` is answered once the
+    session may be used (attached, resume replayed); ``ended`` once it is
+    detached."""
+
+    conn: ClientConnection
+    name: bytes
+
+    def __init__(self, conn: ClientConnection, core: CoreSession) -> None:
+        assert core.channel is not None
+        super().__init__(conn, core.name, core.channel)
+        self.core = core
+        self.timeout: int | None = core.timeout
+        self.resuming = core.resuming  # until the broker says what it expects
+        self.resumed: ev.SessionResumed | None = None
+        self.lost_commands: SequenceSet | None = None  # in-doubt ids the broker lost
+        #: our transfers the broker rejected (``confirm``): id -> (code, text)
+        self.rejected = Rejections()
+        self.ready: Pending[None] = self._track(Pending())
+        self._ended: Pending[None] = Pending()
+        self.in_flight = 0  # octets of published transfers awaiting completion
+        self._attached = False
+        self._waiters: dict[int, Pending[Any]] = {}  # command id -> its answer
+        self._results: dict[int, Any] = {}  # command id -> result (waited-for ids only)
+        self._confirmed: set[int] = set()  # waited-for transfers sent with confirm
+        self._sizes: dict[int, int] = {}  # transfer id -> octets, while in flight
+        self._cancelled: set[str] = set()  # destinations we sent message.cancel for
+        self._deferred: list[Command] = []  # to send once resumed
+        self._asked = False  # session.flush(completed) sent since the last completion
+        ctx = core.context
+        self._carry = ctx if isinstance(ctx, Carry) else None
+        core.context = None
+        self._dest_ids = 0
+
+    def __repr__(self) -> str:
+        return f"<ClientSession {self.name!r} channel={self.channel} {self.core.state.name}>"
+
+    # -- sending ------------------------------------------------------------------
+    @property
+    def outstanding(self) -> int:
+        """Commands sent and not yet completed by the broker."""
+        return self.core.outstanding
+
+    def has_room(self) -> bool:
+        """A command may be sent without waiting (the replay window has room)."""
+        self.check()
+        if self.core.outstanding < self.core.replay_window:
+            return True
+        self._ask_completions()
+        return False
+
+    def send(self, command: Command, *, sync: bool = False, headers: Iterable[Struct] = (),
+             body: bytes | None = None) -> int:
+        """Hand a command to the core; its id.  Raises the session's error if
+        it is over (else the core's LocalProtocolError for misuse)."""
+        self.check()
+        try:
+            return self.core.send(command, sync=sync, headers=headers, body=body)
+        except LocalProtocolError:
+            self.check()  # the session or connection died: say that instead
+            raise
+
+    def execute(self, command: Command, *, headers: Iterable[Struct] = (),
+                body: bytes | None = None) -> Pending[Any]:
+        """Send ``command`` with the sync bit; answered with its result (None
+        for commands without one) once the broker completed it."""
+        return self._answer(self.send(command, sync=True, headers=headers, body=body))
+
+    def sync(self) -> Pending[Any]:
+        """``execution.sync``: answered once every earlier command completed."""
+        self.flush()
+        self.check()
+        return self._answer(self.core.sync())
+
+    def all_completed(self) -> bool:
+        """Nothing sent awaits completion (asks the broker for completions
+        when something does)."""
+        self.check()
+        if self.core.outstanding == 0 and not self.resuming:
+            return True
+        self._ask_completions()
+        return False
+
+    def _answer(self, cid: int) -> Pending[Any]:
+        p: Pending[Any] = self._track(Pending())
+        self._waiters[cid] = p
+        return p
+
+    def forget(self, p: Pending[Any]) -> None:
+        super().forget(p)
+        for cid, q in list(self._waiters.items()):
+            if q is p:
+                del self._waiters[cid]
+                self._results.pop(cid, None)
+                self._confirmed.discard(cid)
+
+    def _ask_completions(self) -> None:
+        if not self._asked and self.core.state is SessionState.ATTACHED:
+            self._asked = True
+            self.core.flush(completed=True)
+
+    # -- queues and exchanges ---------------------------------------------------------
+    def declare_queue(self, queue: str, *, passive: bool = False, durable: bool = False,
+                      exclusive: bool = False, auto_delete: bool = False,
+                      alternate_exchange: str | None = None,
+                      arguments: dict[str, Any] | None = None,
+                      ) -> Pending[spec.QueueQueryResult]:
+        """``queue.declare``, answered with the queue's state (``queue.query``)."""
+        self.send(spec.QueueDeclare(queue=queue, passive=passive, durable=durable,
+                                    exclusive=exclusive, auto_delete=auto_delete,
+                                    alternate_exchange=alternate_exchange,
+                                    arguments=arguments))
+        return self.execute(spec.QueueQuery(queue=queue))
+
+    def query_queue(self, queue: str) -> Pending[spec.QueueQueryResult]:
+        """``queue.query`` (fields absent -- ``queue`` empty -- if there is no
+        such queue)."""
+        return self.execute(spec.QueueQuery(queue=queue))
+
+    def delete_queue(self, queue: str, *, if_unused: bool = False,
+                     if_empty: bool = False) -> Pending[None]:
+        return self.execute(spec.QueueDelete(queue=queue, if_unused=if_unused,
+                                             if_empty=if_empty))
+
+    def purge_queue(self, queue: str) -> Pending[None]:
+        return self.execute(spec.QueuePurge(queue=queue))
+
+    def declare_exchange(self, exchange: str, type: str = "direct", *, passive: bool = False,
+                         durable: bool = False, auto_delete: bool = False,
+                         alternate_exchange: str | None = None,
+                         arguments: dict[str, Any] | None = None) -> Pending[None]:
+        return self.execute(spec.ExchangeDeclare(
+            exchange=exchange, type=type, passive=passive, durable=durable,
+            auto_delete=auto_delete, alternate_exchange=alternate_exchange,
+            arguments=arguments))
+
+    def query_exchange(self, exchange: str) -> Pending[spec.ExchangeQueryResult]:
+        """``exchange.query`` (``not_found`` set if there is no such exchange)."""
+        return self.execute(spec.ExchangeQuery(name=exchange))
+
+    def delete_exchange(self, exchange: str, *, if_unused: bool = False) -> Pending[None]:
+        return self.execute(spec.ExchangeDelete(exchange=exchange, if_unused=if_unused))
+
+    def bind(self, queue: str, exchange: str, binding_key: str | None = None, *,
+             arguments: dict[str, Any] | None = None) -> Pending[None]:
+        """``exchange.bind`` (``binding_key`` defaults to the queue's name)."""
+        return self.execute(spec.ExchangeBind(
+            queue=queue, exchange=exchange,
+            binding_key=queue if binding_key is None else binding_key, arguments=arguments))
+
+    def unbind(self, queue: str, exchange: str, binding_key: str | None = None,
+               ) -> Pending[None]:
+        return self.execute(spec.ExchangeUnbind(
+            queue=queue, exchange=exchange,
+            binding_key=queue if binding_key is None else binding_key))
+
+    def tx_select(self) -> Pending[None]:
+        return self.execute(spec.TxSelect())
+
+    def tx_commit(self) -> Pending[None]:
+        self.flush()
+        return self.execute(spec.TxCommit())
+
+    def tx_rollback(self) -> Pending[None]:
+        self.flush()
+        return self.execute(spec.TxRollback())
+
+    # -- publishing ---------------------------------------------------------------------
+    def transfer(self, message: Message | bytes | str, exchange: str = "",
+                 routing_key: str | None = None, confirm: bool = False) -> Transfer:
+        """Build a publish (nothing is sent)."""
+        cmd, headers, body = to_transfer(base.as_message(message, routing_key), exchange,
+                                         explicit_accept=confirm)
+        return Transfer(cmd, headers, body, transfer_octets(headers, body), confirm)
+
+    def can_publish(self, t: Transfer) -> bool:
+        """``t`` may be sent now: credit, replay window, octets in flight
+        (raises the session's error if it is over)."""
+        if not self.has_room():
+            return False
+        credit = self.core.credit(t.command.destination or "")
+        if credit is not None and not credit.can_send(t.octets):
+            return False
+        if self.in_flight and self.in_flight + t.octets > MAX_IN_FLIGHT:
+            self._ask_completions()
+            return False
+        return True
+
+    def publish(self, t: Transfer, *, wait: bool) -> tuple[int, Pending[Any] | None]:
+        """Send ``t``: its command id, and what to wait for if ``wait`` --
+        answered when the broker completed it (and, with ``confirm``,
+        failed with :class:`MessageRejectedError` if it rejected it)."""
+        cid = self.send(t.command, sync=wait, headers=t.headers, body=t.body)
+        if not wait:
+            self._sizes[cid] = t.octets
+            self.in_flight += t.octets
+            return cid, None
+        if t.confirm:
+            self._confirmed.add(cid)
+        return cid, self._answer(cid)
+
+    # -- consuming -----------------------------------------------------------------------
+    def subscribe(self, queue: str, make_delivery: Callable[[ClientSubscription[D],
+                                                             ev.MessageReceived], D], *,
+                  prefetch: int | None = 100, accept_mode: str = "explicit",
+                  flow_mode: str = "window", destination: str | None = None,
+                  exclusive: bool = False, arguments: dict[str, Any] | None = None,
+                  ) -> ClientSubscription[D]:
+        """A subscription to ``queue`` (not started: see
+        :meth:`ClientSubscription.start`)."""
+        mode = base.accept_mode(accept_mode)
+        if flow_mode not in _FLOW_MODES:
+            raise LocalProtocolError(f"flow_mode must be one of {sorted(_FLOW_MODES)}")
+        base.check_prefetch(prefetch)
+        if destination is None:
+            destination = f"{queue}#{uuid.uuid4().hex[:12]}"
+        if destination in self.subs:
+            raise LocalProtocolError(f"destination {destination!r} is already subscribed")
+        sub = ClientSubscription(self, queue, destination, prefetch, mode,
+                                 _FLOW_MODES[flow_mode], exclusive, arguments, make_delivery)
+        self.subs[destination] = sub
+        return sub
+
+    def get(self, queue: str, make_delivery: Callable[[ClientSubscription[D],
+                                                       ev.MessageReceived], D], *,
+            accept_mode: str = "explicit", now: bool) -> tuple[ClientSubscription[D],
+                                                                Pending[Any] | None]:
+        """Fetch one message: a subscription with credit for one.  ``now``:
+        only a message available at once (``message.flush``, answered when
+        done); else the caller waits for a delivery as long as it likes, then
+        calls :meth:`ClientSubscription.stop`."""
+        self._dest_ids += 1
+        sub = self.subscribe(queue, make_delivery, prefetch=1, accept_mode=accept_mode,
+                             flow_mode="credit", destination=f"get-{self._dest_ids}")
+        sub.started = True
+        sub.send_subscribe()
+        if not now:
+            return sub, None
+        return sub, self.execute(spec.MessageFlush(destination=sub.destination))
+
+    def settle(self, deliveries: Iterable[ClientDelivery], how: str, code: int = 0,
+               text: str | None = None, redelivered: bool = False) -> None:
+        """Accept, reject or release deliveries of this session (``how``);
+        accepts are batched per subscription, the others go out at once."""
+        ds = list(deliveries)
+        for d in ds:
+            if d.sub.session is not self:
+                raise LocalProtocolError("the delivery belongs to another session")
+            if not d.ack:
+                raise LocalProtocolError("deliveries of an accept_mode='none' subscription "
+                                         "need no settling")
+            if d.settled:
+                raise LocalProtocolError(f"delivery {d.command_id} is already settled")
+        if how not in ("accept", "reject", "release"):
+            raise LocalProtocolError(f"cannot settle by {how!r}")
+        self.check()
+        core = self.core
+        if how == "accept":
+            touched: list[ClientSubscription[Any]] = []
+            for d in ds:
+                d.settled = True
+                cid = d.command_id
+                core.complete(cid)  # completion before the accept (as qpid does)
+                sub = d.sub
+                sub.settled(d)
+                sub.to_accept(cid)
+                if sub not in touched:
+                    touched.append(sub)
+            for sub in touched:
+                sub.accepts_added()
+            return
+        ids = SequenceSet()
+        for d in ds:
+            d.settled = True
+            ids.add(d.command_id)
+        if not ids:
+            return
+        core.complete(ids)
+        for d in ds:
+            d.sub.settled(d)
+        if how == "reject":
+            self.send(spec.MessageReject(transfers=ids, code=code, text=text))
+        elif how == "release":
+            self.send(spec.MessageRelease(transfers=ids, set_redelivered=redelivered))
+
+    # -- lifecycle -----------------------------------------------------------------------
+    @property
+    def ended(self) -> Pending[None]:
+        return self._ended
+
+    def end(self) -> bool:
+        """Send what is batched and detach; False if there is nothing to
+        detach (answer: ``ended``)."""
+        if self.error is not None or self.core.state is not SessionState.ATTACHED:
+            return False
+        self.flush()
+        self.core.detach()
+        return True
+
+    def abandon(self) -> None:
+        """The attach was given up (cancelled, failed): detach as soon as the
+        broker has answered it."""
+        self.closed = True
+        if self.error is None and self.core.state is SessionState.ATTACHED:
+            self.core.detach()
+
+    def fail(self, err: AMQPError) -> None:
+        if self.error is None and isinstance(err, ConnectionLostError) and self.core.timeout:
+            self._leave_carry()
+        super().fail(err)
+        self._ended.resolve(None)
+        for sub in self.subs.values():
+            sub.owed = 0
+
+    def _leave_carry(self) -> None:
+        carry = self._carry or Carry()  # not yet recovered: pass it on
+        for sub in self.subs.values():
+            if sub.started and not sub.cancelled:
+                sub.leave(carry)
+        if carry.to_accept or carry.to_release:
+            self.core.context = carry
+
+    def _become_ready(self) -> None:
+        """Attached (and resumed): settle what the last transport left
+        behind, send what waited for the resume."""
+        carry, self._carry = self._carry, None
+        # Transfer ids only mean the same thing if the broker kept the
+        # session's state (a consumer has always sent commands, so
+        # SessionResumed says peer_state).  Otherwise the carry is dropped:
+        # the old ids would name the broker's new transfers.
+        if carry is not None and self.resumed is not None and self.resumed.peer_state:
+            if carry.to_accept:
+                self.core.send(spec.MessageAccept(transfers=carry.to_accept))
+            if carry.to_release:
+                self.core.complete(carry.to_release)
+                self.core.send(spec.MessageRelease(transfers=carry.to_release,
+                                                   set_redelivered=True))
+        for cmd in self._deferred:
+            self.core.send(cmd)
+        self._deferred.clear()
+        self._pending.discard(self.ready)
+        self.ready.resolve(None)
+
+    # -- events ---------------------------------------------------------------------------
+    def on_attached(self) -> None:
+        self._attached = True
+        if self.closed:
+            self.abandon()  # its attach was given up meanwhile
+        elif not self.resuming:
+            self._become_ready()
+
+    def on_resumed(self, e: ev.SessionResumed) -> None:
+        self.resumed = e
+        self.resuming = False
+        if self._attached and not self.closed:
+            self._become_ready()
+        self._woken()
+
+    def on_detached(self, e: ev.SessionDetached) -> None:
+        who = "by the broker" if e.by_peer else "by the client"
+        self.fail(SessionError(f"session {self.name!r} detached {who} (code {e.code})",
+                               e.code))
+
+    def on_completed(self, done: SequenceSet) -> None:
+        self._asked = False
+        sizes = self._sizes
+        if sizes:
+            for cid in done:
+                n = sizes.pop(cid, None)
+                if n is not None:
+                    self.in_flight -= n
+        w = self._waiters
+        if w:
+            # A waiter leaves the dict when its command completes.
+            ids = [c for c in w if c in done] if len(w) <= 8 else [c for c in done if c in w]
+            for cid in ids:
+                p = w.pop(cid)
+                self._pending.discard(p)
+                value = self._results.pop(cid, None)
+                rejected = self.rejected.pop(cid, None) if cid in self._confirmed else None
+                self._confirmed.discard(cid)
+                if rejected is not None:
+                    p.fail(MessageRejectedError(rejected[0], rejected[1], cid))
+                else:
+                    p.resolve(value)
+        self._woken()
+
+    def on_result(self, e: ev.ResultReceived) -> None:
+        if e.command_id in self._waiters:
+            self._results[e.command_id] = e.value
+
+    def on_command(self, e: ev.CommandReceived) -> None:
+        cmd = e.command
+        if isinstance(cmd, spec.MessageReject):
+            self.rejected.add(cmd.transfers or SequenceSet(), int(cmd.code), cmd.text)
+        # accept/reject of our transfers, flow/stop/set-flow-mode: the core
+        # keeps the credit books; we complete, and blocked publishers retry.
+        self.core.complete(e.command_id)
+        self._woken()
+
+    def on_message(self, e: ev.MessageReceived) -> None:
+        sub = self.subs.get(e.transfer.destination or "")
+        if sub is not None:
+            sub.deliver(e)
+            return
+        # Not ours (cancelled, or a subscription of a transport we lost):
+        # complete it and give it back -- after cancelling its destination
+        # once, so that it does not come back.
+        self.core.complete(e.command_id)
+        if self.core.failed:
+            return
+        dest = e.transfer.destination or ""
+        cmds: list[Command] = []
+        if dest not in self._cancelled:
+            self._cancelled.add(dest)
+            cmds.append(spec.MessageCancel(destination=dest))
+            self.conn.note(INFO, f"session {self.name!r}: a transfer to destination {dest!r}, "
+                                 f"which has no subscription here: released, destination "
+                                 f"cancelled")
+        if e.transfer.accept_mode == spec.AcceptMode.EXPLICIT:
+            cmds.append(spec.MessageRelease(transfers=SequenceSet.of(e.command_id),
+                                            set_redelivered=True))
+        if self.resuming or self._carry is not None:
+            self._deferred.extend(cmds)  # after the resume's replay
+            return
+        for cmd in cmds:
+            try:
+                self.core.send(cmd)
+            except LocalProtocolError as err:  # replay window full: the broker keeps it
+                self.conn.note(WARNING, f"could not give back transfer {e.command_id}: "
+                                        f"{err.message}")
+
+
+# ---------------------------------------------------------------- subscriptions
+class ClientSubscription(base.ClientSubscriptionBase[D]):
+    """Deliveries from one ``message.subscribe`` (see the module docstring)."""
+
+    session: ClientSession
+
+    def __init__(self, session: ClientSession, queue: str, destination: str,
+                 prefetch: int | None, mode: AcceptMode, flow_mode: spec.FlowMode,
+                 exclusive: bool, arguments: dict[str, Any] | None,
+                 make_delivery: Callable[[ClientSubscription[D], ev.MessageReceived], D],
+                 ) -> None:
+        super().__init__(session, queue, destination, prefetch, mode,
+                         lambda e: make_delivery(self, e))
+        self.flow_mode = flow_mode
+        self._exclusive = exclusive
+        self._arguments = arguments
+        self._accepts = SequenceSet()
+        self._accepts_n = 0
+        self.owed = 0  # credit mode: messages to re-grant
+        self.unsettled: set[int] = set()  # handed out, explicit mode, not settled
+
+    def send_subscribe(self) -> None:
+        s = self.session
+        s.send(spec.MessageSubscribe(
+            queue=self.queue, destination=self.destination,
+            accept_mode=spec.AcceptMode(self.accept_mode),
+            acquire_mode=spec.AcquireMode.PRE_ACQUIRED, exclusive=self._exclusive,
+            arguments=self._arguments))
+        s.send(spec.MessageSetFlowMode(destination=self.destination, flow_mode=self.flow_mode))
+        s.send(spec.MessageFlow(destination=self.destination, unit=spec.CreditUnit.MESSAGE,
+                                value=_INFINITE if self.prefetch is None else self.prefetch))
+        s.send(spec.MessageFlow(destination=self.destination, unit=spec.CreditUnit.BYTE,
+                                value=_INFINITE))
+
+    def start(self) -> Pending[Any]:
+        """Subscribe; answered once the broker completed it (a missing queue:
+        :class:`ExecutionError`)."""
+        self.session.check()
+        self.started = True
+        self.send_subscribe()
+        return self.session.sync()
+
+    def stop(self, *, keep: bool = True) -> Pending[Any]:
+        """End a :meth:`ClientSession.get`: ``message.cancel``, keeping what
+        was delivered to be taken (``keep``) or giving it back (answered
+        once the broker completed the cancel)."""
+        self.cancelled = True
+        s = self.session
+        s._cancelled.add(self.destination)
+        p = s.execute(spec.MessageCancel(destination=self.destination))
+        if not keep:
+            self._give_back()
+        s.subs.pop(self.destination, None)
+        return p
+
+    def cancel(self) -> Pending[Any] | None:
+        """``message.cancel``; buffered deliveries are released (explicit
+        mode).  None if there is nothing to wait for."""
+        if self.cancelled:
+            return None
+        self.cancelled = True
+        s = self.session
+        self.end()
+        if s.error is not None or not self.started:
+            s.subs.pop(self.destination, None)
+            return None
+        self.flush()
+        s._cancelled.add(self.destination)
+        p = s.execute(spec.MessageCancel(destination=self.destination))
+        self._give_back()
+        s.subs.pop(self.destination, None)
+        return p
+
+    def _give_back(self) -> None:
+        """Deliveries never handed out: completed, and released (explicit mode)."""
+        s = self.session
+        left = SequenceSet()
+        while self.buffer:
+            d = self.buffer.popleft()
+            d.settled = True
+            s.core.complete(d.command_id)
+            if self.ack:
+                left.add(d.command_id)
+        if left:
+            s.send(spec.MessageRelease(transfers=left))
+
+    def handed_out(self, d: D) -> None:
+        if self.ack:
+            self.unsettled.add(d.command_id)
+        else:
+            d.settled = True
+            self.session.core.complete(d.command_id)
+            self._credit_one()
+
+    def settled(self, d: D) -> None:
+        """``d`` was just settled (the session completes it)."""
+        self.unsettled.discard(d.command_id)
+        self._credit_one()
+
+    def to_accept(self, cid: int) -> None:
+        self._accepts.add(cid)
+        self._accepts_n += 1
+
+    def accepts_added(self) -> None:
+        """Accepts were batched: send them if the batch is full or nothing
+        more is buffered (the application has caught up)."""
+        if self._accepts_n >= self.batch or not self.buffer:
+            self._send_accepts()
+
+    def _credit_one(self) -> None:
+        if self.flow_mode != spec.FlowMode.CREDIT or self.prefetch is None or self.cancelled:
+            return
+        self.owed += 1
+        if self.owed >= self.batch:
+            self._send_credit()
+
+    def _send_credit(self) -> None:
+        if self.owed:
+            self.session.send(spec.MessageFlow(destination=self.destination,
+                                               unit=spec.CreditUnit.MESSAGE, value=self.owed))
+            self.owed = 0
+
+    def _send_accepts(self) -> None:
+        if self._accepts_n:
+            self.session.send(spec.MessageAccept(transfers=self._accepts))
+            self._accepts = SequenceSet()
+            self._accepts_n = 0
+
+    def flush(self) -> None:
+        """Send batched accepts and owed credit now."""
+        if self.session.error is not None:
+            return
+        self._send_accepts()
+        if not self.cancelled:
+            self._send_credit()
+
+    def leave(self, carry: Carry) -> None:
+        """The transport died: what this subscription owes goes with the session."""
+        carry.to_accept.update(self._accepts)
+        for cid in self.unsettled:
+            carry.to_release.add(cid)
+        if self.ack:
+            for d in self.buffer:
+                carry.to_release.add(d.command_id)
