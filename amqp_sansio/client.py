@@ -28,6 +28,9 @@ __all__ = [
     "AcceptMode",
     "ClientConnection",
     "ClientDelivery",
+    "ConnectionView",
+    "SessionView",
+    "SubscriptionView",
     "ClientSessionBase",
     "ClientSubscriptionBase",
     "Notice",
@@ -51,7 +54,17 @@ import attrs
 
 from .connection import SansIOConnection
 from .errors import LocalProtocolError, RemoteProtocolError
-from .events import ConnectionLost, Event, HeartbeatTimeout, ProtocolHeaderMismatch
+from .events import (
+    ChannelEvent,
+    ConnectionClosed,
+    ConnectionLost,
+    ConnectionOpened,
+    Event,
+    HeartbeatReceived,
+    HeartbeatTimeout,
+    ProtocolHeaderMismatch,
+    ProtocolViolation,
+)
 from .exceptions import (
     AMQPError,
     AuthenticationError,
@@ -205,9 +218,23 @@ def mechanism_names(params: ConnectionParams, names: Iterable[str] | None,
     return wanted
 
 
-def config_error(e: LocalProtocolError) -> InvalidURLError:
-    """A ``ClientConfig`` refused an option: the URL (or argument) is wrong."""
-    return InvalidURLError(f"bad connection option: {e.message}")
+def configured(make: Callable[..., T], params: ConnectionParams, *,
+               mechanisms: Iterable[str] | None, supported: Iterable[str], frame_max: str,
+               client_properties: dict[str, Any] | None, **options: Any) -> T:
+    """A protocol's ``ClientConfig`` (``make``) for ``params``: the
+    virtual host, credentials and SASL mechanisms (``mechanisms``, else the
+    URL's), tuning (``frame_max``: the protocol's name for it),
+    ``client_properties`` if given, and the protocol's own ``options``.  A
+    value the config refuses is an :class:`InvalidURLError`."""
+    mechs = mechanism_names(params, mechanisms, supported)
+    user, password = credentials(params, mechs)
+    if client_properties is not None:
+        options["client_properties"] = client_properties
+    try:
+        return make(virtual_host=params.virtual_host, username=user, password=password,
+                    mechanisms=mechs, **tuning(params, frame_max), **options)
+    except LocalProtocolError as e:
+        raise InvalidURLError(f"bad connection option: {e.message}") from None
 
 
 def _reason(text: str | None) -> str:
@@ -366,10 +393,42 @@ class ClientConnection(Generic[CoreT, SessionT]):
 
     # -- events -----------------------------------------------------------------------
     def dispatch(self, events: Iterable[Event]) -> None:
-        """The core's events -> sessions, results and errors (per protocol)."""
-        raise NotImplementedError
+        """The core's events -> sessions, results and errors: a channel's
+        events to its session's :meth:`~ClientSessionBase.handle`, the
+        connection's here."""
+        sessions = self.sessions
+        for e in events:
+            if isinstance(e, ChannelEvent):
+                s = sessions.get(e.channel)
+                if s is not None:
+                    s.handle(e)
+            elif isinstance(e, ConnectionOpened):
+                self._on_opened(e)
+            elif isinstance(e, ConnectionClosed):
+                self._on_closed(e)
+            elif isinstance(e, ProtocolViolation):
+                self._on_violation(e)
+            elif not isinstance(e, HeartbeatReceived) and not self._on_protocol_event(e):
+                self._on_transport_event(e)
 
-    def _on_opened(self, e: Any) -> None:
+    def _on_protocol_event(self, e: Event) -> bool:
+        """A connection event of this protocol only; False if it is none."""
+        return False
+
+    def _on_violation(self, e: ProtocolViolation) -> None:
+        # Connection scope: receive_data raises it (see _violation).  Else
+        # the core has answered (0-10: session.detached or
+        # execution.exception follow; 0-9-1: the channel is closed).
+        if e.scope == "connection":
+            return
+        self.note(WARNING, f"the broker broke the protocol ({e.scope} scope, code {e.code}): "
+                           f"{e.message}")
+        if e.scope == "channel":
+            s = self.sessions.get(e.channel or 0)
+            if s is not None:
+                s.fail(ProtocolViolationError(e.message, e.code or 0))
+
+    def _on_opened(self, e: ConnectionOpened) -> None:
         self.opened = e
         hb = e.heartbeat
         self.note(INFO, f"connected to {self.params.redacted()} (AMQP {self.PROTOCOL}, "
@@ -380,7 +439,7 @@ class ClientConnection(Generic[CoreT, SessionT]):
         if self.wake is not None:
             self.wake()
 
-    def _on_closed(self, e: Any) -> None:
+    def _on_closed(self, e: ConnectionClosed) -> None:
         """``ConnectionClosed`` (code, text, by_peer) -> the error it means."""
         self.closed_event = e
         if self.opened is None:
@@ -513,6 +572,10 @@ class ClientSessionBase(Generic[SubT]):
                 sub.flush()
 
     # -- what every protocol's session offers (the protocols fill them in) ----------
+    def handle(self, e: ChannelEvent) -> None:
+        """One of this session's (channel's) events."""
+        raise NotImplementedError
+
     @property
     def outstanding(self) -> int:
         """What was sent and awaits the broker's answer (0-10: completion;
@@ -677,3 +740,126 @@ class ClientSubscriptionBase(Generic[D]):
 
     def flush(self) -> None:
         """Send batched accepts/acks and owed credit now."""
+
+
+# ---------------------------------------------------------------- what adapters show
+# The read-only attributes every adapter's objects show, read from their
+# policy (``_p``): the same names with the same meaning in every adapter.
+CP = TypeVar("CP", bound=ClientConnection[Any, Any])
+SP = TypeVar("SP", bound=ClientSessionBase[Any])
+
+
+class ConnectionView(Generic[CP]):
+    """What an adapter's connection shows of its policy."""
+
+    _p: CP
+
+    @property
+    def policy(self) -> CP:
+        """The sans-IO client policy underneath (for inspection)."""
+        return self._p
+
+    @property
+    def core(self) -> Any:
+        """The sans-IO connection underneath (for inspection)."""
+        return self._p.core
+
+    @property
+    def params(self) -> ConnectionParams:
+        """The parsed URL."""
+        return self._p.params
+
+    @property
+    def is_open(self) -> bool:
+        return self._p.is_open
+
+    @property
+    def error(self) -> AMQPError | None:
+        """Why the connection ended (None while it is fine)."""
+        return self._p.error
+
+    @property
+    def opened(self) -> Any:
+        """The core's ``ConnectionOpened`` (None until then)."""
+        return self._p.opened
+
+    @property
+    def closed_event(self) -> Any:
+        """The core's ``ConnectionClosed`` (None unless it was closed)."""
+        return self._p.closed_event
+
+    @property
+    def heartbeat(self) -> int | None:
+        """The agreed heartbeat interval in seconds (None: no heartbeats)."""
+        return self._p.heartbeat if self._p.opened is not None else None
+
+    @property
+    def server_properties(self) -> dict[str, Any]:
+        opened = self._p.opened
+        return dict(opened.peer_properties) if opened is not None else {}
+
+    @property
+    def virtual_host(self) -> str | None:
+        opened = self._p.opened
+        vhost: str | None = opened.virtual_host if opened is not None else None
+        return vhost
+
+
+class SessionView(Generic[SP]):
+    """What an adapter's session shows of its policy."""
+
+    _p: SP
+
+    @property
+    def policy(self) -> SP:
+        """The sans-IO session policy underneath (for inspection)."""
+        return self._p
+
+    @property
+    def channel(self) -> int:
+        return self._p.channel
+
+    @property
+    def outstanding(self) -> int:
+        """What was sent and awaits the broker (0-10: completion; 0-9-1:
+        publisher confirms)."""
+        return self._p.outstanding
+
+
+class SubscriptionView(Generic[D]):
+    """What an adapter's subscription shows of its policy."""
+
+    _p: ClientSubscriptionBase[D]
+
+    def __repr__(self) -> str:
+        return repr(self._p)
+
+    @property
+    def policy(self) -> ClientSubscriptionBase[D]:
+        return self._p
+
+    @property
+    def queue(self) -> str:
+        return self._p.queue
+
+    @property
+    def destination(self) -> str:
+        """The destination (0-10) or consumer tag (0-9-1)."""
+        return self._p.destination
+
+    @property
+    def prefetch(self) -> int | None:
+        return self._p.prefetch
+
+    @property
+    def accept_mode(self) -> AcceptMode:
+        return self._p.accept_mode
+
+    @property
+    def ack(self) -> bool:
+        """False: accept-mode none, deliveries need no settling."""
+        return self._p.ack
+
+    @property
+    def cancelled(self) -> bool:
+        return self._p.cancelled

@@ -12,7 +12,8 @@ forgotten: its answer arrives into nothing, never to another caller.
 
 from __future__ import annotations
 
-__all__ = ["ConnectionBase", "SessionBase", "SubscriptionBase", "connected"]
+__all__ = ["ConnectionBase", "DeliveryActions", "SessionBase", "SubscriptionBase",
+           "connected"]
 
 import ssl
 from collections import deque
@@ -21,14 +22,15 @@ from types import TracebackType
 from typing import Any, Generic, Self, TypeVar
 
 from amqp_sansio.client import (
-    AcceptMode,
     ClientConnection,
     ClientDelivery,
     ClientSessionBase,
     ClientSubscriptionBase,
+    ConnectionView,
     Pending,
+    SessionView,
+    SubscriptionView,
 )
-from amqp_sansio.url import ConnectionParams
 
 from ._io import DEFAULT, IOPump
 from .errors import AMQPError, AMQPTimeout
@@ -55,7 +57,7 @@ def connected(cls: Callable[[IOPump, CP], C], policy: CP, ssl_context: ssl.SSLCo
     return cls(pump, policy)
 
 
-class ConnectionBase(Generic[CP]):
+class ConnectionBase(ConnectionView[CP]):
     """A live connection of either protocol: its I/O pump and its policy."""
 
     _NAME = "amqp_sansio_socket.Connection"
@@ -86,21 +88,6 @@ class ConnectionBase(Generic[CP]):
         self.close()
 
     @property
-    def policy(self) -> CP:
-        """The sans-IO client policy underneath (for inspection)."""
-        return self._p
-
-    @property
-    def core(self) -> Any:
-        """The sans-IO connection underneath (for inspection)."""
-        return self._p.core
-
-    @property
-    def params(self) -> ConnectionParams:
-        """The parsed URL."""
-        return self._p.params
-
-    @property
     def description(self) -> str:
         """The URL without its password."""
         return self._pump.description
@@ -118,27 +105,6 @@ class ConnectionBase(Generic[CP]):
     def closed(self) -> bool:
         return self._pump.closed
 
-    @property
-    def error(self) -> AMQPError | None:
-        """Why the connection ended (None while it is open)."""
-        return self._p.error
-
-    @property
-    def heartbeat(self) -> int | None:
-        """Negotiated heartbeat interval in seconds (None: no heartbeats)."""
-        return self._p.heartbeat if self._p.opened is not None else None
-
-    @property
-    def server_properties(self) -> dict[str, Any]:
-        opened = self._p.opened
-        return dict(opened.peer_properties) if opened is not None else {}
-
-    @property
-    def virtual_host(self) -> str | None:
-        opened = self._p.opened
-        vhost: str | None = opened.virtual_host if opened is not None else None
-        return vhost
-
     def close(self, timeout: float = 5.0) -> None:
         """Close the connection (``connection.close`` + wait for close-ok).
         Safe to call more than once and on a connection that already died."""
@@ -146,7 +112,7 @@ class ConnectionBase(Generic[CP]):
 
 
 # ---------------------------------------------------------------- sessions
-class SessionBase(Generic[P]):
+class SessionBase(SessionView[P]):
     """A session (0-10) or channel (0-9-1): blocking for its policy's
     answers, and the calls both protocols spell and mean alike.  Every call
     raises at the call: the session's error, the connection's, or
@@ -165,21 +131,6 @@ class SessionBase(Generic[P]):
     def __exit__(self, t: type[BaseException] | None, v: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
-
-    @property
-    def policy(self) -> P:
-        """The sans-IO session policy underneath (for inspection)."""
-        return self._p
-
-    @property
-    def channel(self) -> int:
-        return self._p.channel
-
-    @property
-    def outstanding(self) -> int:
-        """What was sent and awaits the broker (0-10: completion; 0-9-1:
-        publisher confirms)."""
-        return self._p.outstanding
 
     # -- blocking -----------------------------------------------------------------
     def _call(self, make: Callable[[], Pending[T]], timeout: float | None, what: str) -> T:
@@ -287,47 +238,30 @@ class SessionBase(Generic[P]):
 
 
 # ---------------------------------------------------------------- consuming
+class DeliveryActions(ClientDelivery):
+    """Settling a delivery (a protocol's delivery class mixes it in and
+    holds its session in a slot ``session``)."""
+
+    __slots__ = ()
+    session: SessionBase[Any]
+
+    def accept(self) -> None:
+        self.session.accept((self,))
+
+    def reject(self, code: int = 0, text: str | None = None) -> None:
+        self.session.reject((self,), code, text)
+
+    def release(self, redelivered: bool = False) -> None:
+        self.session.release((self,), redelivered)
 
 
-class SubscriptionBase(Generic[S, D]):
+
+class SubscriptionBase(SubscriptionView[D], Generic[S, D]):
     """A subscription's iteration and blocking ``get`` over its policy's buffer."""
 
     def __init__(self, session: S, policy: ClientSubscriptionBase[D]) -> None:
         self.session = session
         self._p = policy
-
-    def __repr__(self) -> str:
-        return repr(self._p)
-
-    @property
-    def policy(self) -> ClientSubscriptionBase[D]:
-        return self._p
-
-    @property
-    def queue(self) -> str:
-        return self._p.queue
-
-    @property
-    def destination(self) -> str:
-        """The destination (0-10) or consumer tag (0-9-1)."""
-        return self._p.destination
-
-    @property
-    def prefetch(self) -> int | None:
-        return self._p.prefetch
-
-    @property
-    def accept_mode(self) -> AcceptMode:
-        return self._p.accept_mode
-
-    @property
-    def ack(self) -> bool:
-        """False: accept-mode none, deliveries need no settling."""
-        return self._p.ack
-
-    @property
-    def cancelled(self) -> bool:
-        return self._p.cancelled
 
     @property
     def _buffer(self) -> deque[D]:

@@ -56,17 +56,13 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 
 from amqp_sansio import client as policy
 from amqp_sansio.message import Message
-from amqp_sansio.serial import SequenceSet
 from amqp_sansio.v0_10 import client as v010
 from amqp_sansio.v0_10 import events as ev
-from amqp_sansio.v0_10 import spec
 from amqp_sansio.v0_10._specbase import Command
-from amqp_sansio.v0_10.messages import Rejections
-from amqp_sansio.v0_10.session import Session as CoreSession
 from amqp_sansio.v0_10.session import SessionStore
 from amqp_sansio.v0_10.spec import ExchangeQueryResult, QueueQueryResult
 
-from ._common import ConnectionBase, SessionBase, SubscriptionBase, connected
+from ._common import ConnectionBase, DeliveryActions, SessionBase, SubscriptionBase, connected
 from ._io import DEFAULT, HIGH_WATER
 from .errors import AMQPTimeout, InvalidURLError
 
@@ -181,7 +177,7 @@ class Connection(ConnectionBase[v010.ClientConnection]):
                                       f"attach of session {p.name!r}")
 
 
-class Delivery(v010.ClientDelivery):
+class Delivery(DeliveryActions, v010.ClientDelivery):
     """A message delivered to a subscription.
 
     With accept-mode ``explicit`` (the default) settle it exactly once with
@@ -196,17 +192,8 @@ class Delivery(v010.ClientDelivery):
         super().__init__(sub, event)
         self.session = session
 
-    def accept(self) -> None:
-        self.session.accept((self,))
 
-    def reject(self, code: int = 0, text: str | None = None) -> None:
-        self.session.reject((self,), code, text)
-
-    def release(self, redelivered: bool = False) -> None:
-        self.session.release((self,), redelivered)
-
-
-class Subscription(SubscriptionBase["Session", Delivery]):
+class Subscription(SubscriptionBase["Session", Delivery], v010.SubscriptionView[Delivery]):
     """Deliveries from one ``message.subscribe``; iterate it to consume.
 
     Iteration blocks until a message arrives and ends after :meth:`cancel`.
@@ -218,12 +205,8 @@ class Subscription(SubscriptionBase["Session", Delivery]):
 
     _p: v010.ClientSubscription[Delivery]
 
-    @property
-    def flow_mode(self) -> spec.FlowMode:
-        return self._p.flow_mode
 
-
-class Session(SessionBase[v010.ClientSession]):
+class Session(SessionBase[v010.ClientSession], v010.SessionView):
     """An attached AMQP 0-10 session (create it with :meth:`Connection.session`).
 
     Every method blocks until the broker answered (unless told not to) and
@@ -236,35 +219,6 @@ class Session(SessionBase[v010.ClientSession]):
 
     def __repr__(self) -> str:
         return f"<amqp_sansio_socket.Session {self.name!r} {self._p.core.state.name}>"
-
-    @property
-    def name(self) -> bytes:
-        return self._p.name
-
-    @property
-    def core(self) -> CoreSession:
-        """The sans-IO session underneath (for inspection)."""
-        return self._p.core
-
-    @property
-    def resumed(self) -> ev.SessionResumed | None:
-        """Set when this attach resumed a session (what was replayed)."""
-        return self._p.resumed
-
-    @property
-    def lost_commands(self) -> SequenceSet | None:
-        """In-doubt commands the broker had lost when resumed (None: none)."""
-        return self._p.lost_commands
-
-    @property
-    def timeout(self) -> int | None:
-        """The session timeout the broker granted (seconds)."""
-        return self._p.timeout
-
-    @property
-    def rejected(self) -> Rejections:
-        """Transfers the broker rejected (publish ``confirm=True``): id -> (code, text)."""
-        return self._p.rejected
 
     # -- general ----------------------------------------------------------------
     def execute(self, command: Command, *, timeout: float | None = DEFAULT) -> Any:

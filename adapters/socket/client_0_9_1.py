@@ -78,11 +78,10 @@ from amqp_sansio.message import Message
 from amqp_sansio.v0_9_1 import client as v091
 from amqp_sansio.v0_9_1 import events as ev
 from amqp_sansio.v0_9_1._specbase import Method
-from amqp_sansio.v0_9_1.channel import Channel as CoreChannel
 from amqp_sansio.v0_9_1.client import Returned
 from amqp_sansio.v0_9_1.spec import BasicProperties, QueueDeclareOk
 
-from ._common import ConnectionBase, SessionBase, SubscriptionBase
+from ._common import ConnectionBase, DeliveryActions, SessionBase, SubscriptionBase
 from ._io import DEFAULT, HIGH_WATER, IOPump
 from .errors import ExecutionError
 
@@ -92,17 +91,10 @@ _POLL = 0.05  # seconds between basic.get polls
 connection_policy = v091.connection
 
 
-class Connection(ConnectionBase[v091.ClientConnection]):
+class Connection(ConnectionBase[v091.ClientConnection], v091.ConnectionView):
     """A live AMQP 0-9-1 connection (made by :func:`amqp_sansio_socket.connect`)."""
 
     _NAME = "amqp_sansio_socket.Connection 0-9-1"
-    protocol = "0-9-1"
-
-    @property
-    def blocked(self) -> bool:
-        """True while RabbitMQ has blocked the connection (a resource alarm):
-        publishes then wait in the socket."""
-        return self._p.blocked
 
     def session(self, name: bytes | str | None = None, *, timeout: int | None = None,
                 wait_timeout: float | None = DEFAULT) -> Session:
@@ -121,7 +113,7 @@ class Connection(ConnectionBase[v091.ClientConnection]):
                                       "channel.open-ok")
 
 
-class Delivery(v091.ClientDelivery):
+class Delivery(DeliveryActions, v091.ClientDelivery):
     """A message delivered to a subscription (``basic.deliver``) or fetched
     with :meth:`Session.get` (``basic.get-ok``).
 
@@ -138,17 +130,8 @@ class Delivery(v091.ClientDelivery):
         super().__init__(channel, sub, ack, event)
         self.session = session
 
-    def accept(self) -> None:
-        self.session.accept((self,))
 
-    def reject(self, code: int = 0, text: str | None = None) -> None:
-        self.session.reject((self,), code, text)
-
-    def release(self, redelivered: bool = False) -> None:
-        self.session.release((self,), redelivered)
-
-
-class Subscription(SubscriptionBase["Session", Delivery]):
+class Subscription(SubscriptionBase["Session", Delivery], v091.SubscriptionView[Delivery]):
     """Deliveries to one consumer (``basic.consume``); iterate it to consume.
 
     Iteration blocks until a message arrives and ends after :meth:`cancel`
@@ -157,17 +140,8 @@ class Subscription(SubscriptionBase["Session", Delivery]):
 
     _p: v091.ClientSubscription[Delivery]
 
-    @property
-    def consumer_tag(self) -> str:
-        return self._p.destination
 
-    @property
-    def cancelled_by_broker(self) -> bool:
-        """The broker cancelled the consumer (its queue was deleted)."""
-        return self._p.cancelled_by_broker
-
-
-class Session(SessionBase[v091.ClientChannel]):
+class Session(SessionBase[v091.ClientChannel], v091.SessionView):
     """An open AMQP 0-9-1 channel, with the 0-10 session's API (create it
     with :meth:`Connection.session`).
 
@@ -188,30 +162,6 @@ class Session(SessionBase[v091.ClientChannel]):
 
     def __repr__(self) -> str:
         return f"<amqp_sansio_socket.Session 0-9-1 {self.name!r} {self._p.core.state.name}>"
-
-    @property
-    def name(self) -> str:
-        return self._p.name
-
-    @property
-    def core(self) -> CoreChannel:
-        """The sans-IO channel underneath (for inspection)."""
-        return self._p.core
-
-    @property
-    def rejected(self) -> dict[int, tuple[int, str | None]]:
-        """Publishes the broker nacked (not waited for): sequence number -> (code, text)."""
-        return self._p.rejected
-
-    @property
-    def returned(self) -> list[Returned]:
-        """Messages the broker returned (``mandatory=True``, unroutable)."""
-        return self._p.returned
-
-    @property
-    def unconfirmed(self) -> list[int]:
-        """Sequence numbers neither acked nor nacked when the channel ended."""
-        return self._p.unconfirmed
 
     # -- general ----------------------------------------------------------------
     def execute(self, method: Method, *, timeout: float | None = DEFAULT) -> Any:

@@ -11,7 +11,7 @@ forgotten: its answer arrives into nothing, never to another caller.
 
 from __future__ import annotations
 
-__all__ = ["ConnectionBase", "SessionBase", "SubscriptionBase"]
+__all__ = ["ConnectionBase", "DeliveryActions", "SessionBase", "SubscriptionBase"]
 
 from collections import deque
 from collections.abc import Iterable
@@ -20,12 +20,14 @@ from typing import Any, Generic, Self, TypeVar
 
 import trio
 from amqp_sansio.client import (
-    AcceptMode,
     ClientConnection,
     ClientDelivery,
     ClientSessionBase,
     ClientSubscriptionBase,
+    ConnectionView,
     Pending,
+    SessionView,
+    SubscriptionView,
 )
 from trio.lowlevel import ParkingLot, checkpoint, checkpoint_if_cancelled
 
@@ -40,7 +42,7 @@ S = TypeVar("S", bound="SessionBase[Any]")
 
 
 # ---------------------------------------------------------------- connection
-class ConnectionBase(Generic[CP]):
+class ConnectionBase(ConnectionView[CP]):
     """An open connection of either protocol: its pump and its policy."""
 
     _NAME = "amqp_sansio_trio.Connection"
@@ -67,47 +69,8 @@ class ConnectionBase(Generic[CP]):
         return f"<{self._NAME} {self.params.redacted()} {state}>"
 
     @property
-    def policy(self) -> CP:
-        """The sans-IO client policy underneath (for inspection)."""
-        return self._p
-
-    @property
-    def core(self) -> Any:
-        """The sans-IO connection underneath (for inspection)."""
-        return self._p.core
-
-    @property
-    def params(self) -> Any:
-        """The parsed URL."""
-        return self._p.params
-
-    @property
     def close_timeout(self) -> float:
         return self._pump.close_timeout
-
-    @property
-    def is_open(self) -> bool:
-        return self._p.is_open
-
-    @property
-    def opened(self) -> Any:
-        """The core's ``ConnectionOpened`` (None until then)."""
-        return self._p.opened
-
-    @property
-    def closed_event(self) -> Any:
-        """The core's ``ConnectionClosed`` (None unless the broker closed it)."""
-        return self._p.closed_event
-
-    @property
-    def heartbeat(self) -> int | None:
-        """The negotiated heartbeat interval in seconds (None: no heartbeats)."""
-        return self._p.heartbeat
-
-    @property
-    def server_properties(self) -> dict[str, Any]:
-        props: dict[str, Any] = self._p.core.peer_properties
-        return props
 
     @property
     def _outsize(self) -> int:
@@ -125,7 +88,7 @@ class ConnectionBase(Generic[CP]):
 
 
 # ---------------------------------------------------------------- sessions
-class SessionBase(Generic[P]):
+class SessionBase(SessionView[P]):
     """A session (0-10) or channel (0-9-1): waiting for its policy's answers,
     and the calls both protocols spell and mean alike."""
 
@@ -135,21 +98,6 @@ class SessionBase(Generic[P]):
         self._progress = ParkingLot()  # completions, credit, flow, errors
         policy.wake = self._progress.unpark_all
         self._closed = False
-
-    @property
-    def policy(self) -> P:
-        """The sans-IO session policy underneath (for inspection)."""
-        return self._p
-
-    @property
-    def channel(self) -> int:
-        return self._p.channel
-
-    @property
-    def outstanding(self) -> int:
-        """What was sent and awaits the broker (0-10: completion; 0-9-1:
-        publisher confirms)."""
-        return self._p.outstanding
 
     # -- waiting ----------------------------------------------------------------
     async def _wait(self, p: Pending[T]) -> T:
@@ -262,9 +210,30 @@ class SessionBase(Generic[P]):
 
 
 # ---------------------------------------------------------------- consuming
+class DeliveryActions(ClientDelivery):
+    """Settling a delivery (a protocol's delivery class mixes it in and
+    holds its session in a slot ``_session``)."""
+
+    __slots__ = ()
+    _session: SessionBase[Any]
+
+    # Settling is not a cancel point: once called it is done (it only
+    # queues output; the writer sends it, coalesced with its neighbours).
+    async def accept(self) -> None:
+        """Accept (batched into one accept/ack per burst)."""
+        await self._session.accept((self,))
+
+    async def reject(self, code: int = 0, text: str | None = None) -> None:
+        """Reject (0-9-1: ``basic.reject(requeue=False)``; ``code``/``text``
+        have no 0-9-1 equivalent)."""
+        await self._session.reject((self,), code, text)
+
+    async def release(self, *, redelivered: bool = False) -> None:
+        """Give it back to the queue (``redelivered`` marks it for the next consumer)."""
+        await self._session.release((self,), redelivered=redelivered)
 
 
-class SubscriptionBase(Generic[S, D]):
+class SubscriptionBase(SubscriptionView[D], Generic[S, D]):
     """A subscription's iteration over its policy's buffer."""
 
     def __init__(self, session: S, policy: ClientSubscriptionBase[D]) -> None:
@@ -273,39 +242,6 @@ class SubscriptionBase(Generic[S, D]):
         self._lot = ParkingLot()
         policy.wake = self._lot.unpark_all
         self._n = 0
-
-    def __repr__(self) -> str:
-        return repr(self._p)
-
-    @property
-    def policy(self) -> ClientSubscriptionBase[D]:
-        return self._p
-
-    @property
-    def queue(self) -> str:
-        return self._p.queue
-
-    @property
-    def destination(self) -> str:
-        """The destination (0-10) or consumer tag (0-9-1)."""
-        return self._p.destination
-
-    @property
-    def prefetch(self) -> int | None:
-        return self._p.prefetch
-
-    @property
-    def accept_mode(self) -> AcceptMode:
-        return self._p.accept_mode
-
-    @property
-    def ack(self) -> bool:
-        """False: accept-mode none, deliveries need no settling."""
-        return self._p.ack
-
-    @property
-    def cancelled(self) -> bool:
-        return self._p.cancelled
 
     @property
     def _buf(self) -> deque[D]:

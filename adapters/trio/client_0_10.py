@@ -54,16 +54,12 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 import trio
 from amqp_sansio import client as policy
 from amqp_sansio.message import Message
-from amqp_sansio.serial import SequenceSet
 from amqp_sansio.v0_10 import client as v010
 from amqp_sansio.v0_10 import events as ev
-from amqp_sansio.v0_10 import spec
-from amqp_sansio.v0_10.messages import Rejections
-from amqp_sansio.v0_10.session import Session as CoreSession
 from amqp_sansio.v0_10.session import SessionStore
 from amqp_sansio.v0_10.spec import ExchangeQueryResult, QueueQueryResult
 
-from ._common import ConnectionBase, SessionBase, SubscriptionBase
+from ._common import ConnectionBase, DeliveryActions, SessionBase, SubscriptionBase
 from ._pump import CLOSE_TIMEOUT, HIGH_WATER, Pump, connection_context
 from .errors import InvalidURLError
 
@@ -195,40 +191,11 @@ class Connection(ConnectionBase[v010.ClientConnection]):
 
 
 # ---------------------------------------------------------------- session
-class Session(SessionBase[v010.ClientSession]):
+class Session(SessionBase[v010.ClientSession], v010.SessionView):
     """An attached session: commands, publishing, subscriptions."""
 
     def __repr__(self) -> str:
         return f"<amqp_sansio_trio.Session {self.name!r} channel={self.channel}>"
-
-    @property
-    def name(self) -> bytes:
-        return self._p.name
-
-    @property
-    def core(self) -> CoreSession:
-        """The sans-IO session underneath (for inspection)."""
-        return self._p.core
-
-    @property
-    def timeout(self) -> int | None:
-        """The session timeout the broker granted (seconds)."""
-        return self._p.timeout
-
-    @property
-    def resumed(self) -> ev.SessionResumed | None:
-        """Set when this attach resumed a session (what was replayed)."""
-        return self._p.resumed
-
-    @property
-    def lost_commands(self) -> SequenceSet | None:
-        """In-doubt commands the broker had lost when resumed (None: none)."""
-        return self._p.lost_commands
-
-    @property
-    def rejected(self) -> Rejections:
-        """Our transfers the broker rejected (``confirm``): id -> (code, text)."""
-        return self._p.rejected
 
     # -- generic commands -------------------------------------------------------
     def send_nowait(self, command: Any, *, sync: bool = False, headers: Iterable[Any] = (),
@@ -374,7 +341,7 @@ class Session(SessionBase[v010.ClientSession]):
 
 
 # ---------------------------------------------------------------- consuming
-class Delivery(v010.ClientDelivery):
+class Delivery(DeliveryActions, v010.ClientDelivery):
     """A message the broker delivered to a subscription."""
 
     __slots__ = ("_session",)
@@ -384,24 +351,8 @@ class Delivery(v010.ClientDelivery):
         super().__init__(sub, event)
         self._session = session
 
-    async def accept(self) -> None:
-        """Accept (batched into one ``message.accept`` per burst)."""
-        await self._session.accept((self,))
 
-    async def reject(self, code: int = 0, text: str | None = None) -> None:
-        await self._session.reject((self,), code, text)
-
-    async def release(self, *, redelivered: bool = False) -> None:
-        """Give it back to the queue (``redelivered`` marks it for the next consumer)."""
-        await self._session.release((self,), redelivered=redelivered)
-
-
-class Subscription(SubscriptionBase[Session, Delivery]):
+class Subscription(SubscriptionBase[Session, Delivery], v010.SubscriptionView[Delivery]):
     """Deliveries from one queue (``Session.subscribe``)."""
 
     _p: v010.ClientSubscription[Delivery]
-
-    @property
-    def flow_mode(self) -> spec.FlowMode:
-        return self._p.flow_mode
-

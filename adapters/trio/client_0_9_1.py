@@ -58,11 +58,10 @@ from amqp_sansio.message import Message
 from amqp_sansio.v0_9_1 import client as v091
 from amqp_sansio.v0_9_1 import events as ev
 from amqp_sansio.v0_9_1._specbase import Method
-from amqp_sansio.v0_9_1.channel import Channel as CoreChannel
 from amqp_sansio.v0_9_1.client import Returned
 from amqp_sansio.v0_9_1.spec import BasicProperties, QueueDeclareOk
 
-from ._common import ConnectionBase, SessionBase, SubscriptionBase
+from ._common import ConnectionBase, DeliveryActions, SessionBase, SubscriptionBase
 from ._pump import Pump
 from .errors import ExecutionError
 
@@ -73,19 +72,13 @@ connection_policy = v091.connection
 
 
 # ---------------------------------------------------------------- connection
-class Connection(ConnectionBase[v091.ClientConnection]):
+class Connection(ConnectionBase[v091.ClientConnection], v091.ConnectionView):
     """An open AMQP 0-9-1 connection (made by :func:`open_connection`)."""
 
     _NAME = "amqp_sansio_trio.Connection 0-9-1"
-    protocol = "0-9-1"
 
     def __init__(self, p: v091.ClientConnection, pump: Pump) -> None:
         super().__init__(pump, p)
-
-    @property
-    def blocked(self) -> bool:
-        """True while RabbitMQ has blocked the connection (resource alarm)."""
-        return self._p.blocked
 
     @asynccontextmanager
     async def session(self, name: str | bytes | None = None, *,
@@ -109,7 +102,7 @@ class Connection(ConnectionBase[v091.ClientConnection]):
 
 
 # ---------------------------------------------------------------- session
-class Session(SessionBase[v091.ClientChannel]):
+class Session(SessionBase[v091.ClientChannel], v091.SessionView):
     """An open channel with the 0-10 session's API."""
 
     _KIND = "channel"
@@ -120,29 +113,6 @@ class Session(SessionBase[v091.ClientChannel]):
 
     def __repr__(self) -> str:
         return f"<amqp_sansio_trio.Session 0-9-1 {self.name!r} channel={self.channel}>"
-
-    @property
-    def name(self) -> str:
-        return self._p.name
-
-    @property
-    def core(self) -> CoreChannel:
-        return self._p.core
-
-    @property
-    def rejected(self) -> dict[int, tuple[int, str | None]]:
-        """Publishes the broker nacked (not waited for): sequence number -> (code, text)."""
-        return self._p.rejected
-
-    @property
-    def returned(self) -> list[Returned]:
-        """Messages the broker returned (``mandatory=True``, unroutable)."""
-        return self._p.returned
-
-    @property
-    def unconfirmed(self) -> list[int]:
-        """Sequence numbers neither acked nor nacked when the channel ended."""
-        return self._p.unconfirmed
 
     # -- generic methods -----------------------------------------------------------
     def send_nowait(self, method: Method) -> None:
@@ -294,7 +264,7 @@ class Session(SessionBase[v091.ClientChannel]):
 
 
 # ---------------------------------------------------------------- consuming
-class Delivery(v091.ClientDelivery):
+class Delivery(DeliveryActions, v091.ClientDelivery):
     """A message delivered to a subscription or fetched with ``get``."""
 
     __slots__ = ("_session",)
@@ -305,30 +275,8 @@ class Delivery(v091.ClientDelivery):
         super().__init__(channel, sub, ack, event)
         self._session = session
 
-    async def accept(self) -> None:
-        """``basic.ack`` (batched per subscription; see the module docstring)."""
-        await self._session.accept((self,))
 
-    async def reject(self, code: int = 0, text: str | None = None) -> None:
-        """``basic.reject(requeue=False)`` (``code``/``text`` ignored)."""
-        await self._session.reject((self,), code, text)
-
-    async def release(self, *, redelivered: bool = False) -> None:
-        """``basic.reject(requeue=True)``: back to the queue."""
-        await self._session.release((self,), redelivered=redelivered)
-
-
-class Subscription(SubscriptionBase[Session, Delivery]):
+class Subscription(SubscriptionBase[Session, Delivery], v091.SubscriptionView[Delivery]):
     """Deliveries to one consumer (``Session.subscribe``)."""
 
     _p: v091.ClientSubscription[Delivery]
-
-    @property
-    def consumer_tag(self) -> str:
-        return self._p.destination
-
-    @property
-    def cancelled_by_broker(self) -> bool:
-        """The broker cancelled the consumer (its queue was deleted)."""
-        return self._p.cancelled_by_broker
-

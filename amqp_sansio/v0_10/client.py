@@ -30,7 +30,8 @@ adapters alike (see :mod:`amqp_sansio.client` for the shape):
 
 from __future__ import annotations
 
-__all__ = ["DEFAULT_HEARTBEAT", "MAX_IN_FLIGHT", "Carry", "connection", "ClientConnection", "ClientDelivery", "ClientSession",
+__all__ = ["DEFAULT_HEARTBEAT", "MAX_IN_FLIGHT", "Carry", "connection", "SessionView",
+           "SubscriptionView", "ClientConnection", "ClientDelivery", "ClientSession",
            "ClientSubscription", "Transfer"]
 
 import uuid
@@ -43,7 +44,7 @@ from .. import client as base
 from .. import sasl
 from ..client import INFO, WARNING, AcceptMode, Pending
 from ..errors import LocalProtocolError
-from ..events import Event, ProtocolViolation
+from ..events import ChannelEvent, Event
 from ..exceptions import (
     AMQPError,
     ConnectError,
@@ -107,18 +108,11 @@ def connection(params: ConnectionParams, *, heartbeat: int | None,
     clamped into the broker's range; 0: none).  ``mechanisms``: SASL names
     to offer (None: the URL's, else SCRAM-SHA-256 and PLAIN with a username,
     ANONYMOUS without).  A bad option is :class:`InvalidURLError`."""
-    mechs = base.mechanism_names(params, mechanisms, sasl.CLIENT_MECHANISMS)
-    user, password = base.credentials(params, mechs)
-    extra: dict[str, Any] = base.tuning(params, "max_frame_size")
-    if client_properties is not None:
-        extra["client_properties"] = client_properties
-    try:
-        config = ClientConfig(virtual_host=params.virtual_host, username=user,
-                              password=password, mechanisms=mechs,
-                              heartbeat=DEFAULT_HEARTBEAT if heartbeat is None else heartbeat,
-                              session_store=session_store, **extra)
-    except LocalProtocolError as e:
-        raise base.config_error(e) from None
+    config = base.configured(
+        ClientConfig, params, mechanisms=mechanisms, supported=sasl.CLIENT_MECHANISMS,
+        frame_max="max_frame_size", client_properties=client_properties,
+        heartbeat=DEFAULT_HEARTBEAT if heartbeat is None else heartbeat,
+        session_store=session_store)
     return ClientConnection(CoreConnection(Role.CLIENT, config), params,
                             heartbeat_asked=heartbeat)
 
@@ -144,70 +138,13 @@ class ClientConnection(base.ClientConnection[CoreConnection, "ClientSession"]):
     def _close_core(self, code: int, text: str | None) -> None:
         self.core.close(code, text)
 
-    def dispatch(self, events: Iterable[Event]) -> None:
-        sessions = self.sessions
-        for e in events:
-            match e:
-                case ev.MessageReceived():
-                    s = sessions.get(e.channel)
-                    if s is not None:
-                        s.on_message(e)
-                case ev.CommandsCompleted():
-                    s = sessions.get(e.channel)
-                    if s is not None:
-                        s.on_completed(e.commands)
-                case ev.ResultReceived():
-                    s = sessions.get(e.channel)
-                    if s is not None:
-                        s.on_result(e)
-                case ev.CommandReceived():
-                    s = sessions.get(e.channel)
-                    if s is not None:
-                        s.on_command(e)
-                case ev.ExceptionReceived():
-                    s = sessions.get(e.channel)
-                    if s is not None:
-                        s.fail(ExecutionError(
-                            e.error_code, e.description, command_id=e.command_id,
-                            class_code=e.class_code, command_code=e.command_code,
-                            field_index=e.field_index, error_info=e.error_info))
-                case ev.SessionAttached():
-                    s = sessions.get(e.channel)
-                    if s is not None:
-                        s.on_attached()
-                case ev.SessionResumed():
-                    s = sessions.get(e.channel)
-                    if s is not None:
-                        s.on_resumed(e)
-                case ev.SessionStateLost():
-                    s = sessions.get(e.channel)
-                    if s is not None:
-                        s.lost_commands = e.commands
-                case ev.SessionTimeout():
-                    s = sessions.get(e.channel)
-                    if s is not None:
-                        s.timeout = e.timeout
-                case ev.SessionDetached():
-                    s = sessions.pop(e.channel, None)
-                    if s is not None:
-                        s.on_detached(e)
-                case ev.ConnectionOpened():
-                    self._on_opened(e)
-                case ev.ConnectionClosed():
-                    self._on_closed(e)
-                case ev.ConnectionRedirected():
-                    hosts = ", ".join(e.known_hosts) or "none"
-                    self.fail(ConnectError(f"the broker redirects to {e.host} (known hosts: "
-                                           f"{hosts}): connect there"))
-                case ProtocolViolation():
-                    # Connection scope: receive_data raises it (see _violation).
-                    # Else the core has answered (session.detached /
-                    # execution.exception follow).
-                    if e.scope != "connection":
-                        self.note(WARNING, f"the broker broke the protocol ({e.scope} "
-                                           f"scope, code {e.code}): {e.message}")
-                case _:
-                    self._on_transport_event(e)
+    def _on_protocol_event(self, e: Event) -> bool:
+        if isinstance(e, ev.ConnectionRedirected):
+            hosts = ", ".join(e.known_hosts) or "none"
+            self.fail(ConnectError(f"the broker redirects to {e.host} (known hosts: {hosts}): "
+                                   f"connect there"))
+            return True
+        return False
 
 
 # ---------------------------------------------------------------- deliveries
@@ -596,7 +533,23 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         self.ready.resolve(None)
 
     # -- events ---------------------------------------------------------------------------
-    def on_attached(self) -> None:
+    def handle(self, e: ChannelEvent) -> None:
+        handler = _SESSION_EVENTS.get(type(e))
+        if handler is not None:
+            handler(self, e)
+
+    def on_exception(self, e: ev.ExceptionReceived) -> None:
+        self.fail(ExecutionError(e.error_code, e.description, command_id=e.command_id,
+                                 class_code=e.class_code, command_code=e.command_code,
+                                 field_index=e.field_index, error_info=e.error_info))
+
+    def on_state_lost(self, e: ev.SessionStateLost) -> None:
+        self.lost_commands = e.commands
+
+    def on_timeout(self, e: ev.SessionTimeout) -> None:
+        self.timeout = e.timeout
+
+    def on_attached(self, e: ev.SessionAttached | None = None) -> None:
         self._attached = True
         if self.closed:
             self.abandon()  # its attach was given up meanwhile
@@ -611,11 +564,13 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         self._woken()
 
     def on_detached(self, e: ev.SessionDetached) -> None:
+        self.conn.sessions.pop(self.channel, None)
         who = "by the broker" if e.by_peer else "by the client"
         self.fail(SessionError(f"session {self.name!r} detached {who} (code {e.code})",
                                e.code))
 
-    def on_completed(self, done: SequenceSet) -> None:
+    def on_completed(self, e: ev.CommandsCompleted) -> None:
+        done = e.commands
         self._asked = False
         sizes = self._sizes
         if sizes:
@@ -683,6 +638,21 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
             except LocalProtocolError as err:  # replay window full: the broker keeps it
                 self.conn.note(WARNING, f"could not give back transfer {e.command_id}: "
                                         f"{err.message}")
+
+
+#: A session's events and what handles them (one dispatch, by type).
+_SESSION_EVENTS: dict[type[ChannelEvent], Callable[[ClientSession, Any], None]] = {
+    ev.MessageReceived: ClientSession.on_message,
+    ev.CommandsCompleted: ClientSession.on_completed,
+    ev.ResultReceived: ClientSession.on_result,
+    ev.CommandReceived: ClientSession.on_command,
+    ev.ExceptionReceived: ClientSession.on_exception,
+    ev.SessionAttached: ClientSession.on_attached,
+    ev.SessionResumed: ClientSession.on_resumed,
+    ev.SessionStateLost: ClientSession.on_state_lost,
+    ev.SessionTimeout: ClientSession.on_timeout,
+    ev.SessionDetached: ClientSession.on_detached,
+}
 
 
 # ---------------------------------------------------------------- subscriptions
@@ -829,3 +799,47 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
         if self.ack:
             for d in self.buffer:
                 carry.to_release.add(d.command_id)
+
+
+# ---------------------------------------------------------------- what adapters show
+class SessionView(base.SessionView[ClientSession]):
+    """What an adapter's 0-10 session shows of its policy."""
+
+    @property
+    def name(self) -> bytes:
+        return self._p.name
+
+    @property
+    def core(self) -> CoreSession:
+        """The sans-IO session underneath (for inspection)."""
+        return self._p.core
+
+    @property
+    def timeout(self) -> int | None:
+        """The session timeout the broker granted (seconds)."""
+        return self._p.timeout
+
+    @property
+    def resumed(self) -> ev.SessionResumed | None:
+        """Set when this attach resumed a session (what was replayed)."""
+        return self._p.resumed
+
+    @property
+    def lost_commands(self) -> SequenceSet | None:
+        """In-doubt commands the broker had lost when resumed (None: none)."""
+        return self._p.lost_commands
+
+    @property
+    def rejected(self) -> Rejections:
+        """Our transfers the broker rejected (``confirm``): id -> (code, text)."""
+        return self._p.rejected
+
+
+class SubscriptionView(base.SubscriptionView[D]):
+    """What an adapter's 0-10 subscription shows of its policy."""
+
+    _p: ClientSubscription[D]
+
+    @property
+    def flow_mode(self) -> spec.FlowMode:
+        return self._p.flow_mode

@@ -31,7 +31,8 @@ Where 0-9-1 means something else:
 
 from __future__ import annotations
 
-__all__ = ["MAX_IN_FLIGHT", "MECHANISMS", "connection", "ClientChannel", "ClientConnection", "ClientDelivery",
+__all__ = ["MAX_IN_FLIGHT", "MECHANISMS", "connection", "ConnectionView", "SessionView",
+           "SubscriptionView", "ClientChannel", "ClientConnection", "ClientDelivery",
            "ClientSubscription", "Publish", "Returned"]
 
 from collections.abc import Callable, Iterable
@@ -43,13 +44,12 @@ from .. import client as base
 from .. import sasl
 from ..client import INFO, WARNING, AcceptMode, Pending
 from ..errors import LocalProtocolError
-from ..events import Event, ProtocolViolation
+from ..events import ChannelEvent, Event
 from ..exceptions import (
     AMQPError,
     ConnectionClosedError,
     ExecutionError,
     MessageRejectedError,
-    ProtocolViolationError,
     SessionError,
 )
 from ..message import Message
@@ -128,17 +128,9 @@ def connection(params: ConnectionParams, *, heartbeat: int | None,
     RabbitMQ's is 60 s; 0: none).  ``mechanisms``: SASL names to offer
     (None: the URL's, else PLAIN and AMQPLAIN with a username, EXTERNAL
     without).  A bad option is :class:`InvalidURLError`."""
-    mechs = base.mechanism_names(params, mechanisms, MECHANISMS)
-    user, password = base.credentials(params, mechs)
-    extra: dict[str, Any] = base.tuning(params, "frame_max")
-    if client_properties is not None:
-        extra["client_properties"] = client_properties
-    try:
-        config = ClientConfig(virtual_host=params.virtual_host, username=user,
-                              password=password, mechanisms=mechs, heartbeat=heartbeat,
-                              **extra)
-    except LocalProtocolError as e:
-        raise base.config_error(e) from None
+    config = base.configured(
+        ClientConfig, params, mechanisms=mechanisms, supported=MECHANISMS, frame_max="frame_max",
+        client_properties=client_properties, heartbeat=heartbeat)
     return ClientConnection(CoreConnection(Role.CLIENT, config), params,
                             heartbeat_asked=heartbeat)
 
@@ -170,59 +162,14 @@ class ClientConnection(base.ClientConnection[CoreConnection, "ClientChannel"]):
     def close_error(self, code: int, text: str | None) -> ConnectionClosedError:
         return super().close_error(code, text or "")
 
-    def dispatch(self, events: Iterable[Event]) -> None:
-        sessions = self.sessions
-        for e in events:
-            match e:
-                case ev.MessageReceived():
-                    s = sessions.get(e.channel)
-                    if s is not None:
-                        s.on_message(e)
-                case ev.PublishConfirmed():
-                    s = sessions.get(e.channel)
-                    if s is not None:
-                        s.on_confirm(e)
-                case ev.MethodReceived():
-                    s = sessions.get(e.channel)
-                    if s is not None:
-                        s.on_method(e)
-                case ev.ChannelOpened():
-                    s = sessions.get(e.channel)
-                    if s is not None:
-                        s.on_opened()
-                case ev.ChannelClosed():
-                    s = sessions.pop(e.channel, None)
-                    if s is not None:
-                        s.on_closed(e)
-                case ev.ChannelFlow():
-                    s = sessions.get(e.channel)
-                    if s is not None:
-                        s.on_flow()
-                case ev.ConsumerCancelled():
-                    s = sessions.get(e.channel)
-                    if s is not None:
-                        s.on_consumer_cancelled(e.consumer_tag)
-                case ev.ConnectionOpened():
-                    self._on_opened(e)
-                case ev.ConnectionClosed():
-                    self._on_closed(e)
-                case ev.ConnectionBlocked():
-                    self.note(WARNING, f"the broker blocked the connection: {e.reason}")
-                case ev.ConnectionUnblocked():
-                    self.note(INFO, "the broker unblocked the connection")
-                case ProtocolViolation():
-                    # Connection scope: receive_data raises it (see _violation).
-                    if e.scope != "connection":
-                        self.note(WARNING, f"the broker broke the protocol ({e.scope} "
-                                           f"scope, code {e.code}): {e.message}")
-                    if e.scope == "channel":
-                        s = sessions.get(e.channel or 0)
-                        if s is not None:
-                            s.fail(ProtocolViolationError(e.message, e.code))
-                case ev.HeartbeatReceived():
-                    pass
-                case _:
-                    self._on_transport_event(e)
+    def _on_protocol_event(self, e: Event) -> bool:
+        if isinstance(e, ev.ConnectionBlocked):
+            self.note(WARNING, f"the broker blocked the connection: {e.reason}")
+        elif isinstance(e, ev.ConnectionUnblocked):
+            self.note(INFO, "the broker unblocked the connection")
+        else:
+            return False
+        return True
 
 
 # ---------------------------------------------------------------- deliveries
@@ -633,14 +580,19 @@ class ClientChannel(base.ClientSessionBase["ClientSubscription[Any]"]):
             p.fail(err)
 
     # -- events ---------------------------------------------------------------------------
-    def on_opened(self) -> None:
+    def handle(self, e: ChannelEvent) -> None:
+        handler = _CHANNEL_EVENTS.get(type(e))
+        if handler is not None:
+            handler(self, e)
+
+    def on_opened(self, e: ev.ChannelOpened | None = None) -> None:
         if self.closed:
             self.abandon()  # its open was given up meanwhile
             return
         self._pending.discard(self.ready)
         self.ready.resolve(None)
 
-    def on_flow(self) -> None:
+    def on_flow(self, e: ev.ChannelFlow) -> None:
         self._woken()
 
     def on_method(self, e: ev.MethodReceived) -> None:
@@ -715,14 +667,15 @@ class ClientChannel(base.ClientSessionBase["ClientSubscription[Any]"]):
                 q.resolve(None)
         self._woken()
 
-    def on_consumer_cancelled(self, tag: str) -> None:
-        sub = self.subs.pop(tag, None)
+    def on_consumer_cancelled(self, e: ev.ConsumerCancelled) -> None:
+        sub = self.subs.pop(e.consumer_tag, None)
         if sub is not None:
             sub.cancelled = True
             sub.cancelled_by_broker = True
             sub.end()
 
     def on_closed(self, e: ev.ChannelClosed) -> None:
+        self.conn.sessions.pop(self.channel, None)
         self.unconfirmed.extend(e.unconfirmed)
         if e.by_peer and e.code != 200:
             err: AMQPError = ExecutionError(e.code, e.text, class_code=e.class_id or None,
@@ -733,6 +686,18 @@ class ClientChannel(base.ClientSessionBase["ClientSubscription[Any]"]):
         for sub in self.subs.values():
             sub.cancelled = True
         self.fail(err)
+
+
+#: A channel's events and what handles them (one dispatch, by type).
+_CHANNEL_EVENTS: dict[type[ChannelEvent], Callable[[ClientChannel, Any], None]] = {
+    ev.MessageReceived: ClientChannel.on_message,
+    ev.PublishConfirmed: ClientChannel.on_confirm,
+    ev.MethodReceived: ClientChannel.on_method,
+    ev.ChannelOpened: ClientChannel.on_opened,
+    ev.ChannelClosed: ClientChannel.on_closed,
+    ev.ChannelFlow: ClientChannel.on_flow,
+    ev.ConsumerCancelled: ClientChannel.on_consumer_cancelled,
+}
 
 
 # ---------------------------------------------------------------- consumers
@@ -821,3 +786,58 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
         if self._to_ack and self.session.error is None:
             tags, self._to_ack = self._to_ack, []
             self.session.core.ack_tags(tags)
+
+
+# ---------------------------------------------------------------- what adapters show
+class ConnectionView(base.ConnectionView[ClientConnection]):
+    """What an adapter's 0-9-1 connection shows of its policy."""
+
+    protocol = "0-9-1"
+
+    @property
+    def blocked(self) -> bool:
+        """True while RabbitMQ has blocked the connection (resource alarm)."""
+        return self._p.blocked
+
+
+class SessionView(base.SessionView[ClientChannel]):
+    """What an adapter's 0-9-1 session (a channel) shows of its policy."""
+
+    @property
+    def name(self) -> str:
+        return self._p.name
+
+    @property
+    def core(self) -> CoreChannel:
+        """The sans-IO channel underneath (for inspection)."""
+        return self._p.core
+
+    @property
+    def rejected(self) -> dict[int, tuple[int, str | None]]:
+        """Publishes the broker nacked (not waited for): sequence number -> (code, text)."""
+        return self._p.rejected
+
+    @property
+    def returned(self) -> list[Returned]:
+        """Messages the broker returned (``mandatory=True``, unroutable)."""
+        return self._p.returned
+
+    @property
+    def unconfirmed(self) -> list[int]:
+        """Sequence numbers neither acked nor nacked when the channel ended."""
+        return self._p.unconfirmed
+
+
+class SubscriptionView(base.SubscriptionView[D]):
+    """What an adapter's 0-9-1 consumer shows of its policy."""
+
+    _p: ClientSubscription[D]
+
+    @property
+    def consumer_tag(self) -> str:
+        return self._p.destination
+
+    @property
+    def cancelled_by_broker(self) -> bool:
+        """The broker cancelled the consumer (its queue was deleted)."""
+        return self._p.cancelled_by_broker

@@ -46,7 +46,8 @@ def broker() -> Iterator[tuple[str, int]]:
 @pytest.fixture(scope="module")
 def plain_broker() -> Iterator[tuple[str, int]]:
     """A broker that offers no heartbeats."""
-    host, port, stop = start_broker_thread(Broker(users={"alice": "s3cret"}))
+    host, port, stop = start_broker_thread(Broker(users={"alice": "s3cret"}, heartbeat_min=None,
+                                                  heartbeat_max=None))
     try:
         yield host, port
     finally:
