@@ -46,20 +46,24 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n1", type=int, default=500)
     ap.add_argument("--n2", type=int, default=2500)
+    ap.add_argument("--libs", default="ours,proton,pyamqp", help="comma-separated")
+    ap.add_argument("--modes", default="encode,decode", help="comma-separated")
     args = ap.parse_args()
     if shutil.which("valgrind") is None:
         print("valgrind is not installed (apt-get install valgrind)", file=sys.stderr)
         return 2
-    libs = ("ours", "proton", "pyamqp")
+    libs = tuple(args.libs.split(","))
+    ratios = "ours" in libs and {"proton", "pyamqp"} <= set(libs)
     print(f"{'mode':8}" + "".join(f"{lib + ' instr/msg':>20}" for lib in libs)
-          + f"{'proton/ours':>13}{'_pyamqp/ours':>14}")
-    for mode in ("encode", "decode"):
+          + (f"{'proton/ours':>13}{'_pyamqp/ours':>14}" if ratios else ""))
+    for mode in args.modes.split(","):
         per = {}
         for lib in libs:
             a, b = instructions(args.n1, lib, mode), instructions(args.n2, lib, mode)
             per[lib] = (b - a) / (args.n2 - args.n1)
         print(f"{mode:8}" + "".join(f"{per[lib]:20,.0f}" for lib in libs)
-              + f"{per['proton'] / per['ours']:12.2f}x{per['pyamqp'] / per['ours']:13.2f}x")
+              + (f"{per['proton'] / per['ours']:12.2f}x{per['pyamqp'] / per['ours']:13.2f}x"
+                 if ratios else ""), flush=True)
     return 0
 
 

@@ -460,7 +460,6 @@ def _render_composite(m: Model, t: dict[str, Any], arche: dict[str, Any], w: Any
     w(f"def _dec_{cn}(ctor: int, buf: bytes, pos: int, end: int, "
       f"depth: int = MAX_DEPTH) -> tuple[Any, int]:")
     w(f"    count, pos, lend = list_header(ctor, buf, pos, end, {t['name']!r})")
-    w(f"    o = _new({cn})")
     if fields:
         w("    v: Any")
     if any(r["enum"] for _, r, _ in infos):
@@ -480,9 +479,13 @@ def _render_composite(m: Model, t: dict[str, Any], arche: dict[str, Any], w: Any
         elif dv != "None":
             w("    if v is None:")
             w(f"        v = {dv}")
-        w(f"    _set(o, {a!r}, v)")
+        w(f"    a{i} = v")
     w(f"    if count > {len(fields)} or pos != lend:")
     w(f"        pos = skip_rest(buf, pos, lend, max(0, count - {len(fields)}), depth)")
+    w(f"    o = _new({cn})")
+    # one dict for every field: far cheaper than a setattr each
+    items = ", ".join(f"{attr(f['name'])!r}: a{i}" for i, (f, _, _) in enumerate(infos))
+    w(f"    _set(o, '__dict__', {{{items}}})")
     w("    return o, lend")
 
     # -- class
@@ -494,7 +497,8 @@ def _render_composite(m: Model, t: dict[str, Any], arche: dict[str, Any], w: Any
     w(")")
     w("")
     w("")
-    w("@attrs.frozen(slots=True, kw_only=True, repr=False)")
+    # not slotted: the decoder sets the instance dict in one go
+    w("@attrs.frozen(slots=False, kw_only=True, repr=False)")
     w(f"class {cn}(Composite):")
     prov = ", ".join(t["provides"]) or "-"
     w(f'    """``{d["name"]}`` ({d["domain"]:#010x}:{d["id"]:#010x}); provides: {prov}."""')

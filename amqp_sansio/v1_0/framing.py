@@ -27,11 +27,11 @@ from __future__ import annotations
 __all__ = [
     "AMQP_HEADER", "SASL_HEADER", "TLS_HEADER", "PROTOCOL_IDS", "MIN_MAX_FRAME_SIZE",
     "EMPTY_FRAME", "TYPE_AMQP", "TYPE_SASL", "ProtocolHeader", "Frame", "FrameReader",
-    "encode_frame", "decode_frame", "frame_overhead",
+    "encode_frame", "decode_frame",
 ]
 
 import struct
-from typing import Any
+from typing import Any, NamedTuple
 
 import attrs
 
@@ -74,19 +74,15 @@ class ProtocolHeader:
         return r[4], r[5], r[6], r[7]
 
 
-@attrs.frozen(slots=True)
-class Frame:
+class Frame(NamedTuple):
     """One frame: ``body`` is the performative (None for an empty frame),
-    ``payload`` what follows it (a transfer's message octets)."""
+    ``payload`` what follows it (a transfer's message octets).  A named
+    tuple: one is made per frame, and tuples are the cheapest to make."""
 
     type: int
     channel: int
     body: Any
     payload: bytes = b""
-
-
-def frame_overhead() -> int:
-    return 8
 
 
 def encode_frame(body: SpecObject | None, channel: int = 0, payload: bytes = b"",

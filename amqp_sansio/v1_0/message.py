@@ -84,7 +84,7 @@ _RANK: dict[type, int] = {Header: 0, DeliveryAnnotations: 1, MessageAnnotations:
                           AmqpValue: 5, Footer: 6}
 
 
-@attrs.frozen(kw_only=True, slots=True)
+@attrs.frozen(kw_only=True, slots=False)  # decode_message sets the dict in one go
 class AmqpMessage:
     """A 1.0 message, section by section (absent sections are None)."""
 
@@ -233,7 +233,15 @@ def decode_message(payload: bytes) -> AmqpMessage:
         raise
     if body:
         found["body"] = body[0] if type(body[0]) is AmqpValue else tuple(body)
-    return AmqpMessage(**found)
+    m = _new(AmqpMessage)
+    _set(m, "__dict__", {**_EMPTY, **found})
+    return m
+
+
+_new = object.__new__
+_set = object.__setattr__
+_EMPTY = dict.fromkeys(("header", "delivery_annotations", "message_annotations", "properties",
+                        "application_properties", "body", "footer"))
 
 
 def bare_octets(payload: bytes) -> bytes:

@@ -205,6 +205,7 @@ def scenarios() -> list[Callable[[], None]]:
         assert c.state is ConnState.DISCARDING
         c.receive_data(srv_open)  # recv:open while discarding
         assert c.state is ConnState.DISCARDING
+        assert c.receive_data(BAD) == [] and c.state is ConnState.DISCARDING  # dropped
 
     @scenario
     def closing_endings() -> None:

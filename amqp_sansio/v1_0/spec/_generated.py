@@ -286,7 +286,6 @@ def _enc_Open(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
 
 def _dec_Open(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'open')
-    o = _new(Open)
     v: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_string(buf, pos, lend)
@@ -296,14 +295,14 @@ def _dec_Open(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH)
             pos += 1
     if v is None:
         raise d_missing('open', 'container-id', pos)
-    _set(o, 'container_id', v)
+    a0 = v
     if count > 1 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_string(buf, pos, lend)
     else:
         v = None
         if count > 1:
             pos += 1
-    _set(o, 'hostname', v)
+    a1 = v
     if count > 2 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
@@ -312,7 +311,7 @@ def _dec_Open(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH)
             pos += 1
     if v is None:
         v = 4294967295
-    _set(o, 'max_frame_size', v)
+    a2 = v
     if count > 3 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_ushort(buf, pos, lend)
     else:
@@ -321,51 +320,53 @@ def _dec_Open(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH)
             pos += 1
     if v is None:
         v = 65535
-    _set(o, 'channel_max', v)
+    a3 = v
     if count > 4 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
         v = None
         if count > 4:
             pos += 1
-    _set(o, 'idle_time_out', v)
+    a4 = v
     if count > 5 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_symbols(buf, pos, lend)
     else:
         v = None
         if count > 5:
             pos += 1
-    _set(o, 'outgoing_locales', v)
+    a5 = v
     if count > 6 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_symbols(buf, pos, lend)
     else:
         v = None
         if count > 6:
             pos += 1
-    _set(o, 'incoming_locales', v)
+    a6 = v
     if count > 7 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_symbols(buf, pos, lend)
     else:
         v = None
         if count > 7:
             pos += 1
-    _set(o, 'offered_capabilities', v)
+    a7 = v
     if count > 8 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_symbols(buf, pos, lend)
     else:
         v = None
         if count > 8:
             pos += 1
-    _set(o, 'desired_capabilities', v)
+    a8 = v
     if count > 9 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_fields(buf, pos, lend, depth - 1)
     else:
         v = None
         if count > 9:
             pos += 1
-    _set(o, 'properties', v)
+    a9 = v
     if count > 10 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 10), depth)
+    o = _new(Open)
+    _set(o, '__dict__', {'container_id': a0, 'hostname': a1, 'max_frame_size': a2, 'channel_max': a3, 'idle_time_out': a4, 'outgoing_locales': a5, 'incoming_locales': a6, 'offered_capabilities': a7, 'desired_capabilities': a8, 'properties': a9})
     return o, lend
 
 
@@ -383,7 +384,7 @@ _FIELDS_Open: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
+@attrs.frozen(slots=False, kw_only=True, repr=False)
 class Open(Composite):
     """``amqp:open:list`` (0x00000000:0x00000010); provides: frame."""
 
@@ -532,7 +533,6 @@ def _enc_Begin(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
 
 def _dec_Begin(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'begin')
-    o = _new(Begin)
     v: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_ushort(buf, pos, lend)
@@ -540,7 +540,7 @@ def _dec_Begin(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH
         v = None
         if count > 0:
             pos += 1
-    _set(o, 'remote_channel', v)
+    a0 = v
     if count > 1 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
@@ -549,7 +549,7 @@ def _dec_Begin(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH
             pos += 1
     if v is None:
         raise d_missing('begin', 'next-outgoing-id', pos)
-    _set(o, 'next_outgoing_id', v)
+    a1 = v
     if count > 2 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
@@ -558,7 +558,7 @@ def _dec_Begin(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH
             pos += 1
     if v is None:
         raise d_missing('begin', 'incoming-window', pos)
-    _set(o, 'incoming_window', v)
+    a2 = v
     if count > 3 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
@@ -567,7 +567,7 @@ def _dec_Begin(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH
             pos += 1
     if v is None:
         raise d_missing('begin', 'outgoing-window', pos)
-    _set(o, 'outgoing_window', v)
+    a3 = v
     if count > 4 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
@@ -576,30 +576,32 @@ def _dec_Begin(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH
             pos += 1
     if v is None:
         v = 4294967295
-    _set(o, 'handle_max', v)
+    a4 = v
     if count > 5 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_symbols(buf, pos, lend)
     else:
         v = None
         if count > 5:
             pos += 1
-    _set(o, 'offered_capabilities', v)
+    a5 = v
     if count > 6 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_symbols(buf, pos, lend)
     else:
         v = None
         if count > 6:
             pos += 1
-    _set(o, 'desired_capabilities', v)
+    a6 = v
     if count > 7 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_fields(buf, pos, lend, depth - 1)
     else:
         v = None
         if count > 7:
             pos += 1
-    _set(o, 'properties', v)
+    a7 = v
     if count > 8 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 8), depth)
+    o = _new(Begin)
+    _set(o, '__dict__', {'remote_channel': a0, 'next_outgoing_id': a1, 'incoming_window': a2, 'outgoing_window': a3, 'handle_max': a4, 'offered_capabilities': a5, 'desired_capabilities': a6, 'properties': a7})
     return o, lend
 
 
@@ -615,7 +617,7 @@ _FIELDS_Begin: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
+@attrs.frozen(slots=False, kw_only=True, repr=False)
 class Begin(Composite):
     """``amqp:begin:list`` (0x00000000:0x00000011); provides: frame."""
 
@@ -785,7 +787,6 @@ def _enc_Attach(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
 
 def _dec_Attach(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'attach')
-    o = _new(Attach)
     v: Any
     e: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
@@ -796,7 +797,7 @@ def _dec_Attach(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
             pos += 1
     if v is None:
         raise d_missing('attach', 'name', pos)
-    _set(o, 'name', v)
+    a0 = v
     if count > 1 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
@@ -805,7 +806,7 @@ def _dec_Attach(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
             pos += 1
     if v is None:
         raise d_missing('attach', 'handle', pos)
-    _set(o, 'handle', v)
+    a1 = v
     if count > 2 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_boolean(buf, pos, lend)
         if v is not None:
@@ -819,7 +820,7 @@ def _dec_Attach(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
             pos += 1
     if v is None:
         raise d_missing('attach', 'role', pos)
-    _set(o, 'role', v)
+    a2 = v
     if count > 3 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_ubyte(buf, pos, lend)
         if v is not None:
@@ -833,7 +834,7 @@ def _dec_Attach(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
             pos += 1
     if v is None:
         v = SenderSettleMode.MIXED
-    _set(o, 'snd_settle_mode', v)
+    a3 = v
     if count > 4 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_ubyte(buf, pos, lend)
         if v is not None:
@@ -847,7 +848,7 @@ def _dec_Attach(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
             pos += 1
     if v is None:
         v = ReceiverSettleMode.FIRST
-    _set(o, 'rcv_settle_mode', v)
+    a4 = v
     if count > 5 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_any(buf, pos, lend, depth - 1)
         if v is not None and not isinstance(v, (Source, Described,)):
@@ -856,7 +857,7 @@ def _dec_Attach(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
         v = None
         if count > 5:
             pos += 1
-    _set(o, 'source', v)
+    a5 = v
     if count > 6 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_any(buf, pos, lend, depth - 1)
         if v is not None and not isinstance(v, (Target, Coordinator, Described,)):
@@ -865,14 +866,14 @@ def _dec_Attach(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
         v = None
         if count > 6:
             pos += 1
-    _set(o, 'target', v)
+    a6 = v
     if count > 7 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_map(buf, pos, lend, depth - 1)
     else:
         v = None
         if count > 7:
             pos += 1
-    _set(o, 'unsettled', v)
+    a7 = v
     if count > 8 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_boolean(buf, pos, lend)
     else:
@@ -881,44 +882,46 @@ def _dec_Attach(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
             pos += 1
     if v is None:
         v = False
-    _set(o, 'incomplete_unsettled', v)
+    a8 = v
     if count > 9 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
         v = None
         if count > 9:
             pos += 1
-    _set(o, 'initial_delivery_count', v)
+    a9 = v
     if count > 10 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_ulong(buf, pos, lend)
     else:
         v = None
         if count > 10:
             pos += 1
-    _set(o, 'max_message_size', v)
+    a10 = v
     if count > 11 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_symbols(buf, pos, lend)
     else:
         v = None
         if count > 11:
             pos += 1
-    _set(o, 'offered_capabilities', v)
+    a11 = v
     if count > 12 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_symbols(buf, pos, lend)
     else:
         v = None
         if count > 12:
             pos += 1
-    _set(o, 'desired_capabilities', v)
+    a12 = v
     if count > 13 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_fields(buf, pos, lend, depth - 1)
     else:
         v = None
         if count > 13:
             pos += 1
-    _set(o, 'properties', v)
+    a13 = v
     if count > 14 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 14), depth)
+    o = _new(Attach)
+    _set(o, '__dict__', {'name': a0, 'handle': a1, 'role': a2, 'snd_settle_mode': a3, 'rcv_settle_mode': a4, 'source': a5, 'target': a6, 'unsettled': a7, 'incomplete_unsettled': a8, 'initial_delivery_count': a9, 'max_message_size': a10, 'offered_capabilities': a11, 'desired_capabilities': a12, 'properties': a13})
     return o, lend
 
 
@@ -940,7 +943,7 @@ _FIELDS_Attach: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
+@attrs.frozen(slots=False, kw_only=True, repr=False)
 class Attach(Composite):
     """``amqp:attach:list`` (0x00000000:0x00000012); provides: frame."""
 
@@ -1134,7 +1137,6 @@ def _enc_Flow(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
 
 def _dec_Flow(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'flow')
-    o = _new(Flow)
     v: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
@@ -1142,7 +1144,7 @@ def _dec_Flow(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH)
         v = None
         if count > 0:
             pos += 1
-    _set(o, 'next_incoming_id', v)
+    a0 = v
     if count > 1 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
@@ -1151,7 +1153,7 @@ def _dec_Flow(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH)
             pos += 1
     if v is None:
         raise d_missing('flow', 'incoming-window', pos)
-    _set(o, 'incoming_window', v)
+    a1 = v
     if count > 2 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
@@ -1160,7 +1162,7 @@ def _dec_Flow(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH)
             pos += 1
     if v is None:
         raise d_missing('flow', 'next-outgoing-id', pos)
-    _set(o, 'next_outgoing_id', v)
+    a2 = v
     if count > 3 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
@@ -1169,35 +1171,35 @@ def _dec_Flow(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH)
             pos += 1
     if v is None:
         raise d_missing('flow', 'outgoing-window', pos)
-    _set(o, 'outgoing_window', v)
+    a3 = v
     if count > 4 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
         v = None
         if count > 4:
             pos += 1
-    _set(o, 'handle', v)
+    a4 = v
     if count > 5 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
         v = None
         if count > 5:
             pos += 1
-    _set(o, 'delivery_count', v)
+    a5 = v
     if count > 6 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
         v = None
         if count > 6:
             pos += 1
-    _set(o, 'link_credit', v)
+    a6 = v
     if count > 7 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
         v = None
         if count > 7:
             pos += 1
-    _set(o, 'available', v)
+    a7 = v
     if count > 8 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_boolean(buf, pos, lend)
     else:
@@ -1206,7 +1208,7 @@ def _dec_Flow(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH)
             pos += 1
     if v is None:
         v = False
-    _set(o, 'drain', v)
+    a8 = v
     if count > 9 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_boolean(buf, pos, lend)
     else:
@@ -1215,16 +1217,18 @@ def _dec_Flow(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH)
             pos += 1
     if v is None:
         v = False
-    _set(o, 'echo', v)
+    a9 = v
     if count > 10 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_fields(buf, pos, lend, depth - 1)
     else:
         v = None
         if count > 10:
             pos += 1
-    _set(o, 'properties', v)
+    a10 = v
     if count > 11 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 11), depth)
+    o = _new(Flow)
+    _set(o, '__dict__', {'next_incoming_id': a0, 'incoming_window': a1, 'next_outgoing_id': a2, 'outgoing_window': a3, 'handle': a4, 'delivery_count': a5, 'link_credit': a6, 'available': a7, 'drain': a8, 'echo': a9, 'properties': a10})
     return o, lend
 
 
@@ -1243,7 +1247,7 @@ _FIELDS_Flow: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
+@attrs.frozen(slots=False, kw_only=True, repr=False)
 class Flow(Composite):
     """``amqp:flow:list`` (0x00000000:0x00000013); provides: frame."""
 
@@ -1406,7 +1410,6 @@ def _enc_Transfer(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
 
 def _dec_Transfer(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'transfer')
-    o = _new(Transfer)
     v: Any
     e: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
@@ -1417,14 +1420,14 @@ def _dec_Transfer(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DE
             pos += 1
     if v is None:
         raise d_missing('transfer', 'handle', pos)
-    _set(o, 'handle', v)
+    a0 = v
     if count > 1 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
         v = None
         if count > 1:
             pos += 1
-    _set(o, 'delivery_id', v)
+    a1 = v
     if count > 2 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_binary(buf, pos, lend)
         if v is not None and len(v) > DELIVERY_TAG_MAX:
@@ -1433,21 +1436,21 @@ def _dec_Transfer(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DE
         v = None
         if count > 2:
             pos += 1
-    _set(o, 'delivery_tag', v)
+    a2 = v
     if count > 3 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
         v = None
         if count > 3:
             pos += 1
-    _set(o, 'message_format', v)
+    a3 = v
     if count > 4 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_boolean(buf, pos, lend)
     else:
         v = None
         if count > 4:
             pos += 1
-    _set(o, 'settled', v)
+    a4 = v
     if count > 5 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_boolean(buf, pos, lend)
     else:
@@ -1456,7 +1459,7 @@ def _dec_Transfer(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DE
             pos += 1
     if v is None:
         v = False
-    _set(o, 'more', v)
+    a5 = v
     if count > 6 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_ubyte(buf, pos, lend)
         if v is not None:
@@ -1468,7 +1471,7 @@ def _dec_Transfer(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DE
         v = None
         if count > 6:
             pos += 1
-    _set(o, 'rcv_settle_mode', v)
+    a6 = v
     if count > 7 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_any(buf, pos, lend, depth - 1)
         if v is not None and not isinstance(v, (Received, Accepted, Rejected, Released, Modified, Declared, TransactionalState, Described,)):
@@ -1477,7 +1480,7 @@ def _dec_Transfer(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DE
         v = None
         if count > 7:
             pos += 1
-    _set(o, 'state', v)
+    a7 = v
     if count > 8 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_boolean(buf, pos, lend)
     else:
@@ -1486,7 +1489,7 @@ def _dec_Transfer(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DE
             pos += 1
     if v is None:
         v = False
-    _set(o, 'resume', v)
+    a8 = v
     if count > 9 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_boolean(buf, pos, lend)
     else:
@@ -1495,7 +1498,7 @@ def _dec_Transfer(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DE
             pos += 1
     if v is None:
         v = False
-    _set(o, 'aborted', v)
+    a9 = v
     if count > 10 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_boolean(buf, pos, lend)
     else:
@@ -1504,9 +1507,11 @@ def _dec_Transfer(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DE
             pos += 1
     if v is None:
         v = False
-    _set(o, 'batchable', v)
+    a10 = v
     if count > 11 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 11), depth)
+    o = _new(Transfer)
+    _set(o, '__dict__', {'handle': a0, 'delivery_id': a1, 'delivery_tag': a2, 'message_format': a3, 'settled': a4, 'more': a5, 'rcv_settle_mode': a6, 'state': a7, 'resume': a8, 'aborted': a9, 'batchable': a10})
     return o, lend
 
 
@@ -1525,7 +1530,7 @@ _FIELDS_Transfer: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
+@attrs.frozen(slots=False, kw_only=True, repr=False)
 class Transfer(Composite):
     """``amqp:transfer:list`` (0x00000000:0x00000014); provides: frame."""
 
@@ -1653,7 +1658,6 @@ def _enc_Disposition(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
 
 def _dec_Disposition(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'disposition')
-    o = _new(Disposition)
     v: Any
     e: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
@@ -1669,7 +1673,7 @@ def _dec_Disposition(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX
             pos += 1
     if v is None:
         raise d_missing('disposition', 'role', pos)
-    _set(o, 'role', v)
+    a0 = v
     if count > 1 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
@@ -1678,14 +1682,14 @@ def _dec_Disposition(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX
             pos += 1
     if v is None:
         raise d_missing('disposition', 'first', pos)
-    _set(o, 'first', v)
+    a1 = v
     if count > 2 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
         v = None
         if count > 2:
             pos += 1
-    _set(o, 'last', v)
+    a2 = v
     if count > 3 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_boolean(buf, pos, lend)
     else:
@@ -1694,7 +1698,7 @@ def _dec_Disposition(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX
             pos += 1
     if v is None:
         v = False
-    _set(o, 'settled', v)
+    a3 = v
     if count > 4 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_any(buf, pos, lend, depth - 1)
         if v is not None and not isinstance(v, (Received, Accepted, Rejected, Released, Modified, Declared, TransactionalState, Described,)):
@@ -1703,7 +1707,7 @@ def _dec_Disposition(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX
         v = None
         if count > 4:
             pos += 1
-    _set(o, 'state', v)
+    a4 = v
     if count > 5 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_boolean(buf, pos, lend)
     else:
@@ -1712,9 +1716,11 @@ def _dec_Disposition(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX
             pos += 1
     if v is None:
         v = False
-    _set(o, 'batchable', v)
+    a5 = v
     if count > 6 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 6), depth)
+    o = _new(Disposition)
+    _set(o, '__dict__', {'role': a0, 'first': a1, 'last': a2, 'settled': a3, 'state': a4, 'batchable': a5})
     return o, lend
 
 
@@ -1728,7 +1734,7 @@ _FIELDS_Disposition: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
+@attrs.frozen(slots=False, kw_only=True, repr=False)
 class Disposition(Composite):
     """``amqp:disposition:list`` (0x00000000:0x00000015); provides: frame."""
 
@@ -1811,7 +1817,6 @@ def _enc_Detach(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
 
 def _dec_Detach(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'detach')
-    o = _new(Detach)
     v: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
@@ -1821,7 +1826,7 @@ def _dec_Detach(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
             pos += 1
     if v is None:
         raise d_missing('detach', 'handle', pos)
-    _set(o, 'handle', v)
+    a0 = v
     if count > 1 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_boolean(buf, pos, lend)
     else:
@@ -1830,7 +1835,7 @@ def _dec_Detach(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
             pos += 1
     if v is None:
         v = False
-    _set(o, 'closed', v)
+    a1 = v
     if count > 2 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_any(buf, pos, lend, depth - 1)
         if v is not None and type(v) is not Error:
@@ -1839,9 +1844,11 @@ def _dec_Detach(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
         v = None
         if count > 2:
             pos += 1
-    _set(o, 'error', v)
+    a2 = v
     if count > 3 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 3), depth)
+    o = _new(Detach)
+    _set(o, '__dict__', {'handle': a0, 'closed': a1, 'error': a2})
     return o, lend
 
 
@@ -1852,7 +1859,7 @@ _FIELDS_Detach: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
+@attrs.frozen(slots=False, kw_only=True, repr=False)
 class Detach(Composite):
     """``amqp:detach:list`` (0x00000000:0x00000016); provides: frame."""
 
@@ -1904,7 +1911,6 @@ def _enc_End(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
 
 def _dec_End(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'end')
-    o = _new(End)
     v: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_any(buf, pos, lend, depth - 1)
@@ -1914,9 +1920,11 @@ def _dec_End(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) 
         v = None
         if count > 0:
             pos += 1
-    _set(o, 'error', v)
+    a0 = v
     if count > 1 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 1), depth)
+    o = _new(End)
+    _set(o, '__dict__', {'error': a0})
     return o, lend
 
 
@@ -1925,7 +1933,7 @@ _FIELDS_End: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
+@attrs.frozen(slots=False, kw_only=True, repr=False)
 class End(Composite):
     """``amqp:end:list`` (0x00000000:0x00000017); provides: frame."""
 
@@ -1966,7 +1974,6 @@ def _enc_Close(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
 
 def _dec_Close(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'close')
-    o = _new(Close)
     v: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_any(buf, pos, lend, depth - 1)
@@ -1976,9 +1983,11 @@ def _dec_Close(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH
         v = None
         if count > 0:
             pos += 1
-    _set(o, 'error', v)
+    a0 = v
     if count > 1 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 1), depth)
+    o = _new(Close)
+    _set(o, '__dict__', {'error': a0})
     return o, lend
 
 
@@ -1987,7 +1996,7 @@ _FIELDS_Close: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
+@attrs.frozen(slots=False, kw_only=True, repr=False)
 class Close(Composite):
     """``amqp:close:list`` (0x00000000:0x00000018); provides: frame."""
 
@@ -2040,7 +2049,6 @@ def _enc_Error(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
 
 def _dec_Error(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'error')
-    o = _new(Error)
     v: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_symbol(buf, pos, lend)
@@ -2050,23 +2058,25 @@ def _dec_Error(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH
             pos += 1
     if v is None:
         raise d_missing('error', 'condition', pos)
-    _set(o, 'condition', v)
+    a0 = v
     if count > 1 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_string(buf, pos, lend)
     else:
         v = None
         if count > 1:
             pos += 1
-    _set(o, 'description', v)
+    a1 = v
     if count > 2 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_fields(buf, pos, lend, depth - 1)
     else:
         v = None
         if count > 2:
             pos += 1
-    _set(o, 'info', v)
+    a2 = v
     if count > 3 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 3), depth)
+    o = _new(Error)
+    _set(o, '__dict__', {'condition': a0, 'description': a1, 'info': a2})
     return o, lend
 
 
@@ -2077,7 +2087,7 @@ _FIELDS_Error: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
+@attrs.frozen(slots=False, kw_only=True, repr=False)
 class Error(Composite):
     """``amqp:error:list`` (0x00000000:0x0000001d); provides: -."""
 
@@ -2159,7 +2169,6 @@ def _enc_Header(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
 
 def _dec_Header(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'header')
-    o = _new(Header)
     v: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_boolean(buf, pos, lend)
@@ -2169,7 +2178,7 @@ def _dec_Header(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
             pos += 1
     if v is None:
         v = False
-    _set(o, 'durable', v)
+    a0 = v
     if count > 1 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_ubyte(buf, pos, lend)
     else:
@@ -2178,14 +2187,14 @@ def _dec_Header(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
             pos += 1
     if v is None:
         v = 4
-    _set(o, 'priority', v)
+    a1 = v
     if count > 2 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
         v = None
         if count > 2:
             pos += 1
-    _set(o, 'ttl', v)
+    a2 = v
     if count > 3 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_boolean(buf, pos, lend)
     else:
@@ -2194,7 +2203,7 @@ def _dec_Header(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
             pos += 1
     if v is None:
         v = False
-    _set(o, 'first_acquirer', v)
+    a3 = v
     if count > 4 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
@@ -2203,9 +2212,11 @@ def _dec_Header(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
             pos += 1
     if v is None:
         v = 0
-    _set(o, 'delivery_count', v)
+    a4 = v
     if count > 5 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 5), depth)
+    o = _new(Header)
+    _set(o, '__dict__', {'durable': a0, 'priority': a1, 'ttl': a2, 'first_acquirer': a3, 'delivery_count': a4})
     return o, lend
 
 
@@ -2218,7 +2229,7 @@ _FIELDS_Header: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
+@attrs.frozen(slots=False, kw_only=True, repr=False)
 class Header(Composite):
     """``amqp:header:list`` (0x00000000:0x00000070); provides: section."""
 
@@ -2437,7 +2448,6 @@ def _enc_Properties(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
 
 def _dec_Properties(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'properties')
-    o = _new(Properties)
     v: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_any(buf, pos, lend, depth - 1)
@@ -2449,35 +2459,35 @@ def _dec_Properties(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_
         v = None
         if count > 0:
             pos += 1
-    _set(o, 'message_id', v)
+    a0 = v
     if count > 1 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_binary(buf, pos, lend)
     else:
         v = None
         if count > 1:
             pos += 1
-    _set(o, 'user_id', v)
+    a1 = v
     if count > 2 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_string(buf, pos, lend)
     else:
         v = None
         if count > 2:
             pos += 1
-    _set(o, 'to', v)
+    a2 = v
     if count > 3 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_string(buf, pos, lend)
     else:
         v = None
         if count > 3:
             pos += 1
-    _set(o, 'subject', v)
+    a3 = v
     if count > 4 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_string(buf, pos, lend)
     else:
         v = None
         if count > 4:
             pos += 1
-    _set(o, 'reply_to', v)
+    a4 = v
     if count > 5 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_any(buf, pos, lend, depth - 1)
         if v is not None and not isinstance(v, (ULong, bytes, str, uuid.UUID,)):
@@ -2488,58 +2498,60 @@ def _dec_Properties(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_
         v = None
         if count > 5:
             pos += 1
-    _set(o, 'correlation_id', v)
+    a5 = v
     if count > 6 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_symbol(buf, pos, lend)
     else:
         v = None
         if count > 6:
             pos += 1
-    _set(o, 'content_type', v)
+    a6 = v
     if count > 7 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_symbol(buf, pos, lend)
     else:
         v = None
         if count > 7:
             pos += 1
-    _set(o, 'content_encoding', v)
+    a7 = v
     if count > 8 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_timestamp(buf, pos, lend)
     else:
         v = None
         if count > 8:
             pos += 1
-    _set(o, 'absolute_expiry_time', v)
+    a8 = v
     if count > 9 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_timestamp(buf, pos, lend)
     else:
         v = None
         if count > 9:
             pos += 1
-    _set(o, 'creation_time', v)
+    a9 = v
     if count > 10 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_string(buf, pos, lend)
     else:
         v = None
         if count > 10:
             pos += 1
-    _set(o, 'group_id', v)
+    a10 = v
     if count > 11 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
         v = None
         if count > 11:
             pos += 1
-    _set(o, 'group_sequence', v)
+    a11 = v
     if count > 12 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_string(buf, pos, lend)
     else:
         v = None
         if count > 12:
             pos += 1
-    _set(o, 'reply_to_group_id', v)
+    a12 = v
     if count > 13 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 13), depth)
+    o = _new(Properties)
+    _set(o, '__dict__', {'message_id': a0, 'user_id': a1, 'to': a2, 'subject': a3, 'reply_to': a4, 'correlation_id': a5, 'content_type': a6, 'content_encoding': a7, 'absolute_expiry_time': a8, 'creation_time': a9, 'group_id': a10, 'group_sequence': a11, 'reply_to_group_id': a12})
     return o, lend
 
 
@@ -2560,7 +2572,7 @@ _FIELDS_Properties: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
+@attrs.frozen(slots=False, kw_only=True, repr=False)
 class Properties(Composite):
     """``amqp:properties:list`` (0x00000000:0x00000073); provides: section."""
 
@@ -2862,7 +2874,6 @@ def _enc_Received(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
 
 def _dec_Received(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'received')
-    o = _new(Received)
     v: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
@@ -2872,7 +2883,7 @@ def _dec_Received(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DE
             pos += 1
     if v is None:
         raise d_missing('received', 'section-number', pos)
-    _set(o, 'section_number', v)
+    a0 = v
     if count > 1 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_ulong(buf, pos, lend)
     else:
@@ -2881,9 +2892,11 @@ def _dec_Received(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DE
             pos += 1
     if v is None:
         raise d_missing('received', 'section-offset', pos)
-    _set(o, 'section_offset', v)
+    a1 = v
     if count > 2 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 2), depth)
+    o = _new(Received)
+    _set(o, '__dict__', {'section_number': a0, 'section_offset': a1})
     return o, lend
 
 
@@ -2893,7 +2906,7 @@ _FIELDS_Received: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
+@attrs.frozen(slots=False, kw_only=True, repr=False)
 class Received(Composite):
     """``amqp:received:list`` (0x00000000:0x00000023); provides: delivery-state."""
 
@@ -2932,9 +2945,10 @@ def _enc_Accepted(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
 
 def _dec_Accepted(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'accepted')
-    o = _new(Accepted)
     if count > 0 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 0), depth)
+    o = _new(Accepted)
+    _set(o, '__dict__', {})
     return o, lend
 
 
@@ -2942,7 +2956,7 @@ _FIELDS_Accepted: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
+@attrs.frozen(slots=False, kw_only=True, repr=False)
 class Accepted(Composite):
     """``amqp:accepted:list`` (0x00000000:0x00000024); provides: delivery-state, outcome."""
 
@@ -2975,7 +2989,6 @@ def _enc_Rejected(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
 
 def _dec_Rejected(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'rejected')
-    o = _new(Rejected)
     v: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_any(buf, pos, lend, depth - 1)
@@ -2985,9 +2998,11 @@ def _dec_Rejected(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DE
         v = None
         if count > 0:
             pos += 1
-    _set(o, 'error', v)
+    a0 = v
     if count > 1 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 1), depth)
+    o = _new(Rejected)
+    _set(o, '__dict__', {'error': a0})
     return o, lend
 
 
@@ -2996,7 +3011,7 @@ _FIELDS_Rejected: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
+@attrs.frozen(slots=False, kw_only=True, repr=False)
 class Rejected(Composite):
     """``amqp:rejected:list`` (0x00000000:0x00000025); provides: delivery-state, outcome."""
 
@@ -3027,9 +3042,10 @@ def _enc_Released(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
 
 def _dec_Released(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'released')
-    o = _new(Released)
     if count > 0 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 0), depth)
+    o = _new(Released)
+    _set(o, '__dict__', {})
     return o, lend
 
 
@@ -3037,7 +3053,7 @@ _FIELDS_Released: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
+@attrs.frozen(slots=False, kw_only=True, repr=False)
 class Released(Composite):
     """``amqp:released:list`` (0x00000000:0x00000026); provides: delivery-state, outcome."""
 
@@ -3082,7 +3098,6 @@ def _enc_Modified(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
 
 def _dec_Modified(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'modified')
-    o = _new(Modified)
     v: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_boolean(buf, pos, lend)
@@ -3090,23 +3105,25 @@ def _dec_Modified(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DE
         v = None
         if count > 0:
             pos += 1
-    _set(o, 'delivery_failed', v)
+    a0 = v
     if count > 1 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_boolean(buf, pos, lend)
     else:
         v = None
         if count > 1:
             pos += 1
-    _set(o, 'undeliverable_here', v)
+    a1 = v
     if count > 2 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_fields(buf, pos, lend, depth - 1)
     else:
         v = None
         if count > 2:
             pos += 1
-    _set(o, 'message_annotations', v)
+    a2 = v
     if count > 3 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 3), depth)
+    o = _new(Modified)
+    _set(o, '__dict__', {'delivery_failed': a0, 'undeliverable_here': a1, 'message_annotations': a2})
     return o, lend
 
 
@@ -3117,7 +3134,7 @@ _FIELDS_Modified: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
+@attrs.frozen(slots=False, kw_only=True, repr=False)
 class Modified(Composite):
     """``amqp:modified:list`` (0x00000000:0x00000027); provides: delivery-state, outcome."""
 
@@ -3231,7 +3248,6 @@ def _enc_Source(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
 
 def _dec_Source(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'source')
-    o = _new(Source)
     v: Any
     e: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
@@ -3240,7 +3256,7 @@ def _dec_Source(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
         v = None
         if count > 0:
             pos += 1
-    _set(o, 'address', v)
+    a0 = v
     if count > 1 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
         if v is not None:
@@ -3254,7 +3270,7 @@ def _dec_Source(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
             pos += 1
     if v is None:
         v = TerminusDurability.NONE
-    _set(o, 'durable', v)
+    a1 = v
     if count > 2 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_symbol(buf, pos, lend)
         if v is not None:
@@ -3268,7 +3284,7 @@ def _dec_Source(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
             pos += 1
     if v is None:
         v = TerminusExpiryPolicy.SESSION_END
-    _set(o, 'expiry_policy', v)
+    a2 = v
     if count > 3 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
@@ -3277,7 +3293,7 @@ def _dec_Source(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
             pos += 1
     if v is None:
         v = 0
-    _set(o, 'timeout', v)
+    a3 = v
     if count > 4 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_boolean(buf, pos, lend)
     else:
@@ -3286,28 +3302,28 @@ def _dec_Source(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
             pos += 1
     if v is None:
         v = False
-    _set(o, 'dynamic', v)
+    a4 = v
     if count > 5 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_fields(buf, pos, lend, depth - 1)
     else:
         v = None
         if count > 5:
             pos += 1
-    _set(o, 'dynamic_node_properties', v)
+    a5 = v
     if count > 6 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_symbol(buf, pos, lend)
     else:
         v = None
         if count > 6:
             pos += 1
-    _set(o, 'distribution_mode', v)
+    a6 = v
     if count > 7 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_fields(buf, pos, lend, depth - 1)
     else:
         v = None
         if count > 7:
             pos += 1
-    _set(o, 'filter', v)
+    a7 = v
     if count > 8 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_any(buf, pos, lend, depth - 1)
         if v is not None and not isinstance(v, (Accepted, Rejected, Released, Modified, Declared, Described,)):
@@ -3316,23 +3332,25 @@ def _dec_Source(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
         v = None
         if count > 8:
             pos += 1
-    _set(o, 'default_outcome', v)
+    a8 = v
     if count > 9 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_symbols(buf, pos, lend)
     else:
         v = None
         if count > 9:
             pos += 1
-    _set(o, 'outcomes', v)
+    a9 = v
     if count > 10 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_symbols(buf, pos, lend)
     else:
         v = None
         if count > 10:
             pos += 1
-    _set(o, 'capabilities', v)
+    a10 = v
     if count > 11 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 11), depth)
+    o = _new(Source)
+    _set(o, '__dict__', {'address': a0, 'durable': a1, 'expiry_policy': a2, 'timeout': a3, 'dynamic': a4, 'dynamic_node_properties': a5, 'distribution_mode': a6, 'filter': a7, 'default_outcome': a8, 'outcomes': a9, 'capabilities': a10})
     return o, lend
 
 
@@ -3351,7 +3369,7 @@ _FIELDS_Source: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
+@attrs.frozen(slots=False, kw_only=True, repr=False)
 class Source(Composite):
     """``amqp:source:list`` (0x00000000:0x00000028); provides: source."""
 
@@ -3483,7 +3501,6 @@ def _enc_Target(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
 
 def _dec_Target(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'target')
-    o = _new(Target)
     v: Any
     e: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
@@ -3492,7 +3509,7 @@ def _dec_Target(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
         v = None
         if count > 0:
             pos += 1
-    _set(o, 'address', v)
+    a0 = v
     if count > 1 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
         if v is not None:
@@ -3506,7 +3523,7 @@ def _dec_Target(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
             pos += 1
     if v is None:
         v = TerminusDurability.NONE
-    _set(o, 'durable', v)
+    a1 = v
     if count > 2 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_symbol(buf, pos, lend)
         if v is not None:
@@ -3520,7 +3537,7 @@ def _dec_Target(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
             pos += 1
     if v is None:
         v = TerminusExpiryPolicy.SESSION_END
-    _set(o, 'expiry_policy', v)
+    a2 = v
     if count > 3 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_uint(buf, pos, lend)
     else:
@@ -3529,7 +3546,7 @@ def _dec_Target(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
             pos += 1
     if v is None:
         v = 0
-    _set(o, 'timeout', v)
+    a3 = v
     if count > 4 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_boolean(buf, pos, lend)
     else:
@@ -3538,23 +3555,25 @@ def _dec_Target(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
             pos += 1
     if v is None:
         v = False
-    _set(o, 'dynamic', v)
+    a4 = v
     if count > 5 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_fields(buf, pos, lend, depth - 1)
     else:
         v = None
         if count > 5:
             pos += 1
-    _set(o, 'dynamic_node_properties', v)
+    a5 = v
     if count > 6 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_symbols(buf, pos, lend)
     else:
         v = None
         if count > 6:
             pos += 1
-    _set(o, 'capabilities', v)
+    a6 = v
     if count > 7 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 7), depth)
+    o = _new(Target)
+    _set(o, '__dict__', {'address': a0, 'durable': a1, 'expiry_policy': a2, 'timeout': a3, 'dynamic': a4, 'dynamic_node_properties': a5, 'capabilities': a6})
     return o, lend
 
 
@@ -3569,7 +3588,7 @@ _FIELDS_Target: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
+@attrs.frozen(slots=False, kw_only=True, repr=False)
 class Target(Composite):
     """``amqp:target:list`` (0x00000000:0x00000029); provides: target."""
 
@@ -3632,9 +3651,10 @@ def _enc_DeleteOnClose(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
 
 def _dec_DeleteOnClose(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'delete-on-close')
-    o = _new(DeleteOnClose)
     if count > 0 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 0), depth)
+    o = _new(DeleteOnClose)
+    _set(o, '__dict__', {})
     return o, lend
 
 
@@ -3642,7 +3662,7 @@ _FIELDS_DeleteOnClose: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
+@attrs.frozen(slots=False, kw_only=True, repr=False)
 class DeleteOnClose(Composite):
     """``amqp:delete-on-close:list`` (0x00000000:0x0000002b); provides: lifetime-policy."""
 
@@ -3665,9 +3685,10 @@ def _enc_DeleteOnNoLinks(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None
 
 def _dec_DeleteOnNoLinks(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'delete-on-no-links')
-    o = _new(DeleteOnNoLinks)
     if count > 0 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 0), depth)
+    o = _new(DeleteOnNoLinks)
+    _set(o, '__dict__', {})
     return o, lend
 
 
@@ -3675,7 +3696,7 @@ _FIELDS_DeleteOnNoLinks: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
+@attrs.frozen(slots=False, kw_only=True, repr=False)
 class DeleteOnNoLinks(Composite):
     """``amqp:delete-on-no-links:list`` (0x00000000:0x0000002c); provides: lifetime-policy."""
 
@@ -3698,9 +3719,10 @@ def _enc_DeleteOnNoMessages(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> N
 
 def _dec_DeleteOnNoMessages(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'delete-on-no-messages')
-    o = _new(DeleteOnNoMessages)
     if count > 0 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 0), depth)
+    o = _new(DeleteOnNoMessages)
+    _set(o, '__dict__', {})
     return o, lend
 
 
@@ -3708,7 +3730,7 @@ _FIELDS_DeleteOnNoMessages: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
+@attrs.frozen(slots=False, kw_only=True, repr=False)
 class DeleteOnNoMessages(Composite):
     """``amqp:delete-on-no-messages:list`` (0x00000000:0x0000002d); provides: lifetime-policy."""
 
@@ -3731,9 +3753,10 @@ def _enc_DeleteOnNoLinksOrMessages(o: Any, out: bytearray, depth: int = MAX_DEPT
 
 def _dec_DeleteOnNoLinksOrMessages(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'delete-on-no-links-or-messages')
-    o = _new(DeleteOnNoLinksOrMessages)
     if count > 0 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 0), depth)
+    o = _new(DeleteOnNoLinksOrMessages)
+    _set(o, '__dict__', {})
     return o, lend
 
 
@@ -3741,7 +3764,7 @@ _FIELDS_DeleteOnNoLinksOrMessages: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
+@attrs.frozen(slots=False, kw_only=True, repr=False)
 class DeleteOnNoLinksOrMessages(Composite):
     """``amqp:delete-on-no-links-or-messages:list`` (0x00000000:0x0000002e); provides: lifetime-policy."""
 
@@ -3774,7 +3797,6 @@ def _enc_SaslMechanisms(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
 
 def _dec_SaslMechanisms(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'sasl-mechanisms')
-    o = _new(SaslMechanisms)
     v: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_symbols(buf, pos, lend)
@@ -3784,9 +3806,11 @@ def _dec_SaslMechanisms(ctor: int, buf: bytes, pos: int, end: int, depth: int = 
             pos += 1
     if v is None:
         raise d_missing('sasl-mechanisms', 'sasl-server-mechanisms', pos)
-    _set(o, 'sasl_server_mechanisms', v)
+    a0 = v
     if count > 1 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 1), depth)
+    o = _new(SaslMechanisms)
+    _set(o, '__dict__', {'sasl_server_mechanisms': a0})
     return o, lend
 
 
@@ -3795,7 +3819,7 @@ _FIELDS_SaslMechanisms: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
+@attrs.frozen(slots=False, kw_only=True, repr=False)
 class SaslMechanisms(Composite):
     """``amqp:sasl-mechanisms:list`` (0x00000000:0x00000040); provides: sasl-frame."""
 
@@ -3852,7 +3876,6 @@ def _enc_SaslInit(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
 
 def _dec_SaslInit(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'sasl-init')
-    o = _new(SaslInit)
     v: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_symbol(buf, pos, lend)
@@ -3862,23 +3885,25 @@ def _dec_SaslInit(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DE
             pos += 1
     if v is None:
         raise d_missing('sasl-init', 'mechanism', pos)
-    _set(o, 'mechanism', v)
+    a0 = v
     if count > 1 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_binary(buf, pos, lend)
     else:
         v = None
         if count > 1:
             pos += 1
-    _set(o, 'initial_response', v)
+    a1 = v
     if count > 2 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_string(buf, pos, lend)
     else:
         v = None
         if count > 2:
             pos += 1
-    _set(o, 'hostname', v)
+    a2 = v
     if count > 3 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 3), depth)
+    o = _new(SaslInit)
+    _set(o, '__dict__', {'mechanism': a0, 'initial_response': a1, 'hostname': a2})
     return o, lend
 
 
@@ -3889,7 +3914,7 @@ _FIELDS_SaslInit: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
+@attrs.frozen(slots=False, kw_only=True, repr=False)
 class SaslInit(Composite):
     """``amqp:sasl-init:list`` (0x00000000:0x00000041); provides: sasl-frame."""
 
@@ -3942,7 +3967,6 @@ def _enc_SaslChallenge(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
 
 def _dec_SaslChallenge(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'sasl-challenge')
-    o = _new(SaslChallenge)
     v: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_binary(buf, pos, lend)
@@ -3952,9 +3976,11 @@ def _dec_SaslChallenge(ctor: int, buf: bytes, pos: int, end: int, depth: int = M
             pos += 1
     if v is None:
         raise d_missing('sasl-challenge', 'challenge', pos)
-    _set(o, 'challenge', v)
+    a0 = v
     if count > 1 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 1), depth)
+    o = _new(SaslChallenge)
+    _set(o, '__dict__', {'challenge': a0})
     return o, lend
 
 
@@ -3963,7 +3989,7 @@ _FIELDS_SaslChallenge: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
+@attrs.frozen(slots=False, kw_only=True, repr=False)
 class SaslChallenge(Composite):
     """``amqp:sasl-challenge:list`` (0x00000000:0x00000042); provides: sasl-frame."""
 
@@ -4006,7 +4032,6 @@ def _enc_SaslResponse(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
 
 def _dec_SaslResponse(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'sasl-response')
-    o = _new(SaslResponse)
     v: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_binary(buf, pos, lend)
@@ -4016,9 +4041,11 @@ def _dec_SaslResponse(ctor: int, buf: bytes, pos: int, end: int, depth: int = MA
             pos += 1
     if v is None:
         raise d_missing('sasl-response', 'response', pos)
-    _set(o, 'response', v)
+    a0 = v
     if count > 1 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 1), depth)
+    o = _new(SaslResponse)
+    _set(o, '__dict__', {'response': a0})
     return o, lend
 
 
@@ -4027,7 +4054,7 @@ _FIELDS_SaslResponse: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
+@attrs.frozen(slots=False, kw_only=True, repr=False)
 class SaslResponse(Composite):
     """``amqp:sasl-response:list`` (0x00000000:0x00000043); provides: sasl-frame."""
 
@@ -4076,7 +4103,6 @@ def _enc_SaslOutcome(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
 
 def _dec_SaslOutcome(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'sasl-outcome')
-    o = _new(SaslOutcome)
     v: Any
     e: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
@@ -4092,16 +4118,18 @@ def _dec_SaslOutcome(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX
             pos += 1
     if v is None:
         raise d_missing('sasl-outcome', 'code', pos)
-    _set(o, 'code', v)
+    a0 = v
     if count > 1 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_binary(buf, pos, lend)
     else:
         v = None
         if count > 1:
             pos += 1
-    _set(o, 'additional_data', v)
+    a1 = v
     if count > 2 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 2), depth)
+    o = _new(SaslOutcome)
+    _set(o, '__dict__', {'code': a0, 'additional_data': a1})
     return o, lend
 
 
@@ -4111,7 +4139,7 @@ _FIELDS_SaslOutcome: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
+@attrs.frozen(slots=False, kw_only=True, repr=False)
 class SaslOutcome(Composite):
     """``amqp:sasl-outcome:list`` (0x00000000:0x00000044); provides: sasl-frame."""
 
@@ -4159,7 +4187,6 @@ def _enc_Coordinator(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
 
 def _dec_Coordinator(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'coordinator')
-    o = _new(Coordinator)
     v: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_symbols(buf, pos, lend)
@@ -4167,9 +4194,11 @@ def _dec_Coordinator(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX
         v = None
         if count > 0:
             pos += 1
-    _set(o, 'capabilities', v)
+    a0 = v
     if count > 1 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 1), depth)
+    o = _new(Coordinator)
+    _set(o, '__dict__', {'capabilities': a0})
     return o, lend
 
 
@@ -4178,7 +4207,7 @@ _FIELDS_Coordinator: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
+@attrs.frozen(slots=False, kw_only=True, repr=False)
 class Coordinator(Composite):
     """``amqp:coordinator:list`` (0x00000000:0x00000030); provides: target."""
 
@@ -4222,7 +4251,6 @@ def _enc_Declare(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
 
 def _dec_Declare(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'declare')
-    o = _new(Declare)
     v: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_any(buf, pos, lend, depth - 1)
@@ -4230,9 +4258,11 @@ def _dec_Declare(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEP
         v = None
         if count > 0:
             pos += 1
-    _set(o, 'global_id', v)
+    a0 = v
     if count > 1 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 1), depth)
+    o = _new(Declare)
+    _set(o, '__dict__', {'global_id': a0})
     return o, lend
 
 
@@ -4241,7 +4271,7 @@ _FIELDS_Declare: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
+@attrs.frozen(slots=False, kw_only=True, repr=False)
 class Declare(Composite):
     """``amqp:declare:list`` (0x00000000:0x00000031); provides: -."""
 
@@ -4282,7 +4312,6 @@ def _enc_Discharge(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
 
 def _dec_Discharge(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'discharge')
-    o = _new(Discharge)
     v: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_any(buf, pos, lend, depth - 1)
@@ -4294,16 +4323,18 @@ def _dec_Discharge(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_D
             pos += 1
     if v is None:
         raise d_missing('discharge', 'txn-id', pos)
-    _set(o, 'txn_id', v)
+    a0 = v
     if count > 1 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_boolean(buf, pos, lend)
     else:
         v = None
         if count > 1:
             pos += 1
-    _set(o, 'fail', v)
+    a1 = v
     if count > 2 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 2), depth)
+    o = _new(Discharge)
+    _set(o, '__dict__', {'txn_id': a0, 'fail': a1})
     return o, lend
 
 
@@ -4313,7 +4344,7 @@ _FIELDS_Discharge: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
+@attrs.frozen(slots=False, kw_only=True, repr=False)
 class Discharge(Composite):
     """``amqp:discharge:list`` (0x00000000:0x00000032); provides: -."""
 
@@ -4360,7 +4391,6 @@ def _enc_Declared(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
 
 def _dec_Declared(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'declared')
-    o = _new(Declared)
     v: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_any(buf, pos, lend, depth - 1)
@@ -4372,9 +4402,11 @@ def _dec_Declared(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DE
             pos += 1
     if v is None:
         raise d_missing('declared', 'txn-id', pos)
-    _set(o, 'txn_id', v)
+    a0 = v
     if count > 1 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 1), depth)
+    o = _new(Declared)
+    _set(o, '__dict__', {'txn_id': a0})
     return o, lend
 
 
@@ -4383,7 +4415,7 @@ _FIELDS_Declared: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
+@attrs.frozen(slots=False, kw_only=True, repr=False)
 class Declared(Composite):
     """``amqp:declared:list`` (0x00000000:0x00000033); provides: delivery-state, outcome."""
 
@@ -4431,7 +4463,6 @@ def _enc_TransactionalState(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> N
 
 def _dec_TransactionalState(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'transactional-state')
-    o = _new(TransactionalState)
     v: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_any(buf, pos, lend, depth - 1)
@@ -4443,7 +4474,7 @@ def _dec_TransactionalState(ctor: int, buf: bytes, pos: int, end: int, depth: in
             pos += 1
     if v is None:
         raise d_missing('transactional-state', 'txn-id', pos)
-    _set(o, 'txn_id', v)
+    a0 = v
     if count > 1 and (pos >= lend or buf[pos] != 0x40):
         v, pos = r_any(buf, pos, lend, depth - 1)
         if v is not None and not isinstance(v, (Accepted, Rejected, Released, Modified, Declared, Described,)):
@@ -4452,9 +4483,11 @@ def _dec_TransactionalState(ctor: int, buf: bytes, pos: int, end: int, depth: in
         v = None
         if count > 1:
             pos += 1
-    _set(o, 'outcome', v)
+    a1 = v
     if count > 2 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 2), depth)
+    o = _new(TransactionalState)
+    _set(o, '__dict__', {'txn_id': a0, 'outcome': a1})
     return o, lend
 
 
@@ -4464,7 +4497,7 @@ _FIELDS_TransactionalState: tuple[FieldSpec, ...] = (
 )
 
 
-@attrs.frozen(slots=True, kw_only=True, repr=False)
+@attrs.frozen(slots=False, kw_only=True, repr=False)
 class TransactionalState(Composite):
     """``amqp:transactional-state:list`` (0x00000000:0x00000034); provides: delivery-state."""
 
