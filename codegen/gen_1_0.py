@@ -25,15 +25,15 @@ what the XML generates (2 if the XML is missing).
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # gen_common, when loaded by path
+from gen_common import ROOT, camel, dump_extract, run, snake  # noqa: E402
+
 OUT_DIR = ROOT / "amqp_sansio" / "v1_0" / "spec"
 EXTRACT_PATH = OUT_DIR / "extract.json"
 GENERATED_PATH = OUT_DIR / "_generated.py"
@@ -177,12 +177,7 @@ WRAPPED = {"ulong": "ULong", "uuid": "uuid.UUID", "binary": "bytes", "string": "
            "symbol": "Symbol"}
 
 
-def camel(name: str) -> str:
-    return "".join(p.capitalize() for p in name.split("-"))
-
-
-def attr(name: str) -> str:
-    return name.replace("-", "_")
+attr = snake  # a field's Python name
 
 
 class Model:
@@ -789,33 +784,13 @@ def _render_restricted(m: Model, t: dict[str, Any], w: Any) -> None:
 
 def outputs(xml_dir: Path) -> dict[Path, str]:
     ex = extract(xml_dir)
-    return {
-        EXTRACT_PATH: json.dumps(ex, indent=1, sort_keys=False) + "\n",
-        GENERATED_PATH: render(ex),
-    }
+    return {EXTRACT_PATH: dump_extract(ex), GENERATED_PATH: render(ex)}
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--xml-dir", type=Path, default=default_xml_dir())
-    ap.add_argument("--check", action="store_true", help="compare, write nothing")
-    args = ap.parse_args(argv)
-    if not all((args.xml_dir / f"{f}.bare.xml").is_file() for f in FILES):
-        print(f"error: the AMQP 1.0 XML was not found in {args.xml_dir} "
-              "(apt-get install amqp-specs, or set $AMQP_10_SPEC_DIR)", file=sys.stderr)
-        return 2
-    outs = outputs(args.xml_dir)
-    stale = [p for p, text in outs.items()
-             if not p.is_file() or p.read_text(encoding="utf-8") != text]
-    if args.check:
-        for p in stale:
-            print(f"stale: {p.relative_to(ROOT)} (run make regen)", file=sys.stderr)
-        return 1 if stale else 0
-    OUT_DIR.mkdir(parents=True, exist_ok=True)
-    for p in stale:
-        p.write_text(outs[p], encoding="utf-8")
-        print(f"wrote {p.relative_to(ROOT)}")
-    return 0
+    return run(argv, description=(__doc__ or "").split("\n")[0], source_option="--xml-dir",
+               default_source=default_xml_dir(), outputs=outputs,
+               missing="apt-get install amqp-specs, or set $AMQP_10_SPEC_DIR")
 
 
 if __name__ == "__main__":

@@ -18,15 +18,10 @@ from .streams import CLIError, Streams, open_input
 MAX_FRAME_SIZE = 1 << 24  # largest frame decode accepts (a capture may hold big ones)
 
 
-def _read_some(src: IO[bytes]) -> bytes:
-    read1 = getattr(src, "read1", None)  # what is there: a pipe streams through
-    return bytes(read1(1 << 16) if read1 is not None else src.read(1 << 16))
-
-
 def run_decode(args: argparse.Namespace, ios: Streams) -> int:
     """Read octets (a leading protocol header is recognised: without one the
     stream is taken as frames) and write JSON lines."""
-    from .codec_cmds import dumps
+    from .codec_cmds import _read_some, dumps  # (codec_cmds imports this module lazily)
 
     out = ios.stdout
     reader: FrameReader | None = None

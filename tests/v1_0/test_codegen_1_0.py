@@ -51,7 +51,7 @@ def test_committed_files_match_the_xml() -> None:
 def test_check_mode_exit_codes(tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, str(GEN), "--check"], capture_output=True, check=False)
     assert r.returncode == 0, r.stderr
-    r = subprocess.run([sys.executable, str(GEN), "--check", "--xml-dir", str(tmp_path)],
+    r = subprocess.run([sys.executable, str(GEN), "--check", "--xml-dir", str(tmp_path / "no")],
                        capture_output=True, check=False)
     assert r.returncode == 2 and b"not found" in r.stderr
     for f in gen.FILES:
