@@ -24,7 +24,10 @@ marks the branch rollback-only (XML ``session-closed``): ``xa-rbrollback``.
 Error codes: where qpidd (the reference 0-10 broker) answers misuse with a
 code other than the XML's, :data:`CODES` lists both; the broker uses
 qpidd's by default (``Broker(error_codes="xml")`` for the XML's).  Prepared
-branches are kept in memory only: a broker restart rolls them back.
+branches are kept in memory only: a broker restart rolls them back.  What
+peers leave behind is bounded: at most ``max_branches`` branches, and one
+rolled back at its timeout is forgotten a timeout later once nothing is
+associated with it.
 """
 
 from __future__ import annotations
@@ -48,6 +51,8 @@ if TYPE_CHECKING:
 #: dtx-max-timeout.  set-timeout 0 means the default (XML rule ``reset``).
 DEFAULT_TIMEOUT: Final = 60
 MAX_TIMEOUT: Final = 3600
+#: Branches the broker keeps at once (a start beyond: resource-limit-exceeded).
+MAX_BRANCHES: Final = 10_000
 
 _E = ErrorCode
 #: Misuse -> (qpidd's code, the XML's code).  Same code: no dispute.
@@ -67,6 +72,7 @@ CODES: Final[dict[str, tuple[int, int]]] = {
     "illegal-state": (_E.ILLEGAL_STATE, _E.ILLEGAL_STATE),  # e.g. prepare twice, join prepared
     "timeout-too-large": (_E.INVALID_ARGUMENT, _E.INVALID_ARGUMENT),  # above MAX_TIMEOUT
     "tx-selected": (_E.ILLEGAL_STATE, _E.ILLEGAL_STATE),  # dtx.select on a tx.select session
+    "too-many": (_E.RESOURCE_LIMIT_EXCEEDED, _E.RESOURCE_LIMIT_EXCEEDED),  # max_branches
 }
 
 
@@ -186,7 +192,9 @@ class Dtx(Generic[S]):
 
     def __init__(self, *, enqueue: Callable[[QueueState, QMsg], object],
                  settle: Callable[[Held], None],
-                 release: Callable[[Iterable[Held]], None]) -> None:
+                 release: Callable[[Iterable[Held]], None],
+                 max_branches: int = MAX_BRANCHES) -> None:
+        self.max_branches = max_branches
         self._enqueue = enqueue
         self._settle = settle
         self._release = release
@@ -222,18 +230,27 @@ class Dtx(Generic[S]):
 
     def handle_timer(self, now: float) -> None:
         """Branches whose timeout ran out before they were prepared are rolled
-        back (the xid stays known, answering xa-rbtimeout)."""
+        back; the xid stays known, answering xa-rbtimeout, for one more
+        timeout period after its last association ends (then it is forgotten:
+        what peers leave behind does not accumulate)."""
         heap = self._deadlines
         while heap and (self._stale(heap[0]) or heap[0][0] <= now):
             _, _, key = heapq.heappop(heap)
             b = self.branches.get(key)
-            if b is not None and b.deadline <= now and not b.prepared and not b.undone:
+            if b is None or b.deadline > now or b.prepared:
+                continue
+            if not b.undone:
                 b.status = XaStatus.XA_RBTIMEOUT
                 self._undo(b)
+                self._arm(b, now)
+            elif b.active or b.suspended:
+                self._arm(b, now)
+            else:
+                del self.branches[key]
 
     def _stale(self, entry: tuple[float, int, XidKey]) -> bool:
         b = self.branches.get(entry[2])
-        return b is None or b.deadline != entry[0] or b.prepared or b.undone
+        return b is None or b.deadline != entry[0] or b.prepared
 
     # -- demarcation ------------------------------------------------------------------
     def select(self, session: S, *, transactional: bool) -> None:
@@ -253,6 +270,8 @@ class Dtx(Generic[S]):
         if how == "start-new":
             if b is not None:
                 raise DtxError("already-known", f"xid {_show(key)} is already known")
+            if len(self.branches) >= self.max_branches:
+                raise DtxError("too-many", f"{len(self.branches)} branches open (the limit)")
             b = self.branches[key] = Branch(key, xid)
             self._arm(b, now)
         elif b is None:

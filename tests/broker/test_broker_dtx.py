@@ -267,3 +267,21 @@ def test_every_coordination_entry(broker: Broker, coverage: set[Any]) -> None:
             status(c, w, spec.DtxEnd(xid=x))
     assert coverage == set(dtx_mod.COORDINATION)
     assert not exceptions([e for e in c.events if getattr(e, "channel", None) == w.channel])
+
+
+def test_branches_left_behind_are_bounded(broker: Broker) -> None:
+    """A timed-out branch nobody completes is forgotten one timeout later;
+    starts beyond max_branches are refused (506)."""
+    c, w, o = setup(broker)
+    status(c, w, spec.DtxStart(xid=xid(b"g")))
+    result(c, w, spec.DtxSetTimeout(xid=xid(b"g"), timeout=1))
+    status(c, w, spec.DtxEnd(xid=xid(b"g")))
+    broker.handle_timer(broker.now + 1)
+    assert result(c, o, spec.DtxGetTimeout(xid=xid(b"g"))).timeout == 1  # rbtimeout, known
+    broker.handle_timer(broker.now + 1)
+    assert result(c, o, spec.DtxGetTimeout(xid=xid(b"g"))) == 404
+    broker.dtx.max_branches = 2
+    for gid in (b"1", b"2"):
+        status(c, w, spec.DtxStart(xid=xid(gid)))
+        status(c, w, spec.DtxEnd(xid=xid(gid)))
+    assert status(c, w, spec.DtxStart(xid=xid(b"3"))) == 506

@@ -21,7 +21,13 @@ this file until its entry is removed, so the table stays true.  Tests the
 harness cannot run (QMF is not on PyPI) are skipped.  Without qpid-python
 (no network) everything skips -- except with ``CI=true``, where it fails.
 
-Run the suite by hand: ``python tests/support/qpid_python_harness.py suite -v``.
+The same tests also run as Qpid runs them -- ``qpid-python-test`` on Python
+2.7, unconverted, one broker for all the tests of a shard
+(``tests/support/qpid_py27_runner.py``) -- and every test must have the same
+outcome both ways (skipped without a Python 2.7).
+
+Run the suite by hand: ``python tests/support/qpid_python_harness.py suite -v``
+or ``python tests/support/qpid_py27_runner.py -v``.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import os
 from typing import Any
 
 import pytest
+import qpid_py27_runner as py27
 import qpid_python_harness as harness
 
 QPID_CPP, CODES, NOT_IMPL, BROKER, HARNESS = (
@@ -105,3 +112,24 @@ def test_report(suite: dict[str, dict[str, Any]], capsys: pytest.CaptureFixture[
         print("\nqpid broker_0_10 suite vs embedded broker: "
               + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
     assert sum(counts.values()) == len(suite)
+
+
+@pytest.fixture(scope="module")
+def suite27() -> dict[str, dict[str, Any]]:
+    harness.require_qpid()
+    try:
+        py27.ensure_py27()
+    except py27.Py27Unavailable as e:
+        pytest.skip(str(e))
+    return py27.run(jobs=int(os.environ.get("QPID_SUITE_JOBS", "4")))
+
+
+def test_qpids_own_runner_on_python27_agrees(suite: dict[str, dict[str, Any]],
+                                            suite27: dict[str, dict[str, Any]]) -> None:
+    """qpid-python-test (Python 2.7) and the converted harness: the same tests,
+    the same outcome for each."""
+    assert set(suite27) == set(suite), (sorted(set(suite) ^ set(suite27)))
+    differ = {n: (suite[n]["outcome"], suite27[n]["outcome"], suite27[n].get("message", ""))
+              for n in suite if suite[n]["outcome"] != suite27[n]["outcome"]}
+    assert not differ
+    assert sum(r["outcome"] == "passed" for r in suite27.values()) >= 250
