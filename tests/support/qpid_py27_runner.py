@@ -96,8 +96,10 @@ def _ignores() -> list[str]:
     return names
 
 
-def run_shard(modules: Iterable[str], timeout: float = 900) -> dict[str, dict[str, object]]:
-    """Run ``modules`` through qpid-python-test against one fresh broker."""
+def run_shard(modules: Iterable[str], timeout: float = 900, *,
+              tests: Iterable[str] = ()) -> dict[str, dict[str, object]]:
+    """Run ``modules`` (or the named ``tests``) through qpid-python-test
+    against one fresh broker."""
     from amqp_sansio_broker.model import Broker
     from amqp_sansio_broker.server import start_broker_thread
 
@@ -113,6 +115,8 @@ def run_shard(modules: Iterable[str], timeout: float = 900) -> dict[str, dict[st
         for ign in _ignores():
             cmd += ["-i", ign]
         cmd += [_pattern(m) for m in modules]
+        cmd += [f"qpid_tests.broker_0_10.{t}" if not t.startswith("qpid.") else t
+                for t in tests]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                               env={**os.environ, "PYTHONPATH": str(root),
                                    "PYTHONDONTWRITEBYTECODE": "1"})
