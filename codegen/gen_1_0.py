@@ -428,9 +428,10 @@ def _render_composite(m: Model, t: dict[str, Any], arche: dict[str, Any], w: Any
         w(f"    out += {prefix!r}")
         w("    b = bytearray()")
         w("    n = 0")
+        w("    d = o.__dict__  # every field is in it (the classes are not slotted)")
         for i, (f, r, dv) in enumerate(infos):
             a = attr(f["name"])
-            w(f"    v = o.{a}")
+            w(f"    v = d[{a!r}]")
             base = r["base"]
             if base == "boolean" and not r["enum"] and dv == "False":
                 w("    if v:")

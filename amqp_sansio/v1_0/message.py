@@ -123,11 +123,12 @@ class AmqpMessage:
 def encode_message(m: AmqpMessage) -> bytes:
     """The transfer payload of ``m``."""
     out = bytearray()
-    for s in (m.header, m.delivery_annotations, m.message_annotations, m.properties,
-              m.application_properties):
+    d = m.__dict__  # (not slotted: decode_message fills it in one go)
+    for s in (d["header"], d["delivery_annotations"], d["message_annotations"],
+              d["properties"], d["application_properties"]):
         if s is not None:
             s._enc(s, out, MAX_DEPTH)
-    b = m.body
+    b = d["body"]
     if type(b) is tuple:
         first = type(b[0]) if b else None
         for sec in b:

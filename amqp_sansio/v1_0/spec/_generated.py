@@ -214,17 +214,18 @@ def _enc_Open(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00S\x10'
     b = bytearray()
     n = 0
-    v = o.container_id
+    d = o.__dict__  # every field is in it (the classes are not slotted)
+    v = d['container_id']
     if v is not None:
         w_string(v, b)
         n = 1
-    v = o.hostname
+    v = d['hostname']
     if v is not None:
         if n < 1:
             b += _NULLS[1 - n]
         w_string(v, b)
         n = 2
-    v = o.max_frame_size
+    v = d['max_frame_size']
     if v is not None and v != 4294967295:
         if n < 2:
             b += _NULLS[2 - n]
@@ -233,13 +234,13 @@ def _enc_Open(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         else:
             w_uint(v, b)
         n = 3
-    v = o.channel_max
+    v = d['channel_max']
     if v is not None and v != 65535:
         if n < 3:
             b += _NULLS[3 - n]
         w_ushort(v, b)
         n = 4
-    v = o.idle_time_out
+    v = d['idle_time_out']
     if v is not None:
         if n < 4:
             b += _NULLS[4 - n]
@@ -248,31 +249,31 @@ def _enc_Open(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         else:
             w_uint(v, b)
         n = 5
-    v = o.outgoing_locales
+    v = d['outgoing_locales']
     if v is not None:
         if n < 5:
             b += _NULLS[5 - n]
         w_symbols(v, b)
         n = 6
-    v = o.incoming_locales
+    v = d['incoming_locales']
     if v is not None:
         if n < 6:
             b += _NULLS[6 - n]
         w_symbols(v, b)
         n = 7
-    v = o.offered_capabilities
+    v = d['offered_capabilities']
     if v is not None:
         if n < 7:
             b += _NULLS[7 - n]
         w_symbols(v, b)
         n = 8
-    v = o.desired_capabilities
+    v = d['desired_capabilities']
     if v is not None:
         if n < 8:
             b += _NULLS[8 - n]
         w_symbols(v, b)
         n = 9
-    v = o.properties
+    v = d['properties']
     if v is not None:
         if n < 9:
             b += _NULLS[9 - n]
@@ -467,11 +468,12 @@ def _enc_Begin(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00S\x11'
     b = bytearray()
     n = 0
-    v = o.remote_channel
+    d = o.__dict__  # every field is in it (the classes are not slotted)
+    v = d['remote_channel']
     if v is not None:
         w_ushort(v, b)
         n = 1
-    v = o.next_outgoing_id
+    v = d['next_outgoing_id']
     if v is not None:
         if n < 1:
             b += _NULLS[1 - n]
@@ -480,7 +482,7 @@ def _enc_Begin(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         else:
             w_uint(v, b)
         n = 2
-    v = o.incoming_window
+    v = d['incoming_window']
     if v is not None:
         if n < 2:
             b += _NULLS[2 - n]
@@ -489,7 +491,7 @@ def _enc_Begin(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         else:
             w_uint(v, b)
         n = 3
-    v = o.outgoing_window
+    v = d['outgoing_window']
     if v is not None:
         if n < 3:
             b += _NULLS[3 - n]
@@ -498,7 +500,7 @@ def _enc_Begin(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         else:
             w_uint(v, b)
         n = 4
-    v = o.handle_max
+    v = d['handle_max']
     if v is not None and v != 4294967295:
         if n < 4:
             b += _NULLS[4 - n]
@@ -507,19 +509,19 @@ def _enc_Begin(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         else:
             w_uint(v, b)
         n = 5
-    v = o.offered_capabilities
+    v = d['offered_capabilities']
     if v is not None:
         if n < 5:
             b += _NULLS[5 - n]
         w_symbols(v, b)
         n = 6
-    v = o.desired_capabilities
+    v = d['desired_capabilities']
     if v is not None:
         if n < 6:
             b += _NULLS[6 - n]
         w_symbols(v, b)
         n = 7
-    v = o.properties
+    v = d['properties']
     if v is not None:
         if n < 7:
             b += _NULLS[7 - n]
@@ -688,11 +690,12 @@ def _enc_Attach(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00S\x12'
     b = bytearray()
     n = 0
-    v = o.name
+    d = o.__dict__  # every field is in it (the classes are not slotted)
+    v = d['name']
     if v is not None:
         w_string(v, b)
         n = 1
-    v = o.handle
+    v = d['handle']
     if v is not None:
         if n < 1:
             b += _NULLS[1 - n]
@@ -701,49 +704,49 @@ def _enc_Attach(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         else:
             w_uint(v, b)
         n = 2
-    v = o.role
+    v = d['role']
     if v is not None:
         if n < 2:
             b += _NULLS[2 - n]
         b.append(0x41 if v.value else 0x42)
         n = 3
-    v = o.snd_settle_mode
+    v = d['snd_settle_mode']
     if v is not None and v != SenderSettleMode.MIXED:
         if n < 3:
             b += _NULLS[3 - n]
         w_ubyte(v, b)
         n = 4
-    v = o.rcv_settle_mode
+    v = d['rcv_settle_mode']
     if v is not None and v != ReceiverSettleMode.FIRST:
         if n < 4:
             b += _NULLS[4 - n]
         w_ubyte(v, b)
         n = 5
-    v = o.source
+    v = d['source']
     if v is not None:
         if n < 5:
             b += _NULLS[5 - n]
         encode_value(v, b, depth - 1)
         n = 6
-    v = o.target
+    v = d['target']
     if v is not None:
         if n < 6:
             b += _NULLS[6 - n]
         encode_value(v, b, depth - 1)
         n = 7
-    v = o.unsettled
+    v = d['unsettled']
     if v is not None:
         if n < 7:
             b += _NULLS[7 - n]
         w_map(v, b, depth - 1)
         n = 8
-    v = o.incomplete_unsettled
+    v = d['incomplete_unsettled']
     if v:
         if n < 8:
             b += _NULLS[8 - n]
         b.append(0x41 if v else 0x42)
         n = 9
-    v = o.initial_delivery_count
+    v = d['initial_delivery_count']
     if v is not None:
         if n < 9:
             b += _NULLS[9 - n]
@@ -752,7 +755,7 @@ def _enc_Attach(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         else:
             w_uint(v, b)
         n = 10
-    v = o.max_message_size
+    v = d['max_message_size']
     if v is not None:
         if n < 10:
             b += _NULLS[10 - n]
@@ -761,19 +764,19 @@ def _enc_Attach(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         else:
             w_ulong(v, b)
         n = 11
-    v = o.offered_capabilities
+    v = d['offered_capabilities']
     if v is not None:
         if n < 11:
             b += _NULLS[11 - n]
         w_symbols(v, b)
         n = 12
-    v = o.desired_capabilities
+    v = d['desired_capabilities']
     if v is not None:
         if n < 12:
             b += _NULLS[12 - n]
         w_symbols(v, b)
         n = 13
-    v = o.properties
+    v = d['properties']
     if v is not None:
         if n < 13:
             b += _NULLS[13 - n]
@@ -1041,14 +1044,15 @@ def _enc_Flow(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00S\x13'
     b = bytearray()
     n = 0
-    v = o.next_incoming_id
+    d = o.__dict__  # every field is in it (the classes are not slotted)
+    v = d['next_incoming_id']
     if v is not None:
         if 0 <= v < 256:
             b += _SMALLUINT[v]
         else:
             w_uint(v, b)
         n = 1
-    v = o.incoming_window
+    v = d['incoming_window']
     if v is not None:
         if n < 1:
             b += _NULLS[1 - n]
@@ -1057,7 +1061,7 @@ def _enc_Flow(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         else:
             w_uint(v, b)
         n = 2
-    v = o.next_outgoing_id
+    v = d['next_outgoing_id']
     if v is not None:
         if n < 2:
             b += _NULLS[2 - n]
@@ -1066,7 +1070,7 @@ def _enc_Flow(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         else:
             w_uint(v, b)
         n = 3
-    v = o.outgoing_window
+    v = d['outgoing_window']
     if v is not None:
         if n < 3:
             b += _NULLS[3 - n]
@@ -1075,7 +1079,7 @@ def _enc_Flow(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         else:
             w_uint(v, b)
         n = 4
-    v = o.handle
+    v = d['handle']
     if v is not None:
         if n < 4:
             b += _NULLS[4 - n]
@@ -1084,7 +1088,7 @@ def _enc_Flow(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         else:
             w_uint(v, b)
         n = 5
-    v = o.delivery_count
+    v = d['delivery_count']
     if v is not None:
         if n < 5:
             b += _NULLS[5 - n]
@@ -1093,7 +1097,7 @@ def _enc_Flow(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         else:
             w_uint(v, b)
         n = 6
-    v = o.link_credit
+    v = d['link_credit']
     if v is not None:
         if n < 6:
             b += _NULLS[6 - n]
@@ -1102,7 +1106,7 @@ def _enc_Flow(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         else:
             w_uint(v, b)
         n = 7
-    v = o.available
+    v = d['available']
     if v is not None:
         if n < 7:
             b += _NULLS[7 - n]
@@ -1111,19 +1115,19 @@ def _enc_Flow(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         else:
             w_uint(v, b)
         n = 8
-    v = o.drain
+    v = d['drain']
     if v:
         if n < 8:
             b += _NULLS[8 - n]
         b.append(0x41 if v else 0x42)
         n = 9
-    v = o.echo
+    v = d['echo']
     if v:
         if n < 9:
             b += _NULLS[9 - n]
         b.append(0x41 if v else 0x42)
         n = 10
-    v = o.properties
+    v = d['properties']
     if v is not None:
         if n < 10:
             b += _NULLS[10 - n]
@@ -1329,14 +1333,15 @@ def _enc_Transfer(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00S\x14'
     b = bytearray()
     n = 0
-    v = o.handle
+    d = o.__dict__  # every field is in it (the classes are not slotted)
+    v = d['handle']
     if v is not None:
         if 0 <= v < 256:
             b += _SMALLUINT[v]
         else:
             w_uint(v, b)
         n = 1
-    v = o.delivery_id
+    v = d['delivery_id']
     if v is not None:
         if n < 1:
             b += _NULLS[1 - n]
@@ -1345,13 +1350,13 @@ def _enc_Transfer(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         else:
             w_uint(v, b)
         n = 2
-    v = o.delivery_tag
+    v = d['delivery_tag']
     if v is not None:
         if n < 2:
             b += _NULLS[2 - n]
         w_binary(v, b)
         n = 3
-    v = o.message_format
+    v = d['message_format']
     if v is not None:
         if n < 3:
             b += _NULLS[3 - n]
@@ -1360,43 +1365,43 @@ def _enc_Transfer(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         else:
             w_uint(v, b)
         n = 4
-    v = o.settled
+    v = d['settled']
     if v is not None:
         if n < 4:
             b += _NULLS[4 - n]
         b.append(0x41 if v else 0x42)
         n = 5
-    v = o.more
+    v = d['more']
     if v:
         if n < 5:
             b += _NULLS[5 - n]
         b.append(0x41 if v else 0x42)
         n = 6
-    v = o.rcv_settle_mode
+    v = d['rcv_settle_mode']
     if v is not None:
         if n < 6:
             b += _NULLS[6 - n]
         w_ubyte(v, b)
         n = 7
-    v = o.state
+    v = d['state']
     if v is not None:
         if n < 7:
             b += _NULLS[7 - n]
         encode_value(v, b, depth - 1)
         n = 8
-    v = o.resume
+    v = d['resume']
     if v:
         if n < 8:
             b += _NULLS[8 - n]
         b.append(0x41 if v else 0x42)
         n = 9
-    v = o.aborted
+    v = d['aborted']
     if v:
         if n < 9:
             b += _NULLS[9 - n]
         b.append(0x41 if v else 0x42)
         n = 10
-    v = o.batchable
+    v = d['batchable']
     if v:
         if n < 10:
             b += _NULLS[10 - n]
@@ -1610,11 +1615,12 @@ def _enc_Disposition(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00S\x15'
     b = bytearray()
     n = 0
-    v = o.role
+    d = o.__dict__  # every field is in it (the classes are not slotted)
+    v = d['role']
     if v is not None:
         b.append(0x41 if v.value else 0x42)
         n = 1
-    v = o.first
+    v = d['first']
     if v is not None:
         if n < 1:
             b += _NULLS[1 - n]
@@ -1623,7 +1629,7 @@ def _enc_Disposition(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         else:
             w_uint(v, b)
         n = 2
-    v = o.last
+    v = d['last']
     if v is not None:
         if n < 2:
             b += _NULLS[2 - n]
@@ -1632,19 +1638,19 @@ def _enc_Disposition(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         else:
             w_uint(v, b)
         n = 3
-    v = o.settled
+    v = d['settled']
     if v:
         if n < 3:
             b += _NULLS[3 - n]
         b.append(0x41 if v else 0x42)
         n = 4
-    v = o.state
+    v = d['state']
     if v is not None:
         if n < 4:
             b += _NULLS[4 - n]
         encode_value(v, b, depth - 1)
         n = 5
-    v = o.batchable
+    v = d['batchable']
     if v:
         if n < 5:
             b += _NULLS[5 - n]
@@ -1790,20 +1796,21 @@ def _enc_Detach(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00S\x16'
     b = bytearray()
     n = 0
-    v = o.handle
+    d = o.__dict__  # every field is in it (the classes are not slotted)
+    v = d['handle']
     if v is not None:
         if 0 <= v < 256:
             b += _SMALLUINT[v]
         else:
             w_uint(v, b)
         n = 1
-    v = o.closed
+    v = d['closed']
     if v:
         if n < 1:
             b += _NULLS[1 - n]
         b.append(0x41 if v else 0x42)
         n = 2
-    v = o.error
+    v = d['error']
     if v is not None:
         if n < 2:
             b += _NULLS[2 - n]
@@ -1899,7 +1906,8 @@ def _enc_End(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00S\x17'
     b = bytearray()
     n = 0
-    v = o.error
+    d = o.__dict__  # every field is in it (the classes are not slotted)
+    v = d['error']
     if v is not None:
         type(v)._enc(v, b, depth - 1)
         n = 1
@@ -1962,7 +1970,8 @@ def _enc_Close(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00S\x18'
     b = bytearray()
     n = 0
-    v = o.error
+    d = o.__dict__  # every field is in it (the classes are not slotted)
+    v = d['error']
     if v is not None:
         type(v)._enc(v, b, depth - 1)
         n = 1
@@ -2025,17 +2034,18 @@ def _enc_Error(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00S\x1d'
     b = bytearray()
     n = 0
-    v = o.condition
+    d = o.__dict__  # every field is in it (the classes are not slotted)
+    v = d['condition']
     if v is not None:
         w_symbol(v, b)
         n = 1
-    v = o.description
+    v = d['description']
     if v is not None:
         if n < 1:
             b += _NULLS[1 - n]
         w_string(v, b)
         n = 2
-    v = o.info
+    v = d['info']
     if v is not None:
         if n < 2:
             b += _NULLS[2 - n]
@@ -2127,17 +2137,18 @@ def _enc_Header(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00Sp'
     b = bytearray()
     n = 0
-    v = o.durable
+    d = o.__dict__  # every field is in it (the classes are not slotted)
+    v = d['durable']
     if v:
         b.append(0x41 if v else 0x42)
         n = 1
-    v = o.priority
+    v = d['priority']
     if v is not None and v != 4:
         if n < 1:
             b += _NULLS[1 - n]
         w_ubyte(v, b)
         n = 2
-    v = o.ttl
+    v = d['ttl']
     if v is not None:
         if n < 2:
             b += _NULLS[2 - n]
@@ -2146,13 +2157,13 @@ def _enc_Header(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         else:
             w_uint(v, b)
         n = 3
-    v = o.first_acquirer
+    v = d['first_acquirer']
     if v:
         if n < 3:
             b += _NULLS[3 - n]
         b.append(0x41 if v else 0x42)
         n = 4
-    v = o.delivery_count
+    v = d['delivery_count']
     if v is not None and v != 0:
         if n < 4:
             b += _NULLS[4 - n]
@@ -2355,38 +2366,39 @@ def _enc_Properties(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00Ss'
     b = bytearray()
     n = 0
-    v = o.message_id
+    d = o.__dict__  # every field is in it (the classes are not slotted)
+    v = d['message_id']
     if v is not None:
         if type(v) is int:
             w_ulong(v, b)
         else:
             encode_value(v, b, depth - 1)
         n = 1
-    v = o.user_id
+    v = d['user_id']
     if v is not None:
         if n < 1:
             b += _NULLS[1 - n]
         w_binary(v, b)
         n = 2
-    v = o.to
+    v = d['to']
     if v is not None:
         if n < 2:
             b += _NULLS[2 - n]
         encode_value(v, b, depth - 1)
         n = 3
-    v = o.subject
+    v = d['subject']
     if v is not None:
         if n < 3:
             b += _NULLS[3 - n]
         w_string(v, b)
         n = 4
-    v = o.reply_to
+    v = d['reply_to']
     if v is not None:
         if n < 4:
             b += _NULLS[4 - n]
         encode_value(v, b, depth - 1)
         n = 5
-    v = o.correlation_id
+    v = d['correlation_id']
     if v is not None:
         if n < 5:
             b += _NULLS[5 - n]
@@ -2395,37 +2407,37 @@ def _enc_Properties(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         else:
             encode_value(v, b, depth - 1)
         n = 6
-    v = o.content_type
+    v = d['content_type']
     if v is not None:
         if n < 6:
             b += _NULLS[6 - n]
         w_symbol(v, b)
         n = 7
-    v = o.content_encoding
+    v = d['content_encoding']
     if v is not None:
         if n < 7:
             b += _NULLS[7 - n]
         w_symbol(v, b)
         n = 8
-    v = o.absolute_expiry_time
+    v = d['absolute_expiry_time']
     if v is not None:
         if n < 8:
             b += _NULLS[8 - n]
         w_timestamp(v, b)
         n = 9
-    v = o.creation_time
+    v = d['creation_time']
     if v is not None:
         if n < 9:
             b += _NULLS[9 - n]
         w_timestamp(v, b)
         n = 10
-    v = o.group_id
+    v = d['group_id']
     if v is not None:
         if n < 10:
             b += _NULLS[10 - n]
         w_string(v, b)
         n = 11
-    v = o.group_sequence
+    v = d['group_sequence']
     if v is not None:
         if n < 11:
             b += _NULLS[11 - n]
@@ -2434,7 +2446,7 @@ def _enc_Properties(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         else:
             w_uint(v, b)
         n = 12
-    v = o.reply_to_group_id
+    v = d['reply_to_group_id']
     if v is not None:
         if n < 12:
             b += _NULLS[12 - n]
@@ -2850,14 +2862,15 @@ def _enc_Received(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00S#'
     b = bytearray()
     n = 0
-    v = o.section_number
+    d = o.__dict__  # every field is in it (the classes are not slotted)
+    v = d['section_number']
     if v is not None:
         if 0 <= v < 256:
             b += _SMALLUINT[v]
         else:
             w_uint(v, b)
         n = 1
-    v = o.section_offset
+    v = d['section_offset']
     if v is not None:
         if n < 1:
             b += _NULLS[1 - n]
@@ -2977,7 +2990,8 @@ def _enc_Rejected(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00S%'
     b = bytearray()
     n = 0
-    v = o.error
+    d = o.__dict__  # every field is in it (the classes are not slotted)
+    v = d['error']
     if v is not None:
         type(v)._enc(v, b, depth - 1)
         n = 1
@@ -3074,17 +3088,18 @@ def _enc_Modified(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b"\x00S'"
     b = bytearray()
     n = 0
-    v = o.delivery_failed
+    d = o.__dict__  # every field is in it (the classes are not slotted)
+    v = d['delivery_failed']
     if v is not None:
         b.append(0x41 if v else 0x42)
         n = 1
-    v = o.undeliverable_here
+    v = d['undeliverable_here']
     if v is not None:
         if n < 1:
             b += _NULLS[1 - n]
         b.append(0x41 if v else 0x42)
         n = 2
-    v = o.message_annotations
+    v = d['message_annotations']
     if v is not None:
         if n < 2:
             b += _NULLS[2 - n]
@@ -3173,23 +3188,24 @@ def _enc_Source(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00S('
     b = bytearray()
     n = 0
-    v = o.address
+    d = o.__dict__  # every field is in it (the classes are not slotted)
+    v = d['address']
     if v is not None:
         encode_value(v, b, depth - 1)
         n = 1
-    v = o.durable
+    v = d['durable']
     if v is not None and v != TerminusDurability.NONE:
         if n < 1:
             b += _NULLS[1 - n]
         w_uint(v, b)
         n = 2
-    v = o.expiry_policy
+    v = d['expiry_policy']
     if v is not None and v != TerminusExpiryPolicy.SESSION_END:
         if n < 2:
             b += _NULLS[2 - n]
         w_symbol(v, b)
         n = 3
-    v = o.timeout
+    v = d['timeout']
     if v is not None and v != 0:
         if n < 3:
             b += _NULLS[3 - n]
@@ -3198,43 +3214,43 @@ def _enc_Source(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         else:
             w_uint(v, b)
         n = 4
-    v = o.dynamic
+    v = d['dynamic']
     if v:
         if n < 4:
             b += _NULLS[4 - n]
         b.append(0x41 if v else 0x42)
         n = 5
-    v = o.dynamic_node_properties
+    v = d['dynamic_node_properties']
     if v is not None:
         if n < 5:
             b += _NULLS[5 - n]
         w_fields(v, b, depth - 1)
         n = 6
-    v = o.distribution_mode
+    v = d['distribution_mode']
     if v is not None:
         if n < 6:
             b += _NULLS[6 - n]
         w_symbol(v, b)
         n = 7
-    v = o.filter
+    v = d['filter']
     if v is not None:
         if n < 7:
             b += _NULLS[7 - n]
         w_fields(v, b, depth - 1)
         n = 8
-    v = o.default_outcome
+    v = d['default_outcome']
     if v is not None:
         if n < 8:
             b += _NULLS[8 - n]
         encode_value(v, b, depth - 1)
         n = 9
-    v = o.outcomes
+    v = d['outcomes']
     if v is not None:
         if n < 9:
             b += _NULLS[9 - n]
         w_symbols(v, b)
         n = 10
-    v = o.capabilities
+    v = d['capabilities']
     if v is not None:
         if n < 10:
             b += _NULLS[10 - n]
@@ -3450,23 +3466,24 @@ def _enc_Target(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00S)'
     b = bytearray()
     n = 0
-    v = o.address
+    d = o.__dict__  # every field is in it (the classes are not slotted)
+    v = d['address']
     if v is not None:
         encode_value(v, b, depth - 1)
         n = 1
-    v = o.durable
+    v = d['durable']
     if v is not None and v != TerminusDurability.NONE:
         if n < 1:
             b += _NULLS[1 - n]
         w_uint(v, b)
         n = 2
-    v = o.expiry_policy
+    v = d['expiry_policy']
     if v is not None and v != TerminusExpiryPolicy.SESSION_END:
         if n < 2:
             b += _NULLS[2 - n]
         w_symbol(v, b)
         n = 3
-    v = o.timeout
+    v = d['timeout']
     if v is not None and v != 0:
         if n < 3:
             b += _NULLS[3 - n]
@@ -3475,19 +3492,19 @@ def _enc_Target(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         else:
             w_uint(v, b)
         n = 4
-    v = o.dynamic
+    v = d['dynamic']
     if v:
         if n < 4:
             b += _NULLS[4 - n]
         b.append(0x41 if v else 0x42)
         n = 5
-    v = o.dynamic_node_properties
+    v = d['dynamic_node_properties']
     if v is not None:
         if n < 5:
             b += _NULLS[5 - n]
         w_fields(v, b, depth - 1)
         n = 6
-    v = o.capabilities
+    v = d['capabilities']
     if v is not None:
         if n < 6:
             b += _NULLS[6 - n]
@@ -3785,7 +3802,8 @@ def _enc_SaslMechanisms(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00S@'
     b = bytearray()
     n = 0
-    v = o.sasl_server_mechanisms
+    d = o.__dict__  # every field is in it (the classes are not slotted)
+    v = d['sasl_server_mechanisms']
     if v is not None:
         w_symbols(v, b)
         n = 1
@@ -3852,17 +3870,18 @@ def _enc_SaslInit(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00SA'
     b = bytearray()
     n = 0
-    v = o.mechanism
+    d = o.__dict__  # every field is in it (the classes are not slotted)
+    v = d['mechanism']
     if v is not None:
         w_symbol(v, b)
         n = 1
-    v = o.initial_response
+    v = d['initial_response']
     if v is not None:
         if n < 1:
             b += _NULLS[1 - n]
         w_binary(v, b)
         n = 2
-    v = o.hostname
+    v = d['hostname']
     if v is not None:
         if n < 2:
             b += _NULLS[2 - n]
@@ -3955,7 +3974,8 @@ def _enc_SaslChallenge(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00SB'
     b = bytearray()
     n = 0
-    v = o.challenge
+    d = o.__dict__  # every field is in it (the classes are not slotted)
+    v = d['challenge']
     if v is not None:
         w_binary(v, b)
         n = 1
@@ -4020,7 +4040,8 @@ def _enc_SaslResponse(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00SC'
     b = bytearray()
     n = 0
-    v = o.response
+    d = o.__dict__  # every field is in it (the classes are not slotted)
+    v = d['response']
     if v is not None:
         w_binary(v, b)
         n = 1
@@ -4085,11 +4106,12 @@ def _enc_SaslOutcome(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00SD'
     b = bytearray()
     n = 0
-    v = o.code
+    d = o.__dict__  # every field is in it (the classes are not slotted)
+    v = d['code']
     if v is not None:
         w_ubyte(v, b)
         n = 1
-    v = o.additional_data
+    v = d['additional_data']
     if v is not None:
         if n < 1:
             b += _NULLS[1 - n]
@@ -4175,7 +4197,8 @@ def _enc_Coordinator(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00S0'
     b = bytearray()
     n = 0
-    v = o.capabilities
+    d = o.__dict__  # every field is in it (the classes are not slotted)
+    v = d['capabilities']
     if v is not None:
         w_symbols(v, b)
         n = 1
@@ -4239,7 +4262,8 @@ def _enc_Declare(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00S1'
     b = bytearray()
     n = 0
-    v = o.global_id
+    d = o.__dict__  # every field is in it (the classes are not slotted)
+    v = d['global_id']
     if v is not None:
         encode_value(v, b, depth - 1)
         n = 1
@@ -4294,11 +4318,12 @@ def _enc_Discharge(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00S2'
     b = bytearray()
     n = 0
-    v = o.txn_id
+    d = o.__dict__  # every field is in it (the classes are not slotted)
+    v = d['txn_id']
     if v is not None:
         encode_value(v, b, depth - 1)
         n = 1
-    v = o.fail
+    v = d['fail']
     if v is not None:
         if n < 1:
             b += _NULLS[1 - n]
@@ -4379,7 +4404,8 @@ def _enc_Declared(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00S3'
     b = bytearray()
     n = 0
-    v = o.txn_id
+    d = o.__dict__  # every field is in it (the classes are not slotted)
+    v = d['txn_id']
     if v is not None:
         encode_value(v, b, depth - 1)
         n = 1
@@ -4445,11 +4471,12 @@ def _enc_TransactionalState(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> N
     out += b'\x00S4'
     b = bytearray()
     n = 0
-    v = o.txn_id
+    d = o.__dict__  # every field is in it (the classes are not slotted)
+    v = d['txn_id']
     if v is not None:
         encode_value(v, b, depth - 1)
         n = 1
-    v = o.outcome
+    v = d['outcome']
     if v is not None:
         if n < 1:
             b += _NULLS[1 - n]
