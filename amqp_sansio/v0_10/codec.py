@@ -165,9 +165,10 @@ class Array(list[Any]):
 # commands; the framing layer re-scopes them for controls.
 
 
-def _truncated(what: str, pos: int) -> DecodeError:
-    return DecodeError(f"{what} runs past the end of its container", code=ErrorCode.COMMAND_INVALID,
-                       scope="execution", offset=pos)
+def truncated(what: str, pos: int) -> DecodeError:
+    """The error for a value that runs past the end of what holds it."""
+    return DecodeError(f"{what} runs past the end of its container",
+                       code=ErrorCode.COMMAND_INVALID, scope="execution", offset=pos)
 
 
 def _invalid(what: str, pos: int, code: int = ErrorCode.INVALID_ARGUMENT) -> DecodeError:
@@ -263,12 +264,12 @@ def enc_vbin32(v: bytes) -> bytes:
 
 def dec_str8(buf: bytes, pos: int, end: int) -> tuple[str, int]:
     if pos >= end:
-        raise _truncated("str8", pos)
+        raise truncated("str8", pos)
     n = buf[pos]
     pos += 1
     stop = pos + n
     if stop > end:
-        raise _truncated("str8", pos)
+        raise truncated("str8", pos)
     try:
         return buf[pos:stop].decode("utf-8"), stop
     except UnicodeDecodeError:
@@ -277,12 +278,12 @@ def dec_str8(buf: bytes, pos: int, end: int) -> tuple[str, int]:
 
 def dec_str16(buf: bytes, pos: int, end: int) -> tuple[str, int]:
     if pos + 2 > end:
-        raise _truncated("str16", pos)
+        raise truncated("str16", pos)
     n = (buf[pos] << 8) | buf[pos + 1]
     pos += 2
     stop = pos + n
     if stop > end:
-        raise _truncated("str16", pos)
+        raise truncated("str16", pos)
     try:
         return buf[pos:stop].decode("utf-8"), stop
     except UnicodeDecodeError:
@@ -292,12 +293,12 @@ def dec_str16(buf: bytes, pos: int, end: int) -> tuple[str, int]:
 def _dec_text(buf: bytes, pos: int, end: int, width: int, encoding: str, name: str
               ) -> tuple[str, int]:
     if pos + width > end:
-        raise _truncated(name, pos)
+        raise truncated(name, pos)
     n = int.from_bytes(buf[pos:pos + width], "big")
     pos += width
     stop = pos + n
     if stop > end:
-        raise _truncated(name, pos)
+        raise truncated(name, pos)
     try:
         return buf[pos:stop].decode(encoding), stop
     except UnicodeDecodeError:
@@ -322,34 +323,34 @@ def dec_str16_utf16(buf: bytes, pos: int, end: int) -> tuple[str, int]:
 
 def dec_vbin8(buf: bytes, pos: int, end: int) -> tuple[bytes, int]:
     if pos >= end:
-        raise _truncated("vbin8", pos)
+        raise truncated("vbin8", pos)
     n = buf[pos]
     pos += 1
     stop = pos + n
     if stop > end:
-        raise _truncated("vbin8", pos)
+        raise truncated("vbin8", pos)
     return buf[pos:stop], stop
 
 
 def dec_vbin16(buf: bytes, pos: int, end: int) -> tuple[bytes, int]:
     if pos + 2 > end:
-        raise _truncated("vbin16", pos)
+        raise truncated("vbin16", pos)
     n = (buf[pos] << 8) | buf[pos + 1]
     pos += 2
     stop = pos + n
     if stop > end:
-        raise _truncated("vbin16", pos)
+        raise truncated("vbin16", pos)
     return buf[pos:stop], stop
 
 
 def dec_vbin32(buf: bytes, pos: int, end: int) -> tuple[bytes, int]:
     if pos + 4 > end:
-        raise _truncated("vbin32", pos)
+        raise truncated("vbin32", pos)
     (n,) = unpack_I(buf, pos)
     pos += 4
     stop = pos + n
     if stop > end:
-        raise _truncated("vbin32", pos)
+        raise truncated("vbin32", pos)
     return buf[pos:stop], stop
 
 
@@ -368,7 +369,7 @@ def enc_char(v: str) -> bytes:
 
 def dec_char(buf: bytes, pos: int, end: int) -> tuple[str, int]:
     if pos + 1 > end:
-        raise _truncated("char", pos)
+        raise truncated("char", pos)
     return buf[pos:pos + 1].decode("iso8859_15"), pos + 1
 
 
@@ -383,7 +384,7 @@ def enc_char_utf32(v: str) -> bytes:
 
 def dec_char_utf32(buf: bytes, pos: int, end: int) -> tuple[str, int]:
     if pos + 4 > end:
-        raise _truncated("char-utf32", pos)
+        raise truncated("char-utf32", pos)
     try:
         return buf[pos:pos + 4].decode("utf-32-be"), pos + 4
     except UnicodeDecodeError:
@@ -400,7 +401,7 @@ def enc_bin(v: bytes, width: int) -> bytes:
 def dec_bin(buf: bytes, pos: int, end: int, width: int) -> tuple[bytes, int]:
     stop = pos + width
     if stop > end:
-        raise _truncated(f"bin{width * 8}", pos)
+        raise truncated(f"bin{width * 8}", pos)
     return buf[pos:stop], stop
 
 
@@ -413,7 +414,7 @@ def enc_uuid(v: uuid.UUID | bytes) -> bytes:
 def dec_uuid(buf: bytes, pos: int, end: int) -> tuple[uuid.UUID, int]:
     stop = pos + 16
     if stop > end:
-        raise _truncated("uuid", pos)
+        raise truncated("uuid", pos)
     return uuid.UUID(bytes=bytes(buf[pos:stop])), stop
 
 
@@ -450,14 +451,14 @@ _DEC_CONTEXT = decimal.Context(prec=40, Emin=-999, Emax=999)
 
 def dec_dec32(buf: bytes, pos: int, end: int) -> tuple[decimal.Decimal, int]:
     if pos + 5 > end:
-        raise _truncated("dec32", pos)
+        raise truncated("dec32", pos)
     exp, mant = _S_BI.unpack_from(buf, pos)
     return decimal.Decimal(mant).scaleb(-exp, _DEC_CONTEXT), pos + 5
 
 
 def dec_dec64(buf: bytes, pos: int, end: int) -> tuple[decimal.Decimal, int]:
     if pos + 9 > end:
-        raise _truncated("dec64", pos)
+        raise truncated("dec64", pos)
     exp, mant = _S_Bq.unpack_from(buf, pos)
     return decimal.Decimal(mant).scaleb(-exp, _DEC_CONTEXT), pos + 9
 
@@ -481,12 +482,12 @@ def encode_sequence_set(v: SequenceSet) -> bytes:
 
 def decode_sequence_set(buf: bytes, pos: int, end: int) -> tuple[SequenceSet, int]:
     if pos + 2 > end:
-        raise _truncated("sequence-set", pos)
+        raise truncated("sequence-set", pos)
     n = (buf[pos] << 8) | buf[pos + 1]
     pos += 2
     stop = pos + n
     if stop > end:
-        raise _truncated("sequence-set", pos)
+        raise truncated("sequence-set", pos)
     if n % 8:
         raise _invalid(f"sequence-set size {n} is not a multiple of 8", pos,
                        ErrorCode.COMMAND_INVALID)
@@ -521,12 +522,12 @@ def encode_byte_ranges(v: Any) -> bytes:
 def decode_byte_ranges(buf: bytes, pos: int, end: int
                        ) -> tuple[tuple[tuple[int, int], ...], int]:
     if pos + 2 > end:
-        raise _truncated("byte-ranges", pos)
+        raise truncated("byte-ranges", pos)
     n = (buf[pos] << 8) | buf[pos + 1]
     pos += 2
     stop = pos + n
     if stop > end:
-        raise _truncated("byte-ranges", pos)
+        raise truncated("byte-ranges", pos)
     if n % 16:
         raise _invalid(f"byte-ranges size {n} is not a multiple of 16", pos,
                        ErrorCode.COMMAND_INVALID)
@@ -571,11 +572,11 @@ def decode_struct32(buf: bytes, pos: int, end: int, depth: int = DEFAULT_MAX_DEP
     if depth <= 0:
         raise _invalid("struct32 nested too deeply", pos, ErrorCode.COMMAND_INVALID)
     if pos + 6 > end:
-        raise _truncated("struct32", pos)
+        raise truncated("struct32", pos)
     (n,) = unpack_I(buf, pos)
     stop = pos + 4 + n
     if stop > end or n < 2:
-        raise _truncated("struct32", pos)
+        raise truncated("struct32", pos)
     code = (buf[pos + 4] << 8) | buf[pos + 5]
     entry = _STRUCT32.get(code)
     if entry is None:
@@ -584,7 +585,7 @@ def decode_struct32(buf: bytes, pos: int, end: int, depth: int = DEFAULT_MAX_DEP
     # The size prefix bounds the struct; trailing octets it declares are
     # skipped (room for extension), a struct that overruns it is an error.
     if p > stop:
-        raise _truncated("struct32", pos)
+        raise truncated("struct32", pos)
     return v, stop
 
 
@@ -601,7 +602,7 @@ def _datetime_seconds(v: _dt.datetime) -> int:
     return int((v - _EPOCH).total_seconds())
 
 
-def _default_type(v: Any) -> str:
+def default_type(v: Any) -> str:
     """The wire type a plain Python value gets (module docstring table)."""
     t = type(v)
     if t is str:
@@ -631,7 +632,7 @@ def _default_type(v: Any) -> str:
     if isinstance(v, bool):
         return "boolean"
     if isinstance(v, int):
-        return _default_type(int(v))
+        return default_type(int(v))
     if isinstance(v, str):
         return "str16"
     if isinstance(v, dict):
@@ -730,7 +731,7 @@ def encode_value(v: Any, out: bytearray, depth: int = DEFAULT_MAX_DEPTH) -> None
     if isinstance(v, Typed):
         tname, v = v.type, v.value
     else:
-        tname = _default_type(v)
+        tname = default_type(v)
     code = TYPE_CODES.get(tname)
     if code is None:
         if tname.startswith("0x"):
@@ -837,15 +838,15 @@ def _skip_unknown(code: int, buf: bytes, pos: int, end: int) -> tuple[bytes, int
     if fixed:
         stop = pos + width
         if stop > end:
-            raise _truncated(f"type 0x{code:02x}", pos)
+            raise truncated(f"type 0x{code:02x}", pos)
         return buf[pos:stop], stop
     if pos + width > end:
-        raise _truncated(f"type 0x{code:02x}", pos)
+        raise truncated(f"type 0x{code:02x}", pos)
     n = int.from_bytes(buf[pos:pos + width], "big")
     pos += width
     stop = pos + n
     if stop > end:
-        raise _truncated(f"type 0x{code:02x}", pos)
+        raise truncated(f"type 0x{code:02x}", pos)
     return buf[pos:stop], stop
 
 
@@ -856,7 +857,7 @@ def _fixed(fmt: struct.Struct, name: str) -> Callable[[bytes, int, int], tuple[A
     def dec(buf: bytes, pos: int, end: int) -> tuple[Any, int]:
         stop = pos + size
         if stop > end:
-            raise _truncated(name, pos)
+            raise truncated(name, pos)
         return unpack(buf, pos)[0], stop
 
     return dec
@@ -864,13 +865,13 @@ def _fixed(fmt: struct.Struct, name: str) -> Callable[[bytes, int, int], tuple[A
 
 def _dec_boolean(buf: bytes, pos: int, end: int) -> tuple[bool, int]:
     if pos >= end:
-        raise _truncated("boolean", pos)
+        raise truncated("boolean", pos)
     return buf[pos] != 0, pos + 1
 
 
 def _dec_datetime_value(buf: bytes, pos: int, end: int) -> tuple[Any, int]:
     if pos + 8 > end:
-        raise _truncated("datetime", pos)
+        raise truncated("datetime", pos)
     (secs,) = unpack_q(buf, pos)
     try:
         return _EPOCH + _dt.timedelta(seconds=secs), pos + 8
@@ -962,7 +963,7 @@ def _guard(what: str, pos: int, end: int, need: int) -> None:
     # Reads of fixed-size prefixes must stay inside the container; the
     # fixed-width helpers above check their own bounds.
     if pos + need > end:
-        raise _truncated(what, pos)
+        raise truncated(what, pos)
 
 
 def _decode_coded(code: int, buf: bytes, pos: int, end: int, depth: int, typed: bool
@@ -977,7 +978,7 @@ def _decode_coded(code: int, buf: bytes, pos: int, end: int, depth: int, typed: 
             if isinstance(v, Typed):
                 return v, pos
             try:
-                default = _default_type(v)
+                default = default_type(v)
             except LocalProtocolError:
                 default = None
             if default != name:
@@ -1004,7 +1005,7 @@ def decode_value(buf: bytes, pos: int, end: int, depth: int = DEFAULT_MAX_DEPTH,
     Like every decoder here it reads only ``buf[pos:end]`` (``end`` must not
     exceed ``len(buf)``) and raises nothing but :class:`DecodeError`."""
     if pos >= end:
-        raise _truncated("value", pos)
+        raise truncated("value", pos)
     return _decode_coded(buf[pos], buf, pos + 1, end, depth, typed)
 
 
@@ -1017,7 +1018,7 @@ def _container(what: str, buf: bytes, pos: int, end: int, depth: int, minimum: i
     (n,) = unpack_I(buf, pos)
     stop = pos + 4 + n
     if stop > end:
-        raise _truncated(what, pos)
+        raise truncated(what, pos)
     if n < minimum:
         raise _invalid(f"{what} size {n} is too small", pos, ErrorCode.COMMAND_INVALID)
     return pos + 4, stop
@@ -1050,10 +1051,10 @@ def decode_map(buf: bytes, pos: int, end: int, depth: int = DEFAULT_MAX_DEPTH,
         # the generic decoder.  Same bounds checks, same errors.
         for _ in range(count):
             if pos >= stop:
-                raise _truncated("str8", pos)
+                raise truncated("str8", pos)
             kend = pos + 1 + buf[pos]
             if kend > stop:
-                raise _truncated("str8", pos + 1)
+                raise truncated("str8", pos + 1)
             try:
                 k = buf[pos + 1:kend].decode("utf-8")
             except UnicodeDecodeError:
@@ -1061,15 +1062,15 @@ def decode_map(buf: bytes, pos: int, end: int, depth: int = DEFAULT_MAX_DEPTH,
             if k in out:
                 raise _invalid(f"map has duplicate key {k!r}", kend)
             if kend >= stop:
-                raise _truncated("value", kend)
+                raise truncated("value", kend)
             code = buf[kend]
             pos = kend + 1
             if code == 0x95:
                 if pos + 2 > stop:
-                    raise _truncated("str16", pos)
+                    raise truncated("str16", pos)
                 vend = pos + 2 + (buf[pos] << 8 | buf[pos + 1])
                 if vend > stop:
-                    raise _truncated("str16", pos + 2)
+                    raise truncated("str16", pos + 2)
                 try:
                     out[k] = buf[pos + 2:vend].decode("utf-8")
                 except UnicodeDecodeError:
@@ -1077,12 +1078,12 @@ def decode_map(buf: bytes, pos: int, end: int, depth: int = DEFAULT_MAX_DEPTH,
                 pos = vend
             elif code == 0x31:
                 if pos + 8 > stop:
-                    raise _truncated("int64", pos)
+                    raise truncated("int64", pos)
                 out[k] = unpack_q(buf, pos)[0]
                 pos += 8
             elif code == 0x08:
                 if pos >= stop:
-                    raise _truncated("boolean", pos)
+                    raise truncated("boolean", pos)
                 out[k] = buf[pos] != 0
                 pos += 1
             else:

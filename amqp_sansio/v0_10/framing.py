@@ -625,7 +625,7 @@ class AssemblyDecoder:
         try:
             # session.header: size octet (0 or 1) then its one flag octet.
             if n < 3:
-                raise _c._truncated("session header", 2)
+                raise _c.truncated("session header", 2)
             hsize = payload[2]
             pos = 3 + hsize
             if hsize > 1 or pos > n:

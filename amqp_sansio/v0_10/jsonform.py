@@ -455,7 +455,7 @@ def value_to_json(v: Any) -> JSON:
         return {_TAG: "map", _TAGV: m} if _TAG in v else m
     if isinstance(v, (list, tuple)):
         return [value_to_json(x) for x in v]
-    t = _c._default_type(v)  # bytes, Decimal, datetime, UUID, coded struct
+    t = _c.default_type(v)  # bytes, Decimal, datetime, UUID, coded struct
     return {_TAG: t, _TAGV: typed_to_json(t, v)}
 
 
@@ -483,7 +483,7 @@ def value_from_json(j: JSON, where: str = "") -> Any:
     if t == "bit":
         return Typed("bit", None)
     try:
-        default = _c._default_type(v)
+        default = _c.default_type(v)
     except LocalProtocolError:
         default = None
     return v if default == t else Typed(t, v)

@@ -73,7 +73,6 @@ from ..header import HeaderGate
 from ..header import mismatch as header_mismatch
 from ..heartbeat import HeartbeatClock
 from ..role import Role
-from ..sasl_amqplain import AmqplainClient
 from ..sasl_negotiator import (
     ClientNegotiator,
     NoCommonMechanism,
@@ -83,6 +82,7 @@ from ..sasl_negotiator import (
 from ..transitions import next_state
 from . import events as ev
 from ._specbase import Method, Properties
+from .amqplain import AmqplainClient
 from .channel import Channel, ChannelSettings
 from .codec import RABBIT, SPEC, Profile
 from .codes import ReplyCode

@@ -25,10 +25,10 @@ from pair_0_9_1 import (
 
 from amqp_sansio import sasl
 from amqp_sansio.errors import LocalProtocolError, RemoteProtocolError
-from amqp_sansio.sasl_amqplain import AmqplainServer, decode_response
 from amqp_sansio.v0_9_1 import connection as cmod
 from amqp_sansio.v0_9_1 import events as ev
 from amqp_sansio.v0_9_1 import spec
+from amqp_sansio.v0_9_1.amqplain import AmqplainServer, decode_response
 from amqp_sansio.v0_9_1.channel import ChannelState
 from amqp_sansio.v0_9_1.connection import (
     CONNECTION_TRANSITIONS,
@@ -1054,7 +1054,7 @@ def test_every_method_transition_is_reachable() -> None:
 
 
 def test_amqplain_mechanism_edges() -> None:
-    from amqp_sansio.sasl_amqplain import AmqplainClient
+    from amqp_sansio.v0_9_1.amqplain import AmqplainClient
 
     c = AmqplainClient("u\u00e9", "p")
     resp = c.initial_response()

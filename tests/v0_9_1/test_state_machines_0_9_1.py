@@ -52,11 +52,11 @@ from hypothesis.stateful import (
 
 from amqp_sansio import sasl
 from amqp_sansio.errors import RemoteProtocolError
-from amqp_sansio.sasl_amqplain import AmqplainServer
 from amqp_sansio.v0_9_1 import connection as cmod
 from amqp_sansio.v0_9_1 import events as ev
 from amqp_sansio.v0_9_1 import spec
 from amqp_sansio.v0_9_1._specbase import Method
+from amqp_sansio.v0_9_1.amqplain import AmqplainServer
 from amqp_sansio.v0_9_1.channel import CHANNEL_TRANSITIONS, Channel, ChannelState
 from amqp_sansio.v0_9_1.connection import (
     CONNECTION_TRANSITIONS,

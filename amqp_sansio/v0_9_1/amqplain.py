@@ -18,9 +18,9 @@ __all__ = ["NAME", "AmqplainClient", "AmqplainServer", "encode_response", "decod
 
 from collections.abc import Callable
 
-from .errors import DecodeError, LocalProtocolError
-from .sasl import AuthenticationFailed, SaslError, ServerStep, saslprep
-from .v0_9_1 import codec
+from ..errors import DecodeError, LocalProtocolError
+from ..sasl import AuthenticationFailed, SaslError, ServerStep, saslprep
+from . import codec
 
 NAME = "AMQPLAIN"
 
