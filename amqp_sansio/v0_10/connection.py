@@ -1047,10 +1047,14 @@ class _SessionPort:
     """The seam a :class:`~.session.Session` is given (:class:`~.session.SessionPort`):
     these few calls are all a session may ask of its connection."""
 
-    __slots__ = ("_conn",)
+    __slots__ = ("_conn", "write_control", "write_command", "grant_timeout")
 
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
+        # The connection's own writers, bound (the per-message path: no extra call).
+        self.write_control: Callable[[int, Control], None] = conn._write_control
+        self.write_command: Callable[..., None] = conn._write_command
+        self.grant_timeout: Callable[[int | None], int] = conn._grant_timeout
 
     @property
     def closing(self) -> bool:
@@ -1063,17 +1067,6 @@ class _SessionPort:
     @property
     def client(self) -> bool:
         return self._conn.role is Role.CLIENT
-
-    def write_control(self, channel: int, control: Control) -> None:
-        self._conn._write_control(channel, control)
-
-    def write_command(self, channel: int, command: Command, sync: bool,
-                      headers: tuple[Struct, ...], body: bytes | None,
-                      header_data: bytes | None = None) -> None:
-        self._conn._write_command(channel, command, sync, headers, body, header_data)
-
-    def grant_timeout(self, requested: int | None) -> int:
-        return self._conn._grant_timeout(requested)
 
 
 #: The one dispatch of the connection's own frames: spec class -> handler.

@@ -437,8 +437,9 @@ class Session:
             # replay, once the peer has said what it expects.
             self._held_back.append(cid)
         else:
-            self._ensure_command_point(port)
-            port.write_command(self._ch, command, sync, headers, body, hdr)
+            if self._need_command_point:
+                self._ensure_command_point(port)
+            port.write_command(self.channel or 0, command, sync, headers, body, hdr)
         self._replay[cid] = (command, sync, headers, body)
         result = getattr(type(command), "RESULT", None)
         if result is not None:
@@ -689,7 +690,7 @@ class Session:
     def handle_command(self, item: Any, events: list[ev.Event]) -> None:
         """A command assembly (whole, its head, a body chunk, or one the
         decoder could not read) from the peer on our channel."""
-        ch = self._ch
+        ch = self.channel or 0
         t = type(item)
         if t is BodyChunk:
             cid = self._streaming
@@ -732,7 +733,7 @@ class Session:
             return
         handler = _COMMAND_HANDLERS.get(type(cmd))
         if handler is not None:
-            handler(self, cid, item, events)
+            handler(self, ch, cid, item, events)
             return
         events.append(ev.CommandReceived(ch, cid, cmd, item.sync, item.headers, item.body,
                                          session=self))
@@ -743,13 +744,14 @@ class Session:
             self.complete(cid)
 
     # -- the commands the core answers itself (_COMMAND_HANDLERS) ------------
-    def _on_transfer(self, cid: int, item: Any, events: list[ev.Event]) -> None:
-        events.append(ev.MessageReceived(self._ch, cid, item.command, item.headers,
+    def _on_transfer(self, ch: int, cid: int, item: Any, events: list[ev.Event]) -> None:
+        events.append(ev.MessageReceived(ch, cid, item.command, item.headers,
                                          item.body if item.body is not None else b"",
                                          item.sync, session=self))
 
-    def _on_execution_result(self, cid: int, item: Any, events: list[ev.Event]) -> None:
-        cmd, ch = item.command, self._ch
+    def _on_execution_result(self, ch: int, cid: int, item: Any,
+                             events: list[ev.Event]) -> None:
+        cmd = item.command
         expected = self._results.pop(cmd.command_id, None)
         if expected is None:
             events.append(ev.ProtocolViolation(ErrorCode.COMMAND_INVALID, "execution", ch,
@@ -766,16 +768,17 @@ class Session:
             events.append(ev.ResultReceived(ch, cmd.command_id, cmd.value))
         self.complete(cid)
 
-    def _on_execution_exception(self, cid: int, item: Any, events: list[ev.Event]) -> None:
+    def _on_execution_exception(self, ch: int, cid: int, item: Any,
+                                events: list[ev.Event]) -> None:
         cmd = item.command
         self.failed = True
         self._results.clear()
         events.append(ev.ExceptionReceived(
-            self._ch, int(cmd.error_code), cmd.command_id, cmd.class_code, cmd.command_code,
+            ch, int(cmd.error_code), cmd.command_id, cmd.class_code, cmd.command_code,
             cmd.field_index, cmd.description, cmd.error_info))
         self.complete(cid)
 
-    def _on_execution_sync(self, cid: int, item: Any, events: list[ev.Event]) -> None:
+    def _on_execution_sync(self, ch: int, cid: int, item: Any, events: list[ev.Event]) -> None:
         # The core completes it once every earlier command is complete.
         self._sync_waiting.append(cid)
         self._check_barriers()
@@ -1031,7 +1034,8 @@ def _ids(lo: int, hi: int, present: dict[int, Any]) -> list[int]:
 
 
 #: The commands the session answers itself, by spec class.
-_COMMAND_HANDLERS: dict[type[Command], Callable[[Session, int, Any, list[ev.Event]], None]] = {
+_COMMAND_HANDLERS: dict[type[Command], Callable[[Session, int, int, Any, list[ev.Event]],
+                                                  None]] = {
     MessageTransfer: Session._on_transfer,
     ExecutionResult: Session._on_execution_result,
     ExecutionException: Session._on_execution_exception,
