@@ -6,8 +6,9 @@ published twice, however the transport dies.
 The embedded broker runs as a subprocess; every client connects through a
 TCP proxy on loopback that, at random moments, cuts every connection it
 carries (once the clients are connected again) -- the client side, the
-broker side or both, with a reset (RST) or an orderly close (FIN).  The side not cut is left open and silent: its
-endpoint finds the transport dead by heartbeat (clients ask for 1 s).
+broker side or both, with a reset (RST) or an orderly close (FIN).  The
+side not cut is left open and silent: its endpoint finds the transport dead
+by heartbeat (clients ask for 1 s).
 
 * Publishers, one per adapter (blocking socket and Trio), send numbered
   messages on a session with a timeout, resuming it by name after each

@@ -1264,7 +1264,8 @@ class BrokerConnection:
     def _execute(self, e: ev.Event) -> None:
         """Execute a command -- or keep it for later, in order, while its
         session owes output its replay window has no room for."""
-        s = getattr(e, "session", None) or self.conn.sessions.get(e.channel)  # type: ignore[attr-defined]
+        s = getattr(e, "session", None) or self.conn.sessions.get(
+            e.channel)  # type: ignore[attr-defined]
         st = self.broker.sessions.get(s) if s is not None else None
         if st is not None and (st.outbox or st.deferred):
             st.deferred.append(e)

@@ -56,6 +56,10 @@ def _protocol(args: Any) -> str:
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--step-timeout", type=float, default=2.0, metavar="SECONDS",
                    help="deadline for each awaited reply (default %(default)s)")
+    p.add_argument("--per-case-deadline", dest="case_timeout", type=float, default=30.0,
+                   metavar="SECONDS",
+                   help="deadline for a whole case: past it the peer hangs (default "
+                        "%(default)s)")
     p.add_argument("--vhost", default="/", help="virtual host to open (default %(default)s)")
     p.add_argument("--user", default=None,
                    help="authenticate with PLAIN as this user (0-10 default: ANONYMOUS; "
@@ -221,7 +225,7 @@ def run_fuzz(args: argparse.Namespace, streams: Streams) -> int:
             target = _parse_target(args.target)
         cfg = CampaignConfig(target=target, seed=args.seed, cases=args.cases, start=args.start,
                              budget=args.budget, out=out, step_timeout=args.step_timeout,
-                             gen=gen, minimise=not args.no_minimise,
+                             case_timeout=args.case_timeout, gen=gen, minimise=not args.no_minimise,
                              target_label="embedded" if embedded else None)
         if args.spark:
             from amqp_sansio_fuzz.spark import spark_campaign
@@ -375,7 +379,8 @@ def run_replay(args: argparse.Namespace, streams: Streams) -> int:
         else:
             target = _parse_target(target_s)
         mech = "PLAIN" if args.user is not None else g.get("mechanism", "ANONYMOUS")
-        cfg = RunConfig(target=target, step_timeout=args.step_timeout, monitor=MonitorConfig(
+        cfg = RunConfig(target=target, step_timeout=args.step_timeout,
+                        case_timeout=args.case_timeout, monitor=MonitorConfig(
             role=case.role, mechanism=mech, username=args.user or g.get("username"),
             password=args.password, virtual_host=args.vhost))
         result = run_case(case, cfg)

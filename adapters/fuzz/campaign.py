@@ -67,6 +67,7 @@ class CampaignConfig:
     budget: float | None = None  # seconds
     out: Path | None = None
     step_timeout: float = 2.0
+    case_timeout: float = 30.0
     gen: Any = GenConfig()  # generate_0_10.GenConfig or generate_0_9_1.GenConfig
     minimise: bool = True
     max_minimise_tests: int = 40
@@ -82,6 +83,7 @@ class CampaignConfig:
     def run_config(self, target: Target | None = None) -> RunConfig:
         g = self.gen
         return RunConfig(target=target or self.target, step_timeout=self.step_timeout,
+                         case_timeout=self.case_timeout,
                          monitor=MonitorConfig(role="client", mechanism=g.mechanism,
                                                username=g.username, password=g.password,
                                                frame_max=g.frame_max,

@@ -13,7 +13,8 @@ field      one command or control with one field mutated: boundary integers,
            absent required fields, out-of-domain enum values, maximal and
            invalid-UTF-8 strings, overlong lengths, deep and large maps, bad
            struct codes, unknown packing flags, trailing or missing octets,
-           unknown op codes
+           unknown op codes; sizes up to the segment limit (argument maps,
+           application headers, session names)
 frame      the frames of an assembly mutated: split tiny, oversized, wrong
            sizes, reserved bits, wrong track or segment type, header/body
            without a command, interleaved channels, truncated assemblies,
@@ -22,7 +23,8 @@ state      session/connection state violations: commands before attach or
            before a command-point, controls on the wrong channel, completed /
            accept for ids never sent, attach busy/transport busy, channels
            beyond channel-max, gaps, resume with bogus command-points, credit
-           (the peer must not overrun the credit we granted)
+           (the peer must not overrun the credit we granted); settling,
+           acquiring, completing and gapping ranges of up to 2**31 ids
 handshake  protocol header, start-ok, tune-ok and open mutations
 =========  ===================================================================
 
@@ -1055,6 +1057,120 @@ def op_state_ids_never_sent(s: Script) -> Fault:
                  exception=allowed_error_codes(target) | {404, 409, 503})
 
 
+#: Ranges a peer may name that cost nothing to write and everything to walk:
+#: the whole serial space (56 octets), a window wrapping at 2**32, and a
+#: sequence-set filling its 16-bit size with 8,190 one-id ranges.
+_HUGE_RANGES = ("all", "wrap", "many")
+
+
+def _huge_range(s: Script) -> tuple[SequenceSet, str]:
+    how = s.rng.pick(_HUGE_RANGES)
+    if how == "all":
+        return SequenceSet([(0, 2147483646)]), "{0-2147483646}"
+    if how == "wrap":
+        lo = 0xFFFFFFFF - s.rng.between(0, 1000)
+        return SequenceSet([(lo, (lo + 0x7FFFFFF0) & 0xFFFFFFFF)]), f"{{{lo}..+2**31-16}}"
+    start = s.rng.between(0, 1 << 20)
+    n = s.rng.pick([1000, 8190])
+    return (SequenceSet([((start + 2 * k) & 0xFFFFFFFF, (start + 2 * k) & 0xFFFFFFFF)
+                         for k in range(n)]), f"{n} one-id ranges from {start}")
+
+
+def op_state_huge_ranges(s: Script) -> Fault:
+    """Settle, acquire, complete, gap over ranges of up to 2**31 ids (with a
+    few deliveries held, or none): a peer's work must follow what it holds
+    (issue 11 finding 1: one 56-octet accept froze the embedded broker)."""
+    s.open_session(1)
+    q, d = s.names.queues[0], s.names.destinations[0]
+    s.declare_queue(1, q)
+    if s.rng.chance(0.6):  # something held, so that there is work to find
+        for _ in range(s.rng.between(1, 5)):
+            cmd, headers, body = transfer(s.rng, s.names, routing_key=q, destination="",
+                                          body_size=s.rng.small(30))
+            s.cmd(1, cmd, headers=headers, body=body)
+        s.cmd(1, spec.MessageSubscribe(queue=q, destination=d, accept_mode=0,
+                                       acquire_mode=s.rng.pick([0, 1])))
+        s.cmd(1, spec.MessageFlow(destination=d, unit=0, value=10))
+        s.cmd(1, spec.MessageFlow(destination=d, unit=1, value=0xFFFFFFFF))
+        s.cmd(1, spec.ExecutionSync(), sync=True)
+    ids, shape = _huge_range(s)
+    which = s.rng.pick(["accept", "release", "reject", "acquire", "tx-accept",
+                        "completed", "known-completed", "gap"])
+    target: str
+    if which in ("completed", "known-completed", "gap"):
+        ctl: Any = {"completed": spec.SessionCompleted, "known-completed":
+                    spec.SessionKnownCompleted, "gap": spec.SessionGap}[which](commands=ids)
+        s.ctl(1, ctl, faulty=True)
+        target = ctl.NAME
+        if which == "gap":
+            s.barrier = "weak"  # numbering may have moved past the gap
+    else:
+        if which == "tx-accept":
+            s.cmd(1, spec.TxSelect())
+        name = "accept" if which == "tx-accept" else which
+        cmdcls: Any = {"accept": spec.MessageAccept, "reject": spec.MessageReject,
+                       "release": spec.MessageRelease, "acquire": spec.MessageAcquire}[name]
+        kw: dict[str, Any] = {"transfers": ids}
+        if cmdcls is spec.MessageReject:
+            kw["code"] = 0
+        s.cmd(1, cmdcls(**kw), faulty=True, sync=True)
+        if which == "tx-accept":
+            s.cmd(1, spec.TxCommit(), sync=True)
+        target = cmdcls.NAME
+    s.safe_command(1)
+    return Fault(kind="state:huge-ranges", target=target,
+                 detail=f"{which} over {shape}", accept=True, close={501},
+                 detach=_ANY_DETACH,
+                 exception=allowed_error_codes(target) | {404, 409, 503, 506})
+
+
+def op_field_size_heavy(s: Script) -> Fault:
+    """Sizes a peer picks: argument maps and application headers from 64 KB
+    to 4 MB, a 65,535-octet session name, many entries of nothing: the broker
+    may refuse (resource-limit-exceeded, a framing error for a segment over
+    its limit) but must stay up and answer the next client promptly."""
+    s.handshake()
+    how = s.rng.pick(["queue-arguments", "bind-arguments", "headers", "session-name",
+                      "many-voids"])
+    octets = s.rng.pick([64 << 10, 1 << 20, (4 << 20) - 4096])
+    target = "queue.declare"
+    if how == "session-name":
+        s.ctl(1, spec.SessionAttach(name=b"n" * 0xFFFF), wait="attach:1", faulty=True)
+        s.command_point(1, 0)
+        s.safe_command(1)
+        return Fault(kind="field:size-heavy", target="session.attach",
+                     detail="a 65535-octet session name", accept=True, close={501},
+                     detach=_ANY_DETACH)
+    s.attach(1)
+    q = s.names.queues[0]
+    if how == "many-voids":
+        big: dict[str, Any] = {f"{k:06x}": None for k in range(octets // 8)}
+    else:
+        big = {f"k{k}": "v" * 1000 for k in range(octets // 1010)}
+    if how == "queue-arguments":
+        s.cmd(1, spec.QueueDeclare(queue=q, arguments=big), faulty=True, sync=True)
+    elif how == "bind-arguments":
+        s.declare_queue(1, q)
+        s.cmd(1, spec.ExchangeBind(queue=q, exchange="amq.match", binding_key="k",
+                                   arguments={"x-match": "any", **big}), faulty=True, sync=True)
+        target = "exchange.bind"
+    else:
+        s.declare_queue(1, q)
+        cmd, headers, body = transfer(s.rng, s.names, routing_key=q, destination="",
+                                      body_size=10)
+        mp = next((h for h in headers if isinstance(h, spec.MessageProperties)), None)
+        props = {f.attr: getattr(mp, f.attr) for f in mp.FIELDS} if mp is not None else {}
+        props["application_headers"] = big
+        headers = [h for h in headers if not isinstance(h, spec.MessageProperties)]
+        headers.append(spec.MessageProperties.unchecked(**props))
+        s.cmd(1, cmd, headers=headers, body=body, faulty=True)
+        target = "message.transfer"
+    s.safe_command(1)
+    return Fault(kind="field:size-heavy", target=target,
+                 detail=f"{how}: {octets} octets", accept=True, close={501, 320},
+                 detach=_ANY_DETACH, exception=allowed_error_codes(target) | {506, 530})
+
+
 def op_state_credit(s: Script) -> Fault:
     """Grant little credit, publish more: the peer must not overrun it (the
     monitor counts), in credit and window mode."""
@@ -1310,6 +1426,7 @@ OPERATORS: dict[str, list[tuple[str, float, Operator]]] = {
               ("invalid-utf8", 2, op_field_invalid_utf8),
               ("overlong-length", 2, op_field_overlong), ("deep-map", 1, op_field_deep_map),
               ("large-map", 1, op_field_large_map),
+              ("size-heavy", 1, op_field_size_heavy),
               ("bad-struct-code", 2, op_field_bad_struct_code),
               ("unknown-flags", 2, op_field_unknown_flags),
               ("trailing-octets", 1, op_field_trailing), ("truncated", 2, op_field_truncated),
@@ -1336,6 +1453,7 @@ OPERATORS: dict[str, list[tuple[str, float, Operator]]] = {
               ("connection-control-again", 1, op_state_connection_control_again),
               ("wrong-channel", 1, op_state_wrong_channel),
               ("ids-never-sent", 3, op_state_ids_never_sent), ("credit", 3, op_state_credit),
+              ("huge-ranges", 3, op_state_huge_ranges),
               ("gap", 1, op_state_gap), ("command-point", 2, op_state_command_point),
               ("resume", 2, op_state_resume), ("result-unknown", 1, op_state_result_unknown)],
     "handshake": [("bad-header", 2, op_handshake_bad_header),

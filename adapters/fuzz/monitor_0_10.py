@@ -213,8 +213,10 @@ class Monitor(MonitorBase):
         if s is None or s.next_out is None or s.untracked:
             return  # the peer must not number it (not attached / no command-point)
         cid = s.next_out
-        while cid in s.gapped:
-            cid = serial_add(cid, 1)
+        # Past the ids we gapped (a range at a time: a gap may name 2**31).
+        for lo, hi in s.gapped.ranges:
+            if ((cid - lo) & 0xFFFFFFFF) <= ((hi - lo) & 0xFFFFFFFF):
+                cid = serial_add(hi, 1)
         if isinstance(it, InvalidCommand):
             name = it.error.message.split(":", 1)[0]
             new = _Sent(name, None, self._current_faulty)

@@ -9,7 +9,10 @@ pure monitor (:class:`~.monitor_0_10.Monitor`, 0-9-1:
 What every protocol shares is here (:class:`_IO`, :func:`run_with`): the
 socket pump, the items, the frame of the epilogue, the probe.  Per-step
 deadlines: after each item that has a ``wait``, and for each phase of the
-epilogue (barrier, close), the peer has ``step_timeout`` seconds.  Epilogue,
+epilogue (barrier, close), the peer has ``step_timeout`` seconds; the whole
+case has ``case_timeout`` (a peer slowed down step by step -- a range it
+walks id by id, a size it copies -- cannot stretch a case without bound, and
+that is a ``hang``).  Epilogue,
 after the items: a barrier that proves the peer still works, then
 ``connection.close`` and its ``close-ok``.  A connection the handshake never
 opened is only waited on: the peer is expected to drop it.
@@ -59,6 +62,7 @@ class RunConfig:
     target: Target
     step_timeout: float = 2.0
     connect_timeout: float = 3.0
+    case_timeout: float = 30.0
     monitor: MonitorConfig = MonitorConfig()
     probe_after: bool = True  # probe when the outcome hints at a crash
     keep_transcript: bool = True
@@ -96,6 +100,7 @@ class _IO(Generic[M]):
         self.transcript: list[tuple[str, float, bytes]] = []
         self.keep = keep
         self.dead = False  # the transport ended (EOF, reset, write failure)
+        self.case_deadline = float("inf")  # no step waits beyond it
 
     @classmethod
     def monitor(cls, cfg: MonitorConfig) -> M:
@@ -130,6 +135,7 @@ class _IO(Generic[M]):
         """Write all of ``data`` (reading meanwhile).  False on timeout."""
         self._log("out", data)
         self.mon.sent(data, faulty=faulty)
+        deadline = min(deadline, self.case_deadline)
         view = memoryview(data)
         while view and not self.dead:
             left = deadline - time.monotonic()
@@ -168,6 +174,7 @@ class _IO(Generic[M]):
 
     def wait(self, ready: Any, deadline: float) -> bool:
         """Pump until ``ready()`` or the deadline; True if ready."""
+        deadline = min(deadline, self.case_deadline)
         while True:
             self.reflexes(deadline)
             if ready():
@@ -208,6 +215,8 @@ class _IO(Generic[M]):
         if timed_out is None:
             timed_out = self.epilogue(case, step)
         self.pump(0)
+        if timed_out is not None and time.monotonic() >= self.case_deadline:
+            timed_out = f"the case deadline passed ({timed_out})"
         return timed_out
 
     def play(self, case: Case, step: float) -> str | None:
@@ -280,6 +289,7 @@ def run_with(case: Case, cfg: RunConfig, io_cls: type[_IO[Any]]) -> RunResult:
     sock.setblocking(False)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     io = io_cls(sock, io_cls.monitor(cfg.monitor), cfg.keep_transcript)
+    io.case_deadline = t0 + cfg.case_timeout
     timed_out: str | None = None
     try:
         timed_out = io.converse(case, cfg.step_timeout)

@@ -206,6 +206,7 @@ class SessionHolder(Protocol):
 
 _RANGES_BEFORE_TIMELY = 8  # ask for known-completed once our set fragments
 _RANGES_BEFORE_KNOWN = 64  # send known-completed unasked once what we owe fragments
+_COMPLETED_SPAN = (1 << 31) - (1 << 20)  # completed ids kept at most this far apart
 
 
 #: What a session name is scoped by: (authenticated identity, virtual host).
@@ -491,6 +492,7 @@ class Session:
         for i in ids:
             if i in self._in_outstanding:
                 self._in_outstanding.discard(i)
+                self._keep_completed_window(i)
                 self._in_completed.add(i)
                 changed = True
                 if i in self._in_sync:
@@ -498,6 +500,15 @@ class Session:
         if changed:
             self._completion_dirty = True
             self._check_barriers()
+
+    def _keep_completed_window(self, cid: int) -> None:
+        """Before ``cid`` joins the completed set: keep the set within 2**31
+        ids (RFC 1982 orders nothing wider).  A peer that never says what it
+        knows completed -- or gapped half the id space -- loses the oldest
+        reports, never the session (fuzz: gap {0-2147483646})."""
+        first = self._in_completed.first()
+        if first is not None and (cid - first) & 0xFFFFFFFF >= _COMPLETED_SPAN:
+            self._in_completed.pop_prefix(serial_add(cid, -(_COMPLETED_SPAN // 2)))
 
     def _check_barriers(self) -> None:
         """Complete execution.sync commands whose predecessors are all done."""

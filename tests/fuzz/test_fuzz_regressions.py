@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from amqp_sansio.errors import RemoteProtocolError
+from amqp_sansio.serial import SequenceSet
 from amqp_sansio.v0_10 import spec
 from amqp_sansio.v0_10.framing import PROTOCOL_HEADER, AssemblyDecoder
 from amqp_sansio_broker.model import Broker, BrokerConnection
@@ -249,3 +250,47 @@ def test_command_point_half_a_window_away() -> None:
     assert not bc.closed
     detached = [i.control for i in got if names([i]) == ["session.detached"]]
     assert detached and int(detached[-1].code) == 4
+
+
+def test_gap_over_half_the_id_space_then_a_sync() -> None:
+    """Issue 11 fuzzing (state:huge-ranges, seed 5 case 2): after
+    ``session.gap {0-2147483646}`` a command and a sync made the completed
+    set span 2**31 ids; ``Session.complete`` raised SerialOrderError out of
+    the model and the Trio server dropped the connection with a traceback.
+    Now the oldest completion reports go and the sync is completed."""
+    s = script()
+    s.attach(1)
+    s.ctl(1, spec.SessionGap(commands=SequenceSet([(0, 2147483646)])))
+    s.cmd(1, spec.QueueDeclare(queue=Q))
+    s.cmd(1, spec.ExecutionSync(), sync=True)
+    items = feed(Broker().connection(), s)
+    done = [i.control for i in items if getattr(i, "control", None) is not None
+            and i.control.NAME == "session.completed"]
+    assert done and 2147483648 in done[-1].commands
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_huge_range_cases_cost_what_the_broker_holds(seed: int) -> None:
+    """Every state:huge-ranges case, played into the model in memory: nothing
+    escapes, and no sequence-set is walked id by id (its iterator is made to
+    fail after 10,000 ids)."""
+    from amqp_sansio_fuzz.generate_0_10 import make_case
+
+    cfg = GenConfig(operators=("state:huge-ranges",))
+    real = SequenceSet.__iter__
+
+    def bounded(self: SequenceSet) -> Any:
+        for n, i in enumerate(real(self)):
+            if n >= 10_000:
+                raise AssertionError("walked more than 10,000 ids of a sequence-set")
+            yield i
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(SequenceSet, "__iter__", bounded)
+        for n in range(10):
+            case = make_case(seed, n, cfg)
+            bc = Broker().connection()
+            for it in case.items:
+                bc.receive_data(it.data, 0.0)
+                bc.data_to_send()
+            assert not bc.closed, case.fault.detail

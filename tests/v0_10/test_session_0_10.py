@@ -1129,3 +1129,22 @@ def test_parked_sessions_expire_by_their_own_deadline() -> None:
     assert store.expire(19.0) == []
     assert store.expire(30.0) == sessions[1:]
     assert store.next_expiry() is None and len(store) == 0
+
+
+def test_a_gap_over_half_the_id_space_does_not_break_completion() -> None:
+    # Fuzz (state:huge-ranges): gap {0-2147483646}, then commands and a sync
+    # made the completed set span 2**31 and complete() raised
+    # SerialOrderError out of the broker.  The oldest reports go instead.
+    net = opened()
+    net.feed("server", ctl(SessionAttach(name=b"g"), 1))
+    net.feed("server", ctl(SessionCommandPoint(command_id=0, command_offset=0), 1))
+    net.feed("server", ctl(SessionGap(commands=SequenceSet([(0, (1 << 31) - 2)])), 1))
+    ss = net.server.sessions[1]
+    evs = net.feed("server", encode_command(1, q(1)) + encode_command(1, ExecutionSync(),
+                                                                       sync=True))
+    ids = received_ids(evs)
+    assert ids == [(1 << 31) - 1]
+    ss.complete(ids)  # and the sync behind it completes too
+    out = decode(net.server.data_to_send())
+    (done,) = [x for x in out if isinstance(x, SessionCompleted)]
+    assert (1 << 31) in done.commands and (1 << 31) - 1 in done.commands
