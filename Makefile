@@ -107,6 +107,7 @@ regen: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/codec_0_10.py
 	$(PY) bench/codec_0_9_1.py
+	$(PY) bench/codec_1_0.py
 
 fuzz: $(STAMP)
 	$(PY) fuzz/run.py
