@@ -55,15 +55,15 @@ PAGES = {
     "core": ("The core: shared by every protocol", ["amqp_sansio"]),
     "v0_10": ("AMQP 0-10", ["amqp_sansio.v0_10"]),
     "v0_9_1": ("AMQP 0-9-1", ["amqp_sansio.v0_9_1"]),
+    "v1_0": ("AMQP 1.0", ["amqp_sansio.v1_0"]),
     "socket": ("Blocking sockets: amqp_sansio_socket", ["amqp_sansio_socket"]),
     "trio": ("Trio: amqp_sansio_trio", ["amqp_sansio_trio"]),
     "broker": ("The embedded broker: amqp_sansio_broker", ["amqp_sansio_broker"]),
     "spark": ("Spark: amqp_sansio_spark", ["amqp_sansio_spark"]),
     "fuzz": ("Fuzzing AMQP peers: amqp_sansio_fuzz", ["amqp_sansio_fuzz"]),
 }
-# Documented elsewhere or not an API: each page's packages stop here.  AMQP
-# 1.0 is left out while it is being built (add its page when its docstrings
-# build clean).  The generated spec packages show their docstring only.
+# Documented elsewhere or not an API: each page's packages stop here.  The
+# generated spec packages show their docstring only.
 SKIP = ("amqp_sansio.v0_10", "amqp_sansio.v0_9_1", "amqp_sansio.v1_0", ".spec.", ".__main__")
 DOCSTRING_ONLY = (".spec",)
 

@@ -8,13 +8,16 @@ terminal and end with a one-line summary (messages, msgs/s, MB/s, latency
 percentiles where measured), or JSON with ``--json``.  They use the
 blocking-socket adapter, so they work against the embedded broker and any
 AMQP 0-10 broker -- and, with ``--protocol 0-9-1`` (or ``?protocol=0-9-1`` in
-the URL), against RabbitMQ.
+the URL), against RabbitMQ; with ``--protocol 1.0``, against any AMQP 1.0
+peer (``--to``/``--from`` are then addresses, used verbatim: ``/queue/q`` for
+RabbitMQ's plugin).
 
 Nothing is reported sent that the broker dropped.  Every publish asks the
 broker to say so when a message cannot be routed -- 0-10: explicit accept
 mode, answered by ``message.reject`` (code 1, unroutable); 0-9-1:
-``mandatory``, answered by ``basic.return`` -- and ``send`` ends with a round
-trip, so every such answer is in before the summary; lost messages make the
+``mandatory``, answered by ``basic.return``; 1.0: every transfer is
+unsettled and its outcome counts (rejected, released and modified are lost)
+-- and ``send`` ends with a round trip, so every such answer is in before the summary; lost messages make the
 exit status 1.
 
 ``--confirm`` pipelines: up to ``--window`` messages await the broker's
@@ -56,10 +59,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                "  amqp-sansio send --to amq.topic/logs.eu --declare    "
                "# queue logs.eu bound to amq.topic\n"
                "  amqp-sansio send --url 'amqp://guest:guest@localhost?protocol=0-9-1' "
-               "--to jobs")
+               "--to jobs\n"
+               "  amqp-sansio send --protocol 1.0 --to /queue/jobs   # an AMQP 1.0 address")
     _url_arg(s)
     s.add_argument("--to", required=True, metavar="EXCHANGE/ROUTING-KEY|QUEUE",
-                   help="an exchange and routing key, or a queue (through the default exchange)")
+                   help="an exchange and routing key, or a queue (through the default exchange); "
+                        "AMQP 1.0: an address")
     s.add_argument("--count", type=_positive, default=1000,
                    help="messages to send (default %(default)s)")
     s.add_argument("--size", type=_non_negative, default=100,
@@ -258,8 +263,9 @@ def _send(args: argparse.Namespace, streams: Any) -> int:
     from amqp_sansio.message import Message
     from amqp_sansio_socket.errors import AMQPError, MessageRejectedError
 
-    exchange, key = _target(args.to)
     protocol = _protocol_of(args)
+    # 1.0: --to is an address, verbatim (/queue/q, /exchange/x/key, q ...)
+    exchange, key = ("", args.to) if protocol == "1.0" else _target(args.to)
     body = b"x" * args.size
     each = bool(args.confirm_each)
     # 0-10 hears of an unroutable message only in explicit accept mode.

@@ -4,7 +4,8 @@
 thread keeps heartbeats flowing while your code blocks -- AMQP 0-10, or
 AMQP 0-9-1 (RabbitMQ) with ``?protocol=0-9-1`` in the URL or
 ``protocol="0-9-1"``: then a :class:`client_0_9_1.Connection` with the same
-API (see :mod:`.client_0_9_1` for where the semantics differ); :class:`Server` /
+API (see :mod:`.client_0_9_1` for where the semantics differ; AMQP 1.0: ``?protocol=1.0``,
+:mod:`.client_1_0`); :class:`Server` /
 :func:`serve_forever` serve any sans-IO connection handler (such as the
 embedded broker's ``BrokerConnection``) with a thread per connection.  What
 a client decides is the client policy's (:mod:`amqp_sansio.client`, shared
@@ -15,7 +16,7 @@ logs to ``amqp_sansio.socket``.  See ``client_0_10.py`` for the design.
 from amqp_sansio.message import Message
 from amqp_sansio.v0_10.session import SessionStore
 
-from . import client_0_9_1
+from . import client_0_9_1, client_1_0
 from ._io import HIGH_WATER
 from .client_0_10 import DEFAULT, Connection, Delivery, Session, Subscription, connect
 from .errors import (
@@ -40,6 +41,7 @@ from .server import Handler, Server, serve_forever
 __all__ = [
     "connect",
     "client_0_9_1",
+    "client_1_0",
     "Connection",
     "Session",
     "Subscription",

@@ -67,7 +67,7 @@ from ._io import DEFAULT, HIGH_WATER
 from .errors import AMQPTimeout, InvalidURLError
 
 if TYPE_CHECKING:
-    from . import client_0_9_1
+    from . import client_0_9_1, client_1_0
 
 
 @overload
@@ -78,6 +78,16 @@ def connect(url: str = ..., *, ssl_context: ssl.SSLContext | None = ...,
             client_properties: dict[str, Any] | None = ...,
             protocol: Literal["0-9-1"], connect_timeout: float | None = ...,
             ) -> client_0_9_1.Connection: ...
+
+
+@overload
+def connect(url: str = ..., *, ssl_context: ssl.SSLContext | None = ...,
+            timeout: float | None = ..., read_timeout: float | None = ...,
+            session_store: SessionStore | None = ..., heartbeat: int | None = ...,
+            mechanisms: Iterable[str] | None = ...,
+            client_properties: dict[str, Any] | None = ...,
+            protocol: Literal["1.0"], connect_timeout: float | None = ...,
+            ) -> client_1_0.Connection: ...
 
 
 @overload
@@ -97,7 +107,7 @@ def connect(url: str = ..., *, ssl_context: ssl.SSLContext | None = ...,
             mechanisms: Iterable[str] | None = ...,
             client_properties: dict[str, Any] | None = ...,
             protocol: str | None = ..., connect_timeout: float | None = ...,
-            ) -> Connection | client_0_9_1.Connection: ...
+            ) -> Connection | client_0_9_1.Connection | client_1_0.Connection: ...
 
 
 def connect(url: str = "amqp://localhost", *, ssl_context: ssl.SSLContext | None = None,
@@ -106,12 +116,14 @@ def connect(url: str = "amqp://localhost", *, ssl_context: ssl.SSLContext | None
             mechanisms: Iterable[str] | None = None,
             client_properties: dict[str, Any] | None = None,
             protocol: str | None = None,
-            connect_timeout: float | None = None) -> Connection | client_0_9_1.Connection:
+            connect_timeout: float | None = None,
+            ) -> Connection | client_0_9_1.Connection | client_1_0.Connection:
     """Open an AMQP connection and return it once ``connection.open-ok`` arrived.
 
     The protocol is ``protocol`` if given, else the URL's ``?protocol=``
     option, else 0-10.  For ``0-9-1`` (RabbitMQ) this returns a
     :class:`amqp_sansio_socket.client_0_9_1.Connection` with the same API
+    (for ``1.0``: :class:`amqp_sansio_socket.client_1_0.Connection`)
     (``session_store`` is 0-10 only).  Static typing: without a literal
     ``protocol="0-9-1"`` the result is declared as the 0-10
     :class:`Connection`; pass the literal to have the checker know.
@@ -148,6 +160,15 @@ def connect(url: str = "amqp://localhost", *, ssl_context: ssl.SSLContext | None
         p091 = connection_policy(params, heartbeat=hb, mechanisms=mechanisms,
                                  client_properties=client_properties)
         return connected(Connection091, p091, ssl_context, budget, read_timeout)
+    if proto == "1.0":
+        if session_store is not None:
+            raise InvalidURLError("session_store is AMQP 0-10 only")
+        from .client_1_0 import Connection as Connection10
+        from .client_1_0 import connection_policy as policy10
+
+        p10 = policy10(params, heartbeat=hb, mechanisms=mechanisms,
+                       client_properties=client_properties)
+        return connected(Connection10, p10, ssl_context, budget, read_timeout)
     if proto != "0-10":
         raise InvalidURLError(f"protocol {proto} is not supported by this client")
     p = v010.connection(params, heartbeat=hb, mechanisms=mechanisms,

@@ -2,7 +2,7 @@
 
 The protocol is the core's (:mod:`amqp_sansio.v0_10`, or
 :mod:`amqp_sansio.v0_9_1` for RabbitMQ: ``?protocol=0-9-1`` in the URL or
-``protocol="0-9-1"``, see :mod:`.client_0_9_1`), and so is what a client
+``protocol="0-9-1"``, see :mod:`.client_0_9_1`; AMQP 1.0: ``?protocol=1.0``, :mod:`.client_1_0`), and so is what a client
 decides (:mod:`amqp_sansio.client`); this package pumps bytes over Trio
 streams, reads ``trio.current_time()`` and waits, cancellably.  See
 :func:`open_connection` (client) and :func:`serve` (server).  It raises the
@@ -15,7 +15,7 @@ from __future__ import annotations
 from amqp_sansio.message import Message
 from amqp_sansio.v0_10.session import SessionStore
 
-from . import client_0_9_1
+from . import client_0_9_1, client_1_0
 from .client_0_10 import (
     HIGH_WATER,
     Connection,
@@ -46,6 +46,7 @@ from .server import ConnectionHandler, handle_stream, serve
 __all__ = [
     "open_connection",
     "client_0_9_1",
+    "client_1_0",
     "Connection",
     "Session",
     "Subscription",

@@ -64,7 +64,7 @@ from ._pump import CLOSE_TIMEOUT, HIGH_WATER, Pump, connection_context
 from .errors import InvalidURLError
 
 if TYPE_CHECKING:
-    from . import client_0_9_1
+    from . import client_0_9_1, client_1_0
 
 _CLOSE_TIMEOUT = CLOSE_TIMEOUT
 
@@ -84,6 +84,16 @@ def open_connection(url: str, *, ssl_context: ssl.SSLContext | None = ...,
 def open_connection(url: str, *, ssl_context: ssl.SSLContext | None = ...,
                     session_store: SessionStore | None = ...,
                     client_properties: dict[str, Any] | None = ...,
+                    close_timeout: float = ..., protocol: Literal["1.0"],
+                    connect_timeout: float | None = ..., heartbeat: int | None = ...,
+                    mechanisms: Iterable[str] | None = ...,
+                    ) -> AbstractAsyncContextManager[client_1_0.Connection]: ...
+
+
+@overload
+def open_connection(url: str, *, ssl_context: ssl.SSLContext | None = ...,
+                    session_store: SessionStore | None = ...,
+                    client_properties: dict[str, Any] | None = ...,
                     close_timeout: float = ..., protocol: Literal["0-10"] | None = ...,
                     connect_timeout: float | None = ..., heartbeat: int | None = ...,
                     mechanisms: Iterable[str] | None = ...,
@@ -97,7 +107,7 @@ def open_connection(url: str, *, ssl_context: ssl.SSLContext | None = ...,
                     close_timeout: float = ..., protocol: str | None = ...,
                     connect_timeout: float | None = ..., heartbeat: int | None = ...,
                     mechanisms: Iterable[str] | None = ...,
-                    ) -> AbstractAsyncContextManager[Connection | client_0_9_1.Connection]: ...
+                    ) -> AbstractAsyncContextManager[Connection | client_0_9_1.Connection | client_1_0.Connection]: ...
 
 
 @asynccontextmanager
@@ -150,6 +160,17 @@ async def open_connection(url: str, *, ssl_context: ssl.SSLContext | None = None
         async with connection_context(p091, ssl_context, timeout, close_timeout,
                                       functools.partial(c091.Connection, p091)) as conn091:
             yield conn091
+        return
+    if proto == "1.0":
+        if session_store is not None:
+            raise InvalidURLError("session_store is AMQP 0-10 only")
+        from . import client_1_0 as c10
+
+        p10 = c10.connection_policy(params, heartbeat=hb, mechanisms=mechanisms,
+                                    client_properties=client_properties)
+        async with connection_context(p10, ssl_context, timeout, close_timeout,
+                                      functools.partial(c10.Connection, p10)) as conn10:
+            yield conn10
         return
     if proto != "0-10":
         raise InvalidURLError(f"protocol {proto} is not supported by this client")

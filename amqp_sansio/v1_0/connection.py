@@ -253,6 +253,13 @@ class Connection:
         return self.state is ConnState.END
 
     @property
+    def heartbeat(self) -> int | None:
+        """The peer's idle time-out in whole seconds (it expects a frame
+        within it; we send one at half), None when it asked for none."""
+        t = self.remote_open.idle_time_out if self.remote_open else None
+        return -(-t // 1000) if t else None
+
+    @property
     def peer_properties(self) -> dict[str, Any]:
         return dict(self.remote_open.properties or {}) if self.remote_open else {}
 

@@ -231,6 +231,12 @@ class Link:
         self.available: int | None = None
         self.drain = False
         self.flow_properties: dict[str, Any] | None = None
+        # receiver: deliveries beyond the credit a lax sender may send after
+        # each of our flows before it is a violation, and its flows'
+        # delivery-count is not adopted (RabbitMQ 3.10's plugin: see
+        # handle_flow); 0: strict
+        self.credit_slack = 0
+        self._slack_left = 0
         # deliveries
         self.unsettled_deliveries: dict[bytes, Delivery] = {}
         self._incoming: Delivery | None = None
@@ -424,12 +430,16 @@ class Link:
             self._seam.emit(ev.LinkFlow(self.channel, self, self.credit, self.drain,
                                         body.available))
         else:
-            if body.delivery_count is not None:
+            # a lax sender (credit_slack) may count in its flow deliveries it
+            # has not written yet (RabbitMQ 3.10's flows overtake its
+            # transfers): then our own count rules
+            if body.delivery_count is not None and not self.credit_slack:
                 limit = serial_add(self.delivery_count, self.credit)
                 self.delivery_count = body.delivery_count
+                # the sender's link-credit is what it had when it wrote the
+                # flow: flows cross (RabbitMQ answers each of ours), so ours
+                # rules; a drain shows as its delivery-count moving up
                 self.credit = max(0, serial_diff(self.delivery_count, limit))
-                if body.link_credit is not None and body.link_credit < self.credit:
-                    self.credit = body.link_credit  # drained: the sender used it up
             self.available = body.available
             if self.drain and self.credit == 0:
                 self.drain = False
@@ -452,11 +462,14 @@ class Link:
                 self.violation("the first transfer of a delivery needs delivery-id and tag",
                                "amqp:invalid-field")
                 return
-            if self.credit <= 0:
+            if self.credit > 0:
+                self.credit -= 1
+            elif self._slack_left > 0:
+                self._slack_left -= 1
+            else:
                 self.violation(f"link {self.name!r}: a delivery beyond the credit granted",
                                "amqp:link:transfer-limit-exceeded")
                 return
-            self.credit -= 1
             self.delivery_count = serial_add(self.delivery_count, 1)
             d = Delivery(self, body.delivery_id, body.delivery_tag,
                          body.message_format or 0, outgoing=False)
@@ -648,6 +661,7 @@ class Link:
         self.credit = credit
         self.drain = drain
         self.flow_properties = properties
+        self._slack_left = self.credit_slack
         self._seam.write_flow(self, echo)
 
     def dispose(self, d: Delivery, state: Any, *, settled: bool) -> None:

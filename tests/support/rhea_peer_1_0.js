@@ -78,6 +78,8 @@ function server() {
           const m = q.shift();
           const d = s.send(m);
           d.held = { address, message: m };
+          if (!s.held) s.held = new Set();
+          s.held.add(d);
           progress = true;
         }
       }
@@ -102,7 +104,7 @@ function server() {
       if (i >= 0) ls.splice(i, 1);
     }
   };
-  container.on('sender_close', unlink);
+  container.on('sender_close', (ctx) => { unlink(ctx); giveBack(ctx.sender); });
   // rhea writes a transfer ahead of its own attach when a link is sendable
   // as it opens (proton then closes: "no such handle"): send on the next turn
   container.on('sendable', (ctx) => setImmediate(() => dispatch(ctx.sender.address)));
@@ -118,17 +120,34 @@ function server() {
     queue(address).push(ctx.message);
     dispatch(address);
   });
+  const settle = (d) => { if (d.link && d.link.held) d.link.held.delete(d); delete d.held; };
   const requeue = (ctx) => {
     const held = ctx.delivery.held;
-    if (held) { queue(held.address).unshift(held.message); delete ctx.delivery.held; }
+    if (held) queue(held.address).unshift(held.message);
+    settle(ctx.delivery);
+    if (held) dispatch(held.address);
   };
   container.on('released', requeue);
   container.on('modified', requeue);
+  container.on('accepted', (ctx) => settle(ctx.delivery));
+  container.on('rejected', (ctx) => settle(ctx.delivery));
+  // what a closed link or connection left unsettled goes back, in order
+  const giveBack = (link) => {
+    if (!link.held) return;
+    const back = [...link.held].map((d) => d.held).filter(Boolean);
+    link.held.clear();
+    const byAddress = new Map();
+    for (const h of back) {
+      if (!byAddress.has(h.address)) byAddress.set(h.address, []);
+      byAddress.get(h.address).push(h.message);
+    }
+    for (const [a, ms] of byAddress) { queue(a).unshift(...ms); dispatch(a); }
+  };
   const forget = (ctx) => {
     // links of a closed or lost connection: forget them
     for (const [, ls] of consumers) {
       for (let i = ls.length - 1; i >= 0; i--) {
-        if (ls[i].connection === ctx.connection) ls.splice(i, 1);
+        if (ls[i].connection === ctx.connection) giveBack(ls.splice(i, 1)[0]);
       }
     }
   };
@@ -177,14 +196,24 @@ function receive() {
   const container = rhea.create_container();
   const conn = container.connect(connectOptions());
   const credit = Math.min(Number(opt.credit || 500), count);
-  conn.open_receiver({ source: { address: opt.address }, credit_window: credit });
+  // a fixed window: no more than `count` deliveries are ever asked for
+  const r = conn.open_receiver({ source: { address: opt.address }, credit_window: 0 });
+  r.add_credit(credit);
+  container.on('settled', () => {});
+  let granted = credit;
+  container.on('accepted', () => {});
+  container.on('message', () => { if (granted < count) { r.add_credit(1); granted++; } });
   let received = 0, octets = 0, t0 = 0;
+  const heads = [];  // the first 10 octets of each body (up to 100 messages)
   container.on('message', (ctx) => {
     if (!t0) t0 = Date.now();
-    const b = ctx.message.body;
-    octets += b && b.content ? b.content.length : (b ? b.length || 0 : 0);
+    if (received >= count) return;  // beyond what was asked: not settled, given back
+    let b = ctx.message.body;
+    if (b && b.content) b = b.content;
+    octets += b ? b.length || 0 : 0;
+    if (count <= 100) heads.push(Buffer.from(b || '').subarray(0, 10).toString('latin1'));
     if (++received >= count) {
-      report({ received, octets, seconds: (Date.now() - t0) / 1000 });
+      report({ received, octets, seconds: (Date.now() - t0) / 1000, heads });
       conn.close();
     }
   });

@@ -1,0 +1,161 @@
+"""The blocking client for AMQP 1.0, with the API of ``client_0_10.py``.
+
+:func:`amqp_sansio_socket.connect` returns this module's :class:`Connection`
+when the URL says ``?protocol=1.0`` (or ``protocol="1.0"`` is passed).  The
+I/O thread, the lock and the waiting are the ones the other clients use
+(``_io.py``, ``_common.py``); what is sent and what answers mean is the 1.0
+client policy's (:mod:`amqp_sansio.v1_0.client`, shared with the Trio
+client, whose docstring says where 1.0 differs)::
+
+    with connect("amqp://guest:guest@localhost?protocol=1.0") as conn:
+        with conn.session() as s:
+            s.publish(b"hello", routing_key="/queue/jobs")      # an address
+            with s.subscribe("/queue/jobs", prefetch=100) as sub:
+                for d in sub:
+                    work(d.message)
+                    d.accept()
+"""
+
+from __future__ import annotations
+
+__all__ = ["connection_policy", "Connection", "Session", "Subscription", "Delivery"]
+
+import functools
+from typing import Any
+
+import attrs
+
+from amqp_sansio.errors import LocalProtocolError
+from amqp_sansio.message import Message
+from amqp_sansio.v1_0 import client as v10
+from amqp_sansio.v1_0 import events as ev
+
+from ._common import ConnectionBase, DeliveryActions, SessionBase, SubscriptionBase
+from ._io import DEFAULT, HIGH_WATER, IOPump
+from .errors import AMQPTimeout
+
+#: The 1.0 client policy for a URL (see :func:`amqp_sansio.v1_0.client.connection`).
+connection_policy = v10.connection
+
+
+class Connection(ConnectionBase[v10.ClientConnection], v10.ConnectionView):
+    """A live AMQP 1.0 connection (made by :func:`amqp_sansio_socket.connect`)."""
+
+    _NAME = "amqp_sansio_socket.Connection 1.0"
+
+    def session(self, name: bytes | str | None = None, *, timeout: int | None = None,
+                wait_timeout: float | None = DEFAULT) -> Session:
+        """Begin a session and return it (use it as a context manager);
+        ``name`` is a label, ``timeout`` (0-10's resume) is refused."""
+        if timeout is not None:
+            raise LocalProtocolError("AMQP 1.0 sessions are not resumed by name: no timeout")
+        pump = self._pump
+        with pump.lock:
+            pump.check()
+            p = self._p.open_session(name)
+            return self._open_session(Session(self, pump, p), p.ready, wait_timeout, "begin")
+
+
+class Delivery(DeliveryActions, v10.ClientDelivery):
+    """A message delivered on a receiving link; with ``accept_mode="explicit"``
+    settle it once with :meth:`accept`, :meth:`reject`, :meth:`release` or
+    :meth:`modify` (until then it holds a unit of the link's credit)."""
+
+    __slots__ = ("session",)
+    session: Session
+
+    def __init__(self, session: Session, p: v10.ClientSession,
+                 sub: v10.ClientSubscription[Any], ack: bool,
+                 event: ev.DeliveryReceived) -> None:
+        super().__init__(p, sub, ack, event)
+        self.session = session
+
+    def modify(self, *, delivery_failed: bool = True, undeliverable_here: bool = False,
+               annotations: dict[str, Any] | None = None) -> None:
+        self.session.modify((self,), delivery_failed=delivery_failed,
+                            undeliverable_here=undeliverable_here, annotations=annotations)
+
+
+class Subscription(SubscriptionBase["Session", Delivery], v10.SubscriptionView[Delivery]):
+    """Deliveries on one receiving link; iterate it to consume."""
+
+    _p: v10.ClientSubscription[Delivery]
+
+    def drain(self, timeout: float | None = DEFAULT) -> None:
+        """Have the sender use up or give back the credit; returns once it is 0."""
+        self.session._call(self._p.drain, timeout, "drain")
+
+
+class Session(SessionBase[v10.ClientSession], v10.SessionView):
+    """A begun AMQP 1.0 session with the 0-10 session's API."""
+
+    def __init__(self, conn: Connection, pump: IOPump, p: v10.ClientSession) -> None:
+        super().__init__(pump, p)
+        self.connection = conn
+
+    def __repr__(self) -> str:
+        return f"<amqp_sansio_socket.Session 1.0 {self.name!r} {self._p.core.state.name}>"
+
+    def declare_queue(self, name: str, *, timeout: float | None = DEFAULT, **_: Any) -> str:
+        """1.0 has no declare: attach a sender to the address (brokers that
+        create nodes on attach create it now); returns the address."""
+        answer: str = self._call(lambda: self._p.declare_queue(name), timeout, "attach")
+        return answer
+
+    def publish(self, message: Message | bytes | str, *, exchange: str = "",
+                routing_key: str | None = None, wait: bool | None = None,
+                confirm: bool = True, settled: bool = False,
+                timeout: float | None = DEFAULT) -> int:
+        """Send to the address ``routing_key``; return the publish's number.
+        ``wait`` (default ``confirm``) returns once accepted (else
+        :class:`MessageRejectedError`); ``settled=True`` sends pre-settled."""
+        pump = self._pump
+        p = self._p
+        pub = p.transfer(message, exchange, routing_key, settled=settled)
+        with pump.lock:
+            if not p.can_publish(pub) or pump.buffered > HIGH_WATER:
+                pump.wait(lambda: p.can_publish(pub) and pump.buffered <= HIGH_WATER, timeout,
+                          "link credit")
+            n, answer = p.publish(pub, wait=confirm if wait is None else wait)
+            pump.poke()
+            if answer is not None:
+                self._await(answer, timeout, "the receiver's outcome")
+            return n
+
+    def subscribe(self, queue: str | None = None, *, prefetch: int | None = 100,
+                  accept_mode: str = "explicit", destination: str | None = None,
+                  dynamic: bool = False, browse: bool = False,
+                  filter: dict[str, Any] | None = None, settle_second: bool = False,
+                  timeout: float | None = DEFAULT) -> Subscription:
+        """A receiving link from the address ``queue`` (``dynamic``: from a
+        node the broker makes); see the Trio client for the options."""
+        with self._pump.lock:
+            sub = Subscription(self, self._p.subscribe(
+                queue, functools.partial(Delivery, self), prefetch=prefetch,
+                accept_mode=accept_mode, destination=destination, dynamic=dynamic,
+                browse=browse, filter=filter, settle_second=settle_second))
+        sub.start(timeout)
+        return sub
+
+    def modify(self, deliveries: Any, *, delivery_failed: bool = True,
+               undeliverable_here: bool = False,
+               annotations: dict[str, Any] | None = None) -> None:
+        with self._pump.lock:
+            self._p.settle(deliveries, "modify", redelivered=delivery_failed,
+                           undeliverable_here=undeliverable_here, annotations=annotations)
+            self._pump.poke()
+
+    def request(self, message: Message | bytes | str, *, routing_key: str,
+                exchange: str = "", timeout: float | None = DEFAULT) -> Delivery:
+        """Request/response through a dynamic reply-to node; returns the
+        first answer (accepted)."""
+        with self.subscribe(dynamic=True, prefetch=1, timeout=timeout) as replies:
+            msg = message if isinstance(message, Message) else Message(
+                body=message.encode() if isinstance(message, str) else message)
+            self.publish(attrs.evolve(msg, reply_to=("", replies.address)), exchange=exchange,
+                         routing_key=routing_key, timeout=timeout)
+            d = replies.get(None if timeout is DEFAULT else timeout)
+            if d is None:
+                raise AMQPTimeout(f"no answer to the request on {routing_key!r}")
+            d.accept()
+            return d

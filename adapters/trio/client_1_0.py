@@ -1,0 +1,199 @@
+"""The Trio client for AMQP 1.0, with the API of ``client_0_10.py``.
+
+:func:`amqp_sansio_trio.open_connection` yields this module's
+:class:`Connection` when the URL says ``?protocol=1.0`` (or
+``protocol="1.0"`` is passed).  The pump is the one the other clients use
+(``_pump.py``); what is sent and what answers mean is the 1.0 client
+policy's (:mod:`amqp_sansio.v1_0.client`, shared with the blocking
+client)::
+
+    async with open_connection("amqp://guest:guest@127.0.0.1?protocol=1.0") as conn:
+        async with conn.session() as s:
+            await s.publish(b"hello", routing_key="/queue/q")   # an address
+            async with s.subscribe("/queue/q", prefetch=100) as sub:
+                async for d in sub:
+                    await d.accept()
+
+Where 1.0 means something else than 0-10 (the policy's docstring says it at
+length): a ``routing_key`` is an address (``exchange=X`` makes it
+``/exchange/X/KEY``); ``publish`` is an unsettled transfer whose verdict is
+the receiver's outcome (``wait=True``: returns once accepted, raises
+:class:`MessageRejectedError` for rejected/released/modified);
+``prefetch`` is the link-credit window; ``subscribe(dynamic=True)`` receives
+from a node the broker makes (:attr:`Subscription.address`, the reply-to
+of :meth:`Session.request`); ``Delivery.modify`` exists; a refused link is
+:class:`ExecutionError` (the session goes on).
+"""
+
+from __future__ import annotations
+
+__all__ = ["connection_policy", "Connection", "Session", "Subscription", "Delivery"]
+
+import functools
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import attrs
+
+import trio
+from amqp_sansio.errors import LocalProtocolError
+from amqp_sansio.message import Message
+from amqp_sansio.v1_0 import client as v10
+from amqp_sansio.v1_0 import events as ev
+
+from ._common import ConnectionBase, DeliveryActions, SessionBase, SubscriptionBase
+from ._pump import Pump
+
+#: The 1.0 client policy for a URL (see :func:`amqp_sansio.v1_0.client.connection`).
+connection_policy = v10.connection
+
+
+# ---------------------------------------------------------------- connection
+class Connection(ConnectionBase[v10.ClientConnection], v10.ConnectionView):
+    """An open AMQP 1.0 connection (made by :func:`open_connection`)."""
+
+    _NAME = "amqp_sansio_trio.Connection 1.0"
+
+    def __init__(self, p: v10.ClientConnection, pump: Pump) -> None:
+        super().__init__(pump, p)
+
+    @asynccontextmanager
+    async def session(self, name: str | bytes | None = None, *,
+                      timeout: int | None = None) -> AsyncGenerator[Session, None]:
+        """Begin a session for the block; end it afterwards (``name`` is a
+        label; ``timeout`` is 0-10's resume and is refused)."""
+        s = await self.attach(name, timeout=timeout)
+        try:
+            yield s
+        finally:
+            await s.aclose()
+
+    async def attach(self, name: str | bytes | None = None, *,
+                     timeout: int | None = None) -> Session:
+        """Begin a session; the caller must ``aclose()`` it."""
+        if timeout is not None:
+            raise LocalProtocolError("AMQP 1.0 sessions are not resumed by name: no timeout")
+        await trio.lowlevel.checkpoint_if_cancelled()
+        return await self._open_session(Session(self, self._pump, self._p.open_session(name)))
+
+
+# ---------------------------------------------------------------- session
+class Session(SessionBase[v10.ClientSession], v10.SessionView):
+    """A begun session with the 0-10 session's API."""
+
+    def __init__(self, conn: Connection, pump: Pump, p: v10.ClientSession) -> None:
+        super().__init__(pump, p)
+        self._conn = conn
+
+    def __repr__(self) -> str:
+        return f"<amqp_sansio_trio.Session 1.0 {self.name!r} channel={self.channel}>"
+
+    async def declare_queue(self, queue: str, **_: Any) -> str:
+        """1.0 has no declare: attach a sender to the address (brokers that
+        create nodes on attach create it now); returns the address."""
+        await self._room()
+        answer: str = await self._wait(self._p.declare_queue(queue))
+        return answer
+
+    # -- publishing --------------------------------------------------------------
+    async def publish(self, message: Message | bytes | str, *, exchange: str = "",
+                      routing_key: str | None = None, wait: bool | None = None,
+                      confirm: bool = True, settled: bool = False) -> int:
+        """Send to the address ``routing_key`` (``/exchange/EXCHANGE/KEY``
+        with an exchange); return the publish's number in the session.
+        ``wait`` (default: ``confirm``) returns once the receiver accepted it
+        (else :class:`MessageRejectedError`); ``settled=True`` sends
+        pre-settled (at-most-once, nothing to wait for).  Raising means the
+        message was not sent -- except while waiting: it is then in doubt."""
+        p = self._p
+        pub = p.transfer(message, exchange, routing_key, settled=settled)
+        await self._pump.before_send()
+        while not p.can_publish(pub):
+            self._pump.pull()
+            await self._progress.park()
+        n, answer = p.publish(pub, wait=confirm if wait is None else wait)
+        if answer is None:
+            await self._pump.after_send()
+            return n
+        await self._wait(answer)
+        return n
+
+    # -- consuming ---------------------------------------------------------------
+    def subscribe(self, queue: str | None = None, *, prefetch: int | None = 100,
+                  accept_mode: str = "explicit", destination: str | None = None,
+                  dynamic: bool = False, browse: bool = False,
+                  filter: dict[str, Any] | None = None,
+                  settle_second: bool = False) -> Subscription:
+        """A receiving link from the address ``queue`` (or, ``dynamic``, from
+        a node the broker makes); use ``async with`` (detaches on exit) or
+        iterate it.  ``prefetch`` is the credit window (None: 10,000);
+        ``accept_mode="none"``: pre-settled deliveries; ``browse``:
+        distribution-mode copy; ``filter``: the source's filter set;
+        ``settle_second``: rcv-settle-mode second."""
+        return Subscription(self, self._p.subscribe(
+            queue, functools.partial(Delivery, self), prefetch=prefetch,
+            accept_mode=accept_mode, destination=destination, dynamic=dynamic, browse=browse,
+            filter=filter, settle_second=settle_second))
+
+    async def modify(self, deliveries: Any, *, delivery_failed: bool = True,
+                     undeliverable_here: bool = False,
+                     annotations: dict[str, Any] | None = None) -> None:
+        """Settle with ``modified`` (the broker puts the message back, changed)."""
+        self._p.settle(deliveries, "modify", redelivered=delivery_failed,
+                       undeliverable_here=undeliverable_here, annotations=annotations)
+        self._pump.wake_writer()
+
+    async def request(self, message: Message | bytes | str, *, routing_key: str,
+                      exchange: str = "", timeout: float | None = None) -> Delivery:
+        """Request/response: send ``message`` with ``reply_to`` set to a
+        dynamic node of our own and return the first answer there
+        (accepted).  ``timeout`` bounds the wait (None: none)."""
+        async with self.subscribe(dynamic=True, prefetch=1) as replies:
+            msg = message if isinstance(message, Message) else Message(
+                body=message.encode() if isinstance(message, str) else message)
+            msg = attrs.evolve(msg, reply_to=("", replies.address))
+            await self.publish(msg, exchange=exchange, routing_key=routing_key)
+            with trio.fail_after(timeout) if timeout is not None else _nothing():
+                d = await replies.get()
+            await d.accept()
+            return d
+
+
+class _nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+# ---------------------------------------------------------------- consuming
+class Delivery(DeliveryActions, v10.ClientDelivery):
+    """A message delivered on a receiving link."""
+
+    __slots__ = ("_session",)
+    _session: Session
+
+    def __init__(self, session: Session, p: v10.ClientSession,
+                 sub: v10.ClientSubscription[Any], ack: bool,
+                 event: ev.DeliveryReceived) -> None:
+        super().__init__(p, sub, ack, event)
+        self._session = session
+
+    async def modify(self, *, delivery_failed: bool = True, undeliverable_here: bool = False,
+                     annotations: dict[str, Any] | None = None) -> None:
+        await self._session.modify((self,), delivery_failed=delivery_failed,
+                                   undeliverable_here=undeliverable_here,
+                                   annotations=annotations)
+
+
+class Subscription(SubscriptionBase[Session, Delivery], v10.SubscriptionView[Delivery]):
+    """Deliveries on one receiving link (``Session.subscribe``)."""
+
+    _p: v10.ClientSubscription[Delivery]
+
+    async def drain(self) -> None:
+        """Have the sender use up or give back the credit; returns once it
+        is 0 (what came meanwhile is buffered)."""
+        await self._session._wait(self._p.drain())

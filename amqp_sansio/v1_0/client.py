@@ -1,0 +1,953 @@
+"""The AMQP 1.0 client policy, without I/O: what every adapter's client does.
+
+The same shape as :mod:`amqp_sansio.v0_9_1.client` (see
+:mod:`amqp_sansio.client`), over the 1.0 core's sessions and links; the Trio
+and blocking-socket adapters present it with the session API of 0-10 and
+0-9-1.  Where 1.0 means something else:
+
+* **Addresses, not exchanges and queues.**  ``publish(routing_key=A)``
+  sends to address ``A`` (``exchange=X`` makes it ``/exchange/X/A``, the
+  form RabbitMQ's plugin and the embedded broker read); ``subscribe(A)``
+  receives from ``A``.  Each address gets one sending link per session,
+  attached on first use and kept.  1.0 has no declare: ``declare_queue``
+  attaches a sender to the address (brokers that create nodes on attach --
+  RabbitMQ's ``/queue/NAME``, the embedded broker -- create it then) and
+  answers with the address.
+* **Publishing** is an unsettled transfer (at-least-once) unless
+  ``settled=True``; its verdict is the receiver's outcome: ``accepted`` is
+  success, ``rejected``/``released``/``modified`` are
+  :class:`MessageRejectedError` (code 1 rejected, 2 released, 3 modified)
+  -- raised when waited for, else kept in :attr:`ClientSession.rejected`.
+  A publish waits for link credit.  Octets in flight (unsettled, not waited
+  for) are bounded by :data:`MAX_IN_FLIGHT`.
+* **Consuming.**  ``prefetch`` is the link-credit window: credit is topped
+  up as deliveries are settled (accept-mode explicit) or handed out
+  (``accept_mode="none"``: the sender pre-settles, ``snd-settle-mode``
+  settled), in batches.  ``accept``/``reject``/``release`` are the outcomes
+  ``accepted``/``rejected``/``released`` (``release(redelivered=True)`` is
+  ``modified(delivery-failed)``: the broker counts the failure), and
+  ``modify`` is available too.  ``drain()`` asks the sender to use up or
+  give back the credit.  ``dynamic=True`` subscribes to a node the broker
+  makes (its address is :attr:`ClientSubscription.address` once attached):
+  the reply-to of request/response.
+* **A link the broker refuses** (a null terminus, then a detach with an
+  error) or detaches later fails what waits on it with
+  :class:`ExecutionError` whose ``error_code`` maps the 1.0 condition
+  (:data:`CONDITION_CODES`) and whose ``error_info["condition"]`` is the
+  condition itself; the session goes on.
+* **Transactions** (``tx_select``/``tx_commit``/``tx_rollback``, the 0-9-1
+  words): ``tx_select`` attaches a controller to the broker's coordinator
+  and declares a transaction; publishes and settlements of the session then
+  carry it (``transactional-state``) until ``tx_commit`` (discharge) or
+  ``tx_rollback`` (discharge with ``fail``), after which a new one is
+  declared.
+"""
+
+from __future__ import annotations
+
+__all__ = ["MAX_IN_FLIGHT", "MECHANISMS", "CONDITION_CODES", "connection", "address_for",
+           "ClientConnection", "ClientSession", "ClientSubscription", "ClientDelivery",
+           "Publish", "ConnectionView", "SessionView", "SubscriptionView"]
+
+import itertools
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+import attrs
+
+from .. import client as base
+from .. import sasl
+from ..client import AcceptMode, Pending
+from ..errors import LocalProtocolError
+from ..events import ChannelEvent, Event, ProtocolViolation
+from ..exceptions import (
+    AMQPError,
+    ConnectionClosedError,
+    ExecutionError,
+    MessageRejectedError,
+    SessionError,
+)
+from ..message import Message
+from ..url import ConnectionParams
+from . import events as ev
+from .connection import ClientConfig, Role
+from .connection import Connection as CoreConnection
+from .link import Delivery as CoreDelivery
+from .link import Link
+from .message import decode_message, encode_message, from_message, to_message
+from .session import Session as CoreSession
+from .spec import (
+    Accepted,
+    DeleteOnClose,
+    Error,
+    Modified,
+    ReceiverSettleMode,
+    Rejected,
+    Released,
+    SenderSettleMode,
+    Source,
+    StdDistMode,
+    Target,
+)
+from .transactions import Controller, transactional
+
+#: Octets of unsettled publishes nobody waits for above which a publisher waits.
+MAX_IN_FLIGHT = 16 << 20
+#: SASL mechanisms a 1.0 client offers.
+MECHANISMS = frozenset(sasl.CLIENT_MECHANISMS)
+#: A refused or failed link's 1.0 condition -> the ``error_code`` of the
+#: :class:`ExecutionError` it raises (the 0-10 codes for the same thing).
+CONDITION_CODES = {
+    "amqp:not-found": 404, "amqp:unauthorized-access": 403, "amqp:resource-locked": 405,
+    "amqp:precondition-failed": 406, "amqp:resource-deleted": 408,
+    "amqp:not-allowed": 530, "amqp:not-implemented": 540, "amqp:resource-limit-exceeded": 506,
+    "amqp:invalid-field": 542, "amqp:link:detach-forced": 320, "amqp:link:stolen": 320,
+    "amqp:link:message-size-exceeded": 506,
+}
+_REJECTED, _RELEASED, _MODIFIED = 1, 2, 3
+
+
+def _link_error(what: str, err: Error | None) -> ExecutionError:
+    cond = err.condition if err is not None else "amqp:internal-error"
+    text = err.description if err is not None and err.description else None
+    return ExecutionError(CONDITION_CODES.get(str(cond), 541),
+                          f"{what}: {cond}{': ' + text if text else ''}",
+                          error_info={"condition": str(cond), "description": text})
+
+
+def address_for(exchange: str, routing_key: str | None) -> str:
+    """The 1.0 address a publish names: the routing key itself, or
+    ``/exchange/EXCHANGE/KEY`` for a named exchange."""
+    key = routing_key or ""
+    return key if not exchange else f"/exchange/{exchange}/{key}"
+
+
+# ---------------------------------------------------------------- connecting
+def connection(params: ConnectionParams, *, heartbeat: int | None,
+               mechanisms: Iterable[str] | None = None,
+               client_properties: dict[str, Any] | None = None) -> ClientConnection:
+    """A client connection's policy, with its core, for ``params`` (a URL).
+
+    ``heartbeat``: seconds of the broker's silence we accept before we send
+    an empty frame ourselves... precisely: we advertise an idle time-out of
+    ``heartbeat`` seconds (the broker sends something at least every half
+    of it) and declare the broker dead after twice that (None or 0: none).
+    The virtual host goes in ``open.hostname`` as RabbitMQ reads it
+    (``vhost:NAME``) unless it is the default ``/``."""
+    def make(virtual_host: str, client_properties: dict[str, Any] | None = None,
+             **kw: Any) -> ClientConfig:
+        hostname = params.host if virtual_host in ("", "/") else f"vhost:{virtual_host}"
+        return ClientConfig(hostname=hostname, properties=client_properties, **kw)
+
+    options: dict[str, Any] = {"idle_timeout": heartbeat * 2000} if heartbeat else {}
+    config = base.configured(make, params, mechanisms=mechanisms, supported=MECHANISMS,
+                             frame_max="max_frame_size", client_properties=client_properties,
+                             **options)
+    return ClientConnection(CoreConnection(Role.CLIENT, config), params,
+                            heartbeat_asked=heartbeat)
+
+
+# ---------------------------------------------------------------- connection
+class ClientConnection(base.ClientConnection[CoreConnection, "ClientSession"]):
+    """An AMQP 1.0 client connection's policy (see the module docstring)."""
+
+    PROTOCOL = "1.0"
+
+    @property
+    def lax_credit(self) -> bool:
+        """The peer may send past the credit we granted: RabbitMQ 3.x's
+        plugin does when our flows follow each other closely (seen on
+        3.10.8: one delivery more than the credit after three flows).  Its
+        receiving links then take up to a window more before detaching."""
+        product = self.core.peer_properties.get("product")
+        return isinstance(product, str) and product.startswith("RabbitMQ")
+
+    def open_session(self, name: str | bytes | None = None) -> ClientSession:
+        """Begin a session (``name`` is a label); its ``ready`` is answered
+        with the broker's begin."""
+        self.check()
+        core = self.core.begin()
+        label = name.decode() if isinstance(name, bytes) else name
+        s = ClientSession(self, core, label or f"session-{core.channel}")
+        self.sessions[core.channel] = s
+        return s
+
+    def _close_core(self, code: int, text: str | None) -> None:
+        err = None if code == 200 else Error(condition="amqp:internal-error",
+                                             description=text)
+        self.core.close(err)
+
+    def close_error(self, code: int, text: str | None) -> ConnectionClosedError:
+        return super().close_error(code, text)
+
+    def _on_protocol_event(self, e: Event) -> bool:
+        return isinstance(e, ev.SaslCompleted)
+
+    def _on_closed(self, e: Any) -> None:
+        self.closed_event = e
+        text = e.text if e.condition is None else f"{e.condition}: {e.text or ''}"
+        if self.opened is None:
+            self.fail(base.handshake_error(e.code, text, e.by_peer, self.params.virtual_host))
+        else:
+            self.fail(base.closed_error(e.code, text, e.by_peer))
+
+
+# ---------------------------------------------------------------- deliveries
+class ClientDelivery(base.ClientDelivery):
+    """A message delivered on a receiving link."""
+
+    __slots__ = ("owner", "sub", "ack")
+    event: ev.DeliveryReceived
+
+    def __init__(self, session: ClientSession, sub: ClientSubscription[Any], ack: bool,
+                 event: ev.DeliveryReceived) -> None:
+        super().__init__(event)
+        self.owner = session  # the session policy
+        self.sub = sub
+        self.ack = ack
+        self.settled = not ack or event.delivery.settled
+
+    @staticmethod
+    def _decode(event: Any, /) -> Message:
+        return to_message(decode_message(event.payload))
+
+    @property
+    def core(self) -> CoreDelivery:
+        return self.event.delivery
+
+    @property
+    def command_id(self) -> int:
+        """The delivery id."""
+        return self.event.delivery.id
+
+    @property
+    def delivery_tag(self) -> bytes:
+        return self.event.delivery.tag
+
+    @property
+    def body(self) -> bytes:
+        return self.message.body
+
+    @property
+    def payload(self) -> bytes:
+        """The transfer's octets: the encoded 1.0 message."""
+        return self.event.payload
+
+    @property
+    def redelivered(self) -> bool:
+        return self.message.redelivered
+
+
+D = TypeVar("D", bound=ClientDelivery)
+#: The adapter's delivery maker: (session, subscription, ack, event).
+MakeDelivery = Callable[["ClientSession", "ClientSubscription[D]", bool, ev.DeliveryReceived],
+                        D]
+
+
+@attrs.frozen(slots=True)
+class Publish:
+    """A publish, built: where, the encoded message, and how it is settled."""
+
+    address: str
+    payload: bytes
+    settled: bool
+
+
+class _Sender:
+    """A sending link of a session (one per address)."""
+
+    __slots__ = ("link", "ready", "waiters", "numbers", "error")
+
+    def __init__(self, link: Link) -> None:
+        self.link = link
+        self.ready: Pending[Any] = Pending()
+        self.waiters: dict[int, Pending[Any]] = {}  # delivery id -> waiter
+        self.numbers: dict[int, int] = {}  # delivery id -> publish number
+        self.error: AMQPError | None = None
+
+
+# ---------------------------------------------------------------- sessions
+class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
+    """A begun session's policy, with the 0-10 session's vocabulary."""
+
+    conn: ClientConnection
+    name: str
+
+    def __init__(self, conn: ClientConnection, core: CoreSession, name: str) -> None:
+        super().__init__(conn, name, core.channel)
+        self.core = core
+        self.ready: Pending[None] = self._track(Pending())
+        self._ended: Pending[None] = Pending()
+        #: unsettled publishes nobody waited for that did not end accepted:
+        #: publish number -> (code, text) (1 rejected, 2 released, 3 modified)
+        self.rejected: dict[int, tuple[int, str | None]] = {}
+        self.in_flight = 0  # octets of unsettled publishes nobody waits for
+        self._senders: dict[str, _Sender] = {}
+        self._by_link: dict[int, _Sender | ClientSubscription[Any]] = {}  # id(link) ->
+        self._sizes: dict[int, int] = {}  # delivery id -> octets (unwaited publishes)
+        self._syncs: list[Pending[Any]] = []
+        self._published = 0
+        self._names = itertools.count(1)
+        # transactions
+        self._controller: Controller | None = None
+        self.txn_id: bytes | None = None
+        self._txn_wait: Pending[Any] | None = None
+        self._txn_then: Callable[[], None] | None = None
+
+    def __repr__(self) -> str:
+        return f"<ClientSession 1.0 {self.name!r} {self.channel} {self.core.state.name}>"
+
+    def _link_name(self, kind: str) -> str:
+        return f"{self.conn.core.config.container_id}-{self.channel}-{kind}-{next(self._names)}"
+
+    # -- what waits --------------------------------------------------------------------
+    @property
+    def outstanding(self) -> int:
+        """Publishes not yet settled by the receiver."""
+        return sum(len(s.link.unsettled_deliveries) for s in self._senders.values())
+
+    def all_completed(self) -> bool:
+        self.check()
+        return self.outstanding == 0
+
+    def has_room(self) -> bool:
+        self.check()
+        return True
+
+    def sync(self) -> Pending[Any]:
+        """Answered once every publish is settled (1.0 has no other round trip
+        at session level)."""
+        self.flush()
+        self.check()
+        p: Pending[Any] = self._track(Pending())
+        if self.outstanding == 0:
+            self._pending.discard(p)
+            p.resolve(None)
+        else:
+            self._syncs.append(p)
+        return p
+
+    def forget(self, p: Pending[Any]) -> None:
+        super().forget(p)
+        for s in self._senders.values():
+            for did, q in list(s.waiters.items()):
+                if q is p:
+                    del s.waiters[did]
+        if p in self._syncs:
+            self._syncs.remove(p)
+
+    # -- nodes ---------------------------------------------------------------------------
+    def declare_queue(self, queue: str, **_: Any) -> Pending[Any]:
+        """1.0 has no declare: attach a sender to the address (brokers that
+        create nodes on attach create it now); answered with the address."""
+        s = self.sender(queue)
+        return s.ready
+
+    # -- publishing ---------------------------------------------------------------------
+    def sender(self, address: str) -> _Sender:
+        """The sending link to ``address`` (attached now if new)."""
+        self.check()
+        s = self._senders.get(address)
+        if s is not None:
+            return s
+        try:
+            link = self.core.attach_sender(self._link_name("sender"),
+                                           target=Target(address=address),
+                                           source=Source(address=self._link_name("src")),
+                                           snd_settle_mode=SenderSettleMode.MIXED)
+        except LocalProtocolError:
+            self.check()
+            raise
+        s = _Sender(link)
+        self._senders[address] = s
+        self._by_link[id(link)] = s
+        return s
+
+    def transfer(self, message: Message | bytes | str, exchange: str = "",
+                 routing_key: str | None = None, *, settled: bool = False) -> Publish:
+        """Build a publish (nothing is sent)."""
+        msg = base.as_message(message, routing_key)
+        address = address_for(exchange, msg.routing_key)
+        return Publish(address, encode_message(from_message(msg)), settled)
+
+    def can_publish(self, p: Publish) -> bool:
+        """``p`` may be sent now: its link is attached with credit, and not
+        too many octets await their outcome.  Raises the link's error."""
+        self.check()
+        s = self.sender(p.address)
+        if s.error is not None:  # refused or detached: said once, re-attached next time
+            del self._senders[p.address]
+            raise s.error
+        link = s.link
+        if not s.ready.done or link.credit <= 0:
+            return False
+        return not (not p.settled and self.in_flight
+                    and self.in_flight + len(p.payload) > MAX_IN_FLIGHT)
+
+    def publish(self, p: Publish, *, wait: bool) -> tuple[int, Pending[Any] | None]:
+        """Send ``p`` (call when :meth:`can_publish`): its number in the
+        session, and what to wait for if ``wait`` (its outcome; None for a
+        pre-settled transfer or ``wait`` False)."""
+        self.check()
+        s = self.sender(p.address)
+        state = transactional(self.txn_id) if self.txn_id is not None else None
+        try:
+            d = s.link.send(p.payload, settled=p.settled, state=state)
+        except LocalProtocolError:
+            self.check()
+            raise
+        self._published += 1
+        n = self._published
+        if p.settled:
+            return n, None
+        s.numbers[d.id] = n
+        if not wait:
+            self._sizes[d.id] = len(p.payload)
+            self.in_flight += len(p.payload)
+            return n, None
+        waiter: Pending[Any] = self._track(Pending())
+        s.waiters[d.id] = waiter
+        return n, waiter
+
+    def _on_outcome(self, s: _Sender, e: ev.DeliveryUpdated) -> None:
+        d = e.delivery
+        state = e.state
+        inner = getattr(state, "outcome", state)  # transactional-state carries one
+        if state is not None and not e.settled and not d.settled and inner is not None:
+            d.settle()  # rcv-settle-mode second: the receiver waits for us
+        if not (e.settled or d.settled):
+            return
+        n = s.numbers.pop(d.id, 0)
+        size = self._sizes.pop(d.id, None)
+        if size is not None:
+            self.in_flight -= size
+        waiter = s.waiters.pop(d.id, None)
+        verdict: tuple[int, str | None] | None = None
+        if isinstance(inner, Rejected):
+            err = inner.error
+            verdict = (_REJECTED, f"rejected: {err.condition}: {err.description or ''}"
+                       if err is not None else "rejected")
+        elif isinstance(inner, Released):
+            verdict = (_RELEASED, "released")
+        elif isinstance(inner, Modified):
+            verdict = (_MODIFIED, "modified")
+        if waiter is not None:
+            self._pending.discard(waiter)
+            if verdict is None:
+                waiter.resolve(n)
+            else:
+                waiter.fail(MessageRejectedError(verdict[0], verdict[1], n))
+        elif verdict is not None:
+            self.rejected[n] = verdict
+        self._check_syncs()
+
+    def _check_syncs(self) -> None:
+        if self._syncs and self.outstanding == 0:
+            syncs, self._syncs = self._syncs, []
+            for q in syncs:
+                self._pending.discard(q)
+                q.resolve(None)
+        self._woken()
+
+    # -- consuming ---------------------------------------------------------------------------
+    def subscribe(self, address: str | None, make_delivery: MakeDelivery[D], *,
+                  prefetch: int | None = 100, accept_mode: str = "explicit",
+                  destination: str | None = None, dynamic: bool = False,
+                  browse: bool = False, filter: dict[str, Any] | None = None,
+                  settle_second: bool = False) -> ClientSubscription[D]:
+        """A receiving link from ``address`` (not attached yet: see
+        :meth:`ClientSubscription.start`); ``destination`` is the link name.
+        ``dynamic``: a node the broker makes (``address`` None).  ``browse``:
+        distribution-mode copy (the messages stay).  ``filter``: the source's
+        filter set (what the broker applies comes back in its attach).
+        ``settle_second``: rcv-settle-mode second."""
+        mode = base.accept_mode(accept_mode)
+        base.check_prefetch(prefetch, 0xFFFFFFFF)
+        if dynamic and address is not None:
+            raise LocalProtocolError("a dynamic node has no address until the broker names it")
+        if not dynamic and not address:
+            raise LocalProtocolError("subscribe needs an address (or dynamic=True)")
+        if destination is None:
+            destination = self._link_name("receiver")
+        if destination in self.subs:
+            raise LocalProtocolError(f"link name {destination!r} is already in use")
+        sub = ClientSubscription(self, address or "", destination, prefetch, mode,
+                                 make_delivery, dynamic=dynamic, browse=browse, filter=filter,
+                                 settle_second=settle_second)
+        self.subs[destination] = sub
+        return sub
+
+    def settle(self, deliveries: Iterable[ClientDelivery], how: str, code: int = 0,
+               text: str | None = None, redelivered: bool = False,
+               annotations: dict[str, Any] | None = None,
+               undeliverable_here: bool = False) -> None:
+        """Accept, reject, release or modify deliveries of this session
+        (``code`` is not carried: a 1.0 rejection carries ``text`` as the
+        error's description)."""
+        ds = list(deliveries)
+        for d in ds:
+            if d.owner is not self:
+                raise LocalProtocolError("the delivery belongs to another session")
+            if not d.ack:
+                raise LocalProtocolError("deliveries of an accept_mode='none' subscription "
+                                         "need no settling")
+            if d.settled:
+                raise LocalProtocolError(f"delivery {d.command_id} is already settled")
+        outcome: Any
+        if how == "accept":
+            outcome = Accepted()
+        elif how == "reject":
+            outcome = Rejected(error=Error(condition="amqp:not-allowed", description=text)
+                               if text else None)
+        elif how == "release":
+            outcome = Modified(delivery_failed=True) if redelivered else Released()
+        elif how == "modify":
+            outcome = Modified(delivery_failed=redelivered,
+                               undeliverable_here=undeliverable_here,
+                               message_annotations=annotations)
+        else:
+            raise LocalProtocolError(f"cannot settle by {how!r}")
+        self.check()
+        state = transactional(self.txn_id, outcome) if self.txn_id is not None else outcome
+        touched: list[ClientSubscription[Any]] = []
+        try:
+            for d in ds:
+                core = d.core
+                if d.sub.settle_second:
+                    core.update(state)
+                else:
+                    core.settle(state)
+                d.settled = True
+                if d.sub not in touched:
+                    touched.append(d.sub)
+        except LocalProtocolError:
+            self.check()
+            raise
+        for sub in touched:
+            sub.settled_some(sum(1 for d in ds if d.sub is sub))
+
+    # -- transactions ------------------------------------------------------------------------
+    def tx_select(self) -> Pending[Any]:
+        """Attach a controller and declare a transaction: what the session
+        publishes and settles from now on is in it."""
+        self.check()
+        if self._controller is not None:
+            raise LocalProtocolError("the session is transactional already")
+        try:
+            self._controller = Controller(self.core, self._link_name("txn"))
+        except LocalProtocolError:
+            self.check()
+            raise
+        self._by_link[id(self._controller.link)] = _Sender(self._controller.link)
+        return self._txn_request(None)
+
+    def _txn_request(self, discharge: bool | None) -> Pending[Any]:
+        if self._txn_wait is not None:
+            raise LocalProtocolError("a transaction request is under way")
+        p: Pending[Any] = self._track(Pending())
+        self._txn_wait = p
+        c = self._controller
+        assert c is not None
+        if c.link.credit > 0 and (c.link.remote_attach is not None):
+            self._txn_send(discharge)
+        else:
+            self._txn_then = lambda: self._txn_send(discharge)
+        return p
+
+    def _txn_send(self, discharge: bool | None) -> None:
+        c = self._controller
+        assert c is not None
+        self._txn_then = None
+        if discharge is None:
+            c.declare()
+        else:
+            assert self.txn_id is not None
+            c.discharge(self.txn_id, fail=discharge)
+
+    def tx_commit(self) -> Pending[Any]:
+        """Discharge the transaction (commit), then declare the next."""
+        return self._discharge(False)
+
+    def tx_rollback(self) -> Pending[Any]:
+        """Discharge the transaction with ``fail`` (roll back), then declare
+        the next."""
+        return self._discharge(True)
+
+    def _discharge(self, fail: bool) -> Pending[Any]:
+        self.flush()
+        self.check()
+        if self._controller is None or self.txn_id is None:
+            raise LocalProtocolError("no transaction: call tx_select() first")
+        return self._txn_request(fail)
+
+    def _on_txn(self, e: Event) -> None:
+        p = self._txn_wait
+        if isinstance(e, ev.TxnDeclared):
+            self.txn_id = e.txn_id
+            if p is not None:
+                self._txn_wait = None
+                self._pending.discard(p)
+                p.resolve(e.txn_id)
+        elif isinstance(e, ev.TxnDischarged):
+            self.txn_id = None
+            if p is not None:  # the next transaction, then the answer
+                self._txn_wait = None
+                q = self._txn_request(None)
+                q.wake = p.wake
+                self._txn_wait = p
+                self._pending.add(p)
+                self._pending.discard(q)
+        elif isinstance(e, ev.TxnFailed):
+            err = _link_error("transaction", e.error)
+            if p is not None:
+                self._txn_wait = None
+                self._pending.discard(p)
+                p.fail(err)
+
+    # -- lifecycle -------------------------------------------------------------------------
+    @property
+    def ended(self) -> Pending[None]:
+        return self._ended
+
+    def end(self) -> bool:
+        """Send what is batched and end the session; False if there is
+        nothing to end (answer: ``ended``)."""
+        if self.error is not None or self.core.state.name not in ("MAPPED", "BEGIN_SENT"):
+            return False
+        self.flush()
+        try:
+            self.core.end()
+        except LocalProtocolError:
+            return False
+        return True
+
+    def abandon(self) -> None:
+        self.closed = True
+        if self.error is None and self.core.state.name == "MAPPED":
+            self.core.end()
+
+    def fail(self, err: AMQPError) -> None:
+        super().fail(err)
+        self._ended.resolve(None)
+        for s in self._senders.values():
+            waiters, s.waiters = s.waiters, {}
+            for p in waiters.values():
+                p.fail(err)
+            s.ready.fail(err)
+        syncs, self._syncs = self._syncs, []
+        for p in syncs:
+            p.fail(err)
+        if self._txn_wait is not None:
+            self._txn_wait.fail(err)
+            self._txn_wait = None
+
+    # -- events ------------------------------------------------------------------------------
+    def handle(self, e: ChannelEvent) -> None:
+        """One of this session's events (from the connection's dispatch)."""
+        match e:
+            case ev.DeliveryReceived():
+                sub = self._by_link.get(id(e.link))
+                if isinstance(sub, ClientSubscription):
+                    sub.deliver(e)
+                elif self._controller is not None:
+                    pass
+            case ev.DeliveryUpdated():
+                if self._controller is not None and e.link is self._controller.link:
+                    t = self._controller.handle(e)
+                    if t is not None:
+                        self._on_txn(t)
+                    return
+                s = self._by_link.get(id(e.link))
+                if isinstance(s, _Sender):
+                    self._on_outcome(s, e)
+            case ev.LinkFlow():
+                x = self._by_link.get(id(e.link))
+                if isinstance(x, ClientSubscription):
+                    x.on_flow(e)
+                elif (self._controller is not None and e.link is self._controller.link
+                      and self._txn_then is not None and e.link.credit > 0):
+                    self._txn_then()
+                self._woken()
+            case ev.LinkAttached():
+                x = self._by_link.get(id(e.link))
+                if isinstance(x, _Sender):
+                    self._pending.discard(x.ready)
+                    x.ready.resolve(getattr(x.link.target, "address", None))
+                elif isinstance(x, ClientSubscription):
+                    x.on_attached()
+                self._woken()
+            case ev.LinkRefused():
+                self._link_failed(e.link, None)
+            case ev.LinkDetached():
+                self._link_failed(e.link, e.error if e.by_peer else None, detached=True)
+            case ev.SessionBegun():
+                if self.closed:
+                    self.abandon()
+                    return
+                self._pending.discard(self.ready)
+                self.ready.resolve(None)
+            case ev.SessionEnded():
+                err = e.error
+                if e.by_peer and err is not None:
+                    self.fail(SessionError(f"session {self.channel} ended by the broker: "
+                                           f"{err.condition}: {err.description or ''}"))
+                else:
+                    who = "by the broker" if e.by_peer else "by the client"
+                    self.fail(SessionError(f"session {self.channel} ended {who}"))
+            case ProtocolViolation():
+                pass  # the core answered (detach or end follows)
+            case _:
+                pass
+
+    def _link_failed(self, link: Link, error: Error | None, detached: bool = False) -> None:
+        x = self._by_link.get(id(link))
+        if x is None:
+            return
+        if isinstance(x, ClientSubscription) and x.cancelled and detached:
+            x.detached()  # it answers ours
+            return
+        if detached and error is None and isinstance(x, _Sender) and x.error is not None:
+            return  # its detach follows the refusal
+        err = _link_error(f"link {link.name!r}", error or link.remote_error)
+        if isinstance(x, _Sender):
+            x.error = err
+            x.ready.fail(err)
+            waiters, x.waiters = x.waiters, {}
+            for p in waiters.values():
+                self._pending.discard(p)
+                p.fail(err)
+        else:
+            x.link_failed(err)
+        self._woken()
+
+
+# ---------------------------------------------------------------- receivers
+class ClientSubscription(base.ClientSubscriptionBase[D]):
+    """Deliveries on one receiving link; ``destination`` is the link name,
+    ``address`` the source address (a dynamic node's once attached)."""
+
+    session: ClientSession
+
+    def __init__(self, session: ClientSession, address: str, name: str, prefetch: int | None,
+                 mode: AcceptMode, make_delivery: MakeDelivery[D], *, dynamic: bool,
+                 browse: bool, filter: dict[str, Any] | None, settle_second: bool) -> None:
+        ack = mode is AcceptMode.EXPLICIT
+        super().__init__(session, address, name, prefetch, mode,
+                         lambda e: make_delivery(session, self, ack, e))
+        self.address = address
+        self.dynamic = dynamic
+        self.browse = browse
+        self.filter = filter
+        self.settle_second = settle_second
+        self.window = prefetch or 10_000
+        self.link: Link | None = None
+        self.error: AMQPError | None = None
+        self._ready: Pending[Any] = Pending()
+        self.held = 0  # deliveries received and not settled (or not handed out)
+        self.batch = max(1, self.window // 2)  # credit is topped up by this much at least
+        self._drain: Pending[Any] | None = None
+        self._detached: Pending[Any] | None = None
+
+    @property
+    def queue_name(self) -> str:
+        return self.address
+
+    @property
+    def remote_source(self) -> Source | None:
+        """What the broker has in place (filters, distribution mode, outcomes)."""
+        return self.link.remote_source if self.link is not None else None
+
+    def start(self) -> Pending[Any]:
+        """Attach the link and grant the first window of credit; answered
+        with the source address once the broker attached (a refusal is
+        :class:`ExecutionError`)."""
+        s = self.session
+        s.check()
+        self.started = True
+        props = {"lifetime-policy": DeleteOnClose()} if self.dynamic else None
+        source = Source(address=None if self.dynamic else self.address, dynamic=self.dynamic,
+                        dynamic_node_properties=props, filter=self.filter,
+                        distribution_mode=StdDistMode.COPY if self.browse
+                        else None)
+        try:
+            self.link = s.core.attach_receiver(
+                self.destination, source=source, target=Target(address=self.destination),
+                snd_settle_mode=SenderSettleMode.UNSETTLED if self.ack
+                else SenderSettleMode.SETTLED,
+                rcv_settle_mode=ReceiverSettleMode.SECOND if self.settle_second
+                else ReceiverSettleMode.FIRST)
+            if s.conn.lax_credit:
+                self.link.credit_slack = self.window
+            self.link.flow(self.window)
+        except LocalProtocolError:
+            s.check()
+            raise
+        s._by_link[id(self.link)] = self
+        s._track(self._ready)
+        return self._ready
+
+    def on_attached(self) -> None:
+        link = self.link
+        assert link is not None
+        src = link.remote_source
+        if self.dynamic and src is not None and src.address:
+            self.address = src.address
+            self.queue = src.address
+        self.session._pending.discard(self._ready)
+        self._ready.resolve(self.address)
+
+    def link_failed(self, err: AMQPError) -> None:
+        self.error = err
+        self.cancelled = True
+        self.session._pending.discard(self._ready)
+        self._ready.fail(err)
+        if self._drain is not None:
+            self._drain.fail(err)
+            self._drain = None
+        self.end()
+
+    @property
+    def finished(self) -> bool:
+        return not self.buffer and (self.cancelled or self.session.error is not None)
+
+    def deliver(self, event: Any) -> None:
+        self.held += 1
+        super().deliver(event)
+
+    def handed_out(self, d: D) -> None:
+        if d.settled:  # accept-mode none, or the sender settled it already
+            self.settled_some(1)
+
+    def settled_some(self, n: int) -> None:
+        """``n`` deliveries no longer count against the window."""
+        self.held -= n
+        if not self.buffer or self.window - self.held - self._credit() >= self.batch:
+            self.flush()
+
+    def _credit(self) -> int:
+        return self.link.credit if self.link is not None else 0
+
+    def flush(self) -> None:
+        """Top the credit up to the window less what we hold (one flow, when
+        it grows by a batch or the sender has none left)."""
+        link = self.link
+        if link is None or self.cancelled or self.session.error is not None or (
+                link.state.name != "ATTACHED"):
+            return
+        want = self.window - self.held
+        # a batch at a time; or whatever is due once the application has
+        # caught up and the sender has nothing left
+        if want > link.credit and (want - link.credit >= self.batch
+                                   or (link.credit == 0 and not self.buffer)):
+            link.flow(want)
+
+    def drain(self) -> Pending[Any]:
+        """Ask the sender to use up the credit now or give it back; answered
+        once the credit is 0 (what came meanwhile is in the buffer)."""
+        link = self.link
+        if link is None or self.cancelled:
+            raise LocalProtocolError("drain() needs an attached subscription")
+        self.session.check()
+        p: Pending[Any] = self.session._track(Pending())
+        if link.credit == 0:
+            self.session._pending.discard(p)
+            p.resolve(None)
+            return p
+        self._drain = p
+        link.flow(link.credit, drain=True)
+        return p
+
+    def on_flow(self, e: ev.LinkFlow) -> None:
+        link = self.link
+        if self._drain is not None and link is not None and link.credit == 0:
+            p, self._drain = self._drain, None
+            self.session._pending.discard(p)
+            p.resolve(None)
+
+    def cancel(self) -> Pending[Any] | None:
+        """Detach the link (closing it); deliveries not handed out are
+        released.  None if there is nothing to wait for."""
+        s = self.session
+        if self.cancelled:
+            return None
+        self.cancelled = True
+        self.end()
+        link = self.link
+        s.subs.pop(self.destination, None)
+        if s.error is not None or link is None:
+            return None
+        self._release_buffered()
+        if link.state.name not in ("ATTACHED", "ATTACH_SENT"):
+            return None
+        p: Pending[Any] = s._track(Pending())
+        try:
+            link.detach(closed=True)
+        except LocalProtocolError:
+            s._pending.discard(p)
+            return None
+        self._detached = p
+        return p
+
+    def detached(self) -> None:
+        """The broker answered our detach."""
+        p, self._detached = self._detached, None
+        if p is not None:
+            self.session._pending.discard(p)
+            p.resolve(None)
+
+    def _release_buffered(self) -> None:
+        while self.buffer:
+            d = self.buffer.popleft()
+            if self.ack and not d.settled:
+                d.settled = True
+                try:
+                    d.core.settle(Released())
+                except LocalProtocolError:
+                    break
+
+
+# ---------------------------------------------------------------- what adapters show
+class ConnectionView(base.ConnectionView[ClientConnection]):
+    """What an adapter's 1.0 connection shows of its policy."""
+
+    protocol = "1.0"
+
+
+class SessionView(base.SessionView[ClientSession]):
+    """What an adapter's 1.0 session shows of its policy."""
+
+    @property
+    def name(self) -> str:
+        return self._p.name
+
+    @property
+    def core(self) -> CoreSession:
+        """The sans-IO session underneath (for inspection)."""
+        return self._p.core
+
+    @property
+    def rejected(self) -> dict[int, tuple[int, str | None]]:
+        """Publishes not waited for that did not end accepted: number ->
+        (code, text); code 1 rejected, 2 released, 3 modified."""
+        return self._p.rejected
+
+    @property
+    def txn_id(self) -> bytes | None:
+        """The transaction in force (after ``tx_select``)."""
+        return self._p.txn_id
+
+
+class SubscriptionView(base.SubscriptionView[D]):
+    """What an adapter's 1.0 receiving link shows of its policy."""
+
+    _p: ClientSubscription[D]
+
+    @property
+    def address(self) -> str:
+        """The source address (a dynamic node's, once attached)."""
+        return self._p.address
+
+    @property
+    def remote_source(self) -> Source | None:
+        """The source the peer has in place (filters, distribution mode ...)."""
+        return self._p.remote_source

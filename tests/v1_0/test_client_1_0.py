@@ -1,0 +1,247 @@
+"""The 1.0 client policy (``amqp_sansio.v1_0.client``) in memory, against a
+server of our own core whose application the test writes: refusals,
+outcomes, rcv-settle-mode second, the credit window, drain, transactions.
+No I/O: bytes are pumped by hand, as an adapter would."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from amqp_sansio.client import Pending
+from amqp_sansio.exceptions import ExecutionError, MessageRejectedError
+from amqp_sansio.message import Message
+from amqp_sansio.url import parse_url
+from amqp_sansio.v1_0 import client as v10
+from amqp_sansio.v1_0 import events as ev
+from amqp_sansio.v1_0.connection import Connection, Role, ServerConfig
+from amqp_sansio.v1_0.message import encode_message, from_message
+from amqp_sansio.v1_0.spec import (
+    Accepted,
+    Error,
+    ReceiverSettleMode,
+    Rejected,
+    Released,
+)
+from amqp_sansio.v1_0.transactions import Coordinator, is_coordinator_link
+
+
+class Server:
+    """Our core's server role with a scriptable application."""
+
+    def __init__(self) -> None:
+        self.core = Connection(Role.SERVER, ServerConfig(container_id="server"))
+        self.refuse: dict[str, Error] = {}  # address -> why
+        self.outcome: Any = Accepted()  # what incoming deliveries get
+        self.settle_second = False
+        self.received: list[tuple[str, bytes, Any]] = []  # (address, payload, state)
+        self.senders: dict[str, Any] = {}  # address -> our sending link
+        self.coordinator = Coordinator()
+        self.txns: list[tuple[str, Any]] = []
+        self.next_txn = 0
+
+    def app(self, events: list[Any]) -> None:
+        for e in events:
+            if isinstance(e, ev.SessionBeginRequested):
+                e.session.begin()
+            elif isinstance(e, ev.LinkAttachRequested):
+                link = e.link
+                if is_coordinator_link(link):
+                    link.attach()
+                    link.flow(10)
+                    continue
+                addr = (link.source if link.is_sender else link.target).address
+                if self.refuse.get(addr) is not None:
+                    link.refuse(self.refuse[addr])
+                    continue
+                if link.is_sender and link.source.dynamic:
+                    import attrs
+                    link.source = attrs.evolve(link.source, address="dyn-1")
+                    addr = "dyn-1"
+                if not link.is_sender and self.settle_second:
+                    link.rcv_settle_mode = ReceiverSettleMode.SECOND
+                link.attach()
+                if link.is_sender:
+                    self.senders[addr] = link
+                else:
+                    link.flow(100)
+            elif isinstance(e, ev.DeliveryReceived):
+                t = self.coordinator.handle(e)
+                if isinstance(t, ev.TxnDeclareRequested):
+                    self.next_txn += 1
+                    self.txns.append(("declare", self.next_txn))
+                    Coordinator.declared(t.delivery, b"tx%d" % self.next_txn)
+                elif isinstance(t, ev.TxnDischargeRequested):
+                    self.txns.append(("discharge" + ("-fail" if t.fail else ""), t.txn_id))
+                    Coordinator.discharged(t.delivery)
+                elif not is_coordinator_link(e.link):
+                    self.received.append((e.link.target.address, e.payload,
+                                          e.delivery.remote_state))
+                    if self.settle_second:
+                        e.delivery.update(self.outcome)
+                    else:
+                        e.delivery.settle(self.outcome)
+
+
+class Wire:
+    def __init__(self, url: str = "amqp://127.0.0.1?protocol=1.0") -> None:
+        self.server = Server()
+        self.conn = v10.connection(parse_url(url), heartbeat=None)
+        self.pump()
+        assert self.conn.is_open
+
+    def pump(self, rounds: int = 100) -> None:
+        for _ in range(rounds):
+            moved = False
+            out = self.conn.data_to_send()
+            if out:
+                self.server.app(self.server.core.receive_data(out, now=0.0))
+                moved = True
+            back = self.server.core.data_to_send()
+            if back:
+                self.conn.receive_data(back, 0.0)
+                moved = True
+            self.server.app(self.server.core.take_events())
+            if not moved:
+                return
+        raise AssertionError("never quiet")
+
+    def session(self) -> v10.ClientSession:
+        s = self.conn.open_session()
+        self.pump()
+        assert s.ready.done and s.ready.error is None
+        return s
+
+    def publish(self, s: v10.ClientSession, body: bytes, address: str,
+                wait: bool = True) -> tuple[int, Pending[Any] | None]:
+        pub = s.transfer(body, routing_key=address)
+        s.sender(address)
+        self.pump()
+        assert s.can_publish(pub)
+        n, p = s.publish(pub, wait=wait)
+        self.pump()
+        return n, p
+
+
+def _delivery(s: Any, sub: Any, ack: bool, e: Any) -> v10.ClientDelivery:
+    return v10.ClientDelivery(s, sub, ack, e)
+
+
+def test_publish_outcomes() -> None:
+    w = Wire()
+    s = w.session()
+    n, p = w.publish(s, b"a", "q")
+    assert p is not None and p.done and p.result() == n == 1
+    w.server.outcome = Released()
+    _, p = w.publish(s, b"b", "q")
+    assert p is not None and p.done
+    with pytest.raises(MessageRejectedError) as ei:
+        p.result()
+    assert ei.value.code == 2
+    w.server.outcome = Rejected(error=Error(condition="amqp:not-allowed", description="no"))
+    n, p = w.publish(s, b"c", "q", wait=False)
+    assert p is None and s.rejected == {n: (1, "rejected: amqp:not-allowed: no")}
+    assert s.outstanding == 0 and s.in_flight == 0
+    assert [r[1] for r in w.server.received] == [
+        encode_message(from_message(Message(body=b, routing_key="q"))) for b in (b"a", b"b", b"c")]
+
+
+def test_receiver_settling_second_is_answered() -> None:
+    """rcv-settle-mode second: the receiver states its outcome unsettled and
+    waits for us; we settle, then the waiter has its answer."""
+    w = Wire()
+    w.server.settle_second = True
+    s = w.session()
+    _, p = w.publish(s, b"x", "q2")
+    assert p is not None and p.done and p.error is None
+    assert s.outstanding == 0
+
+
+def test_refused_link_fails_what_waits_and_the_session_goes_on() -> None:
+    w = Wire()
+    w.server.refuse["nope"] = Error(condition="amqp:not-found", description="no node")
+    s = w.session()
+    sub = s.subscribe("nope", _delivery)
+    p = sub.start()
+    w.pump()
+    assert p.done
+    with pytest.raises(ExecutionError) as ei:
+        p.result()
+    assert ei.value.error_code == 404
+    assert ei.value.error_info == {"condition": "amqp:not-found", "description": "no node"}
+    pub = s.transfer(b"x", routing_key="nope")
+    s.sender("nope")
+    w.pump()
+    with pytest.raises(ExecutionError):
+        s.can_publish(pub)
+    n, q = w.publish(s, b"fine", "elsewhere")  # the session goes on
+    assert q is not None and q.result() == n
+
+
+def test_credit_window_is_what_is_held() -> None:
+    """prefetch 4: the sender gets credit for 4 deliveries not settled; it
+    comes back in batches of 2 as they are settled."""
+    w = Wire()
+    s = w.session()
+    sub = s.subscribe("src", _delivery, prefetch=4)
+    sub.start()
+    w.pump()
+    link = w.server.senders["src"]
+    assert link.credit == 4
+    for i in range(4):
+        link.send(b"\x00Sw\xa0\x01" + bytes([48 + i]))  # amqp-value(binary 1 octet)
+    w.pump()
+    assert link.credit == 0 and len(sub.buffer) == 4
+    d1, d2 = sub.take(), sub.take()
+    assert d1 is not None and d2 is not None and d1.body == b"0"
+    s.settle([d1], "accept")
+    w.pump()
+    assert link.credit == 0  # one settled: less than a batch, and more is buffered
+    s.settle([d2], "accept")
+    w.pump()
+    assert link.credit == 2
+    assert [x.state for x in (d1.core, d2.core)] == [Accepted(), Accepted()]
+
+
+def test_drain_ends_with_no_credit() -> None:
+    w = Wire()
+    s = w.session()
+    sub = s.subscribe("empty", _delivery, prefetch=5)
+    sub.start()
+    w.pump()
+    p = sub.drain()
+    w.pump()
+    assert not p.done  # the sender has not answered the drain yet
+    w.server.senders["empty"].drained()  # nothing to send: credit used up
+    w.pump()
+    assert p.done and p.error is None and sub.link is not None and sub.link.credit == 0
+
+
+def test_dynamic_receiver_learns_its_address() -> None:
+    w = Wire()
+    s = w.session()
+    sub = s.subscribe(None, _delivery, dynamic=True)
+    p = sub.start()
+    w.pump()
+    assert p.result() == "dyn-1" == sub.address
+
+
+def test_transactions_declare_carry_and_discharge() -> None:
+    w = Wire()
+    s = w.session()
+    p = s.tx_select()
+    w.pump()
+    assert p.result() == b"tx1" and s.txn_id == b"tx1"
+    _, q = w.publish(s, b"in-tx", "tq")
+    assert q is not None and q.done
+    state = w.server.received[-1][2]
+    assert state is not None and state.txn_id == b"tx1"
+    c = s.tx_commit()
+    w.pump()
+    assert c.done and c.error is None
+    assert w.server.txns == [("declare", 1), ("discharge", b"tx1"), ("declare", 2)]
+    assert s.txn_id == b"tx2"
+    r = s.tx_rollback()
+    w.pump()
+    assert r.done and w.server.txns[-2:] == [("discharge-fail", b"tx2"), ("declare", 3)]
