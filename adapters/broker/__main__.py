@@ -67,6 +67,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                         "gets (default %(default)s, as RabbitMQ)")
     p.add_argument("--no-heartbeats", action="store_true",
                    help="offer no heartbeats (silent peers are then never detected)")
+    p.add_argument("--error-codes", choices=("qpidd", "xml"), default="qpidd",
+                   help="where qpidd and the 0-10 XML name different error codes (dtx "
+                        "misuse), answer with qpidd's or the XML's (default %(default)s)")
     lim = p.add_argument_group("limits", "what clients may make the broker hold")
     d = Limits()
     lim.add_argument("--max-connections", type=_count, default=d.connections, metavar="N",
@@ -224,7 +227,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m amqp_sansio_broke
                         heartbeat_min=None if args.no_heartbeats else args.heartbeat_min,
                         heartbeat_max=None if args.no_heartbeats else args.heartbeat_max,
                         limits=limits, trace_frames=args.trace_frames,
-                        data_dir=args.data_dir, data_sync=args.data_sync)
+                        data_dir=args.data_dir, data_sync=args.data_sync,
+                        error_codes=args.error_codes)
     except (OSError, ValueError, RuntimeError, sqlite3.Error) as e:
         return _fail(prog, f"cannot use the data directory {args.data_dir}: {e}")
     ctx = None

@@ -337,7 +337,7 @@ def summary_table(rows: Iterable[CaseRow] | Iterable[dict[str, Any]]) -> str:
 
 
 class EmbeddedBroker:
-    """``python -m amqp_sansio_broker --port 0`` in a subprocess."""
+    """``python -m amqp_sansio_broker --port 0 --error-codes xml`` in a subprocess."""
 
     def __init__(self, log: Path | None = None, host: str = "127.0.0.1") -> None:
         self.log_path = log
@@ -354,7 +354,9 @@ class EmbeddedBroker:
             log = open(self.log_path, "a", encoding="utf-8")  # noqa: SIM115 - kept by Popen
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "amqp_sansio_broker", "--host", self.host, "--port", "0"],
+            # The fuzzer judges codes by the XML, so the broker answers with the XML's.
+            [sys.executable, "-m", "amqp_sansio_broker", "--host", self.host, "--port", "0",
+             "--error-codes", "xml"],
             stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, text=True, env=env)
         if log is not subprocess.DEVNULL:
             log.close()
