@@ -489,8 +489,7 @@ class Connection:
             store.attach(self._principal(), session, self)
         self._write_control(channel, SessionAttach(name=name, force=force))
         if timeout is not None:
-            session.request_timeout(timeout)
-            session.timeout = timeout  # until the peer grants less
+            session.request_timeout(timeout, assume=True)
         if resumed:
             session.resume()
         return session

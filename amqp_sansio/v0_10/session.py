@@ -321,6 +321,7 @@ class Session:
         self.channel: int | None = None
         self._conn: SansIOConnection | None = None  # attached to (identity only)
         self._port: SessionPort | None = None  # ... and what it may ask of it
+        self._eager_known_completed = True
         self.replay_window = replay_window
         self.timeout: int | None = 0  # granted execution-state timeout, seconds
         self.failed = False  # an execution.exception was sent or received
@@ -461,10 +462,13 @@ class Session:
         port.write_control(self._ch, SessionFlush(expected=expected, confirmed=confirmed,
                                                   completed=completed))
 
-    def request_timeout(self, seconds: int | None) -> None:
-        """Ask the peer to keep this session's state for ``seconds`` after detach."""
+    def request_timeout(self, seconds: int | None, *, assume: bool = False) -> None:
+        """Ask the peer to keep this session's state for ``seconds`` after
+        detach (``assume``: count on it until the peer grants less)."""
         port = self._require_attached()
         port.write_control(self._ch, SessionRequestTimeout(timeout=seconds))
+        if assume:
+            self.timeout = seconds
 
     def detach(self) -> None:
         port = self._require_attached()
@@ -559,7 +563,7 @@ class Session:
             timely = len(self._in_completed.ranges) > _RANGES_BEFORE_TIMELY
             out.append(SessionCompleted(commands=self._in_completed.copy(), timely_reply=timely))
             self._completion_dirty = False
-        eager = self._port is None or self._port.eager_known_completed
+        eager = self._eager_known_completed
         if self._to_known and (eager or self._known_asked
                                or len(self._to_known.ranges) > _RANGES_BEFORE_KNOWN):
             # Known-completed answers every completed ("eager": both sides'
@@ -585,6 +589,7 @@ class Session:
         self._trace(inp)
         self._conn = conn
         self._port = port
+        self._eager_known_completed = port.eager_known_completed  # (a frozen setting)
         self.channel = channel
         self._go(inp, SessionState.ATTACHING if inp == "attach()" else SessionState.ATTACHED)
 

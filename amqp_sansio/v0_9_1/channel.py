@@ -214,6 +214,12 @@ class Channel:
 
     def __init__(self, port: ChannelPort, channel_id: int, state: ChannelState) -> None:
         self._port = port
+        # What the channel follows of its connection's (frozen) settings.
+        settings = port.settings
+        self._client = port.client
+        self._rabbit = settings.dialect == "rabbit"
+        self._strict_names = settings.strict_names
+        self._raise_when_blocked = settings.publish_when_blocked == "raise"
         self.id = channel_id
         self.state = state
         #: Requests we sent that await their reply, oldest first.
@@ -285,16 +291,8 @@ class Channel:
                                      "close the connection with 504)")
 
     @property
-    def _client(self) -> bool:
-        return self._port.client
-
-    @property
-    def _rabbit(self) -> bool:
-        return self._port.settings.dialect == "rabbit"
-
-    @property
     def _role(self) -> str:
-        return "client" if self._port.client else "server"
+        return "client" if self._client else "server"
 
     # -- sending ------------------------------------------------------------------
     def send(self, method: Method) -> None:
@@ -314,7 +312,7 @@ class Channel:
         if peer not in method.CHASSIS:
             raise LocalProtocolError(f"a {self._role} does not send {name}")
         self._check_sendable(name)
-        if self._port.settings.strict_names:
+        if self._strict_names:
             check_names(method)
         handler = _SEND_RULES.get(type(method))
         if handler is not None:
@@ -370,9 +368,9 @@ class Channel:
                                      "close the connection with 540)")
         if not self.flow_active:
             raise LocalProtocolError(f"the peer turned flow off on channel {self.id}")
-        if self._port.blocked and self._port.settings.publish_when_blocked == "raise":
+        if self._raise_when_blocked and self._port.blocked:
             raise LocalProtocolError("the connection is blocked by the broker")
-        if self._port.settings.strict_names:
+        if self._strict_names:
             check_names(method)
         self._port.write_content(self.id, method, properties, body)
         if self.confirms is not None:

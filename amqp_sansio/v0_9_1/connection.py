@@ -952,35 +952,24 @@ class _ChannelPort:
     """The seam a :class:`~.channel.Channel` is given (:class:`~.channel.ChannelPort`):
     these few calls are all a channel may ask of its connection."""
 
-    __slots__ = ("_conn",)
+    __slots__ = ("_conn", "client", "settings", "check_can_send", "peer_capability",
+                 "write_method", "write_content")
 
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
-
-    @property
-    def client(self) -> bool:
-        return self._conn._is_client
-
-    @property
-    def settings(self) -> ChannelSettings:
-        return self._conn.config
+        self.client: bool = conn._is_client
+        self.settings: ChannelSettings = conn.config
+        # The connection's own calls, bound (the per-message path: no extra call).
+        self.check_can_send: Callable[[], None] = conn._check_can_send
+        self.peer_capability: Callable[[str], bool] = conn._peer_capability
+        self.write_method: Callable[[int, Method], None] = conn._write_method
+        self.write_content: Callable[
+            [int, Method, Properties | None, bytes | bytearray | memoryview], None
+        ] = conn._write_content
 
     @property
     def blocked(self) -> bool:
         return self._conn.blocked
-
-    def check_can_send(self) -> None:
-        self._conn._check_can_send()
-
-    def peer_capability(self, name: str) -> bool:
-        return self._conn._peer_capability(name)
-
-    def write_method(self, channel: int, method: Method) -> None:
-        self._conn._write_method(channel, method)
-
-    def write_content(self, channel: int, method: Method, properties: Properties | None,
-                      body: bytes | bytearray | memoryview) -> None:
-        self._conn._write_content(channel, method, properties, body)
 
     def ended(self, channel: Channel) -> None:
         conn = self._conn
