@@ -1107,35 +1107,34 @@ class BrokerConnection:
         b = self.broker
         for e in events:
             self.events_seen += 1
-            t = type(e)
-            if t is ev.MessageReceived or t is ev.CommandReceived:
+            if isinstance(e, ev.MessageReceived | ev.CommandReceived):
                 self._execute(e)
-            elif t is ev.CommandsCompleted:
-                s = self.conn.sessions.get(e.channel)  # type: ignore[attr-defined]
+            elif isinstance(e, ev.CommandsCompleted):
+                s = self.conn.sessions.get(e.channel)
                 if s is not None:
                     self._drain_outbox(s)
                     self._redispatch(s)
-            elif t is ev.SessionResumed:
-                self._on_resumed(e)  # type: ignore[arg-type]
-            elif t is ev.SessionAttached:
-                self._on_attached(e)  # type: ignore[arg-type]
-            elif t is ev.SessionDetached:
-                self._on_detached(e)  # type: ignore[arg-type]
-            elif t is ev.ConnectionOpened:
+            elif isinstance(e, ev.SessionResumed):
+                self._on_resumed(e)
+            elif isinstance(e, ev.SessionAttached):
+                self._on_attached(e)
+            elif isinstance(e, ev.SessionDetached):
+                self._on_detached(e)
+            elif isinstance(e, ev.ConnectionOpened):
                 b.unauthenticated.discard(self)
                 log.info("connection from %s opened: user %s, vhost %r, %s, heartbeat %s",
                          self._who, _quoted(self.conn.identity), self.conn.virtual_host,
                          self.conn.mechanism, f"{self.conn.heartbeat} s"
                          if self.conn.heartbeat else "off")
-            elif t is ev.HeartbeatTimeout:
+            elif isinstance(e, ev.HeartbeatTimeout):
                 log.info("connection from %s: heartbeat timeout (silent %.0f s)",
-                         self._who, e.idle)  # type: ignore[attr-defined]
-            elif t is ev.ProtocolViolation:
+                         self._who, e.idle)
+            elif isinstance(e, ev.ProtocolViolation):
                 log.warning("connection from %s: %s violation %s: %s", self._who,
-                            e.scope, e.code, e.message)  # type: ignore[attr-defined]
-            elif t is ev.ConnectionClosed and e.by_peer:  # type: ignore[attr-defined]
+                            e.scope, e.code, e.message)
+            elif isinstance(e, ev.ConnectionClosed) and e.by_peer:
                 log.info("connection from %s closed by the peer (%s%s)", self._who,
-                         e.code, f": {e.text}" if e.text else "")  # type: ignore[attr-defined]
+                         e.code, f": {e.text}" if e.text else "")
         if self.conn.closed:
             self._end(now)
         b.flush_touched(self)
