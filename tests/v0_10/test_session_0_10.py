@@ -564,9 +564,11 @@ def _kill(net: Net, at: float = 1.0) -> None:
     assert of_type(net.feed("server", b"", now=at), ev.ConnectionLost)
 
 
-@pytest.mark.parametrize("seed", [None, 1, 2, 3, 4])
-def test_resume_after_transport_loss_delivers_each_command_once(seed: int | None) -> None:
-    rng = random.Random(seed)
+def resume_after_loss(seed: int | None, cut_at: Callable[[int], int]) -> int:
+    """Commands in flight when the transport dies: ``cut_at(n)`` of the ``n``
+    octets the client has just written reach the server (the rest are lost
+    with it); resuming on a new transport delivers each command once.
+    ``seed``: chunk every write at random.  Returns ``n``."""
     stores = Stores()
     net = stores.net(seed)
     cs, ss = net.sessions(b"r", timeout=60)
@@ -580,8 +582,9 @@ def test_resume_after_transport_loss_delivers_each_command_once(seed: int | None
     sent += [cs.send(q(f"m{i}")) for i in range(5)]
     # Part of the stream reaches the server, then the transport dies.
     data = net.client.data_to_send()
-    cut = rng.randint(0, len(data))
-    delivered += received_ids(net.feed("server", data[:cut]))
+    cut = cut_at(len(data))
+    if cut:  # (b"" would be the EOF itself)
+        delivered += received_ids(net.feed("server", data[:cut]))
     _kill(net)
     assert len(stores.client) == 1 and len(stores.server) == 1
     assert cs.state is ss.state is SessionState.DETACHED
@@ -614,6 +617,23 @@ def test_resume_after_transport_loss_delivers_each_command_once(seed: int | None
     assert nxt == sent[-1] + 1
     _, se = net2.pump()
     assert received_ids(se) == [nxt]
+    return len(data)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_resume_after_transport_loss_delivers_each_command_once(seed: int) -> None:
+    rng = random.Random(seed)
+    resume_after_loss(seed, lambda n: rng.randint(0, n))
+
+
+def test_resume_after_transport_loss_wherever_the_stream_is_cut() -> None:
+    """Every octet boundary: none of the stream, all of it, mid-frame."""
+    total = resume_after_loss(None, lambda n: n)
+    for cut in range(total):
+        try:
+            resume_after_loss(None, lambda n, c=cut: c)
+        except AssertionError as e:
+            raise AssertionError(f"stream cut after {cut} of {total} octets") from e
 
 
 def test_resume_after_detach_with_timeout() -> None:
