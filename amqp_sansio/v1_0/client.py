@@ -105,6 +105,7 @@ CONDITION_CODES = {
     "amqp:link:message-size-exceeded": 506,
 }
 _REJECTED, _RELEASED, _MODIFIED = 1, 2, 3
+_ACCEPTED = Accepted()  # the state plain accepts share (batched per subscription)
 
 
 def _link_error(what: str, err: Error | None) -> ExecutionError:
@@ -495,7 +496,7 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
                 raise LocalProtocolError(f"delivery {d.command_id} is already settled")
         outcome: Any
         if how == "accept":
-            outcome = Accepted()
+            outcome = _ACCEPTED
         elif how == "reject":
             outcome = Rejected(error=Error(condition="amqp:not-allowed", description=text)
                                if text else None)
@@ -509,22 +510,24 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
             raise LocalProtocolError(f"cannot settle by {how!r}")
         self.check()
         state = transactional(self.txn_id, outcome) if self.txn_id is not None else outcome
-        touched: list[ClientSubscription[Any]] = []
+        by_sub: dict[int, tuple[ClientSubscription[Any], list[ClientDelivery]]] = {}
+        for d in ds:
+            by_sub.setdefault(id(d.sub), (d.sub, []))[1].append(d)
         try:
-            for d in ds:
-                core = d.core
-                if d.sub.settle_second:
-                    core.update(state)
+            for sub, group in by_sub.values():
+                if state is _ACCEPTED and not sub.settle_second:
+                    sub.to_accept.extend(d.core for d in group)  # batched (flush)
                 else:
-                    core.settle(state)
-                d.settled = True
-                if d.sub not in touched:
-                    touched.append(d.sub)
+                    sub.send_accepts()  # in order
+                    group[0].core.link.dispose_many([d.core for d in group], state,
+                                                    settled=not sub.settle_second)
+                for d in group:
+                    d.settled = True
         except LocalProtocolError:
             self.check()
             raise
-        for sub in touched:
-            sub.settled_some(sum(1 for d in ds if d.sub is sub))
+        for sub, group in by_sub.values():
+            sub.settled_some(len(group))
 
     # -- transactions ------------------------------------------------------------------------
     def tx_select(self) -> Pending[Any]:
@@ -744,6 +747,7 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
         self.error: AMQPError | None = None
         self._ready: Pending[Any] = Pending()
         self.held = 0  # deliveries received and not settled (or not handed out)
+        self.to_accept: list[CoreDelivery] = []  # accepted, the disposition not sent yet
         self.batch = max(1, self.window // 2)  # credit is topped up by this much at least
         self._drain: Pending[Any] | None = None
         self._detached: Pending[Any] | None = None
@@ -821,18 +825,29 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
     def settled_some(self, n: int) -> None:
         """``n`` deliveries no longer count against the window."""
         self.held -= n
-        if not self.buffer or self.window - self.held - self._credit() >= self.batch:
+        if (not self.buffer or len(self.to_accept) >= self.batch
+                or self.window - self.held - self._credit() >= self.batch):
             self.flush()
 
     def _credit(self) -> int:
         return self.link.credit if self.link is not None else 0
 
+    def send_accepts(self) -> None:
+        """The accepts batched so far: one disposition per run of ids."""
+        if self.to_accept and self.link is not None and self.session.error is None:
+            ds, self.to_accept = self.to_accept, []
+            self.link.dispose_many(ds, _ACCEPTED, settled=True)
+
     def flush(self) -> None:
-        """Top the credit up to the window less what we hold (one flow, when
-        it grows by a batch or the sender has none left)."""
+        """Send the batched accepts, then top the credit up to the window
+        less what we hold (one flow, when it grows by a batch or the sender
+        has none left)."""
         link = self.link
-        if link is None or self.cancelled or self.session.error is not None or (
+        if link is None or self.session.error is not None or (
                 link.state.name != "ATTACHED"):
+            return
+        self.send_accepts()
+        if self.cancelled:
             return
         want = self.window - self.held
         # a batch at a time; or whatever is due once the application has
@@ -870,6 +885,7 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
         s = self.session
         if self.cancelled:
             return None
+        self.flush()  # batched accepts go out while the link is attached
         self.cancelled = True
         self.end()
         link = self.link

@@ -666,12 +666,19 @@ class Link:
 
     def dispose(self, d: Delivery, state: Any, *, settled: bool) -> None:
         """Send a disposition for one delivery of this link."""
-        if d.link is not self:
-            raise local_error(f"delivery {d.id} is not of link {self.name!r}")
-        if d.settled:
-            raise local_error(f"delivery {d.id} is settled already")
-        if d.outgoing is False and not d.complete:
-            raise local_error(f"delivery {d.id} has not arrived whole")
+        self.dispose_many((d,), state, settled=settled)
+
+    def dispose_many(self, ds: Any, state: Any, *, settled: bool) -> None:
+        """The same state for several deliveries of this link: one
+        disposition per run of consecutive delivery ids (first..last)."""
+        ds = list(ds)
+        for d in ds:
+            if d.link is not self:
+                raise local_error(f"delivery {d.id} is not of link {self.name!r}")
+            if d.settled:
+                raise local_error(f"delivery {d.id} is settled already")
+            if d.outgoing is False and not d.complete:
+                raise local_error(f"delivery {d.id} has not arrived whole")
         if state is not None and not self.is_sender:
             src = self.source
             allowed = src.outcomes if isinstance(src, Source) else None
@@ -682,12 +689,26 @@ class Link:
                                   f"{list(allowed)}")
         self._check("send:frame")
         self._go("send:frame")
-        d.state = state
-        if settled:
-            d.settled = True
-            self.unsettled_deliveries.pop(d.tag, None)
-            self._seam.untrack(d)
-        if settled and d.remote_settled:
-            return  # both settled: nothing to tell
-        self._seam.write(Disposition(role=self.role, first=d.id, settled=settled, state=state,
-                                     batchable=d.batchable))
+        told: list[Delivery] = []
+        for d in ds:
+            d.state = state
+            if settled:
+                d.settled = True
+                self.unsettled_deliveries.pop(d.tag, None)
+                self._seam.untrack(d)
+            if not (settled and d.remote_settled):  # both settled: nothing to tell
+                told.append(d)
+        if len(told) > 1:
+            base = told[0].id
+            told.sort(key=lambda d: serial_diff(base, d.id))
+        i = 0
+        while i < len(told):
+            j = i
+            while j + 1 < len(told) and told[j + 1].id == serial_add(told[j].id, 1):
+                j += 1
+            first, last = told[i], told[j]
+            self._seam.write(Disposition(role=self.role, first=first.id,
+                                         last=last.id if j > i else None, settled=settled,
+                                         state=state,
+                                         batchable=all(d.batchable for d in told[i:j + 1])))
+            i = j + 1

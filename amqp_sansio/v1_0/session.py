@@ -445,6 +445,13 @@ class Session:
                     outgoing_window=self.config.outgoing_window, echo=echo, **kw)
 
     def _send_delivery(self, link: Link, first: Transfer, payload: bytes, more: bool) -> int:
+        # the common case, a small message in one frame: a transfer without a
+        # state encodes in under 100 octets besides its tag (at most 32)
+        if first.state is None and len(payload) + 150 <= self._out.max_frame_size:
+            if first.more != more:
+                first = attrs.evolve(first, more=more)
+            self._queue_transfer(first, payload)
+            return 1
         # room for payload beside the performative in its largest form (more set)
         room = self._out.max_frame_size - 8 - len(_encoded(attrs.evolve(first, more=True)))
         if room <= 0:
