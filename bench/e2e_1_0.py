@@ -41,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 import peers_1_0 as peers  # noqa: E402
+
 from amqp_sansio_socket import connect  # noqa: E402
 
 

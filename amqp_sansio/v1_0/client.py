@@ -47,7 +47,7 @@ from __future__ import annotations
 
 __all__ = ["MAX_IN_FLIGHT", "MECHANISMS", "CONDITION_CODES", "connection", "address_for",
            "ClientConnection", "ClientSession", "ClientSubscription", "ClientDelivery",
-           "Publish", "ConnectionView", "SessionView", "SubscriptionView"]
+           "Publish", "Resend", "SessionCarry", "ConnectionView", "SessionView", "SubscriptionView"]
 
 import itertools
 from collections.abc import Callable, Iterable
@@ -63,6 +63,7 @@ from ..events import ChannelEvent, Event, ProtocolViolation
 from ..exceptions import (
     AMQPError,
     ConnectionClosedError,
+    ConnectionLostError,
     ExecutionError,
     MessageRejectedError,
     SessionError,
@@ -153,6 +154,9 @@ class ClientConnection(base.ClientConnection[CoreConnection, "ClientSession"]):
     """An AMQP 1.0 client connection's policy (see the module docstring)."""
 
     PROTOCOL = "1.0"
+    #: keep unsettled publishes (and their waiters) when the transport is
+    #: lost, to send them again on a new connection (:meth:`resume`)
+    recoverable = False
 
     @property
     def lax_credit(self) -> bool:
@@ -172,6 +176,30 @@ class ClientConnection(base.ClientConnection[CoreConnection, "ClientSession"]):
         s = ClientSession(self, core, label or f"session-{core.channel}")
         self.sessions[core.channel] = s
         return s
+
+    def resume(self, carry: SessionCarry) -> tuple[ClientSession, dict[int, Any]]:
+        """Begin a session in place of a lost one: its receiving links
+        attached again with the same names and options, its unsettled
+        publishes sent again (at-least-once; their numbers go to
+        ``resent``), its numbering carried on.  Returns the session and
+        {id(old subscription): new one}.  1.0's link resumption (attach with
+        the ``unsettled`` map) is not used: none of the peers here keeps
+        link state across connections."""
+        s = self.open_session(carry.name)
+        s._published = carry.published
+        s.rejected.update(carry.rejected)
+        s._resend = list(carry.resend)
+        subs: dict[int, Any] = {}
+        for old in carry.subscriptions:
+            new = ClientSubscription(s, "" if old.dynamic else old.address, old.destination,
+                                     old.prefetch, old.accept_mode, old.maker,
+                                     dynamic=old.dynamic, browse=old.browse,
+                                     filter=old.filter, settle_second=old.settle_second)
+            s.subs[new.destination] = new
+            subs[id(old)] = new
+            new.start()
+        s.pump_resends()  # attaches the senders; the rest goes as credit comes
+        return s, subs
 
     def _close_core(self, code: int, text: str | None) -> None:
         err = None if code == 200 else Error(condition="amqp:internal-error",
@@ -257,14 +285,38 @@ class Publish:
 class _Sender:
     """A sending link of a session (one per address)."""
 
-    __slots__ = ("link", "ready", "waiters", "numbers", "error")
+    __slots__ = ("link", "ready", "waiters", "numbers", "payloads", "error")
 
     def __init__(self, link: Link) -> None:
         self.link = link
         self.ready: Pending[Any] = Pending()
         self.waiters: dict[int, Pending[Any]] = {}  # delivery id -> waiter
         self.numbers: dict[int, int] = {}  # delivery id -> publish number
+        self.payloads: dict[int, bytes] = {}  # delivery id -> octets, until settled
         self.error: AMQPError | None = None
+
+
+@attrs.frozen(slots=True)
+class Resend:
+    """An unsettled publish of a lost connection, to send again."""
+
+    address: str
+    payload: bytes
+    number: int
+    waiter: Pending[Any] | None
+
+
+@attrs.frozen
+class SessionCarry:
+    """What a session lost with its connection leaves for a new one: its
+    unsettled publishes (in the order sent) and its receiving links."""
+
+    name: str
+    resend: tuple[Resend, ...]
+    subscriptions: tuple[ClientSubscription[Any], ...]
+    published: int
+    rejected: dict[int, tuple[int, str | None]]
+    void: int  # deliveries received and not settled: the broker sends them again
 
 
 # ---------------------------------------------------------------- sessions
@@ -289,6 +341,10 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         self._syncs: list[Pending[Any]] = []
         self._published = 0
         self._names = itertools.count(1)
+        #: publish numbers sent again after a lost connection (at-least-once:
+        #: the broker may have taken the first copy too)
+        self.resent: list[int] = []
+        self._resend: list[Resend] = []
         # transactions
         self._controller: Controller | None = None
         self.txn_id: bytes | None = None
@@ -305,7 +361,8 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
     @property
     def outstanding(self) -> int:
         """Publishes not yet settled by the receiver."""
-        return sum(len(s.link.unsettled_deliveries) for s in self._senders.values())
+        return len(self._resend) + sum(len(s.link.unsettled_deliveries)
+                                       for s in self._senders.values())
 
     def all_completed(self) -> bool:
         self.check()
@@ -402,6 +459,7 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         if p.settled:
             return n, None
         s.numbers[d.id] = n
+        s.payloads[d.id] = p.payload
         if not wait:
             self._sizes[d.id] = len(p.payload)
             self.in_flight += len(p.payload)
@@ -419,6 +477,7 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         if not (e.settled or d.settled):
             return
         n = s.numbers.pop(d.id, 0)
+        s.payloads.pop(d.id, None)
         size = self._sizes.pop(d.id, None)
         if size is not None:
             self.in_flight -= size
@@ -607,6 +666,53 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
                 self._pending.discard(p)
                 p.fail(err)
 
+    # -- recovery -------------------------------------------------------------------------
+    def carry(self) -> SessionCarry:
+        """What this session, lost with its connection, leaves to
+        :meth:`ClientConnection.resume`: unsettled publishes in the order
+        sent (their waiters wait on when the connection was
+        ``recoverable``), its receiving links, its numbering."""
+        resend = []
+        for address, snd in self._senders.items():
+            for did, payload in snd.payloads.items():
+                resend.append(Resend(address, payload, snd.numbers.get(did, 0),
+                                     snd.waiters.get(did)))
+        resend.sort(key=lambda r: r.number)
+        resend = list(self._resend) + resend  # never sent again yet, first
+        subs = tuple(sub for sub in self.subs.values() if sub.started and not sub.cancelled)
+        void = sum(sub.held for sub in subs)
+        return SessionCarry(self.name, tuple(resend), subs, self._published,
+                            dict(self.rejected), void)
+
+    def pump_resends(self) -> None:
+        """Send again what a lost connection left unsettled, as links and
+        credit allow (in order)."""
+        while self._resend and self.error is None:
+            r = self._resend[0]
+            snd = self.sender(r.address)
+            if snd.error is not None:
+                self._resend.pop(0)
+                if r.waiter is not None:
+                    r.waiter.fail(snd.error)
+                continue
+            if not snd.ready.done or snd.link.credit <= 0:
+                return
+            self._resend.pop(0)
+            d = snd.link.send(r.payload, settled=False)
+            snd.numbers[d.id] = r.number
+            snd.payloads[d.id] = r.payload
+            self.resent.append(r.number)
+            if r.waiter is not None:
+                snd.waiters[d.id] = self._track(r.waiter)
+            else:
+                self._sizes[d.id] = len(r.payload)
+                self.in_flight += len(r.payload)
+
+    @property
+    def resending(self) -> int:
+        """Publishes of a lost connection not sent again yet."""
+        return len(self._resend)
+
     # -- lifecycle -------------------------------------------------------------------------
     @property
     def ended(self) -> Pending[None]:
@@ -630,12 +736,18 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
             self.core.end()
 
     def fail(self, err: AMQPError) -> None:
+        keep = self.conn.recoverable and isinstance(err, ConnectionLostError)
+        if keep:  # publishes waiting for their outcome wait on, for carry()
+            for snd in self._senders.values():
+                for p in snd.waiters.values():
+                    self._pending.discard(p)
         super().fail(err)
         self._ended.resolve(None)
         for s in self._senders.values():
-            waiters, s.waiters = s.waiters, {}
-            for p in waiters.values():
-                p.fail(err)
+            if not keep:
+                waiters, s.waiters = s.waiters, {}
+                for p in waiters.values():
+                    p.fail(err)
             s.ready.fail(err)
         syncs, self._syncs = self._syncs, []
         for p in syncs:
@@ -664,6 +776,8 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
                 if isinstance(s, _Sender):
                     self._on_outcome(s, e)
             case ev.LinkFlow():
+                if self._resend:
+                    self.pump_resends()
                 x = self._by_link.get(id(e.link))
                 if isinstance(x, ClientSubscription):
                     x.on_flow(e)
@@ -676,6 +790,8 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
                 if isinstance(x, _Sender):
                     self._pending.discard(x.ready)
                     x.ready.resolve(getattr(x.link.target, "address", None))
+                    if self._resend:
+                        self.pump_resends()
                 elif isinstance(x, ClientSubscription):
                     x.on_attached()
                 self._woken()
@@ -737,6 +853,7 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
         ack = mode is AcceptMode.EXPLICIT
         super().__init__(session, address, name, prefetch, mode,
                          lambda e: make_delivery(session, self, ack, e))
+        self.maker = make_delivery
         self.address = address
         self.dynamic = dynamic
         self.browse = browse

@@ -10,14 +10,17 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import pytest
 import trio
-from peers_1_0 import Server, proton, rhea
+from certs import make_ca, needs_openssl
+from peers_1_0 import Server, proton, require_rhea, rhea, running, start_rhea_server
 from rabbitmq import Node
 
 from amqp_sansio_trio import (
     AuthenticationError,
+    ConnectError,
     Message,
     SessionError,
     client_1_0,
@@ -210,3 +213,25 @@ async def test_request_reply_through_a_dynamic_node(server: str,
                 assert cid == b"c1".ljust(16, b"\x00")
             else:
                 assert cid == b"c1"
+
+
+@needs_openssl
+async def test_amqps_with_tls_and_a_certificate_check(tmp_path: Path) -> None:
+    """amqps:// to rhea listening with TLS (a throwaway CA): the handshake
+    checks the server's certificate against ``cafile``, then AMQP 1.0 runs
+    over it; without the CA the connection is refused (ConnectError)."""
+    require_rhea()
+    ca = make_ca(tmp_path / "ca")
+    with running(lambda: start_rhea_server(ca.issue("localhost", server=True))) as srv:
+        url = f"amqps://127.0.0.1:{srv.port}?protocol=1.0&cafile={ca.cafile}"
+        with trio.fail_after(20):
+            async with open_connection(url) as conn, conn.session() as s:
+                assert isinstance(conn, client_1_0.Connection)
+                await s.publish(b"secret", routing_key="tls-q")
+                async with s.subscribe("tls-q") as sub:
+                    d = await sub.get()
+                    assert d.body == b"secret"
+                    await d.accept()
+            with pytest.raises(ConnectError):
+                async with open_connection(f"amqps://127.0.0.1:{srv.port}?protocol=1.0"):
+                    pass

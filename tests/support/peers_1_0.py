@@ -113,9 +113,11 @@ def _listening(port: int) -> bool:
     return False
 
 
-def start_rhea_server() -> Server:
-    """rhea's container listening on a free port (it says which)."""
-    proc = subprocess.Popen(["node", str(RHEA_SCRIPT), "server", "--port", "0"],
+def start_rhea_server(tls: tuple[Path, Path] | None = None) -> Server:
+    """rhea's container listening on a free port (it says which); with
+    ``tls`` = (certfile, keyfile), amqps (TLS first)."""
+    extra = ["--tls-cert", str(tls[0]), "--tls-key", str(tls[1])] if tls else []
+    proc = subprocess.Popen(["node", str(RHEA_SCRIPT), "server", "--port", "0", *extra],
                             env=_node_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             stdin=subprocess.DEVNULL)
     assert proc.stdout is not None

@@ -1,7 +1,7 @@
 // rhea (npm) as an AMQP 1.0 peer for the tests and bench: a small broker,
 // a sender and a receiver.  One JSON line on stdout says what happened.
 //
-//   node rhea_peer_1_0.js server  [--port 0]            -> {"listening": PORT}, then serves
+//   node rhea_peer_1_0.js server  [--port 0] [--tls-cert F --tls-key F]  -> {"listening": PORT}
 //   node rhea_peer_1_0.js send    --port P --address A --count N [--size S] [--settled]
 //   node rhea_peer_1_0.js receive --port P --address A --count N [--credit C]
 //   node rhea_peer_1_0.js request --port P --count N   (to a dynamic node and back)
@@ -154,7 +154,13 @@ function server() {
   container.on('connection_close', forget);
   container.on('disconnected', forget);
   container.on('error', () => {});
-  const listener = container.listen({ host, port });
+  const listen = { host, port };
+  if (opt['tls-cert']) {  // amqps: TLS before the AMQP header
+    const fs = require('fs');
+    Object.assign(listen, { transport: 'tls', cert: fs.readFileSync(opt['tls-cert']),
+      key: fs.readFileSync(opt['tls-key']) });
+  }
+  const listener = container.listen(listen);
   listener.on('listening', () => report({ listening: listener.address().port }));
   process.on('SIGTERM', () => { listener.close(); process.exit(0); });
 }
