@@ -401,7 +401,9 @@ class ClientConnection(Generic[CoreT, SessionT]):
             if isinstance(e, ChannelEvent):
                 s = sessions.get(e.channel)
                 if s is not None:
-                    s.handle(e)
+                    handler = s.EVENTS.get(type(e))
+                    if handler is not None:
+                        handler(s, e)
             elif isinstance(e, ConnectionOpened):
                 self._on_opened(e)
             elif isinstance(e, ConnectionClosed):
@@ -571,10 +573,11 @@ class ClientSessionBase(Generic[SubT]):
             for sub in list(self.subs.values()):
                 sub.flush()
 
+    #: This session's (channel's) events and what handles each (the
+    #: protocol's table: one dispatch, by type).
+    EVENTS: ClassVar[dict[type[ChannelEvent], Callable[[Any, Any], None]]] = {}
+
     # -- what every protocol's session offers (the protocols fill them in) ----------
-    def handle(self, e: ChannelEvent) -> None:
-        """One of this session's (channel's) events."""
-        raise NotImplementedError
 
     @property
     def outstanding(self) -> int:

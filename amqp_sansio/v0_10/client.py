@@ -34,9 +34,10 @@ __all__ = ["DEFAULT_HEARTBEAT", "MAX_IN_FLIGHT", "Carry", "connection", "Session
            "SubscriptionView", "ClientConnection", "ClientDelivery", "ClientSession",
            "ClientSubscription", "Transfer"]
 
+import functools
 import uuid
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import attrs
 
@@ -44,7 +45,7 @@ from .. import client as base
 from .. import sasl
 from ..client import INFO, WARNING, AcceptMode, Pending
 from ..errors import LocalProtocolError
-from ..events import ChannelEvent, Event
+from ..events import Event
 from ..exceptions import (
     AMQPError,
     ConnectError,
@@ -65,8 +66,8 @@ from .messages import Rejections, from_event, to_transfer, transfer_octets
 from .session import Session as CoreSession
 from .session import SessionState, SessionStore
 
-#: Octets of published transfers awaiting completion above which a publisher
-#: waits (a pipelined publisher's memory bound).
+#: Body octets of published transfers awaiting completion above which a
+#: publisher waits (a pipelined publisher's memory bound).
 MAX_IN_FLIGHT = 16 << 20
 #: Heartbeat interval asked for when the caller names none, seconds (what
 #: RabbitMQ proposes), clamped into the broker's range: a silent broker is
@@ -86,15 +87,18 @@ class Carry:
     to_release: SequenceSet = attrs.field(factory=SequenceSet)
 
 
-@attrs.frozen(slots=True)
-class Transfer:
-    """A publish, built: the command, its headers and body, its credit cost."""
+class Transfer(NamedTuple):
+    """A publish, built: the command, its headers and body."""
 
     command: spec.MessageTransfer
     headers: tuple[Struct, ...]
     body: bytes
-    octets: int
     confirm: bool
+
+    def octets(self) -> int:
+        """What it costs in byte credit (its header segment is encoded for
+        that: asked only when the broker grants byte credit)."""
+        return transfer_octets(self.headers, self.body)
 
 
 # ---------------------------------------------------------------- connecting
@@ -156,7 +160,10 @@ class ClientDelivery(base.ClientDelivery):
     _decode = staticmethod(from_event)
 
     def __init__(self, sub: ClientSubscription[Any], event: ev.MessageReceived) -> None:
-        super().__init__(event)
+        # The base's fields set here too: one call per delivery, not two.
+        self.event = event
+        self.settled = False
+        self._message: Message | None = None
         self.sub = sub
 
     @property
@@ -209,7 +216,7 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         self.rejected = Rejections()
         self.ready: Pending[None] = self._track(Pending())
         self._ended: Pending[None] = Pending()
-        self.in_flight = 0  # octets of published transfers awaiting completion
+        self.in_flight = 0  # body octets of published transfers awaiting completion
         self._attached = False
         self._waiters: dict[int, Pending[Any]] = {}  # command id -> its answer
         self._results: dict[int, Any] = {}  # command id -> result (waited-for ids only)
@@ -362,17 +369,22 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         """Build a publish (nothing is sent)."""
         cmd, headers, body = to_transfer(base.as_message(message, routing_key), exchange,
                                          explicit_accept=confirm)
-        return Transfer(cmd, headers, body, transfer_octets(headers, body), confirm)
+        return Transfer(cmd, headers, body, confirm)
 
     def can_publish(self, t: Transfer) -> bool:
-        """``t`` may be sent now: credit, replay window, octets in flight
-        (raises the session's error if it is over)."""
-        if not self.has_room():
+        """``t`` may be sent now: the broker's credit, the replay window, the
+        body octets in flight -- or the session is over, which
+        :meth:`publish` then raises."""
+        if self.error is not None:
+            return True
+        core = self.core
+        if core.outstanding >= core.replay_window:
+            self._ask_completions()
             return False
-        credit = self.core.credit(t.command.destination or "")
-        if credit is not None and not credit.can_send(t.octets):
+        credit = core.credit(t.command.destination or "")
+        if credit is not None and not credit.can_send(t.octets()):
             return False
-        if self.in_flight and self.in_flight + t.octets > MAX_IN_FLIGHT:
+        if self.in_flight and self.in_flight + len(t.body) > MAX_IN_FLIGHT:
             self._ask_completions()
             return False
         return True
@@ -381,10 +393,17 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         """Send ``t``: its command id, and what to wait for if ``wait`` --
         answered when the broker completed it (and, with ``confirm``,
         failed with :class:`MessageRejectedError` if it rejected it)."""
-        cid = self.send(t.command, sync=wait, headers=t.headers, body=t.body)
+        if self.error is not None:
+            raise self.error
+        try:
+            cid = self.core.send(t.command, sync=wait, headers=t.headers, body=t.body)
+        except LocalProtocolError:
+            self.check()  # the session or connection died: say that instead
+            raise
         if not wait:
-            self._sizes[cid] = t.octets
-            self.in_flight += t.octets
+            n = len(t.body)
+            self._sizes[cid] = n
+            self.in_flight += n
             return cid, None
         if t.confirm:
             self._confirmed.add(cid)
@@ -433,15 +452,12 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
                text: str | None = None, redelivered: bool = False) -> None:
         """Accept, reject or release deliveries of this session (``how``);
         accepts are batched per subscription, the others go out at once."""
-        ds = list(deliveries)
+        if how == "accept" and type(deliveries) is tuple and len(deliveries) == 1:
+            self._accept(deliveries[0])  # one delivery's accept(): the common case
+            return
+        ds = deliveries if isinstance(deliveries, (tuple, list)) else list(deliveries)
         for d in ds:
-            if d.sub.session is not self:
-                raise LocalProtocolError("the delivery belongs to another session")
-            if not d.ack:
-                raise LocalProtocolError("deliveries of an accept_mode='none' subscription "
-                                         "need no settling")
-            if d.settled:
-                raise LocalProtocolError(f"delivery {d.command_id} is already settled")
+            self._settleable(d)
         if how not in ("accept", "reject", "release"):
             raise LocalProtocolError(f"cannot settle by {how!r}")
         self.check()
@@ -450,7 +466,7 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
             touched: list[ClientSubscription[Any]] = []
             for d in ds:
                 d.settled = True
-                cid = d.command_id
+                cid = d.event.command_id
                 core.complete(cid)  # completion before the accept (as qpid does)
                 sub = d.sub
                 sub.settled(d)
@@ -473,6 +489,29 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
             self.send(spec.MessageReject(transfers=ids, code=code, text=text))
         elif how == "release":
             self.send(spec.MessageRelease(transfers=ids, set_redelivered=redelivered))
+
+    def _settleable(self, d: ClientDelivery) -> None:
+        if d.sub.session is not self:
+            raise LocalProtocolError("the delivery belongs to another session")
+        if not d.ack:
+            raise LocalProtocolError("deliveries of an accept_mode='none' subscription "
+                                     "need no settling")
+        if d.settled:
+            raise LocalProtocolError(f"delivery {d.command_id} is already settled")
+
+    def _accept(self, d: ClientDelivery) -> None:
+        """:meth:`settle` of one delivery by accept."""
+        sub = d.sub
+        if sub.session is not self or not sub.ack or d.settled:
+            self._settleable(d)
+        if self.error is not None:
+            raise self.error
+        d.settled = True
+        cid = d.event.command_id
+        self.core.complete(cid)  # completion before the accept (as qpid does)
+        sub.settled(d)
+        sub.to_accept(cid)
+        sub.accepts_added()
 
     # -- lifecycle -----------------------------------------------------------------------
     @property
@@ -533,11 +572,6 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         self.ready.resolve(None)
 
     # -- events ---------------------------------------------------------------------------
-    def handle(self, e: ChannelEvent) -> None:
-        handler = _SESSION_EVENTS.get(type(e))
-        if handler is not None:
-            handler(self, e)
-
     def on_exception(self, e: ev.ExceptionReceived) -> None:
         self.fail(ExecutionError(e.error_code, e.description, command_id=e.command_id,
                                  class_code=e.class_code, command_code=e.command_code,
@@ -640,8 +674,7 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
                                         f"{err.message}")
 
 
-#: A session's events and what handles them (one dispatch, by type).
-_SESSION_EVENTS: dict[type[ChannelEvent], Callable[[ClientSession, Any], None]] = {
+ClientSession.EVENTS = {
     ev.MessageReceived: ClientSession.on_message,
     ev.CommandsCompleted: ClientSession.on_completed,
     ev.ResultReceived: ClientSession.on_result,
@@ -667,7 +700,7 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
                  make_delivery: Callable[[ClientSubscription[D], ev.MessageReceived], D],
                  ) -> None:
         super().__init__(session, queue, destination, prefetch, mode,
-                         lambda e: make_delivery(self, e))
+                         functools.partial(make_delivery, self))
         self.flow_mode = flow_mode
         self._exclusive = exclusive
         self._arguments = arguments

@@ -35,6 +35,7 @@ __all__ = ["MAX_IN_FLIGHT", "MECHANISMS", "connection", "ConnectionView", "Sessi
            "SubscriptionView", "ClientChannel", "ClientConnection", "ClientDelivery",
            "ClientSubscription", "Publish", "Returned"]
 
+import functools
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
@@ -44,7 +45,7 @@ from .. import client as base
 from .. import sasl
 from ..client import INFO, WARNING, AcceptMode, Pending
 from ..errors import LocalProtocolError
-from ..events import ChannelEvent, Event
+from ..events import Event
 from ..exceptions import (
     AMQPError,
     ConnectionClosedError,
@@ -433,8 +434,10 @@ class ClientChannel(base.ClientSessionBase["ClientSubscription[Any]"]):
 
     def can_publish(self, p: Publish) -> bool:
         """``p`` may be sent now: the broker's flow is on, and (confirms) not
-        too many octets await their confirms."""
-        self.check()
+        too many body octets await their confirms -- or the channel is over,
+        which :meth:`publish` then raises."""
+        if self.error is not None:
+            return True
         if not self.core.flow_active:
             return False
         return not (p.confirm and self.in_flight
@@ -511,7 +514,7 @@ class ClientChannel(base.ClientSessionBase["ClientSubscription[Any]"]):
         """Accept (``basic.ack``, batched per consumer), reject or release
         (``basic.reject``) deliveries of this channel.  ``code``, ``text`` and
         ``redelivered`` have no 0-9-1 equivalent."""
-        ds = list(deliveries)
+        ds = deliveries if isinstance(deliveries, (tuple, list)) else list(deliveries)
         for d in ds:
             if d.channel is not self:
                 raise LocalProtocolError("the delivery belongs to another session")
@@ -580,11 +583,6 @@ class ClientChannel(base.ClientSessionBase["ClientSubscription[Any]"]):
             p.fail(err)
 
     # -- events ---------------------------------------------------------------------------
-    def handle(self, e: ChannelEvent) -> None:
-        handler = _CHANNEL_EVENTS.get(type(e))
-        if handler is not None:
-            handler(self, e)
-
     def on_opened(self, e: ev.ChannelOpened | None = None) -> None:
         if self.closed:
             self.abandon()  # its open was given up meanwhile
@@ -688,8 +686,7 @@ class ClientChannel(base.ClientSessionBase["ClientSubscription[Any]"]):
         self.fail(err)
 
 
-#: A channel's events and what handles them (one dispatch, by type).
-_CHANNEL_EVENTS: dict[type[ChannelEvent], Callable[[ClientChannel, Any], None]] = {
+ClientChannel.EVENTS = {
     ev.MessageReceived: ClientChannel.on_message,
     ev.PublishConfirmed: ClientChannel.on_confirm,
     ev.MethodReceived: ClientChannel.on_method,
@@ -712,7 +709,7 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
                  make_delivery: MakeDelivery[D]) -> None:
         ack = mode is AcceptMode.EXPLICIT
         super().__init__(channel, queue, tag, prefetch, mode,
-                         lambda e: make_delivery(channel, self, ack, e))
+                         functools.partial(make_delivery, channel, self, ack))
         self.cancelled_by_broker = False
         self._exclusive = exclusive
         self._arguments = arguments
