@@ -401,9 +401,7 @@ class ClientConnection(Generic[CoreT, SessionT]):
             if isinstance(e, ChannelEvent):
                 s = sessions.get(e.channel)
                 if s is not None:
-                    handler = s.EVENTS.get(type(e))
-                    if handler is not None:
-                        handler(s, e)
+                    s.handle(e)
             elif isinstance(e, ConnectionOpened):
                 self._on_opened(e)
             elif isinstance(e, ConnectionClosed):
@@ -576,6 +574,13 @@ class ClientSessionBase(Generic[SubT]):
     #: This session's (channel's) events and what handles each (the
     #: protocol's table: one dispatch, by type).
     EVENTS: ClassVar[dict[type[ChannelEvent], Callable[[Any, Any], None]]] = {}
+
+    def handle(self, e: ChannelEvent) -> None:
+        """One of this session's (channel's) events, from the connection's
+        :meth:`~ClientConnection.dispatch`: to its handler in :attr:`EVENTS`."""
+        handler = self.EVENTS.get(type(e))
+        if handler is not None:
+            handler(self, e)
 
     # -- what every protocol's session offers (the protocols fill them in) ----------
 
