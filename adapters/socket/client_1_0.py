@@ -18,24 +18,110 @@ client, whose docstring says where 1.0 differs)::
 
 from __future__ import annotations
 
-__all__ = ["connection_policy", "Connection", "Session", "Subscription", "Delivery"]
+__all__ = ["connection_policy", "connect", "Connection", "Session", "Subscription", "Delivery"]
 
 import functools
+import ssl
+import time
+from collections.abc import Iterable
 from typing import Any
 
 import attrs
 
+from amqp_sansio.client import parse
 from amqp_sansio.errors import LocalProtocolError
 from amqp_sansio.message import Message
 from amqp_sansio.v1_0 import client as v10
 from amqp_sansio.v1_0 import events as ev
 
 from ._common import ConnectionBase, DeliveryActions, SessionBase, SubscriptionBase
-from ._io import DEFAULT, HIGH_WATER, IOPump
-from .errors import AMQPTimeout
+from ._io import DEFAULT, HIGH_WATER, IOPump, open_socket
+from .errors import AMQPError, AMQPTimeout, ConnectionLostError
 
 #: The 1.0 client policy for a URL (see :func:`amqp_sansio.v1_0.client.connection`).
 connection_policy = v10.connection
+
+
+def connect(url: str, *, reconnect: int = 0, ssl_context: ssl.SSLContext | None = None,
+            timeout: float | None = None, read_timeout: float | None = DEFAULT,
+            heartbeat: int | None = DEFAULT, mechanisms: Iterable[str] | None = None,
+            client_properties: dict[str, Any] | None = None) -> Connection:
+    """Like :func:`amqp_sansio_socket.connect` for AMQP 1.0, with
+    ``reconnect``: after a lost transport (read/write error, EOF, heartbeat
+    time-out) connect again up to that many times (backing off from 50 ms to
+    2 s) and carry every session onto the new connection in place --
+    receiving links attached again under their names, unsettled publishes
+    sent again (at-least-once: their numbers go to :attr:`Session.resent`;
+    a ``publish`` waiting for its outcome keeps waiting), deliveries held
+    unsettled void (:attr:`Session.void`; the broker sends them again, and
+    settling one does nothing).  A close by the broker is not a loss: it
+    fails as without ``reconnect``.  An open transaction is lost (its
+    ``tx_commit`` raises :class:`ConnectionLostError`)."""
+    params = parse(url)
+    hb = params.heartbeat if heartbeat is DEFAULT else heartbeat
+    p = v10.connection(params, heartbeat=hb, mechanisms=mechanisms,
+                       client_properties=client_properties)
+    p.reconnect = p.recoverable = reconnect > 0
+    budget = params.connect_timeout if timeout is None else timeout
+    pump = _RecoveringPump.connect(p, ssl_context, budget,
+                                   params.read_timeout if read_timeout is DEFAULT
+                                   else read_timeout)
+    assert isinstance(pump, _RecoveringPump)
+    pump.attempts, pump.context, pump.budget = reconnect, ssl_context, budget
+    return Connection(pump, p)
+
+
+class _RecoveringPump(IOPump):
+    """The I/O pump, connecting again after a lost transport while the
+    policy is ``reconnecting`` (the waiting callers wait on)."""
+
+    attempts = 0
+    context: ssl.SSLContext | None = None
+    budget = 10.0
+    policy: v10.ClientConnection
+
+    @property
+    def closed(self) -> bool:
+        return self.policy.error is not None or (self.io_done and not self.policy.reconnecting)
+
+    def check(self) -> None:
+        if self.policy.reconnecting:
+            return
+        super().check()
+
+    def _run(self) -> None:
+        while True:
+            super()._run()  # returns when the transport ended
+            with self.lock:
+                again = self.policy.reconnecting and not self._stop
+            if not again:
+                return
+            sock = self._connect_again()
+            if sock is None:
+                return
+            with self.lock:
+                self._sock = sock
+                self.io_done = False
+                self.policy.restart()
+                self._after_input()
+
+    def _connect_again(self) -> Any:
+        delay, last = 0.05, None
+        for _ in range(self.attempts):
+            if self._stop:
+                break
+            time.sleep(delay)
+            delay = min(2.0, delay * 2)
+            try:
+                return open_socket(self.policy.params, self.context, self.budget)[0]
+            except AMQPError as e:
+                last = e
+        with self.lock:
+            self.policy.give_up(ConnectionLostError(
+                f"connection lost and not made again after {self.attempts} attempts: {last}"))
+            self.io_done = True
+            self._after_input()
+        return None
 
 
 class Connection(ConnectionBase[v10.ClientConnection], v10.ConnectionView):

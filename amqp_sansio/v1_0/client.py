@@ -57,7 +57,7 @@ import attrs
 
 from .. import client as base
 from .. import sasl
-from ..client import AcceptMode, Pending
+from ..client import WARNING, AcceptMode, Pending
 from ..errors import LocalProtocolError
 from ..events import ChannelEvent, Event, ProtocolViolation
 from ..exceptions import (
@@ -157,6 +157,72 @@ class ClientConnection(base.ClientConnection[CoreConnection, "ClientSession"]):
     #: keep unsettled publishes (and their waiters) when the transport is
     #: lost, to send them again on a new connection (:meth:`resume`)
     recoverable = False
+    #: True from a lost transport until :meth:`restart` (the adapter is
+    #: connecting again; nothing fails meanwhile); set by ``reconnect``
+    reconnecting = False
+    #: reconnect in place: a lost transport makes the connection
+    #: ``reconnecting`` instead of failing it (the adapter connects again and
+    #: calls :meth:`restart`)
+    reconnect = False
+
+    def check(self) -> None:
+        if self.reconnecting:
+            return  # operations queue on the next core (begin and attach wait there)
+        super().check()
+
+    def fail(self, err: AMQPError) -> None:
+        if self._lost(err):
+            return
+        self.reconnecting = False
+        super().fail(err)
+
+    def _lost(self, err: AMQPError) -> bool:
+        """A lost transport of an established connection with ``reconnect``:
+        the connection is ``reconnecting`` instead of failed."""
+        if not (self.reconnect and isinstance(err, ConnectionLostError)):
+            return False
+        if not self.reconnecting and self.opened is None:
+            return False  # never opened: nothing to carry (the first connect fails)
+        if not self.reconnecting:
+            self.reconnecting = True
+            self.note(WARNING, f"connection to {self.params.redacted()} lost ({err}): "
+                               "connecting again")
+        return True
+
+    def give_up(self, err: AMQPError) -> None:
+        """The adapter could not connect again: fail for good."""
+        self.reconnecting = False
+        self.fail(err)
+
+    def restart(self) -> None:
+        """A new transport (the adapter connected again): a new core, every
+        session carried onto it in place -- receivers attached again under
+        their names, unsettled publishes sent again (``resent``)."""
+        old = list(self.sessions.values())
+        self.core = CoreConnection(Role.CLIENT, self.core.config)
+        self.opened = None
+        self.closed_event = None
+        self.sessions = {}
+        for s in old:
+            if s.error is None and not s.closed:
+                s.rebind(self.core.begin())
+                self.sessions[s.channel] = s
+
+    def _on_opened(self, e: Any) -> None:
+        if self.reconnecting:
+            self.reconnecting = False
+            self.opened = e
+            self.note(WARNING, f"connected again to {self.params.redacted()}")
+            if self.wake is not None:
+                self.wake()
+            return
+        super()._on_opened(e)
+
+    def _on_transport_event(self, e: Event) -> None:
+        if self.reconnect and isinstance(e, ev.ConnectionLost | ev.HeartbeatTimeout) and (
+                self._lost(ConnectionLostError(str(e)))):
+            return
+        super()._on_transport_event(e)
 
     @property
     def lax_credit(self) -> bool:
@@ -225,13 +291,14 @@ class ClientConnection(base.ClientConnection[CoreConnection, "ClientSession"]):
 class ClientDelivery(base.ClientDelivery):
     """A message delivered on a receiving link."""
 
-    __slots__ = ("owner", "sub", "ack")
+    __slots__ = ("owner", "sub", "ack", "_link")
     event: ev.DeliveryReceived
 
     def __init__(self, session: ClientSession, sub: ClientSubscription[Any], ack: bool,
                  event: ev.DeliveryReceived) -> None:
         super().__init__(event)
         self.owner = session  # the session policy
+        self._link = sub.link
         self.sub = sub
         self.ack = ack
         self.settled = not ack or event.delivery.settled
@@ -243,6 +310,12 @@ class ClientDelivery(base.ClientDelivery):
     @property
     def core(self) -> CoreDelivery:
         return self.event.delivery
+
+    @property
+    def stale(self) -> bool:
+        """Received on a link lost since (with its connection): settling it
+        does nothing -- the broker sends it again."""
+        return self._link is not self.sub.link
 
     @property
     def command_id(self) -> int:
@@ -344,6 +417,9 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         #: publish numbers sent again after a lost connection (at-least-once:
         #: the broker may have taken the first copy too)
         self.resent: list[int] = []
+        #: deliveries received on a lost connection and not settled: the
+        #: broker sends them again (settling one now does nothing)
+        self.void = 0
         self._resend: list[Resend] = []
         # transactions
         self._controller: Controller | None = None
@@ -432,6 +508,8 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         """``p`` may be sent now: its link is attached with credit, and not
         too many octets await their outcome.  Raises the link's error."""
         self.check()
+        if self.conn.reconnecting:
+            return False  # it goes on the next connection
         s = self.sender(p.address)
         if s.error is not None:  # refused or detached: said once, re-attached next time
             del self._senders[p.address]
@@ -544,7 +622,11 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         """Accept, reject, release or modify deliveries of this session
         (``code`` is not carried: a 1.0 rejection carries ``text`` as the
         error's description)."""
-        ds = list(deliveries)
+        ds = [d for d in deliveries if not d.stale]
+        if self.conn.reconnecting:  # the links are gone: the broker sends them again
+            for d in ds:
+                d.settled = True
+            return
         for d in ds:
             if d.owner is not self:
                 raise LocalProtocolError("the delivery belongs to another session")
@@ -683,6 +765,26 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         void = sum(sub.held for sub in subs)
         return SessionCarry(self.name, tuple(resend), subs, self._published,
                             dict(self.rejected), void)
+
+    def rebind(self, core: CoreSession) -> None:
+        """Carry this session onto a new connection's session, in place."""
+        carry = self.carry()
+        self.core = core
+        self.channel = core.channel
+        self._senders.clear()
+        self._by_link.clear()
+        self._resend = list(carry.resend)
+        self.void += carry.void
+        if self._controller is not None:  # the transaction died with the link
+            self._controller = None
+            self.txn_id = None
+            if self._txn_wait is not None:
+                self._txn_wait.fail(ConnectionLostError("the transaction was lost with "
+                                                        "the connection"))
+                self._txn_wait = None
+        for sub in carry.subscriptions:
+            sub.rebind()
+        self.pump_resends()
 
     def pump_resends(self) -> None:
         """Send again what a lost connection left unsettled, as links and
@@ -917,6 +1019,20 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
         self.session._pending.discard(self._ready)
         self._ready.resolve(self.address)
 
+    def rebind(self) -> None:
+        """Attach again on the session's new core (the old link is gone with
+        its connection; what it buffered is void)."""
+        self.buffer.clear()
+        self.to_accept.clear()
+        self.held = 0
+        self.link = None
+        if self._drain is not None:
+            self._drain.resolve(None)
+            self._drain = None
+        if self.dynamic:
+            self.address = ""
+        self.start()
+
     def link_failed(self, err: AMQPError) -> None:
         self.error = err
         self.cancelled = True
@@ -1068,6 +1184,16 @@ class SessionView(base.SessionView[ClientSession]):
     def txn_id(self) -> bytes | None:
         """The transaction in force (after ``tx_select``)."""
         return self._p.txn_id
+
+    @property
+    def resent(self) -> list[int]:
+        """Publish numbers sent again after a lost connection (at-least-once)."""
+        return self._p.resent
+
+    @property
+    def void(self) -> int:
+        """Deliveries received on a lost connection and not settled (sent again)."""
+        return self._p.void
 
 
 class SubscriptionView(base.SubscriptionView[D]):
