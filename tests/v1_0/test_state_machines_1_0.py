@@ -503,7 +503,10 @@ def test_client_server_machine() -> None:
 def derandomized_run() -> dict[str, int]:
     """What one derandomized run of the machine saw, as JSON."""
     before = STATS.copy()
-    run_state_machine_as_test(Machine, settings=settings(machine_settings(), derandomize=True))
+    # A fixed size, not the profile's: the ci profile's 60 examples reach no
+    # settled delivery on this machine's derandomized path.
+    run_state_machine_as_test(Machine, settings=settings(
+        machine_settings(), max_examples=200, derandomize=True))
     return dict(STATS - before)
 
 
