@@ -37,7 +37,7 @@ __all__ = ["MAX_IN_FLIGHT", "MECHANISMS", "connection", "ConnectionView", "Sessi
 
 import functools
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import attrs
 
@@ -108,8 +108,7 @@ class Returned:
     message: Message
 
 
-@attrs.frozen(slots=True)
-class Publish:
+class Publish(NamedTuple):
     """A publish, built: method, properties, body and what was asked."""
 
     method: BasicPublish
