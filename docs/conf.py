@@ -43,8 +43,8 @@ nitpick_ignore_regex = [
     # ... and of those only the public ones: private modules and names
     # (_specbase, _generated, _common, _Single...) are not in the reference.
     (r"py:.*", r"amqp_sansio\w*(\.\w+)*\._\w+.*"),
-    # Type variables (T, S, C) are not documented objects.
-    (r"py:.*", r"amqp_sansio\w*(\.\w+)*\.[A-Z]"),
+    # Type variables (T, S, C, CoreT, SP ...) are not documented objects.
+    (r"py:.*", r"amqp_sansio\w*(\.\w+)*\.([A-Z]{1,3}|[A-Z][a-z]*T)"),
 ]
 # A short name that two modules define (Session, Connection, Message) still
 # links to one of them; only a name that exists nowhere is an error.
@@ -107,6 +107,10 @@ def _page(title: str, tops: list[str]) -> str:
                 members += own
                 if members:
                     lines.append(f"   :members: {', '.join(dict.fromkeys(members))}")
+                    # What __all__ re-exports from elsewhere is documented at home.
+                    others = [n for n in getattr(mod, "__all__", ()) if n not in members]
+                    if others:
+                        lines.append(f"   :exclude-members: {', '.join(others)}")
                 else:
                     lines.append("   :no-members:")
                 shown |= {(str(getattr(mod, n).__module__), getattr(getattr(mod, n), "__qualname__", n))

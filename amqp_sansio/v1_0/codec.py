@@ -27,11 +27,11 @@ Python value                   encoded as          decoded from
 ``list``/``tuple``             list 45/c0/d0       list (``list``)
 ``uuid.UUID``                  uuid 98             uuid
 :class:`Symbol` (a ``str``)    symbol a3/b3        symbol
-:class:`UByte` ... :class:`Long`  that type (the   that type
-  :class:`Float32`, :class:`Char`  smallest of its
-  :class:`Timestamp` (ms)        encodings)
-:class:`Decimal32/64/128`      decimal 74/84/94    the same (raw IEEE 754
-  (``bytes`` of 4/8/16)                            decimal octets)
+``UByte`` ... ``Long``,         that type (the      that type
+``Float32``, ``Char``,         smallest of its
+``Timestamp`` (ms)             encodings)
+``Decimal32/64/128``           decimal 74/84/94    the same (raw IEEE 754
+(``bytes`` of 4/8/16)                              decimal octets)
 :class:`Array`                 array e0/f0         array
 a generated spec object        described list      that class (by descriptor)
 :class:`Described`             00 descriptor v     a descriptor no class knows
