@@ -59,7 +59,8 @@ _SPARK_OWN = frozenset({"path", "paths", "checkpointlocation", "queryname"})
 _COMMON = {
     "url": "amqp[s]://[user[:password]@]host[:port][/vhost][?heartbeat=..&protocol=..] "
            "(required)",
-    "protocol": "0-10 (default) or 0-9-1 (RabbitMQ); overrides the URL's ?protocol=",
+    "protocol": "0-10 (default), 0-9-1 (RabbitMQ) or 1.0 (queue and routing keys are then "
+                "addresses); overrides the URL's ?protocol=",
     "username": "user name (overrides the URL's)",
     "password": "password (overrides the URL's; Spark redacts it in plans and logs)",
 }
@@ -229,12 +230,6 @@ def _connection(opts: Mapping[str, str]) -> ConnectionOptions:
     except LocalProtocolError as e:
         raise AmqpOptionError(f"option url: {e}") from None
     protocol = _choice(opts, "protocol", tuple(dict.fromkeys((params.protocol, *_PROTOCOLS))))
-    if protocol == "1.0":
-        # the reader accepts after Spark took the rows, once its consumer is
-        # cancelled: 0-10 and 0-9-1 allow that, a 1.0 link settles only
-        # while attached (to come: keep the link, drain its credit)
-        raise AmqpOptionError("protocol 1.0: the amqp data source does not speak AMQP 1.0 "
-                              "yet (use 0-10 or 0-9-1)")
     where = params.redacted()
     if protocol != "0-10":
         where += f"?protocol={protocol}"

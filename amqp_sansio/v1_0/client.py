@@ -49,6 +49,7 @@ __all__ = ["MAX_IN_FLIGHT", "MECHANISMS", "CONDITION_CODES", "connection", "addr
            "ClientConnection", "ClientSession", "ClientSubscription", "ClientDelivery",
            "Publish", "Resend", "SessionCarry", "ConnectionView", "SessionView", "SubscriptionView"]
 
+import contextlib
 import itertools
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
@@ -970,6 +971,7 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
         self.batch = max(1, self.window // 2)  # credit is topped up by this much at least
         self._drain: Pending[Any] | None = None
         self._detached: Pending[Any] | None = None
+        self._detach_when_settled = False
 
     @property
     def queue_name(self) -> str:
@@ -1048,6 +1050,12 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
         return not self.buffer and (self.cancelled or self.session.error is not None)
 
     def deliver(self, event: Any) -> None:
+        if self.cancelled:  # on the wire when we stopped: back it goes
+            d = event.delivery
+            if not d.settled:
+                with contextlib.suppress(LocalProtocolError):
+                    d.settle(Released())
+            return
         self.held += 1
         super().deliver(event)
 
@@ -1061,6 +1069,10 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
         if (not self.buffer or len(self.to_accept) >= self.batch
                 or self.window - self.held - self._credit() >= self.batch):
             self.flush()
+        if self._detach_when_settled and self.held <= 0:
+            self._detach_when_settled = False
+            self.send_accepts()
+            self._detach()
 
     def _credit(self) -> int:
         return self.link.credit if self.link is not None else 0
@@ -1113,8 +1125,11 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
             p.resolve(None)
 
     def cancel(self) -> Pending[Any] | None:
-        """Detach the link (closing it); deliveries not handed out are
-        released.  None if there is nothing to wait for."""
+        """Stop receiving: deliveries not handed out are released; the link
+        is detached (closing it) -- at once, or, while deliveries handed out
+        are not settled yet, with no credit left until they are (settling
+        needs the link: 1.0 settles on the link that delivered).  None if
+        there is nothing to wait for."""
         s = self.session
         if self.cancelled:
             return None
@@ -1128,6 +1143,17 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
         self._release_buffered()
         if link.state.name not in ("ATTACHED", "ATTACH_SENT"):
             return None
+        if self.ack and self.held > 0:
+            with contextlib.suppress(LocalProtocolError):
+                link.flow(0)
+            self._detach_when_settled = True
+            return None
+        return self._detach()
+
+    def _detach(self) -> Pending[Any] | None:
+        s = self.session
+        link = self.link
+        assert link is not None
         p: Pending[Any] = s._track(Pending())
         try:
             link.detach(closed=True)
@@ -1147,6 +1173,7 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
     def _release_buffered(self) -> None:
         while self.buffer:
             d = self.buffer.popleft()
+            self.held -= 1
             if self.ack and not d.settled:
                 d.settled = True
                 try:

@@ -38,13 +38,6 @@ def test_missing_url_is_a_clear_error() -> None:
         parse_read_options({"queue": "q"})
 
 
-def test_protocol_1_0_is_refused_saying_so() -> None:
-    for opts in ({"url": URL + "?protocol=1.0", "queue": "q"},
-                 {"url": URL, "queue": "q", "protocol": "1.0"}):
-        with pytest.raises(AmqpOptionError, match="does not speak AMQP 1.0 yet"):
-            parse_read_options(opts)
-
-
 def test_unknown_option_names_the_known_ones() -> None:
     with pytest.raises(AmqpOptionError, match="unknown option 'routingkeycolum'.*routingKeyColumn"):
         parse_write_options({"url": URL, "routingkeycolum": "x"}, COLS)

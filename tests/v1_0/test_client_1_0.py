@@ -353,3 +353,28 @@ def test_a_resumed_session_attaches_its_receivers_again() -> None:
     w2.pump()
     d = new.take()
     assert d is not None and d.body == b"A"
+
+
+def test_cancel_keeps_the_link_until_what_was_handed_out_is_settled() -> None:
+    """1.0 settles on the link that delivered: cancelling with deliveries
+    handed out and not settled stops the credit and releases the buffered
+    rest; accepting the handed-out ones then works, and detaches."""
+    w = Wire()
+    s = w.session()
+    sub = s.subscribe("c", _delivery, prefetch=4)
+    sub.start()
+    w.pump()
+    snd = w.server.senders["c"]
+    sent = [snd.send(b"\x00Sw\xa0\x01" + bytes([48 + i])) for i in range(3)]
+    w.pump()
+    d1, d2 = sub.take(), sub.take()
+    assert d1 is not None and d2 is not None
+    assert sub.cancel() is None  # nothing to wait for yet: the link stays
+    w.pump()
+    assert snd.state.name == "ATTACHED" and snd.credit == 0
+    assert sent[2].remote_state == Released() and sent[2].remote_settled
+    assert sent[0].remote_state is None and not sent[0].remote_settled
+    s.settle([d1, d2], "accept")
+    w.pump()
+    assert [d.remote_state for d in sent[:2]] == [Accepted(), Accepted()]
+    assert snd.state.name == "DETACHED"
