@@ -234,6 +234,11 @@ class Server:
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._stopping = False
+        # serve_forever may run in any thread: stop() waits for its loop to
+        # leave select() before closing the sockets it watches.
+        self._loop_lock = threading.Lock()
+        self._loop_running = False
+        self._loop_done = threading.Event()
         self._conns: set[_ServerConnection] = set()
         self._conns_lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -267,10 +272,14 @@ class Server:
 
     def serve_forever(self) -> None:
         """Accept connections until :meth:`stop` is called."""
+        with self._loop_lock:
+            if self._stopping:
+                return
+            self._loop_running = True
         sel = selectors.DefaultSelector()
-        sel.register(self._listener, selectors.EVENT_READ)
-        sel.register(self._wake_r, selectors.EVENT_READ)
         try:
+            sel.register(self._listener, selectors.EVENT_READ)
+            sel.register(self._wake_r, selectors.EVENT_READ)
             while not self._stopping:
                 for key, _ in sel.select():
                     if key.fileobj is self._wake_r:
@@ -278,6 +287,7 @@ class Server:
                     self._accept()
         finally:
             sel.close()
+            self._loop_done.set()
 
     def _accept(self) -> None:
         while not self._stopping:
@@ -316,12 +326,17 @@ class Server:
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop accepting, drop every connection, wait for the threads."""
-        if not self._stopping:
+        with self._loop_lock:
+            first = not self._stopping
             self._stopping = True
+            running = self._loop_running
+        if first:
             with contextlib.suppress(OSError):
                 self._wake_w.send(b"\0")
         if self._thread is not None:
             self._thread.join(timeout)
+        if running:  # the loop may run in a thread of the caller's
+            self._loop_done.wait(timeout)
         self._listener.close()
         with self._conns_lock:
             conns = list(self._conns)

@@ -648,6 +648,27 @@ def test_server_serve_forever_with_any_handler_and_stop() -> None:
     conn.close()
 
 
+def test_stop_right_after_serve_forever_starts_in_a_callers_thread() -> None:
+    """stop() waits for a caller-run loop to leave select() before closing
+    its sockets (it used to close them under it: the loop hung in select()
+    or raised 'Invalid file descriptor', about 1 stop in 10)."""
+    for _ in range(60):
+        srv = Server(CoreHandler, port=0)
+        failures: list[BaseException] = []
+
+        def run(srv: Server = srv, failures: list[BaseException] = failures) -> None:
+            try:
+                srv.serve_forever()
+            except BaseException as e:  # noqa: BLE001 - recorded for the assertion
+                failures.append(e)
+
+        runner = threading.Thread(target=run, daemon=True)
+        runner.start()
+        srv.stop(timeout=5)
+        runner.join(5)
+        assert not runner.is_alive() and not failures, failures
+
+
 # -- TLS ----------------------------------------------------------------------------
 
 
