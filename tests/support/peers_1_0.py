@@ -156,15 +156,9 @@ def running(start: Any) -> Iterator[Server]:
 
 
 def _run(cmd: list[str], env: dict[str, str] | None, timeout: float) -> dict[str, Any]:
-    r = subprocess.run(cmd, env=env, capture_output=True, timeout=timeout, check=False,
-                       stdin=subprocess.DEVNULL)
-    lines = [ln for ln in r.stdout.decode(errors="replace").splitlines() if ln.startswith("{")]
-    if not lines:
-        raise RuntimeError(f"{cmd[1]} {cmd[2]} printed no result (exit {r.returncode}): "
-                           f"{r.stderr.decode(errors='replace')[-2000:]}")
-    out: dict[str, Any] = json.loads(lines[-1])
-    out["exit"] = r.returncode
-    return out
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL)
+    return result(proc, timeout)
 
 
 def _opts(kw: dict[str, Any]) -> list[str]:
@@ -210,7 +204,8 @@ def result(proc: subprocess.Popen[bytes], timeout: float = RUN_TIMEOUT) -> dict[
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         proc.kill()
-        out, err = proc.communicate(timeout=10)
+        proc.communicate(timeout=10)
+        raise
     lines = [ln for ln in out.decode(errors="replace").splitlines() if ln.startswith("{")]
     if not lines:
         raise RuntimeError(f"no result (exit {proc.returncode}): "
