@@ -83,10 +83,12 @@ async def connect_stream(params: ConnectionParams,
 @asynccontextmanager
 async def connection_context(policy: ClientConnection[Any, Any], context: ssl.SSLContext | None,
                              connect_timeout: float, close_timeout: float,
-                             make: Callable[[Pump], C]) -> AsyncGenerator[C, None]:
+                             make: Callable[[Pump], C], *,
+                             pump_class: type[Pump] | None = None) -> AsyncGenerator[C, None]:
     """Connect, start a pump for ``policy``, wait for the handshake
     (``connect_timeout`` bounds TCP, TLS and the handshake together), yield
-    ``make(pump)`` and close the connection afterwards."""
+    ``make(pump)`` and close the connection afterwards.  ``pump_class``: a
+    :class:`Pump` of the protocol's own (1.0: one that connects again)."""
     params = policy.params
     book = Logbook(logging.getLogger, LOGGER, params.redacted(), policy.PROTOCOL, os.environ)
     book.connecting()
@@ -97,7 +99,7 @@ async def connection_context(policy: ClientConnection[Any, Any], context: ssl.SS
         raise ConnectTimeout(f"connecting to {params.host}:{params.port} took longer than "
                              f"{connect_timeout:g} s")
     async with open_service_nursery() as nursery:
-        pump = Pump(stream, policy, book, close_timeout=close_timeout)
+        pump = (pump_class or Pump)(stream, policy, book, close_timeout=close_timeout)
         nursery.start_soon(pump.run)
         try:
             with trio.move_on_at(deadline) as cs:

@@ -27,26 +27,107 @@ of :meth:`Session.request`); ``Delivery.modify`` exists; a refused link is
 
 from __future__ import annotations
 
-__all__ = ["connection_policy", "Connection", "Session", "Subscription", "Delivery"]
+__all__ = ["connection_policy", "open_connection", "Connection", "Session", "Subscription",
+           "Delivery"]
 
 import functools
-from collections.abc import AsyncGenerator
+import ssl
+from collections.abc import AsyncGenerator, Iterable
 from contextlib import asynccontextmanager
 from typing import Any
 
 import attrs
 
 import trio
+from amqp_sansio.client import parse
 from amqp_sansio.errors import LocalProtocolError
 from amqp_sansio.message import Message
 from amqp_sansio.v1_0 import client as v10
 from amqp_sansio.v1_0 import events as ev
 
 from ._common import ConnectionBase, DeliveryActions, SessionBase, SubscriptionBase
-from ._pump import Pump
+from ._pump import CLOSE_TIMEOUT, Pump, connect_stream, connection_context
+from .errors import AMQPError, ConnectionLostError
 
 #: The 1.0 client policy for a URL (see :func:`amqp_sansio.v1_0.client.connection`).
 connection_policy = v10.connection
+
+
+@asynccontextmanager
+async def open_connection(url: str, *, reconnect: int = 0,
+                          ssl_context: ssl.SSLContext | None = None,
+                          connect_timeout: float | None = None, heartbeat: int | None = None,
+                          mechanisms: Iterable[str] | None = None,
+                          client_properties: dict[str, Any] | None = None,
+                          close_timeout: float = CLOSE_TIMEOUT,
+                          ) -> AsyncGenerator[Connection, None]:
+    """Like :func:`amqp_sansio_trio.open_connection` for AMQP 1.0, with
+    ``reconnect``: after a lost transport connect again up to that many
+    times and carry every session onto the new connection in place (see
+    :func:`amqp_sansio_socket.client_1_0.connect` for what that means)."""
+    params = parse(url)
+    p = v10.connection(params, heartbeat=params.heartbeat if heartbeat is None else heartbeat,
+                       mechanisms=mechanisms, client_properties=client_properties)
+    p.reconnect = p.recoverable = reconnect > 0
+    budget = params.connect_timeout if connect_timeout is None else connect_timeout
+
+    class Recovering(_RecoveringPump):
+        attempts, context, timeout = reconnect, ssl_context, budget
+
+    async with connection_context(p, ssl_context, budget, close_timeout,
+                                  functools.partial(Connection, p),
+                                  pump_class=Recovering) as conn:
+        yield conn
+
+
+class _RecoveringPump(Pump):
+    """The pump, connecting again after a lost transport while the policy
+    is ``reconnecting`` (the waiting tasks wait on)."""
+
+    attempts = 0
+    context: ssl.SSLContext | None = None
+    timeout = 10.0
+    policy: v10.ClientConnection
+
+    async def run(self) -> None:
+        try:
+            while True:
+                async with trio.open_nursery() as n:  # one transport's tasks
+                    n.start_soon(self._reader)
+                    n.start_soon(self._timer)
+                    await self._writer()
+                    n.cancel_scope.cancel()
+                if not self.policy.reconnecting:
+                    return
+                stream = await self._connect_again()
+                if stream is None:
+                    return
+                self.stream = stream
+                self._outbuf.clear()  # what the lost core still had to say
+                self.outsize = 0
+                self.policy.restart()
+                self._woken()
+        finally:
+            if self.policy.error is None:
+                self.policy.give_up(ConnectionLostError("transport closed"))
+            self.book.drain(self.policy)
+            self.done.set()
+            self._drained.unpark_all()
+
+    async def _connect_again(self) -> Any:
+        delay, last = 0.05, None
+        for _ in range(self.attempts):
+            await trio.sleep(delay)
+            delay = min(2.0, delay * 2)
+            try:
+                with trio.fail_after(self.timeout):
+                    return await connect_stream(self.policy.params, self.context)
+            except (AMQPError, trio.TooSlowError) as e:
+                last = e
+        self.policy.give_up(ConnectionLostError(
+            f"connection lost and not made again after {self.attempts} attempts: {last}"))
+        self.book.drain(self.policy)
+        return None
 
 
 # ---------------------------------------------------------------- connection

@@ -7,6 +7,7 @@ client and the peers' own clients, so neither end only talks to itself."""
 
 from __future__ import annotations
 
+import random
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 import trio
 from certs import make_ca, needs_openssl
+from cutting_proxy import cutting_proxy
 from peers_1_0 import Server, proton, require_rhea, rhea, running, start_rhea_server
 from rabbitmq import Node
 
@@ -235,3 +237,46 @@ async def test_amqps_with_tls_and_a_certificate_check(tmp_path: Path) -> None:
             with pytest.raises(ConnectError):
                 async with open_connection(f"amqps://127.0.0.1:{srv.port}?protocol=1.0"):
                     pass
+
+
+@pytest.mark.parametrize("server", ["rhea", "rabbitmq"])
+async def test_reconnect_after_cuts_at_random_loses_nothing(
+        server: str, request: pytest.FixtureRequest) -> None:
+    """As the socket adapter's test: the TCP connection cut three times at
+    random octet counts; every message arrives at least once, a second copy
+    only for numbers reported in ``resent``; a waiting publish waits on."""
+    if server == "rabbitmq":
+        node: Node = request.getfixturevalue("rabbitmq")
+        peer = Peer("rabbitmq", node.port, "guest:guest@")
+    else:
+        srv: Server = request.getfixturevalue("rhea_server")
+        peer = Peer("rhea", srv.port)
+    rng = random.Random(7)
+    addr = peer.address("tcut")
+    n = 300
+    with cutting_proxy(("127.0.0.1", peer.port),
+                       [rng.randint(300, 9000) for _ in range(3)]) as px:
+        url = f"amqp://{peer.auth}127.0.0.1:{px.port}?protocol=1.0"
+        with trio.fail_after(90):
+            async with client_1_0.open_connection(url, reconnect=30) as conn, \
+                    conn.session() as s:
+                for i in range(n):
+                    await s.publish(b"t%05d" % i, routing_key=addr, wait=i % 40 == 39)
+                await s.sync()
+                resent = set(s.resent)
+        assert px.cuts == 3
+    bodies: list[bytes] = []
+    with trio.fail_after(60):
+        async with session(peer) as s, s.subscribe(addr, prefetch=100) as sub:
+            while True:
+                with trio.move_on_after(3) as cs:
+                    d = await sub.get()
+                if cs.cancelled_caught:
+                    break
+                bodies.append(d.body)
+                await d.accept()
+    for i in range(n):
+        copies = bodies.count(b"t%05d" % i)
+        assert copies >= 1, i
+        if copies > 1:
+            assert i + 1 in resent
