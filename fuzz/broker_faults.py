@@ -41,7 +41,6 @@ import random
 import select
 import socket
 import struct
-import subprocess
 import sys
 import threading
 import time
@@ -355,22 +354,14 @@ def trio_clients(port: int, books: Books, stop: threading.Event, done: threading
 # ------------------------------------------------------------------ the run
 @contextlib.contextmanager
 def broker_process() -> Iterator[int]:
-    proc = subprocess.Popen([sys.executable, "-m", "amqp_sansio_broker", "--port", "0",
-                             "--heartbeat-min", "1", "--log-level", "warning"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    """The embedded broker in a subprocess (1 s heartbeats allowed); its port."""
+    from amqp_sansio_fuzz.campaign import EmbeddedBroker
+
+    broker = EmbeddedBroker(args=("--heartbeat-min", "1", "--log-level", "warning"))
     try:
-        assert proc.stdout is not None
-        url = proc.stdout.readline().strip()
-        if not url.startswith("amqp://"):
-            raise RuntimeError(f"the broker did not start (exit {proc.wait(10)})")
-        yield int(url.rsplit(":", 1)[1])
+        yield broker.start().port
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        broker.stop()
 
 
 def _drain(port: int, books: Books) -> None:

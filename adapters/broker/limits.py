@@ -4,7 +4,7 @@ Every number a peer writes -- a range of ids, a map's size, a body's length,
 how many sessions or queues it asks for -- is either bounded here or costs
 only what the broker already holds (see ``held.py``, ``backlog.py``).
 ``None`` means no limit.  The defaults follow RabbitMQ's where it has one
-(10 s handshake, 2047 channels, 128 MiB messages) and are otherwise sized
+(10 s handshake, 2047 channels) and are otherwise sized
 for a broker used in tests and demos that must stay up under abuse.
 """
 
@@ -41,14 +41,15 @@ class Limits:
     #: Octets of a command, control or message-header segment (bounds
     #: argument maps and headers before they are decoded).
     max_segment_size: int = 1 << 20
-    #: Octets of one message body.
-    max_message_size: int = 128 << 20
+    #: Octets of one message body (a peer may make each connection buffer
+    #: this much before the limit shows; RabbitMQ 4 allows 16 MiB by default).
+    max_message_size: int = 64 << 20
     #: Encoded octets of the arguments kept with a queue, exchange, binding or
     #: subscription (they live as long as it does).
     max_arguments_size: int = 64 << 10
     #: Octets of unfinished input all connections together may hold (a
     #: connection that would take it over is closed).
-    input_buffered_total: int | None = 1 << 30
+    input_buffered_total: int | None = 512 << 20
     #: Octets written to one connection and not yet taken by its socket,
     #: beyond which its subscriptions get no more deliveries.
     output_buffered: int = 1 << 20

@@ -24,7 +24,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -337,11 +337,15 @@ def summary_table(rows: Iterable[CaseRow] | Iterable[dict[str, Any]]) -> str:
 
 
 class EmbeddedBroker:
-    """``python -m amqp_sansio_broker --port 0 --error-codes xml`` in a subprocess."""
+    """``python -m amqp_sansio_broker --port 0 --error-codes xml [args]`` in a
+    subprocess (the fuzz campaign's target; soaks and probes start theirs with
+    it too)."""
 
-    def __init__(self, log: Path | None = None, host: str = "127.0.0.1") -> None:
+    def __init__(self, log: Path | None = None, host: str = "127.0.0.1",
+                 args: Sequence[str] = ()) -> None:
         self.log_path = log
         self.host = host
+        self.args = tuple(args)
         self.proc: subprocess.Popen[str] | None = None
         self.target: Target | None = None
         self.starts = 0
@@ -356,7 +360,7 @@ class EmbeddedBroker:
         self.proc = subprocess.Popen(
             # The fuzzer judges codes by the XML, so the broker answers with the XML's.
             [sys.executable, "-m", "amqp_sansio_broker", "--host", self.host, "--port", "0",
-             "--error-codes", "xml"],
+             "--error-codes", "xml", *self.args],
             stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, text=True, env=env)
         if log is not subprocess.DEVNULL:
             log.close()
@@ -372,6 +376,10 @@ class EmbeddedBroker:
 
     def restart(self) -> Target:
         return self.start()
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
 
     def stop(self) -> None:
         p, self.proc = self.proc, None

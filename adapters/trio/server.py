@@ -88,10 +88,11 @@ def _peer_info(tcp: trio.SocketStream, tls: trio.SSLStream[Any] | None) -> PeerI
 
 class _Pump:
     def __init__(self, stream: trio.abc.Stream, handler: ConnectionHandler,
-                 high_water: int) -> None:
+                 high_water: int, recv_size: int = _RECV) -> None:
         self.stream = stream
         self.handler = handler
         self.high_water = high_water
+        self.recv_size = recv_size
         self.writer_wake = trio.Event()
         self.timer_wake = trio.Event()
         self.in_flight = 0  # octets handed to send_all and not yet written
@@ -147,7 +148,7 @@ class _Pump:
             if self.lost or handler.closed:
                 return
             try:
-                got = await self.stream.receive_some(_RECV)
+                got = await self.stream.receive_some(self.recv_size)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 got = b""
             data = got if isinstance(got, bytes) else bytes(got)
@@ -213,9 +214,11 @@ class _Pump:
 
 
 async def handle_stream(stream: trio.abc.Stream, handler: ConnectionHandler, *,
-                        high_water: int = _HIGH_WATER) -> None:
-    """Pump one accepted stream through ``handler`` until either side ends."""
-    await _Pump(stream, handler, high_water).run()
+                        high_water: int = _HIGH_WATER, recv_size: int = _RECV) -> None:
+    """Pump one accepted stream through ``handler`` until either side ends.
+    ``recv_size``: the most one read hands the handler at once (smaller reads
+    take turns between connections more often)."""
+    await _Pump(stream, handler, high_water, recv_size).run()
 
 
 async def serve(handler_factory: Callable[[], ConnectionHandler], host: str | None = "127.0.0.1",
@@ -238,6 +241,7 @@ async def serve_with_peer(
         handler_factory: Callable[[PeerInfo], ConnectionHandler], host: str | None = "127.0.0.1",
         port: int = 0, *, ssl_context: ssl.SSLContext | None = None,
         high_water: int = _HIGH_WATER, tls_handshake_timeout: float = 30.0,
+        recv_size: int = _RECV,
         task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """:func:`serve`, with each handler made for its peer:
@@ -267,6 +271,6 @@ async def serve_with_peer(
             log.exception("handler_factory failed")
             await aclose_quietly(stream)
             return
-        await handle_stream(s, h, high_water=high_water)
+        await handle_stream(s, h, high_water=high_water, recv_size=recv_size)
 
     await trio.serve_listeners(handler, listeners, task_status=task_status)

@@ -483,3 +483,27 @@ def test_a_pushed_back_publisher_is_not_read_and_not_timed_out_meanwhile() -> No
     for t in range(1, 5):
         other.server.handle_timer(float(t))
     assert other.server.closed
+
+
+def test_the_broker_process_freezes_what_survives_a_full_collection() -> None:
+    import gc
+
+    from amqp_sansio_broker.__main__ import _short_gc_pauses
+
+    before = list(gc.callbacks)
+    try:
+        _short_gc_pauses(unfreeze_every=3600)
+        kept = [object() for _ in range(1000)]  # long-lived objects
+        gc.collect(2)
+        assert gc.get_freeze_count() >= len(kept)  # the next full pass skips them
+    finally:
+        gc.callbacks[:] = before
+        gc.unfreeze()
+
+
+@pytest.mark.parametrize("text,octets", [("512M", 512 << 20), ("1.5G", 3 << 29), ("64k", 65536),
+                                         ("100", 100), ("0", None), ("2MB", 2 << 20)])
+def test_broker_command_line_sizes(text: str, octets: int | None) -> None:
+    from amqp_sansio_broker.__main__ import _octets
+
+    assert _octets(text) == octets
