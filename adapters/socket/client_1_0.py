@@ -20,6 +20,7 @@ from __future__ import annotations
 
 __all__ = ["connection_policy", "connect", "Connection", "Session", "Subscription", "Delivery"]
 
+import contextlib
 import functools
 import ssl
 import time
@@ -207,6 +208,53 @@ class Session(SessionBase[v10.ClientSession], v10.SessionView):
             if answer is not None:
                 self._await(answer, timeout, "the receiver's outcome")
             return n
+
+    def publish_stream(self, parts: Iterable[bytes], *, size: int, routing_key: str,
+                       exchange: str = "", message: Message | None = None,
+                       timeout: float | None = DEFAULT) -> int:
+        """Send one message whose body (``size`` octets, one data section)
+        comes from ``parts`` -- at most one part and the peer's window held
+        here at a time -- and wait for its outcome (accepted, else
+        :class:`MessageRejectedError`); ``message`` gives its properties
+        (its body is ignored).  Returns its number."""
+        pump = self._pump
+        p = self._p
+        address = v10.address_for(exchange, routing_key)
+        it = iter(parts)
+        first = next(it, b"")
+        probe = v10.Publish(address, b"", False)
+        with pump.lock:
+            if not p.can_publish(probe) or pump.buffered > HIGH_WATER:
+                pump.wait(lambda: p.can_publish(probe) and pump.buffered <= HIGH_WATER,
+                          timeout, "link credit")
+            st = p.stream_start(message, address, size, first)
+            pump.poke()
+        try:
+            limit = pump.timeout(timeout)
+            for part in it:
+                with pump.lock:
+                    waited = 0.0
+                    # the I/O thread takes output without a word: look every 10 ms
+                    while not (st.can_write() and pump.buffered <= HIGH_WATER):
+                        if limit is not None and waited >= limit:
+                            raise AMQPTimeout(f"no room to stream within {limit:g} s")
+                        with contextlib.suppress(AMQPTimeout):
+                            pump.wait(lambda: st.can_write() and pump.buffered <= HIGH_WATER,
+                                      0.01, "room to stream")
+                        waited += 0.01
+                    st.write(part)
+                    pump.poke()
+            if not st.done:
+                raise LocalProtocolError(f"the parts came to {size - st.left} octets, not {size}")
+        except BaseException:
+            with pump.lock:
+                if p.error is None:
+                    st.abort()
+                    pump.poke()
+            raise
+        with pump.lock:
+            self._await(st.outcome, timeout, "the receiver's outcome")
+        return st.number
 
     def subscribe(self, queue: str | None = None, *, prefetch: int | None = 100,
                   accept_mode: str = "explicit", destination: str | None = None,

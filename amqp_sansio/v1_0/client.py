@@ -47,7 +47,7 @@ from __future__ import annotations
 
 __all__ = ["MAX_IN_FLIGHT", "MECHANISMS", "CONDITION_CODES", "connection", "address_for",
            "ClientConnection", "ClientSession", "ClientSubscription", "ClientDelivery",
-           "Publish", "Resend", "SessionCarry", "ConnectionView", "SessionView", "SubscriptionView"]
+           "Publish", "Stream", "Resend", "SessionCarry", "ConnectionView", "SessionView", "SubscriptionView"]
 
 import contextlib
 import itertools
@@ -76,7 +76,7 @@ from .connection import ClientConfig, Role
 from .connection import Connection as CoreConnection
 from .link import Delivery as CoreDelivery
 from .link import Link
-from .message import decode_message, encode_message, from_message, to_message
+from .message import AmqpMessage, decode_message, encode_message, from_message, to_message
 from .session import Session as CoreSession
 from .spec import (
     Accepted,
@@ -95,6 +95,9 @@ from .transactions import Controller, transactional
 
 #: Octets of unsettled publishes nobody waits for above which a publisher waits.
 MAX_IN_FLIGHT = 16 << 20
+#: Output octets a streamed message may leave untaken by the adapter before
+#: its next part waits.
+STREAM_BUFFER = 256 << 10
 #: SASL mechanisms a 1.0 client offers.
 MECHANISMS = frozenset(sasl.CLIENT_MECHANISMS)
 #: A refused or failed link's 1.0 condition -> the ``error_code`` of the
@@ -393,6 +396,51 @@ class SessionCarry:
     void: int  # deliveries received and not settled: the broker sends them again
 
 
+class Stream:
+    """A message being sent in parts (:meth:`ClientSession.stream_start`):
+    ``write`` the rest of the body; the last octet ends the delivery.
+    ``outcome`` is answered like a waited publish's; ``abort()`` abandons
+    it (the receiver drops the parts)."""
+
+    def __init__(self, session: ClientSession, link: Link, d: CoreDelivery, left: int,
+                 number: int, outcome: Pending[Any]) -> None:
+        self.session = session
+        self.link = link
+        self.delivery = d
+        self.left = left
+        self.number = number
+        self.outcome = outcome
+
+    @property
+    def done(self) -> bool:
+        return self.left == 0
+
+    def can_write(self) -> bool:
+        """Room for another part: the peer's session window has taken what
+        was written, and the adapter has taken most of the output."""
+        s = self.session
+        s.check()
+        return s.core.queued_transfers == 0 and s.conn.core.pending_output < STREAM_BUFFER
+
+    def write(self, part: bytes) -> None:
+        if len(part) > self.left:
+            raise LocalProtocolError(f"{len(part)} octets written where {self.left} are left")
+        self.session.check()
+        self.left -= len(part)
+        self.link.send_more(self.delivery, part, more=self.left > 0)
+
+    def abort(self) -> None:
+        if self.left:
+            self.link.abort(self.delivery)
+            self.left = 0
+            for snd in self.session._senders.values():
+                snd.numbers.pop(self.delivery.id, None)
+                snd.waiters.pop(self.delivery.id, None)
+            self.session._pending.discard(self.outcome)
+            self.outcome.fail(MessageRejectedError(_RELEASED, "aborted by the sender",
+                                                   self.number))
+
+
 # ---------------------------------------------------------------- sessions
 class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
     """A begun session's policy, with the 0-10 session's vocabulary."""
@@ -546,6 +594,38 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         waiter: Pending[Any] = self._track(Pending())
         s.waiters[d.id] = waiter
         return n, waiter
+
+    # -- streaming a large message -----------------------------------------------------------
+    def stream_start(self, message: Message | None, address: str, size: int,
+                     first: bytes) -> Stream:
+        """Begin a message whose body (one data section of ``size`` octets)
+        comes in parts: its sections before the body and ``first`` go now
+        (call when :meth:`can_publish` says so for ``address``), the rest
+        with :meth:`Stream.write`; the session then holds one part at a time
+        (plus what the peer's window has not taken: see
+        :meth:`Stream.can_write`).  Its outcome is waited for as a publish's."""
+        if not 0 <= size <= 0xFFFFFFFF:
+            raise LocalProtocolError(f"a data section holds at most 2**32-1 octets, not {size}")
+        if len(first) > size:
+            raise LocalProtocolError("the first part is longer than the size given")
+        head = AmqpMessage(**{**attrs.asdict(from_message(message), recurse=False),
+                              "body": None}) if message is not None else AmqpMessage()
+        prefix = encode_message(head) + b"\x00\x53\x75\xb0" + size.to_bytes(4, "big")
+        self.check()
+        snd = self.sender(address)
+        state = transactional(self.txn_id) if self.txn_id is not None else None
+        try:
+            d = snd.link.send(prefix + first, settled=False, state=state,
+                              more=len(first) < size)
+        except LocalProtocolError:
+            self.check()
+            raise
+        self._published += 1
+        n = self._published
+        snd.numbers[d.id] = n
+        waiter: Pending[Any] = self._track(Pending())
+        snd.waiters[d.id] = waiter
+        return Stream(self, snd.link, d, size - len(first), n, waiter)
 
     def _on_outcome(self, s: _Sender, e: ev.DeliveryUpdated) -> None:
         d = e.delivery

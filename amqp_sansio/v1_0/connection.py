@@ -334,6 +334,12 @@ class Connection:
                               f"{self.peer_channel_max}")
         self._write(channel, body, payload)
 
+    @property
+    def pending_output(self) -> int:
+        """Octets queued for the peer that :meth:`data_to_send` has not
+        handed out yet (a producer's back-pressure)."""
+        return len(self._out)
+
     def data_to_send(self, now: float | None = None) -> bytes:
         """Everything queued for the peer (call after every action)."""
         if now is not None:

@@ -280,3 +280,18 @@ async def test_reconnect_after_cuts_at_random_loses_nothing(
         assert copies >= 1, i
         if copies > 1:
             assert i + 1 in resent
+
+
+async def test_a_large_message_is_streamed(rhea_server: Server) -> None:
+    """4 MiB in 32 KiB parts from a generator; rhea's own client gets it whole."""
+    peer = Peer("rhea", rhea_server.port)
+    addr = peer.address("tbig")
+    part, count = 32 * 1024, 128
+    with trio.fail_after(60):
+        async with session(peer) as s:
+            n = await s.publish_stream((b"%c" % (97 + i % 26) * part for i in range(count)),
+                                       size=part * count, routing_key=addr)
+    assert n == 1
+    got = await trio.to_thread.run_sync(lambda: rhea("receive", peer.port, address=addr,
+                                                     count=1, timeout=60))
+    assert (got["received"], got["octets"]) == (1, part * count), got
