@@ -819,8 +819,10 @@ class Connection:
         try:
             step = fn()
         except sasl.SaslError as e:
-            raise ConnectionViolation(f"authentication failed: {e.message}",
-                                      CloseCode.CONNECTION_FORCED) from None
+            # AuthenticationFailed already reads "authentication failed: ..."
+            text = (e.message if isinstance(e, sasl.AuthenticationFailed)
+                    else f"authentication failed: {e.message}")
+            raise ConnectionViolation(text, CloseCode.CONNECTION_FORCED) from None
         if not step.done:
             self._write_control(0, ConnectionSecure(challenge=step.challenge or b""))
             self._go(inp, ConnState.AWAIT_SECURE_OK)

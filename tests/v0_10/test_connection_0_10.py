@@ -159,12 +159,26 @@ def test_bad_credentials_close_320_and_no_session(mech: str, user: str, password
     assert closed.code == 320 and closed.by_peer
     assert not of_type(net.client_events, ev.ConnectionOpened)
     assert not of_type(net.server_events, ev.ConnectionOpened)
-    # The error text never contains the password.
+    # The error text never contains the password, and says what failed once.
     assert password not in (closed.text or "")
+    assert (closed.text or "").lower().count("authentication failed") == 1, closed.text
     with pytest.raises(LocalProtocolError):
         net.client.attach(b"s")
     with pytest.raises(LocalProtocolError):
         net.server.attach(b"s")
+
+
+@pytest.mark.parametrize("response", [b"\0guest\0wrong", b"no separators"])
+def test_refused_login_says_authentication_failed_once(response: bytes) -> None:
+    # Wrong password (AuthenticationFailed) or a malformed response (SaslError):
+    # the close text names the failure once, whichever the mechanism raised.
+    s = server_at(ConnState.AWAIT_START_OK, ServerConfig(authenticator=authenticator()))
+    err = raises_remote(s, ctl(ConnectionStartOk(mechanism="PLAIN", response=response,
+                                                 locale="en_US")))
+    (close,) = [x for x in decode(s.data_to_send()) if isinstance(x, ConnectionClose)]
+    assert close.reply_code == 320
+    for text in (close.reply_text, err.message):
+        assert text.lower().count("authentication failed") == 1, text
 
 
 def test_scram_secure_rounds() -> None:
