@@ -121,6 +121,29 @@ def _link_error(what: str, err: Error | None) -> ExecutionError:
                           error_info={"condition": str(cond), "description": text})
 
 
+_PLAIN: dict[str | None, bytes] = {}
+
+
+def _plain(routing_key: str | None) -> bytes:
+    """The sections before the body of ``Message(body, routing_key=...)``
+    (a properties section naming the subject), encoded once per key."""
+    got = _PLAIN.get(routing_key)
+    if got is None:
+        got = encode_message(from_message(Message(body=b"", routing_key=routing_key)))
+        got = got[:len(got) - len(_data_section(b""))]
+        if len(_PLAIN) < 1024:
+            _PLAIN[routing_key] = got
+    return got
+
+
+def _data_section(body: bytes) -> bytes:
+    """A data section holding ``body`` (vbin8 or vbin32)."""
+    n = len(body)
+    if n < 256:
+        return b"\x00\x53\x75\xa0" + bytes((n,)) + body
+    return b"\x00\x53\x75\xb0" + n.to_bytes(4, "big") + body
+
+
 def address_for(exchange: str, routing_key: str | None) -> str:
     """The 1.0 address a publish names: the routing key itself, or
     ``/exchange/EXCHANGE/KEY`` for a named exchange."""
@@ -549,6 +572,9 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
     def transfer(self, message: Message | bytes | str, exchange: str = "",
                  routing_key: str | None = None, *, settled: bool = False) -> Publish:
         """Build a publish (nothing is sent)."""
+        if type(message) is bytes:  # the common case, without the mapping
+            address = address_for(exchange, routing_key)
+            return Publish(address, _plain(routing_key) + _data_section(message), settled)
         msg = base.as_message(message, routing_key)
         address = address_for(exchange, msg.routing_key)
         return Publish(address, encode_message(from_message(msg)), settled)

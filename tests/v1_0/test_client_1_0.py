@@ -378,3 +378,15 @@ def test_cancel_keeps_the_link_until_what_was_handed_out_is_settled() -> None:
     w.pump()
     assert [d.remote_state for d in sent[:2]] == [Accepted(), Accepted()]
     assert snd.state.name == "DETACHED"
+
+
+@pytest.mark.parametrize("size", [0, 1, 100, 255, 256, 70000])
+@pytest.mark.parametrize("key", [None, "q", "/queue/é"])
+def test_a_bytes_publish_encodes_as_its_message_would(size: int, key: str | None) -> None:
+    """The fast path for bytes bodies gives the octets of the mapping."""
+    w = Wire()
+    s = w.session()
+    body = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
+    fast = s.transfer(body, routing_key=key).payload
+    slow = encode_message(from_message(Message(body=body, routing_key=key)))
+    assert fast == slow
