@@ -1,4 +1,4 @@
-"""The byte pump both Trio clients share (0-10 and 0-9-1).
+"""The byte pump every Trio client shares (0-10, 0-9-1 and 1.0).
 
 A :class:`Pump` runs one reader, one writer and one timer task in the
 connection's nursery around a client policy (:mod:`amqp_sansio.client`,
@@ -146,17 +146,22 @@ class Pump:
     # -- the tasks --------------------------------------------------------------
     async def run(self) -> None:
         try:
-            async with trio.open_nursery() as n:
-                n.start_soon(self._reader)
-                n.start_soon(self._timer)
-                await self._writer()
-                n.cancel_scope.cancel()
+            await self._serve()
         finally:
             if self.policy.error is None:
                 self.policy.fail(ConnectionLostError("transport closed"))
             self.book.drain(self.policy)
             self.done.set()
             self._drained.unpark_all()
+
+    async def _serve(self) -> None:
+        """The transport's tasks -- reader, timer, writer -- until it ends
+        (a protocol's pump may go on with another: 1.0's reconnection)."""
+        async with trio.open_nursery() as n:
+            n.start_soon(self._reader)
+            n.start_soon(self._timer)
+            await self._writer()
+            n.cancel_scope.cancel()
 
     async def _reader(self) -> None:
         policy = self.policy

@@ -89,14 +89,10 @@ class _RecoveringPump(Pump):
     timeout = 10.0
     policy: v10.ClientConnection
 
-    async def run(self) -> None:
+    async def _serve(self) -> None:
         try:
             while True:
-                async with trio.open_nursery() as n:  # one transport's tasks
-                    n.start_soon(self._reader)
-                    n.start_soon(self._timer)
-                    await self._writer()
-                    n.cancel_scope.cancel()
+                await super()._serve()  # returns when the transport ended
                 if not self.policy.reconnecting:
                     return
                 stream = await self._connect_again()
@@ -107,12 +103,11 @@ class _RecoveringPump(Pump):
                 self.outsize = 0
                 self.policy.restart()
                 self._woken()
-        finally:
+        finally:  # for good (a plain fail() of a lost connection means "connect again")
             if self.policy.error is None:
-                self.policy.give_up(ConnectionLostError("transport closed"))
-            self.book.drain(self.policy)
-            self.done.set()
-            self._drained.unpark_all()
+                self.policy.give_up(ConnectionLostError(
+                    "the connection was being made again when it was stopped"
+                    if self.policy.reconnecting else "transport closed"))
 
     async def _connect_again(self) -> Any:
         delay, last = 0.05, None
