@@ -420,12 +420,17 @@ class ClientChannel(base.ClientSessionBase["ClientSubscription[Any]"]):
         return self.execute(TxRollback())
 
     # -- publishing ---------------------------------------------------------------------
-    def transfer(self, message: Message | bytes | str, exchange: str = "",
+    @staticmethod
+    def transfer(message: Message | bytes | str, exchange: str = "",
                  routing_key: str | None = None, confirm: bool = False, *,
                  mandatory: bool = False, properties: BasicProperties | None = None,
                  ) -> Publish:
         """Build a publish (nothing is sent); ``properties`` replace what the
         :class:`Message` maps to."""
+        if type(message) is bytes:  # per message: a body alone maps to no properties
+            return Publish(BasicPublish(exchange=exchange, routing_key=routing_key or "",
+                                        mandatory=mandatory),
+                           properties, message, confirm, mandatory)
         method, props, body = to_publish(base.as_message(message, routing_key), exchange,
                                          mandatory=mandatory)
         return Publish(method, props if properties is None else properties, body, confirm,
@@ -446,7 +451,9 @@ class ClientChannel(base.ClientSessionBase["ClientSubscription[Any]"]):
         """Send ``p``: its sequence number (confirm mode) or the count of
         publishes on the channel, and what to wait for if ``wait``."""
         core = self.core
-        self.check()
+        conn = self.conn
+        if self.error is not None or conn.error is not None or conn.opened is None:
+            self.check()  # raises why (checked inline: this runs per message)
         if p.confirm and core.confirms is None:
             self.send(ConfirmSelect())  # publishes after it are numbered from 1
         returns = self._returns

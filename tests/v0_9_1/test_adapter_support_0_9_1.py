@@ -19,6 +19,7 @@ from pair_0_9_1 import methods_of, open_pair, pump
 from amqp_sansio.errors import LocalProtocolError
 from amqp_sansio.v0_9_1 import events as ev
 from amqp_sansio.v0_9_1 import spec
+from amqp_sansio.v0_9_1.client import ClientChannel
 from amqp_sansio.v0_9_1.confirms import ConfirmTracker, TagSet
 from amqp_sansio.v0_9_1.messages import from_event, to_properties, to_publish
 from amqp_sansio.v0_10.messages import Message
@@ -148,3 +149,19 @@ def test_message_mapping_edges() -> None:
     m = from_event(e)
     assert m.message_id is None and m.ttl is None and not m.persistent
     assert m.routing_key == "" and m.exchange == ""
+
+
+@given(body=st.binary(max_size=20), key=st.none() | st.text(max_size=10),
+       exchange=st.text(max_size=10), mandatory=st.booleans(), confirm=st.booleans(),
+       props=st.none() | st.just(spec.BasicProperties(priority=3)))
+def test_a_bytes_publish_is_built_as_its_message_would_be(
+        body: bytes, key: str | None, exchange: str, mandatory: bool, confirm: bool,
+        props: spec.BasicProperties | None) -> None:
+    # transfer() builds a bare body without a Message (per-message speed): same publish.
+    fast = ClientChannel.transfer(body, exchange, key, confirm, mandatory=mandatory,
+                                  properties=props)
+    mapped = ClientChannel.transfer(Message(body=body, routing_key=key), exchange, key,
+                                    confirm, mandatory=mandatory, properties=props)
+    assert fast == mapped
+    assert (fast.method.routing_key, fast.method.exchange, fast.body) == (key or "", exchange,
+                                                                          body)
