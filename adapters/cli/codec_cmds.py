@@ -20,7 +20,7 @@ from amqp_sansio.v0_10.framing import FRAME_HEADER_SIZE, MAX_FRAME_SIZE
 from amqp_sansio.v0_10.jsonform import from_json, to_json
 
 from .stream import Decoded, StreamDecoder, encode_item
-from .streams import CLIError, Streams, open_input
+from .streams import CLIError, Streams, Subcommands, open_input
 
 # Top-level keys decode may add beside the item itself; encode reads
 # max-frame-size and ignores offset.
@@ -65,7 +65,7 @@ def _protocol_args(p: argparse.ArgumentParser, decoding: bool) -> None:
                        "otherwise (default 131072)"))
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subcommands) -> None:
     p = sub.add_parser(
         "decode", help="AMQP octets -> JSON lines (--protocol: 0-10, 0-9-1, 1.0)",
         description="Read AMQP octets (a leading protocol header is recognised) and write "

@@ -41,7 +41,7 @@ from amqp_sansio.v0_10.jsonform import JsonItem, ProtocolHeader, fields_to_json,
 
 from .codec_cmds import dumps, encode_line, record_to_json
 from .stream import Decoded, decode_all, encode_item
-from .streams import Streams
+from .streams import Streams, Subcommands
 
 C2S, S2C = "C->S", "S->C"
 SESSION = b"demo-session"
@@ -57,7 +57,7 @@ class Step:
     max_frame_size: int = MIN_MAX_FRAME_SIZE
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subcommands) -> None:
     p = sub.add_parser(
         "demo", help="encode, decode and check a sample AMQP 0-10 conversation (no network)",
         formatter_class=argparse.RawDescriptionHelpFormatter,

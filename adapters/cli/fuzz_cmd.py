@@ -27,7 +27,7 @@ from typing import Any
 from amqp_sansio_fuzz.case import PROTOCOLS
 
 from .extras import require
-from .streams import CLIError, Streams
+from .streams import CLIError, Streams, Subcommands
 
 _OUTCOMES = ("accepted", "rejected", "deviation", "wrong-code", "missed", "violation", "reset",
              "hang", "crash")
@@ -68,7 +68,7 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="the --user's password (0-9-1 default with no --user: guest)")
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subcommands) -> None:
     p = sub.add_parser("fuzz", help="fuzz an AMQP 0-10 or 0-9-1 broker (or 0-10 clients)",
                        description=__doc__.split("\n\n")[0] if __doc__ else None,
                        formatter_class=argparse.RawDescriptionHelpFormatter,

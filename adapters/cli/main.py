@@ -21,11 +21,11 @@ from amqp_sansio.errors import LocalProtocolError
 
 from . import codec_cmds, demo, fuzz_cmd, tools_cmds
 from .extras import EXTRA_OF, missing_extra_message
-from .streams import CLIError, Streams
+from .streams import CLIError, Streams, Subcommands
 
 PROG = "amqp-sansio"
 
-Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
+Register = Callable[[Subcommands], None]
 SUBCOMMANDS: tuple[Register, ...] = (tools_cmds.register, codec_cmds.register, demo.register,
                                      fuzz_cmd.register)
 

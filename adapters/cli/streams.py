@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import sys
 from collections.abc import Iterator
-from typing import IO, Any, cast
+from typing import IO, Any, Protocol, cast
 
 import attrs
+
+
+class Subcommands(Protocol):
+    """What a subcommand's ``register`` adds its parser to: the result of
+    ``ArgumentParser.add_subparsers()`` (whose class argparse keeps private)."""
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser: ...
 
 
 class CLIError(Exception):

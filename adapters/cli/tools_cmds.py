@@ -42,10 +42,10 @@ from typing import Any
 
 from amqp_sansio import registry
 
-from .streams import CLIError
+from .streams import CLIError, Subcommands
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subcommands) -> None:
     # Listed for --help; main() hands "broker ..." to the broker's own parser.
     sub.add_parser("broker", help="run the embedded AMQP 0-10 broker "
                    "(amqp-sansio broker --help for its options)")

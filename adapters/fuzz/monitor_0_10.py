@@ -372,7 +372,7 @@ class Monitor(MonitorBase):
     def _peer_connection_control(self, ch: int, ctl: Any) -> None:
         name = ctl.NAME
         self.handshake.add(name)
-        self._count(name)
+        self.count(name)
         if name == "connection.close":
             self.peer_closed = True
             self.signals.append(Signal("close", ch, int(ctl.reply_code or 0),
@@ -387,8 +387,8 @@ class Monitor(MonitorBase):
 
     def _peer_session_control(self, ch: int, ctl: Any) -> None:
         name = ctl.NAME
-        self._count(f"ctl:{ch}")
-        self._count(f"{name}:{ch}")
+        self.count(f"ctl:{ch}")
+        self.count(f"{name}:{ch}")
         if not self.sent_broken and ch not in self.used_channels:
             self.violation("session.unused-channel", f"{name} on channel {ch}, which we never "
                            "used")
@@ -426,16 +426,16 @@ class Monitor(MonitorBase):
             if name == "session.completed":
                 self._check_results_before(s, ids)
                 s.completed.update(ids)
-                self._count(f"completed:{ch}")
+                self.count(f"completed:{ch}")
         elif name == "session.known-completed":
             if ctl.commands and not s.we_completed and not self.sent_broken:
                 self.violation("session.known-completed-unknown",
                                f"known-completed {ctl.commands!r} but we completed nothing")
         elif name == "session.expected":
-            self._count(f"expected:{ch}")
+            self.count(f"expected:{ch}")
             self._check_expected(s, ctl)
         elif name == "session.timeout":
-            self._count(f"timeout:{ch}")
+            self.count(f"timeout:{ch}")
             if not s.timeout_requests:
                 self.violation("session.timeout", "timeout nobody requested")
             else:

@@ -559,7 +559,7 @@ class Monitor(MonitorBase):
     def _peer_connection_method(self, m: Any) -> None:
         name = m.NAME
         self.handshake.add(name)
-        self._count(name)
+        self.count(name)
         if name == "connection.tune":
             self._offered_frame_max = int(m.frame_max)
         elif name == "connection.close":
@@ -596,7 +596,7 @@ class Monitor(MonitorBase):
         ch, m = item.channel, item.method
         m_: Any = m
         name = m.NAME
-        self._count(f"{name}:{ch}")
+        self.count(f"{name}:{ch}")
         c = self.chans.get(ch)
         if c is None or not c.ever:
             if not self.sent_broken:
@@ -893,7 +893,7 @@ def _peer_flow_ok(mon: Monitor, ch: int, c: _Ch, m: Any, req: Any, lax: bool) ->
         mon.violation("channel.flow-ok-active", f"flow-ok active={bool(m.active)} for our "
                       f"flow active={bool(req.active)}")
     if req is not None:
-        mon._count(f"barrier:{ch}")
+        mon.count(f"barrier:{ch}")
 
 
 def _peer_get_ok(mon: Monitor, ch: int, c: _Ch, m: Any, req: Any, lax: bool) -> None:
@@ -939,7 +939,7 @@ def _peer_return(mon: Monitor, ch: int, c: _Ch, m: Any, req: Any, lax: bool) -> 
 
 
 def _peer_confirm(mon: Monitor, ch: int, c: _Ch, m: Any, req: Any, lax: bool) -> None:
-    mon._count(f"confirm:{ch}")
+    mon.count(f"confirm:{ch}")
     if c.confirms is None:
         if not lax:
             mon.violation("confirm.unsolicited",

@@ -130,7 +130,8 @@ class MonitorBase:
         if len(self.deviations) < 20:
             self.deviations.append(Violation(rule, message))
 
-    def _count(self, key: str) -> None:
+    def count(self, key: str) -> None:
+        """One more ``key`` (what :meth:`satisfied` and :meth:`mark` read)."""
         self.counters[key] = self.counters.get(key, 0) + 1
 
     def _note_sent(self, data: bytes, faulty: bool) -> bool:

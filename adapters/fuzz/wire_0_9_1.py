@@ -35,6 +35,8 @@ from amqp_sansio.v0_9_1.framing import (
     FRAME_HEADER,
     FRAME_HEARTBEAT,
     FRAME_METHOD,
+    encode_header,
+    encode_method,
 )
 from amqp_sansio.v0_9_1.spec import BasicProperties
 
@@ -53,9 +55,7 @@ def heartbeat(channel: int = 0, payload: bytes = b"") -> bytes:
 
 
 def method_payload(m: Method) -> bytes:
-    out = bytearray(m.INDEX.to_bytes(4, "big"))
-    type(m)._enc(m, out, codec.RABBIT)
-    return bytes(out)
+    return encode_method(0, m, profile=codec.RABBIT)[7:-1]  # the frame's payload
 
 
 def method_frame(channel: int, m: Method, **kw: Any) -> bytes:
@@ -64,9 +64,8 @@ def method_frame(channel: int, m: Method, **kw: Any) -> bytes:
 
 def props_payload(props: Properties) -> bytes:
     """Property flags and values, as the generated encoder writes them."""
-    out = bytearray()
-    type(props)._enc(props, out, codec.RABBIT)
-    return bytes(out)
+    # A header frame's payload after class-id, weight and body-size.
+    return encode_header(0, 0, 0, props, profile=codec.RABBIT)[7 + 12:-1]
 
 
 def header_payload(class_id: int, body_size: int, props: Properties | bytes | None = None, *,
