@@ -328,6 +328,9 @@ VAR_HELPERS = {
     "str8-utf16": ("str", "enc_str8_utf16", "dec_str8_utf16", 255),
     "str16-utf16": ("str", "enc_str16_utf16", "dec_str16_utf16", 0xFFFF),
 }
+# Variable-width types the generated decoders read inline: (width of the
+# length prefix, UTF-8 text?).
+INLINE_VAR = {"str8": (1, True), "str16": (2, True), "vbin8": (1, False), "vbin16": (2, False)}
 BIN_WIDTHS = {"bin8": 1, "bin16": 2, "bin32": 4, "bin64": 8, "bin128": 16, "bin256": 32,
               "bin512": 64, "bin1024": 128, "bin40": 5, "bin72": 9}
 
@@ -400,10 +403,29 @@ class Renderer:
         raise SystemExit(f"no annotation for {base}")
 
     def enc_field(self, f: dict[str, Any], bit: int, ind: str) -> list[str]:
-        """Lines encoding field value `v` (known not None) into `out`."""
+        """Lines encoding field value `v` (known not None) into `out`.
+
+        The commonest types are written inline (a call costs more than the
+        work): a uint8 is one ``append``; UTF-8 text is encoded, measured and
+        appended.  What the wire cannot carry raises here (too long) or in
+        ``str.encode``/``bytearray.append`` (lone surrogates, out-of-range
+        octets), which the framing turns into LocalProtocolError."""
         base = f["base"]
+        if base == "uint8":
+            return [f"{ind}out.append(v)"]
         if base in FIXED:
             return [f"{ind}out += _pack_{FIXED[base][0]}(v)"]
+        if base in ("str8", "str16"):
+            limit = VAR_HELPERS[base][3]
+            lines = [f"{ind}b = v.encode()",
+                     f"{ind}n = len(b)",
+                     f"{ind}if n > {limit}:",
+                     f"{ind}    raise _too_long({base!r}, {limit}, n)"]
+            if base == "str8":
+                lines.append(f"{ind}out.append(n)")
+            else:
+                lines.append(f"{ind}out += _pack_H(n)")
+            return lines + [f"{ind}out += b"]
         if base in VAR_HELPERS:
             return [f"{ind}out += _c.{VAR_HELPERS[base][1]}(v)"]
         if base in BIN_WIDTHS:
@@ -463,6 +485,19 @@ class Renderer:
                 f"{ind}v = {read}",
                 f"{ind}pos += {width}",
             ]
+        elif base in INLINE_VAR:
+            # Read inline: the length octet(s) at buf[pos] -- past the end of
+            # buf that is an IndexError, which the decoder's caller-facing
+            # wrapper reports as an overrun like any other -- then the value.
+            width, text = INLINE_VAR[base]
+            n = "buf[pos]" if width == 1 else "(buf[pos] << 8 | buf[pos + 1])"
+            lines = [
+                f"{ind}stop = pos + {width} + {n}",
+                f"{ind}if stop > end:",
+                f"{ind}    raise _overrun({owner!r}, pos)",
+                f"{ind}v = buf[pos + {width}:stop]" + (".decode()" if text else ""),
+                f"{ind}pos = stop",
+            ]
         elif base in VAR_HELPERS:
             lines = [f"{ind}v, pos = _c.{VAR_HELPERS[base][2]}(buf, pos, end)"]
         elif base in BIN_WIDTHS:
@@ -512,8 +547,21 @@ class Renderer:
         else:
             raise SystemExit(f"cannot decode {base}")
         if "enum" in f:
-            lines.append(f"{ind}v = _E_{self.enum_names[f['enum']]}.get(v, v)")
+            en = self.enum_names[f["enum"]]
+            top = self.enum_top(f["enum"])
+            if top is None:
+                lines.append(f"{ind}v = _E_{en}.get(v, v)")
+            else:  # a tuple index is cheaper than a dict lookup
+                lines.append(f"{ind}if v < {top + 1}:")
+                lines.append(f"{ind}    v = _L_{en}[v]")
         return lines
+
+    def enum_top(self, domain: str) -> int | None:
+        """The largest value of an enum domain of small unsigned values
+        (decoded through a tuple indexed by value), else None."""
+        d = self.domains[domain]
+        top = max(v for _, v in d["enum"])
+        return top if d["type"] in ("uint8", "uint16") and top < 64 else None
 
     def check_field(self, f: dict[str, Any], attr: str, ind: str) -> list[str]:
         """Construction-time validation of a non-None value `v`."""
@@ -583,8 +631,7 @@ class Renderer:
         self.w()
         self.w()
         self.w("@attrs.frozen(slots=True, kw_only=True, repr=False)")
-        base = {"struct": "Struct", "control": "Control", "command": "Command"}[kind]
-        self.w(f"class {cls_name}({base}):")
+        self.w(f"class {cls_name}(_Slots{cls_name}):")
         self.w(f'    """``{d["name"]}`` ({kind}'
                + (f", code 0x{opcode:04x}" if opcode is not None else ", uncoded") + ')."""')
         self.w()
@@ -652,132 +699,222 @@ class Renderer:
         self.w()
         self.w(f"_CLASSES[{cls_name}.NAME] = {cls_name}")
 
-    def render_codec(self, kind: str, d: dict[str, Any], cls_name: str) -> None:
+    # -- codec functions ------------------------------------------------------
+    # Written for speed (bench/instructions_0_10.py counts them): every field
+    # inline; packing flags read and written as one big-endian integer of
+    # ``pack`` octets (so field i's flag is bit ``flag_bit(i, pack)``, not
+    # 1 << i); sizes and flags patched in place with ``pack_into`` once the
+    # fields are written; decoded objects built as instances of the mutable
+    # slots base and then switched to the frozen spec class (render_slots).
+    # A coded struct (size 4, pack 2 -- every one of them) is also written
+    # and read whole: size, code and flags in one pack/unpack.
+
+    @staticmethod
+    def flag_bit(i: int, pack: int) -> int:
+        """Field i's packing flag (bit i of the octets read little-endian) in
+        the flags read as a big-endian integer (0: the struct has no flags)."""
+        return 1 << ((pack - 1 - i // 8) * 8 + i % 8) if pack else 0
+
+    def enc_fields(self, d: dict[str, Any], pack: int, ind: str) -> list[str]:
+        """Lines appending the fields of ``o`` to ``out``, collecting ``flags``."""
+        out: list[str] = []
+        if pack:
+            out.append(f"{ind}flags = 0")
+        for i, f in enumerate(d["fields"]):
+            attr = snake(f["name"])
+            bit = self.flag_bit(i, pack)
+            if f["base"] == "bit":
+                out.append(f"{ind}if o.{attr}:")
+                out.append(f"{ind}    flags |= {bit}")
+                continue
+            out.append(f"{ind}v = o.{attr}")
+            if pack:
+                out.append(f"{ind}if v is not None:")
+                out.append(f"{ind}    flags |= {bit}")
+                out.extend(self.enc_field(f, bit, ind + "    "))
+            else:
+                # Unpacked struct (command-fragment): every field is present.
+                out.extend(self.enc_field(f, bit, ind))
+        return out
+
+    def dec_fields(self, d: dict[str, Any], pack: int, cls_name: str, ind: str) -> list[str]:
+        """Lines building ``o`` from ``buf[pos:end]``, ``flags`` already read
+        and checked; ``pos`` ends after the last field."""
+        owner = d["name"]
         fields = d["fields"]
+        out = [f"{ind}o: Any = _Slots{cls_name}()"]
+        body: list[str] = []
+        for i, f in enumerate(fields):
+            attr = snake(f["name"])
+            bit = self.flag_bit(i, pack)
+            if f["base"] == "bit":
+                out.append(f"{ind}o.{attr} = flags & {bit} != 0")
+                continue
+            if pack:
+                body.append(f"{ind}if flags & {bit}:")
+                body.extend(self.dec_field(f, ind + "    ", owner))
+                body.append(f"{ind}    o.{attr} = v")
+                body.append(f"{ind}else:")
+                body.append(f"{ind}    o.{attr} = None")
+            else:
+                body.extend(self.dec_field(f, ind, owner))
+                body.append(f"{ind}o.{attr} = v")
+        if any(f["base"] != "bit" for f in fields):
+            out.append(f"{ind}v: Any")
+        inline = {INLINE_VAR[f["base"]][1] for f in fields if f["base"] in INLINE_VAR}
+        if inline:
+            out.append(f"{ind}try:")
+            out.extend("    " + line for line in body)
+            out.append(f"{ind}except IndexError:  # a length prefix past the end of buf")
+            out.append(f"{ind}    raise _overrun({owner!r}, pos) from None")
+            if True in inline:
+                out.append(f"{ind}except UnicodeDecodeError:")
+                out.append(f"{ind}    raise _bad_text({owner!r}, pos) from None")
+        else:
+            out.extend(body)
+        out.append(f"{ind}o.__class__ = {cls_name}")
+        return out
+
+    def read_flags(self, d: dict[str, Any], pack: int, ind: str) -> list[str]:
+        """Lines reading and checking the packing flags at ``pos``."""
+        n = len(d["fields"])
+        read = {1: "buf[pos]", 2: "buf[pos] << 8 | buf[pos + 1]", 4: "_unpack_I(buf, pos)[0]"}
+        valid = sum(self.flag_bit(i, pack) for i in range(n))
+        return [
+            f"{ind}if pos + {pack} > end:",
+            f"{ind}    raise _overrun({d['name']!r}, pos)",
+            f"{ind}flags = {read[pack]}",
+            f"{ind}if flags & {~valid & ((1 << (8 * pack)) - 1)}:",
+            f"{ind}    raise _bad_flags({d['name']!r}, flags, {pack}, {n}, pos + {pack})",
+            f"{ind}pos += {pack}",
+        ]
+
+    def render_codec(self, kind: str, d: dict[str, Any], cls_name: str) -> None:
+        """``_enc_body_X``/``_dec_body_X``: packing flags and present fields."""
         pack = d["pack"] if kind == "struct" else 2
-        n = len(fields)
-        # encode body: [pack flags][fields]
         self.w()
         self.w()
         self.w(f"def _enc_body_{cls_name}(o: Any, out: bytearray, depth: int = _DEPTH) -> None:")
         if pack:
-            self.w("    flags = 0")
             self.w("    at = len(out)")
             self.w(f"    out += {bytes(pack)!r}")
-        for i, f in enumerate(fields):
-            attr = snake(f["name"])
-            bit = 1 << i
-            if f["base"] == "bit":
-                self.w(f"    if o.{attr}:")
-                self.w(f"        flags |= {bit}")
-                continue
-            self.w(f"    v = o.{attr}")
-            if pack:
-                self.w("    if v is not None:")
-                self.w(f"        flags |= {bit}")
-                for line in self.enc_field(f, bit, "        "):
-                    self.w(line)
-            else:
-                # Unpacked struct (command-fragment): every field is present.
-                for line in self.enc_field(f, bit, "    "):
-                    self.w(line)
+        for line in self.enc_fields(d, pack, "    "):
+            self.w(line)
         if pack:
             self.w("    if flags:")
             if pack == 1:
                 self.w("        out[at] = flags")
             else:
-                self.w(f"        out[at:at + {pack}] = flags.to_bytes({pack}, 'little')")
-        if not fields and not pack:
+                self.w(f"        _pack_into_size{pack}(out, at, flags)")
+        if not d["fields"] and not pack:
             self.w("    pass")
-        # decode body
         self.w()
         self.w()
         self.w(f"def _dec_body_{cls_name}(buf: bytes, pos: int, end: int, depth: int = _DEPTH,")
         self.w(f"                     typed: bool = False) -> tuple[{cls_name}, int]:")
-        self.w(f"    o = _new({cls_name})")
-        if any(f["base"] != "bit" for f in fields):
-            self.w("    v: Any")
         if pack:
-            self.w(f"    if pos + {pack} > end:")
-            self.w(f"        raise _overrun({d['name']!r}, pos)")
-            if pack == 1:
-                self.w("    flags = buf[pos]")
-            elif pack == 2:
-                self.w("    flags = buf[pos] | buf[pos + 1] << 8")
-            else:
-                self.w(f"    flags = int.from_bytes(buf[pos:pos + {pack}], 'little')")
-            self.w(f"    pos += {pack}")
-            mask = (1 << n) - 1
-            self.w(f"    if flags & {~mask & ((1 << (8 * pack)) - 1)}:")
-            self.w(f"        raise _bad_flags({d['name']!r}, flags, {n}, pos)")
-        for i, f in enumerate(fields):
-            attr = snake(f["name"])
-            bit = 1 << i
-            if f["base"] == "bit":
-                self.w(f"    _set(o, {attr!r}, flags & {bit} != 0)")
-                continue
-            if pack:
-                self.w(f"    if flags & {bit}:")
-                for line in self.dec_field(f, "        ", d["name"]):
-                    self.w(line)
-                self.w(f"        _set(o, {attr!r}, v)")
-                self.w("    else:")
-                self.w(f"        _set(o, {attr!r}, None)")
-            else:
-                for line in self.dec_field(f, "    ", d["name"]):
-                    self.w(line)
-                self.w(f"    _set(o, {attr!r}, v)")
+            for line in self.read_flags(d, pack, "    "):
+                self.w(line)
+        for line in self.dec_fields(d, pack, cls_name, "    "):
+            self.w(line)
         self.w("    return o, pos")
 
     def render_struct_wrappers(self, s: dict[str, Any], cls_name: str) -> None:
-        """Whole-struct encode/decode with its own size prefix and code."""
-        size, code = s["size"], s.get("code")
+        """Whole-struct encode/decode with its own size prefix and code.  A
+        coded struct (size 4) written this way is exactly a struct32 value."""
+        size, code, pack = s["size"], s.get("code"), s["pack"]
         opcode = (s["class_code"] << 8 | code) if code is not None else None
+        name = s["name"]
+        whole = size == 4 and pack == 2 and opcode is not None
         self.w()
         self.w()
         self.w(f"def _enc_{cls_name}(o: Any, out: bytearray, depth: int = _DEPTH) -> None:")
         # A struct-typed field is one level of nesting, as a struct32 is.
         self.w("    if depth <= 0:")
-        self.w(f"        raise LocalProtocolError({s['name']!r} + ' nested too deeply')")
-        if size:
+        self.w(f"        raise LocalProtocolError({name!r} + ' nested too deeply')")
+        if whole:
+            assert opcode is not None
+            # size, code, flags: written at the end in one go
             self.w("    at = len(out)")
-            self.w(f"    out += {bytes(size)!r}")
-        if opcode is not None:
-            self.w(f"    out += {opcode.to_bytes(2, 'big')!r}")
-        self.w(f"    _enc_body_{cls_name}(o, out, depth - 1)")
-        if size:
-            self.w(f"    n = len(out) - at - {size}")
-            if size < 4:
-                self.w(f"    if n >= {1 << (8 * size)}:")
-                self.w(f"        raise LocalProtocolError('{s['name']} is too large: %d octets' % n)")
-            self.w(f"    out[at:at + {size}] = n.to_bytes({size}, 'big')")
+            self.w("    out += b'\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00'")
+            self.w("    depth -= 1")
+            for line in self.enc_fields(s, pack, "    "):
+                self.w(line)
+            self.w(f"    _pack_into_IHH(out, at, len(out) - at - 4, {opcode:#06x}, flags)")
+        else:
+            prefix = bytes(size) + (opcode.to_bytes(2, "big") if opcode is not None else b"")
+            if size:
+                self.w("    at = len(out)")
+            if prefix:
+                self.w(f"    out += {prefix!r}")
+            self.w(f"    _enc_body_{cls_name}(o, out, depth - 1)")
+            if size:
+                self.w(f"    n = len(out) - at - {size}")
+                if size < 4:
+                    self.w(f"    if n >= {1 << (8 * size)}:")
+                    self.w(f"        raise LocalProtocolError('{name} is too large: %d octets' % n)")
+                self.w(f"    _pack_into_size{size}(out, at, n)")
         self.w()
         self.w()
         self.w(f"def _dec_{cls_name}(buf: bytes, pos: int, end: int, depth: int = _DEPTH,")
         self.w(f"                typed: bool = False) -> tuple[{cls_name}, int]:")
         self.w("    if depth <= 0:")
-        self.w(f"        raise _too_deep({s['name']!r}, pos)")
+        self.w(f"        raise _too_deep({name!r}, pos)")
+        if whole:
+            assert opcode is not None
+            self.w("    if pos + 8 <= end:")
+            self.w("        n, code, flags = _unpack_IHH(buf, pos)")
+            self.w(f"        if n >= 4 and pos + 4 + n <= end and code == {opcode:#06x}:")
+            self.w("            end = pos + 4 + n")
+            n = len(s["fields"])
+            valid = sum(self.flag_bit(i, pack) for i in range(n))
+            self.w(f"            if flags & {~valid & 0xFFFF}:")
+            self.w(f"                raise _bad_flags({name!r}, flags, 2, {n}, pos + 8)")
+            self.w("            pos += 8")
+            self.w("            depth -= 1")
+            for line in self.dec_fields(s, pack, cls_name, "            "):
+                self.w(line)
+            self.w("            return o, end")
+            self.w("    # Anything else is an error: report it as the general path would.")
         if size:
             self.w(f"    if pos + {size} > end:")
-            self.w(f"        raise _overrun({s['name']!r}, pos)")
-            self.w(f"    n = int.from_bytes(buf[pos:pos + {size}], 'big')")
-            self.w(f"    pos += {size}")
-            self.w("    stop = pos + n")
+            self.w(f"        raise _overrun({name!r}, pos)")
+            if size == 1:
+                self.w("    stop = pos + 1 + buf[pos]")
+            elif size == 2:
+                self.w("    stop = pos + 2 + (buf[pos] << 8 | buf[pos + 1])")
+            else:
+                self.w(f"    stop = pos + {size} + _unpack_I(buf, pos)[0]")
             self.w("    if stop > end:")
-            self.w(f"        raise _overrun({s['name']!r}, pos)")
+            self.w(f"        raise _overrun({name!r}, pos)")
+            self.w(f"    pos += {size}")
         else:
             self.w("    stop = end")
         if opcode is not None:
             self.w("    if pos + 2 > stop:")
-            self.w(f"        raise _overrun({s['name']!r}, pos)")
+            self.w(f"        raise _overrun({name!r}, pos)")
             self.w(f"    if buf[pos] != {opcode >> 8} or buf[pos + 1] != {opcode & 0xFF}:")
-            self.w(f"        raise _bad_code({s['name']!r}, buf[pos] << 8 | buf[pos + 1], pos)")
+            self.w(f"        raise _bad_code({name!r}, buf[pos] << 8 | buf[pos + 1], pos)")
             self.w("    pos += 2")
         self.w(f"    o, pos = _dec_body_{cls_name}(buf, pos, stop, depth - 1, typed)")
         if size:
             self.w("    return o, stop")
         else:
             self.w("    return o, pos")
+
+    def render_slots(self, kind: str, d: dict[str, Any], cls_name: str) -> None:
+        """The mutable base holding the fields' slots.  The frozen attrs class
+        derives from it and adds none (attrs reuses slots it finds in a
+        base), so a decoder can fill an instance of the base with plain slot
+        stores -- an ``object.__setattr__`` call per field costs twenty times
+        more -- and then assign ``__class__``, which CPython allows between
+        a class and a base of the same layout."""
+        base = {"struct": "Struct", "control": "Control", "command": "Command"}[kind]
+        slots = tuple(snake(f["name"]) for f in d["fields"]) + ("__weakref__",)
+        self.w()
+        self.w()
+        self.w(f"class _Slots{cls_name}({base}):")
+        self.w(f"    __slots__ = {slots!r}")
 
     def render_field_specs(self, d: dict[str, Any], cls_name: str) -> None:
         specs = []
@@ -815,6 +952,7 @@ class Renderer:
         w()
         w("import decimal")
         w("import enum")
+        w("import struct as _struct")
         w("import uuid")
         w("from typing import Any, ClassVar")
         w()
@@ -831,12 +969,18 @@ class Renderer:
         w("from .._specbase import (")
         w("    Command, Control, FieldSpec, Struct, _CLASSES, _DEPTH, _bad_arg, _bad_code,")
         w("    _bad_field, _bad_flags, _check_len, _check_text, _is_int, _missing, _new,")
-        w("    _overrun, _set, _to_seqset, _too_deep,")
+        w("    _overrun, _set, _to_seqset, _too_deep, _bad_text, _too_long,")
         w(")")
         w()
         for fmt in sorted({v[0] for v in FIXED.values()}):
             w(f"_pack_{fmt} = _c.pack_{fmt}")
             w(f"_unpack_{fmt} = _c.unpack_{fmt}")
+        # In-place writers: packing flags (little-endian) and size prefixes.
+        w("_pack_into_size1 = _struct.Struct('!B').pack_into")
+        w("_pack_into_size2 = _struct.Struct('!H').pack_into")
+        w("_pack_into_size4 = _struct.Struct('!I').pack_into")
+        w("_pack_into_IHH = _struct.Struct('!IHH').pack_into  # a coded struct's size, code, flags")
+        w("_unpack_IHH = _struct.Struct('!IHH').unpack_from")
         w()
         p = ex["protocol"]
         w(f"PROTOCOL_MAJOR = {p['major']}")
@@ -851,6 +995,11 @@ class Renderer:
                 continue
             en = self.enum_names[d["name"]]
             w(f"_E_{en}: dict[int, {en}] = {{m.value: m for m in {en}}}")
+            top = self.enum_top(d["name"])
+            if top is not None:
+                # value -> member; a value the domain lacks stays a plain int
+                w(f"_L_{en}: tuple[{en} | int, ...] = tuple(_E_{en}.get(i, i) "
+                  f"for i in range({top + 1}))")
         # structs first (ops reference them)
         for s in ex["structs"]:
             cn = self.struct_class[s["name"]]
@@ -859,11 +1008,12 @@ class Renderer:
             w()
             w()
             self.render_field_specs(s, cn)
+            self.render_slots("struct", s, cn)
             self.render_codec("struct", s, cn)
             self.render_struct_wrappers(s, cn)
             self.render_class("struct", s, cn, s["class_code"], opcode)
             if opcode is not None:
-                w(f"_c.register_struct({opcode:#06x}, {cn}, _dec_body_{cn})")
+                w(f"_c.register_struct({opcode:#06x}, {cn}, _dec_{cn}, _enc_{cn})")
         # ops
         ops: list[tuple[str, str, int]] = []
         for c in ex["classes"]:
@@ -876,6 +1026,7 @@ class Renderer:
                     w()
                     w()
                     self.render_field_specs(od, cn)
+                    self.render_slots(kind, od, cn)
                     self.render_codec(kind, od, cn)
                     self.render_class(kind, od, cn, c["code"], opcode)
                     ops.append((kind, cn, opcode))

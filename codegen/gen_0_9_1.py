@@ -206,6 +206,42 @@ DEFAULT = {"bit": "False", "octet": "0", "short": "0", "long": "0", "longlong": 
            "shortstr": "''", "longstr": "b''", "timestamp": "0"}
 
 
+def shortstr_enc(expr: str, ind: str) -> list[str]:
+    """Lines appending the shortstr ``expr`` to ``out``, inline: a call costs
+    more than the work (bench/instructions_0_9_1.py).  A value that is not
+    text fails in ``encode()``; ENC_EXCEPT turns that into the careful
+    encoders' LocalProtocolError."""
+    return [f"{ind}b = {expr}.encode()",
+            f"{ind}if len(b) > 255:",
+            f"{ind}    raise _explain_encoding(o, None)",
+            f"{ind}out.append(len(b))",
+            f"{ind}out += b"]
+
+
+#: closes the ``try`` around inline shortstr encoders
+ENC_EXCEPT = ["    except (AttributeError, UnicodeEncodeError) as e:",
+              "        raise _explain_encoding(o, e) from None"]
+
+
+def shortstr_dec(target: str, owner: str, ind: str) -> list[str]:
+    """Lines reading a shortstr at ``pos`` into ``target``, inline.  Its
+    length octet is read before it is checked: past the end of ``buf`` that
+    is an IndexError, which dec_except reports as an overrun."""
+    return [f"{ind}stop = pos + 1 + buf[pos]",
+            f"{ind}if stop > end:",
+            f"{ind}    raise _trunc({owner!r}, pos)",
+            f"{ind}{target} = buf[pos + 1:stop].decode()",
+            f"{ind}pos = stop"]
+
+
+def dec_except(owner: str, ind: str) -> list[str]:
+    """Closes the ``try`` around inline shortstr decoders."""
+    return [f"{ind}except IndexError:",
+            f"{ind}    raise _trunc({owner!r}, pos) from None",
+            f"{ind}except UnicodeDecodeError:",
+            f"{ind}    raise _bad_utf8({owner!r}, pos) from None"]
+
+
 def _groups(fields: list[dict[str, Any]]) -> list[tuple[str, Any]]:
     """Split a field list into wire groups.
 
@@ -306,7 +342,7 @@ class Renderer:
                 if g.get("reserved"):
                     body.append("    out.append(0)")
                 else:
-                    body.append(f"    _enc_shortstr(o.{snake(g['name'])}, out, {g['name']!r})")
+                    body.extend(shortstr_enc(f"o.{snake(g['name'])}", "    "))
             elif kind == "longstr":
                 if g.get("reserved"):
                     body.append("    out += b'\\x00\\x00\\x00\\x00'")
@@ -314,6 +350,8 @@ class Renderer:
                     body.append(f"    _enc_longstr(o.{snake(g['name'])}, out, {g['name']!r})")
             elif kind == "table":
                 body.append(f"    _enc_table(o.{snake(g['name'])}, out, profile)")
+        if any(kind == "shortstr" and not g.get("reserved") for kind, g in _groups(fields)):
+            body = ["    try:", *("    " + line for line in body), *ENC_EXCEPT]
         for line in body or ["    pass"]:
             w(line)
 
@@ -324,7 +362,9 @@ class Renderer:
         w()
         w(f"def {fn}(buf: bytes, pos: int, end: int,")
         w(f"        profile: Profile = RABBIT) -> tuple[{cls_name}, int]:")
-        w(f"    o = _new({cls_name})")
+        w(f"    o: Any = _Slots{cls_name}()")
+        body: list[str] = []
+        inline = False
         for kind, g in _groups(fields):
             if kind == "fixed":
                 fmt = "".join("B" if k == "bits" else FIXED_FMT[k] for k, _, _ in g)
@@ -338,45 +378,59 @@ class Renderer:
                         names.append("_")
                     else:
                         names.append(f"v{i}")
-                w(f"    if pos + {size} > end:")
-                w(f"        raise _trunc({name!r}, pos)")
+                body.append(f"    if pos + {size} > end:")
+                body.append(f"        raise _trunc({name!r}, pos)")
                 if len(names) == 1:
                     if fmt == "B":
-                        w(f"    {names[0]} = buf[pos]")
+                        body.append(f"    {names[0]} = buf[pos]")
                     else:
-                        w(f"    ({names[0]},) = {self.struct_var(fmt)}.unpack_from(buf, pos)")
+                        body.append(f"    ({names[0]},) = {self.struct_var(fmt)}"
+                                    ".unpack_from(buf, pos)")
                 else:
-                    w(f"    {', '.join(names)} = {self.struct_var(fmt)}.unpack_from(buf, pos)")
-                w(f"    pos += {size}")
+                    body.append(f"    {', '.join(names)} = {self.struct_var(fmt)}"
+                                ".unpack_from(buf, pos)")
+                body.append(f"    pos += {size}")
                 for i, (k, f, bits) in enumerate(g):
                     if k == "bits":
                         for j, b in enumerate(bits):
                             if not b.get("reserved"):
-                                w(f"    _set(o, {snake(b['name'])!r}, b{i} & {1 << j} != 0)")
+                                body.append(f"    o.{snake(b['name'])} = b{i} & {1 << j} != 0")
                     elif not f.get("reserved"):
                         val = f"_timestamp(v{i})" if k == "timestamp" else f"v{i}"
-                        w(f"    _set(o, {snake(f['name'])!r}, {val})")
+                        body.append(f"    o.{snake(f['name'])} = {val}")
             elif kind == "shortstr":
                 # Reserved fields and reply-texts (for humans; RabbitMQ may
                 # cut one inside a UTF-8 sequence) are read leniently.
                 if g.get("reserved"):
-                    w("    _, pos = _dec_shortstr_text(buf, pos, end)")
+                    body.append("    _, pos = _dec_shortstr_text(buf, pos, end)")
                 elif g.get("domain") == "reply-text":
-                    w("    v, pos = _dec_shortstr_text(buf, pos, end)")
-                    w(f"    _set(o, {snake(g['name'])!r}, v)")
+                    body.append("    v, pos = _dec_shortstr_text(buf, pos, end)")
+                    body.append(f"    o.{snake(g['name'])} = v")
                 else:
-                    w("    v, pos = _dec_shortstr(buf, pos, end)")
-                    w(f"    _set(o, {snake(g['name'])!r}, v)")
+                    inline = True
+                    body.extend(shortstr_dec(f"o.{snake(g['name'])}", name, "    "))
             elif kind == "longstr":
                 if g.get("reserved"):
-                    w("    _, pos = _dec_longstr(buf, pos, end)")
+                    body.append("    _, pos = _dec_longstr(buf, pos, end)")
                 else:
-                    w("    b, pos = _dec_longstr(buf, pos, end)")
-                    w(f"    _set(o, {snake(g['name'])!r}, b)")
+                    body.append(f"    o.{snake(g['name'])}, pos = _dec_longstr(buf, pos, end)")
             elif kind == "table":
-                w("    t, pos = _dec_table(buf, pos, end, profile)")
-                w(f"    _set(o, {snake(g['name'])!r}, t)")
+                body.append(f"    o.{snake(g['name'])}, pos = _dec_table(buf, pos, end, profile)")
+        if inline:
+            body = ["    try:", *("    " + line for line in body), *dec_except(name, "    ")]
+        for line in body:
+            w(line)
+        w(f"    o.__class__ = {cls_name}")
         w("    return o, pos")
+
+    def render_slots(self, cls_name: str, base: str, fields: list[dict[str, Any]]) -> None:
+        """The mutable base holding the fields' slots: decoders fill one with
+        plain slot stores and switch its class (see gen_0_10.render_slots)."""
+        slots = tuple(snake(f["name"]) for f in fields if not f.get("reserved"))
+        self.w()
+        self.w()
+        self.w(f"class _Slots{cls_name}({base}):")
+        self.w(f"    __slots__ = {slots + ('__weakref__',)!r}")
 
     def checks(self, owner: str, fields: list[dict[str, Any]], optional: bool) -> list[str]:
         lines: list[str] = []
@@ -413,6 +467,7 @@ class Renderer:
         w()
         w()
         self.field_specs(f"_FIELDS_{cn}", fields)
+        self.render_slots(cn, "Method", fields)
         self.render_encoder(f"_enc_{cn}", cn, fields)
         self.render_decoder(f"_dec_{cn}", cn, qname, fields)
         chassis = sorted({r for r, _ in m["chassis"]})
@@ -422,7 +477,7 @@ class Renderer:
         w()
         w()
         w("@attrs.frozen(slots=True, kw_only=True, repr=False)")
-        w(f"class {cn}(Method):")
+        w(f"class {cn}(_Slots{cn}):")
         w(f'    """``{qname}`` ({c["index"]}, {m["index"]})."""')
         w()
         w(f"    NAME: ClassVar[str] = {qname!r}")
@@ -469,7 +524,9 @@ class Renderer:
         w()
         self.field_specs(f"_FIELDS_{cn}", props)
         nwords = max(1, (len(props) + 14) // 15)
-        # encoder
+        self.render_slots(cn, "Properties", props)
+        # encoder: values first, then the flag words written over the room
+        # left for them
         w()
         w()
         w(f"def _enc_{cn}(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:")
@@ -477,87 +534,100 @@ class Renderer:
         w("    at = len(out)")
         w(f"    out += {bytes(2 * nwords)!r}")
         w("    v: Any")
+        body: list[str] = []
         for i, f in enumerate(props):
             word, bit = divmod(i, 15)
             mask = 1 << (15 - bit) << (16 * (nwords - 1 - word))
             a, t = snake(f["name"]), f["type"]
-            w(f"    v = o.{a}")
-            w("    if v is not None:")
-            w(f"        flags |= {mask:#x}")
+            body.append(f"    v = o.{a}")
+            body.append("    if v is not None:")
+            body.append(f"        flags |= {mask:#x}")
             if t == "bit":
                 continue
             if t in FIXED_FMT:
                 val = "_timestamp_secs(v)" if t == "timestamp" else "v"
                 if t == "octet":
-                    w(f"        out.append({val})")
+                    body.append(f"        out.append({val})")
                 else:
-                    w(f"        out += {self.struct_var(FIXED_FMT[t])}.pack({val})")
+                    body.append(f"        out += {self.struct_var(FIXED_FMT[t])}.pack({val})")
             elif t == "shortstr":
-                w(f"        _enc_shortstr(v, out, {f['name']!r})")
+                body.extend(shortstr_enc("v", "        "))
             elif t == "longstr":
-                w(f"        _enc_longstr(v, out, {f['name']!r})")
+                body.append(f"        _enc_longstr(v, out, {f['name']!r})")
             elif t == "table":
-                w("        _enc_table(v, out, profile)")
+                body.append("        _enc_table(v, out, profile)")
+        if any(f["type"] == "shortstr" for f in props):
+            body = ["    try:", *("    " + line for line in body), *ENC_EXCEPT]
+        for line in body:
+            w(line)
         for word in range(nwords - 1):  # continuation bits
             w(f"    flags |= {1 << (16 * (nwords - 1 - word)):#x}")
-        w(f"    out[at:at + {2 * nwords}] = flags.to_bytes({2 * nwords}, 'big')")
+        if nwords == 1:
+            w("    _S_H.pack_into(out, at, flags)")
+        else:
+            w(f"    out[at:at + {2 * nwords}] = flags.to_bytes({2 * nwords}, 'big')")
+        self.struct_var("H")
         # decoder: flag words with continuation bits, any number of them
+        # (one word without a continuation bit read here; more by
+        # _property_flags)
         w()
         w()
         w(f"def _dec_{cn}(buf: bytes, pos: int, end: int,")
         w(f"        profile: Profile = RABBIT) -> tuple[{cn}, int]:")
-        w(f"    o = _new({cn})")
-        w("    v: Any")
-        w("    flags = 0")
-        w("    k = 0")
-        w("    while True:")
-        w("        if pos + 2 > end:")
-        w(f"            raise _trunc({owner!r}, pos)")
-        w("        word = buf[pos] << 8 | buf[pos + 1]")
+        w("    if pos + 2 > end:")
+        w(f"        raise _trunc({owner!r}, pos)")
+        w("    flags = buf[pos] << 8 | buf[pos + 1]")
+        w("    if flags & 1:")
+        w(f"        flags, pos = _property_flags(buf, pos, end, {nwords}, {owner!r})")
+        w("    else:")
+        shift = 15 * (nwords - 1)
+        w(f"        flags = flags >> 1 << {shift}" if shift else "        flags >>= 1")
         w("        pos += 2")
-        w(f"        if k < {nwords}:")
-        w(f"            flags |= (word >> 1) << (15 * ({nwords - 1} - k))")
-        w("        elif word >> 1:")
-        w(f"            raise _unknown_props({owner!r}, word, pos)")
-        w("        k += 1")
-        w("        if not word & 1:")
-        w("            break")
         unknown = (1 << (15 * nwords - len(props))) - 1
         if unknown:
             w(f"    if flags & {unknown:#x}:")
             w(f"        raise _unknown_props({owner!r}, flags, pos)")
+        w(f"    o: Any = _Slots{cn}()")
+        w("    v: Any")
+        body = []
         for i, f in enumerate(props):
             a, t = snake(f["name"]), f["type"]
             mask = 1 << (15 * nwords - 1 - i)
-            w(f"    if flags & {mask:#x}:")
+            body.append(f"    if flags & {mask:#x}:")
             if t == "bit":
-                w("        v = True")
+                body.append(f"        o.{a} = True")
             elif t in FIXED_FMT:
                 size = {"B": 1, "H": 2, "I": 4, "Q": 8}[FIXED_FMT[t]]
-                w(f"        if pos + {size} > end:")
-                w(f"            raise _trunc({owner!r}, pos)")
+                body.append(f"        if pos + {size} > end:")
+                body.append(f"            raise _trunc({owner!r}, pos)")
                 if t == "octet":
-                    w("        v = buf[pos]")
+                    body.append(f"        o.{a} = buf[pos]")
+                elif t == "timestamp":
+                    body.append(f"        o.{a} = _timestamp({self.struct_var(FIXED_FMT[t])}"
+                                ".unpack_from(buf, pos)[0])")
                 else:
-                    w(f"        (v,) = {self.struct_var(FIXED_FMT[t])}.unpack_from(buf, pos)")
-                if t == "timestamp":
-                    w("        v = _timestamp(v)")
-                w(f"        pos += {size}")
+                    body.append(f"        o.{a} = {self.struct_var(FIXED_FMT[t])}"
+                                ".unpack_from(buf, pos)[0]")
+                body.append(f"        pos += {size}")
             elif t == "shortstr":
-                w("        v, pos = _dec_shortstr(buf, pos, end)")
+                body.extend(shortstr_dec(f"o.{a}", owner, "        "))
             elif t == "longstr":
-                w("        v, pos = _dec_longstr(buf, pos, end)")
+                body.append(f"        o.{a}, pos = _dec_longstr(buf, pos, end)")
             elif t == "table":
-                w("        v, pos = _dec_table(buf, pos, end, profile)")
-            w(f"        _set(o, {a!r}, v)")
-            w("    else:")
-            w(f"        _set(o, {a!r}, None)")
+                body.append(f"        o.{a}, pos = _dec_table(buf, pos, end, profile)")
+            body.append("    else:")
+            body.append(f"        o.{a} = None")
+        if any(f["type"] == "shortstr" for f in props):
+            body = ["    try:", *("    " + line for line in body), *dec_except(owner, "    ")]
+        for line in body:
+            w(line)
+        w(f"    o.__class__ = {cn}")
         w("    return o, pos")
         # class
         w()
         w()
         w("@attrs.frozen(slots=True, kw_only=True, repr=False)")
-        w(f"class {cn}(Properties):")
+        w(f"class {cn}(_Slots{cn}):")
         w(f'    """Content properties of class ``{c["name"]}`` ({c["index"]}); every one'
           " optional.\"\"\"")
         w()
@@ -614,13 +684,13 @@ class Renderer:
         w("from ..codec import dec_shortstr_text as _dec_shortstr_text")
         w("from ..codec import decode_table as _dec_table")
         w("from ..codec import enc_longstr as _enc_longstr")
-        w("from ..codec import enc_shortstr as _enc_shortstr")
         w("from ..codec import encode_table as _enc_table")
         w("from ..codes import ReplyCode")
         w("from .._specbase import (")
-        w("    METHODS_BY_NAME, FieldSpec, Method, Properties, _check_int, _check_longstr,")
-        w("    _check_shortstr, _check_table, _check_timestamp, _new, _set, _timestamp,")
-        w("    _timestamp_secs, _trunc, _unknown_props,")
+        w("    METHODS_BY_NAME, FieldSpec, Method, Properties, _bad_utf8, _check_int,")
+        w("    _check_longstr, _check_shortstr, _check_table, _check_timestamp,")
+        w("    _explain_encoding, _property_flags, _set, _timestamp, _timestamp_secs, _trunc,")
+        w("    _unknown_props,")
         w(")")
         w()
         for fmt, var in sorted(self.structs.items()):

@@ -163,9 +163,11 @@ def _to_seqset(name: str, v: Any) -> SequenceSet:
         raise LocalProtocolError(f"{name}: not a sequence-set: {e}") from None
 
 
-def _bad_flags(owner: str, flags: int, n: int, pos: int) -> DecodeError:
+def _bad_flags(owner: str, flags: int, width: int, n: int, pos: int) -> DecodeError:
+    """``flags``: the packing-flag octets read as a big-endian integer."""
     return DecodeError(
-        f"{owner}: packing flags 0x{flags:x} set for fields it does not have ({n} fields)",
+        f"{owner}: packing flags {flags.to_bytes(width, 'big').hex()} set for fields it does "
+        f"not have ({n} fields)",
         code=ErrorCode.COMMAND_INVALID, scope="execution", offset=pos,
     )
 
@@ -174,6 +176,15 @@ def _overrun(owner: str, pos: int) -> DecodeError:
     return DecodeError(f"{owner} runs past the end of its container",
                        code=ErrorCode.COMMAND_INVALID,
                        scope="execution", offset=pos)
+
+
+def _bad_text(owner: str, pos: int) -> DecodeError:
+    return DecodeError(f"{owner}: text field is not valid UTF-8", code=ErrorCode.INVALID_ARGUMENT,
+                       scope="execution", offset=pos)
+
+
+def _too_long(typ: str, limit: int, n: int) -> LocalProtocolError:
+    return LocalProtocolError(f"{typ} holds at most {limit} octets, got {n}")
 
 
 def _bad_code(owner: str, code: int, pos: int) -> DecodeError:

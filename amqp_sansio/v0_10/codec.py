@@ -2,7 +2,10 @@
 
 Encoders append to a ``bytearray`` (one buffer per segment, so nothing is
 joined twice); decoders take ``(buf, pos, end)`` and return ``(value, pos)``,
-never reading at or beyond ``end``.  A declared length is checked against the
+never taking a value from octets at or beyond ``end`` (the hot loops read a
+length prefix before checking it, and fail if it starts at ``end`` or runs
+past it; one past the end of ``buf`` is an IndexError they report the same
+way).  A declared length is checked against the
 octets actually present *before* anything is sliced or allocated, so a
 declared 4 GiB ``vbin32`` costs nothing but an error.
 
@@ -95,6 +98,9 @@ _S_QQ = struct.Struct("!QQ")
 pack_b, pack_B, pack_h, pack_H = _S_b.pack, _S_B.pack, _S_h.pack, _S_H.pack
 pack_i, pack_I, pack_q, pack_Q = _S_i.pack, _S_I.pack, _S_q.pack, _S_Q.pack
 pack_f, pack_d = _S_f.pack, _S_d.pack
+pack_II, pack_BH, pack_Bq = _S_II.pack, struct.Struct("!BH").pack, _S_Bq.pack
+pack_I_into = _S_I.pack_into
+unpack_II = _S_II.unpack_from
 unpack_b, unpack_B, unpack_h, unpack_H = (
     _S_b.unpack_from,
     _S_B.unpack_from,
@@ -543,50 +549,53 @@ def decode_byte_ranges(buf: bytes, pos: int, end: int
 # coded struct here (the codec cannot import it: it imports the codec).
 
 StructDecoder = Callable[[bytes, int, int, int, bool], tuple[Any, int]]
-_STRUCT32: dict[int, tuple[type, StructDecoder]] = {}
+StructEncoder = Callable[[Any, bytearray, int], None]
+#: struct code -> decoder of a whole struct32 value (size, code, body)
+STRUCT32_DECODERS: dict[int, StructDecoder] = {}
+#: coded struct class -> encoder of it as a struct32 value
+STRUCT32_ENCODERS: dict[type, StructEncoder] = {}
 
 
-def register_struct(opcode: int, cls: type, decoder: StructDecoder) -> None:
-    _STRUCT32[opcode] = (cls, decoder)
+def register_struct(opcode: int, cls: type, decoder: StructDecoder,
+                    encoder: StructEncoder) -> None:
+    """``decoder``/``encoder``: the whole value, size prefix and code included."""
+    STRUCT32_DECODERS[opcode] = decoder
+    STRUCT32_ENCODERS[cls] = encoder
 
 
 def encode_struct32(v: Any, out: bytearray, depth: int = DEFAULT_MAX_DEPTH) -> None:
     """Append ``size(4) class(1) struct(1) flags fields`` for a coded struct.
 
     Like a map, a struct32 is one level of nesting (see ``depth`` above)."""
-    cls = type(v)
-    code = getattr(cls, "OPCODE", None)
-    if code is None or getattr(cls, "KIND", None) != "struct":
-        raise _enc_err(f"struct32 needs a coded struct, got {cls.__name__}")
+    enc = STRUCT32_ENCODERS.get(type(v))
+    if enc is None:
+        cls = type(v)
+        code = getattr(cls, "OPCODE", None)
+        if code is None or getattr(cls, "KIND", None) != "struct":
+            raise _enc_err(f"struct32 needs a coded struct, got {cls.__name__}")
+        # A subclass of a generated struct: encode it as its spec class.
+        enc = next(STRUCT32_ENCODERS[c] for c in cls.__mro__ if c in STRUCT32_ENCODERS)
     if depth <= 0:
         raise _enc_err("struct32 nested too deeply")
-    start = len(out)
-    out += b"\0\0\0\0"
-    out += pack_H(code)
-    cls._enc_body(v, out, depth - 1)
-    out[start:start + 4] = pack_I(len(out) - start - 4)
+    enc(v, out, depth)
 
 
 def decode_struct32(buf: bytes, pos: int, end: int, depth: int = DEFAULT_MAX_DEPTH,
                     typed: bool = False) -> tuple[Any, int]:
+    """The size prefix bounds the struct; trailing octets it declares are
+    skipped (room for extension), a struct that overruns it is an error."""
     if depth <= 0:
         raise _invalid("struct32 nested too deeply", pos, ErrorCode.COMMAND_INVALID)
     if pos + 6 > end:
         raise truncated("struct32", pos)
     (n,) = unpack_I(buf, pos)
-    stop = pos + 4 + n
-    if stop > end or n < 2:
+    if pos + 4 + n > end or n < 2:
         raise truncated("struct32", pos)
     code = (buf[pos + 4] << 8) | buf[pos + 5]
-    entry = _STRUCT32.get(code)
-    if entry is None:
+    dec = STRUCT32_DECODERS.get(code)
+    if dec is None:
         raise _invalid(f"unknown struct code 0x{code:04x}", pos, ErrorCode.COMMAND_INVALID)
-    v, p = entry[1](buf, pos + 6, stop, depth - 1, typed)
-    # The size prefix bounds the struct; trailing octets it declares are
-    # skipped (room for extension), a struct that overruns it is an error.
-    if p > stop:
-        raise truncated("struct32", pos)
-    return v, stop
+    return dec(buf, pos, end, depth, typed)
 
 
 # ---------------------------------------------------------------------------
@@ -748,17 +757,41 @@ def encode_map(v: dict[str, Any], out: bytearray, depth: int = DEFAULT_MAX_DEPTH
     if depth <= 0:
         raise _enc_err("map nested too deeply")
     start = len(out)
-    out += b"\0\0\0\0"
-    out += pack_I(len(v))
-    for k, item in v.items():
-        if not isinstance(k, str):
-            raise _enc_err(f"map keys must be str, got {type(k).__name__}")
-        out += enc_str8(k)
-        encode_value(item, out, depth - 1)
+    out += pack_II(0, len(v))  # the size is written when known
+    inner = depth - 1
+    # The hot loop of application headers: keys and the commonest values
+    # (str, int, bool -- exactly those types, not subclasses) written
+    # inline; everything else through encode_value.  Same octets, same errors.
+    try:
+        for k, item in v.items():
+            if type(k) is not str and not isinstance(k, str):
+                raise _enc_err(f"map keys must be str, got {type(k).__name__}")
+            b = k.encode()
+            n = len(b)
+            if n > 255:
+                raise _enc_err(f"str8 holds at most 255 octets, got {n}")
+            out.append(n)
+            out += b
+            t = type(item)
+            if t is str:
+                b = item.encode()
+                n = len(b)
+                if n > 0xFFFF:
+                    raise _enc_err(f"str16 holds at most 65535 octets, got {n}")
+                out += pack_BH(0x95, n)
+                out += b
+            elif t is int and _INT64_MIN <= item <= _INT64_MAX:
+                out += pack_Bq(0x31, item)
+            elif t is bool:
+                out += b"\x08\x01" if item else b"\x08\x00"
+            else:
+                encode_value(item, out, inner)
+    except UnicodeEncodeError as e:  # lone surrogates
+        raise _enc_err(f"string is not encodable as UTF-8: {e}") from None
     n = len(out) - start - 4
     if n > 0xFFFFFFFF:
         raise _enc_err("map too large")
-    out[start:start + 4] = pack_I(n)
+    pack_I_into(out, start, n)
 
 
 def encode_list(v: Any, out: bytearray, depth: int = DEFAULT_MAX_DEPTH) -> None:
@@ -1027,54 +1060,63 @@ def _container(what: str, buf: bytes, pos: int, end: int, depth: int, minimum: i
 def decode_map(buf: bytes, pos: int, end: int, depth: int = DEFAULT_MAX_DEPTH,
                typed: bool = False) -> tuple[dict[str, Any], int]:
     start = pos
+    if pos + 8 <= end and depth > 0 and not typed:
+        n, count = unpack_II(buf, pos)
+        stop = pos + 4 + n
+        if n == 0:
+            # A size of zero (no count) is what some peers send for an absent map.
+            return {}, pos + 4
+        # Every entry takes at least 2 octets (empty key + void): a count that
+        # cannot fit is rejected before looping on it.
+        if stop <= end and n >= 4 and count * 2 <= n - 4:
+            return _decode_map_entries(buf, pos + 8, stop, count, depth - 1, start)
     if pos + 4 <= end and unpack_I(buf, pos)[0] == 0:
-        # A size of zero (no count) is what some peers send for an absent map.
         return {}, pos + 4
     pos, stop = _container("map", buf, pos, end, depth, 4)
     (count,) = unpack_I(buf, pos)
     pos += 4
-    # Every entry takes at least 2 octets (empty key + void): a count that
-    # cannot fit is rejected before looping on it.
     if count * 2 > stop - pos:
         raise _invalid(f"map count {count} exceeds its size", start, ErrorCode.COMMAND_INVALID)
     out: dict[str, Any] = {}
     inner = depth - 1
-    if typed:
+    if not typed:
+        return _decode_map_entries(buf, pos, stop, count, inner, start)
+    for _ in range(count):
+        k, pos = dec_str8(buf, pos, stop)
+        if k in out:
+            raise _invalid(f"map has duplicate key {k!r}", pos)
+        out[k], pos = decode_value(buf, pos, stop, inner, typed)
+    if pos != stop:
+        raise _invalid(f"map count {count} disagrees with its size", start,
+                       ErrorCode.COMMAND_INVALID)
+    return out, stop
+
+
+def _decode_map_entries(buf: bytes, pos: int, stop: int, count: int, inner: int, start: int
+                        ) -> tuple[dict[str, Any], int]:
+    """The entries of a map whose size and count are checked (untyped).
+
+    The hot loop of application headers: keys and the commonest value types
+    (str16, int64, boolean) read inline, everything else through the generic
+    decoder.  Same bounds checks, same errors."""
+    out: dict[str, Any] = {}
+    try:
         for _ in range(count):
-            k, pos = dec_str8(buf, pos, stop)
-            if k in out:
-                raise _invalid(f"map has duplicate key {k!r}", pos)
-            out[k], pos = decode_value(buf, pos, stop, inner, typed)
-    else:
-        # The hot loop of application headers: keys and the commonest value
-        # types (str16, int64, boolean) read inline, everything else through
-        # the generic decoder.  Same bounds checks, same errors.
-        for _ in range(count):
-            if pos >= stop:
-                raise truncated("str8", pos)
             kend = pos + 1 + buf[pos]
-            if kend > stop:
-                raise truncated("str8", pos + 1)
-            try:
-                k = buf[pos + 1:kend].decode("utf-8")
-            except UnicodeDecodeError:
-                raise _invalid("str8 is not valid UTF-8", pos + 1) from None
+            if kend >= stop:  # no room for the value's code either
+                if kend > stop:
+                    raise truncated("str8", pos + 1)
+                raise truncated("value", kend)
+            k = buf[pos + 1:kend].decode()
             if k in out:
                 raise _invalid(f"map has duplicate key {k!r}", kend)
-            if kend >= stop:
-                raise truncated("value", kend)
             code = buf[kend]
             pos = kend + 1
             if code == 0x95:
-                if pos + 2 > stop:
-                    raise truncated("str16", pos)
                 vend = pos + 2 + (buf[pos] << 8 | buf[pos + 1])
                 if vend > stop:
-                    raise truncated("str16", pos + 2)
-                try:
-                    out[k] = buf[pos + 2:vend].decode("utf-8")
-                except UnicodeDecodeError:
-                    raise _invalid("str16 is not valid UTF-8", pos + 2) from None
+                    raise truncated("str16", pos)
+                out[k] = buf[pos + 2:vend].decode()
                 pos = vend
             elif code == 0x31:
                 if pos + 8 > stop:
@@ -1088,6 +1130,10 @@ def decode_map(buf: bytes, pos: int, end: int, depth: int = DEFAULT_MAX_DEPTH,
                 pos += 1
             else:
                 out[k], pos = _decode_coded(code, buf, pos, stop, inner, False)
+    except IndexError:  # a length prefix past the end of buf
+        raise truncated("map entry", pos) from None
+    except UnicodeDecodeError:
+        raise _invalid("map key or str16 value is not valid UTF-8", pos) from None
     if pos != stop:
         raise _invalid(f"map count {count} disagrees with its size", start,
                        ErrorCode.COMMAND_INVALID)

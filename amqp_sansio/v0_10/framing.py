@@ -71,7 +71,7 @@ import attrs
 
 from ..errors import DecodeError, LocalProtocolError
 from . import codec as _c
-from ._specbase import Command, Control, Struct, check_strict
+from ._specbase import Command, Control, Struct, _new, check_strict
 from .codes import CloseCode, ErrorCode
 from .spec import COMMANDS, CONTROLS
 
@@ -88,6 +88,11 @@ DEFAULT_MAX_BODY_SIZE = 256 << 20
 _HDR = struct.Struct("!BBHBBHI")  # flags type size reserved track channel reserved
 _pack_hdr = _HDR.pack
 _unpack_hdr = _HDR.unpack_from
+# The same header as (flags << 8 | type, size, reserved << 8 | track, channel,
+# reserved): fewer values to compare on the fast paths.
+_HDR5 = struct.Struct("!HHHHI")
+_unpack_hdr5 = _HDR5.unpack_from
+_pack_hdr_into = struct.Struct("!BBHxBH4x").pack_into  # flags type size track channel
 _ZERO_HDR = bytes(FRAME_HEADER_SIZE)
 _SESSION_HDR = (b"\x01\x00", b"\x01\x01")  # session.header struct: size 1, sync flag
 
@@ -109,8 +114,15 @@ class ControlAssembly:
     control: Control
 
 
+class _CommandAssemblySlots:
+    # The slots of CommandAssembly, in a mutable base: the decoder's fast
+    # path fills one with plain slot stores and then switches its class,
+    # as the generated spec decoders do (codegen/gen_0_10.py, render_slots).
+    __slots__ = ("channel", "command", "sync", "headers", "body", "header_size", "__weakref__")
+
+
 @attrs.frozen(slots=True)
-class CommandAssembly:
+class CommandAssembly(_CommandAssemblySlots):
     """A whole command: the command, its sync bit, header structs and body.
 
     ``body`` is ``None`` when no body segment was sent (an empty body segment
@@ -341,37 +353,48 @@ class AssemblyDecoder:
             e = self._error
             raise DecodeError(f"decoder failed earlier: {e.message}", code=e.code,
                               scope=e.scope, offset=e.offset, channel=e.channel)
-        buf = self._buf
-        buf += data
+        # Frames are read from one immutable buffer: the input itself when
+        # nothing is left over from the last call (the usual case), so each
+        # payload is copied once, by slicing it out.
+        limit = self.max_frame_size
+        if self._buf:
+            buf = self._held_input(data, limit)
+        else:
+            buf = data if type(data) is bytes else bytes(data)
         pos = 0
         n = len(buf)
-        limit = self.max_frame_size
         partial = self._partial
+        opened = self._open
+        whole = not self.stream_bodies
         try:
             while n - pos >= 12:
-                flags, stype, size, r1, track, channel, r2 = _unpack_hdr(buf, pos)
+                ft, size, rt, channel, r2 = _unpack_hdr5(buf, pos)
+                if (ft == 0x0B01 and rt == 1 and not r2 and 12 <= size <= limit and whole
+                        and n - pos >= size and (not opened or channel not in opened)
+                        and (not partial or channel << 1 | 1 not in partial)):
+                    # A command segment in one frame, not the last segment:
+                    # most likely a whole message.transfer.
+                    after = self._whole_assembly(buf, pos, size, n, channel, out)
+                    if after is not None:
+                        pos = after
+                        continue
+                flags, stype, r1, track = ft >> 8, ft & 0xFF, rt >> 8, rt & 0xFF
                 if (size < 12 or size > limit or flags & 0xF0 or r1 or r2 or stype > 3
                         or track != (stype != 0)):
                     _check_header(flags, stype, size, r1, track, r2, limit,
                                   self._offset + pos, channel)
                 if n - pos < size:
                     break
-                payload = bytes(buf[pos + 12:pos + size])
-                at = self._offset + pos
-                pos += size
                 key = (channel << 1) | track
                 p = partial.get(key)
+                payload = buf[pos + 12:pos + size]
+                at = self._offset + pos
+                pos += size
                 if p is None:
                     if not flags & FIRST_FRAME:
                         raise _framing("frame continues a segment that was never started", at,
                                        channel)
                     if flags & LAST_FRAME:
-                        if (flags == 0x0B and stype == SEG_COMMAND and not self.stream_bodies
-                                and channel not in self._open):
-                            after = self._whole_assembly(buf, pos, n, channel, payload, at, out)
-                            if after is not None:
-                                pos = after
-                                continue
                         self._segment(channel, stype, flags, payload, at, out)
                         continue
                     if stype == SEG_BODY and self.stream_bodies:
@@ -415,56 +438,123 @@ class AssemblyDecoder:
             self._held = 0
             self._error = e
             raise
-        if pos:
-            del buf[:pos]
-            self._offset += pos
+        if pos < n:
+            self._buf += buf[pos:] if pos else buf
+        self._offset += pos
 
-    def _whole_assembly(self, buf: bytearray, pos: int, n: int, channel: int, payload: bytes,
-                        at: int, out: list[Item]) -> int | None:
-        """Fast path: a command in one frame followed, already in ``buf``, by
-        single-frame header and/or body segments of the same channel -- the
-        shape of nearly every message.transfer.  Decodes the assembly in one
-        go and returns the position after it; returns None (nothing done)
-        for anything else, including any error, and the general path then
-        handles those frames one by one (and reports what is wrong)."""
+    def _held_input(self, data: bytes, limit: int) -> bytes:
+        """What is held (the start of a frame) followed by ``data``; empty
+        while that frame is still incomplete and its header sound.  Held
+        input grows in place, so a frame trickling in an octet at a time
+        costs time in proportion to its size, not to its size squared."""
+        held = self._buf
+        held += data
+        n = len(held)
+        if n < FRAME_HEADER_SIZE:
+            return b""
+        flags, stype, size, r1, track, _channel, r2 = _unpack_hdr(held, 0)
+        if (n < size and 12 <= size <= limit and not flags & 0xF0 and not r1 and not r2
+                and stype <= 3 and track == (stype != 0)):
+            return b""
+        self._buf = bytearray()
+        return bytes(held)
+
+    def _whole_assembly(self, buf: bytes, pos: int, size: int, n: int, channel: int,
+                        out: list[Item]) -> int | None:
+        """Fast path: a command in one frame (at ``pos``, ``size`` octets)
+        followed, already in ``buf``, by single-frame header and/or body
+        segments of the same channel -- the shape of nearly every
+        message.transfer.  Decodes the assembly in place and returns the
+        position after it; returns None (nothing done) for anything else,
+        including any error, and the general path then handles those frames
+        one by one (and reports what is wrong)."""
         limit = self.max_frame_size
-        headers: tuple[Struct, ...] = ()
-        header_size = 0
-        headers_payload = b""
+        cmd_end = pos + size
+        q = cmd_end
+        hdr_end = 0
         body: bytes | None = None
-        q: int = pos
-        for _ in range(2):
-            if n - q < 12:
-                return None
-            flags, stype, size, r1, track, ch, r2 = _unpack_hdr(buf, q)
-            if (ch != channel or track != 1 or r1 or r2 or size < 12 or size > limit
-                    or n - q < size or stype not in (SEG_HEADER, SEG_BODY)
-                    or flags not in (0x03, 0x07) or header_size and stype == SEG_HEADER):
-                return None
-            seg = bytes(buf[q + 12:q + size])
-            q += size
-            if stype == SEG_HEADER:
-                if body is not None:
+        # The next one or two frames: (flags << 8 | type), size,
+        # (reserved << 8 | track), channel, reserved.
+        if n - q < 12:
+            return None
+        ft, size, rt, ch, r2 = _unpack_hdr5(buf, q)
+        if ch != channel or rt != 1 or r2 or size < 12 or size > limit or n - q < size:
+            return None
+        if ft == 0x0302 or ft == 0x0702:  # header segment (then a body, or last)
+            hdr_end = q + size
+            q = hdr_end
+            if ft == 0x0302:
+                if n - q < 12:
                     return None
-                header_size = len(seg)
-                headers_payload = seg
-            else:
-                body = seg
-            if flags == 0x07:  # last segment
-                break
-            if stype == SEG_BODY:
-                return None  # a body must be the last segment
+                ft, size, rt, ch, r2 = _unpack_hdr5(buf, q)
+                if (ft != 0x0703 or ch != channel or rt != 1 or r2 or size < 12 or size > limit
+                        or n - q < size):
+                    return None
+                body = buf[q + 12:q + size]
+                q += size
+        elif ft == 0x0703:  # body segment, last
+            body = buf[q + 12:q + size]
+            q += size
         else:
             return None
-        cmd, sync, err = self._decode_command(channel, payload, at)
-        if err is not None or cmd is None:
+        # The command: opcode, session header (size 0, or 1 and its flags).
+        # Segments are decoded from slices of their own: positions in a
+        # large input would be ints beyond the small-int cache, and every
+        # step would allocate one.
+        payload = buf[pos + 12:cmd_end]
+        m = len(payload)
+        if m < 3:
             return None
-        if header_size:
-            try:
-                headers = self._decode_headers(headers_payload, cmd)
-            except DecodeError:
+        cls = COMMANDS.get(payload[0] << 8 | payload[1])
+        hsize = payload[2]
+        if cls is None or hsize > 1:
+            return None
+        sync = False
+        if hsize:
+            if m < 4 or payload[3] & 0xFE:
                 return None
-        out.append(CommandAssembly(channel, cmd, sync, headers, body, header_size))
+            sync = payload[3] == 1
+        depth = self.max_depth
+        typed = self.typed
+        try:
+            cmd, c = cls._dec_body(payload, 3 + hsize, m, depth, typed)
+            if c != m:
+                return None
+            headers: tuple[Struct, ...] = ()
+            if self.strict:
+                check_strict(cmd)
+                if hdr_end:
+                    payload = buf[cmd_end + 12:hdr_end]
+                    headers = self._decode_headers(payload, 0, len(payload), cmd)
+            elif hdr_end:
+                # One or two header structs (what a transfer carries) read
+                # here; more, or anything unusual, by _decode_headers.
+                payload = buf[cmd_end + 12:hdr_end]
+                m = len(payload)
+                decoders = _c.STRUCT32_DECODERS
+                h, c = decoders[payload[4] << 8 | payload[5]](payload, 0, m, depth, typed)
+                if c == m:
+                    headers = (h,)
+                else:
+                    h2, c = decoders[payload[c + 4] << 8 | payload[c + 5]](
+                        payload, c, m, depth, typed)
+                    if c == m and type(h) is not type(h2):
+                        headers = (h, h2)
+                    else:
+                        headers = self._decode_headers(payload, 0, m, cmd)
+        except (DecodeError, KeyError, IndexError):
+            return None
+        # CommandAssembly(channel, cmd, sync, headers, body, header_size), built
+        # the way the generated decoders build spec objects (see _Slots).
+        a: Any = _CommandAssemblySlots()
+        a.channel = channel
+        a.command = cmd
+        a.sync = sync
+        a.headers = headers
+        a.body = body
+        a.header_size = hdr_end - cmd_end - 12 if hdr_end else 0
+        a.__class__ = CommandAssembly
+        out.append(a)
         return q
 
     @property
@@ -518,7 +608,7 @@ class AssemblyDecoder:
             op.header_size = len(payload)
             if op.error is None:
                 try:
-                    op.headers = self._decode_headers(payload, op.command)
+                    op.headers = self._decode_headers(payload, 0, len(payload), op.command)
                 except DecodeError as e:
                     op.error = self._scope_command_error(e, op.command, channel, at)
         else:  # body
@@ -692,21 +782,29 @@ class AssemblyDecoder:
             field_index=e.field_index,
         )
 
-    def _decode_headers(self, payload: bytes, cmd: Command | None) -> tuple[Struct, ...]:
+    def _decode_headers(self, buf: bytes, pos: int, end: int, cmd: Command | None
+                        ) -> tuple[Struct, ...]:
+        """The struct32 values of a header segment, ``buf[pos:end]``."""
         out: list[Struct] = []
-        pos = 0
-        n = len(payload)
-        seen: set[type] = set()
-        allowed = getattr(cmd, "HEADER_ENTRIES", ())
-        while pos < n:
-            v, pos = _c.decode_struct32(payload, pos, n, self.max_depth, self.typed)
-            if type(v) in seen:
-                raise DecodeError(f"header holds two {v.NAME} structs",
-                                  code=ErrorCode.COMMAND_INVALID, scope="execution", offset=pos)
-            seen.add(type(v))
+        depth = self.max_depth
+        typed = self.typed
+        decoders = _c.STRUCT32_DECODERS
+        while pos < end:
+            if pos + 6 > end:
+                raise _c.truncated("struct32", pos)
+            dec = decoders.get(buf[pos + 4] << 8 | buf[pos + 5])
+            if dec is None:
+                v, pos = _c.decode_struct32(buf, pos, end, depth, typed)  # reports it
+            else:
+                v, pos = dec(buf, pos, end, depth, typed)
+            for h in out:
+                if type(h) is type(v):
+                    raise DecodeError(f"header holds two {v.NAME} structs",
+                                      code=ErrorCode.COMMAND_INVALID, scope="execution",
+                                      offset=pos)
             if self.strict:
                 # Only the structs the command's <segments> list may appear.
-                if type(v).__name__ not in allowed:
+                if type(v).__name__ not in getattr(cmd, "HEADER_ENTRIES", ()):
                     raise DecodeError(f"{v.NAME} is not a header of this command",
                                       code=ErrorCode.COMMAND_INVALID, scope="execution", offset=pos)
                 check_strict(v)
@@ -767,9 +865,19 @@ def _enc_fields(obj: Control | Command | Struct, out: bytearray) -> None:
             type(obj)._enc_body(obj, out)
     except LocalProtocolError:
         raise
-    except (struct.error, TypeError, ValueError, OverflowError, AttributeError,
-            KeyError, IndexError) as e:
-        raise LocalProtocolError(f"{type(obj).__name__}: cannot encode: {e}") from e
+    except _ENCODE_ERRORS as e:
+        raise _cannot_encode(obj, e) from e
+
+
+#: what encoding a value the wire cannot carry raises, besides LocalProtocolError
+_ENCODE_ERRORS = (struct.error, TypeError, ValueError, OverflowError, AttributeError, KeyError,
+                  IndexError)
+
+
+def _cannot_encode(obj: object, e: Exception) -> LocalProtocolError:
+    if isinstance(e, UnicodeEncodeError):
+        return LocalProtocolError(f"{type(obj).__name__}: string is not encodable as UTF-8: {e}")
+    return LocalProtocolError(f"{type(obj).__name__}: cannot encode: {e}")
 
 
 def _opcode(obj: object, kind: type) -> int:
@@ -810,6 +918,17 @@ def _check_header_entry(h: object) -> None:
         raise LocalProtocolError(f"header entry {h!r} is not a coded struct")
 
 
+def _command_heads(cls: type[Command]) -> tuple[bytes, bytes]:
+    """Room for the frame header, the opcode and the session header (sync
+    off, on): how every command segment starts."""
+    code = _opcode(_new(cls), Command).to_bytes(2, "big")
+    return _ZERO_HDR + code + _SESSION_HDR[0], _ZERO_HDR + code + _SESSION_HDR[1]
+
+
+_COMMAND_HEADS: dict[type, tuple[bytes, bytes]] = {cls: _command_heads(cls)
+                                                   for cls in COMMANDS.values()}
+
+
 def encode_command(
     channel: int,
     command: Command,
@@ -824,38 +943,61 @@ def encode_command(
     body (if ``body`` is not None -- ``b""`` sends an empty body segment).
     ``header_data``: ``header_octets(headers)`` when the caller has it
     already (pricing a transfer against credit), so it is not encoded twice."""
-    opcode = _opcode(command, Command)
-    _check_channel(channel, max_frame_size)
-    out = bytearray(_ZERO_HDR)
-    out += opcode.to_bytes(2, "big")
-    out += _SESSION_HDR[1 if sync else 0]
-    _enc_fields(command, out)
-    cmd_end = len(out)
-    segments = [(SEG_COMMAND, 12, cmd_end)]
-    hdr_end = cmd_end
-    if headers:
-        out += _ZERO_HDR
-        if header_data is not None:
-            out += header_data
-        else:
-            for h in headers:
-                _check_header_entry(h)
-                _enc_fields(h, out)
-        hdr_end = len(out)
-        segments.append((SEG_HEADER, cmd_end + 12, hdr_end))
+    heads = _COMMAND_HEADS.get(type(command))
+    if heads is None:  # not a command, or a subclass of a generated one
+        _opcode(command, Command)
+        heads = _command_heads(type(command))
+    if (type(channel) is not int or not 0 <= channel <= 0xFFFF
+            or type(max_frame_size) is not int
+            or not FRAME_HEADER_SIZE < max_frame_size <= MAX_FRAME_SIZE):
+        _check_channel(channel, max_frame_size)
+    out = bytearray(heads[1] if sync else heads[0])
+    obj: object = command
+    try:
+        command._enc_body(command, out)
+        cmd_end = len(out)
+        hdr_end = cmd_end
+        if headers:
+            out += _ZERO_HDR
+            if header_data is not None:
+                out += header_data
+            else:
+                encoders = _c.STRUCT32_ENCODERS
+                for h in headers:
+                    obj = h
+                    enc = encoders.get(type(h))
+                    if enc is None:
+                        _check_header_entry(h)
+                        _c.encode_struct32(h, out)
+                    else:
+                        enc(h, out, _c.DEFAULT_MAX_DEPTH)
+            hdr_end = len(out)
+    except LocalProtocolError:
+        raise
+    except _ENCODE_ERRORS as e:
+        raise _cannot_encode(obj, e) from e
     if body is not None:
         if not isinstance(body, (bytes, bytearray, memoryview)):
             raise LocalProtocolError(f"body must be bytes, got {type(body).__name__}")
-        body_start = hdr_end + 12
         out += _ZERO_HDR
         out += body
-        segments.append((SEG_BODY, body_start, len(out)))
-    # Fast path: every segment fits in one frame -- write the frame headers
-    # into the holes left for them.
-    if all(end - start + 12 <= max_frame_size for _, start, end in segments):
-        last = len(segments) - 1
-        for i, (stype, start, end) in enumerate(segments):
-            flags = 0x03 | (FIRST_SEG if i == 0 else 0) | (LAST_SEG if i == last else 0)
-            out[start - 12:start] = _pack_hdr(flags, stype, end - start + 12, 0, 1, channel, 0)
-        return bytes(out)
-    return _split(out, segments, channel, max_frame_size)
+    n = len(out)
+    if n > max_frame_size:  # some segment may not fit in one frame
+        segments = [(SEG_COMMAND, 12, cmd_end)]
+        if hdr_end != cmd_end:
+            segments.append((SEG_HEADER, cmd_end + 12, hdr_end))
+        if body is not None:
+            segments.append((SEG_BODY, hdr_end + 12, n))
+        if any(end - start + 12 > max_frame_size for _, start, end in segments):
+            return _split(out, segments, channel, max_frame_size)
+    # Every segment fits in one frame: write the frame headers into the
+    # holes left for them.
+    last_seg = hdr_end == cmd_end and body is None
+    _pack_hdr_into(out, 0, 0x0F if last_seg else 0x0B, SEG_COMMAND, cmd_end, 1, channel)
+    if hdr_end != cmd_end:
+        last_seg = body is None
+        _pack_hdr_into(out, cmd_end, 0x07 if last_seg else 0x03, SEG_HEADER, hdr_end - cmd_end,
+                       1, channel)
+    if body is not None:
+        _pack_hdr_into(out, hdr_end, 0x07, SEG_BODY, n - hdr_end, 1, channel)
+    return bytes(out)

@@ -251,6 +251,49 @@ def _pattern(p: str) -> re.Pattern[str]:
     return r
 
 
+def _bad_utf8(owner: str, pos: int) -> DecodeError:
+    return DecodeError(f"{owner}: shortstr is not valid UTF-8", code=ReplyCode.FRAME_ERROR,
+                       offset=pos)
+
+
+def _property_flags(buf: bytes, pos: int, end: int, nwords: int, owner: str
+                    ) -> tuple[int, int]:
+    """Property flag words with continuation bits, any number of them: the
+    class's ``nwords`` words' 15 flags each, as one integer (later words
+    must be empty)."""
+    flags = 0
+    k = 0
+    while True:
+        if pos + 2 > end:
+            raise _trunc(owner, pos)
+        word = buf[pos] << 8 | buf[pos + 1]
+        pos += 2
+        if k < nwords:
+            flags |= (word >> 1) << (15 * (nwords - 1 - k))
+        elif word >> 1:
+            raise _unknown_props(owner, word, pos)
+        k += 1
+        if not word & 1:
+            return flags, pos
+
+
+def _explain_encoding(o: SpecObject, e: Exception | None) -> LocalProtocolError:
+    """Why ``o`` cannot be encoded (the generated encoders write shortstrs
+    inline and call this when one fails): the careful encoder's error for
+    the first shortstr field at fault, else ``e`` as a LocalProtocolError."""
+    from .codec import enc_shortstr
+
+    for f in o.FIELDS:
+        if f.type == "shortstr" and f.attr is not None:
+            v = getattr(o, f.attr)
+            if v is not None or isinstance(o, Method):
+                try:
+                    enc_shortstr(v, bytearray(), f.name)
+                except LocalProtocolError as err:
+                    return err
+    return LocalProtocolError(f"{o.NAME}: cannot encode: {e}")
+
+
 def _unknown_props(owner: str, flags: int, pos: int) -> DecodeError:
     return DecodeError(f"{owner}: property flags 0x{flags:x} name properties the class does "
                        "not have", code=ReplyCode.FRAME_ERROR, offset=pos)

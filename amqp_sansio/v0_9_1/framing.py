@@ -79,6 +79,7 @@ __all__ = [
 
 import struct
 from collections.abc import Iterator
+from typing import Any
 
 import attrs
 
@@ -100,8 +101,13 @@ DEFAULT_MAX_BODY_SIZE = 128 << 20  # RabbitMQ's default max_message_size
 _HDR = struct.Struct("!BHI")
 _unpack_hdr = _HDR.unpack_from
 _pack_hdr = _HDR.pack
+_pack_hdr_into = _HDR.pack_into
 _CONTENT_HDR = struct.Struct("!HHQ")
 _unpack_content_hdr = _CONTENT_HDR.unpack_from
+# a header frame's frame header and the content header's fixed part
+_pack_header_into = struct.Struct("!BHIHHQ").pack_into
+_ZERO_CONTENT_HDR = bytes(7 + 12)
+_pack_index = struct.Struct("!I").pack
 _FRAME_TYPES = frozenset({FRAME_METHOD, FRAME_HEADER, FRAME_BODY, FRAME_HEARTBEAT})
 
 
@@ -122,8 +128,15 @@ class MethodItem:
     method: Method
 
 
+class _ContentItemSlots:
+    # The slots of ContentItem, in a mutable base: the decoder fills one with
+    # plain slot stores and switches its class, as the generated decoders do
+    # (an object.__setattr__ per field costs twenty times more).
+    __slots__ = ("channel", "method", "properties", "body", "__weakref__")
+
+
 @attrs.frozen(slots=True)
-class ContentItem:
+class ContentItem(_ContentItemSlots):
     """A content-bearing method with its properties and whole body."""
 
     channel: int
@@ -187,41 +200,72 @@ class FrameDecoder:
         """
         if self.error is not None:
             return []
-        buf = self._buf
-        buf += data
+        buf = self._take(data)
         out: list[Frame] = []
         pos = 0
         n = len(buf)
         limit = self.max_frame_size - FRAME_OVERHEAD
         while n - pos >= 7:
             ftype, channel, size = _unpack_hdr(buf, pos)
-            at = self._offset + pos
-            if ftype not in _FRAME_TYPES:
-                self.error = _err(f"unknown frame type {ftype}", at, channel)
+            stop = pos + 7 + size
+            if not self._check(buf, pos, ftype, channel, size, limit, n):
                 break
-            if size > limit:
-                self.error = _err(f"frame of {size + FRAME_OVERHEAD} octets exceeds frame-max "
-                                  f"{self.max_frame_size}", at, channel)
-                break
+            out.append(Frame(ftype, channel, buf[pos + 7:stop]))
+            pos = stop + 1
+        self._keep(buf, pos)
+        return out
+
+    def _take(self, data: bytes | bytearray | memoryview) -> bytes:
+        """What is held (an incomplete frame) followed by ``data``, as bytes:
+        frames are sliced out of it, each payload copied once."""
+        held = self._buf
+        if not held:
+            return data if type(data) is bytes else bytes(data)
+        # Held input grows in place and is copied only once it holds a whole
+        # frame (or a broken header): a frame trickling in an octet at a time
+        # costs time in proportion to its size, not to its size squared.
+        held += data
+        n = len(held)
+        if n < 7:
+            return b""
+        ftype, _channel, size = _unpack_hdr(held, 0)
+        if (n <= 7 + size and ftype in _FRAME_TYPES
+                and size <= self.max_frame_size - FRAME_OVERHEAD):
+            return b""
+        self._buf = bytearray()
+        return bytes(held)
+
+    def _keep(self, buf: bytes, pos: int) -> None:
+        """``buf[:pos]`` is consumed; hold the rest (unless the stream broke)."""
+        if self.error is None:
+            if pos < len(buf):
+                self._buf += buf[pos:] if pos else buf
+            self._offset += pos
+
+    def _check(self, buf: bytes, pos: int, ftype: int, channel: int, size: int, limit: int,
+               n: int) -> bool:
+        """Whether the frame at ``pos`` is complete and sound; False when it
+        is incomplete or broken (then :attr:`error` is set)."""
+        at = self._offset + pos
+        if ftype not in _FRAME_TYPES:
+            self.error = _err(f"unknown frame type {ftype}", at, channel)
+        elif size > limit:
+            self.error = _err(f"frame of {size + FRAME_OVERHEAD} octets exceeds frame-max "
+                              f"{self.max_frame_size}", at, channel)
+        else:
             stop = pos + 7 + size
             if n <= stop:
-                break
+                return False
             if buf[stop] != FRAME_END:
                 self.error = _err(f"frame-end octet is 0x{buf[stop]:02x}, not 0xce",
                                   self._offset + stop, channel)
-                break
-            if ftype == FRAME_HEARTBEAT and (channel or size):
+            elif ftype == FRAME_HEARTBEAT and (channel or size):
                 self.error = _err(f"heartbeat frame on channel {channel} with {size} "
                                   "payload octets", at, channel)
-                break
-            out.append(Frame(ftype, channel, bytes(buf[pos + 7:stop])))
-            pos = stop + 1
-        if self.error is not None:
-            buf.clear()
-        elif pos:
-            del buf[:pos]
-            self._offset += pos
-        return out
+            else:
+                return True
+        self._buf = bytearray()
+        return False
 
 
 def decode_method(payload: bytes, profile: Profile = RABBIT, *, offset: int | None = None,
@@ -290,16 +334,98 @@ class Decoder:
         """Items in the order their last frame arrived (a generator).
 
         A fault raises :class:`DecodeError` at the point where it is found,
-        after every item before it was produced.
+        after every item before it was produced.  Input the caller leaves
+        unread (it stops iterating) is kept for the next call.
         """
-        at = self.frames.offset
-        for f in self.frames.feed(data):
-            item = self._frame(f, at)
-            at += len(f.payload) + FRAME_OVERHEAD
-            if item is not None:
-                yield item
-        if self.frames.error is not None:
-            raise self.frames.error
+        fd = self.frames
+        if fd.error is not None:
+            raise fd.error
+        buf = fd._take(data)
+        pos = 0
+        n = len(buf)
+        limit = fd.max_frame_size - FRAME_OVERHEAD
+        partial = self._partial
+        try:
+            while n - pos >= 7:
+                ftype, ch, size = _unpack_hdr(buf, pos)
+                stop = pos + 7 + size
+                if (ftype == FRAME_METHOD and size <= limit and stop < n
+                        and buf[stop] == FRAME_END and ch not in partial
+                        and not (ch and self.discard_channels)):
+                    at = fd._offset + pos
+                    payload = buf[pos + 7:stop]
+                    pos = stop + 1  # consumed even if it fails, as on the general path
+                    m = decode_method(payload, self.profile, offset=at, channel=ch)
+                    if not m.CONTENT:
+                        yield MethodItem(ch, m)
+                        continue
+                    # Its header and body, when they are here already and
+                    # whole (the usual case): decoded at once.
+                    after = self._content(buf, pos, n, ch, m, limit)
+                    if after is None:
+                        partial[ch] = _Partial(m, at)
+                    else:
+                        content, pos = after
+                        yield content
+                    continue
+                if not fd._check(buf, pos, ftype, ch, size, limit, n):
+                    break
+                at = fd._offset + pos
+                pos = stop + 1
+                item = self._frame(Frame(ftype, ch, buf[at - fd._offset + 7:stop]), at)
+                if item is not None:
+                    yield item
+        finally:
+            fd._keep(buf, pos)
+        if fd.error is not None:
+            raise fd.error
+
+    def _content(self, buf: bytes, pos: int, n: int, ch: int, m: Method, limit: int
+                 ) -> tuple[ContentItem, int] | None:
+        """The content of ``m`` from a header frame at ``pos`` and one body
+        frame after it, if both are in ``buf``, sound and the whole content:
+        the item and the position after it.  None for anything else (not
+        here yet, several body frames, any error): the frames then go
+        through :meth:`_frame`, which says what is wrong."""
+        if n - pos < 21:
+            return None
+        ftype, hch, size = _unpack_hdr(buf, pos)
+        stop = pos + 7 + size
+        if (ftype != FRAME_HEADER or hch != ch or size > limit or size < 14 or stop >= n
+                or buf[stop] != FRAME_END):
+            return None
+        class_id, weight, bsize = _unpack_content_hdr(buf, pos + 7)
+        if class_id != m.CLASS_ID or weight or bsize > self.max_body_size:
+            return None
+        payload = buf[pos + 19:stop]
+        try:
+            props, p = PROPERTIES[class_id]._dec(payload, 0, len(payload), self.profile)
+        except DecodeError:
+            return None
+        if p != len(payload):
+            return None
+        pos = stop + 1
+        if bsize:
+            if n - pos < 8:
+                return None
+            ftype, hch, size = _unpack_hdr(buf, pos)
+            stop = pos + 7 + size
+            if (ftype != FRAME_BODY or hch != ch or size != bsize or size > limit or stop >= n
+                    or buf[stop] != FRAME_END):
+                return None
+            body = buf[pos + 7:stop]
+            pos = stop + 1
+        else:
+            body = b""
+        # ContentItem(ch, m, props, body), built as the generated decoders
+        # build spec objects.
+        item: Any = _ContentItemSlots()
+        item.channel = ch
+        item.method = m
+        item.properties = props
+        item.body = body
+        item.__class__ = ContentItem
+        return item, pos
 
     def _frame(self, f: Frame, at: int) -> Item | None:
         ch = f.channel
@@ -398,7 +524,7 @@ def encode_frame(ftype: int, channel: int, payload: bytes | bytearray,
 
 
 def _check_channel(channel: int) -> None:
-    if not 0 <= channel <= 0xFFFF:
+    if type(channel) is not int or not 0 <= channel <= 0xFFFF:
         raise LocalProtocolError(f"channel {channel} is out of range")
 
 
@@ -438,7 +564,8 @@ def encode_content(channel: int, method: Method, properties: Properties | None,
     ``max_frame_size`` octets (no body frame for an empty body)."""
     if not method.CONTENT:
         raise LocalProtocolError(f"{method.NAME} carries no content")
-    pcls = PROPERTIES[method.CLASS_ID]
+    class_id = method.CLASS_ID
+    pcls = PROPERTIES[class_id]
     if properties is None:
         properties = pcls()
     elif type(properties) is not pcls:
@@ -446,20 +573,38 @@ def encode_content(channel: int, method: Method, properties: Properties | None,
                                  f"{type(properties).__name__}")
     if max_frame_size < FRAME_MIN_SIZE:
         raise LocalProtocolError(f"frame-max {max_frame_size} is below {FRAME_MIN_SIZE}")
+    _check_channel(channel)
     n = len(body)
-    parts = [encode_method(channel, method, max_frame_size, profile),
-             encode_header(channel, method.CLASS_ID, n, properties, profile)]
-    if len(parts[1]) > max_frame_size:
-        raise LocalProtocolError(f"content header of {len(parts[1])} octets exceeds frame-max "
-                                 f"{max_frame_size}")
+    # All frames in one buffer; each header is written once its size is known.
+    out = bytearray(7)
+    out += _pack_index(method.INDEX)
+    method._enc(method, out, profile)
+    size = len(out) - 7
+    if size + FRAME_OVERHEAD > max_frame_size:
+        raise LocalProtocolError(f"{method.NAME} frame of {size + FRAME_OVERHEAD} octets "
+                                 f"exceeds frame-max {max_frame_size}")
+    _pack_hdr_into(out, 0, FRAME_METHOD, channel, size)
+    out.append(FRAME_END)
+    at = len(out)
+    out += _ZERO_CONTENT_HDR
+    properties._enc(properties, out, profile)
+    size = len(out) - at - 7
+    if size + FRAME_OVERHEAD > max_frame_size:
+        raise LocalProtocolError(f"content header of {size + FRAME_OVERHEAD} octets exceeds "
+                                 f"frame-max {max_frame_size}")
+    _pack_header_into(out, at, FRAME_HEADER, channel, size, class_id, 0, n)
+    out.append(FRAME_END)
     chunk = max_frame_size - FRAME_OVERHEAD
+    if n <= chunk:
+        if n:
+            out += _pack_hdr(FRAME_BODY, channel, n)
+            out += body
+            out.append(FRAME_END)
+        return bytes(out)
     view = memoryview(body)
-    hdr = bytearray(b"\x03\x00\x00\x00\x00\x00\x00")
-    hdr[1:3] = channel.to_bytes(2, "big")
     for i in range(0, n, chunk):
         piece = view[i:i + chunk]
-        hdr[3:7] = len(piece).to_bytes(4, "big")
-        parts.append(bytes(hdr))
-        parts.append(bytes(piece))
-        parts.append(b"\xce")
-    return b"".join(parts)
+        out += _pack_hdr(FRAME_BODY, channel, len(piece))
+        out += piece
+        out.append(FRAME_END)
+    return bytes(out)

@@ -140,6 +140,19 @@ def test_unknown_methods_are_540_with_their_ids(index: tuple[int, int]) -> None:
     assert (e.code, e.class_code, e.command_code, e.channel) == (540, *index, 3)
 
 
+def test_a_method_frame_that_fails_to_decode_is_consumed() -> None:
+    """After a method error the connection still reads the peer's close-ok:
+    the bad frame is not decoded (and reported) again by the next feed."""
+    d = Decoder(1 << 20)
+    bad = encode_frame(1, 3, (60).to_bytes(2, "big") + (99).to_bytes(2, "big"))
+    with pytest.raises(DecodeError) as e:
+        list(d.feed(bad))
+    assert e.value.code == 540
+    close_ok = encode_method(0, spec.ConnectionCloseOk())
+    [item] = list(d.feed(close_ok))
+    assert isinstance(item, MethodItem) and isinstance(item.method, spec.ConnectionCloseOk)
+
+
 # -- content assembly -------------------------------------------------------------------------
 
 

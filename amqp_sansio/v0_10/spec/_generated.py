@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import decimal
 import enum
+import struct as _struct
 import uuid
 from typing import Any, ClassVar
 
@@ -37,7 +38,7 @@ from ..codes import (
 from .._specbase import (
     Command, Control, FieldSpec, Struct, _CLASSES, _DEPTH, _bad_arg, _bad_code,
     _bad_field, _bad_flags, _check_len, _check_text, _is_int, _missing, _new,
-    _overrun, _set, _to_seqset, _too_deep,
+    _overrun, _set, _to_seqset, _too_deep, _bad_text, _too_long,
 )
 
 _pack_B = _c.pack_B
@@ -60,6 +61,11 @@ _pack_i = _c.pack_i
 _unpack_i = _c.unpack_i
 _pack_q = _c.pack_q
 _unpack_q = _c.unpack_q
+_pack_into_size1 = _struct.Struct('!B').pack_into
+_pack_into_size2 = _struct.Struct('!H').pack_into
+_pack_into_size4 = _struct.Struct('!I').pack_into
+_pack_into_IHH = _struct.Struct('!IHH').pack_into  # a coded struct's size, code, flags
+_unpack_IHH = _struct.Struct('!IHH').unpack_from
 
 PROTOCOL_MAJOR = 0
 PROTOCOL_MINOR = 10
@@ -67,18 +73,29 @@ DEFAULT_PORT = 5672
 MIN_MAX_FRAME_SIZE = 4096
 
 _E_SegmentType: dict[int, SegmentType] = {m.value: m for m in SegmentType}
+_L_SegmentType: tuple[SegmentType | int, ...] = tuple(_E_SegmentType.get(i, i) for i in range(4))
 _E_Track: dict[int, Track] = {m.value: m for m in Track}
+_L_Track: tuple[Track | int, ...] = tuple(_E_Track.get(i, i) for i in range(2))
 _E_CloseCode: dict[int, CloseCode] = {m.value: m for m in CloseCode}
 _E_DetachCode: dict[int, DetachCode] = {m.value: m for m in DetachCode}
+_L_DetachCode: tuple[DetachCode | int, ...] = tuple(_E_DetachCode.get(i, i) for i in range(5))
 _E_ErrorCode: dict[int, ErrorCode] = {m.value: m for m in ErrorCode}
 _E_AcceptMode: dict[int, AcceptMode] = {m.value: m for m in AcceptMode}
+_L_AcceptMode: tuple[AcceptMode | int, ...] = tuple(_E_AcceptMode.get(i, i) for i in range(2))
 _E_AcquireMode: dict[int, AcquireMode] = {m.value: m for m in AcquireMode}
+_L_AcquireMode: tuple[AcquireMode | int, ...] = tuple(_E_AcquireMode.get(i, i) for i in range(2))
 _E_RejectCode: dict[int, RejectCode] = {m.value: m for m in RejectCode}
+_L_RejectCode: tuple[RejectCode | int, ...] = tuple(_E_RejectCode.get(i, i) for i in range(3))
 _E_DeliveryMode: dict[int, DeliveryMode] = {m.value: m for m in DeliveryMode}
+_L_DeliveryMode: tuple[DeliveryMode | int, ...] = tuple(_E_DeliveryMode.get(i, i) for i in range(3))
 _E_DeliveryPriority: dict[int, DeliveryPriority] = {m.value: m for m in DeliveryPriority}
+_L_DeliveryPriority: tuple[DeliveryPriority | int, ...] = tuple(_E_DeliveryPriority.get(i, i) for i in range(10))
 _E_FlowMode: dict[int, FlowMode] = {m.value: m for m in FlowMode}
+_L_FlowMode: tuple[FlowMode | int, ...] = tuple(_E_FlowMode.get(i, i) for i in range(2))
 _E_CreditUnit: dict[int, CreditUnit] = {m.value: m for m in CreditUnit}
+_L_CreditUnit: tuple[CreditUnit | int, ...] = tuple(_E_CreditUnit.get(i, i) for i in range(2))
 _E_XaStatus: dict[int, XaStatus] = {m.value: m for m in XaStatus}
+_L_XaStatus: tuple[XaStatus | int, ...] = tuple(_E_XaStatus.get(i, i) for i in range(8))
 _E_FileReturnCode: dict[int, FileReturnCode] = {m.value: m for m in FileReturnCode}
 _E_StreamReturnCode: dict[int, StreamReturnCode] = {m.value: m for m in StreamReturnCode}
 
@@ -88,10 +105,14 @@ _FIELDS_SessionHeader: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsSessionHeader(Struct):
+    __slots__ = ('sync', '__weakref__')
+
+
 def _enc_body_SessionHeader(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00'
+    flags = 0
     if o.sync:
         flags |= 1
     if flags:
@@ -100,14 +121,15 @@ def _enc_body_SessionHeader(o: Any, out: bytearray, depth: int = _DEPTH) -> None
 
 def _dec_body_SessionHeader(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[SessionHeader, int]:
-    o = _new(SessionHeader)
     if pos + 1 > end:
         raise _overrun('session.header', pos)
     flags = buf[pos]
-    pos += 1
     if flags & 254:
-        raise _bad_flags('session.header', flags, 1, pos)
-    _set(o, 'sync', flags & 1 != 0)
+        raise _bad_flags('session.header', flags, 1, 1, pos + 1)
+    pos += 1
+    o: Any = _SlotsSessionHeader()
+    o.sync = flags & 1 != 0
+    o.__class__ = SessionHeader
     return o, pos
 
 
@@ -120,7 +142,7 @@ def _enc_SessionHeader(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     n = len(out) - at - 1
     if n >= 256:
         raise LocalProtocolError('session.header is too large: %d octets' % n)
-    out[at:at + 1] = n.to_bytes(1, 'big')
+    _pack_into_size1(out, at, n)
 
 
 def _dec_SessionHeader(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
@@ -129,17 +151,16 @@ def _dec_SessionHeader(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
         raise _too_deep('session.header', pos)
     if pos + 1 > end:
         raise _overrun('session.header', pos)
-    n = int.from_bytes(buf[pos:pos + 1], 'big')
-    pos += 1
-    stop = pos + n
+    stop = pos + 1 + buf[pos]
     if stop > end:
         raise _overrun('session.header', pos)
+    pos += 1
     o, pos = _dec_body_SessionHeader(buf, pos, stop, depth - 1, typed)
     return o, stop
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class SessionHeader(Struct):
+class SessionHeader(_SlotsSessionHeader):
     """``session.header`` (struct, uncoded)."""
 
     NAME: ClassVar[str] = 'session.header'
@@ -169,6 +190,10 @@ _FIELDS_CommandFragment: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsCommandFragment(Struct):
+    __slots__ = ('command_id', 'byte_ranges', '__weakref__')
+
+
 def _enc_body_CommandFragment(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     v = o.command_id
     out += _pack_I(v)
@@ -178,15 +203,16 @@ def _enc_body_CommandFragment(o: Any, out: bytearray, depth: int = _DEPTH) -> No
 
 def _dec_body_CommandFragment(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[CommandFragment, int]:
-    o = _new(CommandFragment)
+    o: Any = _SlotsCommandFragment()
     v: Any
     if pos + 4 > end:
         raise _overrun('session.command-fragment', pos)
     v = _unpack_I(buf, pos)[0]
     pos += 4
-    _set(o, 'command_id', v)
+    o.command_id = v
     v, pos = _c.decode_byte_ranges(buf, pos, end)
-    _set(o, 'byte_ranges', v)
+    o.byte_ranges = v
+    o.__class__ = CommandFragment
     return o, pos
 
 
@@ -206,7 +232,7 @@ def _dec_CommandFragment(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class CommandFragment(Struct):
+class CommandFragment(_SlotsCommandFragment):
     """``session.command-fragment`` (struct, uncoded)."""
 
     NAME: ClassVar[str] = 'session.command-fragment'
@@ -254,134 +280,173 @@ _FIELDS_DeliveryProperties: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsDeliveryProperties(Struct):
+    __slots__ = ('discard_unroutable', 'immediate', 'redelivered', 'priority', 'delivery_mode', 'ttl', 'timestamp', 'expiration', 'exchange', 'routing_key', 'resume_id', 'resume_ttl', '__weakref__')
+
+
 def _enc_body_DeliveryProperties(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     if o.discard_unroutable:
-        flags |= 1
+        flags |= 256
     if o.immediate:
-        flags |= 2
+        flags |= 512
     if o.redelivered:
-        flags |= 4
+        flags |= 1024
     v = o.priority
     if v is not None:
-        flags |= 8
-        out += _pack_B(v)
+        flags |= 2048
+        out.append(v)
     v = o.delivery_mode
     if v is not None:
-        flags |= 16
-        out += _pack_B(v)
+        flags |= 4096
+        out.append(v)
     v = o.ttl
     if v is not None:
-        flags |= 32
+        flags |= 8192
         out += _pack_Q(v)
     v = o.timestamp
     if v is not None:
-        flags |= 64
+        flags |= 16384
         out += _pack_q(v)
     v = o.expiration
     if v is not None:
-        flags |= 128
+        flags |= 32768
         out += _pack_q(v)
     v = o.exchange
     if v is not None:
-        flags |= 256
-        out += _c.enc_str8(v)
+        flags |= 1
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.routing_key
     if v is not None:
-        flags |= 512
-        out += _c.enc_str8(v)
+        flags |= 2
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.resume_id
     if v is not None:
-        flags |= 1024
-        out += _c.enc_str16(v)
+        flags |= 4
+        b = v.encode()
+        n = len(b)
+        if n > 65535:
+            raise _too_long('str16', 65535, n)
+        out += _pack_H(n)
+        out += b
     v = o.resume_ttl
     if v is not None:
-        flags |= 2048
+        flags |= 8
         out += _pack_Q(v)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_DeliveryProperties(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[DeliveryProperties, int]:
-    o = _new(DeliveryProperties)
-    v: Any
     if pos + 2 > end:
         raise _overrun('message.delivery-properties', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 240:
+        raise _bad_flags('message.delivery-properties', flags, 2, 12, pos + 2)
     pos += 2
-    if flags & 61440:
-        raise _bad_flags('message.delivery-properties', flags, 12, pos)
-    _set(o, 'discard_unroutable', flags & 1 != 0)
-    _set(o, 'immediate', flags & 2 != 0)
-    _set(o, 'redelivered', flags & 4 != 0)
-    if flags & 8:
-        if pos + 1 > end:
-            raise _overrun('message.delivery-properties', pos)
-        v = buf[pos]
-        pos += 1
-        v = _E_DeliveryPriority.get(v, v)
-        _set(o, 'priority', v)
-    else:
-        _set(o, 'priority', None)
-    if flags & 16:
-        if pos + 1 > end:
-            raise _overrun('message.delivery-properties', pos)
-        v = buf[pos]
-        pos += 1
-        v = _E_DeliveryMode.get(v, v)
-        _set(o, 'delivery_mode', v)
-    else:
-        _set(o, 'delivery_mode', None)
-    if flags & 32:
-        if pos + 8 > end:
-            raise _overrun('message.delivery-properties', pos)
-        v = _unpack_Q(buf, pos)[0]
-        pos += 8
-        _set(o, 'ttl', v)
-    else:
-        _set(o, 'ttl', None)
-    if flags & 64:
-        if pos + 8 > end:
-            raise _overrun('message.delivery-properties', pos)
-        v = _unpack_q(buf, pos)[0]
-        pos += 8
-        _set(o, 'timestamp', v)
-    else:
-        _set(o, 'timestamp', None)
-    if flags & 128:
-        if pos + 8 > end:
-            raise _overrun('message.delivery-properties', pos)
-        v = _unpack_q(buf, pos)[0]
-        pos += 8
-        _set(o, 'expiration', v)
-    else:
-        _set(o, 'expiration', None)
-    if flags & 256:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'exchange', v)
-    else:
-        _set(o, 'exchange', None)
-    if flags & 512:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'routing_key', v)
-    else:
-        _set(o, 'routing_key', None)
-    if flags & 1024:
-        v, pos = _c.dec_str16(buf, pos, end)
-        _set(o, 'resume_id', v)
-    else:
-        _set(o, 'resume_id', None)
-    if flags & 2048:
-        if pos + 8 > end:
-            raise _overrun('message.delivery-properties', pos)
-        v = _unpack_Q(buf, pos)[0]
-        pos += 8
-        _set(o, 'resume_ttl', v)
-    else:
-        _set(o, 'resume_ttl', None)
+    o: Any = _SlotsDeliveryProperties()
+    o.discard_unroutable = flags & 256 != 0
+    o.immediate = flags & 512 != 0
+    o.redelivered = flags & 1024 != 0
+    v: Any
+    try:
+        if flags & 2048:
+            if pos + 1 > end:
+                raise _overrun('message.delivery-properties', pos)
+            v = buf[pos]
+            pos += 1
+            if v < 10:
+                v = _L_DeliveryPriority[v]
+            o.priority = v
+        else:
+            o.priority = None
+        if flags & 4096:
+            if pos + 1 > end:
+                raise _overrun('message.delivery-properties', pos)
+            v = buf[pos]
+            pos += 1
+            if v < 3:
+                v = _L_DeliveryMode[v]
+            o.delivery_mode = v
+        else:
+            o.delivery_mode = None
+        if flags & 8192:
+            if pos + 8 > end:
+                raise _overrun('message.delivery-properties', pos)
+            v = _unpack_Q(buf, pos)[0]
+            pos += 8
+            o.ttl = v
+        else:
+            o.ttl = None
+        if flags & 16384:
+            if pos + 8 > end:
+                raise _overrun('message.delivery-properties', pos)
+            v = _unpack_q(buf, pos)[0]
+            pos += 8
+            o.timestamp = v
+        else:
+            o.timestamp = None
+        if flags & 32768:
+            if pos + 8 > end:
+                raise _overrun('message.delivery-properties', pos)
+            v = _unpack_q(buf, pos)[0]
+            pos += 8
+            o.expiration = v
+        else:
+            o.expiration = None
+        if flags & 1:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('message.delivery-properties', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.exchange = v
+        else:
+            o.exchange = None
+        if flags & 2:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('message.delivery-properties', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.routing_key = v
+        else:
+            o.routing_key = None
+        if flags & 4:
+            stop = pos + 2 + (buf[pos] << 8 | buf[pos + 1])
+            if stop > end:
+                raise _overrun('message.delivery-properties', pos)
+            v = buf[pos + 2:stop].decode()
+            pos = stop
+            o.resume_id = v
+        else:
+            o.resume_id = None
+        if flags & 8:
+            if pos + 8 > end:
+                raise _overrun('message.delivery-properties', pos)
+            v = _unpack_Q(buf, pos)[0]
+            pos += 8
+            o.resume_ttl = v
+        else:
+            o.resume_ttl = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('message.delivery-properties', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_text('message.delivery-properties', pos) from None
+    o.__class__ = DeliveryProperties
     return o, pos
 
 
@@ -389,24 +454,179 @@ def _enc_DeliveryProperties(o: Any, out: bytearray, depth: int = _DEPTH) -> None
     if depth <= 0:
         raise LocalProtocolError('message.delivery-properties' + ' nested too deeply')
     at = len(out)
-    out += b'\x00\x00\x00\x00'
-    out += b'\x04\x01'
-    _enc_body_DeliveryProperties(o, out, depth - 1)
-    n = len(out) - at - 4
-    out[at:at + 4] = n.to_bytes(4, 'big')
+    out += b'\x00\x00\x00\x00\x00\x00\x00\x00'
+    depth -= 1
+    flags = 0
+    if o.discard_unroutable:
+        flags |= 256
+    if o.immediate:
+        flags |= 512
+    if o.redelivered:
+        flags |= 1024
+    v = o.priority
+    if v is not None:
+        flags |= 2048
+        out.append(v)
+    v = o.delivery_mode
+    if v is not None:
+        flags |= 4096
+        out.append(v)
+    v = o.ttl
+    if v is not None:
+        flags |= 8192
+        out += _pack_Q(v)
+    v = o.timestamp
+    if v is not None:
+        flags |= 16384
+        out += _pack_q(v)
+    v = o.expiration
+    if v is not None:
+        flags |= 32768
+        out += _pack_q(v)
+    v = o.exchange
+    if v is not None:
+        flags |= 1
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
+    v = o.routing_key
+    if v is not None:
+        flags |= 2
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
+    v = o.resume_id
+    if v is not None:
+        flags |= 4
+        b = v.encode()
+        n = len(b)
+        if n > 65535:
+            raise _too_long('str16', 65535, n)
+        out += _pack_H(n)
+        out += b
+    v = o.resume_ttl
+    if v is not None:
+        flags |= 8
+        out += _pack_Q(v)
+    _pack_into_IHH(out, at, len(out) - at - 4, 0x0401, flags)
 
 
 def _dec_DeliveryProperties(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                 typed: bool = False) -> tuple[DeliveryProperties, int]:
     if depth <= 0:
         raise _too_deep('message.delivery-properties', pos)
+    if pos + 8 <= end:
+        n, code, flags = _unpack_IHH(buf, pos)
+        if n >= 4 and pos + 4 + n <= end and code == 0x0401:
+            end = pos + 4 + n
+            if flags & 240:
+                raise _bad_flags('message.delivery-properties', flags, 2, 12, pos + 8)
+            pos += 8
+            depth -= 1
+            o: Any = _SlotsDeliveryProperties()
+            o.discard_unroutable = flags & 256 != 0
+            o.immediate = flags & 512 != 0
+            o.redelivered = flags & 1024 != 0
+            v: Any
+            try:
+                if flags & 2048:
+                    if pos + 1 > end:
+                        raise _overrun('message.delivery-properties', pos)
+                    v = buf[pos]
+                    pos += 1
+                    if v < 10:
+                        v = _L_DeliveryPriority[v]
+                    o.priority = v
+                else:
+                    o.priority = None
+                if flags & 4096:
+                    if pos + 1 > end:
+                        raise _overrun('message.delivery-properties', pos)
+                    v = buf[pos]
+                    pos += 1
+                    if v < 3:
+                        v = _L_DeliveryMode[v]
+                    o.delivery_mode = v
+                else:
+                    o.delivery_mode = None
+                if flags & 8192:
+                    if pos + 8 > end:
+                        raise _overrun('message.delivery-properties', pos)
+                    v = _unpack_Q(buf, pos)[0]
+                    pos += 8
+                    o.ttl = v
+                else:
+                    o.ttl = None
+                if flags & 16384:
+                    if pos + 8 > end:
+                        raise _overrun('message.delivery-properties', pos)
+                    v = _unpack_q(buf, pos)[0]
+                    pos += 8
+                    o.timestamp = v
+                else:
+                    o.timestamp = None
+                if flags & 32768:
+                    if pos + 8 > end:
+                        raise _overrun('message.delivery-properties', pos)
+                    v = _unpack_q(buf, pos)[0]
+                    pos += 8
+                    o.expiration = v
+                else:
+                    o.expiration = None
+                if flags & 1:
+                    stop = pos + 1 + buf[pos]
+                    if stop > end:
+                        raise _overrun('message.delivery-properties', pos)
+                    v = buf[pos + 1:stop].decode()
+                    pos = stop
+                    o.exchange = v
+                else:
+                    o.exchange = None
+                if flags & 2:
+                    stop = pos + 1 + buf[pos]
+                    if stop > end:
+                        raise _overrun('message.delivery-properties', pos)
+                    v = buf[pos + 1:stop].decode()
+                    pos = stop
+                    o.routing_key = v
+                else:
+                    o.routing_key = None
+                if flags & 4:
+                    stop = pos + 2 + (buf[pos] << 8 | buf[pos + 1])
+                    if stop > end:
+                        raise _overrun('message.delivery-properties', pos)
+                    v = buf[pos + 2:stop].decode()
+                    pos = stop
+                    o.resume_id = v
+                else:
+                    o.resume_id = None
+                if flags & 8:
+                    if pos + 8 > end:
+                        raise _overrun('message.delivery-properties', pos)
+                    v = _unpack_Q(buf, pos)[0]
+                    pos += 8
+                    o.resume_ttl = v
+                else:
+                    o.resume_ttl = None
+            except IndexError:  # a length prefix past the end of buf
+                raise _overrun('message.delivery-properties', pos) from None
+            except UnicodeDecodeError:
+                raise _bad_text('message.delivery-properties', pos) from None
+            o.__class__ = DeliveryProperties
+            return o, end
+    # Anything else is an error: report it as the general path would.
     if pos + 4 > end:
         raise _overrun('message.delivery-properties', pos)
-    n = int.from_bytes(buf[pos:pos + 4], 'big')
-    pos += 4
-    stop = pos + n
+    stop = pos + 4 + _unpack_I(buf, pos)[0]
     if stop > end:
         raise _overrun('message.delivery-properties', pos)
+    pos += 4
     if pos + 2 > stop:
         raise _overrun('message.delivery-properties', pos)
     if buf[pos] != 4 or buf[pos + 1] != 1:
@@ -417,7 +637,7 @@ def _dec_DeliveryProperties(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class DeliveryProperties(Struct):
+class DeliveryProperties(_SlotsDeliveryProperties):
     """``message.delivery-properties`` (struct, code 0x0401)."""
 
     NAME: ClassVar[str] = 'message.delivery-properties'
@@ -510,7 +730,7 @@ class DeliveryProperties(Struct):
                 raise _bad_arg('resume-ttl', 'uint64', v)
 
 _CLASSES[DeliveryProperties.NAME] = DeliveryProperties
-_c.register_struct(0x0401, DeliveryProperties, _dec_body_DeliveryProperties)
+_c.register_struct(0x0401, DeliveryProperties, _dec_DeliveryProperties, _enc_DeliveryProperties)
 
 
 _FIELDS_FragmentProperties: tuple[FieldSpec, ...] = (
@@ -520,42 +740,47 @@ _FIELDS_FragmentProperties: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsFragmentProperties(Struct):
+    __slots__ = ('first', 'last', 'fragment_size', '__weakref__')
+
+
 def _enc_body_FragmentProperties(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     if o.first:
-        flags |= 1
+        flags |= 256
     if o.last:
-        flags |= 2
+        flags |= 512
     v = o.fragment_size
     if v is not None:
-        flags |= 4
+        flags |= 1024
         out += _pack_Q(v)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_FragmentProperties(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[FragmentProperties, int]:
-    o = _new(FragmentProperties)
-    v: Any
     if pos + 2 > end:
         raise _overrun('message.fragment-properties', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 63743:
+        raise _bad_flags('message.fragment-properties', flags, 2, 3, pos + 2)
     pos += 2
-    if flags & 65528:
-        raise _bad_flags('message.fragment-properties', flags, 3, pos)
-    _set(o, 'first', flags & 1 != 0)
-    _set(o, 'last', flags & 2 != 0)
-    if flags & 4:
+    o: Any = _SlotsFragmentProperties()
+    o.first = flags & 256 != 0
+    o.last = flags & 512 != 0
+    v: Any
+    if flags & 1024:
         if pos + 8 > end:
             raise _overrun('message.fragment-properties', pos)
         v = _unpack_Q(buf, pos)[0]
         pos += 8
-        _set(o, 'fragment_size', v)
+        o.fragment_size = v
     else:
-        _set(o, 'fragment_size', None)
+        o.fragment_size = None
+    o.__class__ = FragmentProperties
     return o, pos
 
 
@@ -563,24 +788,53 @@ def _enc_FragmentProperties(o: Any, out: bytearray, depth: int = _DEPTH) -> None
     if depth <= 0:
         raise LocalProtocolError('message.fragment-properties' + ' nested too deeply')
     at = len(out)
-    out += b'\x00\x00\x00\x00'
-    out += b'\x04\x02'
-    _enc_body_FragmentProperties(o, out, depth - 1)
-    n = len(out) - at - 4
-    out[at:at + 4] = n.to_bytes(4, 'big')
+    out += b'\x00\x00\x00\x00\x00\x00\x00\x00'
+    depth -= 1
+    flags = 0
+    if o.first:
+        flags |= 256
+    if o.last:
+        flags |= 512
+    v = o.fragment_size
+    if v is not None:
+        flags |= 1024
+        out += _pack_Q(v)
+    _pack_into_IHH(out, at, len(out) - at - 4, 0x0402, flags)
 
 
 def _dec_FragmentProperties(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                 typed: bool = False) -> tuple[FragmentProperties, int]:
     if depth <= 0:
         raise _too_deep('message.fragment-properties', pos)
+    if pos + 8 <= end:
+        n, code, flags = _unpack_IHH(buf, pos)
+        if n >= 4 and pos + 4 + n <= end and code == 0x0402:
+            end = pos + 4 + n
+            if flags & 63743:
+                raise _bad_flags('message.fragment-properties', flags, 2, 3, pos + 8)
+            pos += 8
+            depth -= 1
+            o: Any = _SlotsFragmentProperties()
+            o.first = flags & 256 != 0
+            o.last = flags & 512 != 0
+            v: Any
+            if flags & 1024:
+                if pos + 8 > end:
+                    raise _overrun('message.fragment-properties', pos)
+                v = _unpack_Q(buf, pos)[0]
+                pos += 8
+                o.fragment_size = v
+            else:
+                o.fragment_size = None
+            o.__class__ = FragmentProperties
+            return o, end
+    # Anything else is an error: report it as the general path would.
     if pos + 4 > end:
         raise _overrun('message.fragment-properties', pos)
-    n = int.from_bytes(buf[pos:pos + 4], 'big')
-    pos += 4
-    stop = pos + n
+    stop = pos + 4 + _unpack_I(buf, pos)[0]
     if stop > end:
         raise _overrun('message.fragment-properties', pos)
+    pos += 4
     if pos + 2 > stop:
         raise _overrun('message.fragment-properties', pos)
     if buf[pos] != 4 or buf[pos + 1] != 2:
@@ -591,7 +845,7 @@ def _dec_FragmentProperties(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class FragmentProperties(Struct):
+class FragmentProperties(_SlotsFragmentProperties):
     """``message.fragment-properties`` (struct, code 0x0402)."""
 
     NAME: ClassVar[str] = 'message.fragment-properties'
@@ -622,7 +876,7 @@ class FragmentProperties(Struct):
                 raise _bad_arg('fragment-size', 'uint64', v)
 
 _CLASSES[FragmentProperties.NAME] = FragmentProperties
-_c.register_struct(0x0402, FragmentProperties, _dec_body_FragmentProperties)
+_c.register_struct(0x0402, FragmentProperties, _dec_FragmentProperties, _enc_FragmentProperties)
 
 
 _FIELDS_ReplyTo: tuple[FieldSpec, ...] = (
@@ -631,42 +885,70 @@ _FIELDS_ReplyTo: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsReplyTo(Struct):
+    __slots__ = ('exchange', 'routing_key', '__weakref__')
+
+
 def _enc_body_ReplyTo(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.exchange
     if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
+        flags |= 256
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.routing_key
     if v is not None:
-        flags |= 2
-        out += _c.enc_str8(v)
+        flags |= 512
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_ReplyTo(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[ReplyTo, int]:
-    o = _new(ReplyTo)
-    v: Any
     if pos + 2 > end:
         raise _overrun('message.reply-to', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 64767:
+        raise _bad_flags('message.reply-to', flags, 2, 2, pos + 2)
     pos += 2
-    if flags & 65532:
-        raise _bad_flags('message.reply-to', flags, 2, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'exchange', v)
-    else:
-        _set(o, 'exchange', None)
-    if flags & 2:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'routing_key', v)
-    else:
-        _set(o, 'routing_key', None)
+    o: Any = _SlotsReplyTo()
+    v: Any
+    try:
+        if flags & 256:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('message.reply-to', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.exchange = v
+        else:
+            o.exchange = None
+        if flags & 512:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('message.reply-to', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.routing_key = v
+        else:
+            o.routing_key = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('message.reply-to', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_text('message.reply-to', pos) from None
+    o.__class__ = ReplyTo
     return o, pos
 
 
@@ -679,7 +961,7 @@ def _enc_ReplyTo(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     n = len(out) - at - 2
     if n >= 65536:
         raise LocalProtocolError('message.reply-to is too large: %d octets' % n)
-    out[at:at + 2] = n.to_bytes(2, 'big')
+    _pack_into_size2(out, at, n)
 
 
 def _dec_ReplyTo(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
@@ -688,17 +970,16 @@ def _dec_ReplyTo(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
         raise _too_deep('message.reply-to', pos)
     if pos + 2 > end:
         raise _overrun('message.reply-to', pos)
-    n = int.from_bytes(buf[pos:pos + 2], 'big')
-    pos += 2
-    stop = pos + n
+    stop = pos + 2 + (buf[pos] << 8 | buf[pos + 1])
     if stop > end:
         raise _overrun('message.reply-to', pos)
+    pos += 2
     o, pos = _dec_body_ReplyTo(buf, pos, stop, depth - 1, typed)
     return o, stop
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ReplyTo(Struct):
+class ReplyTo(_SlotsReplyTo):
     """``message.reply-to`` (struct, uncoded)."""
 
     NAME: ClassVar[str] = 'message.reply-to'
@@ -747,108 +1028,148 @@ _FIELDS_MessageProperties: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsMessageProperties(Struct):
+    __slots__ = ('content_length', 'message_id', 'correlation_id', 'reply_to', 'content_type', 'content_encoding', 'user_id', 'app_id', 'application_headers', '__weakref__')
+
+
 def _enc_body_MessageProperties(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.content_length
     if v is not None:
-        flags |= 1
+        flags |= 256
         out += _pack_Q(v)
     v = o.message_id
     if v is not None:
-        flags |= 2
+        flags |= 512
         out += _c.enc_uuid(v)
     v = o.correlation_id
     if v is not None:
-        flags |= 4
+        flags |= 1024
         out += _c.enc_vbin16(v)
     v = o.reply_to
     if v is not None:
-        flags |= 8
+        flags |= 2048
         _enc_ReplyTo(v, out, depth)
     v = o.content_type
     if v is not None:
-        flags |= 16
-        out += _c.enc_str8(v)
+        flags |= 4096
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.content_encoding
     if v is not None:
-        flags |= 32
-        out += _c.enc_str8(v)
+        flags |= 8192
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.user_id
     if v is not None:
-        flags |= 64
+        flags |= 16384
         out += _c.enc_vbin16(v)
     v = o.app_id
     if v is not None:
-        flags |= 128
+        flags |= 32768
         out += _c.enc_vbin16(v)
     v = o.application_headers
     if v is not None:
-        flags |= 256
+        flags |= 1
         _c.encode_map(v, out, depth)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_MessageProperties(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[MessageProperties, int]:
-    o = _new(MessageProperties)
-    v: Any
     if pos + 2 > end:
         raise _overrun('message.message-properties', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 254:
+        raise _bad_flags('message.message-properties', flags, 2, 9, pos + 2)
     pos += 2
-    if flags & 65024:
-        raise _bad_flags('message.message-properties', flags, 9, pos)
-    if flags & 1:
-        if pos + 8 > end:
-            raise _overrun('message.message-properties', pos)
-        v = _unpack_Q(buf, pos)[0]
-        pos += 8
-        _set(o, 'content_length', v)
-    else:
-        _set(o, 'content_length', None)
-    if flags & 2:
-        v, pos = _c.dec_uuid(buf, pos, end)
-        _set(o, 'message_id', v)
-    else:
-        _set(o, 'message_id', None)
-    if flags & 4:
-        v, pos = _c.dec_vbin16(buf, pos, end)
-        _set(o, 'correlation_id', v)
-    else:
-        _set(o, 'correlation_id', None)
-    if flags & 8:
-        v, pos = _dec_ReplyTo(buf, pos, end, depth, typed)
-        _set(o, 'reply_to', v)
-    else:
-        _set(o, 'reply_to', None)
-    if flags & 16:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'content_type', v)
-    else:
-        _set(o, 'content_type', None)
-    if flags & 32:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'content_encoding', v)
-    else:
-        _set(o, 'content_encoding', None)
-    if flags & 64:
-        v, pos = _c.dec_vbin16(buf, pos, end)
-        _set(o, 'user_id', v)
-    else:
-        _set(o, 'user_id', None)
-    if flags & 128:
-        v, pos = _c.dec_vbin16(buf, pos, end)
-        _set(o, 'app_id', v)
-    else:
-        _set(o, 'app_id', None)
-    if flags & 256:
-        v, pos = _c.decode_map(buf, pos, end, depth, typed)
-        _set(o, 'application_headers', v)
-    else:
-        _set(o, 'application_headers', None)
+    o: Any = _SlotsMessageProperties()
+    v: Any
+    try:
+        if flags & 256:
+            if pos + 8 > end:
+                raise _overrun('message.message-properties', pos)
+            v = _unpack_Q(buf, pos)[0]
+            pos += 8
+            o.content_length = v
+        else:
+            o.content_length = None
+        if flags & 512:
+            v, pos = _c.dec_uuid(buf, pos, end)
+            o.message_id = v
+        else:
+            o.message_id = None
+        if flags & 1024:
+            stop = pos + 2 + (buf[pos] << 8 | buf[pos + 1])
+            if stop > end:
+                raise _overrun('message.message-properties', pos)
+            v = buf[pos + 2:stop]
+            pos = stop
+            o.correlation_id = v
+        else:
+            o.correlation_id = None
+        if flags & 2048:
+            v, pos = _dec_ReplyTo(buf, pos, end, depth, typed)
+            o.reply_to = v
+        else:
+            o.reply_to = None
+        if flags & 4096:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('message.message-properties', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.content_type = v
+        else:
+            o.content_type = None
+        if flags & 8192:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('message.message-properties', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.content_encoding = v
+        else:
+            o.content_encoding = None
+        if flags & 16384:
+            stop = pos + 2 + (buf[pos] << 8 | buf[pos + 1])
+            if stop > end:
+                raise _overrun('message.message-properties', pos)
+            v = buf[pos + 2:stop]
+            pos = stop
+            o.user_id = v
+        else:
+            o.user_id = None
+        if flags & 32768:
+            stop = pos + 2 + (buf[pos] << 8 | buf[pos + 1])
+            if stop > end:
+                raise _overrun('message.message-properties', pos)
+            v = buf[pos + 2:stop]
+            pos = stop
+            o.app_id = v
+        else:
+            o.app_id = None
+        if flags & 1:
+            v, pos = _c.decode_map(buf, pos, end, depth, typed)
+            o.application_headers = v
+        else:
+            o.application_headers = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('message.message-properties', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_text('message.message-properties', pos) from None
+    o.__class__ = MessageProperties
     return o, pos
 
 
@@ -856,24 +1177,154 @@ def _enc_MessageProperties(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     if depth <= 0:
         raise LocalProtocolError('message.message-properties' + ' nested too deeply')
     at = len(out)
-    out += b'\x00\x00\x00\x00'
-    out += b'\x04\x03'
-    _enc_body_MessageProperties(o, out, depth - 1)
-    n = len(out) - at - 4
-    out[at:at + 4] = n.to_bytes(4, 'big')
+    out += b'\x00\x00\x00\x00\x00\x00\x00\x00'
+    depth -= 1
+    flags = 0
+    v = o.content_length
+    if v is not None:
+        flags |= 256
+        out += _pack_Q(v)
+    v = o.message_id
+    if v is not None:
+        flags |= 512
+        out += _c.enc_uuid(v)
+    v = o.correlation_id
+    if v is not None:
+        flags |= 1024
+        out += _c.enc_vbin16(v)
+    v = o.reply_to
+    if v is not None:
+        flags |= 2048
+        _enc_ReplyTo(v, out, depth)
+    v = o.content_type
+    if v is not None:
+        flags |= 4096
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
+    v = o.content_encoding
+    if v is not None:
+        flags |= 8192
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
+    v = o.user_id
+    if v is not None:
+        flags |= 16384
+        out += _c.enc_vbin16(v)
+    v = o.app_id
+    if v is not None:
+        flags |= 32768
+        out += _c.enc_vbin16(v)
+    v = o.application_headers
+    if v is not None:
+        flags |= 1
+        _c.encode_map(v, out, depth)
+    _pack_into_IHH(out, at, len(out) - at - 4, 0x0403, flags)
 
 
 def _dec_MessageProperties(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                 typed: bool = False) -> tuple[MessageProperties, int]:
     if depth <= 0:
         raise _too_deep('message.message-properties', pos)
+    if pos + 8 <= end:
+        n, code, flags = _unpack_IHH(buf, pos)
+        if n >= 4 and pos + 4 + n <= end and code == 0x0403:
+            end = pos + 4 + n
+            if flags & 254:
+                raise _bad_flags('message.message-properties', flags, 2, 9, pos + 8)
+            pos += 8
+            depth -= 1
+            o: Any = _SlotsMessageProperties()
+            v: Any
+            try:
+                if flags & 256:
+                    if pos + 8 > end:
+                        raise _overrun('message.message-properties', pos)
+                    v = _unpack_Q(buf, pos)[0]
+                    pos += 8
+                    o.content_length = v
+                else:
+                    o.content_length = None
+                if flags & 512:
+                    v, pos = _c.dec_uuid(buf, pos, end)
+                    o.message_id = v
+                else:
+                    o.message_id = None
+                if flags & 1024:
+                    stop = pos + 2 + (buf[pos] << 8 | buf[pos + 1])
+                    if stop > end:
+                        raise _overrun('message.message-properties', pos)
+                    v = buf[pos + 2:stop]
+                    pos = stop
+                    o.correlation_id = v
+                else:
+                    o.correlation_id = None
+                if flags & 2048:
+                    v, pos = _dec_ReplyTo(buf, pos, end, depth, typed)
+                    o.reply_to = v
+                else:
+                    o.reply_to = None
+                if flags & 4096:
+                    stop = pos + 1 + buf[pos]
+                    if stop > end:
+                        raise _overrun('message.message-properties', pos)
+                    v = buf[pos + 1:stop].decode()
+                    pos = stop
+                    o.content_type = v
+                else:
+                    o.content_type = None
+                if flags & 8192:
+                    stop = pos + 1 + buf[pos]
+                    if stop > end:
+                        raise _overrun('message.message-properties', pos)
+                    v = buf[pos + 1:stop].decode()
+                    pos = stop
+                    o.content_encoding = v
+                else:
+                    o.content_encoding = None
+                if flags & 16384:
+                    stop = pos + 2 + (buf[pos] << 8 | buf[pos + 1])
+                    if stop > end:
+                        raise _overrun('message.message-properties', pos)
+                    v = buf[pos + 2:stop]
+                    pos = stop
+                    o.user_id = v
+                else:
+                    o.user_id = None
+                if flags & 32768:
+                    stop = pos + 2 + (buf[pos] << 8 | buf[pos + 1])
+                    if stop > end:
+                        raise _overrun('message.message-properties', pos)
+                    v = buf[pos + 2:stop]
+                    pos = stop
+                    o.app_id = v
+                else:
+                    o.app_id = None
+                if flags & 1:
+                    v, pos = _c.decode_map(buf, pos, end, depth, typed)
+                    o.application_headers = v
+                else:
+                    o.application_headers = None
+            except IndexError:  # a length prefix past the end of buf
+                raise _overrun('message.message-properties', pos) from None
+            except UnicodeDecodeError:
+                raise _bad_text('message.message-properties', pos) from None
+            o.__class__ = MessageProperties
+            return o, end
+    # Anything else is an error: report it as the general path would.
     if pos + 4 > end:
         raise _overrun('message.message-properties', pos)
-    n = int.from_bytes(buf[pos:pos + 4], 'big')
-    pos += 4
-    stop = pos + n
+    stop = pos + 4 + _unpack_I(buf, pos)[0]
     if stop > end:
         raise _overrun('message.message-properties', pos)
+    pos += 4
     if pos + 2 > stop:
         raise _overrun('message.message-properties', pos)
     if buf[pos] != 4 or buf[pos + 1] != 3:
@@ -884,7 +1335,7 @@ def _dec_MessageProperties(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class MessageProperties(Struct):
+class MessageProperties(_SlotsMessageProperties):
     """``message.message-properties`` (struct, code 0x0403)."""
 
     NAME: ClassVar[str] = 'message.message-properties'
@@ -959,7 +1410,7 @@ class MessageProperties(Struct):
                 raise _bad_arg('application-headers', 'map', v)
 
 _CLASSES[MessageProperties.NAME] = MessageProperties
-_c.register_struct(0x0403, MessageProperties, _dec_body_MessageProperties)
+_c.register_struct(0x0403, MessageProperties, _dec_MessageProperties, _enc_MessageProperties)
 
 
 _FIELDS_Acquired: tuple[FieldSpec, ...] = (
@@ -967,33 +1418,38 @@ _FIELDS_Acquired: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsAcquired(Struct):
+    __slots__ = ('transfers', '__weakref__')
+
+
 def _enc_body_Acquired(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.transfers
     if v is not None:
-        flags |= 1
+        flags |= 256
         out += _c.encode_sequence_set(v)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_Acquired(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[Acquired, int]:
-    o = _new(Acquired)
-    v: Any
     if pos + 2 > end:
         raise _overrun('message.acquired', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 65279:
+        raise _bad_flags('message.acquired', flags, 2, 1, pos + 2)
     pos += 2
-    if flags & 65534:
-        raise _bad_flags('message.acquired', flags, 1, pos)
-    if flags & 1:
+    o: Any = _SlotsAcquired()
+    v: Any
+    if flags & 256:
         v, pos = _c.decode_sequence_set(buf, pos, end)
-        _set(o, 'transfers', v)
+        o.transfers = v
     else:
-        _set(o, 'transfers', None)
+        o.transfers = None
+    o.__class__ = Acquired
     return o, pos
 
 
@@ -1001,24 +1457,44 @@ def _enc_Acquired(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     if depth <= 0:
         raise LocalProtocolError('message.acquired' + ' nested too deeply')
     at = len(out)
-    out += b'\x00\x00\x00\x00'
-    out += b'\x04\x04'
-    _enc_body_Acquired(o, out, depth - 1)
-    n = len(out) - at - 4
-    out[at:at + 4] = n.to_bytes(4, 'big')
+    out += b'\x00\x00\x00\x00\x00\x00\x00\x00'
+    depth -= 1
+    flags = 0
+    v = o.transfers
+    if v is not None:
+        flags |= 256
+        out += _c.encode_sequence_set(v)
+    _pack_into_IHH(out, at, len(out) - at - 4, 0x0404, flags)
 
 
 def _dec_Acquired(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                 typed: bool = False) -> tuple[Acquired, int]:
     if depth <= 0:
         raise _too_deep('message.acquired', pos)
+    if pos + 8 <= end:
+        n, code, flags = _unpack_IHH(buf, pos)
+        if n >= 4 and pos + 4 + n <= end and code == 0x0404:
+            end = pos + 4 + n
+            if flags & 65279:
+                raise _bad_flags('message.acquired', flags, 2, 1, pos + 8)
+            pos += 8
+            depth -= 1
+            o: Any = _SlotsAcquired()
+            v: Any
+            if flags & 256:
+                v, pos = _c.decode_sequence_set(buf, pos, end)
+                o.transfers = v
+            else:
+                o.transfers = None
+            o.__class__ = Acquired
+            return o, end
+    # Anything else is an error: report it as the general path would.
     if pos + 4 > end:
         raise _overrun('message.acquired', pos)
-    n = int.from_bytes(buf[pos:pos + 4], 'big')
-    pos += 4
-    stop = pos + n
+    stop = pos + 4 + _unpack_I(buf, pos)[0]
     if stop > end:
         raise _overrun('message.acquired', pos)
+    pos += 4
     if pos + 2 > stop:
         raise _overrun('message.acquired', pos)
     if buf[pos] != 4 or buf[pos + 1] != 4:
@@ -1029,7 +1505,7 @@ def _dec_Acquired(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class Acquired(Struct):
+class Acquired(_SlotsAcquired):
     """``message.acquired`` (struct, code 0x0404)."""
 
     NAME: ClassVar[str] = 'message.acquired'
@@ -1055,7 +1531,7 @@ class Acquired(Struct):
             object.__setattr__(self, 'transfers', _to_seqset('transfers', v))
 
 _CLASSES[Acquired.NAME] = Acquired
-_c.register_struct(0x0404, Acquired, _dec_body_Acquired)
+_c.register_struct(0x0404, Acquired, _dec_Acquired, _enc_Acquired)
 
 
 _FIELDS_MessageResumeResult: tuple[FieldSpec, ...] = (
@@ -1063,36 +1539,41 @@ _FIELDS_MessageResumeResult: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsMessageResumeResult(Struct):
+    __slots__ = ('offset', '__weakref__')
+
+
 def _enc_body_MessageResumeResult(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.offset
     if v is not None:
-        flags |= 1
+        flags |= 256
         out += _pack_Q(v)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_MessageResumeResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[MessageResumeResult, int]:
-    o = _new(MessageResumeResult)
-    v: Any
     if pos + 2 > end:
         raise _overrun('message.message-resume-result', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 65279:
+        raise _bad_flags('message.message-resume-result', flags, 2, 1, pos + 2)
     pos += 2
-    if flags & 65534:
-        raise _bad_flags('message.message-resume-result', flags, 1, pos)
-    if flags & 1:
+    o: Any = _SlotsMessageResumeResult()
+    v: Any
+    if flags & 256:
         if pos + 8 > end:
             raise _overrun('message.message-resume-result', pos)
         v = _unpack_Q(buf, pos)[0]
         pos += 8
-        _set(o, 'offset', v)
+        o.offset = v
     else:
-        _set(o, 'offset', None)
+        o.offset = None
+    o.__class__ = MessageResumeResult
     return o, pos
 
 
@@ -1100,24 +1581,47 @@ def _enc_MessageResumeResult(o: Any, out: bytearray, depth: int = _DEPTH) -> Non
     if depth <= 0:
         raise LocalProtocolError('message.message-resume-result' + ' nested too deeply')
     at = len(out)
-    out += b'\x00\x00\x00\x00'
-    out += b'\x04\x05'
-    _enc_body_MessageResumeResult(o, out, depth - 1)
-    n = len(out) - at - 4
-    out[at:at + 4] = n.to_bytes(4, 'big')
+    out += b'\x00\x00\x00\x00\x00\x00\x00\x00'
+    depth -= 1
+    flags = 0
+    v = o.offset
+    if v is not None:
+        flags |= 256
+        out += _pack_Q(v)
+    _pack_into_IHH(out, at, len(out) - at - 4, 0x0405, flags)
 
 
 def _dec_MessageResumeResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                 typed: bool = False) -> tuple[MessageResumeResult, int]:
     if depth <= 0:
         raise _too_deep('message.message-resume-result', pos)
+    if pos + 8 <= end:
+        n, code, flags = _unpack_IHH(buf, pos)
+        if n >= 4 and pos + 4 + n <= end and code == 0x0405:
+            end = pos + 4 + n
+            if flags & 65279:
+                raise _bad_flags('message.message-resume-result', flags, 2, 1, pos + 8)
+            pos += 8
+            depth -= 1
+            o: Any = _SlotsMessageResumeResult()
+            v: Any
+            if flags & 256:
+                if pos + 8 > end:
+                    raise _overrun('message.message-resume-result', pos)
+                v = _unpack_Q(buf, pos)[0]
+                pos += 8
+                o.offset = v
+            else:
+                o.offset = None
+            o.__class__ = MessageResumeResult
+            return o, end
+    # Anything else is an error: report it as the general path would.
     if pos + 4 > end:
         raise _overrun('message.message-resume-result', pos)
-    n = int.from_bytes(buf[pos:pos + 4], 'big')
-    pos += 4
-    stop = pos + n
+    stop = pos + 4 + _unpack_I(buf, pos)[0]
     if stop > end:
         raise _overrun('message.message-resume-result', pos)
+    pos += 4
     if pos + 2 > stop:
         raise _overrun('message.message-resume-result', pos)
     if buf[pos] != 4 or buf[pos + 1] != 5:
@@ -1128,7 +1632,7 @@ def _dec_MessageResumeResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class MessageResumeResult(Struct):
+class MessageResumeResult(_SlotsMessageResumeResult):
     """``message.message-resume-result`` (struct, code 0x0405)."""
 
     NAME: ClassVar[str] = 'message.message-resume-result'
@@ -1153,7 +1657,7 @@ class MessageResumeResult(Struct):
                 raise _bad_arg('offset', 'uint64', v)
 
 _CLASSES[MessageResumeResult.NAME] = MessageResumeResult
-_c.register_struct(0x0405, MessageResumeResult, _dec_body_MessageResumeResult)
+_c.register_struct(0x0405, MessageResumeResult, _dec_MessageResumeResult, _enc_MessageResumeResult)
 
 
 _FIELDS_XaResult: tuple[FieldSpec, ...] = (
@@ -1161,37 +1665,43 @@ _FIELDS_XaResult: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsXaResult(Struct):
+    __slots__ = ('status', '__weakref__')
+
+
 def _enc_body_XaResult(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.status
     if v is not None:
-        flags |= 1
+        flags |= 256
         out += _pack_H(v)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_XaResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[XaResult, int]:
-    o = _new(XaResult)
-    v: Any
     if pos + 2 > end:
         raise _overrun('dtx.xa-result', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 65279:
+        raise _bad_flags('dtx.xa-result', flags, 2, 1, pos + 2)
     pos += 2
-    if flags & 65534:
-        raise _bad_flags('dtx.xa-result', flags, 1, pos)
-    if flags & 1:
+    o: Any = _SlotsXaResult()
+    v: Any
+    if flags & 256:
         if pos + 2 > end:
             raise _overrun('dtx.xa-result', pos)
         v = _unpack_H(buf, pos)[0]
         pos += 2
-        v = _E_XaStatus.get(v, v)
-        _set(o, 'status', v)
+        if v < 8:
+            v = _L_XaStatus[v]
+        o.status = v
     else:
-        _set(o, 'status', None)
+        o.status = None
+    o.__class__ = XaResult
     return o, pos
 
 
@@ -1199,24 +1709,49 @@ def _enc_XaResult(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     if depth <= 0:
         raise LocalProtocolError('dtx.xa-result' + ' nested too deeply')
     at = len(out)
-    out += b'\x00\x00\x00\x00'
-    out += b'\x06\x01'
-    _enc_body_XaResult(o, out, depth - 1)
-    n = len(out) - at - 4
-    out[at:at + 4] = n.to_bytes(4, 'big')
+    out += b'\x00\x00\x00\x00\x00\x00\x00\x00'
+    depth -= 1
+    flags = 0
+    v = o.status
+    if v is not None:
+        flags |= 256
+        out += _pack_H(v)
+    _pack_into_IHH(out, at, len(out) - at - 4, 0x0601, flags)
 
 
 def _dec_XaResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                 typed: bool = False) -> tuple[XaResult, int]:
     if depth <= 0:
         raise _too_deep('dtx.xa-result', pos)
+    if pos + 8 <= end:
+        n, code, flags = _unpack_IHH(buf, pos)
+        if n >= 4 and pos + 4 + n <= end and code == 0x0601:
+            end = pos + 4 + n
+            if flags & 65279:
+                raise _bad_flags('dtx.xa-result', flags, 2, 1, pos + 8)
+            pos += 8
+            depth -= 1
+            o: Any = _SlotsXaResult()
+            v: Any
+            if flags & 256:
+                if pos + 2 > end:
+                    raise _overrun('dtx.xa-result', pos)
+                v = _unpack_H(buf, pos)[0]
+                pos += 2
+                if v < 8:
+                    v = _L_XaStatus[v]
+                o.status = v
+            else:
+                o.status = None
+            o.__class__ = XaResult
+            return o, end
+    # Anything else is an error: report it as the general path would.
     if pos + 4 > end:
         raise _overrun('dtx.xa-result', pos)
-    n = int.from_bytes(buf[pos:pos + 4], 'big')
-    pos += 4
-    stop = pos + n
+    stop = pos + 4 + _unpack_I(buf, pos)[0]
     if stop > end:
         raise _overrun('dtx.xa-result', pos)
+    pos += 4
     if pos + 2 > stop:
         raise _overrun('dtx.xa-result', pos)
     if buf[pos] != 6 or buf[pos + 1] != 1:
@@ -1227,7 +1762,7 @@ def _dec_XaResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class XaResult(Struct):
+class XaResult(_SlotsXaResult):
     """``dtx.xa-result`` (struct, code 0x0601)."""
 
     NAME: ClassVar[str] = 'dtx.xa-result'
@@ -1259,7 +1794,7 @@ class XaResult(Struct):
             object.__setattr__(self, 'status', e)
 
 _CLASSES[XaResult.NAME] = XaResult
-_c.register_struct(0x0601, XaResult, _dec_body_XaResult)
+_c.register_struct(0x0601, XaResult, _dec_XaResult, _enc_XaResult)
 
 
 _FIELDS_Xid: tuple[FieldSpec, ...] = (
@@ -1269,54 +1804,70 @@ _FIELDS_Xid: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsXid(Struct):
+    __slots__ = ('format', 'global_id', 'branch_id', '__weakref__')
+
+
 def _enc_body_Xid(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.format
     if v is not None:
-        flags |= 1
+        flags |= 256
         out += _pack_I(v)
     v = o.global_id
     if v is not None:
-        flags |= 2
+        flags |= 512
         out += _c.enc_vbin8(v)
     v = o.branch_id
     if v is not None:
-        flags |= 4
+        flags |= 1024
         out += _c.enc_vbin8(v)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_Xid(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[Xid, int]:
-    o = _new(Xid)
-    v: Any
     if pos + 2 > end:
         raise _overrun('dtx.xid', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 63743:
+        raise _bad_flags('dtx.xid', flags, 2, 3, pos + 2)
     pos += 2
-    if flags & 65528:
-        raise _bad_flags('dtx.xid', flags, 3, pos)
-    if flags & 1:
-        if pos + 4 > end:
-            raise _overrun('dtx.xid', pos)
-        v = _unpack_I(buf, pos)[0]
-        pos += 4
-        _set(o, 'format', v)
-    else:
-        _set(o, 'format', None)
-    if flags & 2:
-        v, pos = _c.dec_vbin8(buf, pos, end)
-        _set(o, 'global_id', v)
-    else:
-        _set(o, 'global_id', None)
-    if flags & 4:
-        v, pos = _c.dec_vbin8(buf, pos, end)
-        _set(o, 'branch_id', v)
-    else:
-        _set(o, 'branch_id', None)
+    o: Any = _SlotsXid()
+    v: Any
+    try:
+        if flags & 256:
+            if pos + 4 > end:
+                raise _overrun('dtx.xid', pos)
+            v = _unpack_I(buf, pos)[0]
+            pos += 4
+            o.format = v
+        else:
+            o.format = None
+        if flags & 512:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('dtx.xid', pos)
+            v = buf[pos + 1:stop]
+            pos = stop
+            o.global_id = v
+        else:
+            o.global_id = None
+        if flags & 1024:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('dtx.xid', pos)
+            v = buf[pos + 1:stop]
+            pos = stop
+            o.branch_id = v
+        else:
+            o.branch_id = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('dtx.xid', pos) from None
+    o.__class__ = Xid
     return o, pos
 
 
@@ -1324,24 +1875,76 @@ def _enc_Xid(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     if depth <= 0:
         raise LocalProtocolError('dtx.xid' + ' nested too deeply')
     at = len(out)
-    out += b'\x00\x00\x00\x00'
-    out += b'\x06\x04'
-    _enc_body_Xid(o, out, depth - 1)
-    n = len(out) - at - 4
-    out[at:at + 4] = n.to_bytes(4, 'big')
+    out += b'\x00\x00\x00\x00\x00\x00\x00\x00'
+    depth -= 1
+    flags = 0
+    v = o.format
+    if v is not None:
+        flags |= 256
+        out += _pack_I(v)
+    v = o.global_id
+    if v is not None:
+        flags |= 512
+        out += _c.enc_vbin8(v)
+    v = o.branch_id
+    if v is not None:
+        flags |= 1024
+        out += _c.enc_vbin8(v)
+    _pack_into_IHH(out, at, len(out) - at - 4, 0x0604, flags)
 
 
 def _dec_Xid(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                 typed: bool = False) -> tuple[Xid, int]:
     if depth <= 0:
         raise _too_deep('dtx.xid', pos)
+    if pos + 8 <= end:
+        n, code, flags = _unpack_IHH(buf, pos)
+        if n >= 4 and pos + 4 + n <= end and code == 0x0604:
+            end = pos + 4 + n
+            if flags & 63743:
+                raise _bad_flags('dtx.xid', flags, 2, 3, pos + 8)
+            pos += 8
+            depth -= 1
+            o: Any = _SlotsXid()
+            v: Any
+            try:
+                if flags & 256:
+                    if pos + 4 > end:
+                        raise _overrun('dtx.xid', pos)
+                    v = _unpack_I(buf, pos)[0]
+                    pos += 4
+                    o.format = v
+                else:
+                    o.format = None
+                if flags & 512:
+                    stop = pos + 1 + buf[pos]
+                    if stop > end:
+                        raise _overrun('dtx.xid', pos)
+                    v = buf[pos + 1:stop]
+                    pos = stop
+                    o.global_id = v
+                else:
+                    o.global_id = None
+                if flags & 1024:
+                    stop = pos + 1 + buf[pos]
+                    if stop > end:
+                        raise _overrun('dtx.xid', pos)
+                    v = buf[pos + 1:stop]
+                    pos = stop
+                    o.branch_id = v
+                else:
+                    o.branch_id = None
+            except IndexError:  # a length prefix past the end of buf
+                raise _overrun('dtx.xid', pos) from None
+            o.__class__ = Xid
+            return o, end
+    # Anything else is an error: report it as the general path would.
     if pos + 4 > end:
         raise _overrun('dtx.xid', pos)
-    n = int.from_bytes(buf[pos:pos + 4], 'big')
-    pos += 4
-    stop = pos + n
+    stop = pos + 4 + _unpack_I(buf, pos)[0]
     if stop > end:
         raise _overrun('dtx.xid', pos)
+    pos += 4
     if pos + 2 > stop:
         raise _overrun('dtx.xid', pos)
     if buf[pos] != 6 or buf[pos + 1] != 4:
@@ -1352,7 +1955,7 @@ def _dec_Xid(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class Xid(Struct):
+class Xid(_SlotsXid):
     """``dtx.xid`` (struct, code 0x0604)."""
 
     NAME: ClassVar[str] = 'dtx.xid'
@@ -1394,7 +1997,7 @@ class Xid(Struct):
             raise _bad_arg('branch-id', 'vbin8', v, 'too long')
 
 _CLASSES[Xid.NAME] = Xid
-_c.register_struct(0x0604, Xid, _dec_body_Xid)
+_c.register_struct(0x0604, Xid, _dec_Xid, _enc_Xid)
 
 
 _FIELDS_GetTimeoutResult: tuple[FieldSpec, ...] = (
@@ -1402,36 +2005,41 @@ _FIELDS_GetTimeoutResult: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsGetTimeoutResult(Struct):
+    __slots__ = ('timeout', '__weakref__')
+
+
 def _enc_body_GetTimeoutResult(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.timeout
     if v is not None:
-        flags |= 1
+        flags |= 256
         out += _pack_I(v)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_GetTimeoutResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[GetTimeoutResult, int]:
-    o = _new(GetTimeoutResult)
-    v: Any
     if pos + 2 > end:
         raise _overrun('dtx.get-timeout-result', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 65279:
+        raise _bad_flags('dtx.get-timeout-result', flags, 2, 1, pos + 2)
     pos += 2
-    if flags & 65534:
-        raise _bad_flags('dtx.get-timeout-result', flags, 1, pos)
-    if flags & 1:
+    o: Any = _SlotsGetTimeoutResult()
+    v: Any
+    if flags & 256:
         if pos + 4 > end:
             raise _overrun('dtx.get-timeout-result', pos)
         v = _unpack_I(buf, pos)[0]
         pos += 4
-        _set(o, 'timeout', v)
+        o.timeout = v
     else:
-        _set(o, 'timeout', None)
+        o.timeout = None
+    o.__class__ = GetTimeoutResult
     return o, pos
 
 
@@ -1439,24 +2047,47 @@ def _enc_GetTimeoutResult(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     if depth <= 0:
         raise LocalProtocolError('dtx.get-timeout-result' + ' nested too deeply')
     at = len(out)
-    out += b'\x00\x00\x00\x00'
-    out += b'\x06\x02'
-    _enc_body_GetTimeoutResult(o, out, depth - 1)
-    n = len(out) - at - 4
-    out[at:at + 4] = n.to_bytes(4, 'big')
+    out += b'\x00\x00\x00\x00\x00\x00\x00\x00'
+    depth -= 1
+    flags = 0
+    v = o.timeout
+    if v is not None:
+        flags |= 256
+        out += _pack_I(v)
+    _pack_into_IHH(out, at, len(out) - at - 4, 0x0602, flags)
 
 
 def _dec_GetTimeoutResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                 typed: bool = False) -> tuple[GetTimeoutResult, int]:
     if depth <= 0:
         raise _too_deep('dtx.get-timeout-result', pos)
+    if pos + 8 <= end:
+        n, code, flags = _unpack_IHH(buf, pos)
+        if n >= 4 and pos + 4 + n <= end and code == 0x0602:
+            end = pos + 4 + n
+            if flags & 65279:
+                raise _bad_flags('dtx.get-timeout-result', flags, 2, 1, pos + 8)
+            pos += 8
+            depth -= 1
+            o: Any = _SlotsGetTimeoutResult()
+            v: Any
+            if flags & 256:
+                if pos + 4 > end:
+                    raise _overrun('dtx.get-timeout-result', pos)
+                v = _unpack_I(buf, pos)[0]
+                pos += 4
+                o.timeout = v
+            else:
+                o.timeout = None
+            o.__class__ = GetTimeoutResult
+            return o, end
+    # Anything else is an error: report it as the general path would.
     if pos + 4 > end:
         raise _overrun('dtx.get-timeout-result', pos)
-    n = int.from_bytes(buf[pos:pos + 4], 'big')
-    pos += 4
-    stop = pos + n
+    stop = pos + 4 + _unpack_I(buf, pos)[0]
     if stop > end:
         raise _overrun('dtx.get-timeout-result', pos)
+    pos += 4
     if pos + 2 > stop:
         raise _overrun('dtx.get-timeout-result', pos)
     if buf[pos] != 6 or buf[pos + 1] != 2:
@@ -1467,7 +2098,7 @@ def _dec_GetTimeoutResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class GetTimeoutResult(Struct):
+class GetTimeoutResult(_SlotsGetTimeoutResult):
     """``dtx.get-timeout-result`` (struct, code 0x0602)."""
 
     NAME: ClassVar[str] = 'dtx.get-timeout-result'
@@ -1493,7 +2124,7 @@ class GetTimeoutResult(Struct):
             raise _bad_arg('timeout', 'uint32', v)
 
 _CLASSES[GetTimeoutResult.NAME] = GetTimeoutResult
-_c.register_struct(0x0602, GetTimeoutResult, _dec_body_GetTimeoutResult)
+_c.register_struct(0x0602, GetTimeoutResult, _dec_GetTimeoutResult, _enc_GetTimeoutResult)
 
 
 _FIELDS_RecoverResult: tuple[FieldSpec, ...] = (
@@ -1501,35 +2132,40 @@ _FIELDS_RecoverResult: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsRecoverResult(Struct):
+    __slots__ = ('in_doubt', '__weakref__')
+
+
 def _enc_body_RecoverResult(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.in_doubt
     if v is not None:
-        flags |= 1
+        flags |= 256
         _c.encode_array(_c.array_type(v, 'struct32'), v, out, depth)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_RecoverResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[RecoverResult, int]:
-    o = _new(RecoverResult)
-    v: Any
     if pos + 2 > end:
         raise _overrun('dtx.recover-result', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 65279:
+        raise _bad_flags('dtx.recover-result', flags, 2, 1, pos + 2)
     pos += 2
-    if flags & 65534:
-        raise _bad_flags('dtx.recover-result', flags, 1, pos)
-    if flags & 1:
+    o: Any = _SlotsRecoverResult()
+    v: Any
+    if flags & 256:
         v, pos = _c.decode_array(buf, pos, end, depth, typed)
         if v and v.type != 'struct32':
             raise _bad_field('in-doubt must be an array of struct32', pos)
-        _set(o, 'in_doubt', v)
+        o.in_doubt = v
     else:
-        _set(o, 'in_doubt', None)
+        o.in_doubt = None
+    o.__class__ = RecoverResult
     return o, pos
 
 
@@ -1537,24 +2173,46 @@ def _enc_RecoverResult(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     if depth <= 0:
         raise LocalProtocolError('dtx.recover-result' + ' nested too deeply')
     at = len(out)
-    out += b'\x00\x00\x00\x00'
-    out += b'\x06\x03'
-    _enc_body_RecoverResult(o, out, depth - 1)
-    n = len(out) - at - 4
-    out[at:at + 4] = n.to_bytes(4, 'big')
+    out += b'\x00\x00\x00\x00\x00\x00\x00\x00'
+    depth -= 1
+    flags = 0
+    v = o.in_doubt
+    if v is not None:
+        flags |= 256
+        _c.encode_array(_c.array_type(v, 'struct32'), v, out, depth)
+    _pack_into_IHH(out, at, len(out) - at - 4, 0x0603, flags)
 
 
 def _dec_RecoverResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                 typed: bool = False) -> tuple[RecoverResult, int]:
     if depth <= 0:
         raise _too_deep('dtx.recover-result', pos)
+    if pos + 8 <= end:
+        n, code, flags = _unpack_IHH(buf, pos)
+        if n >= 4 and pos + 4 + n <= end and code == 0x0603:
+            end = pos + 4 + n
+            if flags & 65279:
+                raise _bad_flags('dtx.recover-result', flags, 2, 1, pos + 8)
+            pos += 8
+            depth -= 1
+            o: Any = _SlotsRecoverResult()
+            v: Any
+            if flags & 256:
+                v, pos = _c.decode_array(buf, pos, end, depth, typed)
+                if v and v.type != 'struct32':
+                    raise _bad_field('in-doubt must be an array of struct32', pos)
+                o.in_doubt = v
+            else:
+                o.in_doubt = None
+            o.__class__ = RecoverResult
+            return o, end
+    # Anything else is an error: report it as the general path would.
     if pos + 4 > end:
         raise _overrun('dtx.recover-result', pos)
-    n = int.from_bytes(buf[pos:pos + 4], 'big')
-    pos += 4
-    stop = pos + n
+    stop = pos + 4 + _unpack_I(buf, pos)[0]
     if stop > end:
         raise _overrun('dtx.recover-result', pos)
+    pos += 4
     if pos + 2 > stop:
         raise _overrun('dtx.recover-result', pos)
     if buf[pos] != 6 or buf[pos + 1] != 3:
@@ -1565,7 +2223,7 @@ def _dec_RecoverResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class RecoverResult(Struct):
+class RecoverResult(_SlotsRecoverResult):
     """``dtx.recover-result`` (struct, code 0x0603)."""
 
     NAME: ClassVar[str] = 'dtx.recover-result'
@@ -1591,7 +2249,7 @@ class RecoverResult(Struct):
             raise _bad_arg('in-doubt', 'array', v)
 
 _CLASSES[RecoverResult.NAME] = RecoverResult
-_c.register_struct(0x0603, RecoverResult, _dec_body_RecoverResult)
+_c.register_struct(0x0603, RecoverResult, _dec_RecoverResult, _enc_RecoverResult)
 
 
 _FIELDS_ExchangeQueryResult: tuple[FieldSpec, ...] = (
@@ -1602,48 +2260,67 @@ _FIELDS_ExchangeQueryResult: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsExchangeQueryResult(Struct):
+    __slots__ = ('type', 'durable', 'not_found', 'arguments', '__weakref__')
+
+
 def _enc_body_ExchangeQueryResult(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.type
     if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
+        flags |= 256
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     if o.durable:
-        flags |= 2
+        flags |= 512
     if o.not_found:
-        flags |= 4
+        flags |= 1024
     v = o.arguments
     if v is not None:
-        flags |= 8
+        flags |= 2048
         _c.encode_map(v, out, depth)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_ExchangeQueryResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[ExchangeQueryResult, int]:
-    o = _new(ExchangeQueryResult)
-    v: Any
     if pos + 2 > end:
         raise _overrun('exchange.exchange-query-result', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 61695:
+        raise _bad_flags('exchange.exchange-query-result', flags, 2, 4, pos + 2)
     pos += 2
-    if flags & 65520:
-        raise _bad_flags('exchange.exchange-query-result', flags, 4, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'type', v)
-    else:
-        _set(o, 'type', None)
-    _set(o, 'durable', flags & 2 != 0)
-    _set(o, 'not_found', flags & 4 != 0)
-    if flags & 8:
-        v, pos = _c.decode_map(buf, pos, end, depth, typed)
-        _set(o, 'arguments', v)
-    else:
-        _set(o, 'arguments', None)
+    o: Any = _SlotsExchangeQueryResult()
+    o.durable = flags & 512 != 0
+    o.not_found = flags & 1024 != 0
+    v: Any
+    try:
+        if flags & 256:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('exchange.exchange-query-result', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.type = v
+        else:
+            o.type = None
+        if flags & 2048:
+            v, pos = _c.decode_map(buf, pos, end, depth, typed)
+            o.arguments = v
+        else:
+            o.arguments = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('exchange.exchange-query-result', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_text('exchange.exchange-query-result', pos) from None
+    o.__class__ = ExchangeQueryResult
     return o, pos
 
 
@@ -1651,24 +2328,73 @@ def _enc_ExchangeQueryResult(o: Any, out: bytearray, depth: int = _DEPTH) -> Non
     if depth <= 0:
         raise LocalProtocolError('exchange.exchange-query-result' + ' nested too deeply')
     at = len(out)
-    out += b'\x00\x00\x00\x00'
-    out += b'\x07\x01'
-    _enc_body_ExchangeQueryResult(o, out, depth - 1)
-    n = len(out) - at - 4
-    out[at:at + 4] = n.to_bytes(4, 'big')
+    out += b'\x00\x00\x00\x00\x00\x00\x00\x00'
+    depth -= 1
+    flags = 0
+    v = o.type
+    if v is not None:
+        flags |= 256
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
+    if o.durable:
+        flags |= 512
+    if o.not_found:
+        flags |= 1024
+    v = o.arguments
+    if v is not None:
+        flags |= 2048
+        _c.encode_map(v, out, depth)
+    _pack_into_IHH(out, at, len(out) - at - 4, 0x0701, flags)
 
 
 def _dec_ExchangeQueryResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                 typed: bool = False) -> tuple[ExchangeQueryResult, int]:
     if depth <= 0:
         raise _too_deep('exchange.exchange-query-result', pos)
+    if pos + 8 <= end:
+        n, code, flags = _unpack_IHH(buf, pos)
+        if n >= 4 and pos + 4 + n <= end and code == 0x0701:
+            end = pos + 4 + n
+            if flags & 61695:
+                raise _bad_flags('exchange.exchange-query-result', flags, 2, 4, pos + 8)
+            pos += 8
+            depth -= 1
+            o: Any = _SlotsExchangeQueryResult()
+            o.durable = flags & 512 != 0
+            o.not_found = flags & 1024 != 0
+            v: Any
+            try:
+                if flags & 256:
+                    stop = pos + 1 + buf[pos]
+                    if stop > end:
+                        raise _overrun('exchange.exchange-query-result', pos)
+                    v = buf[pos + 1:stop].decode()
+                    pos = stop
+                    o.type = v
+                else:
+                    o.type = None
+                if flags & 2048:
+                    v, pos = _c.decode_map(buf, pos, end, depth, typed)
+                    o.arguments = v
+                else:
+                    o.arguments = None
+            except IndexError:  # a length prefix past the end of buf
+                raise _overrun('exchange.exchange-query-result', pos) from None
+            except UnicodeDecodeError:
+                raise _bad_text('exchange.exchange-query-result', pos) from None
+            o.__class__ = ExchangeQueryResult
+            return o, end
+    # Anything else is an error: report it as the general path would.
     if pos + 4 > end:
         raise _overrun('exchange.exchange-query-result', pos)
-    n = int.from_bytes(buf[pos:pos + 4], 'big')
-    pos += 4
-    stop = pos + n
+    stop = pos + 4 + _unpack_I(buf, pos)[0]
     if stop > end:
         raise _overrun('exchange.exchange-query-result', pos)
+    pos += 4
     if pos + 2 > stop:
         raise _overrun('exchange.exchange-query-result', pos)
     if buf[pos] != 7 or buf[pos + 1] != 1:
@@ -1679,7 +2405,7 @@ def _dec_ExchangeQueryResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ExchangeQueryResult(Struct):
+class ExchangeQueryResult(_SlotsExchangeQueryResult):
     """``exchange.exchange-query-result`` (struct, code 0x0701)."""
 
     NAME: ClassVar[str] = 'exchange.exchange-query-result'
@@ -1717,7 +2443,7 @@ class ExchangeQueryResult(Struct):
                 raise _bad_arg('arguments', 'map', v)
 
 _CLASSES[ExchangeQueryResult.NAME] = ExchangeQueryResult
-_c.register_struct(0x0701, ExchangeQueryResult, _dec_body_ExchangeQueryResult)
+_c.register_struct(0x0701, ExchangeQueryResult, _dec_ExchangeQueryResult, _enc_ExchangeQueryResult)
 
 
 _FIELDS_ExchangeBoundResult: tuple[FieldSpec, ...] = (
@@ -1729,38 +2455,43 @@ _FIELDS_ExchangeBoundResult: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsExchangeBoundResult(Struct):
+    __slots__ = ('exchange_not_found', 'queue_not_found', 'queue_not_matched', 'key_not_matched', 'args_not_matched', '__weakref__')
+
+
 def _enc_body_ExchangeBoundResult(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     if o.exchange_not_found:
-        flags |= 1
+        flags |= 256
     if o.queue_not_found:
-        flags |= 2
+        flags |= 512
     if o.queue_not_matched:
-        flags |= 4
+        flags |= 1024
     if o.key_not_matched:
-        flags |= 8
+        flags |= 2048
     if o.args_not_matched:
-        flags |= 16
+        flags |= 4096
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_ExchangeBoundResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[ExchangeBoundResult, int]:
-    o = _new(ExchangeBoundResult)
     if pos + 2 > end:
         raise _overrun('exchange.exchange-bound-result', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 57599:
+        raise _bad_flags('exchange.exchange-bound-result', flags, 2, 5, pos + 2)
     pos += 2
-    if flags & 65504:
-        raise _bad_flags('exchange.exchange-bound-result', flags, 5, pos)
-    _set(o, 'exchange_not_found', flags & 1 != 0)
-    _set(o, 'queue_not_found', flags & 2 != 0)
-    _set(o, 'queue_not_matched', flags & 4 != 0)
-    _set(o, 'key_not_matched', flags & 8 != 0)
-    _set(o, 'args_not_matched', flags & 16 != 0)
+    o: Any = _SlotsExchangeBoundResult()
+    o.exchange_not_found = flags & 256 != 0
+    o.queue_not_found = flags & 512 != 0
+    o.queue_not_matched = flags & 1024 != 0
+    o.key_not_matched = flags & 2048 != 0
+    o.args_not_matched = flags & 4096 != 0
+    o.__class__ = ExchangeBoundResult
     return o, pos
 
 
@@ -1768,24 +2499,49 @@ def _enc_ExchangeBoundResult(o: Any, out: bytearray, depth: int = _DEPTH) -> Non
     if depth <= 0:
         raise LocalProtocolError('exchange.exchange-bound-result' + ' nested too deeply')
     at = len(out)
-    out += b'\x00\x00\x00\x00'
-    out += b'\x07\x02'
-    _enc_body_ExchangeBoundResult(o, out, depth - 1)
-    n = len(out) - at - 4
-    out[at:at + 4] = n.to_bytes(4, 'big')
+    out += b'\x00\x00\x00\x00\x00\x00\x00\x00'
+    depth -= 1
+    flags = 0
+    if o.exchange_not_found:
+        flags |= 256
+    if o.queue_not_found:
+        flags |= 512
+    if o.queue_not_matched:
+        flags |= 1024
+    if o.key_not_matched:
+        flags |= 2048
+    if o.args_not_matched:
+        flags |= 4096
+    _pack_into_IHH(out, at, len(out) - at - 4, 0x0702, flags)
 
 
 def _dec_ExchangeBoundResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                 typed: bool = False) -> tuple[ExchangeBoundResult, int]:
     if depth <= 0:
         raise _too_deep('exchange.exchange-bound-result', pos)
+    if pos + 8 <= end:
+        n, code, flags = _unpack_IHH(buf, pos)
+        if n >= 4 and pos + 4 + n <= end and code == 0x0702:
+            end = pos + 4 + n
+            if flags & 57599:
+                raise _bad_flags('exchange.exchange-bound-result', flags, 2, 5, pos + 8)
+            pos += 8
+            depth -= 1
+            o: Any = _SlotsExchangeBoundResult()
+            o.exchange_not_found = flags & 256 != 0
+            o.queue_not_found = flags & 512 != 0
+            o.queue_not_matched = flags & 1024 != 0
+            o.key_not_matched = flags & 2048 != 0
+            o.args_not_matched = flags & 4096 != 0
+            o.__class__ = ExchangeBoundResult
+            return o, end
+    # Anything else is an error: report it as the general path would.
     if pos + 4 > end:
         raise _overrun('exchange.exchange-bound-result', pos)
-    n = int.from_bytes(buf[pos:pos + 4], 'big')
-    pos += 4
-    stop = pos + n
+    stop = pos + 4 + _unpack_I(buf, pos)[0]
     if stop > end:
         raise _overrun('exchange.exchange-bound-result', pos)
+    pos += 4
     if pos + 2 > stop:
         raise _overrun('exchange.exchange-bound-result', pos)
     if buf[pos] != 7 or buf[pos + 1] != 2:
@@ -1796,7 +2552,7 @@ def _dec_ExchangeBoundResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ExchangeBoundResult(Struct):
+class ExchangeBoundResult(_SlotsExchangeBoundResult):
     """``exchange.exchange-bound-result`` (struct, code 0x0702)."""
 
     NAME: ClassVar[str] = 'exchange.exchange-bound-result'
@@ -1830,7 +2586,7 @@ class ExchangeBoundResult(Struct):
             object.__setattr__(self, 'args_not_matched', bool(self.args_not_matched))
 
 _CLASSES[ExchangeBoundResult.NAME] = ExchangeBoundResult
-_c.register_struct(0x0702, ExchangeBoundResult, _dec_body_ExchangeBoundResult)
+_c.register_struct(0x0702, ExchangeBoundResult, _dec_ExchangeBoundResult, _enc_ExchangeBoundResult)
 
 
 _FIELDS_QueueQueryResult: tuple[FieldSpec, ...] = (
@@ -1845,84 +2601,112 @@ _FIELDS_QueueQueryResult: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsQueueQueryResult(Struct):
+    __slots__ = ('queue', 'alternate_exchange', 'durable', 'exclusive', 'auto_delete', 'arguments', 'message_count', 'subscriber_count', '__weakref__')
+
+
 def _enc_body_QueueQueryResult(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.queue
     if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
+        flags |= 256
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.alternate_exchange
     if v is not None:
-        flags |= 2
-        out += _c.enc_str8(v)
+        flags |= 512
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     if o.durable:
-        flags |= 4
+        flags |= 1024
     if o.exclusive:
-        flags |= 8
+        flags |= 2048
     if o.auto_delete:
-        flags |= 16
+        flags |= 4096
     v = o.arguments
     if v is not None:
-        flags |= 32
+        flags |= 8192
         _c.encode_map(v, out, depth)
     v = o.message_count
     if v is not None:
-        flags |= 64
+        flags |= 16384
         out += _pack_I(v)
     v = o.subscriber_count
     if v is not None:
-        flags |= 128
+        flags |= 32768
         out += _pack_I(v)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_QueueQueryResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[QueueQueryResult, int]:
-    o = _new(QueueQueryResult)
-    v: Any
     if pos + 2 > end:
         raise _overrun('queue.queue-query-result', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 255:
+        raise _bad_flags('queue.queue-query-result', flags, 2, 8, pos + 2)
     pos += 2
-    if flags & 65280:
-        raise _bad_flags('queue.queue-query-result', flags, 8, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'queue', v)
-    else:
-        _set(o, 'queue', None)
-    if flags & 2:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'alternate_exchange', v)
-    else:
-        _set(o, 'alternate_exchange', None)
-    _set(o, 'durable', flags & 4 != 0)
-    _set(o, 'exclusive', flags & 8 != 0)
-    _set(o, 'auto_delete', flags & 16 != 0)
-    if flags & 32:
-        v, pos = _c.decode_map(buf, pos, end, depth, typed)
-        _set(o, 'arguments', v)
-    else:
-        _set(o, 'arguments', None)
-    if flags & 64:
-        if pos + 4 > end:
-            raise _overrun('queue.queue-query-result', pos)
-        v = _unpack_I(buf, pos)[0]
-        pos += 4
-        _set(o, 'message_count', v)
-    else:
-        _set(o, 'message_count', None)
-    if flags & 128:
-        if pos + 4 > end:
-            raise _overrun('queue.queue-query-result', pos)
-        v = _unpack_I(buf, pos)[0]
-        pos += 4
-        _set(o, 'subscriber_count', v)
-    else:
-        _set(o, 'subscriber_count', None)
+    o: Any = _SlotsQueueQueryResult()
+    o.durable = flags & 1024 != 0
+    o.exclusive = flags & 2048 != 0
+    o.auto_delete = flags & 4096 != 0
+    v: Any
+    try:
+        if flags & 256:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('queue.queue-query-result', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.queue = v
+        else:
+            o.queue = None
+        if flags & 512:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('queue.queue-query-result', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.alternate_exchange = v
+        else:
+            o.alternate_exchange = None
+        if flags & 8192:
+            v, pos = _c.decode_map(buf, pos, end, depth, typed)
+            o.arguments = v
+        else:
+            o.arguments = None
+        if flags & 16384:
+            if pos + 4 > end:
+                raise _overrun('queue.queue-query-result', pos)
+            v = _unpack_I(buf, pos)[0]
+            pos += 4
+            o.message_count = v
+        else:
+            o.message_count = None
+        if flags & 32768:
+            if pos + 4 > end:
+                raise _overrun('queue.queue-query-result', pos)
+            v = _unpack_I(buf, pos)[0]
+            pos += 4
+            o.subscriber_count = v
+        else:
+            o.subscriber_count = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('queue.queue-query-result', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_text('queue.queue-query-result', pos) from None
+    o.__class__ = QueueQueryResult
     return o, pos
 
 
@@ -1930,24 +2714,118 @@ def _enc_QueueQueryResult(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     if depth <= 0:
         raise LocalProtocolError('queue.queue-query-result' + ' nested too deeply')
     at = len(out)
-    out += b'\x00\x00\x00\x00'
-    out += b'\x08\x01'
-    _enc_body_QueueQueryResult(o, out, depth - 1)
-    n = len(out) - at - 4
-    out[at:at + 4] = n.to_bytes(4, 'big')
+    out += b'\x00\x00\x00\x00\x00\x00\x00\x00'
+    depth -= 1
+    flags = 0
+    v = o.queue
+    if v is not None:
+        flags |= 256
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
+    v = o.alternate_exchange
+    if v is not None:
+        flags |= 512
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
+    if o.durable:
+        flags |= 1024
+    if o.exclusive:
+        flags |= 2048
+    if o.auto_delete:
+        flags |= 4096
+    v = o.arguments
+    if v is not None:
+        flags |= 8192
+        _c.encode_map(v, out, depth)
+    v = o.message_count
+    if v is not None:
+        flags |= 16384
+        out += _pack_I(v)
+    v = o.subscriber_count
+    if v is not None:
+        flags |= 32768
+        out += _pack_I(v)
+    _pack_into_IHH(out, at, len(out) - at - 4, 0x0801, flags)
 
 
 def _dec_QueueQueryResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                 typed: bool = False) -> tuple[QueueQueryResult, int]:
     if depth <= 0:
         raise _too_deep('queue.queue-query-result', pos)
+    if pos + 8 <= end:
+        n, code, flags = _unpack_IHH(buf, pos)
+        if n >= 4 and pos + 4 + n <= end and code == 0x0801:
+            end = pos + 4 + n
+            if flags & 255:
+                raise _bad_flags('queue.queue-query-result', flags, 2, 8, pos + 8)
+            pos += 8
+            depth -= 1
+            o: Any = _SlotsQueueQueryResult()
+            o.durable = flags & 1024 != 0
+            o.exclusive = flags & 2048 != 0
+            o.auto_delete = flags & 4096 != 0
+            v: Any
+            try:
+                if flags & 256:
+                    stop = pos + 1 + buf[pos]
+                    if stop > end:
+                        raise _overrun('queue.queue-query-result', pos)
+                    v = buf[pos + 1:stop].decode()
+                    pos = stop
+                    o.queue = v
+                else:
+                    o.queue = None
+                if flags & 512:
+                    stop = pos + 1 + buf[pos]
+                    if stop > end:
+                        raise _overrun('queue.queue-query-result', pos)
+                    v = buf[pos + 1:stop].decode()
+                    pos = stop
+                    o.alternate_exchange = v
+                else:
+                    o.alternate_exchange = None
+                if flags & 8192:
+                    v, pos = _c.decode_map(buf, pos, end, depth, typed)
+                    o.arguments = v
+                else:
+                    o.arguments = None
+                if flags & 16384:
+                    if pos + 4 > end:
+                        raise _overrun('queue.queue-query-result', pos)
+                    v = _unpack_I(buf, pos)[0]
+                    pos += 4
+                    o.message_count = v
+                else:
+                    o.message_count = None
+                if flags & 32768:
+                    if pos + 4 > end:
+                        raise _overrun('queue.queue-query-result', pos)
+                    v = _unpack_I(buf, pos)[0]
+                    pos += 4
+                    o.subscriber_count = v
+                else:
+                    o.subscriber_count = None
+            except IndexError:  # a length prefix past the end of buf
+                raise _overrun('queue.queue-query-result', pos) from None
+            except UnicodeDecodeError:
+                raise _bad_text('queue.queue-query-result', pos) from None
+            o.__class__ = QueueQueryResult
+            return o, end
+    # Anything else is an error: report it as the general path would.
     if pos + 4 > end:
         raise _overrun('queue.queue-query-result', pos)
-    n = int.from_bytes(buf[pos:pos + 4], 'big')
-    pos += 4
-    stop = pos + n
+    stop = pos + 4 + _unpack_I(buf, pos)[0]
     if stop > end:
         raise _overrun('queue.queue-query-result', pos)
+    pos += 4
     if pos + 2 > stop:
         raise _overrun('queue.queue-query-result', pos)
     if buf[pos] != 8 or buf[pos + 1] != 1:
@@ -1958,7 +2836,7 @@ def _dec_QueueQueryResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class QueueQueryResult(Struct):
+class QueueQueryResult(_SlotsQueueQueryResult):
     """``queue.queue-query-result`` (struct, code 0x0801)."""
 
     NAME: ClassVar[str] = 'queue.queue-query-result'
@@ -2019,7 +2897,7 @@ class QueueQueryResult(Struct):
             raise _bad_arg('subscriber-count', 'uint32', v)
 
 _CLASSES[QueueQueryResult.NAME] = QueueQueryResult
-_c.register_struct(0x0801, QueueQueryResult, _dec_body_QueueQueryResult)
+_c.register_struct(0x0801, QueueQueryResult, _dec_QueueQueryResult, _enc_QueueQueryResult)
 
 
 _FIELDS_FileProperties: tuple[FieldSpec, ...] = (
@@ -2035,111 +2913,175 @@ _FIELDS_FileProperties: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsFileProperties(Struct):
+    __slots__ = ('content_type', 'content_encoding', 'headers', 'priority', 'reply_to', 'message_id', 'filename', 'timestamp', 'cluster_id', '__weakref__')
+
+
 def _enc_body_FileProperties(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.content_type
     if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
+        flags |= 256
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.content_encoding
     if v is not None:
-        flags |= 2
-        out += _c.enc_str8(v)
+        flags |= 512
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.headers
     if v is not None:
-        flags |= 4
+        flags |= 1024
         _c.encode_map(v, out, depth)
     v = o.priority
     if v is not None:
-        flags |= 8
-        out += _pack_B(v)
+        flags |= 2048
+        out.append(v)
     v = o.reply_to
     if v is not None:
-        flags |= 16
-        out += _c.enc_str8(v)
+        flags |= 4096
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.message_id
     if v is not None:
-        flags |= 32
-        out += _c.enc_str8(v)
+        flags |= 8192
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.filename
     if v is not None:
-        flags |= 64
-        out += _c.enc_str8(v)
+        flags |= 16384
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.timestamp
     if v is not None:
-        flags |= 128
+        flags |= 32768
         out += _pack_q(v)
     v = o.cluster_id
     if v is not None:
-        flags |= 256
-        out += _c.enc_str8(v)
+        flags |= 1
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_FileProperties(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[FileProperties, int]:
-    o = _new(FileProperties)
-    v: Any
     if pos + 2 > end:
         raise _overrun('file.file-properties', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 254:
+        raise _bad_flags('file.file-properties', flags, 2, 9, pos + 2)
     pos += 2
-    if flags & 65024:
-        raise _bad_flags('file.file-properties', flags, 9, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'content_type', v)
-    else:
-        _set(o, 'content_type', None)
-    if flags & 2:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'content_encoding', v)
-    else:
-        _set(o, 'content_encoding', None)
-    if flags & 4:
-        v, pos = _c.decode_map(buf, pos, end, depth, typed)
-        _set(o, 'headers', v)
-    else:
-        _set(o, 'headers', None)
-    if flags & 8:
-        if pos + 1 > end:
-            raise _overrun('file.file-properties', pos)
-        v = buf[pos]
-        pos += 1
-        _set(o, 'priority', v)
-    else:
-        _set(o, 'priority', None)
-    if flags & 16:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'reply_to', v)
-    else:
-        _set(o, 'reply_to', None)
-    if flags & 32:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'message_id', v)
-    else:
-        _set(o, 'message_id', None)
-    if flags & 64:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'filename', v)
-    else:
-        _set(o, 'filename', None)
-    if flags & 128:
-        if pos + 8 > end:
-            raise _overrun('file.file-properties', pos)
-        v = _unpack_q(buf, pos)[0]
-        pos += 8
-        _set(o, 'timestamp', v)
-    else:
-        _set(o, 'timestamp', None)
-    if flags & 256:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'cluster_id', v)
-    else:
-        _set(o, 'cluster_id', None)
+    o: Any = _SlotsFileProperties()
+    v: Any
+    try:
+        if flags & 256:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('file.file-properties', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.content_type = v
+        else:
+            o.content_type = None
+        if flags & 512:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('file.file-properties', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.content_encoding = v
+        else:
+            o.content_encoding = None
+        if flags & 1024:
+            v, pos = _c.decode_map(buf, pos, end, depth, typed)
+            o.headers = v
+        else:
+            o.headers = None
+        if flags & 2048:
+            if pos + 1 > end:
+                raise _overrun('file.file-properties', pos)
+            v = buf[pos]
+            pos += 1
+            o.priority = v
+        else:
+            o.priority = None
+        if flags & 4096:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('file.file-properties', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.reply_to = v
+        else:
+            o.reply_to = None
+        if flags & 8192:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('file.file-properties', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.message_id = v
+        else:
+            o.message_id = None
+        if flags & 16384:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('file.file-properties', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.filename = v
+        else:
+            o.filename = None
+        if flags & 32768:
+            if pos + 8 > end:
+                raise _overrun('file.file-properties', pos)
+            v = _unpack_q(buf, pos)[0]
+            pos += 8
+            o.timestamp = v
+        else:
+            o.timestamp = None
+        if flags & 1:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('file.file-properties', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.cluster_id = v
+        else:
+            o.cluster_id = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('file.file-properties', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_text('file.file-properties', pos) from None
+    o.__class__ = FileProperties
     return o, pos
 
 
@@ -2147,24 +3089,181 @@ def _enc_FileProperties(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     if depth <= 0:
         raise LocalProtocolError('file.file-properties' + ' nested too deeply')
     at = len(out)
-    out += b'\x00\x00\x00\x00'
-    out += b'\t\x01'
-    _enc_body_FileProperties(o, out, depth - 1)
-    n = len(out) - at - 4
-    out[at:at + 4] = n.to_bytes(4, 'big')
+    out += b'\x00\x00\x00\x00\x00\x00\x00\x00'
+    depth -= 1
+    flags = 0
+    v = o.content_type
+    if v is not None:
+        flags |= 256
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
+    v = o.content_encoding
+    if v is not None:
+        flags |= 512
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
+    v = o.headers
+    if v is not None:
+        flags |= 1024
+        _c.encode_map(v, out, depth)
+    v = o.priority
+    if v is not None:
+        flags |= 2048
+        out.append(v)
+    v = o.reply_to
+    if v is not None:
+        flags |= 4096
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
+    v = o.message_id
+    if v is not None:
+        flags |= 8192
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
+    v = o.filename
+    if v is not None:
+        flags |= 16384
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
+    v = o.timestamp
+    if v is not None:
+        flags |= 32768
+        out += _pack_q(v)
+    v = o.cluster_id
+    if v is not None:
+        flags |= 1
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
+    _pack_into_IHH(out, at, len(out) - at - 4, 0x0901, flags)
 
 
 def _dec_FileProperties(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                 typed: bool = False) -> tuple[FileProperties, int]:
     if depth <= 0:
         raise _too_deep('file.file-properties', pos)
+    if pos + 8 <= end:
+        n, code, flags = _unpack_IHH(buf, pos)
+        if n >= 4 and pos + 4 + n <= end and code == 0x0901:
+            end = pos + 4 + n
+            if flags & 254:
+                raise _bad_flags('file.file-properties', flags, 2, 9, pos + 8)
+            pos += 8
+            depth -= 1
+            o: Any = _SlotsFileProperties()
+            v: Any
+            try:
+                if flags & 256:
+                    stop = pos + 1 + buf[pos]
+                    if stop > end:
+                        raise _overrun('file.file-properties', pos)
+                    v = buf[pos + 1:stop].decode()
+                    pos = stop
+                    o.content_type = v
+                else:
+                    o.content_type = None
+                if flags & 512:
+                    stop = pos + 1 + buf[pos]
+                    if stop > end:
+                        raise _overrun('file.file-properties', pos)
+                    v = buf[pos + 1:stop].decode()
+                    pos = stop
+                    o.content_encoding = v
+                else:
+                    o.content_encoding = None
+                if flags & 1024:
+                    v, pos = _c.decode_map(buf, pos, end, depth, typed)
+                    o.headers = v
+                else:
+                    o.headers = None
+                if flags & 2048:
+                    if pos + 1 > end:
+                        raise _overrun('file.file-properties', pos)
+                    v = buf[pos]
+                    pos += 1
+                    o.priority = v
+                else:
+                    o.priority = None
+                if flags & 4096:
+                    stop = pos + 1 + buf[pos]
+                    if stop > end:
+                        raise _overrun('file.file-properties', pos)
+                    v = buf[pos + 1:stop].decode()
+                    pos = stop
+                    o.reply_to = v
+                else:
+                    o.reply_to = None
+                if flags & 8192:
+                    stop = pos + 1 + buf[pos]
+                    if stop > end:
+                        raise _overrun('file.file-properties', pos)
+                    v = buf[pos + 1:stop].decode()
+                    pos = stop
+                    o.message_id = v
+                else:
+                    o.message_id = None
+                if flags & 16384:
+                    stop = pos + 1 + buf[pos]
+                    if stop > end:
+                        raise _overrun('file.file-properties', pos)
+                    v = buf[pos + 1:stop].decode()
+                    pos = stop
+                    o.filename = v
+                else:
+                    o.filename = None
+                if flags & 32768:
+                    if pos + 8 > end:
+                        raise _overrun('file.file-properties', pos)
+                    v = _unpack_q(buf, pos)[0]
+                    pos += 8
+                    o.timestamp = v
+                else:
+                    o.timestamp = None
+                if flags & 1:
+                    stop = pos + 1 + buf[pos]
+                    if stop > end:
+                        raise _overrun('file.file-properties', pos)
+                    v = buf[pos + 1:stop].decode()
+                    pos = stop
+                    o.cluster_id = v
+                else:
+                    o.cluster_id = None
+            except IndexError:  # a length prefix past the end of buf
+                raise _overrun('file.file-properties', pos) from None
+            except UnicodeDecodeError:
+                raise _bad_text('file.file-properties', pos) from None
+            o.__class__ = FileProperties
+            return o, end
+    # Anything else is an error: report it as the general path would.
     if pos + 4 > end:
         raise _overrun('file.file-properties', pos)
-    n = int.from_bytes(buf[pos:pos + 4], 'big')
-    pos += 4
-    stop = pos + n
+    stop = pos + 4 + _unpack_I(buf, pos)[0]
     if stop > end:
         raise _overrun('file.file-properties', pos)
+    pos += 4
     if pos + 2 > stop:
         raise _overrun('file.file-properties', pos)
     if buf[pos] != 9 or buf[pos + 1] != 1:
@@ -2175,7 +3274,7 @@ def _dec_FileProperties(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class FileProperties(Struct):
+class FileProperties(_SlotsFileProperties):
     """``file.file-properties`` (struct, code 0x0901)."""
 
     NAME: ClassVar[str] = 'file.file-properties'
@@ -2252,7 +3351,7 @@ class FileProperties(Struct):
                 _check_len('cluster-id', 'str8', v, 255)
 
 _CLASSES[FileProperties.NAME] = FileProperties
-_c.register_struct(0x0901, FileProperties, _dec_body_FileProperties)
+_c.register_struct(0x0901, FileProperties, _dec_FileProperties, _enc_FileProperties)
 
 
 _FIELDS_StreamProperties: tuple[FieldSpec, ...] = (
@@ -2264,75 +3363,103 @@ _FIELDS_StreamProperties: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsStreamProperties(Struct):
+    __slots__ = ('content_type', 'content_encoding', 'headers', 'priority', 'timestamp', '__weakref__')
+
+
 def _enc_body_StreamProperties(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.content_type
     if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
+        flags |= 256
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.content_encoding
     if v is not None:
-        flags |= 2
-        out += _c.enc_str8(v)
+        flags |= 512
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.headers
     if v is not None:
-        flags |= 4
+        flags |= 1024
         _c.encode_map(v, out, depth)
     v = o.priority
     if v is not None:
-        flags |= 8
-        out += _pack_B(v)
+        flags |= 2048
+        out.append(v)
     v = o.timestamp
     if v is not None:
-        flags |= 16
+        flags |= 4096
         out += _pack_q(v)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_StreamProperties(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[StreamProperties, int]:
-    o = _new(StreamProperties)
-    v: Any
     if pos + 2 > end:
         raise _overrun('stream.stream-properties', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 57599:
+        raise _bad_flags('stream.stream-properties', flags, 2, 5, pos + 2)
     pos += 2
-    if flags & 65504:
-        raise _bad_flags('stream.stream-properties', flags, 5, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'content_type', v)
-    else:
-        _set(o, 'content_type', None)
-    if flags & 2:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'content_encoding', v)
-    else:
-        _set(o, 'content_encoding', None)
-    if flags & 4:
-        v, pos = _c.decode_map(buf, pos, end, depth, typed)
-        _set(o, 'headers', v)
-    else:
-        _set(o, 'headers', None)
-    if flags & 8:
-        if pos + 1 > end:
-            raise _overrun('stream.stream-properties', pos)
-        v = buf[pos]
-        pos += 1
-        _set(o, 'priority', v)
-    else:
-        _set(o, 'priority', None)
-    if flags & 16:
-        if pos + 8 > end:
-            raise _overrun('stream.stream-properties', pos)
-        v = _unpack_q(buf, pos)[0]
-        pos += 8
-        _set(o, 'timestamp', v)
-    else:
-        _set(o, 'timestamp', None)
+    o: Any = _SlotsStreamProperties()
+    v: Any
+    try:
+        if flags & 256:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('stream.stream-properties', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.content_type = v
+        else:
+            o.content_type = None
+        if flags & 512:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('stream.stream-properties', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.content_encoding = v
+        else:
+            o.content_encoding = None
+        if flags & 1024:
+            v, pos = _c.decode_map(buf, pos, end, depth, typed)
+            o.headers = v
+        else:
+            o.headers = None
+        if flags & 2048:
+            if pos + 1 > end:
+                raise _overrun('stream.stream-properties', pos)
+            v = buf[pos]
+            pos += 1
+            o.priority = v
+        else:
+            o.priority = None
+        if flags & 4096:
+            if pos + 8 > end:
+                raise _overrun('stream.stream-properties', pos)
+            v = _unpack_q(buf, pos)[0]
+            pos += 8
+            o.timestamp = v
+        else:
+            o.timestamp = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('stream.stream-properties', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_text('stream.stream-properties', pos) from None
+    o.__class__ = StreamProperties
     return o, pos
 
 
@@ -2340,24 +3467,109 @@ def _enc_StreamProperties(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
     if depth <= 0:
         raise LocalProtocolError('stream.stream-properties' + ' nested too deeply')
     at = len(out)
-    out += b'\x00\x00\x00\x00'
-    out += b'\n\x01'
-    _enc_body_StreamProperties(o, out, depth - 1)
-    n = len(out) - at - 4
-    out[at:at + 4] = n.to_bytes(4, 'big')
+    out += b'\x00\x00\x00\x00\x00\x00\x00\x00'
+    depth -= 1
+    flags = 0
+    v = o.content_type
+    if v is not None:
+        flags |= 256
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
+    v = o.content_encoding
+    if v is not None:
+        flags |= 512
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
+    v = o.headers
+    if v is not None:
+        flags |= 1024
+        _c.encode_map(v, out, depth)
+    v = o.priority
+    if v is not None:
+        flags |= 2048
+        out.append(v)
+    v = o.timestamp
+    if v is not None:
+        flags |= 4096
+        out += _pack_q(v)
+    _pack_into_IHH(out, at, len(out) - at - 4, 0x0a01, flags)
 
 
 def _dec_StreamProperties(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                 typed: bool = False) -> tuple[StreamProperties, int]:
     if depth <= 0:
         raise _too_deep('stream.stream-properties', pos)
+    if pos + 8 <= end:
+        n, code, flags = _unpack_IHH(buf, pos)
+        if n >= 4 and pos + 4 + n <= end and code == 0x0a01:
+            end = pos + 4 + n
+            if flags & 57599:
+                raise _bad_flags('stream.stream-properties', flags, 2, 5, pos + 8)
+            pos += 8
+            depth -= 1
+            o: Any = _SlotsStreamProperties()
+            v: Any
+            try:
+                if flags & 256:
+                    stop = pos + 1 + buf[pos]
+                    if stop > end:
+                        raise _overrun('stream.stream-properties', pos)
+                    v = buf[pos + 1:stop].decode()
+                    pos = stop
+                    o.content_type = v
+                else:
+                    o.content_type = None
+                if flags & 512:
+                    stop = pos + 1 + buf[pos]
+                    if stop > end:
+                        raise _overrun('stream.stream-properties', pos)
+                    v = buf[pos + 1:stop].decode()
+                    pos = stop
+                    o.content_encoding = v
+                else:
+                    o.content_encoding = None
+                if flags & 1024:
+                    v, pos = _c.decode_map(buf, pos, end, depth, typed)
+                    o.headers = v
+                else:
+                    o.headers = None
+                if flags & 2048:
+                    if pos + 1 > end:
+                        raise _overrun('stream.stream-properties', pos)
+                    v = buf[pos]
+                    pos += 1
+                    o.priority = v
+                else:
+                    o.priority = None
+                if flags & 4096:
+                    if pos + 8 > end:
+                        raise _overrun('stream.stream-properties', pos)
+                    v = _unpack_q(buf, pos)[0]
+                    pos += 8
+                    o.timestamp = v
+                else:
+                    o.timestamp = None
+            except IndexError:  # a length prefix past the end of buf
+                raise _overrun('stream.stream-properties', pos) from None
+            except UnicodeDecodeError:
+                raise _bad_text('stream.stream-properties', pos) from None
+            o.__class__ = StreamProperties
+            return o, end
+    # Anything else is an error: report it as the general path would.
     if pos + 4 > end:
         raise _overrun('stream.stream-properties', pos)
-    n = int.from_bytes(buf[pos:pos + 4], 'big')
-    pos += 4
-    stop = pos + n
+    stop = pos + 4 + _unpack_I(buf, pos)[0]
     if stop > end:
         raise _overrun('stream.stream-properties', pos)
+    pos += 4
     if pos + 2 > stop:
         raise _overrun('stream.stream-properties', pos)
     if buf[pos] != 10 or buf[pos + 1] != 1:
@@ -2368,7 +3580,7 @@ def _dec_StreamProperties(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class StreamProperties(Struct):
+class StreamProperties(_SlotsStreamProperties):
     """``stream.stream-properties`` (struct, code 0x0a01)."""
 
     NAME: ClassVar[str] = 'stream.stream-properties'
@@ -2417,7 +3629,7 @@ class StreamProperties(Struct):
                 raise _bad_arg('timestamp', 'datetime', v)
 
 _CLASSES[StreamProperties.NAME] = StreamProperties
-_c.register_struct(0x0a01, StreamProperties, _dec_body_StreamProperties)
+_c.register_struct(0x0a01, StreamProperties, _dec_StreamProperties, _enc_StreamProperties)
 
 
 _FIELDS_ConnectionStart: tuple[FieldSpec, ...] = (
@@ -2427,60 +3639,65 @@ _FIELDS_ConnectionStart: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsConnectionStart(Control):
+    __slots__ = ('server_properties', 'mechanisms', 'locales', '__weakref__')
+
+
 def _enc_body_ConnectionStart(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.server_properties
     if v is not None:
-        flags |= 1
+        flags |= 256
         _c.encode_map(v, out, depth)
     v = o.mechanisms
     if v is not None:
-        flags |= 2
+        flags |= 512
         _c.encode_array(_c.array_type(v, 'str16'), v, out, depth)
     v = o.locales
     if v is not None:
-        flags |= 4
+        flags |= 1024
         _c.encode_array(_c.array_type(v, 'str16'), v, out, depth)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_ConnectionStart(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[ConnectionStart, int]:
-    o = _new(ConnectionStart)
-    v: Any
     if pos + 2 > end:
         raise _overrun('connection.start', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 63743:
+        raise _bad_flags('connection.start', flags, 2, 3, pos + 2)
     pos += 2
-    if flags & 65528:
-        raise _bad_flags('connection.start', flags, 3, pos)
-    if flags & 1:
+    o: Any = _SlotsConnectionStart()
+    v: Any
+    if flags & 256:
         v, pos = _c.decode_map(buf, pos, end, depth, typed)
-        _set(o, 'server_properties', v)
+        o.server_properties = v
     else:
-        _set(o, 'server_properties', None)
-    if flags & 2:
+        o.server_properties = None
+    if flags & 512:
         v, pos = _c.decode_array(buf, pos, end, depth, typed)
         if v and v.type != 'str16':
             raise _bad_field('mechanisms must be an array of str16', pos)
-        _set(o, 'mechanisms', v)
+        o.mechanisms = v
     else:
-        _set(o, 'mechanisms', None)
-    if flags & 4:
+        o.mechanisms = None
+    if flags & 1024:
         v, pos = _c.decode_array(buf, pos, end, depth, typed)
         if v and v.type != 'str16':
             raise _bad_field('locales must be an array of str16', pos)
-        _set(o, 'locales', v)
+        o.locales = v
     else:
-        _set(o, 'locales', None)
+        o.locales = None
+    o.__class__ = ConnectionStart
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ConnectionStart(Control):
+class ConnectionStart(_SlotsConnectionStart):
     """``connection.start`` (control, code 0x0101)."""
 
     NAME: ClassVar[str] = 'connection.start'
@@ -2523,65 +3740,93 @@ _FIELDS_ConnectionStartOk: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsConnectionStartOk(Control):
+    __slots__ = ('client_properties', 'mechanism', 'response', 'locale', '__weakref__')
+
+
 def _enc_body_ConnectionStartOk(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.client_properties
     if v is not None:
-        flags |= 1
+        flags |= 256
         _c.encode_map(v, out, depth)
     v = o.mechanism
     if v is not None:
-        flags |= 2
-        out += _c.enc_str8(v)
+        flags |= 512
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.response
     if v is not None:
-        flags |= 4
+        flags |= 1024
         out += _c.enc_vbin32(v)
     v = o.locale
     if v is not None:
-        flags |= 8
-        out += _c.enc_str8(v)
+        flags |= 2048
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_ConnectionStartOk(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[ConnectionStartOk, int]:
-    o = _new(ConnectionStartOk)
-    v: Any
     if pos + 2 > end:
         raise _overrun('connection.start-ok', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 61695:
+        raise _bad_flags('connection.start-ok', flags, 2, 4, pos + 2)
     pos += 2
-    if flags & 65520:
-        raise _bad_flags('connection.start-ok', flags, 4, pos)
-    if flags & 1:
-        v, pos = _c.decode_map(buf, pos, end, depth, typed)
-        _set(o, 'client_properties', v)
-    else:
-        _set(o, 'client_properties', None)
-    if flags & 2:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'mechanism', v)
-    else:
-        _set(o, 'mechanism', None)
-    if flags & 4:
-        v, pos = _c.dec_vbin32(buf, pos, end)
-        _set(o, 'response', v)
-    else:
-        _set(o, 'response', None)
-    if flags & 8:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'locale', v)
-    else:
-        _set(o, 'locale', None)
+    o: Any = _SlotsConnectionStartOk()
+    v: Any
+    try:
+        if flags & 256:
+            v, pos = _c.decode_map(buf, pos, end, depth, typed)
+            o.client_properties = v
+        else:
+            o.client_properties = None
+        if flags & 512:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('connection.start-ok', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.mechanism = v
+        else:
+            o.mechanism = None
+        if flags & 1024:
+            v, pos = _c.dec_vbin32(buf, pos, end)
+            o.response = v
+        else:
+            o.response = None
+        if flags & 2048:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('connection.start-ok', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.locale = v
+        else:
+            o.locale = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('connection.start-ok', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_text('connection.start-ok', pos) from None
+    o.__class__ = ConnectionStartOk
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ConnectionStartOk(Control):
+class ConnectionStartOk(_SlotsConnectionStartOk):
     """``connection.start-ok`` (control, code 0x0102)."""
 
     NAME: ClassVar[str] = 'connection.start-ok'
@@ -2631,38 +3876,43 @@ _FIELDS_ConnectionSecure: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsConnectionSecure(Control):
+    __slots__ = ('challenge', '__weakref__')
+
+
 def _enc_body_ConnectionSecure(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.challenge
     if v is not None:
-        flags |= 1
+        flags |= 256
         out += _c.enc_vbin32(v)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_ConnectionSecure(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[ConnectionSecure, int]:
-    o = _new(ConnectionSecure)
-    v: Any
     if pos + 2 > end:
         raise _overrun('connection.secure', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 65279:
+        raise _bad_flags('connection.secure', flags, 2, 1, pos + 2)
     pos += 2
-    if flags & 65534:
-        raise _bad_flags('connection.secure', flags, 1, pos)
-    if flags & 1:
+    o: Any = _SlotsConnectionSecure()
+    v: Any
+    if flags & 256:
         v, pos = _c.dec_vbin32(buf, pos, end)
-        _set(o, 'challenge', v)
+        o.challenge = v
     else:
-        _set(o, 'challenge', None)
+        o.challenge = None
+    o.__class__ = ConnectionSecure
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ConnectionSecure(Control):
+class ConnectionSecure(_SlotsConnectionSecure):
     """``connection.secure`` (control, code 0x0103)."""
 
     NAME: ClassVar[str] = 'connection.secure'
@@ -2691,38 +3941,43 @@ _FIELDS_ConnectionSecureOk: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsConnectionSecureOk(Control):
+    __slots__ = ('response', '__weakref__')
+
+
 def _enc_body_ConnectionSecureOk(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.response
     if v is not None:
-        flags |= 1
+        flags |= 256
         out += _c.enc_vbin32(v)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_ConnectionSecureOk(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[ConnectionSecureOk, int]:
-    o = _new(ConnectionSecureOk)
-    v: Any
     if pos + 2 > end:
         raise _overrun('connection.secure-ok', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 65279:
+        raise _bad_flags('connection.secure-ok', flags, 2, 1, pos + 2)
     pos += 2
-    if flags & 65534:
-        raise _bad_flags('connection.secure-ok', flags, 1, pos)
-    if flags & 1:
+    o: Any = _SlotsConnectionSecureOk()
+    v: Any
+    if flags & 256:
         v, pos = _c.dec_vbin32(buf, pos, end)
-        _set(o, 'response', v)
+        o.response = v
     else:
-        _set(o, 'response', None)
+        o.response = None
+    o.__class__ = ConnectionSecureOk
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ConnectionSecureOk(Control):
+class ConnectionSecureOk(_SlotsConnectionSecureOk):
     """``connection.secure-ok`` (control, code 0x0104)."""
 
     NAME: ClassVar[str] = 'connection.secure-ok'
@@ -2754,77 +4009,82 @@ _FIELDS_ConnectionTune: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsConnectionTune(Control):
+    __slots__ = ('channel_max', 'max_frame_size', 'heartbeat_min', 'heartbeat_max', '__weakref__')
+
+
 def _enc_body_ConnectionTune(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.channel_max
     if v is not None:
-        flags |= 1
+        flags |= 256
         out += _pack_H(v)
     v = o.max_frame_size
     if v is not None:
-        flags |= 2
+        flags |= 512
         out += _pack_H(v)
     v = o.heartbeat_min
     if v is not None:
-        flags |= 4
+        flags |= 1024
         out += _pack_H(v)
     v = o.heartbeat_max
     if v is not None:
-        flags |= 8
+        flags |= 2048
         out += _pack_H(v)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_ConnectionTune(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[ConnectionTune, int]:
-    o = _new(ConnectionTune)
-    v: Any
     if pos + 2 > end:
         raise _overrun('connection.tune', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 61695:
+        raise _bad_flags('connection.tune', flags, 2, 4, pos + 2)
     pos += 2
-    if flags & 65520:
-        raise _bad_flags('connection.tune', flags, 4, pos)
-    if flags & 1:
+    o: Any = _SlotsConnectionTune()
+    v: Any
+    if flags & 256:
         if pos + 2 > end:
             raise _overrun('connection.tune', pos)
         v = _unpack_H(buf, pos)[0]
         pos += 2
-        _set(o, 'channel_max', v)
+        o.channel_max = v
     else:
-        _set(o, 'channel_max', None)
-    if flags & 2:
+        o.channel_max = None
+    if flags & 512:
         if pos + 2 > end:
             raise _overrun('connection.tune', pos)
         v = _unpack_H(buf, pos)[0]
         pos += 2
-        _set(o, 'max_frame_size', v)
+        o.max_frame_size = v
     else:
-        _set(o, 'max_frame_size', None)
-    if flags & 4:
+        o.max_frame_size = None
+    if flags & 1024:
         if pos + 2 > end:
             raise _overrun('connection.tune', pos)
         v = _unpack_H(buf, pos)[0]
         pos += 2
-        _set(o, 'heartbeat_min', v)
+        o.heartbeat_min = v
     else:
-        _set(o, 'heartbeat_min', None)
-    if flags & 8:
+        o.heartbeat_min = None
+    if flags & 2048:
         if pos + 2 > end:
             raise _overrun('connection.tune', pos)
         v = _unpack_H(buf, pos)[0]
         pos += 2
-        _set(o, 'heartbeat_max', v)
+        o.heartbeat_max = v
     else:
-        _set(o, 'heartbeat_max', None)
+        o.heartbeat_max = None
+    o.__class__ = ConnectionTune
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ConnectionTune(Control):
+class ConnectionTune(_SlotsConnectionTune):
     """``connection.tune`` (control, code 0x0105)."""
 
     NAME: ClassVar[str] = 'connection.tune'
@@ -2869,65 +4129,70 @@ _FIELDS_ConnectionTuneOk: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsConnectionTuneOk(Control):
+    __slots__ = ('channel_max', 'max_frame_size', 'heartbeat', '__weakref__')
+
+
 def _enc_body_ConnectionTuneOk(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.channel_max
     if v is not None:
-        flags |= 1
+        flags |= 256
         out += _pack_H(v)
     v = o.max_frame_size
     if v is not None:
-        flags |= 2
+        flags |= 512
         out += _pack_H(v)
     v = o.heartbeat
     if v is not None:
-        flags |= 4
+        flags |= 1024
         out += _pack_H(v)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_ConnectionTuneOk(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[ConnectionTuneOk, int]:
-    o = _new(ConnectionTuneOk)
-    v: Any
     if pos + 2 > end:
         raise _overrun('connection.tune-ok', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 63743:
+        raise _bad_flags('connection.tune-ok', flags, 2, 3, pos + 2)
     pos += 2
-    if flags & 65528:
-        raise _bad_flags('connection.tune-ok', flags, 3, pos)
-    if flags & 1:
+    o: Any = _SlotsConnectionTuneOk()
+    v: Any
+    if flags & 256:
         if pos + 2 > end:
             raise _overrun('connection.tune-ok', pos)
         v = _unpack_H(buf, pos)[0]
         pos += 2
-        _set(o, 'channel_max', v)
+        o.channel_max = v
     else:
-        _set(o, 'channel_max', None)
-    if flags & 2:
+        o.channel_max = None
+    if flags & 512:
         if pos + 2 > end:
             raise _overrun('connection.tune-ok', pos)
         v = _unpack_H(buf, pos)[0]
         pos += 2
-        _set(o, 'max_frame_size', v)
+        o.max_frame_size = v
     else:
-        _set(o, 'max_frame_size', None)
-    if flags & 4:
+        o.max_frame_size = None
+    if flags & 1024:
         if pos + 2 > end:
             raise _overrun('connection.tune-ok', pos)
         v = _unpack_H(buf, pos)[0]
         pos += 2
-        _set(o, 'heartbeat', v)
+        o.heartbeat = v
     else:
-        _set(o, 'heartbeat', None)
+        o.heartbeat = None
+    o.__class__ = ConnectionTuneOk
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ConnectionTuneOk(Control):
+class ConnectionTuneOk(_SlotsConnectionTuneOk):
     """``connection.tune-ok`` (control, code 0x0106)."""
 
     NAME: ClassVar[str] = 'connection.tune-ok'
@@ -2968,52 +4233,71 @@ _FIELDS_ConnectionOpen: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsConnectionOpen(Control):
+    __slots__ = ('virtual_host', 'capabilities', 'insist', '__weakref__')
+
+
 def _enc_body_ConnectionOpen(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.virtual_host
     if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
+        flags |= 256
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.capabilities
     if v is not None:
-        flags |= 2
+        flags |= 512
         _c.encode_array(_c.array_type(v, 'str16'), v, out, depth)
     if o.insist:
-        flags |= 4
+        flags |= 1024
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_ConnectionOpen(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[ConnectionOpen, int]:
-    o = _new(ConnectionOpen)
-    v: Any
     if pos + 2 > end:
         raise _overrun('connection.open', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 63743:
+        raise _bad_flags('connection.open', flags, 2, 3, pos + 2)
     pos += 2
-    if flags & 65528:
-        raise _bad_flags('connection.open', flags, 3, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'virtual_host', v)
-    else:
-        _set(o, 'virtual_host', None)
-    if flags & 2:
-        v, pos = _c.decode_array(buf, pos, end, depth, typed)
-        if v and v.type != 'str16':
-            raise _bad_field('capabilities must be an array of str16', pos)
-        _set(o, 'capabilities', v)
-    else:
-        _set(o, 'capabilities', None)
-    _set(o, 'insist', flags & 4 != 0)
+    o: Any = _SlotsConnectionOpen()
+    o.insist = flags & 1024 != 0
+    v: Any
+    try:
+        if flags & 256:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('connection.open', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.virtual_host = v
+        else:
+            o.virtual_host = None
+        if flags & 512:
+            v, pos = _c.decode_array(buf, pos, end, depth, typed)
+            if v and v.type != 'str16':
+                raise _bad_field('capabilities must be an array of str16', pos)
+            o.capabilities = v
+        else:
+            o.capabilities = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('connection.open', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_text('connection.open', pos) from None
+    o.__class__ = ConnectionOpen
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ConnectionOpen(Control):
+class ConnectionOpen(_SlotsConnectionOpen):
     """``connection.open`` (control, code 0x0107)."""
 
     NAME: ClassVar[str] = 'connection.open'
@@ -3052,40 +4336,45 @@ _FIELDS_ConnectionOpenOk: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsConnectionOpenOk(Control):
+    __slots__ = ('known_hosts', '__weakref__')
+
+
 def _enc_body_ConnectionOpenOk(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.known_hosts
     if v is not None:
-        flags |= 1
+        flags |= 256
         _c.encode_array(_c.array_type(v, 'str16'), v, out, depth)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_ConnectionOpenOk(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[ConnectionOpenOk, int]:
-    o = _new(ConnectionOpenOk)
-    v: Any
     if pos + 2 > end:
         raise _overrun('connection.open-ok', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 65279:
+        raise _bad_flags('connection.open-ok', flags, 2, 1, pos + 2)
     pos += 2
-    if flags & 65534:
-        raise _bad_flags('connection.open-ok', flags, 1, pos)
-    if flags & 1:
+    o: Any = _SlotsConnectionOpenOk()
+    v: Any
+    if flags & 256:
         v, pos = _c.decode_array(buf, pos, end, depth, typed)
         if v and v.type != 'str16':
             raise _bad_field('known-hosts must be an array of str16', pos)
-        _set(o, 'known_hosts', v)
+        o.known_hosts = v
     else:
-        _set(o, 'known_hosts', None)
+        o.known_hosts = None
+    o.__class__ = ConnectionOpenOk
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ConnectionOpenOk(Control):
+class ConnectionOpenOk(_SlotsConnectionOpenOk):
     """``connection.open-ok`` (control, code 0x0108)."""
 
     NAME: ClassVar[str] = 'connection.open-ok'
@@ -3114,49 +4403,68 @@ _FIELDS_ConnectionRedirect: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsConnectionRedirect(Control):
+    __slots__ = ('host', 'known_hosts', '__weakref__')
+
+
 def _enc_body_ConnectionRedirect(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.host
     if v is not None:
-        flags |= 1
-        out += _c.enc_str16(v)
+        flags |= 256
+        b = v.encode()
+        n = len(b)
+        if n > 65535:
+            raise _too_long('str16', 65535, n)
+        out += _pack_H(n)
+        out += b
     v = o.known_hosts
     if v is not None:
-        flags |= 2
+        flags |= 512
         _c.encode_array(_c.array_type(v, 'str16'), v, out, depth)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_ConnectionRedirect(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[ConnectionRedirect, int]:
-    o = _new(ConnectionRedirect)
-    v: Any
     if pos + 2 > end:
         raise _overrun('connection.redirect', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 64767:
+        raise _bad_flags('connection.redirect', flags, 2, 2, pos + 2)
     pos += 2
-    if flags & 65532:
-        raise _bad_flags('connection.redirect', flags, 2, pos)
-    if flags & 1:
-        v, pos = _c.dec_str16(buf, pos, end)
-        _set(o, 'host', v)
-    else:
-        _set(o, 'host', None)
-    if flags & 2:
-        v, pos = _c.decode_array(buf, pos, end, depth, typed)
-        if v and v.type != 'str16':
-            raise _bad_field('known-hosts must be an array of str16', pos)
-        _set(o, 'known_hosts', v)
-    else:
-        _set(o, 'known_hosts', None)
+    o: Any = _SlotsConnectionRedirect()
+    v: Any
+    try:
+        if flags & 256:
+            stop = pos + 2 + (buf[pos] << 8 | buf[pos + 1])
+            if stop > end:
+                raise _overrun('connection.redirect', pos)
+            v = buf[pos + 2:stop].decode()
+            pos = stop
+            o.host = v
+        else:
+            o.host = None
+        if flags & 512:
+            v, pos = _c.decode_array(buf, pos, end, depth, typed)
+            if v and v.type != 'str16':
+                raise _bad_field('known-hosts must be an array of str16', pos)
+            o.known_hosts = v
+        else:
+            o.known_hosts = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('connection.redirect', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_text('connection.redirect', pos) from None
+    o.__class__ = ConnectionRedirect
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ConnectionRedirect(Control):
+class ConnectionRedirect(_SlotsConnectionRedirect):
     """``connection.redirect`` (control, code 0x0109)."""
 
     NAME: ClassVar[str] = 'connection.redirect'
@@ -3190,28 +4498,33 @@ _CLASSES[ConnectionRedirect.NAME] = ConnectionRedirect
 _FIELDS_ConnectionHeartbeat: tuple[FieldSpec, ...] = ()
 
 
+class _SlotsConnectionHeartbeat(Control):
+    __slots__ = ('__weakref__',)
+
+
 def _enc_body_ConnectionHeartbeat(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_ConnectionHeartbeat(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[ConnectionHeartbeat, int]:
-    o = _new(ConnectionHeartbeat)
     if pos + 2 > end:
         raise _overrun('connection.heartbeat', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
-    pos += 2
+    flags = buf[pos] << 8 | buf[pos + 1]
     if flags & 65535:
-        raise _bad_flags('connection.heartbeat', flags, 0, pos)
+        raise _bad_flags('connection.heartbeat', flags, 2, 0, pos + 2)
+    pos += 2
+    o: Any = _SlotsConnectionHeartbeat()
+    o.__class__ = ConnectionHeartbeat
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ConnectionHeartbeat(Control):
+class ConnectionHeartbeat(_SlotsConnectionHeartbeat):
     """``connection.heartbeat`` (control, code 0x010a)."""
 
     NAME: ClassVar[str] = 'connection.heartbeat'
@@ -3232,51 +4545,70 @@ _FIELDS_ConnectionClose: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsConnectionClose(Control):
+    __slots__ = ('reply_code', 'reply_text', '__weakref__')
+
+
 def _enc_body_ConnectionClose(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.reply_code
     if v is not None:
-        flags |= 1
+        flags |= 256
         out += _pack_H(v)
     v = o.reply_text
     if v is not None:
-        flags |= 2
-        out += _c.enc_str8(v)
+        flags |= 512
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_ConnectionClose(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[ConnectionClose, int]:
-    o = _new(ConnectionClose)
-    v: Any
     if pos + 2 > end:
         raise _overrun('connection.close', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 64767:
+        raise _bad_flags('connection.close', flags, 2, 2, pos + 2)
     pos += 2
-    if flags & 65532:
-        raise _bad_flags('connection.close', flags, 2, pos)
-    if flags & 1:
-        if pos + 2 > end:
-            raise _overrun('connection.close', pos)
-        v = _unpack_H(buf, pos)[0]
-        pos += 2
-        v = _E_CloseCode.get(v, v)
-        _set(o, 'reply_code', v)
-    else:
-        _set(o, 'reply_code', None)
-    if flags & 2:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'reply_text', v)
-    else:
-        _set(o, 'reply_text', None)
+    o: Any = _SlotsConnectionClose()
+    v: Any
+    try:
+        if flags & 256:
+            if pos + 2 > end:
+                raise _overrun('connection.close', pos)
+            v = _unpack_H(buf, pos)[0]
+            pos += 2
+            v = _E_CloseCode.get(v, v)
+            o.reply_code = v
+        else:
+            o.reply_code = None
+        if flags & 512:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('connection.close', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.reply_text = v
+        else:
+            o.reply_text = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('connection.close', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_text('connection.close', pos) from None
+    o.__class__ = ConnectionClose
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ConnectionClose(Control):
+class ConnectionClose(_SlotsConnectionClose):
     """``connection.close`` (control, code 0x010b)."""
 
     NAME: ClassVar[str] = 'connection.close'
@@ -3316,28 +4648,33 @@ _CLASSES[ConnectionClose.NAME] = ConnectionClose
 _FIELDS_ConnectionCloseOk: tuple[FieldSpec, ...] = ()
 
 
+class _SlotsConnectionCloseOk(Control):
+    __slots__ = ('__weakref__',)
+
+
 def _enc_body_ConnectionCloseOk(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_ConnectionCloseOk(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[ConnectionCloseOk, int]:
-    o = _new(ConnectionCloseOk)
     if pos + 2 > end:
         raise _overrun('connection.close-ok', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
-    pos += 2
+    flags = buf[pos] << 8 | buf[pos + 1]
     if flags & 65535:
-        raise _bad_flags('connection.close-ok', flags, 0, pos)
+        raise _bad_flags('connection.close-ok', flags, 2, 0, pos + 2)
+    pos += 2
+    o: Any = _SlotsConnectionCloseOk()
+    o.__class__ = ConnectionCloseOk
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ConnectionCloseOk(Control):
+class ConnectionCloseOk(_SlotsConnectionCloseOk):
     """``connection.close-ok`` (control, code 0x010c)."""
 
     NAME: ClassVar[str] = 'connection.close-ok'
@@ -3358,41 +4695,53 @@ _FIELDS_SessionAttach: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsSessionAttach(Control):
+    __slots__ = ('name', 'force', '__weakref__')
+
+
 def _enc_body_SessionAttach(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.name
     if v is not None:
-        flags |= 1
+        flags |= 256
         out += _c.enc_vbin16(v)
     if o.force:
-        flags |= 2
+        flags |= 512
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_SessionAttach(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[SessionAttach, int]:
-    o = _new(SessionAttach)
-    v: Any
     if pos + 2 > end:
         raise _overrun('session.attach', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 64767:
+        raise _bad_flags('session.attach', flags, 2, 2, pos + 2)
     pos += 2
-    if flags & 65532:
-        raise _bad_flags('session.attach', flags, 2, pos)
-    if flags & 1:
-        v, pos = _c.dec_vbin16(buf, pos, end)
-        _set(o, 'name', v)
-    else:
-        _set(o, 'name', None)
-    _set(o, 'force', flags & 2 != 0)
+    o: Any = _SlotsSessionAttach()
+    o.force = flags & 512 != 0
+    v: Any
+    try:
+        if flags & 256:
+            stop = pos + 2 + (buf[pos] << 8 | buf[pos + 1])
+            if stop > end:
+                raise _overrun('session.attach', pos)
+            v = buf[pos + 2:stop]
+            pos = stop
+            o.name = v
+        else:
+            o.name = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('session.attach', pos) from None
+    o.__class__ = SessionAttach
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class SessionAttach(Control):
+class SessionAttach(_SlotsSessionAttach):
     """``session.attach`` (control, code 0x0201)."""
 
     NAME: ClassVar[str] = 'session.attach'
@@ -3426,38 +4775,50 @@ _FIELDS_SessionAttached: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsSessionAttached(Control):
+    __slots__ = ('name', '__weakref__')
+
+
 def _enc_body_SessionAttached(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.name
     if v is not None:
-        flags |= 1
+        flags |= 256
         out += _c.enc_vbin16(v)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_SessionAttached(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[SessionAttached, int]:
-    o = _new(SessionAttached)
-    v: Any
     if pos + 2 > end:
         raise _overrun('session.attached', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 65279:
+        raise _bad_flags('session.attached', flags, 2, 1, pos + 2)
     pos += 2
-    if flags & 65534:
-        raise _bad_flags('session.attached', flags, 1, pos)
-    if flags & 1:
-        v, pos = _c.dec_vbin16(buf, pos, end)
-        _set(o, 'name', v)
-    else:
-        _set(o, 'name', None)
+    o: Any = _SlotsSessionAttached()
+    v: Any
+    try:
+        if flags & 256:
+            stop = pos + 2 + (buf[pos] << 8 | buf[pos + 1])
+            if stop > end:
+                raise _overrun('session.attached', pos)
+            v = buf[pos + 2:stop]
+            pos = stop
+            o.name = v
+        else:
+            o.name = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('session.attached', pos) from None
+    o.__class__ = SessionAttached
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class SessionAttached(Control):
+class SessionAttached(_SlotsSessionAttached):
     """``session.attached`` (control, code 0x0202)."""
 
     NAME: ClassVar[str] = 'session.attached'
@@ -3488,38 +4849,50 @@ _FIELDS_SessionDetach: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsSessionDetach(Control):
+    __slots__ = ('name', '__weakref__')
+
+
 def _enc_body_SessionDetach(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.name
     if v is not None:
-        flags |= 1
+        flags |= 256
         out += _c.enc_vbin16(v)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_SessionDetach(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[SessionDetach, int]:
-    o = _new(SessionDetach)
-    v: Any
     if pos + 2 > end:
         raise _overrun('session.detach', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 65279:
+        raise _bad_flags('session.detach', flags, 2, 1, pos + 2)
     pos += 2
-    if flags & 65534:
-        raise _bad_flags('session.detach', flags, 1, pos)
-    if flags & 1:
-        v, pos = _c.dec_vbin16(buf, pos, end)
-        _set(o, 'name', v)
-    else:
-        _set(o, 'name', None)
+    o: Any = _SlotsSessionDetach()
+    v: Any
+    try:
+        if flags & 256:
+            stop = pos + 2 + (buf[pos] << 8 | buf[pos + 1])
+            if stop > end:
+                raise _overrun('session.detach', pos)
+            v = buf[pos + 2:stop]
+            pos = stop
+            o.name = v
+        else:
+            o.name = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('session.detach', pos) from None
+    o.__class__ = SessionDetach
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class SessionDetach(Control):
+class SessionDetach(_SlotsSessionDetach):
     """``session.detach`` (control, code 0x0203)."""
 
     NAME: ClassVar[str] = 'session.detach'
@@ -3551,51 +4924,64 @@ _FIELDS_SessionDetached: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsSessionDetached(Control):
+    __slots__ = ('name', 'code', '__weakref__')
+
+
 def _enc_body_SessionDetached(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.name
     if v is not None:
-        flags |= 1
+        flags |= 256
         out += _c.enc_vbin16(v)
     v = o.code
     if v is not None:
-        flags |= 2
-        out += _pack_B(v)
+        flags |= 512
+        out.append(v)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_SessionDetached(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[SessionDetached, int]:
-    o = _new(SessionDetached)
-    v: Any
     if pos + 2 > end:
         raise _overrun('session.detached', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 64767:
+        raise _bad_flags('session.detached', flags, 2, 2, pos + 2)
     pos += 2
-    if flags & 65532:
-        raise _bad_flags('session.detached', flags, 2, pos)
-    if flags & 1:
-        v, pos = _c.dec_vbin16(buf, pos, end)
-        _set(o, 'name', v)
-    else:
-        _set(o, 'name', None)
-    if flags & 2:
-        if pos + 1 > end:
-            raise _overrun('session.detached', pos)
-        v = buf[pos]
-        pos += 1
-        v = _E_DetachCode.get(v, v)
-        _set(o, 'code', v)
-    else:
-        _set(o, 'code', None)
+    o: Any = _SlotsSessionDetached()
+    v: Any
+    try:
+        if flags & 256:
+            stop = pos + 2 + (buf[pos] << 8 | buf[pos + 1])
+            if stop > end:
+                raise _overrun('session.detached', pos)
+            v = buf[pos + 2:stop]
+            pos = stop
+            o.name = v
+        else:
+            o.name = None
+        if flags & 512:
+            if pos + 1 > end:
+                raise _overrun('session.detached', pos)
+            v = buf[pos]
+            pos += 1
+            if v < 5:
+                v = _L_DetachCode[v]
+            o.code = v
+        else:
+            o.code = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('session.detached', pos) from None
+    o.__class__ = SessionDetached
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class SessionDetached(Control):
+class SessionDetached(_SlotsSessionDetached):
     """``session.detached`` (control, code 0x0204)."""
 
     NAME: ClassVar[str] = 'session.detached'
@@ -3638,41 +5024,46 @@ _FIELDS_SessionRequestTimeout: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsSessionRequestTimeout(Control):
+    __slots__ = ('timeout', '__weakref__')
+
+
 def _enc_body_SessionRequestTimeout(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.timeout
     if v is not None:
-        flags |= 1
+        flags |= 256
         out += _pack_I(v)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_SessionRequestTimeout(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[SessionRequestTimeout, int]:
-    o = _new(SessionRequestTimeout)
-    v: Any
     if pos + 2 > end:
         raise _overrun('session.request-timeout', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 65279:
+        raise _bad_flags('session.request-timeout', flags, 2, 1, pos + 2)
     pos += 2
-    if flags & 65534:
-        raise _bad_flags('session.request-timeout', flags, 1, pos)
-    if flags & 1:
+    o: Any = _SlotsSessionRequestTimeout()
+    v: Any
+    if flags & 256:
         if pos + 4 > end:
             raise _overrun('session.request-timeout', pos)
         v = _unpack_I(buf, pos)[0]
         pos += 4
-        _set(o, 'timeout', v)
+        o.timeout = v
     else:
-        _set(o, 'timeout', None)
+        o.timeout = None
+    o.__class__ = SessionRequestTimeout
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class SessionRequestTimeout(Control):
+class SessionRequestTimeout(_SlotsSessionRequestTimeout):
     """``session.request-timeout`` (control, code 0x0205)."""
 
     NAME: ClassVar[str] = 'session.request-timeout'
@@ -3700,41 +5091,46 @@ _FIELDS_SessionTimeout: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsSessionTimeout(Control):
+    __slots__ = ('timeout', '__weakref__')
+
+
 def _enc_body_SessionTimeout(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.timeout
     if v is not None:
-        flags |= 1
+        flags |= 256
         out += _pack_I(v)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_SessionTimeout(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[SessionTimeout, int]:
-    o = _new(SessionTimeout)
-    v: Any
     if pos + 2 > end:
         raise _overrun('session.timeout', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 65279:
+        raise _bad_flags('session.timeout', flags, 2, 1, pos + 2)
     pos += 2
-    if flags & 65534:
-        raise _bad_flags('session.timeout', flags, 1, pos)
-    if flags & 1:
+    o: Any = _SlotsSessionTimeout()
+    v: Any
+    if flags & 256:
         if pos + 4 > end:
             raise _overrun('session.timeout', pos)
         v = _unpack_I(buf, pos)[0]
         pos += 4
-        _set(o, 'timeout', v)
+        o.timeout = v
     else:
-        _set(o, 'timeout', None)
+        o.timeout = None
+    o.__class__ = SessionTimeout
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class SessionTimeout(Control):
+class SessionTimeout(_SlotsSessionTimeout):
     """``session.timeout`` (control, code 0x0206)."""
 
     NAME: ClassVar[str] = 'session.timeout'
@@ -3763,53 +5159,58 @@ _FIELDS_SessionCommandPoint: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsSessionCommandPoint(Control):
+    __slots__ = ('command_id', 'command_offset', '__weakref__')
+
+
 def _enc_body_SessionCommandPoint(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.command_id
     if v is not None:
-        flags |= 1
+        flags |= 256
         out += _pack_I(v)
     v = o.command_offset
     if v is not None:
-        flags |= 2
+        flags |= 512
         out += _pack_Q(v)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_SessionCommandPoint(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[SessionCommandPoint, int]:
-    o = _new(SessionCommandPoint)
-    v: Any
     if pos + 2 > end:
         raise _overrun('session.command-point', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 64767:
+        raise _bad_flags('session.command-point', flags, 2, 2, pos + 2)
     pos += 2
-    if flags & 65532:
-        raise _bad_flags('session.command-point', flags, 2, pos)
-    if flags & 1:
+    o: Any = _SlotsSessionCommandPoint()
+    v: Any
+    if flags & 256:
         if pos + 4 > end:
             raise _overrun('session.command-point', pos)
         v = _unpack_I(buf, pos)[0]
         pos += 4
-        _set(o, 'command_id', v)
+        o.command_id = v
     else:
-        _set(o, 'command_id', None)
-    if flags & 2:
+        o.command_id = None
+    if flags & 512:
         if pos + 8 > end:
             raise _overrun('session.command-point', pos)
         v = _unpack_Q(buf, pos)[0]
         pos += 8
-        _set(o, 'command_offset', v)
+        o.command_offset = v
     else:
-        _set(o, 'command_offset', None)
+        o.command_offset = None
+    o.__class__ = SessionCommandPoint
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class SessionCommandPoint(Control):
+class SessionCommandPoint(_SlotsSessionCommandPoint):
     """``session.command-point`` (control, code 0x0207)."""
 
     NAME: ClassVar[str] = 'session.command-point'
@@ -3845,51 +5246,56 @@ _FIELDS_SessionExpected: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsSessionExpected(Control):
+    __slots__ = ('commands', 'fragments', '__weakref__')
+
+
 def _enc_body_SessionExpected(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.commands
     if v is not None:
-        flags |= 1
+        flags |= 256
         out += _c.encode_sequence_set(v)
     v = o.fragments
     if v is not None:
-        flags |= 2
+        flags |= 512
         if v:
             raise LocalProtocolError('fragments: an array of uncoded structs cannot be encoded')
         _c.encode_array(_c.array_type(v, 'void'), v, out, depth)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_SessionExpected(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[SessionExpected, int]:
-    o = _new(SessionExpected)
-    v: Any
     if pos + 2 > end:
         raise _overrun('session.expected', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 64767:
+        raise _bad_flags('session.expected', flags, 2, 2, pos + 2)
     pos += 2
-    if flags & 65532:
-        raise _bad_flags('session.expected', flags, 2, pos)
-    if flags & 1:
+    o: Any = _SlotsSessionExpected()
+    v: Any
+    if flags & 256:
         v, pos = _c.decode_sequence_set(buf, pos, end)
-        _set(o, 'commands', v)
+        o.commands = v
     else:
-        _set(o, 'commands', None)
-    if flags & 2:
+        o.commands = None
+    if flags & 512:
         v, pos = _c.decode_array(buf, pos, end, depth, typed)
         if v and v.type != 'struct32':
             raise _bad_field('fragments must be an array of struct32', pos)
-        _set(o, 'fragments', v)
+        o.fragments = v
     else:
-        _set(o, 'fragments', None)
+        o.fragments = None
+    o.__class__ = SessionExpected
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class SessionExpected(Control):
+class SessionExpected(_SlotsSessionExpected):
     """``session.expected`` (control, code 0x0208)."""
 
     NAME: ClassVar[str] = 'session.expected'
@@ -3924,51 +5330,56 @@ _FIELDS_SessionConfirmed: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsSessionConfirmed(Control):
+    __slots__ = ('commands', 'fragments', '__weakref__')
+
+
 def _enc_body_SessionConfirmed(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.commands
     if v is not None:
-        flags |= 1
+        flags |= 256
         out += _c.encode_sequence_set(v)
     v = o.fragments
     if v is not None:
-        flags |= 2
+        flags |= 512
         if v:
             raise LocalProtocolError('fragments: an array of uncoded structs cannot be encoded')
         _c.encode_array(_c.array_type(v, 'void'), v, out, depth)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_SessionConfirmed(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[SessionConfirmed, int]:
-    o = _new(SessionConfirmed)
-    v: Any
     if pos + 2 > end:
         raise _overrun('session.confirmed', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 64767:
+        raise _bad_flags('session.confirmed', flags, 2, 2, pos + 2)
     pos += 2
-    if flags & 65532:
-        raise _bad_flags('session.confirmed', flags, 2, pos)
-    if flags & 1:
+    o: Any = _SlotsSessionConfirmed()
+    v: Any
+    if flags & 256:
         v, pos = _c.decode_sequence_set(buf, pos, end)
-        _set(o, 'commands', v)
+        o.commands = v
     else:
-        _set(o, 'commands', None)
-    if flags & 2:
+        o.commands = None
+    if flags & 512:
         v, pos = _c.decode_array(buf, pos, end, depth, typed)
         if v and v.type != 'struct32':
             raise _bad_field('fragments must be an array of struct32', pos)
-        _set(o, 'fragments', v)
+        o.fragments = v
     else:
-        _set(o, 'fragments', None)
+        o.fragments = None
+    o.__class__ = SessionConfirmed
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class SessionConfirmed(Control):
+class SessionConfirmed(_SlotsSessionConfirmed):
     """``session.confirmed`` (control, code 0x0209)."""
 
     NAME: ClassVar[str] = 'session.confirmed'
@@ -4002,41 +5413,46 @@ _FIELDS_SessionCompleted: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsSessionCompleted(Control):
+    __slots__ = ('commands', 'timely_reply', '__weakref__')
+
+
 def _enc_body_SessionCompleted(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.commands
     if v is not None:
-        flags |= 1
+        flags |= 256
         out += _c.encode_sequence_set(v)
     if o.timely_reply:
-        flags |= 2
+        flags |= 512
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_SessionCompleted(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[SessionCompleted, int]:
-    o = _new(SessionCompleted)
-    v: Any
     if pos + 2 > end:
         raise _overrun('session.completed', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 64767:
+        raise _bad_flags('session.completed', flags, 2, 2, pos + 2)
     pos += 2
-    if flags & 65532:
-        raise _bad_flags('session.completed', flags, 2, pos)
-    if flags & 1:
+    o: Any = _SlotsSessionCompleted()
+    o.timely_reply = flags & 512 != 0
+    v: Any
+    if flags & 256:
         v, pos = _c.decode_sequence_set(buf, pos, end)
-        _set(o, 'commands', v)
+        o.commands = v
     else:
-        _set(o, 'commands', None)
-    _set(o, 'timely_reply', flags & 2 != 0)
+        o.commands = None
+    o.__class__ = SessionCompleted
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class SessionCompleted(Control):
+class SessionCompleted(_SlotsSessionCompleted):
     """``session.completed`` (control, code 0x020a)."""
 
     NAME: ClassVar[str] = 'session.completed'
@@ -4067,38 +5483,43 @@ _FIELDS_SessionKnownCompleted: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsSessionKnownCompleted(Control):
+    __slots__ = ('commands', '__weakref__')
+
+
 def _enc_body_SessionKnownCompleted(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.commands
     if v is not None:
-        flags |= 1
+        flags |= 256
         out += _c.encode_sequence_set(v)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_SessionKnownCompleted(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[SessionKnownCompleted, int]:
-    o = _new(SessionKnownCompleted)
-    v: Any
     if pos + 2 > end:
         raise _overrun('session.known-completed', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 65279:
+        raise _bad_flags('session.known-completed', flags, 2, 1, pos + 2)
     pos += 2
-    if flags & 65534:
-        raise _bad_flags('session.known-completed', flags, 1, pos)
-    if flags & 1:
+    o: Any = _SlotsSessionKnownCompleted()
+    v: Any
+    if flags & 256:
         v, pos = _c.decode_sequence_set(buf, pos, end)
-        _set(o, 'commands', v)
+        o.commands = v
     else:
-        _set(o, 'commands', None)
+        o.commands = None
+    o.__class__ = SessionKnownCompleted
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class SessionKnownCompleted(Control):
+class SessionKnownCompleted(_SlotsSessionKnownCompleted):
     """``session.known-completed`` (control, code 0x020b)."""
 
     NAME: ClassVar[str] = 'session.known-completed'
@@ -4128,37 +5549,42 @@ _FIELDS_SessionFlush: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsSessionFlush(Control):
+    __slots__ = ('expected', 'confirmed', 'completed', '__weakref__')
+
+
 def _enc_body_SessionFlush(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     if o.expected:
-        flags |= 1
+        flags |= 256
     if o.confirmed:
-        flags |= 2
+        flags |= 512
     if o.completed:
-        flags |= 4
+        flags |= 1024
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_SessionFlush(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[SessionFlush, int]:
-    o = _new(SessionFlush)
     if pos + 2 > end:
         raise _overrun('session.flush', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 63743:
+        raise _bad_flags('session.flush', flags, 2, 3, pos + 2)
     pos += 2
-    if flags & 65528:
-        raise _bad_flags('session.flush', flags, 3, pos)
-    _set(o, 'expected', flags & 1 != 0)
-    _set(o, 'confirmed', flags & 2 != 0)
-    _set(o, 'completed', flags & 4 != 0)
+    o: Any = _SlotsSessionFlush()
+    o.expected = flags & 256 != 0
+    o.confirmed = flags & 512 != 0
+    o.completed = flags & 1024 != 0
+    o.__class__ = SessionFlush
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class SessionFlush(Control):
+class SessionFlush(_SlotsSessionFlush):
     """``session.flush`` (control, code 0x020c)."""
 
     NAME: ClassVar[str] = 'session.flush'
@@ -4189,38 +5615,43 @@ _FIELDS_SessionGap: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsSessionGap(Control):
+    __slots__ = ('commands', '__weakref__')
+
+
 def _enc_body_SessionGap(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.commands
     if v is not None:
-        flags |= 1
+        flags |= 256
         out += _c.encode_sequence_set(v)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_SessionGap(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[SessionGap, int]:
-    o = _new(SessionGap)
-    v: Any
     if pos + 2 > end:
         raise _overrun('session.gap', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 65279:
+        raise _bad_flags('session.gap', flags, 2, 1, pos + 2)
     pos += 2
-    if flags & 65534:
-        raise _bad_flags('session.gap', flags, 1, pos)
-    if flags & 1:
+    o: Any = _SlotsSessionGap()
+    v: Any
+    if flags & 256:
         v, pos = _c.decode_sequence_set(buf, pos, end)
-        _set(o, 'commands', v)
+        o.commands = v
     else:
-        _set(o, 'commands', None)
+        o.commands = None
+    o.__class__ = SessionGap
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class SessionGap(Control):
+class SessionGap(_SlotsSessionGap):
     """``session.gap`` (control, code 0x020d)."""
 
     NAME: ClassVar[str] = 'session.gap'
@@ -4246,28 +5677,33 @@ _CLASSES[SessionGap.NAME] = SessionGap
 _FIELDS_ExecutionSync: tuple[FieldSpec, ...] = ()
 
 
+class _SlotsExecutionSync(Command):
+    __slots__ = ('__weakref__',)
+
+
 def _enc_body_ExecutionSync(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_ExecutionSync(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[ExecutionSync, int]:
-    o = _new(ExecutionSync)
     if pos + 2 > end:
         raise _overrun('execution.sync', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
-    pos += 2
+    flags = buf[pos] << 8 | buf[pos + 1]
     if flags & 65535:
-        raise _bad_flags('execution.sync', flags, 0, pos)
+        raise _bad_flags('execution.sync', flags, 2, 0, pos + 2)
+    pos += 2
+    o: Any = _SlotsExecutionSync()
+    o.__class__ = ExecutionSync
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ExecutionSync(Command):
+class ExecutionSync(_SlotsExecutionSync):
     """``execution.sync`` (command, code 0x0301)."""
 
     NAME: ClassVar[str] = 'execution.sync'
@@ -4292,50 +5728,55 @@ _FIELDS_ExecutionResult: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsExecutionResult(Command):
+    __slots__ = ('command_id', 'value', '__weakref__')
+
+
 def _enc_body_ExecutionResult(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.command_id
     if v is not None:
-        flags |= 1
+        flags |= 256
         out += _pack_I(v)
     v = o.value
     if v is not None:
-        flags |= 2
+        flags |= 512
         _c.encode_struct32(v, out, depth)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_ExecutionResult(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[ExecutionResult, int]:
-    o = _new(ExecutionResult)
-    v: Any
     if pos + 2 > end:
         raise _overrun('execution.result', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 64767:
+        raise _bad_flags('execution.result', flags, 2, 2, pos + 2)
     pos += 2
-    if flags & 65532:
-        raise _bad_flags('execution.result', flags, 2, pos)
-    if flags & 1:
+    o: Any = _SlotsExecutionResult()
+    v: Any
+    if flags & 256:
         if pos + 4 > end:
             raise _overrun('execution.result', pos)
         v = _unpack_I(buf, pos)[0]
         pos += 4
-        _set(o, 'command_id', v)
+        o.command_id = v
     else:
-        _set(o, 'command_id', None)
-    if flags & 2:
+        o.command_id = None
+    if flags & 512:
         v, pos = _c.decode_struct32(buf, pos, end, depth, typed)
-        _set(o, 'value', v)
+        o.value = v
     else:
-        _set(o, 'value', None)
+        o.value = None
+    o.__class__ = ExecutionResult
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ExecutionResult(Command):
+class ExecutionResult(_SlotsExecutionResult):
     """``execution.result`` (command, code 0x0302)."""
 
     NAME: ClassVar[str] = 'execution.result'
@@ -4375,108 +5816,127 @@ _FIELDS_ExecutionException: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsExecutionException(Command):
+    __slots__ = ('error_code', 'command_id', 'class_code', 'command_code', 'field_index', 'description', 'error_info', '__weakref__')
+
+
 def _enc_body_ExecutionException(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.error_code
     if v is not None:
-        flags |= 1
+        flags |= 256
         out += _pack_H(v)
     v = o.command_id
     if v is not None:
-        flags |= 2
+        flags |= 512
         out += _pack_I(v)
     v = o.class_code
     if v is not None:
-        flags |= 4
-        out += _pack_B(v)
+        flags |= 1024
+        out.append(v)
     v = o.command_code
     if v is not None:
-        flags |= 8
-        out += _pack_B(v)
+        flags |= 2048
+        out.append(v)
     v = o.field_index
     if v is not None:
-        flags |= 16
-        out += _pack_B(v)
+        flags |= 4096
+        out.append(v)
     v = o.description
     if v is not None:
-        flags |= 32
-        out += _c.enc_str16(v)
+        flags |= 8192
+        b = v.encode()
+        n = len(b)
+        if n > 65535:
+            raise _too_long('str16', 65535, n)
+        out += _pack_H(n)
+        out += b
     v = o.error_info
     if v is not None:
-        flags |= 64
+        flags |= 16384
         _c.encode_map(v, out, depth)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_ExecutionException(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[ExecutionException, int]:
-    o = _new(ExecutionException)
-    v: Any
     if pos + 2 > end:
         raise _overrun('execution.exception', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 33023:
+        raise _bad_flags('execution.exception', flags, 2, 7, pos + 2)
     pos += 2
-    if flags & 65408:
-        raise _bad_flags('execution.exception', flags, 7, pos)
-    if flags & 1:
-        if pos + 2 > end:
-            raise _overrun('execution.exception', pos)
-        v = _unpack_H(buf, pos)[0]
-        pos += 2
-        v = _E_ErrorCode.get(v, v)
-        _set(o, 'error_code', v)
-    else:
-        _set(o, 'error_code', None)
-    if flags & 2:
-        if pos + 4 > end:
-            raise _overrun('execution.exception', pos)
-        v = _unpack_I(buf, pos)[0]
-        pos += 4
-        _set(o, 'command_id', v)
-    else:
-        _set(o, 'command_id', None)
-    if flags & 4:
-        if pos + 1 > end:
-            raise _overrun('execution.exception', pos)
-        v = buf[pos]
-        pos += 1
-        _set(o, 'class_code', v)
-    else:
-        _set(o, 'class_code', None)
-    if flags & 8:
-        if pos + 1 > end:
-            raise _overrun('execution.exception', pos)
-        v = buf[pos]
-        pos += 1
-        _set(o, 'command_code', v)
-    else:
-        _set(o, 'command_code', None)
-    if flags & 16:
-        if pos + 1 > end:
-            raise _overrun('execution.exception', pos)
-        v = buf[pos]
-        pos += 1
-        _set(o, 'field_index', v)
-    else:
-        _set(o, 'field_index', None)
-    if flags & 32:
-        v, pos = _c.dec_str16(buf, pos, end)
-        _set(o, 'description', v)
-    else:
-        _set(o, 'description', None)
-    if flags & 64:
-        v, pos = _c.decode_map(buf, pos, end, depth, typed)
-        _set(o, 'error_info', v)
-    else:
-        _set(o, 'error_info', None)
+    o: Any = _SlotsExecutionException()
+    v: Any
+    try:
+        if flags & 256:
+            if pos + 2 > end:
+                raise _overrun('execution.exception', pos)
+            v = _unpack_H(buf, pos)[0]
+            pos += 2
+            v = _E_ErrorCode.get(v, v)
+            o.error_code = v
+        else:
+            o.error_code = None
+        if flags & 512:
+            if pos + 4 > end:
+                raise _overrun('execution.exception', pos)
+            v = _unpack_I(buf, pos)[0]
+            pos += 4
+            o.command_id = v
+        else:
+            o.command_id = None
+        if flags & 1024:
+            if pos + 1 > end:
+                raise _overrun('execution.exception', pos)
+            v = buf[pos]
+            pos += 1
+            o.class_code = v
+        else:
+            o.class_code = None
+        if flags & 2048:
+            if pos + 1 > end:
+                raise _overrun('execution.exception', pos)
+            v = buf[pos]
+            pos += 1
+            o.command_code = v
+        else:
+            o.command_code = None
+        if flags & 4096:
+            if pos + 1 > end:
+                raise _overrun('execution.exception', pos)
+            v = buf[pos]
+            pos += 1
+            o.field_index = v
+        else:
+            o.field_index = None
+        if flags & 8192:
+            stop = pos + 2 + (buf[pos] << 8 | buf[pos + 1])
+            if stop > end:
+                raise _overrun('execution.exception', pos)
+            v = buf[pos + 2:stop].decode()
+            pos = stop
+            o.description = v
+        else:
+            o.description = None
+        if flags & 16384:
+            v, pos = _c.decode_map(buf, pos, end, depth, typed)
+            o.error_info = v
+        else:
+            o.error_info = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('execution.exception', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_text('execution.exception', pos) from None
+    o.__class__ = ExecutionException
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ExecutionException(Command):
+class ExecutionException(_SlotsExecutionException):
     """``execution.exception`` (command, code 0x0303)."""
 
     NAME: ClassVar[str] = 'execution.exception'
@@ -4549,64 +6009,85 @@ _FIELDS_MessageTransfer: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsMessageTransfer(Command):
+    __slots__ = ('destination', 'accept_mode', 'acquire_mode', '__weakref__')
+
+
 def _enc_body_MessageTransfer(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.destination
     if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
+        flags |= 256
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.accept_mode
     if v is not None:
-        flags |= 2
-        out += _pack_B(v)
+        flags |= 512
+        out.append(v)
     v = o.acquire_mode
     if v is not None:
-        flags |= 4
-        out += _pack_B(v)
+        flags |= 1024
+        out.append(v)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_MessageTransfer(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[MessageTransfer, int]:
-    o = _new(MessageTransfer)
-    v: Any
     if pos + 2 > end:
         raise _overrun('message.transfer', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 63743:
+        raise _bad_flags('message.transfer', flags, 2, 3, pos + 2)
     pos += 2
-    if flags & 65528:
-        raise _bad_flags('message.transfer', flags, 3, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'destination', v)
-    else:
-        _set(o, 'destination', None)
-    if flags & 2:
-        if pos + 1 > end:
-            raise _overrun('message.transfer', pos)
-        v = buf[pos]
-        pos += 1
-        v = _E_AcceptMode.get(v, v)
-        _set(o, 'accept_mode', v)
-    else:
-        _set(o, 'accept_mode', None)
-    if flags & 4:
-        if pos + 1 > end:
-            raise _overrun('message.transfer', pos)
-        v = buf[pos]
-        pos += 1
-        v = _E_AcquireMode.get(v, v)
-        _set(o, 'acquire_mode', v)
-    else:
-        _set(o, 'acquire_mode', None)
+    o: Any = _SlotsMessageTransfer()
+    v: Any
+    try:
+        if flags & 256:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('message.transfer', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.destination = v
+        else:
+            o.destination = None
+        if flags & 512:
+            if pos + 1 > end:
+                raise _overrun('message.transfer', pos)
+            v = buf[pos]
+            pos += 1
+            if v < 2:
+                v = _L_AcceptMode[v]
+            o.accept_mode = v
+        else:
+            o.accept_mode = None
+        if flags & 1024:
+            if pos + 1 > end:
+                raise _overrun('message.transfer', pos)
+            v = buf[pos]
+            pos += 1
+            if v < 2:
+                v = _L_AcquireMode[v]
+            o.acquire_mode = v
+        else:
+            o.acquire_mode = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('message.transfer', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_text('message.transfer', pos) from None
+    o.__class__ = MessageTransfer
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class MessageTransfer(Command):
+class MessageTransfer(_SlotsMessageTransfer):
     """``message.transfer`` (command, code 0x0401)."""
 
     NAME: ClassVar[str] = 'message.transfer'
@@ -4663,38 +6144,43 @@ _FIELDS_MessageAccept: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsMessageAccept(Command):
+    __slots__ = ('transfers', '__weakref__')
+
+
 def _enc_body_MessageAccept(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.transfers
     if v is not None:
-        flags |= 1
+        flags |= 256
         out += _c.encode_sequence_set(v)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_MessageAccept(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[MessageAccept, int]:
-    o = _new(MessageAccept)
-    v: Any
     if pos + 2 > end:
         raise _overrun('message.accept', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 65279:
+        raise _bad_flags('message.accept', flags, 2, 1, pos + 2)
     pos += 2
-    if flags & 65534:
-        raise _bad_flags('message.accept', flags, 1, pos)
-    if flags & 1:
+    o: Any = _SlotsMessageAccept()
+    v: Any
+    if flags & 256:
         v, pos = _c.decode_sequence_set(buf, pos, end)
-        _set(o, 'transfers', v)
+        o.transfers = v
     else:
-        _set(o, 'transfers', None)
+        o.transfers = None
+    o.__class__ = MessageAccept
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class MessageAccept(Command):
+class MessageAccept(_SlotsMessageAccept):
     """``message.accept`` (command, code 0x0402)."""
 
     NAME: ClassVar[str] = 'message.accept'
@@ -4729,60 +6215,80 @@ _FIELDS_MessageReject: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsMessageReject(Command):
+    __slots__ = ('transfers', 'code', 'text', '__weakref__')
+
+
 def _enc_body_MessageReject(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.transfers
     if v is not None:
-        flags |= 1
+        flags |= 256
         out += _c.encode_sequence_set(v)
     v = o.code
     if v is not None:
-        flags |= 2
+        flags |= 512
         out += _pack_H(v)
     v = o.text
     if v is not None:
-        flags |= 4
-        out += _c.enc_str8(v)
+        flags |= 1024
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_MessageReject(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[MessageReject, int]:
-    o = _new(MessageReject)
-    v: Any
     if pos + 2 > end:
         raise _overrun('message.reject', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 63743:
+        raise _bad_flags('message.reject', flags, 2, 3, pos + 2)
     pos += 2
-    if flags & 65528:
-        raise _bad_flags('message.reject', flags, 3, pos)
-    if flags & 1:
-        v, pos = _c.decode_sequence_set(buf, pos, end)
-        _set(o, 'transfers', v)
-    else:
-        _set(o, 'transfers', None)
-    if flags & 2:
-        if pos + 2 > end:
-            raise _overrun('message.reject', pos)
-        v = _unpack_H(buf, pos)[0]
-        pos += 2
-        v = _E_RejectCode.get(v, v)
-        _set(o, 'code', v)
-    else:
-        _set(o, 'code', None)
-    if flags & 4:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'text', v)
-    else:
-        _set(o, 'text', None)
+    o: Any = _SlotsMessageReject()
+    v: Any
+    try:
+        if flags & 256:
+            v, pos = _c.decode_sequence_set(buf, pos, end)
+            o.transfers = v
+        else:
+            o.transfers = None
+        if flags & 512:
+            if pos + 2 > end:
+                raise _overrun('message.reject', pos)
+            v = _unpack_H(buf, pos)[0]
+            pos += 2
+            if v < 3:
+                v = _L_RejectCode[v]
+            o.code = v
+        else:
+            o.code = None
+        if flags & 1024:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('message.reject', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.text = v
+        else:
+            o.text = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('message.reject', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_text('message.reject', pos) from None
+    o.__class__ = MessageReject
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class MessageReject(Command):
+class MessageReject(_SlotsMessageReject):
     """``message.reject`` (command, code 0x0403)."""
 
     NAME: ClassVar[str] = 'message.reject'
@@ -4835,41 +6341,46 @@ _FIELDS_MessageRelease: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsMessageRelease(Command):
+    __slots__ = ('transfers', 'set_redelivered', '__weakref__')
+
+
 def _enc_body_MessageRelease(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.transfers
     if v is not None:
-        flags |= 1
+        flags |= 256
         out += _c.encode_sequence_set(v)
     if o.set_redelivered:
-        flags |= 2
+        flags |= 512
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_MessageRelease(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[MessageRelease, int]:
-    o = _new(MessageRelease)
-    v: Any
     if pos + 2 > end:
         raise _overrun('message.release', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 64767:
+        raise _bad_flags('message.release', flags, 2, 2, pos + 2)
     pos += 2
-    if flags & 65532:
-        raise _bad_flags('message.release', flags, 2, pos)
-    if flags & 1:
+    o: Any = _SlotsMessageRelease()
+    o.set_redelivered = flags & 512 != 0
+    v: Any
+    if flags & 256:
         v, pos = _c.decode_sequence_set(buf, pos, end)
-        _set(o, 'transfers', v)
+        o.transfers = v
     else:
-        _set(o, 'transfers', None)
-    _set(o, 'set_redelivered', flags & 2 != 0)
+        o.transfers = None
+    o.__class__ = MessageRelease
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class MessageRelease(Command):
+class MessageRelease(_SlotsMessageRelease):
     """``message.release`` (command, code 0x0404)."""
 
     NAME: ClassVar[str] = 'message.release'
@@ -4905,38 +6416,43 @@ _FIELDS_MessageAcquire: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsMessageAcquire(Command):
+    __slots__ = ('transfers', '__weakref__')
+
+
 def _enc_body_MessageAcquire(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.transfers
     if v is not None:
-        flags |= 1
+        flags |= 256
         out += _c.encode_sequence_set(v)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_MessageAcquire(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[MessageAcquire, int]:
-    o = _new(MessageAcquire)
-    v: Any
     if pos + 2 > end:
         raise _overrun('message.acquire', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 65279:
+        raise _bad_flags('message.acquire', flags, 2, 1, pos + 2)
     pos += 2
-    if flags & 65534:
-        raise _bad_flags('message.acquire', flags, 1, pos)
-    if flags & 1:
+    o: Any = _SlotsMessageAcquire()
+    v: Any
+    if flags & 256:
         v, pos = _c.decode_sequence_set(buf, pos, end)
-        _set(o, 'transfers', v)
+        o.transfers = v
     else:
-        _set(o, 'transfers', None)
+        o.transfers = None
+    o.__class__ = MessageAcquire
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class MessageAcquire(Command):
+class MessageAcquire(_SlotsMessageAcquire):
     """``message.acquire`` (command, code 0x0405)."""
 
     NAME: ClassVar[str] = 'message.acquire'
@@ -4970,47 +6486,75 @@ _FIELDS_MessageResume: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsMessageResume(Command):
+    __slots__ = ('destination', 'resume_id', '__weakref__')
+
+
 def _enc_body_MessageResume(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.destination
     if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
+        flags |= 256
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.resume_id
     if v is not None:
-        flags |= 2
-        out += _c.enc_str16(v)
+        flags |= 512
+        b = v.encode()
+        n = len(b)
+        if n > 65535:
+            raise _too_long('str16', 65535, n)
+        out += _pack_H(n)
+        out += b
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_MessageResume(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[MessageResume, int]:
-    o = _new(MessageResume)
-    v: Any
     if pos + 2 > end:
         raise _overrun('message.resume', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 64767:
+        raise _bad_flags('message.resume', flags, 2, 2, pos + 2)
     pos += 2
-    if flags & 65532:
-        raise _bad_flags('message.resume', flags, 2, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'destination', v)
-    else:
-        _set(o, 'destination', None)
-    if flags & 2:
-        v, pos = _c.dec_str16(buf, pos, end)
-        _set(o, 'resume_id', v)
-    else:
-        _set(o, 'resume_id', None)
+    o: Any = _SlotsMessageResume()
+    v: Any
+    try:
+        if flags & 256:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('message.resume', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.destination = v
+        else:
+            o.destination = None
+        if flags & 512:
+            stop = pos + 2 + (buf[pos] << 8 | buf[pos + 1])
+            if stop > end:
+                raise _overrun('message.resume', pos)
+            v = buf[pos + 2:stop].decode()
+            pos = stop
+            o.resume_id = v
+        else:
+            o.resume_id = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('message.resume', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_text('message.resume', pos) from None
+    o.__class__ = MessageResume
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class MessageResume(Command):
+class MessageResume(_SlotsMessageResume):
     """``message.resume`` (command, code 0x0406)."""
 
     NAME: ClassVar[str] = 'message.resume'
@@ -5059,106 +6603,145 @@ _FIELDS_MessageSubscribe: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsMessageSubscribe(Command):
+    __slots__ = ('queue', 'destination', 'accept_mode', 'acquire_mode', 'exclusive', 'resume_id', 'resume_ttl', 'arguments', '__weakref__')
+
+
 def _enc_body_MessageSubscribe(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.queue
     if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
+        flags |= 256
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.destination
     if v is not None:
-        flags |= 2
-        out += _c.enc_str8(v)
+        flags |= 512
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.accept_mode
     if v is not None:
-        flags |= 4
-        out += _pack_B(v)
+        flags |= 1024
+        out.append(v)
     v = o.acquire_mode
     if v is not None:
-        flags |= 8
-        out += _pack_B(v)
+        flags |= 2048
+        out.append(v)
     if o.exclusive:
-        flags |= 16
+        flags |= 4096
     v = o.resume_id
     if v is not None:
-        flags |= 32
-        out += _c.enc_str16(v)
+        flags |= 8192
+        b = v.encode()
+        n = len(b)
+        if n > 65535:
+            raise _too_long('str16', 65535, n)
+        out += _pack_H(n)
+        out += b
     v = o.resume_ttl
     if v is not None:
-        flags |= 64
+        flags |= 16384
         out += _pack_Q(v)
     v = o.arguments
     if v is not None:
-        flags |= 128
+        flags |= 32768
         _c.encode_map(v, out, depth)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_MessageSubscribe(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[MessageSubscribe, int]:
-    o = _new(MessageSubscribe)
-    v: Any
     if pos + 2 > end:
         raise _overrun('message.subscribe', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 255:
+        raise _bad_flags('message.subscribe', flags, 2, 8, pos + 2)
     pos += 2
-    if flags & 65280:
-        raise _bad_flags('message.subscribe', flags, 8, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'queue', v)
-    else:
-        _set(o, 'queue', None)
-    if flags & 2:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'destination', v)
-    else:
-        _set(o, 'destination', None)
-    if flags & 4:
-        if pos + 1 > end:
-            raise _overrun('message.subscribe', pos)
-        v = buf[pos]
-        pos += 1
-        v = _E_AcceptMode.get(v, v)
-        _set(o, 'accept_mode', v)
-    else:
-        _set(o, 'accept_mode', None)
-    if flags & 8:
-        if pos + 1 > end:
-            raise _overrun('message.subscribe', pos)
-        v = buf[pos]
-        pos += 1
-        v = _E_AcquireMode.get(v, v)
-        _set(o, 'acquire_mode', v)
-    else:
-        _set(o, 'acquire_mode', None)
-    _set(o, 'exclusive', flags & 16 != 0)
-    if flags & 32:
-        v, pos = _c.dec_str16(buf, pos, end)
-        _set(o, 'resume_id', v)
-    else:
-        _set(o, 'resume_id', None)
-    if flags & 64:
-        if pos + 8 > end:
-            raise _overrun('message.subscribe', pos)
-        v = _unpack_Q(buf, pos)[0]
-        pos += 8
-        _set(o, 'resume_ttl', v)
-    else:
-        _set(o, 'resume_ttl', None)
-    if flags & 128:
-        v, pos = _c.decode_map(buf, pos, end, depth, typed)
-        _set(o, 'arguments', v)
-    else:
-        _set(o, 'arguments', None)
+    o: Any = _SlotsMessageSubscribe()
+    o.exclusive = flags & 4096 != 0
+    v: Any
+    try:
+        if flags & 256:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('message.subscribe', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.queue = v
+        else:
+            o.queue = None
+        if flags & 512:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('message.subscribe', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.destination = v
+        else:
+            o.destination = None
+        if flags & 1024:
+            if pos + 1 > end:
+                raise _overrun('message.subscribe', pos)
+            v = buf[pos]
+            pos += 1
+            if v < 2:
+                v = _L_AcceptMode[v]
+            o.accept_mode = v
+        else:
+            o.accept_mode = None
+        if flags & 2048:
+            if pos + 1 > end:
+                raise _overrun('message.subscribe', pos)
+            v = buf[pos]
+            pos += 1
+            if v < 2:
+                v = _L_AcquireMode[v]
+            o.acquire_mode = v
+        else:
+            o.acquire_mode = None
+        if flags & 8192:
+            stop = pos + 2 + (buf[pos] << 8 | buf[pos + 1])
+            if stop > end:
+                raise _overrun('message.subscribe', pos)
+            v = buf[pos + 2:stop].decode()
+            pos = stop
+            o.resume_id = v
+        else:
+            o.resume_id = None
+        if flags & 16384:
+            if pos + 8 > end:
+                raise _overrun('message.subscribe', pos)
+            v = _unpack_Q(buf, pos)[0]
+            pos += 8
+            o.resume_ttl = v
+        else:
+            o.resume_ttl = None
+        if flags & 32768:
+            v, pos = _c.decode_map(buf, pos, end, depth, typed)
+            o.arguments = v
+        else:
+            o.arguments = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('message.subscribe', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_text('message.subscribe', pos) from None
+    o.__class__ = MessageSubscribe
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class MessageSubscribe(Command):
+class MessageSubscribe(_SlotsMessageSubscribe):
     """``message.subscribe`` (command, code 0x0407)."""
 
     NAME: ClassVar[str] = 'message.subscribe'
@@ -5243,38 +6826,57 @@ _FIELDS_MessageCancel: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsMessageCancel(Command):
+    __slots__ = ('destination', '__weakref__')
+
+
 def _enc_body_MessageCancel(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.destination
     if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
+        flags |= 256
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_MessageCancel(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[MessageCancel, int]:
-    o = _new(MessageCancel)
-    v: Any
     if pos + 2 > end:
         raise _overrun('message.cancel', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 65279:
+        raise _bad_flags('message.cancel', flags, 2, 1, pos + 2)
     pos += 2
-    if flags & 65534:
-        raise _bad_flags('message.cancel', flags, 1, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'destination', v)
-    else:
-        _set(o, 'destination', None)
+    o: Any = _SlotsMessageCancel()
+    v: Any
+    try:
+        if flags & 256:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('message.cancel', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.destination = v
+        else:
+            o.destination = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('message.cancel', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_text('message.cancel', pos) from None
+    o.__class__ = MessageCancel
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class MessageCancel(Command):
+class MessageCancel(_SlotsMessageCancel):
     """``message.cancel`` (command, code 0x0408)."""
 
     NAME: ClassVar[str] = 'message.cancel'
@@ -5310,51 +6912,71 @@ _FIELDS_MessageSetFlowMode: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsMessageSetFlowMode(Command):
+    __slots__ = ('destination', 'flow_mode', '__weakref__')
+
+
 def _enc_body_MessageSetFlowMode(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.destination
     if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
+        flags |= 256
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.flow_mode
     if v is not None:
-        flags |= 2
-        out += _pack_B(v)
+        flags |= 512
+        out.append(v)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_MessageSetFlowMode(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[MessageSetFlowMode, int]:
-    o = _new(MessageSetFlowMode)
-    v: Any
     if pos + 2 > end:
         raise _overrun('message.set-flow-mode', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 64767:
+        raise _bad_flags('message.set-flow-mode', flags, 2, 2, pos + 2)
     pos += 2
-    if flags & 65532:
-        raise _bad_flags('message.set-flow-mode', flags, 2, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'destination', v)
-    else:
-        _set(o, 'destination', None)
-    if flags & 2:
-        if pos + 1 > end:
-            raise _overrun('message.set-flow-mode', pos)
-        v = buf[pos]
-        pos += 1
-        v = _E_FlowMode.get(v, v)
-        _set(o, 'flow_mode', v)
-    else:
-        _set(o, 'flow_mode', None)
+    o: Any = _SlotsMessageSetFlowMode()
+    v: Any
+    try:
+        if flags & 256:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('message.set-flow-mode', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.destination = v
+        else:
+            o.destination = None
+        if flags & 512:
+            if pos + 1 > end:
+                raise _overrun('message.set-flow-mode', pos)
+            v = buf[pos]
+            pos += 1
+            if v < 2:
+                v = _L_FlowMode[v]
+            o.flow_mode = v
+        else:
+            o.flow_mode = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('message.set-flow-mode', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_text('message.set-flow-mode', pos) from None
+    o.__class__ = MessageSetFlowMode
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class MessageSetFlowMode(Command):
+class MessageSetFlowMode(_SlotsMessageSetFlowMode):
     """``message.set-flow-mode`` (command, code 0x0409)."""
 
     NAME: ClassVar[str] = 'message.set-flow-mode'
@@ -5402,63 +7024,83 @@ _FIELDS_MessageFlow: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsMessageFlow(Command):
+    __slots__ = ('destination', 'unit', 'value', '__weakref__')
+
+
 def _enc_body_MessageFlow(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.destination
     if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
+        flags |= 256
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.unit
     if v is not None:
-        flags |= 2
-        out += _pack_B(v)
+        flags |= 512
+        out.append(v)
     v = o.value
     if v is not None:
-        flags |= 4
+        flags |= 1024
         out += _pack_I(v)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_MessageFlow(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[MessageFlow, int]:
-    o = _new(MessageFlow)
-    v: Any
     if pos + 2 > end:
         raise _overrun('message.flow', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 63743:
+        raise _bad_flags('message.flow', flags, 2, 3, pos + 2)
     pos += 2
-    if flags & 65528:
-        raise _bad_flags('message.flow', flags, 3, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'destination', v)
-    else:
-        _set(o, 'destination', None)
-    if flags & 2:
-        if pos + 1 > end:
-            raise _overrun('message.flow', pos)
-        v = buf[pos]
-        pos += 1
-        v = _E_CreditUnit.get(v, v)
-        _set(o, 'unit', v)
-    else:
-        _set(o, 'unit', None)
-    if flags & 4:
-        if pos + 4 > end:
-            raise _overrun('message.flow', pos)
-        v = _unpack_I(buf, pos)[0]
-        pos += 4
-        _set(o, 'value', v)
-    else:
-        _set(o, 'value', None)
+    o: Any = _SlotsMessageFlow()
+    v: Any
+    try:
+        if flags & 256:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('message.flow', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.destination = v
+        else:
+            o.destination = None
+        if flags & 512:
+            if pos + 1 > end:
+                raise _overrun('message.flow', pos)
+            v = buf[pos]
+            pos += 1
+            if v < 2:
+                v = _L_CreditUnit[v]
+            o.unit = v
+        else:
+            o.unit = None
+        if flags & 1024:
+            if pos + 4 > end:
+                raise _overrun('message.flow', pos)
+            v = _unpack_I(buf, pos)[0]
+            pos += 4
+            o.value = v
+        else:
+            o.value = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('message.flow', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_text('message.flow', pos) from None
+    o.__class__ = MessageFlow
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class MessageFlow(Command):
+class MessageFlow(_SlotsMessageFlow):
     """``message.flow`` (command, code 0x040a)."""
 
     NAME: ClassVar[str] = 'message.flow'
@@ -5509,38 +7151,57 @@ _FIELDS_MessageFlush: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsMessageFlush(Command):
+    __slots__ = ('destination', '__weakref__')
+
+
 def _enc_body_MessageFlush(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.destination
     if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
+        flags |= 256
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_MessageFlush(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[MessageFlush, int]:
-    o = _new(MessageFlush)
-    v: Any
     if pos + 2 > end:
         raise _overrun('message.flush', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 65279:
+        raise _bad_flags('message.flush', flags, 2, 1, pos + 2)
     pos += 2
-    if flags & 65534:
-        raise _bad_flags('message.flush', flags, 1, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'destination', v)
-    else:
-        _set(o, 'destination', None)
+    o: Any = _SlotsMessageFlush()
+    v: Any
+    try:
+        if flags & 256:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('message.flush', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.destination = v
+        else:
+            o.destination = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('message.flush', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_text('message.flush', pos) from None
+    o.__class__ = MessageFlush
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class MessageFlush(Command):
+class MessageFlush(_SlotsMessageFlush):
     """``message.flush`` (command, code 0x040b)."""
 
     NAME: ClassVar[str] = 'message.flush'
@@ -5574,38 +7235,57 @@ _FIELDS_MessageStop: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsMessageStop(Command):
+    __slots__ = ('destination', '__weakref__')
+
+
 def _enc_body_MessageStop(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.destination
     if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
+        flags |= 256
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_MessageStop(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[MessageStop, int]:
-    o = _new(MessageStop)
-    v: Any
     if pos + 2 > end:
         raise _overrun('message.stop', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 65279:
+        raise _bad_flags('message.stop', flags, 2, 1, pos + 2)
     pos += 2
-    if flags & 65534:
-        raise _bad_flags('message.stop', flags, 1, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'destination', v)
-    else:
-        _set(o, 'destination', None)
+    o: Any = _SlotsMessageStop()
+    v: Any
+    try:
+        if flags & 256:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('message.stop', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.destination = v
+        else:
+            o.destination = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('message.stop', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_text('message.stop', pos) from None
+    o.__class__ = MessageStop
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class MessageStop(Command):
+class MessageStop(_SlotsMessageStop):
     """``message.stop`` (command, code 0x040c)."""
 
     NAME: ClassVar[str] = 'message.stop'
@@ -5637,28 +7317,33 @@ _CLASSES[MessageStop.NAME] = MessageStop
 _FIELDS_TxSelect: tuple[FieldSpec, ...] = ()
 
 
+class _SlotsTxSelect(Command):
+    __slots__ = ('__weakref__',)
+
+
 def _enc_body_TxSelect(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_TxSelect(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[TxSelect, int]:
-    o = _new(TxSelect)
     if pos + 2 > end:
         raise _overrun('tx.select', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
-    pos += 2
+    flags = buf[pos] << 8 | buf[pos + 1]
     if flags & 65535:
-        raise _bad_flags('tx.select', flags, 0, pos)
+        raise _bad_flags('tx.select', flags, 2, 0, pos + 2)
+    pos += 2
+    o: Any = _SlotsTxSelect()
+    o.__class__ = TxSelect
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class TxSelect(Command):
+class TxSelect(_SlotsTxSelect):
     """``tx.select`` (command, code 0x0501)."""
 
     NAME: ClassVar[str] = 'tx.select'
@@ -5680,28 +7365,33 @@ _CLASSES[TxSelect.NAME] = TxSelect
 _FIELDS_TxCommit: tuple[FieldSpec, ...] = ()
 
 
+class _SlotsTxCommit(Command):
+    __slots__ = ('__weakref__',)
+
+
 def _enc_body_TxCommit(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_TxCommit(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[TxCommit, int]:
-    o = _new(TxCommit)
     if pos + 2 > end:
         raise _overrun('tx.commit', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
-    pos += 2
+    flags = buf[pos] << 8 | buf[pos + 1]
     if flags & 65535:
-        raise _bad_flags('tx.commit', flags, 0, pos)
+        raise _bad_flags('tx.commit', flags, 2, 0, pos + 2)
+    pos += 2
+    o: Any = _SlotsTxCommit()
+    o.__class__ = TxCommit
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class TxCommit(Command):
+class TxCommit(_SlotsTxCommit):
     """``tx.commit`` (command, code 0x0502)."""
 
     NAME: ClassVar[str] = 'tx.commit'
@@ -5723,28 +7413,33 @@ _CLASSES[TxCommit.NAME] = TxCommit
 _FIELDS_TxRollback: tuple[FieldSpec, ...] = ()
 
 
+class _SlotsTxRollback(Command):
+    __slots__ = ('__weakref__',)
+
+
 def _enc_body_TxRollback(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_TxRollback(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[TxRollback, int]:
-    o = _new(TxRollback)
     if pos + 2 > end:
         raise _overrun('tx.rollback', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
-    pos += 2
+    flags = buf[pos] << 8 | buf[pos + 1]
     if flags & 65535:
-        raise _bad_flags('tx.rollback', flags, 0, pos)
+        raise _bad_flags('tx.rollback', flags, 2, 0, pos + 2)
+    pos += 2
+    o: Any = _SlotsTxRollback()
+    o.__class__ = TxRollback
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class TxRollback(Command):
+class TxRollback(_SlotsTxRollback):
     """``tx.rollback`` (command, code 0x0503)."""
 
     NAME: ClassVar[str] = 'tx.rollback'
@@ -5766,28 +7461,33 @@ _CLASSES[TxRollback.NAME] = TxRollback
 _FIELDS_DtxSelect: tuple[FieldSpec, ...] = ()
 
 
+class _SlotsDtxSelect(Command):
+    __slots__ = ('__weakref__',)
+
+
 def _enc_body_DtxSelect(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_DtxSelect(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[DtxSelect, int]:
-    o = _new(DtxSelect)
     if pos + 2 > end:
         raise _overrun('dtx.select', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
-    pos += 2
+    flags = buf[pos] << 8 | buf[pos + 1]
     if flags & 65535:
-        raise _bad_flags('dtx.select', flags, 0, pos)
+        raise _bad_flags('dtx.select', flags, 2, 0, pos + 2)
+    pos += 2
+    o: Any = _SlotsDtxSelect()
+    o.__class__ = DtxSelect
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class DtxSelect(Command):
+class DtxSelect(_SlotsDtxSelect):
     """``dtx.select`` (command, code 0x0601)."""
 
     NAME: ClassVar[str] = 'dtx.select'
@@ -5813,44 +7513,49 @@ _FIELDS_DtxStart: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsDtxStart(Command):
+    __slots__ = ('xid', 'join', 'resume', '__weakref__')
+
+
 def _enc_body_DtxStart(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.xid
     if v is not None:
-        flags |= 1
+        flags |= 256
         _enc_Xid(v, out, depth)
     if o.join:
-        flags |= 2
+        flags |= 512
     if o.resume:
-        flags |= 4
+        flags |= 1024
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_DtxStart(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[DtxStart, int]:
-    o = _new(DtxStart)
-    v: Any
     if pos + 2 > end:
         raise _overrun('dtx.start', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 63743:
+        raise _bad_flags('dtx.start', flags, 2, 3, pos + 2)
     pos += 2
-    if flags & 65528:
-        raise _bad_flags('dtx.start', flags, 3, pos)
-    if flags & 1:
+    o: Any = _SlotsDtxStart()
+    o.join = flags & 512 != 0
+    o.resume = flags & 1024 != 0
+    v: Any
+    if flags & 256:
         v, pos = _dec_Xid(buf, pos, end, depth, typed)
-        _set(o, 'xid', v)
+        o.xid = v
     else:
-        _set(o, 'xid', None)
-    _set(o, 'join', flags & 2 != 0)
-    _set(o, 'resume', flags & 4 != 0)
+        o.xid = None
+    o.__class__ = DtxStart
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class DtxStart(Command):
+class DtxStart(_SlotsDtxStart):
     """``dtx.start`` (command, code 0x0602)."""
 
     NAME: ClassVar[str] = 'dtx.start'
@@ -5891,44 +7596,49 @@ _FIELDS_DtxEnd: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsDtxEnd(Command):
+    __slots__ = ('xid', 'fail', 'suspend', '__weakref__')
+
+
 def _enc_body_DtxEnd(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.xid
     if v is not None:
-        flags |= 1
+        flags |= 256
         _enc_Xid(v, out, depth)
     if o.fail:
-        flags |= 2
+        flags |= 512
     if o.suspend:
-        flags |= 4
+        flags |= 1024
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_DtxEnd(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[DtxEnd, int]:
-    o = _new(DtxEnd)
-    v: Any
     if pos + 2 > end:
         raise _overrun('dtx.end', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 63743:
+        raise _bad_flags('dtx.end', flags, 2, 3, pos + 2)
     pos += 2
-    if flags & 65528:
-        raise _bad_flags('dtx.end', flags, 3, pos)
-    if flags & 1:
+    o: Any = _SlotsDtxEnd()
+    o.fail = flags & 512 != 0
+    o.suspend = flags & 1024 != 0
+    v: Any
+    if flags & 256:
         v, pos = _dec_Xid(buf, pos, end, depth, typed)
-        _set(o, 'xid', v)
+        o.xid = v
     else:
-        _set(o, 'xid', None)
-    _set(o, 'fail', flags & 2 != 0)
-    _set(o, 'suspend', flags & 4 != 0)
+        o.xid = None
+    o.__class__ = DtxEnd
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class DtxEnd(Command):
+class DtxEnd(_SlotsDtxEnd):
     """``dtx.end`` (command, code 0x0603)."""
 
     NAME: ClassVar[str] = 'dtx.end'
@@ -5968,41 +7678,46 @@ _FIELDS_DtxCommit: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsDtxCommit(Command):
+    __slots__ = ('xid', 'one_phase', '__weakref__')
+
+
 def _enc_body_DtxCommit(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.xid
     if v is not None:
-        flags |= 1
+        flags |= 256
         _enc_Xid(v, out, depth)
     if o.one_phase:
-        flags |= 2
+        flags |= 512
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_DtxCommit(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[DtxCommit, int]:
-    o = _new(DtxCommit)
-    v: Any
     if pos + 2 > end:
         raise _overrun('dtx.commit', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 64767:
+        raise _bad_flags('dtx.commit', flags, 2, 2, pos + 2)
     pos += 2
-    if flags & 65532:
-        raise _bad_flags('dtx.commit', flags, 2, pos)
-    if flags & 1:
+    o: Any = _SlotsDtxCommit()
+    o.one_phase = flags & 512 != 0
+    v: Any
+    if flags & 256:
         v, pos = _dec_Xid(buf, pos, end, depth, typed)
-        _set(o, 'xid', v)
+        o.xid = v
     else:
-        _set(o, 'xid', None)
-    _set(o, 'one_phase', flags & 2 != 0)
+        o.xid = None
+    o.__class__ = DtxCommit
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class DtxCommit(Command):
+class DtxCommit(_SlotsDtxCommit):
     """``dtx.commit`` (command, code 0x0604)."""
 
     NAME: ClassVar[str] = 'dtx.commit'
@@ -6038,38 +7753,43 @@ _FIELDS_DtxForget: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsDtxForget(Command):
+    __slots__ = ('xid', '__weakref__')
+
+
 def _enc_body_DtxForget(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.xid
     if v is not None:
-        flags |= 1
+        flags |= 256
         _enc_Xid(v, out, depth)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_DtxForget(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[DtxForget, int]:
-    o = _new(DtxForget)
-    v: Any
     if pos + 2 > end:
         raise _overrun('dtx.forget', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 65279:
+        raise _bad_flags('dtx.forget', flags, 2, 1, pos + 2)
     pos += 2
-    if flags & 65534:
-        raise _bad_flags('dtx.forget', flags, 1, pos)
-    if flags & 1:
+    o: Any = _SlotsDtxForget()
+    v: Any
+    if flags & 256:
         v, pos = _dec_Xid(buf, pos, end, depth, typed)
-        _set(o, 'xid', v)
+        o.xid = v
     else:
-        _set(o, 'xid', None)
+        o.xid = None
+    o.__class__ = DtxForget
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class DtxForget(Command):
+class DtxForget(_SlotsDtxForget):
     """``dtx.forget`` (command, code 0x0605)."""
 
     NAME: ClassVar[str] = 'dtx.forget'
@@ -6102,38 +7822,43 @@ _FIELDS_DtxGetTimeout: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsDtxGetTimeout(Command):
+    __slots__ = ('xid', '__weakref__')
+
+
 def _enc_body_DtxGetTimeout(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.xid
     if v is not None:
-        flags |= 1
+        flags |= 256
         _enc_Xid(v, out, depth)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_DtxGetTimeout(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[DtxGetTimeout, int]:
-    o = _new(DtxGetTimeout)
-    v: Any
     if pos + 2 > end:
         raise _overrun('dtx.get-timeout', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 65279:
+        raise _bad_flags('dtx.get-timeout', flags, 2, 1, pos + 2)
     pos += 2
-    if flags & 65534:
-        raise _bad_flags('dtx.get-timeout', flags, 1, pos)
-    if flags & 1:
+    o: Any = _SlotsDtxGetTimeout()
+    v: Any
+    if flags & 256:
         v, pos = _dec_Xid(buf, pos, end, depth, typed)
-        _set(o, 'xid', v)
+        o.xid = v
     else:
-        _set(o, 'xid', None)
+        o.xid = None
+    o.__class__ = DtxGetTimeout
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class DtxGetTimeout(Command):
+class DtxGetTimeout(_SlotsDtxGetTimeout):
     """``dtx.get-timeout`` (command, code 0x0606)."""
 
     NAME: ClassVar[str] = 'dtx.get-timeout'
@@ -6166,38 +7891,43 @@ _FIELDS_DtxPrepare: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsDtxPrepare(Command):
+    __slots__ = ('xid', '__weakref__')
+
+
 def _enc_body_DtxPrepare(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.xid
     if v is not None:
-        flags |= 1
+        flags |= 256
         _enc_Xid(v, out, depth)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_DtxPrepare(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[DtxPrepare, int]:
-    o = _new(DtxPrepare)
-    v: Any
     if pos + 2 > end:
         raise _overrun('dtx.prepare', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 65279:
+        raise _bad_flags('dtx.prepare', flags, 2, 1, pos + 2)
     pos += 2
-    if flags & 65534:
-        raise _bad_flags('dtx.prepare', flags, 1, pos)
-    if flags & 1:
+    o: Any = _SlotsDtxPrepare()
+    v: Any
+    if flags & 256:
         v, pos = _dec_Xid(buf, pos, end, depth, typed)
-        _set(o, 'xid', v)
+        o.xid = v
     else:
-        _set(o, 'xid', None)
+        o.xid = None
+    o.__class__ = DtxPrepare
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class DtxPrepare(Command):
+class DtxPrepare(_SlotsDtxPrepare):
     """``dtx.prepare`` (command, code 0x0607)."""
 
     NAME: ClassVar[str] = 'dtx.prepare'
@@ -6228,28 +7958,33 @@ _CLASSES[DtxPrepare.NAME] = DtxPrepare
 _FIELDS_DtxRecover: tuple[FieldSpec, ...] = ()
 
 
+class _SlotsDtxRecover(Command):
+    __slots__ = ('__weakref__',)
+
+
 def _enc_body_DtxRecover(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_DtxRecover(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[DtxRecover, int]:
-    o = _new(DtxRecover)
     if pos + 2 > end:
         raise _overrun('dtx.recover', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
-    pos += 2
+    flags = buf[pos] << 8 | buf[pos + 1]
     if flags & 65535:
-        raise _bad_flags('dtx.recover', flags, 0, pos)
+        raise _bad_flags('dtx.recover', flags, 2, 0, pos + 2)
+    pos += 2
+    o: Any = _SlotsDtxRecover()
+    o.__class__ = DtxRecover
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class DtxRecover(Command):
+class DtxRecover(_SlotsDtxRecover):
     """``dtx.recover`` (command, code 0x0608)."""
 
     NAME: ClassVar[str] = 'dtx.recover'
@@ -6273,38 +8008,43 @@ _FIELDS_DtxRollback: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsDtxRollback(Command):
+    __slots__ = ('xid', '__weakref__')
+
+
 def _enc_body_DtxRollback(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.xid
     if v is not None:
-        flags |= 1
+        flags |= 256
         _enc_Xid(v, out, depth)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_DtxRollback(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[DtxRollback, int]:
-    o = _new(DtxRollback)
-    v: Any
     if pos + 2 > end:
         raise _overrun('dtx.rollback', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 65279:
+        raise _bad_flags('dtx.rollback', flags, 2, 1, pos + 2)
     pos += 2
-    if flags & 65534:
-        raise _bad_flags('dtx.rollback', flags, 1, pos)
-    if flags & 1:
+    o: Any = _SlotsDtxRollback()
+    v: Any
+    if flags & 256:
         v, pos = _dec_Xid(buf, pos, end, depth, typed)
-        _set(o, 'xid', v)
+        o.xid = v
     else:
-        _set(o, 'xid', None)
+        o.xid = None
+    o.__class__ = DtxRollback
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class DtxRollback(Command):
+class DtxRollback(_SlotsDtxRollback):
     """``dtx.rollback`` (command, code 0x0609)."""
 
     NAME: ClassVar[str] = 'dtx.rollback'
@@ -6338,50 +8078,55 @@ _FIELDS_DtxSetTimeout: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsDtxSetTimeout(Command):
+    __slots__ = ('xid', 'timeout', '__weakref__')
+
+
 def _enc_body_DtxSetTimeout(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.xid
     if v is not None:
-        flags |= 1
+        flags |= 256
         _enc_Xid(v, out, depth)
     v = o.timeout
     if v is not None:
-        flags |= 2
+        flags |= 512
         out += _pack_I(v)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_DtxSetTimeout(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[DtxSetTimeout, int]:
-    o = _new(DtxSetTimeout)
-    v: Any
     if pos + 2 > end:
         raise _overrun('dtx.set-timeout', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 64767:
+        raise _bad_flags('dtx.set-timeout', flags, 2, 2, pos + 2)
     pos += 2
-    if flags & 65532:
-        raise _bad_flags('dtx.set-timeout', flags, 2, pos)
-    if flags & 1:
+    o: Any = _SlotsDtxSetTimeout()
+    v: Any
+    if flags & 256:
         v, pos = _dec_Xid(buf, pos, end, depth, typed)
-        _set(o, 'xid', v)
+        o.xid = v
     else:
-        _set(o, 'xid', None)
-    if flags & 2:
+        o.xid = None
+    if flags & 512:
         if pos + 4 > end:
             raise _overrun('dtx.set-timeout', pos)
         v = _unpack_I(buf, pos)[0]
         pos += 4
-        _set(o, 'timeout', v)
+        o.timeout = v
     else:
-        _set(o, 'timeout', None)
+        o.timeout = None
+    o.__class__ = DtxSetTimeout
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class DtxSetTimeout(Command):
+class DtxSetTimeout(_SlotsDtxSetTimeout):
     """``dtx.set-timeout`` (command, code 0x060a)."""
 
     NAME: ClassVar[str] = 'dtx.set-timeout'
@@ -6426,74 +8171,111 @@ _FIELDS_ExchangeDeclare: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsExchangeDeclare(Command):
+    __slots__ = ('exchange', 'type', 'alternate_exchange', 'passive', 'durable', 'auto_delete', 'arguments', '__weakref__')
+
+
 def _enc_body_ExchangeDeclare(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.exchange
     if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
+        flags |= 256
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.type
     if v is not None:
-        flags |= 2
-        out += _c.enc_str8(v)
+        flags |= 512
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.alternate_exchange
     if v is not None:
-        flags |= 4
-        out += _c.enc_str8(v)
+        flags |= 1024
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     if o.passive:
-        flags |= 8
+        flags |= 2048
     if o.durable:
-        flags |= 16
+        flags |= 4096
     if o.auto_delete:
-        flags |= 32
+        flags |= 8192
     v = o.arguments
     if v is not None:
-        flags |= 64
+        flags |= 16384
         _c.encode_map(v, out, depth)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_ExchangeDeclare(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[ExchangeDeclare, int]:
-    o = _new(ExchangeDeclare)
-    v: Any
     if pos + 2 > end:
         raise _overrun('exchange.declare', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 33023:
+        raise _bad_flags('exchange.declare', flags, 2, 7, pos + 2)
     pos += 2
-    if flags & 65408:
-        raise _bad_flags('exchange.declare', flags, 7, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'exchange', v)
-    else:
-        _set(o, 'exchange', None)
-    if flags & 2:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'type', v)
-    else:
-        _set(o, 'type', None)
-    if flags & 4:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'alternate_exchange', v)
-    else:
-        _set(o, 'alternate_exchange', None)
-    _set(o, 'passive', flags & 8 != 0)
-    _set(o, 'durable', flags & 16 != 0)
-    _set(o, 'auto_delete', flags & 32 != 0)
-    if flags & 64:
-        v, pos = _c.decode_map(buf, pos, end, depth, typed)
-        _set(o, 'arguments', v)
-    else:
-        _set(o, 'arguments', None)
+    o: Any = _SlotsExchangeDeclare()
+    o.passive = flags & 2048 != 0
+    o.durable = flags & 4096 != 0
+    o.auto_delete = flags & 8192 != 0
+    v: Any
+    try:
+        if flags & 256:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('exchange.declare', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.exchange = v
+        else:
+            o.exchange = None
+        if flags & 512:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('exchange.declare', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.type = v
+        else:
+            o.type = None
+        if flags & 1024:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('exchange.declare', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.alternate_exchange = v
+        else:
+            o.alternate_exchange = None
+        if flags & 16384:
+            v, pos = _c.decode_map(buf, pos, end, depth, typed)
+            o.arguments = v
+        else:
+            o.arguments = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('exchange.declare', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_text('exchange.declare', pos) from None
+    o.__class__ = ExchangeDeclare
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ExchangeDeclare(Command):
+class ExchangeDeclare(_SlotsExchangeDeclare):
     """``exchange.declare`` (command, code 0x0701)."""
 
     NAME: ClassVar[str] = 'exchange.declare'
@@ -6558,41 +8340,60 @@ _FIELDS_ExchangeDelete: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsExchangeDelete(Command):
+    __slots__ = ('exchange', 'if_unused', '__weakref__')
+
+
 def _enc_body_ExchangeDelete(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.exchange
     if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
+        flags |= 256
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     if o.if_unused:
-        flags |= 2
+        flags |= 512
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_ExchangeDelete(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[ExchangeDelete, int]:
-    o = _new(ExchangeDelete)
-    v: Any
     if pos + 2 > end:
         raise _overrun('exchange.delete', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 64767:
+        raise _bad_flags('exchange.delete', flags, 2, 2, pos + 2)
     pos += 2
-    if flags & 65532:
-        raise _bad_flags('exchange.delete', flags, 2, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'exchange', v)
-    else:
-        _set(o, 'exchange', None)
-    _set(o, 'if_unused', flags & 2 != 0)
+    o: Any = _SlotsExchangeDelete()
+    o.if_unused = flags & 512 != 0
+    v: Any
+    try:
+        if flags & 256:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('exchange.delete', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.exchange = v
+        else:
+            o.exchange = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('exchange.delete', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_text('exchange.delete', pos) from None
+    o.__class__ = ExchangeDelete
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ExchangeDelete(Command):
+class ExchangeDelete(_SlotsExchangeDelete):
     """``exchange.delete`` (command, code 0x0702)."""
 
     NAME: ClassVar[str] = 'exchange.delete'
@@ -6630,38 +8431,57 @@ _FIELDS_ExchangeQuery: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsExchangeQuery(Command):
+    __slots__ = ('name', '__weakref__')
+
+
 def _enc_body_ExchangeQuery(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.name
     if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
+        flags |= 256
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_ExchangeQuery(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[ExchangeQuery, int]:
-    o = _new(ExchangeQuery)
-    v: Any
     if pos + 2 > end:
         raise _overrun('exchange.query', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 65279:
+        raise _bad_flags('exchange.query', flags, 2, 1, pos + 2)
     pos += 2
-    if flags & 65534:
-        raise _bad_flags('exchange.query', flags, 1, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'name', v)
-    else:
-        _set(o, 'name', None)
+    o: Any = _SlotsExchangeQuery()
+    v: Any
+    try:
+        if flags & 256:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('exchange.query', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.name = v
+        else:
+            o.name = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('exchange.query', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_text('exchange.query', pos) from None
+    o.__class__ = ExchangeQuery
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ExchangeQuery(Command):
+class ExchangeQuery(_SlotsExchangeQuery):
     """``exchange.query`` (command, code 0x0703)."""
 
     NAME: ClassVar[str] = 'exchange.query'
@@ -6698,65 +8518,102 @@ _FIELDS_ExchangeBind: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsExchangeBind(Command):
+    __slots__ = ('queue', 'exchange', 'binding_key', 'arguments', '__weakref__')
+
+
 def _enc_body_ExchangeBind(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.queue
     if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
+        flags |= 256
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.exchange
     if v is not None:
-        flags |= 2
-        out += _c.enc_str8(v)
+        flags |= 512
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.binding_key
     if v is not None:
-        flags |= 4
-        out += _c.enc_str8(v)
+        flags |= 1024
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.arguments
     if v is not None:
-        flags |= 8
+        flags |= 2048
         _c.encode_map(v, out, depth)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_ExchangeBind(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[ExchangeBind, int]:
-    o = _new(ExchangeBind)
-    v: Any
     if pos + 2 > end:
         raise _overrun('exchange.bind', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 61695:
+        raise _bad_flags('exchange.bind', flags, 2, 4, pos + 2)
     pos += 2
-    if flags & 65520:
-        raise _bad_flags('exchange.bind', flags, 4, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'queue', v)
-    else:
-        _set(o, 'queue', None)
-    if flags & 2:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'exchange', v)
-    else:
-        _set(o, 'exchange', None)
-    if flags & 4:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'binding_key', v)
-    else:
-        _set(o, 'binding_key', None)
-    if flags & 8:
-        v, pos = _c.decode_map(buf, pos, end, depth, typed)
-        _set(o, 'arguments', v)
-    else:
-        _set(o, 'arguments', None)
+    o: Any = _SlotsExchangeBind()
+    v: Any
+    try:
+        if flags & 256:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('exchange.bind', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.queue = v
+        else:
+            o.queue = None
+        if flags & 512:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('exchange.bind', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.exchange = v
+        else:
+            o.exchange = None
+        if flags & 1024:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('exchange.bind', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.binding_key = v
+        else:
+            o.binding_key = None
+        if flags & 2048:
+            v, pos = _c.decode_map(buf, pos, end, depth, typed)
+            o.arguments = v
+        else:
+            o.arguments = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('exchange.bind', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_text('exchange.bind', pos) from None
+    o.__class__ = ExchangeBind
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ExchangeBind(Command):
+class ExchangeBind(_SlotsExchangeBind):
     """``exchange.bind`` (command, code 0x0704)."""
 
     NAME: ClassVar[str] = 'exchange.bind'
@@ -6814,56 +8671,93 @@ _FIELDS_ExchangeUnbind: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsExchangeUnbind(Command):
+    __slots__ = ('queue', 'exchange', 'binding_key', '__weakref__')
+
+
 def _enc_body_ExchangeUnbind(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.queue
     if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
+        flags |= 256
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.exchange
     if v is not None:
-        flags |= 2
-        out += _c.enc_str8(v)
+        flags |= 512
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.binding_key
     if v is not None:
-        flags |= 4
-        out += _c.enc_str8(v)
+        flags |= 1024
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_ExchangeUnbind(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[ExchangeUnbind, int]:
-    o = _new(ExchangeUnbind)
-    v: Any
     if pos + 2 > end:
         raise _overrun('exchange.unbind', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 63743:
+        raise _bad_flags('exchange.unbind', flags, 2, 3, pos + 2)
     pos += 2
-    if flags & 65528:
-        raise _bad_flags('exchange.unbind', flags, 3, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'queue', v)
-    else:
-        _set(o, 'queue', None)
-    if flags & 2:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'exchange', v)
-    else:
-        _set(o, 'exchange', None)
-    if flags & 4:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'binding_key', v)
-    else:
-        _set(o, 'binding_key', None)
+    o: Any = _SlotsExchangeUnbind()
+    v: Any
+    try:
+        if flags & 256:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('exchange.unbind', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.queue = v
+        else:
+            o.queue = None
+        if flags & 512:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('exchange.unbind', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.exchange = v
+        else:
+            o.exchange = None
+        if flags & 1024:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('exchange.unbind', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.binding_key = v
+        else:
+            o.binding_key = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('exchange.unbind', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_text('exchange.unbind', pos) from None
+    o.__class__ = ExchangeUnbind
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ExchangeUnbind(Command):
+class ExchangeUnbind(_SlotsExchangeUnbind):
     """``exchange.unbind`` (command, code 0x0705)."""
 
     NAME: ClassVar[str] = 'exchange.unbind'
@@ -6917,65 +8811,102 @@ _FIELDS_ExchangeBound: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsExchangeBound(Command):
+    __slots__ = ('exchange', 'queue', 'binding_key', 'arguments', '__weakref__')
+
+
 def _enc_body_ExchangeBound(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.exchange
     if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
+        flags |= 256
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.queue
     if v is not None:
-        flags |= 2
-        out += _c.enc_str8(v)
+        flags |= 512
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.binding_key
     if v is not None:
-        flags |= 4
-        out += _c.enc_str8(v)
+        flags |= 1024
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.arguments
     if v is not None:
-        flags |= 8
+        flags |= 2048
         _c.encode_map(v, out, depth)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_ExchangeBound(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[ExchangeBound, int]:
-    o = _new(ExchangeBound)
-    v: Any
     if pos + 2 > end:
         raise _overrun('exchange.bound', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 61695:
+        raise _bad_flags('exchange.bound', flags, 2, 4, pos + 2)
     pos += 2
-    if flags & 65520:
-        raise _bad_flags('exchange.bound', flags, 4, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'exchange', v)
-    else:
-        _set(o, 'exchange', None)
-    if flags & 2:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'queue', v)
-    else:
-        _set(o, 'queue', None)
-    if flags & 4:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'binding_key', v)
-    else:
-        _set(o, 'binding_key', None)
-    if flags & 8:
-        v, pos = _c.decode_map(buf, pos, end, depth, typed)
-        _set(o, 'arguments', v)
-    else:
-        _set(o, 'arguments', None)
+    o: Any = _SlotsExchangeBound()
+    v: Any
+    try:
+        if flags & 256:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('exchange.bound', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.exchange = v
+        else:
+            o.exchange = None
+        if flags & 512:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('exchange.bound', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.queue = v
+        else:
+            o.queue = None
+        if flags & 1024:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('exchange.bound', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.binding_key = v
+        else:
+            o.binding_key = None
+        if flags & 2048:
+            v, pos = _c.decode_map(buf, pos, end, depth, typed)
+            o.arguments = v
+        else:
+            o.arguments = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('exchange.bound', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_text('exchange.bound', pos) from None
+    o.__class__ = ExchangeBound
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ExchangeBound(Command):
+class ExchangeBound(_SlotsExchangeBound):
     """``exchange.bound`` (command, code 0x0706)."""
 
     NAME: ClassVar[str] = 'exchange.bound'
@@ -7035,68 +8966,96 @@ _FIELDS_QueueDeclare: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsQueueDeclare(Command):
+    __slots__ = ('queue', 'alternate_exchange', 'passive', 'durable', 'exclusive', 'auto_delete', 'arguments', '__weakref__')
+
+
 def _enc_body_QueueDeclare(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.queue
     if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
+        flags |= 256
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.alternate_exchange
     if v is not None:
-        flags |= 2
-        out += _c.enc_str8(v)
+        flags |= 512
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     if o.passive:
-        flags |= 4
+        flags |= 1024
     if o.durable:
-        flags |= 8
+        flags |= 2048
     if o.exclusive:
-        flags |= 16
+        flags |= 4096
     if o.auto_delete:
-        flags |= 32
+        flags |= 8192
     v = o.arguments
     if v is not None:
-        flags |= 64
+        flags |= 16384
         _c.encode_map(v, out, depth)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_QueueDeclare(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[QueueDeclare, int]:
-    o = _new(QueueDeclare)
-    v: Any
     if pos + 2 > end:
         raise _overrun('queue.declare', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 33023:
+        raise _bad_flags('queue.declare', flags, 2, 7, pos + 2)
     pos += 2
-    if flags & 65408:
-        raise _bad_flags('queue.declare', flags, 7, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'queue', v)
-    else:
-        _set(o, 'queue', None)
-    if flags & 2:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'alternate_exchange', v)
-    else:
-        _set(o, 'alternate_exchange', None)
-    _set(o, 'passive', flags & 4 != 0)
-    _set(o, 'durable', flags & 8 != 0)
-    _set(o, 'exclusive', flags & 16 != 0)
-    _set(o, 'auto_delete', flags & 32 != 0)
-    if flags & 64:
-        v, pos = _c.decode_map(buf, pos, end, depth, typed)
-        _set(o, 'arguments', v)
-    else:
-        _set(o, 'arguments', None)
+    o: Any = _SlotsQueueDeclare()
+    o.passive = flags & 1024 != 0
+    o.durable = flags & 2048 != 0
+    o.exclusive = flags & 4096 != 0
+    o.auto_delete = flags & 8192 != 0
+    v: Any
+    try:
+        if flags & 256:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('queue.declare', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.queue = v
+        else:
+            o.queue = None
+        if flags & 512:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('queue.declare', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.alternate_exchange = v
+        else:
+            o.alternate_exchange = None
+        if flags & 16384:
+            v, pos = _c.decode_map(buf, pos, end, depth, typed)
+            o.arguments = v
+        else:
+            o.arguments = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('queue.declare', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_text('queue.declare', pos) from None
+    o.__class__ = QueueDeclare
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class QueueDeclare(Command):
+class QueueDeclare(_SlotsQueueDeclare):
     """``queue.declare`` (command, code 0x0801)."""
 
     NAME: ClassVar[str] = 'queue.declare'
@@ -7157,44 +9116,63 @@ _FIELDS_QueueDelete: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsQueueDelete(Command):
+    __slots__ = ('queue', 'if_unused', 'if_empty', '__weakref__')
+
+
 def _enc_body_QueueDelete(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.queue
     if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
+        flags |= 256
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     if o.if_unused:
-        flags |= 2
+        flags |= 512
     if o.if_empty:
-        flags |= 4
+        flags |= 1024
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_QueueDelete(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[QueueDelete, int]:
-    o = _new(QueueDelete)
-    v: Any
     if pos + 2 > end:
         raise _overrun('queue.delete', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 63743:
+        raise _bad_flags('queue.delete', flags, 2, 3, pos + 2)
     pos += 2
-    if flags & 65528:
-        raise _bad_flags('queue.delete', flags, 3, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'queue', v)
-    else:
-        _set(o, 'queue', None)
-    _set(o, 'if_unused', flags & 2 != 0)
-    _set(o, 'if_empty', flags & 4 != 0)
+    o: Any = _SlotsQueueDelete()
+    o.if_unused = flags & 512 != 0
+    o.if_empty = flags & 1024 != 0
+    v: Any
+    try:
+        if flags & 256:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('queue.delete', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.queue = v
+        else:
+            o.queue = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('queue.delete', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_text('queue.delete', pos) from None
+    o.__class__ = QueueDelete
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class QueueDelete(Command):
+class QueueDelete(_SlotsQueueDelete):
     """``queue.delete`` (command, code 0x0802)."""
 
     NAME: ClassVar[str] = 'queue.delete'
@@ -7235,38 +9213,57 @@ _FIELDS_QueuePurge: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsQueuePurge(Command):
+    __slots__ = ('queue', '__weakref__')
+
+
 def _enc_body_QueuePurge(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.queue
     if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
+        flags |= 256
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_QueuePurge(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[QueuePurge, int]:
-    o = _new(QueuePurge)
-    v: Any
     if pos + 2 > end:
         raise _overrun('queue.purge', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 65279:
+        raise _bad_flags('queue.purge', flags, 2, 1, pos + 2)
     pos += 2
-    if flags & 65534:
-        raise _bad_flags('queue.purge', flags, 1, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'queue', v)
-    else:
-        _set(o, 'queue', None)
+    o: Any = _SlotsQueuePurge()
+    v: Any
+    try:
+        if flags & 256:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('queue.purge', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.queue = v
+        else:
+            o.queue = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('queue.purge', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_text('queue.purge', pos) from None
+    o.__class__ = QueuePurge
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class QueuePurge(Command):
+class QueuePurge(_SlotsQueuePurge):
     """``queue.purge`` (command, code 0x0803)."""
 
     NAME: ClassVar[str] = 'queue.purge'
@@ -7301,38 +9298,57 @@ _FIELDS_QueueQuery: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsQueueQuery(Command):
+    __slots__ = ('queue', '__weakref__')
+
+
 def _enc_body_QueueQuery(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.queue
     if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
+        flags |= 256
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_QueueQuery(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[QueueQuery, int]:
-    o = _new(QueueQuery)
-    v: Any
     if pos + 2 > end:
         raise _overrun('queue.query', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 65279:
+        raise _bad_flags('queue.query', flags, 2, 1, pos + 2)
     pos += 2
-    if flags & 65534:
-        raise _bad_flags('queue.query', flags, 1, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'queue', v)
-    else:
-        _set(o, 'queue', None)
+    o: Any = _SlotsQueueQuery()
+    v: Any
+    try:
+        if flags & 256:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('queue.query', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.queue = v
+        else:
+            o.queue = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('queue.query', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_text('queue.query', pos) from None
+    o.__class__ = QueueQuery
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class QueueQuery(Command):
+class QueueQuery(_SlotsQueueQuery):
     """``queue.query`` (command, code 0x0804)."""
 
     NAME: ClassVar[str] = 'queue.query'
@@ -7369,56 +9385,61 @@ _FIELDS_FileQos: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsFileQos(Command):
+    __slots__ = ('prefetch_size', 'prefetch_count', 'global_', '__weakref__')
+
+
 def _enc_body_FileQos(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.prefetch_size
     if v is not None:
-        flags |= 1
+        flags |= 256
         out += _pack_I(v)
     v = o.prefetch_count
     if v is not None:
-        flags |= 2
+        flags |= 512
         out += _pack_H(v)
     if o.global_:
-        flags |= 4
+        flags |= 1024
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_FileQos(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[FileQos, int]:
-    o = _new(FileQos)
-    v: Any
     if pos + 2 > end:
         raise _overrun('file.qos', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 63743:
+        raise _bad_flags('file.qos', flags, 2, 3, pos + 2)
     pos += 2
-    if flags & 65528:
-        raise _bad_flags('file.qos', flags, 3, pos)
-    if flags & 1:
+    o: Any = _SlotsFileQos()
+    o.global_ = flags & 1024 != 0
+    v: Any
+    if flags & 256:
         if pos + 4 > end:
             raise _overrun('file.qos', pos)
         v = _unpack_I(buf, pos)[0]
         pos += 4
-        _set(o, 'prefetch_size', v)
+        o.prefetch_size = v
     else:
-        _set(o, 'prefetch_size', None)
-    if flags & 2:
+        o.prefetch_size = None
+    if flags & 512:
         if pos + 2 > end:
             raise _overrun('file.qos', pos)
         v = _unpack_H(buf, pos)[0]
         pos += 2
-        _set(o, 'prefetch_count', v)
+        o.prefetch_count = v
     else:
-        _set(o, 'prefetch_count', None)
-    _set(o, 'global_', flags & 4 != 0)
+        o.prefetch_count = None
+    o.__class__ = FileQos
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class FileQos(Command):
+class FileQos(_SlotsFileQos):
     """``file.qos`` (command, code 0x0901)."""
 
     NAME: ClassVar[str] = 'file.qos'
@@ -7456,28 +9477,33 @@ _CLASSES[FileQos.NAME] = FileQos
 _FIELDS_FileQosOk: tuple[FieldSpec, ...] = ()
 
 
+class _SlotsFileQosOk(Command):
+    __slots__ = ('__weakref__',)
+
+
 def _enc_body_FileQosOk(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_FileQosOk(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[FileQosOk, int]:
-    o = _new(FileQosOk)
     if pos + 2 > end:
         raise _overrun('file.qos-ok', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
-    pos += 2
+    flags = buf[pos] << 8 | buf[pos + 1]
     if flags & 65535:
-        raise _bad_flags('file.qos-ok', flags, 0, pos)
+        raise _bad_flags('file.qos-ok', flags, 2, 0, pos + 2)
+    pos += 2
+    o: Any = _SlotsFileQosOk()
+    o.__class__ = FileQosOk
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class FileQosOk(Command):
+class FileQosOk(_SlotsFileQosOk):
     """``file.qos-ok`` (command, code 0x0902)."""
 
     NAME: ClassVar[str] = 'file.qos-ok'
@@ -7507,68 +9533,96 @@ _FIELDS_FileConsume: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsFileConsume(Command):
+    __slots__ = ('queue', 'consumer_tag', 'no_local', 'no_ack', 'exclusive', 'nowait', 'arguments', '__weakref__')
+
+
 def _enc_body_FileConsume(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.queue
     if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
+        flags |= 256
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.consumer_tag
     if v is not None:
-        flags |= 2
-        out += _c.enc_str8(v)
+        flags |= 512
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     if o.no_local:
-        flags |= 4
+        flags |= 1024
     if o.no_ack:
-        flags |= 8
+        flags |= 2048
     if o.exclusive:
-        flags |= 16
+        flags |= 4096
     if o.nowait:
-        flags |= 32
+        flags |= 8192
     v = o.arguments
     if v is not None:
-        flags |= 64
+        flags |= 16384
         _c.encode_map(v, out, depth)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_FileConsume(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[FileConsume, int]:
-    o = _new(FileConsume)
-    v: Any
     if pos + 2 > end:
         raise _overrun('file.consume', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 33023:
+        raise _bad_flags('file.consume', flags, 2, 7, pos + 2)
     pos += 2
-    if flags & 65408:
-        raise _bad_flags('file.consume', flags, 7, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'queue', v)
-    else:
-        _set(o, 'queue', None)
-    if flags & 2:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'consumer_tag', v)
-    else:
-        _set(o, 'consumer_tag', None)
-    _set(o, 'no_local', flags & 4 != 0)
-    _set(o, 'no_ack', flags & 8 != 0)
-    _set(o, 'exclusive', flags & 16 != 0)
-    _set(o, 'nowait', flags & 32 != 0)
-    if flags & 64:
-        v, pos = _c.decode_map(buf, pos, end, depth, typed)
-        _set(o, 'arguments', v)
-    else:
-        _set(o, 'arguments', None)
+    o: Any = _SlotsFileConsume()
+    o.no_local = flags & 1024 != 0
+    o.no_ack = flags & 2048 != 0
+    o.exclusive = flags & 4096 != 0
+    o.nowait = flags & 8192 != 0
+    v: Any
+    try:
+        if flags & 256:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('file.consume', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.queue = v
+        else:
+            o.queue = None
+        if flags & 512:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('file.consume', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.consumer_tag = v
+        else:
+            o.consumer_tag = None
+        if flags & 16384:
+            v, pos = _c.decode_map(buf, pos, end, depth, typed)
+            o.arguments = v
+        else:
+            o.arguments = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('file.consume', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_text('file.consume', pos) from None
+    o.__class__ = FileConsume
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class FileConsume(Command):
+class FileConsume(_SlotsFileConsume):
     """``file.consume`` (command, code 0x0903)."""
 
     NAME: ClassVar[str] = 'file.consume'
@@ -7626,38 +9680,57 @@ _FIELDS_FileConsumeOk: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsFileConsumeOk(Command):
+    __slots__ = ('consumer_tag', '__weakref__')
+
+
 def _enc_body_FileConsumeOk(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.consumer_tag
     if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
+        flags |= 256
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_FileConsumeOk(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[FileConsumeOk, int]:
-    o = _new(FileConsumeOk)
-    v: Any
     if pos + 2 > end:
         raise _overrun('file.consume-ok', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 65279:
+        raise _bad_flags('file.consume-ok', flags, 2, 1, pos + 2)
     pos += 2
-    if flags & 65534:
-        raise _bad_flags('file.consume-ok', flags, 1, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'consumer_tag', v)
-    else:
-        _set(o, 'consumer_tag', None)
+    o: Any = _SlotsFileConsumeOk()
+    v: Any
+    try:
+        if flags & 256:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('file.consume-ok', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.consumer_tag = v
+        else:
+            o.consumer_tag = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('file.consume-ok', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_text('file.consume-ok', pos) from None
+    o.__class__ = FileConsumeOk
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class FileConsumeOk(Command):
+class FileConsumeOk(_SlotsFileConsumeOk):
     """``file.consume-ok`` (command, code 0x0904)."""
 
     NAME: ClassVar[str] = 'file.consume-ok'
@@ -7691,38 +9764,57 @@ _FIELDS_FileCancel: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsFileCancel(Command):
+    __slots__ = ('consumer_tag', '__weakref__')
+
+
 def _enc_body_FileCancel(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.consumer_tag
     if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
+        flags |= 256
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_FileCancel(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[FileCancel, int]:
-    o = _new(FileCancel)
-    v: Any
     if pos + 2 > end:
         raise _overrun('file.cancel', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 65279:
+        raise _bad_flags('file.cancel', flags, 2, 1, pos + 2)
     pos += 2
-    if flags & 65534:
-        raise _bad_flags('file.cancel', flags, 1, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'consumer_tag', v)
-    else:
-        _set(o, 'consumer_tag', None)
+    o: Any = _SlotsFileCancel()
+    v: Any
+    try:
+        if flags & 256:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('file.cancel', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.consumer_tag = v
+        else:
+            o.consumer_tag = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('file.cancel', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_text('file.cancel', pos) from None
+    o.__class__ = FileCancel
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class FileCancel(Command):
+class FileCancel(_SlotsFileCancel):
     """``file.cancel`` (command, code 0x0905)."""
 
     NAME: ClassVar[str] = 'file.cancel'
@@ -7757,50 +9849,69 @@ _FIELDS_FileOpen: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsFileOpen(Command):
+    __slots__ = ('identifier', 'content_size', '__weakref__')
+
+
 def _enc_body_FileOpen(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.identifier
     if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
+        flags |= 256
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.content_size
     if v is not None:
-        flags |= 2
+        flags |= 512
         out += _pack_Q(v)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_FileOpen(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[FileOpen, int]:
-    o = _new(FileOpen)
-    v: Any
     if pos + 2 > end:
         raise _overrun('file.open', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 64767:
+        raise _bad_flags('file.open', flags, 2, 2, pos + 2)
     pos += 2
-    if flags & 65532:
-        raise _bad_flags('file.open', flags, 2, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'identifier', v)
-    else:
-        _set(o, 'identifier', None)
-    if flags & 2:
-        if pos + 8 > end:
-            raise _overrun('file.open', pos)
-        v = _unpack_Q(buf, pos)[0]
-        pos += 8
-        _set(o, 'content_size', v)
-    else:
-        _set(o, 'content_size', None)
+    o: Any = _SlotsFileOpen()
+    v: Any
+    try:
+        if flags & 256:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('file.open', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.identifier = v
+        else:
+            o.identifier = None
+        if flags & 512:
+            if pos + 8 > end:
+                raise _overrun('file.open', pos)
+            v = _unpack_Q(buf, pos)[0]
+            pos += 8
+            o.content_size = v
+        else:
+            o.content_size = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('file.open', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_text('file.open', pos) from None
+    o.__class__ = FileOpen
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class FileOpen(Command):
+class FileOpen(_SlotsFileOpen):
     """``file.open`` (command, code 0x0906)."""
 
     NAME: ClassVar[str] = 'file.open'
@@ -7839,41 +9950,46 @@ _FIELDS_FileOpenOk: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsFileOpenOk(Command):
+    __slots__ = ('staged_size', '__weakref__')
+
+
 def _enc_body_FileOpenOk(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.staged_size
     if v is not None:
-        flags |= 1
+        flags |= 256
         out += _pack_Q(v)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_FileOpenOk(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[FileOpenOk, int]:
-    o = _new(FileOpenOk)
-    v: Any
     if pos + 2 > end:
         raise _overrun('file.open-ok', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 65279:
+        raise _bad_flags('file.open-ok', flags, 2, 1, pos + 2)
     pos += 2
-    if flags & 65534:
-        raise _bad_flags('file.open-ok', flags, 1, pos)
-    if flags & 1:
+    o: Any = _SlotsFileOpenOk()
+    v: Any
+    if flags & 256:
         if pos + 8 > end:
             raise _overrun('file.open-ok', pos)
         v = _unpack_Q(buf, pos)[0]
         pos += 8
-        _set(o, 'staged_size', v)
+        o.staged_size = v
     else:
-        _set(o, 'staged_size', None)
+        o.staged_size = None
+    o.__class__ = FileOpenOk
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class FileOpenOk(Command):
+class FileOpenOk(_SlotsFileOpenOk):
     """``file.open-ok`` (command, code 0x0907)."""
 
     NAME: ClassVar[str] = 'file.open-ok'
@@ -7903,28 +10019,33 @@ _CLASSES[FileOpenOk.NAME] = FileOpenOk
 _FIELDS_FileStage: tuple[FieldSpec, ...] = ()
 
 
+class _SlotsFileStage(Command):
+    __slots__ = ('__weakref__',)
+
+
 def _enc_body_FileStage(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_FileStage(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[FileStage, int]:
-    o = _new(FileStage)
     if pos + 2 > end:
         raise _overrun('file.stage', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
-    pos += 2
+    flags = buf[pos] << 8 | buf[pos + 1]
     if flags & 65535:
-        raise _bad_flags('file.stage', flags, 0, pos)
+        raise _bad_flags('file.stage', flags, 2, 0, pos + 2)
+    pos += 2
+    o: Any = _SlotsFileStage()
+    o.__class__ = FileStage
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class FileStage(Command):
+class FileStage(_SlotsFileStage):
     """``file.stage`` (command, code 0x0908)."""
 
     NAME: ClassVar[str] = 'file.stage'
@@ -7952,62 +10073,99 @@ _FIELDS_FilePublish: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsFilePublish(Command):
+    __slots__ = ('exchange', 'routing_key', 'mandatory', 'immediate', 'identifier', '__weakref__')
+
+
 def _enc_body_FilePublish(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.exchange
     if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
+        flags |= 256
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.routing_key
     if v is not None:
-        flags |= 2
-        out += _c.enc_str8(v)
+        flags |= 512
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     if o.mandatory:
-        flags |= 4
+        flags |= 1024
     if o.immediate:
-        flags |= 8
+        flags |= 2048
     v = o.identifier
     if v is not None:
-        flags |= 16
-        out += _c.enc_str8(v)
+        flags |= 4096
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_FilePublish(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[FilePublish, int]:
-    o = _new(FilePublish)
-    v: Any
     if pos + 2 > end:
         raise _overrun('file.publish', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 57599:
+        raise _bad_flags('file.publish', flags, 2, 5, pos + 2)
     pos += 2
-    if flags & 65504:
-        raise _bad_flags('file.publish', flags, 5, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'exchange', v)
-    else:
-        _set(o, 'exchange', None)
-    if flags & 2:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'routing_key', v)
-    else:
-        _set(o, 'routing_key', None)
-    _set(o, 'mandatory', flags & 4 != 0)
-    _set(o, 'immediate', flags & 8 != 0)
-    if flags & 16:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'identifier', v)
-    else:
-        _set(o, 'identifier', None)
+    o: Any = _SlotsFilePublish()
+    o.mandatory = flags & 1024 != 0
+    o.immediate = flags & 2048 != 0
+    v: Any
+    try:
+        if flags & 256:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('file.publish', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.exchange = v
+        else:
+            o.exchange = None
+        if flags & 512:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('file.publish', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.routing_key = v
+        else:
+            o.routing_key = None
+        if flags & 4096:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('file.publish', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.identifier = v
+        else:
+            o.identifier = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('file.publish', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_text('file.publish', pos) from None
+    o.__class__ = FilePublish
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class FilePublish(Command):
+class FilePublish(_SlotsFilePublish):
     """``file.publish`` (command, code 0x0909)."""
 
     NAME: ClassVar[str] = 'file.publish'
@@ -8064,69 +10222,106 @@ _FIELDS_FileReturn: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsFileReturn(Command):
+    __slots__ = ('reply_code', 'reply_text', 'exchange', 'routing_key', '__weakref__')
+
+
 def _enc_body_FileReturn(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.reply_code
     if v is not None:
-        flags |= 1
+        flags |= 256
         out += _pack_H(v)
     v = o.reply_text
     if v is not None:
-        flags |= 2
-        out += _c.enc_str8(v)
+        flags |= 512
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.exchange
     if v is not None:
-        flags |= 4
-        out += _c.enc_str8(v)
+        flags |= 1024
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.routing_key
     if v is not None:
-        flags |= 8
-        out += _c.enc_str8(v)
+        flags |= 2048
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_FileReturn(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[FileReturn, int]:
-    o = _new(FileReturn)
-    v: Any
     if pos + 2 > end:
         raise _overrun('file.return', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 61695:
+        raise _bad_flags('file.return', flags, 2, 4, pos + 2)
     pos += 2
-    if flags & 65520:
-        raise _bad_flags('file.return', flags, 4, pos)
-    if flags & 1:
-        if pos + 2 > end:
-            raise _overrun('file.return', pos)
-        v = _unpack_H(buf, pos)[0]
-        pos += 2
-        v = _E_FileReturnCode.get(v, v)
-        _set(o, 'reply_code', v)
-    else:
-        _set(o, 'reply_code', None)
-    if flags & 2:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'reply_text', v)
-    else:
-        _set(o, 'reply_text', None)
-    if flags & 4:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'exchange', v)
-    else:
-        _set(o, 'exchange', None)
-    if flags & 8:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'routing_key', v)
-    else:
-        _set(o, 'routing_key', None)
+    o: Any = _SlotsFileReturn()
+    v: Any
+    try:
+        if flags & 256:
+            if pos + 2 > end:
+                raise _overrun('file.return', pos)
+            v = _unpack_H(buf, pos)[0]
+            pos += 2
+            v = _E_FileReturnCode.get(v, v)
+            o.reply_code = v
+        else:
+            o.reply_code = None
+        if flags & 512:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('file.return', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.reply_text = v
+        else:
+            o.reply_text = None
+        if flags & 1024:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('file.return', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.exchange = v
+        else:
+            o.exchange = None
+        if flags & 2048:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('file.return', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.routing_key = v
+        else:
+            o.routing_key = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('file.return', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_text('file.return', pos) from None
+    o.__class__ = FileReturn
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class FileReturn(Command):
+class FileReturn(_SlotsFileReturn):
     """``file.return`` (command, code 0x090a)."""
 
     NAME: ClassVar[str] = 'file.return'
@@ -8190,80 +10385,126 @@ _FIELDS_FileDeliver: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsFileDeliver(Command):
+    __slots__ = ('consumer_tag', 'delivery_tag', 'redelivered', 'exchange', 'routing_key', 'identifier', '__weakref__')
+
+
 def _enc_body_FileDeliver(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.consumer_tag
     if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
+        flags |= 256
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.delivery_tag
     if v is not None:
-        flags |= 2
+        flags |= 512
         out += _pack_Q(v)
     if o.redelivered:
-        flags |= 4
+        flags |= 1024
     v = o.exchange
     if v is not None:
-        flags |= 8
-        out += _c.enc_str8(v)
+        flags |= 2048
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.routing_key
     if v is not None:
-        flags |= 16
-        out += _c.enc_str8(v)
+        flags |= 4096
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.identifier
     if v is not None:
-        flags |= 32
-        out += _c.enc_str8(v)
+        flags |= 8192
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_FileDeliver(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[FileDeliver, int]:
-    o = _new(FileDeliver)
-    v: Any
     if pos + 2 > end:
         raise _overrun('file.deliver', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 49407:
+        raise _bad_flags('file.deliver', flags, 2, 6, pos + 2)
     pos += 2
-    if flags & 65472:
-        raise _bad_flags('file.deliver', flags, 6, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'consumer_tag', v)
-    else:
-        _set(o, 'consumer_tag', None)
-    if flags & 2:
-        if pos + 8 > end:
-            raise _overrun('file.deliver', pos)
-        v = _unpack_Q(buf, pos)[0]
-        pos += 8
-        _set(o, 'delivery_tag', v)
-    else:
-        _set(o, 'delivery_tag', None)
-    _set(o, 'redelivered', flags & 4 != 0)
-    if flags & 8:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'exchange', v)
-    else:
-        _set(o, 'exchange', None)
-    if flags & 16:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'routing_key', v)
-    else:
-        _set(o, 'routing_key', None)
-    if flags & 32:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'identifier', v)
-    else:
-        _set(o, 'identifier', None)
+    o: Any = _SlotsFileDeliver()
+    o.redelivered = flags & 1024 != 0
+    v: Any
+    try:
+        if flags & 256:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('file.deliver', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.consumer_tag = v
+        else:
+            o.consumer_tag = None
+        if flags & 512:
+            if pos + 8 > end:
+                raise _overrun('file.deliver', pos)
+            v = _unpack_Q(buf, pos)[0]
+            pos += 8
+            o.delivery_tag = v
+        else:
+            o.delivery_tag = None
+        if flags & 2048:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('file.deliver', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.exchange = v
+        else:
+            o.exchange = None
+        if flags & 4096:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('file.deliver', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.routing_key = v
+        else:
+            o.routing_key = None
+        if flags & 8192:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('file.deliver', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.identifier = v
+        else:
+            o.identifier = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('file.deliver', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_text('file.deliver', pos) from None
+    o.__class__ = FileDeliver
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class FileDeliver(Command):
+class FileDeliver(_SlotsFileDeliver):
     """``file.deliver`` (command, code 0x090b)."""
 
     NAME: ClassVar[str] = 'file.deliver'
@@ -8327,44 +10568,49 @@ _FIELDS_FileAck: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsFileAck(Command):
+    __slots__ = ('delivery_tag', 'multiple', '__weakref__')
+
+
 def _enc_body_FileAck(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.delivery_tag
     if v is not None:
-        flags |= 1
+        flags |= 256
         out += _pack_Q(v)
     if o.multiple:
-        flags |= 2
+        flags |= 512
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_FileAck(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[FileAck, int]:
-    o = _new(FileAck)
-    v: Any
     if pos + 2 > end:
         raise _overrun('file.ack', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 64767:
+        raise _bad_flags('file.ack', flags, 2, 2, pos + 2)
     pos += 2
-    if flags & 65532:
-        raise _bad_flags('file.ack', flags, 2, pos)
-    if flags & 1:
+    o: Any = _SlotsFileAck()
+    o.multiple = flags & 512 != 0
+    v: Any
+    if flags & 256:
         if pos + 8 > end:
             raise _overrun('file.ack', pos)
         v = _unpack_Q(buf, pos)[0]
         pos += 8
-        _set(o, 'delivery_tag', v)
+        o.delivery_tag = v
     else:
-        _set(o, 'delivery_tag', None)
-    _set(o, 'multiple', flags & 2 != 0)
+        o.delivery_tag = None
+    o.__class__ = FileAck
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class FileAck(Command):
+class FileAck(_SlotsFileAck):
     """``file.ack`` (command, code 0x090c)."""
 
     NAME: ClassVar[str] = 'file.ack'
@@ -8400,44 +10646,49 @@ _FIELDS_FileReject: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsFileReject(Command):
+    __slots__ = ('delivery_tag', 'requeue', '__weakref__')
+
+
 def _enc_body_FileReject(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.delivery_tag
     if v is not None:
-        flags |= 1
+        flags |= 256
         out += _pack_Q(v)
     if o.requeue:
-        flags |= 2
+        flags |= 512
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_FileReject(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[FileReject, int]:
-    o = _new(FileReject)
-    v: Any
     if pos + 2 > end:
         raise _overrun('file.reject', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 64767:
+        raise _bad_flags('file.reject', flags, 2, 2, pos + 2)
     pos += 2
-    if flags & 65532:
-        raise _bad_flags('file.reject', flags, 2, pos)
-    if flags & 1:
+    o: Any = _SlotsFileReject()
+    o.requeue = flags & 512 != 0
+    v: Any
+    if flags & 256:
         if pos + 8 > end:
             raise _overrun('file.reject', pos)
         v = _unpack_Q(buf, pos)[0]
         pos += 8
-        _set(o, 'delivery_tag', v)
+        o.delivery_tag = v
     else:
-        _set(o, 'delivery_tag', None)
-    _set(o, 'requeue', flags & 2 != 0)
+        o.delivery_tag = None
+    o.__class__ = FileReject
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class FileReject(Command):
+class FileReject(_SlotsFileReject):
     """``file.reject`` (command, code 0x090d)."""
 
     NAME: ClassVar[str] = 'file.reject'
@@ -8475,68 +10726,73 @@ _FIELDS_StreamQos: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsStreamQos(Command):
+    __slots__ = ('prefetch_size', 'prefetch_count', 'consume_rate', 'global_', '__weakref__')
+
+
 def _enc_body_StreamQos(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.prefetch_size
     if v is not None:
-        flags |= 1
+        flags |= 256
         out += _pack_I(v)
     v = o.prefetch_count
     if v is not None:
-        flags |= 2
+        flags |= 512
         out += _pack_H(v)
     v = o.consume_rate
     if v is not None:
-        flags |= 4
+        flags |= 1024
         out += _pack_I(v)
     if o.global_:
-        flags |= 8
+        flags |= 2048
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_StreamQos(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[StreamQos, int]:
-    o = _new(StreamQos)
-    v: Any
     if pos + 2 > end:
         raise _overrun('stream.qos', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 61695:
+        raise _bad_flags('stream.qos', flags, 2, 4, pos + 2)
     pos += 2
-    if flags & 65520:
-        raise _bad_flags('stream.qos', flags, 4, pos)
-    if flags & 1:
+    o: Any = _SlotsStreamQos()
+    o.global_ = flags & 2048 != 0
+    v: Any
+    if flags & 256:
         if pos + 4 > end:
             raise _overrun('stream.qos', pos)
         v = _unpack_I(buf, pos)[0]
         pos += 4
-        _set(o, 'prefetch_size', v)
+        o.prefetch_size = v
     else:
-        _set(o, 'prefetch_size', None)
-    if flags & 2:
+        o.prefetch_size = None
+    if flags & 512:
         if pos + 2 > end:
             raise _overrun('stream.qos', pos)
         v = _unpack_H(buf, pos)[0]
         pos += 2
-        _set(o, 'prefetch_count', v)
+        o.prefetch_count = v
     else:
-        _set(o, 'prefetch_count', None)
-    if flags & 4:
+        o.prefetch_count = None
+    if flags & 1024:
         if pos + 4 > end:
             raise _overrun('stream.qos', pos)
         v = _unpack_I(buf, pos)[0]
         pos += 4
-        _set(o, 'consume_rate', v)
+        o.consume_rate = v
     else:
-        _set(o, 'consume_rate', None)
-    _set(o, 'global_', flags & 8 != 0)
+        o.consume_rate = None
+    o.__class__ = StreamQos
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class StreamQos(Command):
+class StreamQos(_SlotsStreamQos):
     """``stream.qos`` (command, code 0x0a01)."""
 
     NAME: ClassVar[str] = 'stream.qos'
@@ -8579,28 +10835,33 @@ _CLASSES[StreamQos.NAME] = StreamQos
 _FIELDS_StreamQosOk: tuple[FieldSpec, ...] = ()
 
 
+class _SlotsStreamQosOk(Command):
+    __slots__ = ('__weakref__',)
+
+
 def _enc_body_StreamQosOk(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_StreamQosOk(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[StreamQosOk, int]:
-    o = _new(StreamQosOk)
     if pos + 2 > end:
         raise _overrun('stream.qos-ok', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
-    pos += 2
+    flags = buf[pos] << 8 | buf[pos + 1]
     if flags & 65535:
-        raise _bad_flags('stream.qos-ok', flags, 0, pos)
+        raise _bad_flags('stream.qos-ok', flags, 2, 0, pos + 2)
+    pos += 2
+    o: Any = _SlotsStreamQosOk()
+    o.__class__ = StreamQosOk
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class StreamQosOk(Command):
+class StreamQosOk(_SlotsStreamQosOk):
     """``stream.qos-ok`` (command, code 0x0a02)."""
 
     NAME: ClassVar[str] = 'stream.qos-ok'
@@ -8629,65 +10890,93 @@ _FIELDS_StreamConsume: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsStreamConsume(Command):
+    __slots__ = ('queue', 'consumer_tag', 'no_local', 'exclusive', 'nowait', 'arguments', '__weakref__')
+
+
 def _enc_body_StreamConsume(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.queue
     if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
+        flags |= 256
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.consumer_tag
     if v is not None:
-        flags |= 2
-        out += _c.enc_str8(v)
+        flags |= 512
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     if o.no_local:
-        flags |= 4
+        flags |= 1024
     if o.exclusive:
-        flags |= 8
+        flags |= 2048
     if o.nowait:
-        flags |= 16
+        flags |= 4096
     v = o.arguments
     if v is not None:
-        flags |= 32
+        flags |= 8192
         _c.encode_map(v, out, depth)
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_StreamConsume(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[StreamConsume, int]:
-    o = _new(StreamConsume)
-    v: Any
     if pos + 2 > end:
         raise _overrun('stream.consume', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 49407:
+        raise _bad_flags('stream.consume', flags, 2, 6, pos + 2)
     pos += 2
-    if flags & 65472:
-        raise _bad_flags('stream.consume', flags, 6, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'queue', v)
-    else:
-        _set(o, 'queue', None)
-    if flags & 2:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'consumer_tag', v)
-    else:
-        _set(o, 'consumer_tag', None)
-    _set(o, 'no_local', flags & 4 != 0)
-    _set(o, 'exclusive', flags & 8 != 0)
-    _set(o, 'nowait', flags & 16 != 0)
-    if flags & 32:
-        v, pos = _c.decode_map(buf, pos, end, depth, typed)
-        _set(o, 'arguments', v)
-    else:
-        _set(o, 'arguments', None)
+    o: Any = _SlotsStreamConsume()
+    o.no_local = flags & 1024 != 0
+    o.exclusive = flags & 2048 != 0
+    o.nowait = flags & 4096 != 0
+    v: Any
+    try:
+        if flags & 256:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('stream.consume', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.queue = v
+        else:
+            o.queue = None
+        if flags & 512:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('stream.consume', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.consumer_tag = v
+        else:
+            o.consumer_tag = None
+        if flags & 8192:
+            v, pos = _c.decode_map(buf, pos, end, depth, typed)
+            o.arguments = v
+        else:
+            o.arguments = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('stream.consume', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_text('stream.consume', pos) from None
+    o.__class__ = StreamConsume
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class StreamConsume(Command):
+class StreamConsume(_SlotsStreamConsume):
     """``stream.consume`` (command, code 0x0a03)."""
 
     NAME: ClassVar[str] = 'stream.consume'
@@ -8742,38 +11031,57 @@ _FIELDS_StreamConsumeOk: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsStreamConsumeOk(Command):
+    __slots__ = ('consumer_tag', '__weakref__')
+
+
 def _enc_body_StreamConsumeOk(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.consumer_tag
     if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
+        flags |= 256
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_StreamConsumeOk(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[StreamConsumeOk, int]:
-    o = _new(StreamConsumeOk)
-    v: Any
     if pos + 2 > end:
         raise _overrun('stream.consume-ok', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 65279:
+        raise _bad_flags('stream.consume-ok', flags, 2, 1, pos + 2)
     pos += 2
-    if flags & 65534:
-        raise _bad_flags('stream.consume-ok', flags, 1, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'consumer_tag', v)
-    else:
-        _set(o, 'consumer_tag', None)
+    o: Any = _SlotsStreamConsumeOk()
+    v: Any
+    try:
+        if flags & 256:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('stream.consume-ok', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.consumer_tag = v
+        else:
+            o.consumer_tag = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('stream.consume-ok', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_text('stream.consume-ok', pos) from None
+    o.__class__ = StreamConsumeOk
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class StreamConsumeOk(Command):
+class StreamConsumeOk(_SlotsStreamConsumeOk):
     """``stream.consume-ok`` (command, code 0x0a04)."""
 
     NAME: ClassVar[str] = 'stream.consume-ok'
@@ -8807,38 +11115,57 @@ _FIELDS_StreamCancel: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsStreamCancel(Command):
+    __slots__ = ('consumer_tag', '__weakref__')
+
+
 def _enc_body_StreamCancel(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.consumer_tag
     if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
+        flags |= 256
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_StreamCancel(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[StreamCancel, int]:
-    o = _new(StreamCancel)
-    v: Any
     if pos + 2 > end:
         raise _overrun('stream.cancel', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 65279:
+        raise _bad_flags('stream.cancel', flags, 2, 1, pos + 2)
     pos += 2
-    if flags & 65534:
-        raise _bad_flags('stream.cancel', flags, 1, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'consumer_tag', v)
-    else:
-        _set(o, 'consumer_tag', None)
+    o: Any = _SlotsStreamCancel()
+    v: Any
+    try:
+        if flags & 256:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('stream.cancel', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.consumer_tag = v
+        else:
+            o.consumer_tag = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('stream.cancel', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_text('stream.cancel', pos) from None
+    o.__class__ = StreamCancel
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class StreamCancel(Command):
+class StreamCancel(_SlotsStreamCancel):
     """``stream.cancel`` (command, code 0x0a05)."""
 
     NAME: ClassVar[str] = 'stream.cancel'
@@ -8875,53 +11202,81 @@ _FIELDS_StreamPublish: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsStreamPublish(Command):
+    __slots__ = ('exchange', 'routing_key', 'mandatory', 'immediate', '__weakref__')
+
+
 def _enc_body_StreamPublish(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.exchange
     if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
+        flags |= 256
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.routing_key
     if v is not None:
-        flags |= 2
-        out += _c.enc_str8(v)
+        flags |= 512
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     if o.mandatory:
-        flags |= 4
+        flags |= 1024
     if o.immediate:
-        flags |= 8
+        flags |= 2048
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_StreamPublish(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[StreamPublish, int]:
-    o = _new(StreamPublish)
-    v: Any
     if pos + 2 > end:
         raise _overrun('stream.publish', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 61695:
+        raise _bad_flags('stream.publish', flags, 2, 4, pos + 2)
     pos += 2
-    if flags & 65520:
-        raise _bad_flags('stream.publish', flags, 4, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'exchange', v)
-    else:
-        _set(o, 'exchange', None)
-    if flags & 2:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'routing_key', v)
-    else:
-        _set(o, 'routing_key', None)
-    _set(o, 'mandatory', flags & 4 != 0)
-    _set(o, 'immediate', flags & 8 != 0)
+    o: Any = _SlotsStreamPublish()
+    o.mandatory = flags & 1024 != 0
+    o.immediate = flags & 2048 != 0
+    v: Any
+    try:
+        if flags & 256:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('stream.publish', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.exchange = v
+        else:
+            o.exchange = None
+        if flags & 512:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('stream.publish', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.routing_key = v
+        else:
+            o.routing_key = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('stream.publish', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_text('stream.publish', pos) from None
+    o.__class__ = StreamPublish
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class StreamPublish(Command):
+class StreamPublish(_SlotsStreamPublish):
     """``stream.publish`` (command, code 0x0a06)."""
 
     NAME: ClassVar[str] = 'stream.publish'
@@ -8971,69 +11326,106 @@ _FIELDS_StreamReturn: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsStreamReturn(Command):
+    __slots__ = ('reply_code', 'reply_text', 'exchange', 'routing_key', '__weakref__')
+
+
 def _enc_body_StreamReturn(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.reply_code
     if v is not None:
-        flags |= 1
+        flags |= 256
         out += _pack_H(v)
     v = o.reply_text
     if v is not None:
-        flags |= 2
-        out += _c.enc_str8(v)
+        flags |= 512
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.exchange
     if v is not None:
-        flags |= 4
-        out += _c.enc_str8(v)
+        flags |= 1024
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.routing_key
     if v is not None:
-        flags |= 8
-        out += _c.enc_str8(v)
+        flags |= 2048
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_StreamReturn(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[StreamReturn, int]:
-    o = _new(StreamReturn)
-    v: Any
     if pos + 2 > end:
         raise _overrun('stream.return', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 61695:
+        raise _bad_flags('stream.return', flags, 2, 4, pos + 2)
     pos += 2
-    if flags & 65520:
-        raise _bad_flags('stream.return', flags, 4, pos)
-    if flags & 1:
-        if pos + 2 > end:
-            raise _overrun('stream.return', pos)
-        v = _unpack_H(buf, pos)[0]
-        pos += 2
-        v = _E_StreamReturnCode.get(v, v)
-        _set(o, 'reply_code', v)
-    else:
-        _set(o, 'reply_code', None)
-    if flags & 2:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'reply_text', v)
-    else:
-        _set(o, 'reply_text', None)
-    if flags & 4:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'exchange', v)
-    else:
-        _set(o, 'exchange', None)
-    if flags & 8:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'routing_key', v)
-    else:
-        _set(o, 'routing_key', None)
+    o: Any = _SlotsStreamReturn()
+    v: Any
+    try:
+        if flags & 256:
+            if pos + 2 > end:
+                raise _overrun('stream.return', pos)
+            v = _unpack_H(buf, pos)[0]
+            pos += 2
+            v = _E_StreamReturnCode.get(v, v)
+            o.reply_code = v
+        else:
+            o.reply_code = None
+        if flags & 512:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('stream.return', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.reply_text = v
+        else:
+            o.reply_text = None
+        if flags & 1024:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('stream.return', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.exchange = v
+        else:
+            o.exchange = None
+        if flags & 2048:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('stream.return', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.routing_key = v
+        else:
+            o.routing_key = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('stream.return', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_text('stream.return', pos) from None
+    o.__class__ = StreamReturn
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class StreamReturn(Command):
+class StreamReturn(_SlotsStreamReturn):
     """``stream.return`` (command, code 0x0a07)."""
 
     NAME: ClassVar[str] = 'stream.return'
@@ -9095,68 +11487,105 @@ _FIELDS_StreamDeliver: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsStreamDeliver(Command):
+    __slots__ = ('consumer_tag', 'delivery_tag', 'exchange', 'queue', '__weakref__')
+
+
 def _enc_body_StreamDeliver(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
-    flags = 0
     at = len(out)
     out += b'\x00\x00'
+    flags = 0
     v = o.consumer_tag
     if v is not None:
-        flags |= 1
-        out += _c.enc_str8(v)
+        flags |= 256
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.delivery_tag
     if v is not None:
-        flags |= 2
+        flags |= 512
         out += _pack_Q(v)
     v = o.exchange
     if v is not None:
-        flags |= 4
-        out += _c.enc_str8(v)
+        flags |= 1024
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     v = o.queue
     if v is not None:
-        flags |= 8
-        out += _c.enc_str8(v)
+        flags |= 2048
+        b = v.encode()
+        n = len(b)
+        if n > 255:
+            raise _too_long('str8', 255, n)
+        out.append(n)
+        out += b
     if flags:
-        out[at:at + 2] = flags.to_bytes(2, 'little')
+        _pack_into_size2(out, at, flags)
 
 
 def _dec_body_StreamDeliver(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                      typed: bool = False) -> tuple[StreamDeliver, int]:
-    o = _new(StreamDeliver)
-    v: Any
     if pos + 2 > end:
         raise _overrun('stream.deliver', pos)
-    flags = buf[pos] | buf[pos + 1] << 8
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 61695:
+        raise _bad_flags('stream.deliver', flags, 2, 4, pos + 2)
     pos += 2
-    if flags & 65520:
-        raise _bad_flags('stream.deliver', flags, 4, pos)
-    if flags & 1:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'consumer_tag', v)
-    else:
-        _set(o, 'consumer_tag', None)
-    if flags & 2:
-        if pos + 8 > end:
-            raise _overrun('stream.deliver', pos)
-        v = _unpack_Q(buf, pos)[0]
-        pos += 8
-        _set(o, 'delivery_tag', v)
-    else:
-        _set(o, 'delivery_tag', None)
-    if flags & 4:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'exchange', v)
-    else:
-        _set(o, 'exchange', None)
-    if flags & 8:
-        v, pos = _c.dec_str8(buf, pos, end)
-        _set(o, 'queue', v)
-    else:
-        _set(o, 'queue', None)
+    o: Any = _SlotsStreamDeliver()
+    v: Any
+    try:
+        if flags & 256:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('stream.deliver', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.consumer_tag = v
+        else:
+            o.consumer_tag = None
+        if flags & 512:
+            if pos + 8 > end:
+                raise _overrun('stream.deliver', pos)
+            v = _unpack_Q(buf, pos)[0]
+            pos += 8
+            o.delivery_tag = v
+        else:
+            o.delivery_tag = None
+        if flags & 1024:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('stream.deliver', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.exchange = v
+        else:
+            o.exchange = None
+        if flags & 2048:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _overrun('stream.deliver', pos)
+            v = buf[pos + 1:stop].decode()
+            pos = stop
+            o.queue = v
+        else:
+            o.queue = None
+    except IndexError:  # a length prefix past the end of buf
+        raise _overrun('stream.deliver', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_text('stream.deliver', pos) from None
+    o.__class__ = StreamDeliver
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class StreamDeliver(Command):
+class StreamDeliver(_SlotsStreamDeliver):
     """``stream.deliver`` (command, code 0x0a08)."""
 
     NAME: ClassVar[str] = 'stream.deliver'

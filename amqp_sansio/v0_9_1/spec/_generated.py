@@ -20,13 +20,13 @@ from ..codec import dec_shortstr as _dec_shortstr
 from ..codec import dec_shortstr_text as _dec_shortstr_text
 from ..codec import decode_table as _dec_table
 from ..codec import enc_longstr as _enc_longstr
-from ..codec import enc_shortstr as _enc_shortstr
 from ..codec import encode_table as _enc_table
 from ..codes import ReplyCode
 from .._specbase import (
-    METHODS_BY_NAME, FieldSpec, Method, Properties, _check_int, _check_longstr,
-    _check_shortstr, _check_table, _check_timestamp, _new, _set, _timestamp,
-    _timestamp_secs, _trunc, _unknown_props,
+    METHODS_BY_NAME, FieldSpec, Method, Properties, _bad_utf8, _check_int,
+    _check_longstr, _check_shortstr, _check_table, _check_timestamp,
+    _explain_encoding, _property_flags, _set, _timestamp, _timestamp_secs, _trunc,
+    _unknown_props,
 )
 
 _S_BB = struct.Struct('!BB')
@@ -120,6 +120,10 @@ _FIELDS_ConnectionStart: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsConnectionStart(Method):
+    __slots__ = ('version_major', 'version_minor', 'server_properties', 'mechanisms', 'locales', '__weakref__')
+
+
 def _enc_ConnectionStart(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
     out += _S_BB.pack(o.version_major, o.version_minor)
     _enc_table(o.server_properties, out, profile)
@@ -129,24 +133,22 @@ def _enc_ConnectionStart(o: Any, out: bytearray, profile: Profile = RABBIT) -> N
 
 def _dec_ConnectionStart(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[ConnectionStart, int]:
-    o = _new(ConnectionStart)
+    o: Any = _SlotsConnectionStart()
     if pos + 2 > end:
         raise _trunc('connection.start', pos)
     v0, v1 = _S_BB.unpack_from(buf, pos)
     pos += 2
-    _set(o, 'version_major', v0)
-    _set(o, 'version_minor', v1)
-    t, pos = _dec_table(buf, pos, end, profile)
-    _set(o, 'server_properties', t)
-    b, pos = _dec_longstr(buf, pos, end)
-    _set(o, 'mechanisms', b)
-    b, pos = _dec_longstr(buf, pos, end)
-    _set(o, 'locales', b)
+    o.version_major = v0
+    o.version_minor = v1
+    o.server_properties, pos = _dec_table(buf, pos, end, profile)
+    o.mechanisms, pos = _dec_longstr(buf, pos, end)
+    o.locales, pos = _dec_longstr(buf, pos, end)
+    o.__class__ = ConnectionStart
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ConnectionStart(Method):
+class ConnectionStart(_SlotsConnectionStart):
     """``connection.start`` (10, 10)."""
 
     NAME: ClassVar[str] = 'connection.start'
@@ -189,29 +191,54 @@ _FIELDS_ConnectionStartOk: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsConnectionStartOk(Method):
+    __slots__ = ('client_properties', 'mechanism', 'response', 'locale', '__weakref__')
+
+
 def _enc_ConnectionStartOk(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
-    _enc_table(o.client_properties, out, profile)
-    _enc_shortstr(o.mechanism, out, 'mechanism')
-    _enc_longstr(o.response, out, 'response')
-    _enc_shortstr(o.locale, out, 'locale')
+    try:
+        _enc_table(o.client_properties, out, profile)
+        b = o.mechanism.encode()
+        if len(b) > 255:
+            raise _explain_encoding(o, None)
+        out.append(len(b))
+        out += b
+        _enc_longstr(o.response, out, 'response')
+        b = o.locale.encode()
+        if len(b) > 255:
+            raise _explain_encoding(o, None)
+        out.append(len(b))
+        out += b
+    except (AttributeError, UnicodeEncodeError) as e:
+        raise _explain_encoding(o, e) from None
 
 
 def _dec_ConnectionStartOk(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[ConnectionStartOk, int]:
-    o = _new(ConnectionStartOk)
-    t, pos = _dec_table(buf, pos, end, profile)
-    _set(o, 'client_properties', t)
-    v, pos = _dec_shortstr(buf, pos, end)
-    _set(o, 'mechanism', v)
-    b, pos = _dec_longstr(buf, pos, end)
-    _set(o, 'response', b)
-    v, pos = _dec_shortstr(buf, pos, end)
-    _set(o, 'locale', v)
+    o: Any = _SlotsConnectionStartOk()
+    try:
+        o.client_properties, pos = _dec_table(buf, pos, end, profile)
+        stop = pos + 1 + buf[pos]
+        if stop > end:
+            raise _trunc('connection.start-ok', pos)
+        o.mechanism = buf[pos + 1:stop].decode()
+        pos = stop
+        o.response, pos = _dec_longstr(buf, pos, end)
+        stop = pos + 1 + buf[pos]
+        if stop > end:
+            raise _trunc('connection.start-ok', pos)
+        o.locale = buf[pos + 1:stop].decode()
+        pos = stop
+    except IndexError:
+        raise _trunc('connection.start-ok', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_utf8('connection.start-ok', pos) from None
+    o.__class__ = ConnectionStartOk
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ConnectionStartOk(Method):
+class ConnectionStartOk(_SlotsConnectionStartOk):
     """``connection.start-ok`` (10, 11)."""
 
     NAME: ClassVar[str] = 'connection.start-ok'
@@ -249,20 +276,24 @@ _FIELDS_ConnectionSecure: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsConnectionSecure(Method):
+    __slots__ = ('challenge', '__weakref__')
+
+
 def _enc_ConnectionSecure(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
     _enc_longstr(o.challenge, out, 'challenge')
 
 
 def _dec_ConnectionSecure(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[ConnectionSecure, int]:
-    o = _new(ConnectionSecure)
-    b, pos = _dec_longstr(buf, pos, end)
-    _set(o, 'challenge', b)
+    o: Any = _SlotsConnectionSecure()
+    o.challenge, pos = _dec_longstr(buf, pos, end)
+    o.__class__ = ConnectionSecure
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ConnectionSecure(Method):
+class ConnectionSecure(_SlotsConnectionSecure):
     """``connection.secure`` (10, 20)."""
 
     NAME: ClassVar[str] = 'connection.secure'
@@ -294,20 +325,24 @@ _FIELDS_ConnectionSecureOk: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsConnectionSecureOk(Method):
+    __slots__ = ('response', '__weakref__')
+
+
 def _enc_ConnectionSecureOk(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
     _enc_longstr(o.response, out, 'response')
 
 
 def _dec_ConnectionSecureOk(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[ConnectionSecureOk, int]:
-    o = _new(ConnectionSecureOk)
-    b, pos = _dec_longstr(buf, pos, end)
-    _set(o, 'response', b)
+    o: Any = _SlotsConnectionSecureOk()
+    o.response, pos = _dec_longstr(buf, pos, end)
+    o.__class__ = ConnectionSecureOk
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ConnectionSecureOk(Method):
+class ConnectionSecureOk(_SlotsConnectionSecureOk):
     """``connection.secure-ok`` (10, 21)."""
 
     NAME: ClassVar[str] = 'connection.secure-ok'
@@ -341,25 +376,30 @@ _FIELDS_ConnectionTune: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsConnectionTune(Method):
+    __slots__ = ('channel_max', 'frame_max', 'heartbeat', '__weakref__')
+
+
 def _enc_ConnectionTune(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
     out += _S_HIH.pack(o.channel_max, o.frame_max, o.heartbeat)
 
 
 def _dec_ConnectionTune(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[ConnectionTune, int]:
-    o = _new(ConnectionTune)
+    o: Any = _SlotsConnectionTune()
     if pos + 8 > end:
         raise _trunc('connection.tune', pos)
     v0, v1, v2 = _S_HIH.unpack_from(buf, pos)
     pos += 8
-    _set(o, 'channel_max', v0)
-    _set(o, 'frame_max', v1)
-    _set(o, 'heartbeat', v2)
+    o.channel_max = v0
+    o.frame_max = v1
+    o.heartbeat = v2
+    o.__class__ = ConnectionTune
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ConnectionTune(Method):
+class ConnectionTune(_SlotsConnectionTune):
     """``connection.tune`` (10, 30)."""
 
     NAME: ClassVar[str] = 'connection.tune'
@@ -397,25 +437,30 @@ _FIELDS_ConnectionTuneOk: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsConnectionTuneOk(Method):
+    __slots__ = ('channel_max', 'frame_max', 'heartbeat', '__weakref__')
+
+
 def _enc_ConnectionTuneOk(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
     out += _S_HIH.pack(o.channel_max, o.frame_max, o.heartbeat)
 
 
 def _dec_ConnectionTuneOk(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[ConnectionTuneOk, int]:
-    o = _new(ConnectionTuneOk)
+    o: Any = _SlotsConnectionTuneOk()
     if pos + 8 > end:
         raise _trunc('connection.tune-ok', pos)
     v0, v1, v2 = _S_HIH.unpack_from(buf, pos)
     pos += 8
-    _set(o, 'channel_max', v0)
-    _set(o, 'frame_max', v1)
-    _set(o, 'heartbeat', v2)
+    o.channel_max = v0
+    o.frame_max = v1
+    o.heartbeat = v2
+    o.__class__ = ConnectionTuneOk
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ConnectionTuneOk(Method):
+class ConnectionTuneOk(_SlotsConnectionTuneOk):
     """``connection.tune-ok`` (10, 31)."""
 
     NAME: ClassVar[str] = 'connection.tune-ok'
@@ -453,27 +498,47 @@ _FIELDS_ConnectionOpen: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsConnectionOpen(Method):
+    __slots__ = ('virtual_host', '__weakref__')
+
+
 def _enc_ConnectionOpen(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
-    _enc_shortstr(o.virtual_host, out, 'virtual-host')
-    out.append(0)
-    out.append(0)
+    try:
+        b = o.virtual_host.encode()
+        if len(b) > 255:
+            raise _explain_encoding(o, None)
+        out.append(len(b))
+        out += b
+        out.append(0)
+        out.append(0)
+    except (AttributeError, UnicodeEncodeError) as e:
+        raise _explain_encoding(o, e) from None
 
 
 def _dec_ConnectionOpen(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[ConnectionOpen, int]:
-    o = _new(ConnectionOpen)
-    v, pos = _dec_shortstr(buf, pos, end)
-    _set(o, 'virtual_host', v)
-    _, pos = _dec_shortstr_text(buf, pos, end)
-    if pos + 1 > end:
-        raise _trunc('connection.open', pos)
-    b0 = buf[pos]
-    pos += 1
+    o: Any = _SlotsConnectionOpen()
+    try:
+        stop = pos + 1 + buf[pos]
+        if stop > end:
+            raise _trunc('connection.open', pos)
+        o.virtual_host = buf[pos + 1:stop].decode()
+        pos = stop
+        _, pos = _dec_shortstr_text(buf, pos, end)
+        if pos + 1 > end:
+            raise _trunc('connection.open', pos)
+        b0 = buf[pos]
+        pos += 1
+    except IndexError:
+        raise _trunc('connection.open', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_utf8('connection.open', pos) from None
+    o.__class__ = ConnectionOpen
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ConnectionOpen(Method):
+class ConnectionOpen(_SlotsConnectionOpen):
     """``connection.open`` (10, 40)."""
 
     NAME: ClassVar[str] = 'connection.open'
@@ -505,19 +570,24 @@ _FIELDS_ConnectionOpenOk: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsConnectionOpenOk(Method):
+    __slots__ = ('__weakref__',)
+
+
 def _enc_ConnectionOpenOk(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
     out.append(0)
 
 
 def _dec_ConnectionOpenOk(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[ConnectionOpenOk, int]:
-    o = _new(ConnectionOpenOk)
+    o: Any = _SlotsConnectionOpenOk()
     _, pos = _dec_shortstr_text(buf, pos, end)
+    o.__class__ = ConnectionOpenOk
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ConnectionOpenOk(Method):
+class ConnectionOpenOk(_SlotsConnectionOpenOk):
     """``connection.open-ok`` (10, 41)."""
 
     NAME: ClassVar[str] = 'connection.open-ok'
@@ -547,33 +617,45 @@ _FIELDS_ConnectionClose: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsConnectionClose(Method):
+    __slots__ = ('reply_code', 'reply_text', 'class_id', 'method_id', '__weakref__')
+
+
 def _enc_ConnectionClose(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
-    out += _S_H.pack(o.reply_code)
-    _enc_shortstr(o.reply_text, out, 'reply-text')
-    out += _S_HH.pack(o.class_id, o.method_id)
+    try:
+        out += _S_H.pack(o.reply_code)
+        b = o.reply_text.encode()
+        if len(b) > 255:
+            raise _explain_encoding(o, None)
+        out.append(len(b))
+        out += b
+        out += _S_HH.pack(o.class_id, o.method_id)
+    except (AttributeError, UnicodeEncodeError) as e:
+        raise _explain_encoding(o, e) from None
 
 
 def _dec_ConnectionClose(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[ConnectionClose, int]:
-    o = _new(ConnectionClose)
+    o: Any = _SlotsConnectionClose()
     if pos + 2 > end:
         raise _trunc('connection.close', pos)
     (v0,) = _S_H.unpack_from(buf, pos)
     pos += 2
-    _set(o, 'reply_code', v0)
+    o.reply_code = v0
     v, pos = _dec_shortstr_text(buf, pos, end)
-    _set(o, 'reply_text', v)
+    o.reply_text = v
     if pos + 4 > end:
         raise _trunc('connection.close', pos)
     v0, v1 = _S_HH.unpack_from(buf, pos)
     pos += 4
-    _set(o, 'class_id', v0)
-    _set(o, 'method_id', v1)
+    o.class_id = v0
+    o.method_id = v1
+    o.__class__ = ConnectionClose
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ConnectionClose(Method):
+class ConnectionClose(_SlotsConnectionClose):
     """``connection.close`` (10, 50)."""
 
     NAME: ClassVar[str] = 'connection.close'
@@ -609,18 +691,23 @@ METHODS_BY_NAME['connection.close'] = ConnectionClose
 _FIELDS_ConnectionCloseOk: tuple[FieldSpec, ...] = ()
 
 
+class _SlotsConnectionCloseOk(Method):
+    __slots__ = ('__weakref__',)
+
+
 def _enc_ConnectionCloseOk(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
     pass
 
 
 def _dec_ConnectionCloseOk(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[ConnectionCloseOk, int]:
-    o = _new(ConnectionCloseOk)
+    o: Any = _SlotsConnectionCloseOk()
+    o.__class__ = ConnectionCloseOk
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ConnectionCloseOk(Method):
+class ConnectionCloseOk(_SlotsConnectionCloseOk):
     """``connection.close-ok`` (10, 51)."""
 
     NAME: ClassVar[str] = 'connection.close-ok'
@@ -647,20 +734,40 @@ _FIELDS_ConnectionBlocked: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsConnectionBlocked(Method):
+    __slots__ = ('reason', '__weakref__')
+
+
 def _enc_ConnectionBlocked(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
-    _enc_shortstr(o.reason, out, 'reason')
+    try:
+        b = o.reason.encode()
+        if len(b) > 255:
+            raise _explain_encoding(o, None)
+        out.append(len(b))
+        out += b
+    except (AttributeError, UnicodeEncodeError) as e:
+        raise _explain_encoding(o, e) from None
 
 
 def _dec_ConnectionBlocked(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[ConnectionBlocked, int]:
-    o = _new(ConnectionBlocked)
-    v, pos = _dec_shortstr(buf, pos, end)
-    _set(o, 'reason', v)
+    o: Any = _SlotsConnectionBlocked()
+    try:
+        stop = pos + 1 + buf[pos]
+        if stop > end:
+            raise _trunc('connection.blocked', pos)
+        o.reason = buf[pos + 1:stop].decode()
+        pos = stop
+    except IndexError:
+        raise _trunc('connection.blocked', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_utf8('connection.blocked', pos) from None
+    o.__class__ = ConnectionBlocked
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ConnectionBlocked(Method):
+class ConnectionBlocked(_SlotsConnectionBlocked):
     """``connection.blocked`` (10, 60)."""
 
     NAME: ClassVar[str] = 'connection.blocked'
@@ -690,18 +797,23 @@ METHODS_BY_NAME['connection.blocked'] = ConnectionBlocked
 _FIELDS_ConnectionUnblocked: tuple[FieldSpec, ...] = ()
 
 
+class _SlotsConnectionUnblocked(Method):
+    __slots__ = ('__weakref__',)
+
+
 def _enc_ConnectionUnblocked(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
     pass
 
 
 def _dec_ConnectionUnblocked(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[ConnectionUnblocked, int]:
-    o = _new(ConnectionUnblocked)
+    o: Any = _SlotsConnectionUnblocked()
+    o.__class__ = ConnectionUnblocked
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ConnectionUnblocked(Method):
+class ConnectionUnblocked(_SlotsConnectionUnblocked):
     """``connection.unblocked`` (10, 61)."""
 
     NAME: ClassVar[str] = 'connection.unblocked'
@@ -729,23 +841,42 @@ _FIELDS_ConnectionUpdateSecret: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsConnectionUpdateSecret(Method):
+    __slots__ = ('new_secret', 'reason', '__weakref__')
+
+
 def _enc_ConnectionUpdateSecret(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
-    _enc_longstr(o.new_secret, out, 'new-secret')
-    _enc_shortstr(o.reason, out, 'reason')
+    try:
+        _enc_longstr(o.new_secret, out, 'new-secret')
+        b = o.reason.encode()
+        if len(b) > 255:
+            raise _explain_encoding(o, None)
+        out.append(len(b))
+        out += b
+    except (AttributeError, UnicodeEncodeError) as e:
+        raise _explain_encoding(o, e) from None
 
 
 def _dec_ConnectionUpdateSecret(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[ConnectionUpdateSecret, int]:
-    o = _new(ConnectionUpdateSecret)
-    b, pos = _dec_longstr(buf, pos, end)
-    _set(o, 'new_secret', b)
-    v, pos = _dec_shortstr(buf, pos, end)
-    _set(o, 'reason', v)
+    o: Any = _SlotsConnectionUpdateSecret()
+    try:
+        o.new_secret, pos = _dec_longstr(buf, pos, end)
+        stop = pos + 1 + buf[pos]
+        if stop > end:
+            raise _trunc('connection.update-secret', pos)
+        o.reason = buf[pos + 1:stop].decode()
+        pos = stop
+    except IndexError:
+        raise _trunc('connection.update-secret', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_utf8('connection.update-secret', pos) from None
+    o.__class__ = ConnectionUpdateSecret
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ConnectionUpdateSecret(Method):
+class ConnectionUpdateSecret(_SlotsConnectionUpdateSecret):
     """``connection.update-secret`` (10, 70)."""
 
     NAME: ClassVar[str] = 'connection.update-secret'
@@ -777,18 +908,23 @@ METHODS_BY_NAME['connection.update-secret'] = ConnectionUpdateSecret
 _FIELDS_ConnectionUpdateSecretOk: tuple[FieldSpec, ...] = ()
 
 
+class _SlotsConnectionUpdateSecretOk(Method):
+    __slots__ = ('__weakref__',)
+
+
 def _enc_ConnectionUpdateSecretOk(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
     pass
 
 
 def _dec_ConnectionUpdateSecretOk(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[ConnectionUpdateSecretOk, int]:
-    o = _new(ConnectionUpdateSecretOk)
+    o: Any = _SlotsConnectionUpdateSecretOk()
+    o.__class__ = ConnectionUpdateSecretOk
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ConnectionUpdateSecretOk(Method):
+class ConnectionUpdateSecretOk(_SlotsConnectionUpdateSecretOk):
     """``connection.update-secret-ok`` (10, 71)."""
 
     NAME: ClassVar[str] = 'connection.update-secret-ok'
@@ -815,19 +951,24 @@ _FIELDS_ChannelOpen: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsChannelOpen(Method):
+    __slots__ = ('__weakref__',)
+
+
 def _enc_ChannelOpen(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
     out.append(0)
 
 
 def _dec_ChannelOpen(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[ChannelOpen, int]:
-    o = _new(ChannelOpen)
+    o: Any = _SlotsChannelOpen()
     _, pos = _dec_shortstr_text(buf, pos, end)
+    o.__class__ = ChannelOpen
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ChannelOpen(Method):
+class ChannelOpen(_SlotsChannelOpen):
     """``channel.open`` (20, 10)."""
 
     NAME: ClassVar[str] = 'channel.open'
@@ -854,19 +995,24 @@ _FIELDS_ChannelOpenOk: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsChannelOpenOk(Method):
+    __slots__ = ('__weakref__',)
+
+
 def _enc_ChannelOpenOk(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
     out += b'\x00\x00\x00\x00'
 
 
 def _dec_ChannelOpenOk(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[ChannelOpenOk, int]:
-    o = _new(ChannelOpenOk)
+    o: Any = _SlotsChannelOpenOk()
     _, pos = _dec_longstr(buf, pos, end)
+    o.__class__ = ChannelOpenOk
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ChannelOpenOk(Method):
+class ChannelOpenOk(_SlotsChannelOpenOk):
     """``channel.open-ok`` (20, 11)."""
 
     NAME: ClassVar[str] = 'channel.open-ok'
@@ -893,23 +1039,28 @@ _FIELDS_ChannelFlow: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsChannelFlow(Method):
+    __slots__ = ('active', '__weakref__')
+
+
 def _enc_ChannelFlow(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
     out.append(o.active)
 
 
 def _dec_ChannelFlow(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[ChannelFlow, int]:
-    o = _new(ChannelFlow)
+    o: Any = _SlotsChannelFlow()
     if pos + 1 > end:
         raise _trunc('channel.flow', pos)
     b0 = buf[pos]
     pos += 1
-    _set(o, 'active', b0 & 1 != 0)
+    o.active = b0 & 1 != 0
+    o.__class__ = ChannelFlow
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ChannelFlow(Method):
+class ChannelFlow(_SlotsChannelFlow):
     """``channel.flow`` (20, 20)."""
 
     NAME: ClassVar[str] = 'channel.flow'
@@ -942,23 +1093,28 @@ _FIELDS_ChannelFlowOk: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsChannelFlowOk(Method):
+    __slots__ = ('active', '__weakref__')
+
+
 def _enc_ChannelFlowOk(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
     out.append(o.active)
 
 
 def _dec_ChannelFlowOk(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[ChannelFlowOk, int]:
-    o = _new(ChannelFlowOk)
+    o: Any = _SlotsChannelFlowOk()
     if pos + 1 > end:
         raise _trunc('channel.flow-ok', pos)
     b0 = buf[pos]
     pos += 1
-    _set(o, 'active', b0 & 1 != 0)
+    o.active = b0 & 1 != 0
+    o.__class__ = ChannelFlowOk
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ChannelFlowOk(Method):
+class ChannelFlowOk(_SlotsChannelFlowOk):
     """``channel.flow-ok`` (20, 21)."""
 
     NAME: ClassVar[str] = 'channel.flow-ok'
@@ -994,33 +1150,45 @@ _FIELDS_ChannelClose: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsChannelClose(Method):
+    __slots__ = ('reply_code', 'reply_text', 'class_id', 'method_id', '__weakref__')
+
+
 def _enc_ChannelClose(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
-    out += _S_H.pack(o.reply_code)
-    _enc_shortstr(o.reply_text, out, 'reply-text')
-    out += _S_HH.pack(o.class_id, o.method_id)
+    try:
+        out += _S_H.pack(o.reply_code)
+        b = o.reply_text.encode()
+        if len(b) > 255:
+            raise _explain_encoding(o, None)
+        out.append(len(b))
+        out += b
+        out += _S_HH.pack(o.class_id, o.method_id)
+    except (AttributeError, UnicodeEncodeError) as e:
+        raise _explain_encoding(o, e) from None
 
 
 def _dec_ChannelClose(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[ChannelClose, int]:
-    o = _new(ChannelClose)
+    o: Any = _SlotsChannelClose()
     if pos + 2 > end:
         raise _trunc('channel.close', pos)
     (v0,) = _S_H.unpack_from(buf, pos)
     pos += 2
-    _set(o, 'reply_code', v0)
+    o.reply_code = v0
     v, pos = _dec_shortstr_text(buf, pos, end)
-    _set(o, 'reply_text', v)
+    o.reply_text = v
     if pos + 4 > end:
         raise _trunc('channel.close', pos)
     v0, v1 = _S_HH.unpack_from(buf, pos)
     pos += 4
-    _set(o, 'class_id', v0)
-    _set(o, 'method_id', v1)
+    o.class_id = v0
+    o.method_id = v1
+    o.__class__ = ChannelClose
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ChannelClose(Method):
+class ChannelClose(_SlotsChannelClose):
     """``channel.close`` (20, 40)."""
 
     NAME: ClassVar[str] = 'channel.close'
@@ -1056,18 +1224,23 @@ METHODS_BY_NAME['channel.close'] = ChannelClose
 _FIELDS_ChannelCloseOk: tuple[FieldSpec, ...] = ()
 
 
+class _SlotsChannelCloseOk(Method):
+    __slots__ = ('__weakref__',)
+
+
 def _enc_ChannelCloseOk(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
     pass
 
 
 def _dec_ChannelCloseOk(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[ChannelCloseOk, int]:
-    o = _new(ChannelCloseOk)
+    o: Any = _SlotsChannelCloseOk()
+    o.__class__ = ChannelCloseOk
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ChannelCloseOk(Method):
+class ChannelCloseOk(_SlotsChannelCloseOk):
     """``channel.close-ok`` (20, 41)."""
 
     NAME: ClassVar[str] = 'channel.close-ok'
@@ -1102,41 +1275,67 @@ _FIELDS_ExchangeDeclare: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsExchangeDeclare(Method):
+    __slots__ = ('exchange', 'type', 'passive', 'durable', 'auto_delete', 'internal', 'no_wait', 'arguments', '__weakref__')
+
+
 def _enc_ExchangeDeclare(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
-    out += _S_H.pack(0)
-    _enc_shortstr(o.exchange, out, 'exchange')
-    _enc_shortstr(o.type, out, 'type')
-    out.append(o.passive | o.durable << 1 | o.auto_delete << 2 | o.internal << 3 | o.no_wait << 4)
-    _enc_table(o.arguments, out, profile)
+    try:
+        out += _S_H.pack(0)
+        b = o.exchange.encode()
+        if len(b) > 255:
+            raise _explain_encoding(o, None)
+        out.append(len(b))
+        out += b
+        b = o.type.encode()
+        if len(b) > 255:
+            raise _explain_encoding(o, None)
+        out.append(len(b))
+        out += b
+        out.append(o.passive | o.durable << 1 | o.auto_delete << 2 | o.internal << 3 | o.no_wait << 4)
+        _enc_table(o.arguments, out, profile)
+    except (AttributeError, UnicodeEncodeError) as e:
+        raise _explain_encoding(o, e) from None
 
 
 def _dec_ExchangeDeclare(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[ExchangeDeclare, int]:
-    o = _new(ExchangeDeclare)
-    if pos + 2 > end:
-        raise _trunc('exchange.declare', pos)
-    (_,) = _S_H.unpack_from(buf, pos)
-    pos += 2
-    v, pos = _dec_shortstr(buf, pos, end)
-    _set(o, 'exchange', v)
-    v, pos = _dec_shortstr(buf, pos, end)
-    _set(o, 'type', v)
-    if pos + 1 > end:
-        raise _trunc('exchange.declare', pos)
-    b0 = buf[pos]
-    pos += 1
-    _set(o, 'passive', b0 & 1 != 0)
-    _set(o, 'durable', b0 & 2 != 0)
-    _set(o, 'auto_delete', b0 & 4 != 0)
-    _set(o, 'internal', b0 & 8 != 0)
-    _set(o, 'no_wait', b0 & 16 != 0)
-    t, pos = _dec_table(buf, pos, end, profile)
-    _set(o, 'arguments', t)
+    o: Any = _SlotsExchangeDeclare()
+    try:
+        if pos + 2 > end:
+            raise _trunc('exchange.declare', pos)
+        (_,) = _S_H.unpack_from(buf, pos)
+        pos += 2
+        stop = pos + 1 + buf[pos]
+        if stop > end:
+            raise _trunc('exchange.declare', pos)
+        o.exchange = buf[pos + 1:stop].decode()
+        pos = stop
+        stop = pos + 1 + buf[pos]
+        if stop > end:
+            raise _trunc('exchange.declare', pos)
+        o.type = buf[pos + 1:stop].decode()
+        pos = stop
+        if pos + 1 > end:
+            raise _trunc('exchange.declare', pos)
+        b0 = buf[pos]
+        pos += 1
+        o.passive = b0 & 1 != 0
+        o.durable = b0 & 2 != 0
+        o.auto_delete = b0 & 4 != 0
+        o.internal = b0 & 8 != 0
+        o.no_wait = b0 & 16 != 0
+        o.arguments, pos = _dec_table(buf, pos, end, profile)
+    except IndexError:
+        raise _trunc('exchange.declare', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_utf8('exchange.declare', pos) from None
+    o.__class__ = ExchangeDeclare
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ExchangeDeclare(Method):
+class ExchangeDeclare(_SlotsExchangeDeclare):
     """``exchange.declare`` (40, 10)."""
 
     NAME: ClassVar[str] = 'exchange.declare'
@@ -1185,18 +1384,23 @@ METHODS_BY_NAME['exchange.declare'] = ExchangeDeclare
 _FIELDS_ExchangeDeclareOk: tuple[FieldSpec, ...] = ()
 
 
+class _SlotsExchangeDeclareOk(Method):
+    __slots__ = ('__weakref__',)
+
+
 def _enc_ExchangeDeclareOk(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
     pass
 
 
 def _dec_ExchangeDeclareOk(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[ExchangeDeclareOk, int]:
-    o = _new(ExchangeDeclareOk)
+    o: Any = _SlotsExchangeDeclareOk()
+    o.__class__ = ExchangeDeclareOk
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ExchangeDeclareOk(Method):
+class ExchangeDeclareOk(_SlotsExchangeDeclareOk):
     """``exchange.declare-ok`` (40, 11)."""
 
     NAME: ClassVar[str] = 'exchange.declare-ok'
@@ -1226,32 +1430,52 @@ _FIELDS_ExchangeDelete: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsExchangeDelete(Method):
+    __slots__ = ('exchange', 'if_unused', 'no_wait', '__weakref__')
+
+
 def _enc_ExchangeDelete(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
-    out += _S_H.pack(0)
-    _enc_shortstr(o.exchange, out, 'exchange')
-    out.append(o.if_unused | o.no_wait << 1)
+    try:
+        out += _S_H.pack(0)
+        b = o.exchange.encode()
+        if len(b) > 255:
+            raise _explain_encoding(o, None)
+        out.append(len(b))
+        out += b
+        out.append(o.if_unused | o.no_wait << 1)
+    except (AttributeError, UnicodeEncodeError) as e:
+        raise _explain_encoding(o, e) from None
 
 
 def _dec_ExchangeDelete(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[ExchangeDelete, int]:
-    o = _new(ExchangeDelete)
-    if pos + 2 > end:
-        raise _trunc('exchange.delete', pos)
-    (_,) = _S_H.unpack_from(buf, pos)
-    pos += 2
-    v, pos = _dec_shortstr(buf, pos, end)
-    _set(o, 'exchange', v)
-    if pos + 1 > end:
-        raise _trunc('exchange.delete', pos)
-    b0 = buf[pos]
-    pos += 1
-    _set(o, 'if_unused', b0 & 1 != 0)
-    _set(o, 'no_wait', b0 & 2 != 0)
+    o: Any = _SlotsExchangeDelete()
+    try:
+        if pos + 2 > end:
+            raise _trunc('exchange.delete', pos)
+        (_,) = _S_H.unpack_from(buf, pos)
+        pos += 2
+        stop = pos + 1 + buf[pos]
+        if stop > end:
+            raise _trunc('exchange.delete', pos)
+        o.exchange = buf[pos + 1:stop].decode()
+        pos = stop
+        if pos + 1 > end:
+            raise _trunc('exchange.delete', pos)
+        b0 = buf[pos]
+        pos += 1
+        o.if_unused = b0 & 1 != 0
+        o.no_wait = b0 & 2 != 0
+    except IndexError:
+        raise _trunc('exchange.delete', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_utf8('exchange.delete', pos) from None
+    o.__class__ = ExchangeDelete
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ExchangeDelete(Method):
+class ExchangeDelete(_SlotsExchangeDelete):
     """``exchange.delete`` (40, 20)."""
 
     NAME: ClassVar[str] = 'exchange.delete'
@@ -1287,18 +1511,23 @@ METHODS_BY_NAME['exchange.delete'] = ExchangeDelete
 _FIELDS_ExchangeDeleteOk: tuple[FieldSpec, ...] = ()
 
 
+class _SlotsExchangeDeleteOk(Method):
+    __slots__ = ('__weakref__',)
+
+
 def _enc_ExchangeDeleteOk(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
     pass
 
 
 def _dec_ExchangeDeleteOk(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[ExchangeDeleteOk, int]:
-    o = _new(ExchangeDeleteOk)
+    o: Any = _SlotsExchangeDeleteOk()
+    o.__class__ = ExchangeDeleteOk
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ExchangeDeleteOk(Method):
+class ExchangeDeleteOk(_SlotsExchangeDeleteOk):
     """``exchange.delete-ok`` (40, 21)."""
 
     NAME: ClassVar[str] = 'exchange.delete-ok'
@@ -1330,40 +1559,73 @@ _FIELDS_ExchangeBind: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsExchangeBind(Method):
+    __slots__ = ('destination', 'source', 'routing_key', 'no_wait', 'arguments', '__weakref__')
+
+
 def _enc_ExchangeBind(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
-    out += _S_H.pack(0)
-    _enc_shortstr(o.destination, out, 'destination')
-    _enc_shortstr(o.source, out, 'source')
-    _enc_shortstr(o.routing_key, out, 'routing-key')
-    out.append(o.no_wait)
-    _enc_table(o.arguments, out, profile)
+    try:
+        out += _S_H.pack(0)
+        b = o.destination.encode()
+        if len(b) > 255:
+            raise _explain_encoding(o, None)
+        out.append(len(b))
+        out += b
+        b = o.source.encode()
+        if len(b) > 255:
+            raise _explain_encoding(o, None)
+        out.append(len(b))
+        out += b
+        b = o.routing_key.encode()
+        if len(b) > 255:
+            raise _explain_encoding(o, None)
+        out.append(len(b))
+        out += b
+        out.append(o.no_wait)
+        _enc_table(o.arguments, out, profile)
+    except (AttributeError, UnicodeEncodeError) as e:
+        raise _explain_encoding(o, e) from None
 
 
 def _dec_ExchangeBind(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[ExchangeBind, int]:
-    o = _new(ExchangeBind)
-    if pos + 2 > end:
-        raise _trunc('exchange.bind', pos)
-    (_,) = _S_H.unpack_from(buf, pos)
-    pos += 2
-    v, pos = _dec_shortstr(buf, pos, end)
-    _set(o, 'destination', v)
-    v, pos = _dec_shortstr(buf, pos, end)
-    _set(o, 'source', v)
-    v, pos = _dec_shortstr(buf, pos, end)
-    _set(o, 'routing_key', v)
-    if pos + 1 > end:
-        raise _trunc('exchange.bind', pos)
-    b0 = buf[pos]
-    pos += 1
-    _set(o, 'no_wait', b0 & 1 != 0)
-    t, pos = _dec_table(buf, pos, end, profile)
-    _set(o, 'arguments', t)
+    o: Any = _SlotsExchangeBind()
+    try:
+        if pos + 2 > end:
+            raise _trunc('exchange.bind', pos)
+        (_,) = _S_H.unpack_from(buf, pos)
+        pos += 2
+        stop = pos + 1 + buf[pos]
+        if stop > end:
+            raise _trunc('exchange.bind', pos)
+        o.destination = buf[pos + 1:stop].decode()
+        pos = stop
+        stop = pos + 1 + buf[pos]
+        if stop > end:
+            raise _trunc('exchange.bind', pos)
+        o.source = buf[pos + 1:stop].decode()
+        pos = stop
+        stop = pos + 1 + buf[pos]
+        if stop > end:
+            raise _trunc('exchange.bind', pos)
+        o.routing_key = buf[pos + 1:stop].decode()
+        pos = stop
+        if pos + 1 > end:
+            raise _trunc('exchange.bind', pos)
+        b0 = buf[pos]
+        pos += 1
+        o.no_wait = b0 & 1 != 0
+        o.arguments, pos = _dec_table(buf, pos, end, profile)
+    except IndexError:
+        raise _trunc('exchange.bind', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_utf8('exchange.bind', pos) from None
+    o.__class__ = ExchangeBind
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ExchangeBind(Method):
+class ExchangeBind(_SlotsExchangeBind):
     """``exchange.bind`` (40, 30)."""
 
     NAME: ClassVar[str] = 'exchange.bind'
@@ -1402,18 +1664,23 @@ METHODS_BY_NAME['exchange.bind'] = ExchangeBind
 _FIELDS_ExchangeBindOk: tuple[FieldSpec, ...] = ()
 
 
+class _SlotsExchangeBindOk(Method):
+    __slots__ = ('__weakref__',)
+
+
 def _enc_ExchangeBindOk(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
     pass
 
 
 def _dec_ExchangeBindOk(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[ExchangeBindOk, int]:
-    o = _new(ExchangeBindOk)
+    o: Any = _SlotsExchangeBindOk()
+    o.__class__ = ExchangeBindOk
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ExchangeBindOk(Method):
+class ExchangeBindOk(_SlotsExchangeBindOk):
     """``exchange.bind-ok`` (40, 31)."""
 
     NAME: ClassVar[str] = 'exchange.bind-ok'
@@ -1445,40 +1712,73 @@ _FIELDS_ExchangeUnbind: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsExchangeUnbind(Method):
+    __slots__ = ('destination', 'source', 'routing_key', 'no_wait', 'arguments', '__weakref__')
+
+
 def _enc_ExchangeUnbind(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
-    out += _S_H.pack(0)
-    _enc_shortstr(o.destination, out, 'destination')
-    _enc_shortstr(o.source, out, 'source')
-    _enc_shortstr(o.routing_key, out, 'routing-key')
-    out.append(o.no_wait)
-    _enc_table(o.arguments, out, profile)
+    try:
+        out += _S_H.pack(0)
+        b = o.destination.encode()
+        if len(b) > 255:
+            raise _explain_encoding(o, None)
+        out.append(len(b))
+        out += b
+        b = o.source.encode()
+        if len(b) > 255:
+            raise _explain_encoding(o, None)
+        out.append(len(b))
+        out += b
+        b = o.routing_key.encode()
+        if len(b) > 255:
+            raise _explain_encoding(o, None)
+        out.append(len(b))
+        out += b
+        out.append(o.no_wait)
+        _enc_table(o.arguments, out, profile)
+    except (AttributeError, UnicodeEncodeError) as e:
+        raise _explain_encoding(o, e) from None
 
 
 def _dec_ExchangeUnbind(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[ExchangeUnbind, int]:
-    o = _new(ExchangeUnbind)
-    if pos + 2 > end:
-        raise _trunc('exchange.unbind', pos)
-    (_,) = _S_H.unpack_from(buf, pos)
-    pos += 2
-    v, pos = _dec_shortstr(buf, pos, end)
-    _set(o, 'destination', v)
-    v, pos = _dec_shortstr(buf, pos, end)
-    _set(o, 'source', v)
-    v, pos = _dec_shortstr(buf, pos, end)
-    _set(o, 'routing_key', v)
-    if pos + 1 > end:
-        raise _trunc('exchange.unbind', pos)
-    b0 = buf[pos]
-    pos += 1
-    _set(o, 'no_wait', b0 & 1 != 0)
-    t, pos = _dec_table(buf, pos, end, profile)
-    _set(o, 'arguments', t)
+    o: Any = _SlotsExchangeUnbind()
+    try:
+        if pos + 2 > end:
+            raise _trunc('exchange.unbind', pos)
+        (_,) = _S_H.unpack_from(buf, pos)
+        pos += 2
+        stop = pos + 1 + buf[pos]
+        if stop > end:
+            raise _trunc('exchange.unbind', pos)
+        o.destination = buf[pos + 1:stop].decode()
+        pos = stop
+        stop = pos + 1 + buf[pos]
+        if stop > end:
+            raise _trunc('exchange.unbind', pos)
+        o.source = buf[pos + 1:stop].decode()
+        pos = stop
+        stop = pos + 1 + buf[pos]
+        if stop > end:
+            raise _trunc('exchange.unbind', pos)
+        o.routing_key = buf[pos + 1:stop].decode()
+        pos = stop
+        if pos + 1 > end:
+            raise _trunc('exchange.unbind', pos)
+        b0 = buf[pos]
+        pos += 1
+        o.no_wait = b0 & 1 != 0
+        o.arguments, pos = _dec_table(buf, pos, end, profile)
+    except IndexError:
+        raise _trunc('exchange.unbind', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_utf8('exchange.unbind', pos) from None
+    o.__class__ = ExchangeUnbind
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ExchangeUnbind(Method):
+class ExchangeUnbind(_SlotsExchangeUnbind):
     """``exchange.unbind`` (40, 40)."""
 
     NAME: ClassVar[str] = 'exchange.unbind'
@@ -1517,18 +1817,23 @@ METHODS_BY_NAME['exchange.unbind'] = ExchangeUnbind
 _FIELDS_ExchangeUnbindOk: tuple[FieldSpec, ...] = ()
 
 
+class _SlotsExchangeUnbindOk(Method):
+    __slots__ = ('__weakref__',)
+
+
 def _enc_ExchangeUnbindOk(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
     pass
 
 
 def _dec_ExchangeUnbindOk(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[ExchangeUnbindOk, int]:
-    o = _new(ExchangeUnbindOk)
+    o: Any = _SlotsExchangeUnbindOk()
+    o.__class__ = ExchangeUnbindOk
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ExchangeUnbindOk(Method):
+class ExchangeUnbindOk(_SlotsExchangeUnbindOk):
     """``exchange.unbind-ok`` (40, 51)."""
 
     NAME: ClassVar[str] = 'exchange.unbind-ok'
@@ -1562,38 +1867,57 @@ _FIELDS_QueueDeclare: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsQueueDeclare(Method):
+    __slots__ = ('queue', 'passive', 'durable', 'exclusive', 'auto_delete', 'no_wait', 'arguments', '__weakref__')
+
+
 def _enc_QueueDeclare(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
-    out += _S_H.pack(0)
-    _enc_shortstr(o.queue, out, 'queue')
-    out.append(o.passive | o.durable << 1 | o.exclusive << 2 | o.auto_delete << 3 | o.no_wait << 4)
-    _enc_table(o.arguments, out, profile)
+    try:
+        out += _S_H.pack(0)
+        b = o.queue.encode()
+        if len(b) > 255:
+            raise _explain_encoding(o, None)
+        out.append(len(b))
+        out += b
+        out.append(o.passive | o.durable << 1 | o.exclusive << 2 | o.auto_delete << 3 | o.no_wait << 4)
+        _enc_table(o.arguments, out, profile)
+    except (AttributeError, UnicodeEncodeError) as e:
+        raise _explain_encoding(o, e) from None
 
 
 def _dec_QueueDeclare(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[QueueDeclare, int]:
-    o = _new(QueueDeclare)
-    if pos + 2 > end:
-        raise _trunc('queue.declare', pos)
-    (_,) = _S_H.unpack_from(buf, pos)
-    pos += 2
-    v, pos = _dec_shortstr(buf, pos, end)
-    _set(o, 'queue', v)
-    if pos + 1 > end:
-        raise _trunc('queue.declare', pos)
-    b0 = buf[pos]
-    pos += 1
-    _set(o, 'passive', b0 & 1 != 0)
-    _set(o, 'durable', b0 & 2 != 0)
-    _set(o, 'exclusive', b0 & 4 != 0)
-    _set(o, 'auto_delete', b0 & 8 != 0)
-    _set(o, 'no_wait', b0 & 16 != 0)
-    t, pos = _dec_table(buf, pos, end, profile)
-    _set(o, 'arguments', t)
+    o: Any = _SlotsQueueDeclare()
+    try:
+        if pos + 2 > end:
+            raise _trunc('queue.declare', pos)
+        (_,) = _S_H.unpack_from(buf, pos)
+        pos += 2
+        stop = pos + 1 + buf[pos]
+        if stop > end:
+            raise _trunc('queue.declare', pos)
+        o.queue = buf[pos + 1:stop].decode()
+        pos = stop
+        if pos + 1 > end:
+            raise _trunc('queue.declare', pos)
+        b0 = buf[pos]
+        pos += 1
+        o.passive = b0 & 1 != 0
+        o.durable = b0 & 2 != 0
+        o.exclusive = b0 & 4 != 0
+        o.auto_delete = b0 & 8 != 0
+        o.no_wait = b0 & 16 != 0
+        o.arguments, pos = _dec_table(buf, pos, end, profile)
+    except IndexError:
+        raise _trunc('queue.declare', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_utf8('queue.declare', pos) from None
+    o.__class__ = QueueDeclare
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class QueueDeclare(Method):
+class QueueDeclare(_SlotsQueueDeclare):
     """``queue.declare`` (50, 10)."""
 
     NAME: ClassVar[str] = 'queue.declare'
@@ -1644,27 +1968,47 @@ _FIELDS_QueueDeclareOk: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsQueueDeclareOk(Method):
+    __slots__ = ('queue', 'message_count', 'consumer_count', '__weakref__')
+
+
 def _enc_QueueDeclareOk(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
-    _enc_shortstr(o.queue, out, 'queue')
-    out += _S_II.pack(o.message_count, o.consumer_count)
+    try:
+        b = o.queue.encode()
+        if len(b) > 255:
+            raise _explain_encoding(o, None)
+        out.append(len(b))
+        out += b
+        out += _S_II.pack(o.message_count, o.consumer_count)
+    except (AttributeError, UnicodeEncodeError) as e:
+        raise _explain_encoding(o, e) from None
 
 
 def _dec_QueueDeclareOk(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[QueueDeclareOk, int]:
-    o = _new(QueueDeclareOk)
-    v, pos = _dec_shortstr(buf, pos, end)
-    _set(o, 'queue', v)
-    if pos + 8 > end:
-        raise _trunc('queue.declare-ok', pos)
-    v0, v1 = _S_II.unpack_from(buf, pos)
-    pos += 8
-    _set(o, 'message_count', v0)
-    _set(o, 'consumer_count', v1)
+    o: Any = _SlotsQueueDeclareOk()
+    try:
+        stop = pos + 1 + buf[pos]
+        if stop > end:
+            raise _trunc('queue.declare-ok', pos)
+        o.queue = buf[pos + 1:stop].decode()
+        pos = stop
+        if pos + 8 > end:
+            raise _trunc('queue.declare-ok', pos)
+        v0, v1 = _S_II.unpack_from(buf, pos)
+        pos += 8
+        o.message_count = v0
+        o.consumer_count = v1
+    except IndexError:
+        raise _trunc('queue.declare-ok', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_utf8('queue.declare-ok', pos) from None
+    o.__class__ = QueueDeclareOk
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class QueueDeclareOk(Method):
+class QueueDeclareOk(_SlotsQueueDeclareOk):
     """``queue.declare-ok`` (50, 11)."""
 
     NAME: ClassVar[str] = 'queue.declare-ok'
@@ -1705,40 +2049,73 @@ _FIELDS_QueueBind: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsQueueBind(Method):
+    __slots__ = ('queue', 'exchange', 'routing_key', 'no_wait', 'arguments', '__weakref__')
+
+
 def _enc_QueueBind(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
-    out += _S_H.pack(0)
-    _enc_shortstr(o.queue, out, 'queue')
-    _enc_shortstr(o.exchange, out, 'exchange')
-    _enc_shortstr(o.routing_key, out, 'routing-key')
-    out.append(o.no_wait)
-    _enc_table(o.arguments, out, profile)
+    try:
+        out += _S_H.pack(0)
+        b = o.queue.encode()
+        if len(b) > 255:
+            raise _explain_encoding(o, None)
+        out.append(len(b))
+        out += b
+        b = o.exchange.encode()
+        if len(b) > 255:
+            raise _explain_encoding(o, None)
+        out.append(len(b))
+        out += b
+        b = o.routing_key.encode()
+        if len(b) > 255:
+            raise _explain_encoding(o, None)
+        out.append(len(b))
+        out += b
+        out.append(o.no_wait)
+        _enc_table(o.arguments, out, profile)
+    except (AttributeError, UnicodeEncodeError) as e:
+        raise _explain_encoding(o, e) from None
 
 
 def _dec_QueueBind(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[QueueBind, int]:
-    o = _new(QueueBind)
-    if pos + 2 > end:
-        raise _trunc('queue.bind', pos)
-    (_,) = _S_H.unpack_from(buf, pos)
-    pos += 2
-    v, pos = _dec_shortstr(buf, pos, end)
-    _set(o, 'queue', v)
-    v, pos = _dec_shortstr(buf, pos, end)
-    _set(o, 'exchange', v)
-    v, pos = _dec_shortstr(buf, pos, end)
-    _set(o, 'routing_key', v)
-    if pos + 1 > end:
-        raise _trunc('queue.bind', pos)
-    b0 = buf[pos]
-    pos += 1
-    _set(o, 'no_wait', b0 & 1 != 0)
-    t, pos = _dec_table(buf, pos, end, profile)
-    _set(o, 'arguments', t)
+    o: Any = _SlotsQueueBind()
+    try:
+        if pos + 2 > end:
+            raise _trunc('queue.bind', pos)
+        (_,) = _S_H.unpack_from(buf, pos)
+        pos += 2
+        stop = pos + 1 + buf[pos]
+        if stop > end:
+            raise _trunc('queue.bind', pos)
+        o.queue = buf[pos + 1:stop].decode()
+        pos = stop
+        stop = pos + 1 + buf[pos]
+        if stop > end:
+            raise _trunc('queue.bind', pos)
+        o.exchange = buf[pos + 1:stop].decode()
+        pos = stop
+        stop = pos + 1 + buf[pos]
+        if stop > end:
+            raise _trunc('queue.bind', pos)
+        o.routing_key = buf[pos + 1:stop].decode()
+        pos = stop
+        if pos + 1 > end:
+            raise _trunc('queue.bind', pos)
+        b0 = buf[pos]
+        pos += 1
+        o.no_wait = b0 & 1 != 0
+        o.arguments, pos = _dec_table(buf, pos, end, profile)
+    except IndexError:
+        raise _trunc('queue.bind', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_utf8('queue.bind', pos) from None
+    o.__class__ = QueueBind
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class QueueBind(Method):
+class QueueBind(_SlotsQueueBind):
     """``queue.bind`` (50, 20)."""
 
     NAME: ClassVar[str] = 'queue.bind'
@@ -1777,18 +2154,23 @@ METHODS_BY_NAME['queue.bind'] = QueueBind
 _FIELDS_QueueBindOk: tuple[FieldSpec, ...] = ()
 
 
+class _SlotsQueueBindOk(Method):
+    __slots__ = ('__weakref__',)
+
+
 def _enc_QueueBindOk(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
     pass
 
 
 def _dec_QueueBindOk(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[QueueBindOk, int]:
-    o = _new(QueueBindOk)
+    o: Any = _SlotsQueueBindOk()
+    o.__class__ = QueueBindOk
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class QueueBindOk(Method):
+class QueueBindOk(_SlotsQueueBindOk):
     """``queue.bind-ok`` (50, 21)."""
 
     NAME: ClassVar[str] = 'queue.bind-ok'
@@ -1817,31 +2199,51 @@ _FIELDS_QueuePurge: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsQueuePurge(Method):
+    __slots__ = ('queue', 'no_wait', '__weakref__')
+
+
 def _enc_QueuePurge(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
-    out += _S_H.pack(0)
-    _enc_shortstr(o.queue, out, 'queue')
-    out.append(o.no_wait)
+    try:
+        out += _S_H.pack(0)
+        b = o.queue.encode()
+        if len(b) > 255:
+            raise _explain_encoding(o, None)
+        out.append(len(b))
+        out += b
+        out.append(o.no_wait)
+    except (AttributeError, UnicodeEncodeError) as e:
+        raise _explain_encoding(o, e) from None
 
 
 def _dec_QueuePurge(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[QueuePurge, int]:
-    o = _new(QueuePurge)
-    if pos + 2 > end:
-        raise _trunc('queue.purge', pos)
-    (_,) = _S_H.unpack_from(buf, pos)
-    pos += 2
-    v, pos = _dec_shortstr(buf, pos, end)
-    _set(o, 'queue', v)
-    if pos + 1 > end:
-        raise _trunc('queue.purge', pos)
-    b0 = buf[pos]
-    pos += 1
-    _set(o, 'no_wait', b0 & 1 != 0)
+    o: Any = _SlotsQueuePurge()
+    try:
+        if pos + 2 > end:
+            raise _trunc('queue.purge', pos)
+        (_,) = _S_H.unpack_from(buf, pos)
+        pos += 2
+        stop = pos + 1 + buf[pos]
+        if stop > end:
+            raise _trunc('queue.purge', pos)
+        o.queue = buf[pos + 1:stop].decode()
+        pos = stop
+        if pos + 1 > end:
+            raise _trunc('queue.purge', pos)
+        b0 = buf[pos]
+        pos += 1
+        o.no_wait = b0 & 1 != 0
+    except IndexError:
+        raise _trunc('queue.purge', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_utf8('queue.purge', pos) from None
+    o.__class__ = QueuePurge
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class QueuePurge(Method):
+class QueuePurge(_SlotsQueuePurge):
     """``queue.purge`` (50, 30)."""
 
     NAME: ClassVar[str] = 'queue.purge'
@@ -1876,23 +2278,28 @@ _FIELDS_QueuePurgeOk: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsQueuePurgeOk(Method):
+    __slots__ = ('message_count', '__weakref__')
+
+
 def _enc_QueuePurgeOk(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
     out += _S_I.pack(o.message_count)
 
 
 def _dec_QueuePurgeOk(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[QueuePurgeOk, int]:
-    o = _new(QueuePurgeOk)
+    o: Any = _SlotsQueuePurgeOk()
     if pos + 4 > end:
         raise _trunc('queue.purge-ok', pos)
     (v0,) = _S_I.unpack_from(buf, pos)
     pos += 4
-    _set(o, 'message_count', v0)
+    o.message_count = v0
+    o.__class__ = QueuePurgeOk
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class QueuePurgeOk(Method):
+class QueuePurgeOk(_SlotsQueuePurgeOk):
     """``queue.purge-ok`` (50, 31)."""
 
     NAME: ClassVar[str] = 'queue.purge-ok'
@@ -1928,33 +2335,53 @@ _FIELDS_QueueDelete: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsQueueDelete(Method):
+    __slots__ = ('queue', 'if_unused', 'if_empty', 'no_wait', '__weakref__')
+
+
 def _enc_QueueDelete(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
-    out += _S_H.pack(0)
-    _enc_shortstr(o.queue, out, 'queue')
-    out.append(o.if_unused | o.if_empty << 1 | o.no_wait << 2)
+    try:
+        out += _S_H.pack(0)
+        b = o.queue.encode()
+        if len(b) > 255:
+            raise _explain_encoding(o, None)
+        out.append(len(b))
+        out += b
+        out.append(o.if_unused | o.if_empty << 1 | o.no_wait << 2)
+    except (AttributeError, UnicodeEncodeError) as e:
+        raise _explain_encoding(o, e) from None
 
 
 def _dec_QueueDelete(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[QueueDelete, int]:
-    o = _new(QueueDelete)
-    if pos + 2 > end:
-        raise _trunc('queue.delete', pos)
-    (_,) = _S_H.unpack_from(buf, pos)
-    pos += 2
-    v, pos = _dec_shortstr(buf, pos, end)
-    _set(o, 'queue', v)
-    if pos + 1 > end:
-        raise _trunc('queue.delete', pos)
-    b0 = buf[pos]
-    pos += 1
-    _set(o, 'if_unused', b0 & 1 != 0)
-    _set(o, 'if_empty', b0 & 2 != 0)
-    _set(o, 'no_wait', b0 & 4 != 0)
+    o: Any = _SlotsQueueDelete()
+    try:
+        if pos + 2 > end:
+            raise _trunc('queue.delete', pos)
+        (_,) = _S_H.unpack_from(buf, pos)
+        pos += 2
+        stop = pos + 1 + buf[pos]
+        if stop > end:
+            raise _trunc('queue.delete', pos)
+        o.queue = buf[pos + 1:stop].decode()
+        pos = stop
+        if pos + 1 > end:
+            raise _trunc('queue.delete', pos)
+        b0 = buf[pos]
+        pos += 1
+        o.if_unused = b0 & 1 != 0
+        o.if_empty = b0 & 2 != 0
+        o.no_wait = b0 & 4 != 0
+    except IndexError:
+        raise _trunc('queue.delete', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_utf8('queue.delete', pos) from None
+    o.__class__ = QueueDelete
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class QueueDelete(Method):
+class QueueDelete(_SlotsQueueDelete):
     """``queue.delete`` (50, 40)."""
 
     NAME: ClassVar[str] = 'queue.delete'
@@ -1995,23 +2422,28 @@ _FIELDS_QueueDeleteOk: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsQueueDeleteOk(Method):
+    __slots__ = ('message_count', '__weakref__')
+
+
 def _enc_QueueDeleteOk(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
     out += _S_I.pack(o.message_count)
 
 
 def _dec_QueueDeleteOk(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[QueueDeleteOk, int]:
-    o = _new(QueueDeleteOk)
+    o: Any = _SlotsQueueDeleteOk()
     if pos + 4 > end:
         raise _trunc('queue.delete-ok', pos)
     (v0,) = _S_I.unpack_from(buf, pos)
     pos += 4
-    _set(o, 'message_count', v0)
+    o.message_count = v0
+    o.__class__ = QueueDeleteOk
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class QueueDeleteOk(Method):
+class QueueDeleteOk(_SlotsQueueDeleteOk):
     """``queue.delete-ok`` (50, 41)."""
 
     NAME: ClassVar[str] = 'queue.delete-ok'
@@ -2047,34 +2479,67 @@ _FIELDS_QueueUnbind: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsQueueUnbind(Method):
+    __slots__ = ('queue', 'exchange', 'routing_key', 'arguments', '__weakref__')
+
+
 def _enc_QueueUnbind(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
-    out += _S_H.pack(0)
-    _enc_shortstr(o.queue, out, 'queue')
-    _enc_shortstr(o.exchange, out, 'exchange')
-    _enc_shortstr(o.routing_key, out, 'routing-key')
-    _enc_table(o.arguments, out, profile)
+    try:
+        out += _S_H.pack(0)
+        b = o.queue.encode()
+        if len(b) > 255:
+            raise _explain_encoding(o, None)
+        out.append(len(b))
+        out += b
+        b = o.exchange.encode()
+        if len(b) > 255:
+            raise _explain_encoding(o, None)
+        out.append(len(b))
+        out += b
+        b = o.routing_key.encode()
+        if len(b) > 255:
+            raise _explain_encoding(o, None)
+        out.append(len(b))
+        out += b
+        _enc_table(o.arguments, out, profile)
+    except (AttributeError, UnicodeEncodeError) as e:
+        raise _explain_encoding(o, e) from None
 
 
 def _dec_QueueUnbind(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[QueueUnbind, int]:
-    o = _new(QueueUnbind)
-    if pos + 2 > end:
-        raise _trunc('queue.unbind', pos)
-    (_,) = _S_H.unpack_from(buf, pos)
-    pos += 2
-    v, pos = _dec_shortstr(buf, pos, end)
-    _set(o, 'queue', v)
-    v, pos = _dec_shortstr(buf, pos, end)
-    _set(o, 'exchange', v)
-    v, pos = _dec_shortstr(buf, pos, end)
-    _set(o, 'routing_key', v)
-    t, pos = _dec_table(buf, pos, end, profile)
-    _set(o, 'arguments', t)
+    o: Any = _SlotsQueueUnbind()
+    try:
+        if pos + 2 > end:
+            raise _trunc('queue.unbind', pos)
+        (_,) = _S_H.unpack_from(buf, pos)
+        pos += 2
+        stop = pos + 1 + buf[pos]
+        if stop > end:
+            raise _trunc('queue.unbind', pos)
+        o.queue = buf[pos + 1:stop].decode()
+        pos = stop
+        stop = pos + 1 + buf[pos]
+        if stop > end:
+            raise _trunc('queue.unbind', pos)
+        o.exchange = buf[pos + 1:stop].decode()
+        pos = stop
+        stop = pos + 1 + buf[pos]
+        if stop > end:
+            raise _trunc('queue.unbind', pos)
+        o.routing_key = buf[pos + 1:stop].decode()
+        pos = stop
+        o.arguments, pos = _dec_table(buf, pos, end, profile)
+    except IndexError:
+        raise _trunc('queue.unbind', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_utf8('queue.unbind', pos) from None
+    o.__class__ = QueueUnbind
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class QueueUnbind(Method):
+class QueueUnbind(_SlotsQueueUnbind):
     """``queue.unbind`` (50, 50)."""
 
     NAME: ClassVar[str] = 'queue.unbind'
@@ -2110,18 +2575,23 @@ METHODS_BY_NAME['queue.unbind'] = QueueUnbind
 _FIELDS_QueueUnbindOk: tuple[FieldSpec, ...] = ()
 
 
+class _SlotsQueueUnbindOk(Method):
+    __slots__ = ('__weakref__',)
+
+
 def _enc_QueueUnbindOk(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
     pass
 
 
 def _dec_QueueUnbindOk(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[QueueUnbindOk, int]:
-    o = _new(QueueUnbindOk)
+    o: Any = _SlotsQueueUnbindOk()
+    o.__class__ = QueueUnbindOk
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class QueueUnbindOk(Method):
+class QueueUnbindOk(_SlotsQueueUnbindOk):
     """``queue.unbind-ok`` (50, 51)."""
 
     NAME: ClassVar[str] = 'queue.unbind-ok'
@@ -2150,25 +2620,30 @@ _FIELDS_BasicQos: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsBasicQos(Method):
+    __slots__ = ('prefetch_size', 'prefetch_count', 'global_', '__weakref__')
+
+
 def _enc_BasicQos(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
     out += _S_IHB.pack(o.prefetch_size, o.prefetch_count, o.global_)
 
 
 def _dec_BasicQos(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[BasicQos, int]:
-    o = _new(BasicQos)
+    o: Any = _SlotsBasicQos()
     if pos + 7 > end:
         raise _trunc('basic.qos', pos)
     v0, v1, b2 = _S_IHB.unpack_from(buf, pos)
     pos += 7
-    _set(o, 'prefetch_size', v0)
-    _set(o, 'prefetch_count', v1)
-    _set(o, 'global_', b2 & 1 != 0)
+    o.prefetch_size = v0
+    o.prefetch_count = v1
+    o.global_ = b2 & 1 != 0
+    o.__class__ = BasicQos
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class BasicQos(Method):
+class BasicQos(_SlotsBasicQos):
     """``basic.qos`` (60, 10)."""
 
     NAME: ClassVar[str] = 'basic.qos'
@@ -2203,18 +2678,23 @@ METHODS_BY_NAME['basic.qos'] = BasicQos
 _FIELDS_BasicQosOk: tuple[FieldSpec, ...] = ()
 
 
+class _SlotsBasicQosOk(Method):
+    __slots__ = ('__weakref__',)
+
+
 def _enc_BasicQosOk(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
     pass
 
 
 def _dec_BasicQosOk(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[BasicQosOk, int]:
-    o = _new(BasicQosOk)
+    o: Any = _SlotsBasicQosOk()
+    o.__class__ = BasicQosOk
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class BasicQosOk(Method):
+class BasicQosOk(_SlotsBasicQosOk):
     """``basic.qos-ok`` (60, 11)."""
 
     NAME: ClassVar[str] = 'basic.qos-ok'
@@ -2248,40 +2728,66 @@ _FIELDS_BasicConsume: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsBasicConsume(Method):
+    __slots__ = ('queue', 'consumer_tag', 'no_local', 'no_ack', 'exclusive', 'no_wait', 'arguments', '__weakref__')
+
+
 def _enc_BasicConsume(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
-    out += _S_H.pack(0)
-    _enc_shortstr(o.queue, out, 'queue')
-    _enc_shortstr(o.consumer_tag, out, 'consumer-tag')
-    out.append(o.no_local | o.no_ack << 1 | o.exclusive << 2 | o.no_wait << 3)
-    _enc_table(o.arguments, out, profile)
+    try:
+        out += _S_H.pack(0)
+        b = o.queue.encode()
+        if len(b) > 255:
+            raise _explain_encoding(o, None)
+        out.append(len(b))
+        out += b
+        b = o.consumer_tag.encode()
+        if len(b) > 255:
+            raise _explain_encoding(o, None)
+        out.append(len(b))
+        out += b
+        out.append(o.no_local | o.no_ack << 1 | o.exclusive << 2 | o.no_wait << 3)
+        _enc_table(o.arguments, out, profile)
+    except (AttributeError, UnicodeEncodeError) as e:
+        raise _explain_encoding(o, e) from None
 
 
 def _dec_BasicConsume(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[BasicConsume, int]:
-    o = _new(BasicConsume)
-    if pos + 2 > end:
-        raise _trunc('basic.consume', pos)
-    (_,) = _S_H.unpack_from(buf, pos)
-    pos += 2
-    v, pos = _dec_shortstr(buf, pos, end)
-    _set(o, 'queue', v)
-    v, pos = _dec_shortstr(buf, pos, end)
-    _set(o, 'consumer_tag', v)
-    if pos + 1 > end:
-        raise _trunc('basic.consume', pos)
-    b0 = buf[pos]
-    pos += 1
-    _set(o, 'no_local', b0 & 1 != 0)
-    _set(o, 'no_ack', b0 & 2 != 0)
-    _set(o, 'exclusive', b0 & 4 != 0)
-    _set(o, 'no_wait', b0 & 8 != 0)
-    t, pos = _dec_table(buf, pos, end, profile)
-    _set(o, 'arguments', t)
+    o: Any = _SlotsBasicConsume()
+    try:
+        if pos + 2 > end:
+            raise _trunc('basic.consume', pos)
+        (_,) = _S_H.unpack_from(buf, pos)
+        pos += 2
+        stop = pos + 1 + buf[pos]
+        if stop > end:
+            raise _trunc('basic.consume', pos)
+        o.queue = buf[pos + 1:stop].decode()
+        pos = stop
+        stop = pos + 1 + buf[pos]
+        if stop > end:
+            raise _trunc('basic.consume', pos)
+        o.consumer_tag = buf[pos + 1:stop].decode()
+        pos = stop
+        if pos + 1 > end:
+            raise _trunc('basic.consume', pos)
+        b0 = buf[pos]
+        pos += 1
+        o.no_local = b0 & 1 != 0
+        o.no_ack = b0 & 2 != 0
+        o.exclusive = b0 & 4 != 0
+        o.no_wait = b0 & 8 != 0
+        o.arguments, pos = _dec_table(buf, pos, end, profile)
+    except IndexError:
+        raise _trunc('basic.consume', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_utf8('basic.consume', pos) from None
+    o.__class__ = BasicConsume
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class BasicConsume(Method):
+class BasicConsume(_SlotsBasicConsume):
     """``basic.consume`` (60, 20)."""
 
     NAME: ClassVar[str] = 'basic.consume'
@@ -2329,20 +2835,40 @@ _FIELDS_BasicConsumeOk: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsBasicConsumeOk(Method):
+    __slots__ = ('consumer_tag', '__weakref__')
+
+
 def _enc_BasicConsumeOk(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
-    _enc_shortstr(o.consumer_tag, out, 'consumer-tag')
+    try:
+        b = o.consumer_tag.encode()
+        if len(b) > 255:
+            raise _explain_encoding(o, None)
+        out.append(len(b))
+        out += b
+    except (AttributeError, UnicodeEncodeError) as e:
+        raise _explain_encoding(o, e) from None
 
 
 def _dec_BasicConsumeOk(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[BasicConsumeOk, int]:
-    o = _new(BasicConsumeOk)
-    v, pos = _dec_shortstr(buf, pos, end)
-    _set(o, 'consumer_tag', v)
+    o: Any = _SlotsBasicConsumeOk()
+    try:
+        stop = pos + 1 + buf[pos]
+        if stop > end:
+            raise _trunc('basic.consume-ok', pos)
+        o.consumer_tag = buf[pos + 1:stop].decode()
+        pos = stop
+    except IndexError:
+        raise _trunc('basic.consume-ok', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_utf8('basic.consume-ok', pos) from None
+    o.__class__ = BasicConsumeOk
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class BasicConsumeOk(Method):
+class BasicConsumeOk(_SlotsBasicConsumeOk):
     """``basic.consume-ok`` (60, 21)."""
 
     NAME: ClassVar[str] = 'basic.consume-ok'
@@ -2375,26 +2901,46 @@ _FIELDS_BasicCancel: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsBasicCancel(Method):
+    __slots__ = ('consumer_tag', 'no_wait', '__weakref__')
+
+
 def _enc_BasicCancel(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
-    _enc_shortstr(o.consumer_tag, out, 'consumer-tag')
-    out.append(o.no_wait)
+    try:
+        b = o.consumer_tag.encode()
+        if len(b) > 255:
+            raise _explain_encoding(o, None)
+        out.append(len(b))
+        out += b
+        out.append(o.no_wait)
+    except (AttributeError, UnicodeEncodeError) as e:
+        raise _explain_encoding(o, e) from None
 
 
 def _dec_BasicCancel(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[BasicCancel, int]:
-    o = _new(BasicCancel)
-    v, pos = _dec_shortstr(buf, pos, end)
-    _set(o, 'consumer_tag', v)
-    if pos + 1 > end:
-        raise _trunc('basic.cancel', pos)
-    b0 = buf[pos]
-    pos += 1
-    _set(o, 'no_wait', b0 & 1 != 0)
+    o: Any = _SlotsBasicCancel()
+    try:
+        stop = pos + 1 + buf[pos]
+        if stop > end:
+            raise _trunc('basic.cancel', pos)
+        o.consumer_tag = buf[pos + 1:stop].decode()
+        pos = stop
+        if pos + 1 > end:
+            raise _trunc('basic.cancel', pos)
+        b0 = buf[pos]
+        pos += 1
+        o.no_wait = b0 & 1 != 0
+    except IndexError:
+        raise _trunc('basic.cancel', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_utf8('basic.cancel', pos) from None
+    o.__class__ = BasicCancel
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class BasicCancel(Method):
+class BasicCancel(_SlotsBasicCancel):
     """``basic.cancel`` (60, 30)."""
 
     NAME: ClassVar[str] = 'basic.cancel'
@@ -2429,20 +2975,40 @@ _FIELDS_BasicCancelOk: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsBasicCancelOk(Method):
+    __slots__ = ('consumer_tag', '__weakref__')
+
+
 def _enc_BasicCancelOk(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
-    _enc_shortstr(o.consumer_tag, out, 'consumer-tag')
+    try:
+        b = o.consumer_tag.encode()
+        if len(b) > 255:
+            raise _explain_encoding(o, None)
+        out.append(len(b))
+        out += b
+    except (AttributeError, UnicodeEncodeError) as e:
+        raise _explain_encoding(o, e) from None
 
 
 def _dec_BasicCancelOk(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[BasicCancelOk, int]:
-    o = _new(BasicCancelOk)
-    v, pos = _dec_shortstr(buf, pos, end)
-    _set(o, 'consumer_tag', v)
+    o: Any = _SlotsBasicCancelOk()
+    try:
+        stop = pos + 1 + buf[pos]
+        if stop > end:
+            raise _trunc('basic.cancel-ok', pos)
+        o.consumer_tag = buf[pos + 1:stop].decode()
+        pos = stop
+    except IndexError:
+        raise _trunc('basic.cancel-ok', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_utf8('basic.cancel-ok', pos) from None
+    o.__class__ = BasicCancelOk
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class BasicCancelOk(Method):
+class BasicCancelOk(_SlotsBasicCancelOk):
     """``basic.cancel-ok`` (60, 31)."""
 
     NAME: ClassVar[str] = 'basic.cancel-ok'
@@ -2478,35 +3044,62 @@ _FIELDS_BasicPublish: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsBasicPublish(Method):
+    __slots__ = ('exchange', 'routing_key', 'mandatory', 'immediate', '__weakref__')
+
+
 def _enc_BasicPublish(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
-    out += _S_H.pack(0)
-    _enc_shortstr(o.exchange, out, 'exchange')
-    _enc_shortstr(o.routing_key, out, 'routing-key')
-    out.append(o.mandatory | o.immediate << 1)
+    try:
+        out += _S_H.pack(0)
+        b = o.exchange.encode()
+        if len(b) > 255:
+            raise _explain_encoding(o, None)
+        out.append(len(b))
+        out += b
+        b = o.routing_key.encode()
+        if len(b) > 255:
+            raise _explain_encoding(o, None)
+        out.append(len(b))
+        out += b
+        out.append(o.mandatory | o.immediate << 1)
+    except (AttributeError, UnicodeEncodeError) as e:
+        raise _explain_encoding(o, e) from None
 
 
 def _dec_BasicPublish(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[BasicPublish, int]:
-    o = _new(BasicPublish)
-    if pos + 2 > end:
-        raise _trunc('basic.publish', pos)
-    (_,) = _S_H.unpack_from(buf, pos)
-    pos += 2
-    v, pos = _dec_shortstr(buf, pos, end)
-    _set(o, 'exchange', v)
-    v, pos = _dec_shortstr(buf, pos, end)
-    _set(o, 'routing_key', v)
-    if pos + 1 > end:
-        raise _trunc('basic.publish', pos)
-    b0 = buf[pos]
-    pos += 1
-    _set(o, 'mandatory', b0 & 1 != 0)
-    _set(o, 'immediate', b0 & 2 != 0)
+    o: Any = _SlotsBasicPublish()
+    try:
+        if pos + 2 > end:
+            raise _trunc('basic.publish', pos)
+        (_,) = _S_H.unpack_from(buf, pos)
+        pos += 2
+        stop = pos + 1 + buf[pos]
+        if stop > end:
+            raise _trunc('basic.publish', pos)
+        o.exchange = buf[pos + 1:stop].decode()
+        pos = stop
+        stop = pos + 1 + buf[pos]
+        if stop > end:
+            raise _trunc('basic.publish', pos)
+        o.routing_key = buf[pos + 1:stop].decode()
+        pos = stop
+        if pos + 1 > end:
+            raise _trunc('basic.publish', pos)
+        b0 = buf[pos]
+        pos += 1
+        o.mandatory = b0 & 1 != 0
+        o.immediate = b0 & 2 != 0
+    except IndexError:
+        raise _trunc('basic.publish', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_utf8('basic.publish', pos) from None
+    o.__class__ = BasicPublish
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class BasicPublish(Method):
+class BasicPublish(_SlotsBasicPublish):
     """``basic.publish`` (60, 40)."""
 
     NAME: ClassVar[str] = 'basic.publish'
@@ -2549,32 +3142,63 @@ _FIELDS_BasicReturn: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsBasicReturn(Method):
+    __slots__ = ('reply_code', 'reply_text', 'exchange', 'routing_key', '__weakref__')
+
+
 def _enc_BasicReturn(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
-    out += _S_H.pack(o.reply_code)
-    _enc_shortstr(o.reply_text, out, 'reply-text')
-    _enc_shortstr(o.exchange, out, 'exchange')
-    _enc_shortstr(o.routing_key, out, 'routing-key')
+    try:
+        out += _S_H.pack(o.reply_code)
+        b = o.reply_text.encode()
+        if len(b) > 255:
+            raise _explain_encoding(o, None)
+        out.append(len(b))
+        out += b
+        b = o.exchange.encode()
+        if len(b) > 255:
+            raise _explain_encoding(o, None)
+        out.append(len(b))
+        out += b
+        b = o.routing_key.encode()
+        if len(b) > 255:
+            raise _explain_encoding(o, None)
+        out.append(len(b))
+        out += b
+    except (AttributeError, UnicodeEncodeError) as e:
+        raise _explain_encoding(o, e) from None
 
 
 def _dec_BasicReturn(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[BasicReturn, int]:
-    o = _new(BasicReturn)
-    if pos + 2 > end:
-        raise _trunc('basic.return', pos)
-    (v0,) = _S_H.unpack_from(buf, pos)
-    pos += 2
-    _set(o, 'reply_code', v0)
-    v, pos = _dec_shortstr_text(buf, pos, end)
-    _set(o, 'reply_text', v)
-    v, pos = _dec_shortstr(buf, pos, end)
-    _set(o, 'exchange', v)
-    v, pos = _dec_shortstr(buf, pos, end)
-    _set(o, 'routing_key', v)
+    o: Any = _SlotsBasicReturn()
+    try:
+        if pos + 2 > end:
+            raise _trunc('basic.return', pos)
+        (v0,) = _S_H.unpack_from(buf, pos)
+        pos += 2
+        o.reply_code = v0
+        v, pos = _dec_shortstr_text(buf, pos, end)
+        o.reply_text = v
+        stop = pos + 1 + buf[pos]
+        if stop > end:
+            raise _trunc('basic.return', pos)
+        o.exchange = buf[pos + 1:stop].decode()
+        pos = stop
+        stop = pos + 1 + buf[pos]
+        if stop > end:
+            raise _trunc('basic.return', pos)
+        o.routing_key = buf[pos + 1:stop].decode()
+        pos = stop
+    except IndexError:
+        raise _trunc('basic.return', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_utf8('basic.return', pos) from None
+    o.__class__ = BasicReturn
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class BasicReturn(Method):
+class BasicReturn(_SlotsBasicReturn):
     """``basic.return`` (60, 50)."""
 
     NAME: ClassVar[str] = 'basic.return'
@@ -2616,33 +3240,67 @@ _FIELDS_BasicDeliver: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsBasicDeliver(Method):
+    __slots__ = ('consumer_tag', 'delivery_tag', 'redelivered', 'exchange', 'routing_key', '__weakref__')
+
+
 def _enc_BasicDeliver(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
-    _enc_shortstr(o.consumer_tag, out, 'consumer-tag')
-    out += _S_QB.pack(o.delivery_tag, o.redelivered)
-    _enc_shortstr(o.exchange, out, 'exchange')
-    _enc_shortstr(o.routing_key, out, 'routing-key')
+    try:
+        b = o.consumer_tag.encode()
+        if len(b) > 255:
+            raise _explain_encoding(o, None)
+        out.append(len(b))
+        out += b
+        out += _S_QB.pack(o.delivery_tag, o.redelivered)
+        b = o.exchange.encode()
+        if len(b) > 255:
+            raise _explain_encoding(o, None)
+        out.append(len(b))
+        out += b
+        b = o.routing_key.encode()
+        if len(b) > 255:
+            raise _explain_encoding(o, None)
+        out.append(len(b))
+        out += b
+    except (AttributeError, UnicodeEncodeError) as e:
+        raise _explain_encoding(o, e) from None
 
 
 def _dec_BasicDeliver(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[BasicDeliver, int]:
-    o = _new(BasicDeliver)
-    v, pos = _dec_shortstr(buf, pos, end)
-    _set(o, 'consumer_tag', v)
-    if pos + 9 > end:
-        raise _trunc('basic.deliver', pos)
-    v0, b1 = _S_QB.unpack_from(buf, pos)
-    pos += 9
-    _set(o, 'delivery_tag', v0)
-    _set(o, 'redelivered', b1 & 1 != 0)
-    v, pos = _dec_shortstr(buf, pos, end)
-    _set(o, 'exchange', v)
-    v, pos = _dec_shortstr(buf, pos, end)
-    _set(o, 'routing_key', v)
+    o: Any = _SlotsBasicDeliver()
+    try:
+        stop = pos + 1 + buf[pos]
+        if stop > end:
+            raise _trunc('basic.deliver', pos)
+        o.consumer_tag = buf[pos + 1:stop].decode()
+        pos = stop
+        if pos + 9 > end:
+            raise _trunc('basic.deliver', pos)
+        v0, b1 = _S_QB.unpack_from(buf, pos)
+        pos += 9
+        o.delivery_tag = v0
+        o.redelivered = b1 & 1 != 0
+        stop = pos + 1 + buf[pos]
+        if stop > end:
+            raise _trunc('basic.deliver', pos)
+        o.exchange = buf[pos + 1:stop].decode()
+        pos = stop
+        stop = pos + 1 + buf[pos]
+        if stop > end:
+            raise _trunc('basic.deliver', pos)
+        o.routing_key = buf[pos + 1:stop].decode()
+        pos = stop
+    except IndexError:
+        raise _trunc('basic.deliver', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_utf8('basic.deliver', pos) from None
+    o.__class__ = BasicDeliver
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class BasicDeliver(Method):
+class BasicDeliver(_SlotsBasicDeliver):
     """``basic.deliver`` (60, 60)."""
 
     NAME: ClassVar[str] = 'basic.deliver'
@@ -2685,31 +3343,51 @@ _FIELDS_BasicGet: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsBasicGet(Method):
+    __slots__ = ('queue', 'no_ack', '__weakref__')
+
+
 def _enc_BasicGet(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
-    out += _S_H.pack(0)
-    _enc_shortstr(o.queue, out, 'queue')
-    out.append(o.no_ack)
+    try:
+        out += _S_H.pack(0)
+        b = o.queue.encode()
+        if len(b) > 255:
+            raise _explain_encoding(o, None)
+        out.append(len(b))
+        out += b
+        out.append(o.no_ack)
+    except (AttributeError, UnicodeEncodeError) as e:
+        raise _explain_encoding(o, e) from None
 
 
 def _dec_BasicGet(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[BasicGet, int]:
-    o = _new(BasicGet)
-    if pos + 2 > end:
-        raise _trunc('basic.get', pos)
-    (_,) = _S_H.unpack_from(buf, pos)
-    pos += 2
-    v, pos = _dec_shortstr(buf, pos, end)
-    _set(o, 'queue', v)
-    if pos + 1 > end:
-        raise _trunc('basic.get', pos)
-    b0 = buf[pos]
-    pos += 1
-    _set(o, 'no_ack', b0 & 1 != 0)
+    o: Any = _SlotsBasicGet()
+    try:
+        if pos + 2 > end:
+            raise _trunc('basic.get', pos)
+        (_,) = _S_H.unpack_from(buf, pos)
+        pos += 2
+        stop = pos + 1 + buf[pos]
+        if stop > end:
+            raise _trunc('basic.get', pos)
+        o.queue = buf[pos + 1:stop].decode()
+        pos = stop
+        if pos + 1 > end:
+            raise _trunc('basic.get', pos)
+        b0 = buf[pos]
+        pos += 1
+        o.no_ack = b0 & 1 != 0
+    except IndexError:
+        raise _trunc('basic.get', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_utf8('basic.get', pos) from None
+    o.__class__ = BasicGet
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class BasicGet(Method):
+class BasicGet(_SlotsBasicGet):
     """``basic.get`` (60, 70)."""
 
     NAME: ClassVar[str] = 'basic.get'
@@ -2748,36 +3426,63 @@ _FIELDS_BasicGetOk: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsBasicGetOk(Method):
+    __slots__ = ('delivery_tag', 'redelivered', 'exchange', 'routing_key', 'message_count', '__weakref__')
+
+
 def _enc_BasicGetOk(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
-    out += _S_QB.pack(o.delivery_tag, o.redelivered)
-    _enc_shortstr(o.exchange, out, 'exchange')
-    _enc_shortstr(o.routing_key, out, 'routing-key')
-    out += _S_I.pack(o.message_count)
+    try:
+        out += _S_QB.pack(o.delivery_tag, o.redelivered)
+        b = o.exchange.encode()
+        if len(b) > 255:
+            raise _explain_encoding(o, None)
+        out.append(len(b))
+        out += b
+        b = o.routing_key.encode()
+        if len(b) > 255:
+            raise _explain_encoding(o, None)
+        out.append(len(b))
+        out += b
+        out += _S_I.pack(o.message_count)
+    except (AttributeError, UnicodeEncodeError) as e:
+        raise _explain_encoding(o, e) from None
 
 
 def _dec_BasicGetOk(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[BasicGetOk, int]:
-    o = _new(BasicGetOk)
-    if pos + 9 > end:
-        raise _trunc('basic.get-ok', pos)
-    v0, b1 = _S_QB.unpack_from(buf, pos)
-    pos += 9
-    _set(o, 'delivery_tag', v0)
-    _set(o, 'redelivered', b1 & 1 != 0)
-    v, pos = _dec_shortstr(buf, pos, end)
-    _set(o, 'exchange', v)
-    v, pos = _dec_shortstr(buf, pos, end)
-    _set(o, 'routing_key', v)
-    if pos + 4 > end:
-        raise _trunc('basic.get-ok', pos)
-    (v0,) = _S_I.unpack_from(buf, pos)
-    pos += 4
-    _set(o, 'message_count', v0)
+    o: Any = _SlotsBasicGetOk()
+    try:
+        if pos + 9 > end:
+            raise _trunc('basic.get-ok', pos)
+        v0, b1 = _S_QB.unpack_from(buf, pos)
+        pos += 9
+        o.delivery_tag = v0
+        o.redelivered = b1 & 1 != 0
+        stop = pos + 1 + buf[pos]
+        if stop > end:
+            raise _trunc('basic.get-ok', pos)
+        o.exchange = buf[pos + 1:stop].decode()
+        pos = stop
+        stop = pos + 1 + buf[pos]
+        if stop > end:
+            raise _trunc('basic.get-ok', pos)
+        o.routing_key = buf[pos + 1:stop].decode()
+        pos = stop
+        if pos + 4 > end:
+            raise _trunc('basic.get-ok', pos)
+        (v0,) = _S_I.unpack_from(buf, pos)
+        pos += 4
+        o.message_count = v0
+    except IndexError:
+        raise _trunc('basic.get-ok', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_utf8('basic.get-ok', pos) from None
+    o.__class__ = BasicGetOk
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class BasicGetOk(Method):
+class BasicGetOk(_SlotsBasicGetOk):
     """``basic.get-ok`` (60, 71)."""
 
     NAME: ClassVar[str] = 'basic.get-ok'
@@ -2818,19 +3523,24 @@ _FIELDS_BasicGetEmpty: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsBasicGetEmpty(Method):
+    __slots__ = ('__weakref__',)
+
+
 def _enc_BasicGetEmpty(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
     out.append(0)
 
 
 def _dec_BasicGetEmpty(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[BasicGetEmpty, int]:
-    o = _new(BasicGetEmpty)
+    o: Any = _SlotsBasicGetEmpty()
     _, pos = _dec_shortstr_text(buf, pos, end)
+    o.__class__ = BasicGetEmpty
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class BasicGetEmpty(Method):
+class BasicGetEmpty(_SlotsBasicGetEmpty):
     """``basic.get-empty`` (60, 72)."""
 
     NAME: ClassVar[str] = 'basic.get-empty'
@@ -2858,24 +3568,29 @@ _FIELDS_BasicAck: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsBasicAck(Method):
+    __slots__ = ('delivery_tag', 'multiple', '__weakref__')
+
+
 def _enc_BasicAck(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
     out += _S_QB.pack(o.delivery_tag, o.multiple)
 
 
 def _dec_BasicAck(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[BasicAck, int]:
-    o = _new(BasicAck)
+    o: Any = _SlotsBasicAck()
     if pos + 9 > end:
         raise _trunc('basic.ack', pos)
     v0, b1 = _S_QB.unpack_from(buf, pos)
     pos += 9
-    _set(o, 'delivery_tag', v0)
-    _set(o, 'multiple', b1 & 1 != 0)
+    o.delivery_tag = v0
+    o.multiple = b1 & 1 != 0
+    o.__class__ = BasicAck
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class BasicAck(Method):
+class BasicAck(_SlotsBasicAck):
     """``basic.ack`` (60, 80)."""
 
     NAME: ClassVar[str] = 'basic.ack'
@@ -2911,24 +3626,29 @@ _FIELDS_BasicReject: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsBasicReject(Method):
+    __slots__ = ('delivery_tag', 'requeue', '__weakref__')
+
+
 def _enc_BasicReject(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
     out += _S_QB.pack(o.delivery_tag, o.requeue)
 
 
 def _dec_BasicReject(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[BasicReject, int]:
-    o = _new(BasicReject)
+    o: Any = _SlotsBasicReject()
     if pos + 9 > end:
         raise _trunc('basic.reject', pos)
     v0, b1 = _S_QB.unpack_from(buf, pos)
     pos += 9
-    _set(o, 'delivery_tag', v0)
-    _set(o, 'requeue', b1 & 1 != 0)
+    o.delivery_tag = v0
+    o.requeue = b1 & 1 != 0
+    o.__class__ = BasicReject
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class BasicReject(Method):
+class BasicReject(_SlotsBasicReject):
     """``basic.reject`` (60, 90)."""
 
     NAME: ClassVar[str] = 'basic.reject'
@@ -2963,23 +3683,28 @@ _FIELDS_BasicRecoverAsync: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsBasicRecoverAsync(Method):
+    __slots__ = ('requeue', '__weakref__')
+
+
 def _enc_BasicRecoverAsync(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
     out.append(o.requeue)
 
 
 def _dec_BasicRecoverAsync(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[BasicRecoverAsync, int]:
-    o = _new(BasicRecoverAsync)
+    o: Any = _SlotsBasicRecoverAsync()
     if pos + 1 > end:
         raise _trunc('basic.recover-async', pos)
     b0 = buf[pos]
     pos += 1
-    _set(o, 'requeue', b0 & 1 != 0)
+    o.requeue = b0 & 1 != 0
+    o.__class__ = BasicRecoverAsync
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class BasicRecoverAsync(Method):
+class BasicRecoverAsync(_SlotsBasicRecoverAsync):
     """``basic.recover-async`` (60, 100)."""
 
     NAME: ClassVar[str] = 'basic.recover-async'
@@ -3012,23 +3737,28 @@ _FIELDS_BasicRecover: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsBasicRecover(Method):
+    __slots__ = ('requeue', '__weakref__')
+
+
 def _enc_BasicRecover(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
     out.append(o.requeue)
 
 
 def _dec_BasicRecover(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[BasicRecover, int]:
-    o = _new(BasicRecover)
+    o: Any = _SlotsBasicRecover()
     if pos + 1 > end:
         raise _trunc('basic.recover', pos)
     b0 = buf[pos]
     pos += 1
-    _set(o, 'requeue', b0 & 1 != 0)
+    o.requeue = b0 & 1 != 0
+    o.__class__ = BasicRecover
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class BasicRecover(Method):
+class BasicRecover(_SlotsBasicRecover):
     """``basic.recover`` (60, 110)."""
 
     NAME: ClassVar[str] = 'basic.recover'
@@ -3059,18 +3789,23 @@ METHODS_BY_NAME['basic.recover'] = BasicRecover
 _FIELDS_BasicRecoverOk: tuple[FieldSpec, ...] = ()
 
 
+class _SlotsBasicRecoverOk(Method):
+    __slots__ = ('__weakref__',)
+
+
 def _enc_BasicRecoverOk(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
     pass
 
 
 def _dec_BasicRecoverOk(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[BasicRecoverOk, int]:
-    o = _new(BasicRecoverOk)
+    o: Any = _SlotsBasicRecoverOk()
+    o.__class__ = BasicRecoverOk
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class BasicRecoverOk(Method):
+class BasicRecoverOk(_SlotsBasicRecoverOk):
     """``basic.recover-ok`` (60, 111)."""
 
     NAME: ClassVar[str] = 'basic.recover-ok'
@@ -3099,25 +3834,30 @@ _FIELDS_BasicNack: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsBasicNack(Method):
+    __slots__ = ('delivery_tag', 'multiple', 'requeue', '__weakref__')
+
+
 def _enc_BasicNack(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
     out += _S_QB.pack(o.delivery_tag, o.multiple | o.requeue << 1)
 
 
 def _dec_BasicNack(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[BasicNack, int]:
-    o = _new(BasicNack)
+    o: Any = _SlotsBasicNack()
     if pos + 9 > end:
         raise _trunc('basic.nack', pos)
     v0, b1 = _S_QB.unpack_from(buf, pos)
     pos += 9
-    _set(o, 'delivery_tag', v0)
-    _set(o, 'multiple', b1 & 1 != 0)
-    _set(o, 'requeue', b1 & 2 != 0)
+    o.delivery_tag = v0
+    o.multiple = b1 & 1 != 0
+    o.requeue = b1 & 2 != 0
+    o.__class__ = BasicNack
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class BasicNack(Method):
+class BasicNack(_SlotsBasicNack):
     """``basic.nack`` (60, 120)."""
 
     NAME: ClassVar[str] = 'basic.nack'
@@ -3168,175 +3908,247 @@ _FIELDS_BasicProperties: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsBasicProperties(Properties):
+    __slots__ = ('content_type', 'content_encoding', 'headers', 'delivery_mode', 'priority', 'correlation_id', 'reply_to', 'expiration', 'message_id', 'timestamp', 'type', 'user_id', 'app_id', 'reserved', '__weakref__')
+
+
 def _enc_BasicProperties(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
     flags = 0
     at = len(out)
     out += b'\x00\x00'
     v: Any
-    v = o.content_type
-    if v is not None:
-        flags |= 0x8000
-        _enc_shortstr(v, out, 'content-type')
-    v = o.content_encoding
-    if v is not None:
-        flags |= 0x4000
-        _enc_shortstr(v, out, 'content-encoding')
-    v = o.headers
-    if v is not None:
-        flags |= 0x2000
-        _enc_table(v, out, profile)
-    v = o.delivery_mode
-    if v is not None:
-        flags |= 0x1000
-        out.append(v)
-    v = o.priority
-    if v is not None:
-        flags |= 0x800
-        out.append(v)
-    v = o.correlation_id
-    if v is not None:
-        flags |= 0x400
-        _enc_shortstr(v, out, 'correlation-id')
-    v = o.reply_to
-    if v is not None:
-        flags |= 0x200
-        _enc_shortstr(v, out, 'reply-to')
-    v = o.expiration
-    if v is not None:
-        flags |= 0x100
-        _enc_shortstr(v, out, 'expiration')
-    v = o.message_id
-    if v is not None:
-        flags |= 0x80
-        _enc_shortstr(v, out, 'message-id')
-    v = o.timestamp
-    if v is not None:
-        flags |= 0x40
-        out += _S_Q.pack(_timestamp_secs(v))
-    v = o.type
-    if v is not None:
-        flags |= 0x20
-        _enc_shortstr(v, out, 'type')
-    v = o.user_id
-    if v is not None:
-        flags |= 0x10
-        _enc_shortstr(v, out, 'user-id')
-    v = o.app_id
-    if v is not None:
-        flags |= 0x8
-        _enc_shortstr(v, out, 'app-id')
-    v = o.reserved
-    if v is not None:
-        flags |= 0x4
-        _enc_shortstr(v, out, 'reserved')
-    out[at:at + 2] = flags.to_bytes(2, 'big')
+    try:
+        v = o.content_type
+        if v is not None:
+            flags |= 0x8000
+            b = v.encode()
+            if len(b) > 255:
+                raise _explain_encoding(o, None)
+            out.append(len(b))
+            out += b
+        v = o.content_encoding
+        if v is not None:
+            flags |= 0x4000
+            b = v.encode()
+            if len(b) > 255:
+                raise _explain_encoding(o, None)
+            out.append(len(b))
+            out += b
+        v = o.headers
+        if v is not None:
+            flags |= 0x2000
+            _enc_table(v, out, profile)
+        v = o.delivery_mode
+        if v is not None:
+            flags |= 0x1000
+            out.append(v)
+        v = o.priority
+        if v is not None:
+            flags |= 0x800
+            out.append(v)
+        v = o.correlation_id
+        if v is not None:
+            flags |= 0x400
+            b = v.encode()
+            if len(b) > 255:
+                raise _explain_encoding(o, None)
+            out.append(len(b))
+            out += b
+        v = o.reply_to
+        if v is not None:
+            flags |= 0x200
+            b = v.encode()
+            if len(b) > 255:
+                raise _explain_encoding(o, None)
+            out.append(len(b))
+            out += b
+        v = o.expiration
+        if v is not None:
+            flags |= 0x100
+            b = v.encode()
+            if len(b) > 255:
+                raise _explain_encoding(o, None)
+            out.append(len(b))
+            out += b
+        v = o.message_id
+        if v is not None:
+            flags |= 0x80
+            b = v.encode()
+            if len(b) > 255:
+                raise _explain_encoding(o, None)
+            out.append(len(b))
+            out += b
+        v = o.timestamp
+        if v is not None:
+            flags |= 0x40
+            out += _S_Q.pack(_timestamp_secs(v))
+        v = o.type
+        if v is not None:
+            flags |= 0x20
+            b = v.encode()
+            if len(b) > 255:
+                raise _explain_encoding(o, None)
+            out.append(len(b))
+            out += b
+        v = o.user_id
+        if v is not None:
+            flags |= 0x10
+            b = v.encode()
+            if len(b) > 255:
+                raise _explain_encoding(o, None)
+            out.append(len(b))
+            out += b
+        v = o.app_id
+        if v is not None:
+            flags |= 0x8
+            b = v.encode()
+            if len(b) > 255:
+                raise _explain_encoding(o, None)
+            out.append(len(b))
+            out += b
+        v = o.reserved
+        if v is not None:
+            flags |= 0x4
+            b = v.encode()
+            if len(b) > 255:
+                raise _explain_encoding(o, None)
+            out.append(len(b))
+            out += b
+    except (AttributeError, UnicodeEncodeError) as e:
+        raise _explain_encoding(o, e) from None
+    _S_H.pack_into(out, at, flags)
 
 
 def _dec_BasicProperties(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[BasicProperties, int]:
-    o = _new(BasicProperties)
-    v: Any
-    flags = 0
-    k = 0
-    while True:
-        if pos + 2 > end:
-            raise _trunc('basic properties', pos)
-        word = buf[pos] << 8 | buf[pos + 1]
+    if pos + 2 > end:
+        raise _trunc('basic properties', pos)
+    flags = buf[pos] << 8 | buf[pos + 1]
+    if flags & 1:
+        flags, pos = _property_flags(buf, pos, end, 1, 'basic properties')
+    else:
+        flags >>= 1
         pos += 2
-        if k < 1:
-            flags |= (word >> 1) << (15 * (0 - k))
-        elif word >> 1:
-            raise _unknown_props('basic properties', word, pos)
-        k += 1
-        if not word & 1:
-            break
     if flags & 0x1:
         raise _unknown_props('basic properties', flags, pos)
-    if flags & 0x4000:
-        v, pos = _dec_shortstr(buf, pos, end)
-        _set(o, 'content_type', v)
-    else:
-        _set(o, 'content_type', None)
-    if flags & 0x2000:
-        v, pos = _dec_shortstr(buf, pos, end)
-        _set(o, 'content_encoding', v)
-    else:
-        _set(o, 'content_encoding', None)
-    if flags & 0x1000:
-        v, pos = _dec_table(buf, pos, end, profile)
-        _set(o, 'headers', v)
-    else:
-        _set(o, 'headers', None)
-    if flags & 0x800:
-        if pos + 1 > end:
-            raise _trunc('basic properties', pos)
-        v = buf[pos]
-        pos += 1
-        _set(o, 'delivery_mode', v)
-    else:
-        _set(o, 'delivery_mode', None)
-    if flags & 0x400:
-        if pos + 1 > end:
-            raise _trunc('basic properties', pos)
-        v = buf[pos]
-        pos += 1
-        _set(o, 'priority', v)
-    else:
-        _set(o, 'priority', None)
-    if flags & 0x200:
-        v, pos = _dec_shortstr(buf, pos, end)
-        _set(o, 'correlation_id', v)
-    else:
-        _set(o, 'correlation_id', None)
-    if flags & 0x100:
-        v, pos = _dec_shortstr(buf, pos, end)
-        _set(o, 'reply_to', v)
-    else:
-        _set(o, 'reply_to', None)
-    if flags & 0x80:
-        v, pos = _dec_shortstr(buf, pos, end)
-        _set(o, 'expiration', v)
-    else:
-        _set(o, 'expiration', None)
-    if flags & 0x40:
-        v, pos = _dec_shortstr(buf, pos, end)
-        _set(o, 'message_id', v)
-    else:
-        _set(o, 'message_id', None)
-    if flags & 0x20:
-        if pos + 8 > end:
-            raise _trunc('basic properties', pos)
-        (v,) = _S_Q.unpack_from(buf, pos)
-        v = _timestamp(v)
-        pos += 8
-        _set(o, 'timestamp', v)
-    else:
-        _set(o, 'timestamp', None)
-    if flags & 0x10:
-        v, pos = _dec_shortstr(buf, pos, end)
-        _set(o, 'type', v)
-    else:
-        _set(o, 'type', None)
-    if flags & 0x8:
-        v, pos = _dec_shortstr(buf, pos, end)
-        _set(o, 'user_id', v)
-    else:
-        _set(o, 'user_id', None)
-    if flags & 0x4:
-        v, pos = _dec_shortstr(buf, pos, end)
-        _set(o, 'app_id', v)
-    else:
-        _set(o, 'app_id', None)
-    if flags & 0x2:
-        v, pos = _dec_shortstr(buf, pos, end)
-        _set(o, 'reserved', v)
-    else:
-        _set(o, 'reserved', None)
+    o: Any = _SlotsBasicProperties()
+    v: Any
+    try:
+        if flags & 0x4000:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _trunc('basic properties', pos)
+            o.content_type = buf[pos + 1:stop].decode()
+            pos = stop
+        else:
+            o.content_type = None
+        if flags & 0x2000:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _trunc('basic properties', pos)
+            o.content_encoding = buf[pos + 1:stop].decode()
+            pos = stop
+        else:
+            o.content_encoding = None
+        if flags & 0x1000:
+            o.headers, pos = _dec_table(buf, pos, end, profile)
+        else:
+            o.headers = None
+        if flags & 0x800:
+            if pos + 1 > end:
+                raise _trunc('basic properties', pos)
+            o.delivery_mode = buf[pos]
+            pos += 1
+        else:
+            o.delivery_mode = None
+        if flags & 0x400:
+            if pos + 1 > end:
+                raise _trunc('basic properties', pos)
+            o.priority = buf[pos]
+            pos += 1
+        else:
+            o.priority = None
+        if flags & 0x200:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _trunc('basic properties', pos)
+            o.correlation_id = buf[pos + 1:stop].decode()
+            pos = stop
+        else:
+            o.correlation_id = None
+        if flags & 0x100:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _trunc('basic properties', pos)
+            o.reply_to = buf[pos + 1:stop].decode()
+            pos = stop
+        else:
+            o.reply_to = None
+        if flags & 0x80:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _trunc('basic properties', pos)
+            o.expiration = buf[pos + 1:stop].decode()
+            pos = stop
+        else:
+            o.expiration = None
+        if flags & 0x40:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _trunc('basic properties', pos)
+            o.message_id = buf[pos + 1:stop].decode()
+            pos = stop
+        else:
+            o.message_id = None
+        if flags & 0x20:
+            if pos + 8 > end:
+                raise _trunc('basic properties', pos)
+            o.timestamp = _timestamp(_S_Q.unpack_from(buf, pos)[0])
+            pos += 8
+        else:
+            o.timestamp = None
+        if flags & 0x10:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _trunc('basic properties', pos)
+            o.type = buf[pos + 1:stop].decode()
+            pos = stop
+        else:
+            o.type = None
+        if flags & 0x8:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _trunc('basic properties', pos)
+            o.user_id = buf[pos + 1:stop].decode()
+            pos = stop
+        else:
+            o.user_id = None
+        if flags & 0x4:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _trunc('basic properties', pos)
+            o.app_id = buf[pos + 1:stop].decode()
+            pos = stop
+        else:
+            o.app_id = None
+        if flags & 0x2:
+            stop = pos + 1 + buf[pos]
+            if stop > end:
+                raise _trunc('basic properties', pos)
+            o.reserved = buf[pos + 1:stop].decode()
+            pos = stop
+        else:
+            o.reserved = None
+    except IndexError:
+        raise _trunc('basic properties', pos) from None
+    except UnicodeDecodeError:
+        raise _bad_utf8('basic properties', pos) from None
+    o.__class__ = BasicProperties
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class BasicProperties(Properties):
+class BasicProperties(_SlotsBasicProperties):
     """Content properties of class ``basic`` (60); every one optional."""
 
     NAME: ClassVar[str] = 'basic.properties'
@@ -3395,18 +4207,23 @@ class BasicProperties(Properties):
 _FIELDS_TxSelect: tuple[FieldSpec, ...] = ()
 
 
+class _SlotsTxSelect(Method):
+    __slots__ = ('__weakref__',)
+
+
 def _enc_TxSelect(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
     pass
 
 
 def _dec_TxSelect(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[TxSelect, int]:
-    o = _new(TxSelect)
+    o: Any = _SlotsTxSelect()
+    o.__class__ = TxSelect
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class TxSelect(Method):
+class TxSelect(_SlotsTxSelect):
     """``tx.select`` (90, 10)."""
 
     NAME: ClassVar[str] = 'tx.select'
@@ -3431,18 +4248,23 @@ METHODS_BY_NAME['tx.select'] = TxSelect
 _FIELDS_TxSelectOk: tuple[FieldSpec, ...] = ()
 
 
+class _SlotsTxSelectOk(Method):
+    __slots__ = ('__weakref__',)
+
+
 def _enc_TxSelectOk(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
     pass
 
 
 def _dec_TxSelectOk(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[TxSelectOk, int]:
-    o = _new(TxSelectOk)
+    o: Any = _SlotsTxSelectOk()
+    o.__class__ = TxSelectOk
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class TxSelectOk(Method):
+class TxSelectOk(_SlotsTxSelectOk):
     """``tx.select-ok`` (90, 11)."""
 
     NAME: ClassVar[str] = 'tx.select-ok'
@@ -3467,18 +4289,23 @@ METHODS_BY_NAME['tx.select-ok'] = TxSelectOk
 _FIELDS_TxCommit: tuple[FieldSpec, ...] = ()
 
 
+class _SlotsTxCommit(Method):
+    __slots__ = ('__weakref__',)
+
+
 def _enc_TxCommit(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
     pass
 
 
 def _dec_TxCommit(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[TxCommit, int]:
-    o = _new(TxCommit)
+    o: Any = _SlotsTxCommit()
+    o.__class__ = TxCommit
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class TxCommit(Method):
+class TxCommit(_SlotsTxCommit):
     """``tx.commit`` (90, 20)."""
 
     NAME: ClassVar[str] = 'tx.commit'
@@ -3503,18 +4330,23 @@ METHODS_BY_NAME['tx.commit'] = TxCommit
 _FIELDS_TxCommitOk: tuple[FieldSpec, ...] = ()
 
 
+class _SlotsTxCommitOk(Method):
+    __slots__ = ('__weakref__',)
+
+
 def _enc_TxCommitOk(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
     pass
 
 
 def _dec_TxCommitOk(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[TxCommitOk, int]:
-    o = _new(TxCommitOk)
+    o: Any = _SlotsTxCommitOk()
+    o.__class__ = TxCommitOk
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class TxCommitOk(Method):
+class TxCommitOk(_SlotsTxCommitOk):
     """``tx.commit-ok`` (90, 21)."""
 
     NAME: ClassVar[str] = 'tx.commit-ok'
@@ -3539,18 +4371,23 @@ METHODS_BY_NAME['tx.commit-ok'] = TxCommitOk
 _FIELDS_TxRollback: tuple[FieldSpec, ...] = ()
 
 
+class _SlotsTxRollback(Method):
+    __slots__ = ('__weakref__',)
+
+
 def _enc_TxRollback(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
     pass
 
 
 def _dec_TxRollback(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[TxRollback, int]:
-    o = _new(TxRollback)
+    o: Any = _SlotsTxRollback()
+    o.__class__ = TxRollback
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class TxRollback(Method):
+class TxRollback(_SlotsTxRollback):
     """``tx.rollback`` (90, 30)."""
 
     NAME: ClassVar[str] = 'tx.rollback'
@@ -3575,18 +4412,23 @@ METHODS_BY_NAME['tx.rollback'] = TxRollback
 _FIELDS_TxRollbackOk: tuple[FieldSpec, ...] = ()
 
 
+class _SlotsTxRollbackOk(Method):
+    __slots__ = ('__weakref__',)
+
+
 def _enc_TxRollbackOk(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
     pass
 
 
 def _dec_TxRollbackOk(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[TxRollbackOk, int]:
-    o = _new(TxRollbackOk)
+    o: Any = _SlotsTxRollbackOk()
+    o.__class__ = TxRollbackOk
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class TxRollbackOk(Method):
+class TxRollbackOk(_SlotsTxRollbackOk):
     """``tx.rollback-ok`` (90, 31)."""
 
     NAME: ClassVar[str] = 'tx.rollback-ok'
@@ -3613,23 +4455,28 @@ _FIELDS_ConfirmSelect: tuple[FieldSpec, ...] = (
 )
 
 
+class _SlotsConfirmSelect(Method):
+    __slots__ = ('nowait', '__weakref__')
+
+
 def _enc_ConfirmSelect(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
     out.append(o.nowait)
 
 
 def _dec_ConfirmSelect(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[ConfirmSelect, int]:
-    o = _new(ConfirmSelect)
+    o: Any = _SlotsConfirmSelect()
     if pos + 1 > end:
         raise _trunc('confirm.select', pos)
     b0 = buf[pos]
     pos += 1
-    _set(o, 'nowait', b0 & 1 != 0)
+    o.nowait = b0 & 1 != 0
+    o.__class__ = ConfirmSelect
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ConfirmSelect(Method):
+class ConfirmSelect(_SlotsConfirmSelect):
     """``confirm.select`` (85, 10)."""
 
     NAME: ClassVar[str] = 'confirm.select'
@@ -3660,18 +4507,23 @@ METHODS_BY_NAME['confirm.select'] = ConfirmSelect
 _FIELDS_ConfirmSelectOk: tuple[FieldSpec, ...] = ()
 
 
+class _SlotsConfirmSelectOk(Method):
+    __slots__ = ('__weakref__',)
+
+
 def _enc_ConfirmSelectOk(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
     pass
 
 
 def _dec_ConfirmSelectOk(buf: bytes, pos: int, end: int,
         profile: Profile = RABBIT) -> tuple[ConfirmSelectOk, int]:
-    o = _new(ConfirmSelectOk)
+    o: Any = _SlotsConfirmSelectOk()
+    o.__class__ = ConfirmSelectOk
     return o, pos
 
 
 @attrs.frozen(slots=True, kw_only=True, repr=False)
-class ConfirmSelectOk(Method):
+class ConfirmSelectOk(_SlotsConfirmSelectOk):
     """``confirm.select-ok`` (85, 11)."""
 
     NAME: ClassVar[str] = 'confirm.select-ok'
