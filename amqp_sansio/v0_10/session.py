@@ -37,29 +37,35 @@ drops replayed ids it already has, so nothing executes twice.
 from __future__ import annotations
 
 __all__ = ["Session", "SessionState", "SESSION_TRANSITIONS", "transition", "SessionStore",
-           "SessionPort", "SessionHolder", "SessionViolation"]
+           "SessionPort", "SessionHolder", "SessionViolation",
+           "CommandReceived", "MessageReceived", "MessageHeadReceived"]
 
 import enum
 import heapq
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
+import attrs
+
 from ..connection import SansIOConnection
 from ..errors import LocalProtocolError
+from ..events import ChannelEvent, Event, ProtocolViolation
 from ..serial import SequenceSet, serial_add, serial_diff, serial_le, serial_lt
 from ..transitions import next_state
-from . import events as ev
+from . import session_events as ev
 from ._specbase import Command, Control, Struct
 from .codes import DetachCode, ErrorCode
 from .flow import Credit
 from .framing import BodyChunk, CommandHead, InvalidCommand, header_octets
 from .spec import (
+    DeliveryProperties,
     ExecutionException,
     ExecutionResult,
     ExecutionSync,
     MessageAccept,
     MessageCancel,
     MessageFlow,
+    MessageProperties,
     MessageReject,
     MessageSetFlowMode,
     MessageStop,
@@ -606,7 +612,7 @@ class Session:
         else:
             self._need_command_point = True
 
-    def peer_attach_crossed(self, name: bytes, events: list[ev.Event]) -> bool:
+    def peer_attach_crossed(self, name: bytes, events: list[Event]) -> bool:
         """The peer attached ``name`` on our channel while we hold it (both
         ends picked it): True and attached if it is our name (answered
         ``attached``), False if not (the connection refuses it)."""
@@ -672,7 +678,7 @@ class Session:
         """True from a resume's attach until ``SessionResumed``: sending waits."""
         return self._awaiting_expected
 
-    def handle_control(self, ctl: Any, events: list[ev.Event]) -> str | None:
+    def handle_control(self, ctl: Any, events: list[Event]) -> str | None:
         """A session control from the peer (``session.attach`` is the
         connection's).  Returns ``"attached"`` or ``"ended"`` when the
         session changed attachment (the connection updates its books);
@@ -703,7 +709,7 @@ class Session:
         _CONTROL_HANDLERS[type(ctl)](self, port, ch, ctl, events)
         return None
 
-    def handle_command(self, item: Any, events: list[ev.Event]) -> None:
+    def handle_command(self, item: Any, events: list[Event]) -> None:
         """A command assembly (whole, its head, a body chunk, or one the
         decoder could not read) from the peer on our channel."""
         ch = self.channel or 0
@@ -725,7 +731,7 @@ class Session:
             return  # (after an exception nothing more is executed)
         if t is InvalidCommand:
             e = item.error
-            events.append(ev.ProtocolViolation(e.code, "execution", ch, e.message,
+            events.append(ProtocolViolation(e.code, "execution", ch, e.message,
                                                "execution.exception"))
             self.send_exception(e.code, command_id=cid, class_code=e.class_code,
                                 command_code=e.command_code, field_index=e.field_index,
@@ -736,7 +742,7 @@ class Session:
         if missing is not None:
             index = next(f.index for f in cmd.FIELDS if f.name == missing)
             message = f"{cmd.NAME} without its required {missing}"
-            events.append(ev.ProtocolViolation(ErrorCode.ILLEGAL_ARGUMENT, "execution", ch,
+            events.append(ProtocolViolation(ErrorCode.ILLEGAL_ARGUMENT, "execution", ch,
                                                message, "execution.exception"))
             self.send_exception(ErrorCode.ILLEGAL_ARGUMENT, command_id=cid,
                                 class_code=cmd.CLASS_CODE, command_code=cmd.CODE,
@@ -744,14 +750,14 @@ class Session:
             return
         if t is CommandHead:
             self._streaming = cid
-            events.append(ev.MessageHeadReceived(ch, cid, cmd, item.headers, item.sync,
+            events.append(MessageHeadReceived(ch, cid, cmd, item.headers, item.sync,
                                                  session=self))
             return
         handler = _COMMAND_HANDLERS.get(type(cmd))
         if handler is not None:
             handler(self, ch, cid, item, events)
             return
-        events.append(ev.CommandReceived(ch, cid, cmd, item.sync, item.headers, item.body,
+        events.append(CommandReceived(ch, cid, cmd, item.sync, item.headers, item.body,
                                          session=self))
         port = self._port
         if port is not None and port.client and type(cmd) in _CLIENT_NOTICES:
@@ -760,23 +766,23 @@ class Session:
             self.complete(cid)
 
     # -- the commands the core answers itself (_COMMAND_HANDLERS) ------------
-    def _on_transfer(self, ch: int, cid: int, item: Any, events: list[ev.Event]) -> None:
-        events.append(ev.MessageReceived(ch, cid, item.command, item.headers,
+    def _on_transfer(self, ch: int, cid: int, item: Any, events: list[Event]) -> None:
+        events.append(MessageReceived(ch, cid, item.command, item.headers,
                                          item.body if item.body is not None else b"",
                                          item.sync, session=self))
 
     def _on_execution_result(self, ch: int, cid: int, item: Any,
-                             events: list[ev.Event]) -> None:
+                             events: list[Event]) -> None:
         cmd = item.command
         expected = self._results.pop(cmd.command_id, None)
         if expected is None:
-            events.append(ev.ProtocolViolation(ErrorCode.COMMAND_INVALID, "execution", ch,
+            events.append(ProtocolViolation(ErrorCode.COMMAND_INVALID, "execution", ch,
                                                f"result for unknown command "
                                                f"{cmd.command_id}", "none"))
         elif cmd.value is not None and not isinstance(cmd.value, expected):
             # Not what the command returns: an application reading its
             # fields would fail obscurely; it hears of the violation.
-            events.append(ev.ProtocolViolation(
+            events.append(ProtocolViolation(
                 ErrorCode.INVALID_ARGUMENT, "execution", ch,
                 f"result for command {cmd.command_id} is a {type(cmd.value).__name__}, "
                 f"not a {expected.__name__}", "none"))
@@ -785,7 +791,7 @@ class Session:
         self.complete(cid)
 
     def _on_execution_exception(self, ch: int, cid: int, item: Any,
-                                events: list[ev.Event]) -> None:
+                                events: list[Event]) -> None:
         cmd = item.command
         self.failed = True
         self._results.clear()
@@ -794,30 +800,30 @@ class Session:
             cmd.field_index, cmd.description, cmd.error_info))
         self.complete(cid)
 
-    def _on_execution_sync(self, ch: int, cid: int, item: Any, events: list[ev.Event]) -> None:
+    def _on_execution_sync(self, ch: int, cid: int, item: Any, events: list[Event]) -> None:
         # The core completes it once every earlier command is complete.
         self._sync_waiting.append(cid)
         self._check_barriers()
 
     def _on_completed(self, port: SessionPort, ch: int, ctl: Any,
-                         events: list[ev.Event]) -> None:
+                         events: list[Event]) -> None:
         self._peer_completed(ctl.commands or SequenceSet(), events)
         if ctl.timely_reply:
             self._known_asked = True
 
     def _on_known_completed(self, port: SessionPort, ch: int, ctl: Any,
-                               events: list[ev.Event]) -> None:
+                               events: list[Event]) -> None:
         known = ctl.commands or SequenceSet()
         self._in_completed.difference_update(known)
         events.append(ev.KnownCompleted(ch, known))
 
     def _on_confirmed(self, port: SessionPort, ch: int, ctl: Any,
-                         events: list[ev.Event]) -> None:
+                         events: list[Event]) -> None:
         if ctl.commands:
             events.append(ev.CommandsConfirmed(ch, ctl.commands))
 
     def _on_command_point(self, port: SessionPort, ch: int, ctl: Any,
-                             events: list[ev.Event]) -> None:
+                             events: list[Event]) -> None:
         if ctl.command_id is None:
             raise SessionViolation("command-point without a command-id",
                                    DetachCode.UNKNOWN_IDS)
@@ -847,7 +853,7 @@ class Session:
         self._numbering_known = True
 
     def _on_flush(self, port: SessionPort, ch: int, ctl: Any,
-                     events: list[ev.Event]) -> None:
+                     events: list[Event]) -> None:
         if ctl.expected:
             # A resuming peer: it keeps its numbering (our answer says
             # where it resumes), so old ids are safe to report now.
@@ -876,11 +882,11 @@ class Session:
                 port.write_control(ch, SessionCompleted(commands=SequenceSet()))
 
     def _on_expected(self, port: SessionPort, ch: int, ctl: Any,
-                        events: list[ev.Event]) -> None:
+                        events: list[Event]) -> None:
         self._replay_from(ctl.commands or SequenceSet(), events)
 
     def _on_gap(self, port: SessionPort, ch: int, ctl: Any,
-                   events: list[ev.Event]) -> None:
+                   events: list[Event]) -> None:
         gap = ctl.commands or SequenceSet()
         self._in_completed.update(gap)
         for i in list(self._in_outstanding):
@@ -898,18 +904,18 @@ class Session:
         self._completion_dirty = True
 
     def _on_request_timeout(self, port: SessionPort, ch: int, ctl: Any,
-                               events: list[ev.Event]) -> None:
+                               events: list[Event]) -> None:
         granted = port.grant_timeout(ctl.timeout)
         self.timeout = granted
         port.write_control(ch, SessionTimeout(timeout=granted))
         events.append(ev.SessionTimeout(ch, granted, requested=True))
 
     def _on_timeout(self, port: SessionPort, ch: int, ctl: Any,
-                       events: list[ev.Event]) -> None:
+                       events: list[Event]) -> None:
         self.timeout = ctl.timeout
         events.append(ev.SessionTimeout(ch, ctl.timeout, requested=False))
 
-    def _peer_completed(self, done: SequenceSet, events: list[ev.Event]) -> None:
+    def _peer_completed(self, done: SequenceSet, events: list[Event]) -> None:
         newly = SequenceSet()
         for lo, hi in done.ranges:
             for cid in _ids(lo, hi, self._replay):
@@ -925,7 +931,7 @@ class Session:
         if newly:
             events.append(ev.CommandsCompleted(self.channel or 0, newly))
 
-    def _replay_from(self, expected: SequenceSet, events: list[ev.Event]) -> None:
+    def _replay_from(self, expected: SequenceSet, events: list[Event]) -> None:
         port = self._port
         assert port is not None and self.channel is not None
         if not self._awaiting_expected:
@@ -1050,7 +1056,7 @@ def _ids(lo: int, hi: int, present: dict[int, Any]) -> list[int]:
 
 
 #: The commands the session answers itself, by spec class.
-_COMMAND_HANDLERS: dict[type[Command], Callable[[Session, int, int, Any, list[ev.Event]],
+_COMMAND_HANDLERS: dict[type[Command], Callable[[Session, int, int, Any, list[Event]],
                                                   None]] = {
     MessageTransfer: Session._on_transfer,
     ExecutionResult: Session._on_execution_result,
@@ -1063,7 +1069,7 @@ _CLIENT_NOTICES: frozenset[type[Command]] = frozenset({MessageAccept, MessageRej
 
 #: The session controls the session handles itself, by spec class
 #: (attached/detach/detached in :meth:`Session.handle_control`).
-_CONTROL_HANDLERS: dict[type[Control], Callable[[Session, SessionPort, int, Any, list[ev.Event]],
+_CONTROL_HANDLERS: dict[type[Control], Callable[[Session, SessionPort, int, Any, list[Event]],
                                                   None]] = {
     SessionCompleted: Session._on_completed,
     SessionKnownCompleted: Session._on_known_completed,
@@ -1075,3 +1081,62 @@ _CONTROL_HANDLERS: dict[type[Control], Callable[[Session, SessionPort, int, Any,
     SessionRequestTimeout: Session._on_request_timeout,
     SessionTimeout: Session._on_timeout,
 }
+
+
+# -- the events that carry their session ----------------------------------------
+# Defined here, next to Session, so that events.py (which re-exports them)
+# and session.py do not import each other.  An application handling a batch
+# of events must not look the session up by channel: a later control in the
+# same batch may have detached it (or attached another on that channel).
+_session_field: Any = attrs.field(default=None, eq=False, repr=False)
+
+
+@attrs.frozen(slots=True)
+class CommandReceived(ChannelEvent):
+    """A command for the application.  Complete it with
+    ``session.complete(command_id)`` (and answer result-bearing commands
+    with ``session.send_result``)."""
+
+    command_id: int
+    command: Command
+    sync: bool = False
+    headers: tuple[Struct, ...] = ()
+    body: bytes | None = None
+    session: Session | None = _session_field
+
+
+@attrs.frozen(slots=True)
+class MessageReceived(ChannelEvent):
+    """A whole ``message.transfer``: command, header structs and body."""
+
+    command_id: int
+    transfer: MessageTransfer
+    headers: tuple[Struct, ...]
+    body: bytes
+    sync: bool = False
+    session: Session | None = _session_field
+
+    @property
+    def delivery_properties(self) -> DeliveryProperties | None:
+        for h in self.headers:
+            if isinstance(h, DeliveryProperties):
+                return h
+        return None
+
+    @property
+    def message_properties(self) -> MessageProperties | None:
+        for h in self.headers:
+            if isinstance(h, MessageProperties):
+                return h
+        return None
+
+
+@attrs.frozen(slots=True)
+class MessageHeadReceived(ChannelEvent):
+    """Streaming bodies: the transfer and headers; chunks follow."""
+
+    command_id: int
+    transfer: MessageTransfer
+    headers: tuple[Struct, ...]
+    sync: bool = False
+    session: Session | None = _session_field
