@@ -11,7 +11,8 @@ reads a clock: time is the broker's ``now``, passed in.
 
 from __future__ import annotations
 
-__all__ = ["ACCESS", "Auth", "Login", "LoginGuard", "Peer", "AccessRefused"]
+__all__ = ["ACCESS", "ACCESS_0_10", "ACCESS_0_9_1", "Auth", "Login", "LoginGuard", "Peer",
+           "AccessRefused"]
 
 import ipaddress
 import logging
@@ -21,6 +22,8 @@ from typing import Any, Final
 import attrs
 
 from amqp_sansio import sasl
+from amqp_sansio.v0_9_1.amqplain import NAME as AMQPLAIN
+from amqp_sansio.v0_9_1.amqplain import AmqplainServer
 
 from .users import FULL, Permission, Users
 
@@ -33,7 +36,7 @@ log = logging.getLogger("amqp_sansio.broker.auth")
 #: alternate exchange also needs write on it and read on what is declared
 #: (RabbitMQ's rule for alternate and dead-letter exchanges).  The default
 #: exchange ("") is checked as "amq.default".
-ACCESS: Final[Mapping[str, tuple[tuple[str, str], ...]]] = {
+ACCESS_0_10: Final[Mapping[str, tuple[tuple[str, str], ...]]] = {
     "queue.declare": (("configure", "queue"),),
     "queue.delete": (("configure", "queue"),),
     "queue.purge": (("read", "queue"),),
@@ -44,7 +47,29 @@ ACCESS: Final[Mapping[str, tuple[tuple[str, str], ...]]] = {
     "message.subscribe": (("read", "queue"),),
     "message.transfer": (("write", "destination"),),
 }
+ACCESS = ACCESS_0_10  # the name it had
+#: The same table in 0-9-1's own terms (RabbitMQ's): an exchange-to-exchange
+#: binding needs write on its destination and read on its source; the
+#: alternate and dead-letter exchanges are declare arguments there.
+ACCESS_0_9_1: Final[Mapping[str, tuple[tuple[str, str], ...]]] = {
+    "queue.declare": (("configure", "queue"),),
+    "queue.delete": (("configure", "queue"),),
+    "queue.purge": (("read", "queue"),),
+    "queue.bind": (("write", "queue"), ("read", "exchange")),
+    "queue.unbind": (("write", "queue"), ("read", "exchange")),
+    "exchange.declare": (("configure", "exchange"),),
+    "exchange.delete": (("configure", "exchange"),),
+    "exchange.bind": (("write", "destination"), ("read", "source")),
+    "exchange.unbind": (("write", "destination"), ("read", "source")),
+    "basic.consume": (("read", "queue"),),
+    "basic.get": (("read", "queue"),),
+    "basic.publish": (("write", "exchange"),),
+}
 _DECLARES: Final = {"queue.declare": "queue", "exchange.declare": "exchange"}
+#: Fields naming exchanges (the default one is checked as "amq.default").
+_EXCHANGE_FIELDS: Final = frozenset({"exchange", "destination", "source"})
+#: Declare arguments naming another exchange (0-9-1).
+_NAMED_IN_ARGUMENTS: Final = ("alternate-exchange", "x-dead-letter-exchange")
 _LONGEST_NAME_LOGGED: Final = 64
 
 
@@ -57,19 +82,25 @@ class AccessRefused(Exception):
         self.field = field
 
 
-def required(command: Any) -> list[tuple[str, str, str]]:
-    """``(permission, resource name, field)`` checks ``command`` needs."""
+def required(command: Any, table: Mapping[str, tuple[tuple[str, str], ...]] = ACCESS_0_10
+             ) -> list[tuple[str, str, str]]:
+    """``(permission, resource name, field)`` checks ``command`` needs
+    (``table``: its protocol's, :data:`ACCESS_0_10` or :data:`ACCESS_0_9_1`)."""
     name = command.NAME
-    rules = ACCESS.get(name)
+    rules = table.get(name)
     if rules is None or getattr(command, "passive", False):
         return []
     out = []
     for perm, field in rules:
         out.append((perm, getattr(command, field) or "", field))
-    alternate = getattr(command, "alternate_exchange", None) if name in _DECLARES else None
-    if alternate:
-        out.append(("write", alternate, "alternate_exchange"))
-        out.append(("read", getattr(command, _DECLARES[name]) or "", _DECLARES[name]))
+    if name in _DECLARES:
+        alternates = [(getattr(command, "alternate_exchange", None), "alternate_exchange")]
+        args = getattr(command, "arguments", None) or {}
+        alternates += [(args.get(k), "arguments") for k in _NAMED_IN_ARGUMENTS]
+        for alternate, field in alternates:
+            if alternate and isinstance(alternate, str):
+                out.append(("write", alternate, field))
+                out.append(("read", getattr(command, _DECLARES[name]) or "", _DECLARES[name]))
     return out
 
 
@@ -226,8 +257,13 @@ class Login:
         base = sasl.ServerAuthenticator.standard(
             check_password=check, scram_lookup=lookup, anonymous=auth.anonymous,
             external_identity=cn)
-        self.authenticator = sasl.ServerAuthenticator(
-            [(name, self._guarded(name, base)) for name in base.mechanisms])
+        guarded = [(name, self._guarded(name, base)) for name in base.mechanisms]
+        self.authenticator = sasl.ServerAuthenticator(guarded)
+        # 0-9-1 clients also know AMQPLAIN (RabbitMQ's), offered after PLAIN.
+        after = next((i + 1 for i, (n, _) in enumerate(guarded) if n == "PLAIN"), len(guarded))
+        amqplain = (AMQPLAIN, lambda: _Watched(AmqplainServer(check), self))
+        self.authenticator_0_9_1 = sasl.ServerAuthenticator(
+            guarded[:after] + [amqplain] + guarded[after:])
 
     def _guarded(self, name: str, base: sasl.ServerAuthenticator
                  ) -> Callable[[], sasl.ServerMechanism]:
@@ -280,13 +316,16 @@ class Login:
         vhosts = self.auth.vhosts
         return (vhosts is None or vhost in vhosts) and self.permission(vhost) is not None
 
-    def check(self, vhost: str, command: Any) -> None:
-        """Raise :class:`AccessRefused` unless the user may run ``command``."""
+    def check(self, vhost: str, command: Any,
+              table: Mapping[str, tuple[tuple[str, str], ...]] = ACCESS_0_10) -> None:
+        """Raise :class:`AccessRefused` unless the user may run ``command``
+        (``table``: the access rules of its protocol)."""
         perm = self.permission(vhost)
         if perm is FULL:
             return
-        for kind, name, field in required(command):
-            resource = (name or "amq.default") if field in ("exchange", "destination") else name
+        for kind, name, field in required(command, table):
+            resource = ((name or "amq.default") if field in _EXCHANGE_FIELDS
+                        or field in ("alternate_exchange", "arguments") else name)
             if perm is None or not perm.allows(kind, resource):
                 what = "queue" if field == "queue" else "exchange"
                 raise AccessRefused(f"access to {what} {resource!r} in vhost {vhost!r} refused "

@@ -148,16 +148,33 @@ S = TypeVar("S", bound=Hashable)  # a session (the core's Session object)
 
 @attrs.define(eq=False)
 class Work:
-    """What a transaction did and has not committed: messages routed and not
-    yet enqueued, deliveries accepted and not yet settled."""
+    """What a transaction did and has not committed -- one unit for every
+    kind (0-10 tx and dtx branches, 0-9-1 tx; 1.0 transactions later):
+    messages routed and not yet enqueued, deliveries accepted and not yet
+    settled, and anything else that waits for the commit (``effects``: a
+    0-9-1 reject, a mandatory return...).  ``Broker.commit`` applies it; a
+    rollback drops it (what the front end does with the accepts differs:
+    dtx releases them, tx leaves them held)."""
 
     enqueues: list[tuple[QueueState, QMsg]] = attrs.field(factory=list)
     accepts: list[Held] = attrs.field(factory=list)
+    effects: list[Callable[[], object]] = attrs.field(factory=list)
 
     def take(self) -> tuple[list[tuple[QueueState, QMsg]], list[Held]]:
         out = self.enqueues, self.accepts
         self.enqueues, self.accepts = [], []
         return out
+
+    def take_effects(self) -> list[Callable[[], object]]:
+        out, self.effects = self.effects, []
+        return out
+
+    def clear(self) -> list[Held]:
+        """Drop everything staged; the accepts it held (for the caller to
+        put back or release)."""
+        _, accepts = self.take()
+        self.effects = []
+        return accepts
 
 
 @attrs.define(eq=False)
@@ -354,6 +371,8 @@ class Dtx(Generic[S]):
             self._enqueue(q, m)
         for h in accepts:
             self._settle(h)
+        for effect in b.work.take_effects():
+            effect()
         return XaStatus.XA_OK
 
     def rollback(self, xid: object) -> XaStatus:
@@ -403,8 +422,7 @@ class Dtx(Generic[S]):
         """Roll back what the branch did: its publishes are dropped, what it
         accepted goes back to its queues."""
         b.undone = True
-        _, accepts = b.work.take()
-        self._release(accepts)
+        self._release(b.work.clear())
 
 
 def _key(xid: object) -> XidKey:

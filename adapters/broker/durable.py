@@ -1,4 +1,4 @@
-"""The 0-10 model's side of durable storage: what it stores, in
+"""The model's side of durable storage: what it stores, in
 :mod:`~amqp_sansio_broker.store`'s records, and how it comes back.
 
 Stored: exchanges and queues declared durable (not exclusive queues: they
@@ -20,19 +20,18 @@ __all__ = ["Durability", "CODEC"]
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Final
 
-from amqp_sansio.v0_10 import codec, spec
-from amqp_sansio.v0_10._specbase import Struct
-from amqp_sansio.v0_10.framing import header_octets
+from amqp_sansio.v0_10 import codec
 
+from .properties import decode_stored
 from .routing import Binding
 from .store import BindingRecord, ExchangeRecord, MessageRecord, QueueRecord, Store
 
 if TYPE_CHECKING:
     from .model import Broker, ExchangeState, QMsg, QueueState
 
-#: How message properties and arguments are encoded in the store.
+#: How arguments are encoded in the store (message properties: in the
+#: codec of the protocol that published them, properties.FORMS).
 CODEC: Final = "amqp-0-10"
-_PERSISTENT: Final = 2
 
 
 def _args(arguments: dict[str, Any] | Iterable[tuple[str, Any]]) -> bytes:
@@ -49,19 +48,6 @@ def _unargs(data: bytes) -> dict[str, Any]:
         return {}
     value, _ = codec.decode_map(data, 0, len(data))
     return dict(value)
-
-
-def _headers(data: bytes) -> tuple[Struct, ...]:
-    out = []
-    pos, n = 0, len(data)
-    while pos < n:
-        h, pos = codec.decode_struct32(data, pos, n)
-        out.append(h)
-    return tuple(out)
-
-
-def _delivery(m: QMsg) -> Any:
-    return next((h for h in m.headers if isinstance(h, spec.DeliveryProperties)), None)
 
 
 class Durability:
@@ -100,7 +86,7 @@ class Durability:
 
     def bound(self, x: ExchangeState, q: QueueState, b: Binding) -> None:
         if self.store is not None and x.durable and q.durable:
-            self.store.put_binding(BindingRecord(x.vhost, x.name, b.queue, b.key,
+            self.store.put_binding(BindingRecord(x.vhost, x.name, b.dest, b.key,
                                                  _args(b.arguments)))
 
     def unbound(self, x: ExchangeState, queue: str, key: str) -> None:
@@ -110,14 +96,15 @@ class Durability:
     # -- messages ---------------------------------------------------------------
     def enqueued(self, q: QueueState, m: QMsg) -> bool:
         """Store ``m`` if it must survive; is it stored?"""
-        if self.store is None or not q.durable:
+        if self.store is None or not q.durable or not m.wire.persistent:
             return False
-        dp = _delivery(m)
-        if dp is None or dp.delivery_mode != _PERSISTENT:
-            return False
+        ttl = m.wire.ttl or None
+        qttl = q.options.message_ttl
+        if qttl is not None and (ttl is None or qttl < ttl):
+            ttl = qttl
+        form, properties = m.wire.encode()
         self.store.put_message(MessageRecord(
-            m.seq, q.vhost, q.name, CODEC, header_octets(m.headers), m.body, m.exchange,
-            m.routing_key, dp.ttl or None))
+            m.seq, q.vhost, q.name, form, properties, m.body, m.exchange, m.routing_key, ttl))
         return True
 
     def forget(self, m: QMsg) -> None:
@@ -148,13 +135,14 @@ class Durability:
             ns = broker.vhost(xr.vhost)
             ns.exchanges[xr.name] = ExchangeState(
                 xr.name, xr.type, xr.vhost, durable=True, auto_delete=xr.auto_delete,
-                alternate=xr.alternate, arguments=_unargs(xr.arguments))
+                alternate=xr.alternate, arguments=_unargs(xr.arguments),
+                declared_durable=True)
         for qr in r.queues:
             qargs = _unargs(qr.arguments)
             broker.vhost(qr.vhost).queues[qr.name] = QueueState(
                 qr.name, qr.vhost, durable=True, auto_delete=qr.auto_delete,
                 alternate=qr.alternate, arguments=qargs, policy=broker.queue_policy(qargs),
-                options=broker.queue_options(qargs))
+                options=broker.queue_options(qargs), declared_durable=True)
         for br in r.bindings:
             x = broker.vhost(br.vhost).exchanges.get(br.exchange)
             if x is not None:
@@ -165,13 +153,11 @@ class Durability:
         for mr in r.messages:
             last = max(last, mr.id)
             q = broker.vhost(mr.vhost).queues.get(mr.queue)
-            if q is None or mr.codec != CODEC:
+            wire = decode_stored(mr.codec, mr.properties) if q is not None else None
+            if q is None or wire is None:
                 self.store.delete_message(mr.id)  # orphaned: its queue is gone
                 continue
-            headers = _headers(mr.properties)
-            mp = next((h for h in headers if isinstance(h, spec.MessageProperties)), None)
-            m = QMsg(mr.id, headers, mr.body, mr.routing_key, mr.exchange,
-                     mp.application_headers if mp is not None else None, redelivered=True)
+            m = QMsg(mr.id, mr.body, wire, mr.routing_key, mr.exchange, redelivered=True)
             m.stored = True
             broker.restored(q, m)
             if mr.ttl_ms:

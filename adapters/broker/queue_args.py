@@ -15,6 +15,17 @@ qpidd's names (what 0-10 clients and the qpid-cpp suite use):
 * ``qpid.auto_delete_timeout``: an auto-delete queue goes that many seconds
   after it became unused (if it is still unused then), not at once.
 
+RabbitMQ's names (what 0-9-1 clients use):
+
+* ``x-message-ttl``: milliseconds a message may stay on the queue (the
+  smaller of it and the message's own ttl counts);
+* ``x-dead-letter-exchange`` (and ``x-dead-letter-routing-key``): where
+  messages rejected without requeue, expired, or pushed out of a full
+  queue go, with an ``x-death`` header (count, reason, queue, exchange,
+  routing-keys); the routing key is replaced when one is given;
+* ``x-max-length``, ``x-max-length-bytes``, ``x-overflow``: see
+  ``limits.QueuePolicy``.
+
 Anything else is kept and ignored.  A bad value raises ``ValueError``
 (the declare fails with invalid-argument).
 """
@@ -70,11 +81,24 @@ def policy_arguments(arguments: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _text(key: str, v: Any) -> str | None:
+    if v is None:
+        return None
+    if isinstance(v, bytes):
+        v = v.decode("utf-8", "replace")
+    if not isinstance(v, str):
+        raise ValueError(f"{key} must be a string, not {v!r}")
+    return v
+
+
 @attrs.frozen
 class QueueOptions:
     no_local: bool = False
     sequence_key: str | None = None
     auto_delete_timeout: float = 0.0
+    message_ttl: int | None = None  # ms
+    dead_letter_exchange: str | None = None
+    dead_letter_key: str | None = None
 
     @classmethod
     def of(cls, arguments: Mapping[str, Any]) -> QueueOptions:
@@ -84,6 +108,14 @@ class QueueOptions:
         if key is not None and (not isinstance(key, str) or not key):
             raise ValueError(f"qpid.queue_msg_sequence must name a header, not {key!r}")
         timeout = arguments.get("qpid.auto_delete_timeout")
+        ttl = arguments.get("x-message-ttl")
+        if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int) or ttl < 0):
+            raise ValueError(f"x-message-ttl must be a non-negative integer, not {ttl!r}")
+        dlx = _text("x-dead-letter-exchange", arguments.get("x-dead-letter-exchange"))
+        dlk = _text("x-dead-letter-routing-key", arguments.get("x-dead-letter-routing-key"))
+        if dlk is not None and dlx is None:
+            raise ValueError("x-dead-letter-routing-key needs x-dead-letter-exchange")
         return cls(no_local=_flag(arguments.get("no-local", False)), sequence_key=key,
                    auto_delete_timeout=float(_count("qpid.auto_delete_timeout", timeout))
-                   if timeout is not None else 0.0)
+                   if timeout is not None else 0.0, message_ttl=ttl,
+                   dead_letter_exchange=dlx, dead_letter_key=dlk)

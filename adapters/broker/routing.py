@@ -5,7 +5,8 @@ topic: keys are dot-separated words; in a binding ``*`` matches exactly one
 word and ``#`` zero or more.  headers: the binding's arguments are matched
 against the message's application headers, ``x-match`` = ``all`` (every
 non-``x-`` argument matches) or ``any`` (at least one); an argument whose
-value is void (None) matches on presence alone.
+value is void (None) matches on presence alone.  Bindings lead to queues or
+(0-9-1 exchange-to-exchange bindings) to other exchanges.
 """
 
 from __future__ import annotations
@@ -22,9 +23,13 @@ EXCHANGE_TYPES = ("direct", "fanout", "topic", "headers")
 
 @attrs.frozen
 class Binding:
-    queue: str
+    """``key`` (and ``arguments``) lead an exchange's messages to ``dest``: a
+    queue, or -- with ``exchange`` (0-9-1 exchange.bind) -- another exchange."""
+
+    dest: str
     key: str
     arguments: tuple[tuple[str, Any], ...] = ()
+    exchange: bool = False
 
     @property
     def args(self) -> dict[str, Any]:

@@ -33,7 +33,8 @@ from amqp_sansio_trio._util import leaves, open_service_nursery
 from amqp_sansio_trio.server import PeerInfo, serve_with_peer
 
 from .auth import Peer
-from .model import Broker, BrokerConnection
+from .listener import BrokerConnection
+from .model import Broker
 
 _TIMER_POLL = 1.0
 #: The most one read of a connection hands the broker at once: a publisher

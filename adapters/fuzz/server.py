@@ -309,13 +309,15 @@ def run_server_case(sock: socket.socket, plan: ServerPlan, step_timeout: float =
                     case_time: float = 10.0) -> tuple[Case, Outcome, Observation,
                                                       list[tuple[str, float, bytes]]]:
     """Serve one client connection according to ``plan``."""
+    from amqp_sansio_broker.front_0_10 import Connection010
     from amqp_sansio_broker.model import Broker
 
     t0 = time.monotonic()
     fault = fault_of(plan)
     case = Case(seed=plan.seed, number=plan.number, family=f"server-{plan.kind}", fault=fault,
                 items=(), barrier="none", role=SERVER)
-    bc = Broker(virtual_hosts=None).connection()
+    # The 0-10 front end itself (no header gate): its core checks the client.
+    bc = Connection010(Broker(virtual_hosts=None))
     transcript: list[tuple[str, float, bytes]] = []
     violations: list[Violation] = []
     signals: list[Signal] = []

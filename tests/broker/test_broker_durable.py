@@ -86,7 +86,7 @@ def test_durable_things_and_persistent_messages_survive_a_restart(tmp_path: Path
     assert "orders" in b2.exchanges and "scratch" not in b2.exchanges
     x = b2.exchanges["orders"]
     assert x.type == "topic" and x.durable and x.arguments == {"k": 1}
-    assert [(bd.queue, bd.key) for bd in x.bindings] == [("keep", "eu.#")]
+    assert [(bd.dest, bd.key) for bd in x.bindings] == [("keep", "eu.#")]
     q = b2.queues["keep"]
     assert q.arguments == {"x-note": "hi"}
     assert [m.body for m in q.messages] == [b"p1", b"p2", b"p3", b"p4"]

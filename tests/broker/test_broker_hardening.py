@@ -20,9 +20,11 @@ from amqp_sansio.serial import SequenceSet
 from amqp_sansio.v0_10 import events as ev
 from amqp_sansio.v0_10 import spec
 from amqp_sansio_broker.backlog import Backlog
+from amqp_sansio_broker.front_0_10 import DEFERRED_PER_SESSION
 from amqp_sansio_broker.held import HeldDeliveries
 from amqp_sansio_broker.limits import Limits
-from amqp_sansio_broker.model import DEFERRED_PER_SESSION, Broker, QMsg
+from amqp_sansio_broker.model import Broker, QMsg
+from amqp_sansio_broker.properties import FORM_0_10, Wire
 
 ALL_IDS = SequenceSet([(0, 2147483646)])  # 56 octets on the wire
 
@@ -279,7 +281,7 @@ def test_backlog_matches_a_sorted_list(ops: list[tuple[str, int]]) -> None:
     seq = 0
     for op, k in ops:
         if op == "append":
-            m = QMsg(seq, (), b"x" * k, "", "", None, octets=k)
+            m = QMsg(seq, b"x" * k, Wire(FORM_0_10, ()), "", "", octets=k)
             seq += 1
             log.append(m)
             model.append(m)

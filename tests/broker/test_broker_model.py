@@ -311,6 +311,34 @@ def test_tx_rollback_discards_publishes(broker: Broker) -> None:
     assert [e.error_code for e in exceptions(c.events)] == [409]
 
 
+def test_tx_accepts_wait_for_the_commit_and_a_release_before_rollback_requeues(
+        broker: Broker) -> None:
+    """qpid.messaging rolls back with message.release of what it accepted,
+    then tx.rollback: those messages go back on their queue, redelivered."""
+    c = Client(broker)
+    s = c.session()
+    declare(c, s, "q")
+    for body in (b"1", b"2"):
+        c.publish(s, body, key="q")
+    s.send(spec.TxSelect())
+    c.subscribe(s, "q", credit=10)
+    ids = [e.command_id for e in c.pump() if isinstance(e, ev.MessageReceived)]
+    assert len(ids) == 2
+    s.send(spec.MessageAccept(transfers=SequenceSet.of(*ids)))
+    c.pump()
+    assert broker.retained == broker.recount() > 0  # accepted, not settled yet
+    s.send(spec.MessageCancel(destination="q"))
+    s.send(spec.MessageRelease(transfers=SequenceSet.of(ids[0]), set_redelivered=True))
+    s.send(spec.TxRollback())
+    c.pump()
+    assert [(m.body, m.redelivered) for m in broker.queues["q"].messages] == [(b"1", True)]
+    s.send(spec.MessageAccept(transfers=SequenceSet.of(ids[1])))
+    s.send(spec.TxCommit())
+    c.pump()
+    assert broker.retained == broker.recount() == broker.queues["q"].messages.octets
+    assert not exceptions(c.events)
+
+
 def test_queue_query_and_auto_delete(broker: Broker) -> None:
     c = Client(broker)
     s = c.session()

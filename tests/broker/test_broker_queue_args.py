@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 from test_broker_model import Client, bodies, exceptions
 
+from amqp_sansio.serial import SequenceSet
+from amqp_sansio.v0_10 import events as ev
 from amqp_sansio.v0_10 import spec
 from amqp_sansio_broker.model import Broker
 from amqp_sansio_broker.queue_args import QueueOptions, policy_arguments
@@ -88,3 +90,42 @@ def test_auto_delete_timeout_on_the_io_clock() -> None:
     assert due == broker.now + 3
     broker.handle_timer(due)
     assert "t" not in broker.queues
+
+
+def test_rabbitmq_options_parse() -> None:
+    o = QueueOptions.of({"x-message-ttl": 50, "x-dead-letter-exchange": b"dlx",
+                         "x-dead-letter-routing-key": "dead"})
+    assert (o.message_ttl, o.dead_letter_exchange, o.dead_letter_key) == (50, "dlx", "dead")
+    for bad in ({"x-message-ttl": -1}, {"x-message-ttl": True}, {"x-message-ttl": "5"},
+                {"x-dead-letter-exchange": 5},
+                {"x-dead-letter-routing-key": "k"}):  # a key with no exchange
+        with pytest.raises(ValueError):
+            QueueOptions.of(bad)
+
+
+def test_rejected_and_expired_messages_are_dead_lettered_with_x_death() -> None:
+    broker = Broker()
+    c = Client(broker)
+    s = c.session()
+    s.send(spec.ExchangeDeclare(exchange="dlx", type="fanout"))
+    s.send(spec.QueueDeclare(queue="dead"))
+    s.send(spec.ExchangeBind(queue="dead", exchange="dlx", binding_key=""))
+    s.send(spec.QueueDeclare(queue="work", arguments={
+        "x-message-ttl": 1000, "x-dead-letter-exchange": "dlx"}))
+    c.pump()
+    c.publish(s, b"rejected", key="work")
+    c.subscribe(s, "work", credit=1)
+    got = [e for e in c.pump() if isinstance(e, ev.MessageReceived)]
+    assert [e.body for e in got] == [b"rejected"]
+    s.send(spec.MessageReject(transfers=SequenceSet.of(got[0].command_id), code=0, text="no"))
+    s.send(spec.MessageCancel(destination="work"))
+    c.publish(s, b"expired", key="work")
+    c.pump()
+    c.now = 2.0  # past the queue's ttl (1 s), on the clock the I/O layer passes in
+    broker.handle_timer(c.now)
+    dead = broker.queues["dead"].messages
+    assert [m.body for m in dead] == [b"rejected", b"expired"]
+    assert [m.app_headers["x-death"][0]["reason"] for m in dead  # type: ignore[index]
+            ] == ["rejected", "expired"]
+    assert all(m.app_headers["x-death"][0]["queue"] == "work" for m in dead)  # type: ignore[index]
+    assert not broker.queues["work"].messages and broker.recount() == broker.retained

@@ -21,7 +21,7 @@ from amqp_sansio.errors import RemoteProtocolError
 from amqp_sansio.serial import SequenceSet
 from amqp_sansio.v0_10 import spec
 from amqp_sansio.v0_10.framing import PROTOCOL_HEADER, AssemblyDecoder
-from amqp_sansio_broker.model import Broker, BrokerConnection
+from amqp_sansio_broker import Broker, BrokerConnection
 from amqp_sansio_fuzz import wire_0_10 as wire
 from amqp_sansio_fuzz.generate_0_10 import GenConfig, Script
 from amqp_sansio_fuzz.values import Names, case_rng

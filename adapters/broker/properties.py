@@ -1,0 +1,420 @@
+"""Message properties across protocols: the one place they are mapped.
+
+A message is kept as its publisher sent it -- a :class:`Wire`: the
+properties in the publisher's own protocol's form (0-10: the header structs;
+0-9-1: ``BasicProperties``), plus the few things the broker itself reads
+(application headers, persistence, ttl).  A consumer of the same protocol
+gets those properties as published; a consumer of another gets them through
+the protocol-neutral :class:`Props`, converted once per message and cached.
+A protocol plugs in with one :class:`Form` (its reader, writer and store
+codec) in :data:`FORMS`.
+
+The mapping (what a consumer of the other protocol sees):
+
+======================  ===========================  ===============================
+neutral (:class:`Props`) 0-10                        0-9-1
+======================  ===========================  ===============================
+headers                 message-properties           headers (values a protocol
+                        application-headers          cannot carry: see below)
+content_type            message-properties           content-type
+                        content-type
+content_encoding        content-encoding             content-encoding
+persistent              delivery-mode 2 (1: not)     delivery-mode 2 (else absent)
+priority                delivery-properties priority priority
+ttl (ms)                delivery-properties ttl      expiration: decimal ms text (a
+                                                     non-numeric one is not a ttl)
+message_id              message-id: a UUID           message-id text: a UUID's
+                                                     canonical text; other text has
+                                                     no 0-10 form: it travels in the
+                                                     header ``x-amqp-0-9-1-message-id``
+correlation_id (bytes)  correlation-id               correlation-id (UTF-8 text;
+                                                     other octets: dropped)
+reply_to (exchange,     reply-to struct              reply-to: the routing key when
+routing key)                                         the exchange is the default
+                                                     one, else ``/exchange/X/KEY``
+                                                     (and back)
+user_id, app_id         user-id, app-id (octets)     user-id, app-id (UTF-8 text)
+timestamp (s)           delivery-properties          timestamp
+                        timestamp
+type                    (none): header               type
+                        ``x-amqp-0-9-1-type``
+cluster_id              (none): header               cluster-id (the ``reserved``
+                        ``x-amqp-0-9-1-cluster-id``  property)
+======================  ===========================  ===============================
+
+Routing key, exchange and the redelivered flag are the delivery's, set by
+the consumer's front end (0-10: in delivery-properties; 0-9-1: in
+``basic.deliver``).  0-10-only properties (expiration as a date, resume-id,
+discard-unroutable, immediate, content-length) do not cross.  A header value
+one codec cannot carry becomes its text (a UUID in a 0-9-1 table), a value
+too long for a 0-9-1 short string is dropped -- a message is never refused
+for its properties.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Props", "Wire", "Form", "FORMS", "convert", "wire_of", "decode_stored",
+           "FORM_0_10", "FORM_0_9_1"]
+
+import contextlib
+import datetime as _dt
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+import attrs
+
+from amqp_sansio.errors import DecodeError, LocalProtocolError
+from amqp_sansio.v0_9_1 import codec as codec_0_9_1
+from amqp_sansio.v0_9_1.spec import BasicProperties
+from amqp_sansio.v0_10 import codec as codec_0_10
+from amqp_sansio.v0_10 import spec as spec_0_10
+from amqp_sansio.v0_10._specbase import Struct
+from amqp_sansio.v0_10.framing import header_octets
+
+FORM_0_10: Final = "0-10"
+FORM_0_9_1: Final = "0-9-1"
+#: 0-9-1 properties 0-10 has no field for travel in these application headers.
+X_091: Final = "x-amqp-0-9-1-"
+_PERSISTENT: Final = 2
+_SHORTSTR: Final = 255
+
+
+@attrs.define(eq=True, slots=True)
+class Props:
+    """A message's properties, in no protocol's form (see the table above)."""
+
+    headers: dict[str, Any] | None = None
+    content_type: str | None = None
+    content_encoding: str | None = None
+    persistent: bool = False
+    priority: int | None = None
+    ttl: int | None = None  # milliseconds
+    message_id: uuid.UUID | str | None = None
+    correlation_id: bytes | None = None
+    reply_to: tuple[str, str] | None = None  # (exchange, routing key)
+    user_id: bytes | None = None
+    app_id: bytes | None = None
+    timestamp: int | None = None  # seconds since the epoch
+    type: str | None = None
+    cluster_id: str | None = None
+
+
+@attrs.frozen
+class Form:
+    """How one protocol's properties are read, written and stored."""
+
+    #: The properties as published -> the neutral view.
+    to_props: Callable[[Any], Props]
+    #: The neutral view -> this protocol's form.
+    from_props: Callable[[Props], Any]
+    #: What the broker reads: (application headers, persistent, ttl ms).
+    read: Callable[[Any], tuple[dict[str, Any] | None, bool, int | None]]
+    #: The same properties with one application header set.
+    with_header: Callable[[Any, str, Any], Any]
+    #: Octets for the durable store, and back (codec name, see store.py).
+    codec: str
+    encode: Callable[[Any], bytes]
+    decode: Callable[[bytes], Any]
+
+
+class Wire:
+    """The properties of a message as its publisher sent them (``form`` is
+    the protocol, ``value`` its own form), with what the broker reads.
+    Copies of one published message (one per queue it reached) share it."""
+
+    __slots__ = ("form", "value", "headers", "persistent", "ttl", "_props", "_as")
+
+    def __init__(self, form: str, value: Any) -> None:
+        self.form = form
+        self.value = value
+        self.headers, self.persistent, self.ttl = FORMS[form].read(value)
+        self._props: Props | None = None
+        self._as: dict[str, Any] | None = None  # form -> converted value (cache)
+
+    def __repr__(self) -> str:
+        return f"Wire({self.form}, {self.value!r})"
+
+    @property
+    def props(self) -> Props:
+        """The neutral view (computed once)."""
+        if self._props is None:
+            self._props = FORMS[self.form].to_props(self.value)
+        return self._props
+
+    def as_form(self, form: str) -> Any:
+        """The properties in protocol ``form``: as published if it is the
+        publisher's, else converted (once)."""
+        if form == self.form:
+            return self.value
+        cache = self._as
+        if cache is None:
+            cache = self._as = {}
+        got = cache.get(form)
+        if got is None:
+            got = cache[form] = FORMS[form].from_props(self.props)
+        return got
+
+    def with_header(self, key: str, value: Any) -> Wire:
+        """A copy with application header ``key`` set (same form)."""
+        return Wire(self.form, FORMS[self.form].with_header(self.value, key, value))
+
+    def encode(self) -> tuple[str, bytes]:
+        """``(codec, octets)`` for the durable store."""
+        f = FORMS[self.form]
+        return f.codec, f.encode(self.value)
+
+
+def convert(props: Props, form: str) -> Any:
+    """``props`` in protocol ``form``'s own shape."""
+    return FORMS[form].from_props(props)
+
+
+def wire_of(form: str, value: Any) -> Wire:
+    return Wire(form, value)
+
+
+def decode_stored(codec: str, data: bytes) -> Wire | None:
+    """A stored message's properties (None: a codec nobody here writes)."""
+    for name, f in FORMS.items():
+        if f.codec == codec:
+            return Wire(name, f.decode(data))
+    return None
+
+
+# -- values that cross ----------------------------------------------------------------
+def _text(v: bytes | None) -> str | None:
+    """Octets as a 0-9-1 short string (None when they are not one)."""
+    if v is None:
+        return None
+    try:
+        s = bytes(v).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return s if len(s.encode()) <= _SHORTSTR else None
+
+
+def _short(v: str | None) -> str | None:
+    return v if v is None or len(v.encode("utf-8", "replace")) <= _SHORTSTR else None
+
+
+def _octets(v: str | None) -> bytes | None:
+    return None if v is None else v.encode("utf-8")
+
+
+def _fits(encode: Callable[[dict[str, Any], bytearray], None], key: str, v: Any) -> bool:
+    try:
+        encode({key: v}, bytearray())
+    except (LocalProtocolError, DecodeError, ValueError, TypeError, OverflowError):
+        return False
+    return True
+
+
+def _header_values(headers: Mapping[str, Any],
+                   encode: Callable[[dict[str, Any], bytearray], None],
+                   plain: Callable[[Any], Any]) -> dict[str, Any]:
+    """``headers`` as a codec can write them: each value as is if it fits,
+    else ``plain(value)``, else its text."""
+    out: dict[str, Any] = {}
+    for k, v in headers.items():
+        if _fits(encode, k, v):
+            out[k] = v
+            continue
+        p = plain(v)
+        out[k] = p if _fits(encode, k, p) else str(v)
+    return out
+
+
+def _plain(v: Any) -> Any:
+    """A codec-specific value as a plain one (recursively)."""
+    if isinstance(v, codec_0_10.Typed | codec_0_9_1.Typed):
+        return _plain(v.value)
+    if isinstance(v, uuid.UUID):
+        return str(v)
+    if isinstance(v, Mapping):
+        return {str(k): _plain(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_plain(x) for x in v]
+    return v
+
+
+def _seconds(v: Any) -> int | None:
+    if v is None:
+        return None
+    if isinstance(v, _dt.datetime):
+        if v.tzinfo is None:
+            v = v.replace(tzinfo=_dt.UTC)
+        return int(v.timestamp())
+    return int(v)
+
+
+def _reply_text(reply_to: tuple[str, str]) -> str | None:
+    exchange, key = reply_to
+    return _short(key if not exchange else f"/exchange/{exchange}/{key}")
+
+
+def _reply_pair(text: str) -> tuple[str, str]:
+    if text.startswith("/exchange/"):
+        exchange, _, key = text[len("/exchange/"):].partition("/")
+        return exchange, key
+    if text.startswith("/queue/"):
+        return "", text[len("/queue/"):]
+    return "", text
+
+
+# -- 0-10 -------------------------------------------------------------------------------
+def _parts_0_10(headers: tuple[Struct, ...]) -> tuple[Any, Any]:
+    dp = mp = None
+    for h in headers:
+        if isinstance(h, spec_0_10.DeliveryProperties):
+            dp = h
+        elif isinstance(h, spec_0_10.MessageProperties):
+            mp = h
+    return dp, mp
+
+
+def _read_0_10(headers: tuple[Struct, ...]) -> tuple[dict[str, Any] | None, bool, int | None]:
+    dp, mp = _parts_0_10(headers)
+    return (mp.application_headers if mp is not None else None,
+            dp is not None and dp.delivery_mode == _PERSISTENT,
+            dp.ttl if dp is not None else None)
+
+
+def _props_0_10(headers: tuple[Struct, ...]) -> Props:
+    dp, mp = _parts_0_10(headers)
+    p = Props()
+    if dp is not None:
+        p.persistent = dp.delivery_mode == _PERSISTENT
+        p.priority = int(dp.priority) if dp.priority is not None else None
+        p.ttl = dp.ttl or None
+        p.timestamp = _seconds(dp.timestamp)
+    if mp is not None:
+        p.headers = dict(mp.application_headers) if mp.application_headers else None
+        p.content_type = mp.content_type
+        p.content_encoding = mp.content_encoding
+        p.message_id = mp.message_id
+        p.correlation_id = mp.correlation_id
+        if mp.reply_to is not None:
+            p.reply_to = (mp.reply_to.exchange or "", mp.reply_to.routing_key or "")
+        p.user_id = mp.user_id
+        p.app_id = mp.app_id
+    return p
+
+
+def _from_props_0_10(p: Props) -> tuple[Struct, ...]:
+    dp = spec_0_10.DeliveryProperties.unchecked(
+        priority=p.priority if p.priority is not None and 0 <= p.priority <= 9 else None,
+        delivery_mode=_PERSISTENT if p.persistent else 1, ttl=p.ttl,
+        timestamp=p.timestamp)
+    headers = dict(p.headers or {})
+    message_id: uuid.UUID | None = None
+    if isinstance(p.message_id, uuid.UUID):
+        message_id = p.message_id
+    elif p.message_id is not None:
+        try:
+            message_id = uuid.UUID(p.message_id)
+        except ValueError:
+            headers[X_091 + "message-id"] = p.message_id
+    if p.type is not None:
+        headers[X_091 + "type"] = p.type
+    if p.cluster_id is not None:
+        headers[X_091 + "cluster-id"] = p.cluster_id
+    fields: dict[str, Any] = dict(
+        message_id=message_id, correlation_id=p.correlation_id,
+        reply_to=spec_0_10.ReplyTo.unchecked(exchange=p.reply_to[0], routing_key=p.reply_to[1])
+        if p.reply_to is not None else None,
+        content_type=p.content_type, content_encoding=p.content_encoding,
+        user_id=p.user_id, app_id=p.app_id,
+        application_headers=_header_values(headers, codec_0_10.encode_map, _plain)
+        if headers else None)
+    if not any(v is not None for v in fields.values()):
+        return (dp,)
+    return dp, spec_0_10.MessageProperties.unchecked(**fields)
+
+
+def _with_header_0_10(headers: tuple[Struct, ...], key: str, value: Any) -> tuple[Struct, ...]:
+    out = [h for h in headers if not isinstance(h, spec_0_10.MessageProperties)]
+    mp = next((h for h in headers if isinstance(h, spec_0_10.MessageProperties)), None)
+    fields = {f.attr: getattr(mp, f.attr) for f in mp.FIELDS} if mp is not None else {}
+    fields["application_headers"] = {**(fields.get("application_headers") or {}), key: value}
+    out.append(spec_0_10.MessageProperties.unchecked(**fields))
+    return tuple(out)
+
+
+def _decode_0_10(data: bytes) -> tuple[Struct, ...]:
+    out = []
+    pos, n = 0, len(data)
+    while pos < n:
+        h, pos = codec_0_10.decode_struct32(data, pos, n)
+        out.append(h)
+    return tuple(out)
+
+
+# -- 0-9-1 -----------------------------------------------------------------------------
+def _ttl_091(expiration: str | None) -> int | None:
+    if expiration is None or not expiration.isdigit():
+        return None
+    return int(expiration)
+
+
+def _read_0_9_1(p: BasicProperties) -> tuple[dict[str, Any] | None, bool, int | None]:
+    return p.headers, p.delivery_mode == _PERSISTENT, _ttl_091(p.expiration)
+
+
+def _props_0_9_1(b: BasicProperties) -> Props:
+    message_id: uuid.UUID | str | None = b.message_id
+    if b.message_id is not None:
+        with contextlib.suppress(ValueError):
+            message_id = uuid.UUID(b.message_id)
+    return Props(
+        headers=dict(b.headers) if b.headers else None, content_type=b.content_type,
+        content_encoding=b.content_encoding, persistent=b.delivery_mode == _PERSISTENT,
+        priority=b.priority, ttl=_ttl_091(b.expiration), message_id=message_id,
+        correlation_id=_octets(b.correlation_id),
+        reply_to=_reply_pair(b.reply_to) if b.reply_to is not None else None,
+        user_id=_octets(b.user_id), app_id=_octets(b.app_id), timestamp=_seconds(b.timestamp),
+        type=b.type, cluster_id=b.reserved)
+
+
+def _encode_table_091(t: dict[str, Any], out: bytearray) -> None:
+    codec_0_9_1.encode_table(t, out)
+
+
+def _from_props_0_9_1(p: Props) -> BasicProperties:
+    return BasicProperties(
+        content_type=_short(p.content_type), content_encoding=_short(p.content_encoding),
+        headers=_header_values(p.headers, _encode_table_091, _plain) if p.headers else None,
+        delivery_mode=_PERSISTENT if p.persistent else None,
+        priority=p.priority if p.priority is not None and 0 <= p.priority <= 255 else None,
+        correlation_id=_text(p.correlation_id),
+        reply_to=_reply_text(p.reply_to) if p.reply_to is not None else None,
+        expiration=str(p.ttl) if p.ttl is not None else None,
+        message_id=_short(str(p.message_id)) if p.message_id is not None else None,
+        timestamp=p.timestamp if p.timestamp is not None and p.timestamp >= 0 else None,
+        type=_short(p.type), user_id=_text(p.user_id), app_id=_text(p.app_id),
+        reserved=_short(p.cluster_id))
+
+
+def _with_header_0_9_1(b: BasicProperties, key: str, value: Any) -> BasicProperties:
+    return attrs.evolve(b, headers={**(b.headers or {}), key: value})
+
+
+def _encode_0_9_1(b: BasicProperties) -> bytes:
+    out = bytearray()
+    BasicProperties._enc(b, out)
+    return bytes(out)
+
+
+def _decode_0_9_1(data: bytes) -> BasicProperties:
+    p, _ = BasicProperties._dec(data, 0, len(data))
+    return p
+
+
+#: Every protocol's properties (the 0-10 codec name is the one the store has
+#: always written).
+FORMS: dict[str, Form] = {
+    FORM_0_10: Form(_props_0_10, _from_props_0_10, _read_0_10, _with_header_0_10,
+                    "amqp-0-10", header_octets, _decode_0_10),
+    FORM_0_9_1: Form(_props_0_9_1, _from_props_0_9_1, _read_0_9_1, _with_header_0_9_1,
+                     "amqp-0-9-1", _encode_0_9_1, _decode_0_9_1),
+}

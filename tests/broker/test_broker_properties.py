@@ -1,0 +1,103 @@
+"""One property mapping across protocols (``properties.py``): what a
+consumer of the other protocol sees, what the broker reads, what the store
+keeps."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from amqp_sansio.v0_9_1.spec import BasicProperties
+from amqp_sansio.v0_10 import spec
+from amqp_sansio_broker.properties import (
+    FORM_0_9_1,
+    FORM_0_10,
+    X_091,
+    Wire,
+    decode_stored,
+)
+
+UID = uuid.UUID("12345678-1234-5678-1234-567812345678")
+
+
+def _parts(headers: tuple[Any, ...]) -> tuple[Any, Any]:
+    dp = next(h for h in headers if isinstance(h, spec.DeliveryProperties))
+    mp = next((h for h in headers if isinstance(h, spec.MessageProperties)), None)
+    return dp, mp
+
+
+def test_0_9_1_properties_seen_by_0_10_and_back() -> None:
+    b = BasicProperties(
+        content_type="text/plain", content_encoding="utf-8", headers={"a": 1, "s": "x"},
+        delivery_mode=2, priority=7, correlation_id="corr-1", reply_to="/exchange/ex/rk",
+        expiration="1500", message_id=str(UID), timestamp=1_700_000_000, type="order",
+        user_id="guest", app_id="app", reserved="cl")
+    w = Wire(FORM_0_9_1, b)
+    assert (w.headers, w.persistent, w.ttl) == ({"a": 1, "s": "x"}, True, 1500)
+    dp, mp = _parts(w.as_form(FORM_0_10))
+    assert (dp.delivery_mode, dp.priority, dp.ttl, dp.timestamp) == (2, 7, 1500, 1_700_000_000)
+    assert mp.message_id == UID and mp.correlation_id == b"corr-1"
+    assert (mp.reply_to.exchange, mp.reply_to.routing_key) == ("ex", "rk")
+    assert (mp.content_type, mp.content_encoding) == ("text/plain", "utf-8")
+    assert (mp.user_id, mp.app_id) == (b"guest", b"app")
+    # 0-9-1 properties 0-10 has no field for travel as headers ...
+    assert mp.application_headers == {"a": 1, "s": "x", X_091 + "type": "order",
+                                      X_091 + "cluster-id": "cl"}
+    # ... and come back as themselves (only the headers keep the extra keys).
+    back = Wire(FORM_0_10, w.as_form(FORM_0_10)).as_form(FORM_0_9_1)
+    assert back.headers is not None and back.headers["a"] == 1
+    for f in ("content_type", "content_encoding", "delivery_mode", "priority",
+              "correlation_id", "reply_to", "expiration", "message_id", "timestamp",
+              "user_id", "app_id"):
+        assert getattr(back, f) == getattr(b, f), f
+
+
+def test_a_message_id_that_is_no_uuid_travels_in_a_header() -> None:
+    mp = _parts(Wire(FORM_0_9_1, BasicProperties(message_id="order-17")).as_form(FORM_0_10))[1]
+    assert mp.message_id is None
+    assert mp.application_headers == {X_091 + "message-id": "order-17"}
+
+
+def test_0_10_properties_seen_by_0_9_1() -> None:
+    headers = (spec.DeliveryProperties(priority=3, delivery_mode=1, ttl=250,
+                                       routing_key="k"),
+               spec.MessageProperties(message_id=UID, correlation_id=b"\xff\xfe",
+                                      reply_to=spec.ReplyTo(exchange="", routing_key="replies"),
+                                      content_type="application/json",
+                                      application_headers={"id": UID, "n": 5}))
+    w = Wire(FORM_0_10, headers)
+    assert (w.headers, w.persistent, w.ttl) == ({"id": UID, "n": 5}, False, 250)
+    b = w.as_form(FORM_0_9_1)
+    assert b.message_id == str(UID) and b.reply_to == "replies" and b.expiration == "250"
+    assert b.delivery_mode is None and b.priority == 3
+    assert b.content_type == "application/json"
+    assert b.correlation_id is None  # octets that are no UTF-8 text are dropped
+    assert b.headers == {"id": str(UID), "n": 5}  # a 0-9-1 table has no UUID: its text
+    assert w.as_form(FORM_0_9_1) is b  # converted once
+
+
+def test_a_publishers_own_form_is_relayed_as_it_came() -> None:
+    b = BasicProperties(expiration="soon")  # not a number: no ttl, still relayed
+    w = Wire(FORM_0_9_1, b)
+    assert w.as_form(FORM_0_9_1) is b and w.ttl is None
+
+
+def test_with_header_leaves_the_original_alone() -> None:
+    for w in (Wire(FORM_0_9_1, BasicProperties(headers={"a": 1})),
+              Wire(FORM_0_10, (spec.DeliveryProperties(priority=4, delivery_mode=1,
+                                                           routing_key="k"),))):
+        w2 = w.with_header("x-death", [{"count": 1}])
+        assert w2.headers is not None and w2.headers["x-death"] == [{"count": 1}]
+        assert w.headers is None or "x-death" not in w.headers
+
+
+def test_the_store_keeps_each_form_as_published() -> None:
+    for w in (Wire(FORM_0_9_1, BasicProperties(headers={"a": 1}, delivery_mode=2,
+                                               expiration="10")),
+              Wire(FORM_0_10, (spec.DeliveryProperties(priority=4, delivery_mode=2, ttl=10),
+                               spec.MessageProperties(application_headers={"a": 1})))):
+        codec, data = w.encode()
+        got = decode_stored(codec, data)
+        assert got is not None and got.form == w.form and got.value == w.value
+        assert (got.headers, got.persistent, got.ttl) == ({"a": 1}, True, 10)
+    assert decode_stored("amqp-9", b"") is None
