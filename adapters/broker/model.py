@@ -62,7 +62,7 @@ import heapq
 import itertools
 import logging
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import attrs
@@ -157,7 +157,7 @@ class Consumer:
     the last it was shown.
     """
 
-    __slots__ = ("queue", "vhost", "exclusive", "browsing", "browse_seq", "owner")
+    __slots__ = ("queue", "vhost", "exclusive", "browsing", "browse_seq", "owner", "wants")
 
     def __init__(self, queue: str, vhost: str, *, exclusive: bool = False,
                  browsing: bool = False, owner: object = None) -> None:
@@ -169,6 +169,8 @@ class Consumer:
         #: Who holds it (exclusivity, no-local): a 0-10 session, a 0-9-1
         #: connection...; its ``connection`` attribute is its transport now.
         self.owner = owner
+        #: Which messages it takes (a selector), None: every one.
+        self.wants: Callable[[QMsg], bool] | None = None
 
     def ready(self) -> bool:
         """Could it take a message now (credit, window, output room)?"""
@@ -776,18 +778,26 @@ class Broker:
         if due is not None and self.now > due:
             self.drop_expired(q)
         msg: QMsg | None
+        wants = c.wants
         if not c.browsing:
             msg = q.messages.first()
+            if msg is not None and wants is not None and not wants(msg):
+                # A selective consumer takes the first message it wants (a
+                # scan: selectors cost what the queue holds).
+                msg = next((m for m in q.messages.after(msg.seq)
+                            if wants(m) and not self.expired(m)), None)
         else:
             # Browsers pass expired messages by; they are dropped at the head.
-            msg = next((m for m in q.messages.after(c.browse_seq) if not self.expired(m)),
-                       None)
+            msg = next((m for m in q.messages.after(c.browse_seq) if not self.expired(m)
+                        and (wants is None or wants(m))), None)
         if msg is None or not c.offer(q, msg):
             return False
         if c.browsing:
             c.browse_seq = msg.seq
+        elif msg is q.messages.first():
+            q.messages.popleft()
         else:
-            q.messages.popleft()  # (msg: the first)
+            q.messages.remove(msg)
         self.stats["delivered"] += 1
         return True
 

@@ -54,6 +54,7 @@ for its properties.
 from __future__ import annotations
 
 __all__ = ["Props", "Wire", "Form", "FORMS", "convert", "wire_of", "decode_stored",
+           "FORM_1_0", "Sections10", "split_1_0",
            "FORM_0_10", "FORM_0_9_1"]
 
 import contextlib
@@ -71,6 +72,16 @@ from amqp_sansio.v0_10 import codec as codec_0_10
 from amqp_sansio.v0_10 import spec as spec_0_10
 from amqp_sansio.v0_10._specbase import Struct
 from amqp_sansio.v0_10.framing import header_octets
+from amqp_sansio.v1_0 import codec as codec_1_0
+from amqp_sansio.v1_0 import message as msg_1_0
+from amqp_sansio.v1_0.spec import AmqpValue as AmqpValue10
+from amqp_sansio.v1_0.spec import ApplicationProperties as ApplicationProperties10
+from amqp_sansio.v1_0.spec import Data as Data10
+from amqp_sansio.v1_0.spec import DeliveryAnnotations as DeliveryAnnotations10
+from amqp_sansio.v1_0.spec import Footer as Footer10
+from amqp_sansio.v1_0.spec import Header as Header10
+from amqp_sansio.v1_0.spec import MessageAnnotations as MessageAnnotations10
+from amqp_sansio.v1_0.spec import Properties as Properties10
 
 FORM_0_10: Final = "0-10"
 FORM_0_9_1: Final = "0-9-1"
@@ -418,3 +429,245 @@ FORMS: dict[str, Form] = {
     FORM_0_9_1: Form(_props_0_9_1, _from_props_0_9_1, _read_0_9_1, _with_header_0_9_1,
                      "amqp-0-9-1", _encode_0_9_1, _decode_0_9_1),
 }
+
+
+# -- 1.0 -------------------------------------------------------------------------------
+# A 1.0 message is kept as its sections (Sections10): the annotated parts the
+# broker reads or may change (header, message annotations) decoded, the
+# properties and application-properties as the publisher's octets (the bare
+# message is never re-encoded: item 7 of notes-1-0-broker.md), and the body
+# in QMsg.body -- the octets of one data section or of an amqp-value holding
+# binary (what the other protocols carry as a body), or else the body
+# sections' own octets (BODY_SECTIONS; other protocols see them with the
+# header x-amqp-body naming their kind, as amqp_sansio.v1_0.message does).
+BODY_DATA, BODY_BINARY_VALUE, BODY_SECTIONS, BODY_NONE = 0, 1, 2, 3
+X_BODY: Final = "x-amqp-body"
+X_10: Final = "x-amqp-1-0-"
+_APP_ID: Final = "x-opt-app-id"
+
+
+@attrs.frozen(slots=True)
+class Sections10:
+    """A 1.0 message's sections but its body (see above)."""
+
+    header: Header10 | None
+    annotations: dict[Any, Any] | None  # message-annotations
+    bare_head: bytes  # properties + application-properties, as published
+    properties: Properties10 | None
+    application: dict[str, Any] | None
+    body_kind: int = BODY_DATA
+    body_name: str | None = None  # BODY_SECTIONS: "amqp-value" / "amqp-sequence" / "data"
+    footer: bytes = b""
+
+    def render(self, body: bytes, header: Header10 | None) -> bytes:
+        """The transfer payload: ``header`` (the delivery's), the annotations,
+        the bare message with ``body``, the footer."""
+        out = bytearray()
+        if header is not None:
+            header._enc(header, out, codec_1_0.MAX_DEPTH)
+        if self.annotations:
+            ma = MessageAnnotations10(self.annotations)
+            ma._enc(ma, out, codec_1_0.MAX_DEPTH)
+        out += self.bare_head
+        kind = self.body_kind
+        if kind == BODY_DATA:
+            d = Data10(body)
+            d._enc(d, out, codec_1_0.MAX_DEPTH)
+        elif kind == BODY_BINARY_VALUE:
+            v = AmqpValue10(body)
+            v._enc(v, out, codec_1_0.MAX_DEPTH)
+        elif kind == BODY_SECTIONS:
+            out += body
+        out += self.footer
+        return bytes(out)
+
+
+def split_1_0(payload: bytes) -> tuple[Sections10, bytes]:
+    """A transfer payload as (its sections, the body the model keeps).
+    DecodeError (scope session) if it is not a well-formed message."""
+    header: Header10 | None = None
+    props: Properties10 | None = None
+    ann: Any = None
+    app: Any = None
+    head_at = head_end = -1
+    bodies: list[tuple[Any, int, int]] = []
+    footer = b""
+    for sec, a, b in msg_1_0.section_spans(payload):
+        t = type(sec)
+        if isinstance(sec, Header10):
+            header = sec
+        elif isinstance(sec, MessageAnnotations10):
+            ann = sec.value
+        elif isinstance(sec, Properties10 | ApplicationProperties10):
+            if isinstance(sec, Properties10):
+                props = sec
+            else:
+                app = sec.value
+            head_at = a if head_at < 0 else head_at
+            head_end = b
+        elif t is Footer10:
+            footer = payload[a:b]
+        elif t is not DeliveryAnnotations10:
+            bodies.append((sec, a, b))
+    head = payload[head_at:head_end] if head_at >= 0 else b""
+    kind, name, octets = BODY_NONE, None, b""
+    if bodies:
+        first: Any = bodies[0][0]
+        if type(first) is Data10 and len(bodies) == 1:
+            kind, octets = BODY_DATA, first.value
+        elif type(first) is AmqpValue10 and type(first.value) is bytes:
+            kind, octets = BODY_BINARY_VALUE, first.value
+        else:
+            kind = BODY_SECTIONS
+            name = ("data" if type(first) is Data10 else "amqp-value"
+                    if type(first) is AmqpValue10 else "amqp-sequence")
+            octets = payload[bodies[0][1]:bodies[-1][2]]
+    return Sections10(header, dict(ann) if ann else None, head, props,
+                      dict(app) if app is not None else None, kind, name, footer), octets
+
+
+def _read_1_0(s: Sections10) -> tuple[dict[str, Any] | None, bool, int | None]:
+    h = s.header
+    return (s.application, bool(h is not None and h.durable),
+            h.ttl if h is not None else None)
+
+
+def _props_1_0(s: Sections10) -> Props:
+    p, h = s.properties, s.header
+    headers: dict[str, Any] = dict(s.application or {})
+    if s.body_kind == BODY_SECTIONS and s.body_name is not None:
+        headers[X_BODY] = s.body_name
+    out = Props()
+    if h is not None:
+        out.persistent = bool(h.durable)
+        out.priority = None if h.priority == 4 else h.priority
+        out.ttl = h.ttl
+    if p is not None:
+        mid = p.message_id
+        out.message_id = mid if isinstance(mid, uuid.UUID) else (
+            None if mid is None else str(mid))
+        cid = p.correlation_id
+        out.correlation_id = (cid if isinstance(cid, bytes) else cid.bytes
+                              if isinstance(cid, uuid.UUID) else
+                              None if cid is None else str(cid).encode())
+        out.reply_to = _reply_pair_1_0(p.reply_to) if p.reply_to is not None else None
+        out.user_id = p.user_id
+        out.content_type = p.content_type
+        out.content_encoding = p.content_encoding
+        out.timestamp = p.creation_time // 1000 if p.creation_time is not None else None
+        for f in ("group_id", "group_sequence", "reply_to_group_id", "to",
+                  "absolute_expiry_time"):
+            v = getattr(p, f)
+            if v is not None:
+                headers[X_10 + f.replace("_", "-")] = v
+    app_id = (s.annotations or {}).get(_APP_ID)
+    if isinstance(app_id, bytes | str):
+        out.app_id = app_id.encode() if isinstance(app_id, str) else app_id
+    out.headers = headers or None
+    return out
+
+
+def _reply_pair_1_0(text: str) -> tuple[str, str]:
+    """A 1.0 reply-to address as (exchange, routing key) (addresses_1_0.py forms)."""
+    if text.startswith(("/queue/", "/queues/")):
+        return "", text.partition("/queue")[2].partition("/")[2]
+    if text.startswith(("/exchange/", "/exchanges/")):
+        exchange, _, key = text.split("/", 2)[2].partition("/")
+        return exchange, key
+    return "", text
+
+
+def _encode_app_1_0(t: dict[str, Any], out: bytearray) -> None:
+    """application-properties hold simple values only."""
+    for v in t.values():
+        if isinstance(v, Mapping | list | tuple):
+            raise TypeError("not a simple value")
+    codec_1_0.encode_value(t, out)
+
+
+def _from_props_1_0(p: Props) -> Sections10:
+    headers = dict(p.headers or {})
+    kind, name = BODY_DATA, None
+    body_name = headers.pop(X_BODY, None)
+    if body_name in ("amqp-value", "amqp-sequence", "data"):
+        kind, name = BODY_SECTIONS, str(body_name)
+    fields: dict[str, Any] = {}
+    for k in list(headers):
+        if k.startswith(X_10):
+            f = k[len(X_10):].replace("-", "_")
+            if f in ("group_id", "reply_to_group_id", "to"):
+                fields[f] = str(headers.pop(k))
+            elif f in ("group_sequence", "absolute_expiry_time"):
+                v = headers.pop(k)
+                if isinstance(v, int):
+                    fields[f] = v
+    if p.type is not None:
+        headers[X_091 + "type"] = p.type
+    if p.cluster_id is not None:
+        headers[X_091 + "cluster-id"] = p.cluster_id
+    reply = None
+    if p.reply_to is not None:
+        exchange, key = p.reply_to
+        reply = f"/exchange/{exchange}/{key}" if exchange else key
+    props = Properties10(
+        message_id=p.message_id, user_id=p.user_id, reply_to=reply,
+        correlation_id=p.correlation_id, content_type=codec_1_0.Symbol(p.content_type)
+        if p.content_type is not None else None,
+        content_encoding=codec_1_0.Symbol(p.content_encoding)
+        if p.content_encoding is not None else None,
+        creation_time=p.timestamp * 1000 if p.timestamp is not None else None, **fields)
+    app = _header_values(headers, _encode_app_1_0, _plain) if headers else None
+    head = bytearray()
+    has_props = any(getattr(props, f.attr) is not None for f in Properties10.FIELDS)
+    if has_props:
+        props._enc(props, head, codec_1_0.MAX_DEPTH)
+    if app:
+        ap = ApplicationProperties10(app)
+        ap._enc(ap, head, codec_1_0.MAX_DEPTH)
+    header = None
+    if p.persistent or p.priority is not None or p.ttl is not None:
+        header = Header10(durable=p.persistent, priority=4 if p.priority is None
+                          else max(0, min(255, p.priority)), ttl=p.ttl)
+    ann = {codec_1_0.Symbol(_APP_ID): p.app_id} if p.app_id is not None else None
+    return Sections10(header, ann, bytes(head), props if has_props else None, app or None,
+                      kind, name)
+
+
+def _with_header_1_0(s: Sections10, key: str, value: Any) -> Sections10:
+    app = {**(s.application or {}), key: value}
+    app = _header_values(app, _encode_app_1_0, _plain)
+    head = bytearray()
+    if s.properties is not None:
+        s.properties._enc(s.properties, head, codec_1_0.MAX_DEPTH)
+    ap = ApplicationProperties10(app)
+    ap._enc(ap, head, codec_1_0.MAX_DEPTH)
+    return attrs.evolve(s, bare_head=bytes(head), application=app)
+
+
+def _encode_1_0(s: Sections10) -> bytes:
+    """Stored as: body kind, then the sections (no body) as a payload."""
+    out = bytearray((s.body_kind, len(s.body_name or "")))
+    out += (s.body_name or "").encode()
+    return bytes(out) + _sections_only(s)
+
+
+def _sections_only(s: Sections10) -> bytes:
+    out = bytearray()
+    if s.header is not None:
+        s.header._enc(s.header, out, codec_1_0.MAX_DEPTH)
+    if s.annotations:
+        ma = MessageAnnotations10(s.annotations)
+        ma._enc(ma, out, codec_1_0.MAX_DEPTH)
+    return bytes(out) + s.bare_head + s.footer
+
+
+def _decode_1_0(data: bytes) -> Sections10:
+    kind, n = data[0], data[1]
+    name = data[2:2 + n].decode() or None
+    s, _ = split_1_0(data[2 + n:])
+    return attrs.evolve(s, body_kind=kind, body_name=name)
+
+
+FORM_1_0: Final = "1.0"
+FORMS[FORM_1_0] = Form(_props_1_0, _from_props_1_0, _read_1_0, _with_header_1_0,
+                       "amqp-1-0", _encode_1_0, _decode_1_0)

@@ -253,6 +253,17 @@ class Connection:
         return self.state is ConnState.END
 
     @property
+    def buffered_input(self) -> int:
+        """Octets of the peer's input held until the frame they start is whole."""
+        return self._reader.buffered
+
+    def hold_input(self, now: float) -> None:
+        """The owner is not reading the peer, on purpose (back-pressure): the
+        silence until ``now`` is ours and does not count toward its idle
+        time-out."""
+        self._clock.last_in = now
+
+    @property
     def heartbeat(self) -> int | None:
         """The peer's idle time-out in whole seconds (it expects a frame
         within it; we send one at half), None when it asked for none."""

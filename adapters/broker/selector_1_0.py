@@ -1,0 +1,339 @@
+"""Message selectors for 1.0 links (``apache.org:selector-filter:string``): a
+subset of the JMS / SQL-92 conditional grammar, over a message's
+application properties and a few of its properties.
+
+Supported: identifiers, string / integer / decimal / boolean literals,
+``= <> < > <= >=``, ``+ - * /``, ``AND OR NOT``, ``IS [NOT] NULL``,
+``[NOT] LIKE 'pat' [ESCAPE 'c']``, ``[NOT] IN ('a', ...)``,
+``[NOT] BETWEEN a AND b``, parentheses; three-valued logic (an unknown
+identifier is NULL, and a message matches only when the whole expression is
+TRUE).  Identifiers name application properties, except the JMS header names
+``JMSMessageID JMSCorrelationID JMSPriority JMSDeliveryMode JMSTimestamp
+JMSType``, which read the message's id, correlation id, priority,
+persistence ('PERSISTENT' / 'NON_PERSISTENT'), creation time (ms) and
+subject.  A selector is at most :data:`MAX_LENGTH` characters and nests at
+most :data:`MAX_DEPTH` deep: what a peer writes bounds its cost.
+"""
+
+from __future__ import annotations
+
+__all__ = ["SelectorError", "compile_selector", "MAX_LENGTH", "MAX_DEPTH"]
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from .model import QMsg
+from .properties import Props
+
+MAX_LENGTH = 2048
+MAX_DEPTH = 64
+
+Value = Any
+Lookup = Callable[[str], Value]
+Expr = Callable[[Lookup], Value]
+
+_TOKEN = re.compile(r"""\s*(?:
+    (?P<str>'(?:[^']|'')*')
+  | (?P<num>\d+\.\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|\d+(?:[eE][-+]?\d+)?)
+  | (?P<op><>|<=|>=|[=<>+\-*/(),])
+  | (?P<id>[A-Za-z_$][A-Za-z0-9_$.\-]*)
+)""", re.VERBOSE)
+_KEYWORDS = {"AND", "OR", "NOT", "IS", "NULL", "LIKE", "ESCAPE", "IN", "BETWEEN", "TRUE",
+             "FALSE"}
+
+
+class SelectorError(ValueError):
+    """A selector this broker cannot apply."""
+
+
+def _tokens(text: str) -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = []
+    pos = 0
+    text = text.rstrip()
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if m is None or m.end() == pos:
+            raise SelectorError(f"unexpected text at {pos}: {text[pos:pos + 10]!r}")
+        pos = m.end()
+        if m.group("str") is not None:
+            out.append(("lit", m.group("str")[1:-1].replace("''", "'")))
+        elif m.group("num") is not None:
+            n = m.group("num")
+            out.append(("lit", float(n) if any(c in n for c in ".eE") else int(n)))
+        elif m.group("op") is not None:
+            out.append(("op", m.group("op")))
+        else:
+            word = m.group("id")
+            up = word.upper()
+            if up in ("TRUE", "FALSE"):
+                out.append(("lit", up == "TRUE"))
+            elif up in _KEYWORDS:
+                out.append(("kw", up))
+            else:
+                out.append(("id", word))
+    return out
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        if len(text) > MAX_LENGTH:
+            raise SelectorError(f"a selector holds at most {MAX_LENGTH} characters")
+        self.toks = _tokens(text)
+        self.i = 0
+        self.depth = 0
+
+    def peek(self) -> tuple[str, Any] | None:
+        return self.toks[self.i] if self.i < len(self.toks) else None
+
+    def take(self, kind: str, value: Any = None) -> bool:
+        t = self.peek()
+        if t is not None and t[0] == kind and (value is None or t[1] == value):
+            self.i += 1
+            return True
+        return False
+
+    def need(self, kind: str, value: Any = None) -> Any:
+        t = self.peek()
+        if t is None or t[0] != kind or (value is not None and t[1] != value):
+            raise SelectorError(f"expected {value or kind}, found {t[1] if t else 'the end'!r}")
+        self.i += 1
+        return t[1]
+
+    def parse(self) -> Expr:
+        e = self.orexpr()
+        if self.peek() is not None:
+            raise SelectorError(f"unexpected {self.peek()[1]!r}")  # type: ignore[index]
+        return e
+
+    def _nest(self) -> None:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise SelectorError(f"a selector nests at most {MAX_DEPTH} deep")
+
+    def orexpr(self) -> Expr:
+        self._nest()
+        e = self.andexpr()
+        while self.take("kw", "OR"):
+            e = _or(e, self.andexpr())
+        self.depth -= 1
+        return e
+
+    def andexpr(self) -> Expr:
+        e = self.notexpr()
+        while self.take("kw", "AND"):
+            e = _and(e, self.notexpr())
+        return e
+
+    def notexpr(self) -> Expr:
+        if self.take("kw", "NOT"):
+            self._nest()
+            inner = self.notexpr()
+            self.depth -= 1
+            return lambda get: None if (v := inner(get)) is None else not v
+        return self.comparison()
+
+    def comparison(self) -> Expr:
+        left = self.sum()
+        t = self.peek()
+        if t is None:
+            return left
+        if t[0] == "op" and t[1] in _CMP:
+            self.i += 1
+            return _cmp(_CMP[t[1]], left, self.sum())
+        if self.take("kw", "IS"):
+            neg = self.take("kw", "NOT")
+            self.need("kw", "NULL")
+            return lambda get: (left(get) is None) != neg
+        neg = self.take("kw", "NOT")
+        if self.take("kw", "LIKE"):
+            pat = self.need("lit")
+            esc = self.need("lit") if self.take("kw", "ESCAPE") else None
+            return _negate(_like(left, str(pat), esc), neg)
+        if self.take("kw", "IN"):
+            self.need("op", "(")
+            items = [self.need("lit")]
+            while self.take("op", ","):
+                items.append(self.need("lit"))
+            self.need("op", ")")
+            return _negate(lambda get: None if (v := left(get)) is None else v in items, neg)
+        if self.take("kw", "BETWEEN"):
+            lo = self.sum()
+            self.need("kw", "AND")
+            hi = self.sum()
+            return _negate(_and(_cmp(_CMP[">="], left, lo), _cmp(_CMP["<="], left, hi)), neg)
+        if neg:
+            raise SelectorError("NOT here needs LIKE, IN or BETWEEN")
+        return left
+
+    def sum(self) -> Expr:
+        e = self.product()
+        while (t := self.peek()) is not None and t[0] == "op" and t[1] in "+-":
+            self.i += 1
+            e = _arith(t[1], e, self.product())
+        return e
+
+    def product(self) -> Expr:
+        e = self.unary()
+        while (t := self.peek()) is not None and t[0] == "op" and t[1] in "*/":
+            self.i += 1
+            e = _arith(t[1], e, self.unary())
+        return e
+
+    def unary(self) -> Expr:
+        if self.take("op", "-"):
+            self._nest()
+            inner = self.unary()
+            self.depth -= 1
+            return _arith("-", lambda get: 0, inner)
+        if self.take("op", "+"):
+            return self.unary()
+        return self.primary()
+
+    def primary(self) -> Expr:
+        t = self.peek()
+        if t is None:
+            raise SelectorError("the selector ends too soon")
+        self.i += 1
+        if t[0] == "lit":
+            v = t[1]
+            return lambda get: v
+        if t[0] == "id":
+            name = t[1]
+            return lambda get: get(name)
+        if t == ("op", "("):
+            e = self.orexpr()
+            self.need("op", ")")
+            return e
+        raise SelectorError(f"unexpected {t[1]!r}")
+
+
+def _num(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _cmp(op: Callable[[Any, Any], bool], a: Expr, b: Expr) -> Expr:
+    def f(get: Lookup) -> Value:
+        x, y = a(get), b(get)
+        if x is None or y is None:
+            return None
+        if _num(x) != _num(y) or (type(x) is bool) != (type(y) is bool):
+            return False if op is _CMP["="] else True if op is _CMP["<>"] else None
+        try:
+            return op(x, y)
+        except TypeError:
+            return None
+    return f
+
+
+_CMP: dict[str, Callable[[Any, Any], bool]] = {
+    "=": lambda x, y: bool(x == y), "<>": lambda x, y: bool(x != y),
+    "<": lambda x, y: bool(x < y), ">": lambda x, y: bool(x > y),
+    "<=": lambda x, y: bool(x <= y), ">=": lambda x, y: bool(x >= y)}
+
+
+def _arith(op: str, a: Expr, b: Expr) -> Expr:
+    def f(get: Lookup) -> Value:
+        x, y = a(get), b(get)
+        if not (_num(x) and _num(y)):
+            return None
+        if op == "+":
+            return x + y
+        if op == "-":
+            return x - y
+        if op == "*":
+            return x * y
+        return None if y == 0 else x / y
+    return f
+
+
+def _and(a: Expr, b: Expr) -> Expr:
+    def f(get: Lookup) -> Value:
+        x = a(get)
+        if x is False:
+            return False
+        y = b(get)
+        if y is False:
+            return False
+        return None if x is None or y is None else bool(x and y)
+    return f
+
+
+def _or(a: Expr, b: Expr) -> Expr:
+    def f(get: Lookup) -> Value:
+        x = a(get)
+        if x is True:
+            return True
+        y = b(get)
+        if y is True:
+            return True
+        return None if x is None or y is None else bool(x or y)
+    return f
+
+
+def _negate(e: Expr, neg: bool) -> Expr:
+    if not neg:
+        return e
+    return lambda get: None if (v := e(get)) is None else not v
+
+
+def _like(e: Expr, pattern: str, escape: str | None) -> Expr:
+    if escape is not None and len(escape) != 1:
+        raise SelectorError("ESCAPE takes one character")
+    out = []
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if escape is not None and c == escape and i + 1 < len(pattern):
+            out.append(re.escape(pattern[i + 1]))
+            i += 2
+            continue
+        out.append(".*" if c == "%" else "." if c == "_" else re.escape(c))
+        i += 1
+    rx = re.compile("".join(out), re.DOTALL)
+
+    def f(get: Lookup) -> Value:
+        v = e(get)
+        if v is None:
+            return None
+        return isinstance(v, str) and rx.fullmatch(v) is not None
+    return f
+
+
+def _jms(props: Props, name: str, subject: str | None) -> Any:
+    if name == "JMSMessageID":
+        return None if props.message_id is None else str(props.message_id)
+    if name == "JMSCorrelationID":
+        c = props.correlation_id
+        return None if c is None else c.decode("utf-8", "replace")
+    if name == "JMSPriority":
+        return 4 if props.priority is None else props.priority
+    if name == "JMSDeliveryMode":
+        return "PERSISTENT" if props.persistent else "NON_PERSISTENT"
+    if name == "JMSTimestamp":
+        return None if props.timestamp is None else props.timestamp * 1000
+    if name == "JMSType":
+        return subject
+    return None
+
+
+def compile_selector(text: str) -> Callable[[QMsg], bool]:
+    """A predicate on queued messages; SelectorError if ``text`` is not a
+    selector this broker applies."""
+    expr = _Parser(text).parse()
+
+    def matches(msg: QMsg) -> bool:
+        wire = msg.wire
+        headers = wire.headers or {}
+
+        def get(name: str) -> Any:
+            if name.startswith("JMS"):
+                secs = wire.value if wire.form == "1.0" else None
+                props = getattr(secs, "properties", None)
+                subject = props.subject if props is not None else msg.routing_key
+                return _jms(wire.props, name, subject)
+            return headers.get(name)
+
+        return expr(get) is True
+
+    return matches

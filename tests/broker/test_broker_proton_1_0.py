@@ -1,0 +1,373 @@
+"""The embedded broker's 1.0 front end against python-qpid-proton (its
+BlockingConnection and reactor, in this process) over loopback sockets.
+
+Item numbers are notes-1-0-broker.md's checklist (the README's broker
+section lists each with its test).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+proton = pytest.importorskip("proton")
+
+from proton import Delivery as PDelivery  # noqa: E402
+from proton import Message  # noqa: E402
+from proton.handlers import MessagingHandler  # noqa: E402
+from proton.reactor import AtMostOnce, Container, Copy, DynamicNodeProperties  # noqa: E402
+from proton.utils import BlockingConnection, LinkDetached  # noqa: E402
+
+from amqp_sansio_broker.model import Broker  # noqa: E402
+from amqp_sansio_broker.server import start_broker_thread  # noqa: E402
+
+TIMEOUT = 10
+
+
+@pytest.fixture
+def broker() -> Broker:
+    return Broker()
+
+
+@pytest.fixture
+def url(broker: Broker) -> Iterator[str]:
+    host, port, stop = start_broker_thread(broker)
+    try:
+        yield f"amqp://{host}:{port}"
+    finally:
+        stop()
+
+
+@pytest.fixture
+def conn(url: str) -> Iterator[BlockingConnection]:
+    c = BlockingConnection(url, timeout=TIMEOUT)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def _name() -> str:
+    return f"q-{uuid.uuid4().hex[:8]}"
+
+
+def test_properties_and_body_arrive_unchanged(conn: BlockingConnection) -> None:
+    """Items 7, 10: what a 1.0 publisher set reaches a 1.0 consumer as sent,
+    in order."""
+    q = _name()
+    mid = uuid.uuid4()
+    snd = conn.create_sender(q)
+    for i in range(5):
+        snd.send(Message(id=mid if i == 0 else f"id-{i}", correlation_id=b"c",
+                         subject="s", content_type="text/plain", reply_to="back",
+                         properties={"n": i, "who": "proton"}, body=f"body-{i}",
+                         durable=True, priority=7))
+    rcv = conn.create_receiver(q)
+    got = []
+    for _ in range(5):
+        m = rcv.receive(timeout=TIMEOUT)
+        rcv.accept()
+        got.append(m)
+    assert [m.body for m in got] == [f"body-{i}" for i in range(5)]
+    first = got[0]
+    assert first.id == mid and got[1].id == "id-1"
+    assert (first.correlation_id, first.subject, first.content_type, first.reply_to) == (
+        b"c", "s", "text/plain", "back")
+    assert first.properties == {"n": 0, "who": "proton"}
+    assert first.durable and first.priority == 7
+
+
+@pytest.mark.parametrize("publish,consume", [
+    ("/queue/{q}", "{q}"), ("{q}", "/queue/{q}"), ("/queues/{q}", "{q}")])
+def test_queue_address_forms_name_one_queue(conn: BlockingConnection, broker: Broker,
+                                            publish: str, consume: str) -> None:
+    """Items 4-5: plain names and RabbitMQ's forms resolve to the same queue,
+    created on first use."""
+    q = _name()
+    conn.create_sender(publish.format(q=q)).send(Message(body="x"))
+    assert q in broker.queues
+    rcv = conn.create_receiver(consume.format(q=q))
+    assert rcv.receive(timeout=TIMEOUT).body == "x"
+    rcv.accept()
+
+
+@pytest.mark.parametrize("target,source", [
+    ("/exchange/amq.topic/a.b", "/exchange/amq.topic/a.*"),
+    ("amq.topic/a.b", "amq.topic/#"),
+    ("/topic/a.b", "/topic/a.b"),
+    ("/exchange/amq.direct/k", "amq.direct/k"),
+])
+def test_exchange_addresses_route_by_key(conn: BlockingConnection, target: str,
+                                         source: str) -> None:
+    """An exchange source gets a private queue bound with the address's key
+    (copy); a sender to an exchange publishes with the address's key."""
+    rcv = conn.create_receiver(source)
+    other = conn.create_receiver("/exchange/amq.topic/zzz")
+    conn.create_sender(target).send(Message(body="routed"))
+    assert rcv.receive(timeout=TIMEOUT).body == "routed"
+    rcv.accept()
+    with pytest.raises(proton.Timeout):
+        other.receive(timeout=0.3)
+
+
+def test_exchange_without_key_routes_by_subject(conn: BlockingConnection) -> None:
+    rcv = conn.create_receiver("/exchange/amq.direct/red")
+    snd = conn.create_sender("/exchange/amq.direct")
+    assert snd.send(Message(subject="blue", body="no"), error_states=[]).remote_state == (
+        PDelivery.RELEASED)
+    snd.send(Message(subject="red", body="yes"))
+    assert rcv.receive(timeout=TIMEOUT).body == "yes"
+
+
+def test_missing_queue_refused_when_creation_is_off(broker: Broker, url: str) -> None:
+    """Item 17: null terminus + detach(amqp:not-found); no queue made."""
+    broker.services["1.0"].create_queues = False
+    c = BlockingConnection(url, timeout=TIMEOUT)
+    try:
+        with pytest.raises(LinkDetached, match="not-found"):
+            c.create_receiver("nope")
+        with pytest.raises(LinkDetached, match="not-found"):
+            c.create_sender("/queue/nope")
+        assert "nope" not in broker.queues
+    finally:
+        c.close()
+
+
+def test_unknown_exchange_refused(conn: BlockingConnection) -> None:
+    with pytest.raises(LinkDetached, match="not-found"):
+        conn.create_receiver("/exchange/no-such-exchange/k")
+
+
+def _one(conn: BlockingConnection, q: str, body: str = "m") -> Any:
+    conn.create_sender(q).send(Message(body=body))
+    rcv = conn.create_receiver(q, credit=1)
+    m = rcv.receive(timeout=TIMEOUT)
+    return rcv, m
+
+
+def test_released_is_redelivered(conn: BlockingConnection, broker: Broker) -> None:
+    """Item 51: released puts the message back (not counted as a failed delivery)."""
+    q = _name()
+    rcv, m = _one(conn, q)
+    rcv.release(delivered=False)
+    again = rcv.receive(timeout=TIMEOUT)
+    assert again.body == "m"
+    rcv.accept()
+
+
+def test_modified_counts_a_failed_delivery(conn: BlockingConnection) -> None:
+    q = _name()
+    rcv, m = _one(conn, q)
+    assert m.delivery_count == 0
+    d = rcv.fetcher.unsettled[0]
+    d.local.failed = True
+    d.local.annotations = {proton.symbol("x-opt-why"): "test"}
+    rcv.release(delivered=True)  # modified(delivery-failed, message-annotations)
+    again = rcv.receive(timeout=TIMEOUT)
+    assert again.body == "m" and again.delivery_count == 1
+    assert again.annotations == {"x-opt-why": "test"}
+    rcv.accept()
+
+
+def test_rejected_is_dead_lettered(conn: BlockingConnection, broker: Broker) -> None:
+    """rejected = dead-letter (here: no dead-letter exchange, so dropped)."""
+    q = _name()
+    rcv, m = _one(conn, q)
+    rcv.reject()
+    with pytest.raises(proton.Timeout):
+        rcv.receive(timeout=0.3)
+    assert len(broker.queues[q].messages) == 0
+    assert broker.retained == 0
+
+
+def test_unsettled_deliveries_return_when_the_link_goes(url: str, broker: Broker) -> None:
+    q = _name()
+    c = BlockingConnection(url, timeout=TIMEOUT)
+    c.create_sender(q).send(Message(body="keep"))
+    rcv = c.create_receiver(q)
+    assert rcv.receive(timeout=TIMEOUT).body == "keep"
+    c.close()  # not accepted
+    c2 = BlockingConnection(url, timeout=TIMEOUT)
+    try:
+        rcv2 = c2.create_receiver(q)
+        m = rcv2.receive(timeout=TIMEOUT)
+        assert m.body == "keep" and m.delivery_count >= 1
+        rcv2.accept()
+    finally:
+        c2.close()
+
+
+def test_at_most_once_is_pre_settled(conn: BlockingConnection, broker: Broker) -> None:
+    """Items 29, 50: a receiver asking for settled deliveries gets them
+    settled on send; the broker forgets them at once."""
+    q = _name()
+    snd = conn.create_sender(q)
+    for i in range(3):
+        snd.send(Message(body=str(i)))
+    rcv = conn.create_receiver(q, options=AtMostOnce())
+    assert [rcv.receive(timeout=TIMEOUT).body for _ in range(3)] == ["0", "1", "2"]
+    assert broker.retained == 0
+
+
+def test_browse_leaves_messages_on_the_queue(conn: BlockingConnection, broker: Broker) -> None:
+    """Item 55: copy on a queue browses; a consumer then takes them all."""
+    q = _name()
+    snd = conn.create_sender(q)
+    for i in range(3):
+        snd.send(Message(body=str(i)))
+    browser = conn.create_receiver(q, options=Copy())
+    assert browser.link.remote_source.distribution_mode == proton.Terminus.DIST_MODE_COPY
+    assert [browser.receive(timeout=TIMEOUT).body for _ in range(3)] == ["0", "1", "2"]
+    browser.accept()
+    assert len(broker.queues[q].messages) == 3
+    rcv = conn.create_receiver(q, name="consumer")
+    assert [rcv.receive(timeout=TIMEOUT).body for _ in range(3)] == ["0", "1", "2"]
+
+
+def test_outcome_subset_echoed_and_superset_refused(conn: BlockingConnection) -> None:
+    """Items 52-53: a client's outcomes must be a subset of the broker's."""
+    q = _name()
+    conn.create_sender(q).send(Message(body="x"))
+
+    class Outcomes(proton.reactor.ReceiverOption):  # type: ignore[misc]
+        def __init__(self, *outs: str) -> None:
+            self.outs = outs
+
+        def apply(self, receiver: Any) -> None:
+            data = receiver.source.outcomes
+            data.put_array(False, proton.Data.SYMBOL)
+            data.enter()
+            for o in self.outs:
+                data.put_symbol(o)
+            data.exit()
+
+    ok = conn.create_receiver(q, options=Outcomes("amqp:accepted:list"))
+    echoed = ok.link.remote_source.outcomes
+    echoed.rewind()
+    echoed.next()
+    assert list(echoed.get_object().elements) == ["amqp:accepted:list"]
+    with pytest.raises(LinkDetached, match="not-implemented"):
+        conn.create_receiver(q, name="bad", options=Outcomes("amqp:accepted:list",
+                                                              "x:custom"))
+
+
+def test_dynamic_receiver_is_a_reply_to(conn: BlockingConnection, broker: Broker) -> None:
+    """Items 4, 6, 56: a dynamic source gets a random address that works as
+    a target; delete-on-close removes it with its link."""
+    reply = conn.create_receiver(None, dynamic=True)
+    address = reply.link.remote_source.address
+    assert address and address in broker.queues
+    conn.create_sender(address).send(Message(body="answer"))
+    assert reply.receive(timeout=TIMEOUT).body == "answer"
+    reply.accept()
+    reply.close()
+    assert address not in broker.queues
+
+
+class _Request(MessagingHandler):  # type: ignore[misc]
+    """Proton's request/response through a dynamic node with a lifetime policy."""
+
+    def __init__(self, url: str, policy: str) -> None:
+        super().__init__()
+        self.url, self.policy = url, policy
+        self.address: str | None = None
+        self.answer: str | None = None
+
+    def on_start(self, event: Any) -> None:
+        self.conn = event.container.connect(self.url)
+        self.receiver = event.container.create_receiver(
+            self.conn, None, dynamic=True,
+            options=DynamicNodeProperties({"lifetime-policy": self.policy}))
+
+    def on_link_opened(self, event: Any) -> None:
+        if event.link.name == self.receiver.name and self.address is None:
+            self.address = self.receiver.remote_source.address
+            snd = event.container.create_sender(self.conn, self.address)
+            snd.send(Message(body="ping", reply_to=self.address))
+
+    def on_message(self, event: Any) -> None:
+        self.answer = event.message.body
+        event.connection.close()
+
+
+@pytest.mark.parametrize("policy", ["delete-on-close", "delete-on-no-links"])
+def test_dynamic_node_lifetime_policies(url: str, broker: Broker, policy: str) -> None:
+    h = _Request(url, policy)
+    Container(h).run()
+    assert h.answer == "ping"
+    assert h.address is not None and h.address not in broker.queues
+
+
+def test_sasl_plain_with_the_brokers_users() -> None:
+    b = Broker(users={"alice": "secret"}, anonymous=False)
+    host, port, stop = start_broker_thread(b)
+    try:
+        c = BlockingConnection(f"amqp://alice:secret@{host}:{port}", timeout=TIMEOUT,
+                               allowed_mechs="PLAIN")
+        c.create_sender("q").send(Message(body="hi"))
+        c.close()
+        assert len(b.queues["q"].messages) == 1
+        with pytest.raises(proton.ConnectionException):
+            BlockingConnection(f"amqp://alice:wrong@{host}:{port}", timeout=TIMEOUT,
+                               allowed_mechs="PLAIN")
+        with pytest.raises(proton.ConnectionException):
+            BlockingConnection(f"amqp://{host}:{port}", timeout=TIMEOUT,
+                               allowed_mechs="ANONYMOUS")
+    finally:
+        stop()
+
+
+def test_unroutable_is_released(conn: BlockingConnection) -> None:
+    """A publish nothing takes (an exchange with no binding for its key) is
+    released, not accepted and dropped."""
+    snd = conn.create_sender("/exchange/amq.direct/nobody")
+    with pytest.raises(proton.utils.SendException) as e:
+        snd.send(Message(body="lost"))
+    assert e.value.state == PDelivery.RELEASED
+
+
+def test_selector_takes_only_matching_messages(conn: BlockingConnection,
+                                               broker: Broker) -> None:
+    """Item 44: a selector over application properties (and JMS header
+    names) is applied and echoed; what it skips stays for others."""
+    q = _name()
+    snd = conn.create_sender(q)
+    for i, colour in enumerate(["red", "green", "blue", "green"]):
+        snd.send(Message(body=f"{colour}-{i}", properties={"colour": colour, "n": i}))
+    sel = conn.create_receiver(q, options=proton.reactor.Selector(
+        "colour = 'green' AND n > 1 OR colour LIKE 'bl%'"))
+    assert sel.link.remote_source.filter is not None
+    got = sorted(sel.receive(timeout=TIMEOUT).body for _ in range(2))
+    sel.accept()
+    assert got == ["blue-2", "green-3"]
+    with pytest.raises(proton.Timeout):
+        sel.receive(timeout=0.3)
+    rest = conn.create_receiver(q, name="rest")
+    assert [rest.receive(timeout=TIMEOUT).body for _ in range(2)] == ["red-0", "green-1"]
+
+
+def test_unsupported_filter_and_bad_selector_refuse_the_link(
+        conn: BlockingConnection) -> None:
+    """Item 44: the broker refuses a filter it does not apply, never echoes it."""
+    q = _name()
+    conn.create_sender(q).send(Message(body="x"))
+    other = proton.reactor.Filter({proton.symbol("my-filter"): proton.Described(
+        proton.symbol("example:unknown-filter:string"), "x")})
+    with pytest.raises(LinkDetached, match="not-implemented"):
+        conn.create_receiver(q, name="a", options=other)
+    with pytest.raises(LinkDetached, match="invalid-field"):
+        conn.create_receiver(q, name="b", options=proton.reactor.Selector("colour = = 1"))
+
+
+def test_legacy_topic_binding_filter(conn: BlockingConnection) -> None:
+    """The legacy binding filter gives an exchange subscription its key."""
+    topic = proton.reactor.Filter({proton.symbol("binding"): proton.Described(
+        proton.symbol("apache.org:legacy-amqp-topic-binding:string"), "news.*")})
+    rcv = conn.create_receiver("amq.topic", options=topic)
+    snd = conn.create_sender("amq.topic")
+    snd.send(Message(subject="sport.x", body="no"), error_states=[])
+    snd.send(Message(subject="news.x", body="yes"))
+    assert rcv.receive(timeout=TIMEOUT).body == "yes"
