@@ -614,8 +614,13 @@ class Connection10(FrontEnd):
         if pub is None:
             return
         self.svc.outstanding = max(0, self.svc.outstanding - 1)
-        if link.credit < LINK_CREDIT // 2:
-            self.top_up(link)
+        try:
+            self._take(pub, link, d, e.payload)
+        finally:  # (after the publish: it may have pushed the broker over its mark)
+            if link.credit < LINK_CREDIT // 2:
+                self.top_up(link)
+
+    def _take(self, pub: Publisher10, link: Link, d: Delivery, payload: bytes) -> None:
         if pub.second and d.tag in pub.unsettled:  # 39: the same tag again: once only
             if not d.settled:
                 d.update(pub.unsettled[d.tag])
@@ -624,7 +629,7 @@ class Connection10(FrontEnd):
         if d.remote_state is not None and txn is None and isinstance(
                 d.remote_state, TransactionalState):
             return  # the link was detached: an unknown transaction
-        secs, body = split_1_0(e.payload)
+        secs, body = split_1_0(payload)
         outcome = self._publish(pub, secs, body, txn)
         if d.settled:
             return  # pre-settled (38): nothing to say

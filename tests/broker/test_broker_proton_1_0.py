@@ -371,3 +371,120 @@ def test_legacy_topic_binding_filter(conn: BlockingConnection) -> None:
     snd.send(Message(subject="sport.x", body="no"), error_states=[])
     snd.send(Message(subject="news.x", body="yes"))
     assert rcv.receive(timeout=TIMEOUT).body == "yes"
+
+
+class _TxPublish(MessagingHandler, proton.handlers.TransactionHandler):  # type: ignore[misc]
+    """Items 57-58: three publishes in a local transaction, then commit or
+    roll back; what the queue holds when the discharge is answered."""
+
+    def __init__(self, url: str, q: str, broker: Broker, commit: bool) -> None:
+        super().__init__()
+        self.url, self.q, self.broker, self.commit = url, q, broker, commit
+        self.seen: int | None = None
+        self.outcome = ""
+
+    def on_start(self, event: Any) -> None:
+        self.conn = event.container.connect(self.url)
+        self.sender = event.container.create_sender(self.conn, self.q)
+        event.container.declare_transaction(self.conn, handler=self)
+
+    def on_transaction_declared(self, event: Any) -> None:
+        txn = event.transaction
+        for i in range(3):
+            txn.send(self.sender, Message(body=f"tx-{i}"))
+        if self.commit:
+            txn.commit()
+        else:
+            txn.abort()
+
+    def _done(self, outcome: str) -> None:
+        self.outcome = outcome
+        self.seen = len(self.broker.queues[self.q].messages)
+        self.conn.close()
+
+    def on_transaction_committed(self, event: Any) -> None:
+        self._done("committed")
+
+    def on_transaction_aborted(self, event: Any) -> None:
+        self._done("aborted")
+
+    def on_transaction_declare_failed(self, event: Any) -> None:
+        self._done("declare failed")
+
+
+@pytest.mark.parametrize("commit", [True, False])
+def test_transactional_publish(url: str, broker: Broker, commit: bool) -> None:
+    q = _name()
+    broker.new_queue(broker.vhost("/"), q)
+    h = _TxPublish(url, q, broker, commit)
+    Container(h).run()
+    assert h.outcome == ("committed" if commit else "aborted")
+    assert h.seen == (3 if commit else 0)
+
+
+class _TxAccept(MessagingHandler, proton.handlers.TransactionHandler):  # type: ignore[misc]
+    """Item 59: two deliveries accepted in a transaction; the broker settles
+    them only at commit (a rollback leaves them with the consumer)."""
+
+    def __init__(self, url: str, q: str, broker: Broker, commit: bool) -> None:
+        super().__init__(prefetch=2, auto_accept=False)
+        self.url, self.q, self.broker, self.commit = url, q, broker, commit
+        self.txn: Any = None
+        self.deliveries: list[Any] = []
+        self.retained_before = self.retained_after = -1
+        self.outcome = ""
+
+    def on_start(self, event: Any) -> None:
+        self.conn = event.container.connect(self.url)
+        event.container.create_receiver(self.conn, self.q)
+        event.container.declare_transaction(self.conn, handler=self)
+
+    def on_transaction_declared(self, event: Any) -> None:
+        self.txn = event.transaction
+        self._go()
+
+    def on_message(self, event: Any) -> None:
+        self.deliveries.append(event.delivery)
+        self._go()
+
+    def _go(self) -> None:
+        if self.txn is None or len(self.deliveries) < 2:
+            return
+        self.retained_before = self.broker.retained
+        for d in self.deliveries:
+            self.txn.accept(d)
+        if self.commit:
+            self.txn.commit()
+        else:
+            self.txn.abort()
+
+    def _done(self, outcome: str) -> None:
+        self.outcome = outcome
+        self.retained_after = self.broker.retained
+        self.conn.close()
+
+    def on_transaction_committed(self, event: Any) -> None:
+        self._done("committed")
+
+    def on_transaction_aborted(self, event: Any) -> None:
+        self._done("aborted")
+
+
+@pytest.mark.parametrize("commit", [True, False])
+def test_transactional_accept(url: str, conn: BlockingConnection, broker: Broker,
+                              commit: bool) -> None:
+    q = _name()
+    snd = conn.create_sender(q)
+    snd.send(Message(body="a"))
+    snd.send(Message(body="b"))
+    h = _TxAccept(url, q, broker, commit)
+    Container(h).run()
+    assert h.outcome == ("committed" if commit else "aborted")
+    assert h.retained_before > 0
+    if commit:
+        assert h.retained_after == 0 and len(broker.queues[q].messages) == 0
+    else:
+        # held by the consumer through the rollback (proton then releases them)
+        assert h.retained_after == h.retained_before
+        rcv = conn.create_receiver(q)
+        assert sorted(rcv.receive(timeout=TIMEOUT).body for _ in range(2)) == ["a", "b"]

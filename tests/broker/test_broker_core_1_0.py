@@ -1,0 +1,289 @@
+"""The broker's 1.0 front end driven in memory by our own 1.0 client core
+(explicit time, no sockets): what real peers cannot easily be made to do --
+conflicting outcomes, outcomes outside the agreed set, malformed sections,
+credit across links, rcv-settle-mode second, drain, ttl on a given clock.
+Item numbers are notes-1-0-broker.md's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from amqp_sansio.v1_0 import events as ev
+from amqp_sansio.v1_0.codec import Symbol
+from amqp_sansio.v1_0.connection import ClientConfig, Connection, Role
+from amqp_sansio.v1_0.link import Link
+from amqp_sansio.v1_0.message import AmqpMessage, encode_message
+from amqp_sansio.v1_0.spec import (
+    Accepted,
+    Data,
+    Header,
+    Modified,
+    ReceiverSettleMode,
+    Rejected,
+    Released,
+    Source,
+    Target,
+)
+from amqp_sansio_broker import front_1_0
+from amqp_sansio_broker.limits import Limits
+from amqp_sansio_broker.model import Broker
+
+
+class Client:
+    """One in-memory 1.0 client connection to ``broker``."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.conn = Connection(Role.CLIENT, ClientConfig(container_id="test"))
+        self.bc = broker.connection()
+        self.now = 0.0
+        self.events: list[Any] = []
+        self.pump()
+        self.session = self.conn.begin()
+        self.pump()
+
+    def pump(self) -> list[Any]:
+        got: list[Any] = []
+        for _ in range(100):
+            moved = False
+            if data := self.conn.data_to_send():
+                self.bc.receive_data(data, self.now)
+                moved = True
+            if out := self.bc.data_to_send():
+                got += self.conn.receive_data(out, self.now)
+                moved = True
+            if not moved:
+                break
+        got += self.conn.take_events()
+        self.events += got
+        return got
+
+    def sender(self, address: str | None, name: str = "s", **kw: Any) -> Link:
+        link = self.session.attach_sender(name, target=Target(address=address), **kw)
+        self.pump()
+        return link
+
+    def receiver(self, address: str, name: str = "r", credit: int = 10,
+                 **source: Any) -> Link:
+        link = self.session.attach_receiver(name, source=Source(address=address, **source))
+        self.pump()
+        if credit and link.remote_source is not None:
+            link.flow(credit)
+            self.pump()
+        return link
+
+    def of(self, kind: type, link: Link | None = None) -> list[Any]:
+        return [e for e in self.events if isinstance(e, kind)
+                and (link is None or getattr(e, "link", None) is link)]
+
+
+def _payload(body: bytes = b"x", header: Header | None = None) -> bytes:
+    return encode_message(AmqpMessage(header=header, body=(Data(body),)))
+
+
+@pytest.fixture
+def broker() -> Broker:
+    return Broker()
+
+
+def test_credit_is_bounded_across_publishing_links(broker: Broker,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Item 41: never more credit outstanding than the broker's total; a
+    starved link gets credit once another gives its back."""
+    monkeypatch.setattr(front_1_0, "CREDIT_TOTAL", 300)
+    c = Client(broker)
+    links = [c.sender("q", name=f"s{i}") for i in range(3)]
+    assert [lk.credit for lk in links] == [256, 44, 0]
+    links[0].detach()
+    c.pump()
+    assert links[2].credit > 0 and links[1].credit + links[2].credit <= 300
+
+
+def test_no_credit_above_the_memory_mark(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Publishers are pushed back by credit: none is granted again above the
+    high-water mark, and it comes back once consumers drained the queue."""
+    monkeypatch.setattr(front_1_0, "LINK_CREDIT", 4)
+    b = Broker(limits=Limits(memory_high_water=600))  # (a message is charged ~520)
+    c = Client(b)
+    s = c.sender("q")
+    for i in range(4):
+        s.send(_payload(b"m" * 10), tag=bytes([i]))
+        c.pump()
+    assert b.pressed and s.credit == 0
+    r = c.receiver("q", credit=10)
+    for e in c.of(ev.DeliveryReceived, r):
+        e.delivery.settle(Accepted())
+    c.pump()
+    assert not b.pressed and s.credit > 0
+
+
+def test_conflicting_outcomes_detach_the_link(broker: Broker) -> None:
+    """Item 27: accepted, then rejected, for one delivery: the link is
+    detached (amqp:illegal-state); the first outcome stands (consumed)."""
+    c = Client(broker)
+    c.sender("q").send(_payload(), tag=b"1")
+    c.pump()
+    r = c.receiver("q", credit=1)
+    [got] = c.of(ev.DeliveryReceived, r)
+    r.dispose(got.delivery, Accepted(), settled=False)
+    r.dispose(got.delivery, Rejected(), settled=True)
+    c.pump()
+    [gone] = c.of(ev.LinkDetached, r)
+    assert gone.error is not None and gone.error.condition == "amqp:illegal-state"
+    assert len(broker.queues["q"].messages) == 0 and broker.retained == 0
+
+
+def test_outcome_outside_the_agreed_set_detaches(broker: Broker) -> None:
+    """Item 54: the link agreed on accepted only; released is an error."""
+    c = Client(broker)
+    c.sender("q").send(_payload(), tag=b"1")
+    c.pump()
+    r = c.receiver("q", credit=1, outcomes=(Symbol("amqp:accepted:list"),),
+                   default_outcome=Accepted())
+    assert r.remote_source is not None and r.remote_source.outcomes == ("amqp:accepted:list",)
+    [got] = c.of(ev.DeliveryReceived, r)
+    r.source = Source(address="q")  # our side "forgets" what it agreed to
+    r.dispose(got.delivery, Released(), settled=True)
+    c.pump()
+    [gone] = c.of(ev.LinkDetached, r)
+    assert gone.error.condition == "amqp:not-allowed"
+    assert len(broker.queues["q"].messages) == 1
+
+
+def test_default_outcome_outside_the_outcomes_is_refused(broker: Broker) -> None:
+    """Item 31: a default-outcome the link does not allow refuses it."""
+    c = Client(broker)
+    r = c.receiver("q", credit=0, outcomes=(Symbol("amqp:accepted:list"),),
+                   default_outcome=Released())
+    assert c.of(ev.LinkRefused, r)
+    [gone] = c.of(ev.LinkDetached, r)
+    assert gone.error.condition == "amqp:not-implemented"
+
+
+def test_settled_without_state_takes_the_default_outcome(broker: Broker) -> None:
+    """Item 26: no state = the link's default-outcome (here released)."""
+    c = Client(broker)
+    c.sender("q").send(_payload(b"again"), tag=b"1")
+    c.pump()
+    r = c.receiver("q", credit=1, default_outcome=Released())
+    [got] = c.of(ev.DeliveryReceived, r)
+    got.delivery.settle()
+    c.pump()
+    assert len(broker.queues["q"].messages) == 1 and broker.retained > 0
+
+
+def test_malformed_section_ends_the_session(broker: Broker) -> None:
+    """Item 9: a section with a wrong descriptor is a session error."""
+    c = Client(broker)
+    s = c.sender("q")
+    s.send(b"\x00\x53\x99\x40", tag=b"1")
+    c.pump()
+    [ended] = c.of(ev.SessionEnded)
+    assert ended.error.condition == "amqp:decode-error"
+    assert len(broker.queues["q"].messages) == 0
+
+
+def test_malformed_frame_closes_the_connection(broker: Broker) -> None:
+    """Item 23: close(error), then the transport goes."""
+    c = Client(broker)
+    c.bc.receive_data(b"\x00\x00\x00\x04\x02\x00\x00\x00", c.now)  # size 4: no frame
+    got = c.conn.receive_data(c.bc.data_to_send(), c.now)
+    [closed] = [e for e in got if isinstance(e, ev.ConnectionClosed)]
+    assert closed.condition == "amqp:connection:framing-error"
+    c.pump()  # our client answers the close: the broker hangs up
+    assert c.bc.closed
+
+
+def test_pre_settled_publish_is_fire_and_forget(broker: Broker) -> None:
+    """Item 38: enqueued, nothing said back."""
+    c = Client(broker)
+    s = c.sender("q")
+    s.send(_payload(), tag=b"1", settled=True)
+    c.pump()
+    assert len(broker.queues["q"].messages) == 1
+    assert not c.of(ev.DeliveryUpdated, s)
+
+
+def test_rcv_settle_mode_second_and_duplicate_tags(broker: Broker) -> None:
+    """Items 29, 39: the broker states its outcome without settling; a
+    delivery re-sent with the same tag before settlement is taken once."""
+    c = Client(broker)
+    s = c.sender("q", rcv_settle_mode=ReceiverSettleMode.SECOND)
+    assert s.remote_rcv_settle_mode is ReceiverSettleMode.SECOND
+    d = s.send(_payload(), tag=b"t1")
+    c.pump()
+    [upd] = c.of(ev.DeliveryUpdated, s)
+    assert isinstance(upd.state, Accepted) and not upd.settled
+    s.unsettled_deliveries.clear()  # a client that sends tag t1 again (after a resume)
+    s.send(_payload(), tag=b"t1")
+    c.pump()
+    assert len(broker.queues["q"].messages) == 1
+    d.settle()
+    c.pump()
+    assert len(broker.queues["q"].messages) == 1
+
+
+def test_drain_uses_up_the_credit(broker: Broker) -> None:
+    """Item 43: drain with nothing to send: the credit is used up at once."""
+    c = Client(broker)
+    r = c.receiver("q", credit=0)
+    r.flow(10, drain=True)
+    c.pump()
+    assert r.credit == 0 and r.delivery_count == 10
+
+
+def test_expired_messages_are_not_sent(broker: Broker) -> None:
+    """Items 14-15: a ttl counts from receipt on the broker's clock."""
+    c = Client(broker)
+    s = c.sender("q")
+    s.send(_payload(b"old", Header(ttl=1000)), tag=b"1")
+    s.send(_payload(b"new"), tag=b"2")
+    c.pump()
+    c.now = 5.0
+    r = c.receiver("q", credit=5)
+    assert [bytes(e.payload[-3:]) for e in c.of(ev.DeliveryReceived, r)] == [b"new"]
+    assert broker.stats["expired"] == 1
+
+
+def test_order_holds_within_a_priority(broker: Broker) -> None:
+    """Items 10-11: producer order, whatever the priority."""
+    c = Client(broker)
+    s = c.sender("q")
+    for i, prio in enumerate([1, 9, 1, 9]):
+        s.send(_payload(str(i).encode(), Header(priority=prio)), tag=bytes([i]))
+    c.pump()
+    r = c.receiver("q", credit=4)
+    got = [bytes(e.payload[-1:]) for e in c.of(ev.DeliveryReceived, r)]
+    assert got == [b"0", b"1", b"2", b"3"]
+
+
+def test_deleted_queue_detaches_its_consumers(broker: Broker) -> None:
+    """Item 21: the node went away: the broker detaches the link."""
+    c = Client(broker)
+    r = c.receiver("q", credit=1)
+    broker.delete_queue(broker.queues["q"])
+    c.pump()
+    [gone] = c.of(ev.LinkDetached, r)
+    assert gone.error.condition == "amqp:resource-deleted"
+
+
+def test_move_from_an_exchange_is_refused(broker: Broker) -> None:
+    """Item 45: a distribution mode the broker will not fulfil."""
+    c = Client(broker)
+    r = c.receiver("/exchange/amq.fanout", credit=0, distribution_mode=Symbol("move"))
+    assert c.of(ev.LinkRefused, r)
+    assert not [q for q in broker.queues if q.startswith("amq.sub.")]
+
+
+def test_modified_undeliverable_here_dead_letters(broker: Broker) -> None:
+    """Item 51 (as RabbitMQ 4): undeliverable-here is not requeued."""
+    c = Client(broker)
+    c.sender("q").send(_payload(), tag=b"1")
+    c.pump()
+    r = c.receiver("q", credit=1)
+    [got] = c.of(ev.DeliveryReceived, r)
+    got.delivery.settle(Modified(delivery_failed=True, undeliverable_here=True))
+    c.pump()
+    assert len(broker.queues["q"].messages) == 0 and broker.retained == 0
