@@ -59,6 +59,7 @@ from amqp_sansio.errors import DecodeError, LocalProtocolError
 from amqp_sansio.v1_0 import events as ev
 from amqp_sansio.v1_0.codec import Symbol
 from amqp_sansio.v1_0.connection import Connection, ConnState, Role, ServerConfig
+from amqp_sansio.v1_0.framing import FrameReader, ProtocolHeader
 from amqp_sansio.v1_0.link import Delivery, Link, LinkState
 from amqp_sansio.v1_0.spec import (
     Accepted,
@@ -85,7 +86,7 @@ from amqp_sansio.v1_0.transactions import Coordinator as TxnCoordinator
 from .addresses_1_0 import AddressError, Node, resolve
 from .auth import Login, Peer
 from .dtx import Work
-from .front import FrontEnd, quoted
+from .front import FrameTap, FrontEnd, quoted
 from .model import Consumer, Held, ModelError, QMsg, QueueState, VHost
 from .properties import FORM_1_0, Sections10, Wire, split_1_0
 from .routing import Binding
@@ -290,6 +291,9 @@ class Connection10(FrontEnd):
         self._txn_coordinator = TxnCoordinator()
         self._accepts: dict[Link, list[Delivery]] = {}  # to settle accepted, batched
         self.svc.connections.add(self)
+        if broker.trace_frames:
+            self._tap = FrameTap(self._who, lambda: FrameReader(1 << 24), _frame_items,
+                                 header=0)
         self._admitted()
 
     @classmethod
@@ -597,6 +601,11 @@ class Connection10(FrontEnd):
         c = self.consumers.get(e.link)
         if c is None:
             return
+        props = e.link.remote_flow_properties
+        if props and "txn-id" in props:  # 60: not done, so refused rather than ignored
+            e.link.violation("transactional acquire (a flow's txn-id) is not supported",
+                             NOT_IMPLEMENTED)
+            return
         q = self.broker.queue_of(c)
         if q is not None and e.link.credit > 0:
             self.broker.dispatch(q)
@@ -886,6 +895,18 @@ class Connection10(FrontEnd):
 
 _BEFORE_OPEN = frozenset({ConnState.START, ConnState.HDR_RCVD, ConnState.HDR_EXCH,
                           ConnState.OPEN_RCVD})
+
+
+def _frame_items(reader: FrameReader, data: bytes) -> Iterator[tuple[int, object]]:
+    """The frames of a copy of the octets, for the frame log (a SASL outcome
+    is followed by the AMQP header again)."""
+    for item in reader.feed(data):
+        if isinstance(item, ProtocolHeader):
+            yield 0, item
+            continue
+        if type(item.body).__name__ == "SaslOutcome":
+            reader.expect_header()
+        yield item.channel, item.body
 
 
 def _offered_outcomes(src: Source | None) -> tuple[str, ...]:

@@ -231,6 +231,7 @@ class Link:
         self.available: int | None = None
         self.drain = False
         self.flow_properties: dict[str, Any] | None = None
+        self.remote_flow_properties: dict[str, Any] | None = None  # the peer's last flow's
         # receiver: deliveries beyond the credit a lax sender may send after
         # each of our flows before it is a violation, and its flows'
         # delivery-count is not adopted (RabbitMQ 3.10's plugin: see
@@ -420,6 +421,7 @@ class Link:
         self._go("recv:frame")
         if self.state is LinkState.DETACH_SENT:
             return
+        self.remote_flow_properties = body.properties
         if self.is_sender:
             rdc = body.delivery_count
             if rdc is None:  # allowed before the receiver saw our attach

@@ -287,3 +287,147 @@ def test_modified_undeliverable_here_dead_letters(broker: Broker) -> None:
     got.delivery.settle(Modified(delivery_failed=True, undeliverable_here=True))
     c.pump()
     assert len(broker.queues["q"].messages) == 0 and broker.retained == 0
+
+
+def test_dynamic_target_address_works_as_a_source(broker: Broker) -> None:
+    """Items 4, 6: a generated address names the same node from any link;
+    generated names are random."""
+    c = Client(broker)
+    s = c.session.attach_sender("dyn", target=Target(dynamic=True))
+    c.pump()
+    address = s.remote_target.address
+    other = c.session.attach_sender("dyn2", target=Target(dynamic=True))
+    c.pump()
+    assert address != other.remote_target.address and len(address) > 24
+    s.send(_payload(b"via-target"), tag=b"1")
+    c.pump()
+    r = c.receiver(address, credit=1)
+    [got] = c.of(ev.DeliveryReceived, r)
+    assert got.payload.endswith(b"via-target")
+
+
+def test_bare_message_and_terminus_fields(broker: Broker) -> None:
+    """Items 7, 16, 18: the bare message arrives octet for octet (only the
+    header and annotations may change); the broker's attach fills in the
+    terminus fields it honours."""
+    from amqp_sansio.v1_0.message import bare_octets
+    from amqp_sansio.v1_0.spec import ApplicationProperties, Properties
+
+    c = Client(broker)
+    sent = encode_message(AmqpMessage(
+        properties=Properties(message_id="m1", subject="s", reply_to="r"),
+        application_properties=ApplicationProperties({"k": "v", "n": 1}),
+        body=(Data(b"body"),)))
+    c.sender("q").send(sent, tag=b"1")
+    c.pump()
+    r = c.receiver("q", credit=1)
+    [got] = c.of(ev.DeliveryReceived, r)
+    assert bare_octets(got.payload) == bare_octets(sent)
+    src = r.remote_source
+    assert src is not None and src.address == "q" and src.timeout == 0
+    assert src.expiry_policy == "link-detach" and src.distribution_mode == "move"
+    assert src.default_outcome is not None and src.outcomes
+
+
+def test_message_without_a_body_is_delivered(broker: Broker) -> None:
+    """Item 8: a message with no body section (real peers send them) is
+    taken and delivered as it came."""
+    from amqp_sansio.v1_0.spec import Properties
+
+    c = Client(broker)
+    sent = encode_message(AmqpMessage(properties=Properties(subject="empty")))
+    c.sender("q").send(sent, tag=b"1")
+    c.pump()
+    r = c.receiver("q", credit=1)
+    [got] = c.of(ev.DeliveryReceived, r)
+    assert got.payload == sent
+
+
+def test_consumer_in_rcv_settle_mode_second(broker: Broker) -> None:
+    """Item 29: the client states its outcome first; the broker settles."""
+    c = Client(broker)
+    c.sender("q").send(_payload(), tag=b"1")
+    c.pump()
+    link = c.session.attach_receiver("r2", source=Source(address="q"),
+                                     rcv_settle_mode=ReceiverSettleMode.SECOND)
+    c.pump()
+    assert link.remote_rcv_settle_mode is ReceiverSettleMode.SECOND
+    link.flow(1)
+    c.pump()
+    [got] = c.of(ev.DeliveryReceived, link)
+    got.delivery.update(Accepted())
+    c.pump()
+    [upd] = c.of(ev.DeliveryUpdated, link)
+    assert upd.settled and isinstance(upd.state, Accepted)
+    assert broker.retained == 0
+
+
+def test_delete_on_no_messages(broker: Broker) -> None:
+    """Item 56: the temporary queue goes once it is empty again (its link is
+    detached, resource-deleted)."""
+    from amqp_sansio.v1_0.spec import DeleteOnNoMessages
+
+    c = Client(broker)
+    r = c.session.attach_receiver("tmp", source=Source(
+        dynamic=True, dynamic_node_properties={Symbol("lifetime-policy"):
+                                               DeleteOnNoMessages()}))
+    c.pump()
+    address = r.remote_source.address
+    c.sender(address).send(_payload(), tag=b"1")
+    r.flow(1)
+    c.pump()
+    [got] = c.of(ev.DeliveryReceived, r)
+    got.delivery.settle(Accepted())
+    c.pump()
+    assert address not in broker.queues
+    [gone] = c.of(ev.LinkDetached, r)
+    assert gone.error.condition == "amqp:resource-deleted"
+
+
+def test_durable_message_survives_a_restart(tmp_path: Any) -> None:
+    """Item 13: a durable 1.0 message in a durable queue is stored (the 1.0
+    form in the store) and comes back with its bare message intact."""
+    from amqp_sansio.v1_0.message import bare_octets
+    from amqp_sansio.v1_0.spec import ApplicationProperties, Properties
+
+    b = Broker(data_dir=tmp_path)
+    b.new_queue(b.vhost("/"), "keep", durable=True)
+    c = Client(b)
+    sent = encode_message(AmqpMessage(
+        header=Header(durable=True), properties=Properties(message_id="m1"),
+        application_properties=ApplicationProperties({"k": "v"}), body=(Data(b"kept"),)))
+    c.sender("keep").send(sent, tag=b"1")
+    c.pump()
+    b.close()
+    b2 = Broker(data_dir=tmp_path)
+    c2 = Client(b2)
+    r = c2.receiver("keep", credit=1)
+    [got] = c2.of(ev.DeliveryReceived, r)
+    assert bare_octets(got.payload) == bare_octets(sent)
+    b2.close()
+
+
+def test_transactional_acquire_is_refused(broker: Broker) -> None:
+    """Item 60 (declined): a flow with a txn-id detaches the link instead of
+    acquiring outside the transaction."""
+    c = Client(broker)
+    c.sender("q").send(_payload(), tag=b"1")
+    c.pump()
+    r = c.receiver("q", credit=0)
+    r.flow(1, properties={Symbol("txn-id"): b"12345678"})
+    c.pump()
+    assert not c.of(ev.DeliveryReceived, r)
+    [gone] = c.of(ev.LinkDetached, r)
+    assert gone.error.condition == "amqp:not-implemented"
+    assert len(broker.queues["q"].messages) == 1
+
+
+def test_frames_are_logged_with_trace_frames(caplog: pytest.LogCaptureFixture) -> None:
+    b = Broker(trace_frames=True)
+    with caplog.at_level("DEBUG", logger="amqp_sansio.broker.frames"):
+        c = Client(b)
+        c.sender("q").send(_payload(), tag=b"1")
+        c.pump()
+    text = caplog.text
+    assert "<- ch0 Open(" in text and "-> ch0 Open(" in text
+    assert "Attach(" in text and "Transfer(" in text and "Disposition(" in text
