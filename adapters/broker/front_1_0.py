@@ -358,6 +358,9 @@ class Connection10(FrontEnd):
                     self._connection_event(e)
             except DecodeError as err:  # a malformed message: the session ends (9)
                 self._end_session(e, "amqp:decode-error", err.message)
+            except LocalProtocolError as err:  # its session or link is ending meanwhile
+                log.debug("connection from %s: %s not answered: %s", self._who,
+                          type(e).__name__, err)
         if self.conn.closed:
             self._end(now)
         self.broker.flush_touched(self)

@@ -115,14 +115,14 @@ class _Parser:
         self._nest()
         e = self.andexpr()
         while self.take("kw", "OR"):
-            e = _or(e, self.andexpr())
+            e = _junction(e, self.andexpr(), True)
         self.depth -= 1
         return e
 
     def andexpr(self) -> Expr:
         e = self.notexpr()
         while self.take("kw", "AND"):
-            e = _and(e, self.notexpr())
+            e = _junction(e, self.notexpr(), False)
         return e
 
     def notexpr(self) -> Expr:
@@ -130,7 +130,7 @@ class _Parser:
             self._nest()
             inner = self.notexpr()
             self.depth -= 1
-            return lambda get: None if (v := inner(get)) is None else not v
+            return _negate(inner, True)
         return self.comparison()
 
     def comparison(self) -> Expr:
@@ -161,7 +161,8 @@ class _Parser:
             lo = self.sum()
             self.need("kw", "AND")
             hi = self.sum()
-            return _negate(_and(_cmp(_CMP[">="], left, lo), _cmp(_CMP["<="], left, hi)), neg)
+            return _negate(_junction(_cmp(_CMP[">="], left, lo), _cmp(_CMP["<="], left, hi),
+                                     False), neg)
         if neg:
             raise SelectorError("NOT here needs LIKE, IN or BETWEEN")
         return left
@@ -247,27 +248,17 @@ def _arith(op: str, a: Expr, b: Expr) -> Expr:
     return f
 
 
-def _and(a: Expr, b: Expr) -> Expr:
+def _junction(a: Expr, b: Expr, decisive: bool) -> Expr:
+    """AND (``decisive`` False) or OR (True), three-valued: NULL unless one
+    side decides it."""
     def f(get: Lookup) -> Value:
         x = a(get)
-        if x is False:
-            return False
+        if x is decisive:
+            return decisive
         y = b(get)
-        if y is False:
-            return False
-        return None if x is None or y is None else bool(x and y)
-    return f
-
-
-def _or(a: Expr, b: Expr) -> Expr:
-    def f(get: Lookup) -> Value:
-        x = a(get)
-        if x is True:
-            return True
-        y = b(get)
-        if y is True:
-            return True
-        return None if x is None or y is None else bool(x or y)
+        if y is decisive:
+            return decisive
+        return None if x is None or y is None else not decisive
     return f
 
 

@@ -27,6 +27,8 @@ def _msg(**headers: object) -> QMsg:
     ("n * 2 + 1 = 7", True), ("n / 0 = 1", False), ("flag = TRUE", True),
     ("JMSPriority = 7 AND JMSDeliveryMode = 'PERSISTENT'", True), ("n = '3'", False),
     ("n <> '3'", True), ("-n = -3", True), ("ratio >= 0.5", True),
+    ("missing = 1 AND n = 3", False), ("NOT (missing = 1 AND n = 3)", False),
+    ("NOT (missing = 1 AND n = 4)", True), ("missing = 1 OR n = 4", False),
 ])
 def test_selector_semantics(text: str, expected: bool) -> None:
     m = _msg(colour="red", n=3, name="a_bc", flag=True, ratio=0.75)
