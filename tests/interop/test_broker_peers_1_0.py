@@ -138,3 +138,27 @@ def test_amqp_value_body_crosses_and_comes_back(broker: tuple[Broker, int]) -> N
         assert got.body == {"a": [1, 2]}
     finally:
         c.close()
+
+
+def test_our_1_0_socket_client_round_trip(broker: tuple[Broker, int]) -> None:
+    """Our own 1.0 adapter against the broker's 1.0 front end (publish,
+    subscribe with credit, accept), and a rhea client reading the rest."""
+    b, port = broker
+    url = f"amqp://127.0.0.1:{port}?protocol=1.0"
+    with connect(url) as conn, conn.session() as s:
+        for i in range(20):
+            s.publish(Message(body=b"s%d" % i, headers={"n": i}), routing_key="ours",
+                      wait=i % 10 == 9)
+        s.sync()
+        got = []
+        with s.subscribe("ours", prefetch=4) as sub:
+            for d in sub:
+                got.append((d.body, d.message.headers))
+                d.accept()
+                if len(got) == 10:
+                    break
+    assert got == [(b"s%d" % i, {"n": i}) for i in range(10)]
+    require_rhea()
+    out = rhea("receive", port, address="ours", count=10)
+    assert (out["exit"], out["received"]) == (0, 10), out
+    assert len(b.queues["ours"].messages) == 0
