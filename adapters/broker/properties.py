@@ -42,6 +42,42 @@ cluster_id              (none): header               cluster-id (the ``reserved`
                         ``x-amqp-0-9-1-cluster-id``  property)
 ======================  ===========================  ===============================
 
+AMQP 1.0 (``Sections10``: a 1.0 consumer of a 1.0 message gets its bare
+message octet for octet; only the header's delivery-count changes):
+
+========================  ================================================
+neutral (:class:`Props`)  1.0
+========================  ================================================
+headers                   application-properties (simple values only: a
+                          map or list becomes its text); properties with no
+                          neutral field travel as headers ``x-amqp-1-0-to``,
+                          ``-group-id``, ``-group-sequence``,
+                          ``-reply-to-group-id``, ``-absolute-expiry-time``
+content_type              properties content-type (a symbol)
+content_encoding          properties content-encoding (a symbol)
+persistent                header durable
+priority                  header priority (4, 1.0's default, is "none")
+ttl (ms)                  header ttl
+message_id                properties message-id (a uuid as such; any
+                          other id as its text)
+correlation_id            properties correlation-id (binary; a string as
+                          UTF-8, a uuid as its 16 octets, a number as text)
+reply_to                  properties reply-to: the routing key when the
+                          exchange is the default one, else
+                          ``/exchange/X/KEY`` (``/queue/Q`` reads as Q)
+user_id                   properties user-id
+app_id                    message annotation ``x-opt-app-id``
+timestamp (s)             properties creation-time (ms)
+type, cluster_id          headers ``x-amqp-0-9-1-type``, ``-cluster-id``
+body                      one data section, or an amqp-value of binary, is
+                          the body; any other body is its encoded sections
+                          with header ``x-amqp-body`` = ``amqp-value`` /
+                          ``amqp-sequence`` / ``data`` (and back)
+========================  ================================================
+
+The 1.0 subject is the routing key of a publish to an exchange address
+without a key; 1.0 consumers of other protocols' messages get no subject.
+
 Routing key, exchange and the redelivered flag are the delivery's, set by
 the consumer's front end (0-10: in delivery-properties; 0-9-1: in
 ``basic.deliver``).  0-10-only properties (expiration as a date, resume-id,

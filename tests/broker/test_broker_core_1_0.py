@@ -431,3 +431,19 @@ def test_frames_are_logged_with_trace_frames(caplog: pytest.LogCaptureFixture) -
     text = caplog.text
     assert "<- ch0 Open(" in text and "-> ch0 Open(" in text
     assert "Attach(" in text and "Transfer(" in text and "Disposition(" in text
+
+
+def test_queue_limit_refuses_links_that_would_create_queues() -> None:
+    """What a peer can make the broker keep stays bounded: over the vhost's
+    queue limit a link that would create one is refused."""
+    b = Broker(limits=Limits(queues_per_vhost=2))
+    c = Client(b)
+    c.receiver("a", name="a", credit=0)
+    c.receiver("b", name="b", credit=0)
+    third = c.session.attach_receiver("c", source=Source(dynamic=True))
+    fourth = c.sender("d", name="d")
+    c.pump()
+    for link in (third, fourth):
+        [gone] = c.of(ev.LinkDetached, link)
+        assert gone.error.condition == "amqp:resource-limit-exceeded"
+    assert sorted(b.queues) == ["a", "b"]
