@@ -149,6 +149,7 @@ class Txn:
     work: Work = attrs.field(factory=Work)
     publishes: list[Delivery] = attrs.field(factory=list)
     accepts: list[tuple[Consumer10, Delivery, Held]] = attrs.field(factory=list)
+    acquires: list[tuple[Consumer10, Delivery, Held]] = attrs.field(factory=list)
 
 
 @attrs.define(eq=False)
@@ -206,7 +207,7 @@ class Consumer10(Consumer):
     message; ``held`` are its unsettled deliveries."""
 
     __slots__ = ("front", "link", "held", "presettle", "outcomes", "default_outcome",
-                 "private")
+                 "private", "txn")
 
     def __init__(self, front: Connection10, link: Link, queue: str, vhost: str, *,
                  browsing: bool, presettle: bool, outcomes: tuple[str, ...],
@@ -219,6 +220,8 @@ class Consumer10(Consumer):
         self.outcomes = outcomes
         self.default_outcome = default_outcome
         self.private = private  # the link's own queue (an exchange subscription)
+        #: The transaction its credit acquires for (a flow's txn-id, 60).
+        self.txn: Txn | None = None
 
     def ready(self) -> bool:
         link = self.link
@@ -228,15 +231,21 @@ class Consumer10(Consumer):
     def offer(self, q: QueueState, msg: QMsg) -> bool:
         secs: Sections10 = msg.wire.as_form(FORM_1_0)
         payload = secs.render(msg.body, _delivery_header(secs, msg))
+        txn = self.txn
         try:
-            d = self.link.send(payload, settled=self.presettle)
+            d = self.link.send(payload, settled=self.presettle and txn is None,
+                               state=None if txn is None
+                               else TransactionalState(txn_id=txn.txn_id))
         except LocalProtocolError:
             return False  # no credit after all, or too big for the peer: it waits
-        if self.presettle:
+        if d.settled:
             if not self.browsing:
                 self.front.broker.gone(msg)
         else:
-            self.held[d] = Held(q, msg, acquired=not self.browsing, consumer=self, tag=d.id)
+            h = self.held[d] = Held(q, msg, acquired=not self.browsing, consumer=self,
+                                    tag=d.id)
+            if txn is not None and h.acquired:
+                txn.acquires.append((self, d, h))
         self.front.note_output(len(payload) + DELIVERY_OVERHEAD)
         return True
 
@@ -605,10 +614,13 @@ class Connection10(FrontEnd):
         if c is None:
             return
         props = e.link.remote_flow_properties
-        if props and "txn-id" in props:  # 60: not done, so refused rather than ignored
-            e.link.violation("transactional acquire (a flow's txn-id) is not supported",
-                             NOT_IMPLEMENTED)
-            return
+        txn_id = props.get("txn-id") if props else None
+        if txn_id is not None:  # 60: this credit acquires inside the transaction
+            c.txn = self._txn_of(TransactionalState(txn_id=bytes(txn_id)), e.link)
+            if c.txn is None:
+                return
+        else:
+            c.txn = None
         q = self.broker.queue_of(c)
         if q is not None and e.link.credit > 0:
             self.broker.dispatch(q)
@@ -793,14 +805,30 @@ class Connection10(FrontEnd):
                 if not pd.settled:
                     with contextlib.suppress(LocalProtocolError):
                         pd.settle(TransactionalState(txn_id=t.txn_id, outcome=Released()))
+            acquired = {id(h) for _, _, h in t.acquires}
+            accepted = {id(h) for _, _, h in t.accepts}
             for c, cd, h in t.accepts:
+                if id(h) in acquired:
+                    continue  # acquired in the transaction too: available again below
                 if c.link in self.consumers and not cd.settled:
                     c.held[cd] = h  # 59: still acquired by the consumer
                 elif h.acquired:
                     self.broker.release_held([h])
+            for c, cd, h in t.acquires:  # 60: rolled back = available again
+                pending = c.held.pop(cd, None) is not None or id(h) in accepted
+                if not cd.settled and c.link.state is LinkState.ATTACHED:
+                    with contextlib.suppress(LocalProtocolError):
+                        cd.settle(Released())
+                if pending and h.acquired:
+                    self.broker.release_held([h], redelivered=False)
+                if c.txn is t:
+                    c.txn = None
             return
         self.broker.commit(t.work)
         self._txn_coordinator.discharged(d)
+        for c, _, _ in t.acquires:  # 60: committed = acquired for good (still to settle)
+            if c.txn is t:
+                c.txn = None
         for pd in t.publishes:
             if not pd.settled:
                 with contextlib.suppress(LocalProtocolError):

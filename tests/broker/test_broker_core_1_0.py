@@ -407,30 +407,38 @@ def test_durable_message_survives_a_restart(tmp_path: Any) -> None:
     b2.close()
 
 
-def test_transactional_acquire_is_refused(broker: Broker) -> None:
-    """Item 60 (declined): a flow with a txn-id detaches the link instead of
-    acquiring outside the transaction."""
+@pytest.mark.parametrize("commit", [True, False])
+def test_transactional_acquire(broker: Broker, commit: bool) -> None:
+    """Item 60: credit with a txn-id acquires inside the transaction (the
+    transfers carry it); commit = acquired (then accepted in it too), rollback
+    = available again."""
+    from amqp_sansio.v1_0.spec import TransactionalState
+    from amqp_sansio.v1_0.transactions import Controller, transactional
+
     c = Client(broker)
-    c.sender("q").send(_payload(), tag=b"1")
+    c.sender("q").send(_payload(b"t"), tag=b"1")
     c.pump()
+    ctl = Controller(c.session)
+    c.pump()
+    ctl.declare()
+    c.pump()
+    [declared] = [x for e in c.events if (x := ctl.handle(e)) is not None]
+    txn_id = declared.txn_id
     r = c.receiver("q", credit=0)
-    r.flow(1, properties={Symbol("txn-id"): b"12345678"})
+    r.flow(1, properties={Symbol("txn-id"): txn_id})
     c.pump()
-    assert not c.of(ev.DeliveryReceived, r)
-    [gone] = c.of(ev.LinkDetached, r)
-    assert gone.error.condition == "amqp:not-implemented"
-    assert len(broker.queues["q"].messages) == 1
-
-
-def test_frames_are_logged_with_trace_frames(caplog: pytest.LogCaptureFixture) -> None:
-    b = Broker(trace_frames=True)
-    with caplog.at_level("DEBUG", logger="amqp_sansio.broker.frames"):
-        c = Client(b)
-        c.sender("q").send(_payload(), tag=b"1")
-        c.pump()
-    text = caplog.text
-    assert "<- ch0 Open(" in text and "-> ch0 Open(" in text
-    assert "Attach(" in text and "Transfer(" in text and "Disposition(" in text
+    [got] = c.of(ev.DeliveryReceived, r)
+    assert isinstance(got.delivery.remote_state, TransactionalState)
+    assert got.delivery.remote_state.txn_id == txn_id
+    got.delivery.update(transactional(txn_id, Accepted()))
+    c.pump()
+    ctl.discharge(txn_id, fail=not commit)
+    c.pump()
+    if commit:
+        assert len(broker.queues["q"].messages) == 0 and broker.retained == 0
+    else:
+        assert len(broker.queues["q"].messages) == 1
+        assert got.delivery.remote_settled
 
 
 def test_queue_limit_refuses_links_that_would_create_queues() -> None:
