@@ -511,30 +511,23 @@ class Connection10(FrontEnd):
                           "an outcome of the link")
         filters, selector, binding = _filters(src.filter)
         mode = src.distribution_mode
-        if src.dynamic:
-            q = self._dynamic_queue(src.dynamic_node_properties, link)
-            node = Node("queue", q.name)
-            private = False
-        else:
-            node = self._resolve(src.address)
-            private = not node.is_queue
-            if private:
-                q = self._subscription(node, binding, link)
-            else:
-                if binding is not None:
-                    raise _Refuse(NOT_IMPLEMENTED, "a binding filter on a queue source")
-                q = self._queue(node)
+        # Everything is checked before anything is made (a refused link leaves
+        # no queue behind).
+        node = None if src.dynamic else self._resolve(src.address)
+        private = node is not None and not node.is_queue
         if mode not in (None, MOVE, COPY) or (private and mode == MOVE):
-            if private:
-                self.broker.delete_queue(q)
             raise _Refuse(NOT_IMPLEMENTED, f"distribution-mode {mode!r} on "
                           f"{'an exchange' if private else 'a queue'}")  # 45
-        try:
+        if binding is not None and not private:
+            raise _Refuse(NOT_IMPLEMENTED, "a binding filter on a queue source")
+        if node is not None:
             self._allowed("read", node.name)
-        except _Refuse:
-            if private:
-                self.broker.delete_queue(q)
-            raise
+        if node is None:
+            q = self._dynamic_queue(src.dynamic_node_properties, link)
+        elif private:
+            q = self._subscription(node, binding, link)
+        else:
+            q = self._queue(node)
         browsing = mode == COPY and not private
         presettle = link.remote_snd_settle_mode is SenderSettleMode.SETTLED
         c = Consumer10(self, link, q.name, q.vhost, browsing=browsing, presettle=presettle,

@@ -455,3 +455,15 @@ def test_queue_limit_refuses_links_that_would_create_queues() -> None:
         [gone] = c.of(ev.LinkDetached, link)
         assert gone.error.condition == "amqp:resource-limit-exceeded"
     assert sorted(b.queues) == ["a", "b"]
+
+
+def test_refused_links_leave_no_queue_behind(broker: Broker) -> None:
+    """A link refused for its distribution mode makes nothing first."""
+    c = Client(broker)
+    dyn = c.session.attach_receiver("d", source=Source(dynamic=True,
+                                                       distribution_mode=Symbol("other")))
+    c.pump()
+    assert c.of(ev.LinkRefused, dyn)
+    r = c.receiver("fresh", credit=0, distribution_mode=Symbol("other"))
+    assert c.of(ev.LinkRefused, r)
+    assert list(broker.queues) == []
