@@ -67,6 +67,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                         "gets (default %(default)s, as RabbitMQ)")
     p.add_argument("--no-heartbeats", action="store_true",
                    help="offer no heartbeats (silent peers are then never detected)")
+    p.add_argument("--no-create-queues", action="store_true",
+                   help="an AMQP 1.0 link to a queue that does not exist is refused "
+                        "(amqp:not-found) instead of creating it")
     p.add_argument("--error-codes", choices=("qpidd", "xml"), default="qpidd",
                    help="where qpidd and the 0-10 XML name different error codes (dtx "
                         "misuse), answer with qpidd's or the XML's (default %(default)s)")
@@ -257,6 +260,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m amqp_sansio_broke
                         error_codes=args.error_codes)
     except (OSError, ValueError, RuntimeError, sqlite3.Error) as e:
         return _fail(prog, f"cannot use the data directory {args.data_dir}: {e}")
+    if args.no_create_queues:
+        broker.services["1.0"].create_queues = False
     ctx = None
     if args.keyfile and not args.certfile:
         return _fail(prog, "--keyfile needs --certfile", EXIT_USAGE)

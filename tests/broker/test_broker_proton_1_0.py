@@ -488,3 +488,28 @@ def test_transactional_accept(url: str, conn: BlockingConnection, broker: Broker
         assert h.retained_after == h.retained_before
         rcv = conn.create_receiver(q)
         assert sorted(rcv.receive(timeout=TIMEOUT).body for _ in range(2)) == ["a", "b"]
+
+
+def test_command_line_option_turns_queue_creation_off() -> None:
+    """``python -m amqp_sansio_broker --no-create-queues``: a 1.0 link to a
+    missing queue is refused; the broker still serves 1.0."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "amqp_sansio_broker", "--port", "0",
+                             "--no-create-queues"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip()
+        assert url.startswith("amqp://127.0.0.1:")
+        c = BlockingConnection(url, timeout=TIMEOUT)
+        try:
+            with pytest.raises(LinkDetached, match="not-found"):
+                c.create_sender("/queue/absent")
+            c.create_sender("/exchange/amq.fanout").send(Message(body="x"), error_states=[])
+        finally:
+            c.close()
+    finally:
+        proc.terminate()
+        proc.wait(10)
