@@ -70,7 +70,7 @@ test: $(STAMP)
 	$(call stage,pytest,$(PYTEST_CMD)) \
 	$(call stage,ruff,$(PY) -m ruff check .) \
 	$(call stage,mypy,$(MYPY_CMD)) \
-	$(call stage,codegen,$(PY) codegen/gen_0_10.py --check && $(PY) codegen/gen_0_9_1.py --check && $(PY) codegen/gen_1_0.py --check) \
+	$(call stage,codegen,$(PY) codegen/gen_0_10.py --check && $(PY) codegen/gen_0_9_1.py --check && $(PY) codegen/gen_0_9.py --check && $(PY) codegen/gen_1_0.py --check) \
 	$(call stage,docs,$(DOCS_CMD)) \
 	$(call stage,wheel,$(PY) scripts/wheel_check.py --extras '$(WHEEL_EXTRAS)') \
 	echo "---- make test: stage summary"; cat "$$summary"; rm -f "$$summary"; \
@@ -94,6 +94,7 @@ typecheck: $(STAMP)
 codegen-check: $(STAMP)
 	$(PY) codegen/gen_0_10.py --check
 	$(PY) codegen/gen_0_9_1.py --check
+	$(PY) codegen/gen_0_9.py --check
 	$(PY) codegen/gen_1_0.py --check
 
 wheel-check: $(STAMP)
@@ -102,6 +103,7 @@ wheel-check: $(STAMP)
 regen: $(STAMP)
 	$(PY) codegen/gen_0_10.py
 	$(PY) codegen/gen_0_9_1.py
+	$(PY) codegen/gen_0_9.py
 	$(PY) codegen/gen_1_0.py
 
 bench: $(STAMP)

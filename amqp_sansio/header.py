@@ -1,7 +1,7 @@
 """Protocol-header gating: the 8 octets every AMQP connection starts with.
 
 ``AMQP`` then four octets that name the protocol (0-10: ``1 1 0 10``; 0-9-1:
-``0 0 9 1``; 1.0: ``0 1 0 0`` for AMQP itself, ``3 1 0 0`` for its SASL
+``0 0 9 1``; 0-9: ``1 1 0 9``; 1.0: ``0 1 0 0`` for AMQP itself, ``3 1 0 0`` for its SASL
 layer).  A :class:`HeaderGate` collects the peer's header from whatever
 chunks arrive, gives up as soon as the octets cannot be an AMQP header any
 more (so a peer speaking another protocol is not waited on), and says

@@ -55,6 +55,12 @@ def _connection_0_9_1() -> ModuleType:
     return connection
 
 
+def _connection_0_9() -> ModuleType:
+    from .v0_9 import connection
+
+    return connection
+
+
 def _connection_1_0() -> ModuleType:
     from .v1_0 import connection
 
@@ -67,6 +73,9 @@ PROTOCOLS: dict[str, ProtocolInfo] = {p.name: p for p in (
                  loader=_connection_0_10),
     ProtocolInfo("0-9-1", "AMQP 0-9-1 (RabbitMQ)", b"AMQP\x00\x00\x09\x01",
                  "amqp_sansio.v0_9_1", loader=_connection_0_9_1),
+    # 0-9 itself (the seed's spec): a dialect of the 0-9-1 machinery
+    ProtocolInfo("0-9", "AMQP 0-9", b"AMQP\x01\x01\x00\x09", "amqp_sansio.v0_9",
+                 loader=_connection_0_9),
     # the name as AMQP writes it; the adapters and the broker speak it in issue 15
     ProtocolInfo("1.0", "AMQP 1.0", b"AMQP\x00\x01\x00\x00", "amqp_sansio.v1_0",
                  loader=_connection_1_0, also=(b"AMQP\x03\x01\x00\x00",)),

@@ -101,7 +101,12 @@ def _asserts(e: ET.Element) -> list[dict[str, str]]:
     return out
 
 
-def extract(xml_path: Path) -> dict[str, Any]:
+def extract(xml_path: Path, extras: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The facts of ``xml_path``; ``extras`` (default :data:`RABBITMQ_EXTRAS`:
+    methods, patches; ``gen_0_9.py`` passes its own: domains, wire types)
+    are added and patched in."""
+    if extras is None:
+        extras = RABBITMQ_EXTRAS
     root = ET.parse(xml_path).getroot()
     constants: list[dict[str, Any]] = []
     domains: list[dict[str, Any]] = []
@@ -118,6 +123,8 @@ def extract(xml_path: Path) -> dict[str, Any]:
             if a:
                 d["asserts"] = a
             domains.append(d)
+    domains += extras.get("domains", [])
+    wire_types = BASE_TYPES + tuple(extras.get("wire_types", ()))
     dom = {d["name"]: d for d in domains}
 
     def field(f: ET.Element | dict[str, Any]) -> dict[str, Any]:
@@ -130,7 +137,7 @@ def extract(xml_path: Path) -> dict[str, Any]:
         else:
             wire = str(typ)
             domain = wire
-        if wire not in BASE_TYPES:
+        if wire not in wire_types:
             raise SystemExit(f"field {name}: unknown wire type {wire!r}")
         fd: dict[str, Any] = {"name": name, "domain": domain, "type": wire}
         if get("reserved") == "1":
@@ -166,12 +173,12 @@ def extract(xml_path: Path) -> dict[str, Any]:
             }
             if m.get("deprecated") == "1":
                 md["deprecated"] = True
-            patch = RABBITMQ_EXTRAS["patches"].get(f"{cname}.{md['name']}")
+            patch = extras.get("patches", {}).get(f"{cname}.{md['name']}")
             if patch:
                 md.update(patch)
                 md["origin"] = "xml+rabbitmq"
             cd["methods"].append(md)
-        for extra in RABBITMQ_EXTRAS["methods"].get(cname, []):
+        for extra in extras.get("methods", {}).get(cname, []):
             md = dict(extra)
             md["fields"] = [field(f) for f in extra["fields"]]
             md["origin"] = "rabbitmq"

@@ -55,6 +55,7 @@ PAGES = {
     "core": ("The core: shared by every protocol", ["amqp_sansio"]),
     "v0_10": ("AMQP 0-10", ["amqp_sansio.v0_10"]),
     "v0_9_1": ("AMQP 0-9-1", ["amqp_sansio.v0_9_1"]),
+    "v0_9": ("AMQP 0-9 (a dialect of 0-9-1)", ["amqp_sansio.v0_9"]),
     "v1_0": ("AMQP 1.0", ["amqp_sansio.v1_0"]),
     "socket": ("Blocking sockets: amqp_sansio_socket", ["amqp_sansio_socket"]),
     "trio": ("Trio: amqp_sansio_trio", ["amqp_sansio_trio"]),
@@ -64,7 +65,8 @@ PAGES = {
 }
 # Documented elsewhere or not an API: each page's packages stop here.  The
 # generated spec packages show their docstring only.
-SKIP = ("amqp_sansio.v0_10", "amqp_sansio.v0_9_1", "amqp_sansio.v1_0", ".spec.", ".__main__")
+SKIP = ("amqp_sansio.v0_10", "amqp_sansio.v0_9_1", "amqp_sansio.v0_9", "amqp_sansio.v1_0",
+        ".spec.", ".__main__")
 DOCSTRING_ONLY = (".spec",)
 
 
@@ -75,7 +77,9 @@ def _public_modules(top: str) -> list[str]:
         rest = m.name[len(top) + 1:]
         if any(p.startswith("_") for p in rest.split(".")):
             continue
-        if any(m.name.startswith(s) or m.name.endswith(s) or f"{s}." in m.name
+        # (a package name matches whole: v0_9 is not v0_9_1)
+        if any((m.name + ".").startswith(s.rstrip(".") + ".") or m.name.endswith(s)
+               or f"{s}." in m.name
                for s in SKIP if s != top):
             continue
         names.append(m.name)

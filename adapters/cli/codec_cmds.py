@@ -1,7 +1,8 @@
 """``decode`` and ``encode``: AMQP octets <-> JSON lines.
 
 AMQP 0-10 by default; ``--protocol 0-9-1`` reads and writes AMQP 0-9-1
-(RabbitMQ) instead, in the JSON form of :mod:`amqp_sansio.v0_9_1.jsonform`:
+(RabbitMQ) instead -- ``--protocol 0-9`` AMQP 0-9, its dialect with 0-9's
+method table -- in the JSON form of :mod:`amqp_sansio.v0_9_1.jsonform`:
 one object per method (content methods with their properties and body), or
 per frame with ``--frames``.  A content body that was cut into frames of
 some size other than 131072 gets ``"frame-max": N`` (``--frame-max`` is the
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from amqp_sansio import registry
 from amqp_sansio.errors import DecodeError, LocalProtocolError
@@ -21,6 +22,9 @@ from amqp_sansio.v0_10.jsonform import from_json, to_json
 
 from .stream import Decoded, StreamDecoder, encode_item
 from .streams import CLIError, Streams, Subcommands, open_input
+
+if TYPE_CHECKING:
+    from amqp_sansio.v0_9_1.table import MethodTable
 
 # Top-level keys decode may add beside the item itself; encode reads
 # max-frame-size and ignores offset.
@@ -59,7 +63,7 @@ def _protocol_args(p: argparse.ArgumentParser, decoding: bool) -> None:
     p.add_argument("--protocol", choices=_PROTOCOLS, default=registry.DEFAULT,
                    help="the AMQP version of the octets (default %(default)s)")
     p.add_argument("--frame-max", type=frame_max_arg, default=None, metavar="N",
-                   help="0-9-1 only: " + (
+                   help="0-9-1 and 0-9 only: " + (
                        "largest frame accepted (default 1048576)" if decoding else
                        "cut bodies into frames of at most N octets unless a line says "
                        "otherwise (default 131072)"))
@@ -67,10 +71,10 @@ def _protocol_args(p: argparse.ArgumentParser, decoding: bool) -> None:
 
 def register(sub: Subcommands) -> None:
     p = sub.add_parser(
-        "decode", help="AMQP octets -> JSON lines (--protocol: 0-10, 0-9-1, 1.0)",
+        "decode", help="AMQP octets -> JSON lines (--protocol: 0-10, 0-9-1, 0-9, 1.0)",
         description="Read AMQP octets (a leading protocol header is recognised) and write "
                     "one JSON object per line: per control/command assembly (0-10) or "
-                    "method (0-9-1), or per frame with --frames.",
+                    "method (0-9-1, 0-9), or per frame with --frames.",
         epilog="An assembly that was cut into frames of some size other than 65535 gets "
                '"max-frame-size": N, so that encode cuts it the same way.  The JSON form '
                "is described in amqp_sansio/v0_10/jsonform.py (0-9-1: v0_9_1/jsonform.py, "
@@ -89,7 +93,7 @@ def register(sub: Subcommands) -> None:
     p.set_defaults(func=run_decode)
 
     p = sub.add_parser(
-        "encode", help="JSON lines -> AMQP octets (--protocol: 0-10, 0-9-1, 1.0)",
+        "encode", help="JSON lines -> AMQP octets (--protocol: 0-10, 0-9-1, 0-9, 1.0)",
         description="Read JSON lines as written by decode and write the octets.  Blank lines "
                     "and lines starting with # are skipped.")
     p.add_argument("file", nargs="?", default="-", help="input file (default: stdin)")
@@ -122,10 +126,19 @@ def dumps(j: Any) -> str:
     return json.dumps(j, ensure_ascii=False, allow_nan=False).translate(_LINE_BREAKS)
 
 
+_FAMILY_091 = ("0-9-1", "0-9")  # the 0-9-1 machinery, each with its method table
+
+
+def _table(args: argparse.Namespace) -> MethodTable:
+    """The method table of ``--protocol`` (0-9-1 or 0-9)."""
+    table: MethodTable = registry.get(args.protocol).load().Connection.TABLE
+    return table
+
+
 def _check_protocol_args(args: argparse.Namespace) -> bool:
-    """True for 0-9-1; refuse options of the other protocol.  (1.0 is
-    dispatched before this: codec_1_0.)"""
-    if getattr(args, "protocol", "0-10") == "0-9-1":
+    """True for 0-9-1 and 0-9; refuse options of the other protocol.  (1.0
+    is dispatched before this: codec_1_0.)"""
+    if getattr(args, "protocol", "0-10") in _FAMILY_091:
         if getattr(args, "strict", False) or getattr(args, "enum_names", False):
             raise CLIError("--strict and --enum-names are for AMQP 0-10 only")
         return True
@@ -216,16 +229,20 @@ class Stream091:
     when encoding would not cut them the same way by default."""
 
     def __init__(self, *, frames: bool = False, frame_max: int = _DECODE_FRAME_MAX_091,
-                 offsets: bool = False) -> None:
+                 offsets: bool = False, table: MethodTable | None = None) -> None:
         from amqp_sansio.v0_9_1.framing import Decoder, FrameDecoder
         from amqp_sansio.v0_9_1.jsonform import TYPED
+        from amqp_sansio.v0_9_1.table import TABLE_0_9_1
+
+        table = table or TABLE_0_9_1
 
         self.frames = frames
         self.offsets = offsets
         self._head = bytearray()
         self._started = False
         self._fd = FrameDecoder(frame_max)
-        self._dec = Decoder(frame_max, profile=TYPED)
+        self._dec = Decoder(frame_max, profile=TYPED, methods=table.methods,
+                            properties=table.properties)
         self._bodies: dict[int, list[int]] = {}  # channel -> body frame sizes so far
         self._starts: dict[int, int] = {}  # channel -> offset of its content method
         self._base = 0  # stream offset where frames begin (after a header)
@@ -331,7 +348,7 @@ def _frame_max_of(sizes: list[int]) -> int | None:
 
 def _run_decode_091(args: argparse.Namespace, ios: Streams) -> int:
     dec = Stream091(frames=args.frames, offsets=args.offsets,
-                    frame_max=args.frame_max or _DECODE_FRAME_MAX_091)
+                    frame_max=args.frame_max or _DECODE_FRAME_MAX_091, table=_table(args))
     out = ios.stdout
     with open_input(args.file, ios) as src:
         try:
@@ -351,12 +368,14 @@ def _run_decode_091(args: argparse.Namespace, ios: Streams) -> int:
     return 0
 
 
-def encode_line_091(line: bytes | str, frame_max: int | None = None) -> bytes:
-    """The octets of one 0-9-1 JSON line."""
+def encode_line_091(line: bytes | str, frame_max: int | None = None,
+                    table: MethodTable | None = None) -> bytes:
+    """The octets of one 0-9-1 JSON line (0-9: with its ``table``)."""
     from amqp_sansio.v0_9_1.jsonform import DEFAULT_FRAME_MAX, encode_item, from_json
+    from amqp_sansio.v0_9_1.table import TABLE_0_9_1
 
     j = json.loads(line)
-    item = from_json(j, extra_keys=_HINT_KEYS_091)
+    item = from_json(j, extra_keys=_HINT_KEYS_091, table=table or TABLE_0_9_1)
     fm = j.get("frame-max", frame_max or DEFAULT_FRAME_MAX)
     if not isinstance(fm, int) or isinstance(fm, bool) or not 8 < fm <= _FRAME_MAX_LIMIT:
         raise LocalProtocolError(f"frame-max must be an integer 9..{_FRAME_MAX_LIMIT}, "
@@ -369,13 +388,14 @@ _HINT_KEYS_091 = frozenset({"frame-max", "offset"})
 
 def _run_encode_091(args: argparse.Namespace, ios: Streams) -> int:
     out = ios.stdout
+    table = _table(args)
     with open_input(args.file, ios) as src:
         for lineno, raw in enumerate(src, 1):
             line = raw.strip()
             if not line or line.startswith(b"#"):
                 continue
             try:
-                out.write(encode_line_091(line, args.frame_max))
+                out.write(encode_line_091(line, args.frame_max, table))
             except json.JSONDecodeError as e:
                 raise CLIError(f"line {lineno}: not JSON: {e}") from None
             except (LocalProtocolError, UnicodeDecodeError) as e:

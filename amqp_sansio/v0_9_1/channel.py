@@ -53,11 +53,11 @@ Local rules (:class:`~amqp_sansio.errors.LocalProtocolError`, nothing sent)
 from __future__ import annotations
 
 __all__ = ["ChannelState", "CHANNEL_TRANSITIONS", "transition", "ChannelError", "ChannelPort",
-           "Channel"]
+           "Channel", "follow_rules"]
 
 import enum
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 import attrs
@@ -94,6 +94,7 @@ from .spec import (
     TxRollback,
     TxSelect,
 )
+from .table import replies_to
 
 
 class ChannelState(enum.Enum):
@@ -136,11 +137,7 @@ _LATE_REQUESTS = frozenset({"basic.consume", "basic.cancel"})
 _TX_ENDS = frozenset({"tx.commit", "tx.rollback"})
 _CONSUMER_REPLIES = frozenset({"basic.consume-ok", "basic.cancel-ok"})
 
-REPLY_TO: dict[str, frozenset[str]] = {}
-for _m in METHODS_BY_NAME.values():
-    for _r in _m.RESPONSES:
-        REPLY_TO[_r] = REPLY_TO.get(_r, frozenset()) | {_m.NAME}
-del _m, _r
+REPLY_TO: dict[str, frozenset[str]] = replies_to(METHODS_BY_NAME.values())  # 0-9-1's
 
 
 class ChannelError(Exception):
@@ -177,6 +174,11 @@ class ChannelPort(Protocol):
 
     @property
     def settings(self) -> ChannelSettings: ...
+
+    @property
+    def reply_to(self) -> Mapping[str, frozenset[str]]:
+        """The protocol's replies: reply name -> the requests it answers."""
+        ...
 
     @property
     def blocked(self) -> bool:
@@ -217,6 +219,7 @@ class Channel:
         # What the channel follows of its connection's (frozen) settings.
         settings = port.settings
         self._client = port.client
+        self._reply_to = port.reply_to
         self._rabbit = settings.dialect == "rabbit"
         self._strict_names = settings.strict_names
         self._raise_when_blocked = settings.publish_when_blocked == "raise"
@@ -325,10 +328,11 @@ class Channel:
 
     def _send_checked(self, method: Method) -> None:
         name = method.NAME
-        if name in REPLY_TO:
+        reply_to = self._reply_to
+        if name in reply_to:
             # We answer the peer's oldest request.
             head = self.owed[0] if self.owed else None
-            if head is None or head.NAME not in REPLY_TO[name]:
+            if head is None or head.NAME not in reply_to[name]:
                 want = f"the reply to {head.NAME}" if head is not None else "no reply"
                 raise LocalProtocolError(f"{name} is not a reply owed on channel {self.id} "
                                          f"({want} is due)")
@@ -393,10 +397,12 @@ class Channel:
         self._check_sendable(method.NAME)
         if not self.flow_active:
             raise LocalProtocolError(f"the peer turned flow off on channel {self.id}")
-        if method.NAME == "basic.get-ok":
+        answers = self._reply_to.get(method.NAME)
+        if answers is not None:  # basic.get-ok; 0-9: file.stage answers file.open-ok
             head = self.owed[0] if self.owed else None
-            if head is None or head.NAME != "basic.get":
-                raise LocalProtocolError("basic.get-ok answers no outstanding basic.get")
+            if head is None or head.NAME not in answers:
+                raise LocalProtocolError(f"{method.NAME} answers no outstanding "
+                                         f"{' or '.join(sorted(answers))}")
             self.owed.popleft()
         self._port.write_content(self.id, method, properties, body)
         self._answer_queued_flows()
@@ -561,13 +567,14 @@ class Channel:
             raise _fault(f"a {role} does not receive {name}", ReplyCode.COMMAND_INVALID, m,
                          self.id)
         request: Method | None = None
-        if name in REPLY_TO:
+        reply_to = self._reply_to
+        if name in reply_to:
             head = self.pending[0] if self.pending else None
             if self._rabbit and (name in _CONSUMER_REPLIES or head is None
-                                 or head.NAME not in REPLY_TO[name]):
+                                 or head.NAME not in reply_to[name]):
                 at = self._rabbit_reply_slot(m)
             else:
-                at = 0 if head is not None and head.NAME in REPLY_TO[name] else None
+                at = 0 if head is not None and head.NAME in reply_to[name] else None
             if at is None:
                 what = f"a reply to {head.NAME}" if head is not None else "no reply"
                 raise _fault(f"unexpected {name} on channel {self.id} ({what} was due)",
@@ -583,7 +590,7 @@ class Channel:
                 # no-wait cancel means the server is past the cancel.
                 self._cancelled = {t: c for t, c in self._cancelled.items()
                                    if c[1] >= self._replies}
-        elif m.expects_reply:
+        if m.expects_reply:  # (a reply too, in 0-9: file.open-ok asks for file.stage)
             self.owed.append(m)
         hook = _RECEIVE_RULES.get(type(m))
         if hook is not None:
@@ -603,7 +610,7 @@ class Channel:
         in any order among themselves.  Only those may be passed over;
         consume-ok/cancel-ok are matched by consumer tag (an empty tag in
         the request: the server named it)."""
-        names = REPLY_TO[m.NAME]
+        names = self._reply_to[m.NAME]
         tag = getattr(m, "consumer_tag", None) if m.NAME in _CONSUMER_REPLIES else None
         unnamed = None
         for i, req in enumerate(self.pending):
@@ -863,3 +870,14 @@ _STATE_HANDLERS: dict[type[Method], Callable[[Channel, Any, list[ev.Event]], Non
     ChannelOpenOk: Channel._on_open_ok,
     ChannelFlow: Channel._on_flow,
 }
+
+
+def follow_rules(cls: type[Method], like: type[Method]) -> None:
+    """A dialect's method class keeps the books ``like`` keeps when sent and
+    received (0-9's ``basic.recover`` is 0-9-1's ``basic.recover-async``)."""
+    if like in _SEND_RULES:
+        _SEND_RULES[cls] = _SEND_RULES[like]
+    if like in _RECEIVE_RULES:
+        _RECEIVE_RULES[cls] = _RECEIVE_RULES[like]
+    if like in _STATE_HANDLERS:
+        _STATE_HANDLERS[cls] = _STATE_HANDLERS[like]

@@ -50,6 +50,7 @@ open-ok; the server both after tune-ok).
 from __future__ import annotations
 
 __all__ = [
+    "PROTOCOL_HEADER",
     "Role",
     "ConnState",
     "CONNECTION_TRANSITIONS",
@@ -62,7 +63,7 @@ __all__ = [
 ]
 
 import enum
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -114,6 +115,7 @@ from .spec import (
     ConnectionUpdateSecret,
     ConnectionUpdateSecretOk,
 )
+from .table import TABLE_0_9_1, MethodTable
 
 if TYPE_CHECKING:
     from ..connection import SansIOConnection
@@ -311,7 +313,12 @@ def _negotiate(proposed: int, wanted: int) -> int:
 
 
 class Connection:
-    """One AMQP 0-9-1 connection in the client or server role."""
+    """One AMQP 0-9-1 connection in the client or server role.  A dialect
+    of the family (0-9: ``amqp_sansio.v0_9.connection``) is a subclass
+    with its own :attr:`TABLE`."""
+
+    #: the protocol spoken: header, methods, content properties
+    TABLE: MethodTable = TABLE_0_9_1
 
     def __init__(self, role: Role | str, config: ClientConfig | ServerConfig | None = None
                  ) -> None:
@@ -326,10 +333,12 @@ class Connection:
         self.config = config
         self._is_client = role is Role.CLIENT
         self.profile: Profile = RABBIT if config.dialect == "rabbit" else SPEC
+        table = self.TABLE
         self._decoder = Decoder(FRAME_MIN_SIZE, max_body_size=config.max_body_size,
-                                profile=self.profile)
+                                profile=self.profile, methods=table.methods,
+                                properties=table.properties)
         self._out: list[bytes] = []
-        self._gate = HeaderGate(PROTOCOL_HEADER)  # the peer's protocol header
+        self._gate = HeaderGate(table.header)  # the peer's protocol header
         self._frames_started = False
         self.state = ConnState.AWAIT_START if self._is_client else ConnState.AWAIT_HEADER
         self.channel_max = 0  # negotiated (0: ids up to 65535)
@@ -358,11 +367,11 @@ class Connection:
         self._offered_tune: ConnectionTune | None = None
         self._port = _ChannelPort(self)  # what its channels see of it
         if self._is_client:
-            self._emit(PROTOCOL_HEADER)
+            self._emit(table.header)
 
     # ------------------------------------------------------------------ API
     def __repr__(self) -> str:
-        return f"<Connection 0-9-1 {self.role.value} {self.state.name} channels={len(self.channels)}>"
+        return f"<Connection {self.TABLE.name} {self.role.value} {self.state.name} channels={len(self.channels)}>"
 
     @property
     def closed(self) -> bool:
@@ -554,7 +563,8 @@ class Connection:
 
     def _write_content(self, channel: int, m: Method, props: Properties | None,
                        body: bytes | bytearray | memoryview) -> None:
-        self._emit(encode_content(channel, m, props, body, self.frame_max, self.profile))
+        self._emit(encode_content(channel, m, props, body, self.frame_max, self.profile,
+                                  self.TABLE.properties))
 
     def _send_close(self, inp: str, close: ConnectionClose) -> None:
         self._write_method(0, close)
@@ -600,7 +610,7 @@ class Connection:
         events.append(header_mismatch(header))
         if not self._is_client:
             # 0-9-1: reply with the header we speak, then close.
-            self._emit(PROTOCOL_HEADER)
+            self._emit(self.TABLE.header)
         self._frames_started = True
         self._go("bad-header")
         self.closed_reason = "protocol header mismatch"
@@ -952,13 +962,14 @@ class _ChannelPort:
     """The seam a :class:`~.channel.Channel` is given (:class:`~.channel.ChannelPort`):
     these few calls are all a channel may ask of its connection."""
 
-    __slots__ = ("_conn", "client", "settings", "check_can_send", "peer_capability",
-                 "write_method", "write_content")
+    __slots__ = ("_conn", "client", "settings", "reply_to", "check_can_send",
+                 "peer_capability", "write_method", "write_content")
 
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
         self.client: bool = conn._is_client
         self.settings: ChannelSettings = conn.config
+        self.reply_to: Mapping[str, frozenset[str]] = conn.TABLE.reply_to
         # The connection's own calls, bound (the per-message path: no extra call).
         self.check_can_send: Callable[[], None] = conn._check_can_send
         self.peer_capability: Callable[[str], bool] = conn._peer_capability

@@ -78,7 +78,7 @@ __all__ = [
 ]
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -269,13 +269,15 @@ class FrameDecoder:
 
 
 def decode_method(payload: bytes, profile: Profile = RABBIT, *, offset: int | None = None,
-                  channel: int | None = None) -> Method:
-    """A method frame payload -> the method (whole payload, nothing left over)."""
+                  channel: int | None = None,
+                  methods: Mapping[int, type[Method]] = METHODS) -> Method:
+    """A method frame payload -> the method (whole payload, nothing left over);
+    ``methods`` is the protocol's table (0-9: ``v0_9.spec.METHODS``)."""
     n = len(payload)
     if n < 4:
         raise _err("method frame shorter than its class and method ids", offset, channel)
     index = int.from_bytes(payload[:4], "big")
-    cls = METHODS.get(index)
+    cls = methods.get(index)
     class_id, method_id = index >> 16, index & 0xFFFF
     if cls is None:
         raise _err(f"unknown method ({class_id}, {method_id})", offset, channel,
@@ -302,10 +304,15 @@ class _Partial:
 
 class Decoder:
     """Bytes -> :data:`Item` values: frames checked, methods decoded,
-    content assembled per channel."""
+    content assembled per channel.  ``methods`` and ``properties`` are the
+    protocol's tables (0-9-1's by default)."""
 
     def __init__(self, max_frame_size: int = FRAME_MIN_SIZE, *,
-                 max_body_size: int = DEFAULT_MAX_BODY_SIZE, profile: Profile = RABBIT) -> None:
+                 max_body_size: int = DEFAULT_MAX_BODY_SIZE, profile: Profile = RABBIT,
+                 methods: Mapping[int, type[Method]] = METHODS,
+                 properties: Mapping[int, type[Properties]] = PROPERTIES) -> None:
+        self.methods = methods
+        self.properties = properties
         self.frames = FrameDecoder(max_frame_size)
         self.max_body_size = max_body_size
         self.profile = profile
@@ -355,7 +362,8 @@ class Decoder:
                     at = fd._offset + pos
                     payload = buf[pos + 7:stop]
                     pos = stop + 1  # consumed even if it fails, as on the general path
-                    m = decode_method(payload, self.profile, offset=at, channel=ch)
+                    m = decode_method(payload, self.profile, offset=at, channel=ch,
+                                      methods=self.methods)
                     if not m.CONTENT:
                         yield MethodItem(ch, m)
                         continue
@@ -399,7 +407,7 @@ class Decoder:
             return None
         payload = buf[pos + 19:stop]
         try:
-            props, p = PROPERTIES[class_id]._dec(payload, 0, len(payload), self.profile)
+            props, p = self.properties[class_id]._dec(payload, 0, len(payload), self.profile)
         except DecodeError:
             return None
         if p != len(payload):
@@ -442,7 +450,8 @@ class Decoder:
                            "incomplete", at, ch, ReplyCode.UNEXPECTED_FRAME,
                            partial.method.CLASS_ID,
                            partial.method.METHOD_ID)
-            m = decode_method(f.payload, self.profile, offset=at, channel=ch)
+            m = decode_method(f.payload, self.profile, offset=at, channel=ch,
+                              methods=self.methods)
             if m.CONTENT:
                 self._partial[ch] = _Partial(m, at)
                 return None
@@ -492,7 +501,7 @@ class Decoder:
             raise _err(f"content body of {size} octets exceeds max_body_size "
                        f"{self.max_body_size}", at, ch, ReplyCode.FRAME_ERROR, m.CLASS_ID,
                        m.METHOD_ID)
-        pcls = PROPERTIES[class_id]
+        pcls = self.properties[class_id]
         try:
             props, pos = pcls._dec(p, 12, len(p), self.profile)
         except DecodeError as e:
@@ -559,13 +568,15 @@ def encode_header(channel: int, class_id: int, body_size: int, properties: Prope
 
 def encode_content(channel: int, method: Method, properties: Properties | None,
                    body: bytes | bytearray | memoryview, max_frame_size: int,
-                   profile: Profile = RABBIT) -> bytes:
+                   profile: Profile = RABBIT,
+                   properties_of: Mapping[int, type[Properties]] = PROPERTIES) -> bytes:
     """A content method, its header and its body cut into frames of at most
-    ``max_frame_size`` octets (no body frame for an empty body)."""
+    ``max_frame_size`` octets (no body frame for an empty body);
+    ``properties_of`` is the protocol's class id -> properties table."""
     if not method.CONTENT:
         raise LocalProtocolError(f"{method.NAME} carries no content")
     class_id = method.CLASS_ID
-    pcls = PROPERTIES[class_id]
+    pcls = properties_of[class_id]
     if properties is None:
         properties = pcls()
     elif type(properties) is not pcls:

@@ -63,7 +63,7 @@ from ..v0_10.jsonform import (
     body_from_json,
     body_to_json,
 )
-from ._specbase import METHODS_BY_NAME, FieldSpec, Method, Properties
+from ._specbase import FieldSpec, Method, Properties
 from .codec import RABBIT, Typed, _natural_tag
 from .framing import (
     FRAME_BODY,
@@ -80,7 +80,7 @@ from .framing import (
     encode_header,
     encode_method,
 )
-from .spec import PROPERTIES
+from .table import TABLE_0_9_1, MethodTable
 
 JSON = Any
 #: The profile decoding must use for lossless JSON (RabbitMQ tags, typed).
@@ -323,8 +323,10 @@ def to_json(item: JsonItem) -> dict[str, JSON]:
     return out
 
 
-def from_json(j: JSON, *, extra_keys: frozenset[str] = frozenset()) -> JsonItem:
-    """A JSON object (as :func:`to_json` writes) -> the item."""
+def from_json(j: JSON, *, extra_keys: frozenset[str] = frozenset(),
+              table: MethodTable = TABLE_0_9_1) -> JsonItem:
+    """A JSON object (as :func:`to_json` writes) -> the item; methods are
+    named in ``table`` (0-9: ``amqp_sansio.v0_9.connection.TABLE_0_9``)."""
     if not isinstance(j, dict):
         raise _err("", f"an item is a JSON object, got {j!r}")
     keys = set(j) - extra_keys
@@ -350,7 +352,7 @@ def from_json(j: JSON, *, extra_keys: frozenset[str] = frozenset()) -> JsonItem:
                      binary_from_json(fr["payload"], "frame.payload"))
     if "method" in keys:
         name = j["method"]
-        cls = METHODS_BY_NAME.get(name) if isinstance(name, str) else None
+        cls = table.by_name.get(name) if isinstance(name, str) else None
         if cls is None:
             raise _err("method", f"unknown method {name!r}")
         allowed = {"method", "channel", "fields"} | (
@@ -360,7 +362,7 @@ def from_json(j: JSON, *, extra_keys: frozenset[str] = frozenset()) -> JsonItem:
         method = fields_from_json(cls, j.get("fields", {}), name)
         if not cls.CONTENT:
             return MethodItem(channel, method)
-        pcls = PROPERTIES[cls.CLASS_ID]
+        pcls = table.properties[cls.CLASS_ID]
         props = fields_from_json(pcls, j.get("properties", {}), f"{name}.properties")
         body = body_from_json(j.get("body", {"text": ""}), f"{name}.body")
         return ContentItem(channel, method, props, body)

@@ -6,7 +6,6 @@ once through ``python -m amqp_sansio_cli.main`` in a subprocess.
 
 from __future__ import annotations
 
-import io
 import json
 import subprocess
 import sys
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_main import run
 from golden_0_10 import COMMANDS as GOLDEN_COMMANDS
 from golden_0_10 import CONTROLS as GOLDEN_CONTROLS
 from golden_0_10 import TRANSFER as GOLDEN_TRANSFER
@@ -30,28 +30,8 @@ from amqp_sansio.v0_10.framing import (
     encode_command,
     encode_control,
 )
-from amqp_sansio_cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def run(argv: list[str], data: bytes = b"") -> tuple[int, bytes, str]:
-    """main(argv) with stdin = data; returns (status, stdout, stderr)."""
-    old = sys.stdin, sys.stdout, sys.stderr
-    out = io.BytesIO()
-    err = io.StringIO()
-    stdin = io.TextIOWrapper(io.BytesIO(data))
-    stdout = io.TextIOWrapper(out, write_through=True)
-    sys.stdin, sys.stdout, sys.stderr = stdin, stdout, err
-    try:
-        rc = main(argv)
-    finally:
-        sys.stdin, sys.stdout, sys.stderr = old
-        stdout.flush()
-        # detach, or the wrappers close the BytesIO objects when collected
-        stdout.detach()
-        stdin.detach()
-    return rc, out.getvalue(), err.getvalue()
 
 
 def decode(data: bytes, *opts: str) -> list[dict[str, Any]]:

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-import io
 import json
-import sys
 from typing import Any
 
+from cli_main import run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rabbitmq import Node
@@ -30,29 +29,10 @@ from amqp_sansio.v0_9_1.framing import (
 )
 from amqp_sansio.v0_9_1.jsonform import from_json, to_json
 from amqp_sansio_cli.codec_cmds import Stream091, encode_line_091
-from amqp_sansio_cli.main import main
 
 pytest_plugins = ["conftest_rabbitmq"]
 
 P = ("--protocol", "0-9-1")
-
-
-def run(argv: list[str], data: bytes = b"") -> tuple[int, bytes, str]:
-    """main(argv) with stdin = data; returns (status, stdout, stderr)."""
-    old = sys.stdin, sys.stdout, sys.stderr
-    out = io.BytesIO()
-    err = io.StringIO()
-    stdin = io.TextIOWrapper(io.BytesIO(data))
-    stdout = io.TextIOWrapper(out, write_through=True)
-    sys.stdin, sys.stdout, sys.stderr = stdin, stdout, err
-    try:
-        rc = main(argv)
-    finally:
-        sys.stdin, sys.stdout, sys.stderr = old
-        stdout.flush()
-        stdout.detach()
-        stdin.detach()
-    return rc, out.getvalue(), err.getvalue()
 
 
 def decode(data: bytes, *opts: str) -> list[dict[str, Any]]:

@@ -4,11 +4,10 @@ one object per header or frame naming its performative; encode(decode(x))
 
 from __future__ import annotations
 
-import io
 import json
-import sys
 from typing import Any
 
+from cli_main import run
 from hypothesis import given
 from pair_1_0 import Pair
 from strategies_1_0 import described_instances, typed_eq, values
@@ -22,23 +21,6 @@ from amqp_sansio.v1_0.jsonform import (
     value_from_json,
     value_to_json,
 )
-from amqp_sansio_cli.main import main
-
-
-def run(argv: list[str], data: bytes = b"") -> tuple[int, bytes, str]:
-    old = sys.stdin, sys.stdout, sys.stderr
-    out, err = io.BytesIO(), io.StringIO()
-    stdin = io.TextIOWrapper(io.BytesIO(data))
-    stdout = io.TextIOWrapper(out, write_through=True)
-    sys.stdin, sys.stdout, sys.stderr = stdin, stdout, err
-    try:
-        rc = main(argv)
-    finally:
-        sys.stdin, sys.stdout, sys.stderr = old
-        stdout.flush()
-        stdout.detach()
-        stdin.detach()
-    return rc, out.getvalue(), err.getvalue()
 
 
 def conversation() -> tuple[bytes, bytes]:
