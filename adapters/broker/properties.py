@@ -11,36 +11,36 @@ codec) in :data:`FORMS`.
 
 The mapping (what a consumer of the other protocol sees):
 
-======================  ===========================  ===============================
-neutral (:class:`Props`) 0-10                        0-9-1
-======================  ===========================  ===============================
-headers                 message-properties           headers (values a protocol
-                        application-headers          cannot carry: see below)
-content_type            message-properties           content-type
-                        content-type
-content_encoding        content-encoding             content-encoding
-persistent              delivery-mode 2 (1: not)     delivery-mode 2 (else absent)
-priority                delivery-properties priority priority
-ttl (ms)                delivery-properties ttl      expiration: decimal ms text (a
-                                                     non-numeric one is not a ttl)
-message_id              message-id: a UUID           message-id text: a UUID's
-                                                     canonical text; other text has
-                                                     no 0-10 form: it travels in the
-                                                     header ``x-amqp-0-9-1-message-id``
-correlation_id (bytes)  correlation-id               correlation-id (UTF-8 text;
-                                                     other octets: dropped)
-reply_to (exchange,     reply-to struct              reply-to: the routing key when
-routing key)                                         the exchange is the default
-                                                     one, else ``/exchange/X/KEY``
-                                                     (and back)
-user_id, app_id         user-id, app-id (octets)     user-id, app-id (UTF-8 text)
-timestamp (s)           delivery-properties          timestamp
-                        timestamp
-type                    (none): header               type
-                        ``x-amqp-0-9-1-type``
-cluster_id              (none): header               cluster-id (the ``reserved``
-                        ``x-amqp-0-9-1-cluster-id``  property)
-======================  ===========================  ===============================
+========================  ============================  ===============================
+neutral (:class:`Props`)  0-10                          0-9-1
+========================  ============================  ===============================
+headers                   message-properties            headers (values a protocol
+                          application-headers           cannot carry: see below)
+content_type              message-properties            content-type
+                          content-type
+content_encoding          content-encoding              content-encoding
+persistent                delivery-mode 2 (1: not)      delivery-mode 2 (else absent)
+priority                  delivery-properties priority  priority
+ttl (ms)                  delivery-properties ttl       expiration: decimal ms text (a
+                                                        non-numeric one is not a ttl)
+message_id                message-id: a UUID            message-id text: a UUID's
+                                                        canonical text; other text has
+                                                        no 0-10 form: it travels in the
+                                                        header ``x-amqp-0-9-1-message-id``
+correlation_id (bytes)    correlation-id                correlation-id (UTF-8 text;
+                                                        other octets: dropped)
+reply_to (exchange,       reply-to struct               reply-to: the routing key when
+routing key)                                            the exchange is the default
+                                                        one, else ``/exchange/X/KEY``
+                                                        (and back)
+user_id, app_id           user-id, app-id (octets)      user-id, app-id (UTF-8 text)
+timestamp (s)             delivery-properties           timestamp
+                          timestamp
+type                      (none): header                type
+                          ``x-amqp-0-9-1-type``
+cluster_id                (none): header                cluster-id (the ``reserved``
+                          ``x-amqp-0-9-1-cluster-id``   property)
+========================  ============================  ===============================
 
 AMQP 1.0 (``Sections10``: a 1.0 consumer of a 1.0 message gets its bare
 message octet for octet; only the header's delivery-count changes):

@@ -2,7 +2,7 @@
 
 Each accepted connection is one case.  The conversation itself is played by
 the embedded broker's pure model
-(:class:`amqp_sansio_broker.model.BrokerConnection`), so any client can do
+(:class:`amqp_sansio_broker.listener.BrokerConnection`), so any client can do
 its normal work; the fuzzer sits between the model and the socket and, as
 the case's *plan* says, mutates one
 of the model's outgoing assemblies (the first ``connection.tune``,
