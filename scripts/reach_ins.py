@@ -14,8 +14,9 @@ not a reach-in either: the pattern needs a private *attribute*.  Named
 tuples' ``_replace``/``_asdict``/``_make``/``_fields`` are their documented
 public API, not privates.
 
-A reach-in kept on purpose says why on its line, in a comment starting
-``reach-in:``; those are counted apart ("justified") and listed with ``-v``.
+A reach-in kept on purpose says why in a comment starting ``reach-in:``,
+on its line or the line above; those are counted apart ("justified") and
+listed with ``-v``.
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             lines = f.read_text(encoding="utf-8").splitlines()
             for line, what in reach_ins(f):
-                why = "# reach-in:" in lines[line - 1]
+                why = any("# reach-in:" in x for x in lines[max(0, line - 2):line])
                 justified += why
                 total += not why
                 if args.verbose:

@@ -563,7 +563,7 @@ def op_field_bad_struct_code(s: Script) -> Fault | None:
                       spec.DtxPrepare, spec.DtxRollback, spec.DtxGetTimeout])
     obj = build(cls, s.rng, s.names)
     xb = bytearray()
-    spec.Xid._enc(obj.xid, xb)
+    _c.encode_struct32(obj.xid, xb)  # as it sits in the command: size, code, fields
     payload = wire.command_payload(obj)
     at = wire.find_marker(payload, bytes(xb))
     patched = payload[:at + 4] + bad.to_bytes(2, "big") + payload[at + 6:]

@@ -507,6 +507,7 @@ class Monitor(MonitorBase):
             if pcls is None:
                 return None
             try:
+                # reach-in: the generated decoder hook (no public properties decoder yet)
                 _, end = pcls._dec(payload, 12, len(payload), self.core.profile)
                 if end == len(payload):
                     return None

@@ -65,6 +65,7 @@ class Assembly:
 
 def control_payload(ctl: Any) -> bytes:
     out = bytearray(int(type(ctl).OPCODE).to_bytes(2, "big"))
+    # reach-in: the generated encoder hook (framing has no public body-only encoder)
     type(ctl)._enc_body(ctl, out)
     return bytes(out)
 
@@ -72,6 +73,7 @@ def control_payload(ctl: Any) -> bytes:
 def command_payload(cmd: Any, sync: bool = False) -> bytes:
     out = bytearray(int(type(cmd).OPCODE).to_bytes(2, "big"))
     out += b"\x01\x01" if sync else b"\x01\x00"
+    # reach-in: the generated encoder hook (framing has no public body-only encoder)
     type(cmd)._enc_body(cmd, out)
     return bytes(out)
 
