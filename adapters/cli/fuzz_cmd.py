@@ -1,7 +1,9 @@
-"""Fuzz an AMQP 0-10 or 0-9-1 peer (a broker, or 0-10 clients with --role server).
+"""Fuzz an AMQP 0-10, 0-9-1 or 0-9 peer (a broker, or 0-10 clients with --role server).
 
     amqp-sansio fuzz --target 127.0.0.1:5672 --cases 10000 --seed 7 [--budget 10m] [--out DIR]
     amqp-sansio fuzz --protocol 0-9-1 --target 127.0.0.1:5672 ...   a 0-9-1 broker (RabbitMQ)
+    amqp-sansio fuzz --protocol 0-9 --target 127.0.0.1:5672 ...     a 0-9 broker (the 0-9-1
+                                                                     operators, 0-9's table)
     amqp-sansio fuzz --target embedded ...        the embedded (0-10) broker, in a subprocess
     amqp-sansio fuzz --spark ...                  case ranges on Spark executors
     amqp-sansio fuzz --role server --listen 127.0.0.1:5673 ...   fuzz connecting 0-10 clients
@@ -24,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from amqp_sansio_fuzz.case import PROTOCOLS
+from amqp_sansio_fuzz.case import FAMILY_091, PROTOCOLS
 
 from .extras import require
 from .streams import CLIError, Streams, Subcommands
@@ -159,7 +161,7 @@ def _gen_config(args: Any, tag: str) -> Any:
             raise CLIError(f"unknown operators: {', '.join(sorted(unknown))} "
                            f"(see 'amqp-sansio fuzz operators --protocol {protocol}')")
         families = tuple(sorted({o.split(":")[0] for o in ops}))
-    if protocol == "0-9-1":
+    if protocol in FAMILY_091:
         # 0-9-1 brokers (RabbitMQ) offer PLAIN, not ANONYMOUS.
         user = args.user if args.user is not None else "guest"
         password = args.password if args.password is not None else (
@@ -194,7 +196,7 @@ def run_fuzz(args: argparse.Namespace, streams: Streams) -> int:
     fail_on = _fail_set(args.fail_on)
     tag = args.tag if args.tag is not None else format(int(time.time() * 10) % (36 ** 5), "x")
     gen = _gen_config(args, tag)
-    p091 = _protocol(args) == "0-9-1"
+    p091 = _protocol(args) in FAMILY_091
     if args.role == "server":
         if p091:
             raise CLIError("--role server fuzzes AMQP 0-10 clients only (no 0-9-1 server "
@@ -358,7 +360,7 @@ def run_replay(args: argparse.Namespace, streams: Streams) -> int:
         over: dict[str, Any] = {"run_tag": format(int(time.time() * 10) % (36 ** 5), "x")}
         if args.password is not None:
             over["password"] = args.password
-        elif case.protocol == "0-9-1":
+        elif case.protocol in FAMILY_091:
             over["password"] = "guest"
         try:
             gen = gen_config_of(g, **over)
@@ -367,7 +369,7 @@ def run_replay(args: argparse.Namespace, streams: Streams) -> int:
         case = make_case(case.seed, case.number, gen)
         # the whole case: minimisation picked items of another name tag
     target_s = args.target or j.get("target")
-    if case.protocol == "0-9-1" and target_s in ("embedded", None):
+    if case.protocol in FAMILY_091 and target_s in ("embedded", None):
         raise CLIError("a 0-9-1 reproducer needs --target HOST:PORT (the embedded broker "
                        "speaks 0-10)")
     embedded = None

@@ -31,7 +31,7 @@ from typing import IO, Any
 import attrs
 
 from . import reproducer
-from .case import P091, Case
+from .case import FAMILY_091, Case
 from .generate_0_10 import GenConfig
 from .minimise import MinimiseStats, ddmin
 from .oracle import CONFORMANT, DOCUMENTED, NONCONFORMANT, OUTCOMES
@@ -113,10 +113,10 @@ def row_of(case: Case, r: RunResult) -> CaseRow:
 
 
 def _probe(target: Target, protocol: str) -> bool:
-    if protocol == P091:
+    if protocol in FAMILY_091:
         from .runner_0_9_1 import probe_091
 
-        return probe_091(target)
+        return probe_091(target, protocol=protocol)
     return probe(target)
 
 

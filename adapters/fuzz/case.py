@@ -40,7 +40,8 @@ on that channel; its ``channel.close`` ends the wait too).
 
 from __future__ import annotations
 
-__all__ = ["Fault", "Item", "Case", "VALID", "CLIENT", "SERVER", "P010", "P091", "PROTOCOLS"]
+__all__ = ["Fault", "Item", "Case", "VALID", "CLIENT", "SERVER", "P010", "P091", "P09",
+           "FAMILY_091", "PROTOCOLS"]
 
 from typing import Any
 
@@ -50,8 +51,10 @@ from amqp_sansio import registry
 
 CLIENT, SERVER = "client", "server"
 # The registry's protocols this fuzzer has a generator, monitor and runner for.
-P010, P091 = registry.get("0-10").name, registry.get("0-9-1").name
-PROTOCOLS = tuple(p for p in registry.names() if p in (P010, P091))
+P010, P091, P09 = (registry.get(p).name for p in ("0-10", "0-9-1", "0-9"))
+#: played by the 0-9-1 generator, monitor and runner, each with its method table
+FAMILY_091 = (P091, P09)
+PROTOCOLS = tuple(p for p in registry.names() if p in (P010, *FAMILY_091))
 
 
 def _codes(v: Any) -> frozenset[int]:

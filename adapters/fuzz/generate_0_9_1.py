@@ -244,6 +244,9 @@ class Script(casegen.Script[GenConfig]):
 
     PROTOCOL = P091
     PROTOCOL_HEADER = PROTOCOL_HEADER
+    #: the family's other header (op_handshake_other_header)
+    OTHER_HEADER = b"AMQP\x01\x01\x00\x09"
+    OTHER_NAME = "0-9"
 
     def __init__(self, cfg: GenConfig, rng: Rng, names: Names, tag: str) -> None:
         super().__init__(cfg, rng, names, tag)
@@ -1680,16 +1683,20 @@ def op_handshake_bad_header(s: Script) -> Fault:
 
 
 def op_handshake_other_header(s: Script) -> Fault:
-    """The 0-9 header: a server may speak it (RabbitMQ does, as 0-9-1) or
-    refuse it with its own header."""
-    s.raw("protocol header AMQP 1 1 0 9", b"AMQP\x01\x01\x00\x09", wait="start", faulty=True)
+    """The family's other header (0-9's for 0-9-1, 0-9-1's for 0-9): a server
+    may speak it (RabbitMQ speaks 0-9 as 0-9-1) or refuse it with its own
+    header."""
+    other = s.OTHER_HEADER
+    s.raw(f"protocol header AMQP {' '.join(str(b) for b in other[4:])}", other, wait="start",
+          faulty=True)
     s.start_ok()
     s.tune_ok()
     s.open()
     s.channel_open(1)
     s.declare_queue(1, s.names.queues[0])
     return Fault(kind="handshake:0-9-header", target="protocol-header",
-                 detail="AMQP 0-9 header, then a 0-9-1 conversation", accept=True, drop=True)
+                 detail=f"AMQP {s.OTHER_NAME} header, then a {s.PROTOCOL} conversation",
+                 accept=True, drop=True)
 
 
 def op_handshake_pipelined(s: Script) -> Fault:
@@ -1697,7 +1704,7 @@ def op_handshake_pipelined(s: Script) -> Fault:
     if how == "one-write":
         # header, start-ok, tune-ok, open, channel.open, declare in one write
         cp = {"product": "fz", "capabilities": dict(CAPABILITIES)}
-        data = PROTOCOL_HEADER + b"".join(w.method_frame(0, m) for m in [
+        data = s.PROTOCOL_HEADER + b"".join(w.method_frame(0, m) for m in [
             spec.ConnectionStartOk(client_properties=cp, mechanism=s.cfg.mechanism,
                                    response=s.cfg.response, locale=s.cfg.locale),
             spec.ConnectionTuneOk(channel_max=s.cfg.channel_max, frame_max=s.cfg.frame_max),
@@ -1936,7 +1943,7 @@ def describe(case: Case) -> str:
     """A human-readable listing of a case."""
     f = case.fault
     return "\n".join([
-        f"case {case.name} (AMQP 0-9-1): family {case.family}, fault {f.kind} on "
+        f"case {case.name} (AMQP {case.protocol}): family {case.family}, fault {f.kind} on "
         f"{f.target}: {f.detail}",
         f"  conformant: accept={f.accept} close={sorted(f.close)} "
         f"channel.close={sorted(f.channel_close)} drop={f.drop}; barrier {case.barrier}",

@@ -96,7 +96,6 @@ from amqp_sansio.errors import LocalProtocolError, RemoteProtocolError
 from amqp_sansio.v0_9_1 import events as ev
 from amqp_sansio.v0_9_1 import spec
 from amqp_sansio.v0_9_1._specbase import Method
-from amqp_sansio.v0_9_1.channel import REPLY_TO
 from amqp_sansio.v0_9_1.confirms import ConfirmError, ConfirmTracker
 from amqp_sansio.v0_9_1.connection import ClientConfig, Connection, ConnState, Role
 from amqp_sansio.v0_9_1.framing import (
@@ -105,11 +104,11 @@ from amqp_sansio.v0_9_1.framing import (
     FRAME_HEARTBEAT,
     FRAME_METHOD,
     FRAME_MIN_SIZE,
-    PROTOCOL_HEADER,
     ContentItem,
     MethodItem,
     decode_method,
 )
+from amqp_sansio.v0_9_1.table import TABLE_0_9_1, MethodTable
 
 from .signals import MonitorBase, MonitorConfig, Signal, complete_header
 from .specinfo_0_9_1 import CLOSED_CHANNEL, DEV, REPLY_CODES, SOFT_CODES, method_name
@@ -117,7 +116,8 @@ from .wire_0_9_1 import method_frame
 
 _BIG = 0xFFFFFFFF
 _FRAME_HDR = struct.Struct("!BHI")
-_HEADER_0_9 = b"AMQP\x01\x01\x00\x09"  # served as 0-9-1 by RabbitMQ
+# The family's headers: RabbitMQ serves 0-9's as 0-9-1, a 0-9 peer may too.
+_FAMILY_HEADERS = (b"AMQP\x00\x00\x09\x01", b"AMQP\x01\x01\x00\x09")
 
 
 @attrs.define
@@ -149,7 +149,8 @@ class _Ch:
 class _Core(Connection):
     """Our client core, its channel layer handed to the monitor."""
 
-    def __init__(self, mon: Monitor, cfg: ClientConfig) -> None:
+    def __init__(self, mon: Monitor, cfg: ClientConfig, table: MethodTable) -> None:
+        self.TABLE = table  # (0-9: the dialect's; read by Connection.__init__)
         super().__init__(Role.CLIENT, cfg)
         self._mon = mon
 
@@ -164,17 +165,20 @@ class _Core(Connection):
 
 
 class Monitor(MonitorBase):
-    """Watches one 0-9-1 connection; see the module docstring."""
+    """Watches one 0-9-1 connection (or, with 0-9's ``table``, one 0-9
+    connection); see the module docstring."""
 
-    def __init__(self, cfg: MonitorConfig | None = None) -> None:
+    def __init__(self, cfg: MonitorConfig | None = None,
+                 table: MethodTable = TABLE_0_9_1) -> None:
         super().__init__()
+        self.table = table
         self.cfg = cfg = cfg or MonitorConfig(mechanism="PLAIN")
         self.replies: list[bytes] = []
         self.core = _Core(self, ClientConfig(
             virtual_host=cfg.virtual_host, username=cfg.username or "guest",
             password=cfg.password or "guest",
             mechanisms=("PLAIN", "AMQPLAIN", "EXTERNAL", "ANONYMOUS"), channel_max=0,
-            frame_max=_BIG, heartbeat=0, max_body_size=1 << 30))
+            frame_max=_BIG, heartbeat=0, max_body_size=1 << 30), table)
         self.core.data_to_send()
         self.chans: dict[int, _Ch] = {}
         self.answered_close = False
@@ -238,8 +242,8 @@ class Monitor(MonitorBase):
             self._our_header, data = complete_header(self._our_header, data)
             if len(self._our_header) < 8:
                 return
-            self.our_header_ok = self._our_header == PROTOCOL_HEADER
-            if not self.our_header_ok and self._our_header != _HEADER_0_9:
+            self.our_header_ok = self._our_header == self.table.header
+            if not self.our_header_ok and self._our_header not in _FAMILY_HEADERS:
                 self.sent_broken = True
                 return
             self._our_buf = bytearray()
@@ -295,7 +299,7 @@ class Monitor(MonitorBase):
                 c.lenient = True  # a method inside our own content
                 c.our_content = None
         try:
-            m = decode_method(payload)
+            m = decode_method(payload, methods=self.table.methods)
         except RemoteProtocolError:
             # Our own faulty method: the peer may refuse or read it; the
             # ones that change what a channel or the connection is are
@@ -487,7 +491,7 @@ class Monitor(MonitorBase):
         c = self.chans.get(ch)
         lax = self.sent_broken or (c is not None and c.lenient)
         if ftype == FRAME_METHOD and len(payload) >= 4:
-            cls = spec.METHODS.get(int.from_bytes(payload[:4], "big"))
+            cls = self.table.methods.get(int.from_bytes(payload[:4], "big"))
             if cls is None:
                 return None
             fixed, names = _utf8_fixed(cls, payload)
@@ -645,8 +649,9 @@ class Monitor(MonitorBase):
             self.replies.append(method_frame(ch, spec.ChannelFlowOk(active=bool(m_.active))))
             return
         request: Method | None = None
-        if name in REPLY_TO:
-            cands = [i for i, p in enumerate(c.pending) if p.NAME in REPLY_TO[name]]
+        reply_to = self.table.reply_to
+        if name in reply_to:
+            cands = [i for i, p in enumerate(c.pending) if p.NAME in reply_to[name]]
             tag = getattr(m, "consumer_tag", None)
             if tag is not None:  # consume-ok / cancel-ok name their request
                 cands = [i for i in cands if getattr(c.pending[i], "consumer_tag", "") in (

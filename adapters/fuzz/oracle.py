@@ -45,7 +45,7 @@ from typing import Any
 
 import attrs
 
-from .case import P091, Case
+from .case import FAMILY_091, P091, Case
 from .signals import Signal, Violation
 from .specinfo_0_10 import GENERIC_ERROR_CODES, allowed_error_codes
 
@@ -88,7 +88,7 @@ class Outcome:
 
 
 def _allowed(command: str, protocol: str = "0-10") -> frozenset[int]:
-    if protocol == P091:
+    if protocol in FAMILY_091:
         from .specinfo_0_9_1 import allowed_codes
 
         return allowed_codes(command)
@@ -127,7 +127,7 @@ def judge(case: Case, s: Signal, rejected_channels: set[int], we_closed: bool
           ) -> tuple[bool, bool, str]:
     """(is it a rejection, is it allowed, why)."""
     f = case.fault
-    p091 = case.protocol == P091
+    p091 = case.protocol in FAMILY_091
     if s.kind == "close":
         code = s.code or 0
         if code == 200:

@@ -13,8 +13,8 @@ __all__ = ["protocol_of", "make_case", "generator", "gen_config_of"]
 from types import ModuleType
 from typing import Any
 
-from . import casegen, generate_0_9_1, generate_0_10
-from .case import P010, P091, PROTOCOLS, Case
+from . import casegen, generate_0_9, generate_0_9_1, generate_0_10
+from .case import P010, P09, P091, PROTOCOLS, Case
 
 
 def protocol_of(gen: Any) -> str:
@@ -27,7 +27,7 @@ def generator(protocol: str) -> ModuleType:
     ``OPERATORS``, ``FAMILIES``, ``operator_names``."""
     if protocol not in PROTOCOLS:
         raise ValueError(f"unknown protocol {protocol!r} (one of {', '.join(PROTOCOLS)})")
-    return generate_0_9_1 if protocol == P091 else generate_0_10
+    return {P091: generate_0_9_1, P09: generate_0_9}.get(protocol, generate_0_10)
 
 
 def make_case(seed: int, number: int, gen: Any = None) -> Case:

@@ -36,7 +36,7 @@ import attrs
 
 from amqp_sansio.v0_10.framing import PROTOCOL_HEADER
 
-from .case import P091, Case
+from .case import FAMILY_091, Case
 from .oracle import Observation, Outcome, classify
 from .signals import MonitorBase, MonitorConfig
 
@@ -309,7 +309,7 @@ def run_case(case: Case, cfg: RunConfig) -> RunResult:
     """Play ``case`` against ``cfg.target``; classify what the peer did.
     (each protocol's module plays its own: :mod:`.runner_0_10`,
     :mod:`.runner_0_9_1`)."""
-    if case.protocol == P091:
+    if case.protocol in FAMILY_091:
         from .runner_0_9_1 import run_case as run_case_091
 
         return run_case_091(case, cfg)

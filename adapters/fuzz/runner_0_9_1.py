@@ -30,10 +30,11 @@ __all__ = ["run_case", "probe_091"]
 
 import time
 
+from amqp_sansio.v0_9.connection import TABLE_0_9
 from amqp_sansio.v0_9_1 import spec
 from amqp_sansio.v0_9_1.framing import PROTOCOL_HEADER
 
-from .case import Case
+from .case import P09, Case
 from .monitor_0_9_1 import Monitor
 from .runner import _IO, RunConfig, RunResult, Target, probe, run_with
 from .signals import MonitorConfig
@@ -45,9 +46,10 @@ from .wire_0_9_1 import method_frame
 HANDSHAKE_CLOSE_DELAY = 3.5
 
 
-def probe_091(target: Target, timeout: float = 3.0) -> bool:
-    """Does the target still answer a 0-9-1 protocol header?"""
-    return probe(target, timeout, header=PROTOCOL_HEADER)
+def probe_091(target: Target, timeout: float = 3.0, protocol: str = "0-9-1") -> bool:
+    """Does the target still answer a 0-9-1 (or 0-9) protocol header?"""
+    return probe(target, timeout, header=TABLE_0_9.header if protocol == P09
+                 else PROTOCOL_HEADER)
 
 
 class _IO091(_IO[Monitor]):
@@ -123,7 +125,17 @@ class _IO091(_IO[Monitor]):
             mon.note_close()
 
 
+class _IO09(_IO091):
+    """AMQP 0-9: the same conversation, 0-9's header and method table."""
+
+    HEADER = TABLE_0_9.header
+
+    @classmethod
+    def monitor(cls, cfg: MonitorConfig) -> Monitor:
+        return Monitor(cfg, TABLE_0_9)
+
+
 def run_case(case: Case, cfg: RunConfig) -> RunResult:
-    """Play the 0-9-1 ``case`` against ``cfg.target``; classify what the
-    peer did."""
-    return run_with(case, cfg, _IO091)
+    """Play the 0-9-1 (or 0-9) ``case`` against ``cfg.target``; classify
+    what the peer did."""
+    return run_with(case, cfg, _IO09 if case.protocol == P09 else _IO091)

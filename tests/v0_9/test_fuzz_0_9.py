@@ -1,0 +1,83 @@
+"""``amqp-sansio fuzz --protocol 0-9``: the 0-9-1 operators spoken as 0-9,
+checked against our own 0-9 server core in memory."""
+
+from __future__ import annotations
+
+import json
+
+from cli_main import run
+
+from amqp_sansio import sasl
+from amqp_sansio.v0_9.connection import TABLE_0_9, Connection, Role, ServerConfig
+from amqp_sansio.v0_9_1 import events as ev
+from amqp_sansio.v0_9_1.framing import Decoder
+from amqp_sansio_fuzz.case import Case
+from amqp_sansio_fuzz.generate_0_9 import GenConfig, describe, make_case, operator_names
+from amqp_sansio_fuzz.protocols import generator
+
+HEADER_0_9 = b"AMQP\x01\x01\x00\x09"
+
+
+def _server() -> Connection:
+    return Connection(Role.SERVER, ServerConfig(
+        authenticator=sasl.ServerAuthenticator.standard(check_password=lambda u, p: True),
+        heartbeat=0))
+
+
+def _methods(case: Case) -> set[str]:
+    """The names of the whole, well-formed methods a case sends."""
+    dec = Decoder(1 << 20, methods=TABLE_0_9.methods, properties=TABLE_0_9.properties)
+    data = b"".join(i.data for i in case.items)[8:]
+    names: set[str] = set()
+    try:
+        for item in dec.feed(data):
+            m = getattr(item, "method", None)
+            if m is not None:
+                names.add(m.NAME)
+    except Exception:  # noqa: BLE001 (a faulty item ends what can be read)
+        pass
+    return names
+
+
+def test_cases_are_0_9_and_pure() -> None:
+    assert generator("0-9").make_case is make_case
+    a = [make_case(11, n) for n in range(120)]
+    assert a == [make_case(11, n) for n in range(120)]
+    for c in a:
+        assert c.protocol == "0-9" and describe(c).startswith(f"case {c.name} (AMQP 0-9)")
+        assert Case.from_json(json.loads(json.dumps(c.to_json()))) == c
+        if c.family != "handshake":
+            assert c.items[0].data == HEADER_0_9
+        # nothing 0-9 lacks: no exchange.bind, confirm.select, basic.nack ...
+        assert not {n for n in _methods(c) if n in ("exchange.bind", "exchange.unbind",
+                                                    "confirm.select", "basic.nack",
+                                                    "basic.recover-async")}, describe(c)
+
+
+def test_every_operator_applies() -> None:
+    """Each of the 0-9-1 operators but confirms makes 0-9 cases."""
+    assert set(operator_names()) == set(generator("0-9-1").operator_names()) - {
+        "valid:confirms"}
+    for op in operator_names():
+        c = make_case(3, 0, GenConfig(operators=(op,)))
+        assert c.family == op.split(":")[0] and c.items, op
+
+
+def test_valid_cases_are_legal_for_our_0_9_core() -> None:
+    for n in range(120):
+        c = make_case(21, n, GenConfig(families=("valid",)))
+        srv = _server()
+        for it in c.items:
+            for e in srv.receive_data(it.data) if it.data else ():
+                assert not isinstance(e, ev.ProtocolViolation), (describe(c), e)
+        assert not srv.closed, describe(c)
+
+
+def test_cli_shows_and_lists_0_9_cases() -> None:
+    rc, out, err = run(["fuzz", "show", "--protocol", "0-9", "--seed", "7", "--case", "3"])
+    assert rc == 0, err
+    assert out.decode().startswith(describe(make_case(7, 3)).splitlines()[0])
+    rc, out, err = run(["fuzz", "operators", "--protocol", "0-9"])
+    text = out.decode()
+    assert rc == 0 and text.startswith("AMQP 0-9 operators") and "pubsub" in text, err
+    assert "confirms" not in text
