@@ -895,7 +895,7 @@ class Connection10(FrontEnd):
             with contextlib.suppress(LocalProtocolError):
                 link.detach(error=Error(condition="amqp:resource-deleted",
                                         description=f"queue {q.name!r} was deleted"))
-        self.broker._touched.add(self)
+        self.note_output(0)  # (its I/O layer is woken to write the detach)
 
     def _session_gone(self, s: Any) -> None:
         for link in [lk for lk in (*self.consumers, *self.publishers, *self.coordinators)

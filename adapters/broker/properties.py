@@ -110,6 +110,7 @@ from amqp_sansio.v0_10._specbase import Struct
 from amqp_sansio.v0_10.framing import header_octets
 from amqp_sansio.v1_0 import codec as codec_1_0
 from amqp_sansio.v1_0 import message as msg_1_0
+from amqp_sansio.v1_0.message import AmqpMessage as AmqpMessage10
 from amqp_sansio.v1_0.spec import AmqpValue as AmqpValue10
 from amqp_sansio.v1_0.spec import ApplicationProperties as ApplicationProperties10
 from amqp_sansio.v1_0.spec import Data as Data10
@@ -498,24 +499,25 @@ class Sections10:
     def render(self, body: bytes, header: Header10 | None) -> bytes:
         """The transfer payload: ``header`` (the delivery's), the annotations,
         the bare message with ``body``, the footer."""
-        out = bytearray()
-        if header is not None:
-            header._enc(header, out, codec_1_0.MAX_DEPTH)
-        if self.annotations:
-            ma = MessageAnnotations10(self.annotations)
-            ma._enc(ma, out, codec_1_0.MAX_DEPTH)
-        out += self.bare_head
         kind = self.body_kind
+        sections = _1_0(AmqpMessage10(header=header, message_annotations=MessageAnnotations10(
+            self.annotations) if self.annotations else None))
         if kind == BODY_DATA:
-            d = Data10(body)
-            d._enc(d, out, codec_1_0.MAX_DEPTH)
+            tail = _1_0(AmqpMessage10(body=(Data10(body),)))
         elif kind == BODY_BINARY_VALUE:
-            v = AmqpValue10(body)
-            v._enc(v, out, codec_1_0.MAX_DEPTH)
-        elif kind == BODY_SECTIONS:
-            out += body
-        out += self.footer
-        return bytes(out)
+            tail = _1_0(AmqpMessage10(body=AmqpValue10(body)))
+        else:
+            tail = body  # BODY_SECTIONS: their octets; BODY_NONE: b""
+        return b"".join((sections, self.bare_head, tail, self.footer))
+
+
+_1_0 = msg_1_0.encode_message
+
+
+def _bare_head(props: Properties10 | None, app: dict[str, Any] | None) -> bytes:
+    """properties + application-properties, encoded."""
+    return _1_0(AmqpMessage10(properties=props, application_properties=ApplicationProperties10(
+        app) if app else None))
 
 
 def split_1_0(payload: bytes) -> tuple[Sections10, bytes]:
@@ -653,31 +655,21 @@ def _from_props_1_0(p: Props) -> Sections10:
         if p.content_encoding is not None else None,
         creation_time=p.timestamp * 1000 if p.timestamp is not None else None, **fields)
     app = _header_values(headers, _encode_app_1_0, _plain) if headers else None
-    head = bytearray()
     has_props = any(getattr(props, f.attr) is not None for f in Properties10.FIELDS)
-    if has_props:
-        props._enc(props, head, codec_1_0.MAX_DEPTH)
-    if app:
-        ap = ApplicationProperties10(app)
-        ap._enc(ap, head, codec_1_0.MAX_DEPTH)
+    head = _bare_head(props if has_props else None, app)
     header = None
     if p.persistent or p.priority is not None or p.ttl is not None:
         header = Header10(durable=p.persistent, priority=4 if p.priority is None
                           else max(0, min(255, p.priority)), ttl=p.ttl)
     ann = {codec_1_0.Symbol(_APP_ID): p.app_id} if p.app_id is not None else None
-    return Sections10(header, ann, bytes(head), props if has_props else None, app or None,
+    return Sections10(header, ann, head, props if has_props else None, app or None,
                       kind, name)
 
 
 def _with_header_1_0(s: Sections10, key: str, value: Any) -> Sections10:
     app = {**(s.application or {}), key: value}
     app = _header_values(app, _encode_app_1_0, _plain)
-    head = bytearray()
-    if s.properties is not None:
-        s.properties._enc(s.properties, head, codec_1_0.MAX_DEPTH)
-    ap = ApplicationProperties10(app)
-    ap._enc(ap, head, codec_1_0.MAX_DEPTH)
-    return attrs.evolve(s, bare_head=bytes(head), application=app)
+    return attrs.evolve(s, bare_head=_bare_head(s.properties, app), application=app)
 
 
 def _encode_1_0(s: Sections10) -> bytes:
@@ -688,13 +680,7 @@ def _encode_1_0(s: Sections10) -> bytes:
 
 
 def _sections_only(s: Sections10) -> bytes:
-    out = bytearray()
-    if s.header is not None:
-        s.header._enc(s.header, out, codec_1_0.MAX_DEPTH)
-    if s.annotations:
-        ma = MessageAnnotations10(s.annotations)
-        ma._enc(ma, out, codec_1_0.MAX_DEPTH)
-    return bytes(out) + s.bare_head + s.footer
+    return attrs.evolve(s, body_kind=BODY_NONE).render(b"", s.header)
 
 
 def _decode_1_0(data: bytes) -> Sections10:
