@@ -90,6 +90,7 @@ from .front import FrameTap, FrontEnd, quoted
 from .model import Consumer, Held, ModelError, QMsg, QueueState, VHost
 from .properties import FORM_1_0, Sections10, Wire, split_1_0
 from .routing import Binding
+from .selector_1_0 import SelectorError, compile_selector
 
 if TYPE_CHECKING:
     from .model import Broker
@@ -943,8 +944,6 @@ def _filters(f: dict[Any, Any] | None) -> tuple[dict[Any, Any], Any, tuple[str, 
     legacy binding; _Refuse for a filter the broker does not apply (44)."""
     if not f:
         return {}, None, None
-    from .selector_1_0 import SelectorError, compile_selector
-
     kept: dict[Any, Any] = {}
     selector = binding = None
     for k, v in f.items():

@@ -21,10 +21,12 @@ __all__ = ["SelectorError", "compile_selector", "MAX_LENGTH", "MAX_DEPTH"]
 
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .model import QMsg
 from .properties import Props
+
+if TYPE_CHECKING:
+    from .model import QMsg
 
 MAX_LENGTH = 2048
 MAX_DEPTH = 64
