@@ -101,6 +101,10 @@ log = logging.getLogger("amqp_sansio.broker")
 LINK_CREDIT = 256
 #: Credit outstanding across every publishing link of the broker (41).
 CREDIT_TOTAL = 1 << 16
+#: Open transactions a connection may have, and the body octets one may
+#: stage (staged publishes are not counted against the memory mark).
+TXNS_PER_CONNECTION = 64
+TXN_STAGED_OCTETS = 64 << 20
 #: Octets a delivery is charged beyond its body against the output bound.
 DELIVERY_OVERHEAD = 256
 
@@ -151,6 +155,7 @@ class Txn:
     publishes: list[Delivery] = attrs.field(factory=list)
     accepts: list[tuple[Consumer10, Delivery, Held]] = attrs.field(factory=list)
     acquires: list[tuple[Consumer10, Delivery, Held]] = attrs.field(factory=list)
+    staged: int = 0  # body octets of the publishes it staged
 
 
 @attrs.define(eq=False)
@@ -683,6 +688,13 @@ class Connection10(FrontEnd):
                 return self._refused(pub, NOT_FOUND, f"exchange {node.name!r} was deleted")
             subject = secs.properties.subject if secs.properties is not None else None
             x, key = found, node.key if node.key is not None else (subject or "")
+        if txn is not None:
+            # Staged messages are not held yet (not counted against the memory
+            # mark): a transaction stages a bounded amount.
+            if txn.staged + len(body) > TXN_STAGED_OCTETS:
+                return self._refused(pub, RESOURCE_LIMIT, f"a transaction stages at most "
+                                     f"{TXN_STAGED_OCTETS} octets")
+            txn.staged += len(body)
         routed = self.broker.publish(x, key, Wire(FORM_1_0, secs), body, origin=self,
                                      work=txn.work if txn is not None else None)
         if routed.refused:
@@ -721,7 +733,10 @@ class Connection10(FrontEnd):
             return
         sym = getattr(type(state), "SYMBOL", None)
         if sym not in OUTCOMES:
-            return  # received: progress only
+            if not e.settled:
+                return  # received: progress only
+            state = c.default_outcome  # settled with no outcome (26)
+            sym = type(state).SYMBOL
         if sym not in c.outcomes:  # 54
             link.violation(f"outcome {sym} is outside the link's outcomes "
                            f"{list(c.outcomes)}", NOT_ALLOWED)
@@ -771,6 +786,10 @@ class Connection10(FrontEnd):
             if got.global_id is not None:
                 self._txn_coordinator.refuse(got.delivery, Error(
                     condition=NOT_IMPLEMENTED, description="distributed transactions"))
+            elif sum(t.owner is self for t in self.svc.txns.values()) >= TXNS_PER_CONNECTION:
+                self._txn_coordinator.refuse(got.delivery, Error(
+                    condition=RESOURCE_LIMIT, description=f"at most {TXNS_PER_CONNECTION} "
+                    "open transactions per connection"))
             else:
                 txn_id = os.urandom(8)
                 self.svc.txns[txn_id] = Txn(txn_id, self)

@@ -467,3 +467,41 @@ def test_refused_links_leave_no_queue_behind(broker: Broker) -> None:
     r = c.receiver("fresh", credit=0, distribution_mode=Symbol("other"))
     assert c.of(ev.LinkRefused, r)
     assert list(broker.queues) == []
+
+
+def test_transactions_are_bounded(broker: Broker, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A connection's open transactions and what one stages are bounded
+    (staged publishes are not counted against the memory mark)."""
+    from amqp_sansio.v1_0.transactions import Controller, transactional
+
+    monkeypatch.setattr(front_1_0, "TXNS_PER_CONNECTION", 2)
+    monkeypatch.setattr(front_1_0, "TXN_STAGED_OCTETS", 150)
+    c = Client(broker)
+    ctl = Controller(c.session)
+    c.pump()
+    for _ in range(3):
+        ctl.declare()
+    c.pump()
+    got = [x for e in c.events if (x := ctl.handle(e)) is not None]
+    assert [type(x).__name__ for x in got] == ["TxnDeclared", "TxnDeclared", "TxnFailed"]
+    assert got[2].error.condition == "amqp:resource-limit-exceeded"
+    s = c.sender("q")
+    for i in range(2):
+        s.send(_payload(b"m" * 100), tag=bytes([i]), state=transactional(got[0].txn_id))
+    c.pump()
+    states = [e.state for e in c.of(ev.DeliveryUpdated, s)]
+    assert isinstance(states[0].outcome, Accepted) and isinstance(states[1].outcome, Rejected)
+
+
+def test_settled_with_a_non_outcome_takes_the_default(broker: Broker) -> None:
+    """Settled with ``received`` (no outcome): the default outcome applies."""
+    c = Client(broker)
+    c.sender("q").send(_payload(), tag=b"1")
+    c.pump()
+    r = c.receiver("q", credit=1, default_outcome=Released())
+    [got] = c.of(ev.DeliveryReceived, r)
+    from amqp_sansio.v1_0.spec import Received
+
+    got.delivery.settle(Received(section_number=0, section_offset=0))
+    c.pump()
+    assert len(broker.queues["q"].messages) == 1
