@@ -87,6 +87,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                      metavar="N", help="sessions per connection (default %(default)s)")
     lim.add_argument("--max-queues", type=_count, default=d.queues_per_vhost, metavar="N",
                      help="queues per virtual host (default %(default)s; 0: no limit)")
+    lim.add_argument("--max-bindings", type=_count, default=d.bindings_per_vhost, metavar="N",
+                     help="bindings per virtual host (default %(default)s; 0: no limit)")
     lim.add_argument("--max-message-size", type=_octets, default=d.max_message_size,
                      metavar="SIZE", help="message body octets (default 64M)")
     lim.add_argument("--memory-high-water", type=_octets, default=d.memory_high_water,
@@ -245,6 +247,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m amqp_sansio_broke
             connections=args.max_connections, unauthenticated=args.max_unauthenticated,
             handshake_timeout=args.handshake_timeout,
             sessions_per_connection=args.max_sessions, queues_per_vhost=args.max_queues,
+            bindings_per_vhost=args.max_bindings,
             max_message_size=args.max_message_size or Limits().max_message_size,
             memory_high_water=args.memory_high_water, queue_length=args.queue_max_length,
             queue_octets=args.queue_max_bytes, overflow=args.overflow)

@@ -38,6 +38,9 @@ class Limits:
     sessions_per_connection: int = 2047
     #: Queues a virtual host may hold.
     queues_per_vhost: int | None = 10_000
+    #: Bindings a virtual host may hold (each costs memory for as long as it
+    #: lives; a publish's routing cost follows the ones it matches).
+    bindings_per_vhost: int | None = 100_000
     #: Octets of a command, control or message-header segment (bounds
     #: argument maps and headers before they are decoded).
     max_segment_size: int = 1 << 20

@@ -74,7 +74,7 @@ from .durable import Durability
 from .limits import Limits, QueuePolicy, arguments_octets
 from .properties import Wire
 from .queue_args import QueueOptions, policy_arguments
-from .routing import Binding, matches
+from .routing import Binding, BindingIndex
 from .store import SqliteStore, Store
 from .users import Users
 
@@ -199,6 +199,15 @@ class ExchangeState:
     had_binding: bool = False  # auto-delete waits for a first binding
     declared_durable: bool = False  # as declared (0-9-1 compares redeclares)
     internal: bool = False  # 0-9-1: not published to directly
+    _index: BindingIndex | None = attrs.field(default=None, init=False, repr=False)
+
+    def matching(self, key: str, headers: dict[str, Any] | None) -> list[Binding]:
+        """The bindings a publish with ``key``/``headers`` takes, found through
+        an index of ``bindings`` (rebuilt when that list changes)."""
+        index = self._index
+        if index is None or not index.covers(self.bindings):
+            index = self._index = BindingIndex(self.type, self.bindings)
+        return index.match(key, headers)
 
 
 @attrs.define(eq=False)
@@ -465,9 +474,7 @@ class Broker:
         exchanges = self.vhosts[exchange.vhost].exchanges
         while todo and len(seen) <= MAX_ROUTE_DEPTH:
             x = todo.pop()
-            for b in x.bindings:
-                if not matches(x.type, b, key, headers):
-                    continue
+            for b in x.matching(key, headers):
                 if not b.exchange:
                     names[b.dest] = None
                 elif b.dest not in seen and (nxt := exchanges.get(b.dest)) is not None:
@@ -625,7 +632,14 @@ class Broker:
                                   if not (b.exchange and b.dest == x.name)]
 
     def bind(self, x: ExchangeState, binding: Binding, q: QueueState | None = None) -> None:
-        """Add ``binding`` to ``x`` (``q``: its queue, when it goes to one)."""
+        """Add ``binding`` to ``x`` (``q``: its queue, when it goes to one).
+        Raises ModelError over the vhost's binding limit."""
+        most = self.limits.bindings_per_vhost
+        if most is not None:
+            held = sum(len(e.bindings) for e in self.vhosts[x.vhost].exchanges.values())
+            if held >= most:
+                raise ModelError("resource-limit-exceeded",
+                                 f"virtual host {x.vhost!r} holds {held} bindings (the limit)")
         x.bindings.append(binding)
         x.had_binding = True
         if q is not None:
