@@ -24,6 +24,7 @@ import attrs
 from amqp_sansio.v0_9.connection import TABLE_0_9
 from amqp_sansio.v0_9_1._specbase import Method
 from amqp_sansio.v0_9_1.framing import PROTOCOL_HEADER as HEADER_0_9_1
+from amqp_sansio.v0_9_1.spec import METHODS as METHODS_091
 
 from . import casegen, generate_0_9_1
 from .case import P09, Case, Fault
@@ -62,6 +63,29 @@ class Script(generate_0_9_1.Script):
         if TABLE_0_9.methods.get(m.INDEX) is not type(m):
             raise NotIn09(m.NAME)
         super().method(ch, m, wait=wait, faulty=faulty, label=label)
+
+    def raw(self, label: str, data: bytes, wait: str | None = None,
+            faulty: bool = False) -> None:
+        # Octets built without method() (the field and frame operators'):
+        # a method frame of 0-9-1's that 0-9 does not have is not for 0-9
+        # (an index neither has is the unknown-method fault, and stays).
+        for index in _method_indexes(data):
+            if index not in TABLE_0_9.methods and index in METHODS_091:
+                raise NotIn09(METHODS_091[index].NAME)
+        super().raw(label, data, wait, faulty)
+
+
+def _method_indexes(data: bytes) -> list[int]:
+    """The class/method ids of the method frames in ``data`` (as far as its
+    frame sizes hold together)."""
+    out: list[int] = []
+    pos = 0
+    while pos + 11 <= len(data):
+        size = int.from_bytes(data[pos + 3:pos + 7], "big")
+        if data[pos] == 1:
+            out.append(int.from_bytes(data[pos + 7:pos + 11], "big"))
+        pos += 8 + size
+    return out
 
 
 def _in_0_9(fn: Callable[[Script], Fault | None]) -> Callable[[Script], Fault | None]:
