@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from certs import make_ca, needs_openssl
 
 proton = pytest.importorskip("proton")
 
@@ -513,3 +514,33 @@ def test_command_line_option_turns_queue_creation_off() -> None:
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+@needs_openssl
+def test_amqps_and_sasl_external_with_a_client_certificate(tmp_path: Any) -> None:
+    """TLS before the 1.0 header; SASL EXTERNAL logs in as the certificate's
+    common name (a user of the broker; no password, no ANONYMOUS)."""
+    ca = make_ca(tmp_path)
+    b = Broker(users={"alice": "unused"}, anonymous=False)
+    host, port, stop = start_broker_thread(b, ssl_context=ca.server_context())
+    cert, key = ca.issue("alice")
+
+    def domain(with_cert: bool) -> Any:
+        d = proton.SSLDomain(proton.SSLDomain.MODE_CLIENT)
+        d.set_trusted_ca_db(str(ca.cafile))
+        d.set_peer_authentication(proton.SSLDomain.VERIFY_PEER)
+        if with_cert:
+            d.set_credentials(str(cert), str(key), None)
+        return d
+
+    try:
+        c = BlockingConnection(f"amqps://{host}:{port}", timeout=TIMEOUT,
+                               ssl_domain=domain(True), allowed_mechs="EXTERNAL")
+        c.create_sender("/queue/tls").send(Message(body="over tls"))
+        c.close()
+        assert len(b.queues["tls"].messages) == 1
+        with pytest.raises(proton.ConnectionException):
+            BlockingConnection(f"amqps://{host}:{port}", timeout=TIMEOUT,
+                               ssl_domain=domain(False), allowed_mechs="EXTERNAL")
+    finally:
+        stop()
