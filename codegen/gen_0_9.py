@@ -181,18 +181,7 @@ def render(ex: dict[str, Any], ex091: dict[str, Any]) -> str:
     for c in ex["constants"]:
         w(f"{upper(c['name'])} = {c['value']}")
     w()
-    w("#: reply code -> 'soft-error' (channel) or 'hard-error' (connection)")
-    w("ERROR_CLASSES: dict[int, str] = {")
-    for c in ex["constants"]:
-        if "class" in c:
-            w(f"    {c['value']}: {c['class']!r},")
-    w("}")
-    w("#: reply code -> spec name")
-    w("REPLY_NAMES: dict[int, str] = {")
-    for c in ex["constants"]:
-        if "class" in c or c["name"] == "reply-success":
-            w(f"    {c['value']}: {c['name']!r},")
-    w("}")
+    gen_0_9_1.render_reply_tables(w, ex["constants"])
     w("#: name ('file.open') -> class: 0-9's own (0-9-1's METHODS_BY_NAME is 0-9-1's)")
     w("METHODS_BY_NAME: dict[str, type[Method]] = {}")
     r.lines.extend(body)

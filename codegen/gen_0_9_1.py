@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 import sys
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -714,18 +715,7 @@ class Renderer:
             else:
                 w(f"{upper(c['name'])} = {c['value']}")
         w()
-        w("#: reply code -> 'soft-error' (channel) or 'hard-error' (connection)")
-        w("ERROR_CLASSES: dict[int, str] = {")
-        for c in ex["constants"]:
-            if "class" in c:
-                w(f"    {c['value']}: {c['class']!r},")
-        w("}")
-        w("#: reply code -> spec name")
-        w("REPLY_NAMES: dict[int, str] = {")
-        for c in ex["constants"]:
-            if "class" in c or c["name"] == "reply-success":
-                w(f"    {c['value']}: {c['name']!r},")
-        w("}")
+        render_reply_tables(w, ex["constants"])
         self.lines.extend(body)
         w()
         w()
@@ -754,6 +744,23 @@ class Renderer:
             w(f"    {n!r},")
         w("]")
         return "\n".join(self.lines) + "\n"
+
+
+def render_reply_tables(w: Callable[..., None], constants: list[dict[str, Any]]) -> None:
+    """``ERROR_CLASSES`` and ``REPLY_NAMES`` from the spec's constants (0-9
+    renders them the same way)."""
+    w("#: reply code -> 'soft-error' (channel) or 'hard-error' (connection)")
+    w("ERROR_CLASSES: dict[int, str] = {")
+    for c in constants:
+        if "class" in c:
+            w(f"    {c['value']}: {c['class']!r},")
+    w("}")
+    w("#: reply code -> spec name")
+    w("REPLY_NAMES: dict[int, str] = {")
+    for c in constants:
+        if _is_reply(c):
+            w(f"    {c['value']}: {c['name']!r},")
+    w("}")
 
 
 def _is_reply(c: dict[str, Any]) -> bool:

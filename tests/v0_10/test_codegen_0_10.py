@@ -9,16 +9,15 @@ control, command, struct and field, and holds facts only (no prose).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+from codegen_loader import load_generator
 
 from amqp_sansio.v0_10 import spec
 
@@ -37,12 +36,7 @@ pytestmark = pytest.mark.skipif(not XML.exists(), reason=f"spec XML not found at
 
 @pytest.fixture(scope="module")
 def gen() -> ModuleType:
-    path = ROOT / "codegen" / "gen_0_10.py"
-    mspec = importlib.util.spec_from_file_location("gen_0_10", path)
-    assert mspec is not None and mspec.loader is not None
-    mod = importlib.util.module_from_spec(mspec)
-    sys.modules["gen_0_10"] = mod
-    mspec.loader.exec_module(mod)
+    mod: ModuleType = load_generator("gen_0_10")
     return mod
 
 

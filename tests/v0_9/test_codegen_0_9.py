@@ -4,7 +4,6 @@ same name, index and octets."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -12,6 +11,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from codegen_loader import load_generator
 
 from amqp_sansio.v0_9 import spec
 from amqp_sansio.v0_9_1 import spec as spec091
@@ -20,16 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 GEN = ROOT / "codegen" / "gen_0_9.py"
 
 
-def _gen() -> object:
-    s = importlib.util.spec_from_file_location("gen_0_9", GEN)
-    assert s is not None and s.loader is not None
-    mod = importlib.util.module_from_spec(s)
-    sys.modules["gen_0_9"] = mod
-    s.loader.exec_module(mod)
-    return mod
-
-
-gen = _gen()
+gen = load_generator("gen_0_9")
 XML = gen.default_xml()  # type: ignore[attr-defined]
 needs_xml = pytest.mark.skipif(not XML.is_file(), reason=f"0-9 spec XML not found at {XML}: "
                                "apt-get install amqp-specs, or set $AMQP_09_SPEC")

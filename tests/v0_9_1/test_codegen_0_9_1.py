@@ -4,28 +4,19 @@ independent source (pamqp's method table)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from codegen_loader import load_generator
 
 ROOT = Path(__file__).resolve().parents[2]
 GEN = ROOT / "codegen" / "gen_0_9_1.py"
 
 
-def _gen() -> object:
-    spec = importlib.util.spec_from_file_location("gen_0_9_1", GEN)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["gen_0_9_1"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-gen = _gen()
+gen = load_generator("gen_0_9_1")
 XML = gen.default_xml()  # type: ignore[attr-defined]
 needs_xml = pytest.mark.skipif(
     not XML.is_file(),

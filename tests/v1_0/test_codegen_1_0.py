@@ -5,13 +5,13 @@ fields, unknown trailing fields)."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from codegen_loader import load_generator
 from hypothesis import given
 from strategies_1_0 import SPEC_CLASSES, described_instances
 
@@ -24,16 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 GEN = ROOT / "codegen" / "gen_1_0.py"
 
 
-def _gen() -> Any:
-    s = importlib.util.spec_from_file_location("gen_1_0", GEN)
-    assert s is not None and s.loader is not None
-    mod = importlib.util.module_from_spec(s)
-    sys.modules["gen_1_0"] = mod
-    s.loader.exec_module(mod)
-    return mod
-
-
-gen = _gen()
+gen = load_generator("gen_1_0")
 XML_DIR = gen.default_xml_dir()
 needs_xml = pytest.mark.skipif(
     not (XML_DIR / "transport.bare.xml").is_file(),
