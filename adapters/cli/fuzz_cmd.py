@@ -1,9 +1,11 @@
-"""Fuzz an AMQP 0-10, 0-9-1 or 0-9 peer (a broker, or 0-10 clients with --role server).
+"""Fuzz an AMQP 0-10, 0-9-1, 0-9 or 1.0 peer (a broker, or 0-10 clients with --role server).
 
     amqp-sansio fuzz --target 127.0.0.1:5672 --cases 10000 --seed 7 [--budget 10m] [--out DIR]
     amqp-sansio fuzz --protocol 0-9-1 --target 127.0.0.1:5672 ...   a 0-9-1 broker (RabbitMQ)
     amqp-sansio fuzz --protocol 0-9 --target 127.0.0.1:5672 ...     a 0-9 broker (the 0-9-1
                                                                      operators, 0-9's table)
+    amqp-sansio fuzz --protocol 1.0 --target 127.0.0.1:5672 ...     a 1.0 peer (rhea, proton,
+                                          RabbitMQ's plugin: --address-prefix /queue/)
     amqp-sansio fuzz --target embedded ...        the embedded (0-10) broker, in a subprocess
     amqp-sansio fuzz --spark ...                  case ranges on Spark executors
     amqp-sansio fuzz --role server --listen 127.0.0.1:5673 ...   fuzz connecting 0-10 clients
@@ -71,7 +73,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub: Subcommands) -> None:
-    p = sub.add_parser("fuzz", help="fuzz an AMQP 0-10 or 0-9-1 broker (or 0-10 clients)",
+    p = sub.add_parser("fuzz", help="fuzz an AMQP 0-10, 0-9-1 or 1.0 broker (or 0-10 clients)",
                        description=__doc__.split("\n\n")[0] if __doc__ else None,
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        epilog=__doc__.split("\n\n", 1)[1] if __doc__ else None)
@@ -94,6 +96,9 @@ def register(sub: Subcommands) -> None:
                    help="name tag for this run's queues/sessions (default: from the clock)")
     p.add_argument("--channel-max", type=int, default=8,
                    help="channel-max our tune-ok asks for (default %(default)s)")
+    p.add_argument("--address-prefix", default="",
+                   help="1.0: put before every address a case names (RabbitMQ's plugin: "
+                        "/queue/)")
     p.add_argument("--no-minimise", action="store_true", help="save reproducers unminimised")
     p.add_argument("--fail-on", default="all",
                    help="outcomes that make the exit status 1: 'all' non-conformant "
@@ -171,6 +176,11 @@ def _gen_config(args: Any, tag: str) -> Any:
                                  channel_max=getattr(args, "channel_max", 8),
                                  families=families, operators=ops, run_tag=tag)
     mech = "PLAIN" if args.user is not None else "ANONYMOUS"
+    if protocol == "1.0":
+        return gen_mod.GenConfig(mechanism=mech, username=args.user, password=args.password,
+                                 channel_max=getattr(args, "channel_max", 8),
+                                 address_prefix=getattr(args, "address_prefix", ""),
+                                 families=families, operators=ops, run_tag=tag)
     return gen_mod.GenConfig(virtual_host=args.vhost, mechanism=mech, username=args.user,
                              password=args.password, channel_max=getattr(args, "channel_max", 8),
                              families=families, operators=ops, run_tag=tag)
@@ -196,18 +206,19 @@ def run_fuzz(args: argparse.Namespace, streams: Streams) -> int:
     fail_on = _fail_set(args.fail_on)
     tag = args.tag if args.tag is not None else format(int(time.time() * 10) % (36 ** 5), "x")
     gen = _gen_config(args, tag)
-    p091 = _protocol(args) in FAMILY_091
+    protocol = _protocol(args)
+    other = protocol != "0-10"
     if args.role == "server":
-        if p091:
-            raise CLIError("--role server fuzzes AMQP 0-10 clients only (no 0-9-1 server "
-                           "role yet)")
+        if protocol != "0-10":
+            raise CLIError("--role server fuzzes AMQP 0-10 clients only (no "
+                           f"{protocol} server role yet)")
         return _run_server(args, streams, gen, fail_on)
     if args.target is None:
-        raise CLIError("--target HOST:PORT" + ("" if p091 else " (or 'embedded')")
+        raise CLIError("--target HOST:PORT" + ("" if other else " (or 'embedded')")
                        + " is required")
-    if p091 and args.target == "embedded":
-        raise CLIError("--target embedded is the embedded AMQP 0-10 broker; with --protocol "
-                       "0-9-1 give the HOST:PORT of a 0-9-1 broker (e.g. RabbitMQ)")
+    if other and args.target == "embedded":
+        raise CLIError(f"--target embedded is the embedded AMQP 0-10 broker; with --protocol "
+                       f"{protocol} give the HOST:PORT of a {protocol} peer")
     if args.target == "embedded":
         require("trio", "--target embedded (the embedded broker)")
     if args.spark:
@@ -369,9 +380,9 @@ def run_replay(args: argparse.Namespace, streams: Streams) -> int:
         case = make_case(case.seed, case.number, gen)
         # the whole case: minimisation picked items of another name tag
     target_s = args.target or j.get("target")
-    if case.protocol in FAMILY_091 and target_s in ("embedded", None):
-        raise CLIError("a 0-9-1 reproducer needs --target HOST:PORT (the embedded broker "
-                       "speaks 0-10)")
+    if case.protocol != "0-10" and target_s in ("embedded", None):
+        raise CLIError(f"a {case.protocol} reproducer needs --target HOST:PORT (the embedded "
+                       "broker is fuzzed over 0-10)")
     embedded = None
     try:
         if target_s == "embedded" or target_s is None:

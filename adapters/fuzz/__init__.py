@@ -1,5 +1,6 @@
-"""amqp-sansio's fuzzer for AMQP 0-10 peers (brokers, and clients) and AMQP
-0-9-1 brokers (``*_0_10`` and ``*_0_9_1`` modules; :mod:`.protocols` picks the generator).
+"""amqp-sansio's fuzzer for AMQP 0-10 peers (brokers, and clients), AMQP
+0-9-1 brokers and AMQP 1.0 peers in the server role (``*_0_10``, ``*_0_9_1``
+and ``*_1_0`` modules; :mod:`.protocols` picks the generator).
 
 Pure parts: :mod:`.specinfo_0_10` and :mod:`.values` (what the spec says, values
 built from it), :mod:`.case` (the case model), :mod:`.generate_0_10` (cases as

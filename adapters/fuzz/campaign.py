@@ -31,7 +31,7 @@ from typing import IO, Any
 import attrs
 
 from . import reproducer
-from .case import FAMILY_091, Case
+from .case import FAMILY_091, P10, Case
 from .generate_0_10 import GenConfig
 from .minimise import MinimiseStats, ddmin
 from .oracle import CONFORMANT, DOCUMENTED, NONCONFORMANT, OUTCOMES
@@ -117,6 +117,10 @@ def _probe(target: Target, protocol: str) -> bool:
         from .runner_0_9_1 import probe_091
 
         return probe_091(target, protocol=protocol)
+    if protocol == P10:
+        from .runner_1_0 import probe_1_0
+
+        return probe_1_0(target)
     return probe(target)
 
 
@@ -177,7 +181,7 @@ def minimise_case(case: Case, first: RunResult, run_cfg: RunConfig, gen: Any, *,
     # any peer drops the connection, which proves nothing.
     fixed = 0
     if case.family != "handshake":
-        opens = [i for i, it in enumerate(case.items) if it.wait == "open-ok"]
+        opens = [i for i, it in enumerate(case.items) if it.wait in ("open-ok", "open")]
         fixed = opens[0] + 1 if opens else 0
 
     def fails(indices: list[int]) -> bool:

@@ -17,10 +17,13 @@ replayed octet for octet:
   ``"accept"``, ``"drop"``, ``"close:505"``, ``"channel-close:406"``), each
   with a note saying where it is documented; the oracle calls such a
   reaction ``deviation`` instead of non-conformant.
-* ``protocol``: ``"0-10"`` or ``"0-9-1"`` -- which generator, monitor and
-  runner the case belongs to.  0-9-1 cases use ``close`` for
+* ``protocol``: ``"0-10"``, ``"0-9-1"`` or ``"1.0"`` -- which generator,
+  monitor and runner the case belongs to.  0-9-1 cases use ``close`` for
   ``connection.close`` (hard-error) codes and ``channel_close`` for
   ``channel.close`` (soft-error) codes; ``detach``/``exception`` stay empty.
+  1.0 cases name error *conditions* (``conditions``: what a ``close``,
+  ``end`` or ``detach`` may carry) and ``close`` holds the ``sasl-outcome``
+  codes a refusal in the SASL exchange may use.
 * ``barrier``: how the runner checks, after the items, that the peer is
   still working: ``strict`` waits for the completion of an
   ``execution.sync`` with the sync bit on each live session, ``weak`` for any
@@ -40,7 +43,7 @@ on that channel; its ``channel.close`` ends the wait too).
 
 from __future__ import annotations
 
-__all__ = ["Fault", "Item", "Case", "VALID", "CLIENT", "SERVER", "P010", "P091", "P09",
+__all__ = ["Fault", "Item", "Case", "VALID", "CLIENT", "SERVER", "P010", "P091", "P09", "P10",
            "FAMILY_091", "PROTOCOLS"]
 
 from typing import Any
@@ -51,14 +54,18 @@ from amqp_sansio import registry
 
 CLIENT, SERVER = "client", "server"
 # The registry's protocols this fuzzer has a generator, monitor and runner for.
-P010, P091, P09 = (registry.get(p).name for p in ("0-10", "0-9-1", "0-9"))
+P010, P091, P09, P10 = (registry.get(p).name for p in ("0-10", "0-9-1", "0-9", "1.0"))
 #: played by the 0-9-1 generator, monitor and runner, each with its method table
 FAMILY_091 = (P091, P09)
-PROTOCOLS = tuple(p for p in registry.names() if p in (P010, *FAMILY_091))
+PROTOCOLS = tuple(p for p in registry.names() if p in (P010, *FAMILY_091, P10))
 
 
 def _codes(v: Any) -> frozenset[int]:
     return frozenset(int(x) for x in v)
+
+
+def _conditions(v: Any) -> frozenset[str]:
+    return frozenset(str(x) for x in v)
 
 
 def _pairs(v: Any) -> tuple[tuple[str, str], ...]:
@@ -78,6 +85,8 @@ class Fault:
     exception: frozenset[int] = attrs.field(default=frozenset(), converter=_codes)
     drop: bool = False  # may it drop the socket without connection.close?
     channel_close: frozenset[int] = attrs.field(default=frozenset(), converter=_codes)  # 0-9-1
+    # 1.0: the error conditions a close / end / detach may carry for the fault
+    conditions: frozenset[str] = attrs.field(default=frozenset(), converter=_conditions)
     # Documented deviations: ((reaction, note), ...) -- see the module docstring.
     deviations: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=_pairs)
 
@@ -92,6 +101,8 @@ class Fault:
                              "drop": self.drop}
         if self.channel_close:
             j["channel_close"] = sorted(self.channel_close)
+        if self.conditions:
+            j["conditions"] = sorted(self.conditions)
         if self.deviations:
             j["deviations"] = [list(d) for d in self.deviations]
         return j
@@ -102,7 +113,7 @@ class Fault:
                    accept=bool(j.get("accept", True)), close=j.get("close", ()),
                    detach=j.get("detach", ()), exception=j.get("exception", ()),
                    drop=bool(j.get("drop", False)), channel_close=j.get("channel_close", ()),
-                   deviations=j.get("deviations", ()))
+                   conditions=j.get("conditions", ()), deviations=j.get("deviations", ()))
 
 
 VALID = "valid"

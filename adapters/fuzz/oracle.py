@@ -45,7 +45,7 @@ from typing import Any
 
 import attrs
 
-from .case import FAMILY_091, P091, Case
+from .case import FAMILY_091, P091, P10, Case
 from .signals import Signal, Violation
 from .specinfo_0_10 import GENERIC_ERROR_CODES, allowed_error_codes
 
@@ -127,6 +127,8 @@ def judge(case: Case, s: Signal, rejected_channels: set[int], we_closed: bool
           ) -> tuple[bool, bool, str]:
     """(is it a rejection, is it allowed, why)."""
     f = case.fault
+    if case.protocol == P10 and s.kind in ("close", "end", "detach", "sasl"):
+        return _judge_1_0(case, s, we_closed)
     p091 = case.protocol in FAMILY_091
     if s.kind == "close":
         code = s.code or 0
@@ -162,6 +164,27 @@ def judge(case: Case, s: Signal, rejected_channels: set[int], we_closed: bool
     return False, True, s.kind
 
 
+def _judge_1_0(case: Case, s: Signal, we_closed: bool) -> tuple[bool, bool, str]:
+    """1.0: a close / end / detach is a rejection when it carries an error;
+    its condition must be one the fault (or any case) allows."""
+    from .specinfo_1_0 import SASL_SYS, allowed_conditions
+
+    f = case.fault
+    faulted = s.after_fault and not f.valid
+    if s.kind == "sasl":
+        code = s.code or 0
+        allowed = SASL_SYS | (f.close if faulted else frozenset())
+        return code != 0, code == 0 or code in allowed, f"sasl-outcome({code})"
+    if not s.text:
+        if s.kind == "close" and not we_closed:
+            # A close without an error, unprompted: no more than a drop.
+            return True, faulted and f.drop, "close without an error, unprompted"
+        return False, True, f"{s.kind} without an error"
+    conditions = allowed_conditions(s.kind) | (f.conditions if faulted else frozenset())
+    where = f" of {s.command}" if s.command else ""
+    return True, s.text in conditions, f"{s.kind}({s.text}){where}"
+
+
 def classify(case: Case, obs: Observation) -> Outcome:
     f = case.fault
     devs = dict(f.deviations)
@@ -189,6 +212,9 @@ def classify(case: Case, obs: Observation) -> Outcome:
             tag = f"{s.kind}:{s.code}"
             deviated.append(f"{tag}: {devs[tag]} ({why})")
             ok = True
+        if not ok and case.protocol == P10:
+            return Outcome("wrong-code", f"{why}; allowed for {f.kind}: "
+                           f"{sorted(f.conditions) if s.after_fault else '(before the fault)'}")
         if not ok:
             return Outcome("wrong-code", f"{why}; allowed for {f.kind}: close {sorted(f.close)}"
                            f" detach {sorted(f.detach)} exception "

@@ -1,4 +1,4 @@
-"""Which generator a campaign uses: AMQP 0-10 or 0-9-1.  Pure.
+"""Which generator a campaign uses: AMQP 0-10, 0-9-1 or 1.0.  Pure.
 
 The campaign loop, minimisation, reproducers, the summary and Spark are
 protocol-neutral: they get cases from :func:`make_case` (the generator is
@@ -13,8 +13,8 @@ __all__ = ["protocol_of", "make_case", "generator", "gen_config_of"]
 from types import ModuleType
 from typing import Any
 
-from . import casegen, generate_0_9, generate_0_9_1, generate_0_10
-from .case import P010, P09, P091, PROTOCOLS, Case
+from . import casegen, generate_0_9, generate_0_9_1, generate_0_10, generate_1_0
+from .case import P010, P09, P091, P10, PROTOCOLS, Case
 
 
 def protocol_of(gen: Any) -> str:
@@ -27,7 +27,8 @@ def generator(protocol: str) -> ModuleType:
     ``OPERATORS``, ``FAMILIES``, ``operator_names``."""
     if protocol not in PROTOCOLS:
         raise ValueError(f"unknown protocol {protocol!r} (one of {', '.join(PROTOCOLS)})")
-    return {P091: generate_0_9_1, P09: generate_0_9}.get(protocol, generate_0_10)
+    return {P091: generate_0_9_1, P09: generate_0_9, P10: generate_1_0}.get(protocol,
+                                                                           generate_0_10)
 
 
 def make_case(seed: int, number: int, gen: Any = None) -> Case:
@@ -51,5 +52,7 @@ def gen_config_of(j: dict[str, Any], **over: Any) -> Any:
         "operators": tuple(j.get("operators") or ()),
         "run_tag": j.get("run_tag", ""),
     }
+    if protocol == P10:
+        kw["address_prefix"] = j.get("address_prefix", "")
     kw.update(over)
     return mod.GenConfig(**kw)

@@ -36,7 +36,7 @@ import attrs
 
 from amqp_sansio.v0_10.framing import PROTOCOL_HEADER
 
-from .case import FAMILY_091, Case
+from .case import FAMILY_091, P10, Case
 from .oracle import Observation, Outcome, classify
 from .signals import MonitorBase, MonitorConfig
 
@@ -308,11 +308,15 @@ def run_with(case: Case, cfg: RunConfig, io_cls: type[_IO[Any]]) -> RunResult:
 def run_case(case: Case, cfg: RunConfig) -> RunResult:
     """Play ``case`` against ``cfg.target``; classify what the peer did.
     (each protocol's module plays its own: :mod:`.runner_0_10`,
-    :mod:`.runner_0_9_1`)."""
+    :mod:`.runner_0_9_1`, :mod:`.runner_1_0`)."""
     if case.protocol in FAMILY_091:
         from .runner_0_9_1 import run_case as run_case_091
 
         return run_case_091(case, cfg)
+    if case.protocol == P10:
+        from .runner_1_0 import run_case as run_case_10
+
+        return run_case_10(case, cfg)
     from .runner_0_10 import run_case as run_case_010
 
     return run_case_010(case, cfg)

@@ -95,6 +95,7 @@ function server() {
     ctx.sender.set_target(fields(ctx.sender.target));
     ctx.sender.address = address;
     links(address).push(ctx.sender);
+    drain(ctx.sender);  // a drain that came with the attach waited for this
   });
   const unlink = (ctx) => {
     const s = ctx.sender;
@@ -108,6 +109,15 @@ function server() {
   // rhea writes a transfer ahead of its own attach when a link is sendable
   // as it opens (proton then closes: "no such handle"): send on the next turn
   container.on('sendable', (ctx) => setImmediate(() => dispatch(ctx.sender.address)));
+  // drain: what the queue holds goes out, then the rest of the credit is used
+  // up.  set_drained must run inside rhea's handlers (or right behind a send)
+  // for the flow to go out; rhea has no public getter for _draining.
+  const drain = (s) => {
+    if (!s._draining) return;
+    if (!queue(s.address).length) { s.set_drained(true); return; }
+    setImmediate(() => { dispatch(s.address); s.set_drained(true); });
+  };
+  container.on('sender_draining', (ctx) => drain(ctx.sender));
   container.on('receiver_open', (ctx) => {
     const tgt = fields(ctx.receiver.target);
     if (tgt.dynamic) tgt.address = 'dyn-' + (++dynamicSeq) + '-' + rhea.generate_uuid();
