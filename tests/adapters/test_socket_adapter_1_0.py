@@ -171,3 +171,26 @@ def test_a_large_message_is_streamed_not_held(name: str, request: pytest.Fixture
     got = rhea("receive", port, address=addr, count=1, timeout=120)
     assert (got["received"], got["octets"]) == (1, size), got
     assert got["heads"] == ["A" * 10]
+
+
+def test_drain_then_modify(rhea_server: Server) -> None:
+    """drain: the sender uses its credit up (what it holds arrives, then
+    the credit is 0); a modified delivery goes back to the queue and comes
+    again once credit is granted."""
+    url = f"amqp://127.0.0.1:{rhea_server.port}?protocol=1.0&read_timeout=20"
+    addr = _address("rhea", "drain")
+    with connect(url) as conn, conn.session() as s:
+        for i in range(3):
+            s.publish(b"m%d" % i, routing_key=addr, wait=False)
+        s.sync()
+        with s.subscribe(addr, prefetch=10) as sub:
+            sub.drain()
+            it = iter(sub)
+            first = [next(it) for _ in range(3)]  # all there once drain returned
+            assert [d.body for d in first] == [b"m0", b"m1", b"m2"]
+            sub.drain()  # nothing held by the sender: answered at once
+            first[0].modify(delivery_failed=True)
+            again = next(it)
+            assert again.body == b"m0"
+            for d in (again, *first[1:]):
+                d.accept()
