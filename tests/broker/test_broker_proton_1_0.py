@@ -28,18 +28,17 @@ from amqp_sansio_broker.server import start_broker_thread  # noqa: E402
 TIMEOUT = 10
 
 
-@pytest.fixture
-def broker() -> Broker:
-    return Broker()
+pytest_plugins = ["amqp_sansio_broker.pytest_plugin"]  # (a broker per test, in a thread)
 
 
 @pytest.fixture
-def url(broker: Broker) -> Iterator[str]:
-    host, port, stop = start_broker_thread(broker)
-    try:
-        yield f"amqp://{host}:{port}"
-    finally:
-        stop()
+def broker(amqp_broker_instance: Broker) -> Broker:
+    return amqp_broker_instance
+
+
+@pytest.fixture
+def url(amqp_broker: str) -> str:
+    return amqp_broker
 
 
 @pytest.fixture

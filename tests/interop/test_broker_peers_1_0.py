@@ -5,14 +5,12 @@ embedded broker, and messages crossing between 1.0 and 0-10 through it
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from peers_1_0 import proton, require_rhea, rhea
 
 from amqp_sansio.message import Message
 from amqp_sansio_broker.model import Broker
-from amqp_sansio_broker.server import start_broker_thread
 from amqp_sansio_socket import connect
 
 pn = pytest.importorskip("proton")
@@ -23,14 +21,12 @@ CLIENTS = {"rhea": rhea, "proton": proton}
 TIMEOUT = 10
 
 
+pytest_plugins = ["amqp_sansio_broker.pytest_plugin"]  # (a broker per test, in a thread)
+
+
 @pytest.fixture
-def broker() -> Iterator[tuple[Broker, int]]:
-    b = Broker()
-    host, port, stop = start_broker_thread(b)
-    try:
-        yield b, port
-    finally:
-        stop()
+def broker(amqp_broker_instance: Broker, amqp_broker: str) -> tuple[Broker, int]:
+    return amqp_broker_instance, int(amqp_broker.rsplit(":", 1)[1])
 
 
 def _need(client: str) -> None:

@@ -9,29 +9,25 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from peers_1_0 import PROTON_BROKER, missing
 
 from amqp_sansio_broker.model import Broker
-from amqp_sansio_broker.server import start_broker_thread
 
 EXAMPLES = PROTON_BROKER.parent
 RUN_TIMEOUT = 60
 
 
+pytest_plugins = ["amqp_sansio_broker.pytest_plugin"]  # (a broker per test, in a thread)
+
+
 @pytest.fixture
-def broker() -> Iterator[tuple[Broker, int]]:
+def broker(amqp_broker_instance: Broker, amqp_broker: str) -> tuple[Broker, int]:
     if not (EXAMPLES / "tx_send.py").is_file():
         missing(f"{EXAMPLES} has no proton examples (apt-get install "
                 "libqpid-proton11-dev-examples)")
-    b = Broker()
-    host, port, stop = start_broker_thread(b)
-    try:
-        yield b, port
-    finally:
-        stop()
+    return amqp_broker_instance, int(amqp_broker.rsplit(":", 1)[1])
 
 
 def _run(script: str, *args: str) -> list[str]:
