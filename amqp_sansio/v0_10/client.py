@@ -130,12 +130,18 @@ class ClientConnection(base.ClientConnection[CoreConnection, "ClientSession"]):
     def attach(self, name: str | bytes | None = None, *,
                timeout: int | None = None) -> ClientSession:
         """Attach (or resume) a session; its ``ready`` is answered once the
-        broker attached it (and, for a resume, once replay is done)."""
+        broker attached it (and, for a resume, once replay is done).  A
+        resume takes the session over (``force``) from a transport the broker
+        may still think alive."""
         self.check()
         if name is None:
             name = uuid.uuid4().hex
         raw = name.encode() if isinstance(name, str) else bytes(name)
-        s = ClientSession(self, self.core.attach(raw, timeout=timeout))
+        # A resume forces: the broker may still hold the session on the
+        # transport we lost (until its heartbeat notices), and would answer
+        # session-busy until then.  Our store parked it, so it is ours.
+        core = self.core
+        s = ClientSession(self, core.attach(raw, timeout=timeout, force=core.resumable(raw)))
         self.sessions[s.channel] = s
         return s
 

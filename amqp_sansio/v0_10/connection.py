@@ -439,6 +439,12 @@ class Connection:
         self._sent_close = (code, text)
         self._go("close()")
 
+    def resumable(self, name: bytes) -> bool:
+        """An attach of ``name`` would resume a session parked in the
+        configured ``session_store`` (its transport was lost or detached)."""
+        store = self.config.session_store
+        return store is not None and store.parked(self._principal(), bytes(name))
+
     def attach(self, name: bytes, *, channel: int | None = None, force: bool = False,
                timeout: int | None = None) -> Session:
         """Attach (or resume) the named session; returns it at once.

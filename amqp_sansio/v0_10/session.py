@@ -255,6 +255,10 @@ class SessionStore:
             self._parked_seq += 1
             heapq.heappush(self._expiries, (expires, self._parked_seq, key))
 
+    def parked(self, principal: Scope, name: bytes) -> bool:
+        """A session of that name is parked here (the next attach resumes it)."""
+        return (principal, name) in self._detached
+
     def take(self, principal: Scope, name: bytes) -> Session | None:
         entry = self._detached.pop((principal, name), None)
         return entry[0] if entry else None

@@ -189,3 +189,29 @@ def test_what_a_dead_transport_owed_is_settled_on_resume() -> None:
     left = queued(broker, "q")
     assert sorted(int(b) for b, _ in left) == list(range(4, 10))
     assert all(redelivered for _, redelivered in left)
+
+
+def test_a_resume_takes_the_session_from_a_transport_the_broker_still_holds() -> None:
+    # Only the client saw its transport die: the broker still has the session
+    # attached there (until a heartbeat would tell it).  The resume forces
+    # the attach instead of being told session-busy until then.
+    broker = Broker()
+    store = SessionStore()
+    link = Link(broker, store)
+    s = link.client.attach("held", timeout=60)
+    link.pump()
+    fill(link, s, "q", 3)
+    link.client.data_to_send()
+    link.client.transport_lost("cut on our side only", 0.0)
+    assert isinstance(s.error, ConnectionLostError)
+
+    again = Link(broker, store)
+    s2 = again.client.attach("held")
+    again.pump()
+    assert again.sent["session.attach"] == 1
+    assert s2.error is None and s2.ready.done, s2.error
+    assert s2.resumed is not None and s2.resumed.peer_state
+    assert [int(b) for b, _ in queued(broker, "q")] == [0, 1, 2]
+    # The old transport is no longer the session's: what it does changes nothing.
+    link.server.connection_lost(0.0)
+    assert again.answer(s2.query_queue("q")).message_count == 3
