@@ -135,7 +135,7 @@ class FrontEnd:
         """A delivery queued about ``octets`` for this peer (maybe while
         another connection's input was handled: its I/O layer is woken)."""
         self.queued_output += octets
-        self.broker._touched.add(self)
+        self.broker.touch(self)
 
     @property
     def reading_paused(self) -> bool:

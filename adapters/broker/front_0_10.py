@@ -226,7 +226,7 @@ class Sessions010:
             if ids:
                 s.complete(ids)
             if st.owner is not None:
-                self.broker._touched.add(st.owner)
+                self.broker.touch(st.owner)
 
     # -- sessions --------------------------------------------------------------------
     def end_session(self, s: Session) -> None:
@@ -423,7 +423,7 @@ class Connection010(FrontEnd):
         if old is not None and old is not self:
             # Forced here from another transport: that one was told busy.
             old._sessions.pop(s.name, None)
-            self.broker._touched.add(old)
+            self.broker.touch(old)
             log.info("session %s taken over from connection %s by %s", name_shown(s.name),
                      old._who, self._who)
         st.owner = self
@@ -553,7 +553,7 @@ class Connection010(FrontEnd):
         while st.deferred and not st.outbox:
             self._run(st.deferred.popleft())
         if paused and len(st.deferred) < DEFERRED_PER_SESSION:
-            self.broker._touched.add(self)  # reading resumes: wake the I/O layer
+            self.broker.touch(self)  # reading resumes: wake the I/O layer
 
     # -- publishing -----------------------------------------------------------
     def _on_publish(self, e: ev.MessageReceived) -> None:

@@ -976,6 +976,11 @@ class Broker:
 
     _delete_queue = delete_queue
 
+    def touch(self, front: object) -> None:
+        """``front`` has output another connection queued, or may read again:
+        the next :meth:`flush_touched` wakes its I/O layer."""
+        self._touched.add(front)
+
     def flush_touched(self, current: object) -> None:
         """Wake the I/O layers of the connections whose output others queued
         (``current`` is flushed by its own caller)."""
