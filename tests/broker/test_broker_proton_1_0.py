@@ -179,8 +179,9 @@ def test_rejected_is_dead_lettered(conn: BlockingConnection, broker: Broker) -> 
     rcv.reject()
     with pytest.raises(proton.Timeout):
         rcv.receive(timeout=0.3)
+    # (the broker's thread takes the disposition when it comes: wait for it, bounded)
+    conn.wait(lambda: broker.retained == 0, timeout=TIMEOUT)
     assert len(broker.queues[q].messages) == 0
-    assert broker.retained == 0
 
 
 def test_unsettled_deliveries_return_when_the_link_goes(url: str, broker: Broker) -> None:
