@@ -487,6 +487,8 @@ class Connection10(FrontEnd):
         link.target = reply
         link.rcv_settle_mode = ReceiverSettleMode.SECOND if second else ReceiverSettleMode.FIRST
         link.snd_settle_mode = link.remote_snd_settle_mode or SenderSettleMode.MIXED
+        # 18: the broker's bound on a message, stated (and enforced by the core)
+        link.max_message_size = self.broker.limits.max_message_size
         self.publishers[link] = Publisher10(node, outcomes, second)
         if node is not None and node.is_queue and node.name in self.svc.dynamic:
             self.svc.dynamic[node.name].links.add(link)

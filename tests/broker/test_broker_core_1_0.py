@@ -505,3 +505,19 @@ def test_settled_with_a_non_outcome_takes_the_default(broker: Broker) -> None:
     got.delivery.settle(Received(section_number=0, section_offset=0))
     c.pump()
     assert len(broker.queues["q"].messages) == 1
+
+
+def test_publishing_links_state_and_enforce_the_message_size_limit() -> None:
+    """Item 18: the broker's max-message-size is in its attach; a bigger
+    message detaches the link (amqp:link:message-size-exceeded)."""
+    b = Broker(limits=Limits(max_message_size=1000))
+    c = Client(b)
+    s = c.sender("q")
+    assert s.remote_max_message_size == 1000
+    s.max_message_size = None
+    s.remote_attach = None  # (our side "forgets" the limit it was told)
+    s.send(_payload(b"x" * 2000), tag=b"1")
+    c.pump()
+    [gone] = c.of(ev.LinkDetached, s)
+    assert gone.error.condition == "amqp:link:message-size-exceeded"
+    assert len(b.queues["q"].messages) == 0
