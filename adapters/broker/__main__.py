@@ -260,11 +260,10 @@ def main(argv: list[str] | None = None, prog: str = "python -m amqp_sansio_broke
                         heartbeat_max=None if args.no_heartbeats else args.heartbeat_max,
                         limits=limits, trace_frames=args.trace_frames,
                         data_dir=args.data_dir, data_sync=args.data_sync,
-                        error_codes=args.error_codes)
+                        error_codes=args.error_codes,
+                        create_on_attach=not args.no_create_queues)
     except (OSError, ValueError, RuntimeError, sqlite3.Error) as e:
         return _fail(prog, f"cannot use the data directory {args.data_dir}: {e}")
-    if args.no_create_queues:
-        broker.services["1.0"].create_queues = False
     ctx = None
     if args.keyfile and not args.certfile:
         return _fail(prog, "--keyfile needs --certfile", EXIT_USAGE)

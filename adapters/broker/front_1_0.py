@@ -174,12 +174,12 @@ class Links10:
 
     ``create_queues``: a link to a queue that does not exist creates it
     (True, as RabbitMQ's ``/queue/`` and qpidd's queue patterns do) or is
-    refused with ``amqp:not-found``.
+    refused with ``amqp:not-found`` -- ``Broker(create_on_attach=...)``.
     """
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self.create_queues = True
+        self.create_queues = broker.create_on_attach
         self.connections: set[Connection10] = set()
         self.outstanding = 0  # credit granted to publishing links, not yet used
         self.starved: dict[Link, Connection10] = {}  # publishing links waiting for credit

@@ -157,7 +157,8 @@ class Consumer:
     the last it was shown.
     """
 
-    __slots__ = ("queue", "vhost", "exclusive", "browsing", "browse_seq", "owner", "wants")
+    __slots__ = ("queue", "vhost", "exclusive", "browsing", "browse_seq", "owner", "wants",
+                 "unwanted_to")
 
     def __init__(self, queue: str, vhost: str, *, exclusive: bool = False,
                  browsing: bool = False, owner: object = None) -> None:
@@ -171,6 +172,10 @@ class Consumer:
         self.owner = owner
         #: Which messages it takes (a selector), None: every one.
         self.wants: Callable[[QMsg], bool] | None = None
+        #: (With ``wants``) every queued message up to this seq was found
+        #: unwanted: the next look starts after it (reset when messages are
+        #: put back), so a long queue with no match is not scanned per offer.
+        self.unwanted_to = -1
 
     def ready(self) -> bool:
         """Could it take a message now (credit, window, output room)?"""
@@ -291,7 +296,10 @@ class Broker:
     ``trace_frames``: log every control and command in and out at DEBUG on
     ``amqp_sansio.broker.frames`` (as rhea's ``DEBUG=rhea:frames``).
     ``protocols``: the protocols served (default every one the broker has a
-    front end for: "0-10", "0-9-1"); the client's protocol header decides.
+    front end for: "0-10", "0-9-1", "1.0"); the client's protocol header decides.
+    ``create_on_attach``: an AMQP 1.0 link to a queue that does not exist
+    creates it (default, as RabbitMQ's ``/queue/`` addresses do); False: the
+    link is refused (``amqp:not-found``).
     """
 
     def __init__(self, *, users: Users | Mapping[str, str] | None = None,
@@ -302,7 +310,8 @@ class Broker:
                  trace_frames: bool = False, error_codes: str = "qpidd",
                  data_dir: str | os.PathLike[str] | None = None, data_sync: str = "full",
                  durable_store: Store | None = None,
-                 protocols: Iterable[str] | None = None) -> None:
+                 protocols: Iterable[str] | None = None,
+                 create_on_attach: bool = True) -> None:
         from .listener import FRONT_ENDS
 
         #: Logins and permissions (auth.py): users None is the loopback
@@ -314,6 +323,9 @@ class Broker:
         self.max_session_timeout = max_session_timeout
         self.limits = limits if limits is not None else Limits()
         self.trace_frames = trace_frames
+        #: A client naming a queue that does not exist where the protocol has
+        #: no declare (a 1.0 link's address) creates it; False: refused.
+        self.create_on_attach = create_on_attach
         #: Where qpidd and the XML answer misuse with different codes (see
         #: dtx.CODES): "qpidd" (what 0-10 clients are written against) or "xml".
         if error_codes not in ("qpidd", "xml"):
@@ -796,10 +808,7 @@ class Broker:
         if not c.browsing:
             msg = q.messages.first()
             if msg is not None and wants is not None and not wants(msg):
-                # A selective consumer takes the first message it wants (a
-                # scan: selectors cost what the queue holds).
-                msg = next((m for m in q.messages.after(msg.seq)
-                            if wants(m) and not self.expired(m)), None)
+                msg = self._first_wanted(q, c, wants)
         else:
             # Browsers pass expired messages by; they are dropped at the head.
             msg = next((m for m in q.messages.after(c.browse_seq) if not self.expired(m)
@@ -814,6 +823,17 @@ class Broker:
             q.messages.remove(msg)
         self.stats["delivered"] += 1
         return True
+
+    def _first_wanted(self, q: QueueState, c: Consumer, wants: Callable[[QMsg], bool]
+                      ) -> QMsg | None:
+        """The first queued message a selective consumer wants, looking only
+        past what it already found unwanted (each message is judged once
+        while it stays queued)."""
+        for m in q.messages.after(c.unwanted_to):
+            if wants(m) and not self.expired(m):
+                return m
+            c.unwanted_to = m.seq
+        return None
 
     def take(self, q: QueueState) -> QMsg | None:
         """The message at the head of ``q``, taken off it (a 0-9-1
@@ -833,6 +853,8 @@ class Broker:
         q.messages.put_back(msgs)
         for m in msgs:
             self._note_expiry(q, m)
+        for c in q.consumers:
+            c.unwanted_to = -1  # what came back is judged again
         if not q.deleted:
             self.dispatch(q)
 

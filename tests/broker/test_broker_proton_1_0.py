@@ -122,18 +122,20 @@ def test_exchange_without_key_routes_by_subject(conn: BlockingConnection) -> Non
     assert rcv.receive(timeout=TIMEOUT).body == "yes"
 
 
-def test_missing_queue_refused_when_creation_is_off(broker: Broker, url: str) -> None:
+def test_missing_queue_refused_when_creation_is_off() -> None:
     """Item 17: null terminus + detach(amqp:not-found); no queue made."""
-    broker.services["1.0"].create_queues = False
-    c = BlockingConnection(url, timeout=TIMEOUT)
+    b = Broker(create_on_attach=False)
+    host, port, stop = start_broker_thread(b)
+    c = BlockingConnection(f"amqp://{host}:{port}", timeout=TIMEOUT)
     try:
         with pytest.raises(LinkDetached, match="not-found"):
             c.create_receiver("nope")
         with pytest.raises(LinkDetached, match="not-found"):
             c.create_sender("/queue/nope")
-        assert "nope" not in broker.queues
+        assert "nope" not in b.queues
     finally:
         c.close()
+        stop()
 
 
 def test_unknown_exchange_refused(conn: BlockingConnection) -> None:

@@ -42,3 +42,44 @@ def test_selector_semantics(text: str, expected: bool) -> None:
 def test_bad_selectors_are_refused(text: str) -> None:
     with pytest.raises(SelectorError):
         compile_selector(text)
+
+
+def test_a_selective_consumer_judges_each_queued_message_once() -> None:
+    """A long queue with no match is not scanned again per offer (the model
+    remembers how far a consumer found nothing it wants), and messages put
+    back are judged again."""
+    from amqp_sansio_broker.model import Broker, Consumer, QueueState
+
+    class Picky(Consumer):
+        def __init__(self) -> None:
+            super().__init__("q", "/")
+            self.calls = 0
+            self.got: list[bytes] = []
+            self.wants = self._wants
+
+        def _wants(self, m: QMsg) -> bool:
+            self.calls += 1
+            return m.body.startswith(b"yes")
+
+        def ready(self) -> bool:
+            return True
+
+        def offer(self, q: QueueState, m: QMsg) -> bool:
+            self.got.append(m.body)
+            return True
+
+    b = Broker()
+    ns = b.vhost("/")
+    q = b.new_queue(ns, "q")
+    c = Picky()
+    b.add_consumer(q, c)
+    wire = Wire(FORM_0_9_1, BasicProperties())
+    n = 500
+    for _ in range(n):
+        b.publish(ns.exchanges[""], "q", wire, b"no")
+    b.publish(ns.exchanges[""], "q", wire, b"yes-1")
+    assert c.got == [b"yes-1"] and len(q.messages) == n
+    assert c.calls < 3 * n  # (judging every message per offer: ~n*n/2)
+    taken = q.messages.popleft()
+    b.requeue(q, [QMsg(taken.seq, b"yes-2", wire, "q", "")])
+    assert c.got == [b"yes-1", b"yes-2"]
