@@ -1,8 +1,8 @@
 """The server role: listen, and fuzz the clients that connect.
 
 Each accepted connection is one case.  The conversation itself is played by
-the embedded broker's pure model
-(:class:`amqp_sansio_broker.listener.BrokerConnection`), so any client can do
+the embedded broker's pure model through its 0-10 front end
+(:class:`amqp_sansio_broker.front_0_10.Connection010`), so any client can do
 its normal work; the fuzzer sits between the model and the socket and, as
 the case's *plan* says, mutates one
 of the model's outgoing assemblies (the first ``connection.tune``,
