@@ -585,7 +585,7 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         self.check()
         if self.conn.reconnecting:
             return False  # it goes on the next connection
-        s = self.sender(p.address)
+        s = self._senders.get(p.address) or self.sender(p.address)
         if s.error is not None:  # refused or detached: said once, re-attached next time
             del self._senders[p.address]
             raise s.error
@@ -600,7 +600,7 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         session, and what to wait for if ``wait`` (its outcome; None for a
         pre-settled transfer or ``wait`` False)."""
         self.check()
-        s = self.sender(p.address)
+        s = self._senders.get(p.address) or self.sender(p.address)
         state = transactional(self.txn_id) if self.txn_id is not None else None
         try:
             d = s.link.send(p.payload, settled=p.settled, state=state)
@@ -729,6 +729,17 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         """Accept, reject, release or modify deliveries of this session
         (``code`` is not carried: a 1.0 rejection carries ``text`` as the
         error's description)."""
+        if how == "accept" and type(deliveries) is tuple and len(deliveries) == 1:
+            d = deliveries[0]  # one accept (Delivery.accept()): batched, nothing more
+            sub = d.sub
+            if (sub is not None and d.owner is self and d.ack and not d.settled
+                    and not d.stale and self.txn_id is None and not sub.settle_second
+                    and not self.conn.reconnecting):
+                self.check()
+                sub.to_accept.append(d.core)
+                d.settled = True
+                sub.settled_some(1)
+                return
         ds = [d for d in deliveries if not d.stale]
         if self.conn.reconnecting:  # the links are gone: the broker sends them again
             for d in ds:

@@ -65,6 +65,9 @@ class LinkState(enum.Enum):
     DETACH_SENT = "DETACH_SENT"
     DETACH_RCVD = "DETACH_RCVD"
     DETACHED = "DETACHED"
+    # members are singletons: identity hashing is exact, and C-level (Enum's
+    # own __hash__ is a Python call per state-table lookup, ~10 a message)
+    __hash__ = object.__hash__
 
 
 _S = LinkState

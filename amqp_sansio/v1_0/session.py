@@ -68,6 +68,9 @@ class SessionState(enum.Enum):
     DISCARDING = "DISCARDING"
     END_RCVD = "END_RCVD"
     ENDED = "ENDED"
+    # members are singletons: identity hashing is exact, and C-level (Enum's
+    # own __hash__ is a Python call per state-table lookup, ~10 a message)
+    __hash__ = object.__hash__
 
 
 _S = SessionState
