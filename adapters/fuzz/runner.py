@@ -273,6 +273,30 @@ class _IO(Generic[M]):
             deviations=tuple(mon.deviations))
 
 
+class _ReplyingIO(_IO[M]):
+    """A protocol whose monitor queues what the peer's input calls for
+    (0-9-1, 1.0): the reflexes write it, once more after the epilogue."""
+
+    def reflexes(self, deadline: float) -> None:
+        while not self.dead:
+            out = self.mon.take_replies()
+            if not out:
+                return
+            for data in out:
+                if self.dead:
+                    return
+                self.write(data, deadline)
+
+    @property
+    def answered_close(self) -> bool:
+        return self.mon.answered_close
+
+    def converse(self, case: Case, step: float) -> str | None:
+        timed_out = super().converse(case, step)
+        self.reflexes(time.monotonic() + min(step, 0.5))
+        return timed_out
+
+
 def run_with(case: Case, cfg: RunConfig, io_cls: type[_IO[Any]]) -> RunResult:
     """Play ``case`` against ``cfg.target`` over ``io_cls``; classify what
     the peer did (probing the target when it could not connect, or when the

@@ -36,7 +36,7 @@ from amqp_sansio.v0_9_1.framing import PROTOCOL_HEADER
 
 from .case import P09, Case
 from .monitor_0_9_1 import Monitor
-from .runner import _IO, RunConfig, RunResult, Target, probe, run_with
+from .runner import RunConfig, RunResult, Target, _ReplyingIO, probe, run_with
 from .signals import MonitorConfig
 from .wire_0_9_1 import method_frame
 
@@ -52,7 +52,7 @@ def probe_091(target: Target, timeout: float = 3.0, protocol: str = "0-9-1") -> 
                  else PROTOCOL_HEADER)
 
 
-class _IO091(_IO[Monitor]):
+class _IO091(_ReplyingIO[Monitor]):
     """The neutral socket pump and conversation; reflexes are what the 0-9-1
     monitor queued, the barrier a channel.flow round trip on every open
     channel (plus, strict, every publisher confirm)."""
@@ -63,27 +63,8 @@ class _IO091(_IO[Monitor]):
     def monitor(cls, cfg: MonitorConfig) -> Monitor:
         return Monitor(cfg)
 
-    def reflexes(self, deadline: float) -> None:
-        while not self.dead:
-            out = self.mon.take_replies()
-            if not out:
-                return
-            for data in out:
-                if self.dead:
-                    return
-                self.write(data, deadline)
-
-    @property
-    def answered_close(self) -> bool:
-        return self.mon.answered_close
-
     def wait_timeout(self, wait: str, step: float) -> float:
         return step + HANDSHAKE_CLOSE_DELAY if wait in ("tune", "open-ok") else step
-
-    def converse(self, case: Case, step: float) -> str | None:
-        timed_out = super().converse(case, step)
-        self.reflexes(time.monotonic() + min(step, 0.5))
-        return timed_out
 
     def barrier(self, case: Case, step: float) -> str | None:
         mon = self.mon

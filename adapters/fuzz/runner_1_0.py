@@ -28,7 +28,7 @@ from amqp_sansio.v1_0 import spec
 
 from .case import Case
 from .monitor_1_0 import Monitor
-from .runner import _IO, RunConfig, RunResult, Target, probe, run_with
+from .runner import RunConfig, RunResult, Target, _ReplyingIO, probe, run_with
 from .signals import MonitorConfig
 from .wire_1_0 import perf_frame
 
@@ -42,34 +42,15 @@ def probe_1_0(target: Target, timeout: float = 3.0) -> bool:
     return probe(target, timeout, header=spec.SASL_HEADER)
 
 
-class _IO10(_IO[Monitor]):
+class _IO10(_ReplyingIO[Monitor]):
     HEADER = spec.SASL_HEADER
 
     @classmethod
     def monitor(cls, cfg: MonitorConfig) -> Monitor:
         return Monitor(cfg)
 
-    def reflexes(self, deadline: float) -> None:
-        while not self.dead:
-            out = self.mon.take_replies()
-            if not out:
-                return
-            for data in out:
-                if self.dead:
-                    return
-                self.write(data, deadline)
-
-    @property
-    def answered_close(self) -> bool:
-        return self.mon.answered_close
-
     def wait_timeout(self, wait: str, step: float) -> float:
         return step + HANDSHAKE_DELAY if wait in ("sasl-outcome", "open") else step
-
-    def converse(self, case: Case, step: float) -> str | None:
-        timed_out = super().converse(case, step)
-        self.reflexes(time.monotonic() + min(step, 0.5))
-        return timed_out
 
     def barrier(self, case: Case, step: float) -> str | None:
         mon = self.mon

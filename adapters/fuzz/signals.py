@@ -121,6 +121,14 @@ class MonitorBase:
     def mark(self) -> dict[str, int]:
         return dict(self.counters)
 
+    #: we answered the peer's close (a reflex); monitors that queue replies set it
+    answered_close = False
+
+    def take_replies(self) -> list[bytes]:
+        """The replies the peer's input calls for, queued by the monitor
+        (taken once; none unless the protocol's monitor queues them)."""
+        return []
+
     # -- helpers ---------------------------------------------------------------
     def violation(self, rule: str, message: str) -> None:
         if len(self.violations) < 50:
