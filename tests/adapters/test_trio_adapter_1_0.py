@@ -295,3 +295,24 @@ async def test_a_large_message_is_streamed(rhea_server: Server) -> None:
     got = await trio.to_thread.run_sync(lambda: rhea("receive", peer.port, address=addr,
                                                      count=1, timeout=60))
     assert (got["received"], got["octets"]) == (1, part * count), got
+
+
+async def test_drain_then_modify(rhea_server: Server) -> None:
+    """drain returns once the sender used its credit up (what it held has
+    arrived); a modified delivery comes back (rhea's container)."""
+    peer = Peer("rhea", rhea_server.port)
+    addr = peer.address("drain")
+    with trio.fail_after(20):
+        async with session(peer) as s:
+            for i in range(3):
+                await s.publish(b"m%d" % i, routing_key=addr, wait=False)
+            await s.sync()
+            async with s.subscribe(addr, prefetch=10) as sub:
+                await sub.drain()
+                first = [await sub.get() for _ in range(3)]
+                assert [d.body for d in first] == [b"m0", b"m1", b"m2"]
+                await first[0].modify(delivery_failed=True)
+                again = await sub.get()
+                assert again.body == b"m0"
+                for d in (again, *first[1:]):
+                    await d.accept()
