@@ -28,14 +28,17 @@ from __future__ import annotations
 
 __all__ = [
     "LinkState", "LINK_TRANSITIONS", "LinkSeam", "Link", "Delivery", "EndpointState",
-    "COVERAGE",
+    "COVERAGE", "LinkAttachRequested", "LinkAttached", "LinkRefused", "LinkDetached",
+    "LinkFlow", "DeliveryReceived", "DeliveryAborted", "DeliveryUpdated",
 ]
 
 import enum
 from typing import TYPE_CHECKING, Any, Protocol
 
+import attrs
+
+from ..events import ChannelEvent, Event, ProtocolViolation
 from ..serial import serial_add, serial_diff
-from . import events as ev
 from ._errors import SessionViolation, local_error
 from .spec import (
     DELIVERY_TAG_MAX,
@@ -148,7 +151,7 @@ class LinkSeam(Protocol):
 
     def untrack(self, delivery: Delivery) -> None: ...
 
-    def emit(self, event: ev.Event) -> None: ...
+    def emit(self, event: Event) -> None: ...
 
     def link_gone(self, link: Link) -> None:
         """Both detaches exchanged: free the handles."""
@@ -316,7 +319,7 @@ class Link:
         self._seam.write(self._attach_body(self.source, self.target))
         self._go("send:attach")
         if self.state is LinkState.ATTACHED:
-            self._seam.emit(ev.LinkAttached(self.channel, self))
+            self._seam.emit(LinkAttached(self.channel, self))
 
     def _attach_body(self, source: Any, target: Any) -> Attach:
         return Attach(
@@ -359,7 +362,7 @@ class Link:
     def _gone(self, *, by_peer: bool) -> None:
         self._seam.link_gone(self)
         err = self.remote_error if by_peer else self.error
-        self._seam.emit(ev.LinkDetached(self.channel, self, by_peer, bool(self.remote_closed),
+        self._seam.emit(LinkDetached(self.channel, self, by_peer, bool(self.remote_closed),
                                         err))
 
     def session_ended(self) -> None:
@@ -372,7 +375,7 @@ class Link:
         session goes on)."""
         if not self._seam.can_write():  # a session not begun yet: it ends instead
             raise SessionViolation(message, condition)
-        self._seam.emit(ev.ProtocolViolation(None, "link", self.channel, message, "detach",
+        self._seam.emit(ProtocolViolation(None, "link", self.channel, message, "detach",
                                              condition))
         if self._can("send:detach") or self.state is LinkState.ATTACH_RCVD:
             self.detach(error=Error(condition=condition, description=message[:500]))
@@ -394,13 +397,13 @@ class Link:
             # what the peer proposes, until the application says otherwise
             self.source = body.source
             self.target = body.target
-            self._seam.emit(ev.LinkAttachRequested(self.channel, self))
+            self._seam.emit(LinkAttachRequested(self.channel, self))
             return
         refused = (body.source is None) if not self.is_sender else (body.target is None)
         if refused:
-            self._seam.emit(ev.LinkRefused(self.channel, self))
+            self._seam.emit(LinkRefused(self.channel, self))
         else:
-            self._seam.emit(ev.LinkAttached(self.channel, self))
+            self._seam.emit(LinkAttached(self.channel, self))
 
     def handle_detach(self, body: Detach) -> None:
         answered = self.state is not LinkState.ATTACH_RCVD
@@ -432,7 +435,7 @@ class Link:
             credit = serial_diff(self.delivery_count, serial_add(rdc, body.link_credit or 0))
             self.credit = max(0, credit)
             self.drain = body.drain
-            self._seam.emit(ev.LinkFlow(self.channel, self, self.credit, self.drain,
+            self._seam.emit(LinkFlow(self.channel, self, self.credit, self.drain,
                                         body.available))
         else:
             # a lax sender (credit_slack) may count in its flow deliveries it
@@ -448,7 +451,7 @@ class Link:
             self.available = body.available
             if self.drain and self.credit == 0:
                 self.drain = False
-            self._seam.emit(ev.LinkFlow(self.channel, self, self.credit, body.drain,
+            self._seam.emit(LinkFlow(self.channel, self, self.credit, body.drain,
                                         body.available))
         if body.echo:
             self._seam.write_flow(self)
@@ -497,7 +500,7 @@ class Link:
             self._incoming = None
             d.aborted = True
             d._chunks = []
-            self._seam.emit(ev.DeliveryAborted(self.channel, self, d))
+            self._seam.emit(DeliveryAborted(self.channel, self, d))
             return
         if payload:
             d._size += len(payload)
@@ -519,7 +522,7 @@ class Link:
         else:
             self.unsettled_deliveries[d.tag] = d
             self._seam.track(d)
-        self._seam.emit(ev.DeliveryReceived(self.channel, self, d, data))
+        self._seam.emit(DeliveryReceived(self.channel, self, d, data))
 
     def handle_disposition(self, d: Delivery, body: Disposition) -> None:
         """The peer's disposition names ``d`` (the session found it by id)."""
@@ -538,7 +541,7 @@ class Link:
                 d.settled = True
                 self.unsettled_deliveries.pop(d.tag, None)
                 self._seam.untrack(d)
-        self._seam.emit(ev.DeliveryUpdated(self.channel, self, d, state, body.settled))
+        self._seam.emit(DeliveryUpdated(self.channel, self, d, state, body.settled))
 
     # -- sending --------------------------------------------------------------------
     def send(self, payload: bytes, *, tag: bytes | None = None, settled: bool | None = None,
@@ -717,3 +720,80 @@ class Link:
                                          state=state,
                                          batchable=all(d.batchable for d in told[i:j + 1])))
             i = j + 1
+
+
+# -- the events that carry their link ------------------------------------------
+# Defined here, next to Link and Delivery, so that events.py (which
+# re-exports them) and link.py do not import each other.
+
+
+@attrs.frozen(slots=True)
+class LinkAttachRequested(ChannelEvent):
+    """The peer attached a link we had not: answer ``link.attach()`` (with
+    the termini you really have) or ``link.refuse(error)``."""
+
+    link: Link
+
+
+@attrs.frozen(slots=True)
+class LinkAttached(ChannelEvent):
+    """Both attaches exchanged; ``link.remote_source``/``remote_target`` are
+    what the peer has in place."""
+
+    link: Link
+
+
+@attrs.frozen(slots=True)
+class LinkRefused(ChannelEvent):
+    """The peer answered our attach with a null terminus: it refuses the link
+    (its detach, with the reason, follows)."""
+
+    link: Link
+
+
+@attrs.frozen(slots=True)
+class LinkDetached(ChannelEvent):
+    """Both detaches exchanged (``closed``: the terminus is gone)."""
+
+    link: Link
+    by_peer: bool
+    closed: bool
+    error: Any
+
+
+@attrs.frozen(slots=True)
+class LinkFlow(ChannelEvent):
+    """The peer's flow for a link: a sender learns its credit (and whether
+    to drain), a receiver what the sender has left."""
+
+    link: Link
+    credit: int
+    drain: bool
+    available: int | None
+
+
+@attrs.frozen(slots=True)
+class DeliveryReceived(ChannelEvent):
+    """A whole delivery (every frame of it) arrived on a receiving link."""
+
+    link: Link
+    delivery: Delivery
+    payload: bytes
+
+
+@attrs.frozen(slots=True)
+class DeliveryAborted(ChannelEvent):
+    """The sender aborted a delivery part way; its frames were dropped."""
+
+    link: Link
+    delivery: Delivery
+
+
+@attrs.frozen(slots=True)
+class DeliveryUpdated(ChannelEvent):
+    """The peer's disposition changed a delivery's state or settled it."""
+
+    link: Link
+    delivery: Delivery
+    state: Any
+    settled: bool

@@ -27,7 +27,7 @@ connection (``framing-error``: notes-0-9-1-and-1-0.md B.4 item 32).
 from __future__ import annotations
 
 __all__ = ["SessionState", "SESSION_TRANSITIONS", "Outbox", "Session", "SessionConfig",
-           "COVERAGE"]
+           "COVERAGE", "SessionBeginRequested", "SessionBegun", "SessionEnded"]
 
 import enum
 from collections import deque
@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
+from ..events import ChannelEvent, Event, ProtocolViolation
 from ..serial import SerialOrderError, serial_add, serial_diff
-from . import events as ev
 from ._errors import SessionViolation, connection_violation, local_error
 from .link import Delivery, EndpointState, Link
 from .spec import (
@@ -120,7 +120,7 @@ class Outbox(Protocol):
     def can_write(self) -> bool:
         """Whether a session frame may be written now."""
 
-    def emit(self, event: ev.Event) -> None: ...
+    def emit(self, event: Event) -> None: ...
 
     def session_gone(self, session: Session) -> None:
         """Both ends exchanged: free the channels."""
@@ -216,7 +216,7 @@ class Session:
         self._write_begin()
         self._go("send:begin")
         if self.state is SessionState.MAPPED:
-            self._out.emit(ev.SessionBegun(self.channel, self))
+            self._out.emit(SessionBegun(self.channel, self))
 
     def _write_begin(self) -> None:
         c = self.config
@@ -298,10 +298,10 @@ class Session:
         self.remote_outgoing_window = body.outgoing_window
         self.remote_handle_max = body.handle_max
         if self.state is SessionState.MAPPED:
-            self._out.emit(ev.SessionBegun(self.channel, self))
+            self._out.emit(SessionBegun(self.channel, self))
             self._flush()
         elif self.state is SessionState.BEGIN_RCVD:
-            self._out.emit(ev.SessionBeginRequested(self.channel, self))
+            self._out.emit(SessionBeginRequested(self.channel, self))
 
     def handle_end(self, body: End) -> None:
         answered = self.state is not SessionState.BEGIN_RCVD
@@ -329,12 +329,12 @@ class Session:
         try:
             self._dispatch(body, payload)
         except SessionViolation as e:
-            self._out.emit(ev.ProtocolViolation(None, "session", self.channel, e.message,
+            self._out.emit(ProtocolViolation(None, "session", self.channel, e.message,
                                                 "end", e.condition))
             if self.state in (SessionState.MAPPED, SessionState.BEGIN_RCVD):
                 self.end(Error(condition=e.condition, description=e.message[:500]))
         except SerialOrderError as e:
-            self._out.emit(ev.ProtocolViolation(None, "session", self.channel, str(e), "end",
+            self._out.emit(ProtocolViolation(None, "session", self.channel, str(e), "end",
                                                 "amqp:session:window-violation"))
             if self.state in (SessionState.MAPPED, SessionState.BEGIN_RCVD):
                 self.end(Error(condition="amqp:session:window-violation",
@@ -515,7 +515,7 @@ class Session:
     def _gone(self, *, by_peer: bool) -> None:
         self._out.session_gone(self)
         err = self.remote_error if by_peer else self.error
-        self._out.emit(ev.SessionEnded(self.channel, self, by_peer, err))
+        self._out.emit(SessionEnded(self.channel, self, by_peer, err))
 
 
 def _encoded(body: SpecObject) -> bytes:
@@ -567,7 +567,7 @@ class _Seam:
     def untrack(self, d: Delivery) -> None:
         (self._s._outgoing if d.outgoing else self._s._incoming).pop(d.id, None)
 
-    def emit(self, event: ev.Event) -> None:
+    def emit(self, event: Event) -> None:
         self._s._out.emit(event)
 
     def link_gone(self, link: Link) -> None:
@@ -579,3 +579,33 @@ class _Seam:
             del s._names[(link.name, link.role)]
         for d in list(link.unsettled_deliveries.values()):
             self.untrack(d)
+
+
+# -- the events that carry their session ------------------------------------------
+# Defined here, next to Session, so that events.py (which
+# re-exports them) and session.py do not import each other.
+
+
+@attrs.frozen(slots=True)
+class SessionBeginRequested(ChannelEvent):
+    """The peer began a session: answer ``session.begin()`` or
+    ``session.end(error)``."""
+
+    session: Session
+
+
+@attrs.frozen(slots=True)
+class SessionBegun(ChannelEvent):
+    """Both begins exchanged: the session is mapped."""
+
+    session: Session
+
+
+@attrs.frozen(slots=True)
+class SessionEnded(ChannelEvent):
+    """Both ends exchanged.  ``error`` is what the peer's end carried (or
+    ours, when ``by_peer`` is False)."""
+
+    session: Session
+    by_peer: bool
+    error: Any
