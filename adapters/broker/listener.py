@@ -25,6 +25,7 @@ from amqp_sansio.header import HeaderGate
 
 from .auth import Peer
 from .front import FrontEnd
+from .front_0_9_1 import Connection091
 from .front_0_10 import Connection010
 from .front_1_0 import Connection10
 
@@ -36,6 +37,7 @@ log = logging.getLogger("amqp_sansio.broker")
 #: Protocol (registry name) -> its front end, the default first.
 FRONT_ENDS: dict[str, type[FrontEnd]] = {
     "0-10": Connection010,
+    "0-9-1": Connection091,
     "1.0": Connection10,
 }
 

@@ -379,6 +379,18 @@ class Connection:
         return self.state is ConnState.CLOSED
 
     @property
+    def buffered_input(self) -> int:
+        """Octets of the peer's input held until what they start is complete
+        (a partial frame, the bodies of incomplete contents)."""
+        return self._decoder.buffered
+
+    def hold_input(self, now: float) -> None:
+        """The owner is not reading the peer, on purpose (a broker blocking a
+        publisher): the silence until ``now`` is ours, not the peer's, and
+        does not count toward its heartbeat timeout."""
+        self._hb.last_in = now
+
+    @property
     def max_frame_size_in(self) -> int:
         """The largest frame accepted from the peer (the negotiated size once
         tuned).  A monitor that knows better -- the fuzzer holds a peer to

@@ -320,6 +320,13 @@ class Decoder:
         #: 0: set once we sent connection.close.
         self.discard_channels = False
         self._partial: dict[int, _Partial] = {}
+        self._held = 0  # body octets collected for incomplete contents
+
+    @property
+    def buffered(self) -> int:
+        """Octets of input held until what they start is complete (a partial
+        frame, the bodies of incomplete contents)."""
+        return self.frames.pending + self._held
 
     @property
     def max_frame_size(self) -> int:
@@ -335,7 +342,9 @@ class Decoder:
 
     def reset(self, channel: int) -> None:
         """Forget an incomplete content on ``channel`` (the channel is gone)."""
-        self._partial.pop(channel, None)
+        p = self._partial.pop(channel, None)
+        if p is not None:
+            self._held -= sum(len(c) for c in p.chunks)
 
     def feed(self, data: bytes | bytearray | memoryview) -> Iterator[Item]:
         """Items in the order their last frame arrived (a generator).
@@ -476,10 +485,12 @@ class Decoder:
         if n:
             partial.chunks.append(f.payload)
             partial.remaining -= n
+            self._held += n
         if partial.remaining:
             return None
         del self._partial[ch]
         chunks = partial.chunks
+        self._held -= sum(len(c) for c in chunks) if len(chunks) != 1 else len(chunks[0])
         body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         return ContentItem(ch, partial.method, partial.properties, body)
 

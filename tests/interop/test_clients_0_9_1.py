@@ -27,11 +27,14 @@ import pika.exceptions
 import pytest
 from pika.adapters.blocking_connection import BlockingChannel
 
+from amqp_sansio_broker.model import Broker
+from amqp_sansio_broker.server import start_broker_thread
+
 # One private RabbitMQ node for every module that needs it (see conftest_rabbitmq).
 pytest_plugins = ["conftest_rabbitmq"]
 
 #: The brokers every conversation runs against.
-PEERS = ["rabbitmq"]
+PEERS = ["rabbitmq", "embedded"]
 #: The longest any one wait for the broker lasts (seconds).
 WAIT = 5.0
 
@@ -49,9 +52,18 @@ class Target:
 
 
 @pytest.fixture(params=PEERS)
-def peer(request: pytest.FixtureRequest) -> Target:
-    node = request.getfixturevalue("rabbitmq")
-    return Target(node.host, node.port, node.username, node.password)
+def peer(request: pytest.FixtureRequest) -> Iterator[Target]:
+    if request.param == "rabbitmq":
+        node = request.getfixturevalue("rabbitmq")
+        yield Target(node.host, node.port, node.username, node.password)
+        return
+    # The embedded broker as a pika user starts it: defaults only (guest/guest on
+    # loopback, vhost "/"); the protocol header picks 0-9-1.
+    host, port, stop = start_broker_thread(Broker())
+    try:
+        yield Target(host, port)
+    finally:
+        stop()
 
 
 @pytest.fixture
