@@ -1,0 +1,119 @@
+"""Messages cross protocols on the embedded broker: published by pika over
+0-9-1 and consumed over 0-10, and the other way round, with their properties
+mapped as ``amqp_sansio_broker/properties.py`` documents (one listener: the
+protocol header picks the front end)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pika
+import pytest
+
+from amqp_sansio.v0_10.messages import Message
+from amqp_sansio_broker.model import Broker
+from amqp_sansio_broker.server import start_broker_thread
+from amqp_sansio_socket import connect
+
+HEADERS: dict[str, Any] = {"text": "v", "int": 7, "neg": -3, "flag": True,
+                           "nested": {"a": 1, "b": "two"}, "list": [1, "x"]}
+
+
+@pytest.fixture
+def broker() -> Iterator[tuple[str, int]]:
+    host, port, stop = start_broker_thread(Broker())
+    try:
+        yield host, port
+    finally:
+        stop()
+
+
+def blocking(host: str, port: int) -> pika.BlockingConnection:
+    return pika.BlockingConnection(pika.ConnectionParameters(host, port))
+
+
+def test_published_over_0_9_1_consumed_over_0_10(broker: tuple[str, int]) -> None:
+    host, port = broker
+    mid = uuid.uuid4()
+    stamp = int(dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC).timestamp())
+    with connect(f"amqp://{host}:{port}") as conn, conn.session() as s:
+        s.declare_queue("to-0-10", exclusive=True)
+        s.bind("to-0-10", "amq.topic", "a.#")
+        c = blocking(host, port)
+        ch = c.channel()
+        ch.confirm_delivery()
+        ch.basic_publish("amq.topic", "a.b", b"over 0-9-1", pika.BasicProperties(
+            headers=HEADERS, content_type="text/plain", content_encoding="utf-8",
+            correlation_id="corr-1", message_id=str(mid), reply_to="replies",
+            app_id="app", priority=5, delivery_mode=2, expiration="60000",
+            timestamp=stamp, type="kind"))
+        ch.basic_publish("amq.topic", "a.c", b"plain")
+        ch.basic_publish("amq.topic", "a.d", b"odd id", pika.BasicProperties(
+            message_id="not a uuid", reply_to="/exchange/amq.direct/back"))
+        c.close()
+        got = [s.get("to-0-10", timeout=5) for _ in range(3)]
+        assert all(d is not None for d in got)
+        m, plain, odd = (d.message for d in got if d is not None)
+        assert (m.body, m.routing_key, m.exchange) == (b"over 0-9-1", "a.b", "amq.topic")
+        assert m.headers == {**HEADERS, "x-amqp-0-9-1-type": "kind"}
+        assert (m.content_type, m.content_encoding) == ("text/plain", "utf-8")
+        assert (m.correlation_id, m.message_id, m.reply_to) == (b"corr-1", mid, ("", "replies"))
+        assert (m.app_id, m.priority, m.persistent, m.ttl) == (b"app", 5, True, 60000)
+        assert (plain.body, plain.headers, plain.persistent, plain.ttl) == (
+            b"plain", None, False, None)
+        assert odd.message_id is None and odd.headers == {
+            "x-amqp-0-9-1-message-id": "not a uuid"}
+        assert odd.reply_to == ("amq.direct", "back")
+        s.accept([d for d in got if d is not None])
+
+
+def test_published_over_0_10_consumed_over_0_9_1(broker: tuple[str, int]) -> None:
+    host, port = broker
+    mid = uuid.uuid4()
+    c = blocking(host, port)
+    ch = c.channel()
+    ch.queue_declare("to-0-9-1", exclusive=True)
+    ch.queue_bind("to-0-9-1", "amq.headers", arguments={"x-match": "any", "text": "v"})
+    with connect(f"amqp://{host}:{port}") as conn, conn.session() as s:
+        s.publish(Message(body=b"over 0-10", headers=HEADERS, content_type="application/json",
+                          correlation_id=b"c-2", message_id=mid, reply_to=("amq.direct", "rk"),
+                          app_id=b"app", priority=3, persistent=True, ttl=30000),
+                  exchange="amq.headers")
+        s.sync()
+    method, props, body = ch.basic_get("to-0-9-1", auto_ack=True)
+    assert method is not None
+    assert (body, method.exchange, method.routing_key, method.redelivered) == (
+        b"over 0-10", "amq.headers", "", False)
+    assert props.headers == HEADERS
+    assert (props.content_type, props.correlation_id, props.message_id) == (
+        "application/json", "c-2", str(mid))
+    assert (props.reply_to, props.app_id, props.priority, props.delivery_mode) == (
+        "/exchange/amq.direct/rk", "app", 3, 2)
+    assert props.expiration == "30000"
+    c.close()
+
+
+def test_round_trip_keeps_headers(broker: tuple[str, int]) -> None:
+    """0-9-1 -> 0-10 -> (published again as received) -> 0-9-1."""
+    host, port = broker
+    c = blocking(host, port)
+    ch = c.channel()
+    for q in ("leg1", "leg2"):
+        ch.queue_declare(q)  # not exclusive: the 0-10 session consumes one
+    ch.confirm_delivery()
+    ch.basic_publish("", "leg1", b"round", pika.BasicProperties(
+        headers=HEADERS, content_type="text/plain", correlation_id="r-1"))
+    with connect(f"amqp://{host}:{port}") as conn, conn.session() as s:
+        d = s.get("leg1", timeout=5)
+        assert d is not None
+        s.publish(d.message, exchange="", routing_key="leg2")
+        s.accept([d])
+        s.sync()
+    method, props, body = ch.basic_get("leg2", auto_ack=True)
+    assert method is not None and body == b"round"
+    assert props.headers == HEADERS
+    assert (props.content_type, props.correlation_id) == ("text/plain", "r-1")
+    c.close()
