@@ -514,7 +514,8 @@ class Broker:
             self.stats["unroutable"] += 1
             return Routed(0, 0)
         ttl = wire.ttl
-        expires = self.now + ttl / 1000 if ttl else None
+        # (0 is a ttl: "expire at once unless delivered now", as RabbitMQ has it)
+        expires = self.now + ttl / 1000 if ttl is not None else None
         refused = 0
         for q in targets:
             m = QMsg(next(self._seq), body, wire, key, via.name, expires=expires,

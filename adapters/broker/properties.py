@@ -325,7 +325,7 @@ def _read_0_10(headers: tuple[Struct, ...]) -> tuple[dict[str, Any] | None, bool
     dp, mp = _parts_0_10(headers)
     return (mp.application_headers if mp is not None else None,
             dp is not None and dp.delivery_mode == _PERSISTENT,
-            dp.ttl if dp is not None else None)
+            (dp.ttl or None) if dp is not None else None)  # 0-10: 0 is no ttl
 
 
 def _props_0_10(headers: tuple[Struct, ...]) -> Props:

@@ -373,6 +373,32 @@ def test_channel_errors(blocking: Callable[..., pika.BlockingConnection],
     stranger.channel().queue_declare(q, passive=True)
 
 
+def test_message_ttl_and_dead_lettering(ch: BlockingChannel, name: Callable[[str], str]
+                                        ) -> None:
+    dlx, dead, q = name("dlx"), name("dead"), name("q")
+    ch.exchange_declare(dlx, "fanout", auto_delete=True)
+    ch.queue_declare(dead, exclusive=True)
+    ch.queue_bind(dead, dlx)
+    ch.queue_declare(q, exclusive=True, arguments={
+        "x-dead-letter-exchange": dlx, "x-dead-letter-routing-key": "died"})
+    ch.basic_publish("", q, b"rejected", pika.BasicProperties(headers={"h": 1}))
+    m, _, _ = ch.basic_get(q)
+    ch.basic_reject(m.delivery_tag, requeue=False)
+    ch.basic_publish("", q, b"expired", pika.BasicProperties(expiration="0"))
+    got = []
+    for _ in range(int(WAIT / 0.05)):  # (expiry runs on the broker's clock)
+        m, props, body = ch.basic_get(dead, auto_ack=True)
+        if m is not None:
+            got.append((body, m.routing_key, props.headers["x-death"][0]["reason"],
+                        props.headers["x-death"][0]["queue"], props.headers.get("h")))
+        if len(got) == 2:
+            break
+        ch.connection.sleep(0.05)
+    assert got == [(b"rejected", "died", "rejected", q, 1), (b"expired", "died", "expired", q,
+                                                              None)]
+    assert ready(ch, q, 0) == 0
+
+
 def test_heartbeats(blocking: Callable[..., pika.BlockingConnection],
                     name: Callable[[str], str]) -> None:
     conn = blocking(heartbeat=1)
