@@ -84,7 +84,9 @@ the consumer's front end (0-10: in delivery-properties; 0-9-1: in
 discard-unroutable, immediate, content-length) do not cross.  A header value
 one codec cannot carry becomes its text (a UUID in a 0-9-1 table), a value
 too long for a 0-9-1 short string is dropped -- a message is never refused
-for its properties.
+for its properties.  The ``x-amqp-0-9-1-`` headers turn back into their
+fields when a 0-10 message is mapped, so a message that went 0-9-1 -> 0-10
+-> 0-9-1 (a 0-10 client republishing what it got) arrives as it was sent.
 """
 
 from __future__ import annotations
@@ -346,7 +348,27 @@ def _props_0_10(headers: tuple[Struct, ...]) -> Props:
             p.reply_to = (mp.reply_to.exchange or "", mp.reply_to.routing_key or "")
         p.user_id = mp.user_id
         p.app_id = mp.app_id
+        if p.headers:
+            _lift_091(p, p.headers)
     return p
+
+
+def _lift_091(p: Props, headers: dict[str, Any]) -> None:
+    """The 0-9-1 properties a 0-10 hop carried as ``x-amqp-0-9-1-`` headers
+    back in their own fields (a 0-9-1 -> 0-10 -> 0-9-1 trip keeps them)."""
+    for name in ("type", "cluster-id", "message-id"):
+        v = headers.get(X_091 + name)
+        if not isinstance(v, str):
+            continue
+        del headers[X_091 + name]
+        if name == "type":
+            p.type = v
+        elif name == "cluster-id":
+            p.cluster_id = v
+        elif p.message_id is None:
+            p.message_id = v
+    if not headers:
+        p.headers = None
 
 
 def _from_props_0_10(p: Props) -> tuple[Struct, ...]:

@@ -105,7 +105,8 @@ def test_round_trip_keeps_headers(broker: tuple[str, int]) -> None:
         ch.queue_declare(q)  # not exclusive: the 0-10 session consumes one
     ch.confirm_delivery()
     ch.basic_publish("", "leg1", b"round", pika.BasicProperties(
-        headers=HEADERS, content_type="text/plain", correlation_id="r-1"))
+        headers=HEADERS, content_type="text/plain", correlation_id="r-1", type="kind",
+        message_id="not a uuid", cluster_id="c1"))
     with connect(f"amqp://{host}:{port}") as conn, conn.session() as s:
         d = s.get("leg1", timeout=5)
         assert d is not None
@@ -114,6 +115,7 @@ def test_round_trip_keeps_headers(broker: tuple[str, int]) -> None:
         s.sync()
     method, props, body = ch.basic_get("leg2", auto_ack=True)
     assert method is not None and body == b"round"
-    assert props.headers == HEADERS
-    assert (props.content_type, props.correlation_id) == ("text/plain", "r-1")
+    assert props.headers == HEADERS  # the x-amqp-0-9-1- ones are fields again
+    assert (props.content_type, props.correlation_id, props.type, props.message_id,
+            props.cluster_id) == ("text/plain", "r-1", "kind", "not a uuid", "c1")
     c.close()
