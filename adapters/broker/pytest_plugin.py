@@ -1,4 +1,5 @@
-"""pytest plugin: an embedded AMQP 0-10 broker per test.
+"""pytest plugin: an embedded AMQP broker per test (0-10 and 0-9-1 on one port:
+pika's ``pika.URLParameters(amqp_broker)`` works as is).
 
 Enable with ``pytest -p amqp_sansio_broker.pytest_plugin`` (or
 ``pytest_plugins = ["amqp_sansio_broker.pytest_plugin"]`` in a top-level
