@@ -402,7 +402,7 @@ class Connection091(FrontEnd):
         if m.NAME in ACCESS_0_9_1:
             self.login.check(self.ns.name, m, ACCESS_0_9_1)
         reply = handler(self, self.books[e.channel], m)
-        if reply is not None and not getattr(m, "no_wait", False):
+        if reply is not None and m.expects_reply:
             self.books[e.channel].channel.send(reply)
 
     def _queue(self, books: ChannelBooks, name: str) -> QueueState:
@@ -588,7 +588,7 @@ class Connection091(FrontEnd):
         c = Consumer091(books, tag, q.name, self.ns.name, no_ack=bool(m.no_ack),
                         exclusive=bool(m.exclusive))
         books.consumers[tag] = c
-        if not m.no_wait:
+        if m.expects_reply:
             books.channel.send(spec.BasicConsumeOk(consumer_tag=tag))
         self.broker.add_consumer(q, c)
         self.broker.dispatch(q)

@@ -1,0 +1,147 @@
+"""The 0-9-1 front end in memory: the project's 0-9-1 client core talks to a
+:class:`~amqp_sansio_broker.model.Broker` connection with bytes passed by
+hand, for the edges the client libraries do not reach (no-wait forms,
+delivery-tag errors, tx rollback of acks, prefetch size, a header naming
+0-9-1 on the shared listener)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from amqp_sansio.v0_9_1 import events as ev
+from amqp_sansio.v0_9_1 import spec
+from amqp_sansio.v0_9_1.channel import Channel
+from amqp_sansio.v0_9_1.connection import ClientConfig, Connection, Role
+from amqp_sansio.v0_9_1.framing import encode_method
+from amqp_sansio_broker.model import Broker
+
+
+class Client:
+    """One client core wired to one broker connection, in memory."""
+
+    def __init__(self, broker: Broker, **cfg: Any) -> None:
+        self.broker = broker
+        self.server = broker.connection()
+        self.conn = Connection(Role.CLIENT, ClientConfig(username="guest", password="guest",
+                                                         **cfg))
+        self.events: list[ev.Event] = []
+        self.now = 1.0
+        self.pump()
+        assert self.server.protocol == "0-9-1"
+        assert any(isinstance(e, ev.ConnectionOpened) for e in self.events)
+
+    def pump(self) -> list[ev.Event]:
+        got: list[ev.Event] = []
+        for _ in range(50):
+            out, back = self.conn.data_to_send(), b""
+            if out:
+                self.server.receive_data(out, self.now)
+            back = self.server.data_to_send()
+            if back:
+                got += self.conn.receive_data(back, self.now)
+            if not out and not back:
+                break
+        self.events += got
+        return got
+
+    def channel(self) -> Channel:
+        ch = self.conn.open_channel()
+        self.pump()
+        return ch
+
+    def call(self, ch: Channel, m: Any) -> list[ev.Event]:
+        ch.send(m)
+        return self.pump()
+
+
+def bodies(events: list[ev.Event]) -> list[bytes]:
+    return [e.body for e in events if isinstance(e, ev.MessageReceived)]
+
+
+def closed(events: list[ev.Event]) -> tuple[int, str] | None:
+    return next(((e.code, e.text) for e in events if isinstance(e, ev.ChannelClosed)), None)
+
+
+def test_no_wait_forms_are_not_answered() -> None:
+    c = Client(Broker())
+    ch = c.channel()
+    for m in (spec.ConfirmSelect(nowait=True), spec.QueueDeclare(queue="q", no_wait=True),
+              spec.ExchangeDeclare(exchange="x", type="fanout", no_wait=True),
+              spec.QueueBind(queue="q", exchange="x", no_wait=True),
+              spec.BasicConsume(queue="q", consumer_tag="t", no_ack=True, no_wait=True)):
+        got = c.call(ch, m)
+        assert not [e for e in got if isinstance(e, ev.MethodReceived)], m
+    ch.publish("x", "", b"one")
+    got = c.pump()
+    assert bodies(got) == [b"one"]
+    assert [e.delivery_tag for e in got if isinstance(e, ev.PublishConfirmed)] == [1]
+    assert ch.is_open
+
+
+def test_settling_an_unknown_tag_is_406_and_requeues_what_the_channel_held() -> None:
+    b = Broker()
+    c = Client(b)
+    ch = c.channel()
+    c.call(ch, spec.QueueDeclare(queue="q"))
+    for body in (b"a", b"b"):
+        ch.publish("", "q", body)
+    got = c.call(ch, spec.BasicGet(queue="q"))
+    assert bodies(got) == [b"a"] and len(b.queues["q"].messages) == 1
+    # (the client core refuses to send that: the octets go in by hand)
+    c.server.receive_data(encode_method(ch.id, spec.BasicAck(delivery_tag=7), 4096), c.now)
+    got = c.pump()
+    assert closed(got) == (406, "unknown delivery tag 7")
+    assert [m.body for m in b.queues["q"].messages] == [b"a", b"b"]  # a: back, in order
+    assert b.queues["q"].messages.first().redelivered
+
+
+def test_tx_rollback_leaves_acked_deliveries_unacknowledged() -> None:
+    b = Broker()
+    c = Client(b)
+    ch = c.channel()
+    c.call(ch, spec.QueueDeclare(queue="q"))
+    c.call(ch, spec.TxSelect())
+    ch.publish("", "q", b"staged")
+    c.call(ch, spec.TxCommit())
+    got = c.call(ch, spec.BasicGet(queue="q"))
+    (tag,) = [e.method.delivery_tag for e in got if isinstance(e, ev.MessageReceived)]
+    ch.ack(tag)
+    ch.publish("", "q", b"dropped")
+    c.call(ch, spec.TxRollback())
+    assert not b.queues["q"].messages  # nothing back, nothing new
+    assert b.recount() == b.retained  # the message is still held, by the channel
+    got = c.call(ch, spec.BasicRecover(requeue=True))
+    assert [m.body for m in b.queues["q"].messages] == [b"staged"]
+
+
+def test_prefetch_size_sends_one_over_the_window_only_when_nothing_is_out() -> None:
+    b = Broker()
+    c = Client(b, dialect="spec")  # (RabbitMQ has no prefetch size: the rabbit dialect refuses)
+    ch = c.channel()
+    c.call(ch, spec.QueueDeclare(queue="q"))
+    for n in (600, 600, 2000):
+        ch.publish("", "q", b"x" * n)
+    c.call(ch, spec.BasicQos(prefetch_size=1000))
+    got = c.call(ch, spec.BasicConsume(queue="q", consumer_tag="t"))
+    tags = [e.method.delivery_tag for e in got if isinstance(e, ev.MessageReceived)]
+    assert [len(x) for x in bodies(got)] == [600]  # 600 + 600 > 1000
+    got = c.call(ch, spec.BasicAck(delivery_tag=tags[0]))
+    tags = [e.method.delivery_tag for e in got if isinstance(e, ev.MessageReceived)]
+    assert [len(x) for x in bodies(got)] == [600]
+    got = c.call(ch, spec.BasicAck(delivery_tag=tags[0]))
+    assert [len(x) for x in bodies(got)] == [2000]  # alone, it may exceed the window
+
+
+def test_a_deleted_queue_cancels_its_consumers_and_exclusive_queues_go_with_the_connection(
+        ) -> None:
+    b = Broker()
+    c = Client(b)
+    ch = c.channel()
+    c.call(ch, spec.QueueDeclare(queue="q"))
+    c.call(ch, spec.QueueDeclare(queue="mine", exclusive=True))
+    c.call(ch, spec.BasicConsume(queue="q", consumer_tag="t"))
+    got = c.call(ch, spec.QueueDelete(queue="q"))
+    assert ev.ConsumerCancelled(ch.id, "t") in got  # the client core announces the capability
+    c.conn.close()
+    c.pump()
+    assert "mine" not in b.queues and not b.open_connections
