@@ -22,6 +22,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from amqp_sansio import events
 from amqp_sansio.errors import LocalProtocolError, RemoteProtocolError
 
 from .auth import Login, Peer
@@ -261,6 +262,28 @@ class FrontEnd:
         self._buffered = 0
         log.info("connection from %s ended%s", self._who,
                  f" ({self.conn.closed_reason})" if self.conn.closed_reason else "")
+
+    def _note(self, e: Any) -> bool:
+        """Log a connection event every protocol shares (amqp_sansio.events);
+        False if ``e`` is not one of them."""
+        if isinstance(e, events.ConnectionOpened):
+            self.broker.unauthenticated.discard(self)
+            log.info("connection from %s opened (AMQP %s): user %s, vhost %r, %s, heartbeat %s",
+                     self._who, self.protocol, quoted(self.conn.identity),
+                     self.conn.virtual_host, self.conn.mechanism,
+                     f"{self.conn.heartbeat} s" if self.conn.heartbeat else "off")
+        elif isinstance(e, events.HeartbeatTimeout):
+            log.info("connection from %s: heartbeat timeout (silent %.0f s)", self._who, e.idle)
+        elif isinstance(e, events.ProtocolViolation):
+            log.warning("connection from %s: %s violation %s: %s", self._who, e.scope, e.code,
+                        e.message)
+        elif isinstance(e, events.ConnectionClosed):
+            if e.by_peer:
+                log.info("connection from %s closed by the peer (%s%s)", self._who, e.code,
+                         f": {e.text}" if e.text else "")
+        else:
+            return False
+        return True
 
 
 def name_shown(name: bytes) -> str:

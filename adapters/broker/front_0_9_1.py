@@ -62,7 +62,7 @@ from amqp_sansio.v0_9_1.framing import Decoder
 
 from .auth import ACCESS_0_9_1, AccessRefused, Login, Peer
 from .dtx import Work
-from .front import FrameTap, FrontEnd, quoted
+from .front import FrameTap, FrontEnd
 from .model import Consumer, ExchangeState, Held, ModelError, QMsg, QueueState, VHost, is_alternate
 from .properties import FORM_0_9_1, Wire
 from .routing import EXCHANGE_TYPES, Binding
@@ -316,21 +316,8 @@ class Connection091(FrontEnd):
                     books.flow = e.active
                     if e.active:
                         self._redispatch(books)
-            elif isinstance(e, ev.ConnectionOpened):
-                b.unauthenticated.discard(self)
-                log.info("connection from %s opened (0-9-1): user %s, vhost %r, %s, "
-                         "heartbeat %s", self._who, quoted(self.conn.identity),
-                         self.conn.virtual_host, self.conn.mechanism,
-                         f"{self.conn.heartbeat} s" if self.conn.heartbeat else "off")
-            elif isinstance(e, ev.HeartbeatTimeout):
-                log.info("connection from %s: heartbeat timeout (silent %.0f s)",
-                         self._who, e.idle)
-            elif isinstance(e, ev.ProtocolViolation):
-                log.warning("connection from %s: %s violation %s: %s", self._who,
-                            e.scope, e.code, e.message)
-            elif isinstance(e, ev.ConnectionClosed) and e.by_peer:
-                log.info("connection from %s closed by the peer (%s%s)", self._who,
-                         e.code, f": {e.text}" if e.text else "")
+            else:
+                self._note(e)
         if self.conn.closed:
             self._end(now)
         b.flush_touched(self)

@@ -26,6 +26,7 @@ import pika
 import pika.exceptions
 import pytest
 from pika.adapters.blocking_connection import BlockingChannel
+from pika_waits import WAIT, wait_until
 
 from amqp_sansio_broker.model import Broker
 from amqp_sansio_broker.server import start_broker_thread
@@ -35,8 +36,6 @@ pytest_plugins = ["conftest_rabbitmq"]
 
 #: The brokers every conversation runs against.
 PEERS = ["rabbitmq", "embedded"]
-#: The longest any one wait for the broker lasts (seconds).
-WAIT = 5.0
 
 
 @attrs.frozen
@@ -125,15 +124,6 @@ def ready(ch: BlockingChannel, queue: str, expect: int) -> int:
             break
         ch.connection.sleep(0.05)
     return n
-
-
-def wait_until(conn: pika.BlockingConnection, done: Callable[[], bool]) -> None:
-    """Let pika handle input until ``done()`` (at most ~WAIT seconds)."""
-    for _ in range(int(WAIT / 0.05)):
-        if done():
-            return
-        conn.process_data_events(time_limit=0.05)
-    assert done()
 
 
 def channel_error(exc: pytest.ExceptionInfo[pika.exceptions.ChannelClosedByBroker]) -> int:
