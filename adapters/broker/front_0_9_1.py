@@ -57,7 +57,7 @@ from amqp_sansio.v0_9_1 import events as ev
 from amqp_sansio.v0_9_1 import spec
 from amqp_sansio.v0_9_1._specbase import Method
 from amqp_sansio.v0_9_1.channel import Channel
-from amqp_sansio.v0_9_1.connection import Connection, Role, ServerConfig
+from amqp_sansio.v0_9_1.connection import Connection, ConnState, Role, ServerConfig
 from amqp_sansio.v0_9_1.framing import Decoder
 
 from .auth import ACCESS_0_9_1, AccessRefused, Login, Peer
@@ -112,7 +112,7 @@ class Consumer091(Consumer):
 
     def ready(self) -> bool:
         b = self.books
-        if not b.channel.is_open or not b.flow or b.front._aborted:
+        if not b.flow or not b.front._sendable(b):
             return False
         if not self.no_ack and b.prefetch_count and len(b.unacked) >= b.prefetch_count:
             return False
@@ -141,7 +141,7 @@ class Consumer091(Consumer):
         b = self.books
         b.consumers.pop(self.tag, None)
         front = b.front
-        if (b.channel.is_open and not front.conn.closed
+        if (front._sendable(b)
                 and front.conn.peer_properties.get("capabilities", {}).get(
                     "consumer_cancel_notify") is True):
             with contextlib.suppress(LocalProtocolError):
@@ -268,7 +268,9 @@ class Connection091(FrontEnd):
         beat = 0 if b.heartbeat_min is None else (b.heartbeat_max or 0)
         return ServerConfig(
             authenticator=login.authenticator_0_9_1,
-            virtual_hosts=lambda v, _who: login.may_open(v),
+            # An empty name is no vhost in 0-9-1 (RabbitMQ refuses it; 0-10's
+            # qpid-python sends none for the default one).
+            virtual_hosts=lambda v, _who: bool(v) and login.may_open(v),
             heartbeat=min(beat, 0xFFFF),
             channel_max=max(1, min(lim.sessions_per_connection, 0xFFFF)),
             max_body_size=lim.max_message_size,
@@ -326,8 +328,10 @@ class Connection091(FrontEnd):
         """Carry out a method; a refusal closes its channel (or, for a
         connection-level code, the connection)."""
         books = self.books.get(channel)
-        if books is None or not books.channel.is_open or self._aborted:
-            return  # closing: what the peer sent meanwhile is discarded
+        if books is None or not self._sendable(books):
+            # The channel or connection is closing (maybe for a fault later
+            # in the same input): what the peer sent meanwhile is discarded.
+            return
         try:
             run()
         except ModelError as m:
@@ -337,9 +341,15 @@ class Connection091(FrontEnd):
         except _Fail as f:
             self._refuse(books, method, f.code, f.text)
 
+    def _sendable(self, books: ChannelBooks) -> bool:
+        """May the channel still answer (it and its connection are open)?"""
+        return (books.channel.is_open and not self._aborted
+                and self.conn.state is ConnState.OPEN)
+
     def _refuse(self, books: ChannelBooks, method: Method, code: int, text: str) -> None:
         self.broker.stats["exceptions"] += 1
-        text = text[:255]
+        # A reply-text is a short string: 255 octets, not characters.
+        text = text.encode()[:255].decode("utf-8", "ignore")
         if code in _HARD:
             with contextlib.suppress(LocalProtocolError):
                 self.conn.close(code, text, method.CLASS_ID, method.METHOD_ID)
@@ -680,7 +690,7 @@ class Connection091(FrontEnd):
         """Confirms of this read: one multiple ack per uninterrupted run."""
         pending, books.confirms = books.confirms, []
         ch = books.channel
-        if not ch.is_open:
+        if not self._sendable(books):
             return
         last_ack = 0
         for seq, ok in pending:

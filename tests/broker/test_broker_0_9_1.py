@@ -87,7 +87,8 @@ def test_configured_users_replace_guest(serve: Callable[..., tuple[Broker, str, 
 
 def test_unknown_vhost_refused(serve: Callable[..., tuple[Broker, str, int]]) -> None:
     _, host, port = serve()
-    p = params(host, port)
-    p.virtual_host = "nowhere"
-    with pytest.raises(pika.exceptions.ProbableAccessDeniedError):
-        pika.BlockingConnection(p)
+    for vhost in ("nowhere", ""):  # (an empty name is none, as RabbitMQ has it)
+        p = params(host, port)
+        p.virtual_host = vhost
+        with pytest.raises(pika.exceptions.ProbableAccessDeniedError):
+            pika.BlockingConnection(p)

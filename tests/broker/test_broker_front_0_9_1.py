@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pair_0_9_1 import frames_of
+
 from amqp_sansio.v0_9_1 import events as ev
 from amqp_sansio.v0_9_1 import spec
 from amqp_sansio.v0_9_1.channel import Channel
@@ -145,3 +147,26 @@ def test_a_deleted_queue_cancels_its_consumers_and_exclusive_queues_go_with_the_
     c.conn.close()
     c.pump()
     assert "mine" not in b.queues and not b.open_connections
+
+
+def test_refusals_fit_a_short_string_and_what_follows_a_close_is_dropped() -> None:
+    """A refusal's text quotes the name the peer sent: cut to 255 octets (a
+    name of 127 two-octet characters once made a text no frame could carry:
+    no channel.close went out -- found by ``amqp-sansio fuzz``).  And methods
+    that arrive behind a connection-level refusal are not answered."""
+    c = Client(Broker())
+    ch = c.channel()
+    name = "\u00e9" * 127 + "a"
+    got = c.call(ch, spec.QueuePurge(queue=name))
+    code, text = closed(got) or (0, "")
+    assert code == 404 and len(text.encode()) <= 255
+    # Read in one go: the 503 (an unknown exchange type closes the
+    # connection), then methods the broker must no longer answer.
+    ch2 = c.channel()
+    raw = b"".join(encode_method(ch2.id, m, 4096) for m in (
+        spec.ExchangeDeclare(exchange="x", type="nonsense"), spec.BasicGet(queue="nowhere"),
+        spec.BasicQos(prefetch_count=1), spec.QueueDeclare(queue="q")))
+    c.server.receive_data(raw, c.now)
+    assert [type(f.method).__name__ for f in frames_of(c.server.data_to_send())] == [
+        "ConnectionClose"]
+    assert "q" not in c.broker.queues
