@@ -146,7 +146,7 @@ class Consumer091(Consumer):
                     "consumer_cancel_notify") is True):
             with contextlib.suppress(LocalProtocolError):
                 b.channel.send(spec.BasicCancel(consumer_tag=self.tag, no_wait=True))
-                front.broker._touched.add(front)
+                front.note_output(64)  # (wakes its I/O layer)
 
 
 @attrs.define(eq=False)
@@ -229,7 +229,7 @@ class Service091:
             if front.conn.state.name == "OPEN":
                 with contextlib.suppress(LocalProtocolError):
                     front.conn.unblock()
-            self.broker._touched.add(front)
+            front.note_output(32)  # connection.unblocked (wakes its I/O layer)
 
 
 def _frame_items(decoder: Decoder, data: bytes) -> Iterator[tuple[int, object]]:

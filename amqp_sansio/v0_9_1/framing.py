@@ -490,7 +490,7 @@ class Decoder:
             return None
         del self._partial[ch]
         chunks = partial.chunks
-        self._held -= sum(len(c) for c in chunks) if len(chunks) != 1 else len(chunks[0])
+        self._held -= sum(map(len, chunks))
         body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         return ContentItem(ch, partial.method, partial.properties, body)
 
