@@ -6,7 +6,7 @@
                                                                      operators, 0-9's table)
     amqp-sansio fuzz --protocol 1.0 --target 127.0.0.1:5672 ...     a 1.0 peer (rhea, proton,
                                           RabbitMQ's plugin: --address-prefix /queue/)
-    amqp-sansio fuzz --target embedded ...        the embedded (0-10) broker, in a subprocess
+    amqp-sansio fuzz --target embedded ...        the embedded broker (0-10 or 0-9-1), in a subprocess
     amqp-sansio fuzz --spark ...                  case ranges on Spark executors
     amqp-sansio fuzz --role server --listen 127.0.0.1:5673 ...   fuzz connecting 0-10 clients
     amqp-sansio fuzz replay FILE [--target HOST:PORT]
@@ -79,7 +79,7 @@ def register(sub: Subcommands) -> None:
                        epilog=__doc__.split("\n\n", 1)[1] if __doc__ else None)
     _protocol_arg(p)
     p.add_argument("--target", default=None, metavar="HOST:PORT",
-                   help="the peer to fuzz, or 'embedded' (the embedded 0-10 broker)")
+                   help="the peer to fuzz, or 'embedded' (the embedded broker)")
     p.add_argument("--cases", type=int, default=1000, help="number of cases (default %(default)s)")
     p.add_argument("--seed", type=int, default=0,
                    help="cases are a pure function of (seed, case number) (default %(default)s)")
@@ -207,18 +207,18 @@ def run_fuzz(args: argparse.Namespace, streams: Streams) -> int:
     tag = args.tag if args.tag is not None else format(int(time.time() * 10) % (36 ** 5), "x")
     gen = _gen_config(args, tag)
     protocol = _protocol(args)
-    other = protocol != "0-10"
+    embeddable = protocol in ("0-10", "0-9-1")  # what the embedded broker speaks here
     if args.role == "server":
         if protocol != "0-10":
             raise CLIError("--role server fuzzes AMQP 0-10 clients only (no "
                            f"{protocol} server role yet)")
         return _run_server(args, streams, gen, fail_on)
     if args.target is None:
-        raise CLIError("--target HOST:PORT" + ("" if other else " (or 'embedded')")
+        raise CLIError("--target HOST:PORT" + (" (or 'embedded')" if embeddable else "")
                        + " is required")
-    if other and args.target == "embedded":
-        raise CLIError(f"--target embedded is the embedded AMQP 0-10 broker; with --protocol "
-                       f"{protocol} give the HOST:PORT of a {protocol} peer")
+    if not embeddable and args.target == "embedded":
+        raise CLIError(f"--target embedded is the embedded broker for AMQP 0-10 and 0-9-1; "
+                       f"with --protocol {protocol} give the HOST:PORT of a {protocol} peer")
     if args.target == "embedded":
         require("trio", "--target embedded (the embedded broker)")
     if args.spark:

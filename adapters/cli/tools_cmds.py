@@ -47,7 +47,7 @@ from .streams import CLIError, Subcommands
 
 def register(sub: Subcommands) -> None:
     # Listed for --help; main() hands "broker ..." to the broker's own parser.
-    sub.add_parser("broker", help="run the embedded AMQP 0-10 broker "
+    sub.add_parser("broker", help="run the embedded AMQP broker (0-10 and 0-9-1) "
                    "(amqp-sansio broker --help for its options)")
 
     s = sub.add_parser(
