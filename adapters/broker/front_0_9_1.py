@@ -146,7 +146,7 @@ class Consumer091(Consumer):
                     "consumer_cancel_notify") is True):
             with contextlib.suppress(LocalProtocolError):
                 b.channel.send(spec.BasicCancel(consumer_tag=self.tag, no_wait=True))
-                front.note_output(64)  # (wakes its I/O layer)
+                front.broker.touch(front)
 
 
 @attrs.define(eq=False)
@@ -229,7 +229,7 @@ class Service091:
             if front.conn.state.name == "OPEN":
                 with contextlib.suppress(LocalProtocolError):
                     front.conn.unblock()
-            front.note_output(32)  # connection.unblocked (wakes its I/O layer)
+            self.broker.touch(front)
 
 
 def _frame_items(decoder: Decoder, data: bytes) -> Iterator[tuple[int, object]]:
