@@ -63,7 +63,17 @@ from amqp_sansio.v0_9_1.framing import Decoder
 from .auth import ACCESS_0_9_1, AccessRefused, Login, Peer
 from .dtx import Work
 from .front import FrameTap, FrontEnd
-from .model import Consumer, ExchangeState, Held, ModelError, QMsg, QueueState, VHost, is_alternate
+from .model import (
+    Consumer,
+    ExchangeState,
+    Held,
+    ModelError,
+    QMsg,
+    QueueState,
+    Routed,
+    VHost,
+    is_alternate,
+)
 from .properties import FORM_0_9_1, Wire
 from .routing import EXCHANGE_TYPES, Binding
 
@@ -244,12 +254,16 @@ class Connection091(FrontEnd):
     docstring).  Not read while it is blocked (a memory alarm)."""
 
     protocol = "0-9-1"
+    #: the server-role core (a dialect of the family, 0-9, has its own)
+    core: type[Connection] = Connection
+    #: spec class -> what carries it out (set below the class; a dialect extends it)
+    HANDLERS: dict[type[Method], Callable[[Connection091, ChannelBooks, Any], Any]]
 
     def __init__(self, broker: Broker, peer: Peer | None = None,
                  login: Login | None = None) -> None:
         super().__init__(broker, peer, login)
-        self.svc: Service091 = broker.services["0-9-1"]
-        self.conn = Connection(Role.SERVER, self._server_config())
+        self.svc: Service091 = broker.services[self.protocol]
+        self.conn = self.core(Role.SERVER, self._server_config())
         self.books: dict[int, ChannelBooks] = {}
         self.exclusive: list[QueueState] = []  # queues this connection owns
         if broker.trace_frames:
@@ -391,7 +405,7 @@ class Connection091(FrontEnd):
     # -- methods -------------------------------------------------------------------
     def _on_method(self, e: ev.MethodReceived) -> None:
         m = e.method
-        handler = _HANDLERS.get(type(m))
+        handler = self.HANDLERS.get(type(m))
         if handler is None:
             if e.request is not None:
                 return  # a reply to something we sent (none is expected)
@@ -664,6 +678,16 @@ class Connection091(FrontEnd):
         books = self.books[e.channel]
         if not isinstance(m, spec.BasicPublish):
             raise _Fail(COMMAND_INVALID, f"{m.NAME} is not for a broker")
+        routed = self._publish(books, m, e.properties, e.body)
+        if not routed.queues and m.mandatory:
+            books.channel.send_content(spec.BasicReturn(
+                reply_code=NO_ROUTE, reply_text="NO_ROUTE", exchange=m.exchange,
+                routing_key=m.routing_key), e.properties, e.body)
+
+    def _publish(self, books: ChannelBooks, m: Any, properties: Any, body: bytes) -> Routed:
+        """Route a publish (``m`` a ``basic.publish``; a dialect's content is
+        mapped onto one) and book its confirm; the caller returns it when
+        unroutable and mandatory."""
         self.login.check(self.ns.name, m, ACCESS_0_9_1)
         if m.immediate:
             raise _Fail(NOT_IMPLEMENTED, "immediate=true")
@@ -671,12 +695,8 @@ class Connection091(FrontEnd):
         if x.internal:
             raise _Fail(ACCESS_REFUSED, f"cannot publish to internal exchange {x.name!r}")
         b = self.broker
-        wire = Wire(FORM_0_9_1, e.properties)
-        routed = b.publish(x, m.routing_key, wire, e.body, origin=self, work=books.tx)
-        if not routed.queues and m.mandatory:
-            books.channel.send_content(spec.BasicReturn(
-                reply_code=NO_ROUTE, reply_text="NO_ROUTE", exchange=m.exchange,
-                routing_key=m.routing_key), e.properties, e.body)
+        wire = Wire(FORM_0_9_1, properties)
+        routed = b.publish(x, m.routing_key, wire, body, origin=self, work=books.tx)
         if books.confirming:
             books.published += 1
             books.confirms.append((books.published, not routed.refused))
@@ -685,6 +705,7 @@ class Connection091(FrontEnd):
             self.svc.blocked.add(self)
             with contextlib.suppress(LocalProtocolError):
                 self.conn.block("low on memory")
+        return routed
 
     def _write_confirms(self, books: ChannelBooks) -> None:
         """Confirms of this read: one multiple ack per uninterrupted run."""
@@ -773,3 +794,4 @@ _HANDLERS: dict[type[Method], Callable[[Connection091, ChannelBooks, Any], Any]]
     spec.TxCommit: Connection091.tx_commit,
     spec.TxRollback: Connection091.tx_rollback,
 }
+Connection091.HANDLERS = _HANDLERS
