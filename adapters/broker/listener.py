@@ -25,6 +25,7 @@ from amqp_sansio.header import HeaderGate
 
 from .auth import Peer
 from .front import FrontEnd
+from .front_0_9 import Connection09
 from .front_0_9_1 import Connection091
 from .front_0_10 import Connection010
 from .front_1_0 import Connection10
@@ -39,6 +40,7 @@ FRONT_ENDS: dict[str, type[FrontEnd]] = {
     "0-10": Connection010,
     "0-9-1": Connection091,
     "1.0": Connection10,
+    "0-9": Connection09,
 }
 
 

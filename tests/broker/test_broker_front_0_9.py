@@ -1,0 +1,231 @@
+"""An AMQP 0-9 client conversation with the broker, in memory: the project's
+0-9 client core (the 0-9-1 core with 0-9's table) and a broker connection
+that chose the 0-9 front end by the header ``AMQP 1 1 0 9``."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from typing import Any
+
+from amqp_sansio.v0_9 import spec as spec09
+from amqp_sansio.v0_9.connection import ClientConfig
+from amqp_sansio.v0_9.connection import Connection as Connection09
+from amqp_sansio.v0_9_1 import events as ev
+from amqp_sansio.v0_9_1 import spec
+from amqp_sansio.v0_9_1.channel import Channel
+from amqp_sansio.v0_9_1.connection import Connection as Connection091
+from amqp_sansio.v0_9_1.connection import Role
+from amqp_sansio_broker.front_0_9 import FILENAME
+from amqp_sansio_broker.model import Broker
+from amqp_sansio_broker.server import start_broker_thread
+
+
+class Client:
+    """One client core wired to one broker connection, in memory."""
+
+    def __init__(self, broker: Broker, core: type[Connection091] = Connection09) -> None:
+        self.server = broker.connection()
+        self.conn = core(Role.CLIENT, ClientConfig(username="guest", password="guest"))
+        self.events: list[ev.Event] = []
+        self.pump()
+        assert any(isinstance(e, ev.ConnectionOpened) for e in self.events)
+
+    def pump(self) -> list[ev.Event]:
+        got: list[ev.Event] = []
+        for _ in range(50):
+            out = self.conn.data_to_send()
+            if out:
+                self.server.receive_data(out, 1.0)
+            back = self.server.data_to_send()
+            if back:
+                got += self.conn.receive_data(back, 1.0)
+            if not out and not back:
+                break
+        self.events += got
+        return got
+
+    def channel(self) -> Channel:
+        ch = self.conn.open_channel()
+        self.pump()
+        return ch
+
+    def call(self, ch: Channel, m: Any) -> list[ev.Event]:
+        ch.send(m)
+        return self.pump()
+
+
+def replies(events: list[ev.Event]) -> list[Any]:
+    return [e.method for e in events if isinstance(e, ev.MethodReceived | ev.MessageReceived)]
+
+
+def test_the_header_picks_the_0_9_front_end_and_access_gets_a_ticket() -> None:
+    c = Client(Broker())
+    assert c.server.protocol == "0-9"
+    ch = c.channel()
+    got = c.call(ch, spec09.AccessRequest(realm="/data", active=True, read=True, write=True))
+    assert replies(got) == [spec09.AccessRequestOk(ticket=1)]
+
+
+def test_basic_content_round_trip_and_0_9s_recover() -> None:
+    c = Client(Broker())
+    ch = c.channel()
+    c.call(ch, spec.QueueDeclare(queue="q"))
+    ch.publish("", "q", b"one", spec.BasicProperties(content_type="text/plain"))
+    got = c.call(ch, spec.BasicConsume(queue="q", consumer_tag="c1"))
+    [msg] = [e for e in got if isinstance(e, ev.MessageReceived)]
+    assert msg.body == b"one" and msg.properties.content_type == "text/plain"
+    assert not msg.method.redelivered
+    # 0-9's basic.recover (60, 100): the unacknowledged delivery comes again
+    got = c.call(ch, spec09.BasicRecover(requeue=True))
+    [again] = [e for e in got if isinstance(e, ev.MessageReceived)]
+    assert again.body == b"one" and again.method.redelivered
+    ch.ack(again.method.delivery_tag)
+    c.pump()
+    got = c.call(ch, spec.BasicGet(queue="q"))
+    assert [type(m) for m in replies(got)] == [spec.BasicGetEmpty]
+
+
+def test_file_content_staged_published_and_delivered() -> None:
+    """C:open S:open-ok C:stage C:publish, then file.consume: S:open C:open-ok
+    S:stage S:deliver, C:ack."""
+    b = Broker()
+    c = Client(b)
+    ch = c.channel()
+    c.call(ch, spec.QueueDeclare(queue="files"))
+    got = c.call(ch, spec09.FileOpen(identifier="f1", content_size=5))
+    assert replies(got) == [spec09.FileOpenOk(staged_size=0)]
+    props = spec09.FileProperties(content_type="text/plain", filename="a.txt",
+                                  headers={"k": "v"}, message_id="m1")
+    ch.send_content(spec09.FileStage(), props, b"hello")
+    c.call(ch, spec09.FilePublish(exchange="", routing_key="files", identifier="f1"))
+    got = c.call(ch, spec09.FileConsume(queue="files", consumer_tag="fc"))
+    assert replies(got)[0] == spec09.FileConsumeOk(consumer_tag="fc")
+    [opened] = [m for m in replies(got) if isinstance(m, spec09.FileOpen)]
+    assert opened.content_size == 5
+    got = c.call(ch, spec09.FileOpenOk(staged_size=0))
+    [staged] = [e for e in got if isinstance(e, ev.MessageReceived)]
+    assert staged.method == spec09.FileStage() and staged.body == b"hello"
+    assert staged.properties == props
+    [deliver] = [m for m in replies(got) if isinstance(m, spec09.FileDeliver)]
+    assert (deliver.consumer_tag, deliver.routing_key, deliver.identifier) == (
+        "fc", "files", opened.identifier)
+    c.call(ch, spec09.FileAck(delivery_tag=deliver.delivery_tag))
+    q = b.vhost("/").queues["files"]
+    assert not q.messages and not any(True for _ in b.services["0-9"].held())
+
+
+def test_file_and_stream_content_cross_to_0_9_1() -> None:
+    b = Broker()
+    c = Client(b)
+    ch = c.channel()
+    c.call(ch, spec.QueueDeclare(queue="x9"))
+    c.call(ch, spec09.FileOpen(identifier="f", content_size=1))
+    ch.send_content(spec09.FileStage(), spec09.FileProperties(filename="n.bin", priority=3),
+                    b"F")
+    c.call(ch, spec09.FilePublish(exchange="", routing_key="x9", identifier="f"))
+    ch.send_content(spec09.StreamPublish(exchange="", routing_key="x9"),
+                    spec09.StreamProperties(content_type="a/b"), b"S")
+    c.pump()
+    other = Client(b, Connection091)
+    assert other.server.protocol == "0-9-1"
+    och = other.channel()
+    got = other.call(och, spec.BasicGet(queue="x9", no_ack=True))
+    [f] = [e for e in got if isinstance(e, ev.MessageReceived)]
+    assert f.body == b"F" and f.properties.priority == 3
+    assert f.properties.headers == {FILENAME: "n.bin"}
+    got = other.call(och, spec.BasicGet(queue="x9", no_ack=True))
+    [s] = [e for e in got if isinstance(e, ev.MessageReceived)]
+    assert s.body == b"S" and s.properties.content_type == "a/b"
+
+
+def test_stream_consume_and_unroutable_returns() -> None:
+    c = Client(Broker())
+    ch = c.channel()
+    c.call(ch, spec.QueueDeclare(queue="s"))
+    got = c.call(ch, spec09.StreamConsume(queue="s", consumer_tag="sc"))
+    assert replies(got) == [spec09.StreamConsumeOk(consumer_tag="sc")]
+    sp = spec09.StreamProperties(content_type="x/y", priority=2)
+    ch.send_content(spec09.StreamPublish(exchange="", routing_key="s"), sp, b"tick")
+    got = c.pump()
+    [d] = [e for e in got if isinstance(e, ev.MessageReceived)]
+    assert d.method == spec09.StreamDeliver(consumer_tag="sc", delivery_tag=1, exchange="",
+                                            queue="s")
+    assert d.properties == sp and d.body == b"tick"
+    ch.send_content(spec09.StreamPublish(exchange="", routing_key="nowhere", mandatory=True),
+                    sp, b"lost")
+    got = c.pump()
+    [r] = [e for e in got if isinstance(e, ev.MessageReceived)]
+    assert isinstance(r.method, spec09.StreamReturn) and r.method.reply_code == 312
+    assert r.body == b"lost"
+
+
+def test_tunnel_and_the_message_class_are_not_implemented() -> None:
+    for m in (spec09.MessageGet(queue="q"), spec09.DtxSelect()):
+        c = Client(Broker())
+        ch = c.channel()
+        got = c.call(ch, m)
+        [closed] = [e for e in got if isinstance(e, ev.ConnectionClosed)]
+        assert closed.code == 540 and c.conn.closed, m
+    c = Client(Broker())
+    ch = c.channel()
+    ch.send_content(spec09.TunnelRequest(meta_data={}), spec09.TunnelProperties(), b"t")
+    got = c.pump()
+    [closed] = [e for e in got if isinstance(e, ev.ConnectionClosed)]
+    assert closed.code == 540
+
+
+class SocketClient:
+    """The 0-9 client core over a real TCP connection to the broker's server
+    (a thread of the test), pumped until the events wanted arrive."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.sock = socket.create_connection((host, port), timeout=10)
+        self.conn = Connection09(Role.CLIENT, ClientConfig(username="guest", password="guest"))
+
+    def until(self, want: Callable[[list[ev.Event]], bool]) -> list[ev.Event]:
+        got: list[ev.Event] = []
+        for _ in range(200):  # bounded: each round blocks at most the socket timeout
+            out = self.conn.data_to_send()
+            if out:
+                self.sock.sendall(out)
+            if want(got):
+                return got
+            data = self.sock.recv(65536)
+            got += self.conn.receive_data(data, 1.0)
+            if not data:
+                break
+        raise AssertionError(f"never came: {got}")
+
+
+def _has(kind: type[Any], n: int = 1) -> Callable[[list[ev.Event]], bool]:
+    return lambda got: sum(isinstance(e, kind) for e in got) >= n
+
+
+def test_0_9_conversation_over_a_socket() -> None:
+    """basic and file content through the broker's TCP server."""
+    host, port, stop = start_broker_thread(Broker())
+    c = SocketClient(host, port)
+    try:
+        c.until(_has(ev.ConnectionOpened))
+        ch = c.conn.open_channel()
+        c.until(_has(ev.ChannelOpened))
+        ch.send(spec09.AccessRequest(realm="/data", active=True, read=True, write=True))
+        ch.send(spec.QueueDeclare(queue="sq"))
+        ch.send(spec09.FileOpen(identifier="f", content_size=4))
+        got = c.until(_has(ev.MethodReceived, 3))
+        assert [type(m) for m in replies(got)] == [spec09.AccessRequestOk,
+                                                   spec.QueueDeclareOk, spec09.FileOpenOk]
+        ch.send_content(spec09.FileStage(), spec09.FileProperties(filename="x"), b"file")
+        ch.send(spec09.FilePublish(exchange="", routing_key="sq", identifier="f"))
+        ch.publish("", "sq", b"basic")
+        ch.send(spec.BasicGet(queue="sq", no_ack=True))
+        ch.send(spec.BasicGet(queue="sq", no_ack=True))
+        got = c.until(_has(ev.MessageReceived, 2))
+        assert [e.body for e in got if isinstance(e, ev.MessageReceived)] == [b"file", b"basic"]
+        c.conn.close()
+        got = c.until(_has(ev.ConnectionClosed))
+        assert c.conn.closed
+    finally:
+        c.sock.close()
+        stop()
