@@ -39,7 +39,7 @@ def test_the_0_10_header_picks_the_0_10_front_end(chunk: int) -> None:
     assert server.protocol == "0-10" and isinstance(server.front, Connection010)
 
 
-@pytest.mark.parametrize("header", [b"AMQP\x00\x00\x09\x09", b"AMQP\x01\x01\x00\x09",
+@pytest.mark.parametrize("header", [b"AMQP\x00\x00\x09\x09", b"AMQP\x01\x01\x08\x00",
                                     b"HTTP/1.1 GET /"])
 def test_a_header_the_broker_does_not_speak_is_answered_with_its_own(header: bytes) -> None:
     server = Broker().connection()
