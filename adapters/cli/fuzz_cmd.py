@@ -207,7 +207,7 @@ def run_fuzz(args: argparse.Namespace, streams: Streams) -> int:
     tag = args.tag if args.tag is not None else format(int(time.time() * 10) % (36 ** 5), "x")
     gen = _gen_config(args, tag)
     protocol = _protocol(args)
-    embeddable = protocol in ("0-10", "0-9-1")  # what the embedded broker speaks here
+    embeddable = protocol in ("0-10", "0-9-1", "0-9")  # what the embedded broker speaks here
     if args.role == "server":
         if protocol != "0-10":
             raise CLIError("--role server fuzzes AMQP 0-10 clients only (no "
@@ -217,7 +217,7 @@ def run_fuzz(args: argparse.Namespace, streams: Streams) -> int:
         raise CLIError("--target HOST:PORT" + (" (or 'embedded')" if embeddable else "")
                        + " is required")
     if not embeddable and args.target == "embedded":
-        raise CLIError(f"--target embedded is the embedded broker for AMQP 0-10 and 0-9-1; "
+        raise CLIError("--target embedded is the embedded broker for AMQP 0-10, 0-9-1 and 0-9; "
                        f"with --protocol {protocol} give the HOST:PORT of a {protocol} peer")
     if args.target == "embedded":
         require("trio", "--target embedded (the embedded broker)")
