@@ -235,6 +235,17 @@ def test_confirms_and_mandatory_returns(blocking: Callable[..., pika.BlockingCon
     assert contents(ch, q) == [b"kept"] + [str(i).encode() for i in range(20)]
 
 
+def test_full_queue_nacks_a_confirmed_publish(ch: BlockingChannel, name: Callable[[str], str]
+                                              ) -> None:
+    q = name("q")
+    ch.queue_declare(q, exclusive=True, arguments={"x-max-length": 1,
+                                                   "x-overflow": "reject-publish"})
+    ch.basic_publish("", q, b"fits")
+    with pytest.raises(pika.exceptions.NackError):  # basic.nack: the queue refused it
+        ch.basic_publish("", q, b"refused")
+    assert contents(ch, q) == [b"fits"]
+
+
 def test_qos_prefetch_count(blocking: Callable[..., pika.BlockingConnection],
                             name: Callable[[str], str]) -> None:
     conn = blocking()
