@@ -8,51 +8,17 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
+from broker_client_0_9_1 import Client
+
 from amqp_sansio.v0_9 import spec as spec09
 from amqp_sansio.v0_9.connection import ClientConfig
 from amqp_sansio.v0_9.connection import Connection as Connection09
 from amqp_sansio.v0_9_1 import events as ev
 from amqp_sansio.v0_9_1 import spec
-from amqp_sansio.v0_9_1.channel import Channel
-from amqp_sansio.v0_9_1.connection import Connection as Connection091
 from amqp_sansio.v0_9_1.connection import Role
 from amqp_sansio_broker.front_0_9 import FILENAME
 from amqp_sansio_broker.model import Broker
 from amqp_sansio_broker.server import start_broker_thread
-
-
-class Client:
-    """One client core wired to one broker connection, in memory."""
-
-    def __init__(self, broker: Broker, core: type[Connection091] = Connection09) -> None:
-        self.server = broker.connection()
-        self.conn = core(Role.CLIENT, ClientConfig(username="guest", password="guest"))
-        self.events: list[ev.Event] = []
-        self.pump()
-        assert any(isinstance(e, ev.ConnectionOpened) for e in self.events)
-
-    def pump(self) -> list[ev.Event]:
-        got: list[ev.Event] = []
-        for _ in range(50):
-            out = self.conn.data_to_send()
-            if out:
-                self.server.receive_data(out, 1.0)
-            back = self.server.data_to_send()
-            if back:
-                got += self.conn.receive_data(back, 1.0)
-            if not out and not back:
-                break
-        self.events += got
-        return got
-
-    def channel(self) -> Channel:
-        ch = self.conn.open_channel()
-        self.pump()
-        return ch
-
-    def call(self, ch: Channel, m: Any) -> list[ev.Event]:
-        ch.send(m)
-        return self.pump()
 
 
 def replies(events: list[ev.Event]) -> list[Any]:
@@ -60,7 +26,7 @@ def replies(events: list[ev.Event]) -> list[Any]:
 
 
 def test_the_header_picks_the_0_9_front_end_and_access_gets_a_ticket() -> None:
-    c = Client(Broker())
+    c = Client(Broker(), Connection09)
     assert c.server.protocol == "0-9"
     ch = c.channel()
     got = c.call(ch, spec09.AccessRequest(realm="/data", active=True, read=True, write=True))
@@ -68,7 +34,7 @@ def test_the_header_picks_the_0_9_front_end_and_access_gets_a_ticket() -> None:
 
 
 def test_basic_content_round_trip_and_0_9s_recover() -> None:
-    c = Client(Broker())
+    c = Client(Broker(), Connection09)
     ch = c.channel()
     c.call(ch, spec.QueueDeclare(queue="q"))
     ch.publish("", "q", b"one", spec.BasicProperties(content_type="text/plain"))
@@ -90,7 +56,7 @@ def test_file_content_staged_published_and_delivered() -> None:
     """C:open S:open-ok C:stage C:publish, then file.consume: S:open C:open-ok
     S:stage S:deliver, C:ack."""
     b = Broker()
-    c = Client(b)
+    c = Client(b, Connection09)
     ch = c.channel()
     c.call(ch, spec.QueueDeclare(queue="files"))
     got = c.call(ch, spec09.FileOpen(identifier="f1", content_size=5))
@@ -117,7 +83,7 @@ def test_file_content_staged_published_and_delivered() -> None:
 
 def test_file_and_stream_content_cross_to_0_9_1() -> None:
     b = Broker()
-    c = Client(b)
+    c = Client(b, Connection09)
     ch = c.channel()
     c.call(ch, spec.QueueDeclare(queue="x9"))
     c.call(ch, spec09.FileOpen(identifier="f", content_size=1))
@@ -127,7 +93,7 @@ def test_file_and_stream_content_cross_to_0_9_1() -> None:
     ch.send_content(spec09.StreamPublish(exchange="", routing_key="x9"),
                     spec09.StreamProperties(content_type="a/b"), b"S")
     c.pump()
-    other = Client(b, Connection091)
+    other = Client(b)
     assert other.server.protocol == "0-9-1"
     och = other.channel()
     got = other.call(och, spec.BasicGet(queue="x9", no_ack=True))
@@ -140,7 +106,7 @@ def test_file_and_stream_content_cross_to_0_9_1() -> None:
 
 
 def test_stream_consume_and_unroutable_returns() -> None:
-    c = Client(Broker())
+    c = Client(Broker(), Connection09)
     ch = c.channel()
     c.call(ch, spec.QueueDeclare(queue="s"))
     got = c.call(ch, spec09.StreamConsume(queue="s", consumer_tag="sc"))
@@ -162,12 +128,12 @@ def test_stream_consume_and_unroutable_returns() -> None:
 
 def test_tunnel_and_the_message_class_are_not_implemented() -> None:
     for m in (spec09.MessageGet(queue="q"), spec09.DtxSelect()):
-        c = Client(Broker())
+        c = Client(Broker(), Connection09)
         ch = c.channel()
         got = c.call(ch, m)
         [closed] = [e for e in got if isinstance(e, ev.ConnectionClosed)]
         assert closed.code == 540 and c.conn.closed, m
-    c = Client(Broker())
+    c = Client(Broker(), Connection09)
     ch = c.channel()
     ch.send_content(spec09.TunnelRequest(meta_data={}), spec09.TunnelProperties(), b"t")
     got = c.pump()

@@ -6,54 +6,13 @@ delivery-tag errors, tx rollback of acks, prefetch size, a header naming
 
 from __future__ import annotations
 
-from typing import Any
-
+from broker_client_0_9_1 import Client
 from pair_0_9_1 import frames_of
 
 from amqp_sansio.v0_9_1 import events as ev
 from amqp_sansio.v0_9_1 import spec
-from amqp_sansio.v0_9_1.channel import Channel
-from amqp_sansio.v0_9_1.connection import ClientConfig, Connection, Role
 from amqp_sansio.v0_9_1.framing import encode_method
 from amqp_sansio_broker.model import Broker
-
-
-class Client:
-    """One client core wired to one broker connection, in memory."""
-
-    def __init__(self, broker: Broker, **cfg: Any) -> None:
-        self.broker = broker
-        self.server = broker.connection()
-        self.conn = Connection(Role.CLIENT, ClientConfig(username="guest", password="guest",
-                                                         **cfg))
-        self.events: list[ev.Event] = []
-        self.now = 1.0
-        self.pump()
-        assert self.server.protocol == "0-9-1"
-        assert any(isinstance(e, ev.ConnectionOpened) for e in self.events)
-
-    def pump(self) -> list[ev.Event]:
-        got: list[ev.Event] = []
-        for _ in range(50):
-            out, back = self.conn.data_to_send(), b""
-            if out:
-                self.server.receive_data(out, self.now)
-            back = self.server.data_to_send()
-            if back:
-                got += self.conn.receive_data(back, self.now)
-            if not out and not back:
-                break
-        self.events += got
-        return got
-
-    def channel(self) -> Channel:
-        ch = self.conn.open_channel()
-        self.pump()
-        return ch
-
-    def call(self, ch: Channel, m: Any) -> list[ev.Event]:
-        ch.send(m)
-        return self.pump()
 
 
 def bodies(events: list[ev.Event]) -> list[bytes]:
