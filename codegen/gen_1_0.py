@@ -26,6 +26,7 @@ what the XML generates (2 if the XML is missing).
 from __future__ import annotations
 
 import os
+import re
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -178,6 +179,7 @@ WRAPPED = {"ulong": "ULong", "uuid": "uuid.UUID", "binary": "bytes", "string": "
 
 
 attr = snake  # a field's Python name
+LIST8_PLACEHOLDER = b"\xc0\x00\x00"  # list8 size and count, set once the fields are out
 
 
 class Model:
@@ -268,14 +270,15 @@ def render(ex: dict[str, Any]) -> str:
     w("")
     w("import attrs")
     w("")
+    w("from ...errors import DecodeError")
     w("from .._specbase import (")
     w("    BY_CODE, CLASSES, Composite, FieldSpec, RestrictedSection, bad, ck_binary, ck_bool,")
     w("    ck_enum, ck_instance, ck_int, ck_list, ck_map, ck_message_id, ck_string, ck_symbol,")
     w("    ck_symbols, d_choice, d_kind, d_missing, missing,")
     w(")")
     w("from ..codec import (")
-    w("    _NULLS, _SMALLUINT, _SMALLULONG, MAX_DEPTH, Described, Symbol, ULong, _w_compound,")
-    w("    encode_value, list_header,")
+    w("    _NULLS, _SMALLUINT, _SMALLULONG, _STR8, _SYM8, _UBYTE, _VBIN8, MAX_DEPTH, Described,")
+    w("    SlowPath, Symbol, ULong, bad_text, encode_value, end_list, list_header, wide_head,")
     w("    r_annotations, r_any, r_binary, r_boolean, r_fields, r_list, r_map, r_string,")
     w("    r_string_keyed,")
     w("    r_symbol, r_symbols, r_timestamp, r_ubyte, r_uint, r_ulong, r_ushort,")
@@ -416,7 +419,8 @@ def _render_composite(m: Model, t: dict[str, Any], arche: dict[str, Any], w: Any
             f"{r['base']!r}, {f['mandatory']}, {f['multiple']}, {dv}, "
             f"{tuple(f['requires'])!r}, {enum_cls!r}, {r['composite']!r}),")
 
-    # -- encoder
+    # -- encoder: straight into ``out``; a list8 header is reserved and
+    # filled in at the end (moved to list32 in the rare case it is needed)
     w("")
     w("")
     w(f"def _enc_{cn}(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:")
@@ -425,8 +429,8 @@ def _render_composite(m: Model, t: dict[str, Any], arche: dict[str, Any], w: Any
     else:
         # n: fields written so far; a null is written only when a later field
         # is not null (trailing nulls are never written)
-        w(f"    out += {prefix!r}")
-        w("    b = bytearray()")
+        w(f"    out += {prefix + LIST8_PLACEHOLDER!r}")
+        w("    s = len(out)")
         w("    n = 0")
         w("    d = o.__dict__  # every field is in it (the classes are not slotted)")
         for i, (f, r, dv) in enumerate(infos):
@@ -441,19 +445,24 @@ def _render_composite(m: Model, t: dict[str, Any], arche: dict[str, Any], w: Any
                 w("    if v is not None:")
             if i:
                 w(f"        if n < {i}:")
-                w(f"            b += _NULLS[{i} - n]")
+                w(f"            out += _NULLS[{i} - n]")
             for line in _writer(m, f, r, arche):
                 w("        " + line)
             w(f"        n = {i + 1}")
-        w("    if n:")
-        w("        _w_compound(0xC0, n, b, out)")
-        w("    else:")
-        w("        out.append(0x45)")
+        w("    z = len(out) - s")
+        w("    if n and z < 255:")
+        w("        out[s - 2] = z + 1")
+        w("        out[s - 1] = n")
+        w("    else:  # no field (list0) or a long list (list32)")
+        w("        end_list(out, s, n)")
 
-    # -- decoder
+    _render_fast_decoder(m, t, cn, infos, arche, w)
+
+    # -- decoder: exact (every encoding, precise errors); the fast one
+    # above hands over to it on anything unusual
     w("")
     w("")
-    w(f"def _dec_{cn}(ctor: int, buf: bytes, pos: int, end: int, "
+    w(f"def _dec_{cn}_exact(ctor: int, buf: bytes, pos: int, end: int, "
       f"depth: int = MAX_DEPTH) -> tuple[Any, int]:")
     w(f"    count, pos, lend = list_header(ctor, buf, pos, end, {t['name']!r})")
     if fields:
@@ -530,6 +539,106 @@ def _render_composite(m: Model, t: dict[str, Any], arche: dict[str, Any], w: Any
     w(f"register_described({cn}.CODE, {cn}.SYMBOL, _dec_{cn})")
 
 
+# inline readers of the usual encodings: base -> (constructor, lines setting
+# v and advancing p); anything else goes through the codec's r_* reader
+_FAST_TEXT = {"string": (0xA1, "buf[p + 2:e].decode()"),  # (buf is bytes here)
+              "symbol": (0xA3, "buf[p + 2:e].decode('ascii')"),
+              "binary": (0xA0, "buf[p + 2:e]")}
+_FAST_SMALL = {"uint": (0x52, 0x43), "ulong": (0x53, 0x44)}
+
+
+def _fast_read(m: Model, t: dict[str, Any], f: dict[str, Any], r: dict[str, Any],
+               arche: dict[str, Any]) -> list[str]:
+    """Lines reading field ``i`` at ``p`` (within ``lend``) into ``v``.
+    Reads may run past ``lend`` on bad input: the caller then finds ``p``
+    beyond it (or an IndexError) and hands over to the exact decoder."""
+    base = r["base"]
+    src = m.resolve(m.types[r["enum"]]["source"])["base"] if r["enum"] else base
+    prims = [q for req in f["requires"] for q in arche[req]["prims"]] if base == "*" else []
+    generic = [re.sub(r"\bpos\b", "p", x) for x in _reader(m, t, f, r, arche)]
+    if f["multiple"] or src not in ("boolean", "ubyte", "uint", "ulong", "string", "symbol",
+                                    "binary") and "string" not in prims:
+        return generic
+    lines = ["c = buf[p]"]
+    if src == "boolean":
+        lines += ["if c == 0x41:", "    v = True", "    p += 1",
+                  "elif c == 0x42:", "    v = False", "    p += 1"]
+    elif src == "ubyte":
+        lines += ["if c == 0x50:", "    v = buf[p + 1]", "    p += 2"]
+    elif src in _FAST_SMALL:
+        small, zero = _FAST_SMALL[src]
+        lines += [f"if c == {small:#x}:", "    v = buf[p + 1]", "    p += 2",
+                  f"elif c == {zero:#x}:", "    v = 0", "    p += 1"]
+    else:
+        code, expr = _FAST_TEXT["string" if base == "*" else src]
+        lines += [f"if c == {code:#x}:", "    e = p + 2 + buf[p + 1]", f"    v = {expr}"]
+        if r["tag"]:
+            lines += ["    if e - p - 2 > DELIVERY_TAG_MAX:", "        raise SlowPath"]
+        lines += ["    p = e"]
+    lines += ["elif c == 0x40:", "    v = None", "    p += 1", "else:"]
+    if r["enum"]:  # read raw, then the member (generic[1:] maps and checks)
+        return lines + ["    " + generic[0]] + generic[1:]
+    return lines + ["    " + x for x in generic]
+
+
+def _render_fast_decoder(m: Model, t: dict[str, Any], cn: str, infos: list[Any],
+                         arche: dict[str, Any], w: Any) -> None:
+    """The decoder registered for the class: the usual encodings of every
+    field read inline (list8, the small and 8-bit forms), the result built in
+    one go; on anything else it hands the same octets to ``_dec_X_exact``."""
+    nf = len(infos)
+    w("")
+    w("")
+    w(f"def _dec_{cn}(ctor: int, buf: bytes, pos: int, end: int, "
+      f"depth: int = MAX_DEPTH) -> tuple[Any, int]:")
+    items = ", ".join(f"{attr(f['name'])!r}: a{i}" for i, (f, _, _) in enumerate(infos))
+    if nf and not any(f["mandatory"] for f, _, _ in infos):
+        w("    if ctor == 0x45:  # list0: every field at its default")
+        w(f"        o = _new({cn})")
+        defaults = ", ".join(f"{attr(f['name'])!r}: {dv}" for f, _, dv in infos)
+        w(f"        _set(o, '__dict__', {{{defaults}}})")
+        w("        return o, pos")
+    elif not nf:
+        w("    if ctor == 0x45:")
+        w(f"        o = _new({cn})")
+        w("        _set(o, '__dict__', {})")
+        w("        return o, pos")
+    if nf:
+        w("    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:")
+        w("        count = buf[pos + 1]")
+        w("        lend = pos + 1 + buf[pos]")
+        w(f"        if count <= {nf} and lend <= end:")
+        w("            p = pos + 2")
+        w("            v: Any")
+        w("            e: Any")
+        w("            try:")
+        for i, (f, r, dv) in enumerate(infos):
+            w(f"                if count > {i}:")
+            for line in _fast_read(m, t, f, r, arche):
+                w("                    " + line)
+            if f["mandatory"]:
+                w("                    if v is None:")
+                w("                        raise SlowPath")
+                w(f"                    a{i} = v")
+                w("                else:")
+                w("                    raise SlowPath")
+            else:
+                if dv != "None":
+                    w("                    if v is None:")
+                    w(f"                        v = {dv}")
+                w(f"                    a{i} = v")
+                w("                else:")
+                w(f"                    a{i} = {dv}")
+        w("            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):")
+        w("                pass")
+        w("            else:")
+        w("                if p == lend:")
+        w(f"                    o = _new({cn})")
+        w(f"                    _set(o, '__dict__', {{{items}}})")
+        w("                    return o, lend")
+    w(f"    return _dec_{cn}_exact(ctor, buf, pos, end, depth)")
+
+
 def _py_type(m: Model, f: dict[str, Any], r: dict[str, Any], arche: dict[str, Any]) -> str:
     if r["enum"]:
         py = m.enum_name(m.types[r["enum"]])
@@ -552,33 +661,78 @@ def _py_type(m: Model, f: dict[str, Any], r: dict[str, Any], arche: dict[str, An
     return py
 
 
+def _w_text(table: str, codec: str, what: str) -> list[str]:
+    """A string or symbol written inline (str8/sym8; the 32-bit form by a call)."""
+    call = "v.encode()" if codec == "utf-8" else f"v.encode({codec!r})"
+    return ["try:",
+            f"    x = {call}",
+            "except (UnicodeEncodeError, AttributeError):",
+            f"    raise bad_text({what!r}, v) from None",
+            "k = len(x)",
+            "if k < 256:",
+            f"    out += {table}[k]",
+            "else:",
+            f"    out += wide_head({table}, k)",
+            "out += x"]
+
+
 def _writer(m: Model, f: dict[str, Any], r: dict[str, Any], arche: dict[str, Any]) -> list[str]:
+    """Lines appending field value ``v`` (not None) to ``out``: the common
+    encodings inline, the rest through the codec's writers."""
     base = r["base"]
     if f["multiple"]:
-        return ["w_symbols(v, b)"]
+        return ["w_symbols(v, out)"]
     if r["enum"]:
         src = m.resolve(m.types[r["enum"]]["source"])["base"]
         if src == "boolean":
-            return ["b.append(0x41 if v.value else 0x42)"]
-        return [f"w_{src}(v, b)"]
+            return ["out.append(0x41 if v.value else 0x42)"]
+        if src == "ubyte":
+            return ["out += _UBYTE[v]"]  # an enum member: in range
+        if src == "symbol":
+            return _w_text("_SYM8", "ascii", "symbol")
+        return [f"w_{src}(v, out)"]
     if base == "boolean":
-        return ["b.append(0x41 if v else 0x42)"]
+        return ["out.append(0x41 if v else 0x42)"]
     if base in ("uint", "ulong"):  # the common small values from a table
         table = "_SMALLUINT" if base == "uint" else "_SMALLULONG"
-        return ["if 0 <= v < 256:", f"    b += {table}[v]", "else:", f"    w_{base}(v, b)"]
-    if base in ("ubyte", "ushort", "string", "symbol", "binary", "timestamp"):
-        return [f"w_{base}(v, b)"]
+        return ["if 0 <= v < 256:", f"    out += {table}[v]", "else:", f"    w_{base}(v, out)"]
+    if base == "ubyte":
+        return ["if 0 <= v < 256:", "    out += _UBYTE[v]", "else:", "    w_ubyte(v, out)"]
+    if base == "string":
+        return _w_text("_STR8", "utf-8", "string")
+    if base == "symbol":
+        return _w_text("_SYM8", "ascii", "symbol")
+    if base == "binary":
+        return ["k = len(v)", "if k < 256:", "    out += _VBIN8[k]", "    out += v", "else:",
+                "    w_binary(v, out)"]
+    if base in ("ushort", "timestamp"):
+        return [f"w_{base}(v, out)"]
     if base in ("fields", "annotations", "map", "list"):
-        return [f"w_{base}(v, b, depth - 1)"]
+        return [f"w_{base}(v, out, depth - 1)"]
     if base == "composite":
-        return ["type(v)._enc(v, b, depth - 1)"]
+        return ["type(v)._enc(v, out, depth - 1)"]
     if base == "*":
         prims = [p for req in f["requires"] for p in arche[req]["prims"]]
         ints = [p for p in prims if p in INT_RANGES]
+        lines: list[str] = []
+        if "string" in prims:  # an address or message-id: a str is a string
+            lines += ["if type(v) is str:", *["    " + x for x in _w_text("_STR8", "utf-8",
+                                                                          "string")], "el"]
         if ints:
-            return ["if type(v) is int:", f"    w_{ints[0]}(v, b)", "else:",
-                    "    encode_value(v, b, depth - 1)"]
-        return ["encode_value(v, b, depth - 1)"]
+            lines += ["if type(v) is int:", f"    w_{ints[0]}(v, out)", "else:",
+                      "    encode_value(v, out, depth - 1)"]
+        elif lines:
+            lines += ["se:", "    encode_value(v, out, depth - 1)"]
+        else:
+            return ["encode_value(v, out, depth - 1)"]
+        # join the "el" + "if"/"se:" pieces into elif/else
+        out: list[str] = []
+        for x in lines:
+            if out and out[-1] == "el":
+                out[-1] = "el" + x
+            else:
+                out.append(x)
+        return out
     raise SystemExit(f"no writer for {f['name']} ({base})")
 
 
@@ -731,6 +885,13 @@ def _render_restricted(m: Model, t: dict[str, Any], w: Any) -> None:
     w("")
     w(f"def _dec_{cn}(ctor: int, buf: bytes, pos: int, end: int, "
       f"depth: int = MAX_DEPTH) -> tuple[Any, int]:")
+    if base == "binary":  # vbin8 read inline (a data section of up to 255 octets)
+        w("    if ctor == 0xA0 and pos < end and type(buf) is bytes:")
+        w("        e = pos + 1 + buf[pos]")
+        w("        if e <= end:")
+        w(f"            o = _new({cn})")
+        w("            _set(o, 'value', buf[pos + 1:e])")
+        w("            return o, e")
     w(f"    v, pos = {reader}")
     if base != "*":
         w("    if v is None:")

@@ -321,6 +321,41 @@ _STR8 = [bytes((0xA1, n)) for n in range(256)]
 _SYM8 = [bytes((0xA3, n)) for n in range(256)]
 _VBIN8 = [bytes((0xA0, n)) for n in range(256)]
 _SMALLLONG = {i: bytes((0x55, i & 0xFF)) for i in range(-128, 128)}
+_UBYTE = [bytes((0x50, i)) for i in range(256)]
+
+
+def wide_head(table: list[bytes], n: int) -> bytes:
+    """The 32-bit constructor and size of a value too long for ``table``'s
+    8-bit form (``_STR8`` -> str32 ...)."""
+    if n > 0xFFFFFFFF:
+        raise local_error("a value longer than 2**32-1 octets")
+    return bytes((table[0][0] + 0x10,)) + pack_u32(n)
+
+
+def bad_text(what: str, v: Any) -> Exception:
+    if what == "symbol":
+        return local_error(f"symbol: not ASCII: {v!r}")
+    return local_error(f"string is not encodable as UTF-8: {v!r}")
+
+
+def end_list(out: bytearray, start: int, count: int) -> None:
+    """Finish a list whose 3-octet list8 header was reserved just before
+    ``start``: list0 when empty, list32 when the body is too long."""
+    n = len(out) - start
+    if not count:
+        del out[start - 3:]
+        out.append(0x45)
+    elif n < 255 and count < 256:
+        out[start - 2] = n + 1
+        out[start - 1] = count
+    else:
+        if n > 0xFFFFFFFB:
+            raise local_error("compound value longer than 2**32-1 octets")
+        out[start - 3:start] = b"\xd0" + _U32U32.pack(n + 4, count)
+
+
+class SlowPath(Exception):
+    """Raised inside a generated fast decoder: hand the octets to the exact one."""
 
 
 def w_uint(v: int, out: bytearray) -> None:
@@ -543,19 +578,64 @@ def w_annotations(v: dict[Any, Any], out: bytearray, depth: int = MAX_DEPTH) -> 
 
 def w_string_keyed(v: dict[Any, Any], out: bytearray, depth: int = MAX_DEPTH) -> None:
     """``application-properties``: string keys, simple values (checked when
-    the section was built)."""
-    body = bytearray()
+    the section was built).  Short strings, small longs and booleans are
+    written inline (the usual properties); the map goes straight into
+    ``out`` behind a reserved map8 header."""
+    if not v:
+        out += b"\xc1\x01\x00"
+        return
+    out += b"\xc1\x00\x00"
+    start = len(out)
     encs = _ENCODERS
+    str8 = _STR8
     for k, x in v.items():
         if type(k) is not str:
             raise local_error(f"application-properties: keys are strings, got {k!r}")
-        w_string(k, body)
-        enc = encs.get(type(x))
-        if enc is not None:
-            enc(x, body, depth)
+        try:
+            b = k.encode()
+        except UnicodeEncodeError:
+            b = _utf8(k)
+        n = len(b)
+        if n < 256:
+            out += str8[n]
+            out += b
         else:
-            encode_value(x, body, depth - 1)
-    _w_compound(0xC1, 2 * len(v), body, out)
+            w_string(k, out)
+        t = type(x)
+        if t is str:
+            try:
+                b = x.encode()
+            except UnicodeEncodeError:
+                b = _utf8(x)
+            n = len(b)
+            if n < 256:
+                out += str8[n]
+                out += b
+            else:
+                w_string(x, out)
+        elif t is int and -128 <= x <= 127:
+            out += _SMALLLONG[x]
+        elif t is bool:
+            out.append(0x41 if x else 0x42)
+        else:
+            enc = encs.get(t)
+            if enc is not None:
+                enc(x, out, depth)
+            else:
+                encode_value(x, out, depth - 1)
+    _end_map(out, start, 2 * len(v))
+
+
+def _end_map(out: bytearray, start: int, count: int) -> None:
+    """Finish a map whose map8 header was reserved just before ``start``."""
+    n = len(out) - start
+    if n < 255 and count < 256:
+        out[start - 2] = n + 1
+        out[start - 1] = count
+    else:
+        if n > 0xFFFFFFFB:
+            raise local_error("compound value longer than 2**32-1 octets")
+        out[start - 3:start] = b"\xd1" + _U32U32.pack(n + 4, count)
 
 
 def w_symbols(v: tuple[str, ...] | list[str], out: bytearray) -> None:
@@ -1401,24 +1481,37 @@ def r_map(buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, 
 
 
 def r_string_keyed(buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
-    """A map whose keys are strings (application-properties)."""
+    """A map whose keys are strings (application-properties).  str8 keys
+    and the usual simple values are read inline."""
     c = _at(buf, pos, end, "map")
-    if c == 0x40:
+    if c == 0xC1 and pos + 2 < end and buf[pos + 1] and pos + 2 + buf[pos + 1] <= end \
+            and buf[pos + 2] < buf[pos + 1]:  # map8, the usual form
+        count = buf[pos + 2]
+        p = pos + 3
+        cend = pos + 2 + buf[pos + 1]
+    elif c == 0x40:
         return None, pos + 1
-    if c not in (0xC1, 0xD1):
+    elif c not in (0xC1, 0xD1):
         raise _wrong("map", c, pos)
-    count, p, cend = _compound_header(c, buf, pos + 1, end, "map")
+    else:
+        count, p, cend = _compound_header(c, buf, pos + 1, end, "map")
     if count & 1:
         raise decode_error(f"map declares an odd element count {count}", pos)
+    if type(buf) is not bytes:  # (the inline reads use bytes.decode)
+        buf = bytes(buf)
     out: dict[str, Any] = {}
     dd = depth - 1
+    dec = _DEC
     for _ in range(count >> 1):
         kpos = p
         if p + 1 < cend and buf[p] == 0xA1:  # str8 keys, the usual form
             e = p + 2 + buf[p + 1]
             if e > cend:
                 raise _short("map key", p)
-            k = _utf8_at(buf, p + 2, e)
+            try:
+                k = buf[p + 2:e].decode()
+            except UnicodeDecodeError:
+                k = _utf8_at(buf, p + 2, e)
             p = e
         else:
             k, p = r_string(buf, p, cend)
@@ -1428,9 +1521,32 @@ def r_string_keyed(buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tu
             raise decode_error(f"map key {k!r} appears twice", kpos)
         if p >= cend:
             raise _short("map value", p)
-        f = _DEC[buf[p]]
+        c = buf[p]
+        if c == 0xA1 and p + 1 < cend:
+            e = p + 2 + buf[p + 1]
+            if e <= cend:
+                try:
+                    out[k] = buf[p + 2:e].decode()
+                    p = e
+                    continue
+                except UnicodeDecodeError:
+                    pass  # reported by the general reader
+        elif c == 0x55 and p + 1 < cend:
+            x = buf[p + 1]
+            out[k] = x - 256 if x > 127 else x
+            p += 2
+            continue
+        elif c == 0x41:
+            out[k] = True
+            p += 1
+            continue
+        elif c == 0x42:
+            out[k] = False
+            p += 1
+            continue
+        f = dec[c]
         if f is None:
-            raise _bad_code(buf[p], p)
+            raise _bad_code(c, p)
         out[k], p = f(buf, p + 1, cend, dd)
     if p != cend:
         raise decode_error(f"map elements end at {p}, its size says {cend}", p)

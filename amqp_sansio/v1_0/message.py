@@ -210,7 +210,7 @@ def decode_message(payload: bytes) -> AmqpMessage:
     n = len(payload)
     pos = 0
     rank = -1
-    found: dict[str, Any] = {}
+    found: dict[str, Any] = _EMPTY.copy()
     body: list[Any] = []
     described = DESCRIBED
     try:
@@ -246,7 +246,7 @@ def decode_message(payload: bytes) -> AmqpMessage:
     if body:
         found["body"] = body[0] if type(body[0]) is AmqpValue else tuple(body)
     m = _new(AmqpMessage)
-    _set(m, "__dict__", {**_EMPTY, **found})
+    _set(m, "__dict__", found)
     return m
 
 

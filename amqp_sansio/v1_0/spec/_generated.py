@@ -11,14 +11,15 @@ from typing import Any, ClassVar
 
 import attrs
 
+from ...errors import DecodeError
 from .._specbase import (
     BY_CODE, CLASSES, Composite, FieldSpec, RestrictedSection, bad, ck_binary, ck_bool,
     ck_enum, ck_instance, ck_int, ck_list, ck_map, ck_message_id, ck_string, ck_symbol,
     ck_symbols, d_choice, d_kind, d_missing, missing,
 )
 from ..codec import (
-    _NULLS, _SMALLUINT, _SMALLULONG, MAX_DEPTH, Described, Symbol, ULong, _w_compound,
-    encode_value, list_header,
+    _NULLS, _SMALLUINT, _SMALLULONG, _STR8, _SYM8, _UBYTE, _VBIN8, MAX_DEPTH, Described,
+    SlowPath, Symbol, ULong, bad_text, encode_value, end_list, list_header, wide_head,
     r_annotations, r_any, r_binary, r_boolean, r_fields, r_list, r_map, r_string,
     r_string_keyed,
     r_symbol, r_symbols, r_timestamp, r_ubyte, r_uint, r_ulong, r_ushort,
@@ -211,81 +212,216 @@ _E_TransactionCondition: dict[Any, TransactionCondition] = {e.value: e for e in 
 
 
 def _enc_Open(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
-    out += b'\x00S\x10'
-    b = bytearray()
+    out += b'\x00S\x10\xc0\x00\x00'
+    s = len(out)
     n = 0
     d = o.__dict__  # every field is in it (the classes are not slotted)
     v = d['container_id']
     if v is not None:
-        w_string(v, b)
+        try:
+            x = v.encode()
+        except (UnicodeEncodeError, AttributeError):
+            raise bad_text('string', v) from None
+        k = len(x)
+        if k < 256:
+            out += _STR8[k]
+        else:
+            out += wide_head(_STR8, k)
+        out += x
         n = 1
     v = d['hostname']
     if v is not None:
         if n < 1:
-            b += _NULLS[1 - n]
-        w_string(v, b)
+            out += _NULLS[1 - n]
+        try:
+            x = v.encode()
+        except (UnicodeEncodeError, AttributeError):
+            raise bad_text('string', v) from None
+        k = len(x)
+        if k < 256:
+            out += _STR8[k]
+        else:
+            out += wide_head(_STR8, k)
+        out += x
         n = 2
     v = d['max_frame_size']
     if v is not None and v != 4294967295:
         if n < 2:
-            b += _NULLS[2 - n]
+            out += _NULLS[2 - n]
         if 0 <= v < 256:
-            b += _SMALLUINT[v]
+            out += _SMALLUINT[v]
         else:
-            w_uint(v, b)
+            w_uint(v, out)
         n = 3
     v = d['channel_max']
     if v is not None and v != 65535:
         if n < 3:
-            b += _NULLS[3 - n]
-        w_ushort(v, b)
+            out += _NULLS[3 - n]
+        w_ushort(v, out)
         n = 4
     v = d['idle_time_out']
     if v is not None:
         if n < 4:
-            b += _NULLS[4 - n]
+            out += _NULLS[4 - n]
         if 0 <= v < 256:
-            b += _SMALLUINT[v]
+            out += _SMALLUINT[v]
         else:
-            w_uint(v, b)
+            w_uint(v, out)
         n = 5
     v = d['outgoing_locales']
     if v is not None:
         if n < 5:
-            b += _NULLS[5 - n]
-        w_symbols(v, b)
+            out += _NULLS[5 - n]
+        w_symbols(v, out)
         n = 6
     v = d['incoming_locales']
     if v is not None:
         if n < 6:
-            b += _NULLS[6 - n]
-        w_symbols(v, b)
+            out += _NULLS[6 - n]
+        w_symbols(v, out)
         n = 7
     v = d['offered_capabilities']
     if v is not None:
         if n < 7:
-            b += _NULLS[7 - n]
-        w_symbols(v, b)
+            out += _NULLS[7 - n]
+        w_symbols(v, out)
         n = 8
     v = d['desired_capabilities']
     if v is not None:
         if n < 8:
-            b += _NULLS[8 - n]
-        w_symbols(v, b)
+            out += _NULLS[8 - n]
+        w_symbols(v, out)
         n = 9
     v = d['properties']
     if v is not None:
         if n < 9:
-            b += _NULLS[9 - n]
-        w_fields(v, b, depth - 1)
+            out += _NULLS[9 - n]
+        w_fields(v, out, depth - 1)
         n = 10
-    if n:
-        _w_compound(0xC0, n, b, out)
-    else:
-        out.append(0x45)
+    z = len(out) - s
+    if n and z < 255:
+        out[s - 2] = z + 1
+        out[s - 1] = n
+    else:  # no field (list0) or a long list (list32)
+        end_list(out, s, n)
 
 
 def _dec_Open(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
+    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
+        count = buf[pos + 1]
+        lend = pos + 1 + buf[pos]
+        if count <= 10 and lend <= end:
+            p = pos + 2
+            v: Any
+            e: Any
+            try:
+                if count > 0:
+                    c = buf[p]
+                    if c == 0xa1:
+                        e = p + 2 + buf[p + 1]
+                        v = buf[p + 2:e].decode()
+                        p = e
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_string(buf, p, lend)
+                    if v is None:
+                        raise SlowPath
+                    a0 = v
+                else:
+                    raise SlowPath
+                if count > 1:
+                    c = buf[p]
+                    if c == 0xa1:
+                        e = p + 2 + buf[p + 1]
+                        v = buf[p + 2:e].decode()
+                        p = e
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_string(buf, p, lend)
+                    a1 = v
+                else:
+                    a1 = None
+                if count > 2:
+                    c = buf[p]
+                    if c == 0x52:
+                        v = buf[p + 1]
+                        p += 2
+                    elif c == 0x43:
+                        v = 0
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_uint(buf, p, lend)
+                    if v is None:
+                        v = 4294967295
+                    a2 = v
+                else:
+                    a2 = 4294967295
+                if count > 3:
+                    v, p = r_ushort(buf, p, lend)
+                    if v is None:
+                        v = 65535
+                    a3 = v
+                else:
+                    a3 = 65535
+                if count > 4:
+                    c = buf[p]
+                    if c == 0x52:
+                        v = buf[p + 1]
+                        p += 2
+                    elif c == 0x43:
+                        v = 0
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_uint(buf, p, lend)
+                    a4 = v
+                else:
+                    a4 = None
+                if count > 5:
+                    v, p = r_symbols(buf, p, lend)
+                    a5 = v
+                else:
+                    a5 = None
+                if count > 6:
+                    v, p = r_symbols(buf, p, lend)
+                    a6 = v
+                else:
+                    a6 = None
+                if count > 7:
+                    v, p = r_symbols(buf, p, lend)
+                    a7 = v
+                else:
+                    a7 = None
+                if count > 8:
+                    v, p = r_symbols(buf, p, lend)
+                    a8 = v
+                else:
+                    a8 = None
+                if count > 9:
+                    v, p = r_fields(buf, p, lend, depth - 1)
+                    a9 = v
+                else:
+                    a9 = None
+            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+                pass
+            else:
+                if p == lend:
+                    o = _new(Open)
+                    _set(o, '__dict__', {'container_id': a0, 'hostname': a1, 'max_frame_size': a2, 'channel_max': a3, 'idle_time_out': a4, 'outgoing_locales': a5, 'incoming_locales': a6, 'offered_capabilities': a7, 'desired_capabilities': a8, 'properties': a9})
+                    return o, lend
+    return _dec_Open_exact(ctor, buf, pos, end, depth)
+
+
+def _dec_Open_exact(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'open')
     v: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
@@ -465,75 +601,188 @@ register_described(Open.CODE, Open.SYMBOL, _dec_Open)
 
 
 def _enc_Begin(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
-    out += b'\x00S\x11'
-    b = bytearray()
+    out += b'\x00S\x11\xc0\x00\x00'
+    s = len(out)
     n = 0
     d = o.__dict__  # every field is in it (the classes are not slotted)
     v = d['remote_channel']
     if v is not None:
-        w_ushort(v, b)
+        w_ushort(v, out)
         n = 1
     v = d['next_outgoing_id']
     if v is not None:
         if n < 1:
-            b += _NULLS[1 - n]
+            out += _NULLS[1 - n]
         if 0 <= v < 256:
-            b += _SMALLUINT[v]
+            out += _SMALLUINT[v]
         else:
-            w_uint(v, b)
+            w_uint(v, out)
         n = 2
     v = d['incoming_window']
     if v is not None:
         if n < 2:
-            b += _NULLS[2 - n]
+            out += _NULLS[2 - n]
         if 0 <= v < 256:
-            b += _SMALLUINT[v]
+            out += _SMALLUINT[v]
         else:
-            w_uint(v, b)
+            w_uint(v, out)
         n = 3
     v = d['outgoing_window']
     if v is not None:
         if n < 3:
-            b += _NULLS[3 - n]
+            out += _NULLS[3 - n]
         if 0 <= v < 256:
-            b += _SMALLUINT[v]
+            out += _SMALLUINT[v]
         else:
-            w_uint(v, b)
+            w_uint(v, out)
         n = 4
     v = d['handle_max']
     if v is not None and v != 4294967295:
         if n < 4:
-            b += _NULLS[4 - n]
+            out += _NULLS[4 - n]
         if 0 <= v < 256:
-            b += _SMALLUINT[v]
+            out += _SMALLUINT[v]
         else:
-            w_uint(v, b)
+            w_uint(v, out)
         n = 5
     v = d['offered_capabilities']
     if v is not None:
         if n < 5:
-            b += _NULLS[5 - n]
-        w_symbols(v, b)
+            out += _NULLS[5 - n]
+        w_symbols(v, out)
         n = 6
     v = d['desired_capabilities']
     if v is not None:
         if n < 6:
-            b += _NULLS[6 - n]
-        w_symbols(v, b)
+            out += _NULLS[6 - n]
+        w_symbols(v, out)
         n = 7
     v = d['properties']
     if v is not None:
         if n < 7:
-            b += _NULLS[7 - n]
-        w_fields(v, b, depth - 1)
+            out += _NULLS[7 - n]
+        w_fields(v, out, depth - 1)
         n = 8
-    if n:
-        _w_compound(0xC0, n, b, out)
-    else:
-        out.append(0x45)
+    z = len(out) - s
+    if n and z < 255:
+        out[s - 2] = z + 1
+        out[s - 1] = n
+    else:  # no field (list0) or a long list (list32)
+        end_list(out, s, n)
 
 
 def _dec_Begin(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
+    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
+        count = buf[pos + 1]
+        lend = pos + 1 + buf[pos]
+        if count <= 8 and lend <= end:
+            p = pos + 2
+            v: Any
+            e: Any
+            try:
+                if count > 0:
+                    v, p = r_ushort(buf, p, lend)
+                    a0 = v
+                else:
+                    a0 = None
+                if count > 1:
+                    c = buf[p]
+                    if c == 0x52:
+                        v = buf[p + 1]
+                        p += 2
+                    elif c == 0x43:
+                        v = 0
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_uint(buf, p, lend)
+                    if v is None:
+                        raise SlowPath
+                    a1 = v
+                else:
+                    raise SlowPath
+                if count > 2:
+                    c = buf[p]
+                    if c == 0x52:
+                        v = buf[p + 1]
+                        p += 2
+                    elif c == 0x43:
+                        v = 0
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_uint(buf, p, lend)
+                    if v is None:
+                        raise SlowPath
+                    a2 = v
+                else:
+                    raise SlowPath
+                if count > 3:
+                    c = buf[p]
+                    if c == 0x52:
+                        v = buf[p + 1]
+                        p += 2
+                    elif c == 0x43:
+                        v = 0
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_uint(buf, p, lend)
+                    if v is None:
+                        raise SlowPath
+                    a3 = v
+                else:
+                    raise SlowPath
+                if count > 4:
+                    c = buf[p]
+                    if c == 0x52:
+                        v = buf[p + 1]
+                        p += 2
+                    elif c == 0x43:
+                        v = 0
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_uint(buf, p, lend)
+                    if v is None:
+                        v = 4294967295
+                    a4 = v
+                else:
+                    a4 = 4294967295
+                if count > 5:
+                    v, p = r_symbols(buf, p, lend)
+                    a5 = v
+                else:
+                    a5 = None
+                if count > 6:
+                    v, p = r_symbols(buf, p, lend)
+                    a6 = v
+                else:
+                    a6 = None
+                if count > 7:
+                    v, p = r_fields(buf, p, lend, depth - 1)
+                    a7 = v
+                else:
+                    a7 = None
+            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+                pass
+            else:
+                if p == lend:
+                    o = _new(Begin)
+                    _set(o, '__dict__', {'remote_channel': a0, 'next_outgoing_id': a1, 'incoming_window': a2, 'outgoing_window': a3, 'handle_max': a4, 'offered_capabilities': a5, 'desired_capabilities': a6, 'properties': a7})
+                    return o, lend
+    return _dec_Begin_exact(ctor, buf, pos, end, depth)
+
+
+def _dec_Begin_exact(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'begin')
     v: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
@@ -687,108 +936,319 @@ register_described(Begin.CODE, Begin.SYMBOL, _dec_Begin)
 
 
 def _enc_Attach(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
-    out += b'\x00S\x12'
-    b = bytearray()
+    out += b'\x00S\x12\xc0\x00\x00'
+    s = len(out)
     n = 0
     d = o.__dict__  # every field is in it (the classes are not slotted)
     v = d['name']
     if v is not None:
-        w_string(v, b)
+        try:
+            x = v.encode()
+        except (UnicodeEncodeError, AttributeError):
+            raise bad_text('string', v) from None
+        k = len(x)
+        if k < 256:
+            out += _STR8[k]
+        else:
+            out += wide_head(_STR8, k)
+        out += x
         n = 1
     v = d['handle']
     if v is not None:
         if n < 1:
-            b += _NULLS[1 - n]
+            out += _NULLS[1 - n]
         if 0 <= v < 256:
-            b += _SMALLUINT[v]
+            out += _SMALLUINT[v]
         else:
-            w_uint(v, b)
+            w_uint(v, out)
         n = 2
     v = d['role']
     if v is not None:
         if n < 2:
-            b += _NULLS[2 - n]
-        b.append(0x41 if v.value else 0x42)
+            out += _NULLS[2 - n]
+        out.append(0x41 if v.value else 0x42)
         n = 3
     v = d['snd_settle_mode']
     if v is not None and v != SenderSettleMode.MIXED:
         if n < 3:
-            b += _NULLS[3 - n]
-        w_ubyte(v, b)
+            out += _NULLS[3 - n]
+        out += _UBYTE[v]
         n = 4
     v = d['rcv_settle_mode']
     if v is not None and v != ReceiverSettleMode.FIRST:
         if n < 4:
-            b += _NULLS[4 - n]
-        w_ubyte(v, b)
+            out += _NULLS[4 - n]
+        out += _UBYTE[v]
         n = 5
     v = d['source']
     if v is not None:
         if n < 5:
-            b += _NULLS[5 - n]
-        encode_value(v, b, depth - 1)
+            out += _NULLS[5 - n]
+        encode_value(v, out, depth - 1)
         n = 6
     v = d['target']
     if v is not None:
         if n < 6:
-            b += _NULLS[6 - n]
-        encode_value(v, b, depth - 1)
+            out += _NULLS[6 - n]
+        encode_value(v, out, depth - 1)
         n = 7
     v = d['unsettled']
     if v is not None:
         if n < 7:
-            b += _NULLS[7 - n]
-        w_map(v, b, depth - 1)
+            out += _NULLS[7 - n]
+        w_map(v, out, depth - 1)
         n = 8
     v = d['incomplete_unsettled']
     if v:
         if n < 8:
-            b += _NULLS[8 - n]
-        b.append(0x41 if v else 0x42)
+            out += _NULLS[8 - n]
+        out.append(0x41 if v else 0x42)
         n = 9
     v = d['initial_delivery_count']
     if v is not None:
         if n < 9:
-            b += _NULLS[9 - n]
+            out += _NULLS[9 - n]
         if 0 <= v < 256:
-            b += _SMALLUINT[v]
+            out += _SMALLUINT[v]
         else:
-            w_uint(v, b)
+            w_uint(v, out)
         n = 10
     v = d['max_message_size']
     if v is not None:
         if n < 10:
-            b += _NULLS[10 - n]
+            out += _NULLS[10 - n]
         if 0 <= v < 256:
-            b += _SMALLULONG[v]
+            out += _SMALLULONG[v]
         else:
-            w_ulong(v, b)
+            w_ulong(v, out)
         n = 11
     v = d['offered_capabilities']
     if v is not None:
         if n < 11:
-            b += _NULLS[11 - n]
-        w_symbols(v, b)
+            out += _NULLS[11 - n]
+        w_symbols(v, out)
         n = 12
     v = d['desired_capabilities']
     if v is not None:
         if n < 12:
-            b += _NULLS[12 - n]
-        w_symbols(v, b)
+            out += _NULLS[12 - n]
+        w_symbols(v, out)
         n = 13
     v = d['properties']
     if v is not None:
         if n < 13:
-            b += _NULLS[13 - n]
-        w_fields(v, b, depth - 1)
+            out += _NULLS[13 - n]
+        w_fields(v, out, depth - 1)
         n = 14
-    if n:
-        _w_compound(0xC0, n, b, out)
-    else:
-        out.append(0x45)
+    z = len(out) - s
+    if n and z < 255:
+        out[s - 2] = z + 1
+        out[s - 1] = n
+    else:  # no field (list0) or a long list (list32)
+        end_list(out, s, n)
 
 
 def _dec_Attach(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
+    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
+        count = buf[pos + 1]
+        lend = pos + 1 + buf[pos]
+        if count <= 14 and lend <= end:
+            p = pos + 2
+            v: Any
+            e: Any
+            try:
+                if count > 0:
+                    c = buf[p]
+                    if c == 0xa1:
+                        e = p + 2 + buf[p + 1]
+                        v = buf[p + 2:e].decode()
+                        p = e
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_string(buf, p, lend)
+                    if v is None:
+                        raise SlowPath
+                    a0 = v
+                else:
+                    raise SlowPath
+                if count > 1:
+                    c = buf[p]
+                    if c == 0x52:
+                        v = buf[p + 1]
+                        p += 2
+                    elif c == 0x43:
+                        v = 0
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_uint(buf, p, lend)
+                    if v is None:
+                        raise SlowPath
+                    a1 = v
+                else:
+                    raise SlowPath
+                if count > 2:
+                    c = buf[p]
+                    if c == 0x41:
+                        v = True
+                        p += 1
+                    elif c == 0x42:
+                        v = False
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_boolean(buf, p, lend)
+                    if v is not None:
+                        e = _E_Role.get(v)
+                        if e is None:
+                            raise d_choice('attach', 'role', v, p)
+                        v = e
+                    if v is None:
+                        raise SlowPath
+                    a2 = v
+                else:
+                    raise SlowPath
+                if count > 3:
+                    c = buf[p]
+                    if c == 0x50:
+                        v = buf[p + 1]
+                        p += 2
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_ubyte(buf, p, lend)
+                    if v is not None:
+                        e = _E_SenderSettleMode.get(v)
+                        if e is None:
+                            raise d_choice('attach', 'snd-settle-mode', v, p)
+                        v = e
+                    if v is None:
+                        v = SenderSettleMode.MIXED
+                    a3 = v
+                else:
+                    a3 = SenderSettleMode.MIXED
+                if count > 4:
+                    c = buf[p]
+                    if c == 0x50:
+                        v = buf[p + 1]
+                        p += 2
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_ubyte(buf, p, lend)
+                    if v is not None:
+                        e = _E_ReceiverSettleMode.get(v)
+                        if e is None:
+                            raise d_choice('attach', 'rcv-settle-mode', v, p)
+                        v = e
+                    if v is None:
+                        v = ReceiverSettleMode.FIRST
+                    a4 = v
+                else:
+                    a4 = ReceiverSettleMode.FIRST
+                if count > 5:
+                    v, p = r_any(buf, p, lend, depth - 1)
+                    if v is not None and not isinstance(v, (Source, Described,)):
+                        raise d_kind('attach', 'source', v, 'source', p)
+                    a5 = v
+                else:
+                    a5 = None
+                if count > 6:
+                    v, p = r_any(buf, p, lend, depth - 1)
+                    if v is not None and not isinstance(v, (Target, Coordinator, Described,)):
+                        raise d_kind('attach', 'target', v, 'target', p)
+                    a6 = v
+                else:
+                    a6 = None
+                if count > 7:
+                    v, p = r_map(buf, p, lend, depth - 1)
+                    a7 = v
+                else:
+                    a7 = None
+                if count > 8:
+                    c = buf[p]
+                    if c == 0x41:
+                        v = True
+                        p += 1
+                    elif c == 0x42:
+                        v = False
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_boolean(buf, p, lend)
+                    if v is None:
+                        v = False
+                    a8 = v
+                else:
+                    a8 = False
+                if count > 9:
+                    c = buf[p]
+                    if c == 0x52:
+                        v = buf[p + 1]
+                        p += 2
+                    elif c == 0x43:
+                        v = 0
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_uint(buf, p, lend)
+                    a9 = v
+                else:
+                    a9 = None
+                if count > 10:
+                    c = buf[p]
+                    if c == 0x53:
+                        v = buf[p + 1]
+                        p += 2
+                    elif c == 0x44:
+                        v = 0
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_ulong(buf, p, lend)
+                    a10 = v
+                else:
+                    a10 = None
+                if count > 11:
+                    v, p = r_symbols(buf, p, lend)
+                    a11 = v
+                else:
+                    a11 = None
+                if count > 12:
+                    v, p = r_symbols(buf, p, lend)
+                    a12 = v
+                else:
+                    a12 = None
+                if count > 13:
+                    v, p = r_fields(buf, p, lend, depth - 1)
+                    a13 = v
+                else:
+                    a13 = None
+            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+                pass
+            else:
+                if p == lend:
+                    o = _new(Attach)
+                    _set(o, '__dict__', {'name': a0, 'handle': a1, 'role': a2, 'snd_settle_mode': a3, 'rcv_settle_mode': a4, 'source': a5, 'target': a6, 'unsettled': a7, 'incomplete_unsettled': a8, 'initial_delivery_count': a9, 'max_message_size': a10, 'offered_capabilities': a11, 'desired_capabilities': a12, 'properties': a13})
+                    return o, lend
+    return _dec_Attach_exact(ctor, buf, pos, end, depth)
+
+
+def _dec_Attach_exact(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'attach')
     v: Any
     e: Any
@@ -1041,105 +1501,301 @@ register_described(Attach.CODE, Attach.SYMBOL, _dec_Attach)
 
 
 def _enc_Flow(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
-    out += b'\x00S\x13'
-    b = bytearray()
+    out += b'\x00S\x13\xc0\x00\x00'
+    s = len(out)
     n = 0
     d = o.__dict__  # every field is in it (the classes are not slotted)
     v = d['next_incoming_id']
     if v is not None:
         if 0 <= v < 256:
-            b += _SMALLUINT[v]
+            out += _SMALLUINT[v]
         else:
-            w_uint(v, b)
+            w_uint(v, out)
         n = 1
     v = d['incoming_window']
     if v is not None:
         if n < 1:
-            b += _NULLS[1 - n]
+            out += _NULLS[1 - n]
         if 0 <= v < 256:
-            b += _SMALLUINT[v]
+            out += _SMALLUINT[v]
         else:
-            w_uint(v, b)
+            w_uint(v, out)
         n = 2
     v = d['next_outgoing_id']
     if v is not None:
         if n < 2:
-            b += _NULLS[2 - n]
+            out += _NULLS[2 - n]
         if 0 <= v < 256:
-            b += _SMALLUINT[v]
+            out += _SMALLUINT[v]
         else:
-            w_uint(v, b)
+            w_uint(v, out)
         n = 3
     v = d['outgoing_window']
     if v is not None:
         if n < 3:
-            b += _NULLS[3 - n]
+            out += _NULLS[3 - n]
         if 0 <= v < 256:
-            b += _SMALLUINT[v]
+            out += _SMALLUINT[v]
         else:
-            w_uint(v, b)
+            w_uint(v, out)
         n = 4
     v = d['handle']
     if v is not None:
         if n < 4:
-            b += _NULLS[4 - n]
+            out += _NULLS[4 - n]
         if 0 <= v < 256:
-            b += _SMALLUINT[v]
+            out += _SMALLUINT[v]
         else:
-            w_uint(v, b)
+            w_uint(v, out)
         n = 5
     v = d['delivery_count']
     if v is not None:
         if n < 5:
-            b += _NULLS[5 - n]
+            out += _NULLS[5 - n]
         if 0 <= v < 256:
-            b += _SMALLUINT[v]
+            out += _SMALLUINT[v]
         else:
-            w_uint(v, b)
+            w_uint(v, out)
         n = 6
     v = d['link_credit']
     if v is not None:
         if n < 6:
-            b += _NULLS[6 - n]
+            out += _NULLS[6 - n]
         if 0 <= v < 256:
-            b += _SMALLUINT[v]
+            out += _SMALLUINT[v]
         else:
-            w_uint(v, b)
+            w_uint(v, out)
         n = 7
     v = d['available']
     if v is not None:
         if n < 7:
-            b += _NULLS[7 - n]
+            out += _NULLS[7 - n]
         if 0 <= v < 256:
-            b += _SMALLUINT[v]
+            out += _SMALLUINT[v]
         else:
-            w_uint(v, b)
+            w_uint(v, out)
         n = 8
     v = d['drain']
     if v:
         if n < 8:
-            b += _NULLS[8 - n]
-        b.append(0x41 if v else 0x42)
+            out += _NULLS[8 - n]
+        out.append(0x41 if v else 0x42)
         n = 9
     v = d['echo']
     if v:
         if n < 9:
-            b += _NULLS[9 - n]
-        b.append(0x41 if v else 0x42)
+            out += _NULLS[9 - n]
+        out.append(0x41 if v else 0x42)
         n = 10
     v = d['properties']
     if v is not None:
         if n < 10:
-            b += _NULLS[10 - n]
-        w_fields(v, b, depth - 1)
+            out += _NULLS[10 - n]
+        w_fields(v, out, depth - 1)
         n = 11
-    if n:
-        _w_compound(0xC0, n, b, out)
-    else:
-        out.append(0x45)
+    z = len(out) - s
+    if n and z < 255:
+        out[s - 2] = z + 1
+        out[s - 1] = n
+    else:  # no field (list0) or a long list (list32)
+        end_list(out, s, n)
 
 
 def _dec_Flow(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
+    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
+        count = buf[pos + 1]
+        lend = pos + 1 + buf[pos]
+        if count <= 11 and lend <= end:
+            p = pos + 2
+            v: Any
+            e: Any
+            try:
+                if count > 0:
+                    c = buf[p]
+                    if c == 0x52:
+                        v = buf[p + 1]
+                        p += 2
+                    elif c == 0x43:
+                        v = 0
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_uint(buf, p, lend)
+                    a0 = v
+                else:
+                    a0 = None
+                if count > 1:
+                    c = buf[p]
+                    if c == 0x52:
+                        v = buf[p + 1]
+                        p += 2
+                    elif c == 0x43:
+                        v = 0
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_uint(buf, p, lend)
+                    if v is None:
+                        raise SlowPath
+                    a1 = v
+                else:
+                    raise SlowPath
+                if count > 2:
+                    c = buf[p]
+                    if c == 0x52:
+                        v = buf[p + 1]
+                        p += 2
+                    elif c == 0x43:
+                        v = 0
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_uint(buf, p, lend)
+                    if v is None:
+                        raise SlowPath
+                    a2 = v
+                else:
+                    raise SlowPath
+                if count > 3:
+                    c = buf[p]
+                    if c == 0x52:
+                        v = buf[p + 1]
+                        p += 2
+                    elif c == 0x43:
+                        v = 0
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_uint(buf, p, lend)
+                    if v is None:
+                        raise SlowPath
+                    a3 = v
+                else:
+                    raise SlowPath
+                if count > 4:
+                    c = buf[p]
+                    if c == 0x52:
+                        v = buf[p + 1]
+                        p += 2
+                    elif c == 0x43:
+                        v = 0
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_uint(buf, p, lend)
+                    a4 = v
+                else:
+                    a4 = None
+                if count > 5:
+                    c = buf[p]
+                    if c == 0x52:
+                        v = buf[p + 1]
+                        p += 2
+                    elif c == 0x43:
+                        v = 0
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_uint(buf, p, lend)
+                    a5 = v
+                else:
+                    a5 = None
+                if count > 6:
+                    c = buf[p]
+                    if c == 0x52:
+                        v = buf[p + 1]
+                        p += 2
+                    elif c == 0x43:
+                        v = 0
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_uint(buf, p, lend)
+                    a6 = v
+                else:
+                    a6 = None
+                if count > 7:
+                    c = buf[p]
+                    if c == 0x52:
+                        v = buf[p + 1]
+                        p += 2
+                    elif c == 0x43:
+                        v = 0
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_uint(buf, p, lend)
+                    a7 = v
+                else:
+                    a7 = None
+                if count > 8:
+                    c = buf[p]
+                    if c == 0x41:
+                        v = True
+                        p += 1
+                    elif c == 0x42:
+                        v = False
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_boolean(buf, p, lend)
+                    if v is None:
+                        v = False
+                    a8 = v
+                else:
+                    a8 = False
+                if count > 9:
+                    c = buf[p]
+                    if c == 0x41:
+                        v = True
+                        p += 1
+                    elif c == 0x42:
+                        v = False
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_boolean(buf, p, lend)
+                    if v is None:
+                        v = False
+                    a9 = v
+                else:
+                    a9 = False
+                if count > 10:
+                    v, p = r_fields(buf, p, lend, depth - 1)
+                    a10 = v
+                else:
+                    a10 = None
+            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+                pass
+            else:
+                if p == lend:
+                    o = _new(Flow)
+                    _set(o, '__dict__', {'next_incoming_id': a0, 'incoming_window': a1, 'next_outgoing_id': a2, 'outgoing_window': a3, 'handle': a4, 'delivery_count': a5, 'link_credit': a6, 'available': a7, 'drain': a8, 'echo': a9, 'properties': a10})
+                    return o, lend
+    return _dec_Flow_exact(ctor, buf, pos, end, depth)
+
+
+def _dec_Flow_exact(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'flow')
     v: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
@@ -1330,90 +1986,297 @@ register_described(Flow.CODE, Flow.SYMBOL, _dec_Flow)
 
 
 def _enc_Transfer(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
-    out += b'\x00S\x14'
-    b = bytearray()
+    out += b'\x00S\x14\xc0\x00\x00'
+    s = len(out)
     n = 0
     d = o.__dict__  # every field is in it (the classes are not slotted)
     v = d['handle']
     if v is not None:
         if 0 <= v < 256:
-            b += _SMALLUINT[v]
+            out += _SMALLUINT[v]
         else:
-            w_uint(v, b)
+            w_uint(v, out)
         n = 1
     v = d['delivery_id']
     if v is not None:
         if n < 1:
-            b += _NULLS[1 - n]
+            out += _NULLS[1 - n]
         if 0 <= v < 256:
-            b += _SMALLUINT[v]
+            out += _SMALLUINT[v]
         else:
-            w_uint(v, b)
+            w_uint(v, out)
         n = 2
     v = d['delivery_tag']
     if v is not None:
         if n < 2:
-            b += _NULLS[2 - n]
-        w_binary(v, b)
+            out += _NULLS[2 - n]
+        k = len(v)
+        if k < 256:
+            out += _VBIN8[k]
+            out += v
+        else:
+            w_binary(v, out)
         n = 3
     v = d['message_format']
     if v is not None:
         if n < 3:
-            b += _NULLS[3 - n]
+            out += _NULLS[3 - n]
         if 0 <= v < 256:
-            b += _SMALLUINT[v]
+            out += _SMALLUINT[v]
         else:
-            w_uint(v, b)
+            w_uint(v, out)
         n = 4
     v = d['settled']
     if v is not None:
         if n < 4:
-            b += _NULLS[4 - n]
-        b.append(0x41 if v else 0x42)
+            out += _NULLS[4 - n]
+        out.append(0x41 if v else 0x42)
         n = 5
     v = d['more']
     if v:
         if n < 5:
-            b += _NULLS[5 - n]
-        b.append(0x41 if v else 0x42)
+            out += _NULLS[5 - n]
+        out.append(0x41 if v else 0x42)
         n = 6
     v = d['rcv_settle_mode']
     if v is not None:
         if n < 6:
-            b += _NULLS[6 - n]
-        w_ubyte(v, b)
+            out += _NULLS[6 - n]
+        out += _UBYTE[v]
         n = 7
     v = d['state']
     if v is not None:
         if n < 7:
-            b += _NULLS[7 - n]
-        encode_value(v, b, depth - 1)
+            out += _NULLS[7 - n]
+        encode_value(v, out, depth - 1)
         n = 8
     v = d['resume']
     if v:
         if n < 8:
-            b += _NULLS[8 - n]
-        b.append(0x41 if v else 0x42)
+            out += _NULLS[8 - n]
+        out.append(0x41 if v else 0x42)
         n = 9
     v = d['aborted']
     if v:
         if n < 9:
-            b += _NULLS[9 - n]
-        b.append(0x41 if v else 0x42)
+            out += _NULLS[9 - n]
+        out.append(0x41 if v else 0x42)
         n = 10
     v = d['batchable']
     if v:
         if n < 10:
-            b += _NULLS[10 - n]
-        b.append(0x41 if v else 0x42)
+            out += _NULLS[10 - n]
+        out.append(0x41 if v else 0x42)
         n = 11
-    if n:
-        _w_compound(0xC0, n, b, out)
-    else:
-        out.append(0x45)
+    z = len(out) - s
+    if n and z < 255:
+        out[s - 2] = z + 1
+        out[s - 1] = n
+    else:  # no field (list0) or a long list (list32)
+        end_list(out, s, n)
 
 
 def _dec_Transfer(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
+    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
+        count = buf[pos + 1]
+        lend = pos + 1 + buf[pos]
+        if count <= 11 and lend <= end:
+            p = pos + 2
+            v: Any
+            e: Any
+            try:
+                if count > 0:
+                    c = buf[p]
+                    if c == 0x52:
+                        v = buf[p + 1]
+                        p += 2
+                    elif c == 0x43:
+                        v = 0
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_uint(buf, p, lend)
+                    if v is None:
+                        raise SlowPath
+                    a0 = v
+                else:
+                    raise SlowPath
+                if count > 1:
+                    c = buf[p]
+                    if c == 0x52:
+                        v = buf[p + 1]
+                        p += 2
+                    elif c == 0x43:
+                        v = 0
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_uint(buf, p, lend)
+                    a1 = v
+                else:
+                    a1 = None
+                if count > 2:
+                    c = buf[p]
+                    if c == 0xa0:
+                        e = p + 2 + buf[p + 1]
+                        v = buf[p + 2:e]
+                        if e - p - 2 > DELIVERY_TAG_MAX:
+                            raise SlowPath
+                        p = e
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_binary(buf, p, lend)
+                        if v is not None and len(v) > DELIVERY_TAG_MAX:
+                            raise d_kind('transfer', 'delivery-tag', v, 'delivery-tag (at most 32 octets)', p)
+                    a2 = v
+                else:
+                    a2 = None
+                if count > 3:
+                    c = buf[p]
+                    if c == 0x52:
+                        v = buf[p + 1]
+                        p += 2
+                    elif c == 0x43:
+                        v = 0
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_uint(buf, p, lend)
+                    a3 = v
+                else:
+                    a3 = None
+                if count > 4:
+                    c = buf[p]
+                    if c == 0x41:
+                        v = True
+                        p += 1
+                    elif c == 0x42:
+                        v = False
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_boolean(buf, p, lend)
+                    a4 = v
+                else:
+                    a4 = None
+                if count > 5:
+                    c = buf[p]
+                    if c == 0x41:
+                        v = True
+                        p += 1
+                    elif c == 0x42:
+                        v = False
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_boolean(buf, p, lend)
+                    if v is None:
+                        v = False
+                    a5 = v
+                else:
+                    a5 = False
+                if count > 6:
+                    c = buf[p]
+                    if c == 0x50:
+                        v = buf[p + 1]
+                        p += 2
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_ubyte(buf, p, lend)
+                    if v is not None:
+                        e = _E_ReceiverSettleMode.get(v)
+                        if e is None:
+                            raise d_choice('transfer', 'rcv-settle-mode', v, p)
+                        v = e
+                    a6 = v
+                else:
+                    a6 = None
+                if count > 7:
+                    v, p = r_any(buf, p, lend, depth - 1)
+                    if v is not None and not isinstance(v, (Received, Accepted, Rejected, Released, Modified, Declared, TransactionalState, Described,)):
+                        raise d_kind('transfer', 'state', v, 'delivery-state', p)
+                    a7 = v
+                else:
+                    a7 = None
+                if count > 8:
+                    c = buf[p]
+                    if c == 0x41:
+                        v = True
+                        p += 1
+                    elif c == 0x42:
+                        v = False
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_boolean(buf, p, lend)
+                    if v is None:
+                        v = False
+                    a8 = v
+                else:
+                    a8 = False
+                if count > 9:
+                    c = buf[p]
+                    if c == 0x41:
+                        v = True
+                        p += 1
+                    elif c == 0x42:
+                        v = False
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_boolean(buf, p, lend)
+                    if v is None:
+                        v = False
+                    a9 = v
+                else:
+                    a9 = False
+                if count > 10:
+                    c = buf[p]
+                    if c == 0x41:
+                        v = True
+                        p += 1
+                    elif c == 0x42:
+                        v = False
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_boolean(buf, p, lend)
+                    if v is None:
+                        v = False
+                    a10 = v
+                else:
+                    a10 = False
+            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+                pass
+            else:
+                if p == lend:
+                    o = _new(Transfer)
+                    _set(o, '__dict__', {'handle': a0, 'delivery_id': a1, 'delivery_tag': a2, 'message_format': a3, 'settled': a4, 'more': a5, 'rcv_settle_mode': a6, 'state': a7, 'resume': a8, 'aborted': a9, 'batchable': a10})
+                    return o, lend
+    return _dec_Transfer_exact(ctor, buf, pos, end, depth)
+
+
+def _dec_Transfer_exact(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'transfer')
     v: Any
     e: Any
@@ -1612,57 +2475,178 @@ register_described(Transfer.CODE, Transfer.SYMBOL, _dec_Transfer)
 
 
 def _enc_Disposition(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
-    out += b'\x00S\x15'
-    b = bytearray()
+    out += b'\x00S\x15\xc0\x00\x00'
+    s = len(out)
     n = 0
     d = o.__dict__  # every field is in it (the classes are not slotted)
     v = d['role']
     if v is not None:
-        b.append(0x41 if v.value else 0x42)
+        out.append(0x41 if v.value else 0x42)
         n = 1
     v = d['first']
     if v is not None:
         if n < 1:
-            b += _NULLS[1 - n]
+            out += _NULLS[1 - n]
         if 0 <= v < 256:
-            b += _SMALLUINT[v]
+            out += _SMALLUINT[v]
         else:
-            w_uint(v, b)
+            w_uint(v, out)
         n = 2
     v = d['last']
     if v is not None:
         if n < 2:
-            b += _NULLS[2 - n]
+            out += _NULLS[2 - n]
         if 0 <= v < 256:
-            b += _SMALLUINT[v]
+            out += _SMALLUINT[v]
         else:
-            w_uint(v, b)
+            w_uint(v, out)
         n = 3
     v = d['settled']
     if v:
         if n < 3:
-            b += _NULLS[3 - n]
-        b.append(0x41 if v else 0x42)
+            out += _NULLS[3 - n]
+        out.append(0x41 if v else 0x42)
         n = 4
     v = d['state']
     if v is not None:
         if n < 4:
-            b += _NULLS[4 - n]
-        encode_value(v, b, depth - 1)
+            out += _NULLS[4 - n]
+        encode_value(v, out, depth - 1)
         n = 5
     v = d['batchable']
     if v:
         if n < 5:
-            b += _NULLS[5 - n]
-        b.append(0x41 if v else 0x42)
+            out += _NULLS[5 - n]
+        out.append(0x41 if v else 0x42)
         n = 6
-    if n:
-        _w_compound(0xC0, n, b, out)
-    else:
-        out.append(0x45)
+    z = len(out) - s
+    if n and z < 255:
+        out[s - 2] = z + 1
+        out[s - 1] = n
+    else:  # no field (list0) or a long list (list32)
+        end_list(out, s, n)
 
 
 def _dec_Disposition(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
+    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
+        count = buf[pos + 1]
+        lend = pos + 1 + buf[pos]
+        if count <= 6 and lend <= end:
+            p = pos + 2
+            v: Any
+            e: Any
+            try:
+                if count > 0:
+                    c = buf[p]
+                    if c == 0x41:
+                        v = True
+                        p += 1
+                    elif c == 0x42:
+                        v = False
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_boolean(buf, p, lend)
+                    if v is not None:
+                        e = _E_Role.get(v)
+                        if e is None:
+                            raise d_choice('disposition', 'role', v, p)
+                        v = e
+                    if v is None:
+                        raise SlowPath
+                    a0 = v
+                else:
+                    raise SlowPath
+                if count > 1:
+                    c = buf[p]
+                    if c == 0x52:
+                        v = buf[p + 1]
+                        p += 2
+                    elif c == 0x43:
+                        v = 0
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_uint(buf, p, lend)
+                    if v is None:
+                        raise SlowPath
+                    a1 = v
+                else:
+                    raise SlowPath
+                if count > 2:
+                    c = buf[p]
+                    if c == 0x52:
+                        v = buf[p + 1]
+                        p += 2
+                    elif c == 0x43:
+                        v = 0
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_uint(buf, p, lend)
+                    a2 = v
+                else:
+                    a2 = None
+                if count > 3:
+                    c = buf[p]
+                    if c == 0x41:
+                        v = True
+                        p += 1
+                    elif c == 0x42:
+                        v = False
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_boolean(buf, p, lend)
+                    if v is None:
+                        v = False
+                    a3 = v
+                else:
+                    a3 = False
+                if count > 4:
+                    v, p = r_any(buf, p, lend, depth - 1)
+                    if v is not None and not isinstance(v, (Received, Accepted, Rejected, Released, Modified, Declared, TransactionalState, Described,)):
+                        raise d_kind('disposition', 'state', v, 'delivery-state', p)
+                    a4 = v
+                else:
+                    a4 = None
+                if count > 5:
+                    c = buf[p]
+                    if c == 0x41:
+                        v = True
+                        p += 1
+                    elif c == 0x42:
+                        v = False
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_boolean(buf, p, lend)
+                    if v is None:
+                        v = False
+                    a5 = v
+                else:
+                    a5 = False
+            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+                pass
+            else:
+                if p == lend:
+                    o = _new(Disposition)
+                    _set(o, '__dict__', {'role': a0, 'first': a1, 'last': a2, 'settled': a3, 'state': a4, 'batchable': a5})
+                    return o, lend
+    return _dec_Disposition_exact(ctor, buf, pos, end, depth)
+
+
+def _dec_Disposition_exact(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'disposition')
     v: Any
     e: Any
@@ -1793,36 +2777,100 @@ register_described(Disposition.CODE, Disposition.SYMBOL, _dec_Disposition)
 
 
 def _enc_Detach(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
-    out += b'\x00S\x16'
-    b = bytearray()
+    out += b'\x00S\x16\xc0\x00\x00'
+    s = len(out)
     n = 0
     d = o.__dict__  # every field is in it (the classes are not slotted)
     v = d['handle']
     if v is not None:
         if 0 <= v < 256:
-            b += _SMALLUINT[v]
+            out += _SMALLUINT[v]
         else:
-            w_uint(v, b)
+            w_uint(v, out)
         n = 1
     v = d['closed']
     if v:
         if n < 1:
-            b += _NULLS[1 - n]
-        b.append(0x41 if v else 0x42)
+            out += _NULLS[1 - n]
+        out.append(0x41 if v else 0x42)
         n = 2
     v = d['error']
     if v is not None:
         if n < 2:
-            b += _NULLS[2 - n]
-        type(v)._enc(v, b, depth - 1)
+            out += _NULLS[2 - n]
+        type(v)._enc(v, out, depth - 1)
         n = 3
-    if n:
-        _w_compound(0xC0, n, b, out)
-    else:
-        out.append(0x45)
+    z = len(out) - s
+    if n and z < 255:
+        out[s - 2] = z + 1
+        out[s - 1] = n
+    else:  # no field (list0) or a long list (list32)
+        end_list(out, s, n)
 
 
 def _dec_Detach(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
+    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
+        count = buf[pos + 1]
+        lend = pos + 1 + buf[pos]
+        if count <= 3 and lend <= end:
+            p = pos + 2
+            v: Any
+            e: Any
+            try:
+                if count > 0:
+                    c = buf[p]
+                    if c == 0x52:
+                        v = buf[p + 1]
+                        p += 2
+                    elif c == 0x43:
+                        v = 0
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_uint(buf, p, lend)
+                    if v is None:
+                        raise SlowPath
+                    a0 = v
+                else:
+                    raise SlowPath
+                if count > 1:
+                    c = buf[p]
+                    if c == 0x41:
+                        v = True
+                        p += 1
+                    elif c == 0x42:
+                        v = False
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_boolean(buf, p, lend)
+                    if v is None:
+                        v = False
+                    a1 = v
+                else:
+                    a1 = False
+                if count > 2:
+                    v, p = r_any(buf, p, lend, depth - 1)
+                    if v is not None and type(v) is not Error:
+                        raise d_kind('detach', 'error', v, 'Error', p)
+                    a2 = v
+                else:
+                    a2 = None
+            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+                pass
+            else:
+                if p == lend:
+                    o = _new(Detach)
+                    _set(o, '__dict__', {'handle': a0, 'closed': a1, 'error': a2})
+                    return o, lend
+    return _dec_Detach_exact(ctor, buf, pos, end, depth)
+
+
+def _dec_Detach_exact(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'detach')
     v: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
@@ -1903,21 +2951,53 @@ register_described(Detach.CODE, Detach.SYMBOL, _dec_Detach)
 
 
 def _enc_End(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
-    out += b'\x00S\x17'
-    b = bytearray()
+    out += b'\x00S\x17\xc0\x00\x00'
+    s = len(out)
     n = 0
     d = o.__dict__  # every field is in it (the classes are not slotted)
     v = d['error']
     if v is not None:
-        type(v)._enc(v, b, depth - 1)
+        type(v)._enc(v, out, depth - 1)
         n = 1
-    if n:
-        _w_compound(0xC0, n, b, out)
-    else:
-        out.append(0x45)
+    z = len(out) - s
+    if n and z < 255:
+        out[s - 2] = z + 1
+        out[s - 1] = n
+    else:  # no field (list0) or a long list (list32)
+        end_list(out, s, n)
 
 
 def _dec_End(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
+    if ctor == 0x45:  # list0: every field at its default
+        o = _new(End)
+        _set(o, '__dict__', {'error': None})
+        return o, pos
+    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
+        count = buf[pos + 1]
+        lend = pos + 1 + buf[pos]
+        if count <= 1 and lend <= end:
+            p = pos + 2
+            v: Any
+            e: Any
+            try:
+                if count > 0:
+                    v, p = r_any(buf, p, lend, depth - 1)
+                    if v is not None and type(v) is not Error:
+                        raise d_kind('end', 'error', v, 'Error', p)
+                    a0 = v
+                else:
+                    a0 = None
+            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+                pass
+            else:
+                if p == lend:
+                    o = _new(End)
+                    _set(o, '__dict__', {'error': a0})
+                    return o, lend
+    return _dec_End_exact(ctor, buf, pos, end, depth)
+
+
+def _dec_End_exact(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'end')
     v: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
@@ -1967,21 +3047,53 @@ register_described(End.CODE, End.SYMBOL, _dec_End)
 
 
 def _enc_Close(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
-    out += b'\x00S\x18'
-    b = bytearray()
+    out += b'\x00S\x18\xc0\x00\x00'
+    s = len(out)
     n = 0
     d = o.__dict__  # every field is in it (the classes are not slotted)
     v = d['error']
     if v is not None:
-        type(v)._enc(v, b, depth - 1)
+        type(v)._enc(v, out, depth - 1)
         n = 1
-    if n:
-        _w_compound(0xC0, n, b, out)
-    else:
-        out.append(0x45)
+    z = len(out) - s
+    if n and z < 255:
+        out[s - 2] = z + 1
+        out[s - 1] = n
+    else:  # no field (list0) or a long list (list32)
+        end_list(out, s, n)
 
 
 def _dec_Close(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
+    if ctor == 0x45:  # list0: every field at its default
+        o = _new(Close)
+        _set(o, '__dict__', {'error': None})
+        return o, pos
+    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
+        count = buf[pos + 1]
+        lend = pos + 1 + buf[pos]
+        if count <= 1 and lend <= end:
+            p = pos + 2
+            v: Any
+            e: Any
+            try:
+                if count > 0:
+                    v, p = r_any(buf, p, lend, depth - 1)
+                    if v is not None and type(v) is not Error:
+                        raise d_kind('close', 'error', v, 'Error', p)
+                    a0 = v
+                else:
+                    a0 = None
+            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+                pass
+            else:
+                if p == lend:
+                    o = _new(Close)
+                    _set(o, '__dict__', {'error': a0})
+                    return o, lend
+    return _dec_Close_exact(ctor, buf, pos, end, depth)
+
+
+def _dec_Close_exact(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'close')
     v: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
@@ -2031,33 +3143,107 @@ register_described(Close.CODE, Close.SYMBOL, _dec_Close)
 
 
 def _enc_Error(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
-    out += b'\x00S\x1d'
-    b = bytearray()
+    out += b'\x00S\x1d\xc0\x00\x00'
+    s = len(out)
     n = 0
     d = o.__dict__  # every field is in it (the classes are not slotted)
     v = d['condition']
     if v is not None:
-        w_symbol(v, b)
+        try:
+            x = v.encode('ascii')
+        except (UnicodeEncodeError, AttributeError):
+            raise bad_text('symbol', v) from None
+        k = len(x)
+        if k < 256:
+            out += _SYM8[k]
+        else:
+            out += wide_head(_SYM8, k)
+        out += x
         n = 1
     v = d['description']
     if v is not None:
         if n < 1:
-            b += _NULLS[1 - n]
-        w_string(v, b)
+            out += _NULLS[1 - n]
+        try:
+            x = v.encode()
+        except (UnicodeEncodeError, AttributeError):
+            raise bad_text('string', v) from None
+        k = len(x)
+        if k < 256:
+            out += _STR8[k]
+        else:
+            out += wide_head(_STR8, k)
+        out += x
         n = 2
     v = d['info']
     if v is not None:
         if n < 2:
-            b += _NULLS[2 - n]
-        w_fields(v, b, depth - 1)
+            out += _NULLS[2 - n]
+        w_fields(v, out, depth - 1)
         n = 3
-    if n:
-        _w_compound(0xC0, n, b, out)
-    else:
-        out.append(0x45)
+    z = len(out) - s
+    if n and z < 255:
+        out[s - 2] = z + 1
+        out[s - 1] = n
+    else:  # no field (list0) or a long list (list32)
+        end_list(out, s, n)
 
 
 def _dec_Error(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
+    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
+        count = buf[pos + 1]
+        lend = pos + 1 + buf[pos]
+        if count <= 3 and lend <= end:
+            p = pos + 2
+            v: Any
+            e: Any
+            try:
+                if count > 0:
+                    c = buf[p]
+                    if c == 0xa3:
+                        e = p + 2 + buf[p + 1]
+                        v = buf[p + 2:e].decode('ascii')
+                        p = e
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_symbol(buf, p, lend)
+                    if v is None:
+                        raise SlowPath
+                    a0 = v
+                else:
+                    raise SlowPath
+                if count > 1:
+                    c = buf[p]
+                    if c == 0xa1:
+                        e = p + 2 + buf[p + 1]
+                        v = buf[p + 2:e].decode()
+                        p = e
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_string(buf, p, lend)
+                    a1 = v
+                else:
+                    a1 = None
+                if count > 2:
+                    v, p = r_fields(buf, p, lend, depth - 1)
+                    a2 = v
+                else:
+                    a2 = None
+            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+                pass
+            else:
+                if p == lend:
+                    o = _new(Error)
+                    _set(o, '__dict__', {'condition': a0, 'description': a1, 'info': a2})
+                    return o, lend
+    return _dec_Error_exact(ctor, buf, pos, end, depth)
+
+
+def _dec_Error_exact(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'error')
     v: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
@@ -2134,51 +3320,164 @@ register_described(Error.CODE, Error.SYMBOL, _dec_Error)
 
 
 def _enc_Header(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
-    out += b'\x00Sp'
-    b = bytearray()
+    out += b'\x00Sp\xc0\x00\x00'
+    s = len(out)
     n = 0
     d = o.__dict__  # every field is in it (the classes are not slotted)
     v = d['durable']
     if v:
-        b.append(0x41 if v else 0x42)
+        out.append(0x41 if v else 0x42)
         n = 1
     v = d['priority']
     if v is not None and v != 4:
         if n < 1:
-            b += _NULLS[1 - n]
-        w_ubyte(v, b)
+            out += _NULLS[1 - n]
+        if 0 <= v < 256:
+            out += _UBYTE[v]
+        else:
+            w_ubyte(v, out)
         n = 2
     v = d['ttl']
     if v is not None:
         if n < 2:
-            b += _NULLS[2 - n]
+            out += _NULLS[2 - n]
         if 0 <= v < 256:
-            b += _SMALLUINT[v]
+            out += _SMALLUINT[v]
         else:
-            w_uint(v, b)
+            w_uint(v, out)
         n = 3
     v = d['first_acquirer']
     if v:
         if n < 3:
-            b += _NULLS[3 - n]
-        b.append(0x41 if v else 0x42)
+            out += _NULLS[3 - n]
+        out.append(0x41 if v else 0x42)
         n = 4
     v = d['delivery_count']
     if v is not None and v != 0:
         if n < 4:
-            b += _NULLS[4 - n]
+            out += _NULLS[4 - n]
         if 0 <= v < 256:
-            b += _SMALLUINT[v]
+            out += _SMALLUINT[v]
         else:
-            w_uint(v, b)
+            w_uint(v, out)
         n = 5
-    if n:
-        _w_compound(0xC0, n, b, out)
-    else:
-        out.append(0x45)
+    z = len(out) - s
+    if n and z < 255:
+        out[s - 2] = z + 1
+        out[s - 1] = n
+    else:  # no field (list0) or a long list (list32)
+        end_list(out, s, n)
 
 
 def _dec_Header(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
+    if ctor == 0x45:  # list0: every field at its default
+        o = _new(Header)
+        _set(o, '__dict__', {'durable': False, 'priority': 4, 'ttl': None, 'first_acquirer': False, 'delivery_count': 0})
+        return o, pos
+    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
+        count = buf[pos + 1]
+        lend = pos + 1 + buf[pos]
+        if count <= 5 and lend <= end:
+            p = pos + 2
+            v: Any
+            e: Any
+            try:
+                if count > 0:
+                    c = buf[p]
+                    if c == 0x41:
+                        v = True
+                        p += 1
+                    elif c == 0x42:
+                        v = False
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_boolean(buf, p, lend)
+                    if v is None:
+                        v = False
+                    a0 = v
+                else:
+                    a0 = False
+                if count > 1:
+                    c = buf[p]
+                    if c == 0x50:
+                        v = buf[p + 1]
+                        p += 2
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_ubyte(buf, p, lend)
+                    if v is None:
+                        v = 4
+                    a1 = v
+                else:
+                    a1 = 4
+                if count > 2:
+                    c = buf[p]
+                    if c == 0x52:
+                        v = buf[p + 1]
+                        p += 2
+                    elif c == 0x43:
+                        v = 0
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_uint(buf, p, lend)
+                    a2 = v
+                else:
+                    a2 = None
+                if count > 3:
+                    c = buf[p]
+                    if c == 0x41:
+                        v = True
+                        p += 1
+                    elif c == 0x42:
+                        v = False
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_boolean(buf, p, lend)
+                    if v is None:
+                        v = False
+                    a3 = v
+                else:
+                    a3 = False
+                if count > 4:
+                    c = buf[p]
+                    if c == 0x52:
+                        v = buf[p + 1]
+                        p += 2
+                    elif c == 0x43:
+                        v = 0
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_uint(buf, p, lend)
+                    if v is None:
+                        v = 0
+                    a4 = v
+                else:
+                    a4 = 0
+            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+                pass
+            else:
+                if p == lend:
+                    o = _new(Header)
+                    _set(o, '__dict__', {'durable': a0, 'priority': a1, 'ttl': a2, 'first_acquirer': a3, 'delivery_count': a4})
+                    return o, lend
+    return _dec_Header_exact(ctor, buf, pos, end, depth)
+
+
+def _dec_Header_exact(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'header')
     v: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
@@ -2363,102 +3662,397 @@ register_described(MessageAnnotations.CODE, MessageAnnotations.SYMBOL, _dec_Mess
 
 
 def _enc_Properties(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
-    out += b'\x00Ss'
-    b = bytearray()
+    out += b'\x00Ss\xc0\x00\x00'
+    s = len(out)
     n = 0
     d = o.__dict__  # every field is in it (the classes are not slotted)
     v = d['message_id']
     if v is not None:
-        if type(v) is int:
-            w_ulong(v, b)
+        if type(v) is str:
+            try:
+                x = v.encode()
+            except (UnicodeEncodeError, AttributeError):
+                raise bad_text('string', v) from None
+            k = len(x)
+            if k < 256:
+                out += _STR8[k]
+            else:
+                out += wide_head(_STR8, k)
+            out += x
+        elif type(v) is int:
+            w_ulong(v, out)
         else:
-            encode_value(v, b, depth - 1)
+            encode_value(v, out, depth - 1)
         n = 1
     v = d['user_id']
     if v is not None:
         if n < 1:
-            b += _NULLS[1 - n]
-        w_binary(v, b)
+            out += _NULLS[1 - n]
+        k = len(v)
+        if k < 256:
+            out += _VBIN8[k]
+            out += v
+        else:
+            w_binary(v, out)
         n = 2
     v = d['to']
     if v is not None:
         if n < 2:
-            b += _NULLS[2 - n]
-        encode_value(v, b, depth - 1)
+            out += _NULLS[2 - n]
+        if type(v) is str:
+            try:
+                x = v.encode()
+            except (UnicodeEncodeError, AttributeError):
+                raise bad_text('string', v) from None
+            k = len(x)
+            if k < 256:
+                out += _STR8[k]
+            else:
+                out += wide_head(_STR8, k)
+            out += x
+        else:
+            encode_value(v, out, depth - 1)
         n = 3
     v = d['subject']
     if v is not None:
         if n < 3:
-            b += _NULLS[3 - n]
-        w_string(v, b)
+            out += _NULLS[3 - n]
+        try:
+            x = v.encode()
+        except (UnicodeEncodeError, AttributeError):
+            raise bad_text('string', v) from None
+        k = len(x)
+        if k < 256:
+            out += _STR8[k]
+        else:
+            out += wide_head(_STR8, k)
+        out += x
         n = 4
     v = d['reply_to']
     if v is not None:
         if n < 4:
-            b += _NULLS[4 - n]
-        encode_value(v, b, depth - 1)
+            out += _NULLS[4 - n]
+        if type(v) is str:
+            try:
+                x = v.encode()
+            except (UnicodeEncodeError, AttributeError):
+                raise bad_text('string', v) from None
+            k = len(x)
+            if k < 256:
+                out += _STR8[k]
+            else:
+                out += wide_head(_STR8, k)
+            out += x
+        else:
+            encode_value(v, out, depth - 1)
         n = 5
     v = d['correlation_id']
     if v is not None:
         if n < 5:
-            b += _NULLS[5 - n]
-        if type(v) is int:
-            w_ulong(v, b)
+            out += _NULLS[5 - n]
+        if type(v) is str:
+            try:
+                x = v.encode()
+            except (UnicodeEncodeError, AttributeError):
+                raise bad_text('string', v) from None
+            k = len(x)
+            if k < 256:
+                out += _STR8[k]
+            else:
+                out += wide_head(_STR8, k)
+            out += x
+        elif type(v) is int:
+            w_ulong(v, out)
         else:
-            encode_value(v, b, depth - 1)
+            encode_value(v, out, depth - 1)
         n = 6
     v = d['content_type']
     if v is not None:
         if n < 6:
-            b += _NULLS[6 - n]
-        w_symbol(v, b)
+            out += _NULLS[6 - n]
+        try:
+            x = v.encode('ascii')
+        except (UnicodeEncodeError, AttributeError):
+            raise bad_text('symbol', v) from None
+        k = len(x)
+        if k < 256:
+            out += _SYM8[k]
+        else:
+            out += wide_head(_SYM8, k)
+        out += x
         n = 7
     v = d['content_encoding']
     if v is not None:
         if n < 7:
-            b += _NULLS[7 - n]
-        w_symbol(v, b)
+            out += _NULLS[7 - n]
+        try:
+            x = v.encode('ascii')
+        except (UnicodeEncodeError, AttributeError):
+            raise bad_text('symbol', v) from None
+        k = len(x)
+        if k < 256:
+            out += _SYM8[k]
+        else:
+            out += wide_head(_SYM8, k)
+        out += x
         n = 8
     v = d['absolute_expiry_time']
     if v is not None:
         if n < 8:
-            b += _NULLS[8 - n]
-        w_timestamp(v, b)
+            out += _NULLS[8 - n]
+        w_timestamp(v, out)
         n = 9
     v = d['creation_time']
     if v is not None:
         if n < 9:
-            b += _NULLS[9 - n]
-        w_timestamp(v, b)
+            out += _NULLS[9 - n]
+        w_timestamp(v, out)
         n = 10
     v = d['group_id']
     if v is not None:
         if n < 10:
-            b += _NULLS[10 - n]
-        w_string(v, b)
+            out += _NULLS[10 - n]
+        try:
+            x = v.encode()
+        except (UnicodeEncodeError, AttributeError):
+            raise bad_text('string', v) from None
+        k = len(x)
+        if k < 256:
+            out += _STR8[k]
+        else:
+            out += wide_head(_STR8, k)
+        out += x
         n = 11
     v = d['group_sequence']
     if v is not None:
         if n < 11:
-            b += _NULLS[11 - n]
+            out += _NULLS[11 - n]
         if 0 <= v < 256:
-            b += _SMALLUINT[v]
+            out += _SMALLUINT[v]
         else:
-            w_uint(v, b)
+            w_uint(v, out)
         n = 12
     v = d['reply_to_group_id']
     if v is not None:
         if n < 12:
-            b += _NULLS[12 - n]
-        w_string(v, b)
+            out += _NULLS[12 - n]
+        try:
+            x = v.encode()
+        except (UnicodeEncodeError, AttributeError):
+            raise bad_text('string', v) from None
+        k = len(x)
+        if k < 256:
+            out += _STR8[k]
+        else:
+            out += wide_head(_STR8, k)
+        out += x
         n = 13
-    if n:
-        _w_compound(0xC0, n, b, out)
-    else:
-        out.append(0x45)
+    z = len(out) - s
+    if n and z < 255:
+        out[s - 2] = z + 1
+        out[s - 1] = n
+    else:  # no field (list0) or a long list (list32)
+        end_list(out, s, n)
 
 
 def _dec_Properties(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
+    if ctor == 0x45:  # list0: every field at its default
+        o = _new(Properties)
+        _set(o, '__dict__', {'message_id': None, 'user_id': None, 'to': None, 'subject': None, 'reply_to': None, 'correlation_id': None, 'content_type': None, 'content_encoding': None, 'absolute_expiry_time': None, 'creation_time': None, 'group_id': None, 'group_sequence': None, 'reply_to_group_id': None})
+        return o, pos
+    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
+        count = buf[pos + 1]
+        lend = pos + 1 + buf[pos]
+        if count <= 13 and lend <= end:
+            p = pos + 2
+            v: Any
+            e: Any
+            try:
+                if count > 0:
+                    c = buf[p]
+                    if c == 0xa1:
+                        e = p + 2 + buf[p + 1]
+                        v = buf[p + 2:e].decode()
+                        p = e
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_any(buf, p, lend, depth - 1)
+                        if v is not None and not isinstance(v, (ULong, bytes, str, uuid.UUID,)):
+                            raise d_kind('properties', 'message-id', v, 'message-id', p)
+                        if type(v) is Symbol:
+                            raise d_kind('properties', 'message-id', v, 'message-id', p)
+                    a0 = v
+                else:
+                    a0 = None
+                if count > 1:
+                    c = buf[p]
+                    if c == 0xa0:
+                        e = p + 2 + buf[p + 1]
+                        v = buf[p + 2:e]
+                        p = e
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_binary(buf, p, lend)
+                    a1 = v
+                else:
+                    a1 = None
+                if count > 2:
+                    c = buf[p]
+                    if c == 0xa1:
+                        e = p + 2 + buf[p + 1]
+                        v = buf[p + 2:e].decode()
+                        p = e
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_string(buf, p, lend)
+                    a2 = v
+                else:
+                    a2 = None
+                if count > 3:
+                    c = buf[p]
+                    if c == 0xa1:
+                        e = p + 2 + buf[p + 1]
+                        v = buf[p + 2:e].decode()
+                        p = e
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_string(buf, p, lend)
+                    a3 = v
+                else:
+                    a3 = None
+                if count > 4:
+                    c = buf[p]
+                    if c == 0xa1:
+                        e = p + 2 + buf[p + 1]
+                        v = buf[p + 2:e].decode()
+                        p = e
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_string(buf, p, lend)
+                    a4 = v
+                else:
+                    a4 = None
+                if count > 5:
+                    c = buf[p]
+                    if c == 0xa1:
+                        e = p + 2 + buf[p + 1]
+                        v = buf[p + 2:e].decode()
+                        p = e
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_any(buf, p, lend, depth - 1)
+                        if v is not None and not isinstance(v, (ULong, bytes, str, uuid.UUID,)):
+                            raise d_kind('properties', 'correlation-id', v, 'message-id', p)
+                        if type(v) is Symbol:
+                            raise d_kind('properties', 'correlation-id', v, 'message-id', p)
+                    a5 = v
+                else:
+                    a5 = None
+                if count > 6:
+                    c = buf[p]
+                    if c == 0xa3:
+                        e = p + 2 + buf[p + 1]
+                        v = buf[p + 2:e].decode('ascii')
+                        p = e
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_symbol(buf, p, lend)
+                    a6 = v
+                else:
+                    a6 = None
+                if count > 7:
+                    c = buf[p]
+                    if c == 0xa3:
+                        e = p + 2 + buf[p + 1]
+                        v = buf[p + 2:e].decode('ascii')
+                        p = e
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_symbol(buf, p, lend)
+                    a7 = v
+                else:
+                    a7 = None
+                if count > 8:
+                    v, p = r_timestamp(buf, p, lend)
+                    a8 = v
+                else:
+                    a8 = None
+                if count > 9:
+                    v, p = r_timestamp(buf, p, lend)
+                    a9 = v
+                else:
+                    a9 = None
+                if count > 10:
+                    c = buf[p]
+                    if c == 0xa1:
+                        e = p + 2 + buf[p + 1]
+                        v = buf[p + 2:e].decode()
+                        p = e
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_string(buf, p, lend)
+                    a10 = v
+                else:
+                    a10 = None
+                if count > 11:
+                    c = buf[p]
+                    if c == 0x52:
+                        v = buf[p + 1]
+                        p += 2
+                    elif c == 0x43:
+                        v = 0
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_uint(buf, p, lend)
+                    a11 = v
+                else:
+                    a11 = None
+                if count > 12:
+                    c = buf[p]
+                    if c == 0xa1:
+                        e = p + 2 + buf[p + 1]
+                        v = buf[p + 2:e].decode()
+                        p = e
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_string(buf, p, lend)
+                    a12 = v
+                else:
+                    a12 = None
+            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+                pass
+            else:
+                if p == lend:
+                    o = _new(Properties)
+                    _set(o, '__dict__', {'message_id': a0, 'user_id': a1, 'to': a2, 'subject': a3, 'reply_to': a4, 'correlation_id': a5, 'content_type': a6, 'content_encoding': a7, 'absolute_expiry_time': a8, 'creation_time': a9, 'group_id': a10, 'group_sequence': a11, 'reply_to_group_id': a12})
+                    return o, lend
+    return _dec_Properties_exact(ctor, buf, pos, end, depth)
+
+
+def _dec_Properties_exact(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'properties')
     v: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
@@ -2718,6 +4312,12 @@ def _enc_Data(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
 
 
 def _dec_Data(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
+    if ctor == 0xA0 and pos < end and type(buf) is bytes:
+        e = pos + 1 + buf[pos]
+        if e <= end:
+            o = _new(Data)
+            _set(o, 'value', buf[pos + 1:e])
+            return o, e
     v, pos = r_binary(buf, pos - 1, end)
     if v is None:
         raise d_missing('data', 'value', pos)
@@ -2859,33 +4459,90 @@ register_described(Footer.CODE, Footer.SYMBOL, _dec_Footer)
 
 
 def _enc_Received(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
-    out += b'\x00S#'
-    b = bytearray()
+    out += b'\x00S#\xc0\x00\x00'
+    s = len(out)
     n = 0
     d = o.__dict__  # every field is in it (the classes are not slotted)
     v = d['section_number']
     if v is not None:
         if 0 <= v < 256:
-            b += _SMALLUINT[v]
+            out += _SMALLUINT[v]
         else:
-            w_uint(v, b)
+            w_uint(v, out)
         n = 1
     v = d['section_offset']
     if v is not None:
         if n < 1:
-            b += _NULLS[1 - n]
+            out += _NULLS[1 - n]
         if 0 <= v < 256:
-            b += _SMALLULONG[v]
+            out += _SMALLULONG[v]
         else:
-            w_ulong(v, b)
+            w_ulong(v, out)
         n = 2
-    if n:
-        _w_compound(0xC0, n, b, out)
-    else:
-        out.append(0x45)
+    z = len(out) - s
+    if n and z < 255:
+        out[s - 2] = z + 1
+        out[s - 1] = n
+    else:  # no field (list0) or a long list (list32)
+        end_list(out, s, n)
 
 
 def _dec_Received(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
+    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
+        count = buf[pos + 1]
+        lend = pos + 1 + buf[pos]
+        if count <= 2 and lend <= end:
+            p = pos + 2
+            v: Any
+            e: Any
+            try:
+                if count > 0:
+                    c = buf[p]
+                    if c == 0x52:
+                        v = buf[p + 1]
+                        p += 2
+                    elif c == 0x43:
+                        v = 0
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_uint(buf, p, lend)
+                    if v is None:
+                        raise SlowPath
+                    a0 = v
+                else:
+                    raise SlowPath
+                if count > 1:
+                    c = buf[p]
+                    if c == 0x53:
+                        v = buf[p + 1]
+                        p += 2
+                    elif c == 0x44:
+                        v = 0
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_ulong(buf, p, lend)
+                    if v is None:
+                        raise SlowPath
+                    a1 = v
+                else:
+                    raise SlowPath
+            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+                pass
+            else:
+                if p == lend:
+                    o = _new(Received)
+                    _set(o, '__dict__', {'section_number': a0, 'section_offset': a1})
+                    return o, lend
+    return _dec_Received_exact(ctor, buf, pos, end, depth)
+
+
+def _dec_Received_exact(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'received')
     v: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
@@ -2957,6 +4614,14 @@ def _enc_Accepted(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
 
 
 def _dec_Accepted(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
+    if ctor == 0x45:
+        o = _new(Accepted)
+        _set(o, '__dict__', {})
+        return o, pos
+    return _dec_Accepted_exact(ctor, buf, pos, end, depth)
+
+
+def _dec_Accepted_exact(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'accepted')
     if count > 0 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 0), depth)
@@ -2987,21 +4652,53 @@ register_described(Accepted.CODE, Accepted.SYMBOL, _dec_Accepted)
 
 
 def _enc_Rejected(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
-    out += b'\x00S%'
-    b = bytearray()
+    out += b'\x00S%\xc0\x00\x00'
+    s = len(out)
     n = 0
     d = o.__dict__  # every field is in it (the classes are not slotted)
     v = d['error']
     if v is not None:
-        type(v)._enc(v, b, depth - 1)
+        type(v)._enc(v, out, depth - 1)
         n = 1
-    if n:
-        _w_compound(0xC0, n, b, out)
-    else:
-        out.append(0x45)
+    z = len(out) - s
+    if n and z < 255:
+        out[s - 2] = z + 1
+        out[s - 1] = n
+    else:  # no field (list0) or a long list (list32)
+        end_list(out, s, n)
 
 
 def _dec_Rejected(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
+    if ctor == 0x45:  # list0: every field at its default
+        o = _new(Rejected)
+        _set(o, '__dict__', {'error': None})
+        return o, pos
+    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
+        count = buf[pos + 1]
+        lend = pos + 1 + buf[pos]
+        if count <= 1 and lend <= end:
+            p = pos + 2
+            v: Any
+            e: Any
+            try:
+                if count > 0:
+                    v, p = r_any(buf, p, lend, depth - 1)
+                    if v is not None and type(v) is not Error:
+                        raise d_kind('rejected', 'error', v, 'Error', p)
+                    a0 = v
+                else:
+                    a0 = None
+            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+                pass
+            else:
+                if p == lend:
+                    o = _new(Rejected)
+                    _set(o, '__dict__', {'error': a0})
+                    return o, lend
+    return _dec_Rejected_exact(ctor, buf, pos, end, depth)
+
+
+def _dec_Rejected_exact(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'rejected')
     v: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
@@ -3055,6 +4752,14 @@ def _enc_Released(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
 
 
 def _dec_Released(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
+    if ctor == 0x45:
+        o = _new(Released)
+        _set(o, '__dict__', {})
+        return o, pos
+    return _dec_Released_exact(ctor, buf, pos, end, depth)
+
+
+def _dec_Released_exact(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'released')
     if count > 0 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 0), depth)
@@ -3085,33 +4790,95 @@ register_described(Released.CODE, Released.SYMBOL, _dec_Released)
 
 
 def _enc_Modified(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
-    out += b"\x00S'"
-    b = bytearray()
+    out += b"\x00S'\xc0\x00\x00"
+    s = len(out)
     n = 0
     d = o.__dict__  # every field is in it (the classes are not slotted)
     v = d['delivery_failed']
     if v is not None:
-        b.append(0x41 if v else 0x42)
+        out.append(0x41 if v else 0x42)
         n = 1
     v = d['undeliverable_here']
     if v is not None:
         if n < 1:
-            b += _NULLS[1 - n]
-        b.append(0x41 if v else 0x42)
+            out += _NULLS[1 - n]
+        out.append(0x41 if v else 0x42)
         n = 2
     v = d['message_annotations']
     if v is not None:
         if n < 2:
-            b += _NULLS[2 - n]
-        w_fields(v, b, depth - 1)
+            out += _NULLS[2 - n]
+        w_fields(v, out, depth - 1)
         n = 3
-    if n:
-        _w_compound(0xC0, n, b, out)
-    else:
-        out.append(0x45)
+    z = len(out) - s
+    if n and z < 255:
+        out[s - 2] = z + 1
+        out[s - 1] = n
+    else:  # no field (list0) or a long list (list32)
+        end_list(out, s, n)
 
 
 def _dec_Modified(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
+    if ctor == 0x45:  # list0: every field at its default
+        o = _new(Modified)
+        _set(o, '__dict__', {'delivery_failed': None, 'undeliverable_here': None, 'message_annotations': None})
+        return o, pos
+    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
+        count = buf[pos + 1]
+        lend = pos + 1 + buf[pos]
+        if count <= 3 and lend <= end:
+            p = pos + 2
+            v: Any
+            e: Any
+            try:
+                if count > 0:
+                    c = buf[p]
+                    if c == 0x41:
+                        v = True
+                        p += 1
+                    elif c == 0x42:
+                        v = False
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_boolean(buf, p, lend)
+                    a0 = v
+                else:
+                    a0 = None
+                if count > 1:
+                    c = buf[p]
+                    if c == 0x41:
+                        v = True
+                        p += 1
+                    elif c == 0x42:
+                        v = False
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_boolean(buf, p, lend)
+                    a1 = v
+                else:
+                    a1 = None
+                if count > 2:
+                    v, p = r_fields(buf, p, lend, depth - 1)
+                    a2 = v
+                else:
+                    a2 = None
+            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+                pass
+            else:
+                if p == lend:
+                    o = _new(Modified)
+                    _set(o, '__dict__', {'delivery_failed': a0, 'undeliverable_here': a1, 'message_annotations': a2})
+                    return o, lend
+    return _dec_Modified_exact(ctor, buf, pos, end, depth)
+
+
+def _dec_Modified_exact(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'modified')
     v: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
@@ -3185,84 +4952,274 @@ register_described(Modified.CODE, Modified.SYMBOL, _dec_Modified)
 
 
 def _enc_Source(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
-    out += b'\x00S('
-    b = bytearray()
+    out += b'\x00S(\xc0\x00\x00'
+    s = len(out)
     n = 0
     d = o.__dict__  # every field is in it (the classes are not slotted)
     v = d['address']
     if v is not None:
-        encode_value(v, b, depth - 1)
+        if type(v) is str:
+            try:
+                x = v.encode()
+            except (UnicodeEncodeError, AttributeError):
+                raise bad_text('string', v) from None
+            k = len(x)
+            if k < 256:
+                out += _STR8[k]
+            else:
+                out += wide_head(_STR8, k)
+            out += x
+        else:
+            encode_value(v, out, depth - 1)
         n = 1
     v = d['durable']
     if v is not None and v != TerminusDurability.NONE:
         if n < 1:
-            b += _NULLS[1 - n]
-        w_uint(v, b)
+            out += _NULLS[1 - n]
+        w_uint(v, out)
         n = 2
     v = d['expiry_policy']
     if v is not None and v != TerminusExpiryPolicy.SESSION_END:
         if n < 2:
-            b += _NULLS[2 - n]
-        w_symbol(v, b)
+            out += _NULLS[2 - n]
+        try:
+            x = v.encode('ascii')
+        except (UnicodeEncodeError, AttributeError):
+            raise bad_text('symbol', v) from None
+        k = len(x)
+        if k < 256:
+            out += _SYM8[k]
+        else:
+            out += wide_head(_SYM8, k)
+        out += x
         n = 3
     v = d['timeout']
     if v is not None and v != 0:
         if n < 3:
-            b += _NULLS[3 - n]
+            out += _NULLS[3 - n]
         if 0 <= v < 256:
-            b += _SMALLUINT[v]
+            out += _SMALLUINT[v]
         else:
-            w_uint(v, b)
+            w_uint(v, out)
         n = 4
     v = d['dynamic']
     if v:
         if n < 4:
-            b += _NULLS[4 - n]
-        b.append(0x41 if v else 0x42)
+            out += _NULLS[4 - n]
+        out.append(0x41 if v else 0x42)
         n = 5
     v = d['dynamic_node_properties']
     if v is not None:
         if n < 5:
-            b += _NULLS[5 - n]
-        w_fields(v, b, depth - 1)
+            out += _NULLS[5 - n]
+        w_fields(v, out, depth - 1)
         n = 6
     v = d['distribution_mode']
     if v is not None:
         if n < 6:
-            b += _NULLS[6 - n]
-        w_symbol(v, b)
+            out += _NULLS[6 - n]
+        try:
+            x = v.encode('ascii')
+        except (UnicodeEncodeError, AttributeError):
+            raise bad_text('symbol', v) from None
+        k = len(x)
+        if k < 256:
+            out += _SYM8[k]
+        else:
+            out += wide_head(_SYM8, k)
+        out += x
         n = 7
     v = d['filter']
     if v is not None:
         if n < 7:
-            b += _NULLS[7 - n]
-        w_fields(v, b, depth - 1)
+            out += _NULLS[7 - n]
+        w_fields(v, out, depth - 1)
         n = 8
     v = d['default_outcome']
     if v is not None:
         if n < 8:
-            b += _NULLS[8 - n]
-        encode_value(v, b, depth - 1)
+            out += _NULLS[8 - n]
+        encode_value(v, out, depth - 1)
         n = 9
     v = d['outcomes']
     if v is not None:
         if n < 9:
-            b += _NULLS[9 - n]
-        w_symbols(v, b)
+            out += _NULLS[9 - n]
+        w_symbols(v, out)
         n = 10
     v = d['capabilities']
     if v is not None:
         if n < 10:
-            b += _NULLS[10 - n]
-        w_symbols(v, b)
+            out += _NULLS[10 - n]
+        w_symbols(v, out)
         n = 11
-    if n:
-        _w_compound(0xC0, n, b, out)
-    else:
-        out.append(0x45)
+    z = len(out) - s
+    if n and z < 255:
+        out[s - 2] = z + 1
+        out[s - 1] = n
+    else:  # no field (list0) or a long list (list32)
+        end_list(out, s, n)
 
 
 def _dec_Source(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
+    if ctor == 0x45:  # list0: every field at its default
+        o = _new(Source)
+        _set(o, '__dict__', {'address': None, 'durable': TerminusDurability.NONE, 'expiry_policy': TerminusExpiryPolicy.SESSION_END, 'timeout': 0, 'dynamic': False, 'dynamic_node_properties': None, 'distribution_mode': None, 'filter': None, 'default_outcome': None, 'outcomes': None, 'capabilities': None})
+        return o, pos
+    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
+        count = buf[pos + 1]
+        lend = pos + 1 + buf[pos]
+        if count <= 11 and lend <= end:
+            p = pos + 2
+            v: Any
+            e: Any
+            try:
+                if count > 0:
+                    c = buf[p]
+                    if c == 0xa1:
+                        e = p + 2 + buf[p + 1]
+                        v = buf[p + 2:e].decode()
+                        p = e
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_string(buf, p, lend)
+                    a0 = v
+                else:
+                    a0 = None
+                if count > 1:
+                    c = buf[p]
+                    if c == 0x52:
+                        v = buf[p + 1]
+                        p += 2
+                    elif c == 0x43:
+                        v = 0
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_uint(buf, p, lend)
+                    if v is not None:
+                        e = _E_TerminusDurability.get(v)
+                        if e is None:
+                            raise d_choice('source', 'durable', v, p)
+                        v = e
+                    if v is None:
+                        v = TerminusDurability.NONE
+                    a1 = v
+                else:
+                    a1 = TerminusDurability.NONE
+                if count > 2:
+                    c = buf[p]
+                    if c == 0xa3:
+                        e = p + 2 + buf[p + 1]
+                        v = buf[p + 2:e].decode('ascii')
+                        p = e
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_symbol(buf, p, lend)
+                    if v is not None:
+                        e = _E_TerminusExpiryPolicy.get(v)
+                        if e is None:
+                            raise d_choice('source', 'expiry-policy', v, p)
+                        v = e
+                    if v is None:
+                        v = TerminusExpiryPolicy.SESSION_END
+                    a2 = v
+                else:
+                    a2 = TerminusExpiryPolicy.SESSION_END
+                if count > 3:
+                    c = buf[p]
+                    if c == 0x52:
+                        v = buf[p + 1]
+                        p += 2
+                    elif c == 0x43:
+                        v = 0
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_uint(buf, p, lend)
+                    if v is None:
+                        v = 0
+                    a3 = v
+                else:
+                    a3 = 0
+                if count > 4:
+                    c = buf[p]
+                    if c == 0x41:
+                        v = True
+                        p += 1
+                    elif c == 0x42:
+                        v = False
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_boolean(buf, p, lend)
+                    if v is None:
+                        v = False
+                    a4 = v
+                else:
+                    a4 = False
+                if count > 5:
+                    v, p = r_fields(buf, p, lend, depth - 1)
+                    a5 = v
+                else:
+                    a5 = None
+                if count > 6:
+                    c = buf[p]
+                    if c == 0xa3:
+                        e = p + 2 + buf[p + 1]
+                        v = buf[p + 2:e].decode('ascii')
+                        p = e
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_symbol(buf, p, lend)
+                    a6 = v
+                else:
+                    a6 = None
+                if count > 7:
+                    v, p = r_fields(buf, p, lend, depth - 1)
+                    a7 = v
+                else:
+                    a7 = None
+                if count > 8:
+                    v, p = r_any(buf, p, lend, depth - 1)
+                    if v is not None and not isinstance(v, (Accepted, Rejected, Released, Modified, Declared, Described,)):
+                        raise d_kind('source', 'default-outcome', v, 'outcome', p)
+                    a8 = v
+                else:
+                    a8 = None
+                if count > 9:
+                    v, p = r_symbols(buf, p, lend)
+                    a9 = v
+                else:
+                    a9 = None
+                if count > 10:
+                    v, p = r_symbols(buf, p, lend)
+                    a10 = v
+                else:
+                    a10 = None
+            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+                pass
+            else:
+                if p == lend:
+                    o = _new(Source)
+                    _set(o, '__dict__', {'address': a0, 'durable': a1, 'expiry_policy': a2, 'timeout': a3, 'dynamic': a4, 'dynamic_node_properties': a5, 'distribution_mode': a6, 'filter': a7, 'default_outcome': a8, 'outcomes': a9, 'capabilities': a10})
+                    return o, lend
+    return _dec_Source_exact(ctor, buf, pos, end, depth)
+
+
+def _dec_Source_exact(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'source')
     v: Any
     e: Any
@@ -3463,60 +5420,210 @@ register_described(Source.CODE, Source.SYMBOL, _dec_Source)
 
 
 def _enc_Target(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
-    out += b'\x00S)'
-    b = bytearray()
+    out += b'\x00S)\xc0\x00\x00'
+    s = len(out)
     n = 0
     d = o.__dict__  # every field is in it (the classes are not slotted)
     v = d['address']
     if v is not None:
-        encode_value(v, b, depth - 1)
+        if type(v) is str:
+            try:
+                x = v.encode()
+            except (UnicodeEncodeError, AttributeError):
+                raise bad_text('string', v) from None
+            k = len(x)
+            if k < 256:
+                out += _STR8[k]
+            else:
+                out += wide_head(_STR8, k)
+            out += x
+        else:
+            encode_value(v, out, depth - 1)
         n = 1
     v = d['durable']
     if v is not None and v != TerminusDurability.NONE:
         if n < 1:
-            b += _NULLS[1 - n]
-        w_uint(v, b)
+            out += _NULLS[1 - n]
+        w_uint(v, out)
         n = 2
     v = d['expiry_policy']
     if v is not None and v != TerminusExpiryPolicy.SESSION_END:
         if n < 2:
-            b += _NULLS[2 - n]
-        w_symbol(v, b)
+            out += _NULLS[2 - n]
+        try:
+            x = v.encode('ascii')
+        except (UnicodeEncodeError, AttributeError):
+            raise bad_text('symbol', v) from None
+        k = len(x)
+        if k < 256:
+            out += _SYM8[k]
+        else:
+            out += wide_head(_SYM8, k)
+        out += x
         n = 3
     v = d['timeout']
     if v is not None and v != 0:
         if n < 3:
-            b += _NULLS[3 - n]
+            out += _NULLS[3 - n]
         if 0 <= v < 256:
-            b += _SMALLUINT[v]
+            out += _SMALLUINT[v]
         else:
-            w_uint(v, b)
+            w_uint(v, out)
         n = 4
     v = d['dynamic']
     if v:
         if n < 4:
-            b += _NULLS[4 - n]
-        b.append(0x41 if v else 0x42)
+            out += _NULLS[4 - n]
+        out.append(0x41 if v else 0x42)
         n = 5
     v = d['dynamic_node_properties']
     if v is not None:
         if n < 5:
-            b += _NULLS[5 - n]
-        w_fields(v, b, depth - 1)
+            out += _NULLS[5 - n]
+        w_fields(v, out, depth - 1)
         n = 6
     v = d['capabilities']
     if v is not None:
         if n < 6:
-            b += _NULLS[6 - n]
-        w_symbols(v, b)
+            out += _NULLS[6 - n]
+        w_symbols(v, out)
         n = 7
-    if n:
-        _w_compound(0xC0, n, b, out)
-    else:
-        out.append(0x45)
+    z = len(out) - s
+    if n and z < 255:
+        out[s - 2] = z + 1
+        out[s - 1] = n
+    else:  # no field (list0) or a long list (list32)
+        end_list(out, s, n)
 
 
 def _dec_Target(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
+    if ctor == 0x45:  # list0: every field at its default
+        o = _new(Target)
+        _set(o, '__dict__', {'address': None, 'durable': TerminusDurability.NONE, 'expiry_policy': TerminusExpiryPolicy.SESSION_END, 'timeout': 0, 'dynamic': False, 'dynamic_node_properties': None, 'capabilities': None})
+        return o, pos
+    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
+        count = buf[pos + 1]
+        lend = pos + 1 + buf[pos]
+        if count <= 7 and lend <= end:
+            p = pos + 2
+            v: Any
+            e: Any
+            try:
+                if count > 0:
+                    c = buf[p]
+                    if c == 0xa1:
+                        e = p + 2 + buf[p + 1]
+                        v = buf[p + 2:e].decode()
+                        p = e
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_string(buf, p, lend)
+                    a0 = v
+                else:
+                    a0 = None
+                if count > 1:
+                    c = buf[p]
+                    if c == 0x52:
+                        v = buf[p + 1]
+                        p += 2
+                    elif c == 0x43:
+                        v = 0
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_uint(buf, p, lend)
+                    if v is not None:
+                        e = _E_TerminusDurability.get(v)
+                        if e is None:
+                            raise d_choice('target', 'durable', v, p)
+                        v = e
+                    if v is None:
+                        v = TerminusDurability.NONE
+                    a1 = v
+                else:
+                    a1 = TerminusDurability.NONE
+                if count > 2:
+                    c = buf[p]
+                    if c == 0xa3:
+                        e = p + 2 + buf[p + 1]
+                        v = buf[p + 2:e].decode('ascii')
+                        p = e
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_symbol(buf, p, lend)
+                    if v is not None:
+                        e = _E_TerminusExpiryPolicy.get(v)
+                        if e is None:
+                            raise d_choice('target', 'expiry-policy', v, p)
+                        v = e
+                    if v is None:
+                        v = TerminusExpiryPolicy.SESSION_END
+                    a2 = v
+                else:
+                    a2 = TerminusExpiryPolicy.SESSION_END
+                if count > 3:
+                    c = buf[p]
+                    if c == 0x52:
+                        v = buf[p + 1]
+                        p += 2
+                    elif c == 0x43:
+                        v = 0
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_uint(buf, p, lend)
+                    if v is None:
+                        v = 0
+                    a3 = v
+                else:
+                    a3 = 0
+                if count > 4:
+                    c = buf[p]
+                    if c == 0x41:
+                        v = True
+                        p += 1
+                    elif c == 0x42:
+                        v = False
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_boolean(buf, p, lend)
+                    if v is None:
+                        v = False
+                    a4 = v
+                else:
+                    a4 = False
+                if count > 5:
+                    v, p = r_fields(buf, p, lend, depth - 1)
+                    a5 = v
+                else:
+                    a5 = None
+                if count > 6:
+                    v, p = r_symbols(buf, p, lend)
+                    a6 = v
+                else:
+                    a6 = None
+            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+                pass
+            else:
+                if p == lend:
+                    o = _new(Target)
+                    _set(o, '__dict__', {'address': a0, 'durable': a1, 'expiry_policy': a2, 'timeout': a3, 'dynamic': a4, 'dynamic_node_properties': a5, 'capabilities': a6})
+                    return o, lend
+    return _dec_Target_exact(ctor, buf, pos, end, depth)
+
+
+def _dec_Target_exact(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'target')
     v: Any
     e: Any
@@ -3667,6 +5774,14 @@ def _enc_DeleteOnClose(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
 
 
 def _dec_DeleteOnClose(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
+    if ctor == 0x45:
+        o = _new(DeleteOnClose)
+        _set(o, '__dict__', {})
+        return o, pos
+    return _dec_DeleteOnClose_exact(ctor, buf, pos, end, depth)
+
+
+def _dec_DeleteOnClose_exact(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'delete-on-close')
     if count > 0 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 0), depth)
@@ -3701,6 +5816,14 @@ def _enc_DeleteOnNoLinks(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None
 
 
 def _dec_DeleteOnNoLinks(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
+    if ctor == 0x45:
+        o = _new(DeleteOnNoLinks)
+        _set(o, '__dict__', {})
+        return o, pos
+    return _dec_DeleteOnNoLinks_exact(ctor, buf, pos, end, depth)
+
+
+def _dec_DeleteOnNoLinks_exact(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'delete-on-no-links')
     if count > 0 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 0), depth)
@@ -3735,6 +5858,14 @@ def _enc_DeleteOnNoMessages(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> N
 
 
 def _dec_DeleteOnNoMessages(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
+    if ctor == 0x45:
+        o = _new(DeleteOnNoMessages)
+        _set(o, '__dict__', {})
+        return o, pos
+    return _dec_DeleteOnNoMessages_exact(ctor, buf, pos, end, depth)
+
+
+def _dec_DeleteOnNoMessages_exact(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'delete-on-no-messages')
     if count > 0 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 0), depth)
@@ -3769,6 +5900,14 @@ def _enc_DeleteOnNoLinksOrMessages(o: Any, out: bytearray, depth: int = MAX_DEPT
 
 
 def _dec_DeleteOnNoLinksOrMessages(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
+    if ctor == 0x45:
+        o = _new(DeleteOnNoLinksOrMessages)
+        _set(o, '__dict__', {})
+        return o, pos
+    return _dec_DeleteOnNoLinksOrMessages_exact(ctor, buf, pos, end, depth)
+
+
+def _dec_DeleteOnNoLinksOrMessages_exact(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'delete-on-no-links-or-messages')
     if count > 0 or pos != lend:
         pos = skip_rest(buf, pos, lend, max(0, count - 0), depth)
@@ -3799,21 +5938,49 @@ register_described(DeleteOnNoLinksOrMessages.CODE, DeleteOnNoLinksOrMessages.SYM
 
 
 def _enc_SaslMechanisms(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
-    out += b'\x00S@'
-    b = bytearray()
+    out += b'\x00S@\xc0\x00\x00'
+    s = len(out)
     n = 0
     d = o.__dict__  # every field is in it (the classes are not slotted)
     v = d['sasl_server_mechanisms']
     if v is not None:
-        w_symbols(v, b)
+        w_symbols(v, out)
         n = 1
-    if n:
-        _w_compound(0xC0, n, b, out)
-    else:
-        out.append(0x45)
+    z = len(out) - s
+    if n and z < 255:
+        out[s - 2] = z + 1
+        out[s - 1] = n
+    else:  # no field (list0) or a long list (list32)
+        end_list(out, s, n)
 
 
 def _dec_SaslMechanisms(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
+    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
+        count = buf[pos + 1]
+        lend = pos + 1 + buf[pos]
+        if count <= 1 and lend <= end:
+            p = pos + 2
+            v: Any
+            e: Any
+            try:
+                if count > 0:
+                    v, p = r_symbols(buf, p, lend)
+                    if v is None:
+                        raise SlowPath
+                    a0 = v
+                else:
+                    raise SlowPath
+            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+                pass
+            else:
+                if p == lend:
+                    o = _new(SaslMechanisms)
+                    _set(o, '__dict__', {'sasl_server_mechanisms': a0})
+                    return o, lend
+    return _dec_SaslMechanisms_exact(ctor, buf, pos, end, depth)
+
+
+def _dec_SaslMechanisms_exact(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'sasl-mechanisms')
     v: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
@@ -3867,33 +6034,121 @@ register_described(SaslMechanisms.CODE, SaslMechanisms.SYMBOL, _dec_SaslMechanis
 
 
 def _enc_SaslInit(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
-    out += b'\x00SA'
-    b = bytearray()
+    out += b'\x00SA\xc0\x00\x00'
+    s = len(out)
     n = 0
     d = o.__dict__  # every field is in it (the classes are not slotted)
     v = d['mechanism']
     if v is not None:
-        w_symbol(v, b)
+        try:
+            x = v.encode('ascii')
+        except (UnicodeEncodeError, AttributeError):
+            raise bad_text('symbol', v) from None
+        k = len(x)
+        if k < 256:
+            out += _SYM8[k]
+        else:
+            out += wide_head(_SYM8, k)
+        out += x
         n = 1
     v = d['initial_response']
     if v is not None:
         if n < 1:
-            b += _NULLS[1 - n]
-        w_binary(v, b)
+            out += _NULLS[1 - n]
+        k = len(v)
+        if k < 256:
+            out += _VBIN8[k]
+            out += v
+        else:
+            w_binary(v, out)
         n = 2
     v = d['hostname']
     if v is not None:
         if n < 2:
-            b += _NULLS[2 - n]
-        w_string(v, b)
+            out += _NULLS[2 - n]
+        try:
+            x = v.encode()
+        except (UnicodeEncodeError, AttributeError):
+            raise bad_text('string', v) from None
+        k = len(x)
+        if k < 256:
+            out += _STR8[k]
+        else:
+            out += wide_head(_STR8, k)
+        out += x
         n = 3
-    if n:
-        _w_compound(0xC0, n, b, out)
-    else:
-        out.append(0x45)
+    z = len(out) - s
+    if n and z < 255:
+        out[s - 2] = z + 1
+        out[s - 1] = n
+    else:  # no field (list0) or a long list (list32)
+        end_list(out, s, n)
 
 
 def _dec_SaslInit(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
+    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
+        count = buf[pos + 1]
+        lend = pos + 1 + buf[pos]
+        if count <= 3 and lend <= end:
+            p = pos + 2
+            v: Any
+            e: Any
+            try:
+                if count > 0:
+                    c = buf[p]
+                    if c == 0xa3:
+                        e = p + 2 + buf[p + 1]
+                        v = buf[p + 2:e].decode('ascii')
+                        p = e
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_symbol(buf, p, lend)
+                    if v is None:
+                        raise SlowPath
+                    a0 = v
+                else:
+                    raise SlowPath
+                if count > 1:
+                    c = buf[p]
+                    if c == 0xa0:
+                        e = p + 2 + buf[p + 1]
+                        v = buf[p + 2:e]
+                        p = e
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_binary(buf, p, lend)
+                    a1 = v
+                else:
+                    a1 = None
+                if count > 2:
+                    c = buf[p]
+                    if c == 0xa1:
+                        e = p + 2 + buf[p + 1]
+                        v = buf[p + 2:e].decode()
+                        p = e
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_string(buf, p, lend)
+                    a2 = v
+                else:
+                    a2 = None
+            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+                pass
+            else:
+                if p == lend:
+                    o = _new(SaslInit)
+                    _set(o, '__dict__', {'mechanism': a0, 'initial_response': a1, 'hostname': a2})
+                    return o, lend
+    return _dec_SaslInit_exact(ctor, buf, pos, end, depth)
+
+
+def _dec_SaslInit_exact(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'sasl-init')
     v: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
@@ -3971,21 +6226,63 @@ register_described(SaslInit.CODE, SaslInit.SYMBOL, _dec_SaslInit)
 
 
 def _enc_SaslChallenge(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
-    out += b'\x00SB'
-    b = bytearray()
+    out += b'\x00SB\xc0\x00\x00'
+    s = len(out)
     n = 0
     d = o.__dict__  # every field is in it (the classes are not slotted)
     v = d['challenge']
     if v is not None:
-        w_binary(v, b)
+        k = len(v)
+        if k < 256:
+            out += _VBIN8[k]
+            out += v
+        else:
+            w_binary(v, out)
         n = 1
-    if n:
-        _w_compound(0xC0, n, b, out)
-    else:
-        out.append(0x45)
+    z = len(out) - s
+    if n and z < 255:
+        out[s - 2] = z + 1
+        out[s - 1] = n
+    else:  # no field (list0) or a long list (list32)
+        end_list(out, s, n)
 
 
 def _dec_SaslChallenge(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
+    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
+        count = buf[pos + 1]
+        lend = pos + 1 + buf[pos]
+        if count <= 1 and lend <= end:
+            p = pos + 2
+            v: Any
+            e: Any
+            try:
+                if count > 0:
+                    c = buf[p]
+                    if c == 0xa0:
+                        e = p + 2 + buf[p + 1]
+                        v = buf[p + 2:e]
+                        p = e
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_binary(buf, p, lend)
+                    if v is None:
+                        raise SlowPath
+                    a0 = v
+                else:
+                    raise SlowPath
+            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+                pass
+            else:
+                if p == lend:
+                    o = _new(SaslChallenge)
+                    _set(o, '__dict__', {'challenge': a0})
+                    return o, lend
+    return _dec_SaslChallenge_exact(ctor, buf, pos, end, depth)
+
+
+def _dec_SaslChallenge_exact(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'sasl-challenge')
     v: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
@@ -4037,21 +6334,63 @@ register_described(SaslChallenge.CODE, SaslChallenge.SYMBOL, _dec_SaslChallenge)
 
 
 def _enc_SaslResponse(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
-    out += b'\x00SC'
-    b = bytearray()
+    out += b'\x00SC\xc0\x00\x00'
+    s = len(out)
     n = 0
     d = o.__dict__  # every field is in it (the classes are not slotted)
     v = d['response']
     if v is not None:
-        w_binary(v, b)
+        k = len(v)
+        if k < 256:
+            out += _VBIN8[k]
+            out += v
+        else:
+            w_binary(v, out)
         n = 1
-    if n:
-        _w_compound(0xC0, n, b, out)
-    else:
-        out.append(0x45)
+    z = len(out) - s
+    if n and z < 255:
+        out[s - 2] = z + 1
+        out[s - 1] = n
+    else:  # no field (list0) or a long list (list32)
+        end_list(out, s, n)
 
 
 def _dec_SaslResponse(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
+    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
+        count = buf[pos + 1]
+        lend = pos + 1 + buf[pos]
+        if count <= 1 and lend <= end:
+            p = pos + 2
+            v: Any
+            e: Any
+            try:
+                if count > 0:
+                    c = buf[p]
+                    if c == 0xa0:
+                        e = p + 2 + buf[p + 1]
+                        v = buf[p + 2:e]
+                        p = e
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_binary(buf, p, lend)
+                    if v is None:
+                        raise SlowPath
+                    a0 = v
+                else:
+                    raise SlowPath
+            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+                pass
+            else:
+                if p == lend:
+                    o = _new(SaslResponse)
+                    _set(o, '__dict__', {'response': a0})
+                    return o, lend
+    return _dec_SaslResponse_exact(ctor, buf, pos, end, depth)
+
+
+def _dec_SaslResponse_exact(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'sasl-response')
     v: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
@@ -4103,27 +6442,87 @@ register_described(SaslResponse.CODE, SaslResponse.SYMBOL, _dec_SaslResponse)
 
 
 def _enc_SaslOutcome(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
-    out += b'\x00SD'
-    b = bytearray()
+    out += b'\x00SD\xc0\x00\x00'
+    s = len(out)
     n = 0
     d = o.__dict__  # every field is in it (the classes are not slotted)
     v = d['code']
     if v is not None:
-        w_ubyte(v, b)
+        out += _UBYTE[v]
         n = 1
     v = d['additional_data']
     if v is not None:
         if n < 1:
-            b += _NULLS[1 - n]
-        w_binary(v, b)
+            out += _NULLS[1 - n]
+        k = len(v)
+        if k < 256:
+            out += _VBIN8[k]
+            out += v
+        else:
+            w_binary(v, out)
         n = 2
-    if n:
-        _w_compound(0xC0, n, b, out)
-    else:
-        out.append(0x45)
+    z = len(out) - s
+    if n and z < 255:
+        out[s - 2] = z + 1
+        out[s - 1] = n
+    else:  # no field (list0) or a long list (list32)
+        end_list(out, s, n)
 
 
 def _dec_SaslOutcome(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
+    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
+        count = buf[pos + 1]
+        lend = pos + 1 + buf[pos]
+        if count <= 2 and lend <= end:
+            p = pos + 2
+            v: Any
+            e: Any
+            try:
+                if count > 0:
+                    c = buf[p]
+                    if c == 0x50:
+                        v = buf[p + 1]
+                        p += 2
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_ubyte(buf, p, lend)
+                    if v is not None:
+                        e = _E_SaslCode.get(v)
+                        if e is None:
+                            raise d_choice('sasl-outcome', 'code', v, p)
+                        v = e
+                    if v is None:
+                        raise SlowPath
+                    a0 = v
+                else:
+                    raise SlowPath
+                if count > 1:
+                    c = buf[p]
+                    if c == 0xa0:
+                        e = p + 2 + buf[p + 1]
+                        v = buf[p + 2:e]
+                        p = e
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_binary(buf, p, lend)
+                    a1 = v
+                else:
+                    a1 = None
+            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+                pass
+            else:
+                if p == lend:
+                    o = _new(SaslOutcome)
+                    _set(o, '__dict__', {'code': a0, 'additional_data': a1})
+                    return o, lend
+    return _dec_SaslOutcome_exact(ctor, buf, pos, end, depth)
+
+
+def _dec_SaslOutcome_exact(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'sasl-outcome')
     v: Any
     e: Any
@@ -4194,21 +6593,51 @@ register_described(SaslOutcome.CODE, SaslOutcome.SYMBOL, _dec_SaslOutcome)
 
 
 def _enc_Coordinator(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
-    out += b'\x00S0'
-    b = bytearray()
+    out += b'\x00S0\xc0\x00\x00'
+    s = len(out)
     n = 0
     d = o.__dict__  # every field is in it (the classes are not slotted)
     v = d['capabilities']
     if v is not None:
-        w_symbols(v, b)
+        w_symbols(v, out)
         n = 1
-    if n:
-        _w_compound(0xC0, n, b, out)
-    else:
-        out.append(0x45)
+    z = len(out) - s
+    if n and z < 255:
+        out[s - 2] = z + 1
+        out[s - 1] = n
+    else:  # no field (list0) or a long list (list32)
+        end_list(out, s, n)
 
 
 def _dec_Coordinator(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
+    if ctor == 0x45:  # list0: every field at its default
+        o = _new(Coordinator)
+        _set(o, '__dict__', {'capabilities': None})
+        return o, pos
+    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
+        count = buf[pos + 1]
+        lend = pos + 1 + buf[pos]
+        if count <= 1 and lend <= end:
+            p = pos + 2
+            v: Any
+            e: Any
+            try:
+                if count > 0:
+                    v, p = r_symbols(buf, p, lend)
+                    a0 = v
+                else:
+                    a0 = None
+            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+                pass
+            else:
+                if p == lend:
+                    o = _new(Coordinator)
+                    _set(o, '__dict__', {'capabilities': a0})
+                    return o, lend
+    return _dec_Coordinator_exact(ctor, buf, pos, end, depth)
+
+
+def _dec_Coordinator_exact(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'coordinator')
     v: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
@@ -4259,21 +6688,51 @@ register_described(Coordinator.CODE, Coordinator.SYMBOL, _dec_Coordinator)
 
 
 def _enc_Declare(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
-    out += b'\x00S1'
-    b = bytearray()
+    out += b'\x00S1\xc0\x00\x00'
+    s = len(out)
     n = 0
     d = o.__dict__  # every field is in it (the classes are not slotted)
     v = d['global_id']
     if v is not None:
-        encode_value(v, b, depth - 1)
+        encode_value(v, out, depth - 1)
         n = 1
-    if n:
-        _w_compound(0xC0, n, b, out)
-    else:
-        out.append(0x45)
+    z = len(out) - s
+    if n and z < 255:
+        out[s - 2] = z + 1
+        out[s - 1] = n
+    else:  # no field (list0) or a long list (list32)
+        end_list(out, s, n)
 
 
 def _dec_Declare(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
+    if ctor == 0x45:  # list0: every field at its default
+        o = _new(Declare)
+        _set(o, '__dict__', {'global_id': None})
+        return o, pos
+    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
+        count = buf[pos + 1]
+        lend = pos + 1 + buf[pos]
+        if count <= 1 and lend <= end:
+            p = pos + 2
+            v: Any
+            e: Any
+            try:
+                if count > 0:
+                    v, p = r_any(buf, p, lend, depth - 1)
+                    a0 = v
+                else:
+                    a0 = None
+            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+                pass
+            else:
+                if p == lend:
+                    o = _new(Declare)
+                    _set(o, '__dict__', {'global_id': a0})
+                    return o, lend
+    return _dec_Declare_exact(ctor, buf, pos, end, depth)
+
+
+def _dec_Declare_exact(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'declare')
     v: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
@@ -4315,27 +6774,73 @@ register_described(Declare.CODE, Declare.SYMBOL, _dec_Declare)
 
 
 def _enc_Discharge(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
-    out += b'\x00S2'
-    b = bytearray()
+    out += b'\x00S2\xc0\x00\x00'
+    s = len(out)
     n = 0
     d = o.__dict__  # every field is in it (the classes are not slotted)
     v = d['txn_id']
     if v is not None:
-        encode_value(v, b, depth - 1)
+        encode_value(v, out, depth - 1)
         n = 1
     v = d['fail']
     if v is not None:
         if n < 1:
-            b += _NULLS[1 - n]
-        b.append(0x41 if v else 0x42)
+            out += _NULLS[1 - n]
+        out.append(0x41 if v else 0x42)
         n = 2
-    if n:
-        _w_compound(0xC0, n, b, out)
-    else:
-        out.append(0x45)
+    z = len(out) - s
+    if n and z < 255:
+        out[s - 2] = z + 1
+        out[s - 1] = n
+    else:  # no field (list0) or a long list (list32)
+        end_list(out, s, n)
 
 
 def _dec_Discharge(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
+    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
+        count = buf[pos + 1]
+        lend = pos + 1 + buf[pos]
+        if count <= 2 and lend <= end:
+            p = pos + 2
+            v: Any
+            e: Any
+            try:
+                if count > 0:
+                    v, p = r_any(buf, p, lend, depth - 1)
+                    if v is not None and not isinstance(v, (bytes,)):
+                        raise d_kind('discharge', 'txn-id', v, 'txn-id', p)
+                    if v is None:
+                        raise SlowPath
+                    a0 = v
+                else:
+                    raise SlowPath
+                if count > 1:
+                    c = buf[p]
+                    if c == 0x41:
+                        v = True
+                        p += 1
+                    elif c == 0x42:
+                        v = False
+                        p += 1
+                    elif c == 0x40:
+                        v = None
+                        p += 1
+                    else:
+                        v, p = r_boolean(buf, p, lend)
+                    a1 = v
+                else:
+                    a1 = None
+            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+                pass
+            else:
+                if p == lend:
+                    o = _new(Discharge)
+                    _set(o, '__dict__', {'txn_id': a0, 'fail': a1})
+                    return o, lend
+    return _dec_Discharge_exact(ctor, buf, pos, end, depth)
+
+
+def _dec_Discharge_exact(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'discharge')
     v: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
@@ -4401,21 +6906,51 @@ register_described(Discharge.CODE, Discharge.SYMBOL, _dec_Discharge)
 
 
 def _enc_Declared(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
-    out += b'\x00S3'
-    b = bytearray()
+    out += b'\x00S3\xc0\x00\x00'
+    s = len(out)
     n = 0
     d = o.__dict__  # every field is in it (the classes are not slotted)
     v = d['txn_id']
     if v is not None:
-        encode_value(v, b, depth - 1)
+        encode_value(v, out, depth - 1)
         n = 1
-    if n:
-        _w_compound(0xC0, n, b, out)
-    else:
-        out.append(0x45)
+    z = len(out) - s
+    if n and z < 255:
+        out[s - 2] = z + 1
+        out[s - 1] = n
+    else:  # no field (list0) or a long list (list32)
+        end_list(out, s, n)
 
 
 def _dec_Declared(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
+    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
+        count = buf[pos + 1]
+        lend = pos + 1 + buf[pos]
+        if count <= 1 and lend <= end:
+            p = pos + 2
+            v: Any
+            e: Any
+            try:
+                if count > 0:
+                    v, p = r_any(buf, p, lend, depth - 1)
+                    if v is not None and not isinstance(v, (bytes,)):
+                        raise d_kind('declared', 'txn-id', v, 'txn-id', p)
+                    if v is None:
+                        raise SlowPath
+                    a0 = v
+                else:
+                    raise SlowPath
+            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+                pass
+            else:
+                if p == lend:
+                    o = _new(Declared)
+                    _set(o, '__dict__', {'txn_id': a0})
+                    return o, lend
+    return _dec_Declared_exact(ctor, buf, pos, end, depth)
+
+
+def _dec_Declared_exact(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'declared')
     v: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
@@ -4468,27 +7003,64 @@ register_described(Declared.CODE, Declared.SYMBOL, _dec_Declared)
 
 
 def _enc_TransactionalState(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
-    out += b'\x00S4'
-    b = bytearray()
+    out += b'\x00S4\xc0\x00\x00'
+    s = len(out)
     n = 0
     d = o.__dict__  # every field is in it (the classes are not slotted)
     v = d['txn_id']
     if v is not None:
-        encode_value(v, b, depth - 1)
+        encode_value(v, out, depth - 1)
         n = 1
     v = d['outcome']
     if v is not None:
         if n < 1:
-            b += _NULLS[1 - n]
-        encode_value(v, b, depth - 1)
+            out += _NULLS[1 - n]
+        encode_value(v, out, depth - 1)
         n = 2
-    if n:
-        _w_compound(0xC0, n, b, out)
-    else:
-        out.append(0x45)
+    z = len(out) - s
+    if n and z < 255:
+        out[s - 2] = z + 1
+        out[s - 1] = n
+    else:  # no field (list0) or a long list (list32)
+        end_list(out, s, n)
 
 
 def _dec_TransactionalState(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
+    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
+        count = buf[pos + 1]
+        lend = pos + 1 + buf[pos]
+        if count <= 2 and lend <= end:
+            p = pos + 2
+            v: Any
+            e: Any
+            try:
+                if count > 0:
+                    v, p = r_any(buf, p, lend, depth - 1)
+                    if v is not None and not isinstance(v, (bytes,)):
+                        raise d_kind('transactional-state', 'txn-id', v, 'txn-id', p)
+                    if v is None:
+                        raise SlowPath
+                    a0 = v
+                else:
+                    raise SlowPath
+                if count > 1:
+                    v, p = r_any(buf, p, lend, depth - 1)
+                    if v is not None and not isinstance(v, (Accepted, Rejected, Released, Modified, Declared, Described,)):
+                        raise d_kind('transactional-state', 'outcome', v, 'outcome', p)
+                    a1 = v
+                else:
+                    a1 = None
+            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+                pass
+            else:
+                if p == lend:
+                    o = _new(TransactionalState)
+                    _set(o, '__dict__', {'txn_id': a0, 'outcome': a1})
+                    return o, lend
+    return _dec_TransactionalState_exact(ctor, buf, pos, end, depth)
+
+
+def _dec_TransactionalState_exact(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     count, pos, lend = list_header(ctor, buf, pos, end, 'transactional-state')
     v: Any
     if count > 0 and (pos >= lend or buf[pos] != 0x40):
