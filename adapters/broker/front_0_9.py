@@ -23,6 +23,8 @@ can honour:
 * ``stream``: ``qos``, ``consume`` (deliveries are not acknowledged in the
   stream class: taken as no-ack), ``cancel``;
 * 0-9's ``basic.recover`` (60, 100) requeues as 0-9-1's recover-async;
+* the server properties announce no capability 0-9 lacks (publisher
+  confirms, ``basic.nack``, exchange-to-exchange bindings);
 * ``tunnel``, ``dtx`` and the work-in-progress ``message`` class are
   refused with 540 (not-implemented), a connection error in 0-9, as any
   method the broker does not carry out.
@@ -37,11 +39,14 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+import attrs
+
 from amqp_sansio.v0_9 import spec as spec09
 from amqp_sansio.v0_9.connection import Connection as Core09
 from amqp_sansio.v0_9_1 import events as ev
 from amqp_sansio.v0_9_1 import spec
 from amqp_sansio.v0_9_1._specbase import Method
+from amqp_sansio.v0_9_1.connection import ServerConfig
 
 from .auth import ACCESS_0_9_1, Login, Peer
 from .front_0_9_1 import NO_ROUTE, NOT_IMPLEMENTED, ChannelBooks, Connection091, Consumer091
@@ -49,6 +54,7 @@ from .model import Broker, Held, ModelError, QMsg, QueueState
 from .properties import FORM_0_9_1
 
 FILENAME = "x-amqp-0-9-filename"
+_NOT_IN_0_9 = frozenset({"publisher_confirms", "basic.nack", "exchange_exchange_bindings"})
 _SHARED = ("content_type", "content_encoding", "headers", "priority", "timestamp")
 
 
@@ -129,6 +135,13 @@ class Connection09(Connection091):
         #: channel -> file deliveries whose open-ok is awaited, oldest first
         self.file_out: dict[int, deque[tuple[str, str, int, QMsg, Any]]] = {}
         super().__init__(broker, peer, login)
+
+    def _server_config(self) -> ServerConfig:
+        # Announce only what 0-9 has: no publisher confirms (confirm.select,
+        # basic.nack) and no exchange-to-exchange bindings.
+        cfg = super()._server_config()
+        caps = {k: v for k, v in cfg.capabilities.items() if k not in _NOT_IN_0_9}
+        return attrs.evolve(cfg, capabilities=caps)
 
     def _channel_ended(self, channel: int) -> None:
         self.staged.pop(channel, None)

@@ -28,6 +28,9 @@ def replies(events: list[ev.Event]) -> list[Any]:
 def test_the_header_picks_the_0_9_front_end_and_access_gets_a_ticket() -> None:
     c = Client(Broker(), Connection09)
     assert c.server.protocol == "0-9"
+    caps = c.conn.peer_properties["capabilities"]
+    assert caps["consumer_cancel_notify"] and "publisher_confirms" not in caps
+    assert "basic.nack" not in caps and "exchange_exchange_bindings" not in caps
     ch = c.channel()
     got = c.call(ch, spec09.AccessRequest(realm="/data", active=True, read=True, write=True))
     assert replies(got) == [spec09.AccessRequestOk(ticket=1)]
