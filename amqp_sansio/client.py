@@ -550,9 +550,14 @@ class ClientSessionBase(Generic[SubT]):
         self._pending.discard(p)
         p.wake = None
 
-    def _track(self, p: Pending[T]) -> Pending[T]:
+    def track(self, p: Pending[T]) -> Pending[T]:
+        """``p`` fails with the session (if it ends first); returns ``p``."""
         self._pending.add(p)
         return p
+
+    def untrack(self, p: Pending[Any]) -> None:
+        """``p`` is settled or given up: it no longer fails with the session."""
+        self._pending.discard(p)
 
     def _woken(self) -> None:
         if self.wake is not None:

@@ -220,7 +220,7 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         self.lost_commands: SequenceSet | None = None  # in-doubt ids the broker lost
         #: our transfers the broker rejected (``confirm``): id -> (code, text)
         self.rejected = Rejections()
-        self.ready: Pending[None] = self._track(Pending())
+        self.ready: Pending[None] = self.track(Pending())
         self._ended: Pending[None] = Pending()
         self.in_flight = 0  # body octets of published transfers awaiting completion
         self._attached = False
@@ -286,7 +286,7 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         return False
 
     def _answer(self, cid: int) -> Pending[Any]:
-        p: Pending[Any] = self._track(Pending())
+        p: Pending[Any] = self.track(Pending())
         self._waiters[cid] = p
         return p
 

@@ -250,7 +250,7 @@ class ClientChannel(base.ClientSessionBase["ClientSubscription[Any]"]):
     def __init__(self, conn: ClientConnection, core: CoreChannel, name: str) -> None:
         super().__init__(conn, name, core.id)
         self.core = core
-        self.ready: Pending[None] = self._track(Pending())
+        self.ready: Pending[None] = self.track(Pending())
         self._ended: Pending[None] = Pending()
         #: publishes the broker nacked (no waiter): sequence number -> (code, text)
         self.rejected: dict[int, tuple[int, str | None]] = {}
@@ -294,7 +294,7 @@ class ClientChannel(base.ClientSessionBase["ClientSubscription[Any]"]):
         return self._call(method, then)
 
     def _call(self, method: Method, then: Callable[[Any], Any] | None = None) -> Pending[Any]:
-        p: Pending[Any] = self._track(Pending())
+        p: Pending[Any] = self.track(Pending())
         self._calls[id(method)] = _Call(method, p, then)
         return p
 
@@ -309,7 +309,7 @@ class ClientChannel(base.ClientSessionBase["ClientSubscription[Any]"]):
             self.check()
             raise
         self.unsynced = False
-        p: Pending[Any] = self._track(Pending())
+        p: Pending[Any] = self.track(Pending())
         self._calls[id(ping)] = _Call(ping, Pending(), lambda _: self._synced(p))
         return p
 
@@ -478,7 +478,7 @@ class ClientChannel(base.ClientSessionBase["ClientSubscription[Any]"]):
             return seq, None
         tracker = core.confirms
         assert tracker is not None
-        waiter: Pending[Any] = self._track(Pending())
+        waiter: Pending[Any] = self.track(Pending())
         self._confirm_waiters[seq] = waiter
         if p.mandatory:
             self._mandatory[seq] = (returns, tracker.outstanding == 1)

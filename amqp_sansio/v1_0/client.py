@@ -459,7 +459,7 @@ class Stream:
             for snd in self.session._senders.values():
                 snd.numbers.pop(self.delivery.id, None)
                 snd.waiters.pop(self.delivery.id, None)
-            self.session._pending.discard(self.outcome)
+            self.session.untrack(self.outcome)
             self.outcome.fail(MessageRejectedError(_RELEASED, "aborted by the sender",
                                                    self.number))
 
@@ -474,7 +474,7 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
     def __init__(self, conn: ClientConnection, core: CoreSession, name: str) -> None:
         super().__init__(conn, name, core.channel)
         self.core = core
-        self.ready: Pending[None] = self._track(Pending())
+        self.ready: Pending[None] = self.track(Pending())
         self._ended: Pending[None] = Pending()
         #: unsettled publishes nobody waited for that did not end accepted:
         #: publish number -> (code, text) (1 rejected, 2 released, 3 modified)
@@ -525,7 +525,7 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         at session level)."""
         self.flush()
         self.check()
-        p: Pending[Any] = self._track(Pending())
+        p: Pending[Any] = self.track(Pending())
         if self.outstanding == 0:
             self._pending.discard(p)
             p.resolve(None)
@@ -617,7 +617,7 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
             self._sizes[d.id] = len(p.payload)
             self.in_flight += len(p.payload)
             return n, None
-        waiter: Pending[Any] = self._track(Pending())
+        waiter: Pending[Any] = self.track(Pending())
         s.waiters[d.id] = waiter
         return n, waiter
 
@@ -649,7 +649,7 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         self._published += 1
         n = self._published
         snd.numbers[d.id] = n
-        waiter: Pending[Any] = self._track(Pending())
+        waiter: Pending[Any] = self.track(Pending())
         snd.waiters[d.id] = waiter
         return Stream(self, snd.link, d, size - len(first), n, waiter)
 
@@ -806,7 +806,7 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
     def _txn_request(self, discharge: bool | None) -> Pending[Any]:
         if self._txn_wait is not None:
             raise LocalProtocolError("a transaction request is under way")
-        p: Pending[Any] = self._track(Pending())
+        p: Pending[Any] = self.track(Pending())
         self._txn_wait = p
         c = self._controller
         assert c is not None
@@ -923,7 +923,7 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
             snd.payloads[d.id] = r.payload
             self.resent.append(r.number)
             if r.waiter is not None:
-                snd.waiters[d.id] = self._track(r.waiter)
+                snd.waiters[d.id] = self.track(r.waiter)
             else:
                 self._sizes[d.id] = len(r.payload)
                 self.in_flight += len(r.payload)
@@ -1125,7 +1125,7 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
             s.check()
             raise
         s._by_link[id(self.link)] = self
-        s._track(self._ready)
+        s.track(self._ready)
         return self._ready
 
     def on_attached(self) -> None:
@@ -1135,7 +1135,7 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
         if self.dynamic and src is not None and src.address:
             self.address = src.address
             self.queue = src.address
-        self.session._pending.discard(self._ready)
+        self.session.untrack(self._ready)
         self._ready.resolve(self.address)
 
     def rebind(self) -> None:
@@ -1155,7 +1155,7 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
     def link_failed(self, err: AMQPError) -> None:
         self.error = err
         self.cancelled = True
-        self.session._pending.discard(self._ready)
+        self.session.untrack(self._ready)
         self._ready.fail(err)
         if self._drain is not None:
             self._drain.fail(err)
@@ -1225,9 +1225,9 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
         if link is None or self.cancelled:
             raise LocalProtocolError("drain() needs an attached subscription")
         self.session.check()
-        p: Pending[Any] = self.session._track(Pending())
+        p: Pending[Any] = self.session.track(Pending())
         if link.credit == 0:
-            self.session._pending.discard(p)
+            self.session.untrack(p)
             p.resolve(None)
             return p
         self._drain = p
@@ -1238,7 +1238,7 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
         link = self.link
         if self._drain is not None and link is not None and link.credit == 0:
             p, self._drain = self._drain, None
-            self.session._pending.discard(p)
+            self.session.untrack(p)
             p.resolve(None)
 
     def cancel(self) -> Pending[Any] | None:
@@ -1271,11 +1271,11 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
         s = self.session
         link = self.link
         assert link is not None
-        p: Pending[Any] = s._track(Pending())
+        p: Pending[Any] = s.track(Pending())
         try:
             link.detach(closed=True)
         except LocalProtocolError:
-            s._pending.discard(p)
+            s.untrack(p)
             return None
         self._detached = p
         return p
@@ -1284,7 +1284,7 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
         """The broker answered our detach."""
         p, self._detached = self._detached, None
         if p is not None:
-            self.session._pending.discard(p)
+            self.session.untrack(p)
             p.resolve(None)
 
     def _release_buffered(self) -> None:
