@@ -16,7 +16,7 @@ __all__ = [
     "ProtocolHeaderMismatch", "HeartbeatReceived", "HeartbeatTimeout", "ProtocolViolation",
     "SaslCompleted", "SessionBeginRequested", "SessionBegun", "SessionEnded",
     "LinkAttachRequested", "LinkAttached", "LinkRefused", "LinkDetached", "LinkFlow",
-    "DeliveryReceived", "DeliveryAborted", "DeliveryUpdated",
+    "LinkSettleModeMismatch", "DeliveryReceived", "DeliveryAborted", "DeliveryUpdated",
     "TxnDeclared", "TxnDischarged", "TxnFailed", "TxnDeclareRequested", "TxnDischargeRequested",
 ]
 
@@ -45,6 +45,7 @@ from .link import (
     LinkDetached,
     LinkFlow,
     LinkRefused,
+    LinkSettleModeMismatch,
 )
 from .session import SessionBeginRequested, SessionBegun, SessionEnded
 

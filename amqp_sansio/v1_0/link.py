@@ -29,7 +29,8 @@ from __future__ import annotations
 __all__ = [
     "LinkState", "LINK_TRANSITIONS", "LinkSeam", "Link", "Delivery", "EndpointState",
     "COVERAGE", "LinkAttachRequested", "LinkAttached", "LinkRefused", "LinkDetached",
-    "LinkFlow", "DeliveryReceived", "DeliveryAborted", "DeliveryUpdated",
+    "LinkFlow", "LinkSettleModeMismatch", "DeliveryReceived", "DeliveryAborted",
+    "DeliveryUpdated",
 ]
 
 import enum
@@ -402,8 +403,16 @@ class Link:
         refused = (body.source is None) if not self.is_sender else (body.target is None)
         if refused:
             self._seam.emit(LinkRefused(self.channel, self))
-        else:
-            self._seam.emit(LinkAttached(self.channel, self))
+            return
+        if (body.snd_settle_mode is not self.snd_settle_mode
+                or body.rcv_settle_mode is not self.rcv_settle_mode):
+            # the peer answered with other modes than we asked: the link
+            # stands, but the application may rely on what it asked
+            # (e.g. rcv-settle-mode second for exactly-once) -- it decides
+            self._seam.emit(LinkSettleModeMismatch(
+                self.channel, self, self.snd_settle_mode, self.rcv_settle_mode,
+                body.snd_settle_mode, body.rcv_settle_mode))
+        self._seam.emit(LinkAttached(self.channel, self))
 
     def handle_detach(self, body: Detach) -> None:
         answered = self.state is not LinkState.ATTACH_RCVD
@@ -741,6 +750,21 @@ class LinkAttached(ChannelEvent):
     what the peer has in place."""
 
     link: Link
+
+
+@attrs.frozen(slots=True)
+class LinkSettleModeMismatch(ChannelEvent):
+    """The peer answered our attach with other settle modes than we asked
+    (emitted just before :class:`LinkAttached`).  The link is attached with
+    the peer's modes in effect where the peer's role decides them (a
+    receiver's ``rcv-settle-mode``, a sender's ``snd-settle-mode``): detach
+    it if the application cannot work with them."""
+
+    link: Link
+    snd_settle_mode: SenderSettleMode  # what we asked
+    rcv_settle_mode: ReceiverSettleMode
+    remote_snd_settle_mode: SenderSettleMode  # what the peer's attach said
+    remote_rcv_settle_mode: ReceiverSettleMode
 
 
 @attrs.frozen(slots=True)

@@ -185,3 +185,21 @@ def test_no_mechanism_in_common_is_the_peers_error() -> None:
     with pytest.raises(RemoteProtocolError, match="no common SASL mechanism"):
         pump(c, peer)
     assert c.closed
+
+
+def test_proton_server_answers_other_settle_modes_reported() -> None:
+    # proton's engine answers with its own link's modes (mixed/first by
+    # default), not the ones asked: our client sees the mismatch
+    peer = ProtonPeer(server=True)
+    c = Connection(Role.CLIENT, ClientConfig(container_id="ours", sasl=False))
+    s = c.begin()
+    rcv = s.attach_receiver("from-q", source=spec.Source(address="q"),
+                            snd_settle_mode=spec.SenderSettleMode.UNSETTLED,
+                            rcv_settle_mode=spec.ReceiverSettleMode.SECOND)
+    events = pump(c, peer)
+    mm = of(events, ev.LinkSettleModeMismatch)
+    assert len(mm) == 1 and mm[0].link is rcv
+    assert mm[0].rcv_settle_mode is spec.ReceiverSettleMode.SECOND
+    assert mm[0].remote_rcv_settle_mode is spec.ReceiverSettleMode.FIRST
+    assert mm[0].remote_snd_settle_mode is spec.SenderSettleMode.MIXED
+    assert of(events, ev.LinkAttached)

@@ -347,3 +347,33 @@ def test_misuse_is_local() -> None:
         rcv.flow(1 << 32)
     with pytest.raises(LocalProtocolError):
         rcv.refuse(spec.Error(condition="x"))
+
+
+def test_settle_mode_mismatch_is_an_event() -> None:
+    # the server answers a receiver that asked rcv-settle-mode second with first
+    p = Pair(accept=False)
+    s = p.client.begin()
+    rcv = s.attach_receiver("l", source=spec.Source(address="q"),
+                            snd_settle_mode=SND.UNSETTLED, rcv_settle_mode=RCV.SECOND)
+    _, se = p.pump()
+    of(se, ev.SessionBeginRequested)[0].session.begin()
+    srv = of(se, ev.LinkAttachRequested)[0].link
+    assert srv.rcv_settle_mode is RCV.SECOND  # proposed, until the server says otherwise
+    srv.rcv_settle_mode = RCV.FIRST
+    srv.attach()
+    ce, _ = p.pump()
+    mm = of(ce, ev.LinkSettleModeMismatch)
+    assert len(mm) == 1 and mm[0].link is rcv
+    assert (mm[0].snd_settle_mode, mm[0].rcv_settle_mode) == (SND.UNSETTLED, RCV.SECOND)
+    assert (mm[0].remote_snd_settle_mode, mm[0].remote_rcv_settle_mode) == (SND.UNSETTLED,
+                                                                            RCV.FIRST)
+    assert ce.index(mm[0]) < ce.index(of(ce, ev.LinkAttached)[0])  # before the link is usable
+    assert rcv.remote_rcv_settle_mode is RCV.FIRST and rcv.state is LinkState.ATTACHED
+
+
+def test_settle_modes_agreed_no_event() -> None:
+    p = Pair()
+    s = p.client.begin()
+    s.attach_sender("l", snd_settle_mode=SND.SETTLED, rcv_settle_mode=RCV.SECOND)
+    ce, _ = p.pump()
+    assert of(ce, ev.LinkAttached) and not of(ce, ev.LinkSettleModeMismatch)
