@@ -382,13 +382,9 @@ class Connection10(FrontEnd):
 
     def _connection_event(self, e: Any) -> None:
         if isinstance(e, ev.ConnectionOpened):
-            self._opened(e)
-        elif isinstance(e, ev.ProtocolViolation):
-            log.warning("connection from %s: %s violation %s: %s", self._who, e.scope,
-                        e.code, e.message)
-        elif isinstance(e, ev.ConnectionClosed) and e.by_peer:
-            log.info("connection from %s closed by the peer (%s)", self._who,
-                     e.text or "no error")
+            self._opened(e)  # (its vhost and login rules are 1.0's own)
+        else:
+            self._note(e)
 
     def _opened(self, e: ev.ConnectionOpened) -> None:
         host = e.virtual_host or ""

@@ -158,3 +158,37 @@ def test_our_1_0_socket_client_round_trip(broker: tuple[Broker, int]) -> None:
     out = rhea("receive", port, address="ours", count=10)
     assert (out["exit"], out["received"]) == (0, 10), out
     assert len(b.queues["ours"].messages) == 0
+
+
+def test_crossing_between_1_0_and_0_9_1(broker: tuple[Broker, int]) -> None:
+    """proton publishes, pika (0-9-1) consumes; pika publishes, proton
+    consumes: bodies and properties through properties.py's mapping."""
+    pika = pytest.importorskip("pika")
+    b, port = broker
+    mid = uuid.uuid4()
+    c = BlockingConnection(f"amqp://127.0.0.1:{port}", timeout=TIMEOUT)
+    try:
+        c.create_sender("/queue/to091").send(pn.Message(
+            body=b"from 1.0", id=mid, correlation_id=b"c1", content_type="text/plain",
+            properties={"k": "v"}, durable=True, priority=5, inferred=True))
+        params = pika.ConnectionParameters("127.0.0.1", port, credentials=pika.PlainCredentials(
+            "guest", "guest"))
+        with pika.BlockingConnection(params) as pc:
+            ch = pc.channel()
+            method, props, body = ch.basic_get("to091", auto_ack=True)
+            assert body == b"from 1.0"
+            assert props.message_id == str(mid) and props.correlation_id == "c1"
+            assert props.content_type == "text/plain" and props.headers == {"k": "v"}
+            assert props.delivery_mode == 2 and props.priority == 5
+            ch.queue_declare("to10")
+            ch.basic_publish("", "to10", b"from 0-9-1", pika.BasicProperties(
+                message_id="m-1", type="t", headers={"n": 1}, expiration="60000",
+                reply_to="answers"))
+            assert ch.queue_declare("to10", passive=True).method.message_count == 1
+        rcv = c.create_receiver("to10")
+        m = rcv.receive(timeout=TIMEOUT)
+        rcv.accept()
+    finally:
+        c.close()
+    assert m.body == b"from 0-9-1" and m.id == "m-1" and m.reply_to == "answers"
+    assert m.properties == {"n": 1, "x-amqp-0-9-1-type": "t"} and m.ttl == 60.0
