@@ -330,18 +330,22 @@ class Session(SessionBase[v010.ClientSession], v010.SessionView):
                   accept_mode: str = "explicit",
                   exclusive: bool = False, destination: str | None = None,
                   arguments: dict[str, Any] | None = None,
-                  timeout: float | None = DEFAULT, flow_mode: str = "window") -> Subscription:
+                  timeout: float | None = DEFAULT, flow_mode: str = "window",
+                  complete_on_receipt: bool = False) -> Subscription:
         """``message.subscribe`` with credit for ``prefetch`` messages (None:
         unlimited); returns once the broker has subscribed.
         ``accept_mode="none"``: no accepts (the broker forgets a message
         once sent; it is completed when handed out).  ``flow_mode``
         ``"window"`` re-grants credit as deliveries complete, ``"credit"``
-        with ``message.flow`` in batches."""
+        with ``message.flow`` in batches.  ``complete_on_receipt``: a
+        delivery is completed when handed out, before it is settled (see
+        :mod:`amqp_sansio.v0_10.client`)."""
         with self._pump.lock:
             sub = Subscription(self, self._p.subscribe(
                 queue, functools.partial(Delivery, self), prefetch=prefetch,
                 accept_mode=accept_mode, flow_mode=flow_mode, destination=destination,
-                exclusive=exclusive, arguments=arguments))
+                exclusive=exclusive, arguments=arguments,
+                complete_on_receipt=complete_on_receipt))
         sub.start(timeout)
         return sub
 

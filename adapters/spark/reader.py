@@ -19,11 +19,13 @@ later operator of the same task (say, the task's output commit) -- those
 messages are already accepted.  Because messages are held unaccepted until
 the end, the broker may send each subscriber its whole share at once (the
 credit window is the share), and the executor keeps them in memory: size
-``maxMessages``/``numPartitions`` accordingly.  A broker session can have at
-most its replay window (65536 here) of transfers awaiting completion, and the
-socket adapter completes a delivery when it is settled, so a partition takes
-at most 60,000 messages per session and opens further sessions on its
-connection for a larger share.  A queue read is destructive:
+``maxMessages``/``numPartitions`` accordingly.  On AMQP 0-10 each delivery
+is completed as it is received and accepted at the end (0-10 keeps the two
+apart), so the broker's replay window (65536 transfers awaiting completion)
+never fills and a partition reads its share through one session, with
+credit for all of it.  On 0-9-1, where ``basic.qos`` holds at most 65535, a
+partition takes at most 60,000 messages per channel and opens further
+channels for a larger share.  A queue read is destructive:
 every action on the DataFrame reads *new* messages, so ``cache()`` /
 ``persist()`` it, or write it out once.
 
@@ -32,8 +34,8 @@ message as soon as it sent it (at-most-once, no bookkeeping).
 
 AMQP 0-9-1 (RabbitMQ, ``?protocol=0-9-1``): the same code, where a session is
 a channel, the credit window is ``basic.qos`` (at most 65535 per consumer --
-so the 60,000 per session above is also what keeps each consumer's prefetch
-legal), and accepting is one ``basic.ack`` with ``multiple``.  A ``no_ack``
+so the 60,000 per channel above keeps each consumer's prefetch legal), and
+accepting is one ``basic.ack`` with ``multiple``.  A ``no_ack``
 consumer is not bounded by ``basic.qos``: RabbitMQ would push the whole queue
 to it and whatever lies beyond the partition's share would be lost.  So
 ``acceptMode=none`` on 0-9-1 consumes with acks and acks on receipt (every
@@ -185,11 +187,16 @@ def read_partition(opts: ReadOptions, index: int, schema: StructType,
     # 0-9-1 has no credit for no_ack consumers: ack on receipt instead (see
     # the module docstring).
     ack_on_receipt = not explicit and opts.conn.is_0_9_1
-    # With explicit accepts, a delivery stays uncompleted until it is settled
-    # (the socket adapter completes on settle), and a broker session cannot
-    # have more than its replay window of uncompleted transfers: take at most
-    # _PER_SESSION messages per session, and open another session for more.
-    per_session = min(share, _PER_SESSION) if explicit else min(share, _NONE_WINDOW)
+    # 0-10 keeps completion and acceptance apart: a delivery is completed on
+    # receipt (so the broker's replay window never fills) and accepted at the
+    # end, and the broker is given credit for the whole share at once -- one
+    # session.  0-9-1 has no such split: take at most _PER_SESSION messages
+    # per channel (basic.qos holds at most 65535), and open another for more.
+    whole = explicit and not opts.conn.is_0_9_1
+    sub_options: dict[str, Any] = (
+        {"flow_mode": "credit", "complete_on_receipt": True} if whole else {})
+    per_session = (share if whole else min(share, _PER_SESSION) if explicit
+                   else min(share, _NONE_WINDOW))
     where = opts.conn.redacted()
     try:
         conn = opts.conn.connect()
@@ -203,7 +210,7 @@ def read_partition(opts: ReadOptions, index: int, schema: StructType,
             held.append((session, []))
             return session.subscribe(opts.queue, prefetch=n,
                                      accept_mode="explicit" if explicit or ack_on_receipt
-                                     else "none")
+                                     else "none", **sub_options)
 
         rows: list[tuple[Any, ...]] = []
         taken = 0

@@ -319,7 +319,8 @@ class Session(SessionBase[v010.ClientSession], v010.SessionView):
     def subscribe(self, queue: str, *, prefetch: int | None = 100,
                   accept_mode: str = "explicit", flow_mode: str = "window",
                   destination: str | None = None, exclusive: bool = False,
-                  arguments: dict[str, Any] | None = None) -> Subscription:
+                  arguments: dict[str, Any] | None = None,
+                  complete_on_receipt: bool = False) -> Subscription:
         """A subscription to ``queue``; use ``async with`` (cancels on exit)
         or iterate it directly.
 
@@ -327,12 +328,15 @@ class Session(SessionBase[v010.ClientSession], v010.SessionView):
         (None: unlimited).  In ``window`` mode the broker re-grants credit as
         we complete transfers (on accept/reject/release, or when a message
         is handed out with ``accept_mode="none"``); in ``credit`` mode we
-        re-grant it with ``message.flow`` in batches.
+        re-grant it with ``message.flow`` in batches.  ``complete_on_receipt``:
+        a delivery is completed when handed out, before it is settled (see
+        :mod:`amqp_sansio.v0_10.client`).
         """
         return Subscription(self, self._p.subscribe(
             queue, functools.partial(Delivery, self), prefetch=prefetch,
             accept_mode=accept_mode, flow_mode=flow_mode, destination=destination,
-            exclusive=exclusive, arguments=arguments))
+            exclusive=exclusive, arguments=arguments,
+            complete_on_receipt=complete_on_receipt))
 
     async def get(self, queue: str, timeout: float = 0.0, *,
                   accept_mode: str = "explicit") -> Delivery | None:

@@ -9,7 +9,11 @@ adapters alike (see :mod:`amqp_sansio.client` for the shape):
   two ``message.flow`` (``prefetch`` messages, unlimited octets) +
   ``execution.sync``, answered when the broker has completed them all.
 * **Settling.**  A delivery is completed when it is settled (window mode:
-  that re-grants its credit), accept-mode ``none`` ones when handed out.
+  that re-grants its credit), accept-mode ``none`` ones when handed out --
+  and so are those of a subscription made with ``complete_on_receipt``,
+  whose accepts may then wait as long as the application likes without
+  holding the broker's replay window (0-10 keeps completion and acceptance
+  apart; window mode then bounds what is buffered, not what is unsettled).
   Accepts are batched per subscription -- one ``message.accept`` when the
   batch (half the prefetch, at most 256) is full or the subscription's
   buffer runs dry; credit mode re-grants credit in the same batches.
@@ -85,6 +89,8 @@ class Carry:
 
     to_accept: SequenceSet = attrs.field(factory=SequenceSet)
     to_release: SequenceSet = attrs.field(factory=SequenceSet)
+    #: those of ``to_release`` completed already (``complete_on_receipt``)
+    completed: SequenceSet = attrs.field(factory=SequenceSet)
 
 
 class Transfer(NamedTuple):
@@ -421,9 +427,10 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
                   prefetch: int | None = 100, accept_mode: str = "explicit",
                   flow_mode: str = "window", destination: str | None = None,
                   exclusive: bool = False, arguments: dict[str, Any] | None = None,
-                  ) -> ClientSubscription[D]:
+                  complete_on_receipt: bool = False) -> ClientSubscription[D]:
         """A subscription to ``queue`` (not started: see
-        :meth:`ClientSubscription.start`)."""
+        :meth:`ClientSubscription.start`); ``complete_on_receipt``: see the
+        module docstring."""
         mode = base.accept_mode(accept_mode)
         if flow_mode not in _FLOW_MODES:
             raise LocalProtocolError(f"flow_mode must be one of {sorted(_FLOW_MODES)}")
@@ -433,7 +440,8 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         if destination in self.subs:
             raise LocalProtocolError(f"destination {destination!r} is already subscribed")
         sub = ClientSubscription(self, queue, destination, prefetch, mode,
-                                 _FLOW_MODES[flow_mode], exclusive, arguments, make_delivery)
+                                 _FLOW_MODES[flow_mode], exclusive, arguments, make_delivery,
+                                 complete_on_receipt)
         self.subs[destination] = sub
         return sub
 
@@ -473,8 +481,9 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
             for d in ds:
                 d.settled = True
                 cid = d.event.command_id
-                core.complete(cid)  # completion before the accept (as qpid does)
                 sub = d.sub
+                if not sub.complete_on_receipt:
+                    core.complete(cid)  # completion before the accept (as qpid does)
                 sub.settled(d)
                 sub.to_accept(cid)
                 if sub not in touched:
@@ -483,12 +492,15 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
                 sub.accepts_added()
             return
         ids = SequenceSet()
+        incomplete = SequenceSet()
         for d in ds:
             d.settled = True
             ids.add(d.command_id)
+            if not d.sub.complete_on_receipt:
+                incomplete.add(d.command_id)
         if not ids:
             return
-        core.complete(ids)
+        core.complete(incomplete)
         for d in ds:
             d.sub.settled(d)
         if how == "reject":
@@ -514,7 +526,8 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
             raise self.error
         d.settled = True
         cid = d.event.command_id
-        self.core.complete(cid)  # completion before the accept (as qpid does)
+        if not sub.complete_on_receipt:
+            self.core.complete(cid)  # completion before the accept (as qpid does)
         sub.settled(d)
         sub.to_accept(cid)
         sub.accepts_added()
@@ -568,7 +581,7 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
             if carry.to_accept:
                 self.core.send(spec.MessageAccept(transfers=carry.to_accept))
             if carry.to_release:
-                self.core.complete(carry.to_release)
+                self.core.complete(carry.to_release.difference(carry.completed))
                 self.core.send(spec.MessageRelease(transfers=carry.to_release,
                                                    set_redelivered=True))
         for cmd in self._deferred:
@@ -704,10 +717,11 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
                  prefetch: int | None, mode: AcceptMode, flow_mode: spec.FlowMode,
                  exclusive: bool, arguments: dict[str, Any] | None,
                  make_delivery: Callable[[ClientSubscription[D], ev.MessageReceived], D],
-                 ) -> None:
+                 complete_on_receipt: bool = False) -> None:
         super().__init__(session, queue, destination, prefetch, mode,
                          functools.partial(make_delivery, self))
         self.flow_mode = flow_mode
+        self.complete_on_receipt = complete_on_receipt
         self._exclusive = exclusive
         self._arguments = arguments
         self._accepts = SequenceSet()
@@ -783,6 +797,8 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
     def handed_out(self, d: D) -> None:
         if self.ack:
             self.unsettled.add(d.command_id)
+            if self.complete_on_receipt:  # (and settling does not complete it again)
+                self.session.core.complete(d.command_id)
         else:
             d.settled = True
             self.session.core.complete(d.command_id)
@@ -835,6 +851,8 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
         carry.to_accept.update(self._accepts)
         for cid in self.unsettled:
             carry.to_release.add(cid)
+            if self.complete_on_receipt:
+                carry.completed.add(cid)
         if self.ack:
             for d in self.buffer:
                 carry.to_release.add(d.command_id)

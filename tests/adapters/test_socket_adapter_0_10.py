@@ -228,6 +228,37 @@ def test_prefetch_window_is_replenished_on_settle(env: Env) -> None:
         assert s.query_queue("pf").message_count == 0
 
 
+def test_complete_on_receipt_lets_accepts_wait_past_the_replay_window(env: Env) -> None:
+    """0-10 keeps completion and acceptance apart (what the Spark reader
+    uses): deliveries completed on receipt free the broker's replay window,
+    so 60 arrive unaccepted through a window of 20; accepted later they
+    leave the queue, and unaccepted ones go back when the session ends."""
+    with connect(env.url()) as conn, conn.session() as s:
+        s.declare_queue("cr")
+        for i in range(65):
+            s.publish(bytes([i]), routing_key="cr", wait=False)
+        s.sync()
+        s2 = conn.session()
+        broker_side = [cs for t in env.taps for cs in t.inner.conn.sessions.values()
+                       if cs.name == s2.name]
+        assert len(broker_side) == 1
+        broker_side[0].replay_window = 20
+        sub = s2.subscribe("cr", prefetch=60, flow_mode="credit", complete_on_receipt=True)
+        got = [sub.get(timeout=5) for _ in range(60)]
+        assert all(d is not None for d in got), "stalled at the replay window"
+        assert sub.get(timeout=0.2) is None  # credit was for 60
+        sub.cancel()
+        s2.accept(got)  # type: ignore[arg-type]
+        s2.sync()
+        assert s.query_queue("cr").message_count == 5
+        s3 = conn.session()
+        sub = s3.subscribe("cr", prefetch=5, flow_mode="credit", complete_on_receipt=True)
+        held = [sub.get(timeout=5) for _ in range(5)]
+        assert all(d is not None for d in held)
+        s3.close()  # never accepted: back to the queue
+        assert drain(s, "cr") == [bytes([i]) for i in range(60, 65)]
+
+
 def test_get_and_no_ack(env: Env) -> None:
     with connect(env.url()) as conn, conn.session() as s:
         s.declare_queue("g")
