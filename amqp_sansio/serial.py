@@ -168,6 +168,14 @@ class SequenceSet:
 
     # -- mutation -----------------------------------------------------------
     def add(self, n: int) -> None:
+        rs = self._ranges
+        if rs and type(n) is int:
+            # Fast path: the number just after the last range (ids completed
+            # or accepted in order), as add_range's own fast path extends it.
+            lo, hi = rs[-1]
+            if n == (hi + 1) & _MASK:
+                rs[-1] = (lo, n)
+                return
         self.add_range(n, n)
 
     def add_range(self, lo: int, hi: int) -> None:
