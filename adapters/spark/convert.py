@@ -19,6 +19,7 @@ __all__ = [
     "RowError",
     "messages_from_columns",
     "row_from_message",
+    "MESSAGE_COLUMNS",
     "header_to_str",
     "json_body",
 ]
@@ -224,10 +225,11 @@ def _text(b: bytes | None) -> str | None:
     return None if b is None else b.decode("utf-8", "backslashreplace")
 
 
-def row_from_message(m: Message, queue: str, partition: int) -> tuple[Any, ...]:
-    """One row of :data:`READ_SCHEMA_DDL`."""
-    headers = ({k: header_to_str(v) for k, v in m.headers.items()}
-               if m.headers else None)
+def _headers(m: Message) -> dict[str, str | None] | None:
+    return {k: header_to_str(v) for k, v in m.headers.items()} if m.headers else None
+
+
+def _properties(m: Message) -> dict[str, str] | None:
     props: dict[str, str] = {}
     if m.reply_to is not None:
         props["reply_to"] = f"{m.reply_to[0]}/{m.reply_to[1]}"
@@ -235,9 +237,29 @@ def row_from_message(m: Message, queue: str, partition: int) -> tuple[Any, ...]:
         props["user_id"] = _text(m.user_id) or ""
     if m.app_id is not None:
         props["app_id"] = _text(m.app_id) or ""
-    return (
-        m.body, m.routing_key, m.exchange, headers,
-        str(m.message_id) if m.message_id is not None else None,
-        _text(m.correlation_id), m.content_type, m.content_encoding,
-        m.priority, m.ttl, m.persistent, m.redelivered, props or None, queue, partition,
-    )
+    return props or None
+
+
+#: The value of each column of :data:`READ_SCHEMA_DDL` but the last two
+#: (``queue`` and ``partition`` are the reader's) taken from a message, so
+#: that a reader builds only the columns it was asked for.
+MESSAGE_COLUMNS: tuple[Callable[[Message], Any], ...] = (
+    lambda m: m.body,
+    lambda m: m.routing_key,
+    lambda m: m.exchange,
+    _headers,
+    lambda m: str(m.message_id) if m.message_id is not None else None,
+    lambda m: _text(m.correlation_id),
+    lambda m: m.content_type,
+    lambda m: m.content_encoding,
+    lambda m: m.priority,
+    lambda m: m.ttl,
+    lambda m: m.persistent,
+    lambda m: m.redelivered,
+    _properties,
+)
+
+
+def row_from_message(m: Message, queue: str, partition: int) -> tuple[Any, ...]:
+    """One row of :data:`READ_SCHEMA_DDL`."""
+    return (*(value(m) for value in MESSAGE_COLUMNS), queue, partition)

@@ -101,7 +101,7 @@ from pyspark.sql.types import (
 
 from amqp_sansio_socket import AMQPError, Connection, Delivery, Session, Subscription
 
-from .convert import READ_COLUMNS, READ_SCHEMA_DDL, row_from_message
+from .convert import MESSAGE_COLUMNS, READ_COLUMNS, READ_SCHEMA_DDL, row_from_message
 from .options import AmqpOptionError, ReadOptions, StreamReadOptions
 from .report import log
 
@@ -161,10 +161,27 @@ class _Batcher:
     def __init__(self, schema: StructType) -> None:
         self.cols = projection(schema)
         self.arrow = to_arrow_schema(schema, timezone="UTC")
+        # Only the body (and the reader's own columns) asked for: no message
+        # needs mapping from its delivery.
+        self.body_only = all(i == 0 or i >= len(MESSAGE_COLUMNS) for i in self.cols)
 
-    def batch(self, rows: Sequence[tuple[Any, ...]]) -> pa.RecordBatch:
-        arrays = [pa.array([r[i] for r in rows], type=self.arrow.field(j).type)
-                  for j, i in enumerate(self.cols)]
+    def batch(self, deliveries: Sequence[Delivery], queue: str, partition: int
+              ) -> pa.RecordBatch:
+        """The asked-for columns of ``deliveries``, built column by column."""
+        n = len(deliveries)
+        arrays = []
+        messages = None if self.body_only else [d.message for d in deliveries]
+        for j, i in enumerate(self.cols):
+            t = self.arrow.field(j).type
+            if i == 0 and messages is None:
+                values: list[Any] = [d.body for d in deliveries]
+            elif i < len(MESSAGE_COLUMNS):
+                assert messages is not None
+                value = MESSAGE_COLUMNS[i]
+                values = [value(m) for m in messages]
+            else:
+                values = [queue if i == len(MESSAGE_COLUMNS) else partition] * n
+            arrays.append(pa.array(values, type=t))
         return pa.RecordBatch.from_arrays(arrays, schema=self.arrow)
 
     def project(self, row: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -212,7 +229,7 @@ def read_partition(opts: ReadOptions, index: int, schema: StructType,
                                      accept_mode="explicit" if explicit or ack_on_receipt
                                      else "none", **sub_options)
 
-        rows: list[tuple[Any, ...]] = []
+        batch: list[Delivery] = []
         taken = 0
         t0 = time.monotonic()
         try:
@@ -238,13 +255,13 @@ def read_partition(opts: ReadOptions, index: int, schema: StructType,
                 if ack_on_receipt and len(held[-1][1]) >= _ACK_EVERY:
                     held[-1][0].accept(held[-1][1])
                     held[-1] = (held[-1][0], [])
-                rows.append(row_from_message(d.message, opts.queue, index))
-                if len(rows) >= _BATCH_ROWS:
-                    yield batcher.batch(rows)
-                    rows = []
+                batch.append(d)
+                if len(batch) >= _BATCH_ROWS:
+                    yield batcher.batch(batch, opts.queue, index)
+                    batch = []
             sub.cancel()  # gives back deliveries beyond the share, if any
-            if rows:
-                yield batcher.batch(rows)
+            if batch:
+                yield batcher.batch(batch, opts.queue, index)
             # Spark has taken every row of this partition: accept them.
             for session, deliveries in held:
                 if deliveries:
