@@ -133,7 +133,15 @@ class SessionConfig:
 
     incoming_window: int = 2048
     auto_window: bool = True  # False: the application reopens it (reopen_window)
+    # transfer frames we send before announcing a new outgoing window (a
+    # session flow); with auto_outgoing_window False they wait until the
+    # application opens it (open_outgoing_window)
     outgoing_window: int = 0x7FFFFFFF
+    auto_outgoing_window: bool = True
+    # a transfer beyond the window the peer announced ends the session
+    # (window-violation); off by default: the spec has the receiver count
+    # it, not refuse it, and peers announce small windows they then exceed
+    strict_remote_outgoing_window: bool = False
     handle_max: int = 0xFFFFFFFF
     next_outgoing_id: int = 0
     max_receive_size: int = 1 << 26  # a link's message cap when it sets no max-message-size
@@ -159,6 +167,7 @@ class Session:
         self.initial_outgoing_id = c.next_outgoing_id
         self.next_outgoing_id = c.next_outgoing_id
         self.incoming_window = c.incoming_window  # what we still take before our next flow
+        self.outgoing_window = c.outgoing_window  # what we still send before our next flow
         self.next_incoming_id: int | None = None
         self.remote_incoming_window = 0
         self.remote_outgoing_window = 0
@@ -222,7 +231,7 @@ class Session:
         c = self.config
         self._out.write(self.channel, Begin(
             remote_channel=self.remote_channel, next_outgoing_id=self.next_outgoing_id,
-            incoming_window=c.incoming_window, outgoing_window=c.outgoing_window,
+            incoming_window=c.incoming_window, outgoing_window=self.outgoing_window,
             handle_max=c.handle_max, offered_capabilities=c.offered_capabilities,
             desired_capabilities=c.desired_capabilities, properties=c.properties))
 
@@ -387,6 +396,9 @@ class Session:
         if self.incoming_window <= 0:
             raise SessionViolation("a transfer beyond our incoming window",
                                    "amqp:session:window-violation")
+        if self.remote_outgoing_window <= 0 and self.config.strict_remote_outgoing_window:
+            raise SessionViolation("a transfer beyond the outgoing window the peer announced",
+                                   "amqp:session:window-violation")
         self.incoming_window -= 1
         assert self.next_incoming_id is not None
         self.next_incoming_id = serial_add(self.next_incoming_id, 1)
@@ -445,7 +457,7 @@ class Session:
                   "drain": link.drain, "properties": link.flow_properties}
         return Flow(next_incoming_id=self.next_incoming_id, incoming_window=self.incoming_window,
                     next_outgoing_id=self.next_outgoing_id,
-                    outgoing_window=self.config.outgoing_window, echo=echo, **kw)
+                    outgoing_window=self.outgoing_window, echo=echo, **kw)
 
     def _send_delivery(self, link: Link, first: Transfer, payload: bytes, more: bool) -> int:
         # the common case, a small message in one frame: a transfer without a
@@ -479,7 +491,7 @@ class Session:
             room = self._out.max_frame_size - 8 - len(_encoded(attrs.evolve(body, more=True)))
 
     def _queue_transfer(self, body: Transfer, payload: bytes) -> None:
-        if self._pending or self.remote_incoming_window <= 0 or (
+        if self._pending or self.remote_incoming_window <= 0 or self.outgoing_window <= 0 or (
                 self.state is not SessionState.MAPPED):
             self._pending.append((body, payload))
             return
@@ -489,17 +501,35 @@ class Session:
         self._write(body, payload)
         self.next_outgoing_id = serial_add(self.next_outgoing_id, 1)
         self.remote_incoming_window -= 1
+        self.outgoing_window -= 1
+        if self.outgoing_window <= 0 and self.config.auto_outgoing_window:
+            self.outgoing_window = self.config.outgoing_window
+            self._write(self._flow_body(None, False))  # the peer counts it too
 
     def _flush(self) -> None:
-        """Write the transfers the peer's window now admits."""
-        while self._pending and self.remote_incoming_window > 0 and (
-                self.state is SessionState.MAPPED):
+        """Write the transfers both windows now admit (the peer's incoming
+        window, our outgoing window)."""
+        while self._pending and self.remote_incoming_window > 0 and self.outgoing_window > 0 \
+                and self.state is SessionState.MAPPED:
             body, payload = self._pending.popleft()
             self._write_transfer(body, payload)
 
+    def open_outgoing_window(self, frames: int | None = None) -> None:
+        """Let ourselves send ``frames`` more transfer frames (default: the
+        configured window), say so to the peer (a session flow) and send
+        what waited (``SessionConfig.auto_outgoing_window`` False)."""
+        n = self.config.outgoing_window if frames is None else frames
+        if not 0 <= n <= 0xFFFFFFFF:
+            raise local_error(f"outgoing window {n} is outside [0, 2**32-1]")
+        self.check("send:frame")
+        self.outgoing_window = n
+        self._write(self._flow_body(None, False))
+        self._flush()
+
     @property
     def queued_transfers(self) -> int:
-        """Transfer frames waiting for the peer's incoming window."""
+        """Transfer frames waiting for the peer's incoming window or our
+        outgoing window."""
         return len(self._pending)
 
     def _links_gone(self) -> None:

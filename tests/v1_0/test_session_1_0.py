@@ -202,3 +202,72 @@ def test_ending_a_session_detaches_its_links() -> None:
     assert snd.local_state.value == "CLOSED" and s.links == {}
     with pytest.raises(LocalProtocolError):
         snd.send(b"x")
+
+
+def _session_flows(p: Pair) -> list[Any]:
+    return [f.body for f in p.frames("c2s")
+            if isinstance(f.body, spec.Flow) and f.body.handle is None]
+
+
+def test_our_outgoing_window_is_kept_and_reannounced() -> None:
+    # auto (the default): after 3 transfers a session flow announces 3 more
+    p = Pair()
+    s = p.client.begin(SessionConfig(outgoing_window=3))
+    snd = s.attach_sender("l")
+    p.pump()
+    for i in range(7):
+        snd.send(b"x%d" % i)
+    p.pump()
+    assert [e.payload for e in of(p.events["server"], ev.DeliveryReceived)] == [
+        b"x%d" % i for i in range(7)]
+    flows = _session_flows(p)
+    assert [f.outgoing_window for f in flows] == [3, 3]  # after the 3rd and the 6th
+    assert [f.next_outgoing_id for f in flows] == [3, 6]
+    srv = next(iter(p.server.sessions.values()))
+    assert srv.remote_outgoing_window == 2  # 3 announced, 1 sent since
+
+
+def test_our_outgoing_window_shut_until_the_application_opens_it() -> None:
+    p = Pair()
+    s = p.client.begin(SessionConfig(outgoing_window=2, auto_outgoing_window=False))
+    snd = s.attach_sender("l")
+    p.pump()
+    for i in range(5):
+        snd.send(b"x%d" % i)
+    p.pump()
+    assert len(of(p.events["server"], ev.DeliveryReceived)) == 2
+    assert s.queued_transfers == 3 and s.outgoing_window == 0
+    s.open_outgoing_window(2)
+    p.pump()
+    assert len(of(p.events["server"], ev.DeliveryReceived)) == 4
+    assert _session_flows(p)[-1].outgoing_window == 2  # announced before the transfers
+    s.open_outgoing_window()
+    p.pump()
+    assert [e.payload for e in of(p.events["server"], ev.DeliveryReceived)] == [
+        b"x%d" % i for i in range(5)]
+    assert s.queued_transfers == 0
+    with pytest.raises(LocalProtocolError):
+        s.open_outgoing_window(-1)
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_a_transfer_beyond_the_peers_outgoing_window(strict: bool) -> None:
+    srv = Connection(Role.SERVER, ServerConfig(session=SessionConfig(
+        strict_remote_outgoing_window=strict)))
+    evs = srv.receive_data(spec.AMQP_HEADER + encode_frame(spec.Open(container_id="c"))
+                           + encode_frame(spec.Begin(next_outgoing_id=0, incoming_window=10,
+                                                     outgoing_window=1)))
+    of(evs, ev.SessionBeginRequested)[0].session.begin()
+    link = of(srv.receive_data(encode_frame(ATTACH)), ev.LinkAttachRequested)[0].link
+    link.attach()
+    link.flow(10)
+    srv.data_to_send()
+    evs = srv.receive_data(b"".join(encode_frame(spec.Transfer(
+        handle=0, delivery_id=i, delivery_tag=b"%d" % i, settled=True)) for i in range(2)))
+    assert len(of(evs, ev.DeliveryReceived)) == (1 if strict else 2)
+    v = of(evs, ev.ProtocolViolation)
+    if strict:
+        assert v[0].condition == "amqp:session:window-violation"
+        assert _ends(srv)[0].error.condition == "amqp:session:window-violation"
+    else:
+        assert not v
