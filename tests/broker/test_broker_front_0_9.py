@@ -4,18 +4,15 @@ that chose the 0-9 front end by the header ``AMQP 1 1 0 9``."""
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Callable
 from typing import Any
 
 from broker_client_0_9_1 import Client
+from socket_client_0_9_1 import SocketClient, has
 
 from amqp_sansio.v0_9 import spec as spec09
-from amqp_sansio.v0_9.connection import ClientConfig
 from amqp_sansio.v0_9.connection import Connection as Connection09
 from amqp_sansio.v0_9_1 import events as ev
 from amqp_sansio.v0_9_1 import spec
-from amqp_sansio.v0_9_1.connection import Role
 from amqp_sansio_broker.front_0_9 import FILENAME
 from amqp_sansio_broker.model import Broker
 from amqp_sansio_broker.server import start_broker_thread
@@ -144,45 +141,18 @@ def test_tunnel_and_the_message_class_are_not_implemented() -> None:
     assert closed.code == 540
 
 
-class SocketClient:
-    """The 0-9 client core over a real TCP connection to the broker's server
-    (a thread of the test), pumped until the events wanted arrive."""
-
-    def __init__(self, host: str, port: int) -> None:
-        self.sock = socket.create_connection((host, port), timeout=10)
-        self.conn = Connection09(Role.CLIENT, ClientConfig(username="guest", password="guest"))
-
-    def until(self, want: Callable[[list[ev.Event]], bool]) -> list[ev.Event]:
-        got: list[ev.Event] = []
-        for _ in range(200):  # bounded: each round blocks at most the socket timeout
-            out = self.conn.data_to_send()
-            if out:
-                self.sock.sendall(out)
-            if want(got):
-                return got
-            data = self.sock.recv(65536)
-            got += self.conn.receive_data(data, 1.0)
-            if not data:
-                break
-        raise AssertionError(f"never came: {got}")
-
-
-def _has(kind: type[Any], n: int = 1) -> Callable[[list[ev.Event]], bool]:
-    return lambda got: sum(isinstance(e, kind) for e in got) >= n
-
-
 def test_0_9_conversation_over_a_socket() -> None:
     """basic and file content through the broker's TCP server."""
     host, port, stop = start_broker_thread(Broker())
-    c = SocketClient(host, port)
+    c = SocketClient(host, port, Connection09, username="guest", password="guest")
     try:
-        c.until(_has(ev.ConnectionOpened))
+        c.until(has(ev.ConnectionOpened))
         ch = c.conn.open_channel()
-        c.until(_has(ev.ChannelOpened))
+        c.until(has(ev.ChannelOpened))
         ch.send(spec09.AccessRequest(realm="/data", active=True, read=True, write=True))
         ch.send(spec.QueueDeclare(queue="sq"))
         ch.send(spec09.FileOpen(identifier="f", content_size=4))
-        got = c.until(_has(ev.MethodReceived, 3))
+        got = c.until(has(ev.MethodReceived, 3))
         assert [type(m) for m in replies(got)] == [spec09.AccessRequestOk,
                                                    spec.QueueDeclareOk, spec09.FileOpenOk]
         ch.send_content(spec09.FileStage(), spec09.FileProperties(filename="x"), b"file")
@@ -190,11 +160,11 @@ def test_0_9_conversation_over_a_socket() -> None:
         ch.publish("", "sq", b"basic")
         ch.send(spec.BasicGet(queue="sq", no_ack=True))
         ch.send(spec.BasicGet(queue="sq", no_ack=True))
-        got = c.until(_has(ev.MessageReceived, 2))
+        got = c.until(has(ev.MessageReceived, 2))
         assert [e.body for e in got if isinstance(e, ev.MessageReceived)] == [b"file", b"basic"]
         c.conn.close()
-        got = c.until(_has(ev.ConnectionClosed))
+        got = c.until(has(ev.ConnectionClosed))
         assert c.conn.closed
     finally:
-        c.sock.close()
+        c.close()
         stop()
