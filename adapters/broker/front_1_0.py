@@ -300,6 +300,7 @@ class Connection10(FrontEnd):
             idle_timeout=None if broker.heartbeat_max is None else broker.heartbeat_max * 1000,
         ))
         self.vhost_name = "/"
+        self._ready = False  # opened and admitted: sessions and links are served
         self.consumers: dict[Link, Consumer10] = {}
         self.publishers: dict[Link, Publisher10] = {}
         self.coordinators: set[Link] = set()
@@ -354,6 +355,8 @@ class Connection10(FrontEnd):
         for e in events:
             self.events_seen += 1
             t = type(e)
+            if not self._ready and t in _SERVED_WHEN_OPEN:
+                continue  # pipelined behind an open the broker refused: never served
             try:
                 if t is ev.DeliveryReceived:
                     self._received(e)
@@ -398,6 +401,7 @@ class Connection10(FrontEnd):
             self.conn.close(Error(condition=UNAUTHORIZED,
                                   description=f"no access to vhost {self.vhost_name!r}"))
             return
+        self._ready = True
         self.broker.unauthenticated.discard(self)
         log.info("connection from %s opened: user %s, vhost %r, %s", self._who,
                  quoted(login.identity), self.vhost_name, e.mechanism or "no SASL")
@@ -935,6 +939,8 @@ class Connection10(FrontEnd):
         super()._end(now)
 
 
+_SERVED_WHEN_OPEN = frozenset({ev.SessionBeginRequested, ev.LinkAttachRequested,
+                               ev.DeliveryReceived, ev.LinkFlow, ev.DeliveryUpdated})
 _BEFORE_OPEN = frozenset({ConnState.START, ConnState.HDR_RCVD, ConnState.HDR_EXCH,
                           ConnState.OPEN_RCVD})
 

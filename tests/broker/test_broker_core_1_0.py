@@ -521,3 +521,24 @@ def test_publishing_links_state_and_enforce_the_message_size_limit() -> None:
     [gone] = c.of(ev.LinkDetached, s)
     assert gone.error.condition == "amqp:link:message-size-exceeded"
     assert len(b.queues["q"].messages) == 0
+
+
+def test_links_pipelined_behind_a_refused_open_make_nothing() -> None:
+    """An open of a vhost the broker does not serve is closed; the begin and
+    attach the client pipelined behind it create no vhost and no queue."""
+    b = Broker()
+    conn = Connection(Role.CLIENT, ClientConfig(container_id="t", hostname="vhost:other"))
+    s = conn.begin()
+    s.attach_sender("s", target=Target(address="made-by-a-refused-client"))
+    bc = b.connection()
+    got: list[Any] = []
+    for _ in range(20):
+        if data := conn.data_to_send():
+            bc.receive_data(data, 0.0)
+        if out := bc.data_to_send():
+            got += conn.receive_data(out, 0.0)
+        if not data and not out:
+            break
+    [closed] = [e for e in got if isinstance(e, ev.ConnectionClosed)]
+    assert closed.condition == "amqp:unauthorized-access"
+    assert "other" not in b.vhosts and "made-by-a-refused-client" not in b.queues
