@@ -55,7 +55,7 @@ from amqp_sansio.v0_10.session import Session, SessionState, SessionStore
 
 from .auth import ACCESS_0_10, AccessRefused, Login, Peer
 from .dtx import DtxError, Work
-from .front import FrameTap, FrontEnd, name_shown, quoted
+from .front import FrameTap, FrontEnd, name_shown
 from .held import HeldDeliveries
 from .model import Consumer, ExchangeState, Held, ModelError, QMsg, QueueState, VHost, is_alternate
 from .properties import FORM_0_10, Wire
@@ -395,21 +395,8 @@ class Connection010(FrontEnd):
                 self._on_attached(e)
             elif isinstance(e, ev.SessionDetached):
                 self._on_detached(e)
-            elif isinstance(e, ev.ConnectionOpened):
-                b.unauthenticated.discard(self)
-                log.info("connection from %s opened: user %s, vhost %r, %s, heartbeat %s",
-                         self._who, quoted(self.conn.identity), self.conn.virtual_host,
-                         self.conn.mechanism, f"{self.conn.heartbeat} s"
-                         if self.conn.heartbeat else "off")
-            elif isinstance(e, ev.HeartbeatTimeout):
-                log.info("connection from %s: heartbeat timeout (silent %.0f s)",
-                         self._who, e.idle)
-            elif isinstance(e, ev.ProtocolViolation):
-                log.warning("connection from %s: %s violation %s: %s", self._who,
-                            e.scope, e.code, e.message)
-            elif isinstance(e, ev.ConnectionClosed) and e.by_peer:
-                log.info("connection from %s closed by the peer (%s%s)", self._who,
-                         e.code, f": {e.text}" if e.text else "")
+            else:
+                self._note(e)  # the connection events every protocol logs alike
         if self.conn.closed:
             self._end(now)
         b.flush_touched(self)

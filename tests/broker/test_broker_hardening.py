@@ -441,7 +441,7 @@ def test_connection_lifecycle_is_logged_at_info(caplog: pytest.LogCaptureFixture
     c.server.connection_lost(1.0)
     lines = [r.getMessage() for r in caplog.records if r.name == "amqp_sansio.broker"]
     assert any("connection from 127.0.0.1:40000" in x and x.endswith("40000") for x in lines)
-    assert any("opened: user 'guest', vhost '/', SCRAM-SHA-256, heartbeat 60 s" in x
+    assert any("opened (AMQP 0-10): user 'guest', vhost '/', SCRAM-SHA-256, heartbeat 60 s" in x
                for x in lines)
     assert any("ended" in x for x in lines)
     assert not any("guest" in x and "password" in x.lower() for x in lines)
