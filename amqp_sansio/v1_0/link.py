@@ -164,7 +164,7 @@ class Delivery:
 
     __slots__ = ("link", "id", "tag", "message_format", "outgoing", "settled", "state",
                  "remote_settled", "remote_state", "aborted", "complete", "frames", "batchable",
-                 "_chunks", "_size")
+                 "resumed", "_chunks", "_size")
 
     def __init__(self, link: Link, delivery_id: int, tag: bytes, message_format: int,
                  outgoing: bool) -> None:
@@ -181,6 +181,7 @@ class Delivery:
         self.complete = outgoing
         self.frames = 0
         self.batchable = False
+        self.resumed = False  # a delivery of an earlier incarnation of the link, resumed
         self._chunks: list[bytes] = []
         self._size = 0
 
@@ -278,6 +279,14 @@ class Link:
     @property
     def remote_rcv_settle_mode(self) -> ReceiverSettleMode | None:
         return self.remote_attach.rcv_settle_mode if self.remote_attach else None
+
+    @property
+    def remote_unsettled(self) -> dict[Any, Any] | None:
+        """The unsettled map of the peer's attach (delivery tag -> its last
+        state), when it resumes a link: what it still holds of an earlier
+        attachment of this name.  Ours is ``unsettled`` (sent in our attach).
+        Resume a delivery with ``send(..., tag=t, resume=True)``."""
+        return self.remote_attach.unsettled if self.remote_attach else None
 
     @property
     def remote_max_message_size(self) -> int | None:
@@ -492,6 +501,7 @@ class Link:
                          body.message_format or 0, outgoing=False)
             d.remote_settled = bool(body.settled)
             d.remote_state = body.state
+            d.resumed = body.resume
             self._incoming = d
         else:
             if ((body.delivery_id is not None and body.delivery_id != d.id)
@@ -555,11 +565,14 @@ class Link:
     # -- sending --------------------------------------------------------------------
     def send(self, payload: bytes, *, tag: bytes | None = None, settled: bool | None = None,
              message_format: int = 0, state: Any = None, batchable: bool = False,
-             more: bool = False) -> Delivery:
+             more: bool = False, resume: bool = False) -> Delivery:
         """Send one delivery (split into frames as the peer's frame size
         needs).  Needs an attached sending link and credit.  ``more``: the
         payload is the first part only; continue with :meth:`send_more` (or
-        :meth:`abort`) before sending another delivery."""
+        :meth:`abort`) before sending another delivery.  ``resume``: the
+        delivery ``tag`` of an earlier attachment, named in either side's
+        unsettled map, sent again [OASIS part 2 §2.6.13] (with ``settled``
+        and a terminal ``state`` and no payload it only settles it)."""
         if self._outgoing is not None:
             raise local_error(f"link {self.name!r}: delivery {self._outgoing.id} is not finished "
                               "(send_more or abort it first)")
@@ -574,10 +587,10 @@ class Link:
         if mode is SenderSettleMode.SETTLED:
             settled = True
         elif mode is SenderSettleMode.UNSETTLED:
-            if settled:
+            if settled and not resume:  # (settling a resumed one is not its first send)
                 raise local_error(f"link {self.name!r}: snd-settle-mode unsettled: no pre-settled "
                                   "deliveries")
-            settled = False
+            settled = bool(settled and resume)
         settled = bool(settled)
         limit = self.remote_max_message_size
         if limit and len(payload) > limit:
@@ -590,6 +603,10 @@ class Link:
             raise local_error(f"a delivery tag holds at most {DELIVERY_TAG_MAX} octets")
         if tag in self.unsettled_deliveries:
             raise local_error(f"delivery tag {tag!r} is in use by an unsettled delivery")
+        if resume and tag not in (self.unsettled or {}) and tag not in (
+                self.remote_unsettled or {}):
+            raise local_error(f"delivery tag {tag!r} is in neither unsettled map: there is "
+                              "nothing to resume")
         if not isinstance(payload, bytes):
             payload = bytes(payload)
         self._check("send:frame")
@@ -598,10 +615,11 @@ class Link:
         d.settled = settled
         d.state = state
         d.batchable = batchable
+        d.resumed = resume
         d._size = d_size
         first = Transfer(handle=self.handle, delivery_id=did, delivery_tag=tag,
                          message_format=message_format, settled=settled, state=state,
-                         batchable=batchable)
+                         batchable=batchable, resume=resume)
         self._go("send:frame")
         if not settled:
             self.unsettled_deliveries[tag] = d

@@ -377,3 +377,71 @@ def test_settle_modes_agreed_no_event() -> None:
     s.attach_sender("l", snd_settle_mode=SND.SETTLED, rcv_settle_mode=RCV.SECOND)
     ce, _ = p.pump()
     assert of(ce, ev.LinkAttached) and not of(ce, ev.LinkSettleModeMismatch)
+
+
+def _resumed_pair(sender_on_client: bool) -> tuple[Pair, Any, Any, list[Any]]:
+    """A link attached again by name with both unsettled maps: the sending
+    end held t1, t2 and t3 unsettled, the receiving end had accepted t1 and
+    seen t2 arrive (no outcome yet); t3 it never got."""
+    p = Pair(accept=False)
+    s = p.client.begin()
+    held = {b"t1": None, b"t2": None, b"t3": None}
+    seen = {b"t1": spec.Accepted(), b"t2": spec.Received(section_number=0, section_offset=0)}
+    if sender_on_client:
+        link = s.attach_sender("l", unsettled=held, snd_settle_mode=SND.UNSETTLED)
+    else:
+        link = s.attach_receiver("l", source=spec.Source(address="q"), unsettled=seen)
+    _, se = p.pump()
+    of(se, ev.SessionBeginRequested)[0].session.begin()
+    srv = of(se, ev.LinkAttachRequested)[0].link
+    srv.unsettled = seen if sender_on_client else held
+    srv.attach()
+    p.pump()
+    snd, rcv = (link, srv) if sender_on_client else (srv, link)
+    rcv.flow(10)
+    p.pump()
+    return p, snd, rcv, se
+
+
+@pytest.mark.parametrize("sender_on_client", [True, False])
+def test_link_resume_with_unsettled_maps(sender_on_client: bool) -> None:
+    p, snd, rcv, _ = _resumed_pair(sender_on_client)
+    assert snd.remote_unsettled == {b"t1": spec.Accepted(),
+                                    b"t2": spec.Received(section_number=0, section_offset=0)}
+    assert set(rcv.remote_unsettled) == {b"t1", b"t2", b"t3"}
+    att = [f.body for d in ("c2s", "s2c") for f in p.frames(d) if isinstance(f.body, spec.Attach)]
+    assert all(a.unsettled for a in att)  # both maps went on the wire
+    # t1: the receiver has its outcome -> the sender settles it with that outcome only;
+    # t2 and t3: sent again, resumed
+    snd.send(b"", tag=b"t1", resume=True, settled=True, state=spec.Accepted())
+    snd.send(b"two", tag=b"t2", resume=True)
+    snd.send(b"three", tag=b"t3", resume=True)
+    side = "server" if sender_on_client else "client"
+    before = len(of(p.events[side], ev.DeliveryReceived))
+    p.pump()
+    got = of(p.events[side], ev.DeliveryReceived)[before:]
+    assert [(g.delivery.tag, g.payload, g.delivery.resumed) for g in got] == [
+        (b"t1", b"", True), (b"t2", b"two", True), (b"t3", b"three", True)]
+    assert got[0].delivery.settled and got[0].delivery.remote_state == spec.Accepted()
+    xfers = [f.body for d in ("c2s", "s2c") for f in p.frames(d)
+             if isinstance(f.body, spec.Transfer)]
+    assert [x.resume for x in xfers] == [True, True, True]
+    got[1].delivery.settle(spec.Accepted())
+    got[2].delivery.settle(spec.Accepted())
+    p.pump()
+    assert not snd.unsettled_deliveries  # the resumed deliveries' outcomes arrived
+    # a new delivery on the resumed link is an ordinary one
+    d = snd.send(b"new")
+    p.pump()
+    assert not d.resumed and of(p.events[side], ev.DeliveryReceived)[-1].delivery.resumed is False
+
+
+def test_resume_needs_a_tag_of_an_unsettled_map() -> None:
+    p, snd, _, _ = _resumed_pair(True)
+    with pytest.raises(LocalProtocolError, match="nothing to resume"):
+        snd.send(b"x", tag=b"zz", resume=True)
+    p2 = Pair()
+    plain = p2.client.begin().attach_sender("l")
+    p2.pump()
+    with pytest.raises(LocalProtocolError, match="nothing to resume"):
+        plain.send(b"x", tag=b"t1", resume=True)
