@@ -98,7 +98,7 @@ def register(sub: Subcommands) -> None:
                    help="channel-max our tune-ok asks for (default %(default)s)")
     p.add_argument("--address-prefix", default="",
                    help="1.0: put before every address a case names (RabbitMQ's plugin: "
-                        "/queue/)")
+                        "/queue/; default: none, addresses as the case names them)")
     p.add_argument("--no-minimise", action="store_true", help="save reproducers unminimised")
     p.add_argument("--fail-on", default="all",
                    help="outcomes that make the exit status 1: 'all' non-conformant "
