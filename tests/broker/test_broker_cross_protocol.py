@@ -1,5 +1,6 @@
 """Messages cross protocols on the embedded broker: published by pika over
-0-9-1 and consumed over 0-10, and the other way round, with their properties
+0-9-1 and consumed over 0-10, and the other way round; and (in memory) over
+0-10 and 1.0 both ways -- with their properties
 mapped as ``amqp_sansio_broker/properties.py`` documents (one listener: the
 protocol header picks the front end)."""
 
@@ -12,8 +13,15 @@ from typing import Any
 
 import pika
 import pytest
+from test_broker_core_1_0 import Client as Client10
+from test_broker_model import Client as Client010
 
-from amqp_sansio.v0_10.messages import Message
+from amqp_sansio.v0_10 import events as ev010
+from amqp_sansio.v0_10 import spec as spec010
+from amqp_sansio.v0_10.messages import Message, from_event
+from amqp_sansio.v1_0 import events as ev10
+from amqp_sansio.v1_0.message import AmqpMessage, decode_message, encode_message
+from amqp_sansio.v1_0.spec import ApplicationProperties, Data, Header, Properties
 from amqp_sansio_broker.model import Broker
 from amqp_sansio_broker.server import start_broker_thread
 from amqp_sansio_socket import connect
@@ -119,3 +127,49 @@ def test_round_trip_keeps_headers(broker: tuple[str, int]) -> None:
     assert (props.content_type, props.correlation_id, props.type, props.message_id,
             props.cluster_id) == ("text/plain", "r-1", "kind", "not a uuid", "c1")
     c.close()
+
+
+# -- 0-10 <-> 1.0, in memory (the clients of test_broker_model / test_broker_core_1_0) ------
+UID_1_0 = uuid.UUID("0c0ffee0-1234-5678-9abc-def012345678")
+HEADERS_1_0 = {"a": 1, "s": "two", "t": True}
+
+
+def test_0_10_publish_reaches_a_1_0_consumer_intact() -> None:
+    broker = Broker()
+    old = Client010(broker)
+    s = old.session()
+    s.send(spec010.QueueDeclare(queue="x"))
+    old.pump()
+    old.publish(s, b"from 0-10", key="x", headers=HEADERS_1_0, persistent=True, ttl=60_000)
+    old.pump()
+    new = Client10(broker)
+    r = new.receiver("x", credit=1)
+    [got] = new.of(ev10.DeliveryReceived, r)
+    m = decode_message(got.payload)
+    assert m.data == b"from 0-10"
+    assert m.application_properties is not None
+    assert dict(m.application_properties.value) == HEADERS_1_0
+    assert m.header is not None and m.header.durable and m.header.ttl == 60_000
+
+
+def test_1_0_publish_reaches_a_0_10_consumer_intact() -> None:
+    broker = Broker()
+    new = Client10(broker)
+    new.sender("y").send(encode_message(AmqpMessage(
+        header=Header(durable=True, priority=7),
+        properties=Properties(message_id=UID_1_0, content_type="text/plain",
+                              correlation_id=b"c-1", reply_to="replies"),
+        application_properties=ApplicationProperties(dict(HEADERS_1_0)),
+        body=(Data(b"from 1.0"),))), tag=b"1")
+    new.pump()
+    assert [q.name for q in broker.queues.values()] == ["y"]  # made by the link
+    old = Client010(broker)
+    s = old.session()
+    old.subscribe(s, "y")
+    [got] = [e for e in old.pump() if isinstance(e, ev010.MessageReceived)]
+    m: Message = from_event(got)
+    assert m.body == b"from 1.0"
+    assert m.headers is not None and {k: m.headers[k] for k in HEADERS_1_0} == HEADERS_1_0
+    assert m.message_id == UID_1_0 and m.content_type == "text/plain"
+    assert m.correlation_id == b"c-1" and m.reply_to == ("", "replies")
+    assert m.persistent and m.priority == 7
