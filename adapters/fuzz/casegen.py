@@ -21,15 +21,26 @@ here, once:
 from __future__ import annotations
 
 __all__ = ["FAMILIES", "GenConfig", "Script", "Operators", "make_case", "operator_names",
-           "case_tag", "item_lines", "valid_fault"]
+           "case_tag", "item_lines", "valid_fault", "bad_headers"]
 
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Generic, TypeVar
 
 import attrs
 
+from amqp_sansio import registry
+
 from .case import P010, Case, Fault, Item
 from .values import Names, Rng, case_rng
+
+
+def bad_headers(*headers: bytes) -> list[bytes]:
+    """The ``headers`` that open no protocol this library knows: a peer that
+    speaks several (RabbitMQ; the embedded broker) may serve another
+    protocol's header, which is conformant, not the refusal a bad-header
+    case expects."""
+    return [h for h in headers if registry.by_header(h) is None]
+
 
 #: family -> weight: how often a case belongs to it (before ``--families``).
 FAMILIES: dict[str, float] = {"valid": 30, "field": 25, "frame": 20, "state": 20,

@@ -1285,10 +1285,14 @@ def op_state_result_unknown(s: Script) -> Fault:
 # handshake
 
 
+_BAD_HEADERS = casegen.bad_headers(b"AMQP\x00\x00\x09\x01", b"AMQP\x01\x01\x00\x09",
+                                   b"AMQP\x00\x01\x00\x00", b"AMQP\x03\x01\x00\x00",
+                                   b"AMQP\x01\x01\x00\x0b", b"GET / HT", b"\x00" * 8,
+                                   b"AMQP\x01\x01\x01\x00")
+
+
 def op_handshake_bad_header(s: Script) -> Fault:
-    hdr = s.rng.pick([b"AMQP\x00\x00\x09\x01", b"AMQP\x01\x01\x00\x09", b"AMQP\x00\x01\x00\x00",
-                      b"AMQP\x03\x01\x00\x00", b"GET / HT", b"\x00" * 8,
-                      b"AMQP\x01\x01\x01\x00"])
+    hdr = s.rng.pick(_BAD_HEADERS)
     s.raw(f"protocol header {hdr!r}", hdr, faulty=True)
     s.barrier = "none"
     return Fault(kind="handshake:bad-header", target="protocol-header",

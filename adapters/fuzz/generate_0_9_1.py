@@ -1671,10 +1671,14 @@ def op_state_connection_again(s: Script) -> Fault:
 # handshake
 
 
+_BAD_HEADERS = casegen.bad_headers(b"AMQP\x00\x00\x09\x02", b"AMQP\x00\x00\x0a\x00",
+                                   b"AMQP\x01\x01\x00\x0a", b"AMQP\x00\x01\x00\x00",
+                                   b"AMQP\x03\x01\x00\x00", b"HTTP/1.1", b"\x00" * 8,
+                                   b"AMQP\x00\x00\x00\x00")
+
+
 def op_handshake_bad_header(s: Script) -> Fault:
-    hdr = s.rng.pick([b"AMQP\x00\x00\x09\x02", b"AMQP\x00\x00\x0a\x00", b"AMQP\x01\x01\x00\x0a",
-                      b"AMQP\x00\x01\x00\x00", b"AMQP\x03\x01\x00\x00", b"HTTP/1.1",
-                      b"\x00" * 8, b"AMQP\x00\x00\x00\x00"])
+    hdr = s.rng.pick(_BAD_HEADERS)
     s.raw(f"protocol header {hdr!r}", hdr, faulty=True)
     s.barrier = "none"
     # 0-9-1: reply with the header we support, then close the socket.
