@@ -341,17 +341,24 @@ def bad_text(what: str, v: Any) -> Exception:
 def end_list(out: bytearray, start: int, count: int) -> None:
     """Finish a list whose 3-octet list8 header was reserved just before
     ``start``: list0 when empty, list32 when the body is too long."""
-    n = len(out) - start
     if not count:
         del out[start - 3:]
         out.append(0x45)
-    elif n < 255 and count < 256:
+    else:
+        end_compound(out, start, count, b"\xd0")
+
+
+def end_compound(out: bytearray, start: int, count: int, wide: bytes) -> None:
+    """Fill in the list8/map8 header reserved just before ``start``, or
+    widen it to ``wide`` (list32/map32) when the body or count is too big."""
+    n = len(out) - start
+    if n < 255 and count < 256:
         out[start - 2] = n + 1
         out[start - 1] = count
     else:
         if n > 0xFFFFFFFB:
             raise local_error("compound value longer than 2**32-1 octets")
-        out[start - 3:start] = b"\xd0" + _U32U32.pack(n + 4, count)
+        out[start - 3:start] = wide + _U32U32.pack(n + 4, count)
 
 
 class SlowPath(Exception):
@@ -588,6 +595,8 @@ def w_string_keyed(v: dict[Any, Any], out: bytearray, depth: int = MAX_DEPTH) ->
     start = len(out)
     encs = _ENCODERS
     str8 = _STR8
+    # the key and a string value are written inline alike: a call each
+    # would cost more than the rest of the entry
     for k, x in v.items():
         if type(k) is not str:
             raise local_error(f"application-properties: keys are strings, got {k!r}")
@@ -623,19 +632,7 @@ def w_string_keyed(v: dict[Any, Any], out: bytearray, depth: int = MAX_DEPTH) ->
                 enc(x, out, depth)
             else:
                 encode_value(x, out, depth - 1)
-    _end_map(out, start, 2 * len(v))
-
-
-def _end_map(out: bytearray, start: int, count: int) -> None:
-    """Finish a map whose map8 header was reserved just before ``start``."""
-    n = len(out) - start
-    if n < 255 and count < 256:
-        out[start - 2] = n + 1
-        out[start - 1] = count
-    else:
-        if n > 0xFFFFFFFB:
-            raise local_error("compound value longer than 2**32-1 octets")
-        out[start - 3:start] = b"\xd1" + _U32U32.pack(n + 4, count)
+    end_compound(out, start, 2 * len(v), b"\xd1")
 
 
 def w_symbols(v: tuple[str, ...] | list[str], out: bytearray) -> None:

@@ -94,3 +94,20 @@ def test_fast_path_taken_and_falls_back() -> None:
         assert len(calls) == 1
     finally:
         g._dec_Transfer_exact = exact  # type: ignore[assignment]
+
+
+def test_encoders_widen_reserved_headers() -> None:
+    # the encoders reserve list8/map8 headers and widen them when the body
+    # outgrows 255 octets; an empty composite is list0
+    from amqp_sansio.v1_0.codec import decode_all
+
+    long = "x" * 300
+    p = g.Properties(subject=long)
+    buf = encode(p)
+    assert buf[3] == 0xD0 and decode_all(buf) == p
+    a = g.ApplicationProperties({"k": long, "n": 1})
+    buf = encode(a)
+    assert buf[3] == 0xD1 and decode_all(buf) == a
+    assert encode(g.Properties()) == b"\x00\x53\x73\x45"
+    short = g.Properties(subject="s")
+    assert encode(short)[3] == 0xC0 and decode_all(encode(short)) == short
