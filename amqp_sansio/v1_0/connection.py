@@ -187,8 +187,8 @@ class ServerConfig(_Common):
     require_sasl: bool = False
 
 
-class _Outbox:
-    """The connection as its sessions see it (``session.Outbox``)."""
+class _SessionPort:
+    """The connection as its sessions see it (``session.SessionPort``)."""
 
     __slots__ = ("_c",)
 
@@ -228,7 +228,7 @@ class Connection:
         self._events: list[ev.Event] = []
         self._clock = HeartbeatClock()
         self._now: float | None = None
-        self._outbox = _Outbox(self)
+        self._session_port = _SessionPort(self)
         self.sessions: dict[int, Session] = {}  # by our channel
         self._remote: dict[int, Session] = {}  # by the peer's channel
         self.remote_open: Open | None = None
@@ -337,7 +337,7 @@ class Connection:
         self._clock.last_out = self._now
 
     def _write_frame(self, channel: int, body: Any, payload: bytes = b"") -> None:
-        """A session's frame (the outbox seam)."""
+        """A session's frame (through its port)."""
         if self.state is ConnState.START and self.sasl is not None:
             self._go("send:frame")
             self._held.append((channel, body, payload))
@@ -372,7 +372,7 @@ class Connection:
         if "send:frame" not in CONNECTION_TRANSITIONS[self.state] or (
                 self.state is ConnState.START and self.sasl is None):
             raise local_error(f"begin() needs an open connection (state {self.state.name})")
-        s = Session(self._outbox, self._free_channel(), config or self.config.session)
+        s = Session(self._session_port, self._free_channel(), config or self.config.session)
         self.sessions[s.channel] = s
         s.begin()
         return s
@@ -620,7 +620,7 @@ class Connection:
                 raise connection_violation(f"begin answers channel {rc}, where we began no session",
                                 "amqp:not-found")
         else:
-            s = Session(self._outbox, self._free_channel(), self.config.session)
+            s = Session(self._session_port, self._free_channel(), self.config.session)
             self.sessions[s.channel] = s
         self._remote[channel] = s
         s.handle_begin(body, channel)

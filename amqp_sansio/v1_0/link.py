@@ -7,7 +7,7 @@ Rules of this file:
    write it) and ``recv:<performative>`` (the peer did); ``frame`` stands for
    flow, transfer and disposition.  A ``recv`` input the table lacks is the
    peer's violation, a ``send`` input it lacks is the caller's misuse.
-2. A link talks to its session only through the :class:`LinkSeam` it was
+2. A link talks to its session only through the :class:`LinkPort` it was
    given (write a frame, send a delivery's frames, number a delivery, emit an
    event).  It never touches the session's or the connection's state.
 3. Proton's endpoint model: ``local_state``/``remote_state`` (UNINIT,
@@ -27,7 +27,7 @@ item 27), except that outcomes inside a transaction stay provisional.
 from __future__ import annotations
 
 __all__ = [
-    "LinkState", "LINK_TRANSITIONS", "LinkSeam", "Link", "Delivery", "EndpointState",
+    "LinkState", "LINK_TRANSITIONS", "LinkPort", "Link", "Delivery", "EndpointState",
     "COVERAGE", "LinkAttachRequested", "LinkAttached", "LinkRefused", "LinkDetached",
     "LinkFlow", "LinkSettleModeMismatch", "DeliveryReceived", "DeliveryAborted",
     "DeliveryUpdated",
@@ -122,7 +122,7 @@ def _terminal(state: Any) -> bool:
     return isinstance(state, _TERMINAL)
 
 
-class LinkSeam(Protocol):
+class LinkPort(Protocol):
     """What a link may ask of its session (the session implements it)."""
 
     @property
@@ -202,7 +202,7 @@ class Delivery:
 class Link:
     """One end of a link: a sender (``role`` SENDER) or a receiver."""
 
-    def __init__(self, seam: LinkSeam, name: str, handle: int, role: Role, *,
+    def __init__(self, port: LinkPort, name: str, handle: int, role: Role, *,
                  source: Any = None, target: Any = None,
                  snd_settle_mode: SenderSettleMode = SenderSettleMode.MIXED,
                  rcv_settle_mode: ReceiverSettleMode = ReceiverSettleMode.FIRST,
@@ -211,7 +211,7 @@ class Link:
                  desired_capabilities: tuple[str, ...] | None = None,
                  initial_delivery_count: int = 0, unsettled: dict[Any, Any] | None = None,
                  max_receive_size: int = 1 << 26) -> None:
-        self._seam = seam
+        self._port = port
         self.name = name
         self.handle = handle
         self.role = role
@@ -294,7 +294,7 @@ class Link:
 
     @property
     def channel(self) -> int:
-        return self._seam.channel
+        return self._port.channel
 
     def __repr__(self) -> str:
         return f"Link({self.name!r}, {self.role.name}, handle={self.handle}, {self.state.name})"
@@ -319,17 +319,17 @@ class Link:
         legal now and the session can write."""
         if inp not in LINK_TRANSITIONS[self.state]:
             raise local_error(f"link {self.name!r}: cannot {inp[5:]} in state {self.state.name}")
-        if not self._seam.can_write():
+        if not self._port.can_write():
             raise local_error(f"link {self.name!r}: its session can no longer write")
 
     # -- attach / detach ------------------------------------------------------------
     def attach(self) -> None:
         """Send our attach (first, or in answer to the peer's)."""
         self._check("send:attach")
-        self._seam.write(self._attach_body(self.source, self.target))
+        self._port.write(self._attach_body(self.source, self.target))
         self._go("send:attach")
         if self.state is LinkState.ATTACHED:
-            self._seam.emit(LinkAttached(self.channel, self))
+            self._port.emit(LinkAttached(self.channel, self))
 
     def _attach_body(self, source: Any, target: Any) -> Attach:
         return Attach(
@@ -351,7 +351,7 @@ class Link:
             self.source = None
         else:
             self.target = None
-        self._seam.write(self._attach_body(self.source, self.target))
+        self._port.write(self._attach_body(self.source, self.target))
         self._go("send:attach")
         self.detach(error=error)
 
@@ -361,7 +361,7 @@ class Link:
         if self.state is LinkState.ATTACH_RCVD:  # answer first, then detach
             self.attach()
         self._check("send:detach")
-        self._seam.write(Detach(handle=self.handle, closed=closed, error=error))
+        self._port.write(Detach(handle=self.handle, closed=closed, error=error))
         self._go("send:detach")
         self.error = error
         self.closed = closed
@@ -370,9 +370,9 @@ class Link:
             self._gone(by_peer=True)
 
     def _gone(self, *, by_peer: bool) -> None:
-        self._seam.link_gone(self)
+        self._port.link_gone(self)
         err = self.remote_error if by_peer else self.error
-        self._seam.emit(LinkDetached(self.channel, self, by_peer, bool(self.remote_closed),
+        self._port.emit(LinkDetached(self.channel, self, by_peer, bool(self.remote_closed),
                                         err))
 
     def session_ended(self) -> None:
@@ -383,9 +383,9 @@ class Link:
     def violation(self, message: str, condition: str) -> None:
         """The peer broke this link: detach it with ``condition`` (the
         session goes on)."""
-        if not self._seam.can_write():  # a session not begun yet: it ends instead
+        if not self._port.can_write():  # a session not begun yet: it ends instead
             raise SessionViolation(message, condition)
-        self._seam.emit(ProtocolViolation(None, "link", self.channel, message, "detach",
+        self._port.emit(ProtocolViolation(None, "link", self.channel, message, "detach",
                                              condition))
         if self._can("send:detach") or self.state is LinkState.ATTACH_RCVD:
             self.detach(error=Error(condition=condition, description=message[:500]))
@@ -407,21 +407,21 @@ class Link:
             # what the peer proposes, until the application says otherwise
             self.source = body.source
             self.target = body.target
-            self._seam.emit(LinkAttachRequested(self.channel, self))
+            self._port.emit(LinkAttachRequested(self.channel, self))
             return
         refused = (body.source is None) if not self.is_sender else (body.target is None)
         if refused:
-            self._seam.emit(LinkRefused(self.channel, self))
+            self._port.emit(LinkRefused(self.channel, self))
             return
         if (body.snd_settle_mode is not self.snd_settle_mode
                 or body.rcv_settle_mode is not self.rcv_settle_mode):
             # the peer answered with other modes than we asked: the link
             # stands, but the application may rely on what it asked
             # (e.g. rcv-settle-mode second for exactly-once) -- it decides
-            self._seam.emit(LinkSettleModeMismatch(
+            self._port.emit(LinkSettleModeMismatch(
                 self.channel, self, self.snd_settle_mode, self.rcv_settle_mode,
                 body.snd_settle_mode, body.rcv_settle_mode))
-        self._seam.emit(LinkAttached(self.channel, self))
+        self._port.emit(LinkAttached(self.channel, self))
 
     def handle_detach(self, body: Detach) -> None:
         answered = self.state is not LinkState.ATTACH_RCVD
@@ -431,12 +431,12 @@ class Link:
         self._incoming = None
         if self.state is LinkState.DETACH_RCVD:  # answer in kind
             if not answered:  # every detach pairs with an attach: ours first
-                self._seam.write(self._attach_body(None if self.is_sender else self.source,
+                self._port.write(self._attach_body(None if self.is_sender else self.source,
                                                    self.target if self.is_sender else None))
                 self._go("send:attach")
             self._go("send:detach")
             self.closed = body.closed
-            self._seam.write(Detach(handle=self.handle, closed=body.closed))
+            self._port.write(Detach(handle=self.handle, closed=body.closed))
             self._gone(by_peer=True)
         else:
             self._gone(by_peer=False)
@@ -453,7 +453,7 @@ class Link:
             credit = serial_diff(self.delivery_count, serial_add(rdc, body.link_credit or 0))
             self.credit = max(0, credit)
             self.drain = body.drain
-            self._seam.emit(LinkFlow(self.channel, self, self.credit, self.drain,
+            self._port.emit(LinkFlow(self.channel, self, self.credit, self.drain,
                                         body.available))
         else:
             # a lax sender (credit_slack) may count in its flow deliveries it
@@ -469,10 +469,10 @@ class Link:
             self.available = body.available
             if self.drain and self.credit == 0:
                 self.drain = False
-            self._seam.emit(LinkFlow(self.channel, self, self.credit, body.drain,
+            self._port.emit(LinkFlow(self.channel, self, self.credit, body.drain,
                                         body.available))
         if body.echo:
-            self._seam.write_flow(self)
+            self._port.write_flow(self)
 
     def handle_transfer(self, body: Transfer, payload: bytes) -> None:
         self._go("recv:frame")
@@ -519,7 +519,7 @@ class Link:
             self._incoming = None
             d.aborted = True
             d._chunks = []
-            self._seam.emit(DeliveryAborted(self.channel, self, d))
+            self._port.emit(DeliveryAborted(self.channel, self, d))
             return
         if payload:
             d._size += len(payload)
@@ -540,8 +540,8 @@ class Link:
             d.settled = True
         else:
             self.unsettled_deliveries[d.tag] = d
-            self._seam.track(d)
-        self._seam.emit(DeliveryReceived(self.channel, self, d, data))
+            self._port.track(d)
+        self._port.emit(DeliveryReceived(self.channel, self, d, data))
 
     def handle_disposition(self, d: Delivery, body: Disposition) -> None:
         """The peer's disposition names ``d`` (the session found it by id)."""
@@ -559,8 +559,8 @@ class Link:
             if not d.settled:  # the peer settled: nothing more to say about it
                 d.settled = True
                 self.unsettled_deliveries.pop(d.tag, None)
-                self._seam.untrack(d)
-        self._seam.emit(DeliveryUpdated(self.channel, self, d, state, body.settled))
+                self._port.untrack(d)
+        self._port.emit(DeliveryUpdated(self.channel, self, d, state, body.settled))
 
     # -- sending --------------------------------------------------------------------
     def send(self, payload: bytes, *, tag: bytes | None = None, settled: bool | None = None,
@@ -610,7 +610,7 @@ class Link:
         if not isinstance(payload, bytes):
             payload = bytes(payload)
         self._check("send:frame")
-        did = self._seam.next_delivery_id()
+        did = self._port.next_delivery_id()
         d = Delivery(self, did, tag, message_format, outgoing=True)
         d.settled = settled
         d.state = state
@@ -623,13 +623,13 @@ class Link:
         self._go("send:frame")
         if not settled:
             self.unsettled_deliveries[tag] = d
-            self._seam.track(d)
+            self._port.track(d)
         self.credit -= 1
         self.delivery_count = serial_add(self.delivery_count, 1)
         d.complete = not more
         if more:
             self._outgoing = d
-        d.frames = self._seam.send_delivery(self, first, payload, more)
+        d.frames = self._port.send_delivery(self, first, payload, more)
         return d
 
     def send_more(self, d: Delivery, payload: bytes, *, more: bool = False) -> None:
@@ -645,7 +645,7 @@ class Link:
         if not more:
             self._outgoing = None
             d.complete = True
-        d.frames += self._seam.send_delivery(self, Transfer(handle=self.handle), bytes(payload),
+        d.frames += self._port.send_delivery(self, Transfer(handle=self.handle), bytes(payload),
                                              more)
 
     def abort(self, d: Delivery) -> None:
@@ -658,8 +658,8 @@ class Link:
         d.aborted = True
         d.settled = True
         self.unsettled_deliveries.pop(d.tag, None)
-        self._seam.untrack(d)
-        d.frames += self._seam.send_delivery(
+        self._port.untrack(d)
+        d.frames += self._port.send_delivery(
             self, Transfer(handle=self.handle, aborted=True, settled=True), b"", False)
 
     def drained(self) -> None:
@@ -672,7 +672,7 @@ class Link:
             self.delivery_count = serial_add(self.delivery_count, self.credit)
             self.credit = 0
         self._go("send:frame")
-        self._seam.write_flow(self)
+        self._port.write_flow(self)
 
     def set_available(self, available: int) -> None:
         if not self.is_sender:
@@ -680,7 +680,7 @@ class Link:
         self._check("send:frame")
         self._go("send:frame")
         self.available = available
-        self._seam.write_flow(self)
+        self._port.write_flow(self)
 
     def flow(self, credit: int, *, drain: bool = False, echo: bool = False,
              properties: dict[str, Any] | None = None) -> None:
@@ -697,7 +697,7 @@ class Link:
         self.drain = drain
         self.flow_properties = properties
         self._slack_left = self.credit_slack
-        self._seam.write_flow(self, echo)
+        self._port.write_flow(self, echo)
 
     def dispose(self, d: Delivery, state: Any, *, settled: bool) -> None:
         """Send a disposition for one delivery of this link."""
@@ -730,7 +730,7 @@ class Link:
             if settled:
                 d.settled = True
                 self.unsettled_deliveries.pop(d.tag, None)
-                self._seam.untrack(d)
+                self._port.untrack(d)
             if not (settled and d.remote_settled):  # both settled: nothing to tell
                 told.append(d)
         if len(told) > 1:
@@ -742,7 +742,7 @@ class Link:
             while j + 1 < len(told) and told[j + 1].id == serial_add(told[j].id, 1):
                 j += 1
             first, last = told[i], told[j]
-            self._seam.write(Disposition(role=self.role, first=first.id,
+            self._port.write(Disposition(role=self.role, first=first.id,
                                          last=last.id if j > i else None, settled=settled,
                                          state=state,
                                          batchable=all(d.batchable for d in told[i:j + 1])))

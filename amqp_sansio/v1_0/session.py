@@ -6,9 +6,9 @@ Rules of this file:
 1. ``SESSION_TRANSITIONS`` below is the session's only state machine; ``_go``
    is the only place ``state`` changes (``recv:frame``/``send:frame`` stand
    for attach, flow, transfer, disposition and detach).
-2. A session talks to its connection only through the :class:`Outbox` it was
+2. A session talks to its connection only through the :class:`SessionPort` it was
    given (frames out, events out, the peer's frame size); its links talk to
-   it only through :class:`LinkSeam` (implemented here by ``_Seam``).
+   it only through :class:`LinkPort` (implemented here by ``_LinkPort``).
 3. Windows [OASIS part 2 §2.5.6], all RFC-1982 serials (``serial.py``):
    every transfer *frame* takes one transfer-id.  We never write a transfer
    when the peer's incoming window is shut -- frames wait here, in order, and
@@ -26,7 +26,7 @@ connection (``framing-error``: notes-0-9-1-and-1-0.md B.4 item 32).
 
 from __future__ import annotations
 
-__all__ = ["SessionState", "SESSION_TRANSITIONS", "Outbox", "Session", "SessionConfig",
+__all__ = ["SessionState", "SESSION_TRANSITIONS", "SessionPort", "Session", "SessionConfig",
            "COVERAGE", "SessionBeginRequested", "SessionBegun", "SessionEnded"]
 
 import enum
@@ -106,7 +106,7 @@ _INPUTS = {Attach: "attach", Flow: "flow", Transfer: "transfer", Disposition: "d
            Detach: "detach"}
 
 
-class Outbox(Protocol):
+class SessionPort(Protocol):
     """What a session may ask of its connection."""
 
     @property
@@ -153,8 +153,8 @@ class SessionConfig:
 class Session:
     """One session endpoint (either end may begin it)."""
 
-    def __init__(self, outbox: Outbox, channel: int, config: SessionConfig | None = None) -> None:
-        self._out = outbox
+    def __init__(self, port: SessionPort, channel: int, config: SessionConfig | None = None) -> None:
+        self._port = port
         self.channel = channel
         self.config = config or SessionConfig()
         self.state = SessionState.UNMAPPED
@@ -182,7 +182,7 @@ class Session:
         self.links: dict[int, Link] = {}
         self._remote_links: dict[int, Link] = {}
         self._names: dict[tuple[str, Role], Link] = {}
-        self._seam = _Seam(self)
+        self._link_port = _LinkPort(self)
 
     # -- views ------------------------------------------------------------------
     @property
@@ -215,7 +215,7 @@ class Session:
         if inp not in SESSION_TRANSITIONS[self.state]:
             raise local_error(f"session {self.channel}: cannot {inp[5:]} in state "
                               f"{self.state.name}")
-        if not self._out.can_write():
+        if not self._port.can_write():
             raise local_error(f"session {self.channel}: the connection can no longer write")
 
     # -- our actions -------------------------------------------------------------------
@@ -225,11 +225,11 @@ class Session:
         self._write_begin()
         self._go("send:begin")
         if self.state is SessionState.MAPPED:
-            self._out.emit(SessionBegun(self.channel, self))
+            self._port.emit(SessionBegun(self.channel, self))
 
     def _write_begin(self) -> None:
         c = self.config
-        self._out.write(self.channel, Begin(
+        self._port.write(self.channel, Begin(
             remote_channel=self.remote_channel, next_outgoing_id=self.next_outgoing_id,
             incoming_window=c.incoming_window, outgoing_window=self.outgoing_window,
             handle_max=c.handle_max, offered_capabilities=c.offered_capabilities,
@@ -243,7 +243,7 @@ class Session:
             self.check("send:begin")
             self.begin()  # a begin must answer the peer's before the end
         self.check(inp)
-        self._out.write(self.channel, End(error=error))
+        self._port.write(self.channel, End(error=error))
         self._go(inp)
         self.error = error
         self._pending.clear()
@@ -273,7 +273,7 @@ class Session:
         kw.setdefault("snd_settle_mode", SenderSettleMode.MIXED)
         kw.setdefault("rcv_settle_mode", ReceiverSettleMode.FIRST)
         kw.setdefault("max_receive_size", self.config.max_receive_size)
-        link = Link(self._seam, name, handle, role, source=source, target=target, **kw)
+        link = Link(self._link_port, name, handle, role, source=source, target=target, **kw)
         link.attach()  # raises before anything is sent or kept
         self.links[handle] = link
         self._names[(name, role)] = link
@@ -294,7 +294,7 @@ class Session:
 
     def _write(self, body: SpecObject, payload: bytes = b"") -> None:
         self.check("send:frame")
-        self._out.write(self.channel, body, payload)
+        self._port.write(self.channel, body, payload)
         self._go("send:frame")
 
     # -- input from the connection ------------------------------------------------------
@@ -307,10 +307,10 @@ class Session:
         self.remote_outgoing_window = body.outgoing_window
         self.remote_handle_max = body.handle_max
         if self.state is SessionState.MAPPED:
-            self._out.emit(SessionBegun(self.channel, self))
+            self._port.emit(SessionBegun(self.channel, self))
             self._flush()
         elif self.state is SessionState.BEGIN_RCVD:
-            self._out.emit(SessionBeginRequested(self.channel, self))
+            self._port.emit(SessionBeginRequested(self.channel, self))
 
     def handle_end(self, body: End) -> None:
         answered = self.state is not SessionState.BEGIN_RCVD
@@ -322,7 +322,7 @@ class Session:
                 self._go("send:begin")
             self._go("send:end")
             self._pending.clear()
-            self._out.write(self.channel, End())
+            self._port.write(self.channel, End())
             self._links_gone()
             self._gone(by_peer=True)
         else:
@@ -338,12 +338,12 @@ class Session:
         try:
             self._dispatch(body, payload)
         except SessionViolation as e:
-            self._out.emit(ProtocolViolation(None, "session", self.channel, e.message,
+            self._port.emit(ProtocolViolation(None, "session", self.channel, e.message,
                                                 "end", e.condition))
             if self.state in (SessionState.MAPPED, SessionState.BEGIN_RCVD):
                 self.end(Error(condition=e.condition, description=e.message[:500]))
         except SerialOrderError as e:
-            self._out.emit(ProtocolViolation(None, "session", self.channel, str(e), "end",
+            self._port.emit(ProtocolViolation(None, "session", self.channel, str(e), "end",
                                                 "amqp:session:window-violation"))
             if self.state in (SessionState.MAPPED, SessionState.BEGIN_RCVD):
                 self.end(Error(condition="amqp:session:window-violation",
@@ -383,7 +383,7 @@ class Session:
         link = self._names.get((body.name, mine))
         if link is None or link.remote_handle is not None:
             handle = self._free_handle()
-            link = Link(self._seam, body.name, handle, mine,
+            link = Link(self._link_port, body.name, handle, mine,
                         snd_settle_mode=body.snd_settle_mode,
                         rcv_settle_mode=body.rcv_settle_mode,
                         max_receive_size=self.config.max_receive_size)
@@ -462,15 +462,15 @@ class Session:
     def _send_delivery(self, link: Link, first: Transfer, payload: bytes, more: bool) -> int:
         # the common case, a small message in one frame: a transfer without a
         # state encodes in under 100 octets besides its tag (at most 32)
-        if first.state is None and len(payload) + 150 <= self._out.max_frame_size:
+        if first.state is None and len(payload) + 150 <= self._port.max_frame_size:
             if first.more != more:
                 first = attrs.evolve(first, more=more)
             self._queue_transfer(first, payload)
             return 1
         # room for payload beside the performative in its largest form (more set)
-        room = self._out.max_frame_size - 8 - len(_encoded(attrs.evolve(first, more=True)))
+        room = self._port.max_frame_size - 8 - len(_encoded(attrs.evolve(first, more=True)))
         if room <= 0:
-            raise local_error(f"the peer's frame size {self._out.max_frame_size} leaves no room "
+            raise local_error(f"the peer's frame size {self._port.max_frame_size} leaves no room "
                               "for a transfer")
         frames = 0
         pos = 0
@@ -488,7 +488,7 @@ class Session:
             if last:
                 return frames
             body = Transfer(handle=first.handle)
-            room = self._out.max_frame_size - 8 - len(_encoded(attrs.evolve(body, more=True)))
+            room = self._port.max_frame_size - 8 - len(_encoded(attrs.evolve(body, more=True)))
 
     def _queue_transfer(self, body: Transfer, payload: bytes) -> None:
         if self._pending or self.remote_incoming_window <= 0 or self.outgoing_window <= 0 or (
@@ -543,9 +543,9 @@ class Session:
         self._incoming.clear()
 
     def _gone(self, *, by_peer: bool) -> None:
-        self._out.session_gone(self)
+        self._port.session_gone(self)
         err = self.remote_error if by_peer else self.error
-        self._out.emit(SessionEnded(self.channel, self, by_peer, err))
+        self._port.emit(SessionEnded(self.channel, self, by_peer, err))
 
 
 def _encoded(body: SpecObject) -> bytes:
@@ -554,8 +554,8 @@ def _encoded(body: SpecObject) -> bytes:
     return bytes(out)
 
 
-class _Seam:
-    """The session as its links see it (:class:`~.link.LinkSeam`)."""
+class _LinkPort:
+    """The session as its links see it (:class:`~.link.LinkPort`)."""
 
     __slots__ = ("_s",)
 
@@ -568,11 +568,11 @@ class _Seam:
 
     @property
     def max_frame_size(self) -> int:
-        return self._s._out.max_frame_size
+        return self._s._port.max_frame_size
 
     def can_write(self) -> bool:
         s = self._s
-        return "send:frame" in SESSION_TRANSITIONS[s.state] and s._out.can_write()
+        return "send:frame" in SESSION_TRANSITIONS[s.state] and s._port.can_write()
 
     def write(self, body: SpecObject) -> None:
         self._s._write(body)
@@ -598,7 +598,7 @@ class _Seam:
         (self._s._outgoing if d.outgoing else self._s._incoming).pop(d.id, None)
 
     def emit(self, event: Event) -> None:
-        self._s._out.emit(event)
+        self._s._port.emit(event)
 
     def link_gone(self, link: Link) -> None:
         s = self._s

@@ -69,7 +69,7 @@ def test_transfer_ids_are_serials(start: int) -> None:
         p.pump()
     got = [e.payload for e in of(p.events["server"], ev.DeliveryReceived)]
     assert got == [b"m%d" % i for i in range(10)]
-    s = snd._seam._s  # noqa: SLF001 - the window, as the session sees it
+    s = snd._port._s  # noqa: SLF001 - the window, as the session sees it
     assert s.next_outgoing_id == (start + 10) & 0xFFFFFFFF
     srv = next(iter(p.server.sessions.values()))
     assert srv.next_incoming_id == s.next_outgoing_id
@@ -81,7 +81,7 @@ def test_a_shut_window_queues_transfers_in_order() -> None:
     p.pump()
     for i in range(7):  # more than the window, sent without pumping
         snd.send(b"x%d" % i)
-    s = snd._seam._s  # noqa: SLF001
+    s = snd._port._s  # noqa: SLF001
     assert s.queued_transfers == 5  # the window took 2
     p.pump()
     assert [e.payload for e in of(p.events["server"], ev.DeliveryReceived)] == [
