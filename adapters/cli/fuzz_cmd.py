@@ -1,4 +1,4 @@
-"""Fuzz an AMQP 0-10, 0-9-1, 0-9 or 1.0 peer (a broker, or 0-10 clients with --role server).
+"""Fuzz an AMQP 0-10, 0-9-1, 0-9 or 1.0 peer (a broker, or 0-10 / 1.0 clients with --role server).
 
     amqp-sansio fuzz --target 127.0.0.1:5672 --cases 10000 --seed 7 [--budget 10m] [--out DIR]
     amqp-sansio fuzz --protocol 0-9-1 --target 127.0.0.1:5672 ...   a 0-9-1 broker (RabbitMQ)
@@ -9,6 +9,8 @@
     amqp-sansio fuzz --target embedded ...        the embedded broker (0-10 or 0-9-1), in a subprocess
     amqp-sansio fuzz --spark ...                  case ranges on Spark executors
     amqp-sansio fuzz --role server --listen 127.0.0.1:5673 ...   fuzz connecting 0-10 clients
+    amqp-sansio fuzz --protocol 1.0 --role server --client-command 'python c.py {port}' ...
+                                          fuzz a 1.0 client: the command runs once a case
     amqp-sansio fuzz replay FILE [--target HOST:PORT]
     amqp-sansio fuzz show [--protocol 0-9-1] --seed 7 --case 42      print one case
     amqp-sansio fuzz operators [--protocol 0-9-1]                    list the generators
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shlex
 import time
 from pathlib import Path
 from typing import Any
@@ -73,7 +76,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub: Subcommands) -> None:
-    p = sub.add_parser("fuzz", help="fuzz an AMQP 0-10, 0-9-1 or 1.0 broker (or 0-10 clients)",
+    p = sub.add_parser("fuzz", help="fuzz an AMQP 0-10, 0-9-1 or 1.0 broker (or 0-10 or 1.0 clients)",
                        description=__doc__.split("\n\n")[0] if __doc__ else None,
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        epilog=__doc__.split("\n\n", 1)[1] if __doc__ else None)
@@ -112,9 +115,13 @@ def register(sub: Subcommands) -> None:
                    help="case ranges for --spark (default: 4 per core of the master)")
     p.add_argument("--role", choices=("client", "server"), default="client",
                    help="'client' (default): connect to --target; 'server': listen and fuzz "
-                        "the (0-10) clients that connect")
+                        "the (0-10 or 1.0) clients that connect")
     p.add_argument("--listen", default="127.0.0.1:5673", metavar="HOST:PORT",
                    help="--role server: where to listen (default %(default)s)")
+    p.add_argument("--client-command", default=None, metavar="COMMAND",
+                   help="--role server: a client command run for each case ({port} is "
+                        "replaced with the port listened on; split like a shell does); "
+                        "without it, each connection that comes is a case")
     _common(p)
     p.set_defaults(func=run_fuzz)
     actions = p.add_subparsers(dest="action", metavar="ACTION")
@@ -209,8 +216,8 @@ def run_fuzz(args: argparse.Namespace, streams: Streams) -> int:
     protocol = _protocol(args)
     embeddable = protocol in ("0-10", "0-9-1", "0-9")  # what the embedded broker speaks here
     if args.role == "server":
-        if protocol != "0-10":
-            raise CLIError("--role server fuzzes AMQP 0-10 clients only (no "
+        if protocol not in ("0-10", "1.0"):
+            raise CLIError("--role server fuzzes AMQP 0-10 and 1.0 clients (no "
                            f"{protocol} server role yet)")
         return _run_server(args, streams, gen, fail_on)
     if args.target is None:
@@ -330,16 +337,19 @@ def _run_server(args: Any, streams: Streams, gen: Any, fail_on: frozenset[str]) 
     listen = _parse_target(args.listen)
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
+    client = tuple(shlex.split(args.client_command)) if args.client_command else ()
     cfg = ServerCampaignConfig(listen=listen, seed=args.seed, cases=args.cases,
                                start=args.start, budget=args.budget, out=out,
-                               step_timeout=args.step_timeout)
+                               step_timeout=args.step_timeout, protocol=_protocol(args),
+                               client=client)
 
     def ready(host: str, port: int) -> None:
         print(f"fuzzing clients on {host}:{port}", file=streams.stderr, flush=True)
 
     result = serve_campaign(cfg, ready=ready)
     n = len(result.rows)
-    text = "\n".join([f"amqp-sansio fuzz --role server: {n} client connections on "
+    text = "\n".join([f"amqp-sansio fuzz --role server: {n} AMQP {cfg.protocol} client "
+                      f"connections on "
                       f"{listen} (seed {cfg.seed}) in {result.elapsed:.1f}s; "
                       f"ended: {result.stopped}", "", summary_table(result.rows), "",
                       "reproducers:" if result.reproducers else "reproducers: none",
@@ -415,7 +425,7 @@ def _replay_server(args: Any, streams: Streams, j: dict[str, Any]) -> int:
     """Wait for one client on --listen and play the recorded plan to it."""
     import socket
 
-    from amqp_sansio_fuzz.server import ServerPlan, run_server_case
+    from amqp_sansio_fuzz.server import ServerPlan, run_plan
 
     plan = ServerPlan.from_json(j["generator"]["plan"])
     listen = _parse_target(args.listen)
@@ -424,7 +434,7 @@ def _replay_server(args: Any, streams: Streams, j: dict[str, Any]) -> int:
         print(f"waiting for a client on {host}:{port}", file=streams.stderr, flush=True)
         conn, _ = srv.accept()
         with conn:
-            case, outcome, obs, _ = run_server_case(conn, plan, args.step_timeout)
+            case, outcome, obs, _ = run_plan(conn, plan, args.step_timeout)
     recorded = j.get("outcome", {})
     _out(streams, json.dumps({
         "case": case.name, "role": "server", "plan": plan.to_json(),

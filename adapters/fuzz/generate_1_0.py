@@ -48,7 +48,7 @@ every wait.
 from __future__ import annotations
 
 __all__ = ["GenConfig", "Script", "make_case", "describe", "OPERATORS", "FAMILIES",
-           "operator_names"]
+           "operator_names", "mutate_performative", "FIELD_OPS"]
 
 from collections.abc import Callable
 from typing import Any, ClassVar
@@ -376,6 +376,25 @@ def _victim(s: Script) -> tuple[str, bytes, int, Callable[[bytes], None]]:
 
 def _mutate_field(s: Script, op: str) -> Fault | None:
     name, body, _ch, send = _victim(s)
+    got = mutate_performative(s.rng, name, body, op)
+    if got is None:
+        return None
+    send(got[0])
+    return got[1]
+
+
+def mutate_performative(rng: Any, name: str, body: bytes, op: str
+                        ) -> tuple[bytes, Fault] | None:
+    """The field operator ``op`` applied to the performative ``name`` encoded
+    in ``body``: (the mutated octets, the fault), or None where ``op`` has
+    nothing to work on.  The server role mutates its own answers with it."""
+    out: list[bytes] = []
+    fault = _mutated(rng, name, body, op, out.append)
+    return None if fault is None else (out[0], fault)
+
+
+def _mutated(rng: Any, name: str, body: bytes, op: str, send: Callable[[bytes], None]
+             ) -> Fault | None:
     head, fields = fields_of(body)
     specs = type_of(name).FIELDS
     fields += [b"\x40"] * (len(specs) - len(fields))
@@ -383,28 +402,28 @@ def _mutate_field(s: Script, op: str) -> Fault | None:
         cands = [f for f in specs if f.mandatory]
         if not cands:
             return None
-        f = s.rng.pick(cands)
+        f = rng.pick(cands)
         fields[f.index] = b"\x40"
     elif op == "wrong-type":
-        f = s.rng.pick(specs)
-        fields[f.index] = s.rng.pick(_BAD_TYPES)
+        f = rng.pick(specs)
+        fields[f.index] = rng.pick(_BAD_TYPES)
     elif op == "int-boundary":
         cands = [f for f in specs if f.base in _INTS]
         if not cands:
             return None
-        f = s.rng.pick(cands)
-        fields[f.index] = s.rng.pick(_INTS[f.base])
+        f = rng.pick(cands)
+        fields[f.index] = rng.pick(_INTS[f.base])
         send(described_list(head, fields))
         # A boundary value may be legal (a window of 2^32-1) or not (a
         # handle above handle-max): either way the peer must not break.
         return _fault(f"field:{op}", name, f"{f.name} at its edge", DECODE | SESSION,
                       accept=True)
     elif op == "count-lies":
-        k = s.rng.pick([len(fields) + 1, len(fields) + 100, 0xFFFFFFFF])
+        k = rng.pick([len(fields) + 1, len(fields) + 100, 0xFFFFFFFF])
         send(described_list(head, fields, count=k))
         return _fault(f"field:{op}", name, f"list count {k} for {len(fields)} fields", DECODE)
     elif op == "size-lies":
-        k = s.rng.pick([0, 3, 0xFFFFFFF0])
+        k = rng.pick([0, 3, 0xFFFFFFF0])
         send(described_list(head, fields, size=k))
         return _fault(f"field:{op}", name, f"list size {k}", DECODE)
     elif op == "extra-fields":
@@ -423,7 +442,7 @@ def _mutate_field(s: Script, op: str) -> Fault | None:
         cands = [f for f in specs if f.name == "properties"]
         if not cands:
             return None
-        depth = s.rng.pick([33, 64, 200])
+        depth = rng.pick([33, 64, 200])
         inner = b"\xc1\x01\x00"
         for _ in range(depth):
             body_ = b"\xa3\x01d" + inner
@@ -449,7 +468,7 @@ def _mutate_field(s: Script, op: str) -> Fault | None:
         cands = [f for f in specs if f.base == "string"]
         if not cands:
             return None
-        f = s.rng.pick(cands)
+        f = rng.pick(cands)
         fields[f.index] = b"\xa1\x03\xff\xfe\xc3"
     else:
         return None
@@ -463,7 +482,7 @@ def type_of(name: str) -> Any:
     return CLASSES[name]
 
 
-_FIELD_OPS = ("null-mandatory", "wrong-type", "int-boundary", "count-lies", "size-lies",
+FIELD_OPS = ("null-mandatory", "wrong-type", "int-boundary", "count-lies", "size-lies",
               "extra-fields", "unknown-descriptor", "trailing", "deep-properties",
               "wide-properties", "bad-utf8")
 
@@ -686,7 +705,7 @@ OPERATORS: casegen.Operators[Script] = {
               ("aborted", 1, op_valid_aborted), ("extended-header", 1,
                                                  op_valid_extended_header),
               ("tiny-writes", 1, op_valid_tiny_writes)],
-    "field": [(op, 1, _field_op(op)) for op in _FIELD_OPS],
+    "field": [(op, 1, _field_op(op)) for op in FIELD_OPS],
     "frame": [("size-below-8", 1, op_frame_small_size), ("bad-doff", 1, op_frame_doff),
               ("unknown-type", 1, op_frame_type),
               ("sasl-after-open", 1, op_frame_sasl_after_open),

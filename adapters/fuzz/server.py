@@ -25,11 +25,13 @@ reacting after a fault that demands a reaction is a hang.
 from __future__ import annotations
 
 __all__ = ["ServerPlan", "make_plan", "ServerCampaignConfig", "serve_campaign",
-           "run_server_case", "PLAN_KINDS"]
+           "run_server_case", "run_plan", "PLAN_KINDS"]
 
 import json
 import select
 import socket
+import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -74,6 +76,7 @@ class ServerPlan:
     target: str = ""  # the control/command name whose first occurrence is mutated
     op: str = ""
     arg: int = 0  # operator parameter (field index, cut position, ...), from the rng
+    protocol: str = "0-10"  # whose plan (server_1_0.make_plan makes the 1.0 ones)
 
     def to_json(self) -> dict[str, Any]:
         return attrs.asdict(self)
@@ -284,6 +287,10 @@ class ServerCampaignConfig:
     out: Path | None = None
     step_timeout: float = 2.0
     case_time: float = 10.0  # the longest a client may keep one case's connection
+    protocol: str = "0-10"  # 0-10 or 1.0: whose plans and model serve the clients
+    #: a client command started for each case ("{port}" is replaced); without
+    #: one, the clients are started by someone else and each connection is a case
+    client: tuple[str, ...] = ()
 
 
 def _client_signals(item: Any, fault_sent: bool) -> Signal | None:
@@ -483,6 +490,63 @@ def run_server_case(sock: socket.socket, plan: ServerPlan, step_timeout: float =
     return case, classify(case, obs), obs, transcript
 
 
+def _served(protocol: str) -> tuple[Callable[[int, int], ServerPlan], Any]:
+    """The plans and the case runner of ``protocol``'s server role."""
+    if protocol == "1.0":
+        from . import server_1_0
+
+        return server_1_0.make_plan, server_1_0.run_server_case
+    if protocol != "0-10":
+        raise ValueError(f"no server role for AMQP {protocol} (0-10, 1.0)")
+    return make_plan, run_server_case
+
+
+def run_plan(sock: socket.socket, plan: ServerPlan, step_timeout: float = 2.0,
+             case_time: float = 10.0) -> tuple[Case, Outcome, Observation,
+                                               list[tuple[str, float, bytes]]]:
+    """Serve one connection according to ``plan`` (of any protocol)."""
+    run = _served(plan.protocol)[1]
+    result: tuple[Case, Outcome, Observation, list[tuple[str, float, bytes]]] = run(
+        sock, plan, step_timeout, case_time)
+    return result
+
+
+class _ClientProcess:
+    """One case's client command, stopped by its own pid."""
+
+    def __init__(self, command: tuple[str, ...], port: int) -> None:
+        self.command = [a.replace("{port}", str(port)) for a in command]
+        self.err = tempfile.TemporaryFile()  # noqa: SIM115 - closed by reap()
+        self.proc = subprocess.Popen(self.command, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=self.err)
+        self.killed = False
+
+    def exited(self) -> bool:
+        return self.proc.poll() is not None
+
+    def reap(self, wait: float) -> dict[str, Any]:
+        """Wait for it to exit (killing it past ``wait``): its status."""
+        try:
+            self.proc.wait(wait)
+        except subprocess.TimeoutExpired:
+            self.killed = True
+            self.proc.kill()
+            self.proc.wait()
+        self.err.seek(0)
+        tail = self.err.read()[-600:].decode("utf-8", "replace")
+        self.err.close()
+        return {"command": self.command, "status": self.proc.returncode,
+                "killed": self.killed, "stderr": tail}
+
+
+def _client_verdict(outcome: Outcome, status: dict[str, Any]) -> Outcome:
+    """A client process that died of a signal it was not sent crashed."""
+    rc = status["status"]
+    if rc is not None and rc < 0 and not status["killed"]:
+        return Outcome("crash", f"the client died of signal {-rc}: {status['stderr'][-200:]}")
+    return outcome
+
+
 def serve_campaign(cfg: ServerCampaignConfig,
                    ready: Callable[[str, int], None] | None = None) -> CampaignResult:
     t0 = time.monotonic()
@@ -492,6 +556,7 @@ def serve_campaign(cfg: ServerCampaignConfig,
     stopped = "done"
     if cfg.out is not None:
         cfg.out.mkdir(parents=True, exist_ok=True)
+    plan_of, run = _served(cfg.protocol)
     with socket.create_server((cfg.listen.host, cfg.listen.port), reuse_port=False) as srv:
         host, port = srv.getsockname()[:2]
         if ready is not None:
@@ -502,21 +567,38 @@ def serve_campaign(cfg: ServerCampaignConfig,
             if left is not None and left <= 0:
                 stopped = "budget"
                 break
-            r, _, _ = select.select([srv], [], [], 1.0 if left is None else min(left, 1.0))
-            if not r:
-                continue
-            conn, _ = srv.accept()
-            plan = make_plan(cfg.seed, n)
+            plan = plan_of(cfg.seed, n)
             t_case = time.monotonic()
-            with conn:
-                case, outcome, obs, transcript = run_server_case(
-                    conn, plan, cfg.step_timeout, cfg.case_time)
+            client = _ClientProcess(cfg.client, port) if cfg.client else None
+            conn = _accept(srv, left, client, cfg.case_time)
+            if conn is None and client is None:
+                continue
+            status: dict[str, Any] = {}
+            if conn is None:
+                assert client is not None
+                status = client.reap(0)
+                case = Case(seed=plan.seed, number=plan.number, family=f"server-{plan.kind}",
+                            fault=Fault(kind="valid", target="connection"), items=(),
+                            barrier="none", role=SERVER, protocol=plan.protocol)
+                outcome = _client_verdict(Outcome("crash", "the client never connected "
+                                                  f"(status {status['status']}): "
+                                                  f"{status['stderr'][-200:]}"), status)
+                obs, transcript = Observation(), []
+            else:
+                with conn:
+                    case, outcome, obs, transcript = run(conn, plan, cfg.step_timeout,
+                                                         cfg.case_time)
+                if client is not None:
+                    status = client.reap(cfg.step_timeout)
+                    outcome = _client_verdict(outcome, status)
             row = CaseRow(n, case.family, case.fault.kind, case.fault.target, outcome.kind,
                           outcome.detail[:500], round(time.monotonic() - t_case, 4))
             if outcome.kind in NONCONFORMANT and cfg.out is not None:
+                gen: dict[str, Any] = {"plan": plan.to_json()}
+                if status:
+                    gen["client"] = status
                 j = reproducer.to_json(
-                    case, target=f"{host}:{port} (server role)", generator={"plan":
-                                                                         plan.to_json()},
+                    case, target=f"{host}:{port} (server role)", generator=gen,
                     outcome=outcome.to_json(), signals=[s.to_json() for s in obs.signals],
                     violations=[str(v) for v in obs.violations], transcript=transcript)
                 path = reproducer.save(cfg.out / "reproducers", j)
@@ -529,3 +611,22 @@ def serve_campaign(cfg: ServerCampaignConfig,
                 for row in rows:
                     f.write(json.dumps(row.to_json()) + "\n")
     return CampaignResult(rows, time.monotonic() - t0, stopped, repros)
+
+
+def _accept(srv: socket.socket, left: float | None, client: _ClientProcess | None,
+            wait: float) -> socket.socket | None:
+    """The next connection: without a client command, within a second (None:
+    look at the budget again); with one, within ``wait`` unless it exits."""
+    if client is None:
+        r, _, _ = select.select([srv], [], [], 1.0 if left is None else min(left, 1.0))
+        return srv.accept()[0] if r else None
+    end = time.monotonic() + wait
+    while time.monotonic() < end:
+        r, _, _ = select.select([srv], [], [], 0.2)
+        if r:
+            return srv.accept()[0]
+        if client.exited():
+            # (what it wrote before exiting may still be queued)
+            r, _, _ = select.select([srv], [], [], 0.2)
+            return srv.accept()[0] if r else None
+    return None
