@@ -139,4 +139,6 @@ def test_qpids_own_runner_on_python27_agrees(suite: dict[str, dict[str, Any]],
                  suite27[n].get("message", "")) for n in differ
              if again.get(n, {}).get("outcome") != suite[n]["outcome"]}
     assert not still
-    assert sum(r["outcome"] == "passed" for r in suite27.values()) >= 250
+    # (a test re-run above counts with its second outcome, the one compared)
+    assert sum({**r, **again.get(n, {})}["outcome"] == "passed"
+               for n, r in suite27.items()) >= 250
