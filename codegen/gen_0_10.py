@@ -654,11 +654,11 @@ class Renderer:
         self.w(f"    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_{cls_name}")
         # The codec functions are defined before the class, so they can be
         # bound here, where the type checker sees them.
-        self.w(f"    _enc_body = staticmethod(_enc_body_{cls_name})")
-        self.w(f"    _dec_body = staticmethod(_dec_body_{cls_name})")
+        self.w(f"    encode_body_into = staticmethod(_enc_body_{cls_name})")
+        self.w(f"    decode_body_from = staticmethod(_dec_body_{cls_name})")
         if kind == "struct":
-            self.w(f"    _enc = staticmethod(_enc_{cls_name})")
-            self.w(f"    _dec = staticmethod(_dec_{cls_name})")
+            self.w(f"    encode_into = staticmethod(_enc_{cls_name})")
+            self.w(f"    decode_from = staticmethod(_dec_{cls_name})")
         self.w()
         for f in fields:
             attr = snake(f["name"])

@@ -500,8 +500,8 @@ class Renderer:
         w(f"    DEPRECATED: ClassVar[bool] = {bool(m.get('deprecated'))!r}")
         w(f"    ORIGIN: ClassVar[str] = {m.get('origin', 'xml')!r}")
         w(f"    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_{cn}")
-        w(f"    _enc = staticmethod(_enc_{cn})")
-        w(f"    _dec = staticmethod(_dec_{cn})")
+        w(f"    encode_into = staticmethod(_enc_{cn})")
+        w(f"    decode_from = staticmethod(_dec_{cn})")
         attrs_ = [f for f in fields if not f.get("reserved")]
         if attrs_:
             w()
@@ -643,8 +643,8 @@ class Renderer:
         w(f"    CLASS_ID: ClassVar[int] = {c['index']}")
         w(f"    FLAG_WORDS: ClassVar[int] = {nwords}")
         w(f"    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_{cn}")
-        w(f"    _enc = staticmethod(_enc_{cn})")
-        w(f"    _dec = staticmethod(_dec_{cn})")
+        w(f"    encode_into = staticmethod(_enc_{cn})")
+        w(f"    decode_from = staticmethod(_dec_{cn})")
         w()
         for f in props:
             a, t = snake(f["name"]), f["type"]

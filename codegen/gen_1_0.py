@@ -513,8 +513,8 @@ def _render_composite(m: Model, t: dict[str, Any], arche: dict[str, Any], w: Any
     w(f"    SYMBOL: ClassVar[str] = {d['name']!r}")
     w(f"    PROVIDES: ClassVar[tuple[str, ...]] = {tuple(t['provides'])!r}")
     w(f"    FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_{cn}")
-    w(f"    _enc = staticmethod(_enc_{cn})")
-    w(f"    _dec = staticmethod(_dec_{cn})")
+    w(f"    encode_into = staticmethod(_enc_{cn})")
+    w(f"    decode_from = staticmethod(_dec_{cn})")
     if fields:
         w("")
     for f, r, dv in infos:
@@ -710,7 +710,7 @@ def _writer(m: Model, f: dict[str, Any], r: dict[str, Any], arche: dict[str, Any
     if base in ("fields", "annotations", "map", "list"):
         return [f"w_{base}(v, out, depth - 1)"]
     if base == "composite":
-        return ["type(v)._enc(v, out, depth - 1)"]
+        return ["type(v).encode_into(v, out, depth - 1)"]
     if base == "*":
         prims = [p for req in f["requires"] for p in arche[req]["prims"]]
         ints = [p for p in prims if p in INT_RANGES]
@@ -914,8 +914,8 @@ def _render_restricted(m: Model, t: dict[str, Any], w: Any) -> None:
     w(f"    PROVIDES: ClassVar[tuple[str, ...]] = {tuple(t['provides'])!r}")
     w(f"    FIELDS: ClassVar[tuple[FieldSpec, ...]] = (FieldSpec('value', 'value', 0, "
       f"{t['source']!r}, {base!r}, True, False, None, (), None, None),)")
-    w(f"    _enc = staticmethod(_enc_{cn})")
-    w(f"    _dec = staticmethod(_dec_{cn})")
+    w(f"    encode_into = staticmethod(_enc_{cn})")
+    w(f"    decode_from = staticmethod(_dec_{cn})")
     w("")
     w(f"    value: {py}")
     chk = {
@@ -927,7 +927,7 @@ def _render_restricted(m: Model, t: dict[str, Any], w: Any) -> None:
                          "for k, x in self.value.items():",
                          "    if type(k) is not str:",
                          f"        raise bad({t['name']!r}, 'key', 'string', k)",
-                         "    if isinstance(x, (dict, list, tuple, Described)) or hasattr(type(x), '_enc'):",
+                         "    if isinstance(x, (dict, list, tuple, Described)) or hasattr(type(x), 'encode_into'):",
                          f"        raise bad({t['name']!r}, k, 'simple value', x)"],
     }[base]
     if chk:

@@ -471,12 +471,12 @@ def _with_header_0_9_1(b: BasicProperties, key: str, value: Any) -> BasicPropert
 
 def _encode_0_9_1(b: BasicProperties) -> bytes:
     out = bytearray()
-    BasicProperties._enc(b, out)
+    BasicProperties.encode_into(b, out)
     return bytes(out)
 
 
 def _decode_0_9_1(data: bytes) -> BasicProperties:
-    p, _ = BasicProperties._dec(data, 0, len(data))
+    p, _ = BasicProperties.decode_from(data, 0, len(data))
     return p
 
 

@@ -512,7 +512,7 @@ class Monitor(MonitorBase):
                 return None
             try:
                 # reach-in: the generated decoder hook (no public properties decoder yet)
-                _, end = pcls._dec(payload, 12, len(payload), self.core.profile)
+                _, end = pcls.decode_from(payload, 12, len(payload), self.core.profile)
                 if end == len(payload):
                     return None
             except RemoteProtocolError:

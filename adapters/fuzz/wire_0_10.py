@@ -4,7 +4,7 @@ every knob exposed (sizes, flags, tracks, types, reserved octets).
 The core's encoders refuse to write anything invalid; the fuzzer needs to,
 so this module builds frames by hand (the frame picture is in
 :mod:`amqp_sansio.v0_10.framing`).  Spec objects are encoded with their
-generated ``_enc_body`` (which writes whatever an ``unchecked`` object holds),
+generated ``encode_body_into`` (which writes whatever an ``unchecked`` object holds),
 so a payload is exactly what the object says -- and can then be patched.
 """
 
@@ -66,7 +66,7 @@ class Assembly:
 def control_payload(ctl: Any) -> bytes:
     out = bytearray(int(type(ctl).OPCODE).to_bytes(2, "big"))
     # reach-in: the generated encoder hook (framing has no public body-only encoder)
-    type(ctl)._enc_body(ctl, out)
+    type(ctl).encode_body_into(ctl, out)
     return bytes(out)
 
 
@@ -74,7 +74,7 @@ def command_payload(cmd: Any, sync: bool = False) -> bytes:
     out = bytearray(int(type(cmd).OPCODE).to_bytes(2, "big"))
     out += b"\x01\x01" if sync else b"\x01\x00"
     # reach-in: the generated encoder hook (framing has no public body-only encoder)
-    type(cmd)._enc_body(cmd, out)
+    type(cmd).encode_body_into(cmd, out)
     return bytes(out)
 
 

@@ -57,12 +57,12 @@ class SpecObject:
     # Every generated class binds its own codec functions here.  ``depth``
     # counts the nesting levels still allowed (see codec.encode_value).
     @staticmethod
-    def _enc_body(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    def encode_body_into(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
         """Append packing flags and present fields (no size, no code)."""
         raise NotImplementedError
 
     @staticmethod
-    def _dec_body(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+    def decode_body_from(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
                   typed: bool = False) -> tuple[Any, int]:
         """Read packing flags and fields from ``buf[pos:end]``."""
         raise NotImplementedError
@@ -102,12 +102,12 @@ class Struct(SpecObject):
     PACK_WIDTH: ClassVar[int]
 
     @staticmethod
-    def _enc(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    def encode_into(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
         """Append the whole struct: size prefix, code (if coded), body."""
         raise NotImplementedError
 
     @staticmethod
-    def _dec(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
+    def decode_from(buf: bytes, pos: int, end: int, depth: int = _DEPTH,
              typed: bool = False) -> tuple[Any, int]:
         raise NotImplementedError
 

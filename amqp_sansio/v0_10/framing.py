@@ -517,7 +517,7 @@ class AssemblyDecoder:
         depth = self.max_depth
         typed = self.typed
         try:
-            cmd, c = cls._dec_body(payload, 3 + hsize, m, depth, typed)
+            cmd, c = cls.decode_body_from(payload, 3 + hsize, m, depth, typed)
             if c != m:
                 return None
             headers: tuple[Struct, ...] = ()
@@ -684,7 +684,7 @@ class AssemblyDecoder:
         if cls is None:
             raise _framing(f"unknown control 0x{opcode:04x}", at, channel)
         try:
-            obj, pos = cls._dec_body(payload, 2, n, self.max_depth, self.typed)
+            obj, pos = cls.decode_body_from(payload, 2, n, self.max_depth, self.typed)
             if pos != n:
                 raise DecodeError(f"{cls.NAME}: {n - pos} trailing octets",
                                   code=CloseCode.FRAMING_ERROR, offset=pos)
@@ -731,7 +731,7 @@ class AssemblyDecoder:
                 sync = bool(hflags & 1)
             body_at = pos
             try:
-                obj, pos = cls._dec_body(payload, pos, n, self.max_depth, self.typed)
+                obj, pos = cls.decode_body_from(payload, pos, n, self.max_depth, self.typed)
             except DecodeError as e:
                 if e.field_index is None:
                     e.field_index = self._failing_field(cls, payload, body_at, n)
@@ -762,7 +762,7 @@ class AssemblyDecoder:
             keep = flags & ((2 << bit) - 1)
             trial = payload[:at] + bytes((keep & 0xFF, keep >> 8)) + payload[at + 2:]
             try:
-                cls._dec_body(trial, at, end, self.max_depth, self.typed)
+                cls.decode_body_from(trial, at, end, self.max_depth, self.typed)
             except DecodeError:
                 return bit
         return None
@@ -862,7 +862,7 @@ def _enc_fields(obj: Control | Command | Struct, out: bytearray) -> None:
         if isinstance(obj, Struct):
             _c.encode_struct32(obj, out)
         else:
-            type(obj)._enc_body(obj, out)
+            type(obj).encode_body_into(obj, out)
     except LocalProtocolError:
         raise
     except _ENCODE_ERRORS as e:
@@ -954,7 +954,7 @@ def encode_command(
     out = bytearray(heads[1] if sync else heads[0])
     obj: object = command
     try:
-        command._enc_body(command, out)
+        command.encode_body_into(command, out)
         cmd_end = len(out)
         hdr_end = cmd_end
         if headers:

@@ -86,12 +86,12 @@ class Method(SpecObject):
     ORIGIN: ClassVar[str]  # "xml", or "rabbitmq" for methods the XML lacks
 
     @staticmethod
-    def _enc(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
+    def encode_into(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
         """Append the arguments (not the class/method ids)."""
         raise NotImplementedError
 
     @staticmethod
-    def _dec(buf: bytes, pos: int, end: int, profile: Profile = RABBIT) -> tuple[Any, int]:
+    def decode_from(buf: bytes, pos: int, end: int, profile: Profile = RABBIT) -> tuple[Any, int]:
         """Read the arguments from ``buf[pos:end]``."""
         raise NotImplementedError
 
@@ -106,7 +106,7 @@ class Method(SpecObject):
     def encode(self, profile: Profile = RABBIT) -> bytes:
         """The method frame payload: class id, method id, arguments."""
         out = bytearray(self.INDEX.to_bytes(4, "big"))
-        self._enc(self, out, profile)
+        self.encode_into(self, out, profile)
         return bytes(out)
 
 
@@ -116,12 +116,12 @@ class Properties(SpecObject):
     __slots__ = ()
 
     @staticmethod
-    def _enc(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
+    def encode_into(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
         """Append the property flags words and the present properties."""
         raise NotImplementedError
 
     @staticmethod
-    def _dec(buf: bytes, pos: int, end: int, profile: Profile = RABBIT) -> tuple[Any, int]:
+    def decode_from(buf: bytes, pos: int, end: int, profile: Profile = RABBIT) -> tuple[Any, int]:
         raise NotImplementedError
 
     def present(self) -> dict[str, Any]:

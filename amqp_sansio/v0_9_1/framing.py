@@ -283,7 +283,7 @@ def decode_method(payload: bytes, profile: Profile = RABBIT, *, offset: int | No
         raise _err(f"unknown method ({class_id}, {method_id})", offset, channel,
                    ReplyCode.NOT_IMPLEMENTED, class_id, method_id)
     try:
-        m, pos = cls._dec(payload, 4, n, profile)
+        m, pos = cls.decode_from(payload, 4, n, profile)
     except DecodeError as e:
         raise _err(f"{cls.NAME}: {e.message}", offset, channel, ReplyCode.FRAME_ERROR, class_id,
                    method_id) from None
@@ -416,7 +416,7 @@ class Decoder:
             return None
         payload = buf[pos + 19:stop]
         try:
-            props, p = self.properties[class_id]._dec(payload, 0, len(payload), self.profile)
+            props, p = self.properties[class_id].decode_from(payload, 0, len(payload), self.profile)
         except DecodeError:
             return None
         if p != len(payload):
@@ -514,7 +514,7 @@ class Decoder:
                        m.METHOD_ID)
         pcls = self.properties[class_id]
         try:
-            props, pos = pcls._dec(p, 12, len(p), self.profile)
+            props, pos = pcls.decode_from(p, 12, len(p), self.profile)
         except DecodeError as e:
             raise _err(f"content header: {e.message}", at, ch, ReplyCode.FRAME_ERROR, m.CLASS_ID,
                        m.METHOD_ID) from None
@@ -555,7 +555,7 @@ def encode_method(channel: int, method: Method, max_frame_size: int = 0,
     out = bytearray(b"\x01\x00\x00\x00\x00\x00\x00")
     out[1:3] = channel.to_bytes(2, "big")
     out += method.INDEX.to_bytes(4, "big")
-    method._enc(method, out, profile)
+    method.encode_into(method, out, profile)
     n = len(out) - 7
     if max_frame_size and n + FRAME_OVERHEAD > max_frame_size:
         raise LocalProtocolError(f"{method.NAME} frame of {n + FRAME_OVERHEAD} octets exceeds "
@@ -571,7 +571,7 @@ def encode_header(channel: int, class_id: int, body_size: int, properties: Prope
     out = bytearray(b"\x02\x00\x00\x00\x00\x00\x00")
     out[1:3] = channel.to_bytes(2, "big")
     out += _CONTENT_HDR.pack(class_id, 0, body_size)
-    properties._enc(properties, out, profile)
+    properties.encode_into(properties, out, profile)
     out[3:7] = (len(out) - 7).to_bytes(4, "big")
     out.append(FRAME_END)
     return bytes(out)
@@ -600,7 +600,7 @@ def encode_content(channel: int, method: Method, properties: Properties | None,
     # All frames in one buffer; each header is written once its size is known.
     out = bytearray(7)
     out += _pack_index(method.INDEX)
-    method._enc(method, out, profile)
+    method.encode_into(method, out, profile)
     size = len(out) - 7
     if size + FRAME_OVERHEAD > max_frame_size:
         raise LocalProtocolError(f"{method.NAME} frame of {size + FRAME_OVERHEAD} octets "
@@ -609,7 +609,7 @@ def encode_content(channel: int, method: Method, properties: Properties | None,
     out.append(FRAME_END)
     at = len(out)
     out += _ZERO_CONTENT_HDR
-    properties._enc(properties, out, profile)
+    properties.encode_into(properties, out, profile)
     size = len(out) - at - 7
     if size + FRAME_OVERHEAD > max_frame_size:
         raise LocalProtocolError(f"content header of {size + FRAME_OVERHEAD} octets exceeds "

@@ -62,12 +62,12 @@ class SpecObject:
     KIND: ClassVar[str]
 
     @staticmethod
-    def _enc(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
+    def encode_into(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         """Append the described value (descriptor and list or value)."""
         raise NotImplementedError
 
     @staticmethod
-    def _dec(ctor: int, buf: bytes, pos: int, end: int,
+    def decode_from(ctor: int, buf: bytes, pos: int, end: int,
              depth: int = MAX_DEPTH) -> tuple[Any, int]:
         """Read the value after the descriptor; ``ctor`` is its constructor
         octet and ``pos`` the position just after it."""
@@ -130,7 +130,7 @@ def unchecked(cls: type[Any], **fields: Any) -> Any:
 
 def encode(o: SpecObject) -> bytes:
     out = bytearray()
-    type(o)._enc(o, out)
+    type(o).encode_into(o, out)
     return bytes(out)
 
 

@@ -747,7 +747,7 @@ def _w_array_of_compounds(v: Array, out: bytearray, depth: int) -> None:
     for x in v:
         b = bytearray()
         if t == "described":
-            enc = getattr(type(x), "_enc", None)
+            enc = getattr(type(x), "encode_into", None)
             if enc is not None:
                 enc(x, b, depth - 1)
                 # strip the item's own descriptor: it is shared
@@ -905,7 +905,7 @@ def encode_value(v: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     if enc is not None:
         enc(v, out, depth)
         return
-    enc_obj = getattr(type(v), "_enc", None)
+    enc_obj = getattr(type(v), "encode_into", None)
     if enc_obj is not None:  # a generated spec object
         if depth <= 0:
             raise local_error("value nested too deeply")

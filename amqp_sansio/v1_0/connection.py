@@ -321,7 +321,7 @@ class Connection:
         out += b"\x00\x00\x00\x00\x02\x00"
         out += channel.to_bytes(2, "big")
         try:
-            body._enc(body, out)
+            body.encode_into(body, out)
         except (TypeError, AttributeError, ValueError, OverflowError) as e:
             del out[start:]
             if isinstance(e, LocalProtocolError):

@@ -93,7 +93,7 @@ def encode_frame(body: SpecObject | None, channel: int = 0, payload: bytes = b""
     out += channel.to_bytes(2, "big")
     if body is not None:
         try:
-            body._enc(body, out, MAX_DEPTH)
+            body.encode_into(body, out, MAX_DEPTH)
         except (TypeError, AttributeError, struct.error, OverflowError) as e:
             raise local_error(f"{body!r} cannot be encoded: {e}") from None
         if payload:

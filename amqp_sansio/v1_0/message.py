@@ -127,7 +127,7 @@ def encode_message(m: AmqpMessage) -> bytes:
     for s in (d["header"], d["delivery_annotations"], d["message_annotations"],
               d["properties"], d["application_properties"]):
         if s is not None:
-            s._enc(s, out, MAX_DEPTH)
+            s.encode_into(s, out, MAX_DEPTH)
     b = d["body"]
     if type(b) is tuple:
         first = type(b[0]) if b else None
@@ -135,13 +135,13 @@ def encode_message(m: AmqpMessage) -> bytes:
             if type(sec) is not first or (first is not Data and first is not AmqpSequence):
                 raise local_error("a body is data sections, amqp-sequence sections or one "
                                   "amqp-value")
-            sec._enc(sec, out, MAX_DEPTH)
+            sec.encode_into(sec, out, MAX_DEPTH)
     elif type(b) is AmqpValue:
-        b._enc(b, out, MAX_DEPTH)
+        b.encode_into(b, out, MAX_DEPTH)
     elif b is not None:
         raise local_error(f"not a body: {b!r}")
     if m.footer is not None:
-        m.footer._enc(m.footer, out, MAX_DEPTH)
+        m.footer.encode_into(m.footer, out, MAX_DEPTH)
     return bytes(out)
 
 
@@ -273,7 +273,7 @@ def reannotate(payload: bytes, *, header: Header | None = None,
     out = bytearray()
     for s in (header, delivery_annotations, message_annotations):
         if s is not None:
-            s._enc(s, out, MAX_DEPTH)
+            s.encode_into(s, out, MAX_DEPTH)
     out += bare_octets(payload)
     if keep_footer:
         for sec, a, b in secs:
@@ -302,7 +302,7 @@ def to_message(m: AmqpMessage) -> Message:
     else:
         out = bytearray()
         for s in (body if isinstance(body, tuple) else (body,)):
-            s._enc(s, out, MAX_DEPTH)
+            s.encode_into(s, out, MAX_DEPTH)
         octets = bytes(out)
         headers["x-amqp-body"] = "amqp-value" if isinstance(body, AmqpValue) else "amqp-sequence"
     message_id = None

@@ -550,7 +550,7 @@ class Session:
 
 def _encoded(body: SpecObject) -> bytes:
     out = bytearray()
-    body._enc(body, out)
+    body.encode_into(body, out)
     return bytes(out)
 
 

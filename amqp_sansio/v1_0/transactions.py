@@ -59,7 +59,7 @@ def is_coordinator_link(link: Link) -> bool:
 def _payload(request: Declare | Discharge) -> bytes:
     out = bytearray()
     sec = AmqpValue(request)
-    sec._enc(sec, out)
+    sec.encode_into(sec, out)
     return bytes(out)
 
 

@@ -430,7 +430,7 @@ def test_bad_byte_ranges_rejected(wire: str) -> None:
 
 def struct_bytes(s: Any) -> bytes:
     out = bytearray()
-    type(s)._enc(s, out)
+    type(s).encode_into(s, out)
     return bytes(out)
 
 
@@ -443,7 +443,7 @@ def test_every_struct_roundtrips(cls: type[Any], data: st.DataObject) -> None:
     w = cls.SIZE_WIDTH
     if w:  # checklist 37: the size prefix counts what follows it
         assert int.from_bytes(wire[:w], "big") == len(wire) - w
-    got, pos = cls._dec(wire, 0, len(wire))
+    got, pos = cls.decode_from(wire, 0, len(wire))
     assert got == s and pos == len(wire)
     assert type(got) is cls
 
@@ -461,7 +461,7 @@ def test_pack_flags_and_bits(cls: type[Any], data: st.DataObject) -> None:
         return
     o = data.draw(instances(cls))
     out = bytearray()
-    cls._enc_body(o, out)
+    cls.encode_body_into(o, out)
     want = 0
     for f in cls.FIELDS:
         v = getattr(o, f.attr)
@@ -473,7 +473,7 @@ def test_pack_flags_and_bits(cls: type[Any], data: st.DataObject) -> None:
         flipped = type(o).unchecked(**{f.attr: getattr(o, f.attr) for f in cls.FIELDS} | {
             bits[0].attr: not getattr(o, bits[0].attr)})
         out2 = bytearray()
-        cls._enc_body(flipped, out2)
+        cls.encode_body_into(flipped, out2)
         assert len(out2) == len(out) and out2[pack:] == out[pack:]
 
 
@@ -509,12 +509,12 @@ def test_wrong_struct_code_in_typed_position() -> None:
     """Checklist 38: dtx.start.xid must carry xid's code (06 04)."""
     xid = spec.Xid(format=0, global_id=b"g", branch_id=b"b")
     out = bytearray()
-    spec.DtxStart._enc_body(spec.DtxStart(xid=xid), out)
+    spec.DtxStart.encode_body_into(spec.DtxStart(xid=xid), out)
     good = bytes(out)
-    assert spec.DtxStart._dec_body(good, 0, len(good))[0].xid == xid
+    assert spec.DtxStart.decode_body_from(good, 0, len(good))[0].xid == xid
     bad = good[:6] + b"\x06\x01" + good[8:]
     with pytest.raises(DecodeError) as e:
-        spec.DtxStart._dec_body(bad, 0, len(bad))
+        spec.DtxStart.decode_body_from(bad, 0, len(bad))
     assert e.value.scope == "execution"
 
 
@@ -557,7 +557,7 @@ def test_empty_array_keeps_its_element_type() -> None:
     field; it must encode back to the same octets (found by the fuzzer)."""
     ctl = spec.ConnectionStart(mechanisms=Array("bin8", []), locales=[])
     wire = struct_body(ctl)
-    got, _ = spec.ConnectionStart._dec_body(wire, 0, len(wire))
+    got, _ = spec.ConnectionStart.decode_body_from(wire, 0, len(wire))
     assert got.mechanisms.type == "bin8" and got.locales.type == "str16"
     assert struct_body(got) == wire
     with pytest.raises(LocalProtocolError):
@@ -570,18 +570,18 @@ def test_uncoded_struct_arrays_only_empty() -> None:
     frag = spec.CommandFragment(command_id=1, byte_ranges=((0, 1),))
     ok = spec.SessionExpected(commands=[(1, 2)], fragments=[])
     out = bytearray()
-    spec.SessionExpected._enc_body(ok, out)
-    assert spec.SessionExpected._dec_body(bytes(out), 0, len(out))[0] == ok
+    spec.SessionExpected.encode_body_into(ok, out)
+    assert spec.SessionExpected.decode_body_from(bytes(out), 0, len(out))[0] == ok
     with pytest.raises(LocalProtocolError):
-        spec.SessionExpected._enc_body(spec.SessionExpected(commands=[], fragments=[frag]),
+        spec.SessionExpected.encode_body_into(spec.SessionExpected(commands=[], fragments=[frag]),
                                        bytearray())
     # an empty one keeps the element type it arrived with (found by the fuzzer)
     out = bytearray()
-    spec.SessionExpected._enc_body(spec.SessionExpected(commands=[], fragments=Array("bin8")), out)
-    got = spec.SessionExpected._dec_body(bytes(out), 0, len(out))[0]
+    spec.SessionExpected.encode_body_into(spec.SessionExpected(commands=[], fragments=Array("bin8")), out)
+    got = spec.SessionExpected.decode_body_from(bytes(out), 0, len(out))[0]
     assert got.fragments == Array("bin8") and got.fragments.type == "bin8"
     # ...and command-fragment itself round-trips with its byte-ranges
-    assert spec.CommandFragment._dec(struct_bytes(frag), 0, len(struct_bytes(frag)))[0] == frag
+    assert spec.CommandFragment.decode_from(struct_bytes(frag), 0, len(struct_bytes(frag)))[0] == frag
 
 
 @pytest.mark.parametrize("kw", [
@@ -620,7 +620,7 @@ def test_decoders_never_read_past_end(window: bytes) -> None:
         outcomes = []
         for tail in (b"", b"\xff" * 40, b"\x00" * 40, b"\x01" * 40):
             try:
-                o, pos = cls._dec_body(window + tail, 0, n)
+                o, pos = cls.decode_body_from(window + tail, 0, n)
                 assert pos <= n
                 outcomes.append(repr((o, pos)))
             except DecodeError as e:
@@ -630,5 +630,5 @@ def test_decoders_never_read_past_end(window: bytes) -> None:
 
 def struct_body(o: Any) -> bytes:
     out = bytearray()
-    type(o)._enc_body(o, out)
+    type(o).encode_body_into(o, out)
     return bytes(out)

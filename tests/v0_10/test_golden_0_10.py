@@ -111,10 +111,10 @@ def test_value_vectors() -> None:
     assert bytes(out) == h('0000000c 95 00000002 0001"a" 0002"bc"')
 
     out = bytearray()
-    ReplyTo._enc(ReplyTo(exchange="e", routing_key="k"), out)  # type: ignore[attr-defined]
+    ReplyTo.encode_into(ReplyTo(exchange="e", routing_key="k"), out)  # type: ignore[attr-defined]
     assert bytes(out) == h('0006 0300 01"e" 01"k"')
     out = bytearray()
-    Xid._enc(Xid(format=0, global_id=b"gid", branch_id=b"bid"), out)  # type: ignore[attr-defined]
+    Xid.encode_into(Xid(format=0, global_id=b"gid", branch_id=b"bid"), out)  # type: ignore[attr-defined]
     assert bytes(out) == h('00000010 0604 0700 00000000 03"gid" 03"bid"')
 
 

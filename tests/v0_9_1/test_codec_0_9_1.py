@@ -366,7 +366,7 @@ def test_connection_open_reserved_bit_after_two_shortstrs() -> None:
 def test_bits_roundtrip(cls: type[Method], data: st.DataObject) -> None:
     m = data.draw(methods(cls))
     wire = m.encode()
-    back, pos = cls._dec(wire, 4, len(wire))
+    back, pos = cls.decode_from(wire, 4, len(wire))
     assert pos == len(wire) and back == m
 
 
@@ -398,7 +398,7 @@ def test_every_method_roundtrips(cls: type[Method], data: st.DataObject) -> None
     m = data.draw(methods(cls))
     wire = m.encode()
     assert wire[:4] == cls.INDEX.to_bytes(4, "big")
-    back, pos = cls._dec(wire, 4, len(wire))
+    back, pos = cls.decode_from(wire, 4, len(wire))
     assert pos == len(wire)
     assert same(back.fields(), m.fields())
     assert back.encode() == wire
@@ -412,7 +412,7 @@ def test_reserved_fields_are_zero_and_skipped(cls: type[Method]) -> None:
     assert all(f.attr is None for f in reserved)
     # a non-zero ticket from an old client is accepted (RabbitMQ ignores it)
     if reserved and reserved[0].type == "short" and cls.FIELDS[0] is reserved[0]:
-        back, _ = cls._dec(b"\x00\x07" + wire[2:], 0, len(wire))
+        back, _ = cls.decode_from(b"\x00\x07" + wire[2:], 0, len(wire))
         assert back == m
 
 
@@ -425,7 +425,7 @@ def test_decoders_stay_inside_their_window() -> None:
             outcomes = set()
             for tail in (b"", b"\xff" * 40, b"\x00" * 40):
                 try:
-                    o, pos = cls._dec(w + tail, 0, len(w))  # type: ignore[attr-defined]
+                    o, pos = cls.decode_from(w + tail, 0, len(w))  # type: ignore[attr-defined]
                     assert pos <= len(w)
                     outcomes.add(repr((o, pos)))
                 except DecodeError as e:
@@ -437,7 +437,7 @@ def test_decoders_stay_inside_their_window() -> None:
 def test_method_decoders_only_raise_decode_error(junk: bytes) -> None:
     for cls in ALL_METHODS:
         with contextlib.suppress(DecodeError):
-            cls._dec(junk, 0, len(junk))
+            cls.decode_from(junk, 0, len(junk))
 
 
 def test_strict_names_check() -> None:
@@ -465,7 +465,7 @@ def test_unchecked_builds_anything() -> None:
 def test_property_masks_match_rabbitmq() -> None:
     def flags(p: spec.BasicProperties) -> int:
         out = bytearray()
-        p._enc(p, out)
+        p.encode_into(p, out)
         return int.from_bytes(out[:2], "big")
 
     assert flags(spec.BasicProperties(content_type="a", delivery_mode=2)) == 0x9000
@@ -486,17 +486,17 @@ def test_every_property_subset_roundtrips(mask: int) -> None:
     kw = {a: values[a] for i, a in enumerate(attrs) if mask >> (13 - i) & 1}  # type: ignore[index]
     p = spec.BasicProperties(**kw)
     out = bytearray()
-    p._enc(p, out)
+    p.encode_into(p, out)
     assert int.from_bytes(out[:2], "big") == mask << 2
-    back, pos = spec.BasicProperties._dec(bytes(out), 0, len(out))
+    back, pos = spec.BasicProperties.decode_from(bytes(out), 0, len(out))
     assert pos == len(out) and back == p
 
 
 @given(properties())
 def test_properties_roundtrip(p: spec.BasicProperties) -> None:
     out = bytearray()
-    p._enc(p, out)
-    back, pos = spec.BasicProperties._dec(bytes(out), 0, len(out))
+    p.encode_into(p, out)
+    back, pos = spec.BasicProperties.decode_from(bytes(out), 0, len(out))
     assert pos == len(out) and same(back.present(), p.present())
 
 
@@ -504,18 +504,18 @@ def test_property_continuation_words() -> None:
     """Checklist 18: a flags word with bit 0 set is followed by another; a
     zero continuation word is accepted, unknown properties are not; the
     encoder never sets the continuation bit for basic (RabbitMQ: 541)."""
-    back, pos = spec.BasicProperties._dec(b"\x80\x01\x00\x00\x01a", 0, 6)
+    back, pos = spec.BasicProperties.decode_from(b"\x80\x01\x00\x00\x01a", 0, 6)
     assert back == spec.BasicProperties(content_type="a") and pos == 6
     with pytest.raises(DecodeError):
-        spec.BasicProperties._dec(b"\x00\x01\x80\x00", 0, 4)  # a 16th property
+        spec.BasicProperties.decode_from(b"\x00\x01\x80\x00", 0, 4)  # a 16th property
     with pytest.raises(DecodeError):
-        spec.BasicProperties._dec(b"\x00\x02", 0, 2)  # the 15th slot of word one
+        spec.BasicProperties.decode_from(b"\x00\x02", 0, 2)  # the 15th slot of word one
     with pytest.raises(DecodeError):
-        spec.BasicProperties._dec(b"\x00\x01", 0, 2)  # continuation, then nothing
+        spec.BasicProperties.decode_from(b"\x00\x01", 0, 2)  # continuation, then nothing
     many = spec.BasicProperties(**{f.attr: None for f in spec.BasicProperties.FIELDS
                                    if f.attr})
     out = bytearray()
-    many._enc(many, out)
+    many.encode_into(many, out)
     assert out == b"\x00\x00"
 
 

@@ -31,7 +31,7 @@ def _outcome(dec: Any, buf: bytes) -> tuple[str, Any]:
 
 
 def _same(cls: type[SpecObject], buf: bytes) -> None:
-    fast = _outcome(cls._dec, buf)
+    fast = _outcome(cls.decode_from, buf)
     exact = _outcome(getattr(g, f"_dec_{cls.__name__}_exact"), buf)
     assert fast[0] == exact[0], (buf.hex(), fast, exact)
     if fast[0] == "error":
@@ -53,8 +53,8 @@ def encoded(draw: st.DrawFn) -> tuple[type[SpecObject], bytes]:
 @given(encoded())
 def test_fast_equals_exact_on_valid_input(case: tuple[type[SpecObject], bytes]) -> None:
     cls, buf = case
-    fast, _ = cls._dec(buf[3], buf, 4, len(buf))
-    assert fast == cls._dec(buf[3], buf, 4, len(buf))[0]
+    fast, _ = cls.decode_from(buf[3], buf, 4, len(buf))
+    assert fast == cls.decode_from(buf[3], buf, 4, len(buf))[0]
     _same(cls, buf)
 
 

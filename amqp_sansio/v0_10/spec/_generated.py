@@ -170,10 +170,10 @@ class SessionHeader(_SlotsSessionHeader):
     SIZE_WIDTH: ClassVar[int] = 1
     PACK_WIDTH: ClassVar[int] = 1
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SessionHeader
-    _enc_body = staticmethod(_enc_body_SessionHeader)
-    _dec_body = staticmethod(_dec_body_SessionHeader)
-    _enc = staticmethod(_enc_SessionHeader)
-    _dec = staticmethod(_dec_SessionHeader)
+    encode_body_into = staticmethod(_enc_body_SessionHeader)
+    decode_body_from = staticmethod(_dec_body_SessionHeader)
+    encode_into = staticmethod(_enc_SessionHeader)
+    decode_from = staticmethod(_dec_SessionHeader)
 
     sync: bool = False
 
@@ -242,10 +242,10 @@ class CommandFragment(_SlotsCommandFragment):
     SIZE_WIDTH: ClassVar[int] = 0
     PACK_WIDTH: ClassVar[int] = 0
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_CommandFragment
-    _enc_body = staticmethod(_enc_body_CommandFragment)
-    _dec_body = staticmethod(_dec_body_CommandFragment)
-    _enc = staticmethod(_enc_CommandFragment)
-    _dec = staticmethod(_dec_CommandFragment)
+    encode_body_into = staticmethod(_enc_body_CommandFragment)
+    decode_body_from = staticmethod(_dec_body_CommandFragment)
+    encode_into = staticmethod(_enc_CommandFragment)
+    decode_from = staticmethod(_dec_CommandFragment)
 
     command_id: int
     byte_ranges: tuple[tuple[int, int], ...]
@@ -647,10 +647,10 @@ class DeliveryProperties(_SlotsDeliveryProperties):
     SIZE_WIDTH: ClassVar[int] = 4
     PACK_WIDTH: ClassVar[int] = 2
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_DeliveryProperties
-    _enc_body = staticmethod(_enc_body_DeliveryProperties)
-    _dec_body = staticmethod(_dec_body_DeliveryProperties)
-    _enc = staticmethod(_enc_DeliveryProperties)
-    _dec = staticmethod(_dec_DeliveryProperties)
+    encode_body_into = staticmethod(_enc_body_DeliveryProperties)
+    decode_body_from = staticmethod(_dec_body_DeliveryProperties)
+    encode_into = staticmethod(_enc_DeliveryProperties)
+    decode_from = staticmethod(_dec_DeliveryProperties)
 
     discard_unroutable: bool = False
     immediate: bool = False
@@ -855,10 +855,10 @@ class FragmentProperties(_SlotsFragmentProperties):
     SIZE_WIDTH: ClassVar[int] = 4
     PACK_WIDTH: ClassVar[int] = 2
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FragmentProperties
-    _enc_body = staticmethod(_enc_body_FragmentProperties)
-    _dec_body = staticmethod(_dec_body_FragmentProperties)
-    _enc = staticmethod(_enc_FragmentProperties)
-    _dec = staticmethod(_dec_FragmentProperties)
+    encode_body_into = staticmethod(_enc_body_FragmentProperties)
+    decode_body_from = staticmethod(_dec_body_FragmentProperties)
+    encode_into = staticmethod(_enc_FragmentProperties)
+    decode_from = staticmethod(_dec_FragmentProperties)
 
     first: bool = True
     last: bool = True
@@ -989,10 +989,10 @@ class ReplyTo(_SlotsReplyTo):
     SIZE_WIDTH: ClassVar[int] = 2
     PACK_WIDTH: ClassVar[int] = 2
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ReplyTo
-    _enc_body = staticmethod(_enc_body_ReplyTo)
-    _dec_body = staticmethod(_dec_body_ReplyTo)
-    _enc = staticmethod(_enc_ReplyTo)
-    _dec = staticmethod(_dec_ReplyTo)
+    encode_body_into = staticmethod(_enc_body_ReplyTo)
+    decode_body_from = staticmethod(_dec_body_ReplyTo)
+    encode_into = staticmethod(_enc_ReplyTo)
+    decode_from = staticmethod(_dec_ReplyTo)
 
     exchange: str | None = None
     routing_key: str | None = None
@@ -1345,10 +1345,10 @@ class MessageProperties(_SlotsMessageProperties):
     SIZE_WIDTH: ClassVar[int] = 4
     PACK_WIDTH: ClassVar[int] = 2
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageProperties
-    _enc_body = staticmethod(_enc_body_MessageProperties)
-    _dec_body = staticmethod(_dec_body_MessageProperties)
-    _enc = staticmethod(_enc_MessageProperties)
-    _dec = staticmethod(_dec_MessageProperties)
+    encode_body_into = staticmethod(_enc_body_MessageProperties)
+    decode_body_from = staticmethod(_dec_body_MessageProperties)
+    encode_into = staticmethod(_enc_MessageProperties)
+    decode_from = staticmethod(_dec_MessageProperties)
 
     content_length: int | None = None
     message_id: uuid.UUID | None = None
@@ -1515,10 +1515,10 @@ class Acquired(_SlotsAcquired):
     SIZE_WIDTH: ClassVar[int] = 4
     PACK_WIDTH: ClassVar[int] = 2
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_Acquired
-    _enc_body = staticmethod(_enc_body_Acquired)
-    _dec_body = staticmethod(_dec_body_Acquired)
-    _enc = staticmethod(_enc_Acquired)
-    _dec = staticmethod(_dec_Acquired)
+    encode_body_into = staticmethod(_enc_body_Acquired)
+    decode_body_from = staticmethod(_dec_body_Acquired)
+    encode_into = staticmethod(_enc_Acquired)
+    decode_from = staticmethod(_dec_Acquired)
 
     transfers: SequenceSet
 
@@ -1642,10 +1642,10 @@ class MessageResumeResult(_SlotsMessageResumeResult):
     SIZE_WIDTH: ClassVar[int] = 4
     PACK_WIDTH: ClassVar[int] = 2
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageResumeResult
-    _enc_body = staticmethod(_enc_body_MessageResumeResult)
-    _dec_body = staticmethod(_dec_body_MessageResumeResult)
-    _enc = staticmethod(_enc_MessageResumeResult)
-    _dec = staticmethod(_dec_MessageResumeResult)
+    encode_body_into = staticmethod(_enc_body_MessageResumeResult)
+    decode_body_from = staticmethod(_dec_body_MessageResumeResult)
+    encode_into = staticmethod(_enc_MessageResumeResult)
+    decode_from = staticmethod(_dec_MessageResumeResult)
 
     offset: int | None = None
 
@@ -1772,10 +1772,10 @@ class XaResult(_SlotsXaResult):
     SIZE_WIDTH: ClassVar[int] = 4
     PACK_WIDTH: ClassVar[int] = 2
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_XaResult
-    _enc_body = staticmethod(_enc_body_XaResult)
-    _dec_body = staticmethod(_dec_body_XaResult)
-    _enc = staticmethod(_enc_XaResult)
-    _dec = staticmethod(_dec_XaResult)
+    encode_body_into = staticmethod(_enc_body_XaResult)
+    decode_body_from = staticmethod(_dec_body_XaResult)
+    encode_into = staticmethod(_enc_XaResult)
+    decode_from = staticmethod(_dec_XaResult)
 
     status: XaStatus | int
 
@@ -1965,10 +1965,10 @@ class Xid(_SlotsXid):
     SIZE_WIDTH: ClassVar[int] = 4
     PACK_WIDTH: ClassVar[int] = 2
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_Xid
-    _enc_body = staticmethod(_enc_body_Xid)
-    _dec_body = staticmethod(_dec_body_Xid)
-    _enc = staticmethod(_enc_Xid)
-    _dec = staticmethod(_dec_Xid)
+    encode_body_into = staticmethod(_enc_body_Xid)
+    decode_body_from = staticmethod(_dec_body_Xid)
+    encode_into = staticmethod(_enc_Xid)
+    decode_from = staticmethod(_dec_Xid)
 
     format: int
     global_id: bytes
@@ -2108,10 +2108,10 @@ class GetTimeoutResult(_SlotsGetTimeoutResult):
     SIZE_WIDTH: ClassVar[int] = 4
     PACK_WIDTH: ClassVar[int] = 2
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_GetTimeoutResult
-    _enc_body = staticmethod(_enc_body_GetTimeoutResult)
-    _dec_body = staticmethod(_dec_body_GetTimeoutResult)
-    _enc = staticmethod(_enc_GetTimeoutResult)
-    _dec = staticmethod(_dec_GetTimeoutResult)
+    encode_body_into = staticmethod(_enc_body_GetTimeoutResult)
+    decode_body_from = staticmethod(_dec_body_GetTimeoutResult)
+    encode_into = staticmethod(_enc_GetTimeoutResult)
+    decode_from = staticmethod(_dec_GetTimeoutResult)
 
     timeout: int
 
@@ -2233,10 +2233,10 @@ class RecoverResult(_SlotsRecoverResult):
     SIZE_WIDTH: ClassVar[int] = 4
     PACK_WIDTH: ClassVar[int] = 2
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_RecoverResult
-    _enc_body = staticmethod(_enc_body_RecoverResult)
-    _dec_body = staticmethod(_dec_body_RecoverResult)
-    _enc = staticmethod(_enc_RecoverResult)
-    _dec = staticmethod(_dec_RecoverResult)
+    encode_body_into = staticmethod(_enc_body_RecoverResult)
+    decode_body_from = staticmethod(_dec_body_RecoverResult)
+    encode_into = staticmethod(_enc_RecoverResult)
+    decode_from = staticmethod(_dec_RecoverResult)
 
     in_doubt: list[Any]
 
@@ -2415,10 +2415,10 @@ class ExchangeQueryResult(_SlotsExchangeQueryResult):
     SIZE_WIDTH: ClassVar[int] = 4
     PACK_WIDTH: ClassVar[int] = 2
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ExchangeQueryResult
-    _enc_body = staticmethod(_enc_body_ExchangeQueryResult)
-    _dec_body = staticmethod(_dec_body_ExchangeQueryResult)
-    _enc = staticmethod(_enc_ExchangeQueryResult)
-    _dec = staticmethod(_dec_ExchangeQueryResult)
+    encode_body_into = staticmethod(_enc_body_ExchangeQueryResult)
+    decode_body_from = staticmethod(_dec_body_ExchangeQueryResult)
+    encode_into = staticmethod(_enc_ExchangeQueryResult)
+    decode_from = staticmethod(_dec_ExchangeQueryResult)
 
     type: str | None = None
     durable: bool = False
@@ -2562,10 +2562,10 @@ class ExchangeBoundResult(_SlotsExchangeBoundResult):
     SIZE_WIDTH: ClassVar[int] = 4
     PACK_WIDTH: ClassVar[int] = 2
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ExchangeBoundResult
-    _enc_body = staticmethod(_enc_body_ExchangeBoundResult)
-    _dec_body = staticmethod(_dec_body_ExchangeBoundResult)
-    _enc = staticmethod(_enc_ExchangeBoundResult)
-    _dec = staticmethod(_dec_ExchangeBoundResult)
+    encode_body_into = staticmethod(_enc_body_ExchangeBoundResult)
+    decode_body_from = staticmethod(_dec_body_ExchangeBoundResult)
+    encode_into = staticmethod(_enc_ExchangeBoundResult)
+    decode_from = staticmethod(_dec_ExchangeBoundResult)
 
     exchange_not_found: bool = False
     queue_not_found: bool = False
@@ -2846,10 +2846,10 @@ class QueueQueryResult(_SlotsQueueQueryResult):
     SIZE_WIDTH: ClassVar[int] = 4
     PACK_WIDTH: ClassVar[int] = 2
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_QueueQueryResult
-    _enc_body = staticmethod(_enc_body_QueueQueryResult)
-    _dec_body = staticmethod(_dec_body_QueueQueryResult)
-    _enc = staticmethod(_enc_QueueQueryResult)
-    _dec = staticmethod(_dec_QueueQueryResult)
+    encode_body_into = staticmethod(_enc_body_QueueQueryResult)
+    decode_body_from = staticmethod(_dec_body_QueueQueryResult)
+    encode_into = staticmethod(_enc_QueueQueryResult)
+    decode_from = staticmethod(_dec_QueueQueryResult)
 
     queue: str
     alternate_exchange: str | None = None
@@ -3284,10 +3284,10 @@ class FileProperties(_SlotsFileProperties):
     SIZE_WIDTH: ClassVar[int] = 4
     PACK_WIDTH: ClassVar[int] = 2
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FileProperties
-    _enc_body = staticmethod(_enc_body_FileProperties)
-    _dec_body = staticmethod(_dec_body_FileProperties)
-    _enc = staticmethod(_enc_FileProperties)
-    _dec = staticmethod(_dec_FileProperties)
+    encode_body_into = staticmethod(_enc_body_FileProperties)
+    decode_body_from = staticmethod(_dec_body_FileProperties)
+    encode_into = staticmethod(_enc_FileProperties)
+    decode_from = staticmethod(_dec_FileProperties)
 
     content_type: str | None = None
     content_encoding: str | None = None
@@ -3590,10 +3590,10 @@ class StreamProperties(_SlotsStreamProperties):
     SIZE_WIDTH: ClassVar[int] = 4
     PACK_WIDTH: ClassVar[int] = 2
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_StreamProperties
-    _enc_body = staticmethod(_enc_body_StreamProperties)
-    _dec_body = staticmethod(_dec_body_StreamProperties)
-    _enc = staticmethod(_enc_StreamProperties)
-    _dec = staticmethod(_dec_StreamProperties)
+    encode_body_into = staticmethod(_enc_body_StreamProperties)
+    decode_body_from = staticmethod(_dec_body_StreamProperties)
+    encode_into = staticmethod(_enc_StreamProperties)
+    decode_from = staticmethod(_dec_StreamProperties)
 
     content_type: str | None = None
     content_encoding: str | None = None
@@ -3705,8 +3705,8 @@ class ConnectionStart(_SlotsConnectionStart):
     CODE: ClassVar[int | None] = 1
     OPCODE: ClassVar[int | None] = 257
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionStart
-    _enc_body = staticmethod(_enc_body_ConnectionStart)
-    _dec_body = staticmethod(_dec_body_ConnectionStart)
+    encode_body_into = staticmethod(_enc_body_ConnectionStart)
+    decode_body_from = staticmethod(_dec_body_ConnectionStart)
 
     server_properties: dict[str, Any] | None = None
     mechanisms: list[str]
@@ -3834,8 +3834,8 @@ class ConnectionStartOk(_SlotsConnectionStartOk):
     CODE: ClassVar[int | None] = 2
     OPCODE: ClassVar[int | None] = 258
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionStartOk
-    _enc_body = staticmethod(_enc_body_ConnectionStartOk)
-    _dec_body = staticmethod(_dec_body_ConnectionStartOk)
+    encode_body_into = staticmethod(_enc_body_ConnectionStartOk)
+    decode_body_from = staticmethod(_dec_body_ConnectionStartOk)
 
     client_properties: dict[str, Any] | None = None
     mechanism: str
@@ -3920,8 +3920,8 @@ class ConnectionSecure(_SlotsConnectionSecure):
     CODE: ClassVar[int | None] = 3
     OPCODE: ClassVar[int | None] = 259
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionSecure
-    _enc_body = staticmethod(_enc_body_ConnectionSecure)
-    _dec_body = staticmethod(_dec_body_ConnectionSecure)
+    encode_body_into = staticmethod(_enc_body_ConnectionSecure)
+    decode_body_from = staticmethod(_dec_body_ConnectionSecure)
 
     challenge: bytes
 
@@ -3985,8 +3985,8 @@ class ConnectionSecureOk(_SlotsConnectionSecureOk):
     CODE: ClassVar[int | None] = 4
     OPCODE: ClassVar[int | None] = 260
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionSecureOk
-    _enc_body = staticmethod(_enc_body_ConnectionSecureOk)
-    _dec_body = staticmethod(_dec_body_ConnectionSecureOk)
+    encode_body_into = staticmethod(_enc_body_ConnectionSecureOk)
+    decode_body_from = staticmethod(_dec_body_ConnectionSecureOk)
 
     response: bytes
 
@@ -4092,8 +4092,8 @@ class ConnectionTune(_SlotsConnectionTune):
     CODE: ClassVar[int | None] = 5
     OPCODE: ClassVar[int | None] = 261
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionTune
-    _enc_body = staticmethod(_enc_body_ConnectionTune)
-    _dec_body = staticmethod(_dec_body_ConnectionTune)
+    encode_body_into = staticmethod(_enc_body_ConnectionTune)
+    decode_body_from = staticmethod(_dec_body_ConnectionTune)
 
     channel_max: int | None = None
     max_frame_size: int | None = None
@@ -4200,8 +4200,8 @@ class ConnectionTuneOk(_SlotsConnectionTuneOk):
     CODE: ClassVar[int | None] = 6
     OPCODE: ClassVar[int | None] = 262
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionTuneOk
-    _enc_body = staticmethod(_enc_body_ConnectionTuneOk)
-    _dec_body = staticmethod(_dec_body_ConnectionTuneOk)
+    encode_body_into = staticmethod(_enc_body_ConnectionTuneOk)
+    decode_body_from = staticmethod(_dec_body_ConnectionTuneOk)
 
     channel_max: int
     max_frame_size: int | None = None
@@ -4305,8 +4305,8 @@ class ConnectionOpen(_SlotsConnectionOpen):
     CODE: ClassVar[int | None] = 7
     OPCODE: ClassVar[int | None] = 263
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionOpen
-    _enc_body = staticmethod(_enc_body_ConnectionOpen)
-    _dec_body = staticmethod(_dec_body_ConnectionOpen)
+    encode_body_into = staticmethod(_enc_body_ConnectionOpen)
+    decode_body_from = staticmethod(_dec_body_ConnectionOpen)
 
     virtual_host: str
     capabilities: list[str] | None = None
@@ -4382,8 +4382,8 @@ class ConnectionOpenOk(_SlotsConnectionOpenOk):
     CODE: ClassVar[int | None] = 8
     OPCODE: ClassVar[int | None] = 264
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionOpenOk
-    _enc_body = staticmethod(_enc_body_ConnectionOpenOk)
-    _dec_body = staticmethod(_dec_body_ConnectionOpenOk)
+    encode_body_into = staticmethod(_enc_body_ConnectionOpenOk)
+    decode_body_from = staticmethod(_dec_body_ConnectionOpenOk)
 
     known_hosts: list[str] | None = None
 
@@ -4472,8 +4472,8 @@ class ConnectionRedirect(_SlotsConnectionRedirect):
     CODE: ClassVar[int | None] = 9
     OPCODE: ClassVar[int | None] = 265
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionRedirect
-    _enc_body = staticmethod(_enc_body_ConnectionRedirect)
-    _dec_body = staticmethod(_dec_body_ConnectionRedirect)
+    encode_body_into = staticmethod(_enc_body_ConnectionRedirect)
+    decode_body_from = staticmethod(_dec_body_ConnectionRedirect)
 
     host: str
     known_hosts: list[str] | None = None
@@ -4532,8 +4532,8 @@ class ConnectionHeartbeat(_SlotsConnectionHeartbeat):
     CODE: ClassVar[int | None] = 10
     OPCODE: ClassVar[int | None] = 266
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionHeartbeat
-    _enc_body = staticmethod(_enc_body_ConnectionHeartbeat)
-    _dec_body = staticmethod(_dec_body_ConnectionHeartbeat)
+    encode_body_into = staticmethod(_enc_body_ConnectionHeartbeat)
+    decode_body_from = staticmethod(_dec_body_ConnectionHeartbeat)
 
 
 _CLASSES[ConnectionHeartbeat.NAME] = ConnectionHeartbeat
@@ -4616,8 +4616,8 @@ class ConnectionClose(_SlotsConnectionClose):
     CODE: ClassVar[int | None] = 11
     OPCODE: ClassVar[int | None] = 267
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionClose
-    _enc_body = staticmethod(_enc_body_ConnectionClose)
-    _dec_body = staticmethod(_dec_body_ConnectionClose)
+    encode_body_into = staticmethod(_enc_body_ConnectionClose)
+    decode_body_from = staticmethod(_dec_body_ConnectionClose)
 
     reply_code: CloseCode | int
     reply_text: str | None = None
@@ -4682,8 +4682,8 @@ class ConnectionCloseOk(_SlotsConnectionCloseOk):
     CODE: ClassVar[int | None] = 12
     OPCODE: ClassVar[int | None] = 268
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionCloseOk
-    _enc_body = staticmethod(_enc_body_ConnectionCloseOk)
-    _dec_body = staticmethod(_dec_body_ConnectionCloseOk)
+    encode_body_into = staticmethod(_enc_body_ConnectionCloseOk)
+    decode_body_from = staticmethod(_dec_body_ConnectionCloseOk)
 
 
 _CLASSES[ConnectionCloseOk.NAME] = ConnectionCloseOk
@@ -4749,8 +4749,8 @@ class SessionAttach(_SlotsSessionAttach):
     CODE: ClassVar[int | None] = 1
     OPCODE: ClassVar[int | None] = 513
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SessionAttach
-    _enc_body = staticmethod(_enc_body_SessionAttach)
-    _dec_body = staticmethod(_dec_body_SessionAttach)
+    encode_body_into = staticmethod(_enc_body_SessionAttach)
+    decode_body_from = staticmethod(_dec_body_SessionAttach)
 
     name: bytes
     force: bool = False
@@ -4826,8 +4826,8 @@ class SessionAttached(_SlotsSessionAttached):
     CODE: ClassVar[int | None] = 2
     OPCODE: ClassVar[int | None] = 514
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SessionAttached
-    _enc_body = staticmethod(_enc_body_SessionAttached)
-    _dec_body = staticmethod(_dec_body_SessionAttached)
+    encode_body_into = staticmethod(_enc_body_SessionAttached)
+    decode_body_from = staticmethod(_dec_body_SessionAttached)
 
     name: bytes
 
@@ -4900,8 +4900,8 @@ class SessionDetach(_SlotsSessionDetach):
     CODE: ClassVar[int | None] = 3
     OPCODE: ClassVar[int | None] = 515
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SessionDetach
-    _enc_body = staticmethod(_enc_body_SessionDetach)
-    _dec_body = staticmethod(_dec_body_SessionDetach)
+    encode_body_into = staticmethod(_enc_body_SessionDetach)
+    decode_body_from = staticmethod(_dec_body_SessionDetach)
 
     name: bytes
 
@@ -4989,8 +4989,8 @@ class SessionDetached(_SlotsSessionDetached):
     CODE: ClassVar[int | None] = 4
     OPCODE: ClassVar[int | None] = 516
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SessionDetached
-    _enc_body = staticmethod(_enc_body_SessionDetached)
-    _dec_body = staticmethod(_dec_body_SessionDetached)
+    encode_body_into = staticmethod(_enc_body_SessionDetached)
+    decode_body_from = staticmethod(_dec_body_SessionDetached)
 
     name: bytes
     code: DetachCode | int
@@ -5071,8 +5071,8 @@ class SessionRequestTimeout(_SlotsSessionRequestTimeout):
     CODE: ClassVar[int | None] = 5
     OPCODE: ClassVar[int | None] = 517
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SessionRequestTimeout
-    _enc_body = staticmethod(_enc_body_SessionRequestTimeout)
-    _dec_body = staticmethod(_dec_body_SessionRequestTimeout)
+    encode_body_into = staticmethod(_enc_body_SessionRequestTimeout)
+    decode_body_from = staticmethod(_dec_body_SessionRequestTimeout)
 
     timeout: int | None = None
 
@@ -5138,8 +5138,8 @@ class SessionTimeout(_SlotsSessionTimeout):
     CODE: ClassVar[int | None] = 6
     OPCODE: ClassVar[int | None] = 518
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SessionTimeout
-    _enc_body = staticmethod(_enc_body_SessionTimeout)
-    _dec_body = staticmethod(_dec_body_SessionTimeout)
+    encode_body_into = staticmethod(_enc_body_SessionTimeout)
+    decode_body_from = staticmethod(_dec_body_SessionTimeout)
 
     timeout: int | None = None
 
@@ -5218,8 +5218,8 @@ class SessionCommandPoint(_SlotsSessionCommandPoint):
     CODE: ClassVar[int | None] = 7
     OPCODE: ClassVar[int | None] = 519
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SessionCommandPoint
-    _enc_body = staticmethod(_enc_body_SessionCommandPoint)
-    _dec_body = staticmethod(_dec_body_SessionCommandPoint)
+    encode_body_into = staticmethod(_enc_body_SessionCommandPoint)
+    decode_body_from = staticmethod(_dec_body_SessionCommandPoint)
 
     command_id: int
     command_offset: int
@@ -5303,8 +5303,8 @@ class SessionExpected(_SlotsSessionExpected):
     CODE: ClassVar[int | None] = 8
     OPCODE: ClassVar[int | None] = 520
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SessionExpected
-    _enc_body = staticmethod(_enc_body_SessionExpected)
-    _dec_body = staticmethod(_dec_body_SessionExpected)
+    encode_body_into = staticmethod(_enc_body_SessionExpected)
+    decode_body_from = staticmethod(_dec_body_SessionExpected)
 
     commands: SequenceSet
     fragments: list[CommandFragment] | None = None
@@ -5387,8 +5387,8 @@ class SessionConfirmed(_SlotsSessionConfirmed):
     CODE: ClassVar[int | None] = 9
     OPCODE: ClassVar[int | None] = 521
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SessionConfirmed
-    _enc_body = staticmethod(_enc_body_SessionConfirmed)
-    _dec_body = staticmethod(_dec_body_SessionConfirmed)
+    encode_body_into = staticmethod(_enc_body_SessionConfirmed)
+    decode_body_from = staticmethod(_dec_body_SessionConfirmed)
 
     commands: SequenceSet | None = None
     fragments: list[CommandFragment] | None = None
@@ -5460,8 +5460,8 @@ class SessionCompleted(_SlotsSessionCompleted):
     CODE: ClassVar[int | None] = 10
     OPCODE: ClassVar[int | None] = 522
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SessionCompleted
-    _enc_body = staticmethod(_enc_body_SessionCompleted)
-    _dec_body = staticmethod(_dec_body_SessionCompleted)
+    encode_body_into = staticmethod(_enc_body_SessionCompleted)
+    decode_body_from = staticmethod(_dec_body_SessionCompleted)
 
     commands: SequenceSet | None = None
     timely_reply: bool = False
@@ -5527,8 +5527,8 @@ class SessionKnownCompleted(_SlotsSessionKnownCompleted):
     CODE: ClassVar[int | None] = 11
     OPCODE: ClassVar[int | None] = 523
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SessionKnownCompleted
-    _enc_body = staticmethod(_enc_body_SessionKnownCompleted)
-    _dec_body = staticmethod(_dec_body_SessionKnownCompleted)
+    encode_body_into = staticmethod(_enc_body_SessionKnownCompleted)
+    decode_body_from = staticmethod(_dec_body_SessionKnownCompleted)
 
     commands: SequenceSet | None = None
 
@@ -5592,8 +5592,8 @@ class SessionFlush(_SlotsSessionFlush):
     CODE: ClassVar[int | None] = 12
     OPCODE: ClassVar[int | None] = 524
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SessionFlush
-    _enc_body = staticmethod(_enc_body_SessionFlush)
-    _dec_body = staticmethod(_dec_body_SessionFlush)
+    encode_body_into = staticmethod(_enc_body_SessionFlush)
+    decode_body_from = staticmethod(_dec_body_SessionFlush)
 
     expected: bool = False
     confirmed: bool = False
@@ -5659,8 +5659,8 @@ class SessionGap(_SlotsSessionGap):
     CODE: ClassVar[int | None] = 13
     OPCODE: ClassVar[int | None] = 525
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SessionGap
-    _enc_body = staticmethod(_enc_body_SessionGap)
-    _dec_body = staticmethod(_dec_body_SessionGap)
+    encode_body_into = staticmethod(_enc_body_SessionGap)
+    decode_body_from = staticmethod(_dec_body_SessionGap)
 
     commands: SequenceSet | None = None
 
@@ -5715,8 +5715,8 @@ class ExecutionSync(_SlotsExecutionSync):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ExecutionSync
-    _enc_body = staticmethod(_enc_body_ExecutionSync)
-    _dec_body = staticmethod(_dec_body_ExecutionSync)
+    encode_body_into = staticmethod(_enc_body_ExecutionSync)
+    decode_body_from = staticmethod(_dec_body_ExecutionSync)
 
 
 _CLASSES[ExecutionSync.NAME] = ExecutionSync
@@ -5788,8 +5788,8 @@ class ExecutionResult(_SlotsExecutionResult):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ExecutionResult
-    _enc_body = staticmethod(_enc_body_ExecutionResult)
-    _dec_body = staticmethod(_dec_body_ExecutionResult)
+    encode_body_into = staticmethod(_enc_body_ExecutionResult)
+    decode_body_from = staticmethod(_dec_body_ExecutionResult)
 
     command_id: int
     value: Any | None = None
@@ -5948,8 +5948,8 @@ class ExecutionException(_SlotsExecutionException):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ExecutionException
-    _enc_body = staticmethod(_enc_body_ExecutionException)
-    _dec_body = staticmethod(_dec_body_ExecutionException)
+    encode_body_into = staticmethod(_enc_body_ExecutionException)
+    decode_body_from = staticmethod(_dec_body_ExecutionException)
 
     error_code: ErrorCode | int
     command_id: int | None = None
@@ -6099,8 +6099,8 @@ class MessageTransfer(_SlotsMessageTransfer):
     HAS_BODY: ClassVar[bool] = True
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ('DeliveryProperties', 'FragmentProperties', 'MessageProperties')
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageTransfer
-    _enc_body = staticmethod(_enc_body_MessageTransfer)
-    _dec_body = staticmethod(_dec_body_MessageTransfer)
+    encode_body_into = staticmethod(_enc_body_MessageTransfer)
+    decode_body_from = staticmethod(_dec_body_MessageTransfer)
 
     destination: str | None = None
     accept_mode: AcceptMode | int
@@ -6192,8 +6192,8 @@ class MessageAccept(_SlotsMessageAccept):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageAccept
-    _enc_body = staticmethod(_enc_body_MessageAccept)
-    _dec_body = staticmethod(_dec_body_MessageAccept)
+    encode_body_into = staticmethod(_enc_body_MessageAccept)
+    decode_body_from = staticmethod(_dec_body_MessageAccept)
 
     transfers: SequenceSet
 
@@ -6300,8 +6300,8 @@ class MessageReject(_SlotsMessageReject):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageReject
-    _enc_body = staticmethod(_enc_body_MessageReject)
-    _dec_body = staticmethod(_dec_body_MessageReject)
+    encode_body_into = staticmethod(_enc_body_MessageReject)
+    decode_body_from = staticmethod(_dec_body_MessageReject)
 
     transfers: SequenceSet
     code: RejectCode | int
@@ -6392,8 +6392,8 @@ class MessageRelease(_SlotsMessageRelease):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageRelease
-    _enc_body = staticmethod(_enc_body_MessageRelease)
-    _dec_body = staticmethod(_dec_body_MessageRelease)
+    encode_body_into = staticmethod(_enc_body_MessageRelease)
+    decode_body_from = staticmethod(_dec_body_MessageRelease)
 
     transfers: SequenceSet
     set_redelivered: bool = False
@@ -6464,8 +6464,8 @@ class MessageAcquire(_SlotsMessageAcquire):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageAcquire
-    _enc_body = staticmethod(_enc_body_MessageAcquire)
-    _dec_body = staticmethod(_dec_body_MessageAcquire)
+    encode_body_into = staticmethod(_enc_body_MessageAcquire)
+    decode_body_from = staticmethod(_dec_body_MessageAcquire)
 
     transfers: SequenceSet
 
@@ -6566,8 +6566,8 @@ class MessageResume(_SlotsMessageResume):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageResume
-    _enc_body = staticmethod(_enc_body_MessageResume)
-    _dec_body = staticmethod(_dec_body_MessageResume)
+    encode_body_into = staticmethod(_enc_body_MessageResume)
+    decode_body_from = staticmethod(_dec_body_MessageResume)
 
     destination: str | None = None
     resume_id: str
@@ -6753,8 +6753,8 @@ class MessageSubscribe(_SlotsMessageSubscribe):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageSubscribe
-    _enc_body = staticmethod(_enc_body_MessageSubscribe)
-    _dec_body = staticmethod(_dec_body_MessageSubscribe)
+    encode_body_into = staticmethod(_enc_body_MessageSubscribe)
+    decode_body_from = staticmethod(_dec_body_MessageSubscribe)
 
     queue: str
     destination: str | None = None
@@ -6888,8 +6888,8 @@ class MessageCancel(_SlotsMessageCancel):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageCancel
-    _enc_body = staticmethod(_enc_body_MessageCancel)
-    _dec_body = staticmethod(_dec_body_MessageCancel)
+    encode_body_into = staticmethod(_enc_body_MessageCancel)
+    decode_body_from = staticmethod(_dec_body_MessageCancel)
 
     destination: str
 
@@ -6988,8 +6988,8 @@ class MessageSetFlowMode(_SlotsMessageSetFlowMode):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageSetFlowMode
-    _enc_body = staticmethod(_enc_body_MessageSetFlowMode)
-    _dec_body = staticmethod(_dec_body_MessageSetFlowMode)
+    encode_body_into = staticmethod(_enc_body_MessageSetFlowMode)
+    decode_body_from = staticmethod(_dec_body_MessageSetFlowMode)
 
     destination: str | None = None
     flow_mode: FlowMode | int
@@ -7112,8 +7112,8 @@ class MessageFlow(_SlotsMessageFlow):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageFlow
-    _enc_body = staticmethod(_enc_body_MessageFlow)
-    _dec_body = staticmethod(_dec_body_MessageFlow)
+    encode_body_into = staticmethod(_enc_body_MessageFlow)
+    decode_body_from = staticmethod(_dec_body_MessageFlow)
 
     destination: str | None = None
     unit: CreditUnit | int
@@ -7213,8 +7213,8 @@ class MessageFlush(_SlotsMessageFlush):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageFlush
-    _enc_body = staticmethod(_enc_body_MessageFlush)
-    _dec_body = staticmethod(_dec_body_MessageFlush)
+    encode_body_into = staticmethod(_enc_body_MessageFlush)
+    decode_body_from = staticmethod(_dec_body_MessageFlush)
 
     destination: str | None = None
 
@@ -7297,8 +7297,8 @@ class MessageStop(_SlotsMessageStop):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageStop
-    _enc_body = staticmethod(_enc_body_MessageStop)
-    _dec_body = staticmethod(_dec_body_MessageStop)
+    encode_body_into = staticmethod(_enc_body_MessageStop)
+    decode_body_from = staticmethod(_dec_body_MessageStop)
 
     destination: str | None = None
 
@@ -7355,8 +7355,8 @@ class TxSelect(_SlotsTxSelect):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_TxSelect
-    _enc_body = staticmethod(_enc_body_TxSelect)
-    _dec_body = staticmethod(_dec_body_TxSelect)
+    encode_body_into = staticmethod(_enc_body_TxSelect)
+    decode_body_from = staticmethod(_dec_body_TxSelect)
 
 
 _CLASSES[TxSelect.NAME] = TxSelect
@@ -7403,8 +7403,8 @@ class TxCommit(_SlotsTxCommit):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_TxCommit
-    _enc_body = staticmethod(_enc_body_TxCommit)
-    _dec_body = staticmethod(_dec_body_TxCommit)
+    encode_body_into = staticmethod(_enc_body_TxCommit)
+    decode_body_from = staticmethod(_dec_body_TxCommit)
 
 
 _CLASSES[TxCommit.NAME] = TxCommit
@@ -7451,8 +7451,8 @@ class TxRollback(_SlotsTxRollback):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_TxRollback
-    _enc_body = staticmethod(_enc_body_TxRollback)
-    _dec_body = staticmethod(_dec_body_TxRollback)
+    encode_body_into = staticmethod(_enc_body_TxRollback)
+    decode_body_from = staticmethod(_dec_body_TxRollback)
 
 
 _CLASSES[TxRollback.NAME] = TxRollback
@@ -7499,8 +7499,8 @@ class DtxSelect(_SlotsDtxSelect):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_DtxSelect
-    _enc_body = staticmethod(_enc_body_DtxSelect)
-    _dec_body = staticmethod(_dec_body_DtxSelect)
+    encode_body_into = staticmethod(_enc_body_DtxSelect)
+    decode_body_from = staticmethod(_dec_body_DtxSelect)
 
 
 _CLASSES[DtxSelect.NAME] = DtxSelect
@@ -7567,8 +7567,8 @@ class DtxStart(_SlotsDtxStart):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_DtxStart
-    _enc_body = staticmethod(_enc_body_DtxStart)
-    _dec_body = staticmethod(_dec_body_DtxStart)
+    encode_body_into = staticmethod(_enc_body_DtxStart)
+    decode_body_from = staticmethod(_dec_body_DtxStart)
 
     xid: Xid
     join: bool = False
@@ -7650,8 +7650,8 @@ class DtxEnd(_SlotsDtxEnd):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_DtxEnd
-    _enc_body = staticmethod(_enc_body_DtxEnd)
-    _dec_body = staticmethod(_dec_body_DtxEnd)
+    encode_body_into = staticmethod(_enc_body_DtxEnd)
+    decode_body_from = staticmethod(_dec_body_DtxEnd)
 
     xid: Xid
     fail: bool = False
@@ -7729,8 +7729,8 @@ class DtxCommit(_SlotsDtxCommit):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_DtxCommit
-    _enc_body = staticmethod(_enc_body_DtxCommit)
-    _dec_body = staticmethod(_dec_body_DtxCommit)
+    encode_body_into = staticmethod(_enc_body_DtxCommit)
+    decode_body_from = staticmethod(_dec_body_DtxCommit)
 
     xid: Xid
     one_phase: bool = False
@@ -7801,8 +7801,8 @@ class DtxForget(_SlotsDtxForget):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_DtxForget
-    _enc_body = staticmethod(_enc_body_DtxForget)
-    _dec_body = staticmethod(_dec_body_DtxForget)
+    encode_body_into = staticmethod(_enc_body_DtxForget)
+    decode_body_from = staticmethod(_dec_body_DtxForget)
 
     xid: Xid
 
@@ -7870,8 +7870,8 @@ class DtxGetTimeout(_SlotsDtxGetTimeout):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_DtxGetTimeout
-    _enc_body = staticmethod(_enc_body_DtxGetTimeout)
-    _dec_body = staticmethod(_dec_body_DtxGetTimeout)
+    encode_body_into = staticmethod(_enc_body_DtxGetTimeout)
+    decode_body_from = staticmethod(_dec_body_DtxGetTimeout)
 
     xid: Xid
 
@@ -7939,8 +7939,8 @@ class DtxPrepare(_SlotsDtxPrepare):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_DtxPrepare
-    _enc_body = staticmethod(_enc_body_DtxPrepare)
-    _dec_body = staticmethod(_dec_body_DtxPrepare)
+    encode_body_into = staticmethod(_enc_body_DtxPrepare)
+    decode_body_from = staticmethod(_dec_body_DtxPrepare)
 
     xid: Xid
 
@@ -7996,8 +7996,8 @@ class DtxRecover(_SlotsDtxRecover):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_DtxRecover
-    _enc_body = staticmethod(_enc_body_DtxRecover)
-    _dec_body = staticmethod(_dec_body_DtxRecover)
+    encode_body_into = staticmethod(_enc_body_DtxRecover)
+    decode_body_from = staticmethod(_dec_body_DtxRecover)
 
 
 _CLASSES[DtxRecover.NAME] = DtxRecover
@@ -8056,8 +8056,8 @@ class DtxRollback(_SlotsDtxRollback):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_DtxRollback
-    _enc_body = staticmethod(_enc_body_DtxRollback)
-    _dec_body = staticmethod(_dec_body_DtxRollback)
+    encode_body_into = staticmethod(_enc_body_DtxRollback)
+    decode_body_from = staticmethod(_dec_body_DtxRollback)
 
     xid: Xid
 
@@ -8138,8 +8138,8 @@ class DtxSetTimeout(_SlotsDtxSetTimeout):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_DtxSetTimeout
-    _enc_body = staticmethod(_enc_body_DtxSetTimeout)
-    _dec_body = staticmethod(_dec_body_DtxSetTimeout)
+    encode_body_into = staticmethod(_enc_body_DtxSetTimeout)
+    decode_body_from = staticmethod(_dec_body_DtxSetTimeout)
 
     xid: Xid
     timeout: int
@@ -8287,8 +8287,8 @@ class ExchangeDeclare(_SlotsExchangeDeclare):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ExchangeDeclare
-    _enc_body = staticmethod(_enc_body_ExchangeDeclare)
-    _dec_body = staticmethod(_dec_body_ExchangeDeclare)
+    encode_body_into = staticmethod(_enc_body_ExchangeDeclare)
+    decode_body_from = staticmethod(_dec_body_ExchangeDeclare)
 
     exchange: str
     type: str
@@ -8405,8 +8405,8 @@ class ExchangeDelete(_SlotsExchangeDelete):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ExchangeDelete
-    _enc_body = staticmethod(_enc_body_ExchangeDelete)
-    _dec_body = staticmethod(_dec_body_ExchangeDelete)
+    encode_body_into = staticmethod(_enc_body_ExchangeDelete)
+    decode_body_from = staticmethod(_dec_body_ExchangeDelete)
 
     exchange: str
     if_unused: bool = False
@@ -8493,8 +8493,8 @@ class ExchangeQuery(_SlotsExchangeQuery):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ExchangeQuery
-    _enc_body = staticmethod(_enc_body_ExchangeQuery)
-    _dec_body = staticmethod(_dec_body_ExchangeQuery)
+    encode_body_into = staticmethod(_enc_body_ExchangeQuery)
+    decode_body_from = staticmethod(_dec_body_ExchangeQuery)
 
     name: str | None = None
 
@@ -8625,8 +8625,8 @@ class ExchangeBind(_SlotsExchangeBind):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ExchangeBind
-    _enc_body = staticmethod(_enc_body_ExchangeBind)
-    _dec_body = staticmethod(_dec_body_ExchangeBind)
+    encode_body_into = staticmethod(_enc_body_ExchangeBind)
+    decode_body_from = staticmethod(_dec_body_ExchangeBind)
 
     queue: str
     exchange: str
@@ -8769,8 +8769,8 @@ class ExchangeUnbind(_SlotsExchangeUnbind):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ExchangeUnbind
-    _enc_body = staticmethod(_enc_body_ExchangeUnbind)
-    _dec_body = staticmethod(_dec_body_ExchangeUnbind)
+    encode_body_into = staticmethod(_enc_body_ExchangeUnbind)
+    decode_body_from = staticmethod(_dec_body_ExchangeUnbind)
 
     queue: str
     exchange: str
@@ -8918,8 +8918,8 @@ class ExchangeBound(_SlotsExchangeBound):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ExchangeBound
-    _enc_body = staticmethod(_enc_body_ExchangeBound)
-    _dec_body = staticmethod(_dec_body_ExchangeBound)
+    encode_body_into = staticmethod(_enc_body_ExchangeBound)
+    decode_body_from = staticmethod(_dec_body_ExchangeBound)
 
     exchange: str | None = None
     queue: str
@@ -9067,8 +9067,8 @@ class QueueDeclare(_SlotsQueueDeclare):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_QueueDeclare
-    _enc_body = staticmethod(_enc_body_QueueDeclare)
-    _dec_body = staticmethod(_dec_body_QueueDeclare)
+    encode_body_into = staticmethod(_enc_body_QueueDeclare)
+    decode_body_from = staticmethod(_dec_body_QueueDeclare)
 
     queue: str
     alternate_exchange: str | None = None
@@ -9184,8 +9184,8 @@ class QueueDelete(_SlotsQueueDelete):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_QueueDelete
-    _enc_body = staticmethod(_enc_body_QueueDelete)
-    _dec_body = staticmethod(_dec_body_QueueDelete)
+    encode_body_into = staticmethod(_enc_body_QueueDelete)
+    decode_body_from = staticmethod(_dec_body_QueueDelete)
 
     queue: str
     if_unused: bool = False
@@ -9275,8 +9275,8 @@ class QueuePurge(_SlotsQueuePurge):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_QueuePurge
-    _enc_body = staticmethod(_enc_body_QueuePurge)
-    _dec_body = staticmethod(_dec_body_QueuePurge)
+    encode_body_into = staticmethod(_enc_body_QueuePurge)
+    decode_body_from = staticmethod(_dec_body_QueuePurge)
 
     queue: str
 
@@ -9360,8 +9360,8 @@ class QueueQuery(_SlotsQueueQuery):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_QueueQuery
-    _enc_body = staticmethod(_enc_body_QueueQuery)
-    _dec_body = staticmethod(_dec_body_QueueQuery)
+    encode_body_into = staticmethod(_enc_body_QueueQuery)
+    decode_body_from = staticmethod(_dec_body_QueueQuery)
 
     queue: str
 
@@ -9451,8 +9451,8 @@ class FileQos(_SlotsFileQos):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FileQos
-    _enc_body = staticmethod(_enc_body_FileQos)
-    _dec_body = staticmethod(_dec_body_FileQos)
+    encode_body_into = staticmethod(_enc_body_FileQos)
+    decode_body_from = staticmethod(_dec_body_FileQos)
 
     prefetch_size: int | None = None
     prefetch_count: int | None = None
@@ -9515,8 +9515,8 @@ class FileQosOk(_SlotsFileQosOk):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FileQosOk
-    _enc_body = staticmethod(_enc_body_FileQosOk)
-    _dec_body = staticmethod(_dec_body_FileQosOk)
+    encode_body_into = staticmethod(_enc_body_FileQosOk)
+    decode_body_from = staticmethod(_dec_body_FileQosOk)
 
 
 _CLASSES[FileQosOk.NAME] = FileQosOk
@@ -9634,8 +9634,8 @@ class FileConsume(_SlotsFileConsume):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FileConsume
-    _enc_body = staticmethod(_enc_body_FileConsume)
-    _dec_body = staticmethod(_dec_body_FileConsume)
+    encode_body_into = staticmethod(_enc_body_FileConsume)
+    decode_body_from = staticmethod(_dec_body_FileConsume)
 
     queue: str | None = None
     consumer_tag: str | None = None
@@ -9742,8 +9742,8 @@ class FileConsumeOk(_SlotsFileConsumeOk):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FileConsumeOk
-    _enc_body = staticmethod(_enc_body_FileConsumeOk)
-    _dec_body = staticmethod(_dec_body_FileConsumeOk)
+    encode_body_into = staticmethod(_enc_body_FileConsumeOk)
+    decode_body_from = staticmethod(_dec_body_FileConsumeOk)
 
     consumer_tag: str | None = None
 
@@ -9826,8 +9826,8 @@ class FileCancel(_SlotsFileCancel):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FileCancel
-    _enc_body = staticmethod(_enc_body_FileCancel)
-    _dec_body = staticmethod(_dec_body_FileCancel)
+    encode_body_into = staticmethod(_enc_body_FileCancel)
+    decode_body_from = staticmethod(_dec_body_FileCancel)
 
     consumer_tag: str | None = None
 
@@ -9923,8 +9923,8 @@ class FileOpen(_SlotsFileOpen):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FileOpen
-    _enc_body = staticmethod(_enc_body_FileOpen)
-    _dec_body = staticmethod(_dec_body_FileOpen)
+    encode_body_into = staticmethod(_enc_body_FileOpen)
+    decode_body_from = staticmethod(_dec_body_FileOpen)
 
     identifier: str | None = None
     content_size: int | None = None
@@ -10001,8 +10001,8 @@ class FileOpenOk(_SlotsFileOpenOk):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FileOpenOk
-    _enc_body = staticmethod(_enc_body_FileOpenOk)
-    _dec_body = staticmethod(_dec_body_FileOpenOk)
+    encode_body_into = staticmethod(_enc_body_FileOpenOk)
+    decode_body_from = staticmethod(_dec_body_FileOpenOk)
 
     staged_size: int | None = None
 
@@ -10057,8 +10057,8 @@ class FileStage(_SlotsFileStage):
     HAS_BODY: ClassVar[bool] = True
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ('FileProperties',)
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FileStage
-    _enc_body = staticmethod(_enc_body_FileStage)
-    _dec_body = staticmethod(_dec_body_FileStage)
+    encode_body_into = staticmethod(_enc_body_FileStage)
+    decode_body_from = staticmethod(_dec_body_FileStage)
 
 
 _CLASSES[FileStage.NAME] = FileStage
@@ -10177,8 +10177,8 @@ class FilePublish(_SlotsFilePublish):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FilePublish
-    _enc_body = staticmethod(_enc_body_FilePublish)
-    _dec_body = staticmethod(_dec_body_FilePublish)
+    encode_body_into = staticmethod(_enc_body_FilePublish)
+    decode_body_from = staticmethod(_dec_body_FilePublish)
 
     exchange: str | None = None
     routing_key: str | None = None
@@ -10333,8 +10333,8 @@ class FileReturn(_SlotsFileReturn):
     HAS_BODY: ClassVar[bool] = True
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ('FileProperties',)
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FileReturn
-    _enc_body = staticmethod(_enc_body_FileReturn)
-    _dec_body = staticmethod(_dec_body_FileReturn)
+    encode_body_into = staticmethod(_enc_body_FileReturn)
+    decode_body_from = staticmethod(_dec_body_FileReturn)
 
     reply_code: FileReturnCode | int | None = None
     reply_text: str | None = None
@@ -10516,8 +10516,8 @@ class FileDeliver(_SlotsFileDeliver):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FileDeliver
-    _enc_body = staticmethod(_enc_body_FileDeliver)
-    _dec_body = staticmethod(_dec_body_FileDeliver)
+    encode_body_into = staticmethod(_enc_body_FileDeliver)
+    decode_body_from = staticmethod(_dec_body_FileDeliver)
 
     consumer_tag: str | None = None
     delivery_tag: int | None = None
@@ -10622,8 +10622,8 @@ class FileAck(_SlotsFileAck):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FileAck
-    _enc_body = staticmethod(_enc_body_FileAck)
-    _dec_body = staticmethod(_dec_body_FileAck)
+    encode_body_into = staticmethod(_enc_body_FileAck)
+    decode_body_from = staticmethod(_dec_body_FileAck)
 
     delivery_tag: int | None = None
     multiple: bool = False
@@ -10700,8 +10700,8 @@ class FileReject(_SlotsFileReject):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FileReject
-    _enc_body = staticmethod(_enc_body_FileReject)
-    _dec_body = staticmethod(_dec_body_FileReject)
+    encode_body_into = staticmethod(_enc_body_FileReject)
+    decode_body_from = staticmethod(_dec_body_FileReject)
 
     delivery_tag: int | None = None
     requeue: bool = False
@@ -10804,8 +10804,8 @@ class StreamQos(_SlotsStreamQos):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_StreamQos
-    _enc_body = staticmethod(_enc_body_StreamQos)
-    _dec_body = staticmethod(_dec_body_StreamQos)
+    encode_body_into = staticmethod(_enc_body_StreamQos)
+    decode_body_from = staticmethod(_dec_body_StreamQos)
 
     prefetch_size: int | None = None
     prefetch_count: int | None = None
@@ -10873,8 +10873,8 @@ class StreamQosOk(_SlotsStreamQosOk):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_StreamQosOk
-    _enc_body = staticmethod(_enc_body_StreamQosOk)
-    _dec_body = staticmethod(_dec_body_StreamQosOk)
+    encode_body_into = staticmethod(_enc_body_StreamQosOk)
+    decode_body_from = staticmethod(_dec_body_StreamQosOk)
 
 
 _CLASSES[StreamQosOk.NAME] = StreamQosOk
@@ -10988,8 +10988,8 @@ class StreamConsume(_SlotsStreamConsume):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_StreamConsume
-    _enc_body = staticmethod(_enc_body_StreamConsume)
-    _dec_body = staticmethod(_dec_body_StreamConsume)
+    encode_body_into = staticmethod(_enc_body_StreamConsume)
+    decode_body_from = staticmethod(_dec_body_StreamConsume)
 
     queue: str | None = None
     consumer_tag: str | None = None
@@ -11093,8 +11093,8 @@ class StreamConsumeOk(_SlotsStreamConsumeOk):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_StreamConsumeOk
-    _enc_body = staticmethod(_enc_body_StreamConsumeOk)
-    _dec_body = staticmethod(_dec_body_StreamConsumeOk)
+    encode_body_into = staticmethod(_enc_body_StreamConsumeOk)
+    decode_body_from = staticmethod(_dec_body_StreamConsumeOk)
 
     consumer_tag: str | None = None
 
@@ -11177,8 +11177,8 @@ class StreamCancel(_SlotsStreamCancel):
     HAS_BODY: ClassVar[bool] = False
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_StreamCancel
-    _enc_body = staticmethod(_enc_body_StreamCancel)
-    _dec_body = staticmethod(_dec_body_StreamCancel)
+    encode_body_into = staticmethod(_enc_body_StreamCancel)
+    decode_body_from = staticmethod(_dec_body_StreamCancel)
 
     consumer_tag: str | None = None
 
@@ -11288,8 +11288,8 @@ class StreamPublish(_SlotsStreamPublish):
     HAS_BODY: ClassVar[bool] = True
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ('StreamProperties',)
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_StreamPublish
-    _enc_body = staticmethod(_enc_body_StreamPublish)
-    _dec_body = staticmethod(_dec_body_StreamPublish)
+    encode_body_into = staticmethod(_enc_body_StreamPublish)
+    decode_body_from = staticmethod(_dec_body_StreamPublish)
 
     exchange: str | None = None
     routing_key: str | None = None
@@ -11437,8 +11437,8 @@ class StreamReturn(_SlotsStreamReturn):
     HAS_BODY: ClassVar[bool] = True
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ('StreamProperties',)
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_StreamReturn
-    _enc_body = staticmethod(_enc_body_StreamReturn)
-    _dec_body = staticmethod(_dec_body_StreamReturn)
+    encode_body_into = staticmethod(_enc_body_StreamReturn)
+    decode_body_from = staticmethod(_dec_body_StreamReturn)
 
     reply_code: StreamReturnCode | int | None = None
     reply_text: str | None = None
@@ -11597,8 +11597,8 @@ class StreamDeliver(_SlotsStreamDeliver):
     HAS_BODY: ClassVar[bool] = True
     HEADER_ENTRIES: ClassVar[tuple[str, ...]] = ('StreamProperties',)
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_StreamDeliver
-    _enc_body = staticmethod(_enc_body_StreamDeliver)
-    _dec_body = staticmethod(_dec_body_StreamDeliver)
+    encode_body_into = staticmethod(_enc_body_StreamDeliver)
+    decode_body_from = staticmethod(_dec_body_StreamDeliver)
 
     consumer_tag: str | None = None
     delivery_tag: int | None = None

@@ -233,8 +233,8 @@ class ConnectionRedirect(_SlotsConnectionRedirect):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionRedirect
-    _enc = staticmethod(_enc_ConnectionRedirect)
-    _dec = staticmethod(_dec_ConnectionRedirect)
+    encode_into = staticmethod(_enc_ConnectionRedirect)
+    decode_from = staticmethod(_dec_ConnectionRedirect)
 
     host: str = ''
     known_hosts: str = ''
@@ -284,8 +284,8 @@ class ChannelResume(_SlotsChannelResume):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ChannelResume
-    _enc = staticmethod(_enc_ChannelResume)
-    _dec = staticmethod(_dec_ChannelResume)
+    encode_into = staticmethod(_enc_ChannelResume)
+    decode_from = staticmethod(_dec_ChannelResume)
 
     channel_id: bytes = b''
 
@@ -330,8 +330,8 @@ class ChannelPing(_SlotsChannelPing):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ChannelPing
-    _enc = staticmethod(_enc_ChannelPing)
-    _dec = staticmethod(_dec_ChannelPing)
+    encode_into = staticmethod(_enc_ChannelPing)
+    decode_from = staticmethod(_dec_ChannelPing)
 
 
 METHODS_BY_NAME['channel.ping'] = ChannelPing
@@ -371,8 +371,8 @@ class ChannelPong(_SlotsChannelPong):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ChannelPong
-    _enc = staticmethod(_enc_ChannelPong)
-    _dec = staticmethod(_dec_ChannelPong)
+    encode_into = staticmethod(_enc_ChannelPong)
+    decode_from = staticmethod(_dec_ChannelPong)
 
 
 METHODS_BY_NAME['channel.pong'] = ChannelPong
@@ -412,8 +412,8 @@ class ChannelOk(_SlotsChannelOk):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ChannelOk
-    _enc = staticmethod(_enc_ChannelOk)
-    _dec = staticmethod(_dec_ChannelOk)
+    encode_into = staticmethod(_enc_ChannelOk)
+    decode_from = staticmethod(_dec_ChannelOk)
 
 
 METHODS_BY_NAME['channel.ok'] = ChannelOk
@@ -487,8 +487,8 @@ class AccessRequest(_SlotsAccessRequest):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_AccessRequest
-    _enc = staticmethod(_enc_AccessRequest)
-    _dec = staticmethod(_dec_AccessRequest)
+    encode_into = staticmethod(_enc_AccessRequest)
+    decode_from = staticmethod(_dec_AccessRequest)
 
     realm: str = ''
     exclusive: bool = False
@@ -555,8 +555,8 @@ class AccessRequestOk(_SlotsAccessRequestOk):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_AccessRequestOk
-    _enc = staticmethod(_enc_AccessRequestOk)
-    _dec = staticmethod(_dec_AccessRequestOk)
+    encode_into = staticmethod(_enc_AccessRequestOk)
+    decode_from = staticmethod(_dec_AccessRequestOk)
 
     ticket: int = 0
 
@@ -608,8 +608,8 @@ class BasicRecover(_SlotsBasicRecover):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_BasicRecover
-    _enc = staticmethod(_enc_BasicRecover)
-    _dec = staticmethod(_dec_BasicRecover)
+    encode_into = staticmethod(_enc_BasicRecover)
+    decode_from = staticmethod(_dec_BasicRecover)
 
     requeue: bool = False
 
@@ -666,8 +666,8 @@ class FileQos(_SlotsFileQos):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FileQos
-    _enc = staticmethod(_enc_FileQos)
-    _dec = staticmethod(_dec_FileQos)
+    encode_into = staticmethod(_enc_FileQos)
+    decode_from = staticmethod(_dec_FileQos)
 
     prefetch_size: int = 0
     prefetch_count: int = 0
@@ -717,8 +717,8 @@ class FileQosOk(_SlotsFileQosOk):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FileQosOk
-    _enc = staticmethod(_enc_FileQosOk)
-    _dec = staticmethod(_dec_FileQosOk)
+    encode_into = staticmethod(_enc_FileQosOk)
+    decode_from = staticmethod(_dec_FileQosOk)
 
 
 METHODS_BY_NAME['file.qos-ok'] = FileQosOk
@@ -811,8 +811,8 @@ class FileConsume(_SlotsFileConsume):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FileConsume
-    _enc = staticmethod(_enc_FileConsume)
-    _dec = staticmethod(_dec_FileConsume)
+    encode_into = staticmethod(_enc_FileConsume)
+    decode_from = staticmethod(_dec_FileConsume)
 
     ticket: int = 0
     queue: str = ''
@@ -894,8 +894,8 @@ class FileConsumeOk(_SlotsFileConsumeOk):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FileConsumeOk
-    _enc = staticmethod(_enc_FileConsumeOk)
-    _dec = staticmethod(_dec_FileConsumeOk)
+    encode_into = staticmethod(_enc_FileConsumeOk)
+    decode_from = staticmethod(_dec_FileConsumeOk)
 
     consumer_tag: str = ''
 
@@ -966,8 +966,8 @@ class FileCancel(_SlotsFileCancel):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FileCancel
-    _enc = staticmethod(_enc_FileCancel)
-    _dec = staticmethod(_dec_FileCancel)
+    encode_into = staticmethod(_enc_FileCancel)
+    decode_from = staticmethod(_dec_FileCancel)
 
     consumer_tag: str = ''
     nowait: bool = False
@@ -1034,8 +1034,8 @@ class FileCancelOk(_SlotsFileCancelOk):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FileCancelOk
-    _enc = staticmethod(_enc_FileCancelOk)
-    _dec = staticmethod(_dec_FileCancelOk)
+    encode_into = staticmethod(_enc_FileCancelOk)
+    decode_from = staticmethod(_dec_FileCancelOk)
 
     consumer_tag: str = ''
 
@@ -1106,8 +1106,8 @@ class FileOpen(_SlotsFileOpen):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FileOpen
-    _enc = staticmethod(_enc_FileOpen)
-    _dec = staticmethod(_dec_FileOpen)
+    encode_into = staticmethod(_enc_FileOpen)
+    decode_from = staticmethod(_dec_FileOpen)
 
     identifier: str = ''
     content_size: int = 0
@@ -1161,8 +1161,8 @@ class FileOpenOk(_SlotsFileOpenOk):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FileOpenOk
-    _enc = staticmethod(_enc_FileOpenOk)
-    _dec = staticmethod(_dec_FileOpenOk)
+    encode_into = staticmethod(_enc_FileOpenOk)
+    decode_from = staticmethod(_dec_FileOpenOk)
 
     staged_size: int = 0
 
@@ -1207,8 +1207,8 @@ class FileStage(_SlotsFileStage):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FileStage
-    _enc = staticmethod(_enc_FileStage)
-    _dec = staticmethod(_dec_FileStage)
+    encode_into = staticmethod(_enc_FileStage)
+    decode_from = staticmethod(_dec_FileStage)
 
 
 METHODS_BY_NAME['file.stage'] = FileStage
@@ -1305,8 +1305,8 @@ class FilePublish(_SlotsFilePublish):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FilePublish
-    _enc = staticmethod(_enc_FilePublish)
-    _dec = staticmethod(_dec_FilePublish)
+    encode_into = staticmethod(_enc_FilePublish)
+    decode_from = staticmethod(_dec_FilePublish)
 
     ticket: int = 0
     exchange: str = ''
@@ -1408,8 +1408,8 @@ class FileReturn(_SlotsFileReturn):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FileReturn
-    _enc = staticmethod(_enc_FileReturn)
-    _dec = staticmethod(_dec_FileReturn)
+    encode_into = staticmethod(_enc_FileReturn)
+    decode_from = staticmethod(_dec_FileReturn)
 
     reply_code: int = 0
     reply_text: str = ''
@@ -1521,8 +1521,8 @@ class FileDeliver(_SlotsFileDeliver):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FileDeliver
-    _enc = staticmethod(_enc_FileDeliver)
-    _dec = staticmethod(_dec_FileDeliver)
+    encode_into = staticmethod(_enc_FileDeliver)
+    decode_from = staticmethod(_dec_FileDeliver)
 
     consumer_tag: str = ''
     delivery_tag: int = 0
@@ -1587,8 +1587,8 @@ class FileAck(_SlotsFileAck):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FileAck
-    _enc = staticmethod(_enc_FileAck)
-    _dec = staticmethod(_dec_FileAck)
+    encode_into = staticmethod(_enc_FileAck)
+    decode_from = staticmethod(_dec_FileAck)
 
     delivery_tag: int = 0
     multiple: bool = False
@@ -1645,8 +1645,8 @@ class FileReject(_SlotsFileReject):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FileReject
-    _enc = staticmethod(_enc_FileReject)
-    _dec = staticmethod(_dec_FileReject)
+    encode_into = staticmethod(_enc_FileReject)
+    decode_from = staticmethod(_dec_FileReject)
 
     delivery_tag: int = 0
     requeue: bool = False
@@ -1845,8 +1845,8 @@ class FileProperties(_SlotsFileProperties):
     CLASS_ID: ClassVar[int] = 70
     FLAG_WORDS: ClassVar[int] = 1
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_FileProperties
-    _enc = staticmethod(_enc_FileProperties)
-    _dec = staticmethod(_dec_FileProperties)
+    encode_into = staticmethod(_enc_FileProperties)
+    decode_from = staticmethod(_dec_FileProperties)
 
     content_type: str | None = None
     content_encoding: str | None = None
@@ -1926,8 +1926,8 @@ class StreamQos(_SlotsStreamQos):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_StreamQos
-    _enc = staticmethod(_enc_StreamQos)
-    _dec = staticmethod(_dec_StreamQos)
+    encode_into = staticmethod(_enc_StreamQos)
+    decode_from = staticmethod(_dec_StreamQos)
 
     prefetch_size: int = 0
     prefetch_count: int = 0
@@ -1979,8 +1979,8 @@ class StreamQosOk(_SlotsStreamQosOk):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_StreamQosOk
-    _enc = staticmethod(_enc_StreamQosOk)
-    _dec = staticmethod(_dec_StreamQosOk)
+    encode_into = staticmethod(_enc_StreamQosOk)
+    decode_from = staticmethod(_dec_StreamQosOk)
 
 
 METHODS_BY_NAME['stream.qos-ok'] = StreamQosOk
@@ -2071,8 +2071,8 @@ class StreamConsume(_SlotsStreamConsume):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_StreamConsume
-    _enc = staticmethod(_enc_StreamConsume)
-    _dec = staticmethod(_dec_StreamConsume)
+    encode_into = staticmethod(_enc_StreamConsume)
+    decode_from = staticmethod(_dec_StreamConsume)
 
     ticket: int = 0
     queue: str = ''
@@ -2151,8 +2151,8 @@ class StreamConsumeOk(_SlotsStreamConsumeOk):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_StreamConsumeOk
-    _enc = staticmethod(_enc_StreamConsumeOk)
-    _dec = staticmethod(_dec_StreamConsumeOk)
+    encode_into = staticmethod(_enc_StreamConsumeOk)
+    decode_from = staticmethod(_dec_StreamConsumeOk)
 
     consumer_tag: str = ''
 
@@ -2223,8 +2223,8 @@ class StreamCancel(_SlotsStreamCancel):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_StreamCancel
-    _enc = staticmethod(_enc_StreamCancel)
-    _dec = staticmethod(_dec_StreamCancel)
+    encode_into = staticmethod(_enc_StreamCancel)
+    decode_from = staticmethod(_dec_StreamCancel)
 
     consumer_tag: str = ''
     nowait: bool = False
@@ -2291,8 +2291,8 @@ class StreamCancelOk(_SlotsStreamCancelOk):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_StreamCancelOk
-    _enc = staticmethod(_enc_StreamCancelOk)
-    _dec = staticmethod(_dec_StreamCancelOk)
+    encode_into = staticmethod(_enc_StreamCancelOk)
+    decode_from = staticmethod(_dec_StreamCancelOk)
 
     consumer_tag: str = ''
 
@@ -2383,8 +2383,8 @@ class StreamPublish(_SlotsStreamPublish):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_StreamPublish
-    _enc = staticmethod(_enc_StreamPublish)
-    _dec = staticmethod(_dec_StreamPublish)
+    encode_into = staticmethod(_enc_StreamPublish)
+    decode_from = staticmethod(_dec_StreamPublish)
 
     ticket: int = 0
     exchange: str = ''
@@ -2484,8 +2484,8 @@ class StreamReturn(_SlotsStreamReturn):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_StreamReturn
-    _enc = staticmethod(_enc_StreamReturn)
-    _dec = staticmethod(_dec_StreamReturn)
+    encode_into = staticmethod(_enc_StreamReturn)
+    decode_from = staticmethod(_dec_StreamReturn)
 
     reply_code: int = 0
     reply_text: str = ''
@@ -2584,8 +2584,8 @@ class StreamDeliver(_SlotsStreamDeliver):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_StreamDeliver
-    _enc = staticmethod(_enc_StreamDeliver)
-    _dec = staticmethod(_dec_StreamDeliver)
+    encode_into = staticmethod(_enc_StreamDeliver)
+    decode_from = staticmethod(_dec_StreamDeliver)
 
     consumer_tag: str = ''
     delivery_tag: int = 0
@@ -2719,8 +2719,8 @@ class StreamProperties(_SlotsStreamProperties):
     CLASS_ID: ClassVar[int] = 80
     FLAG_WORDS: ClassVar[int] = 1
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_StreamProperties
-    _enc = staticmethod(_enc_StreamProperties)
-    _dec = staticmethod(_dec_StreamProperties)
+    encode_into = staticmethod(_enc_StreamProperties)
+    decode_from = staticmethod(_dec_StreamProperties)
 
     content_type: str | None = None
     content_encoding: str | None = None
@@ -2775,8 +2775,8 @@ class DtxSelect(_SlotsDtxSelect):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_DtxSelect
-    _enc = staticmethod(_enc_DtxSelect)
-    _dec = staticmethod(_dec_DtxSelect)
+    encode_into = staticmethod(_enc_DtxSelect)
+    decode_from = staticmethod(_dec_DtxSelect)
 
 
 METHODS_BY_NAME['dtx.select'] = DtxSelect
@@ -2816,8 +2816,8 @@ class DtxSelectOk(_SlotsDtxSelectOk):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_DtxSelectOk
-    _enc = staticmethod(_enc_DtxSelectOk)
-    _dec = staticmethod(_dec_DtxSelectOk)
+    encode_into = staticmethod(_enc_DtxSelectOk)
+    decode_from = staticmethod(_dec_DtxSelectOk)
 
 
 METHODS_BY_NAME['dtx.select-ok'] = DtxSelectOk
@@ -2876,8 +2876,8 @@ class DtxStart(_SlotsDtxStart):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_DtxStart
-    _enc = staticmethod(_enc_DtxStart)
-    _dec = staticmethod(_dec_DtxStart)
+    encode_into = staticmethod(_enc_DtxStart)
+    decode_from = staticmethod(_dec_DtxStart)
 
     dtx_identifier: str = ''
 
@@ -2922,8 +2922,8 @@ class DtxStartOk(_SlotsDtxStartOk):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_DtxStartOk
-    _enc = staticmethod(_enc_DtxStartOk)
-    _dec = staticmethod(_dec_DtxStartOk)
+    encode_into = staticmethod(_enc_DtxStartOk)
+    decode_from = staticmethod(_dec_DtxStartOk)
 
 
 METHODS_BY_NAME['dtx.start-ok'] = DtxStartOk
@@ -2966,8 +2966,8 @@ class TunnelRequest(_SlotsTunnelRequest):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_TunnelRequest
-    _enc = staticmethod(_enc_TunnelRequest)
-    _dec = staticmethod(_dec_TunnelRequest)
+    encode_into = staticmethod(_enc_TunnelRequest)
+    decode_from = staticmethod(_dec_TunnelRequest)
 
     meta_data: dict[str, Any] = attrs.field(factory=dict)
 
@@ -3095,8 +3095,8 @@ class TunnelProperties(_SlotsTunnelProperties):
     CLASS_ID: ClassVar[int] = 110
     FLAG_WORDS: ClassVar[int] = 1
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_TunnelProperties
-    _enc = staticmethod(_enc_TunnelProperties)
-    _dec = staticmethod(_dec_TunnelProperties)
+    encode_into = staticmethod(_enc_TunnelProperties)
+    decode_from = staticmethod(_dec_TunnelProperties)
 
     headers: dict[str, Any] | None = None
     proxy_name: str | None = None
@@ -3322,8 +3322,8 @@ class MessageTransfer(_SlotsMessageTransfer):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageTransfer
-    _enc = staticmethod(_enc_MessageTransfer)
-    _dec = staticmethod(_dec_MessageTransfer)
+    encode_into = staticmethod(_enc_MessageTransfer)
+    decode_from = staticmethod(_dec_MessageTransfer)
 
     ticket: int = 0
     destination: str = ''
@@ -3465,8 +3465,8 @@ class MessageConsume(_SlotsMessageConsume):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageConsume
-    _enc = staticmethod(_enc_MessageConsume)
-    _dec = staticmethod(_dec_MessageConsume)
+    encode_into = staticmethod(_enc_MessageConsume)
+    decode_from = staticmethod(_dec_MessageConsume)
 
     ticket: int = 0
     queue: str = ''
@@ -3545,8 +3545,8 @@ class MessageCancel(_SlotsMessageCancel):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageCancel
-    _enc = staticmethod(_enc_MessageCancel)
-    _dec = staticmethod(_dec_MessageCancel)
+    encode_into = staticmethod(_enc_MessageCancel)
+    decode_from = staticmethod(_dec_MessageCancel)
 
     destination: str = ''
 
@@ -3635,8 +3635,8 @@ class MessageGet(_SlotsMessageGet):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageGet
-    _enc = staticmethod(_enc_MessageGet)
-    _dec = staticmethod(_dec_MessageGet)
+    encode_into = staticmethod(_enc_MessageGet)
+    decode_from = staticmethod(_dec_MessageGet)
 
     ticket: int = 0
     queue: str = ''
@@ -3695,8 +3695,8 @@ class MessageRecover(_SlotsMessageRecover):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageRecover
-    _enc = staticmethod(_enc_MessageRecover)
-    _dec = staticmethod(_dec_MessageRecover)
+    encode_into = staticmethod(_enc_MessageRecover)
+    decode_from = staticmethod(_dec_MessageRecover)
 
     requeue: bool = False
 
@@ -3745,8 +3745,8 @@ class MessageOpen(_SlotsMessageOpen):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageOpen
-    _enc = staticmethod(_enc_MessageOpen)
-    _dec = staticmethod(_dec_MessageOpen)
+    encode_into = staticmethod(_enc_MessageOpen)
+    decode_from = staticmethod(_dec_MessageOpen)
 
     reference: bytes = b''
 
@@ -3794,8 +3794,8 @@ class MessageClose(_SlotsMessageClose):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageClose
-    _enc = staticmethod(_enc_MessageClose)
-    _dec = staticmethod(_dec_MessageClose)
+    encode_into = staticmethod(_enc_MessageClose)
+    decode_from = staticmethod(_dec_MessageClose)
 
     reference: bytes = b''
 
@@ -3846,8 +3846,8 @@ class MessageAppend(_SlotsMessageAppend):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageAppend
-    _enc = staticmethod(_enc_MessageAppend)
-    _dec = staticmethod(_dec_MessageAppend)
+    encode_into = staticmethod(_enc_MessageAppend)
+    decode_from = staticmethod(_dec_MessageAppend)
 
     reference: bytes = b''
     bytes: bytes = b''
@@ -3916,8 +3916,8 @@ class MessageCheckpoint(_SlotsMessageCheckpoint):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageCheckpoint
-    _enc = staticmethod(_enc_MessageCheckpoint)
-    _dec = staticmethod(_dec_MessageCheckpoint)
+    encode_into = staticmethod(_enc_MessageCheckpoint)
+    decode_from = staticmethod(_dec_MessageCheckpoint)
 
     reference: bytes = b''
     identifier: str = ''
@@ -3986,8 +3986,8 @@ class MessageResume(_SlotsMessageResume):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageResume
-    _enc = staticmethod(_enc_MessageResume)
-    _dec = staticmethod(_dec_MessageResume)
+    encode_into = staticmethod(_enc_MessageResume)
+    decode_from = staticmethod(_dec_MessageResume)
 
     reference: bytes = b''
     identifier: str = ''
@@ -4045,8 +4045,8 @@ class MessageQos(_SlotsMessageQos):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageQos
-    _enc = staticmethod(_enc_MessageQos)
-    _dec = staticmethod(_dec_MessageQos)
+    encode_into = staticmethod(_enc_MessageQos)
+    decode_from = staticmethod(_dec_MessageQos)
 
     prefetch_size: int = 0
     prefetch_count: int = 0
@@ -4096,8 +4096,8 @@ class MessageOk(_SlotsMessageOk):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageOk
-    _enc = staticmethod(_enc_MessageOk)
-    _dec = staticmethod(_dec_MessageOk)
+    encode_into = staticmethod(_enc_MessageOk)
+    decode_from = staticmethod(_dec_MessageOk)
 
 
 METHODS_BY_NAME['message.ok'] = MessageOk
@@ -4137,8 +4137,8 @@ class MessageEmpty(_SlotsMessageEmpty):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageEmpty
-    _enc = staticmethod(_enc_MessageEmpty)
-    _dec = staticmethod(_dec_MessageEmpty)
+    encode_into = staticmethod(_enc_MessageEmpty)
+    decode_from = staticmethod(_dec_MessageEmpty)
 
 
 METHODS_BY_NAME['message.empty'] = MessageEmpty
@@ -4204,8 +4204,8 @@ class MessageReject(_SlotsMessageReject):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageReject
-    _enc = staticmethod(_enc_MessageReject)
-    _dec = staticmethod(_dec_MessageReject)
+    encode_into = staticmethod(_enc_MessageReject)
+    decode_from = staticmethod(_dec_MessageReject)
 
     code: int = 0
     text: str = ''
@@ -4259,8 +4259,8 @@ class MessageOffset(_SlotsMessageOffset):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_MessageOffset
-    _enc = staticmethod(_enc_MessageOffset)
-    _dec = staticmethod(_dec_MessageOffset)
+    encode_into = staticmethod(_enc_MessageOffset)
+    decode_from = staticmethod(_dec_MessageOffset)
 
     value: int = 0
 

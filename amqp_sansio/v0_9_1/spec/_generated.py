@@ -163,8 +163,8 @@ class ConnectionStart(_SlotsConnectionStart):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionStart
-    _enc = staticmethod(_enc_ConnectionStart)
-    _dec = staticmethod(_dec_ConnectionStart)
+    encode_into = staticmethod(_enc_ConnectionStart)
+    decode_from = staticmethod(_dec_ConnectionStart)
 
     version_major: int = 0
     version_minor: int = 0
@@ -253,8 +253,8 @@ class ConnectionStartOk(_SlotsConnectionStartOk):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionStartOk
-    _enc = staticmethod(_enc_ConnectionStartOk)
-    _dec = staticmethod(_dec_ConnectionStartOk)
+    encode_into = staticmethod(_enc_ConnectionStartOk)
+    decode_from = staticmethod(_dec_ConnectionStartOk)
 
     client_properties: dict[str, Any] = attrs.field(factory=dict)
     mechanism: str = ''
@@ -308,8 +308,8 @@ class ConnectionSecure(_SlotsConnectionSecure):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionSecure
-    _enc = staticmethod(_enc_ConnectionSecure)
-    _dec = staticmethod(_dec_ConnectionSecure)
+    encode_into = staticmethod(_enc_ConnectionSecure)
+    decode_from = staticmethod(_dec_ConnectionSecure)
 
     challenge: bytes = b''
 
@@ -357,8 +357,8 @@ class ConnectionSecureOk(_SlotsConnectionSecureOk):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionSecureOk
-    _enc = staticmethod(_enc_ConnectionSecureOk)
-    _dec = staticmethod(_dec_ConnectionSecureOk)
+    encode_into = staticmethod(_enc_ConnectionSecureOk)
+    decode_from = staticmethod(_dec_ConnectionSecureOk)
 
     response: bytes = b''
 
@@ -414,8 +414,8 @@ class ConnectionTune(_SlotsConnectionTune):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionTune
-    _enc = staticmethod(_enc_ConnectionTune)
-    _dec = staticmethod(_dec_ConnectionTune)
+    encode_into = staticmethod(_enc_ConnectionTune)
+    decode_from = staticmethod(_dec_ConnectionTune)
 
     channel_max: int = 0
     frame_max: int = 0
@@ -475,8 +475,8 @@ class ConnectionTuneOk(_SlotsConnectionTuneOk):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionTuneOk
-    _enc = staticmethod(_enc_ConnectionTuneOk)
-    _dec = staticmethod(_dec_ConnectionTuneOk)
+    encode_into = staticmethod(_enc_ConnectionTuneOk)
+    decode_from = staticmethod(_dec_ConnectionTuneOk)
 
     channel_max: int = 0
     frame_max: int = 0
@@ -553,8 +553,8 @@ class ConnectionOpen(_SlotsConnectionOpen):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionOpen
-    _enc = staticmethod(_enc_ConnectionOpen)
-    _dec = staticmethod(_dec_ConnectionOpen)
+    encode_into = staticmethod(_enc_ConnectionOpen)
+    decode_from = staticmethod(_dec_ConnectionOpen)
 
     virtual_host: str = ''
 
@@ -602,8 +602,8 @@ class ConnectionOpenOk(_SlotsConnectionOpenOk):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionOpenOk
-    _enc = staticmethod(_enc_ConnectionOpenOk)
-    _dec = staticmethod(_dec_ConnectionOpenOk)
+    encode_into = staticmethod(_enc_ConnectionOpenOk)
+    decode_from = staticmethod(_dec_ConnectionOpenOk)
 
 
 METHODS_BY_NAME['connection.open-ok'] = ConnectionOpenOk
@@ -670,8 +670,8 @@ class ConnectionClose(_SlotsConnectionClose):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionClose
-    _enc = staticmethod(_enc_ConnectionClose)
-    _dec = staticmethod(_dec_ConnectionClose)
+    encode_into = staticmethod(_enc_ConnectionClose)
+    decode_from = staticmethod(_dec_ConnectionClose)
 
     reply_code: int = 0
     reply_text: str = ''
@@ -722,8 +722,8 @@ class ConnectionCloseOk(_SlotsConnectionCloseOk):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionCloseOk
-    _enc = staticmethod(_enc_ConnectionCloseOk)
-    _dec = staticmethod(_dec_ConnectionCloseOk)
+    encode_into = staticmethod(_enc_ConnectionCloseOk)
+    decode_from = staticmethod(_dec_ConnectionCloseOk)
 
 
 METHODS_BY_NAME['connection.close-ok'] = ConnectionCloseOk
@@ -782,8 +782,8 @@ class ConnectionBlocked(_SlotsConnectionBlocked):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'rabbitmq'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionBlocked
-    _enc = staticmethod(_enc_ConnectionBlocked)
-    _dec = staticmethod(_dec_ConnectionBlocked)
+    encode_into = staticmethod(_enc_ConnectionBlocked)
+    decode_from = staticmethod(_dec_ConnectionBlocked)
 
     reason: str = ''
 
@@ -828,8 +828,8 @@ class ConnectionUnblocked(_SlotsConnectionUnblocked):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'rabbitmq'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionUnblocked
-    _enc = staticmethod(_enc_ConnectionUnblocked)
-    _dec = staticmethod(_dec_ConnectionUnblocked)
+    encode_into = staticmethod(_enc_ConnectionUnblocked)
+    decode_from = staticmethod(_dec_ConnectionUnblocked)
 
 
 METHODS_BY_NAME['connection.unblocked'] = ConnectionUnblocked
@@ -891,8 +891,8 @@ class ConnectionUpdateSecret(_SlotsConnectionUpdateSecret):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'rabbitmq'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionUpdateSecret
-    _enc = staticmethod(_enc_ConnectionUpdateSecret)
-    _dec = staticmethod(_dec_ConnectionUpdateSecret)
+    encode_into = staticmethod(_enc_ConnectionUpdateSecret)
+    decode_from = staticmethod(_dec_ConnectionUpdateSecret)
 
     new_secret: bytes = b''
     reason: str = ''
@@ -939,8 +939,8 @@ class ConnectionUpdateSecretOk(_SlotsConnectionUpdateSecretOk):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'rabbitmq'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConnectionUpdateSecretOk
-    _enc = staticmethod(_enc_ConnectionUpdateSecretOk)
-    _dec = staticmethod(_dec_ConnectionUpdateSecretOk)
+    encode_into = staticmethod(_enc_ConnectionUpdateSecretOk)
+    decode_from = staticmethod(_dec_ConnectionUpdateSecretOk)
 
 
 METHODS_BY_NAME['connection.update-secret-ok'] = ConnectionUpdateSecretOk
@@ -983,8 +983,8 @@ class ChannelOpen(_SlotsChannelOpen):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ChannelOpen
-    _enc = staticmethod(_enc_ChannelOpen)
-    _dec = staticmethod(_dec_ChannelOpen)
+    encode_into = staticmethod(_enc_ChannelOpen)
+    decode_from = staticmethod(_dec_ChannelOpen)
 
 
 METHODS_BY_NAME['channel.open'] = ChannelOpen
@@ -1027,8 +1027,8 @@ class ChannelOpenOk(_SlotsChannelOpenOk):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ChannelOpenOk
-    _enc = staticmethod(_enc_ChannelOpenOk)
-    _dec = staticmethod(_dec_ChannelOpenOk)
+    encode_into = staticmethod(_enc_ChannelOpenOk)
+    decode_from = staticmethod(_dec_ChannelOpenOk)
 
 
 METHODS_BY_NAME['channel.open-ok'] = ChannelOpenOk
@@ -1075,8 +1075,8 @@ class ChannelFlow(_SlotsChannelFlow):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ChannelFlow
-    _enc = staticmethod(_enc_ChannelFlow)
-    _dec = staticmethod(_dec_ChannelFlow)
+    encode_into = staticmethod(_enc_ChannelFlow)
+    decode_from = staticmethod(_dec_ChannelFlow)
 
     active: bool = False
 
@@ -1129,8 +1129,8 @@ class ChannelFlowOk(_SlotsChannelFlowOk):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ChannelFlowOk
-    _enc = staticmethod(_enc_ChannelFlowOk)
-    _dec = staticmethod(_dec_ChannelFlowOk)
+    encode_into = staticmethod(_enc_ChannelFlowOk)
+    decode_from = staticmethod(_dec_ChannelFlowOk)
 
     active: bool = False
 
@@ -1203,8 +1203,8 @@ class ChannelClose(_SlotsChannelClose):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ChannelClose
-    _enc = staticmethod(_enc_ChannelClose)
-    _dec = staticmethod(_dec_ChannelClose)
+    encode_into = staticmethod(_enc_ChannelClose)
+    decode_from = staticmethod(_dec_ChannelClose)
 
     reply_code: int = 0
     reply_text: str = ''
@@ -1255,8 +1255,8 @@ class ChannelCloseOk(_SlotsChannelCloseOk):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ChannelCloseOk
-    _enc = staticmethod(_enc_ChannelCloseOk)
-    _dec = staticmethod(_dec_ChannelCloseOk)
+    encode_into = staticmethod(_enc_ChannelCloseOk)
+    decode_from = staticmethod(_dec_ChannelCloseOk)
 
 
 METHODS_BY_NAME['channel.close-ok'] = ChannelCloseOk
@@ -1350,8 +1350,8 @@ class ExchangeDeclare(_SlotsExchangeDeclare):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ExchangeDeclare
-    _enc = staticmethod(_enc_ExchangeDeclare)
-    _dec = staticmethod(_dec_ExchangeDeclare)
+    encode_into = staticmethod(_enc_ExchangeDeclare)
+    decode_from = staticmethod(_dec_ExchangeDeclare)
 
     exchange: str = ''
     type: str = ''
@@ -1415,8 +1415,8 @@ class ExchangeDeclareOk(_SlotsExchangeDeclareOk):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ExchangeDeclareOk
-    _enc = staticmethod(_enc_ExchangeDeclareOk)
-    _dec = staticmethod(_dec_ExchangeDeclareOk)
+    encode_into = staticmethod(_enc_ExchangeDeclareOk)
+    decode_from = staticmethod(_dec_ExchangeDeclareOk)
 
 
 METHODS_BY_NAME['exchange.declare-ok'] = ExchangeDeclareOk
@@ -1490,8 +1490,8 @@ class ExchangeDelete(_SlotsExchangeDelete):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ExchangeDelete
-    _enc = staticmethod(_enc_ExchangeDelete)
-    _dec = staticmethod(_dec_ExchangeDelete)
+    encode_into = staticmethod(_enc_ExchangeDelete)
+    decode_from = staticmethod(_dec_ExchangeDelete)
 
     exchange: str = ''
     if_unused: bool = False
@@ -1542,8 +1542,8 @@ class ExchangeDeleteOk(_SlotsExchangeDeleteOk):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ExchangeDeleteOk
-    _enc = staticmethod(_enc_ExchangeDeleteOk)
-    _dec = staticmethod(_dec_ExchangeDeleteOk)
+    encode_into = staticmethod(_enc_ExchangeDeleteOk)
+    decode_from = staticmethod(_dec_ExchangeDeleteOk)
 
 
 METHODS_BY_NAME['exchange.delete-ok'] = ExchangeDeleteOk
@@ -1640,8 +1640,8 @@ class ExchangeBind(_SlotsExchangeBind):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ExchangeBind
-    _enc = staticmethod(_enc_ExchangeBind)
-    _dec = staticmethod(_dec_ExchangeBind)
+    encode_into = staticmethod(_enc_ExchangeBind)
+    decode_from = staticmethod(_dec_ExchangeBind)
 
     destination: str = ''
     source: str = ''
@@ -1695,8 +1695,8 @@ class ExchangeBindOk(_SlotsExchangeBindOk):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ExchangeBindOk
-    _enc = staticmethod(_enc_ExchangeBindOk)
-    _dec = staticmethod(_dec_ExchangeBindOk)
+    encode_into = staticmethod(_enc_ExchangeBindOk)
+    decode_from = staticmethod(_dec_ExchangeBindOk)
 
 
 METHODS_BY_NAME['exchange.bind-ok'] = ExchangeBindOk
@@ -1793,8 +1793,8 @@ class ExchangeUnbind(_SlotsExchangeUnbind):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ExchangeUnbind
-    _enc = staticmethod(_enc_ExchangeUnbind)
-    _dec = staticmethod(_dec_ExchangeUnbind)
+    encode_into = staticmethod(_enc_ExchangeUnbind)
+    decode_from = staticmethod(_dec_ExchangeUnbind)
 
     destination: str = ''
     source: str = ''
@@ -1848,8 +1848,8 @@ class ExchangeUnbindOk(_SlotsExchangeUnbindOk):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ExchangeUnbindOk
-    _enc = staticmethod(_enc_ExchangeUnbindOk)
-    _dec = staticmethod(_dec_ExchangeUnbindOk)
+    encode_into = staticmethod(_enc_ExchangeUnbindOk)
+    decode_from = staticmethod(_dec_ExchangeUnbindOk)
 
 
 METHODS_BY_NAME['exchange.unbind-ok'] = ExchangeUnbindOk
@@ -1932,8 +1932,8 @@ class QueueDeclare(_SlotsQueueDeclare):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_QueueDeclare
-    _enc = staticmethod(_enc_QueueDeclare)
-    _dec = staticmethod(_dec_QueueDeclare)
+    encode_into = staticmethod(_enc_QueueDeclare)
+    decode_from = staticmethod(_dec_QueueDeclare)
 
     queue: str = ''
     passive: bool = False
@@ -2023,8 +2023,8 @@ class QueueDeclareOk(_SlotsQueueDeclareOk):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_QueueDeclareOk
-    _enc = staticmethod(_enc_QueueDeclareOk)
-    _dec = staticmethod(_dec_QueueDeclareOk)
+    encode_into = staticmethod(_enc_QueueDeclareOk)
+    decode_from = staticmethod(_dec_QueueDeclareOk)
 
     queue: str = ''
     message_count: int = 0
@@ -2130,8 +2130,8 @@ class QueueBind(_SlotsQueueBind):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_QueueBind
-    _enc = staticmethod(_enc_QueueBind)
-    _dec = staticmethod(_dec_QueueBind)
+    encode_into = staticmethod(_enc_QueueBind)
+    decode_from = staticmethod(_dec_QueueBind)
 
     queue: str = ''
     exchange: str = ''
@@ -2185,8 +2185,8 @@ class QueueBindOk(_SlotsQueueBindOk):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_QueueBindOk
-    _enc = staticmethod(_enc_QueueBindOk)
-    _dec = staticmethod(_dec_QueueBindOk)
+    encode_into = staticmethod(_enc_QueueBindOk)
+    decode_from = staticmethod(_dec_QueueBindOk)
 
 
 METHODS_BY_NAME['queue.bind-ok'] = QueueBindOk
@@ -2258,8 +2258,8 @@ class QueuePurge(_SlotsQueuePurge):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_QueuePurge
-    _enc = staticmethod(_enc_QueuePurge)
-    _dec = staticmethod(_dec_QueuePurge)
+    encode_into = staticmethod(_enc_QueuePurge)
+    decode_from = staticmethod(_dec_QueuePurge)
 
     queue: str = ''
     no_wait: bool = False
@@ -2314,8 +2314,8 @@ class QueuePurgeOk(_SlotsQueuePurgeOk):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_QueuePurgeOk
-    _enc = staticmethod(_enc_QueuePurgeOk)
-    _dec = staticmethod(_dec_QueuePurgeOk)
+    encode_into = staticmethod(_enc_QueuePurgeOk)
+    decode_from = staticmethod(_dec_QueuePurgeOk)
 
     message_count: int = 0
 
@@ -2396,8 +2396,8 @@ class QueueDelete(_SlotsQueueDelete):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_QueueDelete
-    _enc = staticmethod(_enc_QueueDelete)
-    _dec = staticmethod(_dec_QueueDelete)
+    encode_into = staticmethod(_enc_QueueDelete)
+    decode_from = staticmethod(_dec_QueueDelete)
 
     queue: str = ''
     if_unused: bool = False
@@ -2458,8 +2458,8 @@ class QueueDeleteOk(_SlotsQueueDeleteOk):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_QueueDeleteOk
-    _enc = staticmethod(_enc_QueueDeleteOk)
-    _dec = staticmethod(_dec_QueueDeleteOk)
+    encode_into = staticmethod(_enc_QueueDeleteOk)
+    decode_from = staticmethod(_dec_QueueDeleteOk)
 
     message_count: int = 0
 
@@ -2554,8 +2554,8 @@ class QueueUnbind(_SlotsQueueUnbind):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_QueueUnbind
-    _enc = staticmethod(_enc_QueueUnbind)
-    _dec = staticmethod(_dec_QueueUnbind)
+    encode_into = staticmethod(_enc_QueueUnbind)
+    decode_from = staticmethod(_dec_QueueUnbind)
 
     queue: str = ''
     exchange: str = ''
@@ -2606,8 +2606,8 @@ class QueueUnbindOk(_SlotsQueueUnbindOk):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_QueueUnbindOk
-    _enc = staticmethod(_enc_QueueUnbindOk)
-    _dec = staticmethod(_dec_QueueUnbindOk)
+    encode_into = staticmethod(_enc_QueueUnbindOk)
+    decode_from = staticmethod(_dec_QueueUnbindOk)
 
 
 METHODS_BY_NAME['queue.unbind-ok'] = QueueUnbindOk
@@ -2658,8 +2658,8 @@ class BasicQos(_SlotsBasicQos):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_BasicQos
-    _enc = staticmethod(_enc_BasicQos)
-    _dec = staticmethod(_dec_BasicQos)
+    encode_into = staticmethod(_enc_BasicQos)
+    decode_from = staticmethod(_dec_BasicQos)
 
     prefetch_size: int = 0
     prefetch_count: int = 0
@@ -2709,8 +2709,8 @@ class BasicQosOk(_SlotsBasicQosOk):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_BasicQosOk
-    _enc = staticmethod(_enc_BasicQosOk)
-    _dec = staticmethod(_dec_BasicQosOk)
+    encode_into = staticmethod(_enc_BasicQosOk)
+    decode_from = staticmethod(_dec_BasicQosOk)
 
 
 METHODS_BY_NAME['basic.qos-ok'] = BasicQosOk
@@ -2802,8 +2802,8 @@ class BasicConsume(_SlotsBasicConsume):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_BasicConsume
-    _enc = staticmethod(_enc_BasicConsume)
-    _dec = staticmethod(_dec_BasicConsume)
+    encode_into = staticmethod(_enc_BasicConsume)
+    decode_from = staticmethod(_dec_BasicConsume)
 
     queue: str = ''
     consumer_tag: str = ''
@@ -2883,8 +2883,8 @@ class BasicConsumeOk(_SlotsBasicConsumeOk):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_BasicConsumeOk
-    _enc = staticmethod(_enc_BasicConsumeOk)
-    _dec = staticmethod(_dec_BasicConsumeOk)
+    encode_into = staticmethod(_enc_BasicConsumeOk)
+    decode_from = staticmethod(_dec_BasicConsumeOk)
 
     consumer_tag: str = ''
 
@@ -2955,8 +2955,8 @@ class BasicCancel(_SlotsBasicCancel):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_BasicCancel
-    _enc = staticmethod(_enc_BasicCancel)
-    _dec = staticmethod(_dec_BasicCancel)
+    encode_into = staticmethod(_enc_BasicCancel)
+    decode_from = staticmethod(_dec_BasicCancel)
 
     consumer_tag: str = ''
     no_wait: bool = False
@@ -3023,8 +3023,8 @@ class BasicCancelOk(_SlotsBasicCancelOk):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_BasicCancelOk
-    _enc = staticmethod(_enc_BasicCancelOk)
-    _dec = staticmethod(_dec_BasicCancelOk)
+    encode_into = staticmethod(_enc_BasicCancelOk)
+    decode_from = staticmethod(_dec_BasicCancelOk)
 
     consumer_tag: str = ''
 
@@ -3114,8 +3114,8 @@ class BasicPublish(_SlotsBasicPublish):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_BasicPublish
-    _enc = staticmethod(_enc_BasicPublish)
-    _dec = staticmethod(_dec_BasicPublish)
+    encode_into = staticmethod(_enc_BasicPublish)
+    decode_from = staticmethod(_dec_BasicPublish)
 
     exchange: str = ''
     routing_key: str = ''
@@ -3213,8 +3213,8 @@ class BasicReturn(_SlotsBasicReturn):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_BasicReturn
-    _enc = staticmethod(_enc_BasicReturn)
-    _dec = staticmethod(_dec_BasicReturn)
+    encode_into = staticmethod(_enc_BasicReturn)
+    decode_from = staticmethod(_dec_BasicReturn)
 
     reply_code: int = 0
     reply_text: str = ''
@@ -3315,8 +3315,8 @@ class BasicDeliver(_SlotsBasicDeliver):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_BasicDeliver
-    _enc = staticmethod(_enc_BasicDeliver)
-    _dec = staticmethod(_dec_BasicDeliver)
+    encode_into = staticmethod(_enc_BasicDeliver)
+    decode_from = staticmethod(_dec_BasicDeliver)
 
     consumer_tag: str = ''
     delivery_tag: int = 0
@@ -3402,8 +3402,8 @@ class BasicGet(_SlotsBasicGet):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_BasicGet
-    _enc = staticmethod(_enc_BasicGet)
-    _dec = staticmethod(_dec_BasicGet)
+    encode_into = staticmethod(_enc_BasicGet)
+    decode_from = staticmethod(_dec_BasicGet)
 
     queue: str = ''
     no_ack: bool = False
@@ -3497,8 +3497,8 @@ class BasicGetOk(_SlotsBasicGetOk):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_BasicGetOk
-    _enc = staticmethod(_enc_BasicGetOk)
-    _dec = staticmethod(_dec_BasicGetOk)
+    encode_into = staticmethod(_enc_BasicGetOk)
+    decode_from = staticmethod(_dec_BasicGetOk)
 
     delivery_tag: int = 0
     redelivered: bool = False
@@ -3555,8 +3555,8 @@ class BasicGetEmpty(_SlotsBasicGetEmpty):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_BasicGetEmpty
-    _enc = staticmethod(_enc_BasicGetEmpty)
-    _dec = staticmethod(_dec_BasicGetEmpty)
+    encode_into = staticmethod(_enc_BasicGetEmpty)
+    decode_from = staticmethod(_dec_BasicGetEmpty)
 
 
 METHODS_BY_NAME['basic.get-empty'] = BasicGetEmpty
@@ -3605,8 +3605,8 @@ class BasicAck(_SlotsBasicAck):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_BasicAck
-    _enc = staticmethod(_enc_BasicAck)
-    _dec = staticmethod(_dec_BasicAck)
+    encode_into = staticmethod(_enc_BasicAck)
+    decode_from = staticmethod(_dec_BasicAck)
 
     delivery_tag: int = 0
     multiple: bool = False
@@ -3663,8 +3663,8 @@ class BasicReject(_SlotsBasicReject):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_BasicReject
-    _enc = staticmethod(_enc_BasicReject)
-    _dec = staticmethod(_dec_BasicReject)
+    encode_into = staticmethod(_enc_BasicReject)
+    decode_from = staticmethod(_dec_BasicReject)
 
     delivery_tag: int = 0
     requeue: bool = False
@@ -3719,8 +3719,8 @@ class BasicRecoverAsync(_SlotsBasicRecoverAsync):
     DEPRECATED: ClassVar[bool] = True
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_BasicRecoverAsync
-    _enc = staticmethod(_enc_BasicRecoverAsync)
-    _dec = staticmethod(_dec_BasicRecoverAsync)
+    encode_into = staticmethod(_enc_BasicRecoverAsync)
+    decode_from = staticmethod(_dec_BasicRecoverAsync)
 
     requeue: bool = False
 
@@ -3773,8 +3773,8 @@ class BasicRecover(_SlotsBasicRecover):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml+rabbitmq'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_BasicRecover
-    _enc = staticmethod(_enc_BasicRecover)
-    _dec = staticmethod(_dec_BasicRecover)
+    encode_into = staticmethod(_enc_BasicRecover)
+    decode_from = staticmethod(_dec_BasicRecover)
 
     requeue: bool = False
 
@@ -3820,8 +3820,8 @@ class BasicRecoverOk(_SlotsBasicRecoverOk):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_BasicRecoverOk
-    _enc = staticmethod(_enc_BasicRecoverOk)
-    _dec = staticmethod(_dec_BasicRecoverOk)
+    encode_into = staticmethod(_enc_BasicRecoverOk)
+    decode_from = staticmethod(_dec_BasicRecoverOk)
 
 
 METHODS_BY_NAME['basic.recover-ok'] = BasicRecoverOk
@@ -3872,8 +3872,8 @@ class BasicNack(_SlotsBasicNack):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_BasicNack
-    _enc = staticmethod(_enc_BasicNack)
-    _dec = staticmethod(_dec_BasicNack)
+    encode_into = staticmethod(_enc_BasicNack)
+    decode_from = staticmethod(_dec_BasicNack)
 
     delivery_tag: int = 0
     multiple: bool = False
@@ -4155,8 +4155,8 @@ class BasicProperties(_SlotsBasicProperties):
     CLASS_ID: ClassVar[int] = 60
     FLAG_WORDS: ClassVar[int] = 1
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_BasicProperties
-    _enc = staticmethod(_enc_BasicProperties)
-    _dec = staticmethod(_dec_BasicProperties)
+    encode_into = staticmethod(_enc_BasicProperties)
+    decode_from = staticmethod(_dec_BasicProperties)
 
     content_type: str | None = None
     content_encoding: str | None = None
@@ -4238,8 +4238,8 @@ class TxSelect(_SlotsTxSelect):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_TxSelect
-    _enc = staticmethod(_enc_TxSelect)
-    _dec = staticmethod(_dec_TxSelect)
+    encode_into = staticmethod(_enc_TxSelect)
+    decode_from = staticmethod(_dec_TxSelect)
 
 
 METHODS_BY_NAME['tx.select'] = TxSelect
@@ -4279,8 +4279,8 @@ class TxSelectOk(_SlotsTxSelectOk):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_TxSelectOk
-    _enc = staticmethod(_enc_TxSelectOk)
-    _dec = staticmethod(_dec_TxSelectOk)
+    encode_into = staticmethod(_enc_TxSelectOk)
+    decode_from = staticmethod(_dec_TxSelectOk)
 
 
 METHODS_BY_NAME['tx.select-ok'] = TxSelectOk
@@ -4320,8 +4320,8 @@ class TxCommit(_SlotsTxCommit):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_TxCommit
-    _enc = staticmethod(_enc_TxCommit)
-    _dec = staticmethod(_dec_TxCommit)
+    encode_into = staticmethod(_enc_TxCommit)
+    decode_from = staticmethod(_dec_TxCommit)
 
 
 METHODS_BY_NAME['tx.commit'] = TxCommit
@@ -4361,8 +4361,8 @@ class TxCommitOk(_SlotsTxCommitOk):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_TxCommitOk
-    _enc = staticmethod(_enc_TxCommitOk)
-    _dec = staticmethod(_dec_TxCommitOk)
+    encode_into = staticmethod(_enc_TxCommitOk)
+    decode_from = staticmethod(_dec_TxCommitOk)
 
 
 METHODS_BY_NAME['tx.commit-ok'] = TxCommitOk
@@ -4402,8 +4402,8 @@ class TxRollback(_SlotsTxRollback):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_TxRollback
-    _enc = staticmethod(_enc_TxRollback)
-    _dec = staticmethod(_dec_TxRollback)
+    encode_into = staticmethod(_enc_TxRollback)
+    decode_from = staticmethod(_dec_TxRollback)
 
 
 METHODS_BY_NAME['tx.rollback'] = TxRollback
@@ -4443,8 +4443,8 @@ class TxRollbackOk(_SlotsTxRollbackOk):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_TxRollbackOk
-    _enc = staticmethod(_enc_TxRollbackOk)
-    _dec = staticmethod(_dec_TxRollbackOk)
+    encode_into = staticmethod(_enc_TxRollbackOk)
+    decode_from = staticmethod(_dec_TxRollbackOk)
 
 
 METHODS_BY_NAME['tx.rollback-ok'] = TxRollbackOk
@@ -4491,8 +4491,8 @@ class ConfirmSelect(_SlotsConfirmSelect):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConfirmSelect
-    _enc = staticmethod(_enc_ConfirmSelect)
-    _dec = staticmethod(_dec_ConfirmSelect)
+    encode_into = staticmethod(_enc_ConfirmSelect)
+    decode_from = staticmethod(_dec_ConfirmSelect)
 
     nowait: bool = False
 
@@ -4538,8 +4538,8 @@ class ConfirmSelectOk(_SlotsConfirmSelectOk):
     DEPRECATED: ClassVar[bool] = False
     ORIGIN: ClassVar[str] = 'xml'
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_ConfirmSelectOk
-    _enc = staticmethod(_enc_ConfirmSelectOk)
-    _dec = staticmethod(_dec_ConfirmSelectOk)
+    encode_into = staticmethod(_enc_ConfirmSelectOk)
+    decode_from = staticmethod(_dec_ConfirmSelectOk)
 
 
 METHODS_BY_NAME['confirm.select-ok'] = ConfirmSelectOk

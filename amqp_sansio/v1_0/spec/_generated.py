@@ -530,8 +530,8 @@ class Open(Composite):
     SYMBOL: ClassVar[str] = 'amqp:open:list'
     PROVIDES: ClassVar[tuple[str, ...]] = ('frame',)
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_Open
-    _enc = staticmethod(_enc_Open)
-    _dec = staticmethod(_dec_Open)
+    encode_into = staticmethod(_enc_Open)
+    decode_from = staticmethod(_dec_Open)
 
     container_id: str
     hostname: str | None = None
@@ -877,8 +877,8 @@ class Begin(Composite):
     SYMBOL: ClassVar[str] = 'amqp:begin:list'
     PROVIDES: ClassVar[tuple[str, ...]] = ('frame',)
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_Begin
-    _enc = staticmethod(_enc_Begin)
-    _dec = staticmethod(_dec_Begin)
+    encode_into = staticmethod(_enc_Begin)
+    decode_from = staticmethod(_dec_Begin)
 
     remote_channel: int | None = None
     next_outgoing_id: int
@@ -1415,8 +1415,8 @@ class Attach(Composite):
     SYMBOL: ClassVar[str] = 'amqp:attach:list'
     PROVIDES: ClassVar[tuple[str, ...]] = ('frame',)
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_Attach
-    _enc = staticmethod(_enc_Attach)
-    _dec = staticmethod(_dec_Attach)
+    encode_into = staticmethod(_enc_Attach)
+    decode_from = staticmethod(_dec_Attach)
 
     name: str
     handle: int
@@ -1916,8 +1916,8 @@ class Flow(Composite):
     SYMBOL: ClassVar[str] = 'amqp:flow:list'
     PROVIDES: ClassVar[tuple[str, ...]] = ('frame',)
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_Flow
-    _enc = staticmethod(_enc_Flow)
-    _dec = staticmethod(_dec_Flow)
+    encode_into = staticmethod(_enc_Flow)
+    decode_from = staticmethod(_dec_Flow)
 
     next_incoming_id: int | None = None
     incoming_window: int
@@ -2407,8 +2407,8 @@ class Transfer(Composite):
     SYMBOL: ClassVar[str] = 'amqp:transfer:list'
     PROVIDES: ClassVar[tuple[str, ...]] = ('frame',)
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_Transfer
-    _enc = staticmethod(_enc_Transfer)
-    _dec = staticmethod(_dec_Transfer)
+    encode_into = staticmethod(_enc_Transfer)
+    decode_from = staticmethod(_dec_Transfer)
 
     handle: int
     delivery_id: int | None = None
@@ -2733,8 +2733,8 @@ class Disposition(Composite):
     SYMBOL: ClassVar[str] = 'amqp:disposition:list'
     PROVIDES: ClassVar[tuple[str, ...]] = ('frame',)
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_Disposition
-    _enc = staticmethod(_enc_Disposition)
-    _dec = staticmethod(_dec_Disposition)
+    encode_into = staticmethod(_enc_Disposition)
+    decode_from = staticmethod(_dec_Disposition)
 
     role: Role
     first: int
@@ -2798,7 +2798,7 @@ def _enc_Detach(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     if v is not None:
         if n < 2:
             out += _NULLS[2 - n]
-        type(v)._enc(v, out, depth - 1)
+        type(v).encode_into(v, out, depth - 1)
         n = 3
     z = len(out) - s
     if n and z < 255:
@@ -2923,8 +2923,8 @@ class Detach(Composite):
     SYMBOL: ClassVar[str] = 'amqp:detach:list'
     PROVIDES: ClassVar[tuple[str, ...]] = ('frame',)
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_Detach
-    _enc = staticmethod(_enc_Detach)
-    _dec = staticmethod(_dec_Detach)
+    encode_into = staticmethod(_enc_Detach)
+    decode_from = staticmethod(_dec_Detach)
 
     handle: int
     closed: bool = False
@@ -2957,7 +2957,7 @@ def _enc_End(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     d = o.__dict__  # every field is in it (the classes are not slotted)
     v = d['error']
     if v is not None:
-        type(v)._enc(v, out, depth - 1)
+        type(v).encode_into(v, out, depth - 1)
         n = 1
     z = len(out) - s
     if n and z < 255:
@@ -3030,8 +3030,8 @@ class End(Composite):
     SYMBOL: ClassVar[str] = 'amqp:end:list'
     PROVIDES: ClassVar[tuple[str, ...]] = ('frame',)
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_End
-    _enc = staticmethod(_enc_End)
-    _dec = staticmethod(_dec_End)
+    encode_into = staticmethod(_enc_End)
+    decode_from = staticmethod(_dec_End)
 
     error: Error | None = None
 
@@ -3053,7 +3053,7 @@ def _enc_Close(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     d = o.__dict__  # every field is in it (the classes are not slotted)
     v = d['error']
     if v is not None:
-        type(v)._enc(v, out, depth - 1)
+        type(v).encode_into(v, out, depth - 1)
         n = 1
     z = len(out) - s
     if n and z < 255:
@@ -3126,8 +3126,8 @@ class Close(Composite):
     SYMBOL: ClassVar[str] = 'amqp:close:list'
     PROVIDES: ClassVar[tuple[str, ...]] = ('frame',)
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_Close
-    _enc = staticmethod(_enc_Close)
-    _dec = staticmethod(_dec_Close)
+    encode_into = staticmethod(_enc_Close)
+    decode_from = staticmethod(_dec_Close)
 
     error: Error | None = None
 
@@ -3292,8 +3292,8 @@ class Error(Composite):
     SYMBOL: ClassVar[str] = 'amqp:error:list'
     PROVIDES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_Error
-    _enc = staticmethod(_enc_Error)
-    _dec = staticmethod(_dec_Error)
+    encode_into = staticmethod(_enc_Error)
+    decode_from = staticmethod(_dec_Error)
 
     condition: str
     description: str | None = None
@@ -3548,8 +3548,8 @@ class Header(Composite):
     SYMBOL: ClassVar[str] = 'amqp:header:list'
     PROVIDES: ClassVar[tuple[str, ...]] = ('section',)
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_Header
-    _enc = staticmethod(_enc_Header)
-    _dec = staticmethod(_dec_Header)
+    encode_into = staticmethod(_enc_Header)
+    decode_from = staticmethod(_dec_Header)
 
     durable: bool = False
     priority: int = 4
@@ -3610,8 +3610,8 @@ class DeliveryAnnotations(RestrictedSection):
     SOURCE: ClassVar[str] = 'annotations'
     PROVIDES: ClassVar[tuple[str, ...]] = ('section',)
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = (FieldSpec('value', 'value', 0, 'annotations', 'annotations', True, False, None, (), None, None),)
-    _enc = staticmethod(_enc_DeliveryAnnotations)
-    _dec = staticmethod(_dec_DeliveryAnnotations)
+    encode_into = staticmethod(_enc_DeliveryAnnotations)
+    decode_from = staticmethod(_dec_DeliveryAnnotations)
 
     value: dict[Any, Any]
 
@@ -3648,8 +3648,8 @@ class MessageAnnotations(RestrictedSection):
     SOURCE: ClassVar[str] = 'annotations'
     PROVIDES: ClassVar[tuple[str, ...]] = ('section',)
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = (FieldSpec('value', 'value', 0, 'annotations', 'annotations', True, False, None, (), None, None),)
-    _enc = staticmethod(_enc_MessageAnnotations)
-    _dec = staticmethod(_dec_MessageAnnotations)
+    encode_into = staticmethod(_enc_MessageAnnotations)
+    decode_from = staticmethod(_dec_MessageAnnotations)
 
     value: dict[Any, Any]
 
@@ -4187,8 +4187,8 @@ class Properties(Composite):
     SYMBOL: ClassVar[str] = 'amqp:properties:list'
     PROVIDES: ClassVar[tuple[str, ...]] = ('section',)
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_Properties
-    _enc = staticmethod(_enc_Properties)
-    _dec = staticmethod(_dec_Properties)
+    encode_into = staticmethod(_enc_Properties)
+    decode_from = staticmethod(_dec_Properties)
 
     message_id: int | uuid.UUID | bytes | str | None = None
     user_id: bytes | None = None
@@ -4287,8 +4287,8 @@ class ApplicationProperties(RestrictedSection):
     SOURCE: ClassVar[str] = 'map'
     PROVIDES: ClassVar[tuple[str, ...]] = ('section',)
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = (FieldSpec('value', 'value', 0, 'map', 'string-keyed', True, False, None, (), None, None),)
-    _enc = staticmethod(_enc_ApplicationProperties)
-    _dec = staticmethod(_dec_ApplicationProperties)
+    encode_into = staticmethod(_enc_ApplicationProperties)
+    decode_from = staticmethod(_dec_ApplicationProperties)
 
     value: dict[str, Any]
 
@@ -4297,7 +4297,7 @@ class ApplicationProperties(RestrictedSection):
         for k, x in self.value.items():
             if type(k) is not str:
                 raise bad('application-properties', 'key', 'string', k)
-            if isinstance(x, (dict, list, tuple, Described)) or hasattr(type(x), '_enc'):
+            if isinstance(x, (dict, list, tuple, Described)) or hasattr(type(x), 'encode_into'):
                 raise bad('application-properties', k, 'simple value', x)
 
 
@@ -4336,8 +4336,8 @@ class Data(RestrictedSection):
     SOURCE: ClassVar[str] = 'binary'
     PROVIDES: ClassVar[tuple[str, ...]] = ('section',)
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = (FieldSpec('value', 'value', 0, 'binary', 'binary', True, False, None, (), None, None),)
-    _enc = staticmethod(_enc_Data)
-    _dec = staticmethod(_dec_Data)
+    encode_into = staticmethod(_enc_Data)
+    decode_from = staticmethod(_dec_Data)
 
     value: bytes
 
@@ -4374,8 +4374,8 @@ class AmqpSequence(RestrictedSection):
     SOURCE: ClassVar[str] = 'list'
     PROVIDES: ClassVar[tuple[str, ...]] = ('section',)
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = (FieldSpec('value', 'value', 0, 'list', 'list', True, False, None, (), None, None),)
-    _enc = staticmethod(_enc_AmqpSequence)
-    _dec = staticmethod(_dec_AmqpSequence)
+    encode_into = staticmethod(_enc_AmqpSequence)
+    decode_from = staticmethod(_dec_AmqpSequence)
 
     value: list[Any]
 
@@ -4410,8 +4410,8 @@ class AmqpValue(RestrictedSection):
     SOURCE: ClassVar[str] = '*'
     PROVIDES: ClassVar[tuple[str, ...]] = ('section',)
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = (FieldSpec('value', 'value', 0, '*', '*', True, False, None, (), None, None),)
-    _enc = staticmethod(_enc_AmqpValue)
-    _dec = staticmethod(_dec_AmqpValue)
+    encode_into = staticmethod(_enc_AmqpValue)
+    decode_from = staticmethod(_dec_AmqpValue)
 
     value: Any
 
@@ -4445,8 +4445,8 @@ class Footer(RestrictedSection):
     SOURCE: ClassVar[str] = 'annotations'
     PROVIDES: ClassVar[tuple[str, ...]] = ('section',)
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = (FieldSpec('value', 'value', 0, 'annotations', 'annotations', True, False, None, (), None, None),)
-    _enc = staticmethod(_enc_Footer)
-    _dec = staticmethod(_dec_Footer)
+    encode_into = staticmethod(_enc_Footer)
+    decode_from = staticmethod(_dec_Footer)
 
     value: dict[Any, Any]
 
@@ -4585,8 +4585,8 @@ class Received(Composite):
     SYMBOL: ClassVar[str] = 'amqp:received:list'
     PROVIDES: ClassVar[tuple[str, ...]] = ('delivery-state',)
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_Received
-    _enc = staticmethod(_enc_Received)
-    _dec = staticmethod(_dec_Received)
+    encode_into = staticmethod(_enc_Received)
+    decode_from = staticmethod(_dec_Received)
 
     section_number: int
     section_offset: int
@@ -4643,8 +4643,8 @@ class Accepted(Composite):
     SYMBOL: ClassVar[str] = 'amqp:accepted:list'
     PROVIDES: ClassVar[tuple[str, ...]] = ('delivery-state', 'outcome')
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_Accepted
-    _enc = staticmethod(_enc_Accepted)
-    _dec = staticmethod(_dec_Accepted)
+    encode_into = staticmethod(_enc_Accepted)
+    decode_from = staticmethod(_dec_Accepted)
 
 
 CLASSES[Accepted.NAME] = BY_CODE[Accepted.CODE] = Accepted
@@ -4658,7 +4658,7 @@ def _enc_Rejected(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     d = o.__dict__  # every field is in it (the classes are not slotted)
     v = d['error']
     if v is not None:
-        type(v)._enc(v, out, depth - 1)
+        type(v).encode_into(v, out, depth - 1)
         n = 1
     z = len(out) - s
     if n and z < 255:
@@ -4731,8 +4731,8 @@ class Rejected(Composite):
     SYMBOL: ClassVar[str] = 'amqp:rejected:list'
     PROVIDES: ClassVar[tuple[str, ...]] = ('delivery-state', 'outcome')
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_Rejected
-    _enc = staticmethod(_enc_Rejected)
-    _dec = staticmethod(_dec_Rejected)
+    encode_into = staticmethod(_enc_Rejected)
+    decode_from = staticmethod(_dec_Rejected)
 
     error: Error | None = None
 
@@ -4781,8 +4781,8 @@ class Released(Composite):
     SYMBOL: ClassVar[str] = 'amqp:released:list'
     PROVIDES: ClassVar[tuple[str, ...]] = ('delivery-state', 'outcome')
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_Released
-    _enc = staticmethod(_enc_Released)
-    _dec = staticmethod(_dec_Released)
+    encode_into = staticmethod(_enc_Released)
+    decode_from = staticmethod(_dec_Released)
 
 
 CLASSES[Released.NAME] = BY_CODE[Released.CODE] = Released
@@ -4925,8 +4925,8 @@ class Modified(Composite):
     SYMBOL: ClassVar[str] = 'amqp:modified:list'
     PROVIDES: ClassVar[tuple[str, ...]] = ('delivery-state', 'outcome')
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_Modified
-    _enc = staticmethod(_enc_Modified)
-    _dec = staticmethod(_dec_Modified)
+    encode_into = staticmethod(_enc_Modified)
+    decode_from = staticmethod(_dec_Modified)
 
     delivery_failed: bool | None = None
     undeliverable_here: bool | None = None
@@ -5351,8 +5351,8 @@ class Source(Composite):
     SYMBOL: ClassVar[str] = 'amqp:source:list'
     PROVIDES: ClassVar[tuple[str, ...]] = ('source',)
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_Source
-    _enc = staticmethod(_enc_Source)
-    _dec = staticmethod(_dec_Source)
+    encode_into = staticmethod(_enc_Source)
+    decode_from = staticmethod(_dec_Source)
 
     address: str | None = None
     durable: TerminusDurability = TerminusDurability.NONE
@@ -5721,8 +5721,8 @@ class Target(Composite):
     SYMBOL: ClassVar[str] = 'amqp:target:list'
     PROVIDES: ClassVar[tuple[str, ...]] = ('target',)
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_Target
-    _enc = staticmethod(_enc_Target)
-    _dec = staticmethod(_dec_Target)
+    encode_into = staticmethod(_enc_Target)
+    decode_from = staticmethod(_dec_Target)
 
     address: str | None = None
     durable: TerminusDurability = TerminusDurability.NONE
@@ -5803,8 +5803,8 @@ class DeleteOnClose(Composite):
     SYMBOL: ClassVar[str] = 'amqp:delete-on-close:list'
     PROVIDES: ClassVar[tuple[str, ...]] = ('lifetime-policy',)
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_DeleteOnClose
-    _enc = staticmethod(_enc_DeleteOnClose)
-    _dec = staticmethod(_dec_DeleteOnClose)
+    encode_into = staticmethod(_enc_DeleteOnClose)
+    decode_from = staticmethod(_dec_DeleteOnClose)
 
 
 CLASSES[DeleteOnClose.NAME] = BY_CODE[DeleteOnClose.CODE] = DeleteOnClose
@@ -5845,8 +5845,8 @@ class DeleteOnNoLinks(Composite):
     SYMBOL: ClassVar[str] = 'amqp:delete-on-no-links:list'
     PROVIDES: ClassVar[tuple[str, ...]] = ('lifetime-policy',)
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_DeleteOnNoLinks
-    _enc = staticmethod(_enc_DeleteOnNoLinks)
-    _dec = staticmethod(_dec_DeleteOnNoLinks)
+    encode_into = staticmethod(_enc_DeleteOnNoLinks)
+    decode_from = staticmethod(_dec_DeleteOnNoLinks)
 
 
 CLASSES[DeleteOnNoLinks.NAME] = BY_CODE[DeleteOnNoLinks.CODE] = DeleteOnNoLinks
@@ -5887,8 +5887,8 @@ class DeleteOnNoMessages(Composite):
     SYMBOL: ClassVar[str] = 'amqp:delete-on-no-messages:list'
     PROVIDES: ClassVar[tuple[str, ...]] = ('lifetime-policy',)
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_DeleteOnNoMessages
-    _enc = staticmethod(_enc_DeleteOnNoMessages)
-    _dec = staticmethod(_dec_DeleteOnNoMessages)
+    encode_into = staticmethod(_enc_DeleteOnNoMessages)
+    decode_from = staticmethod(_dec_DeleteOnNoMessages)
 
 
 CLASSES[DeleteOnNoMessages.NAME] = BY_CODE[DeleteOnNoMessages.CODE] = DeleteOnNoMessages
@@ -5929,8 +5929,8 @@ class DeleteOnNoLinksOrMessages(Composite):
     SYMBOL: ClassVar[str] = 'amqp:delete-on-no-links-or-messages:list'
     PROVIDES: ClassVar[tuple[str, ...]] = ('lifetime-policy',)
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_DeleteOnNoLinksOrMessages
-    _enc = staticmethod(_enc_DeleteOnNoLinksOrMessages)
-    _dec = staticmethod(_dec_DeleteOnNoLinksOrMessages)
+    encode_into = staticmethod(_enc_DeleteOnNoLinksOrMessages)
+    decode_from = staticmethod(_dec_DeleteOnNoLinksOrMessages)
 
 
 CLASSES[DeleteOnNoLinksOrMessages.NAME] = BY_CODE[DeleteOnNoLinksOrMessages.CODE] = DeleteOnNoLinksOrMessages
@@ -6013,8 +6013,8 @@ class SaslMechanisms(Composite):
     SYMBOL: ClassVar[str] = 'amqp:sasl-mechanisms:list'
     PROVIDES: ClassVar[tuple[str, ...]] = ('sasl-frame',)
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SaslMechanisms
-    _enc = staticmethod(_enc_SaslMechanisms)
-    _dec = staticmethod(_dec_SaslMechanisms)
+    encode_into = staticmethod(_enc_SaslMechanisms)
+    decode_from = staticmethod(_dec_SaslMechanisms)
 
     sasl_server_mechanisms: tuple[str, ...]
 
@@ -6197,8 +6197,8 @@ class SaslInit(Composite):
     SYMBOL: ClassVar[str] = 'amqp:sasl-init:list'
     PROVIDES: ClassVar[tuple[str, ...]] = ('sasl-frame',)
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SaslInit
-    _enc = staticmethod(_enc_SaslInit)
-    _dec = staticmethod(_dec_SaslInit)
+    encode_into = staticmethod(_enc_SaslInit)
+    decode_from = staticmethod(_dec_SaslInit)
 
     mechanism: str
     initial_response: bytes | None = None
@@ -6315,8 +6315,8 @@ class SaslChallenge(Composite):
     SYMBOL: ClassVar[str] = 'amqp:sasl-challenge:list'
     PROVIDES: ClassVar[tuple[str, ...]] = ('sasl-frame',)
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SaslChallenge
-    _enc = staticmethod(_enc_SaslChallenge)
-    _dec = staticmethod(_dec_SaslChallenge)
+    encode_into = staticmethod(_enc_SaslChallenge)
+    decode_from = staticmethod(_dec_SaslChallenge)
 
     challenge: bytes
 
@@ -6423,8 +6423,8 @@ class SaslResponse(Composite):
     SYMBOL: ClassVar[str] = 'amqp:sasl-response:list'
     PROVIDES: ClassVar[tuple[str, ...]] = ('sasl-frame',)
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SaslResponse
-    _enc = staticmethod(_enc_SaslResponse)
-    _dec = staticmethod(_dec_SaslResponse)
+    encode_into = staticmethod(_enc_SaslResponse)
+    decode_from = staticmethod(_dec_SaslResponse)
 
     response: bytes
 
@@ -6569,8 +6569,8 @@ class SaslOutcome(Composite):
     SYMBOL: ClassVar[str] = 'amqp:sasl-outcome:list'
     PROVIDES: ClassVar[tuple[str, ...]] = ('sasl-frame',)
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_SaslOutcome
-    _enc = staticmethod(_enc_SaslOutcome)
-    _dec = staticmethod(_dec_SaslOutcome)
+    encode_into = staticmethod(_enc_SaslOutcome)
+    decode_from = staticmethod(_dec_SaslOutcome)
 
     code: SaslCode
     additional_data: bytes | None = None
@@ -6668,8 +6668,8 @@ class Coordinator(Composite):
     SYMBOL: ClassVar[str] = 'amqp:coordinator:list'
     PROVIDES: ClassVar[tuple[str, ...]] = ('target',)
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_Coordinator
-    _enc = staticmethod(_enc_Coordinator)
-    _dec = staticmethod(_dec_Coordinator)
+    encode_into = staticmethod(_enc_Coordinator)
+    decode_from = staticmethod(_dec_Coordinator)
 
     capabilities: tuple[str, ...] | None = None
 
@@ -6763,8 +6763,8 @@ class Declare(Composite):
     SYMBOL: ClassVar[str] = 'amqp:declare:list'
     PROVIDES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_Declare
-    _enc = staticmethod(_enc_Declare)
-    _dec = staticmethod(_dec_Declare)
+    encode_into = staticmethod(_enc_Declare)
+    decode_from = staticmethod(_dec_Declare)
 
     global_id: Any | None = None
 
@@ -6883,8 +6883,8 @@ class Discharge(Composite):
     SYMBOL: ClassVar[str] = 'amqp:discharge:list'
     PROVIDES: ClassVar[tuple[str, ...]] = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_Discharge
-    _enc = staticmethod(_enc_Discharge)
-    _dec = staticmethod(_dec_Discharge)
+    encode_into = staticmethod(_enc_Discharge)
+    decode_from = staticmethod(_dec_Discharge)
 
     txn_id: bytes
     fail: bool | None = None
@@ -6985,8 +6985,8 @@ class Declared(Composite):
     SYMBOL: ClassVar[str] = 'amqp:declared:list'
     PROVIDES: ClassVar[tuple[str, ...]] = ('delivery-state', 'outcome')
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_Declared
-    _enc = staticmethod(_enc_Declared)
-    _dec = staticmethod(_dec_Declared)
+    encode_into = staticmethod(_enc_Declared)
+    decode_from = staticmethod(_dec_Declared)
 
     txn_id: bytes
 
@@ -7105,8 +7105,8 @@ class TransactionalState(Composite):
     SYMBOL: ClassVar[str] = 'amqp:transactional-state:list'
     PROVIDES: ClassVar[tuple[str, ...]] = ('delivery-state',)
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = _FIELDS_TransactionalState
-    _enc = staticmethod(_enc_TransactionalState)
-    _dec = staticmethod(_dec_TransactionalState)
+    encode_into = staticmethod(_enc_TransactionalState)
+    decode_from = staticmethod(_dec_TransactionalState)
 
     txn_id: bytes
     outcome: Accepted | Rejected | Released | Modified | Declared | Described | None = None
