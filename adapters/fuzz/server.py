@@ -25,7 +25,7 @@ reacting after a fault that demands a reaction is a hang.
 from __future__ import annotations
 
 __all__ = ["ServerPlan", "make_plan", "ServerCampaignConfig", "serve_campaign",
-           "run_server_case", "run_plan", "PLAN_KINDS"]
+           "run_server_case", "run_plan", "read_some", "PLAN_KINDS"]
 
 import json
 import select
@@ -399,19 +399,10 @@ def run_server_case(sock: socket.socket, plan: ServerPlan, step_timeout: float =
         # After a fault that demands a reaction, the client gets one step.
         if fault_sent and not fault.accept and now - last_in > step_timeout:
             break
-        try:
-            r, _, _ = select.select([sock], [], [], min(0.2, deadline - now))
-        except (OSError, ValueError):
-            eof = True
-            break
-        if not r:
+        got = read_some(sock, min(0.2, deadline - now))
+        if got is None:
             continue
-        try:
-            data = sock.recv(1 << 16)
-        except BlockingIOError:
-            continue
-        except OSError:
-            data = b""
+        data = got
         if not data:
             eof = True
             break
@@ -488,6 +479,23 @@ def run_server_case(sock: socket.socket, plan: ServerPlan, step_timeout: float =
                       clean_end=client_close_ok or answered_close, timed_out=timed_out,
                       fault_sent=fault_sent, we_closed=True, opened=True)
     return case, classify(case, obs), obs, transcript
+
+
+def read_some(sock: socket.socket, timeout: float) -> bytes | None:
+    """What the client wrote within ``timeout``: None if nothing yet, b"" once
+    its side ended."""
+    try:
+        r, _, _ = select.select([sock], [], [], timeout)
+    except (OSError, ValueError):
+        return b""
+    if not r:
+        return None
+    try:
+        return sock.recv(1 << 16)
+    except BlockingIOError:
+        return None
+    except OSError:
+        return b""
 
 
 def _served(protocol: str) -> tuple[Callable[[int, int], ServerPlan], Any]:

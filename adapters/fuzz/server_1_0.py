@@ -42,7 +42,7 @@ from amqp_sansio.v1_0.framing import TYPE_SASL, FrameReader, ProtocolHeader
 from .case import P10, SERVER, Case, Fault
 from .generate_1_0 import FIELD_OPS, mutate_performative
 from .oracle import Observation, Outcome, classify
-from .server import ServerPlan
+from .server import ServerPlan, read_some
 from .signals import Signal, Violation
 from .specinfo_1_0 import DECODE, FRAMING, LINK_REFUSAL, SESSION, STATE
 from .values import case_rng
@@ -337,19 +337,10 @@ def run_server_case(sock: socket.socket, plan: ServerPlan, step_timeout: float =
             break
         if fault_sent and not fault.accept and now - fault_at > step_timeout:
             break  # it had its step to react
-        try:
-            r, _, _ = select.select([sock], [], [], min(0.2, deadline - now))
-        except (OSError, ValueError):
-            eof = True
-            break
-        if not r:
+        got = read_some(sock, min(0.2, deadline - now))
+        if got is None:
             continue
-        try:
-            data = sock.recv(1 << 16)
-        except BlockingIOError:
-            continue
-        except OSError:
-            data = b""
+        data = got
         if not data:
             eof = True
             break
