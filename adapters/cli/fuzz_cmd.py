@@ -6,7 +6,7 @@
                                                                      operators, 0-9's table)
     amqp-sansio fuzz --protocol 1.0 --target 127.0.0.1:5672 ...     a 1.0 peer (rhea, proton,
                                           RabbitMQ's plugin: --address-prefix /queue/)
-    amqp-sansio fuzz --target embedded ...        the embedded broker (0-10 or 0-9-1), in a subprocess
+    amqp-sansio fuzz --target embedded ...        the embedded broker (any --protocol), in a subprocess
     amqp-sansio fuzz --spark ...                  case ranges on Spark executors
     amqp-sansio fuzz --role server --listen 127.0.0.1:5673 ...   fuzz connecting 0-10 clients
     amqp-sansio fuzz --protocol 1.0 --role server --client-command 'python c.py {port}' ...
@@ -214,7 +214,7 @@ def run_fuzz(args: argparse.Namespace, streams: Streams) -> int:
     tag = args.tag if args.tag is not None else format(int(time.time() * 10) % (36 ** 5), "x")
     gen = _gen_config(args, tag)
     protocol = _protocol(args)
-    embeddable = protocol in ("0-10", "0-9-1", "0-9")  # what the embedded broker speaks here
+    embeddable = protocol in ("0-10", "0-9-1", "0-9", "1.0")  # what the embedded broker speaks
     if args.role == "server":
         if protocol not in ("0-10", "1.0"):
             raise CLIError("--role server fuzzes AMQP 0-10 and 1.0 clients (no "
@@ -224,7 +224,7 @@ def run_fuzz(args: argparse.Namespace, streams: Streams) -> int:
         raise CLIError("--target HOST:PORT" + (" (or 'embedded')" if embeddable else "")
                        + " is required")
     if not embeddable and args.target == "embedded":
-        raise CLIError("--target embedded is the embedded broker for AMQP 0-10, 0-9-1 and 0-9; "
+        raise CLIError("--target embedded is the embedded broker for AMQP 0-10, 0-9-1, 0-9 and 1.0; "
                        f"with --protocol {protocol} give the HOST:PORT of a {protocol} peer")
     if args.target == "embedded":
         require("trio", "--target embedded (the embedded broker)")
