@@ -266,6 +266,7 @@ class Connection091(FrontEnd):
         self.conn = self.core(Role.SERVER, self._server_config())
         self.books: dict[int, ChannelBooks] = {}
         self.exclusive: list[QueueState] = []  # queues this connection owns
+        self._we_closed = False  # the broker refused the connection (a hard code)
         if broker.trace_frames:
             self._tap = FrameTap(self._who, lambda: Decoder(1 << 20), _frame_items)
         self.svc.connections.add(self)
@@ -342,10 +343,21 @@ class Connection091(FrontEnd):
         """Carry out a method; a refusal closes its channel (or, for a
         connection-level code, the connection)."""
         books = self.books.get(channel)
-        if books is None or not self._sendable(books):
-            # The channel or connection is closing (maybe for a fault later
-            # in the same input): what the peer sent meanwhile is discarded.
+        if books is None or self._we_closed or self._aborted:
+            # The broker refused the channel or the connection: what the peer
+            # sent behind the refusal is discarded.
             return
+        if not self._sendable(books):
+            # The peer closes the channel or connection later in this same
+            # input (pika publishes and closes in one write): what it sent
+            # before its close is still carried out -- a publish is kept --
+            # though no answer can go back now.
+            with contextlib.suppress(LocalProtocolError):
+                self._carry_out(books, method, run)
+            return
+        self._carry_out(books, method, run)
+
+    def _carry_out(self, books: ChannelBooks, method: Method, run: Callable[[], None]) -> None:
         try:
             run()
         except ModelError as m:
@@ -365,6 +377,7 @@ class Connection091(FrontEnd):
         # A reply-text is a short string: 255 octets, not characters.
         text = text.encode()[:255].decode("utf-8", "ignore")
         if code in _HARD:
+            self._we_closed = True
             with contextlib.suppress(LocalProtocolError):
                 self.conn.close(code, text, method.CLASS_ID, method.METHOD_ID)
             return

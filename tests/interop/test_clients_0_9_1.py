@@ -163,6 +163,22 @@ def test_declares_and_direct_routing(ch: BlockingChannel, name: Callable[[str], 
     assert channel_error(e) == 404
 
 
+def test_publish_then_close_at_once_keeps_the_message(
+        blocking: Callable[..., pika.BlockingConnection], name: Callable[[str], str]) -> None:
+    """pika writes a publish, channel.close and connection.close together
+    when a ``with`` block ends right after the publish: the broker must keep
+    what was published before the close (the embedded broker dropped 19 in
+    20 of them, handling the publish after it had read the close)."""
+    q = name("closing")
+    reader = blocking().channel()
+    reader.queue_declare(q)
+    for i in range(5):
+        with pika.BlockingConnection(reader.connection._impl.params) as pc:
+            pc.channel().basic_publish("", q, b"m%d" % i)
+    assert ready(reader, q, 5) == 5
+    assert sorted(contents(reader, q)) == [b"m%d" % i for i in range(5)]
+
+
 def test_fanout_topic_and_headers_routing(ch: BlockingChannel, name: Callable[[str], str]
                                           ) -> None:
     fan, top, hdr = name("fanout"), name("topic"), name("headers")
