@@ -209,7 +209,7 @@ def read_partition(opts: ReadOptions, index: int, schema: StructType,
     # end, and the broker is given credit for the whole share at once -- one
     # session.  0-9-1 has no such split: take at most _PER_SESSION messages
     # per channel (basic.qos holds at most 65535), and open another for more.
-    whole = explicit and not opts.conn.is_0_9_1
+    whole = explicit and opts.conn.protocol == "0-10"  # 1.0 settles per link: no split
     sub_options: dict[str, Any] = (
         {"flow_mode": "credit", "complete_on_receipt": True} if whole else {})
     per_session = (share if whole else min(share, _PER_SESSION) if explicit
