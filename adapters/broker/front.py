@@ -8,7 +8,7 @@ handler interface the I/O layer drives (``receive_data``, ``data_to_send``,
 login, the handshake timeout, the octets written and not yet taken by the
 peer (``output_full``: its subscriptions wait), the share of the broker's
 input buffers, and closing for a broker reason.  A front end fills in the
-protocol's part: ``_handle`` its core's events, ``_before_output`` what it
+protocol's part: ``handle_events`` its core's events, ``_before_output`` what it
 batches (0-10 accepts, 0-9-1 confirms), ``_redispatch_all`` and
 ``_pushed_back``.
 """
@@ -74,7 +74,7 @@ class FrontEnd:
         connections; called by the front end once its core exists."""
         self.broker.open_connections.add(self)
         self.broker.unauthenticated.add(self)
-        log.debug("connection from %s speaks AMQP %s", self._who, self.protocol)
+        log.debug("connection from %s speaks AMQP %s", self.who, self.protocol)
 
     @classmethod
     def service(cls, broker: Broker) -> Any:
@@ -82,7 +82,7 @@ class FrontEnd:
         raise NotImplementedError
 
     # -- the protocol's part -------------------------------------------------------
-    def _handle(self, events: list[Any], now: float) -> None:
+    def handle_events(self, events: list[Any], now: float) -> None:
         raise NotImplementedError
 
     def _before_output(self) -> None:
@@ -102,7 +102,7 @@ class FrontEnd:
 
     # -- shared ----------------------------------------------------------------------
     @property
-    def _who(self) -> str:
+    def who(self) -> str:
         return str(self.peer) if self.peer is not None else "(in memory)"
 
     @property
@@ -188,7 +188,7 @@ class FrontEnd:
             self._started = now
         if not self.opened and now >= self._started + self.broker.limits.handshake_timeout:
             log.info("connection from %s: no connection.open within %g s (state %s); closed",
-                     self._who, self.broker.limits.handshake_timeout, self.conn.state.name)
+                     self.who, self.broker.limits.handshake_timeout, self.conn.state.name)
             self.broker.stats["handshake-timeouts"] += 1
             self._abort(CONNECTION_FORCED, "handshake timeout")
             return
@@ -196,7 +196,7 @@ class FrontEnd:
             self.conn.hold_input(now)  # not read on purpose: its silence is ours
         events = self.conn.handle_timer(now)
         self.broker.handle_timer(now)
-        self._handle(events, now)
+        self.handle_events(events, now)
 
     def receive_data(self, data: bytes, now: float) -> None:
         self.broker.advance(now)
@@ -211,7 +211,7 @@ class FrontEnd:
         except RemoteProtocolError as e:
             events = list(getattr(e, "events", []))
         self._account_input()
-        self._handle(events, now)
+        self.handle_events(events, now)
 
     def connection_lost(self, now: float) -> None:
         self.broker.advance(now)
@@ -220,7 +220,7 @@ class FrontEnd:
                 events = self.conn.receive_data(b"", now)  # the core ends its channels
             except RemoteProtocolError as e:  # (eof raises nothing; kept for safety)
                 events = list(getattr(e, "events", []))
-            self._handle(events, now)
+            self.handle_events(events, now)
         self._end(now)
         self.broker.flush_touched(self)
 
@@ -237,7 +237,7 @@ class FrontEnd:
         cap = b.limits.input_buffered_total
         if cap is not None and b.input_buffered > cap and not self._aborted:
             log.warning("connection from %s closed: unfinished input of all connections "
-                        "over %d octets", self._who, cap)
+                        "over %d octets", self.who, cap)
             b.stats["input-over-limit"] += 1
             self._abort(CONNECTION_FORCED, "broker input buffers full")
 
@@ -260,7 +260,7 @@ class FrontEnd:
         b.unauthenticated.discard(self)
         b.input_buffered -= self._buffered
         self._buffered = 0
-        log.info("connection from %s ended%s", self._who,
+        log.info("connection from %s ended%s", self.who,
                  f" ({self.conn.closed_reason})" if self.conn.closed_reason else "")
 
     def _note(self, e: Any) -> bool:
@@ -269,17 +269,17 @@ class FrontEnd:
         if isinstance(e, events.ConnectionOpened):
             self.broker.unauthenticated.discard(self)
             log.info("connection from %s opened (AMQP %s): user %s, vhost %r, %s, heartbeat %s",
-                     self._who, self.protocol, quoted(self.conn.identity),
+                     self.who, self.protocol, quoted(self.conn.identity),
                      self.conn.virtual_host, self.conn.mechanism,
                      f"{self.conn.heartbeat} s" if self.conn.heartbeat else "off")
         elif isinstance(e, events.HeartbeatTimeout):
-            log.info("connection from %s: heartbeat timeout (silent %.0f s)", self._who, e.idle)
+            log.info("connection from %s: heartbeat timeout (silent %.0f s)", self.who, e.idle)
         elif isinstance(e, events.ProtocolViolation):
-            log.warning("connection from %s: %s violation %s: %s", self._who, e.scope, e.code,
+            log.warning("connection from %s: %s violation %s: %s", self.who, e.scope, e.code,
                         e.message)
         elif isinstance(e, events.ConnectionClosed):
             if e.by_peer:
-                log.info("connection from %s closed by the peer (%s%s)", self._who, e.code,
+                log.info("connection from %s closed by the peer (%s%s)", self.who, e.code,
                          f": {e.text}" if e.text else "")
         else:
             return False

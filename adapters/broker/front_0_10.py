@@ -324,7 +324,7 @@ class Connection010(FrontEnd):
         self.conn = Connection(Role.SERVER, self._server_config())
         self._sessions: dict[bytes, Session] = {}  # attached here (by name)
         if broker.trace_frames:
-            self._tap = FrameTap(self._who, lambda: AssemblyDecoder(
+            self._tap = FrameTap(self.who, lambda: AssemblyDecoder(
                 max_frame_size=0xFFFF, stream_bodies=True), _frame_items)
         self._admitted()
 
@@ -338,7 +338,7 @@ class Connection010(FrontEnd):
         login = self.login
         return ServerConfig(
             authenticator=login.authenticator,
-            virtual_hosts=lambda v, _who: login.may_open(v),
+            virtual_hosts=lambda v, who: login.may_open(v),
             heartbeat_min=b.heartbeat_min,
             heartbeat_max=b.heartbeat_max,
             max_session_timeout=b.max_session_timeout,
@@ -378,7 +378,7 @@ class Connection010(FrontEnd):
         self._flush_accepts()
 
     # -- events -------------------------------------------------------------
-    def _handle(self, events: list[Any], now: float) -> None:
+    def handle_events(self, events: list[Any], now: float) -> None:
         b = self.broker
         for e in events:
             self.events_seen += 1
@@ -412,7 +412,7 @@ class Connection010(FrontEnd):
             old._sessions.pop(s.name, None)
             self.broker.touch(old)
             log.info("session %s taken over from connection %s by %s", name_shown(s.name),
-                     old._who, self._who)
+                     old.who, self.who)
         st.owner = self
         self._sessions[s.name] = s
         self._redispatch(s)

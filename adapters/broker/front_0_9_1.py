@@ -268,7 +268,7 @@ class Connection091(FrontEnd):
         self.exclusive: list[QueueState] = []  # queues this connection owns
         self._we_closed = False  # the broker refused the connection (a hard code)
         if broker.trace_frames:
-            self._tap = FrameTap(self._who, lambda: Decoder(1 << 20), _frame_items)
+            self._tap = FrameTap(self.who, lambda: Decoder(1 << 20), _frame_items)
         self.svc.connections.add(self)
         self._admitted()
 
@@ -285,7 +285,7 @@ class Connection091(FrontEnd):
             authenticator=login.authenticator_0_9_1,
             # An empty name is no vhost in 0-9-1 (RabbitMQ refuses it; 0-10's
             # qpid-python sends none for the default one).
-            virtual_hosts=lambda v, _who: bool(v) and login.may_open(v),
+            virtual_hosts=lambda v, who: bool(v) and login.may_open(v),
             heartbeat=min(beat, 0xFFFF),
             channel_max=max(1, min(lim.sessions_per_connection, 0xFFFF)),
             max_body_size=lim.max_message_size,
@@ -315,7 +315,7 @@ class Connection091(FrontEnd):
                 self.broker.dispatch(q)
 
     # -- events ------------------------------------------------------------------
-    def _handle(self, events: list[Any], now: float) -> None:
+    def handle_events(self, events: list[Any], now: float) -> None:
         b = self.broker
         for e in events:
             self.events_seen += 1

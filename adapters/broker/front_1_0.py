@@ -308,7 +308,7 @@ class Connection10(FrontEnd):
         self._accepts: dict[Link, list[Delivery]] = {}  # to settle accepted, batched
         self.svc.connections.add(self)
         if broker.trace_frames:
-            self._tap = FrameTap(self._who, lambda: FrameReader(1 << 24), _frame_items,
+            self._tap = FrameTap(self.who, lambda: FrameReader(1 << 24), _frame_items,
                                  header=0)
         self._admitted()
 
@@ -351,7 +351,7 @@ class Connection10(FrontEnd):
                 self.broker.dispatch(q)
 
     # -- events ---------------------------------------------------------------------
-    def _handle(self, events: list[Any], now: float) -> None:
+    def handle_events(self, events: list[Any], now: float) -> None:
         for e in events:
             self.events_seen += 1
             t = type(e)
@@ -377,7 +377,7 @@ class Connection10(FrontEnd):
             except DecodeError as err:  # a malformed message: the session ends (9)
                 self._end_session(e, "amqp:decode-error", err.message)
             except LocalProtocolError as err:  # its session or link is ending meanwhile
-                log.debug("connection from %s: %s not answered: %s", self._who,
+                log.debug("connection from %s: %s not answered: %s", self.who,
                           type(e).__name__, err)
         if self.conn.closed:
             self._end(now)
@@ -396,14 +396,14 @@ class Connection10(FrontEnd):
         if login.identity is None and not e.mechanism:
             login.admit("ANONYMOUS", "anonymous")  # no SASL layer: only where allowed
         if login.identity is None or not login.may_open(self.vhost_name):
-            log.warning("connection from %s: user %s may not open vhost %r", self._who,
+            log.warning("connection from %s: user %s may not open vhost %r", self.who,
                         quoted(login.identity), self.vhost_name)
             self.conn.close(Error(condition=UNAUTHORIZED,
                                   description=f"no access to vhost {self.vhost_name!r}"))
             return
         self._ready = True
         self.broker.unauthenticated.discard(self)
-        log.info("connection from %s opened: user %s, vhost %r, %s", self._who,
+        log.info("connection from %s opened: user %s, vhost %r, %s", self.who,
                  quoted(login.identity), self.vhost_name, e.mechanism or "no SASL")
 
     def _end_session(self, e: Any, condition: str, text: str) -> None:
@@ -421,7 +421,7 @@ class Connection10(FrontEnd):
             else:
                 self._attach_publisher(link)
         except _Refuse as r:
-            log.info("connection from %s: link %s refused: %s", self._who, quoted(link.name),
+            log.info("connection from %s: link %s refused: %s", self.who, quoted(link.name),
                      r.text)
             link.refuse(Error(condition=r.condition, description=r.text[:500]))
         except ModelError as m:

@@ -63,11 +63,11 @@ class BrokerConnection:
         if refused is not None:
             self._closed = True  # before the header: nothing is said
             broker.stats["connections-refused"] += 1
-            log.warning("connection from %s refused: %s", self._who, refused)
+            log.warning("connection from %s refused: %s", self.who, refused)
             return
         broker.open_connections.add(self)
         broker.unauthenticated.add(self)
-        log.info("connection from %s", self._who)
+        log.info("connection from %s", self.who)
 
     def __getattr__(self, name: str) -> Any:
         front = self.__dict__.get("front")
@@ -76,7 +76,7 @@ class BrokerConnection:
         return getattr(front, name)
 
     @property
-    def _who(self) -> str:
+    def who(self) -> str:
         return str(self.peer) if self.peer is not None else "(in memory)"
 
     @property
@@ -155,7 +155,7 @@ class BrokerConnection:
             self._started = now
         if not self._closed and now >= self._started + self.broker.limits.handshake_timeout:
             log.info("connection from %s: no protocol header within %g s; closed",
-                     self._who, self.broker.limits.handshake_timeout)
+                     self.who, self.broker.limits.handshake_timeout)
             self.broker.stats["handshake-timeouts"] += 1
             self._drop()
         self.broker.handle_timer(now)

@@ -418,7 +418,7 @@ def run_server_case(sock: socket.socket, plan: ServerPlan, step_timeout: float =
             if isinstance(event, ev.ProtocolViolation) and not fault_sent:
                 violations.append(Violation(f"core.{event.scope}", event.message))
         try:
-            bc._handle(events, last_in)  # the model acts on what the client asked
+            bc.handle_events(events, last_in)  # the model acts on what the client asked
         except Exception as exc:  # noqa: BLE001 - a model bug must not stop the campaign
             violations.append(Violation("fuzzer.model", f"the embedded model failed: {exc!r}"))
             break
