@@ -357,13 +357,10 @@ def run_server_case(sock: socket.socket, plan: ServerPlan, step_timeout: float =
             we_closed = True
         end = time.monotonic() + step_timeout
         while time.monotonic() < end and not eof and not client.closed:
-            r, _, _ = select.select([sock], [], [], 0.1)
-            if not r:
+            got = read_some(sock, 0.1)
+            if got is None:
                 continue
-            try:
-                data = sock.recv(1 << 16)
-            except OSError:
-                data = b""
+            data = got
             if not data:
                 eof = True
                 break
