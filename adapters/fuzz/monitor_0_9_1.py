@@ -338,7 +338,9 @@ class Monitor(MonitorBase):
             self._apply_our_tune()
         elif name == "connection.close":
             self.we_closed = True
-            if self.core.state is ConnState.OPEN and not self.core_failed:
+            # before tune-ok too: the peer's close-ok then ends the handshake
+            if self.core.state not in (ConnState.CLOSING, ConnState.CLOSED) \
+                    and not self.core_failed:
                 with contextlib.suppress(LocalProtocolError):
                     self.core.close(int(m.reply_code))
                     self.core.data_to_send()

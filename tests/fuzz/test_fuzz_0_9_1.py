@@ -313,6 +313,34 @@ def test_monitor_after_close_rule() -> None:
     assert mon.take_replies() == [wire_0_9_1.method_frame(0, spec.ConnectionCloseOk())]
 
 
+def test_monitor_accepts_close_ok_to_a_close_sent_mid_handshake() -> None:
+    """Our connection.close before tune-ok (and before open) is answered
+    with close-ok: a conformant ending, also when the peer's tune crosses
+    our close."""
+    close = wire_0_9_1.method_frame(0, spec.ConnectionClose(reply_code=200))
+    items = _ack_case().items  # header, start-ok, tune-ok, open, ...
+    for sent_before in (1, 2, 3):
+        mon = Monitor(MonitorConfig(mechanism="PLAIN", username="guest", password="guest"))
+        peer = Responder()
+        for it in items[:sent_before]:
+            mon.sent(it.data)
+            mon.received(peer.feed(it.data))
+        mon.sent(close)
+        mon.received(peer.feed(close))
+        assert not mon.violations, (sent_before, mon.violations)
+        assert mon.peer_close_ok
+    mon = Monitor(MonitorConfig(mechanism="PLAIN", username="guest", password="guest"))
+    peer = Responder()
+    mon.sent(items[0].data)
+    mon.received(peer.feed(items[0].data))
+    mon.sent(items[1].data)
+    tune = peer.feed(items[1].data)
+    mon.sent(close)
+    mon.received(tune)
+    mon.received(peer.feed(close))
+    assert not mon.violations and mon.peer_close_ok
+
+
 # -- the oracle ---------------------------------------------------------------
 
 
