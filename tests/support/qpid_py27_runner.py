@@ -96,7 +96,12 @@ def _ignores() -> list[str]:
     return names
 
 
-def run_shard(modules: Iterable[str], timeout: float = 900, *,
+# A bound on a hung runner, not a speed claim: at load ~20 on 2 cores one
+# shard took over 900 s while every test in it passed.
+SHARD_TIMEOUT = 1800.0
+
+
+def run_shard(modules: Iterable[str], timeout: float = SHARD_TIMEOUT, *,
               tests: Iterable[str] = ()) -> dict[str, dict[str, object]]:
     """Run ``modules`` (or the named ``tests``) through qpid-python-test
     against one fresh broker."""
