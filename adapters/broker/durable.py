@@ -5,7 +5,9 @@ Stored: exchanges and queues declared durable (not exclusive queues: they
 die with their session), bindings between a durable exchange and a durable
 queue, and messages published persistent (delivery-mode 2) into a durable
 queue, until they are accepted (or otherwise leave: acquired with
-accept-mode none, rejected, purged, expired, their queue deleted).
+accept-mode none, rejected, purged, expired, their queue deleted); and the
+termini a front end keeps past their links on a durable queue (1.0 durable
+subscriptions: the front end's own state, given back to it on recovery).
 Without a store nothing is durable, and the broker says so: declares are
 accepted, but queries report ``durable`` false.
 
@@ -24,7 +26,14 @@ from amqp_sansio.v0_10 import codec
 
 from .properties import decode_stored
 from .routing import Binding
-from .store import BindingRecord, ExchangeRecord, MessageRecord, QueueRecord, Store
+from .store import (
+    BindingRecord,
+    ExchangeRecord,
+    MessageRecord,
+    QueueRecord,
+    Store,
+    TerminusRecord,
+)
 
 if TYPE_CHECKING:
     from .model import Broker, ExchangeState, QMsg, QueueState
@@ -57,13 +66,16 @@ class Durability:
         self.store = store
         self.enabled = store is not None
         self._ttls: list[tuple[QMsg, QueueState, int]] = []  # recovered, waiting for a clock
+        #: Termini recovered from the store, for their front end to take
+        #: (:meth:`take_termini`).
+        self._termini: list[TerminusRecord] = []
 
     def describe(self) -> str:
         if self.store is None:
             return ("durability: none -- in memory only, nothing survives a restart "
                     "(give a data directory to keep durable queues and persistent messages)")
         return f"durability: {self.store!r} (durable exchanges, queues, bindings; persistent " \
-               "messages)"
+               "messages; 1.0 durable subscriptions)"
 
     # -- exchanges, queues, bindings ---------------------------------------------
     def exchange_declared(self, x: ExchangeState) -> None:
@@ -92,6 +104,23 @@ class Durability:
     def unbound(self, x: ExchangeState, queue: str, key: str) -> None:
         if self.store is not None and x.durable:
             self.store.delete_binding(x.vhost, x.name, queue, key)
+
+    # -- link termini (1.0 durable subscriptions) -----------------------------------
+    def terminus_kept(self, q: QueueState, r: TerminusRecord) -> bool:
+        """Store ``r`` (a terminus on ``q``) if it can survive; is it stored?"""
+        if self.store is None or not q.durable:
+            return False
+        self.store.put_terminus(r)
+        return True
+
+    def terminus_dropped(self, vhost: str, container: str, name: str) -> None:
+        if self.store is not None:
+            self.store.delete_terminus(vhost, container, name)
+
+    def take_termini(self) -> list[TerminusRecord]:
+        """The recovered termini whose queue came back (once)."""
+        got, self._termini = self._termini, []
+        return got
 
     # -- messages ---------------------------------------------------------------
     def enqueued(self, q: QueueState, m: QMsg) -> bool:
@@ -149,6 +178,11 @@ class Durability:
                 args = tuple(sorted(_unargs(br.arguments).items(), key=lambda kv: kv[0]))
                 x.bindings.append(Binding(br.queue, br.key, args))
                 x.had_binding = True
+        for tr in r.termini:
+            if tr.queue in broker.vhost(tr.vhost).queues:
+                self._termini.append(tr)
+            else:  # orphaned: its queue is gone
+                self.store.delete_terminus(tr.vhost, tr.container, tr.name)
         last = -1
         for mr in r.messages:
             last = max(last, mr.id)

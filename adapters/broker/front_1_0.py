@@ -34,6 +34,10 @@ section has the whole checklist):
   (53), a default outcome outside them (31).
 * ``dynamic`` sources and targets are temporary queues with a random name
   (6), deleted per their lifetime policy (56).
+* a receiving link whose source asks for durability keeps its terminus past
+  the link (a durable subscription, ``termini_1_0.py``): resumed by the same
+  link name from the same container id, with its unsettled deliveries for
+  unsettled-state; a queue a durable terminus creates is durable.
 * the coordinator target runs local transactions (57-59): transactional
   publishes and accepts take effect at discharge.
 
@@ -91,6 +95,17 @@ from .model import Consumer, Held, ModelError, QMsg, QueueState, VHost
 from .properties import FORM_1_0, Sections10, Wire, split_1_0
 from .routing import Binding
 from .selector_1_0 import SelectorError, compile_selector
+from .store import TerminusRecord
+from .termini_1_0 import (
+    CONNECTION,
+    LINK,
+    SESSION,
+    TERMINI_MAX,
+    Termini,
+    Terminus,
+    decode_state,
+    encode_state,
+)
 
 if TYPE_CHECKING:
     from .model import Broker
@@ -126,6 +141,8 @@ _LIFETIMES = {DeleteOnClose: "delete-on-close", DeleteOnNoLinks: "delete-on-no-l
 _LIFETIME_NAMES = {v: k for k, v in _LIFETIMES.items()}
 NOT_FOUND, NOT_ALLOWED, NOT_IMPLEMENTED = ("amqp:not-found", "amqp:not-allowed",
                                            "amqp:not-implemented")
+LINK_STOLEN = "amqp:link:stolen"
+_EXPIRY_POLICIES = frozenset(TerminusExpiryPolicy)
 INVALID_FIELD, UNAUTHORIZED = "amqp:invalid-field", "amqp:unauthorized-access"
 RESOURCE_LIMIT = "amqp:resource-limit-exceeded"
 #: The model's refusals (ModelError kinds) as 1.0 conditions.
@@ -185,20 +202,71 @@ class Links10:
         self.starved: dict[Link, Connection10] = {}  # publishing links waiting for credit
         self.txns: dict[bytes, Txn] = {}
         self.dynamic: dict[str, DynamicNode] = {}  # by queue name
+        self._termini = Termini()  # durable subscriptions (termini_1_0.py)
+        self._recovered = not broker.durable.enabled  # the store's termini taken back
 
     # -- model.Service -----------------------------------------------------------------
     def next_deadline(self) -> float | None:
-        return None
+        if not self._recovered and self.broker.now > float("-inf"):
+            self._recover(self.broker.now)
+        return self._termini.next_deadline()
 
     def handle_timer(self, now: float) -> None:
-        pass
+        for t in self.termini(now).due(now):
+            log.info("terminus %s of container %s expired", quoted(t.name), quoted(t.container))
+            self.drop_terminus(t)
 
     def held(self) -> Iterator[Held]:
         for c in self.connections:
             for consumer in c.consumers.values():
                 yield from consumer.held.values()
+                yield from (h for _, h, _ in consumer.resuming if h is not None)
         for t in self.txns.values():
             yield from t.work.accepts
+        for term in self._termini.kept.values():
+            yield from term.held.values()
+
+    # -- durable termini ----------------------------------------------------------------
+    def termini(self, now: float) -> Termini:
+        """The termini kept (with those of the store, once the clock runs)."""
+        if not self._recovered:
+            self._recover(now)
+        return self._termini
+
+    def _recover(self, now: float) -> None:
+        """The store's termini back (their connections closed with the
+        broker: their timeouts start now)."""
+        self._recovered = True
+        durable = self.broker.durable
+        for r in durable.take_termini():
+            state = decode_state(r.state)
+            if state is None:
+                durable.terminus_dropped(r.vhost, r.container, r.name)
+                continue
+            source, private, level, user = state
+            t = Terminus(r.vhost, r.container, r.name, r.queue, private, source, level, user,
+                         stored=True)
+            self._termini.add(t)
+            if self._termini.end(t, CONNECTION, now):
+                self.drop_terminus(t)
+
+    def keep_terminus(self, t: Terminus, q: QueueState) -> None:
+        self._termini.add(t)
+        t.stored = self.broker.durable.terminus_kept(
+            q, TerminusRecord(t.vhost, t.container, t.name, t.queue, encode_state(t)))
+
+    def drop_terminus(self, t: Terminus) -> None:
+        """``t`` is destroyed (closed, expired, replaced): what it held goes
+        back to its queue, its own queue is deleted."""
+        if not self._termini.remove(t):
+            return
+        held, t.held = list(t.held.values()), {}
+        self.broker.release_held(held)
+        q = self.broker.vhost(t.vhost).queues.get(t.queue)
+        if t.private and q is not None:
+            self.broker.delete_queue(q)
+        if t.stored:
+            self.broker.durable.terminus_dropped(t.vhost, t.container, t.name)
 
     def relieved(self) -> None:
         if not self.starved:
@@ -213,7 +281,7 @@ class Consumer10(Consumer):
     message; ``held`` are its unsettled deliveries."""
 
     __slots__ = ("front", "link", "held", "presettle", "outcomes", "default_outcome",
-                 "private", "txn")
+                 "private", "txn", "terminus", "resuming")
 
     def __init__(self, front: Connection10, link: Link, queue: str, vhost: str, *,
                  browsing: bool, presettle: bool, outcomes: tuple[str, ...],
@@ -228,6 +296,12 @@ class Consumer10(Consumer):
         self.private = private  # the link's own queue (an exchange subscription)
         #: The transaction its credit acquires for (a flow's txn-id, 60).
         self.txn: Txn | None = None
+        #: Its durable terminus (termini_1_0.py), if it keeps one.
+        self.terminus: Terminus | None = None
+        #: Deliveries of an earlier attachment to send again (resume=true) as
+        #: credit comes: (tag, held, None) resends the message; (tag, None,
+        #: outcome) only settles it with the client's outcome.
+        self.resuming: list[tuple[bytes, Held | None, Any]] = []
 
     def ready(self) -> bool:
         link = self.link
@@ -306,6 +380,7 @@ class Connection10(FrontEnd):
         self.coordinators: set[Link] = set()
         self._txn_coordinator = TxnCoordinator()
         self._accepts: dict[Link, list[Delivery]] = {}  # to settle accepted, batched
+        self.left: set[Terminus] = set()  # durable termini whose link left from here
         self.svc.connections.add(self)
         if broker.trace_frames:
             self._tap = FrameTap(self.who, lambda: FrameReader(1 << 24), _frame_items,
@@ -443,19 +518,21 @@ class Connection10(FrontEnd):
         except AddressError as e:
             raise _Refuse(INVALID_FIELD, str(e)) from None
 
-    def _queue(self, node: Node, *, create: bool | None = None) -> QueueState:
-        """The queue ``node`` names, created if allowed."""
+    def _queue(self, node: Node, *, durable: bool = False) -> QueueState:
+        """The queue ``node`` names, created if allowed (durable when the
+        terminus asked for durability, as RabbitMQ's 1.0 plugin does)."""
         ns = self.ns
         q = ns.queues.get(node.name)
         if q is not None:
             return q
-        if not (self.svc.create_queues if create is None else create):
+        if not self.svc.create_queues:
             raise _Refuse(NOT_FOUND, f"no queue {node.name!r} in vhost {self.vhost_name!r}")
         self._allowed("configure", node.name)
         if node.name.startswith("amq."):
             raise _Refuse(NOT_ALLOWED, f"queue names starting amq. are reserved: {node.name!r}")
-        log.info("queue %s created for a 1.0 link", quoted(node.name))
-        return self.broker.new_queue(ns, node.name)
+        log.info("%squeue %s created for a 1.0 link", "durable " if durable else "",
+                 quoted(node.name))
+        return self.broker.new_queue(ns, node.name, durable=durable)
 
     def _attach_publisher(self, link: Link) -> None:
         """The client sends: the broker's end receives into the target's node."""
@@ -475,15 +552,19 @@ class Connection10(FrontEnd):
         elif target.dynamic:
             q = self._dynamic_queue(target.dynamic_node_properties, link)
             node = Node("queue", q.name)
-            reply = attrs.evolve(target, address=q.name, durable=TerminusDurability.NONE,
-                                 expiry_policy=TerminusExpiryPolicy.LINK_DETACH, timeout=0)
+            reply = attrs.evolve(target, address=q.name, **_terminus_fields(target, 0))
         else:
             node = self._resolve(target.address)
+            asked = _asked_durability(target)
             if node.is_queue:
-                self._queue(node)
+                kept = self._queue(node, durable=asked > 0).durable
+            else:
+                x = self.ns.exchanges.get(node.name)
+                kept = x is not None and x.durable
             self._allowed("write", node.name)
-            reply = attrs.evolve(target, durable=TerminusDurability.NONE,
-                                 expiry_policy=TerminusExpiryPolicy.LINK_DETACH, timeout=0)
+            # A target's configuration is its address: it lasts as long as its
+            # node; nothing of its deliveries is kept (settled as received).
+            reply = attrs.evolve(target, **_terminus_fields(target, min(asked, 1) if kept else 0))
         link.target = reply
         link.rcv_settle_mode = ReceiverSettleMode.SECOND if second else ReceiverSettleMode.FIRST
         link.snd_settle_mode = link.remote_snd_settle_mode or SenderSettleMode.MIXED
@@ -503,7 +584,11 @@ class Connection10(FrontEnd):
 
     def _attach_consumer(self, link: Link) -> None:
         """The client receives: the broker's end sends from the source's node."""
+        kept = self._kept_terminus(link)
         src = link.source
+        if kept is not None and (src is None or _same_subscription(src, kept.source)):
+            self._resume(link, kept)
+            return
         if not isinstance(src, Source):
             raise _Refuse(INVALID_FIELD, "a receiving link needs a source")
         outcomes = _offered_outcomes(src)
@@ -530,13 +615,39 @@ class Connection10(FrontEnd):
             raise _Refuse(NOT_IMPLEMENTED, "a binding filter on a queue source")
         if node is not None:
             self._allowed("read", node.name)
+        # A durable source keeps its terminus past the link (termini_1_0.py).
+        asked = 0 if src.dynamic else _asked_durability(src)
+        if kept is not None:
+            self.svc.drop_terminus(kept)  # another subscription under its name replaces it
+        keep = asked > 0 and len(self.svc.termini(self.broker.now)) < TERMINI_MAX
         if node is None:
             q = self._dynamic_queue(src.dynamic_node_properties, link)
         elif private:
-            q = self._subscription(node, binding, link)
+            q = self._subscription(node, binding, link, durable=keep)
         else:
-            q = self._queue(node)
+            q = self._queue(node, durable=keep)
         browsing = mode == COPY and not private
+        c = self._consumer(link, q, browsing=browsing, private=private, outcomes=outcomes,
+                           default=default, selector=selector)
+        link.source = attrs.evolve(
+            src, address=q.name if src.dynamic else src.address,
+            **_terminus_fields(src, asked if keep and q.durable else 0, kept=keep),
+            distribution_mode=Symbol(COPY if browsing or private else MOVE),
+            filter=filters or None, default_outcome=default,
+            outcomes=tuple(Symbol(o) for o in (outcomes or OUTCOMES)))
+        if keep:
+            t = c.terminus = Terminus(self.vhost_name, self._container(), link.name, q.name,
+                                      private, link.source, asked, self.login.identity,
+                                      consumer=c, front=self, channel=link.channel)
+            self.svc.keep_terminus(t, q)
+        self.consumers[link] = c
+        if q.name in self.svc.dynamic:
+            self.svc.dynamic[q.name].links.add(link)
+        link.attach()
+        self.broker.add_consumer(q, c)
+
+    def _consumer(self, link: Link, q: QueueState, *, browsing: bool, private: bool,
+                  outcomes: tuple[str, ...], default: Any, selector: Any) -> Consumer10:
         presettle = link.remote_snd_settle_mode is SenderSettleMode.SETTLED
         c = Consumer10(self, link, q.name, q.vhost, browsing=browsing, presettle=presettle,
                        outcomes=outcomes or OUTCOMES, default_outcome=default, private=private)
@@ -544,21 +655,145 @@ class Connection10(FrontEnd):
         link.snd_settle_mode = (SenderSettleMode.SETTLED if presettle
                                 else SenderSettleMode.UNSETTLED)
         link.rcv_settle_mode = link.remote_rcv_settle_mode or ReceiverSettleMode.FIRST
-        link.source = attrs.evolve(
-            src, address=q.name if src.dynamic else src.address,
-            durable=TerminusDurability.NONE, expiry_policy=TerminusExpiryPolicy.LINK_DETACH,
-            timeout=0, distribution_mode=Symbol(COPY if browsing or private else MOVE),
-            filter=filters or None, default_outcome=default,
-            outcomes=tuple(Symbol(o) for o in (outcomes or OUTCOMES)))
+        return c
+
+    # -- durable termini (durable subscriptions) -----------------------------------------
+    def _container(self) -> str:
+        opened = self.conn.remote_open
+        return opened.container_id if opened is not None else ""
+
+    def _kept_terminus(self, link: Link) -> Terminus | None:
+        """The terminus kept under this link's name and the client's container
+        id, if any (a link attached to it now is detached: stolen)."""
+        termini = self.svc.termini(self.broker.now)
+        key = (self.vhost_name, self._container(), link.name)
+        t = termini.get(key)
+        if t is None:
+            return None
+        if t.user != self.login.identity:
+            raise _Refuse(UNAUTHORIZED, f"link {link.name!r} names another user's durable "
+                          "subscription")
+        if t.queue not in self.ns.queues:  # its queue was deleted: nothing to resume
+            self.svc.drop_terminus(t)
+            return None
+        if t.consumer is not None:
+            t.consumer.front.steal(t.consumer)
+        return t if termini.get(key) is t else None
+
+    def steal(self, c: Consumer10) -> None:
+        """``c``'s durable terminus is attached elsewhere: its link here is
+        detached (``amqp:link:stolen``), leaving the terminus."""
+        link = c.link
+        if link.state is LinkState.ATTACHED:
+            with contextlib.suppress(LocalProtocolError):
+                link.detach(closed=False, error=Error(
+                    condition=LINK_STOLEN, description="attached again by its container"))
+        self._link_gone(link, closed=False)
+        self.note_output(0)
+
+    def _resume(self, link: Link, t: Terminus) -> None:
+        """Attach ``link`` to its kept terminus ``t``: the subscription goes on
+        where it was (its queue kept what arrived meanwhile)."""
+        src = t.source
+        self._allowed("read", self._resolve(src.address).name)
+        q = self.ns.queues[t.queue]
+        _, selector, _ = _filters(src.filter)
+        c = self._consumer(link, q, browsing=src.distribution_mode == COPY and not t.private,
+                           private=t.private, outcomes=_offered_outcomes(src),
+                           default=src.default_outcome, selector=selector)
+        c.terminus = t
+        link.source = src
+        link.delivery_count = t.delivery_count  # (new tags do not clash with resumed ones)
+        self._resume_deliveries(c, t, link)
+        if t.front is not None:
+            t.front.left.discard(t)
+        t.consumer, t.front, t.channel = c, self, link.channel
+        self.svc.termini(self.broker.now).attached(t)
         self.consumers[link] = c
-        if q.name in self.svc.dynamic:
-            self.svc.dynamic[q.name].links.add(link)
+        log.info("connection from %s: durable subscription %s resumed", self.who,
+                 quoted(link.name))
         link.attach()
         self.broker.add_consumer(q, c)
 
+    def _resume_deliveries(self, c: Consumer10, t: Terminus, link: Link) -> None:
+        """unsettled-state: what ``t`` held, against the client's unsettled
+        map.  A delivery the client has an outcome for takes it (and is
+        settled with it, resume=true); one it holds with no outcome is sent
+        again (resume=true); one it does not know is delivered anew."""
+        held, t.held = t.held, {}
+        if not held:
+            return
+        theirs = link.remote_unsettled or {}
+        anew: list[Held] = []
+        for tag, h in held.items():
+            if tag not in theirs or c.presettle:
+                anew.append(h)
+                continue
+            state = theirs[tag]
+            sym = getattr(type(state), "SYMBOL", None)
+            if sym in OUTCOMES:
+                if sym not in c.outcomes:
+                    state = c.default_outcome
+                self._settle(c, h, state)
+                c.resuming.append((tag, None, state))
+            else:
+                h.consumer = c
+                c.resuming.append((tag, h, None))
+        self.broker.release_held(anew)
+        link.unsettled = {tag: None for tag, _, _ in c.resuming} or None
+
+    def _send_resumed(self, c: Consumer10) -> None:
+        """Send what ``c`` resumes, as its credit allows (before anything new)."""
+        link = c.link
+        while c.resuming and link.credit > 0 and link.state is LinkState.ATTACHED:
+            tag, h, state = c.resuming.pop(0)
+            try:
+                if h is None:
+                    link.send(b"", tag=tag, resume=True, settled=True, state=state)
+                    continue
+                if not h.acquired:
+                    continue  # its queue was deleted meanwhile: no longer ours
+                secs: Sections10 = h.msg.wire.as_form(FORM_1_0)
+                payload = secs.render(h.msg.body, _delivery_header(secs, h.msg))
+                d = link.send(payload, tag=tag, resume=True)
+            except LocalProtocolError:
+                if h is not None:
+                    self.broker.release_held([h])
+                continue
+            c.held[d] = h
+            self.note_output(len(payload) + DELIVERY_OVERHEAD)
+
+    def _suspend(self, c: Consumer10, t: Terminus, how: int) -> None:
+        """``c``'s link left without closing: its terminus stays, with what it
+        holds if it keeps unsettled state."""
+        t.consumer = None
+        t.delivery_count = c.link.delivery_count
+        held = {d.tag: h for d, h in c.held.items()}
+        held.update((tag, h) for tag, h, _ in c.resuming if h is not None)
+        c.held, c.resuming = {}, []
+        if t.durable >= 2:
+            t.held = held
+        else:
+            self.broker.release_held(held.values())
+        self.left.add(t)
+        if self.svc.termini(self.broker.now).end(t, how, self.broker.now):
+            self.svc.drop_terminus(t)
+
+    def _left_ended(self, how: int, channel: int | None = None) -> None:
+        """The session (``channel``) or the connection that termini left
+        from ended: their expiry may start."""
+        termini = self.svc.termini(self.broker.now)
+        for t in list(self.left):
+            if t.front is not self or t.consumer is not None:
+                self.left.discard(t)
+            elif (channel is None or t.channel == channel) and termini.end(t, how,
+                                                                          self.broker.now):
+                self.svc.drop_terminus(t)
+
     def _subscription(self, node: Node, binding: tuple[str, Any] | None,
-                      link: Link) -> QueueState:
-        """A private queue bound to exchange ``node`` for one link."""
+                      link: Link, *, durable: bool = False) -> QueueState:
+        """A private queue bound to exchange ``node`` for one link (durable:
+        for a kept terminus, which it outlives its link with)."""
         ns = self.ns
         x = ns.exchanges.get(node.name)
         if x is None:
@@ -575,7 +810,8 @@ class Connection10(FrontEnd):
         if key is None:
             key = "#" if x.type == "topic" else ""
         name = _generated("sub")
-        q = self.broker.new_queue(ns, name, owner=self, auto_delete=True)
+        q = (self.broker.new_queue(ns, name, durable=True) if durable
+             else self.broker.new_queue(ns, name, owner=self, auto_delete=True))
         self.broker.bind(x, Binding(name, key, args), q)
         return q
 
@@ -622,6 +858,8 @@ class Connection10(FrontEnd):
                 return
         else:
             c.txn = None
+        if c.resuming:
+            self._send_resumed(c)
         q = self.broker.queue_of(c)
         if q is not None and e.link.credit > 0:
             self.broker.dispatch(q)
@@ -865,7 +1103,9 @@ class Connection10(FrontEnd):
         t.accepts.append((c, d, h))
 
     # -- links and sessions ending ----------------------------------------------------------
-    def _link_gone(self, link: Link, *, closed: bool) -> None:
+    def _link_gone(self, link: Link, *, closed: bool, how: int = LINK) -> None:
+        """``link`` is detached (``closed``: for good), or its session
+        (``how`` SESSION) or connection (CONNECTION) ended."""
         svc = self.svc
         pub = self.publishers.pop(link, None)
         if pub is not None:
@@ -878,11 +1118,22 @@ class Connection10(FrontEnd):
         if c is not None:
             q = self.broker.queue_of(c)
             self.broker.remove_consumer(c, autodelete=False)
-            held, c.held = list(c.held.values()), {}
-            self.broker.release_held(held)
-            if c.private and q is not None:
-                self.broker.delete_queue(q)
-                q = None
+            t = c.terminus if c.terminus is not None and c.terminus.consumer is c else None
+            if t is not None and not closed:
+                self._suspend(c, t, how)
+                q = None  # kept for the terminus
+            else:
+                held = [*c.held.values(), *(h for _, h, _ in c.resuming if h is not None)]
+                c.held, c.resuming = {}, []
+                self.broker.release_held(held)
+                if t is not None:  # closed: the terminus is destroyed, its own queue too
+                    t.consumer = None
+                    self.svc.drop_terminus(t)
+                    if t.private:
+                        q = None
+                elif c.private and q is not None:
+                    self.broker.delete_queue(q)
+                    q = None
         name = (c.queue if c is not None else pub.node.name
                 if pub is not None and pub.node is not None else None)
         dyn = svc.dynamic.get(name) if name is not None else None
@@ -922,13 +1173,16 @@ class Connection10(FrontEnd):
     def _session_gone(self, s: Any) -> None:
         for link in [lk for lk in (*self.consumers, *self.publishers, *self.coordinators)
                      if lk.channel == s.channel]:
-            self._link_gone(link, closed=True)
+            self._link_gone(link, closed=False, how=SESSION)
+        self._left_ended(SESSION, s.channel)
 
     def _end(self, now: float) -> None:
         if self._ended:
             return
         for link in [*self.consumers, *self.publishers, *self.coordinators]:
-            self._link_gone(link, closed=True)
+            self._link_gone(link, closed=False, how=CONNECTION)
+        self._left_ended(CONNECTION)
+        self.left.clear()
         svc = self.svc
         for txn_id, t in list(svc.txns.items()):
             if t.owner is self:  # an open transaction ends with its connection: rolled back
@@ -955,6 +1209,32 @@ def _frame_items(reader: FrameReader, data: bytes) -> Iterator[tuple[int, object
         if type(item.body).__name__ == "SaslOutcome":
             reader.expect_header()
         yield item.channel, item.body
+
+
+def _asked_durability(t: Source | Target) -> int:
+    """The terminus durability a client asked for (0 none, 1 configuration,
+    2 unsettled-state)."""
+    return min(max(int(t.durable or 0), 0), 2)
+
+
+def _terminus_fields(t: Source | Target, durable: int, *,
+                     kept: bool | None = None) -> dict[str, Any]:
+    """The terminus fields the broker's attach states (18): ``durable``, what
+    survives a restart; ``kept`` (default: durable above none), whether the
+    terminus outlives its link -- then the client's expiry policy and
+    timeout hold, else link-detach and 0 say it does not."""
+    if not (durable > 0 if kept is None else kept):
+        return {"durable": TerminusDurability.NONE,
+                "expiry_policy": TerminusExpiryPolicy.LINK_DETACH, "timeout": 0}
+    policy = t.expiry_policy if t.expiry_policy in _EXPIRY_POLICIES else "session-end"
+    return {"durable": TerminusDurability(durable),
+            "expiry_policy": TerminusExpiryPolicy(policy), "timeout": t.timeout or 0}
+
+
+def _same_subscription(src: Source, kept: Source) -> bool:
+    """Does a re-attach's source name the subscription ``kept`` is?  (Another
+    address or other filters make it another one, replacing it.)"""
+    return src.address == kept.address and (src.filter or None) == (kept.filter or None)
 
 
 def _offered_outcomes(src: Source | None) -> tuple[str, ...]:

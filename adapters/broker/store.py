@@ -1,5 +1,6 @@
 """Where a broker keeps what must outlive it: durable exchanges, queues and
-bindings, and the persistent messages in durable queues.
+bindings, the persistent messages in durable queues, and the durable
+termini of 1.0 links (durable subscriptions).
 
 :class:`Store` is the interface a front end (the 0-10 model today; 0-9-1
 and 1.0 later) writes through: records in protocol-neutral terms, message
@@ -17,8 +18,8 @@ reach the disk.
 
 from __future__ import annotations
 
-__all__ = ["ExchangeRecord", "QueueRecord", "BindingRecord", "MessageRecord", "Recovered",
-           "Store", "SqliteStore", "DataDirLocked"]
+__all__ = ["ExchangeRecord", "QueueRecord", "BindingRecord", "MessageRecord", "TerminusRecord",
+           "Recovered", "Store", "SqliteStore", "DataDirLocked"]
 
 import fcntl
 import os
@@ -72,11 +73,25 @@ class MessageRecord:
 
 
 @attrs.frozen
+class TerminusRecord:
+    """A link's terminus kept past its link (1.0: a durable subscription),
+    named by the client's container id and the link's name; ``state`` is
+    the front end's, opaque here."""
+
+    vhost: str
+    container: str
+    name: str
+    queue: str  # the queue it consumes from (its records go with the queue)
+    state: bytes
+
+
+@attrs.frozen
 class Recovered:
     exchanges: list[ExchangeRecord]
     queues: list[QueueRecord]
     bindings: list[BindingRecord]
     messages: list[MessageRecord]  # in id order
+    termini: list[TerminusRecord] = attrs.field(factory=list)
 
 
 class Store(Protocol):
@@ -105,6 +120,10 @@ class Store(Protocol):
     def put_message(self, r: MessageRecord) -> None: ...
 
     def delete_message(self, id: int) -> None: ...
+
+    def put_terminus(self, r: TerminusRecord) -> None: ...
+
+    def delete_terminus(self, vhost: str, container: str, name: str) -> None: ...
 
     def commit(self) -> None:
         """Make every write so far durable; returns once it is."""
@@ -138,6 +157,9 @@ CREATE TABLE IF NOT EXISTS messages (
     properties BLOB NOT NULL, body BLOB NOT NULL, exchange TEXT NOT NULL,
     routing_key TEXT NOT NULL, ttl_ms INTEGER);
 CREATE INDEX IF NOT EXISTS messages_by_queue ON messages (vhost, queue, id);
+CREATE TABLE IF NOT EXISTS termini (
+    vhost TEXT NOT NULL, container TEXT NOT NULL, name TEXT NOT NULL, queue TEXT NOT NULL,
+    state BLOB NOT NULL, PRIMARY KEY (vhost, container, name));
 """
 _FORMAT: Final = "amqp-sansio-store/1"
 
@@ -152,6 +174,9 @@ _PUT_B: Final = "INSERT OR REPLACE INTO bindings VALUES (?, ?, ?, ?, ?)"
 _DEL_B: Final = "DELETE FROM bindings WHERE vhost = ? AND exchange = ? AND queue = ? AND key = ?"
 _PUT_M: Final = "INSERT OR REPLACE INTO messages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 _DEL_M: Final = "DELETE FROM messages WHERE id = ?"
+_PUT_T: Final = "INSERT OR REPLACE INTO termini VALUES (?, ?, ?, ?, ?)"
+_DEL_T: Final = "DELETE FROM termini WHERE vhost = ? AND container = ? AND name = ?"
+_DEL_Q_TERMINI: Final = "DELETE FROM termini WHERE vhost = ? AND queue = ?"
 
 #: The file in the data directory.
 DB_NAME: Final = "broker.sqlite3"
@@ -211,7 +236,9 @@ class SqliteStore:
                     in db.execute("SELECT * FROM queues ORDER BY rowid")],
             bindings=[BindingRecord(v, x, q, k, bytes(a)) for v, x, q, k, a
                       in db.execute("SELECT * FROM bindings ORDER BY rowid")],
-            messages=list(self._messages()))
+            messages=list(self._messages()),
+            termini=[TerminusRecord(v, c, n, q, bytes(st)) for v, c, n, q, st
+                     in db.execute("SELECT * FROM termini ORDER BY rowid")])
 
     def _messages(self) -> Iterator[MessageRecord]:
         for i, v, q, c, p, b, x, k, ttl in self._db.execute("SELECT * FROM messages ORDER BY id"):
@@ -237,6 +264,7 @@ class SqliteStore:
                 del self._puts[i]
         self._add((_DEL_Q_MESSAGES, (vhost, name)))
         self._add((_DEL_Q_BINDINGS, (vhost, name)))
+        self._add((_DEL_Q_TERMINI, (vhost, name)))
         self._add((_DEL_Q, (vhost, name)))
 
     def put_binding(self, r: BindingRecord) -> None:
@@ -254,6 +282,12 @@ class SqliteStore:
         if self._puts.pop(id, None) is None:
             self._add((_DEL_M, (id,)))
         # else: put and deleted before anything reached the disk -- nothing to write
+
+    def put_terminus(self, r: TerminusRecord) -> None:
+        self._add((_PUT_T, (r.vhost, r.container, r.name, r.queue, r.state)))
+
+    def delete_terminus(self, vhost: str, container: str, name: str) -> None:
+        self._add((_DEL_T, (vhost, container, name)))
 
     def _add(self, op: tuple[str, Any]) -> None:
         self._ops.append(op)

@@ -34,9 +34,9 @@ from amqp_sansio_broker.model import Broker
 class Client:
     """One in-memory 1.0 client connection to ``broker``."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, container: str = "test") -> None:
         self.broker = broker
-        self.conn = Connection(Role.CLIENT, ClientConfig(container_id="test"))
+        self.conn = Connection(Role.CLIENT, ClientConfig(container_id=container))
         self.bc = broker.connection()
         self.now = 0.0
         self.events: list[Any] = []

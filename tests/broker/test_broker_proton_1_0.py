@@ -546,3 +546,96 @@ def test_amqps_and_sasl_external_with_a_client_certificate(tmp_path: Any) -> Non
                                ssl_domain=domain(False), allowed_mechs="EXTERNAL")
     finally:
         stop()
+
+
+def _as_container(url: str, container_id: str) -> BlockingConnection:
+    c = Container()
+    c.container_id = container_id
+    return BlockingConnection(url, timeout=TIMEOUT, container=c)
+
+
+def _durable_receiver(c: BlockingConnection, address: str) -> Any:
+    from proton.reactor import DurableSubscription
+
+    return c.create_receiver(address, name="sub", credit=10, options=DurableSubscription())
+
+
+def _take(rcv: Any, n: int) -> list[Any]:
+    got = []
+    for _ in range(n):
+        got.append(rcv.receive(timeout=TIMEOUT).body)
+        rcv.accept()
+    return got
+
+
+def test_durable_subscription_resumed_by_container_and_link_name(url: str,
+                                                                 broker: Broker) -> None:
+    """proton's DurableSubscription (source durable unsettled-state, expiry
+    never) under a fixed container id: detached without closing, its
+    subscription collects what is published meanwhile; the same link name
+    from the same container id receives it; closing the link ends it."""
+    from proton import Terminus
+
+    def subscribed() -> list[int]:
+        return [len(q.consumers) for n, q in list(broker.queues.items())
+                if n.startswith("amq.sub.")]
+
+    c1 = _as_container(url, "durable-client")
+    try:
+        r = _durable_receiver(c1, "/topic/weather")
+        assert r.link.remote_source.expiry_policy == Terminus.EXPIRE_NEVER
+        r.link.detach()  # closed=false
+        c1.wait(lambda: subscribed() == [0], msg="detaching")  # the connection stays
+    finally:
+        c1.close()
+    p = _as_container(url, "publisher")
+    try:
+        snd = p.create_sender("/topic/weather")
+        for i in range(3):
+            snd.send(Message(body=f"w{i}"))
+    finally:
+        p.close()
+    c2 = _as_container(url, "durable-client")
+    try:
+        r2 = _durable_receiver(c2, "/topic/weather")
+        assert _take(r2, 3) == ["w0", "w1", "w2"]
+        r2.close()  # closed: the subscription is gone
+    finally:
+        c2.close()
+    assert not [q for q in broker.queues if q.startswith("amq.sub.")]
+
+
+def test_durable_subscription_survives_a_broker_restart(tmp_path: Any) -> None:
+    """With a data directory: a proton durable subscriber goes away, durable
+    messages are published, the broker restarts; the subscriber (same
+    container id, same link name) gets them."""
+    b = Broker(data_dir=tmp_path)
+    host, port, stop = start_broker_thread(b)
+    try:
+        c = _as_container(f"amqp://{host}:{port}", "durable-client")
+        try:
+            r = _durable_receiver(c, "/topic/news")
+            assert r.link.remote_source.durability == proton.Terminus.DELIVERIES
+        finally:
+            c.close()
+        p = _as_container(f"amqp://{host}:{port}", "publisher")
+        try:
+            snd = p.create_sender("/topic/news")
+            for i in range(2):
+                snd.send(Message(body=f"n{i}", durable=True))
+        finally:
+            p.close()
+    finally:
+        stop()
+        b.close()
+    b2 = Broker(data_dir=tmp_path)
+    host, port, stop = start_broker_thread(b2)
+    try:
+        c = _as_container(f"amqp://{host}:{port}", "durable-client")
+        try:
+            assert _take(_durable_receiver(c, "/topic/news"), 2) == ["n0", "n1"]
+        finally:
+            c.close()
+    finally:
+        stop()
+        b2.close()

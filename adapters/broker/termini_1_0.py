@@ -1,0 +1,160 @@
+"""Durable termini of 1.0 links (durable subscriptions).
+
+A client's receiving link whose source asks for durability (``durable``
+configuration or unsettled-state) keeps its terminus past its link: the
+queue it consumes from (for an exchange source, its own subscription queue,
+which goes on collecting messages), the source as the broker stated it and,
+for unsettled-state, the deliveries it holds unsettled.  It outlives a
+detach without ``closed``, its session's end and its connection's close,
+until it expires -- its ``expiry-policy`` says which of those starts the
+``timeout`` (seconds; ``never``: it does not expire) -- or a closing detach
+destroys it.  Attaching the same link name again from the same container
+id resumes it, as ActiveMQ Artemis and Qpid Broker-J identify a durable
+subscription (container id + link name).
+
+On a durable queue with the broker's store, a terminus is stored too
+(``store.TerminusRecord``; its state is the source and whether its queue is
+its own) and comes back after a restart -- its unsettled deliveries do not:
+their messages are back on the queue, redelivered.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Terminus", "Termini", "LINK", "SESSION", "CONNECTION", "TERMINI_MAX",
+           "encode_state", "decode_state"]
+
+import heapq
+import itertools
+from typing import Any
+
+import attrs
+
+from amqp_sansio.errors import DecodeError
+from amqp_sansio.v1_0.codec import decode_all, encode_value
+from amqp_sansio.v1_0.spec import Source, TerminusExpiryPolicy
+
+from .model import Held
+
+#: How far a terminus' attachment has ended: its link, its session, its connection.
+LINK, SESSION, CONNECTION = 0, 1, 2
+#: The ending at which each expiry policy starts the timeout (never: none does).
+_STARTS = {TerminusExpiryPolicy.LINK_DETACH: LINK, TerminusExpiryPolicy.SESSION_END: SESSION,
+           TerminusExpiryPolicy.CONNECTION_CLOSE: CONNECTION}
+#: Termini kept at once across the broker; a link beyond it keeps none (its
+#: attach says so: durable none, expiry link-detach).
+TERMINI_MAX = 10_000
+
+Key = tuple[str, str, str]  # vhost, container id, link name
+
+
+@attrs.define(eq=False)
+class Terminus:
+    """A receiving link's source kept past its link."""
+
+    vhost: str
+    container: str
+    name: str
+    queue: str
+    private: bool  # its own subscription queue (an exchange source): deleted with it
+    source: Source  # as the broker's attach stated it
+    durable: int  # what it keeps: 1 its configuration, 2 its unsettled deliveries too
+    user: str | None = None  # who made it (only they may resume it)
+    consumer: Any = None  # its front end's consumer while attached
+    front: Any = None  # the connection it was last attached on
+    channel: int = -1  # and the session
+    #: unsettled-state: the deliveries it holds while no link is attached, by tag
+    held: dict[bytes, Held] = attrs.field(factory=dict)
+    delivery_count: int = 0  # where its link's delivery count (and tags) go on from
+    ended: int = -1  # how far its attachment has ended (-1: attached)
+    expires: float | None = None
+    stored: bool = False
+
+    @property
+    def key(self) -> Key:
+        return (self.vhost, self.container, self.name)
+
+
+def encode_state(t: Terminus) -> bytes:
+    """What the store keeps of ``t`` beyond its key and queue (1.0 encoding)."""
+    out = bytearray()
+    encode_value([t.source, t.private, t.durable, t.user], out)
+    return bytes(out)
+
+
+def decode_state(data: bytes) -> tuple[Source, bool, int, str | None] | None:
+    """:func:`encode_state`'s fields back, or None if they do not decode so."""
+    try:
+        v = decode_all(data)
+    except DecodeError:
+        return None
+    if (not isinstance(v, list) or len(v) != 4 or not isinstance(v[0], Source)
+            or not isinstance(v[1], bool) or v[2] not in (1, 2)
+            or not (v[3] is None or isinstance(v[3], str))):
+        return None
+    return v[0], v[1], int(v[2]), v[3]
+
+
+class Termini:
+    """The termini kept, by (vhost, container id, link name), and when they
+    expire."""
+
+    def __init__(self) -> None:
+        self.kept: dict[Key, Terminus] = {}
+        self._timers: list[tuple[float, int, Terminus]] = []
+        self._seq = itertools.count()
+
+    def __len__(self) -> int:
+        return len(self.kept)
+
+    def get(self, key: Key) -> Terminus | None:
+        return self.kept.get(key)
+
+    def add(self, t: Terminus) -> None:
+        self.kept[t.key] = t
+
+    def remove(self, t: Terminus) -> bool:
+        """Forget ``t``; was it kept?"""
+        if self.kept.get(t.key) is not t:
+            return False
+        del self.kept[t.key]
+        return True
+
+    def attached(self, t: Terminus) -> None:
+        """A link took ``t`` (again): it does not expire while attached."""
+        t.ended = -1
+        t.expires = None
+
+    def end(self, t: Terminus, how: int, now: float) -> bool:
+        """``t``'s attachment ended this far (LINK, SESSION, CONNECTION);
+        its timeout starts when its expiry policy says.  True: it expires
+        now (a timeout of 0)."""
+        if how <= t.ended:
+            return False
+        t.ended = how
+        start = _STARTS.get(t.source.expiry_policy)
+        if start is None or how < start or t.expires is not None:
+            return False
+        t.expires = now + (t.source.timeout or 0)
+        if t.expires <= now:
+            return True
+        heapq.heappush(self._timers, (t.expires, next(self._seq), t))
+        return False
+
+    def _live(self, when: float, t: Terminus) -> bool:
+        return self.kept.get(t.key) is t and t.consumer is None and t.expires == when
+
+    def next_deadline(self) -> float | None:
+        heap = self._timers
+        while heap and not self._live(heap[0][0], heap[0][2]):
+            heapq.heappop(heap)  # resumed, destroyed, or its timer started again
+        return heap[0][0] if heap else None
+
+    def due(self, now: float) -> list[Terminus]:
+        """The termini whose timeout ran out by ``now`` (no longer timed)."""
+        out = []
+        heap = self._timers
+        while heap and heap[0][0] <= now:
+            when, _, t = heapq.heappop(heap)
+            if self._live(when, t):
+                out.append(t)
+        return out
