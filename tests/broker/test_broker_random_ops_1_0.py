@@ -3,9 +3,11 @@ in memory): links to every address form with random settle modes,
 outcomes, default outcomes, filters and distribution modes, transfers (some
 malformed), flows and drains, dispositions of every state (some outside the
 agreed set), detaches, queues deleted under consumers, sessions ended, time
-passing.  Whatever happens, nothing escapes the front end, and once the
-transport is gone the broker holds nothing for it: no unsettled delivery,
-no credit outstanding, and its octet count matches a recount."""
+passing; durable sources under a few names, so subscriptions are kept,
+resumed, replaced and expire.  Whatever happens, nothing escapes the front
+end, and once the transport is gone the broker holds nothing for it but its
+kept termini (no credit outstanding; its octet count matches a recount),
+and nothing at all once those are gone."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from amqp_sansio.v1_0.spec import (
     SenderSettleMode,
     Source,
     Target,
+    TerminusExpiryPolicy,
 )
 from amqp_sansio_broker.limits import Limits
 from amqp_sansio_broker.model import Broker
@@ -41,6 +44,7 @@ DEFAULTS = [None, Accepted(), Released(), Rejected(), Modified(delivery_failed=T
 STATES = [None, Accepted(), Released(), Rejected(),
           Modified(delivery_failed=True, undeliverable_here=True),
           Received(section_number=0, section_offset=0)]
+DURABLE_ADDRESSES = ["q", "/topic/x", "amq.fanout", "/exchange/amq.topic/a.b"]
 FILTERS = [None, {Symbol("s"): Described(Symbol("apache.org:selector-filter:string"), "a = 1")},
            {Symbol("s"): Described(Symbol("apache.org:selector-filter:string"), "bad ((")},
            {Symbol("b"): Described(Symbol("apache.org:legacy-amqp-topic-binding:string"), "a.*")},
@@ -54,6 +58,13 @@ def _step(rnd: random.Random, c: Client, b: Broker, step: int, senders: list, re
         senders.append(c.session.attach_sender(
             f"s{step}", target=Target(address=rnd.choice(ADDRESSES), dynamic=rnd.random() < .1),
             rcv_settle_mode=rnd.choice(list(ReceiverSettleMode)),
+            snd_settle_mode=rnd.choice(list(SenderSettleMode))))
+    elif op == 1 and rnd.random() < .5:  # a durable subscription, under one of a few names
+        i = rnd.randrange(3)  # (mostly the same address under a name: resumed, else replaced)
+        receivers.append(c.session.attach_receiver(f"d{i}", source=Source(
+            address=DURABLE_ADDRESSES[i if rnd.random() < .8 else 3], durable=rnd.randrange(1, 3),
+            expiry_policy=rnd.choice(list(TerminusExpiryPolicy)), timeout=rnd.choice([0, 1, 5, 5]),
+            filter=FILTERS[rnd.random() < .1]), unsettled=rnd.choice([None, {b"\0\0\0\0": None}]),
             snd_settle_mode=rnd.choice(list(SenderSettleMode))))
     elif op == 1:
         receivers.append(c.session.attach_receiver(f"r{step}", source=Source(
@@ -77,7 +88,8 @@ def _step(rnd: random.Random, c: Client, b: Broker, step: int, senders: list, re
             link.source = Source()  # (say outcomes the link did not agree to, too)
             link.dispose(rnd.choice(held), rnd.choice(STATES), settled=rnd.random() < .7)
     elif op == 5 and (senders or receivers):
-        rnd.choice(senders + receivers).detach(closed=rnd.random() < .8)
+        link = rnd.choice(senders + receivers)
+        link.detach(closed=rnd.random() < (.3 if link.name.startswith("d") else .8))
     elif op == 6 and rnd.random() < .05 and b.queues:
         b.delete_queue(rnd.choice(list(b.queues.values())))
     elif op == 7:
@@ -108,6 +120,12 @@ def test_random_conversation_leaves_nothing_held(seed: int) -> None:
     c.pump()
     c.bc.connection_lost(c.now)
     svc = b.services["1.0"]
-    assert not list(svc.held()) and not svc.connections and not svc.txns
+    kept = list(svc.termini(c.now).kept.values())
+    assert all(t.consumer is None for t in kept)
+    assert len(list(svc.held())) == sum(len(t.held) for t in kept)
+    assert not svc.connections and not svc.txns
     assert svc.outstanding == 0 and not svc.starved
     assert b.retained == b.recount()
+    for t in kept:
+        svc.drop_terminus(t)
+    assert not list(svc.held()) and b.retained == b.recount()
