@@ -309,8 +309,7 @@ class Consumer10(Consumer):
                 and self.front.output_room())
 
     def offer(self, q: QueueState, msg: QMsg) -> bool:
-        secs: Sections10 = msg.wire.as_form(FORM_1_0)
-        payload = secs.render(msg.body, _delivery_header(secs, msg))
+        payload = _delivery_payload(msg)
         txn = self.txn
         try:
             d = self.link.send(payload, settled=self.presettle and txn is None,
@@ -332,6 +331,12 @@ class Consumer10(Consumer):
     def cancelled(self, q: QueueState) -> None:
         """Its queue was deleted: the broker detaches the link (21)."""
         self.front.node_gone(self, q)
+
+
+def _delivery_payload(msg: QMsg) -> bytes:
+    """The octets a delivery of ``msg`` carries (a resumed one too)."""
+    secs: Sections10 = msg.wire.as_form(FORM_1_0)
+    return secs.render(msg.body, _delivery_header(secs, msg))
 
 
 def _delivery_header(secs: Sections10, msg: QMsg) -> Header | None:
@@ -753,8 +758,7 @@ class Connection10(FrontEnd):
                     continue
                 if not h.acquired:
                     continue  # its queue was deleted meanwhile: no longer ours
-                secs: Sections10 = h.msg.wire.as_form(FORM_1_0)
-                payload = secs.render(h.msg.body, _delivery_header(secs, h.msg))
+                payload = _delivery_payload(h.msg)
                 d = link.send(payload, tag=tag, resume=True)
             except LocalProtocolError:
                 if h is not None:
