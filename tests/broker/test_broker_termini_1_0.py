@@ -229,3 +229,22 @@ def test_durable_subscription_and_queue_survive_a_restart(tmp_path: Path) -> Non
 @pytest.fixture
 def broker() -> Broker:
     return Broker()
+
+
+def test_a_recovered_subscription_expires_after_the_restart(tmp_path: Path) -> None:
+    """A stored terminus with a timeout comes back with its connection closed
+    (the broker stopped): its timeout counts from the restart's first tick."""
+    b = Broker(data_dir=tmp_path)
+    c = Client(b)
+    _durable(c, "/topic/t", expiry=TerminusExpiryPolicy.CONNECTION_CLOSE, timeout=5)
+    b.close()  # (stopped with the link attached)
+    b2 = Broker(data_dir=tmp_path)
+    assert len(_subscription_queues(b2)) == 1
+    b2.advance(100.0)
+    assert b2.next_deadline() == 105.0
+    b2.handle_timer(106.0)
+    assert _subscription_queues(b2) == []
+    b2.close()
+    b3 = Broker(data_dir=tmp_path)
+    assert _subscription_queues(b3) == [] and b3.next_deadline() is None
+    b3.close()
