@@ -105,6 +105,7 @@ from .termini_1_0 import (
     Terminus,
     decode_state,
     encode_state,
+    held_seqs,
 )
 
 if TYPE_CHECKING:
@@ -243,17 +244,28 @@ class Links10:
             if state is None:
                 durable.terminus_dropped(r.vhost, r.container, r.name)
                 continue
-            source, private, level, user = state
+            source, private, level, user, held = state
             t = Terminus(r.vhost, r.container, r.name, r.queue, private, source, level, user,
-                         stored=True)
+                         restored=held, saved_held=bool(held), stored=True)
             self._termini.add(t)
             if self._termini.end(t, CONNECTION, now):
                 self.drop_terminus(t)
 
     def keep_terminus(self, t: Terminus, q: QueueState) -> None:
         self._termini.add(t)
+        self._save(t, q)
+
+    def _save(self, t: Terminus, q: QueueState) -> None:
         t.stored = self.broker.durable.terminus_kept(
             q, TerminusRecord(t.vhost, t.container, t.name, t.queue, encode_state(t)))
+        t.saved_held = t.stored and bool(held_seqs(t))
+
+    def save_held(self, t: Terminus) -> None:
+        """Store what ``t`` holds now (unsettled-state), if that changed
+        what its record says."""
+        q = self.broker.vhost(t.vhost).queues.get(t.queue)
+        if t.stored and q is not None and (t.saved_held or held_seqs(t)):
+            self._save(t, q)
 
     def drop_terminus(self, t: Terminus) -> None:
         """``t`` is destroyed (closed, expired, replaced): what it held goes
@@ -726,9 +738,18 @@ class Connection10(FrontEnd):
         settled with it, resume=true); one it holds with no outcome is sent
         again (resume=true); one it does not know is delivered anew."""
         held, t.held = t.held, {}
+        theirs = link.remote_unsettled or {}
+        restored, t.restored = t.restored, {}
+        q = self.broker.queue_of(c)
+        for tag, seq in restored.items():  # (since a restart: their messages are queued)
+            m = next(q.messages.after(seq - 1), None) if q is not None else None
+            if (tag in theirs and m is not None and m.seq == seq and q is not None
+                    and q.messages.remove(m)):
+                held[tag] = Held(q, m, acquired=True, consumer=c)
+        if t.saved_held:
+            self.svc.save_held(t)  # (nothing held by the record now: it is the link's)
         if not held:
             return
-        theirs = link.remote_unsettled or {}
         anew: list[Held] = []
         for tag, h in held.items():
             if tag not in theirs or c.presettle:
@@ -777,6 +798,7 @@ class Connection10(FrontEnd):
         c.held, c.resuming = {}, []
         if t.durable >= 2:
             t.held = held
+            self.svc.save_held(t)
         else:
             self.broker.release_held(held.values())
         self.left.add(t)

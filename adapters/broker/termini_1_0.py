@@ -13,15 +13,18 @@ id resumes it, as ActiveMQ Artemis and Qpid Broker-J identify a durable
 subscription (container id + link name).
 
 On a durable queue with the broker's store, a terminus is stored too
-(``store.TerminusRecord``; its state is the source and whether its queue is
-its own) and comes back after a restart -- its unsettled deliveries do not:
-their messages are back on the queue, redelivered.
+(``store.TerminusRecord``; its state is the source, whether its queue is
+its own, and -- unsettled-state -- the delivery tags it held when its link
+last left, with the stored messages they carried) and comes back after a
+restart.  Those messages are back on the queue then (marked redelivered);
+a re-attach whose unsettled map names one of the tags takes its message
+off the queue again to resolve it as before the restart.
 """
 
 from __future__ import annotations
 
 __all__ = ["Terminus", "Termini", "LINK", "SESSION", "CONNECTION", "TERMINI_MAX",
-           "encode_state", "decode_state"]
+           "encode_state", "decode_state", "held_seqs"]
 
 import heapq
 import itertools
@@ -30,7 +33,7 @@ from typing import Any
 import attrs
 
 from amqp_sansio.errors import DecodeError
-from amqp_sansio.v1_0.codec import decode_all, encode_value
+from amqp_sansio.v1_0.codec import ULong, decode_all, encode_value
 from amqp_sansio.v1_0.spec import Source, TerminusExpiryPolicy
 
 from .model import Held
@@ -64,6 +67,9 @@ class Terminus:
     channel: int = -1  # and the session
     #: unsettled-state: the deliveries it holds while no link is attached, by tag
     held: dict[bytes, Held] = attrs.field(factory=dict)
+    #: unsettled-state after a restart: tag -> the stored message it carried
+    restored: dict[bytes, int] = attrs.field(factory=dict)
+    saved_held: bool = False  # its stored record names held deliveries
     delivery_count: int = 0  # where its link's delivery count (and tags) go on from
     ended: int = -1  # how far its attachment has ended (-1: attached)
     expires: float | None = None
@@ -74,24 +80,33 @@ class Terminus:
         return (self.vhost, self.container, self.name)
 
 
+def held_seqs(t: Terminus) -> dict[bytes, int]:
+    """The tags ``t`` holds (or holds since a restart) of stored messages."""
+    got = {tag: h.msg.seq for tag, h in t.held.items() if h.msg.stored}
+    got.update(t.restored)
+    return got
+
+
 def encode_state(t: Terminus) -> bytes:
     """What the store keeps of ``t`` beyond its key and queue (1.0 encoding)."""
     out = bytearray()
-    encode_value([t.source, t.private, t.durable, t.user], out)
+    encode_value([t.source, t.private, t.durable, t.user,
+                  {tag: ULong(seq) for tag, seq in held_seqs(t).items()}], out)
     return bytes(out)
 
 
-def decode_state(data: bytes) -> tuple[Source, bool, int, str | None] | None:
+def decode_state(data: bytes) -> tuple[Source, bool, int, str | None, dict[bytes, int]] | None:
     """:func:`encode_state`'s fields back, or None if they do not decode so."""
     try:
         v = decode_all(data)
     except DecodeError:
         return None
-    if (not isinstance(v, list) or len(v) != 4 or not isinstance(v[0], Source)
+    if (not isinstance(v, list) or len(v) != 5 or not isinstance(v[0], Source)
             or not isinstance(v[1], bool) or v[2] not in (1, 2)
-            or not (v[3] is None or isinstance(v[3], str))):
+            or not (v[3] is None or isinstance(v[3], str)) or not isinstance(v[4], dict)
+            or not all(isinstance(k, bytes) and isinstance(n, int) for k, n in v[4].items())):
         return None
-    return v[0], v[1], int(v[2]), v[3]
+    return v[0], v[1], int(v[2]), v[3], {k: int(n) for k, n in v[4].items()}
 
 
 class Termini:

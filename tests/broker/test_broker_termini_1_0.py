@@ -248,3 +248,44 @@ def test_a_recovered_subscription_expires_after_the_restart(tmp_path: Path) -> N
     b3 = Broker(data_dir=tmp_path)
     assert _subscription_queues(b3) == [] and b3.next_deadline() is None
     b3.close()
+
+
+def test_unsettled_state_survives_a_restart(tmp_path: Path) -> None:
+    """unsettled-state with the store: the tags held when the link left are
+    stored with their messages; after a restart the re-attach's unsettled
+    map resolves them as before (outcome taken, or sent again resumed), and
+    what the client does not name comes anew."""
+    b = Broker(data_dir=tmp_path)
+    c = Client(b)
+    r = _durable(c, "kept", credit=0, durable=UNSETTLED)  # (makes the queue: durable)
+    _publish(b, "kept", b"a", b"b", b"c", durable=True)
+    r.flow(3)
+    c.pump()
+    tags = [e.delivery.tag for e in c.of(ev.DeliveryReceived, r)]
+    assert len(tags) == 3
+    r.detach(closed=False)
+    c.pump()
+    b.close()
+    b2 = Broker(data_dir=tmp_path)
+    assert len(b2.queues["kept"].messages) == 3  # back on the queue meanwhile
+    c2 = Client(b2)
+    link = c2.session.attach_receiver("sub", source=Source(
+        address="kept", durable=UNSETTLED, expiry_policy=NEVER),
+        unsettled={tags[0]: Accepted(), tags[1]: None})
+    c2.pump()
+    assert link.remote_unsettled == {tags[0]: None, tags[1]: None}
+    link.flow(10)
+    c2.pump()
+    got = c2.of(ev.DeliveryReceived, link)
+    assert [(e.delivery.tag, e.delivery.resumed) for e in got[:2]] == [
+        (tags[0], True), (tags[1], True)]
+    assert got[1].payload[-1:] == b"b" and got[2].payload[-1:] == b"c"
+    assert not got[2].delivery.resumed and len(got) == 3
+    for e in got[1:]:
+        e.delivery.settle(Accepted())
+    link.detach(closed=True)
+    c2.pump()
+    b2.close()
+    b3 = Broker(data_dir=tmp_path)
+    assert list(b3.queues["kept"].messages) == []  # every one settled: none stored
+    b3.close()
