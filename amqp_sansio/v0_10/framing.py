@@ -118,7 +118,8 @@ class _CommandAssemblySlots:
     # The slots of CommandAssembly, in a mutable base: the decoder's fast
     # path fills one with plain slot stores and then switches its class,
     # as the generated spec decoders do (codegen/gen_0_10.py, render_slots).
-    __slots__ = ("channel", "command", "sync", "headers", "body", "header_size", "__weakref__")
+    __slots__ = ("channel", "command", "sync", "headers", "body", "header_size", "header_data",
+                 "__weakref__")
 
 
 @attrs.frozen(slots=True)
@@ -128,6 +129,8 @@ class CommandAssembly(_CommandAssemblySlots):
     ``body`` is ``None`` when no body segment was sent (an empty body segment
     gives ``b""``).  ``header_size`` is the header segment's octet count --
     with ``len(body)`` it is what message credit in bytes is charged for.
+    ``header_data`` is that segment's octets as they came (a broker relays
+    them instead of encoding ``headers`` again).
     """
 
     channel: int
@@ -136,6 +139,7 @@ class CommandAssembly(_CommandAssemblySlots):
     headers: tuple[Struct, ...] = ()
     body: bytes | None = None
     header_size: int = 0
+    header_data: bytes = attrs.field(default=b"", repr=False, eq=False)
 
 
 @attrs.frozen(slots=True)
@@ -256,14 +260,15 @@ class _Partial:
 class _Open:
     """An assembly whose command segment has arrived, awaiting more segments."""
 
-    __slots__ = ("command", "sync", "headers", "header_size", "body_chunks", "body_size",
-                 "error", "stage", "streaming")
+    __slots__ = ("command", "sync", "headers", "header_size", "header_data", "body_chunks",
+                 "body_size", "error", "stage", "streaming")
 
     def __init__(self, command: Command | None, sync: bool, error: DecodeError | None) -> None:
         self.command = command
         self.sync = sync
         self.headers: tuple[Struct, ...] = ()
         self.header_size = 0
+        self.header_data = b""
         self.body_chunks: list[bytes] = []
         self.body_size = 0
         self.error = error
@@ -521,15 +526,14 @@ class AssemblyDecoder:
             if c != m:
                 return None
             headers: tuple[Struct, ...] = ()
+            payload = buf[cmd_end + 12:hdr_end] if hdr_end else b""
             if self.strict:
                 check_strict(cmd)
                 if hdr_end:
-                    payload = buf[cmd_end + 12:hdr_end]
                     headers = self._decode_headers(payload, 0, len(payload), cmd)
             elif hdr_end:
                 # One or two header structs (what a transfer carries) read
                 # here; more, or anything unusual, by _decode_headers.
-                payload = buf[cmd_end + 12:hdr_end]
                 m = len(payload)
                 decoders = _c.STRUCT32_DECODERS
                 h, c = decoders[payload[4] << 8 | payload[5]](payload, 0, m, depth, typed)
@@ -553,6 +557,7 @@ class AssemblyDecoder:
         a.headers = headers
         a.body = body
         a.header_size = hdr_end - cmd_end - 12 if hdr_end else 0
+        a.header_data = payload
         a.__class__ = CommandAssembly
         out.append(a)
         return q
@@ -606,6 +611,7 @@ class AssemblyDecoder:
                 raise _framing("header segment out of order", at, channel)
             op.stage = SEG_HEADER
             op.header_size = len(payload)
+            op.header_data = payload
             if op.error is None:
                 try:
                     op.headers = self._decode_headers(payload, 0, len(payload), op.command)
@@ -672,7 +678,7 @@ class AssemblyDecoder:
         else:
             body = None
         out.append(CommandAssembly(channel, op.command, op.sync, op.headers, body,
-                                   op.header_size))
+                                   op.header_size, op.header_data))
 
     # -- content ------------------------------------------------------------
     def _decode_control(self, channel: int, payload: bytes, at: int) -> Control:
@@ -941,8 +947,10 @@ def encode_command(
 ) -> bytes:
     """One command assembly as frames: command, header (if any structs) and
     body (if ``body`` is not None -- ``b""`` sends an empty body segment).
-    ``header_data``: ``header_octets(headers)`` when the caller has it
-    already (pricing a transfer against credit), so it is not encoded twice."""
+    ``header_data``: the header segment's octets when the caller has them
+    already (``header_octets(headers)`` from pricing a transfer against
+    credit, or a relayed message's octets as they came): written instead of
+    encoding ``headers``."""
     heads = _COMMAND_HEADS.get(type(command))
     if heads is None:  # not a command, or a subclass of a generated one
         _opcode(command, Command)
@@ -957,7 +965,7 @@ def encode_command(
         command.encode_body_into(command, out)
         cmd_end = len(out)
         hdr_end = cmd_end
-        if headers:
+        if headers or header_data:
             out += _ZERO_HDR
             if header_data is not None:
                 out += header_data

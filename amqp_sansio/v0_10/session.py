@@ -341,7 +341,8 @@ class Session:
         # -- sender (our commands) --
         self.next_out_id = 0
         self._need_command_point = True
-        self._replay: dict[int, tuple[Command, bool, tuple[Struct, ...], bytes | None]] = {}
+        self._replay: dict[int, tuple[Command, bool, tuple[Struct, ...], bytes | None,
+                                      bytes | None]] = {}
         self._results: dict[int, type | None] = {}  # id -> expected result class
         self._to_known: SequenceSet = SequenceSet()  # completed by peer, to acknowledge
         self._known_asked = False  # the peer's completed carried timely-reply
@@ -417,8 +418,12 @@ class Session:
 
     # -- sending commands ---------------------------------------------------
     def send(self, command: Command, *, sync: bool = False, headers: Iterable[Struct] = (),
-             body: bytes | None = None) -> int:
+             body: bytes | None = None, header_data: bytes | None = None) -> int:
         """Send a command; return its command id (fixed now, before any reply).
+
+        ``header_data``: a header segment's octets as they are (a broker
+        relaying a message as its publisher encoded it), sent instead of
+        ``headers``; the caller vouches for them.
 
         Raises LocalProtocolError -- and changes nothing -- if the session is
         not attached, the replay window is full, or a transfer exceeds the
@@ -433,14 +438,15 @@ class Session:
         headers = tuple(headers)
         cost = 0
         credit = None
-        hdr: bytes | None = None
+        hdr = header_data
         if isinstance(command, MessageTransfer):
             dest = command.destination or ""
             if dest in self._cancelled:
                 raise LocalProtocolError(f"the peer cancelled destination {dest!r}")
             credit = self.credits.get(dest)
             if credit is not None:
-                hdr = header_octets(headers)
+                if hdr is None:
+                    hdr = header_octets(headers)
                 cost = len(hdr) + (len(body) if body else 0)
                 credit.debit(cost, dest)  # raises before anything changes
         cid = self.next_out_id
@@ -452,7 +458,7 @@ class Session:
             if self._need_command_point:
                 self._ensure_command_point(port)
             port.write_command(self.channel or 0, command, sync, headers, body, hdr)
-        self._replay[cid] = (command, sync, headers, body)
+        self._replay[cid] = (command, sync, headers, body, header_data)
         result = getattr(type(command), "RESULT", None)
         if result is not None:
             self._results[cid] = result
@@ -773,7 +779,7 @@ class Session:
     def _on_transfer(self, ch: int, cid: int, item: Any, events: list[Event]) -> None:
         events.append(MessageReceived(ch, cid, item.command, item.headers,
                                          item.body if item.body is not None else b"",
-                                         item.sync, session=self))
+                                         item.sync, session=self, header_data=item.header_data))
 
     def _on_execution_result(self, ch: int, cid: int, item: Any,
                              events: list[Event]) -> None:
@@ -958,8 +964,8 @@ class Session:
                                                                   command_offset=0))
             self._need_command_point = False
             for i in held:
-                command, sync, headers, body = self._replay[i]
-                port.write_command(self._ch, command, sync, headers, body)
+                command, sync, headers, body, data = self._replay[i]
+                port.write_command(self._ch, command, sync, headers, body, data)
             if lost:
                 events.append(ev.SessionStateLost(self.channel, self.name, lost))
             events.append(ev.SessionResumed(self.channel, self.name, replayed, gapped,
@@ -981,8 +987,8 @@ class Session:
                 run = (cid, serial_add(kept, -1))
                 port.write_control(self._ch, SessionGap(commands=SequenceSet([run])))
                 gapped.add_range(*run)
-            command, sync, headers, body = self._replay[kept]
-            port.write_command(self._ch, command, sync, headers, body)
+            command, sync, headers, body, data = self._replay[kept]
+            port.write_command(self._ch, command, sync, headers, body, data)
             replayed.add(kept)
             cid = serial_add(kept, 1)
         if cid != self.next_out_id:
@@ -1119,6 +1125,8 @@ class MessageReceived(ChannelEvent):
     body: bytes
     sync: bool = False
     session: Session | None = _session_field
+    #: The header segment's octets as they came (what ``headers`` was decoded from).
+    header_data: bytes = attrs.field(default=b"", eq=False, repr=False)
 
     @property
     def delivery_properties(self) -> DeliveryProperties | None:

@@ -194,7 +194,8 @@ class ChannelPort(Protocol):
     def write_method(self, channel: int, method: Method) -> None: ...
 
     def write_content(self, channel: int, method: Method, properties: Properties | None,
-                      body: bytes | bytearray | memoryview) -> None: ...
+                      body: bytes | bytearray | memoryview,
+                      properties_data: bytes | None) -> None: ...
 
     def ended(self, channel: Channel) -> None:
         """The channel is closed: its id is free again."""
@@ -376,15 +377,18 @@ class Channel:
             raise LocalProtocolError("the connection is blocked by the broker")
         if self._strict_names:
             check_names(method)
-        self._port.write_content(self.id, method, properties, body)
+        self._port.write_content(self.id, method, properties, body, None)
         if self.confirms is not None:
             return self.confirms.publish()
         return None
 
     def send_content(self, method: Method, properties: Properties | None = None,
-                     body: bytes | bytearray | memoryview = b"") -> int | None:
+                     body: bytes | bytearray | memoryview = b"", *,
+                     properties_data: bytes | None = None) -> int | None:
         """Send any content method the peer receives (server role:
-        ``basic.deliver``, ``basic.get-ok``, ``basic.return``)."""
+        ``basic.deliver``, ``basic.get-ok``, ``basic.return``).
+        ``properties_data``: the properties' octets as a publisher encoded
+        them (a broker relaying a message), sent instead of ``properties``."""
         if not isinstance(method, Method) or not method.CONTENT:
             raise LocalProtocolError(f"{method!r} is not a content method")
         peer = "server" if self._client else "client"
@@ -404,7 +408,7 @@ class Channel:
                 raise LocalProtocolError(f"{method.NAME} answers no outstanding "
                                          f"{' or '.join(sorted(answers))}")
             self.owed.popleft()
-        self._port.write_content(self.id, method, properties, body)
+        self._port.write_content(self.id, method, properties, body, properties_data)
         self._answer_queued_flows()
         return None
 
@@ -503,7 +507,7 @@ class Channel:
             self._violated(e, events)
 
     def handle_content(self, m: Method, props: Properties, body: bytes,
-                       events: list[ev.Event]) -> None:
+                       events: list[ev.Event], properties_data: bytes = b"") -> None:
         """A content method (with its properties and body) on this channel."""
         st = self.state
         table = CHANNEL_TRANSITIONS[st]
@@ -514,7 +518,7 @@ class Channel:
         if st is ChannelState.CLOSING:
             return
         try:
-            self._dispatch(m, events, props, body)
+            self._dispatch(m, events, props, body, properties_data)
         except ChannelError as e:
             self._violated(e, events)
 
@@ -560,7 +564,7 @@ class Channel:
         events.append(ev.ChannelFlow(self.id, active))
 
     def _dispatch(self, m: Method, events: list[ev.Event], props: Properties | None,
-                  body: bytes | None) -> None:
+                  body: bytes | None, properties_data: bytes = b"") -> None:
         name = m.NAME
         role = "client" if self._client else "server"
         if role not in m.CHASSIS:
@@ -599,7 +603,8 @@ class Channel:
                 return
         if props is not None:
             assert body is not None
-            events.append(ev.MessageReceived(self.id, m, props, body, request))
+            events.append(ev.MessageReceived(self.id, m, props, body, request,
+                                             properties_data))
         else:
             events.append(ev.MethodReceived(self.id, m, request))
 

@@ -574,9 +574,10 @@ class Connection:
         self._emit(encode_method(channel, m, self.frame_max, self.profile))
 
     def _write_content(self, channel: int, m: Method, props: Properties | None,
-                       body: bytes | bytearray | memoryview) -> None:
+                       body: bytes | bytearray | memoryview,
+                       properties_data: bytes | None = None) -> None:
         self._emit(encode_content(channel, m, props, body, self.frame_max, self.profile,
-                                  self.TABLE.properties))
+                                  self.TABLE.properties, properties_data))
 
     def _send_close(self, inp: str, close: ConnectionClose) -> None:
         self._write_method(0, close)
@@ -735,7 +736,7 @@ class Connection:
                                       ReplyCode.CHANNEL_ERROR, channel=cid, class_code=m.CLASS_ID,
                                       command_code=m.METHOD_ID)
         if type(item) is ContentItem:
-            ch.handle_content(m, item.properties, item.body, events)
+            ch.handle_content(m, item.properties, item.body, events, item.properties_data)
         else:
             ch.handle_method(m, events)
 
@@ -987,7 +988,7 @@ class _ChannelPort:
         self.peer_capability: Callable[[str], bool] = conn._peer_capability
         self.write_method: Callable[[int, Method], None] = conn._write_method
         self.write_content: Callable[
-            [int, Method, Properties | None, bytes | bytearray | memoryview], None
+            [int, Method, Properties | None, bytes | bytearray | memoryview, bytes | None], None
         ] = conn._write_content
 
     @property

@@ -118,6 +118,8 @@ class MessageReceived(ChannelEvent):
     properties: Properties
     body: bytes
     request: Method | None = None
+    #: The properties' octets as they came (flags and values; a broker relays them).
+    properties_data: bytes = attrs.field(default=b"", eq=False, repr=False)
 
 
 @attrs.frozen(slots=True)

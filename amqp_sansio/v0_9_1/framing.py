@@ -132,17 +132,20 @@ class _ContentItemSlots:
     # The slots of ContentItem, in a mutable base: the decoder fills one with
     # plain slot stores and switches its class, as the generated decoders do
     # (an object.__setattr__ per field costs twenty times more).
-    __slots__ = ("channel", "method", "properties", "body", "__weakref__")
+    __slots__ = ("channel", "method", "properties", "body", "properties_data", "__weakref__")
 
 
 @attrs.frozen(slots=True)
 class ContentItem(_ContentItemSlots):
-    """A content-bearing method with its properties and whole body."""
+    """A content-bearing method with its properties and whole body;
+    ``properties_data``: the properties' octets as they came (property flags
+    and values: what ``properties`` was decoded from; a broker relays them)."""
 
     channel: int
     method: Method
     properties: Properties
     body: bytes
+    properties_data: bytes = attrs.field(default=b"", eq=False, repr=False)
 
 
 @attrs.frozen(slots=True)
@@ -300,6 +303,7 @@ class _Partial:
     properties: Properties | None = None
     remaining: int = 0
     chunks: list[bytes] = attrs.field(factory=list)
+    properties_data: bytes = b""
 
 
 class Decoder:
@@ -441,6 +445,7 @@ class Decoder:
         item.method = m
         item.properties = props
         item.body = body
+        item.properties_data = payload
         item.__class__ = ContentItem
         return item, pos
 
@@ -492,7 +497,7 @@ class Decoder:
         chunks = partial.chunks
         self._held -= sum(map(len, chunks))
         body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        return ContentItem(ch, partial.method, partial.properties, body)
+        return ContentItem(ch, partial.method, partial.properties, body, partial.properties_data)
 
     def _header(self, f: Frame, at: int, partial: _Partial) -> Item | None:
         ch = f.channel
@@ -522,11 +527,12 @@ class Decoder:
             raise _err(f"content header: {len(p) - pos} octets after the last property", at, ch,
                        ReplyCode.FRAME_ERROR, m.CLASS_ID, m.METHOD_ID)
         partial.properties = props
+        partial.properties_data = p[12:]
         partial.remaining = size
         if size:
             return None
         del self._partial[ch]
-        return ContentItem(ch, m, props, b"")
+        return ContentItem(ch, m, props, b"", partial.properties_data)
 
 
 # ---------------------------------------------------------------------------
@@ -580,10 +586,14 @@ def encode_header(channel: int, class_id: int, body_size: int, properties: Prope
 def encode_content(channel: int, method: Method, properties: Properties | None,
                    body: bytes | bytearray | memoryview, max_frame_size: int,
                    profile: Profile = RABBIT,
-                   properties_of: Mapping[int, type[Properties]] = PROPERTIES) -> bytes:
+                   properties_of: Mapping[int, type[Properties]] = PROPERTIES,
+                   properties_data: bytes | None = None) -> bytes:
     """A content method, its header and its body cut into frames of at most
     ``max_frame_size`` octets (no body frame for an empty body);
-    ``properties_of`` is the protocol's class id -> properties table."""
+    ``properties_of`` is the protocol's class id -> properties table.
+    ``properties_data``: the properties' octets as they are (a broker
+    relaying a message as its publisher encoded it), written instead of
+    encoding ``properties``; the caller vouches for them."""
     if not method.CONTENT:
         raise LocalProtocolError(f"{method.NAME} carries no content")
     class_id = method.CLASS_ID
@@ -609,7 +619,10 @@ def encode_content(channel: int, method: Method, properties: Properties | None,
     out.append(FRAME_END)
     at = len(out)
     out += _ZERO_CONTENT_HDR
-    properties.encode_into(properties, out, profile)
+    if properties_data is not None:
+        out += properties_data
+    else:
+        properties.encode_into(properties, out, profile)
     size = len(out) - at - 7
     if size + FRAME_OVERHEAD > max_frame_size:
         raise LocalProtocolError(f"content header of {size + FRAME_OVERHEAD} octets exceeds "
