@@ -22,7 +22,11 @@ class Queued(Protocol):
 
     seq: int  # enqueue order; unique
     queued: bool  # in a backlog now (a message is in at most one)
-    octets: int  # what it is counted as (body octets)
+
+    @property
+    def octets(self) -> int:
+        """What it is counted as (its octets)."""
+        ...
 
 
 M = TypeVar("M", bound=Queued)

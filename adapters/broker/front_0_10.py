@@ -58,7 +58,7 @@ from .dtx import DtxError, Work
 from .front import FrameTap, FrontEnd, name_shown
 from .held import HeldDeliveries
 from .model import Consumer, ExchangeState, Held, ModelError, QMsg, QueueState, VHost, is_alternate
-from .properties import FORM_0_10, Wire
+from .properties import FORM_0_10, Wire, redelivered_0_10
 from .routing import EXCHANGE_TYPES, Binding
 
 if TYPE_CHECKING:
@@ -97,7 +97,8 @@ class Consumer010(Consumer):
     """A 0-10 subscription (message.subscribe): credit and the replay window
     decide when it takes a message."""
 
-    __slots__ = ("session", "state", "destination", "accept_explicit", "pre_acquired")
+    __slots__ = ("session", "state", "destination", "accept_explicit", "pre_acquired",
+                 "transfer")
 
     def __init__(self, session: Session, state: SessState, destination: str, queue: str,
                  accept_explicit: bool, pre_acquired: bool, exclusive: bool,
@@ -109,6 +110,10 @@ class Consumer010(Consumer):
         self.destination = destination
         self.accept_explicit = accept_explicit
         self.pre_acquired = pre_acquired
+        #: The command every delivery to it starts with (the same each time).
+        self.transfer = spec.MessageTransfer(destination=destination,
+                                             accept_mode=0 if accept_explicit else 1,
+                                             acquire_mode=0 if pre_acquired else 1)
 
     def ready(self) -> bool:
         s = self.session
@@ -124,11 +129,18 @@ class Consumer010(Consumer):
 
     def offer(self, q: QueueState, msg: QMsg) -> bool:
         s = self.session
-        cmd, headers = _delivery(self, msg)
+        head = msg.head(FORM_0_10)
         try:
             # send() prices the transfer against the subscriber's credit and
             # refuses (changing nothing) when it is short.
-            cid = s.send(cmd, headers=headers, body=msg.body)
+            if head is not None:
+                # A 0-10 publisher's octets, stamped with exchange and routing
+                # key when routed: relayed as they are (redelivered set).
+                cid = s.send(self.transfer, header_data=redelivered_0_10(head)
+                             if msg.redelivered else head, body=msg.body)
+            else:
+                cmd, headers = _delivery(self, msg)
+                cid = s.send(cmd, headers=headers, body=msg.body)
         except LocalProtocolError:
             return False  # no credit, or the replay window is full: wait
         st = self.state
@@ -141,7 +153,7 @@ class Consumer010(Consumer):
             st.unacked.add(cid, Held(q, msg, acquired=False))  # acquirable by id
         bc = st.owner
         if bc is not None:
-            bc.note_output(len(msg.body) + 256)
+            bc.note_output(msg.size + 256)
         return True
 
 
@@ -277,9 +289,8 @@ class Sessions010:
 
 
 def _delivery(c: Consumer010, msg: QMsg) -> tuple[Command, tuple[Struct, ...]]:
-    cmd = spec.MessageTransfer(destination=c.destination,
-                               accept_mode=0 if c.accept_explicit else 1,
-                               acquire_mode=0 if c.pre_acquired else 1)
+    """A message held decoded (or another protocol's) as a transfer to ``c``."""
+    cmd = c.transfer
     headers: list[Struct] = []
     native = msg.wire.form == FORM_0_10
     for h in msg.wire.as_form(FORM_0_10):
@@ -557,7 +568,8 @@ class Connection010(FrontEnd):
             if x is None:
                 raise _Fail(NOT_FOUND, f"no exchange {e.transfer.destination!r}", "destination")
             work = st.tx if st.transactional else self.broker.dtx.work_of(s)
-            self._route_publish(s, st, x, e.transfer, e.headers, e.body, e.command_id, work)
+            self._route_publish(s, st, x, e.transfer, e.headers, e.body, e.command_id, work,
+                                e.header_data)
         except _Fail as f:
             self._exception(s, e.command_id, e.transfer, f)
             return
@@ -569,12 +581,14 @@ class Connection010(FrontEnd):
 
     def _route_publish(self, s: Session, st: SessState, x: ExchangeState, transfer: Any,
                        headers: tuple[Struct, ...], body: bytes, cid: int,
-                       work: Work | None = None) -> None:
+                       work: Work | None = None, header_data: bytes = b"") -> None:
         """Route a transfer and enqueue it -- or, in a transaction, stage the
-        enqueues in its ``work`` (done when it commits)."""
+        enqueues in its ``work`` (done when it commits).  ``header_data``:
+        the header segment's octets (the model keeps and relays them)."""
         dp = next((h for h in headers if isinstance(h, spec.DeliveryProperties)), None)
         key = (dp.routing_key if dp is not None else None) or ""
-        routed = self.broker.publish(x, key, Wire(FORM_0_10, headers), body,
+        octets = header_data if header_data or not headers else None
+        routed = self.broker.publish(x, key, Wire(FORM_0_10, headers, octets), body,
                                      origin=self.conn, work=work)
         # accept-mode is required, but qpid-python omits it on every publish; its
         # qpid.messaging driver has no handler for message.accept/reject and fails the

@@ -130,15 +130,17 @@ class Consumer091(Consumer):
 
     def offer(self, q: QueueState, msg: QMsg) -> bool:
         b = self.books
-        size = len(msg.body)
+        size = msg.size
         if (not self.no_ack and b.prefetch_size and b.unacked
                 and b.unacked_octets + size > b.prefetch_size):
             return False
         tag = b.next_tag()
+        head = msg.head(FORM_0_9_1)  # a 0-9-1 publisher's octets: relayed as they are
         b.channel.send_content(spec.BasicDeliver(
             consumer_tag=self.tag, delivery_tag=tag, redelivered=msg.redelivered,
             exchange=msg.exchange, routing_key=msg.routing_key),
-            msg.wire.as_form(FORM_0_9_1), msg.body)
+            None if head is not None else msg.wire.as_form(FORM_0_9_1), msg.body,
+            properties_data=head)
         if self.no_ack:
             b.front.broker.gone(msg)
         else:
@@ -188,7 +190,7 @@ class ChannelBooks:
 
     def hold(self, tag: int, h: Held) -> None:
         self.unacked[tag] = h
-        self.unacked_octets += len(h.msg.body)
+        self.unacked_octets += h.msg.size
 
     def take(self, tag: int, multiple: bool) -> list[Held]:
         """The deliveries ``tag`` settles (``multiple``: every one up to it;
@@ -203,7 +205,7 @@ class ChannelBooks:
         else:
             tags = [tag]
         out = [self.unacked.pop(t) for t in tags]
-        self.unacked_octets -= sum(len(h.msg.body) for h in out)
+        self.unacked_octets -= sum(h.msg.size for h in out)
         return out
 
     def held(self) -> Iterator[Held]:
@@ -631,10 +633,12 @@ class Connection091(FrontEnd):
             books.channel.send(spec.BasicGetEmpty())
             return
         tag = books.next_tag()
+        head = msg.head(FORM_0_9_1)
         books.channel.send_content(spec.BasicGetOk(
             delivery_tag=tag, redelivered=msg.redelivered, exchange=msg.exchange,
             routing_key=msg.routing_key, message_count=len(q.messages)),
-            msg.wire.as_form(FORM_0_9_1), msg.body)
+            None if head is not None else msg.wire.as_form(FORM_0_9_1), msg.body,
+            properties_data=head)
         if m.no_ack:
             self.broker.gone(msg)
         else:
@@ -691,16 +695,20 @@ class Connection091(FrontEnd):
         books = self.books[e.channel]
         if not isinstance(m, spec.BasicPublish):
             raise _Fail(COMMAND_INVALID, f"{m.NAME} is not for a broker")
-        routed = self._publish(books, m, e.properties, e.body)
+        routed = self._publish(books, m, e.properties, e.body,
+                               e.properties_data if type(e.properties) is spec.BasicProperties
+                               else None)
         if not routed.queues and m.mandatory:
             books.channel.send_content(spec.BasicReturn(
                 reply_code=NO_ROUTE, reply_text="NO_ROUTE", exchange=m.exchange,
                 routing_key=m.routing_key), e.properties, e.body)
 
-    def _publish(self, books: ChannelBooks, m: Any, properties: Any, body: bytes) -> Routed:
+    def _publish(self, books: ChannelBooks, m: Any, properties: Any, body: bytes,
+                 properties_data: bytes | None = None) -> Routed:
         """Route a publish (``m`` a ``basic.publish``; a dialect's content is
         mapped onto one) and book its confirm; the caller returns it when
-        unroutable and mandatory."""
+        unroutable and mandatory.  ``properties_data``: the octets
+        ``properties`` came as (the model keeps and relays them)."""
         self.login.check(self.ns.name, m, ACCESS_0_9_1)
         if m.immediate:
             raise _Fail(NOT_IMPLEMENTED, "immediate=true")
@@ -708,7 +716,7 @@ class Connection091(FrontEnd):
         if x.internal:
             raise _Fail(ACCESS_REFUSED, f"cannot publish to internal exchange {x.name!r}")
         b = self.broker
-        wire = Wire(FORM_0_9_1, properties)
+        wire = Wire(FORM_0_9_1, properties, properties_data or None)
         routed = b.publish(x, m.routing_key, wire, body, origin=self, work=books.tx)
         if books.confirming:
             books.published += 1

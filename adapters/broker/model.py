@@ -62,6 +62,7 @@ import heapq
 import itertools
 import logging
 import os
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
@@ -81,10 +82,15 @@ from .users import Users
 if TYPE_CHECKING:
     from .listener import BrokerConnection
 
-#: Octets a held message is charged beyond its body: its headers and the
-#: objects that hold it (measured with bench/broker_probes.py flood: RSS grew
-#: ~590 octets per 100-octet message queued, CPython 3.11).
+#: Octets a held message is charged beyond its body when its properties are
+#: kept decoded (a 1.0 message's sections, a dead-lettered copy): the objects
+#: that hold them (bench/broker_probes.py flood: RSS grew ~590 octets per
+#: 100-octet message queued that way, CPython 3.11).
 MESSAGE_OVERHEAD = 512
+#: ... and beyond its publisher's header and body octets when it holds those
+#: (bench/broker_memory.py, tracemalloc: the QMsg, its sequence number, the
+#: bytes object's own head, its place in the backlog).
+RELAYED_OVERHEAD = 200
 #: Heartbeat interval offered by default (RabbitMQ's), and the shortest one
 #: a client may ask for (0: a client may ask for none).
 DEFAULT_HEARTBEAT = 60
@@ -107,26 +113,167 @@ class ModelError(Exception):
         self.field = field
 
 
-@attrs.define(eq=False)
-class QMsg:
-    """A message in a queue (or delivered and awaiting settlement)."""
+_REDELIVERED, _STORED, _QUEUED, _PERSISTENT = 1, 2, 4, 8
 
-    seq: int
-    body: bytes
-    wire: Wire  # its properties, as published (properties.py)
-    routing_key: str
-    exchange: str
-    redelivered: bool = False
-    expires: float | None = None  # in the I/O layer's clock (``now``); None: never
-    stored: bool = False  # in the durable store until it is settled (durable.py)
-    queued: bool = False  # in a queue's backlog now (see backlog.py)
-    octets: int = 0  # what it is charged while held (body + MESSAGE_OVERHEAD)
-    origin: object = None  # the connection that published it (no-local queues)
-    deaths: int = 0  # times it was dead-lettered (x-death count)
+
+class QMsg:
+    """A message in a queue (or delivered and awaiting settlement).
+
+    Kept compact (a million queued messages are a million of these): the
+    octets the publisher sent for its header and body in one ``bytes``
+    (``data``; the header is the first ``hlen`` octets, in protocol
+    ``form``: 0-10's header segment with the delivery-properties' exchange
+    and routing key set, 0-9-1's property flags and values), shared by the
+    copies on each queue a publish reached and relayed as they are to
+    consumers of the same protocol; the properties are decoded only when
+    someone asks for :attr:`wire` (another protocol's consumer, a header
+    routed on again, the durable store).  A message given as a decoded
+    :class:`Wire` (a 1.0 publish, a dead-lettered copy, one recovered from
+    the store) keeps that instead, and ``data`` is its body alone.
+    """
+
+    __slots__ = ("seq", "data", "hlen", "form", "_wire", "routing_key", "exchange", "expires",
+                 "origin", "deaths", "_charge", "_flags")
+
+    def __init__(self, seq: int, body: bytes, wire: Wire, routing_key: str, exchange: str,
+                 redelivered: bool = False, expires: float | None = None, stored: bool = False,
+                 queued: bool = False, octets: int = 0, origin: object = None,
+                 deaths: int = 0) -> None:
+        self.seq = seq
+        self.data = body
+        self.hlen = 0  # 0: the header is ``_wire``'s
+        self.form = wire.form
+        self._wire: Wire | None = wire
+        self.routing_key = routing_key
+        self.exchange = exchange
+        self.expires = expires  # in the I/O layer's clock (``now``); None: never
+        self.origin = origin  # the connection that published it (no-local queues)
+        self.deaths = deaths  # times it was dead-lettered (x-death count)
+        self._charge = octets  # what it is charged while held (0: see ``octets``)
+        self._flags = ((_REDELIVERED if redelivered else 0) | (_STORED if stored else 0)
+                       | (_QUEUED if queued else 0) | (_PERSISTENT if wire.persistent else 0))
+
+    @classmethod
+    def relayed(cls, seq: int, form: str, data: bytes, hlen: int, routing_key: str,
+                exchange: str, persistent: bool, expires: float | None,
+                origin: object) -> QMsg:
+        """A message holding its publisher's octets (see the class docstring)."""
+        m = cls.__new__(cls)
+        m.seq = seq
+        m.data = data
+        m.hlen = hlen
+        m.form = form
+        m._wire = None
+        m.routing_key = routing_key
+        m.exchange = exchange
+        m.expires = expires
+        m.origin = origin
+        m.deaths = 0
+        m._charge = 0
+        m._flags = _PERSISTENT if persistent else 0
+        return m
+
+    def copy(self, seq: int, wire: Wire | None = None, routing_key: str | None = None,
+             expires: float | None = -1.0, deaths: int | None = None) -> QMsg:
+        """A copy for another queue (not queued, not stored; redelivered as
+        this one), with what changed; a new ``wire`` replaces the
+        publisher's header octets."""
+        c = QMsg.__new__(QMsg)
+        c.seq = seq
+        if wire is None:
+            c.data, c.hlen, c.form, c._wire = self.data, self.hlen, self.form, self._wire
+            c._flags = self._flags & (_REDELIVERED | _PERSISTENT)
+        else:
+            c.data, c.hlen, c.form, c._wire = self.body, 0, wire.form, wire
+            c._flags = (self._flags & _REDELIVERED) | (_PERSISTENT if wire.persistent else 0)
+        c.routing_key = self.routing_key if routing_key is None else routing_key
+        c.exchange = self.exchange
+        c.expires = self.expires if expires == -1.0 else expires
+        c.origin = self.origin
+        c.deaths = self.deaths if deaths is None else deaths
+        c._charge = self._charge
+        return c
+
+    def __repr__(self) -> str:
+        return (f"QMsg({self.seq}, {self.body!r}, {self.form}, {self.routing_key!r}, "
+                f"{self.exchange!r}{', redelivered' if self.redelivered else ''})")
+
+    @property
+    def body(self) -> bytes:
+        return self.data[self.hlen:] if self.hlen else self.data
+
+    @property
+    def size(self) -> int:
+        """Octets of the body."""
+        return len(self.data) - self.hlen
+
+    def head(self, form: str) -> bytes | None:
+        """The publisher's header octets if they are in protocol ``form`` and
+        still say what the message is (a consumer of that protocol relays
+        them), else None."""
+        if self._wire is None and form == self.form:
+            return self.data[:self.hlen]
+        return None
+
+    @property
+    def wire(self) -> Wire:
+        """Its properties (decoded from the publisher's octets when asked:
+        not kept, so a queued message never holds them twice)."""
+        w = self._wire
+        if w is None:
+            w = Wire.decoded(self.form, self.data[:self.hlen])
+        return w
+
+    @wire.setter
+    def wire(self, w: Wire) -> None:
+        # ``data`` and ``hlen`` stay: what it is charged does not change
+        # while it is held.
+        self._wire = w
+        self.form = w.form
 
     @property
     def app_headers(self) -> dict[str, Any] | None:
         return self.wire.headers
+
+    @property
+    def octets(self) -> int:
+        """What it is charged while held: its octets, plus what holding them
+        costs (RELAYED_OVERHEAD, MESSAGE_OVERHEAD with decoded properties)."""
+        return self._charge or len(self.data) + (RELAYED_OVERHEAD if self.hlen
+                                                 else MESSAGE_OVERHEAD)
+
+    def _flag(self, bit: int, on: bool) -> None:
+        self._flags = self._flags | bit if on else self._flags & ~bit
+
+    @property
+    def redelivered(self) -> bool:
+        return bool(self._flags & _REDELIVERED)
+
+    @redelivered.setter
+    def redelivered(self, on: bool) -> None:
+        self._flag(_REDELIVERED, on)
+
+    @property
+    def stored(self) -> bool:
+        """In the durable store until it is settled (durable.py)."""
+        return bool(self._flags & _STORED)
+
+    @stored.setter
+    def stored(self, on: bool) -> None:
+        self._flag(_STORED, on)
+
+    @property
+    def queued(self) -> bool:
+        """In a queue's backlog now (see backlog.py)."""
+        return bool(self._flags & _QUEUED)
+
+    @queued.setter
+    def queued(self, on: bool) -> None:
+        self._flag(_QUEUED, on)
+
+    @property
+    def persistent(self) -> bool:
+        return bool(self._flags & _PERSISTENT)
 
 
 @attrs.define(eq=False)
@@ -517,9 +664,20 @@ class Broker:
         # (0 is a ttl: "expire at once unless delivered now", as RabbitMQ has it)
         expires = self.now + ttl / 1000 if ttl is not None else None
         refused = 0
+        head = wire.octets
+        if head is not None:
+            # Held as published (one bytes object shared by every copy), with
+            # what a consumer of that protocol must see changed (Form.stamp).
+            key = sys.intern(key)
+            head = wire.stamp(head, via.name, key)
+            data, hlen = head + body, len(head)
         for q in targets:
-            m = QMsg(next(self._seq), body, wire, key, via.name, expires=expires,
-                     origin=origin)
+            if head is not None:
+                m = QMsg.relayed(next(self._seq), wire.form, data, hlen, key, via.name,
+                                 wire.persistent, expires, origin)
+            else:
+                m = QMsg(next(self._seq), body, wire, key, via.name, expires=expires,
+                         origin=origin)
             if work is not None:
                 work.enqueues.append((q, m))
             elif not self.enqueue(q, m):
@@ -529,8 +687,6 @@ class Broker:
     def enqueue(self, q: QueueState, msg: QMsg) -> bool:
         """A message arrives on ``q``; False if the queue is full and refuses it
         (overflow reject-publish)."""
-        if not msg.octets:
-            msg.octets = len(msg.body) + MESSAGE_OVERHEAD
         opts = q.options
         if opts.no_local and msg.origin is not None and msg.origin is self._owner_of(q):
             self.stats["no-local-dropped"] += 1
@@ -568,7 +724,6 @@ class Broker:
 
     def restored(self, q: QueueState, m: QMsg) -> None:
         """A message recovered from the durable store goes back on ``q``."""
-        m.octets = m.octets or len(m.body) + MESSAGE_OVERHEAD
         q.messages.append(m)
         self._arrived(m)
 
@@ -892,13 +1047,12 @@ class Broker:
             death = {"count": m.deaths + 1, "reason": reason, "queue": q.name,
                      "exchange": m.exchange, "routing-keys": [m.routing_key]}
             wire = m.wire.with_header("x-death", [death])
-            copy = attrs.evolve(m, wire=wire, routing_key=key if key is not None
-                                else m.routing_key, queued=False, stored=False,
-                                expires=None, deaths=m.deaths + 1, redelivered=False)
+            copy = m.copy(m.seq, wire, key, None, m.deaths + 1)
+            copy.redelivered = False
             for target in self.route(x, copy.routing_key, wire.headers):
                 if target is q and reason != "rejected":
                     continue  # back where it died, with no reject: RabbitMQ drops it too
-                self.enqueue(target, attrs.evolve(copy, seq=next(self._seq)))
+                self.enqueue(target, copy.copy(next(self._seq)))
             self.stats["dead-lettered"] += 1
 
     def to_alternate(self, q: QueueState, msgs: Iterable[QMsg]) -> None:
@@ -922,8 +1076,7 @@ class Broker:
                 targets = self.route(exchanges[alt.alternate], m.routing_key, m.app_headers)
             for target in targets:
                 # A fresh enqueue sequence: the target orders (and browses) by it.
-                self.enqueue(target, attrs.evolve(m, seq=next(self._seq), queued=False,
-                                                  stored=False))
+                self.enqueue(target, m.copy(next(self._seq)))
 
     def purge(self, q: QueueState) -> int:
         """Drop every message queued on ``q``; how many there were."""

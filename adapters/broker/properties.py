@@ -93,7 +93,7 @@ from __future__ import annotations
 
 __all__ = ["Props", "Wire", "Form", "FORMS", "convert", "wire_of", "decode_stored",
            "FORM_1_0", "Sections10", "split_1_0",
-           "FORM_0_10", "FORM_0_9_1"]
+           "FORM_0_10", "FORM_0_9_1", "redelivered_0_10"]
 
 import contextlib
 import datetime as _dt
@@ -150,6 +150,10 @@ class Props:
     cluster_id: str | None = None
 
 
+def _as_is(head: bytes, exchange: str, routing_key: str) -> bytes:
+    return head
+
+
 @attrs.frozen
 class Form:
     """How one protocol's properties are read, written and stored."""
@@ -166,21 +170,38 @@ class Form:
     codec: str
     encode: Callable[[Any], bytes]
     decode: Callable[[bytes], Any]
+    #: The publisher's header octets as a consumer of this protocol gets
+    #: them after routing (exchange, routing key): 0-10 sets them in the
+    #: delivery-properties, 0-9-1 carries them in basic.deliver.
+    stamp: Callable[[bytes, str, str], bytes] = _as_is
 
 
 class Wire:
     """The properties of a message as its publisher sent them (``form`` is
     the protocol, ``value`` its own form), with what the broker reads.
-    Copies of one published message (one per queue it reached) share it."""
+    ``octets``: the octets ``value`` was decoded from, when the front end
+    has them (0-10's header segment, 0-9-1's property flags and values):
+    the model keeps those and relays them to consumers of ``form``."""
 
-    __slots__ = ("form", "value", "headers", "persistent", "ttl", "_props", "_as")
+    __slots__ = ("form", "value", "headers", "persistent", "ttl", "octets", "_props", "_as")
 
-    def __init__(self, form: str, value: Any) -> None:
+    def __init__(self, form: str, value: Any, octets: bytes | None = None) -> None:
         self.form = form
         self.value = value
+        self.octets = octets
         self.headers, self.persistent, self.ttl = FORMS[form].read(value)
         self._props: Props | None = None
         self._as: dict[str, Any] | None = None  # form -> converted value (cache)
+
+    @classmethod
+    def decoded(cls, form: str, octets: bytes) -> Wire:
+        """The properties ``octets`` hold (protocol ``form``'s store codec)."""
+        return cls(form, FORMS[form].decode(octets), octets)
+
+    def stamp(self, head: bytes, exchange: str, routing_key: str) -> bytes:
+        """``head`` (these properties' octets) as a consumer of the same
+        protocol gets them after routing (see :attr:`Form.stamp`)."""
+        return FORMS[self.form].stamp(head, exchange, routing_key)
 
     def __repr__(self) -> str:
         return f"Wire({self.form}, {self.value!r})"
@@ -212,7 +233,7 @@ class Wire:
     def encode(self) -> tuple[str, bytes]:
         """``(codec, octets)`` for the durable store."""
         f = FORMS[self.form]
-        return f.codec, f.encode(self.value)
+        return f.codec, self.octets if self.octets is not None else f.encode(self.value)
 
 
 def convert(props: Props, form: str) -> Any:
@@ -411,6 +432,60 @@ def _with_header_0_10(headers: tuple[Struct, ...], key: str, value: Any) -> tupl
     return tuple(out)
 
 
+# delivery-properties (class 4, struct 1) as a struct32: size (4 octets),
+# code (2), packing flags (2: the first octet's bits 0x08 priority, 0x10
+# delivery-mode, 0x20 ttl, 0x40 timestamp, 0x80 expiration -- the fixed-size
+# fields before the exchange --, 0x04 redelivered; the second's 0x01
+# exchange, 0x02 routing-key), then the fields present, in that order.
+_DP_CODE: Final = b"\x04\x01"
+_REDELIVERED_BIT: Final = 0x04
+_EMPTY_DP: Final = b"\x00\x00\x00\x04\x04\x01\x00\x00"
+
+
+def _dp_span(head: bytes) -> tuple[int, int]:
+    """Where the delivery-properties struct is in a header segment ((-1, -1): none)."""
+    pos, n = 0, len(head)
+    while pos + 8 <= n:
+        end = pos + 4 + int.from_bytes(head[pos:pos + 4], "big")
+        if head[pos + 4:pos + 6] == _DP_CODE:
+            return pos, end
+        pos = end
+    return -1, -1
+
+
+def _stamp_0_10(head: bytes, exchange: str, routing_key: str) -> bytes:
+    """A 0-10 header segment with its delivery-properties' exchange set and
+    its routing key set when it differs (absent counts as ""), as the broker
+    delivers a transfer; every other octet stays as the publisher wrote it
+    (a delivery-properties struct is added in front if there is none)."""
+    at, end = _dp_span(head)
+    dp = head[at:end] if at >= 0 else _EMPTY_DP
+    f1, f2 = dp[6], dp[7]
+    pos = 8 + (f1 >> 3 & 1) + (f1 >> 4 & 1) + 8 * ((f1 >> 5 & 1) + (f1 >> 6 & 1) + (f1 >> 7 & 1))
+    mid = pos  # the fields after the exchange and routing key start at mid
+    if f2 & 1:
+        mid += 1 + dp[mid]
+    if f2 & 2:
+        mid += 1 + dp[mid]
+    x, k = exchange.encode(), routing_key.encode()
+    fields = bytes((len(x),)) + x
+    flags = f2 | 1
+    if k or f2 & 2:
+        fields += bytes((len(k),)) + k
+        flags |= 2
+    body = dp[4:7] + bytes((flags,)) + dp[8:pos] + fields + dp[mid:]
+    stamped = len(body).to_bytes(4, "big") + body
+    return head[:at] + stamped + head[end:] if at >= 0 else stamped + head
+
+
+def redelivered_0_10(head: bytes) -> bytes:
+    """A stamped 0-10 header segment with delivery-properties' redelivered set."""
+    at, _ = _dp_span(head)
+    out = bytearray(head)
+    out[at + 6] |= _REDELIVERED_BIT
+    return bytes(out)
+
+
 def _decode_0_10(data: bytes) -> tuple[Struct, ...]:
     out = []
     pos, n = 0, len(data)
@@ -484,7 +559,7 @@ def _decode_0_9_1(data: bytes) -> BasicProperties:
 #: always written).
 FORMS: dict[str, Form] = {
     FORM_0_10: Form(_props_0_10, _from_props_0_10, _read_0_10, _with_header_0_10,
-                    "amqp-0-10", header_octets, _decode_0_10),
+                    "amqp-0-10", header_octets, _decode_0_10, _stamp_0_10),
     FORM_0_9_1: Form(_props_0_9_1, _from_props_0_9_1, _read_0_9_1, _with_header_0_9_1,
                      "amqp-0-9-1", _encode_0_9_1, _decode_0_9_1),
 }

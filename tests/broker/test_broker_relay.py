@@ -1,0 +1,162 @@
+"""The broker relays a message's header octets between peers of one protocol
+as the publisher wrote them (issue 17): a subscriber of the same protocol
+gets the publisher's octets -- including application headers whose wire
+types the broker's own codec would write differently -- with only what the
+broker must change changed (0-10: delivery-properties' exchange, routing key
+and redelivered; 0-9-1 carries those in basic.deliver), and the property
+encoders are not called on that path.  Across protocols the broker still
+converts (the control that shows the spy counts)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from broker_client_0_9_1 import Client as Client091
+
+from amqp_sansio.serial import SequenceSet
+from amqp_sansio.v0_9_1 import codec as codec091
+from amqp_sansio.v0_9_1 import events as ev091
+from amqp_sansio.v0_9_1 import spec as spec091
+from amqp_sansio.v0_10 import codec as codec010
+from amqp_sansio.v0_10 import events as ev010
+from amqp_sansio.v0_10 import spec as spec010
+from amqp_sansio.v0_10.connection import ClientConfig, Connection, Role
+from amqp_sansio.v0_10.framing import header_octets
+from amqp_sansio_broker.model import Broker
+
+
+class Client010:
+    def __init__(self, broker: Broker, name: bytes) -> None:
+        self.core = Connection(Role.CLIENT, ClientConfig())
+        self.server = broker.connection()
+        self.pump()
+        self.s = self.core.attach(name)
+        self.pump()
+
+    def pump(self) -> list[Any]:
+        got: list[Any] = []
+        for _ in range(100):
+            out = self.core.data_to_send()
+            if out:
+                self.server.receive_data(out, 1.0)
+            back = self.server.data_to_send()
+            if back:
+                got += self.core.receive_data(back, 1.0)
+            if not out and not back:
+                break
+        return got
+
+    def subscribe(self, queue: str, explicit: bool = True) -> None:
+        s = self.s
+        s.send(spec010.MessageSubscribe(queue=queue, destination=queue,
+                                        accept_mode=0 if explicit else 1, acquire_mode=0))
+        s.send(spec010.MessageFlow(destination=queue, unit=0, value=100))
+        s.send(spec010.MessageFlow(destination=queue, unit=1, value=0xFFFFFFFF))
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch, table: dict[Any, Any], key: Any,
+              calls: list[str]) -> None:
+    real = table[key]
+
+    def spy(*a: Any) -> Any:
+        calls.append(key.__name__)
+        return real(*a)
+
+    monkeypatch.setitem(table, key, spy)
+
+
+# An int8 and a uint16 in the application headers: the broker's codec reads
+# them as ints and would write them back as int64 (another octet string).
+HEADERS_010 = {"tiny": codec010.Typed("int8", 5), "port": codec010.Typed("uint16", 5672)}
+
+
+def test_0_10_header_octets_reach_a_0_10_subscriber_as_published(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    broker = Broker()
+    pub, sub = Client010(broker, b"pub"), Client010(broker, b"sub")
+    pub.s.send(spec010.QueueDeclare(queue="q"))
+    pub.pump()
+    sub.subscribe("q")
+    sub.pump()
+    mp = header_octets([spec010.MessageProperties(content_type="text/plain",
+                                                  application_headers=HEADERS_010)])
+    dp = header_octets([spec010.DeliveryProperties(routing_key="q", priority=4,
+                                                   delivery_mode=1)])
+    # The delivery-properties as the broker delivers them (exchange set), then
+    # the publisher's message-properties octet for octet.
+    want_dp = header_octets([spec010.DeliveryProperties(routing_key="q", priority=4,
+                                                        delivery_mode=1, exchange="")])
+    calls: list[str] = []
+    for cls in (spec010.DeliveryProperties, spec010.MessageProperties):
+        _counting(monkeypatch, codec010.STRUCT32_ENCODERS, cls, calls)
+    pub.s.send(spec010.MessageTransfer(destination="", accept_mode=1, acquire_mode=0),
+               header_data=dp + mp, body=b"relayed")
+    got = [e for e in pub.pump() + sub.pump() if isinstance(e, ev010.MessageReceived)]
+    assert [e.body for e in got] == [b"relayed"]
+    assert got[0].header_data == want_dp + mp
+    assert calls == []  # nothing encoded on the way through
+    # Released, it comes again with redelivered set: one bit of the same octets.
+    sub.s.send(spec010.MessageRelease(transfers=SequenceSet.of(got[0].command_id),
+                                      set_redelivered=True))
+    again = [e for e in sub.pump() if isinstance(e, ev010.MessageReceived)]
+    assert [e.body for e in again] == [b"relayed"]
+    dp_again = again[0].delivery_properties
+    assert dp_again is not None and dp_again.redelivered
+    assert again[0].header_data.endswith(mp) and calls == []
+
+
+def test_a_0_9_1_subscriber_of_a_0_10_message_gets_it_converted(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The control: across protocols the property codec runs (so the spy in
+    the 0-9-1 test below would see a re-encode)."""
+    broker = Broker()
+    pub = Client010(broker, b"pub")
+    pub.s.send(spec010.QueueDeclare(queue="q"))
+    pub.pump()
+    c = Client091(broker)
+    ch = c.channel()
+    c.call(ch, spec091.BasicConsume(queue="q", consumer_tag="t", no_ack=True))
+    calls: list[str] = []
+    real = spec091.BasicProperties.encode_into
+    monkeypatch.setattr(spec091.BasicProperties, "encode_into",
+                        staticmethod(lambda *a: (calls.append("encode"), real(*a))[1]))
+    pub.s.send(spec010.MessageTransfer(destination="", accept_mode=1, acquire_mode=0),
+               headers=(spec010.DeliveryProperties(routing_key="q", priority=4, delivery_mode=1),
+                        spec010.MessageProperties(content_type="text/plain")), body=b"x")
+    pub.pump()
+    got = [e for e in c.pump() if isinstance(e, ev091.MessageReceived)]
+    assert [(e.body, e.properties.content_type) for e in got] == [(b"x", "text/plain")]
+    assert calls == ["encode"]
+
+
+def test_0_9_1_property_octets_reach_a_0_9_1_subscriber_as_published(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    broker = Broker()
+    c = Client091(broker)
+    ch = c.channel()
+    c.call(ch, spec091.QueueDeclare(queue="q"))
+    c.call(ch, spec091.BasicConsume(queue="q", consumer_tag="t"))
+    # A short-short int and a byte array: the broker's codec would write them
+    # back as another type (a long int) or not at all.
+    props = spec091.BasicProperties(content_type="text/plain", headers={
+        "tiny": codec091.Typed("b", 5), "raw": codec091.Typed("x", b"\x00\x01")})
+    published = bytearray()
+    spec091.BasicProperties.encode_into(props, published)
+    calls: list[str] = []
+    real = spec091.BasicProperties.encode_into
+    monkeypatch.setattr(spec091.BasicProperties, "encode_into",
+                        staticmethod(lambda *a: (calls.append("encode"), real(*a))[1]))
+    ch.publish("", "q", b"relayed")  # (no properties: two octets of empty flags)
+    ch.publish("", "q", b"typed", props)
+    calls.clear()  # the client's own encoding of its publishes
+    got = [e for e in c.pump() if isinstance(e, ev091.MessageReceived)]
+    assert [e.body for e in got] == [b"relayed", b"typed"]
+    assert got[1].properties_data == bytes(published)
+    assert got[0].properties_data == b"\x00\x00"
+    assert calls == []
+    # Requeued, it comes again (redelivered in basic.deliver), octets unchanged.
+    ch.send(spec091.BasicReject(delivery_tag=got[1].method.delivery_tag, requeue=True))
+    again = [e for e in c.pump() if isinstance(e, ev091.MessageReceived)]
+    assert [(e.body, e.method.redelivered) for e in again] == [(b"typed", True)]
+    assert again[0].properties_data == bytes(published) and calls == []
