@@ -52,6 +52,19 @@ def _bodies(c: Client, link: Link) -> list[bytes]:
     return [e.payload[-1:] for e in c.of(ev.DeliveryReceived, link)]
 
 
+def _resume_knowing(c: Client, address: str, tags: list[bytes]) -> list[Any]:
+    """Re-attach "sub" saying the first of ``tags`` was accepted and the
+    second arrived (no outcome), the third never; the deliveries then."""
+    link = c.session.attach_receiver("sub", source=Source(
+        address=address, durable=UNSETTLED, expiry_policy=NEVER),
+        unsettled={tags[0]: Accepted(), tags[1]: None})
+    c.pump()
+    assert link.remote_unsettled == {tags[0]: None, tags[1]: None}  # the broker's answer
+    link.flow(10)
+    c.pump()
+    return c.of(ev.DeliveryReceived, link)
+
+
 def _subscription_queues(b: Broker) -> list[str]:
     return [n for n in b.queues if n.startswith("amq.sub.")]
 
@@ -126,14 +139,7 @@ def test_unsettled_state_resumes_its_deliveries(broker: Broker) -> None:
     assert len(broker.queues["dq"].messages) == 0  # still held by the terminus
     assert broker.recount() == broker.retained
     c2 = Client(broker)
-    link = c2.session.attach_receiver("sub", source=Source(
-        address="dq", durable=UNSETTLED, expiry_policy=NEVER),
-        unsettled={tags[0]: Accepted(), tags[1]: None})
-    c2.pump()
-    assert link.remote_unsettled == {tags[0]: None, tags[1]: None}
-    link.flow(10)
-    c2.pump()
-    got2 = c2.of(ev.DeliveryReceived, link)
+    got2 = _resume_knowing(c2, "dq", tags)
     assert [(e.delivery.tag, e.delivery.resumed, e.payload[-1:] if e.payload else b"")
             for e in got2[:2]] == [(tags[0], True, b""), (tags[1], True, b"b")]
     assert got2[0].delivery.remote_settled
@@ -269,14 +275,8 @@ def test_unsettled_state_survives_a_restart(tmp_path: Path) -> None:
     b2 = Broker(data_dir=tmp_path)
     assert len(b2.queues["kept"].messages) == 3  # back on the queue meanwhile
     c2 = Client(b2)
-    link = c2.session.attach_receiver("sub", source=Source(
-        address="kept", durable=UNSETTLED, expiry_policy=NEVER),
-        unsettled={tags[0]: Accepted(), tags[1]: None})
-    c2.pump()
-    assert link.remote_unsettled == {tags[0]: None, tags[1]: None}
-    link.flow(10)
-    c2.pump()
-    got = c2.of(ev.DeliveryReceived, link)
+    got = _resume_knowing(c2, "kept", tags)
+    link = got[0].link
     assert [(e.delivery.tag, e.delivery.resumed) for e in got[:2]] == [
         (tags[0], True), (tags[1], True)]
     assert got[1].payload[-1:] == b"b" and got[2].payload[-1:] == b"c"
