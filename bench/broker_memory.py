@@ -47,6 +47,8 @@ from amqp_sansio.v0_10.connection import Role as Role010
 from amqp_sansio_broker.model import Broker
 
 BODY = b"x" * 100
+#: With --distinct: a message id in each message's properties, numbered.
+MARK = b"m0000000"
 BATCH = 200  # messages per receive_data call (~30 KB: less than a socket read)
 QUEUE = "bench-memory"
 
@@ -63,7 +65,7 @@ def _pump(core: Any, server: Any) -> None:
             return
 
 
-def setup_0_10(broker: Broker) -> tuple[Any, bytes]:
+def setup_0_10(broker: Broker, distinct: bool = False) -> tuple[Any, bytes]:
     """A connection with a queue declared, and one transfer's octets."""
     core = Conn010(Role010.CLIENT, Config010())
     server = broker.connection()
@@ -75,6 +77,7 @@ def setup_0_10(broker: Broker) -> tuple[Any, bytes]:
     s.send(spec010.MessageTransfer(destination="", accept_mode=1, acquire_mode=0),
            headers=(spec010.DeliveryProperties(routing_key=QUEUE, delivery_mode=1, priority=4),
                     spec010.MessageProperties(content_type="application/octet-stream",
+                                              correlation_id=MARK if distinct else None,
                                               application_headers={"n": 1})),
            body=BODY)
     one = core.data_to_send()
@@ -83,7 +86,7 @@ def setup_0_10(broker: Broker) -> tuple[Any, bytes]:
     return server, one
 
 
-def setup_0_9_1(broker: Broker) -> tuple[Any, bytes]:
+def setup_0_9_1(broker: Broker, distinct: bool = False) -> tuple[Any, bytes]:
     core = Conn091(Role091.CLIENT, Config091(username="guest", password="guest"))
     server = broker.connection()
     _pump(core, server)
@@ -92,14 +95,15 @@ def setup_0_9_1(broker: Broker) -> tuple[Any, bytes]:
     ch.send(spec091.QueueDeclare(queue=QUEUE))
     _pump(core, server)
     ch.publish("", QUEUE, BODY, spec091.BasicProperties(
-        content_type="application/octet-stream", delivery_mode=1, headers={"n": 1}))
+        content_type="application/octet-stream", delivery_mode=1, headers={"n": 1},
+        message_id=MARK.decode() if distinct else None))
     one = core.data_to_send()
     server.receive_data(one, 1.0)
     server.data_to_send()
     return server, one
 
 
-SETUPS: dict[str, Callable[[Broker], tuple[Any, bytes]]] = {
+SETUPS: dict[str, Callable[[Broker, bool], tuple[Any, bytes]]] = {
     "0-10": setup_0_10, "0-9-1": setup_0_9_1}
 
 
@@ -108,11 +112,17 @@ def _rss() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def measure(protocol: str, count: int, checkpoints: list[int], rss: bool) -> list[dict[str, Any]]:
+def measure(protocol: str, count: int, checkpoints: list[int], rss: bool,
+            distinct: bool = False) -> list[dict[str, Any]]:
     broker = Broker()
-    server, one = SETUPS[protocol](broker)
+    server, one = SETUPS[protocol](broker, distinct)
     q = broker.queues[QUEUE]
     batch = one * BATCH
+    if distinct:
+        # Each message its own id: the octets are numbered as they are fed.
+        head, tail = batch.split(MARK, 1)
+        parts = tail.split(MARK)
+        ids = iter(range(1, 10**8))
     gc.collect()
     if rss:
         base = _rss()
@@ -127,7 +137,12 @@ def measure(protocol: str, count: int, checkpoints: list[int], rss: bool) -> lis
     for mark in checkpoints:
         while done < mark:
             n = min(BATCH, mark - done)
-            server.receive_data(batch if n == BATCH else one * n, 1.0)
+            data = batch if n == BATCH else one * n
+            if distinct and n == BATCH:
+                data = head + b"".join(b"m%07d" % next(ids) + p for p in parts)
+            elif distinct:
+                data = b"".join(one.replace(MARK, b"m%07d" % next(ids)) for _ in range(n))
+            server.receive_data(data, 1.0)
             server.data_to_send()  # completions: dropped, as a peer reads them
             done += n
         queued = len(q.messages) - base_n
@@ -135,7 +150,7 @@ def measure(protocol: str, count: int, checkpoints: list[int], rss: bool) -> lis
         now = _rss() if rss else tracemalloc.get_traced_memory()[0]
         per = (now - base) / queued
         rows.append({"protocol": protocol, "queued": queued,
-                     "measure": "rss" if rss else "tracemalloc",
+                     "measure": "rss" if rss else "tracemalloc", "distinct": distinct,
                      "octets_per_msg": round(per, 1), "overhead": round(per - len(BODY), 1),
                      "charged_per_msg": round((broker.retained - base_retained) / queued, 1),
                      "cpu_s": round(time.process_time() - t0, 1)})
@@ -149,16 +164,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--count", type=int, default=1_000_000)
     p.add_argument("--protocol", choices=("0-10", "0-9-1", "both"), default="both")
     p.add_argument("--rss", action="store_true", help="RSS growth instead of tracemalloc")
+    p.add_argument("--distinct", action="store_true",
+                   help="each message with its own id (no two alike on the wire)")
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
     checkpoints = sorted({max(1, a.count // 10), a.count // 4, a.count // 2, a.count} - {0})
     protocols = ("0-10", "0-9-1") if a.protocol == "both" else (a.protocol,)
     out = []
     for proto in protocols:
-        for row in measure(proto, a.count, checkpoints, a.rss):
+        for row in measure(proto, a.count, checkpoints, a.rss, a.distinct):
             out.append(row)
             if not a.json:
-                print(f"{proto:6} {row['measure']:11} {row['queued']:>9,} queued: "
+                print(f"{proto:6} {row['measure']:11}{' distinct' if a.distinct else ''}"
+                      f" {row['queued']:>9,} queued: "
                       f"{row['octets_per_msg']:7.1f} octets/msg (overhead beyond the "
                       f"100-octet body {row['overhead']:6.1f}); memory mark charges "
                       f"{row['charged_per_msg']:6.1f}   [{row['cpu_s']} s CPU]", flush=True)

@@ -125,13 +125,14 @@ class Durability:
     # -- messages ---------------------------------------------------------------
     def enqueued(self, q: QueueState, m: QMsg) -> bool:
         """Store ``m`` if it must survive; is it stored?"""
-        if self.store is None or not q.durable or not m.wire.persistent:
+        if self.store is None or not q.durable or not m.persistent:
             return False
-        ttl = m.wire.ttl or None
+        wire = m.wire  # (decoded from the publisher's octets: once)
+        ttl = wire.ttl or None
         qttl = q.options.message_ttl
         if qttl is not None and (ttl is None or qttl < ttl):
             ttl = qttl
-        form, properties = m.wire.encode()
+        form, properties = wire.encode()
         self.store.put_message(MessageRecord(
             m.seq, q.vhost, q.name, form, properties, m.body, m.exchange, m.routing_key, ttl))
         return True

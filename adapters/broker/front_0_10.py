@@ -129,7 +129,7 @@ class Consumer010(Consumer):
 
     def offer(self, q: QueueState, msg: QMsg) -> bool:
         s = self.session
-        head = msg.head(FORM_0_10)
+        head = msg.published_head(FORM_0_10)
         try:
             # send() prices the transfer against the subscriber's credit and
             # refuses (changing nothing) when it is short.

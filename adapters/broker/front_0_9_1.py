@@ -135,7 +135,7 @@ class Consumer091(Consumer):
                 and b.unacked_octets + size > b.prefetch_size):
             return False
         tag = b.next_tag()
-        head = msg.head(FORM_0_9_1)  # a 0-9-1 publisher's octets: relayed as they are
+        head = msg.published_head(FORM_0_9_1)  # a 0-9-1 publisher's octets: relayed as they are
         b.channel.send_content(spec.BasicDeliver(
             consumer_tag=self.tag, delivery_tag=tag, redelivered=msg.redelivered,
             exchange=msg.exchange, routing_key=msg.routing_key),
@@ -633,7 +633,7 @@ class Connection091(FrontEnd):
             books.channel.send(spec.BasicGetEmpty())
             return
         tag = books.next_tag()
-        head = msg.head(FORM_0_9_1)
+        head = msg.published_head(FORM_0_9_1)
         books.channel.send_content(spec.BasicGetOk(
             delivery_tag=tag, redelivered=msg.redelivered, exchange=msg.exchange,
             routing_key=msg.routing_key, message_count=len(q.messages)),

@@ -87,9 +87,11 @@ if TYPE_CHECKING:
 #: that hold them (bench/broker_probes.py flood: RSS grew ~590 octets per
 #: 100-octet message queued that way, CPython 3.11).
 MESSAGE_OVERHEAD = 512
-#: ... and beyond its publisher's header and body octets when it holds those
-#: (bench/broker_memory.py, tracemalloc: the QMsg, its sequence number, the
-#: bytes object's own head, its place in the backlog).
+#: ... and beyond its body and its publisher's property octets when it holds
+#: those: the QMsg, its sequence number, the two bytes objects' own heads,
+#: its place in the backlog (bench/broker_memory.py, tracemalloc, CPython
+#: 3.11: ~235 with properties of its own, ~200 all told -- the property
+#: octets included -- when messages published alike share them).
 RELAYED_OVERHEAD = 200
 #: Heartbeat interval offered by default (RabbitMQ's), and the shortest one
 #: a client may ask for (0: a client may ask for none).
@@ -119,20 +121,19 @@ _REDELIVERED, _STORED, _QUEUED, _PERSISTENT = 1, 2, 4, 8
 class QMsg:
     """A message in a queue (or delivered and awaiting settlement).
 
-    Kept compact (a million queued messages are a million of these): the
-    octets the publisher sent for its header and body in one ``bytes``
-    (``data``; the header is the first ``hlen`` octets, in protocol
-    ``form``: 0-10's header segment with the delivery-properties' exchange
-    and routing key set, 0-9-1's property flags and values), shared by the
-    copies on each queue a publish reached and relayed as they are to
-    consumers of the same protocol; the properties are decoded only when
-    someone asks for :attr:`wire` (another protocol's consumer, a header
-    routed on again, the durable store).  A message given as a decoded
-    :class:`Wire` (a 1.0 publish, a dead-lettered copy, one recovered from
-    the store) keeps that instead, and ``data`` is its body alone.
+    Kept compact (a million queued messages are a million of these): its
+    body, and its properties as the octets the publisher sent (``_head``, in
+    protocol ``form``: 0-10's header segment with the delivery-properties'
+    exchange and routing key set, 0-9-1's property flags and values) --
+    relayed as they are to consumers of the same protocol, and one bytes
+    object for every message published with the same ones (Wire.stamp).
+    The properties are decoded only when someone asks for :attr:`wire`
+    (another protocol's consumer, a header routed on again, the durable
+    store).  A message given a decoded :class:`Wire` (a 1.0 publish, a
+    dead-lettered copy, one recovered from the store) keeps that instead.
     """
 
-    __slots__ = ("seq", "data", "hlen", "form", "_wire", "routing_key", "exchange", "expires",
+    __slots__ = ("seq", "body", "_head", "form", "_wire", "routing_key", "exchange", "expires",
                  "origin", "deaths", "_charge", "_flags")
 
     def __init__(self, seq: int, body: bytes, wire: Wire, routing_key: str, exchange: str,
@@ -140,8 +141,8 @@ class QMsg:
                  queued: bool = False, octets: int = 0, origin: object = None,
                  deaths: int = 0) -> None:
         self.seq = seq
-        self.data = body
-        self.hlen = 0  # 0: the header is ``_wire``'s
+        self.body = body
+        self._head = b""  # empty: the properties are ``_wire``'s
         self.form = wire.form
         self._wire: Wire | None = wire
         self.routing_key = routing_key
@@ -154,14 +155,14 @@ class QMsg:
                        | (_QUEUED if queued else 0) | (_PERSISTENT if wire.persistent else 0))
 
     @classmethod
-    def relayed(cls, seq: int, form: str, data: bytes, hlen: int, routing_key: str,
+    def relayed(cls, seq: int, form: str, head: bytes, body: bytes, routing_key: str,
                 exchange: str, persistent: bool, expires: float | None,
                 origin: object) -> QMsg:
         """A message holding its publisher's octets (see the class docstring)."""
         m = cls.__new__(cls)
         m.seq = seq
-        m.data = data
-        m.hlen = hlen
+        m.body = body
+        m._head = head
         m.form = form
         m._wire = None
         m.routing_key = routing_key
@@ -177,14 +178,15 @@ class QMsg:
              expires: float | None = -1.0, deaths: int | None = None) -> QMsg:
         """A copy for another queue (not queued, not stored; redelivered as
         this one), with what changed; a new ``wire`` replaces the
-        publisher's header octets."""
+        publisher's octets."""
         c = QMsg.__new__(QMsg)
         c.seq = seq
+        c.body = self.body
         if wire is None:
-            c.data, c.hlen, c.form, c._wire = self.data, self.hlen, self.form, self._wire
+            c._head, c.form, c._wire = self._head, self.form, self._wire
             c._flags = self._flags & (_REDELIVERED | _PERSISTENT)
         else:
-            c.data, c.hlen, c.form, c._wire = self.body, 0, wire.form, wire
+            c._head, c.form, c._wire = b"", wire.form, wire
             c._flags = (self._flags & _REDELIVERED) | (_PERSISTENT if wire.persistent else 0)
         c.routing_key = self.routing_key if routing_key is None else routing_key
         c.exchange = self.exchange
@@ -199,20 +201,16 @@ class QMsg:
                 f"{self.exchange!r}{', redelivered' if self.redelivered else ''})")
 
     @property
-    def body(self) -> bytes:
-        return self.data[self.hlen:] if self.hlen else self.data
-
-    @property
     def size(self) -> int:
         """Octets of the body."""
-        return len(self.data) - self.hlen
+        return len(self.body)
 
-    def head(self, form: str) -> bytes | None:
-        """The publisher's header octets if they are in protocol ``form`` and
-        still say what the message is (a consumer of that protocol relays
-        them), else None."""
+    def published_head(self, form: str) -> bytes | None:
+        """The publisher's property octets if they are in protocol ``form``
+        and still say what the message is (a consumer of that protocol
+        relays them), else None."""
         if self._wire is None and form == self.form:
-            return self.data[:self.hlen]
+            return self._head
         return None
 
     @property
@@ -221,13 +219,12 @@ class QMsg:
         not kept, so a queued message never holds them twice)."""
         w = self._wire
         if w is None:
-            w = Wire.decoded(self.form, self.data[:self.hlen])
+            w = Wire.decoded(self.form, self._head)
         return w
 
     @wire.setter
     def wire(self, w: Wire) -> None:
-        # ``data`` and ``hlen`` stay: what it is charged does not change
-        # while it is held.
+        # ``_head`` stays: what it is charged does not change while it is held.
         self._wire = w
         self.form = w.form
 
@@ -237,9 +234,11 @@ class QMsg:
 
     @property
     def octets(self) -> int:
-        """What it is charged while held: its octets, plus what holding them
-        costs (RELAYED_OVERHEAD, MESSAGE_OVERHEAD with decoded properties)."""
-        return self._charge or len(self.data) + (RELAYED_OVERHEAD if self.hlen
+        """What it is charged while held: its body, and its properties'
+        octets plus what holding them costs (RELAYED_OVERHEAD), or
+        MESSAGE_OVERHEAD for properties kept decoded."""
+        head = self._head
+        return self._charge or len(self.body) + (len(head) + RELAYED_OVERHEAD if head
                                                  else MESSAGE_OVERHEAD)
 
     def _flag(self, bit: int, on: bool) -> None:
@@ -666,14 +665,13 @@ class Broker:
         refused = 0
         head = wire.octets
         if head is not None:
-            # Held as published (one bytes object shared by every copy), with
-            # what a consumer of that protocol must see changed (Form.stamp).
+            # Held as published, with what a consumer of that protocol must
+            # see changed (Wire.stamp; one bytes object for many messages).
             key = sys.intern(key)
             head = wire.stamp(head, via.name, key)
-            data, hlen = head + body, len(head)
         for q in targets:
             if head is not None:
-                m = QMsg.relayed(next(self._seq), wire.form, data, hlen, key, via.name,
+                m = QMsg.relayed(next(self._seq), wire.form, head, body, key, via.name,
                                  wire.persistent, expires, origin)
             else:
                 m = QMsg(next(self._seq), body, wire, key, via.name, expires=expires,

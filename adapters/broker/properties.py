@@ -176,6 +176,13 @@ class Form:
     stamp: Callable[[bytes, str, str], bytes] = _as_is
 
 
+#: Stamped property octets lately made (Wire.stamp): at most _STAMPED_KEPT,
+#: each of at most _STAMPED_SIZE octets.
+_STAMPED: dict[tuple[str, bytes, str, str], bytes] = {}
+_STAMPED_KEPT: Final = 256
+_STAMPED_SIZE: Final = 1024
+
+
 class Wire:
     """The properties of a message as its publisher sent them (``form`` is
     the protocol, ``value`` its own form), with what the broker reads.
@@ -200,8 +207,20 @@ class Wire:
 
     def stamp(self, head: bytes, exchange: str, routing_key: str) -> bytes:
         """``head`` (these properties' octets) as a consumer of the same
-        protocol gets them after routing (see :attr:`Form.stamp`)."""
-        return FORMS[self.form].stamp(head, exchange, routing_key)
+        protocol gets them after routing (see :attr:`Form.stamp`).  Messages
+        published with the same octets get the same bytes object (most
+        publishers send one set of properties message after message): it is
+        made once, and held once however many queued messages hold it."""
+        key = (self.form, head, exchange, routing_key)
+        got = _STAMPED.get(key)
+        if got is None:
+            got = FORMS[self.form].stamp(head, exchange, routing_key)
+            if len(head) <= _STAMPED_SIZE:
+                if len(_STAMPED) >= _STAMPED_KEPT:
+                    _STAMPED.clear()
+                _STAMPED[key] = got
+        return got
+
 
     def __repr__(self) -> str:
         return f"Wire({self.form}, {self.value!r})"

@@ -24,6 +24,10 @@ from amqp_sansio.v0_10 import spec as spec010
 from amqp_sansio.v0_10.connection import ClientConfig, Connection, Role
 from amqp_sansio.v0_10.framing import header_octets
 from amqp_sansio_broker.model import Broker
+from amqp_sansio_broker.properties import FORM_0_10, FORMS, redelivered_0_10
+
+_stamp_0_10 = FORMS[FORM_0_10].stamp
+_decode_0_10 = FORMS[FORM_0_10].decode
 
 
 class Client010:
@@ -160,3 +164,35 @@ def test_0_9_1_property_octets_reach_a_0_9_1_subscriber_as_published(
     again = [e for e in c.pump() if isinstance(e, ev091.MessageReceived)]
     assert [(e.body, e.method.redelivered) for e in again] == [(b"typed", True)]
     assert again[0].properties_data == bytes(published) and calls == []
+
+
+@pytest.mark.parametrize("fields", [
+    {}, {"priority": 4, "delivery_mode": 2, "ttl": 5},
+    {"routing_key": "q", "exchange": "old", "resume_id": "r", "resume_ttl": 9, "timestamp": 3,
+     "expiration": 4, "redelivered": True, "discard_unroutable": True},
+    {"routing_key": "other", "immediate": True}, {"routing_key": ""}])
+@pytest.mark.parametrize("with_mp", [False, True])
+def test_stamping_0_10_delivery_properties_equals_encoding_them_again(
+        fields: dict[str, Any], with_mp: bool) -> None:
+    """The octets the broker splices are what encoding the delivery-properties
+    with that exchange and routing key would give; the other structs, in
+    their order, are untouched."""
+    dp = spec010.DeliveryProperties.unchecked(**fields)
+    mp = spec010.MessageProperties(content_type="t", application_headers=HEADERS_010)
+    for order in ([dp, mp], [mp, dp]) if with_mp else ([dp],):
+        want = header_octets([spec010.DeliveryProperties.unchecked(
+            **{**fields, "exchange": "amq.x", "routing_key": "q"}) if h is dp else h
+            for h in order])
+        stamped = _stamp_0_10(header_octets(order), "amq.x", "q")
+        assert stamped == want
+        again = _decode_0_10(redelivered_0_10(stamped))
+        assert [type(h) for h in again] == [type(h) for h in order]
+        assert next(h for h in again if isinstance(h, spec010.DeliveryProperties)).redelivered
+
+
+def test_stamping_0_10_adds_delivery_properties_when_there_are_none() -> None:
+    mp = header_octets([spec010.MessageProperties(content_type="t")])
+    assert _stamp_0_10(mp, "x", "k") == header_octets(
+        [spec010.DeliveryProperties.unchecked(exchange="x", routing_key="k")]) + mp
+    assert _stamp_0_10(b"", "", "") == header_octets(
+        [spec010.DeliveryProperties.unchecked(exchange="")])
