@@ -323,7 +323,9 @@ class ClientDelivery(base.ClientDelivery):
 
     def __init__(self, session: ClientSession, sub: ClientSubscription[Any], ack: bool,
                  event: ev.DeliveryReceived) -> None:
-        super().__init__(event)
+        # base.ClientDelivery's fields, set here (one call a delivery fewer)
+        self.event = event
+        self._message = None
         self.owner = session  # the session policy
         self._link = sub.link
         self.sub = sub
@@ -573,8 +575,12 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
                  routing_key: str | None = None, *, settled: bool = False) -> Publish:
         """Build a publish (nothing is sent)."""
         if type(message) is bytes:  # the common case, without the mapping
-            address = address_for(exchange, routing_key)
-            return Publish(address, _plain(routing_key) + _data_section(message), settled)
+            address = routing_key or "" if not exchange else address_for(exchange, routing_key)
+            n = len(message)
+            section = (b"\x00\x53\x75\xa0" + bytes((n,)) + message if n < 256
+                       else _data_section(message))
+            return Publish(address, (_PLAIN.get(routing_key) or _plain(routing_key)) + section,
+                           settled)
         msg = base.as_message(message, routing_key)
         address = address_for(exchange, msg.routing_key)
         return Publish(address, encode_message(from_message(msg)), settled)
@@ -582,9 +588,12 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
     def can_publish(self, p: Publish) -> bool:
         """``p`` may be sent now: its link is attached with credit, and not
         too many octets await their outcome.  Raises the link's error."""
-        self.check()
-        if self.conn.reconnecting:
+        conn = self.conn
+        if conn.reconnecting:
+            self.check()
             return False  # it goes on the next connection
+        if self.error is not None or conn.error is not None or conn.opened is None:
+            self.check()  # raises why (inlined: the hot path)
         s = self._senders.get(p.address) or self.sender(p.address)
         if s.error is not None:  # refused or detached: said once, re-attached next time
             del self._senders[p.address]
@@ -599,7 +608,10 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         """Send ``p`` (call when :meth:`can_publish`): its number in the
         session, and what to wait for if ``wait`` (its outcome; None for a
         pre-settled transfer or ``wait`` False)."""
-        self.check()
+        conn = self.conn
+        if self.error is not None or (not conn.reconnecting and (
+                conn.error is not None or conn.opened is None)):
+            self.check()  # raises why (inlined: the hot path)
         s = self._senders.get(p.address) or self.sender(p.address)
         state = transactional(self.txn_id) if self.txn_id is not None else None
         try:
@@ -668,7 +680,9 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
             self.in_flight -= size
         waiter = s.waiters.pop(d.id, None)
         verdict: tuple[int, str | None] | None = None
-        if isinstance(inner, Rejected):
+        if inner is _ACCEPTED or type(inner) is Accepted:
+            pass
+        elif isinstance(inner, Rejected):
             err = inner.error
             verdict = (_REJECTED, f"rejected: {err.condition}: {err.description or ''}"
                        if err is not None else "rejected")
@@ -684,7 +698,10 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
                 waiter.fail(MessageRejectedError(verdict[0], verdict[1], n))
         elif verdict is not None:
             self.rejected[n] = verdict
-        self._check_syncs()
+        if self._syncs:
+            self._check_syncs()
+        elif self.wake is not None:
+            self.wake()  # (_woken, inlined: the hot path)
 
     def _check_syncs(self) -> None:
         if self._syncs and self.outstanding == 0:
@@ -732,10 +749,12 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         if how == "accept" and type(deliveries) is tuple and len(deliveries) == 1:
             d = deliveries[0]  # one accept (Delivery.accept()): batched, nothing more
             sub = d.sub
+            conn = self.conn
             if (sub is not None and d.owner is self and d.ack and not d.settled
-                    and not d.stale and self.txn_id is None and not sub.settle_second
-                    and not self.conn.reconnecting):
-                self.check()
+                    and d._link is sub.link and self.txn_id is None and not sub.settle_second
+                    and not conn.reconnecting):
+                if self.error is not None or conn.error is not None or conn.opened is None:
+                    self.check()  # raises why (inlined: the hot path)
                 sub.to_accept.append(d.core)
                 d.settled = True
                 sub.settled_some(1)
@@ -1174,7 +1193,10 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
                     d.settle(Released())
             return
         self.held += 1
-        super().deliver(event)
+        # base.deliver without its indirection (the hot path)
+        self.buffer.append(self.maker(self.session, self, self.ack, event))
+        if self.wake is not None:
+            self.wake()
 
     def handed_out(self, d: D) -> None:
         if d.settled:  # accept-mode none, or the sender settled it already
@@ -1184,7 +1206,8 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
         """``n`` deliveries no longer count against the window."""
         self.held -= n
         if (not self.buffer or len(self.to_accept) >= self.batch
-                or self.window - self.held - self._credit() >= self.batch):
+                or self.window - self.held - (self.link.credit if self.link is not None else 0)
+                >= self.batch):
             self.flush()
         if self._detach_when_settled and self.held <= 0:
             self._detach_when_settled = False

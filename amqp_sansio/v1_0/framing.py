@@ -27,7 +27,8 @@ from __future__ import annotations
 __all__ = [
     "AMQP_HEADER", "SASL_HEADER", "TLS_HEADER", "PROTOCOL_IDS", "MIN_MAX_FRAME_SIZE",
     "EMPTY_FRAME", "TYPE_AMQP", "TYPE_SASL", "ProtocolHeader", "Frame", "FrameReader",
-    "encode_frame", "decode_frame",
+    "encode_frame", "decode_frame", "TransferFields", "transfer_fields",
+    "transfer_of",
 ]
 
 import struct
@@ -39,13 +40,14 @@ from ..errors import DecodeError
 from ._errors import FRAMING_ERROR, decode_error, local_error
 from ._specbase import SpecObject
 from .codec import DECODERS, DESCRIBED, MAX_DEPTH, Symbol, ULong
-from .spec import AMQP_HEADER, MIN_MAX_FRAME_SIZE, SASL_HEADER, TLS_HEADER
+from .spec import AMQP_HEADER, MIN_MAX_FRAME_SIZE, SASL_HEADER, TLS_HEADER, Transfer
 
 TYPE_AMQP = 0
 TYPE_SASL = 1
 PROTOCOL_IDS = {0: "amqp", 2: "tls", 3: "sasl"}
 EMPTY_FRAME = b"\x00\x00\x00\x08\x02\x00\x00\x00"
 _HEAD = struct.Struct(">IBBH")
+_U32 = struct.Struct(">I").unpack_from
 _pack_head = _HEAD.pack
 _unpack_head = _HEAD.unpack_from
 
@@ -139,7 +141,7 @@ class FrameReader:
     """
 
     __slots__ = ("_buf", "_pos", "_want_header", "_spent", "max_frame_size", "offset", "sasl",
-                 "max_depth")
+                 "max_depth", "fast_transfers")
 
     def __init__(self, max_frame_size: int = MIN_MAX_FRAME_SIZE, *, header: bool = True) -> None:
         self._buf = bytearray()
@@ -150,6 +152,9 @@ class FrameReader:
         self.offset = 0  # stream position of _buf[0]
         self.sasl = False  # inside a SASL exchange (after a SASL header)
         self.max_depth = MAX_DEPTH
+        # a common transfer's body comes as a TransferFields tuple, not a
+        # Transfer (see transfer_fields; the connection reads them)
+        self.fast_transfers = False
 
     def expect_header(self) -> None:
         self._want_header = True
@@ -207,6 +212,14 @@ class FrameReader:
             return None
         start = pos + doff * 4
         end = pos + size
+        if self.fast_transfers and ftype == 0 and buf[start + 2:start + 3] == b"\x14" and \
+                buf[start:start + 2] == b"\x00\x53":
+            got = transfer_fields(buf, start + 3, end)
+            if got is not None:
+                fields, used = got
+                payload = bytes(buf[used:end]) if used < end else b""
+                self._advance(end)
+                return Frame(ftype, channel, fields, payload)
         origin = self.offset + start  # stream offset of the body
         frame = bytes(buf[start:end])
         self._advance(end)
@@ -244,6 +257,108 @@ class FrameReader:
 
     def _err(self, message: str, pos: int) -> Exception:
         return decode_error(message, self.offset + pos, condition=FRAMING_ERROR)
+
+
+#: A single-frame transfer's fields as :func:`transfer_fields` reads them:
+#: (handle, delivery-id, delivery-tag, message-format, settled); the rest of
+#: the transfer is as a :class:`~.spec.Transfer` has it by default (more,
+#: resume, aborted and batchable false; no rcv-settle-mode, no state).
+TransferFields = tuple[int, int, bytes, int, bool]
+
+
+def transfer_fields(buf: bytes | bytearray, p: int, end: int) -> tuple[TransferFields, int] | None:
+    """The receiving hot path's decoder: the fields of the transfer
+    performative whose list starts at ``buf[p]`` (after its descriptor) and
+    the offset its payload starts at, when it is the common one -- the first
+    and only frame of a delivery, with handle, delivery-id, a tag of at most
+    32 octets, message-format and settled given, every later field null or
+    false.  None for anything else, valid or not: the generic decoder
+    decides then (and says what is wrong).  Never reads past ``end`` into
+    what it returns; never raises."""
+    try:
+        c = buf[p]
+        if c == 0xC0:
+            lend = p + 2 + buf[p + 1]
+            count = buf[p + 2]
+            p += 3
+        elif c == 0xD0:
+            lend = p + 5 + _U32(buf, p + 1)[0]
+            count = _U32(buf, p + 5)[0]
+            p += 9
+        else:
+            return None
+        if not 5 <= count <= 11 or lend > end:
+            return None
+        c = buf[p]  # handle: uint
+        if c == 0x52:
+            handle = buf[p + 1]
+            p += 2
+        elif c == 0x43:
+            handle = 0
+            p += 1
+        elif c == 0x70:
+            handle = _U32(buf, p + 1)[0]
+            p += 5
+        else:
+            return None
+        c = buf[p]  # delivery-id: uint
+        if c == 0x52:
+            did = buf[p + 1]
+            p += 2
+        elif c == 0x43:
+            did = 0
+            p += 1
+        elif c == 0x70:
+            did = _U32(buf, p + 1)[0]
+            p += 5
+        else:
+            return None
+        n = buf[p + 1]
+        if buf[p] != 0xA0 or n > 32:
+            return None
+        tag = bytes(buf[p + 2:p + 2 + n])
+        p += 2 + n
+        c = buf[p]
+        if c == 0x43:
+            fmt = 0
+            p += 1
+        elif c == 0x52:
+            fmt = buf[p + 1]
+            p += 2
+        elif c == 0x70:
+            fmt = _U32(buf, p + 1)[0]
+            p += 5
+        else:
+            return None
+        c = buf[p]
+        if c == 0x42:
+            settled = False
+        elif c == 0x41:
+            settled = True
+        else:
+            return None
+        p += 1
+        if count > 5:
+            if buf[p] != 0x42:  # more: false (absent: false too)
+                return None
+            p += 1
+        # rcv-settle-mode and state null; resume, aborted, batchable false
+        for k in range(6, count):
+            c = buf[p]
+            if c != 0x40 and (k < 8 or c != 0x42):
+                return None
+            p += 1
+        if p != lend:
+            return None
+        return (handle, did, tag, fmt, settled), p
+    except (IndexError, struct.error):
+        return None
+
+
+def transfer_of(f: TransferFields) -> Transfer:
+    """The Transfer the generic decoder makes of the same octets."""
+    return Transfer(handle=f[0], delivery_id=f[1], delivery_tag=f[2], message_format=f[3],
+                    settled=f[4])
 
 
 def _performative(frame: bytes, ftype: int, depth: int) -> tuple[Any, int]:

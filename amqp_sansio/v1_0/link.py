@@ -41,6 +41,7 @@ import attrs
 from ..events import ChannelEvent, Event, ProtocolViolation
 from ..serial import serial_add, serial_diff
 from ._errors import SessionViolation, local_error
+from .framing import TransferFields
 from .spec import (
     DELIVERY_TAG_MAX,
     OUTCOME_CLASSES,
@@ -139,6 +140,13 @@ class LinkPort(Protocol):
 
     def write_flow(self, link: Link, echo: bool = False) -> None:
         """Queue a flow for ``link`` (the session fills in its own fields)."""
+
+    def send_transfer(self, link: Link, tag: bytes, message_format: int, settled: bool,
+                      payload: bytes) -> int | None:
+        """The sending hot path: number a delivery and write its one
+        transfer frame (no state, nothing more to come) now, and return its
+        delivery id -- or None, with nothing changed, when it cannot go at
+        once in one frame (then :meth:`send_delivery` does it)."""
 
     def send_delivery(self, link: Link, first: Transfer, payload: bytes, more: bool) -> int:
         """Queue transfer frames for ``payload`` (split to the frame size;
@@ -543,24 +551,57 @@ class Link:
             self._port.track(d)
         self._port.emit(DeliveryReceived(self.channel, self, d, data))
 
-    def handle_disposition(self, d: Delivery, body: Disposition) -> None:
-        """The peer's disposition names ``d`` (the session found it by id)."""
-        self._go("recv:frame")
+    def take_transfer(self, f: TransferFields, payload: bytes) -> bool:
+        """The receiving hot path (the session's): a common transfer
+        (``framing.transfer_fields``: a whole delivery in one frame, no
+        state) on an attached receiving link with credit, taken as
+        :meth:`handle_transfer` takes it.  False, with nothing changed, for
+        anything else: the session hands it to :meth:`handle_transfer`."""
+        if (self.state is not LinkState.ATTACHED or self._incoming is not None
+                or self.role is not Role.RECEIVER or self.credit <= 0
+                or len(payload) > (self.max_message_size or self.max_receive_size)):
+            return False
+        if COVERAGE is not None:
+            COVERAGE.add(("ATTACHED", "recv:frame"))
+        # recv:frame keeps ATTACHED as it is (the table says so; a test checks)
+        self.credit -= 1
+        self.delivery_count = (self.delivery_count + 1) & 0xFFFFFFFF  # serial_add
+        d = Delivery(self, f[1], f[2], f[3], False)
+        d.frames = 1
+        d.complete = True
+        d._size = len(payload)
+        port = self._port
+        if f[4]:
+            d.remote_settled = d.settled = True
+        else:
+            self.unsettled_deliveries[d.tag] = d
+            port.track(d)
+        port.emit(DeliveryReceived(port.channel, self, d, payload))
+        return True
+
+    def handle_disposition(self, ds: list[Delivery], body: Disposition) -> None:
+        """The peer's disposition names ``ds`` (the session found them by
+        id, in order): each is one ``recv:frame`` of this link."""
         state = body.state
-        if (state is not None and _terminal(d.remote_state) and _terminal(state)
-                and state != d.remote_state):
-            self.violation(f"delivery {d.id}: outcome {type(state).__name__} after "
-                           f"{type(d.remote_state).__name__}", "amqp:illegal-state")
-            return
-        if state is not None:
-            d.remote_state = state
-        if body.settled:
-            d.remote_settled = True
-            if not d.settled:  # the peer settled: nothing more to say about it
-                d.settled = True
-                self.unsettled_deliveries.pop(d.tag, None)
-                self._port.untrack(d)
-        self._port.emit(DeliveryUpdated(self.channel, self, d, state, body.settled))
+        settled = body.settled
+        port = self._port
+        channel = port.channel
+        terminal = isinstance(state, _TERMINAL)
+        for d in ds:
+            self._go("recv:frame")
+            if terminal and isinstance(d.remote_state, _TERMINAL) and state != d.remote_state:
+                self.violation(f"delivery {d.id}: outcome {type(state).__name__} after "
+                               f"{type(d.remote_state).__name__}", "amqp:illegal-state")
+                continue  # (the rest of the frame's deliveries as if one by one)
+            if state is not None:
+                d.remote_state = state
+            if settled:
+                d.remote_settled = True
+                if not d.settled:  # the peer settled: nothing more to say about it
+                    d.settled = True
+                    self.unsettled_deliveries.pop(d.tag, None)
+                    port.untrack(d)
+            port.emit(DeliveryUpdated(channel, self, d, state, settled))
 
     # -- sending --------------------------------------------------------------------
     def send(self, payload: bytes, *, tag: bytes | None = None, settled: bool | None = None,
@@ -576,14 +617,15 @@ class Link:
         if self._outgoing is not None:
             raise local_error(f"link {self.name!r}: delivery {self._outgoing.id} is not finished "
                               "(send_more or abort it first)")
-        if not self.is_sender:
+        if self.role is not Role.SENDER:
             raise local_error(f"link {self.name!r} receives: it cannot send")
         if self.state is not LinkState.ATTACHED:
             raise local_error(f"link {self.name!r}: send() needs an attached link "
                               f"(state {self.state.name})")
         if self.credit <= 0:
             raise local_error(f"link {self.name!r}: no credit (the receiver has granted none)")
-        mode = self.remote_snd_settle_mode or self.snd_settle_mode
+        ra = self.remote_attach  # (its properties, inlined: the hot path)
+        mode = (ra.snd_settle_mode if ra is not None else None) or self.snd_settle_mode
         if mode is SenderSettleMode.SETTLED:
             settled = True
         elif mode is SenderSettleMode.UNSETTLED:
@@ -592,7 +634,7 @@ class Link:
                                   "deliveries")
             settled = bool(settled and resume)
         settled = bool(settled)
-        limit = self.remote_max_message_size
+        limit = ra.max_message_size if ra is not None else None
         if limit and len(payload) > limit:
             raise local_error(f"a message of {len(payload)} octets exceeds the peer's "
                               f"max-message-size {limit}")
@@ -609,6 +651,25 @@ class Link:
                               "nothing to resume")
         if not isinstance(payload, bytes):
             payload = bytes(payload)
+        if (state is None and not (more or resume or batchable) and type(tag) is bytes
+                and type(message_format) is int and 0 <= message_format <= 0xFFFFFFFF):
+            # the hot path: the session numbers it and writes its one frame
+            # at once, or says it cannot (nothing changed: the checked path)
+            did = self._port.send_transfer(self, tag, message_format, settled, payload)
+            if did is not None:
+                if COVERAGE is not None:
+                    COVERAGE.add(("ATTACHED", "send:frame"))
+                # send:frame keeps ATTACHED as it is (the table says so; a test checks)
+                d = Delivery(self, did, tag, message_format, outgoing=True)
+                d.settled = settled
+                d._size = d_size
+                d.frames = 1
+                if not settled:
+                    self.unsettled_deliveries[tag] = d
+                    self._port.track(d)
+                self.credit -= 1
+                self.delivery_count = (self.delivery_count + 1) & 0xFFFFFFFF  # serial_add
+                return d
         self._check("send:frame")
         did = self._port.next_delivery_id()
         d = Delivery(self, did, tag, message_format, outgoing=True)
@@ -735,7 +796,12 @@ class Link:
                 told.append(d)
         if len(told) > 1:
             base = told[0].id
-            told.sort(key=lambda d: serial_diff(base, d.id))
+            prev = base
+            for d in told:  # in order already (batched accepts are): no sort
+                if not 0 <= d.id - prev < 0x80000000:
+                    told.sort(key=lambda d: serial_diff(base, d.id))
+                    break
+                prev = d.id
         i = 0
         while i < len(told):
             j = i

@@ -1,0 +1,172 @@
+"""The 1.0 hot paths agree with the checked paths they stand in for.
+
+Receiving: ``framing.transfer_fields`` reads the common transfer (one frame
+of a delivery, no state) as a tuple; what it accepts, the generic decoder
+reads as the same Transfer, and what it refuses (anything unusual) it
+leaves to that decoder; on any octets it never raises.  Sending: a
+delivery's one frame written by the connection's ``write_transfer`` is the
+octets the generated encoder makes of the same Transfer.  End to end, a
+conversation over the hot paths and the same one with them switched off
+leave the same octets on the wire, the same events and the same state.
+The hot paths skip the state-table lookups only where the tables leave the
+state as it is; the last test says the tables still do."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from amqp_sansio.v1_0 import connection as conn_mod
+from amqp_sansio.v1_0 import events as ev
+from amqp_sansio.v1_0 import session as session_mod
+from amqp_sansio.v1_0.connection import CONNECTION_TRANSITIONS, Connection, ConnState, Role
+from amqp_sansio.v1_0.framing import FrameReader, encode_frame, transfer_fields, transfer_of
+from amqp_sansio.v1_0.link import LINK_TRANSITIONS, LinkState
+from amqp_sansio.v1_0.session import SESSION_TRANSITIONS, SessionState
+from amqp_sansio.v1_0.spec import Accepted, Transfer
+from tests.support.pair_1_0 import Pair
+from tests.support.strategies_1_0 import instances, typed_eq
+
+U32 = st.integers(0, 0xFFFFFFFF)
+TAGS = st.binary(max_size=32)
+
+
+def _read(octets: bytes, fast: bool) -> Any:
+    r = FrameReader(1 << 20, header=False)
+    r.fast_transfers = fast
+    (frame,) = r.feed(octets)
+    return frame
+
+
+@st.composite
+def common(draw: st.DrawFn) -> Transfer:
+    """A transfer the hot path takes: first and only frame, no state."""
+    return Transfer(handle=draw(U32), delivery_id=draw(U32), delivery_tag=draw(TAGS),
+                    message_format=draw(U32), settled=draw(st.booleans()))
+
+
+@given(instances(Transfer), st.binary(max_size=40))
+def test_fast_reading_agrees_with_the_generic_decoder(t: Transfer, payload: bytes) -> None:
+    octets = encode_frame(t, 3, payload)
+    slow = _read(octets, False)
+    fast = _read(octets, True)
+    assert fast.channel == slow.channel == 3
+    assert fast.payload == slow.payload == payload
+    if type(fast.body) is tuple:
+        assert typed_eq(transfer_of(fast.body), slow.body)
+    else:
+        assert typed_eq(fast.body, slow.body)
+
+
+@given(common(), st.binary(max_size=40))
+def test_the_common_transfer_takes_the_fast_path(t: Transfer, payload: bytes) -> None:
+    fast = _read(encode_frame(t, 0, payload), True)
+    assert fast.body == (t.handle, t.delivery_id, t.delivery_tag, t.message_format, t.settled)
+    assert fast.payload == payload
+
+
+def test_list32_and_explicit_defaults_as_rhea_and_rabbitmq_write_them() -> None:
+    # rhea: list32, six fields; RabbitMQ: list8, all eleven (nulls and falses)
+    rhea = bytes.fromhex("0053 14 d0 0000000e 00000006 5201 5201 a00131 43 42 42")
+    rabbit = bytes.fromhex("0053 14 c0 17 0b 5201 5201 a0080000000000000002 43 42 42 40 40 42 42 42")
+    for body, tag in ((rhea, b"1"), (rabbit, b"\0" * 7 + b"\2")):
+        got = transfer_fields(body + b"MSG", 3, len(body) + 3)
+        assert got == ((1, 1, tag, 0, False), len(body))
+        octets = (8 + len(body) + 3).to_bytes(4, "big") + b"\x02\x00\x00\x00" + body + b"MSG"
+        assert typed_eq(transfer_of(_read(octets, True).body), _read(octets, False).body)
+
+
+@pytest.mark.parametrize("hexa", [
+    "0053 14 c0 0a 06 5201 5201 a00131 43 42 41",  # more: a delivery of several frames
+    "0053 14 c0 0b 07 5201 5201 a00131 43 42 42 00",  # rcv-settle-mode given
+    "0053 14 c0 0d 08 5201 5201 a00131 43 42 42 40 005324 45",  # a state
+    "0053 14 c0 0b 0a 5201 5201 a00131 43 42 42 40 40 42 41",  # aborted
+    "0053 14 c0 08 04 5201 5201 a00131 43",  # settled absent
+    "0053 14 c0 09 05 5201 40 a00131 43 42",  # no delivery-id: a later frame
+    "0053 14 c0 0b 05 5201 5201 a00131 43 42 40",  # a list size that does not add up
+])
+def test_anything_unusual_is_left_to_the_generic_decoder(hexa: str) -> None:
+    body = bytes.fromhex(hexa)
+    assert transfer_fields(body, 3, len(body)) is None
+
+
+@given(st.binary(max_size=60), st.integers(0, 70))
+def test_fast_reading_never_raises_and_never_reads_past_the_frame(junk: bytes, cut: int) -> None:
+    body = b"\x00\x53\x14" + junk
+    end = min(cut, len(body))
+    got = transfer_fields(body, 3, end)
+    if got is not None:
+        assert got[1] <= end
+        assert transfer_fields(body[:end], 3, end) == got
+
+
+@given(st.integers(0, 0xFFFF), U32, U32, TAGS, U32, st.booleans(), st.binary(max_size=300))
+def test_fast_writing_makes_the_encoders_octets(channel: int, handle: int, did: int, tag: bytes,
+                                                fmt: int, settled: bool, payload: bytes) -> None:
+    c = Connection(Role.CLIENT, conn_mod.ClientConfig(sasl=False))
+    c.state = ConnState.OPENED
+    c.peer_max_frame_size = 1 << 20
+    c.data_to_send()
+    assert c._session_port.write_transfer(channel, handle, did, tag, fmt, settled, payload)
+    fast = c.data_to_send()
+    t = Transfer(handle=handle, delivery_id=did, delivery_tag=tag, message_format=fmt,
+                 settled=settled)
+    assert fast == encode_frame(t, channel, payload)
+
+
+def _conversation(monkeypatch: pytest.MonkeyPatch, hot: bool) -> tuple[bytes, bytes, list[Any]]:
+    """The client sends 30 deliveries (one with a state: the checked path,
+    one pre-settled), the server accepts them in one disposition; the
+    server sends 30 back (one pre-settled), the client accepts them."""
+    if not hot:
+        monkeypatch.setattr(session_mod._LinkPort, "send_transfer",
+                            lambda self, *a: None)
+    p = Pair(credit=40)
+    for c in (p.client, p.server):
+        c._reader.fast_transfers = hot
+    s = p.client.begin()
+    snd = s.attach_sender("out")
+    rcv = s.attach_receiver("in")
+    rcv.flow(40)
+    p.pump()
+    seen: list[Any] = []
+    for i in range(30):
+        snd.send(b"m%d" % i, state=Accepted() if i == 7 else None, settled=i == 9)
+    _, srv_events = p.pump()
+    got = [e.delivery for e in srv_events if isinstance(e, ev.DeliveryReceived)]
+    got[0].link.dispose_many([d for d in got if not d.settled], Accepted(), settled=True)
+    ssn = got[0].link._port._s
+    out = next(k for k in ssn.links.values() if k.is_sender)
+    for i in range(30):
+        out.send(b"r%d" % i, settled=i == 3)
+    cl_events, _ = p.pump()
+    cl_events = [e for e in p.events["client"] if isinstance(e, ev.ChannelEvent)]
+    for e in cl_events:
+        if isinstance(e, ev.DeliveryReceived) and not e.delivery.settled:
+            e.delivery.settle(Accepted())
+        seen.append((type(e).__name__, getattr(getattr(e, "delivery", None), "id", None),
+                     getattr(e, "payload", None), getattr(e, "settled", None)))
+    p.pump()
+    seen.append((snd.credit, snd.delivery_count, rcv.credit, rcv.delivery_count,
+                 s.next_outgoing_id, s.next_incoming_id, s.incoming_window,
+                 s.remote_incoming_window, len(snd.unsettled_deliveries),
+                 len(rcv.unsettled_deliveries)))
+    return bytes(p.wire["c2s"]), bytes(p.wire["s2c"]), seen
+
+
+def test_a_conversation_is_the_same_over_the_hot_paths(monkeypatch: pytest.MonkeyPatch) -> None:
+    hot = _conversation(monkeypatch, True)
+    monkeypatch.undo()
+    checked = _conversation(monkeypatch, False)
+    assert hot == checked
+    assert len(hot[2]) > 60  # it did happen
+
+
+def test_the_tables_leave_the_hot_paths_states_as_they_are() -> None:
+    for inp in ("recv:frame", "send:frame"):
+        assert CONNECTION_TRANSITIONS[ConnState.OPENED][inp] is ConnState.OPENED
+        assert SESSION_TRANSITIONS[SessionState.MAPPED][inp] is SessionState.MAPPED
+        assert LINK_TRANSITIONS[LinkState.ATTACHED][inp] is LinkState.ATTACHED
