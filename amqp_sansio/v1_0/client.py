@@ -755,7 +755,7 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
                     and not conn.reconnecting):
                 if self.error is not None or conn.error is not None or conn.opened is None:
                     self.check()  # raises why (inlined: the hot path)
-                sub.to_accept.append(d.core)
+                sub.to_accept.append(d.event.delivery)  # (d.core)
                 d.settled = True
                 sub.settled_some(1)
                 return
@@ -1197,6 +1197,15 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
         self.buffer.append(self.maker(self.session, self, self.ack, event))
         if self.wake is not None:
             self.wake()
+
+    def take(self) -> D | None:
+        if not self.buffer:
+            self.flush()
+            return None
+        d = self.buffer.popleft()
+        if d.settled:  # (handed_out, inlined: the hot path)
+            self.settled_some(1)
+        return d
 
     def handed_out(self, d: D) -> None:
         if d.settled:  # accept-mode none, or the sender settled it already

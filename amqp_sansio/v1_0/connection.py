@@ -40,7 +40,7 @@ __all__ = ["Role", "ConnState", "CONNECTION_TRANSITIONS", "ClientConfig", "Serve
 import enum
 import struct
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 
@@ -268,7 +268,6 @@ class Connection:
         self.config = config
         self.state = ConnState.START
         self._reader = FrameReader(MIN_MAX_FRAME_SIZE)
-        self._reader.fast_transfers = True  # common transfers as tuples (_transfer)
         self._out = bytearray()
         self._held: list[tuple[int, Any, bytes]] = []  # frames made before our open
         self._events: list[ev.Event] = []
@@ -470,13 +469,13 @@ class Connection:
                 reader = self._reader
                 reader.receive(data)
                 while self.state is not _END:  # (a frame may close it)
-                    item = reader.next_item()
+                    item = reader.next_fast()
                     if item is None:
                         break
-                    if type(item) is Frame and type(item.body) is tuple:
-                        self._transfer(item.channel, item.body, item.payload)
+                    if type(item) is tuple:  # a common transfer (FastTransfer)
+                        self._transfer(*item)
                     else:
-                        self._item(item)
+                        self._item(cast("ProtocolHeader | Frame", item))
         except DecodeError as e:
             self._fail(e.message, e.condition or "amqp:decode-error", e)
         except ConnectionViolation as e:

@@ -27,12 +27,12 @@ from __future__ import annotations
 __all__ = [
     "AMQP_HEADER", "SASL_HEADER", "TLS_HEADER", "PROTOCOL_IDS", "MIN_MAX_FRAME_SIZE",
     "EMPTY_FRAME", "TYPE_AMQP", "TYPE_SASL", "ProtocolHeader", "Frame", "FrameReader",
-    "encode_frame", "decode_frame", "TransferFields", "transfer_fields",
+    "encode_frame", "decode_frame", "TransferFields", "FastTransfer", "transfer_fields",
     "transfer_of",
 ]
 
 import struct
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import attrs
 
@@ -128,6 +128,17 @@ def decode_frame(octets: bytes) -> Frame:
     return Frame(ftype, channel, body, frame[used:] if used < len(frame) else b"")
 
 
+#: A single-frame transfer's fields as :func:`transfer_fields` reads them:
+#: (handle, delivery-id, delivery-tag, message-format, settled); the rest of
+#: the transfer is as a :class:`~.spec.Transfer` has it by default (more,
+#: resume, aborted and batchable false; no rcv-settle-mode, no state).
+TransferFields = tuple[int, int, bytes, int, bool]
+#: What :meth:`FrameReader.next_fast` makes of such a transfer's frame:
+#: (channel, fields, payload) -- a plain tuple,
+#: the cheapest object to make, once a message.
+FastTransfer = tuple[int, TransferFields, bytes]
+
+
 class FrameReader:
     """Bytes in (any chunking), protocol headers and frames out.
 
@@ -141,7 +152,7 @@ class FrameReader:
     """
 
     __slots__ = ("_buf", "_pos", "_want_header", "_spent", "max_frame_size", "offset", "sasl",
-                 "max_depth", "fast_transfers")
+                 "max_depth")
 
     def __init__(self, max_frame_size: int = MIN_MAX_FRAME_SIZE, *, header: bool = True) -> None:
         self._buf = bytearray()
@@ -152,9 +163,6 @@ class FrameReader:
         self.offset = 0  # stream position of _buf[0]
         self.sasl = False  # inside a SASL exchange (after a SASL header)
         self.max_depth = MAX_DEPTH
-        # a common transfer's body comes as a TransferFields tuple, not a
-        # Transfer (see transfer_fields; the connection reads them)
-        self.fast_transfers = False
 
     def expect_header(self) -> None:
         self._want_header = True
@@ -183,6 +191,11 @@ class FrameReader:
     def next_item(self) -> ProtocolHeader | Frame | None:
         """The next complete header or frame, or None until more octets come.
         Raises DecodeError (the connection is over: the reader is spent)."""
+        return cast("ProtocolHeader | Frame | None", self.next_fast(False))
+
+    def next_fast(self, fast: bool = True) -> ProtocolHeader | Frame | FastTransfer | None:
+        """:meth:`next_item`, with a common transfer (:func:`transfer_fields`)
+        as a :data:`FastTransfer` when ``fast`` (the connection reads them)."""
         buf = self._buf
         pos = self._pos
         avail = len(buf) - pos
@@ -212,14 +225,17 @@ class FrameReader:
             return None
         start = pos + doff * 4
         end = pos + size
-        if self.fast_transfers and ftype == 0 and buf[start + 2:start + 3] == b"\x14" and \
-                buf[start:start + 2] == b"\x00\x53":
+        if (fast and ftype == 0 and end - start > 3 and buf[start + 2] == 0x14
+                and buf[start + 1] == 0x53 and buf[start] == 0):
             got = transfer_fields(buf, start + 3, end)
             if got is not None:
                 fields, used = got
                 payload = bytes(buf[used:end]) if used < end else b""
-                self._advance(end)
-                return Frame(ftype, channel, fields, payload)
+                if end < len(buf) and end <= 65536:
+                    self._pos = end  # (_advance's common case)
+                else:
+                    self._advance(end)
+                return channel, fields, payload
         origin = self.offset + start  # stream offset of the body
         frame = bytes(buf[start:end])
         self._advance(end)
@@ -257,13 +273,6 @@ class FrameReader:
 
     def _err(self, message: str, pos: int) -> Exception:
         return decode_error(message, self.offset + pos, condition=FRAMING_ERROR)
-
-
-#: A single-frame transfer's fields as :func:`transfer_fields` reads them:
-#: (handle, delivery-id, delivery-tag, message-format, settled); the rest of
-#: the transfer is as a :class:`~.spec.Transfer` has it by default (more,
-#: resume, aborted and batchable false; no rcv-settle-mode, no state).
-TransferFields = tuple[int, int, bytes, int, bool]
 
 
 def transfer_fields(buf: bytes | bytearray, p: int, end: int) -> tuple[TransferFields, int] | None:
