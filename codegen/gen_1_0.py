@@ -664,15 +664,14 @@ def _py_type(m: Model, f: dict[str, Any], r: dict[str, Any], arche: dict[str, An
 def _w_text(table: str, codec: str, what: str) -> list[str]:
     """A string or symbol written inline (str8/sym8; the 32-bit form by a call)."""
     call = "v.encode()" if codec == "utf-8" else f"v.encode({codec!r})"
+    # the table has the 256 short heads: a longer value is its IndexError
     return ["try:",
             f"    x = {call}",
+            f"    out += {table}[len(x)]",
             "except (UnicodeEncodeError, AttributeError):",
             f"    raise bad_text({what!r}, v) from None",
-            "k = len(x)",
-            "if k < 256:",
-            f"    out += {table}[k]",
-            "else:",
-            f"    out += wide_head({table}, k)",
+            "except IndexError:",
+            f"    out += wide_head({table}, len(x))",
             "out += x"]
 
 

@@ -1478,8 +1478,49 @@ def r_map(buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, 
 
 
 def r_string_keyed(buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
-    """A map whose keys are strings (application-properties).  str8 keys
-    and the usual simple values are read inline."""
+    """A map whose keys are strings (application-properties).  The usual
+    map8 of str8 keys and str8 / smalllong / boolean values is read in one
+    pass with no checks on the way: positions only grow, so a size that
+    overshoots shows at the end as a position past the map's, a duplicate
+    key as fewer entries than pairs; then (or on any other encoding) the
+    checked reader below reads the same octets and reports the fault."""
+    if type(buf) is bytes and pos + 2 < end and buf[pos] == 0xC1:
+        cend = pos + 2 + buf[pos + 1]
+        pairs = buf[pos + 2] >> 1
+        p = pos + 3
+        out: dict[str, Any] = {}
+        try:
+            for _ in range(pairs):
+                if buf[p] != 0xA1:
+                    break
+                e = p + 2 + buf[p + 1]
+                k = buf[p + 2:e].decode()
+                c = buf[e]
+                if c == 0xA1:
+                    p = e + 2 + buf[e + 1]
+                    out[k] = buf[e + 2:p].decode()
+                elif c == 0x55:
+                    x = buf[e + 1]
+                    out[k] = x - 256 if x > 127 else x
+                    p = e + 2
+                elif c == 0x41:
+                    out[k] = True
+                    p = e + 1
+                elif c == 0x42:
+                    out[k] = False
+                    p = e + 1
+                else:
+                    break
+            else:
+                if p == cend and cend <= end and len(out) == pairs and not buf[pos + 2] & 1:
+                    return out, p
+        except (IndexError, UnicodeDecodeError):
+            pass
+    return _r_string_keyed(buf, pos, end, depth)
+
+
+def _r_string_keyed(buf: bytes, pos: int, end: int, depth: int) -> tuple[Any, int]:
+    """r_string_keyed, every encoding, checked as it goes."""
     c = _at(buf, pos, end, "map")
     if c == 0xC1 and pos + 2 < end and buf[pos + 1] and pos + 2 + buf[pos + 1] <= end \
             and buf[pos + 2] < buf[pos + 1]:  # map8, the usual form

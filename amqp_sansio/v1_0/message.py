@@ -207,6 +207,79 @@ def decode_message(payload: bytes) -> AmqpMessage:
     """The sections of a transfer payload.  DecodeError (scope ``session``:
     the broker book makes a bad section a session error) on malformed
     octets, sections out of order or a mixed body."""
+    # The usual payload, read straight through in section order: each
+    # section is looked for once, where it may be.  Anything else (a long or
+    # symbolic descriptor, sections out of order, octets left over) starts
+    # again on the general loop, which decodes the same sections in the same
+    # order up to the first fault, so errors and offsets are its own.
+    n = len(payload)
+    h = da = ma = pr = ap = body = ft = None
+    pos = 0
+    try:
+        code = payload[2] if n and payload[0] == 0x00 and payload[1] == 0x53 else 0
+        if code == 0x70:
+            h, pos = _dec_header(payload[3], payload, 4, n, MAX_DEPTH)
+            code = payload[pos + 2] if pos < n and payload[pos] == 0x00 and \
+                payload[pos + 1] == 0x53 else 0
+        if code == 0x71:
+            da, pos = _dec_da(payload[pos + 3], payload, pos + 4, n, MAX_DEPTH)
+            code = payload[pos + 2] if pos < n and payload[pos] == 0x00 and \
+                payload[pos + 1] == 0x53 else 0
+        if code == 0x72:
+            ma, pos = _dec_ma(payload[pos + 3], payload, pos + 4, n, MAX_DEPTH)
+            code = payload[pos + 2] if pos < n and payload[pos] == 0x00 and \
+                payload[pos + 1] == 0x53 else 0
+        if code == 0x73:
+            pr, pos = _dec_properties(payload[pos + 3], payload, pos + 4, n, MAX_DEPTH)
+            code = payload[pos + 2] if pos < n and payload[pos] == 0x00 and \
+                payload[pos + 1] == 0x53 else 0
+        if code == 0x74:
+            ap, pos = _dec_ap(payload[pos + 3], payload, pos + 4, n, MAX_DEPTH)
+            code = payload[pos + 2] if pos < n and payload[pos] == 0x00 and \
+                payload[pos + 1] == 0x53 else 0
+        if code == 0x75 or code == 0x76:  # data+ or amqp-sequence+
+            kind = code
+            dec = _dec_data if code == 0x75 else _dec_sequence
+            parts = []
+            while code == kind:
+                s, pos = dec(payload[pos + 3], payload, pos + 4, n, MAX_DEPTH)
+                parts.append(s)
+                code = payload[pos + 2] if pos < n and payload[pos] == 0x00 and \
+                    payload[pos + 1] == 0x53 else 0
+            body = tuple(parts)
+        elif code == 0x77:
+            body, pos = _dec_value(payload[pos + 3], payload, pos + 4, n, MAX_DEPTH)
+            code = payload[pos + 2] if pos < n and payload[pos] == 0x00 and \
+                payload[pos + 1] == 0x53 else 0
+        if code == 0x78:
+            ft, pos = _dec_footer(payload[pos + 3], payload, pos + 4, n, MAX_DEPTH)
+    except DecodeError as e:
+        e.scope = "session"
+        raise
+    except IndexError:  # cut short: the general loop says where
+        pos = -1
+    if pos != n:
+        return _decode_message(payload)
+    m = _new(AmqpMessage)
+    _set(m, "__dict__", {"header": h, "delivery_annotations": da, "message_annotations": ma,
+                         "properties": pr, "application_properties": ap, "body": body,
+                         "footer": ft})
+    return m
+
+
+_dec_header = Header.decode_from
+_dec_da = DeliveryAnnotations.decode_from
+_dec_ma = MessageAnnotations.decode_from
+_dec_properties = Properties.decode_from
+_dec_ap = ApplicationProperties.decode_from
+_dec_data = Data.decode_from
+_dec_sequence = AmqpSequence.decode_from
+_dec_value = AmqpValue.decode_from
+_dec_footer = Footer.decode_from
+
+
+def _decode_message(payload: bytes) -> AmqpMessage:
+    """decode_message, section by section in any order (order checked)."""
     n = len(payload)
     pos = 0
     rank = -1

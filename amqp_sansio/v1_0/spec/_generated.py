@@ -220,13 +220,11 @@ def _enc_Open(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     if v is not None:
         try:
             x = v.encode()
+            out += _STR8[len(x)]
         except (UnicodeEncodeError, AttributeError):
             raise bad_text('string', v) from None
-        k = len(x)
-        if k < 256:
-            out += _STR8[k]
-        else:
-            out += wide_head(_STR8, k)
+        except IndexError:
+            out += wide_head(_STR8, len(x))
         out += x
         n = 1
     v = d['hostname']
@@ -235,13 +233,11 @@ def _enc_Open(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
             out += _NULLS[1 - n]
         try:
             x = v.encode()
+            out += _STR8[len(x)]
         except (UnicodeEncodeError, AttributeError):
             raise bad_text('string', v) from None
-        k = len(x)
-        if k < 256:
-            out += _STR8[k]
-        else:
-            out += wide_head(_STR8, k)
+        except IndexError:
+            out += wide_head(_STR8, len(x))
         out += x
         n = 2
     v = d['max_frame_size']
@@ -944,13 +940,11 @@ def _enc_Attach(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     if v is not None:
         try:
             x = v.encode()
+            out += _STR8[len(x)]
         except (UnicodeEncodeError, AttributeError):
             raise bad_text('string', v) from None
-        k = len(x)
-        if k < 256:
-            out += _STR8[k]
-        else:
-            out += wide_head(_STR8, k)
+        except IndexError:
+            out += wide_head(_STR8, len(x))
         out += x
         n = 1
     v = d['handle']
@@ -3151,13 +3145,11 @@ def _enc_Error(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     if v is not None:
         try:
             x = v.encode('ascii')
+            out += _SYM8[len(x)]
         except (UnicodeEncodeError, AttributeError):
             raise bad_text('symbol', v) from None
-        k = len(x)
-        if k < 256:
-            out += _SYM8[k]
-        else:
-            out += wide_head(_SYM8, k)
+        except IndexError:
+            out += wide_head(_SYM8, len(x))
         out += x
         n = 1
     v = d['description']
@@ -3166,13 +3158,11 @@ def _enc_Error(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
             out += _NULLS[1 - n]
         try:
             x = v.encode()
+            out += _STR8[len(x)]
         except (UnicodeEncodeError, AttributeError):
             raise bad_text('string', v) from None
-        k = len(x)
-        if k < 256:
-            out += _STR8[k]
-        else:
-            out += wide_head(_STR8, k)
+        except IndexError:
+            out += wide_head(_STR8, len(x))
         out += x
         n = 2
     v = d['info']
@@ -3671,13 +3661,11 @@ def _enc_Properties(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         if type(v) is str:
             try:
                 x = v.encode()
+                out += _STR8[len(x)]
             except (UnicodeEncodeError, AttributeError):
                 raise bad_text('string', v) from None
-            k = len(x)
-            if k < 256:
-                out += _STR8[k]
-            else:
-                out += wide_head(_STR8, k)
+            except IndexError:
+                out += wide_head(_STR8, len(x))
             out += x
         elif type(v) is int:
             w_ulong(v, out)
@@ -3702,13 +3690,11 @@ def _enc_Properties(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         if type(v) is str:
             try:
                 x = v.encode()
+                out += _STR8[len(x)]
             except (UnicodeEncodeError, AttributeError):
                 raise bad_text('string', v) from None
-            k = len(x)
-            if k < 256:
-                out += _STR8[k]
-            else:
-                out += wide_head(_STR8, k)
+            except IndexError:
+                out += wide_head(_STR8, len(x))
             out += x
         else:
             encode_value(v, out, depth - 1)
@@ -3719,13 +3705,11 @@ def _enc_Properties(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
             out += _NULLS[3 - n]
         try:
             x = v.encode()
+            out += _STR8[len(x)]
         except (UnicodeEncodeError, AttributeError):
             raise bad_text('string', v) from None
-        k = len(x)
-        if k < 256:
-            out += _STR8[k]
-        else:
-            out += wide_head(_STR8, k)
+        except IndexError:
+            out += wide_head(_STR8, len(x))
         out += x
         n = 4
     v = d['reply_to']
@@ -3735,13 +3719,11 @@ def _enc_Properties(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         if type(v) is str:
             try:
                 x = v.encode()
+                out += _STR8[len(x)]
             except (UnicodeEncodeError, AttributeError):
                 raise bad_text('string', v) from None
-            k = len(x)
-            if k < 256:
-                out += _STR8[k]
-            else:
-                out += wide_head(_STR8, k)
+            except IndexError:
+                out += wide_head(_STR8, len(x))
             out += x
         else:
             encode_value(v, out, depth - 1)
@@ -3753,13 +3735,11 @@ def _enc_Properties(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         if type(v) is str:
             try:
                 x = v.encode()
+                out += _STR8[len(x)]
             except (UnicodeEncodeError, AttributeError):
                 raise bad_text('string', v) from None
-            k = len(x)
-            if k < 256:
-                out += _STR8[k]
-            else:
-                out += wide_head(_STR8, k)
+            except IndexError:
+                out += wide_head(_STR8, len(x))
             out += x
         elif type(v) is int:
             w_ulong(v, out)
@@ -3772,13 +3752,11 @@ def _enc_Properties(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
             out += _NULLS[6 - n]
         try:
             x = v.encode('ascii')
+            out += _SYM8[len(x)]
         except (UnicodeEncodeError, AttributeError):
             raise bad_text('symbol', v) from None
-        k = len(x)
-        if k < 256:
-            out += _SYM8[k]
-        else:
-            out += wide_head(_SYM8, k)
+        except IndexError:
+            out += wide_head(_SYM8, len(x))
         out += x
         n = 7
     v = d['content_encoding']
@@ -3787,13 +3765,11 @@ def _enc_Properties(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
             out += _NULLS[7 - n]
         try:
             x = v.encode('ascii')
+            out += _SYM8[len(x)]
         except (UnicodeEncodeError, AttributeError):
             raise bad_text('symbol', v) from None
-        k = len(x)
-        if k < 256:
-            out += _SYM8[k]
-        else:
-            out += wide_head(_SYM8, k)
+        except IndexError:
+            out += wide_head(_SYM8, len(x))
         out += x
         n = 8
     v = d['absolute_expiry_time']
@@ -3814,13 +3790,11 @@ def _enc_Properties(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
             out += _NULLS[10 - n]
         try:
             x = v.encode()
+            out += _STR8[len(x)]
         except (UnicodeEncodeError, AttributeError):
             raise bad_text('string', v) from None
-        k = len(x)
-        if k < 256:
-            out += _STR8[k]
-        else:
-            out += wide_head(_STR8, k)
+        except IndexError:
+            out += wide_head(_STR8, len(x))
         out += x
         n = 11
     v = d['group_sequence']
@@ -3838,13 +3812,11 @@ def _enc_Properties(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
             out += _NULLS[12 - n]
         try:
             x = v.encode()
+            out += _STR8[len(x)]
         except (UnicodeEncodeError, AttributeError):
             raise bad_text('string', v) from None
-        k = len(x)
-        if k < 256:
-            out += _STR8[k]
-        else:
-            out += wide_head(_STR8, k)
+        except IndexError:
+            out += wide_head(_STR8, len(x))
         out += x
         n = 13
     z = len(out) - s
@@ -4961,13 +4933,11 @@ def _enc_Source(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         if type(v) is str:
             try:
                 x = v.encode()
+                out += _STR8[len(x)]
             except (UnicodeEncodeError, AttributeError):
                 raise bad_text('string', v) from None
-            k = len(x)
-            if k < 256:
-                out += _STR8[k]
-            else:
-                out += wide_head(_STR8, k)
+            except IndexError:
+                out += wide_head(_STR8, len(x))
             out += x
         else:
             encode_value(v, out, depth - 1)
@@ -4984,13 +4954,11 @@ def _enc_Source(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
             out += _NULLS[2 - n]
         try:
             x = v.encode('ascii')
+            out += _SYM8[len(x)]
         except (UnicodeEncodeError, AttributeError):
             raise bad_text('symbol', v) from None
-        k = len(x)
-        if k < 256:
-            out += _SYM8[k]
-        else:
-            out += wide_head(_SYM8, k)
+        except IndexError:
+            out += wide_head(_SYM8, len(x))
         out += x
         n = 3
     v = d['timeout']
@@ -5020,13 +4988,11 @@ def _enc_Source(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
             out += _NULLS[6 - n]
         try:
             x = v.encode('ascii')
+            out += _SYM8[len(x)]
         except (UnicodeEncodeError, AttributeError):
             raise bad_text('symbol', v) from None
-        k = len(x)
-        if k < 256:
-            out += _SYM8[k]
-        else:
-            out += wide_head(_SYM8, k)
+        except IndexError:
+            out += wide_head(_SYM8, len(x))
         out += x
         n = 7
     v = d['filter']
@@ -5429,13 +5395,11 @@ def _enc_Target(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         if type(v) is str:
             try:
                 x = v.encode()
+                out += _STR8[len(x)]
             except (UnicodeEncodeError, AttributeError):
                 raise bad_text('string', v) from None
-            k = len(x)
-            if k < 256:
-                out += _STR8[k]
-            else:
-                out += wide_head(_STR8, k)
+            except IndexError:
+                out += wide_head(_STR8, len(x))
             out += x
         else:
             encode_value(v, out, depth - 1)
@@ -5452,13 +5416,11 @@ def _enc_Target(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
             out += _NULLS[2 - n]
         try:
             x = v.encode('ascii')
+            out += _SYM8[len(x)]
         except (UnicodeEncodeError, AttributeError):
             raise bad_text('symbol', v) from None
-        k = len(x)
-        if k < 256:
-            out += _SYM8[k]
-        else:
-            out += wide_head(_SYM8, k)
+        except IndexError:
+            out += wide_head(_SYM8, len(x))
         out += x
         n = 3
     v = d['timeout']
@@ -6042,13 +6004,11 @@ def _enc_SaslInit(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     if v is not None:
         try:
             x = v.encode('ascii')
+            out += _SYM8[len(x)]
         except (UnicodeEncodeError, AttributeError):
             raise bad_text('symbol', v) from None
-        k = len(x)
-        if k < 256:
-            out += _SYM8[k]
-        else:
-            out += wide_head(_SYM8, k)
+        except IndexError:
+            out += wide_head(_SYM8, len(x))
         out += x
         n = 1
     v = d['initial_response']
@@ -6068,13 +6028,11 @@ def _enc_SaslInit(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
             out += _NULLS[2 - n]
         try:
             x = v.encode()
+            out += _STR8[len(x)]
         except (UnicodeEncodeError, AttributeError):
             raise bad_text('string', v) from None
-        k = len(x)
-        if k < 256:
-            out += _STR8[k]
-        else:
-            out += wide_head(_STR8, k)
+        except IndexError:
+            out += wide_head(_STR8, len(x))
         out += x
         n = 3
     z = len(out) - s

@@ -1,0 +1,136 @@
+"""``decode_message`` reads the usual payload straight through in section
+order and hands anything else to the general section loop, and the
+application-properties reader reads the usual map8 unchecked and hands
+anything else to its checked reader: each pair agrees on every input -- the
+same value, or the same DecodeError (text, offset, scope).  Inputs are whole
+messages in order, their sections shuffled, and the same octets with a few
+octets overwritten, inserted or cut."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies_1_0 import instances, typed_eq
+
+from amqp_sansio.errors import DecodeError
+from amqp_sansio.v1_0 import codec, spec
+from amqp_sansio.v1_0 import message as msg
+from amqp_sansio.v1_0._specbase import encode
+
+SECTIONS = (spec.Header, spec.DeliveryAnnotations, spec.MessageAnnotations, spec.Properties,
+            spec.ApplicationProperties, spec.Data, spec.AmqpSequence, spec.AmqpValue,
+            spec.Footer)
+FIELDS = ("header", "delivery_annotations", "message_annotations", "properties",
+          "application_properties", "body", "footer")
+
+
+def _outcome(dec: Any, payload: bytes) -> tuple[str, Any]:
+    try:
+        return "ok", dec(payload)
+    except DecodeError as e:
+        return "error", (str(e), e.offset, e.scope)
+
+
+def _same(payload: bytes) -> None:
+    fast = _outcome(msg.decode_message, payload)
+    general = _outcome(msg._decode_message, payload)
+    assert fast[0] == general[0], (payload.hex(), fast, general)
+    if fast[0] == "error":
+        assert fast[1] == general[1]
+        return
+    a, b = fast[1], general[1]
+    assert type(a) is type(b) is msg.AmqpMessage
+    for name in FIELDS:
+        x, y = getattr(a, name), getattr(b, name)
+        assert type(x) is type(y), name
+        assert x == y, name
+        if x is not None and not isinstance(x, tuple):
+            for f in x.FIELDS:
+                assert typed_eq(getattr(x, f.attr), getattr(y, f.attr)), (name, f.name)
+
+
+# a run of sections, most in order (the fast path), some not (the fallback)
+sections = st.lists(st.sampled_from(SECTIONS).flatmap(instances), max_size=5)
+lean = settings(max_examples=40)  # big sections: keep CI short
+
+
+@lean
+@given(sections, st.booleans())
+def test_fast_equals_general_on_sections(secs: list[Any], in_order: bool) -> None:
+    if in_order:
+        secs.sort(key=lambda s: SECTIONS.index(type(s)))
+    _same(b"".join(encode(s) for s in secs))
+
+
+@lean
+@given(sections, st.lists(st.tuples(st.sampled_from(("set", "insert", "cut")),
+                                    st.integers(0, 600), st.integers(0, 255)),
+                          min_size=1, max_size=3))
+def test_fast_equals_general_on_mutated_payload(secs: list[Any],
+                                                edits: list[tuple[str, int, int]]) -> None:
+    secs.sort(key=lambda s: SECTIONS.index(type(s)))
+    b = bytearray(b"".join(encode(s) for s in secs))
+    for op, at, octet in edits:
+        at %= max(1, len(b))
+        if op == "set" and at < len(b):
+            b[at] = octet
+        elif op == "insert":
+            b.insert(at, octet)
+        elif op == "cut" and at < len(b):
+            del b[at]
+    _same(bytes(b))
+
+
+def _mutate(b: bytearray, edits: list[tuple[str, int, int]], keep: int = 0) -> bytes:
+    for op, at, octet in edits:
+        at = keep + at % max(1, len(b) - keep)
+        if op == "set" and at < len(b):
+            b[at] = octet
+        elif op == "insert":
+            b.insert(at, octet)
+        elif op == "cut" and at < len(b):
+            del b[at]
+    return bytes(b)
+
+
+edit_lists = st.lists(st.tuples(st.sampled_from(("set", "insert", "cut")),
+                                st.integers(0, 600), st.integers(0, 255)), max_size=3)
+simple = st.one_of(st.text(max_size=8), st.integers(-128, 127), st.booleans(),
+                   st.integers(-(1 << 63), (1 << 63) - 1), st.binary(max_size=4), st.none())
+
+
+@given(st.dictionaries(st.text(max_size=8), simple, max_size=5), edit_lists)
+def test_string_keyed_fast_equals_checked(props: dict[str, Any],
+                                          edits: list[tuple[str, int, int]]) -> None:
+    buf = _mutate(bytearray(encode(spec.ApplicationProperties(props))), edits, keep=3)
+    outcomes = []
+    for read in (codec.r_string_keyed, codec._r_string_keyed):
+        try:
+            v, p = read(buf, 3, len(buf), codec.MAX_DEPTH)
+            outcomes.append(("ok", v, [type(x) for x in (v or {}).values()], p))
+        except DecodeError as e:
+            outcomes.append(("error", str(e), e.offset, None))
+    assert outcomes[0] == outcomes[1], buf.hex()
+
+
+def test_usual_payload_is_read_by_the_fast_path(monkeypatch: Any) -> None:
+    payload = b"".join(encode(s) for s in (
+        spec.Header(durable=True), spec.Properties(subject="s"),
+        spec.ApplicationProperties({"a": 1}), spec.Data(b"x"), spec.Data(b"y")))
+
+    def general(_: bytes) -> Any:
+        raise AssertionError("fell back")
+
+    monkeypatch.setattr(msg, "_decode_message", general)
+    m = msg.decode_message(payload)
+    assert m.body == (spec.Data(b"x"), spec.Data(b"y")) and m.properties.subject == "s"  # type: ignore[union-attr]
+    # a section out of order goes to the general loop (which reports it)
+    swapped = encode(spec.Properties()) + encode(spec.Header())
+    try:
+        msg.decode_message(swapped)
+    except AssertionError as e:
+        assert str(e) == "fell back"
+    else:
+        raise AssertionError("out-of-order sections were taken by the fast path")
