@@ -23,6 +23,7 @@ import ssl
 import sys
 from functools import partial
 
+from .gcpolicy import short_gc_pauses
 from .limits import OVERFLOW_POLICIES, Limits
 
 #: Exit status when the broker cannot start (bad files, port in use...).
@@ -154,31 +155,6 @@ def _logging(level: str, frames: bool) -> None:
         logging.getLogger("amqp_sansio.broker.frames").setLevel(logging.INFO)
 
 
-def _short_gc_pauses(unfreeze_every: float = 600.0) -> None:
-    """The broker process only: a broker holding a million messages paid a
-    full collection of seconds each time its long-lived objects grew by a
-    quarter (another client's round trip waited that long).  What survives a
-    full collection is frozen, so the next ones look only at what came since;
-    every ten minutes they are unfrozen once, so that cycles among them are
-    still found."""
-    import gc
-    import time
-
-    last = [time.monotonic()]
-
-    def after(phase: str, info: dict[str, int]) -> None:
-        if phase != "stop" or info.get("generation") != 2:
-            return
-        now = time.monotonic()
-        if now - last[0] > unfreeze_every:
-            gc.unfreeze()
-            last[0] = now
-        else:
-            gc.freeze()
-
-    gc.callbacks.append(after)
-
-
 def _fail(prog: str, message: str, status: int = EXIT_CANNOT_START) -> int:
     print(f"{prog}: error: {message}", file=sys.stderr)
     return status
@@ -220,7 +196,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m amqp_sansio_broke
     from .users import Users
 
     _logging(args.log_level, args.trace_frames)
-    _short_gc_pauses()
+    short_gc_pauses()
 
     users: Users | dict[str, str] | None = None
     if args.users and args.user:

@@ -24,14 +24,18 @@ __all__ = ["TaskReport", "Chunk", "publish_chunks", "take_rejections"]
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from amqp_sansio_socket import AMQPError, Session
+from amqp_sansio.exceptions import AMQPError
 
 from .convert import messages_from_columns
 from .options import WriteOptions
+
+# The socket adapter is imported when a task connects (ConnectionOptions.connect).
+if TYPE_CHECKING:
+    from amqp_sansio_socket import Session
 
 #: One chunk of rows: columns by name, the row count, and a callable giving
 #: the rows as dicts (only called for JSON bodies).

@@ -76,9 +76,10 @@ __all__ = ["AmqpReader", "AmqpStreamReader", "AmqpPartition", "AmqpReadError",
            "read_partition", "read_schema", "projection"]
 
 import contextlib
+import gc
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa  # type: ignore[import-untyped]
 from pyspark.sql.datasource import (
@@ -99,11 +100,16 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from amqp_sansio_socket import AMQPError, Connection, Delivery, Session, Subscription
+from amqp_sansio.exceptions import AMQPError
 
 from .convert import MESSAGE_COLUMNS, READ_COLUMNS, READ_SCHEMA_DDL, row_from_message
 from .options import AmqpOptionError, ReadOptions, StreamReadOptions
 from .report import log
+
+# The socket adapter is imported when a task connects (ConnectionOptions.connect),
+# not by Spark's planning workers, which only unpickle the source.
+if TYPE_CHECKING:
+    from amqp_sansio_socket import Connection, Delivery, Session, Subscription
 
 _BATCH_ROWS = 10_000  # rows per Arrow batch handed to Spark
 _NONE_WINDOW = 1000  # credit window for acceptMode=none
@@ -193,9 +199,32 @@ def _wrap(opts_where: str, queue: str, e: BaseException) -> AmqpReadError:
                          f"{type(e).__name__}: {e}")
 
 
+@contextlib.contextmanager
+def _no_cyclic_gc() -> Iterator[None]:
+    """The cyclic garbage collector paused for the block.  A partition holds
+    every delivery of its share until it accepts them at the end, so each
+    full collection looks at all of them again: 100,000 rows read outside
+    Spark cost 16.5 us of CPU per row with the collector, 11 without.
+    Reading makes no reference cycles worth collecting; what it frees,
+    reference counting frees."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def read_partition(opts: ReadOptions, index: int, schema: StructType,
                    ) -> Iterator[pa.RecordBatch]:
     """The rows of partition ``index`` (see the module docstring)."""
+    with _no_cyclic_gc():
+        yield from _read_partition(opts, index, schema)
+
+
+def _read_partition(opts: ReadOptions, index: int, schema: StructType,
+                    ) -> Iterator[pa.RecordBatch]:
     batcher = _Batcher(schema)
     share = opts.share(index)
     if share == 0:

@@ -12,7 +12,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
+import sys
 import threading
 import time
 import uuid
@@ -327,6 +329,9 @@ def test_pipeline_main_job_small(spark: SparkSession, amqp: RunningBroker,
     assert "OK: all 3000 rows went through" in text
     for stage in ("prepare", "publish", "read"):
         assert f"[{stage}] 3000 rows in" in text
+    if sys.platform == "linux":  # CPU per stage, from /proc: the tasks ran in Python workers
+        assert re.search(r"\[publish\] CPU [\d.]+ s \(.*Python workers [\d.]+\), \d+ us/row",
+                         text), text
     # --input: a Parquet file whose rows travel as JSON
     src = tmp_path / "in.parquet"
     spark.range(0, 500, numPartitions=2).selectExpr("id", "id * 2 AS twice").write.parquet(

@@ -490,17 +490,17 @@ def test_a_pushed_back_publisher_is_not_read_and_not_timed_out_meanwhile() -> No
 def test_the_broker_process_freezes_what_survives_a_full_collection() -> None:
     import gc
 
-    from amqp_sansio_broker.__main__ import _short_gc_pauses
+    from amqp_sansio_broker.gcpolicy import short_gc_pauses
 
     before = list(gc.callbacks)
+    remove = short_gc_pauses(unfreeze_every=3600)
     try:
-        _short_gc_pauses(unfreeze_every=3600)
         kept = [object() for _ in range(1000)]  # long-lived objects
         gc.collect(2)
         assert gc.get_freeze_count() >= len(kept)  # the next full pass skips them
     finally:
-        gc.callbacks[:] = before
-        gc.unfreeze()
+        remove()
+    assert gc.callbacks == before and gc.get_freeze_count() == 0
 
 
 @pytest.mark.parametrize("text,octets", [("512M", 512 << 20), ("1.5G", 3 << 29), ("64k", 65536),
