@@ -38,7 +38,7 @@ import attrs
 
 from ..errors import DecodeError
 from ._errors import FRAMING_ERROR, decode_error, local_error
-from ._specbase import SpecObject
+from ._specbase import BY_CODE, SpecObject
 from .codec import DECODERS, DESCRIBED, MAX_DEPTH, Symbol, ULong
 from .spec import AMQP_HEADER, MIN_MAX_FRAME_SIZE, SASL_HEADER, TLS_HEADER, Transfer
 
@@ -110,6 +110,26 @@ def encode_frame(body: SpecObject | None, channel: int = 0, payload: bytes = b""
 def decode_frame(octets: bytes) -> Frame:
     """Exactly one frame (no protocol header), e.g. from a capture."""
     n = len(octets)
+    # the usual AMQP frame (no extended header, a performative with a short
+    # descriptor) is read in place; anything else, or a fault, goes the
+    # general way below, which says what is wrong and where
+    if n > 11 and octets[4] == 2 and octets[5] == TYPE_AMQP and octets[8] == 0x00 \
+            and octets[9] == 0x53:
+        dec = _PERFORMATIVE_DECODERS.get(octets[10])
+        if dec is not None and _unpack_head(octets, 0)[0] == n:
+            try:
+                body, used = dec(octets[11], octets, 12, n, MAX_DEPTH - 1)
+            except DecodeError:
+                pass
+            else:
+                return _new_tuple(Frame, (TYPE_AMQP, octets[6] << 8 | octets[7], body,
+                                          octets[used:] if used < n else b""))
+    return _decode_frame(octets)
+
+
+def _decode_frame(octets: bytes) -> Frame:
+    """decode_frame, every frame: checked step by step."""
+    n = len(octets)
     if n < 8:
         raise decode_error(f"{n} octets are not a frame", 0, condition=FRAMING_ERROR)
     size, doff, ftype, channel = _unpack_head(octets, 0)
@@ -126,6 +146,12 @@ def decode_frame(octets: bytes) -> Frame:
         e.offset = start + (e.offset or 0)
         raise
     return Frame(ftype, channel, body, frame[used:] if used < len(frame) else b"")
+
+
+_new_tuple = tuple.__new__  # a Frame without its Python-level __new__
+#: short descriptor code -> decoder, for the classes that are AMQP performatives
+_PERFORMATIVE_DECODERS = {cls.CODE: cls.decode_from for cls in BY_CODE.values()
+                          if "frame" in cls.PROVIDES and cls.CODE < 256}
 
 
 #: A single-frame transfer's fields as :func:`transfer_fields` reads them:

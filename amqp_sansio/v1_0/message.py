@@ -62,7 +62,7 @@ import attrs
 from ..errors import DecodeError
 from ..message import Message
 from ._errors import decode_error, local_error
-from ._specbase import SpecObject
+from ._specbase import SpecObject, encode
 from .codec import DECODERS, DESCRIBED, MAX_DEPTH, Symbol
 from .spec import (
     AmqpSequence,
@@ -100,6 +100,8 @@ class AmqpMessage:
     def data(self) -> bytes:
         """The body's octets when it is made of ``data`` sections."""
         b = self.body
+        if type(b) is tuple and len(b) == 1 and type(b[0]) is Data:  # the usual body
+            return b[0].value
         if isinstance(b, tuple):
             parts = [s.value for s in b if isinstance(s, Data)]
             if len(parts) == len(b):
@@ -218,7 +220,16 @@ def decode_message(payload: bytes) -> AmqpMessage:
     try:
         code = payload[2] if n and payload[0] == 0x00 and payload[1] == 0x53 else 0
         if code == 0x70:
-            h, pos = _dec_header(payload[3], payload, 4, n, MAX_DEPTH)
+            # a sender's header is mostly the same octets message after
+            # message: the last one decoded is kept (frozen, all its fields
+            # immutable, so it can be shared) with its octets
+            seen, h = _HEADER_SEEN[0]
+            if type(payload) is bytes and payload.startswith(seen):
+                pos = len(seen)
+            else:
+                h, pos = _dec_header(payload[3], payload, 4, n, MAX_DEPTH)
+                if pos <= 64 and type(payload) is bytes:
+                    _HEADER_SEEN[0] = (payload[:pos], h)  # one store: the pair stays whole
             code = payload[pos + 2] if pos < n and payload[pos] == 0x00 and \
                 payload[pos + 1] == 0x53 else 0
         if code == 0x71:
@@ -267,6 +278,8 @@ def decode_message(payload: bytes) -> AmqpMessage:
     return m
 
 
+# (octets, Header) of the last header section decoded (a valid one)
+_HEADER_SEEN: list[tuple[bytes, Any]] = [(encode(Header()), Header())]
 _dec_header = Header.decode_from
 _dec_da = DeliveryAnnotations.decode_from
 _dec_ma = MessageAnnotations.decode_from
