@@ -273,11 +273,16 @@ class SubscriptionBase(SubscriptionView[D], Generic[S, D]):
         if self._p.started:
             return
         try:
-            self.session._call(self._p.start, timeout, f"subscribe to {self._p.queue!r}")
+            self._call(self._p.start, timeout, f"subscribe to {self._p.queue!r}")
         except BaseException:
             with self.session._pump.lock:
                 self._p.session.subs.pop(self._p.destination, None)
             raise
+
+    def _call(self, make: Callable[[], Pending[T]], timeout: float | None, what: str) -> T:
+        """An operation of the subscription's policy, waited for as its
+        session waits (a protocol's subscription uses it for its own calls)."""
+        return self.session._call(make, timeout, what)
 
     def cancel(self, timeout: float | None = DEFAULT) -> None:
         """Cancel; deliveries never handed out go back to the queue."""

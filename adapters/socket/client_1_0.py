@@ -170,7 +170,7 @@ class Subscription(SubscriptionBase["Session", Delivery], v10.SubscriptionView[D
 
     def drain(self, timeout: float | None = DEFAULT) -> None:
         """Have the sender use up or give back the credit; returns once it is 0."""
-        self.session._call(self._p.drain, timeout, "drain")
+        self._call(self._p.drain, timeout, "drain")
 
 
 class Session(SessionBase[v10.ClientSession], v10.SessionView):

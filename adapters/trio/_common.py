@@ -253,7 +253,12 @@ class SubscriptionBase(SubscriptionView[D], Generic[S, D]):
         if self._p.started:
             return
         await self._session._room()
-        await self._session._wait(self._p.start())
+        await self._wait(self._p.start())
+
+    async def _wait(self, p: Pending[T]) -> T:
+        """Wait for an answer of the subscription's policy as its session
+        waits for one (a protocol's subscription uses it for its own calls)."""
+        return await self._session._wait(p)
 
     async def cancel(self) -> None:
         """Cancel; buffered deliveries go back to the queue."""

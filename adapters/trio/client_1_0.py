@@ -308,4 +308,4 @@ class Subscription(SubscriptionBase[Session, Delivery], v10.SubscriptionView[Del
     async def drain(self) -> None:
         """Have the sender use up or give back the credit; returns once it
         is 0 (what came meanwhile is buffered)."""
-        await self._session._wait(self._p.drain())
+        await self._wait(self._p.drain())
