@@ -549,59 +549,67 @@ _FAST_SMALL = {"uint": (0x52, 0x43), "ulong": (0x53, 0x44)}
 
 def _fast_read(m: Model, t: dict[str, Any], f: dict[str, Any], r: dict[str, Any],
                arche: dict[str, Any]) -> list[str]:
-    """Lines reading field ``i`` at ``p`` (within ``lend``) into ``v``.
-    Reads may run past ``lend`` on bad input: the caller then finds ``p``
-    beyond it (or an IndexError) and hands over to the exact decoder."""
+    """Lines reading the field at ``p`` (within ``lend``) into ``d`` (a copy
+    of the defaults: a null leaves the default; a null mandatory field is the
+    exact decoder's to report).  Reads may run past ``lend`` on bad input:
+    the caller then finds ``p`` beyond it (or an IndexError) and hands over
+    to the exact decoder."""
     base = r["base"]
+    key = repr(attr(f["name"]))
     src = m.resolve(m.types[r["enum"]]["source"])["base"] if r["enum"] else base
     prims = [q for req in f["requires"] for q in arche[req]["prims"]] if base == "*" else []
     generic = [re.sub(r"\bpos\b", "p", x) for x in _reader(m, t, f, r, arche)]
+    keep = (["if v is None:", "    raise SlowPath", f"d[{key}] = v"] if f["mandatory"]
+            else ["if v is not None:", f"    d[{key}] = v"])
     if f["multiple"] or src not in ("boolean", "ubyte", "uint", "ulong", "string", "symbol",
                                     "binary") and "string" not in prims:
-        return generic
+        return generic + keep
+    # an enum is read raw into v, then mapped (generic[1:]); the rest straight into d
+    put = "v = " if r["enum"] else f"d[{key}] = "
     lines = ["c = buf[p]"]
     if src == "boolean":
-        lines += ["if c == 0x41:", "    v = True", "    p += 1",
-                  "elif c == 0x42:", "    v = False", "    p += 1"]
+        lines += ["if c == 0x41:", f"    {put}True", "    p += 1",
+                  "elif c == 0x42:", f"    {put}False", "    p += 1"]
     elif src == "ubyte":
-        lines += ["if c == 0x50:", "    v = buf[p + 1]", "    p += 2"]
+        lines += ["if c == 0x50:", f"    {put}buf[p + 1]", "    p += 2"]
     elif src in _FAST_SMALL:
         small, zero = _FAST_SMALL[src]
-        lines += [f"if c == {small:#x}:", "    v = buf[p + 1]", "    p += 2",
-                  f"elif c == {zero:#x}:", "    v = 0", "    p += 1"]
+        lines += [f"if c == {small:#x}:", f"    {put}buf[p + 1]", "    p += 2",
+                  f"elif c == {zero:#x}:", f"    {put}0", "    p += 1"]
     else:
         code, expr = _FAST_TEXT["string" if base == "*" else src]
-        lines += [f"if c == {code:#x}:", "    e = p + 2 + buf[p + 1]", f"    v = {expr}"]
+        lines += [f"if c == {code:#x}:", "    e = p + 2 + buf[p + 1]"]
         if r["tag"]:
             lines += ["    if e - p - 2 > DELIVERY_TAG_MAX:", "        raise SlowPath"]
-        lines += ["    p = e"]
-    lines += ["elif c == 0x40:", "    v = None", "    p += 1", "else:"]
-    if r["enum"]:  # read raw, then the member (generic[1:] maps and checks)
-        return lines + ["    " + generic[0]] + generic[1:]
-    return lines + ["    " + x for x in generic]
+        lines += [f"    {put}{expr}", "    p = e"]
+    if r["enum"]:
+        lines += ["elif c == 0x40:", "    v = None", "    p += 1", "else:",
+                  "    " + generic[0]]
+        return lines + generic[1:] + keep
+    lines += ["elif c == 0x40:"] + (["    raise SlowPath"] if f["mandatory"] else ["    p += 1"])
+    return lines + ["else:"] + ["    " + x for x in generic + keep]
 
 
 def _render_fast_decoder(m: Model, t: dict[str, Any], cn: str, infos: list[Any],
                          arche: dict[str, Any], w: Any) -> None:
     """The decoder registered for the class: the usual encodings of every
-    field read inline (list8, the small and 8-bit forms), the result built in
-    one go; on anything else it hands the same octets to ``_dec_X_exact``."""
+    field read inline (list8, the small and 8-bit forms) into a copy of the
+    class's defaults (a dict copy and a store per field given is far cheaper
+    than a dict display of every field); on anything else it hands the same
+    octets to ``_dec_X_exact``."""
     nf = len(infos)
+    w("")
+    w("")
+    defaults = ", ".join(f"{attr(f['name'])!r}: {dv}" for f, _, dv in infos)
+    w(f"_D_{cn}: dict[str, Any] = {{{defaults}}}  # (mandatory fields: None, always read)")
     w("")
     w("")
     w(f"def _dec_{cn}(ctor: int, buf: bytes, pos: int, end: int, "
       f"depth: int = MAX_DEPTH) -> tuple[Any, int]:")
-    items = ", ".join(f"{attr(f['name'])!r}: a{i}" for i, (f, _, _) in enumerate(infos))
-    if nf and not any(f["mandatory"] for f, _, _ in infos):
+    if not any(f["mandatory"] for f, _, _ in infos):
         w("    if ctor == 0x45:  # list0: every field at its default")
         w(f"        o = _new({cn})")
-        defaults = ", ".join(f"{attr(f['name'])!r}: {dv}" for f, _, dv in infos)
-        w(f"        _set(o, '__dict__', {{{defaults}}})")
-        w("        return o, pos")
-    elif not nf:
-        w("    if ctor == 0x45:")
-        w(f"        o = _new({cn})")
-        w("        _set(o, '__dict__', {})")
+        w(f"        _set(o, '__dict__', _D_{cn}.copy())")
         w("        return o, pos")
     if nf:
         w("    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:")
@@ -609,32 +617,23 @@ def _render_fast_decoder(m: Model, t: dict[str, Any], cn: str, infos: list[Any],
         w("        lend = pos + 1 + buf[pos]")
         w(f"        if count <= {nf} and lend <= end:")
         w("            p = pos + 2")
+        w(f"            d = _D_{cn}.copy()")
         w("            v: Any")
         w("            e: Any")
         w("            try:")
-        for i, (f, r, dv) in enumerate(infos):
+        for i, (f, r, _dv) in enumerate(infos):
             w(f"                if count > {i}:")
             for line in _fast_read(m, t, f, r, arche):
                 w("                    " + line)
             if f["mandatory"]:
-                w("                    if v is None:")
-                w("                        raise SlowPath")
-                w(f"                    a{i} = v")
                 w("                else:")
                 w("                    raise SlowPath")
-            else:
-                if dv != "None":
-                    w("                    if v is None:")
-                    w(f"                        v = {dv}")
-                w(f"                    a{i} = v")
-                w("                else:")
-                w(f"                    a{i} = {dv}")
         w("            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):")
         w("                pass")
         w("            else:")
         w("                if p == lend:")
         w(f"                    o = _new({cn})")
-        w(f"                    _set(o, '__dict__', {{{items}}})")
+        w("                    _set(o, '__dict__', d)")
         w("                    return o, lend")
     w(f"    return _dec_{cn}_exact(ctor, buf, pos, end, depth)")
 

@@ -302,12 +302,16 @@ def _enc_Open(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         end_list(out, s, n)
 
 
+_D_Open: dict[str, Any] = {'container_id': None, 'hostname': None, 'max_frame_size': 4294967295, 'channel_max': 65535, 'idle_time_out': None, 'outgoing_locales': None, 'incoming_locales': None, 'offered_capabilities': None, 'desired_capabilities': None, 'properties': None}  # (mandatory fields: None, always read)
+
+
 def _dec_Open(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
         count = buf[pos + 1]
         lend = pos + 1 + buf[pos]
         if count <= 10 and lend <= end:
             p = pos + 2
+            d = _D_Open.copy()
             v: Any
             e: Any
             try:
@@ -315,104 +319,87 @@ def _dec_Open(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH)
                     c = buf[p]
                     if c == 0xa1:
                         e = p + 2 + buf[p + 1]
-                        v = buf[p + 2:e].decode()
+                        d['container_id'] = buf[p + 2:e].decode()
                         p = e
                     elif c == 0x40:
-                        v = None
-                        p += 1
+                        raise SlowPath
                     else:
                         v, p = r_string(buf, p, lend)
-                    if v is None:
-                        raise SlowPath
-                    a0 = v
+                        if v is None:
+                            raise SlowPath
+                        d['container_id'] = v
                 else:
                     raise SlowPath
                 if count > 1:
                     c = buf[p]
                     if c == 0xa1:
                         e = p + 2 + buf[p + 1]
-                        v = buf[p + 2:e].decode()
+                        d['hostname'] = buf[p + 2:e].decode()
                         p = e
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_string(buf, p, lend)
-                    a1 = v
-                else:
-                    a1 = None
+                        if v is not None:
+                            d['hostname'] = v
                 if count > 2:
                     c = buf[p]
                     if c == 0x52:
-                        v = buf[p + 1]
+                        d['max_frame_size'] = buf[p + 1]
                         p += 2
                     elif c == 0x43:
-                        v = 0
+                        d['max_frame_size'] = 0
                         p += 1
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_uint(buf, p, lend)
-                    if v is None:
-                        v = 4294967295
-                    a2 = v
-                else:
-                    a2 = 4294967295
+                        if v is not None:
+                            d['max_frame_size'] = v
                 if count > 3:
                     v, p = r_ushort(buf, p, lend)
-                    if v is None:
-                        v = 65535
-                    a3 = v
-                else:
-                    a3 = 65535
+                    if v is not None:
+                        d['channel_max'] = v
                 if count > 4:
                     c = buf[p]
                     if c == 0x52:
-                        v = buf[p + 1]
+                        d['idle_time_out'] = buf[p + 1]
                         p += 2
                     elif c == 0x43:
-                        v = 0
+                        d['idle_time_out'] = 0
                         p += 1
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_uint(buf, p, lend)
-                    a4 = v
-                else:
-                    a4 = None
+                        if v is not None:
+                            d['idle_time_out'] = v
                 if count > 5:
                     v, p = r_symbols(buf, p, lend)
-                    a5 = v
-                else:
-                    a5 = None
+                    if v is not None:
+                        d['outgoing_locales'] = v
                 if count > 6:
                     v, p = r_symbols(buf, p, lend)
-                    a6 = v
-                else:
-                    a6 = None
+                    if v is not None:
+                        d['incoming_locales'] = v
                 if count > 7:
                     v, p = r_symbols(buf, p, lend)
-                    a7 = v
-                else:
-                    a7 = None
+                    if v is not None:
+                        d['offered_capabilities'] = v
                 if count > 8:
                     v, p = r_symbols(buf, p, lend)
-                    a8 = v
-                else:
-                    a8 = None
+                    if v is not None:
+                        d['desired_capabilities'] = v
                 if count > 9:
                     v, p = r_fields(buf, p, lend, depth - 1)
-                    a9 = v
-                else:
-                    a9 = None
+                    if v is not None:
+                        d['properties'] = v
             except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
                 pass
             else:
                 if p == lend:
                     o = _new(Open)
-                    _set(o, '__dict__', {'container_id': a0, 'hostname': a1, 'max_frame_size': a2, 'channel_max': a3, 'idle_time_out': a4, 'outgoing_locales': a5, 'incoming_locales': a6, 'offered_capabilities': a7, 'desired_capabilities': a8, 'properties': a9})
+                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_Open_exact(ctor, buf, pos, end, depth)
 
@@ -667,113 +654,106 @@ def _enc_Begin(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         end_list(out, s, n)
 
 
+_D_Begin: dict[str, Any] = {'remote_channel': None, 'next_outgoing_id': None, 'incoming_window': None, 'outgoing_window': None, 'handle_max': 4294967295, 'offered_capabilities': None, 'desired_capabilities': None, 'properties': None}  # (mandatory fields: None, always read)
+
+
 def _dec_Begin(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
         count = buf[pos + 1]
         lend = pos + 1 + buf[pos]
         if count <= 8 and lend <= end:
             p = pos + 2
+            d = _D_Begin.copy()
             v: Any
             e: Any
             try:
                 if count > 0:
                     v, p = r_ushort(buf, p, lend)
-                    a0 = v
-                else:
-                    a0 = None
+                    if v is not None:
+                        d['remote_channel'] = v
                 if count > 1:
                     c = buf[p]
                     if c == 0x52:
-                        v = buf[p + 1]
+                        d['next_outgoing_id'] = buf[p + 1]
                         p += 2
                     elif c == 0x43:
-                        v = 0
+                        d['next_outgoing_id'] = 0
                         p += 1
                     elif c == 0x40:
-                        v = None
-                        p += 1
+                        raise SlowPath
                     else:
                         v, p = r_uint(buf, p, lend)
-                    if v is None:
-                        raise SlowPath
-                    a1 = v
+                        if v is None:
+                            raise SlowPath
+                        d['next_outgoing_id'] = v
                 else:
                     raise SlowPath
                 if count > 2:
                     c = buf[p]
                     if c == 0x52:
-                        v = buf[p + 1]
+                        d['incoming_window'] = buf[p + 1]
                         p += 2
                     elif c == 0x43:
-                        v = 0
+                        d['incoming_window'] = 0
                         p += 1
                     elif c == 0x40:
-                        v = None
-                        p += 1
+                        raise SlowPath
                     else:
                         v, p = r_uint(buf, p, lend)
-                    if v is None:
-                        raise SlowPath
-                    a2 = v
+                        if v is None:
+                            raise SlowPath
+                        d['incoming_window'] = v
                 else:
                     raise SlowPath
                 if count > 3:
                     c = buf[p]
                     if c == 0x52:
-                        v = buf[p + 1]
+                        d['outgoing_window'] = buf[p + 1]
                         p += 2
                     elif c == 0x43:
-                        v = 0
+                        d['outgoing_window'] = 0
                         p += 1
                     elif c == 0x40:
-                        v = None
-                        p += 1
+                        raise SlowPath
                     else:
                         v, p = r_uint(buf, p, lend)
-                    if v is None:
-                        raise SlowPath
-                    a3 = v
+                        if v is None:
+                            raise SlowPath
+                        d['outgoing_window'] = v
                 else:
                     raise SlowPath
                 if count > 4:
                     c = buf[p]
                     if c == 0x52:
-                        v = buf[p + 1]
+                        d['handle_max'] = buf[p + 1]
                         p += 2
                     elif c == 0x43:
-                        v = 0
+                        d['handle_max'] = 0
                         p += 1
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_uint(buf, p, lend)
-                    if v is None:
-                        v = 4294967295
-                    a4 = v
-                else:
-                    a4 = 4294967295
+                        if v is not None:
+                            d['handle_max'] = v
                 if count > 5:
                     v, p = r_symbols(buf, p, lend)
-                    a5 = v
-                else:
-                    a5 = None
+                    if v is not None:
+                        d['offered_capabilities'] = v
                 if count > 6:
                     v, p = r_symbols(buf, p, lend)
-                    a6 = v
-                else:
-                    a6 = None
+                    if v is not None:
+                        d['desired_capabilities'] = v
                 if count > 7:
                     v, p = r_fields(buf, p, lend, depth - 1)
-                    a7 = v
-                else:
-                    a7 = None
+                    if v is not None:
+                        d['properties'] = v
             except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
                 pass
             else:
                 if p == lend:
                     o = _new(Begin)
-                    _set(o, '__dict__', {'remote_channel': a0, 'next_outgoing_id': a1, 'incoming_window': a2, 'outgoing_window': a3, 'handle_max': a4, 'offered_capabilities': a5, 'desired_capabilities': a6, 'properties': a7})
+                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_Begin_exact(ctor, buf, pos, end, depth)
 
@@ -1042,12 +1022,16 @@ def _enc_Attach(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         end_list(out, s, n)
 
 
+_D_Attach: dict[str, Any] = {'name': None, 'handle': None, 'role': None, 'snd_settle_mode': SenderSettleMode.MIXED, 'rcv_settle_mode': ReceiverSettleMode.FIRST, 'source': None, 'target': None, 'unsettled': None, 'incomplete_unsettled': False, 'initial_delivery_count': None, 'max_message_size': None, 'offered_capabilities': None, 'desired_capabilities': None, 'properties': None}  # (mandatory fields: None, always read)
+
+
 def _dec_Attach(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
         count = buf[pos + 1]
         lend = pos + 1 + buf[pos]
         if count <= 14 and lend <= end:
             p = pos + 2
+            d = _D_Attach.copy()
             v: Any
             e: Any
             try:
@@ -1055,34 +1039,32 @@ def _dec_Attach(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
                     c = buf[p]
                     if c == 0xa1:
                         e = p + 2 + buf[p + 1]
-                        v = buf[p + 2:e].decode()
+                        d['name'] = buf[p + 2:e].decode()
                         p = e
                     elif c == 0x40:
-                        v = None
-                        p += 1
+                        raise SlowPath
                     else:
                         v, p = r_string(buf, p, lend)
-                    if v is None:
-                        raise SlowPath
-                    a0 = v
+                        if v is None:
+                            raise SlowPath
+                        d['name'] = v
                 else:
                     raise SlowPath
                 if count > 1:
                     c = buf[p]
                     if c == 0x52:
-                        v = buf[p + 1]
+                        d['handle'] = buf[p + 1]
                         p += 2
                     elif c == 0x43:
-                        v = 0
+                        d['handle'] = 0
                         p += 1
                     elif c == 0x40:
-                        v = None
-                        p += 1
+                        raise SlowPath
                     else:
                         v, p = r_uint(buf, p, lend)
-                    if v is None:
-                        raise SlowPath
-                    a1 = v
+                        if v is None:
+                            raise SlowPath
+                        d['handle'] = v
                 else:
                     raise SlowPath
                 if count > 2:
@@ -1105,7 +1087,7 @@ def _dec_Attach(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
                         v = e
                     if v is None:
                         raise SlowPath
-                    a2 = v
+                    d['role'] = v
                 else:
                     raise SlowPath
                 if count > 3:
@@ -1123,11 +1105,8 @@ def _dec_Attach(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
                         if e is None:
                             raise d_choice('attach', 'snd-settle-mode', v, p)
                         v = e
-                    if v is None:
-                        v = SenderSettleMode.MIXED
-                    a3 = v
-                else:
-                    a3 = SenderSettleMode.MIXED
+                    if v is not None:
+                        d['snd_settle_mode'] = v
                 if count > 4:
                     c = buf[p]
                     if c == 0x50:
@@ -1143,101 +1122,84 @@ def _dec_Attach(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
                         if e is None:
                             raise d_choice('attach', 'rcv-settle-mode', v, p)
                         v = e
-                    if v is None:
-                        v = ReceiverSettleMode.FIRST
-                    a4 = v
-                else:
-                    a4 = ReceiverSettleMode.FIRST
+                    if v is not None:
+                        d['rcv_settle_mode'] = v
                 if count > 5:
                     v, p = r_any(buf, p, lend, depth - 1)
                     if v is not None and not isinstance(v, (Source, Described,)):
                         raise d_kind('attach', 'source', v, 'source', p)
-                    a5 = v
-                else:
-                    a5 = None
+                    if v is not None:
+                        d['source'] = v
                 if count > 6:
                     v, p = r_any(buf, p, lend, depth - 1)
                     if v is not None and not isinstance(v, (Target, Coordinator, Described,)):
                         raise d_kind('attach', 'target', v, 'target', p)
-                    a6 = v
-                else:
-                    a6 = None
+                    if v is not None:
+                        d['target'] = v
                 if count > 7:
                     v, p = r_map(buf, p, lend, depth - 1)
-                    a7 = v
-                else:
-                    a7 = None
+                    if v is not None:
+                        d['unsettled'] = v
                 if count > 8:
                     c = buf[p]
                     if c == 0x41:
-                        v = True
+                        d['incomplete_unsettled'] = True
                         p += 1
                     elif c == 0x42:
-                        v = False
+                        d['incomplete_unsettled'] = False
                         p += 1
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_boolean(buf, p, lend)
-                    if v is None:
-                        v = False
-                    a8 = v
-                else:
-                    a8 = False
+                        if v is not None:
+                            d['incomplete_unsettled'] = v
                 if count > 9:
                     c = buf[p]
                     if c == 0x52:
-                        v = buf[p + 1]
+                        d['initial_delivery_count'] = buf[p + 1]
                         p += 2
                     elif c == 0x43:
-                        v = 0
+                        d['initial_delivery_count'] = 0
                         p += 1
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_uint(buf, p, lend)
-                    a9 = v
-                else:
-                    a9 = None
+                        if v is not None:
+                            d['initial_delivery_count'] = v
                 if count > 10:
                     c = buf[p]
                     if c == 0x53:
-                        v = buf[p + 1]
+                        d['max_message_size'] = buf[p + 1]
                         p += 2
                     elif c == 0x44:
-                        v = 0
+                        d['max_message_size'] = 0
                         p += 1
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_ulong(buf, p, lend)
-                    a10 = v
-                else:
-                    a10 = None
+                        if v is not None:
+                            d['max_message_size'] = v
                 if count > 11:
                     v, p = r_symbols(buf, p, lend)
-                    a11 = v
-                else:
-                    a11 = None
+                    if v is not None:
+                        d['offered_capabilities'] = v
                 if count > 12:
                     v, p = r_symbols(buf, p, lend)
-                    a12 = v
-                else:
-                    a12 = None
+                    if v is not None:
+                        d['desired_capabilities'] = v
                 if count > 13:
                     v, p = r_fields(buf, p, lend, depth - 1)
-                    a13 = v
-                else:
-                    a13 = None
+                    if v is not None:
+                        d['properties'] = v
             except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
                 pass
             else:
                 if p == lend:
                     o = _new(Attach)
-                    _set(o, '__dict__', {'name': a0, 'handle': a1, 'role': a2, 'snd_settle_mode': a3, 'rcv_settle_mode': a4, 'source': a5, 'target': a6, 'unsettled': a7, 'incomplete_unsettled': a8, 'initial_delivery_count': a9, 'max_message_size': a10, 'offered_capabilities': a11, 'desired_capabilities': a12, 'properties': a13})
+                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_Attach_exact(ctor, buf, pos, end, depth)
 
@@ -1595,196 +1557,178 @@ def _enc_Flow(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         end_list(out, s, n)
 
 
+_D_Flow: dict[str, Any] = {'next_incoming_id': None, 'incoming_window': None, 'next_outgoing_id': None, 'outgoing_window': None, 'handle': None, 'delivery_count': None, 'link_credit': None, 'available': None, 'drain': False, 'echo': False, 'properties': None}  # (mandatory fields: None, always read)
+
+
 def _dec_Flow(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
         count = buf[pos + 1]
         lend = pos + 1 + buf[pos]
         if count <= 11 and lend <= end:
             p = pos + 2
+            d = _D_Flow.copy()
             v: Any
             e: Any
             try:
                 if count > 0:
                     c = buf[p]
                     if c == 0x52:
-                        v = buf[p + 1]
+                        d['next_incoming_id'] = buf[p + 1]
                         p += 2
                     elif c == 0x43:
-                        v = 0
+                        d['next_incoming_id'] = 0
                         p += 1
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_uint(buf, p, lend)
-                    a0 = v
-                else:
-                    a0 = None
+                        if v is not None:
+                            d['next_incoming_id'] = v
                 if count > 1:
                     c = buf[p]
                     if c == 0x52:
-                        v = buf[p + 1]
+                        d['incoming_window'] = buf[p + 1]
                         p += 2
                     elif c == 0x43:
-                        v = 0
+                        d['incoming_window'] = 0
                         p += 1
                     elif c == 0x40:
-                        v = None
-                        p += 1
+                        raise SlowPath
                     else:
                         v, p = r_uint(buf, p, lend)
-                    if v is None:
-                        raise SlowPath
-                    a1 = v
+                        if v is None:
+                            raise SlowPath
+                        d['incoming_window'] = v
                 else:
                     raise SlowPath
                 if count > 2:
                     c = buf[p]
                     if c == 0x52:
-                        v = buf[p + 1]
+                        d['next_outgoing_id'] = buf[p + 1]
                         p += 2
                     elif c == 0x43:
-                        v = 0
+                        d['next_outgoing_id'] = 0
                         p += 1
                     elif c == 0x40:
-                        v = None
-                        p += 1
+                        raise SlowPath
                     else:
                         v, p = r_uint(buf, p, lend)
-                    if v is None:
-                        raise SlowPath
-                    a2 = v
+                        if v is None:
+                            raise SlowPath
+                        d['next_outgoing_id'] = v
                 else:
                     raise SlowPath
                 if count > 3:
                     c = buf[p]
                     if c == 0x52:
-                        v = buf[p + 1]
+                        d['outgoing_window'] = buf[p + 1]
                         p += 2
                     elif c == 0x43:
-                        v = 0
+                        d['outgoing_window'] = 0
                         p += 1
                     elif c == 0x40:
-                        v = None
-                        p += 1
+                        raise SlowPath
                     else:
                         v, p = r_uint(buf, p, lend)
-                    if v is None:
-                        raise SlowPath
-                    a3 = v
+                        if v is None:
+                            raise SlowPath
+                        d['outgoing_window'] = v
                 else:
                     raise SlowPath
                 if count > 4:
                     c = buf[p]
                     if c == 0x52:
-                        v = buf[p + 1]
+                        d['handle'] = buf[p + 1]
                         p += 2
                     elif c == 0x43:
-                        v = 0
+                        d['handle'] = 0
                         p += 1
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_uint(buf, p, lend)
-                    a4 = v
-                else:
-                    a4 = None
+                        if v is not None:
+                            d['handle'] = v
                 if count > 5:
                     c = buf[p]
                     if c == 0x52:
-                        v = buf[p + 1]
+                        d['delivery_count'] = buf[p + 1]
                         p += 2
                     elif c == 0x43:
-                        v = 0
+                        d['delivery_count'] = 0
                         p += 1
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_uint(buf, p, lend)
-                    a5 = v
-                else:
-                    a5 = None
+                        if v is not None:
+                            d['delivery_count'] = v
                 if count > 6:
                     c = buf[p]
                     if c == 0x52:
-                        v = buf[p + 1]
+                        d['link_credit'] = buf[p + 1]
                         p += 2
                     elif c == 0x43:
-                        v = 0
+                        d['link_credit'] = 0
                         p += 1
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_uint(buf, p, lend)
-                    a6 = v
-                else:
-                    a6 = None
+                        if v is not None:
+                            d['link_credit'] = v
                 if count > 7:
                     c = buf[p]
                     if c == 0x52:
-                        v = buf[p + 1]
+                        d['available'] = buf[p + 1]
                         p += 2
                     elif c == 0x43:
-                        v = 0
+                        d['available'] = 0
                         p += 1
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_uint(buf, p, lend)
-                    a7 = v
-                else:
-                    a7 = None
+                        if v is not None:
+                            d['available'] = v
                 if count > 8:
                     c = buf[p]
                     if c == 0x41:
-                        v = True
+                        d['drain'] = True
                         p += 1
                     elif c == 0x42:
-                        v = False
+                        d['drain'] = False
                         p += 1
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_boolean(buf, p, lend)
-                    if v is None:
-                        v = False
-                    a8 = v
-                else:
-                    a8 = False
+                        if v is not None:
+                            d['drain'] = v
                 if count > 9:
                     c = buf[p]
                     if c == 0x41:
-                        v = True
+                        d['echo'] = True
                         p += 1
                     elif c == 0x42:
-                        v = False
+                        d['echo'] = False
                         p += 1
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_boolean(buf, p, lend)
-                    if v is None:
-                        v = False
-                    a9 = v
-                else:
-                    a9 = False
+                        if v is not None:
+                            d['echo'] = v
                 if count > 10:
                     v, p = r_fields(buf, p, lend, depth - 1)
-                    a10 = v
-                else:
-                    a10 = None
+                    if v is not None:
+                        d['properties'] = v
             except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
                 pass
             else:
                 if p == lend:
                     o = _new(Flow)
-                    _set(o, '__dict__', {'next_incoming_id': a0, 'incoming_window': a1, 'next_outgoing_id': a2, 'outgoing_window': a3, 'handle': a4, 'delivery_count': a5, 'link_credit': a6, 'available': a7, 'drain': a8, 'echo': a9, 'properties': a10})
+                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_Flow_exact(ctor, buf, pos, end, depth)
 
@@ -2070,117 +2014,108 @@ def _enc_Transfer(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         end_list(out, s, n)
 
 
+_D_Transfer: dict[str, Any] = {'handle': None, 'delivery_id': None, 'delivery_tag': None, 'message_format': None, 'settled': None, 'more': False, 'rcv_settle_mode': None, 'state': None, 'resume': False, 'aborted': False, 'batchable': False}  # (mandatory fields: None, always read)
+
+
 def _dec_Transfer(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
         count = buf[pos + 1]
         lend = pos + 1 + buf[pos]
         if count <= 11 and lend <= end:
             p = pos + 2
+            d = _D_Transfer.copy()
             v: Any
             e: Any
             try:
                 if count > 0:
                     c = buf[p]
                     if c == 0x52:
-                        v = buf[p + 1]
+                        d['handle'] = buf[p + 1]
                         p += 2
                     elif c == 0x43:
-                        v = 0
+                        d['handle'] = 0
                         p += 1
                     elif c == 0x40:
-                        v = None
-                        p += 1
+                        raise SlowPath
                     else:
                         v, p = r_uint(buf, p, lend)
-                    if v is None:
-                        raise SlowPath
-                    a0 = v
+                        if v is None:
+                            raise SlowPath
+                        d['handle'] = v
                 else:
                     raise SlowPath
                 if count > 1:
                     c = buf[p]
                     if c == 0x52:
-                        v = buf[p + 1]
+                        d['delivery_id'] = buf[p + 1]
                         p += 2
                     elif c == 0x43:
-                        v = 0
+                        d['delivery_id'] = 0
                         p += 1
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_uint(buf, p, lend)
-                    a1 = v
-                else:
-                    a1 = None
+                        if v is not None:
+                            d['delivery_id'] = v
                 if count > 2:
                     c = buf[p]
                     if c == 0xa0:
                         e = p + 2 + buf[p + 1]
-                        v = buf[p + 2:e]
                         if e - p - 2 > DELIVERY_TAG_MAX:
                             raise SlowPath
+                        d['delivery_tag'] = buf[p + 2:e]
                         p = e
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_binary(buf, p, lend)
                         if v is not None and len(v) > DELIVERY_TAG_MAX:
                             raise d_kind('transfer', 'delivery-tag', v, 'delivery-tag (at most 32 octets)', p)
-                    a2 = v
-                else:
-                    a2 = None
+                        if v is not None:
+                            d['delivery_tag'] = v
                 if count > 3:
                     c = buf[p]
                     if c == 0x52:
-                        v = buf[p + 1]
+                        d['message_format'] = buf[p + 1]
                         p += 2
                     elif c == 0x43:
-                        v = 0
+                        d['message_format'] = 0
                         p += 1
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_uint(buf, p, lend)
-                    a3 = v
-                else:
-                    a3 = None
+                        if v is not None:
+                            d['message_format'] = v
                 if count > 4:
                     c = buf[p]
                     if c == 0x41:
-                        v = True
+                        d['settled'] = True
                         p += 1
                     elif c == 0x42:
-                        v = False
+                        d['settled'] = False
                         p += 1
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_boolean(buf, p, lend)
-                    a4 = v
-                else:
-                    a4 = None
+                        if v is not None:
+                            d['settled'] = v
                 if count > 5:
                     c = buf[p]
                     if c == 0x41:
-                        v = True
+                        d['more'] = True
                         p += 1
                     elif c == 0x42:
-                        v = False
+                        d['more'] = False
                         p += 1
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_boolean(buf, p, lend)
-                    if v is None:
-                        v = False
-                    a5 = v
-                else:
-                    a5 = False
+                        if v is not None:
+                            d['more'] = v
                 if count > 6:
                     c = buf[p]
                     if c == 0x50:
@@ -2196,76 +2131,62 @@ def _dec_Transfer(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DE
                         if e is None:
                             raise d_choice('transfer', 'rcv-settle-mode', v, p)
                         v = e
-                    a6 = v
-                else:
-                    a6 = None
+                    if v is not None:
+                        d['rcv_settle_mode'] = v
                 if count > 7:
                     v, p = r_any(buf, p, lend, depth - 1)
                     if v is not None and not isinstance(v, (Received, Accepted, Rejected, Released, Modified, Declared, TransactionalState, Described,)):
                         raise d_kind('transfer', 'state', v, 'delivery-state', p)
-                    a7 = v
-                else:
-                    a7 = None
+                    if v is not None:
+                        d['state'] = v
                 if count > 8:
                     c = buf[p]
                     if c == 0x41:
-                        v = True
+                        d['resume'] = True
                         p += 1
                     elif c == 0x42:
-                        v = False
+                        d['resume'] = False
                         p += 1
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_boolean(buf, p, lend)
-                    if v is None:
-                        v = False
-                    a8 = v
-                else:
-                    a8 = False
+                        if v is not None:
+                            d['resume'] = v
                 if count > 9:
                     c = buf[p]
                     if c == 0x41:
-                        v = True
+                        d['aborted'] = True
                         p += 1
                     elif c == 0x42:
-                        v = False
+                        d['aborted'] = False
                         p += 1
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_boolean(buf, p, lend)
-                    if v is None:
-                        v = False
-                    a9 = v
-                else:
-                    a9 = False
+                        if v is not None:
+                            d['aborted'] = v
                 if count > 10:
                     c = buf[p]
                     if c == 0x41:
-                        v = True
+                        d['batchable'] = True
                         p += 1
                     elif c == 0x42:
-                        v = False
+                        d['batchable'] = False
                         p += 1
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_boolean(buf, p, lend)
-                    if v is None:
-                        v = False
-                    a10 = v
-                else:
-                    a10 = False
+                        if v is not None:
+                            d['batchable'] = v
             except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
                 pass
             else:
                 if p == lend:
                     o = _new(Transfer)
-                    _set(o, '__dict__', {'handle': a0, 'delivery_id': a1, 'delivery_tag': a2, 'message_format': a3, 'settled': a4, 'more': a5, 'rcv_settle_mode': a6, 'state': a7, 'resume': a8, 'aborted': a9, 'batchable': a10})
+                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_Transfer_exact(ctor, buf, pos, end, depth)
 
@@ -2521,12 +2442,16 @@ def _enc_Disposition(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         end_list(out, s, n)
 
 
+_D_Disposition: dict[str, Any] = {'role': None, 'first': None, 'last': None, 'settled': False, 'state': None, 'batchable': False}  # (mandatory fields: None, always read)
+
+
 def _dec_Disposition(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
         count = buf[pos + 1]
         lend = pos + 1 + buf[pos]
         if count <= 6 and lend <= end:
             p = pos + 2
+            d = _D_Disposition.copy()
             v: Any
             e: Any
             try:
@@ -2550,92 +2475,80 @@ def _dec_Disposition(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX
                         v = e
                     if v is None:
                         raise SlowPath
-                    a0 = v
+                    d['role'] = v
                 else:
                     raise SlowPath
                 if count > 1:
                     c = buf[p]
                     if c == 0x52:
-                        v = buf[p + 1]
+                        d['first'] = buf[p + 1]
                         p += 2
                     elif c == 0x43:
-                        v = 0
+                        d['first'] = 0
                         p += 1
                     elif c == 0x40:
-                        v = None
-                        p += 1
+                        raise SlowPath
                     else:
                         v, p = r_uint(buf, p, lend)
-                    if v is None:
-                        raise SlowPath
-                    a1 = v
+                        if v is None:
+                            raise SlowPath
+                        d['first'] = v
                 else:
                     raise SlowPath
                 if count > 2:
                     c = buf[p]
                     if c == 0x52:
-                        v = buf[p + 1]
+                        d['last'] = buf[p + 1]
                         p += 2
                     elif c == 0x43:
-                        v = 0
+                        d['last'] = 0
                         p += 1
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_uint(buf, p, lend)
-                    a2 = v
-                else:
-                    a2 = None
+                        if v is not None:
+                            d['last'] = v
                 if count > 3:
                     c = buf[p]
                     if c == 0x41:
-                        v = True
+                        d['settled'] = True
                         p += 1
                     elif c == 0x42:
-                        v = False
+                        d['settled'] = False
                         p += 1
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_boolean(buf, p, lend)
-                    if v is None:
-                        v = False
-                    a3 = v
-                else:
-                    a3 = False
+                        if v is not None:
+                            d['settled'] = v
                 if count > 4:
                     v, p = r_any(buf, p, lend, depth - 1)
                     if v is not None and not isinstance(v, (Received, Accepted, Rejected, Released, Modified, Declared, TransactionalState, Described,)):
                         raise d_kind('disposition', 'state', v, 'delivery-state', p)
-                    a4 = v
-                else:
-                    a4 = None
+                    if v is not None:
+                        d['state'] = v
                 if count > 5:
                     c = buf[p]
                     if c == 0x41:
-                        v = True
+                        d['batchable'] = True
                         p += 1
                     elif c == 0x42:
-                        v = False
+                        d['batchable'] = False
                         p += 1
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_boolean(buf, p, lend)
-                    if v is None:
-                        v = False
-                    a5 = v
-                else:
-                    a5 = False
+                        if v is not None:
+                            d['batchable'] = v
             except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
                 pass
             else:
                 if p == lend:
                     o = _new(Disposition)
-                    _set(o, '__dict__', {'role': a0, 'first': a1, 'last': a2, 'settled': a3, 'state': a4, 'batchable': a5})
+                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_Disposition_exact(ctor, buf, pos, end, depth)
 
@@ -2802,64 +2715,62 @@ def _enc_Detach(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         end_list(out, s, n)
 
 
+_D_Detach: dict[str, Any] = {'handle': None, 'closed': False, 'error': None}  # (mandatory fields: None, always read)
+
+
 def _dec_Detach(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
         count = buf[pos + 1]
         lend = pos + 1 + buf[pos]
         if count <= 3 and lend <= end:
             p = pos + 2
+            d = _D_Detach.copy()
             v: Any
             e: Any
             try:
                 if count > 0:
                     c = buf[p]
                     if c == 0x52:
-                        v = buf[p + 1]
+                        d['handle'] = buf[p + 1]
                         p += 2
                     elif c == 0x43:
-                        v = 0
+                        d['handle'] = 0
                         p += 1
                     elif c == 0x40:
-                        v = None
-                        p += 1
+                        raise SlowPath
                     else:
                         v, p = r_uint(buf, p, lend)
-                    if v is None:
-                        raise SlowPath
-                    a0 = v
+                        if v is None:
+                            raise SlowPath
+                        d['handle'] = v
                 else:
                     raise SlowPath
                 if count > 1:
                     c = buf[p]
                     if c == 0x41:
-                        v = True
+                        d['closed'] = True
                         p += 1
                     elif c == 0x42:
-                        v = False
+                        d['closed'] = False
                         p += 1
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_boolean(buf, p, lend)
-                    if v is None:
-                        v = False
-                    a1 = v
-                else:
-                    a1 = False
+                        if v is not None:
+                            d['closed'] = v
                 if count > 2:
                     v, p = r_any(buf, p, lend, depth - 1)
                     if v is not None and type(v) is not Error:
                         raise d_kind('detach', 'error', v, 'Error', p)
-                    a2 = v
-                else:
-                    a2 = None
+                    if v is not None:
+                        d['error'] = v
             except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
                 pass
             else:
                 if p == lend:
                     o = _new(Detach)
-                    _set(o, '__dict__', {'handle': a0, 'closed': a1, 'error': a2})
+                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_Detach_exact(ctor, buf, pos, end, depth)
 
@@ -2961,16 +2872,20 @@ def _enc_End(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         end_list(out, s, n)
 
 
+_D_End: dict[str, Any] = {'error': None}  # (mandatory fields: None, always read)
+
+
 def _dec_End(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     if ctor == 0x45:  # list0: every field at its default
         o = _new(End)
-        _set(o, '__dict__', {'error': None})
+        _set(o, '__dict__', _D_End.copy())
         return o, pos
     if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
         count = buf[pos + 1]
         lend = pos + 1 + buf[pos]
         if count <= 1 and lend <= end:
             p = pos + 2
+            d = _D_End.copy()
             v: Any
             e: Any
             try:
@@ -2978,15 +2893,14 @@ def _dec_End(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) 
                     v, p = r_any(buf, p, lend, depth - 1)
                     if v is not None and type(v) is not Error:
                         raise d_kind('end', 'error', v, 'Error', p)
-                    a0 = v
-                else:
-                    a0 = None
+                    if v is not None:
+                        d['error'] = v
             except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
                 pass
             else:
                 if p == lend:
                     o = _new(End)
-                    _set(o, '__dict__', {'error': a0})
+                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_End_exact(ctor, buf, pos, end, depth)
 
@@ -3057,16 +2971,20 @@ def _enc_Close(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         end_list(out, s, n)
 
 
+_D_Close: dict[str, Any] = {'error': None}  # (mandatory fields: None, always read)
+
+
 def _dec_Close(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     if ctor == 0x45:  # list0: every field at its default
         o = _new(Close)
-        _set(o, '__dict__', {'error': None})
+        _set(o, '__dict__', _D_Close.copy())
         return o, pos
     if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
         count = buf[pos + 1]
         lend = pos + 1 + buf[pos]
         if count <= 1 and lend <= end:
             p = pos + 2
+            d = _D_Close.copy()
             v: Any
             e: Any
             try:
@@ -3074,15 +2992,14 @@ def _dec_Close(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH
                     v, p = r_any(buf, p, lend, depth - 1)
                     if v is not None and type(v) is not Error:
                         raise d_kind('close', 'error', v, 'Error', p)
-                    a0 = v
-                else:
-                    a0 = None
+                    if v is not None:
+                        d['error'] = v
             except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
                 pass
             else:
                 if p == lend:
                     o = _new(Close)
-                    _set(o, '__dict__', {'error': a0})
+                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_Close_exact(ctor, buf, pos, end, depth)
 
@@ -3179,12 +3096,16 @@ def _enc_Error(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         end_list(out, s, n)
 
 
+_D_Error: dict[str, Any] = {'condition': None, 'description': None, 'info': None}  # (mandatory fields: None, always read)
+
+
 def _dec_Error(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
         count = buf[pos + 1]
         lend = pos + 1 + buf[pos]
         if count <= 3 and lend <= end:
             p = pos + 2
+            d = _D_Error.copy()
             v: Any
             e: Any
             try:
@@ -3192,43 +3113,39 @@ def _dec_Error(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH
                     c = buf[p]
                     if c == 0xa3:
                         e = p + 2 + buf[p + 1]
-                        v = buf[p + 2:e].decode('ascii')
+                        d['condition'] = buf[p + 2:e].decode('ascii')
                         p = e
                     elif c == 0x40:
-                        v = None
-                        p += 1
+                        raise SlowPath
                     else:
                         v, p = r_symbol(buf, p, lend)
-                    if v is None:
-                        raise SlowPath
-                    a0 = v
+                        if v is None:
+                            raise SlowPath
+                        d['condition'] = v
                 else:
                     raise SlowPath
                 if count > 1:
                     c = buf[p]
                     if c == 0xa1:
                         e = p + 2 + buf[p + 1]
-                        v = buf[p + 2:e].decode()
+                        d['description'] = buf[p + 2:e].decode()
                         p = e
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_string(buf, p, lend)
-                    a1 = v
-                else:
-                    a1 = None
+                        if v is not None:
+                            d['description'] = v
                 if count > 2:
                     v, p = r_fields(buf, p, lend, depth - 1)
-                    a2 = v
-                else:
-                    a2 = None
+                    if v is not None:
+                        d['info'] = v
             except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
                 pass
             else:
                 if p == lend:
                     o = _new(Error)
-                    _set(o, '__dict__', {'condition': a0, 'description': a1, 'info': a2})
+                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_Error_exact(ctor, buf, pos, end, depth)
 
@@ -3359,110 +3276,96 @@ def _enc_Header(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         end_list(out, s, n)
 
 
+_D_Header: dict[str, Any] = {'durable': False, 'priority': 4, 'ttl': None, 'first_acquirer': False, 'delivery_count': 0}  # (mandatory fields: None, always read)
+
+
 def _dec_Header(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     if ctor == 0x45:  # list0: every field at its default
         o = _new(Header)
-        _set(o, '__dict__', {'durable': False, 'priority': 4, 'ttl': None, 'first_acquirer': False, 'delivery_count': 0})
+        _set(o, '__dict__', _D_Header.copy())
         return o, pos
     if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
         count = buf[pos + 1]
         lend = pos + 1 + buf[pos]
         if count <= 5 and lend <= end:
             p = pos + 2
+            d = _D_Header.copy()
             v: Any
             e: Any
             try:
                 if count > 0:
                     c = buf[p]
                     if c == 0x41:
-                        v = True
+                        d['durable'] = True
                         p += 1
                     elif c == 0x42:
-                        v = False
+                        d['durable'] = False
                         p += 1
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_boolean(buf, p, lend)
-                    if v is None:
-                        v = False
-                    a0 = v
-                else:
-                    a0 = False
+                        if v is not None:
+                            d['durable'] = v
                 if count > 1:
                     c = buf[p]
                     if c == 0x50:
-                        v = buf[p + 1]
+                        d['priority'] = buf[p + 1]
                         p += 2
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_ubyte(buf, p, lend)
-                    if v is None:
-                        v = 4
-                    a1 = v
-                else:
-                    a1 = 4
+                        if v is not None:
+                            d['priority'] = v
                 if count > 2:
                     c = buf[p]
                     if c == 0x52:
-                        v = buf[p + 1]
+                        d['ttl'] = buf[p + 1]
                         p += 2
                     elif c == 0x43:
-                        v = 0
+                        d['ttl'] = 0
                         p += 1
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_uint(buf, p, lend)
-                    a2 = v
-                else:
-                    a2 = None
+                        if v is not None:
+                            d['ttl'] = v
                 if count > 3:
                     c = buf[p]
                     if c == 0x41:
-                        v = True
+                        d['first_acquirer'] = True
                         p += 1
                     elif c == 0x42:
-                        v = False
+                        d['first_acquirer'] = False
                         p += 1
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_boolean(buf, p, lend)
-                    if v is None:
-                        v = False
-                    a3 = v
-                else:
-                    a3 = False
+                        if v is not None:
+                            d['first_acquirer'] = v
                 if count > 4:
                     c = buf[p]
                     if c == 0x52:
-                        v = buf[p + 1]
+                        d['delivery_count'] = buf[p + 1]
                         p += 2
                     elif c == 0x43:
-                        v = 0
+                        d['delivery_count'] = 0
                         p += 1
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_uint(buf, p, lend)
-                    if v is None:
-                        v = 0
-                    a4 = v
-                else:
-                    a4 = 0
+                        if v is not None:
+                            d['delivery_count'] = v
             except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
                 pass
             else:
                 if p == lend:
                     o = _new(Header)
-                    _set(o, '__dict__', {'durable': a0, 'priority': a1, 'ttl': a2, 'first_acquirer': a3, 'delivery_count': a4})
+                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_Header_exact(ctor, buf, pos, end, depth)
 
@@ -3827,16 +3730,20 @@ def _enc_Properties(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         end_list(out, s, n)
 
 
+_D_Properties: dict[str, Any] = {'message_id': None, 'user_id': None, 'to': None, 'subject': None, 'reply_to': None, 'correlation_id': None, 'content_type': None, 'content_encoding': None, 'absolute_expiry_time': None, 'creation_time': None, 'group_id': None, 'group_sequence': None, 'reply_to_group_id': None}  # (mandatory fields: None, always read)
+
+
 def _dec_Properties(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     if ctor == 0x45:  # list0: every field at its default
         o = _new(Properties)
-        _set(o, '__dict__', {'message_id': None, 'user_id': None, 'to': None, 'subject': None, 'reply_to': None, 'correlation_id': None, 'content_type': None, 'content_encoding': None, 'absolute_expiry_time': None, 'creation_time': None, 'group_id': None, 'group_sequence': None, 'reply_to_group_id': None})
+        _set(o, '__dict__', _D_Properties.copy())
         return o, pos
     if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
         count = buf[pos + 1]
         lend = pos + 1 + buf[pos]
         if count <= 13 and lend <= end:
             p = pos + 2
+            d = _D_Properties.copy()
             v: Any
             e: Any
             try:
@@ -3844,10 +3751,9 @@ def _dec_Properties(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_
                     c = buf[p]
                     if c == 0xa1:
                         e = p + 2 + buf[p + 1]
-                        v = buf[p + 2:e].decode()
+                        d['message_id'] = buf[p + 2:e].decode()
                         p = e
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_any(buf, p, lend, depth - 1)
@@ -3855,73 +3761,63 @@ def _dec_Properties(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_
                             raise d_kind('properties', 'message-id', v, 'message-id', p)
                         if type(v) is Symbol:
                             raise d_kind('properties', 'message-id', v, 'message-id', p)
-                    a0 = v
-                else:
-                    a0 = None
+                        if v is not None:
+                            d['message_id'] = v
                 if count > 1:
                     c = buf[p]
                     if c == 0xa0:
                         e = p + 2 + buf[p + 1]
-                        v = buf[p + 2:e]
+                        d['user_id'] = buf[p + 2:e]
                         p = e
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_binary(buf, p, lend)
-                    a1 = v
-                else:
-                    a1 = None
+                        if v is not None:
+                            d['user_id'] = v
                 if count > 2:
                     c = buf[p]
                     if c == 0xa1:
                         e = p + 2 + buf[p + 1]
-                        v = buf[p + 2:e].decode()
+                        d['to'] = buf[p + 2:e].decode()
                         p = e
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_string(buf, p, lend)
-                    a2 = v
-                else:
-                    a2 = None
+                        if v is not None:
+                            d['to'] = v
                 if count > 3:
                     c = buf[p]
                     if c == 0xa1:
                         e = p + 2 + buf[p + 1]
-                        v = buf[p + 2:e].decode()
+                        d['subject'] = buf[p + 2:e].decode()
                         p = e
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_string(buf, p, lend)
-                    a3 = v
-                else:
-                    a3 = None
+                        if v is not None:
+                            d['subject'] = v
                 if count > 4:
                     c = buf[p]
                     if c == 0xa1:
                         e = p + 2 + buf[p + 1]
-                        v = buf[p + 2:e].decode()
+                        d['reply_to'] = buf[p + 2:e].decode()
                         p = e
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_string(buf, p, lend)
-                    a4 = v
-                else:
-                    a4 = None
+                        if v is not None:
+                            d['reply_to'] = v
                 if count > 5:
                     c = buf[p]
                     if c == 0xa1:
                         e = p + 2 + buf[p + 1]
-                        v = buf[p + 2:e].decode()
+                        d['correlation_id'] = buf[p + 2:e].decode()
                         p = e
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_any(buf, p, lend, depth - 1)
@@ -3929,97 +3825,84 @@ def _dec_Properties(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_
                             raise d_kind('properties', 'correlation-id', v, 'message-id', p)
                         if type(v) is Symbol:
                             raise d_kind('properties', 'correlation-id', v, 'message-id', p)
-                    a5 = v
-                else:
-                    a5 = None
+                        if v is not None:
+                            d['correlation_id'] = v
                 if count > 6:
                     c = buf[p]
                     if c == 0xa3:
                         e = p + 2 + buf[p + 1]
-                        v = buf[p + 2:e].decode('ascii')
+                        d['content_type'] = buf[p + 2:e].decode('ascii')
                         p = e
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_symbol(buf, p, lend)
-                    a6 = v
-                else:
-                    a6 = None
+                        if v is not None:
+                            d['content_type'] = v
                 if count > 7:
                     c = buf[p]
                     if c == 0xa3:
                         e = p + 2 + buf[p + 1]
-                        v = buf[p + 2:e].decode('ascii')
+                        d['content_encoding'] = buf[p + 2:e].decode('ascii')
                         p = e
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_symbol(buf, p, lend)
-                    a7 = v
-                else:
-                    a7 = None
+                        if v is not None:
+                            d['content_encoding'] = v
                 if count > 8:
                     v, p = r_timestamp(buf, p, lend)
-                    a8 = v
-                else:
-                    a8 = None
+                    if v is not None:
+                        d['absolute_expiry_time'] = v
                 if count > 9:
                     v, p = r_timestamp(buf, p, lend)
-                    a9 = v
-                else:
-                    a9 = None
+                    if v is not None:
+                        d['creation_time'] = v
                 if count > 10:
                     c = buf[p]
                     if c == 0xa1:
                         e = p + 2 + buf[p + 1]
-                        v = buf[p + 2:e].decode()
+                        d['group_id'] = buf[p + 2:e].decode()
                         p = e
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_string(buf, p, lend)
-                    a10 = v
-                else:
-                    a10 = None
+                        if v is not None:
+                            d['group_id'] = v
                 if count > 11:
                     c = buf[p]
                     if c == 0x52:
-                        v = buf[p + 1]
+                        d['group_sequence'] = buf[p + 1]
                         p += 2
                     elif c == 0x43:
-                        v = 0
+                        d['group_sequence'] = 0
                         p += 1
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_uint(buf, p, lend)
-                    a11 = v
-                else:
-                    a11 = None
+                        if v is not None:
+                            d['group_sequence'] = v
                 if count > 12:
                     c = buf[p]
                     if c == 0xa1:
                         e = p + 2 + buf[p + 1]
-                        v = buf[p + 2:e].decode()
+                        d['reply_to_group_id'] = buf[p + 2:e].decode()
                         p = e
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_string(buf, p, lend)
-                    a12 = v
-                else:
-                    a12 = None
+                        if v is not None:
+                            d['reply_to_group_id'] = v
             except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
                 pass
             else:
                 if p == lend:
                     o = _new(Properties)
-                    _set(o, '__dict__', {'message_id': a0, 'user_id': a1, 'to': a2, 'subject': a3, 'reply_to': a4, 'correlation_id': a5, 'content_type': a6, 'content_encoding': a7, 'absolute_expiry_time': a8, 'creation_time': a9, 'group_id': a10, 'group_sequence': a11, 'reply_to_group_id': a12})
+                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_Properties_exact(ctor, buf, pos, end, depth)
 
@@ -4459,49 +4342,51 @@ def _enc_Received(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         end_list(out, s, n)
 
 
+_D_Received: dict[str, Any] = {'section_number': None, 'section_offset': None}  # (mandatory fields: None, always read)
+
+
 def _dec_Received(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
         count = buf[pos + 1]
         lend = pos + 1 + buf[pos]
         if count <= 2 and lend <= end:
             p = pos + 2
+            d = _D_Received.copy()
             v: Any
             e: Any
             try:
                 if count > 0:
                     c = buf[p]
                     if c == 0x52:
-                        v = buf[p + 1]
+                        d['section_number'] = buf[p + 1]
                         p += 2
                     elif c == 0x43:
-                        v = 0
+                        d['section_number'] = 0
                         p += 1
                     elif c == 0x40:
-                        v = None
-                        p += 1
+                        raise SlowPath
                     else:
                         v, p = r_uint(buf, p, lend)
-                    if v is None:
-                        raise SlowPath
-                    a0 = v
+                        if v is None:
+                            raise SlowPath
+                        d['section_number'] = v
                 else:
                     raise SlowPath
                 if count > 1:
                     c = buf[p]
                     if c == 0x53:
-                        v = buf[p + 1]
+                        d['section_offset'] = buf[p + 1]
                         p += 2
                     elif c == 0x44:
-                        v = 0
+                        d['section_offset'] = 0
                         p += 1
                     elif c == 0x40:
-                        v = None
-                        p += 1
+                        raise SlowPath
                     else:
                         v, p = r_ulong(buf, p, lend)
-                    if v is None:
-                        raise SlowPath
-                    a1 = v
+                        if v is None:
+                            raise SlowPath
+                        d['section_offset'] = v
                 else:
                     raise SlowPath
             except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
@@ -4509,7 +4394,7 @@ def _dec_Received(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DE
             else:
                 if p == lend:
                     o = _new(Received)
-                    _set(o, '__dict__', {'section_number': a0, 'section_offset': a1})
+                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_Received_exact(ctor, buf, pos, end, depth)
 
@@ -4585,10 +4470,13 @@ def _enc_Accepted(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00S$E'
 
 
+_D_Accepted: dict[str, Any] = {}  # (mandatory fields: None, always read)
+
+
 def _dec_Accepted(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
-    if ctor == 0x45:
+    if ctor == 0x45:  # list0: every field at its default
         o = _new(Accepted)
-        _set(o, '__dict__', {})
+        _set(o, '__dict__', _D_Accepted.copy())
         return o, pos
     return _dec_Accepted_exact(ctor, buf, pos, end, depth)
 
@@ -4640,16 +4528,20 @@ def _enc_Rejected(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         end_list(out, s, n)
 
 
+_D_Rejected: dict[str, Any] = {'error': None}  # (mandatory fields: None, always read)
+
+
 def _dec_Rejected(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     if ctor == 0x45:  # list0: every field at its default
         o = _new(Rejected)
-        _set(o, '__dict__', {'error': None})
+        _set(o, '__dict__', _D_Rejected.copy())
         return o, pos
     if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
         count = buf[pos + 1]
         lend = pos + 1 + buf[pos]
         if count <= 1 and lend <= end:
             p = pos + 2
+            d = _D_Rejected.copy()
             v: Any
             e: Any
             try:
@@ -4657,15 +4549,14 @@ def _dec_Rejected(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DE
                     v, p = r_any(buf, p, lend, depth - 1)
                     if v is not None and type(v) is not Error:
                         raise d_kind('rejected', 'error', v, 'Error', p)
-                    a0 = v
-                else:
-                    a0 = None
+                    if v is not None:
+                        d['error'] = v
             except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
                 pass
             else:
                 if p == lend:
                     o = _new(Rejected)
-                    _set(o, '__dict__', {'error': a0})
+                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_Rejected_exact(ctor, buf, pos, end, depth)
 
@@ -4723,10 +4614,13 @@ def _enc_Released(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00S&E'
 
 
+_D_Released: dict[str, Any] = {}  # (mandatory fields: None, always read)
+
+
 def _dec_Released(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
-    if ctor == 0x45:
+    if ctor == 0x45:  # list0: every field at its default
         o = _new(Released)
-        _set(o, '__dict__', {})
+        _set(o, '__dict__', _D_Released.copy())
         return o, pos
     return _dec_Released_exact(ctor, buf, pos, end, depth)
 
@@ -4790,62 +4684,61 @@ def _enc_Modified(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         end_list(out, s, n)
 
 
+_D_Modified: dict[str, Any] = {'delivery_failed': None, 'undeliverable_here': None, 'message_annotations': None}  # (mandatory fields: None, always read)
+
+
 def _dec_Modified(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     if ctor == 0x45:  # list0: every field at its default
         o = _new(Modified)
-        _set(o, '__dict__', {'delivery_failed': None, 'undeliverable_here': None, 'message_annotations': None})
+        _set(o, '__dict__', _D_Modified.copy())
         return o, pos
     if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
         count = buf[pos + 1]
         lend = pos + 1 + buf[pos]
         if count <= 3 and lend <= end:
             p = pos + 2
+            d = _D_Modified.copy()
             v: Any
             e: Any
             try:
                 if count > 0:
                     c = buf[p]
                     if c == 0x41:
-                        v = True
+                        d['delivery_failed'] = True
                         p += 1
                     elif c == 0x42:
-                        v = False
+                        d['delivery_failed'] = False
                         p += 1
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_boolean(buf, p, lend)
-                    a0 = v
-                else:
-                    a0 = None
+                        if v is not None:
+                            d['delivery_failed'] = v
                 if count > 1:
                     c = buf[p]
                     if c == 0x41:
-                        v = True
+                        d['undeliverable_here'] = True
                         p += 1
                     elif c == 0x42:
-                        v = False
+                        d['undeliverable_here'] = False
                         p += 1
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_boolean(buf, p, lend)
-                    a1 = v
-                else:
-                    a1 = None
+                        if v is not None:
+                            d['undeliverable_here'] = v
                 if count > 2:
                     v, p = r_fields(buf, p, lend, depth - 1)
-                    a2 = v
-                else:
-                    a2 = None
+                    if v is not None:
+                        d['message_annotations'] = v
             except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
                 pass
             else:
                 if p == lend:
                     o = _new(Modified)
-                    _set(o, '__dict__', {'delivery_failed': a0, 'undeliverable_here': a1, 'message_annotations': a2})
+                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_Modified_exact(ctor, buf, pos, end, depth)
 
@@ -5027,16 +4920,20 @@ def _enc_Source(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         end_list(out, s, n)
 
 
+_D_Source: dict[str, Any] = {'address': None, 'durable': TerminusDurability.NONE, 'expiry_policy': TerminusExpiryPolicy.SESSION_END, 'timeout': 0, 'dynamic': False, 'dynamic_node_properties': None, 'distribution_mode': None, 'filter': None, 'default_outcome': None, 'outcomes': None, 'capabilities': None}  # (mandatory fields: None, always read)
+
+
 def _dec_Source(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     if ctor == 0x45:  # list0: every field at its default
         o = _new(Source)
-        _set(o, '__dict__', {'address': None, 'durable': TerminusDurability.NONE, 'expiry_policy': TerminusExpiryPolicy.SESSION_END, 'timeout': 0, 'dynamic': False, 'dynamic_node_properties': None, 'distribution_mode': None, 'filter': None, 'default_outcome': None, 'outcomes': None, 'capabilities': None})
+        _set(o, '__dict__', _D_Source.copy())
         return o, pos
     if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
         count = buf[pos + 1]
         lend = pos + 1 + buf[pos]
         if count <= 11 and lend <= end:
             p = pos + 2
+            d = _D_Source.copy()
             v: Any
             e: Any
             try:
@@ -5044,16 +4941,14 @@ def _dec_Source(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
                     c = buf[p]
                     if c == 0xa1:
                         e = p + 2 + buf[p + 1]
-                        v = buf[p + 2:e].decode()
+                        d['address'] = buf[p + 2:e].decode()
                         p = e
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_string(buf, p, lend)
-                    a0 = v
-                else:
-                    a0 = None
+                        if v is not None:
+                            d['address'] = v
                 if count > 1:
                     c = buf[p]
                     if c == 0x52:
@@ -5072,11 +4967,8 @@ def _dec_Source(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
                         if e is None:
                             raise d_choice('source', 'durable', v, p)
                         v = e
-                    if v is None:
-                        v = TerminusDurability.NONE
-                    a1 = v
-                else:
-                    a1 = TerminusDurability.NONE
+                    if v is not None:
+                        d['durable'] = v
                 if count > 2:
                     c = buf[p]
                     if c == 0xa3:
@@ -5093,94 +4985,76 @@ def _dec_Source(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
                         if e is None:
                             raise d_choice('source', 'expiry-policy', v, p)
                         v = e
-                    if v is None:
-                        v = TerminusExpiryPolicy.SESSION_END
-                    a2 = v
-                else:
-                    a2 = TerminusExpiryPolicy.SESSION_END
+                    if v is not None:
+                        d['expiry_policy'] = v
                 if count > 3:
                     c = buf[p]
                     if c == 0x52:
-                        v = buf[p + 1]
+                        d['timeout'] = buf[p + 1]
                         p += 2
                     elif c == 0x43:
-                        v = 0
+                        d['timeout'] = 0
                         p += 1
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_uint(buf, p, lend)
-                    if v is None:
-                        v = 0
-                    a3 = v
-                else:
-                    a3 = 0
+                        if v is not None:
+                            d['timeout'] = v
                 if count > 4:
                     c = buf[p]
                     if c == 0x41:
-                        v = True
+                        d['dynamic'] = True
                         p += 1
                     elif c == 0x42:
-                        v = False
+                        d['dynamic'] = False
                         p += 1
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_boolean(buf, p, lend)
-                    if v is None:
-                        v = False
-                    a4 = v
-                else:
-                    a4 = False
+                        if v is not None:
+                            d['dynamic'] = v
                 if count > 5:
                     v, p = r_fields(buf, p, lend, depth - 1)
-                    a5 = v
-                else:
-                    a5 = None
+                    if v is not None:
+                        d['dynamic_node_properties'] = v
                 if count > 6:
                     c = buf[p]
                     if c == 0xa3:
                         e = p + 2 + buf[p + 1]
-                        v = buf[p + 2:e].decode('ascii')
+                        d['distribution_mode'] = buf[p + 2:e].decode('ascii')
                         p = e
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_symbol(buf, p, lend)
-                    a6 = v
-                else:
-                    a6 = None
+                        if v is not None:
+                            d['distribution_mode'] = v
                 if count > 7:
                     v, p = r_fields(buf, p, lend, depth - 1)
-                    a7 = v
-                else:
-                    a7 = None
+                    if v is not None:
+                        d['filter'] = v
                 if count > 8:
                     v, p = r_any(buf, p, lend, depth - 1)
                     if v is not None and not isinstance(v, (Accepted, Rejected, Released, Modified, Declared, Described,)):
                         raise d_kind('source', 'default-outcome', v, 'outcome', p)
-                    a8 = v
-                else:
-                    a8 = None
+                    if v is not None:
+                        d['default_outcome'] = v
                 if count > 9:
                     v, p = r_symbols(buf, p, lend)
-                    a9 = v
-                else:
-                    a9 = None
+                    if v is not None:
+                        d['outcomes'] = v
                 if count > 10:
                     v, p = r_symbols(buf, p, lend)
-                    a10 = v
-                else:
-                    a10 = None
+                    if v is not None:
+                        d['capabilities'] = v
             except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
                 pass
             else:
                 if p == lend:
                     o = _new(Source)
-                    _set(o, '__dict__', {'address': a0, 'durable': a1, 'expiry_policy': a2, 'timeout': a3, 'dynamic': a4, 'dynamic_node_properties': a5, 'distribution_mode': a6, 'filter': a7, 'default_outcome': a8, 'outcomes': a9, 'capabilities': a10})
+                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_Source_exact(ctor, buf, pos, end, depth)
 
@@ -5458,16 +5332,20 @@ def _enc_Target(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         end_list(out, s, n)
 
 
+_D_Target: dict[str, Any] = {'address': None, 'durable': TerminusDurability.NONE, 'expiry_policy': TerminusExpiryPolicy.SESSION_END, 'timeout': 0, 'dynamic': False, 'dynamic_node_properties': None, 'capabilities': None}  # (mandatory fields: None, always read)
+
+
 def _dec_Target(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     if ctor == 0x45:  # list0: every field at its default
         o = _new(Target)
-        _set(o, '__dict__', {'address': None, 'durable': TerminusDurability.NONE, 'expiry_policy': TerminusExpiryPolicy.SESSION_END, 'timeout': 0, 'dynamic': False, 'dynamic_node_properties': None, 'capabilities': None})
+        _set(o, '__dict__', _D_Target.copy())
         return o, pos
     if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
         count = buf[pos + 1]
         lend = pos + 1 + buf[pos]
         if count <= 7 and lend <= end:
             p = pos + 2
+            d = _D_Target.copy()
             v: Any
             e: Any
             try:
@@ -5475,16 +5353,14 @@ def _dec_Target(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
                     c = buf[p]
                     if c == 0xa1:
                         e = p + 2 + buf[p + 1]
-                        v = buf[p + 2:e].decode()
+                        d['address'] = buf[p + 2:e].decode()
                         p = e
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_string(buf, p, lend)
-                    a0 = v
-                else:
-                    a0 = None
+                        if v is not None:
+                            d['address'] = v
                 if count > 1:
                     c = buf[p]
                     if c == 0x52:
@@ -5503,11 +5379,8 @@ def _dec_Target(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
                         if e is None:
                             raise d_choice('target', 'durable', v, p)
                         v = e
-                    if v is None:
-                        v = TerminusDurability.NONE
-                    a1 = v
-                else:
-                    a1 = TerminusDurability.NONE
+                    if v is not None:
+                        d['durable'] = v
                 if count > 2:
                     c = buf[p]
                     if c == 0xa3:
@@ -5524,63 +5397,50 @@ def _dec_Target(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
                         if e is None:
                             raise d_choice('target', 'expiry-policy', v, p)
                         v = e
-                    if v is None:
-                        v = TerminusExpiryPolicy.SESSION_END
-                    a2 = v
-                else:
-                    a2 = TerminusExpiryPolicy.SESSION_END
+                    if v is not None:
+                        d['expiry_policy'] = v
                 if count > 3:
                     c = buf[p]
                     if c == 0x52:
-                        v = buf[p + 1]
+                        d['timeout'] = buf[p + 1]
                         p += 2
                     elif c == 0x43:
-                        v = 0
+                        d['timeout'] = 0
                         p += 1
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_uint(buf, p, lend)
-                    if v is None:
-                        v = 0
-                    a3 = v
-                else:
-                    a3 = 0
+                        if v is not None:
+                            d['timeout'] = v
                 if count > 4:
                     c = buf[p]
                     if c == 0x41:
-                        v = True
+                        d['dynamic'] = True
                         p += 1
                     elif c == 0x42:
-                        v = False
+                        d['dynamic'] = False
                         p += 1
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_boolean(buf, p, lend)
-                    if v is None:
-                        v = False
-                    a4 = v
-                else:
-                    a4 = False
+                        if v is not None:
+                            d['dynamic'] = v
                 if count > 5:
                     v, p = r_fields(buf, p, lend, depth - 1)
-                    a5 = v
-                else:
-                    a5 = None
+                    if v is not None:
+                        d['dynamic_node_properties'] = v
                 if count > 6:
                     v, p = r_symbols(buf, p, lend)
-                    a6 = v
-                else:
-                    a6 = None
+                    if v is not None:
+                        d['capabilities'] = v
             except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
                 pass
             else:
                 if p == lend:
                     o = _new(Target)
-                    _set(o, '__dict__', {'address': a0, 'durable': a1, 'expiry_policy': a2, 'timeout': a3, 'dynamic': a4, 'dynamic_node_properties': a5, 'capabilities': a6})
+                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_Target_exact(ctor, buf, pos, end, depth)
 
@@ -5735,10 +5595,13 @@ def _enc_DeleteOnClose(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
     out += b'\x00S+E'
 
 
+_D_DeleteOnClose: dict[str, Any] = {}  # (mandatory fields: None, always read)
+
+
 def _dec_DeleteOnClose(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
-    if ctor == 0x45:
+    if ctor == 0x45:  # list0: every field at its default
         o = _new(DeleteOnClose)
-        _set(o, '__dict__', {})
+        _set(o, '__dict__', _D_DeleteOnClose.copy())
         return o, pos
     return _dec_DeleteOnClose_exact(ctor, buf, pos, end, depth)
 
@@ -5777,10 +5640,13 @@ def _enc_DeleteOnNoLinks(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None
     out += b'\x00S,E'
 
 
+_D_DeleteOnNoLinks: dict[str, Any] = {}  # (mandatory fields: None, always read)
+
+
 def _dec_DeleteOnNoLinks(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
-    if ctor == 0x45:
+    if ctor == 0x45:  # list0: every field at its default
         o = _new(DeleteOnNoLinks)
-        _set(o, '__dict__', {})
+        _set(o, '__dict__', _D_DeleteOnNoLinks.copy())
         return o, pos
     return _dec_DeleteOnNoLinks_exact(ctor, buf, pos, end, depth)
 
@@ -5819,10 +5685,13 @@ def _enc_DeleteOnNoMessages(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> N
     out += b'\x00S-E'
 
 
+_D_DeleteOnNoMessages: dict[str, Any] = {}  # (mandatory fields: None, always read)
+
+
 def _dec_DeleteOnNoMessages(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
-    if ctor == 0x45:
+    if ctor == 0x45:  # list0: every field at its default
         o = _new(DeleteOnNoMessages)
-        _set(o, '__dict__', {})
+        _set(o, '__dict__', _D_DeleteOnNoMessages.copy())
         return o, pos
     return _dec_DeleteOnNoMessages_exact(ctor, buf, pos, end, depth)
 
@@ -5861,10 +5730,13 @@ def _enc_DeleteOnNoLinksOrMessages(o: Any, out: bytearray, depth: int = MAX_DEPT
     out += b'\x00S.E'
 
 
+_D_DeleteOnNoLinksOrMessages: dict[str, Any] = {}  # (mandatory fields: None, always read)
+
+
 def _dec_DeleteOnNoLinksOrMessages(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
-    if ctor == 0x45:
+    if ctor == 0x45:  # list0: every field at its default
         o = _new(DeleteOnNoLinksOrMessages)
-        _set(o, '__dict__', {})
+        _set(o, '__dict__', _D_DeleteOnNoLinksOrMessages.copy())
         return o, pos
     return _dec_DeleteOnNoLinksOrMessages_exact(ctor, buf, pos, end, depth)
 
@@ -5916,12 +5788,16 @@ def _enc_SaslMechanisms(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         end_list(out, s, n)
 
 
+_D_SaslMechanisms: dict[str, Any] = {'sasl_server_mechanisms': None}  # (mandatory fields: None, always read)
+
+
 def _dec_SaslMechanisms(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
         count = buf[pos + 1]
         lend = pos + 1 + buf[pos]
         if count <= 1 and lend <= end:
             p = pos + 2
+            d = _D_SaslMechanisms.copy()
             v: Any
             e: Any
             try:
@@ -5929,7 +5805,7 @@ def _dec_SaslMechanisms(ctor: int, buf: bytes, pos: int, end: int, depth: int = 
                     v, p = r_symbols(buf, p, lend)
                     if v is None:
                         raise SlowPath
-                    a0 = v
+                    d['sasl_server_mechanisms'] = v
                 else:
                     raise SlowPath
             except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
@@ -5937,7 +5813,7 @@ def _dec_SaslMechanisms(ctor: int, buf: bytes, pos: int, end: int, depth: int = 
             else:
                 if p == lend:
                     o = _new(SaslMechanisms)
-                    _set(o, '__dict__', {'sasl_server_mechanisms': a0})
+                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_SaslMechanisms_exact(ctor, buf, pos, end, depth)
 
@@ -6043,12 +5919,16 @@ def _enc_SaslInit(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         end_list(out, s, n)
 
 
+_D_SaslInit: dict[str, Any] = {'mechanism': None, 'initial_response': None, 'hostname': None}  # (mandatory fields: None, always read)
+
+
 def _dec_SaslInit(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
         count = buf[pos + 1]
         lend = pos + 1 + buf[pos]
         if count <= 3 and lend <= end:
             p = pos + 2
+            d = _D_SaslInit.copy()
             v: Any
             e: Any
             try:
@@ -6056,52 +5936,47 @@ def _dec_SaslInit(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DE
                     c = buf[p]
                     if c == 0xa3:
                         e = p + 2 + buf[p + 1]
-                        v = buf[p + 2:e].decode('ascii')
+                        d['mechanism'] = buf[p + 2:e].decode('ascii')
                         p = e
                     elif c == 0x40:
-                        v = None
-                        p += 1
+                        raise SlowPath
                     else:
                         v, p = r_symbol(buf, p, lend)
-                    if v is None:
-                        raise SlowPath
-                    a0 = v
+                        if v is None:
+                            raise SlowPath
+                        d['mechanism'] = v
                 else:
                     raise SlowPath
                 if count > 1:
                     c = buf[p]
                     if c == 0xa0:
                         e = p + 2 + buf[p + 1]
-                        v = buf[p + 2:e]
+                        d['initial_response'] = buf[p + 2:e]
                         p = e
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_binary(buf, p, lend)
-                    a1 = v
-                else:
-                    a1 = None
+                        if v is not None:
+                            d['initial_response'] = v
                 if count > 2:
                     c = buf[p]
                     if c == 0xa1:
                         e = p + 2 + buf[p + 1]
-                        v = buf[p + 2:e].decode()
+                        d['hostname'] = buf[p + 2:e].decode()
                         p = e
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_string(buf, p, lend)
-                    a2 = v
-                else:
-                    a2 = None
+                        if v is not None:
+                            d['hostname'] = v
             except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
                 pass
             else:
                 if p == lend:
                     o = _new(SaslInit)
-                    _set(o, '__dict__', {'mechanism': a0, 'initial_response': a1, 'hostname': a2})
+                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_SaslInit_exact(ctor, buf, pos, end, depth)
 
@@ -6205,12 +6080,16 @@ def _enc_SaslChallenge(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         end_list(out, s, n)
 
 
+_D_SaslChallenge: dict[str, Any] = {'challenge': None}  # (mandatory fields: None, always read)
+
+
 def _dec_SaslChallenge(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
         count = buf[pos + 1]
         lend = pos + 1 + buf[pos]
         if count <= 1 and lend <= end:
             p = pos + 2
+            d = _D_SaslChallenge.copy()
             v: Any
             e: Any
             try:
@@ -6218,16 +6097,15 @@ def _dec_SaslChallenge(ctor: int, buf: bytes, pos: int, end: int, depth: int = M
                     c = buf[p]
                     if c == 0xa0:
                         e = p + 2 + buf[p + 1]
-                        v = buf[p + 2:e]
+                        d['challenge'] = buf[p + 2:e]
                         p = e
                     elif c == 0x40:
-                        v = None
-                        p += 1
+                        raise SlowPath
                     else:
                         v, p = r_binary(buf, p, lend)
-                    if v is None:
-                        raise SlowPath
-                    a0 = v
+                        if v is None:
+                            raise SlowPath
+                        d['challenge'] = v
                 else:
                     raise SlowPath
             except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
@@ -6235,7 +6113,7 @@ def _dec_SaslChallenge(ctor: int, buf: bytes, pos: int, end: int, depth: int = M
             else:
                 if p == lend:
                     o = _new(SaslChallenge)
-                    _set(o, '__dict__', {'challenge': a0})
+                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_SaslChallenge_exact(ctor, buf, pos, end, depth)
 
@@ -6313,12 +6191,16 @@ def _enc_SaslResponse(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         end_list(out, s, n)
 
 
+_D_SaslResponse: dict[str, Any] = {'response': None}  # (mandatory fields: None, always read)
+
+
 def _dec_SaslResponse(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
         count = buf[pos + 1]
         lend = pos + 1 + buf[pos]
         if count <= 1 and lend <= end:
             p = pos + 2
+            d = _D_SaslResponse.copy()
             v: Any
             e: Any
             try:
@@ -6326,16 +6208,15 @@ def _dec_SaslResponse(ctor: int, buf: bytes, pos: int, end: int, depth: int = MA
                     c = buf[p]
                     if c == 0xa0:
                         e = p + 2 + buf[p + 1]
-                        v = buf[p + 2:e]
+                        d['response'] = buf[p + 2:e]
                         p = e
                     elif c == 0x40:
-                        v = None
-                        p += 1
+                        raise SlowPath
                     else:
                         v, p = r_binary(buf, p, lend)
-                    if v is None:
-                        raise SlowPath
-                    a0 = v
+                        if v is None:
+                            raise SlowPath
+                        d['response'] = v
                 else:
                     raise SlowPath
             except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
@@ -6343,7 +6224,7 @@ def _dec_SaslResponse(ctor: int, buf: bytes, pos: int, end: int, depth: int = MA
             else:
                 if p == lend:
                     o = _new(SaslResponse)
-                    _set(o, '__dict__', {'response': a0})
+                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_SaslResponse_exact(ctor, buf, pos, end, depth)
 
@@ -6427,12 +6308,16 @@ def _enc_SaslOutcome(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         end_list(out, s, n)
 
 
+_D_SaslOutcome: dict[str, Any] = {'code': None, 'additional_data': None}  # (mandatory fields: None, always read)
+
+
 def _dec_SaslOutcome(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
         count = buf[pos + 1]
         lend = pos + 1 + buf[pos]
         if count <= 2 and lend <= end:
             p = pos + 2
+            d = _D_SaslOutcome.copy()
             v: Any
             e: Any
             try:
@@ -6453,29 +6338,27 @@ def _dec_SaslOutcome(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX
                         v = e
                     if v is None:
                         raise SlowPath
-                    a0 = v
+                    d['code'] = v
                 else:
                     raise SlowPath
                 if count > 1:
                     c = buf[p]
                     if c == 0xa0:
                         e = p + 2 + buf[p + 1]
-                        v = buf[p + 2:e]
+                        d['additional_data'] = buf[p + 2:e]
                         p = e
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_binary(buf, p, lend)
-                    a1 = v
-                else:
-                    a1 = None
+                        if v is not None:
+                            d['additional_data'] = v
             except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
                 pass
             else:
                 if p == lend:
                     o = _new(SaslOutcome)
-                    _set(o, '__dict__', {'code': a0, 'additional_data': a1})
+                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_SaslOutcome_exact(ctor, buf, pos, end, depth)
 
@@ -6567,30 +6450,33 @@ def _enc_Coordinator(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         end_list(out, s, n)
 
 
+_D_Coordinator: dict[str, Any] = {'capabilities': None}  # (mandatory fields: None, always read)
+
+
 def _dec_Coordinator(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     if ctor == 0x45:  # list0: every field at its default
         o = _new(Coordinator)
-        _set(o, '__dict__', {'capabilities': None})
+        _set(o, '__dict__', _D_Coordinator.copy())
         return o, pos
     if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
         count = buf[pos + 1]
         lend = pos + 1 + buf[pos]
         if count <= 1 and lend <= end:
             p = pos + 2
+            d = _D_Coordinator.copy()
             v: Any
             e: Any
             try:
                 if count > 0:
                     v, p = r_symbols(buf, p, lend)
-                    a0 = v
-                else:
-                    a0 = None
+                    if v is not None:
+                        d['capabilities'] = v
             except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
                 pass
             else:
                 if p == lend:
                     o = _new(Coordinator)
-                    _set(o, '__dict__', {'capabilities': a0})
+                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_Coordinator_exact(ctor, buf, pos, end, depth)
 
@@ -6662,30 +6548,33 @@ def _enc_Declare(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         end_list(out, s, n)
 
 
+_D_Declare: dict[str, Any] = {'global_id': None}  # (mandatory fields: None, always read)
+
+
 def _dec_Declare(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     if ctor == 0x45:  # list0: every field at its default
         o = _new(Declare)
-        _set(o, '__dict__', {'global_id': None})
+        _set(o, '__dict__', _D_Declare.copy())
         return o, pos
     if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
         count = buf[pos + 1]
         lend = pos + 1 + buf[pos]
         if count <= 1 and lend <= end:
             p = pos + 2
+            d = _D_Declare.copy()
             v: Any
             e: Any
             try:
                 if count > 0:
                     v, p = r_any(buf, p, lend, depth - 1)
-                    a0 = v
-                else:
-                    a0 = None
+                    if v is not None:
+                        d['global_id'] = v
             except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
                 pass
             else:
                 if p == lend:
                     o = _new(Declare)
-                    _set(o, '__dict__', {'global_id': a0})
+                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_Declare_exact(ctor, buf, pos, end, depth)
 
@@ -6754,12 +6643,16 @@ def _enc_Discharge(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         end_list(out, s, n)
 
 
+_D_Discharge: dict[str, Any] = {'txn_id': None, 'fail': None}  # (mandatory fields: None, always read)
+
+
 def _dec_Discharge(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
         count = buf[pos + 1]
         lend = pos + 1 + buf[pos]
         if count <= 2 and lend <= end:
             p = pos + 2
+            d = _D_Discharge.copy()
             v: Any
             e: Any
             try:
@@ -6769,31 +6662,29 @@ def _dec_Discharge(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_D
                         raise d_kind('discharge', 'txn-id', v, 'txn-id', p)
                     if v is None:
                         raise SlowPath
-                    a0 = v
+                    d['txn_id'] = v
                 else:
                     raise SlowPath
                 if count > 1:
                     c = buf[p]
                     if c == 0x41:
-                        v = True
+                        d['fail'] = True
                         p += 1
                     elif c == 0x42:
-                        v = False
+                        d['fail'] = False
                         p += 1
                     elif c == 0x40:
-                        v = None
                         p += 1
                     else:
                         v, p = r_boolean(buf, p, lend)
-                    a1 = v
-                else:
-                    a1 = None
+                        if v is not None:
+                            d['fail'] = v
             except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
                 pass
             else:
                 if p == lend:
                     o = _new(Discharge)
-                    _set(o, '__dict__', {'txn_id': a0, 'fail': a1})
+                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_Discharge_exact(ctor, buf, pos, end, depth)
 
@@ -6880,12 +6771,16 @@ def _enc_Declared(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         end_list(out, s, n)
 
 
+_D_Declared: dict[str, Any] = {'txn_id': None}  # (mandatory fields: None, always read)
+
+
 def _dec_Declared(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
         count = buf[pos + 1]
         lend = pos + 1 + buf[pos]
         if count <= 1 and lend <= end:
             p = pos + 2
+            d = _D_Declared.copy()
             v: Any
             e: Any
             try:
@@ -6895,7 +6790,7 @@ def _dec_Declared(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DE
                         raise d_kind('declared', 'txn-id', v, 'txn-id', p)
                     if v is None:
                         raise SlowPath
-                    a0 = v
+                    d['txn_id'] = v
                 else:
                     raise SlowPath
             except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
@@ -6903,7 +6798,7 @@ def _dec_Declared(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DE
             else:
                 if p == lend:
                     o = _new(Declared)
-                    _set(o, '__dict__', {'txn_id': a0})
+                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_Declared_exact(ctor, buf, pos, end, depth)
 
@@ -6983,12 +6878,16 @@ def _enc_TransactionalState(o: Any, out: bytearray, depth: int = MAX_DEPTH) -> N
         end_list(out, s, n)
 
 
+_D_TransactionalState: dict[str, Any] = {'txn_id': None, 'outcome': None}  # (mandatory fields: None, always read)
+
+
 def _dec_TransactionalState(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
         count = buf[pos + 1]
         lend = pos + 1 + buf[pos]
         if count <= 2 and lend <= end:
             p = pos + 2
+            d = _D_TransactionalState.copy()
             v: Any
             e: Any
             try:
@@ -6998,22 +6897,21 @@ def _dec_TransactionalState(ctor: int, buf: bytes, pos: int, end: int, depth: in
                         raise d_kind('transactional-state', 'txn-id', v, 'txn-id', p)
                     if v is None:
                         raise SlowPath
-                    a0 = v
+                    d['txn_id'] = v
                 else:
                     raise SlowPath
                 if count > 1:
                     v, p = r_any(buf, p, lend, depth - 1)
                     if v is not None and not isinstance(v, (Accepted, Rejected, Released, Modified, Declared, Described,)):
                         raise d_kind('transactional-state', 'outcome', v, 'outcome', p)
-                    a1 = v
-                else:
-                    a1 = None
+                    if v is not None:
+                        d['outcome'] = v
             except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
                 pass
             else:
                 if p == lend:
                     o = _new(TransactionalState)
-                    _set(o, '__dict__', {'txn_id': a0, 'outcome': a1})
+                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_TransactionalState_exact(ctor, buf, pos, end, depth)
 
