@@ -24,7 +24,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 from amqp_sansio.client import ClientConnection
@@ -58,6 +58,8 @@ _READ_SIZE = 256 * 1024
 HIGH_WATER = 8 * 1024 * 1024  # publishers wait while more than this is unsent
 _LOW_WATER = 1 * 1024 * 1024
 _LINGER = 2.0  # seconds to flush the last output once the core is closed
+#: Inside IOPump.corked(), the I/O thread is woken by one poke in this many.
+CORK_POKES = 64
 
 
 def ssl_context(params: ConnectionParams) -> ssl.SSLContext:
@@ -126,6 +128,8 @@ class IOPump:
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
         self._poked = False
+        self._corked = 0  # depth of corked() blocks
+        self._held = 0  # pokes held back since the I/O thread was last woken
         self._stop = False
         self.io_done = False
         self.buffered = 0  # octets the I/O thread has not written yet
@@ -168,7 +172,29 @@ class IOPump:
 
     # -- for user threads (lock held) -----------------------------------------------
     def poke(self) -> None:
-        """Wake the I/O thread: the policy has output."""
+        """Wake the I/O thread: the policy has output (inside :meth:`corked`,
+        one poke in :data:`CORK_POKES` wakes it)."""
+        if self._corked:
+            self._held += 1
+            if self._held < CORK_POKES:
+                return
+        self._wake()
+
+    @contextlib.contextmanager
+    def corked(self) -> Iterator[None]:
+        """Hold back most pokes for the block (see ``SessionBase.corked``);
+        a wait still wakes the I/O thread, and so does the block's end."""
+        with self.lock:
+            self._corked += 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self._corked -= 1
+                self._wake()
+
+    def _wake(self) -> None:
+        self._held = 0
         if self._poked or threading.get_ident() == self._io_ident:
             return
         self._poked = True
@@ -188,7 +214,7 @@ class IOPump:
         ``timeout`` (DEFAULT: the connection's ``read_timeout``) passes."""
         timeout = self.timeout(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
-        self.poke()
+        self._wake()
         while not ready():
             self.check()
             if deadline is None:

@@ -596,6 +596,34 @@ def test_many_threads_publish_on_one_connection(env: Env) -> None:
         assert mine == list(range(per))  # each thread's messages in its order
 
 
+def test_corked_publishes_wake_the_io_thread_once_in_64(env: Env,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from amqp_sansio_socket import _io
+
+    wakes: list[object] = []
+    real = _io.IOPump._wake
+
+    def counted(pump: _io.IOPump) -> None:
+        wakes.append(pump)
+        real(pump)
+
+    monkeypatch.setattr(_io.IOPump, "_wake", counted)
+    with connect(env.url()) as conn, conn.session() as s:
+        s.declare_queue("corked")
+        del wakes[:]
+        with s.corked():
+            for i in range(640):
+                s.publish(b"%d" % i, routing_key="corked", wait=False, confirm=True)
+            s.sync()  # a wait inside the block wakes the I/O thread: no hang
+            for i in range(640, 650):
+                s.publish(b"%d" % i, routing_key="corked", wait=False)
+        # 640 publishes: 10 wake-ups; the sync and the block's end: one each
+        assert 640 // _io.CORK_POKES <= len(wakes) <= 640 // _io.CORK_POKES + 2
+        s.sync()
+        assert [int(b) for b in drain(s, "corked")] == list(range(650))
+        assert not s.rejected
+
+
 def test_server_stop_is_seen_by_blocked_consumer(env: Env) -> None:
     conn = connect(env.url())
     s = conn.session()
