@@ -33,13 +33,10 @@ machine, where the rates are the broker's as much as the clients').
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -49,6 +46,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 import peers_1_0 as peers  # noqa: E402
+from e2e_0_10 import broker_process  # noqa: E402
 
 from amqp_sansio_socket import connect  # noqa: E402
 
@@ -87,28 +85,6 @@ def peer(run: Any, port: int, address: str, count: int, size: int, prefetch: int
             "receive": {"rate": count / r["seconds"], "cpu_us": r["cpu"] / count * 1e6}}
 
 
-@contextlib.contextmanager
-def embedded_broker() -> Iterator[int]:
-    """Our broker in a process of its own (its CPU is not the client's);
-    yields its port, stops it by its pid."""
-    proc = subprocess.Popen([sys.executable, "-m", "amqp_sansio_broker", "--port", "0", "-q"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                            cwd=ROOT)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline().strip()  # amqp://HOST:PORT once it listens
-        if not line.startswith("amqp://"):
-            raise RuntimeError(f"the embedded broker did not start: {line!r}")
-        yield int(line.rsplit(":", 1)[1])
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--count", type=int, default=100_000)
@@ -131,8 +107,8 @@ def main(argv: list[str] | None = None) -> int:
                 node = stack.enter_context(rabbitmq.running_node())
                 port, auth = node.port, {"username": "guest", "password": "guest"}
                 url = f"amqp://guest:guest@127.0.0.1:{port}?protocol=1.0"
-            elif b == "embedded":
-                port = stack.enter_context(embedded_broker())
+            elif b == "embedded":  # in a process of its own, stopped by its pid
+                port = int(stack.enter_context(broker_process("-q")).rsplit(":", 1)[1])
                 auth = {"username": "guest", "password": "guest"}
                 url = f"amqp://guest:guest@127.0.0.1:{port}?protocol=1.0"
             else:

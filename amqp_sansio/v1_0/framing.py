@@ -324,6 +324,8 @@ def transfer_fields(buf: bytes | bytearray, p: int, end: int) -> tuple[TransferF
             return None
         if not 5 <= count <= 11 or lend > end:
             return None
+        # the uints unrolled, each its own branches: a helper call or a
+        # table (int.from_bytes of a slice) makes this function twice as slow
         c = buf[p]  # handle: uint
         if c == 0x52:
             handle = buf[p + 1]
