@@ -593,10 +593,10 @@ def _fast_read(m: Model, t: dict[str, Any], f: dict[str, Any], r: dict[str, Any]
 def _render_fast_decoder(m: Model, t: dict[str, Any], cn: str, infos: list[Any],
                          arche: dict[str, Any], w: Any) -> None:
     """The decoder registered for the class: the usual encodings of every
-    field read inline (list8, the small and 8-bit forms) into a copy of the
-    class's defaults (a dict copy and a store per field given is far cheaper
-    than a dict display of every field); on anything else it hands the same
-    octets to ``_dec_X_exact``."""
+    field read inline (list8, the small and 8-bit forms) into the new
+    instance's dict, filled first with the class's defaults (an update and a
+    store per field given is far cheaper than a dict display of every
+    field); on anything else it hands the same octets to ``_dec_X_exact``."""
     nf = len(infos)
     w("")
     w("")
@@ -617,7 +617,9 @@ def _render_fast_decoder(m: Model, t: dict[str, Any], cn: str, infos: list[Any],
         w("        lend = pos + 1 + buf[pos]")
         w(f"        if count <= {nf} and lend <= end:")
         w("            p = pos + 2")
-        w(f"            d = _D_{cn}.copy()")
+        w(f"            o = _new({cn})")
+        w("            d = o.__dict__  # (cheaper than building one and setting it)")
+        w(f"            d.update(_D_{cn})")
         w("            v: Any")
         w("            e: Any")
         w("            try:")
@@ -632,8 +634,6 @@ def _render_fast_decoder(m: Model, t: dict[str, Any], cn: str, infos: list[Any],
         w("                pass")
         w("            else:")
         w("                if p == lend:")
-        w(f"                    o = _new({cn})")
-        w("                    _set(o, '__dict__', d)")
         w("                    return o, lend")
     w(f"    return _dec_{cn}_exact(ctor, buf, pos, end, depth)")
 

@@ -248,16 +248,22 @@ def decode_message(payload: bytes) -> AmqpMessage:
             ap, pos = _dec_ap(payload[pos + 3], payload, pos + 4, n, MAX_DEPTH)
             code = payload[pos + 2] if pos < n and payload[pos] == 0x00 and \
                 payload[pos + 1] == 0x53 else 0
-        if code == 0x75 or code == 0x76:  # data+ or amqp-sequence+
+        if code == 0x75 or code == 0x76:  # data+ or amqp-sequence+ (mostly one)
             kind = code
             dec = _dec_data if code == 0x75 else _dec_sequence
-            parts = []
-            while code == kind:
-                s, pos = dec(payload[pos + 3], payload, pos + 4, n, MAX_DEPTH)
-                parts.append(s)
-                code = payload[pos + 2] if pos < n and payload[pos] == 0x00 and \
-                    payload[pos + 1] == 0x53 else 0
-            body = tuple(parts)
+            s, pos = dec(payload[pos + 3], payload, pos + 4, n, MAX_DEPTH)
+            code = payload[pos + 2] if pos < n and payload[pos] == 0x00 and \
+                payload[pos + 1] == 0x53 else 0
+            if code != kind:
+                body = (s,)
+            else:
+                parts = [s]
+                while code == kind:
+                    s, pos = dec(payload[pos + 3], payload, pos + 4, n, MAX_DEPTH)
+                    parts.append(s)
+                    code = payload[pos + 2] if pos < n and payload[pos] == 0x00 and \
+                        payload[pos + 1] == 0x53 else 0
+                body = tuple(parts)
         elif code == 0x77:
             body, pos = _dec_value(payload[pos + 3], payload, pos + 4, n, MAX_DEPTH)
             code = payload[pos + 2] if pos < n and payload[pos] == 0x00 and \

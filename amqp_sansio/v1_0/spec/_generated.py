@@ -311,7 +311,9 @@ def _dec_Open(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH)
         lend = pos + 1 + buf[pos]
         if count <= 10 and lend <= end:
             p = pos + 2
-            d = _D_Open.copy()
+            o = _new(Open)
+            d = o.__dict__  # (cheaper than building one and setting it)
+            d.update(_D_Open)
             v: Any
             e: Any
             try:
@@ -398,8 +400,6 @@ def _dec_Open(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH)
                 pass
             else:
                 if p == lend:
-                    o = _new(Open)
-                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_Open_exact(ctor, buf, pos, end, depth)
 
@@ -663,7 +663,9 @@ def _dec_Begin(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH
         lend = pos + 1 + buf[pos]
         if count <= 8 and lend <= end:
             p = pos + 2
-            d = _D_Begin.copy()
+            o = _new(Begin)
+            d = o.__dict__  # (cheaper than building one and setting it)
+            d.update(_D_Begin)
             v: Any
             e: Any
             try:
@@ -752,8 +754,6 @@ def _dec_Begin(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH
                 pass
             else:
                 if p == lend:
-                    o = _new(Begin)
-                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_Begin_exact(ctor, buf, pos, end, depth)
 
@@ -1031,7 +1031,9 @@ def _dec_Attach(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
         lend = pos + 1 + buf[pos]
         if count <= 14 and lend <= end:
             p = pos + 2
-            d = _D_Attach.copy()
+            o = _new(Attach)
+            d = o.__dict__  # (cheaper than building one and setting it)
+            d.update(_D_Attach)
             v: Any
             e: Any
             try:
@@ -1198,8 +1200,6 @@ def _dec_Attach(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
                 pass
             else:
                 if p == lend:
-                    o = _new(Attach)
-                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_Attach_exact(ctor, buf, pos, end, depth)
 
@@ -1566,7 +1566,9 @@ def _dec_Flow(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH)
         lend = pos + 1 + buf[pos]
         if count <= 11 and lend <= end:
             p = pos + 2
-            d = _D_Flow.copy()
+            o = _new(Flow)
+            d = o.__dict__  # (cheaper than building one and setting it)
+            d.update(_D_Flow)
             v: Any
             e: Any
             try:
@@ -1727,8 +1729,6 @@ def _dec_Flow(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH)
                 pass
             else:
                 if p == lend:
-                    o = _new(Flow)
-                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_Flow_exact(ctor, buf, pos, end, depth)
 
@@ -2023,7 +2023,9 @@ def _dec_Transfer(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DE
         lend = pos + 1 + buf[pos]
         if count <= 11 and lend <= end:
             p = pos + 2
-            d = _D_Transfer.copy()
+            o = _new(Transfer)
+            d = o.__dict__  # (cheaper than building one and setting it)
+            d.update(_D_Transfer)
             v: Any
             e: Any
             try:
@@ -2185,8 +2187,6 @@ def _dec_Transfer(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DE
                 pass
             else:
                 if p == lend:
-                    o = _new(Transfer)
-                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_Transfer_exact(ctor, buf, pos, end, depth)
 
@@ -2451,7 +2451,9 @@ def _dec_Disposition(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX
         lend = pos + 1 + buf[pos]
         if count <= 6 and lend <= end:
             p = pos + 2
-            d = _D_Disposition.copy()
+            o = _new(Disposition)
+            d = o.__dict__  # (cheaper than building one and setting it)
+            d.update(_D_Disposition)
             v: Any
             e: Any
             try:
@@ -2547,8 +2549,6 @@ def _dec_Disposition(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX
                 pass
             else:
                 if p == lend:
-                    o = _new(Disposition)
-                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_Disposition_exact(ctor, buf, pos, end, depth)
 
@@ -2724,7 +2724,9 @@ def _dec_Detach(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
         lend = pos + 1 + buf[pos]
         if count <= 3 and lend <= end:
             p = pos + 2
-            d = _D_Detach.copy()
+            o = _new(Detach)
+            d = o.__dict__  # (cheaper than building one and setting it)
+            d.update(_D_Detach)
             v: Any
             e: Any
             try:
@@ -2769,8 +2771,6 @@ def _dec_Detach(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
                 pass
             else:
                 if p == lend:
-                    o = _new(Detach)
-                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_Detach_exact(ctor, buf, pos, end, depth)
 
@@ -2885,7 +2885,9 @@ def _dec_End(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) 
         lend = pos + 1 + buf[pos]
         if count <= 1 and lend <= end:
             p = pos + 2
-            d = _D_End.copy()
+            o = _new(End)
+            d = o.__dict__  # (cheaper than building one and setting it)
+            d.update(_D_End)
             v: Any
             e: Any
             try:
@@ -2899,8 +2901,6 @@ def _dec_End(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) 
                 pass
             else:
                 if p == lend:
-                    o = _new(End)
-                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_End_exact(ctor, buf, pos, end, depth)
 
@@ -2984,7 +2984,9 @@ def _dec_Close(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH
         lend = pos + 1 + buf[pos]
         if count <= 1 and lend <= end:
             p = pos + 2
-            d = _D_Close.copy()
+            o = _new(Close)
+            d = o.__dict__  # (cheaper than building one and setting it)
+            d.update(_D_Close)
             v: Any
             e: Any
             try:
@@ -2998,8 +3000,6 @@ def _dec_Close(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH
                 pass
             else:
                 if p == lend:
-                    o = _new(Close)
-                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_Close_exact(ctor, buf, pos, end, depth)
 
@@ -3105,7 +3105,9 @@ def _dec_Error(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH
         lend = pos + 1 + buf[pos]
         if count <= 3 and lend <= end:
             p = pos + 2
-            d = _D_Error.copy()
+            o = _new(Error)
+            d = o.__dict__  # (cheaper than building one and setting it)
+            d.update(_D_Error)
             v: Any
             e: Any
             try:
@@ -3144,8 +3146,6 @@ def _dec_Error(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH
                 pass
             else:
                 if p == lend:
-                    o = _new(Error)
-                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_Error_exact(ctor, buf, pos, end, depth)
 
@@ -3289,7 +3289,9 @@ def _dec_Header(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
         lend = pos + 1 + buf[pos]
         if count <= 5 and lend <= end:
             p = pos + 2
-            d = _D_Header.copy()
+            o = _new(Header)
+            d = o.__dict__  # (cheaper than building one and setting it)
+            d.update(_D_Header)
             v: Any
             e: Any
             try:
@@ -3364,8 +3366,6 @@ def _dec_Header(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
                 pass
             else:
                 if p == lend:
-                    o = _new(Header)
-                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_Header_exact(ctor, buf, pos, end, depth)
 
@@ -3743,7 +3743,9 @@ def _dec_Properties(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_
         lend = pos + 1 + buf[pos]
         if count <= 13 and lend <= end:
             p = pos + 2
-            d = _D_Properties.copy()
+            o = _new(Properties)
+            d = o.__dict__  # (cheaper than building one and setting it)
+            d.update(_D_Properties)
             v: Any
             e: Any
             try:
@@ -3901,8 +3903,6 @@ def _dec_Properties(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_
                 pass
             else:
                 if p == lend:
-                    o = _new(Properties)
-                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_Properties_exact(ctor, buf, pos, end, depth)
 
@@ -4351,7 +4351,9 @@ def _dec_Received(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DE
         lend = pos + 1 + buf[pos]
         if count <= 2 and lend <= end:
             p = pos + 2
-            d = _D_Received.copy()
+            o = _new(Received)
+            d = o.__dict__  # (cheaper than building one and setting it)
+            d.update(_D_Received)
             v: Any
             e: Any
             try:
@@ -4393,8 +4395,6 @@ def _dec_Received(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DE
                 pass
             else:
                 if p == lend:
-                    o = _new(Received)
-                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_Received_exact(ctor, buf, pos, end, depth)
 
@@ -4541,7 +4541,9 @@ def _dec_Rejected(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DE
         lend = pos + 1 + buf[pos]
         if count <= 1 and lend <= end:
             p = pos + 2
-            d = _D_Rejected.copy()
+            o = _new(Rejected)
+            d = o.__dict__  # (cheaper than building one and setting it)
+            d.update(_D_Rejected)
             v: Any
             e: Any
             try:
@@ -4555,8 +4557,6 @@ def _dec_Rejected(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DE
                 pass
             else:
                 if p == lend:
-                    o = _new(Rejected)
-                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_Rejected_exact(ctor, buf, pos, end, depth)
 
@@ -4697,7 +4697,9 @@ def _dec_Modified(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DE
         lend = pos + 1 + buf[pos]
         if count <= 3 and lend <= end:
             p = pos + 2
-            d = _D_Modified.copy()
+            o = _new(Modified)
+            d = o.__dict__  # (cheaper than building one and setting it)
+            d.update(_D_Modified)
             v: Any
             e: Any
             try:
@@ -4737,8 +4739,6 @@ def _dec_Modified(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DE
                 pass
             else:
                 if p == lend:
-                    o = _new(Modified)
-                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_Modified_exact(ctor, buf, pos, end, depth)
 
@@ -4933,7 +4933,9 @@ def _dec_Source(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
         lend = pos + 1 + buf[pos]
         if count <= 11 and lend <= end:
             p = pos + 2
-            d = _D_Source.copy()
+            o = _new(Source)
+            d = o.__dict__  # (cheaper than building one and setting it)
+            d.update(_D_Source)
             v: Any
             e: Any
             try:
@@ -5053,8 +5055,6 @@ def _dec_Source(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
                 pass
             else:
                 if p == lend:
-                    o = _new(Source)
-                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_Source_exact(ctor, buf, pos, end, depth)
 
@@ -5345,7 +5345,9 @@ def _dec_Target(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
         lend = pos + 1 + buf[pos]
         if count <= 7 and lend <= end:
             p = pos + 2
-            d = _D_Target.copy()
+            o = _new(Target)
+            d = o.__dict__  # (cheaper than building one and setting it)
+            d.update(_D_Target)
             v: Any
             e: Any
             try:
@@ -5439,8 +5441,6 @@ def _dec_Target(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPT
                 pass
             else:
                 if p == lend:
-                    o = _new(Target)
-                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_Target_exact(ctor, buf, pos, end, depth)
 
@@ -5797,7 +5797,9 @@ def _dec_SaslMechanisms(ctor: int, buf: bytes, pos: int, end: int, depth: int = 
         lend = pos + 1 + buf[pos]
         if count <= 1 and lend <= end:
             p = pos + 2
-            d = _D_SaslMechanisms.copy()
+            o = _new(SaslMechanisms)
+            d = o.__dict__  # (cheaper than building one and setting it)
+            d.update(_D_SaslMechanisms)
             v: Any
             e: Any
             try:
@@ -5812,8 +5814,6 @@ def _dec_SaslMechanisms(ctor: int, buf: bytes, pos: int, end: int, depth: int = 
                 pass
             else:
                 if p == lend:
-                    o = _new(SaslMechanisms)
-                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_SaslMechanisms_exact(ctor, buf, pos, end, depth)
 
@@ -5928,7 +5928,9 @@ def _dec_SaslInit(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DE
         lend = pos + 1 + buf[pos]
         if count <= 3 and lend <= end:
             p = pos + 2
-            d = _D_SaslInit.copy()
+            o = _new(SaslInit)
+            d = o.__dict__  # (cheaper than building one and setting it)
+            d.update(_D_SaslInit)
             v: Any
             e: Any
             try:
@@ -5975,8 +5977,6 @@ def _dec_SaslInit(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DE
                 pass
             else:
                 if p == lend:
-                    o = _new(SaslInit)
-                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_SaslInit_exact(ctor, buf, pos, end, depth)
 
@@ -6089,7 +6089,9 @@ def _dec_SaslChallenge(ctor: int, buf: bytes, pos: int, end: int, depth: int = M
         lend = pos + 1 + buf[pos]
         if count <= 1 and lend <= end:
             p = pos + 2
-            d = _D_SaslChallenge.copy()
+            o = _new(SaslChallenge)
+            d = o.__dict__  # (cheaper than building one and setting it)
+            d.update(_D_SaslChallenge)
             v: Any
             e: Any
             try:
@@ -6112,8 +6114,6 @@ def _dec_SaslChallenge(ctor: int, buf: bytes, pos: int, end: int, depth: int = M
                 pass
             else:
                 if p == lend:
-                    o = _new(SaslChallenge)
-                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_SaslChallenge_exact(ctor, buf, pos, end, depth)
 
@@ -6200,7 +6200,9 @@ def _dec_SaslResponse(ctor: int, buf: bytes, pos: int, end: int, depth: int = MA
         lend = pos + 1 + buf[pos]
         if count <= 1 and lend <= end:
             p = pos + 2
-            d = _D_SaslResponse.copy()
+            o = _new(SaslResponse)
+            d = o.__dict__  # (cheaper than building one and setting it)
+            d.update(_D_SaslResponse)
             v: Any
             e: Any
             try:
@@ -6223,8 +6225,6 @@ def _dec_SaslResponse(ctor: int, buf: bytes, pos: int, end: int, depth: int = MA
                 pass
             else:
                 if p == lend:
-                    o = _new(SaslResponse)
-                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_SaslResponse_exact(ctor, buf, pos, end, depth)
 
@@ -6317,7 +6317,9 @@ def _dec_SaslOutcome(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX
         lend = pos + 1 + buf[pos]
         if count <= 2 and lend <= end:
             p = pos + 2
-            d = _D_SaslOutcome.copy()
+            o = _new(SaslOutcome)
+            d = o.__dict__  # (cheaper than building one and setting it)
+            d.update(_D_SaslOutcome)
             v: Any
             e: Any
             try:
@@ -6357,8 +6359,6 @@ def _dec_SaslOutcome(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX
                 pass
             else:
                 if p == lend:
-                    o = _new(SaslOutcome)
-                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_SaslOutcome_exact(ctor, buf, pos, end, depth)
 
@@ -6463,7 +6463,9 @@ def _dec_Coordinator(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX
         lend = pos + 1 + buf[pos]
         if count <= 1 and lend <= end:
             p = pos + 2
-            d = _D_Coordinator.copy()
+            o = _new(Coordinator)
+            d = o.__dict__  # (cheaper than building one and setting it)
+            d.update(_D_Coordinator)
             v: Any
             e: Any
             try:
@@ -6475,8 +6477,6 @@ def _dec_Coordinator(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX
                 pass
             else:
                 if p == lend:
-                    o = _new(Coordinator)
-                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_Coordinator_exact(ctor, buf, pos, end, depth)
 
@@ -6561,7 +6561,9 @@ def _dec_Declare(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEP
         lend = pos + 1 + buf[pos]
         if count <= 1 and lend <= end:
             p = pos + 2
-            d = _D_Declare.copy()
+            o = _new(Declare)
+            d = o.__dict__  # (cheaper than building one and setting it)
+            d.update(_D_Declare)
             v: Any
             e: Any
             try:
@@ -6573,8 +6575,6 @@ def _dec_Declare(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEP
                 pass
             else:
                 if p == lend:
-                    o = _new(Declare)
-                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_Declare_exact(ctor, buf, pos, end, depth)
 
@@ -6652,7 +6652,9 @@ def _dec_Discharge(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_D
         lend = pos + 1 + buf[pos]
         if count <= 2 and lend <= end:
             p = pos + 2
-            d = _D_Discharge.copy()
+            o = _new(Discharge)
+            d = o.__dict__  # (cheaper than building one and setting it)
+            d.update(_D_Discharge)
             v: Any
             e: Any
             try:
@@ -6683,8 +6685,6 @@ def _dec_Discharge(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_D
                 pass
             else:
                 if p == lend:
-                    o = _new(Discharge)
-                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_Discharge_exact(ctor, buf, pos, end, depth)
 
@@ -6780,7 +6780,9 @@ def _dec_Declared(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DE
         lend = pos + 1 + buf[pos]
         if count <= 1 and lend <= end:
             p = pos + 2
-            d = _D_Declared.copy()
+            o = _new(Declared)
+            d = o.__dict__  # (cheaper than building one and setting it)
+            d.update(_D_Declared)
             v: Any
             e: Any
             try:
@@ -6797,8 +6799,6 @@ def _dec_Declared(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DE
                 pass
             else:
                 if p == lend:
-                    o = _new(Declared)
-                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_Declared_exact(ctor, buf, pos, end, depth)
 
@@ -6887,7 +6887,9 @@ def _dec_TransactionalState(ctor: int, buf: bytes, pos: int, end: int, depth: in
         lend = pos + 1 + buf[pos]
         if count <= 2 and lend <= end:
             p = pos + 2
-            d = _D_TransactionalState.copy()
+            o = _new(TransactionalState)
+            d = o.__dict__  # (cheaper than building one and setting it)
+            d.update(_D_TransactionalState)
             v: Any
             e: Any
             try:
@@ -6910,8 +6912,6 @@ def _dec_TransactionalState(ctor: int, buf: bytes, pos: int, end: int, depth: in
                 pass
             else:
                 if p == lend:
-                    o = _new(TransactionalState)
-                    _set(o, '__dict__', d)
                     return o, lend
     return _dec_TransactionalState_exact(ctor, buf, pos, end, depth)
 
