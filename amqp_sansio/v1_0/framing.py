@@ -48,6 +48,7 @@ PROTOCOL_IDS = {0: "amqp", 2: "tls", 3: "sasl"}
 EMPTY_FRAME = b"\x00\x00\x00\x08\x02\x00\x00\x00"
 _HEAD = struct.Struct(">IBBH")
 _U32 = struct.Struct(">I").unpack_from
+_pack_u32_into = struct.Struct(">I").pack_into
 _pack_head = _HEAD.pack
 _unpack_head = _HEAD.unpack_from
 
@@ -90,9 +91,12 @@ class Frame(NamedTuple):
 def encode_frame(body: SpecObject | None, channel: int = 0, payload: bytes = b"",
                  type: int = TYPE_AMQP, max_frame_size: int | None = None) -> bytes:  # noqa: A002
     """The octets of one frame (``body`` None: an empty frame)."""
-    out = bytearray(b"\x00\x00\x00\x00\x02")
-    out.append(type)
-    out += channel.to_bytes(2, "big")
+    try:  # size (set below), doff 2, type and channel in one go
+        out = bytearray(_pack_head(0, 2, type, channel))
+    except struct.error:  # out of range: the errors of the long way
+        out = bytearray(b"\x00\x00\x00\x00\x02")
+        out.append(type)
+        out += channel.to_bytes(2, "big")
     if body is not None:
         try:
             body.encode_into(body, out, MAX_DEPTH)
@@ -103,7 +107,7 @@ def encode_frame(body: SpecObject | None, channel: int = 0, payload: bytes = b""
     size = len(out)
     if max_frame_size is not None and size > max_frame_size:
         raise local_error(f"a {size}-octet frame exceeds the frame size limit {max_frame_size}")
-    struct.pack_into(">I", out, 0, size)
+    _pack_u32_into(out, 0, size)
     return bytes(out)
 
 
