@@ -9,6 +9,7 @@ reach it over TCP on 127.0.0.1.  Skipped without pyspark/pyarrow or Java.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import os
@@ -387,7 +388,9 @@ def test_read_partition_accepts_only_at_its_end(amqp: RunningBroker,
     batches = [next(gen) for _ in range(5)]  # 250 rows, in batches of 50
     assert sum(b.num_rows for b in batches) == 250
     assert amqp.depth(q) == 0 and amqp.unaccepted(q) == 250  # held, not accepted
+    assert not gc.isenabled()  # no full passes over the held deliveries
     assert next(gen, None) is None  # Spark took the last row: now it accepts
+    assert gc.isenabled()
     amqp.wait_for(lambda: amqp.unaccepted(q) == 0, 10)
     assert amqp.depth(q) == 0
 
@@ -400,6 +403,7 @@ def test_read_partition_accepts_only_at_its_end(amqp: RunningBroker,
     first = next(gen)
     assert first.schema.names == ["body"]
     gen.close()
+    assert gc.isenabled()  # also when Spark abandons the partition
     amqp.wait_for(lambda: amqp.depth(q) == 120, 10)
     with amqp.server.lock:
         msgs = list(amqp.broker.queues[q].messages)
