@@ -13,7 +13,9 @@ and client, two phases on a fresh address:
 
 * ``send`` -- ``count`` unsettled transfers, done when every one is settled
   by the broker (accepted); each client at its fastest: ours pipelines
-  (``publish(wait=False)`` then ``sync()``), proton and rhea send as credit
+  (``publish(wait=False)`` inside ``session.corked()``, then ``sync()``;
+  corked: RabbitMQ, 50,000, 16.4-17.1 -> 13.2-13.3 us of CPU a message,
+  the rate the same), proton and rhea send as credit
   allows and count the outcomes (``tests/support/proton_apps_1_0.py``,
   ``rhea_peer_1_0.js``);
 * ``receive`` -- the ``count`` messages of the send phase, each accepted,
@@ -56,8 +58,9 @@ def ours(url: str, address: str, count: int, size: int, prefetch: int) -> dict[s
     body = b"x" * size
     with connect(url) as conn, conn.session() as s:
         c0, t0 = time.process_time(), time.perf_counter()
-        for _ in range(count):
-            s.publish(body, routing_key=address, wait=False)
+        with s.corked():  # the I/O thread woken once in 64 publishes
+            for _ in range(count):
+                s.publish(body, routing_key=address, wait=False)
         s.sync()
         t1, c1 = time.perf_counter(), time.process_time()
         assert not s.rejected, s.rejected
