@@ -230,3 +230,23 @@ def typed_eq(a: Any, b: Any) -> bool:
     if isinstance(a, Described):
         return a.descriptor == b.descriptor and typed_eq(a.value, b.value)
     return bool(a == b)
+
+
+def edits(max_at: int = 600, min_size: int = 0) -> S[list[tuple[str, int, int]]]:
+    """A few octets to overwrite, insert or cut (see :func:`mutate`)."""
+    return st.lists(st.tuples(st.sampled_from(("set", "insert", "cut")),
+                              st.integers(0, max_at), st.integers(0, 255)),
+                    min_size=min_size, max_size=3)
+
+
+def mutate(b: bytearray, changes: list[tuple[str, int, int]], keep: int = 0) -> bytes:
+    """``b`` with ``changes`` made, the first ``keep`` octets left alone."""
+    for op, at, octet in changes:
+        at = keep + at % max(1, len(b) - keep)
+        if op == "set" and at < len(b):
+            b[at] = octet
+        elif op == "insert":
+            b.insert(at, octet)
+        elif op == "cut" and at < len(b):
+            del b[at]
+    return bytes(b)
