@@ -30,6 +30,7 @@ import argparse
 import gc
 import json
 import os
+import subprocess
 import sys
 import time
 import tracemalloc
@@ -170,6 +171,14 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     checkpoints = sorted({max(1, a.count // 10), a.count // 4, a.count // 2, a.count} - {0})
     protocols = ("0-10", "0-9-1") if a.protocol == "both" else (a.protocol,)
+    if a.rss and len(protocols) > 1:
+        # RSS only grows: each protocol in a process of its own (the second
+        # would reuse what the first freed).
+        argv = [x for x in (argv if argv is not None else sys.argv[1:])
+                if x not in ("--protocol", "both")]
+        for proto in protocols:
+            subprocess.run([sys.executable, __file__, *argv, "--protocol", proto], check=True)
+        return 0
     out = []
     for proto in protocols:
         for row in measure(proto, a.count, checkpoints, a.rss, a.distinct):

@@ -153,7 +153,7 @@ class Consumer010(Consumer):
             st.unacked.add(cid, Held(q, msg, acquired=False))  # acquirable by id
         bc = st.owner
         if bc is not None:
-            bc.note_output(msg.size + 256)
+            bc.note_output(len(msg.body) + 256)
         return True
 
 

@@ -130,7 +130,7 @@ class Consumer091(Consumer):
 
     def offer(self, q: QueueState, msg: QMsg) -> bool:
         b = self.books
-        size = msg.size
+        size = len(msg.body)
         if (not self.no_ack and b.prefetch_size and b.unacked
                 and b.unacked_octets + size > b.prefetch_size):
             return False
@@ -190,7 +190,7 @@ class ChannelBooks:
 
     def hold(self, tag: int, h: Held) -> None:
         self.unacked[tag] = h
-        self.unacked_octets += h.msg.size
+        self.unacked_octets += len(h.msg.body)
 
     def take(self, tag: int, multiple: bool) -> list[Held]:
         """The deliveries ``tag`` settles (``multiple``: every one up to it;
@@ -205,7 +205,7 @@ class ChannelBooks:
         else:
             tags = [tag]
         out = [self.unacked.pop(t) for t in tags]
-        self.unacked_octets -= sum(h.msg.size for h in out)
+        self.unacked_octets -= sum(len(h.msg.body) for h in out)
         return out
 
     def held(self) -> Iterator[Held]:
@@ -695,13 +695,12 @@ class Connection091(FrontEnd):
         books = self.books[e.channel]
         if not isinstance(m, spec.BasicPublish):
             raise _Fail(COMMAND_INVALID, f"{m.NAME} is not for a broker")
-        routed = self._publish(books, m, e.properties, e.body,
-                               e.properties_data if type(e.properties) is spec.BasicProperties
-                               else None)
+        raw = e.properties_data if type(e.properties) is spec.BasicProperties else None
+        routed = self._publish(books, m, e.properties, e.body, raw)
         if not routed.queues and m.mandatory:
             books.channel.send_content(spec.BasicReturn(
                 reply_code=NO_ROUTE, reply_text="NO_ROUTE", exchange=m.exchange,
-                routing_key=m.routing_key), e.properties, e.body)
+                routing_key=m.routing_key), e.properties, e.body, properties_data=raw or None)
 
     def _publish(self, books: ChannelBooks, m: Any, properties: Any, body: bytes,
                  properties_data: bytes | None = None) -> Routed:

@@ -115,7 +115,15 @@ class ModelError(Exception):
         self.field = field
 
 
-_REDELIVERED, _STORED, _QUEUED, _PERSISTENT = 1, 2, 4, 8
+_REDELIVERED, _STORED, _PERSISTENT = 1, 2, 4
+#: Charges (QMsg.octets) made so far, each kept once: messages of one size
+#: share one int object instead of holding one each.
+_CHARGES: dict[int, int] = {}
+
+
+def _charge(n: int) -> int:
+    return _CHARGES.setdefault(n, n) if len(_CHARGES) < 65536 else n
+
 
 
 class QMsg:
@@ -134,7 +142,7 @@ class QMsg:
     """
 
     __slots__ = ("seq", "body", "_head", "form", "_wire", "routing_key", "exchange", "expires",
-                 "origin", "deaths", "_charge", "_flags")
+                 "origin", "deaths", "octets", "queued", "_flags")
 
     def __init__(self, seq: int, body: bytes, wire: Wire, routing_key: str, exchange: str,
                  redelivered: bool = False, expires: float | None = None, stored: bool = False,
@@ -150,9 +158,14 @@ class QMsg:
         self.expires = expires  # in the I/O layer's clock (``now``); None: never
         self.origin = origin  # the connection that published it (no-local queues)
         self.deaths = deaths  # times it was dead-lettered (x-death count)
-        self._charge = octets  # what it is charged while held (0: see ``octets``)
+        #: What it is charged while held: its body and what keeping its
+        #: properties costs -- the publisher's octets + RELAYED_OVERHEAD, or
+        #: MESSAGE_OVERHEAD decoded (fixed when it is made: a charge does
+        #: not change while it is held).
+        self.octets = octets or _charge(len(body) + MESSAGE_OVERHEAD)
+        self.queued = queued  # in a queue's backlog now (see backlog.py)
         self._flags = ((_REDELIVERED if redelivered else 0) | (_STORED if stored else 0)
-                       | (_QUEUED if queued else 0) | (_PERSISTENT if wire.persistent else 0))
+                       | (_PERSISTENT if wire.persistent else 0))
 
     @classmethod
     def relayed(cls, seq: int, form: str, head: bytes, body: bytes, routing_key: str,
@@ -170,7 +183,8 @@ class QMsg:
         m.expires = expires
         m.origin = origin
         m.deaths = 0
-        m._charge = 0
+        m.octets = _charge(len(body) + len(head) + RELAYED_OVERHEAD)
+        m.queued = False
         m._flags = _PERSISTENT if persistent else 0
         return m
 
@@ -185,15 +199,17 @@ class QMsg:
         if wire is None:
             c._head, c.form, c._wire = self._head, self.form, self._wire
             c._flags = self._flags & (_REDELIVERED | _PERSISTENT)
+            c.octets = self.octets
         else:
             c._head, c.form, c._wire = b"", wire.form, wire
             c._flags = (self._flags & _REDELIVERED) | (_PERSISTENT if wire.persistent else 0)
+            c.octets = _charge(len(self.body) + MESSAGE_OVERHEAD)
+        c.queued = False
         c.routing_key = self.routing_key if routing_key is None else routing_key
         c.exchange = self.exchange
         c.expires = self.expires if expires == -1.0 else expires
         c.origin = self.origin
         c.deaths = self.deaths if deaths is None else deaths
-        c._charge = self._charge
         return c
 
     def __repr__(self) -> str:
@@ -233,24 +249,12 @@ class QMsg:
         return self.wire.headers
 
     @property
-    def octets(self) -> int:
-        """What it is charged while held: its body, and its properties'
-        octets plus what holding them costs (RELAYED_OVERHEAD), or
-        MESSAGE_OVERHEAD for properties kept decoded."""
-        head = self._head
-        return self._charge or len(self.body) + (len(head) + RELAYED_OVERHEAD if head
-                                                 else MESSAGE_OVERHEAD)
-
-    def _flag(self, bit: int, on: bool) -> None:
-        self._flags = self._flags | bit if on else self._flags & ~bit
-
-    @property
     def redelivered(self) -> bool:
         return bool(self._flags & _REDELIVERED)
 
     @redelivered.setter
     def redelivered(self, on: bool) -> None:
-        self._flag(_REDELIVERED, on)
+        self._flags = self._flags | _REDELIVERED if on else self._flags & ~_REDELIVERED
 
     @property
     def stored(self) -> bool:
@@ -259,16 +263,7 @@ class QMsg:
 
     @stored.setter
     def stored(self, on: bool) -> None:
-        self._flag(_STORED, on)
-
-    @property
-    def queued(self) -> bool:
-        """In a queue's backlog now (see backlog.py)."""
-        return bool(self._flags & _QUEUED)
-
-    @queued.setter
-    def queued(self, on: bool) -> None:
-        self._flag(_QUEUED, on)
+        self._flags = self._flags | _STORED if on else self._flags & ~_STORED
 
     @property
     def persistent(self) -> bool:

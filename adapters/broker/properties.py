@@ -177,8 +177,11 @@ class Form:
 
 
 #: Stamped property octets lately made (Wire.stamp): at most _STAMPED_KEPT,
-#: each of at most _STAMPED_SIZE octets.
+#: each of at most _STAMPED_SIZE octets.  (Wires are not changed once made:
+#: with_header makes another.)
 _STAMPED: dict[tuple[str, bytes, str, str], bytes] = {}
+#: ... and Wires lately decoded from such octets (Wire.decoded), as many.
+_DECODED: dict[tuple[str, bytes], Wire] = {}
 _STAMPED_KEPT: Final = 256
 _STAMPED_SIZE: Final = 1024
 
@@ -202,8 +205,18 @@ class Wire:
 
     @classmethod
     def decoded(cls, form: str, octets: bytes) -> Wire:
-        """The properties ``octets`` hold (protocol ``form``'s store codec)."""
-        return cls(form, FORMS[form].decode(octets), octets)
+        """The properties ``octets`` hold (protocol ``form``'s store codec).
+        Octets lately decoded give the same Wire (its conversions to other
+        protocols made once for a run of messages published alike)."""
+        key = (form, octets)
+        got = _DECODED.get(key)
+        if got is None:
+            got = cls(form, FORMS[form].decode(octets), octets)
+            if len(octets) <= _STAMPED_SIZE:
+                if len(_DECODED) >= _STAMPED_KEPT:
+                    _DECODED.clear()
+                _DECODED[key] = got
+        return got
 
     def stamp(self, head: bytes, exchange: str, routing_key: str) -> bytes:
         """``head`` (these properties' octets) as a consumer of the same

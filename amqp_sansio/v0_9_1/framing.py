@@ -598,7 +598,9 @@ def encode_content(channel: int, method: Method, properties: Properties | None,
         raise LocalProtocolError(f"{method.NAME} carries no content")
     class_id = method.CLASS_ID
     pcls = properties_of[class_id]
-    if properties is None:
+    if properties_data is not None:
+        pass  # written as they are
+    elif properties is None:
         properties = pcls()
     elif type(properties) is not pcls:
         raise LocalProtocolError(f"{method.NAME} needs {pcls.__name__}, got "
@@ -622,6 +624,7 @@ def encode_content(channel: int, method: Method, properties: Properties | None,
     if properties_data is not None:
         out += properties_data
     else:
+        assert properties is not None
         properties.encode_into(properties, out, profile)
     size = len(out) - at - 7
     if size + FRAME_OVERHEAD > max_frame_size:
