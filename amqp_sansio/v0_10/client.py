@@ -66,7 +66,7 @@ from . import spec
 from ._specbase import Command, Struct
 from .connection import ClientConfig, Role
 from .connection import Connection as CoreConnection
-from .messages import Rejections, from_event, to_transfer, transfer_octets
+from .messages import Rejections, TransferBuilder, from_event, transfer_octets
 from .session import Session as CoreSession
 from .session import SessionState, SessionStore
 
@@ -100,10 +100,14 @@ class Transfer(NamedTuple):
     headers: tuple[Struct, ...]
     body: bytes
     confirm: bool
+    header_data: bytes | None = None  # the headers' segment, when already encoded
 
     def octets(self) -> int:
         """What it costs in byte credit (its header segment is encoded for
-        that: asked only when the broker grants byte credit)."""
+        that unless it was already: asked only when the broker grants byte
+        credit)."""
+        if self.header_data is not None:
+            return len(self.header_data) + len(self.body)
         return transfer_octets(self.headers, self.body)
 
 
@@ -237,6 +241,7 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         self._cancelled: set[str] = set()  # destinations we sent message.cancel for
         self._deferred: list[Command] = []  # to send once resumed
         self._asked = False  # session.flush(completed) sent since the last completion
+        self._builder = TransferBuilder()  # reuses the last publish's header segment
         ctx = core.context
         self._carry = ctx if isinstance(ctx, Carry) else None
         core.context = None
@@ -378,10 +383,11 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
     # -- publishing ---------------------------------------------------------------------
     def transfer(self, message: Message | bytes | str, exchange: str = "",
                  routing_key: str | None = None, confirm: bool = False) -> Transfer:
-        """Build a publish (nothing is sent)."""
-        cmd, headers, body = to_transfer(base.as_message(message, routing_key), exchange,
-                                         explicit_accept=confirm)
-        return Transfer(cmd, headers, body, confirm)
+        """Build a publish (nothing is sent); the header segment of one like
+        the last is reused (:class:`~.messages.TransferBuilder`)."""
+        cmd, headers, body, data = self._builder.build(
+            base.as_message(message, routing_key), exchange, explicit_accept=confirm)
+        return Transfer(cmd, headers, body, confirm, data)
 
     def can_publish(self, t: Transfer) -> bool:
         """``t`` may be sent now: the broker's credit, the replay window, the
@@ -408,7 +414,8 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         if self.error is not None:
             raise self.error
         try:
-            cid = self.core.send(t.command, sync=wait, headers=t.headers, body=t.body)
+            cid = self.core.send(t.command, sync=wait, headers=t.headers, body=t.body,
+                                 header_data=t.header_data)
         except LocalProtocolError:
             self.check()  # the session or connection died: say that instead
             raise

@@ -1,13 +1,16 @@
 """The shared :class:`~amqp_sansio.message.Message` <-> AMQP 0-10.
 
 :func:`to_transfer` turns a :class:`Message` into the ``message.transfer``
-command, header structs and body that ``Session.send`` takes;
-:func:`from_event` turns a received transfer back into a :class:`Message`.
+command, header structs and body that ``Session.send`` takes
+(:class:`TransferBuilder` does the same for a stream of publishes, reusing
+the header segment it encoded last); :func:`from_event` turns a received
+transfer back into a :class:`Message`.
 """
 
 from __future__ import annotations
 
-__all__ = ["Message", "to_transfer", "from_event", "transfer_octets", "Rejections"]
+__all__ = ["Message", "to_transfer", "TransferBuilder", "from_event", "transfer_octets",
+           "Rejections"]
 
 import functools
 from collections.abc import Iterator, Mapping
@@ -43,7 +46,7 @@ def to_transfer(msg: Message, destination: str = "", *, explicit_accept: bool = 
     """
     if not isinstance(msg, Message):
         raise LocalProtocolError(f"to_transfer needs a Message, got {type(msg).__name__}")
-    cmd = _transfer_command(destination, explicit_accept, pre_acquired)
+    cmd = transfer_command(destination, explicit_accept, pre_acquired)
     dp = DeliveryProperties(
         routing_key=msg.routing_key,
         exchange=msg.exchange,
@@ -73,14 +76,70 @@ def to_transfer(msg: Message, destination: str = "", *, explicit_accept: bool = 
 
 
 @functools.lru_cache(maxsize=256)
-def _transfer_command(destination: str, explicit_accept: bool,
-                      pre_acquired: bool) -> MessageTransfer:
+def transfer_command(destination: str, explicit_accept: bool,
+                     pre_acquired: bool = True) -> MessageTransfer:
     # Commands are frozen: one per destination and modes serves every publish.
     return MessageTransfer(
         destination=destination,
         accept_mode=AcceptMode.EXPLICIT if explicit_accept else AcceptMode.NONE,
         acquire_mode=AcquireMode.PRE_ACQUIRED if pre_acquired else AcquireMode.NOT_ACQUIRED,
     )
+
+
+#: What :class:`TransferBuilder` remembers: the header key, the header
+#: structs and their encoded segment.
+_Headers = tuple[tuple[Any, ...], tuple[Struct, ...], bytes]
+
+
+def header_key(msg: Message) -> tuple[Any, ...] | None:
+    """Everything :func:`to_transfer` puts in a message's header segment,
+    as a tuple that equals another message's exactly when the two segments
+    are the same octets -- or None when no such tuple is cheap: application
+    headers (``{"n": 1}``, ``{"n": 1.0}`` and ``{"n": True}`` are equal and
+    differ on the wire).  The numbers carry their types for the same reason;
+    the flags count as what they mean (their truth)."""
+    if msg.headers:
+        return None
+    p = msg.priority
+    t = msg.ttl
+    props = (msg.content_type is not None or msg.content_encoding is not None
+             or msg.message_id is not None or msg.correlation_id is not None
+             or msg.reply_to is not None or msg.user_id is not None or msg.app_id is not None)
+    return (msg.routing_key, msg.exchange, p, type(p), t, type(t), not msg.persistent,
+            not msg.redelivered, len(msg.body) if props else -1, msg.content_type,
+            msg.content_encoding, msg.message_id, msg.correlation_id, msg.reply_to,
+            msg.user_id, msg.app_id)
+
+
+class TransferBuilder:
+    """:func:`to_transfer` for a stream of publishes, e.g. one session's: a
+    message whose header fields equal the previous one's (:func:`header_key`;
+    a Spark write's rows differ in their bodies only) reuses that message's
+    header structs and encoded header segment instead of building, checking
+    and encoding them again -- the same octets on the wire.  Any other
+    message takes the checked path of :func:`to_transfer`."""
+
+    __slots__ = ("_last",)
+
+    def __init__(self) -> None:
+        self._last: _Headers | None = None  # one attribute: read and set whole
+
+    def build(self, msg: Message, destination: str = "", *, explicit_accept: bool = True,
+              ) -> tuple[MessageTransfer, tuple[Struct, ...], bytes, bytes | None]:
+        """``(command, headers, body, header_data)`` for ``Session.send``;
+        ``header_data`` is None for a message without a :func:`header_key`."""
+        if not isinstance(msg, Message):
+            raise LocalProtocolError(f"to_transfer needs a Message, got {type(msg).__name__}")
+        key = header_key(msg)
+        last = self._last
+        if key is not None and last is not None and last[0] == key:
+            return transfer_command(destination, explicit_accept), last[1], msg.body, last[2]
+        cmd, headers, body = to_transfer(msg, destination, explicit_accept=explicit_accept)
+        if key is None:
+            return cmd, headers, body, None
+        data = header_octets(headers)
+        self._last = (key, headers, data)
+        return cmd, headers, body, data
 
 
 def transfer_octets(headers: tuple[Struct, ...], body: bytes) -> int:

@@ -11,17 +11,22 @@ that resumes it.
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter
 from typing import Any
 
 import pytest
 
 from amqp_sansio.client import Pending
+from amqp_sansio.errors import LocalProtocolError
 from amqp_sansio.exceptions import ConnectionLostError
+from amqp_sansio.message import Message
 from amqp_sansio.trace import FrameTrace
 from amqp_sansio.url import parse_url
 from amqp_sansio.v0_10 import client as v010
 from amqp_sansio.v0_10 import spec
+from amqp_sansio.v0_10.framing import encode_command, header_octets
+from amqp_sansio.v0_10.messages import to_transfer
 from amqp_sansio.v0_10.session import SessionStore
 from amqp_sansio_broker.model import Broker, BrokerConnection
 
@@ -215,3 +220,63 @@ def test_a_resume_takes_the_session_from_a_transport_the_broker_still_holds() ->
     # The old transport is no longer the session's: what it does changes nothing.
     link.server.connection_lost(0.0)
     assert again.answer(s2.query_queue("q")).message_count == 3
+
+
+def test_a_publish_like_the_last_reuses_its_header_segment_and_sends_the_same_octets(
+        ) -> None:
+    broker = Broker()
+    link = Link(broker)
+    s = link.client.attach("s")
+    link.pump()
+    for q in ("q", "q2"):
+        link.answer(s.declare_queue(q))
+    mid = uuid.uuid4()
+    # (message, confirm, reused from the publish before)
+    steps: list[tuple[Message, bool, bool]] = [
+        (Message(body=b"a", routing_key="q"), False, False),
+        (Message(body=b"bb", routing_key="q"), False, True),  # bodies differ only
+        (Message(body=b"c", routing_key="q"), True, True),  # the command differs only
+        (Message(body=b"d", routing_key="q2"), False, False),
+        (Message(body=b"e", routing_key="q2", priority=4), False, False),  # None != 4
+        (Message(body=b"f", routing_key="q2", priority=5), False, False),
+        (Message(body=b"g", routing_key="q2", priority=5, ttl=1000), False, False),
+        (Message(body=b"h", routing_key="q2", priority=5, ttl=1000), False, True),
+        (Message(body=b"i", routing_key="q2", persistent=True), False, False),
+        (Message(body=b"j", routing_key="q2", persistent=True), False, True),
+        (Message(body=b"k", routing_key="q2", redelivered=True), False, False),
+        (Message(body=b"abc", routing_key="q", content_type="t/p"), False, False),
+        (Message(body=b"xyz", routing_key="q", content_type="t/p"), False, True),
+        (Message(body=b"wxyz", routing_key="q", content_type="t/p"), False, False),  # length
+        (Message(body=b"l", routing_key="q", message_id=mid), False, False),
+        (Message(body=b"m", routing_key="q", message_id=mid), False, True),
+        (Message(body=b"n", routing_key="q", message_id=uuid.uuid4()), False, False),
+        # Application headers: 1 == 1.0 == True, three encodings -- never reused.
+        (Message(body=b"o", routing_key="q", headers={"n": 1}), False, False),
+        (Message(body=b"p", routing_key="q", headers={"n": 1.0}), False, False),
+        (Message(body=b"q", routing_key="q", headers={"n": True}), False, False),
+        (Message(body=b"r", routing_key="q"), False, False),
+    ]
+    previous: v010.Transfer | None = None
+    for i, (msg, confirm, reused) in enumerate(steps):
+        t = s.transfer(msg, confirm=confirm)
+        assert (previous is not None and t.header_data is not None
+                and t.header_data is previous.header_data) is reused, i
+        assert (t.header_data is None) is bool(msg.headers), i
+        s.publish(t, wait=False)
+        wire = link.client.data_to_send()
+        cmd, headers, body = to_transfer(msg, explicit_accept=confirm)
+        assert wire == encode_command(s.core.channel or 0, cmd, headers=headers, body=body), i
+        if t.header_data is not None:
+            assert t.header_data == header_octets(headers), i
+        assert t.octets() == len(header_octets(headers)) + len(body), i
+        link.server.receive_data(wire, 0.0)
+        link.pump()
+        previous = t
+    # Equal but not alike: the checked path still refuses them.
+    s.transfer(Message(body=b"s", routing_key="q", ttl=1000))
+    for bad in (1000.0, True):
+        with pytest.raises(LocalProtocolError, match="ttl"):
+            s.transfer(Message(body=b"s", routing_key="q", ttl=bad))
+    link.answer(s.sync())
+    got = [m.body for q in ("q", "q2") for m in broker.queues[q].messages]
+    assert sorted(got) == sorted(msg.body for msg, _, _ in steps)
