@@ -125,6 +125,19 @@ def _charge(n: int) -> int:
     return _CHARGES.setdefault(n, n) if len(_CHARGES) < 65536 else n
 
 
+class _Flag:
+    """A bool kept as one bit of a QMsg's ``_flags`` (one slot for them all)."""
+
+    def __init__(self, bit: int) -> None:
+        self.bit = bit
+
+    def __get__(self, m: QMsg, owner: type | None = None) -> bool:
+        return bool(m._flags & self.bit)
+
+    def __set__(self, m: QMsg, on: bool) -> None:
+        m._flags = m._flags | self.bit if on else m._flags & ~self.bit
+
+
 
 class QMsg:
     """A message in a queue (or delivered and awaiting settlement).
@@ -248,22 +261,8 @@ class QMsg:
     def app_headers(self) -> dict[str, Any] | None:
         return self.wire.headers
 
-    @property
-    def redelivered(self) -> bool:
-        return bool(self._flags & _REDELIVERED)
-
-    @redelivered.setter
-    def redelivered(self, on: bool) -> None:
-        self._flags = self._flags | _REDELIVERED if on else self._flags & ~_REDELIVERED
-
-    @property
-    def stored(self) -> bool:
-        """In the durable store until it is settled (durable.py)."""
-        return bool(self._flags & _STORED)
-
-    @stored.setter
-    def stored(self, on: bool) -> None:
-        self._flags = self._flags | _STORED if on else self._flags & ~_STORED
+    redelivered = _Flag(_REDELIVERED)
+    stored = _Flag(_STORED)  # in the durable store until it is settled (durable.py)
 
     @property
     def persistent(self) -> bool:
