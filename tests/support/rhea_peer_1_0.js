@@ -5,6 +5,8 @@
 //   node rhea_peer_1_0.js send    --port P --address A --count N [--size S] [--settled]
 //   node rhea_peer_1_0.js receive --port P --address A --count N [--credit C]
 //   node rhea_peer_1_0.js request --port P --count N   (to a dynamic node and back)
+//   node rhea_peer_1_0.js durable --port P --address A --container C --name L --take K
+//        [--hold H] [--publish M] [--resume N] [--end]   (a durable subscription)
 //
 // The server keeps one FIFO queue per address (created on first use),
 // hands messages round-robin to receiving links as credit allows, keeps
@@ -258,6 +260,78 @@ function request() {
   container.on('disconnected', (ctx) => { report({ error: String(ctx.error || 'disconnected') }); process.exit(1); });
 }
 
-const modes = { server, send, receive, request };
-if (!modes[mode]) { process.stderr.write('usage: server|send|receive|request\n'); process.exit(2); }
+function durable() {
+  // A durable subscription (source durable unsettled-state, expiry never)
+  // under a fixed container id and link name: take K messages (accepting
+  // all but the last H), then detach without closing; with --publish,
+  // publish M durable messages "p<i>" to the address meanwhile; with
+  // --resume, attach the same link name again and take N (accepting
+  // them).  --end closes the link at the end (the subscription goes);
+  // otherwise it is detached (it stays).
+  const container = rhea.create_container({ id: opt.container });
+  const conn = container.connect(Object.assign(connectOptions(), { container_id: opt.container }));
+  const take = Number(opt.take || 0), hold = Number(opt.hold || 0);
+  const publish = Number(opt.publish || 0), resume = Number(opt.resume || 0);
+  const out = { attachments: [] };
+  const source = { address: opt.address, durable: 2, expiry_policy: 'never' };
+  const plain = (t) => t ? { address: t.address, durable: t.durable,
+    expiry_policy: t.expiry_policy, timeout: t.timeout } : null;
+  const finish = () => { report(out); conn.close(); };
+  let step = null;
+  function attach(n, last) {
+    const got = { source: null, messages: [] };
+    out.attachments.push(got);
+    const r = conn.open_receiver({ name: opt.name, source, credit_window: 0, autoaccept: false });
+    step = { r, n, last, got };
+    if (n) r.add_credit(n);
+  }
+  function leave(s) {
+    if (s.last && opt.end) s.r.close(); else s.r.detach();
+  }
+  container.on('receiver_open', (ctx) => {
+    if (ctx.receiver !== step.r) return;
+    step.got.source = plain(ctx.receiver.source);
+    if (!step.n) leave(step);
+  });
+  container.on('message', (ctx) => {
+    const s = step;
+    if (ctx.receiver !== s.r) return;
+    let b = ctx.message.body;
+    if (b && b.content) b = b.content;
+    s.got.messages.push({ body: Buffer.from(b || '').toString('latin1'),
+      delivery_count: ctx.message.delivery_count || 0,
+      first_acquirer: Boolean(ctx.message.first_acquirer) });
+    const i = s.got.messages.length;
+    if (s.last || i <= s.n - hold) ctx.delivery.accept();
+    if (i === s.n) leave(s);
+  });
+  container.on('receiver_close', (ctx) => {
+    const s = step;
+    if (ctx.receiver !== s.r) return;
+    out.attachments[out.attachments.length - 1].detach_error =
+      ctx.receiver.error ? String(ctx.receiver.error.condition) : null;
+    if (s.last) { finish(); return; }
+    if (!publish) { attach(resume, true); return; }
+    const snd = conn.open_sender(opt.address);
+    let sent = 0, accepted = 0;
+    snd.on('sendable', () => {
+      while (snd.sendable() && sent < publish) {
+        snd.send({ durable: true, body: rhea.message.data_section(Buffer.from('p' + sent++)) });
+      }
+    });
+    snd.on('accepted', () => {
+      if (++accepted < publish) return;
+      out.published = accepted;
+      snd.close();
+      if (resume) attach(resume, true); else finish();
+    });
+  });
+  container.on('connection_close', () => process.exit(0));
+  container.on('error', (e) => { report(Object.assign(out, { error: String(e) })); process.exit(1); });
+  container.on('disconnected', (ctx) => { report(Object.assign(out, { error: String(ctx.error || 'disconnected') })); process.exit(1); });
+  attach(take, !publish && !resume);
+}
+
+const modes = { server, send, receive, request, durable };
+if (!modes[mode]) { process.stderr.write('usage: server|send|receive|request|durable\n'); process.exit(2); }
 modes[mode]();
