@@ -204,6 +204,9 @@ class Links10:
         self.txns: dict[bytes, Txn] = {}
         self.dynamic: dict[str, DynamicNode] = {}  # by queue name
         self._termini = Termini()  # durable subscriptions (termini_1_0.py)
+        #: stored unsettled-state termini whose link's unsettled deliveries
+        #: changed since their record was written (:meth:`save_unsettled`)
+        self.unsaved: set[Terminus] = set()
         self._recovered = not broker.durable.enabled  # the store's termini taken back
 
     # -- model.Service -----------------------------------------------------------------
@@ -244,9 +247,10 @@ class Links10:
             if state is None:
                 durable.terminus_dropped(r.vhost, r.container, r.name)
                 continue
-            source, private, level, user, held = state
-            t = Terminus(r.vhost, r.container, r.name, r.queue, private, source, level, user,
-                         restored=held, saved_held=bool(held), stored=True)
+            t = Terminus(r.vhost, r.container, r.name, r.queue, state.private, state.source,
+                         state.durable, state.user, restored=state.held,
+                         saved_held=bool(state.held), next_tag=state.next_tag,
+                         stored=True)
             self._termini.add(t)
             if self._termini.end(t, CONNECTION, now):
                 self.drop_terminus(t)
@@ -263,9 +267,26 @@ class Links10:
     def save_held(self, t: Terminus) -> None:
         """Store what ``t`` holds now (unsettled-state), if that changed
         what its record says."""
+        self.unsaved.discard(t)
         q = self.broker.vhost(t.vhost).queues.get(t.queue)
         if t.stored and q is not None and (t.saved_held or held_seqs(t)):
             self._save(t, q)
+
+    def unsettled_changed(self, t: Terminus) -> None:
+        """The deliveries ``t``'s attached link holds unsettled changed: its
+        record follows before the next output (a stored unsettled-state
+        terminus only)."""
+        if t.stored and t.durable >= 2:
+            self.unsaved.add(t)
+
+    def save_unsettled(self) -> None:
+        """Write the records :meth:`unsettled_changed` asked for -- with the
+        store's batch, before the transfers that changed them leave (a
+        broker killed then still knows the tags they carry)."""
+        unsaved, self.unsaved = self.unsaved, set()
+        for t in unsaved:
+            if self._termini.get(t.key) is t:
+                self.save_held(t)
 
     def drop_terminus(self, t: Terminus) -> None:
         """``t`` is destroyed (closed, expired, replaced): what it held goes
@@ -293,7 +314,7 @@ class Consumer10(Consumer):
     message; ``held`` are its unsettled deliveries."""
 
     __slots__ = ("front", "link", "held", "presettle", "outcomes", "default_outcome",
-                 "private", "txn", "terminus", "resuming")
+                 "private", "txn", "terminus", "resuming", "tag_base")
 
     def __init__(self, front: Connection10, link: Link, queue: str, vhost: str, *,
                  browsing: bool, presettle: bool, outcomes: tuple[str, ...],
@@ -314,6 +335,13 @@ class Consumer10(Consumer):
         #: credit comes: (tag, held, None) resends the message; (tag, None,
         #: outcome) only settles it with the client's outcome.
         self.resuming: list[tuple[bytes, Held | None, Any]] = []
+        #: Its delivery tags number from here on (a resumed durable
+        #: subscription's go on from its earlier attachments'; the link's
+        #: own delivery count starts at 0: rhea's receiver assumes it does).
+        self.tag_base = 0
+
+    def next_tag(self) -> int:
+        return (self.tag_base + self.link.delivery_count) & 0xFFFFFFFF
 
     def ready(self) -> bool:
         link = self.link
@@ -324,7 +352,8 @@ class Consumer10(Consumer):
         payload = _delivery_payload(msg)
         txn = self.txn
         try:
-            d = self.link.send(payload, settled=self.presettle and txn is None,
+            d = self.link.send(payload, tag=self.next_tag().to_bytes(4, "big") if self.tag_base
+                               else None, settled=self.presettle and txn is None,
                                state=None if txn is None
                                else TransactionalState(txn_id=txn.txn_id))
         except LocalProtocolError:
@@ -337,6 +366,8 @@ class Consumer10(Consumer):
                                     tag=d.id)
             if txn is not None and h.acquired:
                 txn.acquires.append((self, d, h))
+            elif self.terminus is not None and msg.stored and h.acquired:
+                self.front.svc.unsettled_changed(self.terminus)
         self.front.note_output(len(payload) + DELIVERY_OVERHEAD)
         return True
 
@@ -427,6 +458,8 @@ class Connection10(FrontEnd):
         return False  # publishers are pushed back by credit, not by not reading them
 
     def _before_output(self) -> None:
+        if self.svc.unsaved:
+            self.svc.save_unsettled()
         if not self._accepts:
             return
         batch, self._accepts = self._accepts, {}
@@ -720,11 +753,13 @@ class Connection10(FrontEnd):
                            default=src.default_outcome, selector=selector)
         c.terminus = t
         link.source = src
-        link.delivery_count = t.delivery_count  # (new tags do not clash with resumed ones)
+        c.tag_base = t.next_tag  # (new tags do not clash with resumed ones)
         self._resume_deliveries(c, t, link)
         if t.front is not None:
             t.front.left.discard(t)
         t.consumer, t.front, t.channel = c, self, link.channel
+        if t.saved_held or c.resuming:
+            self.svc.unsettled_changed(t)  # (what the record holds is the link's now)
         self.svc.termini(self.broker.now).attached(t)
         self.consumers[link] = c
         log.info("connection from %s: durable subscription %s resumed", self.who,
@@ -746,8 +781,6 @@ class Connection10(FrontEnd):
             if (tag in theirs and m is not None and m.seq == seq and q is not None
                     and q.messages.remove(m)):
                 held[tag] = Held(q, m, acquired=True, consumer=c)
-        if t.saved_held:
-            self.svc.save_held(t)  # (nothing held by the record now: it is the link's)
         if not held:
             return
         anew: list[Held] = []
@@ -792,7 +825,7 @@ class Connection10(FrontEnd):
         """``c``'s link left without closing: its terminus stays, with what it
         holds if it keeps unsettled state."""
         t.consumer = None
-        t.delivery_count = c.link.delivery_count
+        t.next_tag = c.next_tag()
         held = {d.tag: h for d, h in c.held.items()}
         held.update((tag, h) for tag, h, _ in c.resuming if h is not None)
         c.held, c.resuming = {}, []
@@ -1008,6 +1041,8 @@ class Connection10(FrontEnd):
                            f"{list(c.outcomes)}", NOT_ALLOWED)
             return
         del c.held[d]
+        if c.terminus is not None and h.msg.stored:
+            self.svc.unsettled_changed(c.terminus)
         self._settle(c, h, state)
         if not d.settled:
             with contextlib.suppress(LocalProtocolError):

@@ -14,26 +14,30 @@ subscription (container id + link name).
 
 On a durable queue with the broker's store, a terminus is stored too
 (``store.TerminusRecord``; its state is the source, whether its queue is
-its own, and -- unsettled-state -- the delivery tags it held when its link
-last left, with the stored messages they carried) and comes back after a
-restart.  Those messages are back on the queue then (marked redelivered);
-a re-attach whose unsettled map names one of the tags takes its message
-off the queue again to resolve it as before the restart.
+its own, where its delivery count goes on from and -- unsettled-state --
+the delivery tags of stored messages it holds unsettled, with those
+messages) and comes back after a restart.  While its link is attached the
+record follows the link's unsettled deliveries, written with the store's
+batch before the transfers that made them leave: a broker killed with the
+link attached knows them after its restart as it would after the link
+left.  Those messages are back on the queue then (marked redelivered); a
+re-attach whose unsettled map names one of the tags takes its message off
+the queue again to resolve it as before the restart.
 """
 
 from __future__ import annotations
 
 __all__ = ["Terminus", "Termini", "LINK", "SESSION", "CONNECTION", "TERMINI_MAX",
-           "encode_state", "decode_state", "held_seqs"]
+           "State", "encode_state", "decode_state", "held_seqs", "next_tag"]
 
 import heapq
 import itertools
-from typing import Any
+from typing import Any, NamedTuple
 
 import attrs
 
 from amqp_sansio.errors import DecodeError
-from amqp_sansio.v1_0.codec import ULong, decode_all, encode_value
+from amqp_sansio.v1_0.codec import UInt, ULong, decode_all, encode_value
 from amqp_sansio.v1_0.spec import Source, TerminusExpiryPolicy
 
 from .model import Held
@@ -70,7 +74,10 @@ class Terminus:
     #: unsettled-state after a restart: tag -> the stored message it carried
     restored: dict[bytes, int] = attrs.field(factory=dict)
     saved_held: bool = False  # its stored record names held deliveries
-    delivery_count: int = 0  # where its link's delivery count (and tags) go on from
+    #: the number its next delivery tag takes: its tags go on across its
+    #: attachments (each starts its delivery count at 0, as rhea assumes),
+    #: so a new one never clashes with one it resumes
+    next_tag: int = 0
     ended: int = -1  # how far its attachment has ended (-1: attached)
     expires: float | None = None
     stored: bool = False
@@ -81,32 +88,61 @@ class Terminus:
 
 
 def held_seqs(t: Terminus) -> dict[bytes, int]:
-    """The tags ``t`` holds (or holds since a restart) of stored messages."""
+    """The tags ``t`` holds -- its attached link's unsettled deliveries, or
+    what it kept since the link left or the broker restarted -- of stored
+    messages."""
     got = {tag: h.msg.seq for tag, h in t.held.items() if h.msg.stored}
     got.update(t.restored)
+    c = t.consumer
+    if c is not None:
+        got.update((d.tag, h.msg.seq) for d, h in c.held.items()
+                   if h.acquired and h.msg.stored)
+        got.update((tag, h.msg.seq) for tag, h, _ in c.resuming
+                   if h is not None and h.acquired and h.msg.stored)
     return got
+
+
+def next_tag(t: Terminus) -> int:
+    """The number ``t``'s next delivery tag takes."""
+    c = t.consumer
+    return c.next_tag() if c is not None else t.next_tag
 
 
 def encode_state(t: Terminus) -> bytes:
     """What the store keeps of ``t`` beyond its key and queue (1.0 encoding)."""
     out = bytearray()
     encode_value([t.source, t.private, t.durable, t.user,
-                  {tag: ULong(seq) for tag, seq in held_seqs(t).items()}], out)
+                  {tag: ULong(seq) for tag, seq in held_seqs(t).items()},
+                  UInt(next_tag(t))], out)
     return bytes(out)
 
 
-def decode_state(data: bytes) -> tuple[Source, bool, int, str | None, dict[bytes, int]] | None:
-    """:func:`encode_state`'s fields back, or None if they do not decode so."""
+class State(NamedTuple):
+    """:func:`encode_state`'s fields."""
+
+    source: Source
+    private: bool
+    durable: int
+    user: str | None
+    held: dict[bytes, int]
+    next_tag: int
+
+
+def decode_state(data: bytes) -> State | None:
+    """:func:`encode_state`'s fields back, or None if they do not decode so
+    (a record without a next tag, from before it was kept: 0)."""
     try:
         v = decode_all(data)
     except DecodeError:
         return None
-    if (not isinstance(v, list) or len(v) != 5 or not isinstance(v[0], Source)
+    if (not isinstance(v, list) or len(v) not in (5, 6) or not isinstance(v[0], Source)
             or not isinstance(v[1], bool) or v[2] not in (1, 2)
             or not (v[3] is None or isinstance(v[3], str)) or not isinstance(v[4], dict)
-            or not all(isinstance(k, bytes) and isinstance(n, int) for k, n in v[4].items())):
+            or not all(isinstance(k, bytes) and isinstance(n, int) for k, n in v[4].items())
+            or (len(v) == 6 and not (isinstance(v[5], int) and 0 <= v[5] <= 0xFFFFFFFF))):
         return None
-    return v[0], v[1], int(v[2]), v[3], {k: int(n) for k, n in v[4].items()}
+    return State(v[0], v[1], int(v[2]), v[3], {k: int(n) for k, n in v[4].items()},
+                 int(v[5]) if len(v) == 6 else 0)
 
 
 class Termini:

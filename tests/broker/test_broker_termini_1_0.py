@@ -60,6 +60,9 @@ def _resume_knowing(c: Client, address: str, tags: list[bytes]) -> list[Any]:
         unsettled={tags[0]: Accepted(), tags[1]: None})
     c.pump()
     assert link.remote_unsettled == {tags[0]: None, tags[1]: None}  # the broker's answer
+    # each attachment counts deliveries from 0 (rhea's receiver assumes so);
+    # its tags go on past the earlier attachments' (see the new delivery)
+    assert link.remote_attach is not None and link.remote_attach.initial_delivery_count == 0
     link.flow(10)
     c.pump()
     return c.of(ev.DeliveryReceived, link)
@@ -281,6 +284,7 @@ def test_unsettled_state_survives_a_restart(tmp_path: Path) -> None:
         (tags[0], True), (tags[1], True)]
     assert got[1].payload[-1:] == b"b" and got[2].payload[-1:] == b"c"
     assert not got[2].delivery.resumed and len(got) == 3
+    assert got[2].delivery.tag not in tags  # the stored record says where tags go on from
     for e in got[1:]:
         e.delivery.settle(Accepted())
     link.detach(closed=True)
