@@ -11,6 +11,8 @@ the subscription collected meanwhile."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +48,21 @@ def _publish(port: int, address: str, *bodies: bytes, durable: bool = False) -> 
             snd.send(pn.Message(body=body, durable=durable))
     finally:
         c.close()
+
+
+@contextmanager
+def _serving(data_dir: Path) -> Iterator[tuple[Broker, int]]:
+    """A broker on ``data_dir`` in a thread: it and its port; stopped and
+    its store closed after."""
+    b = Broker(data_dir=data_dir)
+    try:
+        _, port, stop = start_broker_thread(b)
+        try:
+            yield b, port
+        finally:
+            stop()
+    finally:
+        b.close()
 
 
 def _got(attachment: dict[str, Any]) -> list[tuple[str, int, bool]]:
@@ -98,21 +115,14 @@ def test_rhea_durable_subscription_across_a_broker_restart(tmp_path: Path) -> No
     (redelivered), the one it never took, and the two it published; closing
     ends the subscription in the store too."""
     require_rhea()
-    b = Broker(data_dir=tmp_path)
-    host, port, stop = start_broker_thread(b)
-    try:
+    with _serving(tmp_path) as (_, port):
         first = _rhea_durable(port, "/topic/news", take=0)
         assert first["attachments"][0]["source"]["durable"] == 2
         _publish(port, "/topic/news", b"n0", b"n1", b"n2", durable=True)
         out = _rhea_durable(port, "/topic/news", take=2, hold=1, publish=2)
         assert _got(out["attachments"][0]) == [("n0", 0, False), ("n1", 0, False)]
         assert out["published"] == 2
-    finally:
-        stop()
-        b.close()
-    b2 = Broker(data_dir=tmp_path)
-    host, port, stop = start_broker_thread(b2)
-    try:
+    with _serving(tmp_path) as (b2, port):
         [(_, _, queued)] = _subscriptions(b2)
         assert queued == 4  # n1 (held by the terminus when stored), n2, p0, p1
         out = _rhea_durable(port, "/topic/news", take=4, end=True)
@@ -124,9 +134,6 @@ def test_rhea_durable_subscription_across_a_broker_restart(tmp_path: Path) -> No
         assert _got(att) == [("n1", 1, False), ("n2", 1, False), ("p0", 1, False),
                              ("p1", 1, False)]
         assert _subscriptions(b2) == []
-    finally:
-        stop()
-        b2.close()
     b3 = Broker(data_dir=tmp_path)
     try:
         assert _subscriptions(b3) == []
