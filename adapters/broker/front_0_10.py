@@ -130,6 +130,7 @@ class Consumer010(Consumer):
     def offer(self, q: QueueState, msg: QMsg) -> bool:
         s = self.session
         head = msg.published_head(FORM_0_10)
+        body = msg.body
         try:
             # send() prices the transfer against the subscriber's credit and
             # refuses (changing nothing) when it is short.
@@ -137,10 +138,10 @@ class Consumer010(Consumer):
                 # A 0-10 publisher's octets, stamped with exchange and routing
                 # key when routed: relayed as they are (redelivered set).
                 cid = s.send(self.transfer, header_data=redelivered_0_10(head)
-                             if msg.redelivered else head, body=msg.body)
+                             if msg.redelivered else head, body=body)
             else:
                 cmd, headers = _delivery(self, msg)
-                cid = s.send(cmd, headers=headers, body=msg.body)
+                cid = s.send(cmd, headers=headers, body=body)
         except LocalProtocolError:
             return False  # no credit, or the replay window is full: wait
         st = self.state
@@ -153,7 +154,7 @@ class Consumer010(Consumer):
             st.unacked.add(cid, Held(q, msg, acquired=False))  # acquirable by id
         bc = st.owner
         if bc is not None:
-            bc.note_output(len(msg.body) + 256)
+            bc.note_output(len(body) + 256)
         return True
 
 

@@ -96,7 +96,7 @@ class _Consumer09(Consumer091):
         b = self.books
         front = b.front
         assert isinstance(front, Connection09)
-        size = len(msg.body)
+        size = msg.size
         if (not self.no_ack and b.prefetch_size and b.unacked
                 and b.unacked_octets + size > b.prefetch_size):
             return False

@@ -130,7 +130,8 @@ class Consumer091(Consumer):
 
     def offer(self, q: QueueState, msg: QMsg) -> bool:
         b = self.books
-        size = len(msg.body)
+        body = msg.body
+        size = len(body)
         if (not self.no_ack and b.prefetch_size and b.unacked
                 and b.unacked_octets + size > b.prefetch_size):
             return False
@@ -139,7 +140,7 @@ class Consumer091(Consumer):
         b.channel.send_content(spec.BasicDeliver(
             consumer_tag=self.tag, delivery_tag=tag, redelivered=msg.redelivered,
             exchange=msg.exchange, routing_key=msg.routing_key),
-            None if head is not None else msg.wire.as_form(FORM_0_9_1), msg.body,
+            None if head is not None else msg.wire.as_form(FORM_0_9_1), body,
             properties_data=head)
         if self.no_ack:
             b.front.broker.gone(msg)
@@ -190,7 +191,7 @@ class ChannelBooks:
 
     def hold(self, tag: int, h: Held) -> None:
         self.unacked[tag] = h
-        self.unacked_octets += len(h.msg.body)
+        self.unacked_octets += h.msg.size
 
     def take(self, tag: int, multiple: bool) -> list[Held]:
         """The deliveries ``tag`` settles (``multiple``: every one up to it;
@@ -205,7 +206,7 @@ class ChannelBooks:
         else:
             tags = [tag]
         out = [self.unacked.pop(t) for t in tags]
-        self.unacked_octets -= sum(len(h.msg.body) for h in out)
+        self.unacked_octets -= sum(h.msg.size for h in out)
         return out
 
     def held(self) -> Iterator[Held]:

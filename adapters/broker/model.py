@@ -73,7 +73,7 @@ from .backlog import Backlog
 from .dtx import Dtx, Work
 from .durable import Durability
 from .limits import Limits, QueuePolicy, arguments_octets
-from .properties import Wire
+from .properties import FORMS, Wire
 from .queue_args import QueueOptions, policy_arguments
 from .routing import Binding, BindingIndex
 from .store import SqliteStore, Store
@@ -88,11 +88,16 @@ if TYPE_CHECKING:
 #: 100-octet message queued that way, CPython 3.11).
 MESSAGE_OVERHEAD = 512
 #: ... and beyond its body and its publisher's property octets when it holds
-#: those: the QMsg, its sequence number, the two bytes objects' own heads,
-#: its place in the backlog (bench/broker_memory.py, tracemalloc, CPython
-#: 3.11: ~235 with properties of its own, ~200 all told -- the property
-#: octets included -- when messages published alike share them).
+#: those: the QMsg, its sequence number, the bytes object's own head, its
+#: place in the backlog (bench/broker_memory.py, tracemalloc, CPython 3.11:
+#: ~182 with properties of its own, ~181 all told -- the property octets
+#: included -- when messages published alike share them).
 RELAYED_OVERHEAD = 200
+#: A message whose property octets are its own (no earlier message was
+#: published with the same ones) holds them and its body in one bytes object
+#: when the body is at most this long (one object head less; a longer body
+#: is not copied for it).
+JOIN_BODY_MAX = 4096
 #: Heartbeat interval offered by default (RabbitMQ's), and the shortest one
 #: a client may ask for (0: a client may ask for none).
 DEFAULT_HEARTBEAT = 60
@@ -115,14 +120,21 @@ class ModelError(Exception):
         self.field = field
 
 
+#: QMsg._flags: three bits, the protocol form of its properties (an index
+#: into _FORMS) and, above them, the times it was dead-lettered -- one small
+#: int (shared by CPython) instead of a slot each.
 _REDELIVERED, _STORED, _PERSISTENT = 1, 2, 4
-#: Charges (QMsg.octets) made so far, each kept once: messages of one size
-#: share one int object instead of holding one each.
-_CHARGES: dict[int, int] = {}
+_FORMS: tuple[str, ...] = tuple(FORMS)
+_FORM_SHIFT, _FORM_MASK, _DEATHS_SHIFT = 3, 0x38, 6
+_FORM_BITS: dict[str, int] = {f: i << _FORM_SHIFT for i, f in enumerate(_FORMS)}
+assert len(_FORMS) <= _FORM_MASK >> _FORM_SHIFT
+#: Charges (QMsg.octets) and head lengths made so far, each kept once:
+#: messages of one size share one int object instead of holding one each.
+_INTS: dict[int, int] = {}
 
 
-def _charge(n: int) -> int:
-    return _CHARGES.setdefault(n, n) if len(_CHARGES) < 65536 else n
+def _once(n: int) -> int:
+    return _INTS.setdefault(n, n) if len(_INTS) < 65536 else n
 
 
 class _Flag:
@@ -143,62 +155,69 @@ class QMsg:
     """A message in a queue (or delivered and awaiting settlement).
 
     Kept compact (a million queued messages are a million of these): its
-    body, and its properties as the octets the publisher sent (``_head``, in
-    protocol ``form``: 0-10's header segment with the delivery-properties'
+    body, and its properties as the octets the publisher sent (in protocol
+    :attr:`form`: 0-10's header segment with the delivery-properties'
     exchange and routing key set, 0-9-1's property flags and values) --
-    relayed as they are to consumers of the same protocol, and one bytes
-    object for every message published with the same ones (Wire.stamp).
-    The properties are decoded only when someone asks for :attr:`wire`
-    (another protocol's consumer, a header routed on again, the durable
-    store).  A message given a decoded :class:`Wire` (a 1.0 publish, a
-    dead-lettered copy, one recovered from the store) keeps that instead.
+    relayed as they are to consumers of the same protocol.  The properties
+    are decoded only when someone asks for :attr:`wire` (another protocol's
+    consumer, a header routed on again, the durable store).  ``_data`` is
+    the body, or the property octets and the body in one; ``_head`` says
+    which and where the properties are:
+
+    * bytes: the property octets, ``_data`` the body -- one bytes object
+      for every message published with the same ones (Wire.stamp);
+    * int: ``_data`` starts with that many octets of properties (a small
+      message with properties of its own: one object instead of two);
+    * a :class:`Wire`: decoded properties, ``_data`` the body (a 1.0
+      publish, a dead-lettered copy, one recovered from the store).
+
+    Ten slots: the flags, the form and the dead-letter count share one
+    small int.
     """
 
-    __slots__ = ("seq", "body", "_head", "form", "_wire", "routing_key", "exchange", "expires",
-                 "origin", "deaths", "octets", "queued", "_flags")
+    __slots__ = ("seq", "_data", "_head", "routing_key", "exchange", "expires", "origin",
+                 "octets", "queued", "_flags")
 
     def __init__(self, seq: int, body: bytes, wire: Wire, routing_key: str, exchange: str,
                  redelivered: bool = False, expires: float | None = None, stored: bool = False,
                  queued: bool = False, octets: int = 0, origin: object = None,
                  deaths: int = 0) -> None:
         self.seq = seq
-        self.body = body
-        self._head = b""  # empty: the properties are ``_wire``'s
-        self.form = wire.form
-        self._wire: Wire | None = wire
+        self._data = body
+        self._head: bytes | int | Wire = wire  # decoded: not the publisher's octets
         self.routing_key = routing_key
         self.exchange = exchange
         self.expires = expires  # in the I/O layer's clock (``now``); None: never
         self.origin = origin  # the connection that published it (no-local queues)
-        self.deaths = deaths  # times it was dead-lettered (x-death count)
         #: What it is charged while held: its body and what keeping its
         #: properties costs -- the publisher's octets + RELAYED_OVERHEAD, or
         #: MESSAGE_OVERHEAD decoded (fixed when it is made: a charge does
         #: not change while it is held).
-        self.octets = octets or _charge(len(body) + MESSAGE_OVERHEAD)
+        self.octets = octets or _once(len(body) + MESSAGE_OVERHEAD)
         self.queued = queued  # in a queue's backlog now (see backlog.py)
         self._flags = ((_REDELIVERED if redelivered else 0) | (_STORED if stored else 0)
-                       | (_PERSISTENT if wire.persistent else 0))
+                       | (_PERSISTENT if wire.persistent else 0) | _FORM_BITS[wire.form]
+                       | deaths << _DEATHS_SHIFT)
 
     @classmethod
-    def relayed(cls, seq: int, form: str, head: bytes, body: bytes, routing_key: str,
+    def relayed(cls, seq: int, form: str, head: bytes | int, data: bytes, routing_key: str,
                 exchange: str, persistent: bool, expires: float | None,
                 origin: object) -> QMsg:
-        """A message holding its publisher's octets (see the class docstring)."""
+        """A message holding its publisher's octets: ``head`` the property
+        octets and ``data`` the body, or ``head`` how many octets of
+        properties ``data`` starts with (see the class docstring)."""
         m = cls.__new__(cls)
         m.seq = seq
-        m.body = body
+        m._data = data
         m._head = head
-        m.form = form
-        m._wire = None
         m.routing_key = routing_key
         m.exchange = exchange
         m.expires = expires
         m.origin = origin
-        m.deaths = 0
-        m.octets = _charge(len(body) + len(head) + RELAYED_OVERHEAD)
+        m.octets = _once(len(data) + (len(head) if isinstance(head, bytes) else 0)
+                         + RELAYED_OVERHEAD)
         m.queued = False
-        m._flags = _PERSISTENT if persistent else 0
+        m._flags = (_PERSISTENT if persistent else 0) | _FORM_BITS[form]
         return m
 
     def copy(self, seq: int, wire: Wire | None = None, routing_key: str | None = None,
@@ -208,21 +227,24 @@ class QMsg:
         publisher's octets."""
         c = QMsg.__new__(QMsg)
         c.seq = seq
-        c.body = self.body
+        keep = self._flags & ~_STORED
         if wire is None:
-            c._head, c.form, c._wire = self._head, self.form, self._wire
-            c._flags = self._flags & (_REDELIVERED | _PERSISTENT)
+            c._data, c._head = self._data, self._head
             c.octets = self.octets
         else:
-            c._head, c.form, c._wire = b"", wire.form, wire
-            c._flags = (self._flags & _REDELIVERED) | (_PERSISTENT if wire.persistent else 0)
-            c.octets = _charge(len(self.body) + MESSAGE_OVERHEAD)
+            c._data = body = self.body
+            c._head = wire
+            keep = (keep & ~(_PERSISTENT | _FORM_MASK) | _FORM_BITS[wire.form]
+                    | (_PERSISTENT if wire.persistent else 0))
+            c.octets = _once(len(body) + MESSAGE_OVERHEAD)
+        if deaths is not None:
+            keep = keep & ((1 << _DEATHS_SHIFT) - 1) | deaths << _DEATHS_SHIFT
+        c._flags = keep
         c.queued = False
         c.routing_key = self.routing_key if routing_key is None else routing_key
         c.exchange = self.exchange
         c.expires = self.expires if expires == -1.0 else expires
         c.origin = self.origin
-        c.deaths = self.deaths if deaths is None else deaths
         return c
 
     def __repr__(self) -> str:
@@ -230,32 +252,56 @@ class QMsg:
                 f"{self.exchange!r}{', redelivered' if self.redelivered else ''})")
 
     @property
+    def body(self) -> bytes:
+        h = self._head
+        return self._data[h:] if type(h) is int else self._data
+
+    @property
     def size(self) -> int:
-        """Octets of the body."""
-        return len(self.body)
+        """Octets of the body (without copying them out)."""
+        h = self._head
+        return len(self._data) - h if type(h) is int else len(self._data)
+
+    @property
+    def form(self) -> str:
+        """The protocol whose form its properties are in."""
+        return _FORMS[(self._flags & _FORM_MASK) >> _FORM_SHIFT]
+
+    @property
+    def deaths(self) -> int:
+        """Times it was dead-lettered (x-death count)."""
+        return self._flags >> _DEATHS_SHIFT
 
     def published_head(self, form: str) -> bytes | None:
         """The publisher's property octets if they are in protocol ``form``
         and still say what the message is (a consumer of that protocol
         relays them), else None."""
-        if self._wire is None and form == self.form:
-            return self._head
+        if self._flags & _FORM_MASK == _FORM_BITS[form]:
+            h = self._head
+            if type(h) is bytes:
+                return h
+            if type(h) is int:
+                return self._data[:h]
         return None
 
     @property
     def wire(self) -> Wire:
         """Its properties (decoded from the publisher's octets when asked:
         not kept, so a queued message never holds them twice)."""
-        w = self._wire
-        if w is None:
-            w = Wire.decoded(self.form, self._head)
-        return w
+        h = self._head
+        if type(h) is bytes:
+            return Wire.decoded(self.form, h)
+        if type(h) is int:
+            return Wire.decoded(self.form, self._data[:h])
+        assert isinstance(h, Wire)
+        return h
 
     @wire.setter
     def wire(self, w: Wire) -> None:
-        # ``_head`` stays: what it is charged does not change while it is held.
-        self._wire = w
-        self.form = w.form
+        # What it is charged (``octets``) does not change while it is held.
+        self._data = self.body
+        self._head = w
+        self._flags = self._flags & ~_FORM_MASK | _FORM_BITS[w.form]
 
     @property
     def app_headers(self) -> dict[str, Any] | None:
@@ -657,15 +703,22 @@ class Broker:
         # (0 is a ttl: "expire at once unless delivered now", as RabbitMQ has it)
         expires = self.now + ttl / 1000 if ttl is not None else None
         refused = 0
-        head = wire.octets
-        if head is not None:
+        head: bytes | int | None = None
+        data = body
+        if wire.octets is not None:
             # Held as published, with what a consumer of that protocol must
-            # see changed (Wire.stamp; one bytes object for many messages).
+            # see changed (Wire.stamp): one bytes object for the properties
+            # of many messages published alike, else one with the body.
             key = sys.intern(key)
-            head = wire.stamp(head, via.name, key)
+            stamped, shared = wire.stamp(wire.octets, via.name, key)
+            if not shared and len(body) <= JOIN_BODY_MAX:
+                data = stamped + body
+                head = _once(len(stamped))
+            else:
+                head = stamped
         for q in targets:
             if head is not None:
-                m = QMsg.relayed(next(self._seq), wire.form, head, body, key, via.name,
+                m = QMsg.relayed(next(self._seq), wire.form, head, data, key, via.name,
                                  wire.persistent, expires, origin)
             else:
                 m = QMsg(next(self._seq), body, wire, key, via.name, expires=expires,
@@ -684,13 +737,15 @@ class Broker:
             self.stats["no-local-dropped"] += 1
             return True  # not refused: the queue does not take its owner's own
         pol = q.policy
-        while pol.full(len(q.messages), q.messages.octets, len(msg.body)):
-            if pol.overflow != "drop-head" or not q.messages:
-                self.stats["overflow-refused"] += 1
-                return False
-            head = q.messages.popleft()
-            self.stats["overflow-dropped"] += 1
-            self.dead_letter(q, [head], "maxlen")
+        if pol.max_length is not None or pol.max_octets is not None:  # (most are not bounded)
+            size = msg.size
+            while pol.full(len(q.messages), q.messages.octets, size):
+                if pol.overflow != "drop-head" or not q.messages:
+                    self.stats["overflow-refused"] += 1
+                    return False
+                head = q.messages.popleft()
+                self.stats["overflow-dropped"] += 1
+                self.dead_letter(q, [head], "maxlen")
         if opts.sequence_key is not None:
             q.sequence += 1
             msg.wire = msg.wire.with_header(opts.sequence_key, q.sequence)

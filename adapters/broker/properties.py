@@ -218,21 +218,23 @@ class Wire:
                 _DECODED[key] = got
         return got
 
-    def stamp(self, head: bytes, exchange: str, routing_key: str) -> bytes:
+    def stamp(self, head: bytes, exchange: str, routing_key: str) -> tuple[bytes, bool]:
         """``head`` (these properties' octets) as a consumer of the same
-        protocol gets them after routing (see :attr:`Form.stamp`).  Messages
-        published with the same octets get the same bytes object (most
-        publishers send one set of properties message after message): it is
-        made once, and held once however many queued messages hold it."""
+        protocol gets them after routing (see :attr:`Form.stamp`), and
+        whether an earlier message was stamped alike.  Messages published
+        with the same octets get the same bytes object (most publishers send
+        one set of properties message after message): it is made once, and
+        held once however many queued messages hold it."""
         key = (self.form, head, exchange, routing_key)
         got = _STAMPED.get(key)
-        if got is None:
-            got = FORMS[self.form].stamp(head, exchange, routing_key)
-            if len(head) <= _STAMPED_SIZE:
-                if len(_STAMPED) >= _STAMPED_KEPT:
-                    _STAMPED.clear()
-                _STAMPED[key] = got
-        return got
+        if got is not None:
+            return got, True
+        got = FORMS[self.form].stamp(head, exchange, routing_key)
+        if len(head) <= _STAMPED_SIZE:
+            if len(_STAMPED) >= _STAMPED_KEPT:
+                _STAMPED.clear()
+            _STAMPED[key] = got
+        return got, False
 
 
     def __repr__(self) -> str:

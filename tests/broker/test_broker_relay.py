@@ -9,6 +9,7 @@ converts (the control that shows the spy counts)."""
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import pytest
@@ -23,7 +24,7 @@ from amqp_sansio.v0_10 import events as ev010
 from amqp_sansio.v0_10 import spec as spec010
 from amqp_sansio.v0_10.connection import ClientConfig, Connection, Role
 from amqp_sansio.v0_10.framing import header_octets
-from amqp_sansio_broker.model import Broker
+from amqp_sansio_broker.model import JOIN_BODY_MAX, Broker, QMsg
 from amqp_sansio_broker.properties import FORM_0_10, FORMS, redelivered_0_10
 
 _stamp_0_10 = FORMS[FORM_0_10].stamp
@@ -196,3 +197,50 @@ def test_stamping_0_10_adds_delivery_properties_when_there_are_none() -> None:
         [spec010.DeliveryProperties.unchecked(exchange="x", routing_key="k")]) + mp
     assert _stamp_0_10(b"", "", "") == header_octets(
         [spec010.DeliveryProperties.unchecked(exchange="")])
+
+
+def _bytes_held(m: QMsg) -> list[bytes]:
+    return [o for o in gc.get_referents(m) if isinstance(o, bytes)]
+
+
+def test_a_queued_message_holds_its_octets_in_as_few_objects_as_it_can() -> None:
+    """Messages published with the same properties hold one bytes object of
+    them; a small message with properties of its own holds them and its body
+    in one; a long body is not copied for that.  Each relays the same octets."""
+    broker = Broker()
+    pub = Client010(broker, b"pub")
+    pub.s.send(spec010.QueueDeclare(queue="q"))
+    pub.pump()
+    dp = header_octets([spec010.DeliveryProperties(routing_key="q", delivery_mode=1,
+                                                   priority=4)])
+    alike, own, long_own = (header_octets([spec010.MessageProperties(
+        content_type="text/plain", correlation_id=b"own-%d" % n)]) for n in (1, 2, 3))
+    big = b"b" * (JOIN_BODY_MAX + 1)
+    sent = [(alike, b"one"), (alike, b"two"), (alike, b"three"), (own, b"four"),
+            (long_own, big)]
+    for mp, body in sent:
+        pub.s.send(spec010.MessageTransfer(destination="", accept_mode=1, acquire_mode=0),
+                   header_data=dp + mp, body=body)
+    pub.pump()
+    ms = list(broker.queues["q"].messages)
+    assert [(m.body, m.size) for m in ms] == [(b, len(b)) for _, b in sent]
+    heads = [m.published_head(FORM_0_10) for m in ms]
+    assert all(h is not None and h.endswith(mp) for h, (mp, _) in zip(heads, sent, strict=True))
+    first, second, third, fourth, fifth = (_bytes_held(m) for m in ms)
+    # The first of a kind: properties and body in one object.
+    assert first == [heads[0] + b"one"] and fourth == [heads[3] + b"four"]
+    # The ones after it: the body, and the properties shared.
+    assert sorted(second, key=len) == [b"two", heads[1]]
+    assert heads[1] is heads[2] and heads[1] == heads[0]
+    assert sorted(third, key=len) == [b"three", heads[1]]
+    assert sorted(fifth, key=len) == [heads[4], big]
+    # Charged alike however they are held.
+    assert len({m.octets - m.size for m in ms[:4]}) == 1
+    ids = [next(h.correlation_id for h in m.wire.value
+                if isinstance(h, spec010.MessageProperties)) for m in ms]
+    assert ids == [b"own-%d" % n for n in (1, 1, 1, 2, 3)]
+    sub = Client010(broker, b"sub")
+    sub.subscribe("q", explicit=False)
+    got = [e for e in sub.pump() if isinstance(e, ev010.MessageReceived)]
+    assert [(e.header_data, e.body) for e in got] == [
+        (h, b) for h, (_, b) in zip(heads, sent, strict=True)]
