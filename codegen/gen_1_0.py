@@ -541,9 +541,9 @@ def _render_composite(m: Model, t: dict[str, Any], arche: dict[str, Any], w: Any
 
 # inline readers of the usual encodings: base -> (constructor, lines setting
 # v and advancing p); anything else goes through the codec's r_* reader
-_FAST_TEXT = {"string": (0xA1, "buf[p + 2:e].decode()"),  # (buf is bytes here)
-              "symbol": (0xA3, "buf[p + 2:e].decode('ascii')"),
-              "binary": (0xA0, "buf[p + 2:e]")}
+_FAST_TEXT = {"string": (0xA1, "buf[p + 2:{e}].decode()"),  # (buf is bytes here)
+              "symbol": (0xA3, "buf[p + 2:{e}].decode('ascii')"),
+              "binary": (0xA0, "buf[p + 2:{e}]")}
 _FAST_SMALL = {"uint": (0x52, 0x43), "ulong": (0x53, 0x44)}
 
 
@@ -578,10 +578,12 @@ def _fast_read(m: Model, t: dict[str, Any], f: dict[str, Any], r: dict[str, Any]
                   f"elif c == {zero:#x}:", f"    {put}0", "    p += 1"]
     else:
         code, expr = _FAST_TEXT["string" if base == "*" else src]
-        lines += [f"if c == {code:#x}:", "    e = p + 2 + buf[p + 1]"]
+        lines += [f"if c == {code:#x}:"]
         if r["tag"]:
-            lines += ["    if e - p - 2 > DELIVERY_TAG_MAX:", "        raise SlowPath"]
-        lines += [f"    {put}{expr}", "    p = e"]
+            lines += ["    e = p + 2 + buf[p + 1]", "    if e - p - 2 > DELIVERY_TAG_MAX:",
+                      "        raise SlowPath", f"    {put}{expr.format(e='e')}", "    p = e"]
+        else:  # the slice's start is read before its end moves p on
+            lines += [f"    {put}{expr.format(e='(p := p + 2 + buf[p + 1])')}"]
     if r["enum"]:
         lines += ["elif c == 0x40:", "    v = None", "    p += 1", "else:",
                   "    " + generic[0]]
@@ -606,11 +608,6 @@ def _render_fast_decoder(m: Model, t: dict[str, Any], cn: str, infos: list[Any],
     w("")
     w(f"def _dec_{cn}(ctor: int, buf: bytes, pos: int, end: int, "
       f"depth: int = MAX_DEPTH) -> tuple[Any, int]:")
-    if not any(f["mandatory"] for f, _, _ in infos):
-        w("    if ctor == 0x45:  # list0: every field at its default")
-        w(f"        o = _new({cn})")
-        w(f"        _set(o, '__dict__', _D_{cn}.copy())")
-        w("        return o, pos")
     if nf:
         w("    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:")
         w("        count = buf[pos + 1]")
@@ -623,18 +620,26 @@ def _render_fast_decoder(m: Model, t: dict[str, Any], cn: str, infos: list[Any],
         w("            v: Any")
         w("            e: Any")
         w("            try:")
+        # nested: the fields past the count cost one test in all
         for i, (f, r, _dv) in enumerate(infos):
-            w(f"                if count > {i}:")
+            ind = "    " * (4 + i)
+            w(f"{ind}if count > {i}:")
             for line in _fast_read(m, t, f, r, arche):
-                w("                    " + line)
-            if f["mandatory"]:
-                w("                else:")
-                w("                    raise SlowPath")
+                w(f"{ind}    {line}")
+        for i in reversed(range(nf)):
+            if any(f["mandatory"] for f, _, _ in infos[i:]):
+                w(f"{'    ' * (4 + i)}else:  # a mandatory field left out")
+                w(f"{'    ' * (5 + i)}raise SlowPath")
         w("            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):")
         w("                pass")
         w("            else:")
         w("                if p == lend:")
         w("                    return o, lend")
+    if not any(f["mandatory"] for f, _, _ in infos):
+        w("    if ctor == 0x45:  # list0: every field at its default")
+        w(f"        o = _new({cn})")
+        w(f"        _set(o, '__dict__', _D_{cn}.copy())")
+        w("        return o, pos")
     w(f"    return _dec_{cn}_exact(ctor, buf, pos, end, depth)")
 
 
