@@ -1477,6 +1477,10 @@ def r_map(buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, 
     raise _wrong("map", c, pos)
 
 
+_SMALL = tuple(range(128)) + tuple(range(-128, 0))  # smalllong octet -> value
+_PAIRS = tuple(range(n) for n in range(128))  # a map8's pairs (made once: range() costs)
+
+
 def r_string_keyed(buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
     """A map whose keys are strings (application-properties).  The usual
     map8 of str8 keys and str8 / smalllong / boolean values is read in one
@@ -1486,11 +1490,11 @@ def r_string_keyed(buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tu
     checked reader below reads the same octets and reports the fault."""
     if type(buf) is bytes and pos + 2 < end and buf[pos] == 0xC1:
         cend = pos + 2 + buf[pos + 1]
-        pairs = buf[pos + 2] >> 1
+        count = buf[pos + 2]
         p = pos + 3
         out: dict[str, Any] = {}
         try:
-            for _ in range(pairs):
+            for _ in _PAIRS[count >> 1]:
                 if buf[p] != 0xA1:
                     break
                 e = p + 2 + buf[p + 1]
@@ -1500,8 +1504,7 @@ def r_string_keyed(buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tu
                     p = e + 2 + buf[e + 1]
                     out[k] = buf[e + 2:p].decode()
                 elif c == 0x55:
-                    x = buf[e + 1]
-                    out[k] = x - 256 if x > 127 else x
+                    out[k] = _SMALL[buf[e + 1]]
                     p = e + 2
                 elif c == 0x41:
                     out[k] = True
@@ -1512,7 +1515,8 @@ def r_string_keyed(buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tu
                 else:
                     break
             else:
-                if p == cend and cend <= end and len(out) == pairs and not buf[pos + 2] & 1:
+                # (twice the entries: an even count, every pair read, no key twice)
+                if p == cend and cend <= end and len(out) << 1 == count:
                     return out, p
         except (IndexError, UnicodeDecodeError):
             pass
