@@ -55,7 +55,7 @@ __all__ = [
 ]
 
 import uuid
-from typing import Any
+from typing import Any, overload
 
 import attrs
 
@@ -63,7 +63,7 @@ from ..errors import DecodeError
 from ..message import Message
 from ._errors import decode_error, local_error
 from ._specbase import SpecObject, encode
-from .codec import DECODERS, DESCRIBED, MAX_DEPTH, Symbol
+from .codec import DECODERS, DESCRIBED, MAX_DEPTH, Symbol, r_string_keyed
 from .spec import (
     AmqpSequence,
     AmqpValue,
@@ -84,6 +84,30 @@ _RANK: dict[type, int] = {Header: 0, DeliveryAnnotations: 1, MessageAnnotations:
                           AmqpValue: 5, Footer: 6}
 
 
+class _BodyOctets:
+    """``AmqpMessage.data``: the body's octets when it is made of ``data``
+    sections.  A non-data descriptor: worked out on first use and kept in
+    the instance dict, where decode_message puts it for the usual body, so
+    reading it costs an attribute lookup."""
+
+    @overload
+    def __get__(self, m: None, owner: type) -> _BodyOctets: ...
+    @overload
+    def __get__(self, m: AmqpMessage, owner: type) -> bytes: ...
+
+    def __get__(self, m: AmqpMessage | None, owner: type) -> bytes | _BodyOctets:
+        if m is None:
+            return self
+        b = m.body
+        if isinstance(b, tuple):
+            parts = [s.value for s in b if isinstance(s, Data)]
+            if len(parts) == len(b):
+                octets = parts[0] if len(parts) == 1 else b"".join(parts)
+                m.__dict__["data"] = octets  # (frozen: the body cannot change)
+                return octets
+        raise local_error("the body is not made of data sections")
+
+
 @attrs.frozen(kw_only=True, slots=False)  # decode_message sets the dict in one go
 class AmqpMessage:
     """A 1.0 message, section by section (absent sections are None)."""
@@ -96,17 +120,7 @@ class AmqpMessage:
     body: Body = None
     footer: Footer | None = None
 
-    @property
-    def data(self) -> bytes:
-        """The body's octets when it is made of ``data`` sections."""
-        b = self.body
-        if type(b) is tuple and len(b) == 1 and type(b[0]) is Data:  # the usual body
-            return b[0].value
-        if isinstance(b, tuple):
-            parts = [s.value for s in b if isinstance(s, Data)]
-            if len(parts) == len(b):
-                return b"".join(parts)
-        raise local_error("the body is not made of data sections")
+    data = _BodyOctets()  # the body's octets (data sections only)
 
     def sections(self) -> list[SpecObject]:
         out: list[SpecObject] = [s for s in (self.header, self.delivery_annotations,
@@ -223,40 +237,59 @@ def decode_message(payload: bytes) -> AmqpMessage:
     # symbolic descriptor, sections out of order, octets left over) starts
     # again on the general loop, which decodes the same sections in the same
     # order up to the first fault, so errors and offsets are its own.
+    if type(payload) is not bytes:  # (the reads below slice bytes)
+        return _decode_message(payload)
     n = len(payload)
-    h = da = ma = pr = ap = body = ft = None
-    pos = 0
+    da = ma = pr = ap = None
     try:
-        code = payload[2] if n and payload[0] == 0x00 and payload[1] == 0x53 else 0
-        if code == 0x70:
-            # a sender's header is mostly the same octets message after
-            # message: the last one decoded is kept (frozen, all its fields
-            # immutable, so it can be shared) with its octets
-            seen, h = _HEADER_SEEN[0]
-            if type(payload) is bytes and payload.startswith(seen):
-                pos = len(seen)
-            else:
+        # a sender's header is mostly the same octets message after message:
+        # the last one decoded is kept (frozen, all its fields immutable, so
+        # it can be shared) with its octets, which start with its descriptor
+        seen, h = _HEADER_SEEN[0]
+        if payload.startswith(seen):
+            pos = len(seen)
+        else:
+            pos = 0
+            h = None
+            if n > 3 and payload[0] == 0x00 and payload[1] == 0x53 and payload[2] == 0x70:
                 h, pos = _dec_header(payload[3], payload, 4, n, MAX_DEPTH)
-                if pos <= 64 and type(payload) is bytes:
+                if pos <= 64:
                     _HEADER_SEEN[0] = (payload[:pos], h)  # one store: the pair stays whole
-            code = payload[pos + 2] if pos < n and payload[pos] == 0x00 and \
-                payload[pos + 1] == 0x53 else 0
-        if code == 0x71:
-            da, pos = _dec_da(payload[pos + 3], payload, pos + 4, n, MAX_DEPTH)
-            code = payload[pos + 2] if pos < n and payload[pos] == 0x00 and \
-                payload[pos + 1] == 0x53 else 0
-        if code == 0x72:
-            ma, pos = _dec_ma(payload[pos + 3], payload, pos + 4, n, MAX_DEPTH)
-            code = payload[pos + 2] if pos < n and payload[pos] == 0x00 and \
-                payload[pos + 1] == 0x53 else 0
+        code = payload[pos + 2] if pos < n and payload[pos] == 0x00 and \
+            payload[pos + 1] == 0x53 else 0
+        if code != 0x73:  # (the annotations, if any, come first)
+            if code == 0x71:
+                da, pos = _dec_da(payload[pos + 3], payload, pos + 4, n, MAX_DEPTH)
+                code = payload[pos + 2] if pos < n and payload[pos] == 0x00 and \
+                    payload[pos + 1] == 0x53 else 0
+            if code == 0x72:
+                ma, pos = _dec_ma(payload[pos + 3], payload, pos + 4, n, MAX_DEPTH)
+                code = payload[pos + 2] if pos < n and payload[pos] == 0x00 and \
+                    payload[pos + 1] == 0x53 else 0
         if code == 0x73:
             pr, pos = _dec_properties(payload[pos + 3], payload, pos + 4, n, MAX_DEPTH)
             code = payload[pos + 2] if pos < n and payload[pos] == 0x00 and \
                 payload[pos + 1] == 0x53 else 0
-        if code == 0x74:
-            ap, pos = _dec_ap(payload[pos + 3], payload, pos + 4, n, MAX_DEPTH)
+        if code == 0x74:  # (ApplicationProperties.decode_from, one call less)
+            v, pos = r_string_keyed(payload, pos + 3, n, MAX_DEPTH)
+            if v is None:  # a null map: refused by the general loop
+                return _decode_message(payload)
+            ap = _new(ApplicationProperties)
+            _set_ap(ap, v)
             code = payload[pos + 2] if pos < n and payload[pos] == 0x00 and \
                 payload[pos + 1] == 0x53 else 0
+        if code == 0x75 and payload[pos + 3] == 0xA0 and pos + 5 + payload[pos + 4] == n:
+            # the usual body: one vbin8 data section, last (Data.decode_from
+            # inline); its octets are the message's data
+            v = payload[pos + 5:]
+            s = _new(Data)
+            _set_data(s, v)
+            m = _new(AmqpMessage)
+            _set_dict(m, {"header": h, "delivery_annotations": da, "message_annotations": ma,
+                          "properties": pr, "application_properties": ap, "body": (s,),
+                          "footer": None, "data": v})
+            return m
+        body = ft = None
         if code == 0x75 or code == 0x76:  # data+ or amqp-sequence+ (mostly one)
             kind = code
             dec = _dec_data if code == 0x75 else _dec_sequence
@@ -287,9 +320,8 @@ def decode_message(payload: bytes) -> AmqpMessage:
     if pos != n:
         return _decode_message(payload)
     m = _new(AmqpMessage)
-    _set(m, "__dict__", {"header": h, "delivery_annotations": da, "message_annotations": ma,
-                         "properties": pr, "application_properties": ap, "body": body,
-                         "footer": ft})
+    _set_dict(m, {"header": h, "delivery_annotations": da, "message_annotations": ma,
+                  "properties": pr, "application_properties": ap, "body": body, "footer": ft})
     return m
 
 
@@ -299,7 +331,6 @@ _dec_header = Header.decode_from
 _dec_da = DeliveryAnnotations.decode_from
 _dec_ma = MessageAnnotations.decode_from
 _dec_properties = Properties.decode_from
-_dec_ap = ApplicationProperties.decode_from
 _dec_data = Data.decode_from
 _dec_sequence = AmqpSequence.decode_from
 _dec_value = AmqpValue.decode_from
@@ -353,6 +384,11 @@ def _decode_message(payload: bytes) -> AmqpMessage:
 
 _new = object.__new__
 _set = object.__setattr__
+# the setters behind object.__setattr__ for what decode_message fills (a
+# frozen class refuses the usual way), called directly: one lookup less
+_set_dict = AmqpMessage.__dict__["__dict__"].__set__
+_set_ap = ApplicationProperties.__dict__["value"].__set__
+_set_data = Data.__dict__["value"].__set__
 _EMPTY = dict.fromkeys(("header", "delivery_annotations", "message_annotations", "properties",
                         "application_properties", "body", "footer"))
 

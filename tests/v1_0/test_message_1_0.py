@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -80,8 +81,25 @@ def test_body_shapes_on_encode() -> None:
     with pytest.raises(LocalProtocolError):
         encode_message(AmqpMessage(body=spec.Data(b"a")))  # type: ignore[arg-type]
     assert AmqpMessage(body=(spec.Data(b"a"), spec.Data(b"b"))).data == b"ab"
+    assert AmqpMessage(body=()).data == b""
     with pytest.raises(LocalProtocolError):
         _ = AmqpMessage(body=spec.AmqpValue(1)).data
+    with pytest.raises(LocalProtocolError):
+        _ = AmqpMessage(body=(spec.AmqpSequence([1]),)).data
+
+
+def test_data_is_kept_beside_the_fields() -> None:
+    # decode_message fills data in for the usual body; it stays out of
+    # equality, repr and evolve, which see the fields only
+    payload = encode(spec.Properties(subject="s")) + encode(spec.Data(b"xy"))
+    m = decode_message(payload)
+    assert m.__dict__["data"] == b"xy" and m.data == b"xy"
+    built = AmqpMessage(properties=spec.Properties(subject="s"), body=(spec.Data(b"xy"),))
+    assert m == built and hash(m) == hash(built) and repr(m) == repr(built)
+    assert "data" not in built.__dict__ and built.data == b"xy"  # worked out, then kept
+    assert built.__dict__["data"] == b"xy"
+    other = attrs.evolve(m, body=(spec.Data(b"z"),))
+    assert other.data == b"z" and m.data == b"xy"
 
 
 def test_bare_message_is_kept_verbatim() -> None:
