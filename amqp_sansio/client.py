@@ -729,6 +729,17 @@ class ClientSubscriptionBase(Generic[D]):
         self.handed_out(d)
         return d
 
+    def take_many(self, limit: int) -> list[D]:
+        """Up to ``limit`` buffered deliveries, as that many :meth:`take`
+        calls would hand them out (``[]``: nothing buffered, and what was
+        batched goes out)."""
+        out: list[D] = []
+        while len(out) < limit and (d := self.take()) is not None:
+            out.append(d)
+            if not self.buffer:
+                break
+        return out
+
     def deliver(self, event: Any) -> None:
         self.buffer.append(self.make_delivery(event))
         if self.wake is not None:

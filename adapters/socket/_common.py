@@ -333,18 +333,46 @@ class SubscriptionBase(SubscriptionView[D], Generic[S, D]):
         with pump.lock:
             d = p.take()
             if d is None:
-                pump.poke()  # what the empty buffer flushed
-                if p.cancelled:
-                    return None
-                try:
-                    pump.wait(lambda: bool(p.buffer) or p.cancelled or self._failed(),
-                              timeout, "delivery")
-                except AMQPTimeout:
-                    return None
-                d = p.take()
+                d = self._wait_one(timeout)
             if d is not None and not p.ack:
                 pump.poke()  # accept-mode none: its completion goes out
             return d
+
+    def get_many(self, limit: int = 256, timeout: float | None = None) -> list[D]:
+        """The deliveries buffered now, up to ``limit`` (at least one: waits
+        for it as :meth:`get` does), handed out together under one lock;
+        ``[]`` on timeout or once cancelled and drained.  Settle them with
+        the session's ``accept(batch)`` (one call for the lot)."""
+        if limit < 1:
+            raise ValueError(f"limit must be at least 1, not {limit}")
+        pump = self.session._pump
+        p = self._p
+        with pump.lock:
+            out = p.take_many(limit)
+            if not out:
+                d = self._wait_one(timeout)
+                if d is None:
+                    return []
+                out = [d]
+                if limit > 1 and p.buffer:
+                    out += p.take_many(limit - 1)
+            if not p.ack:
+                pump.poke()  # accept-mode none: their completions go out
+            return out
+
+    def _wait_one(self, timeout: float | None) -> D | None:
+        """(lock held, the buffer empty) Wait for a delivery and take it."""
+        pump = self.session._pump
+        p = self._p
+        pump.poke()  # what the empty buffer flushed
+        if p.cancelled:
+            return None
+        try:
+            pump.wait(lambda: bool(p.buffer) or p.cancelled or self._failed(),
+                      timeout, "delivery")
+        except AMQPTimeout:
+            return None
+        return p.take()
 
     def _failed(self) -> bool:
         self.session.policy.check()

@@ -309,3 +309,17 @@ class SubscriptionBase(SubscriptionView[D], Generic[S, D]):
     async def get(self) -> D:
         """The next delivery (same as ``await anext(sub)``)."""
         return await self.__anext__()
+
+    async def get_many(self, limit: int = 256) -> list[D]:
+        """The deliveries buffered now, up to ``limit`` (at least one: waits
+        for it as :meth:`get` does); ``[]`` once cancelled and drained.
+        Settle them with the session's ``accept(batch)`` (one call for the lot)."""
+        if limit < 1:
+            raise ValueError(f"limit must be at least 1, not {limit}")
+        try:
+            out = [await self.__anext__()]
+        except StopAsyncIteration:
+            return []
+        if limit > 1 and self._p.buffer:
+            out += self._p.take_many(limit - 1)
+        return out

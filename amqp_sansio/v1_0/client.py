@@ -75,7 +75,7 @@ from . import events as ev
 from .connection import ClientConfig, Role
 from .connection import Connection as CoreConnection
 from .link import Delivery as CoreDelivery
-from .link import Link
+from .link import Link, LinkState
 from .message import AmqpMessage, decode_message, encode_message, from_message, to_message
 from .session import Session as CoreSession
 from .spec import (
@@ -111,6 +111,8 @@ CONDITION_CODES = {
 }
 _REJECTED, _RELEASED, _MODIFIED = 1, 2, 3
 _ACCEPTED = Accepted()  # the state plain accepts share (batched per subscription)
+_ATTACHED = LinkState.ATTACHED  # (a global: the member is a slow lookup on 3.11)
+_RECEIVED = ev.DeliveryReceived
 
 
 def _link_error(what: str, err: Error | None) -> ExecutionError:
@@ -196,6 +198,20 @@ class ClientConnection(base.ClientConnection[CoreConnection, "ClientSession"]):
         if self.reconnecting:
             return  # operations queue on the next core (begin and attach wait there)
         super().check()
+
+    def dispatch(self, events: Iterable[Event]) -> None:
+        """As the base dispatches, with a delivery on a subscription's link
+        (the hot path) handed to it at once, as its session would."""
+        sessions = self.sessions
+        for e in events:
+            if type(e) is _RECEIVED:
+                s = sessions.get(e.channel)
+                if s is not None:
+                    sub = s._by_link.get(id(e.link))
+                    if isinstance(sub, ClientSubscription):
+                        sub.deliver(e)
+                continue
+            super().dispatch((e,))
 
     def fail(self, err: AMQPError) -> None:
         if self._lost(err):
@@ -759,19 +775,25 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
                 d.settled = True
                 sub.settled_some(1)
                 return
+        if type(deliveries) is not list:
+            deliveries = list(deliveries)
+        if how == "accept" and deliveries and self._accept_batch(deliveries):
+            return
         ds = [d for d in deliveries if not d.stale]
         if self.conn.reconnecting:  # the links are gone: the broker sends them again
             for d in ds:
                 d.settled = True
             return
+        seen: set[int] = set()
         for d in ds:
             if d.owner is not self:
                 raise LocalProtocolError("the delivery belongs to another session")
             if not d.ack:
                 raise LocalProtocolError("deliveries of an accept_mode='none' subscription "
                                          "need no settling")
-            if d.settled:
+            if d.settled or id(d) in seen:  # (named twice: settled by the first)
                 raise LocalProtocolError(f"delivery {d.command_id} is already settled")
+            seen.add(id(d))
         outcome: Any
         if how == "accept":
             outcome = _ACCEPTED
@@ -806,6 +828,30 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
             raise
         for sub, group in by_sub.values():
             sub.settled_some(len(group))
+
+    def _accept_batch(self, ds: list[ClientDelivery]) -> bool:
+        """Accept a batch (``get_many``) of one subscription, each of this
+        session, unsettled, on the current link, with nothing else in the
+        way (no transaction, settle-first, no error): batched as one
+        delivery's accept is, in one pass.  False, with nothing changed,
+        for anything else (the checked path decides)."""
+        sub = ds[0].sub
+        conn = self.conn
+        if (sub is None or self.txn_id is not None or sub.settle_second
+                or conn.reconnecting or self.error is not None or conn.error is not None
+                or conn.opened is None):
+            return False
+        link = sub.link
+        for i, d in enumerate(ds):
+            if (d.sub is not sub or d.owner is not self or not d.ack or d.settled
+                    or d._link is not link):  # (settled: a second time in the batch too)
+                for d in ds[:i]:
+                    d.settled = False
+                return False
+            d.settled = True
+        sub.to_accept += [d.event.delivery for d in ds]  # (d.core)
+        sub.settled_some(len(ds))
+        return True
 
     # -- transactions ------------------------------------------------------------------------
     def tx_select(self) -> Pending[Any]:
@@ -1207,6 +1253,18 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
             self.settled_some(1)
         return d
 
+    def take_many(self, limit: int) -> list[D]:
+        buf = self.buffer
+        if not buf:
+            self.flush()
+            return []
+        popleft = buf.popleft
+        out = [popleft() for _ in range(min(limit, len(buf)))]
+        done = sum(1 for d in out if d.settled) if self.ack else len(out)
+        if done:  # (handed_out, for the lot)
+            self.settled_some(done)
+        return out
+
     def handed_out(self, d: D) -> None:
         if d.settled:  # accept-mode none, or the sender settled it already
             self.settled_some(1)
@@ -1238,7 +1296,7 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
         has none left)."""
         link = self.link
         if link is None or self.session.error is not None or (
-                link.state.name != "ATTACHED"):
+                link.state is not _ATTACHED):
             return
         self.send_accepts()
         if self.cancelled:

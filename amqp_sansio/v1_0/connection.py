@@ -56,6 +56,7 @@ from .framing import (
     EMPTY_FRAME,
     TYPE_AMQP,
     TYPE_SASL,
+    FastTransfer,
     Frame,
     FrameReader,
     ProtocolHeader,
@@ -141,6 +142,7 @@ CONNECTION_TRANSITIONS: dict[ConnState, dict[str, ConnState]] = {
 COVERAGE: set[tuple[str, str, str]] | None = None
 
 _END: ConnState = _S.END
+_OPENED: ConnState = _S.OPENED  # (a global: ConnState.OPENED is a slow lookup on 3.11)
 _OPEN_OUT = {_S.OPEN_PIPE, _S.OPEN_SENT, _S.OPENED}  # our open sent, our close not
 
 
@@ -220,7 +222,7 @@ class _SessionPort:
     def write_transfer(self, channel: int, handle: int, delivery_id: int, tag: bytes,
                        message_format: int, settled: bool, payload: bytes) -> bool:
         c = self._c
-        if c.state is not ConnState.OPENED or channel > c.peer_channel_max or len(tag) > 32:
+        if c.state is not _OPENED or channel > c.peer_channel_max or len(tag) > 32:
             return False
         # the octets Transfer's generated encoder writes for these fields
         # (tests/v1_0/test_hot_paths_1_0.py compares them)
@@ -468,12 +470,20 @@ class Connection:
             else:
                 reader = self._reader
                 reader.receive(data)
-                while self.state is not _END:  # (a frame may close it)
+                remote = self._remote
+                channel_max = self.config.channel_max
+                while (state := self.state) is not _END:  # (a frame may close it)
                     item = reader.next_fast()
                     if item is None:
                         break
                     if type(item) is tuple:  # a common transfer (FastTransfer)
-                        self._transfer(*item)
+                        channel, fields, payload = cast("FastTransfer", item)
+                        s = remote.get(channel)  # (_transfer's common case, inlined)
+                        if (s is not None and state is _OPENED and channel <= channel_max
+                                and COVERAGE is None):
+                            s.take_transfer(fields, payload)
+                        else:
+                            self._transfer(channel, fields, payload)
                     else:
                         self._item(cast("ProtocolHeader | Frame", item))
         except DecodeError as e:
@@ -541,7 +551,7 @@ class Connection:
         on an open connection goes straight to its session; anything else
         takes the generic path as the Transfer it is."""
         s = self._remote.get(channel)
-        if self.state is not ConnState.OPENED or s is None or channel > self.config.channel_max:
+        if self.state is not _OPENED or s is None or channel > self.config.channel_max:
             self._item(Frame(TYPE_AMQP, channel, transfer_of(fields), payload))
             return
         if COVERAGE is not None:

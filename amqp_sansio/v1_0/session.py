@@ -76,6 +76,7 @@ class SessionState(enum.Enum):
 
 
 _S = SessionState
+_MAPPED = _S.MAPPED  # (a global: SessionState.MAPPED is a slow lookup on 3.11)
 SESSION_TRANSITIONS: dict[SessionState, dict[str, SessionState]] = {
     _S.UNMAPPED: {"send:begin": _S.BEGIN_SENT, "recv:begin": _S.BEGIN_RCVD},
     # links may be attached right behind our begin
@@ -429,7 +430,7 @@ class Session:
         takes the generic path as the Transfer it is, before anything
         changes."""
         link = self._remote_links.get(f[0])
-        if (self.state is not SessionState.MAPPED or link is None or self.incoming_window <= 0
+        if (self.state is not _MAPPED or link is None or self.incoming_window <= 0
                 or (self.remote_outgoing_window <= 0
                     and self.config.strict_remote_outgoing_window)):
             self.handle_frame(transfer_of(f), payload)
@@ -632,7 +633,7 @@ class _LinkPort:
     def send_transfer(self, link: Link, tag: bytes, message_format: int, settled: bool,
                       payload: bytes) -> int | None:
         s = self._s
-        if (s.state is not SessionState.MAPPED or s._pending or s.remote_incoming_window <= 0
+        if (s.state is not _MAPPED or s._pending or s.remote_incoming_window <= 0
                 or s.outgoing_window <= 0):
             return None  # it waits for a window, or the session cannot write
         did = s._next_delivery_id

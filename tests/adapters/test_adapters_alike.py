@@ -353,3 +353,62 @@ def test_publish_pipelines_unless_a_verdict_is_asked_for(adapter: str) -> None:
                     assert (await s.query_queue("piped")).message_count == 7
 
         trio.run(main)
+
+
+# ---------------------------------------------------------------- batches
+@pytest.mark.parametrize("protocol", ["0-10", "0-9-1", "1.0"])
+@pytest.mark.parametrize("adapter", ADAPTERS)
+def test_get_many_hands_out_batches_one_accept_settles(broker: tuple[str, int], adapter: str,
+                                                       protocol: str) -> None:
+    """``get_many(limit)`` hands out what is buffered (1..limit, in order;
+    ``[]`` once nothing comes) and ``session.accept(batch)`` settles the lot:
+    a second subscription finds the queue empty.  Same name and shape in
+    both adapters and every protocol."""
+    name = f"batch-{adapter}-{protocol}"
+    q = f"/queue/{name}" if protocol == "1.0" else name
+    address = url(broker, query=f"protocol={protocol}")
+    bodies = [b"%d" % i for i in range(12)]
+    if adapter == "socket":
+        with amqp_sansio_socket.connect(address, read_timeout=TIMEOUT) as c, c.session() as s:
+            if protocol != "1.0":
+                s.declare_queue(q)
+            for b in bodies:
+                s.publish(b, routing_key=q)
+            got: list[bytes] = []
+            with s.subscribe(q, prefetch=20) as sub:
+                with pytest.raises(ValueError):
+                    sub.get_many(0)
+                while len(got) < len(bodies):
+                    batch = sub.get_many(5, timeout=TIMEOUT)
+                    assert 1 <= len(batch) <= 5
+                    s.accept(batch)
+                    got += [d.body for d in batch]
+                assert sub.get_many(5, timeout=0.2) == []
+            assert got == bodies
+            with s.subscribe(q, prefetch=20) as sub:
+                assert sub.get_many(5, timeout=0.3) == []
+        return
+
+    async def main() -> list[bytes]:
+        got: list[bytes] = []
+        with trio.fail_after(TIMEOUT):
+            async with amqp_sansio_trio.open_connection(address) as c, c.session() as s:
+                if protocol != "1.0":
+                    await s.declare_queue(q)
+                for b in bodies:
+                    await s.publish(b, routing_key=q)
+                async with s.subscribe(q, prefetch=20) as sub:
+                    with pytest.raises(ValueError):
+                        await sub.get_many(0)
+                    while len(got) < len(bodies):
+                        batch = await sub.get_many(5)
+                        assert 1 <= len(batch) <= 5
+                        await s.accept(batch)
+                        got += [d.body for d in batch]
+                async with s.subscribe(q, prefetch=20) as sub:
+                    with trio.move_on_after(0.3) as cs:
+                        await sub.get_many(5)
+                    assert cs.cancelled_caught
+        return got
+
+    assert trio.run(main) == bodies

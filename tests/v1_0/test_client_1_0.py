@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from amqp_sansio.client import Pending
+from amqp_sansio.errors import LocalProtocolError
 from amqp_sansio.exceptions import ExecutionError, MessageRejectedError
 from amqp_sansio.message import Message
 from amqp_sansio.url import parse_url
@@ -233,6 +234,42 @@ def test_credit_window_is_what_is_held() -> None:
     w.pump()
     assert link.credit == 2
     assert [x.state for x in (d1.core, d2.core)] == [Accepted(), Accepted()]
+
+
+def test_a_batch_is_taken_and_accepted_as_one_by_one() -> None:
+    """``take_many`` hands out what ``take`` would, in order; a batch
+    accept settles the lot in one disposition; a batch the quick pass
+    cannot take (settled already, twice in it, two subscriptions) goes the
+    checked way: the same error as one by one, nothing settled by it."""
+    w = Wire()
+    s = w.session()
+    subs = [s.subscribe(f"src{k}", _delivery, prefetch=8) for k in (1, 2)]
+    for sub in subs:
+        sub.start()
+    w.pump()
+    for k in (1, 2):
+        link = w.server.senders[f"src{k}"]
+        for i in range(6):
+            link.send(b"\x00Sw\xa0\x01" + bytes([48 + i]))  # amqp-value(binary 1 octet)
+    w.pump()
+    a, b = subs
+    first = a.take_many(4)
+    assert [d.body for d in first] == [b"0", b"1", b"2", b"3"] and len(a.buffer) == 2
+    rest = a.take_many(10)
+    assert [d.body for d in rest] == [b"4", b"5"] and a.take_many(3) == []
+    other = b.take_many(1)
+    with pytest.raises(LocalProtocolError, match="already settled"):
+        s.settle(first[:1] + first[:1], "accept")  # twice in one batch
+    assert not any(d.settled for d in first)
+    s.settle(first[:2] + other, "accept")  # two subscriptions: the checked path
+    assert [d.settled for d in first] == [True, True, False, False] and other[0].settled
+    with pytest.raises(LocalProtocolError, match="already settled"):
+        s.settle(first, "accept")
+    assert [d.settled for d in first] == [True, True, False, False]
+    s.settle(first[2:] + rest, "accept")
+    w.pump()
+    assert [d.core.state for d in first + rest] == [Accepted()] * 6
+    assert a.held == 0 and a.link is not None and a.link.credit == 8
 
 
 def test_drain_ends_with_no_credit() -> None:
