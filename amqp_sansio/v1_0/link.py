@@ -566,17 +566,23 @@ class Link:
     def take_transfer(self, f: TransferFields, payload: bytes) -> bool:
         """The receiving hot path (the session's): a common transfer
         (``framing.transfer_fields``: a whole delivery in one frame, no
-        state) on an attached receiving link with credit, taken as
+        state) on an attached receiving link with credit (or slack left),
+        taken as
         :meth:`handle_transfer` takes it.  False, with nothing changed, for
         anything else: the session hands it to :meth:`handle_transfer`."""
         if (self.state is not _ATTACHED or self._incoming is not None
-                or self.role is not _RECEIVER or self.credit <= 0
+                or self.role is not _RECEIVER
                 or len(payload) > (self.max_message_size or self.max_receive_size)):
+            return False
+        if self.credit > 0:
+            self.credit -= 1
+        elif self._slack_left > 0:  # a lax sender past the credit (credit_slack)
+            self._slack_left -= 1
+        else:
             return False
         if COVERAGE is not None:
             COVERAGE.add(("ATTACHED", "recv:frame"))
         # recv:frame keeps ATTACHED as it is (the table says so; a test checks)
-        self.credit -= 1
         self.delivery_count = (self.delivery_count + 1) & 0xFFFFFFFF  # serial_add
         d = Delivery(self, f[1], f[2], f[3], False)
         d.frames = 1

@@ -13,7 +13,7 @@ from amqp_sansio.v1_0 import events as ev
 from amqp_sansio.v1_0 import spec
 from amqp_sansio.v1_0.connection import Connection, Role, ServerConfig
 from amqp_sansio.v1_0.framing import FrameReader, encode_frame
-from amqp_sansio.v1_0.link import LinkState
+from amqp_sansio.v1_0.link import Link, LinkState
 from amqp_sansio.v1_0.session import SessionConfig
 
 RCV = spec.ReceiverSettleMode
@@ -89,6 +89,39 @@ def test_sender_never_exceeds_credit() -> None:
         snd.send(b"3")
     p.pump()
     assert snd.credit == 0 and snd.delivery_count == 2
+
+
+def test_a_lax_senders_slack_is_taken_on_the_hot_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """credit_slack (RabbitMQ's plugin): common transfers past the credit
+    take the hot path until the slack is spent (the checked path is never
+    asked), then the next is a violation as without it."""
+    srv = Connection(Role.SERVER, ServerConfig())
+    evs = srv.receive_data(spec.AMQP_HEADER + encode_frame(spec.Open(container_id="c"))
+                           + encode_frame(spec.Begin(next_outgoing_id=0, incoming_window=10,
+                                                     outgoing_window=10)))
+    of(evs, ev.SessionBeginRequested)[0].session.begin()
+    evs = srv.receive_data(encode_frame(spec.Attach(name="l", handle=0, role=spec.Role.SENDER,
+                                                    initial_delivery_count=0,
+                                                    target=spec.Target())))
+    link = of(evs, ev.LinkAttachRequested)[0].link
+    link.attach()
+    link.credit_slack = 2
+    link.flow(1)
+    srv.data_to_send()
+    checked: list[Any] = []
+    generic = Link.handle_transfer
+    monkeypatch.setattr(Link, "handle_transfer",
+                        lambda self, body, payload: (checked.append(body),
+                                                     generic(self, body, payload))[1])
+    x = [encode_frame(spec.Transfer(handle=0, delivery_id=i, delivery_tag=b"%d" % i,
+                                    message_format=0, settled=True), payload=b"p")
+         for i in range(4)]
+    evs = srv.receive_data(b"".join(x[:3]))
+    assert [e.delivery.id for e in of(evs, ev.DeliveryReceived)] == [0, 1, 2] and not checked
+    assert link.credit == 0 and link.delivery_count == 3
+    evs = srv.receive_data(x[3])
+    assert not of(evs, ev.DeliveryReceived) and len(checked) == 1
+    assert of(evs, ev.ProtocolViolation)[0].condition == "amqp:link:transfer-limit-exceeded"
 
 
 def test_receiver_bounds_memory_with_credit() -> None:
