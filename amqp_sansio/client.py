@@ -336,6 +336,11 @@ class ClientConnection(Generic[CoreT, SessionT]):
     def data_to_send(self) -> bytes:
         return self.core.data_to_send()
 
+    def has_output(self) -> bool:
+        """Whether :meth:`data_to_send` has octets to give (True when the
+        protocol does not say: the adapter wakes its writer as if)."""
+        return True
+
     def next_deadline(self) -> float | None:
         return self.core.next_deadline()
 

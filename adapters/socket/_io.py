@@ -133,6 +133,8 @@ class IOPump:
         self._stop = False
         self.io_done = False
         self.buffered = 0  # octets the I/O thread has not written yet
+        # what a caller's own write (see _wake) left unsent, for the I/O thread
+        self._spill = bytearray()
         self._io_ident: int | None = None
         self._thread = threading.Thread(target=self._run, daemon=True,
                                         name=f"amqp-io {self.description}")
@@ -195,8 +197,25 @@ class IOPump:
 
     def _wake(self) -> None:
         self._held = 0
-        if self._poked or threading.get_ident() == self._io_ident:
-            return
+        if (self._poked or threading.get_ident() == self._io_ident
+                or not self.policy.has_output()):
+            return  # (no output: the I/O thread reads without being woken)
+        if not self.buffered and not self.io_done and type(self._sock) is socket.socket:
+            # Nothing of the I/O thread's is unsent (``buffered`` only
+            # overstates what it holds): write here, under the lock, in
+            # order -- no wake-up and no thread switch for a few octets.
+            # What the socket does not take (or a failed write) goes to
+            # the I/O thread, which writes it first (and finds the error).
+            data = self.policy.data_to_send()
+            self.book.sent(data)
+            try:
+                n = self._sock.send(data)
+            except OSError:
+                n = 0
+            if n == len(data):
+                return
+            self._spill += memoryview(data)[n:]
+            self.buffered = len(self._spill)
         self._poked = True
         try:
             self._wake_w.send(b"\0")
@@ -286,6 +305,9 @@ class IOPump:
                     self._poked = False
                     if self._stop:
                         break
+                    if self._spill:  # (before what the policy has now: it came first)
+                        out += self._spill
+                        self._spill.clear()
                     data = policy.data_to_send()
                     if data:
                         self.book.sent(data)
@@ -336,6 +358,7 @@ class IOPump:
                 if policy.error is None:
                     policy.fail(ConnectionLostError("connection ended"))
                 self.io_done = True
+                self._spill.clear()  # (the transport is gone: so is what it did not take)
                 self._after_input()
             close_quietly(sock)
 

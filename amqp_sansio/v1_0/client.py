@@ -199,6 +199,9 @@ class ClientConnection(base.ClientConnection[CoreConnection, "ClientSession"]):
             return  # operations queue on the next core (begin and attach wait there)
         super().check()
 
+    def has_output(self) -> bool:
+        return self.core.has_output
+
     def dispatch(self, events: Iterable[Event]) -> None:
         """As the base dispatches, with a delivery on a subscription's link
         (the hot path) handed to it at once, as its session would."""

@@ -401,6 +401,11 @@ class Connection:
         handed out yet (a producer's back-pressure)."""
         return len(self._out)
 
+    @property
+    def has_output(self) -> bool:
+        """Whether :meth:`data_to_send` has octets to give."""
+        return bool(self._out)
+
     def data_to_send(self, now: float | None = None) -> bytes:
         """Everything queued for the peer (call after every action)."""
         if now is not None:
