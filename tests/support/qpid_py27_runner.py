@@ -93,6 +93,7 @@ def _pattern(module: str) -> str:
 def _ignores() -> list[str]:
     names = [f"qpid_tests.broker_0_10.{t}" for t in QMF_TESTS]
     names += [f"{c}.*" for c in harness.SUITE_SKIP_CLASSES]
+    names += list(harness.SUITE_SKIP_TESTS)
     return names
 
 
@@ -122,9 +123,16 @@ def run_shard(modules: Iterable[str], timeout: float = SHARD_TIMEOUT, *,
         cmd += [_pattern(m) for m in modules]
         cmd += [f"qpid_tests.broker_0_10.{t}" if not t.startswith("qpid.") else t
                 for t in tests]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                              env={**os.environ, "PYTHONPATH": str(root),
-                                   "PYTHONDONTWRITEBYTECODE": "1"})
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                                  env={**os.environ, "PYTHONPATH": str(root),
+                                       "PYTHONDONTWRITEBYTECODE": "1"})
+        except subprocess.TimeoutExpired as e:
+            # the last test started and whatever the runner printed (a client
+            # thread's traceback) are what says why it hung
+            raise RuntimeError(
+                f"qpid-python-test hung over {timeout:.0f} s; stdout ends:\n"
+                f"{_tail(e.stdout, 8)}\nstderr ends:\n{_tail(e.stderr, 30)}") from None
     finally:
         stop()
     out: dict[str, dict[str, object]] = {}
@@ -151,12 +159,19 @@ def run_shard(modules: Iterable[str], timeout: float = SHARD_TIMEOUT, *,
     return out
 
 
+def _tail(text: str | bytes | None, lines: int) -> str:
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    return "\n".join(_ANSI.sub("", text or "").strip().splitlines()[-lines:])
+
+
 def _ignored_why(name: str) -> str | None:
     if name in QMF_TESTS:
         return QMF_TESTS[name]
     cls = harness._module_name(name.rpartition(".")[0])
-    return harness.SUITE_SKIP_CLASSES.get(cls) or harness.SUITE_SKIP_CLASSES.get(
-        name.rpartition(".")[0])
+    return (harness.SUITE_SKIP_CLASSES.get(cls)
+            or harness.SUITE_SKIP_CLASSES.get(name.rpartition(".")[0])
+            or harness.SUITE_SKIP_TESTS.get(harness._module_name(name)))
 
 
 def run(modules: Iterable[str] = harness.SUITE_MODULES, *, jobs: int = 4
