@@ -306,97 +306,99 @@ _D_Open: dict[str, Any] = {'container_id': None, 'hostname': None, 'max_frame_si
 
 
 def _dec_Open(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
-    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
-        count = buf[pos + 1]
-        lend = pos + 1 + buf[pos]
-        if count <= 10 and lend <= end:
-            p = pos + 2
-            o = _new(Open)
-            d = o.__dict__  # (cheaper than building one and setting it)
-            d.update(_D_Open)
-            v: Any
-            e: Any
-            try:
-                if count > 0:
-                    c = buf[p]
-                    if c == 0xa1:
-                        d['container_id'] = buf[p + 2:(p := p + 2 + buf[p + 1])].decode()
-                    elif c == 0x40:
-                        raise SlowPath
-                    else:
-                        v, p = r_string(buf, p, lend)
-                        if v is None:
-                            raise SlowPath
-                        d['container_id'] = v
-                    if count > 1:
-                        c = buf[p]
-                        if c == 0xa1:
-                            d['hostname'] = buf[p + 2:(p := p + 2 + buf[p + 1])].decode()
-                        elif c == 0x40:
-                            p += 1
-                        else:
-                            v, p = r_string(buf, p, lend)
-                            if v is not None:
-                                d['hostname'] = v
-                        if count > 2:
-                            c = buf[p]
-                            if c == 0x52:
-                                d['max_frame_size'] = buf[p + 1]
-                                p += 2
-                            elif c == 0x43:
-                                d['max_frame_size'] = 0
-                                p += 1
-                            elif c == 0x40:
-                                p += 1
-                            else:
-                                v, p = r_uint(buf, p, lend)
-                                if v is not None:
-                                    d['max_frame_size'] = v
-                            if count > 3:
-                                v, p = r_ushort(buf, p, lend)
-                                if v is not None:
-                                    d['channel_max'] = v
-                                if count > 4:
-                                    c = buf[p]
-                                    if c == 0x52:
-                                        d['idle_time_out'] = buf[p + 1]
-                                        p += 2
-                                    elif c == 0x43:
-                                        d['idle_time_out'] = 0
-                                        p += 1
-                                    elif c == 0x40:
-                                        p += 1
-                                    else:
-                                        v, p = r_uint(buf, p, lend)
-                                        if v is not None:
-                                            d['idle_time_out'] = v
-                                    if count > 5:
-                                        v, p = r_symbols(buf, p, lend)
-                                        if v is not None:
-                                            d['outgoing_locales'] = v
-                                        if count > 6:
-                                            v, p = r_symbols(buf, p, lend)
-                                            if v is not None:
-                                                d['incoming_locales'] = v
-                                            if count > 7:
-                                                v, p = r_symbols(buf, p, lend)
-                                                if v is not None:
-                                                    d['offered_capabilities'] = v
-                                                if count > 8:
-                                                    v, p = r_symbols(buf, p, lend)
-                                                    if v is not None:
-                                                        d['desired_capabilities'] = v
-                                                    if count > 9:
-                                                        v, p = r_fields(buf, p, lend, depth - 1)
-                                                        if v is not None:
-                                                            d['properties'] = v
-                else:  # a mandatory field left out
-                    raise SlowPath
-            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
-                pass
+    if ctor != 0xC0 or pos + 1 >= end or type(buf) is not bytes:
+        return _dec_Open_exact(ctor, buf, pos, end, depth)
+    count = buf[pos + 1]
+    lend = pos + 1 + buf[pos]
+    if count > 10 or lend > end:
+        return _dec_Open_exact(ctor, buf, pos, end, depth)
+    p = pos + 2
+    o = _new(Open)
+    d = o.__dict__  # (cheaper than building one and setting it)
+    d.update(_D_Open)
+    v: Any
+    e: Any
+    try:
+        if count > 0:
+            c = buf[p]
+            if c == 0xa1:
+                d['container_id'] = buf[p + 2:(p := p + 2 + buf[p + 1])].decode()
+            elif c == 0x40:
+                raise SlowPath
             else:
-                if p == lend:
-                    return o, lend
+                v, p = r_string(buf, p, lend)
+                if v is None:
+                    raise SlowPath
+                d['container_id'] = v
+        else:
+            raise SlowPath
+        if count > 1:
+            c = buf[p]
+            if c == 0xa1:
+                d['hostname'] = buf[p + 2:(p := p + 2 + buf[p + 1])].decode()
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_string(buf, p, lend)
+                if v is not None:
+                    d['hostname'] = v
+        if count > 2:
+            c = buf[p]
+            if c == 0x52:
+                d['max_frame_size'] = buf[p + 1]
+                p += 2
+            elif c == 0x43:
+                d['max_frame_size'] = 0
+                p += 1
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_uint(buf, p, lend)
+                if v is not None:
+                    d['max_frame_size'] = v
+        if count > 3:
+            v, p = r_ushort(buf, p, lend)
+            if v is not None:
+                d['channel_max'] = v
+        if count > 4:
+            c = buf[p]
+            if c == 0x52:
+                d['idle_time_out'] = buf[p + 1]
+                p += 2
+            elif c == 0x43:
+                d['idle_time_out'] = 0
+                p += 1
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_uint(buf, p, lend)
+                if v is not None:
+                    d['idle_time_out'] = v
+        if count > 5:
+            v, p = r_symbols(buf, p, lend)
+            if v is not None:
+                d['outgoing_locales'] = v
+        if count > 6:
+            v, p = r_symbols(buf, p, lend)
+            if v is not None:
+                d['incoming_locales'] = v
+        if count > 7:
+            v, p = r_symbols(buf, p, lend)
+            if v is not None:
+                d['offered_capabilities'] = v
+        if count > 8:
+            v, p = r_symbols(buf, p, lend)
+            if v is not None:
+                d['desired_capabilities'] = v
+        if count > 9:
+            v, p = r_fields(buf, p, lend, depth - 1)
+            if v is not None:
+                d['properties'] = v
+    except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+        pass
+    else:
+        if p == lend:
+            return o, lend
     return _dec_Open_exact(ctor, buf, pos, end, depth)
 
 
@@ -654,105 +656,105 @@ _D_Begin: dict[str, Any] = {'remote_channel': None, 'next_outgoing_id': None, 'i
 
 
 def _dec_Begin(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
-    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
-        count = buf[pos + 1]
-        lend = pos + 1 + buf[pos]
-        if count <= 8 and lend <= end:
-            p = pos + 2
-            o = _new(Begin)
-            d = o.__dict__  # (cheaper than building one and setting it)
-            d.update(_D_Begin)
-            v: Any
-            e: Any
-            try:
-                if count > 0:
-                    v, p = r_ushort(buf, p, lend)
-                    if v is not None:
-                        d['remote_channel'] = v
-                    if count > 1:
-                        c = buf[p]
-                        if c == 0x52:
-                            d['next_outgoing_id'] = buf[p + 1]
-                            p += 2
-                        elif c == 0x43:
-                            d['next_outgoing_id'] = 0
-                            p += 1
-                        elif c == 0x40:
-                            raise SlowPath
-                        else:
-                            v, p = r_uint(buf, p, lend)
-                            if v is None:
-                                raise SlowPath
-                            d['next_outgoing_id'] = v
-                        if count > 2:
-                            c = buf[p]
-                            if c == 0x52:
-                                d['incoming_window'] = buf[p + 1]
-                                p += 2
-                            elif c == 0x43:
-                                d['incoming_window'] = 0
-                                p += 1
-                            elif c == 0x40:
-                                raise SlowPath
-                            else:
-                                v, p = r_uint(buf, p, lend)
-                                if v is None:
-                                    raise SlowPath
-                                d['incoming_window'] = v
-                            if count > 3:
-                                c = buf[p]
-                                if c == 0x52:
-                                    d['outgoing_window'] = buf[p + 1]
-                                    p += 2
-                                elif c == 0x43:
-                                    d['outgoing_window'] = 0
-                                    p += 1
-                                elif c == 0x40:
-                                    raise SlowPath
-                                else:
-                                    v, p = r_uint(buf, p, lend)
-                                    if v is None:
-                                        raise SlowPath
-                                    d['outgoing_window'] = v
-                                if count > 4:
-                                    c = buf[p]
-                                    if c == 0x52:
-                                        d['handle_max'] = buf[p + 1]
-                                        p += 2
-                                    elif c == 0x43:
-                                        d['handle_max'] = 0
-                                        p += 1
-                                    elif c == 0x40:
-                                        p += 1
-                                    else:
-                                        v, p = r_uint(buf, p, lend)
-                                        if v is not None:
-                                            d['handle_max'] = v
-                                    if count > 5:
-                                        v, p = r_symbols(buf, p, lend)
-                                        if v is not None:
-                                            d['offered_capabilities'] = v
-                                        if count > 6:
-                                            v, p = r_symbols(buf, p, lend)
-                                            if v is not None:
-                                                d['desired_capabilities'] = v
-                                            if count > 7:
-                                                v, p = r_fields(buf, p, lend, depth - 1)
-                                                if v is not None:
-                                                    d['properties'] = v
-                            else:  # a mandatory field left out
-                                raise SlowPath
-                        else:  # a mandatory field left out
-                            raise SlowPath
-                    else:  # a mandatory field left out
-                        raise SlowPath
-                else:  # a mandatory field left out
-                    raise SlowPath
-            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
-                pass
+    if ctor != 0xC0 or pos + 1 >= end or type(buf) is not bytes:
+        return _dec_Begin_exact(ctor, buf, pos, end, depth)
+    count = buf[pos + 1]
+    lend = pos + 1 + buf[pos]
+    if count > 8 or lend > end:
+        return _dec_Begin_exact(ctor, buf, pos, end, depth)
+    p = pos + 2
+    o = _new(Begin)
+    d = o.__dict__  # (cheaper than building one and setting it)
+    d.update(_D_Begin)
+    v: Any
+    e: Any
+    try:
+        if count > 0:
+            v, p = r_ushort(buf, p, lend)
+            if v is not None:
+                d['remote_channel'] = v
+        if count > 1:
+            c = buf[p]
+            if c == 0x52:
+                d['next_outgoing_id'] = buf[p + 1]
+                p += 2
+            elif c == 0x43:
+                d['next_outgoing_id'] = 0
+                p += 1
+            elif c == 0x40:
+                raise SlowPath
             else:
-                if p == lend:
-                    return o, lend
+                v, p = r_uint(buf, p, lend)
+                if v is None:
+                    raise SlowPath
+                d['next_outgoing_id'] = v
+        else:
+            raise SlowPath
+        if count > 2:
+            c = buf[p]
+            if c == 0x52:
+                d['incoming_window'] = buf[p + 1]
+                p += 2
+            elif c == 0x43:
+                d['incoming_window'] = 0
+                p += 1
+            elif c == 0x40:
+                raise SlowPath
+            else:
+                v, p = r_uint(buf, p, lend)
+                if v is None:
+                    raise SlowPath
+                d['incoming_window'] = v
+        else:
+            raise SlowPath
+        if count > 3:
+            c = buf[p]
+            if c == 0x52:
+                d['outgoing_window'] = buf[p + 1]
+                p += 2
+            elif c == 0x43:
+                d['outgoing_window'] = 0
+                p += 1
+            elif c == 0x40:
+                raise SlowPath
+            else:
+                v, p = r_uint(buf, p, lend)
+                if v is None:
+                    raise SlowPath
+                d['outgoing_window'] = v
+        else:
+            raise SlowPath
+        if count > 4:
+            c = buf[p]
+            if c == 0x52:
+                d['handle_max'] = buf[p + 1]
+                p += 2
+            elif c == 0x43:
+                d['handle_max'] = 0
+                p += 1
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_uint(buf, p, lend)
+                if v is not None:
+                    d['handle_max'] = v
+        if count > 5:
+            v, p = r_symbols(buf, p, lend)
+            if v is not None:
+                d['offered_capabilities'] = v
+        if count > 6:
+            v, p = r_symbols(buf, p, lend)
+            if v is not None:
+                d['desired_capabilities'] = v
+        if count > 7:
+            v, p = r_fields(buf, p, lend, depth - 1)
+            if v is not None:
+                d['properties'] = v
+    except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+        pass
+    else:
+        if p == lend:
+            return o, lend
     return _dec_Begin_exact(ctor, buf, pos, end, depth)
 
 
@@ -1024,179 +1026,181 @@ _D_Attach: dict[str, Any] = {'name': None, 'handle': None, 'role': None, 'snd_se
 
 
 def _dec_Attach(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
-    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
-        count = buf[pos + 1]
-        lend = pos + 1 + buf[pos]
-        if count <= 14 and lend <= end:
-            p = pos + 2
-            o = _new(Attach)
-            d = o.__dict__  # (cheaper than building one and setting it)
-            d.update(_D_Attach)
-            v: Any
-            e: Any
-            try:
-                if count > 0:
-                    c = buf[p]
-                    if c == 0xa1:
-                        d['name'] = buf[p + 2:(p := p + 2 + buf[p + 1])].decode()
-                    elif c == 0x40:
-                        raise SlowPath
-                    else:
-                        v, p = r_string(buf, p, lend)
-                        if v is None:
-                            raise SlowPath
-                        d['name'] = v
-                    if count > 1:
-                        c = buf[p]
-                        if c == 0x52:
-                            d['handle'] = buf[p + 1]
-                            p += 2
-                        elif c == 0x43:
-                            d['handle'] = 0
-                            p += 1
-                        elif c == 0x40:
-                            raise SlowPath
-                        else:
-                            v, p = r_uint(buf, p, lend)
-                            if v is None:
-                                raise SlowPath
-                            d['handle'] = v
-                        if count > 2:
-                            c = buf[p]
-                            if c == 0x41:
-                                v = True
-                                p += 1
-                            elif c == 0x42:
-                                v = False
-                                p += 1
-                            elif c == 0x40:
-                                v = None
-                                p += 1
-                            else:
-                                v, p = r_boolean(buf, p, lend)
-                            if v is not None:
-                                e = _E_Role.get(v)
-                                if e is None:
-                                    raise d_choice('attach', 'role', v, p)
-                                v = e
-                            if v is None:
-                                raise SlowPath
-                            d['role'] = v
-                            if count > 3:
-                                c = buf[p]
-                                if c == 0x50:
-                                    v = buf[p + 1]
-                                    p += 2
-                                elif c == 0x40:
-                                    v = None
-                                    p += 1
-                                else:
-                                    v, p = r_ubyte(buf, p, lend)
-                                if v is not None:
-                                    e = _E_SenderSettleMode.get(v)
-                                    if e is None:
-                                        raise d_choice('attach', 'snd-settle-mode', v, p)
-                                    v = e
-                                if v is not None:
-                                    d['snd_settle_mode'] = v
-                                if count > 4:
-                                    c = buf[p]
-                                    if c == 0x50:
-                                        v = buf[p + 1]
-                                        p += 2
-                                    elif c == 0x40:
-                                        v = None
-                                        p += 1
-                                    else:
-                                        v, p = r_ubyte(buf, p, lend)
-                                    if v is not None:
-                                        e = _E_ReceiverSettleMode.get(v)
-                                        if e is None:
-                                            raise d_choice('attach', 'rcv-settle-mode', v, p)
-                                        v = e
-                                    if v is not None:
-                                        d['rcv_settle_mode'] = v
-                                    if count > 5:
-                                        v, p = r_any(buf, p, lend, depth - 1)
-                                        if v is not None and not isinstance(v, (Source, Described,)):
-                                            raise d_kind('attach', 'source', v, 'source', p)
-                                        if v is not None:
-                                            d['source'] = v
-                                        if count > 6:
-                                            v, p = r_any(buf, p, lend, depth - 1)
-                                            if v is not None and not isinstance(v, (Target, Coordinator, Described,)):
-                                                raise d_kind('attach', 'target', v, 'target', p)
-                                            if v is not None:
-                                                d['target'] = v
-                                            if count > 7:
-                                                v, p = r_map(buf, p, lend, depth - 1)
-                                                if v is not None:
-                                                    d['unsettled'] = v
-                                                if count > 8:
-                                                    c = buf[p]
-                                                    if c == 0x41:
-                                                        d['incomplete_unsettled'] = True
-                                                        p += 1
-                                                    elif c == 0x42:
-                                                        d['incomplete_unsettled'] = False
-                                                        p += 1
-                                                    elif c == 0x40:
-                                                        p += 1
-                                                    else:
-                                                        v, p = r_boolean(buf, p, lend)
-                                                        if v is not None:
-                                                            d['incomplete_unsettled'] = v
-                                                    if count > 9:
-                                                        c = buf[p]
-                                                        if c == 0x52:
-                                                            d['initial_delivery_count'] = buf[p + 1]
-                                                            p += 2
-                                                        elif c == 0x43:
-                                                            d['initial_delivery_count'] = 0
-                                                            p += 1
-                                                        elif c == 0x40:
-                                                            p += 1
-                                                        else:
-                                                            v, p = r_uint(buf, p, lend)
-                                                            if v is not None:
-                                                                d['initial_delivery_count'] = v
-                                                        if count > 10:
-                                                            c = buf[p]
-                                                            if c == 0x53:
-                                                                d['max_message_size'] = buf[p + 1]
-                                                                p += 2
-                                                            elif c == 0x44:
-                                                                d['max_message_size'] = 0
-                                                                p += 1
-                                                            elif c == 0x40:
-                                                                p += 1
-                                                            else:
-                                                                v, p = r_ulong(buf, p, lend)
-                                                                if v is not None:
-                                                                    d['max_message_size'] = v
-                                                            if count > 11:
-                                                                v, p = r_symbols(buf, p, lend)
-                                                                if v is not None:
-                                                                    d['offered_capabilities'] = v
-                                                                if count > 12:
-                                                                    v, p = r_symbols(buf, p, lend)
-                                                                    if v is not None:
-                                                                        d['desired_capabilities'] = v
-                                                                    if count > 13:
-                                                                        v, p = r_fields(buf, p, lend, depth - 1)
-                                                                        if v is not None:
-                                                                            d['properties'] = v
-                        else:  # a mandatory field left out
-                            raise SlowPath
-                    else:  # a mandatory field left out
-                        raise SlowPath
-                else:  # a mandatory field left out
-                    raise SlowPath
-            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
-                pass
+    if ctor != 0xC0 or pos + 1 >= end or type(buf) is not bytes:
+        return _dec_Attach_exact(ctor, buf, pos, end, depth)
+    count = buf[pos + 1]
+    lend = pos + 1 + buf[pos]
+    if count > 14 or lend > end:
+        return _dec_Attach_exact(ctor, buf, pos, end, depth)
+    p = pos + 2
+    o = _new(Attach)
+    d = o.__dict__  # (cheaper than building one and setting it)
+    d.update(_D_Attach)
+    v: Any
+    e: Any
+    try:
+        if count > 0:
+            c = buf[p]
+            if c == 0xa1:
+                d['name'] = buf[p + 2:(p := p + 2 + buf[p + 1])].decode()
+            elif c == 0x40:
+                raise SlowPath
             else:
-                if p == lend:
-                    return o, lend
+                v, p = r_string(buf, p, lend)
+                if v is None:
+                    raise SlowPath
+                d['name'] = v
+        else:
+            raise SlowPath
+        if count > 1:
+            c = buf[p]
+            if c == 0x52:
+                d['handle'] = buf[p + 1]
+                p += 2
+            elif c == 0x43:
+                d['handle'] = 0
+                p += 1
+            elif c == 0x40:
+                raise SlowPath
+            else:
+                v, p = r_uint(buf, p, lend)
+                if v is None:
+                    raise SlowPath
+                d['handle'] = v
+        else:
+            raise SlowPath
+        if count > 2:
+            c = buf[p]
+            if c == 0x41:
+                v = True
+                p += 1
+            elif c == 0x42:
+                v = False
+                p += 1
+            elif c == 0x40:
+                v = None
+                p += 1
+            else:
+                v, p = r_boolean(buf, p, lend)
+            if v is not None:
+                e = _E_Role.get(v)
+                if e is None:
+                    raise d_choice('attach', 'role', v, p)
+                v = e
+            if v is None:
+                raise SlowPath
+            d['role'] = v
+        else:
+            raise SlowPath
+        if count > 3:
+            c = buf[p]
+            if c == 0x50:
+                v = buf[p + 1]
+                p += 2
+            elif c == 0x40:
+                v = None
+                p += 1
+            else:
+                v, p = r_ubyte(buf, p, lend)
+            if v is not None:
+                e = _E_SenderSettleMode.get(v)
+                if e is None:
+                    raise d_choice('attach', 'snd-settle-mode', v, p)
+                v = e
+            if v is not None:
+                d['snd_settle_mode'] = v
+        if count > 4:
+            c = buf[p]
+            if c == 0x50:
+                v = buf[p + 1]
+                p += 2
+            elif c == 0x40:
+                v = None
+                p += 1
+            else:
+                v, p = r_ubyte(buf, p, lend)
+            if v is not None:
+                e = _E_ReceiverSettleMode.get(v)
+                if e is None:
+                    raise d_choice('attach', 'rcv-settle-mode', v, p)
+                v = e
+            if v is not None:
+                d['rcv_settle_mode'] = v
+        if count > 5:
+            v, p = r_any(buf, p, lend, depth - 1)
+            if v is not None and not isinstance(v, (Source, Described,)):
+                raise d_kind('attach', 'source', v, 'source', p)
+            if v is not None:
+                d['source'] = v
+        if count > 6:
+            v, p = r_any(buf, p, lend, depth - 1)
+            if v is not None and not isinstance(v, (Target, Coordinator, Described,)):
+                raise d_kind('attach', 'target', v, 'target', p)
+            if v is not None:
+                d['target'] = v
+        if count > 7:
+            v, p = r_map(buf, p, lend, depth - 1)
+            if v is not None:
+                d['unsettled'] = v
+        if count > 8:
+            c = buf[p]
+            if c == 0x41:
+                d['incomplete_unsettled'] = True
+                p += 1
+            elif c == 0x42:
+                d['incomplete_unsettled'] = False
+                p += 1
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_boolean(buf, p, lend)
+                if v is not None:
+                    d['incomplete_unsettled'] = v
+        if count > 9:
+            c = buf[p]
+            if c == 0x52:
+                d['initial_delivery_count'] = buf[p + 1]
+                p += 2
+            elif c == 0x43:
+                d['initial_delivery_count'] = 0
+                p += 1
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_uint(buf, p, lend)
+                if v is not None:
+                    d['initial_delivery_count'] = v
+        if count > 10:
+            c = buf[p]
+            if c == 0x53:
+                d['max_message_size'] = buf[p + 1]
+                p += 2
+            elif c == 0x44:
+                d['max_message_size'] = 0
+                p += 1
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_ulong(buf, p, lend)
+                if v is not None:
+                    d['max_message_size'] = v
+        if count > 11:
+            v, p = r_symbols(buf, p, lend)
+            if v is not None:
+                d['offered_capabilities'] = v
+        if count > 12:
+            v, p = r_symbols(buf, p, lend)
+            if v is not None:
+                d['desired_capabilities'] = v
+        if count > 13:
+            v, p = r_fields(buf, p, lend, depth - 1)
+            if v is not None:
+                d['properties'] = v
+    except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+        pass
+    else:
+        if p == lend:
+            return o, lend
     return _dec_Attach_exact(ctor, buf, pos, end, depth)
 
 
@@ -1557,177 +1561,177 @@ _D_Flow: dict[str, Any] = {'next_incoming_id': None, 'incoming_window': None, 'n
 
 
 def _dec_Flow(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
-    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
-        count = buf[pos + 1]
-        lend = pos + 1 + buf[pos]
-        if count <= 11 and lend <= end:
-            p = pos + 2
-            o = _new(Flow)
-            d = o.__dict__  # (cheaper than building one and setting it)
-            d.update(_D_Flow)
-            v: Any
-            e: Any
-            try:
-                if count > 0:
-                    c = buf[p]
-                    if c == 0x52:
-                        d['next_incoming_id'] = buf[p + 1]
-                        p += 2
-                    elif c == 0x43:
-                        d['next_incoming_id'] = 0
-                        p += 1
-                    elif c == 0x40:
-                        p += 1
-                    else:
-                        v, p = r_uint(buf, p, lend)
-                        if v is not None:
-                            d['next_incoming_id'] = v
-                    if count > 1:
-                        c = buf[p]
-                        if c == 0x52:
-                            d['incoming_window'] = buf[p + 1]
-                            p += 2
-                        elif c == 0x43:
-                            d['incoming_window'] = 0
-                            p += 1
-                        elif c == 0x40:
-                            raise SlowPath
-                        else:
-                            v, p = r_uint(buf, p, lend)
-                            if v is None:
-                                raise SlowPath
-                            d['incoming_window'] = v
-                        if count > 2:
-                            c = buf[p]
-                            if c == 0x52:
-                                d['next_outgoing_id'] = buf[p + 1]
-                                p += 2
-                            elif c == 0x43:
-                                d['next_outgoing_id'] = 0
-                                p += 1
-                            elif c == 0x40:
-                                raise SlowPath
-                            else:
-                                v, p = r_uint(buf, p, lend)
-                                if v is None:
-                                    raise SlowPath
-                                d['next_outgoing_id'] = v
-                            if count > 3:
-                                c = buf[p]
-                                if c == 0x52:
-                                    d['outgoing_window'] = buf[p + 1]
-                                    p += 2
-                                elif c == 0x43:
-                                    d['outgoing_window'] = 0
-                                    p += 1
-                                elif c == 0x40:
-                                    raise SlowPath
-                                else:
-                                    v, p = r_uint(buf, p, lend)
-                                    if v is None:
-                                        raise SlowPath
-                                    d['outgoing_window'] = v
-                                if count > 4:
-                                    c = buf[p]
-                                    if c == 0x52:
-                                        d['handle'] = buf[p + 1]
-                                        p += 2
-                                    elif c == 0x43:
-                                        d['handle'] = 0
-                                        p += 1
-                                    elif c == 0x40:
-                                        p += 1
-                                    else:
-                                        v, p = r_uint(buf, p, lend)
-                                        if v is not None:
-                                            d['handle'] = v
-                                    if count > 5:
-                                        c = buf[p]
-                                        if c == 0x52:
-                                            d['delivery_count'] = buf[p + 1]
-                                            p += 2
-                                        elif c == 0x43:
-                                            d['delivery_count'] = 0
-                                            p += 1
-                                        elif c == 0x40:
-                                            p += 1
-                                        else:
-                                            v, p = r_uint(buf, p, lend)
-                                            if v is not None:
-                                                d['delivery_count'] = v
-                                        if count > 6:
-                                            c = buf[p]
-                                            if c == 0x52:
-                                                d['link_credit'] = buf[p + 1]
-                                                p += 2
-                                            elif c == 0x43:
-                                                d['link_credit'] = 0
-                                                p += 1
-                                            elif c == 0x40:
-                                                p += 1
-                                            else:
-                                                v, p = r_uint(buf, p, lend)
-                                                if v is not None:
-                                                    d['link_credit'] = v
-                                            if count > 7:
-                                                c = buf[p]
-                                                if c == 0x52:
-                                                    d['available'] = buf[p + 1]
-                                                    p += 2
-                                                elif c == 0x43:
-                                                    d['available'] = 0
-                                                    p += 1
-                                                elif c == 0x40:
-                                                    p += 1
-                                                else:
-                                                    v, p = r_uint(buf, p, lend)
-                                                    if v is not None:
-                                                        d['available'] = v
-                                                if count > 8:
-                                                    c = buf[p]
-                                                    if c == 0x41:
-                                                        d['drain'] = True
-                                                        p += 1
-                                                    elif c == 0x42:
-                                                        d['drain'] = False
-                                                        p += 1
-                                                    elif c == 0x40:
-                                                        p += 1
-                                                    else:
-                                                        v, p = r_boolean(buf, p, lend)
-                                                        if v is not None:
-                                                            d['drain'] = v
-                                                    if count > 9:
-                                                        c = buf[p]
-                                                        if c == 0x41:
-                                                            d['echo'] = True
-                                                            p += 1
-                                                        elif c == 0x42:
-                                                            d['echo'] = False
-                                                            p += 1
-                                                        elif c == 0x40:
-                                                            p += 1
-                                                        else:
-                                                            v, p = r_boolean(buf, p, lend)
-                                                            if v is not None:
-                                                                d['echo'] = v
-                                                        if count > 10:
-                                                            v, p = r_fields(buf, p, lend, depth - 1)
-                                                            if v is not None:
-                                                                d['properties'] = v
-                            else:  # a mandatory field left out
-                                raise SlowPath
-                        else:  # a mandatory field left out
-                            raise SlowPath
-                    else:  # a mandatory field left out
-                        raise SlowPath
-                else:  # a mandatory field left out
-                    raise SlowPath
-            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
-                pass
+    if ctor != 0xC0 or pos + 1 >= end or type(buf) is not bytes:
+        return _dec_Flow_exact(ctor, buf, pos, end, depth)
+    count = buf[pos + 1]
+    lend = pos + 1 + buf[pos]
+    if count > 11 or lend > end:
+        return _dec_Flow_exact(ctor, buf, pos, end, depth)
+    p = pos + 2
+    o = _new(Flow)
+    d = o.__dict__  # (cheaper than building one and setting it)
+    d.update(_D_Flow)
+    v: Any
+    e: Any
+    try:
+        if count > 0:
+            c = buf[p]
+            if c == 0x52:
+                d['next_incoming_id'] = buf[p + 1]
+                p += 2
+            elif c == 0x43:
+                d['next_incoming_id'] = 0
+                p += 1
+            elif c == 0x40:
+                p += 1
             else:
-                if p == lend:
-                    return o, lend
+                v, p = r_uint(buf, p, lend)
+                if v is not None:
+                    d['next_incoming_id'] = v
+        if count > 1:
+            c = buf[p]
+            if c == 0x52:
+                d['incoming_window'] = buf[p + 1]
+                p += 2
+            elif c == 0x43:
+                d['incoming_window'] = 0
+                p += 1
+            elif c == 0x40:
+                raise SlowPath
+            else:
+                v, p = r_uint(buf, p, lend)
+                if v is None:
+                    raise SlowPath
+                d['incoming_window'] = v
+        else:
+            raise SlowPath
+        if count > 2:
+            c = buf[p]
+            if c == 0x52:
+                d['next_outgoing_id'] = buf[p + 1]
+                p += 2
+            elif c == 0x43:
+                d['next_outgoing_id'] = 0
+                p += 1
+            elif c == 0x40:
+                raise SlowPath
+            else:
+                v, p = r_uint(buf, p, lend)
+                if v is None:
+                    raise SlowPath
+                d['next_outgoing_id'] = v
+        else:
+            raise SlowPath
+        if count > 3:
+            c = buf[p]
+            if c == 0x52:
+                d['outgoing_window'] = buf[p + 1]
+                p += 2
+            elif c == 0x43:
+                d['outgoing_window'] = 0
+                p += 1
+            elif c == 0x40:
+                raise SlowPath
+            else:
+                v, p = r_uint(buf, p, lend)
+                if v is None:
+                    raise SlowPath
+                d['outgoing_window'] = v
+        else:
+            raise SlowPath
+        if count > 4:
+            c = buf[p]
+            if c == 0x52:
+                d['handle'] = buf[p + 1]
+                p += 2
+            elif c == 0x43:
+                d['handle'] = 0
+                p += 1
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_uint(buf, p, lend)
+                if v is not None:
+                    d['handle'] = v
+        if count > 5:
+            c = buf[p]
+            if c == 0x52:
+                d['delivery_count'] = buf[p + 1]
+                p += 2
+            elif c == 0x43:
+                d['delivery_count'] = 0
+                p += 1
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_uint(buf, p, lend)
+                if v is not None:
+                    d['delivery_count'] = v
+        if count > 6:
+            c = buf[p]
+            if c == 0x52:
+                d['link_credit'] = buf[p + 1]
+                p += 2
+            elif c == 0x43:
+                d['link_credit'] = 0
+                p += 1
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_uint(buf, p, lend)
+                if v is not None:
+                    d['link_credit'] = v
+        if count > 7:
+            c = buf[p]
+            if c == 0x52:
+                d['available'] = buf[p + 1]
+                p += 2
+            elif c == 0x43:
+                d['available'] = 0
+                p += 1
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_uint(buf, p, lend)
+                if v is not None:
+                    d['available'] = v
+        if count > 8:
+            c = buf[p]
+            if c == 0x41:
+                d['drain'] = True
+                p += 1
+            elif c == 0x42:
+                d['drain'] = False
+                p += 1
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_boolean(buf, p, lend)
+                if v is not None:
+                    d['drain'] = v
+        if count > 9:
+            c = buf[p]
+            if c == 0x41:
+                d['echo'] = True
+                p += 1
+            elif c == 0x42:
+                d['echo'] = False
+                p += 1
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_boolean(buf, p, lend)
+                if v is not None:
+                    d['echo'] = v
+        if count > 10:
+            v, p = r_fields(buf, p, lend, depth - 1)
+            if v is not None:
+                d['properties'] = v
+    except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+        pass
+    else:
+        if p == lend:
+            return o, lend
     return _dec_Flow_exact(ctor, buf, pos, end, depth)
 
 
@@ -2016,176 +2020,178 @@ _D_Transfer: dict[str, Any] = {'handle': None, 'delivery_id': None, 'delivery_ta
 
 
 def _dec_Transfer(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
-    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
-        count = buf[pos + 1]
-        lend = pos + 1 + buf[pos]
-        if count <= 11 and lend <= end:
-            p = pos + 2
-            o = _new(Transfer)
-            d = o.__dict__  # (cheaper than building one and setting it)
-            d.update(_D_Transfer)
-            v: Any
-            e: Any
-            try:
-                if count > 0:
-                    c = buf[p]
-                    if c == 0x52:
-                        d['handle'] = buf[p + 1]
-                        p += 2
-                    elif c == 0x43:
-                        d['handle'] = 0
-                        p += 1
-                    elif c == 0x40:
-                        raise SlowPath
-                    else:
-                        v, p = r_uint(buf, p, lend)
-                        if v is None:
-                            raise SlowPath
-                        d['handle'] = v
-                    if count > 1:
-                        c = buf[p]
-                        if c == 0x52:
-                            d['delivery_id'] = buf[p + 1]
-                            p += 2
-                        elif c == 0x43:
-                            d['delivery_id'] = 0
-                            p += 1
-                        elif c == 0x40:
-                            p += 1
-                        else:
-                            v, p = r_uint(buf, p, lend)
-                            if v is not None:
-                                d['delivery_id'] = v
-                        if count > 2:
-                            c = buf[p]
-                            if c == 0xa0:
-                                e = p + 2 + buf[p + 1]
-                                if e - p - 2 > DELIVERY_TAG_MAX:
-                                    raise SlowPath
-                                d['delivery_tag'] = buf[p + 2:e]
-                                p = e
-                            elif c == 0x40:
-                                p += 1
-                            else:
-                                v, p = r_binary(buf, p, lend)
-                                if v is not None and len(v) > DELIVERY_TAG_MAX:
-                                    raise d_kind('transfer', 'delivery-tag', v, 'delivery-tag (at most 32 octets)', p)
-                                if v is not None:
-                                    d['delivery_tag'] = v
-                            if count > 3:
-                                c = buf[p]
-                                if c == 0x52:
-                                    d['message_format'] = buf[p + 1]
-                                    p += 2
-                                elif c == 0x43:
-                                    d['message_format'] = 0
-                                    p += 1
-                                elif c == 0x40:
-                                    p += 1
-                                else:
-                                    v, p = r_uint(buf, p, lend)
-                                    if v is not None:
-                                        d['message_format'] = v
-                                if count > 4:
-                                    c = buf[p]
-                                    if c == 0x41:
-                                        d['settled'] = True
-                                        p += 1
-                                    elif c == 0x42:
-                                        d['settled'] = False
-                                        p += 1
-                                    elif c == 0x40:
-                                        p += 1
-                                    else:
-                                        v, p = r_boolean(buf, p, lend)
-                                        if v is not None:
-                                            d['settled'] = v
-                                    if count > 5:
-                                        c = buf[p]
-                                        if c == 0x41:
-                                            d['more'] = True
-                                            p += 1
-                                        elif c == 0x42:
-                                            d['more'] = False
-                                            p += 1
-                                        elif c == 0x40:
-                                            p += 1
-                                        else:
-                                            v, p = r_boolean(buf, p, lend)
-                                            if v is not None:
-                                                d['more'] = v
-                                        if count > 6:
-                                            c = buf[p]
-                                            if c == 0x50:
-                                                v = buf[p + 1]
-                                                p += 2
-                                            elif c == 0x40:
-                                                v = None
-                                                p += 1
-                                            else:
-                                                v, p = r_ubyte(buf, p, lend)
-                                            if v is not None:
-                                                e = _E_ReceiverSettleMode.get(v)
-                                                if e is None:
-                                                    raise d_choice('transfer', 'rcv-settle-mode', v, p)
-                                                v = e
-                                            if v is not None:
-                                                d['rcv_settle_mode'] = v
-                                            if count > 7:
-                                                v, p = r_any(buf, p, lend, depth - 1)
-                                                if v is not None and not isinstance(v, (Received, Accepted, Rejected, Released, Modified, Declared, TransactionalState, Described,)):
-                                                    raise d_kind('transfer', 'state', v, 'delivery-state', p)
-                                                if v is not None:
-                                                    d['state'] = v
-                                                if count > 8:
-                                                    c = buf[p]
-                                                    if c == 0x41:
-                                                        d['resume'] = True
-                                                        p += 1
-                                                    elif c == 0x42:
-                                                        d['resume'] = False
-                                                        p += 1
-                                                    elif c == 0x40:
-                                                        p += 1
-                                                    else:
-                                                        v, p = r_boolean(buf, p, lend)
-                                                        if v is not None:
-                                                            d['resume'] = v
-                                                    if count > 9:
-                                                        c = buf[p]
-                                                        if c == 0x41:
-                                                            d['aborted'] = True
-                                                            p += 1
-                                                        elif c == 0x42:
-                                                            d['aborted'] = False
-                                                            p += 1
-                                                        elif c == 0x40:
-                                                            p += 1
-                                                        else:
-                                                            v, p = r_boolean(buf, p, lend)
-                                                            if v is not None:
-                                                                d['aborted'] = v
-                                                        if count > 10:
-                                                            c = buf[p]
-                                                            if c == 0x41:
-                                                                d['batchable'] = True
-                                                                p += 1
-                                                            elif c == 0x42:
-                                                                d['batchable'] = False
-                                                                p += 1
-                                                            elif c == 0x40:
-                                                                p += 1
-                                                            else:
-                                                                v, p = r_boolean(buf, p, lend)
-                                                                if v is not None:
-                                                                    d['batchable'] = v
-                else:  # a mandatory field left out
-                    raise SlowPath
-            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
-                pass
+    if ctor != 0xC0 or pos + 1 >= end or type(buf) is not bytes:
+        return _dec_Transfer_exact(ctor, buf, pos, end, depth)
+    count = buf[pos + 1]
+    lend = pos + 1 + buf[pos]
+    if count > 11 or lend > end:
+        return _dec_Transfer_exact(ctor, buf, pos, end, depth)
+    p = pos + 2
+    o = _new(Transfer)
+    d = o.__dict__  # (cheaper than building one and setting it)
+    d.update(_D_Transfer)
+    v: Any
+    e: Any
+    try:
+        if count > 0:
+            c = buf[p]
+            if c == 0x52:
+                d['handle'] = buf[p + 1]
+                p += 2
+            elif c == 0x43:
+                d['handle'] = 0
+                p += 1
+            elif c == 0x40:
+                raise SlowPath
             else:
-                if p == lend:
-                    return o, lend
+                v, p = r_uint(buf, p, lend)
+                if v is None:
+                    raise SlowPath
+                d['handle'] = v
+        else:
+            raise SlowPath
+        if count > 1:
+            c = buf[p]
+            if c == 0x52:
+                d['delivery_id'] = buf[p + 1]
+                p += 2
+            elif c == 0x43:
+                d['delivery_id'] = 0
+                p += 1
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_uint(buf, p, lend)
+                if v is not None:
+                    d['delivery_id'] = v
+        if count > 2:
+            c = buf[p]
+            if c == 0xa0:
+                e = p + 2 + buf[p + 1]
+                if e - p - 2 > DELIVERY_TAG_MAX:
+                    raise SlowPath
+                d['delivery_tag'] = buf[p + 2:e]
+                p = e
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_binary(buf, p, lend)
+                if v is not None and len(v) > DELIVERY_TAG_MAX:
+                    raise d_kind('transfer', 'delivery-tag', v, 'delivery-tag (at most 32 octets)', p)
+                if v is not None:
+                    d['delivery_tag'] = v
+        if count > 3:
+            c = buf[p]
+            if c == 0x52:
+                d['message_format'] = buf[p + 1]
+                p += 2
+            elif c == 0x43:
+                d['message_format'] = 0
+                p += 1
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_uint(buf, p, lend)
+                if v is not None:
+                    d['message_format'] = v
+        if count > 4:
+            c = buf[p]
+            if c == 0x41:
+                d['settled'] = True
+                p += 1
+            elif c == 0x42:
+                d['settled'] = False
+                p += 1
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_boolean(buf, p, lend)
+                if v is not None:
+                    d['settled'] = v
+        if count > 5:
+            c = buf[p]
+            if c == 0x41:
+                d['more'] = True
+                p += 1
+            elif c == 0x42:
+                d['more'] = False
+                p += 1
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_boolean(buf, p, lend)
+                if v is not None:
+                    d['more'] = v
+        if count > 6:
+            c = buf[p]
+            if c == 0x50:
+                v = buf[p + 1]
+                p += 2
+            elif c == 0x40:
+                v = None
+                p += 1
+            else:
+                v, p = r_ubyte(buf, p, lend)
+            if v is not None:
+                e = _E_ReceiverSettleMode.get(v)
+                if e is None:
+                    raise d_choice('transfer', 'rcv-settle-mode', v, p)
+                v = e
+            if v is not None:
+                d['rcv_settle_mode'] = v
+        if count > 7:
+            v, p = r_any(buf, p, lend, depth - 1)
+            if v is not None and not isinstance(v, (Received, Accepted, Rejected, Released, Modified, Declared, TransactionalState, Described,)):
+                raise d_kind('transfer', 'state', v, 'delivery-state', p)
+            if v is not None:
+                d['state'] = v
+        if count > 8:
+            c = buf[p]
+            if c == 0x41:
+                d['resume'] = True
+                p += 1
+            elif c == 0x42:
+                d['resume'] = False
+                p += 1
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_boolean(buf, p, lend)
+                if v is not None:
+                    d['resume'] = v
+        if count > 9:
+            c = buf[p]
+            if c == 0x41:
+                d['aborted'] = True
+                p += 1
+            elif c == 0x42:
+                d['aborted'] = False
+                p += 1
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_boolean(buf, p, lend)
+                if v is not None:
+                    d['aborted'] = v
+        if count > 10:
+            c = buf[p]
+            if c == 0x41:
+                d['batchable'] = True
+                p += 1
+            elif c == 0x42:
+                d['batchable'] = False
+                p += 1
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_boolean(buf, p, lend)
+                if v is not None:
+                    d['batchable'] = v
+    except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+        pass
+    else:
+        if p == lend:
+            return o, lend
     return _dec_Transfer_exact(ctor, buf, pos, end, depth)
 
 
@@ -2444,110 +2450,112 @@ _D_Disposition: dict[str, Any] = {'role': None, 'first': None, 'last': None, 'se
 
 
 def _dec_Disposition(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
-    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
-        count = buf[pos + 1]
-        lend = pos + 1 + buf[pos]
-        if count <= 6 and lend <= end:
-            p = pos + 2
-            o = _new(Disposition)
-            d = o.__dict__  # (cheaper than building one and setting it)
-            d.update(_D_Disposition)
-            v: Any
-            e: Any
-            try:
-                if count > 0:
-                    c = buf[p]
-                    if c == 0x41:
-                        v = True
-                        p += 1
-                    elif c == 0x42:
-                        v = False
-                        p += 1
-                    elif c == 0x40:
-                        v = None
-                        p += 1
-                    else:
-                        v, p = r_boolean(buf, p, lend)
-                    if v is not None:
-                        e = _E_Role.get(v)
-                        if e is None:
-                            raise d_choice('disposition', 'role', v, p)
-                        v = e
-                    if v is None:
-                        raise SlowPath
-                    d['role'] = v
-                    if count > 1:
-                        c = buf[p]
-                        if c == 0x52:
-                            d['first'] = buf[p + 1]
-                            p += 2
-                        elif c == 0x43:
-                            d['first'] = 0
-                            p += 1
-                        elif c == 0x40:
-                            raise SlowPath
-                        else:
-                            v, p = r_uint(buf, p, lend)
-                            if v is None:
-                                raise SlowPath
-                            d['first'] = v
-                        if count > 2:
-                            c = buf[p]
-                            if c == 0x52:
-                                d['last'] = buf[p + 1]
-                                p += 2
-                            elif c == 0x43:
-                                d['last'] = 0
-                                p += 1
-                            elif c == 0x40:
-                                p += 1
-                            else:
-                                v, p = r_uint(buf, p, lend)
-                                if v is not None:
-                                    d['last'] = v
-                            if count > 3:
-                                c = buf[p]
-                                if c == 0x41:
-                                    d['settled'] = True
-                                    p += 1
-                                elif c == 0x42:
-                                    d['settled'] = False
-                                    p += 1
-                                elif c == 0x40:
-                                    p += 1
-                                else:
-                                    v, p = r_boolean(buf, p, lend)
-                                    if v is not None:
-                                        d['settled'] = v
-                                if count > 4:
-                                    v, p = r_any(buf, p, lend, depth - 1)
-                                    if v is not None and not isinstance(v, (Received, Accepted, Rejected, Released, Modified, Declared, TransactionalState, Described,)):
-                                        raise d_kind('disposition', 'state', v, 'delivery-state', p)
-                                    if v is not None:
-                                        d['state'] = v
-                                    if count > 5:
-                                        c = buf[p]
-                                        if c == 0x41:
-                                            d['batchable'] = True
-                                            p += 1
-                                        elif c == 0x42:
-                                            d['batchable'] = False
-                                            p += 1
-                                        elif c == 0x40:
-                                            p += 1
-                                        else:
-                                            v, p = r_boolean(buf, p, lend)
-                                            if v is not None:
-                                                d['batchable'] = v
-                    else:  # a mandatory field left out
-                        raise SlowPath
-                else:  # a mandatory field left out
-                    raise SlowPath
-            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
-                pass
+    if ctor != 0xC0 or pos + 1 >= end or type(buf) is not bytes:
+        return _dec_Disposition_exact(ctor, buf, pos, end, depth)
+    count = buf[pos + 1]
+    lend = pos + 1 + buf[pos]
+    if count > 6 or lend > end:
+        return _dec_Disposition_exact(ctor, buf, pos, end, depth)
+    p = pos + 2
+    o = _new(Disposition)
+    d = o.__dict__  # (cheaper than building one and setting it)
+    d.update(_D_Disposition)
+    v: Any
+    e: Any
+    try:
+        if count > 0:
+            c = buf[p]
+            if c == 0x41:
+                v = True
+                p += 1
+            elif c == 0x42:
+                v = False
+                p += 1
+            elif c == 0x40:
+                v = None
+                p += 1
             else:
-                if p == lend:
-                    return o, lend
+                v, p = r_boolean(buf, p, lend)
+            if v is not None:
+                e = _E_Role.get(v)
+                if e is None:
+                    raise d_choice('disposition', 'role', v, p)
+                v = e
+            if v is None:
+                raise SlowPath
+            d['role'] = v
+        else:
+            raise SlowPath
+        if count > 1:
+            c = buf[p]
+            if c == 0x52:
+                d['first'] = buf[p + 1]
+                p += 2
+            elif c == 0x43:
+                d['first'] = 0
+                p += 1
+            elif c == 0x40:
+                raise SlowPath
+            else:
+                v, p = r_uint(buf, p, lend)
+                if v is None:
+                    raise SlowPath
+                d['first'] = v
+        else:
+            raise SlowPath
+        if count > 2:
+            c = buf[p]
+            if c == 0x52:
+                d['last'] = buf[p + 1]
+                p += 2
+            elif c == 0x43:
+                d['last'] = 0
+                p += 1
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_uint(buf, p, lend)
+                if v is not None:
+                    d['last'] = v
+        if count > 3:
+            c = buf[p]
+            if c == 0x41:
+                d['settled'] = True
+                p += 1
+            elif c == 0x42:
+                d['settled'] = False
+                p += 1
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_boolean(buf, p, lend)
+                if v is not None:
+                    d['settled'] = v
+        if count > 4:
+            v, p = r_any(buf, p, lend, depth - 1)
+            if v is not None and not isinstance(v, (Received, Accepted, Rejected, Released, Modified, Declared, TransactionalState, Described,)):
+                raise d_kind('disposition', 'state', v, 'delivery-state', p)
+            if v is not None:
+                d['state'] = v
+        if count > 5:
+            c = buf[p]
+            if c == 0x41:
+                d['batchable'] = True
+                p += 1
+            elif c == 0x42:
+                d['batchable'] = False
+                p += 1
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_boolean(buf, p, lend)
+                if v is not None:
+                    d['batchable'] = v
+    except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+        pass
+    else:
+        if p == lend:
+            return o, lend
     return _dec_Disposition_exact(ctor, buf, pos, end, depth)
 
 
@@ -2717,59 +2725,61 @@ _D_Detach: dict[str, Any] = {'handle': None, 'closed': False, 'error': None}  # 
 
 
 def _dec_Detach(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
-    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
-        count = buf[pos + 1]
-        lend = pos + 1 + buf[pos]
-        if count <= 3 and lend <= end:
-            p = pos + 2
-            o = _new(Detach)
-            d = o.__dict__  # (cheaper than building one and setting it)
-            d.update(_D_Detach)
-            v: Any
-            e: Any
-            try:
-                if count > 0:
-                    c = buf[p]
-                    if c == 0x52:
-                        d['handle'] = buf[p + 1]
-                        p += 2
-                    elif c == 0x43:
-                        d['handle'] = 0
-                        p += 1
-                    elif c == 0x40:
-                        raise SlowPath
-                    else:
-                        v, p = r_uint(buf, p, lend)
-                        if v is None:
-                            raise SlowPath
-                        d['handle'] = v
-                    if count > 1:
-                        c = buf[p]
-                        if c == 0x41:
-                            d['closed'] = True
-                            p += 1
-                        elif c == 0x42:
-                            d['closed'] = False
-                            p += 1
-                        elif c == 0x40:
-                            p += 1
-                        else:
-                            v, p = r_boolean(buf, p, lend)
-                            if v is not None:
-                                d['closed'] = v
-                        if count > 2:
-                            v, p = r_any(buf, p, lend, depth - 1)
-                            if v is not None and type(v) is not Error:
-                                raise d_kind('detach', 'error', v, 'Error', p)
-                            if v is not None:
-                                d['error'] = v
-                else:  # a mandatory field left out
-                    raise SlowPath
-            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
-                pass
+    if ctor != 0xC0 or pos + 1 >= end or type(buf) is not bytes:
+        return _dec_Detach_exact(ctor, buf, pos, end, depth)
+    count = buf[pos + 1]
+    lend = pos + 1 + buf[pos]
+    if count > 3 or lend > end:
+        return _dec_Detach_exact(ctor, buf, pos, end, depth)
+    p = pos + 2
+    o = _new(Detach)
+    d = o.__dict__  # (cheaper than building one and setting it)
+    d.update(_D_Detach)
+    v: Any
+    e: Any
+    try:
+        if count > 0:
+            c = buf[p]
+            if c == 0x52:
+                d['handle'] = buf[p + 1]
+                p += 2
+            elif c == 0x43:
+                d['handle'] = 0
+                p += 1
+            elif c == 0x40:
+                raise SlowPath
             else:
-                if p == lend:
-                    return o, lend
+                v, p = r_uint(buf, p, lend)
+                if v is None:
+                    raise SlowPath
+                d['handle'] = v
+        else:
+            raise SlowPath
+        if count > 1:
+            c = buf[p]
+            if c == 0x41:
+                d['closed'] = True
+                p += 1
+            elif c == 0x42:
+                d['closed'] = False
+                p += 1
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_boolean(buf, p, lend)
+                if v is not None:
+                    d['closed'] = v
+        if count > 2:
+            v, p = r_any(buf, p, lend, depth - 1)
+            if v is not None and type(v) is not Error:
+                raise d_kind('detach', 'error', v, 'Error', p)
+            if v is not None:
+                d['error'] = v
+    except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+        pass
+    else:
+        if p == lend:
+            return o, lend
     return _dec_Detach_exact(ctor, buf, pos, end, depth)
 
 
@@ -2874,32 +2884,34 @@ _D_End: dict[str, Any] = {'error': None}  # (mandatory fields: None, always read
 
 
 def _dec_End(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
-    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
-        count = buf[pos + 1]
-        lend = pos + 1 + buf[pos]
-        if count <= 1 and lend <= end:
-            p = pos + 2
+    if ctor != 0xC0 or pos + 1 >= end or type(buf) is not bytes:
+        if ctor == 0x45:  # list0: every field at its default
             o = _new(End)
-            d = o.__dict__  # (cheaper than building one and setting it)
-            d.update(_D_End)
-            v: Any
-            e: Any
-            try:
-                if count > 0:
-                    v, p = r_any(buf, p, lend, depth - 1)
-                    if v is not None and type(v) is not Error:
-                        raise d_kind('end', 'error', v, 'Error', p)
-                    if v is not None:
-                        d['error'] = v
-            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
-                pass
-            else:
-                if p == lend:
-                    return o, lend
-    if ctor == 0x45:  # list0: every field at its default
-        o = _new(End)
-        _set(o, '__dict__', _D_End.copy())
-        return o, pos
+            _set(o, '__dict__', _D_End.copy())
+            return o, pos
+        return _dec_End_exact(ctor, buf, pos, end, depth)
+    count = buf[pos + 1]
+    lend = pos + 1 + buf[pos]
+    if count > 1 or lend > end:
+        return _dec_End_exact(ctor, buf, pos, end, depth)
+    p = pos + 2
+    o = _new(End)
+    d = o.__dict__  # (cheaper than building one and setting it)
+    d.update(_D_End)
+    v: Any
+    e: Any
+    try:
+        if count > 0:
+            v, p = r_any(buf, p, lend, depth - 1)
+            if v is not None and type(v) is not Error:
+                raise d_kind('end', 'error', v, 'Error', p)
+            if v is not None:
+                d['error'] = v
+    except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+        pass
+    else:
+        if p == lend:
+            return o, lend
     return _dec_End_exact(ctor, buf, pos, end, depth)
 
 
@@ -2973,32 +2985,34 @@ _D_Close: dict[str, Any] = {'error': None}  # (mandatory fields: None, always re
 
 
 def _dec_Close(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
-    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
-        count = buf[pos + 1]
-        lend = pos + 1 + buf[pos]
-        if count <= 1 and lend <= end:
-            p = pos + 2
+    if ctor != 0xC0 or pos + 1 >= end or type(buf) is not bytes:
+        if ctor == 0x45:  # list0: every field at its default
             o = _new(Close)
-            d = o.__dict__  # (cheaper than building one and setting it)
-            d.update(_D_Close)
-            v: Any
-            e: Any
-            try:
-                if count > 0:
-                    v, p = r_any(buf, p, lend, depth - 1)
-                    if v is not None and type(v) is not Error:
-                        raise d_kind('close', 'error', v, 'Error', p)
-                    if v is not None:
-                        d['error'] = v
-            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
-                pass
-            else:
-                if p == lend:
-                    return o, lend
-    if ctor == 0x45:  # list0: every field at its default
-        o = _new(Close)
-        _set(o, '__dict__', _D_Close.copy())
-        return o, pos
+            _set(o, '__dict__', _D_Close.copy())
+            return o, pos
+        return _dec_Close_exact(ctor, buf, pos, end, depth)
+    count = buf[pos + 1]
+    lend = pos + 1 + buf[pos]
+    if count > 1 or lend > end:
+        return _dec_Close_exact(ctor, buf, pos, end, depth)
+    p = pos + 2
+    o = _new(Close)
+    d = o.__dict__  # (cheaper than building one and setting it)
+    d.update(_D_Close)
+    v: Any
+    e: Any
+    try:
+        if count > 0:
+            v, p = r_any(buf, p, lend, depth - 1)
+            if v is not None and type(v) is not Error:
+                raise d_kind('close', 'error', v, 'Error', p)
+            if v is not None:
+                d['error'] = v
+    except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+        pass
+    else:
+        if p == lend:
+            return o, lend
     return _dec_Close_exact(ctor, buf, pos, end, depth)
 
 
@@ -3098,49 +3112,51 @@ _D_Error: dict[str, Any] = {'condition': None, 'description': None, 'info': None
 
 
 def _dec_Error(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
-    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
-        count = buf[pos + 1]
-        lend = pos + 1 + buf[pos]
-        if count <= 3 and lend <= end:
-            p = pos + 2
-            o = _new(Error)
-            d = o.__dict__  # (cheaper than building one and setting it)
-            d.update(_D_Error)
-            v: Any
-            e: Any
-            try:
-                if count > 0:
-                    c = buf[p]
-                    if c == 0xa3:
-                        d['condition'] = buf[p + 2:(p := p + 2 + buf[p + 1])].decode('ascii')
-                    elif c == 0x40:
-                        raise SlowPath
-                    else:
-                        v, p = r_symbol(buf, p, lend)
-                        if v is None:
-                            raise SlowPath
-                        d['condition'] = v
-                    if count > 1:
-                        c = buf[p]
-                        if c == 0xa1:
-                            d['description'] = buf[p + 2:(p := p + 2 + buf[p + 1])].decode()
-                        elif c == 0x40:
-                            p += 1
-                        else:
-                            v, p = r_string(buf, p, lend)
-                            if v is not None:
-                                d['description'] = v
-                        if count > 2:
-                            v, p = r_fields(buf, p, lend, depth - 1)
-                            if v is not None:
-                                d['info'] = v
-                else:  # a mandatory field left out
-                    raise SlowPath
-            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
-                pass
+    if ctor != 0xC0 or pos + 1 >= end or type(buf) is not bytes:
+        return _dec_Error_exact(ctor, buf, pos, end, depth)
+    count = buf[pos + 1]
+    lend = pos + 1 + buf[pos]
+    if count > 3 or lend > end:
+        return _dec_Error_exact(ctor, buf, pos, end, depth)
+    p = pos + 2
+    o = _new(Error)
+    d = o.__dict__  # (cheaper than building one and setting it)
+    d.update(_D_Error)
+    v: Any
+    e: Any
+    try:
+        if count > 0:
+            c = buf[p]
+            if c == 0xa3:
+                d['condition'] = buf[p + 2:(p := p + 2 + buf[p + 1])].decode('ascii')
+            elif c == 0x40:
+                raise SlowPath
             else:
-                if p == lend:
-                    return o, lend
+                v, p = r_symbol(buf, p, lend)
+                if v is None:
+                    raise SlowPath
+                d['condition'] = v
+        else:
+            raise SlowPath
+        if count > 1:
+            c = buf[p]
+            if c == 0xa1:
+                d['description'] = buf[p + 2:(p := p + 2 + buf[p + 1])].decode()
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_string(buf, p, lend)
+                if v is not None:
+                    d['description'] = v
+        if count > 2:
+            v, p = r_fields(buf, p, lend, depth - 1)
+            if v is not None:
+                d['info'] = v
+    except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+        pass
+    else:
+        if p == lend:
+            return o, lend
     return _dec_Error_exact(ctor, buf, pos, end, depth)
 
 
@@ -3274,93 +3290,95 @@ _D_Header: dict[str, Any] = {'durable': False, 'priority': 4, 'ttl': None, 'firs
 
 
 def _dec_Header(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
-    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
-        count = buf[pos + 1]
-        lend = pos + 1 + buf[pos]
-        if count <= 5 and lend <= end:
-            p = pos + 2
+    if ctor != 0xC0 or pos + 1 >= end or type(buf) is not bytes:
+        if ctor == 0x45:  # list0: every field at its default
             o = _new(Header)
-            d = o.__dict__  # (cheaper than building one and setting it)
-            d.update(_D_Header)
-            v: Any
-            e: Any
-            try:
-                if count > 0:
-                    c = buf[p]
-                    if c == 0x41:
-                        d['durable'] = True
-                        p += 1
-                    elif c == 0x42:
-                        d['durable'] = False
-                        p += 1
-                    elif c == 0x40:
-                        p += 1
-                    else:
-                        v, p = r_boolean(buf, p, lend)
-                        if v is not None:
-                            d['durable'] = v
-                    if count > 1:
-                        c = buf[p]
-                        if c == 0x50:
-                            d['priority'] = buf[p + 1]
-                            p += 2
-                        elif c == 0x40:
-                            p += 1
-                        else:
-                            v, p = r_ubyte(buf, p, lend)
-                            if v is not None:
-                                d['priority'] = v
-                        if count > 2:
-                            c = buf[p]
-                            if c == 0x52:
-                                d['ttl'] = buf[p + 1]
-                                p += 2
-                            elif c == 0x43:
-                                d['ttl'] = 0
-                                p += 1
-                            elif c == 0x40:
-                                p += 1
-                            else:
-                                v, p = r_uint(buf, p, lend)
-                                if v is not None:
-                                    d['ttl'] = v
-                            if count > 3:
-                                c = buf[p]
-                                if c == 0x41:
-                                    d['first_acquirer'] = True
-                                    p += 1
-                                elif c == 0x42:
-                                    d['first_acquirer'] = False
-                                    p += 1
-                                elif c == 0x40:
-                                    p += 1
-                                else:
-                                    v, p = r_boolean(buf, p, lend)
-                                    if v is not None:
-                                        d['first_acquirer'] = v
-                                if count > 4:
-                                    c = buf[p]
-                                    if c == 0x52:
-                                        d['delivery_count'] = buf[p + 1]
-                                        p += 2
-                                    elif c == 0x43:
-                                        d['delivery_count'] = 0
-                                        p += 1
-                                    elif c == 0x40:
-                                        p += 1
-                                    else:
-                                        v, p = r_uint(buf, p, lend)
-                                        if v is not None:
-                                            d['delivery_count'] = v
-            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
-                pass
+            _set(o, '__dict__', _D_Header.copy())
+            return o, pos
+        return _dec_Header_exact(ctor, buf, pos, end, depth)
+    count = buf[pos + 1]
+    lend = pos + 1 + buf[pos]
+    if count > 5 or lend > end:
+        return _dec_Header_exact(ctor, buf, pos, end, depth)
+    p = pos + 2
+    o = _new(Header)
+    d = o.__dict__  # (cheaper than building one and setting it)
+    d.update(_D_Header)
+    v: Any
+    e: Any
+    try:
+        if count > 0:
+            c = buf[p]
+            if c == 0x41:
+                d['durable'] = True
+                p += 1
+            elif c == 0x42:
+                d['durable'] = False
+                p += 1
+            elif c == 0x40:
+                p += 1
             else:
-                if p == lend:
-                    return o, lend
-    if ctor == 0x45:  # list0: every field at its default
-        o = _new(Header)
-        _set(o, '__dict__', _D_Header.copy())
-        return o, pos
+                v, p = r_boolean(buf, p, lend)
+                if v is not None:
+                    d['durable'] = v
+        if count > 1:
+            c = buf[p]
+            if c == 0x50:
+                d['priority'] = buf[p + 1]
+                p += 2
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_ubyte(buf, p, lend)
+                if v is not None:
+                    d['priority'] = v
+        if count > 2:
+            c = buf[p]
+            if c == 0x52:
+                d['ttl'] = buf[p + 1]
+                p += 2
+            elif c == 0x43:
+                d['ttl'] = 0
+                p += 1
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_uint(buf, p, lend)
+                if v is not None:
+                    d['ttl'] = v
+        if count > 3:
+            c = buf[p]
+            if c == 0x41:
+                d['first_acquirer'] = True
+                p += 1
+            elif c == 0x42:
+                d['first_acquirer'] = False
+                p += 1
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_boolean(buf, p, lend)
+                if v is not None:
+                    d['first_acquirer'] = v
+        if count > 4:
+            c = buf[p]
+            if c == 0x52:
+                d['delivery_count'] = buf[p + 1]
+                p += 2
+            elif c == 0x43:
+                d['delivery_count'] = 0
+                p += 1
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_uint(buf, p, lend)
+                if v is not None:
+                    d['delivery_count'] = v
+    except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+        pass
+    else:
+        if p == lend:
+            return o, lend
     return _dec_Header_exact(ctor, buf, pos, end, depth)
 
 
@@ -3728,156 +3746,158 @@ _D_Properties: dict[str, Any] = {'message_id': None, 'user_id': None, 'to': None
 
 
 def _dec_Properties(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
-    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
-        count = buf[pos + 1]
-        lend = pos + 1 + buf[pos]
-        if count <= 13 and lend <= end:
-            p = pos + 2
+    if ctor != 0xC0 or pos + 1 >= end or type(buf) is not bytes:
+        if ctor == 0x45:  # list0: every field at its default
             o = _new(Properties)
-            d = o.__dict__  # (cheaper than building one and setting it)
-            d.update(_D_Properties)
-            v: Any
-            e: Any
-            try:
-                if count > 0:
-                    c = buf[p]
-                    if c == 0xa1:
-                        d['message_id'] = buf[p + 2:(p := p + 2 + buf[p + 1])].decode()
-                    elif c == 0x40:
-                        p += 1
-                    else:
-                        v, p = r_any(buf, p, lend, depth - 1)
-                        if v is not None and not isinstance(v, (ULong, bytes, str, uuid.UUID,)):
-                            raise d_kind('properties', 'message-id', v, 'message-id', p)
-                        if type(v) is Symbol:
-                            raise d_kind('properties', 'message-id', v, 'message-id', p)
-                        if v is not None:
-                            d['message_id'] = v
-                    if count > 1:
-                        c = buf[p]
-                        if c == 0xa0:
-                            d['user_id'] = buf[p + 2:(p := p + 2 + buf[p + 1])]
-                        elif c == 0x40:
-                            p += 1
-                        else:
-                            v, p = r_binary(buf, p, lend)
-                            if v is not None:
-                                d['user_id'] = v
-                        if count > 2:
-                            c = buf[p]
-                            if c == 0xa1:
-                                d['to'] = buf[p + 2:(p := p + 2 + buf[p + 1])].decode()
-                            elif c == 0x40:
-                                p += 1
-                            else:
-                                v, p = r_string(buf, p, lend)
-                                if v is not None:
-                                    d['to'] = v
-                            if count > 3:
-                                c = buf[p]
-                                if c == 0xa1:
-                                    d['subject'] = buf[p + 2:(p := p + 2 + buf[p + 1])].decode()
-                                elif c == 0x40:
-                                    p += 1
-                                else:
-                                    v, p = r_string(buf, p, lend)
-                                    if v is not None:
-                                        d['subject'] = v
-                                if count > 4:
-                                    c = buf[p]
-                                    if c == 0xa1:
-                                        d['reply_to'] = buf[p + 2:(p := p + 2 + buf[p + 1])].decode()
-                                    elif c == 0x40:
-                                        p += 1
-                                    else:
-                                        v, p = r_string(buf, p, lend)
-                                        if v is not None:
-                                            d['reply_to'] = v
-                                    if count > 5:
-                                        c = buf[p]
-                                        if c == 0xa1:
-                                            d['correlation_id'] = buf[p + 2:(p := p + 2 + buf[p + 1])].decode()
-                                        elif c == 0x40:
-                                            p += 1
-                                        else:
-                                            v, p = r_any(buf, p, lend, depth - 1)
-                                            if v is not None and not isinstance(v, (ULong, bytes, str, uuid.UUID,)):
-                                                raise d_kind('properties', 'correlation-id', v, 'message-id', p)
-                                            if type(v) is Symbol:
-                                                raise d_kind('properties', 'correlation-id', v, 'message-id', p)
-                                            if v is not None:
-                                                d['correlation_id'] = v
-                                        if count > 6:
-                                            c = buf[p]
-                                            if c == 0xa3:
-                                                d['content_type'] = buf[p + 2:(p := p + 2 + buf[p + 1])].decode('ascii')
-                                            elif c == 0x40:
-                                                p += 1
-                                            else:
-                                                v, p = r_symbol(buf, p, lend)
-                                                if v is not None:
-                                                    d['content_type'] = v
-                                            if count > 7:
-                                                c = buf[p]
-                                                if c == 0xa3:
-                                                    d['content_encoding'] = buf[p + 2:(p := p + 2 + buf[p + 1])].decode('ascii')
-                                                elif c == 0x40:
-                                                    p += 1
-                                                else:
-                                                    v, p = r_symbol(buf, p, lend)
-                                                    if v is not None:
-                                                        d['content_encoding'] = v
-                                                if count > 8:
-                                                    v, p = r_timestamp(buf, p, lend)
-                                                    if v is not None:
-                                                        d['absolute_expiry_time'] = v
-                                                    if count > 9:
-                                                        v, p = r_timestamp(buf, p, lend)
-                                                        if v is not None:
-                                                            d['creation_time'] = v
-                                                        if count > 10:
-                                                            c = buf[p]
-                                                            if c == 0xa1:
-                                                                d['group_id'] = buf[p + 2:(p := p + 2 + buf[p + 1])].decode()
-                                                            elif c == 0x40:
-                                                                p += 1
-                                                            else:
-                                                                v, p = r_string(buf, p, lend)
-                                                                if v is not None:
-                                                                    d['group_id'] = v
-                                                            if count > 11:
-                                                                c = buf[p]
-                                                                if c == 0x52:
-                                                                    d['group_sequence'] = buf[p + 1]
-                                                                    p += 2
-                                                                elif c == 0x43:
-                                                                    d['group_sequence'] = 0
-                                                                    p += 1
-                                                                elif c == 0x40:
-                                                                    p += 1
-                                                                else:
-                                                                    v, p = r_uint(buf, p, lend)
-                                                                    if v is not None:
-                                                                        d['group_sequence'] = v
-                                                                if count > 12:
-                                                                    c = buf[p]
-                                                                    if c == 0xa1:
-                                                                        d['reply_to_group_id'] = buf[p + 2:(p := p + 2 + buf[p + 1])].decode()
-                                                                    elif c == 0x40:
-                                                                        p += 1
-                                                                    else:
-                                                                        v, p = r_string(buf, p, lend)
-                                                                        if v is not None:
-                                                                            d['reply_to_group_id'] = v
-            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
-                pass
+            _set(o, '__dict__', _D_Properties.copy())
+            return o, pos
+        return _dec_Properties_exact(ctor, buf, pos, end, depth)
+    count = buf[pos + 1]
+    lend = pos + 1 + buf[pos]
+    if count > 13 or lend > end:
+        return _dec_Properties_exact(ctor, buf, pos, end, depth)
+    p = pos + 2
+    o = _new(Properties)
+    d = o.__dict__  # (cheaper than building one and setting it)
+    d.update(_D_Properties)
+    v: Any
+    e: Any
+    try:
+        if count > 0:
+            c = buf[p]
+            if c == 0xa1:
+                d['message_id'] = buf[p + 2:(p := p + 2 + buf[p + 1])].decode()
+            elif c == 0x40:
+                p += 1
             else:
-                if p == lend:
-                    return o, lend
-    if ctor == 0x45:  # list0: every field at its default
-        o = _new(Properties)
-        _set(o, '__dict__', _D_Properties.copy())
-        return o, pos
+                v, p = r_any(buf, p, lend, depth - 1)
+                if v is not None and not isinstance(v, (ULong, bytes, str, uuid.UUID,)):
+                    raise d_kind('properties', 'message-id', v, 'message-id', p)
+                if type(v) is Symbol:
+                    raise d_kind('properties', 'message-id', v, 'message-id', p)
+                if v is not None:
+                    d['message_id'] = v
+        if count > 1:
+            c = buf[p]
+            if c == 0xa0:
+                d['user_id'] = buf[p + 2:(p := p + 2 + buf[p + 1])]
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_binary(buf, p, lend)
+                if v is not None:
+                    d['user_id'] = v
+        if count > 2:
+            c = buf[p]
+            if c == 0xa1:
+                d['to'] = buf[p + 2:(p := p + 2 + buf[p + 1])].decode()
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_string(buf, p, lend)
+                if v is not None:
+                    d['to'] = v
+        if count > 3:
+            c = buf[p]
+            if c == 0xa1:
+                d['subject'] = buf[p + 2:(p := p + 2 + buf[p + 1])].decode()
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_string(buf, p, lend)
+                if v is not None:
+                    d['subject'] = v
+        if count > 4:
+            c = buf[p]
+            if c == 0xa1:
+                d['reply_to'] = buf[p + 2:(p := p + 2 + buf[p + 1])].decode()
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_string(buf, p, lend)
+                if v is not None:
+                    d['reply_to'] = v
+        if count > 5:
+            c = buf[p]
+            if c == 0xa1:
+                d['correlation_id'] = buf[p + 2:(p := p + 2 + buf[p + 1])].decode()
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_any(buf, p, lend, depth - 1)
+                if v is not None and not isinstance(v, (ULong, bytes, str, uuid.UUID,)):
+                    raise d_kind('properties', 'correlation-id', v, 'message-id', p)
+                if type(v) is Symbol:
+                    raise d_kind('properties', 'correlation-id', v, 'message-id', p)
+                if v is not None:
+                    d['correlation_id'] = v
+        if count > 6:
+            c = buf[p]
+            if c == 0xa3:
+                d['content_type'] = buf[p + 2:(p := p + 2 + buf[p + 1])].decode('ascii')
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_symbol(buf, p, lend)
+                if v is not None:
+                    d['content_type'] = v
+        if count > 7:
+            c = buf[p]
+            if c == 0xa3:
+                d['content_encoding'] = buf[p + 2:(p := p + 2 + buf[p + 1])].decode('ascii')
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_symbol(buf, p, lend)
+                if v is not None:
+                    d['content_encoding'] = v
+        if count > 8:
+            v, p = r_timestamp(buf, p, lend)
+            if v is not None:
+                d['absolute_expiry_time'] = v
+        if count > 9:
+            v, p = r_timestamp(buf, p, lend)
+            if v is not None:
+                d['creation_time'] = v
+        if count > 10:
+            c = buf[p]
+            if c == 0xa1:
+                d['group_id'] = buf[p + 2:(p := p + 2 + buf[p + 1])].decode()
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_string(buf, p, lend)
+                if v is not None:
+                    d['group_id'] = v
+        if count > 11:
+            c = buf[p]
+            if c == 0x52:
+                d['group_sequence'] = buf[p + 1]
+                p += 2
+            elif c == 0x43:
+                d['group_sequence'] = 0
+                p += 1
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_uint(buf, p, lend)
+                if v is not None:
+                    d['group_sequence'] = v
+        if count > 12:
+            c = buf[p]
+            if c == 0xa1:
+                d['reply_to_group_id'] = buf[p + 2:(p := p + 2 + buf[p + 1])].decode()
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_string(buf, p, lend)
+                if v is not None:
+                    d['reply_to_group_id'] = v
+    except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+        pass
+    else:
+        if p == lend:
+            return o, lend
     return _dec_Properties_exact(ctor, buf, pos, end, depth)
 
 
@@ -4320,56 +4340,58 @@ _D_Received: dict[str, Any] = {'section_number': None, 'section_offset': None}  
 
 
 def _dec_Received(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
-    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
-        count = buf[pos + 1]
-        lend = pos + 1 + buf[pos]
-        if count <= 2 and lend <= end:
-            p = pos + 2
-            o = _new(Received)
-            d = o.__dict__  # (cheaper than building one and setting it)
-            d.update(_D_Received)
-            v: Any
-            e: Any
-            try:
-                if count > 0:
-                    c = buf[p]
-                    if c == 0x52:
-                        d['section_number'] = buf[p + 1]
-                        p += 2
-                    elif c == 0x43:
-                        d['section_number'] = 0
-                        p += 1
-                    elif c == 0x40:
-                        raise SlowPath
-                    else:
-                        v, p = r_uint(buf, p, lend)
-                        if v is None:
-                            raise SlowPath
-                        d['section_number'] = v
-                    if count > 1:
-                        c = buf[p]
-                        if c == 0x53:
-                            d['section_offset'] = buf[p + 1]
-                            p += 2
-                        elif c == 0x44:
-                            d['section_offset'] = 0
-                            p += 1
-                        elif c == 0x40:
-                            raise SlowPath
-                        else:
-                            v, p = r_ulong(buf, p, lend)
-                            if v is None:
-                                raise SlowPath
-                            d['section_offset'] = v
-                    else:  # a mandatory field left out
-                        raise SlowPath
-                else:  # a mandatory field left out
-                    raise SlowPath
-            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
-                pass
+    if ctor != 0xC0 or pos + 1 >= end or type(buf) is not bytes:
+        return _dec_Received_exact(ctor, buf, pos, end, depth)
+    count = buf[pos + 1]
+    lend = pos + 1 + buf[pos]
+    if count > 2 or lend > end:
+        return _dec_Received_exact(ctor, buf, pos, end, depth)
+    p = pos + 2
+    o = _new(Received)
+    d = o.__dict__  # (cheaper than building one and setting it)
+    d.update(_D_Received)
+    v: Any
+    e: Any
+    try:
+        if count > 0:
+            c = buf[p]
+            if c == 0x52:
+                d['section_number'] = buf[p + 1]
+                p += 2
+            elif c == 0x43:
+                d['section_number'] = 0
+                p += 1
+            elif c == 0x40:
+                raise SlowPath
             else:
-                if p == lend:
-                    return o, lend
+                v, p = r_uint(buf, p, lend)
+                if v is None:
+                    raise SlowPath
+                d['section_number'] = v
+        else:
+            raise SlowPath
+        if count > 1:
+            c = buf[p]
+            if c == 0x53:
+                d['section_offset'] = buf[p + 1]
+                p += 2
+            elif c == 0x44:
+                d['section_offset'] = 0
+                p += 1
+            elif c == 0x40:
+                raise SlowPath
+            else:
+                v, p = r_ulong(buf, p, lend)
+                if v is None:
+                    raise SlowPath
+                d['section_offset'] = v
+        else:
+            raise SlowPath
+    except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+        pass
+    else:
+        if p == lend:
+            return o, lend
     return _dec_Received_exact(ctor, buf, pos, end, depth)
 
 
@@ -4506,32 +4528,34 @@ _D_Rejected: dict[str, Any] = {'error': None}  # (mandatory fields: None, always
 
 
 def _dec_Rejected(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
-    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
-        count = buf[pos + 1]
-        lend = pos + 1 + buf[pos]
-        if count <= 1 and lend <= end:
-            p = pos + 2
+    if ctor != 0xC0 or pos + 1 >= end or type(buf) is not bytes:
+        if ctor == 0x45:  # list0: every field at its default
             o = _new(Rejected)
-            d = o.__dict__  # (cheaper than building one and setting it)
-            d.update(_D_Rejected)
-            v: Any
-            e: Any
-            try:
-                if count > 0:
-                    v, p = r_any(buf, p, lend, depth - 1)
-                    if v is not None and type(v) is not Error:
-                        raise d_kind('rejected', 'error', v, 'Error', p)
-                    if v is not None:
-                        d['error'] = v
-            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
-                pass
-            else:
-                if p == lend:
-                    return o, lend
-    if ctor == 0x45:  # list0: every field at its default
-        o = _new(Rejected)
-        _set(o, '__dict__', _D_Rejected.copy())
-        return o, pos
+            _set(o, '__dict__', _D_Rejected.copy())
+            return o, pos
+        return _dec_Rejected_exact(ctor, buf, pos, end, depth)
+    count = buf[pos + 1]
+    lend = pos + 1 + buf[pos]
+    if count > 1 or lend > end:
+        return _dec_Rejected_exact(ctor, buf, pos, end, depth)
+    p = pos + 2
+    o = _new(Rejected)
+    d = o.__dict__  # (cheaper than building one and setting it)
+    d.update(_D_Rejected)
+    v: Any
+    e: Any
+    try:
+        if count > 0:
+            v, p = r_any(buf, p, lend, depth - 1)
+            if v is not None and type(v) is not Error:
+                raise d_kind('rejected', 'error', v, 'Error', p)
+            if v is not None:
+                d['error'] = v
+    except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+        pass
+    else:
+        if p == lend:
+            return o, lend
     return _dec_Rejected_exact(ctor, buf, pos, end, depth)
 
 
@@ -4662,58 +4686,60 @@ _D_Modified: dict[str, Any] = {'delivery_failed': None, 'undeliverable_here': No
 
 
 def _dec_Modified(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
-    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
-        count = buf[pos + 1]
-        lend = pos + 1 + buf[pos]
-        if count <= 3 and lend <= end:
-            p = pos + 2
+    if ctor != 0xC0 or pos + 1 >= end or type(buf) is not bytes:
+        if ctor == 0x45:  # list0: every field at its default
             o = _new(Modified)
-            d = o.__dict__  # (cheaper than building one and setting it)
-            d.update(_D_Modified)
-            v: Any
-            e: Any
-            try:
-                if count > 0:
-                    c = buf[p]
-                    if c == 0x41:
-                        d['delivery_failed'] = True
-                        p += 1
-                    elif c == 0x42:
-                        d['delivery_failed'] = False
-                        p += 1
-                    elif c == 0x40:
-                        p += 1
-                    else:
-                        v, p = r_boolean(buf, p, lend)
-                        if v is not None:
-                            d['delivery_failed'] = v
-                    if count > 1:
-                        c = buf[p]
-                        if c == 0x41:
-                            d['undeliverable_here'] = True
-                            p += 1
-                        elif c == 0x42:
-                            d['undeliverable_here'] = False
-                            p += 1
-                        elif c == 0x40:
-                            p += 1
-                        else:
-                            v, p = r_boolean(buf, p, lend)
-                            if v is not None:
-                                d['undeliverable_here'] = v
-                        if count > 2:
-                            v, p = r_fields(buf, p, lend, depth - 1)
-                            if v is not None:
-                                d['message_annotations'] = v
-            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
-                pass
+            _set(o, '__dict__', _D_Modified.copy())
+            return o, pos
+        return _dec_Modified_exact(ctor, buf, pos, end, depth)
+    count = buf[pos + 1]
+    lend = pos + 1 + buf[pos]
+    if count > 3 or lend > end:
+        return _dec_Modified_exact(ctor, buf, pos, end, depth)
+    p = pos + 2
+    o = _new(Modified)
+    d = o.__dict__  # (cheaper than building one and setting it)
+    d.update(_D_Modified)
+    v: Any
+    e: Any
+    try:
+        if count > 0:
+            c = buf[p]
+            if c == 0x41:
+                d['delivery_failed'] = True
+                p += 1
+            elif c == 0x42:
+                d['delivery_failed'] = False
+                p += 1
+            elif c == 0x40:
+                p += 1
             else:
-                if p == lend:
-                    return o, lend
-    if ctor == 0x45:  # list0: every field at its default
-        o = _new(Modified)
-        _set(o, '__dict__', _D_Modified.copy())
-        return o, pos
+                v, p = r_boolean(buf, p, lend)
+                if v is not None:
+                    d['delivery_failed'] = v
+        if count > 1:
+            c = buf[p]
+            if c == 0x41:
+                d['undeliverable_here'] = True
+                p += 1
+            elif c == 0x42:
+                d['undeliverable_here'] = False
+                p += 1
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_boolean(buf, p, lend)
+                if v is not None:
+                    d['undeliverable_here'] = v
+        if count > 2:
+            v, p = r_fields(buf, p, lend, depth - 1)
+            if v is not None:
+                d['message_annotations'] = v
+    except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+        pass
+    else:
+        if p == lend:
+            return o, lend
     return _dec_Modified_exact(ctor, buf, pos, end, depth)
 
 
@@ -4898,132 +4924,134 @@ _D_Source: dict[str, Any] = {'address': None, 'durable': TerminusDurability.NONE
 
 
 def _dec_Source(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
-    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
-        count = buf[pos + 1]
-        lend = pos + 1 + buf[pos]
-        if count <= 11 and lend <= end:
-            p = pos + 2
+    if ctor != 0xC0 or pos + 1 >= end or type(buf) is not bytes:
+        if ctor == 0x45:  # list0: every field at its default
             o = _new(Source)
-            d = o.__dict__  # (cheaper than building one and setting it)
-            d.update(_D_Source)
-            v: Any
-            e: Any
-            try:
-                if count > 0:
-                    c = buf[p]
-                    if c == 0xa1:
-                        d['address'] = buf[p + 2:(p := p + 2 + buf[p + 1])].decode()
-                    elif c == 0x40:
-                        p += 1
-                    else:
-                        v, p = r_string(buf, p, lend)
-                        if v is not None:
-                            d['address'] = v
-                    if count > 1:
-                        c = buf[p]
-                        if c == 0x52:
-                            v = buf[p + 1]
-                            p += 2
-                        elif c == 0x43:
-                            v = 0
-                            p += 1
-                        elif c == 0x40:
-                            v = None
-                            p += 1
-                        else:
-                            v, p = r_uint(buf, p, lend)
-                        if v is not None:
-                            e = _E_TerminusDurability.get(v)
-                            if e is None:
-                                raise d_choice('source', 'durable', v, p)
-                            v = e
-                        if v is not None:
-                            d['durable'] = v
-                        if count > 2:
-                            c = buf[p]
-                            if c == 0xa3:
-                                v = buf[p + 2:(p := p + 2 + buf[p + 1])].decode('ascii')
-                            elif c == 0x40:
-                                v = None
-                                p += 1
-                            else:
-                                v, p = r_symbol(buf, p, lend)
-                            if v is not None:
-                                e = _E_TerminusExpiryPolicy.get(v)
-                                if e is None:
-                                    raise d_choice('source', 'expiry-policy', v, p)
-                                v = e
-                            if v is not None:
-                                d['expiry_policy'] = v
-                            if count > 3:
-                                c = buf[p]
-                                if c == 0x52:
-                                    d['timeout'] = buf[p + 1]
-                                    p += 2
-                                elif c == 0x43:
-                                    d['timeout'] = 0
-                                    p += 1
-                                elif c == 0x40:
-                                    p += 1
-                                else:
-                                    v, p = r_uint(buf, p, lend)
-                                    if v is not None:
-                                        d['timeout'] = v
-                                if count > 4:
-                                    c = buf[p]
-                                    if c == 0x41:
-                                        d['dynamic'] = True
-                                        p += 1
-                                    elif c == 0x42:
-                                        d['dynamic'] = False
-                                        p += 1
-                                    elif c == 0x40:
-                                        p += 1
-                                    else:
-                                        v, p = r_boolean(buf, p, lend)
-                                        if v is not None:
-                                            d['dynamic'] = v
-                                    if count > 5:
-                                        v, p = r_fields(buf, p, lend, depth - 1)
-                                        if v is not None:
-                                            d['dynamic_node_properties'] = v
-                                        if count > 6:
-                                            c = buf[p]
-                                            if c == 0xa3:
-                                                d['distribution_mode'] = buf[p + 2:(p := p + 2 + buf[p + 1])].decode('ascii')
-                                            elif c == 0x40:
-                                                p += 1
-                                            else:
-                                                v, p = r_symbol(buf, p, lend)
-                                                if v is not None:
-                                                    d['distribution_mode'] = v
-                                            if count > 7:
-                                                v, p = r_fields(buf, p, lend, depth - 1)
-                                                if v is not None:
-                                                    d['filter'] = v
-                                                if count > 8:
-                                                    v, p = r_any(buf, p, lend, depth - 1)
-                                                    if v is not None and not isinstance(v, (Accepted, Rejected, Released, Modified, Declared, Described,)):
-                                                        raise d_kind('source', 'default-outcome', v, 'outcome', p)
-                                                    if v is not None:
-                                                        d['default_outcome'] = v
-                                                    if count > 9:
-                                                        v, p = r_symbols(buf, p, lend)
-                                                        if v is not None:
-                                                            d['outcomes'] = v
-                                                        if count > 10:
-                                                            v, p = r_symbols(buf, p, lend)
-                                                            if v is not None:
-                                                                d['capabilities'] = v
-            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
-                pass
+            _set(o, '__dict__', _D_Source.copy())
+            return o, pos
+        return _dec_Source_exact(ctor, buf, pos, end, depth)
+    count = buf[pos + 1]
+    lend = pos + 1 + buf[pos]
+    if count > 11 or lend > end:
+        return _dec_Source_exact(ctor, buf, pos, end, depth)
+    p = pos + 2
+    o = _new(Source)
+    d = o.__dict__  # (cheaper than building one and setting it)
+    d.update(_D_Source)
+    v: Any
+    e: Any
+    try:
+        if count > 0:
+            c = buf[p]
+            if c == 0xa1:
+                d['address'] = buf[p + 2:(p := p + 2 + buf[p + 1])].decode()
+            elif c == 0x40:
+                p += 1
             else:
-                if p == lend:
-                    return o, lend
-    if ctor == 0x45:  # list0: every field at its default
-        o = _new(Source)
-        _set(o, '__dict__', _D_Source.copy())
-        return o, pos
+                v, p = r_string(buf, p, lend)
+                if v is not None:
+                    d['address'] = v
+        if count > 1:
+            c = buf[p]
+            if c == 0x52:
+                v = buf[p + 1]
+                p += 2
+            elif c == 0x43:
+                v = 0
+                p += 1
+            elif c == 0x40:
+                v = None
+                p += 1
+            else:
+                v, p = r_uint(buf, p, lend)
+            if v is not None:
+                e = _E_TerminusDurability.get(v)
+                if e is None:
+                    raise d_choice('source', 'durable', v, p)
+                v = e
+            if v is not None:
+                d['durable'] = v
+        if count > 2:
+            c = buf[p]
+            if c == 0xa3:
+                v = buf[p + 2:(p := p + 2 + buf[p + 1])].decode('ascii')
+            elif c == 0x40:
+                v = None
+                p += 1
+            else:
+                v, p = r_symbol(buf, p, lend)
+            if v is not None:
+                e = _E_TerminusExpiryPolicy.get(v)
+                if e is None:
+                    raise d_choice('source', 'expiry-policy', v, p)
+                v = e
+            if v is not None:
+                d['expiry_policy'] = v
+        if count > 3:
+            c = buf[p]
+            if c == 0x52:
+                d['timeout'] = buf[p + 1]
+                p += 2
+            elif c == 0x43:
+                d['timeout'] = 0
+                p += 1
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_uint(buf, p, lend)
+                if v is not None:
+                    d['timeout'] = v
+        if count > 4:
+            c = buf[p]
+            if c == 0x41:
+                d['dynamic'] = True
+                p += 1
+            elif c == 0x42:
+                d['dynamic'] = False
+                p += 1
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_boolean(buf, p, lend)
+                if v is not None:
+                    d['dynamic'] = v
+        if count > 5:
+            v, p = r_fields(buf, p, lend, depth - 1)
+            if v is not None:
+                d['dynamic_node_properties'] = v
+        if count > 6:
+            c = buf[p]
+            if c == 0xa3:
+                d['distribution_mode'] = buf[p + 2:(p := p + 2 + buf[p + 1])].decode('ascii')
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_symbol(buf, p, lend)
+                if v is not None:
+                    d['distribution_mode'] = v
+        if count > 7:
+            v, p = r_fields(buf, p, lend, depth - 1)
+            if v is not None:
+                d['filter'] = v
+        if count > 8:
+            v, p = r_any(buf, p, lend, depth - 1)
+            if v is not None and not isinstance(v, (Accepted, Rejected, Released, Modified, Declared, Described,)):
+                raise d_kind('source', 'default-outcome', v, 'outcome', p)
+            if v is not None:
+                d['default_outcome'] = v
+        if count > 9:
+            v, p = r_symbols(buf, p, lend)
+            if v is not None:
+                d['outcomes'] = v
+        if count > 10:
+            v, p = r_symbols(buf, p, lend)
+            if v is not None:
+                d['capabilities'] = v
+    except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+        pass
+    else:
+        if p == lend:
+            return o, lend
     return _dec_Source_exact(ctor, buf, pos, end, depth)
 
 
@@ -5304,108 +5332,110 @@ _D_Target: dict[str, Any] = {'address': None, 'durable': TerminusDurability.NONE
 
 
 def _dec_Target(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
-    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
-        count = buf[pos + 1]
-        lend = pos + 1 + buf[pos]
-        if count <= 7 and lend <= end:
-            p = pos + 2
+    if ctor != 0xC0 or pos + 1 >= end or type(buf) is not bytes:
+        if ctor == 0x45:  # list0: every field at its default
             o = _new(Target)
-            d = o.__dict__  # (cheaper than building one and setting it)
-            d.update(_D_Target)
-            v: Any
-            e: Any
-            try:
-                if count > 0:
-                    c = buf[p]
-                    if c == 0xa1:
-                        d['address'] = buf[p + 2:(p := p + 2 + buf[p + 1])].decode()
-                    elif c == 0x40:
-                        p += 1
-                    else:
-                        v, p = r_string(buf, p, lend)
-                        if v is not None:
-                            d['address'] = v
-                    if count > 1:
-                        c = buf[p]
-                        if c == 0x52:
-                            v = buf[p + 1]
-                            p += 2
-                        elif c == 0x43:
-                            v = 0
-                            p += 1
-                        elif c == 0x40:
-                            v = None
-                            p += 1
-                        else:
-                            v, p = r_uint(buf, p, lend)
-                        if v is not None:
-                            e = _E_TerminusDurability.get(v)
-                            if e is None:
-                                raise d_choice('target', 'durable', v, p)
-                            v = e
-                        if v is not None:
-                            d['durable'] = v
-                        if count > 2:
-                            c = buf[p]
-                            if c == 0xa3:
-                                v = buf[p + 2:(p := p + 2 + buf[p + 1])].decode('ascii')
-                            elif c == 0x40:
-                                v = None
-                                p += 1
-                            else:
-                                v, p = r_symbol(buf, p, lend)
-                            if v is not None:
-                                e = _E_TerminusExpiryPolicy.get(v)
-                                if e is None:
-                                    raise d_choice('target', 'expiry-policy', v, p)
-                                v = e
-                            if v is not None:
-                                d['expiry_policy'] = v
-                            if count > 3:
-                                c = buf[p]
-                                if c == 0x52:
-                                    d['timeout'] = buf[p + 1]
-                                    p += 2
-                                elif c == 0x43:
-                                    d['timeout'] = 0
-                                    p += 1
-                                elif c == 0x40:
-                                    p += 1
-                                else:
-                                    v, p = r_uint(buf, p, lend)
-                                    if v is not None:
-                                        d['timeout'] = v
-                                if count > 4:
-                                    c = buf[p]
-                                    if c == 0x41:
-                                        d['dynamic'] = True
-                                        p += 1
-                                    elif c == 0x42:
-                                        d['dynamic'] = False
-                                        p += 1
-                                    elif c == 0x40:
-                                        p += 1
-                                    else:
-                                        v, p = r_boolean(buf, p, lend)
-                                        if v is not None:
-                                            d['dynamic'] = v
-                                    if count > 5:
-                                        v, p = r_fields(buf, p, lend, depth - 1)
-                                        if v is not None:
-                                            d['dynamic_node_properties'] = v
-                                        if count > 6:
-                                            v, p = r_symbols(buf, p, lend)
-                                            if v is not None:
-                                                d['capabilities'] = v
-            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
-                pass
+            _set(o, '__dict__', _D_Target.copy())
+            return o, pos
+        return _dec_Target_exact(ctor, buf, pos, end, depth)
+    count = buf[pos + 1]
+    lend = pos + 1 + buf[pos]
+    if count > 7 or lend > end:
+        return _dec_Target_exact(ctor, buf, pos, end, depth)
+    p = pos + 2
+    o = _new(Target)
+    d = o.__dict__  # (cheaper than building one and setting it)
+    d.update(_D_Target)
+    v: Any
+    e: Any
+    try:
+        if count > 0:
+            c = buf[p]
+            if c == 0xa1:
+                d['address'] = buf[p + 2:(p := p + 2 + buf[p + 1])].decode()
+            elif c == 0x40:
+                p += 1
             else:
-                if p == lend:
-                    return o, lend
-    if ctor == 0x45:  # list0: every field at its default
-        o = _new(Target)
-        _set(o, '__dict__', _D_Target.copy())
-        return o, pos
+                v, p = r_string(buf, p, lend)
+                if v is not None:
+                    d['address'] = v
+        if count > 1:
+            c = buf[p]
+            if c == 0x52:
+                v = buf[p + 1]
+                p += 2
+            elif c == 0x43:
+                v = 0
+                p += 1
+            elif c == 0x40:
+                v = None
+                p += 1
+            else:
+                v, p = r_uint(buf, p, lend)
+            if v is not None:
+                e = _E_TerminusDurability.get(v)
+                if e is None:
+                    raise d_choice('target', 'durable', v, p)
+                v = e
+            if v is not None:
+                d['durable'] = v
+        if count > 2:
+            c = buf[p]
+            if c == 0xa3:
+                v = buf[p + 2:(p := p + 2 + buf[p + 1])].decode('ascii')
+            elif c == 0x40:
+                v = None
+                p += 1
+            else:
+                v, p = r_symbol(buf, p, lend)
+            if v is not None:
+                e = _E_TerminusExpiryPolicy.get(v)
+                if e is None:
+                    raise d_choice('target', 'expiry-policy', v, p)
+                v = e
+            if v is not None:
+                d['expiry_policy'] = v
+        if count > 3:
+            c = buf[p]
+            if c == 0x52:
+                d['timeout'] = buf[p + 1]
+                p += 2
+            elif c == 0x43:
+                d['timeout'] = 0
+                p += 1
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_uint(buf, p, lend)
+                if v is not None:
+                    d['timeout'] = v
+        if count > 4:
+            c = buf[p]
+            if c == 0x41:
+                d['dynamic'] = True
+                p += 1
+            elif c == 0x42:
+                d['dynamic'] = False
+                p += 1
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_boolean(buf, p, lend)
+                if v is not None:
+                    d['dynamic'] = v
+        if count > 5:
+            v, p = r_fields(buf, p, lend, depth - 1)
+            if v is not None:
+                d['dynamic_node_properties'] = v
+        if count > 6:
+            v, p = r_symbols(buf, p, lend)
+            if v is not None:
+                d['capabilities'] = v
+    except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+        pass
+    else:
+        if p == lend:
+            return o, lend
     return _dec_Target_exact(ctor, buf, pos, end, depth)
 
 
@@ -5756,29 +5786,31 @@ _D_SaslMechanisms: dict[str, Any] = {'sasl_server_mechanisms': None}  # (mandato
 
 
 def _dec_SaslMechanisms(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
-    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
-        count = buf[pos + 1]
-        lend = pos + 1 + buf[pos]
-        if count <= 1 and lend <= end:
-            p = pos + 2
-            o = _new(SaslMechanisms)
-            d = o.__dict__  # (cheaper than building one and setting it)
-            d.update(_D_SaslMechanisms)
-            v: Any
-            e: Any
-            try:
-                if count > 0:
-                    v, p = r_symbols(buf, p, lend)
-                    if v is None:
-                        raise SlowPath
-                    d['sasl_server_mechanisms'] = v
-                else:  # a mandatory field left out
-                    raise SlowPath
-            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
-                pass
-            else:
-                if p == lend:
-                    return o, lend
+    if ctor != 0xC0 or pos + 1 >= end or type(buf) is not bytes:
+        return _dec_SaslMechanisms_exact(ctor, buf, pos, end, depth)
+    count = buf[pos + 1]
+    lend = pos + 1 + buf[pos]
+    if count > 1 or lend > end:
+        return _dec_SaslMechanisms_exact(ctor, buf, pos, end, depth)
+    p = pos + 2
+    o = _new(SaslMechanisms)
+    d = o.__dict__  # (cheaper than building one and setting it)
+    d.update(_D_SaslMechanisms)
+    v: Any
+    e: Any
+    try:
+        if count > 0:
+            v, p = r_symbols(buf, p, lend)
+            if v is None:
+                raise SlowPath
+            d['sasl_server_mechanisms'] = v
+        else:
+            raise SlowPath
+    except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+        pass
+    else:
+        if p == lend:
+            return o, lend
     return _dec_SaslMechanisms_exact(ctor, buf, pos, end, depth)
 
 
@@ -5887,55 +5919,57 @@ _D_SaslInit: dict[str, Any] = {'mechanism': None, 'initial_response': None, 'hos
 
 
 def _dec_SaslInit(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
-    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
-        count = buf[pos + 1]
-        lend = pos + 1 + buf[pos]
-        if count <= 3 and lend <= end:
-            p = pos + 2
-            o = _new(SaslInit)
-            d = o.__dict__  # (cheaper than building one and setting it)
-            d.update(_D_SaslInit)
-            v: Any
-            e: Any
-            try:
-                if count > 0:
-                    c = buf[p]
-                    if c == 0xa3:
-                        d['mechanism'] = buf[p + 2:(p := p + 2 + buf[p + 1])].decode('ascii')
-                    elif c == 0x40:
-                        raise SlowPath
-                    else:
-                        v, p = r_symbol(buf, p, lend)
-                        if v is None:
-                            raise SlowPath
-                        d['mechanism'] = v
-                    if count > 1:
-                        c = buf[p]
-                        if c == 0xa0:
-                            d['initial_response'] = buf[p + 2:(p := p + 2 + buf[p + 1])]
-                        elif c == 0x40:
-                            p += 1
-                        else:
-                            v, p = r_binary(buf, p, lend)
-                            if v is not None:
-                                d['initial_response'] = v
-                        if count > 2:
-                            c = buf[p]
-                            if c == 0xa1:
-                                d['hostname'] = buf[p + 2:(p := p + 2 + buf[p + 1])].decode()
-                            elif c == 0x40:
-                                p += 1
-                            else:
-                                v, p = r_string(buf, p, lend)
-                                if v is not None:
-                                    d['hostname'] = v
-                else:  # a mandatory field left out
-                    raise SlowPath
-            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
-                pass
+    if ctor != 0xC0 or pos + 1 >= end or type(buf) is not bytes:
+        return _dec_SaslInit_exact(ctor, buf, pos, end, depth)
+    count = buf[pos + 1]
+    lend = pos + 1 + buf[pos]
+    if count > 3 or lend > end:
+        return _dec_SaslInit_exact(ctor, buf, pos, end, depth)
+    p = pos + 2
+    o = _new(SaslInit)
+    d = o.__dict__  # (cheaper than building one and setting it)
+    d.update(_D_SaslInit)
+    v: Any
+    e: Any
+    try:
+        if count > 0:
+            c = buf[p]
+            if c == 0xa3:
+                d['mechanism'] = buf[p + 2:(p := p + 2 + buf[p + 1])].decode('ascii')
+            elif c == 0x40:
+                raise SlowPath
             else:
-                if p == lend:
-                    return o, lend
+                v, p = r_symbol(buf, p, lend)
+                if v is None:
+                    raise SlowPath
+                d['mechanism'] = v
+        else:
+            raise SlowPath
+        if count > 1:
+            c = buf[p]
+            if c == 0xa0:
+                d['initial_response'] = buf[p + 2:(p := p + 2 + buf[p + 1])]
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_binary(buf, p, lend)
+                if v is not None:
+                    d['initial_response'] = v
+        if count > 2:
+            c = buf[p]
+            if c == 0xa1:
+                d['hostname'] = buf[p + 2:(p := p + 2 + buf[p + 1])].decode()
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_string(buf, p, lend)
+                if v is not None:
+                    d['hostname'] = v
+    except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+        pass
+    else:
+        if p == lend:
+            return o, lend
     return _dec_SaslInit_exact(ctor, buf, pos, end, depth)
 
 
@@ -6042,35 +6076,37 @@ _D_SaslChallenge: dict[str, Any] = {'challenge': None}  # (mandatory fields: Non
 
 
 def _dec_SaslChallenge(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
-    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
-        count = buf[pos + 1]
-        lend = pos + 1 + buf[pos]
-        if count <= 1 and lend <= end:
-            p = pos + 2
-            o = _new(SaslChallenge)
-            d = o.__dict__  # (cheaper than building one and setting it)
-            d.update(_D_SaslChallenge)
-            v: Any
-            e: Any
-            try:
-                if count > 0:
-                    c = buf[p]
-                    if c == 0xa0:
-                        d['challenge'] = buf[p + 2:(p := p + 2 + buf[p + 1])]
-                    elif c == 0x40:
-                        raise SlowPath
-                    else:
-                        v, p = r_binary(buf, p, lend)
-                        if v is None:
-                            raise SlowPath
-                        d['challenge'] = v
-                else:  # a mandatory field left out
-                    raise SlowPath
-            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
-                pass
+    if ctor != 0xC0 or pos + 1 >= end or type(buf) is not bytes:
+        return _dec_SaslChallenge_exact(ctor, buf, pos, end, depth)
+    count = buf[pos + 1]
+    lend = pos + 1 + buf[pos]
+    if count > 1 or lend > end:
+        return _dec_SaslChallenge_exact(ctor, buf, pos, end, depth)
+    p = pos + 2
+    o = _new(SaslChallenge)
+    d = o.__dict__  # (cheaper than building one and setting it)
+    d.update(_D_SaslChallenge)
+    v: Any
+    e: Any
+    try:
+        if count > 0:
+            c = buf[p]
+            if c == 0xa0:
+                d['challenge'] = buf[p + 2:(p := p + 2 + buf[p + 1])]
+            elif c == 0x40:
+                raise SlowPath
             else:
-                if p == lend:
-                    return o, lend
+                v, p = r_binary(buf, p, lend)
+                if v is None:
+                    raise SlowPath
+                d['challenge'] = v
+        else:
+            raise SlowPath
+    except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+        pass
+    else:
+        if p == lend:
+            return o, lend
     return _dec_SaslChallenge_exact(ctor, buf, pos, end, depth)
 
 
@@ -6151,35 +6187,37 @@ _D_SaslResponse: dict[str, Any] = {'response': None}  # (mandatory fields: None,
 
 
 def _dec_SaslResponse(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
-    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
-        count = buf[pos + 1]
-        lend = pos + 1 + buf[pos]
-        if count <= 1 and lend <= end:
-            p = pos + 2
-            o = _new(SaslResponse)
-            d = o.__dict__  # (cheaper than building one and setting it)
-            d.update(_D_SaslResponse)
-            v: Any
-            e: Any
-            try:
-                if count > 0:
-                    c = buf[p]
-                    if c == 0xa0:
-                        d['response'] = buf[p + 2:(p := p + 2 + buf[p + 1])]
-                    elif c == 0x40:
-                        raise SlowPath
-                    else:
-                        v, p = r_binary(buf, p, lend)
-                        if v is None:
-                            raise SlowPath
-                        d['response'] = v
-                else:  # a mandatory field left out
-                    raise SlowPath
-            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
-                pass
+    if ctor != 0xC0 or pos + 1 >= end or type(buf) is not bytes:
+        return _dec_SaslResponse_exact(ctor, buf, pos, end, depth)
+    count = buf[pos + 1]
+    lend = pos + 1 + buf[pos]
+    if count > 1 or lend > end:
+        return _dec_SaslResponse_exact(ctor, buf, pos, end, depth)
+    p = pos + 2
+    o = _new(SaslResponse)
+    d = o.__dict__  # (cheaper than building one and setting it)
+    d.update(_D_SaslResponse)
+    v: Any
+    e: Any
+    try:
+        if count > 0:
+            c = buf[p]
+            if c == 0xa0:
+                d['response'] = buf[p + 2:(p := p + 2 + buf[p + 1])]
+            elif c == 0x40:
+                raise SlowPath
             else:
-                if p == lend:
-                    return o, lend
+                v, p = r_binary(buf, p, lend)
+                if v is None:
+                    raise SlowPath
+                d['response'] = v
+        else:
+            raise SlowPath
+    except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+        pass
+    else:
+        if p == lend:
+            return o, lend
     return _dec_SaslResponse_exact(ctor, buf, pos, end, depth)
 
 
@@ -6266,52 +6304,54 @@ _D_SaslOutcome: dict[str, Any] = {'code': None, 'additional_data': None}  # (man
 
 
 def _dec_SaslOutcome(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
-    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
-        count = buf[pos + 1]
-        lend = pos + 1 + buf[pos]
-        if count <= 2 and lend <= end:
-            p = pos + 2
-            o = _new(SaslOutcome)
-            d = o.__dict__  # (cheaper than building one and setting it)
-            d.update(_D_SaslOutcome)
-            v: Any
-            e: Any
-            try:
-                if count > 0:
-                    c = buf[p]
-                    if c == 0x50:
-                        v = buf[p + 1]
-                        p += 2
-                    elif c == 0x40:
-                        v = None
-                        p += 1
-                    else:
-                        v, p = r_ubyte(buf, p, lend)
-                    if v is not None:
-                        e = _E_SaslCode.get(v)
-                        if e is None:
-                            raise d_choice('sasl-outcome', 'code', v, p)
-                        v = e
-                    if v is None:
-                        raise SlowPath
-                    d['code'] = v
-                    if count > 1:
-                        c = buf[p]
-                        if c == 0xa0:
-                            d['additional_data'] = buf[p + 2:(p := p + 2 + buf[p + 1])]
-                        elif c == 0x40:
-                            p += 1
-                        else:
-                            v, p = r_binary(buf, p, lend)
-                            if v is not None:
-                                d['additional_data'] = v
-                else:  # a mandatory field left out
-                    raise SlowPath
-            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
-                pass
+    if ctor != 0xC0 or pos + 1 >= end or type(buf) is not bytes:
+        return _dec_SaslOutcome_exact(ctor, buf, pos, end, depth)
+    count = buf[pos + 1]
+    lend = pos + 1 + buf[pos]
+    if count > 2 or lend > end:
+        return _dec_SaslOutcome_exact(ctor, buf, pos, end, depth)
+    p = pos + 2
+    o = _new(SaslOutcome)
+    d = o.__dict__  # (cheaper than building one and setting it)
+    d.update(_D_SaslOutcome)
+    v: Any
+    e: Any
+    try:
+        if count > 0:
+            c = buf[p]
+            if c == 0x50:
+                v = buf[p + 1]
+                p += 2
+            elif c == 0x40:
+                v = None
+                p += 1
             else:
-                if p == lend:
-                    return o, lend
+                v, p = r_ubyte(buf, p, lend)
+            if v is not None:
+                e = _E_SaslCode.get(v)
+                if e is None:
+                    raise d_choice('sasl-outcome', 'code', v, p)
+                v = e
+            if v is None:
+                raise SlowPath
+            d['code'] = v
+        else:
+            raise SlowPath
+        if count > 1:
+            c = buf[p]
+            if c == 0xa0:
+                d['additional_data'] = buf[p + 2:(p := p + 2 + buf[p + 1])]
+            elif c == 0x40:
+                p += 1
+            else:
+                v, p = r_binary(buf, p, lend)
+                if v is not None:
+                    d['additional_data'] = v
+    except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+        pass
+    else:
+        if p == lend:
+            return o, lend
     return _dec_SaslOutcome_exact(ctor, buf, pos, end, depth)
 
 
@@ -6406,30 +6446,32 @@ _D_Coordinator: dict[str, Any] = {'capabilities': None}  # (mandatory fields: No
 
 
 def _dec_Coordinator(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
-    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
-        count = buf[pos + 1]
-        lend = pos + 1 + buf[pos]
-        if count <= 1 and lend <= end:
-            p = pos + 2
+    if ctor != 0xC0 or pos + 1 >= end or type(buf) is not bytes:
+        if ctor == 0x45:  # list0: every field at its default
             o = _new(Coordinator)
-            d = o.__dict__  # (cheaper than building one and setting it)
-            d.update(_D_Coordinator)
-            v: Any
-            e: Any
-            try:
-                if count > 0:
-                    v, p = r_symbols(buf, p, lend)
-                    if v is not None:
-                        d['capabilities'] = v
-            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
-                pass
-            else:
-                if p == lend:
-                    return o, lend
-    if ctor == 0x45:  # list0: every field at its default
-        o = _new(Coordinator)
-        _set(o, '__dict__', _D_Coordinator.copy())
-        return o, pos
+            _set(o, '__dict__', _D_Coordinator.copy())
+            return o, pos
+        return _dec_Coordinator_exact(ctor, buf, pos, end, depth)
+    count = buf[pos + 1]
+    lend = pos + 1 + buf[pos]
+    if count > 1 or lend > end:
+        return _dec_Coordinator_exact(ctor, buf, pos, end, depth)
+    p = pos + 2
+    o = _new(Coordinator)
+    d = o.__dict__  # (cheaper than building one and setting it)
+    d.update(_D_Coordinator)
+    v: Any
+    e: Any
+    try:
+        if count > 0:
+            v, p = r_symbols(buf, p, lend)
+            if v is not None:
+                d['capabilities'] = v
+    except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+        pass
+    else:
+        if p == lend:
+            return o, lend
     return _dec_Coordinator_exact(ctor, buf, pos, end, depth)
 
 
@@ -6504,30 +6546,32 @@ _D_Declare: dict[str, Any] = {'global_id': None}  # (mandatory fields: None, alw
 
 
 def _dec_Declare(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
-    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
-        count = buf[pos + 1]
-        lend = pos + 1 + buf[pos]
-        if count <= 1 and lend <= end:
-            p = pos + 2
+    if ctor != 0xC0 or pos + 1 >= end or type(buf) is not bytes:
+        if ctor == 0x45:  # list0: every field at its default
             o = _new(Declare)
-            d = o.__dict__  # (cheaper than building one and setting it)
-            d.update(_D_Declare)
-            v: Any
-            e: Any
-            try:
-                if count > 0:
-                    v, p = r_any(buf, p, lend, depth - 1)
-                    if v is not None:
-                        d['global_id'] = v
-            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
-                pass
-            else:
-                if p == lend:
-                    return o, lend
-    if ctor == 0x45:  # list0: every field at its default
-        o = _new(Declare)
-        _set(o, '__dict__', _D_Declare.copy())
-        return o, pos
+            _set(o, '__dict__', _D_Declare.copy())
+            return o, pos
+        return _dec_Declare_exact(ctor, buf, pos, end, depth)
+    count = buf[pos + 1]
+    lend = pos + 1 + buf[pos]
+    if count > 1 or lend > end:
+        return _dec_Declare_exact(ctor, buf, pos, end, depth)
+    p = pos + 2
+    o = _new(Declare)
+    d = o.__dict__  # (cheaper than building one and setting it)
+    d.update(_D_Declare)
+    v: Any
+    e: Any
+    try:
+        if count > 0:
+            v, p = r_any(buf, p, lend, depth - 1)
+            if v is not None:
+                d['global_id'] = v
+    except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+        pass
+    else:
+        if p == lend:
+            return o, lend
     return _dec_Declare_exact(ctor, buf, pos, end, depth)
 
 
@@ -6599,45 +6643,47 @@ _D_Discharge: dict[str, Any] = {'txn_id': None, 'fail': None}  # (mandatory fiel
 
 
 def _dec_Discharge(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
-    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
-        count = buf[pos + 1]
-        lend = pos + 1 + buf[pos]
-        if count <= 2 and lend <= end:
-            p = pos + 2
-            o = _new(Discharge)
-            d = o.__dict__  # (cheaper than building one and setting it)
-            d.update(_D_Discharge)
-            v: Any
-            e: Any
-            try:
-                if count > 0:
-                    v, p = r_any(buf, p, lend, depth - 1)
-                    if v is not None and not isinstance(v, (bytes,)):
-                        raise d_kind('discharge', 'txn-id', v, 'txn-id', p)
-                    if v is None:
-                        raise SlowPath
-                    d['txn_id'] = v
-                    if count > 1:
-                        c = buf[p]
-                        if c == 0x41:
-                            d['fail'] = True
-                            p += 1
-                        elif c == 0x42:
-                            d['fail'] = False
-                            p += 1
-                        elif c == 0x40:
-                            p += 1
-                        else:
-                            v, p = r_boolean(buf, p, lend)
-                            if v is not None:
-                                d['fail'] = v
-                else:  # a mandatory field left out
-                    raise SlowPath
-            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
-                pass
+    if ctor != 0xC0 or pos + 1 >= end or type(buf) is not bytes:
+        return _dec_Discharge_exact(ctor, buf, pos, end, depth)
+    count = buf[pos + 1]
+    lend = pos + 1 + buf[pos]
+    if count > 2 or lend > end:
+        return _dec_Discharge_exact(ctor, buf, pos, end, depth)
+    p = pos + 2
+    o = _new(Discharge)
+    d = o.__dict__  # (cheaper than building one and setting it)
+    d.update(_D_Discharge)
+    v: Any
+    e: Any
+    try:
+        if count > 0:
+            v, p = r_any(buf, p, lend, depth - 1)
+            if v is not None and not isinstance(v, (bytes,)):
+                raise d_kind('discharge', 'txn-id', v, 'txn-id', p)
+            if v is None:
+                raise SlowPath
+            d['txn_id'] = v
+        else:
+            raise SlowPath
+        if count > 1:
+            c = buf[p]
+            if c == 0x41:
+                d['fail'] = True
+                p += 1
+            elif c == 0x42:
+                d['fail'] = False
+                p += 1
+            elif c == 0x40:
+                p += 1
             else:
-                if p == lend:
-                    return o, lend
+                v, p = r_boolean(buf, p, lend)
+                if v is not None:
+                    d['fail'] = v
+    except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+        pass
+    else:
+        if p == lend:
+            return o, lend
     return _dec_Discharge_exact(ctor, buf, pos, end, depth)
 
 
@@ -6727,31 +6773,33 @@ _D_Declared: dict[str, Any] = {'txn_id': None}  # (mandatory fields: None, alway
 
 
 def _dec_Declared(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
-    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
-        count = buf[pos + 1]
-        lend = pos + 1 + buf[pos]
-        if count <= 1 and lend <= end:
-            p = pos + 2
-            o = _new(Declared)
-            d = o.__dict__  # (cheaper than building one and setting it)
-            d.update(_D_Declared)
-            v: Any
-            e: Any
-            try:
-                if count > 0:
-                    v, p = r_any(buf, p, lend, depth - 1)
-                    if v is not None and not isinstance(v, (bytes,)):
-                        raise d_kind('declared', 'txn-id', v, 'txn-id', p)
-                    if v is None:
-                        raise SlowPath
-                    d['txn_id'] = v
-                else:  # a mandatory field left out
-                    raise SlowPath
-            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
-                pass
-            else:
-                if p == lend:
-                    return o, lend
+    if ctor != 0xC0 or pos + 1 >= end or type(buf) is not bytes:
+        return _dec_Declared_exact(ctor, buf, pos, end, depth)
+    count = buf[pos + 1]
+    lend = pos + 1 + buf[pos]
+    if count > 1 or lend > end:
+        return _dec_Declared_exact(ctor, buf, pos, end, depth)
+    p = pos + 2
+    o = _new(Declared)
+    d = o.__dict__  # (cheaper than building one and setting it)
+    d.update(_D_Declared)
+    v: Any
+    e: Any
+    try:
+        if count > 0:
+            v, p = r_any(buf, p, lend, depth - 1)
+            if v is not None and not isinstance(v, (bytes,)):
+                raise d_kind('declared', 'txn-id', v, 'txn-id', p)
+            if v is None:
+                raise SlowPath
+            d['txn_id'] = v
+        else:
+            raise SlowPath
+    except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+        pass
+    else:
+        if p == lend:
+            return o, lend
     return _dec_Declared_exact(ctor, buf, pos, end, depth)
 
 
@@ -6834,37 +6882,39 @@ _D_TransactionalState: dict[str, Any] = {'txn_id': None, 'outcome': None}  # (ma
 
 
 def _dec_TransactionalState(ctor: int, buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
-    if ctor == 0xC0 and pos + 1 < end and type(buf) is bytes:
-        count = buf[pos + 1]
-        lend = pos + 1 + buf[pos]
-        if count <= 2 and lend <= end:
-            p = pos + 2
-            o = _new(TransactionalState)
-            d = o.__dict__  # (cheaper than building one and setting it)
-            d.update(_D_TransactionalState)
-            v: Any
-            e: Any
-            try:
-                if count > 0:
-                    v, p = r_any(buf, p, lend, depth - 1)
-                    if v is not None and not isinstance(v, (bytes,)):
-                        raise d_kind('transactional-state', 'txn-id', v, 'txn-id', p)
-                    if v is None:
-                        raise SlowPath
-                    d['txn_id'] = v
-                    if count > 1:
-                        v, p = r_any(buf, p, lend, depth - 1)
-                        if v is not None and not isinstance(v, (Accepted, Rejected, Released, Modified, Declared, Described,)):
-                            raise d_kind('transactional-state', 'outcome', v, 'outcome', p)
-                        if v is not None:
-                            d['outcome'] = v
-                else:  # a mandatory field left out
-                    raise SlowPath
-            except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
-                pass
-            else:
-                if p == lend:
-                    return o, lend
+    if ctor != 0xC0 or pos + 1 >= end or type(buf) is not bytes:
+        return _dec_TransactionalState_exact(ctor, buf, pos, end, depth)
+    count = buf[pos + 1]
+    lend = pos + 1 + buf[pos]
+    if count > 2 or lend > end:
+        return _dec_TransactionalState_exact(ctor, buf, pos, end, depth)
+    p = pos + 2
+    o = _new(TransactionalState)
+    d = o.__dict__  # (cheaper than building one and setting it)
+    d.update(_D_TransactionalState)
+    v: Any
+    e: Any
+    try:
+        if count > 0:
+            v, p = r_any(buf, p, lend, depth - 1)
+            if v is not None and not isinstance(v, (bytes,)):
+                raise d_kind('transactional-state', 'txn-id', v, 'txn-id', p)
+            if v is None:
+                raise SlowPath
+            d['txn_id'] = v
+        else:
+            raise SlowPath
+        if count > 1:
+            v, p = r_any(buf, p, lend, depth - 1)
+            if v is not None and not isinstance(v, (Accepted, Rejected, Released, Modified, Declared, Described,)):
+                raise d_kind('transactional-state', 'outcome', v, 'outcome', p)
+            if v is not None:
+                d['outcome'] = v
+    except (IndexError, UnicodeDecodeError, SlowPath, DecodeError):
+        pass
+    else:
+        if p == lend:
+            return o, lend
     return _dec_TransactionalState_exact(ctor, buf, pos, end, depth)
 
 
