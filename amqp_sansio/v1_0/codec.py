@@ -1478,7 +1478,9 @@ def r_map(buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, 
 
 
 _SMALL = tuple(range(128)) + tuple(range(-128, 0))  # smalllong octet -> value
-_PAIRS = tuple(range(n) for n in range(128))  # a map8's pairs (made once: range() costs)
+# a map8's count -> range(pairs) (made once: range() costs; an odd count
+# fails the final test)
+_PAIRS = tuple(range(n >> 1) for n in range(256))
 
 
 def r_string_keyed(buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tuple[Any, int]:
@@ -1488,38 +1490,42 @@ def r_string_keyed(buf: bytes, pos: int, end: int, depth: int = MAX_DEPTH) -> tu
     overshoots shows at the end as a position past the map's, a duplicate
     key as fewer entries than pairs; then (or on any other encoding) the
     checked reader below reads the same octets and reports the fault."""
-    if type(buf) is bytes and pos + 2 < end and buf[pos] == 0xC1:
-        cend = pos + 2 + buf[pos + 1]
-        count = buf[pos + 2]
-        p = pos + 3
-        out: dict[str, Any] = {}
-        try:
-            for _ in _PAIRS[count >> 1]:
-                if buf[p] != 0xA1:
-                    break
-                e = p + 2 + buf[p + 1]
-                k = buf[p + 2:e].decode()
-                c = buf[e]
-                if c == 0xA1:
-                    p = e + 2 + buf[e + 1]
-                    out[k] = buf[e + 2:p].decode()
-                elif c == 0x55:
-                    out[k] = _SMALL[buf[e + 1]]
-                    p = e + 2
-                elif c == 0x41:
-                    out[k] = True
-                    p = e + 1
-                elif c == 0x42:
-                    out[k] = False
-                    p = e + 1
-                else:
-                    break
+    # (a guard that returns: CPython 3.11 leaves a comparison unspecialised
+    # when its jump needs an EXTENDED_ARG, as one over the whole loop would)
+    if type(buf) is not bytes or pos + 2 >= end or buf[pos] != 0xC1:
+        return _r_string_keyed(buf, pos, end, depth)
+    cend = pos + 2 + buf[pos + 1]
+    count = buf[pos + 2]
+    p = pos + 3
+    out: dict[str, Any] = {}
+    try:
+        for _ in _PAIRS[count]:
+            if buf[p] != 0xA1:
+                break
+            e = p + 2 + buf[p + 1]
+            k = buf[p + 2:e].decode()
+            c = buf[e]
+            if c == 0xA1:
+                p = e + 2 + buf[e + 1]
+                out[k] = buf[e + 2:p].decode()
+            elif c == 0x55:
+                out[k] = _SMALL[buf[e + 1]]
+                p = e + 2
+            elif c == 0x41:
+                out[k] = True
+                p = e + 1
+            elif c == 0x42:
+                out[k] = False
+                p = e + 1
             else:
-                # (twice the entries: an even count, every pair read, no key twice)
-                if p == cend and cend <= end and len(out) << 1 == count:
-                    return out, p
-        except (IndexError, UnicodeDecodeError):
-            pass
+                break
+        else:
+            # (twice the entries: an even count, every pair read, no key twice)
+            n = len(out)
+            if p == cend and cend <= end and n + n == count:
+                return out, p
+    except (IndexError, UnicodeDecodeError):
+        pass
     return _r_string_keyed(buf, pos, end, depth)
 
 
