@@ -13,10 +13,12 @@ with the Trio adapter); it raises the same exceptions as the Trio client and
 logs to ``amqp_sansio.socket``.  See ``client_0_10.py`` for the design.
 """
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from amqp_sansio.message import Message
 from amqp_sansio.v0_10.session import SessionStore
 
-from . import client_0_9_1, client_1_0
 from ._io import HIGH_WATER
 from .client_0_10 import DEFAULT, Connection, Delivery, Session, Subscription, connect
 from .errors import (
@@ -37,6 +39,22 @@ from .errors import (
     VirtualHostError,
 )
 from .server import Handler, Server, serve_forever
+
+if TYPE_CHECKING:
+    from . import client_0_9_1, client_1_0
+
+# The 0-9-1 and 1.0 clients are imported when first used (connect() with
+# their protocol, or an attribute access): a 0-10 process such as a Spark
+# worker does not compile and load their codecs (about half of this
+# package's import time, 0.5 s of CPU per process where no bytecode is
+# cached).
+_LAZY = ("client_0_9_1", "client_1_0")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "connect",
