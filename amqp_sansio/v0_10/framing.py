@@ -63,7 +63,9 @@ __all__ = [
     "header_octets",
 ]
 
+import enum
 import struct
+import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -71,11 +73,29 @@ import attrs
 
 from ..errors import DecodeError, LocalProtocolError
 from . import codec as _c
-from ._specbase import Command, Control, Struct, _new, check_strict
+from ._specbase import Command, Control, SpecObject, Struct, _new, check_strict
 from .codes import CloseCode, ErrorCode
-from .spec import COMMANDS, CONTROLS
+from .spec import COMMANDS, CONTROLS, MessageTransfer
 
 PROTOCOL_HEADER = b"AMQP\x01\x01\x00\x0a"
+
+#: Field values that cannot change once decoded (a map, an array or a
+#: sequence set can: objects holding one are never shared).
+_IMMUTABLE = (type(None), bool, int, float, str, bytes, uuid.UUID, enum.Enum)
+
+
+def _immutable(objs: Iterable[SpecObject]) -> bool:
+    """Every field of every one of ``objs`` (structs within included) holds
+    an immutable value: decoded objects that may be handed out again."""
+    for o in objs:
+        for f in o.FIELDS:
+            v = getattr(o, f.attr)
+            if isinstance(v, SpecObject):
+                if not _immutable((v,)):
+                    return False
+            elif not isinstance(v, _IMMUTABLE):
+                return False
+    return True
 FIRST_SEG, LAST_SEG, FIRST_FRAME, LAST_FRAME = 0x08, 0x04, 0x02, 0x01
 SEG_CONTROL, SEG_COMMAND, SEG_HEADER, SEG_BODY = 0, 1, 2, 3
 TRACK_CONTROL, TRACK_COMMAND = 0, 1
@@ -323,6 +343,10 @@ class AssemblyDecoder:
         self._open: dict[int, _Open] = {}  # channel -> open command assembly
         self._held = 0  # octets in partial segments and collected bodies
         self._error: DecodeError | None = None
+        # The last transfer's command and header segment octets and what they
+        # decoded to (see _whole_assembly): (octets, decoded) or None.
+        self._last_cmd: tuple[bytes, Command] | None = None
+        self._last_hdr: tuple[bytes, tuple[Struct, ...]] | None = None
 
     # -- public -------------------------------------------------------------
     @property
@@ -521,17 +545,36 @@ class AssemblyDecoder:
             sync = payload[3] == 1
         depth = self.max_depth
         typed = self.typed
+        # A stream of transfers usually repeats the last one's command and
+        # header segment octet for octet (a Spark write's rows differ in
+        # their bodies only; a broker relays the octets it was sent): the
+        # same octets decode to equal, immutable objects, so the last ones
+        # are used again instead of decoding and checking them again.
+        last_cmd = self._last_cmd
+        last_hdr = self._last_hdr
         try:
-            cmd, c = cls.decode_body_from(payload, 3 + hsize, m, depth, typed)
-            if c != m:
-                return None
+            if last_cmd is not None and last_cmd[0] == payload:
+                cmd = last_cmd[1]
+            else:
+                cmd, c = cls.decode_body_from(payload, 3 + hsize, m, depth, typed)
+                if c != m:
+                    return None
+                if self.strict:
+                    check_strict(cmd)
+                if cls is MessageTransfer and _immutable((cmd,)):
+                    self._last_cmd = (payload, cmd)
             headers: tuple[Struct, ...] = ()
             payload = buf[cmd_end + 12:hdr_end] if hdr_end else b""
-            if self.strict:
-                check_strict(cmd)
-                if hdr_end:
-                    headers = self._decode_headers(payload, 0, len(payload), cmd)
-            elif hdr_end:
+            if not hdr_end:
+                pass
+            elif (cls is MessageTransfer and last_hdr is not None
+                  and last_hdr[0] == payload):
+                headers = last_hdr[1]
+            elif self.strict:
+                headers = self._decode_headers(payload, 0, len(payload), cmd)
+                if cls is MessageTransfer and _immutable(headers):
+                    self._last_hdr = (payload, headers)
+            else:
                 # One or two header structs (what a transfer carries) read
                 # here; more, or anything unusual, by _decode_headers.
                 m = len(payload)
@@ -546,6 +589,8 @@ class AssemblyDecoder:
                         headers = (h, h2)
                     else:
                         headers = self._decode_headers(payload, 0, m, cmd)
+                if cls is MessageTransfer and _immutable(headers):
+                    self._last_hdr = (payload, headers)
         except (DecodeError, KeyError, IndexError):
             return None
         # CommandAssembly(channel, cmd, sync, headers, body, header_size), built

@@ -186,6 +186,43 @@ def test_headers_in_any_order() -> None:
         assert decode(encode_command(1, cmd, headers=order, body=b"x"))[0].headers == tuple(order)
 
 
+def test_a_repeated_transfer_reuses_what_the_last_one_decoded_to() -> None:
+    """Transfers whose command and header octets repeat the last one's share
+    its decoded objects; any other octets are decoded on their own, and
+    objects holding a map (which a receiver may change) are never shared."""
+    cmd = spec.MessageTransfer(destination="x", accept_mode=0, acquire_mode=0)
+    dp = spec.DeliveryProperties(routing_key="q", priority=4, delivery_mode=1)
+    d = AssemblyDecoder()
+    one = encode_command(1, cmd, headers=[dp], body=b"a")
+    a, b = d.feed(one + encode_command(1, cmd, headers=[dp], body=b"b"))
+    assert isinstance(a, CommandAssembly) and isinstance(b, CommandAssembly)
+    assert (a.body, b.body) == (b"a", b"b") and b.headers == (dp,) and b.command == cmd
+    assert b.command is a.command and b.headers is a.headers
+    # Another routing key, another destination, the sync flag: decoded afresh.
+    dp2 = attrs.evolve(dp, routing_key="r")
+    cmd2 = attrs.evolve(cmd, destination="y")
+    (c,) = d.feed(encode_command(1, cmd2, headers=[dp2], body=b"c"))
+    assert isinstance(c, CommandAssembly) and (c.command, c.headers) == (cmd2, (dp2,))
+    (e,) = d.feed(encode_command(1, cmd2, sync=True, headers=[dp2], body=b"e"))
+    assert isinstance(e, CommandAssembly) and e.sync and not c.sync
+    # Application headers are a dict: each transfer gets its own.
+    mp = spec.MessageProperties(application_headers={"n": 1})
+    wire = encode_command(1, cmd, headers=[dp, mp], body=b"m")
+    f, g = d.feed(wire + wire)
+    assert isinstance(f, CommandAssembly) and isinstance(g, CommandAssembly)
+    assert f.headers == g.headers == (dp, mp)
+    f.headers[1].application_headers["n"] = 2
+    assert g.headers[1].application_headers == {"n": 1}
+    # Strict: what the first one passed is not checked again, what differs is.
+    strict = AssemblyDecoder(strict=True)
+    ok = encode_command(1, cmd, headers=[dp], body=b"s")
+    bad = encode_command(1, cmd, headers=[dp, spec.XaResult(status=0)], body=b"t")
+    items = strict.feed(ok + ok + bad)
+    assert [type(i) for i in items[:2]] == [CommandAssembly] * 2
+    assert items[1].headers is items[0].headers
+    assert isinstance(items[-1], InvalidCommand) and items[-1].error.code == 503
+
+
 # -- chunking and interleaving (checklist 14-16, 20) ----------------------------------
 
 @given(conversations(), st.data())
