@@ -108,6 +108,12 @@ SETUPS: dict[str, Callable[[Broker, bool], tuple[Any, bytes]]] = {
     "0-10": setup_0_10, "0-9-1": setup_0_9_1}
 
 
+def numbered(one: bytes, first: int, n: int) -> bytes:
+    """``n`` copies of the publish ``one`` (made with ``distinct``), each
+    with its own message id, numbered from ``first``."""
+    return b"".join(one.replace(MARK, b"m%07d" % i) for i in range(first, first + n))
+
+
 def _rss() -> int:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -119,11 +125,6 @@ def measure(protocol: str, count: int, checkpoints: list[int], rss: bool,
     server, one = SETUPS[protocol](broker, distinct)
     q = broker.queues[QUEUE]
     batch = one * BATCH
-    if distinct:
-        # Each message its own id: the octets are numbered as they are fed.
-        head, tail = batch.split(MARK, 1)
-        parts = tail.split(MARK)
-        ids = iter(range(1, 10**8))
     gc.collect()
     if rss:
         base = _rss()
@@ -138,11 +139,10 @@ def measure(protocol: str, count: int, checkpoints: list[int], rss: bool,
     for mark in checkpoints:
         while done < mark:
             n = min(BATCH, mark - done)
-            data = batch if n == BATCH else one * n
-            if distinct and n == BATCH:
-                data = head + b"".join(b"m%07d" % next(ids) + p for p in parts)
-            elif distinct:
-                data = b"".join(one.replace(MARK, b"m%07d" % next(ids)) for _ in range(n))
+            if distinct:  # each message its own id, numbered as they are fed
+                data = numbered(one, done + 1, n)
+            else:
+                data = batch if n == BATCH else one * n
             server.receive_data(data, 1.0)
             server.data_to_send()  # completions: dropped, as a peer reads them
             done += n

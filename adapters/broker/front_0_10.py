@@ -293,8 +293,9 @@ def _delivery(c: Consumer010, msg: QMsg) -> tuple[Command, tuple[Struct, ...]]:
     """A message held decoded (or another protocol's) as a transfer to ``c``."""
     cmd = c.transfer
     headers: list[Struct] = []
-    native = msg.wire.form == FORM_0_10
-    for h in msg.wire.as_form(FORM_0_10):
+    wire = msg.wire
+    native = wire.form == FORM_0_10
+    for h in wire.as_form(FORM_0_10):
         if isinstance(h, spec.DeliveryProperties):
             # Relay the publisher's properties as they came (qpid-python omits the
             # required priority/delivery-mode; adding them would change the message

@@ -289,12 +289,10 @@ class QMsg:
         """Its properties (decoded from the publisher's octets when asked:
         not kept, so a queued message never holds them twice)."""
         h = self._head
-        if type(h) is bytes:
-            return Wire.decoded(self.form, h)
-        if type(h) is int:
-            return Wire.decoded(self.form, self._data[:h])
-        assert isinstance(h, Wire)
-        return h
+        if isinstance(h, Wire):
+            return h
+        form = _FORMS[(self._flags & _FORM_MASK) >> _FORM_SHIFT]
+        return Wire.decoded(form, h if isinstance(h, bytes) else self._data[:h])
 
     @wire.setter
     def wire(self, w: Wire) -> None:
