@@ -85,6 +85,7 @@ def ours(url: str, address: str, count: int, size: int, prefetch: int,
                     s.accept(batch)
                     got += len(batch)
         t1, c1 = time.perf_counter(), time.process_time()
+        assert got == count, f"received {got} of {count}"
         out["receive"] = {"rate": count / (t1 - t0), "cpu_us": (c1 - c0) / count * 1e6}
     return out
 

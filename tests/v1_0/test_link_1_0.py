@@ -91,10 +91,9 @@ def test_sender_never_exceeds_credit() -> None:
     assert snd.credit == 0 and snd.delivery_count == 2
 
 
-def test_a_lax_senders_slack_is_taken_on_the_hot_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    """credit_slack (RabbitMQ's plugin): common transfers past the credit
-    take the hot path until the slack is spent (the checked path is never
-    asked), then the next is a violation as without it."""
+def _receiving_link() -> tuple[Connection, Link]:
+    """A server core with a session and an attached receiving link "l"
+    (handle 0), no credit granted yet."""
     srv = Connection(Role.SERVER, ServerConfig())
     evs = srv.receive_data(spec.AMQP_HEADER + encode_frame(spec.Open(container_id="c"))
                            + encode_frame(spec.Begin(next_outgoing_id=0, incoming_window=10,
@@ -105,6 +104,14 @@ def test_a_lax_senders_slack_is_taken_on_the_hot_path(monkeypatch: pytest.Monkey
                                                     target=spec.Target())))
     link = of(evs, ev.LinkAttachRequested)[0].link
     link.attach()
+    return srv, link
+
+
+def test_a_lax_senders_slack_is_taken_on_the_hot_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """credit_slack (RabbitMQ's plugin): common transfers past the credit
+    take the hot path until the slack is spent (the checked path is never
+    asked), then the next is a violation as without it."""
+    srv, link = _receiving_link()
     link.credit_slack = 2
     link.flow(1)
     srv.data_to_send()
@@ -127,16 +134,7 @@ def test_a_lax_senders_slack_is_taken_on_the_hot_path(monkeypatch: pytest.Monkey
 def test_receiver_bounds_memory_with_credit() -> None:
     """A peer sending beyond the credit granted: the link is detached with
     transfer-limit-exceeded and the rest is dropped."""
-    srv = Connection(Role.SERVER, ServerConfig())
-    evs = srv.receive_data(spec.AMQP_HEADER + encode_frame(spec.Open(container_id="c"))
-                           + encode_frame(spec.Begin(next_outgoing_id=0, incoming_window=10,
-                                                     outgoing_window=10)))
-    of(evs, ev.SessionBeginRequested)[0].session.begin()
-    evs = srv.receive_data(encode_frame(spec.Attach(name="l", handle=0, role=spec.Role.SENDER,
-                                                    initial_delivery_count=0,
-                                                    target=spec.Target())))
-    link = of(evs, ev.LinkAttachRequested)[0].link
-    link.attach()
+    srv, link = _receiving_link()
     link.flow(1)
     srv.data_to_send()
     x = [encode_frame(spec.Transfer(handle=0, delivery_id=i, delivery_tag=b"%d" % i,
