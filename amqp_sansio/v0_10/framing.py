@@ -346,7 +346,7 @@ class AssemblyDecoder:
         # The last transfer's command and header segment octets and what they
         # decoded to (see _whole_assembly): (octets, decoded) or None.
         self._last_cmd: tuple[bytes, Command] | None = None
-        self._last_hdr: tuple[bytes, tuple[Struct, ...]] | None = None
+        self._last_hdr: tuple[bytes, tuple[Struct, ...] | None] | None = None
 
     # -- public -------------------------------------------------------------
     @property
@@ -565,15 +565,16 @@ class AssemblyDecoder:
                     self._last_cmd = (payload, cmd)
             headers: tuple[Struct, ...] = ()
             payload = buf[cmd_end + 12:hdr_end] if hdr_end else b""
+            # the same octets as last time: their objects again, or (None)
+            # they hold a map, were not kept and need no second look
+            kept = (last_hdr if cls is MessageTransfer and last_hdr is not None
+                    and last_hdr[0] == payload else None)
             if not hdr_end:
                 pass
-            elif (cls is MessageTransfer and last_hdr is not None
-                  and last_hdr[0] == payload):
-                headers = last_hdr[1]
+            elif kept is not None and kept[1] is not None:
+                headers = kept[1]
             elif self.strict:
                 headers = self._decode_headers(payload, 0, len(payload), cmd)
-                if cls is MessageTransfer and _immutable(headers):
-                    self._last_hdr = (payload, headers)
             else:
                 # One or two header structs (what a transfer carries) read
                 # here; more, or anything unusual, by _decode_headers.
@@ -589,8 +590,8 @@ class AssemblyDecoder:
                         headers = (h, h2)
                     else:
                         headers = self._decode_headers(payload, 0, m, cmd)
-                if cls is MessageTransfer and _immutable(headers):
-                    self._last_hdr = (payload, headers)
+            if hdr_end and cls is MessageTransfer and kept is None:
+                self._last_hdr = (payload, headers if _immutable(headers) else None)
         except (DecodeError, KeyError, IndexError):
             return None
         # CommandAssembly(channel, cmd, sync, headers, body, header_size), built

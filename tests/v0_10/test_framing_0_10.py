@@ -27,7 +27,7 @@ from strategies_0_10 import (
 )
 
 from amqp_sansio.errors import DecodeError, LocalProtocolError
-from amqp_sansio.v0_10 import spec
+from amqp_sansio.v0_10 import framing, spec
 from amqp_sansio.v0_10.framing import (
     MIN_MAX_FRAME_SIZE,
     PROTOCOL_HEADER,
@@ -213,6 +213,17 @@ def test_a_repeated_transfer_reuses_what_the_last_one_decoded_to() -> None:
     assert f.headers == g.headers == (dp, mp)
     f.headers[1].application_headers["n"] = 2
     assert g.headers[1].application_headers == {"n": 1}
+    # ... and octets known to hold one are not searched for one again (that
+    # search cost a third of a decode: 95.7k instructions against 57.2k)
+    searched: list[object] = []
+    real = framing._immutable
+    framing._immutable = lambda objs: searched.append(objs) or real(objs)  # type: ignore[assignment]
+    try:
+        h, i, j = d.feed(wire + wire + wire)
+    finally:
+        framing._immutable = real  # type: ignore[assignment]
+    assert [x.body for x in (h, i, j)] == [b"m"] * 3  # type: ignore[union-attr]
+    assert searched == []
     # Strict: what the first one passed is not checked again, what differs is.
     strict = AssemblyDecoder(strict=True)
     ok = encode_command(1, cmd, headers=[dp], body=b"s")
