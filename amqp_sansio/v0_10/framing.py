@@ -82,14 +82,23 @@ PROTOCOL_HEADER = b"AMQP\x01\x01\x00\x0a"
 #: Field values that cannot change once decoded (a map, an array or a
 #: sequence set can: objects holding one are never shared).
 _IMMUTABLE = (type(None), bool, int, float, str, bytes, uuid.UUID, enum.Enum)
+#: Wire types that always decode to one of those: their fields need no look.
+_SCALAR_BASES = frozenset({"bit", "datetime", "sequence-no", "str8", "str16", "uint8",
+                           "uint16", "uint32", "uint64", "uuid", "vbin8", "vbin16", "vbin32"})
+#: Per class, the fields that may hold something mutable (looked at per object).
+_TO_LOOK_AT: dict[type, tuple[str, ...]] = {}
 
 
 def _immutable(objs: Iterable[SpecObject]) -> bool:
     """Every field of every one of ``objs`` (structs within included) holds
     an immutable value: decoded objects that may be handed out again."""
     for o in objs:
-        for f in o.FIELDS:
-            v = getattr(o, f.attr)
+        names = _TO_LOOK_AT.get(type(o))
+        if names is None:
+            names = _TO_LOOK_AT[type(o)] = tuple(
+                f.attr for f in o.FIELDS if f.base not in _SCALAR_BASES)
+        for name in names:
+            v = getattr(o, name)
             if isinstance(v, SpecObject):
                 if not _immutable((v,)):
                     return False

@@ -234,6 +234,34 @@ def test_a_repeated_transfer_reuses_what_the_last_one_decoded_to() -> None:
     assert isinstance(items[-1], InvalidCommand) and items[-1].error.code == 503
 
 
+def test_fields_of_scalar_wire_types_decode_to_immutable_values() -> None:
+    """The reuse above looks only at fields whose wire type is not in
+    framing._SCALAR_BASES: every such field must decode to an immutable value."""
+    import uuid
+
+    cmd = spec.MessageTransfer(destination="d", accept_mode=0, acquire_mode=0)
+    dp = spec.DeliveryProperties(discard_unroutable=True, priority=4, delivery_mode=2, ttl=3,
+                                 timestamp=5, expiration=7, exchange="e", routing_key="rk",
+                                 resume_id="r", resume_ttl=9)
+    mp = spec.MessageProperties(content_length=3, message_id=uuid.uuid4(), correlation_id=b"c",
+                                reply_to=spec.ReplyTo(exchange="e", routing_key="r"),
+                                content_type="x", content_encoding="y", user_id=b"u",
+                                app_id=b"a")
+    for typed in (False, True):
+        (a,) = AssemblyDecoder(typed=typed).feed(encode_command(1, cmd, headers=[dp, mp],
+                                                                body=b"b"))
+        assert isinstance(a, CommandAssembly)
+        seen = 0
+        for o in (a.command, *a.headers, a.headers[1].reply_to):
+            for f in o.FIELDS:
+                v = getattr(o, f.attr)
+                if f.base in framing._SCALAR_BASES and v is not None:
+                    assert isinstance(v, framing._IMMUTABLE), (f.attr, type(v))
+                    seen += 1
+        assert seen >= 20
+        assert framing._immutable((a.command, *a.headers))
+
+
 # -- chunking and interleaving (checklist 14-16, 20) ----------------------------------
 
 @given(conversations(), st.data())
