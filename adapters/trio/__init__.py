@@ -12,10 +12,12 @@ logs to ``amqp_sansio.trio``.
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from amqp_sansio.message import Message
 from amqp_sansio.v0_10.session import SessionStore
 
-from . import client_0_9_1, client_1_0
 from .client_0_10 import (
     HIGH_WATER,
     Connection,
@@ -42,6 +44,25 @@ from .errors import (
     VirtualHostError,
 )
 from .server import ConnectionHandler, handle_stream, serve
+
+if TYPE_CHECKING:
+    from . import client_0_9_1, client_1_0
+
+# The 0-9-1 and 1.0 clients are imported when first used (open_connection()
+# with their protocol, or an attribute access), as in amqp_sansio_socket: a
+# 0-10 program does not load their cores and codecs.
+_LAZY = ("client_0_9_1", "client_1_0")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "open_connection",

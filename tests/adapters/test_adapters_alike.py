@@ -12,8 +12,11 @@ loopback TCP; each test is bounded in time.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -94,6 +97,64 @@ def test_both_export_the_same_names() -> None:
         assert not missing, f"{mod.__name__} lacks {sorted(missing)}"
         for name in exceptions.__all__:
             assert getattr(mod, name) is getattr(exceptions, name)
+
+
+# A fresh interpreter imports one adapter and runs a 0-10 round trip
+# against the parent's broker; it prints which modules of the other two
+# protocols it loaded by then (none: they are imported on first use), and
+# again once every name of ``__all__`` has been read.
+_ZERO_TEN_ONLY = """\
+import json, sys
+address, adapter = sys.argv[1], sys.argv[2]
+OTHERS = ("amqp_sansio.v0_9_1", "amqp_sansio.v1_0", "amqp_sansio_socket.client_0_9_1",
+          "amqp_sansio_socket.client_1_0", "amqp_sansio_trio.client_0_9_1",
+          "amqp_sansio_trio.client_1_0")
+def others():
+    return sorted(n for n in sys.modules if n.startswith(OTHERS))
+if adapter == "socket":
+    import amqp_sansio_socket as mod
+    with mod.connect(address) as c, c.session() as s:
+        s.declare_queue("zero-ten-only")
+        s.publish(b"x", routing_key="zero-ten-only")
+        with s.subscribe("zero-ten-only") as sub:
+            got = sub.get(timeout=10.0).body
+else:
+    import trio
+    import amqp_sansio_trio as mod
+    async def main():
+        with trio.fail_after(10.0):
+            async with mod.open_connection(address) as c, c.session() as s:
+                await s.declare_queue("zero-ten-only")
+                await s.publish(b"x", routing_key="zero-ten-only")
+                async with s.subscribe("zero-ten-only") as sub:
+                    return (await sub.get()).body
+    got = trio.run(main)
+after_0_10 = others()
+listed = sorted(set(mod.__all__) - set(dir(mod)))
+names = {n: getattr(mod, n).__name__ for n in ("client_0_9_1", "client_1_0")}
+print(json.dumps({"got": got.decode(), "after_0_10": after_0_10, "not_in_dir": listed,
+                  "names": names, "after_all": others(),
+                  "loaded_0_10": f"{mod.__name__}.client_0_10" in sys.modules}))
+"""
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+def test_a_0_10_program_loads_neither_other_protocol(broker: tuple[str, int],
+                                                     adapter: str) -> None:
+    """Importing an adapter and using 0-10 loads no 0-9-1 or 1.0 module (the
+    clients and their cores are imported on first use); every name of
+    ``__all__`` is still there, in ``dir()`` and as an attribute, the lazy
+    clients being the package's own submodules."""
+    proc = subprocess.run([sys.executable, "-c", _ZERO_TEN_ONLY, url(broker), adapter],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    seen = json.loads(proc.stdout)
+    package = f"amqp_sansio_{adapter}"
+    assert seen["got"] == "x" and seen["loaded_0_10"]
+    assert seen["after_0_10"] == []
+    assert seen["not_in_dir"] == []
+    assert seen["names"] == {n: f"{package}.{n}" for n in ("client_0_9_1", "client_1_0")}
+    assert {f"{package}.client_0_9_1", f"{package}.client_1_0"} <= set(seen["after_all"])
 
 
 # ---------------------------------------------------------------- mistakes
