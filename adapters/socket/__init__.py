@@ -14,9 +14,10 @@ logs to ``amqp_sansio.socket``.  See ``client_0_10.py`` for the design.
 """
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from amqp_sansio.message import Message
+from amqp_sansio.submodules import on_first_use
 from amqp_sansio.v0_10.session import SessionStore
 
 from ._io import HIGH_WATER
@@ -43,23 +44,11 @@ from .server import Handler, Server, serve_forever
 if TYPE_CHECKING:
     from . import client_0_9_1, client_1_0
 
-# The 0-9-1 and 1.0 clients are imported when first used (connect() with
-# their protocol, or an attribute access): a 0-10 process such as a Spark
-# worker does not compile and load their codecs (about half of this
-# package's import time, 0.5 s of CPU per process where no bytecode is
-# cached).
-_LAZY = ("client_0_9_1", "client_1_0")
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
-
+# The 0-9-1 and 1.0 clients are imported when first read (connect() with
+# their protocol, or an attribute access).
+__getattr__, __dir__ = on_first_use(globals(), {
+    "client_0_9_1": lambda: importlib.import_module(".client_0_9_1", __name__),
+    "client_1_0": lambda: importlib.import_module(".client_1_0", __name__)})
 
 __all__ = [
     "connect",

@@ -13,9 +13,10 @@ logs to ``amqp_sansio.trio``.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from amqp_sansio.message import Message
+from amqp_sansio.submodules import on_first_use
 from amqp_sansio.v0_10.session import SessionStore
 
 from .client_0_10 import (
@@ -48,21 +49,11 @@ from .server import ConnectionHandler, handle_stream, serve
 if TYPE_CHECKING:
     from . import client_0_9_1, client_1_0
 
-# The 0-9-1 and 1.0 clients are imported when first used (open_connection()
-# with their protocol, or an attribute access), as in amqp_sansio_socket: a
-# 0-10 program does not load their cores and codecs.
-_LAZY = ("client_0_9_1", "client_1_0")
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
-
+# The 0-9-1 and 1.0 clients are imported when first read (open_connection() with
+# their protocol, or an attribute access).
+__getattr__, __dir__ = on_first_use(globals(), {
+    "client_0_9_1": lambda: importlib.import_module(".client_0_9_1", __name__),
+    "client_1_0": lambda: importlib.import_module(".client_1_0", __name__)})
 
 __all__ = [
     "open_connection",

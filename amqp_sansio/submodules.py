@@ -1,0 +1,31 @@
+"""A package's submodules imported when first read, not with the package.
+
+The Trio and socket adapters load their 0-9-1 and 1.0 clients this way: a
+0-10 program (a Spark worker) does not load those cores and codecs, about
+half of an adapter's import time.  The names stay attributes of the package
+and in its ``dir()``; a ``TYPE_CHECKING`` import beside the call types them.
+The package passes the imports (literal names: the core imports nothing by a
+computed name, see tests/project/test_purity.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from types import ModuleType
+from typing import Any
+
+
+def on_first_use(namespace: dict[str, Any], loaders: Mapping[str, Callable[[], ModuleType]]
+                 ) -> tuple[Callable[[str], ModuleType], Callable[[], list[str]]]:
+    """``(__getattr__, __dir__)`` for the module whose globals are
+    ``namespace``: reading a name of ``loaders`` calls its loader."""
+
+    def getattr_(name: str) -> ModuleType:
+        if name in loaders:
+            return loaders[name]()
+        raise AttributeError(f"module {namespace['__name__']!r} has no attribute {name!r}")
+
+    def dir_() -> list[str]:
+        return sorted({*namespace, *loaders})
+
+    return getattr_, dir_
