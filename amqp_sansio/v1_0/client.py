@@ -273,13 +273,17 @@ class ClientConnection(base.ClientConnection[CoreConnection, "ClientSession"]):
     @property
     def lax_credit(self) -> bool:
         """The peer may send past the credit we granted: RabbitMQ 3.x's
-        plugin does when our flows follow each other closely (seen on
-        3.10.8: one delivery more than the credit after three flows; with a
-        faster client, 100,000 received one at a time, a window and one
-        more).  Its receiving links then take up to two windows more before
+        plugin adds a flow's credit to the deliveries its queue has already
+        dispatched and it has not written (README, 1.0 peer notes).  Its
+        receiving links take those (:attr:`Link.lax_credit`) before
         detaching."""
-        product = self.core.peer_properties.get("product")
-        return isinstance(product, str) and product.startswith("RabbitMQ")
+        props = self.core.peer_properties
+        product, version = props.get("product"), props.get("version")
+        if not (isinstance(product, str) and product.startswith("RabbitMQ")):
+            return False
+        # 4.0 speaks 1.0 natively, its credit strict (rabbitmq-server #9022)
+        major = version.split(".", 1)[0] if isinstance(version, str) else ""
+        return not (major.isdigit() and int(major) >= 4)
 
     def open_session(self, name: str | bytes | None = None) -> ClientSession:
         """Begin a session (``name`` is a label); its ``ready`` is answered
@@ -1188,10 +1192,7 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
                 else SenderSettleMode.SETTLED,
                 rcv_settle_mode=ReceiverSettleMode.SECOND if self.settle_second
                 else ReceiverSettleMode.FIRST)
-            if s.conn.lax_credit:
-                # its excess chains when our flows come close together (seen:
-                # a window's worth and one more past the last flow's credit)
-                self.link.credit_slack = 2 * self.window
+            self.link.lax_credit = s.conn.lax_credit
             self.link.flow(self.window)
         except LocalProtocolError:
             s.check()
@@ -1248,6 +1249,8 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
         self.held += 1
         # base.deliver without its indirection (the hot path)
         self.buffer.append(self.maker(self.session, self, self.ack, event))
+        if self._drain is not None:  # a sender may use the credit up with
+            self.on_flow(None)  # deliveries: no flow of its own then
         if self.wake is not None:
             self.wake()
 
@@ -1331,7 +1334,7 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
         link.flow(link.credit, drain=True)
         return p
 
-    def on_flow(self, e: ev.LinkFlow) -> None:
+    def on_flow(self, e: ev.LinkFlow | None) -> None:
         link = self.link
         if self._drain is not None and link is not None and link.credit == 0:
             p, self._drain = self._drain, None

@@ -34,6 +34,7 @@ __all__ = [
 ]
 
 import enum
+from collections import deque
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
@@ -108,6 +109,8 @@ _UNSETTLED = SenderSettleMode.UNSETTLED
 
 # (state, input) pairs the core went through, for transition-coverage tests
 COVERAGE: set[tuple[str, str]] | None = None
+# a lax sender's flows we wait for an answer to (more: the oldest's is lost)
+_LAX_FLOWS_KEPT = 64
 
 
 class EndpointState(enum.Enum):
@@ -256,18 +259,29 @@ class Link:
         self.drain = False
         self.flow_properties: dict[str, Any] | None = None
         self.remote_flow_properties: dict[str, Any] | None = None  # the peer's last flow's
-        # receiver: deliveries beyond the credit a lax sender may send after
-        # each of our flows before it is a violation, and its flows'
-        # delivery-count is not adopted (RabbitMQ 3.10's plugin: see
-        # handle_flow); 0: strict
-        self.credit_slack = 0
+        # receiver: the sender is RabbitMQ 3.x's plugin, whose credit is in
+        # effect added to the deliveries it has in flight when our flow
+        # comes (README, 1.0 peer notes): what we had left outstanding when
+        # we wrote a flow is slack on top of its credit, less what the
+        # sender's answer shows it had written by then (_lax_answered)
+        self.lax_credit = False
         self._slack_left = 0
+        self._lax_flows: deque[tuple[int, int]] = deque()  # (limit, our count) a flow
+        self.past_credit = 0  # deliveries taken from the slack, in all
+        self.most_past_credit = 0  # the most taken past one flow's credit
+        self._past_this_flow = 0
         # deliveries
         self.unsettled_deliveries: dict[bytes, Delivery] = {}
         self._incoming: Delivery | None = None
         self._outgoing: Delivery | None = None
 
     # -- views ----------------------------------------------------------------
+    @property
+    def slack(self) -> int:
+        """Receiver (:attr:`lax_credit`): deliveries the sender may still
+        send past the credit before it is a violation."""
+        return self._slack_left
+
     @property
     def is_sender(self) -> bool:
         return self.role is Role.SENDER
@@ -472,10 +486,9 @@ class Link:
             self._port.emit(LinkFlow(self.channel, self, self.credit, self.drain,
                                         body.available))
         else:
-            # a lax sender (credit_slack) may count in its flow deliveries it
-            # has not written yet (RabbitMQ 3.10's flows overtake its
-            # transfers): then our own count rules
-            if body.delivery_count is not None and not self.credit_slack:
+            if body.delivery_count is not None and self.lax_credit:
+                self._lax_answered(body.delivery_count, body.link_credit or 0)
+            elif body.delivery_count is not None:
                 limit = serial_add(self.delivery_count, self.credit)
                 self.delivery_count = body.delivery_count
                 # the sender's link-credit is what it had when it wrote the
@@ -488,7 +501,52 @@ class Link:
             self._port.emit(LinkFlow(self.channel, self, self.credit, body.drain,
                                         body.available))
         if body.echo:
+            if self.lax_credit and not self.is_sender:
+                self._lax_grant(self.credit)
             self._port.write_flow(self)
+
+    def _lax_grant(self, credit: int) -> None:
+        """Receiver, lax sender: we write a flow granting ``credit``.  The
+        plugin sets its queue's credit to our limit less what it has
+        written, so what the queue dispatched and it has not written yet
+        (at most what we left outstanding) comes on top: slack."""
+        self._slack_left += self.credit
+        self._past_this_flow = 0
+        flows = self._lax_flows
+        flows.append((serial_add(self.delivery_count, credit), self.delivery_count))
+        if len(flows) > _LAX_FLOWS_KEPT:  # unanswered: its correction is lost (looser)
+            flows.popleft()
+
+    def _lax_answered(self, dc: int, link_credit: int) -> None:
+        """Receiver, lax sender: its flow.  It answers each of ours, in
+        order, with its delivery-count then and our limit (count + credit):
+        the deliveries it had written by then were not in flight, so they
+        come off the slack.  A flow of its own (a drain done) moves its
+        count on: the credit, then the slack, shrink by as much."""
+        flows = self._lax_flows
+        limit = serial_add(dc, link_credit)
+        for i, (lim, ours) in enumerate(flows):
+            if lim == limit:  # flows before it went unanswered: their cut is lost
+                for _ in range(i + 1):
+                    flows.popleft()
+                written = (dc - ours) & 0xFFFFFFFF  # (the peer's numbers: nothing raises)
+                if written < 1 << 31:
+                    self._slack_left = max(0, self._slack_left - written)
+                break
+        ahead = (dc - self.delivery_count) & 0xFFFFFFFF
+        if 0 < ahead < 1 << 31:
+            self.delivery_count = dc
+            taken = min(ahead, self.credit)
+            self.credit -= taken
+            self._slack_left = max(0, self._slack_left - (ahead - taken))
+
+    def _past_credit(self) -> None:
+        """Receiver: a delivery taken from the slack (counted for bench/)."""
+        self._slack_left -= 1
+        self.past_credit += 1
+        self._past_this_flow += 1
+        if self._past_this_flow > self.most_past_credit:
+            self.most_past_credit = self._past_this_flow
 
     def handle_transfer(self, body: Transfer, payload: bytes) -> None:
         self._go("recv:frame")
@@ -507,7 +565,7 @@ class Link:
             if self.credit > 0:
                 self.credit -= 1
             elif self._slack_left > 0:
-                self._slack_left -= 1
+                self._past_credit()
             else:
                 self.violation(f"link {self.name!r}: a delivery beyond the credit granted",
                                "amqp:link:transfer-limit-exceeded")
@@ -576,8 +634,8 @@ class Link:
             return False
         if self.credit > 0:
             self.credit -= 1
-        elif self._slack_left > 0:  # a lax sender past the credit (credit_slack)
-            self._slack_left -= 1
+        elif self._slack_left > 0:  # a lax sender past the credit (lax_credit)
+            self._past_credit()
         else:
             return False
         if COVERAGE is not None:
@@ -779,10 +837,11 @@ class Link:
             raise local_error(f"credit {credit} is outside [0, 2**32-1]")
         self._check("send:frame")
         self._go("send:frame")
+        if self.lax_credit:
+            self._lax_grant(credit)
         self.credit = credit
         self.drain = drain
         self.flow_properties = properties
-        self._slack_left = self.credit_slack
         self._port.write_flow(self, echo)
 
     def dispose(self, d: Delivery, state: Any, *, settled: bool) -> None:

@@ -92,9 +92,11 @@ class Wire:
     ``budget`` of octets client->server cuts the transport when spent."""
 
     def __init__(self, url: str = "amqp://127.0.0.1?protocol=1.0", *,
-                 server: Server | None = None, recoverable: bool = False) -> None:
+                 server: Server | None = None, recoverable: bool = False,
+                 properties: dict[str, Any] | None = None) -> None:
         self.server = server or Server()
-        self.server.core = Connection(Role.SERVER, ServerConfig(container_id="server"))
+        self.server.core = Connection(Role.SERVER, ServerConfig(container_id="server",
+                                                                properties=properties))
         self.conn = v10.connection(parse_url(url), heartbeat=None)
         self.conn.recoverable = recoverable
         self.budget: int | None = None  # octets client -> server before the cut
@@ -284,6 +286,45 @@ def test_drain_ends_with_no_credit() -> None:
     w.server.senders["empty"].drained()  # nothing to send: credit used up
     w.pump()
     assert p.done and p.error is None and sub.link is not None and sub.link.credit == 0
+
+
+def test_drain_ends_when_deliveries_use_the_credit_up() -> None:
+    """A sender with enough to send uses the credit up with deliveries and
+    owes no flow (RabbitMQ's plugin sends none): the drain is answered by
+    the last delivery."""
+    w = Wire()
+    s = w.session()
+    sub = s.subscribe("full", _delivery, prefetch=3)
+    sub.start()
+    w.pump()
+    p = sub.drain()
+    w.pump()
+    link = w.server.senders["full"]
+    for i in range(2):
+        link.send(b"\x00Sw\xa0\x01" + bytes([48 + i]))
+    w.pump()
+    assert not p.done  # one credit left
+    link.send(b"\x00Sw\xa0\x012")
+    w.pump()
+    assert p.done and p.error is None and len(sub.buffer) == 3
+
+
+@pytest.mark.parametrize(("props", "lax"), [
+    ({"product": "RabbitMQ", "version": "3.10.8"}, True),
+    ({"product": "RabbitMQ", "version": "4.0.5"}, False),  # native 1.0: strict credit
+    ({"product": "RabbitMQ"}, True),
+    ({"product": "qpid-broker-j", "version": "9.1"}, False),
+    (None, False),
+])
+def test_lax_credit_is_for_rabbitmq_3s_plugin_only(props: dict[str, Any] | None,
+                                                   lax: bool) -> None:
+    w = Wire(properties=props)
+    s = w.session()
+    sub = s.subscribe("src", _delivery, prefetch=4)
+    sub.start()
+    w.pump()
+    assert w.conn.lax_credit is lax
+    assert sub.link is not None and sub.link.lax_credit is lax
 
 
 def test_dynamic_receiver_learns_its_address() -> None:

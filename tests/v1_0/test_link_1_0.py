@@ -108,11 +108,13 @@ def _receiving_link() -> tuple[Connection, Link]:
 
 
 def test_a_lax_senders_slack_is_taken_on_the_hot_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    """credit_slack (RabbitMQ's plugin): common transfers past the credit
-    take the hot path until the slack is spent (the checked path is never
-    asked), then the next is a violation as without it."""
+    """lax_credit (RabbitMQ's plugin): common transfers past the credit
+    take the hot path until the slack (here 2: what we had left when we
+    wrote the second flow) is spent (the checked path is never asked), then
+    the next is a violation as without it."""
     srv, link = _receiving_link()
-    link.credit_slack = 2
+    link.lax_credit = True
+    link.flow(2)
     link.flow(1)
     srv.data_to_send()
     checked: list[Any] = []
@@ -476,3 +478,124 @@ def test_resume_needs_a_tag_of_an_unsettled_map() -> None:
     p2.pump()
     with pytest.raises(LocalProtocolError, match="nothing to resume"):
         plain.send(b"x", tag=b"t1", resume=True)
+
+
+# -- a lax sender: RabbitMQ 3.x's plugin (credit added to what it has in flight) -------
+class _LaxPeer:
+    """The plugin's side of a receiving link "l" (handle 0) on a server core,
+    scripted: its transfers and its flows, with a session whose windows
+    never get in the way."""
+
+    def __init__(self) -> None:
+        self.srv = Connection(Role.SERVER, ServerConfig())
+        evs = self.srv.receive_data(
+            spec.AMQP_HEADER + encode_frame(spec.Open(container_id="c"))
+            + encode_frame(spec.Begin(next_outgoing_id=0, incoming_window=1000,
+                                      outgoing_window=1000)))
+        of(evs, ev.SessionBeginRequested)[0].session.begin()
+        evs = self.srv.receive_data(encode_frame(spec.Attach(
+            name="l", handle=0, role=spec.Role.SENDER, initial_delivery_count=0,
+            target=spec.Target())))
+        self.link: Link = of(evs, ev.LinkAttachRequested)[0].link
+        self.link.attach()
+        self.link.lax_credit = True
+        self.sent = 0  # the peer's transfers (its delivery-count and next-outgoing-id)
+        self.srv.data_to_send()
+
+    def transfers(self, n: int) -> list[Any]:
+        x = b"".join(encode_frame(spec.Transfer(handle=0, delivery_id=self.sent + i,
+                                                delivery_tag=b"%d" % (self.sent + i),
+                                                message_format=0, settled=True),
+                                  payload=b"m%d" % (self.sent + i)) for i in range(n))
+        self.sent += n
+        return self.srv.receive_data(x)
+
+    def flow(self, delivery_count: int, link_credit: int, drain: bool = False) -> list[Any]:
+        return self.srv.receive_data(encode_frame(spec.Flow(
+            next_incoming_id=0, incoming_window=1000, next_outgoing_id=self.sent,
+            outgoing_window=1000, handle=0, delivery_count=delivery_count,
+            link_credit=link_credit, drain=drain)))
+
+    def detached_with(self) -> str | None:
+        dets = [f.body for f in FrameReader(1 << 16, header=False).feed(self.srv.data_to_send())
+                if isinstance(f.body, spec.Detach)]
+        return dets[0].error.condition if dets else None
+
+
+def test_a_lax_senders_in_flight_deliveries_are_taken_and_no_more() -> None:
+    """The plugin hands our second flow's credit (10 from delivery-count 4)
+    to its queue as 10 less the 4 it has written, while the 6 its queue
+    dispatched under the first flow are still on their way: 16 come after
+    its answer.  All are delivered (6 past the credit); a 17th is beyond
+    what it can have in flight: detached with transfer-limit-exceeded."""
+    peer = _LaxPeer()
+    link = peer.link
+    link.flow(10)
+    assert not of(peer.flow(0, 10), ev.ProtocolViolation)  # its answer
+    got = of(peer.transfers(4), ev.DeliveryReceived)
+    link.flow(10)  # 6 left of the first: they may be in flight
+    assert link.slack == 6
+    evs = peer.flow(4, 10)  # its answer: it had written the 4 we had
+    evs += peer.transfers(16)
+    got += of(evs, ev.DeliveryReceived)
+    assert not of(evs, ev.ProtocolViolation)
+    assert [e.payload for e in got] == [b"m%d" % i for i in range(20)]  # nothing dropped
+    assert link.past_credit == 6 and link.most_past_credit == 6 and link.slack == 0
+    assert link.delivery_count == 20 and link.credit == 0
+    evs = peer.transfers(1)
+    assert not of(evs, ev.DeliveryReceived)
+    assert of(evs, ev.ProtocolViolation)[0].condition == "amqp:link:transfer-limit-exceeded"
+    assert peer.detached_with() == "amqp:link:transfer-limit-exceeded"
+
+
+def test_a_lax_senders_answer_cuts_the_slack_by_what_it_had_written() -> None:
+    """Our second flow goes while 3 transfers are on the wire to us: the
+    plugin's answer (delivery-count 3, credit 7) shows they were written,
+    not in flight, so the slack is 10 - 3 = 7, not the 10 we had left:
+    17 in all, and the 18th is a violation (it would pass without the cut)."""
+    peer = _LaxPeer()
+    link = peer.link
+    link.flow(10)
+    peer.flow(0, 10)
+    link.flow(10)  # nothing received yet: 10 outstanding
+    assert link.slack == 10
+    evs = peer.transfers(3) + peer.flow(3, 7)  # its answer, after the 3 it wrote
+    assert link.slack == 7 and link.credit == 7
+    evs += peer.transfers(14)
+    assert len(of(evs, ev.DeliveryReceived)) == 17 and not of(evs, ev.ProtocolViolation)
+    assert link.past_credit == 7
+    evs = peer.transfers(1)
+    assert of(evs, ev.ProtocolViolation)[0].condition == "amqp:link:transfer-limit-exceeded"
+
+
+def test_a_lax_senders_drained_flow_moves_the_count_on() -> None:
+    """Draining: the plugin answers our drain flow, sends what its queue
+    had (4), and once the queue is dry says so in a flow of its own with the
+    delivery-count moved on by the credit left (6): the credit is 0 then,
+    and one more delivery is a violation."""
+    peer = _LaxPeer()
+    link = peer.link
+    link.flow(10, drain=True)
+    evs = peer.flow(0, 10, drain=True) + peer.transfers(4)
+    assert len(of(evs, ev.DeliveryReceived)) == 4 and link.credit == 6
+    evs = peer.flow(10, 0, drain=True)
+    assert link.credit == 0 and link.delivery_count == 10 and link.slack == 0
+    assert of(evs, ev.LinkFlow)[0].credit == 0
+    evs = peer.transfers(1)
+    assert of(evs, ev.ProtocolViolation)[0].condition == "amqp:link:transfer-limit-exceeded"
+
+
+def test_a_strict_link_takes_nothing_past_the_credit_however_flows_go() -> None:
+    """Without lax_credit the same script as the first lax one detaches at
+    the first delivery past the second flow's credit."""
+    peer = _LaxPeer()
+    link = peer.link
+    link.lax_credit = False
+    link.flow(10)
+    peer.flow(0, 10)
+    peer.transfers(4)
+    link.flow(10)
+    assert link.slack == 0
+    evs = peer.flow(4, 10) + peer.transfers(11)
+    assert len(of(evs, ev.DeliveryReceived)) == 10
+    assert of(evs, ev.ProtocolViolation)[0].condition == "amqp:link:transfer-limit-exceeded"
