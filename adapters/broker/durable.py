@@ -29,6 +29,7 @@ from .routing import Binding
 from .store import (
     BindingRecord,
     ExchangeRecord,
+    HeldRecord,
     MessageRecord,
     QueueRecord,
     Store,
@@ -116,6 +117,15 @@ class Durability:
     def terminus_dropped(self, vhost: str, container: str, name: str) -> None:
         if self.store is not None:
             self.store.delete_terminus(vhost, container, name)
+
+    def terminus_held(self, vhost: str, container: str, name: str, r: HeldRecord) -> None:
+        """A stored terminus holds (or holds otherwise) a delivery: its row."""
+        if self.store is not None:
+            self.store.put_held(vhost, container, name, r)
+
+    def terminus_unheld(self, vhost: str, container: str, name: str, tag: bytes) -> None:
+        if self.store is not None:
+            self.store.delete_held(vhost, container, name, tag)
 
     def take_termini(self) -> list[TerminusRecord]:
         """The recovered termini whose queue came back (once)."""

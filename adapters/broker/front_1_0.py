@@ -95,17 +95,20 @@ from .model import Consumer, Held, ModelError, QMsg, QueueState, VHost
 from .properties import FORM_1_0, Sections10, Wire, split_1_0
 from .routing import Binding
 from .selector_1_0 import SelectorError, compile_selector
-from .store import TerminusRecord
+from .store import HeldRecord, TerminusRecord
 from .termini_1_0 import (
     CONNECTION,
     LINK,
     SESSION,
     TERMINI_MAX,
+    RowState,
     Termini,
     Terminus,
+    decode_row_state,
     decode_state,
     encode_state,
-    held_seqs,
+    row_state,
+    tag_after,
 )
 
 if TYPE_CHECKING:
@@ -204,9 +207,6 @@ class Links10:
         self.txns: dict[bytes, Txn] = {}
         self.dynamic: dict[str, DynamicNode] = {}  # by queue name
         self._termini = Termini()  # durable subscriptions (termini_1_0.py)
-        #: stored unsettled-state termini whose link's unsettled deliveries
-        #: changed since their record was written (:meth:`save_unsettled`)
-        self.unsaved: set[Terminus] = set()
         self._recovered = not broker.durable.enabled  # the store's termini taken back
 
     # -- model.Service -----------------------------------------------------------------
@@ -248,10 +248,22 @@ class Links10:
                 durable.terminus_dropped(r.vhost, r.container, r.name)
                 continue
             t = Terminus(r.vhost, r.container, r.name, r.queue, state.private, state.source,
-                         state.durable, state.user, restored=state.held,
-                         saved_held=bool(state.held), next_tag=state.next_tag,
-                         stored=True)
+                         state.durable, state.user, stored=True)
+            for row in r.held:
+                t.rows[row.tag] = row.state
+                rs = decode_row_state(row.state)
+                if rs.txn is not None and rs.acquired:
+                    t.rolled_back.add(row.tag)  # available again (its message is queued)
+                else:  # held for good, or its accept rolled back: still held
+                    t.restored[row.tag] = row.message
+            t.next_tag = tag_after([*t.rows, *state.held], state.next_tag)
             self._termini.add(t)
+            for tag, seq in state.held.items():  # a format 1 record's: rows from now on
+                if tag not in t.rows:
+                    t.restored[tag] = seq
+                    self.hold(t, tag, seq)
+            if state.held:
+                self.save_terminus(t)
             if self._termini.end(t, CONNECTION, now):
                 self.drop_terminus(t)
 
@@ -262,31 +274,26 @@ class Links10:
     def _save(self, t: Terminus, q: QueueState) -> None:
         t.stored = self.broker.durable.terminus_kept(
             q, TerminusRecord(t.vhost, t.container, t.name, t.queue, encode_state(t)))
-        t.saved_held = t.stored and bool(held_seqs(t))
 
-    def save_held(self, t: Terminus) -> None:
-        """Store what ``t`` holds now (unsettled-state), if that changed
-        what its record says."""
-        self.unsaved.discard(t)
+    def save_terminus(self, t: Terminus) -> None:
+        """Store ``t``'s record again (where its tags go on from)."""
         q = self.broker.vhost(t.vhost).queues.get(t.queue)
-        if t.stored and q is not None and (t.saved_held or held_seqs(t)):
+        if t.stored and q is not None:
             self._save(t, q)
 
-    def unsettled_changed(self, t: Terminus) -> None:
-        """The deliveries ``t``'s attached link holds unsettled changed: its
-        record follows before the next output (a stored unsettled-state
-        terminus only)."""
-        if t.stored and t.durable >= 2:
-            self.unsaved.add(t)
+    def hold(self, t: Terminus, tag: bytes, seq: int, state: bytes = b"") -> None:
+        """``t`` (stored, unsettled-state) holds the delivery ``tag`` of the
+        stored message ``seq`` (in the transaction ``state`` says): its row,
+        in the store's next batch -- before the transfer leaves."""
+        if t.stored and t.durable >= 2 and t.rows.get(tag) != state:
+            t.rows[tag] = state
+            self.broker.durable.terminus_held(t.vhost, t.container, t.name,
+                                              HeldRecord(tag, seq, state))
 
-    def save_unsettled(self) -> None:
-        """Write the records :meth:`unsettled_changed` asked for -- with the
-        store's batch, before the transfers that changed them leave (a
-        broker killed then still knows the tags they carry)."""
-        unsaved, self.unsaved = self.unsaved, set()
-        for t in unsaved:
-            if self._termini.get(t.key) is t:
-                self.save_held(t)
+    def unhold(self, t: Terminus, tag: bytes) -> None:
+        """``t`` no longer holds ``tag`` (settled, released...): its row goes."""
+        if t.rows.pop(tag, None) is not None:
+            self.broker.durable.terminus_unheld(t.vhost, t.container, t.name, tag)
 
     def drop_terminus(self, t: Terminus) -> None:
         """``t`` is destroyed (closed, expired, replaced): what it held goes
@@ -294,10 +301,12 @@ class Links10:
         if not self._termini.remove(t):
             return
         held, t.held = list(t.held.values()), {}
+        t.rolled_back.clear()
         self.broker.release_held(held)
         q = self.broker.vhost(t.vhost).queues.get(t.queue)
         if t.private and q is not None:
             self.broker.delete_queue(q)
+        t.rows.clear()
         if t.stored:
             self.broker.durable.terminus_dropped(t.vhost, t.container, t.name)
 
@@ -364,10 +373,12 @@ class Consumer10(Consumer):
         else:
             h = self.held[d] = Held(q, msg, acquired=not self.browsing, consumer=self,
                                     tag=d.id)
-            if txn is not None and h.acquired:
-                txn.acquires.append((self, d, h))
-            elif self.terminus is not None and msg.stored and h.acquired:
-                self.front.svc.unsettled_changed(self.terminus)
+            if h.acquired:
+                if txn is not None:
+                    txn.acquires.append((self, d, h))
+                if self.terminus is not None and msg.stored:
+                    self.front.svc.hold(self.terminus, d.tag, msg.seq, b"" if txn is None
+                                        else row_state(RowState(txn.txn_id, acquired=True)))
         self.front.note_output(len(payload) + DELIVERY_OVERHEAD)
         return True
 
@@ -458,8 +469,6 @@ class Connection10(FrontEnd):
         return False  # publishers are pushed back by credit, not by not reading them
 
     def _before_output(self) -> None:
-        if self.svc.unsaved:
-            self.svc.save_unsettled()
         if not self._accepts:
             return
         batch, self._accepts = self._accepts, {}
@@ -758,8 +767,6 @@ class Connection10(FrontEnd):
         if t.front is not None:
             t.front.left.discard(t)
         t.consumer, t.front, t.channel = c, self, link.channel
-        if t.saved_held or c.resuming:
-            self.svc.unsettled_changed(t)  # (what the record holds is the link's now)
         self.svc.termini(self.broker.now).attached(t)
         self.consumers[link] = c
         log.info("connection from %s: durable subscription %s resumed", self.who,
@@ -770,8 +777,12 @@ class Connection10(FrontEnd):
     def _resume_deliveries(self, c: Consumer10, t: Terminus, link: Link) -> None:
         """unsettled-state: what ``t`` held, against the client's unsettled
         map.  A delivery the client has an outcome for takes it (and is
-        settled with it, resume=true); one it holds with no outcome is sent
-        again (resume=true); one it does not know is delivered anew."""
+        settled with it, resume=true); one it holds with no outcome -- or
+        with a transaction's provisional one, void since it rolled back -- is
+        sent again (resume=true); one it does not know is delivered anew.
+        After a restart, one acquired in a transaction the restart rolled
+        back is available again: settled released if the client names it."""
+        svc = self.svc
         held, t.held = t.held, {}
         theirs = link.remote_unsettled or {}
         restored, t.restored = t.restored, {}
@@ -781,12 +792,19 @@ class Connection10(FrontEnd):
             if (tag in theirs and m is not None and m.seq == seq and q is not None
                     and q.messages.remove(m)):
                 held[tag] = Held(q, m, acquired=True, consumer=c)
-        if not held:
-            return
+                svc.hold(t, tag, seq)  # (held for good now, whatever its row said)
+            else:
+                svc.unhold(t, tag)
+        rolled_back, t.rolled_back = t.rolled_back, set()
+        for tag in rolled_back:
+            svc.unhold(t, tag)
+            if tag in theirs and not c.presettle:
+                c.resuming.append((tag, None, Released()))
         anew: list[Held] = []
         for tag, h in held.items():
             if tag not in theirs or c.presettle:
                 anew.append(h)
+                svc.unhold(t, tag)
                 continue
             state = theirs[tag]
             sym = getattr(type(state), "SYMBOL", None)
@@ -794,6 +812,7 @@ class Connection10(FrontEnd):
                 if sym not in c.outcomes:
                     state = c.default_outcome
                 self._settle(c, h, state)
+                svc.unhold(t, tag)
                 c.resuming.append((tag, None, state))
             else:
                 h.consumer = c
@@ -811,11 +830,13 @@ class Connection10(FrontEnd):
                     link.send(b"", tag=tag, resume=True, settled=True, state=state)
                     continue
                 if not h.acquired:
+                    self._unhold(c, tag)
                     continue  # its queue was deleted meanwhile: no longer ours
                 payload = _delivery_payload(h.msg)
                 d = link.send(payload, tag=tag, resume=True)
             except LocalProtocolError:
                 if h is not None:
+                    self._unhold(c, tag)
                     self.broker.release_held([h])
                 continue
             c.held[d] = h
@@ -831,7 +852,7 @@ class Connection10(FrontEnd):
         c.held, c.resuming = {}, []
         if t.durable >= 2:
             t.held = held
-            self.svc.save_held(t)
+            self.svc.save_terminus(t)  # (its held rows stand as they are)
         else:
             self.broker.release_held(held.values())
         self.left.add(t)
@@ -1041,8 +1062,8 @@ class Connection10(FrontEnd):
                            f"{list(c.outcomes)}", NOT_ALLOWED)
             return
         del c.held[d]
-        if c.terminus is not None and h.msg.stored:
-            self.svc.unsettled_changed(c.terminus)
+        if c.terminus is not None:
+            self.svc.unhold(c.terminus, d.tag)
         self._settle(c, h, state)
         if not d.settled:
             with contextlib.suppress(LocalProtocolError):
@@ -1112,45 +1133,77 @@ class Connection10(FrontEnd):
         """Commit (58, 59: the discharge answered first, then the deliveries
         settled) or roll back (accepts stay with their consumer)."""
         if fail:
-            accepts = t.work.clear()
-            del accepts  # staged settlements undone: still held below
             self._txn_coordinator.discharged(d)
-            for pd in t.publishes:
-                if not pd.settled:
-                    with contextlib.suppress(LocalProtocolError):
-                        pd.settle(TransactionalState(txn_id=t.txn_id, outcome=Released()))
-            acquired = {id(h) for _, _, h in t.acquires}
-            accepted = {id(h) for _, _, h in t.accepts}
-            for c, cd, h in t.accepts:
-                if id(h) in acquired:
-                    continue  # acquired in the transaction too: available again below
-                if c.link in self.consumers and not cd.settled:
-                    c.held[cd] = h  # 59: still acquired by the consumer
-                elif h.acquired:
-                    self.broker.release_held([h])
-            for c, cd, h in t.acquires:  # 60: rolled back = available again
-                pending = c.held.pop(cd, None) is not None or id(h) in accepted
-                if not cd.settled and c.link.state is LinkState.ATTACHED:
-                    with contextlib.suppress(LocalProtocolError):
-                        cd.settle(Released())
-                if pending and h.acquired:
-                    self.broker.release_held([h], redelivered=False)
-                if c.txn is t:
-                    c.txn = None
+            self._roll_back(t)
             return
         self.broker.commit(t.work)
         self._txn_coordinator.discharged(d)
-        for c, _, _ in t.acquires:  # 60: committed = acquired for good (still to settle)
+        accepted = {id(h) for _, _, h in t.accepts}
+        for c, cd, h in t.acquires:  # 60: committed = acquired for good (still to settle)
             if c.txn is t:
                 c.txn = None
+            if c.terminus is not None and id(h) not in accepted and h.msg.stored:
+                self.svc.hold(c.terminus, cd.tag, h.msg.seq)
         for pd in t.publishes:
             if not pd.settled:
                 with contextlib.suppress(LocalProtocolError):
                     pd.settle(Accepted())
         for c, cd, _ in t.accepts:
+            self._unhold(c, cd.tag)
             if not cd.settled and c.link.state is LinkState.ATTACHED:
                 with contextlib.suppress(LocalProtocolError):
                     cd.settle(Accepted())
+
+    def _roll_back(self, t: Txn) -> None:
+        """``t`` fails (discharged so, or its connection ended): its
+        publishes are released, its accepts undone -- the deliveries still
+        held by their consumer (59: its link, or its durable terminus since
+        the link left) -- and what it acquired is available again (60)."""
+        t.work.clear()  # staged settlements undone: still held below
+        for pd in t.publishes:
+            if not pd.settled:
+                with contextlib.suppress(LocalProtocolError):
+                    pd.settle(TransactionalState(txn_id=t.txn_id, outcome=Released()))
+        acquired = {id(h) for _, _, h in t.acquires}
+        accepted = {id(h) for _, _, h in t.accepts}
+        for c, cd, h in t.accepts:
+            if id(h) in acquired:
+                continue  # acquired in the transaction too: available again below
+            term = c.terminus
+            if c.link in self.consumers and not cd.settled:
+                c.held[cd] = h  # 59: still acquired by the consumer
+            elif (term is not None and term.durable >= 2 and term.consumer is None
+                  and h.acquired and self.svc.termini(self.broker.now).get(term.key) is term):
+                term.held[cd.tag] = h  # its link left: its terminus holds it
+            else:
+                self._unhold(c, cd.tag)
+                if h.acquired:
+                    self.broker.release_held([h])
+                continue
+            if term is not None and h.msg.stored:
+                self.svc.hold(term, cd.tag, h.msg.seq)  # held for good again
+        for c, cd, h in t.acquires:  # 60: rolled back = available again
+            pending = c.held.pop(cd, None) is not None or id(h) in accepted
+            term = c.terminus
+            if term is not None and term.consumer is None and term.held.get(cd.tag) is h:
+                # its link left (its terminus held it): a re-attach naming it
+                # gets it released, as after a restart (its row says so)
+                del term.held[cd.tag]
+                term.rolled_back.add(cd.tag)
+                pending = True
+            elif term is not None:
+                self.svc.unhold(term, cd.tag)
+            if not cd.settled and c.link.state is LinkState.ATTACHED:
+                with contextlib.suppress(LocalProtocolError):
+                    cd.settle(Released())
+            if pending and h.acquired:
+                self.broker.release_held([h], redelivered=False)
+            if c.txn is t:
+                c.txn = None
+
+    def _unhold(self, c: Consumer10, tag: bytes) -> None:
+        if c.terminus is not None:
+            self.svc.unhold(c.terminus, tag)
 
     def _txn_accept(self, c: Consumer10, d: Delivery, h: Held, state: Any) -> None:
         t = self._txn_of(state, c.link)
@@ -1162,6 +1215,11 @@ class Connection10(FrontEnd):
         del c.held[d]
         t.work.accepts.append(h)
         t.accepts.append((c, d, h))
+        term = c.terminus
+        if term is not None and d.tag in term.rows:  # (a restart rolls it back: still held)
+            was = decode_row_state(term.rows[d.tag])
+            self.svc.hold(term, d.tag, h.msg.seq, row_state(RowState(
+                t.txn_id, acquired=was.txn == t.txn_id and was.acquired, accepted=True)))
 
     # -- links and sessions ending ----------------------------------------------------------
     def _link_gone(self, link: Link, *, closed: bool, how: int = LINK) -> None:
@@ -1248,8 +1306,7 @@ class Connection10(FrontEnd):
         for txn_id, t in list(svc.txns.items()):
             if t.owner is self:  # an open transaction ends with its connection: rolled back
                 del svc.txns[txn_id]
-                t.work.clear()
-                self.broker.release_held([h for _, _, h in t.accepts])
+                self._roll_back(t)
         svc.connections.discard(self)
         super()._end(now)
 

@@ -19,7 +19,7 @@ reach the disk.
 from __future__ import annotations
 
 __all__ = ["ExchangeRecord", "QueueRecord", "BindingRecord", "MessageRecord", "TerminusRecord",
-           "Recovered", "Store", "SqliteStore", "DataDirLocked"]
+           "HeldRecord", "Recovered", "Store", "SqliteStore", "DataDirLocked"]
 
 import fcntl
 import os
@@ -73,16 +73,31 @@ class MessageRecord:
 
 
 @attrs.frozen
+class HeldRecord:
+    """A delivery a stored terminus' link holds unsettled: one row each, put
+    when it is made and deleted when it is settled, so a write costs what
+    changed, not what the terminus holds.  ``state`` is the front end's
+    (e.g. the transaction it is in), opaque here."""
+
+    tag: bytes
+    message: int  # the stored message it carries
+    state: bytes = b""
+
+
+@attrs.frozen
 class TerminusRecord:
     """A link's terminus kept past its link (1.0: a durable subscription),
     named by the client's container id and the link's name; ``state`` is
-    the front end's, opaque here."""
+    the front end's, opaque here.  ``held``: its held deliveries' rows as
+    recovered (written one by one: :meth:`Store.put_held`; ``put_terminus``
+    leaves them as they are)."""
 
     vhost: str
     container: str
     name: str
     queue: str  # the queue it consumes from (its records go with the queue)
     state: bytes
+    held: tuple[HeldRecord, ...] = ()
 
 
 @attrs.frozen
@@ -123,7 +138,15 @@ class Store(Protocol):
 
     def put_terminus(self, r: TerminusRecord) -> None: ...
 
-    def delete_terminus(self, vhost: str, container: str, name: str) -> None: ...
+    def delete_terminus(self, vhost: str, container: str, name: str) -> None:
+        """The terminus and its held rows."""
+        ...
+
+    def put_held(self, vhost: str, container: str, name: str, r: HeldRecord) -> None:
+        """A held delivery of a stored terminus (replacing one of its tag)."""
+        ...
+
+    def delete_held(self, vhost: str, container: str, name: str, tag: bytes) -> None: ...
 
     def commit(self) -> None:
         """Make every write so far durable; returns once it is."""
@@ -160,8 +183,16 @@ CREATE INDEX IF NOT EXISTS messages_by_queue ON messages (vhost, queue, id);
 CREATE TABLE IF NOT EXISTS termini (
     vhost TEXT NOT NULL, container TEXT NOT NULL, name TEXT NOT NULL, queue TEXT NOT NULL,
     state BLOB NOT NULL, PRIMARY KEY (vhost, container, name));
+CREATE TABLE IF NOT EXISTS terminus_held (
+    vhost TEXT NOT NULL, container TEXT NOT NULL, name TEXT NOT NULL, tag BLOB NOT NULL,
+    message INTEGER NOT NULL, state BLOB NOT NULL, PRIMARY KEY (vhost, container, name, tag))
+    WITHOUT ROWID;
 """
-_FORMAT: Final = "amqp-sansio-store/1"
+#: 2: a terminus' held deliveries are rows of terminus_held (1: inside its
+#: state; a /1 store is taken as it is -- its front end reads those -- and
+#: marked /2, which a broker from before refuses).
+_FORMAT: Final = "amqp-sansio-store/2"
+_FORMATS_READ: Final = ("amqp-sansio-store/1",)
 
 _PUT_X: Final = "INSERT OR REPLACE INTO exchanges VALUES (?, ?, ?, ?, ?, ?)"
 _DEL_X: Final = "DELETE FROM exchanges WHERE vhost = ? AND name = ?"
@@ -176,7 +207,13 @@ _PUT_M: Final = "INSERT OR REPLACE INTO messages VALUES (?, ?, ?, ?, ?, ?, ?, ?,
 _DEL_M: Final = "DELETE FROM messages WHERE id = ?"
 _PUT_T: Final = "INSERT OR REPLACE INTO termini VALUES (?, ?, ?, ?, ?)"
 _DEL_T: Final = "DELETE FROM termini WHERE vhost = ? AND container = ? AND name = ?"
+_DEL_T_HELD: Final = "DELETE FROM terminus_held WHERE vhost = ? AND container = ? AND name = ?"
 _DEL_Q_TERMINI: Final = "DELETE FROM termini WHERE vhost = ? AND queue = ?"
+_DEL_Q_HELD: Final = ("DELETE FROM terminus_held WHERE vhost = ?1 AND (container, name) IN "
+                      "(SELECT container, name FROM termini WHERE vhost = ?1 AND queue = ?2)")
+_PUT_H: Final = "INSERT OR REPLACE INTO terminus_held VALUES (?, ?, ?, ?, ?, ?)"
+_DEL_H: Final = ("DELETE FROM terminus_held WHERE vhost = ? AND container = ? AND name = ? "
+                 "AND tag = ?")
 
 #: The file in the data directory.
 DB_NAME: Final = "broker.sqlite3"
@@ -213,6 +250,8 @@ class SqliteStore:
         found = self._db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
         if found is None:
             self._db.execute("INSERT INTO meta VALUES ('format', ?)", (_FORMAT,))
+        elif found[0] in _FORMATS_READ:
+            self._db.execute("UPDATE meta SET value = ? WHERE key = 'format'", (_FORMAT,))
         elif found[0] != _FORMAT:
             raise ValueError(f"{self.directory / DB_NAME}: format {found[0]!r}, "
                              f"expected {_FORMAT!r}")
@@ -237,8 +276,15 @@ class SqliteStore:
             bindings=[BindingRecord(v, x, q, k, bytes(a)) for v, x, q, k, a
                       in db.execute("SELECT * FROM bindings ORDER BY rowid")],
             messages=list(self._messages()),
-            termini=[TerminusRecord(v, c, n, q, bytes(st)) for v, c, n, q, st
-                     in db.execute("SELECT * FROM termini ORDER BY rowid")])
+            termini=self._termini())
+
+    def _termini(self) -> list[TerminusRecord]:
+        held: dict[tuple[str, str, str], list[HeldRecord]] = {}
+        for v, c, n, tag, m, st in self._db.execute(
+                "SELECT * FROM terminus_held"):
+            held.setdefault((v, c, n), []).append(HeldRecord(bytes(tag), m, bytes(st)))
+        return [TerminusRecord(v, c, n, q, bytes(st), tuple(held.get((v, c, n), ())))
+                for v, c, n, q, st in self._db.execute("SELECT * FROM termini ORDER BY rowid")]
 
     def _messages(self) -> Iterator[MessageRecord]:
         for i, v, q, c, p, b, x, k, ttl in self._db.execute("SELECT * FROM messages ORDER BY id"):
@@ -264,6 +310,7 @@ class SqliteStore:
                 del self._puts[i]
         self._add((_DEL_Q_MESSAGES, (vhost, name)))
         self._add((_DEL_Q_BINDINGS, (vhost, name)))
+        self._add((_DEL_Q_HELD, (vhost, name)))
         self._add((_DEL_Q_TERMINI, (vhost, name)))
         self._add((_DEL_Q, (vhost, name)))
 
@@ -287,7 +334,14 @@ class SqliteStore:
         self._add((_PUT_T, (r.vhost, r.container, r.name, r.queue, r.state)))
 
     def delete_terminus(self, vhost: str, container: str, name: str) -> None:
+        self._add((_DEL_T_HELD, (vhost, container, name)))
         self._add((_DEL_T, (vhost, container, name)))
+
+    def put_held(self, vhost: str, container: str, name: str, r: HeldRecord) -> None:
+        self._add((_PUT_H, (vhost, container, name, r.tag, r.message, r.state)))
+
+    def delete_held(self, vhost: str, container: str, name: str, tag: bytes) -> None:
+        self._add((_DEL_H, (vhost, container, name, tag)))
 
     def _add(self, op: tuple[str, Any]) -> None:
         self._ops.append(op)

@@ -14,30 +14,39 @@ subscription (container id + link name).
 
 On a durable queue with the broker's store, a terminus is stored too
 (``store.TerminusRecord``; its state is the source, whether its queue is
-its own, where its delivery count goes on from and -- unsettled-state --
-the delivery tags of stored messages it holds unsettled, with those
-messages) and comes back after a restart.  While its link is attached the
-record follows the link's unsettled deliveries, written with the store's
-batch before the transfers that made them leave: a broker killed with the
-link attached knows them after its restart as it would after the link
+its own and where its delivery tags go on from) and comes back after a
+restart.  Unsettled-state: each delivery of a stored message it holds
+unsettled is a row of its own (``store.HeldRecord``: tag, message, and the
+open transaction it is in), put when the delivery is made and deleted
+when it is settled, in the store's batch before the transfers leave -- a
+write costs what changed, not what the link holds.  A broker killed with
+the link attached knows them after its restart as it would after the link
 left.  Those messages are back on the queue then (marked redelivered); a
 re-attach whose unsettled map names one of the tags takes its message off
 the queue again to resolve it as before the restart.
+
+A restart ends every transaction unfinished (rolled back, as a closed
+connection's are): a delivery acquired inside one is available again --
+a re-attach naming its tag gets it settled ``released`` and the message
+comes anew; one only accepted inside one is still held unsettled, its
+provisional outcome void (resumed as any held delivery).
 """
 
 from __future__ import annotations
 
 __all__ = ["Terminus", "Termini", "LINK", "SESSION", "CONNECTION", "TERMINI_MAX",
-           "State", "encode_state", "decode_state", "held_seqs", "next_tag"]
+           "State", "encode_state", "decode_state", "next_tag", "RowState", "row_state",
+           "decode_row_state", "tag_after"]
 
 import heapq
 import itertools
+from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 import attrs
 
 from amqp_sansio.errors import DecodeError
-from amqp_sansio.v1_0.codec import UInt, ULong, decode_all, encode_value
+from amqp_sansio.v1_0.codec import UInt, decode_all, encode_value
 from amqp_sansio.v1_0.spec import Source, TerminusExpiryPolicy
 
 from .model import Held
@@ -73,7 +82,11 @@ class Terminus:
     held: dict[bytes, Held] = attrs.field(factory=dict)
     #: unsettled-state after a restart: tag -> the stored message it carried
     restored: dict[bytes, int] = attrs.field(factory=dict)
-    saved_held: bool = False  # its stored record names held deliveries
+    #: after a restart: tags acquired in a transaction it rolled back (their
+    #: messages are available again; a re-attach naming one gets released)
+    rolled_back: set[bytes] = attrs.field(factory=set)
+    #: its held rows in the store: tag -> their state (:func:`row_state`)
+    rows: dict[bytes, bytes] = attrs.field(factory=dict)
     #: the number its next delivery tag takes: its tags go on across its
     #: attachments (each starts its delivery count at 0, as rhea assumes),
     #: so a new one never clashes with one it resumes
@@ -87,21 +100,6 @@ class Terminus:
         return (self.vhost, self.container, self.name)
 
 
-def held_seqs(t: Terminus) -> dict[bytes, int]:
-    """The tags ``t`` holds -- its attached link's unsettled deliveries, or
-    what it kept since the link left or the broker restarted -- of stored
-    messages."""
-    got = {tag: h.msg.seq for tag, h in t.held.items() if h.msg.stored}
-    got.update(t.restored)
-    c = t.consumer
-    if c is not None:
-        got.update((d.tag, h.msg.seq) for d, h in c.held.items()
-                   if h.acquired and h.msg.stored)
-        got.update((tag, h.msg.seq) for tag, h, _ in c.resuming
-                   if h is not None and h.acquired and h.msg.stored)
-    return got
-
-
 def next_tag(t: Terminus) -> int:
     """The number ``t``'s next delivery tag takes."""
     c = t.consumer
@@ -109,12 +107,56 @@ def next_tag(t: Terminus) -> int:
 
 
 def encode_state(t: Terminus) -> bytes:
-    """What the store keeps of ``t`` beyond its key and queue (1.0 encoding)."""
+    """What the store keeps of ``t`` beyond its key and queue (1.0
+    encoding).  The held map stays empty: held deliveries are rows of their
+    own (stores of format 1 kept them here: :func:`decode_state` reads it)."""
     out = bytearray()
-    encode_value([t.source, t.private, t.durable, t.user,
-                  {tag: ULong(seq) for tag, seq in held_seqs(t).items()},
-                  UInt(next_tag(t))], out)
+    encode_value([t.source, t.private, t.durable, t.user, {}, UInt(next_tag(t))], out)
     return bytes(out)
+
+
+def tag_after(tags: Iterable[bytes], start: int) -> int:
+    """The delivery tag number to go on from: ``start``, or past the
+    furthest of ``tags`` (4-octet numbers, serial arithmetic) beyond it."""
+    best = 0
+    for tag in tags:
+        if len(tag) == 4:
+            ahead = (int.from_bytes(tag, "big") + 1 - start) & 0xFFFFFFFF
+            if ahead < 0x80000000:
+                best = max(best, ahead)
+    return (start + best) & 0xFFFFFFFF
+
+
+class RowState(NamedTuple):
+    """A held row's transaction: the one its delivery is in (None: held
+    for good), whether it acquired it and whether it accepted it."""
+
+    txn: bytes | None = None
+    acquired: bool = False
+    accepted: bool = False
+
+
+def row_state(r: RowState) -> bytes:
+    """``r`` as a held row's state: empty for a delivery held for good."""
+    if r.txn is None:
+        return b""
+    out = bytearray()
+    encode_value([r.txn, r.acquired, r.accepted], out)
+    return bytes(out)
+
+
+def decode_row_state(data: bytes) -> RowState:
+    """:func:`row_state` back (what does not decode so: held for good)."""
+    if not data:
+        return RowState()
+    try:
+        v = decode_all(data)
+    except DecodeError:
+        return RowState()
+    if (not isinstance(v, list) or len(v) != 3 or not isinstance(v[0], bytes)
+            or not isinstance(v[1], bool) or not isinstance(v[2], bool)):
+        return RowState()
+    return RowState(v[0], v[1], v[2])
 
 
 class State(NamedTuple):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 from test_broker_kill9 import start
 
 from amqp_sansio.v1_0 import events as ev
+from amqp_sansio.v1_0.codec import Symbol
 from amqp_sansio.v1_0.connection import ClientConfig, Connection, Role
 from amqp_sansio.v1_0.link import Link
 from amqp_sansio.v1_0.message import AmqpMessage, encode_message
@@ -25,12 +27,16 @@ from amqp_sansio.v1_0.spec import (
     Accepted,
     Data,
     Header,
+    Released,
     Source,
     Target,
     TerminusDurability,
     TerminusExpiryPolicy,
+    TransactionalState,
 )
+from amqp_sansio.v1_0.transactions import Controller, transactional
 from amqp_sansio_broker.model import Broker
+from amqp_sansio_broker.store import DB_NAME
 
 UNSETTLED, NEVER = TerminusDurability.UNSETTLED_STATE, TerminusExpiryPolicy.NEVER
 WAIT = 10.0  # seconds a wait may take at most (a bound, not an assertion)
@@ -141,3 +147,119 @@ def test_unsettled_deliveries_of_an_attached_link_resume_after_kill_9(tmp_path: 
         assert len(b.services["1.0"].termini(0.0)) == 0  # closed: its record is gone
     finally:
         b.close()
+
+
+def _publish(c: SocketClient, n: int) -> None:
+    pub = c.session.attach_sender("pub", target=Target(address="kept"))
+    sent = 0
+    while sent < n:
+        c.wait(lambda: pub.credit > 0)
+        for i in range(sent, sent + min(pub.credit, n - sent)):
+            pub.send(encode_message(AmqpMessage(header=Header(durable=True),
+                                                body=(Data(b"m%d" % i),))), tag=b"%d" % i)
+            sent += 1
+    c.wait(lambda: len(c.of(ev.DeliveryUpdated, pub)) == n)  # stored, then accepted
+
+
+def _held_rows(data: Path) -> set[bytes]:
+    with sqlite3.connect(data / DB_NAME) as db:
+        return {bytes(t) for (t,) in db.execute("SELECT tag FROM terminus_held")}
+
+
+def test_many_unsettled_deliveries_resume_after_kill_9(tmp_path: Path) -> None:
+    """300 deliveries on the link, a third accepted before the kill: the
+    record names the 200 others (a row each); after the restart the client's
+    outcomes for some are taken, the rest sent again, none anew."""
+    proc, url = start(tmp_path)
+    try:
+        c = SocketClient(url, "many")
+        r = _subscribe(c)
+        _publish(c, 300)
+        r.flow(300)
+        c.wait(lambda: len(c.of(ev.DeliveryReceived, r)) == 300)
+        got = c.of(ev.DeliveryReceived, r)
+        for e in got[::3]:
+            e.delivery.update(Accepted())
+        c.wait(lambda: all(e.delivery.remote_settled for e in got[::3]))
+        kept = [e.delivery.tag for i, e in enumerate(got) if i % 3]
+    finally:
+        _kill(proc)
+    assert _held_rows(tmp_path) == set(kept)
+
+    proc, url = start(tmp_path)
+    try:
+        c = SocketClient(url, "many")
+        theirs: dict[bytes, Any] = {tag: Accepted() if i < 50 else None
+                                    for i, tag in enumerate(kept)}
+        r = _subscribe(c, theirs)
+        assert r.remote_unsettled == dict.fromkeys(kept)
+        r.flow(300)
+        c.wait(lambda: len(c.of(ev.DeliveryReceived, r)) == 200)
+        back = c.of(ev.DeliveryReceived, r)
+        assert all(e.delivery.resumed for e in back)
+        assert [e.delivery.tag for e in back] == kept
+        assert all(e.delivery.remote_settled and not e.payload for e in back[:50])
+        assert [e.payload.rsplit(b"m", 1)[1] for e in back[50:]] == [
+            b"%d" % i for i in range(300) if i % 3][50:]  # their messages, in order
+        for e in back[50:]:
+            e.delivery.settle(Accepted())
+        r.detach(closed=True)
+        c.wait(lambda: bool(c.of(ev.LinkDetached, r)))
+        c.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(10) == 0
+        proc.communicate(timeout=10)
+    assert _held_rows(tmp_path) == set()
+    b = Broker(data_dir=tmp_path)
+    try:
+        assert list(b.queues["kept"].messages) == []
+    finally:
+        b.close()
+
+
+def test_a_transaction_open_at_kill_9_rolls_back(tmp_path: Path) -> None:
+    """Killed with a transaction open: a delivery only accepted in it is
+    still held (sent again), the two acquired in it are released (their
+    messages come anew)."""
+    proc, url = start(tmp_path)
+    try:
+        c = SocketClient(url, "txn-subscriber")
+        r = _subscribe(c)
+        _publish(c, 3)
+        r.flow(1)
+        c.wait(lambda: len(c.of(ev.DeliveryReceived, r)) == 1)
+        ctl = Controller(c.session)
+        c.wait(lambda: ctl.link.credit > 0)
+        ctl.declare()
+        c.wait(lambda: any(isinstance(e, ev.DeliveryUpdated) and e.link is ctl.link
+                           for e in c.events))
+        [declared] = [x for e in c.events if (x := ctl.handle(e)) is not None]
+        txn = declared.txn_id
+        [first] = c.of(ev.DeliveryReceived, r)
+        first.delivery.update(transactional(txn, Accepted()))
+        r.flow(2, properties={Symbol("txn-id"): txn})
+        c.wait(lambda: len(c.of(ev.DeliveryReceived, r)) == 3)
+        tags = [e.delivery.tag for e in c.of(ev.DeliveryReceived, r)]
+        c.wait(lambda: _held_rows(tmp_path) == set(tags))  # (the accept's row too)
+    finally:
+        _kill(proc)
+
+    proc, url = start(tmp_path)
+    try:
+        c = SocketClient(url, "txn-subscriber")
+        r = _subscribe(c, {tags[0]: transactional(txn, Accepted()),
+                           tags[1]: TransactionalState(txn_id=txn), tags[2]: None})
+        assert r.remote_unsettled == dict.fromkeys(tags)
+        r.flow(10)
+        c.wait(lambda: len(c.of(ev.DeliveryReceived, r)) == 5)
+        got = c.of(ev.DeliveryReceived, r)
+        resumed = {e.delivery.tag: e for e in got if e.delivery.resumed}
+        assert sorted(resumed) == sorted(tags)
+        assert resumed[tags[0]].payload[-2:] == b"m0"  # still held: sent again
+        for tag in tags[1:]:
+            assert resumed[tag].delivery.remote_state == Released()
+        assert sorted(e.payload[-2:] for e in got if not e.delivery.resumed) == [b"m1", b"m2"]
+        c.close()
+    finally:
+        _kill(proc)
