@@ -86,6 +86,29 @@ def _subscribe(c: SocketClient, unsettled: dict[bytes, Any] | None = None) -> Li
     return link
 
 
+def _receive(c: SocketClient, r: Link, credit: int) -> list[Any]:
+    """Grant ``credit``; every delivery ``r`` got once it has them all."""
+    r.flow(credit)
+    want = len(c.of(ev.DeliveryReceived, r)) + credit
+    c.wait(lambda: len(c.of(ev.DeliveryReceived, r)) == want)
+    return c.of(ev.DeliveryReceived, r)
+
+
+def _settle_all_and_close(c: SocketClient, r: Link, got: list[Any]) -> None:
+    """Accept ``got``, close the subscription (its record goes), disconnect."""
+    for e in got:
+        e.delivery.settle(Accepted())
+    r.detach(closed=True)
+    c.wait(lambda: bool(c.of(ev.LinkDetached, r)))
+    c.close()
+
+
+def _stop(proc: Any) -> None:
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(10) == 0
+    proc.communicate(timeout=10)
+
+
 def _kill(proc: Any) -> None:
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(10)
@@ -99,15 +122,8 @@ def test_unsettled_deliveries_of_an_attached_link_resume_after_kill_9(tmp_path: 
         c = SocketClient(url, "killed-subscriber")
         r = _subscribe(c)
         assert r.remote_source.durable == UNSETTLED  # the broker says it keeps that
-        pub = c.session.attach_sender("pub", target=Target(address="kept"))
-        c.wait(lambda: pub.credit > 0)
-        for i in range(4):
-            pub.send(encode_message(AmqpMessage(header=Header(durable=True),
-                                                body=(Data(b"m%d" % i),))), tag=b"%d" % i)
-        c.wait(lambda: len(c.of(ev.DeliveryUpdated, pub)) == 4)  # stored, then accepted
-        r.flow(3)
-        c.wait(lambda: len(c.of(ev.DeliveryReceived, r)) == 3)
-        got = c.of(ev.DeliveryReceived, r)
+        _publish(c, 4)
+        got = _receive(c, r, 3)
         tags = [e.delivery.tag for e in got]
         assert [e.payload[-2:] for e in got] == [b"m0", b"m1", b"m2"]
         got[0].delivery.update(Accepted())  # unsettled: the broker settles it in return
@@ -132,15 +148,9 @@ def test_unsettled_deliveries_of_an_attached_link_resume_after_kill_9(tmp_path: 
         anew = back[2]
         assert anew.payload[-2:] == b"m3" and not anew.delivery.resumed
         assert anew.delivery.tag not in tags  # its tags go on past the stored ones
-        for e in back[1:]:
-            e.delivery.settle(Accepted())
-        r.detach(closed=True)
-        c.wait(lambda: bool(c.of(ev.LinkDetached, r)))
-        c.close()
+        _settle_all_and_close(c, r, back[1:])
     finally:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(10) == 0
-        proc.communicate(timeout=10)
+        _stop(proc)
     b = Broker(data_dir=tmp_path)
     try:
         assert list(b.queues["kept"].messages) == []  # all four settled: none stored
@@ -175,9 +185,7 @@ def test_many_unsettled_deliveries_resume_after_kill_9(tmp_path: Path) -> None:
         c = SocketClient(url, "many")
         r = _subscribe(c)
         _publish(c, 300)
-        r.flow(300)
-        c.wait(lambda: len(c.of(ev.DeliveryReceived, r)) == 300)
-        got = c.of(ev.DeliveryReceived, r)
+        got = _receive(c, r, 300)
         for e in got[::3]:
             e.delivery.update(Accepted())
         c.wait(lambda: all(e.delivery.remote_settled for e in got[::3]))
@@ -201,15 +209,9 @@ def test_many_unsettled_deliveries_resume_after_kill_9(tmp_path: Path) -> None:
         assert all(e.delivery.remote_settled and not e.payload for e in back[:50])
         assert [e.payload.rsplit(b"m", 1)[1] for e in back[50:]] == [
             b"%d" % i for i in range(300) if i % 3][50:]  # their messages, in order
-        for e in back[50:]:
-            e.delivery.settle(Accepted())
-        r.detach(closed=True)
-        c.wait(lambda: bool(c.of(ev.LinkDetached, r)))
-        c.close()
+        _settle_all_and_close(c, r, back[50:])
     finally:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(10) == 0
-        proc.communicate(timeout=10)
+        _stop(proc)
     assert _held_rows(tmp_path) == set()
     b = Broker(data_dir=tmp_path)
     try:
@@ -227,8 +229,7 @@ def test_a_transaction_open_at_kill_9_rolls_back(tmp_path: Path) -> None:
         c = SocketClient(url, "txn-subscriber")
         r = _subscribe(c)
         _publish(c, 3)
-        r.flow(1)
-        c.wait(lambda: len(c.of(ev.DeliveryReceived, r)) == 1)
+        _receive(c, r, 1)
         ctl = Controller(c.session)
         c.wait(lambda: ctl.link.credit > 0)
         ctl.declare()

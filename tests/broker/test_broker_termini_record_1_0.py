@@ -69,18 +69,25 @@ def _state(data: Path) -> bytes:
     return bytes(st)
 
 
+def _consuming(data: Path, n: int, credit: int) -> tuple[Broker, Client, Link, list[Any]]:
+    """A broker on ``data``, a subscription, ``n`` persistent messages
+    published; the deliveries ``credit`` brought."""
+    b = Broker(data_dir=data)
+    c = Client(b)
+    r = _subscribe(c)
+    _publish(b, n)
+    r.flow(credit)
+    c.pump()
+    return b, c, r, _received(c, r)
+
+
 def test_a_row_per_held_delivery(tmp_path: Path) -> None:
     """Each unsettled delivery of a stored message is a row; settling one
     deletes it; the terminus' own state does not grow with them."""
-    b = Broker(data_dir=tmp_path)
-    c = Client(b)
-    r = _subscribe(c)
-    empty = _state(tmp_path)
-    _publish(b, 40)
-    r.flow(40)
-    c.pump()
-    got = _received(c, r)
+    b, c, r, got = _consuming(tmp_path, 40, 40)
     assert len(got) == 40
+    state = _state(tmp_path)
+    assert decode_state(state).held == {}  # (not in the terminus' state)
     rows = _rows(tmp_path)
     assert sorted(rows) == sorted(e.delivery.tag for e in got)
     assert {s for _, s in rows.values()} == {b""}  # held for good
@@ -88,8 +95,7 @@ def test_a_row_per_held_delivery(tmp_path: Path) -> None:
         e.delivery.settle(Accepted())
     c.pump()
     assert sorted(_rows(tmp_path)) == sorted(e.delivery.tag for e in got[30:])
-    # (only where its tags go on from changed: the same size)
-    assert len(_state(tmp_path)) == len(empty) and decode_state(_state(tmp_path)).held == {}
+    assert _state(tmp_path) == state  # not rewritten while the link is attached
     for e in got[30:]:
         e.delivery.settle(Accepted())
     c.pump()
@@ -113,13 +119,7 @@ def test_transactional_deliveries_after_a_stop(tmp_path: Path, end: str) -> None
     it is still held (resent resumed); those acquired in it are available
     again -- settled released where the client names them, their messages
     delivered anew."""
-    b = Broker(data_dir=tmp_path)
-    c = Client(b)
-    r = _subscribe(c)
-    _publish(b, 4)
-    r.flow(2)
-    c.pump()
-    plain = _received(c, r)
+    b, c, r, plain = _consuming(tmp_path, 4, 2)
     _, txn = _declare(c)
     plain[0].delivery.update(transactional(txn, Accepted()))  # provisional
     r.flow(2, properties={Symbol("txn-id"): txn})
@@ -198,13 +198,8 @@ def test_a_store_of_format_1_is_taken_over(tmp_path: Path) -> None:
     """A store written before held rows (format 1: the held map inside the
     terminus' state) resumes as it did; its record becomes rows and the
     store is marked format 2."""
-    b = Broker(data_dir=tmp_path)
-    c = Client(b)
-    r = _subscribe(c)
-    _publish(b, 3)
-    r.flow(3)
-    c.pump()
-    tags = [e.delivery.tag for e in _received(c, r)]
+    b, c, r, got = _consuming(tmp_path, 3, 3)
+    tags = [e.delivery.tag for e in got]
     r.detach(closed=False)
     c.pump()
     b.close()
