@@ -524,14 +524,19 @@ class Link:
         come off the slack.  A flow of its own (a drain done) moves its
         count on: the credit, then the slack, shrink by as much."""
         flows = self._lax_flows
-        limit = serial_add(dc, link_credit)
-        for i, (lim, ours) in enumerate(flows):
-            if lim == limit:  # flows before it went unanswered: their cut is lost
-                for _ in range(i + 1):
+        limits = [serial_add(dc, link_credit)]
+        if link_credit < 256:  # (3.10.8 writes a negative credit -- our limit below
+            limits.append(serial_add(dc, link_credit - 256))  # its count -- in one octet)
+        for limit in limits:
+            i = next((i for i, f in enumerate(flows) if f[0] == limit), -1)
+            if i >= 0:  # flows before it went unanswered: their cut is lost
+                for _ in range(i):
                     flows.popleft()
+                lim, ours = flows.popleft()
                 written = (dc - ours) & 0xFFFFFFFF  # (the peer's numbers: nothing raises)
-                if written < 1 << 31:
-                    self._slack_left = max(0, self._slack_left - written)
+                if written < 1 << 31:  # no more than that flow's credit: past it the
+                    cut = min(written, (lim - ours) & 0xFFFFFFFF)  # queue got none
+                    self._slack_left = max(0, self._slack_left - cut)
                 break
         ahead = (dc - self.delivery_count) & 0xFFFFFFFF
         if 0 < ahead < 1 << 31:

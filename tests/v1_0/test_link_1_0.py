@@ -568,6 +568,27 @@ def test_a_lax_senders_answer_cuts_the_slack_by_what_it_had_written() -> None:
     assert of(evs, ev.ProtocolViolation)[0].condition == "amqp:link:transfer-limit-exceeded"
 
 
+def test_a_lax_senders_answer_to_a_limit_below_its_count() -> None:
+    """We lower the credit to 2 (limit 6) while it has written 9 of the 10
+    its queue dispatched: it gives its queue 6 - 9 = -3 (nothing more) and
+    answers with delivery-count 9 and the -3 in one octet (253, as 3.10.8
+    writes it).  The answer still matches our flow; its cut is that flow's
+    credit (2), not the 5 written: the 10th delivery is taken, an 11th is a
+    violation."""
+    peer = _LaxPeer()
+    link = peer.link
+    link.flow(10)
+    peer.flow(0, 10)
+    peer.transfers(4)
+    link.flow(2)
+    assert link.slack == 6
+    evs = peer.transfers(5) + peer.flow(9, 253) + peer.transfers(1)
+    assert len(of(evs, ev.DeliveryReceived)) == 6 and not of(evs, ev.ProtocolViolation)
+    assert link.delivery_count == 10 and link.credit == 0 and link.slack == 0
+    evs = peer.transfers(1)
+    assert of(evs, ev.ProtocolViolation)[0].condition == "amqp:link:transfer-limit-exceeded"
+
+
 def test_a_lax_senders_drained_flow_moves_the_count_on() -> None:
     """Draining: the plugin answers our drain flow, sends what its queue
     had (4), and once the queue is dry says so in a flow of its own with the
