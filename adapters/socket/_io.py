@@ -1,12 +1,25 @@
-"""The I/O thread both blocking clients share (0-10 and 0-9-1).
+"""The I/O pump the blocking clients share (0-10, 0-9-1, 1.0).
 
-An :class:`IOPump` owns the socket through one small I/O thread and guards
-a client policy (:mod:`amqp_sansio.client`, which wraps the core
-connection) with one lock (see ``client_0_10.py`` for the design).  The
-thread feeds ``policy.receive_data(data, now)``, writes
-``policy.data_to_send()`` and calls ``policy.handle_timer(now)`` at
-``policy.next_deadline()``; after each input it notifies the condition
-that callers wait on.  Nothing here knows a protocol; what the policy has
+An :class:`IOPump` owns the socket and guards a client policy
+(:mod:`amqp_sansio.client`, which wraps the core connection) with one lock
+(see ``client_0_10.py`` for the design).  Whoever reads feeds
+``policy.receive_data(data, now)`` and then notifies the condition that
+callers wait on; output (``policy.data_to_send()``) is written by the caller
+that made it when nothing older is unsent, else by the I/O thread.
+
+Who reads: over plain TCP, a caller that waits (:meth:`IOPump.wait`) while
+no one else reads does it itself -- it polls the socket (and a pipe that
+lets another thread interrupt it), reads, feeds the policy and writes the
+answer, with no hand-over between threads per read; other waiting callers
+are notified as the I/O thread would.  The I/O thread keeps the timers
+(``policy.handle_timer(now)`` at ``policy.next_deadline()``), output the
+socket did not take at once, the linger on close, and the reading while no
+caller waits: it stops watching the socket when it sees a caller reading and
+watches it again when it next wakes and sees none -- within
+:data:`REARM` seconds, or, when a caller has read for longer than that, as
+that caller's wait ends (it wakes the I/O thread then).  Over TLS the I/O
+thread always reads (an ``SSLSocket`` is not safe to read in one thread
+while another writes).  Nothing here knows a protocol; what the policy has
 to say goes to the adapter's logger, ``amqp_sansio.socket`` (see
 :class:`amqp_sansio.trace.Logbook`).
 """
@@ -19,6 +32,7 @@ __all__ = ["DEFAULT", "HIGH_WATER", "LOGGER", "IOPump", "open_socket", "ssl_cont
 import contextlib
 import logging
 import os
+import select
 import selectors
 import socket
 import ssl
@@ -60,6 +74,11 @@ _LOW_WATER = 1 * 1024 * 1024
 _LINGER = 2.0  # seconds to flush the last output once the core is closed
 #: Inside IOPump.corked(), the I/O thread is woken by one poke in this many.
 CORK_POKES = 64
+#: Once a caller has read the socket, the I/O thread looks again this often
+#: (seconds) whether one still does, and reads it itself if none does.
+REARM = 0.02
+_FOREVER = float("inf")
+_POLL = hasattr(select, "poll")  # (callers read with poll(); not on Windows)
 
 
 def ssl_context(params: ConnectionParams) -> ssl.SSLContext:
@@ -112,8 +131,9 @@ def open_socket(params: ConnectionParams, context: ssl.SSLContext | None,
 
 
 class IOPump:
-    """A live connection's I/O thread, lock and waiting (see the module
-    docstring).  Callers hold :attr:`lock` around every use of the policy."""
+    """A live connection's socket, I/O thread, lock and waiting (see the
+    module docstring).  Callers hold :attr:`lock` around every use of the
+    policy."""
 
     def __init__(self, sock: socket.socket, policy: ClientConnection[Any, Any], book: Logbook,
                  *, read_timeout: float | None = None) -> None:
@@ -124,18 +144,29 @@ class IOPump:
         self.book = book
         self.lock = threading.Lock()
         self._cond = threading.Condition(self.lock)
-        self._wake_r, self._wake_w = socket.socketpair()
-        self._wake_r.setblocking(False)
-        self._wake_w.setblocking(False)
+        self._wake_r, self._wake_w = _pipe()
         self._poked = False
         self._corked = 0  # depth of corked() blocks
         self._held = 0  # pokes held back since the I/O thread was last woken
         self._stop = False
         self.io_done = False
         self.buffered = 0  # octets the I/O thread has not written yet
-        # what a caller's own write (see _wake) left unsent, for the I/O thread
+        # what a caller's own write (see _flush) left unsent, for the I/O thread
         self._spill = bytearray()
         self._io_ident: int | None = None
+        # the caller reading the socket (its thread ident), how many times
+        # one has begun to, whether the I/O thread sleeps until that one
+        # stops (and till when at most), and the pipe that interrupts it
+        self._reader: int | None = None
+        self._readings = 0
+        self._io_asleep = False
+        self._io_until = 0.0
+        self._stir_r, self._stir_w = _pipe()
+        self._stirred = False
+        self._poll = select.poll() if _POLL else None
+        self._polled = -1  # the socket's descriptor in _poll
+        if self._poll is not None:
+            self._poll.register(self._stir_r, select.POLLIN)
         self._thread = threading.Thread(target=self._run, daemon=True,
                                         name=f"amqp-io {self.description}")
         self._thread.start()
@@ -196,26 +227,42 @@ class IOPump:
                 self._wake()
 
     def _wake(self) -> None:
+        """(lock held) Have the policy's output written: here if the I/O
+        thread holds none of its own, else by the I/O thread."""
         self._held = 0
         if (self._poked or threading.get_ident() == self._io_ident
                 or not self.policy.has_output()):
-            return  # (no output: the I/O thread reads without being woken)
-        if not self.buffered and not self.io_done and type(self._sock) is socket.socket:
-            # Nothing of the I/O thread's is unsent (``buffered`` only
-            # overstates what it holds): write here, under the lock, in
-            # order -- no wake-up and no thread switch for a few octets.
-            # What the socket does not take (or a failed write) goes to
-            # the I/O thread, which writes it first (and finds the error).
-            data = self.policy.data_to_send()
-            self.book.sent(data)
-            try:
-                n = self._sock.send(data)
-            except OSError:
-                n = 0
-            if n == len(data):
-                return
-            self._spill += memoryview(data)[n:]
-            self.buffered = len(self._spill)
+            return  # (no output: nothing to write, the I/O thread reads without being woken)
+        if not self._flush():
+            self._wake_io()
+
+    def _flush(self) -> bool:
+        """(lock held, output pending) Write the policy's output here, in
+        order -- no wake-up and no thread switch for a few octets -- when
+        nothing of the I/O thread's is unsent (``buffered`` only overstates
+        what it holds) on plain TCP; what the socket does not take (or a
+        failed write) goes to the I/O thread, which writes it first (and
+        finds the error).  True when the I/O thread need not be woken."""
+        if self.buffered or self.io_done or type(self._sock) is not socket.socket:
+            return False
+        data = self.policy.data_to_send()
+        if not data:
+            return True
+        self.book.sent(data)
+        try:
+            n = self._sock.send(data)
+        except OSError:
+            n = 0
+        if n == len(data):
+            return True
+        self._spill += memoryview(data)[n:]
+        self.buffered = len(self._spill)
+        return False
+
+    def _wake_io(self) -> None:
+        """(lock held) Wake the I/O thread (once until it runs)."""
+        if self._poked:
+            return
         self._poked = True
         try:
             self._wake_w.send(b"\0")
@@ -224,25 +271,119 @@ class IOPump:
         except OSError:
             pass  # I/O thread already gone
 
+    def _notify(self) -> None:
+        """(lock held) Wake every waiting caller: those on the condition,
+        and the one reading the socket (unless it is this thread)."""
+        self._cond.notify_all()
+        reader = self._reader
+        if reader is not None and not self._stirred and reader != threading.get_ident():
+            self._stirred = True
+            with contextlib.suppress(OSError):
+                self._stir_w.send(b"\0")
+
     def timeout(self, timeout: float | None) -> float | None:
         return self.read_timeout if timeout is DEFAULT else timeout
 
     def wait(self, ready: Callable[[], bool], timeout: float | None, what: str) -> None:
         """Wait (lock held) until ``ready()`` -- which raises the session's or
         the connection's error when there is one; raise AMQPTimeout if
-        ``timeout`` (DEFAULT: the connection's ``read_timeout``) passes."""
+        ``timeout`` (DEFAULT: the connection's ``read_timeout``) passes.
+        While no one else reads the socket, read it here (plain TCP)."""
         timeout = self.timeout(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         self._wake()
-        while not ready():
-            self.check()
-            if deadline is None:
-                self._cond.wait()
-            else:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AMQPTimeout(f"no {what} within {timeout:g} s")
+        me = 0  # this thread's ident while it reads the socket
+        try:
+            while not ready():
+                self.check()
+                left = None
+                if deadline is not None:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise AMQPTimeout(f"no {what} within {timeout:g} s")
+                if (me or self._reader is None) and self._may_read():
+                    if not me:
+                        me = self._begin_reading()
+                    self._read_here(left)
+                    continue
+                if me:
+                    me = 0
+                    self._stop_reading()
                 self._cond.wait(left)
+        finally:
+            if me:
+                self._stop_reading()
+
+    # -- a waiting caller reads (lock held) ---------------------------------------------
+    def _may_read(self) -> bool:
+        """Whether a waiting caller may read the socket now."""
+        return (type(self._sock) is socket.socket and self._poll is not None
+                and not self.io_done and not self._stop and not self.policy.closed)
+
+    def _begin_reading(self) -> int:
+        me = threading.get_ident()
+        self._reader = me
+        self._readings += 1
+        fd = self._sock.fileno()
+        if fd != self._polled:  # a new transport (reconnected)
+            assert self._poll is not None
+            if self._polled >= 0:
+                self._poll.unregister(self._polled)
+            self._poll.register(fd, select.POLLIN)
+            self._polled = fd
+        return me
+
+    def _stop_reading(self) -> None:
+        self._reader = None
+        if self._stirred:
+            self._stirred = False
+            _drain(self._stir_r)
+        if self._io_asleep:
+            self._wake_io()  # it reads again now, not when its timers say
+        self._cond.notify_all()  # another waiting caller may read now (or the I/O thread end)
+
+    def _read_here(self, left: float | None) -> None:
+        """Poll the socket and the stir pipe for at most ``left`` seconds
+        (the lock let go meanwhile), read, feed the policy, write its answer,
+        notify the other waiting callers."""
+        sock, poll = self._sock, self._poll
+        assert poll is not None
+        data: bytes | None = None
+        failed = ""
+        self.lock.release()
+        try:
+            for fd, _ in poll.poll(None if left is None else left * 1000.0):
+                if fd != self._polled:
+                    continue
+                try:
+                    data = sock.recv(_READ_SIZE)
+                except (BlockingIOError, InterruptedError):
+                    pass
+                except OSError as e:
+                    failed = f"read failed: {e}"
+        finally:
+            self.lock.acquire()
+        if self._stirred:
+            self._stirred = False
+            _drain(self._stir_r)
+        policy = self.policy
+        if data is not None:
+            self.book.received(data)
+            policy.receive_data(data, time.monotonic())
+        elif failed:
+            policy.transport_lost(failed, time.monotonic())
+        else:
+            return
+        self.book.drain(policy)
+        self._cond.notify_all()
+        if policy.closed:
+            self._wake_io()  # the transport is over: the I/O thread ends it
+        elif self._io_asleep:
+            due = policy.next_deadline()
+            if due is not None and due < self._io_until:
+                self._wake_io()  # a timer sooner than it sleeps
+        if policy.has_output() and not self._poked and not self._flush():
+            self._wake_io()
 
     def _wait_open(self, deadline: float) -> None:
         with self.lock:
@@ -276,17 +417,22 @@ class IOPump:
         self.abort()
 
     def abort(self) -> None:
-        """Stop the I/O thread and close the socket now (no handshake)."""
+        """Stop the I/O thread and close the socket now (no handshake); a
+        caller blocked reading it is interrupted (and raises)."""
         with self.lock:
             self._stop = True
             self.policy.fail(ConnectionClosedError("connection aborted"))
-            self._cond.notify_all()
+            self._notify()
         with contextlib.suppress(OSError):
             self._wake_w.send(b"\0")
         if threading.get_ident() != self._io_ident:
             self._thread.join(5.0)
         close_quietly(self._wake_w)
         close_quietly(self._wake_r)
+        with self.lock:
+            if self._reader is None:  # (no one polls it, and no one will: _stop)
+                close_quietly(self._stir_w)
+                close_quietly(self._stir_r)
 
     # -- the I/O thread ----------------------------------------------------------------
     def _run(self) -> None:
@@ -294,11 +440,11 @@ class IOPump:
         sock, policy = self._sock, self.policy
         sel = selectors.DefaultSelector()
         out = bytearray()
-        writing = False
+        watched = 0  # what the selector watches the socket for
         finished_at: float | None = None
         is_tls = isinstance(sock, ssl.SSLSocket)
+        seen = -1  # the caller's reading seen at the last wake (_readings)
         try:
-            sel.register(sock, selectors.EVENT_READ)
             sel.register(self._wake_r, selectors.EVENT_READ)
             while True:
                 with self.lock:
@@ -315,11 +461,20 @@ class IOPump:
                     deadline = policy.next_deadline()
                     finished = policy.closed
                     self._note_buffered(len(out))
+                    # A caller reads: leave the socket to it.  Still the same
+                    # reading as at the last wake (it has read for REARM at
+                    # least): sleep until a timer -- it wakes us when it stops.
+                    caller = self._reader is not None
+                    asleep = caller and self._readings == seen
+                    seen = self._readings if caller else -1
+                    self._io_asleep = asleep
+                    self._io_until = _FOREVER if deadline is None else deadline
                 if out:
                     self._write(sock, out)
-                    if self.buffered > _LOW_WATER >= len(out):
+                    if not out or self.buffered > _LOW_WATER >= len(out):
+                        # (written: callers write their own again; or publishers may go on)
                         with self.lock:
-                            self._note_buffered(len(out))
+                            self._note_buffered(len(out) + len(self._spill))
                 now = time.monotonic()
                 if finished:
                     if not out:
@@ -328,16 +483,24 @@ class IOPump:
                     if now - finished_at > _LINGER:
                         break
                     deadline = finished_at + _LINGER
-                want = selectors.EVENT_READ | (selectors.EVENT_WRITE if out else 0)
-                if bool(out) != writing:
-                    sel.modify(sock, want)
-                    writing = bool(out)
+                want = (0 if caller else selectors.EVENT_READ) | (
+                    selectors.EVENT_WRITE if out else 0)
+                if want != watched:
+                    if not watched:
+                        sel.register(sock, want)
+                    elif not want:
+                        sel.unregister(sock)
+                    else:
+                        sel.modify(sock, want)
+                    watched = want
                 wait = None if deadline is None else max(0.0, deadline - now)
+                if caller and not asleep:
+                    wait = REARM if wait is None else min(wait, REARM)
                 if is_tls and tls_pending(sock):
                     wait = 0.0
                 for key, _mask in sel.select(wait):
                     if key.fileobj is self._wake_r:
-                        self._drain_wake()
+                        _drain(self._wake_r)
                     elif _mask & selectors.EVENT_READ:
                         self._read(sock, is_tls)
                 if is_tls and tls_pending(sock):
@@ -346,8 +509,11 @@ class IOPump:
                     now = time.monotonic()
                     if now >= deadline:
                         with self.lock:
-                            policy.handle_timer(now)
-                            self._after_input()
+                            # (socket unwatched and no caller reading: read
+                            # what waits first -- the next turn watches it)
+                            if watched & selectors.EVENT_READ or self._reader is not None:
+                                policy.handle_timer(now)
+                                self._after_input()
         except Exception as e:  # pragma: no cover - unexpected: report, don't hang
             log.exception("amqp I/O thread failed")
             with self.lock:
@@ -358,21 +524,24 @@ class IOPump:
                 if policy.error is None:
                     policy.fail(ConnectionLostError("connection ended"))
                 self.io_done = True
+                self._io_asleep = False
                 self._spill.clear()  # (the transport is gone: so is what it did not take)
                 self._after_input()
+                while self._reader is not None:  # (interrupted): no poll outlives the socket
+                    self._cond.wait(1.0)
             close_quietly(sock)
 
     def _after_input(self) -> None:
         """(lock held) Log what the policy said; wake the waiting callers."""
         self.book.drain(self.policy)
-        self._cond.notify_all()
+        self._notify()
 
     def _note_buffered(self, n: int) -> None:
         """Record unsent octets (lock held); wake publishers below low water."""
         was = self.buffered
         self.buffered = n
         if was > _LOW_WATER >= n:
-            self._cond.notify_all()
+            self._notify()
 
     def _write(self, sock: socket.socket, out: bytearray) -> None:
         try:
@@ -382,38 +551,52 @@ class IOPump:
             return
         except OSError as e:
             out.clear()
-            self._lost(f"write failed: {e}")
+            with self.lock:
+                self._lost(f"write failed: {e}")
             return
         del out[:n]
 
     def _read(self, sock: socket.socket, is_tls: bool) -> None:
-        try:
-            data = sock.recv(_READ_SIZE)
-            if is_tls and data:
-                while more := tls_pending(sock):
-                    data += sock.recv(more)
-        except (BlockingIOError, InterruptedError, ssl.SSLWantReadError,
-                ssl.SSLWantWriteError):
-            return
-        except OSError as e:
-            self._lost(f"read failed: {e}")
-            return
-        self.book.received(data)
-        with self.lock:
+        with self.lock:  # (held: no caller begins to read meanwhile)
+            if self._reader is not None:
+                return  # a waiting caller reads it
+            try:
+                data = sock.recv(_READ_SIZE)
+                if is_tls and data:
+                    while more := tls_pending(sock):
+                        data += sock.recv(more)
+            except (BlockingIOError, InterruptedError, ssl.SSLWantReadError,
+                    ssl.SSLWantWriteError):
+                return
+            except OSError as e:
+                self._lost(f"read failed: {e}")
+                return
+            self.book.received(data)
             self.policy.receive_data(data, time.monotonic())
             self._after_input()
 
     def _lost(self, reason: str) -> None:
-        with self.lock:
-            self.policy.transport_lost(reason, time.monotonic())
-            self._after_input()
+        """(lock held) The transport failed."""
+        self.policy.transport_lost(reason, time.monotonic())
+        self._after_input()
 
-    def _drain_wake(self) -> None:
-        try:
-            while self._wake_r.recv(4096):
-                pass
-        except (BlockingIOError, InterruptedError):
+
+def _pipe() -> tuple[socket.socket, socket.socket]:
+    """A non-blocking socket pair: one thread writes a byte to wake another."""
+    r, w = socket.socketpair()
+    r.setblocking(False)
+    w.setblocking(False)
+    return r, w
+
+
+def _drain(sock: socket.socket) -> None:
+    try:
+        while sock.recv(4096):
             pass
+    except (BlockingIOError, InterruptedError):
+        pass
+    except OSError:
+        pass  # (closed by abort)
 
 
 def tls_pending(sock: socket.socket) -> int:

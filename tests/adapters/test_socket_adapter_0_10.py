@@ -44,6 +44,7 @@ from amqp_sansio_socket import (
     Session,
     SessionError,
     VirtualHostError,
+    client_1_0,
     connect,
 )
 
@@ -57,12 +58,13 @@ class Tap:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.silent = False
+        self.hang_up = False  # (then tap.on_output(): the server closes the socket, a FIN)
         self.rx_times: list[float] = []
         self.held: list[bytes] = []
 
     @property
     def closed(self) -> bool:
-        return bool(self.inner.closed)
+        return self.hang_up or bool(self.inner.closed)
 
     @property
     def on_output(self) -> Any:
@@ -754,6 +756,7 @@ def test_amqps_round_trip(certs: tuple[Path, Path]) -> None:
         host, port = srv.address
         url = f"amqps://guest:guest@localhost:{port}?cafile={cert}&read_timeout=10"
         with connect(url) as conn, conn.session() as s:
+            reads = _reader_threads(conn)
             s.declare_queue("secure")
             big = bytes(range(256)) * 1024  # several frames, several TLS records
             for _ in range(5):
@@ -761,6 +764,8 @@ def test_amqps_round_trip(certs: tuple[Path, Path]) -> None:
             s.sync()
             got = drain(s, "secure")
             assert got == [big] * 5
+            # TLS: the I/O thread reads, waiting callers never do
+            assert reads and all(n.startswith("amqp-io") for n in reads), reads
         with pytest.raises(ConnectError) as ei:  # not trusted without the CA file
             connect(f"amqps://guest:guest@localhost:{port}", timeout=5)
         assert "TLS" in str(ei.value)
@@ -769,6 +774,200 @@ def test_amqps_round_trip(certs: tuple[Path, Path]) -> None:
         ctx = ssl.create_default_context(cafile=str(cert))
         with connect(f"amqps://guest:guest@localhost:{port}", ssl_context=ctx) as conn:
             assert not conn.closed
+
+
+# -- a waiting caller reads the socket itself (plain TCP) --------------------------------
+
+PROTOCOLS = [{}, {"protocol": "1.0"}]  # 0-10 (the URL's default) and 1.0
+
+
+def _reader_threads(conn: Any) -> list[str]:
+    """From now on, the name of the thread that feeds each read to the policy."""
+    policy = conn._pump.policy
+    plain = policy.receive_data
+    names: list[str] = []
+
+    def recorded(data: bytes, now: float) -> None:
+        names.append(threading.current_thread().name)
+        plain(data, now)
+
+    policy.receive_data = recorded
+    return names
+
+
+def _in_thread(call: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
+    """Run ``call`` in a thread of its own; its result or exception lands in the list."""
+    out: list[Any] = []
+
+    def run() -> None:
+        try:
+            out.append(call())
+        except BaseException as e:  # noqa: BLE001 - the test looks at it
+            out.append(e)
+
+    th = threading.Thread(target=run, daemon=True)  # (a hung one fails the test, not the run)
+    th.start()
+    return th, out
+
+
+def _publish(env: Env, queue: str, body: bytes, **proto: str) -> None:
+    with connect(env.url(**proto)) as c, c.session() as s:
+        s.publish(body, routing_key=queue)
+
+
+@pytest.mark.parametrize("proto", PROTOCOLS, ids=["0-10", "1.0"])
+def test_caller_reads_while_it_waits_the_io_thread_while_it_is_busy(env: Env,
+                                                                     proto: dict[str, str]) -> None:
+    """A waiting caller reads the socket itself; once it is busy elsewhere
+    (no call into the library) the I/O thread reads again -- the broker's
+    heartbeats -- and keeps sending ours."""
+    with connect(env.url(heartbeat=1, **proto)) as conn, conn.session() as s:
+        s.declare_queue("busy")
+        _publish(env, "busy", b"x", **proto)
+        reads = _reader_threads(conn)
+        with s.subscribe("busy") as sub:
+            d = sub.get(timeout=10)
+            assert d is not None and d.body == b"x"
+            d.accept()
+            assert threading.current_thread().name in reads  # (it read the delivery)
+            del reads[:]
+            tap = env.taps[-2]  # (the last is _publish's)
+            t0 = time.monotonic()
+            time.sleep(3.5)  # "user work": 3.5 heartbeat intervals, no calls
+            t1 = time.monotonic()
+            assert len(reads) >= 2 and all(n.startswith("amqp-io") for n in reads), reads
+            if not proto:  # (0-10: ours every second too; 1.0's are at the broker's 60 s)
+                assert len([t for t in tap.rx_times if t0 < t < t1]) >= 2
+            assert not conn.closed
+            _publish(env, "busy", b"y", **proto)
+            d = sub.get(timeout=10)
+            assert d is not None and d.body == b"y"
+            d.accept()
+
+
+@pytest.mark.parametrize("proto", PROTOCOLS, ids=["0-10", "1.0"])
+@pytest.mark.parametrize("reading", [True, False], ids=["reading", "busy"])
+def test_silent_peer_detected_while_the_caller_reads_or_is_busy(env: Env, proto: dict[str, str],
+                                                                 reading: bool) -> None:
+    conn = connect(env.url(heartbeat=1, **proto))
+    try:
+        s = conn.session()
+        s.declare_queue("silent")
+        sub = s.subscribe("silent")
+        assert sub.get(timeout=0.01) is None  # (a read by this caller: the socket is left to it)
+        env.taps[-1].silent = True  # the broker "hangs"
+        if reading:  # blocked reading (no time-out) when the I/O thread's timer finds it dead
+            th, out = _in_thread(lambda: sub.get(timeout=None))
+            th.join(30)
+            assert not th.is_alive() and len(out) == 1
+            assert isinstance(out[0], HeartbeatTimeoutError), out
+        else:
+            wait_until(lambda: conn.closed, 20)  # no call: the I/O thread alone
+        assert isinstance(conn.error, HeartbeatTimeoutError)
+    finally:
+        conn.close(timeout=1)
+
+
+@pytest.mark.parametrize("how", ["close", "abort"])
+def test_close_from_another_thread_interrupts_a_reading_caller(env: Env, how: str) -> None:
+    conn = connect(env.url())
+    s = conn.session()
+    s.declare_queue("idle")
+    sub = s.subscribe("idle")
+    pump = conn._pump
+    th, out = _in_thread(lambda: sub.get(timeout=None))
+    wait_until(lambda: pump._reader == th.ident)  # blocked in its poll of the socket
+    if how == "close":
+        conn.close()
+    else:
+        pump.abort()
+    th.join(10)
+    assert not th.is_alive() and len(out) == 1
+    assert isinstance(out[0], ConnectionClosedError), out
+    assert pump._sock.fileno() == -1 and pump._reader is None  # closed once it let go
+
+
+@pytest.mark.parametrize("proto", PROTOCOLS, ids=["0-10", "1.0"])
+def test_end_of_stream_seen_by_a_reading_caller(env: Env, proto: dict[str, str]) -> None:
+    conn = connect(env.url(**proto))
+    try:
+        s = conn.session()
+        s.declare_queue("eof")
+        sub = s.subscribe("eof")
+        th, out = _in_thread(lambda: sub.get(timeout=None))
+        wait_until(lambda: conn._pump._reader == th.ident)
+        tap = env.taps[-1]
+        tap.hang_up = True  # the server closes the socket: the caller reads b""
+        tap.on_output()
+        th.join(10)
+        assert not th.is_alive() and len(out) == 1
+        assert isinstance(out[0], ConnectionLostError), out
+        assert conn.closed
+    finally:
+        conn.close(timeout=1)
+
+
+def test_end_of_stream_seen_by_a_reading_caller_reconnects_1_0(env: Env) -> None:
+    """1.0 with ``reconnect``: the lost transport a caller's read found is
+    recovered as one the I/O thread found -- connected again, the receiving
+    link attached again, and the caller's get returns what comes next."""
+    url = env.url(protocol="1.0")
+    with client_1_0.connect(url, reconnect=3) as conn, conn.session() as s:
+        s.declare_queue("eof-again")
+        with s.subscribe("eof-again", prefetch=10) as sub:
+            th, out = _in_thread(lambda: sub.get(timeout=60))
+            wait_until(lambda: conn._pump._reader == th.ident)
+            tap = env.taps[-1]
+            tap.hang_up = True
+            tap.on_output()
+            wait_until(lambda: len(env.taps) >= 2 and env.taps[-1] is not tap
+                       and not conn._pump.policy.reconnecting, 20)
+            assert th.is_alive() and not out  # still waiting, on the new connection
+            _publish(env, "eof-again", b"after", protocol="1.0")
+            th.join(20)
+            assert len(out) == 1 and getattr(out[0], "body", out[0]) == b"after", out
+            out[0].accept()
+        assert not conn.closed
+
+
+@pytest.mark.parametrize("proto", PROTOCOLS, ids=["0-10", "1.0"])
+def test_two_waiting_callers_one_reads_both_get_theirs(env: Env, proto: dict[str, str]) -> None:
+    """Two threads wait on one connection: one reads, the other is notified;
+    when the reader's wait ends the other takes the reading over."""
+    with connect(env.url(**proto)) as conn:
+        pump = conn._pump
+        sa, sb = conn.session(), conn.session()
+        sa.declare_queue("qa")
+        sb.declare_queue("qb")
+        suba, subb = sa.subscribe("qa"), sb.subscribe("qb")
+
+        def both_waiting(reader: threading.Thread) -> None:
+            wait_until(lambda: pump._reader == reader.ident and len(pump._cond._waiters) >= 1)
+
+        ta, a = _in_thread(lambda: suba.get(timeout=60))
+        wait_until(lambda: pump._reader == ta.ident)
+        tb, b = _in_thread(lambda: subb.get(timeout=60))
+        both_waiting(ta)
+        _publish(env, "qb", b"for b", **proto)  # read by a, handed to b
+        tb.join(20)
+        assert [d.body for d in b] == [b"for b"] and ta.is_alive() and not a
+        _publish(env, "qa", b"for a", **proto)
+        ta.join(20)
+        assert [d.body for d in a] == [b"for a"]
+        # again, and now the reader's wait ends first: the other reads on
+        ta, a = _in_thread(lambda: suba.get(timeout=60))
+        wait_until(lambda: pump._reader == ta.ident)
+        tb, b = _in_thread(lambda: subb.get(timeout=60))
+        both_waiting(ta)
+        _publish(env, "qa", b"a again", **proto)
+        ta.join(20)
+        assert [d.body for d in a] == [b"a again"]
+        wait_until(lambda: pump._reader == tb.ident)
+        _publish(env, "qb", b"b again", **proto)
+        tb.join(20)
+        assert [d.body for d in b] == [b"b again"]
+        for d in (*a, *b):
+            d.accept()
 
 
 # -- the Trio-served broker, when available -------------------------------------------
