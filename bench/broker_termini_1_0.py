@@ -16,13 +16,19 @@ deliveries) or ``configuration`` (no such record: the reference) -- keeping
 
 Figures per consumed message: the broker's CPU (process time spent in its
 connection's ``receive_data``/``data_to_send``: the client's share is left
-out) and the store's commits; best of ``--rounds`` for the CPU.
+out) and the store's commits; best of ``--rounds`` for the CPU.  With
+``--callgrind N1,N2``: instructions per message instead (callgrind, the
+whole run -- publishing, the client and SQLite included -- for N1 and N2
+messages, the difference over N2 - N1), which a shared machine's load
+does not move.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
+import sys
 import tempfile
 import time
 from collections import deque
@@ -42,6 +48,17 @@ from amqp_sansio.v1_0.spec import (
     TerminusExpiryPolicy,
 )
 from amqp_sansio_broker.model import Broker
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _callgrind import per_message  # noqa: E402
+
+#: The callgrind workload: ``run`` for N messages (argv: N, credit, batch, kind).
+WORKLOAD = f"""
+import sys
+sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
+from broker_termini_1_0 import run, KINDS
+run(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), KINDS[sys.argv[4]])
+"""
 
 
 class _Pair:
@@ -123,16 +140,32 @@ def run(count: int, credit: int, batch: int, durable: TerminusDurability) -> dic
         shutil.rmtree(data, ignore_errors=True)
 
 
+KINDS = {"unsettled-state": TerminusDurability.UNSETTLED_STATE,
+         "configuration": TerminusDurability.CONFIGURATION}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--count", type=int, default=6000)
     p.add_argument("--credit", type=int, action="append")
     p.add_argument("--batch", type=int, default=50)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--kind", action="append", choices=sorted(KINDS),
+                   help="the record kept (default: both)")
+    p.add_argument("--callgrind", metavar="N1,N2",
+                   help="instructions per message between N1 and N2 messages")
     args = p.parse_args(argv)
     credits = args.credit or [50, 2000]
-    kinds = {"unsettled-state": TerminusDurability.UNSETTLED_STATE,
-             "configuration": TerminusDurability.CONFIGURATION}
+    kinds = {k: v for k, v in KINDS.items() if not args.kind or k in args.kind}
+    if args.callgrind:
+        n1, n2 = (int(x) for x in args.callgrind.split(","))
+        print(f"instructions per message (callgrind, {n1} -> {n2} messages, accepted "
+              f"{args.batch} a round)")
+        for credit in credits:
+            for name in kinds:
+                got = per_message(WORKLOAD, [str(credit), str(args.batch), name], n1, n2)
+                print(f"credit {credit:>5}  {name:<16} {got:12,.0f}")
+        return 0
     print(f"{args.count} persistent messages x 100 B, accepted {args.batch} a round; "
           f"broker CPU us/message (best of {args.rounds}), store commits")
     for credit in credits:

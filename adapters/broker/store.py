@@ -30,6 +30,8 @@ from typing import Any, Final, Protocol
 
 import attrs
 
+from .heldlog import HeldLog, encode
+
 
 @attrs.frozen
 class ExchangeRecord:
@@ -74,10 +76,11 @@ class MessageRecord:
 
 @attrs.frozen
 class HeldRecord:
-    """A delivery a stored terminus' link holds unsettled: one row each, put
-    when it is made and deleted when it is settled, so a write costs what
-    changed, not what the terminus holds.  ``state`` is the front end's
-    (e.g. the transaction it is in), opaque here."""
+    """A delivery a stored terminus' link holds unsettled, put when it is
+    made and deleted when it is settled (:class:`SqliteStore` writes a
+    batch's as one row: ``heldlog.py``), so a write costs what changed, not
+    what the terminus holds.  ``state`` is the front end's (e.g. the
+    transaction it is in), opaque here."""
 
     tag: bytes
     message: int  # the stored message it carries
@@ -160,6 +163,9 @@ class Store(Protocol):
     def close(self) -> None: ...
 
 
+TKey = tuple[str, str, str]  # a terminus: vhost, container, name
+
+
 class DataDirLocked(RuntimeError):
     """Another broker uses this data directory."""
 
@@ -183,16 +189,16 @@ CREATE INDEX IF NOT EXISTS messages_by_queue ON messages (vhost, queue, id);
 CREATE TABLE IF NOT EXISTS termini (
     vhost TEXT NOT NULL, container TEXT NOT NULL, name TEXT NOT NULL, queue TEXT NOT NULL,
     state BLOB NOT NULL, PRIMARY KEY (vhost, container, name));
-CREATE TABLE IF NOT EXISTS terminus_held (
-    vhost TEXT NOT NULL, container TEXT NOT NULL, name TEXT NOT NULL, tag BLOB NOT NULL,
-    message INTEGER NOT NULL, state BLOB NOT NULL, PRIMARY KEY (vhost, container, name, tag))
-    WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS terminus_log (
+    vhost TEXT NOT NULL, container TEXT NOT NULL, name TEXT NOT NULL, n INTEGER NOT NULL,
+    entries BLOB NOT NULL, PRIMARY KEY (vhost, container, name, n)) WITHOUT ROWID;
 """
-#: 2: a terminus' held deliveries are rows of terminus_held (1: inside its
-#: state; a /1 store is taken as it is -- its front end reads those -- and
-#: marked /2, which a broker from before refuses).
-_FORMAT: Final = "amqp-sansio-store/2"
-_FORMATS_READ: Final = ("amqp-sansio-store/1",)
+#: 3: a terminus' held deliveries are its rows of terminus_log (heldlog.py).
+#: Taken over: 2 (a row per delivery, terminus_held: made a snapshot row)
+#: and 1 (inside the terminus' state: its front end reads those).  A broker
+#: from before refuses a store of a later format.
+_FORMAT: Final = "amqp-sansio-store/3"
+_FORMAT_1, _FORMAT_2 = "amqp-sansio-store/1", "amqp-sansio-store/2"
 
 _PUT_X: Final = "INSERT OR REPLACE INTO exchanges VALUES (?, ?, ?, ?, ?, ?)"
 _DEL_X: Final = "DELETE FROM exchanges WHERE vhost = ? AND name = ?"
@@ -207,13 +213,11 @@ _PUT_M: Final = "INSERT OR REPLACE INTO messages VALUES (?, ?, ?, ?, ?, ?, ?, ?,
 _DEL_M: Final = "DELETE FROM messages WHERE id = ?"
 _PUT_T: Final = "INSERT OR REPLACE INTO termini VALUES (?, ?, ?, ?, ?)"
 _DEL_T: Final = "DELETE FROM termini WHERE vhost = ? AND container = ? AND name = ?"
-_DEL_T_HELD: Final = "DELETE FROM terminus_held WHERE vhost = ? AND container = ? AND name = ?"
+_DEL_T_LOG: Final = "DELETE FROM terminus_log WHERE vhost = ? AND container = ? AND name = ?"
 _DEL_Q_TERMINI: Final = "DELETE FROM termini WHERE vhost = ? AND queue = ?"
-_DEL_Q_HELD: Final = ("DELETE FROM terminus_held WHERE vhost = ?1 AND (container, name) IN "
-                      "(SELECT container, name FROM termini WHERE vhost = ?1 AND queue = ?2)")
-_PUT_H: Final = "INSERT OR REPLACE INTO terminus_held VALUES (?, ?, ?, ?, ?, ?)"
-_DEL_H: Final = ("DELETE FROM terminus_held WHERE vhost = ? AND container = ? AND name = ? "
-                 "AND tag = ?")
+_DEL_Q_LOG: Final = ("DELETE FROM terminus_log WHERE vhost = ?1 AND (container, name) IN "
+                     "(SELECT container, name FROM termini WHERE vhost = ?1 AND queue = ?2)")
+_PUT_LOG: Final = "INSERT OR REPLACE INTO terminus_log VALUES (?, ?, ?, ?, ?)"
 
 #: The file in the data directory.
 DB_NAME: Final = "broker.sqlite3"
@@ -250,8 +254,8 @@ class SqliteStore:
         found = self._db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
         if found is None:
             self._db.execute("INSERT INTO meta VALUES ('format', ?)", (_FORMAT,))
-        elif found[0] in _FORMATS_READ:
-            self._db.execute("UPDATE meta SET value = ? WHERE key = 'format'", (_FORMAT,))
+        elif found[0] in (_FORMAT_1, _FORMAT_2):
+            self._take_over(found[0])
         elif found[0] != _FORMAT:
             raise ValueError(f"{self.directory / DB_NAME}: format {found[0]!r}, "
                              f"expected {_FORMAT!r}")
@@ -260,10 +264,31 @@ class SqliteStore:
         self._ops: list[tuple[str, Any]] = []
         self._puts: dict[int, tuple[Any, ...]] = {}
         self._writes = 0  # operations in _ops other than message puts
+        # Stored termini's held deliveries (heldlog.py), and which of them
+        # changed since the last commit.
+        self._held: dict[TKey, HeldLog] = {}
+        self._held_changed: set[TKey] = set()
+        self._queue_of: dict[TKey, tuple[str, str]] = {}  # terminus -> (vhost, queue)
         self.commits = 0  # how many transactions reached the disk (for benches/tests)
 
     def __repr__(self) -> str:
         return f"<SqliteStore {self.directory}>"
+
+    def _take_over(self, found: str) -> None:
+        """A store of an earlier format: format 2's held rows become one
+        snapshot row per terminus; it is of this format from now on."""
+        db = self._db
+        db.execute("BEGIN")
+        if found == _FORMAT_2 and db.execute(
+                "SELECT 1 FROM sqlite_master WHERE name = 'terminus_held'").fetchone():
+            logs: dict[TKey, HeldLog] = {}
+            for v, c, n, tag, m, st in db.execute("SELECT * FROM terminus_held"):
+                logs.setdefault((v, c, n), HeldLog()).put(bytes(tag), m, bytes(st))
+            db.executemany(_PUT_LOG, [(*key, 0, encode(log.live.items()))
+                                      for key, log in logs.items()])
+            db.execute("DROP TABLE terminus_held")
+        db.execute("UPDATE meta SET value = ? WHERE key = 'format'", (_FORMAT,))
+        db.execute("COMMIT")
 
     # -- reading ------------------------------------------------------------
     def recover(self) -> Recovered:
@@ -279,12 +304,29 @@ class SqliteStore:
             termini=self._termini())
 
     def _termini(self) -> list[TerminusRecord]:
-        held: dict[tuple[str, str, str], list[HeldRecord]] = {}
-        for v, c, n, tag, m, st in self._db.execute(
-                "SELECT * FROM terminus_held"):
-            held.setdefault((v, c, n), []).append(HeldRecord(bytes(tag), m, bytes(st)))
-        return [TerminusRecord(v, c, n, q, bytes(st), tuple(held.get((v, c, n), ())))
-                for v, c, n, q, st in self._db.execute("SELECT * FROM termini ORDER BY rowid")]
+        db = self._db
+        termini = [TerminusRecord(v, c, n, q, bytes(st)) for v, c, n, q, st
+                   in db.execute("SELECT * FROM termini ORDER BY rowid")]
+        self._queue_of = {(r.vhost, r.container, r.name): (r.vhost, r.queue) for r in termini}
+        self._held = {}
+        orphans = set()
+        for v, c, n, i, entries in db.execute(
+                "SELECT * FROM terminus_log ORDER BY vhost, container, name, n"):
+            key = (v, c, n)
+            if key not in self._queue_of:
+                orphans.add(key)  # (its terminus is gone)
+                continue
+            log = self._held.get(key)
+            if log is None:
+                log = self._held[key] = HeldLog()
+            log.replay(bytes(entries))
+            log.next = i + 1
+        for key in orphans:
+            self._add((_DEL_T_LOG, key))
+        return [attrs.evolve(r, held=tuple(
+            HeldRecord(tag, m, st) for tag, (m, st) in log.live.items()))
+            if (log := self._held.get((r.vhost, r.container, r.name))) is not None else r
+            for r in termini]
 
     def _messages(self) -> Iterator[MessageRecord]:
         for i, v, q, c, p, b, x, k, ttl in self._db.execute("SELECT * FROM messages ORDER BY id"):
@@ -310,7 +352,10 @@ class SqliteStore:
                 del self._puts[i]
         self._add((_DEL_Q_MESSAGES, (vhost, name)))
         self._add((_DEL_Q_BINDINGS, (vhost, name)))
-        self._add((_DEL_Q_HELD, (vhost, name)))
+        for key, (v, q) in list(self._queue_of.items()):
+            if v == vhost and q == name:
+                self._forget_held(key)
+        self._add((_DEL_Q_LOG, (vhost, name)))
         self._add((_DEL_Q_TERMINI, (vhost, name)))
         self._add((_DEL_Q, (vhost, name)))
 
@@ -331,17 +376,34 @@ class SqliteStore:
         # else: put and deleted before anything reached the disk -- nothing to write
 
     def put_terminus(self, r: TerminusRecord) -> None:
+        self._queue_of[(r.vhost, r.container, r.name)] = (r.vhost, r.queue)
         self._add((_PUT_T, (r.vhost, r.container, r.name, r.queue, r.state)))
 
     def delete_terminus(self, vhost: str, container: str, name: str) -> None:
-        self._add((_DEL_T_HELD, (vhost, container, name)))
-        self._add((_DEL_T, (vhost, container, name)))
+        key = (vhost, container, name)
+        self._queue_of.pop(key, None)
+        self._forget_held(key)
+        self._add((_DEL_T_LOG, key))
+        self._add((_DEL_T, key))
+
+    def _forget_held(self, key: TKey) -> None:
+        self._held.pop(key, None)
+        self._held_changed.discard(key)
 
     def put_held(self, vhost: str, container: str, name: str, r: HeldRecord) -> None:
-        self._add((_PUT_H, (vhost, container, name, r.tag, r.message, r.state)))
+        key = (vhost, container, name)
+        log = self._held.get(key)
+        if log is None:
+            log = self._held[key] = HeldLog()
+        log.put(r.tag, r.message, r.state)
+        self._held_changed.add(key)
 
     def delete_held(self, vhost: str, container: str, name: str, tag: bytes) -> None:
-        self._add((_DEL_H, (vhost, container, name, tag)))
+        key = (vhost, container, name)
+        log = self._held.get(key)
+        if log is not None:
+            log.delete(tag)
+            self._held_changed.add(key)
 
     def _add(self, op: tuple[str, Any]) -> None:
         self._ops.append(op)
@@ -349,9 +411,28 @@ class SqliteStore:
 
     @property
     def dirty(self) -> bool:
-        return bool(self._writes or self._puts)
+        return bool(self._writes or self._puts or self._held_changed)
+
+    def _held_rows(self) -> None:
+        """The held deliveries changed since the last commit, a row per
+        terminus (after the other writes: a terminus deleted and made again
+        in one batch starts its log afresh)."""
+        changed, self._held_changed = self._held_changed, set()
+        for key in changed:
+            log = self._held.get(key)
+            got = log.take() if log is not None else None
+            if log is None or got is None:
+                continue
+            snapshot, entries = got
+            if snapshot:
+                self._add((_DEL_T_LOG, key))
+            if entries:
+                self._add((_PUT_LOG, (*key, log.next, entries)))
+                log.next += 1
 
     def commit(self) -> None:
+        if self._held_changed:
+            self._held_rows()
         if not self.dirty:
             self._ops.clear()  # only puts that deletes cancelled
             return

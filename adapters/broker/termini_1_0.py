@@ -16,10 +16,12 @@ On a durable queue with the broker's store, a terminus is stored too
 (``store.TerminusRecord``; its state is the source, whether its queue is
 its own and where its delivery tags go on from) and comes back after a
 restart.  Unsettled-state: each delivery of a stored message it holds
-unsettled is a row of its own (``store.HeldRecord``: tag, message, and the
-open transaction it is in), put when the delivery is made and deleted
-when it is settled, in the store's batch before the transfers leave -- a
-write costs what changed, not what the link holds.  A broker killed with
+unsettled is put to the store when the delivery is made and deleted when
+it is settled (``store.HeldRecord``: tag, message, and the open
+transaction it is in), in the store's batch before the transfers leave;
+the store writes a batch's changes as one row of a log it compacts
+(``heldlog.py``) -- a write costs what changed, not what the link holds.
+A broker killed with
 the link attached knows them after its restart as it would after the link
 left.  Those messages are back on the queue then (marked redelivered); a
 re-attach whose unsettled map names one of the tags takes its message off

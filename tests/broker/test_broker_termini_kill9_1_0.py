@@ -10,13 +10,13 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from test_broker_kill9 import start
+from test_broker_termini_record_1_0 import _rows
 
 from amqp_sansio.v1_0 import events as ev
 from amqp_sansio.v1_0.codec import Symbol
@@ -36,7 +36,6 @@ from amqp_sansio.v1_0.spec import (
 )
 from amqp_sansio.v1_0.transactions import Controller, transactional
 from amqp_sansio_broker.model import Broker
-from amqp_sansio_broker.store import DB_NAME
 
 UNSETTLED, NEVER = TerminusDurability.UNSETTLED_STATE, TerminusExpiryPolicy.NEVER
 WAIT = 10.0  # seconds a wait may take at most (a bound, not an assertion)
@@ -172,8 +171,7 @@ def _publish(c: SocketClient, n: int) -> None:
 
 
 def _held_rows(data: Path) -> set[bytes]:
-    with sqlite3.connect(data / DB_NAME) as db:
-        return {bytes(t) for (t,) in db.execute("SELECT tag FROM terminus_held")}
+    return set(_rows(data))
 
 
 def test_many_unsettled_deliveries_resume_after_kill_9(tmp_path: Path) -> None:

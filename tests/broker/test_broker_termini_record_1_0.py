@@ -1,8 +1,9 @@
 """The stored record of a durable subscription's unsettled deliveries
-(unsettled-state, adapters/broker/termini_1_0.py): a row per delivery held,
-written as deliveries are made and settled, transactional ones with their
-transaction, and a store of the format before rows (its held map inside the
-terminus' state) taken over.  In memory with our 1.0 client core; a broker
+(unsettled-state, adapters/broker/termini_1_0.py): each delivery held is
+put as it is made and deleted as it is settled -- the store writes a batch's
+changes as one row of a log it compacts (heldlog.py) --, transactional ones
+with their transaction, and stores of the formats before (1: the held map
+inside the terminus' state; 2: a row per delivery) taken over.  In memory with our 1.0 client core; a broker
 "stopped" with the link attached is one whose store is closed without its
 connections ending (what a kill -9 leaves: everything output was committed
 first)."""
@@ -29,6 +30,7 @@ from amqp_sansio.v1_0.spec import (
     TransactionalState,
 )
 from amqp_sansio.v1_0.transactions import Controller, transactional
+from amqp_sansio_broker.heldlog import COMPACT_SLACK, HeldLog
 from amqp_sansio_broker.model import Broker
 from amqp_sansio_broker.store import DB_NAME
 from amqp_sansio_broker.termini_1_0 import decode_row_state, decode_state
@@ -56,11 +58,18 @@ def _received(c: Client, link: Link) -> list[Any]:
     return c.of(ev.DeliveryReceived, link)
 
 
-def _rows(data: Path) -> dict[bytes, tuple[int, bytes]]:
-    """The held rows the store has now (read beside the broker)."""
+def _log(data: Path) -> HeldLog:
+    """The held deliveries the store has now, from its log (read beside the
+    broker)."""
+    log = HeldLog()
     with sqlite3.connect(data / DB_NAME) as db:
-        return {bytes(t): (m, bytes(s)) for t, m, s
-                in db.execute("SELECT tag, message, state FROM terminus_held")}
+        for (entries,) in db.execute("SELECT entries FROM terminus_log ORDER BY n"):
+            log.replay(bytes(entries))
+    return log
+
+
+def _rows(data: Path) -> dict[bytes, tuple[int, bytes]]:
+    return _log(data).live
 
 
 def _state(data: Path) -> bytes:
@@ -81,9 +90,10 @@ def _consuming(data: Path, n: int, credit: int) -> tuple[Broker, Client, Link, l
     return b, c, r, _received(c, r)
 
 
-def test_a_row_per_held_delivery(tmp_path: Path) -> None:
-    """Each unsettled delivery of a stored message is a row; settling one
-    deletes it; the terminus' own state does not grow with them."""
+def test_the_record_follows_each_delivery(tmp_path: Path) -> None:
+    """Each unsettled delivery of a stored message is in the record;
+    settling one takes it out; the terminus' own state does not grow with
+    them."""
     b, c, r, got = _consuming(tmp_path, 40, 40)
     assert len(got) == 40
     state = _state(tmp_path)
@@ -212,7 +222,7 @@ def test_a_store_of_format_1_is_taken_over(tmp_path: Path) -> None:
                   {tag: ULong(m) for tag, (m, _) in rows.items()}, UInt(st.next_tag)], old)
     with sqlite3.connect(tmp_path / DB_NAME) as db:
         db.execute("UPDATE termini SET state = ?", (bytes(old),))
-        db.execute("DROP TABLE terminus_held")
+        db.execute("DROP TABLE terminus_log")
         db.execute("UPDATE meta SET value = 'amqp-sansio-store/1' WHERE key = 'format'")
     b2 = Broker(data_dir=tmp_path)
     c2 = Client(b2)
@@ -221,11 +231,74 @@ def test_a_store_of_format_1_is_taken_over(tmp_path: Path) -> None:
     assert sorted(_rows(tmp_path)) == sorted(tags[1:2])  # the one still held
     assert decode_state(_state(tmp_path)).held == {}
     with sqlite3.connect(tmp_path / DB_NAME) as db:
-        assert db.execute("SELECT value FROM meta").fetchall() == [("amqp-sansio-store/2",)]
+        assert db.execute("SELECT value FROM meta").fetchall() == [("amqp-sansio-store/3",)]
     r2.flow(5)
     c2.pump()
     back = _received(c2, r2)
     assert [(e.delivery.tag, e.delivery.resumed) for e in back[:2]] == [
         (tags[0], True), (tags[1], True)]
     assert back[2].payload[-1:] == b"2" and back[2].delivery.tag not in tags
+    b2.close()
+
+
+def test_a_batch_writes_one_row_and_the_log_stays_small(tmp_path: Path) -> None:
+    """The held deliveries' log: a row per batch whatever it changed, and
+    never more entries than twice what is held plus the slack (a snapshot
+    replaces it); nothing left once all is settled."""
+    b, c, r, got = _consuming(tmp_path, 250, 100)
+    assert len(got) == 100
+
+    def rows() -> int:
+        with sqlite3.connect(tmp_path / DB_NAME) as db:
+            return int(db.execute("SELECT count(*) FROM terminus_log").fetchone()[0])
+
+    assert rows() == 1 and len(_rows(tmp_path)) == 100  # the batch of 100: one row
+    held = list(got)
+    for _ in range(15):  # accept 10 a round, 10 more come
+        for e in held[:10]:
+            e.delivery.settle(Accepted())
+        del held[:10]
+        r.flow(10)
+        c.pump()
+        held += _received(c, r)[len(got):]
+        got = _received(c, r)
+        log = _log(tmp_path)
+        assert sorted(log.live) == sorted(e.delivery.tag for e in held)
+        assert log.logged <= 2 * len(log.live) + COMPACT_SLACK
+    assert len(got) == 250 and len(held) == 100
+    for e in held:
+        e.delivery.settle(Accepted())
+    c.pump()
+    assert rows() <= 1 and _rows(tmp_path) == {}
+    b.close()
+
+
+def test_a_store_of_format_2_is_taken_over(tmp_path: Path) -> None:
+    """Format 2 kept a row per held delivery (terminus_held): they become
+    the log's first row."""
+    b, c, r, got = _consuming(tmp_path, 3, 3)
+    tags = [e.delivery.tag for e in got]
+    b.close()
+    rows = _rows(tmp_path)
+    with sqlite3.connect(tmp_path / DB_NAME) as db:
+        db.execute("CREATE TABLE terminus_held (vhost TEXT NOT NULL, container TEXT NOT NULL, "
+                   "name TEXT NOT NULL, tag BLOB NOT NULL, message INTEGER NOT NULL, "
+                   "state BLOB NOT NULL, PRIMARY KEY (vhost, container, name, tag))")
+        db.executemany("INSERT INTO terminus_held VALUES ('/', 'test', 'sub', ?, ?, ?)",
+                       [(tag, m, st) for tag, (m, st) in rows.items()])
+        db.execute("DROP TABLE terminus_log")
+        db.execute("UPDATE meta SET value = 'amqp-sansio-store/2' WHERE key = 'format'")
+    b2 = Broker(data_dir=tmp_path)
+    assert _rows(tmp_path) == rows
+    c2 = Client(b2)
+    r2 = _subscribe(c2, dict.fromkeys(tags))
+    assert r2.remote_unsettled == dict.fromkeys(tags)
+    r2.flow(5)
+    c2.pump()
+    assert [(e.delivery.tag, e.delivery.resumed) for e in _received(c2, r2)] == [
+        (tag, True) for tag in tags]
+    with sqlite3.connect(tmp_path / DB_NAME) as db:
+        assert db.execute("SELECT value FROM meta").fetchall() == [("amqp-sansio-store/3",)]
+        assert not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'terminus_held'"
+                              ).fetchall()
     b2.close()
