@@ -56,16 +56,21 @@ class Limits:
     #: Octets written to one connection and not yet taken by its socket,
     #: beyond which its subscriptions get no more deliveries.
     output_buffered: int = 1 << 20
-    #: A queue's default length and body octets (``x-max-length`` and
+    #: A queue's default length and octets (``x-max-length`` and
     #: ``x-max-length-bytes`` set them per queue), and what a full queue does.
+    #: Its octets are what its messages are charged, as the memory mark
+    #: counts them (``model.charge``: body, properties and a per-message
+    #: overhead -- RabbitMQ counts bodies alone: a queue bounded in octets
+    #: would take any number of empty messages).
     queue_length: int | None = None
     queue_octets: int | None = None
     overflow: str = attrs.field(default="reject-publish",
                                 validator=attrs.validators.in_(OVERFLOW_POLICIES))
     #: Octets of messages the broker holds (queued or delivered, not yet
-    #: accepted; counted as body + headers + a per-message overhead) above
-    #: which publishers are pushed back: their transfers' completions are
-    #: held back (as qpidd does) until it falls below ``memory_low_water``.
+    #: accepted; each charged body + properties + a per-message overhead,
+    #: ``model.charge``) above which publishers are pushed back: their
+    #: transfers' completions are held back (as qpidd does) until it falls
+    #: below ``memory_low_water``.
     memory_high_water: int | None = 512 << 20
     memory_low_water_ratio: float = 0.8
     #: Transfers whose completion one connection has held back, beyond which
@@ -108,7 +113,8 @@ class QueuePolicy:
                    count("x-max-length-bytes", limits.queue_octets), str(overflow))
 
     def full(self, length: int, octets: int, adding: int) -> bool:
-        """Would one more message of ``adding`` octets go over?"""
+        """Would one more message charged ``adding`` octets go over, the
+        queue holding ``length`` messages charged ``octets`` in all?"""
         return ((self.max_length is not None and length + 1 > self.max_length)
                 or (self.max_octets is not None and octets + adding > self.max_octets))
 

@@ -89,10 +89,12 @@ if TYPE_CHECKING:
 MESSAGE_OVERHEAD = 512
 #: ... and beyond its body and its publisher's property octets when it holds
 #: those: the QMsg, its sequence number, the bytes object's own head, its
-#: place in the backlog (bench/broker_memory.py, tracemalloc, CPython 3.11:
-#: ~182 with properties of its own, ~181 all told -- the property octets
-#: included -- when messages published alike share them).
-RELAYED_OVERHEAD = 200
+#: place in the backlog.  bench/broker_memory.py, CPython 3.11, 100-octet
+#: bodies with properties of their own: ~182 by tracemalloc, but up to 202
+#: by the resident set's growth (a 0-10 message 381-386 octets with 86 of
+#: properties, a 0-9-1 one 345-350 with 48; 100,000 to 1,000,000 queued:
+#: the allocator's pages and free room count too) -- the charge stays above.
+RELAYED_OVERHEAD = 208
 #: A message whose property octets are its own (no earlier message was
 #: published with the same ones) holds them and its body in one bytes object
 #: when the body is at most this long (one object head less; a longer body
@@ -135,6 +137,17 @@ _INTS: dict[int, int] = {}
 
 def _once(n: int) -> int:
     return _INTS.setdefault(n, n) if len(_INTS) < 65536 else n
+
+
+def charge(data: bytes, head: bytes | int | Wire) -> int:
+    """What a message held as ``data`` and ``head`` (QMsg's ``_data`` and
+    ``_head``) is charged: :attr:`QMsg.octets`, the one measure both the
+    memory mark (``Broker.retained``) and a queue's ``x-max-length-bytes``
+    (``QueuePolicy.full``) sum -- the octets it holds (shared property
+    octets counted in full) and what holding them costs beyond that."""
+    if isinstance(head, Wire):
+        return _once(len(data) + MESSAGE_OVERHEAD)
+    return _once(len(data) + (len(head) if isinstance(head, bytes) else 0) + RELAYED_OVERHEAD)
 
 
 class _Flag:
@@ -189,11 +202,9 @@ class QMsg:
         self.exchange = exchange
         self.expires = expires  # in the I/O layer's clock (``now``); None: never
         self.origin = origin  # the connection that published it (no-local queues)
-        #: What it is charged while held: its body and what keeping its
-        #: properties costs -- the publisher's octets + RELAYED_OVERHEAD, or
-        #: MESSAGE_OVERHEAD decoded (fixed when it is made: a charge does
-        #: not change while it is held).
-        self.octets = octets or _once(len(body) + MESSAGE_OVERHEAD)
+        #: What it is charged while held (:func:`charge`; fixed when it is
+        #: made: a charge does not change while it is held).
+        self.octets = octets or charge(body, wire)
         self.queued = queued  # in a queue's backlog now (see backlog.py)
         self._flags = ((_REDELIVERED if redelivered else 0) | (_STORED if stored else 0)
                        | (_PERSISTENT if wire.persistent else 0) | _FORM_BITS[wire.form]
@@ -202,10 +213,11 @@ class QMsg:
     @classmethod
     def relayed(cls, seq: int, form: str, head: bytes | int, data: bytes, routing_key: str,
                 exchange: str, persistent: bool, expires: float | None,
-                origin: object) -> QMsg:
+                origin: object, octets: int) -> QMsg:
         """A message holding its publisher's octets: ``head`` the property
         octets and ``data`` the body, or ``head`` how many octets of
-        properties ``data`` starts with (see the class docstring)."""
+        properties ``data`` starts with (see the class docstring);
+        ``octets`` is ``charge(data, head)`` (made once per publish)."""
         m = cls.__new__(cls)
         m.seq = seq
         m._data = data
@@ -214,8 +226,7 @@ class QMsg:
         m.exchange = exchange
         m.expires = expires
         m.origin = origin
-        m.octets = _once(len(data) + (len(head) if isinstance(head, bytes) else 0)
-                         + RELAYED_OVERHEAD)
+        m.octets = octets
         m.queued = False
         m._flags = (_PERSISTENT if persistent else 0) | _FORM_BITS[form]
         return m
@@ -236,7 +247,7 @@ class QMsg:
             c._head = wire
             keep = (keep & ~(_PERSISTENT | _FORM_MASK) | _FORM_BITS[wire.form]
                     | (_PERSISTENT if wire.persistent else 0))
-            c.octets = _once(len(body) + MESSAGE_OVERHEAD)
+            c.octets = charge(body, wire)
         if deaths is not None:
             keep = keep & ((1 << _DEATHS_SHIFT) - 1) | deaths << _DEATHS_SHIFT
         c._flags = keep
@@ -703,6 +714,7 @@ class Broker:
         refused = 0
         head: bytes | int | None = None
         data = body
+        octets = 0
         if wire.octets is not None:
             # Held as published, with what a consumer of that protocol must
             # see changed (Wire.stamp): one bytes object for the properties
@@ -714,10 +726,11 @@ class Broker:
                 head = _once(len(stamped))
             else:
                 head = stamped
+            octets = charge(data, head)
         for q in targets:
             if head is not None:
                 m = QMsg.relayed(next(self._seq), wire.form, head, data, key, via.name,
-                                 wire.persistent, expires, origin)
+                                 wire.persistent, expires, origin, octets)
             else:
                 m = QMsg(next(self._seq), body, wire, key, via.name, expires=expires,
                          origin=origin)
@@ -736,8 +749,7 @@ class Broker:
             return True  # not refused: the queue does not take its owner's own
         pol = q.policy
         if pol.max_length is not None or pol.max_octets is not None:  # (most are not bounded)
-            size = msg.size
-            while pol.full(len(q.messages), q.messages.octets, size):
+            while pol.full(len(q.messages), q.messages.octets, msg.octets):
                 if pol.overflow != "drop-head" or not q.messages:
                     self.stats["overflow-refused"] += 1
                     return False

@@ -204,6 +204,43 @@ def test_queue_length_limit_rejects_or_drops_the_oldest() -> None:
     assert x.error_code == 542
 
 
+@pytest.mark.parametrize("overflow", ["reject-publish", "drop-head"])
+@pytest.mark.parametrize("alike", [True, False], ids=["alike", "distinct"])
+def test_queue_octets_count_messages_as_the_memory_mark_does(overflow: str,
+                                                             alike: bool) -> None:
+    """``x-max-length-bytes`` bounds what the queue's messages are charged --
+    the measure the memory mark sums -- not their bodies: a queue bounded one
+    octet short of three messages' charge holds two, and the octets it holds
+    stay within its bound."""
+    broker = Broker()
+    c = Client(broker)
+    s = c.session()
+    declare(c, s, "probe")  # (a name as long as "bound": the same property octets)
+
+    def publish(key: str, i: int) -> None:
+        c.publish(s, b"m%099d" % i, key=key, headers=None if alike else {"n": i})
+
+    publish("probe", 0)
+    c.pump()
+    one = broker.retained  # what one such message is charged
+    assert one > 100
+    limit = 3 * one - 1
+    s.send(spec.QueueDeclare(queue="bound", arguments={"x-max-length-bytes": limit,
+                                                       "x-overflow": overflow}))
+    c.pump()
+    for i in range(1, 6):
+        publish("bound", i)
+    evs = c.pump()
+    q = broker.queues["bound"]
+    kept = [int(m.body[1:]) for m in q.messages]
+    assert kept == ([1, 2] if overflow == "reject-publish" else [4, 5])
+    assert q.messages.octets == 2 * one <= limit
+    assert broker.retained == one + q.messages.octets == broker.recount()
+    rejected = [e for e in evs if isinstance(e, ev.CommandReceived)
+                and isinstance(e.command, spec.MessageReject)]
+    assert len(rejected) == (3 if overflow == "reject-publish" else 0)
+
+
 def test_queues_per_vhost_and_argument_sizes_are_bounded() -> None:
     broker = Broker(limits=Limits(queues_per_vhost=3, max_arguments_size=1000))
     c = Client(broker)
