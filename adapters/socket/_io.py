@@ -14,10 +14,10 @@ answer, with no hand-over between threads per read; other waiting callers
 are notified as the I/O thread would.  The I/O thread keeps the timers
 (``policy.handle_timer(now)`` at ``policy.next_deadline()``), output the
 socket did not take at once, the linger on close, and the reading while no
-caller waits: it stops watching the socket when it sees a caller reading and
-watches it again when it next wakes and sees none -- within
-:data:`REARM` seconds, or, when a caller has read for longer than that, as
-that caller's wait ends (it wakes the I/O thread then).  Over TLS the I/O
+caller waits.  It watches the socket through an epoll set of its own that
+holds the socket exactly while no caller reads: a caller takes the socket
+out as it begins to read and puts it back as it stops (one ``epoll_ctl``
+each, no wake-up).  Over TLS the I/O
 thread always reads (an ``SSLSocket`` is not safe to read in one thread
 while another writes).  Nothing here knows a protocol; what the policy has
 to say goes to the adapter's logger, ``amqp_sansio.socket`` (see
@@ -74,11 +74,10 @@ _LOW_WATER = 1 * 1024 * 1024
 _LINGER = 2.0  # seconds to flush the last output once the core is closed
 #: Inside IOPump.corked(), the I/O thread is woken by one poke in this many.
 CORK_POKES = 64
-#: Once a caller has read the socket, the I/O thread looks again this often
-#: (seconds) whether one still does, and reads it itself if none does.
-REARM = 0.02
 _FOREVER = float("inf")
-_POLL = hasattr(select, "poll")  # (callers read with poll(); not on Windows)
+#: Waiting callers read the socket (epoll for the I/O thread's watch, poll
+#: for the caller's own wait: Linux); elsewhere the I/O thread reads alone.
+_CALLERS_READ = hasattr(select, "epoll") and hasattr(select, "poll")
 
 
 def ssl_context(params: ConnectionParams) -> ssl.SSLContext:
@@ -154,19 +153,20 @@ class IOPump:
         # what a caller's own write (see _flush) left unsent, for the I/O thread
         self._spill = bytearray()
         self._io_ident: int | None = None
-        # the caller reading the socket (its thread ident), how many times
-        # one has begun to, whether the I/O thread sleeps until that one
-        # stops (and till when at most), and the pipe that interrupts it
+        # the caller reading the socket (its thread ident), the pipe that
+        # interrupts it, what it polls (the socket's descriptor in it); the
+        # I/O thread's watch (the socket in it while no caller reads) and
+        # when that thread wakes next at the latest
         self._reader: int | None = None
-        self._readings = 0
-        self._io_asleep = False
-        self._io_until = 0.0
         self._stir_r, self._stir_w = _pipe()
         self._stirred = False
-        self._poll = select.poll() if _POLL else None
-        self._polled = -1  # the socket's descriptor in _poll
+        self._poll = select.poll() if _CALLERS_READ else None
+        self._polled = -1
         if self._poll is not None:
             self._poll.register(self._stir_r, select.POLLIN)
+        self._watch = select.epoll() if _CALLERS_READ else None
+        self._watching = False
+        self._io_until = 0.0
         self._thread = threading.Thread(target=self._run, daemon=True,
                                         name=f"amqp-io {self.description}")
         self._thread.start()
@@ -227,11 +227,15 @@ class IOPump:
                 self._wake()
 
     def _wake(self) -> None:
+        """(lock held) Have the policy's output written (a poke's end)."""
+        self._held = 0
+        if threading.get_ident() != self._io_ident:
+            self._write_output()
+
+    def _write_output(self) -> None:
         """(lock held) Have the policy's output written: here if the I/O
         thread holds none of its own, else by the I/O thread."""
-        self._held = 0
-        if (self._poked or threading.get_ident() == self._io_ident
-                or not self.policy.has_output()):
+        if self._poked or not self.policy.has_output():
             return  # (no output: nothing to write, the I/O thread reads without being woken)
         if not self._flush():
             self._wake_io()
@@ -296,6 +300,7 @@ class IOPump:
         try:
             while not ready():
                 self.check()
+                self._write_output()  # (what ready() itself asked for, say a flush)
                 left = None
                 if deadline is not None:
                     left = deadline - time.monotonic()
@@ -323,7 +328,7 @@ class IOPump:
     def _begin_reading(self) -> int:
         me = threading.get_ident()
         self._reader = me
-        self._readings += 1
+        self._watch_socket(False)
         fd = self._sock.fileno()
         if fd != self._polled:  # a new transport (reconnected)
             assert self._poll is not None
@@ -338,9 +343,20 @@ class IOPump:
         if self._stirred:
             self._stirred = False
             _drain(self._stir_r)
-        if self._io_asleep:
-            self._wake_io()  # it reads again now, not when its timers say
+        if not self.io_done:
+            self._watch_socket(True)  # the I/O thread reads what comes now
         self._cond.notify_all()  # another waiting caller may read now (or the I/O thread end)
+
+    def _watch_socket(self, on: bool) -> None:
+        """(lock held) Put the socket in the I/O thread's watch, or take it out."""
+        if on != self._watching and self._watch is not None:
+            fd = self._sock.fileno()
+            if on:
+                self._watch.register(fd, select.EPOLLIN)
+            else:
+                with contextlib.suppress(OSError):  # (gone already with its socket)
+                    self._watch.unregister(fd)
+            self._watching = on
 
     def _read_here(self, left: float | None) -> None:
         """Poll the socket and the stir pipe for at most ``left`` seconds
@@ -378,12 +394,11 @@ class IOPump:
         self._cond.notify_all()
         if policy.closed:
             self._wake_io()  # the transport is over: the I/O thread ends it
-        elif self._io_asleep:
+        else:
             due = policy.next_deadline()
             if due is not None and due < self._io_until:
-                self._wake_io()  # a timer sooner than it sleeps
-        if policy.has_output() and not self._poked and not self._flush():
-            self._wake_io()
+                self._wake_io()  # a timer sooner than the I/O thread wakes
+        self._write_output()
 
     def _wait_open(self, deadline: float) -> None:
         with self.lock:
@@ -430,9 +445,12 @@ class IOPump:
         close_quietly(self._wake_w)
         close_quietly(self._wake_r)
         with self.lock:
-            if self._reader is None:  # (no one polls it, and no one will: _stop)
+            # (no one polls these, and no one will: _stop)
+            if self._reader is None and not self._thread.is_alive():
                 close_quietly(self._stir_w)
                 close_quietly(self._stir_r)
+                if self._watch is not None:
+                    self._watch.close()
 
     # -- the I/O thread ----------------------------------------------------------------
     def _run(self) -> None:
@@ -440,12 +458,17 @@ class IOPump:
         sock, policy = self._sock, self.policy
         sel = selectors.DefaultSelector()
         out = bytearray()
-        watched = 0  # what the selector watches the socket for
+        watch = self._watch  # input (the socket in it while no caller reads)
+        watched = 0  # what the selector watches the socket itself for
         finished_at: float | None = None
         is_tls = isinstance(sock, ssl.SSLSocket)
-        seen = -1  # the caller's reading seen at the last wake (_readings)
         try:
             sel.register(self._wake_r, selectors.EVENT_READ)
+            if watch is not None:
+                sel.register(watch, selectors.EVENT_READ)
+                with self.lock:
+                    self._watching = False  # (a new socket)
+                    self._watch_socket(self._reader is None)
             while True:
                 with self.lock:
                     self._poked = False
@@ -461,13 +484,6 @@ class IOPump:
                     deadline = policy.next_deadline()
                     finished = policy.closed
                     self._note_buffered(len(out))
-                    # A caller reads: leave the socket to it.  Still the same
-                    # reading as at the last wake (it has read for REARM at
-                    # least): sleep until a timer -- it wakes us when it stops.
-                    caller = self._reader is not None
-                    asleep = caller and self._readings == seen
-                    seen = self._readings if caller else -1
-                    self._io_asleep = asleep
                     self._io_until = _FOREVER if deadline is None else deadline
                 if out:
                     self._write(sock, out)
@@ -483,7 +499,7 @@ class IOPump:
                     if now - finished_at > _LINGER:
                         break
                     deadline = finished_at + _LINGER
-                want = (0 if caller else selectors.EVENT_READ) | (
+                want = (0 if watch is not None else selectors.EVENT_READ) | (
                     selectors.EVENT_WRITE if out else 0)
                 if want != watched:
                     if not watched:
@@ -494,14 +510,12 @@ class IOPump:
                         sel.modify(sock, want)
                     watched = want
                 wait = None if deadline is None else max(0.0, deadline - now)
-                if caller and not asleep:
-                    wait = REARM if wait is None else min(wait, REARM)
                 if is_tls and tls_pending(sock):
                     wait = 0.0
                 for key, _mask in sel.select(wait):
                     if key.fileobj is self._wake_r:
                         _drain(self._wake_r)
-                    elif _mask & selectors.EVENT_READ:
+                    elif key.fileobj is watch or _mask & selectors.EVENT_READ:
                         self._read(sock, is_tls)
                 if is_tls and tls_pending(sock):
                     self._read(sock, is_tls)
@@ -509,11 +523,8 @@ class IOPump:
                     now = time.monotonic()
                     if now >= deadline:
                         with self.lock:
-                            # (socket unwatched and no caller reading: read
-                            # what waits first -- the next turn watches it)
-                            if watched & selectors.EVENT_READ or self._reader is not None:
-                                policy.handle_timer(now)
-                                self._after_input()
+                            policy.handle_timer(now)
+                            self._after_input()
         except Exception as e:  # pragma: no cover - unexpected: report, don't hang
             log.exception("amqp I/O thread failed")
             with self.lock:
@@ -524,11 +535,11 @@ class IOPump:
                 if policy.error is None:
                     policy.fail(ConnectionLostError("connection ended"))
                 self.io_done = True
-                self._io_asleep = False
                 self._spill.clear()  # (the transport is gone: so is what it did not take)
                 self._after_input()
                 while self._reader is not None:  # (interrupted): no poll outlives the socket
                     self._cond.wait(1.0)
+                self._watch_socket(False)
             close_quietly(sock)
 
     def _after_input(self) -> None:
