@@ -16,20 +16,29 @@ the replay's pace.  (I(rounds N2) - I(N1)) / (N2 - N1) / count is one
 delivery: its frame read, the core's connection, session and link, the
 client policy, the adapter's hand-out and settling -- not the socket
 calls, the thread switches or the broker.  Needs valgrind.
+``--broker rabbitmq`` records from a private RabbitMQ node with its 1.0
+plugin (``tests/support/rabbitmq.py``) instead: its transfers carry more
+(a longer frame, its own message sections), so its deliveries may take
+other paths than the embedded broker's.
 
     python bench/instructions_receive_1_0.py [--count 5000] [--n1 2] [--n2 4]
+                                             [--broker embedded|rabbitmq]
+                                             [--recording FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import pickle
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tests" / "support"))
 
 from _callgrind import per_message  # noqa: E402
 from e2e_0_10 import broker_process  # noqa: E402
@@ -89,13 +98,25 @@ for _ in range(rounds):
 '''
 
 
-def record(count: int, path: Path) -> None:
-    """One receive of ``count`` messages from the embedded broker, as read."""
+@contextlib.contextmanager
+def broker_url(broker: str) -> Iterator[str]:
+    """A 1.0 URL of a running ``broker`` (stopped on exit)."""
+    if broker == "rabbitmq":
+        import rabbitmq
+
+        with rabbitmq.running_node() as node:
+            yield f"amqp://guest:guest@127.0.0.1:{node.port}?protocol=1.0"
+        return
+    with broker_process("-q") as where:
+        yield where.replace("amqp://", "amqp://guest:guest@") + "?protocol=1.0"
+
+
+def record(count: int, path: Path, broker: str = "embedded") -> None:
+    """One receive of ``count`` messages from ``broker``, as read."""
     from amqp_sansio.v1_0 import client as v10
     from amqp_sansio_socket import connect
 
-    with broker_process("-q") as where:
-        url = where.replace("amqp://", "amqp://guest:guest@") + "?protocol=1.0"
+    with broker_url(broker) as url:
         address = "/queue/replayed"
         with connect(url) as conn, conn.session() as s:
             with s.corked():
@@ -129,10 +150,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--count", type=int, default=5000)
     ap.add_argument("--n1", type=int, default=2, help="replays in the first count")
     ap.add_argument("--n2", type=int, default=4, help="replays in the second count")
+    ap.add_argument("--broker", choices=["embedded", "rabbitmq"], default="embedded",
+                    help="whose receive is recorded")
+    ap.add_argument("--recording", type=Path,
+                    help="replay this recording when it exists (else record into it): the "
+                         "same reads before and after a change")
     o = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "receive.pickle"
-        record(o.count, path)
+        path = o.recording or Path(tmp) / "receive.pickle"
+        if not path.exists():
+            record(o.count, path, o.broker)
+        o.count = pickle.loads(path.read_bytes())["count"]
         for mode in ("each", "many"):
             per = per_message(WORKLOAD, [str(path), mode], o.n1, o.n2) / o.count
             print(f"{mode:5} {per:9,.0f} instructions a delivery", flush=True)

@@ -43,7 +43,7 @@ from amqp_sansio.client import parse
 from amqp_sansio.errors import LocalProtocolError
 from amqp_sansio.message import Message
 from amqp_sansio.v1_0 import client as v10
-from amqp_sansio.v1_0 import events as ev
+from amqp_sansio.v1_0.link import Delivery as CoreDelivery
 
 from ._common import ConnectionBase, DeliveryActions, SessionBase, SubscriptionBase
 from ._pump import CLOSE_TIMEOUT, Pump, connect_stream, connection_context
@@ -288,9 +288,9 @@ class Delivery(DeliveryActions, v10.ClientDelivery):
     _session: Session
 
     def __init__(self, session: Session, p: v10.ClientSession,
-                 sub: v10.ClientSubscription[Any], ack: bool,
-                 event: ev.DeliveryReceived) -> None:
-        super().__init__(p, sub, ack, event)
+                 sub: v10.ClientSubscription[Any], ack: bool, delivery: CoreDelivery,
+                 payload: bytes) -> None:
+        super().__init__(p, sub, ack, delivery, payload)
         self._session = session
 
     async def modify(self, *, delivery_failed: bool = True, undeliverable_here: bool = False,

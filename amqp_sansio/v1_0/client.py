@@ -341,29 +341,45 @@ class ClientConnection(base.ClientConnection[CoreConnection, "ClientSession"]):
 
 # ---------------------------------------------------------------- deliveries
 class ClientDelivery(base.ClientDelivery):
-    """A message delivered on a receiving link."""
+    """A message delivered on a receiving link: the one object the client
+    makes of a delivery besides the core's (no event on the hot path;
+    :attr:`event` is made when asked for)."""
 
-    __slots__ = ("owner", "sub", "ack", "_link")
-    event: ev.DeliveryReceived
+    __slots__ = ("owner", "sub", "ack", "_link", "_core", "payload")
 
     def __init__(self, session: ClientSession, sub: ClientSubscription[Any], ack: bool,
-                 event: ev.DeliveryReceived) -> None:
+                 delivery: CoreDelivery, payload: bytes) -> None:
         # base.ClientDelivery's fields, set here (one call a delivery fewer)
-        self.event = event
         self._message = None
         self.owner = session  # the session policy
         self._link = sub.link
         self.sub = sub
         self.ack = ack
-        self.settled = not ack or event.delivery.settled
+        self.settled = not ack or delivery.settled
+        self._core = delivery
+        #: the transfer's octets: the encoded 1.0 message
+        self.payload = payload
 
-    @staticmethod
-    def _decode(event: Any, /) -> Message:
-        return to_message(decode_message(event.payload))
+    @property
+    def event(self) -> ev.DeliveryReceived:
+        """The core's DeliveryReceived of this delivery (made once asked)."""
+        try:
+            e: ev.DeliveryReceived = _event_slot.__get__(self)
+        except AttributeError:
+            d = self._core
+            e = ev.DeliveryReceived(d.link.channel, d.link, d, self.payload)
+            _event_slot.__set__(self, e)
+        return e
+
+    @property
+    def message(self) -> Message:
+        if self._message is None:
+            self._message = to_message(decode_message(self.payload))
+        return self._message
 
     @property
     def core(self) -> CoreDelivery:
-        return self.event.delivery
+        return self._core
 
     @property
     def stale(self) -> bool:
@@ -374,29 +390,27 @@ class ClientDelivery(base.ClientDelivery):
     @property
     def command_id(self) -> int:
         """The delivery id."""
-        return self.event.delivery.id
+        return self._core.id
 
     @property
     def delivery_tag(self) -> bytes:
-        return self.event.delivery.tag
+        return self._core.tag
 
     @property
     def body(self) -> bytes:
         return self.message.body
 
     @property
-    def payload(self) -> bytes:
-        """The transfer's octets: the encoded 1.0 message."""
-        return self.event.payload
-
-    @property
     def redelivered(self) -> bool:
         return self.message.redelivered
 
 
+#: base.ClientDelivery's ``event`` slot, which ClientDelivery.event fills once asked
+_event_slot = base.ClientDelivery.__dict__["event"]
+
 D = TypeVar("D", bound=ClientDelivery)
-#: The adapter's delivery maker: (session, subscription, ack, event).
-MakeDelivery = Callable[["ClientSession", "ClientSubscription[D]", bool, ev.DeliveryReceived],
+#: The adapter's delivery maker: (session, subscription, ack, core delivery, payload).
+MakeDelivery = Callable[["ClientSession", "ClientSubscription[D]", bool, CoreDelivery, bytes],
                         D]
 
 
@@ -780,7 +794,7 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
                     and not conn.reconnecting):
                 if self.error is not None or conn.error is not None or conn.opened is None:
                     self.check()  # raises why (inlined: the hot path)
-                sub.to_accept.append(d.event.delivery)  # (d.core)
+                sub.to_accept.append(d._core)
                 d.settled = True
                 sub.settled_some(1)
                 return
@@ -858,7 +872,7 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
                     d.settled = False
                 return False
             d.settled = True
-        sub.to_accept += [d.event.delivery for d in ds]  # (d.core)
+        sub.to_accept += [d._core for d in ds]
         sub.settled_some(len(ds))
         return True
 
@@ -1146,7 +1160,7 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
                  browse: bool, filter: dict[str, Any] | None, settle_second: bool) -> None:
         ack = mode is AcceptMode.EXPLICIT
         super().__init__(session, address, name, prefetch, mode,
-                         lambda e: make_delivery(session, self, ack, e))
+                         lambda e: make_delivery(session, self, ack, e.delivery, e.payload))
         self.maker = make_delivery
         self.address = address
         self.dynamic = dynamic
@@ -1198,6 +1212,7 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
             s.check()
             raise
         s._by_link[id(self.link)] = self
+        self.link.on_delivery = self.take_delivery  # the hot path's, without an event
         s.track(self._ready)
         return self._ready
 
@@ -1240,15 +1255,19 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
         return not self.buffer and (self.cancelled or self.session.error is not None)
 
     def deliver(self, event: Any) -> None:
+        self.take_delivery(event.delivery, event.payload)
+
+    def take_delivery(self, d: CoreDelivery, payload: bytes) -> None:
+        """A delivery of the link: the core's ``Link.on_delivery`` (its hot
+        path, no event made) or :meth:`deliver`'s."""
         if self.cancelled:  # on the wire when we stopped: back it goes
-            d = event.delivery
             if not d.settled:
                 with contextlib.suppress(LocalProtocolError):
                     d.settle(Released())
             return
         self.held += 1
         # base.deliver without its indirection (the hot path)
-        self.buffer.append(self.maker(self.session, self, self.ack, event))
+        self.buffer.append(self.maker(self.session, self, self.ack, d, payload))
         if self._drain is not None:  # a sender may use the credit up with
             self.on_flow(None)  # deliveries: no flow of its own then
         if self.wake is not None:

@@ -35,6 +35,7 @@ __all__ = [
 
 import enum
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
@@ -171,6 +172,13 @@ class LinkPort(Protocol):
 
     def untrack(self, delivery: Delivery) -> None: ...
 
+    def untrack_many(self, deliveries: list[Delivery]) -> None:
+        """:meth:`untrack` for deliveries all received (one call a batch)."""
+
+    #: :meth:`track` for a received delivery, by id (the receiving hot
+    #: path's: the session's book's ``__setitem__``, no Python call)
+    track_incoming: Callable[[int, Delivery], object]
+
     def emit(self, event: Event) -> None: ...
 
     def link_gone(self, link: Link) -> None:
@@ -272,6 +280,12 @@ class Link:
         self._past_this_flow = 0
         # deliveries
         self.unsettled_deliveries: dict[bytes, Delivery] = {}
+        #: a receiver's taker of the deliveries the hot path takes
+        #: (:meth:`take_transfer`), called with the delivery and its payload
+        #: instead of emitting a DeliveryReceived -- only while no event is
+        #: waiting to be returned, so that the caller sees everything in the
+        #: order the frames came (None: every delivery is an event)
+        self.on_delivery: Callable[[Delivery, bytes], object] | None = None
         self._incoming: Delivery | None = None
         self._outgoing: Delivery | None = None
 
@@ -626,13 +640,15 @@ class Link:
             self._port.track(d)
         self._port.emit(DeliveryReceived(self.channel, self, d, data))
 
-    def take_transfer(self, f: TransferFields, payload: bytes) -> bool:
+    def take_transfer(self, f: TransferFields, payload: bytes, quiet: bool = False) -> bool:
         """The receiving hot path (the session's): a common transfer
         (``framing.transfer_fields``: a whole delivery in one frame, no
         state) on an attached receiving link with credit (or slack left),
         taken as
         :meth:`handle_transfer` takes it.  False, with nothing changed, for
-        anything else: the session hands it to :meth:`handle_transfer`."""
+        anything else: the session hands it to :meth:`handle_transfer`.
+        ``quiet``: no event is waiting to be returned (the delivery may go
+        to :attr:`on_delivery` at once)."""
         if (self.state is not _ATTACHED or self._incoming is not None
                 or self.role is not _RECEIVER
                 or len(payload) > (self.max_message_size or self.max_receive_size)):
@@ -656,7 +672,10 @@ class Link:
             d.remote_settled = d.settled = True
         else:
             self.unsettled_deliveries[d.tag] = d
-            port.track(d)
+            port.track_incoming(d.id, d)
+        if quiet and (take := self.on_delivery) is not None:
+            take(d, payload)
+            return True
         # DeliveryReceived(port.channel, self, d, payload), its fields set
         # as attrs' frozen __init__ sets them, without its bound setattr calls
         e = _new_event(DeliveryReceived)
@@ -875,15 +894,21 @@ class Link:
         self._check("send:frame")
         self._go("send:frame")
         told: list[Delivery] = []
-        for d in ds:
-            d.state = state
-            if settled:
+        if settled:
+            unsettled = self.unsettled_deliveries
+            for d in ds:
+                d.state = state
                 d.settled = True
-                self.unsettled_deliveries.pop(d.tag, None)
-                self._port.untrack(d)
-            if not (settled and d.remote_settled):  # both settled: nothing to tell
-                told.append(d)
-        if len(told) > 1:
+                unsettled.pop(d.tag, None)
+                if not d.remote_settled:  # both settled: nothing to tell
+                    told.append(d)
+            self._port.untrack_many(ds)
+        else:
+            for d in ds:
+                d.state = state
+            told = ds
+        n = len(told)
+        if n > 1:
             base = told[0].id
             prev = base
             for d in told:  # in order already (batched accepts are): no sort
@@ -892,16 +917,19 @@ class Link:
                     break
                 prev = d.id
         i = 0
-        while i < len(told):
-            j = i
-            while j + 1 < len(told) and told[j + 1].id == serial_add(told[j].id, 1):
-                j += 1
-            first, last = told[i], told[j]
-            self._port.write(Disposition(role=self.role, first=first.id,
-                                         last=last.id if j > i else None, settled=settled,
-                                         state=state,
-                                         batchable=all(d.batchable for d in told[i:j + 1])))
-            i = j + 1
+        while i < n:  # one disposition per run of consecutive ids
+            d = told[i]
+            first = last = d.id
+            batchable = d.batchable
+            i += 1
+            while i < n and (d := told[i]).id == (last + 1) & 0xFFFFFFFF:  # serial_add
+                last = d.id
+                if not d.batchable:
+                    batchable = False
+                i += 1
+            self._port.write(Disposition(role=self.role, first=first,
+                                         last=last if last != first else None,
+                                         settled=settled, state=state, batchable=batchable))
 
 
 # -- the events that carry their link ------------------------------------------

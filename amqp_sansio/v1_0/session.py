@@ -423,12 +423,12 @@ class Session:
         if self.config.auto_window and self.incoming_window * 2 < self.config.incoming_window:
             self.reopen_window()
 
-    def take_transfer(self, f: TransferFields, payload: bytes) -> None:
+    def take_transfer(self, f: TransferFields, payload: bytes, quiet: bool = False) -> None:
         """The receiving hot path (the connection's): a common transfer
         (``framing.transfer_fields``), counted as :meth:`_on_transfer`
         counts it and taken by its link's own hot path; anything unusual
         takes the generic path as the Transfer it is, before anything
-        changes."""
+        changes.  ``quiet``: no event is waiting (``Link.take_transfer``)."""
         link = self._remote_links.get(f[0])
         if (self.state is not _MAPPED or link is None or self.incoming_window <= 0
                 or (self.remote_outgoing_window <= 0
@@ -443,7 +443,7 @@ class Session:
         self.next_incoming_id = (self.next_incoming_id + 1) & 0xFFFFFFFF  # serial_add
         if self.remote_outgoing_window > 0:
             self.remote_outgoing_window -= 1
-        if not link.take_transfer(f, payload):
+        if not link.take_transfer(f, payload, quiet):
             self._answering(link.handle_transfer, transfer_of(f), payload)
         if self.config.auto_window and self.incoming_window * 2 < self.config.incoming_window:
             self.reopen_window()
@@ -608,13 +608,15 @@ def _encoded(body: SpecObject) -> bytes:
 class _LinkPort:
     """The session as its links see it (:class:`~.link.LinkPort`)."""
 
-    __slots__ = ("_s", "channel", "emit")
+    __slots__ = ("_s", "channel", "emit", "track_incoming")
 
     def __init__(self, session: Session) -> None:
         self._s = session
         self.channel = session.channel  # a session keeps its channel
         # straight to the connection (one call a delivery fewer)
         self.emit: Callable[[Event], None] = session._port.emit
+        # (the book is cleared, never replaced)
+        self.track_incoming: Callable[[int, Delivery], object] = session._incoming.__setitem__
 
     @property
     def max_frame_size(self) -> int:
@@ -663,6 +665,11 @@ class _LinkPort:
 
     def untrack(self, d: Delivery) -> None:
         (self._s._outgoing if d.outgoing else self._s._incoming).pop(d.id, None)
+
+    def untrack_many(self, ds: list[Delivery]) -> None:
+        s = self._s
+        for d in ds:
+            (s._outgoing if d.outgoing else s._incoming).pop(d.id, None)
 
     def link_gone(self, link: Link) -> None:
         s = self._s

@@ -158,8 +158,8 @@ class Wire:
         return n, p
 
 
-def _delivery(s: Any, sub: Any, ack: bool, e: Any) -> v10.ClientDelivery:
-    return v10.ClientDelivery(s, sub, ack, e)
+def _delivery(s: Any, sub: Any, ack: bool, d: Any, payload: bytes) -> v10.ClientDelivery:
+    return v10.ClientDelivery(s, sub, ack, d, payload)
 
 
 def test_publish_outcomes() -> None:

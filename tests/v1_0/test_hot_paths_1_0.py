@@ -180,3 +180,37 @@ def test_the_tables_leave_the_hot_paths_states_as_they_are() -> None:
         assert CONNECTION_TRANSITIONS[ConnState.OPENED][inp] is ConnState.OPENED
         assert SESSION_TRANSITIONS[SessionState.MAPPED][inp] is SessionState.MAPPED
         assert LINK_TRANSITIONS[LinkState.ATTACHED][inp] is LinkState.ATTACHED
+
+
+def _received_in_order(take: bool) -> tuple[list[Any], list[Any]]:
+    """Six deliveries in one read, the fourth with a state (the checked
+    path, an event); with ``take`` the receiving link's ``on_delivery``
+    takes what the hot path may give it.  (what it took, the events)."""
+    p = Pair(credit=40)
+    s = p.client.begin()
+    rcv = s.attach_receiver("in")
+    rcv.flow(40)
+    p.pump()
+    taken: list[Any] = []
+    if take:
+        rcv.on_delivery = lambda d, payload: taken.append((d.id, d.tag, payload, d.settled))
+    out = next(e.link for e in p.events["server"] if isinstance(e, ev.LinkAttachRequested))
+    for i in range(6):
+        out.send(b"m%d" % i, state=Accepted() if i == 3 else None, settled=i == 5)
+    events = p.client.receive_data(p.server.data_to_send(), now=p.now)
+    got = [(e.delivery.id, e.delivery.tag, e.payload, e.delivery.settled) for e in events
+           if isinstance(e, ev.DeliveryReceived)]
+    assert len(events) == len(got)  # nothing else happened
+    # taken or not, the unsettled ones are tracked (by tag and by id)
+    assert len(rcv.unsettled_deliveries) == 5
+    assert sorted(s._incoming) == [0, 1, 2, 3, 4]
+    return taken, got
+
+
+def test_deliveries_taken_without_events_keep_their_order() -> None:
+    taken, events = _received_in_order(True)
+    assert [t[0] for t in taken] == [0, 1, 2]  # until an event waits: then events
+    assert [e[0] for e in events] == [3, 4, 5]
+    none, every = _received_in_order(False)
+    assert none == [] and taken + events == every
+    assert every[5][3] and not every[0][3]
