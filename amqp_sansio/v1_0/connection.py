@@ -53,6 +53,7 @@ from ..sasl_negotiator import ClientNegotiator, ServerNegotiator, client_mechani
 from . import events as ev
 from ._errors import connection_violation, local_error
 from .framing import (
+    _UINT8,
     EMPTY_FRAME,
     TYPE_AMQP,
     TYPE_SASL,
@@ -77,7 +78,7 @@ from .spec import (
 
 _pack_head = struct.Struct(">IBBH").pack
 # a uint's smallest encodings below 256 (uint0, smalluint)
-_SMALLUINT = [b"\x43"] + [bytes((0x52, i)) for i in range(1, 256)]
+_SMALLUINT = _UINT8  # a uint below 256 as the generated encoder writes it
 
 PROTOCOL_HEADER = AMQP_HEADER  # what the registry names (a SASL client opens with SASL_HEADER)
 

@@ -28,7 +28,7 @@ __all__ = [
     "AMQP_HEADER", "SASL_HEADER", "TLS_HEADER", "PROTOCOL_IDS", "MIN_MAX_FRAME_SIZE",
     "EMPTY_FRAME", "TYPE_AMQP", "TYPE_SASL", "ProtocolHeader", "Frame", "FrameReader",
     "encode_frame", "decode_frame", "TransferFields", "FastTransfer", "transfer_fields",
-    "transfer_of",
+    "transfer_of", "Encoded", "accepted_disposition",
 ]
 
 import struct
@@ -430,3 +430,43 @@ def _performative(frame: bytes, ftype: int, depth: int) -> tuple[Any, int]:
         raise decode_error(f"{getattr(body, 'NAME', type(body).__name__)} is not a "
                            f"{'SASL ' if ftype == TYPE_SASL else ''}performative", 0)
     return body, used
+
+
+class Encoded:
+    """A performative already in octets, written where the spec object
+    would be (``encode_into``): the hot paths' frames, made without building
+    and validating the object.  ``body`` says what it stands for."""
+
+    __slots__ = ("octets", "body")
+
+    def __init__(self, octets: bytes, body: str) -> None:
+        self.octets = octets
+        self.body = body
+
+    def __repr__(self) -> str:
+        return self.body
+
+    @staticmethod
+    def encode_into(o: Encoded, out: bytearray, depth: int = MAX_DEPTH) -> None:
+        out += o.octets
+
+
+#: a uint as the generated encoder writes it below 256 (0: uint0)
+_UINT8 = [b"\x43"] + [bytes((0x52, i)) for i in range(1, 256)]
+
+
+def _uint(n: int) -> bytes:
+    return _UINT8[n] if n < 256 else b"\x70" + n.to_bytes(4, "big")
+
+
+def accepted_disposition(receiver: bool, first: int, last: int | None,
+                         batchable: bool) -> Encoded:
+    """``Disposition(role, first, last, settled=True, state=Accepted(),
+    batchable)`` in the octets its generated encoder writes (a test
+    compares them): a batch of accepts' frame, about 40,000 instructions
+    less than making and encoding the Disposition."""
+    fields = ((b"\x41" if receiver else b"\x42") + _uint(first)
+              + (b"\x40" if last is None else _uint(last))
+              + (b"\x41\x00\x53\x24\x45\x41" if batchable else b"\x41\x00\x53\x24\x45"))
+    return Encoded(b"\x00\x53\x15\xc0" + bytes((len(fields) + 1, 6 if batchable else 5))
+                   + fields, f"Disposition(accepted, first={first}, last={last})")

@@ -43,10 +43,11 @@ import attrs
 from ..events import ChannelEvent, Event, ProtocolViolation
 from ..serial import serial_add, serial_diff
 from ._errors import SessionViolation, local_error
-from .framing import TransferFields
+from .framing import Encoded, TransferFields, accepted_disposition
 from .spec import (
     DELIVERY_TAG_MAX,
     OUTCOME_CLASSES,
+    Accepted,
     Attach,
     Detach,
     Disposition,
@@ -147,7 +148,7 @@ class LinkPort(Protocol):
     def can_write(self) -> bool:
         """Whether the session (and connection) can take a frame now."""
 
-    def write(self, body: SpecObject) -> None:
+    def write(self, body: SpecObject | Encoded) -> None:
         """Queue one attach/detach/disposition frame on the session's channel."""
 
     def write_flow(self, link: Link, echo: bool = False) -> None:
@@ -927,9 +928,13 @@ class Link:
                 if not d.batchable:
                     batchable = False
                 i += 1
-            self._port.write(Disposition(role=self.role, first=first,
-                                         last=last if last != first else None,
-                                         settled=settled, state=state, batchable=batchable))
+            if settled and type(state) is Accepted:  # (a batch of accepts: its octets)
+                self._port.write(accepted_disposition(
+                    self.role is _RECEIVER, first, last if last != first else None, batchable))
+            else:
+                self._port.write(Disposition(role=self.role, first=first,
+                                             last=last if last != first else None,
+                                             settled=settled, state=state, batchable=batchable))
 
 
 # -- the events that carry their link ------------------------------------------

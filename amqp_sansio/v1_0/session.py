@@ -39,7 +39,7 @@ import attrs
 from ..events import ChannelEvent, Event, ProtocolViolation
 from ..serial import SerialOrderError, serial_add, serial_diff
 from ._errors import SessionViolation, connection_violation, local_error
-from .framing import TransferFields, transfer_of
+from .framing import Encoded, TransferFields, transfer_of
 from .link import Delivery, EndpointState, Link
 from .spec import (
     Attach,
@@ -116,7 +116,7 @@ class SessionPort(Protocol):
     def max_frame_size(self) -> int:
         """The largest frame the peer takes now."""
 
-    def write(self, channel: int, body: SpecObject, payload: bytes = b"") -> None:
+    def write(self, channel: int, body: SpecObject | Encoded, payload: bytes = b"") -> None:
         """Queue one frame (LocalProtocolError if the connection can no
         longer write)."""
 
@@ -302,7 +302,7 @@ class Session:
         """Send a session flow (our windows; ``echo`` asks for the peer's)."""
         self._write(self._flow_body(None, echo))
 
-    def _write(self, body: SpecObject, payload: bytes = b"") -> None:
+    def _write(self, body: SpecObject | Encoded, payload: bytes = b"") -> None:
         self.check("send:frame")
         self._port.write(self.channel, body, payload)
         self._go("send:frame")
@@ -626,7 +626,7 @@ class _LinkPort:
         s = self._s
         return "send:frame" in SESSION_TRANSITIONS[s.state] and s._port.can_write()
 
-    def write(self, body: SpecObject) -> None:
+    def write(self, body: SpecObject | Encoded) -> None:
         self._s._write(body)
 
     def write_flow(self, link: Link, echo: bool = False) -> None:

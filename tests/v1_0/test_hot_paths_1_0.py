@@ -26,13 +26,15 @@ from amqp_sansio.v1_0.connection import CONNECTION_TRANSITIONS, Connection, Conn
 from amqp_sansio.v1_0.framing import (
     Frame,
     FrameReader,
+    accepted_disposition,
     encode_frame,
     transfer_fields,
     transfer_of,
 )
 from amqp_sansio.v1_0.link import LINK_TRANSITIONS, LinkState
 from amqp_sansio.v1_0.session import SESSION_TRANSITIONS, SessionState
-from amqp_sansio.v1_0.spec import Accepted, Transfer
+from amqp_sansio.v1_0.spec import Accepted, Disposition, Transfer
+from amqp_sansio.v1_0.spec import Role as LinkRole
 from tests.support.pair_1_0 import Pair
 from tests.support.strategies_1_0 import instances, typed_eq
 
@@ -214,3 +216,14 @@ def test_deliveries_taken_without_events_keep_their_order() -> None:
     none, every = _received_in_order(False)
     assert none == [] and taken + events == every
     assert every[5][3] and not every[0][3]
+
+
+@given(st.booleans(), U32, st.none() | U32, st.booleans(), st.integers(0, 0xFFFF))
+def test_a_batch_of_accepts_is_the_encoders_disposition(receiver: bool, first: int,
+                                                        last: int | None, batchable: bool,
+                                                        channel: int) -> None:
+    body = Disposition(role=LinkRole.RECEIVER if receiver else LinkRole.SENDER, first=first,
+                       last=last,
+                       settled=True, state=Accepted(), batchable=batchable)
+    fast = encode_frame(accepted_disposition(receiver, first, last, batchable), channel)  # type: ignore[arg-type]
+    assert fast == encode_frame(body, channel)
