@@ -185,7 +185,10 @@ class FrameReader:
                  "max_depth")
 
     def __init__(self, max_frame_size: int = MIN_MAX_FRAME_SIZE, *, header: bool = True) -> None:
-        self._buf = bytearray()
+        # a read is held as the bytes it came in while nothing is left over
+        # (a payload is then one slice, not a copy of a copy); a frame split
+        # across reads gathers in a bytearray
+        self._buf: bytes | bytearray = b""
         self._pos = 0
         self._want_header = header  # False: the stream starts with frames
         self._spent = False
@@ -208,7 +211,19 @@ class FrameReader:
 
     def receive(self, data: bytes) -> None:
         if data and not self._spent:
-            self._buf += data
+            buf = self._buf
+            pos = self._pos
+            if pos >= len(buf) and type(data) is bytes:  # nothing left over
+                self.offset += len(buf)
+                self._buf = data
+                self._pos = 0
+            elif type(buf) is bytes:  # what is left of a read held as it came
+                self.offset += pos
+                self._buf = bytearray(memoryview(buf)[pos:])
+                self._buf += data
+                self._pos = 0
+            else:
+                buf += data
 
     def feed(self, data: bytes) -> list[ProtocolHeader | Frame]:
         """Everything ``data`` completes (``receive`` + ``next_item`` until None)."""
@@ -292,9 +307,9 @@ class FrameReader:
         buf = self._buf
         if pos >= len(buf):
             self.offset += len(buf)
-            buf.clear()
+            self._buf = b""
             self._pos = 0
-        elif pos > 65536:
+        elif pos > 65536 and type(buf) is bytearray:
             del buf[:pos]
             self.offset += pos
             self._pos = 0

@@ -64,6 +64,21 @@ def test_every_split_gives_the_same_items(chunks: list[int]) -> None:
     assert items(STREAM, chunks) == items(STREAM)
 
 
+@given(st.lists(st.tuples(st.integers(0, 40), st.booleans()), max_size=30))
+def test_reads_held_in_place_or_gathered_give_the_same_items(chunks: list[tuple[int, bool]]) -> None:
+    # bytes are held as they came while nothing is left over, a bytearray
+    # (or a frame split across reads) is gathered: the same items either way
+    r = FrameReader()
+    out: list[object] = []
+    pos = 0
+    for n, gathered in chunks + [(len(STREAM), False)]:
+        part = STREAM[pos:pos + n]
+        out += r.feed(bytearray(part) if gathered else part)
+        pos += len(part)
+        assert r.position + r.buffered == pos
+    assert out == items(STREAM) and r.position == len(STREAM)
+
+
 def test_byte_at_a_time() -> None:
     assert items(STREAM, [1] * len(STREAM)) == items(STREAM)
 
