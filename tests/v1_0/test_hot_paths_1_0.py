@@ -86,6 +86,7 @@ def test_list32_and_explicit_defaults_as_rhea_and_rabbitmq_write_them() -> None:
     for body, tag in ((rhea, b"1"), (rabbit, b"\0" * 7 + b"\2")):
         got = transfer_fields(body + b"MSG", 3, len(body) + 3)
         assert got == ((1, 1, tag, 0, False), len(body))
+        assert transfer_fields(bytearray(body + b"MSG"), 3, len(body) + 3) == got
         octets = (8 + len(body) + 3).to_bytes(4, "big") + b"\x02\x00\x00\x00" + body + b"MSG"
         assert typed_eq(transfer_of(_read(octets, True).body), _read(octets, False).body)
 
@@ -102,6 +103,7 @@ def test_list32_and_explicit_defaults_as_rhea_and_rabbitmq_write_them() -> None:
 def test_anything_unusual_is_left_to_the_generic_decoder(hexa: str) -> None:
     body = bytes.fromhex(hexa)
     assert transfer_fields(body, 3, len(body)) is None
+    assert transfer_fields(bytearray(body), 3, len(body)) is None  # (octet by octet)
 
 
 @given(st.binary(max_size=60), st.integers(0, 70))
@@ -112,6 +114,16 @@ def test_fast_reading_never_raises_and_never_reads_past_the_frame(junk: bytes, c
     if got is not None:
         assert got[1] <= end
         assert transfer_fields(body[:end], 3, end) == got
+    # bytes take the usual rest of a transfer in one lookup, a bytearray
+    # octet by octet: the same answer
+    assert transfer_fields(bytearray(body), 3, end) == got
+
+
+@given(instances(Transfer), st.binary(max_size=8))
+def test_the_rest_looked_up_is_the_rest_read_octet_by_octet(t: Transfer, payload: bytes) -> None:
+    octets = encode_frame(t, 0, payload)
+    assert transfer_fields(octets, 11, len(octets)) == \
+        transfer_fields(bytearray(octets), 11, len(octets))
 
 
 @given(st.integers(0, 0xFFFF), U32, U32, TAGS, U32, st.booleans(), st.binary(max_size=300))
