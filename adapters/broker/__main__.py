@@ -98,8 +98,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     lim.add_argument("--queue-max-length", type=_count, default=None, metavar="N",
                      help="default queue length (x-max-length; default: none)")
     lim.add_argument("--queue-max-bytes", type=_octets, default=None, metavar="SIZE",
-                     help="default queue octets, each message counted as the memory "
-                          "mark counts it (x-max-length-bytes; default: none)")
+                     help="default queue body octets (x-max-length-bytes; default: none)")
     lim.add_argument("--overflow", choices=OVERFLOW_POLICIES, default=d.overflow,
                      help="what a full queue does (x-overflow; default %(default)s)")
     log = p.add_argument_group("logging", "lines on stderr (logger amqp_sansio.broker)")

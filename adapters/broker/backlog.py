@@ -1,4 +1,4 @@
-"""A queue's messages, in enqueue order, with their count and octets.
+"""A queue's messages, in enqueue order, with their count, octets and body octets.
 
 :class:`Backlog` is what ``QueueState.messages`` holds.  Messages are kept
 sorted by their enqueue sequence number (``seq``) in a list with a moving
@@ -28,6 +28,11 @@ class Queued(Protocol):
         """What it is counted as (its octets)."""
         ...
 
+    @property
+    def size(self) -> int:
+        """Octets of its body."""
+        ...
+
 
 M = TypeVar("M", bound=Queued)
 
@@ -44,8 +49,8 @@ class _Gone:
 
 
 class Backlog(Generic[M]):
-    """Messages in ``seq`` order; ``len()`` and :attr:`octets` count the ones
-    present.  Every operation costs the messages it touches, plus a binary
+    """Messages in ``seq`` order; ``len()``, :attr:`octets` and
+    :attr:`body_octets` count the ones present.  Every operation costs the messages it touches, plus a binary
     search -- except :meth:`keep_only` and :meth:`clear`, which are sweeps."""
 
     def __init__(self) -> None:
@@ -53,6 +58,7 @@ class Backlog(Generic[M]):
         self._head = 0
         self._count = 0
         self.octets = 0
+        self.body_octets = 0  # (x-max-length-bytes counts bodies, as RabbitMQ does)
 
     def __len__(self) -> int:
         return self._count
@@ -175,11 +181,13 @@ class Backlog(Generic[M]):
         m.queued = True
         self._count += 1
         self.octets += m.octets
+        self.body_octets += m.size
 
     def _removed(self, m: M) -> None:
         m.queued = False
         self._count -= 1
         self.octets -= m.octets
+        self.body_octets -= m.size
 
     def _compact(self) -> None:
         items = self._items

@@ -56,12 +56,10 @@ class Limits:
     #: Octets written to one connection and not yet taken by its socket,
     #: beyond which its subscriptions get no more deliveries.
     output_buffered: int = 1 << 20
-    #: A queue's default length and octets (``x-max-length`` and
+    #: A queue's default length and body octets (``x-max-length`` and
     #: ``x-max-length-bytes`` set them per queue), and what a full queue does.
-    #: Its octets are what its messages are charged, as the memory mark
-    #: counts them (``model.charge``: body, properties and a per-message
-    #: overhead -- RabbitMQ counts bodies alone: a queue bounded in octets
-    #: would take any number of empty messages).
+    #: Bodies alone, as RabbitMQ counts them (what a test written against
+    #: RabbitMQ expects); the memory mark below counts what holding costs.
     queue_length: int | None = None
     queue_octets: int | None = None
     overflow: str = attrs.field(default="reject-publish",
@@ -113,8 +111,8 @@ class QueuePolicy:
                    count("x-max-length-bytes", limits.queue_octets), str(overflow))
 
     def full(self, length: int, octets: int, adding: int) -> bool:
-        """Would one more message charged ``adding`` octets go over, the
-        queue holding ``length`` messages charged ``octets`` in all?"""
+        """Would one more message of ``adding`` body octets go over, the
+        queue holding ``length`` messages of ``octets`` body octets in all?"""
         return ((self.max_length is not None and length + 1 > self.max_length)
                 or (self.max_octets is not None and octets + adding > self.max_octets))
 

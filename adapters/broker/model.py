@@ -751,7 +751,7 @@ class Broker:
             return True  # not refused: the queue does not take its owner's own
         pol = q.policy
         if pol.max_length is not None or pol.max_octets is not None:  # (most are not bounded)
-            while pol.full(len(q.messages), q.messages.octets, msg.octets):
+            while pol.full(len(q.messages), q.messages.body_octets, msg.size):
                 if pol.overflow != "drop-head" or not q.messages:
                     self.stats["overflow-refused"] += 1
                     return False
