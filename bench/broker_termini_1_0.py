@@ -95,7 +95,8 @@ class _Pair:
         self.events += self.conn.take_events()
 
 
-def run(count: int, credit: int, batch: int, durable: TerminusDurability) -> dict[str, float]:
+def run(count: int, credit: int, batch: int, durable: TerminusDurability,
+        persistent: bool = True) -> dict[str, float]:
     data = Path(tempfile.mkdtemp(prefix="amqp-bench-termini-"))
     try:
         b = Broker(data_dir=data, data_sync="normal")
@@ -105,7 +106,7 @@ def run(count: int, credit: int, batch: int, durable: TerminusDurability) -> dic
             address="kept", durable=durable, expiry_policy=TerminusExpiryPolicy.NEVER))
         pub = c.session.attach_sender("pub", target=Target(address="kept"))
         c.pump()
-        payload = encode_message(AmqpMessage(header=Header(durable=True),
+        payload = encode_message(AmqpMessage(header=Header(durable=persistent),
                                              body=(Data(b"x" * 100),)))
         sent = 0
         while sent < count:
@@ -152,6 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--kind", action="append", choices=sorted(KINDS),
                    help="the record kept (default: both)")
+    p.add_argument("--transient", action="store_true",
+                   help="non-persistent messages (no held rows: what the terminus' tag "
+                   "reservation costs)")
     p.add_argument("--callgrind", metavar="N1,N2",
                    help="instructions per message between N1 and N2 messages")
     args = p.parse_args(argv)
@@ -166,11 +170,12 @@ def main(argv: list[str] | None = None) -> int:
                 got = per_message(WORKLOAD, [str(credit), str(args.batch), name], n1, n2)
                 print(f"credit {credit:>5}  {name:<16} {got:12,.0f}")
         return 0
-    print(f"{args.count} persistent messages x 100 B, accepted {args.batch} a round; "
+    kind = "non-persistent" if args.transient else "persistent"
+    print(f"{args.count} {kind} messages x 100 B, accepted {args.batch} a round; "
           f"broker CPU us/message (best of {args.rounds}), store commits")
     for credit in credits:
         for name, durable in kinds.items():
-            runs = [run(args.count, credit, args.batch, durable) for _ in range(args.rounds)]
+            runs = [run(args.count, credit, args.batch, durable, not args.transient) for _ in range(args.rounds)]
             best = min(runs, key=lambda f: f["us"])
             every = ", ".join(f"{f['us']:.1f}" for f in runs)
             print(f"credit {credit:>5}  {name:<16} {best['us']:7.1f} us  "

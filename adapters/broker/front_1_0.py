@@ -107,6 +107,7 @@ from .termini_1_0 import (
     decode_row_state,
     decode_state,
     encode_state,
+    reaches,
     row_state,
     tag_after,
 )
@@ -257,6 +258,7 @@ class Links10:
                 else:  # held for good, or its accept rolled back: still held
                     t.restored[row.tag] = row.message
             t.next_tag = tag_after([*t.rows, *state.held], state.next_tag)
+            t.tags_reserved = state.next_tag
             self._termini.add(t)
             for tag, seq in state.held.items():  # a format 1 record's: rows from now on
                 if tag not in t.rows:
@@ -276,7 +278,9 @@ class Links10:
             q, TerminusRecord(t.vhost, t.container, t.name, t.queue, encode_state(t)))
 
     def save_terminus(self, t: Terminus) -> None:
-        """Store ``t``'s record again (where its tags go on from)."""
+        """Store ``t``'s record again (where its tags go on from: attached,
+        a new reservation -- in the store's next batch, before the
+        transfer that reached the last one leaves)."""
         q = self.broker.vhost(t.vhost).queues.get(t.queue)
         if t.stored and q is not None:
             self._save(t, q)
@@ -360,6 +364,9 @@ class Consumer10(Consumer):
     def offer(self, q: QueueState, msg: QMsg) -> bool:
         payload = _delivery_payload(msg)
         txn = self.txn
+        t = self.terminus
+        if t is not None and t.stored and reaches(self.next_tag(), t.tags_reserved):
+            self.front.svc.save_terminus(t)  # (reserves the next block)
         try:
             d = self.link.send(payload, tag=self.next_tag().to_bytes(4, "big") if self.tag_base
                                else None, settled=self.presettle and txn is None,
@@ -376,8 +383,8 @@ class Consumer10(Consumer):
             if h.acquired:
                 if txn is not None:
                     txn.acquires.append((self, d, h))
-                if self.terminus is not None and msg.stored:
-                    self.front.svc.hold(self.terminus, d.tag, msg.seq, b"" if txn is None
+                if t is not None and msg.stored:
+                    self.front.svc.hold(t, d.tag, msg.seq, b"" if txn is None
                                         else row_state(RowState(txn.txn_id, acquired=True)))
         self.front.note_output(len(payload) + DELIVERY_OVERHEAD)
         return True

@@ -15,13 +15,18 @@ subscription (container id + link name).
 On a durable queue with the broker's store, a terminus is stored too
 (``store.TerminusRecord``; its state is the source, whether its queue is
 its own and where its delivery tags go on from) and comes back after a
-restart.  Unsettled-state: each delivery of a stored message it holds
-unsettled is put to the store when the delivery is made and deleted when
-it is settled (``store.HeldRecord``: tag, message, and the open
-transaction it is in), in the store's batch before the transfers leave;
-the store writes a batch's changes as one row of a log it compacts
-(``heldlog.py``) -- a write costs what changed, not what the link holds.
-A broker killed with
+restart.  While a link is attached, the stored "go on from" is a
+reservation (:data:`TAG_BLOCK` tags past the next one, put again in the
+batch of the delivery that reaches it): a broker killed at any point
+resumes past every tag it sent -- a non-persistent delivery's too, which
+no row names -- for one terminus write per block.
+
+Unsettled-state: each delivery of a stored message it holds unsettled is
+put to the store when the delivery is made and deleted when it is settled
+(``store.HeldRecord``: tag, message, and the open transaction it is in),
+in the store's batch before the transfers leave; the store writes a
+batch's changes as one row of a log it compacts (``heldlog.py``) -- a
+write costs what changed, not what the link holds.  A broker killed with
 the link attached knows them after its restart as it would after the link
 left.  Those messages are back on the queue then (marked redelivered); a
 re-attach whose unsettled map names one of the tags takes its message off
@@ -38,7 +43,7 @@ from __future__ import annotations
 
 __all__ = ["Terminus", "Termini", "LINK", "SESSION", "CONNECTION", "TERMINI_MAX",
            "State", "encode_state", "decode_state", "next_tag", "RowState", "row_state",
-           "decode_row_state", "tag_after"]
+           "decode_row_state", "tag_after", "TAG_BLOCK", "reaches"]
 
 import heapq
 import itertools
@@ -61,6 +66,10 @@ _STARTS = {TerminusExpiryPolicy.LINK_DETACH: LINK, TerminusExpiryPolicy.SESSION_
 #: Termini kept at once across the broker; a link beyond it keeps none (its
 #: attach says so: durable none, expiry link-detach).
 TERMINI_MAX = 10_000
+#: Delivery tags an attached stored terminus reserves at a time: its
+#: record says its tags go on from here, so a restart skips at most this
+#: many (far below serial arithmetic's half of the 4-octet tag space).
+TAG_BLOCK = 4096
 
 Key = tuple[str, str, str]  # vhost, container id, link name
 
@@ -93,6 +102,9 @@ class Terminus:
     #: attachments (each starts its delivery count at 0, as rhea assumes),
     #: so a new one never clashes with one it resumes
     next_tag: int = 0
+    #: where its stored record says its tags go on from (the reservation
+    #: while attached): every tag sent is below it (serial arithmetic)
+    tags_reserved: int = 0
     ended: int = -1  # how far its attachment has ended (-1: attached)
     expires: float | None = None
     stored: bool = False
@@ -108,12 +120,23 @@ def next_tag(t: Terminus) -> int:
     return c.next_tag() if c is not None else t.next_tag
 
 
+def reaches(tag: int, mark: int) -> bool:
+    """Is the tag number ``tag`` at or past ``mark`` (serial arithmetic)?"""
+    return ((tag - mark) & 0xFFFFFFFF) < 0x80000000
+
+
 def encode_state(t: Terminus) -> bytes:
     """What the store keeps of ``t`` beyond its key and queue (1.0
-    encoding).  The held map stays empty: held deliveries are rows of their
-    own (stores of format 1 kept them here: :func:`decode_state` reads it)."""
+    encoding), and from now on ``t.tags_reserved``: where its tags go on
+    from -- attached, :data:`TAG_BLOCK` past its next one.  The held map
+    stays empty: held deliveries are rows of their own (stores of format 1
+    kept them here: :func:`decode_state` reads it)."""
+    n = next_tag(t)
+    if t.consumer is not None:
+        n = (n + TAG_BLOCK) & 0xFFFFFFFF
+    t.tags_reserved = n
     out = bytearray()
-    encode_value([t.source, t.private, t.durable, t.user, {}, UInt(next_tag(t))], out)
+    encode_value([t.source, t.private, t.durable, t.user, {}, UInt(n)], out)
     return bytes(out)
 
 

@@ -158,16 +158,48 @@ def test_unsettled_deliveries_of_an_attached_link_resume_after_kill_9(tmp_path: 
         b.close()
 
 
-def _publish(c: SocketClient, n: int) -> None:
+def _publish(c: SocketClient, n: int, *, durable: bool = True) -> None:
     pub = c.session.attach_sender("pub", target=Target(address="kept"))
     sent = 0
     while sent < n:
         c.wait(lambda: pub.credit > 0)
         for i in range(sent, sent + min(pub.credit, n - sent)):
-            pub.send(encode_message(AmqpMessage(header=Header(durable=True),
+            pub.send(encode_message(AmqpMessage(header=Header(durable=durable),
                                                 body=(Data(b"m%d" % i),))), tag=b"%d" % i)
             sent += 1
     c.wait(lambda: len(c.of(ev.DeliveryUpdated, pub)) == n)  # stored, then accepted
+
+
+def test_tags_of_non_persistent_deliveries_are_not_reused_after_kill_9(
+        tmp_path: Path) -> None:
+    """Killed while the client holds non-persistent deliveries unsettled
+    (no held rows: their messages die with the broker): the terminus'
+    stored tag reservation keeps the re-attached link's new deliveries off
+    their tags, though the broker cannot name them."""
+    proc, url = start(tmp_path)
+    try:
+        c = SocketClient(url, "transient-subscriber")
+        r = _subscribe(c)
+        _publish(c, 3, durable=False)
+        got = _receive(c, r, 3)
+        held = {e.delivery.tag for e in got}
+        assert _held_rows(tmp_path) == set()  # (nothing recorded of them)
+    finally:
+        _kill(proc)
+
+    proc, url = start(tmp_path)
+    try:
+        c = SocketClient(url, "transient-subscriber")
+        r = _subscribe(c, dict.fromkeys(held))
+        assert not r.remote_unsettled  # the broker does not know them
+        _publish(c, 3, durable=False)
+        anew = _receive(c, r, 3)
+        assert [e.payload[-2:] for e in anew] == [b"m0", b"m1", b"m2"]
+        assert not {e.delivery.tag for e in anew} & held
+        assert len({e.delivery.tag for e in anew}) == 3
+        c.close()
+    finally:
+        _kill(proc)
 
 
 def _held_rows(data: Path) -> set[bytes]:

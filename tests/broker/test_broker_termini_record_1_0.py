@@ -30,6 +30,7 @@ from amqp_sansio.v1_0.spec import (
     TransactionalState,
 )
 from amqp_sansio.v1_0.transactions import Controller, transactional
+from amqp_sansio_broker import termini_1_0
 from amqp_sansio_broker.heldlog import COMPACT_SLACK, HeldLog
 from amqp_sansio_broker.model import Broker
 from amqp_sansio_broker.store import DB_NAME
@@ -110,6 +111,29 @@ def test_the_record_follows_each_delivery(tmp_path: Path) -> None:
         e.delivery.settle(Accepted())
     c.pump()
     assert _rows(tmp_path) == {} and list(b.queues["kept"].messages) == []
+    b.close()
+
+
+def test_the_record_reserves_tags_a_block_at_a_time(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While the link is attached, the stored record's next tag is past
+    every tag sent (a broker killed at any point resumes past them, rows or
+    none); it is written once a block, in the batch of the delivery that
+    reaches the last reservation; the detach stores the exact next tag."""
+    monkeypatch.setattr(termini_1_0, "TAG_BLOCK", 8)
+    b, c, r, _ = _consuming(tmp_path, 20, 0)
+    assert decode_state(_state(tmp_path)).next_tag == 8  # reserved at attach
+    stored = []
+    for _ in range(20):
+        r.flow(1)
+        c.pump()
+        [*_, last] = _received(c, r)
+        stored.append(decode_state(_state(tmp_path)).next_tag)
+        assert int.from_bytes(last.delivery.tag, "big") < stored[-1]
+    assert sorted(set(stored)) == [8, 16, 24]
+    r.detach(closed=False)
+    c.pump()
+    assert decode_state(_state(tmp_path)).next_tag == 20
     b.close()
 
 
