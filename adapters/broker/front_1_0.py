@@ -107,7 +107,6 @@ from .termini_1_0 import (
     decode_row_state,
     decode_state,
     encode_state,
-    reaches,
     row_state,
     tag_after,
 )
@@ -365,8 +364,9 @@ class Consumer10(Consumer):
         payload = _delivery_payload(msg)
         txn = self.txn
         t = self.terminus
-        if t is not None and t.stored and reaches(self.next_tag(), t.tags_reserved):
-            self.front.svc.save_terminus(t)  # (reserves the next block)
+        if t is not None and t.stored and ((self.tag_base + self.link.delivery_count
+                                            - t.tags_reserved) & 0xFFFFFFFF) < 0x80000000:
+            self.front.svc.save_terminus(t)  # (reached its reservation: the next block)
         try:
             d = self.link.send(payload, tag=self.next_tag().to_bytes(4, "big") if self.tag_base
                                else None, settled=self.presettle and txn is None,

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 __all__ = ["Terminus", "Termini", "LINK", "SESSION", "CONNECTION", "TERMINI_MAX",
            "State", "encode_state", "decode_state", "next_tag", "RowState", "row_state",
-           "decode_row_state", "tag_after", "TAG_BLOCK", "reaches"]
+           "decode_row_state", "tag_after", "TAG_BLOCK"]
 
 import heapq
 import itertools
@@ -118,11 +118,6 @@ def next_tag(t: Terminus) -> int:
     """The number ``t``'s next delivery tag takes."""
     c = t.consumer
     return c.next_tag() if c is not None else t.next_tag
-
-
-def reaches(tag: int, mark: int) -> bool:
-    """Is the tag number ``tag`` at or past ``mark`` (serial arithmetic)?"""
-    return ((tag - mark) & 0xFFFFFFFF) < 0x80000000
 
 
 def encode_state(t: Terminus) -> bytes:
