@@ -141,10 +141,10 @@ def _once(n: int) -> int:
 
 def charge(data: bytes, head: bytes | int | Wire) -> int:
     """What a message held as ``data`` and ``head`` (QMsg's ``_data`` and
-    ``_head``) is charged: :attr:`QMsg.octets`, the one measure both the
-    memory mark (``Broker.retained``) and a queue's ``x-max-length-bytes``
-    (``QueuePolicy.full``) sum -- the octets it holds (shared property
-    octets counted in full) and what holding them costs beyond that."""
+    ``_head``) is charged: :attr:`QMsg.octets`, the measure the memory mark
+    (``Broker.retained``) and a queue's ``octets`` sum -- the octets it holds
+    (shared property octets counted in full) and what holding them costs
+    beyond that (``x-max-length-bytes`` counts bodies, as RabbitMQ's does)."""
     if type(head) is bytes:  # (type tests, cheaper than isinstance: once per publish)
         return _once(len(data) + len(head) + RELAYED_OVERHEAD)
     if type(head) is int:
