@@ -305,6 +305,7 @@ class Links10:
             return
         held, t.held = list(t.held.values()), {}
         t.rolled_back.clear()
+        t.in_txn.clear()
         self.broker.release_held(held)
         q = self.broker.vhost(t.vhost).queues.get(t.queue)
         if t.private and q is not None:
@@ -326,7 +327,7 @@ class Consumer10(Consumer):
     message; ``held`` are its unsettled deliveries."""
 
     __slots__ = ("front", "link", "held", "presettle", "outcomes", "default_outcome",
-                 "private", "txn", "terminus", "resuming", "tag_base")
+                 "private", "txn", "terminus", "resuming", "awaiting", "tag_base")
 
     def __init__(self, front: Connection10, link: Link, queue: str, vhost: str, *,
                  browsing: bool, presettle: bool, outcomes: tuple[str, ...],
@@ -347,6 +348,9 @@ class Consumer10(Consumer):
         #: credit comes: (tag, held, None) resends the message; (tag, None,
         #: outcome) only settles it with the client's outcome.
         self.resuming: list[tuple[bytes, Held | None, Any]] = []
+        #: Tags its attach's unsettled map named that a transaction not yet
+        #: discharged accepted: the discharge answers them here.
+        self.awaiting: set[bytes] = set()
         #: Its delivery tags number from here on (a resumed durable
         #: subscription's go on from its earlier attachments'; the link's
         #: own delivery count starts at 0: rhea's receiver assumes it does).
@@ -388,6 +392,13 @@ class Consumer10(Consumer):
                                         else row_state(RowState(txn.txn_id, acquired=True)))
         self.front.note_output(len(payload) + DELIVERY_OVERHEAD)
         return True
+
+    def resume(self, tag: bytes, h: Held | None, state: Any) -> None:
+        """Send ``tag`` again (resume=true) as credit allows: ``h``'s message,
+        or (``h`` None) only the outcome ``state``, settled."""
+        self.resuming.append((tag, h, state))
+        self.front._send_resumed(self)
+        self.front.note_output(0)  # (maybe another connection's doing)
 
     def cancelled(self, q: QueueState) -> None:
         """Its queue was deleted: the broker detaches the link (21)."""
@@ -825,7 +836,12 @@ class Connection10(FrontEnd):
                 h.consumer = c
                 c.resuming.append((tag, h, None))
         self.broker.release_held(anew)
-        link.unsettled = {tag: None for tag, _, _ in c.resuming} or None
+        unsettled: dict[bytes, Any] = {tag: None for tag, _, _ in c.resuming}
+        for tag, txn_id in t.in_txn.items():  # not settled before the discharge
+            unsettled[tag] = TransactionalState(txn_id=txn_id, outcome=Accepted())
+            if tag in theirs and not c.presettle:
+                c.awaiting.add(tag)
+        link.unsettled = unsettled or None
 
     def _send_resumed(self, c: Consumer10) -> None:
         """Send what ``c`` resumes, as its credit allows (before anything new)."""
@@ -856,7 +872,7 @@ class Connection10(FrontEnd):
         t.next_tag = c.next_tag()
         held = {d.tag: h for d, h in c.held.items()}
         held.update((tag, h) for tag, h, _ in c.resuming if h is not None)
-        c.held, c.resuming = {}, []
+        c.held, c.resuming, c.awaiting = {}, [], set()
         if t.durable >= 2:
             t.held = held
             self.svc.save_terminus(t)  # (its held rows stand as they are)
@@ -1157,7 +1173,10 @@ class Connection10(FrontEnd):
                     pd.settle(Accepted())
         for c, cd, _ in t.accepts:
             self._unhold(c, cd.tag)
-            if not cd.settled and c.link.state is LinkState.ATTACHED:
+            now = self._awaited(c, cd.tag)
+            if now is not None:  # its link left; a re-attach named it
+                now.resume(cd.tag, None, Accepted())
+            elif not cd.settled and c.link.state is LinkState.ATTACHED:
                 with contextlib.suppress(LocalProtocolError):
                     cd.settle(Accepted())
 
@@ -1174,11 +1193,17 @@ class Connection10(FrontEnd):
         acquired = {id(h) for _, _, h in t.acquires}
         accepted = {id(h) for _, _, h in t.accepts}
         for c, cd, h in t.accepts:
+            now = self._awaited(c, cd.tag)
             if id(h) in acquired:
+                if now is not None:
+                    now.resume(cd.tag, None, Released())
                 continue  # acquired in the transaction too: available again below
             term = c.terminus
             if c.link in self.consumers and not cd.settled:
                 c.held[cd] = h  # 59: still acquired by the consumer
+            elif now is not None:  # its link left; a re-attach named it: sent again
+                h.consumer = now
+                now.resume(cd.tag, h, None)
             elif (term is not None and term.durable >= 2 and term.consumer is None
                   and h.acquired and self.svc.termini(self.broker.now).get(term.key) is term):
                 term.held[cd.tag] = h  # its link left: its terminus holds it
@@ -1208,6 +1233,20 @@ class Connection10(FrontEnd):
             if c.txn is t:
                 c.txn = None
 
+    @staticmethod
+    def _awaited(c: Consumer10, tag: bytes) -> Consumer10 | None:
+        """A delivery of ``c`` accepted in the transaction being discharged:
+        the consumer that re-attached ``c``'s terminus meanwhile and whose
+        attach named it (the discharge answers it there), if any."""
+        term = c.terminus
+        if term is None or term.in_txn.pop(tag, None) is None:
+            return None
+        now: Consumer10 | None = term.consumer
+        if now is None or now is c or tag not in now.awaiting:
+            return None
+        now.awaiting.discard(tag)
+        return now
+
     def _unhold(self, c: Consumer10, tag: bytes) -> None:
         if c.terminus is not None:
             self.svc.unhold(c.terminus, tag)
@@ -1223,6 +1262,8 @@ class Connection10(FrontEnd):
         t.work.accepts.append(h)
         t.accepts.append((c, d, h))
         term = c.terminus
+        if term is not None and term.durable >= 2:
+            term.in_txn[d.tag] = t.txn_id  # (a re-attach before the discharge states it)
         if term is not None and d.tag in term.rows:  # (a restart rolls it back: still held)
             was = decode_row_state(term.rows[d.tag])
             self.svc.hold(term, d.tag, h.msg.seq, row_state(RowState(

@@ -36,7 +36,9 @@ A restart ends every transaction unfinished (rolled back, as a closed
 connection's are): a delivery acquired inside one is available again --
 a re-attach naming its tag gets it settled ``released`` and the message
 comes anew; one only accepted inside one is still held unsettled, its
-provisional outcome void (resumed as any held delivery).
+provisional outcome void (resumed as any held delivery).  Without a
+restart, a re-attach before the discharge states such a delivery in its
+transactional state; the discharge answers it on the new link.
 """
 
 from __future__ import annotations
@@ -96,6 +98,9 @@ class Terminus:
     #: after a restart: tags acquired in a transaction it rolled back (their
     #: messages are available again; a re-attach naming one gets released)
     rolled_back: set[bytes] = attrs.field(factory=set)
+    #: unsettled-state: deliveries accepted in a transaction not yet
+    #: discharged (not held meanwhile), by tag: the transaction's id
+    in_txn: dict[bytes, bytes] = attrs.field(factory=dict)
     #: its held rows in the store: tag -> their state (:func:`row_state`)
     rows: dict[bytes, bytes] = attrs.field(factory=dict)
     #: the number its next delivery tag takes: its tags go on across its

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from test_broker_kill9 import start
 from test_broker_termini_record_1_0 import _rows
 
@@ -250,10 +251,13 @@ def test_many_unsettled_deliveries_resume_after_kill_9(tmp_path: Path) -> None:
         b.close()
 
 
-def test_a_transaction_open_at_kill_9_rolls_back(tmp_path: Path) -> None:
+@pytest.mark.parametrize("reattached", [False, True])
+def test_a_transaction_open_at_kill_9_rolls_back(tmp_path: Path, reattached: bool) -> None:
     """Killed with a transaction open: a delivery only accepted in it is
     still held (sent again), the two acquired in it are released (their
-    messages come anew)."""
+    messages come anew).  So too when the link had left and attached again
+    before the kill (its unsettled map then stated the accepted one in its
+    transactional state, the others held)."""
     proc, url = start(tmp_path)
     try:
         c = SocketClient(url, "txn-subscriber")
@@ -273,6 +277,13 @@ def test_a_transaction_open_at_kill_9_rolls_back(tmp_path: Path) -> None:
         c.wait(lambda: len(c.of(ev.DeliveryReceived, r)) == 3)
         tags = [e.delivery.tag for e in c.of(ev.DeliveryReceived, r)]
         c.wait(lambda: _held_rows(tmp_path) == set(tags))  # (the accept's row too)
+        if reattached:
+            r.detach(closed=False)
+            c.wait(lambda: bool(c.of(ev.LinkDetached, r)))
+            r = _subscribe(c, {tags[0]: transactional(txn, Accepted()),
+                               tags[1]: TransactionalState(txn_id=txn), tags[2]: None})
+            assert r.remote_unsettled == {tags[0]: transactional(txn, Accepted()),
+                                          tags[1]: None, tags[2]: None}
     finally:
         _kill(proc)
 

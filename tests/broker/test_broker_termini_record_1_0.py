@@ -326,3 +326,96 @@ def test_a_store_of_format_2_is_taken_over(tmp_path: Path) -> None:
         assert not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'terminus_held'"
                               ).fetchall()
     b2.close()
+
+
+@pytest.mark.parametrize("how", ["detach", "session", "stolen"])
+@pytest.mark.parametrize("fail", [False, True])
+def test_an_accept_in_an_open_transaction_is_unsettled_on_re_attach(
+        tmp_path: Path, how: str, fail: bool) -> None:
+    """The link leaves (detached, its session ended, or attached again from
+    another connection) while a delivery is accepted in a transaction not
+    yet discharged: the re-attach's unsettled map has it, in its
+    transactional state (nothing is settled before the discharge).  The
+    discharge then answers it on the new link: a commit settles it
+    accepted (resume=true, no payload), a rollback sends it again
+    (resume=true: still held, its record says so).  The other held delivery
+    is resumed as any."""
+    b = Broker(data_dir=tmp_path)
+    c = Client(b)
+    on = c.conn.begin() if how == "session" else c.session
+    c.pump()
+    r = on.attach_receiver("sub", source=Source(address="kept", durable=UNSETTLED,
+                                                expiry_policy=NEVER))
+    c.pump()
+    _publish(b, 2)
+    r.flow(2)
+    c.pump()
+    got = _received(c, r)
+    tags = [e.delivery.tag for e in got]
+    ctl, txn = _declare(c)
+    got[0].delivery.update(transactional(txn, Accepted()))
+    c.pump()
+    if how == "detach":
+        r.detach(closed=False)
+    elif how == "session":
+        on.end()
+    c.pump()
+    c2 = Client(b) if how == "stolen" else c
+    r2 = _subscribe(c2, {tags[0]: transactional(txn, Accepted()), tags[1]: None})
+    assert r2.remote_unsettled == {tags[0]: transactional(txn, Accepted()), tags[1]: None}
+    r2.flow(10)
+    c2.pump()
+    [again] = _received(c2, r2)  # the one held; the other waits for the discharge
+    assert (again.delivery.tag, again.delivery.resumed, again.payload[-1:]) == (
+        tags[1], True, b"1")
+    assert decode_row_state(_rows(tmp_path)[tags[0]][1])[:3] == (txn, False, True)
+    ctl.discharge(txn, fail=fail)
+    c.pump()
+    c2.pump()
+    [answer] = _received(c2, r2)[1:]
+    assert (answer.delivery.tag, answer.delivery.resumed) == (tags[0], True)
+    if fail:  # rolled back: still held, sent again
+        assert answer.payload[-1:] == b"0" and not answer.delivery.remote_settled
+        assert _rows(tmp_path)[tags[0]][1] == b""  # held for good again
+        assert len(b.queues["kept"].messages) == 0
+        answer.delivery.settle(Accepted())
+    else:  # committed: settled accepted
+        assert answer.payload == b"" and answer.delivery.remote_settled
+        assert answer.delivery.remote_state == Accepted()
+        assert sorted(_rows(tmp_path)) == [tags[1]]
+    again.delivery.settle(Accepted())
+    c2.pump()
+    assert _rows(tmp_path) == {} and list(b.queues["kept"].messages) == []
+    assert b.retained == 0 == b.recount()
+    b.close()
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_an_accept_in_an_open_transaction_the_re_attach_does_not_name(
+        tmp_path: Path, fail: bool) -> None:
+    """The re-attach's map states it, but the client's does not name it:
+    the discharge settles nothing on the new link -- a commit consumes the
+    message, a rollback delivers it anew (a new tag, redelivered)."""
+    b, c, r, got = _consuming(tmp_path, 1, 1)
+    tag = got[0].delivery.tag
+    ctl, txn = _declare(c)
+    got[0].delivery.update(transactional(txn, Accepted()))
+    r.detach(closed=False)
+    c.pump()
+    r2 = _subscribe(c, {})
+    assert r2.remote_unsettled == {tag: transactional(txn, Accepted())}
+    r2.flow(10)
+    ctl.discharge(txn, fail=fail)
+    c.pump()
+    back = _received(c, r2)
+    if fail:
+        [anew] = back
+        assert not anew.delivery.resumed and anew.delivery.tag != tag
+        assert anew.payload[-1:] == b"0" and anew.delivery.remote_state is None
+        assert sorted(_rows(tmp_path)) == [anew.delivery.tag]
+        anew.delivery.settle(Accepted())
+        c.pump()
+    else:
+        assert back == [] and _rows(tmp_path) == {}
+    assert list(b.queues["kept"].messages) == [] and b.retained == 0 == b.recount()
+    b.close()
