@@ -15,6 +15,11 @@ Phases (each timed with ``time.perf_counter`` and ``time.process_time``):
 * consume -- subscribe (window flow, ``--prefetch``), accept every message
   (accepts batched), and end once all arrived and the accepts completed.
 
+``--frames`` also counts what the client writes in each phase: its writes,
+and the controls and commands in them by name, per 1,000 messages (the
+octets are kept as written and decoded after the run, so the count costs
+the phase a list append per write).
+
 Clients are pluggable: add ``async``/sync functions to :data:`CLIENTS` taking
 ``(url, count, size, prefetch)`` and returning ``{"publish": Phase,
 "consume": Phase}``.  ``--client`` picks them (default: all registered).
@@ -42,6 +47,7 @@ class Phase:
     wall: float  # seconds
     cpu: float  # process CPU seconds
     broker_cpu: float | None = None  # the broker process's CPU seconds, if known
+    writes: tuple[int, int] | None = None  # its part of WRITTEN (--frames)
 
     @property
     def rate(self) -> float:
@@ -61,6 +67,47 @@ class Phase:
 
 #: CPU seconds used so far by the broker process (set when we started it).
 BROKER_CPU: Callable[[], float] | None = None
+#: What the client writes, while --frames records it (see :func:`record_writes`).
+WRITTEN: list[bytes] | None = None
+
+
+def record_writes() -> None:
+    """--frames: keep every chunk a client connection writes (its logbook
+    sees each one) in :data:`WRITTEN`, all connections' in order."""
+    from amqp_sansio import trace
+
+    global WRITTEN
+    WRITTEN = written = []
+
+    def sent(self: trace.Logbook, data: bytes) -> None:
+        written.append(bytes(data))
+
+    trace.Logbook.sent = sent  # type: ignore[method-assign]
+
+
+def frame_counts(phases: dict[str, Phase], count: int) -> dict[str, dict[str, float]]:
+    """Per phase: the client's writes and the frames in them by name, per
+    1,000 messages.  (One connection's stream is decoded from its first
+    write on: a frame may span writes.)"""
+    from amqp_sansio.trace import FrameTrace
+
+    assert WRITTEN is not None
+    out: dict[str, dict[str, float]] = {}
+    decoder, end = FrameTrace("0-10"), 0
+    for name, ph in sorted(phases.items(), key=lambda kv: kv[1].writes or (0, 0)):
+        if ph.writes is None:
+            continue
+        first, last = ph.writes
+        for chunk in WRITTEN[end:first]:  # (what came before: decoded, not counted)
+            decoder.outgoing(chunk)
+        counts: dict[str, float] = {"writes": last - first}
+        for chunk in WRITTEN[first:last]:
+            for line in decoder.outgoing(chunk):
+                frame = line.split()[1]
+                counts[frame] = counts.get(frame, 0) + 1
+        end = last
+        out[name] = {k: round(v * 1000 / count, 1) for k, v in counts.items()}
+    return out
 
 
 def _proc_cpu(pid: int) -> Callable[[], float] | None:
@@ -81,10 +128,12 @@ def _proc_cpu(pid: int) -> Callable[[], float] | None:
 def _timed(box: dict[str, Phase], name: str, count: int) -> Iterator[None]:
     probe = BROKER_CPU
     b0 = probe() if probe else None
+    first = None if WRITTEN is None else len(WRITTEN)
     w, c = time.perf_counter(), time.process_time()
     yield
     wall, cpu = time.perf_counter() - w, time.process_time() - c
-    box[name] = Phase(count, wall, cpu, probe() - b0 if probe and b0 is not None else None)
+    box[name] = Phase(count, wall, cpu, probe() - b0 if probe and b0 is not None else None,
+                      None if WRITTEN is None or first is None else (first, len(WRITTEN)))
 
 
 # ---------------------------------------------------------------- Trio client
@@ -212,14 +261,23 @@ def main(argv: list[str] | None = None) -> int:
                    help="client(s) to run (default: all)")
     p.add_argument("--url", help="use this broker instead of starting the embedded one")
     p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--frames", action="store_true",
+                   help="count the client's writes and the frames in them")
     args = p.parse_args(argv)
+    if args.frames:
+        record_writes()
     names = args.client or sorted(CLIENTS)
     results: dict[str, Any] = {}
 
     def run_all(url: str) -> None:
         for name in names:
+            if WRITTEN is not None:
+                WRITTEN.clear()  # (each client's connection from its header on)
             phases = CLIENTS[name](url, args.count, args.size, args.prefetch)
             results[name] = {k: v.as_dict() for k, v in phases.items()}
+            frames = frame_counts(phases, args.count) if args.frames else {}
+            for k, counts in frames.items():
+                results[name][k]["per_1000_messages"] = counts
             if not args.json:
                 for k, v in phases.items():
                     broker = ("" if v.broker_cpu is None else
@@ -227,6 +285,9 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{name:7} {k:8} {v.count:>8} msgs  {v.wall:7.2f} s  "
                           f"{v.rate:10,.0f} msg/s  {v.cpu_us_per_msg:7.1f} us CPU/msg"
                           f"{broker}", flush=True)
+                    if k in frames:
+                        print(f"{'':16} per 1,000 messages: " + ", ".join(
+                            f"{n} {c:g}" for n, c in frames[k].items()), flush=True)
 
     if args.url:
         run_all(args.url)

@@ -8,15 +8,19 @@ adapters alike (see :mod:`amqp_sansio.client` for the shape):
 * **Subscribing** is ``message.subscribe`` + ``message.set-flow-mode`` +
   two ``message.flow`` (``prefetch`` messages, unlimited octets) +
   ``execution.sync``, answered when the broker has completed them all.
-* **Settling.**  A delivery is completed when it is settled (window mode:
-  that re-grants its credit), accept-mode ``none`` ones when handed out --
-  and so are those of a subscription made with ``complete_on_receipt``,
-  whose accepts may then wait as long as the application likes without
-  holding the broker's replay window (0-10 keeps completion and acceptance
-  apart; window mode then bounds what is buffered, not what is unsettled).
-  Accepts are batched per subscription -- one ``message.accept`` when the
-  batch (half the prefetch, at most 256) is full or the subscription's
-  buffer runs dry; credit mode re-grants credit in the same batches.
+* **Settling.**  Accepts are batched per subscription -- one
+  ``message.accept`` when the batch (half the prefetch, at most 256) is
+  full or the subscription's buffer runs dry -- and an accepted delivery is
+  completed as its batch goes out (just before the accept, as qpid does;
+  window mode: that re-grants its credit), so that one ``session.completed``
+  goes with each accept rather than one with every settling call (each a
+  control the broker handles).  Rejected and released deliveries are
+  completed at once, accept-mode ``none`` ones when handed out -- and so
+  are those of a subscription made with ``complete_on_receipt``, whose
+  accepts may then wait as long as the application likes without holding
+  the broker's replay window (0-10 keeps completion and acceptance apart;
+  window mode then bounds what is buffered, not what is unsettled).  Credit
+  mode re-grants credit in the same batches as the accepts.
 * **Deliveries nobody asked for** (a subscription already cancelled, or one
   of a transport we lost) are completed and released (``set-redelivered``);
   their destination is cancelled once, so that they do not come back.
@@ -89,7 +93,8 @@ class Carry:
 
     to_accept: SequenceSet = attrs.field(factory=SequenceSet)
     to_release: SequenceSet = attrs.field(factory=SequenceSet)
-    #: those of ``to_release`` completed already (``complete_on_receipt``)
+    #: those of ``to_accept`` and ``to_release`` completed already
+    #: (``complete_on_receipt``); the rest are completed as they go out
     completed: SequenceSet = attrs.field(factory=SequenceSet)
 
 
@@ -487,12 +492,9 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
             touched: list[ClientSubscription[Any]] = []
             for d in ds:
                 d.settled = True
-                cid = d.event.command_id
                 sub = d.sub
-                if not sub.complete_on_receipt:
-                    core.complete(cid)  # completion before the accept (as qpid does)
                 sub.settled(d)
-                sub.to_accept(cid)
+                sub.to_accept(d.event.command_id)  # (completed as the accept goes out)
                 if sub not in touched:
                     touched.append(sub)
             for sub in touched:
@@ -532,11 +534,8 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         if self.error is not None:
             raise self.error
         d.settled = True
-        cid = d.event.command_id
-        if not sub.complete_on_receipt:
-            self.core.complete(cid)  # completion before the accept (as qpid does)
         sub.settled(d)
-        sub.to_accept(cid)
+        sub.to_accept(d.event.command_id)
         sub.accepts_added()
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -586,6 +585,7 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         # the old ids would name the broker's new transfers.
         if carry is not None and self.resumed is not None and self.resumed.peer_state:
             if carry.to_accept:
+                self.core.complete(carry.to_accept.difference(carry.completed))
                 self.core.send(spec.MessageAccept(transfers=carry.to_accept))
             if carry.to_release:
                 self.core.complete(carry.to_release.difference(carry.completed))
@@ -812,7 +812,8 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
             self._credit_one()
 
     def settled(self, d: D) -> None:
-        """``d`` was just settled (the session completes it)."""
+        """``d`` was just settled (the session completes it -- an accepted
+        one as its accept goes out)."""
         self.unsettled.discard(d.command_id)
         self._credit_one()
 
@@ -841,7 +842,10 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
 
     def _send_accepts(self) -> None:
         if self._accepts_n:
-            self.session.send(spec.MessageAccept(transfers=self._accepts))
+            s = self.session
+            if not self.complete_on_receipt:
+                s.core.complete(self._accepts)  # completion before the accept (as qpid does)
+            s.send(spec.MessageAccept(transfers=self._accepts))
             self._accepts = SequenceSet()
             self._accepts_n = 0
 
@@ -856,6 +860,8 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
     def leave(self, carry: Carry) -> None:
         """The transport died: what this subscription owes goes with the session."""
         carry.to_accept.update(self._accepts)
+        if self.complete_on_receipt:
+            carry.completed.update(self._accepts)
         for cid in self.unsettled:
             carry.to_release.add(cid)
             if self.complete_on_receipt:

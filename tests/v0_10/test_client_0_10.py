@@ -3,10 +3,10 @@
 The policy both adapters use is driven here against the embedded broker's
 sans-IO model through a fake network -- no sockets, no threads -- so that
 what it decides is seen command by command: deliveries nobody asked for are
-released and their destination cancelled once, accepts and credit go out
-in batches, a pipelined publisher is bounded by the octets in flight, and
-what a session owed when its transport died is settled on the connection
-that resumes it.
+released and their destination cancelled once, accepts (each with its
+deliveries' completion) and credit go out in batches, a pipelined publisher
+is bounded by the octets in flight, and what a session owed when its
+transport died is settled on the connection that resumes it.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from amqp_sansio.message import Message
 from amqp_sansio.trace import FrameTrace
 from amqp_sansio.url import parse_url
 from amqp_sansio.v0_10 import client as v010
+from amqp_sansio.v0_10 import session as session_module
 from amqp_sansio.v0_10 import spec
 from amqp_sansio.v0_10.framing import encode_command, header_octets
 from amqp_sansio.v0_10.messages import to_transfer
@@ -124,15 +125,21 @@ def test_accepts_and_credit_go_out_in_batches() -> None:
         sub = s.subscribe("q", v010.ClientDelivery, prefetch=20, flow_mode=flow_mode)
         link.answer(sub.start())
         got = 0
-        while got < 100:
-            ds = deliveries(sub)
-            assert ds, f"{flow_mode}: stalled after {got}"
-            s.settle(ds, "accept")
-            got += len(ds)
+        while got < 100:  # one at a time, the output collected after each
+            d = sub.take()
+            if d is None:
+                link.pump()
+                assert sub.buffer, f"{flow_mode}: stalled after {got}"
+                continue
+            s.settle([d], "accept")
+            got += 1
             link.pump()
         assert got == 100 and sub.batch == 10
-        # 100 accepts in batches of 10 (or when the buffer ran dry).
+        # 100 accepts in batches of 10 (or when the buffer ran dry), each
+        # with the completion of its deliveries: one session.completed an
+        # accept, not one each time output is collected.
         assert link.sent["message.accept"] <= 100 // 10 + 1
+        assert link.sent["session.completed"] <= link.sent["message.accept"]
         # Credit mode re-grants in the same batches; window mode needs none.
         flows = link.sent["message.flow"] - 2  # the two of the subscribe
         assert (0 < flows <= 100 // 10 + 1) if flow_mode == "credit" else flows == 0
@@ -164,17 +171,27 @@ def test_a_pipelined_publisher_is_bounded_by_the_octets_in_flight(
     assert len(broker.queues["q"].messages) == sent
 
 
-def test_what_a_dead_transport_owed_is_settled_on_resume() -> None:
+@pytest.mark.parametrize("complete_on_receipt", [False, True])
+def test_what_a_dead_transport_owed_is_settled_on_resume(
+        complete_on_receipt: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every session.completed asks for known-completed (the broker answers
+    # only when asked): ids completed on receipt are then forgotten, and
+    # must not be completed again on resume.
+    monkeypatch.setattr(session_module, "_RANGES_BEFORE_TIMELY", 0)
     broker = Broker()
     store = SessionStore()
     link = Link(broker, store)
     s = link.client.attach("durable", timeout=60)
     link.pump()
     fill(link, s, "q", 10)
-    sub = s.subscribe("q", v010.ClientDelivery, prefetch=10)
+    sub = s.subscribe("q", v010.ClientDelivery, prefetch=10,
+                      complete_on_receipt=complete_on_receipt)
     link.answer(sub.start())
     assert len(sub.buffer) == 10
     got = [sub.take() for _ in range(6)]  # four stay buffered, never handed out
+    link.pump()  # (completed on receipt: the broker learns it, and says it knows)
+    assert got[0] is not None
+    assert s.core.awaits_completion(got[0].command_id) != complete_on_receipt
     accepted = [d for d in got[:4] if d is not None]
     s.settle(accepted, "accept")
     # Batched (a batch is 5, and the buffer has not run dry): nothing went
