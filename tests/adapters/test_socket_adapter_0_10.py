@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pair_0_10 import names
 
 from amqp_sansio.v0_10 import events as ev
 from amqp_sansio.v0_10.connection import Connection as CoreConnection
@@ -265,11 +266,9 @@ def test_get_and_no_ack(env: Env) -> None:
     with connect(env.url()) as conn, conn.session() as s:
         s.declare_queue("g")
         assert s.get("g") is None
-        t0 = time.monotonic()
-        assert s.get("g", timeout=0.3) is None
-        assert time.monotonic() - t0 >= 0.25
+        assert s.get("g", timeout=0.3) is None  # a time-out: None, not an error
 
-        def later() -> None:
+        def later() -> None:  # (a get that did not wait would miss it)
             time.sleep(0.2)
             with conn.session() as s2:
                 s2.publish(b"late", routing_key="g")
@@ -390,10 +389,9 @@ def test_heartbeats_flow_while_user_code_blocks(env: Env) -> None:
         time.sleep(3.5)  # "user work": 3.5 x the interval, no calls into the library
         t1 = time.monotonic()
         # The broker heard from us during the sleep (heartbeats from the I/O
-        # thread), so it did not declare us dead after 2 silent intervals ...
-        during = [t for t in tap.rx_times if t0 < t < t1]
-        assert len(during) >= 2
-        assert max(b - a for a, b in zip([t0, *during], [*during, t1], strict=True)) < 2.0
+        # thread), so it did not declare us dead after 2 silent intervals
+        # (its own timer is the judge) ...
+        assert len([t for t in tap.rx_times if t0 < t < t1]) >= 2
         # ... and the connection still works.
         assert not conn.closed and not tap.closed
         s.publish(b"alive", routing_key="hb")
@@ -404,12 +402,14 @@ def test_silent_peer_is_detected_by_heartbeat_timeout(env: Env) -> None:
     conn = connect(env.url(heartbeat=1))
     try:
         s = conn.session()
-        env.taps[-1].silent = True  # the broker "hangs": nothing more from it
-        t0 = time.monotonic()
+        tap = env.taps[-1]
+        tap.silent = True  # the broker "hangs": nothing more from it
+        # The heartbeat time-out, not the call's own (HeartbeatTimeoutError is
+        # no AMQPTimeout) ...
         with pytest.raises(HeartbeatTimeoutError):
             s.sync(timeout=10)
-        took = time.monotonic() - t0
-        assert 1.5 < took < 4.0  # 2 x heartbeat, plus scheduling
+        # ... and not at once: meanwhile we went on sending our heartbeats.
+        assert names(b"".join(tap.held)).count("connection.heartbeat") >= 1
         assert conn.closed and isinstance(conn.error, ConnectionLostError)
         with pytest.raises(HeartbeatTimeoutError):
             s.publish(b"x")
@@ -495,11 +495,11 @@ def test_refused_connection() -> None:
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()  # nothing listens there now
-    t0 = time.monotonic()
     with pytest.raises(ConnectError) as ei:
         connect(f"amqp://127.0.0.1:{port}", timeout=2)
+    # Refused at once: not a wait for the time-out (a ConnectTimeout is a ConnectError).
+    assert not isinstance(ei.value, ConnectTimeout)
     assert "cannot connect to 127.0.0.1:" in str(ei.value)
-    assert time.monotonic() - t0 < 2
 
 
 def test_wrong_password_and_unknown_user(env: Env) -> None:
@@ -533,10 +533,9 @@ def test_connect_timeout_when_server_never_answers() -> None:
     lsock = socket.create_server(("127.0.0.1", 0))  # listens, never accepts or speaks
     try:
         port = lsock.getsockname()[1]
-        t0 = time.monotonic()
-        with pytest.raises(ConnectTimeout):
+        with pytest.raises(ConnectTimeout) as ei:
             connect(f"amqp://127.0.0.1:{port}", timeout=0.5)
-        assert 0.4 < time.monotonic() - t0 < 2.0
+        assert "AMQP handshake" in str(ei.value)  # (TCP connected: the broker never spoke)
         with pytest.raises(AMQPTimeout):  # the URL's connect_timeout (ConnectTimeout is one)
             connect(f"amqp://127.0.0.1:{port}?connect_timeout=0.3")
     finally:
@@ -548,12 +547,12 @@ def test_read_timeout_then_connection_still_usable(env: Env) -> None:
         s.declare_queue("rt")
         tap = env.taps[-1]
         tap.silent = True  # no heartbeats agreed: only the read timeout helps
-        t0 = time.monotonic()
-        with pytest.raises(AMQPTimeout):
+        with pytest.raises(AMQPTimeout) as ei:
             s.sync()
-        assert 0.25 < time.monotonic() - t0 < 2
-        with pytest.raises(AMQPTimeout):
+        assert "within 0.3 s" in str(ei.value)  # the URL's read_timeout
+        with pytest.raises(AMQPTimeout) as ei:
             s.query_queue("rt", timeout=0.2)
+        assert "within 0.2 s" in str(ei.value)  # the call's own
         assert not conn.closed
         tap.wake_up(env.server.lock)
         assert s.query_queue("rt", timeout=5).queue == "rt"
@@ -643,11 +642,9 @@ def test_server_stop_is_seen_by_blocked_consumer(env: Env) -> None:
     th = threading.Thread(target=consume)
     th.start()
     time.sleep(0.1)
-    t0 = time.monotonic()
     env.server.stop()
-    th.join(5)
+    th.join(5)  # (the get's own time-out is 10 s: ended by the stop, not by that)
     assert result and isinstance(result[0], ConnectionLostError)
-    assert time.monotonic() - t0 < 3
     conn.close()
 
 

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 import trio
 from certs import make_ca, needs_openssl
+from pair_0_10 import names
 
 from amqp_sansio.v0_10 import events as ev
 from amqp_sansio.v0_10 import spec
@@ -87,22 +88,23 @@ async def test_serve_broker_reports_the_port(nursery: trio.Nursery) -> None:
 
 async def test_run_broker_routes_between_connections_promptly() -> None:
     """A consumer idle on one connection gets a message published on another
-    at once: the broker wakes the consumer's writer (``on_output``)."""
+    at once: the broker wakes the consumer's writer (``on_output``) -- else
+    nothing would: no heartbeat is agreed, and the consumer says nothing
+    before each delivery comes (its accept goes out only after)."""
     async with run_broker() as rb:
         assert rb.url == f"amqp://127.0.0.1:{rb.port}"
-        with trio.fail_after(5):
-            async with open_connection(rb.url) as c1, c1.session() as s1, \
+        with trio.fail_after(30):  # (a hang guard: a delivery never woken would wait for ever)
+            async with open_connection(rb.url + "?heartbeat=0") as c1, c1.session() as s1, \
                     open_connection(rb.url) as c2, c2.session() as s2:
+                assert c1.heartbeat is None
                 await s1.declare_queue("x")
                 async with s1.subscribe("x", prefetch=10) as sub:
                     for i in range(20):
-                        t0 = trio.current_time()
                         await s2.publish(b"%d" % i, routing_key="x")
-                        with trio.fail_after(0.5):
-                            d = await sub.get()
+                        d = await sub.get()
                         assert d.body == b"%d" % i
-                        assert trio.current_time() - t0 < 0.5
                         await d.accept()
+                        await s1.sync()  # (the accept is in: nothing of ours pending)
 
 
 async def test_dropped_transport_releases_unaccepted_messages() -> None:
@@ -198,17 +200,17 @@ async def test_server_times_out_a_silent_client() -> None:
                 events = core.receive_data(await stream.receive_some(65536), 0.0)
                 opened = any(isinstance(e, ev.ConnectionOpened) for e in events)
             await stream.send_all(core.data_to_send())
-            t0 = trio.current_time()
-            while await stream.receive_some(65536):  # server heartbeats, then EOF
-                pass
-            assert 1.9 <= trio.current_time() - t0 < 4.0  # 2 x heartbeat
+            heard = b""
+            while data := await stream.receive_some(65536):  # server heartbeats, then EOF
+                heard += data
+            # Not at once: the broker sent its heartbeats while it waited for ours.
+            assert names(heard).count("connection.heartbeat") >= 1
             await stream.aclose()
 
 
-async def _hung_up_after(host: str, port: int, send: bytes = b"") -> float:
-    """Connect, send ``send``, then nothing: seconds until the server hangs up."""
+async def _hung_up_after(host: str, port: int, send: bytes = b"") -> None:
+    """Connect, send ``send``, then nothing, until the server hangs up."""
     stream = await trio.open_tcp_stream(host, port)
-    t0 = trio.current_time()
     if send:
         await stream.send_all(send)
     try:
@@ -217,7 +219,6 @@ async def _hung_up_after(host: str, port: int, send: bytes = b"") -> float:
     except trio.BrokenResourceError:
         pass
     await stream.aclose()
-    return trio.current_time() - t0
 
 
 @pytest.mark.parametrize("send", [b"", b"AMQP\x01\x01\x00"])
@@ -227,10 +228,13 @@ async def test_a_connection_that_never_opens_is_dropped_after_the_handshake_dead
     broker = Broker(limits=Limits(handshake_timeout=0.5))
     async with run_broker(broker) as rb:
         with trio.fail_after(10):
-            took = await _hung_up_after(rb.host, rb.port, send)
-            assert took >= 0.4
-            assert broker.stats["handshake-timeouts"] == 1
+            await _hung_up_after(rb.host, rb.port, send)
+            assert broker.stats["handshake-timeouts"] == 1  # (the deadline ended it)
             assert not broker.open_connections and not broker.unauthenticated
+            # A client that opens within the deadline is not dropped.
+            async with open_connection(rb.url) as conn, conn.session() as s:
+                await s.declare_queue("kept")
+            assert broker.stats["handshake-timeouts"] == 1
 
 
 @needs_openssl
@@ -244,14 +248,12 @@ async def test_the_handshake_deadline_holds_after_tls_too(tmp_path: Path) -> Non
             stream = await trio.open_ssl_over_tcp_stream(rb.host, rb.port,
                                                          ssl_context=client_ctx)
             await stream.do_handshake()  # TLS done, then no AMQP header
-            t0 = trio.current_time()
             try:
                 while await stream.receive_some(65536):
                     pass
             except trio.BrokenResourceError:
                 pass
-            assert trio.current_time() - t0 >= 0.4
-            assert broker.stats["handshake-timeouts"] == 1
+            assert broker.stats["handshake-timeouts"] == 1  # (the deadline ended it)
 
 
 async def test_serve_survives_a_failing_handler(nursery: trio.Nursery) -> None:

@@ -558,12 +558,10 @@ def test_heartbeat_negotiation_and_exchange(rabbitmq: Node) -> None:  # noqa: F8
     p = Peer(rabbitmq, heartbeat=1)
     try:
         assert p.opened.heartbeat == 1 and p.conn.heartbeat == 1
-        t0 = time.monotonic()
         p.drain(3.5)  # idle: only heartbeats cross
         beats = [e for e in p.events if isinstance(e, ev.HeartbeatReceived)]
         assert len(beats) >= 2, p.events
         assert not p.conn.closed and p.conn.state is ConnState.OPEN
-        assert time.monotonic() - t0 >= 3.5
         ch = p.channel()  # the broker still talks to us
         assert ch.is_open
     finally:
@@ -575,13 +573,11 @@ def test_heartbeat_timeout_when_the_peer_goes_silent(rabbitmq: Node) -> None:  #
     intervals and writes nothing (no close handshake)."""
     p = Peer(rabbitmq, heartbeat=1)
     try:
-        start = time.monotonic()
         # Do not call the loop for a while, then only fire timers.
         time.sleep(2.2)
         events = p.conn.handle_timer(time.monotonic())
         assert any(isinstance(e, ev.HeartbeatTimeout) for e in events), events
         assert p.conn.closed and p.conn.data_to_send() == b""
-        assert time.monotonic() - start >= 2.0
     finally:
         p.sock.close()
 
