@@ -3,7 +3,9 @@
 Receiving: ``framing.transfer_fields`` reads the common transfer (one frame
 of a delivery, no state) as a tuple; what it accepts, the generic decoder
 reads as the same Transfer, and what it refuses (anything unusual) it
-leaves to that decoder; on any octets it never raises.  Sending: a
+leaves to that decoder; on any octets it never raises.  The reader knows
+a transfer laid out as the last common one by comparing octets: read so,
+it is still the generic decoder's Transfer, whatever octet differs.  Sending: a
 delivery's one frame written by the connection's ``write_transfer`` is the
 octets the generated encoder makes of the same Transfer.  End to end, a
 conversation over the hot paths and the same one with them switched off
@@ -15,12 +17,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from amqp_sansio.errors import DecodeError
 from amqp_sansio.v1_0 import connection as conn_mod
 from amqp_sansio.v1_0 import events as ev
+from amqp_sansio.v1_0 import framing
 from amqp_sansio.v1_0 import session as session_mod
 from amqp_sansio.v1_0.connection import CONNECTION_TRANSITIONS, Connection, ConnState, Role
 from amqp_sansio.v1_0.framing import (
@@ -117,6 +122,64 @@ def test_fast_reading_never_raises_and_never_reads_past_the_frame(junk: bytes, c
     # bytes take the usual rest of a transfer in one lookup, a bytearray
     # octet by octet: the same answer
     assert transfer_fields(bytearray(body), 3, end) == got
+
+
+def _items(octets: bytes, fast: bool, cut: int) -> list[Any]:
+    """What a reader makes of ``octets`` received in two reads (cut at
+    ``cut``): a FastTransfer as the Frame it stands for, a DecodeError as
+    itself (the reader is spent then)."""
+    r = FrameReader(1 << 16, header=False)
+    out: list[Any] = []
+    for chunk in (octets[:cut], octets[cut:]):
+        r.receive(chunk)
+        try:
+            while (item := r.next_fast(fast)) is not None:
+                if type(item) is tuple:
+                    item = Frame(0, item[0], transfer_of(item[1]), item[2])
+                out.append(item)
+        except DecodeError as e:
+            return [*out, (e.message, e.offset)]
+    return out
+
+
+@given(common(), st.binary(max_size=20), U32, st.data(), st.integers(0, 0xFFFF))
+def test_a_transfer_laid_out_as_the_last_one_is_read_as_the_decoder_reads_it(
+        t: Transfer, payload: bytes, did: int, data: st.DataObject, channel: int) -> None:
+    # the reader knows the next transfer by the last one's layout (its
+    # octets but the delivery-id and tag): the same transfer with another
+    # id and tag of the same sizes, or with any one octet changed, or cut
+    # anywhere, reads as the generic decoder reads it
+    tag = data.draw(st.binary(min_size=len(t.delivery_tag), max_size=len(t.delivery_tag)))
+    if (did < 256) != (t.delivery_id < 256) or (did == 0) != (t.delivery_id == 0):
+        did = t.delivery_id
+    second = bytearray(encode_frame(attrs.evolve(t, delivery_id=did, delivery_tag=tag), channel,
+                                    data.draw(st.binary(max_size=20))))
+    if data.draw(st.booleans()):
+        second[data.draw(st.integers(0, len(second) - 1))] = data.draw(st.integers(0, 255))
+    octets = encode_frame(t, channel, payload) + bytes(second) + encode_frame(t, channel)
+    cut = data.draw(st.integers(0, len(octets)))
+    fast, slow = _items(octets, True, cut), _items(octets, False, cut)
+    for a, b in zip(fast, slow, strict=True):
+        assert typed_eq(a, b)
+
+
+def test_the_next_transfer_laid_out_the_same_is_not_read_field_by_field(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    monkeypatch.setattr(framing, "transfer_fields",
+                        lambda *a: calls.append(1) or transfer_fields(*a))  # type: ignore[func-returns-value]
+    frames = [Transfer(handle=0, delivery_id=300 + i, delivery_tag=b"%04d" % i,
+                       message_format=0, settled=i == 2) for i in range(4)]
+    r = FrameReader(1 << 16, header=False)
+    r.receive(b"".join(encode_frame(f, 5, b"m%d" % i) for i, f in enumerate(frames)))
+    got = [r.next_fast() for _ in frames]
+    assert got == [(5, (0, 300 + i, b"%04d" % i, 0, i == 2), b"m%d" % i) for i in range(4)]
+    assert len(calls) == 3  # the first, the settled one (another layout), the one after it
+    r = FrameReader(64, header=False)  # the frame size limit holds all the same
+    r.receive(encode_frame(frames[0], 5, b"m") + encode_frame(frames[1], 5, b"m" * 40))
+    assert r.next_fast() == (5, (0, 300, b"0000", 0, False), b"m")
+    with pytest.raises(DecodeError, match="exceeds the limit of 64"):
+        r.next_fast()
 
 
 @given(instances(Transfer), st.binary(max_size=8))
