@@ -16,8 +16,8 @@ import importlib
 from typing import TYPE_CHECKING
 
 from amqp_sansio.message import Message
-from amqp_sansio.submodules import on_first_use
 from amqp_sansio.v0_10.session import SessionStore
+from amqp_sansio_common.submodules import on_first_use
 
 from .client_0_10 import (
     HIGH_WATER,

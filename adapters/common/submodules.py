@@ -4,8 +4,9 @@ The Trio and socket adapters load their 0-9-1 and 1.0 clients this way: a
 0-10 program (a Spark worker) does not load those cores and codecs, about
 half of an adapter's import time.  The names stay attributes of the package
 and in its ``dir()``; a ``TYPE_CHECKING`` import beside the call types them.
-The package passes the imports (literal names: the core imports nothing by a
-computed name, see tests/project/test_purity.py).
+The package passes the imports (literal names: nothing is imported by a
+computed name, see tests/project/test_purity.py).  Adapter plumbing, not
+protocol: it lives beside the adapters, not in the core.
 """
 
 from __future__ import annotations
