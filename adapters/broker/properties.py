@@ -97,6 +97,7 @@ __all__ = ["Props", "Wire", "Form", "FORMS", "convert", "wire_of", "decode_store
 
 import contextlib
 import datetime as _dt
+import sys
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, Final
@@ -178,12 +179,41 @@ class Form:
 
 #: Stamped property octets lately made (Wire.stamp): at most _STAMPED_KEPT,
 #: each of at most _STAMPED_SIZE octets.  (Wires are not changed once made:
-#: with_header makes another.)
+#: with_header makes another.)  An entry a message holds stays: so every
+#: message sharing property octets shares them from here, and what they
+#: take is within this bound (the model does not charge them per message).
 _STAMPED: dict[tuple[str, bytes, str, str], bytes] = {}
 #: ... and Wires lately decoded from such octets (Wire.decoded), as many.
 _DECODED: dict[tuple[str, bytes], Wire] = {}
 _STAMPED_KEPT: Final = 256
 _STAMPED_SIZE: Final = 1024
+#: How a sweep tells an entry nothing else holds (CPython); without it no
+#: entry goes once the cache is full.
+_refcount: Callable[[object], int] | None = getattr(sys, "getrefcount", None)
+_stamp_full = [0]  # stamps not cached before the next sweep (most entries were held)
+
+
+def _stamp_room() -> bool:
+    """Room in _STAMPED for another entry?  Full, the entries no message
+    holds go (a sweep of the cache once per as many stamps, at least a
+    quarter of it freed -- else the next _STAMPED_KEPT stamps are not kept)."""
+    if len(_STAMPED) < _STAMPED_KEPT:
+        return True
+    if _stamp_full[0]:
+        _stamp_full[0] -= 1
+        return False
+    refs = _refcount
+    if refs is not None:
+        # (a count of 2: the cache's and the call's own -- nothing else holds it)
+        if max(map(refs, _STAMPED.values())) <= 2:
+            _STAMPED.clear()  # (the usual case: no message holds any)
+        else:
+            for key in list(_STAMPED):
+                if refs(_STAMPED[key]) <= 2:
+                    del _STAMPED[key]
+    if len(_STAMPED) > _STAMPED_KEPT * 3 // 4:
+        _stamp_full[0] = _STAMPED_KEPT
+    return len(_STAMPED) < _STAMPED_KEPT
 
 
 class Wire:
@@ -221,7 +251,8 @@ class Wire:
     def stamp(self, head: bytes, exchange: str, routing_key: str) -> tuple[bytes, bool]:
         """``head`` (these properties' octets) as a consumer of the same
         protocol gets them after routing (see :attr:`Form.stamp`), and
-        whether an earlier message was stamped alike.  Messages published
+        whether an earlier message was stamped alike (then the octets are
+        the cache's, kept while a message holds them).  Messages published
         with the same octets get the same bytes object (most publishers send
         one set of properties message after message): it is made once, and
         held once however many queued messages hold it."""
@@ -230,9 +261,7 @@ class Wire:
         if got is not None:
             return got, True
         got = FORMS[self.form].stamp(head, exchange, routing_key)
-        if len(head) <= _STAMPED_SIZE:
-            if len(_STAMPED) >= _STAMPED_KEPT:
-                _STAMPED.clear()
+        if len(head) <= _STAMPED_SIZE and _stamp_room():
             _STAMPED[key] = got
         return got, False
 

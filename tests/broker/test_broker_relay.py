@@ -24,7 +24,8 @@ from amqp_sansio.v0_10 import events as ev010
 from amqp_sansio.v0_10 import spec as spec010
 from amqp_sansio.v0_10.connection import ClientConfig, Connection, Role
 from amqp_sansio.v0_10.framing import header_octets
-from amqp_sansio_broker.model import JOIN_BODY_MAX, Broker, QMsg
+from amqp_sansio_broker import properties
+from amqp_sansio_broker.model import JOIN_BODY_MAX, RELAYED_OVERHEAD, Broker, QMsg
 from amqp_sansio_broker.properties import FORM_0_10, FORMS, redelivered_0_10
 
 _stamp_0_10 = FORMS[FORM_0_10].stamp
@@ -234,8 +235,12 @@ def test_a_queued_message_holds_its_octets_in_as_few_objects_as_it_can() -> None
     assert heads[1] is heads[2] and heads[1] == heads[0]
     assert sorted(third, key=len) == [b"three", heads[1]]
     assert sorted(fifth, key=len) == [heads[4], big]
-    # Charged alike however they are held.
-    assert len({m.octets - m.size for m in ms[:4]}) == 1
+    # Charged what they hold: the shared properties are the stamp cache's
+    # (held once, kept while a message holds them), not each message's.
+    assert [m.octets - m.size for m in ms] == [
+        RELAYED_OVERHEAD + len(heads[0]), RELAYED_OVERHEAD, RELAYED_OVERHEAD,
+        RELAYED_OVERHEAD + len(heads[3]), RELAYED_OVERHEAD + len(heads[4])]
+    assert any(v is heads[1] for v in properties._STAMPED.values())
     ids = [next(h.correlation_id for h in m.wire.value
                 if isinstance(h, spec010.MessageProperties)) for m in ms]
     assert ids == [b"own-%d" % n for n in (1, 1, 1, 2, 3)]
@@ -244,3 +249,46 @@ def test_a_queued_message_holds_its_octets_in_as_few_objects_as_it_can() -> None
     got = [e for e in sub.pump() if isinstance(e, ev010.MessageReceived)]
     assert [(e.header_data, e.body) for e in got] == [
         (h, b) for h, (_, b) in zip(heads, sent, strict=True)]
+
+
+def test_shared_properties_are_charged_once_within_the_cache_bound() -> None:
+    """A message charged without its property octets holds octets the stamp
+    cache keeps for as long as it does: however messages come and go (here
+    pairs of alike messages whose first goes at once, leaving each set of
+    properties held by one message), the octets not charged per message
+    are the cache's -- at most _STAMPED_KEPT sets -- and sharing resumes
+    once the messages holding them are gone."""
+    broker = Broker()
+    pub = Client010(broker, b"pub")
+    pub.s.send(spec010.QueueDeclare(queue="q"))
+    pub.pump()
+    q = broker.queues["q"]
+    dp = header_octets([spec010.DeliveryProperties(routing_key="q", delivery_mode=1,
+                                                   priority=4)])
+
+    def pairs(first: int, n: int) -> list[QMsg]:
+        for i in range(first, first + n):
+            mp = header_octets([spec010.MessageProperties(correlation_id=b"c%d" % i)])
+            for _ in range(2):
+                pub.s.send(spec010.MessageTransfer(destination="", accept_mode=1,
+                                                   acquire_mode=0),
+                           header_data=dp + mp, body=b"x")
+            pub.pump()
+            for m in list(q.messages)[-2:-1]:  # the first of the pair goes
+                assert q.messages.remove(m)
+                broker.gone(m)
+        return list(q.messages)
+
+    kept = properties._STAMPED_KEPT
+    ms = pairs(0, 2 * kept + 50)
+    uncharged = [m for m in ms if m.octets - m.size == RELAYED_OVERHEAD]
+    cached = {id(v) for v in properties._STAMPED.values()}
+    heads = {id(m.published_head(FORM_0_10)) for m in uncharged}
+    assert uncharged and heads <= cached and len(heads) <= kept
+    assert broker.retained == broker.recount()
+    for m in ms:
+        assert q.messages.remove(m)
+        broker.gone(m)
+    del ms, uncharged, m  # (nothing holds them now)
+    ms = pairs(10_000, kept + 10)
+    assert any(m.octets - m.size == RELAYED_OVERHEAD for m in ms[-5:])
