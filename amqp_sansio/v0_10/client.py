@@ -434,6 +434,12 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         return cid, self._answer(cid)
 
     # -- consuming -----------------------------------------------------------------------
+    def cancel_destination(self, destination: str) -> Pending[Any]:
+        """``message.cancel``; transfers to ``destination`` that still arrive
+        are given back without another cancel."""
+        self._cancelled.add(destination)
+        return self.execute(spec.MessageCancel(destination=destination))
+
     def subscribe(self, queue: str, make_delivery: Callable[[ClientSubscription[D],
                                                              ev.MessageReceived], D], *,
                   prefetch: int | None = 100, accept_mode: str = "explicit",
@@ -763,10 +769,9 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
         once the broker completed the cancel)."""
         self.cancelled = True
         s = self.session
-        s._cancelled.add(self.destination)
-        p = s.execute(spec.MessageCancel(destination=self.destination))
+        p = s.cancel_destination(self.destination)
         if not keep:
-            self._give_back()
+            self._release_buffered()
         s.subs.pop(self.destination, None)
         return p
 
@@ -782,13 +787,12 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
             s.subs.pop(self.destination, None)
             return None
         self.flush()
-        s._cancelled.add(self.destination)
-        p = s.execute(spec.MessageCancel(destination=self.destination))
-        self._give_back()
+        p = s.cancel_destination(self.destination)
+        self._release_buffered()
         s.subs.pop(self.destination, None)
         return p
 
-    def _give_back(self) -> None:
+    def _release_buffered(self) -> None:
         """Deliveries never handed out: completed, and released (explicit mode)."""
         s = self.session
         left = SequenceSet()

@@ -619,29 +619,37 @@ class ClientChannel(base.ClientSessionBase["ClientSubscription[Any]"]):
         if type(m) is BasicDeliver:
             sub = self.subs.get(m.consumer_tag)
             if sub is None or (sub.cancelled and sub.ack):
-                self._give_back(m.delivery_tag)
+                self.give_back(m.delivery_tag)
                 return
             sub.deliver(e)
         elif type(m) is BasicGetOk:
             call = self._calls.pop(id(e.request), None) if e.request is not None else None
             if call is not None and call.request is e.request:
                 if call.pending not in self._pending:
-                    self._give_back(m.delivery_tag)  # its get() gave up waiting
+                    self.give_back(m.delivery_tag)  # its get() gave up waiting
                 else:
                     self._answered(call, e)
             else:
-                self._give_back(m.delivery_tag)
+                self.give_back(m.delivery_tag)
         elif type(m) is BasicReturn:
             self._returns += 1
             self.returned.append(Returned(m.reply_code, m.reply_text, m.exchange,
                                           m.routing_key, from_event(e)))
 
-    def _give_back(self, tag: int) -> None:
+    def give_back(self, tag: int) -> None:
+        """Requeue a delivery nobody takes (if it is still ours to settle)."""
         if tag in self.core.unacked:
             try:
                 self.core.reject(tag, requeue=True)
             except LocalProtocolError as err:
                 self.conn.note(WARNING, f"could not give back delivery {tag}: {err.message}")
+
+    def ask_prefetch(self, prefetch: int | None) -> None:
+        """``basic.qos`` for the next consumer, unless it is what was asked last
+        (pipelined: its qos-ok comes before the reply the caller waits for)."""
+        if prefetch != self._qos:
+            self.send(BasicQos(prefetch_count=prefetch or 0))
+            self._qos = prefetch
 
     def on_confirm(self, e: ev.PublishConfirmed) -> None:
         waiters = self._confirm_waiters
@@ -731,10 +739,8 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
         ch = self.session
         ch.check()
         self.started = True
-        if self.ack and self.prefetch != ch._qos:
-            # Pipelined: its qos-ok comes before the consume-ok waited for.
-            ch.send(BasicQos(prefetch_count=self.prefetch or 0))
-            ch._qos = self.prefetch
+        if self.ack:
+            ch.ask_prefetch(self.prefetch)
         return ch.execute(BasicConsume(queue=self.queue, consumer_tag=self.destination,
                                        no_ack=not self.ack, exclusive=self._exclusive,
                                        arguments=self._arguments or {}))
@@ -773,7 +779,7 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
             d = self.buffer.popleft()
             if self.ack and not d.settled:
                 d.settled = True
-                ch._give_back(d.delivery_tag)
+                ch.give_back(d.delivery_tag)
 
     def to_ack(self, tag: int) -> None:
         self._to_ack.append(tag)
