@@ -13,7 +13,7 @@ from amqp_sansio.errors import DecodeError, LocalProtocolError
 from amqp_sansio.v1_0.framing import FrameReader
 from amqp_sansio.v1_0.jsonform import item_from_json, item_to_json
 
-from .streams import CLIError, Streams, open_input
+from .streams import CLIError, Streams, dumps, open_input, read_some
 
 MAX_FRAME_SIZE = 1 << 24  # largest frame decode accepts (a capture may hold big ones)
 
@@ -21,14 +21,12 @@ MAX_FRAME_SIZE = 1 << 24  # largest frame decode accepts (a capture may hold big
 def run_decode(args: argparse.Namespace, ios: Streams) -> int:
     """Read octets (a leading protocol header is recognised: without one the
     stream is taken as frames) and write JSON lines."""
-    from .codec_cmds import _read_some, dumps  # (codec_cmds imports this module lazily)
-
     out = ios.stdout
     reader: FrameReader | None = None
     with open_input(args.file, ios) as src:
         try:
             while True:
-                chunk = _read_some(src)
+                chunk = read_some(src)
                 if not chunk:
                     break
                 if reader is None:

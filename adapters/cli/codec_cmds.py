@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 from amqp_sansio import registry
 from amqp_sansio.errors import DecodeError, LocalProtocolError
@@ -21,7 +21,7 @@ from amqp_sansio.v0_10.framing import FRAME_HEADER_SIZE, MAX_FRAME_SIZE
 from amqp_sansio.v0_10.jsonform import from_json, to_json
 
 from .stream import Decoded, StreamDecoder, encode_item
-from .streams import CLIError, Streams, Subcommands, open_input
+from .streams import CLIError, Streams, Subcommands, dumps, open_input, read_some
 
 if TYPE_CHECKING:
     from amqp_sansio.v0_9_1.table import MethodTable
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 # Top-level keys decode may add beside the item itself; encode reads
 # max-frame-size and ignores offset.
 HINT_KEYS = frozenset({"max-frame-size", "offset"})
-_CHUNK = 1 << 16
 
 
 def frame_size_arg(s: str) -> int:
@@ -115,17 +114,6 @@ def record_to_json(rec: Decoded, *, enum_names: bool = False, offsets: bool = Fa
     return j
 
 
-# Characters json leaves raw that str.splitlines() (and some JSON-lines
-# readers) take for line breaks; they only occur inside strings, where the
-# \u escape means the same.
-_LINE_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
-
-
-def dumps(j: Any) -> str:
-    """One JSON line: UTF-8 text kept readable, every line break escaped."""
-    return json.dumps(j, ensure_ascii=False, allow_nan=False).translate(_LINE_BREAKS)
-
-
 _FAMILY_091 = ("0-9-1", "0-9")  # the 0-9-1 machinery, each with its method table
 
 
@@ -160,7 +148,7 @@ def run_decode(args: argparse.Namespace, ios: Streams) -> int:
     with open_input(args.file, ios) as src:
         try:
             while True:
-                chunk = _read_some(src)
+                chunk = read_some(src)
                 if not chunk:
                     break
                 for rec in dec.feed(chunk):
@@ -175,13 +163,6 @@ def run_decode(args: argparse.Namespace, ios: Streams) -> int:
             out.flush()
             raise CLIError(f"cannot decode: {e}") from None
     return 0
-
-
-def _read_some(src: IO[bytes]) -> bytes:
-    # read1 returns what is available (a pipe need not be drained first), so
-    # decode streams its output.
-    read1 = getattr(src, "read1", None)
-    return bytes(read1(_CHUNK) if read1 is not None else src.read(_CHUNK))
 
 
 def run_encode(args: argparse.Namespace, ios: Streams) -> int:
@@ -353,7 +334,7 @@ def _run_decode_091(args: argparse.Namespace, ios: Streams) -> int:
     with open_input(args.file, ios) as src:
         try:
             while True:
-                chunk = _read_some(src)
+                chunk = read_some(src)
                 if not chunk:
                     break
                 for j in dec.feed(chunk):

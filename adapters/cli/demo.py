@@ -39,9 +39,9 @@ from amqp_sansio.v0_10.framing import (
 )
 from amqp_sansio.v0_10.jsonform import JsonItem, ProtocolHeader, fields_to_json, to_json
 
-from .codec_cmds import dumps, encode_line, record_to_json
+from .codec_cmds import encode_line, record_to_json
 from .stream import Decoded, decode_all, encode_item
-from .streams import Streams, Subcommands
+from .streams import Streams, Subcommands, dumps
 
 C2S, S2C = "C->S", "S->C"
 SESSION = b"demo-session"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import sys
 from collections.abc import Iterator
 from typing import IO, Any, Protocol, cast
@@ -52,3 +53,25 @@ def open_input(path: str, streams: Streams) -> Iterator[IO[bytes]]:
         raise CLIError(f"cannot open {path}: {e.strerror}") from None
     with f:
         yield f
+
+
+_CHUNK = 1 << 16
+
+
+def read_some(src: IO[bytes]) -> bytes:
+    """What ``src`` has now, up to 64 KiB (b"" at its end)."""
+    # read1 returns what is available (a pipe need not be drained first), so
+    # decode streams its output.
+    read1 = getattr(src, "read1", None)
+    return bytes(read1(_CHUNK) if read1 is not None else src.read(_CHUNK))
+
+
+# Characters json leaves raw that str.splitlines() (and some JSON-lines
+# readers) take for line breaks; they only occur inside strings, where the
+# \u escape means the same.
+_LINE_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
+def dumps(j: Any) -> str:
+    """One JSON line: UTF-8 text kept readable, every line break escaped."""
+    return json.dumps(j, ensure_ascii=False, allow_nan=False).translate(_LINE_BREAKS)

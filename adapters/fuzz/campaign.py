@@ -16,7 +16,7 @@ included) lands in the output directory.
 from __future__ import annotations
 
 __all__ = ["CampaignConfig", "CaseRow", "CampaignResult", "Progress", "run_range",
-           "campaign", "summary_table", "EmbeddedBroker", "minimise_case", "ROW_FIELDS"]
+           "campaign", "save_reproducer", "summary_table", "EmbeddedBroker", "minimise_case", "ROW_FIELDS"]
 
 import collections
 import json
@@ -244,7 +244,7 @@ def campaign(cfg: CampaignConfig, progress: Callable[[Progress], None] | None = 
             r = RunResult(case, classify(case, obs), obs, r.transcript, r.duration)
         row = row_of(case, r)
         if r.outcome.kind in NONCONFORMANT:
-            path = _report(cfg, case, r, run_cfg, restart)
+            path = save_reproducer(cfg, case, r, run_cfg, restart)
             if path is not None:
                 row.reproducer = str(path)
                 repros.append(path)
@@ -276,8 +276,10 @@ def campaign(cfg: CampaignConfig, progress: Callable[[Progress], None] | None = 
     return CampaignResult(rows, time.monotonic() - t0, stopped, repros)
 
 
-def _report(cfg: CampaignConfig, case: Case, r: RunResult, run_cfg: RunConfig,
-            restart: Callable[[], Target] | None) -> Path | None:
+def save_reproducer(cfg: CampaignConfig, case: Case, r: RunResult, run_cfg: RunConfig,
+                    restart: Callable[[], Target] | None) -> Path | None:
+    """A non-conformant case, minimised (if ``cfg.minimise``) and saved under
+    ``cfg.out`` as a reproducer (None without ``cfg.out``)."""
     if cfg.out is None:
         return None
     if r.outcome.kind == "crash" and restart is not None:

@@ -155,13 +155,13 @@ class _Core(Connection):
         self._mon = mon
 
     def _on_connection_method(self, m: Method, events: list[ev.Event]) -> None:
-        self._mon._peer_connection_method(m)
+        self._mon.peer_connection_method(m)
         super()._on_connection_method(m, events)
         if m.NAME == "connection.tune":
-            self._mon._apply_our_tune()
+            self._mon.apply_our_tune()
 
     def _on_channel_item(self, item: MethodItem | ContentItem, events: list[ev.Event]) -> None:
-        self._mon._peer_channel_item(item)
+        self._mon.peer_channel_item(item)
 
 
 class Monitor(MonitorBase):
@@ -335,7 +335,7 @@ class Monitor(MonitorBase):
         name = m.NAME
         if name == "connection.tune-ok":
             self._our_tune = (int(m.channel_max), int(m.frame_max))
-            self._apply_our_tune()
+            self.apply_our_tune()
         elif name == "connection.close":
             self.we_closed = True
             # before tune-ok too: the peer's close-ok then ends the handshake
@@ -347,7 +347,7 @@ class Monitor(MonitorBase):
         elif name == "connection.close-ok" and self.peer_closed:
             self.answered_close = True
 
-    def _apply_our_tune(self) -> None:
+    def apply_our_tune(self) -> None:
         """The peer must respect the frame-max *we* sent in tune-ok (when it
         is one a server may agree to)."""
         if self._our_tune is None or self.core.state not in (
@@ -563,7 +563,7 @@ class Monitor(MonitorBase):
         name = method_name(class_id, method_id) or f"{class_id}.{method_id}"
         return name, ids not in sent_ids
 
-    def _peer_connection_method(self, m: Any) -> None:
+    def peer_connection_method(self, m: Any) -> None:
         name = m.NAME
         self.handshake.add(name)
         self.count(name)
@@ -599,7 +599,7 @@ class Monitor(MonitorBase):
             self.peer_close_ok = True
             self.signals.append(Signal("close-ok", 0, after_fault=self.fault_sent))
 
-    def _peer_channel_item(self, item: MethodItem | ContentItem) -> None:
+    def peer_channel_item(self, item: MethodItem | ContentItem) -> None:
         ch, m = item.channel, item.method
         m_: Any = m
         name = m.NAME

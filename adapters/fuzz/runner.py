@@ -6,7 +6,7 @@ pure monitor (:class:`~.monitor_0_10.Monitor`, 0-9-1:
 :class:`~.monitor_0_9_1.Monitor`); the verdict comes from the pure
 :func:`~.oracle.classify`.
 
-What every protocol shares is here (:class:`_IO`, :func:`run_with`): the
+What every protocol shares is here (:class:`CaseIO`, :func:`run_with`): the
 socket pump, the items, the frame of the epilogue, the probe.  Per-step
 deadlines: after each item that has a ``wait``, and for each phase of the
 epilogue (barrier, close), the peer has ``step_timeout`` seconds; the whole
@@ -23,7 +23,8 @@ Each protocol's reflexes, barrier and close are in its own module
 
 from __future__ import annotations
 
-__all__ = ["Target", "RunConfig", "RunResult", "run_case", "run_with", "probe", "parse_target"]
+__all__ = ["Target", "RunConfig", "RunResult", "CaseIO", "ReplyingIO", "run_case", "run_with",
+           "probe", "parse_target"]
 
 import contextlib
 import errno
@@ -86,7 +87,7 @@ class RunResult:
 M = TypeVar("M", bound=MonitorBase)
 
 
-class _IO(Generic[M]):
+class CaseIO(Generic[M]):
     """One non-blocking connection, pumped through the monitor, and the
     conversation on it: the items, then the epilogue.  Protocol-neutral; a
     protocol supplies the reflexes, the barrier and the close."""
@@ -273,7 +274,7 @@ class _IO(Generic[M]):
             deviations=tuple(mon.deviations))
 
 
-class _ReplyingIO(_IO[M]):
+class ReplyingIO(CaseIO[M]):
     """A protocol whose monitor queues what the peer's input calls for
     (0-9-1, 1.0): the reflexes write it, once more after the epilogue."""
 
@@ -297,7 +298,7 @@ class _ReplyingIO(_IO[M]):
         return timed_out
 
 
-def run_with(case: Case, cfg: RunConfig, io_cls: type[_IO[Any]]) -> RunResult:
+def run_with(case: Case, cfg: RunConfig, io_cls: type[CaseIO[Any]]) -> RunResult:
     """Play ``case`` against ``cfg.target`` over ``io_cls``; classify what
     the peer did (probing the target when it could not connect, or when the
     outcome hints at a crash)."""

@@ -26,7 +26,7 @@ from amqp_sansio.v0_10.framing import PROTOCOL_HEADER
 from . import wire_0_10 as wire
 from .case import Case
 from .monitor_0_10 import Monitor
-from .runner import _IO, RunConfig, RunResult, run_with
+from .runner import CaseIO, RunConfig, RunResult, run_with
 from .signals import MonitorConfig
 
 
@@ -44,7 +44,7 @@ def _cmd(ch: int, cmd: Any, sync: bool = False) -> bytes:
     return b"".join(wire.frames(wire.command_assembly(ch, cmd, sync=sync), 4084))
 
 
-class _IO010(_IO[Monitor]):
+class _IO010(CaseIO[Monitor]):
     """0-10: reflexes answer the peer's close and detach (once each); the
     barrier is an execution.sync on every live session."""
 

@@ -36,7 +36,7 @@ from amqp_sansio.v0_9_1.framing import PROTOCOL_HEADER
 
 from .case import P09, Case
 from .monitor_0_9_1 import Monitor
-from .runner import RunConfig, RunResult, Target, _ReplyingIO, probe, run_with
+from .runner import ReplyingIO, RunConfig, RunResult, Target, probe, run_with
 from .signals import MonitorConfig
 from .wire_0_9_1 import method_frame
 
@@ -52,7 +52,7 @@ def probe_091(target: Target, timeout: float = 3.0, protocol: str = "0-9-1") -> 
                  else PROTOCOL_HEADER)
 
 
-class _IO091(_ReplyingIO[Monitor]):
+class _IO091(ReplyingIO[Monitor]):
     """The neutral socket pump and conversation; reflexes are what the 0-9-1
     monitor queued, the barrier a channel.flow round trip on every open
     channel (plus, strict, every publisher confirm)."""

@@ -28,7 +28,7 @@ from amqp_sansio.v1_0 import spec
 
 from .case import Case
 from .monitor_1_0 import Monitor
-from .runner import RunConfig, RunResult, Target, _ReplyingIO, probe, run_with
+from .runner import ReplyingIO, RunConfig, RunResult, Target, probe, run_with
 from .signals import MonitorConfig
 from .wire_1_0 import perf_frame
 
@@ -42,7 +42,7 @@ def probe_1_0(target: Target, timeout: float = 3.0) -> bool:
     return probe(target, timeout, header=spec.SASL_HEADER)
 
 
-class _IO10(_ReplyingIO[Monitor]):
+class _IO10(ReplyingIO[Monitor]):
     HEADER = spec.SASL_HEADER
 
     @classmethod

@@ -25,7 +25,7 @@ from typing import IO, Any
 
 import attrs
 
-from .campaign import CampaignConfig, CampaignResult, CaseRow, _report, run_range
+from .campaign import CampaignConfig, CampaignResult, CaseRow, run_range, save_reproducer
 from .case import Case
 from .generate_0_10 import GenConfig
 from .oracle import NONCONFORMANT
@@ -146,7 +146,7 @@ def spark_campaign(cfg: CampaignConfig, *, master: str = "local[2]", partitions:
             if row.outcome not in NONCONFORMANT or cfg.out is None:
                 continue
             case, again = _rerun(cfg, row, run_cfg, restart)
-            path = _report(cfg, case, again, run_cfg, restart)
+            path = save_reproducer(cfg, case, again, run_cfg, restart)
             if path is not None:
                 row.reproducer = str(path)
                 repros.append(path)

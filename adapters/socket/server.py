@@ -80,8 +80,10 @@ class Handler(Protocol):
 
 
 class _ServerConnection:
-    def __init__(self, server: Server, sock: socket.socket, peer: object) -> None:
+    def __init__(self, server: Server, sock: socket.socket, peer: object,
+                 on_end: Callable[[_ServerConnection], None]) -> None:
         self.server = server
+        self.on_end = on_end  # the server's: forget this connection
         self.sock = sock
         self.peer = peer
         self.wake_r, self.wake_w = socket.socketpair()
@@ -125,7 +127,7 @@ class _ServerConnection:
             for s in (sock, self.wake_r, self.wake_w):
                 with contextlib.suppress(OSError):
                     s.close()
-            srv._forget(self)
+            self.on_end(self)
 
     def _loop(self, handler: Handler, sock: socket.socket) -> None:
         lock = self.server.lock
@@ -302,7 +304,7 @@ class Server:
             if self.ssl_context is not None:
                 sock = self.ssl_context.wrap_socket(sock, server_side=True,
                                                     do_handshake_on_connect=False)
-            conn = _ServerConnection(self, sock, peer)
+            conn = _ServerConnection(self, sock, peer, self._forget)
             with self._conns_lock:
                 self._conns.add(conn)
             conn.thread.start()

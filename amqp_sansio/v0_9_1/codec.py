@@ -79,6 +79,7 @@ from __future__ import annotations
 
 __all__ = [
     "Typed",
+    "natural_tag",
     "Profile",
     "RABBIT",
     "SPEC",
@@ -400,12 +401,12 @@ def decode_value(buf: Any, pos: int, end: int, profile: Profile = RABBIT,
     v, npos = dec(buf, pos + 1, end, profile, depth)
     if profile.typed and type(v) is not Typed:
         tag = chr(buf[pos])
-        if _natural_tag(v, profile) != tag:
+        if natural_tag(v, profile) != tag:
             v = Typed(tag, v)
     return v, npos
 
 
-def _natural_tag(v: Any, profile: Profile) -> str | None:
+def natural_tag(v: Any, profile: Profile) -> str | None:
     """The tag plain encoding would choose for ``v`` (None: not encodable)."""
     if v is None:
         return "V"
@@ -699,7 +700,7 @@ def encode_value(v: Any, out: bytearray, profile: Profile = RABBIT,
     if t is Typed:
         _enc_tagged(v.tag, v.value, out, profile, depth)
         return
-    tag = _natural_tag(v, profile)
+    tag = natural_tag(v, profile)
     if tag is None:
         if isinstance(v, int):
             raise LocalProtocolError(f"{v} does not fit a signed 64-bit table integer")

@@ -64,7 +64,7 @@ from ..v0_10.jsonform import (
     body_to_json,
 )
 from ._specbase import FieldSpec, Method, Properties
-from .codec import RABBIT, Typed, _natural_tag
+from .codec import RABBIT, Typed, natural_tag
 from .framing import (
     FRAME_BODY,
     FRAME_HEADER,
@@ -157,7 +157,7 @@ def value_to_json(v: Any) -> JSON:
     """A table/array value (as decoded with :data:`TYPED`) -> JSON."""
     if type(v) is Typed:
         return {"$type": v.tag, "$value": _tagged_to_json(v.tag, v.value)}
-    tag = _natural_tag(v, RABBIT)
+    tag = natural_tag(v, RABBIT)
     if tag is None:
         raise _err("", f"no field-table type for {type(v).__name__} values")
     if tag in ("V", "t", "I", "l", "S", "A") or (tag == "d" and math.isfinite(v)):
