@@ -106,6 +106,9 @@ __all__ = [
     "ScramCredentials",
     "ScramSha256Client",
     "ScramSha256Server",
+    "ScramState",
+    "SCRAM_CLIENT_TRANSITIONS",
+    "SCRAM_SERVER_TRANSITIONS",
     "CLIENT_MECHANISMS",
     "client_mechanism",
     "check_credentials",
@@ -115,6 +118,7 @@ __all__ = [
 
 import base64
 import binascii
+import enum
 import hashlib
 import hmac
 import secrets
@@ -126,6 +130,7 @@ from typing import Any, Final, Protocol
 import attrs
 
 from .errors import LocalProtocolError, RemoteProtocolError
+from .transitions import next_state
 
 #: ``connection.close`` code sent when SASL fails (0-10 ``connection-forced``).
 CONNECTION_FORCED: Final = 320
@@ -145,6 +150,37 @@ DEFAULT_CLIENT_PREFERENCE: Final = ("SCRAM-SHA-256", "PLAIN")
 
 _GENERIC_REASON: Final = "invalid credentials"
 _ANONYMOUS_TRACE_MAX: Final = 255  # RFC 4505: at most 255 characters of trace
+
+
+class ScramState(enum.Enum):
+    START = "START"  # nothing exchanged yet
+    FIRST = "FIRST"  # client-first sent (client) / server-first sent (server)
+    FINAL = "FINAL"  # client-final sent (client) / server-final sent (server)
+    DONE = "DONE"  # client: the server proved the password; server: success
+    FAILED = "FAILED"  # terminal: the peer's message was refused
+
+
+_S = ScramState
+
+#: The SCRAM exchanges' states (see :mod:`amqp_sansio.transitions`): state ->
+#: input -> possible next states.  Inputs are the SCRAM messages by their RFC
+#: 5802 names, the local call ``"initial_response()"``, and ``"refused"`` (the
+#: peer's message was malformed or its proof wrong: a SaslError was raised).
+SCRAM_CLIENT_TRANSITIONS: Final[Mapping[ScramState, Mapping[str, tuple[ScramState, ...] | None]]] = {
+    _S.START: {"initial_response()": (_S.FIRST,)},
+    _S.FIRST: {"server-first": (_S.FINAL,), "refused": (_S.FAILED,)},
+    _S.FINAL: {"server-final": (_S.DONE,), "refused": (_S.FAILED,)},
+    _S.DONE: {"refused": (_S.FAILED,)},  # a challenge after the end
+    _S.FAILED: {},
+}
+SCRAM_SERVER_TRANSITIONS: Final[Mapping[ScramState, Mapping[str, tuple[ScramState, ...] | None]]] = {
+    _S.START: {"client-first": (_S.FIRST,), "refused": (_S.FAILED,)},
+    # DONE at once without a server-final message (send_server_final=False)
+    _S.FIRST: {"client-final": (_S.FINAL, _S.DONE), "refused": (_S.FAILED,)},
+    _S.FINAL: {"empty response": (_S.DONE,), "refused": (_S.FAILED,)},
+    _S.DONE: {},
+    _S.FAILED: {},
+}
 
 
 # --------------------------------------------------------------------------
@@ -729,56 +765,59 @@ class ScramSha256Client:
         self._min_iter = min_iterations
         self._max_iter = max_iterations
         self._require_final = require_server_final
-        self._state = "init"  # init -> first -> final -> verified | failed
+        self._state = ScramState.START  # SCRAM_CLIENT_TRANSITIONS
         self._gs2 = ""
         self._bare = ""
         self._server_signature = b""
 
     def __repr__(self) -> str:
-        return f"<ScramSha256Client user={self._username!r} state={self._state}>"
+        return f"<ScramSha256Client user={self._username!r} state={self._state.name}>"
+
+    def _go(self, inp: str) -> None:
+        self._state = next_state(SCRAM_CLIENT_TRANSITIONS, self._state, inp)
 
     def initial_response(self) -> bytes:
-        if self._state != "init":
+        if self._state is not ScramState.START:
             raise LocalProtocolError("SCRAM: initial response already produced")
         authz = "" if self._authzid is None else "a=" + _encode_saslname(self._authzid)
         self._gs2 = f"n,{authz},"
         self._bare = f"n={_encode_saslname(self._username)},r={self._nonce}"
-        self._state = "first"
+        self._go("initial_response()")
         return (self._gs2 + self._bare).encode("utf-8")
 
     def respond(self, challenge: bytes) -> bytes:
         data = _octets(challenge, "challenge")
         state = self._state
-        if state == "init":
+        if state is ScramState.START:
             raise LocalProtocolError("SCRAM: respond() before initial_response()")
-        if state == "failed":
+        if state is ScramState.FAILED:
             raise LocalProtocolError("SCRAM: respond() after the exchange failed")
         try:
-            if state == "first":
+            if state is ScramState.FIRST:
                 return self._client_final(data)
-            if state == "final":
+            if state is ScramState.FINAL:
                 self._check_server_final(data)
                 return b""
             raise SaslError("SCRAM: unexpected challenge after the exchange ended")
         except SaslError:
-            self._state = "failed"
+            self._go("refused")
             raise
 
     def verify_final(self, data: bytes = b"") -> None:
         data = _octets(data, "data")
-        if self._state in ("init", "failed"):
-            raise LocalProtocolError(f"SCRAM: verify_final() in state {self._state!r}")
+        if self._state in (ScramState.START, ScramState.FAILED):
+            raise LocalProtocolError(f"SCRAM: verify_final() in state {self._state.name}")
         if data:
-            if self._state != "final":
+            if self._state is not ScramState.FINAL:
                 raise SaslError("SCRAM: unexpected additional data from the server")
             try:
                 self._check_server_final(data)
             except SaslError:
-                self._state = "failed"
+                self._go("refused")
                 raise
-        if self._state == "verified":
+        if self._state is ScramState.DONE:
             return
-        if self._state == "final" and not self._require_final:
+        if self._state is ScramState.FINAL and not self._require_final:
             return
         raise SaslError("SCRAM: the server declared success without proving it knows the password")
 
@@ -820,7 +859,7 @@ class ScramSha256Client:
         auth_message = self._bare.encode("utf-8") + b"," + challenge + b"," + without_proof
         proof = _xor(client_key, _hmac(stored_key, auth_message))
         self._server_signature = _hmac(server_key, auth_message)
-        self._state = "final"
+        self._go("server-first")
         return without_proof + b",p=" + _b64encode(proof).encode("ascii")
 
     def _check_server_final(self, data: bytes) -> None:
@@ -835,7 +874,7 @@ class ScramSha256Client:
             raise SaslError("malformed SCRAM server-final message: bad verifier")
         if not hmac.compare_digest(signature, self._server_signature):
             raise AuthenticationFailed("SCRAM server signature mismatch")
-        self._state = "verified"
+        self._go("server-final")
 
 
 #: Secret behind mock salts for unknown users; fixed for the process so that
@@ -876,7 +915,7 @@ class ScramSha256Server:
         self._mock_iterations = mock_iterations
         self._mock_secret = _MOCK_SECRET if mock_secret is None else mock_secret
         self._send_final = send_server_final
-        self._state = "start"  # start -> first -> final -> done | failed
+        self._state = ScramState.START  # SCRAM_SERVER_TRANSITIONS
         self._user = ""
         self._authzid: str | None = None
         self._identity = ""
@@ -888,31 +927,34 @@ class ScramSha256Server:
         self._known = False
 
     def __repr__(self) -> str:
-        return f"<ScramSha256Server state={self._state}>"
+        return f"<ScramSha256Server state={self._state.name}>"
+
+    def _go(self, inp: str, to: ScramState | None = None) -> None:
+        self._state = next_state(SCRAM_SERVER_TRANSITIONS, self._state, inp, to)
 
     def start(self, response: bytes) -> ServerStep:
         data = _octets(response, "response")
-        if self._state != "start":
+        if self._state is not ScramState.START:
             raise LocalProtocolError("SCRAM: start() called twice")
         try:
             return self._server_first_message(data)
         except SaslError:
-            self._state = "failed"
+            self._go("refused")
             raise
 
     def step(self, response: bytes) -> ServerStep:
         data = _octets(response, "response")
-        if self._state not in ("first", "final"):
-            raise LocalProtocolError(f"SCRAM: step() in state {self._state!r}")
+        if self._state not in (ScramState.FIRST, ScramState.FINAL):
+            raise LocalProtocolError(f"SCRAM: step() in state {self._state.name}")
         try:
-            if self._state == "first":
+            if self._state is ScramState.FIRST:
                 return self._server_final_message(data)
             if data:
                 raise SaslError("SCRAM: expected an empty response to the server-final message")
-            self._state = "done"
+            self._go("empty response")
             return ServerStep.success(self._identity)
         except SaslError:
-            self._state = "failed"
+            self._go("refused")
             raise
 
     def _server_first_message(self, data: bytes) -> ServerStep:
@@ -968,7 +1010,7 @@ class ScramSha256Server:
         self._server_first = (
             f"r={self._nonce},s={_b64encode(creds.salt)},i={creds.iterations}".encode("ascii")
         )
-        self._state = "first"
+        self._go("client-first")
         return ServerStep.more(self._server_first)
 
     def _server_final_message(self, data: bytes) -> ServerStep:
@@ -1010,9 +1052,9 @@ class ScramSha256Server:
                 raise AuthenticationFailed()
             self._identity = self._authzid
         if not self._send_final:
-            self._state = "done"
+            self._go("client-final", ScramState.DONE)
             return ServerStep.success(self._identity)
-        self._state = "final"
+        self._go("client-final", ScramState.FINAL)
         signature = _hmac(creds.server_key, auth_message)
         return ServerStep.more(b"v=" + _b64encode(signature).encode("ascii"))
 

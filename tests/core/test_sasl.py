@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from amqp_sansio import sasl
 from amqp_sansio.errors import LocalProtocolError, RemoteProtocolError
 from amqp_sansio.sasl import (
     CLIENT_MECHANISMS,
@@ -305,6 +306,52 @@ def test_scram_server_wants_empty_response_after_server_final() -> None:
     s.step(RFC_CLIENT_FINAL)
     with pytest.raises(SaslError, match="empty response"):
         s.step(b"x")
+
+
+def test_scram_exchanges_take_every_transition_of_their_tables(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each SCRAM state change goes through its table (next_state), and the
+    exchanges below -- good, refused at each step -- take every entry."""
+    taken: set[tuple[object, str, object]] = set()
+    real = sasl.next_state
+
+    def record(table, state, inp, to=None, universal=None):  # type: ignore[no-untyped-def]
+        new = real(table, state, inp, to, universal)
+        taken.add((id(table), state, inp, new))
+        return new
+
+    monkeypatch.setattr(sasl, "next_state", record)
+    run(fast_client("user", "pencil"), ScramSha256Server(fast_lookup))
+    run(fast_client("user", "pencil", require_server_final=False),
+        ScramSha256Server(fast_lookup, send_server_final=False))
+    with pytest.raises(SaslError):  # START refused (server), FIRST refused (client)
+        ScramSha256Server(fast_lookup).start(b"x")
+    with pytest.raises(SaslError):
+        _client_after_first().respond(b"x")
+    c = ScramSha256Client("user", "pencil", nonce=RFC_CLIENT_NONCE)
+    c.initial_response()
+    c.respond(RFC_SERVER_FIRST)
+    with pytest.raises(AuthenticationFailed):  # FINAL refused (client)
+        c.respond(RFC_SERVER_FINAL[:-4] + b"AAA=")
+    c = ScramSha256Client("user", "pencil", nonce=RFC_CLIENT_NONCE)
+    c.initial_response()
+    c.respond(RFC_SERVER_FIRST)
+    c.respond(RFC_SERVER_FINAL)
+    with pytest.raises(SaslError):  # DONE refused (client): a challenge after the end
+        c.respond(b"x")
+    s = rfc_server()
+    s.start(RFC_CLIENT_FIRST)
+    with pytest.raises(AuthenticationFailed):  # FIRST refused (server)
+        s.step(RFC_CLIENT_FINAL[:-4] + b"AAA=")
+    s = rfc_server()
+    s.start(RFC_CLIENT_FIRST)
+    s.step(RFC_CLIENT_FINAL)
+    with pytest.raises(SaslError):  # FINAL refused (server)
+        s.step(b"x")
+    want = {(id(t), state, inp, new) for t in (sasl.SCRAM_CLIENT_TRANSITIONS,
+                                                sasl.SCRAM_SERVER_TRANSITIONS)
+            for state, row in t.items() for inp, nexts in row.items() for new in nexts or ()}
+    assert taken == want
 
 
 # --------------------------------------------------------------------------
