@@ -20,8 +20,13 @@ and client, two phases on a fresh address:
   ``rhea_peer_1_0.js``);
 * ``receive`` -- the ``count`` messages of the send phase, each accepted,
   with a credit window of ``--prefetch``; ours takes what is buffered with
-  ``sub.get_many(256)`` and accepts each batch with one
-  ``session.accept(batch)`` (``--receive-each``: ``for d in sub: d.accept()``);
+  ``sub.get_many(256, gather=G)`` and accepts each batch with one
+  ``session.accept(batch)`` (``--receive-each``: ``for d in sub: d.accept()``).
+  ``--gather`` G (seconds, default 0.002; 0: off) lets a waiting call leave
+  the deliveries to gather on the socket up to 16 KiB or G before it reads
+  them: RabbitMQ's plugin and rhea's container write a delivery or a few at
+  a time, and one wake-up a batch costs less than one a write (each batch's
+  first delivery may wait up to G longer);
   rhea and proton accept each message as it comes (their own batching of
   dispositions is theirs).
 
@@ -58,7 +63,7 @@ from amqp_sansio_socket import connect  # noqa: E402
 
 
 def ours(url: str, address: str, count: int, size: int, prefetch: int,
-         each: bool = False) -> dict[str, Any]:
+         each: bool = False, gather: float = 0.0) -> dict[str, Any]:
     out: dict[str, Any] = {}
     body = b"x" * size
     with connect(url) as conn, conn.session() as s:
@@ -81,7 +86,7 @@ def ours(url: str, address: str, count: int, size: int, prefetch: int,
                         break
             else:  # what is buffered, under one lock; one accept for the lot
                 while got < count:
-                    batch = sub.get_many(256)
+                    batch = sub.get_many(256, gather=gather)
                     s.accept(batch)
                     got += len(batch)
         t1, c1 = time.perf_counter(), time.process_time()
@@ -112,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--client", action="append", choices=["ours", "proton", "rhea"])
     p.add_argument("--receive-each", action="store_true",
                    help="ours receives one delivery a call (the iterator) instead of batches")
+    p.add_argument("--gather", type=float, default=0.002,
+                   help="ours: get_many's gather (seconds; 0: read as deliveries come)")
     p.add_argument("--json", type=Path)
     o = p.parse_args(argv)
     brokers = o.broker or ["rabbitmq", "rhea", "embedded"]
@@ -141,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
                 address = f"/queue/{q}" if b != "rhea" else q
                 if c == "ours":
                     res[c] = ours(url, address, o.count, o.size, o.prefetch,
-                                  o.receive_each)
+                                  o.receive_each, o.gather)
                 else:
                     run = peers.proton if c == "proton" else peers.rhea
                     res[c] = peer(run, port, address, o.count, o.size, o.prefetch, auth)

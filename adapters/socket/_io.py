@@ -17,7 +17,10 @@ socket did not take at once, the linger on close, and the reading while no
 caller waits.  It watches the socket through an epoll set of its own that
 holds the socket exactly while no caller reads: a caller takes the socket
 out as it begins to read and puts it back as it stops (one ``epoll_ctl``
-each, no wake-up).  Over TLS the I/O
+each, no wake-up).  A caller may let input gather before it reads
+(``wait(..., gather=)``, ``get_many(gather=)``): it raises the socket's
+low-water mark for its poll, so a peer writing a delivery at a time wakes it
+once a batch.  Over TLS the I/O
 thread always reads (an ``SSLSocket`` is not safe to read in one thread
 while another writes).  Nothing here knows a protocol; what the policy has
 to say goes to the adapter's logger, ``amqp_sansio.socket`` (see
@@ -78,6 +81,11 @@ _FOREVER = float("inf")
 #: Waiting callers read the socket (epoll for the I/O thread's watch, poll
 #: for the caller's own wait: Linux); elsewhere the I/O thread reads alone.
 _CALLERS_READ = hasattr(select, "epoll") and hasattr(select, "poll")
+#: A reading caller that lets input gather (``wait(..., gather=)``) has the
+#: kernel wake it once this much has come (SO_RCVLOWAT), or when the gather
+#: time is up; without SO_RCVLOWAT it reads as it comes.
+GATHER_OCTETS = 16 * 1024
+_LOWAT = getattr(socket, "SO_RCVLOWAT", None)
 
 
 def ssl_context(params: ConnectionParams) -> ssl.SSLContext:
@@ -288,11 +296,16 @@ class IOPump:
     def timeout(self, timeout: float | None) -> float | None:
         return self.read_timeout if timeout is DEFAULT else timeout
 
-    def wait(self, ready: Callable[[], bool], timeout: float | None, what: str) -> None:
+    def wait(self, ready: Callable[[], bool], timeout: float | None, what: str,
+             gather: float = 0.0) -> None:
         """Wait (lock held) until ``ready()`` -- which raises the session's or
         the connection's error when there is one; raise AMQPTimeout if
         ``timeout`` (DEFAULT: the connection's ``read_timeout``) passes.
-        While no one else reads the socket, read it here (plain TCP)."""
+        While no one else reads the socket, read it here (plain TCP); with
+        ``gather`` (seconds), each read waits until :data:`GATHER_OCTETS`
+        have come or that long has passed -- fewer, larger reads when a peer
+        writes a steady stream in small pieces, at up to ``gather`` more
+        latency."""
         timeout = self.timeout(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         self._wake()
@@ -309,7 +322,7 @@ class IOPump:
                 if (me or self._reader is None) and self._may_read():
                     if not me:
                         me = self._begin_reading()
-                    self._read_here(left)
+                    self._read_here(left, gather)
                     continue
                 if me:
                     me = 0
@@ -358,17 +371,22 @@ class IOPump:
                     self._watch.unregister(fd)
             self._watching = on
 
-    def _read_here(self, left: float | None) -> None:
+    def _read_here(self, left: float | None, gather: float = 0.0) -> None:
         """Poll the socket and the stir pipe for at most ``left`` seconds
-        (the lock let go meanwhile), read, feed the policy, write its answer,
-        notify the other waiting callers."""
+        (the lock let go meanwhile; see :meth:`wait` for ``gather``), read,
+        feed the policy, write its answer, notify the other waiting callers."""
         sock, poll = self._sock, self._poll
         assert poll is not None
         data: bytes | None = None
         failed = ""
+        ms = None if left is None else left * 1000.0
         self.lock.release()
         try:
-            for fd, _ in poll.poll(None if left is None else left * 1000.0):
+            if gather > 0.0 and _LOWAT is not None:
+                events = self._gathered(poll, ms, gather * 1000.0)
+            else:
+                events = poll.poll(ms)
+            for fd, _ in events:
                 if fd != self._polled:
                     continue
                 try:
@@ -399,6 +417,28 @@ class IOPump:
             if due is not None and due < self._io_until:
                 self._wake_io()  # a timer sooner than the I/O thread wakes
         self._write_output()
+
+    def _gathered(self, poll: select.poll, ms: float | None,
+                  gather_ms: float) -> list[tuple[int, int]]:
+        """(lock let go, the caller reading) Poll with the socket's low-water
+        mark at GATHER_OCTETS for at most ``gather_ms``; then, the mark back
+        at one octet (the I/O thread's watch must see every octet), what has
+        come at all, or -- nothing yet -- the first octet for the rest of
+        ``ms``."""
+        assert _LOWAT is not None
+        sock = self._sock
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, _LOWAT, GATHER_OCTETS)
+            try:
+                events = poll.poll(gather_ms if ms is None else min(ms, gather_ms))
+            finally:
+                sock.setsockopt(socket.SOL_SOCKET, _LOWAT, 1)
+        except OSError:  # (the socket closed by abort(): the poll says so)
+            return poll.poll(0)
+        if events:
+            return events
+        return poll.poll(0 if ms is not None and ms <= gather_ms else
+                         None if ms is None else ms - gather_ms)
 
     def _wait_open(self, deadline: float) -> None:
         with self.lock:

@@ -48,6 +48,7 @@ from amqp_sansio_socket import (
     client_1_0,
     connect,
 )
+from amqp_sansio_socket._io import GATHER_OCTETS
 
 USERS = {"guest": "guest", "alice": "s3cret"}
 
@@ -965,6 +966,63 @@ def test_two_waiting_callers_one_reads_both_get_theirs(env: Env, proto: dict[str
         assert [d.body for d in b] == [b"b again"]
         for d in (*a, *b):
             d.accept()
+
+
+needs_lowat = pytest.mark.skipif(not hasattr(socket, "SO_RCVLOWAT"), reason="no SO_RCVLOWAT")
+
+
+def _low_water(pump: Any) -> int:
+    return int(pump._sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT))
+
+
+@needs_lowat
+@pytest.mark.parametrize("proto", PROTOCOLS, ids=["0-10", "1.0"])
+def test_gathering_reader_raises_the_low_water_mark_only_while_it_polls(
+        env: Env, proto: dict[str, str]) -> None:
+    """``get_many(gather=)``: the reading caller polls with the socket's
+    low-water mark raised (the kernel wakes it once GATHER_OCTETS have come)
+    and puts it back at one octet before anyone else may read; what gathered
+    below the mark is read once the gather time is up."""
+    with connect(env.url(**proto)) as conn, conn.session() as s:
+        pump = conn._pump
+        s.declare_queue("gather")
+        with s.subscribe("gather", prefetch=500) as sub:
+            th, out = _in_thread(lambda: sub.get_many(500, timeout=60, gather=30.0))
+            wait_until(lambda: pump._reader == th.ident and _low_water(pump) == GATHER_OCTETS)
+            with connect(env.url(**proto)) as c, c.session() as p:
+                for i in range(200):  # ~40 KB: past the mark
+                    p.publish(b"%03d" % i * 64, routing_key="gather", wait=False)
+                p.sync()
+            th.join(40)
+            assert not th.is_alive() and len(out) == 1 and isinstance(out[0], list), out
+            got = out[0]
+            assert _low_water(pump) == 1  # (the I/O thread's watch sees every octet)
+            while len(got) < 200:
+                more = sub.get_many(500, timeout=10, gather=0.05)
+                assert more, len(got)
+                got += more
+            assert [d.body[:3] for d in got] == [b"%03d" % i for i in range(200)]
+            s.accept(got)
+            _publish(env, "gather", b"small", **proto)  # far below the mark: read when time is up
+            last = sub.get_many(500, timeout=30, gather=0.2)
+            assert [d.body for d in last] == [b"small"] and _low_water(pump) == 1
+            s.accept(last)
+
+
+@needs_lowat
+def test_close_from_another_thread_interrupts_a_gathering_reader(env: Env) -> None:
+    conn = connect(env.url())
+    s = conn.session()
+    s.declare_queue("idle-gather")
+    sub = s.subscribe("idle-gather")
+    pump = conn._pump
+    th, out = _in_thread(lambda: sub.get_many(timeout=None, gather=60.0))
+    wait_until(lambda: pump._reader == th.ident and _low_water(pump) == GATHER_OCTETS)
+    conn.close()
+    th.join(10)
+    assert not th.is_alive() and len(out) == 1
+    assert isinstance(out[0], ConnectionClosedError), out
+    assert pump._reader is None
 
 
 # -- the Trio-served broker, when available -------------------------------------------
