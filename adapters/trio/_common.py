@@ -51,19 +51,6 @@ class ConnectionBase(ConnectionView[CP]):
         self._pump = pump
         self._p = policy
 
-    async def _open_session(self, session: S) -> S:
-        """Wait until ``session`` is open; if that fails (or is cancelled),
-        end it now, or as soon as the broker has answered."""
-        p = session.policy
-        try:
-            await session._wait(p.ready)
-        except BaseException:
-            session._closed = True
-            p.abandon()
-            self._pump.pull()
-            raise
-        return session
-
     def __repr__(self) -> str:
         state = "open" if self.is_open else "closed"
         return f"<{self._NAME} {self.params.redacted()} {state}>"
@@ -99,8 +86,29 @@ class SessionBase(SessionView[P]):
         policy.wake = self._progress.unpark_all
         self._closed = False
 
-    # -- waiting ----------------------------------------------------------------
-    async def _wait(self, p: Pending[T]) -> T:
+    # -- waiting (the seam its connection and subscriptions use too) -------------
+    async def wait_opened(self) -> Self:
+        """Wait until the session is open; if that fails (or is cancelled),
+        end it now, or as soon as the broker has answered."""
+        p: Any = self._p  # (each protocol's session policy has its ready)
+        try:
+            await self.wait_for(p.ready)
+        except BaseException:
+            self._closed = True
+            p.abandon()
+            self._pump.pull()
+            raise
+        return self
+
+    @property
+    def close_timeout(self) -> float:
+        return self._pump.close_timeout
+
+    def send_queued(self) -> None:
+        """Hand what the policy queued to the writer."""
+        self._pump.pull()
+
+    async def wait_for(self, p: Pending[T]) -> T:
         """Hand the output to the writer and wait for ``p`` (cancellable:
         the answer is then forgotten)."""
         self._pump.pull()
@@ -115,7 +123,7 @@ class SessionBase(SessionView[P]):
                 raise
         return p.result()
 
-    async def _room(self) -> None:
+    async def wait_for_room(self) -> None:
         """Cancel point and backpressure (the writer behind, the replay
         window full); nothing has been sent when this raises."""
         await self._pump.before_send()
@@ -133,34 +141,34 @@ class SessionBase(SessionView[P]):
     # -- the calls both protocols share ------------------------------------------
     async def delete_queue(self, queue: str, *, if_unused: bool = False,
                            if_empty: bool = False) -> None:
-        await self._room()
-        await self._wait(self._p.delete_queue(queue, if_unused=if_unused, if_empty=if_empty))
+        await self.wait_for_room()
+        await self.wait_for(self._p.delete_queue(queue, if_unused=if_unused, if_empty=if_empty))
 
     async def purge_queue(self, queue: str) -> None:
-        await self._room()
-        await self._wait(self._p.purge_queue(queue))
+        await self.wait_for_room()
+        await self.wait_for(self._p.purge_queue(queue))
 
     async def delete_exchange(self, exchange: str, *, if_unused: bool = False) -> None:
-        await self._room()
-        await self._wait(self._p.delete_exchange(exchange, if_unused=if_unused))
+        await self.wait_for_room()
+        await self.wait_for(self._p.delete_exchange(exchange, if_unused=if_unused))
 
     async def tx_select(self) -> None:
-        await self._room()
-        await self._wait(self._p.tx_select())
+        await self.wait_for_room()
+        await self.wait_for(self._p.tx_select())
 
     async def tx_commit(self) -> None:
-        await self._room()
-        await self._wait(self._p.tx_commit())
+        await self.wait_for_room()
+        await self.wait_for(self._p.tx_commit())
 
     async def tx_rollback(self) -> None:
-        await self._room()
-        await self._wait(self._p.tx_rollback())
+        await self.wait_for_room()
+        await self.wait_for(self._p.tx_rollback())
 
     async def sync(self) -> None:
         """Returns once the broker has processed everything sent before (and,
         0-9-1, confirmed every publish); batched accepts go out first."""
-        await self._room()
-        await self._wait(self._p.sync())
+        await self.wait_for_room()
+        await self.wait_for(self._p.sync())
 
     async def wait_completed(self) -> None:
         """Wait until nothing sent awaits the broker (publishes with
@@ -197,7 +205,7 @@ class SessionBase(SessionView[P]):
         with trio.move_on_after(self._pump.close_timeout) as cs:
             cs.shield = True
             if self._p.end():
-                await self._wait(self._p.ended)
+                await self.wait_for(self._p.ended)
         self._p.closed_by_client(self._KIND)
 
     _KIND = "session"
@@ -252,29 +260,29 @@ class SubscriptionBase(SubscriptionView[D], Generic[S, D]):
         """Subscribe; returns once the broker has answered."""
         if self._p.started:
             return
-        await self._session._room()
+        await self._session.wait_for_room()
         await self._wait(self._p.start())
 
     async def _wait(self, p: Pending[T]) -> T:
         """Wait for an answer of the subscription's policy as its session
         waits for one (a protocol's subscription uses it for its own calls)."""
-        return await self._session._wait(p)
+        return await self._session.wait_for(p)
 
     async def cancel(self) -> None:
         """Cancel; buffered deliveries go back to the queue."""
         p = self._p.cancel()
         self._lot.unpark_all()
         if p is not None:
-            await self._session._wait(p)
+            await self._session.wait_for(p)
         else:
-            self._session._pump.pull()
+            self._session.send_queued()
 
     async def __aenter__(self) -> Self:
         await self.start()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        with trio.move_on_after(self._session._pump.close_timeout) as cs:
+        with trio.move_on_after(self._session.close_timeout) as cs:
             cs.shield = True
             with suppress(AMQPError):
                 await self.cancel()
@@ -299,7 +307,7 @@ class SubscriptionBase(SubscriptionView[D], Generic[S, D]):
                 return d
         session = self._session
         while (d := p.take()) is None:
-            session._pump.pull()  # what the empty buffer flushed
+            session.send_queued()  # what the empty buffer flushed
             if p.cancelled:
                 raise StopAsyncIteration
             session.policy.check()

@@ -208,7 +208,7 @@ class Connection(ConnectionBase[v010.ClientConnection]):
         """Attach (or resume) a session; the caller must ``aclose()`` it."""
         await trio.lowlevel.checkpoint_if_cancelled()
         p = self._p.attach(name, timeout=timeout)
-        return await self._open_session(Session(self._pump, p))
+        return await Session(self._pump, p).wait_opened()
 
 
 # ---------------------------------------------------------------- session
@@ -232,8 +232,8 @@ class Session(SessionBase[v010.ClientSession], v010.SessionView):
         it; return its result struct (None for commands without one).
 
         Raises :class:`ExecutionError` if the broker raised an exception."""
-        await self._room()
-        return await self._wait(self._p.execute(command, headers=headers, body=body))
+        await self.wait_for_room()
+        return await self.wait_for(self._p.execute(command, headers=headers, body=body))
 
     # -- exchanges and queues ----------------------------------------------------
     async def declare_queue(self, queue: str, *, passive: bool = False, durable: bool = False,
@@ -242,8 +242,8 @@ class Session(SessionBase[v010.ClientSession], v010.SessionView):
                             arguments: dict[str, Any] | None = None) -> QueueQueryResult:
         """``queue.declare``; returns the queue's state (``queue.query``:
         ``message_count``, ``subscriber_count`` ...)."""
-        await self._room()
-        return await self._wait(self._p.declare_queue(
+        await self.wait_for_room()
+        return await self.wait_for(self._p.declare_queue(
             queue, passive=passive, durable=durable, exclusive=exclusive,
             auto_delete=auto_delete, alternate_exchange=alternate_exchange,
             arguments=arguments))
@@ -251,33 +251,33 @@ class Session(SessionBase[v010.ClientSession], v010.SessionView):
     async def query_queue(self, queue: str) -> QueueQueryResult:
         """``queue.query``: message and subscriber counts (fields absent --
         ``queue`` empty -- if there is no such queue)."""
-        await self._room()
-        return await self._wait(self._p.query_queue(queue))
+        await self.wait_for_room()
+        return await self.wait_for(self._p.query_queue(queue))
 
     async def declare_exchange(self, exchange: str, type: str = "direct", *,
                                passive: bool = False, durable: bool = False,
                                auto_delete: bool = False,
                                alternate_exchange: str | None = None,
                                arguments: dict[str, Any] | None = None) -> None:
-        await self._room()
-        await self._wait(self._p.declare_exchange(
+        await self.wait_for_room()
+        await self.wait_for(self._p.declare_exchange(
             exchange, type, passive=passive, durable=durable, auto_delete=auto_delete,
             alternate_exchange=alternate_exchange, arguments=arguments))
 
     async def query_exchange(self, exchange: str) -> ExchangeQueryResult:
         """``exchange.query`` (``not_found`` set if there is no such exchange)."""
-        await self._room()
-        return await self._wait(self._p.query_exchange(exchange))
+        await self.wait_for_room()
+        return await self.wait_for(self._p.query_exchange(exchange))
 
     async def bind(self, queue: str, exchange: str, binding_key: str | None = None, *,
                    arguments: dict[str, Any] | None = None) -> None:
         """Bind ``queue`` to ``exchange`` (``binding_key`` defaults to the queue name)."""
-        await self._room()
-        await self._wait(self._p.bind(queue, exchange, binding_key, arguments=arguments))
+        await self.wait_for_room()
+        await self.wait_for(self._p.bind(queue, exchange, binding_key, arguments=arguments))
 
     async def unbind(self, queue: str, exchange: str, binding_key: str | None = None) -> None:
-        await self._room()
-        await self._wait(self._p.unbind(queue, exchange, binding_key))
+        await self.wait_for_room()
+        await self.wait_for(self._p.unbind(queue, exchange, binding_key))
 
     # -- publishing --------------------------------------------------------------
     async def publish(self, message: Message | bytes | str, *, exchange: str = "",
@@ -312,7 +312,7 @@ class Session(SessionBase[v010.ClientSession], v010.SessionView):
         if answer is None:
             await self._pump.after_send()
             return cid
-        await self._wait(answer)
+        await self.wait_for(answer)
         return cid
 
     # -- consuming ---------------------------------------------------------------
@@ -342,13 +342,13 @@ class Session(SessionBase[v010.ClientSession], v010.SessionView):
                   accept_mode: str = "explicit") -> Delivery | None:
         """One message from ``queue``, or None if none arrives within
         ``timeout`` seconds (0: only a message available right now)."""
-        await self._room()
+        await self.wait_for_room()
         sub, flushed = self._p.get(queue, functools.partial(Delivery, self),
                                    accept_mode=accept_mode, now=timeout <= 0)
         keep = False
         try:
             if flushed is not None:
-                await self._wait(flushed)
+                await self.wait_for(flushed)
             else:
                 self._pump.pull()
                 lot = trio.lowlevel.ParkingLot()
@@ -361,7 +361,7 @@ class Session(SessionBase[v010.ClientSession], v010.SessionView):
         finally:
             # Cancelled or failed: what arrived goes back to the queue.
             with trio.CancelScope(shield=True), trio.move_on_after(self._pump.close_timeout):
-                await self._wait(sub.stop(keep=keep))
+                await self.wait_for(sub.stop(keep=keep))
         return sub.take()
 
 

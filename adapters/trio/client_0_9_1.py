@@ -98,7 +98,7 @@ class Connection(ConnectionBase[v091.ClientConnection], v091.ConnectionView):
             raise LocalProtocolError("AMQP 0-9-1 channels cannot be resumed: no session "
                                      "timeout")
         await trio.lowlevel.checkpoint_if_cancelled()
-        return await self._open_session(Session(self, self._pump, self._p.open_channel(name)))
+        return await Session(self, self._pump, self._p.open_channel(name)).wait_opened()
 
 
 # ---------------------------------------------------------------- session
@@ -123,12 +123,12 @@ class Session(SessionBase[v091.ClientChannel], v091.SessionView):
     async def execute(self, method: Method) -> Any:
         """Send ``method``; wait for and return its reply (None for methods
         without one)."""
-        await self._room()
+        await self.wait_for_room()
         answer = self._p.execute(method)
         if answer.done:
             await self._pump.after_send()
             return answer.result()
-        return await self._wait(answer)
+        return await self.wait_for(answer)
 
     # -- exchanges and queues ----------------------------------------------------
     async def declare_queue(self, queue: str, *, passive: bool = False, durable: bool = False,
@@ -137,12 +137,12 @@ class Session(SessionBase[v091.ClientChannel], v091.SessionView):
                             arguments: dict[str, Any] | None = None) -> QueueDeclareOk:
         """``queue.declare``; returns ``declare-ok`` (``queue`` is the broker's
         name for ``""``)."""
-        await self._room()
+        await self.wait_for_room()
         answer = self._p.declare_queue(queue, passive=passive, durable=durable,
                                        exclusive=exclusive, auto_delete=auto_delete,
                                        alternate_exchange=alternate_exchange,
                                        arguments=arguments)
-        return await self._wait(answer)
+        return await self.wait_for(answer)
 
     async def _scratch(self) -> None:
         """Before a query on a scratch channel: a round trip on this one if
@@ -179,33 +179,33 @@ class Session(SessionBase[v091.ClientChannel], v091.SessionView):
                                alternate_exchange: str | None = None,
                                arguments: dict[str, Any] | None = None,
                                internal: bool = False) -> None:
-        await self._room()
-        await self._wait(self._p.declare_exchange(
+        await self.wait_for_room()
+        await self.wait_for(self._p.declare_exchange(
             exchange, type, passive=passive, durable=durable, auto_delete=auto_delete,
             alternate_exchange=alternate_exchange, arguments=arguments, internal=internal))
 
     async def bind(self, queue: str, exchange: str, binding_key: str | None = None, *,
                    arguments: dict[str, Any] | None = None) -> None:
         """``queue.bind`` (``binding_key`` defaults to the queue name)."""
-        await self._room()
-        await self._wait(self._p.bind(queue, exchange, binding_key, arguments=arguments))
+        await self.wait_for_room()
+        await self.wait_for(self._p.bind(queue, exchange, binding_key, arguments=arguments))
 
     async def unbind(self, queue: str, exchange: str, binding_key: str | None = None, *,
                      arguments: dict[str, Any] | None = None) -> None:
-        await self._room()
-        await self._wait(self._p.unbind(queue, exchange, binding_key, arguments=arguments))
+        await self.wait_for_room()
+        await self.wait_for(self._p.unbind(queue, exchange, binding_key, arguments=arguments))
 
     async def bind_exchange(self, destination: str, source: str, routing_key: str = "", *,
                             arguments: dict[str, Any] | None = None) -> None:
         """``exchange.bind`` (RabbitMQ extension)."""
-        await self._room()
-        await self._wait(self._p.bind_exchange(destination, source, routing_key,
+        await self.wait_for_room()
+        await self.wait_for(self._p.bind_exchange(destination, source, routing_key,
                                                arguments=arguments))
 
     async def unbind_exchange(self, destination: str, source: str, routing_key: str = "", *,
                               arguments: dict[str, Any] | None = None) -> None:
-        await self._room()
-        await self._wait(self._p.unbind_exchange(destination, source, routing_key,
+        await self.wait_for_room()
+        await self.wait_for(self._p.unbind_exchange(destination, source, routing_key,
                                                  arguments=arguments))
 
     # -- publishing --------------------------------------------------------------
@@ -229,7 +229,7 @@ class Session(SessionBase[v091.ClientChannel], v091.SessionView):
         if answer is None:
             await self._pump.after_send()
             return n
-        await self._wait(answer)
+        await self.wait_for(answer)
         return n
 
     # -- consuming ---------------------------------------------------------------
@@ -252,8 +252,8 @@ class Session(SessionBase[v091.ClientChannel], v091.SessionView):
         ``timeout`` seconds (polled every 50 ms)."""
         deadline = trio.current_time() + timeout
         while True:
-            await self._room()
-            d: Delivery | None = await self._wait(self._p.get(
+            await self.wait_for_room()
+            d: Delivery | None = await self.wait_for(self._p.get(
                 queue, functools.partial(Delivery, self), accept_mode=accept_mode))
             if d is not None:
                 return d

@@ -151,7 +151,7 @@ class Connection(ConnectionBase[v10.ClientConnection], v10.ConnectionView):
         if timeout is not None:
             raise LocalProtocolError("AMQP 1.0 sessions are not resumed by name: no timeout")
         await trio.lowlevel.checkpoint_if_cancelled()
-        return await self._open_session(Session(self, self._pump, self._p.open_session(name)))
+        return await Session(self, self._pump, self._p.open_session(name)).wait_opened()
 
 
 # ---------------------------------------------------------------- session
@@ -168,8 +168,8 @@ class Session(SessionBase[v10.ClientSession], v10.SessionView):
     async def declare_queue(self, queue: str, **_: Any) -> str:
         """1.0 has no declare: attach a sender to the address (brokers that
         create nodes on attach create it now); returns the address."""
-        await self._room()
-        answer: str = await self._wait(self._p.declare_queue(queue))
+        await self.wait_for_room()
+        answer: str = await self.wait_for(self._p.declare_queue(queue))
         return answer
 
     # -- publishing --------------------------------------------------------------
@@ -192,7 +192,7 @@ class Session(SessionBase[v10.ClientSession], v10.SessionView):
         if answer is None:
             await self._pump.after_send()
             return n
-        await self._wait(answer)
+        await self.wait_for(answer)
         return n
 
     async def publish_stream(self, parts: Iterable[bytes], *, size: int, routing_key: str,
@@ -228,7 +228,7 @@ class Session(SessionBase[v10.ClientSession], v10.SessionView):
                 st.abort()
                 self._pump.pull()
             raise
-        await self._wait(st.outcome)
+        await self.wait_for(st.outcome)
         return st.number
 
     # -- consuming ---------------------------------------------------------------
