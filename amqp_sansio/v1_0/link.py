@@ -34,6 +34,7 @@ __all__ = [
 ]
 
 import enum
+import operator
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
@@ -129,6 +130,9 @@ _REMOTE = {_S.UNATTACHED: "UNINIT", _S.ATTACH_SENT: "UNINIT", _S.ATTACH_RCVD: "A
            _S.DETACHED: "CLOSED"}
 
 _TERMINAL = tuple(c for c in OUTCOME_CLASSES)
+
+
+_batchable = operator.attrgetter("batchable")
 
 
 def _terminal(state: Any) -> bool:
@@ -896,11 +900,11 @@ class Link:
         self._go("send:frame")
         told: list[Delivery] = []
         if settled:
-            unsettled = self.unsettled_deliveries
+            forget = self.unsettled_deliveries.pop
             for d in ds:
                 d.state = state
                 d.settled = True
-                unsettled.pop(d.tag, None)
+                forget(d.tag, None)
                 if not d.remote_settled:  # both settled: nothing to tell
                     told.append(d)
             self._port.untrack_many(ds)
@@ -909,6 +913,12 @@ class Link:
                 d.state = state
             told = ds
         n = len(told)
+        if n > 1 and (last := told[-1].id) - (first := told[0].id) == n - 1 and \
+                [d.id for d in told] == list(range(first, last + 1)):
+            # consecutive ids (a batch of accepts is): one disposition, its
+            # run found without a step per delivery
+            self._write_disposition(first, last, all(map(_batchable, told)), state, settled)
+            return
         if n > 1:
             base = told[0].id
             prev = base
@@ -928,13 +938,17 @@ class Link:
                 if not d.batchable:
                     batchable = False
                 i += 1
-            if settled and type(state) is Accepted:  # (a batch of accepts: its octets)
-                self._port.write(accepted_disposition(
-                    self.role is _RECEIVER, first, last if last != first else None, batchable))
-            else:
-                self._port.write(Disposition(role=self.role, first=first,
-                                             last=last if last != first else None,
-                                             settled=settled, state=state, batchable=batchable))
+            self._write_disposition(first, last, batchable, state, settled)
+
+    def _write_disposition(self, first: int, last: int, batchable: bool, state: Any,
+                           settled: bool) -> None:
+        if settled and type(state) is Accepted:  # (a batch of accepts: its octets)
+            self._port.write(accepted_disposition(
+                self.role is _RECEIVER, first, last if last != first else None, batchable))
+        else:
+            self._port.write(Disposition(role=self.role, first=first,
+                                         last=last if last != first else None,
+                                         settled=settled, state=state, batchable=batchable))
 
 
 # -- the events that carry their link ------------------------------------------

@@ -667,9 +667,10 @@ class _LinkPort:
         (self._s._outgoing if d.outgoing else self._s._incoming).pop(d.id, None)
 
     def untrack_many(self, ds: list[Delivery]) -> None:
-        s = self._s
-        for d in ds:
-            (s._outgoing if d.outgoing else s._incoming).pop(d.id, None)
+        if ds:  # (all of one link: one direction)
+            forget = (self._s._outgoing if ds[0].outgoing else self._s._incoming).pop
+            for d in ds:
+                forget(d.id, None)
 
     def link_gone(self, link: Link) -> None:
         s = self._s

@@ -32,13 +32,14 @@ from amqp_sansio.v1_0.framing import (
     Frame,
     FrameReader,
     accepted_disposition,
+    decode_frame,
     encode_frame,
     transfer_fields,
     transfer_of,
 )
-from amqp_sansio.v1_0.link import LINK_TRANSITIONS, LinkState
+from amqp_sansio.v1_0.link import LINK_TRANSITIONS, Delivery, Link, LinkState
 from amqp_sansio.v1_0.session import SESSION_TRANSITIONS, SessionState
-from amqp_sansio.v1_0.spec import Accepted, Disposition, Transfer
+from amqp_sansio.v1_0.spec import Accepted, Disposition, Released, Transfer
 from amqp_sansio.v1_0.spec import Role as LinkRole
 from tests.support.pair_1_0 import Pair
 from tests.support.strategies_1_0 import instances, typed_eq
@@ -302,3 +303,53 @@ def test_a_batch_of_accepts_is_the_encoders_disposition(receiver: bool, first: i
                        settled=True, state=Accepted(), batchable=batchable)
     fast = encode_frame(accepted_disposition(receiver, first, last, batchable), channel)  # type: ignore[arg-type]
     assert fast == encode_frame(body, channel)
+
+
+class _Port:
+    """A receiving link's session, as far as settling goes: what is written."""
+
+    channel = 0
+
+    def __init__(self) -> None:
+        self.frames: list[Any] = []
+
+    def can_write(self) -> bool:
+        return True
+
+    def write(self, body: Any) -> None:
+        self.frames.append(decode_frame(encode_frame(body)).body)
+
+    def untrack_many(self, ds: list[Delivery]) -> None:
+        pass
+
+
+@given(U32, st.lists(st.tuples(st.integers(1, 3), st.booleans()), min_size=1, max_size=12),
+       st.randoms(use_true_random=False), st.booleans(), st.booleans())
+def test_settling_many_writes_one_disposition_per_run_of_ids(
+        base: int, steps: list[tuple[int, bool]], rnd: Any, shuffled: bool,
+        accepted: bool) -> None:
+    # a run of consecutive ids (serial: across 2**32 too) is one frame,
+    # batchable when all of it is, whatever order the deliveries come in
+    link = Link(_Port(), "in", 0, LinkRole.RECEIVER)  # type: ignore[arg-type]
+    link.state = LinkState.ATTACHED
+    ds, did = [], base
+    for step, batchable in steps:
+        did = (did + step) & 0xFFFFFFFF
+        d = Delivery(link, did, b"%d" % did, 0, False)
+        d.complete, d.batchable = True, batchable
+        ds.append(d)
+    runs: list[tuple[int, int, bool]] = []
+    for d in ds:  # (in serial order)
+        if runs and runs[-1][1] + 1 & 0xFFFFFFFF == d.id:
+            runs[-1] = (runs[-1][0], d.id, runs[-1][2] and d.batchable)
+        else:
+            runs.append((d.id, d.id, d.batchable))
+    if shuffled:
+        rnd.shuffle(ds)
+    state = Accepted() if accepted else Released()
+    link.dispose_many(ds, state, settled=True)
+    frames = link._port.frames  # type: ignore[attr-defined]
+    assert [(f.first, f.last if f.last is not None else f.first, f.batchable)
+            for f in frames] == runs
+    assert all(f.settled and f.state == state and f.role is LinkRole.RECEIVER for f in frames)
+    assert all(d.settled and d.state == state for d in ds)
