@@ -131,6 +131,23 @@ class SessionBase(SessionView[P]):
             self._pump.pull()
             await self._progress.park()
 
+    async def _send_transfer(self, t: Any, wait: bool) -> int:
+        """Publish what the policy's ``transfer()`` made once it can go (the
+        writer keeping up, credit/window room), and wait for the broker's
+        answer if ``wait``; return its number in the session."""
+        p: Any = self._p  # (each protocol's session policy has can_publish/publish)
+        await self._pump.before_send()
+        while not p.can_publish(t):
+            self._pump.pull()
+            await self._progress.park()
+        sent: tuple[int, Pending[Any] | None] = p.publish(t, wait=wait)
+        n, answer = sent
+        if answer is None:
+            await self._pump.after_send()
+            return n
+        await self.wait_for(answer)
+        return n
+
     async def _wait_while_busy(self) -> None:
         await checkpoint_if_cancelled()
         self._p.flush()

@@ -302,18 +302,8 @@ class Session(SessionBase[v010.ClientSession], v010.SessionView):
         message was not sent -- except for a failure while waiting: the
         transfer is then in doubt (and replayed if the session is resumed).
         """
-        p = self._p
-        t = p.transfer(message, exchange, routing_key, confirm)
-        await self._pump.before_send()
-        while not p.can_publish(t):
-            self._pump.pull()
-            await self._progress.park()
-        cid, answer = p.publish(t, wait=confirm if wait is None else wait)
-        if answer is None:
-            await self._pump.after_send()
-            return cid
-        await self.wait_for(answer)
-        return cid
+        t = self._p.transfer(message, exchange, routing_key, confirm)
+        return await self._send_transfer(t, confirm if wait is None else wait)
 
     # -- consuming ---------------------------------------------------------------
     def subscribe(self, queue: str, *, prefetch: int | None = 100,

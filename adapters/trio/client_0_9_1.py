@@ -218,19 +218,9 @@ class Session(SessionBase[v091.ClientChannel], v091.SessionView):
         ``wait``/``confirm``/``mandatory``; ``properties`` replaces what the
         :class:`Message` maps to.  Raising means the message was not sent --
         except while waiting: it is then in doubt."""
-        p = self._p
-        pub = p.transfer(message, exchange, routing_key, confirm, mandatory=mandatory,
+        pub = self._p.transfer(message, exchange, routing_key, confirm, mandatory=mandatory,
                          properties=properties)
-        await self._pump.before_send()
-        while not p.can_publish(pub):
-            self._pump.pull()
-            await self._progress.park()
-        n, answer = p.publish(pub, wait=confirm if wait is None else wait)
-        if answer is None:
-            await self._pump.after_send()
-            return n
-        await self.wait_for(answer)
-        return n
+        return await self._send_transfer(pub, confirm if wait is None else wait)
 
     # -- consuming ---------------------------------------------------------------
     def subscribe(self, queue: str, *, prefetch: int | None = 100,

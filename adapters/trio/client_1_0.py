@@ -182,18 +182,8 @@ class Session(SessionBase[v10.ClientSession], v10.SessionView):
         (else :class:`MessageRejectedError`); ``settled=True`` sends
         pre-settled (at-most-once, nothing to wait for).  Raising means the
         message was not sent -- except while waiting: it is then in doubt."""
-        p = self._p
-        pub = p.transfer(message, exchange, routing_key, settled=settled)
-        await self._pump.before_send()
-        while not p.can_publish(pub):
-            self._pump.pull()
-            await self._progress.park()
-        n, answer = p.publish(pub, wait=confirm if wait is None else wait)
-        if answer is None:
-            await self._pump.after_send()
-            return n
-        await self.wait_for(answer)
-        return n
+        pub = self._p.transfer(message, exchange, routing_key, settled=settled)
+        return await self._send_transfer(pub, confirm if wait is None else wait)
 
     async def publish_stream(self, parts: Iterable[bytes], *, size: int, routing_key: str,
                              exchange: str = "", message: Message | None = None) -> int:
