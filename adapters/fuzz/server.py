@@ -25,7 +25,7 @@ reacting after a fault that demands a reaction is a hang.
 from __future__ import annotations
 
 __all__ = ["ServerPlan", "make_plan", "ServerCampaignConfig", "serve_campaign",
-           "run_server_case", "run_plan", "read_some", "PLAN_KINDS"]
+           "run_server_case", "run_plan", "read_some", "send_within", "PLAN_KINDS"]
 
 import json
 import select
@@ -346,17 +346,8 @@ def run_server_case(sock: socket.socket, plan: ServerPlan, step_timeout: float =
     def send(data: bytes) -> None:
         nonlocal eof
         transcript.append(("out", round(time.monotonic() - t0, 4), data))
-        view = memoryview(data)
-        deadline = time.monotonic() + step_timeout
-        while view and time.monotonic() < deadline:
-            try:
-                n = sock.send(view)
-                view = view[n:]
-            except BlockingIOError:
-                select.select([], [sock], [], 0.05)
-            except OSError:
-                eof = True
-                return
+        if not send_within(sock, data, step_timeout):
+            eof = True
 
     def flush_model() -> None:
         nonlocal pending, header_sent, fault_sent, injected, mutated
@@ -476,6 +467,21 @@ def run_server_case(sock: socket.socket, plan: ServerPlan, step_timeout: float =
                       clean_end=client_close_ok or answered_close, timed_out=timed_out,
                       fault_sent=fault_sent, we_closed=True, opened=True)
     return case, classify(case, obs), obs, transcript
+
+
+def send_within(sock: socket.socket, data: bytes, timeout: float) -> bool:
+    """Write ``data`` to the non-blocking ``sock`` for at most ``timeout``
+    seconds (what is left then is dropped); False once the socket failed."""
+    view = memoryview(data)
+    deadline = time.monotonic() + timeout
+    while view and time.monotonic() < deadline:
+        try:
+            view = view[sock.send(view):]
+        except BlockingIOError:
+            select.select([], [sock], [], 0.05)
+        except OSError:
+            return False
+    return True
 
 
 def read_some(sock: socket.socket, timeout: float) -> bytes | None:

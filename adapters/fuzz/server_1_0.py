@@ -29,7 +29,6 @@ from __future__ import annotations
 
 __all__ = ["make_plan", "fault_of", "run_server_case", "split_units", "PLAN_KINDS"]
 
-import select
 import socket
 import time
 from typing import Any
@@ -42,7 +41,7 @@ from amqp_sansio.v1_0.framing import TYPE_SASL, FrameReader, ProtocolHeader
 from .case import P10, SERVER, Case, Fault
 from .generate_1_0 import FIELD_OPS, mutate_performative
 from .oracle import Observation, Outcome, classify
-from .server import ServerPlan, read_some
+from .server import ServerPlan, read_some, send_within
 from .signals import Signal, Violation
 from .specinfo_1_0 import DECODE, FRAMING, LINK_REFUSAL, SESSION, STATE
 from .values import case_rng
@@ -272,16 +271,8 @@ def run_server_case(sock: socket.socket, plan: ServerPlan, step_timeout: float =
     def send(data: bytes) -> None:
         nonlocal eof
         transcript.append(("out", round(time.monotonic() - t0, 4), data))
-        view = memoryview(data)
-        deadline = time.monotonic() + step_timeout
-        while view and time.monotonic() < deadline:
-            try:
-                view = view[sock.send(view):]
-            except BlockingIOError:
-                select.select([], [sock], [], 0.05)
-            except OSError:
-                eof = True
-                return
+        if not send_within(sock, data, step_timeout):
+            eof = True
 
     def faulted() -> None:
         nonlocal fault_sent, fault_at, done
