@@ -22,7 +22,7 @@ and client, two phases on a fresh address:
   with a credit window of ``--prefetch``; ours takes what is buffered with
   ``sub.get_many(256, gather=G)`` and accepts each batch with one
   ``session.accept(batch)`` (``--receive-each``: ``for d in sub: d.accept()``).
-  ``--gather`` G (seconds, default 0.002; 0: off) lets a waiting call leave
+  ``--gather`` G (seconds, default 0.001; 0: off) lets a waiting call leave
   the deliveries to gather on the socket up to 16 KiB or G before it reads
   them: RabbitMQ's plugin and rhea's container write a delivery or a few at
   a time, and one wake-up a batch costs less than one a write (each batch's
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--client", action="append", choices=["ours", "proton", "rhea"])
     p.add_argument("--receive-each", action="store_true",
                    help="ours receives one delivery a call (the iterator) instead of batches")
-    p.add_argument("--gather", type=float, default=0.002,
+    p.add_argument("--gather", type=float, default=0.001,
                    help="ours: get_many's gather (seconds; 0: read as deliveries come)")
     p.add_argument("--json", type=Path)
     o = p.parse_args(argv)
