@@ -57,7 +57,7 @@ class Pump:  # the IOPump's face to the session and subscription, without a thre
         self.lock, self.policy, self.buffered, self.closed = threading.Lock(), policy, 0, False
     def poke(self): pass
     def check(self): self.policy.check()
-    def wait(self, ready, timeout, what):
+    def wait(self, ready, timeout, what, gather=0.0):
         if not ready():
             raise AMQPTimeout(what)
 

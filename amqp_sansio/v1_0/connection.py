@@ -477,19 +477,27 @@ class Connection:
                 reader.receive(data)
                 remote = self._remote
                 channel_max = self.config.channel_max
-                while (state := self.state) is not _END:  # (a frame may close it)
-                    item = reader.next_fast()
-                    if item is None:
-                        break
-                    if type(item) is tuple:  # a common transfer (FastTransfer)
-                        channel, fields, payload = item  # type: ignore[misc]  # (no cast(): a call)
+                while self.state is not _END:  # (a frame may close it)
+                    # a run of common transfers laid out alike, in one call
+                    # (each taken as the one-by-one way below takes it)
+                    for channel, fields, payload in reader.next_run():
                         s = remote.get(channel)  # (_transfer's common case, inlined)
-                        if (s is not None and state is _OPENED and channel <= channel_max
+                        if (s is not None and self.state is _OPENED and channel <= channel_max
                                 and COVERAGE is None):
                             # quiet: no event waits, a delivery may go straight on
                             s.take_transfer(fields, payload, not self._events)
+                        elif self.state is _END:
+                            break  # (what follows a frame that closed it is not read)
                         else:
-                            self._transfer(channel, fields, payload)
+                            self._transfer(channel, fields, payload, not self._events)
+                    if self.state is _END:
+                        break
+                    item = reader.next_fast()
+                    if item is None:
+                        break
+                    if type(item) is tuple:  # a common transfer (FastTransfer) of a new layout
+                        channel, fields, payload = item  # type: ignore[misc]  # (no cast(): a call)
+                        self._transfer(channel, fields, payload, not self._events)
                     else:
                         self._item(item)  # type: ignore[arg-type]
         except DecodeError as e:
@@ -552,10 +560,12 @@ class Connection:
         else:
             self._on_session_frame(body, item.channel, item.payload)
 
-    def _transfer(self, channel: int, fields: TransferFields, payload: bytes) -> None:
+    def _transfer(self, channel: int, fields: TransferFields, payload: bytes,
+                  quiet: bool) -> None:
         """The receiving hot path: a common transfer (``framing.transfer_fields``)
-        on an open connection goes straight to its session; anything else
-        takes the generic path as the Transfer it is."""
+        on an open connection goes straight to its session (``quiet``: no
+        event waits, ``Session.take_transfer``); anything else takes the
+        generic path as the Transfer it is."""
         s = self._remote.get(channel)
         if self.state is not _OPENED or s is None or channel > self.config.channel_max:
             self._item(Frame(TYPE_AMQP, channel, transfer_of(fields), payload))
@@ -563,7 +573,7 @@ class Connection:
         if COVERAGE is not None:
             COVERAGE.add((self.role.value, "OPENED", "recv:frame"))
         # recv:frame keeps OPENED as it is (the table says so; a test checks)
-        s.take_transfer(fields, payload)
+        s.take_transfer(fields, payload, quiet)
 
     def _header(self, h: ProtocolHeader) -> None:
         proto = h.protocol

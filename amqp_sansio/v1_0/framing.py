@@ -316,6 +316,35 @@ class FrameReader:
             raise
         return Frame(ftype, channel, body, frame[used:] if used < len(frame) else b"")
 
+    def next_run(self) -> list[FastTransfer]:
+        """The common transfers from here on laid out as the last one
+        :meth:`next_fast` read was (as it would give them one by one, in
+        one call: a read's run of deliveries), up to anything else; [] when
+        the next item is not one."""
+        sh = self._shape
+        if sh is None or self._want_header or self.sasl or self._spent:
+            return []
+        buf = self._buf
+        pos = self._pos
+        n = len(buf)
+        length, unpack, head, taghdr, rest, channel, handle, fmt, settled = sh
+        limit = self.max_frame_size
+        out: list[Any] = []  # (FastTransfers; a bytearray slice until made bytes)
+        while n - pos >= length:
+            t = unpack(buf, pos)
+            size = t[0]
+            if not (t[1] == head and t[3] == taghdr and t[5] == rest
+                    and length <= size <= n - pos and size <= limit):
+                break
+            end = pos + size
+            out.append((channel, (handle, t[2], t[4], fmt, settled), buf[pos + length:end]))
+            pos = end
+        if out:
+            if type(buf) is not bytes:
+                out = [(c, f, bytes(p)) for c, f, p in out]
+            self._advance(pos)
+        return out
+
     def _header(self, pos: int, k: int) -> ProtocolHeader:
         raw = bytes(self._buf[pos:pos + k])
         self._advance(pos + k)

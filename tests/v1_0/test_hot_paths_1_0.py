@@ -127,14 +127,19 @@ def test_fast_reading_never_raises_and_never_reads_past_the_frame(junk: bytes, c
 
 def _items(octets: bytes, fast: bool, cut: int) -> list[Any]:
     """What a reader makes of ``octets`` received in two reads (cut at
-    ``cut``): a FastTransfer as the Frame it stands for, a DecodeError as
+    ``cut``), fast (runs of transfers laid out alike, then the next item)
+    or not: a FastTransfer as the Frame it stands for, a DecodeError as
     itself (the reader is spent then)."""
     r = FrameReader(1 << 16, header=False)
     out: list[Any] = []
     for chunk in (octets[:cut], octets[cut:]):
         r.receive(chunk)
         try:
-            while (item := r.next_fast(fast)) is not None:
+            while True:
+                out += [Frame(0, c, transfer_of(f), p) for c, f, p in
+                        (r.next_run() if fast else [])]
+                if (item := r.next_fast(fast)) is None:
+                    break
                 if type(item) is tuple:
                     item = Frame(0, item[0], transfer_of(item[1]), item[2])
                 out.append(item)
@@ -157,7 +162,8 @@ def test_a_transfer_laid_out_as_the_last_one_is_read_as_the_decoder_reads_it(
                                     data.draw(st.binary(max_size=20))))
     if data.draw(st.booleans()):
         second[data.draw(st.integers(0, len(second) - 1))] = data.draw(st.integers(0, 255))
-    octets = encode_frame(t, channel, payload) + bytes(second) + encode_frame(t, channel)
+    octets = (encode_frame(t, channel, payload) + bytes(second) + encode_frame(t, channel)
+              + bytes(second))
     cut = data.draw(st.integers(0, len(octets)))
     fast, slow = _items(octets, True, cut), _items(octets, False, cut)
     for a, b in zip(fast, slow, strict=True):
@@ -176,9 +182,16 @@ def test_the_next_transfer_laid_out_the_same_is_not_read_field_by_field(
     got = [r.next_fast() for _ in frames]
     assert got == [(5, (0, 300 + i, b"%04d" % i, 0, i == 2), b"m%d" % i) for i in range(4)]
     assert len(calls) == 3  # the first, the settled one (another layout), the one after it
+    r.receive(b"".join(encode_frame(f, 5, b"m%d" % i) for i, f in enumerate(frames)))
+    assert r.next_run() == got[:2]  # the last one's layout: a run of two
+    assert r.next_fast() == got[2]
+    assert r.next_run() == []
+    assert r.next_fast() == got[3]
+    assert len(calls) == 5
     r = FrameReader(64, header=False)  # the frame size limit holds all the same
     r.receive(encode_frame(frames[0], 5, b"m") + encode_frame(frames[1], 5, b"m" * 40))
     assert r.next_fast() == (5, (0, 300, b"0000", 0, False), b"m")
+    assert r.next_run() == []
     with pytest.raises(DecodeError, match="exceeds the limit of 64"):
         r.next_fast()
 
