@@ -191,9 +191,6 @@ _STAMPED_SIZE: Final = 1024
 #: entry goes once the cache is full.
 _refcount: Callable[[object], int] | None = getattr(sys, "getrefcount", None)
 _stamp_full = [0]  # stamps not cached before the next sweep (most entries were held)
-#: Entries whose stamped octets are their key's own (0-9-1 stamps nothing):
-#: the key holds them too.
-_stamp_same = [0]
 
 
 def _stamp_room() -> bool:
@@ -207,19 +204,13 @@ def _stamp_room() -> bool:
         return False
     refs = _refcount
     if refs is not None:
-        # Nothing else holds an entry's octets if their count is the cache's
-        # and the call's own (2), and the key's (3) if they are its own: the
-        # counts add up to that for all exactly when no entry is held.
-        if sum(map(refs, _STAMPED.values())) <= 2 * len(_STAMPED) + _stamp_same[0]:
+        # (a count of 2: the cache's and the call's own -- nothing else holds it)
+        if max(map(refs, _STAMPED.values())) <= 2:
             _STAMPED.clear()  # (the usual case: no message holds any)
-            _stamp_same[0] = 0
         else:
             for key in list(_STAMPED):
-                v = _STAMPED[key]
-                own = v is key[1]
-                if refs(v) <= 3 + own:  # (v's own reference too)
+                if refs(_STAMPED[key]) <= 2:
                     del _STAMPED[key]
-                    _stamp_same[0] -= own
     if len(_STAMPED) > _STAMPED_KEPT * 3 // 4:
         _stamp_full[0] = _STAMPED_KEPT
     return len(_STAMPED) < _STAMPED_KEPT
@@ -271,8 +262,10 @@ class Wire:
             return got, True
         got = FORMS[self.form].stamp(head, exchange, routing_key)
         if len(head) <= _STAMPED_SIZE and _stamp_room():
-            _STAMPED[key] = got
-            _stamp_same[0] += got is head
+            # A copy if stamping changed nothing (0-9-1): the publisher's
+            # octets are the key's and the publish's (events not yet
+            # handled), and only messages should count as holding an entry.
+            _STAMPED[key] = got = bytes(memoryview(got)) if got is head else got
         return got, False
 
 
