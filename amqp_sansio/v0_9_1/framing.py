@@ -181,13 +181,10 @@ class FrameDecoder:
     def __init__(self, max_frame_size: int = FRAME_MIN_SIZE) -> None:
         self.max_frame_size = max_frame_size
         self._buf = bytearray()
-        self._offset = 0  # stream offset of self._buf[0]
+        #: Stream offset of the first octet not yet consumed (of ``_buf[0]``);
+        #: read-only outside :meth:`keep`.
+        self.offset = 0
         self.error: DecodeError | None = None
-
-    @property
-    def offset(self) -> int:
-        """Stream offset of the first octet not yet consumed."""
-        return self._offset
 
     @property
     def pending(self) -> int:
@@ -203,7 +200,7 @@ class FrameDecoder:
         """
         if self.error is not None:
             return []
-        buf = self._take(data)
+        buf = self.take(data)
         out: list[Frame] = []
         pos = 0
         n = len(buf)
@@ -211,16 +208,19 @@ class FrameDecoder:
         while n - pos >= 7:
             ftype, channel, size = _unpack_hdr(buf, pos)
             stop = pos + 7 + size
-            if not self._check(buf, pos, ftype, channel, size, limit, n):
+            if not self.check_frame(buf, pos, ftype, channel, size, limit, n):
                 break
             out.append(Frame(ftype, channel, buf[pos + 7:stop]))
             pos = stop + 1
-        self._keep(buf, pos)
+        self.keep(buf, pos)
         return out
 
-    def _take(self, data: bytes | bytearray | memoryview) -> bytes:
+    # The three steps of feed(), public for a decoder that walks the frames
+    # itself (Decoder.feed): take, check each frame, keep what is left.
+    def take(self, data: bytes | bytearray | memoryview) -> bytes:
         """What is held (an incomplete frame) followed by ``data``, as bytes:
-        frames are sliced out of it, each payload copied once."""
+        frames are sliced out of it, each payload copied once (b"": all of
+        it is held until a frame is whole).  Call :meth:`keep` after."""
         held = self._buf
         if not held:
             return data if type(data) is bytes else bytes(data)
@@ -238,18 +238,18 @@ class FrameDecoder:
         self._buf = bytearray()
         return bytes(held)
 
-    def _keep(self, buf: bytes, pos: int) -> None:
+    def keep(self, buf: bytes, pos: int) -> None:
         """``buf[:pos]`` is consumed; hold the rest (unless the stream broke)."""
         if self.error is None:
             if pos < len(buf):
                 self._buf += buf[pos:] if pos else buf
-            self._offset += pos
+            self.offset += pos
 
-    def _check(self, buf: bytes, pos: int, ftype: int, channel: int, size: int, limit: int,
-               n: int) -> bool:
+    def check_frame(self, buf: bytes, pos: int, ftype: int, channel: int, size: int,
+                    limit: int, n: int) -> bool:
         """Whether the frame at ``pos`` is complete and sound; False when it
         is incomplete or broken (then :attr:`error` is set)."""
-        at = self._offset + pos
+        at = self.offset + pos
         if ftype not in _FRAME_TYPES:
             self.error = _err(f"unknown frame type {ftype}", at, channel)
         elif size > limit:
@@ -261,7 +261,7 @@ class FrameDecoder:
                 return False
             if buf[stop] != FRAME_END:
                 self.error = _err(f"frame-end octet is 0x{buf[stop]:02x}, not 0xce",
-                                  self._offset + stop, channel)
+                                  self.offset + stop, channel)
             elif ftype == FRAME_HEARTBEAT and (channel or size):
                 self.error = _err(f"heartbeat frame on channel {channel} with {size} "
                                   "payload octets", at, channel)
@@ -360,7 +360,8 @@ class Decoder:
         fd = self.frames
         if fd.error is not None:
             raise fd.error
-        buf = fd._take(data)
+        buf = fd.take(data)
+        base = fd.offset  # of buf[0] (moves only in keep())
         pos = 0
         n = len(buf)
         limit = fd.max_frame_size - FRAME_OVERHEAD
@@ -372,7 +373,7 @@ class Decoder:
                 if (ftype == FRAME_METHOD and size <= limit and stop < n
                         and buf[stop] == FRAME_END and ch not in partial
                         and not (ch and self.discard_channels)):
-                    at = fd._offset + pos
+                    at = base + pos
                     payload = buf[pos + 7:stop]
                     pos = stop + 1  # consumed even if it fails, as on the general path
                     m = decode_method(payload, self.profile, offset=at, channel=ch,
@@ -389,15 +390,15 @@ class Decoder:
                         content, pos = after
                         yield content
                     continue
-                if not fd._check(buf, pos, ftype, ch, size, limit, n):
+                if not fd.check_frame(buf, pos, ftype, ch, size, limit, n):
                     break
-                at = fd._offset + pos
+                at = base + pos
                 pos = stop + 1
-                item = self._frame(Frame(ftype, ch, buf[at - fd._offset + 7:stop]), at)
+                item = self._frame(Frame(ftype, ch, buf[at - base + 7:stop]), at)
                 if item is not None:
                     yield item
         finally:
-            fd._keep(buf, pos)
+            fd.keep(buf, pos)
         if fd.error is not None:
             raise fd.error
 
