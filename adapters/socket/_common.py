@@ -67,17 +67,6 @@ class ConnectionBase(ConnectionView[CP]):
         self._pump = pump
         self._p = policy
 
-    def _open_session(self, session: S, ready: Pending[None], timeout: float | None,
-                      what: str) -> S:
-        """(lock held) Wait until ``session`` is open; give it up if that fails."""
-        try:
-            session._await(ready, timeout, what)
-        except BaseException:
-            session.policy.abandon()
-            self._pump.poke()
-            raise
-        return session
-
     def __repr__(self) -> str:
         return f"<{self._NAME} {self._pump.description} {'closed' if self.closed else 'open'}>"
 
@@ -125,6 +114,12 @@ class SessionBase(SessionView[P]):
     def __init__(self, pump: IOPump, policy: P) -> None:
         self._pump = pump
         self._p = policy
+        #: the connection's lock: every call of its sessions and subscriptions
+        #: holds it
+        self.lock = pump.lock
+        #: (lock held) wake the I/O thread to write what the policy queued --
+        #: the pump's own method, so a delivery handed out costs no extra call
+        self.send_queued: Callable[[], None] = pump.poke
 
     def __enter__(self) -> Self:
         return self
@@ -133,17 +128,27 @@ class SessionBase(SessionView[P]):
                  tb: TracebackType | None) -> None:
         self.close()
 
-    # -- blocking -----------------------------------------------------------------
-    def _call(self, make: Callable[[], Pending[T]], timeout: float | None, what: str) -> T:
+    # -- waiting (the seam its connection and subscriptions use too) -------------
+    def wait_opened(self, timeout: float | None, what: str) -> Self:
+        """(lock held) Wait until the session is open; give it up if that fails."""
+        p: Any = self._p  # (each protocol's session policy has its ready)
+        try:
+            self.wait_for(p.ready, timeout, what)
+        except BaseException:
+            p.abandon()
+            self._pump.poke()
+            raise
+        return self
+
+    def call(self, make: Callable[[], Pending[T]], timeout: float | None, what: str) -> T:
         """Under the lock: wait for room, ``make()`` the operation, wait for
         its answer (forgotten if the wait times out)."""
-        pump = self._pump
-        with pump.lock:
-            self._room(timeout)
+        with self._pump.lock:
+            self.wait_for_room(timeout)
             p = make()
-            return self._await(p, timeout, what)
+            return self.wait_for(p, timeout, what)
 
-    def _await(self, p: Pending[T], timeout: float | None, what: str) -> T:
+    def wait_for(self, p: Pending[T], timeout: float | None, what: str) -> T:
         """(lock held) Wait for ``p``; forget it if the wait gives up."""
         try:
             self._pump.wait(lambda: p.done, timeout, what)
@@ -153,7 +158,17 @@ class SessionBase(SessionView[P]):
             raise
         return p.result()
 
-    def _room(self, timeout: float | None) -> None:
+    def wait_until(self, ready: Callable[[], bool], timeout: float | None, what: str,
+                   gather: float = 0.0) -> None:
+        """(lock held) Wait until ``ready()`` (the I/O thread's progress, the
+        session's error or the connection's raise here)."""
+        self._pump.wait(ready, timeout, what, gather)
+
+    @property
+    def connection_closed(self) -> bool:
+        return self._pump.closed
+
+    def wait_for_room(self, timeout: float | None) -> None:
         """(lock held) Wait while the session may not send (replay window)."""
         p = self._p
         if not p.has_room():
@@ -181,30 +196,30 @@ class SessionBase(SessionView[P]):
     # -- the calls both protocols share ------------------------------------------
     def delete_queue(self, name: str, *, if_unused: bool = False, if_empty: bool = False,
                      timeout: float | None = DEFAULT) -> None:
-        self._call(lambda: self._p.delete_queue(name, if_unused=if_unused, if_empty=if_empty),
-                   timeout, "queue.delete")
+        self.call(lambda: self._p.delete_queue(name, if_unused=if_unused, if_empty=if_empty),
+                  timeout, "queue.delete")
 
     def purge_queue(self, name: str, *, timeout: float | None = DEFAULT) -> None:
-        self._call(lambda: self._p.purge_queue(name), timeout, "queue.purge")
+        self.call(lambda: self._p.purge_queue(name), timeout, "queue.purge")
 
     def delete_exchange(self, name: str, *, if_unused: bool = False,
                         timeout: float | None = DEFAULT) -> None:
-        self._call(lambda: self._p.delete_exchange(name, if_unused=if_unused), timeout,
-                   "exchange.delete")
+        self.call(lambda: self._p.delete_exchange(name, if_unused=if_unused), timeout,
+                  "exchange.delete")
 
     def tx_select(self, *, timeout: float | None = DEFAULT) -> None:
-        self._call(self._p.tx_select, timeout, "tx.select")
+        self.call(self._p.tx_select, timeout, "tx.select")
 
     def tx_commit(self, *, timeout: float | None = DEFAULT) -> None:
-        self._call(self._p.tx_commit, timeout, "tx.commit")
+        self.call(self._p.tx_commit, timeout, "tx.commit")
 
     def tx_rollback(self, *, timeout: float | None = DEFAULT) -> None:
-        self._call(self._p.tx_rollback, timeout, "tx.rollback")
+        self.call(self._p.tx_rollback, timeout, "tx.rollback")
 
     def sync(self, timeout: float | None = DEFAULT) -> None:
         """Wait until the broker processed everything sent so far (and, 0-9-1,
         confirmed every publish); batched accepts go out first."""
-        self._call(self._p.sync, timeout, "sync")
+        self.call(self._p.sync, timeout, "sync")
 
     def wait_completed(self, timeout: float | None = DEFAULT) -> None:
         """Wait until nothing sent awaits the broker (0-10: completion, asked
@@ -214,18 +229,19 @@ class SessionBase(SessionView[P]):
     # -- settling --------------------------------------------------------------------
     def accept(self, deliveries: Iterable[ClientDelivery]) -> None:
         """Accept deliveries (batched into one accept/ack per burst)."""
-        self._settle(deliveries, "accept")
+        self.settle(deliveries, "accept")
 
     def reject(self, deliveries: Iterable[ClientDelivery], code: int = 0,
                text: str | None = None) -> None:
-        self._settle(deliveries, "reject", code, text)
+        self.settle(deliveries, "reject", code, text)
 
     def release(self, deliveries: Iterable[ClientDelivery], redelivered: bool = False) -> None:
         """Give deliveries back to their queue."""
-        self._settle(deliveries, "release", redelivered=redelivered)
+        self.settle(deliveries, "release", redelivered=redelivered)
 
-    def _settle(self, deliveries: Iterable[ClientDelivery], how: str, code: int = 0,
-                text: str | None = None, redelivered: bool = False) -> None:
+    def settle(self, deliveries: Iterable[ClientDelivery], how: str, code: int = 0,
+               text: str | None = None, redelivered: bool = False) -> None:
+        """Settle ``deliveries`` ``how`` ("accept", "reject", "release")."""
         pump = self._pump
         with pump.lock:
             self._p.settle(deliveries, how, code, text, redelivered)
@@ -243,7 +259,7 @@ class SessionBase(SessionView[P]):
                 return
             try:
                 if p.error is None and not pump.closed and p.end():
-                    self._await(p.ended, timeout, f"the end of {self._KIND} {p.name!r}")
+                    self.wait_for(p.ended, timeout, f"the end of {self._KIND} {p.name!r}")
             except AMQPError:
                 pass  # the connection went away (or did not answer): it is over anyway
             finally:
@@ -260,7 +276,7 @@ class DeliveryActions(ClientDelivery):
     session: SessionBase[Any]
 
     def accept(self) -> None:
-        self.session._settle((self,), "accept")  # (session.accept, one call fewer)
+        self.session.settle((self,), "accept")  # (session.accept, one call fewer)
 
     def reject(self, code: int = 0, text: str | None = None) -> None:
         self.session.reject((self,), code, text)
@@ -289,24 +305,23 @@ class SubscriptionBase(SubscriptionView[D], Generic[S, D]):
         try:
             self._call(self._p.start, timeout, f"subscribe to {self._p.queue!r}")
         except BaseException:
-            with self.session._pump.lock:
+            with self.session.lock:
                 self._p.session.subs.pop(self._p.destination, None)
             raise
 
     def _call(self, make: Callable[[], Pending[T]], timeout: float | None, what: str) -> T:
         """An operation of the subscription's policy, waited for as its
         session waits (a protocol's subscription uses it for its own calls)."""
-        return self.session._call(make, timeout, what)
+        return self.session.call(make, timeout, what)
 
     def cancel(self, timeout: float | None = DEFAULT) -> None:
         """Cancel; deliveries never handed out go back to the queue."""
         session = self.session
-        pump = session._pump
-        with pump.lock:
+        with session.lock:
             p = self._p.cancel()
-            pump.poke()
+            session.send_queued()
             if p is not None and session.policy.error is None:
-                session._await(p, timeout, f"cancel of {self._p.destination!r}")
+                session.wait_for(p, timeout, f"cancel of {self._p.destination!r}")
 
     def __enter__(self) -> Self:
         return self
@@ -314,7 +329,7 @@ class SubscriptionBase(SubscriptionView[D], Generic[S, D]):
     def __exit__(self, t: type[BaseException] | None, v: BaseException | None,
                  tb: TracebackType | None) -> None:
         if not self._p.cancelled and self.session.policy.error is None \
-                and not self.session._pump.closed:
+                and not self.session.connection_closed:
             self.cancel()
 
     def __iter__(self) -> Iterator[D]:
@@ -328,14 +343,14 @@ class SubscriptionBase(SubscriptionView[D], Generic[S, D]):
 
     def get(self, timeout: float | None = None) -> D | None:
         """The next delivery; None on timeout or once cancelled and drained."""
-        pump = self.session._pump
+        session = self.session
         p = self._p
-        with pump.lock:
+        with session.lock:
             d = p.take()
             if d is None:
                 d = self._wait_one(timeout)
             if d is not None and not p.ack:
-                pump.poke()  # accept-mode none: its completion goes out
+                session.send_queued()  # accept-mode none: its completion goes out
             return d
 
     def get_many(self, limit: int = 256, timeout: float | None = None, *,
@@ -355,9 +370,9 @@ class SubscriptionBase(SubscriptionView[D], Generic[S, D]):
         delivery of a batch."""
         if limit < 1:
             raise ValueError(f"limit must be at least 1, not {limit}")
-        pump = self.session._pump
+        session = self.session
         p = self._p
-        with pump.lock:
+        with session.lock:
             out = p.take_many(limit)
             if not out:
                 d = self._wait_one(timeout, gather)
@@ -367,18 +382,18 @@ class SubscriptionBase(SubscriptionView[D], Generic[S, D]):
                 if limit > 1 and p.buffer:
                     out += p.take_many(limit - 1)
             if not p.ack:
-                pump.poke()  # accept-mode none: their completions go out
+                session.send_queued()  # accept-mode none: their completions go out
             return out
 
     def _wait_one(self, timeout: float | None, gather: float = 0.0) -> D | None:
         """(lock held, the buffer empty) Wait for a delivery and take it."""
-        pump = self.session._pump
+        session = self.session
         p = self._p
-        pump.poke()  # what the empty buffer flushed
+        session.send_queued()  # what the empty buffer flushed
         if p.cancelled:
             return None
         try:
-            pump.wait(lambda: bool(p.buffer) or p.cancelled or self._failed(),
+            session.wait_until(lambda: bool(p.buffer) or p.cancelled or self._failed(),
                       timeout, "delivery", gather)
         except AMQPTimeout:
             return None

@@ -194,8 +194,7 @@ class Connection(ConnectionBase[v010.ClientConnection]):
         with pump.lock:
             pump.check()
             p = self._p.attach(name, timeout=timeout)
-            return self._open_session(Session(pump, p), p.ready, wait_timeout,
-                                      f"attach of session {p.name!r}")
+            return Session(pump, p).wait_opened(wait_timeout, f"attach of session {p.name!r}")
 
 
 class Delivery(DeliveryActions, v010.ClientDelivery):
@@ -245,7 +244,7 @@ class Session(SessionBase[v010.ClientSession], v010.SessionView):
     def execute(self, command: Command, *, timeout: float | None = DEFAULT) -> Any:
         """Send any command with the sync bit, wait for its completion and
         return its result (None for commands without one)."""
-        return self._call(lambda: self._p.execute(command), timeout, command.NAME)
+        return self.call(lambda: self._p.execute(command), timeout, command.NAME)
 
     # -- exchanges and queues ---------------------------------------------------
     def declare_queue(self, name: str, *, durable: bool = False, exclusive: bool = False,
@@ -254,20 +253,20 @@ class Session(SessionBase[v010.ClientSession], v010.SessionView):
                       timeout: float | None = DEFAULT) -> QueueQueryResult:
         """``queue.declare``; returns the queue's state (``queue.query`` result:
         ``message_count``, ``subscriber_count`` ...)."""
-        return self._call(lambda: self._p.declare_queue(
+        return self.call(lambda: self._p.declare_queue(
             name, passive=passive, durable=durable, exclusive=exclusive,
             auto_delete=auto_delete, alternate_exchange=alternate_exchange,
             arguments=arguments), timeout, "queue.declare")
 
     def query_queue(self, name: str, *, timeout: float | None = DEFAULT) -> QueueQueryResult:
         """``queue.query`` (all fields but ``queue`` absent if it does not exist)."""
-        return self._call(lambda: self._p.query_queue(name), timeout, "queue.query")
+        return self.call(lambda: self._p.query_queue(name), timeout, "queue.query")
 
     def declare_exchange(self, name: str, type: str = "direct", *, durable: bool = False,
                          auto_delete: bool = False, alternate_exchange: str | None = None,
                          arguments: dict[str, Any] | None = None, passive: bool = False,
                          timeout: float | None = DEFAULT) -> None:
-        self._call(lambda: self._p.declare_exchange(
+        self.call(lambda: self._p.declare_exchange(
             name, type, passive=passive, durable=durable, auto_delete=auto_delete,
             alternate_exchange=alternate_exchange, arguments=arguments), timeout,
             "exchange.declare")
@@ -275,20 +274,20 @@ class Session(SessionBase[v010.ClientSession], v010.SessionView):
     def query_exchange(self, name: str, *,
                        timeout: float | None = DEFAULT) -> ExchangeQueryResult:
         """``exchange.query`` (``not_found`` set if there is no such exchange)."""
-        return self._call(lambda: self._p.query_exchange(name), timeout, "exchange.query")
+        return self.call(lambda: self._p.query_exchange(name), timeout, "exchange.query")
 
     def bind(self, queue: str, exchange: str, binding_key: str | None = None, *,
              arguments: dict[str, Any] | None = None,
              timeout: float | None = DEFAULT) -> None:
         """``exchange.bind`` (``binding_key`` defaults to the queue's name; for
         headers exchanges put ``x-match`` etc. in ``arguments``)."""
-        self._call(lambda: self._p.bind(queue, exchange, binding_key, arguments=arguments),
-                   timeout, "exchange.bind")
+        self.call(lambda: self._p.bind(queue, exchange, binding_key, arguments=arguments),
+                  timeout, "exchange.bind")
 
     def unbind(self, queue: str, exchange: str, binding_key: str | None = None, *,
                timeout: float | None = DEFAULT) -> None:
-        self._call(lambda: self._p.unbind(queue, exchange, binding_key), timeout,
-                   "exchange.unbind")
+        self.call(lambda: self._p.unbind(queue, exchange, binding_key), timeout,
+                  "exchange.unbind")
 
     # -- publishing -------------------------------------------------------------
     def publish(self, message: Message | bytes | str, *, exchange: str = "",
@@ -322,7 +321,7 @@ class Session(SessionBase[v010.ClientSession], v010.SessionView):
             cid, answer = p.publish(t, wait=confirm if wait is None else wait)
             pump.poke()
             if answer is not None:
-                self._await(answer, timeout, "completion of message.transfer")
+                self.wait_for(answer, timeout, "completion of message.transfer")
             return cid
 
     # -- consuming --------------------------------------------------------------
@@ -356,7 +355,7 @@ class Session(SessionBase[v010.ClientSession], v010.SessionView):
         pump = self._pump
         p = self._p
         with pump.lock:
-            self._room(DEFAULT)
+            self.wait_for_room(DEFAULT)
             sub, flushed = p.get(queue, functools.partial(Delivery, self),
                                  accept_mode=accept_mode, now=timeout <= 0)
 
@@ -367,7 +366,7 @@ class Session(SessionBase[v010.ClientSession], v010.SessionView):
             keep = False
             try:
                 if flushed is not None:
-                    self._await(flushed, DEFAULT, "message.flush")
+                    self.wait_for(flushed, DEFAULT, "message.flush")
                 else:
                     with contextlib.suppress(AMQPTimeout):
                         pump.wait(arrived, timeout, "message")
@@ -375,7 +374,7 @@ class Session(SessionBase[v010.ClientSession], v010.SessionView):
             finally:
                 stopped = sub.stop(keep=keep)  # failed: what arrived goes back
                 if keep:
-                    self._await(stopped, DEFAULT, "message.cancel")
+                    self.wait_for(stopped, DEFAULT, "message.cancel")
             d = sub.take()
             pump.poke()
             return d

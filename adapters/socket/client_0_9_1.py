@@ -109,8 +109,7 @@ class Connection(ConnectionBase[v091.ClientConnection], v091.ConnectionView):
         with pump.lock:
             pump.check()
             p = self._p.open_channel(name)
-            return self._open_session(Session(self, pump, p), p.ready, wait_timeout,
-                                      "channel.open-ok")
+            return Session(self, pump, p).wait_opened(wait_timeout, "channel.open-ok")
 
 
 class Delivery(DeliveryActions, v091.ClientDelivery):
@@ -167,7 +166,7 @@ class Session(SessionBase[v091.ClientChannel], v091.SessionView):
     def execute(self, method: Method, *, timeout: float | None = DEFAULT) -> Any:
         """Send any method; return its reply (None for methods without one,
         which return once sent)."""
-        return self._call(lambda: self._p.execute(method), timeout, method.NAME)
+        return self.call(lambda: self._p.execute(method), timeout, method.NAME)
 
     # -- exchanges and queues ---------------------------------------------------
     def declare_queue(self, name: str, *, durable: bool = False, exclusive: bool = False,
@@ -176,7 +175,7 @@ class Session(SessionBase[v091.ClientChannel], v091.SessionView):
                       timeout: float | None = DEFAULT) -> QueueDeclareOk:
         """``queue.declare``; returns ``declare-ok`` (``queue``: the name, the
         broker's choice for ``""``; ``message_count``, ``consumer_count``)."""
-        return self._call(lambda: self._p.declare_queue(
+        return self.call(lambda: self._p.declare_queue(
             name, passive=passive, durable=durable, exclusive=exclusive,
             auto_delete=auto_delete, alternate_exchange=alternate_exchange,
             arguments=arguments), timeout, "queue.declare")
@@ -204,7 +203,7 @@ class Session(SessionBase[v091.ClientChannel], v091.SessionView):
                          auto_delete: bool = False, alternate_exchange: str | None = None,
                          arguments: dict[str, Any] | None = None, passive: bool = False,
                          internal: bool = False, timeout: float | None = DEFAULT) -> None:
-        self._call(lambda: self._p.declare_exchange(
+        self.call(lambda: self._p.declare_exchange(
             name, type, passive=passive, durable=durable, auto_delete=auto_delete,
             alternate_exchange=alternate_exchange, arguments=arguments, internal=internal),
             timeout, "exchange.declare")
@@ -225,28 +224,28 @@ class Session(SessionBase[v091.ClientChannel], v091.SessionView):
              timeout: float | None = DEFAULT) -> None:
         """``queue.bind`` (``binding_key`` defaults to the queue's name; for
         headers exchanges put ``x-match`` etc. in ``arguments``)."""
-        self._call(lambda: self._p.bind(queue, exchange, binding_key, arguments=arguments),
-                   timeout, "queue.bind")
+        self.call(lambda: self._p.bind(queue, exchange, binding_key, arguments=arguments),
+                  timeout, "queue.bind")
 
     def unbind(self, queue: str, exchange: str, binding_key: str | None = None, *,
                arguments: dict[str, Any] | None = None,
                timeout: float | None = DEFAULT) -> None:
-        self._call(lambda: self._p.unbind(queue, exchange, binding_key, arguments=arguments),
-                   timeout, "queue.unbind")
+        self.call(lambda: self._p.unbind(queue, exchange, binding_key, arguments=arguments),
+                  timeout, "queue.unbind")
 
     def bind_exchange(self, destination: str, source: str, routing_key: str = "", *,
                       arguments: dict[str, Any] | None = None,
                       timeout: float | None = DEFAULT) -> None:
         """``exchange.bind`` (RabbitMQ extension): ``source`` routes to
         ``destination``."""
-        self._call(lambda: self._p.bind_exchange(destination, source, routing_key,
+        self.call(lambda: self._p.bind_exchange(destination, source, routing_key,
                                                  arguments=arguments),
                    timeout, "exchange.bind")
 
     def unbind_exchange(self, destination: str, source: str, routing_key: str = "", *,
                         arguments: dict[str, Any] | None = None,
                         timeout: float | None = DEFAULT) -> None:
-        self._call(lambda: self._p.unbind_exchange(destination, source, routing_key,
+        self.call(lambda: self._p.unbind_exchange(destination, source, routing_key,
                                                    arguments=arguments),
                    timeout, "exchange.unbind")
 
@@ -275,8 +274,8 @@ class Session(SessionBase[v091.ClientChannel], v091.SessionView):
             n, answer = p.publish(pub, wait=confirm if wait is None else wait)
             pump.poke()
             if answer is not None:
-                self._await(answer, timeout,
-                            "publisher confirm" if confirm else "channel.flow-ok")
+                self.wait_for(answer, timeout,
+                              "publisher confirm" if confirm else "channel.flow-ok")
             return n
 
     # -- consuming --------------------------------------------------------------
@@ -302,7 +301,7 @@ class Session(SessionBase[v091.ClientChannel], v091.SessionView):
         within ``timeout`` seconds (0: only a message available right now)."""
         deadline = time.monotonic() + timeout
         while True:
-            d: Delivery | None = self._call(
+            d: Delivery | None = self.call(
                 lambda: self._p.get(queue, functools.partial(Delivery, self),
                                     accept_mode=accept_mode), DEFAULT, "basic.get")
             if d is not None:

@@ -140,7 +140,7 @@ class Connection(ConnectionBase[v10.ClientConnection], v10.ConnectionView):
         with pump.lock:
             pump.check()
             p = self._p.open_session(name)
-            return self._open_session(Session(self, pump, p), p.ready, wait_timeout, "begin")
+            return Session(self, pump, p).wait_opened(wait_timeout, "begin")
 
 
 class Delivery(DeliveryActions, v10.ClientDelivery):
@@ -191,7 +191,7 @@ class Session(SessionBase[v10.ClientSession], v10.SessionView):
     def declare_queue(self, name: str, *, timeout: float | None = DEFAULT, **_: Any) -> str:
         """1.0 has no declare: attach a sender to the address (brokers that
         create nodes on attach create it now); returns the address."""
-        answer: str = self._call(lambda: self._p.declare_queue(name), timeout, "attach")
+        answer: str = self.call(lambda: self._p.declare_queue(name), timeout, "attach")
         return answer
 
     def publish(self, message: Message | bytes | str, *, exchange: str = "",
@@ -211,7 +211,7 @@ class Session(SessionBase[v10.ClientSession], v10.SessionView):
             n, answer = p.publish(pub, wait=confirm if wait is None else wait)
             pump.poke()
             if answer is not None:
-                self._await(answer, timeout, "the receiver's outcome")
+                self.wait_for(answer, timeout, "the receiver's outcome")
             return n
 
     def publish_stream(self, parts: Iterable[bytes], *, size: int, routing_key: str,
@@ -258,7 +258,7 @@ class Session(SessionBase[v10.ClientSession], v10.SessionView):
                     pump.poke()
             raise
         with pump.lock:
-            self._await(st.outcome, timeout, "the receiver's outcome")
+            self.wait_for(st.outcome, timeout, "the receiver's outcome")
         return st.number
 
     def subscribe(self, queue: str | None = None, *, prefetch: int | None = 100,
