@@ -397,7 +397,7 @@ class Consumer10(Consumer):
         """Send ``tag`` again (resume=true) as credit allows: ``h``'s message,
         or (``h`` None) only the outcome ``state``, settled."""
         self.resuming.append((tag, h, state))
-        self.front._send_resumed(self)
+        self.front.send_resumed(self)
         self.front.note_output(0)  # (maybe another connection's doing)
 
     def cancelled(self, q: QueueState) -> None:
@@ -843,7 +843,7 @@ class Connection10(FrontEnd):
                 c.awaiting.add(tag)
         link.unsettled = unsettled or None
 
-    def _send_resumed(self, c: Consumer10) -> None:
+    def send_resumed(self, c: Consumer10) -> None:
         """Send what ``c`` resumes, as its credit allows (before anything new)."""
         link = c.link
         while c.resuming and link.credit > 0 and link.state is LinkState.ATTACHED:
@@ -962,7 +962,7 @@ class Connection10(FrontEnd):
         else:
             c.txn = None
         if c.resuming:
-            self._send_resumed(c)
+            self.send_resumed(c)
         q = self.broker.queue_of(c)
         if q is not None and e.link.credit > 0:
             self.broker.dispatch(q)
