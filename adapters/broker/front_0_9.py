@@ -15,8 +15,12 @@ can honour:
   crosses to 0-9-1 and 0-10 consumers and back; unroutable mandatory content
   comes back as its own class's ``return``;
 * ``file``: ``open`` / ``open-ok`` / ``stage`` / ``publish`` from the
-  client (the staged content is published by identifier; staging resumes
-  nothing: open-ok always says 0 octets staged); a ``file.consume`` gets
+  client: the staged content is kept in the model's staging
+  (``staging.py``: its budget per connection and across the broker, by
+  user and identifier) until published by identifier; a client that lost
+  its connection after staging opens the identifier again and is told
+  what is staged (open-ok's staged-size), content left unpublished is
+  dropped ``Limits.staged_ttl`` after its connection; a ``file.consume`` gets
   each message as ``file.open`` -> (the client's ``open-ok``) ->
   ``file.stage`` + ``file.deliver``, acknowledged with ``file.ack`` /
   ``file.reject`` on the channel's delivery tags;
@@ -49,9 +53,17 @@ from amqp_sansio.v0_9_1._specbase import Method
 from amqp_sansio.v0_9_1.connection import ServerConfig
 
 from .auth import ACCESS_0_9_1, Login, Peer
-from .front_0_9_1 import NO_ROUTE, NOT_IMPLEMENTED, ChannelBooks, Connection091, Consumer091
+from .front_0_9_1 import (
+    NO_ROUTE,
+    NOT_IMPLEMENTED,
+    RESOURCE_ERROR,
+    ChannelBooks,
+    Connection091,
+    Consumer091,
+)
 from .model import Broker, Held, ModelError, QMsg, QueueState
 from .properties import FORM_0_9_1
+from .staging import Staged
 
 FILENAME = "x-amqp-0-9-filename"
 _NOT_IN_0_9 = frozenset({"publisher_confirms", "basic.nack", "exchange_exchange_bindings"})
@@ -128,10 +140,8 @@ class Connection09(Connection091):
 
     def __init__(self, broker: Broker, peer: Peer | None = None,
                  login: Login | None = None) -> None:
-        #: channel -> file content staged by the client: identifier -> (properties, body)
-        self.staged: dict[int, dict[str, tuple[Any, bytes]]] = {}
-        #: channel -> identifiers of the client's file.open whose stage is awaited
-        self.opening: dict[int, deque[str]] = {}
+        #: channel -> the client's file.open whose stage is awaited (oldest first)
+        self.opening: dict[int, deque[Staged]] = {}
         #: channel -> file deliveries whose open-ok is awaited, oldest first
         self.file_out: dict[int, deque[tuple[str, str, int, QMsg, Any]]] = {}
         super().__init__(broker, peer, login)
@@ -144,7 +154,6 @@ class Connection09(Connection091):
         return attrs.evolve(cfg, capabilities=caps)
 
     def _channel_ended(self, channel: int) -> None:
-        self.staged.pop(channel, None)
         self.opening.pop(channel, None)
         self.file_out.pop(channel, None)
         super()._channel_ended(channel)
@@ -157,8 +166,13 @@ class Connection09(Connection091):
         elif isinstance(m, spec09.FileStage):
             # the answer to our open-ok (the core matched it): the content of
             # the client's oldest file.open
-            ident = self.opening[e.channel].popleft()
-            self.staged.setdefault(e.channel, {})[ident] = (e.properties, e.body)
+            st = self.opening[e.channel].popleft()
+            try:
+                self.broker.staging.append(st, e.body)
+            except ModelError as err:
+                self._refuse(books, m, RESOURCE_ERROR, err.text)
+                return
+            st.properties = e.properties
         elif isinstance(m, spec.BasicPublish):
             super()._on_publish(e)
         else:  # tunnel.request: not implemented (a connection error)
@@ -230,8 +244,10 @@ class Connection09(Connection091):
 
     # -- file staging ----------------------------------------------------------------
     def file_open(self, books: ChannelBooks, m: Any) -> Method:
-        self.opening.setdefault(books.channel.id, deque()).append(str(m.identifier))
-        return spec09.FileOpenOk(staged_size=0)
+        st = self.broker.staging.open("file", self.login.identity or "", str(m.identifier),
+                                      self, int(m.content_size or 0))
+        self.opening.setdefault(books.channel.id, deque()).append(st)
+        return spec09.FileOpenOk(staged_size=len(st.data))
 
     def file_open_ok(self, books: ChannelBooks, m: Any) -> None:
         """The client's answer to our file.open: stage the content, deliver it."""
@@ -245,11 +261,18 @@ class Connection09(Connection091):
             exchange=msg.exchange, routing_key=msg.routing_key, identifier=ident))
 
     def file_publish(self, books: ChannelBooks, m: Any) -> None:
-        staged = self.staged.get(books.channel.id, {}).pop(m.identifier, None)
-        if staged is None:
+        st = self.broker.staging.find("file", self.login.identity or "", str(m.identifier))
+        if st is None or not st.complete or st.holder is not self:
             raise ModelError("precondition-failed", f"no file staged as {m.identifier!r}")
-        props, body = staged
-        self._route(books, m, props, body, spec09.FileReturn)
+        body = self.broker.staging.take(st)
+        self._route(books, m, st.properties, body, spec09.FileReturn)
+
+    def _end(self, now: float) -> None:
+        if not self._ended:
+            # staged content outlives the connection (staged_ttl): a client
+            # coming back opens the identifier again and goes on from there
+            self.broker.staging.left(self, now)
+        super()._end(now)
 
 
 #: what 0-9 adds to the 0-9-1 front end's handlers

@@ -75,6 +75,13 @@ class Limits:
     #: that connection is not read until they are completed (a publisher that
     #: ignores its window is stopped by TCP).
     held_back_per_connection: int = 1000
+    #: Staged content (``staging.py``: file.stage in 0-9 and 0-10, transfers
+    #: kept for message.resume): octets one connection may hold, octets and
+    #: pieces across the broker, and seconds a piece outlives its connection.
+    staged_per_connection: int | None = 64 << 20
+    staged_total: int | None = 256 << 20
+    staged_count: int | None = 10_000
+    staged_ttl: float = 600.0
 
     @property
     def memory_low_water(self) -> int | None:

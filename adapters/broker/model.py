@@ -76,6 +76,7 @@ from .limits import Limits, QueuePolicy, arguments_octets
 from .properties import FORMS, Wire
 from .queue_args import QueueOptions, policy_arguments
 from .routing import Binding, BindingIndex
+from .staging import Staging
 from .store import SqliteStore, Store
 from .users import Users
 
@@ -575,6 +576,9 @@ class Broker:
         self._ttl_queues: list[tuple[float, int, QueueState]] = []
         # (when, sequence, queue): auto-delete queues waiting out their timeout.
         self._auto_deletes: list[tuple[float, int, QueueState]] = []
+        #: Content staged for later (file.stage, transfers kept for
+        #: message.resume), within one budget for every front end.
+        self.staging = Staging(self.limits)
         #: Each protocol's broker-wide state (front end name -> its Service).
         self.services: dict[str, Any] = {name: FRONT_ENDS[name].service(self)
                                          for name in FRONT_ENDS}
@@ -652,7 +656,7 @@ class Broker:
         while heap and heap[0][2].next_expiry != heap[0][0]:
             heapq.heappop(heap)  # swept, or its head changed (pushed again then)
         due = heap[0][0] if heap else None
-        for d in (self.dtx.next_deadline(),
+        for d in (self.dtx.next_deadline(), self.staging.next_deadline(),
                   self._auto_deletes[0][0] if self._auto_deletes else None,
                   *(svc.next_deadline() for svc in self.services.values())):
             if d is not None and (due is None or d < due):
@@ -670,6 +674,7 @@ class Broker:
             _, _, q = heapq.heappop(heap)
             self.drop_expired(q)
         self.dtx.handle_timer(now)
+        self.staging.handle_timer(now)
         self._run_auto_deletes(now)
         self.flush_touched(None)
 

@@ -168,3 +168,69 @@ def test_0_9_conversation_over_a_socket() -> None:
     finally:
         c.close()
         stop()
+
+
+def _stage(c: Client, ch: Any, ident: str, body: bytes, size: int | None = None) -> list[Any]:
+    got = replies(c.call(ch, spec09.FileOpen(identifier=ident, content_size=len(body)
+                                             if size is None else size)))
+    ch.send_content(spec09.FileStage(), spec09.FileProperties(filename="f"), body)
+    c.pump()
+    return got
+
+
+def test_staged_content_outlives_its_connection_and_is_reopened() -> None:
+    """A client that staged a file and lost its connection opens the same
+    identifier again: open-ok says what is staged, and publish takes it."""
+    b = Broker()
+    c = Client(b, Connection09)
+    ch = c.channel()
+    c.call(ch, spec.QueueDeclare(queue="files"))
+    assert _stage(c, ch, "big", b"x" * 100) == [spec09.FileOpenOk(staged_size=0)]
+    assert b.staging.by_holder[c.server.front] > 100
+    c.server.connection_lost(2.0)
+    assert not b.staging.by_holder and b.staging.octets > 100  # kept, on no connection
+    c2 = Client(b, Connection09)
+    ch2 = c2.channel()
+    got = replies(c2.call(ch2, spec09.FileOpen(identifier="big", content_size=100)))
+    assert got == [spec09.FileOpenOk(staged_size=100)]
+    c2.call(ch2, spec09.FilePublish(exchange="", routing_key="files", identifier="big"))
+    assert [m.body for m in b.vhost("/").queues["files"].messages] == [b"x" * 100]
+    assert b.staging.octets == 0 and not b.staging.entries
+
+
+def test_staged_content_left_behind_expires() -> None:
+    b = Broker()
+    c = Client(b, Connection09)
+    ch = c.channel()
+    _stage(c, ch, "gone", b"abc")
+    c.server.connection_lost(5.0)
+    assert b.next_deadline() == 5.0 + b.limits.staged_ttl
+    b.handle_timer(5.0 + b.limits.staged_ttl)
+    assert not b.staging.entries and b.staging.octets == 0
+
+
+def test_staging_is_bounded_per_connection() -> None:
+    from amqp_sansio_broker.limits import Limits
+
+    b = Broker(limits=Limits(staged_per_connection=1200))
+    c = Client(b, Connection09)
+    ch = c.channel()
+    _stage(c, ch, "a", b"y" * 600)
+    got = c.call(ch, spec09.FileOpen(identifier="b", content_size=600))
+    ch.send_content(spec09.FileStage(), spec09.FileProperties(), b"z" * 600)
+    got += c.pump()
+    closed = [e for e in got if isinstance(e, ev.ConnectionClosed)]
+    assert closed and closed[0].code == 506  # resource-error: nothing more was kept
+    assert len(b.staging.entries["file", "guest", "a"].data) == 600
+    assert len(b.staging.entries["file", "guest", "b"].data) == 0
+
+
+def test_open_over_the_message_size_limit_is_refused() -> None:
+    from amqp_sansio_broker.limits import Limits
+
+    b = Broker(limits=Limits(max_message_size=1 << 20))
+    c = Client(b, Connection09)
+    ch = c.channel()
+    got = c.call(ch, spec09.FileOpen(identifier="huge", content_size=1 << 62))
+    closed = [e for e in got if isinstance(e, ev.ConnectionClosed)]
+    assert closed and closed[0].code == 506 and not b.staging.entries
