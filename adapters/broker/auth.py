@@ -46,6 +46,10 @@ ACCESS_0_10: Final[Mapping[str, tuple[tuple[str, str], ...]]] = {
     "exchange.unbind": (("write", "queue"), ("read", "exchange")),
     "message.subscribe": (("read", "queue"),),
     "message.transfer": (("write", "destination"),),
+    "file.consume": (("read", "queue"),),
+    "stream.consume": (("read", "queue"),),
+    "file.publish": (("write", "exchange"),),
+    "stream.publish": (("write", "exchange"),),
 }
 ACCESS = ACCESS_0_10  # the name it had
 #: The same table in 0-9-1's own terms (RabbitMQ's): an exchange-to-exchange

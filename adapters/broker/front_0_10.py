@@ -22,7 +22,8 @@ keeps broker-wide -- its sessions, which outlive their transport.
   coordination from any session; timeouts on the I/O layer's clock;
 * tx: a transactional session's publishes are routed when they arrive and
   enqueued when it commits; its accepts settle then (``dtx.Work``);
-* file, stream and message.resume answer not-implemented (540);
+* the file and stream classes, transfers in fragments and message.resume
+  are ``content_0_10.py``'s (staged content within the model's budget);
 * above the memory high-water mark the completions of publishers'
   transfers are held back (as qpidd does); a connection holding too many
   is not read;
@@ -53,6 +54,7 @@ from amqp_sansio.v0_10.connection import Connection, Role, ServerConfig
 from amqp_sansio.v0_10.framing import AssemblyDecoder
 from amqp_sansio.v0_10.session import Session, SessionState, SessionStore
 
+from . import content_0_10 as content
 from .auth import ACCESS_0_10, AccessRefused, Login, Peer
 from .dtx import DtxError, Work
 from .front import FrameTap, FrontEnd, name_shown
@@ -188,6 +190,9 @@ class SessState:
     held_back: list[int] = attrs.field(factory=list)
     # The connection the session is attached through now (None: parked).
     owner: Connection010 | None = None
+    # The file and stream classes' books, messages arriving in fragments
+    # (content_0_10.py; made on first use).
+    content: content.ContentBooks | None = None
 
 
 class Sessions010:
@@ -200,6 +205,8 @@ class Sessions010:
         self.store = SessionStore()
         self.sessions: dict[Session, SessState] = {}
         self.holding: dict[Session, None] = {}  # sessions with completions held back
+        #: When rate-limited stream consumers may send again.
+        self.content_timers = content.ContentTimers()
 
     def session_state(self, s: Session) -> SessState:
         st = self.sessions.get(s)
@@ -209,17 +216,28 @@ class Sessions010:
 
     # -- model.Service ---------------------------------------------------------------
     def next_deadline(self) -> float | None:
-        return self.store.next_expiry()
+        due = self.store.next_expiry()
+        paced = self.content_timers.next_deadline()
+        return paced if due is None or (paced is not None and paced < due) else due
 
     def handle_timer(self, now: float) -> None:
         for s in self.store.expire(now):
             log.info("session %s expired (detached longer than its timeout)",
                      name_shown(s.name))
             self.end_session(s)
+        self.content_timers.fire(now, self._paced)
+
+    def _paced(self, c: Consumer) -> None:
+        q = self.broker.queue_of(c)
+        if q is not None:
+            self.broker.dispatch(q)
+        if isinstance(c, content.StreamConsumer) and c.state.owner is not None:
+            self.broker.touch(c.state.owner)
 
     def held(self) -> Iterator[Held]:
         for st in self.sessions.values():
             yield from st.unacked.values()
+            yield from content.held(st)
 
     def relieved(self) -> None:
         """Below the low-water mark: complete what was held back (sessions
@@ -274,7 +292,7 @@ class Sessions010:
                 q.consumers.remove(c)
                 touched.append(q)
         st.consumers.clear()
-        held = list(st.unacked.values())
+        held = list(st.unacked.values()) + content.drop(self, st, touched)
         st.unacked.clear()
         st.tx_accepted.clear()
         st.tx.clear()
@@ -336,6 +354,8 @@ class Connection010(FrontEnd):
         self.svc: Sessions010 = broker.services["0-10"]
         self.conn = Connection(Role.SERVER, self._server_config())
         self._sessions: dict[bytes, Session] = {}  # attached here (by name)
+        #: file/stream qos given with ``global`` (the whole connection's)
+        self.content_qos: dict[str, content.Qos] = {}
         if broker.trace_frames:
             self._tap = FrameTap(self.who, lambda: AssemblyDecoder(
                 max_frame_size=0xFFFF, stream_bodies=True), _frame_items)
@@ -400,6 +420,9 @@ class Connection010(FrontEnd):
             elif isinstance(e, ev.CommandsCompleted):
                 s = self.conn.sessions.get(e.channel)
                 if s is not None:
+                    st = self.svc.sessions.get(s)
+                    if st is not None:
+                        content.completed(st, e.commands)
                     self._drain_outbox(s)
                     self._redispatch(s)
             elif isinstance(e, ev.SessionResumed):
@@ -465,6 +488,7 @@ class Connection010(FrontEnd):
         (their parked peers keep theirs until it runs out)."""
         if self._ended:
             return
+        content.keep_interrupted(self, now, self.conn.interrupted_transfers())
         super()._end(now)
         for s in self._sessions.values():
             st = self.svc.sessions.get(s)
@@ -478,10 +502,16 @@ class Connection010(FrontEnd):
         st = self.svc.sessions.get(s)
         if st is None:
             return
-        for c in list(st.consumers.values()):
+        for c in [*st.consumers.values(), *(st.content.consumers.values() if st.content
+                                            else ())]:
             q = self.broker.queue_of(c)
             if q is not None:
                 self.broker.dispatch(q)
+
+    redispatch = _redispatch
+
+    def redispatch_all(self) -> None:
+        self._redispatch_all()
 
     def _redispatch_all(self) -> None:
         for s in list(self.conn.sessions.values()):
@@ -511,6 +541,29 @@ class Connection010(FrontEnd):
             return
         self._send_item(s, item)
 
+    def emit_command(self, s: Session, cmd: Command, headers: tuple[Struct, ...] = (),
+                     body: bytes | None = None) -> None:
+        """Send a command (with content) on ``s``, now or in order later."""
+        self._emit(s, ("command", cmd, headers, body))
+
+    def queue_named(self, name: str | None) -> QueueState:
+        return self._queue(name)
+
+    def check_exclusive(self, q: QueueState, s: Session) -> None:
+        self._check_exclusive(q, s)
+
+    def content_sessions(self) -> Iterator[tuple[Session, SessState]]:
+        """The sessions attached here, with what the broker keeps for them."""
+        for s in self._sessions.values():
+            st = self.svc.sessions.get(s)
+            if st is not None:
+                yield s, st
+
+    def content_books(self) -> Iterator[content.ContentBooks]:
+        for st in self._states():
+            if st.content is not None:
+                yield st.content
+
     @staticmethod
     def _room(s: Session) -> bool:
         return (s.state is SessionState.ATTACHED and not s.resuming
@@ -522,7 +575,8 @@ class Connection010(FrontEnd):
             if s.awaits_completion(item[1]):
                 s.send_result(item[1], item[2])
         elif kind == "command":
-            s.send(item[1])
+            s.send(item[1], headers=item[2] if len(item) > 2 else (),
+                   body=item[3] if len(item) > 3 else None)
         else:
             s.send_exception(**item[1])
 
@@ -570,10 +624,28 @@ class Connection010(FrontEnd):
             if x is None:
                 raise _Fail(NOT_FOUND, f"no exchange {e.transfer.destination!r}", "destination")
             work = st.tx if st.transactional else self.broker.dtx.work_of(s)
-            self._route_publish(s, st, x, e.transfer, e.headers, e.body, e.command_id, work,
-                                e.header_data)
+            fp = next((h for h in e.headers if isinstance(h, spec.FragmentProperties)), None)
+            if fp is not None and not (fp.first and fp.last):
+                # one fragment of a message: kept until the message is whole
+                whole = content.fragment(self, s, e.command_id, e.transfer, e.headers, e.body)
+                if whole is not None:
+                    headers, body, ids = whole
+                    self._route_publish(s, st, x, e.transfer, headers, body, ids[-1], work)
+                    if ids[-1] in st.to_accept:
+                        for i in ids[:-1]:
+                            st.to_accept.add(i)
+            else:
+                self._route_publish(s, st, x, e.transfer, e.headers, e.body, e.command_id,
+                                    work, e.header_data)
         except _Fail as f:
             self._exception(s, e.command_id, e.transfer, f)
+            return
+        except content.ContentFail as cf:
+            self._exception(s, e.command_id, e.transfer, _Fail(cf.code, cf.text, cf.field))
+            return
+        except ModelError as m:
+            self._exception(s, e.command_id, e.transfer,
+                            _Fail(MODEL_CODES[m.kind], m.text, m.field))
             return
         if s.awaits_completion(e.command_id):  # id not reused (fuzz finding 3)
             if self.broker.pressed:
@@ -622,11 +694,19 @@ class Connection010(FrontEnd):
         handler = _HANDLERS.get(type(cmd))
         try:
             if handler is None:
-                raise _Fail(NOT_IMPLEMENTED, f"{cmd.NAME} is not implemented by this broker")
-            self._check_access(cmd)
-            result = handler(self, s, e.command_id, cmd)
+                with_content = content.CONTENT_HANDLERS.get(type(cmd))
+                if with_content is None:
+                    raise _Fail(NOT_IMPLEMENTED, f"{cmd.NAME} is not implemented by this broker")
+                self._check_access(cmd)
+                result = with_content(self, s, e.command_id, cmd, e.headers, e.body)
+            else:
+                self._check_access(cmd)
+                result = handler(self, s, e.command_id, cmd)
         except _Fail as f:
             self._exception(s, e.command_id, cmd, f)
+            return
+        except content.ContentFail as cf:
+            self._exception(s, e.command_id, cmd, _Fail(cf.code, cf.text, cf.field))
             return
         except ModelError as m:
             self._exception(s, e.command_id, cmd, _Fail(MODEL_CODES[m.kind], m.text, m.field))
@@ -958,6 +1038,7 @@ class Connection010(FrontEnd):
             if h is not None:
                 st.tx.accepts.append(h)
         st.tx_accepted.clear()
+        content.commit(st)
         self.broker.commit(st.tx)
 
     def tx_rollback(self, s: Session, cid: int, c: Any) -> None:
@@ -966,6 +1047,7 @@ class Connection010(FrontEnd):
             raise _Fail(ILLEGAL_STATE, "tx.select required")
         st.tx.clear()
         st.tx_accepted.clear()  # accepted messages stay acquired (and held)
+        content.rollback(st)
 
     # dtx class (dtx.py keeps the branches; these translate)
     def dtx_select(self, s: Session, cid: int, c: Any) -> None:
@@ -1035,4 +1117,5 @@ _HANDLERS: dict[type, Callable[[Connection010, Session, int, Any], Struct | None
     spec.DtxRecover: Connection010.dtx_recover,
     spec.DtxGetTimeout: Connection010.dtx_get_timeout,
     spec.DtxSetTimeout: Connection010.dtx_set_timeout,
+    **content.HANDLERS,
 }

@@ -70,10 +70,15 @@ _NOT_IN_0_9 = frozenset({"publisher_confirms", "basic.nack", "exchange_exchange_
 _SHARED = ("content_type", "content_encoding", "headers", "priority", "timestamp")
 
 
+def _is_file(cls: type[Any]) -> bool:
+    # 0-9's and 0-10's file properties alike (the same fields)
+    return cls.__name__ == "FileProperties"
+
+
 def to_basic(p: Any) -> spec.BasicProperties:
-    """A file's or stream's properties as basic properties."""
+    """A file's or stream's properties (0-9's or 0-10's) as basic properties."""
     kw = {a: getattr(p, a) for a in _SHARED}
-    if isinstance(p, spec09.FileProperties):
+    if _is_file(type(p)):
         kw.update(reply_to=p.reply_to, message_id=p.message_id, reserved=p.cluster_id)
         if p.filename is not None:
             kw["headers"] = {**(p.headers or {}), FILENAME: p.filename}
@@ -85,7 +90,7 @@ def from_basic(p: spec.BasicProperties | None, cls: type[Any]) -> Any:
     if p is None:
         return cls()
     kw = {a: getattr(p, a) for a in _SHARED}
-    if cls is spec09.FileProperties:
+    if _is_file(cls):
         headers = dict(p.headers or {})
         filename = headers.pop(FILENAME, None)
         kw.update(headers=headers or (None if p.headers is None else {}),

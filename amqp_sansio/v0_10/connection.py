@@ -302,6 +302,7 @@ class Connection:
         self._sent_close: tuple[int, str | None] = (CloseCode.NORMAL, None)  # what our close said
         self._session_port = _SessionPort(self)  # what its sessions see of it
         self.closed_reason: str | None = None
+        self._interrupted: list[tuple[Session, Command, tuple[Struct, ...], bytes]] = []
         # SASL security layer hook (see install_security_layer).
         self._sec_encode: Callable[[bytes], bytes] | None = None
         self._sec_decode: Callable[[bytes], bytes] | None = None
@@ -332,6 +333,12 @@ class Connection:
     def closed(self) -> bool:
         """True once the connection is over: write what is left, then close."""
         return self.state is ConnState.CLOSED
+
+    def interrupted_transfers(self) -> list[tuple[Session, Command, tuple[Struct, ...], bytes]]:
+        """The commands the lost transport cut short (see
+        :meth:`AssemblyDecoder.interrupted`), each with its session; empty
+        unless the connection was lost."""
+        return list(self._interrupted)
 
     @property
     def buffered_input(self) -> int:
@@ -602,6 +609,9 @@ class Connection:
         self._go(inp, ConnState.CLOSED)
         self.closed_reason = reason
         events.append(ev.ConnectionLost(reason))
+        self._interrupted = [(s, cmd, headers, body) for ch, cmd, headers, body
+                             in self._decoder.interrupted()
+                             if (s := self.sessions.get(ch)) is not None]
         self._detach_all()
 
     def _detach_all(self) -> None:

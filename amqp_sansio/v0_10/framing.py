@@ -363,6 +363,23 @@ class AssemblyDecoder:
         """Octets held: unparsed input, partial segments, collected bodies."""
         return len(self._buf) + self._held
 
+    def interrupted(self) -> list[tuple[int, Command, tuple[Struct, ...], bytes]]:
+        """Command assemblies left unfinished (the input ended inside them):
+        per channel the command, its headers if their segment arrived, and
+        the body octets that arrived in whole frames -- what a peer that
+        lost its transport can resume from (``message.resume``).  Bodies
+        being streamed are the reader's already; they are not listed."""
+        out = []
+        for channel, op in self._open.items():
+            if op.command is None or op.error is not None or op.streaming:
+                continue
+            body = b"".join(op.body_chunks)
+            p = self._partial.get(channel << 1 | 1)
+            if p is not None and p.stype == SEG_BODY and p.chunks is not None:
+                body += b"".join(p.chunks)
+            out.append((channel, op.command, op.headers, body))
+        return out
+
     # -- public -------------------------------------------------------------
     def feed(self, data: bytes) -> list[Item]:
         """Add bytes; return every item they complete (possibly none).

@@ -158,7 +158,9 @@ def test_every_exchange_type_routes(broker: Broker) -> None:
                                acquire_mode=0), 404, "queue"),
         (spec.MessageCancel(destination="missing"), 404, "destination"),
         (spec.TxCommit(), 409, None),
-        (spec.FileQos(), 540, None),
+        (spec.FileConsume(queue="missing", consumer_tag="t"), 404, "queue"),
+        (spec.FileConsume(queue="q", consumer_tag=""), 530, "consumer-tag"),
+        (spec.FileAck(delivery_tag=7), 406, "delivery-tag"),
     ],
     ids=lambda x: getattr(x, "NAME", str(x)),
 )
