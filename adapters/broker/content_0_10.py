@@ -412,7 +412,7 @@ class ContentFail(Exception):
         self.code, self.text, self.field = code, text, field
 
 
-NOT_FOUND, RESOURCE_LOCKED, PRECONDITION_FAILED = 404, 405, 406
+NOT_FOUND, RESOURCE_LOCKED = 404, 405
 NOT_ALLOWED, INVALID_ARGUMENT, ILLEGAL_STATE = 530, 542, 409
 
 
@@ -553,8 +553,7 @@ def file_publish(front: Connection010, s: Session, cid: int, c: Any) -> None:
     staging = front.broker.staging
     st = staging.find("file", _user(front), c.identifier or "")
     if st is None or not st.complete or st.holder is not front:
-        raise ContentFail(PRECONDITION_FAILED, f"no file staged as {c.identifier!r}",
-                          "identifier")
+        raise ContentFail(ILLEGAL_STATE, f"no file staged as {c.identifier!r}", "identifier")
     body = staging.take(st)
     props = st.properties or spec.FileProperties()
     _route(front, s, c, props, body, spec.FileReturn, props)
@@ -610,10 +609,10 @@ def _tags(b: ContentBooks, tag: int, multiple: bool) -> list[int]:
                 break
             out.append(t)
         if tag and tag not in b.unacked and not out:
-            raise ContentFail(PRECONDITION_FAILED, f"unknown delivery tag {tag}", "delivery-tag")
+            raise ContentFail(INVALID_ARGUMENT, f"unknown delivery tag {tag}", "delivery-tag")
         return out
     if tag not in b.unacked:
-        raise ContentFail(PRECONDITION_FAILED, f"unknown delivery tag {tag}", "delivery-tag")
+        raise ContentFail(INVALID_ARGUMENT, f"unknown delivery tag {tag}", "delivery-tag")
     return [tag]
 
 

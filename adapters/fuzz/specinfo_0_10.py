@@ -125,8 +125,18 @@ def spec_error_codes(name: str) -> frozenset[int]:
     return frozenset(values[n] for n in names if n in values)
 
 
+#: Commands whose order the spec gives in a class grammar or in prose, not
+#: in exception elements: out of that order they are illegal-state (409) --
+#: file.stage and file.open-ok answer an open (``C:OPEN S:OPEN-OK C:STAGE``),
+#: file.publish names a staged message, and a message.transfer whose
+#: fragment-properties say ``first`` false continues a message begun before.
+ORDER_ERROR_CODES: dict[str, frozenset[int]] = {
+    name: frozenset({409}) for name in ("file.stage", "file.open-ok", "file.publish",
+                                        "message.transfer")}
+
+
 @functools.cache
 def allowed_error_codes(name: str) -> frozenset[int]:
     """execution.exception codes a conformant peer may answer ``name`` with
     when the command itself is well formed."""
-    return spec_error_codes(name) | GENERIC_ERROR_CODES
+    return spec_error_codes(name) | GENERIC_ERROR_CODES | ORDER_ERROR_CODES.get(name, frozenset())

@@ -155,7 +155,7 @@ def test_file_prefetch_reject_requeue_and_unknown_tag(broker: Broker) -> None:
     assert o.command.identifier == third.command.identifier  # the same message, the same id
     s.send(spec.FileAck(delivery_tag=99))
     e = exception(c.pump())
-    assert e.error_code == 406
+    assert e.error_code == 542
 
 
 def test_file_publish_mandatory_and_immediate_return(broker: Broker) -> None:

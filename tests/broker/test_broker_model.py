@@ -160,7 +160,7 @@ def test_every_exchange_type_routes(broker: Broker) -> None:
         (spec.TxCommit(), 409, None),
         (spec.FileConsume(queue="missing", consumer_tag="t"), 404, "queue"),
         (spec.FileConsume(queue="q", consumer_tag=""), 530, "consumer-tag"),
-        (spec.FileAck(delivery_tag=7), 406, "delivery-tag"),
+        (spec.FileAck(delivery_tag=7), 542, "delivery-tag"),
     ],
     ids=lambda x: getattr(x, "NAME", str(x)),
 )
