@@ -107,8 +107,8 @@ __all__ = [
     "ScramSha256Client",
     "ScramSha256Server",
     "ScramState",
-    "SCRAM_CLIENT_TRANSITIONS",
-    "SCRAM_SERVER_TRANSITIONS",
+    "SCRAM_CLIENT",
+    "SCRAM_SERVER",
     "CLIENT_MECHANISMS",
     "client_mechanism",
     "check_credentials",
@@ -124,13 +124,13 @@ import hmac
 import secrets
 import stringprep
 import unicodedata
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Final, Protocol
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from typing import Any, ClassVar, Final, Protocol
 
 import attrs
 
+from .engine import Endpoint, Entry, Machine, process_input
 from .errors import LocalProtocolError, RemoteProtocolError
-from .transitions import next_state
 
 #: ``connection.close`` code sent when SASL fails (0-10 ``connection-forced``).
 CONNECTION_FORCED: Final = 320
@@ -162,25 +162,21 @@ class ScramState(enum.Enum):
 
 _S = ScramState
 
-#: The SCRAM exchanges' states (see :mod:`amqp_sansio.transitions`): state ->
-#: input -> possible next states.  Inputs are the SCRAM messages by their RFC
-#: 5802 names, the local call ``"initial_response()"``, and ``"refused"`` (the
-#: peer's message was malformed or its proof wrong: a SaslError was raised).
-SCRAM_CLIENT_TRANSITIONS: Final[Mapping[ScramState, Mapping[str, tuple[ScramState, ...] | None]]] = {
-    _S.START: {"initial_response()": (_S.FIRST,)},
-    _S.FIRST: {"server-first": (_S.FINAL,), "refused": (_S.FAILED,)},
-    _S.FINAL: {"server-final": (_S.DONE,), "refused": (_S.FAILED,)},
-    _S.DONE: {"refused": (_S.FAILED,)},  # a challenge after the end
-    _S.FAILED: {},
-}
-SCRAM_SERVER_TRANSITIONS: Final[Mapping[ScramState, Mapping[str, tuple[ScramState, ...] | None]]] = {
-    _S.START: {"client-first": (_S.FIRST,), "refused": (_S.FAILED,)},
-    # DONE at once without a server-final message (send_server_final=False)
-    _S.FIRST: {"client-final": (_S.FINAL, _S.DONE), "refused": (_S.FAILED,)},
-    _S.FINAL: {"empty response": (_S.DONE,), "refused": (_S.FAILED,)},
-    _S.DONE: {},
-    _S.FAILED: {},
-}
+#: The SCRAM exchanges run on the one engine (:mod:`amqp_sansio.engine`):
+#: ``SCRAM_CLIENT`` and ``SCRAM_SERVER`` (state -> input -> Entry(targets,
+#: handler)) are each mechanism's ``MACHINE``, built in its class next to the
+#: handlers they name.  Inputs are the mechanism's calls, each carrying the
+#: peer's next message -- client: ``initial_response()``, ``respond()``
+#: (server-first, then server-final); server: ``start()`` (client-first),
+#: ``step()`` (client-final, then the empty response) -- and ``refused``: the
+#: peer's message was malformed or its proof wrong (the handler raised a
+#: SaslError and changed nothing).  A call the table does not list is the
+#: caller's error (LocalProtocolError).
+
+
+def _scram_illegal(ep: object, inp: Hashable) -> Exception:
+    state = getattr(ep, "state", None)
+    return LocalProtocolError(f"SCRAM: {inp} in state {getattr(state, 'name', state)}")
 
 
 # --------------------------------------------------------------------------
@@ -727,7 +723,7 @@ def _make_nonce(nonce: str | None) -> str:
     return nonce
 
 
-class ScramSha256Client:
+class ScramSha256Client(Endpoint[ScramState]):
     """SCRAM-SHA-256 client (no channel binding).
 
     ``nonce`` is injectable for tests; by default 24 random bytes.  The
@@ -765,63 +761,56 @@ class ScramSha256Client:
         self._min_iter = min_iterations
         self._max_iter = max_iterations
         self._require_final = require_server_final
-        self._state = ScramState.START  # SCRAM_CLIENT_TRANSITIONS
+        self.state = ScramState.START  # written by the engine alone (MACHINE)
         self._gs2 = ""
         self._bare = ""
         self._server_signature = b""
 
     def __repr__(self) -> str:
-        return f"<ScramSha256Client user={self._username!r} state={self._state.name}>"
-
-    def _go(self, inp: str) -> None:
-        self._state = next_state(SCRAM_CLIENT_TRANSITIONS, self._state, inp)
+        return f"<ScramSha256Client user={self._username!r} state={self.state.name}>"
 
     def initial_response(self) -> bytes:
-        if self._state is not ScramState.START:
-            raise LocalProtocolError("SCRAM: initial response already produced")
-        authz = "" if self._authzid is None else "a=" + _encode_saslname(self._authzid)
-        self._gs2 = f"n,{authz},"
-        self._bare = f"n={_encode_saslname(self._username)},r={self._nonce}"
-        self._go("initial_response()")
-        return (self._gs2 + self._bare).encode("utf-8")
+        out: list[bytes] = []
+        process_input(self, self.MACHINE, "initial_response()", None, out)
+        return out[0]
 
     def respond(self, challenge: bytes) -> bytes:
-        data = _octets(challenge, "challenge")
-        state = self._state
-        if state is ScramState.START:
-            raise LocalProtocolError("SCRAM: respond() before initial_response()")
-        if state is ScramState.FAILED:
-            raise LocalProtocolError("SCRAM: respond() after the exchange failed")
-        try:
-            if state is ScramState.FIRST:
-                return self._client_final(data)
-            if state is ScramState.FINAL:
-                self._check_server_final(data)
-                return b""
-            raise SaslError("SCRAM: unexpected challenge after the exchange ended")
-        except SaslError:
-            self._go("refused")
-            raise
+        out: list[bytes] = []
+        self._take(_octets(challenge, "challenge"), out)
+        return out[0] if out else b""
 
     def verify_final(self, data: bytes = b"") -> None:
         data = _octets(data, "data")
-        if self._state in (ScramState.START, ScramState.FAILED):
-            raise LocalProtocolError(f"SCRAM: verify_final() in state {self._state.name}")
+        st = self.state
+        if st in (ScramState.START, ScramState.FAILED):
+            raise LocalProtocolError(f"SCRAM: verify_final() in state {st.name}")
         if data:
-            if self._state is not ScramState.FINAL:
+            if st is not ScramState.FINAL:
                 raise SaslError("SCRAM: unexpected additional data from the server")
-            try:
-                self._check_server_final(data)
-            except SaslError:
-                self._go("refused")
-                raise
-        if self._state is ScramState.DONE:
-            return
-        if self._state is ScramState.FINAL and not self._require_final:
+            self._take(data, [])  # the server-final message, as a challenge carries it
+        st = self.state
+        if st is ScramState.DONE or (st is ScramState.FINAL and not self._require_final):
             return
         raise SaslError("SCRAM: the server declared success without proving it knows the password")
 
-    def _client_final(self, challenge: bytes) -> bytes:
+    def _take(self, data: bytes, out: list[bytes]) -> None:
+        try:
+            process_input(self, self.MACHINE, "respond()", data, out)
+        except SaslError:
+            process_input(self, self.MACHINE, "refused")
+            raise
+
+    # -- handlers (MACHINE) ------------------------------------------------------
+    def _client_first(self, _: None, out: list[bytes]) -> None:
+        authz = "" if self._authzid is None else "a=" + _encode_saslname(self._authzid)
+        self._gs2 = f"n,{authz},"
+        self._bare = f"n={_encode_saslname(self._username)},r={self._nonce}"
+        out.append((self._gs2 + self._bare).encode("utf-8"))
+
+    def _after_end(self, data: bytes, out: list[bytes]) -> None:
+        raise SaslError("SCRAM: unexpected challenge after the exchange ended")
+
+    def _client_final(self, challenge: bytes, out: list[bytes]) -> None:
         text = _peer_text(challenge, "SCRAM server-first message")
         fields = _attributes(text, "SCRAM server-first message")
         if fields[0][0] == "m":
@@ -859,10 +848,9 @@ class ScramSha256Client:
         auth_message = self._bare.encode("utf-8") + b"," + challenge + b"," + without_proof
         proof = _xor(client_key, _hmac(stored_key, auth_message))
         self._server_signature = _hmac(server_key, auth_message)
-        self._go("server-first")
-        return without_proof + b",p=" + _b64encode(proof).encode("ascii")
+        out.append(without_proof + b",p=" + _b64encode(proof).encode("ascii"))
 
-    def _check_server_final(self, data: bytes) -> None:
+    def _check_server_final(self, data: bytes, out: list[bytes]) -> None:
         text = _peer_text(data, "SCRAM server-final message")
         key, value = _attributes(text, "SCRAM server-final message")[0]
         if key == "e":
@@ -874,7 +862,16 @@ class ScramSha256Client:
             raise SaslError("malformed SCRAM server-final message: bad verifier")
         if not hmac.compare_digest(signature, self._server_signature):
             raise AuthenticationFailed("SCRAM server signature mismatch")
-        self._go("server-final")
+
+    MACHINE: ClassVar[Machine[ScramState]] = Machine("SCRAM client", {
+        _S.START: {"initial_response()": Entry((_S.FIRST,), _client_first)},
+        _S.FIRST: {"respond()": Entry((_S.FINAL,), _client_final),
+                   "refused": Entry((_S.FAILED,))},
+        _S.FINAL: {"respond()": Entry((_S.DONE,), _check_server_final),
+                   "refused": Entry((_S.FAILED,))},
+        _S.DONE: {"respond()": Entry((), _after_end), "refused": Entry((_S.FAILED,))},
+        _S.FAILED: {},
+    }, illegal=_scram_illegal)
 
 
 #: Secret behind mock salts for unknown users; fixed for the process so that
@@ -882,7 +879,7 @@ class ScramSha256Client:
 _MOCK_SECRET: Final = secrets.token_bytes(32)
 
 
-class ScramSha256Server:
+class ScramSha256Server(Endpoint[ScramState]):
     """SCRAM-SHA-256 server (no channel binding).
 
     ``lookup(username)`` gets the SASLprep-prepared username and returns its
@@ -915,7 +912,7 @@ class ScramSha256Server:
         self._mock_iterations = mock_iterations
         self._mock_secret = _MOCK_SECRET if mock_secret is None else mock_secret
         self._send_final = send_server_final
-        self._state = ScramState.START  # SCRAM_SERVER_TRANSITIONS
+        self.state = ScramState.START  # written by the engine alone (MACHINE)
         self._user = ""
         self._authzid: str | None = None
         self._identity = ""
@@ -927,37 +924,30 @@ class ScramSha256Server:
         self._known = False
 
     def __repr__(self) -> str:
-        return f"<ScramSha256Server state={self._state.name}>"
-
-    def _go(self, inp: str, to: ScramState | None = None) -> None:
-        self._state = next_state(SCRAM_SERVER_TRANSITIONS, self._state, inp, to)
+        return f"<ScramSha256Server state={self.state.name}>"
 
     def start(self, response: bytes) -> ServerStep:
-        data = _octets(response, "response")
-        if self._state is not ScramState.START:
-            raise LocalProtocolError("SCRAM: start() called twice")
-        try:
-            return self._server_first_message(data)
-        except SaslError:
-            self._go("refused")
-            raise
+        return self._take("start()", _octets(response, "response"))
 
     def step(self, response: bytes) -> ServerStep:
-        data = _octets(response, "response")
-        if self._state not in (ScramState.FIRST, ScramState.FINAL):
-            raise LocalProtocolError(f"SCRAM: step() in state {self._state.name}")
-        try:
-            if self._state is ScramState.FIRST:
-                return self._server_final_message(data)
-            if data:
-                raise SaslError("SCRAM: expected an empty response to the server-final message")
-            self._go("empty response")
-            return ServerStep.success(self._identity)
-        except SaslError:
-            self._go("refused")
-            raise
+        return self._take("step()", _octets(response, "response"))
 
-    def _server_first_message(self, data: bytes) -> ServerStep:
+    def _take(self, inp: str, data: bytes) -> ServerStep:
+        out: list[ServerStep] = []
+        try:
+            process_input(self, self.MACHINE, inp, data, out)
+        except SaslError:
+            process_input(self, self.MACHINE, "refused")
+            raise
+        return out[0]
+
+    # -- handlers (MACHINE) ------------------------------------------------------
+    def _empty_response(self, data: bytes, out: list[ServerStep]) -> None:
+        if data:
+            raise SaslError("SCRAM: expected an empty response to the server-final message")
+        out.append(ServerStep.success(self._identity))
+
+    def _server_first_message(self, data: bytes, out: list[ServerStep]) -> None:
         what = "SCRAM client-first message"
         text = _peer_text(data, what)
         flag, sep, rest = text.partition(",")
@@ -1010,10 +1000,9 @@ class ScramSha256Server:
         self._server_first = (
             f"r={self._nonce},s={_b64encode(creds.salt)},i={creds.iterations}".encode("ascii")
         )
-        self._go("client-first")
-        return ServerStep.more(self._server_first)
+        out.append(ServerStep.more(self._server_first))
 
-    def _server_final_message(self, data: bytes) -> ServerStep:
+    def _server_final_message(self, data: bytes, out: list[ServerStep]) -> ScramState:
         what = "SCRAM client-final message"
         text = _peer_text(data, what)
         without_proof, sep, proof_b64 = text.rpartition(",p=")
@@ -1052,11 +1041,27 @@ class ScramSha256Server:
                 raise AuthenticationFailed()
             self._identity = self._authzid
         if not self._send_final:
-            self._go("client-final", ScramState.DONE)
-            return ServerStep.success(self._identity)
-        self._go("client-final", ScramState.FINAL)
+            out.append(ServerStep.success(self._identity))
+            return ScramState.DONE
         signature = _hmac(creds.server_key, auth_message)
-        return ServerStep.more(b"v=" + _b64encode(signature).encode("ascii"))
+        out.append(ServerStep.more(b"v=" + _b64encode(signature).encode("ascii")))
+        return ScramState.FINAL
+
+    MACHINE: ClassVar[Machine[ScramState]] = Machine("SCRAM server", {
+        _S.START: {"start()": Entry((_S.FIRST,), _server_first_message),
+                   "refused": Entry((_S.FAILED,))},
+        # DONE at once without a server-final message (send_server_final=False)
+        _S.FIRST: {"step()": Entry((_S.FINAL, _S.DONE), _server_final_message),
+                   "refused": Entry((_S.FAILED,))},
+        _S.FINAL: {"step()": Entry((_S.DONE,), _empty_response), "refused": Entry((_S.FAILED,))},
+        _S.DONE: {},
+        _S.FAILED: {},
+    }, illegal=_scram_illegal)
+
+
+#: The SCRAM tables, by the names the transition-coverage tests use.
+SCRAM_CLIENT: Final = ScramSha256Client.MACHINE
+SCRAM_SERVER: Final = ScramSha256Server.MACHINE
 
 
 # --------------------------------------------------------------------------

@@ -23,6 +23,7 @@ mechanisms' own (:class:`~amqp_sansio.sasl.AuthenticationFailed` ...).
 from __future__ import annotations
 
 __all__ = [
+    "Negotiation",
     "ClientNegotiator",
     "ServerNegotiator",
     "NoCommonMechanism",
@@ -30,10 +31,13 @@ __all__ = [
     "client_mechanisms",
 ]
 
+import enum
 import functools
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from typing import ClassVar
 
 from . import sasl
+from .engine import Endpoint, Entry, Machine, process_input
 from .errors import LocalProtocolError
 
 #: A mechanism as a config names it: a name or a zero-argument factory.
@@ -82,51 +86,84 @@ def client_mechanisms(
     return out
 
 
-class ClientNegotiator:
+class Negotiation(enum.Enum):
+    NEW = "NEW"  # nothing chosen yet
+    STARTED = "STARTED"  # a mechanism chosen (and created): its exchange runs
+    DONE = "DONE"  # server: the client authenticated
+
+
+def _illegal(ep: object, inp: Hashable) -> Exception:
+    if inp == "start()":
+        return LocalProtocolError("the SASL exchange has already started")
+    if getattr(ep, "state", None) is Negotiation.DONE:
+        return LocalProtocolError("the SASL exchange is over")
+    return LocalProtocolError("the SASL exchange has not started")
+
+
+class ClientNegotiator(Endpoint[Negotiation]):
     """The client's side: pick a mechanism, answer challenges, check the outcome."""
 
     def __init__(self, mechanisms: Sequence[Callable[[], sasl.ClientMechanism]]) -> None:
         self._factories = list(mechanisms)
         self._mech: sasl.ClientMechanism | None = None
         self.mechanism: str | None = None  # the chosen name
+        self.state = Negotiation.NEW  # written by the engine alone (MACHINE)
 
     def start(self, offered: Iterable[str]) -> tuple[str, bytes]:
         """The first of ours the server ``offered``: ``(name, initial
         response)``.  Raises :class:`NoCommonMechanism` or the mechanism's
         :class:`~amqp_sansio.sasl.SaslError`."""
-        if self._mech is not None:
-            raise LocalProtocolError("the SASL exchange has already started")
-        offer = [str(m) for m in offered]
-        for factory in self._factories:
-            candidate = factory()
-            if candidate.name in offer:
-                self._mech = candidate
-                self.mechanism = candidate.name
-                return candidate.name, candidate.initial_response()
-        raise NoCommonMechanism(f"no common SASL mechanism (offered {offer})")
+        out: list[tuple[str, bytes]] = []
+        process_input(self, self.MACHINE, "start()", offered, out)
+        return out[0]
 
     def challenge(self, data: bytes) -> bytes:
         """The response to a server challenge."""
-        return self._started().respond(data)
+        out: list[bytes] = []
+        process_input(self, self.MACHINE, "challenge()", data, out)
+        return out[0]
 
     def succeeded(self, additional: bytes = b"") -> None:
         """The server declared success (0-x: ``tune`` arrived; 1.0:
         ``sasl-outcome`` ok, with its additional data).  Raises
         :class:`~amqp_sansio.sasl.SaslError` if the exchange is not complete
         from our side (SCRAM without the server's proof)."""
-        self._started().verify_final(additional)
+        process_input(self, self.MACHINE, "succeeded()", additional)
 
     @property
     def started(self) -> bool:
+        """A mechanism was chosen (even one whose initial response failed)."""
         return self._mech is not None
 
-    def _started(self) -> sasl.ClientMechanism:
-        if self._mech is None:
-            raise LocalProtocolError("the SASL exchange has not started")
-        return self._mech
+    # -- handlers (MACHINE) ------------------------------------------------------
+    def _start(self, offered: Iterable[str], out: list[tuple[str, bytes]]) -> None:
+        offer = [str(m) for m in offered]
+        for factory in self._factories:
+            candidate = factory()
+            if candidate.name in offer:
+                self._mech = candidate
+                self.mechanism = candidate.name
+                out.append((candidate.name, candidate.initial_response()))
+                return
+        raise NoCommonMechanism(f"no common SASL mechanism (offered {offer})")
+
+    def _challenge(self, data: bytes, out: list[bytes]) -> None:
+        assert self._mech is not None
+        out.append(self._mech.respond(data))
+
+    def _succeeded(self, additional: bytes, out: None) -> None:
+        assert self._mech is not None
+        self._mech.verify_final(additional)
+
+    MACHINE: ClassVar[Machine[Negotiation]] = Machine("SASL client", {
+        Negotiation.NEW: {"start()": Entry((Negotiation.STARTED,), _start)},
+        Negotiation.STARTED: {"challenge()": Entry((), _challenge),
+                              "succeeded()": Entry((), _succeeded)},
+        Negotiation.DONE: {},
+    }, illegal=_illegal)
 
 
-class ServerNegotiator:
+class ServerNegotiator(Endpoint[Negotiation]):
     """The server's side: offer mechanisms, run the chosen one to its outcome."""
 
     def __init__(self, authenticator: sasl.ServerAuthenticator) -> None:
@@ -134,6 +171,7 @@ class ServerNegotiator:
         self._mech: sasl.ServerMechanism | None = None
         self.mechanism: str | None = None
         self.identity: str | None = None  # once authenticated
+        self.state = Negotiation.NEW  # written by the engine alone (MACHINE)
 
     @property
     def offered(self) -> tuple[str, ...]:
@@ -144,26 +182,44 @@ class ServerNegotiator:
         """The client chose ``mechanism`` and sent its initial ``response``.
         Raises :class:`UnofferedMechanism` for a name we did not offer, or
         the mechanism's :class:`~amqp_sansio.sasl.SaslError`."""
-        if self._mech is not None:
-            raise LocalProtocolError("the SASL exchange has already started")
+        out: list[sasl.ServerStep] = []
+        process_input(self, self.MACHINE, "start()", (mechanism, response), out)
+        return out[0]
+
+    def step(self, response: bytes) -> sasl.ServerStep:
+        """The client's response to our last challenge."""
+        out: list[sasl.ServerStep] = []
+        process_input(self, self.MACHINE, "step()", response, out)
+        return out[0]
+
+    @property
+    def started(self) -> bool:
+        """A mechanism was chosen and created (even one whose first step
+        failed: its own errors follow)."""
+        return self._mech is not None
+
+    # -- handlers (MACHINE) ------------------------------------------------------
+    def _start(self, arg: tuple[str, bytes], out: list[sasl.ServerStep]) -> Negotiation:
+        mechanism, response = arg
         if mechanism not in self.authenticator.mechanisms:
             raise UnofferedMechanism(f"chose unoffered mechanism {mechanism!r}")
         self.mechanism = mechanism
         self._mech = self.authenticator.create(mechanism)
-        return self._done(self._mech.start(response))
+        return self._done(self._mech.start(response), out)
 
-    def step(self, response: bytes) -> sasl.ServerStep:
-        """The client's response to our last challenge."""
-        if self._mech is None:
-            raise LocalProtocolError("the SASL exchange has not started")
-        return self._done(self._mech.step(response))
+    def _step(self, response: bytes, out: list[sasl.ServerStep]) -> Negotiation:
+        assert self._mech is not None
+        return self._done(self._mech.step(response), out)
 
-    @property
-    def started(self) -> bool:
-        """A mechanism was chosen and created (its own errors follow)."""
-        return self._mech is not None
-
-    def _done(self, step: sasl.ServerStep) -> sasl.ServerStep:
+    def _done(self, step: sasl.ServerStep, out: list[sasl.ServerStep]) -> Negotiation:
+        out.append(step)
         if step.done:
             self.identity = step.identity
-        return step
+            return Negotiation.DONE
+        return Negotiation.STARTED
+
+    MACHINE: ClassVar[Machine[Negotiation]] = Machine("SASL server", {
+        Negotiation.NEW: {"start()": Entry((Negotiation.STARTED, Negotiation.DONE), _start)},
+        Negotiation.STARTED: {"step()": Entry((Negotiation.STARTED, Negotiation.DONE), _step)},
+        Negotiation.DONE: {},
+    }, illegal=_illegal)

@@ -310,17 +310,19 @@ def test_scram_server_wants_empty_response_after_server_final() -> None:
 
 def test_scram_exchanges_take_every_transition_of_their_tables(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each SCRAM state change goes through its table (next_state), and the
-    exchanges below -- good, refused at each step -- take every entry."""
-    taken: set[tuple[object, str, object]] = set()
-    real = sasl.next_state
+    """Each SCRAM state change goes through its table (the engine's
+    process_input), and the exchanges below -- good, refused at each step --
+    take every entry."""
+    taken: set[tuple[object, object, object, object]] = set()
+    real = sasl.process_input
 
-    def record(table, state, inp, to=None, universal=None):  # type: ignore[no-untyped-def]
-        new = real(table, state, inp, to, universal)
-        taken.add((id(table), state, inp, new))
+    def record(ep, machine, inp, arg=None, out=None):  # type: ignore[no-untyped-def]
+        state = ep.state
+        new = real(ep, machine, inp, arg, out)
+        taken.add((id(machine), state, inp, new))
         return new
 
-    monkeypatch.setattr(sasl, "next_state", record)
+    monkeypatch.setattr(sasl, "process_input", record)
     run(fast_client("user", "pencil"), ScramSha256Server(fast_lookup))
     run(fast_client("user", "pencil", require_server_final=False),
         ScramSha256Server(fast_lookup, send_server_final=False))
@@ -348,9 +350,9 @@ def test_scram_exchanges_take_every_transition_of_their_tables(
     s.step(RFC_CLIENT_FINAL)
     with pytest.raises(SaslError):  # FINAL refused (server)
         s.step(b"x")
-    want = {(id(t), state, inp, new) for t in (sasl.SCRAM_CLIENT_TRANSITIONS,
-                                                sasl.SCRAM_SERVER_TRANSITIONS)
-            for state, row in t.items() for inp, nexts in row.items() for new in nexts or ()}
+    want = {(id(t), state, inp, new) for t in (sasl.SCRAM_CLIENT, sasl.SCRAM_SERVER)
+            for state, row in t.rows.items() for inp, entry in row.items()
+            for new in entry.targets}
     assert taken == want
 
 
