@@ -5,8 +5,10 @@
     python -m amqp_sansio_spark.pipeline [--rows N] [--input FILE] [--url URL]
 
 1. starts the embedded broker on a free loopback port (unless ``--url``
-   points at another AMQP 0-10 broker, or at RabbitMQ with
-   ``?protocol=0-9-1``) and a ``local[2]`` SparkSession;
+   points at another broker: AMQP 0-10 by default, RabbitMQ with
+   ``?protocol=0-9-1``, any AMQP 1.0 broker with ``?protocol=1.0``;
+   ``--protocol`` picks the protocol, also for the embedded broker) and a
+   ``local[2]`` SparkSession;
 2. generates ``--rows`` rows of ~100 bytes (default 1,000,000) -- or reads
    the Parquet/CSV ``--input`` file, each row's body being the row as JSON --
    and computes their count and an order-independent checksum;
@@ -38,12 +40,14 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import attrs
 
 from amqp_sansio.url import parse_url
 
 from . import cputime
+from .queues import messages_in, queue_address
 
 
 @attrs.define
@@ -97,7 +101,8 @@ def embedded_broker() -> Iterator[tuple[str, Any]]:
     try:
         with Server(broker.connection, "127.0.0.1", 0) as server:
             host, port = server.address
-            yield f"amqp://{host}:{port}", broker
+            # its default user (as RabbitMQ's): 0-9-1 clients log in with a password
+            yield f"amqp://guest:guest@{host}:{port}", broker
     finally:
         normal_gc()
 
@@ -185,6 +190,7 @@ def source_frame(spark: Any, rows: int, input_path: str | None, partitions: int)
 
 
 def run_pipeline(*, rows: int, url: str | None, input_path: str | None,
+                 protocol: str | None = None,
                  write_partitions: int = 4, read_partitions: int = 8,
                  out: Any = sys.stdout, spark: Any = None) -> int:
     """Run the pipeline; return the exit status (0 ok, 1 lost/duplicated, 2 failed).
@@ -216,12 +222,14 @@ def run_pipeline(*, rows: int, url: str | None, input_path: str | None,
         return time.monotonic()
 
     with _broker(url) as (broker_url, embedded):
+        if protocol is not None:
+            broker_url = with_protocol(broker_url, protocol)
         params = parse_url(broker_url)
         where = params.redacted() + (f"?protocol={params.protocol}"
                                      if params.protocol != "0-10" else "")
         say(f"broker: {where}" + (" (embedded, in this process)" if embedded else ""))
         run_id = uuid.uuid4().hex[:12]
-        queue = f"amqp-sansio-pipeline-{run_id}"
+        queue = queue_address(params.protocol, f"amqp-sansio-pipeline-{run_id}")
         try:
             _admin(broker_url, "declare", queue)
         except Exception as e:
@@ -311,17 +319,29 @@ def _broker(url: str | None) -> Iterator[tuple[str, bool]]:
         yield u, True
 
 
+def with_protocol(url: str, protocol: str) -> str:
+    """``url`` with its ``?protocol=`` set to ``protocol``."""
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "protocol"]
+    query.append(("protocol", protocol))
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
 def _admin(url: str, what: str, queue: str) -> int:
-    """Driver-side setup on a short connection: declare/delete a queue, or its depth."""
+    """Driver-side setup on a short connection: declare/delete a queue, or
+    the messages left in it (see :mod:`.queues`; 1.0 has no delete: the
+    empty queue stays)."""
     from amqp_sansio_socket import connect
 
+    protocol = parse_url(url).protocol
     with connect(url) as conn, conn.session() as s:
         if what == "declare":
             s.declare_queue(queue)
         elif what == "delete":
-            s.delete_queue(queue)
+            if protocol != "1.0":
+                s.delete_queue(queue)
         else:
-            return int(s.query_queue(queue).message_count or 0)
+            return messages_in(s, protocol, queue)
     return 0
 
 
@@ -356,9 +376,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--rows", type=int, default=1_000_000,
                     help="rows to generate (default 1000000; ignored with --input)")
     ap.add_argument("--input", metavar="FILE", help="a Parquet or CSV file to send instead")
-    ap.add_argument("--url", help="an AMQP 0-10 broker, or AMQP 0-9-1 (RabbitMQ) with "
-                                  "?protocol=0-9-1 (default: the embedded broker on a "
-                                  "free loopback port)")
+    ap.add_argument("--url", help="the broker: AMQP 0-10 by default, ?protocol=0-9-1 "
+                                  "(RabbitMQ) or ?protocol=1.0 (any 1.0 broker; the queue "
+                                  "is the address /queue/NAME) (default: the embedded "
+                                  "broker on a free loopback port, over 0-10)")
+    ap.add_argument("--protocol", choices=("0-10", "0-9-1", "1.0"),
+                    help="the protocol to speak (overrides the URL's ?protocol=; "
+                         "the embedded broker speaks all three)")
     ap.add_argument("--write-partitions", type=int, default=4)
     ap.add_argument("--read-partitions", type=int, default=8)
     args = ap.parse_args(argv)
@@ -372,6 +396,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ValueError as e:
             ap.error(f"--url: {e}")
     return run_pipeline(rows=args.rows, url=args.url, input_path=args.input,
+                        protocol=args.protocol,
                         write_partitions=args.write_partitions,
                         read_partitions=args.read_partitions)
 

@@ -1473,3 +1473,11 @@ class SubscriptionView(base.SubscriptionView[D]):
     def remote_source(self) -> Source | None:
         """The source the peer has in place (filters, distribution mode ...)."""
         return self._p.remote_source
+
+    @property
+    def available(self) -> int | None:
+        """The sender's last word (a flow's ``available``) on how many
+        messages wait at its end for credit; None until it says -- not every
+        sender does (RabbitMQ 3's plugin answers each flow with it)."""
+        link = self._p.link
+        return link.available if link is not None else None

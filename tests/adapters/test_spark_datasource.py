@@ -344,6 +344,26 @@ def test_pipeline_main_job_small(spark: SparkSession, amqp: RunningBroker,
     assert "OK: all 500 rows" in out.getvalue()
 
 
+@pytest.mark.parametrize("protocol", ["0-9-1", "1.0"])
+def test_pipeline_over_the_other_protocols(spark: SparkSession, amqp: RunningBroker,
+                                           protocol: str) -> None:
+    """The main job over 0-9-1 and 1.0 (the queue is then the address
+    /queue/NAME, and what is left in it is counted over a drained link)."""
+    import io
+
+    from amqp_sansio_spark.pipeline import run_pipeline
+
+    host, port = amqp.server.address
+    out = io.StringIO()
+    assert run_pipeline(rows=1000, url=f"amqp://guest:guest@{host}:{port}",
+                        protocol=protocol, input_path=None, write_partitions=2,
+                        read_partitions=2, out=out, spark=spark) == 0, out.getvalue()
+    text = out.getvalue()
+    assert f"OK: all 1000 rows went through amqp://guest:***@{host}:{port}/%2F?protocol={protocol}" \
+        in text, text
+    assert "0 left in the queue" in text
+
+
 def test_pipeline_fails_on_an_extra_message(spark: SparkSession, amqp: RunningBroker,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     import io
