@@ -3,8 +3,9 @@
 #   make test   -- the test suite (sets up everything it needs, then runs)
 # Both need only GNU make and python3 (>= 3.11, with its venv module; on
 # Debian: apt-get install make python3-venv -- .ci/run does that when needed).
-# Both are idempotent: the venv is (re)built only when pyproject.toml or this
-# Makefile changes, or when it is missing or broken.
+# Both are idempotent: their venvs (.venv for the tests, .venv-run with only
+# the spark extra for the main job) are (re)built only when pyproject.toml or
+# this Makefile changes, or when one is missing or broken.
 #
 # `make test` runs every stage even when an earlier one fails, prints each
 # stage's time, and exits non-zero if any stage failed:
@@ -18,6 +19,12 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 # Extras installed into the dev/CI venv (pyproject [project.optional-dependencies]).
 EXTRAS ?= test,bench,dev,docs,spark,trio
+# The main job's own venv: only what `make run` needs (the spark extra:
+# pyspark, pyarrow), apart from the test venv with every extra.
+RUN_VENV   ?= .venv-run
+RUN_PY     := $(RUN_VENV)/bin/python
+RUN_STAMP  := $(RUN_VENV)/.installed
+RUN_EXTRAS ?= spark
 # Extras scripts/wheel_check.py installs in a second phase to import their adapters.
 WHEEL_EXTRAS ?= trio,broker
 
@@ -31,24 +38,36 @@ ADAPTERS := $(notdir $(patsubst %/__init__.py,%,$(wildcard adapters/*/__init__.p
 MYPY_CMD = ( mkdir -p .mypy-src && for a in $(ADAPTERS); do ln -sfn ../adapters/$$a .mypy-src/amqp_sansio_$$a; done && \
 	$(PY) -m mypy -p amqp_sansio $(foreach a,$(ADAPTERS),-p amqp_sansio_$(a)) && $(PY) -m mypy examples )
 
-.PHONY: run test venv lint typecheck codegen-check wheel-check docs regen bench fuzz clean
+.PHONY: run run-venv test venv lint typecheck codegen-check wheel-check docs regen bench fuzz clean
+
+# $(call make_venv,VENV,EXTRAS): (re)create VENV if it is missing or broken,
+# then install the project (editable) with EXTRAS.
+define make_venv
+	@$(1)/bin/python -m pip --version >/dev/null 2>&1 || { \
+	  echo "creating $(1) with $(PYTHON)"; rm -rf $(1); \
+	  $(PYTHON) -m venv $(1) || { \
+	    echo "error: '$(PYTHON) -m venv' failed; on Debian/Ubuntu: apt-get install python3-venv" >&2; exit 1; }; }
+	$(1)/bin/python -m pip install -q --upgrade pip
+	$(1)/bin/python -m pip install -q -e '.[$(2)]'
+	@touch $(1)/.installed
+endef
 
 $(STAMP): pyproject.toml Makefile
-	@$(PY) -m pip --version >/dev/null 2>&1 || { \
-	  echo "creating $(VENV) with $(PYTHON)"; rm -rf $(VENV); \
-	  $(PYTHON) -m venv $(VENV) || { \
-	    echo "error: '$(PYTHON) -m venv' failed; on Debian/Ubuntu: apt-get install python3-venv" >&2; exit 1; }; }
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[$(EXTRAS)]'
-	@touch $@
+	$(call make_venv,$(VENV),$(EXTRAS))
+
+$(RUN_STAMP): pyproject.toml Makefile
+	$(call make_venv,$(RUN_VENV),$(RUN_EXTRAS))
 
 venv: $(STAMP)
 
+run-venv: $(RUN_STAMP)
+
 # The main job: a local Spark pipeline through the embedded broker (see
-# README, "Main job").  ARGS passes options: make run ARGS='--rows 100000'.
-run: $(STAMP)
+# README, "Main job"), in its own small venv ($(RUN_VENV)).  ARGS passes
+# options: make run ARGS='--rows 100000'.
+run: $(RUN_STAMP)
 	@bash scripts/system-deps.sh run
-	$(PY) -m amqp_sansio_spark.pipeline $(ARGS)
+	$(RUN_PY) -m amqp_sansio_spark.pipeline $(ARGS)
 
 # $(call stage,NAME,COMMAND): announce, time, and run COMMAND; on failure
 # remember NAME in $$failed and carry on.
@@ -115,4 +134,4 @@ fuzz: $(STAMP)
 	$(PY) fuzz/run.py
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(RUN_VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
