@@ -17,6 +17,7 @@ __all__ = [
     "ConnectionOpened",
     "ConnectionClosed",
     "ConnectionLost",
+    "ConnectionRedirected",
     "ProtocolHeaderMismatch",
     "HeartbeatReceived",
     "HeartbeatTimeout",
@@ -91,6 +92,16 @@ class ConnectionLost(Event):
     """
 
     reason: str
+
+
+@attrs.frozen(slots=True)
+class ConnectionRedirected(Event):
+    """Client role: the server sent ``connection.redirect`` (0-10, 0-9): it
+    serves this connection elsewhere -- ``host`` (``host[:port]``), else one
+    of ``known_hosts``.  The connection is over; no close follows."""
+
+    host: str
+    known_hosts: tuple[str, ...]
 
 
 @attrs.frozen(slots=True)

@@ -71,6 +71,12 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--no-create-queues", action="store_true",
                    help="an AMQP 1.0 link to a queue that does not exist is refused "
                         "(amqp:not-found) instead of creating it")
+    p.add_argument("--redirect", metavar="HOST[:PORT]",
+                   help="answer every 0-10 and 0-9 client's connection.open with "
+                        "connection.redirect to HOST[:PORT] (to test clients)")
+    p.add_argument("--protocols", metavar="LIST",
+                   help="the protocols served, comma-separated (default: every one; "
+                        "a header naming none of them goes to the first)")
     p.add_argument("--error-codes", choices=("qpidd", "xml"), default="qpidd",
                    help="where qpidd and the 0-10 XML name different error codes (dtx "
                         "misuse), answer with qpidd's or the XML's (default %(default)s)")
@@ -237,8 +243,15 @@ def main(argv: list[str] | None = None, prog: str = "python -m amqp_sansio_broke
                         limits=limits, trace_frames=args.trace_frames,
                         data_dir=args.data_dir, data_sync=args.data_sync,
                         error_codes=args.error_codes,
-                        create_on_attach=not args.no_create_queues)
-    except (OSError, ValueError, RuntimeError, sqlite3.Error) as e:
+                        create_on_attach=not args.no_create_queues,
+                        redirect=args.redirect or None,
+                        protocols=[p.strip() for p in args.protocols.split(",")]
+                        if args.protocols else None)
+    except ValueError as e:
+        if str(e).startswith("protocols:"):
+            return _fail(prog, str(e), EXIT_USAGE)
+        return _fail(prog, f"cannot use the data directory {args.data_dir}: {e}")
+    except (OSError, RuntimeError, sqlite3.Error) as e:
         return _fail(prog, f"cannot use the data directory {args.data_dir}: {e}")
     ctx = None
     if args.keyfile and not args.certfile:

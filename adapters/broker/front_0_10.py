@@ -381,7 +381,11 @@ class Connection010(FrontEnd):
             max_body_size=lim.max_message_size,
             # qpid.messaging clients fail on an unasked known-completed.
             known_completed="when-asked",
+            redirect=self._redirect if b.redirect else None,
         )
+
+    def _redirect(self, vhost: str) -> str | None:
+        return self.broker.redirect  # (every vhost: a broker that serves none here)
 
     @property
     def ns(self) -> VHost:

@@ -29,15 +29,30 @@ can honour:
 * 0-9's ``basic.recover`` (60, 100) requeues as 0-9-1's recover-async;
 * the server properties announce no capability 0-9 lacks (publisher
   confirms, ``basic.nack``, exchange-to-exchange bindings);
-* ``tunnel``, ``dtx`` and the work-in-progress ``message`` class are
-  refused with 540 (not-implemented), a connection error in 0-9, as any
-  method the broker does not carry out.
+* ``dtx`` is the broker's dtx (``dtx.py``): ``dtx.select`` selects the
+  channel, ``dtx.start`` associates it with the branch whose global id is
+  the identifier (format 0, no branch qualifier) -- ending the association
+  it had -- so that what it publishes and acknowledges is the branch's
+  work; coordination is the coordinator's (0-9's "private channel": any
+  0-10 session's dtx.prepare / commit / rollback with that xid).  The
+  channel's close (or its connection's) ends its association as done;
+  ``tx.commit`` on a dtx channel is refused (406);
+* ``tunnel.request`` -- content meant for a tunnelling proxy -- is routed
+  through the default exchange to the queue named by its ``proxy-name``
+  (a proxy consumes its queue); its ``headers`` and the request's
+  ``meta-data`` become the message's headers (the latter under
+  ``x-amqp-0-9-tunnel-meta-data``), ``data-name`` its ``type``, a
+  non-zero ``durable`` makes it persistent.  ``broadcast`` is not
+  honoured: one broker has no peers to broadcast to (README's checklist);
+* the work-in-progress ``message`` class: see ``message_0_9.py``.
 """
 
 from __future__ import annotations
 
 __all__ = ["Connection09"]
 
+import contextlib
+import logging
 import secrets
 from collections import deque
 from collections.abc import Callable
@@ -47,12 +62,14 @@ import attrs
 
 from amqp_sansio.v0_9 import spec as spec09
 from amqp_sansio.v0_9.connection import Connection as Core09
+from amqp_sansio.v0_9.connection import ServerConfig as ServerConfig09
 from amqp_sansio.v0_9_1 import events as ev
 from amqp_sansio.v0_9_1 import spec
 from amqp_sansio.v0_9_1._specbase import Method
 from amqp_sansio.v0_9_1.connection import ServerConfig
 
 from .auth import ACCESS_0_9_1, Login, Peer
+from .dtx import DtxError
 from .front_0_9_1 import (
     NO_ROUTE,
     NOT_IMPLEMENTED,
@@ -66,6 +83,18 @@ from .properties import FORM_0_9_1
 from .staging import Staged
 
 FILENAME = "x-amqp-0-9-filename"
+TUNNEL_META = "x-amqp-0-9-tunnel-meta-data"
+log = logging.getLogger("amqp_sansio.broker")
+
+
+@attrs.frozen
+class Xid09:
+    """A 0-9 dtx identifier as the broker's dtx names branches (an xid of
+    format 0 whose global id is the identifier)."""
+
+    format: int
+    global_id: bytes
+    branch_id: bytes
 _NOT_IN_0_9 = frozenset({"publisher_confirms", "basic.nack", "exchange_exchange_bindings"})
 _SHARED = ("content_type", "content_encoding", "headers", "priority", "timestamp")
 
@@ -145,6 +174,8 @@ class Connection09(Connection091):
 
     def __init__(self, broker: Broker, peer: Peer | None = None,
                  login: Login | None = None) -> None:
+        #: channel -> the dtx branch it is associated with (dtx.start)
+        self.dtx_xid: dict[int, Any] = {}
         #: channel -> the client's file.open whose stage is awaited (oldest first)
         self.opening: dict[int, deque[Staged]] = {}
         #: channel -> file deliveries whose open-ok is awaited, oldest first
@@ -156,10 +187,22 @@ class Connection09(Connection091):
         # basic.nack) and no exchange-to-exchange bindings.
         cfg = super()._server_config()
         caps = {k: v for k, v in cfg.capabilities.items() if k not in _NOT_IN_0_9}
-        return attrs.evolve(cfg, capabilities=caps)
+        to = self.broker.redirect
+        shared = {f.alias: getattr(cfg, f.name) for f in attrs.fields(type(cfg))}
+        return ServerConfig09(**{**shared, "capabilities": caps},
+                              redirect=(lambda vhost: to) if to else None)
 
     def _channel_ended(self, channel: int) -> None:
         self.opening.pop(channel, None)
+        books = self.books.get(channel)
+        xid = self.dtx_xid.pop(channel, None)
+        if books is not None and xid is not None:
+            # the channel's work for the branch is done: the coordinator decides
+            with contextlib.suppress(DtxError):
+                self.broker.dtx.end(books, xid, fail=False, suspend=False)
+            books.tx = None
+        if books is not None:
+            self.broker.dtx.session_ended(books)
         self.file_out.pop(channel, None)
         super()._channel_ended(channel)
 
@@ -180,9 +223,63 @@ class Connection09(Connection091):
             st.properties = e.properties
         elif isinstance(m, spec.BasicPublish):
             super()._on_publish(e)
-        else:  # tunnel.request: not implemented (a connection error)
+        elif isinstance(m, spec09.TunnelRequest):
+            self._tunnel(books, m, e.properties, e.body)
+        else:
             self._refuse(books, m, NOT_IMPLEMENTED, f"{m.NAME} is not implemented by this "
                          "broker")
+
+    def _tunnel(self, books: ChannelBooks, m: Any, p: Any, body: bytes) -> None:
+        """A tunnelled block, for the proxy named in its properties."""
+        headers = dict(p.headers or {}) if p is not None else {}
+        if m.meta_data:
+            headers[TUNNEL_META] = dict(m.meta_data)
+        props = spec.BasicProperties(
+            headers=headers or None, type=getattr(p, "data_name", None) or None,
+            delivery_mode=2 if p is not None and p.durable else None)
+        proxy = (getattr(p, "proxy_name", None) or "") if p is not None else ""
+        routed = self._publish(books, spec.BasicPublish(exchange="", routing_key=proxy),
+                               props, body)
+        if not routed.queues:
+            log.debug("tunnel.request for proxy %r: no such queue (dropped)", proxy)
+
+    # -- dtx (the broker's dtx.py) ---------------------------------------------------
+    def dtx_select(self, books: ChannelBooks, m: Any) -> Method:
+        if books.tx is not None and books.channel.id not in self.dtx_xid:
+            raise ModelError("precondition-failed", "channel is transactional (tx.select)")
+        try:
+            self.broker.dtx.select(books, transactional=False)
+        except DtxError as d:
+            raise ModelError("precondition-failed", d.text) from None
+        return spec09.DtxSelectOk()
+
+    def dtx_start(self, books: ChannelBooks, m: Any) -> Method:
+        ch = books.channel.id
+        dtx = self.broker.dtx
+        xid = Xid09(0, str(m.dtx_identifier or "").encode(), b"")
+        try:
+            old = self.dtx_xid.pop(ch, None)
+            if old is not None:
+                dtx.end(books, old, fail=False, suspend=False)
+                books.tx = None
+            dtx.start(books, xid, join=False, resume=False, now=self.broker.now)
+        except DtxError as d:
+            raise ModelError("precondition-failed", d.text) from None
+        self.dtx_xid[ch] = xid
+        books.tx = dtx.work_of(books)  # publishes and acks are the branch's now
+        return spec09.DtxStartOk()
+
+    def tx_commit(self, books: ChannelBooks, m: Any) -> Method:
+        if books.channel.id in self.dtx_xid:
+            raise ModelError("precondition-failed", "a dtx channel commits through its "
+                             "coordinator")
+        return super().tx_commit(books, m)
+
+    def tx_rollback(self, books: ChannelBooks, m: Any) -> Method:
+        if books.channel.id in self.dtx_xid:
+            raise ModelError("precondition-failed", "a dtx channel rolls back through its "
+                             "coordinator")
+        return super().tx_rollback(books, m)
 
     def _route(self, books: ChannelBooks, m: Any, props: Any, body: bytes,
                returned: type[Any]) -> None:
@@ -295,5 +392,9 @@ HANDLERS_0_9: dict[type[Method], Callable[[Any, ChannelBooks, Any], Any]] = {
     spec09.FilePublish: Connection09.file_publish,
     spec09.FileAck: Connection091.basic_ack,
     spec09.FileReject: Connection091.basic_reject,
+    spec09.DtxSelect: Connection09.dtx_select,
+    spec09.DtxStart: Connection09.dtx_start,
+    spec.TxCommit: Connection09.tx_commit,
+    spec.TxRollback: Connection09.tx_rollback,
 }
 Connection09.HANDLERS = {**Connection091.HANDLERS, **HANDLERS_0_9}

@@ -504,7 +504,8 @@ class Broker:
     front end for: "0-10", "0-9-1", "1.0"); the client's protocol header decides.
     ``create_on_attach``: an AMQP 1.0 link to a queue that does not exist
     creates it (default, as RabbitMQ's ``/queue/`` addresses do); False: the
-    link is refused (``amqp:not-found``).
+    link is refused (``amqp:not-found``).  ``redirect``: ``host[:port]``
+    that 0-10 and 0-9 clients are redirected to (``connection.redirect``).
     """
 
     def __init__(self, *, users: Users | Mapping[str, str] | None = None,
@@ -516,7 +517,8 @@ class Broker:
                  data_dir: str | os.PathLike[str] | None = None, data_sync: str = "full",
                  durable_store: Store | None = None,
                  protocols: Iterable[str] | None = None,
-                 create_on_attach: bool = True) -> None:
+                 create_on_attach: bool = True,
+                 redirect: str | None = None) -> None:
         from .listener import FRONT_ENDS
 
         #: Logins and permissions (auth.py): users None is the loopback
@@ -531,6 +533,10 @@ class Broker:
         #: A client naming a queue that does not exist where the protocol has
         #: no declare (a 1.0 link's address) creates it; False: refused.
         self.create_on_attach = create_on_attach
+        #: ``host[:port]`` every 0-10 and 0-9 client is sent to by
+        #: ``connection.redirect`` instead of being served (for testing
+        #: clients; None: serve them).  0-9-1 and 1.0 have no redirect.
+        self.redirect = redirect
         #: Where qpidd and the XML answer misuse with different codes (see
         #: dtx.CODES): "qpidd" (what 0-10 clients are written against) or "xml".
         if error_codes not in ("qpidd", "xml"):
@@ -619,8 +625,11 @@ class Broker:
               f"heartbeats offered: {self.heartbeat_min}..{self.heartbeat_max} s"
               if self.heartbeat_max is not None else
               f"heartbeats offered: {self.heartbeat_min} s or more")
-        return [self.auth.describe(), self.durable.describe(), hb,
-                f"protocols: {', '.join(self.protocols)} (the client's header decides)"]
+        lines = [self.auth.describe(), self.durable.describe(), hb,
+                 f"protocols: {', '.join(self.protocols)} (the client's header decides)"]
+        if self.redirect:
+            lines.append(f"redirecting 0-10 and 0-9 clients to {self.redirect}")
+        return lines
 
     def close(self) -> None:
         """Release the data directory (what is pending is committed first)."""

@@ -40,12 +40,12 @@ __all__ = [
     "ProtocolViolation",
 ]
 
-import attrs
 
 from ..events import (
     ConnectionClosed,
     ConnectionLost,
     ConnectionOpened,
+    ConnectionRedirected,
     Event,
     HeartbeatReceived,
     HeartbeatTimeout,
@@ -68,12 +68,3 @@ from .session_events import (
     SessionTimeout,
 )
 
-# -- connection ---------------------------------------------------------------
-
-
-@attrs.frozen(slots=True)
-class ConnectionRedirected(Event):
-    """Client role: the server sent ``connection.redirect`` (no close follows)."""
-
-    host: str
-    known_hosts: tuple[str, ...]

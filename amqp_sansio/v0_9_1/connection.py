@@ -319,6 +319,9 @@ class Connection:
 
     #: the protocol spoken: header, methods, content properties
     TABLE: MethodTable = TABLE_0_9_1
+    #: the connection's state machine (a dialect may add to it: 0-9's redirect)
+    TRANSITIONS: dict[Role, dict[ConnState, dict[str, tuple[ConnState, ...] | None]]] = (
+        CONNECTION_TRANSITIONS)
 
     def __init__(self, role: Role | str, config: ClientConfig | ServerConfig | None = None
                  ) -> None:
@@ -556,7 +559,8 @@ class Connection:
             COVERAGE.add((self.role.value, self.state.name, inp))
 
     def _go(self, inp: str, to: ConnState | None = None) -> None:
-        self.state = transition(self.role, self.state, inp, to)
+        self.state = next_state(self.TRANSITIONS[self.role], self.state, inp, to,
+                                UNIVERSAL_INPUTS)
 
     def _check_can_send(self) -> None:
         if self.state is not ConnState.OPEN:
@@ -699,7 +703,7 @@ class Connection:
         self._on_channel_item(item, events)
 
     def _allowed(self, name: str, m: Method | None = None) -> tuple[ConnState, ...] | None:
-        table = CONNECTION_TRANSITIONS[self.role][self.state]
+        table = self.TRANSITIONS[self.role][self.state]
         if name not in table:
             handshake = self.state not in (ConnState.OPEN, ConnState.CLOSING)
             # A server mid-handshake drops the socket (RabbitMQ does); a client

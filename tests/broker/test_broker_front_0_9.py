@@ -126,21 +126,6 @@ def test_stream_consume_and_unroutable_returns() -> None:
     assert r.body == b"lost"
 
 
-def test_tunnel_and_the_message_class_are_not_implemented() -> None:
-    for m in (spec09.MessageGet(queue="q"), spec09.DtxSelect()):
-        c = Client(Broker(), Connection09)
-        ch = c.channel()
-        got = c.call(ch, m)
-        [closed] = [e for e in got if isinstance(e, ev.ConnectionClosed)]
-        assert closed.code == 540 and c.conn.closed, m
-    c = Client(Broker(), Connection09)
-    ch = c.channel()
-    ch.send_content(spec09.TunnelRequest(meta_data={}), spec09.TunnelProperties(), b"t")
-    got = c.pump()
-    [closed] = [e for e in got if isinstance(e, ev.ConnectionClosed)]
-    assert closed.code == 540
-
-
 def test_0_9_conversation_over_a_socket() -> None:
     """basic and file content through the broker's TCP server."""
     host, port, stop = start_broker_thread(Broker())
@@ -234,3 +219,100 @@ def test_open_over_the_message_size_limit_is_refused() -> None:
     got = c.call(ch, spec09.FileOpen(identifier="huge", content_size=1 << 62))
     closed = [e for e in got if isinstance(e, ev.ConnectionClosed)]
     assert closed and closed[0].code == 506 and not b.staging.entries
+
+
+def test_a_wrong_header_on_a_0_9_listener_closes_without_a_word() -> None:
+    """0-9: a server that cannot support the header closes the socket without
+    sending any response (0-9-1's rule, the header back, is not 0-9's)."""
+    b = Broker(protocols=("0-9",))
+    conn = b.connection()
+    conn.receive_data(b"AMQP\x00\x00\x09\x01", 1.0)
+    assert conn.data_to_send() == b"" and conn.closed
+    b2 = Broker()  # the default listener: 0-10 first, which answers with its header
+    conn2 = b2.connection()
+    conn2.receive_data(b"AMQP\x00\x00\x09\x02", 1.0)
+    assert conn2.data_to_send().startswith(b"AMQP")
+
+
+def test_the_broker_redirects_0_9_clients_when_configured() -> None:
+    from amqp_sansio.events import ConnectionRedirected
+    from amqp_sansio.v0_9_1.connection import ClientConfig, Role
+
+    b = Broker(redirect="elsewhere:5999")
+    conn = b.connection()
+    core = Connection09(Role.CLIENT, ClientConfig(username="guest", password="guest"))
+    got: list[Any] = []
+    for _ in range(20):
+        if out := core.data_to_send():
+            conn.receive_data(out, 1.0)
+        if back := conn.data_to_send():
+            got += core.receive_data(back, 1.0)
+    assert ConnectionRedirected("elsewhere:5999", ()) in got
+    assert core.closed and conn.closed
+
+
+def test_dtx_select_start_and_coordination_over_0_10() -> None:
+    """0-9's dtx on the broker's dtx: publishes and acks after dtx.start are
+    the branch's; a 0-10 session (the coordinator) prepares and commits."""
+    from amqp_sansio.v0_10 import spec as spec10
+    from amqp_sansio.v0_10.connection import ClientConfig as Config10
+    from amqp_sansio.v0_10.connection import Connection as Core10
+    from amqp_sansio.v0_10.connection import Role as Role10
+
+    b = Broker()
+    c = Client(b, Connection09)
+    ch = c.channel()
+    c.call(ch, spec.QueueDeclare(queue="dq"))
+    got = replies(c.call(ch, spec09.DtxSelect()))
+    assert got == [spec09.DtxSelectOk()]
+    assert replies(c.call(ch, spec09.DtxStart(dtx_identifier="branch-1"))) == [
+        spec09.DtxStartOk()]
+    ch.publish("", "dq", b"in-branch", spec.BasicProperties())
+    c.pump()
+    q = b.vhost("/").queues["dq"]
+    assert not q.messages  # the branch's until it commits
+    ch.close()  # the channel's part of the branch is done
+    c.pump()
+    # the coordinator: any 0-10 session
+    core = Core10(Role10.CLIENT, Config10(username="guest", password="guest"))
+    conn = b.connection()
+    events: list[Any] = []
+
+    def pump() -> None:
+        for _ in range(20):
+            if out := core.data_to_send():
+                conn.receive_data(out, 1.0)
+            if back := conn.data_to_send():
+                events.extend(core.receive_data(back, 1.0))
+
+    pump()
+    s = core.attach(b"tm")
+    pump()
+    xid = spec10.Xid(format=0, global_id=b"branch-1", branch_id=b"")
+    s.send(spec10.DtxPrepare(xid=xid))
+    s.send(spec10.DtxCommit(xid=xid, one_phase=False))
+    pump()
+    from amqp_sansio.v0_10 import events as ev10
+
+    results = [e.value.status for e in events if isinstance(e, ev10.ResultReceived)]
+    assert results == [0, 0]  # xa-ok twice
+    assert [m.body for m in q.messages] == [b"in-branch"]
+
+
+def test_a_tunnel_request_reaches_its_proxys_queue() -> None:
+    b = Broker()
+    c = Client(b, Connection09)
+    ch = c.channel()
+    c.call(ch, spec.QueueDeclare(queue="proxy-7"))
+    ch.send_content(spec09.TunnelRequest(meta_data={"seq": 3}),
+                    spec09.TunnelProperties(headers={"h": "v"}, proxy_name="proxy-7",
+                                            data_name="frame", durable=1, broadcast=0),
+                    b"\x01\x02")
+    c.pump()
+    other = Client(b)
+    och = other.channel()
+    got = other.call(och, spec.BasicGet(queue="proxy-7", no_ack=True))
+    [m] = [e for e in got if isinstance(e, ev.MessageReceived)]
+    assert m.body == b"\x01\x02"
+    assert m.properties.type == "frame" and m.properties.delivery_mode == 2
+    assert m.properties.headers == {"h": "v", "x-amqp-0-9-tunnel-meta-data": {"seq": 3}}
