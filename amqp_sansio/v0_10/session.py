@@ -212,7 +212,26 @@ class SessionHolder(Protocol):
 
 _RANGES_BEFORE_TIMELY = 8  # ask for known-completed once our set fragments
 _RANGES_BEFORE_KNOWN = 64  # send known-completed unasked once what we owe fragments
-_COMPLETED_SPAN = (1 << 31) - (1 << 20)  # completed ids kept at most this far apart
+_COMPLETED_SPAN = (1 << 31) - (1 << 20)  # ids held (completed or not) at most this far apart
+_MASK = 0xFFFFFFFF
+_HALF = 1 << 31
+
+
+def _on_one_arc(lo: int, hi: int, points: Iterable[int],
+                ranges: Iterable[tuple[int, int]]) -> bool:
+    """``lo..hi``, ``points`` and ``ranges`` lie on one arc shorter than
+    ``_COMPLETED_SPAN`` (so RFC 1982 orders every two of them).  Offsets are
+    taken from ``hi`` with plain arithmetic: nothing here can raise."""
+    low, high = -((hi - lo) & _MASK), 0
+    for p in points:
+        d = ((p - hi + _HALF) & _MASK) - _HALF
+        low, high = min(low, d), max(high, d)
+    for a, b in ranges:
+        da, db = ((a - hi + _HALF) & _MASK) - _HALF, ((b - hi + _HALF) & _MASK) - _HALF
+        if da > db:  # the range runs through the point opposite hi
+            return False
+        low, high = min(low, da), max(high, db)
+    return high - low < _COMPLETED_SPAN
 
 
 #: What a session name is scoped by: (authenticated identity, virtual host).
@@ -521,11 +540,35 @@ class Session:
             self._completion_dirty = True
             self._check_barriers()
 
+    def _admit(self, lo: int, hi: int) -> int:
+        """Before the peer's ids ``lo..hi`` are held (numbered, or gapped):
+        keep every id held -- outstanding or completed -- on one arc shorter
+        than 2**31, so that nothing comparing them (``complete()``, the sync
+        barriers, the completed set) can meet two ids RFC 1982 does not
+        order, whatever numbers the peer wrote (issue 26 item 18).  A range
+        wider than that keeps its newest part; completed reports in the way
+        are dropped (the peer never said it knew them: it loses reports,
+        never the session); a command the application still holds in the
+        way makes the new ids unplaceable -- the peer's violation
+        (``unknown-ids``).  Returns the ``lo`` kept.  Costs the ids and
+        ranges held, and runs only where the peer moved its numbering
+        (a gap, the first command after a command-point)."""
+        if (hi - lo) & _MASK >= _COMPLETED_SPAN:
+            lo = (hi - _COMPLETED_SPAN + 1) & _MASK
+        outstanding = self._in_outstanding
+        if _on_one_arc(lo, hi, outstanding, self._in_completed.ranges):
+            return lo
+        self._in_completed = SequenceSet()
+        if not _on_one_arc(lo, hi, outstanding, ()):
+            raise SessionViolation(f"the peer's ids {lo}-{hi} cannot be ordered against "
+                                   "commands still awaiting completion (2**31 apart)",
+                                   DetachCode.UNKNOWN_IDS)
+        return lo
+
     def _keep_completed_window(self, cid: int) -> None:
         """Before ``cid`` joins the completed set: keep the set within 2**31
         ids (RFC 1982 orders nothing wider).  A peer that never says what it
-        knows completed -- or gapped half the id space -- loses the oldest
-        reports, never the session (fuzz: gap {0-2147483646})."""
+        knows completed loses the oldest reports, never the session."""
         first = self._in_completed.first()
         if first is not None and (cid - first) & 0xFFFFFFFF >= _COMPLETED_SPAN:
             self._in_completed.pop_prefix(serial_add(cid, -(_COMPLETED_SPAN // 2)))
@@ -897,15 +940,16 @@ class Session:
 
     def _on_gap(self, port: SessionPort, ch: int, ctl: Any,
                    events: list[Event]) -> None:
-        gap = ctl.commands or SequenceSet()
-        self._in_completed.update(gap)
-        for i in list(self._in_outstanding):
-            if i in gap:
-                self._in_outstanding.discard(i)
+        gap = (ctl.commands or SequenceSet()).ranges
+        for lo, hi in gap:  # (plain arithmetic: the peer may place them anywhere)
+            width = (hi - lo) & _MASK
+            named = [i for i in self._in_outstanding if (i - lo) & _MASK <= width]
+            self._in_outstanding.difference_update(named)
+            self._in_completed.add_range(self._admit(lo, hi), hi)
         # Skip over gapped ids at the head of the stream: a range at a
         # time (normalised ranges never touch), not an id at a time --
         # one gap may name 2**31 ids.
-        for lo, hi in gap.ranges:
+        for lo, hi in gap:
             nxt = self.next_in_id
             if nxt is None or not ((nxt - lo) & 0xFFFFFFFF) <= ((hi - lo) & 0xFFFFFFFF):
                 continue
@@ -1009,9 +1053,12 @@ class Session:
         if cid is None:
             return None, False
         self.next_in_id = serial_add(cid, 1)
-        if self._received_max is not None and serial_le(cid, self._received_max):
+        top = self._received_max
+        if top is not None and serial_le(cid, top):
             # A replayed command we already have (rule: never execute twice).
             return cid, True
+        if top is None or cid != (top + 1) & _MASK:
+            self._admit(cid, cid)  # the peer moved its numbering: place cid
         self._note_received(cid)
         self._in_outstanding.add(cid)
         self._got_commands_here = True

@@ -3,6 +3,7 @@ completion bookkeeping, flush/gap, timeouts, detach, replay and resume."""
 
 from __future__ import annotations
 
+import contextlib
 import random
 from collections.abc import Callable
 from typing import Any
@@ -1168,3 +1169,103 @@ def test_a_gap_over_half_the_id_space_does_not_break_completion() -> None:
     out = decode(net.server.data_to_send())
     (done,) = [x for x in out if isinstance(x, SessionCompleted)]
     assert (1 << 31) in done.commands and (1 << 31) - 1 in done.commands
+
+
+# ---------------------------------------------------------------------------
+# Peer-written serials (issue 26 item 18): whatever ids the peer writes, no
+# call -- receive_data, nor the application's complete() -- raises anything
+# but the library's protocol errors; what cannot be placed is answered with
+# session.detached(unknown-ids).
+
+HALF = 1 << 31
+
+
+def _server_session(net: Net, first: int = 0) -> Session:
+    net.feed("server", ctl(SessionAttach(name=b"p"), 1))
+    net.feed("server", ctl(SessionCommandPoint(command_id=first, command_offset=0), 1))
+    return net.server.sessions[1]
+
+
+def test_a_command_point_2_31_away_from_completed_reports_drops_them() -> None:
+    # Issue 26 item 18: completed ids around 0, then the peer's numbering
+    # jumps to 2**31 -- complete() of the new command raised SerialOrderError
+    # into the broker.  The old reports go (the peer never said it knew them).
+    net = opened()
+    ss = _server_session(net)
+    ids = received_ids(net.feed("server", encode_command(1, q(0)) + encode_command(1, q(1))))
+    ss.complete(ids)
+    net.feed("server", ctl(SessionCommandPoint(command_id=HALF, command_offset=0), 1))
+    ids = received_ids(net.feed("server", encode_command(1, q(2))))
+    assert ids == [HALF]
+    ss.complete(ids)
+    (done,) = [x for x in decode(net.server.data_to_send()) if isinstance(x, SessionCompleted)]
+    assert done.commands == SequenceSet.of(HALF)
+    assert net.server.sessions[1] is ss and not net.errors["server"]
+
+
+def test_a_command_2_31_away_from_one_still_held_is_unknown_ids() -> None:
+    net = opened()
+    ss = _server_session(net)
+    (held,) = received_ids(net.feed("server", encode_command(1, q(0))))
+    net.feed("server", ctl(SessionGap(commands=SequenceSet([(1, 5)])), 1))
+    net.feed("server", ctl(SessionCommandPoint(command_id=HALF + 3, command_offset=0), 1))
+    evs = net.feed("server", encode_command(1, q(1)))
+    (v,) = of_type(evs, ev.ProtocolViolation)
+    assert (v.scope, v.code, v.reply) == ("session", 4, "session.detached")
+    (det,) = [x for x in decode(net.server.data_to_send()) if isinstance(x, SessionDetached)]
+    assert det.code == 4 and 1 not in net.server.sessions
+    ss.complete(held)  # the application finishing its command raises nothing
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_peer_written_serials_never_raise_past_the_protocol_errors(seed: int) -> None:
+    # Random controls and commands with ids at the edges of serial order,
+    # the application completing what it holds as it goes.
+    r = random.Random(seed)
+    edges = [0, 1, HALF - 2, HALF - 1, HALF, HALF + 1, (1 << 32) - 1]
+
+    def some_id() -> int:
+        return (r.choice(edges) + r.choice([0, 1, -1])) & 0xFFFFFFFF
+
+    def some_set() -> SequenceSet:
+        s = SequenceSet()
+        for _ in range(r.randint(0, 2)):
+            lo = some_id()
+            with contextlib.suppress(ValueError):
+                s.add_range(lo, (lo + r.choice([0, 1, 5, HALF - 2, HALF - 1])) & 0xFFFFFFFF)
+        return s
+
+    net = opened()
+    ss = _server_session(net, some_id())
+    for _ in range(25):
+        k = r.randrange(7)
+        data = (ctl(SessionCommandPoint(command_id=some_id(), command_offset=0), 1) if k == 0
+                else ctl(SessionGap(commands=some_set()), 1) if k == 1
+                else ctl(SessionCompleted(commands=some_set()), 1) if k == 2
+                else ctl(SessionKnownCompleted(commands=some_set()), 1) if k == 3
+                else ctl(SessionFlush(expected=True, completed=True, confirmed=True), 1)
+                if k == 4 else encode_command(1, ExecutionSync(), sync=True) if k == 5
+                else encode_command(1, q(k), sync=r.random() < 0.3))
+        evs = net.feed("server", data)  # (Net records protocol errors; others propagate)
+        if net.server.sessions.get(1) is not ss:
+            break
+        for i in received_ids(evs):
+            if r.random() < 0.7:
+                ss.complete(i)
+        if ss.incoming_incomplete and r.random() < 0.3:
+            ss.complete(r.choice(sorted(ss.incoming_incomplete)))
+        net.server.data_to_send()
+
+
+def test_completing_a_command_numbered_2_31_from_a_gapped_id_raises_nothing() -> None:
+    # Found by the serial audit: a gap naming ids on both sides of the
+    # command-point; complete(0) raised SerialOrderError (2**31 vs 0).
+    net = opened()
+    ss = _server_session(net, 7)
+    net.feed("server", ctl(SessionGap(commands=SequenceSet([(3, 4), (HALF - 1, HALF)])), 1))
+    net.feed("server", ctl(SessionCommandPoint(command_id=0, command_offset=0), 1))
+    for i in received_ids(net.feed("server", encode_command(1, q(0)))):
+        ss.complete(i)
+    net.server.data_to_send()
+    assert not net.errors["server"]
+

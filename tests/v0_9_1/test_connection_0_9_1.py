@@ -1326,3 +1326,52 @@ def test_server_blocks_and_unblocks_a_client_that_asked_for_it() -> None:
     caps = {k: v for k, v in cmod.DEFAULT_CAPABILITIES.items() if k != "connection.blocked"}
     cli, srv = pair({"capabilities": caps})
     assert not srv.block("low on memory") and srv.data_to_send() == b""
+
+
+# -- peer-written numbers (issue 26 item 18) ---------------------------------
+# 0-9-1 has no modular serials: delivery tags and confirm numbers are 64-bit
+# counts checked against what is outstanding.  Whatever the peer writes, the
+# answer is the channel's 406 (or the connection's close), never another
+# exception, and it costs what is held, not the number.
+
+
+@pytest.mark.parametrize("tag", [0, 1, 5, (1 << 63) - 1, (1 << 64) - 1])
+@pytest.mark.parametrize("multiple", [False, True])
+def test_a_servers_confirm_of_any_tag_is_answered_with_a_code(tag: int, multiple: bool) -> None:
+    cli, srv, ch, sch = open_pair()
+    ch.send(spec.ConfirmSelect())
+    pump(cli, srv)
+    sch.send(spec.ConfirmSelectOk())
+    pump(cli, srv)
+    seq = ch.publish("", "q", b"x")
+    pump(cli, srv)
+    try:
+        evs = cli.receive_data(encode_method(ch.id, spec.BasicAck(delivery_tag=tag,
+                                                                  multiple=multiple), 131072))
+    except RemoteProtocolError as e:
+        evs = list(e.events)
+    if tag == 1 or (multiple and tag == 0):  # (0 with multiple: all outstanding)
+        assert [e for e in evs if isinstance(e, ev.PublishConfirmed)][0].sequence_numbers == (
+            seq,)
+    else:
+        (v,) = [e for e in evs if isinstance(e, ev.ProtocolViolation)]
+        assert v.code in (406, 502, 503) and v.reply in ("channel.close", "connection.close")
+
+
+@pytest.mark.parametrize("tags", [[(1 << 64) - 1, 1], [5, 5], [0], [(1 << 63), 7]])
+def test_delivery_tags_out_of_order_are_the_servers_406(tags: list[int]) -> None:
+    cli, srv, ch, sch = open_pair()
+    ch.send(spec.BasicConsume(queue="q", consumer_tag="t"))
+    pump(cli, srv)
+    sch.send(spec.BasicConsumeOk(consumer_tag="t"))
+    pump(cli, srv)
+    evs: list[Any] = []
+    for tag in tags:
+        try:
+            evs += cli.receive_data(encode_content(
+                ch.id, spec.BasicDeliver(consumer_tag="t", delivery_tag=tag, exchange="",
+                                         routing_key="q"), None, b"x", 131072))
+        except RemoteProtocolError as e:
+            evs += e.events
+    bad = [e for e in evs if isinstance(e, ev.ProtocolViolation)]
+    assert bad and bad[0].code in (406, 502, 503)
