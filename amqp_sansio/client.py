@@ -59,6 +59,7 @@ from .events import (
     ConnectionClosed,
     ConnectionLost,
     ConnectionOpened,
+    ConnectionRedirected,
     Event,
     HeartbeatReceived,
     HeartbeatTimeout,
@@ -75,6 +76,7 @@ from .exceptions import (
     InvalidURLError,
     ProtocolMismatchError,
     ProtocolViolationError,
+    RedirectedError,
     SessionError,
     VirtualHostError,
 )
@@ -216,6 +218,34 @@ def mechanism_names(params: ConnectionParams, names: Iterable[str] | None,
         if name != "ANONYMOUS" and name != "EXTERNAL" and params.username is None:
             raise InvalidURLError(f"SASL mechanism {name} needs a username in the URL")
     return wanted
+
+
+#: Redirects a client follows before it gives up (a redirect loop, or a
+#: chain too long to be meant, ends with the last RedirectedError).
+MAX_REDIRECTS = 5
+
+
+def redirect_targets(params: ConnectionParams, err: RedirectedError,
+                     hops: int) -> list[ConnectionParams]:
+    """Where a redirected connection goes next: ``err.host``, then its known
+    hosts, each as ``params`` with that host and port (the same port when
+    none is named).  Past :data:`MAX_REDIRECTS` hops ``err`` is raised
+    again, saying so."""
+    if hops >= MAX_REDIRECTS:
+        raise RedirectedError(f"{err} -- not followed: {hops} redirects already (a loop?)",
+                              err.host, err.known_hosts) from err
+    out = []
+    for target in (err.host, *err.known_hosts):
+        host, sep, port = target.strip().rpartition(":")
+        if not sep or not port.isdigit() or host.endswith(":"):
+            host, port = target.strip(), ""  # no port (or an IPv6 address without one)
+        host = host.strip("[]")
+        if host:
+            out.append(attrs.evolve(params, host=host,
+                                    port=int(port) if port else params.port))
+    if not out:
+        raise err
+    return out
 
 
 def configured(make: Callable[..., T], params: ConnectionParams, *,
@@ -413,6 +443,10 @@ class ClientConnection(Generic[CoreT, SessionT]):
                 self._on_closed(e)
             elif isinstance(e, ProtocolViolation):
                 self._on_violation(e)
+            elif isinstance(e, ConnectionRedirected):
+                hosts = ", ".join(e.known_hosts) or "none"
+                self.fail(RedirectedError(f"the broker redirects to {e.host} (known hosts: "
+                                          f"{hosts})", e.host, e.known_hosts))
             elif not isinstance(e, HeartbeatReceived) and not self._on_protocol_event(e):
                 self._on_transport_event(e)
 

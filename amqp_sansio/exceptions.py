@@ -37,6 +37,7 @@ __all__ = [
     "InvalidURLError",
     "ConnectError",
     "ConnectTimeout",
+    "RedirectedError",
     "ConnectionClosedError",
     "AuthenticationError",
     "VirtualHostError",
@@ -71,6 +72,19 @@ class AMQPTimeout(AMQPError, TimeoutError):
 class ConnectError(AMQPError, OSError):
     """Could not reach the broker (refused, unknown host, TLS failure), or it
     hung up during the handshake without saying why."""
+
+
+class RedirectedError(ConnectError):
+    """The broker sent ``connection.redirect`` (0-10, 0-9): it serves this
+    connection at ``host`` (``host[:port]``), else at one of
+    ``known_hosts``.  ``connect`` follows redirects itself (a few hops at
+    most: :data:`amqp_sansio.client.MAX_REDIRECTS`); this is what it raises
+    past them, or what a core driven by hand reports."""
+
+    def __init__(self, message: str, host: str = "", known_hosts: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.host = host
+        self.known_hosts = known_hosts
 
 
 class ConnectTimeout(ConnectError, AMQPTimeout):

@@ -17,7 +17,7 @@ frame_max           largest frame wanted (alias ``max_frame_size``)
 connect_timeout     seconds for TCP (+TLS) connect
 read_timeout        seconds a blocking read waits for a reply
 mechanism           SASL mechanism(s) to try, comma-separated, in order
-protocol            ``0-10`` (default), ``0-9-1`` or ``1.0``
+protocol            ``0-10`` (default), ``0-9-1``, ``0-9`` or ``1.0``
 cafile, certfile,   TLS files (amqps)
 keyfile
 verify              ``true``/``false``: verify the server certificate (amqps)

@@ -36,6 +36,7 @@ from .errors import (
     MessageRejectedError,
     ProtocolMismatchError,
     ProtocolViolationError,
+    RedirectedError,
     SessionError,
     VirtualHostError,
 )
@@ -78,6 +79,7 @@ __all__ = [
     "MessageRejectedError",
     "ProtocolMismatchError",
     "ProtocolViolationError",
+    "RedirectedError",
     "SessionError",
     "VirtualHostError",
 ]

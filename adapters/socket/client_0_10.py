@@ -3,7 +3,10 @@
 :func:`connect` also speaks AMQP 0-9-1 (RabbitMQ) when the URL says
 ``?protocol=0-9-1`` or ``protocol="0-9-1"`` is passed: it then returns a
 :class:`amqp_sansio_socket.client_0_9_1.Connection`, whose API is the same
-(see that module for where the semantics differ).  The I/O thread, the lock
+(see that module for where the semantics differ) -- and AMQP 0-9 with
+``?protocol=0-9`` (the same client over the 0-9 core).  A broker's
+``connection.redirect`` (0-10, 0-9) is followed: its host, else its known
+hosts, at most ``amqp_sansio.client.MAX_REDIRECTS`` times.  The I/O thread, the lock
 and the waiting described below live in ``_io.py`` and ``_common.py`` and
 serve both.
 
@@ -54,8 +57,11 @@ import ssl
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Literal, overload
 
+import attrs
+
 from amqp_sansio import client as policy
 from amqp_sansio.message import Message
+from amqp_sansio.url import ConnectionParams
 from amqp_sansio.v0_10 import client as v010
 from amqp_sansio.v0_10 import events as ev
 from amqp_sansio.v0_10._specbase import Command
@@ -64,7 +70,7 @@ from amqp_sansio.v0_10.spec import ExchangeQueryResult, QueueQueryResult
 
 from ._common import ConnectionBase, DeliveryActions, SessionBase, SubscriptionBase, connected
 from ._io import DEFAULT, HIGH_WATER
-from .errors import AMQPTimeout, InvalidURLError
+from .errors import AMQPTimeout, ConnectError, InvalidURLError, RedirectedError
 
 if TYPE_CHECKING:
     from . import client_0_9_1, client_1_0
@@ -148,11 +154,43 @@ def connect(url: str = "amqp://localhost", *, ssl_context: ssl.SSLContext | None
     """
     params = policy.parse(url)
     proto = params.protocol if protocol is None else protocol
+    if proto != params.protocol:
+        params = attrs.evolve(params, protocol=proto)
     hb = params.heartbeat if heartbeat is DEFAULT else heartbeat
     budget = connect_timeout if connect_timeout is not None else timeout
-    if proto == "0-9-1":
+    one = functools.partial(_connect_once, ssl_context=ssl_context, read_timeout=read_timeout,
+                            session_store=session_store, heartbeat=hb, mechanisms=mechanisms,
+                            client_properties=client_properties, budget=budget)
+    # connection.redirect (0-10, 0-9): the broker serves us elsewhere -- a few hops at most
+    hops = 0
+    targets = [params]
+    while True:
+        err: RedirectedError | None = None
+        for i, target in enumerate(targets):
+            try:
+                return one(target)
+            except RedirectedError as r:
+                err = r
+                params = target
+                break
+            except ConnectError:
+                if i == len(targets) - 1:
+                    raise  # the redirect's host and every known host unreachable
+        assert err is not None
+        targets = policy.redirect_targets(params, err, hops)
+        hops += 1
+
+
+def _connect_once(params: ConnectionParams, *, ssl_context: ssl.SSLContext | None,
+                  read_timeout: float | None, session_store: SessionStore | None,
+                  heartbeat: int | None, mechanisms: Iterable[str] | None,
+                  client_properties: dict[str, Any] | None, budget: float | None,
+                  ) -> Connection | client_0_9_1.Connection | client_1_0.Connection:
+    proto = params.protocol
+    hb = heartbeat
+    if proto in ("0-9-1", "0-9"):
         if session_store is not None:
-            raise InvalidURLError("session_store is AMQP 0-10 only (0-9-1 has no session "
+            raise InvalidURLError(f"session_store is AMQP 0-10 only ({proto} has no session "
                                   "resume)")
         from .client_0_9_1 import Connection as Connection091
         from .client_0_9_1 import connection_policy

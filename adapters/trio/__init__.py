@@ -41,6 +41,7 @@ from .errors import (
     MessageRejectedError,
     ProtocolMismatchError,
     ProtocolViolationError,
+    RedirectedError,
     SessionError,
     VirtualHostError,
 )
@@ -82,6 +83,7 @@ __all__ = [
     "MessageRejectedError",
     "ProtocolMismatchError",
     "ProtocolViolationError",
+    "RedirectedError",
     "SessionError",
     "VirtualHostError",
 ]

@@ -45,15 +45,19 @@ __all__ = [
     "HIGH_WATER",
 ]
 
+import contextlib
 import functools
 import ssl
 from collections.abc import AsyncGenerator, Iterable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any, Literal, overload
 
+import attrs
+
 import trio
 from amqp_sansio import client as policy
 from amqp_sansio.message import Message
+from amqp_sansio.url import ConnectionParams
 from amqp_sansio.v0_10 import client as v010
 from amqp_sansio.v0_10 import events as ev
 from amqp_sansio.v0_10.session import SessionStore
@@ -61,7 +65,7 @@ from amqp_sansio.v0_10.spec import ExchangeQueryResult, QueueQueryResult
 
 from ._common import ConnectionBase, DeliveryActions, SessionBase, SubscriptionBase
 from ._pump import CLOSE_TIMEOUT, HIGH_WATER, Pump, connection_context
-from .errors import InvalidURLError
+from .errors import ConnectError, InvalidURLError, RedirectedError
 
 if TYPE_CHECKING:
     from . import client_0_9_1, client_1_0
@@ -147,11 +151,49 @@ async def open_connection(url: str, *, ssl_context: ssl.SSLContext | None = None
     """
     params = policy.parse(url)
     proto = params.protocol if protocol is None else protocol
+    if proto != params.protocol:
+        params = attrs.evolve(params, protocol=proto)
     hb = params.heartbeat if heartbeat is None else heartbeat
+    once = functools.partial(_open_once, ssl_context=ssl_context, session_store=session_store,
+                             client_properties=client_properties, close_timeout=close_timeout,
+                             connect_timeout=connect_timeout, heartbeat=hb,
+                             mechanisms=mechanisms)
+    async with contextlib.AsyncExitStack() as stack:
+        # connection.redirect (0-10, 0-9): the broker serves us elsewhere -- a few hops at most
+        hops = 0
+        targets = [params]
+        conn: Any = None
+        while conn is None:
+            err: RedirectedError | None = None
+            for i, target in enumerate(targets):
+                try:
+                    conn = await stack.enter_async_context(once(target))
+                    break
+                except RedirectedError as r:
+                    err, params = r, target
+                    break
+                except ConnectError:
+                    if i == len(targets) - 1:
+                        raise  # the redirect's host and every known host unreachable
+            if conn is None:
+                assert err is not None
+                targets = policy.redirect_targets(params, err, hops)
+                hops += 1
+        yield conn
+
+
+@asynccontextmanager
+async def _open_once(params: ConnectionParams, *, ssl_context: ssl.SSLContext | None,
+                     session_store: SessionStore | None,
+                     client_properties: dict[str, Any] | None, close_timeout: float,
+                     connect_timeout: float | None, heartbeat: int | None,
+                     mechanisms: Iterable[str] | None) -> AsyncGenerator[Any, None]:
+    proto = params.protocol
+    hb = heartbeat
     timeout = params.connect_timeout if connect_timeout is None else connect_timeout
-    if proto == "0-9-1":
+    if proto in ("0-9-1", "0-9"):
         if session_store is not None:
-            raise InvalidURLError("session_store is AMQP 0-10 only (0-9-1 has no session "
+            raise InvalidURLError(f"session_store is AMQP 0-10 only ({proto} has no session "
                                   "resume)")
         from . import client_0_9_1 as c091
 

@@ -53,10 +53,8 @@ from .. import client as base
 from .. import sasl
 from ..client import INFO, WARNING, AcceptMode, Pending
 from ..errors import LocalProtocolError
-from ..events import Event
 from ..exceptions import (
     AMQPError,
-    ConnectError,
     ConnectionLostError,
     ExecutionError,
     MessageRejectedError,
@@ -162,14 +160,6 @@ class ClientConnection(base.ClientConnection[CoreConnection, "ClientSession"]):
 
     def _close_core(self, code: int, text: str | None) -> None:
         self.core.close(code, text)
-
-    def _on_protocol_event(self, e: Event) -> bool:
-        if isinstance(e, ev.ConnectionRedirected):
-            hosts = ", ".join(e.known_hosts) or "none"
-            self.fail(ConnectError(f"the broker redirects to {e.host} (known hosts: {hosts}): "
-                                   f"connect there"))
-            return True
-        return False
 
 
 # ---------------------------------------------------------------- deliveries

@@ -5,6 +5,10 @@ The same shape as :mod:`amqp_sansio.v0_10.client` (see
 Trio and blocking-socket adapters present it with the 0-10 session's API.
 Where 0-9-1 means something else:
 
+* **AMQP 0-9** (``?protocol=0-9``: the header ``AMQP 1 1 0 9``) is the
+  same policy over the 0-9 core: what 0-9 lacks is refused before anything
+  is sent (publisher confirms, exchange-to-exchange bindings), and a
+  broker's ``connection.redirect`` is followed by ``connect``.
 * **A session is a channel**: no names, no resume.  The broker refusing a
   method closes the channel: :class:`ExecutionError` (its reply code).
 * **Requests and replies** are matched by the request object (the core
@@ -131,8 +135,12 @@ def connection(params: ConnectionParams, *, heartbeat: int | None,
     config = base.configured(
         ClientConfig, params, mechanisms=mechanisms, supported=MECHANISMS, frame_max="frame_max",
         client_properties=client_properties, heartbeat=heartbeat)
-    return ClientConnection(CoreConnection(Role.CLIENT, config), params,
-                            heartbeat_asked=heartbeat)
+    core: type[CoreConnection] = CoreConnection
+    if params.protocol == "0-9":
+        from ..v0_9.connection import Connection as Core09
+
+        core = Core09
+    return ClientConnection(core(Role.CLIENT, config), params, heartbeat_asked=heartbeat)
 
 
 # ---------------------------------------------------------------- connection
@@ -278,6 +286,10 @@ class ClientChannel(base.ClientSessionBase["ClientSubscription[Any]"]):
     def send(self, method: Method) -> None:
         """Hand a method to the core (raises the channel's error if it is over)."""
         self.check()
+        table = self.conn.core.TABLE
+        if table.by_name.get(method.NAME) is not type(method):
+            # 0-9 has no confirm.select, exchange.bind ...: refused, not sent
+            raise LocalProtocolError(f"{method.NAME} is not in AMQP {table.name}")
         try:
             self.core.send(method)
         except LocalProtocolError:
