@@ -31,6 +31,7 @@ __all__ = [
     "STREAM_READ_OPTIONS",
 ]
 
+import difflib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote, urlsplit, urlunsplit
@@ -132,8 +133,12 @@ def _check_keys(options: Mapping[str, str], known: Mapping[str, str], what: str)
         if low in _SPARK_OWN or low.startswith("spark."):
             continue
         if low not in by_lower:
-            raise AmqpOptionError(
-                f"unknown option {key!r} for amqp {what}; known: {', '.join(sorted(known))}")
+            # Spark hands the keys over lower-cased: the suggestion restores
+            # the option's own spelling.
+            near = difflib.get_close_matches(low, by_lower, n=1, cutoff=0.75)
+            hint = f" (did you mean {by_lower[near[0]]}?)" if near else ""
+            raise AmqpOptionError(f"unknown option {key!r} for amqp {what}{hint}; known: "
+                                  f"{', '.join(sorted(known))}")
         out[by_lower[low]] = value
     return out
 

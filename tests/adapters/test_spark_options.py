@@ -39,8 +39,16 @@ def test_missing_url_is_a_clear_error() -> None:
 
 
 def test_unknown_option_names_the_known_ones() -> None:
-    with pytest.raises(AmqpOptionError, match="unknown option 'routingkeycolum'.*routingKeyColumn"):
+    # Spark lower-cases the keys: the suggestion is in the option's own case
+    with pytest.raises(AmqpOptionError, match=r"unknown option 'routingkeycolum' for amqp write "
+                                              r"\(did you mean routingKeyColumn\?\); known: "):
         parse_write_options({"url": URL, "routingkeycolum": "x"}, COLS)
+    with pytest.raises(AmqpOptionError, match=r"'maxmesages' for amqp read \(did you mean "
+                                              r"maxMessages\?\)"):
+        parse_read_options({"url": URL, "queue": "q", "maxmesages": "5"})
+    with pytest.raises(AmqpOptionError) as e:  # nothing near: no guess
+        parse_write_options({"url": URL, "zzz": "x"}, COLS)
+    assert "did you mean" not in str(e.value)
 
 
 def test_unknown_column_lists_the_dataframe_columns() -> None:
