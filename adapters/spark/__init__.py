@@ -24,7 +24,7 @@ from .convert import READ_COLUMNS, READ_SCHEMA_DDL
 from .helpers import PublishSummary, publish_partitions
 from .options import AmqpOptionError
 from .publisher import TaskReport
-from .report import AmqpWriteError, JobReport
+from .report import AmqpWriteError, JobReport, cause
 from .workers import WorkerPythonError, check_worker_python
 
 if TYPE_CHECKING:
@@ -40,6 +40,7 @@ __all__ = [
     "READ_SCHEMA_DDL",
     "TaskReport",
     "WorkerPythonError",
+    "cause",
     "check_worker_python",
     "publish_partitions",
     "register",

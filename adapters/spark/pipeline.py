@@ -47,7 +47,9 @@ import attrs
 from amqp_sansio.url import parse_url
 
 from . import cputime
+from .progress import EVERY, Progress, QueueDepth
 from .queues import messages_in, queue_address
+from .report import cause
 
 
 @attrs.define
@@ -110,10 +112,17 @@ def embedded_broker() -> Iterator[tuple[str, Any]]:
 
 def _loopback(master: str) -> dict[str, bool | float | int | str | None]:
     """A local master keeps Spark's driver on 127.0.0.1 (it would otherwise
-    bind the host's resolved address); a cluster master is left alone."""
+    bind the host's resolved address); a cluster master is left alone.
+    SPARK_LOCAL_IP (read by the JVM as it starts) is what keeps Spark from
+    looking for another interface -- and warning that the hostname resolves
+    to a loopback address -- when the host's name resolves to 127.0.0.1."""
     if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         return {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
     return {}
+
+
+_LOG4J = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
 
 
 def spark_session(master: str = "local[2]") -> Any:
@@ -126,6 +135,9 @@ def spark_session(master: str = "local[2]") -> Any:
              .config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.shuffle.partitions", "4")
              .config("spark.driver.memory", "2g")
+             # the job's own logging: no task stack traces (it prints the cause)
+             .config("spark.driver.extraJavaOptions",
+                     f"-Dlog4j.configurationFile={_LOG4J}")
              .config(map=_loopback(master))
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
@@ -136,7 +148,7 @@ def spark_session(master: str = "local[2]") -> Any:
 
 
 def task_counts(spark: Any, group: str) -> str:
-    """"N tasks (F failed) in S stages" for the jobs of ``group``."""
+    """"N tasks (F failed) in S stages" for the jobs of ``group`` (singular for 1)."""
     tracker = spark.sparkContext.statusTracker()
     tasks = failed = stages = 0
     for jid in tracker.getJobIdsForGroup(group):
@@ -150,7 +162,8 @@ def task_counts(spark: Any, group: str) -> str:
             stages += 1
             tasks += st.numCompletedTasks
             failed += st.numFailedTasks
-    return f"{tasks} tasks ({failed} failed) in {stages} stages"
+    return (f"{tasks} task{'s' * (tasks != 1)} ({failed} failed) "
+            f"in {stages} stage{'s' * (stages != 1)}")
 
 
 def checksum(df: Any) -> tuple[int, int, int]:
@@ -190,13 +203,14 @@ def source_frame(spark: Any, rows: int, input_path: str | None, partitions: int)
 
 
 def run_pipeline(*, rows: int, url: str | None, input_path: str | None,
-                 protocol: str | None = None,
+                 protocol: str | None = None, progress_every: float = EVERY,
                  write_partitions: int = 4, read_partitions: int = 8,
                  out: Any = sys.stdout, spark: Any = None) -> int:
     """Run the pipeline; return the exit status (0 ok, 1 lost/duplicated, 2 failed).
 
     ``spark``: an existing SparkSession to use (left running); by default a
-    ``local[2]`` one is started and stopped.
+    ``local[2]`` one is started and stopped.  ``progress_every``: seconds
+    between two progress lines of a stage.
     """
     def say(msg: str) -> None:
         print(msg, file=out, flush=True)
@@ -246,20 +260,24 @@ def run_pipeline(*, rows: int, url: str | None, input_path: str | None,
         sc = spark.sparkContext
         say(f"spark: {spark.version} {sc.master} started in {time.monotonic() - t:.1f} s")
         report_path = os.path.join(tempfile.mkdtemp(prefix="amqp-pipeline-"), "write.jsonl")
+        depth = _depth_probe(broker_url, queue, embedded)
         status = 0
         try:
             src = source_frame(spark, rows, input_path, write_partitions).persist()
             sc.setJobGroup(f"prepare-{run_id}", "generate rows and their checksum")
             t = start()
-            expected = checksum(src)
+            with Progress(say, "prepare", spark, f"prepare-{run_id}", every=progress_every):
+                expected = checksum(src)
             done(Stage("prepare", expected[0], time.monotonic() - t,
                                 task_counts(spark, f"prepare-{run_id}"),
                                 "generate/read rows, checksum" if input_path is None
                                 else f"read {input_path}, checksum"))
             sc.setJobGroup(f"publish-{run_id}", "publish from executors")
             t = start()
-            (src.write.format("amqp").mode("append").option("url", broker_url)
-             .option("routingKey", queue).option("reportPath", report_path).save())
+            with Progress(say, "publish", spark, f"publish-{run_id}", depth,
+                          every=progress_every):
+                (src.write.format("amqp").mode("append").option("url", broker_url)
+                 .option("routingKey", queue).option("reportPath", report_path).save())
             wrote = _last_report(report_path)
             done(Stage("publish", int(wrote["sent"]), time.monotonic() - t,
                                 task_counts(spark, f"publish-{run_id}"),
@@ -277,7 +295,9 @@ def run_pipeline(*, rows: int, url: str | None, input_path: str | None,
                     .option("url", broker_url).option("queue", queue)
                     .option("maxMessages", expected[0]).option("numPartitions", read_partitions)
                     .option("idleTimeoutMs", 30000).load())
-            got = checksum(back)
+            with Progress(say, "read", spark, f"read-{run_id}",
+                          _taken(depth, expected[0]), every=progress_every):
+                got = checksum(back)
             left = _admin(broker_url, "depth", queue)
             done(Stage("read", got[0], time.monotonic() - t,
                                 task_counts(spark, f"read-{run_id}"),
@@ -298,11 +318,13 @@ def run_pipeline(*, rows: int, url: str | None, input_path: str | None,
                     f"{left} messages left in the queue")
                 status = 1
         except Exception as e:
-            say(f"FAILED: {type(e).__name__}: {str(e).strip().splitlines()[-1][:2000]}")
+            say(f"FAILED: {cause(e)[:2000]}")
             if stages:
                 _print_stages(stages, say)
             status = 2
         finally:
+            if depth is not None:
+                depth.close()
             if own:
                 spark.stop()
             with contextlib.suppress(Exception):  # the broker may be gone: nothing to clean
@@ -317,6 +339,30 @@ def _broker(url: str | None) -> Iterator[tuple[str, bool]]:
         return
     with embedded_broker() as (u, _):
         yield u, True
+
+
+def _depth_probe(url: str, queue: str, embedded: bool) -> QueueDepth | None:
+    """What counts the rows of a stage in progress: the queue's depth, asked
+    over 0-10 or 0-9-1 (the embedded broker is asked over 0-10 whatever the
+    job speaks; over 1.0 another broker cannot be asked without taking
+    messages, so the progress lines count tasks only)."""
+    protocol = parse_url(url).protocol
+    if protocol == "1.0":
+        if not embedded:
+            return None
+        return QueueDepth(with_protocol(url, "0-10"), "0-10", queue.removeprefix("/queue/"))
+    return QueueDepth(url, protocol, queue)
+
+
+def _taken(depth: QueueDepth | None, expected: int) -> Any:
+    """Rows read so far: what left the queue."""
+    if depth is None:
+        return None
+
+    def taken() -> int | None:
+        n = depth()
+        return None if n is None else max(0, expected - n)
+    return taken
 
 
 def with_protocol(url: str, protocol: str) -> str:

@@ -10,11 +10,12 @@ the ``reportPath`` option's file when set, and put into the message of
 
 from __future__ import annotations
 
-__all__ = ["JobReport", "AmqpWriteError", "log"]
+__all__ = ["JobReport", "AmqpWriteError", "cause", "log"]
 
 import json
 import logging
 import os
+import re
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -107,3 +108,27 @@ class JobReport:
                     f.write(json.dumps(self.as_dict(), default=str) + "\n")
             except OSError as e:
                 log.error("cannot write the AMQP write report to %s: %s", path, e)
+
+
+# "module.path.SomeError: message" -- the last line of a Python traceback.
+_OURS = re.compile(r"^amqp_sansio\w*\.(?:\w+\.)*(\w+): (.+)$")
+_ANY = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?(\w+(?:Error|Exception)): (.+)$")
+
+
+def cause(exc: BaseException) -> str:
+    """The cause of a failed Spark job in one line.  A task's Python
+    exception reaches the driver as the last line of a traceback inside
+    Spark's exception (``PythonException``, or a Java exception's message):
+    this finds that line -- one of this package's errors first, else any
+    ``SomeError: message`` -- and drops its module path, e.g.
+    ``AmqpReadError: reading queue 'q' from amqp://...: ExecutionError:
+    execution error 404: no queue 'q'``.  Otherwise: the exception's type
+    and first line."""
+    lines = [ln.strip() for ln in str(exc).splitlines()]
+    for pattern in (_OURS, _ANY):
+        for line in reversed(lines):
+            m = pattern.match(line)
+            if m:
+                return f"{m.group(1)}: {m.group(2)}"
+    first = next((ln for ln in lines if ln), "")
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__

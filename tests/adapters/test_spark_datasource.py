@@ -297,6 +297,23 @@ def test_option_errors_surface_on_the_driver(spark: SparkSession, amqp: RunningB
          .option("queue", "q").load().collect())
 
 
+def test_executor_errors_have_a_one_line_cause(spark: SparkSession, amqp: RunningBroker) -> None:
+    """A task's AMQP error reaches the driver inside Spark's exception;
+    cause() is its one line, without the traceback or the module path."""
+    from amqp_sansio_spark import cause
+
+    with pytest.raises(Exception) as e:
+        (spark.read.format("amqp").option("url", amqp.url).option("queue", "nosuchq")
+         .option("idleTimeoutMs", 500).load().collect())
+    one = cause(e.value)
+    assert one.startswith("AmqpReadError: reading queue 'nosuchq' from amqp://"), one
+    assert one.endswith("404: no queue 'nosuchq'"), one
+    assert "\n" not in one and "Traceback" in str(e.value)
+    with pytest.raises(Exception) as e:  # an option error: the driver's own, one line too
+        spark.read.format("amqp").option("url", amqp.url).option("queu", "q").load().collect()
+    assert "did you mean queue?" in cause(e.value), cause(e.value)
+
+
 def test_bad_credentials_are_clear_and_not_leaked(spark: SparkSession) -> None:
     broker = Broker(users={"spark": "right-pass"})
     with Server(broker.connection, "127.0.0.1", 0) as server:
@@ -325,9 +342,15 @@ def test_pipeline_main_job_small(spark: SparkSession, amqp: RunningBroker,
 
     out = io.StringIO()
     assert run_pipeline(rows=3000, url=amqp.url, input_path=None, write_partitions=2,
-                        read_partitions=2, out=out, spark=spark) == 0, out.getvalue()
+                        read_partitions=2, out=out, spark=spark,
+                        progress_every=0.2) == 0, out.getvalue()
     text = out.getvalue()
     assert "OK: all 3000 rows went through" in text
+    # progress lines while the stages ran: rows so far (the queue's depth) and tasks
+    assert re.search(r"\[publish\] \.\.\. \d+ rows so far \(\d+ rows/s\), \d of 2 tasks done",
+                     text), text
+    assert re.search(r"\[read\] \.\.\. \d+ rows so far", text), text
+    assert "2 tasks (0 failed) in 1 stage;" in text and "in 1 stages" not in text, text
     for stage in ("prepare", "publish", "read"):
         assert f"[{stage}] 3000 rows in" in text
     if sys.platform == "linux":  # CPU per stage, from /proc: the tasks ran in Python workers

@@ -174,3 +174,22 @@ def test_job_report_summary_lists_failures_and_rejections() -> None:
     assert "rejected: row 1, row 3" in text and "1 task(s) returned no report" in text
     d = job.as_dict()
     assert d["failed_tasks"] == 1 and d["tasks_without_report"] == 1 and d["sent"] == 8
+
+
+def test_cause_finds_the_task_error_in_a_spark_exception() -> None:
+    from amqp_sansio_spark import cause
+
+    python_exception = RuntimeError(
+        "An exception was thrown from the Python worker:\nTraceback (most recent call last):\n"
+        '  File "reader.py", line 3, in read\n    raise X\n'
+        "amqp_sansio_spark.reader.AmqpReadError: reading queue 'q': 404: no queue 'q'\n")
+    assert cause(python_exception) == "AmqpReadError: reading queue 'q': 404: no queue 'q'"
+    java = RuntimeError(
+        "An error occurred while calling o81.save.\n: org.apache.spark.SparkException: Job "
+        "aborted due to stage failure: Task 1 failed\norg.apache.spark.api.python.PythonException:"
+        " Traceback (most recent call last):\nValueError: bad row\n"
+        "amqp_sansio_spark.report.AmqpWriteError: partition 1: sent 3 messages\n"
+        "\tat org.apache.spark.api.python.BasePythonRunner.run(PythonRunner.scala:1)\n")
+    assert cause(java) == "AmqpWriteError: partition 1: sent 3 messages"
+    assert cause(ValueError("no traceback here")) == "ValueError: no traceback here"
+    assert cause(RuntimeError("x\nKeyError: 'k'")) == "KeyError: 'k'"

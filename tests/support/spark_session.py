@@ -26,6 +26,7 @@ __all__ = ["spark"]
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no "resolves to a loopback" warning
     from pyspark.sql import SparkSession
 
     from amqp_sansio_spark import register
