@@ -110,9 +110,11 @@ def _amqp_ready(port: int) -> bool:
         return False
 
 
-def start_node(base: Path) -> Node:
-    """Start a private node under ``base``; return once it speaks AMQP."""
-    port, dist_port, epmd_port = free_port(), free_port(), free_port()
+def start_node(base: Path, port: int | None = None, extra_conf: str = "") -> Node:
+    """Start a private node under ``base``; return once it speaks AMQP
+    (on ``port``, else a free one; ``extra_conf``: more rabbitmq.conf lines)."""
+    port = port or free_port()
+    dist_port, epmd_port = free_port(), free_port()
     nodename = f"amqpsansio-{os.getpid()}-{uuid.uuid4().hex[:8]}@localhost"
     for d in ("home", "mnesia", "log", "etc"):
         (base / d).mkdir(parents=True, exist_ok=True)
@@ -121,7 +123,7 @@ def start_node(base: Path) -> Node:
         f"listeners.tcp.1 = {HOST}:{port}\n"
         "loopback_users = none\n"
         "log.file.level = info\n"
-        "log.console = false\n",
+        "log.console = false\n" + extra_conf,
         encoding="utf-8")
     (base / "etc" / "enabled_plugins").write_text(f"[{','.join(PLUGINS)}].\n", encoding="utf-8")
     env = {
