@@ -745,11 +745,14 @@ class Connection:
             ch.handle_method(m, events)
 
     def _server_open_channel(self, cid: int, m: Method, events: list[ev.Event]) -> None:
+        # channel-max bounds how many channels are open, not their numbers
+        # (RabbitMQ, whose clients pick any number up to 65535): 530 at the limit.
         limit = self.channel_max or 0xFFFF
-        if cid > limit:
-            raise ConnectionViolation(f"channel {cid} is above channel-max {limit}",
-                                      ReplyCode.CHANNEL_ERROR,
-                                      channel=cid, class_code=m.CLASS_ID, command_code=m.METHOD_ID)
+        if len(self.channels) >= limit:
+            raise ConnectionViolation(
+                f"NOT_ALLOWED - number of channels opened ({len(self.channels)}) has reached "
+                f"the negotiated channel_max ({limit})", ReplyCode.NOT_ALLOWED,
+                channel=cid, class_code=m.CLASS_ID, command_code=m.METHOD_ID)
         self.channels[cid] = Channel.accept(self._port, cid)
         events.append(ev.ChannelOpened(cid))
 

@@ -497,12 +497,18 @@ def test_channel_ids_are_allocated_and_reused_after_close_ok() -> None:
     assert cli.open_channel().id == 2
 
 
-def test_server_refuses_channel_above_max_and_double_open() -> None:
-    """Checklist 42 (server role): 504."""
+def test_server_counts_open_channels_and_refuses_double_open() -> None:
+    """Checklist 42 (server role): channel-max bounds how many channels are
+    open, not their numbers -- RabbitMQ's reading (notes A.4.2), which its
+    clients rely on (aiormq opens channel 65535): 530 at the limit; a
+    double open is 504."""
     cli, srv = pair({"channel_max": 3})
+    for cid in (4, 65535, 9):
+        srv.receive_data(encode_method(cid, spec.ChannelOpen()))
+    assert sorted(srv.channels) == [4, 9, 65535]
     with pytest.raises(RemoteProtocolError) as e:
-        srv.receive_data(encode_method(4, spec.ChannelOpen()))
-    assert e.value.code == 504
+        srv.receive_data(encode_method(1, spec.ChannelOpen()))
+    assert e.value.code == 530 and "channel_max (3)" in str(e.value)
     cli, srv = pair()
     srv.receive_data(encode_method(1, spec.ChannelOpen()))
     with pytest.raises(RemoteProtocolError) as e:
