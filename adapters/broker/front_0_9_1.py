@@ -57,6 +57,7 @@ from amqp_sansio.v0_9_1 import events as ev
 from amqp_sansio.v0_9_1 import spec
 from amqp_sansio.v0_9_1._specbase import Method
 from amqp_sansio.v0_9_1.channel import Channel
+from amqp_sansio.v0_9_1.codes import ReplyCode
 from amqp_sansio.v0_9_1.connection import Connection, ConnState, Role, ServerConfig
 from amqp_sansio.v0_9_1.framing import Decoder
 
@@ -377,8 +378,9 @@ class Connection091(FrontEnd):
 
     def _refuse(self, books: ChannelBooks, method: Method, code: int, text: str) -> None:
         self.broker.stats["exceptions"] += 1
+        # RabbitMQ's form, "NOT_FOUND - no queue ...": clients match on it.
         # A reply-text is a short string: 255 octets, not characters.
-        text = text.encode()[:255].decode("utf-8", "ignore")
+        text = reply_text(code, text).encode()[:255].decode("utf-8", "ignore")
         if code in _HARD:
             self._we_closed = True
             with contextlib.suppress(LocalProtocolError):
@@ -444,8 +446,7 @@ class Connection091(FrontEnd):
 
     def _check_exclusive(self, q: QueueState) -> None:
         if q.exclusive_owner is not None and q.exclusive_owner is not self:
-            raise _Fail(RESOURCE_LOCKED, f"cannot obtain exclusive access to locked queue "
-                        f"{q.name!r} in vhost {self.ns.name!r}")
+            raise _Fail(RESOURCE_LOCKED, _LOCKED.format(name=q.name, vhost=self.ns.name))
 
     def _exchange(self, name: str) -> ExchangeState:
         x = self.ns.exchanges.get(name)
@@ -458,11 +459,13 @@ class Connection091(FrontEnd):
         ns, name = self.ns, m.exchange
         args = dict(m.arguments or {})
         x = ns.exchanges.get(name)
+        if name == "":
+            raise _Fail(ACCESS_REFUSED, "operation not permitted on the default exchange")
         if m.passive:
             if x is None:
                 raise _Fail(NOT_FOUND, f"no exchange {name!r} in vhost {ns.name!r}")
             return spec.ExchangeDeclareOk()
-        if name == "" or x is None and name.startswith("amq."):
+        if x is None and name.startswith("amq."):
             raise _Fail(ACCESS_REFUSED, f"exchange name {name!r} is reserved")
         if m.type not in EXCHANGE_TYPES:
             raise _Fail(COMMAND_INVALID, f"unknown exchange type {m.type!r}")
@@ -472,7 +475,12 @@ class Connection091(FrontEnd):
                     and x.auto_delete == bool(m.auto_delete)
                     and x.internal == bool(m.internal) and _x_args(x.arguments) == _x_args(args))
             if not same:
-                raise _Fail(PRECONDITION_FAILED, f"inequivalent arguments for exchange "
+                what = _differs((x.type, m.type, "type"),
+                                (x.declared_durable, bool(m.durable), "durable"),
+                                (x.auto_delete, bool(m.auto_delete), "auto_delete"),
+                                (x.internal, bool(m.internal), "internal"),
+                                args=(_x_args(x.arguments), _x_args(args)))
+                raise _Fail(PRECONDITION_FAILED, f"inequivalent arg {what} for exchange "
                             f"{name!r} in vhost {ns.name!r}")
             return spec.ExchangeDeclareOk()
         self.broker.new_exchange(ns, name, m.type, durable=bool(m.durable),
@@ -505,9 +513,10 @@ class Connection091(FrontEnd):
         return spec.ExchangeBindOk()
 
     def exchange_unbind(self, books: ChannelBooks, m: Any) -> Method:
-        src, dst = self._exchange(m.source), self._exchange(m.destination)
-        self._remove_binding(src, Binding(dst.name, m.routing_key, _arguments(
-            self.broker, m.arguments), exchange=True))
+        src, dst = self.ns.exchanges.get(m.source), self.ns.exchanges.get(m.destination)
+        if src is not None and dst is not None:  # (either gone: nothing to unbind, RabbitMQ)
+            self._remove_binding(src, Binding(dst.name, m.routing_key, _arguments(
+                self.broker, m.arguments), exchange=True))
         return spec.ExchangeUnbindOk()
 
     def _add_binding(self, x: ExchangeState, binding: Binding, q: QueueState | None) -> None:
@@ -536,13 +545,17 @@ class Connection091(FrontEnd):
             self._check_exclusive(q)
         elif q is not None:
             self._check_exclusive(q)
+            if (q.exclusive_owner is not None) != bool(m.exclusive):
+                raise _Fail(RESOURCE_LOCKED, _LOCKED.format(name=q.name, vhost=ns.name))
             same = (q.declared_durable == bool(m.durable)
-                    and (q.exclusive_owner is not None) == bool(m.exclusive)
                     and q.auto_delete == bool(m.auto_delete)
                     and _x_args(q.arguments) == _x_args(m.arguments or {}))
             if not same:
-                raise _Fail(PRECONDITION_FAILED, f"inequivalent arguments for queue {name!r} "
-                            f"in vhost {ns.name!r}")
+                what = _differs((q.declared_durable, bool(m.durable), "durable"),
+                                (q.auto_delete, bool(m.auto_delete), "auto_delete"),
+                                args=(_x_args(q.arguments), _x_args(m.arguments or {})))
+                raise _Fail(PRECONDITION_FAILED, f"inequivalent arg {what} for queue "
+                            f"{name!r} in vhost {ns.name!r}")
         else:
             if not name:
                 name = "amq.gen-" + secrets.token_urlsafe(16)
@@ -571,10 +584,14 @@ class Connection091(FrontEnd):
         return spec.QueueBindOk()
 
     def queue_unbind(self, books: ChannelBooks, m: Any) -> Method:
-        q = self._queue(books, m.queue)
-        x = self._exchange(m.exchange)
-        self._remove_binding(x, Binding(q.name, m.routing_key,
-                                        _arguments(self.broker, m.arguments)))
+        # A queue or exchange that is gone has no binding left: unbind-ok, as
+        # RabbitMQ answers (clients unbind in teardowns after a delete).
+        q = self.ns.queues.get(m.queue or books.last_queue)
+        x = self.ns.exchanges.get(m.exchange)
+        if q is not None and x is not None:
+            self._check_exclusive(q)
+            self._remove_binding(x, Binding(q.name, m.routing_key,
+                                            _arguments(self.broker, m.arguments)))
         return spec.QueueUnbindOk()
 
     def queue_purge(self, books: ChannelBooks, m: Any) -> Method:
@@ -599,6 +616,8 @@ class Connection091(FrontEnd):
 
     # basic class
     def basic_qos(self, books: ChannelBooks, m: Any) -> None:
+        if m.prefetch_size:
+            raise _Fail(NOT_IMPLEMENTED, f"prefetch_size!=0 ({m.prefetch_size})")  # (RabbitMQ)
         books.prefetch_count = int(m.prefetch_count)
         books.prefetch_size = int(m.prefetch_size)
         books.channel.send(spec.BasicQosOk())  # answered before what a wider window lets go
@@ -777,6 +796,45 @@ class Connection091(FrontEnd):
         books.unacked = dict(sorted(books.unacked.items()))
         books.tx_acked.clear()
         return spec.TxRollbackOk()
+
+
+#: RabbitMQ's words for a queue another connection (or, redeclared with
+#: another ``exclusive``, this one) holds exclusively.
+_LOCKED = ("cannot obtain exclusive access to locked queue {name!r} in vhost {vhost!r}. It "
+           "could be originally declared on another connection or the exclusive property "
+           "value does not match that of the original declaration.")
+
+
+def reply_text(code: int, text: str) -> str:
+    """``text`` as RabbitMQ words a reply: ``NOT_FOUND - no queue 'q' ...``."""
+    try:
+        name = ReplyCode(code).name
+    except ValueError:
+        return text
+    return text if text.startswith(name) else f"{name} - {text}"
+
+
+def _differs(*fields: tuple[Any, Any, str], args: tuple[dict[str, Any], dict[str, Any]]
+             ) -> str:
+    """What a redeclare changed, named as RabbitMQ does (``'durable'``,
+    ``'x-max-length'``): the first field that differs, else argument."""
+    for had, asked, what in fields:
+        if had != asked:
+            return f"{what!r}: received {_show(asked)} but current is {_show(had)}"
+    had_args, asked_args = args
+    for key in sorted(set(had_args) | set(asked_args)):
+        if had_args.get(key) != asked_args.get(key):
+            return (f"{key!r}: received {_show(asked_args.get(key))} but current is "
+                    f"{_show(had_args.get(key))}")
+    return "''"
+
+
+def _show(v: Any) -> str:
+    if v is None:
+        return "none"
+    if isinstance(v, bool):
+        return str(v).lower()
+    return f"{v!r}"
 
 
 def _x_args(args: Any) -> dict[str, Any]:

@@ -51,7 +51,7 @@ def test_settling_an_unknown_tag_is_406_and_requeues_what_the_channel_held() -> 
     # (the client core refuses to send that: the octets go in by hand)
     c.server.receive_data(encode_method(ch.id, spec.BasicAck(delivery_tag=7), 4096), c.now)
     got = c.pump()
-    assert closed(got) == (406, "unknown delivery tag 7")
+    assert closed(got) == (406, "PRECONDITION_FAILED - unknown delivery tag 7")
     assert [m.body for m in b.queues["q"].messages] == [b"a", b"b"]  # a: back, in order
     assert b.queues["q"].messages.first().redelivered
 
@@ -75,22 +75,14 @@ def test_tx_rollback_leaves_acked_deliveries_unacknowledged() -> None:
     assert [m.body for m in b.queues["q"].messages] == [b"staged"]
 
 
-def test_prefetch_size_sends_one_over_the_window_only_when_nothing_is_out() -> None:
-    b = Broker()
-    c = Client(b, dialect="spec")  # (RabbitMQ has no prefetch size: the rabbit dialect refuses)
+def test_prefetch_size_is_540_as_rabbitmq() -> None:
+    """RabbitMQ implements no prefetch window in octets: basic.qos with a
+    prefetch size closes the connection, 540 (clients meet the same here)."""
+    c = Client(Broker(), dialect="spec")  # (the rabbit dialect refuses to send it)
     ch = c.channel()
-    c.call(ch, spec.QueueDeclare(queue="q"))
-    for n in (600, 600, 2000):
-        ch.publish("", "q", b"x" * n)
     c.call(ch, spec.BasicQos(prefetch_size=1000))
-    got = c.call(ch, spec.BasicConsume(queue="q", consumer_tag="t"))
-    tags = [e.method.delivery_tag for e in got if isinstance(e, ev.MessageReceived)]
-    assert [len(x) for x in bodies(got)] == [600]  # 600 + 600 > 1000
-    got = c.call(ch, spec.BasicAck(delivery_tag=tags[0]))
-    tags = [e.method.delivery_tag for e in got if isinstance(e, ev.MessageReceived)]
-    assert [len(x) for x in bodies(got)] == [600]
-    got = c.call(ch, spec.BasicAck(delivery_tag=tags[0]))
-    assert [len(x) for x in bodies(got)] == [2000]  # alone, it may exceed the window
+    assert c.conn.closed and c.conn.closed_reason is not None
+    assert "540 NOT_IMPLEMENTED - prefetch_size!=0 (1000)" in c.conn.closed_reason
 
 
 def test_a_deleted_queue_cancels_its_consumers_and_exclusive_queues_go_with_the_connection(
@@ -129,3 +121,44 @@ def test_refusals_fit_a_short_string_and_what_follows_a_close_is_dropped() -> No
     assert [type(f.method).__name__ for f in frames_of(c.server.data_to_send())] == [
         "ConnectionClose"]
     assert "q" not in c.broker.queues
+
+
+def test_rabbitmq_answers_for_the_cases_clients_rely_on() -> None:
+    """Issue 29's causes 1, 4, 5, 6 and the named argument of a 406, each as
+    RabbitMQ answers (the same cases run against RabbitMQ through pika in
+    tests/interop/test_clients_0_9_1.py)."""
+    b = Broker()
+    c = Client(b)
+    ch = c.channel()
+    # unbind of a queue or exchange that is gone: unbind-ok
+    for m in (spec.QueueUnbind(queue="gone", exchange="amq.direct", routing_key="k"),
+              spec.QueueUnbind(queue="", exchange="nope"),
+              spec.ExchangeUnbind(destination="gone", source="amq.direct")):
+        got = c.call(ch, m)
+        assert closed(got) is None and ch.is_open, m
+    # reply texts in RabbitMQ's form
+    got = c.call(ch, spec.QueuePurge(queue="nowhere"))
+    assert closed(got) == (404, "NOT_FOUND - no queue 'nowhere' in vhost '/'")
+    # passive declare of the default exchange: 403
+    ch = c.channel()
+    got = c.call(ch, spec.ExchangeDeclare(exchange="", passive=True))
+    assert closed(got) == (403, "ACCESS_REFUSED - operation not permitted on the default "
+                                "exchange")
+    # an exclusive queue redeclared non-exclusive by its owner: 405
+    ch = c.channel()
+    c.call(ch, spec.QueueDeclare(queue="mine", exclusive=True))
+    got = c.call(ch, spec.QueueDeclare(queue="mine"))
+    code, text = closed(got) or (0, "")
+    assert code == 405 and text.startswith("RESOURCE_LOCKED - cannot obtain exclusive access "
+                                           "to locked queue 'mine' in vhost '/'")
+    # an inequivalent redeclare names what differs
+    ch = c.channel()
+    c.call(ch, spec.QueueDeclare(queue="q", arguments={"x-max-length": 10}))
+    got = c.call(ch, spec.QueueDeclare(queue="q", arguments={"x-max-length": 20}))
+    assert closed(got) == (406, "PRECONDITION_FAILED - inequivalent arg 'x-max-length': "
+                                "received 20 but current is 10 for queue 'q' in vhost '/'")
+    ch = c.channel()
+    got = c.call(ch, spec.QueueDeclare(queue="q", durable=True,
+                                       arguments={"x-max-length": 10}))
+    assert closed(got) == (406, "PRECONDITION_FAILED - inequivalent arg 'durable': received "
+                                "true but current is false for queue 'q' in vhost '/'")
