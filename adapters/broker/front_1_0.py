@@ -444,6 +444,9 @@ class Connection10(FrontEnd):
         lim = broker.limits
         self.conn = Connection(Role.SERVER, ServerConfig(
             container_id="amqp-sansio-broker",
+            # a sender with a null target is the anonymous relay (proton's
+            # examples look for this before they use it)
+            offered_capabilities=("ANONYMOUS-RELAY",),
             authenticator=self.login.authenticator,
             require_sasl=not self.login.auth.anonymous,
             channel_max=max(0, min(lim.sessions_per_connection, 0xFFFF) - 1),
@@ -637,7 +640,10 @@ class Connection10(FrontEnd):
                 kept = self._queue(node, durable=asked > 0).durable
             else:
                 x = self.ns.exchanges.get(node.name)
-                kept = x is not None and x.durable
+                if x is None:  # (only an explicit /exchange/ address gets here)
+                    raise _Refuse(NOT_FOUND, f"no exchange {node.name!r} in vhost "
+                                  f"{self.vhost_name!r}")
+                kept = x.durable
             self._allowed("write", node.name)
             # A target's configuration is its address: it lasts as long as its
             # node; nothing of its deliveries is kept (settled as received).

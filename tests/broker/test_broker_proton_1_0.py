@@ -139,8 +139,19 @@ def test_missing_queue_refused_when_creation_is_off() -> None:
 
 
 def test_unknown_exchange_refused(conn: BlockingConnection) -> None:
+    """A receiver or a sender on an exchange that does not exist: refused at
+    the attach (not each message, afterwards)."""
     with pytest.raises(LinkDetached, match="not-found"):
         conn.create_receiver("/exchange/no-such-exchange/k")
+    with pytest.raises(LinkDetached, match="not-found"):
+        conn.create_sender("/exchange/nope/key")
+
+
+def test_the_anonymous_relay_is_offered_at_open(conn: BlockingConnection) -> None:
+    """A null target is the anonymous relay; the open says so (proton's
+    server_tx example looks for ANONYMOUS-RELAY before using it)."""
+    offered = conn.conn.remote_offered_capabilities
+    assert offered is not None and "ANONYMOUS-RELAY" in offered
 
 
 def _one(conn: BlockingConnection, q: str, body: str = "m") -> Any:
