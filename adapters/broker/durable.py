@@ -182,7 +182,8 @@ class Durability:
             broker.vhost(qr.vhost).queues[qr.name] = QueueState(
                 qr.name, qr.vhost, durable=True, auto_delete=qr.auto_delete,
                 alternate=qr.alternate, arguments=qargs, policy=broker.queue_policy(qargs),
-                options=broker.queue_options(qargs), declared_durable=True)
+                options=broker.queue_options(qargs), declared_durable=True,
+                messages=_backlog(broker, qargs))
         for br in r.bindings:
             x = broker.vhost(br.vhost).exchanges.get(br.exchange)
             if x is not None:
@@ -220,3 +221,12 @@ class Durability:
     @property
     def waiting_for_clock(self) -> bool:
         return bool(self._ttls)
+
+
+def _backlog(broker: Broker, arguments: dict[str, Any]) -> Any:
+    """A recovered queue's backlog (priority levels as its arguments ask;
+    none if they do not parse)."""
+    try:
+        return broker.backlog(arguments)
+    except ValueError:
+        return broker.backlog({})

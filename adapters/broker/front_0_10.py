@@ -60,6 +60,7 @@ from .dtx import DtxError, Work
 from .front import FrameTap, FrontEnd, name_shown
 from .held import HeldDeliveries
 from .model import Consumer, ExchangeState, Held, ModelError, QMsg, QueueState, VHost, is_alternate
+from .priorities import XML_LEVELS
 from .properties import FORM_0_10, Wire, redelivered_0_10
 from .routing import EXCHANGE_TYPES, Binding
 
@@ -798,7 +799,8 @@ class Connection010(FrontEnd):
                         "alternate-exchange")
         self.broker.new_queue(ns, c.queue, durable=bool(c.durable),
                               owner=s if c.exclusive else None, auto_delete=c.auto_delete,
-                              alternate=c.alternate_exchange or None, arguments=c.arguments)
+                              alternate=c.alternate_exchange or None, arguments=c.arguments,
+                              xml_levels=XML_LEVELS)
         if c.exclusive:
             self.svc.session_state(s).exclusive.append(ns.queues[c.queue])
 

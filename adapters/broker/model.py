@@ -73,8 +73,9 @@ from .backlog import Backlog
 from .dtx import Dtx, Work
 from .durable import Durability
 from .limits import Limits, QueuePolicy, arguments_octets
+from .priorities import PriorityBacklog, levels_of, message_priority
 from .properties import FORMS, Wire
-from .queue_args import QueueOptions, policy_arguments
+from .queue_args import QueueOptions, death_headers, policy_arguments
 from .routing import Binding, BindingIndex
 from .staging import Staging
 from .store import SqliteStore, Store
@@ -429,7 +430,7 @@ class QueueState:
     auto_delete: bool = False
     alternate: str | None = None
     arguments: dict[str, Any] = attrs.field(factory=dict)
-    messages: Backlog[QMsg] = attrs.field(factory=Backlog)
+    messages: Backlog[QMsg] | PriorityBacklog[QMsg] = attrs.field(factory=Backlog)
     consumers: list[Consumer] = attrs.field(factory=list)
     had_consumer: bool = False
     rr: int = 0
@@ -570,6 +571,9 @@ class Broker:
         #: The latest ``now`` an I/O layer passed in (its clock, seconds; never
         #: goes back).  Message ttls are measured against it.
         self.now = float("-inf")
+        #: Seconds since the epoch at ``now`` 0 (set by the I/O layer: the
+        #: time written in dead-lettered messages' ``x-death``).
+        self.epoch = 0.0
         #: Octets of the messages held (queued, or delivered and not yet
         #: settled), each charged its body + MESSAGE_OVERHEAD.
         self.retained = 0
@@ -832,12 +836,27 @@ class Broker:
                              "arguments")
         return dict(arguments or {})
 
+    @staticmethod
+    def backlog(arguments: Mapping[str, Any], xml_levels: int = 0
+                ) -> Backlog[QMsg] | PriorityBacklog[QMsg]:
+        """What holds the messages of a queue declared with ``arguments``:
+        one backlog, or one per priority level (``priorities.py``;
+        ``xml_levels``: the levels a 0-10 declare gets). ValueError if the
+        arguments ask for levels wrongly."""
+        levels = levels_of(arguments, xml_levels)
+        if levels is None:
+            return Backlog()
+        return PriorityBacklog(levels.levels,  # type: ignore[attr-defined]
+                               lambda m: levels(message_priority(m)))
+
     def new_queue(self, ns: VHost, name: str, *, durable: bool = False, owner: object = None,
                   auto_delete: bool = False, alternate: str | None = None,
-                  arguments: Mapping[str, Any] | None = None) -> QueueState:
+                  arguments: Mapping[str, Any] | None = None,
+                  xml_levels: int = 0) -> QueueState:
         """Declare a queue that does not exist yet (the front end checked the
         name and its protocol's rules).  Raises ModelError over the vhost's
-        queue limit or for arguments that do not parse."""
+        queue limit or for arguments that do not parse.  ``xml_levels``:
+        the priority levels the queue has if its arguments name none."""
         lim = self.limits
         if lim.queues_per_vhost is not None and len(ns.queues) >= lim.queues_per_vhost:
             raise ModelError("resource-limit-exceeded",
@@ -847,12 +866,14 @@ class Broker:
         try:
             policy = QueuePolicy.of(policy_arguments(args), lim)
             options = QueueOptions.of(args)
+            backlog = self.backlog(args, xml_levels)
         except ValueError as e:
             raise ModelError("invalid-argument", str(e), "arguments") from None
         q = ns.queues[name] = QueueState(
             name, ns.name, durable=durable and self.durable.enabled and owner is None,
             exclusive_owner=owner, auto_delete=auto_delete, alternate=alternate,
-            arguments=args, policy=policy, options=options, declared_durable=durable)
+            arguments=args, policy=policy, options=options, declared_durable=durable,
+            messages=backlog)
         self.durable.queue_declared(q)
         return q
 
@@ -1124,10 +1145,12 @@ class Broker:
             if x is None:
                 continue
             key = q.options.dead_letter_key
-            death = {"count": m.deaths + 1, "reason": reason, "queue": q.name,
-                     "exchange": m.exchange, "routing-keys": [m.routing_key]}
-            wire = m.wire.with_header("x-death", [death])
+            wire = m.wire
+            wire = wire.dead_lettered(death_headers(
+                wire.headers, queue=q.name, reason=reason, exchange=m.exchange,
+                routing_keys=[m.routing_key], time=self.now + self.epoch, ttl=wire.ttl))
             copy = m.copy(m.seq, wire, key, None, m.deaths + 1)
+            copy.exchange = dlx  # (RabbitMQ delivers it as routed by the DLX)
             copy.redelivered = False
             for target in self.route(x, copy.routing_key, wire.headers):
                 if target is q and reason != "rejected":

@@ -93,7 +93,7 @@ from __future__ import annotations
 
 __all__ = ["Props", "Wire", "Form", "FORMS", "convert", "wire_of", "decode_stored",
            "FORM_1_0", "Sections10", "split_1_0",
-           "FORM_0_10", "FORM_0_9_1", "redelivered_0_10"]
+           "FORM_0_10", "FORM_0_9_1", "redelivered_0_10", "priority_0_10", "priority_0_9_1"]
 
 import contextlib
 import datetime as _dt
@@ -175,6 +175,9 @@ class Form:
     #: them after routing (exchange, routing key): 0-10 sets them in the
     #: delivery-properties, 0-9-1 carries them in basic.deliver.
     stamp: Callable[[bytes, str, str], bytes] = _as_is
+    #: The same properties without the message's own ttl (a dead-lettered
+    #: copy must not expire again: RabbitMQ drops it too).
+    without_ttl: Callable[[Any], Any] = lambda v: v
 
 
 #: Stamped property octets lately made (Wire.stamp): at most _STAMPED_KEPT,
@@ -295,6 +298,14 @@ class Wire:
     def with_header(self, key: str, value: Any) -> Wire:
         """A copy with application header ``key`` set (same form)."""
         return Wire(self.form, FORMS[self.form].with_header(self.value, key, value))
+
+    def dead_lettered(self, headers: Mapping[str, Any]) -> Wire:
+        """A copy with ``headers`` set and no ttl of its own (same form)."""
+        f = FORMS[self.form]
+        value = f.without_ttl(self.value)
+        for key, v in headers.items():
+            value = f.with_header(value, key, v)
+        return Wire(self.form, value)
 
     def encode(self) -> tuple[str, bytes]:
         """``(codec, octets)`` for the durable store."""
@@ -489,6 +500,12 @@ def _from_props_0_10(p: Props) -> tuple[Struct, ...]:
     return dp, spec_0_10.MessageProperties.unchecked(**fields)
 
 
+def _without_ttl_0_10(headers: tuple[Struct, ...]) -> tuple[Struct, ...]:
+    return tuple(spec_0_10.DeliveryProperties.unchecked(**{
+        **{f.attr: getattr(h, f.attr) for f in h.FIELDS}, "ttl": None, "expiration": None})
+        if isinstance(h, spec_0_10.DeliveryProperties) else h for h in headers)
+
+
 def _with_header_0_10(headers: tuple[Struct, ...], key: str, value: Any) -> tuple[Struct, ...]:
     out = [h for h in headers if not isinstance(h, spec_0_10.MessageProperties)]
     mp = next((h for h in headers if isinstance(h, spec_0_10.MessageProperties)), None)
@@ -505,6 +522,7 @@ def _with_header_0_10(headers: tuple[Struct, ...], key: str, value: Any) -> tupl
 # exchange, 0x02 routing-key), then the fields present, in that order.
 _DP_CODE: Final = b"\x04\x01"
 _REDELIVERED_BIT: Final = 0x04
+_PRIORITY_BIT: Final = 0x08  # (the first field after the flags when present)
 _EMPTY_DP: Final = b"\x00\x00\x00\x04\x04\x01\x00\x00"
 
 
@@ -544,6 +562,12 @@ def _stamp_0_10(head: bytes, exchange: str, routing_key: str) -> bytes:
     return head[:at] + stamped + head[end:] if at >= 0 else stamped + head
 
 
+def priority_0_10(head: bytes) -> int | None:
+    """The delivery-properties' priority in a 0-10 header segment (None: absent)."""
+    at, _ = _dp_span(head)
+    return head[at + 8] if at >= 0 and head[at + 6] & _PRIORITY_BIT else None
+
+
 def redelivered_0_10(head: bytes) -> bytes:
     """A stamped 0-10 header segment with delivery-properties' redelivered set."""
     at, _ = _dp_span(head)
@@ -562,6 +586,25 @@ def _decode_0_10(data: bytes) -> tuple[Struct, ...]:
 
 
 # -- 0-9-1 -----------------------------------------------------------------------------
+def priority_0_9_1(head: bytes) -> int | None:
+    """The priority in 0-9-1 property octets (flags, then the values present:
+    content-type, content-encoding, headers, delivery-mode, priority ...)."""
+    flags = int.from_bytes(head[:2], "big")
+    pos = 2
+    while int.from_bytes(head[pos - 2:pos], "big") & 1:  # (more flag words)
+        pos += 2
+    if not flags & 0x0800:
+        return None
+    for bit in (0x8000, 0x4000):  # short strings
+        if flags & bit:
+            pos += 1 + head[pos]
+    if flags & 0x2000:  # the headers table
+        pos += 4 + int.from_bytes(head[pos:pos + 4], "big")
+    if flags & 0x1000:
+        pos += 1
+    return head[pos] if pos < len(head) else None
+
+
 def _ttl_091(expiration: str | None) -> int | None:
     if expiration is None or not expiration.isdigit():
         return None
@@ -625,9 +668,11 @@ def _decode_0_9_1(data: bytes) -> BasicProperties:
 #: always written).
 FORMS: dict[str, Form] = {
     FORM_0_10: Form(_props_0_10, _from_props_0_10, _read_0_10, _with_header_0_10,
-                    "amqp-0-10", header_octets, _decode_0_10, _stamp_0_10),
+                    "amqp-0-10", header_octets, _decode_0_10, _stamp_0_10,
+                    _without_ttl_0_10),
     FORM_0_9_1: Form(_props_0_9_1, _from_props_0_9_1, _read_0_9_1, _with_header_0_9_1,
-                     "amqp-0-9-1", _encode_0_9_1, _decode_0_9_1),
+                     "amqp-0-9-1", _encode_0_9_1, _decode_0_9_1,
+                     without_ttl=lambda b: attrs.evolve(b, expiration=None)),
 }
 
 
@@ -854,5 +899,9 @@ def _decode_1_0(data: bytes) -> Sections10:
 
 
 FORM_1_0: Final = "1.0"
+def _without_ttl_1_0(s: Sections10) -> Sections10:
+    return s if s.header is None else attrs.evolve(s, header=attrs.evolve(s.header, ttl=None))
+
+
 FORMS[FORM_1_0] = Form(_props_1_0, _from_props_1_0, _read_1_0, _with_header_1_0,
-                       "amqp-1-0", _encode_1_0, _decode_1_0)
+                       "amqp-1-0", _encode_1_0, _decode_1_0, without_ttl=_without_ttl_1_0)

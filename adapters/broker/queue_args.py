@@ -21,8 +21,9 @@ RabbitMQ's names (what 0-9-1 clients use):
   smaller of it and the message's own ttl counts);
 * ``x-dead-letter-exchange`` (and ``x-dead-letter-routing-key``): where
   messages rejected without requeue, expired, or pushed out of a full
-  queue go, with an ``x-death`` header (count, reason, queue, exchange,
-  routing-keys); the routing key is replaced when one is given;
+  queue go, marked as RabbitMQ marks them (:func:`death_headers`); the
+  routing key is replaced when one is given, and the message's own ttl is
+  dropped (it must not expire again);
 * ``x-max-length``, ``x-max-length-bytes``, ``x-overflow``: see
   ``limits.QueuePolicy``.
 
@@ -32,8 +33,9 @@ Anything else is kept and ignored.  A bad value raises ``ValueError``
 
 from __future__ import annotations
 
-__all__ = ["QueueOptions", "policy_arguments"]
+__all__ = ["QueueOptions", "policy_arguments", "death_headers"]
 
+import datetime as _dt
 from collections.abc import Mapping
 from typing import Any
 
@@ -119,3 +121,35 @@ class QueueOptions:
                    auto_delete_timeout=float(_count("qpid.auto_delete_timeout", timeout))
                    if timeout is not None else 0.0, message_ttl=ttl,
                    dead_letter_exchange=dlx, dead_letter_key=dlk)
+
+
+def death_headers(headers: Mapping[str, Any] | None, *, queue: str, reason: str,
+                  exchange: str, routing_keys: list[str], time: float,
+                  ttl: int | None) -> dict[str, Any]:
+    """The headers a message dead-lettered from ``queue`` gets, as RabbitMQ
+    writes them: ``x-death``, a list with one entry per (queue, reason) --
+    ``count``, ``reason``, ``queue``, ``time``, ``exchange``,
+    ``routing-keys`` and, when it had one, its own ttl as
+    ``original-expiration`` -- the latest first (an entry for the same
+    queue and reason counts up and moves to the front); the first death
+    also in ``x-first-death-reason``/``-queue``/``-exchange``."""
+    out: dict[str, Any] = {}
+    info: dict[str, Any] = {"reason": reason, "queue": queue,
+                            "time": _dt.datetime.fromtimestamp(int(time), _dt.UTC),
+                            "exchange": exchange, "routing-keys": list(routing_keys)}
+    if ttl is not None:
+        info["original-expiration"] = str(ttl)
+    deaths = (headers or {}).get("x-death")
+    if not isinstance(deaths, list | tuple) or not deaths:
+        out.update({"x-first-death-reason": reason, "x-first-death-queue": queue,
+                    "x-first-death-exchange": exchange})
+        deaths = []
+    same = next((d for d in deaths if isinstance(d, Mapping) and d.get("queue") == queue
+                 and d.get("reason") == reason), None)
+    if same is not None:
+        count = same.get("count")
+        entry = {**same, "count": (count if isinstance(count, int) else 0) + 1}
+    else:
+        entry = {"count": 1, **info}
+    out["x-death"] = [dict(sorted(entry.items()))] + [d for d in deaths if d is not same]
+    return out

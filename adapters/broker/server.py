@@ -21,6 +21,7 @@ __all__ = ["serve_broker", "run_broker", "RunningBroker", "start_broker_thread"]
 import queue
 import ssl
 import threading
+import time
 from collections.abc import AsyncGenerator, Callable
 from contextlib import asynccontextmanager, suppress
 from functools import partial
@@ -54,6 +55,7 @@ async def serve_broker(broker: Broker | None = None, host: str = "127.0.0.1", po
     """Serve ``broker`` (a fresh one if None) until cancelled; report the
     bound port through ``task_status``."""
     b = broker if broker is not None else Broker()
+    b.epoch = time.time() - trio.current_time()  # (the model reads no clock)
 
     def connection(p: PeerInfo) -> BrokerConnection:
         return b.connection(Peer(p.host, p.port, p.tls, p.certificate))

@@ -11,6 +11,7 @@ from test_broker_model import Client, bodies, exceptions
 from amqp_sansio.serial import SequenceSet
 from amqp_sansio.v0_10 import events as ev
 from amqp_sansio.v0_10 import spec
+from amqp_sansio.v0_10.messages import Message, to_transfer
 from amqp_sansio_broker.model import Broker
 from amqp_sansio_broker.queue_args import QueueOptions, policy_arguments
 
@@ -129,3 +130,96 @@ def test_rejected_and_expired_messages_are_dead_lettered_with_x_death() -> None:
             ] == ["rejected", "expired"]
     assert all(m.app_headers["x-death"][0]["queue"] == "work" for m in dead)  # type: ignore[index]
     assert not broker.queues["work"].messages and broker.recount() == broker.retained
+
+
+def test_dead_lettering_marks_the_message_as_rabbitmq_does() -> None:
+    """A message dead-lettered after its own ttl (0-9-1 ``expiration``)
+    loses it -- it must not expire again -- and carries RabbitMQ's marks:
+    x-death (count, reason, queue, time, exchange, routing-keys,
+    original-expiration) and x-first-death-*; dead again from the same
+    queue for the same reason, its entry counts up."""
+    import datetime as dt
+
+    from broker_client_0_9_1 import Client as Client091
+
+    from amqp_sansio.v0_9_1 import events as ev091
+    from amqp_sansio.v0_9_1 import spec as spec091
+
+    broker = Broker()
+    broker.epoch = 1_700_000_000.0
+    c = Client091(broker)
+    ch = c.channel()
+    for m in (spec091.ExchangeDeclare(exchange="dlx", type="fanout"),
+              spec091.QueueDeclare(queue="work", arguments={"x-dead-letter-exchange": "dlx"}),
+              spec091.QueueDeclare(queue="dead"),
+              spec091.QueueBind(queue="dead", exchange="dlx")):
+        c.call(ch, m)
+    ch.publish("", "work", b"m", spec091.BasicProperties(expiration="500", headers={"a": 1}))
+    c.pump()
+    c.now = 2.0
+    broker.handle_timer(c.now)
+    got = c.call(ch, spec091.BasicGet(queue="dead", no_ack=True))
+    (msg,) = [e for e in got if isinstance(e, ev091.MessageReceived)]
+    assert msg.method.exchange == "dlx" and msg.method.routing_key == "work"
+    p = msg.properties
+    assert p.expiration is None and p.headers is not None
+    assert p.headers["a"] == 1
+    assert (p.headers["x-first-death-reason"], p.headers["x-first-death-queue"],
+            p.headers["x-first-death-exchange"]) == ("expired", "work", "")
+    (death,) = p.headers["x-death"]
+    assert death == {"count": 1, "reason": "expired", "queue": "work", "exchange": "",
+                     "routing-keys": ["work"], "original-expiration": "500",
+                     "time": dt.datetime.fromtimestamp(1_700_000_002, dt.UTC)}
+    # back to work (rejected there this time), then dead-lettered again
+    ch.publish("", "work", b"m", p)
+    c.pump()
+    got = c.call(ch, spec091.BasicGet(queue="work"))
+    (again,) = [e for e in got if isinstance(e, ev091.MessageReceived)]
+    c.call(ch, spec091.BasicReject(delivery_tag=again.method.delivery_tag, requeue=False))
+    got = c.call(ch, spec091.BasicGet(queue="dead", no_ack=True))
+    (msg,) = [e for e in got if isinstance(e, ev091.MessageReceived)]
+    deaths = msg.properties.headers["x-death"]
+    assert [(d["reason"], d["count"]) for d in deaths] == [("rejected", 1), ("expired", 1)]
+    assert msg.properties.headers["x-first-death-reason"] == "expired"
+
+
+
+def test_priority_queues_rabbitmq_and_the_xml_levels() -> None:
+    """0-9-1 ``x-max-priority``: higher priorities first, FIFO within one,
+    priorities above the maximum count as it, none as 0; a released message
+    goes back to its place.  0-10: every queue has the XML's two levels (0-4
+    and 5-9), ``qpid.priorities`` asks for more; a bad value is refused."""
+    from broker_client_0_9_1 import Client as Client091
+
+    from amqp_sansio.v0_9_1 import events as ev091
+    from amqp_sansio.v0_9_1 import spec as spec091
+
+    b = Broker()
+    c = Client091(b)
+    ch = c.channel()
+    c.call(ch, spec091.QueueDeclare(queue="pq", arguments={"x-max-priority": 5}))
+    for body, prio in ((b"none", None), (b"p1", 1), (b"p9", 9), (b"p5", 5), (b"p1b", 1),
+                       (b"p0", 0)):
+        ch.publish("", "pq", body, spec091.BasicProperties(priority=prio))
+    c.pump()
+    got = c.call(ch, spec091.BasicGet(queue="pq"))
+    (first,) = [e for e in got if isinstance(e, ev091.MessageReceived)]
+    assert first.body == b"p9"
+    c.call(ch, spec091.BasicReject(delivery_tag=first.method.delivery_tag, requeue=True))
+    assert [m.body for m in b.queues["pq"].messages] == [
+        b"p9", b"p5", b"p1", b"p1b", b"none", b"p0"]
+    got = c.call(ch, spec091.QueueDeclare(queue="bad", arguments={"x-max-priority": 300}))
+    assert any(isinstance(e, ev091.ChannelClosed) and e.code == 406 for e in got)
+
+    c10 = Client(b)
+    s = c10.session()
+    s.send(spec.QueueDeclare(queue="q10"))
+    s.send(spec.QueueDeclare(queue="q10x", arguments={"qpid.priorities": 10}))
+    c10.pump()
+    for q in ("q10", "q10x"):
+        for body, prio in ((b"low", 0), (b"medium", None), (b"high", 9), (b"six", 6)):
+            cmd, hdrs, data = to_transfer(Message(body=body, routing_key=q, priority=prio), "")
+            s.send(cmd, headers=hdrs, body=data)
+    c10.pump()
+    assert [m.body for m in b.queues["q10"].messages] == [b"high", b"six", b"low", b"medium"]
+    assert [m.body for m in b.queues["q10x"].messages] == [b"high", b"six", b"medium", b"low"]

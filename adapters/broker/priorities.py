@@ -1,0 +1,183 @@
+"""Priority queues: a backlog per priority level, the highest served first.
+
+A queue gets levels from its arguments, or from the protocol that declared it:
+
+* RabbitMQ's ``x-max-priority: N`` (1..255): levels 0..N; a message's
+  priority above N counts as N, a message without one as 0;
+* qpidd's ``qpid.priorities: n`` (1..10) and, for a queue a 0-10 client
+  declares without it, the two levels the 0-10 XML requires (rule
+  min-priority-levels: 0 and 9 distinct) -- n levels as the XML lays them
+  out (priority-level-implementation): 0..5-ceil(n/2) the lowest,
+  4+floor(n/2)..9 the highest, each between a level of its own; a message
+  without a priority is medium (4).
+
+Within a level messages keep their enqueue order (rule priority-delivery),
+released ones go back to their place in it.  What a message's priority is
+costs a look at its property octets (0-10, 0-9-1), else its decoded
+properties.
+"""
+
+from __future__ import annotations
+
+__all__ = ["PriorityBacklog", "levels_of", "XML_LEVELS"]
+
+import heapq
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from .backlog import Backlog, Queued
+from .properties import FORM_0_9_1, FORM_0_10, priority_0_9_1, priority_0_10
+
+if TYPE_CHECKING:
+    from .model import QMsg
+
+M = TypeVar("M", bound=Queued)
+#: Levels a 0-10 queue gets when nothing asks for more (the XML's minimum).
+XML_LEVELS = 2
+
+
+def _int(key: str, v: Any, lo: int, hi: int) -> int:
+    if isinstance(v, bytes):
+        v = v.decode("utf-8", "replace")
+    if isinstance(v, str) and v.strip().isdigit():
+        v = int(v)
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+        raise ValueError(f"{key} must be an integer from {lo} to {hi}, not {v!r}")
+    return v
+
+
+def levels_of(arguments: Mapping[str, Any], default_xml: int = 0
+              ) -> Callable[[int | None], int] | None:
+    """How a queue declared with ``arguments`` maps a message's priority to
+    a level (0 the lowest), with the number of levels as ``.levels``; None
+    for a queue without priorities.  ``default_xml``: the XML's levels a
+    0-10 queue has when its arguments ask for none.  ValueError for a bad
+    value (the declare is refused)."""
+    if "x-max-priority" in arguments:
+        top = _int("x-max-priority", arguments["x-max-priority"], 0, 255)
+        if not top:
+            return None
+
+        def rabbit(p: int | None) -> int:
+            return 0 if p is None else min(p, top)
+
+        rabbit.levels = top + 1  # type: ignore[attr-defined]
+        return rabbit
+    n = default_xml
+    if "qpid.priorities" in arguments:
+        n = _int("qpid.priorities", arguments["qpid.priorities"], 0, 10)
+    if n <= 1:
+        return None
+    lo, hi = 5 - (n + 1) // 2, 4 + n // 2
+
+    def xml(p: int | None) -> int:
+        return min(max(4 if p is None else p, lo), hi) - lo
+
+    xml.levels = hi - lo + 1  # type: ignore[attr-defined]
+    return xml
+
+
+def message_priority(m: QMsg) -> int | None:
+    """``m``'s priority (None: it has none), read from its publisher's octets
+    where it holds them."""
+    form = m.form
+    head = m.published_head(form)
+    if head is not None:
+        if form == FORM_0_10:
+            return priority_0_10(head)
+        if form == FORM_0_9_1:
+            return priority_0_9_1(head)
+    return m.wire.props.priority
+
+
+def _seq(m: Queued) -> int:
+    return m.seq
+
+
+class PriorityBacklog(Generic[M]):
+    """A :class:`~.backlog.Backlog` per level, with a backlog's interface:
+    ``first``/``popleft``/iteration take the highest level first;
+    :meth:`after` (a browser's view) is in enqueue order across levels."""
+
+    def __init__(self, levels: int, level_of: Callable[[M], int]) -> None:
+        self._levels: list[Backlog[M]] = [Backlog() for _ in range(levels)]
+        self._level_of = level_of
+        self._top = -1  # no level above this one holds a message
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __bool__(self) -> bool:
+        return self._count > 0
+
+    def __repr__(self) -> str:
+        return f"PriorityBacklog({len(self._levels)} levels, {self._count} messages)"
+
+    def __iter__(self) -> Iterator[M]:
+        for b in reversed(self._levels[:self._top + 1]):
+            yield from b
+
+    @property
+    def octets(self) -> int:
+        return sum(b.octets for b in self._levels[:self._top + 1])
+
+    @property
+    def body_octets(self) -> int:
+        return sum(b.body_octets for b in self._levels[:self._top + 1])
+
+    def _highest(self) -> Backlog[M] | None:
+        levels = self._levels
+        while self._top >= 0:
+            b = levels[self._top]
+            if b:
+                return b
+            self._top -= 1
+        return None
+
+    def first(self) -> M | None:
+        b = self._highest()
+        return None if b is None else b.first()
+
+    def after(self, seq: int) -> Iterator[M]:
+        return heapq.merge(*(b.after(seq) for b in self._levels[:self._top + 1]), key=_seq)
+
+    def _level(self, m: M) -> int:
+        return self._level_of(m)
+
+    def append(self, m: M) -> None:
+        i = self._level(m)
+        self._levels[i].append(m)
+        self._count += 1
+        if i > self._top:
+            self._top = i
+
+    def popleft(self) -> M:
+        b = self._highest()
+        if b is None:
+            raise IndexError("pop from an empty backlog")
+        self._count -= 1
+        return b.popleft()
+
+    def remove(self, m: M) -> bool:
+        if self._levels[self._level(m)].remove(m):
+            self._count -= 1
+            return True
+        return False
+
+    def put_back(self, msgs: Iterable[M]) -> None:
+        by: dict[int, list[M]] = {}
+        for m in msgs:
+            by.setdefault(self._level(m), []).append(m)
+        for i, ms in by.items():
+            self._levels[i].put_back(ms)
+            self._count += len(ms)
+            if i > self._top:
+                self._top = i
+
+    def clear(self) -> list[M]:
+        out: list[M] = []
+        for b in reversed(self._levels[:self._top + 1]):
+            out += b.clear()
+        self._count, self._top = 0, -1
+        return out
