@@ -349,18 +349,45 @@ class Session(SessionBase[v010.ClientSession], v010.SessionView):
         replayed if the session is resumed).  ``exchange`` ``""`` is the
         default exchange, which routes by queue name.
         """
+        t = self._p.transfer(message, exchange, routing_key, confirm)
+        return self._send_transfer(t, confirm if wait is None else wait, timeout)
+
+    def _send_transfer(self, t: v010.Transfer, wait: bool, timeout: float | None) -> int:
         pump = self._pump
         p = self._p
-        t = p.transfer(message, exchange, routing_key, confirm)
         with pump.lock:
             if not p.can_publish(t) or pump.buffered > HIGH_WATER:
                 pump.wait(lambda: p.can_publish(t) and pump.buffered <= HIGH_WATER, timeout,
                           "room to publish")
-            cid, answer = p.publish(t, wait=confirm if wait is None else wait)
+            cid, answer = p.publish(t, wait=wait)
             pump.poke()
             if answer is not None:
                 self.wait_for(answer, timeout, "completion of message.transfer")
             return cid
+
+    def publish_resumable(self, message: Message | bytes | str, *, resume_id: str,
+                          exchange: str = "", routing_key: str | None = None,
+                          resume_ttl: int | None = None, confirm: bool = False,
+                          timeout: float | None = DEFAULT) -> int:
+        """Publish a (large) message that a lost connection does not make
+        you send again from its start: ask the broker how much of
+        ``resume_id`` it kept (``message.resume``), then send the rest as
+        the message's last fragment -- or, when it kept nothing, the whole
+        message carrying ``resume_id`` (a broker keeps what arrives of it if
+        the transport is lost, ``resume_ttl`` ms at most if given).  Call it
+        again, on a new connection, with the same ``resume_id`` after the
+        connection was lost; it returns once the broker completed the
+        transfer, with the offset it resumed from (0: sent whole).  A
+        message whose transfer had completed before the loss is sent again
+        (at-least-once: the broker forgets an id once its message is whole).
+        """
+        p = self._p
+        offset = int(self.call(lambda: p.resume_offset(exchange, resume_id), timeout,
+                               "message.resume").offset or 0)
+        t = p.resumable(p.transfer(message, exchange, routing_key, confirm), resume_id, offset,
+                        resume_ttl)
+        self._send_transfer(t, True, timeout)
+        return offset
 
     # -- consuming --------------------------------------------------------------
     def subscribe(self, queue: str, *, prefetch: int | None = 100,

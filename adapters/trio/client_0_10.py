@@ -347,6 +347,23 @@ class Session(SessionBase[v010.ClientSession], v010.SessionView):
         t = self._p.transfer(message, exchange, routing_key, confirm)
         return await self._send_transfer(t, confirm if wait is None else wait)
 
+    async def publish_resumable(self, message: Message | bytes | str, *, resume_id: str,
+                                exchange: str = "", routing_key: str | None = None,
+                                resume_ttl: int | None = None, confirm: bool = False) -> int:
+        """Publish a (large) message so that a lost connection does not make
+        you send it again from its start: the blocking client's
+        :meth:`amqp_sansio_socket.Session.publish_resumable` (``message.resume``
+        for the offset the broker kept, then the rest as the last fragment,
+        or the whole message carrying ``resume_id``); returns the offset."""
+        p = self._p
+        await self.wait_for_room()
+        result = await self.wait_for(p.resume_offset(exchange, resume_id))
+        offset = int(result.offset or 0)
+        t = p.resumable(p.transfer(message, exchange, routing_key, confirm), resume_id, offset,
+                        resume_ttl)
+        await self._send_transfer(t, True)
+        return offset
+
     # -- consuming ---------------------------------------------------------------
     def subscribe(self, queue: str, *, prefetch: int | None = 100,
                   accept_mode: str = "explicit", flow_mode: str = "window",

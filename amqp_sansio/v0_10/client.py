@@ -384,6 +384,42 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
             base.as_message(message, routing_key), exchange, explicit_accept=confirm)
         return Transfer(cmd, headers, body, confirm, data)
 
+    def resume_offset(self, exchange: str, resume_id: str) -> Pending[Any]:
+        """``message.resume``: answered with the broker's
+        ``message-resume-result`` -- how many body octets of the message
+        ``resume_id`` it kept from an interrupted transfer (0: none)."""
+        return self.execute(spec.MessageResume(destination=exchange, resume_id=resume_id))
+
+    @staticmethod
+    def resumable(t: Transfer, resume_id: str, offset: int,
+                  resume_ttl: int | None = None) -> Transfer:
+        """``t`` as it goes under ``resume_id`` once the broker said it has
+        ``offset`` octets of it: whole, naming the id in its
+        delivery-properties (so a broker keeps what arrives of it if the
+        transport is lost) -- or, from ``offset``, as the last fragment of
+        the message the broker holds.  ``resume_ttl``: milliseconds the
+        broker is asked to keep a cut transfer."""
+        if 0 < offset <= len(t.body):
+            c = t.command
+            return Transfer(spec.MessageTransfer(destination=c.destination,
+                                                 accept_mode=c.accept_mode,
+                                                 acquire_mode=c.acquire_mode),
+                            (spec.FragmentProperties(first=False, last=True),),
+                            t.body[offset:], t.confirm)
+        headers = list(t.headers)
+        i = next((n for n, h in enumerate(headers) if isinstance(h, spec.DeliveryProperties)),
+                 None)
+        extra: dict[str, Any] = {"resume_id": resume_id}
+        if resume_ttl is not None:
+            extra["resume_ttl"] = resume_ttl
+        if i is None:
+            headers.insert(0, spec.DeliveryProperties.unchecked(**extra))
+        else:
+            dp = headers[i]
+            headers[i] = type(dp).unchecked(**{**{f.attr: getattr(dp, f.attr)
+                                                   for f in dp.FIELDS}, **extra})
+        return Transfer(t.command, tuple(headers), t.body, t.confirm)
+
     def can_publish(self, t: Transfer) -> bool:
         """``t`` may be sent now: the broker's credit, the replay window, the
         body octets in flight -- or the session is over, which
@@ -658,6 +694,12 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         cmd = e.command
         if isinstance(cmd, spec.MessageReject):
             self.rejected.add(cmd.transfers or SequenceSet(), int(cmd.code), cmd.text)
+        if isinstance(cmd, spec.MessageResume):
+            # This client keeps no part of a transfer it did not get whole:
+            # it knows no resume-id, and says 0 (the XML's rule).
+            self.core.send_result(e.command_id, spec.MessageResumeResult(offset=0))
+            self._woken()
+            return
         # accept/reject of our transfers, flow/stop/set-flow-mode: the core
         # keeps the credit books; we complete, and blocked publishers retry.
         self.core.complete(e.command_id)

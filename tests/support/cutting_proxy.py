@@ -79,6 +79,8 @@ class CuttingProxy:
     def close(self) -> None:
         self._closed = True
         with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the accept() (close does not)
+        with contextlib.suppress(OSError):
             self._listener.close()
         with self._lock:
             socks = list(self._socks)
