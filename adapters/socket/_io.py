@@ -213,13 +213,21 @@ class IOPump:
 
     # -- for user threads (lock held) -----------------------------------------------
     def poke(self) -> None:
-        """Wake the I/O thread: the policy has output (inside :meth:`corked`,
-        one poke in :data:`CORK_POKES` wakes it)."""
+        """The policy has output, and the caller goes on: have the I/O thread
+        write it.  It is woken once until it runs, and it runs when it gets
+        the interpreter -- at once if the caller blocks or sleeps, else
+        after the interpreter's switch interval -- so a caller publishing
+        in a loop hands it what gathered meanwhile, in one write, and output
+        never waits for a timer of ours.  (A caller that is about to wait
+        writes its own output first: :meth:`wait`.)  Inside :meth:`corked`,
+        one poke in :data:`CORK_POKES` wakes it."""
         if self._corked:
             self._held += 1
             if self._held < CORK_POKES:
                 return
-        self._wake()
+            self._wake()
+        elif not self._poked and threading.get_ident() != self._io_ident:
+            self._wake_io()
 
     @contextlib.contextmanager
     def corked(self) -> Iterator[None]:
