@@ -2,7 +2,9 @@
 
 Each subcommand lives in its own module with a ``register(subparsers)``
 function that adds its parser and sets ``func(args, streams) -> exit code``;
-:data:`SUBCOMMANDS` lists them in the order ``--help`` shows.  ``broker`` is
+:data:`SUBCOMMANDS` lists them in the order ``--help`` shows, with the
+commands each registers: running a command imports its module alone (``send``
+loads no codec, decoder or fuzzer; start-up is most of a short run's cost).  ``broker`` is
 handed to the embedded broker's own parser (:mod:`amqp_sansio_broker.__main__`).
 Errors are one line on stderr and a non-zero exit, never a traceback.
 """
@@ -19,18 +21,46 @@ from typing import Any
 from amqp_sansio import __version__
 from amqp_sansio.errors import LocalProtocolError
 
-from . import codec_cmds, demo, fuzz_cmd, tools_cmds
 from .extras import EXTRA_OF, missing_extra_message
 from .streams import CLIError, Streams, Subcommands
 
 PROG = "amqp-sansio"
 
 Register = Callable[[Subcommands], None]
-SUBCOMMANDS: tuple[Register, ...] = (tools_cmds.register, codec_cmds.register, demo.register,
-                                     fuzz_cmd.register)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _tools(sub: Subcommands) -> None:
+    from . import tools_cmds
+
+    tools_cmds.register(sub)
+
+
+def _codec(sub: Subcommands) -> None:
+    from . import codec_cmds
+
+    codec_cmds.register(sub)
+
+
+def _demo(sub: Subcommands) -> None:
+    from . import demo
+
+    demo.register(sub)
+
+
+def _fuzz(sub: Subcommands) -> None:
+    from . import fuzz_cmd
+
+    fuzz_cmd.register(sub)
+
+
+#: Each module's ``register`` (imported when called) and the commands it adds.
+SUBCOMMANDS: tuple[tuple[Register, tuple[str, ...]], ...] = (
+    (_tools, ("broker", "send", "receive")), (_codec, ("decode", "encode")),
+    (_demo, ("demo",)), (_fuzz, ("fuzz",)))
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or of ``command`` alone (if it is one)."""
     p = argparse.ArgumentParser(
         prog=PROG,
         description="Tools of amqp-sansio, the bring-your-own-I/O AMQP library (0-10 and "
@@ -39,8 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=f"'{PROG} COMMAND --help' describes each command.")
     p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for register in SUBCOMMANDS:
-        register(sub)
+    known = any(command in names for _, names in SUBCOMMANDS)
+    for register, names in SUBCOMMANDS:
+        if not known or command in names:
+            register(sub)
     return p
 
 
@@ -51,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from amqp_sansio_broker.__main__ import main as broker_main
 
         return broker_main(args_list[1:], prog=f"{PROG} broker")
-    parser = build_parser()
+    parser = build_parser(args_list[0] if args_list else None)
     try:
         args = parser.parse_args(args_list)
     except SystemExit as e:  # --help, usage errors: argparse already printed

@@ -13,20 +13,14 @@ logs to ``amqp_sansio.trio``.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from amqp_sansio.message import Message
-from amqp_sansio.v0_10.session import SessionStore
 from amqp_sansio_common.submodules import on_first_use
 
-from .client_0_10 import (
-    HIGH_WATER,
-    Connection,
-    Delivery,
-    Session,
-    Subscription,
-    open_connection,
-)
+from ._connect import open_connection
+from ._pump import HIGH_WATER
 from .errors import (
     AMQPError,
     AMQPTimeout,
@@ -45,19 +39,48 @@ from .errors import (
     SessionError,
     VirtualHostError,
 )
-from .server import ConnectionHandler, handle_stream, serve
 
 if TYPE_CHECKING:
-    from . import client_0_9_1, client_1_0
+    from amqp_sansio.v0_10.session import SessionStore
 
-# The 0-9-1 and 1.0 clients are imported when first read (open_connection() with
-# their protocol, or an attribute access).
+    from . import client_0_9_1, client_0_10, client_1_0
+    from .client_0_10 import Connection, Delivery, Session, Subscription
+    from .server import ConnectionHandler, handle_stream, serve
+
+
+def _client_0_10() -> ModuleType:
+    return importlib.import_module(".client_0_10", __name__)
+
+
+def _server() -> ModuleType:
+    return importlib.import_module(".server", __name__)
+
+
+def _session_store() -> Any:
+    from amqp_sansio.v0_10.session import SessionStore
+
+    return SessionStore
+
+
+# Each protocol's client (and its core) is imported when first read:
+# open_connection() with its protocol, or an attribute access.  A program
+# that speaks one protocol loads that one (the 0-10 names below are 0-10's).
 __getattr__, __dir__ = on_first_use(globals(), {
+    "client_0_10": _client_0_10,
     "client_0_9_1": lambda: importlib.import_module(".client_0_9_1", __name__),
-    "client_1_0": lambda: importlib.import_module(".client_1_0", __name__)})
+    "client_1_0": lambda: importlib.import_module(".client_1_0", __name__),
+    "Connection": lambda: _client_0_10().Connection,
+    "Session": lambda: _client_0_10().Session,
+    "Subscription": lambda: _client_0_10().Subscription,
+    "Delivery": lambda: _client_0_10().Delivery,
+    "SessionStore": _session_store,
+    "serve": lambda: _server().serve,
+    "handle_stream": lambda: _server().handle_stream,
+    "ConnectionHandler": lambda: _server().ConnectionHandler})
 
 __all__ = [
     "open_connection",
+    "client_0_10",
     "client_0_9_1",
     "client_1_0",
     "Connection",

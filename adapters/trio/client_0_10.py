@@ -37,7 +37,7 @@ delivered to another caller.
 from __future__ import annotations
 
 __all__ = [
-    "open_connection",
+    "connection_policy",
     "Connection",
     "Session",
     "Subscription",
@@ -45,182 +45,25 @@ __all__ = [
     "HIGH_WATER",
 ]
 
-import contextlib
 import functools
-import ssl
 from collections.abc import AsyncGenerator, Iterable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import TYPE_CHECKING, Any, Literal, overload
-
-import attrs
+from contextlib import asynccontextmanager
+from typing import Any
 
 import trio
-from amqp_sansio import client as policy
 from amqp_sansio.message import Message
-from amqp_sansio.url import ConnectionParams
 from amqp_sansio.v0_10 import client as v010
 from amqp_sansio.v0_10 import events as ev
-from amqp_sansio.v0_10.session import SessionStore
 from amqp_sansio.v0_10.spec import ExchangeQueryResult, QueueQueryResult
 
 from ._common import ConnectionBase, DeliveryActions, SessionBase, SubscriptionBase
-from ._pump import CLOSE_TIMEOUT, HIGH_WATER, Pump, connection_context
-from .errors import ConnectError, InvalidURLError, RedirectedError
-
-if TYPE_CHECKING:
-    from . import client_0_9_1, client_1_0
+from ._pump import CLOSE_TIMEOUT, HIGH_WATER, Pump
 
 _CLOSE_TIMEOUT = CLOSE_TIMEOUT
 
 
-# ---------------------------------------------------------------- connecting
-@overload
-def open_connection(url: str, *, ssl_context: ssl.SSLContext | None = ...,
-                    session_store: SessionStore | None = ...,
-                    client_properties: dict[str, Any] | None = ...,
-                    close_timeout: float = ..., protocol: Literal["0-9-1"],
-                    connect_timeout: float | None = ..., heartbeat: int | None = ...,
-                    mechanisms: Iterable[str] | None = ...,
-                    ) -> AbstractAsyncContextManager[client_0_9_1.Connection]: ...
-
-
-@overload
-def open_connection(url: str, *, ssl_context: ssl.SSLContext | None = ...,
-                    session_store: SessionStore | None = ...,
-                    client_properties: dict[str, Any] | None = ...,
-                    close_timeout: float = ..., protocol: Literal["1.0"],
-                    connect_timeout: float | None = ..., heartbeat: int | None = ...,
-                    mechanisms: Iterable[str] | None = ...,
-                    ) -> AbstractAsyncContextManager[client_1_0.Connection]: ...
-
-
-@overload
-def open_connection(url: str, *, ssl_context: ssl.SSLContext | None = ...,
-                    session_store: SessionStore | None = ...,
-                    client_properties: dict[str, Any] | None = ...,
-                    close_timeout: float = ..., protocol: Literal["0-10"] | None = ...,
-                    connect_timeout: float | None = ..., heartbeat: int | None = ...,
-                    mechanisms: Iterable[str] | None = ...,
-                    ) -> AbstractAsyncContextManager[Connection]: ...
-
-
-@overload
-def open_connection(url: str, *, ssl_context: ssl.SSLContext | None = ...,
-                    session_store: SessionStore | None = ...,
-                    client_properties: dict[str, Any] | None = ...,
-                    close_timeout: float = ..., protocol: str | None = ...,
-                    connect_timeout: float | None = ..., heartbeat: int | None = ...,
-                    mechanisms: Iterable[str] | None = ...,
-                    ) -> AbstractAsyncContextManager[Connection | client_0_9_1.Connection | client_1_0.Connection]: ...
-
-
-@asynccontextmanager
-async def open_connection(url: str, *, ssl_context: ssl.SSLContext | None = None,
-                          session_store: SessionStore | None = None,
-                          client_properties: dict[str, Any] | None = None,
-                          close_timeout: float = _CLOSE_TIMEOUT,
-                          protocol: str | None = None,
-                          connect_timeout: float | None = None,
-                          heartbeat: int | None = None,
-                          mechanisms: Iterable[str] | None = None,
-                          ) -> AsyncGenerator[Any, None]:
-    """Connect, run the handshake and yield an open :class:`Connection`.
-
-    ``url`` is an AMQP URL (``amqp[s]://user:pass@host:port/vhost?opts``; see
-    :mod:`amqp_sansio.url`).  ``connect_timeout`` (default: the URL's
-    ``connect_timeout``, 10 s) bounds TCP, TLS and the AMQP handshake
-    together.  ``heartbeat`` (default: the URL's, else 60 s within the
-    broker's range -- 0-9-1: the broker's proposal) and ``mechanisms``
-    (SASL names, default: the URL's) override the URL.  ``session_store``
-    keeps detached sessions (those attached with a ``timeout``) so that a
-    later connection given the same store resumes them.  On exit the
-    connection is closed (200) and its tasks stop; ``close_timeout`` bounds
-    each close handshake (connection, and sessions and subscriptions).
-
-    The protocol is ``protocol`` if given, else the URL's ``?protocol=``
-    option, else 0-10.  For ``0-9-1`` (RabbitMQ) this yields a
-    :class:`amqp_sansio_trio.client_0_9_1.Connection` with the same API
-    (``session_store`` is 0-10 only).  Static typing: without a literal
-    ``protocol="0-9-1"`` the connection is declared as the 0-10
-    :class:`Connection`; pass the literal to have the checker know.
-
-    Raises :class:`InvalidURLError` (a bad URL or option),
-    :class:`ConnectError` / :class:`ConnectTimeout`,
-    :class:`AuthenticationError`, :class:`VirtualHostError` and the other
-    :mod:`~amqp_sansio_trio.errors` -- the same as the blocking client.
-    """
-    params = policy.parse(url)
-    proto = params.protocol if protocol is None else protocol
-    if proto != params.protocol:
-        params = attrs.evolve(params, protocol=proto)
-    hb = params.heartbeat if heartbeat is None else heartbeat
-    once = functools.partial(_open_once, ssl_context=ssl_context, session_store=session_store,
-                             client_properties=client_properties, close_timeout=close_timeout,
-                             connect_timeout=connect_timeout, heartbeat=hb,
-                             mechanisms=mechanisms)
-    async with contextlib.AsyncExitStack() as stack:
-        # connection.redirect (0-10, 0-9): the broker serves us elsewhere -- a few hops at most
-        hops = 0
-        targets = [params]
-        conn: Any = None
-        while conn is None:
-            err: RedirectedError | None = None
-            for i, target in enumerate(targets):
-                try:
-                    conn = await stack.enter_async_context(once(target))
-                    break
-                except RedirectedError as r:
-                    err, params = r, target
-                    break
-                except ConnectError:
-                    if i == len(targets) - 1:
-                        raise  # the redirect's host and every known host unreachable
-            if conn is None:
-                assert err is not None
-                targets = policy.redirect_targets(params, err, hops)
-                hops += 1
-        yield conn
-
-
-@asynccontextmanager
-async def _open_once(params: ConnectionParams, *, ssl_context: ssl.SSLContext | None,
-                     session_store: SessionStore | None,
-                     client_properties: dict[str, Any] | None, close_timeout: float,
-                     connect_timeout: float | None, heartbeat: int | None,
-                     mechanisms: Iterable[str] | None) -> AsyncGenerator[Any, None]:
-    proto = params.protocol
-    hb = heartbeat
-    timeout = params.connect_timeout if connect_timeout is None else connect_timeout
-    if proto in ("0-9-1", "0-9"):
-        if session_store is not None:
-            raise InvalidURLError(f"session_store is AMQP 0-10 only ({proto} has no session "
-                                  "resume)")
-        from . import client_0_9_1 as c091
-
-        p091 = c091.connection_policy(params, heartbeat=hb, mechanisms=mechanisms,
-                                      client_properties=client_properties)
-        async with connection_context(p091, ssl_context, timeout, close_timeout,
-                                      functools.partial(c091.Connection, p091)) as conn091:
-            yield conn091
-        return
-    if proto == "1.0":
-        if session_store is not None:
-            raise InvalidURLError("session_store is AMQP 0-10 only")
-        from . import client_1_0 as c10
-
-        p10 = c10.connection_policy(params, heartbeat=hb, mechanisms=mechanisms,
-                                    client_properties=client_properties)
-        async with connection_context(p10, ssl_context, timeout, close_timeout,
-                                      functools.partial(c10.Connection, p10)) as conn10:
-            yield conn10
-        return
-    if proto != "0-10":
-        raise InvalidURLError(f"protocol {proto} is not supported by this client")
-    p = v010.connection(params, heartbeat=hb, mechanisms=mechanisms,
-                        session_store=session_store, client_properties=client_properties)
-    async with connection_context(p, ssl_context, timeout, close_timeout,
-                                  functools.partial(Connection, p)) as conn:
-        yield conn
+#: The 0-10 client policy for a URL (see :func:`amqp_sansio.v0_10.client.connection`).
+connection_policy = v010.connection
 
 
 # ---------------------------------------------------------------- connection

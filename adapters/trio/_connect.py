@@ -1,0 +1,181 @@
+"""``open_connection``: a Trio connection for a URL, in the protocol it names.
+
+Only the named protocol's client (``client_0_10``, ``client_0_9_1`` -- 0-9
+too -- or ``client_1_0``) and its core are imported, when it is first
+opened: a program loads the protocol it speaks, not all of them.
+"""
+
+from __future__ import annotations
+
+__all__ = ["open_connection"]
+
+import contextlib
+import functools
+import ssl
+from collections.abc import AsyncGenerator, Iterable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import TYPE_CHECKING, Any, Literal, overload
+
+import attrs
+
+from amqp_sansio.client import parse, redirect_targets
+from amqp_sansio.url import ConnectionParams
+
+from ._pump import CLOSE_TIMEOUT, connection_context
+from .errors import ConnectError, InvalidURLError, RedirectedError
+
+if TYPE_CHECKING:
+    from amqp_sansio.v0_10.session import SessionStore
+
+    from .client_0_9_1 import Connection as Connection091
+    from .client_0_10 import Connection as Connection010
+    from .client_1_0 import Connection as Connection10
+
+
+@overload
+def open_connection(url: str, *, ssl_context: ssl.SSLContext | None = ...,
+                    session_store: SessionStore | None = ...,
+                    client_properties: dict[str, Any] | None = ...,
+                    close_timeout: float = ..., protocol: Literal["0-9-1"],
+                    connect_timeout: float | None = ..., heartbeat: int | None = ...,
+                    mechanisms: Iterable[str] | None = ...,
+                    ) -> AbstractAsyncContextManager[Connection091]: ...
+
+
+@overload
+def open_connection(url: str, *, ssl_context: ssl.SSLContext | None = ...,
+                    session_store: SessionStore | None = ...,
+                    client_properties: dict[str, Any] | None = ...,
+                    close_timeout: float = ..., protocol: Literal["1.0"],
+                    connect_timeout: float | None = ..., heartbeat: int | None = ...,
+                    mechanisms: Iterable[str] | None = ...,
+                    ) -> AbstractAsyncContextManager[Connection10]: ...
+
+
+@overload
+def open_connection(url: str, *, ssl_context: ssl.SSLContext | None = ...,
+                    session_store: SessionStore | None = ...,
+                    client_properties: dict[str, Any] | None = ...,
+                    close_timeout: float = ..., protocol: Literal["0-10"] | None = ...,
+                    connect_timeout: float | None = ..., heartbeat: int | None = ...,
+                    mechanisms: Iterable[str] | None = ...,
+                    ) -> AbstractAsyncContextManager[Connection010]: ...
+
+
+@overload
+def open_connection(url: str, *, ssl_context: ssl.SSLContext | None = ...,
+                    session_store: SessionStore | None = ...,
+                    client_properties: dict[str, Any] | None = ...,
+                    close_timeout: float = ..., protocol: str | None = ...,
+                    connect_timeout: float | None = ..., heartbeat: int | None = ...,
+                    mechanisms: Iterable[str] | None = ...,
+                    ) -> AbstractAsyncContextManager[
+                        Connection010 | Connection091 | Connection10]: ...
+
+
+@asynccontextmanager
+async def open_connection(url: str, *, ssl_context: ssl.SSLContext | None = None,
+                          session_store: SessionStore | None = None,
+                          client_properties: dict[str, Any] | None = None,
+                          close_timeout: float = CLOSE_TIMEOUT,
+                          protocol: str | None = None,
+                          connect_timeout: float | None = None,
+                          heartbeat: int | None = None,
+                          mechanisms: Iterable[str] | None = None,
+                          ) -> AsyncGenerator[Any, None]:
+    """Connect, run the handshake and yield an open :class:`Connection`.
+
+    ``url`` is an AMQP URL (``amqp[s]://user:pass@host:port/vhost?opts``; see
+    :mod:`amqp_sansio.url`).  ``connect_timeout`` (default: the URL's
+    ``connect_timeout``, 10 s) bounds TCP, TLS and the AMQP handshake
+    together.  ``heartbeat`` (default: the URL's, else 60 s within the
+    broker's range -- 0-9-1: the broker's proposal) and ``mechanisms``
+    (SASL names, default: the URL's) override the URL.  ``session_store``
+    keeps detached sessions (those attached with a ``timeout``) so that a
+    later connection given the same store resumes them.  On exit the
+    connection is closed (200) and its tasks stop; ``close_timeout`` bounds
+    each close handshake (connection, and sessions and subscriptions).
+
+    The protocol is ``protocol`` if given, else the URL's ``?protocol=``
+    option, else 0-10.  For ``0-9-1`` (RabbitMQ) this yields a
+    :class:`amqp_sansio_trio.Connection091` with the same API
+    (``session_store`` is 0-10 only).  Static typing: without a literal
+    ``protocol="0-9-1"`` the connection is declared as the 0-10
+    :class:`~amqp_sansio_trio.client_0_10.Connection`; pass the literal to have the checker know.
+
+    Raises :class:`InvalidURLError` (a bad URL or option),
+    :class:`ConnectError` / :class:`ConnectTimeout`,
+    :class:`AuthenticationError`, :class:`VirtualHostError` and the other
+    :mod:`~amqp_sansio_trio.errors` -- the same as the blocking client.
+    """
+    params = parse(url)
+    proto = params.protocol if protocol is None else protocol
+    if proto != params.protocol:
+        params = attrs.evolve(params, protocol=proto)
+    hb = params.heartbeat if heartbeat is None else heartbeat
+    once = functools.partial(_open_once, ssl_context=ssl_context, session_store=session_store,
+                             client_properties=client_properties, close_timeout=close_timeout,
+                             connect_timeout=connect_timeout, heartbeat=hb,
+                             mechanisms=mechanisms)
+    async with contextlib.AsyncExitStack() as stack:
+        # connection.redirect (0-10, 0-9): the broker serves us elsewhere -- a few hops at most
+        hops = 0
+        targets = [params]
+        conn: Any = None
+        while conn is None:
+            err: RedirectedError | None = None
+            for i, target in enumerate(targets):
+                try:
+                    conn = await stack.enter_async_context(once(target))
+                    break
+                except RedirectedError as r:
+                    err, params = r, target
+                    break
+                except ConnectError:
+                    if i == len(targets) - 1:
+                        raise  # the redirect's host and every known host unreachable
+            if conn is None:
+                assert err is not None
+                targets = redirect_targets(params, err, hops)
+                hops += 1
+        yield conn
+
+
+@asynccontextmanager
+async def _open_once(params: ConnectionParams, *, ssl_context: ssl.SSLContext | None,
+                     session_store: SessionStore | None,
+                     client_properties: dict[str, Any] | None, close_timeout: float,
+                     connect_timeout: float | None, heartbeat: int | None,
+                     mechanisms: Iterable[str] | None) -> AsyncGenerator[Any, None]:
+    proto = params.protocol
+    timeout = params.connect_timeout if connect_timeout is None else connect_timeout
+    if session_store is not None and proto != "0-10":
+        raise InvalidURLError("session_store is AMQP 0-10 only" + (
+            f" ({proto} has no session resume)" if proto in ("0-9-1", "0-9") else ""))
+    # (each protocol's client imported now: a program loads the one it speaks)
+    make: Any
+    new: Any
+    extra: dict[str, Any] = {}
+    if proto in ("0-9-1", "0-9"):
+        from .client_0_9_1 import Connection as Connection091
+        from .client_0_9_1 import connection_policy as policy091
+
+        make, new = Connection091, policy091
+    elif proto == "1.0":
+        from .client_1_0 import Connection as Connection10
+        from .client_1_0 import connection_policy as policy10
+
+        make, new = Connection10, policy10
+    elif proto == "0-10":
+        from .client_0_10 import Connection as Connection010
+        from .client_0_10 import connection_policy as policy010
+
+        make, new = Connection010, policy010
+        extra["session_store"] = session_store
+    else:
+        raise InvalidURLError(f"protocol {proto} is not supported by this client")
+    p = new(params, heartbeat=heartbeat, mechanisms=mechanisms,
+            client_properties=client_properties, **extra)
+    async with connection_context(p, ssl_context, timeout, close_timeout,
+                                  functools.partial(make, p)) as conn:
+        yield conn
