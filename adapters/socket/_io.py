@@ -41,6 +41,7 @@ import socket
 import ssl
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any, Final
 
@@ -160,6 +161,12 @@ class IOPump:
         self.buffered = 0  # octets the I/O thread has not written yet
         # what a caller's own write (see _flush) left unsent, for the I/O thread
         self._spill = bytearray()
+        # output handed to the I/O thread (poke), in order; it takes it
+        # without the lock.  Not empty only while _poked (it is woken).
+        self._handed: deque[bytes] = deque()
+        # octets handed over / taken (each written by one thread alone)
+        self._handed_in = 0
+        self._handed_out = 0
         self._io_ident: int | None = None
         # the caller reading the socket (its thread ident), the pipe that
         # interrupts it, what it polls (the socket's descriptor in it); the
@@ -175,6 +182,7 @@ class IOPump:
         self._watch = select.epoll() if _CALLERS_READ else None
         self._watching = False
         self._io_until = 0.0
+        self._waiting = 0  # callers in wait()
         self._thread = threading.Thread(target=self._run, daemon=True,
                                         name=f"amqp-io {self.description}")
         self._thread.start()
@@ -213,21 +221,50 @@ class IOPump:
 
     # -- for user threads (lock held) -----------------------------------------------
     def poke(self) -> None:
-        """The policy has output, and the caller goes on: have the I/O thread
-        write it.  It is woken once until it runs, and it runs when it gets
-        the interpreter -- at once if the caller blocks or sleeps, else
-        after the interpreter's switch interval -- so a caller publishing
-        in a loop hands it what gathered meanwhile, in one write, and output
-        never waits for a timer of ours.  (A caller that is about to wait
-        writes its own output first: :meth:`wait`.)  Inside :meth:`corked`,
-        one poke in :data:`CORK_POKES` wakes it."""
+        """(lock held) The policy has output, and the caller goes on: hand
+        it to the I/O thread.  The hand-over needs no lock on that thread's
+        side, and it is woken once until it sleeps again, so it runs when
+        it gets the interpreter -- at once if the caller blocks or sleeps,
+        else after the interpreter's switch interval -- and a caller
+        publishing in a loop has its messages written in batches of what
+        gathered meanwhile, with no wake-up, lock hand-over or send per
+        message; nothing waits for a timer of ours.  (A caller that is
+        about to wait writes its own output first: :meth:`wait`.)  Inside
+        :meth:`corked`, one poke in :data:`CORK_POKES` writes."""
         if self._corked:
             self._held += 1
             if self._held < CORK_POKES:
                 return
             self._wake()
-        elif not self._poked and threading.get_ident() != self._io_ident:
-            self._wake_io()
+            return
+        data = self.policy.data_to_send()
+        if data:
+            self.book.sent(data)
+            self._handed.append(data)
+            self._handed_in += len(data)
+            if not self._poked and threading.get_ident() != self._io_ident:
+                self._wake_io()
+
+    def send_now(self) -> None:
+        """(lock held) Have the policy's output written now -- here, unless
+        the I/O thread holds output of its own -- rather than handed over
+        (a stream's parts: what is written is what is held)."""
+        self._wake()
+
+    @property
+    def backlog(self) -> int:
+        """Octets taken from the policy and not written yet (approximate)."""
+        return self.buffered + self._handed_in - self._handed_out
+
+    def has_room(self) -> bool:
+        """Whether a publisher may add output (the backlog under HIGH_WATER)."""
+        return self.buffered + self._handed_in - self._handed_out <= HIGH_WATER
+
+    def wait_room(self, ready: Callable[[], bool], timeout: float | None, what: str) -> None:
+        """(lock held) Wait until ``ready()`` (the policy's credit or window)
+        and the backlog is under HIGH_WATER; see :meth:`wait`."""
+        if not (ready() and self.has_room()):
+            self.wait(lambda: ready() and self.has_room(), timeout, what)
 
     @contextlib.contextmanager
     def corked(self) -> Iterator[None]:
@@ -250,7 +287,7 @@ class IOPump:
 
     def _write_output(self) -> None:
         """(lock held) Have the policy's output written: here if the I/O
-        thread holds none of its own, else by the I/O thread."""
+        thread holds none of its own and is not woken, else by it."""
         if self._poked or not self.policy.has_output():
             return  # (no output: nothing to write, the I/O thread reads without being woken)
         if not self._flush():
@@ -318,6 +355,7 @@ class IOPump:
         deadline = None if timeout is None else time.monotonic() + timeout
         self._wake()
         me = 0  # this thread's ident while it reads the socket
+        self._waiting += 1
         try:
             while not ready():
                 self.check()
@@ -337,6 +375,7 @@ class IOPump:
                     self._stop_reading()
                 self._cond.wait(left)
         finally:
+            self._waiting -= 1
             if me:
                 self._stop_reading()
 
@@ -517,25 +556,47 @@ class IOPump:
                 with self.lock:
                     self._watching = False  # (a new socket)
                     self._watch_socket(self._reader is None)
+            handed = self._handed
+            deadline: float | None = None
+            finished = False
             while True:
-                with self.lock:
-                    self._poked = False
-                    if self._stop:
-                        break
-                    if self._spill:  # (before what the policy has now: it came first)
-                        out += self._spill
-                        self._spill.clear()
-                    data = policy.data_to_send()
-                    if data:
-                        self.book.sent(data)
-                        out += data
-                    deadline = policy.next_deadline()
-                    finished = policy.closed
-                    self._note_buffered(len(out))
-                    self._io_until = _FOREVER if deadline is None else deadline
+                if handed and not self._spill:
+                    # What publishers handed over, taken without the lock:
+                    # they go on meanwhile, and this thread, wanting the
+                    # interpreter back after its write, takes the next batch.
+                    self._take(handed, out)
+                    busy = True
+                else:
+                    with self.lock:
+                        if self._stop:
+                            break
+                        if self._spill:  # (before what the policy has now: it came first)
+                            out += self._spill
+                            self._spill.clear()
+                        self._take(handed, out)
+                        data = policy.data_to_send()
+                        if data:
+                            self.book.sent(data)
+                            out += data
+                            if self._waiting:  # (room in the policy's output: a stream's writer)
+                                self._notify()
+                        # Busy (output found): publishers need not poke -- the
+                        # thread looks again after this write before it sleeps.
+                        busy = self._poked = bool(out)
+                        deadline = policy.next_deadline()
+                        finished = policy.closed
+                        self._note_buffered(len(out))
+                        self._io_until = _FOREVER if deadline is None else deadline
                 if out:
                     self._write(sock, out)
-                    if not out or self.buffered > _LOW_WATER >= len(out):
+                    if out and busy:
+                        # the socket is full: sleep on it, woken by pokes to
+                        # take what is handed over (publishers see it buffered)
+                        with self.lock:
+                            busy = self._poked = False
+                            self._take(handed, out)
+                            self._note_buffered(len(out) + len(self._spill))
+                    elif (not out and self.buffered) or self.buffered > _LOW_WATER >= len(out):
                         # (written: callers write their own again; or publishers may go on)
                         with self.lock:
                             self._note_buffered(len(out) + len(self._spill))
@@ -558,7 +619,7 @@ class IOPump:
                         sel.modify(sock, want)
                     watched = want
                 wait = None if deadline is None else max(0.0, deadline - now)
-                if is_tls and tls_pending(sock):
+                if busy or (is_tls and tls_pending(sock)):
                     wait = 0.0
                 for key, _mask in sel.select(wait):
                     if key.fileobj is self._wake_r:
@@ -584,11 +645,22 @@ class IOPump:
                     policy.fail(ConnectionLostError("connection ended"))
                 self.io_done = True
                 self._spill.clear()  # (the transport is gone: so is what it did not take)
+                self._handed.clear()
+                self._handed_out = self._handed_in
                 self._after_input()
                 while self._reader is not None:  # (interrupted): no poll outlives the socket
                     self._cond.wait(1.0)
                 self._watch_socket(False)
             close_quietly(sock)
+
+    def _take(self, handed: deque[bytes], out: bytearray) -> None:
+        """(the I/O thread) Move what was handed over to ``out``."""
+        n = 0
+        while handed:
+            chunk = handed.popleft()
+            out += chunk
+            n += len(chunk)
+        self._handed_out += n
 
     def _after_input(self) -> None:
         """(lock held) Log what the policy said; wake the waiting callers."""

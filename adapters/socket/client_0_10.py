@@ -63,7 +63,7 @@ from amqp_sansio.v0_10._specbase import Command
 from amqp_sansio.v0_10.spec import ExchangeQueryResult, QueueQueryResult
 
 from ._common import ConnectionBase, DeliveryActions, SessionBase, SubscriptionBase
-from ._io import DEFAULT, HIGH_WATER
+from ._io import DEFAULT
 from .errors import AMQPTimeout
 
 #: The 0-10 client policy for a URL (see :func:`amqp_sansio.v0_10.client.connection`).
@@ -212,9 +212,7 @@ class Session(SessionBase[v010.ClientSession], v010.SessionView):
         pump = self._pump
         p = self._p
         with pump.lock:
-            if not p.can_publish(t) or pump.buffered > HIGH_WATER:
-                pump.wait(lambda: p.can_publish(t) and pump.buffered <= HIGH_WATER, timeout,
-                          "room to publish")
+            pump.wait_room(lambda: p.can_publish(t), timeout, "room to publish")
             cid, answer = p.publish(t, wait=wait)
             pump.poke()
             if answer is not None:

@@ -82,7 +82,7 @@ from amqp_sansio.v0_9_1.client import Returned
 from amqp_sansio.v0_9_1.spec import BasicProperties, QueueDeclareOk
 
 from ._common import ConnectionBase, DeliveryActions, SessionBase, SubscriptionBase
-from ._io import DEFAULT, HIGH_WATER, IOPump
+from ._io import DEFAULT, IOPump
 from .errors import ExecutionError
 
 _POLL = 0.05  # seconds between basic.get polls
@@ -268,9 +268,7 @@ class Session(SessionBase[v091.ClientChannel], v091.SessionView):
         pub = p.transfer(message, exchange, routing_key, confirm, mandatory=mandatory,
                          properties=properties)
         with pump.lock:
-            if not p.can_publish(pub) or pump.buffered > HIGH_WATER:
-                pump.wait(lambda: p.can_publish(pub) and pump.buffered <= HIGH_WATER, timeout,
-                          "room to publish")
+            pump.wait_room(lambda: p.can_publish(pub), timeout, "room to publish")
             n, answer = p.publish(pub, wait=confirm if wait is None else wait)
             pump.poke()
             if answer is not None:

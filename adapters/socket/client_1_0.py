@@ -20,7 +20,6 @@ from __future__ import annotations
 
 __all__ = ["connection_policy", "connect", "Connection", "Session", "Subscription", "Delivery"]
 
-import contextlib
 import functools
 import ssl
 import time
@@ -36,7 +35,7 @@ from amqp_sansio.v1_0 import client as v10
 from amqp_sansio.v1_0.link import Delivery as CoreDelivery
 
 from ._common import ConnectionBase, DeliveryActions, SessionBase, SubscriptionBase
-from ._io import DEFAULT, HIGH_WATER, IOPump, open_socket
+from ._io import DEFAULT, IOPump, open_socket
 from .errors import AMQPError, AMQPTimeout, ConnectionLostError
 
 #: The 1.0 client policy for a URL (see :func:`amqp_sansio.v1_0.client.connection`).
@@ -205,9 +204,7 @@ class Session(SessionBase[v10.ClientSession], v10.SessionView):
         p = self._p
         pub = p.transfer(message, exchange, routing_key, settled=settled)
         with pump.lock:
-            if not p.can_publish(pub) or pump.buffered > HIGH_WATER:
-                pump.wait(lambda: p.can_publish(pub) and pump.buffered <= HIGH_WATER, timeout,
-                          "link credit")
+            pump.wait_room(lambda: p.can_publish(pub), timeout, "link credit")
             n, answer = p.publish(pub, wait=confirm if wait is None else wait)
             pump.poke()
             if answer is not None:
@@ -229,26 +226,16 @@ class Session(SessionBase[v10.ClientSession], v10.SessionView):
         first = next(it, b"")
         probe = v10.Publish(address, b"", False)
         with pump.lock:
-            if not p.can_publish(probe) or pump.buffered > HIGH_WATER:
-                pump.wait(lambda: p.can_publish(probe) and pump.buffered <= HIGH_WATER,
-                          timeout, "link credit")
+            pump.wait_room(lambda: p.can_publish(probe), timeout, "link credit")
             st = p.stream_start(message, address, size, first)
-            pump.poke()
+            pump.send_now()
         try:
-            limit = pump.timeout(timeout)
             for part in it:
                 with pump.lock:
-                    waited = 0.0
-                    # the I/O thread takes output without a word: look every 10 ms
-                    while not (st.can_write() and pump.buffered <= HIGH_WATER):
-                        if limit is not None and waited >= limit:
-                            raise AMQPTimeout(f"no room to stream within {limit:g} s")
-                        with contextlib.suppress(AMQPTimeout):
-                            pump.wait(lambda: st.can_write() and pump.buffered <= HIGH_WATER,
-                                      0.01, "room to stream")
-                        waited += 0.01
+                    # (woken by the window's flow and by the I/O thread taking output)
+                    pump.wait_room(st.can_write, timeout, "room to stream")
                     st.write(part)
-                    pump.poke()
+                    pump.send_now()
             if not st.done:
                 raise LocalProtocolError(f"the parts came to {size - st.left} octets, not {size}")
         except BaseException:
