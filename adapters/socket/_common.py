@@ -117,9 +117,11 @@ class SessionBase(SessionView[P]):
         #: the connection's lock: every call of its sessions and subscriptions
         #: holds it
         self.lock = pump.lock
-        #: (lock held) wake the I/O thread to write what the policy queued --
-        #: the pump's own method, so a delivery handed out costs no extra call
-        self.send_queued: Callable[[], None] = pump.poke
+        #: (lock held) write what the policy queued (settlements, credit,
+        #: controls) now -- the pump's own method, so a delivery handed out
+        #: costs no extra call.  (A publish hands its output to the I/O
+        #: thread instead: ``pump.poke``, batched while the caller goes on.)
+        self.send_queued: Callable[[], None] = pump.send_now
 
     def __enter__(self) -> Self:
         return self
@@ -136,7 +138,7 @@ class SessionBase(SessionView[P]):
             self.wait_for(p.ready, timeout, what)
         except BaseException:
             p.abandon()
-            self._pump.poke()
+            self._pump.send_now()
             raise
         return self
 
@@ -245,7 +247,7 @@ class SessionBase(SessionView[P]):
         pump = self._pump
         with pump.lock:
             self._p.settle(deliveries, how, code, text, redelivered)
-            pump.poke()
+            pump.send_now()
 
     # -- lifecycle ------------------------------------------------------------------
     def close(self, timeout: float | None = 5.0) -> None:

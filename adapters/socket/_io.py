@@ -78,6 +78,10 @@ _LOW_WATER = 1 * 1024 * 1024
 _LINGER = 2.0  # seconds to flush the last output once the core is closed
 #: Inside IOPump.corked(), the I/O thread is woken by one poke in this many.
 CORK_POKES = 64
+#: Woken to write what a caller handed over, the I/O thread first sleeps
+#: this long (seconds), so that a caller still publishing takes the
+#: interpreter and the thread writes a batch (see IOPump.poke).
+HANDOVER_YIELD = 50e-6
 _FOREVER = float("inf")
 #: Waiting callers read the socket (epoll for the I/O thread's watch, poll
 #: for the caller's own wait: Linux); elsewhere the I/O thread reads alone.
@@ -167,6 +171,9 @@ class IOPump:
         # octets handed over / taken (each written by one thread alone)
         self._handed_in = 0
         self._handed_out = 0
+        # the right to take and write what was handed over: the I/O thread's
+        # while it does, or a waiting caller's (see _write_output)
+        self._claim: deque[None] = deque([None])
         self._io_ident: int | None = None
         # the caller reading the socket (its thread ident), the pipe that
         # interrupts it, what it polls (the socket's descriptor in it); the
@@ -287,11 +294,31 @@ class IOPump:
 
     def _write_output(self) -> None:
         """(lock held) Have the policy's output written: here if the I/O
-        thread holds none of its own and is not woken, else by it."""
-        if self._poked or not self.policy.has_output():
+        thread holds none of its own and is not woken, else by it -- or
+        here after all when it was woken for output it has not begun to
+        take (a caller about to wait writes its own, with no hand-over)."""
+        if self._poked:
+            if not self._handed or not self._claim_handed():
+                return  # (the I/O thread writes it)
+            try:
+                if not self._flush():
+                    self._wake_io()
+            finally:
+                self._claim.append(None)
+            return
+        if not self.policy.has_output():
             return  # (no output: nothing to write, the I/O thread reads without being woken)
         if not self._flush():
             self._wake_io()
+
+    def _claim_handed(self) -> bool:
+        """Take the right to write what was handed over (the I/O thread's
+        or a caller's, one at a time: the order of the octets is kept)."""
+        try:
+            self._claim.popleft()
+        except IndexError:
+            return False
+        return True
 
     def _flush(self) -> bool:
         """(lock held, output pending) Write the policy's output here, in
@@ -299,13 +326,21 @@ class IOPump:
         nothing of the I/O thread's is unsent (``buffered`` only overstates
         what it holds) on plain TCP; what the socket does not take (or a
         failed write) goes to the I/O thread, which writes it first (and
-        finds the error).  True when the I/O thread need not be woken."""
+        finds the error).  What was handed over goes first (the caller
+        holds the claim on it, or nothing was).  True when the I/O thread
+        need not be woken."""
         if self.buffered or self.io_done or type(self._sock) is not socket.socket:
             return False
         data = self.policy.data_to_send()
+        if data:
+            self.book.sent(data)
+        if self._handed:
+            out = bytearray()
+            self._take(self._handed, out)
+            out += data
+            data = bytes(out)
         if not data:
             return True
-        self.book.sent(data)
         try:
             n = self._sock.send(data)
         except OSError:
@@ -489,7 +524,7 @@ class IOPump:
 
     def _wait_open(self, deadline: float) -> None:
         with self.lock:
-            self.poke()
+            self.send_now()
             while self.policy.opened is None:
                 if self.policy.error is not None:
                     raise self.policy.error
@@ -508,7 +543,7 @@ class IOPump:
         deadline = time.monotonic() + timeout
         with self.lock:
             if not self.io_done and self.policy.close(200, "closed by client"):
-                self.poke()
+                self.send_now()
             while not self.io_done:
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -558,12 +593,17 @@ class IOPump:
                     self._watch_socket(self._reader is None)
             handed = self._handed
             deadline: float | None = None
-            finished = False
+            finished = poked = False
             while True:
-                if handed and not self._spill:
-                    # What publishers handed over, taken without the lock:
-                    # they go on meanwhile, and this thread, wanting the
-                    # interpreter back after its write, takes the next batch.
+                if poked and handed:
+                    # Woken for what a caller handed over: first let it go
+                    # on.  Publishing, it holds the interpreter until it
+                    # blocks (then this thread goes on at once) or the
+                    # switch interval ends, and the batch is what it
+                    # published meanwhile; about to wait, it writes its own.
+                    time.sleep(HANDOVER_YIELD)
+                owned = bool(handed) and not self._spill and self._claim_handed()
+                if owned:  # taken without the lock: the caller goes on meanwhile
                     self._take(handed, out)
                     busy = True
                 else:
@@ -600,6 +640,8 @@ class IOPump:
                         # (written: callers write their own again; or publishers may go on)
                         with self.lock:
                             self._note_buffered(len(out) + len(self._spill))
+                if owned:
+                    self._claim.append(None)
                 now = time.monotonic()
                 if finished:
                     if not out:
@@ -621,9 +663,11 @@ class IOPump:
                 wait = None if deadline is None else max(0.0, deadline - now)
                 if busy or (is_tls and tls_pending(sock)):
                     wait = 0.0
+                poked = False
                 for key, _mask in sel.select(wait):
                     if key.fileobj is self._wake_r:
                         _drain(self._wake_r)
+                        poked = True
                     elif key.fileobj is watch or _mask & selectors.EVENT_READ:
                         self._read(sock, is_tls)
                 if is_tls and tls_pending(sock):

@@ -295,5 +295,5 @@ class Session(SessionBase[v010.ClientSession], v010.SessionView):
                 if keep:
                     self.wait_for(stopped, DEFAULT, "message.cancel")
             d = sub.take()
-            pump.poke()
+            pump.send_now()
             return d

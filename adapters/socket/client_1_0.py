@@ -242,7 +242,7 @@ class Session(SessionBase[v10.ClientSession], v10.SessionView):
             with pump.lock:
                 if p.error is None:
                     st.abort()
-                    pump.poke()
+                    pump.send_now()
             raise
         with pump.lock:
             self.wait_for(st.outcome, timeout, "the receiver's outcome")
@@ -269,7 +269,7 @@ class Session(SessionBase[v10.ClientSession], v10.SessionView):
         with self._pump.lock:
             self._p.settle(deliveries, "modify", redelivered=delivery_failed,
                            undeliverable_here=undeliverable_here, annotations=annotations)
-            self._pump.poke()
+            self._pump.send_now()
 
     def request(self, message: Message | bytes | str, *, routing_key: str,
                 exchange: str = "", timeout: float | None = DEFAULT) -> Delivery:
