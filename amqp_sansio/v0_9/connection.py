@@ -29,21 +29,19 @@ import attrs
 
 from ..events import ConnectionRedirected, Event
 from ..header import mismatch as header_mismatch
-from ..v0_9_1 import spec as spec091
 from ..v0_9_1._specbase import Method
-from ..v0_9_1.channel import follow_rules
 from ..v0_9_1.connection import CONNECTION_TRANSITIONS, ClientConfig, ConnState, Role
 from ..v0_9_1.connection import Connection as Connection091
 from ..v0_9_1.connection import ServerConfig as ServerConfig091
 from ..v0_9_1.spec import ConnectionOpen
 from ..v0_9_1.table import MethodTable
-from .spec import METHODS, PROPERTIES, PROTOCOL_HEADER, BasicRecover, ConnectionRedirect
+from .spec import METHODS, PROPERTIES, PROTOCOL_HEADER, ConnectionRedirect
 
 TABLE_0_9 = MethodTable("0-9", PROTOCOL_HEADER, METHODS, PROPERTIES)
 
 # 0-9's basic.recover (60, 100) is what 0-9-1 calls basic.recover-async:
-# unacknowledged deliveries come again, with new tags.
-follow_rules(BasicRecover, spec091.BasicRecoverAsync)
+# unacknowledged deliveries come again, with new tags -- the channel's rule
+# for "basic.recover()", found by name, keeps those books for both.
 
 
 @attrs.frozen(kw_only=True)

@@ -8,8 +8,13 @@ connection only through the :class:`ChannelPort` it was given (write a
 method or content, may we send, what the peer announced; never the
 connection's internals); the connection feeds it through
 :meth:`Channel.handle_method`, :meth:`Channel.handle_content` and
-:meth:`Channel.lost`.  Its legal inputs are in :data:`CHANNEL_TRANSITIONS`
-and :func:`transition` is the only way its state changes.  What the *peer*
+:meth:`Channel.lost`.  It runs on the one engine (:mod:`amqp_sansio.engine`):
+its table, :attr:`Channel.MACHINE`, holds for each state the inputs legal
+there with their handler and target -- the frames that change its state, the
+per-method rules (books kept when a method is received, checks and books
+before one is sent: ``"basic.ack()"``), and the generic ``"method"`` /
+``"content"`` / ``"send()"`` -- and ``process_input`` alone changes its
+state.  What the *peer*
 does wrong on a channel is either a channel error (the channel sends
 ``channel.close`` with a 4xx code, reports a ``ProtocolViolation`` and the
 connection goes on) or a connection error (5xx): a
@@ -52,22 +57,22 @@ Local rules (:class:`~amqp_sansio.errors.LocalProtocolError`, nothing sent)
 
 from __future__ import annotations
 
-__all__ = ["ChannelState", "CHANNEL_TRANSITIONS", "transition", "ChannelError", "ChannelPort",
-           "Channel", "follow_rules"]
+__all__ = ["ChannelState", "CHANNEL_TRANSITIONS", "ChannelError", "ChannelPort", "Channel"]
 
 import enum
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol
+from collections.abc import Hashable, Iterable, Mapping
+from typing import ClassVar, Protocol
 
 import attrs
 
+from ..engine import Endpoint, EndpointState, Entry, Machine, process_input
 from ..errors import ConnectionViolation, LocalProtocolError
-from ..transitions import next_state
 from . import events as ev
 from ._specbase import METHODS_BY_NAME, Method, Properties, check_names
 from .codes import ReplyCode
 from .confirms import ConfirmError, ConfirmTracker, TagSet
+from .framing import ContentItem
 from .spec import (
     BasicAck,
     BasicCancel,
@@ -75,6 +80,7 @@ from .spec import (
     BasicConsume,
     BasicConsumeOk,
     BasicDeliver,
+    BasicGet,
     BasicGetOk,
     BasicNack,
     BasicProperties,
@@ -105,31 +111,7 @@ class ChannelState(enum.Enum):
 
 
 C = ChannelState
-
-#: state -> input -> possible next states (None: state unchanged).  Inputs are
-#: method names received, "method"/"content" for any other method or content,
-#: and "close()" for the local close.  In CLOSING everything but close and
-#: close-ok is discarded (spec; RabbitMQ does the same).
-CHANNEL_TRANSITIONS: dict[ChannelState, dict[str, tuple[ChannelState, ...] | None]] = {
-    C.OPENING: {"channel.open-ok": (C.OPEN,), "channel.close": (C.CLOSED,),
-                "close()": (C.CLOSING,)},
-    C.OPEN: {"channel.close": (C.CLOSED,), "close()": (C.CLOSING,), "channel.flow": None,
-             "channel.flow-ok": None, "method": None, "content": None},
-    C.CLOSING: {"channel.close-ok": (C.CLOSED,), "channel.close": (C.CLOSING,),
-                "method": None, "content": None},
-    C.CLOSED: {},
-}
-
-#: Inputs legal in every state but CLOSED: the connection ended under the
-#: channel (``lost``), or the peer broke a channel rule and the channel sent
-#: ``channel.close`` itself (``violation``).
-UNIVERSAL_INPUTS: dict[str, tuple[ChannelState, ...]] = {
-    "lost": (C.CLOSED,), "violation": (C.CLOSING,)}
-
-
-def transition(state: ChannelState, inp: str, to: ChannelState | None = None) -> ChannelState:
-    """The state after ``inp``: the only way a channel's state changes."""
-    return next_state(CHANNEL_TRANSITIONS, state, inp, to, UNIVERSAL_INPUTS)
+U, A, X = EndpointState.UNINIT, EndpointState.ACTIVE, EndpointState.CLOSED
 
 # reply name -> the requests it may answer
 # RabbitMQ's late replies (see Channel._rabbit_reply_slot).
@@ -138,6 +120,14 @@ _TX_ENDS = frozenset({"tx.commit", "tx.rollback"})
 _CONSUMER_REPLIES = frozenset({"basic.consume-ok", "basic.cancel-ok"})
 
 REPLY_TO: dict[str, frozenset[str]] = replies_to(METHODS_BY_NAME.values())  # 0-9-1's
+
+#: A method we send, as the channel's input: ``"basic.ack()"`` (built once a name).
+_CALLS: dict[str, str] = {}
+
+
+def _call(name: str) -> str:
+    inp = _CALLS[name] = name + "()"
+    return inp
 
 
 class ChannelError(Exception):
@@ -212,7 +202,15 @@ def _fault(message: str, code: int, m: Method, channel: int) -> ConnectionViolat
                                command_code=m.METHOD_ID)
 
 
-class Channel:
+def _illegal(ch: Channel, inp: Hashable) -> Exception:
+    # Only local calls reach the engine unchecked (a peer's frame is checked
+    # first, to name its class and method in the 504).
+    if inp == "close()":
+        return LocalProtocolError(f"channel {ch.id} is already {ch.state.name}")
+    return LocalProtocolError(f"{inp} on channel {ch.id} in state {ch.state.name}")
+
+
+class Channel(Endpoint[ChannelState]):
     """One channel of a :class:`~amqp_sansio.v0_9_1.connection.Connection`."""
 
     def __init__(self, port: ChannelPort, channel_id: int, state: ChannelState) -> None:
@@ -225,7 +223,7 @@ class Channel:
         self._strict_names = settings.strict_names
         self._raise_when_blocked = settings.publish_when_blocked == "raise"
         self.id = channel_id
-        self.state = state
+        self.state = state  # from here on, process_input alone
         #: Requests we sent that await their reply, oldest first.
         self.pending: deque[Method] = deque()
         #: Requests the peer sent that we must answer, oldest first.
@@ -238,7 +236,9 @@ class Channel:
         self.tx = False
         #: False while the peer has asked us to stop sending content.
         self.flow_active = True
-        self._close: ChannelClose | None = None  # what we sent, while CLOSING
+        #: Proton's conditions: the channel.close we sent, and the peer's.
+        self.local_condition: ChannelClose | None = None
+        self.remote_condition: ChannelClose | None = None
         # Consumers cancelled with no-wait (tag -> (no_ack, requests sent
         # before the cancel)): until a reply to a later request proves the
         # server processed the cancel, its deliveries may still come, and
@@ -274,11 +274,8 @@ class Channel:
     def confirm_mode(self) -> bool:
         return self.confirms is not None
 
-    def _trace(self, inp: str) -> None:
-        self._port.trace(self.state.name, inp)
-
-    def _go(self, inp: str, to: ChannelState | None = None) -> None:
-        self.state = transition(self.state, inp, to)
+    def _trace(self, inp: str, state: ChannelState | None = None) -> None:
+        self._port.trace((state or self.state).name, inp)
 
     def _check_sendable(self, what: str) -> None:
         self._port.check_can_send()
@@ -318,16 +315,11 @@ class Channel:
         self._check_sendable(name)
         if self._strict_names:
             check_names(method)
-        handler = _SEND_RULES.get(type(method))
-        if handler is not None:
-            instead = handler(self, method)
-            if instead is not None:  # the rule rewrote the method
-                if instead is _NOTHING:
-                    return
-                method = instead
-        self._send_checked(method)
+        inp = _CALLS.get(name) or _call(name)
+        process_input(self, self.MACHINE, inp if inp in self.MACHINE.rows[self.state]
+                      else "send()", method)
 
-    def _send_checked(self, method: Method) -> None:
+    def _send_checked(self, method: Method, _: None = None) -> None:
         name = method.NAME
         reply_to = self._reply_to
         if name in reply_to:
@@ -473,16 +465,10 @@ class Channel:
               method_id: int = 0) -> None:
         """Start the close handshake (``ChannelClosed`` follows close-ok)."""
         self._port.check_can_send()
-        if self.state in (ChannelState.CLOSING, ChannelState.CLOSED):
-            raise LocalProtocolError(f"channel {self.id} is already {self.state.name}")
-        self._trace("close()")
-        self._send_close("close()", ChannelClose(reply_code=code, reply_text=text,
-                                                 class_id=class_id, method_id=method_id))
-
-    def _send_close(self, inp: str, close: ChannelClose) -> None:
-        self._port.write_method(self.id, close)
-        self._close = close
-        self._go(inp, ChannelState.CLOSING)
+        was = self.state
+        process_input(self, self.MACHINE, "close()", ChannelClose(
+            reply_code=code, reply_text=text, class_id=class_id, method_id=method_id))
+        self._trace("close()", was)
 
     # -- the connection's calls (the other half of the seam) -----------------------
     def handle_method(self, m: Method, events: list[ev.Event]) -> None:
@@ -491,68 +477,70 @@ class Channel:
         a connection-scope one raises ConnectionViolation."""
         name = m.NAME
         st = self.state
-        table = CHANNEL_TRANSITIONS[st]
-        key = name if name in table else "method"
-        if key not in table:
+        row = self.MACHINE.rows[st]
+        inp = name if name in row else "method"
+        if inp not in row:
             raise _fault(f"{name} on channel {self.id} in state {st.name}",
                          ReplyCode.CHANNEL_ERROR, m, self.id)
-        self._trace(key)
-        handler = _STATE_HANDLERS.get(type(m)) if key == name else None
+        self._trace(inp if inp in CHANNEL_TRANSITIONS[st] else "method")
         try:
-            if handler is not None:
-                handler(self, m, events)
-            elif st is not ChannelState.CLOSING:  # closing: everything else is discarded
-                self._dispatch(m, events, None, None)
+            process_input(self, self.MACHINE, inp, m, events)
         except ChannelError as e:
             self._violated(e, events)
 
-    def handle_content(self, m: Method, props: Properties, body: bytes,
-                       events: list[ev.Event], properties_data: bytes = b"") -> None:
-        """A content method (with its properties and body) on this channel."""
+    def handle_content(self, item: ContentItem, events: list[ev.Event]) -> None:
+        """A content method (with its properties and body) on this channel:
+        the framing's ``ContentItem``."""
+        m = item.method
         st = self.state
-        table = CHANNEL_TRANSITIONS[st]
-        if "content" not in table:
-            raise _fault(f"{m.NAME} on channel {self.id} in state {st.name}",
+        row = self.MACHINE.rows[st]
+        name = m.NAME
+        inp = name if name in row else "content"
+        if inp not in row:
+            raise _fault(f"{name} on channel {self.id} in state {st.name}",
                          ReplyCode.CHANNEL_ERROR, m, self.id)
         self._trace("content")
-        if st is ChannelState.CLOSING:
-            return
         try:
-            self._dispatch(m, events, props, body, properties_data)
+            process_input(self, self.MACHINE, inp, item, events)
         except ChannelError as e:
             self._violated(e, events)
 
     def lost(self) -> None:
         """The connection ended under the channel: forget everything."""
         if self.state is not ChannelState.CLOSED:
-            self._go("lost")
+            process_input(self, self.MACHINE, "lost")
         self._forget()
 
     def _violated(self, e: ChannelError, events: list[ev.Event]) -> None:
         """A soft error: close just this channel."""
         self._trace("violation")
-        self._send_close("violation", ChannelClose(reply_code=e.code,
-                                                   reply_text=e.message[:255],
-                                                   class_id=e.class_id, method_id=e.method_id))
+        process_input(self, self.MACHINE, "violation", ChannelClose(
+            reply_code=e.code, reply_text=e.message[:255], class_id=e.class_id,
+            method_id=e.method_id))
         events.append(ev.ProtocolViolation(e.code, "channel", self.id, e.message, "channel.close"))
 
-    # -- the channel's own frames (_STATE_HANDLERS) ---------------------------------
-    def _on_close(self, m: Method, events: list[ev.Event]) -> None:
+    # -- handlers: the channel's own frames ----------------------------------------------
+    def _send_close(self, close: ChannelClose, _: None = None) -> None:
+        self._port.write_method(self.id, close)
+        self.local_condition = close
+
+    def _on_close(self, m: ChannelClose, events: list[ev.Event]) -> None:
         self._port.write_method(self.id, ChannelCloseOk())
-        if self.state is ChannelState.CLOSING:
-            self._go("channel.close", ChannelState.CLOSING)  # crossing closes
-            return
-        self._closed("channel.close", events, by_peer=True, close=m)
+        self.remote_condition = m
+        self._closed(events, m)
 
-    def _on_close_ok(self, m: Method, events: list[ev.Event]) -> None:
-        self._closed("channel.close-ok", events, by_peer=False)
+    def _on_crossing_close(self, m: ChannelClose, events: list[ev.Event]) -> None:
+        self._port.write_method(self.id, ChannelCloseOk())  # both closed at once
+        self.remote_condition = m
 
-    def _on_open_ok(self, m: Method, events: list[ev.Event]) -> None:
-        self._go("channel.open-ok")
+    def _on_close_ok(self, m: ChannelCloseOk, events: list[ev.Event]) -> None:
+        self._closed(events, None)
+
+    def _on_open_ok(self, m: ChannelOpenOk, events: list[ev.Event]) -> None:
         events.append(ev.ChannelOpened(self.id))
 
-    def _on_flow(self, m: Method, events: list[ev.Event]) -> None:
-        active = bool(m.active)  # type: ignore[attr-defined]
+    def _on_flow(self, m: ChannelFlow, events: list[ev.Event]) -> None:
+        active = bool(m.active)
         if self.owed:
             # Replies go out in request order (the peer matches them that
             # way): flow-ok waits behind the replies the application still
@@ -563,8 +551,19 @@ class Channel:
         self.flow_active = active
         events.append(ev.ChannelFlow(self.id, active))
 
-    def _dispatch(self, m: Method, events: list[ev.Event], props: Properties | None,
-                  body: bytes | None, properties_data: bytes = b"") -> None:
+    # -- handlers: any other method or content ------------------------------------------
+    def _on_method(self, m: Method, events: list[ev.Event]) -> None:
+        events.append(ev.MethodReceived(self.id, m, self._received(m)))
+
+    def _on_content(self, item: ContentItem, events: list[ev.Event]) -> None:
+        m = item.method
+        events.append(ev.MessageReceived(self.id, m, item.properties, item.body,
+                                         self._received(m), item.properties_data))
+
+    def _received(self, m: Method) -> Method | None:
+        """What every method the peer sends on the channel goes through:
+        its role may receive it, a reply answers a request of ours (the one
+        returned), a request is owed an answer."""
         name = m.NAME
         role = "client" if self._client else "server"
         if role not in m.CHASSIS:
@@ -596,17 +595,7 @@ class Channel:
                                    if c[1] >= self._replies}
         if m.expects_reply:  # (a reply too, in 0-9: file.open-ok asks for file.stage)
             self.owed.append(m)
-        hook = _RECEIVE_RULES.get(type(m))
-        if hook is not None:
-            done = hook(self, m, request, events)
-            if done:
-                return
-        if props is not None:
-            assert body is not None
-            events.append(ev.MessageReceived(self.id, m, props, body, request,
-                                             properties_data))
-        else:
-            events.append(ev.MethodReceived(self.id, m, request))
+        return request
 
     def _rabbit_reply_slot(self, m: Method) -> int | None:
         """Which pending request a reply answers, RabbitMQ's way: it answers
@@ -629,16 +618,14 @@ class Channel:
                 break
         return unnamed
 
-    def _closed(self, inp: str, events: list[ev.Event], *, by_peer: bool,
-                close: Method | None = None) -> None:
-        src: Any = close if by_peer else self._close
+    def _closed(self, events: list[ev.Event], peer_close: ChannelClose | None) -> None:
+        src = peer_close if peer_close is not None else self.local_condition
         unconfirmed = tuple(self.confirms.fail_all()) if self.confirms is not None else ()
         events.append(ev.ChannelClosed(
             self.id, int(src.reply_code) if src else 200, str(src.reply_text) if src else "",
-            by_peer, int(src.class_id) if src else 0, int(src.method_id) if src else 0,
-            tuple(self.pending), unconfirmed))
+            peer_close is not None, int(src.class_id) if src else 0,
+            int(src.method_id) if src else 0, tuple(self.pending), unconfirmed))
         self._trace("closed")
-        self._go(inp, ChannelState.CLOSED)
         self._forget()
 
     def _forget(self) -> None:
@@ -650,239 +637,250 @@ class Channel:
         self.unacked.clear()
         self._port.ended(self)
 
+    # -- handlers: per-method rules, when we send ------------------------------------------
+    # Each checks (LocalProtocolError before anything is written), keeps its
+    # books and sends (or, for an "all outstanding" ack of nothing, not).
 
-# ---------------------------------------------------------------------------
-# Per-method rules.  Send rules raise LocalProtocolError before anything is
-# written; receive rules update bookkeeping and may emit their own event
-# (returning True to suppress the generic one).
-
-
-def _send_consume(ch: Channel, m: Any) -> None:
-    tag = m.consumer_tag
-    if tag and (tag in ch.consumers or any(
-            isinstance(p, BasicConsume | BasicCancel) and p.consumer_tag == tag
-            for p in ch.pending)):
-        raise LocalProtocolError(f"consumer tag {tag!r} is already in use on channel {ch.id}")
-    if tag in ch._cancelled:
-        raise LocalProtocolError(f"consumer tag {tag!r} was cancelled with no-wait and the "
-                                 f"server may still use it on channel {ch.id}: wait for a "
-                                 "reply to a later request (e.g. ping())")
-    if m.no_wait:
-        if not tag:
-            raise LocalProtocolError("a no-wait basic.consume needs a consumer tag")
-        ch.consumers[tag] = bool(m.no_ack)
-
-
-def _send_cancel(ch: Channel, m: Any) -> None:
-    if ch._client and m.no_wait:
+    def _send_consume(self, m: BasicConsume, _: None = None) -> None:
         tag = m.consumer_tag
-        no_ack = ch.consumers.pop(tag, None)
-        if no_ack is None:  # its consume-ok may still be on the way
-            no_ack = next((bool(p.no_ack) for p in ch.pending
-                           if isinstance(p, BasicConsume) and p.consumer_tag == tag), None)
-        if no_ack is not None:
-            ch._cancelled[tag] = (no_ack, ch._requests)
+        if tag and (tag in self.consumers or any(
+                isinstance(p, BasicConsume | BasicCancel) and p.consumer_tag == tag
+                for p in self.pending)):
+            raise LocalProtocolError(f"consumer tag {tag!r} is already in use on channel "
+                                     f"{self.id}")
+        if tag in self._cancelled:
+            raise LocalProtocolError(f"consumer tag {tag!r} was cancelled with no-wait and the "
+                                     f"server may still use it on channel {self.id}: wait for "
+                                     "a reply to a later request (e.g. ping())")
+        if m.no_wait:
+            if not tag:
+                raise LocalProtocolError("a no-wait basic.consume needs a consumer tag")
+            self.consumers[tag] = bool(m.no_ack)
+        self._send_checked(m)
 
+    def _send_cancel(self, m: BasicCancel, _: None = None) -> None:
+        if self._client and m.no_wait:
+            tag = m.consumer_tag
+            no_ack = self.consumers.pop(tag, None)
+            if no_ack is None:  # its consume-ok may still be on the way
+                no_ack = next((bool(p.no_ack) for p in self.pending
+                               if isinstance(p, BasicConsume) and p.consumer_tag == tag), None)
+            if no_ack is not None:
+                self._cancelled[tag] = (no_ack, self._requests)
+        self._send_checked(m)
 
-def _send_ack(ch: Channel, m: Any) -> Method | None:
-    if not ch._client:
-        return None  # server role: confirms; the application keeps the books
-    tag, multiple = m.delivery_tag, m.multiple
-    if isinstance(m, BasicNack) and not ch._port.peer_capability("basic.nack"):
-        raise LocalProtocolError("the server did not announce basic.nack")
-    if multiple:
-        if tag == 0:
-            # "All outstanding" means, to the server, every delivery it sent,
-            # including those still on the wire -- which we would then book
-            # as outstanding when they arrive.  Say what we mean: up to the
-            # highest tag we hold (nothing at all if we hold none).
-            top = max(ch.unacked, default=0)
-            if not top:
-                return _NOTHING
-            m = attrs.evolve(m, delivery_tag=top)
-            ch.unacked.remove_upto(top)
-            return m  # type: ignore[no-any-return]
-        # The tag itself must be outstanding (spec: a non-zero tag refers to
-        # a delivered message; RabbitMQ answers 406 otherwise).
-        if tag not in ch.unacked:
-            raise LocalProtocolError(f"delivery tag {tag} is not outstanding on channel "
-                                     f"{ch.id} (a multiple ack names an outstanding tag)")
-        ch.unacked.remove_upto(tag)
-        return None
-    try:
-        ch.unacked.remove(tag)
-    except ConfirmError:
-        raise LocalProtocolError(f"delivery tag {tag} is not outstanding on channel {ch.id} "
-                                 "(unknown, or already acknowledged)") from None
-    return None
-
-
-def _send_reject(ch: Channel, m: Any) -> None:
-    if not ch._client:
-        return
-    try:
-        ch.unacked.remove(m.delivery_tag)
-    except ConfirmError:
-        raise LocalProtocolError(f"delivery tag {m.delivery_tag} is not outstanding on "
-                                 f"channel {ch.id}") from None
-
-
-def _send_qos(ch: Channel, m: Any) -> None:
-    if m.prefetch_size and ch._rabbit:
-        raise LocalProtocolError("RabbitMQ does not implement prefetch_size != 0 (540)")
-
-
-def _send_flow(ch: Channel, m: Any) -> None:
-    if ch._client and not m.active and ch._rabbit:
-        raise LocalProtocolError("RabbitMQ does not implement channel.flow(active=False) "
-                                 "from a client (540)")
-
-
-def _send_confirm_select(ch: Channel, m: Any) -> None:
-    if not ch._client:
-        return
-    if ch.tx:
-        raise LocalProtocolError("a transactional channel cannot be put in confirm mode")
-    if ch.confirms is None:
-        # Publishes after the select are numbered from 1: the server
-        # processes them after it, whether or not select-ok has arrived.
-        ch.confirms = ConfirmTracker()
-
-
-def _send_tx_select(ch: Channel, m: Any) -> None:
-    if ch._client:
-        if ch.confirms is not None:
-            raise LocalProtocolError("a channel in confirm mode cannot be transactional")
-        ch.tx = True
-
-
-def _send_tx_end(ch: Channel, m: Any) -> None:
-    if ch._client and not ch.tx:
-        raise LocalProtocolError(f"{m.NAME} without tx.select")
-
-
-def _send_recover(ch: Channel, m: Any) -> None:
-    if ch._client:
-        # Unacknowledged deliveries come again with new tags.
-        ch.unacked.clear()
-
-
-#: A send rule's answer for "send nothing at all".
-_NOTHING: Method = ChannelFlow()
-
-#: spec class -> rule checked (and books kept) before we send it.
-_SEND_RULES: dict[type[Method], Callable[[Channel, Any], Method | None]] = {
-    BasicConsume: _send_consume,
-    BasicCancel: _send_cancel,
-    BasicAck: _send_ack,
-    BasicNack: _send_ack,
-    BasicReject: _send_reject,
-    BasicQos: _send_qos,
-    ChannelFlow: _send_flow,
-    ConfirmSelect: _send_confirm_select,
-    TxSelect: _send_tx_select,
-    TxCommit: _send_tx_end,
-    TxRollback: _send_tx_end,
-    BasicRecover: _send_recover,
-    BasicRecoverAsync: _send_recover,
-}
-
-
-def _on_consume_ok(ch: Channel, m: Any, request: Any, events: list[ev.Event]) -> bool:
-    if m.consumer_tag not in ch._cancelled:  # (else cancelled before it started)
-        ch.consumers[m.consumer_tag] = bool(request.no_ack) if request is not None else False
-    return False
-
-
-def _on_cancel_ok(ch: Channel, m: Any, request: Any, events: list[ev.Event]) -> bool:
-    ch.consumers.pop(m.consumer_tag, None)
-    return False
-
-
-def _on_deliver(ch: Channel, m: Any, request: Any, events: list[ev.Event]) -> bool:
-    no_ack = ch.consumers.get(m.consumer_tag)
-    if no_ack is None:  # a consumer cancelled with no-wait: its last deliveries
-        no_ack = ch._cancelled.get(m.consumer_tag, (False, 0))[0]
-    if not no_ack:
-        _track(ch, m)
-    return False
-
-
-def _on_get_ok(ch: Channel, m: Any, request: Any, events: list[ev.Event]) -> bool:
-    if request is not None and not request.no_ack:
-        _track(ch, m)
-    return False
-
-
-def _track(ch: Channel, m: Any) -> None:
-    try:
-        ch.unacked.add(m.delivery_tag)
-    except ConfirmError as e:
-        raise ChannelError(f"delivery tag: {e}", ReplyCode.PRECONDITION_FAILED, m.CLASS_ID,
-                           m.METHOD_ID) from None
-
-
-def _on_server_confirm(ch: Channel, m: Any, request: Any, events: list[ev.Event]) -> bool:
-    if not ch._client:
-        return False  # a client acking deliveries: the application's business
-    if ch.confirms is None:
-        raise ChannelError(f"{m.NAME} on a channel not in confirm mode",
-                           ReplyCode.PRECONDITION_FAILED,
-                           m.CLASS_ID, m.METHOD_ID)
-    ack = isinstance(m, BasicAck)
-    try:
-        if ack:
-            seqs = ch.confirms.ack(m.delivery_tag, m.multiple)
+    def _send_ack(self, m: BasicAck | BasicNack, _: None = None) -> None:
+        if not self._client:  # server role: confirms; the application keeps the books
+            self._send_checked(m)
+            return
+        tag, multiple = m.delivery_tag, m.multiple
+        if isinstance(m, BasicNack) and not self._port.peer_capability("basic.nack"):
+            raise LocalProtocolError("the server did not announce basic.nack")
+        if multiple:
+            if tag == 0:
+                # "All outstanding" means, to the server, every delivery it sent,
+                # including those still on the wire -- which we would then book
+                # as outstanding when they arrive.  Say what we mean: up to the
+                # highest tag we hold (nothing at all if we hold none).
+                top = max(self.unacked, default=0)
+                if not top:
+                    return
+                m = attrs.evolve(m, delivery_tag=top)
+            elif tag not in self.unacked:
+                # The tag itself must be outstanding (spec: a non-zero tag refers
+                # to a delivered message; RabbitMQ answers 406 otherwise).
+                raise LocalProtocolError(f"delivery tag {tag} is not outstanding on channel "
+                                         f"{self.id} (a multiple ack names an outstanding tag)")
+            self.unacked.remove_upto(m.delivery_tag)
         else:
-            seqs = ch.confirms.nack(m.delivery_tag, m.multiple)
-    except ConfirmError as e:
-        raise ChannelError(f"unknown delivery tag: {e}", ReplyCode.PRECONDITION_FAILED, m.CLASS_ID,
-                           m.METHOD_ID) from None
-    events.append(ev.PublishConfirmed(ch.id, ack, int(m.delivery_tag), bool(m.multiple),
-                                      tuple(seqs)))
-    return True
+            try:
+                self.unacked.remove(tag)
+            except ConfirmError:
+                raise LocalProtocolError(f"delivery tag {tag} is not outstanding on channel "
+                                         f"{self.id} (unknown, or already acknowledged)"
+                                         ) from None
+        self._send_checked(m)
+
+    def _send_reject(self, m: BasicReject, _: None = None) -> None:
+        if self._client:
+            try:
+                self.unacked.remove(m.delivery_tag)
+            except ConfirmError:
+                raise LocalProtocolError(f"delivery tag {m.delivery_tag} is not outstanding "
+                                         f"on channel {self.id}") from None
+        self._send_checked(m)
+
+    def _send_qos(self, m: BasicQos, _: None = None) -> None:
+        if m.prefetch_size and self._rabbit:
+            raise LocalProtocolError("RabbitMQ does not implement prefetch_size != 0 (540)")
+        self._send_checked(m)
+
+    def _send_flow(self, m: ChannelFlow, _: None = None) -> None:
+        if self._client and not m.active and self._rabbit:
+            raise LocalProtocolError("RabbitMQ does not implement channel.flow(active=False) "
+                                     "from a client (540)")
+        self._send_checked(m)
+
+    def _send_confirm_select(self, m: ConfirmSelect, _: None = None) -> None:
+        if self._client:
+            if self.tx:
+                raise LocalProtocolError("a transactional channel cannot be put in confirm "
+                                         "mode")
+            if self.confirms is None:
+                # Publishes after the select are numbered from 1: the server
+                # processes them after it, whether or not select-ok has arrived.
+                self.confirms = ConfirmTracker()
+        self._send_checked(m)
+
+    def _send_tx_select(self, m: TxSelect, _: None = None) -> None:
+        if self._client:
+            if self.confirms is not None:
+                raise LocalProtocolError("a channel in confirm mode cannot be transactional")
+            self.tx = True
+        self._send_checked(m)
+
+    def _send_tx_end(self, m: TxCommit | TxRollback, _: None = None) -> None:
+        if self._client and not self.tx:
+            raise LocalProtocolError(f"{m.NAME} without tx.select")
+        self._send_checked(m)
+
+    def _send_recover(self, m: BasicRecover | BasicRecoverAsync, _: None = None) -> None:
+        if self._client:
+            # Unacknowledged deliveries come again with new tags.
+            self.unacked.clear()
+        self._send_checked(m)
+
+    # -- handlers: per-method rules, when the peer sends -------------------------------------
+    def _on_consume_ok(self, m: BasicConsumeOk, events: list[ev.Event]) -> None:
+        request = self._received(m)
+        if m.consumer_tag not in self._cancelled:  # (else cancelled before it started)
+            no_ack = isinstance(request, BasicConsume) and bool(request.no_ack)
+            self.consumers[m.consumer_tag] = no_ack
+        events.append(ev.MethodReceived(self.id, m, request))
+
+    def _on_cancel_ok(self, m: BasicCancelOk, events: list[ev.Event]) -> None:
+        request = self._received(m)
+        self.consumers.pop(m.consumer_tag, None)
+        events.append(ev.MethodReceived(self.id, m, request))
+
+    def _on_deliver(self, item: ContentItem, events: list[ev.Event]) -> None:
+        m = item.method
+        assert isinstance(m, BasicDeliver)
+        self._received(m)
+        tag = m.consumer_tag
+        no_ack = self.consumers.get(tag)
+        if no_ack is None:  # a consumer cancelled with no-wait: its last deliveries
+            no_ack = self._cancelled.get(tag, (False, 0))[0]
+        if not no_ack:
+            self._track(m, m.delivery_tag)
+        events.append(ev.MessageReceived(self.id, m, item.properties, item.body, None,
+                                         item.properties_data))
+
+    def _on_get_ok(self, item: ContentItem, events: list[ev.Event]) -> None:
+        m = item.method
+        assert isinstance(m, BasicGetOk)
+        request = self._received(m)
+        if isinstance(request, BasicGet) and not request.no_ack:
+            self._track(m, m.delivery_tag)
+        events.append(ev.MessageReceived(self.id, m, item.properties, item.body, request,
+                                         item.properties_data))
+
+    def _track(self, m: Method, tag: int) -> None:
+        try:
+            self.unacked.add(tag)
+        except ConfirmError as e:
+            raise ChannelError(f"delivery tag: {e}", ReplyCode.PRECONDITION_FAILED,
+                               m.CLASS_ID, m.METHOD_ID) from None
+
+    def _on_confirm(self, m: BasicAck | BasicNack, events: list[ev.Event]) -> None:
+        request = self._received(m)
+        if not self._client:  # a client acking deliveries: the application's business
+            events.append(ev.MethodReceived(self.id, m, request))
+            return
+        if self.confirms is None:
+            raise ChannelError(f"{m.NAME} on a channel not in confirm mode",
+                               ReplyCode.PRECONDITION_FAILED, m.CLASS_ID, m.METHOD_ID)
+        ack = isinstance(m, BasicAck)
+        try:
+            if ack:
+                seqs = self.confirms.ack(m.delivery_tag, m.multiple)
+            else:
+                seqs = self.confirms.nack(m.delivery_tag, m.multiple)
+        except ConfirmError as e:
+            raise ChannelError(f"unknown delivery tag: {e}", ReplyCode.PRECONDITION_FAILED,
+                               m.CLASS_ID, m.METHOD_ID) from None
+        events.append(ev.PublishConfirmed(self.id, ack, int(m.delivery_tag), bool(m.multiple),
+                                          tuple(seqs)))
+
+    def _on_server_cancel(self, m: BasicCancel, events: list[ev.Event]) -> None:
+        request = self._received(m)
+        if not self._client:
+            events.append(ev.MethodReceived(self.id, m, request))
+            return
+        self.consumers.pop(m.consumer_tag, None)
+        self._cancelled.pop(m.consumer_tag, None)
+        if not m.no_wait:
+            if self.owed and self.owed[-1] is m:  # answered here, not by the application
+                self.owed.pop()
+            self._port.write_method(self.id, BasicCancelOk(consumer_tag=m.consumer_tag))
+        events.append(ev.ConsumerCancelled(self.id, str(m.consumer_tag)))
+
+    # -- the table ---------------------------------------------------------------------
+    # state -> input -> Entry(targets, handler).  Inputs: a method received, by
+    # name where the channel has a handler of its own, else "method" (or
+    # "content"); a method we send, written "name()" where a rule checks it,
+    # else "send()"; the local "close()"; and, in every live state, "lost" (the
+    # connection ended under the channel) and "violation" (the peer broke a
+    # channel rule: we sent channel.close).  In CLOSING everything but close
+    # and close-ok is discarded (spec; RabbitMQ does the same).  Names are the
+    # protocol's, so a dialect's class of the same name (0-9's basic.recover)
+    # keeps the same books.
+    RULES: ClassVar[dict[Hashable, Entry[ChannelState]]] = {
+        "basic.consume-ok": Entry((), _on_consume_ok),
+        "basic.cancel-ok": Entry((), _on_cancel_ok),
+        "basic.deliver": Entry((), _on_deliver),
+        "basic.get-ok": Entry((), _on_get_ok),
+        "basic.ack": Entry((), _on_confirm),
+        "basic.nack": Entry((), _on_confirm),
+        "basic.cancel": Entry((), _on_server_cancel),
+        "send()": Entry((), _send_checked),
+        "basic.consume()": Entry((), _send_consume),
+        "basic.cancel()": Entry((), _send_cancel),
+        "basic.ack()": Entry((), _send_ack),
+        "basic.nack()": Entry((), _send_ack),
+        "basic.reject()": Entry((), _send_reject),
+        "basic.qos()": Entry((), _send_qos),
+        "channel.flow()": Entry((), _send_flow),
+        "confirm.select()": Entry((), _send_confirm_select),
+        "tx.select()": Entry((), _send_tx_select),
+        "tx.commit()": Entry((), _send_tx_end),
+        "tx.rollback()": Entry((), _send_tx_end),
+        "basic.recover()": Entry((), _send_recover),
+        "basic.recover-async()": Entry((), _send_recover),
+    }
+    MACHINE: ClassVar[Machine[ChannelState]] = Machine("0-9-1 channel", {
+        C.OPENING: {"channel.open-ok": Entry((C.OPEN,), _on_open_ok),
+                    "channel.close": Entry((C.CLOSED,), _on_close),
+                    "close()": Entry((C.CLOSING,), _send_close)},
+        C.OPEN: {"channel.close": Entry((C.CLOSED,), _on_close),
+                 "close()": Entry((C.CLOSING,), _send_close),
+                 "channel.flow": Entry((), _on_flow), "channel.flow-ok": Entry((), _on_method),
+                 "method": Entry((), _on_method), "content": Entry((), _on_content),
+                 **RULES},
+        C.CLOSING: {"channel.close-ok": Entry((C.CLOSED,), _on_close_ok),
+                    "channel.close": Entry((C.CLOSING,), _on_crossing_close),
+                    "method": Entry(), "content": Entry()},
+        C.CLOSED: {},
+    }, universal={"lost": Entry((C.CLOSED,)), "violation": Entry((C.CLOSING,), _send_close)},
+        terminal=(C.CLOSED,), illegal=_illegal,
+        endpoint_states={C.OPENING: (A, U), C.OPEN: (A, A), C.CLOSING: (X, A),
+                         C.CLOSED: (X, X)})
 
 
-def _on_server_cancel(ch: Channel, m: Any, request: Any, events: list[ev.Event]) -> bool:
-    if not ch._client:
-        return False
-    ch.consumers.pop(m.consumer_tag, None)
-    ch._cancelled.pop(m.consumer_tag, None)
-    if not m.no_wait:
-        if ch.owed and ch.owed[-1] is m:  # answered here, not by the application
-            ch.owed.pop()
-        ch._port.write_method(ch.id, BasicCancelOk(consumer_tag=m.consumer_tag))
-    events.append(ev.ConsumerCancelled(ch.id, str(m.consumer_tag)))
-    return True
-
-
-#: spec class -> bookkeeping when the peer sends it (True: the rule reported it).
-_RECEIVE_RULES: dict[type[Method], Callable[[Channel, Any, Any, list[ev.Event]], bool]] = {
-    BasicConsumeOk: _on_consume_ok,
-    BasicCancelOk: _on_cancel_ok,
-    BasicDeliver: _on_deliver,
-    BasicGetOk: _on_get_ok,
-    BasicAck: _on_server_confirm,
-    BasicNack: _on_server_confirm,
-    BasicCancel: _on_server_cancel,
-}
-
-#: spec class -> the channel's handler for the frames that change its state
-#: (the rows of CHANNEL_TRANSITIONS named after them).
-_STATE_HANDLERS: dict[type[Method], Callable[[Channel, Any, list[ev.Event]], None]] = {
-    ChannelClose: Channel._on_close,
-    ChannelCloseOk: Channel._on_close_ok,
-    ChannelOpenOk: Channel._on_open_ok,
-    ChannelFlow: Channel._on_flow,
-}
-
-
-def follow_rules(cls: type[Method], like: type[Method]) -> None:
-    """A dialect's method class keeps the books ``like`` keeps when sent and
-    received (0-9's ``basic.recover`` is 0-9-1's ``basic.recover-async``)."""
-    if like in _SEND_RULES:
-        _SEND_RULES[cls] = _SEND_RULES[like]
-    if like in _RECEIVE_RULES:
-        _RECEIVE_RULES[cls] = _RECEIVE_RULES[like]
-    if like in _STATE_HANDLERS:
-        _STATE_HANDLERS[cls] = _STATE_HANDLERS[like]
+#: The channel's state inputs as the transition-coverage tests read them:
+#: state -> input -> next states (None: unchanged); the per-method rules and
+#: the universal inputs left out.
+CHANNEL_TRANSITIONS: dict[ChannelState, dict[str, tuple[ChannelState, ...] | None]] = {
+    state: {str(inp): (e.targets or None) for inp, e in row.items()
+            if inp not in Channel.RULES and inp not in ("lost", "violation")}
+    for state, row in Channel.MACHINE.rows.items()}

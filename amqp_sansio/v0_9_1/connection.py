@@ -740,7 +740,7 @@ class Connection:
                                       ReplyCode.CHANNEL_ERROR, channel=cid, class_code=m.CLASS_ID,
                                       command_code=m.METHOD_ID)
         if type(item) is ContentItem:
-            ch.handle_content(m, item.properties, item.body, events, item.properties_data)
+            ch.handle_content(item, events)
         else:
             ch.handle_method(m, events)
 
