@@ -92,7 +92,8 @@ class Machine(Generic[S]):
     one dict access whatever the input.
     """
 
-    __slots__ = ("name", "rows", "illegal", "endpoint_states", "coverage")
+    __slots__ = ("name", "rows", "universal", "terminal", "illegal", "endpoint_states",
+                 "coverage")
 
     def __init__(
         self,
@@ -105,6 +106,8 @@ class Machine(Generic[S]):
         endpoint_states: Mapping[S, tuple[EndpointState, EndpointState]] | None = None,
     ) -> None:
         self.name = name
+        self.universal: dict[Hashable, Entry[S]] = dict(universal or {})
+        self.terminal: frozenset[S] = frozenset(terminal)
         merged: dict[S, dict[Hashable, Entry[S]]] = {}
         for state, row in rows.items():
             full = dict(universal or {}) if state not in terminal else {}
@@ -115,6 +118,24 @@ class Machine(Generic[S]):
         self.endpoint_states = dict(endpoint_states or {})
         #: set by the transition-coverage tests: (state name, input) pairs seen
         self.coverage: set[tuple[str, Hashable]] | None = None
+
+    def with_entries(self, name: str, rows: Mapping[S, Mapping[Hashable, Entry[S]]]
+                     ) -> Machine[S]:
+        """This table with ``rows``' entries added (or replacing the same
+        input's): how a dialect states what it changes (0-9 adds
+        ``connection.redirect`` to 0-9-1's connection)."""
+        new: dict[S, dict[Hashable, Entry[S]]] = {s: dict(r) for s, r in self.rows.items()}
+        for state, row in rows.items():
+            new.setdefault(state, {}).update(row)
+        return Machine(name, new, universal=self.universal, terminal=self.terminal,
+                       illegal=self.illegal, endpoint_states=self.endpoint_states)
+
+    def own_rows(self) -> dict[S, dict[Hashable, Entry[S]]]:
+        """The rows without the universal inputs merged into them (what a
+        table lists state by state)."""
+        u = self.universal
+        return {s: {i: e for i, e in row.items() if u.get(i) is not e}
+                for s, row in self.rows.items()}
 
     def entry(self, state: S, inp: Hashable) -> Entry[S] | None:
         """The entry for ``inp`` in ``state``, or None: not legal there."""

@@ -133,3 +133,19 @@ def test_coverage_records_the_pairs_reached() -> None:
         assert MACHINE.coverage <= MACHINE.pairs()
     finally:
         MACHINE.coverage = None
+
+
+def test_a_dialect_adds_entries_and_keeps_the_rest() -> None:
+    more = MACHINE.with_entries("thing+", {St.OPEN: {"poke": Entry((St.CLOSED,))},
+                                           St.NEW: {"open": Entry((St.CLOSED,))}})
+    assert more.allows(St.OPEN, "poke") and not MACHINE.allows(St.OPEN, "poke")
+    assert more.allows(St.CLOSING, "lost") and not more.allows(St.CLOSED, "lost")
+    t = Thing()
+    assert process_input(t, more, "open", None, []) is St.CLOSED  # replaced
+    assert more.illegal is MACHINE.illegal and more.endpoint_states == MACHINE.endpoint_states
+
+
+def test_own_rows_leave_the_universal_inputs_out() -> None:
+    own = MACHINE.own_rows()
+    assert set(own[St.OPEN]) == {"data", "close()", "bad-pick"}
+    assert "lost" in MACHINE.rows[St.OPEN] and "lost" not in own[St.CLOSING]
