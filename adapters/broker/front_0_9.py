@@ -78,11 +78,14 @@ from .front_0_9_1 import (
     Connection091,
     Consumer091,
 )
-from .model import Broker, Held, ModelError, QMsg, QueueState
+from .message_0_9 import HANDLERS as MESSAGE_HANDLERS
+from .message_0_9 import MessageClass09
+from .model import Broker, Held, ModelError, QMsg, QueueState, Routed
 from .properties import FORM_0_9_1
 from .staging import Staged
 
 FILENAME = "x-amqp-0-9-filename"
+NO_CONSUMERS = 313
 TUNNEL_META = "x-amqp-0-9-tunnel-meta-data"
 log = logging.getLogger("amqp_sansio.broker")
 
@@ -174,6 +177,8 @@ class Connection09(Connection091):
 
     def __init__(self, broker: Broker, peer: Peer | None = None,
                  login: Login | None = None) -> None:
+        #: the work-in-progress message class (message_0_9.py)
+        self.message09 = MessageClass09(self)
         #: channel -> the dtx branch it is associated with (dtx.start)
         self.dtx_xid: dict[int, Any] = {}
         #: channel -> the client's file.open whose stage is awaited (oldest first)
@@ -194,6 +199,7 @@ class Connection09(Connection091):
 
     def _channel_ended(self, channel: int) -> None:
         self.opening.pop(channel, None)
+        self.message09.channel_ended(channel)
         books = self.books.get(channel)
         xid = self.dtx_xid.pop(channel, None)
         if books is not None and xid is not None:
@@ -284,12 +290,59 @@ class Connection09(Connection091):
     def _route(self, books: ChannelBooks, m: Any, props: Any, body: bytes,
                returned: type[Any]) -> None:
         basic = spec.BasicPublish(exchange=m.exchange, routing_key=m.routing_key,
-                                  mandatory=m.mandatory, immediate=m.immediate)
-        routed = self._publish(books, basic, to_basic(props), body)
-        if not routed.queues and m.mandatory:
-            ret: Any = returned(reply_code=NO_ROUTE, reply_text="NO_ROUTE",
-                                exchange=m.exchange, routing_key=m.routing_key)
+                                  mandatory=m.mandatory)
+        code = 0
+        if m.immediate:
+            # immediate, as the file and stream classes define it: returned
+            # (313) when no consumer of a queue it reaches can take it now
+            x = self.ns.exchanges.get(m.exchange or "")
+            if x is not None:
+                targets, _ = self.broker.route_publish(x, m.routing_key or "", None)
+                if targets and not any(c.ready() for q in targets for c in q.consumers):
+                    code = NO_CONSUMERS
+        if not code:
+            routed = self._publish(books, basic, to_basic(props), body)
+            if not routed.queues and m.mandatory:
+                code = NO_ROUTE
+        if code:
+            ret: Any = returned(reply_code=code, reply_text="NO_ROUTE" if code == NO_ROUTE
+                                else "NO_CONSUMERS", exchange=m.exchange,
+                                routing_key=m.routing_key)
             books.channel.send_content(ret, props, body)  # (content of its class)
+
+    def _on_method(self, e: ev.MethodReceived) -> None:
+        m = e.method
+        if isinstance(m, spec09.MessageOk | spec09.MessageReject) and e.request is not None:
+            self.message09.answered(self.books[e.channel], e.request, m)
+            return
+        super()._on_method(e)
+
+    # what the message class (message_0_9.py) uses of this front end
+    def publish_basic(self, books: ChannelBooks, m: Any, properties: Any,
+                      body: bytes) -> Routed:
+        return self._publish(books, m, properties, body)
+
+    def queue_for(self, books: ChannelBooks, name: str) -> QueueState:
+        return self._queue(books, name)
+
+    def redispatch(self, books: ChannelBooks) -> None:
+        self._redispatch(books)
+
+    # -- channel ping/pong (0-9's work in progress) ----------------------------------
+    def channel_ping(self, books: ChannelBooks, m: Any) -> None:
+        """Answered ``ok``, then the pong it asks for (which the client
+        answers ``ok`` in turn)."""
+        books.channel.send(spec09.ChannelOk())
+        books.channel.send(spec09.ChannelPong())
+
+    def channel_pong(self, books: ChannelBooks, m: Any) -> Method:
+        return spec09.ChannelOk()
+
+    def channel_resume(self, books: ChannelBooks, m: Any) -> None:
+        # A channel ends with its connection here: nothing is left to resume
+        # (README's checklist).
+        raise ModelError("not-found", f"channel {m.channel_id!r} cannot be resumed: channels "
+                         "end with their connection on this broker")
 
     # -- access ------------------------------------------------------------------
     def access_request(self, books: ChannelBooks, m: Any) -> Method:
@@ -392,9 +445,12 @@ HANDLERS_0_9: dict[type[Method], Callable[[Any, ChannelBooks, Any], Any]] = {
     spec09.FilePublish: Connection09.file_publish,
     spec09.FileAck: Connection091.basic_ack,
     spec09.FileReject: Connection091.basic_reject,
+    spec09.ChannelPing: Connection09.channel_ping,
+    spec09.ChannelPong: Connection09.channel_pong,
+    spec09.ChannelResume: Connection09.channel_resume,
     spec09.DtxSelect: Connection09.dtx_select,
     spec09.DtxStart: Connection09.dtx_start,
     spec.TxCommit: Connection09.tx_commit,
     spec.TxRollback: Connection09.tx_rollback,
 }
-Connection09.HANDLERS = {**Connection091.HANDLERS, **HANDLERS_0_9}
+Connection09.HANDLERS = {**Connection091.HANDLERS, **HANDLERS_0_9, **MESSAGE_HANDLERS}

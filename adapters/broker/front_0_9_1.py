@@ -108,6 +108,10 @@ class _Fail(Exception):
         self.text = text
 
 
+#: A refusal with a 0-9-1 reply code (what a dialect's handlers raise).
+Refusal = _Fail
+
+
 class Consumer091(Consumer):
     """A ``basic.consume``: the channel's prefetch window and flow decide
     when it takes a message."""
