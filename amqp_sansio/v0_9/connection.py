@@ -8,10 +8,10 @@ tunnel, dtx and message are decoded, checked against their chassis and
 matched with their replies like any other channel method), its content
 properties (file and stream content headers), a server's answer to a
 protocol header it does not speak (it closes without a word), and
-``connection.redirect`` (:attr:`Connection.TRANSITIONS` adds it: a client
-receiving it reports ``ConnectionRedirected`` and is over; a server whose
-:class:`ServerConfig` has ``redirect`` answers ``connection.open`` with it
-and closes).  What 0-9 has that the 0-9-1 machinery does not follow:
+``connection.redirect`` (:attr:`Connection.MACHINES` add it to 0-9-1's
+tables with ``Machine.with_entries``: a client receiving it reports
+``ConnectionRedirected`` and is over; a server whose :class:`ServerConfig`
+has ``redirect`` answers ``connection.open`` with it and closes).  What 0-9 has that the 0-9-1 machinery does not follow:
 out-of-band frames (types 4-7: 501), the delivery books of the file class
 (file deliveries are reported, not tracked for acknowledgement), the
 ``insist`` bit of ``connection.open`` (0-9-1's method, which 0-9 shares,
@@ -24,13 +24,13 @@ __all__ = ["PROTOCOL_HEADER", "TABLE_0_9", "Role", "ConnState", "ClientConfig", 
            "Connection"]
 
 from collections.abc import Callable
+from typing import ClassVar
 
 import attrs
 
+from ..engine import Entry, Machine
 from ..events import ConnectionRedirected, Event
-from ..header import mismatch as header_mismatch
-from ..v0_9_1._specbase import Method
-from ..v0_9_1.connection import CONNECTION_TRANSITIONS, ClientConfig, ConnState, Role
+from ..v0_9_1.connection import ClientConfig, ConnState, Role
 from ..v0_9_1.connection import Connection as Connection091
 from ..v0_9_1.connection import ServerConfig as ServerConfig091
 from ..v0_9_1.spec import ConnectionOpen
@@ -54,51 +54,40 @@ class ServerConfig(ServerConfig091):
     known_hosts: tuple[str, ...] = ()
 
 
-def _transitions() -> dict[Role, dict[ConnState, dict[str, tuple[ConnState, ...] | None]]]:
-    """0-9-1's machine with 0-9's connection.redirect: a client awaiting
-    open-ok may be redirected (then it is over), a server may answer open
-    with it (then it closes)."""
-    t = {role: {st: dict(row) for st, row in rows.items()}
-         for role, rows in CONNECTION_TRANSITIONS.items()}
-    t[Role.CLIENT][ConnState.AWAIT_OPEN_OK]["connection.redirect"] = (ConnState.CLOSED,)
-    t[Role.SERVER][ConnState.AWAIT_OPEN]["connection.open"] = (
-        ConnState.OPEN, ConnState.CLOSING, ConnState.CLOSED)
-    return t
-
-
 class Connection(Connection091):
     """One AMQP 0-9 connection in the client or server role."""
 
     TABLE = TABLE_0_9
-    TRANSITIONS = _transitions()
+    # 0-9: a server that cannot support the header closes the socket
+    # without sending any response (0-9-1 answers with its own header).
+    ANSWER_BAD_HEADER = False
 
-    def _on_connection_method(self, m: Method, events: list[Event]) -> None:
+    def _on_redirect(self, m: ConnectionRedirect, events: list[Event]) -> None:
+        self.closed_reason = f"redirected to {m.host}"
+        events.append(ConnectionRedirected(
+            str(m.host), tuple(str(m.known_hosts or "").replace(",", " ").split())))
+
+    def _on_connection_open(self, m: ConnectionOpen, events: list[Event]) -> ConnState:
         cfg = self.config
-        if type(m) is ConnectionRedirect and self._is_client:
-            self._allowed(m.NAME, m)
-            self._go(m.NAME, ConnState.CLOSED)
-            self.closed_reason = f"redirected to {m.host}"
-            events.append(ConnectionRedirected(
-                str(m.host), tuple(str(m.known_hosts or "").replace(",", " ").split())))
-            return
-        if (type(m) is ConnectionOpen and not self._is_client and isinstance(cfg, ServerConfig)
-                and cfg.redirect is not None and self.state is ConnState.AWAIT_OPEN):
+        if isinstance(cfg, ServerConfig) and cfg.redirect is not None:
             # (0-9-1's open keeps no insist bit: every client is redirected)
             target = cfg.redirect(m.virtual_host)
             if target:
-                self._allowed(m.NAME, m)
                 self._write_method(0, ConnectionRedirect(host=target,
                                                          known_hosts=" ".join(cfg.known_hosts)))
-                self._go(m.NAME, ConnState.CLOSED)
                 self.closed_reason = f"redirected client to {target}"
-                return
-        super()._on_connection_method(m, events)
+                return ConnState.CLOSED
+        return super()._on_connection_open(m, events)
 
-    def _bad_header(self, header: bytes, events: list[Event]) -> None:
-        # 0-9: a server that cannot support the header closes the socket
-        # without sending any response (0-9-1 answers with its own header).
-        self._trace("bad-header")
-        events.append(header_mismatch(header))
-        self._frames_started = True
-        self._go("bad-header")
-        self.closed_reason = "protocol header mismatch"
+    #: 0-9-1's tables with 0-9's connection.redirect: a client awaiting
+    #: open-ok may be redirected (then it is over), a server may answer open
+    #: with it (then it closes).
+    MACHINES: ClassVar[dict[Role, Machine[ConnState]]] = {
+        Role.CLIENT: Connection091.MACHINES[Role.CLIENT].with_entries(
+            "0-9 connection (client)", {ConnState.AWAIT_OPEN_OK: {
+                "connection.redirect": Entry((ConnState.CLOSED,), _on_redirect)}}),
+        Role.SERVER: Connection091.MACHINES[Role.SERVER].with_entries(
+            "0-9 connection (server)", {ConnState.AWAIT_OPEN: {
+                "connection.open": Entry((ConnState.OPEN, ConnState.CLOSING, ConnState.CLOSED),
+                                         _on_connection_open)}}),
+    }

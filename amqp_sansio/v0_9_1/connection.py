@@ -2,9 +2,13 @@
 
 Rules of this file (as in h11's ``_state.py`` and ``v0_10/connection.py``):
 
-1. The connection's legal inputs live in :data:`CONNECTION_TRANSITIONS`
-   below, one table per role; anything absent is a protocol violation.  The
-   channel table is :data:`~amqp_sansio.v0_9_1.channel.CHANNEL_TRANSITIONS`.
+1. The connection runs on the one engine (:mod:`amqp_sansio.engine`): its
+   tables, :attr:`Connection.MACHINES` (one per role), hold for each state
+   the inputs legal there with their handler and target, and
+   ``process_input`` alone changes the state; anything absent is a protocol
+   violation.  :data:`CONNECTION_TRANSITIONS` is their view as the coverage
+   tests read it.  The channel's table is :attr:`Channel.MACHINE
+   <amqp_sansio.v0_9_1.channel.Channel.MACHINE>`.
 2. The core never reads a clock or touches I/O.  ``now`` (seconds, any
    monotonic origin) comes in with ``receive_data``/``handle_timer``; bytes
    come in through ``receive_data`` and go out through ``data_to_send``.
@@ -63,12 +67,13 @@ __all__ = [
 ]
 
 import enum
-from collections.abc import Callable, Collection, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
 from .. import __version__, sasl
+from ..engine import Endpoint, EndpointState, Entry, Machine, process_input
 from ..errors import ConnectionViolation, DecodeError, LocalProtocolError
 from ..header import HeaderGate
 from ..header import mismatch as header_mismatch
@@ -80,7 +85,6 @@ from ..sasl_negotiator import (
     ServerNegotiator,
     client_mechanisms,
 )
-from ..transitions import next_state
 from . import events as ev
 from ._specbase import Method, Properties
 from .amqplain import AmqplainClient
@@ -137,55 +141,16 @@ class ConnState(enum.Enum):
 
 
 S = ConnState
-_HS = {"connection.close": (S.CLOSED,), "close()": (S.CLOSING, S.CLOSED), "heartbeat": None,
-       "eof": (S.CLOSED,)}
-
-# role -> state -> input -> possible next states (None: state unchanged).
-# Inputs: method names received on channel 0, "header"/"bad-header" (the
-# peer's protocol header), "heartbeat", "channel" (any frame on a channel
-# other than 0), "close()" (the local close) and "eof".
-CONNECTION_TRANSITIONS: dict[Role, dict[ConnState, dict[str, tuple[ConnState, ...] | None]]] = {
-    Role.CLIENT: {
-        S.AWAIT_START: {"connection.start": (S.AWAIT_TUNE, S.CLOSED), "bad-header": (S.CLOSED,),
-                        "close()": (S.CLOSED,), "eof": (S.CLOSED,)},
-        S.AWAIT_TUNE: {"connection.secure": (S.AWAIT_TUNE,),
-                       "connection.tune": (S.AWAIT_OPEN_OK,), **_HS},
-        S.AWAIT_OPEN_OK: {"connection.open-ok": (S.OPEN,), **_HS},
-        S.OPEN: {"connection.close": (S.CLOSED,), "close()": (S.CLOSING,), "heartbeat": None,
-                 "channel": None, "connection.blocked": None, "connection.unblocked": None,
-                 "connection.update-secret-ok": None, "eof": (S.CLOSED,)},
-        S.CLOSING: {"connection.close-ok": (S.CLOSED,), "connection.close": (S.CLOSING,),
-                    "heartbeat": None, "channel": None, "eof": (S.CLOSED,)},
-        S.CLOSED: {},
-    },
-    Role.SERVER: {
-        S.AWAIT_HEADER: {"header": (S.AWAIT_START_OK,), "bad-header": (S.CLOSED,),
-                         "close()": (S.CLOSED,), "eof": (S.CLOSED,)},
-        S.AWAIT_START_OK: {"connection.start-ok": (S.AWAIT_SECURE_OK, S.AWAIT_TUNE_OK,
-                                                   S.CLOSING, S.CLOSED), **_HS},
-        S.AWAIT_SECURE_OK: {"connection.secure-ok": (S.AWAIT_SECURE_OK, S.AWAIT_TUNE_OK,
-                                                     S.CLOSING, S.CLOSED), **_HS},
-        S.AWAIT_TUNE_OK: {"connection.tune-ok": (S.AWAIT_OPEN, S.CLOSED), **_HS},
-        S.AWAIT_OPEN: {"connection.open": (S.OPEN, S.CLOSING), **_HS},
-        S.OPEN: {"connection.close": (S.CLOSED,), "close()": (S.CLOSING,), "heartbeat": None,
-                 "channel": None, "connection.update-secret": None, "eof": (S.CLOSED,)},
-        S.CLOSING: {"connection.close-ok": (S.CLOSED,), "connection.close": (S.CLOSING,),
-                    "heartbeat": None, "channel": None, "eof": (S.CLOSED,)},
-        S.CLOSED: {},
-    },
-}
-
-#: Inputs legal in every state but CLOSED (kept out of the rows): ``lost``
-#: -- the peer went silent (heartbeat timeout); ``violation`` -- it broke the
-#: protocol at connection scope: close sent (CLOSING) or socket dropped.
-UNIVERSAL_INPUTS: dict[str, tuple[ConnState, ...]] = {
-    "lost": (S.CLOSED,), "violation": (S.CLOSING, S.CLOSED)}
+_A, _U, _X = EndpointState.ACTIVE, EndpointState.UNINIT, EndpointState.CLOSED
 
 
-def transition(role: Role, state: ConnState, inp: str, to: ConnState | None = None
-               ) -> ConnState:
-    """The state after ``inp``: the only way a connection's state changes."""
-    return next_state(CONNECTION_TRANSITIONS[role], state, inp, to, UNIVERSAL_INPUTS)
+def _illegal(conn: Connection, inp: Hashable) -> Exception:
+    # Only local calls reach the engine unchecked (a peer's frame is checked
+    # first by Connection._allowed, to say who broke what, with its code).
+    if inp == "close()":
+        return LocalProtocolError("connection is already closed" if conn.closed
+                                  else "close already sent")
+    return LocalProtocolError(f"{inp} in connection state {conn.state.name}")
 
 
 # Transition coverage: tests set this to a set() and read what was exercised
@@ -312,16 +277,16 @@ def _negotiate(proposed: int, wanted: int) -> int:
     return min((x for x in (proposed, wanted) if x), default=0)
 
 
-class Connection:
+class Connection(Endpoint[ConnState]):
     """One AMQP 0-9-1 connection in the client or server role.  A dialect
     of the family (0-9: ``amqp_sansio.v0_9.connection``) is a subclass
-    with its own :attr:`TABLE`."""
+    with its own :attr:`TABLE` and, where its handshake differs, its own
+    :attr:`MACHINES` (built from these with ``Machine.with_entries``)."""
 
     #: the protocol spoken: header, methods, content properties
     TABLE: MethodTable = TABLE_0_9_1
-    #: the connection's state machine (a dialect may add to it: 0-9's redirect)
-    TRANSITIONS: dict[Role, dict[ConnState, dict[str, tuple[ConnState, ...] | None]]] = (
-        CONNECTION_TRANSITIONS)
+    #: a server answers a protocol header it does not speak with its own (0-9: nothing)
+    ANSWER_BAD_HEADER: ClassVar[bool] = True
 
     def __init__(self, role: Role | str, config: ClientConfig | ServerConfig | None = None
                  ) -> None:
@@ -343,6 +308,7 @@ class Connection:
         self._out: list[bytes] = []
         self._gate = HeaderGate(table.header)  # the peer's protocol header
         self._frames_started = False
+        self._machine: Machine[ConnState] = self.MACHINES[role]
         self.state = ConnState.AWAIT_START if self._is_client else ConnState.AWAIT_HEADER
         self.channel_max = 0  # negotiated (0: ids up to 65535)
         self.frame_max = FRAME_MIN_SIZE  # until tune: what both must accept
@@ -354,8 +320,10 @@ class Connection:
         # Client: the server has blocked us.  Server: we blocked the client.
         self.blocked = False
         self.closed_reason: str | None = None
+        #: Proton's conditions: the connection.close we sent, and the peer's.
+        self.local_condition: ConnectionClose | None = None
+        self.remote_condition: ConnectionClose | None = None
         self._pending0: list[Method] = []  # connection-level requests (update-secret)
-        self._close_sent: ConnectionClose | None = None
         self._now: float | None = None
         self._hb = HeartbeatClock()
         self._client_sasl: ClientNegotiator | None = None
@@ -373,6 +341,11 @@ class Connection:
             self._emit(table.header)
 
     # ------------------------------------------------------------------ API
+    @property
+    def machine(self) -> Machine[ConnState]:
+        """This connection's table (its role's)."""
+        return self._machine
+
     def __repr__(self) -> str:
         return f"<Connection {self.TABLE.name} {self.role.value} {self.state.name} channels={len(self.channels)}>"
 
@@ -484,18 +457,8 @@ class Connection:
         Before the handshake got far enough for a close (client: before
         start arrived; server: before the header) the connection just ends.
         """
-        st = self.state
-        if st is ConnState.CLOSED:
-            raise LocalProtocolError("connection is already closed")
-        if st is ConnState.CLOSING:
-            raise LocalProtocolError("close already sent")
-        self._trace("close()")
-        if st in (ConnState.AWAIT_START, ConnState.AWAIT_HEADER):
-            self._go("close()", ConnState.CLOSED)
-            self.closed_reason = "closed before the handshake"
-            return
-        self._send_close("close()", ConnectionClose(reply_code=code, reply_text=text or "",
-                                                    class_id=class_id, method_id=method_id))
+        process_input(self, self._machine, "close()", ConnectionClose(
+            reply_code=code, reply_text=text or "", class_id=class_id, method_id=method_id))
 
     def open_channel(self, channel: int | None = None) -> Channel:
         """Client: send ``channel.open``; returns the channel at once (it is
@@ -558,10 +521,6 @@ class Connection:
         if COVERAGE is not None:
             COVERAGE.add((self.role.value, self.state.name, inp))
 
-    def _go(self, inp: str, to: ConnState | None = None) -> None:
-        self.state = next_state(self.TRANSITIONS[self.role], self.state, inp, to,
-                                UNIVERSAL_INPUTS)
-
     def _check_can_send(self) -> None:
         if self.state is not ConnState.OPEN:
             raise LocalProtocolError(f"cannot send in connection state {self.state.name}")
@@ -583,10 +542,9 @@ class Connection:
         self._emit(encode_content(channel, m, props, body, self.frame_max, self.profile,
                                   self.TABLE.properties, properties_data))
 
-    def _send_close(self, inp: str, close: ConnectionClose) -> None:
+    def _write_close(self, close: ConnectionClose) -> None:
         self._write_method(0, close)
-        self._close_sent = close
-        self._go(inp, ConnState.CLOSING)
+        self.local_condition = close
         # Only close and close-ok matter now: frames of other channels are
         # not even assembled.
         self._decoder.discard_channels = True
@@ -605,32 +563,16 @@ class Connection:
         self._frames_started = True
         if self._gate.ok(header) and not self._is_client:
             self._trace("header")
-            cfg = self.config
-            assert isinstance(cfg, ServerConfig)
-            props = _props(cfg.server_properties)
-            props.setdefault("capabilities", dict(cfg.capabilities))
-            self._write_method(0, ConnectionStart(
-                version_major=0, version_minor=9, server_properties=props,
-                mechanisms=" ".join(cfg.authenticator.mechanisms).encode(),
-                locales=" ".join(cfg.locales).encode()))
-            self._go("header")
+            process_input(self, self._machine, "header", None, events)
             return rest
-        self._bad_header(header, events)
+        self._trace("bad-header")
+        process_input(self, self._machine, "bad-header", header, events)
         return b""
 
     @property
     def _header(self) -> bytes:
         return self._gate.received  # (the state-machine tests read it)
 
-    def _bad_header(self, header: bytes, events: list[ev.Event]) -> None:
-        self._trace("bad-header")
-        events.append(header_mismatch(header))
-        if not self._is_client:
-            # 0-9-1: reply with the header we speak, then close.
-            self._emit(self.TABLE.header)
-        self._frames_started = True
-        self._go("bad-header")
-        self.closed_reason = "protocol header mismatch"
 
     def _eof(self, events: list[ev.Event]) -> None:
         self._trace("eof")
@@ -644,12 +586,8 @@ class Connection:
         self._lose(reason, events, "eof")
 
     def _lose(self, reason: str, events: list[ev.Event], inp: str = "lost") -> None:
-        if self.state is ConnState.CLOSED:
-            return
-        self._go(inp, ConnState.CLOSED)
-        self.closed_reason = reason
-        events.append(ev.ConnectionLost(reason))
-        self._drop_channels()
+        if self.state is not ConnState.CLOSED:
+            process_input(self, self._machine, inp, reason, events)
 
     def _drop_channels(self) -> None:
         for ch in list(self.channels.values()):
@@ -658,27 +596,18 @@ class Connection:
 
     def _fail(self, e: ConnectionViolation, events: list[ev.Event]) -> None:
         """A connection-scope violation: queue close (or not) and stop."""
-        code = ReplyCode.FRAME_ERROR if e.code is None else e.code  # (0-9-1 always names one)
-        if e.close and self._close_sent is None and self.state is not ConnState.CLOSED:
-            self._send_close("violation", ConnectionClose(
-                reply_code=code, reply_text=e.message[:255], class_id=e.class_code or 0,
-                method_id=e.command_code or 0))
-            reply = "connection.close"
-        else:
-            reply = "connection.close" if self._close_sent is not None else "none"
-        events.append(ev.ProtocolViolation(code, "connection", e.channel, e.message, reply))
-        if e.broken or not e.close:
-            if self.state is not ConnState.CLOSED:
-                self._go("violation", ConnState.CLOSED)
-            self.closed_reason = e.message
-            self._drop_channels()
+        if self.state is not ConnState.CLOSED:
+            process_input(self, self._machine, "violation", e, events)
+            return
+        code = ReplyCode.FRAME_ERROR if e.code is None else e.code
+        events.append(ev.ProtocolViolation(code, "connection", e.channel, e.message, "none"))
 
     # -- dispatch -------------------------------------------------------------
     def _dispatch(self, item: MethodItem | ContentItem | HeartbeatItem | DiscardedFrame,
                   events: list[ev.Event]) -> None:
         if type(item) is HeartbeatItem:
             self._allowed("heartbeat")
-            events.append(ev.HeartbeatReceived())
+            process_input(self, self._machine, "heartbeat", None, events)
             return
         if type(item) is DiscardedFrame:
             self._allowed("channel")  # CLOSING: read past it
@@ -698,12 +627,10 @@ class Connection:
                                       "channel 0)", ReplyCode.COMMAND_INVALID, channel=ch,
                                       class_code=m.CLASS_ID, command_code=m.METHOD_ID)
         self._allowed("channel", m)
-        if self.state is ConnState.CLOSING:
-            return  # discard: only close and close-ok matter now
-        self._on_channel_item(item, events)
+        process_input(self, self._machine, "channel", item, events)
 
-    def _allowed(self, name: str, m: Method | None = None) -> tuple[ConnState, ...] | None:
-        table = self.TRANSITIONS[self.role][self.state]
+    def _allowed(self, name: str, m: Method | None = None) -> None:
+        table = self._machine.rows[self.state]
         if name not in table:
             handshake = self.state not in (ConnState.OPEN, ConnState.CLOSING)
             # A server mid-handshake drops the socket (RabbitMQ does); a client
@@ -715,7 +642,6 @@ class Connection:
                 close=close or not handshake, channel=0 if m is None else None,
                 class_code=m.CLASS_ID if m else 0, command_code=m.METHOD_ID if m else 0)
         self._trace(name)
-        return table[name]
 
     def _on_connection_method(self, m: Method, events: list[ev.Event]) -> None:
         name = m.NAME
@@ -723,7 +649,7 @@ class Connection:
                                                             "connection.close-ok"):
             return  # discard everything but the close handshake
         self._allowed(name, m)
-        _CONNECTION_HANDLERS[type(m)](self, m, events)
+        process_input(self, self._machine, name, m, events)
 
     def _on_channel_item(self, item: MethodItem | ContentItem, events: list[ev.Event]) -> None:
         cid, m = item.channel, item.method
@@ -756,21 +682,72 @@ class Connection:
         self.channels[cid] = Channel.accept(self._port, cid)
         events.append(ev.ChannelOpened(cid))
 
+    # -- handlers (MACHINES): what happens to the connection itself -------------
+    def _on_channel(self, item: MethodItem | ContentItem, events: list[ev.Event]) -> None:
+        self._on_channel_item(item, events)  # (a monitor's core overrides it)
+
+    def _on_heartbeat(self, _: None, events: list[ev.Event]) -> None:
+        events.append(ev.HeartbeatReceived())
+
+    def _on_header(self, _: None, events: list[ev.Event]) -> None:
+        cfg = self.config
+        assert isinstance(cfg, ServerConfig)
+        props = _props(cfg.server_properties)
+        props.setdefault("capabilities", dict(cfg.capabilities))
+        self._write_method(0, ConnectionStart(
+            version_major=0, version_minor=9, server_properties=props,
+            mechanisms=" ".join(cfg.authenticator.mechanisms).encode(),
+            locales=" ".join(cfg.locales).encode()))
+
+    def _on_bad_header(self, header: bytes, events: list[ev.Event]) -> None:
+        events.append(header_mismatch(header))
+        if not self._is_client and self.ANSWER_BAD_HEADER:
+            # 0-9-1: reply with the header we speak, then close.
+            self._emit(self.TABLE.header)
+        self._frames_started = True
+        self.closed_reason = "protocol header mismatch"
+
+    def _on_close_call(self, close: ConnectionClose, _: None) -> ConnState:
+        self._trace("close()")
+        if self.state in (ConnState.AWAIT_START, ConnState.AWAIT_HEADER):
+            self.closed_reason = "closed before the handshake"
+            return ConnState.CLOSED
+        self._write_close(close)
+        return ConnState.CLOSING
+
+    def _on_lost(self, reason: str, events: list[ev.Event]) -> None:
+        self.closed_reason = reason
+        events.append(ev.ConnectionLost(reason))
+        self._drop_channels()
+
+    def _on_violation(self, e: ConnectionViolation, events: list[ev.Event]) -> ConnState:
+        code = ReplyCode.FRAME_ERROR if e.code is None else e.code  # (0-9-1 always names one)
+        if e.close and self.local_condition is None:
+            self._write_close(ConnectionClose(
+                reply_code=code, reply_text=e.message[:255], class_id=e.class_code or 0,
+                method_id=e.command_code or 0))
+        reply = "connection.close" if self.local_condition is not None else "none"
+        events.append(ev.ProtocolViolation(code, "connection", e.channel, e.message, reply))
+        if e.broken or not e.close:
+            self.closed_reason = e.message
+            self._drop_channels()
+            return ConnState.CLOSED
+        return ConnState.CLOSING
+
     # -- connection methods: both roles ---------------------------------------
-    def _on_connection_close(self, m: Any, events: list[ev.Event]) -> None:
+    def _on_connection_close(self, m: ConnectionClose, events: list[ev.Event]) -> None:
         self._write_method(0, ConnectionCloseOk())
+        self.remote_condition = m
         if self.state is ConnState.CLOSING:
             return  # crossing closes: our close-ok is on its way, keep waiting
-        self._go("connection.close", ConnState.CLOSED)
         self.closed_reason = f"closed by peer ({m.reply_code} {m.reply_text})"
         events.append(ev.ConnectionClosed(int(m.reply_code), str(m.reply_text), True,
                                           int(m.class_id), int(m.method_id)))
         self._drop_channels()
 
-    def _on_connection_close_ok(self, m: Any, events: list[ev.Event]) -> None:
-        sent = self._close_sent
+    def _on_connection_close_ok(self, m: ConnectionCloseOk, events: list[ev.Event]) -> None:
+        sent = self.local_condition
         assert sent is not None
-        self._go("connection.close-ok")
         self.closed_reason = "closed"
         events.append(ev.ConnectionClosed(int(sent.reply_code), str(sent.reply_text), False,
                                           int(sent.class_id), int(sent.method_id)))
@@ -780,7 +757,7 @@ class Connection:
         self._hb.arm(self._now, send=send, watch=watch)
 
     # -- client handshake -------------------------------------------------------
-    def _on_connection_start(self, m: Any, events: list[ev.Event]) -> None:
+    def _on_connection_start(self, m: ConnectionStart, events: list[ev.Event]) -> ConnState:
         cfg = self.config
         assert isinstance(cfg, ClientConfig)
         if (m.version_major, m.version_minor) != (0, 9):
@@ -811,9 +788,9 @@ class Connection:
         props["capabilities"] = caps
         self._write_method(0, ConnectionStartOk(client_properties=props, mechanism=choice,
                                                 response=response, locale=locale))
-        self._go("connection.start", ConnState.AWAIT_TUNE)
+        return ConnState.AWAIT_TUNE
 
-    def _on_connection_secure(self, m: Any, events: list[ev.Event]) -> None:
+    def _on_connection_secure(self, m: ConnectionSecure, events: list[ev.Event]) -> None:
         assert self._client_sasl is not None
         try:
             resp = self._client_sasl.challenge(m.challenge)
@@ -821,7 +798,7 @@ class Connection:
             raise ConnectionViolation(f"SASL: {e.message}", ReplyCode.ACCESS_REFUSED) from None
         self._write_method(0, ConnectionSecureOk(response=resp))
 
-    def _on_connection_tune(self, m: Any, events: list[ev.Event]) -> None:
+    def _on_connection_tune(self, m: ConnectionTune, events: list[ev.Event]) -> None:
         cfg = self.config
         assert isinstance(cfg, ClientConfig)
         if self._client_sasl is not None and self._client_sasl.started:
@@ -848,7 +825,6 @@ class Connection:
         self._arm_heartbeat(send=True, watch=False)
         self._write_method(0, ConnectionOpen(virtual_host=cfg.virtual_host))
         self.virtual_host = cfg.virtual_host
-        self._go("connection.tune")
 
     def _apply_tune(self, channel_max: int, frame_max: int, heartbeat: int) -> None:
         self.channel_max = channel_max
@@ -856,22 +832,23 @@ class Connection:
         self._decoder.max_frame_size = frame_max
         self._hb.interval = heartbeat or None
 
-    def _on_connection_open_ok(self, m: Any, events: list[ev.Event]) -> None:
-        self._go("connection.open-ok")
+    def _on_connection_open_ok(self, m: ConnectionOpenOk, events: list[ev.Event]) -> None:
         self._arm_heartbeat(send=True, watch=True)
         events.append(ev.ConnectionOpened(self.virtual_host or "", self.channel_max,
                                           self.frame_max, self.heartbeat, self.peer_properties,
                                           self.mechanism or "", None))
 
-    def _on_connection_blocked(self, m: Any, events: list[ev.Event]) -> None:
+    def _on_connection_blocked(self, m: ConnectionBlocked, events: list[ev.Event]) -> None:
         self.blocked = True
         events.append(ev.ConnectionBlocked(str(m.reason)))
 
-    def _on_connection_unblocked(self, m: Any, events: list[ev.Event]) -> None:
+    def _on_connection_unblocked(self, m: ConnectionUnblocked, events: list[ev.Event]
+                                 ) -> None:
         self.blocked = False
         events.append(ev.ConnectionUnblocked())
 
-    def _on_connection_update_secret_ok(self, m: Any, events: list[ev.Event]) -> None:
+    def _on_connection_update_secret_ok(self, m: ConnectionUpdateSecretOk,
+                                        events: list[ev.Event]) -> None:
         if not self._pending0:
             raise ConnectionViolation("update-secret-ok without update-secret",
                                       ReplyCode.COMMAND_INVALID,
@@ -879,7 +856,8 @@ class Connection:
         events.append(ev.MethodReceived(0, m, self._pending0.pop(0)))
 
     # -- server handshake ----------------------------------------------------------
-    def _on_connection_start_ok(self, m: Any, events: list[ev.Event]) -> None:
+    def _on_connection_start_ok(self, m: ConnectionStartOk, events: list[ev.Event]
+                                ) -> ConnState:
         cfg = self.config
         assert isinstance(cfg, ServerConfig)
         self.peer_properties = dict(m.client_properties)
@@ -894,36 +872,34 @@ class Connection:
             step = negotiator.start(m.mechanism, m.response)
         except sasl.SaslError as e:
             if negotiator.started:
-                self._sasl_failed(m.NAME, e, events)
-                return
+                return self._sasl_failed(e, events)
             raise ConnectionViolation(e.message, ReplyCode.ACCESS_REFUSED, close=False) from None
-        self._sasl_step(m.NAME, step)
+        return self._sasl_step(step)
 
-    def _on_connection_secure_ok(self, m: Any, events: list[ev.Event]) -> None:
+    def _on_connection_secure_ok(self, m: ConnectionSecureOk, events: list[ev.Event]
+                                 ) -> ConnState:
         negotiator = self._server_sasl
         assert negotiator is not None
         try:
             step = negotiator.step(m.response)
         except sasl.SaslError as e:
-            self._sasl_failed(m.NAME, e, events)
-            return
-        self._sasl_step(m.NAME, step)
+            return self._sasl_failed(e, events)
+        return self._sasl_step(step)
 
-    def _sasl_failed(self, inp: str, e: sasl.SaslError, events: list[ev.Event]) -> None:
+    def _sasl_failed(self, e: sasl.SaslError, events: list[ev.Event]) -> ConnState:
         text = f"ACCESS_REFUSED - {e.message}"
         if self._peer_capability("authentication_failure_close"):
-            self._send_close(inp, ConnectionClose(reply_code=ReplyCode.ACCESS_REFUSED,
-                                                  reply_text=text[:255]))
+            self._write_close(ConnectionClose(reply_code=ReplyCode.ACCESS_REFUSED,
+                                              reply_text=text[:255]))
             events.append(ev.ProtocolViolation(ReplyCode.ACCESS_REFUSED, "connection", 0, text,
                                                "connection.close"))
-            return
+            return ConnState.CLOSING
         raise ConnectionViolation(text, ReplyCode.ACCESS_REFUSED, close=False) from None
 
-    def _sasl_step(self, inp: str, step: sasl.ServerStep) -> None:
+    def _sasl_step(self, step: sasl.ServerStep) -> ConnState:
         if not step.done:
             self._write_method(0, ConnectionSecure(challenge=step.challenge or b""))
-            self._go(inp, ConnState.AWAIT_SECURE_OK)
-            return
+            return ConnState.AWAIT_SECURE_OK
         self.identity = step.identity
         cfg = self.config
         assert isinstance(cfg, ServerConfig)
@@ -931,9 +907,10 @@ class Connection:
                               heartbeat=cfg.heartbeat)
         self._offered_tune = tune
         self._write_method(0, tune)
-        self._go(inp, ConnState.AWAIT_TUNE_OK)
+        return ConnState.AWAIT_TUNE_OK
 
-    def _on_connection_tune_ok(self, m: Any, events: list[ev.Event]) -> None:
+    def _on_connection_tune_ok(self, m: ConnectionTuneOk, events: list[ev.Event]
+                               ) -> ConnState:
         offered = self._offered_tune
         assert offered is not None
         cm, fm = m.channel_max, m.frame_max
@@ -948,9 +925,9 @@ class Connection:
                                       close=False)
         self._apply_tune(cm, fm or 0xFFFFFFFF, m.heartbeat)
         self._arm_heartbeat(send=True, watch=True)
-        self._go("connection.tune-ok", ConnState.AWAIT_OPEN)
+        return ConnState.AWAIT_OPEN
 
-    def _on_connection_open(self, m: Any, events: list[ev.Event]) -> None:
+    def _on_connection_open(self, m: ConnectionOpen, events: list[ev.Event]) -> ConnState:
         cfg = self.config
         assert isinstance(cfg, ServerConfig)
         vhost = m.virtual_host
@@ -960,22 +937,96 @@ class Connection:
         if not ok:
             self._trace("open:not-allowed")
             text = f"NOT_ALLOWED - vhost {vhost} not found"
-            self._send_close(m.NAME, ConnectionClose(reply_code=ReplyCode.NOT_ALLOWED,
-                                             reply_text=text[:255],
-                                             class_id=m.CLASS_ID, method_id=m.METHOD_ID))
+            self._write_close(ConnectionClose(reply_code=ReplyCode.NOT_ALLOWED,
+                                              reply_text=text[:255],
+                                              class_id=m.CLASS_ID, method_id=m.METHOD_ID))
             events.append(ev.ProtocolViolation(ReplyCode.NOT_ALLOWED, "connection", 0, text,
                                                "connection.close"))
-            return
+            return ConnState.CLOSING
         self.virtual_host = vhost
         self._write_method(0, ConnectionOpenOk())
-        self._go("connection.open", ConnState.OPEN)
         events.append(ev.ConnectionOpened(vhost, self.channel_max, self.frame_max,
                                           self.heartbeat, self.peer_properties,
                                           self.mechanism or "", self.identity))
+        return ConnState.OPEN
 
-    def _on_connection_update_secret(self, m: Any, events: list[ev.Event]) -> None:
+    def _on_connection_update_secret(self, m: ConnectionUpdateSecret,
+                                     events: list[ev.Event]) -> None:
         self._write_method(0, ConnectionUpdateSecretOk())
         events.append(ev.MethodReceived(0, m, None))
+
+    # -- the tables ---------------------------------------------------------------
+    # role -> state -> input -> Entry(targets, handler).  Inputs: method names
+    # received on channel 0, "header"/"bad-header" (the peer's protocol
+    # header), "heartbeat", "channel" (any frame on a channel other than 0:
+    # the channel's own table takes it from there; discarded while CLOSING),
+    # "close()" (the local close) and "eof"; in every state but CLOSED, "lost"
+    # (the peer went silent: heartbeat timeout) and "violation" (it broke the
+    # protocol at connection scope: close sent -- CLOSING -- or the socket
+    # dropped).
+    _HANDSHAKE: ClassVar[dict[Hashable, Entry[ConnState]]] = {
+        "connection.close": Entry((S.CLOSED,), _on_connection_close),
+        "close()": Entry((S.CLOSING, S.CLOSED), _on_close_call),
+        "heartbeat": Entry((), _on_heartbeat), "eof": Entry((S.CLOSED,), _on_lost)}
+    _CLOSING: ClassVar[dict[Hashable, Entry[ConnState]]] = {
+        "connection.close-ok": Entry((S.CLOSED,), _on_connection_close_ok),
+        "connection.close": Entry((S.CLOSING,), _on_connection_close),
+        "heartbeat": Entry((), _on_heartbeat), "channel": Entry(),
+        "eof": Entry((S.CLOSED,), _on_lost)}
+    _OPEN: ClassVar[dict[Hashable, Entry[ConnState]]] = {
+        "connection.close": Entry((S.CLOSED,), _on_connection_close),
+        "close()": Entry((S.CLOSING,), _on_close_call), "heartbeat": Entry((), _on_heartbeat),
+        "channel": Entry((), _on_channel), "eof": Entry((S.CLOSED,), _on_lost)}
+    _UNIVERSAL: ClassVar[dict[Hashable, Entry[ConnState]]] = {
+        "lost": Entry((S.CLOSED,), _on_lost),
+        "violation": Entry((S.CLOSING, S.CLOSED), _on_violation)}
+    _ENDPOINT: ClassVar[dict[ConnState, tuple[EndpointState, EndpointState]]] = {
+        S.AWAIT_HEADER: (_U, _U), S.AWAIT_START: (_A, _U), S.AWAIT_TUNE: (_A, _U),
+        S.AWAIT_OPEN_OK: (_A, _U), S.AWAIT_START_OK: (_A, _U), S.AWAIT_SECURE_OK: (_A, _U),
+        S.AWAIT_TUNE_OK: (_A, _U), S.AWAIT_OPEN: (_A, _U), S.OPEN: (_A, _A),
+        S.CLOSING: (_X, _A), S.CLOSED: (_X, _X)}
+    MACHINES: ClassVar[dict[Role, Machine[ConnState]]] = {
+        Role.CLIENT: Machine("0-9-1 connection (client)", {
+            S.AWAIT_START: {
+                "connection.start": Entry((S.AWAIT_TUNE, S.CLOSED), _on_connection_start),
+                "bad-header": Entry((S.CLOSED,), _on_bad_header),
+                "close()": Entry((S.CLOSED,), _on_close_call),
+                "eof": Entry((S.CLOSED,), _on_lost)},
+            S.AWAIT_TUNE: {"connection.secure": Entry((S.AWAIT_TUNE,), _on_connection_secure),
+                           "connection.tune": Entry((S.AWAIT_OPEN_OK,), _on_connection_tune),
+                           **_HANDSHAKE},
+            S.AWAIT_OPEN_OK: {
+                "connection.open-ok": Entry((S.OPEN,), _on_connection_open_ok), **_HANDSHAKE},
+            S.OPEN: {
+                **_OPEN, "connection.blocked": Entry((), _on_connection_blocked),
+                "connection.unblocked": Entry((), _on_connection_unblocked),
+                "connection.update-secret-ok": Entry((), _on_connection_update_secret_ok)},
+            S.CLOSING: _CLOSING,
+            S.CLOSED: {},
+        }, universal=_UNIVERSAL, terminal=(S.CLOSED,), illegal=_illegal,
+            endpoint_states=_ENDPOINT),
+        Role.SERVER: Machine("0-9-1 connection (server)", {
+            S.AWAIT_HEADER: {"header": Entry((S.AWAIT_START_OK,), _on_header),
+                             "bad-header": Entry((S.CLOSED,), _on_bad_header),
+                             "close()": Entry((S.CLOSED,), _on_close_call),
+                             "eof": Entry((S.CLOSED,), _on_lost)},
+            S.AWAIT_START_OK: {"connection.start-ok": Entry(
+                (S.AWAIT_SECURE_OK, S.AWAIT_TUNE_OK, S.CLOSING, S.CLOSED),
+                _on_connection_start_ok), **_HANDSHAKE},
+            S.AWAIT_SECURE_OK: {"connection.secure-ok": Entry(
+                (S.AWAIT_SECURE_OK, S.AWAIT_TUNE_OK, S.CLOSING, S.CLOSED),
+                _on_connection_secure_ok), **_HANDSHAKE},
+            S.AWAIT_TUNE_OK: {"connection.tune-ok": Entry(
+                (S.AWAIT_OPEN, S.CLOSED), _on_connection_tune_ok), **_HANDSHAKE},
+            S.AWAIT_OPEN: {"connection.open": Entry((S.OPEN, S.CLOSING), _on_connection_open),
+                           **_HANDSHAKE},
+            S.OPEN: {**_OPEN,
+                     "connection.update-secret": Entry((), _on_connection_update_secret)},
+            S.CLOSING: _CLOSING,
+            S.CLOSED: {},
+        }, universal=_UNIVERSAL, terminal=(S.CLOSED,), illegal=_illegal,
+            endpoint_states=_ENDPOINT),
+    }
 
 
 class _ChannelPort:
@@ -1013,23 +1064,15 @@ class _ChannelPort:
             COVERAGE.add(("channel", state, inp))
 
 
-#: The one dispatch of the connection's own frames: spec class -> handler.
-_CONNECTION_HANDLERS: dict[type[Method], Callable[[Connection, Any, list[ev.Event]], None]] = {
-    ConnectionClose: Connection._on_connection_close,
-    ConnectionCloseOk: Connection._on_connection_close_ok,
-    ConnectionStart: Connection._on_connection_start,
-    ConnectionSecure: Connection._on_connection_secure,
-    ConnectionTune: Connection._on_connection_tune,
-    ConnectionOpenOk: Connection._on_connection_open_ok,
-    ConnectionBlocked: Connection._on_connection_blocked,
-    ConnectionUnblocked: Connection._on_connection_unblocked,
-    ConnectionUpdateSecretOk: Connection._on_connection_update_secret_ok,
-    ConnectionStartOk: Connection._on_connection_start_ok,
-    ConnectionSecureOk: Connection._on_connection_secure_ok,
-    ConnectionTuneOk: Connection._on_connection_tune_ok,
-    ConnectionOpen: Connection._on_connection_open,
-    ConnectionUpdateSecret: Connection._on_connection_update_secret,
-}
+def transitions_view(machines: Mapping[Role, Machine[ConnState]]
+                     ) -> dict[Role, dict[ConnState, dict[str, tuple[ConnState, ...] | None]]]:
+    """role -> state -> input -> next states (None: unchanged), the universal
+    inputs left out: the tables as the transition-coverage tests read them."""
+    return {role: {st: {str(i): (e.targets or None) for i, e in row.items()}
+                   for st, row in m.own_rows().items()} for role, m in machines.items()}
+
+
+CONNECTION_TRANSITIONS = transitions_view(Connection.MACHINES)
 
 
 if TYPE_CHECKING:
