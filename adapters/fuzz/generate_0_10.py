@@ -324,6 +324,75 @@ def op_valid_tx(s: Script) -> Fault:
     return valid_fault(end.NAME, "transaction")
 
 
+def op_valid_file(s: Script) -> Fault:
+    """The file class both ways: open, stage (in one or two goes), publish;
+    then consume -- the peer opens, we say how much we have, it stages the
+    rest and delivers -- and ack or reject."""
+    q, tag = s.names.queues[0], s.names.destinations[0]
+    s.open_session(1)
+    s.declare_queue(1, q)
+    ident = f"{s.names.queues[0]}.file"
+    size = s.rng.pick([0, 10, 3000])
+    body = s.rng.bytes(size)
+    props = build(spec.FileProperties, s.rng, s.names, optional=0.5)
+    s.cmd(1, spec.FileOpen(identifier=ident, content_size=size))
+    s.cmd(1, spec.FileStage(), headers=[props], body=body)
+    s.cmd(1, spec.FilePublish(exchange="", routing_key=q, identifier=ident,
+                              mandatory=s.rng.chance(0.5)))
+    s.cmd(1, spec.FileQos(prefetch_count=s.rng.pick([0, 1, 5])))
+    no_ack = s.rng.chance(0.3)
+    s.cmd(1, spec.FileConsume(queue=q, consumer_tag=tag, no_ack=no_ack))
+    s.settle(1)  # the peer's file.open has come
+    s.cmd(1, spec.FileOpenOk(staged_size=s.rng.between(0, size)))
+    s.settle(1)
+    how = "cancel" if no_ack else s.rng.pick(["ack", "ack-all", "reject", "requeue", "cancel"])
+    if how == "ack":
+        s.cmd(1, spec.FileAck(delivery_tag=1))
+    elif how == "ack-all":
+        s.cmd(1, spec.FileAck(delivery_tag=0, multiple=True))
+    elif how in ("reject", "requeue"):
+        s.cmd(1, spec.FileReject(delivery_tag=1, requeue=how == "requeue"))
+    else:
+        s.cmd(1, spec.FileCancel(consumer_tag=tag))
+    return valid_fault("file.open-ok", f"file staged, published, consumed; then {how}")
+
+
+def op_valid_stream(s: Script) -> Fault:
+    """The stream class: qos (prefetch, consume-rate), consume, publish."""
+    q, tag = s.names.queues[0], s.names.destinations[0]
+    s.open_session(1)
+    s.declare_queue(1, q)
+    s.cmd(1, spec.StreamQos(prefetch_count=s.rng.pick([0, 1, 3]),
+                            consume_rate=s.rng.pick([0, 0, 1000, 1 << 20]),
+                            global_=s.rng.chance(0.3)))
+    s.cmd(1, spec.StreamConsume(queue=q, consumer_tag=tag, nowait=s.rng.chance(0.3)))
+    for _ in range(s.rng.between(1, 5)):
+        s.cmd(1, spec.StreamPublish(exchange="", routing_key=q, mandatory=s.rng.chance(0.3),
+                                    immediate=s.rng.chance(0.2)),
+              headers=[build(spec.StreamProperties, s.rng, s.names, optional=0.5)],
+              body=s.rng.bytes(s.rng.small(64)))
+    if s.rng.chance(0.3):
+        s.cmd(1, spec.StreamCancel(consumer_tag=tag))
+    return valid_fault("stream.publish", "stream consume and publish")
+
+
+def op_valid_fragments(s: Script) -> Fault:
+    """A message in fragments (first, middle, last) carrying a resume-id,
+    and message.resume of ids known and not."""
+    q = s.names.queues[0]
+    s.open_session(1)
+    s.declare_queue(1, q)
+    rid = f"{q}.resume"
+    dp = spec.DeliveryProperties.unchecked(routing_key=q, resume_id=rid, resume_ttl=1000)
+    cmd = spec.MessageTransfer(destination="", accept_mode=1, acquire_mode=0)
+    n = s.rng.between(2, 4)
+    for i in range(n):
+        fp = spec.FragmentProperties(first=i == 0, last=i == n - 1)
+        s.cmd(1, cmd, headers=[dp, fp] if i == 0 else [fp], body=s.rng.bytes(s.rng.small(64)))
+    s.cmd(1, spec.MessageResume(destination="", resume_id=s.rng.pick([rid, "unknown"])))
+    return valid_fault("message.resume", f"a message in {n} fragments, then message.resume")
+
+
 def op_valid_split_everything(s: Script) -> Fault:
     """Every frame of the conversation after the handshake cut tiny."""
     s.handshake()
@@ -1423,7 +1492,9 @@ Operator = Callable[[Script], "Fault | None"]
 #: family -> [(operator name, weight, function)]
 OPERATORS: dict[str, list[tuple[str, float, Operator]]] = {
     "valid": [("random", 6, op_valid_random), ("pubsub", 3, op_valid_pubsub),
-              ("tx", 1, op_valid_tx), ("tiny-frames", 1, op_valid_split_everything)],
+              ("tx", 1, op_valid_tx), ("tiny-frames", 1, op_valid_split_everything),
+              ("file", 1, op_valid_file), ("stream", 1, op_valid_stream),
+              ("fragments", 1, op_valid_fragments)],
     "field": [("absent-required", 3, op_field_absent_required),
               ("int-boundary", 3, op_field_int_boundary), ("bad-enum", 3, op_field_bad_enum),
               ("max-string", 2, op_field_max_string),

@@ -47,6 +47,15 @@ Two checkers share the peer's octets:
    message.unsubscribed             transfer to a destination not subscribed
    message.credit                   more messages or octets than credited
    message.accept-unknown           accept/reject of transfers we never sent
+   content.reply-unasked            file/stream qos-ok or consume-ok, or
+                                    file.open-ok, that answers nothing of ours
+   content.unconsumed               file.open/deliver or stream.deliver for a
+                                    consumer tag we never consumed with
+   file.staged-size                 open-ok's staged-size above the
+                                    content-size our file.open declared
+   file.stage-unasked               file.stage with no open-ok of ours owed one
+   file.delivery-tag                file.deliver with delivery-tag 0 (rule
+                                    non-zero)
    connection.after-close           anything after its close or close-ok
    ===============================  ========================================
 """
@@ -76,6 +85,11 @@ from .signals import MonitorBase, MonitorConfig, Signal, Violation, complete_hea
 from .specinfo_0_10 import DETACH_CODES, ERROR_CODES, sent_by
 
 INF = float("inf")
+#: Commands of the file and stream classes we send -> the reply the peer owes.
+_CONTENT_REPLIES = {"file.qos": "file.qos-ok", "file.consume": "file.consume-ok",
+                    "stream.qos": "stream.qos-ok", "stream.consume": "stream.consume-ok"}
+
+
 def _big_decoder() -> AssemblyDecoder:
     return AssemblyDecoder(max_frame_size=0xFFFF, max_segment_size=64 << 20,
                            max_body_size=64 << 20)
@@ -117,6 +131,11 @@ class _Sess:
     granted_bytes: dict[str, float] = attrs.field(factory=dict)
     got_msgs: dict[str, int] = attrs.field(factory=dict)
     got_bytes: dict[str, int] = attrs.field(factory=dict)
+    # the file and stream classes: what we asked that the peer answers
+    replies_owed: dict[str, int] = attrs.field(factory=dict)  # reply name -> count
+    content_tags: set[str] = attrs.field(factory=set)
+    our_opens: list[int] = attrs.field(factory=list)  # content-sizes awaiting open-ok
+    stages_owed: int = 0  # our open-oks whose file.stage may come
 
 
 def _add_credit(table: dict[str, float], dest: str, value: int | None) -> None:
@@ -289,6 +308,15 @@ class Monitor(MonitorBase):
 
     def _our_command(self, s: _Sess, cmd: Any) -> None:
         n = cmd.NAME
+        if n in _CONTENT_REPLIES and not getattr(cmd, "nowait", False):
+            r = _CONTENT_REPLIES[n]
+            s.replies_owed[r] = s.replies_owed.get(r, 0) + 1
+        if n in ("file.consume", "stream.consume"):
+            s.content_tags.add(cmd.consumer_tag or "")
+        elif n == "file.open":
+            s.our_opens.append(int(cmd.content_size or 0))
+        elif n == "file.open-ok":
+            s.stages_owed += 1
         if n == "message.subscribe":
             dest = cmd.destination or ""
             s.granted_msgs.setdefault(dest, 0.0)
@@ -520,6 +548,8 @@ class Monitor(MonitorBase):
             self._peer_exception(s, ch, cmd)
         elif name == "message.transfer":
             self._peer_transfer(s, it)
+        elif name.startswith(("file.", "stream.")):
+            self._peer_content(s, it)
         elif name in ("message.accept", "message.reject") and not (
                 s.untracked or self.sent_broken):
             for cid in cmd.transfers or SequenceSet():
@@ -528,6 +558,37 @@ class Monitor(MonitorBase):
                     self.violation("message.accept-unknown",
                                    f"{name} for {cid}, not a transfer of ours")
                     break
+
+    def _peer_content(self, s: _Sess, it: Any) -> None:
+        """The file and stream classes' rules (see the module docstring)."""
+        if s.untracked or self.sent_broken:
+            return
+        cmd = it.command
+        name = cmd.NAME
+        if name == "file.open-ok":
+            if not s.our_opens:
+                self.violation("content.reply-unasked", "file.open-ok without our file.open")
+                return
+            size = s.our_opens.pop(0)
+            if int(cmd.staged_size or 0) > size:
+                self.violation("file.staged-size", f"staged-size {cmd.staged_size} for "
+                               f"content of {size}")
+        elif name in _CONTENT_REPLIES.values():
+            if s.replies_owed.get(name, 0) <= 0:
+                self.violation("content.reply-unasked", f"{name} answers nothing of ours")
+                return
+            s.replies_owed[name] -= 1
+        elif name == "file.stage":
+            if s.stages_owed <= 0:
+                self.violation("file.stage-unasked", "file.stage with no open-ok of ours")
+                return
+            s.stages_owed -= 1
+        elif name in ("file.deliver", "stream.deliver"):
+            if (cmd.consumer_tag or "") not in s.content_tags:
+                self.violation("content.unconsumed", f"{name} for consumer tag "
+                               f"{cmd.consumer_tag!r}, never consumed")
+            if name == "file.deliver" and not cmd.delivery_tag:
+                self.violation("file.delivery-tag", "file.deliver with delivery-tag 0")
 
     def _peer_result(self, s: _Sess, cmd: Any) -> None:
         cid = cmd.command_id
