@@ -76,6 +76,7 @@ from .model import (
     is_alternate,
 )
 from .properties import FORM_0_9_1, Wire
+from .queue_args import CONSUME_ARGUMENTS
 from .routing import EXCHANGE_TYPES, Binding
 
 if TYPE_CHECKING:
@@ -633,6 +634,10 @@ class Connection091(FrontEnd):
             raise _Fail(ACCESS_REFUSED, f"queue {q.name!r} in vhost {self.ns.name!r} in "
                         "exclusive use")
         tag = m.consumer_tag or "amq.ctag-" + secrets.token_urlsafe(16)
+        for key in m.arguments or ():
+            if key not in CONSUME_ARGUMENTS:  # (x-priority: consumers are served in turn)
+                log.warning("basic.consume on queue %r: argument %r is not acted on by this "
+                            "broker", q.name, key)
         if tag in books.consumers:
             raise _Fail(NOT_ALLOWED, f"attempt to reuse consumer tag {tag!r}")
         c = Consumer091(books, tag, q.name, self.ns.name, no_ack=bool(m.no_ack),

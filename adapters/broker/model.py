@@ -75,7 +75,7 @@ from .durable import Durability
 from .limits import Limits, QueuePolicy, arguments_octets
 from .priorities import PriorityBacklog, levels_of, message_priority
 from .properties import FORMS, Wire
-from .queue_args import QueueOptions, death_headers, policy_arguments
+from .queue_args import QueueOptions, death_headers, policy_arguments, unacted
 from .routing import Binding, BindingIndex
 from .staging import Staging
 from .store import SqliteStore, Store
@@ -867,6 +867,8 @@ class Broker:
             policy = QueuePolicy.of(policy_arguments(args), lim)
             options = QueueOptions.of(args)
             backlog = self.backlog(args, xml_levels)
+            for why in unacted(args):
+                log.warning("queue %r in vhost %r: %s", name, ns.name, why)
         except ValueError as e:
             raise ModelError("invalid-argument", str(e), "arguments") from None
         q = ns.queues[name] = QueueState(

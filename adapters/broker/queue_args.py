@@ -25,15 +25,21 @@ RabbitMQ's names (what 0-9-1 clients use):
   routing key is replaced when one is given, and the message's own ttl is
   dropped (it must not expire again);
 * ``x-max-length``, ``x-max-length-bytes``, ``x-overflow``: see
-  ``limits.QueuePolicy``.
+  ``limits.QueuePolicy``;
+* ``x-max-priority`` (and qpidd's ``qpid.priorities``): see ``priorities.py``;
+* ``x-queue-type``: ``classic``; ``quorum`` is served as a classic queue
+  (what its clients see of it -- durable, ordered, acknowledged -- holds; a
+  warning says so); ``stream`` is refused (its reads do not consume).
 
-Anything else is kept and ignored.  A bad value raises ``ValueError``
-(the declare fails with invalid-argument).
+Anything else is kept (a redeclare must repeat it) but not acted on, and
+the broker logs a warning naming it (:func:`unacted`): ``x-expires``,
+``x-single-active-consumer`` among them.  A bad value raises
+``ValueError`` (the declare fails with invalid-argument).
 """
 
 from __future__ import annotations
 
-__all__ = ["QueueOptions", "policy_arguments", "death_headers"]
+__all__ = ["QueueOptions", "policy_arguments", "death_headers", "unacted", "CONSUME_ARGUMENTS"]
 
 import datetime as _dt
 from collections.abc import Mapping
@@ -80,6 +86,36 @@ def policy_arguments(arguments: Mapping[str, Any]) -> dict[str, Any]:
             raise ValueError(f"qpid.policy_type must be one of {', '.join(_POLICY_TYPES)}, "
                              f"not {kind!r}")
         out.setdefault("x-overflow", _POLICY_TYPES[kind])
+    return out
+
+
+#: Queue arguments the broker acts on (see the module docstring).
+_ACTED = frozenset({
+    "no-local", "qpid.max_count", "qpid.max_size", "qpid.policy_type",
+    "qpid.queue_msg_sequence", "qpid.auto_delete_timeout", "qpid.priorities",
+    "x-message-ttl", "x-dead-letter-exchange", "x-dead-letter-routing-key", "x-max-length",
+    "x-max-length-bytes", "x-overflow", "x-max-priority", "x-queue-type"})
+#: basic.consume arguments the broker acts on (none yet: x-priority is not).
+CONSUME_ARGUMENTS: frozenset[str] = frozenset()
+
+
+def unacted(arguments: Mapping[str, Any]) -> list[str]:
+    """Why a queue declared with ``arguments`` is not all they ask: one line
+    per argument kept but not acted on (the broker logs them), or served
+    otherwise.  ValueError for a queue type the broker does not serve."""
+    out = []
+    for key in arguments:
+        if key not in _ACTED:
+            out.append(f"argument {key!r} is kept but not acted on by this broker")
+    kind = arguments.get("x-queue-type")
+    if isinstance(kind, bytes):
+        kind = kind.decode("utf-8", "replace")
+    if kind is not None and kind != "classic":
+        if kind != "quorum":
+            raise ValueError(f"x-queue-type {kind!r} is not served by this broker "
+                             "(classic and quorum are)")
+        out.append("x-queue-type 'quorum' is served as a classic queue (no replicas; "
+                   "x-delivery-limit and the x-delivery-count header are not kept)")
     return out
 
 

@@ -223,3 +223,31 @@ def test_priority_queues_rabbitmq_and_the_xml_levels() -> None:
     c10.pump()
     assert [m.body for m in b.queues["q10"].messages] == [b"high", b"six", b"low", b"medium"]
     assert [m.body for m in b.queues["q10x"].messages] == [b"high", b"six", b"medium", b"low"]
+
+
+def test_arguments_not_acted_on_are_named_in_a_warning(caplog: pytest.LogCaptureFixture
+                                                       ) -> None:
+    """Never silence: an argument the broker keeps but does not act on is
+    named in a warning (at the declare, and basic.consume's); quorum is
+    served as classic, said so; stream is refused naming the argument."""
+    from broker_client_0_9_1 import Client as Client091
+
+    from amqp_sansio.v0_9_1 import events as ev091
+    from amqp_sansio.v0_9_1 import spec as spec091
+
+    b = Broker()
+    c = Client091(b)
+    ch = c.channel()
+    with caplog.at_level("WARNING", logger="amqp_sansio.broker"):
+        c.call(ch, spec091.QueueDeclare(queue="q", arguments={
+            "x-expires": 60000, "x-single-active-consumer": True, "x-queue-type": "quorum",
+            "x-max-length": 5}))
+        c.call(ch, spec091.BasicConsume(queue="q", arguments={"x-priority": 3}))
+    text = caplog.text
+    for name in ("'x-expires'", "'x-single-active-consumer'", "'quorum' is served as a classic",
+                 "'x-priority'"):
+        assert name in text, name
+    assert "x-max-length" not in text
+    got = c.call(ch, spec091.QueueDeclare(queue="s", arguments={"x-queue-type": "stream"}))
+    (closed,) = [e for e in got if isinstance(e, ev091.ChannelClosed)]
+    assert closed.code == 406 and "x-queue-type 'stream'" in closed.text
