@@ -41,7 +41,8 @@ def run(args: list[str], *, env: dict[str, str] | None = None,
 
 def test_every_example_is_run_here() -> None:
     scripts = {p.name for p in EXAMPLES.glob("*.py")}
-    assert scripts == {*RUNS, "spark_job.py", "test_pytest_fixture.py"}
+    # (celery_example.py: tests/interop/test_celery.py runs it, against RabbitMQ too)
+    assert scripts == {*RUNS, "spark_job.py", "test_pytest_fixture.py", "celery_example.py"}
     listed = (EXAMPLES / "README.md").read_text(encoding="utf-8")
     assert all(f"`{name}`" in listed for name in scripts)
 
