@@ -162,9 +162,10 @@ def _suite_venv(work: Path, pika_src: Path | None) -> Path:
 
 # -- inside the namespace -----------------------------------------------------------------
 @contextlib.contextmanager
-def _embedded(certs: Path | None) -> Iterator[None]:
+def _embedded(certs: Path | None, path: str | None = None) -> Iterator[None]:
     """The embedded broker in a process of its own: one Broker, plain on
-    5672 and (with ``certs``) TLS on 5671."""
+    5672 and (with ``certs``) TLS on 5671; ``path``: import it from there
+    (another tree: a before/after comparison)."""
     code = f"""
 import ssl, sys, trio
 from functools import partial
@@ -187,8 +188,9 @@ try:
 except KeyboardInterrupt:
     pass
 """
+    env = dict(os.environ, PYTHONPATH=path) if path else None
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL)
+                            stdin=subprocess.DEVNULL, env=env)
     try:
         assert proc.stdout is not None
         if proc.stdout.readline().strip() != b"ready":
@@ -204,7 +206,7 @@ except KeyboardInterrupt:
 
 
 @contextlib.contextmanager
-def _rabbitmq(certs: Path | None) -> Iterator[None]:
+def _rabbitmq(certs: Path | None, path: str | None = None) -> Iterator[None]:
     sys.path.insert(0, str(ROOT / "tests" / "support"))
     import rabbitmq as rmq  # type: ignore[import-not-found]
 
@@ -240,7 +242,7 @@ def _inner(args: argparse.Namespace) -> int:
     if suite.name == "proton":
         env["PATH"] = f"{Path(args.python).parent}{os.pathsep}{env['PATH']}"
         cmd[3:3] = ["--rootdir", str(args.work)]
-    with run(certs), open(args.log, "wb") as log:
+    with run(certs, args.broker_path), open(args.log, "wb") as log:
         rc = subprocess.run(cmd, cwd=src, env=env, stdout=log, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, timeout=args.suite_timeout).returncode
     return 0 if rc in (0, 1) else rc
@@ -291,8 +293,9 @@ def _unshare() -> list[str]:
 
 
 def run_pair(work: Path, suite: Suite, broker: str, src: Path, py: Path, certs: Path | None,
-             pytest_args: list[str], timeout: float) -> Outcome:
-    junit = work / "results" / f"{suite.name}-{broker}.xml"
+             pytest_args: list[str], timeout: float, broker_path: str | None = None,
+             tag: str = "") -> Outcome:
+    junit = work / "results" / f"{suite.name}-{broker}{tag}.xml"
     log = junit.with_suffix(".log")
     junit.parent.mkdir(parents=True, exist_ok=True)
     junit.unlink(missing_ok=True)
@@ -302,6 +305,8 @@ def run_pair(work: Path, suite: Suite, broker: str, src: Path, py: Path, certs: 
            "--suite-timeout", str(timeout)]
     if certs is not None:
         cmd += ["--certs", str(certs)]
+    if broker_path:
+        cmd += ["--broker-path", broker_path]
     cmd += ["--", *pytest_args]
     t0 = time.monotonic()
     r = subprocess.run(cmd, stdin=subprocess.DEVNULL)
@@ -321,6 +326,9 @@ def main() -> int:
     p.add_argument("--pika-src", help="a checkout of pika (its acceptance tests)")
     p.add_argument("--suite-timeout", type=float, default=3600)
     p.add_argument("--json", help="write the outcomes here")
+    p.add_argument("--broker-path", help="import the embedded broker from this directory "
+                   "(PYTHONPATH: packages amqp_sansio, amqp_sansio_broker, ... of another tree)")
+    p.add_argument("--tag", default="", help="suffix of the result files (e.g. -before)")
     # (inner: the run inside a namespace)
     p.add_argument("--inner-suite", help=argparse.SUPPRESS)
     p.add_argument("--inner-broker", help=argparse.SUPPRESS)
@@ -348,7 +356,8 @@ def main() -> int:
                   f"{PROTON_EXAMPLES})")
             continue
         results[name] = {b: run_pair(work, suite, b, src, py, certs, args.pytest_args,
-                                     args.suite_timeout) for b in brokers}
+                                     args.suite_timeout, args.broker_path, args.tag)
+                         for b in brokers}
     print()
     print(f"{'suite':10} " + " ".join(f"{b + ' p/f/e/s':>22}" for b in brokers))
     for name, by in results.items():
