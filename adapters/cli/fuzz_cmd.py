@@ -6,19 +6,25 @@
                                                                      operators, 0-9's table)
     amqp-sansio fuzz --protocol 1.0 --target 127.0.0.1:5672 ...     a 1.0 peer (rhea, proton,
                                           RabbitMQ's plugin: --address-prefix /queue/)
-    amqp-sansio fuzz --target embedded ...        the embedded broker (any --protocol), in a subprocess
+    amqp-sansio fuzz --target embedded ...        the embedded broker (any --protocol), supervised
+    amqp-sansio fuzz --target-command 'CMD ... {port}' ...   start the peer on a free loopback
+                                          port, watch it: crashes and hangs get a signature,
+                                          are confirmed, minimised, and the peer restarted
+    amqp-sansio fuzz --target HOST:PORT --target-pid PID [--target-log FILE] ...
+                                          watch a peer someone else started
     amqp-sansio fuzz --spark ...                  case ranges on Spark executors
     amqp-sansio fuzz --role server --listen 127.0.0.1:5673 ...   fuzz connecting 0-10 clients
     amqp-sansio fuzz --protocol 1.0 --role server --client-command 'python c.py {port}' ...
                                           fuzz a 1.0 client: the command runs once a case
-    amqp-sansio fuzz replay FILE [--target HOST:PORT]
+    amqp-sansio fuzz replay FILE [--target HOST:PORT | --target-command 'CMD {port}']
     amqp-sansio fuzz show [--protocol 0-9-1] --seed 7 --case 42      print one case
     amqp-sansio fuzz operators [--protocol 0-9-1]                    list the generators
 
 Every case is a pure function of (seed, case number) (plus the name tag in
 the reproducer), so any case can be rebuilt and replayed.  Non-conformant
 outcomes are minimised and saved under ``DIR/reproducers``; the exit status
-is 1 when there were any (see ``--fail-on``).
+is 1 when there were any (see ``--fail-on``).  ``DIR/findings.md`` is the
+report: crashes grouped by signature, then the other findings.
 """
 
 from __future__ import annotations
@@ -60,6 +66,19 @@ def _protocol(args: Any) -> str:
     return getattr(args, "protocol", None) or "0-10"
 
 
+def _supervision(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--target-command", default=None, metavar="COMMAND",
+                   help="start the peer with COMMAND ('{port}' is replaced with a free "
+                        "loopback port; split like a shell does) and supervise it: exit "
+                        "status, signal, output, sanitizer reports, core dumps; restarted "
+                        "after each crash.  --role server: the client command")
+    p.add_argument("--target-pid", type=int, default=None, metavar="PID",
+                   help="supervise the peer at --target that someone else started (its "
+                        "death ends the campaign)")
+    p.add_argument("--target-log", type=Path, default=None, metavar="FILE",
+                   help="with --target-pid: the file the peer's output goes to")
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--step-timeout", type=float, default=2.0, metavar="SECONDS",
                    help="deadline for each awaited reply (default %(default)s)")
@@ -83,6 +102,7 @@ def register(sub: Subcommands) -> None:
     _protocol_arg(p)
     p.add_argument("--target", default=None, metavar="HOST:PORT",
                    help="the peer to fuzz, or 'embedded' (the embedded broker)")
+    _supervision(p)
     p.add_argument("--cases", type=int, default=1000, help="number of cases (default %(default)s)")
     p.add_argument("--seed", type=int, default=0,
                    help="cases are a pure function of (seed, case number) (default %(default)s)")
@@ -102,6 +122,15 @@ def register(sub: Subcommands) -> None:
     p.add_argument("--address-prefix", default="",
                    help="1.0: put before every address a case names (RabbitMQ's plugin: "
                         "/queue/; default: none, addresses as the case names them)")
+    p.add_argument("--profile", default="auto",
+                   help="the oracle's peer profile: auto (from the peer's connection.start / "
+                        "open: amqp-sansio, qpidd, rabbitmq, else xml), xml, qpidd, rabbitmq "
+                        "or amqp-sansio (default %(default)s)")
+    p.add_argument("--feedback", action="store_true",
+                   help="state feedback: cases that reach new peer states become seeds, and "
+                        "part of the --cases budget goes to their mutants")
+    p.add_argument("--mutant-share", type=float, default=0.5, metavar="FRACTION",
+                   help="--feedback: the share of the budget for mutants (default %(default)s)")
     p.add_argument("--no-minimise", action="store_true", help="save reproducers unminimised")
     p.add_argument("--fail-on", default="all",
                    help="outcomes that make the exit status 1: 'all' non-conformant "
@@ -130,6 +159,7 @@ def register(sub: Subcommands) -> None:
     _protocol_arg(r, "the reproducer's", argparse.SUPPRESS)
     r.add_argument("--target", default=None, metavar="HOST:PORT",
                    help="default: the target recorded in the file ('embedded' works)")
+    _supervision(r)
     r.add_argument("--listen", default="127.0.0.1:5673", metavar="HOST:PORT",
                    help="server-role reproducers: where to wait for the client "
                         "(default %(default)s)")
@@ -220,9 +250,9 @@ def run_fuzz(args: argparse.Namespace, streams: Streams) -> int:
             raise CLIError("--role server fuzzes AMQP 0-10 and 1.0 clients (no "
                            f"{protocol} server role yet)")
         return _run_server(args, streams, gen, fail_on)
-    if args.target is None:
+    if args.target is None and args.target_command is None:
         raise CLIError("--target HOST:PORT" + (" (or 'embedded')" if embeddable else "")
-                       + " is required")
+                       + " or --target-command is required")
     if not embeddable and args.target == "embedded":
         raise CLIError("--target embedded is the embedded broker for AMQP 0-10, 0-9-1, 0-9 and 1.0; "
                        f"with --protocol {protocol} give the HOST:PORT of a {protocol} peer")
@@ -230,42 +260,79 @@ def run_fuzz(args: argparse.Namespace, streams: Streams) -> int:
         require("trio", "--target embedded (the embedded broker)")
     if args.spark:
         require("pyspark", "--spark")
-    from amqp_sansio_fuzz.campaign import CampaignConfig, EmbeddedBroker
+    from amqp_sansio_fuzz.campaign import CampaignConfig
 
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
-    embedded = None
+    sup = _supervisor(args, out, streams)
     try:
-        if args.target == "embedded":
-            embedded = EmbeddedBroker(log=out / "broker.log")
-            target = _start_embedded(embedded, out / "broker.log")
-            print(f"embedded broker on {target} (log: {out / 'broker.log'})",
-                  file=streams.stderr)
-        else:
-            target = _parse_target(args.target)
+        target = sup.target if sup is not None else _parse_target(args.target)
+        label = "embedded" if args.target == "embedded" else (
+            sup.description if sup is not None and sup.restartable else None)
         cfg = CampaignConfig(target=target, seed=args.seed, cases=args.cases, start=args.start,
                              budget=args.budget, out=out, step_timeout=args.step_timeout,
                              case_timeout=args.case_timeout, gen=gen, minimise=not args.no_minimise,
-                             target_label="embedded" if embedded else None)
+                             target_label=label, profile=_profile(args),
+                             feedback=args.feedback, mutant_share=args.mutant_share)
         if args.spark:
             from amqp_sansio_fuzz.spark import spark_campaign
 
             result = spark_campaign(cfg, master=args.spark_master, partitions=args.partitions,
                                     log=streams.stderr,
-                                    restart=embedded.restart if embedded else None)
+                                    restart=sup.restart if sup is not None and sup.restartable
+                                    else None)
         else:
-            result = _local_campaign(cfg, args, streams, embedded)
+            result = _local_campaign(cfg, args, streams, sup)
     finally:
-        if embedded is not None:
-            embedded.stop()
-    return _finish(result, cfg, args, streams, fail_on)
+        if sup is not None:
+            sup.close()
+    return _finish(result, cfg, args, streams, fail_on, sup)
 
 
-def _start_embedded(embedded: Any, log: Path | None = None) -> Any:
+def _profile(args: Any) -> Any:
+    from amqp_sansio_fuzz.profiles import by_name
+
+    name = getattr(args, "profile", "auto") or "auto"
+    if name == "auto":
+        return None
     try:
-        return embedded.start()
-    except (OSError, RuntimeError) as e:
+        return by_name(name)
+    except ValueError as e:
+        raise CLIError(str(e)) from None
+
+
+def _supervisor(args: Any, out: Path | None, streams: Streams) -> Any:
+    """The supervised target the options name (None: an address only)."""
+    from amqp_sansio_fuzz.campaign import EmbeddedBroker
+    from amqp_sansio_fuzz.supervise import CommandTarget, PidTarget, TargetStartError
+
+    given = [x for x in (args.target_command, args.target_pid) if x is not None]
+    if len(given) > 1 or (args.target_command is not None and args.target is not None):
+        raise CLIError("give one of --target, --target-command (--target-pid goes with "
+                       "--target HOST:PORT)")
+    if args.target_pid is not None:
+        if args.target in (None, "embedded"):
+            raise CLIError("--target-pid needs --target HOST:PORT (where that peer listens)")
+        return PidTarget(args.target_pid, _parse_target(args.target), args.target_log)
+    log = None
+    if args.target_command is not None:
+        try:
+            sup: Any = CommandTarget(shlex.split(args.target_command),
+                                     log=out / "target.log" if out is not None else None)
+        except ValueError as e:
+            raise CLIError(str(e)) from None
+    elif args.target == "embedded":
+        sup = EmbeddedBroker(log=out / "broker.log" if out is not None else None)
+    else:
+        return None
+    log = sup.log_path
+    try:
+        target = sup.start()
+    except (OSError, TargetStartError) as e:
         raise CLIError(f"{e}" + (f" (see {log})" if log is not None else "")) from None
+    print(f"supervising {sup.description} on {target}" + (f" (log: {log})" if log else ""),
+          file=streams.stderr)
+    return sup
 
 
 def _parse_target(s: str) -> Any:
@@ -277,7 +344,7 @@ def _parse_target(s: str) -> Any:
         raise CLIError(str(e)) from None
 
 
-def _local_campaign(cfg: Any, args: Any, streams: Streams, embedded: Any) -> Any:
+def _local_campaign(cfg: Any, args: Any, streams: Streams, sup: Any) -> Any:
     from amqp_sansio_fuzz.campaign import Progress, campaign
 
     def progress(p: Progress) -> None:
@@ -293,21 +360,29 @@ def _local_campaign(cfg: Any, args: Any, streams: Streams, embedded: Any) -> Any
         print("\r" + line, end=end, file=streams.stderr, flush=True)
 
     with open(cfg.out / "results.jsonl", "w", encoding="utf-8") as rows_out:
-        return campaign(cfg, progress, restart=embedded.restart if embedded else None,
-                        rows_out=rows_out)
+        return campaign(cfg, progress, sup=sup, rows_out=rows_out)
 
 
-def _finish(result: Any, cfg: Any, args: Any, streams: Streams, fail_on: frozenset[str]) -> int:
-    from amqp_sansio_fuzz.campaign import summary_table
+def _finish(result: Any, cfg: Any, args: Any, streams: Streams, fail_on: frozenset[str],
+            sup: Any = None) -> int:
+    from amqp_sansio_fuzz.campaign import findings, summary_table
 
     table = summary_table(result.rows)
     n = len(result.rows)
     rate = n / result.elapsed if result.elapsed else 0.0
-    head = (f"amqp-sansio fuzz: {n} AMQP {cfg.protocol} cases against {cfg.target} "
+    where = f"{sup.description} on {cfg.target}" if sup is not None else str(cfg.target)
+    head = (f"amqp-sansio fuzz: {n} AMQP {cfg.protocol} cases against {where} "
             f"(seed {cfg.seed}, cases "
             f"{cfg.start}..{cfg.start + n - 1}{', spark' if args.spark else ''}) in "
             f"{result.elapsed:.1f}s ({rate:.1f} cases/s); ended: {result.stopped}")
-    lines = [head, "", table, ""]
+    lines = [head, f"oracle profile: {result.profile or '(none: no case reached the peer)'}"]
+    if result.coverage:
+        c = result.coverage
+        fb = (f"; feedback: {result.seeds} seeds, {result.mutants} mutants played"
+              if cfg.feedback else "")
+        lines.append(f"peer states reached: {c['states']} states, {c['transitions']} "
+                     f"transitions, {c['paths']} response sequences{fb}")
+    lines += ["", table, ""]
     if result.reproducers:
         lines.append(f"reproducers ({len(result.reproducers)}):")
         lines += [f"  {p}{_flaky(p)}" for p in result.reproducers]
@@ -315,9 +390,26 @@ def _finish(result: Any, cfg: Any, args: Any, streams: Streams, fail_on: frozens
         lines.append("reproducers: none")
     text = "\n".join(lines)
     (cfg.out / "summary.txt").write_text(text + "\n", "utf-8")
+    (cfg.out / "findings.md").write_text(
+        findings(result, title=f"amqp-sansio fuzz findings: AMQP {cfg.protocol}, {where}",
+                 command=_command_line(args, cfg), summary=text), "utf-8")
     _out(streams, text)
+    _out(streams, f"findings report: {cfg.out / 'findings.md'}")
     bad = {r.outcome for r in result.rows} & fail_on
     return 1 if bad else 0
+
+
+def _command_line(args: Any, cfg: Any) -> str:
+    """The campaign's command line, as a maintainer would type it again."""
+    parts = ["amqp-sansio", "fuzz", "--protocol", cfg.protocol]
+    for opt, v in (("--target", args.target), ("--target-command", args.target_command),
+                   ("--target-pid", args.target_pid), ("--target-log", args.target_log),
+                   ("--seed", args.seed), ("--cases", args.cases), ("--start", args.start or None),
+                   ("--families", args.families), ("--operators", args.operators),
+                   ("--tag", args.tag)):
+        if v is not None:
+            parts += [opt, str(v)]
+    return " ".join(shlex.quote(x) for x in parts)
 
 
 def _flaky(path: Path) -> str:
@@ -361,10 +453,10 @@ def _run_server(args: Any, streams: Streams, gen: Any, fail_on: frozenset[str]) 
 
 def run_replay(args: argparse.Namespace, streams: Streams) -> int:
     from amqp_sansio_fuzz import reproducer
-    from amqp_sansio_fuzz.campaign import EmbeddedBroker
     from amqp_sansio_fuzz.oracle import NONCONFORMANT
+    from amqp_sansio_fuzz.play import run_case
     from amqp_sansio_fuzz.protocols import gen_config_of, make_case
-    from amqp_sansio_fuzz.runner import RunConfig, run_case
+    from amqp_sansio_fuzz.runner import RunConfig
     from amqp_sansio_fuzz.signals import MonitorConfig
 
     try:
@@ -390,34 +482,55 @@ def run_replay(args: argparse.Namespace, streams: Streams) -> int:
         case = make_case(case.seed, case.number, gen)
         # the whole case: minimisation picked items of another name tag
     target_s = args.target or j.get("target")
-    if case.protocol != "0-10" and target_s in ("embedded", None):
-        raise CLIError(f"a {case.protocol} reproducer needs --target HOST:PORT (the embedded "
-                       "broker is fuzzed over 0-10)")
-    embedded = None
+    if args.target is None and args.target_command is None and args.target_pid is None and (
+            "{port}" in str(target_s)):
+        args.target_command = target_s  # found under supervision: the same command
+    if args.target_command is not None or args.target_pid is not None:
+        target_s = args.target
+    elif case.protocol != "0-10" and target_s in ("embedded", None):
+        raise CLIError(f"a {case.protocol} reproducer needs --target HOST:PORT or "
+                       "--target-command (the embedded broker replays 0-10 ones)")
+    from amqp_sansio_fuzz.campaign import play_supervised
+
+    if target_s is None and args.target_command is None:
+        target_s = "embedded"
+    args.target = target_s if args.target_command is None else None
+    sup = None
     try:
-        if target_s == "embedded" or target_s is None:
-            require("trio", "replaying against the embedded broker")
-            embedded = EmbeddedBroker()
-            target = _start_embedded(embedded)
+        if args.target_command is not None or args.target_pid is not None or (
+                target_s == "embedded"):
+            if target_s == "embedded":
+                require("trio", "replaying against the embedded broker")
+            sup = _supervisor(args, None, streams)
+            target = sup.target
         else:
-            target = _parse_target(target_s)
+            target = _parse_target(str(target_s))
         mech = "PLAIN" if args.user is not None else g.get("mechanism", "ANONYMOUS")
         cfg = RunConfig(target=target, step_timeout=args.step_timeout,
                         case_timeout=args.case_timeout, monitor=MonitorConfig(
             role=case.role, mechanism=mech, username=args.user or g.get("username"),
             password=args.password, virtual_host=args.vhost))
-        result = run_case(case, cfg)
+        result = play_supervised(case, cfg, sup) if sup is not None else run_case(case, cfg)
     finally:
-        if embedded is not None:
-            embedded.stop()
+        if sup is not None:
+            sup.close()
     recorded = j.get("outcome", {})
-    same = recorded.get("kind") == result.outcome.kind
-    _out(streams, json.dumps({
+    recorded_sig = (j.get("death") or {}).get("signature")
+    signature = result.death.signature if result.death is not None else None
+    same = recorded.get("kind") == result.outcome.kind and (
+        recorded_sig is None or recorded_sig == signature)
+    out: dict[str, Any] = {
         "case": case.name, "protocol": case.protocol, "target": str(target),
         "fault": case.fault.kind, "outcome": result.outcome.to_json(), "recorded": recorded,
         "reproduced": same, "signals": [s.to_json() for s in result.observation.signals],
         "violations": [str(v) for v in result.observation.violations],
-        "duration": round(result.duration, 3)}, indent=1))
+        "duration": round(result.duration, 3)}
+    if recorded_sig is not None or signature is not None:
+        out["signature"] = signature
+        out["recorded_signature"] = recorded_sig
+    if result.death is not None:
+        out["target_output"] = result.death.tail[-1500:]
+    _out(streams, json.dumps(out, indent=1))
     return 1 if result.outcome.kind in NONCONFORMANT else 0
 
 

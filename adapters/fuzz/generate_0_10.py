@@ -47,7 +47,7 @@ import attrs
 from amqp_sansio.serial import SequenceSet
 from amqp_sansio.v0_10 import codec as _c
 from amqp_sansio.v0_10 import spec
-from amqp_sansio.v0_10._specbase import Command, FieldSpec
+from amqp_sansio.v0_10._specbase import Command, Control, FieldSpec
 from amqp_sansio.v0_10.framing import PROTOCOL_HEADER
 
 from . import casegen
@@ -977,7 +977,11 @@ def op_state_control_before_attach(s: Script) -> Fault:
     ch = s.rng.between(1, s.cfg.channel_max - 1)
     ctl = s.rng.pick([spec.SessionFlush(completed=True), spec.SessionCompleted(
         commands=SequenceSet.of(0)), spec.SessionRequestTimeout(timeout=1),
-        spec.SessionGap(commands=SequenceSet.of(3))])
+        spec.SessionGap(commands=SequenceSet.of(3)),
+        spec.SessionKnownCompleted(commands=SequenceSet.of(0)),
+        spec.SessionConfirmed(commands=SequenceSet.of(0)),
+        spec.SessionExpected(commands=SequenceSet.of(0)),
+        spec.SessionCommandPoint(command_id=0, command_offset=0)])
     s.ctl(ch, ctl, faulty=True, wait=f"detached:{ch}")
     return Fault(kind="state:control-before-attach", target=ctl.NAME,
                  detail=f"{ctl.NAME} on unattached channel {ch}", accept=False, detach={3},
@@ -1490,6 +1494,98 @@ def op_handshake_out_of_order(s: Script) -> Fault:
 Operator = Callable[[Script], "Fault | None"]
 
 #: family -> [(operator name, weight, function)]
+#: Extreme and reversed ranges of the serial space -- the class of a
+#: published broker crash (a range across the 2**31 boundary walked or
+#: compared the wrong way): (name, lower, upper); "reversed" ones have their
+#: upper end before the lower in serial order, which no conformant encoder
+#: writes (they go on the wire as octets; see :func:`_patched`).
+SERIAL_EXTREMES = (("max", 0, 2**31 - 1), ("max-reversed", 2**31 - 1, 0),
+                   ("wrap-max", 0xFFFFFFFF, 0x7FFFFFFE),
+                   ("wrap-reversed", 0x7FFFFFFE, 0xFFFFFFFF),
+                   ("boundary", 2**31 - 1, 2**31), ("top", 0xFFFFFFFF, 0),
+                   ("reversed-small", 5, 3), ("half-reversed", 2**31, 2**31 - 1))
+#: Every sequence-set field a client may send (from the spec's FIELDS).
+SEQUENCE_SET_FIELDS = tuple(
+    (cls, f.name) for cls in sorted((c for c in vars(spec).values() if isinstance(c, type)
+                                     and issubclass(c, (Command, Control)) and c.FIELDS
+                                     and sent_by(c.NAME, "client")), key=lambda c: c.NAME)
+    for f in cls.FIELDS if f.type == "session.commands")
+_MARK = (0x5EC0_0001, 0x5EC0_0002)  # a range that is patched into the wanted one
+
+
+def _patched(asm: wire.Assembly, lo: int, hi: int) -> wire.Assembly:
+    """``asm`` whose placeholder range :data:`_MARK` becomes ``(lo, hi)``."""
+    seg = asm.segments[0]
+    mark = _MARK[0].to_bytes(4, "big") + _MARK[1].to_bytes(4, "big")
+    assert mark in seg.payload
+    payload = seg.payload.replace(mark, lo.to_bytes(4, "big") + hi.to_bytes(4, "big"), 1)
+    return attrs.evolve(asm, segments=(wire.Segment(seg.type, payload), *asm.segments[1:]))
+
+
+def op_state_serial_extremes(s: Script) -> Fault:
+    """Every sequence-set field (accept, acquire, reject, release transfers;
+    completed, confirmed, expected, gap, known-completed commands) over an
+    extreme or reversed range of the serial space, with a few deliveries
+    held or none.  A peer must refuse or ignore it -- and stay up, answering
+    promptly (it must not walk 2**31 ids)."""
+    s.open_session(1)
+    q, d = s.names.queues[0], s.names.destinations[0]
+    s.declare_queue(1, q)
+    if s.rng.chance(0.5):
+        for _ in range(s.rng.between(1, 3)):
+            cmd, headers, body = transfer(s.rng, s.names, routing_key=q, destination="",
+                                          body_size=s.rng.small(30))
+            s.cmd(1, cmd, headers=headers, body=body)
+        s.cmd(1, spec.MessageSubscribe(queue=q, destination=d, accept_mode=0,
+                                       acquire_mode=s.rng.pick([0, 1])))
+        s.cmd(1, spec.MessageFlow(destination=d, unit=0, value=10))
+        s.cmd(1, spec.MessageFlow(destination=d, unit=1, value=0xFFFFFFFF))
+        s.settle(1)
+    cls, field = s.rng.pick(list(SEQUENCE_SET_FIELDS))
+    shape, lo, hi = s.rng.pick(list(SERIAL_EXTREMES))
+    kw: dict[str, Any] = {field.replace("-", "_"): SequenceSet([_MARK])}
+    if cls is spec.MessageReject:
+        kw["code"] = 0
+    label = f"{cls.NAME} ch1 {field} [{lo}, {hi}] ({shape})"
+    control = not issubclass(cls, Command)
+    if control:
+        asm = wire.control_assembly(1, cls(**kw))
+        s.barrier = "weak"  # numbering may have moved (gap, command-point)
+    else:
+        asm = wire.command_assembly(1, cls(**kw), sync=True)
+    s.asm(label, _patched(asm, lo, hi), faulty=True)
+    s.safe_command(1)
+    return Fault(kind="state:serial-extremes", target=cls.NAME,
+                 detail=f"{field} [{lo}, {hi}] ({shape})", accept=True, close={501, 503},
+                 detach=_ANY_DETACH,
+                 exception=allowed_error_codes(cls.NAME) | {404, 409, 503, 506, 531, 542})
+
+
+def op_state_content_after(s: Script) -> Fault:
+    """A command that carries no content, followed by header and body
+    segments in its assembly (a content-bearing shape on any other command:
+    a peer must refuse or ignore the content, never route it)."""
+    s.open_session(1)
+    s.declare_queue(1, s.names.queues[0])
+    cls = pick_command(s.rng)
+    while cls is spec.MessageTransfer:
+        cls = pick_command(s.rng)
+    cmd = build(cls, s.rng, s.names)
+    what = s.rng.pick(["header+body", "header", "body"])
+    headers = [spec.DeliveryProperties(routing_key=s.names.queues[0], priority=4,
+                                       delivery_mode=1)] if "header" in what else []
+    body = s.rng.bytes(s.rng.between(1, 200)) if "body" in what else None
+    s.cmd(1, cmd, headers=headers, body=body, sync=True, faulty=True,
+          label=f"cmd {cls.NAME} ch1 + {what} segments")
+    s.safe_command(1)
+    return Fault(kind="state:content-after", target=cls.NAME,
+                 detail=f"{what} segments after {cls.NAME}", accept=True, close={501, 503},
+                 detach=_ANY_DETACH,
+                 exception=allowed_error_codes(cls.NAME) | {404, 405, 409, 503, 506, 530,
+                                                             531, 542})
+
+
+
 OPERATORS: dict[str, list[tuple[str, float, Operator]]] = {
     "valid": [("random", 6, op_valid_random), ("pubsub", 3, op_valid_pubsub),
               ("tx", 1, op_valid_tx), ("tiny-frames", 1, op_valid_split_everything),
@@ -1529,6 +1625,8 @@ OPERATORS: dict[str, list[tuple[str, float, Operator]]] = {
               ("wrong-channel", 1, op_state_wrong_channel),
               ("ids-never-sent", 3, op_state_ids_never_sent), ("credit", 3, op_state_credit),
               ("huge-ranges", 3, op_state_huge_ranges),
+              ("serial-extremes", 3, op_state_serial_extremes),
+              ("content-after", 2, op_state_content_after),
               ("gap", 1, op_state_gap), ("command-point", 2, op_state_command_point),
               ("resume", 2, op_state_resume), ("result-unknown", 1, op_state_result_unknown)],
     "handshake": [("bad-header", 2, op_handshake_bad_header),

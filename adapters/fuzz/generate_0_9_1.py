@@ -1883,6 +1883,71 @@ def op_handshake_out_of_order(s: Script) -> Fault:
 Operator = Callable[[Script], "Fault | None"]
 
 #: family -> [(operator name, weight, function)]
+#: Delivery tags at the ends of their 64-bit range, and zero: the 0-9-1
+#: shape of the serial-range crash class (a "multiple" ack walking or
+#: comparing a range the wrong way).
+TAG_EXTREMES = (0, 1, (1 << 63) - 1, 1 << 63, (1 << 64) - 1)
+
+
+def op_state_tag_extremes(s: Script) -> Fault:
+    """basic.ack / nack / reject with a delivery tag at an extreme (0, 2**63,
+    2**64-1) or just past what was delivered, ``multiple`` on or off, after
+    0-3 deliveries.  Tag 0 with ``multiple`` means "everything outstanding"
+    (legal even when nothing is); any other tag not delivered is an
+    unknown-delivery-tag (406)."""
+    q = s.prefix()
+    held = s.rng.between(0, 3)
+    for _ in range(held):
+        s.publish(1, "", q, b"fz")
+    got = 0
+    for _ in range(held):
+        s.method(1, spec.BasicGet(queue=q), wait="basic.get-ok|basic.get-empty:1")
+        got += 1
+    how = s.rng.pick(["ack", "nack", "reject"])
+    tag = s.rng.pick([*TAG_EXTREMES, got + 1])
+    multiple = how != "reject" and s.rng.chance(0.6)
+    if how == "ack":
+        m: Any = spec.BasicAck(delivery_tag=tag, multiple=multiple)
+    elif how == "nack":
+        m = spec.BasicNack(delivery_tag=tag, multiple=multiple, requeue=s.rng.chance(0.5))
+    else:
+        m = spec.BasicReject(delivery_tag=tag, requeue=s.rng.chance(0.5))
+    legal = (tag == 0 and multiple) or 1 <= tag <= got
+    detail = f"{how} tag {tag}{' multiple' if multiple else ''} after {got} deliveries"
+    s.method(1, m, faulty=True, label=f"{m.NAME} ch1 [{detail}]")
+    s.some_valid(1, s.rng.between(0, 2))
+    return Fault(kind="state:tag-extremes", target=m.NAME, detail=detail,
+                 accept=legal, channel_close={406})
+
+
+#: Methods without content that a content header may wrongly follow.
+def _non_content_method(s: Script, q: str) -> Method:
+    m: Method = s.rng.pick([spec.QueueDeclare(queue=q, passive=True), spec.BasicQos(prefetch_count=5),
+                       spec.ChannelFlow(active=True), spec.QueuePurge(queue=q),
+                       spec.ExchangeDeclare(exchange="amq.direct", type="direct", passive=True),
+                       spec.QueueBind(queue=q, exchange="amq.direct", routing_key=q),
+                       spec.BasicRecover(requeue=True), spec.BasicGet(queue=q),
+                       spec.TxSelect(), spec.ConfirmSelect()])
+    return m
+
+
+def op_state_content_after(s: Script) -> Fault:
+    """A method that carries no content, followed by a content header (and
+    body) on its channel: the peer must refuse the content
+    (unexpected-frame), never deliver it."""
+    q = s.prefix()
+    m = _non_content_method(s, q)
+    what = s.rng.pick(["header", "header+body"])
+    body = s.rng.bytes(s.rng.between(1, 100))
+    hdr = w.frame(FRAME_HEADER, 1, w.header_payload(60, len(body)))
+    data = w.method_frame(1, m) + hdr + (w.frame(FRAME_BODY, 1, body) if "body" in what
+                                         else b"")
+    s.raw(f"{m.NAME} ch1 + content {what}", data, faulty=True)
+    s.some_valid(1, 1)
+    return _framing("state:content-after", m.NAME, f"content {what} after {m.NAME}",
+                    close=CONTENT | {503})
+
+
 OPERATORS: dict[str, list[tuple[str, float, Operator]]] = {
     "valid": [("random", 8, op_valid_random), ("pubsub", 3, op_valid_pubsub),
               ("get", 2, op_valid_get), ("confirms", 2, op_valid_confirms),
@@ -1914,6 +1979,8 @@ OPERATORS: dict[str, list[tuple[str, float, Operator]]] = {
     "state": [("unopened-channel", 2, op_state_unopened_channel),
               ("open-twice", 1, op_state_open_twice),
               ("unknown-delivery-tag", 3, op_state_unknown_tag), ("modes", 1, op_state_modes),
+              ("tag-extremes", 3, op_state_tag_extremes),
+              ("content-after", 2, op_state_content_after),
               ("duplicate-consumer", 1, op_state_duplicate_consumer),
               ("entities", 4, op_state_entities), ("server-method", 1, op_state_server_method),
               ("after-close", 1, op_state_after_close),

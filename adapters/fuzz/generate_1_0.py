@@ -326,6 +326,14 @@ def op_valid_tiny_writes(s: Script) -> Fault:
 # -- field -----------------------------------------------------------------------
 _BAD_TYPES = [b"\xa3\x02fz", b"\xa1\x02fz", b"\x41", b"\x56\x01", b"\x52\x07", b"\x71\xff\xff\xff\xff",
               b"\xa0\x00", b"\x45", b"\xc1\x01\x00", b"\x98" + bytes(16)]
+#: the type each of _BAD_TYPES is, and the type a field of a base type wants
+#: (fields of any type, '*', or of a composite have no wrong primitive type)
+_KIND_OF = {0xA3: "symbol", 0xA1: "string", 0x41: "boolean", 0x56: "boolean", 0x52: "uint",
+            0x71: "int", 0xA0: "binary", 0x45: "list", 0xC1: "map", 0x98: "uuid"}
+_KIND = {"uint": "uint", "boolean": "boolean", "symbol": "symbol", "string": "string",
+         "binary": "binary", "fields": "map", "map": "map", "annotations": "map",
+         "string-keyed": "map", "ubyte": "ubyte", "ushort": "ushort", "ulong": "ulong",
+         "timestamp": "timestamp", "list": "list"}
 _INTS = {"uint": [b"\x70\xff\xff\xff\xff", b"\x43", b"\x70\x80\x00\x00\x00"],
          "ushort": [b"\x60\xff\xff", b"\x60\x00\x00"], "ubyte": [b"\x50\xff", b"\x50\x03"],
          "ulong": [b"\x80" + b"\xff" * 8]}
@@ -405,8 +413,9 @@ def _mutated(rng: Any, name: str, body: bytes, op: str, send: Callable[[bytes], 
         f = rng.pick(cands)
         fields[f.index] = b"\x40"
     elif op == "wrong-type":
-        f = rng.pick(specs)
-        fields[f.index] = rng.pick(_BAD_TYPES)
+        cands = [f for f in specs if _KIND.get(f.base) is not None]
+        f = rng.pick(cands)
+        fields[f.index] = rng.pick([b for b in _BAD_TYPES if _KIND_OF[b[0]] != _KIND[f.base]])
     elif op == "int-boundary":
         cands = [f for f in specs if f.base in _INTS]
         if not cands:
@@ -698,6 +707,63 @@ def op_handshake_open_early(s: Script) -> Fault:
                   FRAMING | DECODE, drop=True)
 
 
+#: Disposition ranges at the ends of the delivery-id space, reversed
+#: (last before first), wrapping, or one end only: the 1.0 shape of the
+#: serial-range crash class.  (first, last); last None: first alone.
+DISPOSITION_EXTREMES = ((0, 2**31 - 1), (2**31 - 1, 0), (0xFFFFFFFF, 0x7FFFFFFE),
+                        (0x7FFFFFFE, 0xFFFFFFFF), (0, 0xFFFFFFFF), (0xFFFFFFFF, 0),
+                        (2**31 - 1, 2**31), (0xFFFFFFFF, None), (5, 3))
+
+
+def op_state_disposition_extremes(s: Script) -> Fault:
+    """A disposition naming an extreme, reversed or wrapping range of
+    delivery-ids (with a transfer of ours unsettled, or none), either role:
+    the peer must refuse or ignore it and stay up, answering promptly (no
+    walk over 2**31 ids)."""
+    s.handshake()
+    s.begin(0)
+    if s.rng.chance(0.5):
+        a = s.sender(0)
+        s.wait_credit(a)
+        s.transfer(a, b"fz", settled=False)
+    first, last = s.rng.pick(list(DISPOSITION_EXTREMES))
+    role = s.rng.pick([spec.Role.RECEIVER, spec.Role.SENDER])
+    d = spec.Disposition(role=role, first=first, last=last, settled=s.rng.chance(0.7),
+                         state=s.rng.pick([spec.Accepted(), spec.Released(), None]))
+    s.raw(f"disposition {role.name.lower()} {first}..{last}", perf_frame(d, 0), faulty=True)
+    return _state("disposition-extremes", "disposition", f"first {first} last {last}",
+                  SESSION, accept=True)
+
+
+def op_state_unattached_controls(s: Script) -> Fault:
+    """Session and link performatives where nothing is attached or begun:
+    a flow, disposition or detach on a channel never begun, an attach on a
+    channel never begun, a transfer or flow for a handle beyond every
+    attached one."""
+    s.handshake()
+    how = s.rng.pick(["flow-unbegun", "disposition-unbegun", "detach-unbegun",
+                      "attach-unbegun", "transfer-high-handle"])
+    if how == "transfer-high-handle":
+        s.begin(0)
+        t = spec.Transfer(handle=0xFFFFFFFF, delivery_id=0, delivery_tag=b"x", settled=True)
+        s.raw("transfer on handle 2**32-1 (never attached)", perf_frame(t, 0), faulty=True)
+        return _state("unattached-controls", "transfer", how)
+    ch = s.rng.between(1, 5)
+    if how == "flow-unbegun":
+        perf: Any = spec.Flow(next_incoming_id=0, incoming_window=_WINDOW, next_outgoing_id=0,
+                              outgoing_window=_WINDOW)
+    elif how == "disposition-unbegun":
+        perf = spec.Disposition(role=spec.Role.RECEIVER, first=0, settled=True)
+    elif how == "detach-unbegun":
+        perf = spec.Detach(handle=0, closed=True)
+    else:
+        perf = spec.Attach(name=f"fz-unbegun.{s.tag}", handle=0, role=spec.Role.SENDER,
+                           target=spec.Target(address=s.address(0)), initial_delivery_count=0)
+    s.raw(f"{type(perf).__name__.lower()} on channel {ch} (never begun)", perf_frame(perf, ch),
+          faulty=True)
+    return _state("unattached-controls", type(perf).__name__.lower(), how)
+
+
 OPERATORS: casegen.Operators[Script] = {
     "valid": [("send-receive", 4, op_valid_send_receive), ("drain", 1, op_valid_drain),
               ("two-sessions", 1, op_valid_two_sessions),
@@ -719,7 +785,9 @@ OPERATORS: casegen.Operators[Script] = {
               ("beyond-credit", 1, op_state_beyond_credit),
               ("transfer-on-receiver", 1, op_state_transfer_on_receiver),
               ("open-twice", 1, op_state_open_twice), ("after-close", 1, op_state_after_close),
-              ("disposition-unknown", 1, op_state_disposition_unknown)],
+              ("disposition-unknown", 1, op_state_disposition_unknown),
+              ("disposition-extremes", 2, op_state_disposition_extremes),
+              ("unattached-controls", 1, op_state_unattached_controls)],
     "handshake": [("bad-header", 1, op_handshake_bad_header),
                   ("no-sasl", 1, op_handshake_no_sasl),
                   ("unoffered-mechanism", 1, op_handshake_unoffered),

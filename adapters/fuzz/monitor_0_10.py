@@ -81,6 +81,7 @@ from amqp_sansio.v0_10.framing import (
     InvalidCommand,
 )
 
+from .profiles import identity
 from .signals import MonitorBase, MonitorConfig, Signal, Violation, complete_header
 from .specinfo_0_10 import DETACH_CODES, ERROR_CODES, sent_by
 
@@ -401,7 +402,9 @@ class Monitor(MonitorBase):
         name = ctl.NAME
         self.handshake.add(name)
         self.count(name)
-        if name == "connection.close":
+        if name == "connection.start":
+            self.peer_said = identity(ctl.server_properties)
+        elif name == "connection.close":
             self.peer_closed = True
             self.signals.append(Signal("close", ch, int(ctl.reply_code or 0),
                                        after_fault=self.fault_sent,
@@ -539,6 +542,7 @@ class Monitor(MonitorBase):
             return
         cmd = it.command
         name = cmd.NAME
+        self.count(name)  # (the response sequence: .feedback)
         if not sent_by(name, "server" if self.cfg.role == "client" else "client"):
             self.violation("execution.wrong-direction", f"{name} is not sent by a "
                            f"{'server' if self.cfg.role == 'client' else 'client'}")

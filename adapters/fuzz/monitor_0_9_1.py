@@ -110,6 +110,7 @@ from amqp_sansio.v0_9_1.framing import (
 )
 from amqp_sansio.v0_9_1.table import TABLE_0_9_1, MethodTable
 
+from .profiles import identity
 from .signals import MonitorBase, MonitorConfig, Signal, complete_header
 from .specinfo_0_9_1 import CLOSED_CHANNEL, DEV, REPLY_CODES, SOFT_CODES, method_name
 from .wire_0_9_1 import method_frame
@@ -567,7 +568,9 @@ class Monitor(MonitorBase):
         name = m.NAME
         self.handshake.add(name)
         self.count(name)
-        if name == "connection.tune":
+        if name == "connection.start":
+            self.peer_said = identity(m.server_properties)
+        elif name == "connection.tune":
             self._offered_frame_max = int(m.frame_max)
         elif name == "connection.close":
             self.peer_closed = True

@@ -46,6 +46,7 @@ from amqp_sansio.errors import DecodeError
 from amqp_sansio.v1_0 import spec
 from amqp_sansio.v1_0.framing import TYPE_SASL, Frame, FrameReader, ProtocolHeader
 
+from .profiles import identity
 from .signals import MonitorBase, MonitorConfig, Signal
 from .wire_1_0 import perf_frame
 
@@ -223,6 +224,7 @@ class Monitor(MonitorBase):
         self.count(name)
         if isinstance(p, spec.Open):
             self.handshake.update(("open", "connection.open-ok"))
+            self.peer_said = identity(p.properties, p.container_id)
             return
         if isinstance(p, spec.Close):
             self.peer_closed = True

@@ -3,7 +3,7 @@
 The campaign loop, minimisation, reproducers, the summary and Spark are
 protocol-neutral: they get cases from :func:`make_case` (the generator is
 chosen by the type of the generator configuration) and play them with
-:func:`.runner.run_case` (which looks at ``Case.protocol``).
+:func:`.play.run_case` (which looks at ``Case.protocol``).
 """
 
 from __future__ import annotations

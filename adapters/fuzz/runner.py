@@ -18,13 +18,14 @@ after the items: a barrier that proves the peer still works, then
 opened is only waited on: the peer is expected to drop it.
 
 Each protocol's reflexes, barrier and close are in its own module
-(:mod:`.runner_0_10`, :mod:`.runner_0_9_1`).
+(:mod:`.runner_0_10`, :mod:`.runner_0_9_1`, :mod:`.runner_1_0`);
+:mod:`.play` picks the one a case needs.
 """
 
 from __future__ import annotations
 
-__all__ = ["Target", "RunConfig", "RunResult", "CaseIO", "ReplyingIO", "run_case", "run_with",
-           "probe", "parse_target"]
+__all__ = ["Target", "RunConfig", "RunResult", "CaseIO", "ReplyingIO", "run_with", "probe",
+           "parse_target"]
 
 import contextlib
 import errno
@@ -37,9 +38,17 @@ import attrs
 
 from amqp_sansio.v0_10.framing import PROTOCOL_HEADER
 
-from .case import FAMILY_091, P10, Case
+from .case import Case
+from .feedback import tokens
 from .oracle import Observation, Outcome, classify
+from .profiles import Profile, choose
 from .signals import MonitorBase, MonitorConfig
+from .triage import Death
+
+#: Octets per second a peer is given to read a large item (beyond the step).
+READ_RATE = 512 * 1024
+#: Waits for a login answer (a peer may throttle them: Profile.login_delay).
+LOGIN_WAITS = frozenset({"tune", "sasl-outcome", "open-ok", "open"})
 
 
 @attrs.frozen
@@ -67,6 +76,7 @@ class RunConfig:
     monitor: MonitorConfig = MonitorConfig()
     probe_after: bool = True  # probe when the outcome hints at a crash
     keep_transcript: bool = True
+    profile: Profile | None = None  # None: chosen from what the peer says it is
 
 
 @attrs.define
@@ -76,6 +86,9 @@ class RunResult:
     observation: Observation
     transcript: list[tuple[str, float, bytes]]
     duration: float
+    death: Death | None = None  # supervised: how the target died or hung (see .supervise)
+    profile: str = ""  # the profile that judged (see .profiles)
+    profile_reason: str = ""  # ... and why it was chosen
 
     def to_json(self) -> dict[str, Any]:
         return {"case": self.case.number, "outcome": self.outcome.to_json(),
@@ -102,6 +115,18 @@ class CaseIO(Generic[M]):
         self.keep = keep
         self.dead = False  # the transport ended (EOF, reset, write failure)
         self.case_deadline = float("inf")  # no step waits beyond it
+        self.given_profile: Profile | None = None
+
+    def profile(self) -> tuple[Profile, str]:
+        """The profile that judges (given, or chosen from what the peer said)."""
+        if self.given_profile is not None:
+            return self.given_profile, "given"
+        return choose(self.mon.peer_said)
+
+    def login_delay(self, wait: str) -> float:
+        """How much longer than a step a login answer may take: the profile's
+        throttle after failed logins."""
+        return self.profile()[0].login_delay if wait in LOGIN_WAITS else 0.0
 
     @classmethod
     def monitor(cls, cfg: MonitorConfig) -> M:
@@ -227,13 +252,17 @@ class CaseIO(Generic[M]):
             if self.dead or mon.over or mon.peer_closed:
                 return None
             mark = mon.mark()
-            if not self.write(item.data, time.monotonic() + step, item.faulty):
+            # A peer may take time in proportion to what we send (not to a
+            # number we wrote): a 4 MB item gets its reading time on top.
+            allowance = len(item.data) / READ_RATE
+            if not self.write(item.data, time.monotonic() + step + allowance, item.faulty):
                 return f"writing item {i} ({item.label}): the peer stopped reading"
             self.pump(0)
             if item.wait:
                 wait = item.wait
                 if not self.wait(lambda w=wait, m=mark: mon.satisfied(w, m),
-                                 time.monotonic() + self.wait_timeout(wait, step)):
+                                 time.monotonic() + self.wait_timeout(wait, step)
+                                 + self.login_delay(wait)):
                     return f"item {i} ({item.label}): waited for {wait}"
             else:
                 self.reflexes(time.monotonic() + step)
@@ -249,7 +278,8 @@ class CaseIO(Generic[M]):
         if not mon.opened and not mon.peer_closed:
             # The handshake never finished: a conformant peer drops or closes.
             if self.wait(lambda: mon.peer_closed or mon.over,
-                         time.monotonic() + self.wait_timeout("open-ok", step)):
+                         time.monotonic() + self.wait_timeout("open-ok", step)
+                         + self.login_delay("open-ok")):
                 return None
             return "the handshake stopped and the peer neither closed nor dropped the connection"
         if not mon.peer_closed:
@@ -271,7 +301,8 @@ class CaseIO(Generic[M]):
             signals=tuple(mon.signals), violations=tuple(mon.violations), eof=self.dead,
             clean_end=mon.peer_close_ok or self.answered_close, timed_out=timed_out,
             fault_sent=mon.fault_sent, we_closed=mon.we_closed, opened=mon.opened,
-            deviations=tuple(mon.deviations))
+            deviations=tuple(mon.deviations), peer=tuple(sorted(mon.peer_said.items())),
+            states=tokens(mon.trace, mon.signals))
 
 
 class ReplyingIO(CaseIO[M]):
@@ -315,6 +346,7 @@ def run_with(case: Case, cfg: RunConfig, io_cls: type[CaseIO[Any]]) -> RunResult
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     io = io_cls(sock, io_cls.monitor(cfg.monitor), cfg.keep_transcript)
     io.case_deadline = t0 + cfg.case_timeout
+    io.given_profile = cfg.profile
     timed_out: str | None = None
     try:
         timed_out = io.converse(case, cfg.step_timeout)
@@ -322,29 +354,14 @@ def run_with(case: Case, cfg: RunConfig, io_cls: type[CaseIO[Any]]) -> RunResult
         with contextlib.suppress(OSError):
             sock.close()
     obs = io.observation(timed_out)
-    outcome = classify(case, obs)
+    profile, why = io.profile()
+    outcome = classify(case, obs, profile)
     if cfg.probe_after and outcome.kind in ("hang", "reset") and not probe(
             cfg.target, cfg.connect_timeout, io_cls.HEADER):
         obs = attrs.evolve(obs, crashed=True)
-        outcome = classify(case, obs)
-    return RunResult(case, outcome, obs, io.transcript, time.monotonic() - t0)
-
-
-def run_case(case: Case, cfg: RunConfig) -> RunResult:
-    """Play ``case`` against ``cfg.target``; classify what the peer did.
-    (each protocol's module plays its own: :mod:`.runner_0_10`,
-    :mod:`.runner_0_9_1`, :mod:`.runner_1_0`)."""
-    if case.protocol in FAMILY_091:
-        from .runner_0_9_1 import run_case as run_case_091
-
-        return run_case_091(case, cfg)
-    if case.protocol == P10:
-        from .runner_1_0 import run_case as run_case_10
-
-        return run_case_10(case, cfg)
-    from .runner_0_10 import run_case as run_case_010
-
-    return run_case_010(case, cfg)
+        outcome = classify(case, obs, profile)
+    return RunResult(case, outcome, obs, io.transcript, time.monotonic() - t0,
+                     profile=profile.name, profile_reason=why)
 
 
 def probe(target: Target, timeout: float = 3.0, header: bytes = PROTOCOL_HEADER) -> bool:

@@ -41,7 +41,7 @@ from amqp_sansio.v1_0.framing import TYPE_SASL, FrameReader, ProtocolHeader
 from .case import P10, SERVER, Case, Fault
 from .generate_1_0 import FIELD_OPS, mutate_performative
 from .oracle import Observation, Outcome, classify
-from .server import ServerPlan, read_some, send_within
+from .server_base import ServerPlan, read_some, send_within
 from .signals import Signal, Violation
 from .specinfo_1_0 import DECODE, FRAMING, LINK_REFUSAL, SESSION, STATE
 from .values import case_rng

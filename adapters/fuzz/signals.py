@@ -91,6 +91,8 @@ class MonitorBase:
         self.eof = False
         self.received_octets = 0
         self.sent_octets = 0
+        self.trace: list[str] = []  # what the peer sent, in order (see .feedback.tokens)
+        self.peer_said: dict[str, str] = {}  # what the peer says it is (see .profiles.identity)
 
     # -- what the runner asks ------------------------------------------------
     @property
@@ -139,8 +141,11 @@ class MonitorBase:
             self.deviations.append(Violation(rule, message))
 
     def count(self, key: str) -> None:
-        """One more ``key`` (what :meth:`satisfied` and :meth:`mark` read)."""
+        """One more ``key`` (what :meth:`satisfied` and :meth:`mark` read);
+        the order they came in is the peer's response sequence (``trace``)."""
         self.counters[key] = self.counters.get(key, 0) + 1
+        if len(self.trace) < 4096:
+            self.trace.append(key)
 
     def _note_sent(self, data: bytes, faulty: bool) -> bool:
         """Count what we wrote and whether it carries the fault; False when

@@ -29,8 +29,9 @@ from .campaign import CampaignConfig, CampaignResult, CaseRow, run_range, save_r
 from .case import Case
 from .generate_0_10 import GenConfig
 from .oracle import NONCONFORMANT
+from .play import run_case
 from .protocols import make_case
-from .runner import RunConfig, RunResult, Target, run_case
+from .runner import RunConfig, RunResult, Target
 
 SCHEMA_DDL = ("case LONG, family STRING, fault STRING, target STRING, outcome STRING, "
               "detail STRING, duration DOUBLE, reproducer STRING")

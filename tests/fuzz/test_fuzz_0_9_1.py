@@ -63,7 +63,8 @@ from amqp_sansio_fuzz.generate_0_9_1 import (
 )
 from amqp_sansio_fuzz.monitor_0_9_1 import Monitor
 from amqp_sansio_fuzz.oracle import NONCONFORMANT, OUTCOMES, Observation, classify
-from amqp_sansio_fuzz.runner import RunConfig, Target, run_case
+from amqp_sansio_fuzz.play import run_case
+from amqp_sansio_fuzz.runner import RunConfig, Target
 from amqp_sansio_fuzz.signals import MonitorConfig, Signal
 from amqp_sansio_fuzz.specinfo_0_9_1 import DEV, REPLY_CODES
 from amqp_sansio_fuzz.values import Names, case_rng

@@ -21,8 +21,8 @@ from peers_1_0 import node_dir, require_rhea
 from amqp_sansio.v1_0 import spec
 from amqp_sansio_cli.main import main
 from amqp_sansio_fuzz.oracle import NONCONFORMANT
-from amqp_sansio_fuzz.server import ServerPlan
 from amqp_sansio_fuzz.server_1_0 import PLAN_KINDS, make_plan, mutate, split_units, unit_name
+from amqp_sansio_fuzz.server_base import ServerPlan
 from amqp_sansio_fuzz.wire_1_0 import perf_frame
 
 SUPPORT = Path(__file__).resolve().parent.parent / "support"

@@ -33,13 +33,10 @@ from amqp_sansio_fuzz.campaign import (
 )
 from amqp_sansio_fuzz.generate_0_10 import GenConfig, make_case
 from amqp_sansio_fuzz.minimise import MinimiseStats, ddmin
-from amqp_sansio_fuzz.runner import RunConfig, Target, probe, run_case
-from amqp_sansio_fuzz.server import (
-    ServerCampaignConfig,
-    fault_of,
-    make_plan,
-    serve_campaign,
-)
+from amqp_sansio_fuzz.play import run_case
+from amqp_sansio_fuzz.runner import RunConfig, Target, probe
+from amqp_sansio_fuzz.server import ServerCampaignConfig, serve_campaign
+from amqp_sansio_fuzz.server_0_10 import fault_of, make_plan
 from amqp_sansio_fuzz.spark import ranges
 
 pytest_plugins = ["spark_session"]  # the shared local[2] session (test_spark_campaign)

@@ -25,7 +25,8 @@ from amqp_sansio_fuzz.case import Case, Fault
 from amqp_sansio_fuzz.generate_0_10 import GenConfig, make_case
 from amqp_sansio_fuzz.monitor_0_10 import Monitor, Signal, Violation
 from amqp_sansio_fuzz.oracle import Observation, classify
-from amqp_sansio_fuzz.runner import RunConfig, Target, run_case
+from amqp_sansio_fuzz.play import run_case
+from amqp_sansio_fuzz.runner import RunConfig, Target
 
 # -- pure: classify ------------------------------------------------------------------
 

@@ -1,0 +1,115 @@
+"""A purpose-made faulty AMQP 0-10 peer for the fuzzer's supervision tests.
+
+    python tests/support/crash_target.py PORT [--on-bad-accept abort|segv|hang|exit]
+
+It listens on 127.0.0.1:PORT and relays every connection to an embedded
+broker running in this process, so ordinary cases pass; but it decodes what
+clients send, and a ``message.accept`` whose set names command id 2**31-1
+(the extreme end of the serial range -- the shape of a published broker
+crash) is the known bad input: it then calls ``os.abort()`` (``abort``),
+dereferences address 0 through ctypes (``segv``), stops serving everyone
+(``hang``: the one loop sleeps for ever), or exits with status 3 (``exit``).
+
+Single-threaded relay (one ``select`` loop), so a hang stops every
+connection, as a deadlocked broker would.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import os
+import select
+import socket
+import sys
+import time
+
+from amqp_sansio.v0_10.framing import AssemblyDecoder, CommandAssembly
+from amqp_sansio_broker.server import start_broker_thread
+
+BAD_ID = 0x7FFFFFFF
+
+
+def misbehave(how: str) -> None:
+    if how == "abort":
+        os.abort()
+    if how == "segv":
+        ctypes.string_at(0)
+    if how == "exit":
+        sys.exit(3)
+    while True:  # hang
+        time.sleep(3600)
+
+
+def check_accept(cmd: object, how: str) -> None:
+    transfers = getattr(cmd, "transfers", None)
+    for lo, hi in getattr(transfers, "ranges", ()):
+        if BAD_ID in (lo, hi) or (lo <= BAD_ID <= hi):
+            misbehave(how)
+
+
+class Client:
+    def __init__(self, sock: socket.socket, upstream: socket.socket) -> None:
+        self.sock, self.upstream = sock, upstream
+        self.head = b""
+        self.dec: AssemblyDecoder | None = None
+
+    def inspect(self, data: bytes, how: str) -> None:
+        if self.dec is None:
+            need = 8 - len(self.head)
+            self.head += data[:need]
+            data = data[need:]
+            if len(self.head) < 8:
+                return
+            self.dec = AssemblyDecoder(max_frame_size=0xFFFF, max_segment_size=64 << 20,
+                                       max_body_size=64 << 20)
+        items, err = self.dec.feed_until_error(data)
+        for it in items:
+            if isinstance(it, CommandAssembly) and it.command.NAME == "message.accept":
+                check_accept(it.command, how)
+        if err is not None:
+            self.dec = None
+            self.head = b"\x00" * 8  # stop looking at this connection
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("port", type=int)
+    ap.add_argument("--on-bad-accept", choices=("abort", "segv", "hang", "exit"),
+                    default="abort")
+    args = ap.parse_args()
+    bhost, bport, _stop = start_broker_thread()
+    srv = socket.create_server(("127.0.0.1", args.port))
+    peers: dict[socket.socket, tuple[socket.socket, Client | None]] = {}
+    print(f"listening on 127.0.0.1:{args.port} (broker {bhost}:{bport})", flush=True)
+    while True:
+        r, _, _ = select.select([srv, *peers], [], [])
+        for s in r:
+            if s is srv:
+                c, _ = srv.accept()
+                up = socket.create_connection((bhost, bport))
+                cl = Client(c, up)
+                peers[c] = (up, cl)
+                peers[up] = (c, None)
+                continue
+            if s not in peers:
+                continue
+            other, cl = peers[s]
+            try:
+                data = s.recv(1 << 16)
+            except OSError:
+                data = b""
+            if not data:
+                for x in (s, other):
+                    peers.pop(x, None)
+                    x.close()
+                continue
+            if cl is not None:
+                cl.inspect(data, args.on_bad_accept)
+            with contextlib.suppress(OSError):
+                other.sendall(data)
+
+
+if __name__ == "__main__":
+    main()
