@@ -294,3 +294,36 @@ def test_huge_range_cases_cost_what_the_broker_holds(seed: int) -> None:
                 bc.receive_data(it.data, 0.0)
                 bc.data_to_send()
             assert not bc.closed, case.fault.detail
+
+
+def test_a_gap_of_many_ranges_costs_what_it_names() -> None:
+    """Fuzz campaign, seed 1 case 731 (state:huge-ranges): one session.gap of
+    8,190 one-id ranges froze the embedded broker for 84 s -- each range's
+    placement (Session._admit) walked every completed range so far, 33
+    million steps.  Now a range is placed against the completed set's hull:
+    the ranges looked at stay within a few per range of the gap."""
+    import amqp_sansio.v0_10.session as session_mod
+
+    real = session_mod._on_one_arc
+    looked = [0]
+
+    def counting(lo: int, hi: int, points: Any, ranges: Any) -> bool:
+        ranges = tuple(ranges)
+        looked[0] += len(ranges)
+        return real(lo, hi, points, ranges)
+
+    s = script()
+    s.attach(1)
+    s.cmd(1, spec.QueueDeclare(queue=Q))
+    gap = SequenceSet([(1000 + 2 * k, 1000 + 2 * k) for k in range(8190)])
+    s.ctl(1, spec.SessionGap(commands=gap))
+    s.cmd(1, spec.ExecutionSync(), sync=True)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(session_mod, "_on_one_arc", counting)
+        bc = Broker().connection()
+        items = feed(bc, s)
+    assert not bc.closed
+    assert looked[0] <= 2 * 8190, looked[0]
+    done = [i.control for i in items if getattr(i, "control", None) is not None
+            and i.control.NAME == "session.completed"]
+    assert done and 1000 in done[-1].commands
