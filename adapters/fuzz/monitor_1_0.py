@@ -123,8 +123,13 @@ class Monitor(MonitorBase):
                       if c not in self.our_ended and c not in self.peer_ended)
 
     def next_handle(self, channel: int) -> int:
-        links = self.our_channels.get(channel, {})
-        return max((lk.handle for lk in links.values()), default=-1) + 1
+        """A handle none of our links on ``channel`` uses (the lowest above
+        them; below them when a case used handle 2**32-1)."""
+        used = {lk.handle for lk in self.our_channels.get(channel, {}).values()}
+        top = max(used, default=-1) + 1
+        if top <= 0xFFFFFFFF:
+            return top
+        return next(h for h in range(len(used) + 1) if h not in used)
 
     def note_close(self) -> None:
         self.we_closed = True
