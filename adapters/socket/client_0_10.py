@@ -60,7 +60,14 @@ from amqp_sansio.message import Message
 from amqp_sansio.v0_10 import client as v010
 from amqp_sansio.v0_10 import events as ev
 from amqp_sansio.v0_10._specbase import Command
-from amqp_sansio.v0_10.spec import ExchangeQueryResult, QueueQueryResult
+from amqp_sansio.v0_10.content import ContentDelivery
+from amqp_sansio.v0_10.content import Returned as ReturnedContent
+from amqp_sansio.v0_10.spec import (
+    ExchangeQueryResult,
+    FileProperties,
+    QueueQueryResult,
+    StreamProperties,
+)
 
 from ._common import ConnectionBase, DeliveryActions, SessionBase, SubscriptionBase
 from ._io import DEFAULT
@@ -242,6 +249,90 @@ class Session(SessionBase[v010.ClientSession], v010.SessionView):
                         resume_ttl)
         self._send_transfer(t, True, timeout)
         return offset
+
+    # -- the file and stream classes (amqp_sansio.v0_10.content) -------------------
+    def publish_file(self, body: bytes, *, identifier: str, exchange: str = "",
+                     routing_key: str = "", properties: FileProperties | None = None,
+                     mandatory: bool = False, immediate: bool = False,
+                     timeout: float | None = DEFAULT) -> int:
+        """Stage ``body`` under ``identifier`` and publish it (the file
+        class): the broker's ``open-ok`` says how much of ``identifier`` it
+        holds already -- from an attempt a lost connection cut -- and only
+        the rest is sent.  Returns that offset once the publish completed.
+        Unroutable (``mandatory``) or not taken at once (``immediate``), the
+        file comes back: :attr:`returned_content`."""
+        c = self._p.content
+        ok = self.call(lambda: c.open_file(identifier, len(body)), timeout, "file.open-ok")
+        offset = int(ok.staged_size or 0)
+        self.call(lambda: c.stage_and_publish(
+            identifier, body, offset, properties or FileProperties(), exchange=exchange,
+            routing_key=routing_key, mandatory=mandatory, immediate=immediate), timeout,
+            "completion of file.publish")
+        return offset
+
+    def publish_stream(self, body: bytes, *, exchange: str = "", routing_key: str = "",
+                       properties: StreamProperties | None = None, mandatory: bool = False,
+                       immediate: bool = False, timeout: float | None = DEFAULT) -> None:
+        """``stream.publish``; returns once the broker completed it."""
+        c = self._p.content
+        self.call(lambda: c.publish_stream(body, properties or StreamProperties(),
+                                           exchange=exchange, routing_key=routing_key,
+                                           mandatory=mandatory, immediate=immediate),
+                  timeout, "completion of stream.publish")
+
+    def consume_content(self, kind: str, queue: str, *, consumer_tag: str,
+                        prefetch: int | None = None, consume_rate: int = 0,
+                        no_ack: bool = False, exclusive: bool = False,
+                        timeout: float | None = DEFAULT) -> None:
+        """``file.consume`` (``kind="file"``) or ``stream.consume``
+        (``"stream"``), after its class's ``qos`` when ``prefetch`` or
+        ``consume_rate`` (stream: octets a second) is given; take the
+        deliveries with :meth:`next_content`."""
+        c = self._p.content
+        if prefetch is not None or consume_rate:
+            self.call(lambda: c.qos(kind, prefetch_count=prefetch or 0,
+                                    consume_rate=consume_rate), timeout, f"{kind}.qos-ok")
+        self.call(lambda: c.consume(kind, queue, consumer_tag, no_ack=no_ack,
+                                    exclusive=exclusive), timeout, f"{kind}.consume-ok")
+
+    def next_content(self, consumer_tag: str, timeout: float | None = DEFAULT
+                     ) -> ContentDelivery:
+        """The next file or stream delivery for ``consumer_tag`` (waits);
+        acknowledge a file with :meth:`ack_file` (unless consumed no-ack)."""
+        p = self._p
+        c = p.content
+
+        def ready() -> bool:
+            p.check()
+            return bool(c.waiting.get(consumer_tag))
+
+        with self._pump.lock:
+            self.wait_until(ready, timeout, f"a delivery for {consumer_tag!r}")
+            d = c.take(consumer_tag)
+            self._pump.poke()
+        assert d is not None
+        return d
+
+    def ack_file(self, d: ContentDelivery, *, multiple: bool = False) -> None:
+        with self._pump.lock:
+            self._p.content.ack(d, multiple)
+            self._pump.poke()
+
+    def reject_file(self, d: ContentDelivery, *, requeue: bool = False) -> None:
+        with self._pump.lock:
+            self._p.content.reject(d, requeue)
+            self._pump.poke()
+
+    def cancel_content(self, kind: str, consumer_tag: str,
+                       timeout: float | None = DEFAULT) -> None:
+        self.call(lambda: self._p.content.cancel(kind, consumer_tag), timeout,
+                  f"{kind}.cancel")
+
+    @property
+    def returned_content(self) -> list[ReturnedContent]:
+        """Files and stream messages the broker returned (unroutable, or no
+        consumer ready for an immediate one)."""
+        return self._p.content.returned
 
     # -- consuming --------------------------------------------------------------
     def subscribe(self, queue: str, *, prefetch: int | None = 100,

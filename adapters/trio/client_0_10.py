@@ -54,7 +54,14 @@ import trio
 from amqp_sansio.message import Message
 from amqp_sansio.v0_10 import client as v010
 from amqp_sansio.v0_10 import events as ev
-from amqp_sansio.v0_10.spec import ExchangeQueryResult, QueueQueryResult
+from amqp_sansio.v0_10.content import ContentDelivery
+from amqp_sansio.v0_10.content import Returned as ReturnedContent
+from amqp_sansio.v0_10.spec import (
+    ExchangeQueryResult,
+    FileProperties,
+    QueueQueryResult,
+    StreamProperties,
+)
 
 from ._common import ConnectionBase, DeliveryActions, SessionBase, SubscriptionBase
 from ._pump import CLOSE_TIMEOUT, HIGH_WATER, Pump
@@ -206,6 +213,72 @@ class Session(SessionBase[v010.ClientSession], v010.SessionView):
                         resume_ttl)
         await self._send_transfer(t, True)
         return offset
+
+    # -- the file and stream classes (amqp_sansio.v0_10.content) -------------------
+    async def publish_file(self, body: bytes, *, identifier: str, exchange: str = "",
+                           routing_key: str = "", properties: FileProperties | None = None,
+                           mandatory: bool = False, immediate: bool = False) -> int:
+        """The blocking client's :meth:`amqp_sansio_socket.Session.publish_file`:
+        stage ``body`` from what the broker's open-ok says it holds, publish
+        it; returns that offset."""
+        c = self._p.content
+        await self.wait_for_room()
+        ok = await self.wait_for(c.open_file(identifier, len(body)))
+        offset = int(ok.staged_size or 0)
+        await self.wait_for(c.stage_and_publish(
+            identifier, body, offset, properties or FileProperties(), exchange=exchange,
+            routing_key=routing_key, mandatory=mandatory, immediate=immediate))
+        return offset
+
+    async def publish_stream(self, body: bytes, *, exchange: str = "", routing_key: str = "",
+                             properties: StreamProperties | None = None,
+                             mandatory: bool = False, immediate: bool = False) -> None:
+        await self.wait_for_room()
+        await self.wait_for(self._p.content.publish_stream(
+            body, properties or StreamProperties(), exchange=exchange, routing_key=routing_key,
+            mandatory=mandatory, immediate=immediate))
+
+    async def consume_content(self, kind: str, queue: str, *, consumer_tag: str,
+                              prefetch: int | None = None, consume_rate: int = 0,
+                              no_ack: bool = False, exclusive: bool = False) -> None:
+        """``file.consume`` / ``stream.consume`` (after ``qos`` when
+        ``prefetch`` or ``consume_rate`` is given); see the blocking client."""
+        c = self._p.content
+        await self.wait_for_room()
+        if prefetch is not None or consume_rate:
+            await self.wait_for(c.qos(kind, prefetch_count=prefetch or 0,
+                                      consume_rate=consume_rate))
+        await self.wait_for(c.consume(kind, queue, consumer_tag, no_ack=no_ack,
+                                      exclusive=exclusive))
+
+    async def next_content(self, consumer_tag: str) -> ContentDelivery:
+        """The next file or stream delivery for ``consumer_tag`` (waits)."""
+        p = self._p
+        while True:
+            p.check()
+            d = p.content.take(consumer_tag)
+            if d is not None:
+                self._pump.pull()
+                return d
+            await self._progress.park()
+
+    async def ack_file(self, d: ContentDelivery, *, multiple: bool = False) -> None:
+        await self.wait_for_room()
+        self._p.content.ack(d, multiple)
+        self._pump.pull()
+
+    async def reject_file(self, d: ContentDelivery, *, requeue: bool = False) -> None:
+        await self.wait_for_room()
+        self._p.content.reject(d, requeue)
+        self._pump.pull()
+
+    async def cancel_content(self, kind: str, consumer_tag: str) -> None:
+        await self.wait_for_room()
+        await self.wait_for(self._p.content.cancel(kind, consumer_tag))
+
+    @property
+    def returned_content(self) -> list[ReturnedContent]:
+        return self._p.content.returned
 
     # -- consuming ---------------------------------------------------------------
     def subscribe(self, queue: str, *, prefetch: int | None = 100,

@@ -68,6 +68,7 @@ from . import spec
 from ._specbase import Command, Struct
 from .connection import ClientConfig, Role
 from .connection import Connection as CoreConnection
+from .content import Content
 from .messages import Rejections, TransferBuilder, from_event, transfer_octets
 from .session import Session as CoreSession
 from .session import SessionState, SessionStore
@@ -241,6 +242,7 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         self._carry = ctx if isinstance(ctx, Carry) else None
         core.context = None
         self._dest_ids = 0
+        self._content: Content | None = None
 
     def __repr__(self) -> str:
         return f"<ClientSession {self.name!r} channel={self.channel} {self.core.state.name}>"
@@ -690,8 +692,18 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         if e.command_id in self._waiters:
             self._results[e.command_id] = e.value
 
+    @property
+    def content(self) -> Content:
+        """The file and stream classes on this session (``content.py``)."""
+        if self._content is None:
+            self._content = Content(self, self._woken)
+        return self._content
+
     def on_command(self, e: ev.CommandReceived) -> None:
         cmd = e.command
+        if cmd.CLASS_CODE in (9, 10):  # file, stream
+            self.content.on_command(e)
+            return
         if isinstance(cmd, spec.MessageReject):
             self.rejected.add(cmd.transfers or SequenceSet(), int(cmd.code), cmd.text)
         if isinstance(cmd, spec.MessageResume):
