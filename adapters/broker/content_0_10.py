@@ -64,8 +64,9 @@ from amqp_sansio.errors import LocalProtocolError
 from amqp_sansio.v0_9_1 import spec as spec091
 from amqp_sansio.v0_10 import spec
 from amqp_sansio.v0_10._specbase import Struct
-from amqp_sansio.v0_10.session import Session, SessionState
+from amqp_sansio.v0_10.session import Session
 
+from . import front_0_10  # (which imports this module: its names are read at run time)
 from .front_0_9 import from_basic, to_basic
 from .held import HeldDeliveries
 from .model import Consumer, Held, ModelError, QMsg, QueueState
@@ -166,15 +167,8 @@ class _ContentConsumer(Consumer):
 
     def _attached(self) -> bool:
         s = self.session
-        if s.state is not SessionState.ATTACHED or s.failed or s.connection is None:
-            return False
-        st = self.state
-        if st.ended or st.outbox:
-            return False
-        bc = st.owner
-        if bc is not None and not bc.output_room():
-            return False
-        return s.outstanding + 3 <= s.replay_window
+        # room for an open, a stage and a deliver in the replay window
+        return front_0_10.may_deliver(s, self.state) and s.outstanding + 3 <= s.replay_window
 
 
 def _fits(st: SessState, kind: str, size: int,

@@ -36,7 +36,8 @@ keeps broker-wide -- its sessions, which outlive their transport.
 
 from __future__ import annotations
 
-__all__ = ["Connection010", "Sessions010", "SessState", "Consumer010", "DEFERRED_PER_SESSION"]
+__all__ = ["Connection010", "Sessions010", "SessState", "Consumer010", "DEFERRED_PER_SESSION",
+           "may_deliver"]
 
 import collections
 import logging
@@ -120,15 +121,7 @@ class Consumer010(Consumer):
 
     def ready(self) -> bool:
         s = self.session
-        if s.state is not SessionState.ATTACHED or s.failed or s.connection is None:
-            return False
-        st = self.state
-        if st.ended or st.outbox:
-            return False  # what it owes goes first
-        bc = st.owner
-        if bc is not None and not bc.output_room():
-            return False  # a socket that does not drain waits (till it reads)
-        return s.credit(self.destination) is not None
+        return may_deliver(s, self.state) and s.credit(self.destination) is not None
 
     def offer(self, q: QueueState, msg: QMsg) -> bool:
         s = self.session
@@ -159,6 +152,18 @@ class Consumer010(Consumer):
         if bc is not None:
             bc.note_output(len(body) + 256)
         return True
+
+
+def may_deliver(s: Session, st: SessState) -> bool:
+    """May the session be sent a delivery now?  Attached and not failed;
+    nothing it owes waits before (it goes first); its socket drains (one
+    that does not waits till it reads)."""
+    if s.state is not SessionState.ATTACHED or s.failed or s.connection is None:
+        return False
+    if st.ended or st.outbox:
+        return False
+    bc = st.owner
+    return bc is None or bc.output_room()
 
 
 @attrs.define(eq=False)

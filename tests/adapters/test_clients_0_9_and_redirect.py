@@ -7,31 +7,22 @@ with :class:`RedirectedError`."""
 
 from __future__ import annotations
 
-import contextlib
 import uuid
 from collections.abc import Iterator
 
 import pytest
 import trio
+from embedded_broker import running
 from rabbitmq import Node
 
 import amqp_sansio_trio
 from amqp_sansio import client as policy
 from amqp_sansio.errors import LocalProtocolError
 from amqp_sansio_broker.model import Broker
-from amqp_sansio_broker.server import start_broker_thread
 from amqp_sansio_socket import RedirectedError, client_0_9_1, connect
 
 pytest_plugins = ["conftest_rabbitmq"]
 
-
-@contextlib.contextmanager
-def running(broker: Broker) -> Iterator[tuple[str, int]]:
-    host, port, stop = start_broker_thread(broker)
-    try:
-        yield host, port
-    finally:
-        stop()
 
 
 @pytest.fixture

@@ -7,29 +7,18 @@ application has not taken yet, and returns."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-
 import pytest
 import trio
 from cutting_proxy import cutting_proxy
+from embedded_broker import running
 
 import amqp_sansio_trio
 from amqp_sansio.v0_10.spec import FileProperties, StreamProperties
 from amqp_sansio_broker.model import Broker
-from amqp_sansio_broker.server import start_broker_thread
 from amqp_sansio_socket import AMQPError, connect
 
 BIG = bytes(range(256)) * 4096  # 1 MiB
 
-
-@contextlib.contextmanager
-def running(broker: Broker) -> Iterator[tuple[str, int]]:
-    host, port, stop = start_broker_thread(broker)
-    try:
-        yield host, port
-    finally:
-        stop()
 
 
 def test_socket_client_files_round_trip_with_acks() -> None:

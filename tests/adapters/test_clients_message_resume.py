@@ -4,28 +4,17 @@ the offset the embedded broker kept -- not sent again from its start."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-
 import pytest
 import trio
 from cutting_proxy import cutting_proxy
+from embedded_broker import running
 
 import amqp_sansio_trio
 from amqp_sansio_broker.model import Broker
-from amqp_sansio_broker.server import start_broker_thread
 from amqp_sansio_socket import AMQPError, connect
 
 BODY = bytes(range(256)) * 4096  # 1 MiB
 
-
-@contextlib.contextmanager
-def running(broker: Broker) -> Iterator[tuple[str, int]]:
-    host, port, stop = start_broker_thread(broker)
-    try:
-        yield host, port
-    finally:
-        stop()
 
 
 def _queued(broker: Broker, queue: str) -> list[bytes]:
