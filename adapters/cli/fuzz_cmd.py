@@ -429,7 +429,11 @@ def _run_server(args: Any, streams: Streams, gen: Any, fail_on: frozenset[str]) 
     listen = _parse_target(args.listen)
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
-    client = tuple(shlex.split(args.client_command)) if args.client_command else ()
+    if args.target_command and args.client_command:
+        raise CLIError("--role server: give the client command once (--target-command or "
+                       "--client-command)")
+    command = args.target_command or args.client_command
+    client = tuple(shlex.split(command)) if command else ()
     cfg = ServerCampaignConfig(listen=listen, seed=args.seed, cases=args.cases,
                                start=args.start, budget=args.budget, out=out,
                                step_timeout=args.step_timeout, protocol=_protocol(args),

@@ -27,8 +27,11 @@ from __future__ import annotations
 
 __all__ = ["ServerPlan", "ServerCampaignConfig", "serve_campaign", "run_plan"]
 
+import contextlib
 import json
+import os
 import select
+import signal
 import socket
 import subprocess
 import tempfile
@@ -45,6 +48,8 @@ from .case import SERVER, Case, Fault
 from .oracle import NONCONFORMANT, Observation, Outcome
 from .runner import Target
 from .server_base import ServerPlan
+from .supervise import TAIL
+from .triage import Death
 
 
 @attrs.frozen
@@ -83,39 +88,59 @@ def run_plan(sock: socket.socket, plan: ServerPlan, step_timeout: float = 2.0,
 
 
 class _ClientProcess:
-    """One case's client command, stopped by its own pid."""
+    """One case's client command (the supervised target of the server role),
+    stopped by its own pid."""
 
     def __init__(self, command: tuple[str, ...], port: int) -> None:
         self.command = [a.replace("{port}", str(port)) for a in command]
         self.err = tempfile.TemporaryFile()  # noqa: SIM115 - closed by reap()
+        env = dict(os.environ, PYTHONFAULTHANDLER="1", PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(self.command, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=self.err)
+                                     stdout=subprocess.DEVNULL, stderr=self.err, env=env)
         self.killed = False
 
     def exited(self) -> bool:
         return self.proc.poll() is not None
 
     def reap(self, wait: float) -> dict[str, Any]:
-        """Wait for it to exit (killing it past ``wait``): its status."""
+        """Wait for it to exit (past ``wait``: SIGABRT -- a Python client's
+        faulthandler prints its stacks -- then kill): its status."""
         try:
             self.proc.wait(wait)
         except subprocess.TimeoutExpired:
             self.killed = True
-            self.proc.kill()
-            self.proc.wait()
+            with contextlib.suppress(OSError):
+                self.proc.send_signal(signal.SIGABRT)
+            try:
+                self.proc.wait(2)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
         self.err.seek(0)
-        tail = self.err.read()[-600:].decode("utf-8", "replace")
+        tail = self.err.read()[-TAIL:].decode("utf-8", "replace")
         self.err.close()
         return {"command": self.command, "status": self.proc.returncode,
                 "killed": self.killed, "stderr": tail}
 
 
-def _client_verdict(outcome: Outcome, status: dict[str, Any]) -> Outcome:
-    """A client process that died of a signal it was not sent crashed."""
-    rc = status["status"]
-    if rc is not None and rc < 0 and not status["killed"]:
-        return Outcome("crash", f"the client died of signal {-rc}: {status['stderr'][-200:]}")
-    return outcome
+def _client_death(status: dict[str, Any], never_connected: bool = False) -> Death | None:
+    """A client process that died of a signal it was not sent (or exited
+    without ever connecting) crashed: how, for its signature."""
+    rc = status.get("status")
+    if rc is None or status.get("killed"):
+        return None
+    if rc < 0:
+        return Death("crash", signal=-rc, tail=status.get("stderr", ""))
+    if never_connected:
+        return Death("crash", status=rc, tail=status.get("stderr", ""))
+    return None
+
+
+def _client_verdict(outcome: Outcome, death: Death | None) -> Outcome:
+    if death is None:
+        return outcome
+    return Outcome("crash", f"{death.signature} (the client {death.how}: "
+                   f"{death.tail[-200:]})")
 
 
 def serve_campaign(cfg: ServerCampaignConfig,
@@ -151,23 +176,29 @@ def serve_campaign(cfg: ServerCampaignConfig,
                 case = Case(seed=plan.seed, number=plan.number, family=f"server-{plan.kind}",
                             fault=Fault(kind="valid", target="connection"), items=(),
                             barrier="none", role=SERVER, protocol=plan.protocol)
+                death = _client_death(status, never_connected=True)
                 outcome = _client_verdict(Outcome("crash", "the client never connected "
                                                   f"(status {status['status']}): "
-                                                  f"{status['stderr'][-200:]}"), status)
+                                                  f"{status['stderr'][-200:]}"), death)
                 obs, transcript = Observation(), []
             else:
                 with conn:
                     case, outcome, obs, transcript = run(conn, plan, cfg.step_timeout,
                                                          cfg.case_time)
+                death = None
                 if client is not None:
                     status = client.reap(cfg.step_timeout)
-                    outcome = _client_verdict(outcome, status)
+                    death = _client_death(status)
+                    outcome = _client_verdict(outcome, death)
             row = CaseRow(n, case.family, case.fault.kind, case.fault.target, outcome.kind,
-                          outcome.detail[:500], round(time.monotonic() - t_case, 4))
+                          outcome.detail[:500], round(time.monotonic() - t_case, 4),
+                          signature=death.signature if death is not None else "")
             if outcome.kind in NONCONFORMANT and cfg.out is not None:
                 gen: dict[str, Any] = {"plan": plan.to_json()}
                 if status:
                     gen["client"] = status
+                if death is not None:
+                    gen["death"] = death.to_json()
                 j = reproducer.to_json(
                     case, target=f"{host}:{port} (server role)", generator=gen,
                     outcome=outcome.to_json(), signals=[s.to_json() for s in obs.signals],

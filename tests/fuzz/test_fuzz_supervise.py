@@ -199,3 +199,26 @@ def test_cli_supervised_campaign_writes_the_findings_report(
 def test_the_target_command_needs_a_port_placeholder(how: str) -> None:
     with pytest.raises(ValueError, match="port"):
         CommandTarget([sys.executable, str(TARGET), how])
+
+
+def test_server_role_supervises_the_client_command(tmp_path: Path) -> None:
+    """--role server: the client command is the target.  Seed 4's plans 5-7:
+    plan 6 answers with a 1.0 header, which makes crash_client.py abort; its
+    neighbours are ordinary cases."""
+    from amqp_sansio_fuzz.server import ServerCampaignConfig, serve_campaign
+    from amqp_sansio_fuzz.server_0_10 import make_plan
+
+    assert [make_plan(4, n).kind for n in (5, 6, 7)][1] == "header"
+    client = (sys.executable, str(TARGET.parent / "crash_client.py"), "{port}")
+    cfg = ServerCampaignConfig(listen=Target("127.0.0.1", 0), seed=4, start=5, cases=3,
+                               out=tmp_path, step_timeout=1.0, client=client)
+    result = serve_campaign(cfg)
+    by_case = {r.case: r for r in result.rows}
+    crash = by_case[6]
+    assert crash.outcome == "crash"
+    assert crash.signature.startswith("crash SIGABRT | Python fatal error Aborted in check "
+                                      "(crash_client.py:")
+    assert by_case[5].signature == by_case[7].signature == ""
+    [group] = group_crashes([r.to_json() for r in result.rows])
+    assert group.first_case == 6 and group.reproducer is not None
+    assert json.loads(Path(group.reproducer).read_text())["generator"]["death"]["signal"] == 6
