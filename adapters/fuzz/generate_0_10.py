@@ -1149,15 +1149,15 @@ def _huge_range(s: Script) -> tuple[SequenceSet, str]:
                          for k in range(n)]), f"{n} one-id ranges from {start}")
 
 
-def op_state_huge_ranges(s: Script) -> Fault:
-    """Settle, acquire, complete, gap over ranges of up to 2**31 ids (with a
-    few deliveries held, or none): a peer's work must follow what it holds
-    (issue 11 finding 1: one 56-octet accept froze the embedded broker)."""
+def _held_deliveries(s: Script, chance: float, most: int, *, settle: bool) -> None:
+    """Session 1 with the case's queue; with ``chance``, up to ``most``
+    messages on it delivered to a subscription (held, unaccepted), so that a
+    range naming them has work to find; then a sync (awaited if ``settle``)."""
     s.open_session(1)
     q, d = s.names.queues[0], s.names.destinations[0]
     s.declare_queue(1, q)
-    if s.rng.chance(0.6):  # something held, so that there is work to find
-        for _ in range(s.rng.between(1, 5)):
+    if s.rng.chance(chance):
+        for _ in range(s.rng.between(1, most)):
             cmd, headers, body = transfer(s.rng, s.names, routing_key=q, destination="",
                                           body_size=s.rng.small(30))
             s.cmd(1, cmd, headers=headers, body=body)
@@ -1165,7 +1165,17 @@ def op_state_huge_ranges(s: Script) -> Fault:
                                        acquire_mode=s.rng.pick([0, 1])))
         s.cmd(1, spec.MessageFlow(destination=d, unit=0, value=10))
         s.cmd(1, spec.MessageFlow(destination=d, unit=1, value=0xFFFFFFFF))
-        s.cmd(1, spec.ExecutionSync(), sync=True)
+        if settle:
+            s.settle(1)
+        else:
+            s.cmd(1, spec.ExecutionSync(), sync=True)
+
+
+def op_state_huge_ranges(s: Script) -> Fault:
+    """Settle, acquire, complete, gap over ranges of up to 2**31 ids (with a
+    few deliveries held, or none): a peer's work must follow what it holds
+    (issue 11 finding 1: one 56-octet accept froze the embedded broker)."""
+    _held_deliveries(s, 0.6, 5, settle=False)
     ids, shape = _huge_range(s)
     which = s.rng.pick(["accept", "release", "reject", "acquire", "tx-accept",
                         "completed", "known-completed", "gap"])
@@ -1528,19 +1538,7 @@ def op_state_serial_extremes(s: Script) -> Fault:
     extreme or reversed range of the serial space, with a few deliveries
     held or none.  A peer must refuse or ignore it -- and stay up, answering
     promptly (it must not walk 2**31 ids)."""
-    s.open_session(1)
-    q, d = s.names.queues[0], s.names.destinations[0]
-    s.declare_queue(1, q)
-    if s.rng.chance(0.5):
-        for _ in range(s.rng.between(1, 3)):
-            cmd, headers, body = transfer(s.rng, s.names, routing_key=q, destination="",
-                                          body_size=s.rng.small(30))
-            s.cmd(1, cmd, headers=headers, body=body)
-        s.cmd(1, spec.MessageSubscribe(queue=q, destination=d, accept_mode=0,
-                                       acquire_mode=s.rng.pick([0, 1])))
-        s.cmd(1, spec.MessageFlow(destination=d, unit=0, value=10))
-        s.cmd(1, spec.MessageFlow(destination=d, unit=1, value=0xFFFFFFFF))
-        s.settle(1)
+    _held_deliveries(s, 0.5, 3, settle=True)
     cls, field = s.rng.pick(list(SEQUENCE_SET_FIELDS))
     shape, lo, hi = s.rng.pick(list(SERIAL_EXTREMES))
     kw: dict[str, Any] = {field.replace("-", "_"): SequenceSet([_MARK])}

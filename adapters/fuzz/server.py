@@ -1,4 +1,4 @@
-"""The server role: listen, and fuzz the clients that connect.
+"""The server role: listen, and fuzz the clients that connect (any protocol).
 
 Each accepted connection is one case (the protocols' plans and players:
 :mod:`.server_0_10`, :mod:`.server_1_0`).  The conversation itself is played by

@@ -1,25 +1,9 @@
-"""The 0-10 server role: the plans, and one case played to a connected client.
-
-Each accepted connection is one case.  The conversation itself is played by
-the embedded broker's pure model through its 0-10 front end
-(:class:`amqp_sansio_broker.front_0_10.Connection010`), so any client can do
-its normal work; the fuzzer sits between the model and the socket and, as
-the case's *plan* says, mutates one
-of the model's outgoing assemblies (the first ``connection.tune``,
-``session.attached``, ``execution.result``, ...: field and frame mutations)
-or injects extra controls and commands once the client has a session (state
-violations: completions for ids it never sent, transfers to destinations it
-never subscribed, results for commands it never sent, unsolicited controls,
-a wrong protocol header...).
-
-The plan is a pure function of ``(seed, connection number)``
-(:func:`make_plan`).  The client's reaction is judged by the same oracle as
-in the client role: a conformant client rejects the fault with
-``connection.close`` (or by dropping the socket where the spec says so),
-``session.detached`` or ``execution.exception``, or goes on when the fault is
-one it may accept.  What the client sends before the fault must pass the
-model's own core (its violations are reported as such); a client that stops
-reacting after a fault that demands a reaction is a hang.
+"""The 0-10 server role: the plans (:func:`make_plan`, a pure function of
+``(seed, connection number)``) and one case played to a connected client
+(:func:`run_server_case`) -- the embedded broker's 0-10 front end plays the
+conversation, and the plan mutates one of its assemblies or injects a state
+violation once the client has a session.  The campaign around it, and what
+the server role means, are in :mod:`.server`.
 """
 
 from __future__ import annotations
