@@ -135,8 +135,18 @@ ORDER_ERROR_CODES: dict[str, frozenset[int]] = {
                                         "message.transfer")}
 
 
+def _names_an_entity(name: str) -> bool:
+    cls = by_name(name)
+    return cls is not None and any(f.type in ("queue.name", "exchange.name")
+                                   for f in getattr(cls, "FIELDS", ()))
+
+
 @functools.cache
 def allowed_error_codes(name: str) -> frozenset[int]:
     """execution.exception codes a conformant peer may answer ``name`` with
-    when the command itself is well formed."""
-    return spec_error_codes(name) | GENERIC_ERROR_CODES | ORDER_ERROR_CODES.get(name, frozenset())
+    when the command itself is well formed.  A command naming a queue or an
+    exchange may always meet not-found (404) for one that does not exist:
+    the XML says so for message.subscribe and message.transfer, and is
+    silent for file.consume, stream.publish and the like."""
+    codes = spec_error_codes(name) | GENERIC_ERROR_CODES | ORDER_ERROR_CODES.get(name, frozenset())
+    return codes | {404} if _names_an_entity(name) else codes
