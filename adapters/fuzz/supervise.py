@@ -129,7 +129,7 @@ class Supervisor:
             return d
         if probe(self.target):
             return None
-        d = self.dead(grace=0.5)  # it may have been dying meanwhile
+        d = self.dead(grace=3.0)  # it may be dying (a busy machine, a slow exit)
         if d is not None:
             return d
         if probe(self.target):
