@@ -77,6 +77,9 @@ if TYPE_CHECKING:
     from .front_0_10 import Connection010, SessState
 
 NO_ROUTE, NO_CONSUMERS = 312, 313
+#: A client's file.open awaiting their file.stage, per session (0-9: per
+#: channel), beyond which another open is refused.
+OPENS_WAITING = 256
 #: Messages rejected with requeue a session remembers (so that none comes
 #: back to its consumers); the oldest is forgotten beyond this.
 REJECTED_KEPT = 4096
@@ -481,9 +484,13 @@ def _cancel(front: Connection010, s: Session, cid: int, c: Any) -> None:
 def file_open(front: Connection010, s: Session, cid: int, c: Any) -> None:
     if c.identifier is None:
         raise ContentFail(INVALID_ARGUMENT, "a staging identifier is required", "identifier")
+    b = books_of(front.svc.session_state(s))
+    if len(b.opening) >= OPENS_WAITING:
+        raise ModelError("resource-limit-exceeded", f"{len(b.opening)} file.open await their "
+                         "file.stage")
     st = front.broker.staging.open("file", _user(front), c.identifier, front,
                                    int(c.content_size or 0))
-    books_of(front.svc.session_state(s)).opening.append(st)
+    b.opening.append(st)
     front.emit_command(s, spec.FileOpenOk(staged_size=len(st.data)))
 
 

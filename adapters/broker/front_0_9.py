@@ -85,6 +85,9 @@ from .properties import FORM_0_9_1
 from .staging import Staged
 
 FILENAME = "x-amqp-0-9-filename"
+#: A client's file.open awaiting their file.stage on one channel, beyond
+#: which another open is refused (content_0_10.py has the same for 0-10).
+OPENS_WAITING = 256
 NO_CONSUMERS = 313
 TUNNEL_META = "x-amqp-0-9-tunnel-meta-data"
 log = logging.getLogger("amqp_sansio.broker")
@@ -399,9 +402,13 @@ class Connection09(Connection091):
 
     # -- file staging ----------------------------------------------------------------
     def file_open(self, books: ChannelBooks, m: Any) -> Method:
+        waiting = self.opening.setdefault(books.channel.id, deque())
+        if len(waiting) >= OPENS_WAITING:
+            raise ModelError("resource-limit-exceeded", f"{len(waiting)} file.open await "
+                             "their file.stage")
         st = self.broker.staging.open("file", self.login.identity or "", str(m.identifier),
                                       self, int(m.content_size or 0))
-        self.opening.setdefault(books.channel.id, deque()).append(st)
+        waiting.append(st)
         return spec09.FileOpenOk(staged_size=len(st.data))
 
     def file_open_ok(self, books: ChannelBooks, m: Any) -> None:

@@ -376,3 +376,16 @@ def test_nothing_0_10_defines_is_answered_not_implemented(broker: Broker) -> Non
         "file.qos-ok", "file.consume-ok", "file.return", "file.deliver", "stream.qos-ok",
         "stream.consume-ok", "stream.return", "stream.deliver"}
     assert not missing
+
+
+def test_opens_waiting_for_their_stage_are_bounded(broker: Broker) -> None:
+    from amqp_sansio_broker.content_0_10 import OPENS_WAITING
+
+    c = Client(broker)
+    s = c.session()
+    for _ in range(OPENS_WAITING):
+        s.send(spec.FileOpen(identifier="same", content_size=1))
+    no_exception(c.pump())
+    s.send(spec.FileOpen(identifier="same", content_size=1))
+    assert exception(c.pump()).error_code == 506
+    assert len(broker.staging.entries) == 1
