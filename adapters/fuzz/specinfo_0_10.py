@@ -128,11 +128,13 @@ def spec_error_codes(name: str) -> frozenset[int]:
 #: Commands whose order the spec gives in a class grammar or in prose, not
 #: in exception elements: out of that order they are illegal-state (409) --
 #: file.stage and file.open-ok answer an open (``C:OPEN S:OPEN-OK C:STAGE``),
-#: file.publish names a staged message, and a message.transfer whose
-#: fragment-properties say ``first`` false continues a message begun before.
+#: file.publish names a staged message, a message.transfer whose
+#: fragment-properties say ``first`` false continues a message begun before,
+#: and a session selects one kind of transaction: tx.select after dtx.select
+#: (or the other way round) is out of its state.
 ORDER_ERROR_CODES: dict[str, frozenset[int]] = {
     name: frozenset({409}) for name in ("file.stage", "file.open-ok", "file.publish",
-                                        "message.transfer")}
+                                        "message.transfer", "tx.select", "dtx.select")}
 
 
 def _names_an_entity(name: str) -> bool:
