@@ -18,8 +18,9 @@ can honour:
   client: the staged content is kept in the model's staging
   (``staging.py``: its budget per connection and across the broker, by
   user and identifier) until published by identifier; a client that lost
-  its connection after staging opens the identifier again and is told
-  what is staged (open-ok's staged-size), content left unpublished is
+  its connection after staging -- or while staging: what arrived in whole
+  frames is kept -- opens the identifier again and is told what is staged
+  (open-ok's staged-size), content left unpublished is
   dropped ``Limits.staged_ttl`` after its connection; a ``file.consume`` gets
   each message as ``file.open`` -> (the client's ``open-ok``) ->
   ``file.stage`` + ``file.deliver``, acknowledged with ``file.ack`` /
@@ -201,7 +202,9 @@ class Connection09(Connection091):
                               redirect=(lambda vhost: to) if to else None)
 
     def _channel_ended(self, channel: int) -> None:
-        self.opening.pop(channel, None)
+        waiting = self.opening.pop(channel, None)
+        if waiting:
+            self._keep_cut_stage(channel, waiting[0])
         self.message09.channel_ended(channel)
         books = self.books.get(channel)
         xid = self.dtx_xid.pop(channel, None)
@@ -428,6 +431,16 @@ class Connection09(Connection091):
             raise ModelError("precondition-failed", f"no file staged as {m.identifier!r}")
         body = self.broker.staging.take(st)
         self._route(books, m, st.properties, body, spec09.FileReturn)
+
+    def _keep_cut_stage(self, channel: int, st: Staged) -> None:
+        """The transport was lost inside a file.stage on ``channel``: what
+        arrived of its body is staged (open-ok says so next time)."""
+        for ch, m, props, body in self.conn.interrupted_contents():
+            if ch == channel and isinstance(m, spec09.FileStage) and body:
+                with contextlib.suppress(ModelError):  # over the budget: not kept
+                    self.broker.staging.append(st, body)
+                    st.properties = props
+                return
 
     def _end(self, now: float) -> None:
         if not self._ended:

@@ -305,6 +305,8 @@ class Connection(Endpoint[ConnState]):
         self._decoder = Decoder(FRAME_MIN_SIZE, max_body_size=config.max_body_size,
                                 profile=self.profile, methods=table.methods,
                                 properties=table.properties)
+        # contents the peer's input ended inside (kept at eof)
+        self._interrupted: list[tuple[int, Method, Properties | None, bytes]] = []
         self._out: list[bytes] = []
         self._gate = HeaderGate(table.header)  # the peer's protocol header
         self._frames_started = False
@@ -574,7 +576,14 @@ class Connection(Endpoint[ConnState]):
         return self._gate.received  # (the state-machine tests read it)
 
 
+    def interrupted_contents(self) -> list[tuple[int, Method, Properties | None, bytes]]:
+        """The contents the lost transport cut short (see
+        :meth:`Decoder.interrupted`: channel, method, properties, body
+        octets in whole frames); empty unless the peer's input ended."""
+        return list(self._interrupted)
+
     def _eof(self, events: list[ev.Event]) -> None:
+        self._interrupted = self._decoder.interrupted()
         self._trace("eof")
         st = self.state
         reason = {

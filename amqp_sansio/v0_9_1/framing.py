@@ -344,6 +344,14 @@ class Decoder:
         """True while a content method on ``channel`` awaits its header/body."""
         return channel in self._partial
 
+    def interrupted(self) -> list[tuple[int, Method, Properties | None, bytes]]:
+        """Contents left incomplete (the input ended inside them): per
+        channel the method, its properties if their header arrived, and the
+        body octets that arrived in whole frames -- what a peer that lost
+        its transport can go on from (0-9's ``file.stage``)."""
+        return [(ch, p.method, p.properties, b"".join(p.chunks))
+                for ch, p in self._partial.items()]
+
     def reset(self, channel: int) -> None:
         """Forget an incomplete content on ``channel`` (the channel is gone)."""
         p = self._partial.pop(channel, None)

@@ -427,3 +427,26 @@ def test_immediate_stream_content_without_a_ready_consumer_is_returned() -> None
     got = c.pump()
     [r] = [e for e in got if isinstance(e, ev.MessageReceived)]
     assert isinstance(r.method, spec09.StreamReturn) and r.method.reply_code == 313
+
+
+def test_a_stage_cut_by_the_transport_keeps_what_arrived() -> None:
+    b = Broker()
+    c = Client(b, Connection09)
+    ch = c.channel()
+    c.call(ch, spec.QueueDeclare(queue="cut"))
+    body = bytes(range(256)) * 4096  # 1 MiB: body frames of frame-max (128 KiB)
+    c.call(ch, spec09.FileOpen(identifier="cut-1", content_size=len(body)))
+    ch.send_content(spec09.FileStage(), spec09.FileProperties(filename="c"), body)
+    out = c.conn.data_to_send()
+    c.server.receive_data(out[:len(out) * 3 // 4], 2.0)
+    c.server.connection_lost(2.0)
+    kept = b.staging.find("file", "guest", "cut-1")
+    assert kept is not None and 0 < len(kept.data) < len(body)
+    had = len(kept.data)
+    c2 = Client(b, Connection09)
+    ch2 = c2.channel()
+    got = replies(c2.call(ch2, spec09.FileOpen(identifier="cut-1", content_size=len(body))))
+    assert got == [spec09.FileOpenOk(staged_size=had)]
+    ch2.send_content(spec09.FileStage(), spec09.FileProperties(filename="c"), body[had:])
+    c2.call(ch2, spec09.FilePublish(exchange="", routing_key="cut", identifier="cut-1"))
+    assert [m.body for m in b.vhost("/").queues["cut"].messages] == [body]
