@@ -686,6 +686,8 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
                     p.fail(MessageRejectedError(rejected[0], rejected[1], cid))
                 else:
                     p.resolve(value)
+        if self._content is not None:
+            self._content.room()  # answers owed while the replay window was full
         self._woken()
 
     def on_result(self, e: ev.ResultReceived) -> None:

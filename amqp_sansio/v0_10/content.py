@@ -26,6 +26,7 @@ from __future__ import annotations
 __all__ = ["Content", "ContentDelivery", "Returned"]
 
 import collections
+import contextlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -91,6 +92,7 @@ class Content:
         self._staged: dict[str, tuple[Any, bytes]] = {}
         self.waiting: dict[str, collections.deque[tuple[ContentDelivery, int | None]]] = {}
         self.returned: list[Returned] = []
+        self._owed_open_oks = 0  # the broker's file.open not yet answered
 
     # -- asking --------------------------------------------------------------------
     def _ask(self, cmd: Any) -> Pending[Any]:
@@ -184,7 +186,8 @@ class Content:
         elif name == "file.open":
             self._opening.append((cmd.identifier or "", int(cmd.content_size or 0)))
             # nothing of it is kept from before: all of it, please
-            self.session.send(spec.FileOpenOk(staged_size=0))
+            self._owed_open_oks += 1
+            self.room()
         elif name == "file.stage" and self._opening:
             ident, _ = self._opening.popleft()
             props = next((h for h in e.headers if isinstance(h, spec.FileProperties)), None)
@@ -208,12 +211,24 @@ class Content:
             core.complete(e.command_id)
         self._wake()
 
+    def room(self) -> None:
+        """Send the open-oks owed (the broker's file.open waits for them)
+        as far as the replay window has room; the rest when the broker
+        completes what we sent."""
+        core = self.session.core
+        while self._owed_open_oks and core.outstanding < core.replay_window:
+            self.session.send(spec.FileOpenOk(staged_size=0))
+            self._owed_open_oks -= 1
+
     def _arrived(self, d: ContentDelivery, cid: int | None) -> bool:
         """Keep ``d`` for its consumer; True if kept (its completion waits)."""
         q = self.waiting.setdefault(d.consumer_tag, collections.deque())
         if len(q) >= MAX_WAITING:
             if d.kind == "file":
-                self.session.send(spec.FileReject(delivery_tag=d.delivery_tag, requeue=True))
+                # (no room to say so: it stays the session's until the session ends)
+                with contextlib.suppress(LocalProtocolError):
+                    self.session.send(spec.FileReject(delivery_tag=d.delivery_tag,
+                                                      requeue=True))
             return False
         q.append((d, cid))
         return True
