@@ -28,6 +28,10 @@ can honour:
 * ``stream``: ``qos``, ``consume`` (deliveries are not acknowledged in the
   stream class: taken as no-ack), ``cancel``;
 * 0-9's ``basic.recover`` (60, 100) requeues as 0-9-1's recover-async;
+* ``basic.publish`` with ``immediate`` and ``basic.qos`` with a
+  ``prefetch-size`` are honoured (0-9-1's front end refuses them with 540,
+  as RabbitMQ does): immediate content no ready consumer can take comes
+  back as a return (313);
 * the server properties announce no capability 0-9 lacks (publisher
   confirms, ``basic.nack``, exchange-to-exchange bindings);
 * ``dtx`` is the broker's dtx (``dtx.py``): ``dtx.select`` selects the
@@ -233,6 +237,9 @@ class Connection09(Connection091):
                 self._refuse(books, m, RESOURCE_ERROR, err.text)
                 return
             st.properties = e.properties
+        elif isinstance(m, spec.BasicPublish) and m.immediate:
+            # 0-9 has immediate (0-9-1's RabbitMQ refuses it): honoured here
+            self._route(books, m, e.properties, e.body, spec.BasicReturn)
         elif isinstance(m, spec.BasicPublish):
             super()._on_publish(e)
         elif isinstance(m, spec09.TunnelRequest):
@@ -295,8 +302,15 @@ class Connection09(Connection091):
 
     def _route(self, books: ChannelBooks, m: Any, props: Any, body: bytes,
                returned: type[Any]) -> None:
+        """Route content of any class (basic, file, stream) as a basic
+        publish, honouring ``immediate`` as 0-9 defines it; what comes back
+        comes back as its own class's return."""
         basic = spec.BasicPublish(exchange=m.exchange, routing_key=m.routing_key,
                                   mandatory=m.mandatory)
+        if isinstance(props, spec.BasicProperties) or props is None:
+            basic_props = props
+        else:
+            basic_props = to_basic(props)
         code = 0
         if m.immediate:
             # immediate, as the file and stream classes define it: returned
@@ -307,7 +321,7 @@ class Connection09(Connection091):
                 if targets and not any(c.ready() for q in targets for c in q.consumers):
                     code = NO_CONSUMERS
         if not code:
-            routed = self._publish(books, basic, to_basic(props), body)
+            routed = self._publish(books, basic, basic_props, body)
             if not routed.queues and m.mandatory:
                 code = NO_ROUTE
         if code:
@@ -361,6 +375,14 @@ class Connection09(Connection091):
     def _qos(self, books: ChannelBooks, m: Any) -> None:
         books.prefetch_count = int(m.prefetch_count)
         books.prefetch_size = int(m.prefetch_size)
+        self._redispatch(books)
+
+    def basic_qos_0_9(self, books: ChannelBooks, m: Any) -> None:
+        """basic.qos with a prefetch-size too (0-9-1's front end refuses one,
+        as RabbitMQ does; the channel's window counts octets all the same)."""
+        books.prefetch_count = int(m.prefetch_count)
+        books.prefetch_size = int(m.prefetch_size)
+        books.channel.send(spec.BasicQosOk())  # answered, then what the window lets go
         self._redispatch(books)
 
     def stream_qos(self, books: ChannelBooks, m: Any) -> Method:
@@ -454,6 +476,7 @@ class Connection09(Connection091):
 HANDLERS_0_9: dict[type[Method], Callable[[Any, ChannelBooks, Any], Any]] = {
     spec09.AccessRequest: Connection09.access_request,
     spec09.BasicRecover: Connection09.basic_recover_0_9,
+    spec.BasicQos: Connection09.basic_qos_0_9,
     spec09.StreamQos: Connection09.stream_qos,
     spec09.StreamConsume: Connection09.stream_consume,
     spec09.StreamCancel: Connection09.stream_cancel,

@@ -27,7 +27,8 @@ grammar's answers -- ``message.ok``, ``message.empty``, ``message.offset``):
   (answered ``offset``: the octets it holds; 0 for an unknown one);
 * not honoured, with their reasons in the broker README's checklist: a
   non-empty ``filter`` on consume (no filter syntax is defined; refused
-  540), ``immediate`` (refused 540, as basic.publish's), a reference the
+  540), ``immediate`` (refused 540: this class has no return to send the
+  message back in), a reference the
   *broker* opens toward the client (the broker always sends bodies inline:
   the sender's choice), ``security-token`` and ``transaction-id`` (no
   meaning for a single broker; carried as nothing).

@@ -450,3 +450,25 @@ def test_a_stage_cut_by_the_transport_keeps_what_arrived() -> None:
     ch2.send_content(spec09.FileStage(), spec09.FileProperties(filename="c"), body[had:])
     c2.call(ch2, spec09.FilePublish(exchange="", routing_key="cut", identifier="cut-1"))
     assert [m.body for m in b.vhost("/").queues["cut"].messages] == [body]
+
+
+def test_0_9_honours_basic_immediate_and_prefetch_size() -> None:
+    """0-9 defines both; 0-9-1's front end refuses them as RabbitMQ does (and
+    so does our client core in its default "rabbit" dialect)."""
+    c = Client(Broker(), Connection09, dialect="spec")
+    ch = c.channel()
+    c.call(ch, spec.QueueDeclare(queue="bi"))
+    ch.publish("", "bi", b"now", spec.BasicProperties(), immediate=True)
+    got = c.pump()
+    [r] = [e for e in got if isinstance(e, ev.MessageReceived)]
+    assert isinstance(r.method, spec.BasicReturn) and r.method.reply_code == 313
+    for body in (b"a" * 60, b"b" * 60):
+        ch.publish("", "bi", body, spec.BasicProperties())
+    got = replies(c.call(ch, spec.BasicQos(prefetch_size=100, prefetch_count=0)))
+    assert got == [spec.BasicQosOk()]
+    got = c.call(ch, spec.BasicConsume(queue="bi", consumer_tag="w"))
+    assert [e.body for e in got if isinstance(e, ev.MessageReceived)] == [b"a" * 60]
+    ch.publish("", "bi", b"now", spec.BasicProperties(), immediate=True)  # a consumer: queued
+    got = c.pump()
+    assert not [e for e in got if isinstance(e, ev.MessageReceived)
+                and isinstance(e.method, spec.BasicReturn)]
