@@ -110,43 +110,27 @@ class Recorder:
         self.have = have  # octets of each file it says it has staged
 
 
+#: delegate method (the command qpid received) -> what the recorder calls it
+RECORDED = {"file_qos_ok": "qos-ok", "file_consume_ok": "consume-ok",
+            "file_open_ok": "open-ok", "file_stage": "stage", "file_deliver": "deliver",
+            "file_return": "return", "stream_qos_ok": "stream-qos-ok",
+            "stream_consume_ok": "stream-consume-ok", "stream_deliver": "stream-deliver",
+            "stream_return": "stream-return"}
+
+
 def delegate_for(qpid: SimpleNamespace, rec: Recorder) -> Any:
-    class FileStreamClient(qpid.session.Client):  # type: ignore[misc, name-defined]
-        def file_qos_ok(self, cmd: Any) -> None:
-            rec.got.put(("qos-ok", cmd))
+    """A qpid session delegate that records what the broker sent and
+    answers its file.open with open-ok (what ``rec`` says it has)."""
+    def recording(kind: str) -> Any:
+        return lambda self, cmd: rec.got.put((kind, cmd))
 
-        def file_consume_ok(self, cmd: Any) -> None:
-            rec.got.put(("consume-ok", cmd))
+    def file_open(self: Any, cmd: Any) -> None:
+        rec.got.put(("open", cmd))
+        self.session.file_open_ok(staged_size=rec.have)
 
-        def file_open_ok(self, cmd: Any) -> None:
-            rec.got.put(("open-ok", cmd))
-
-        def file_open(self, cmd: Any) -> None:
-            rec.got.put(("open", cmd))
-            self.session.file_open_ok(staged_size=rec.have)
-
-        def file_stage(self, cmd: Any) -> None:
-            rec.got.put(("stage", cmd))
-
-        def file_deliver(self, cmd: Any) -> None:
-            rec.got.put(("deliver", cmd))
-
-        def file_return(self, cmd: Any) -> None:
-            rec.got.put(("return", cmd))
-
-        def stream_qos_ok(self, cmd: Any) -> None:
-            rec.got.put(("stream-qos-ok", cmd))
-
-        def stream_consume_ok(self, cmd: Any) -> None:
-            rec.got.put(("stream-consume-ok", cmd))
-
-        def stream_deliver(self, cmd: Any) -> None:
-            rec.got.put(("stream-deliver", cmd))
-
-        def stream_return(self, cmd: Any) -> None:
-            rec.got.put(("stream-return", cmd))
-
-    return lambda *args: FileStreamClient(*args)
+    methods = {name: recording(kind) for name, kind in RECORDED.items()}
+    cls = type("FileStreamClient", (qpid.session.Client,), {**methods, "file_open": file_open})
+    return lambda *args: cls(*args)
 
 
 @contextlib.contextmanager
