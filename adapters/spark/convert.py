@@ -141,6 +141,14 @@ def _as_int(value: Any, what: str, lo: int, hi: int) -> int | None:
     return n
 
 
+def _body(raw: Any) -> bytes:
+    if raw is None:
+        return b""
+    if isinstance(raw, str):
+        return raw.encode("utf-8")
+    return raw if type(raw) is bytes else bytes(raw)
+
+
 def messages_from_columns(opts: WriteOptions, columns: Mapping[str, Sequence[Any]], n: int,
                           json_rows: Callable[[], Sequence[Mapping[str, Any]]] | None = None,
                           ) -> Iterator[tuple[str, Message]]:
@@ -149,60 +157,55 @@ def messages_from_columns(opts: WriteOptions, columns: Mapping[str, Sequence[Any
     ``columns`` must hold every column the options name; ``json_rows``
     returns the rows as dicts and is called only when the body is the row
     as JSON.  Raises :class:`RowError` (with the row's index in the chunk)
-    for a row that cannot become a message.
+    for a row that cannot become a message.  Only the columns the options
+    name are looked at for each row; the rest of each message is the same
+    for every row (the options' constants), set once.
     """
-    none: Sequence[Any] = [None] * n
-
-    def col(name: str | None) -> Sequence[Any]:
-        return columns[name] if name is not None else none
-
-    bodies: Sequence[Any]
     if opts.body_column is not None:
-        bodies = col(opts.body_column)
+        bodies: Sequence[Any] = columns[opts.body_column]
+        to_body: Callable[[Any], bytes] = _body
     else:
         assert json_rows is not None, "json_rows is needed for JSON bodies"
-        bodies = json_rows()
-    exchanges = col(opts.exchange_column)
-    keys = col(opts.routing_key_column)
-    headers = col(opts.headers_column)
-    ids = col(opts.message_id_column)
-    corr = col(opts.correlation_id_column)
-    ctypes = col(opts.content_type_column)
-    prios = col(opts.priority_column)
-    ttls = col(opts.ttl_column)
+        bodies, to_body = json_rows(), json_body
     const_ctype = opts.content_type
     if const_ctype is None and opts.body_column is None and opts.content_type_column is None:
         const_ctype = "application/json"
+    # field -> (column, conversion) for the fields that vary by row
+    per_row: list[tuple[str, Sequence[Any], Callable[[Any], Any] | None]] = []
+    const: dict[str, Any] = {"persistent": opts.persistent}
+
+    def field(name: str, column: str | None, conv: Callable[[Any], Any] | None,
+              constant: Any) -> None:
+        if column is not None:
+            per_row.append((name, columns[column], conv))
+        elif constant is not None:
+            const[name] = constant
+
+    field("routing_key", opts.routing_key_column, None, opts.routing_key)
+    field("headers", opts.headers_column, _as_headers, None)
+    field("message_id", opts.message_id_column, _as_uuid, None)
+    field("correlation_id", opts.correlation_id_column, _as_bytes, None)
+    field("content_type", opts.content_type_column, None, const_ctype)
+    field("priority", opts.priority_column, lambda v: _as_int(v, "priority", 0, 9),
+          opts.priority)
+    field("ttl", opts.ttl_column, lambda v: _as_int(v, "ttl", 0, 2**63 - 1), opts.ttl)
+    exchanges = columns[opts.exchange_column] if opts.exchange_column is not None else None
+    exchange = opts.exchange
     for i in range(n):
         try:
-            raw: Any = bodies[i]
-            if opts.body_column is None:
-                body = json_body(raw)
-            elif raw is None:
-                body = b""
-            elif isinstance(raw, str):
-                body = raw.encode("utf-8")
-            else:
-                body = bytes(raw)
-            msg = Message(
-                body=body,
-                routing_key=keys[i] if opts.routing_key_column is not None else opts.routing_key,
-                headers=_as_headers(headers[i]),
-                message_id=_as_uuid(ids[i]),
-                correlation_id=_as_bytes(corr[i]),
-                content_type=ctypes[i] if opts.content_type_column is not None else const_ctype,
-                priority=_as_int(prios[i], "priority", 0, 9)
-                if opts.priority_column is not None else opts.priority,
-                ttl=_as_int(ttls[i], "ttl", 0, 2**63 - 1)
-                if opts.ttl_column is not None else opts.ttl,
-                persistent=opts.persistent,
-            )
+            kw = dict(const)
+            for name, values, conv in per_row:
+                kw[name] = values[i] if conv is None else conv(values[i])
+            msg = Message(body=to_body(bodies[i]), **kw)
         except RowError as e:
             raise RowError(f"row {i} of the chunk: {e}") from None
         except (TypeError, ValueError) as e:
             raise RowError(f"row {i} of the chunk: {type(e).__name__}: {e}") from None
-        ex = exchanges[i] if opts.exchange_column is not None else opts.exchange
-        yield (ex if ex is not None else opts.exchange), msg
+        if exchanges is not None:
+            ex = exchanges[i]
+            yield (ex if ex is not None else exchange), msg
+        else:
+            yield exchange, msg
 
 
 def header_to_str(value: Any) -> str | None:

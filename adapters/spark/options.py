@@ -117,10 +117,16 @@ READ_OPTIONS: dict[str, str] = {
 STREAM_READ_OPTIONS: dict[str, str] = {
     **_COMMON,
     "queue": "queue to read (required)",
+    "streamReader": "executors (default: each micro-batch is read by numPartitions tasks, "
+                    "each accepting once it handed its rows over) or driver (one subscriber "
+                    "on the driver, accepting once Spark committed the micro-batch)",
     "maxMessagesPerTrigger": "at most this many messages per micro-batch (default 10000)",
-    "prefetch": "messages the subscriber may hold unaccepted "
+    "numPartitions": "executors: parallel subscribers per micro-batch (default 1)",
+    "idleTimeoutMs": "executors: a partition ends when no message came for this long "
+                     "(default 1000)",
+    "prefetch": "driver: messages the subscriber may hold unaccepted "
                 "(default 2 * maxMessagesPerTrigger; at most 65535 with 0-9-1)",
-    "pollTimeoutMs": "how long a trigger waits for its first message (default 100)",
+    "pollTimeoutMs": "driver: how long a trigger waits for its first message (default 100)",
 }
 
 
@@ -290,9 +296,19 @@ class ReadOptions:
 class StreamReadOptions:
     conn: ConnectionOptions
     queue: str
+    on_driver: bool = False  # streamReader=driver
     max_per_trigger: int = 10000
-    prefetch: int = 20000
-    poll_timeout: float = 0.1
+    num_partitions: int = 1  # executors
+    idle_timeout: float = 1.0  # executors
+    prefetch: int = 20000  # driver
+    poll_timeout: float = 0.1  # driver
+
+    def micro_batch(self, messages: int) -> ReadOptions:
+        """How the executors read a micro-batch of ``messages``: a batch
+        read of that many, over at most :attr:`num_partitions` partitions."""
+        return ReadOptions(conn=self.conn, queue=self.queue, max_messages=messages,
+                           num_partitions=max(1, min(self.num_partitions, messages)),
+                           idle_timeout=self.idle_timeout)
 
 
 # Column kinds the writer accepts, by Spark type name (DataType.typeName()).
@@ -417,6 +433,9 @@ def parse_stream_read_options(options: Mapping[str, str]) -> StreamReadOptions:
         default, hi = min(default, MAX_PREFETCH_0_9_1), MAX_PREFETCH_0_9_1
     return StreamReadOptions(
         conn=conn, queue=queue, max_per_trigger=per,
+        on_driver=_choice(opts, "streamReader", ("executors", "driver")) == "driver",
+        num_partitions=_int(opts, "numPartitions", 1, lo=1, hi=10_000) or 1,
+        idle_timeout=(_int(opts, "idleTimeoutMs", 1000, lo=1) or 1000) / 1000,
         prefetch=_int(opts, "prefetch", default, lo=1, hi=hi) or default,
         poll_timeout=(_int(opts, "pollTimeoutMs", 100, lo=0) or 0) / 1000,
     )

@@ -41,39 +41,14 @@ to it and whatever lies beyond the partition's share would be lost.  So
 ``acceptMode=none`` on 0-9-1 consumes with acks and acks on receipt (every
 :data:`_ACK_EVERY` messages and at the end) -- at-most-once all the same.
 
-Streaming (``spark.readStream.format("amqp")``)
------------------------------------------------
-A :class:`~pyspark.sql.datasource.SimpleDataSourceStreamReader`: Spark runs
-it in one long-lived Python process *on the driver*, which holds one
-connection and one subscription for the life of the query.  The offset is
-the number of messages the query has taken (``{"messages": n}``).
-
-* ``read(start)`` takes up to ``maxMessagesPerTrigger`` messages *without
-  accepting them* and remembers them under their end offset.
-* ``commit(end)`` -- Spark's word that every micro-batch up to ``end`` is
-  processed and recorded in the query's commit log -- accepts exactly the
-  messages of those micro-batches (one ``message.accept``, then
-  ``execution.sync``).
-* ``read(start)`` also accepts what ends at or before ``start``: Spark's
-  micro-batch engine asks a source for new data (``latestOffset(start)``)
-  only after the micro-batch ending at ``start`` has been added to the
-  commit log -- while Spark's own ``commit(end)`` for it comes only with the
-  *next* non-empty micro-batch, so without this the last micro-batch before
-  every stop would be redelivered.
-
-Whatever is not accepted when the query stops or dies goes back to the queue
-when the session ends, and is delivered again (marked ``redelivered``).
-After a restart, the micro-batch Spark replays from its offset log (planned,
-never committed) is empty (``readBetweenOffsets``): its messages were never
-accepted, so the broker already put them back and the next micro-batches
-read them again.  At-least-once, end to end; duplicates only for
-micro-batches whose processing failed or was interrupted.
+Streaming reads are in :mod:`.stream_reader`; its executors read each
+micro-batch with :func:`read_partition`.
 """
 
 from __future__ import annotations
 
-__all__ = ["AmqpReader", "AmqpStreamReader", "AmqpPartition", "AmqpReadError",
-           "read_partition", "read_schema", "projection"]
+__all__ = ["AmqpReader", "AmqpPartition", "AmqpReadError", "Batcher",
+           "read_partition", "read_schema", "projection", "wrap_error"]
 
 import contextlib
 import gc
@@ -82,11 +57,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa  # type: ignore[import-untyped]
-from pyspark.sql.datasource import (
-    DataSourceReader,
-    InputPartition,
-    SimpleDataSourceStreamReader,
-)
+from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     BinaryType,
@@ -102,14 +73,14 @@ from pyspark.sql.types import (
 
 from amqp_sansio.exceptions import AMQPError
 
-from .convert import MESSAGE_COLUMNS, READ_COLUMNS, READ_SCHEMA_DDL, row_from_message
-from .options import AmqpOptionError, ReadOptions, StreamReadOptions
+from .convert import MESSAGE_COLUMNS, READ_COLUMNS, READ_SCHEMA_DDL
+from .options import AmqpOptionError, ReadOptions
 from .report import log
 
 # The socket adapter is imported when a task connects (ConnectionOptions.connect),
 # not by Spark's planning workers, which only unpickle the source.
 if TYPE_CHECKING:
-    from amqp_sansio_socket import Connection, Delivery, Session, Subscription
+    from amqp_sansio_socket import Delivery, Session, Subscription
 
 _BATCH_ROWS = 10_000  # rows per Arrow batch handed to Spark
 _NONE_WINDOW = 1000  # credit window for acceptMode=none
@@ -163,7 +134,9 @@ def projection(schema: StructType) -> list[int]:
     return out
 
 
-class _Batcher:
+class Batcher:
+    """Deliveries -> Arrow record batches of the columns ``schema`` asks for."""
+
     def __init__(self, schema: StructType) -> None:
         self.cols = projection(schema)
         self.arrow = to_arrow_schema(schema, timezone="UTC")
@@ -194,7 +167,7 @@ class _Batcher:
         return tuple(row[i] for i in self.cols)
 
 
-def _wrap(opts_where: str, queue: str, e: BaseException) -> AmqpReadError:
+def wrap_error(opts_where: str, queue: str, e: BaseException) -> AmqpReadError:
     return AmqpReadError(f"reading queue {queue!r} from {opts_where}: "
                          f"{type(e).__name__}: {e}")
 
@@ -225,7 +198,7 @@ def read_partition(opts: ReadOptions, index: int, schema: StructType,
 
 def _read_partition(opts: ReadOptions, index: int, schema: StructType,
                     ) -> Iterator[pa.RecordBatch]:
-    batcher = _Batcher(schema)
+    batcher = Batcher(schema)
     share = opts.share(index)
     if share == 0:
         return
@@ -247,7 +220,7 @@ def _read_partition(opts: ReadOptions, index: int, schema: StructType,
     try:
         conn = opts.conn.connect()
     except AMQPError as e:
-        raise _wrap(where, opts.queue, e) from None
+        raise wrap_error(where, opts.queue, e) from None
     with conn:
         held: list[tuple[Session, list[Delivery]]] = []
 
@@ -274,17 +247,23 @@ def _read_partition(opts: ReadOptions, index: int, schema: StructType,
                     wait = min(wait, opts.timeout - (time.monotonic() - t0))
                     if wait <= 0:
                         break
-                d = sub.get(timeout=wait)
-                if d is None:
+                # What the subscription has buffered, up to what the share,
+                # the session and the Arrow batch still take: one lock and
+                # wake-up for many deliveries.
+                room = min(share - taken, _BATCH_ROWS - len(batch))
+                if explicit:
+                    room = min(room, per_session - in_session)
+                got = sub.get_many(room, timeout=wait)
+                if not got:
                     break
-                taken += 1
-                in_session += 1
+                taken += len(got)
+                in_session += len(got)
                 if explicit or ack_on_receipt:
-                    held[-1][1].append(d)
+                    held[-1][1].extend(got)
                 if ack_on_receipt and len(held[-1][1]) >= _ACK_EVERY:
                     held[-1][0].accept(held[-1][1])
                     held[-1] = (held[-1][0], [])
-                batch.append(d)
+                batch.extend(got)
                 if len(batch) >= _BATCH_ROWS:
                     yield batcher.batch(batch, opts.queue, index)
                     batch = []
@@ -299,7 +278,7 @@ def _read_partition(opts: ReadOptions, index: int, schema: StructType,
                 session.sync()
                 session.close()
         except AMQPError as e:
-            raise _wrap(where, opts.queue, e) from None
+            raise wrap_error(where, opts.queue, e) from None
         log.info("partition %d read %d messages from %r in %.1f s", index, taken, opts.queue,
                  time.monotonic() - t0)
 
@@ -318,100 +297,3 @@ class AmqpReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         index = partition.value if isinstance(partition, AmqpPartition) else 0
         return read_partition(self.opts, int(index), self.schema)
-
-
-class AmqpStreamReader(SimpleDataSourceStreamReader):
-    """``spark.readStream.format("amqp")``: see the module docstring."""
-
-    def __init__(self, opts: StreamReadOptions, schema: StructType) -> None:
-        self.opts = opts
-        self.schema = schema
-        self._batcher = _Batcher(schema)
-        self._conn: Connection | None = None
-        self._session: Session | None = None
-        self._sub: Subscription | None = None
-        self._pending: list[tuple[int, list[Delivery]]] = []  # (end offset, deliveries)
-
-    def __getstate__(self) -> dict[str, Any]:
-        # Sent to executors only for replays (readBetweenOffsets), which need
-        # no connection.
-        return {"opts": self.opts, "schema": self.schema}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        AmqpStreamReader.__init__(self, state["opts"], state["schema"])
-
-    def _subscription(self) -> Subscription:
-        if self._sub is None or self._conn is None or self._conn.closed:
-            self.stop()
-            where = self.opts.conn.redacted()
-            try:
-                self._conn = self.opts.conn.connect()
-                self._session = self._conn.session()
-                self._sub = self._session.subscribe(self.opts.queue,
-                                                    prefetch=self.opts.prefetch)
-            except AMQPError as e:
-                self.stop()
-                raise _wrap(where, self.opts.queue, e) from None
-        return self._sub
-
-    def initialOffset(self) -> dict[str, int]:
-        return {"messages": 0}
-
-    def read(self, start: dict[str, Any]) -> tuple[Iterator[tuple[Any, ...]], dict[str, int]]:
-        n0 = int(start.get("messages", 0))
-        # The micro-batch ending at `start` is in the commit log (see the
-        # module docstring): its messages can be accepted now.
-        self._accept_upto(n0)
-        sub = self._subscription()
-        got: list[Delivery] = []
-        try:
-            d = sub.get(timeout=self.opts.poll_timeout)
-            while d is not None:
-                got.append(d)
-                if len(got) >= self.opts.max_per_trigger:
-                    break
-                d = sub.get(timeout=0)
-        except AMQPError as e:
-            self.stop()  # unaccepted messages go back to the queue
-            raise _wrap(self.opts.conn.redacted(), self.opts.queue, e) from None
-        if not got:
-            return iter(()), {"messages": n0}
-        end = n0 + len(got)
-        self._pending.append((end, got))
-        rows = [self._batcher.project(row_from_message(d.message, self.opts.queue, 0))
-                for d in got]
-        return iter(rows), {"messages": end}
-
-    def readBetweenOffsets(self, start: dict[str, Any],
-                           end: dict[str, Any]) -> Iterator[tuple[Any, ...]]:
-        # A replay after a restart: those messages were never accepted, so the
-        # broker redelivers them to the next read() (see the module docstring).
-        log.warning("amqp stream: micro-batch %s..%s is replayed empty; its messages were "
-                    "not accepted and are read again by later micro-batches", start, end)
-        return iter(())
-
-    def commit(self, end: dict[str, Any]) -> None:
-        self._accept_upto(int(end.get("messages", 0)))
-
-    def _accept_upto(self, upto: int) -> None:
-        done = [ds for off, ds in self._pending if off <= upto]
-        self._pending = [(off, ds) for off, ds in self._pending if off > upto]
-        deliveries = [d for ds in done for d in ds]
-        if not deliveries or self._session is None:
-            return
-        try:
-            self._session.accept(deliveries)
-            self._session.sync()
-        except AMQPError as e:
-            # The session is gone, so are the deliveries: the broker has put
-            # them back and will deliver them again (at-least-once).
-            log.error("amqp stream: could not accept %d messages up to offset %d (%s); "
-                      "they will be delivered again", len(deliveries), upto, e)
-            self.stop()
-
-    def stop(self) -> None:
-        conn, self._conn, self._session, self._sub = self._conn, None, None, None
-        self._pending = []
-        if conn is not None:
-            with contextlib.suppress(AMQPError):
-                conn.close()

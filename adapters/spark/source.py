@@ -2,16 +2,19 @@
 
 Options are validated here, on the driver, when the query is planned (see
 :mod:`.options`); connections are only opened by the tasks (and, for
-``readStream``, by the driver-side streaming reader, see :mod:`.reader`).
+``readStream``, by the driver to ask how many messages are ready, or by the
+driver-side reader, see :mod:`.stream_reader`).
 """
 
 from __future__ import annotations
 
 __all__ = ["AmqpDataSource"]
 
+from pyspark.errors import PySparkNotImplementedError
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
+    DataSourceStreamReader,
     DataSourceStreamWriter,
     DataSourceWriter,
     SimpleDataSourceStreamReader,
@@ -25,7 +28,8 @@ from .options import (
     parse_stream_read_options,
     parse_write_options,
 )
-from .reader import AmqpReader, AmqpStreamReader, read_schema
+from .reader import AmqpReader, read_schema
+from .stream_reader import AmqpDriverStreamReader, AmqpStreamReader
 from .writer import AmqpStreamWriter, AmqpWriter
 
 
@@ -52,5 +56,14 @@ class AmqpDataSource(DataSource):
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         return AmqpStreamWriter(parse_write_options(self.options, spark_columns(schema)))
 
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        opts = parse_stream_read_options(self.options)
+        if opts.on_driver:
+            # Spark then asks simpleStreamReader: the reader on the driver.
+            raise PySparkNotImplementedError(
+                errorClass="NOT_IMPLEMENTED",
+                messageParameters={"feature": "streamReader (streamReader=driver)"})
+        return AmqpStreamReader(opts, schema)
+
     def simpleStreamReader(self, schema: StructType) -> SimpleDataSourceStreamReader:
-        return AmqpStreamReader(parse_stream_read_options(self.options), schema)
+        return AmqpDriverStreamReader(parse_stream_read_options(self.options), schema)

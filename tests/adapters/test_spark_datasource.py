@@ -63,9 +63,10 @@ class RunningBroker:
             return [m.body for m in self.broker.queues[queue].messages]
 
     def unaccepted(self, queue: str) -> int:
+        """Deliveries from ``queue`` held unsettled, over any protocol."""
         with self.server.lock:
-            return sum(1 for st in self.broker.sessions.values()
-                       for held in st.unacked.values() if held.queue.name == queue)
+            return sum(1 for svc in self.broker.services.values()
+                       for held in svc.held() if held.queue.name == queue)
 
     def wait_for(self, cond: Callable[[], bool], timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
@@ -231,7 +232,7 @@ def test_failed_read_task_accepts_nothing(spark: SparkSession, amqp: RunningBrok
     amqp.wait_for(lambda: amqp.depth(q) == 0 and amqp.unaccepted(q) == 0, 10)
 
 
-def test_streaming_read_commit_and_restart(spark: SparkSession, amqp: RunningBroker,
+def test_driver_stream_reader_commit_and_restart(spark: SparkSession, amqp: RunningBroker,
                                            tmp_path: Path) -> None:
     src, dst = amqp.queue("s-in"), amqp.queue("s-out")
     with connect(amqp.url) as c, c.session() as s:
@@ -242,6 +243,7 @@ def test_streaming_read_commit_and_restart(spark: SparkSession, amqp: RunningBro
 
     def start(**write_opts: str) -> Any:
         w = (spark.readStream.format("amqp").option("url", amqp.url).option("queue", src)
+             .option("streamReader", "driver")
              .option("maxMessagesPerTrigger", 8).load().select("body")
              .writeStream.format("amqp").option("url", amqp.url)
              .option("checkpointLocation", cp).trigger(processingTime="300 milliseconds"))
@@ -273,6 +275,95 @@ def test_streaming_read_commit_and_restart(spark: SparkSession, amqp: RunningBro
     late = sorted(b for b in amqp.bodies(dst) if b.startswith(b"late"))
     assert late == [f"late{i}".encode() for i in range(5)]
     assert amqp.depth(dst) == 35
+
+
+def test_stream_read_by_four_partitions(spark: SparkSession, amqp: RunningBroker) -> None:
+    """readStream's default reader: the executors read each micro-batch with
+    numPartitions subscribers; every message is read once and accepted."""
+    src = amqp.queue("s4-in")
+    with connect(amqp.url) as c, c.session() as s:
+        for i in range(400):
+            s.publish(f"p{i}".encode(), routing_key=src, wait=False)
+        s.sync()
+    query = (spark.readStream.format("amqp").option("url", amqp.url).option("queue", src)
+             .option("numPartitions", 4).option("maxMessagesPerTrigger", 200).load()
+             .select("body", "partition", "redelivered")
+             .writeStream.format("memory").queryName("amqp_s4").start())
+    try:
+        query.processAllAvailable()
+        amqp.wait_for(lambda: amqp.depth(src) == 0 and amqp.unaccepted(src) == 0, 30)
+    finally:
+        query.stop()
+    rows = spark.sql("SELECT * FROM amqp_s4").collect()
+    assert sorted(r.body for r in rows) == sorted(f"p{i}".encode() for i in range(400))
+    assert {r.partition for r in rows} == {0, 1, 2, 3}
+    assert not any(r.redelivered for r in rows)
+    # two micro-batches of 200 (the queue's depth, capped), none while it is empty
+    assert [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]] == [200, 200]
+
+
+def test_stream_task_killed_mid_batch_loses_nothing(spark: SparkSession, amqp: RunningBroker,
+                                                    tmp_path: Path) -> None:
+    """Over 1.0 a micro-batch is planned at maxMessagesPerTrigger (no depth
+    to ask): 25 messages for 4 partitions of 10 -- however the broker hands
+    them out, one partition at least holds some of its share, unaccepted,
+    and waits for the rest when the batch is cancelled.  Its messages come
+    back; the restarted query publishes everything (partitions that had
+    finished published theirs before the cancel)."""
+    host, port = amqp.server.address
+    url = f"amqp://guest:guest@{host}:{port}?protocol=1.0"
+    src, dst = amqp.queue("kill-in"), amqp.queue("kill-out")
+    with connect(amqp.url) as c, c.session() as s:
+        for i in range(25):
+            s.publish(f"k{i}".encode(), routing_key=src, wait=False)
+        s.sync()
+    cp = str(tmp_path / "checkpoint")
+
+    def start(idle_ms: int) -> Any:
+        return (spark.readStream.format("amqp").option("url", url)
+                .option("queue", f"/queue/{src}").option("numPartitions", 4)
+                .option("maxMessagesPerTrigger", 40).option("idleTimeoutMs", idle_ms).load()
+                .select("body").writeStream.format("amqp").option("url", amqp.url)
+                .option("routingKey", dst).option("checkpointLocation", cp)
+                .trigger(processingTime="500 milliseconds").start())
+
+    query = start(idle_ms=120_000)
+    try:
+        # every message is either published by a partition that finished or
+        # held, unaccepted, by one that waits for the rest of its share
+        states: list[tuple[int, int, int]] = []
+
+        def holding() -> bool:
+            states.append((amqp.depth(src), amqp.unaccepted(src), amqp.depth(dst)))
+            depth, unaccepted, published = states[-1]
+            return depth == 0 and unaccepted > 0 and unaccepted + published == 25
+        try:
+            amqp.wait_for(holding, 90)
+        except AssertionError:
+            raise AssertionError(f"(depth, unaccepted, dst): {states[::20]}; "
+                                 f"query: {query.exception()}") from None
+        held = amqp.unaccepted(src)
+        spark.sparkContext.cancelJobGroup(str(query.runId))  # the waiting tasks are killed
+        with pytest.raises(Exception, match="cancelled"):
+            query.awaitTermination(60)
+    finally:
+        query.stop()
+    seen: list[tuple[int, int, int]] = []
+
+    def back() -> bool:
+        seen.append((amqp.depth(src), amqp.unaccepted(src), amqp.depth(dst)))
+        return seen[-1][:2] == (held, 0)
+    try:
+        amqp.wait_for(back, 30)
+    except AssertionError:
+        raise AssertionError(f"held {held}; (depth, unaccepted, dst) {seen[::10]}") from None
+    query = start(idle_ms=500)
+    try:
+        amqp.wait_for(lambda: amqp.depth(src) == 0 and amqp.unaccepted(src) == 0
+                      and amqp.depth(dst) >= 25, 90)
+    finally:
+        query.stop()
+    assert set(amqp.bodies(dst)) == {f"k{i}".encode() for i in range(25)}
 
 
 def test_publish_partitions_helper(spark: SparkSession, amqp: RunningBroker) -> None:

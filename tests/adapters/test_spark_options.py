@@ -111,6 +111,15 @@ def test_read_options_and_shares() -> None:
         parse_read_options({"url": URL, "queue": "q", "numPartitions": "0"})
     s = parse_stream_read_options({"url": URL, "queue": "q", "maxMessagesPerTrigger": "7"})
     assert s.max_per_trigger == 7 and s.prefetch == 14
+    assert not s.on_driver and s.num_partitions == 1 and s.idle_timeout == 1.0
+    s = parse_stream_read_options({"url": URL, "queue": "q", "numPartitions": "4",
+                                   "idleTimeoutMs": "250", "streamReader": "Driver"})
+    assert s.on_driver and s.num_partitions == 4 and s.idle_timeout == 0.25
+    # a micro-batch of 10 is a batch read of 10 over 4 partitions; of 3, over 3
+    assert [s.micro_batch(10).share(i) for i in range(4)] == [3, 3, 2, 2]
+    assert s.micro_batch(3).num_partitions == 3
+    with pytest.raises(AmqpOptionError, match="streamReader='everywhere'"):
+        parse_stream_read_options({"url": URL, "queue": "q", "streamReader": "everywhere"})
 
 
 def test_messages_from_columns_maps_every_property() -> None:

@@ -1,6 +1,6 @@
 """The ``amqp`` Spark data source over AMQP 1.0 (``?protocol=1.0``) against
 RabbitMQ's 1.0 plugin: the queue and routing key are addresses
-(``/queue/NAME``).  The private node and the ``local[2]`` SparkSession are
+(``/queue/NAME``).  The private node and the ``local[4]`` SparkSession are
 the test session's shared ones."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The same data source as ``test_spark_datasource.py`` -- only the URL says
 ``?protocol=0-9-1``.  The private RabbitMQ node (plugin ``conftest_rabbitmq``)
-and the ``local[2]`` SparkSession (plugin ``spark_session``) are shared with
+and the ``local[4]`` SparkSession (plugin ``spark_session``) are shared with
 the other modules of the test session; every test uses its own queues.
 Skipped without pyspark/pyarrow, Java or RabbitMQ (a missing RabbitMQ fails
 under ``CI=true``, see ``rabbitmq.py``).

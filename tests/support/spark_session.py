@@ -1,4 +1,4 @@
-"""pytest plugin: one local ``local[2]`` SparkSession for every Spark test module.
+"""pytest plugin: one ``local[4]`` SparkSession for every Spark test module.
 
 Spark takes tens of seconds to start on a small machine, so the session is
 session-scoped and registered once: test modules say
@@ -8,7 +8,8 @@ separate fixture in each, and each would start and stop its own Spark).
 The module imports no pyspark: test modules skip themselves first
 (``pytest.importorskip("pyspark")``, no Java) and the fixture imports it.
 The ``amqp`` data source is registered on the session; the driver binds to
-127.0.0.1 only.
+127.0.0.1 only.  Four task slots (on two cores: tasks mostly wait for the
+broker) let a stream's micro-batch run four subscribers at once.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def spark() -> Iterator[Any]:
 
     from amqp_sansio_spark import register
 
-    session = (SparkSession.builder.master("local[2]").appName("amqp-sansio-tests")
+    session = (SparkSession.builder.master("local[4]").appName("amqp-sansio-tests")
                .config("spark.ui.enabled", "false")
                .config("spark.sql.shuffle.partitions", "2")
                .config("spark.python.worker.reuse", "true")
