@@ -47,7 +47,7 @@ import attrs
 from amqp_sansio.url import parse_url
 
 from . import cputime
-from .progress import EVERY, Progress, QueueDepth
+from .progress import EVERY, Progress, QueueDepth, stages_of
 from .queues import messages_in, queue_address
 from .report import cause
 
@@ -149,16 +149,9 @@ def spark_session(master: str = "local[2]") -> Any:
 
 def task_counts(spark: Any, group: str) -> str:
     """"N tasks (F failed) in S stages" for the jobs of ``group`` (singular for 1)."""
-    tracker = spark.sparkContext.statusTracker()
     tasks = failed = stages = 0
-    for jid in tracker.getJobIdsForGroup(group):
-        info = tracker.getJobInfo(jid)
-        if info is None:
-            continue
-        for sid in info.stageIds:
-            st = tracker.getStageInfo(sid)
-            if st is None or st.numTasks == 0:
-                continue
+    for st in stages_of(spark, group):
+        if st.numTasks:
             stages += 1
             tasks += st.numCompletedTasks
             failed += st.numFailedTasks

@@ -11,12 +11,12 @@ its own connection), and Spark's tasks done of the stage's job group::
 
 from __future__ import annotations
 
-__all__ = ["Progress", "task_progress", "QueueDepth"]
+__all__ = ["Progress", "task_progress", "stages_of", "QueueDepth"]
 
 import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import Any
 
@@ -28,10 +28,9 @@ from .queues import messages_in
 EVERY = 5.0
 
 
-def task_progress(spark: Any, group: str) -> tuple[int, int]:
-    """(tasks completed, tasks known) of the jobs of job group ``group``."""
+def stages_of(spark: Any, group: str) -> Iterator[Any]:
+    """Spark's info on each stage of the jobs of job group ``group``."""
     tracker = spark.sparkContext.statusTracker()
-    done = total = 0
     for jid in tracker.getJobIdsForGroup(group):
         info = tracker.getJobInfo(jid)
         if info is None:
@@ -39,8 +38,15 @@ def task_progress(spark: Any, group: str) -> tuple[int, int]:
         for sid in info.stageIds:
             st = tracker.getStageInfo(sid)
             if st is not None:
-                done += st.numCompletedTasks
-                total += st.numTasks
+                yield st
+
+
+def task_progress(spark: Any, group: str) -> tuple[int, int]:
+    """(tasks completed, tasks known) of the jobs of job group ``group``."""
+    done = total = 0
+    for st in stages_of(spark, group):
+        done += st.numCompletedTasks
+        total += st.numTasks
     return done, total
 
 

@@ -1,0 +1,118 @@
+"""Spark adapter benchmark: a stream read by the executors, 1 partition vs 4.
+
+One run, one broker (the embedded one, in this process, on a free loopback
+port, or ``--url``), one ``local[4]`` SparkSession.  For each case the
+driver publishes ``--rows`` messages of 100 bytes to a fresh queue, then
+starts ``spark.readStream.format("amqp")`` with ``numPartitions`` = 1 or 4
+(``maxMessagesPerTrigger`` = ``--per-trigger``) into Spark's ``noop`` sink,
+and times it until every message was read and accepted (the queue is empty
+and the query's progress has counted them all).  It prints rows/s per case,
+CPU per row by part (as the main job reports it, on Linux) and the ratio
+4 / 1, all from the same run.  A warm-up stream of 1,000 rows goes first
+(Python workers, the streaming runner).
+
+Usage::
+
+    python bench/spark_stream.py                     # 200,000 rows per case
+    python bench/spark_stream.py --rows 50000 --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import uuid
+from typing import Any
+
+
+def _publish(url: str, queue: str, n: int) -> None:
+    from amqp_sansio_socket import connect
+
+    with connect(url) as conn, conn.session() as s:
+        s.declare_queue(queue)
+        body = b"x" * 100
+        with s.corked():
+            for _ in range(n):
+                s.publish(body, routing_key=queue, wait=False)
+        s.sync()
+
+
+def _left(url: str, queue: str) -> int:
+    from amqp_sansio.url import parse_url
+    from amqp_sansio_socket import connect
+    from amqp_sansio_spark.queues import messages_in
+
+    with connect(url) as conn, conn.session() as s:
+        return messages_in(s, parse_url(url).protocol, queue)
+
+
+def run_case(spark: Any, url: str, rows: int, partitions: int, per_trigger: int,
+             timeout: float) -> dict[str, Any]:
+    from amqp_sansio_spark import cputime
+
+    queue = f"bench-stream-{uuid.uuid4().hex[:8]}"
+    _publish(url, queue, rows)
+    cpu0 = cputime.snapshot()
+    t0 = time.monotonic()
+    query = (spark.readStream.format("amqp").option("url", url).option("queue", queue)
+             .option("numPartitions", partitions).option("maxMessagesPerTrigger", per_trigger)
+             .load().select("body").writeStream.format("noop").start())
+    try:
+        read = 0
+        while time.monotonic() - t0 < timeout:
+            read = sum(int(p["numInputRows"]) for p in query.recentProgress)
+            if read >= rows:
+                break
+            time.sleep(0.05)
+        seconds = time.monotonic() - t0
+    finally:
+        query.stop()
+    cpu = cputime.spent(cpu0, cputime.snapshot()) if cpu0 else {}
+    left = _left(url, queue)
+    return {"partitions": partitions, "rows": read, "seconds": round(seconds, 2),
+            "rows_per_s": round(read / seconds) if seconds > 0 else 0, "left": left,
+            "cpu_us_per_row": {k: round(v / max(1, read) * 1e6, 1) for k, v in cpu.items()
+                               if v}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", type=int, default=200_000)
+    ap.add_argument("--per-trigger", type=int, default=50_000)
+    ap.add_argument("--url", help="a broker (default: the embedded one, in this process)")
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds per case")
+    ap.add_argument("--json", help="write the results here too")
+    args = ap.parse_args(argv)
+
+    from contextlib import nullcontext
+
+    from amqp_sansio_spark.pipeline import embedded_broker, spark_session
+
+    ctx: Any = nullcontext((args.url, None)) if args.url else embedded_broker()
+    with ctx as (url, _):
+        spark = spark_session("local[4]")
+        try:
+            run_case(spark, url, 1000, 4, 1000, args.timeout)  # warm-up
+            results = [run_case(spark, url, args.rows, n, args.per_trigger, args.timeout)
+                       for n in (1, 4)]
+        finally:
+            spark.stop()
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    for r in results:
+        print(f"numPartitions={r['partitions']}: {r['rows']} rows in {r['seconds']} s, "
+              f"{r['rows_per_s']} rows/s, {r['left']} left; CPU us/row {r['cpu_us_per_row']}")
+    one, four = results
+    ratio = four["rows_per_s"] / one["rows_per_s"] if one["rows_per_s"] else float("nan")
+    print(f"4 partitions / 1: {ratio:.2f}x rows/s (load {load:.1f})")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump({"results": results, "ratio": ratio, "load": load}, f, indent=2)
+    ok = all(r["rows"] >= args.rows and r["left"] == 0 for r in results)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
