@@ -130,15 +130,18 @@ def play_supervised(case: Case, run_cfg: RunConfig, sup: Supervisor) -> RunResul
     """Play ``case`` against the supervised target, then look at the target:
     a death (or a target that stopped answering) makes the outcome ``crash``
     (or ``hang``) with its signature, and the target is started again when
-    it can be -- no later case meets a dead one."""
+    it can be -- no later case meets a dead one; an error report it printed
+    while living (a traceback, a sanitizer line) makes it ``violation``."""
     cfg = attrs.evolve(run_cfg, target=sup.target, probe_after=False)
     r = run_case(case, cfg)
     death = sup.check(r.outcome.kind, lambda t: probe_target(t, case.protocol))
     if death is None:
         return r
     during = f"{r.outcome.kind}: {r.outcome.detail[:200]}" if r.outcome.detail else r.outcome.kind
-    outcome = Outcome(death.kind, f"{death.signature} (the case saw {during})")
-    if sup.restartable:
+    # an error report of a living target is its own output breaking a rule
+    kind = "violation" if death.kind == "report" else death.kind
+    outcome = Outcome(kind, f"{death.signature} (the case saw {during})")
+    if sup.restartable and death.kind != "report":
         sup.restart()
     return RunResult(case, outcome, attrs.evolve(r.observation, crashed=True), r.transcript,
                      r.duration, death=death)
@@ -303,7 +306,10 @@ def campaign(cfg: CampaignConfig, progress: Callable[[Progress], None] | None = 
             r = play_supervised(case, run_cfg, sup)
         else:
             r = run_case(case, run_cfg)
-        if coverage.add(r.observation.states) and cfg.feedback:
+        if coverage.add(r.observation.states) and cfg.feedback and r.observation.opened and (
+                case.family != "handshake"):
+            # (a seed whose conversation never got past the handshake has
+            # nothing after it for a mutation to work on)
             seeds.append([recipe, 0])
         if sup is None and r.outcome.kind in CONFORMANT and cfg.probe_every and (
                 (i + 1) % cfg.probe_every == 0) and not probe_target(
@@ -345,7 +351,8 @@ def campaign(cfg: CampaignConfig, progress: Callable[[Progress], None] | None = 
         if progress is not None and (now - last_tick >= 1.0 or i == cfg.cases - 1):
             last_tick = now
             progress(Progress(len(rows), cfg.cases, now - t0, counts, row))
-        if r.death is not None and sup is not None and not sup.restartable:
+        if r.death is not None and r.death.kind != "report" and sup is not None and (
+                not sup.restartable):
             stopped = "target died" if r.death.kind == "crash" else "target hung"
             break
         if row.outcome == "crash" and cfg.stop_on_crash and restart is None and sup is None:

@@ -14,8 +14,12 @@ least-used first, so new ones are tried soon), each 1-3 of these stacked:
 * ``swap`` -- two neighbouring items after the handshake exchanged (each
   keeps its wait);
 * ``repeat-fault`` -- the faulty item sent 2-4 times;
-* ``splice`` -- the items of another generated case (after its handshake)
-  put in at a point after the seed's handshake.
+* ``splice`` -- the items of another generated case (after its handshake
+  and set-up) put in at a point after the seed's.
+
+Mutations leave the handshake alone, and half the time the set-up right
+behind it that waits for its answers too (attach, channel.open, the first
+declare, the credit a link waits for).
 
 After the handshake a mutant's items do not wait (a wait may ask for what
 the mutant no longer provokes): they go out in order, and the barrier
@@ -111,6 +115,17 @@ def _after_handshake(case: Case) -> int:
     return opens[0] + 1 if opens else min(1, len(case.items))
 
 
+def _after_setup(case: Case) -> int:
+    """After the handshake and the set-up that follows it and waits for its
+    answers (the session attached, the channel opened and its queue
+    declared, the link attached and credited)."""
+    lo = _after_handshake(case)
+    while lo < len(case.items) and case.items[lo].wait is not None and (
+            not case.items[lo].faulty):
+        lo += 1
+    return lo
+
+
 def _copy(it: Item) -> Item:
     return attrs.evolve(it, wait=None)
 
@@ -119,7 +134,9 @@ def mutate(case: Case, name: str, rng: Rng, donor: Callable[[int], Case]) -> lis
     """``case``'s items with the mutation ``name`` applied (unchanged when
     it has nothing to work on)."""
     items = list(case.items)
-    lo = _after_handshake(case)
+    # Half the time the set-up stays too: a mutant that loses it meets only
+    # the shallow refusals (a channel never opened, a session not attached).
+    lo = _after_setup(case) if rng.chance(0.5) else _after_handshake(case)
     if len(items) <= lo:
         return items
     if name == "duplicate":
@@ -140,7 +157,7 @@ def mutate(case: Case, name: str, rng: Rng, donor: Callable[[int], Case]) -> lis
                 items.insert(i + 1, attrs.evolve(items[i], wait=None))
     elif name == "splice":
         other = donor(rng.between(0, 1 << 30))
-        extra = [_copy(it) for it in other.items[_after_handshake(other):]]
+        extra = [_copy(it) for it in other.items[_after_setup(other):]]
         at = rng.between(lo, len(items))
         items[at:at] = extra[:40]
     else:

@@ -4,7 +4,9 @@
 (``{port}`` replaced), waits until the port accepts connections, and after
 each case looks at it: an exit (status, signal, the tail of what it printed
 since this start, the first sanitizer line, whether a core dump appeared)
-is a :class:`~.triage.Death` of kind ``crash``; a process that is alive but
+is a :class:`~.triage.Death` of kind ``crash``; a sanitizer report or a
+Python traceback in what a living target printed during the case is one of
+kind ``report`` (it failed on the input, caught it and went on); a process that is alive but
 no longer answers a protocol header on a fresh connection is a ``hang``:
 its stacks are taken (``gdb -batch -p PID``, ``py-spy dump`` when
 installed; then ``SIGABRT`` -- a Python target with ``faulthandler`` prints
@@ -45,6 +47,10 @@ from .triage import Death
 
 TAIL = 6000  # octets of output a Death keeps
 _SANITIZER = re.compile(r"ERROR: \w*Sanitizer: .*|runtime error: .*|==\d+==ERROR: .*")
+#: what a living target prints when it failed on an input: a sanitizer report
+#: (UBSan goes on after its "runtime error"), a Python traceback
+_REPORT = re.compile(r"ERROR: \w*Sanitizer: |runtime error: |==\d+==ERROR: |"
+                     r"Traceback \(most recent call last\):")
 
 
 class TargetStartError(RuntimeError):
@@ -107,6 +113,10 @@ class Supervisor:
     def tail(self) -> str:
         raise NotImplementedError
 
+    def fresh_output(self) -> str:
+        """What the target printed since the last call (at most TAIL octets)."""
+        return ""
+
     # -- verdicts -----------------------------------------------------------------
     def dead(self, grace: float = 0.0) -> Death | None:
         """A crash, if the process ended (waiting up to ``grace`` seconds
@@ -125,16 +135,24 @@ class Supervisor:
         or stop answering (then it is stopped, stacks taken)?"""
         troubled = outcome in ("reset", "hang", "crash")
         d = self.dead(grace=0.5 if troubled else 0.0)
-        if d is not None or not troubled:
-            return d
-        if probe(self.target):
-            return None
-        d = self.dead(grace=3.0)  # it may be dying (a busy machine, a slow exit)
+        if d is None and troubled and not probe(self.target):
+            d = self.dead(grace=3.0)  # it may be dying (a busy machine, a slow exit)
+            if d is None and not probe(self.target):
+                d = self._hang()
+        fresh = self.fresh_output()
         if d is not None:
             return d
-        if probe(self.target):
+        return self._report(fresh)
+
+    def _report(self, fresh: str) -> Death | None:
+        """A living target that printed a sanitizer report or a traceback
+        failed on an input all the same (it caught the error, or goes on)."""
+        m = _REPORT.search(fresh)
+        if m is None:
             return None
-        return self._hang()
+        s = _SANITIZER.search(fresh)
+        return Death(kind="report", tail=fresh[m.start():][-TAIL:],
+                     sanitizer=s.group(0)[:300] if s else "", pid=self.pid)
 
     def _death(self, kind: str, status: int | None, sig: int | None,
                stacks: str = "") -> Death:
@@ -205,7 +223,7 @@ class CommandTarget(Supervisor):
         self.target = Target(host, 0)
         self.description = shlex.join(self.command)
         self._log: IO[bytes] | None = None
-        self._log_from = 0
+        self._log_from = self._seen = 0
         self._started_at = 0.0
         self.starts = 0
 
@@ -239,7 +257,7 @@ class CommandTarget(Supervisor):
         self._log.seek(0, os.SEEK_END)
         self._log.write(f"=== start {self.starts + 1}: {' '.join(argv)}\n".encode())
         self._log.flush()
-        self._log_from = self._log.tell()
+        self._log_from = self._seen = self._log.tell()
         env = dict(os.environ if self.env is None else self.env)
         env.setdefault("PYTHONFAULTHANDLER", "1")
         env.setdefault("PYTHONUNBUFFERED", "1")
@@ -263,6 +281,8 @@ class CommandTarget(Supervisor):
                     time.sleep(0.05)
                     continue
                 time.sleep(0.1)  # (a process that lost the port exits about now)
+                self._log.flush()
+                self._seen = self._log.seek(0, os.SEEK_END)  # start-up output is no report
             if proc.poll() is not None:
                 tail = self.tail()
                 self.proc = None
@@ -289,6 +309,16 @@ class CommandTarget(Supervisor):
         self._log.flush()
         end = self._log.seek(0, os.SEEK_END)
         start = max(self._log_from, end - TAIL)
+        self._log.seek(start)
+        return self._log.read(end - start).decode("utf-8", "replace")
+
+    def fresh_output(self) -> str:
+        if self._log is None:
+            return ""
+        self._log.flush()
+        end = self._log.seek(0, os.SEEK_END)
+        start = max(self._seen, self._log_from, end - TAIL)
+        self._seen = end
         self._log.seek(start)
         return self._log.read(end - start).decode("utf-8", "replace")
 
@@ -357,7 +387,8 @@ class PidTarget(Supervisor):
         self.target = target
         self.log_path = log
         self.description = f"pid {pid}" + (f" (log {log})" if log else "")
-        self._log_from = log.stat().st_size if log is not None and log.exists() else 0
+        self._log_from = self._seen = (
+            log.stat().st_size if log is not None and log.exists() else 0)
         self.starts = 1
         self._gone = False
 
@@ -399,12 +430,20 @@ class PidTarget(Supervisor):
         return None
 
     def tail(self) -> str:
+        return self._read(self._log_from)
+
+    def fresh_output(self) -> str:
+        return self._read(self._seen, advance=True)
+
+    def _read(self, since: int, advance: bool = False) -> str:
         if self.log_path is None:
             return ""
         try:
             with open(self.log_path, "rb") as f:
                 end = f.seek(0, os.SEEK_END)
-                start = max(self._log_from, end - TAIL)
+                start = max(since, end - TAIL)
+                if advance:
+                    self._seen = end
                 f.seek(start)
                 return f.read(end - start).decode("utf-8", "replace")
         except OSError:

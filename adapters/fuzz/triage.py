@@ -4,8 +4,9 @@ findings report a maintainer reads.  Pure (text in, text out).
 
 A signature is ``<kind> <how> | <where>``:
 
-* ``kind`` -- ``crash`` (the process ended) or ``hang`` (alive, but a fresh
-  connection got no protocol header back);
+* ``kind`` -- ``crash`` (the process ended), ``hang`` (alive, but a fresh
+  connection got no protocol header back) or ``report`` (alive, but it
+  printed a sanitizer report or a Python traceback during the case);
 * ``how`` -- the signal (``SIGSEGV``, ``SIGABRT``) or ``exit N``; a hang has
   none;
 * ``where`` -- the first thing in the target's output (or its stacks) that
@@ -46,7 +47,7 @@ def signal_name(num: int) -> str:
 class Death:
     """What the supervisor saw when the target died or stopped answering."""
 
-    kind: str  # crash | hang
+    kind: str  # crash | hang | report
     status: int | None = None  # exit status (None: killed by a signal, or hung)
     signal: int | None = None  # the signal that ended it
     tail: str = ""  # the end of its stdout/stderr since this start
@@ -172,9 +173,9 @@ def group_crashes(rows: Iterable[dict[str, Any]]) -> list[CrashGroup]:
 def crash_table(groups: Sequence[CrashGroup]) -> str:
     """The summary's crash lines: one per signature."""
     if not groups:
-        return "crashes and target hangs: none"
-    lines = [f"crashes and target hangs: {sum(g.count for g in groups)} in {len(groups)} "
-             "signature(s)"]
+        return "target crashes, hangs and error reports: none"
+    lines = [f"target crashes, hangs and error reports: {sum(g.count for g in groups)} in "
+             f"{len(groups)} signature(s)"]
     for g in groups:
         conf = {True: "confirmed", False: "NOT confirmed on a fresh start",
                 None: "unconfirmed"}[g.confirmed]
@@ -192,7 +193,7 @@ def findings_report(*, title: str, command: str, profile: str, groups: Sequence[
     outcomes grouped by outcome and fault, then the summary table."""
     out = [f"# {title}", "", f"Command: `{command}`", "",
            f"Oracle profile: {profile}", ""]
-    out += ["## Crashes and hangs of the target", ""]
+    out += ["## Crashes, hangs and error reports of the target", ""]
     if not groups:
         out += ["None.", ""]
     for i, g in enumerate(groups, 1):

@@ -156,6 +156,19 @@ def test_a_hung_target_is_a_hang_with_its_stacks(tmp_path: Path) -> None:
     assert "misbehave" in j["death"]["stacks"] + j["death"]["tail"]
 
 
+def test_an_error_report_of_a_living_target_is_a_finding(tmp_path: Path) -> None:
+    """A target that catches the error, prints its traceback and goes on is
+    not restarted; the case is a violation with a report signature."""
+    result, sup = _campaign(tmp_path, "report", start=1, cases=3)
+    rows = {r.case: r for r in result.rows}  # type: ignore[attr-defined]
+    assert rows[2].outcome == "violation"
+    assert rows[2].signature.startswith("report | ValueError in misbehave (crash_target.py:")
+    assert rows[2].confirmed is True
+    assert rows[1].outcome in ("accepted", "rejected") and rows[3].outcome in (
+        "accepted", "rejected")
+    assert sup.starts == 1  # never restarted
+
+
 def test_a_target_someone_else_started_ends_the_campaign_at_its_death(tmp_path: Path) -> None:
     port = free_port()
     log = tmp_path / "peer.log"
@@ -190,7 +203,7 @@ def test_cli_supervised_campaign_writes_the_findings_report(
         "state:serial-extremes", "--seed", str(SEED), "--start", "2", "--cases", "2",
         "--no-minimise", "--out", str(tmp_path), "--quiet", "--tag", "cli"])
     assert code == 1, err
-    assert "crashes and target hangs: 1 in 1 signature(s)" in out.decode()
+    assert "target crashes, hangs and error reports: 1 in 1 signature(s)" in out.decode()
     report = (tmp_path / "findings.md").read_text()
     assert "crash exit 3" in report and "--target-command" in report
 

@@ -1,6 +1,6 @@
 """A purpose-made faulty AMQP 0-10 peer for the fuzzer's supervision tests.
 
-    python tests/support/crash_target.py PORT [--on-bad-accept abort|segv|hang|exit]
+    python tests/support/crash_target.py PORT [--on-bad-accept abort|segv|hang|exit|report]
 
 It listens on 127.0.0.1:PORT and relays every connection to an embedded
 broker running in this process, so ordinary cases pass; but it decodes what
@@ -8,7 +8,8 @@ clients send, and a ``message.accept`` whose set names command id 2**31-1
 (the extreme end of the serial range -- the shape of a published broker
 crash) is the known bad input: it then calls ``os.abort()`` (``abort``),
 dereferences address 0 through ctypes (``segv``), stops serving everyone
-(``hang``: the one loop sleeps for ever), or exits with status 3 (``exit``).
+(``hang``: the one loop sleeps for ever), exits with status 3 (``exit``), or
+prints the traceback of the error it caught and goes on serving (``report``).
 
 Single-threaded relay (one ``select`` loop), so a hang stops every
 connection, as a deadlocked broker would.
@@ -24,6 +25,7 @@ import select
 import socket
 import sys
 import time
+import traceback
 
 from amqp_sansio.v0_10.framing import AssemblyDecoder, CommandAssembly
 from amqp_sansio_broker.server import start_broker_thread
@@ -32,6 +34,12 @@ BAD_ID = 0x7FFFFFFF
 
 
 def misbehave(how: str) -> None:
+    if how == "report":
+        try:
+            raise ValueError(f"accept names command {BAD_ID}")
+        except ValueError:
+            traceback.print_exc()
+        return
     if how == "abort":
         os.abort()
     if how == "segv":
@@ -76,7 +84,7 @@ class Client:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("port", type=int)
-    ap.add_argument("--on-bad-accept", choices=("abort", "segv", "hang", "exit"),
+    ap.add_argument("--on-bad-accept", choices=("abort", "segv", "hang", "exit", "report"),
                     default="abort")
     args = ap.parse_args()
     bhost, bport, _stop = start_broker_thread()
