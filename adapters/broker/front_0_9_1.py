@@ -333,7 +333,10 @@ class Connection091(FrontEnd):
             elif isinstance(e, ev.MethodReceived):
                 self._guarded(e.channel, e.method, partial(self._on_method, e))
             elif isinstance(e, ev.ChannelOpened):
-                self.books[e.channel] = ChannelBooks(self, self.conn.channel(e.channel))
+                # (gone already when the peer closed the connection later in
+                # this same read: nothing is kept for it -- found by fuzzing)
+                with contextlib.suppress(LocalProtocolError):
+                    self.books[e.channel] = ChannelBooks(self, self.conn.channel(e.channel))
             elif isinstance(e, ev.ChannelClosed):
                 self._channel_ended(e.channel)
             elif isinstance(e, ev.ChannelFlow):
