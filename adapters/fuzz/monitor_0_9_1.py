@@ -133,6 +133,9 @@ class _Ch:
     pending_seq: deque[int] = attrs.field(factory=deque)  # our request numbers, aligned
     req_seq: int = 0
     qos_fence: int | None = None  # deliveries uncounted until a reply to a later request
+    # an "everything outstanding" ack may cover deliveries up to this tag (the
+    # peer may have given them tags before it read the ack, and sent them after)
+    acked_upto: int = 0
     sent_ids: set[int] = attrs.field(factory=set)  # class << 16 | method, ours
     consumers: dict[str, bool] = attrs.field(factory=dict)  # tag -> no-ack
     seen_tags: set[int] = attrs.field(factory=set)
@@ -830,10 +833,17 @@ def _our_ack(c: _Ch, m: Any) -> None:
     tag = int(m.delivery_tag)
     multiple = bool(getattr(m, "multiple", False))
     if multiple:
+        held = len(c.unacked)
         for t in [t for t in c.unacked if tag == 0 or t <= tag]:
             del c.unacked[t]
         if tag == 0:
             _fence(c)
+            # The peer holds at most prefetch-count unacknowledged per consumer:
+            # the deliveries still on their way, tagged before it read this ack
+            # (at most that many less those we hold), are covered by it however
+            # the peer orders its output.
+            window = max(0, c.qos * max(1, len(c.consumers)) - held) if c.qos else 0
+            c.acked_upto = max(c.acked_upto, max(c.seen_tags, default=0) + window)
     else:
         c.unacked.pop(tag, None)
 
@@ -919,7 +929,7 @@ def _peer_deliver(mon: Monitor, ch: int, c: _Ch, m: Any, req: Any, lax: bool) ->
             mon.violation("basic.deliver-unknown-consumer",
                           f"delivery for consumer {ctag!r} on channel {ch}, never consumed")
         return
-    if c.consumers[ctag] or c.qos_fence is not None:
+    if c.consumers[ctag] or c.qos_fence is not None or tag <= c.acked_upto:
         return  # no-ack, or maybe acknowledged already: nothing to count
     if c.qos_check and not lax:
         mine = sum(1 for t in c.unacked.values() if t == ctag)

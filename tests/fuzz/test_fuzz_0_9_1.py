@@ -546,3 +546,39 @@ def test_cli_fuzz_0_9_1(rabbitmq: Node, tmp_path: Path,
     assert "unknown-delivery-tag" in capsys.readouterr().out
     assert main(["fuzz", "--protocol", "0-9-1", "show", "--seed", "1", "--case", "2"]) == 0
     assert "(AMQP 0-9-1)" in capsys.readouterr().out
+
+
+def test_an_ack_of_everything_covers_deliveries_tagged_before_it_was_read() -> None:
+    """The README's campaign, 0-9-1 seed 3 cases 5797 and 8561 (not
+    reproducible on replay): after ``basic.ack(0, multiple)`` and a
+    ``channel.flow`` the broker wrote flow-ok, then deliveries 2-4 with
+    prefetch-count 2 -- delivery 2 had its tag before the broker read the
+    ack, which covered it.  The monitor counted it and reported a prefetch
+    overrun; a real overrun after that is still one."""
+
+    def deliver(tag: int) -> bytes:
+        return (wire_0_9_1.method_frame(1, spec.BasicDeliver(
+            consumer_tag="c1", delivery_tag=tag, exchange="", routing_key="k"))
+            + wire_0_9_1.frame(2, 1, wire_0_9_1.header_payload(60, 0)))
+
+    def setup() -> Monitor:
+        mon = Monitor(MonitorConfig(mechanism="PLAIN", username="guest", password="guest"))
+        peer = Responder()
+        for it in _ack_case().items[:5]:  # handshake, channel 1, declare
+            mon.sent(it.data)
+            mon.received(peer.feed(it.data))
+        mon.sent(wire_0_9_1.method_frame(1, spec.BasicQos(prefetch_count=2)))
+        mon.received(wire_0_9_1.method_frame(1, spec.BasicQosOk()))
+        mon.sent(wire_0_9_1.method_frame(1, spec.BasicConsume(queue="t.q0", consumer_tag="c1")))
+        mon.received(wire_0_9_1.method_frame(1, spec.BasicConsumeOk(consumer_tag="c1")))
+        mon.received(deliver(1))
+        mon.sent(wire_0_9_1.method_frame(1, spec.BasicAck(delivery_tag=0, multiple=True))
+                 + wire_0_9_1.method_frame(1, spec.ChannelFlow(active=True)))
+        mon.received(wire_0_9_1.method_frame(1, spec.ChannelFlowOk(active=True)))
+        return mon
+
+    mon = setup()
+    mon.received(deliver(2) + deliver(3) + deliver(4))
+    assert not mon.violations, mon.violations
+    mon.received(deliver(5))  # 3 and 4 unacknowledged, prefetch-count 2
+    assert [v.rule for v in mon.violations] == ["basic.qos-prefetch"]
