@@ -384,3 +384,16 @@ def test_declare_close_reopen_in_one_read() -> None:
         method_frame(1, spec091.ChannelOpen())])
     bc = _feed_091([it.data for it in s.items] + [last])
     assert not bc.closed
+
+
+@pytest.mark.xfail(strict=True, reason="reported: front_0_10.tx_select answers a second "
+                   "tx.select with illegal-state ('session is already transactional'); the "
+                   "XML has a session select tx 'at least once' before commit/rollback")
+def test_tx_select_twice_is_accepted() -> None:
+    s = script()
+    s.attach(1)
+    s.cmd(1, spec.TxSelect())
+    s.cmd(1, spec.TxSelect())
+    s.cmd(1, spec.ExecutionSync(), sync=True)
+    items = feed(Broker().connection(), s)
+    assert "execution.exception" not in names(items)
