@@ -669,7 +669,8 @@ class Connection10(FrontEnd):
         """The client receives: the broker's end sends from the source's node."""
         kept = self._kept_terminus(link)
         src = link.source
-        if kept is not None and (src is None or _same_subscription(src, kept.source)):
+        if kept is not None and (src is None or (isinstance(src, Source)
+                                                 and _same_subscription(src, kept.source))):
             self._resume(link, kept)
             return
         if not isinstance(src, Source):
@@ -1367,8 +1368,7 @@ class Connection10(FrontEnd):
 
 _SERVED_WHEN_OPEN = frozenset({ev.SessionBeginRequested, ev.LinkAttachRequested,
                                ev.DeliveryReceived, ev.LinkFlow, ev.DeliveryUpdated})
-_BEFORE_OPEN = frozenset({ConnState.START, ConnState.HDR_RCVD, ConnState.HDR_EXCH,
-                          ConnState.OPEN_RCVD})
+_BEFORE_OPEN = frozenset({ConnState.START, ConnState.HDR_EXCH})
 
 
 def _frame_items(reader: FrameReader, data: bytes) -> Iterator[tuple[int, object]]:

@@ -17,6 +17,8 @@ from typing import Any
 from ..errors import ConnectionViolation, DecodeError, LocalProtocolError, RemoteProtocolError
 from ..errors import Scope as Scope
 
+# (literals: the generated spec imports this module; spec.AmqpCondition and
+# spec.ConnectionCondition have them too, and a test says they agree)
 DECODE_ERROR = "amqp:decode-error"
 FRAMING_ERROR = "amqp:connection:framing-error"
 

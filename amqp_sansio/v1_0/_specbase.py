@@ -114,7 +114,7 @@ class RestrictedSection(SpecObject):
     SOURCE: ClassVar[str]
 
 
-def unchecked(cls: type[Any], **fields: Any) -> Any:
+def unchecked(cls: type[Any], **fields: object) -> Any:
     """Build a spec object without validation, fields exactly as given
     (absent ones take their default, else None).  Unknown names are still a
     :class:`~amqp_sansio.errors.LocalProtocolError`."""
@@ -139,7 +139,7 @@ def encode(o: SpecObject) -> bytes:
 # inlines the cheap common case and calls these for the rest).
 
 
-def bad(owner: str, name: str, typ: str, v: Any, why: str = "invalid") -> Exception:
+def bad(owner: str, name: str, typ: str, v: object, why: str = "invalid") -> Exception:
     return local_error(f"{owner}.{name}: {why} value {v!r} for {typ}")
 
 
@@ -147,19 +147,19 @@ def missing(owner: str, name: str) -> Exception:
     return local_error(f"{owner}: mandatory field {name!r} is missing")
 
 
-def ck_int(owner: str, name: str, typ: str, v: Any, lo: int, hi: int) -> int:
+def ck_int(owner: str, name: str, typ: str, v: object, lo: int, hi: int) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
         raise bad(owner, name, typ, v)
     return int(v)
 
 
-def ck_bool(owner: str, name: str, v: Any) -> bool:
+def ck_bool(owner: str, name: str, v: object) -> bool:
     if type(v) is not bool:
         raise bad(owner, name, "boolean", v)
     return v
 
 
-def ck_string(owner: str, name: str, v: Any) -> str:
+def ck_string(owner: str, name: str, v: object) -> str:
     if not isinstance(v, str):
         raise bad(owner, name, "string", v)
     try:
@@ -169,13 +169,13 @@ def ck_string(owner: str, name: str, v: Any) -> str:
     return v
 
 
-def ck_symbol(owner: str, name: str, v: Any) -> str:
+def ck_symbol(owner: str, name: str, v: object) -> str:
     if not isinstance(v, str) or not v.isascii():
         raise bad(owner, name, "symbol", v)
     return v
 
 
-def ck_binary(owner: str, name: str, v: Any, limit: int | None = None) -> bytes:
+def ck_binary(owner: str, name: str, v: object, limit: int | None = None) -> bytes:
     if isinstance(v, bytearray | memoryview):
         v = bytes(v)
     if not isinstance(v, bytes):
@@ -185,7 +185,7 @@ def ck_binary(owner: str, name: str, v: Any, limit: int | None = None) -> bytes:
     return v
 
 
-def ck_symbols(owner: str, name: str, v: Any) -> tuple[str, ...]:
+def ck_symbols(owner: str, name: str, v: object) -> tuple[str, ...]:
     """A ``multiple`` symbol field: one symbol or a sequence -> tuple."""
     if isinstance(v, str):
         v = (v,)
@@ -196,7 +196,7 @@ def ck_symbols(owner: str, name: str, v: Any) -> tuple[str, ...]:
     return tuple(v)
 
 
-def ck_map(owner: str, name: str, v: Any, keys: str) -> dict[Any, Any]:
+def ck_map(owner: str, name: str, v: object, keys: str) -> dict[Any, Any]:
     """``keys``: "any", "symbol" (fields) or "symbol-or-ulong" (annotations)."""
     if not isinstance(v, dict):
         raise bad(owner, name, "map", v)
@@ -214,7 +214,7 @@ def ck_map(owner: str, name: str, v: Any, keys: str) -> dict[Any, Any]:
     return v
 
 
-def ck_list(owner: str, name: str, v: Any) -> list[Any]:
+def ck_list(owner: str, name: str, v: object) -> list[Any]:
     if isinstance(v, tuple):
         v = list(v)
     if not isinstance(v, list):
@@ -222,7 +222,7 @@ def ck_list(owner: str, name: str, v: Any) -> list[Any]:
     return v
 
 
-def ck_enum(owner: str, name: str, cls: type[enum.Enum], v: Any) -> Any:
+def ck_enum(owner: str, name: str, cls: type[enum.Enum], v: object) -> Any:
     if isinstance(v, cls):
         return v
     try:
@@ -231,7 +231,7 @@ def ck_enum(owner: str, name: str, cls: type[enum.Enum], v: Any) -> Any:
         raise bad(owner, name, cls.__name__, v, "not a choice:") from None
 
 
-def ck_instance(owner: str, name: str, v: Any, kinds: tuple[type, ...], what: str) -> Any:
+def ck_instance(owner: str, name: str, v: object, kinds: tuple[type, ...], what: str) -> Any:
     from .codec import Described
 
     if isinstance(v, (*kinds, Described)):
@@ -240,7 +240,7 @@ def ck_instance(owner: str, name: str, v: Any, kinds: tuple[type, ...], what: st
 
 
 # message-id: ulong, uuid, binary or string [messaging.xml message-id-*]
-def ck_message_id(owner: str, name: str, v: Any) -> Any:
+def ck_message_id(owner: str, name: str, v: object) -> Any:
     if isinstance(v, bool):
         raise bad(owner, name, "message-id", v)
     if isinstance(v, int):
@@ -256,9 +256,9 @@ def d_missing(owner: str, name: str, pos: int) -> Exception:
     return decode_error(f"{owner}: mandatory field {name!r} is null", pos)
 
 
-def d_choice(owner: str, name: str, v: Any, pos: int) -> Exception:
+def d_choice(owner: str, name: str, v: object, pos: int) -> Exception:
     return decode_error(f"{owner}.{name}: {v!r} is not one of its choices", pos)
 
 
-def d_kind(owner: str, name: str, v: Any, what: str, pos: int) -> Exception:
+def d_kind(owner: str, name: str, v: object, what: str, pos: int) -> Exception:
     return decode_error(f"{owner}.{name}: {type(v).__name__} {v!r} is not a {what}", pos)

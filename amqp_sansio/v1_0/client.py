@@ -80,8 +80,10 @@ from .message import AmqpMessage, decode_message, encode_message, from_message, 
 from .session import Session as CoreSession
 from .spec import (
     Accepted,
+    AmqpCondition,
     DeleteOnClose,
     Error,
+    LinkCondition,
     Modified,
     ReceiverSettleMode,
     Rejected,
@@ -102,12 +104,13 @@ STREAM_BUFFER = 256 << 10
 MECHANISMS = frozenset(sasl.CLIENT_MECHANISMS)
 #: A refused or failed link's 1.0 condition -> the ``error_code`` of the
 #: :class:`ExecutionError` it raises (the 0-10 codes for the same thing).
-CONDITION_CODES = {
-    "amqp:not-found": 404, "amqp:unauthorized-access": 403, "amqp:resource-locked": 405,
-    "amqp:precondition-failed": 406, "amqp:resource-deleted": 408,
-    "amqp:not-allowed": 530, "amqp:not-implemented": 540, "amqp:resource-limit-exceeded": 506,
-    "amqp:invalid-field": 542, "amqp:link:detach-forced": 320, "amqp:link:stolen": 320,
-    "amqp:link:message-size-exceeded": 506,
+CONDITION_CODES: dict[str, int] = {
+    AmqpCondition.NOT_FOUND: 404, AmqpCondition.UNAUTHORIZED_ACCESS: 403,
+    AmqpCondition.RESOURCE_LOCKED: 405, AmqpCondition.PRECONDITION_FAILED: 406,
+    AmqpCondition.RESOURCE_DELETED: 408, AmqpCondition.NOT_ALLOWED: 530,
+    AmqpCondition.NOT_IMPLEMENTED: 540, AmqpCondition.RESOURCE_LIMIT_EXCEEDED: 506,
+    AmqpCondition.INVALID_FIELD: 542, LinkCondition.DETACH_FORCED: 320,
+    LinkCondition.STOLEN: 320, LinkCondition.MESSAGE_SIZE_EXCEEDED: 506,
 }
 _REJECTED, _RELEASED, _MODIFIED = 1, 2, 3
 _ACCEPTED = Accepted()  # the state plain accepts share (batched per subscription)
@@ -116,7 +119,7 @@ _RECEIVED = ev.DeliveryReceived
 
 
 def _link_error(what: str, err: Error | None) -> ExecutionError:
-    cond = err.condition if err is not None else "amqp:internal-error"
+    cond = err.condition if err is not None else AmqpCondition.INTERNAL_ERROR
     text = err.description if err is not None and err.description else None
     return ExecutionError(CONDITION_CODES.get(str(cond), 541),
                           f"{what}: {cond}{': ' + text if text else ''}",
@@ -205,14 +208,11 @@ class ClientConnection(base.ClientConnection[CoreConnection, "ClientSession"]):
     def dispatch(self, events: Iterable[Event]) -> None:
         """As the base dispatches, with a delivery on a subscription's link
         (the hot path) handed to it at once, as its session would."""
-        sessions = self.sessions
         for e in events:
             if type(e) is _RECEIVED:
-                s = sessions.get(e.channel)
-                if s is not None:
-                    sub = s._by_link.get(id(e.link))
-                    if isinstance(sub, ClientSubscription):
-                        sub.deliver(e)
+                sub = e.link.context  # (the subscription the link is attached for)
+                if isinstance(sub, ClientSubscription):
+                    sub.take_delivery(e.delivery, e.payload)
                 continue
             super().dispatch((e,))
 
@@ -304,9 +304,7 @@ class ClientConnection(base.ClientConnection[CoreConnection, "ClientSession"]):
         the ``unsettled`` map) is not used: none of the peers here keeps
         link state across connections."""
         s = self.open_session(carry.name)
-        s._published = carry.published
-        s.rejected.update(carry.rejected)
-        s._resend = list(carry.resend)
+        s.carried(carry)
         subs: dict[int, Any] = {}
         for old in carry.subscriptions:
             new = ClientSubscription(s, "" if old.dynamic else old.address, old.destination,
@@ -320,7 +318,7 @@ class ClientConnection(base.ClientConnection[CoreConnection, "ClientSession"]):
         return s, subs
 
     def _close_core(self, code: int, text: str | None) -> None:
-        err = None if code == 200 else Error(condition="amqp:internal-error",
+        err = None if code == 200 else Error(condition=AmqpCondition.INTERNAL_ERROR,
                                              description=text)
         self.core.close(err)
 
@@ -345,18 +343,20 @@ class ClientDelivery(base.ClientDelivery):
     makes of a delivery besides the core's (no event on the hot path;
     :attr:`event` is made when asked for)."""
 
-    __slots__ = ("owner", "sub", "ack", "_link", "_core", "payload")
+    __slots__ = ("owner", "sub", "ack", "link", "core", "payload")
 
     def __init__(self, session: ClientSession, sub: ClientSubscription[Any], ack: bool,
                  delivery: CoreDelivery, payload: bytes) -> None:
         # base.ClientDelivery's fields, set here (one call a delivery fewer)
         self._message = None
         self.owner = session  # the session policy
-        self._link = sub.link
+        #: the link it came on (its subscription's link then)
+        self.link = sub.link
         self.sub = sub
         self.ack = ack
         self.settled = not ack or delivery.settled
-        self._core = delivery
+        #: the core's delivery
+        self.core = delivery
         #: the transfer's octets: the encoded 1.0 message
         self.payload = payload
 
@@ -366,7 +366,7 @@ class ClientDelivery(base.ClientDelivery):
         try:
             e: ev.DeliveryReceived = _event_slot.__get__(self)
         except AttributeError:
-            d = self._core
+            d = self.core
             e = ev.DeliveryReceived(d.link.channel, d.link, d, self.payload)
             _event_slot.__set__(self, e)
         return e
@@ -378,23 +378,19 @@ class ClientDelivery(base.ClientDelivery):
         return self._message
 
     @property
-    def core(self) -> CoreDelivery:
-        return self._core
-
-    @property
     def stale(self) -> bool:
         """Received on a link lost since (with its connection): settling it
         does nothing -- the broker sends it again."""
-        return self._link is not self.sub.link
+        return self.link is not self.sub.link
 
     @property
     def command_id(self) -> int:
         """The delivery id."""
-        return self._core.id
+        return self.core.id
 
     @property
     def delivery_tag(self) -> bytes:
-        return self._core.tag
+        return self.core.tag
 
     @property
     def body(self) -> bytes:
@@ -497,7 +493,7 @@ class Stream:
         if self.left:
             self.link.abort(self.delivery)
             self.left = 0
-            for snd in self.session._senders.values():
+            for snd in self.session.senders.values():
                 snd.numbers.pop(self.delivery.id, None)
                 snd.waiters.pop(self.delivery.id, None)
             self.session.untrack(self.outcome)
@@ -521,11 +517,11 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         #: publish number -> (code, text) (1 rejected, 2 released, 3 modified)
         self.rejected: dict[int, tuple[int, str | None]] = {}
         self.in_flight = 0  # octets of unsettled publishes nobody waits for
-        self._senders: dict[str, _Sender] = {}
-        self._by_link: dict[int, _Sender | ClientSubscription[Any]] = {}  # id(link) ->
+        self.senders: dict[str, _Sender] = {}
+        self.by_link: dict[int, _Sender | ClientSubscription[Any]] = {}  # id(link) ->
         self._sizes: dict[int, int] = {}  # delivery id -> octets (unwaited publishes)
         self._syncs: list[Pending[Any]] = []
-        self._published = 0
+        self.published = 0  # publishes numbered so far
         self._names = itertools.count(1)
         #: publish numbers sent again after a lost connection (at-least-once:
         #: the broker may have taken the first copy too)
@@ -551,7 +547,7 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
     def outstanding(self) -> int:
         """Publishes not yet settled by the receiver."""
         return len(self._resend) + sum(len(s.link.unsettled_deliveries)
-                                       for s in self._senders.values())
+                                       for s in self.senders.values())
 
     def all_completed(self) -> bool:
         self.check()
@@ -576,7 +572,7 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
 
     def forget(self, p: Pending[Any]) -> None:
         super().forget(p)
-        for s in self._senders.values():
+        for s in self.senders.values():
             for did, q in list(s.waiters.items()):
                 if q is p:
                     del s.waiters[did]
@@ -594,7 +590,7 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
     def sender(self, address: str) -> _Sender:
         """The sending link to ``address`` (attached now if new)."""
         self.check()
-        s = self._senders.get(address)
+        s = self.senders.get(address)
         if s is not None:
             return s
         try:
@@ -606,8 +602,8 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
             self.check()
             raise
         s = _Sender(link)
-        self._senders[address] = s
-        self._by_link[id(link)] = s
+        self.senders[address] = s
+        self.by_link[id(link)] = s
         return s
 
     def transfer(self, message: Message | bytes | str, exchange: str = "",
@@ -633,9 +629,9 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
             return False  # it goes on the next connection
         if self.error is not None or conn.error is not None or conn.opened is None:
             self.check()  # raises why (inlined: the hot path)
-        s = self._senders.get(p.address) or self.sender(p.address)
+        s = self.senders.get(p.address) or self.sender(p.address)
         if s.error is not None:  # refused or detached: said once, re-attached next time
-            del self._senders[p.address]
+            del self.senders[p.address]
             raise s.error
         link = s.link
         if not s.ready.done or link.credit <= 0:
@@ -651,15 +647,15 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         if self.error is not None or (not conn.reconnecting and (
                 conn.error is not None or conn.opened is None)):
             self.check()  # raises why (inlined: the hot path)
-        s = self._senders.get(p.address) or self.sender(p.address)
+        s = self.senders.get(p.address) or self.sender(p.address)
         state = transactional(self.txn_id) if self.txn_id is not None else None
         try:
             d = s.link.send(p.payload, settled=p.settled, state=state)
         except LocalProtocolError:
             self.check()
             raise
-        self._published += 1
-        n = self._published
+        self.published += 1
+        n = self.published
         if p.settled:
             return n, None
         s.numbers[d.id] = n
@@ -697,8 +693,8 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         except LocalProtocolError:
             self.check()
             raise
-        self._published += 1
-        n = self._published
+        self.published += 1
+        n = self.published
         snd.numbers[d.id] = n
         waiter: Pending[Any] = self.track(Pending())
         snd.waiters[d.id] = waiter
@@ -790,11 +786,11 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
             sub = d.sub
             conn = self.conn
             if (sub is not None and d.owner is self and d.ack and not d.settled
-                    and d._link is sub.link and self.txn_id is None and not sub.settle_second
+                    and d.link is sub.link and self.txn_id is None and not sub.settle_second
                     and not conn.reconnecting):
                 if self.error is not None or conn.error is not None or conn.opened is None:
                     self.check()  # raises why (inlined: the hot path)
-                sub.to_accept.append(d._core)
+                sub.to_accept.append(d.core)
                 d.settled = True
                 sub.settled_some(1)
                 return
@@ -821,7 +817,7 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         if how == "accept":
             outcome = _ACCEPTED
         elif how == "reject":
-            outcome = Rejected(error=Error(condition="amqp:not-allowed", description=text)
+            outcome = Rejected(error=Error(condition=AmqpCondition.NOT_ALLOWED, description=text)
                                if text else None)
         elif how == "release":
             outcome = Modified(delivery_failed=True) if redelivered else Released()
@@ -867,12 +863,12 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         link = sub.link
         for i, d in enumerate(ds):
             if (d.sub is not sub or d.owner is not self or not d.ack or d.settled
-                    or d._link is not link):  # (settled: a second time in the batch too)
+                    or d.link is not link):  # (settled: a second time in the batch too)
                 for d in ds[:i]:
                     d.settled = False
                 return False
             d.settled = True
-        sub.to_accept += [d._core for d in ds]
+        sub.to_accept += [d.core for d in ds]
         sub.settled_some(len(ds))
         return True
 
@@ -888,7 +884,7 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         except LocalProtocolError:
             self.check()
             raise
-        self._by_link[id(self._controller.link)] = _Sender(self._controller.link)
+        self.by_link[id(self._controller.link)] = _Sender(self._controller.link)
         return self._txn_request(None)
 
     def _txn_request(self, discharge: bool | None) -> Pending[Any]:
@@ -955,13 +951,20 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
                 p.fail(err)
 
     # -- recovery -------------------------------------------------------------------------
+    def carried(self, carry: SessionCarry) -> None:
+        """Take on a lost session's numbering, verdicts and publishes to send
+        again (:meth:`ClientConnection.resume`)."""
+        self.published = carry.published
+        self.rejected.update(carry.rejected)
+        self._resend = list(carry.resend)
+
     def carry(self) -> SessionCarry:
         """What this session, lost with its connection, leaves to
         :meth:`ClientConnection.resume`: unsettled publishes in the order
         sent (their waiters wait on when the connection was
         ``recoverable``), its receiving links, its numbering."""
         resend = []
-        for address, snd in self._senders.items():
+        for address, snd in self.senders.items():
             for did, payload in snd.payloads.items():
                 resend.append(Resend(address, payload, snd.numbers.get(did, 0),
                                      snd.waiters.get(did)))
@@ -969,7 +972,7 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         resend = list(self._resend) + resend  # never sent again yet, first
         subs = tuple(sub for sub in self.subs.values() if sub.started and not sub.cancelled)
         void = sum(sub.held for sub in subs)
-        return SessionCarry(self.name, tuple(resend), subs, self._published,
+        return SessionCarry(self.name, tuple(resend), subs, self.published,
                             dict(self.rejected), void)
 
     def rebind(self, core: CoreSession) -> None:
@@ -977,8 +980,8 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         carry = self.carry()
         self.core = core
         self.channel = core.channel
-        self._senders.clear()
-        self._by_link.clear()
+        self.senders.clear()
+        self.by_link.clear()
         self._resend = list(carry.resend)
         self.void += carry.void
         if self._controller is not None:  # the transaction died with the link
@@ -1046,12 +1049,12 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
     def fail(self, err: AMQPError) -> None:
         keep = self.conn.recoverable and isinstance(err, ConnectionLostError)
         if keep:  # publishes waiting for their outcome wait on, for carry()
-            for snd in self._senders.values():
+            for snd in self.senders.values():
                 for p in snd.waiters.values():
                     self._pending.discard(p)
         super().fail(err)
         self._ended.resolve(None)
-        for s in self._senders.values():
+        for s in self.senders.values():
             if not keep:
                 waiters, s.waiters = s.waiters, {}
                 for p in waiters.values():
@@ -1069,7 +1072,7 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         """One of this session's events (from the connection's dispatch)."""
         match e:
             case ev.DeliveryReceived():
-                sub = self._by_link.get(id(e.link))
+                sub = self.by_link.get(id(e.link))
                 if isinstance(sub, ClientSubscription):
                     sub.deliver(e)
                 elif self._controller is not None:
@@ -1080,13 +1083,13 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
                     if t is not None:
                         self._on_txn(t)
                     return
-                s = self._by_link.get(id(e.link))
+                s = self.by_link.get(id(e.link))
                 if isinstance(s, _Sender):
                     self._on_outcome(s, e)
             case ev.LinkFlow():
                 if self._resend:
                     self.pump_resends()
-                x = self._by_link.get(id(e.link))
+                x = self.by_link.get(id(e.link))
                 if isinstance(x, ClientSubscription):
                     x.on_flow(e)
                 elif (self._controller is not None and e.link is self._controller.link
@@ -1094,7 +1097,7 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
                     self._txn_then()
                 self._woken()
             case ev.LinkAttached():
-                x = self._by_link.get(id(e.link))
+                x = self.by_link.get(id(e.link))
                 if isinstance(x, _Sender):
                     self._pending.discard(x.ready)
                     x.ready.resolve(getattr(x.link.target, "address", None))
@@ -1127,7 +1130,7 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
                 pass
 
     def _link_failed(self, link: Link, error: Error | None, detached: bool = False) -> None:
-        x = self._by_link.get(id(link))
+        x = self.by_link.get(id(link))
         if x is None:
             return
         if isinstance(x, ClientSubscription) and x.cancelled and detached:
@@ -1211,8 +1214,8 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
         except LocalProtocolError:
             s.check()
             raise
-        s._by_link[id(self.link)] = self
-        self.link.on_delivery = self.take_delivery  # the hot path's, without an event
+        s.by_link[id(self.link)] = self
+        self.link.context = self
         s.track(self._ready)
         return self._ready
 
@@ -1258,8 +1261,7 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
         self.take_delivery(event.delivery, event.payload)
 
     def take_delivery(self, d: CoreDelivery, payload: bytes) -> None:
-        """A delivery of the link: the core's ``Link.on_delivery`` (its hot
-        path, no event made) or :meth:`deliver`'s."""
+        """A delivery of the link (its DeliveryReceived's delivery and payload)."""
         if self.cancelled:  # on the wire when we stopped: back it goes
             if not d.settled:
                 with contextlib.suppress(LocalProtocolError):

@@ -2,13 +2,19 @@
 
 Rules of this file (as in h11's ``_state.py``):
 
-1. ``CONNECTION_TRANSITIONS`` below is the connection's only state machine
-   [OASIS part 2 §2.4.6]; ``_go`` is the only place ``state`` changes.  The
-   SASL layer (``sasl.py``), sessions (``session.py``) and links
-   (``link.py``) each have their own table.
+1. ``CONNECTION_MACHINE`` below is the connection's only state machine
+   [OASIS part 2 §2.4.6], on the one engine (:mod:`amqp_sansio.engine`):
+   ``state -> input -> Entry(targets, handler)``.  The SASL layer
+   (``sasl.py``), sessions (``session.py``) and links (``link.py``) each
+   have their own table.  Inputs: the peer's ``header``/``bad-header``,
+   ``open``, ``close``, ``channel`` (a session's frame, or a run of
+   transfers), ``eof``; ours ``open()``, ``close()``, ``frame()`` (a
+   session's frame); ``timeout``, ``sasl-failed`` and ``violation`` (the peer
+   broke the protocol: close(error) where a close can carry it).
 2. The core never reads a clock or touches I/O: ``now`` (seconds, any
    monotonic origin) comes with ``receive_data``/``handle_timer``; bytes go
-   out through ``data_to_send``.
+   out through ``data_to_send``.  The connection is the only writer of
+   output octets; its sessions ask it to write (:class:`SessionOwner`).
 3. Errors are translated here, once.  The caller's misuse raises
    ``LocalProtocolError`` and changes nothing.  The peer's violations are
    answered by the endpoint of their scope -- ``detach(error)`` for a link,
@@ -34,17 +40,18 @@ been silent for half of what the peer advertised.
 
 from __future__ import annotations
 
-__all__ = ["Role", "ConnState", "CONNECTION_TRANSITIONS", "ClientConfig", "ServerConfig",
-           "Connection", "COVERAGE", "PROTOCOL_HEADER"]
+__all__ = ["Role", "ConnState", "CONNECTION_MACHINE", "ClientConfig", "ServerConfig",
+           "Connection", "PROTOCOL_HEADER"]
 
 import enum
 import struct
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Hashable, Iterable
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
 from .. import sasl as mech
+from ..engine import Endpoint, EndpointState, Entry, Machine, process_input
 from ..errors import ConnectionViolation, DecodeError, LocalProtocolError
 from ..header import mismatch
 from ..heartbeat import HeartbeatClock
@@ -57,11 +64,11 @@ from .framing import (
     EMPTY_FRAME,
     TYPE_AMQP,
     TYPE_SASL,
+    Encoded,
     Frame,
     FrameReader,
     ProtocolHeader,
-    TransferFields,
-    transfer_of,
+    TransferRun,
 )
 from .sasl import SaslLayer
 from .session import Session, SessionConfig
@@ -69,81 +76,50 @@ from .spec import (
     AMQP_HEADER,
     MIN_MAX_FRAME_SIZE,
     SASL_HEADER,
+    AmqpCondition,
+    Attach,
     Begin,
     Close,
+    ConnectionCondition,
+    Detach,
+    Disposition,
     End,
     Error,
+    Flow,
     Open,
 )
 
-_pack_head = struct.Struct(">IBBH").pack
-# a uint's smallest encodings below 256 (uint0, smalluint)
-_SMALLUINT = _UINT8  # a uint below 256 as the generated encoder writes it
+if TYPE_CHECKING:
+    from ..events import Event
+    from ._specbase import SpecObject
 
+_pack_head = struct.Struct(">IBBH").pack
 PROTOCOL_HEADER = AMQP_HEADER  # what the registry names (a SASL client opens with SASL_HEADER)
 
 
 class ConnState(enum.Enum):
     START = "START"
-    HDR_SENT = "HDR_SENT"
-    HDR_RCVD = "HDR_RCVD"
-    HDR_EXCH = "HDR_EXCH"
-    OPEN_PIPE = "OPEN_PIPE"
+    HDR_EXCH = "HDR_EXCH"  # server: headers exchanged, the client's open awaited
+    OPEN_PIPE = "OPEN_PIPE"  # client: header and open sent, the server's header awaited
     OPEN_SENT = "OPEN_SENT"
-    OPEN_RCVD = "OPEN_RCVD"
     OPENED = "OPENED"
     CLOSE_PIPE = "CLOSE_PIPE"
     OC_PIPE = "OC_PIPE"
     CLOSE_SENT = "CLOSE_SENT"
     DISCARDING = "DISCARDING"
-    CLOSE_RCVD = "CLOSE_RCVD"
     END = "END"
     # members are singletons: identity hashing is exact, and C-level (Enum's
-    # own __hash__ is a Python call per state-table lookup, ~10 a message)
+    # own __hash__ is a Python call per state-table lookup)
     __hash__ = object.__hash__
 
 
 _S = ConnState
-# "frame": begin/end/attach/flow/transfer/disposition/detach (sessions' own);
-# "sasl": the SASL layer runs (START holds the frames the caller makes).
-CONNECTION_TRANSITIONS: dict[ConnState, dict[str, ConnState]] = {
-    # START holds a client's frames while SASL runs; "fail": the peer broke
-    # the protocol where no close can carry an error (the socket goes)
-    _S.START: {"send:header": _S.HDR_SENT, "recv:header": _S.HDR_RCVD, "send:frame": _S.START,
-               "recv:bad-header": _S.END, "sasl:failed": _S.END, "recv:eof": _S.END,
-               "fail": _S.END},
-    _S.HDR_SENT: {"send:open": _S.OPEN_PIPE},  # a client's open follows its header
-    _S.HDR_RCVD: {"send:header": _S.HDR_EXCH},  # a server answers a header at once
-    _S.HDR_EXCH: {"recv:open": _S.OPEN_RCVD, "send:open": _S.OPEN_SENT, "recv:eof": _S.END},
-    _S.OPEN_PIPE: {"recv:header": _S.OPEN_SENT, "send:frame": _S.OPEN_PIPE,
-                   "send:close": _S.OC_PIPE, "recv:bad-header": _S.END, "recv:eof": _S.END,
-                   "timer:dead": _S.END},
-    _S.OC_PIPE: {"recv:header": _S.CLOSE_PIPE, "recv:bad-header": _S.END, "recv:eof": _S.END,
-                 "timer:dead": _S.END},
-    _S.OPEN_RCVD: {"send:open": _S.OPENED},  # a server answers open at once
-    _S.OPEN_SENT: {"recv:open": _S.OPENED, "send:frame": _S.OPEN_SENT,
-                   "send:close": _S.CLOSE_PIPE, "send:close-error": _S.DISCARDING,
-                   "recv:close": _S.CLOSE_RCVD, "recv:eof": _S.END, "timer:dead": _S.END},
-    _S.CLOSE_PIPE: {"recv:open": _S.CLOSE_SENT, "recv:close": _S.END, "recv:eof": _S.END,
-                    "timer:dead": _S.END, "fail": _S.END},
-    _S.OPENED: {"send:frame": _S.OPENED, "recv:frame": _S.OPENED, "send:close": _S.CLOSE_SENT,
-                "send:close-error": _S.DISCARDING, "recv:close": _S.CLOSE_RCVD,
-                "recv:eof": _S.END, "timer:dead": _S.END},
-    # after our close we write nothing more; the peer's frames until its close are dropped
-    _S.CLOSE_SENT: {"recv:frame": _S.CLOSE_SENT, "recv:close": _S.END, "recv:eof": _S.END,
-                    "timer:dead": _S.END, "fail": _S.END},
-    _S.DISCARDING: {"recv:frame": _S.DISCARDING, "recv:open": _S.DISCARDING,
-                    "recv:close": _S.END, "recv:eof": _S.END, "timer:dead": _S.END,
-                    "fail": _S.END},
-    _S.CLOSE_RCVD: {"send:close": _S.END},  # answered at once
-    _S.END: {},
-}
-
-COVERAGE: set[tuple[str, str, str]] | None = None
-
 _END: ConnState = _S.END
 _OPENED: ConnState = _S.OPENED  # (a global: ConnState.OPENED is a slow lookup on 3.11)
 _OPEN_OUT = {_S.OPEN_PIPE, _S.OPEN_SENT, _S.OPENED}  # our open sent, our close not
+#: the peer's frames that are a session's (the connection's input "channel")
+_CHANNEL_FRAMES = {Begin: "begin", End: "end", Attach: "attach", Flow: "flow",
+                   Disposition: "disposition", Detach: "detach"}
 
 
 @attrs.frozen(kw_only=True)
@@ -167,7 +143,8 @@ class _Common:
             raise local_error(f"idle_timeout {self.idle_timeout} is outside [0, 2**32-1] ms")
 
 
-def _mechanisms(v: Any) -> tuple[str | Callable[[], mech.ClientMechanism], ...]:
+def _mechanisms(v: str | Iterable[str | Callable[[], mech.ClientMechanism]],
+                ) -> tuple[str | Callable[[], mech.ClientMechanism], ...]:
     return (v,) if isinstance(v, str) else tuple(v)
 
 
@@ -204,62 +181,17 @@ class ServerConfig(_Common):
     require_sasl: bool = False
 
 
-class _SessionPort:
-    """The connection as its sessions see it (``session.SessionPort``)."""
-
-    __slots__ = ("_c",)
-
-    def __init__(self, conn: Connection) -> None:
-        self._c = conn
-
-    @property
-    def max_frame_size(self) -> int:
-        return self._c.peer_max_frame_size
-
-    def write(self, channel: int, body: Any, payload: bytes = b"") -> None:
-        self._c._write_frame(channel, body, payload)
-
-    def write_transfer(self, channel: int, handle: int, delivery_id: int, tag: bytes,
-                       message_format: int, settled: bool, payload: bytes) -> bool:
-        c = self._c
-        if c.state is not _OPENED or channel > c.peer_channel_max or len(tag) > 32:
-            return False
-        # the octets Transfer's generated encoder writes for these fields
-        # (tests/v1_0/test_hot_paths_1_0.py compares them)
-        fields = ((_SMALLUINT[handle] if handle < 256 else b"\x70" + handle.to_bytes(4, "big"))
-                  + (_SMALLUINT[delivery_id] if delivery_id < 256
-                     else b"\x70" + delivery_id.to_bytes(4, "big"))
-                  + b"\xa0" + bytes((len(tag),)) + tag
-                  + (_SMALLUINT[message_format] if message_format < 256
-                     else b"\x70" + message_format.to_bytes(4, "big"))
-                  + (b"\x41" if settled else b"\x42"))
-        size = 14 + len(fields) + len(payload)
-        if size > c.peer_max_frame_size:
-            return False
-        if COVERAGE is not None:
-            COVERAGE.add((c.role.value, "OPENED", "send:frame"))
-        # send:frame keeps OPENED as it is (the table says so; a test checks)
-        out = c._out
-        out += _pack_head(size, 2, 0, channel)
-        out += b"\x00\x53\x14\xc0"
-        out.append(len(fields) + 1)
-        out.append(5)
-        out += fields
-        out += payload
-        c._clock.last_out = c._now
-        return True
-
-    def can_write(self) -> bool:
-        return "send:frame" in CONNECTION_TRANSITIONS[self._c.state]
-
-    def emit(self, event: ev.Event) -> None:
-        self._c._events.append(event)
-
-    def session_gone(self, session: Session) -> None:
-        self._c._session_gone(session)
+def _illegal(c: Connection, inp: Hashable) -> Exception:
+    what = str(inp)
+    if what.endswith("()"):
+        return local_error(f"cannot {what[:-2]} in state {c.state.name}")
+    return connection_violation(f"{what} in state {c.state.name}", AmqpCondition.ILLEGAL_STATE)
 
 
-class Connection:
+_U, _A, _C = EndpointState.UNINIT, EndpointState.ACTIVE, EndpointState.CLOSED
+
+
+class Connection(Endpoint[ConnState]):
     def __init__(self, role: Role, config: ClientConfig | ServerConfig | None = None) -> None:
         if config is None:
             config = ClientConfig() if role is Role.CLIENT else ServerConfig()
@@ -269,13 +201,16 @@ class Connection:
         self.role = role
         self.config = config
         self.state = ConnState.START
+        self.local_condition: Error | None = None
+        self.remote_condition: Error | None = None
         self._reader = FrameReader(MIN_MAX_FRAME_SIZE)
         self._out = bytearray()
         self._held: list[tuple[int, Any, bytes]] = []  # frames made before our open
-        self._events: list[ev.Event] = []
+        #: the events of the next ``receive_data``/``handle_timer``/``take_events``
+        #: (sessions and links append to it)
+        self.events: list[ev.Event] = []
         self._clock = HeartbeatClock()
         self._now: float | None = None
-        self._session_port = _SessionPort(self)
         self.sessions: dict[int, Session] = {}  # by our channel
         self._remote: dict[int, Session] = {}  # by the peer's channel
         self.remote_open: Open | None = None
@@ -291,11 +226,13 @@ class Connection:
                 neg = ClientNegotiator(client_mechanisms(
                     config.mechanisms, config.username, config.password,
                     default=("SCRAM-SHA-256", "PLAIN"), default_without_credentials=("ANONYMOUS",)))
-                self.sasl = SaslLayer(role, self._out.extend, neg, hostname=config.hostname)
-                self.sasl.start()
+                self.sasl = SaslLayer(role, neg, hostname=config.hostname)
+                self.sasl.start(self._out)
             else:
-                self._send_header()
-                self._send_open()
+                self._input("open()")
+
+    def _input(self, inp: str, arg: object = None) -> None:
+        process_input(self, CONNECTION_MACHINE, inp, arg, self.events)
 
     # -- views -------------------------------------------------------------------
     @property
@@ -327,48 +264,14 @@ class Connection:
     def __repr__(self) -> str:
         return f"Connection({self.role.value}, {self.state.name})"
 
-    # -- the one place state changes --------------------------------------------------
-    def _go(self, inp: str) -> None:
-        nxt = CONNECTION_TRANSITIONS[self.state].get(inp)
-        if nxt is None:
-            if inp.startswith("recv:"):
-                raise connection_violation(f"{inp[5:]} in state {self.state.name}", "amqp:illegal-state")
-            raise local_error(f"cannot {inp[5:]} in state {self.state.name}")
-        if COVERAGE is not None:
-            COVERAGE.add((self.role.value, self.state.name, inp))
-        self.state = nxt
-
-    # -- output --------------------------------------------------------------------
-    def _send_header(self) -> None:
-        self._go("send:header")
-        self._out += AMQP_HEADER
-
-    def _send_open(self) -> None:
-        c = self.config
-        self._go("send:open")
-        idle = None if c.idle_timeout is None else c.idle_timeout // 2
-        self._write(0, Open(
-            container_id=c.container_id,
-            hostname=c.hostname if isinstance(c, ClientConfig) else None,
-            max_frame_size=c.max_frame_size, channel_max=c.channel_max, idle_time_out=idle,
-            offered_capabilities=c.offered_capabilities,
-            desired_capabilities=c.desired_capabilities, properties=c.properties))
-        self._reader.max_frame_size = c.max_frame_size
-        if c.idle_timeout:
-            self._clock.configure(send_interval=self._clock.send_interval,
-                                  receive_timeout=c.idle_timeout / 1000)
-            self._clock.arm(self._now, send=False, watch=True)
-        for args in self._held:
-            self._write_frame(*args)
-        self._held.clear()
-
-    def _write(self, channel: int, body: Any, payload: bytes = b"") -> None:
+    # -- output: the one writer of octets ----------------------------------------------
+    def _write(self, channel: int, body: SpecObject | Encoded, payload: bytes = b"") -> None:
         out = self._out
         start = len(out)
         out += b"\x00\x00\x00\x00\x02\x00"
         out += channel.to_bytes(2, "big")
         try:
-            body.encode_into(body, out)
+            body.encode_into(body, out)  # type: ignore[arg-type]  # (each its own kind)
         except (TypeError, AttributeError, ValueError, OverflowError) as e:
             del out[start:]
             if isinstance(e, LocalProtocolError):
@@ -383,17 +286,67 @@ class Connection:
         out[start:start + 4] = size.to_bytes(4, "big")
         self._clock.last_out = self._now
 
-    def _write_frame(self, channel: int, body: Any, payload: bytes = b"") -> None:
-        """A session's frame (through its port)."""
-        if self.state is ConnState.START and self.sasl is not None:
-            self._go("send:frame")
-            self._held.append((channel, body, payload))
-            return
-        self._go("send:frame")
+    def _write_open(self) -> None:
+        c = self.config
+        idle = None if c.idle_timeout is None else c.idle_timeout // 2
+        self._write(0, Open(
+            container_id=c.container_id,
+            hostname=c.hostname if isinstance(c, ClientConfig) else None,
+            max_frame_size=c.max_frame_size, channel_max=c.channel_max, idle_time_out=idle,
+            offered_capabilities=c.offered_capabilities,
+            desired_capabilities=c.desired_capabilities, properties=c.properties))
+        self._reader.max_frame_size = c.max_frame_size
+        if c.idle_timeout:
+            self._clock.configure(send_interval=self._clock.send_interval,
+                                  receive_timeout=c.idle_timeout / 1000)
+            self._clock.arm(self._now, send=False, watch=True)
+        held, self._held = self._held, []
+        for channel, body, payload in held:
+            self._write_session_frame(channel, body, payload)
+
+    def _write_session_frame(self, channel: int, body: SpecObject | Encoded,
+                             payload: bytes) -> None:
         if channel > self.peer_channel_max:
             raise local_error(f"channel {channel} is above the peer's channel-max "
                               f"{self.peer_channel_max}")
         self._write(channel, body, payload)
+
+    # -- what sessions ask of it (session.SessionOwner) ----------------------------------
+    def can_write(self) -> bool:
+        """Whether a session frame may be written now (the table's ``frame()``)."""
+        return self.state in _WRITABLE
+
+    def write_frame(self, channel: int, body: SpecObject | Encoded, payload: bytes = b"") -> None:
+        """A session's frame (held until our open while SASL runs)."""
+        self._input("frame()", (channel, body, payload))
+
+    def write_transfer(self, channel: int, handle: int, delivery_id: int, tag: bytes,
+                       message_format: int, settled: bool, payload: bytes) -> bool:
+        """A delivery's one transfer frame with only these fields (the
+        octets :meth:`write_frame` makes of the same Transfer) -- or False,
+        nothing written, when the connection is not open or the frame does
+        not fit the peer's frame size."""
+        if self.state is not _OPENED or channel > self.peer_channel_max or len(tag) > 32:
+            return False
+        # (transfer_fields_octets, inlined: the sending hot path)
+        fields = ((_UINT8[handle] if handle < 256 else b"\x70" + handle.to_bytes(4, "big"))
+                  + (_UINT8[delivery_id] if delivery_id < 256
+                     else b"\x70" + delivery_id.to_bytes(4, "big"))
+                  + b"\xa0" + bytes((len(tag),)) + tag
+                  + (_UINT8[message_format] if message_format < 256
+                     else b"\x70" + message_format.to_bytes(4, "big"))
+                  + (b"\x41" if settled else b"\x42"))
+        if 14 + len(fields) + len(payload) > self.peer_max_frame_size:
+            return False
+        process_input(self, CONNECTION_MACHINE, "transfer()", (channel, fields, payload),
+                      self.events)
+        return True
+
+    def session_gone(self, s: Session) -> None:
+        """Both ends of ``s`` exchanged: its channels are free."""
+        self.sessions.pop(s.channel, None)
+        if s.remote_channel is not None and self._remote.get(s.remote_channel) is s:
+            del self._remote[s.remote_channel]
 
     @property
     def pending_output(self) -> int:
@@ -421,10 +374,9 @@ class Connection:
     # -- actions ---------------------------------------------------------------------
     def begin(self, config: SessionConfig | None = None) -> Session:
         """A new session on a free channel (begin written now)."""
-        if "send:frame" not in CONNECTION_TRANSITIONS[self.state] or (
-                self.state is ConnState.START and self.sasl is None):
+        if not self.can("frame()") or (self.state is ConnState.START and self.sasl is None):
             raise local_error(f"begin() needs an open connection (state {self.state.name})")
-        s = Session(self._session_port, self._free_channel(), config or self.config.session)
+        s = Session(self, self._free_channel(), config or self.config.session)
         self.sessions[s.channel] = s
         s.begin()
         return s
@@ -442,8 +394,8 @@ class Connection:
         """Events the caller's own actions produced since the last
         ``receive_data``/``handle_timer`` (they also come with the next one
         of those)."""
-        events = self._events
-        self._events = []
+        events = self.events
+        self.events = []
         return events
 
     def session(self, channel: int) -> Session:
@@ -451,11 +403,7 @@ class Connection:
 
     def close(self, error: Error | None = None) -> None:
         """Close (with ``error`` if the connection failed)."""
-        if self.state is ConnState.OPEN_RCVD:
-            self._send_open()
-        self._go("send:close")
-        self.error = error
-        self._write(0, Close(error=error))
+        self._input("close()", error)
 
     # -- input ------------------------------------------------------------------------
     def receive_data(self, data: bytes, now: float | None = None) -> list[ev.Event]:
@@ -464,116 +412,78 @@ class Connection:
         if now is not None:
             self._now = now
             self._clock.last_in = now
-        events = self._events
-        self._events = []
-        if self.state is ConnState.END:
+        events = self.events
+        if self.state is _END:
+            self.events = []
             return events
-        self._events = events
         try:
             if not data:
-                self._eof()
+                self._input("eof")
             else:
                 reader = self._reader
                 reader.receive(data)
-                remote = self._remote
-                channel_max = self.config.channel_max
                 while self.state is not _END:  # (a frame may close it)
-                    # a run of common transfers laid out alike, in one call
-                    # (each taken as the one-by-one way below takes it)
-                    for channel, fields, payload in reader.next_run():
-                        s = remote.get(channel)  # (_transfer's common case, inlined)
-                        if (s is not None and self.state is _OPENED and channel <= channel_max
-                                and COVERAGE is None):
-                            # quiet: no event waits, a delivery may go straight on
-                            s.take_transfer(fields, payload, not self._events)
-                        elif self.state is _END:
-                            break  # (what follows a frame that closed it is not read)
-                        else:
-                            self._transfer(channel, fields, payload, not self._events)
-                    if self.state is _END:
-                        break
-                    item = reader.next_fast()
+                    item = reader.next_input()
                     if item is None:
                         break
-                    if type(item) is tuple:  # a common transfer (FastTransfer) of a new layout
-                        channel, fields, payload = item  # type: ignore[misc]  # (no cast(): a call)
-                        self._transfer(channel, fields, payload, not self._events)
+                    t = type(item)
+                    if t is TransferRun:  # consecutive transfers of one link: one input
+                        if self.sasl is not None and not self.sasl.done:
+                            raise connection_violation("an AMQP frame during SASL",
+                                                       ConnectionCondition.FRAMING_ERROR)
+                        process_input(self, CONNECTION_MACHINE, "channel",
+                                      ("transfer", item.channel, item), events)  # type: ignore[union-attr]
+                    elif t is Frame:
+                        self._frame(item)  # type: ignore[arg-type]
                     else:
-                        self._item(item)  # type: ignore[arg-type]
+                        self._header(item)  # type: ignore[arg-type]
         except DecodeError as e:
-            self._fail(e.message, e.condition or "amqp:decode-error", e)
+            self._fail(e.message, e.condition or AmqpCondition.DECODE_ERROR, e)
         except ConnectionViolation as e:
-            self._fail(e.message, e.condition or "amqp:internal-error")
+            self._fail(e.message, e.condition or AmqpCondition.INTERNAL_ERROR)
         except mech.SaslError as e:
-            self._fail(e.message, "amqp:unauthorized-access", e)
-        self._events = []
+            self._fail(e.message, AmqpCondition.UNAUTHORIZED_ACCESS, e)
+        self.events = []
         return events
-
-    def _eof(self) -> None:
-        if self.state is ConnState.END:
-            return
-        self._go("recv:eof")
-        self.closed_reason = "the transport ended"
-        self._events.append(ev.ConnectionLost("the transport ended before close"))
 
     def _fail(self, message: str, condition: str, cause: Exception | None = None) -> None:
         """The peer broke the protocol: close(error) when we can, then raise."""
-        events = self._events
-        self._events = []
         err = Error(condition=condition, description=message[:1000])
-        if self.state in (ConnState.HDR_EXCH, ConnState.OPEN_RCVD):
-            self._send_open()  # a close must follow an open
-        if "send:close-error" in CONNECTION_TRANSITIONS[self.state]:
-            self._go("send:close-error")
-            self.error = err
-            self._write(0, Close(error=err))
-        elif "fail" in CONNECTION_TRANSITIONS[self.state]:
-            self._go("fail")  # before open, or closing already: the socket goes
+        if self.can("violation"):
+            self._input("violation", err)
+        events = self.events
+        self.events = []
         self.closed_reason = message
         events.append(ev.ProtocolViolation(None, "connection", None, message, "close",
                                            condition))
         raise ConnectionViolation(message, None, condition=condition).remote(events) from cause
 
-    def _item(self, item: ProtocolHeader | Frame) -> None:
-        if type(item) is ProtocolHeader:
-            self._header(item)
-            return
-        assert isinstance(item, Frame)
+    def _frame(self, item: Frame) -> None:
         sasl = self.sasl
         if sasl is not None and not sasl.done:
             if item.type != TYPE_SASL or item.body is None:
-                raise connection_violation("an AMQP frame during SASL", "amqp:connection:framing-error")
-            sasl.handle_frame(item.body)
+                raise connection_violation("an AMQP frame during SASL",
+                                           ConnectionCondition.FRAMING_ERROR)
+            sasl.handle_frame(item.body, self._out)
             self._after_sasl_step()
             return
         if item.type != TYPE_AMQP:
-            raise connection_violation("a SASL frame after SASL", "amqp:connection:framing-error")
+            raise connection_violation("a SASL frame after SASL",
+                                       ConnectionCondition.FRAMING_ERROR)
         body = item.body
         if body is None:  # an empty frame: the peer is alive
-            self._events.append(ev.HeartbeatReceived())
+            self.events.append(ev.HeartbeatReceived())
             return
-        t = type(body)
-        if t is Open:
-            self._on_open(body, item.channel)
-        elif t is Close:
-            self._on_close(body)
-        else:
-            self._on_session_frame(body, item.channel, item.payload)
-
-    def _transfer(self, channel: int, fields: TransferFields, payload: bytes,
-                  quiet: bool) -> None:
-        """The receiving hot path: a common transfer (``framing.transfer_fields``)
-        on an open connection goes straight to its session (``quiet``: no
-        event waits, ``Session.take_transfer``); anything else takes the
-        generic path as the Transfer it is."""
-        s = self._remote.get(channel)
-        if self.state is not _OPENED or s is None or channel > self.config.channel_max:
-            self._item(Frame(TYPE_AMQP, channel, transfer_of(fields), payload))
-            return
-        if COVERAGE is not None:
-            COVERAGE.add((self.role.value, "OPENED", "recv:frame"))
-        # recv:frame keeps OPENED as it is (the table says so; a test checks)
-        s.take_transfer(fields, payload, quiet)
+        name = _CHANNEL_FRAMES.get(type(body))
+        if name is not None:
+            self._input("channel", (name, item.channel, body))
+        elif type(body) is Open:
+            self._input("open", (body, item.channel))
+        elif type(body) is Close:
+            self._input("close", body)
+        else:  # (the reader makes every Transfer a run; a performative is one of these)
+            raise connection_violation(f"{type(body).__name__} is not a connection's frame",
+                                       AmqpCondition.NOT_IMPLEMENTED)
 
     def _header(self, h: ProtocolHeader) -> None:
         proto = h.protocol
@@ -583,24 +493,22 @@ class Connection:
                 if proto != "sasl":
                     self._mismatch(h, "the server answered the SASL header with another")
                     return
-                sasl.handle_header()
+                sasl.handle_header(self._out)
                 return
             if proto != "amqp":
                 self._mismatch(h, "the server did not answer with the AMQP 1.0 header")
                 return
-            self._go("recv:header")
+            self._input("header")
             return
         cfg = self.config
         assert isinstance(cfg, ServerConfig)
         if proto == "sasl" and sasl is None and cfg.authenticator is not None:
-            self.sasl = SaslLayer(Role.SERVER, self._out.extend,
-                                  ServerNegotiator(cfg.authenticator))
-            self.sasl.handle_header()
+            self.sasl = SaslLayer(Role.SERVER, ServerNegotiator(cfg.authenticator))
+            self.sasl.handle_header(self._out)
             return
         if proto == "amqp" and (sasl is None or sasl.done) and not (
                 cfg.require_sasl and sasl is None):
-            self._go("recv:header")
-            self._send_header()
+            self._input("header")
             return
         if proto == "tls":
             why = "the client asked for TLS (AMQP 2 1 0 0): the adapter must do TLS"
@@ -614,109 +522,34 @@ class Connection:
         self._mismatch(h, why)
 
     def _mismatch(self, h: ProtocolHeader, why: str) -> None:
-        self.closed_reason = why
-        self._go("recv:bad-header")
-        self._events.append(mismatch(h.raw))
-        self._events.append(ev.ConnectionClosed(None, why, True))
+        self._input("bad-header", (h, why))
 
     def _after_sasl_step(self) -> None:
         sasl = self.sasl
         assert sasl is not None
         if sasl.done:
-            self._events.append(ev.SaslCompleted(sasl.mechanism or "", sasl.identity))
+            self.events.append(ev.SaslCompleted(sasl.mechanism or "", sasl.identity))
             self._reader.expect_header()
             if self.role is Role.CLIENT:
-                self._send_header()
-                self._send_open()
+                self._input("open()")
         elif sasl.failed:
-            self._go("sasl:failed")
-            outcome = sasl.outcome
-            code = int(outcome.code) if outcome is not None else None
-            why = f"SASL authentication failed (code {code})"
-            self.closed_reason = why
-            self._events.append(ev.ConnectionClosed(code, why, self.role is Role.CLIENT,
-                                                    condition="amqp:unauthorized-access"))
-
-    def _on_open(self, body: Open, channel: int) -> None:
-        if channel != 0:
-            raise connection_violation(f"open on channel {channel}", "amqp:connection:framing-error")
-        self._go("recv:open")
-        self.remote_open = body
-        if body.max_frame_size < MIN_MAX_FRAME_SIZE:
-            raise connection_violation(f"max-frame-size {body.max_frame_size} is below 512",
-                            "amqp:invalid-field")
-        self.peer_max_frame_size = body.max_frame_size
-        self.peer_channel_max = body.channel_max
-        if body.idle_time_out:
-            self._clock.configure(send_interval=body.idle_time_out / 2000,
-                                  receive_timeout=self._clock.receive_timeout)
-            self._clock.arm(self._now, send=True, watch=False)
-        if self.state is ConnState.OPEN_RCVD:
-            self._send_open()
-        if self.state is ConnState.OPENED:
-            sasl = self.sasl
-            self._events.append(ev.ConnectionOpened(
-                virtual_host=body.hostname or "", channel_max=min(self.config.channel_max,
-                                                                  body.channel_max),
-                max_frame_size=min(self.config.max_frame_size, body.max_frame_size),
-                heartbeat=body.idle_time_out, peer_properties=self.peer_properties,
-                mechanism=sasl.mechanism or "" if sasl else "", identity=sasl.identity
-                if sasl else None, container_id=body.container_id))
-
-    def _on_close(self, body: Close) -> None:
-        self._go("recv:close")
-        self.remote_error = body.error
-        by_peer = self.state is ConnState.CLOSE_RCVD  # else it answers our close
-        if by_peer:
-            self._go("send:close")
-            self._write(0, Close())
-        err = body.error if by_peer else self.error
-        self.closed_reason = err.description if err is not None else "closed"
-        self._events.append(ev.ConnectionClosed(
-            None, err.description if err is not None else None, by_peer,
-            condition=err.condition if err is not None else None,
-            info=err.info if err is not None else None))
-
-    def _on_session_frame(self, body: Any, channel: int, payload: bytes) -> None:
-        self._go("recv:frame")
-        if self.state is not ConnState.OPENED:
-            return  # closing: dropped
-        if channel > self.config.channel_max:
-            raise connection_violation(f"channel {channel} is above our channel-max "
-                            f"{self.config.channel_max}", "amqp:connection:framing-error")
-        t = type(body)
-        if t is Begin:
-            self._on_begin(body, channel)
-            return
-        s = self._remote.get(channel)
-        if s is None:
-            raise connection_violation(f"{t.__name__.lower()} on channel {channel}, where no session is "
-                            "begun", "amqp:not-found")
-        if t is End:
-            s.handle_end(body)
-        else:
-            s.handle_frame(body, payload)
+            self._input("sasl-failed", sasl)
 
     def _on_begin(self, body: Begin, channel: int) -> None:
         if channel in self._remote:
             raise connection_violation(f"begin on channel {channel}, where a session is begun",
-                            "amqp:illegal-state")
+                                       AmqpCondition.ILLEGAL_STATE)
         rc = body.remote_channel
         if rc is not None:
             s = self.sessions.get(rc)
             if s is None or s.remote_channel is not None:
-                raise connection_violation(f"begin answers channel {rc}, where we began no session",
-                                "amqp:not-found")
+                raise connection_violation(f"begin answers channel {rc}, where we began no "
+                                           "session", AmqpCondition.NOT_FOUND)
         else:
-            s = Session(self._session_port, self._free_channel(), self.config.session)
+            s = Session(self, self._free_channel(), self.config.session)
             self.sessions[s.channel] = s
         self._remote[channel] = s
-        s.handle_begin(body, channel)
-
-    def _session_gone(self, s: Session) -> None:
-        self.sessions.pop(s.channel, None)
-        if s.remote_channel is not None and self._remote.get(s.remote_channel) is s:
-            del self._remote[s.remote_channel]
+        s.receive("begin", (body, channel))
 
     # -- time ---------------------------------------------------------------------------
     def next_deadline(self) -> float | None:
@@ -730,24 +563,200 @@ class Connection:
         """Send an empty frame when one is due; close the connection when the
         peer has been silent longer than ``idle_timeout``."""
         self._now = now
-        events = self._events
-        self._events = []
-        if self.state is ConnState.END:
+        events = self.events
+        self.events = []
+        if self.state is _END:
             return events
         idle, send = self._clock.poll(now)
         if idle is not None:
             events.append(ev.HeartbeatTimeout(idle))
             self.closed_reason = f"the peer was silent for {idle:.3f} s"
-            if self.state in _OPEN_OUT:  # say why, though the peer may not hear it
-                err = Error(condition="amqp:resource-limit-exceeded",
-                            description=f"idle time-out: nothing for {idle:.3f} s")
-                self.error = err
-                self._write(0, Close(error=err))
-            self._go("timer:dead")
+            process_input(self, CONNECTION_MACHINE, "timeout", idle, events)
         elif send and self.state in _OPEN_OUT:
             self._out += EMPTY_FRAME
             self._clock.last_out = now
         return events
+
+    # -- handlers: (the connection, its input's argument, its events) -> the state
+    # chosen, or None
+
+    def _open_call(self, _: None, events: list[Event]) -> None:
+        """Client: the AMQP header and our open (and what the caller made meanwhile)."""
+        self._out += AMQP_HEADER
+        self._write_open()
+
+
+    def _on_header(self, _: None, events: list[Event]) -> None:
+        if self.role is Role.SERVER:
+            self._out += AMQP_HEADER  # answered at once
+
+
+    def _on_bad_header(self, arg: tuple[ProtocolHeader, str], events: list[Event]) -> None:
+        h, why = arg
+        self.closed_reason = why
+        events.append(mismatch(h.raw))
+        events.append(ev.ConnectionClosed(None, why, True))
+
+
+    def _sasl_failed(self, sasl: SaslLayer, events: list[Event]) -> None:
+        outcome = sasl.outcome
+        code = int(outcome.code) if outcome is not None else None
+        why = f"SASL authentication failed (code {code})"
+        self.closed_reason = why
+        events.append(ev.ConnectionClosed(code, why, self.role is Role.CLIENT,
+                                          condition=AmqpCondition.UNAUTHORIZED_ACCESS))
+
+
+    def _hold_or_write(self, arg: tuple[int, Any, bytes], events: list[Event]) -> None:
+        if self.state is ConnState.START:  # (a client while SASL runs: they follow our open)
+            self._held.append(arg)
+            return
+        self._write_session_frame(*arg)
+
+
+    def _write_transfer(self, arg: tuple[int, bytes, bytes], events: list[Event]) -> None:
+        """A delivery's one frame (:meth:`write_transfer`)."""
+        channel, fields, payload = arg
+        out = self._out  # (framing.write_transfer_frame, inlined: the sending hot path)
+        out += _pack_head(14 + len(fields) + len(payload), 2, 0, channel)
+        out += b"\x00\x53\x14\xc0"
+        out.append(len(fields) + 1)
+        out.append(5)
+        out += fields
+        out += payload
+        self._clock.last_out = self._now
+
+    def _on_open(self, arg: tuple[Open, int], events: list[Event]) -> None:
+        body, channel = arg
+        if channel != 0:
+            raise connection_violation(f"open on channel {channel}",
+                                       ConnectionCondition.FRAMING_ERROR)
+        if body.max_frame_size < MIN_MAX_FRAME_SIZE:
+            raise connection_violation(f"max-frame-size {body.max_frame_size} is below 512",
+                                       AmqpCondition.INVALID_FIELD)
+        self.remote_open = body
+        self.peer_max_frame_size = body.max_frame_size
+        self.peer_channel_max = body.channel_max
+        if body.idle_time_out:
+            self._clock.configure(send_interval=body.idle_time_out / 2000,
+                               receive_timeout=self._clock.receive_timeout)
+            self._clock.arm(self._now, send=True, watch=False)
+        if self.state is ConnState.HDR_EXCH:
+            self._write_open()  # a server answers at once
+        if self.state is ConnState.HDR_EXCH or self.state is ConnState.OPEN_SENT:
+            sasl = self.sasl
+            events.append(ev.ConnectionOpened(
+                virtual_host=body.hostname or "", channel_max=min(self.config.channel_max,
+                                                                  body.channel_max),
+                max_frame_size=min(self.config.max_frame_size, body.max_frame_size),
+                heartbeat=body.idle_time_out, peer_properties=self.peer_properties,
+                mechanism=sasl.mechanism or "" if sasl else "", identity=sasl.identity
+                if sasl else None, container_id=body.container_id))
+
+
+    def _close_call(self, error: Error | None, events: list[Event]) -> ConnState:
+        self._write(0, Close(error=error))
+        self.error = self.local_condition = error
+        if self.state is ConnState.OPEN_PIPE:
+            return ConnState.OC_PIPE
+        if error is not None:  # what the peer sends until its close is dropped
+            return ConnState.DISCARDING
+        return ConnState.CLOSE_PIPE if self.state is ConnState.OPEN_SENT else ConnState.CLOSE_SENT
+
+
+    def _on_close(self, body: Close, events: list[Event]) -> None:
+        self.remote_error = self.remote_condition = body.error
+        by_peer = self.state is ConnState.OPEN_SENT or self.state is _OPENED  # else it answers ours
+        if by_peer:
+            self._write(0, Close())  # answered at once
+        err = body.error if by_peer else self.error
+        self.closed_reason = err.description if err is not None else "closed"
+        events.append(ev.ConnectionClosed(
+            None, err.description if err is not None else None, by_peer,
+            condition=err.condition if err is not None else None,
+            info=err.info if err is not None else None))
+
+
+    def _on_channel(self, arg: tuple[str, int, Any], events: list[Event]) -> None:
+        """A session's frame: to the session mapped on its channel."""
+        name, channel, body = arg
+        if channel > self.config.channel_max:
+            raise connection_violation(f"channel {channel} is above our channel-max "
+                                       f"{self.config.channel_max}", ConnectionCondition.FRAMING_ERROR)
+        if name == "begin":
+            self._on_begin(body, channel)
+            return
+        s = self._remote.get(channel)
+        if s is None:
+            raise connection_violation(f"{name} on channel {channel}, where no session is begun",
+                                       AmqpCondition.NOT_FOUND)
+        s.receive(name, body)
+
+
+    def _on_eof(self, _: None, events: list[Event]) -> None:
+        self.closed_reason = "the transport ended"
+        events.append(ev.ConnectionLost("the transport ended before close"))
+
+
+    def _on_timeout(self, idle: float, events: list[Event]) -> None:
+        if self.state in _OPEN_OUT:  # say why, though the peer may not hear it
+            err = Error(condition=AmqpCondition.RESOURCE_LIMIT_EXCEEDED,
+                        description=f"idle time-out: nothing for {idle:.3f} s")
+            self.error = self.local_condition = err
+            self._write(0, Close(error=err))
+
+
+    def _violation(self, err: Error, events: list[Event]) -> None:
+        """The peer broke the protocol where a close can say so."""
+        if self.state is ConnState.HDR_EXCH:
+            self._write_open()  # a close must follow an open
+        self.error = self.local_condition = err
+        self._write(0, Close(error=err))
+
+    _TO_END = Entry((_END,))
+    _TIMEOUT = Entry((_END,), _on_timeout)
+    _CLOSED = Entry((_END,), _on_close)
+    _DROPPED = Entry[ConnState]()  # what the peer sent before it saw our close
+    _FRAME = Entry[ConnState]((), _hold_or_write)
+    _HEADER_BAD = Entry((_END,), _on_bad_header)
+    _VIOLATION_CLOSE = Entry((_S.DISCARDING,), _violation)  # close(error), then its close awaited
+    MACHINE: ClassVar[Machine[ConnState]] = Machine("1.0 connection", {
+        # START holds a client's frames while SASL runs; "violation" here: the
+        # peer broke the protocol where no close can carry an error (the socket goes)
+        _S.START: {"open()": Entry((_S.OPEN_PIPE,), _open_call),
+                   "header": Entry((_S.HDR_EXCH,), _on_header), "frame()": _FRAME,
+                   "bad-header": _HEADER_BAD, "sasl-failed": Entry((_END,), _sasl_failed),
+                   "violation": _TO_END},
+        _S.HDR_EXCH: {"open": Entry((_OPENED,), _on_open), "violation": _VIOLATION_CLOSE},
+        _S.OPEN_PIPE: {"header": Entry((_S.OPEN_SENT,), _on_header), "frame()": _FRAME,
+                       "close()": Entry((_S.OC_PIPE,), _close_call), "bad-header": _HEADER_BAD,
+                       "timeout": _TIMEOUT},
+        _S.OC_PIPE: {"header": Entry((_S.CLOSE_PIPE,), _on_header), "bad-header": _HEADER_BAD,
+                     "timeout": _TIMEOUT},
+        _S.OPEN_SENT: {"open": Entry((_OPENED,), _on_open), "frame()": _FRAME,
+                       "close()": Entry((_S.CLOSE_PIPE, _S.DISCARDING), _close_call),
+                       "close": _CLOSED, "timeout": _TIMEOUT, "violation": _VIOLATION_CLOSE},
+        _S.CLOSE_PIPE: {"open": Entry((_S.CLOSE_SENT,), _on_open), "close": _CLOSED,
+                        "timeout": _TIMEOUT, "violation": _TO_END},
+        _OPENED: {"frame()": _FRAME, "transfer()": Entry((), _write_transfer),
+                  "channel": Entry((), _on_channel),
+                  "close()": Entry((_S.CLOSE_SENT, _S.DISCARDING), _close_call),
+                  "close": _CLOSED, "timeout": _TIMEOUT, "violation": _VIOLATION_CLOSE},
+        # after our close we write nothing more; the peer's frames until its close are dropped
+        _S.CLOSE_SENT: {"channel": _DROPPED, "close": _CLOSED, "timeout": _TIMEOUT,
+                        "violation": _TO_END},
+        _S.DISCARDING: {"channel": _DROPPED, "open": Entry((), _on_open), "close": _CLOSED,
+                        "timeout": _TIMEOUT, "violation": _TO_END},
+        _END: {},
+    }, universal={"eof": Entry((_END,), _on_eof)}, terminal=(_END,), illegal=_illegal,
+        endpoint_states={
+            _S.START: (_U, _U), _S.HDR_EXCH: (_U, _U), _S.OPEN_PIPE: (_A, _U), _S.OC_PIPE: (_C, _U),
+            _S.OPEN_SENT: (_A, _U), _OPENED: (_A, _A), _S.CLOSE_PIPE: (_C, _U),
+            _S.CLOSE_SENT: (_C, _A), _S.DISCARDING: (_C, _A), _END: (_C, _C)})
+
+
+CONNECTION_MACHINE = Connection.MACHINE
+_WRITABLE = frozenset(s for s, row in CONNECTION_MACHINE.rows.items() if "frame()" in row)
 
 
 if TYPE_CHECKING:

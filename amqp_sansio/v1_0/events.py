@@ -15,6 +15,7 @@ __all__ = [
     "Event", "ChannelEvent", "ConnectionOpened", "ConnectionClosed", "ConnectionLost",
     "ProtocolHeaderMismatch", "HeartbeatReceived", "HeartbeatTimeout", "ProtocolViolation",
     "SaslCompleted", "SessionBeginRequested", "SessionBegun", "SessionEnded",
+    "SessionWindowOpened",
     "LinkAttachRequested", "LinkAttached", "LinkRefused", "LinkDetached", "LinkFlow",
     "LinkSettleModeMismatch", "DeliveryReceived", "DeliveryAborted", "DeliveryUpdated",
     "TxnDeclared", "TxnDischarged", "TxnFailed", "TxnDeclareRequested", "TxnDischargeRequested",
@@ -47,7 +48,7 @@ from .link import (
     LinkRefused,
     LinkSettleModeMismatch,
 )
-from .session import SessionBeginRequested, SessionBegun, SessionEnded
+from .session import SessionBeginRequested, SessionBegun, SessionEnded, SessionWindowOpened
 
 
 @attrs.frozen(slots=True)

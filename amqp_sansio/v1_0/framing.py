@@ -27,8 +27,8 @@ from __future__ import annotations
 __all__ = [
     "AMQP_HEADER", "SASL_HEADER", "TLS_HEADER", "PROTOCOL_IDS", "MIN_MAX_FRAME_SIZE",
     "EMPTY_FRAME", "TYPE_AMQP", "TYPE_SASL", "ProtocolHeader", "Frame", "FrameReader",
-    "encode_frame", "decode_frame", "TransferFields", "FastTransfer", "transfer_fields",
-    "transfer_of", "Encoded", "accepted_disposition",
+    "encode_frame", "decode_frame", "TransferFields", "TransferFrame", "TransferRun",
+    "transfer_fields", "transfer_frame", "transfer_of", "Encoded", "accepted_disposition",
 ]
 
 import functools
@@ -161,15 +161,35 @@ _PERFORMATIVE_DECODERS = {cls.CODE: cls.decode_from for cls in BY_CODE.values()
                           if "frame" in cls.PROVIDES and cls.CODE < 256}
 
 
-#: A single-frame transfer's fields as :func:`transfer_fields` reads them:
+#: A common transfer's fields as :func:`transfer_fields` reads them:
 #: (handle, delivery-id, delivery-tag, message-format, settled); the rest of
 #: the transfer is as a :class:`~.spec.Transfer` has it by default (more,
 #: resume, aborted and batchable false; no rcv-settle-mode, no state).
 TransferFields = tuple[int, int, bytes, int, bool]
-#: What :meth:`FrameReader.next_fast` makes of such a transfer's frame:
-#: (channel, fields, payload) -- a plain tuple,
-#: the cheapest object to make, once a message.
-FastTransfer = tuple[int, TransferFields, bytes]
+#: One transfer frame as the connection, session and link take it: the
+#: performative's eleven fields in spec order (handle, delivery-id,
+#: delivery-tag, message-format, settled, more, rcv-settle-mode, state,
+#: resume, aborted, batchable), then the payload -- a plain tuple, the
+#: cheapest object to make, once a frame.
+TransferFrame = tuple[int, "int | None", "bytes | None", "int | None", "bool | None", bool, Any,
+                      Any, bool, bool, bool, bytes]
+
+
+class TransferRun(NamedTuple):
+    """Consecutive transfer frames of one link (``channel``, ``handle``), in
+    order, as :meth:`FrameReader.next_input` reads them: one input for each
+    layer, whatever its length (a read's run of deliveries, or one frame)."""
+
+    channel: int
+    handle: int
+    frames: list[TransferFrame]
+
+
+def transfer_frame(body: Transfer, payload: bytes) -> TransferFrame:
+    """The :data:`TransferFrame` of a decoded Transfer."""
+    return (body.handle, body.delivery_id, body.delivery_tag, body.message_format,
+            body.settled, bool(body.more), body.rcv_settle_mode, body.state,
+            bool(body.resume), bool(body.aborted), bool(body.batchable), payload)
 
 
 class FrameReader:
@@ -199,7 +219,7 @@ class FrameReader:
         self.offset = 0  # stream position of _buf[0]
         self.sasl = False  # inside a SASL exchange (after a SASL header)
         self.max_depth = MAX_DEPTH
-        self._shape: _Shape | None = None  # the last common transfer's (next_fast)
+        self._shape: _Shape | None = None  # the last common transfer's layout
 
     def expect_header(self) -> None:
         self._want_header = True
@@ -240,11 +260,16 @@ class FrameReader:
     def next_item(self) -> ProtocolHeader | Frame | None:
         """The next complete header or frame, or None until more octets come.
         Raises DecodeError (the connection is over: the reader is spent)."""
-        return cast("ProtocolHeader | Frame | None", self.next_fast(False))
+        return cast("ProtocolHeader | Frame | None", self._next(False))
 
-    def next_fast(self, fast: bool = True) -> ProtocolHeader | Frame | FastTransfer | None:
-        """:meth:`next_item`, with a common transfer (:func:`transfer_fields`)
-        as a :data:`FastTransfer` when ``fast`` (the connection reads them)."""
+    def next_input(self) -> ProtocolHeader | Frame | TransferRun | None:
+        """:meth:`next_item` as a connection takes it: consecutive transfer
+        frames of one link come as one :class:`TransferRun` (a common one
+        -- :func:`transfer_fields` -- and those after it laid out alike, or
+        any other transfer alone)."""
+        return self._next(True)
+
+    def _next(self, runs: bool) -> ProtocolHeader | Frame | TransferRun | None:
         buf = self._buf
         pos = self._pos
         avail = len(buf) - pos
@@ -258,23 +283,14 @@ class FrameReader:
             if avail < 8:
                 return None
             return self._header(pos, 8)
-        if fast and (sh := self._shape) is not None and avail >= sh[0]:
-            # a transfer laid out as the last common one was: its octets but
-            # the delivery-id and tag equal that one's (one unpack and three
-            # compares instead of transfer_fields' octet by octet)
-            t = sh[1](buf, pos)
-            size = t[0]
-            if (t[1] == sh[2] and t[3] == sh[3] and t[5] == sh[4] and avail >= size >= sh[0]
-                    and size <= self.max_frame_size):
-                end = pos + size
-                payload = buf[pos + sh[0]:end]
-                if type(payload) is not bytes:
-                    payload = bytes(payload)
-                if end < len(buf) and end <= 65536:
-                    self._pos = end  # (_advance's common case)
-                else:
-                    self._advance(end)
-                return sh[5], (sh[6], t[2], t[4], sh[7], sh[8]), payload
+        if runs and (sh := self._shape) is not None and avail >= sh[0]:
+            # transfers laid out as the last common one was
+            frames = self._gather(sh, [])
+            if frames:
+                return TransferRun(sh[5], sh[6], frames)
+            buf = self._buf
+            pos = self._pos
+            avail = len(buf) - pos
         if avail < 8:
             return None
         size, doff, ftype, channel = _unpack_head(buf, pos)
@@ -291,19 +307,20 @@ class FrameReader:
             return None
         start = pos + doff * 4
         end = pos + size
-        if (fast and ftype == 0 and end - start > 3 and buf[start + 2] == 0x14
+        if (runs and ftype == 0 and end - start > 3 and buf[start + 2] == 0x14
                 and buf[start + 1] == 0x53 and buf[start] == 0):
             got = transfer_fields(buf, start + 3, end)
-            if got is not None:
-                fields, used = got
-                if doff == 2:
-                    self._shape = _shape_of(buf, pos, used, channel, fields)
+            if got is not None:  # a common transfer: read, and the layout of the next
+                f, used = got
+                shape = _shape_of(buf, pos, used, channel, f) if doff == 2 else None
                 payload = bytes(buf[used:end]) if used < end else b""
-                if end < len(buf) and end <= 65536:
-                    self._pos = end  # (_advance's common case)
-                else:
-                    self._advance(end)
-                return channel, fields, payload
+                self._advance(end)
+                frames = [(f[0], f[1], f[2], f[3], f[4], False, None, None, False, False, False,
+                           payload)]
+                if shape is not None:
+                    self._shape = shape
+                    self._gather(shape, frames)
+                return TransferRun(channel, f[0], frames)
         origin = self.offset + start  # stream offset of the body
         frame = bytes(buf[start:end])
         self._advance(end)
@@ -314,22 +331,22 @@ class FrameReader:
         except DecodeError as e:
             e.offset = origin + (e.offset or 0)
             raise
-        return Frame(ftype, channel, body, frame[used:] if used < len(frame) else b"")
+        payload = frame[used:] if used < len(frame) else b""
+        if runs and type(body) is Transfer:  # any other transfer: a run of its own
+            return TransferRun(channel, body.handle, [transfer_frame(body, payload)])
+        return Frame(ftype, channel, body, payload)
 
-    def next_run(self) -> list[FastTransfer]:
-        """The common transfers from here on laid out as the last one
-        :meth:`next_fast` read was (as it would give them one by one, in
-        one call: a read's run of deliveries), up to anything else; [] when
-        the next item is not one."""
-        sh = self._shape
-        if sh is None or self._want_header or self.sasl or self._spent:
-            return []
+    def _gather(self, sh: _Shape, out: list[TransferFrame]) -> list[TransferFrame]:
+        """The common transfers from here on laid out as ``sh`` says (its
+        octets but the delivery-id and tag: one unpack and three compares a
+        frame instead of :func:`transfer_fields`' octet by octet), up to
+        anything else or the frame-size limit, appended to ``out``."""
         buf = self._buf
         pos = self._pos
         n = len(buf)
-        length, unpack, head, taghdr, rest, channel, handle, fmt, settled = sh
+        length, unpack, head, taghdr, rest, _channel, handle, fmt, settled = sh
         limit = self.max_frame_size
-        out: list[Any] = []  # (FastTransfers; a bytearray slice until made bytes)
+        first = len(out)
         while n - pos >= length:
             t = unpack(buf, pos)
             size = t[0]
@@ -337,11 +354,12 @@ class FrameReader:
                     and length <= size <= n - pos and size <= limit):
                 break
             end = pos + size
-            out.append((channel, (handle, t[2], t[4], fmt, settled), buf[pos + length:end]))
+            out.append((handle, t[2], t[4], fmt, settled, False, None, None, False, False, False,
+                        buf[pos + length:end]))  # type: ignore[arg-type]  # (made bytes below)
             pos = end
-        if out:
-            if type(buf) is not bytes:
-                out = [(c, f, bytes(p)) for c, f, p in out]
+        if len(out) > first:
+            if type(buf) is not bytes:  # (a bytearray's slices: made bytes)
+                out[first:] = [(*f[:11], bytes(f[11])) for f in out[first:]]
             self._advance(pos)
         return out
 
@@ -483,7 +501,7 @@ def _shape_of(buf: bytes | bytearray, pos: int, used: int, channel: int,
               fields: TransferFields) -> _Shape | None:
     """The layout of the common transfer (doff 2) at ``buf[pos]`` whose
     payload starts at ``used`` (:func:`transfer_fields` took it: the octets
-    are well-formed), for :meth:`FrameReader.next_fast` to know the next
+    are well-formed), for :meth:`FrameReader.next_input` to know the next
     one laid out the same way by comparing octets: any frame whose octets
     equal these but at the delivery-id and tag is the same transfer for
     transfer_fields, with that id and tag.  None when the delivery-id is
@@ -529,10 +547,14 @@ def _tails() -> dict[bytes, bool]:
 _TAILS = _tails()
 
 
-def transfer_of(f: TransferFields) -> Transfer:
+def transfer_of(f: TransferFrame | TransferFields) -> Transfer:
     """The Transfer the generic decoder makes of the same octets."""
+    if len(f) == 5:
+        return Transfer(handle=f[0], delivery_id=f[1], delivery_tag=f[2], message_format=f[3],
+                        settled=f[4])
     return Transfer(handle=f[0], delivery_id=f[1], delivery_tag=f[2], message_format=f[3],
-                    settled=f[4])
+                    settled=f[4], more=f[5], rcv_settle_mode=f[6], state=f[7], resume=f[8],
+                    aborted=f[9], batchable=f[10])
 
 
 def _performative(frame: bytes, ftype: int, depth: int) -> tuple[Any, int]:

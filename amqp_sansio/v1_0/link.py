@@ -2,64 +2,84 @@
 
 Rules of this file:
 
-1. ``LINK_TRANSITIONS`` below is the link's only state machine; ``_go`` is
-   the only place ``state`` changes.  Inputs are ``send:<performative>`` (we
-   write it) and ``recv:<performative>`` (the peer did); ``frame`` stands for
-   flow, transfer and disposition.  A ``recv`` input the table lacks is the
-   peer's violation, a ``send`` input it lacks is the caller's misuse.
-2. A link talks to its session only through the :class:`LinkPort` it was
-   given (write a frame, send a delivery's frames, number a delivery, emit an
-   event).  It never touches the session's or the connection's state.
+1. ``LINK_MACHINE`` below is the link's only state machine, on the one
+   engine (:mod:`amqp_sansio.engine`): ``state -> input -> Entry(targets,
+   handler)``.  Inputs are the peer's performatives by name (``attach``,
+   ``flow``, ``transfer`` ...), our calls written ``flow()``, ``send()`` ...,
+   and ``end`` (our session ended).  An input the table lacks is the peer's
+   violation (``illegal-state``, the session ends) or the caller's misuse
+   (``LocalProtocolError``, nothing changed).
+2. A link returns what it does: every input runs with a :class:`LinkStep`
+   its session hands it -- the frames to write on the session's channel,
+   the deliveries to book or forget, the events -- and the session carries
+   it out (:meth:`Session.run_link`).  A link never writes a frame, numbers
+   a delivery or keeps a book of its session's.
 3. Proton's endpoint model: ``local_state``/``remote_state`` (UNINIT,
    ACTIVE, CLOSED) derive from ``state``; ``error``/``remote_error`` are the
    conditions each side ended with.
 
 Credit [OASIS part 2 §2.6.7]: the sender owns ``delivery_count`` (+1 per
 delivery, not per frame); the receiver grants ``credit``; a sender's credit
-is ``delivery-count(rcv) + link-credit(rcv) - delivery-count(snd)`` and it
-never sends a delivery without credit.  Settlement [§2.6.12]: a sender may
-pre-settle; a receiver settles first (``rcv-settle-mode`` first) or reports
-its outcome and settles after the sender did (second).  A second, different
-terminal outcome for one delivery is the peer's violation (the broker book,
-item 27), except that outcomes inside a transaction stay provisional.
+is ``delivery-count(rcv) + link-credit(rcv) - delivery-count(snd)`` (the
+counts are serials, the credit a plain uint: 2**32-1 is that much credit)
+and it never sends a delivery without credit.  Settlement [§2.6.12]: a
+sender may pre-settle; a receiver settles first (``rcv-settle-mode`` first)
+or reports its outcome and settles after the sender did (second).  A second,
+different terminal outcome for one delivery is the peer's violation (the
+broker book, item 27), except that outcomes inside a transaction stay
+provisional.
+
+Receiving: the peer's transfers come as a *run* (framing's
+:data:`~.framing.TransferRun`: consecutive transfer frames of this link, one
+or many), taken under one table check by one handler; a delivery in one
+frame and one in several go through the same loop.
 """
 
 from __future__ import annotations
 
 __all__ = [
-    "LinkState", "LINK_TRANSITIONS", "LinkPort", "Link", "Delivery", "EndpointState",
-    "COVERAGE", "LinkAttachRequested", "LinkAttached", "LinkRefused", "LinkDetached",
+    "LinkState", "LINK_MACHINE", "LinkStep", "LinkOwner", "Link", "Delivery", "EndpointState",
+    "LinkAttachRequested", "LinkAttached", "LinkRefused", "LinkDetached",
     "LinkFlow", "LinkSettleModeMismatch", "DeliveryReceived", "DeliveryAborted",
-    "DeliveryUpdated",
+    "DeliveryUpdated", "FLOW", "FLOW_ECHO", "DeliveryState", "SourceTerminus", "TargetTerminus",
 ]
 
 import enum
 import operator
 from collections import deque
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Hashable, Iterable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import attrs
 
+from ..engine import Endpoint, EndpointState, Entry, Handler, Machine
 from ..events import ChannelEvent, Event, ProtocolViolation
-from ..serial import serial_add, serial_diff
 from ._errors import SessionViolation, local_error
-from .framing import Encoded, TransferFields, accepted_disposition
+from .codec import Described
+from .framing import Encoded, TransferFrame, accepted_disposition
 from .spec import (
     DELIVERY_TAG_MAX,
     OUTCOME_CLASSES,
     Accepted,
+    AmqpCondition,
     Attach,
+    Coordinator,
+    Declared,
     Detach,
     Disposition,
     Error,
     Flow,
+    LinkCondition,
+    Modified,
+    Received,
     ReceiverSettleMode,
+    Rejected,
+    Released,
     Role,
     SenderSettleMode,
     Source,
+    Target,
     TransactionalState,
-    Transfer,
 )
 
 if TYPE_CHECKING:
@@ -72,122 +92,85 @@ class LinkState(enum.Enum):
     ATTACH_RCVD = "ATTACH_RCVD"
     ATTACHED = "ATTACHED"
     DETACH_SENT = "DETACH_SENT"
-    DETACH_RCVD = "DETACH_RCVD"
     DETACHED = "DETACHED"
     # members are singletons: identity hashing is exact, and C-level (Enum's
-    # own __hash__ is a Python call per state-table lookup, ~10 a message)
+    # own __hash__ is a Python call per state-table lookup)
     __hash__ = object.__hash__
 
 
 _S = LinkState
-LINK_TRANSITIONS: dict[LinkState, dict[str, LinkState]] = {
-    _S.UNATTACHED: {"send:attach": _S.ATTACH_SENT, "recv:attach": _S.ATTACH_RCVD},
-    # a receiver may grant credit right behind its attach
-    _S.ATTACH_SENT: {"recv:attach": _S.ATTACHED, "send:frame": _S.ATTACH_SENT,
-                     "send:detach": _S.DETACH_SENT},
-    # a receiving peer may grant credit right behind its attach
-    _S.ATTACH_RCVD: {"send:attach": _S.ATTACHED, "recv:frame": _S.ATTACH_RCVD,
-                     "recv:detach": _S.DETACH_RCVD},
-    _S.ATTACHED: {"send:frame": _S.ATTACHED, "recv:frame": _S.ATTACHED,
-                  "send:detach": _S.DETACH_SENT, "recv:detach": _S.DETACH_RCVD},
-    # frames the peer sent before it saw our detach are read and dropped
-    _S.DETACH_SENT: {"recv:frame": _S.DETACH_SENT, "recv:detach": _S.DETACHED,
-                     "recv:attach": _S.DETACH_SENT},  # its answer crossed our detach
-    # answered at once (with an attach first if we had not sent one)
-    _S.DETACH_RCVD: {"send:attach": _S.DETACH_RCVD, "send:detach": _S.DETACHED},
-    _S.DETACHED: {},
-}
-# a session that ends detaches its links, without frames (not closing them)
-for _st in (_S.ATTACH_SENT, _S.ATTACH_RCVD, _S.ATTACHED, _S.DETACH_SENT):
-    LINK_TRANSITIONS[_st]["session:end"] = _S.DETACHED
-del _st
-
 # The members the hot paths compare with, as module constants: on Python 3.11
 # ``LinkState.ATTACHED`` is a metaclass lookup of ~110 ns, a global ~10.
 _ATTACHED = _S.ATTACHED
+_DETACH_SENT = _S.DETACH_SENT
 _RECEIVER = Role.RECEIVER
 _SENDER = Role.SENDER
 _PRESETTLED = SenderSettleMode.SETTLED
 _UNSETTLED = SenderSettleMode.UNSETTLED
+_MASK = 0xFFFFFFFF
+_HALF = 0x80000000
 
-# (state, input) pairs the core went through, for transition-coverage tests
-COVERAGE: set[tuple[str, str]] | None = None
 # a lax sender's flows we wait for an answer to (more: the oldest's is lost)
 _LAX_FLOWS_KEPT = 64
 
-
-class EndpointState(enum.Enum):
-    UNINIT = "UNINIT"
-    ACTIVE = "ACTIVE"
-    CLOSED = "CLOSED"
-
-
-_LOCAL = {_S.UNATTACHED: "UNINIT", _S.ATTACH_SENT: "ACTIVE", _S.ATTACH_RCVD: "UNINIT",
-          _S.ATTACHED: "ACTIVE", _S.DETACH_SENT: "CLOSED", _S.DETACH_RCVD: "ACTIVE",
-          _S.DETACHED: "CLOSED"}
-_REMOTE = {_S.UNATTACHED: "UNINIT", _S.ATTACH_SENT: "UNINIT", _S.ATTACH_RCVD: "ACTIVE",
-           _S.ATTACHED: "ACTIVE", _S.DETACH_SENT: "ACTIVE", _S.DETACH_RCVD: "CLOSED",
-           _S.DETACHED: "CLOSED"}
+#: What a link asks its session to write for it besides performatives: a
+#: flow with the link's fields (the session fills in its own), echo or not.
+FLOW = "flow"
+FLOW_ECHO = "flow+echo"
 
 _TERMINAL = tuple(c for c in OUTCOME_CLASSES)
-
+#: A delivery's state as a transfer or disposition carries it (Described:
+#: one the spec does not define, as the peer sent it).
+DeliveryState = (Received | Accepted | Rejected | Released | Modified | Declared
+                 | TransactionalState | Described)
+#: A link's source, and its target (a coordinator: a transaction controller's).
+SourceTerminus = Source | Described
+TargetTerminus = Target | Coordinator | Described
 
 _batchable = operator.attrgetter("batchable")
 
 
-def _terminal(state: Any) -> bool:
+def _terminal(state: DeliveryState | None) -> bool:
     """A terminal outcome (not received, not a transactional state)."""
     return isinstance(state, _TERMINAL)
 
 
-class LinkPort(Protocol):
-    """What a link may ask of its session (the session implements it)."""
+class LinkStep:
+    """What one input to a link did, for its session to carry out.
 
-    @property
-    def channel(self) -> int: ...
+    ``frames``, in order: performatives (or :class:`~.framing.Encoded`
+    ones), :data:`FLOW`/:data:`FLOW_ECHO`, and a delivery's transfer as
+    ``(delivery, payload, more, kind)`` (kind 0: its first frame, numbered by
+    the session; 1: more of it; 2: its abort).  ``booked``: deliveries
+    received unsettled, by id (the session's book for dispositions);
+    ``forgotten``: deliveries settled or gone (off that book).  ``gone``: both
+    detaches exchanged (the session frees the link's handle and name).
+    ``events`` is the list the step's events go to (the connection's).
+    ``writable``: the session can write (else a link that must detach ends
+    its session instead)."""
 
-    @property
-    def max_frame_size(self) -> int: ...
+    __slots__ = ("frames", "events", "booked", "forgotten", "gone", "writable")
 
-    def can_write(self) -> bool:
-        """Whether the session (and connection) can take a frame now."""
+    def __init__(self, events: list[Event], writable: bool = True) -> None:
+        self.frames: list[Any] = []
+        self.events = events
+        self.booked: dict[int, Delivery] | None = None  # (made when needed)
+        self.forgotten: list[Delivery] | None = None
+        self.gone = False
+        self.writable = writable
 
-    def write(self, body: SpecObject | Encoded) -> None:
-        """Queue one attach/detach/disposition frame on the session's channel."""
+    def forget(self, ds: Iterable[Delivery]) -> None:
+        if self.forgotten is None:
+            self.forgotten = list(ds)
+        else:
+            self.forgotten += ds
 
-    def write_flow(self, link: Link, echo: bool = False) -> None:
-        """Queue a flow for ``link`` (the session fills in its own fields)."""
 
-    def send_transfer(self, link: Link, tag: bytes, message_format: int, settled: bool,
-                      payload: bytes) -> int | None:
-        """The sending hot path: number a delivery and write its one
-        transfer frame (no state, nothing more to come) now, and return its
-        delivery id -- or None, with nothing changed, when it cannot go at
-        once in one frame (then :meth:`send_delivery` does it)."""
+class LinkOwner(Protocol):
+    """A link's session, as the link sees it: it runs the link's local
+    calls (the machine, then what the step says)."""
 
-    def send_delivery(self, link: Link, first: Transfer, payload: bytes, more: bool) -> int:
-        """Queue transfer frames for ``payload`` (split to the frame size;
-        the first frame is ``first``, the rest carry only the handle); the
-        last says ``more``.  Returns the number of frames."""
-
-    def next_delivery_id(self) -> int: ...
-
-    def track(self, delivery: Delivery) -> None:
-        """Remember an unsettled delivery (dispositions name it by id)."""
-
-    def untrack(self, delivery: Delivery) -> None: ...
-
-    def untrack_many(self, deliveries: list[Delivery]) -> None:
-        """:meth:`untrack` for deliveries all received (one call a batch)."""
-
-    #: :meth:`track` for a received delivery, by id (the receiving hot
-    #: path's: the session's book's ``__setitem__``, no Python call)
-    track_incoming: Callable[[int, Delivery], object]
-
-    def emit(self, event: Event) -> None: ...
-
-    def link_gone(self, link: Link) -> None:
-        """Both detaches exchanged: free the handles."""
+    def run_link(self, link: Link, inp: str, arg: object = None) -> None: ...
 
 
 class Delivery:
@@ -196,12 +179,12 @@ class Delivery:
 
     __slots__ = ("link", "id", "tag", "message_format", "outgoing", "settled", "state",
                  "remote_settled", "remote_state", "aborted", "complete", "frames", "batchable",
-                 "resumed", "_chunks", "_size")
+                 "resumed", "size")
 
     def __init__(self, link: Link, delivery_id: int, tag: bytes, message_format: int,
                  outgoing: bool) -> None:
         self.link = link
-        self.id = delivery_id
+        self.id = delivery_id  # (an outgoing one's is set by its session as it goes)
         self.tag = tag
         self.message_format = message_format
         self.outgoing = outgoing
@@ -214,36 +197,62 @@ class Delivery:
         self.frames = 0
         self.batchable = False
         self.resumed = False  # a delivery of an earlier incarnation of the link, resumed
-        self._chunks: list[bytes] | None = None  # (made for a delivery of several frames)
-        self._size = 0
+        self.size = 0  # octets of the message so far
 
     def __repr__(self) -> str:
         return (f"Delivery(id={self.id}, tag={self.tag!r}, settled={self.settled}, "
                 f"remote_settled={self.remote_settled}, remote_state={self.remote_state!r})")
 
-    def update(self, state: Any) -> None:
+    def update(self, state: DeliveryState | None) -> None:
         """Report a state without settling (``rcv-settle-mode`` second, or a
         ``received`` progress state)."""
         self.link.dispose(self, state, settled=False)
 
-    def settle(self, state: Any = None) -> None:
+    def settle(self, state: DeliveryState | None = None) -> None:
         """Settle, with ``state`` (an outcome) if given."""
         self.link.dispose(self, state, settled=True)
 
 
-class Link:
+def _illegal(link: Link, inp: Hashable) -> Exception:
+    what = str(inp)
+    if what.endswith("()"):
+        return local_error(f"link {link.name!r}: cannot {what[:-2]} in state "
+                           f"{link.state.name}")
+    return SessionViolation(f"link {link.name!r}: {what} in state {link.state.name}",
+                            AmqpCondition.ILLEGAL_STATE)
+
+
+_U, _A, _C = EndpointState.UNINIT, EndpointState.ACTIVE, EndpointState.CLOSED
+
+
+def _peer_frames(state: LinkState, on_flow: Handler, on_transfers: Handler,
+                 on_disposition: Handler) -> dict[Hashable, Entry[LinkState]]:
+    """The peer's frames on an attached link (a violation detaches it).  A
+    link the peer attached and we have not has no deliveries a
+    disposition could name."""
+    to = (state,) if state is _DETACH_SENT else (state, _DETACH_SENT)
+    frames: dict[Hashable, Entry[LinkState]] = {
+        "flow": Entry((), on_flow), "transfer": Entry(to, on_transfers),
+        "disposition": Entry(to, on_disposition)}
+    if state is _S.ATTACH_RCVD:
+        del frames["disposition"]
+    return frames
+
+
+class Link(Endpoint[LinkState]):
     """One end of a link: a sender (``role`` SENDER) or a receiver."""
 
-    def __init__(self, port: LinkPort, name: str, handle: int, role: Role, *,
-                 source: Any = None, target: Any = None,
+    def __init__(self, owner: LinkOwner, name: str, handle: int, role: Role, *,
+                 source: SourceTerminus | None = None, target: TargetTerminus | None = None,
                  snd_settle_mode: SenderSettleMode = SenderSettleMode.MIXED,
                  rcv_settle_mode: ReceiverSettleMode = ReceiverSettleMode.FIRST,
                  max_message_size: int | None = None, properties: dict[str, Any] | None = None,
                  offered_capabilities: tuple[str, ...] | None = None,
                  desired_capabilities: tuple[str, ...] | None = None,
                  initial_delivery_count: int = 0, unsettled: dict[Any, Any] | None = None,
-                 max_receive_size: int = 1 << 26) -> None:
-        self._port = port
+                 max_receive_size: int = 1 << 26, channel: int = 0) -> None:
+        self._owner = owner
+        self.channel = channel  # our channel of the session (events carry it)
         self.name = name
         self.handle = handle
         self.role = role
@@ -259,6 +268,10 @@ class Link:
         self.max_receive_size = max_receive_size  # our cap when we set no max-message-size
         self.state = LinkState.UNATTACHED
         self.error: Error | None = None
+        self.local_condition: Error | None = None
+        self.remote_condition: Error | None = None
+        #: the application's own (Proton's ``context``): the core never reads it
+        self.context: Any = None
         # what the peer's attach/detach said
         self.remote_handle: int | None = None
         self.remote_attach: Attach | None = None
@@ -285,14 +298,9 @@ class Link:
         self._past_this_flow = 0
         # deliveries
         self.unsettled_deliveries: dict[bytes, Delivery] = {}
-        #: a receiver's taker of the deliveries the hot path takes
-        #: (:meth:`take_transfer`), called with the delivery and its payload
-        #: instead of emitting a DeliveryReceived -- only while no event is
-        #: waiting to be returned, so that the caller sees everything in the
-        #: order the frames came (None: every delivery is an event)
-        self.on_delivery: Callable[[Delivery, bytes], object] | None = None
-        self._incoming: Delivery | None = None
-        self._outgoing: Delivery | None = None
+        self._incoming: Delivery | None = None  # received in part (more to come)
+        self._chunks: list[bytes] = []  # its payload so far
+        self._outgoing: Delivery | None = None  # sent in part (send_more or abort next)
 
     # -- views ----------------------------------------------------------------
     @property
@@ -304,14 +312,6 @@ class Link:
     @property
     def is_sender(self) -> bool:
         return self.role is Role.SENDER
-
-    @property
-    def local_state(self) -> EndpointState:
-        return EndpointState(_LOCAL[self.state])
-
-    @property
-    def remote_state(self) -> EndpointState:
-        return EndpointState(_REMOTE[self.state])
 
     @property
     def remote_source(self) -> Source | None:
@@ -341,46 +341,12 @@ class Link:
     def remote_max_message_size(self) -> int | None:
         return self.remote_attach.max_message_size if self.remote_attach else None
 
-    @property
-    def channel(self) -> int:
-        return self._port.channel
-
     def __repr__(self) -> str:
         return f"Link({self.name!r}, {self.role.name}, handle={self.handle}, {self.state.name})"
 
-    # -- the one place state changes ------------------------------------------------
-    def _go(self, inp: str) -> None:
-        nxt = LINK_TRANSITIONS[self.state].get(inp)
-        if nxt is None:
-            if inp.startswith("recv:"):
-                raise SessionViolation(f"link {self.name!r}: {inp[5:]} in state "
-                                       f"{self.state.name}", "amqp:illegal-state")
-            raise local_error(f"link {self.name!r}: cannot {inp[5:]} in state {self.state.name}")
-        if COVERAGE is not None:
-            COVERAGE.add((self.state.name, inp))
-        self.state = nxt
-
-    def _can(self, inp: str) -> bool:
-        return inp in LINK_TRANSITIONS[self.state]
-
-    def _check(self, inp: str) -> None:
-        """LocalProtocolError, before anything changes, unless ``inp`` is
-        legal now and the session can write."""
-        if inp not in LINK_TRANSITIONS[self.state]:
-            raise local_error(f"link {self.name!r}: cannot {inp[5:]} in state {self.state.name}")
-        if not self._port.can_write():
-            raise local_error(f"link {self.name!r}: its session can no longer write")
-
-    # -- attach / detach ------------------------------------------------------------
-    def attach(self) -> None:
-        """Send our attach (first, or in answer to the peer's)."""
-        self._check("send:attach")
-        self._port.write(self._attach_body(self.source, self.target))
-        self._go("send:attach")
-        if self.state is LinkState.ATTACHED:
-            self._port.emit(LinkAttached(self.channel, self))
-
-    def _attach_body(self, source: Any, target: Any) -> Attach:
+    def attach_body(self, source: SourceTerminus | None,
+                    target: TargetTerminus | None) -> Attach:
+        """Our attach, with these termini."""
         return Attach(
             name=self.name, handle=self.handle, role=self.role,
             snd_settle_mode=self.snd_settle_mode, rcv_settle_mode=self.rcv_settle_mode,
@@ -390,334 +356,32 @@ class Link:
             offered_capabilities=self.offered_capabilities,
             desired_capabilities=self.desired_capabilities, properties=self.properties)
 
+    # -- our calls: checked here, then run by the session (the machine, then the step)
+    def attach(self) -> None:
+        """Send our attach (first, or in answer to the peer's)."""
+        self._owner.run_link(self, "attach()")
+
     def refuse(self, error: Error) -> None:
         """Refuse a link the peer attached: an attach with a null terminus on
         our side, then a closing detach with ``error`` [OASIS part 2 §2.6.3]."""
         if self.state is not LinkState.ATTACH_RCVD:
             raise local_error(f"link {self.name!r}: refuse() answers the peer's attach only")
-        self._check("send:attach")
-        if self.is_sender:
-            self.source = None
-        else:
-            self.target = None
-        self._port.write(self._attach_body(self.source, self.target))
-        self._go("send:attach")
-        self.detach(error=error)
+        self._owner.run_link(self, "refuse()", error)
 
     def detach(self, *, closed: bool = True, error: Error | None = None) -> None:
         """Send our detach (``closed`` False suspends the link: its terminus
         stays for a later attach of the same name)."""
-        if self.state is LinkState.ATTACH_RCVD:  # answer first, then detach
-            self.attach()
-        self._check("send:detach")
-        self._port.write(Detach(handle=self.handle, closed=closed, error=error))
-        self._go("send:detach")
-        self.error = error
-        self.closed = closed
-        self._incoming = self._outgoing = None
-        if self.state is LinkState.DETACHED:
-            self._gone(by_peer=True)
-
-    def _gone(self, *, by_peer: bool) -> None:
-        self._port.link_gone(self)
-        err = self.remote_error if by_peer else self.error
-        self._port.emit(LinkDetached(self.channel, self, by_peer, bool(self.remote_closed),
-                                        err))
-
-    def session_ended(self) -> None:
-        """Our session ended: the link is detached (its terminus is kept)."""
-        self._go("session:end")
-        self._incoming = self._outgoing = None
+        self._owner.run_link(self, "detach()", (closed, error))
 
     def violation(self, message: str, condition: str) -> None:
         """The peer broke this link: detach it with ``condition`` (the
         session goes on)."""
-        if not self._port.can_write():  # a session not begun yet: it ends instead
-            raise SessionViolation(message, condition)
-        self._port.emit(ProtocolViolation(None, "link", self.channel, message, "detach",
-                                             condition))
-        if self._can("send:detach") or self.state is LinkState.ATTACH_RCVD:
-            self.detach(error=Error(condition=condition, description=message[:500]))
+        if self.can("violation()"):  # (a link gone both ways: nothing to answer)
+            self._owner.run_link(self, "violation()", (message, condition))
 
-    # -- input from the session -----------------------------------------------------
-    def handle_attach(self, body: Attach) -> None:
-        self._go("recv:attach")
-        self.remote_attach = body
-        self.remote_handle = body.handle
-        if self.state is LinkState.DETACH_SENT:
-            return  # we detached meanwhile: its detach follows
-        if body.role is self.role:
-            raise SessionViolation(f"link {self.name!r}: the peer's attach has our role too",
-                                   "amqp:invalid-field")
-        if not self.is_sender and body.initial_delivery_count is not None:
-            # the sender's count rules (absent, against the spec: keep ours)
-            self.delivery_count = body.initial_delivery_count
-        if self.state is LinkState.ATTACH_RCVD:
-            # what the peer proposes, until the application says otherwise
-            self.source = body.source
-            self.target = body.target
-            self._port.emit(LinkAttachRequested(self.channel, self))
-            return
-        refused = (body.source is None) if not self.is_sender else (body.target is None)
-        if refused:
-            self._port.emit(LinkRefused(self.channel, self))
-            return
-        if (body.snd_settle_mode is not self.snd_settle_mode
-                or body.rcv_settle_mode is not self.rcv_settle_mode):
-            # the peer answered with other modes than we asked: the link
-            # stands, but the application may rely on what it asked
-            # (e.g. rcv-settle-mode second for exactly-once) -- it decides
-            self._port.emit(LinkSettleModeMismatch(
-                self.channel, self, self.snd_settle_mode, self.rcv_settle_mode,
-                body.snd_settle_mode, body.rcv_settle_mode))
-        self._port.emit(LinkAttached(self.channel, self))
-
-    def handle_detach(self, body: Detach) -> None:
-        answered = self.state is not LinkState.ATTACH_RCVD
-        self._go("recv:detach")
-        self.remote_error = body.error
-        self.remote_closed = body.closed
-        self._incoming = None
-        if self.state is LinkState.DETACH_RCVD:  # answer in kind
-            if not answered:  # every detach pairs with an attach: ours first
-                self._port.write(self._attach_body(None if self.is_sender else self.source,
-                                                   self.target if self.is_sender else None))
-                self._go("send:attach")
-            self._go("send:detach")
-            self.closed = body.closed
-            self._port.write(Detach(handle=self.handle, closed=body.closed))
-            self._gone(by_peer=True)
-        else:
-            self._gone(by_peer=False)
-
-    def handle_flow(self, body: Flow) -> None:
-        self._go("recv:frame")
-        if self.state is LinkState.DETACH_SENT:
-            return
-        self.remote_flow_properties = body.properties
-        if self.is_sender:
-            rdc = body.delivery_count
-            if rdc is None:  # allowed before the receiver saw our attach
-                rdc = self.delivery_count
-            credit = serial_diff(self.delivery_count, serial_add(rdc, body.link_credit or 0))
-            self.credit = max(0, credit)
-            self.drain = body.drain
-            self._port.emit(LinkFlow(self.channel, self, self.credit, self.drain,
-                                        body.available))
-        else:
-            if body.delivery_count is not None and self.lax_credit:
-                self._lax_answered(body.delivery_count, body.link_credit or 0)
-            elif body.delivery_count is not None:
-                limit = serial_add(self.delivery_count, self.credit)
-                self.delivery_count = body.delivery_count
-                # the sender's link-credit is what it had when it wrote the
-                # flow: flows cross (RabbitMQ answers each of ours), so ours
-                # rules; a drain shows as its delivery-count moving up
-                self.credit = max(0, serial_diff(self.delivery_count, limit))
-            self.available = body.available
-            if self.drain and self.credit == 0:
-                self.drain = False
-            self._port.emit(LinkFlow(self.channel, self, self.credit, body.drain,
-                                        body.available))
-        if body.echo:
-            if self.lax_credit and not self.is_sender:
-                self._lax_grant(self.credit)
-            self._port.write_flow(self)
-
-    def _lax_grant(self, credit: int) -> None:
-        """Receiver, lax sender: we write a flow granting ``credit``.  The
-        plugin sets its queue's credit to our limit less what it has
-        written, so what the queue dispatched and it has not written yet
-        (at most what we left outstanding) comes on top: slack."""
-        self._slack_left += self.credit
-        self._past_this_flow = 0
-        flows = self._lax_flows
-        flows.append((serial_add(self.delivery_count, credit), self.delivery_count))
-        if len(flows) > _LAX_FLOWS_KEPT:  # unanswered: its correction is lost (looser)
-            flows.popleft()
-
-    def _lax_answered(self, dc: int, link_credit: int) -> None:
-        """Receiver, lax sender: its flow.  It answers each of ours, in
-        order, with its delivery-count then and our limit (count + credit):
-        the deliveries it had written by then were not in flight, so they
-        come off the slack.  A flow of its own (a drain done) moves its
-        count on: the credit, then the slack, shrink by as much."""
-        flows = self._lax_flows
-        limits = [serial_add(dc, link_credit)]
-        if link_credit < 256:  # (3.10.8 writes a negative credit -- our limit below
-            limits.append(serial_add(dc, link_credit - 256))  # its count -- in one octet)
-        for limit in limits:
-            i = next((i for i, f in enumerate(flows) if f[0] == limit), -1)
-            if i >= 0:  # flows before it went unanswered: their cut is lost
-                for _ in range(i):
-                    flows.popleft()
-                lim, ours = flows.popleft()
-                written = (dc - ours) & 0xFFFFFFFF  # (the peer's numbers: nothing raises)
-                if written < 1 << 31:  # no more than that flow's credit: past it the
-                    cut = min(written, (lim - ours) & 0xFFFFFFFF)  # queue got none
-                    self._slack_left = max(0, self._slack_left - cut)
-                break
-        ahead = (dc - self.delivery_count) & 0xFFFFFFFF
-        if 0 < ahead < 1 << 31:
-            self.delivery_count = dc
-            taken = min(ahead, self.credit)
-            self.credit -= taken
-            self._slack_left = max(0, self._slack_left - (ahead - taken))
-
-    def _past_credit(self) -> None:
-        """Receiver: a delivery taken from the slack (counted for bench/)."""
-        self._slack_left -= 1
-        self.past_credit += 1
-        self._past_this_flow += 1
-        if self._past_this_flow > self.most_past_credit:
-            self.most_past_credit = self._past_this_flow
-
-    def handle_transfer(self, body: Transfer, payload: bytes) -> None:
-        self._go("recv:frame")
-        if self.state is LinkState.DETACH_SENT:
-            return
-        if self.is_sender:
-            self.violation(f"link {self.name!r}: a transfer to a sending link",
-                           "amqp:illegal-state")
-            return
-        d = self._incoming
-        if d is None:
-            if body.delivery_id is None or body.delivery_tag is None:
-                self.violation("the first transfer of a delivery needs delivery-id and tag",
-                               "amqp:invalid-field")
-                return
-            if self.credit > 0:
-                self.credit -= 1
-            elif self._slack_left > 0:
-                self._past_credit()
-            else:
-                self.violation(f"link {self.name!r}: a delivery beyond the credit granted",
-                               "amqp:link:transfer-limit-exceeded")
-                return
-            self.delivery_count = serial_add(self.delivery_count, 1)
-            d = Delivery(self, body.delivery_id, body.delivery_tag,
-                         body.message_format or 0, outgoing=False)
-            d.remote_settled = bool(body.settled)
-            d.remote_state = body.state
-            d.resumed = body.resume
-            self._incoming = d
-        else:
-            if ((body.delivery_id is not None and body.delivery_id != d.id)
-                    or (body.delivery_tag is not None and body.delivery_tag != d.tag)):
-                self.violation(f"link {self.name!r}: a transfer of another delivery before "
-                               f"delivery {d.id} was complete", "amqp:invalid-field")
-                return
-            if body.settled:
-                d.remote_settled = True
-            if body.state is not None:
-                d.remote_state = body.state
-        d.frames += 1
-        d.batchable = body.batchable
-        if body.aborted:
-            self._incoming = None
-            d.aborted = True
-            d._chunks = None
-            self._port.emit(DeliveryAborted(self.channel, self, d))
-            return
-        if payload:
-            d._size += len(payload)
-            limit = self.max_message_size or self.max_receive_size
-            if d._size > limit:
-                self._incoming = None
-                self.violation(f"link {self.name!r}: a message of more than {limit} octets",
-                               "amqp:link:message-size-exceeded")
-                return
-            if d._chunks is None:
-                d._chunks = [payload]
-            else:
-                d._chunks.append(payload)
-        if body.more:
-            return
-        self._incoming = None
-        d.complete = True
-        chunks = d._chunks
-        data = b"" if chunks is None else chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        d._chunks = None
-        if d.remote_settled:
-            d.settled = True
-        else:
-            self.unsettled_deliveries[d.tag] = d
-            self._port.track(d)
-        self._port.emit(DeliveryReceived(self.channel, self, d, data))
-
-    def take_transfer(self, f: TransferFields, payload: bytes, quiet: bool = False) -> bool:
-        """The receiving hot path (the session's): a common transfer
-        (``framing.transfer_fields``: a whole delivery in one frame, no
-        state) on an attached receiving link with credit (or slack left),
-        taken as
-        :meth:`handle_transfer` takes it.  False, with nothing changed, for
-        anything else: the session hands it to :meth:`handle_transfer`.
-        ``quiet``: no event is waiting to be returned (the delivery may go
-        to :attr:`on_delivery` at once)."""
-        if (self.state is not _ATTACHED or self._incoming is not None
-                or self.role is not _RECEIVER
-                or len(payload) > (self.max_message_size or self.max_receive_size)):
-            return False
-        if self.credit > 0:
-            self.credit -= 1
-        elif self._slack_left > 0:  # a lax sender past the credit (lax_credit)
-            self._past_credit()
-        else:
-            return False
-        if COVERAGE is not None:
-            COVERAGE.add(("ATTACHED", "recv:frame"))
-        # recv:frame keeps ATTACHED as it is (the table says so; a test checks)
-        self.delivery_count = (self.delivery_count + 1) & 0xFFFFFFFF  # serial_add
-        d = Delivery(self, f[1], f[2], f[3], False)
-        d.frames = 1
-        d.complete = True
-        d._size = len(payload)
-        port = self._port
-        if f[4]:
-            d.remote_settled = d.settled = True
-        else:
-            self.unsettled_deliveries[d.tag] = d
-            port.track_incoming(d.id, d)
-        if quiet and (take := self.on_delivery) is not None:
-            take(d, payload)
-            return True
-        # DeliveryReceived(port.channel, self, d, payload), its fields set
-        # as attrs' frozen __init__ sets them, without its bound setattr calls
-        e = _new_event(DeliveryReceived)
-        _set_channel(e, port.channel)
-        _set_link(e, self)
-        _set_delivery(e, d)
-        _set_payload(e, payload)
-        port.emit(e)
-        return True
-
-    def handle_disposition(self, ds: list[Delivery], body: Disposition) -> None:
-        """The peer's disposition names ``ds`` (the session found them by
-        id, in order): each is one ``recv:frame`` of this link."""
-        state = body.state
-        settled = body.settled
-        port = self._port
-        channel = port.channel
-        terminal = isinstance(state, _TERMINAL)
-        for d in ds:
-            self._go("recv:frame")
-            if terminal and isinstance(d.remote_state, _TERMINAL) and state != d.remote_state:
-                self.violation(f"delivery {d.id}: outcome {type(state).__name__} after "
-                               f"{type(d.remote_state).__name__}", "amqp:illegal-state")
-                continue  # (the rest of the frame's deliveries as if one by one)
-            if state is not None:
-                d.remote_state = state
-            if settled:
-                d.remote_settled = True
-                if not d.settled:  # the peer settled: nothing more to say about it
-                    d.settled = True
-                    self.unsettled_deliveries.pop(d.tag, None)
-                    port.untrack(d)
-            port.emit(DeliveryUpdated(channel, self, d, state, settled))
-
-    # -- sending --------------------------------------------------------------------
     def send(self, payload: bytes, *, tag: bytes | None = None, settled: bool | None = None,
-             message_format: int = 0, state: Any = None, batchable: bool = False,
+             message_format: int = 0, state: DeliveryState | None = None,
+             batchable: bool = False,
              more: bool = False, resume: bool = False) -> Delivery:
         """Send one delivery (split into frames as the peer's frame size
         needs).  Needs an attached sending link and credit.  ``more``: the
@@ -745,15 +409,13 @@ class Link:
                 raise local_error(f"link {self.name!r}: snd-settle-mode unsettled: no pre-settled "
                                   "deliveries")
             settled = bool(settled and resume)
-        settled = bool(settled)
         limit = ra.max_message_size if ra is not None else None
         if limit and len(payload) > limit:
             raise local_error(f"a message of {len(payload)} octets exceeds the peer's "
                               f"max-message-size {limit}")
-        d_size = len(payload)
         if tag is None:
             tag = self.delivery_count.to_bytes(4, "big")
-        if len(tag) > DELIVERY_TAG_MAX:
+        elif len(tag) > DELIVERY_TAG_MAX:
             raise local_error(f"a delivery tag holds at most {DELIVERY_TAG_MAX} octets")
         if tag in self.unsettled_deliveries:
             raise local_error(f"delivery tag {tag!r} is in use by an unsettled delivery")
@@ -761,48 +423,18 @@ class Link:
                 self.remote_unsettled or {}):
             raise local_error(f"delivery tag {tag!r} is in neither unsettled map: there is "
                               "nothing to resume")
-        if not isinstance(payload, bytes):
+        if not 0 <= message_format <= _MASK:
+            raise local_error(f"message-format {message_format} is outside [0, 2**32-1]")
+        if type(payload) is not bytes:
             payload = bytes(payload)
-        if (state is None and not (more or resume or batchable) and type(tag) is bytes
-                and type(message_format) is int and 0 <= message_format <= 0xFFFFFFFF):
-            # the hot path: the session numbers it and writes its one frame
-            # at once, or says it cannot (nothing changed: the checked path)
-            did = self._port.send_transfer(self, tag, message_format, settled, payload)
-            if did is not None:
-                if COVERAGE is not None:
-                    COVERAGE.add(("ATTACHED", "send:frame"))
-                # send:frame keeps ATTACHED as it is (the table says so; a test checks)
-                d = Delivery(self, did, tag, message_format, outgoing=True)
-                d.settled = settled
-                d._size = d_size
-                d.frames = 1
-                if not settled:
-                    self.unsettled_deliveries[tag] = d
-                    self._port.track(d)
-                self.credit -= 1
-                self.delivery_count = (self.delivery_count + 1) & 0xFFFFFFFF  # serial_add
-                return d
-        self._check("send:frame")
-        did = self._port.next_delivery_id()
-        d = Delivery(self, did, tag, message_format, outgoing=True)
-        d.settled = settled
+        d = Delivery(self, 0, tag, message_format, True)
+        d.settled = bool(settled)
         d.state = state
         d.batchable = batchable
         d.resumed = resume
-        d._size = d_size
-        first = Transfer(handle=self.handle, delivery_id=did, delivery_tag=tag,
-                         message_format=message_format, settled=settled, state=state,
-                         batchable=batchable, resume=resume)
-        self._go("send:frame")
-        if not settled:
-            self.unsettled_deliveries[tag] = d
-            self._port.track(d)
-        self.credit -= 1
-        self.delivery_count = serial_add(self.delivery_count, 1)
+        d.size = len(payload)
         d.complete = not more
-        if more:
-            self._outgoing = d
-        d.frames = self._port.send_delivery(self, first, payload, more)
+        self._owner.run_link(self, "send()", (d, payload, more))
         return d
 
     def send_more(self, d: Delivery, payload: bytes, *, more: bool = False) -> None:
@@ -810,50 +442,27 @@ class Link:
         if d is not self._outgoing:
             raise local_error(f"delivery {d.id} is not in progress on link {self.name!r}")
         limit = self.remote_max_message_size
-        if limit and d._size + len(payload) > limit:
+        if limit and d.size + len(payload) > limit:
             raise local_error(f"the message exceeds the peer's max-message-size {limit}")
-        self._check("send:frame")
-        d._size += len(payload)
-        self._go("send:frame")
-        if not more:
-            self._outgoing = None
-            d.complete = True
-        d.frames += self._port.send_delivery(self, Transfer(handle=self.handle), bytes(payload),
-                                             more)
+        self._owner.run_link(self, "send_more()", (d, bytes(payload), more))
 
     def abort(self, d: Delivery) -> None:
         """Abandon the delivery in progress: the receiver drops its parts."""
         if d is not self._outgoing:
             raise local_error(f"delivery {d.id} is not in progress on link {self.name!r}")
-        self._check("send:frame")
-        self._go("send:frame")
-        self._outgoing = None
-        d.aborted = True
-        d.settled = True
-        self.unsettled_deliveries.pop(d.tag, None)
-        self._port.untrack(d)
-        d.frames += self._port.send_delivery(
-            self, Transfer(handle=self.handle, aborted=True, settled=True), b"", False)
+        self._owner.run_link(self, "abort()", d)
 
     def drained(self) -> None:
         """Sender: nothing more to send; if the receiver asked to drain, use
         up the credit (delivery-count advances by it) and say so."""
         if not self.is_sender:
             raise local_error("drained() is for a sending link")
-        self._check("send:frame")
-        if self.drain and self.credit:
-            self.delivery_count = serial_add(self.delivery_count, self.credit)
-            self.credit = 0
-        self._go("send:frame")
-        self._port.write_flow(self)
+        self._owner.run_link(self, "drained()")
 
     def set_available(self, available: int) -> None:
         if not self.is_sender:
             raise local_error("set_available() is for a sending link")
-        self._check("send:frame")
-        self._go("send:frame")
-        self.available = available
-        self._port.write_flow(self)
+        self._owner.run_link(self, "set_available()", available)
 
     def flow(self, credit: int, *, drain: bool = False, echo: bool = False,
              properties: dict[str, Any] | None = None) -> None:
@@ -862,22 +471,16 @@ class Link:
         go in the flow (``{"txn-id": id}`` acquires inside a transaction)."""
         if self.is_sender:
             raise local_error("flow() grants credit: it is for a receiving link")
-        if not 0 <= credit <= 0xFFFFFFFF:
+        if not 0 <= credit <= _MASK:
             raise local_error(f"credit {credit} is outside [0, 2**32-1]")
-        self._check("send:frame")
-        self._go("send:frame")
-        if self.lax_credit:
-            self._lax_grant(credit)
-        self.credit = credit
-        self.drain = drain
-        self.flow_properties = properties
-        self._port.write_flow(self, echo)
+        self._owner.run_link(self, "flow()", (credit, drain, echo, properties))
 
-    def dispose(self, d: Delivery, state: Any, *, settled: bool) -> None:
+    def dispose(self, d: Delivery, state: DeliveryState | None, *, settled: bool) -> None:
         """Send a disposition for one delivery of this link."""
         self.dispose_many((d,), state, settled=settled)
 
-    def dispose_many(self, ds: Any, state: Any, *, settled: bool) -> None:
+    def dispose_many(self, ds: Iterable[Delivery], state: DeliveryState | None, *,
+                     settled: bool) -> None:
         """The same state for several deliveries of this link: one
         disposition per run of consecutive delivery ids (first..last)."""
         ds = list(ds)
@@ -896,8 +499,403 @@ class Link:
             if allowed and _terminal(inner) and sym not in allowed:
                 raise local_error(f"outcome {sym} is not among the source's outcomes "
                                   f"{list(allowed)}")
-        self._check("send:frame")
-        self._go("send:frame")
+        self._owner.run_link(self, "dispose()", (ds, state, settled))
+
+    # -- helpers of the handlers (the link's own fields only) ------------------------
+    def _lax_grant(self, credit: int) -> None:
+        """Receiver, lax sender: we write a flow granting ``credit``.  The
+        plugin sets its queue's credit to our limit less what it has
+        written, so what the queue dispatched and it has not written yet
+        (at most what we left outstanding) comes on top: slack."""
+        self._slack_left += self.credit
+        self._past_this_flow = 0
+        flows = self._lax_flows
+        flows.append(((self.delivery_count + credit) & _MASK, self.delivery_count))
+        if len(flows) > _LAX_FLOWS_KEPT:  # unanswered: its correction is lost (looser)
+            flows.popleft()
+
+    def _lax_answered(self, dc: int, link_credit: int) -> None:
+        """Receiver, lax sender: its flow.  It answers each of ours, in
+        order, with its delivery-count then and our limit (count + credit):
+        the deliveries it had written by then were not in flight, so they
+        come off the slack.  A flow of its own (a drain done) moves its
+        count on: the credit, then the slack, shrink by as much."""
+        flows = self._lax_flows
+        limits = [(dc + link_credit) & _MASK]
+        if link_credit < 256:  # (3.10.8 writes a negative credit -- our limit below
+            limits.append((dc + link_credit - 256) & _MASK)  # its count -- in one octet)
+        for limit in limits:
+            i = next((i for i, f in enumerate(flows) if f[0] == limit), -1)
+            if i >= 0:  # flows before it went unanswered: their cut is lost
+                for _ in range(i):
+                    flows.popleft()
+                lim, ours = flows.popleft()
+                written = (dc - ours) & _MASK  # (the peer's numbers: nothing raises)
+                if written < _HALF:  # no more than that flow's credit: past it the
+                    cut = min(written, (lim - ours) & _MASK)  # queue got none
+                    self._slack_left = max(0, self._slack_left - cut)
+                break
+        ahead = (dc - self.delivery_count) & _MASK
+        if 0 < ahead < _HALF:
+            self.delivery_count = dc
+            taken = min(ahead, self.credit)
+            self.credit -= taken
+            self._slack_left = max(0, self._slack_left - (ahead - taken))
+
+    def _past_credit(self) -> None:
+        """Receiver: a delivery taken from the slack (counted for bench/)."""
+        self._slack_left -= 1
+        self.past_credit += 1
+        self._past_this_flow += 1
+        if self._past_this_flow > self.most_past_credit:
+            self.most_past_credit = self._past_this_flow
+
+    def _ended(self, by_peer: bool, events: list[Event]) -> None:
+        """Both detaches exchanged: say so."""
+        err = self.remote_error if by_peer else self.error
+        events.append(LinkDetached(self.channel, self, by_peer, bool(self.remote_closed), err))
+
+    # -- handlers: (the link, its input's argument, the step) -> the state chosen, or None
+
+    def _attach_first(self, _: None, step: LinkStep) -> None:
+        step.frames.append(self.attach_body(self.source, self.target))
+
+
+    def _attach_answer(self, _: None, step: LinkStep) -> None:
+        step.frames.append(self.attach_body(self.source, self.target))
+        step.events.append(LinkAttached(self.channel, self))
+
+
+    def _refuse(self, error: Error, step: LinkStep) -> None:
+        if self.is_sender:
+            self.source = None
+        else:
+            self.target = None
+        step.frames.append(self.attach_body(self.source, self.target))
+        self._write_detach(True, error, step)
+
+
+    def _write_detach(self, closed: bool, error: Error | None, step: LinkStep) -> None:
+        step.frames.append(Detach(handle=self.handle, closed=closed, error=error))
+        self.error = self.local_condition = error
+        self.closed = closed
+        self._incoming = self._outgoing = None
+        self._chunks = []
+
+
+    def _detach(self, arg: tuple[bool, Error | None], step: LinkStep) -> None:
+        self._write_detach(arg[0], arg[1], step)
+
+
+    def _detach_unanswered(self, arg: tuple[bool, Error | None], step: LinkStep) -> None:
+        self._attach_answer(None, step)  # an attach answers the peer's first
+        self._write_detach(arg[0], arg[1], step)
+
+
+    def _violated(self, message: str, condition: str, step: LinkStep) -> LinkState:
+        """The peer broke this link: detach it with ``condition`` (the session
+        goes on) -- or, when the session cannot write yet, end the session."""
+        if not step.writable:
+            raise SessionViolation(message, condition)
+        step.events.append(ProtocolViolation(None, "link", self.channel, message, "detach",
+                                             condition))
+        err = Error(condition=condition, description=message[:500])
+        if self.state is _DETACH_SENT:
+            return _DETACH_SENT  # (detached already: said, nothing more to write)
+        if self.state is LinkState.ATTACH_RCVD:
+            self._detach_unanswered((True, err), step)
+            return _DETACH_SENT
+        self._write_detach(True, err, step)
+        return _DETACH_SENT
+
+
+    def _violation(self, arg: tuple[str, str], step: LinkStep) -> LinkState:
+        return self._violated(arg[0], arg[1], step)
+
+
+    def _session_ended(self, _: None, step: LinkStep) -> None:
+        """Our session ended: the link is detached (its terminus is kept)."""
+        self._incoming = self._outgoing = None
+        self._chunks = []
+
+
+    def _on_attach(self, body: Attach, step: LinkStep) -> LinkState | None:
+        self.remote_attach = body
+        self.remote_handle = body.handle
+        state = self.state
+        if state is _DETACH_SENT:
+            return None  # we detached meanwhile: its detach follows
+        if body.role is self.role:
+            raise SessionViolation(f"link {self.name!r}: the peer's attach has our role too",
+                                   AmqpCondition.INVALID_FIELD)
+        if not self.is_sender and body.initial_delivery_count is not None:
+            # the sender's count rules (absent, against the spec: keep ours)
+            self.delivery_count = body.initial_delivery_count
+        if state is LinkState.UNATTACHED:
+            # what the peer proposes, until the application says otherwise
+            self.source = body.source
+            self.target = body.target
+            step.events.append(LinkAttachRequested(self.channel, self))
+            return LinkState.ATTACH_RCVD
+        refused = (body.source is None) if not self.is_sender else (body.target is None)
+        if refused:
+            step.events.append(LinkRefused(self.channel, self))
+            return _ATTACHED
+        if (body.snd_settle_mode is not self.snd_settle_mode
+                or body.rcv_settle_mode is not self.rcv_settle_mode):
+            # the peer answered with other modes than we asked: the link
+            # stands, but the application may rely on what it asked
+            # (e.g. rcv-settle-mode second for exactly-once) -- it decides
+            step.events.append(LinkSettleModeMismatch(
+                self.channel, self, self.snd_settle_mode, self.rcv_settle_mode,
+                body.snd_settle_mode, body.rcv_settle_mode))
+        step.events.append(LinkAttached(self.channel, self))
+        return _ATTACHED
+
+
+    def _on_detach(self, body: Detach, step: LinkStep) -> None:
+        self.remote_error = self.remote_condition = body.error
+        self.remote_closed = body.closed
+        self._incoming = None
+        self._chunks = []
+        step.gone = True
+        if self.state is _DETACH_SENT:  # the answer to ours
+            self._ended(False, step.events)
+            return
+        if self.state is LinkState.ATTACH_RCVD:  # every detach pairs with an attach: ours first
+            step.frames.append(self.attach_body(None if self.is_sender else self.source,
+                                                self.target if self.is_sender else None))
+        self.closed = body.closed
+        step.frames.append(Detach(handle=self.handle, closed=body.closed))  # answered in kind
+        self._ended(True, step.events)
+
+
+    def _on_flow(self, body: Flow, step: LinkStep) -> None:
+        if self.state is _DETACH_SENT:
+            return
+        self.remote_flow_properties = body.properties
+        if self.is_sender:
+            # credit = delivery-count(rcv) + link-credit(rcv) - delivery-count(snd):
+            # the counts are serials, link-credit a plain uint
+            rdc = body.delivery_count
+            behind = 0 if rdc is None else (self.delivery_count - rdc) & _MASK
+            if behind >= _HALF:  # its count leads ours: deliveries we never sent (or 2**31
+                behind = 0  # apart, undefined): nothing in flight to take off
+            self.credit = max(0, (body.link_credit or 0) - behind)
+            self.drain = body.drain
+            step.events.append(LinkFlow(self.channel, self, self.credit, self.drain,
+                                        body.available))
+        else:
+            if body.delivery_count is not None and self.lax_credit:
+                self._lax_answered(body.delivery_count, body.link_credit or 0)
+            elif body.delivery_count is not None:
+                # the sender's link-credit is what it had when it wrote the
+                # flow: flows cross (RabbitMQ answers each of ours), so ours
+                # rules; a drain shows as its delivery-count moving up
+                moved = (body.delivery_count - self.delivery_count) & _MASK
+                self.credit = self.credit - moved if moved <= self.credit else 0
+                self.delivery_count = body.delivery_count
+            self.available = body.available
+            if self.drain and self.credit == 0:
+                self.drain = False
+            step.events.append(LinkFlow(self.channel, self, self.credit, body.drain,
+                                        body.available))
+        if body.echo:
+            if self.lax_credit and not self.is_sender:
+                self._lax_grant(self.credit)
+            step.frames.append(FLOW)
+
+
+    def _on_transfers(self, run: list[TransferFrame], step: LinkStep) -> LinkState | None:
+        """The peer's transfers on this link (a run of one or many, in order):
+        each delivery taken as its frames come (whole in one frame, the common
+        case, or in parts), its DeliveryReceived (or DeliveryAborted) reported."""
+        stay = self.state
+        if stay is _DETACH_SENT:
+            return stay  # sent before the peer saw our detach: dropped
+        if self.role is not _RECEIVER:
+            return self._violated(f"link {self.name!r}: a transfer to a sending link",
+                             AmqpCondition.ILLEGAL_STATE, step)
+        events = step.events
+        append = events.append
+        booked = step.booked
+        if booked is None:
+            booked = step.booked = {}
+        unsettled = self.unsettled_deliveries
+        channel = self.channel
+        limit = self.max_message_size or self.max_receive_size
+        for _h, did, tag, fmt, settled, more, _rsm, state, resume, aborted, batchable, payload \
+                in run:
+            d = self._incoming
+            if d is None:  # a new delivery
+                if did is None or tag is None:
+                    return self._violated("the first transfer of a delivery needs delivery-id "
+                                     "and tag", AmqpCondition.INVALID_FIELD, step)
+                if self.credit > 0:
+                    self.credit -= 1
+                elif self._slack_left > 0:  # a lax sender past the credit (lax_credit)
+                    self._past_credit()
+                else:
+                    return self._violated(f"link {self.name!r}: a delivery beyond the credit "
+                                     "granted", LinkCondition.TRANSFER_LIMIT_EXCEEDED, step)
+                self.delivery_count = (self.delivery_count + 1) & _MASK
+                d = Delivery(self, did, tag, fmt or 0, False)
+                d.frames = 1
+                d.batchable = batchable
+                if settled:
+                    d.remote_settled = True
+                if state is not None:
+                    d.remote_state = state
+                if resume:
+                    d.resumed = True
+                if not (more or aborted) and len(payload) <= limit:
+                    # the common case: a whole delivery in one frame
+                    d.complete = True
+                    d.size = len(payload)
+                    if settled:
+                        d.settled = True
+                    else:
+                        unsettled[tag] = d
+                        booked[did] = d
+                    # DeliveryReceived(channel, self, d, payload), its fields set
+                    # as attrs' frozen __init__ sets them, without its bound setattr calls
+                    e = _new_event(DeliveryReceived)
+                    _set_channel(e, channel)
+                    _set_link(e, self)
+                    _set_delivery(e, d)
+                    _set_payload(e, payload)
+                    append(e)
+                    continue
+                self._incoming = d
+            else:  # more of the delivery in progress
+                if (did is not None and did != d.id) or (tag is not None and tag != d.tag):
+                    self._incoming = None
+                    self._chunks = []
+                    return self._violated(f"link {self.name!r}: a transfer of another delivery "
+                                     f"before delivery {d.id} was complete",
+                                     AmqpCondition.INVALID_FIELD, step)
+                d.frames += 1
+                d.batchable = batchable
+                if settled:
+                    d.remote_settled = True
+                if state is not None:
+                    d.remote_state = state
+            if aborted:
+                self._incoming = None
+                self._chunks = []
+                d.aborted = True
+                append(DeliveryAborted(channel, self, d))
+                continue
+            if payload:
+                d.size += len(payload)
+                if d.size > limit:
+                    self._incoming = None
+                    self._chunks = []
+                    return self._violated(f"link {self.name!r}: a message of more than {limit} "
+                                     "octets", LinkCondition.MESSAGE_SIZE_EXCEEDED, step)
+                self._chunks.append(payload)
+            if more:
+                continue
+            self._incoming = None
+            d.complete = True
+            chunks, self._chunks = self._chunks, []
+            data = b"" if not chunks else chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            if d.remote_settled:
+                d.settled = True
+            else:
+                unsettled[d.tag] = d
+                booked[d.id] = d
+            append(DeliveryReceived(channel, self, d, data))
+        return stay
+
+
+    def _on_disposition(self, arg: tuple[list[Delivery], Disposition],
+                        step: LinkStep) -> LinkState | None:
+        """The peer's disposition names ``ds`` (the session found them by id,
+        in order)."""
+        ds, body = arg
+        stay = self.state
+        if stay is _DETACH_SENT:
+            return stay
+        state = body.state
+        settled = body.settled
+        append = step.events.append
+        channel = self.channel
+        terminal = isinstance(state, _TERMINAL)
+        for d in ds:
+            if terminal and isinstance(d.remote_state, _TERMINAL) and state != d.remote_state:
+                chosen = self._violated(f"delivery {d.id}: outcome {type(state).__name__} after "
+                                   f"{type(d.remote_state).__name__}", AmqpCondition.ILLEGAL_STATE,
+                                   step)
+                if chosen is _DETACH_SENT:
+                    return chosen  # (the rest is dropped, as frames after our detach are)
+                continue
+            if state is not None:
+                d.remote_state = state
+            if settled:
+                d.remote_settled = True
+                if not d.settled:  # the peer settled: nothing more to say about it
+                    d.settled = True
+                    self.unsettled_deliveries.pop(d.tag, None)
+                    step.forget((d,))
+            append(DeliveryUpdated(channel, self, d, state, settled))
+        return stay
+
+
+    def _send(self, arg: tuple[Delivery, bytes, bool], step: LinkStep) -> None:
+        d, payload, more = arg
+        if not d.settled:
+            self.unsettled_deliveries[d.tag] = d
+        self.credit -= 1
+        self.delivery_count = (self.delivery_count + 1) & _MASK
+        if more:
+            self._outgoing = d
+        step.frames.append((d, payload, more, 0))
+
+
+    def _send_more(self, arg: tuple[Delivery, bytes, bool], step: LinkStep) -> None:
+        d, payload, more = arg
+        d.size += len(payload)
+        if not more:
+            self._outgoing = None
+            d.complete = True
+        step.frames.append((d, payload, more, 1))
+
+
+    def _abort(self, d: Delivery, step: LinkStep) -> None:
+        self._outgoing = None
+        d.aborted = True
+        d.settled = True
+        self.unsettled_deliveries.pop(d.tag, None)
+        step.forget((d,))
+        step.frames.append((d, b"", False, 2))
+
+
+    def _drained(self, _: None, step: LinkStep) -> None:
+        if self.drain and self.credit:
+            self.delivery_count = (self.delivery_count + self.credit) & _MASK
+            self.credit = 0
+        step.frames.append(FLOW)
+
+
+    def _set_available(self, available: int, step: LinkStep) -> None:
+        self.available = available
+        step.frames.append(FLOW)
+
+
+    def _grant(self, arg: tuple[int, bool, bool, dict[str, Any] | None],
+               step: LinkStep) -> None:
+        credit, drain, echo, properties = arg
+        if self.lax_credit:
+            self._lax_grant(credit)
+        self.credit = credit
+        self.drain = drain
+        self.flow_properties = properties
+        step.frames.append(FLOW_ECHO if echo else FLOW)
+
+
+    def _dispose(self, arg: tuple[list[Delivery], Any, bool], step: LinkStep) -> None:
+        ds, state, settled = arg
         told: list[Delivery] = []
         if settled:
             forget = self.unsettled_deliveries.pop
@@ -907,7 +905,7 @@ class Link:
                 forget(d.tag, None)
                 if not d.remote_settled:  # both settled: nothing to tell
                     told.append(d)
-            self._port.untrack_many(ds)
+            step.forget(ds)
         else:
             for d in ds:
                 d.state = state
@@ -917,14 +915,16 @@ class Link:
                 [d.id for d in told] == list(range(first, last + 1)):
             # consecutive ids (a batch of accepts is): one disposition, its
             # run found without a step per delivery
-            self._write_disposition(first, last, all(map(_batchable, told)), state, settled)
+            self._write_disposition(first, last, all(map(_batchable, told)), state, settled, step)
             return
         if n > 1:
             base = told[0].id
             prev = base
             for d in told:  # in order already (batched accepts are): no sort
-                if not 0 <= d.id - prev < 0x80000000:
-                    told.sort(key=lambda d: serial_diff(base, d.id))
+                if not 0 <= d.id - prev < _HALF:
+                    # serial order around the first (the peer numbered them: an id
+                    # 2**31 away, whose order is undefined, sorts first, not raising)
+                    told.sort(key=lambda d: (d.id - base + _HALF) & _MASK)
                     break
                 prev = d.id
         i = 0
@@ -933,22 +933,64 @@ class Link:
             first = last = d.id
             batchable = d.batchable
             i += 1
-            while i < n and (d := told[i]).id == (last + 1) & 0xFFFFFFFF:  # serial_add
+            while i < n and (d := told[i]).id == (last + 1) & _MASK:
                 last = d.id
                 if not d.batchable:
                     batchable = False
                 i += 1
-            self._write_disposition(first, last, batchable, state, settled)
+            self._write_disposition(first, last, batchable, state, settled, step)
 
-    def _write_disposition(self, first: int, last: int, batchable: bool, state: Any,
-                           settled: bool) -> None:
+
+    def _write_disposition(self, first: int, last: int, batchable: bool,
+                           state: DeliveryState | None,
+                           settled: bool, step: LinkStep) -> None:
+        body: SpecObject | Encoded
         if settled and type(state) is Accepted:  # (a batch of accepts: its octets)
-            self._port.write(accepted_disposition(
-                self.role is _RECEIVER, first, last if last != first else None, batchable))
+            body = accepted_disposition(self.role is _RECEIVER, first,
+                                        last if last != first else None, batchable)
         else:
-            self._port.write(Disposition(role=self.role, first=first,
-                                         last=last if last != first else None,
-                                         settled=settled, state=state, batchable=batchable))
+            body = Disposition(role=self.role, first=first, last=last if last != first else None,
+                               settled=settled, state=state, batchable=batchable)
+        step.frames.append(body)
+
+    _ENDED = Entry((_S.DETACHED,), _session_ended)  # a session that ends detaches its links
+    _TO_DETACH = (_DETACH_SENT,)
+    _WRITES: dict[Hashable, Entry[LinkState]] = {  # our calls that write a frame and keep the state
+        "flow()": Entry((), _grant), "drained()": Entry((), _drained),
+        "set_available()": Entry((), _set_available),
+    }
+    MACHINE: ClassVar[Machine[LinkState]] = Machine("1.0 link", {
+        _S.UNATTACHED: {"attach()": Entry((_S.ATTACH_SENT,), _attach_first),
+                        "attach": Entry((_S.ATTACH_RCVD,), _on_attach)},
+        # a receiver may grant credit right behind its attach
+        _S.ATTACH_SENT: {"attach": Entry((_ATTACHED,), _on_attach), **_WRITES,
+                         "detach()": Entry(_TO_DETACH, _detach),
+                         "violation()": Entry(_TO_DETACH, _violation), "end": _ENDED},
+        # a receiving peer may grant credit (and more) right behind its attach
+        _S.ATTACH_RCVD: {"attach()": Entry((_ATTACHED,), _attach_answer),
+                         "refuse()": Entry(_TO_DETACH, _refuse),
+                         "detach()": Entry(_TO_DETACH, _detach_unanswered),
+                         "violation()": Entry(_TO_DETACH, _violation),
+                         **_peer_frames(_S.ATTACH_RCVD, _on_flow, _on_transfers, _on_disposition),
+                         "detach": Entry((_S.DETACHED,), _on_detach), "end": _ENDED},
+        _ATTACHED: {**_WRITES, "dispose()": Entry((), _dispose), "send()": Entry((), _send),
+                    "send_more()": Entry((), _send_more),
+                    "abort()": Entry((), _abort), "detach()": Entry(_TO_DETACH, _detach),
+                    "violation()": Entry(_TO_DETACH, _violation),
+                    **_peer_frames(_ATTACHED, _on_flow, _on_transfers, _on_disposition), "detach": Entry((_S.DETACHED,), _on_detach),
+                    "end": _ENDED},
+        # frames the peer sent before it saw our detach are read and dropped
+        _DETACH_SENT: {**_peer_frames(_DETACH_SENT, _on_flow, _on_transfers, _on_disposition),
+                       "attach": Entry((), _on_attach),  # its answer crossed our detach
+                       "violation()": Entry((), _violation),  # said again: nothing to write
+                       "detach": Entry((_S.DETACHED,), _on_detach), "end": _ENDED},
+        _S.DETACHED: {},
+    }, terminal=(_S.DETACHED,), illegal=_illegal, endpoint_states={
+        _S.UNATTACHED: (_U, _U), _S.ATTACH_SENT: (_A, _U), _S.ATTACH_RCVD: (_U, _A),
+        _ATTACHED: (_A, _A), _DETACH_SENT: (_C, _A), _S.DETACHED: (_C, _C)})
+
+
+LINK_MACHINE = Link.MACHINE
 
 
 # -- the events that carry their link ------------------------------------------

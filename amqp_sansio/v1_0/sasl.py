@@ -17,24 +17,29 @@ server-final message travels as one more challenge answered by an empty
 response (as for 0-10), and a client also accepts it as the outcome's
 additional-data.
 
-``SASL_TRANSITIONS`` (one table per role) is the layer's only state machine.
+``SASL_MACHINES`` (one table per role, on the one engine,
+:mod:`amqp_sansio.engine`) is the layer's only state machine: a peer's frame
+is its input by spec name, and its handler writes our answer (into the
+``out`` octets it is handed) and names the state it led to.
 """
 
 from __future__ import annotations
 
-__all__ = ["SaslState", "SASL_TRANSITIONS", "SaslLayer", "COVERAGE"]
+__all__ = ["SaslState", "SASL_MACHINES", "SaslLayer"]
 
 import enum
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Hashable
+from typing import ClassVar
 
 from .. import sasl as mech
+from ..engine import Entry, Machine, process_input
 from ..role import Role
 from ..sasl_negotiator import ClientNegotiator, ServerNegotiator, UnofferedMechanism
 from ._errors import connection_violation, local_error
 from .framing import TYPE_SASL, encode_frame
 from .spec import (
     SASL_HEADER,
+    ConnectionCondition,
     SaslChallenge,
     SaslCode,
     SaslInit,
@@ -48,75 +53,58 @@ class SaslState(enum.Enum):
     START = "START"
     HDR_SENT = "HDR_SENT"  # client: waiting for the server's header
     AWAIT_MECHS = "AWAIT_MECHS"
-    MECHS_RCVD = "MECHS_RCVD"
     AWAIT_OUTCOME = "AWAIT_OUTCOME"  # client: init/response sent
-    CHALLENGED = "CHALLENGED"
-    HDR_RCVD = "HDR_RCVD"  # server: the client's header read
-    AWAIT_INIT = "AWAIT_INIT"
-    STEP = "STEP"  # server: deciding on init/response
-    AWAIT_RESPONSE = "AWAIT_RESPONSE"
+    AWAIT_INIT = "AWAIT_INIT"  # server: header and mechanisms sent
+    AWAIT_RESPONSE = "AWAIT_RESPONSE"  # server: a challenge sent
     DONE = "DONE"
     FAILED = "FAILED"
 
 
 _S = SaslState
-SASL_TRANSITIONS: dict[Role, dict[SaslState, dict[str, SaslState]]] = {
-    Role.CLIENT: {
-        _S.START: {"send:header": _S.HDR_SENT},
-        _S.HDR_SENT: {"recv:header": _S.AWAIT_MECHS},
-        _S.AWAIT_MECHS: {"recv:mechanisms": _S.MECHS_RCVD},
-        _S.MECHS_RCVD: {"send:init": _S.AWAIT_OUTCOME, "send:abort": _S.FAILED},
-        _S.AWAIT_OUTCOME: {"recv:challenge": _S.CHALLENGED, "recv:outcome-ok": _S.DONE,
-                           "recv:outcome-fail": _S.FAILED},
-        _S.CHALLENGED: {"send:response": _S.AWAIT_OUTCOME, "send:abort": _S.FAILED},
-        _S.DONE: {},
-        _S.FAILED: {},
-    },
-    Role.SERVER: {
-        _S.START: {"recv:header": _S.HDR_RCVD},
-        _S.HDR_RCVD: {"send:mechanisms": _S.AWAIT_INIT},
-        _S.AWAIT_INIT: {"recv:init": _S.STEP},
-        _S.STEP: {"send:challenge": _S.AWAIT_RESPONSE, "send:outcome-ok": _S.DONE,
-                  "send:outcome-fail": _S.FAILED},
-        _S.AWAIT_RESPONSE: {"recv:response": _S.STEP},
-        _S.DONE: {},
-        _S.FAILED: {},
-    },
-}
+#: A SASL frame's performative.
+SaslFrame = SaslMechanisms | SaslInit | SaslChallenge | SaslResponse | SaslOutcome
+_INPUT = {SaslMechanisms: "sasl-mechanisms", SaslInit: "sasl-init",
+          SaslChallenge: "sasl-challenge", SaslResponse: "sasl-response",
+          SaslOutcome: "sasl-outcome"}
 
-COVERAGE: set[tuple[str, str, str]] | None = None
 
-_INPUT = {SaslMechanisms: "mechanisms", SaslInit: "init", SaslChallenge: "challenge",
-          SaslResponse: "response"}
+def _illegal(sl: SaslLayer, inp: Hashable) -> Exception:
+    what = str(inp)
+    if what.endswith("()"):
+        return local_error(f"SASL: cannot {what[:-2]} in state {sl.state.name}")
+    return connection_violation(f"SASL: {what} in state {sl.state.name}",
+                                ConnectionCondition.FRAMING_ERROR)
+
+
+_ENDS = (_S.DONE, _S.FAILED)
 
 
 class SaslLayer:
     """One SASL exchange.  Client: ``negotiator`` a ClientNegotiator; server:
-    a ServerNegotiator.  ``write`` takes the octets to send."""
+    a ServerNegotiator.  Every step writes what it answers into the ``out``
+    octets it is handed (the connection's output)."""
 
-    def __init__(self, role: Role, write: Callable[[bytes], None],
-                 negotiator: ClientNegotiator | ServerNegotiator, *,
+    def __init__(self, role: Role, negotiator: ClientNegotiator | ServerNegotiator, *,
                  hostname: str | None = None) -> None:
         if (role is Role.CLIENT) != isinstance(negotiator, ClientNegotiator):
             raise local_error(f"a SASL {role.value} needs a "
                               f"{'Client' if role is Role.CLIENT else 'Server'}Negotiator")
         self.role = role
+        self.machine = SASL_MACHINES[role]
         self.state = SaslState.START
-        self._write = write
-        self._neg = negotiator
-        self._hostname = hostname
+        self.negotiator = negotiator
+        self.hostname = hostname
         self.identity: str | None = None
         self.outcome: SaslOutcome | None = None
         self.offered: tuple[str, ...] = ()
         self.failure: str | None = None
+        #: our side's own failure (no common mechanism, a server-final that
+        #: does not verify), raised once the state says FAILED
+        self.error: mech.SaslError | None = None
 
     @property
     def mechanism(self) -> str | None:
-        return self._neg.mechanism
-
-    @property
-    def hostname(self) -> str | None:
-        return self._hostname
+        return self.negotiator.mechanism
 
     @property
     def done(self) -> bool:
@@ -126,92 +114,129 @@ class SaslLayer:
     def failed(self) -> bool:
         return self.state is SaslState.FAILED
 
-    def _go(self, inp: str) -> None:
-        nxt = SASL_TRANSITIONS[self.role][self.state].get(inp)
-        if nxt is None:
-            if inp.startswith("recv:"):
-                raise connection_violation(f"SASL: {inp[5:]} in state {self.state.name}",
-                                           "amqp:connection:framing-error")
-            raise local_error(f"SASL: cannot {inp[5:]} in state {self.state.name}")
-        if COVERAGE is not None:
-            COVERAGE.add((self.role.value, self.state.name, inp))
-        self.state = nxt
+    def _input(self, inp: str, arg: object, out: bytearray) -> None:
+        process_input(self, self.machine, inp, arg, out)
+        if self.error is not None:
+            err, self.error = self.error, None
+            raise err
 
-    def _send(self, body: Any) -> None:
-        self._write(encode_frame(body, 0, type=TYPE_SASL))
-
-    def start(self) -> None:
+    def start(self, out: bytearray) -> None:
         """Client: write the SASL header."""
-        self._go("send:header")
-        self._write(SASL_HEADER)
+        self._input("header()", None, out)
 
-    def handle_header(self) -> None:
+    def handle_header(self, out: bytearray) -> None:
         """The peer's SASL header arrived (the caller checked it is one)."""
-        self._go("recv:header")
-        if isinstance(self._neg, ServerNegotiator):
-            self.offered = self._neg.offered
-            self._go("send:mechanisms")
-            self._write(SASL_HEADER)
-            self._send(SaslMechanisms(sasl_server_mechanisms=self.offered))
+        self._input("header", None, out)
 
-    def handle_frame(self, body: Any) -> None:
+    def handle_frame(self, body: SaslFrame, out: bytearray) -> None:
         """A SASL frame's performative.  Raises ConnectionViolation for a
         frame out of order, SaslError for SASL data our side cannot accept."""
-        neg = self._neg
-        if type(body) is SaslOutcome:
-            self._go("recv:outcome-ok" if body.code is SaslCode.OK else "recv:outcome-fail")
-            self.outcome = body
-            if body.code is SaslCode.OK:
-                assert isinstance(neg, ClientNegotiator)
-                neg.succeeded(body.additional_data or b"")
-            return
-        self._go("recv:" + _INPUT[type(body)])
-        if isinstance(neg, ClientNegotiator):
-            try:
-                if type(body) is SaslMechanisms:
-                    self.offered = body.sasl_server_mechanisms
-                    name, initial = neg.start(self.offered)
-                    reply: Any = SaslInit(mechanism=name, initial_response=initial,
-                                          hostname=self._hostname)
-                    inp = "send:init"
-                else:
-                    reply = SaslResponse(response=neg.challenge(body.challenge))
-                    inp = "send:response"
-            except mech.SaslError:
-                self._go("send:abort")
-                raise
-            self._go(inp)
-            self._send(reply)
-            return
-        if type(body) is SaslInit:
-            if body.hostname is not None:
-                self._hostname = body.hostname
-            self._step(lambda: neg.start(body.mechanism, body.initial_response or b""))
-        else:  # SaslResponse
-            self._step(lambda: neg.step(body.response))
+        self._input(_INPUT[type(body)], body, out)
 
-    def _step(self, call: Callable[[], mech.ServerStep]) -> None:
+    # -- what the server's steps answer with ---------------------------------------
+    def _step(self, call: Callable[[], mech.ServerStep], out: bytearray) -> SaslState:
         try:
             step = call()
         except mech.AuthenticationFailed as e:
-            self._finish(None, e.reason, SaslCode.AUTH)
-            return
+            return self._finish(None, e.reason, SaslCode.AUTH, out)
         except UnofferedMechanism as e:
-            self._finish(None, e.message, SaslCode.AUTH)
-            return
+            return self._finish(None, e.message, SaslCode.AUTH, out)
         except mech.SaslError as e:
-            self._finish(None, e.message, SaslCode.SYS_PERM)
-            return
+            return self._finish(None, e.message, SaslCode.SYS_PERM, out)
         if step.done:
-            self._finish(step.identity, None, SaslCode.OK)
-        else:
-            self._go("send:challenge")
-            assert step.challenge is not None
-            self._send(SaslChallenge(challenge=step.challenge))
+            return self._finish(step.identity, None, SaslCode.OK, out)
+        assert step.challenge is not None
+        out += encode_frame(SaslChallenge(challenge=step.challenge), 0, type=TYPE_SASL)
+        return _S.AWAIT_RESPONSE
 
-    def _finish(self, identity: str | None, why: str | None, code: SaslCode) -> None:
-        self._go("send:outcome-ok" if code is SaslCode.OK else "send:outcome-fail")
+    def _finish(self, identity: str | None, why: str | None, code: SaslCode,
+                out: bytearray) -> SaslState:
         self.identity = identity
         self.failure = why
         self.outcome = SaslOutcome(code=code)
-        self._send(self.outcome)
+        out += encode_frame(self.outcome, 0, type=TYPE_SASL)
+        return _S.DONE if code is SaslCode.OK else _S.FAILED
+
+    # -- handlers: (the layer, the peer's performative, out) -> the state it led to
+
+    def _write_header(self, _: None, out: bytearray) -> None:
+        out += SASL_HEADER
+
+
+    def _offer(self, _: None, out: bytearray) -> None:
+        assert isinstance(self.negotiator, ServerNegotiator)
+        self.offered = self.negotiator.offered
+        out += SASL_HEADER
+        out += encode_frame(SaslMechanisms(sasl_server_mechanisms=self.offered), 0, type=TYPE_SASL)
+
+
+    def _choose(self, body: SaslMechanisms, out: bytearray) -> SaslState:
+        assert isinstance(self.negotiator, ClientNegotiator)
+        self.offered = body.sasl_server_mechanisms
+        try:
+            name, initial = self.negotiator.start(self.offered)
+        except mech.SaslError as e:
+            self.error = e
+            return _S.FAILED
+        out += encode_frame(SaslInit(mechanism=name, initial_response=initial,
+                                     hostname=self.hostname), 0, type=TYPE_SASL)
+        return _S.AWAIT_OUTCOME
+
+
+    def _respond(self, body: SaslChallenge, out: bytearray) -> SaslState:
+        assert isinstance(self.negotiator, ClientNegotiator)
+        try:
+            response = self.negotiator.challenge(body.challenge)
+        except mech.SaslError as e:
+            self.error = e
+            return _S.FAILED
+        out += encode_frame(SaslResponse(response=response), 0, type=TYPE_SASL)
+        return _S.AWAIT_OUTCOME
+
+
+    def _outcome(self, body: SaslOutcome, out: bytearray) -> SaslState:
+        assert isinstance(self.negotiator, ClientNegotiator)
+        self.outcome = body
+        if body.code is not SaslCode.OK:
+            return _S.FAILED
+        try:
+            self.negotiator.succeeded(body.additional_data or b"")
+        except mech.SaslError as e:  # (a server-final that does not verify)
+            self.error = e
+            return _S.FAILED
+        return _S.DONE
+
+
+    def _init(self, body: SaslInit, out: bytearray) -> SaslState:
+        neg = self.negotiator
+        assert isinstance(neg, ServerNegotiator)
+        if body.hostname is not None:
+            self.hostname = body.hostname
+        return self._step(lambda: neg.start(body.mechanism, body.initial_response or b""), out)
+
+
+    def _response(self, body: SaslResponse, out: bytearray) -> SaslState:
+        neg = self.negotiator
+        assert isinstance(neg, ServerNegotiator)
+        return self._step(lambda: neg.step(body.response), out)
+
+    CLIENT_MACHINE: ClassVar[Machine[SaslState]] = Machine("1.0 SASL client", {
+        _S.START: {"header()": Entry((_S.HDR_SENT,), _write_header)},
+        _S.HDR_SENT: {"header": Entry((_S.AWAIT_MECHS,))},
+        _S.AWAIT_MECHS: {"sasl-mechanisms": Entry((_S.AWAIT_OUTCOME, _S.FAILED), _choose)},
+        _S.AWAIT_OUTCOME: {"sasl-challenge": Entry((_S.AWAIT_OUTCOME, _S.FAILED), _respond),
+                           "sasl-outcome": Entry(_ENDS, _outcome)},
+        _S.DONE: {},
+        _S.FAILED: {},
+    }, terminal=_ENDS, illegal=_illegal)
+    SERVER_MACHINE: ClassVar[Machine[SaslState]] = Machine("1.0 SASL server", {
+        _S.START: {"header": Entry((_S.AWAIT_INIT,), _offer)},
+        _S.AWAIT_INIT: {"sasl-init": Entry((_S.AWAIT_RESPONSE, *_ENDS), _init)},
+        _S.AWAIT_RESPONSE: {"sasl-response": Entry((_S.AWAIT_RESPONSE, *_ENDS), _response)},
+        _S.DONE: {},
+        _S.FAILED: {},
+    }, terminal=_ENDS, illegal=_illegal)
+
+
+SASL_MACHINES: dict[Role, Machine[SaslState]] = {
+    Role.CLIENT: SaslLayer.CLIENT_MACHINE, Role.SERVER: SaslLayer.SERVER_MACHINE}

@@ -3,47 +3,66 @@ delivery ids, and routing frames to links.
 
 Rules of this file:
 
-1. ``SESSION_TRANSITIONS`` below is the session's only state machine; ``_go``
-   is the only place ``state`` changes (``recv:frame``/``send:frame`` stand
-   for attach, flow, transfer, disposition and detach).
-2. A session talks to its connection only through the :class:`SessionPort` it was
-   given (frames out, events out, the peer's frame size); its links talk to
-   it only through :class:`LinkPort` (implemented here by ``_LinkPort``).
-3. Windows [OASIS part 2 §2.5.6], all RFC-1982 serials (``serial.py``):
-   every transfer *frame* takes one transfer-id.  We never write a transfer
-   when the peer's incoming window is shut -- frames wait here, in order, and
-   go when its flow opens it (link credit already bounds how many
-   deliveries that can be).  A peer's transfer beyond our incoming window
-   ends the session with ``window-violation``; we reopen our window (a
-   session flow) when half of it is used.
+1. ``SESSION_MACHINE`` below is the session's only state machine, on the one
+   engine (:mod:`amqp_sansio.engine`).  Inputs are the peer's performatives
+   by name (``begin``, ``attach``, ``transfer`` -- a run of them --, ...),
+   our calls ``begin()``, ``end()`` and ``frame()`` (a session flow of
+   ours; where it is legal, our links' calls are too: :meth:`Session.run_link`).
+2. The session owns what its links' deliveries are booked under (the ids
+   the peer's dispositions name) and is the only writer of its links'
+   frames: it runs a link's input with a :class:`~.link.LinkStep` and
+   carries out what the step says (:meth:`Session.run_link`).  It asks its
+   connection (a :class:`SessionOwner`) to write frames and appends events to
+   the connection's list.
+3. Windows [OASIS part 2 §2.5.6], RFC-1982 serials: every transfer *frame*
+   takes one transfer-id.  We never write a transfer when the peer's
+   incoming window is shut -- frames wait here, in order, and go when its
+   flow opens it (link credit already bounds how many deliveries that can
+   be).  A peer's transfer beyond our incoming window ends the session with
+   ``window-violation``; we reopen our window (a session flow) when half of
+   it is used.  Windows are plain uints (2**32-1 is that much), ids serials;
+   a peer's number never raises anything but a violation.
 
 Errors the session answers with ``end(error)`` (scope ``session``):
 window-violation, handle-in-use, unattached-handle, a flow whose
-next-incoming-id leads what we sent (as RabbitMQ does), and a link error
-the link cannot answer itself.  A handle above our handle-max closes the
-connection (``framing-error``: notes-0-9-1-and-1-0.md B.4 item 32).
+next-incoming-id leads what we sent (as RabbitMQ does), an attach we have no
+handle left to answer (``resource-limit-exceeded``: the peer's handle-max),
+and a link error the link cannot answer itself.  A handle above our
+handle-max closes the connection (``framing-error``:
+notes-0-9-1-and-1-0.md B.4 item 32).
 """
 
 from __future__ import annotations
 
-__all__ = ["SessionState", "SESSION_TRANSITIONS", "SessionPort", "Session", "SessionConfig",
-           "COVERAGE", "SessionBeginRequested", "SessionBegun", "SessionEnded"]
+__all__ = ["SessionState", "SESSION_MACHINE", "SessionOwner", "Session", "SessionConfig",
+           "SessionBeginRequested", "SessionBegun", "SessionEnded", "SessionWindowOpened"]
 
 import enum
 from collections import deque
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Hashable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import attrs
 
+from ..engine import Endpoint, EndpointState, Entry, Machine, process_input
 from ..events import ChannelEvent, Event, ProtocolViolation
-from ..serial import SerialOrderError, serial_add, serial_diff
 from ._errors import SessionViolation, connection_violation, local_error
-from .framing import Encoded, TransferFields, transfer_of
-from .link import Delivery, EndpointState, Link
+from .framing import Encoded, TransferRun
+from .link import (
+    FLOW,
+    FLOW_ECHO,
+    LINK_MACHINE,
+    Delivery,
+    Link,
+    LinkStep,
+    SourceTerminus,
+    TargetTerminus,
+)
 from .spec import (
+    AmqpCondition,
     Attach,
     Begin,
+    ConnectionCondition,
     Detach,
     Disposition,
     End,
@@ -52,6 +71,7 @@ from .spec import (
     ReceiverSettleMode,
     Role,
     SenderSettleMode,
+    SessionCondition,
     Source,
     Target,
     Transfer,
@@ -68,69 +88,43 @@ class SessionState(enum.Enum):
     MAPPED = "MAPPED"
     END_SENT = "END_SENT"
     DISCARDING = "DISCARDING"
-    END_RCVD = "END_RCVD"
     ENDED = "ENDED"
     # members are singletons: identity hashing is exact, and C-level (Enum's
-    # own __hash__ is a Python call per state-table lookup, ~10 a message)
+    # own __hash__ is a Python call per state-table lookup)
     __hash__ = object.__hash__
 
 
 _S = SessionState
 _MAPPED = _S.MAPPED  # (a global: SessionState.MAPPED is a slow lookup on 3.11)
-SESSION_TRANSITIONS: dict[SessionState, dict[str, SessionState]] = {
-    _S.UNMAPPED: {"send:begin": _S.BEGIN_SENT, "recv:begin": _S.BEGIN_RCVD},
-    # links may be attached right behind our begin
-    _S.BEGIN_SENT: {"recv:begin": _S.MAPPED, "send:frame": _S.BEGIN_SENT,
-                    "send:end": _S.END_SENT, "send:end-error": _S.DISCARDING},
-    # the peer may pipeline attaches (and more) behind its begin
-    _S.BEGIN_RCVD: {"send:begin": _S.MAPPED, "recv:frame": _S.BEGIN_RCVD,
-                    "recv:end": _S.END_RCVD},
-    _S.MAPPED: {"send:frame": _S.MAPPED, "recv:frame": _S.MAPPED, "send:end": _S.END_SENT,
-                "send:end-error": _S.DISCARDING, "recv:end": _S.END_RCVD},
-    # what the peer sent before it saw our end is read and dropped
-    _S.END_SENT: {"recv:frame": _S.END_SENT, "recv:end": _S.ENDED,
-                  "recv:begin": _S.END_SENT},  # its begin crossed our end
-    _S.DISCARDING: {"recv:frame": _S.DISCARDING, "recv:end": _S.ENDED,
-                    "recv:begin": _S.DISCARDING},
-    # answered at once (with a begin first if we had not sent one)
-    _S.END_RCVD: {"send:begin": _S.END_RCVD, "send:end": _S.ENDED},
-    _S.ENDED: {},
-}
-
-COVERAGE: set[tuple[str, str]] | None = None
-
-_LOCAL = {_S.UNMAPPED: "UNINIT", _S.BEGIN_SENT: "ACTIVE", _S.BEGIN_RCVD: "UNINIT",
-          _S.MAPPED: "ACTIVE", _S.END_SENT: "CLOSED", _S.DISCARDING: "CLOSED",
-          _S.END_RCVD: "ACTIVE", _S.ENDED: "CLOSED"}
-_REMOTE = {_S.UNMAPPED: "UNINIT", _S.BEGIN_SENT: "UNINIT", _S.BEGIN_RCVD: "ACTIVE",
-           _S.MAPPED: "ACTIVE", _S.END_SENT: "ACTIVE", _S.DISCARDING: "ACTIVE",
-           _S.END_RCVD: "CLOSED", _S.ENDED: "CLOSED"}
-_INPUTS = {Attach: "attach", Flow: "flow", Transfer: "transfer", Disposition: "disposition",
-           Detach: "detach"}
+_MASK = 0xFFFFFFFF
+_HALF = 0x80000000
+_LIVE = (_S.MAPPED, _S.BEGIN_RCVD)  # where a violation is answered with our end
 
 
-class SessionPort(Protocol):
-    """What a session may ask of its connection."""
+class SessionOwner(Protocol):
+    """What a session asks of its connection (the connection's public face)."""
 
     @property
-    def max_frame_size(self) -> int:
+    def events(self) -> list[Event]:
+        """The list the connection's next events go to."""
+
+    @property
+    def peer_max_frame_size(self) -> int:
         """The largest frame the peer takes now."""
 
-    def write(self, channel: int, body: SpecObject | Encoded, payload: bytes = b"") -> None:
+    def can_write(self) -> bool:
+        """Whether a session frame may be written now."""
+
+    def write_frame(self, channel: int, body: SpecObject | Encoded, payload: bytes = b"") -> None:
         """Queue one frame (LocalProtocolError if the connection can no
         longer write)."""
 
     def write_transfer(self, channel: int, handle: int, delivery_id: int, tag: bytes,
                        message_format: int, settled: bool, payload: bytes) -> bool:
         """Queue the one frame of a delivery (a transfer with only these
-        fields; the octets :meth:`write` makes of the same Transfer) -- or
-        False, with nothing written, when the connection is not open or the
-        frame exceeds the peer's frame size."""
-
-    def can_write(self) -> bool:
-        """Whether a session frame may be written now."""
-
-    def emit(self, event: Event) -> None: ...
+        fields; the octets :meth:`write_frame` makes of the same Transfer)
+        -- or False, with nothing written, when the connection is not open
+        or the frame exceeds the peer's frame size."""
 
     def session_gone(self, session: Session) -> None:
         """Both ends exchanged: free the channels."""
@@ -160,15 +154,35 @@ class SessionConfig:
     properties: dict[str, Any] | None = None
 
 
-class Session:
+def _encoded(body: SpecObject) -> bytes:
+    out = bytearray()
+    body.encode_into(body, out)
+    return bytes(out)
+
+
+def _illegal(s: Session, inp: Hashable) -> Exception:
+    what = str(inp)
+    if what.endswith("()"):
+        return local_error(f"session {s.channel}: cannot {what[:-2]} in state {s.state.name}")
+    return connection_violation(f"session {s.channel}: {what} in state {s.state.name}",
+                                AmqpCondition.ILLEGAL_STATE)
+
+
+_U, _A, _C = EndpointState.UNINIT, EndpointState.ACTIVE, EndpointState.CLOSED
+
+
+class Session(Endpoint[SessionState]):
     """One session endpoint (either end may begin it)."""
 
-    def __init__(self, port: SessionPort, channel: int, config: SessionConfig | None = None) -> None:
-        self._port = port
+    def __init__(self, owner: SessionOwner, channel: int,
+                 config: SessionConfig | None = None) -> None:
+        self._owner = owner
         self.channel = channel
         self.config = config or SessionConfig()
         self.state = SessionState.UNMAPPED
         self.error: Error | None = None
+        self.local_condition: Error | None = None
+        self.remote_condition: Error | None = None
         self.remote_begin: Begin | None = None
         self.remote_channel: int | None = None
         self.remote_error: Error | None = None
@@ -184,6 +198,9 @@ class Session:
         self.handle_max = c.handle_max
         self.remote_handle_max = 0xFFFFFFFF
         self._pending: deque[tuple[SpecObject, bytes]] = deque()  # transfers awaiting window
+        # frames our links answer with before our begin answers the peer's
+        # (a detach answering a pipelined detach): they follow our begin
+        self._held: list[tuple[SpecObject | Encoded, bytes]] = []
         # deliveries: ids we number (outgoing) and the peer numbers (incoming)
         self._next_delivery_id = 0
         self._outgoing: dict[int, Delivery] = {}
@@ -192,310 +209,177 @@ class Session:
         self.links: dict[int, Link] = {}
         self._remote_links: dict[int, Link] = {}
         self._names: dict[tuple[str, Role], Link] = {}
-        self._link_port = _LinkPort(self)
 
     # -- views ------------------------------------------------------------------
-    @property
-    def local_state(self) -> EndpointState:
-        return EndpointState(_LOCAL[self.state])
-
-    @property
-    def remote_state(self) -> EndpointState:
-        return EndpointState(_REMOTE[self.state])
-
     def __repr__(self) -> str:
         return f"Session(channel={self.channel}, {self.state.name})"
 
-    # -- the one place state changes ------------------------------------------------
-    def _go(self, inp: str) -> None:
-        nxt = SESSION_TRANSITIONS[self.state].get(inp)
-        if nxt is None:
-            if inp.startswith("recv:"):
-                raise connection_violation(f"session {self.channel}: {inp[5:]} in state "
-                                           f"{self.state.name}", "amqp:illegal-state")
-            raise local_error(f"session {self.channel}: cannot {inp[5:]} in state "
-                              f"{self.state.name}")
-        if COVERAGE is not None:
-            COVERAGE.add((self.state.name, inp))
-        self.state = nxt
+    @property
+    def unsettled_ids(self) -> tuple[list[int], list[int]]:
+        """The ids of deliveries held for the peer's dispositions: (ours,
+        the peer's)."""
+        return list(self._outgoing), list(self._incoming)
 
-    def check(self, inp: str) -> None:
-        """LocalProtocolError, before anything changes, unless ``inp`` (a
-        ``send:`` input) is legal now and the connection can write."""
-        if inp not in SESSION_TRANSITIONS[self.state]:
-            raise local_error(f"session {self.channel}: cannot {inp[5:]} in state "
-                              f"{self.state.name}")
-        if not self._port.can_write():
-            raise local_error(f"session {self.channel}: the connection can no longer write")
+    @property
+    def queued_transfers(self) -> int:
+        """Transfer frames waiting for the peer's incoming window or our
+        outgoing window."""
+        return len(self._pending)
 
-    # -- our actions -------------------------------------------------------------------
+    # -- our calls ---------------------------------------------------------------
     def begin(self) -> None:
         """Send our begin (first, or in answer to the peer's)."""
-        self.check("send:begin")
-        self._write_begin()
-        self._go("send:begin")
-        if self.state is SessionState.MAPPED:
-            self._port.emit(SessionBegun(self.channel, self))
-
-    def _write_begin(self) -> None:
-        c = self.config
-        self._port.write(self.channel, Begin(
-            remote_channel=self.remote_channel, next_outgoing_id=self.next_outgoing_id,
-            incoming_window=c.incoming_window, outgoing_window=self.outgoing_window,
-            handle_max=c.handle_max, offered_capabilities=c.offered_capabilities,
-            desired_capabilities=c.desired_capabilities, properties=c.properties))
+        process_input(self, SESSION_MACHINE, "begin()", None, self._owner.events)
 
     def end(self, error: Error | None = None) -> None:
         """Send our end (with ``error``: the session failed; what the peer
         sends before its end is dropped)."""
-        inp = "send:end-error" if error is not None else "send:end"
-        if self.state is SessionState.BEGIN_RCVD:
-            self.check("send:begin")
-            self.begin()  # a begin must answer the peer's before the end
-        self.check(inp)
-        self._port.write(self.channel, End(error=error))
-        self._go(inp)
-        self.error = error
-        self._pending.clear()
-        self._links_gone()
-        if self.state is SessionState.ENDED:
-            self._gone(by_peer=True)
+        process_input(self, SESSION_MACHINE, "end()", error, self._owner.events)
 
-    def attach_sender(self, name: str, *, target: Any = None, source: Source | None = None,
-                      **kw: Any) -> Link:
+    def flow(self, *, echo: bool = False) -> None:
+        """Send a session flow (our windows; ``echo`` asks for the peer's)."""
+        process_input(self, SESSION_MACHINE, "frame()", self._flow_body(None, echo),
+                      self._owner.events)
+
+    def reopen_window(self) -> None:
+        """Let the peer send ``incoming_window`` more transfer frames (done
+        at half-use unless ``SessionConfig.auto_window`` is False)."""
+        if self.state is _MAPPED:
+            self.incoming_window = self.config.incoming_window
+            self.flow()
+
+    def open_outgoing_window(self, frames: int | None = None) -> None:
+        """Let ourselves send ``frames`` more transfer frames (default: the
+        configured window), say so to the peer (a session flow) and send
+        what waited (``SessionConfig.auto_outgoing_window`` False)."""
+        n = self.config.outgoing_window if frames is None else frames
+        if not 0 <= n <= _MASK:
+            raise local_error(f"outgoing window {n} is outside [0, 2**32-1]")
+        if not self.can("frame()") or not self._owner.can_write():
+            raise local_error(f"session {self.channel}: cannot open the outgoing window in "
+                              f"state {self.state.name}")
+        self.outgoing_window = n
+        self.flow()
+        self._flush()
+
+    def attach_sender(self, name: str, *, target: TargetTerminus | None = None,
+                      source: SourceTerminus | None = None, **kw: Any) -> Link:
         """Start a sending link (attach written now)."""
         return self._attach(name, Role.SENDER, source or Source(), target or Target(), **kw)
 
-    def attach_receiver(self, name: str, *, source: Source | None = None, target: Any = None,
-                        **kw: Any) -> Link:
+    def attach_receiver(self, name: str, *, source: SourceTerminus | None = None,
+                        target: TargetTerminus | None = None, **kw: Any) -> Link:
         """Start a receiving link (attach written now; grant credit with
         ``link.flow(n)``)."""
         return self._attach(name, Role.RECEIVER, source or Source(), target or Target(), **kw)
 
-    def _attach(self, name: str, role: Role, source: Any, target: Any, **kw: Any) -> Link:
+    def _attach(self, name: str, role: Role, source: SourceTerminus, target: TargetTerminus,
+                **kw: Any) -> Link:
         if self.state not in (SessionState.BEGIN_SENT, SessionState.MAPPED):
             raise local_error(f"session {self.channel}: attach needs a begun session "
                               f"(state {self.state.name})")
         if (name, role) in self._names:
             raise local_error(f"a {role.name.lower()} link named {name!r} is attached already")
-        self.check("send:frame")
         handle = self._free_handle()
+        if handle is None:
+            raise local_error(f"no free link handle (handle-max "
+                              f"{min(self.handle_max, self.remote_handle_max)})")
         kw.setdefault("snd_settle_mode", SenderSettleMode.MIXED)
         kw.setdefault("rcv_settle_mode", ReceiverSettleMode.FIRST)
         kw.setdefault("max_receive_size", self.config.max_receive_size)
-        link = Link(self._link_port, name, handle, role, source=source, target=target, **kw)
+        link = Link(self, name, handle, role, source=source, target=target,
+                    channel=self.channel, **kw)
         link.attach()  # raises before anything is sent or kept
         self.links[handle] = link
         self._names[(name, role)] = link
         return link
 
-    def _free_handle(self) -> int:
+    def _free_handle(self) -> int | None:
         limit = min(self.handle_max, self.remote_handle_max)
         for h in range(len(self.links) + 1):
             if h not in self.links:
-                if h > limit:
-                    break
-                return h
-        raise local_error(f"no free link handle (handle-max {limit})")
+                return h if h <= limit else None
+        return None  # pragma: no cover - one of len+1 handles is free
 
-    def flow(self, *, echo: bool = False) -> None:
-        """Send a session flow (our windows; ``echo`` asks for the peer's)."""
-        self._write(self._flow_body(None, echo))
+    def run_link(self, link: Link, inp: str, arg: object = None) -> None:
+        """A call on one of our links (``link.flow(...)``...): the link's
+        machine takes it, the session carries out what it did -- when the
+        session may write (its table's ``frame()``: its state stays)."""
+        if "frame()" not in SESSION_MACHINE.rows[self.state] or not self._owner.can_write():
+            raise local_error(f"link {link.name!r}: its session can no longer write "
+                              f"(state {self.state.name})")
+        step = LinkStep(self._owner.events)
+        process_input(link, LINK_MACHINE, inp, arg, step)
+        self._carry_out(link, step)
 
-    def _write(self, body: SpecObject | Encoded, payload: bytes = b"") -> None:
-        self.check("send:frame")
-        self._port.write(self.channel, body, payload)
-        self._go("send:frame")
-
-    # -- input from the connection ------------------------------------------------------
-    def handle_begin(self, body: Begin, remote_channel: int) -> None:
-        self._go("recv:begin")
-        self.remote_begin = body
-        self.remote_channel = remote_channel
-        self.next_incoming_id = body.next_outgoing_id
-        self.remote_incoming_window = body.incoming_window
-        self.remote_outgoing_window = body.outgoing_window
-        self.remote_handle_max = body.handle_max
-        if self.state is SessionState.MAPPED:
-            self._port.emit(SessionBegun(self.channel, self))
-            self._flush()
-        elif self.state is SessionState.BEGIN_RCVD:
-            self._port.emit(SessionBeginRequested(self.channel, self))
-
-    def handle_end(self, body: End) -> None:
-        answered = self.state is not SessionState.BEGIN_RCVD
-        self._go("recv:end")
-        self.remote_error = body.error
-        if self.state is SessionState.END_RCVD:
-            if not answered:  # an end pairs with a begin: ours first
-                self._write_begin()
-                self._go("send:begin")
-            self._go("send:end")
-            self._pending.clear()
-            self._port.write(self.channel, End())
-            self._links_gone()
-            self._gone(by_peer=True)
-        else:
-            self._gone(by_peer=False)
-
-    def handle_frame(self, body: Any, payload: bytes) -> None:
-        """attach, flow, transfer, disposition or detach for this session.
-        Session-scope errors end the session here; connection-scope ones are
-        raised (ConnectionViolation) for the connection to answer."""
-        self._go("recv:frame")
-        if self.state not in (SessionState.MAPPED, SessionState.BEGIN_RCVD):
-            return  # ending: dropped
-        self._answering(self._dispatch, body, payload)
-
-    def _answering(self, handle: Any, body: Any, payload: bytes) -> None:
-        """``handle(body, payload)``, ending the session for what is the
-        peer's fault at session scope."""
+    # -- the peer's frames (the connection's) --------------------------------------------
+    def receive(self, inp: str, arg: object) -> None:
+        """A frame of the peer's for this session: ``inp`` its name, ``arg``
+        the performative (with the peer's channel for ``begin``; a
+        :class:`~.framing.TransferRun` for ``transfer``).  Session-scope
+        violations end the session here; connection-scope ones raise
+        (ConnectionViolation) for the connection to answer."""
+        events = self._owner.events
         try:
-            handle(body, payload)
+            process_input(self, SESSION_MACHINE, inp, arg, events)
         except SessionViolation as e:
-            self._port.emit(ProtocolViolation(None, "session", self.channel, e.message,
-                                                "end", e.condition))
-            if self.state in (SessionState.MAPPED, SessionState.BEGIN_RCVD):
+            events.append(ProtocolViolation(None, "session", self.channel, e.message, "end",
+                                            e.condition))
+            if self.state in _LIVE:
                 self.end(Error(condition=e.condition, description=e.message[:500]))
-        except SerialOrderError as e:
-            self._port.emit(ProtocolViolation(None, "session", self.channel, str(e), "end",
-                                                "amqp:session:window-violation"))
-            if self.state in (SessionState.MAPPED, SessionState.BEGIN_RCVD):
-                self.end(Error(condition="amqp:session:window-violation",
-                               description=str(e)[:500]))
-
-    def _dispatch(self, body: Any, payload: bytes) -> None:
-        t = type(body)
-        if t is Transfer:
-            self._on_transfer(body, payload)
-        elif t is Flow:
-            self._on_flow(body)
-        elif t is Disposition:
-            self._on_disposition(body)
-        elif t is Attach:
-            self._on_attach(body)
-        elif t is Detach:
-            link = self._remote_link(body.handle)
-            link.handle_detach(body)
-        else:  # pragma: no cover - the connection routes only these here
-            raise connection_violation(f"{t.__name__} is not a session frame",
-                                       "amqp:illegal-state")
 
     def _remote_link(self, handle: int | None) -> Link:
-        if handle is None or handle not in self._remote_links:
+        link = self._remote_links.get(handle) if handle is not None else None
+        if link is None:
             raise SessionViolation(f"no link is attached on handle {handle}",
-                                   "amqp:session:unattached-handle")
-        return self._remote_links[handle]
+                                   SessionCondition.UNATTACHED_HANDLE)
+        return link
 
-    def _on_attach(self, body: Attach) -> None:
-        if body.handle > self.handle_max:
-            raise connection_violation(f"handle {body.handle} is above our handle-max "
-                                       f"{self.handle_max}", "amqp:connection:framing-error")
-        if body.handle in self._remote_links:
-            raise SessionViolation(f"handle {body.handle} is in use",
-                                   "amqp:session:handle-in-use")
-        mine = Role.RECEIVER if body.role is Role.SENDER else Role.SENDER
-        link = self._names.get((body.name, mine))
-        if link is None or link.remote_handle is not None:
-            handle = self._free_handle()
-            link = Link(self._link_port, body.name, handle, mine,
-                        snd_settle_mode=body.snd_settle_mode,
-                        rcv_settle_mode=body.rcv_settle_mode,
-                        max_receive_size=self.config.max_receive_size)
-            self.links[handle] = link
-            self._names[(body.name, mine)] = link
-        self._remote_links[body.handle] = link
-        link.handle_attach(body)
+    def _link_input(self, link: Link, inp: str, arg: object, events: list[Event]) -> None:
+        """``inp`` to ``link``, and what it did carried out."""
+        step = LinkStep(events, self.state is not SessionState.BEGIN_RCVD)
+        process_input(link, LINK_MACHINE, inp, arg, step)
+        self._carry_out(link, step)
 
-    def _on_transfer(self, body: Transfer, payload: bytes) -> None:
-        if self.incoming_window <= 0:
-            raise SessionViolation("a transfer beyond our incoming window",
-                                   "amqp:session:window-violation")
-        if self.remote_outgoing_window <= 0 and self.config.strict_remote_outgoing_window:
-            raise SessionViolation("a transfer beyond the outgoing window the peer announced",
-                                   "amqp:session:window-violation")
-        self.incoming_window -= 1
-        assert self.next_incoming_id is not None
-        self.next_incoming_id = serial_add(self.next_incoming_id, 1)
-        self.remote_outgoing_window = max(0, self.remote_outgoing_window - 1)
-        link = self._remote_link(body.handle)
-        link.handle_transfer(body, payload)
-        if self.config.auto_window and self.incoming_window * 2 < self.config.incoming_window:
-            self.reopen_window()
-
-    def take_transfer(self, f: TransferFields, payload: bytes, quiet: bool = False) -> None:
-        """The receiving hot path (the connection's): a common transfer
-        (``framing.transfer_fields``), counted as :meth:`_on_transfer`
-        counts it and taken by its link's own hot path; anything unusual
-        takes the generic path as the Transfer it is, before anything
-        changes.  ``quiet``: no event is waiting (``Link.take_transfer``)."""
-        link = self._remote_links.get(f[0])
-        if (self.state is not _MAPPED or link is None or self.incoming_window <= 0
-                or (self.remote_outgoing_window <= 0
-                    and self.config.strict_remote_outgoing_window)):
-            self.handle_frame(transfer_of(f), payload)
-            return
-        if COVERAGE is not None:
-            COVERAGE.add(("MAPPED", "recv:frame"))
-        # recv:frame keeps MAPPED as it is (the table says so; a test checks)
-        self.incoming_window -= 1
-        assert self.next_incoming_id is not None
-        self.next_incoming_id = (self.next_incoming_id + 1) & 0xFFFFFFFF  # serial_add
-        if self.remote_outgoing_window > 0:
-            self.remote_outgoing_window -= 1
-        if not link.take_transfer(f, payload, quiet):
-            self._answering(link.handle_transfer, transfer_of(f), payload)
-        if self.config.auto_window and self.incoming_window * 2 < self.config.incoming_window:
-            self.reopen_window()
-
-    def reopen_window(self) -> None:
-        """Let the peer send ``incoming_window`` more transfer frames (done
-        at half-use unless ``SessionConfig.auto_window`` is False)."""
-        if self.state is SessionState.MAPPED:
-            self.incoming_window = self.config.incoming_window
-            self._write(self._flow_body(None, False))
-
-    def _on_flow(self, body: Flow) -> None:
-        nid = body.next_incoming_id
-        base = self.initial_outgoing_id if nid is None else nid
-        if nid is not None and serial_diff(self.next_outgoing_id, nid) > 0:
-            raise SessionViolation(f"flow: next-incoming-id {nid} leads the transfers we sent "
-                                   f"(next-outgoing-id {self.next_outgoing_id})",
-                                   "amqp:session:window-violation")
-        self.remote_incoming_window = max(0, serial_diff(
-            self.next_outgoing_id, serial_add(base, body.incoming_window)))
-        self.remote_outgoing_window = body.outgoing_window
-        if body.handle is not None:
-            self._remote_link(body.handle).handle_flow(body)
-        elif body.echo:
-            self._write(self._flow_body(None, False))
-        self._flush()
-
-    def _on_disposition(self, body: Disposition) -> None:
-        # role receiver: about deliveries we sent; sender: about ones we received
-        book = self._outgoing if body.role is Role.RECEIVER else self._incoming
-        first = body.first
-        last = first if body.last is None else body.last
-        span = serial_diff(first, last)
-        if span < 0:
-            raise SessionViolation(f"disposition: last {last} precedes first {first}",
-                                   "amqp:invalid-field")
-        if span < len(book):
-            hits = [book[i] for i in (serial_add(first, k) for k in range(span + 1))
-                    if i in book]
-        else:  # a wide range: walk what we hold, not what the peer wrote
-            hits = [d for i, d in list(book.items()) if 0 <= serial_diff(first, i) <= span]
-        i = 0
-        n = len(hits)
-        while i < n:  # each link's run of them, in order
-            link = hits[i].link
-            j = i + 1
-            while j < n and hits[j].link is link:
-                j += 1
-            link.handle_disposition(hits[i:j] if i or j < n else hits, body)
-            i = j
+    def _carry_out(self, link: Link, step: LinkStep) -> None:
+        """Write a link's frames, keep its deliveries' books, free it when gone."""
+        for f in step.frames:
+            if type(f) is tuple:
+                self._transfer_out(link, f)
+            elif f is FLOW or f is FLOW_ECHO:
+                self._write(self._flow_body(link, f is FLOW_ECHO))
+            else:
+                self._write(f)
+        if step.booked:
+            self._incoming.update(step.booked)
+        if step.forgotten:
+            for d in step.forgotten:
+                (self._outgoing if d.outgoing else self._incoming).pop(d.id, None)
+        if step.gone:
+            self.links.pop(link.handle, None)
+            if link.remote_handle is not None and self._remote_links.get(
+                    link.remote_handle) is link:
+                del self._remote_links[link.remote_handle]
+            if self._names.get((link.name, link.role)) is link:
+                del self._names[(link.name, link.role)]
+            book = self._outgoing if link.is_sender else self._incoming
+            for d in link.unsettled_deliveries.values():
+                book.pop(d.id, None)
 
     # -- output ------------------------------------------------------------------------
+    def _write(self, body: SpecObject | Encoded, payload: bytes = b"") -> None:
+        if self.state is SessionState.BEGIN_RCVD:
+            self._held.append((body, payload))
+            return
+        self._owner.write_frame(self.channel, body, payload)
+
+    def _write_begin(self) -> None:
+        """Our begin, then what waited for it."""
+        self._owner.write_frame(self.channel, self._begin_body())
+        held, self._held = self._held, []
+        for body, payload in held:
+            self._owner.write_frame(self.channel, body, payload)
+
     def _flow_body(self, link: Link | None, echo: bool) -> Flow:
         kw: dict[str, Any] = {}
         if link is not None:
@@ -506,18 +390,51 @@ class Session:
                     next_outgoing_id=self.next_outgoing_id,
                     outgoing_window=self.outgoing_window, echo=echo, **kw)
 
-    def _send_delivery(self, link: Link, first: Transfer, payload: bytes, more: bool) -> int:
+    def _transfer_out(self, link: Link, part: tuple[Delivery, bytes, bool, int]) -> None:
+        """A delivery's transfer frames: its first (kind 0: numbered here,
+        booked until settled), more of it (1), its abort (2)."""
+        d, payload, more, kind = part
+        if kind == 0:
+            did = d.id = self._next_delivery_id
+            self._next_delivery_id = (did + 1) & _MASK
+            if not d.settled:
+                self._outgoing[did] = d
+            if (d.state is None and not (more or d.resumed or d.batchable)
+                    and self.state is _MAPPED and not self._pending
+                    and self.remote_incoming_window > 0 and self.outgoing_window > 0
+                    and self._owner.write_transfer(self.channel, link.handle, did, d.tag,
+                                                   d.message_format, d.settled, payload)):
+                # the common frame, in the octets the encoder would make of it
+                d.frames = 1
+                self.next_outgoing_id = (self.next_outgoing_id + 1) & _MASK  # (_count_transfer)
+                self.remote_incoming_window -= 1
+                self.outgoing_window -= 1
+                if self.outgoing_window <= 0 and self.config.auto_outgoing_window:
+                    self.outgoing_window = self.config.outgoing_window
+                    self.flow()  # the peer counts it too
+                return
+            first = Transfer(handle=link.handle, delivery_id=did, delivery_tag=d.tag,
+                             message_format=d.message_format, settled=d.settled, state=d.state,
+                             batchable=d.batchable, resume=d.resumed)
+        elif kind == 1:
+            first = Transfer(handle=link.handle)
+        else:
+            first = Transfer(handle=link.handle, aborted=True, settled=True)
+        d.frames += self._send_delivery(first, payload, more)
+
+    def _send_delivery(self, first: Transfer, payload: bytes, more: bool) -> int:
         # the common case, a small message in one frame: a transfer without a
         # state encodes in under 100 octets besides its tag (at most 32)
-        if first.state is None and len(payload) + 150 <= self._port.max_frame_size:
+        max_frame = self._owner.peer_max_frame_size
+        if first.state is None and len(payload) + 150 <= max_frame:
             if first.more != more:
                 first = attrs.evolve(first, more=more)
             self._queue_transfer(first, payload)
             return 1
         # room for payload beside the performative in its largest form (more set)
-        room = self._port.max_frame_size - 8 - len(_encoded(attrs.evolve(first, more=True)))
+        room = max_frame - 8 - len(_encoded(attrs.evolve(first, more=True)))
         if room <= 0:
-            raise local_error(f"the peer's frame size {self._port.max_frame_size} leaves no room "
+            raise local_error(f"the peer's frame size {max_frame} leaves no room "
                               "for a transfer")
         frames = 0
         pos = 0
@@ -535,152 +452,270 @@ class Session:
             if last:
                 return frames
             body = Transfer(handle=first.handle)
-            room = self._port.max_frame_size - 8 - len(_encoded(attrs.evolve(body, more=True)))
+            room = max_frame - 8 - len(_encoded(attrs.evolve(body, more=True)))
 
     def _queue_transfer(self, body: Transfer, payload: bytes) -> None:
         if self._pending or self.remote_incoming_window <= 0 or self.outgoing_window <= 0 or (
-                self.state is not SessionState.MAPPED):
+                self.state is not _MAPPED):
             self._pending.append((body, payload))
             return
-        self._write_transfer(body, payload)
-
-    def _write_transfer(self, body: SpecObject, payload: bytes) -> None:
         self._write(body, payload)
         self._count_transfer()
 
     def _count_transfer(self) -> None:
         """A transfer frame went: it takes a transfer-id and a place in both windows."""
-        self.next_outgoing_id = serial_add(self.next_outgoing_id, 1)
+        self.next_outgoing_id = (self.next_outgoing_id + 1) & _MASK
         self.remote_incoming_window -= 1
         self.outgoing_window -= 1
         if self.outgoing_window <= 0 and self.config.auto_outgoing_window:
             self.outgoing_window = self.config.outgoing_window
-            self._write(self._flow_body(None, False))  # the peer counts it too
+            self.flow()  # the peer counts it too
 
     def _flush(self) -> None:
         """Write the transfers both windows now admit (the peer's incoming
         window, our outgoing window)."""
         while self._pending and self.remote_incoming_window > 0 and self.outgoing_window > 0 \
-                and self.state is SessionState.MAPPED:
+                and self.state is _MAPPED:
             body, payload = self._pending.popleft()
-            self._write_transfer(body, payload)
-
-    def open_outgoing_window(self, frames: int | None = None) -> None:
-        """Let ourselves send ``frames`` more transfer frames (default: the
-        configured window), say so to the peer (a session flow) and send
-        what waited (``SessionConfig.auto_outgoing_window`` False)."""
-        n = self.config.outgoing_window if frames is None else frames
-        if not 0 <= n <= 0xFFFFFFFF:
-            raise local_error(f"outgoing window {n} is outside [0, 2**32-1]")
-        self.check("send:frame")
-        self.outgoing_window = n
-        self._write(self._flow_body(None, False))
-        self._flush()
-
-    @property
-    def queued_transfers(self) -> int:
-        """Transfer frames waiting for the peer's incoming window or our
-        outgoing window."""
-        return len(self._pending)
+            self._write(body, payload)
+            self._count_transfer()
 
     def _links_gone(self) -> None:
         """An ended session detaches its links (without closing them)."""
+        events = self._owner.events
         for link in list(self.links.values()):
-            link.session_ended()
+            if link.can("end"):
+                process_input(link, LINK_MACHINE, "end", None, LinkStep(events, False))
         self.links.clear()
         self._remote_links.clear()
         self._names.clear()
         self._outgoing.clear()
         self._incoming.clear()
+        self._pending.clear()
 
-    def _gone(self, *, by_peer: bool) -> None:
-        self._port.session_gone(self)
+    def _gone(self, by_peer: bool, events: list[Event]) -> None:
+        self._owner.session_gone(self)
         err = self.remote_error if by_peer else self.error
-        self._port.emit(SessionEnded(self.channel, self, by_peer, err))
+        events.append(SessionEnded(self.channel, self, by_peer, err))
+
+    # -- handlers: (the session, its input's argument, the connection's events) -> the
+    # state chosen, or None
+
+    def _begin_body(self) -> Begin:
+        c = self.config
+        return Begin(remote_channel=self.remote_channel, next_outgoing_id=self.next_outgoing_id,
+                     incoming_window=c.incoming_window, outgoing_window=self.outgoing_window,
+                     handle_max=c.handle_max, offered_capabilities=c.offered_capabilities,
+                     desired_capabilities=c.desired_capabilities, properties=c.properties)
 
 
-def _encoded(body: SpecObject) -> bytes:
-    out = bytearray()
-    body.encode_into(body, out)
-    return bytes(out)
+    def _writable(self) -> None:
+        if not self._owner.can_write():
+            raise local_error(f"session {self.channel}: the connection can no longer write")
 
 
-class _LinkPort:
-    """The session as its links see it (:class:`~.link.LinkPort`)."""
+    def _begin_first(self, _: None, events: list[Event]) -> None:
+        self._writable()
+        self._write_begin()
 
-    __slots__ = ("_s", "channel", "emit", "track_incoming")
 
-    def __init__(self, session: Session) -> None:
-        self._s = session
-        self.channel = session.channel  # a session keeps its channel
-        # straight to the connection (one call a delivery fewer)
-        self.emit: Callable[[Event], None] = session._port.emit
-        # (the book is cleared, never replaced)
-        self.track_incoming: Callable[[int, Delivery], object] = session._incoming.__setitem__
+    def _begin_answer(self, _: None, events: list[Event]) -> None:
+        self._begin_first(None, events)
+        events.append(SessionBegun(self.channel, self))
 
-    @property
-    def max_frame_size(self) -> int:
-        return self._s._port.max_frame_size
 
-    def can_write(self) -> bool:
-        s = self._s
-        return "send:frame" in SESSION_TRANSITIONS[s.state] and s._port.can_write()
+    def _end(self, error: Error | None, events: list[Event]) -> SessionState:
+        self._writable()
+        if self.state is SessionState.BEGIN_RCVD:
+            self._begin_answer(None, events)  # a begin must answer the peer's before the end
+        self._owner.write_frame(self.channel, End(error=error))
+        self.error = self.local_condition = error
+        self._links_gone()
+        return SessionState.DISCARDING if error is not None else SessionState.END_SENT
 
-    def write(self, body: SpecObject | Encoded) -> None:
-        self._s._write(body)
 
-    def write_flow(self, link: Link, echo: bool = False) -> None:
-        self._s._write(self._s._flow_body(link, echo))
+    def _write_frame(self, body: SpecObject, events: list[Event]) -> None:
+        self._writable()
+        self._write(body)
 
-    def send_transfer(self, link: Link, tag: bytes, message_format: int, settled: bool,
-                      payload: bytes) -> int | None:
-        s = self._s
-        if (s.state is not _MAPPED or s._pending or s.remote_incoming_window <= 0
-                or s.outgoing_window <= 0):
-            return None  # it waits for a window, or the session cannot write
-        did = s._next_delivery_id
-        if not s._port.write_transfer(s.channel, link.handle, did, tag, message_format,
-                                      settled, payload):
-            return None
-        if COVERAGE is not None:
-            COVERAGE.add(("MAPPED", "send:frame"))
-        # send:frame keeps MAPPED as it is (the table says so; a test checks)
-        s._next_delivery_id = (did + 1) & 0xFFFFFFFF  # serial_add
-        s._count_transfer()
-        return did
 
-    def send_delivery(self, link: Link, first: Transfer, payload: bytes, more: bool) -> int:
-        s = self._s
-        s.check("send:frame")
-        return s._send_delivery(link, first, payload, more)
 
-    def next_delivery_id(self) -> int:
-        s = self._s
-        did = s._next_delivery_id
-        s._next_delivery_id = serial_add(did, 1)
-        return did
+    def _on_begin(self, arg: tuple[Begin, int], events: list[Event]) -> None:
+        body, remote_channel = arg
+        self.remote_begin = body
+        self.remote_channel = remote_channel
+        self.next_incoming_id = body.next_outgoing_id
+        self.remote_incoming_window = body.incoming_window
+        self.remote_outgoing_window = body.outgoing_window
+        self.remote_handle_max = body.handle_max
+        if self.state is SessionState.UNMAPPED:
+            events.append(SessionBeginRequested(self.channel, self))
+        elif self.state is SessionState.BEGIN_SENT:
+            events.append(SessionBegun(self.channel, self))
 
-    def track(self, d: Delivery) -> None:
-        (self._s._outgoing if d.outgoing else self._s._incoming)[d.id] = d
 
-    def untrack(self, d: Delivery) -> None:
-        (self._s._outgoing if d.outgoing else self._s._incoming).pop(d.id, None)
+    def _on_begin_mapped(self, arg: tuple[Begin, int], events: list[Event]) -> None:
+        self._on_begin(arg, events)
+        self._flush()
 
-    def untrack_many(self, ds: list[Delivery]) -> None:
-        if ds:  # (all of one link: one direction)
-            forget = (self._s._outgoing if ds[0].outgoing else self._s._incoming).pop
-            for d in ds:
-                forget(d.id, None)
 
-    def link_gone(self, link: Link) -> None:
-        s = self._s
-        s.links.pop(link.handle, None)
-        if link.remote_handle is not None and s._remote_links.get(link.remote_handle) is link:
-            del s._remote_links[link.remote_handle]
-        if s._names.get((link.name, link.role)) is link:
-            del s._names[(link.name, link.role)]
-        for d in list(link.unsettled_deliveries.values()):
-            self.untrack(d)
+    def _on_end(self, body: End, events: list[Event]) -> None:
+        self.remote_error = self.remote_condition = body.error
+        if self.state is SessionState.END_SENT or self.state is SessionState.DISCARDING:
+            self._gone(False, events)  # the answer to ours
+            return
+        if self.state is SessionState.BEGIN_RCVD:  # an end pairs with a begin: ours first
+            self._write_begin()
+        self._owner.write_frame(self.channel, End())
+        self._links_gone()
+        self._gone(True, events)
+
+
+    def _on_attach(self, body: Attach, events: list[Event]) -> None:
+        if body.handle > self.handle_max:
+            raise connection_violation(f"handle {body.handle} is above our handle-max "
+                                       f"{self.handle_max}", ConnectionCondition.FRAMING_ERROR)
+        if body.handle in self._remote_links:
+            raise SessionViolation(f"handle {body.handle} is in use",
+                                   SessionCondition.HANDLE_IN_USE)
+        mine = Role.RECEIVER if body.role is Role.SENDER else Role.SENDER
+        link = self._names.get((body.name, mine))
+        if link is None or link.remote_handle is not None:
+            handle = self._free_handle()
+            if handle is None:  # (a peer whose handle-max leaves us none to answer with)
+                raise SessionViolation(
+                    f"no handle left to answer attach {body.name!r} with: the peer's handle-max "
+                    f"is {self.remote_handle_max}", AmqpCondition.RESOURCE_LIMIT_EXCEEDED)
+            link = Link(self, body.name, handle, mine, snd_settle_mode=body.snd_settle_mode,
+                        rcv_settle_mode=body.rcv_settle_mode,
+                        max_receive_size=self.config.max_receive_size, channel=self.channel)
+            self.links[handle] = link
+            self._names[(body.name, mine)] = link
+        self._remote_links[body.handle] = link
+        self._link_input(link, "attach", body, events)
+
+
+    def _on_detach(self, body: Detach, events: list[Event]) -> None:
+        self._link_input(self._remote_link(body.handle), "detach", body, events)
+
+
+    def _on_flow(self, body: Flow, events: list[Event]) -> None:
+        nid = body.next_incoming_id
+        # transfers we sent that the peer had not seen when it wrote this
+        in_flight = (self.next_outgoing_id - (self.initial_outgoing_id if nid is None
+                                              else nid)) & _MASK
+        if in_flight >= _HALF:
+            raise SessionViolation(f"flow: next-incoming-id {nid} leads the transfers we sent "
+                                   f"(next-outgoing-id {self.next_outgoing_id})",
+                                   SessionCondition.WINDOW_VIOLATION)
+        shut = self.remote_incoming_window <= 0 or bool(self._pending)
+        self.remote_incoming_window = max(0, body.incoming_window - in_flight)
+        self.remote_outgoing_window = body.outgoing_window
+        if body.handle is not None:
+            self._link_input(self._remote_link(body.handle), "flow", body, events)
+        elif body.echo:
+            self._write(self._flow_body(None, False))
+        self._flush()
+        if shut and self.remote_incoming_window > 0:  # (so that nothing polls for it)
+            events.append(SessionWindowOpened(self.channel, self, self.remote_incoming_window,
+                                              len(self._pending)))
+
+
+    def _on_transfers(self, run: TransferRun, events: list[Event]) -> None:
+        """The peer's transfers for one link (a run): each frame takes a place in
+        our incoming window (reopened at half, as if frame by frame) and a
+        transfer-id; the link takes them in as few inputs as the windows allow."""
+        frames = run.frames
+        n = len(frames)
+        cfg = self.config
+        half = (cfg.incoming_window - 1) // 2
+        link = None
+        i = 0
+        while i < n:
+            w = self.incoming_window
+            if w <= 0:
+                raise SessionViolation("a transfer beyond our incoming window",
+                                       SessionCondition.WINDOW_VIOLATION)
+            row = self.remote_outgoing_window
+            if row <= 0 and cfg.strict_remote_outgoing_window:
+                raise SessionViolation("a transfer beyond the outgoing window the peer announced",
+                                       SessionCondition.WINDOW_VIOLATION)
+            # frames until the window is shut, or reopened at half
+            k = min(n - i, max(1, w - half) if cfg.auto_window else w)
+            if cfg.strict_remote_outgoing_window:
+                k = min(k, row)
+            if link is None:
+                link = self._remote_links.get(run.handle)
+                if link is None:
+                    k = 1  # (counted, then refused)
+            self.incoming_window = w - k
+            assert self.next_incoming_id is not None
+            self.next_incoming_id = (self.next_incoming_id + k) & _MASK
+            self.remote_outgoing_window = row - k if row > k else 0
+            if link is None:
+                self._remote_link(run.handle)  # raises: unattached-handle
+            assert link is not None
+            self._link_input(link, "transfer", frames if k == n else frames[i:i + k], events)
+            i += k
+            if cfg.auto_window and self.incoming_window * 2 < cfg.incoming_window:
+                self.reopen_window()
+
+
+    def _on_disposition(self, body: Disposition, events: list[Event]) -> None:
+        # role receiver: about deliveries we sent; sender: about ones we received
+        book = self._outgoing if body.role is Role.RECEIVER else self._incoming
+        first = body.first
+        last = first if body.last is None else body.last
+        span = (last - first) & _MASK
+        if span >= _HALF:
+            raise SessionViolation(f"disposition: last {last} precedes first {first}",
+                                   AmqpCondition.INVALID_FIELD)
+        if span < len(book):
+            hits = [book[i] for i in ((first + k) & _MASK for k in range(span + 1)) if i in book]
+        else:  # a wide range: walk what we hold, not what the peer wrote
+            hits = [d for i, d in list(book.items()) if (i - first) & _MASK <= span]
+        i = 0
+        n = len(hits)
+        while i < n:  # each link's run of them, in order
+            link = hits[i].link
+            j = i + 1
+            while j < n and hits[j].link is link:
+                j += 1
+            self._link_input(link, "disposition", (hits[i:j] if i or j < n else hits, body), events)
+            i = j
+
+    _ENDS = (_S.END_SENT, _S.DISCARDING)
+    _DROPPED = Entry[SessionState]()  # what the peer sent before it saw our end
+    # attach, flow, transfer, disposition, detach: taken, or dropped
+    _TAKEN: dict[Hashable, Entry[SessionState]] = {
+        "attach": Entry((), _on_attach), "flow": Entry((), _on_flow),
+        "transfer": Entry((), _on_transfers), "disposition": Entry((), _on_disposition),
+        "detach": Entry((), _on_detach)}
+    _DROPPED_FRAMES: dict[Hashable, Entry[SessionState]] = dict.fromkeys(_TAKEN, _DROPPED)
+    _OURS: dict[Hashable, Entry[SessionState]] = {"frame()": Entry((), _write_frame)}
+    MACHINE: ClassVar[Machine[SessionState]] = Machine("1.0 session", {
+        _S.UNMAPPED: {"begin()": Entry((_S.BEGIN_SENT,), _begin_first),
+                      "begin": Entry((_S.BEGIN_RCVD,), _on_begin)},
+        # links may be attached right behind our begin
+        _S.BEGIN_SENT: {"begin": Entry((_MAPPED,), _on_begin_mapped), **_OURS,
+                        "end()": Entry(_ENDS, _end)},
+        # the peer may pipeline attaches (and more) behind its begin
+        _S.BEGIN_RCVD: {"begin()": Entry((_MAPPED,), _begin_answer), "end()": Entry(_ENDS, _end),
+                        **_TAKEN, "end": Entry((_S.ENDED,), _on_end)},
+        _MAPPED: {**_OURS, "end()": Entry(_ENDS, _end), **_TAKEN,
+                  "end": Entry((_S.ENDED,), _on_end)},
+        # what the peer sent before it saw our end is read and dropped
+        _S.END_SENT: {**_DROPPED_FRAMES, "begin": Entry((), _on_begin),  # it crossed our end
+                      "end": Entry((_S.ENDED,), _on_end)},
+        _S.DISCARDING: {**_DROPPED_FRAMES, "begin": Entry((), _on_begin),
+                        "end": Entry((_S.ENDED,), _on_end)},
+        _S.ENDED: {},
+    }, terminal=(_S.ENDED,), illegal=_illegal, endpoint_states={
+        _S.UNMAPPED: (_U, _U), _S.BEGIN_SENT: (_A, _U), _S.BEGIN_RCVD: (_U, _A),
+        _MAPPED: (_A, _A), _S.END_SENT: (_C, _A), _S.DISCARDING: (_C, _A), _S.ENDED: (_C, _C)})
+
+
+SESSION_MACHINE = Session.MACHINE
 
 
 # -- the events that carry their session ------------------------------------------
@@ -711,3 +746,16 @@ class SessionEnded(ChannelEvent):
     session: Session
     by_peer: bool
     error: Any
+
+
+@attrs.frozen(slots=True)
+class SessionWindowOpened(ChannelEvent):
+    """The peer's flow opened its incoming window while our transfers waited
+    for it (or it was shut): ``window`` transfer frames may go now, and
+    ``queued`` still wait (for our outgoing window, or more of the peer's).
+    What waited has been written: a sender blocked on the window can go on
+    without polling :attr:`Session.queued_transfers`."""
+
+    session: Session
+    window: int
+    queued: int

@@ -29,24 +29,29 @@ from .message import decode_message
 from .session import Session
 from .spec import (
     Accepted,
+    AmqpCondition,
     AmqpValue,
     Declare,
     Declared,
     Discharge,
     Error,
+    Modified,
     Rejected,
+    Released,
     Source,
     TransactionalState,
+    TxnCapability,
 )
 from .spec import (
     Coordinator as CoordinatorTarget,
 )
 
 ACQUIRE_TXN_KEY = "txn-id"  # flow.properties key for transactional acquisition
-_OUTCOMES = ("amqp:accepted:list", "amqp:rejected:list", "amqp:declared:list")
+_OUTCOMES = (Accepted.SYMBOL, Rejected.SYMBOL, Declared.SYMBOL)
 
 
-def transactional(txn_id: bytes, outcome: Any = None) -> TransactionalState:
+def transactional(txn_id: bytes, outcome: Accepted | Rejected | Released | Modified | None = None,
+                  ) -> TransactionalState:
     """The state for a transfer or disposition inside ``txn_id``."""
     return TransactionalState(txn_id=txn_id, outcome=outcome)
 
@@ -67,7 +72,7 @@ class Controller:
     """The client end of a coordinator link."""
 
     def __init__(self, session: Session, name: str = "txn-controller",
-                 capabilities: tuple[str, ...] = ("amqp:local-transactions",)) -> None:
+                 capabilities: tuple[str, ...] = (TxnCapability.LOCAL_TRANSACTIONS,)) -> None:
         self.link = session.attach_sender(
             name, source=Source(outcomes=_OUTCOMES),
             target=CoordinatorTarget(capabilities=capabilities))
@@ -103,7 +108,7 @@ class Controller:
             assert txn_id is not None
             return ev.TxnDischarged(ch, txn_id, fail)
         error = state.error if isinstance(state, Rejected) else Error(
-            condition="amqp:illegal-state",
+            condition=AmqpCondition.ILLEGAL_STATE,
             description=f"the coordinator answered {type(state).__name__}")
         return ev.TxnFailed(ch, txn_id, error)
 
@@ -125,7 +130,7 @@ class Coordinator:
         if isinstance(request, Discharge):
             return ev.TxnDischargeRequested(event.channel, d, request.txn_id,
                                             bool(request.fail))
-        self.refuse(d, Error(condition="amqp:decode-error",
+        self.refuse(d, Error(condition=AmqpCondition.DECODE_ERROR,
                              description="a coordinator takes declare or discharge"))
         return None
 

@@ -376,7 +376,7 @@ def test_a_connection_cut_anywhere_loses_no_publish(cut: int, back: bool, n: int
         if p is not None:
             waiters[k] = p
         w.pump()
-    sent = s._published
+    sent = s.published
     if not w.cut:
         w.lose()
     assert s.error is not None

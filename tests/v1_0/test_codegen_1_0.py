@@ -210,3 +210,11 @@ def test_archetype_unions() -> None:
                                          spec.Modified, spec.Declared}
     assert set(spec.TARGET_CLASSES) == {spec.Target, spec.Coordinator}
     assert len(spec.FRAME_CLASSES) == 9 and len(spec.SASL_FRAME_CLASSES) == 5
+
+
+def test_the_error_modules_conditions_are_the_generated_ones() -> None:
+    # _errors.py spells two conditions out (the generated spec imports it)
+    from amqp_sansio.v1_0 import _errors
+
+    assert _errors.DECODE_ERROR == spec.AmqpCondition.DECODE_ERROR
+    assert _errors.FRAMING_ERROR == spec.ConnectionCondition.FRAMING_ERROR

@@ -1,17 +1,17 @@
-"""The 1.0 hot paths agree with the checked paths they stand in for.
+"""The 1.0 hot path is the one path, read and written faster.
 
 Receiving: ``framing.transfer_fields`` reads the common transfer (one frame
 of a delivery, no state) as a tuple; what it accepts, the generic decoder
 reads as the same Transfer, and what it refuses (anything unusual) it
 leaves to that decoder; on any octets it never raises.  The reader knows
 a transfer laid out as the last common one by comparing octets: read so,
-it is still the generic decoder's Transfer, whatever octet differs.  Sending: a
-delivery's one frame written by the connection's ``write_transfer`` is the
-octets the generated encoder makes of the same Transfer.  End to end, a
-conversation over the hot paths and the same one with them switched off
-leave the same octets on the wire, the same events and the same state.
-The hot paths skip the state-table lookups only where the tables leave the
-state as it is; the last test says the tables still do."""
+it is still the generic decoder's Transfer, whatever octet differs; such
+transfers come as one run, and a run is one input at each layer.  Sending:
+a delivery's one frame written by the connection's ``write_transfer`` is
+the octets the generated encoder makes of the same Transfer.  End to end, a
+conversation with runs and the common frame and the same one with them
+switched off (every transfer alone, every frame encoded the long way)
+leave the same octets on the wire, the same events and the same state."""
 
 from __future__ import annotations
 
@@ -22,23 +22,24 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from amqp_sansio.engine import process_input
 from amqp_sansio.errors import DecodeError
 from amqp_sansio.v1_0 import connection as conn_mod
 from amqp_sansio.v1_0 import events as ev
 from amqp_sansio.v1_0 import framing
 from amqp_sansio.v1_0 import session as session_mod
-from amqp_sansio.v1_0.connection import CONNECTION_TRANSITIONS, Connection, ConnState, Role
+from amqp_sansio.v1_0.connection import Connection, ConnState, Role
 from amqp_sansio.v1_0.framing import (
     Frame,
     FrameReader,
+    TransferRun,
     accepted_disposition,
     decode_frame,
     encode_frame,
     transfer_fields,
     transfer_of,
 )
-from amqp_sansio.v1_0.link import LINK_TRANSITIONS, Delivery, Link, LinkState
-from amqp_sansio.v1_0.session import SESSION_TRANSITIONS, SessionState
+from amqp_sansio.v1_0.link import LINK_MACHINE, Delivery, Link, LinkState, LinkStep
 from amqp_sansio.v1_0.spec import Accepted, Disposition, Released, Transfer
 from amqp_sansio.v1_0.spec import Role as LinkRole
 from tests.support.pair_1_0 import Pair
@@ -48,14 +49,26 @@ U32 = st.integers(0, 0xFFFFFFFF)
 TAGS = st.binary(max_size=32)
 
 
+_COMMON_TAIL = (False, None, None, False, False, False)
+
+
+def _frames(item: Any) -> list[Any]:
+    """A run as the Frames it stands for (a common transfer's body as its
+    five fields, any other as its eleven), anything else as itself."""
+    if type(item) is not TransferRun:
+        return [item]
+    return [Frame(0, item.channel, f[:5] if f[5:11] == _COMMON_TAIL else f[:11], f[11])
+            for f in item.frames]
+
+
 def _read(octets: bytes, fast: bool) -> Any:
     r = FrameReader(1 << 20, header=False)
     r.receive(octets)
-    item = r.next_fast(fast)
-    assert r.next_fast(fast) is None
-    if type(item) is tuple:  # a FastTransfer: (channel, fields, payload)
-        return Frame(0, item[0], item[1], item[2])
-    return item
+    item = r.next_input() if fast else r.next_item()
+    assert (r.next_input() if fast else r.next_item()) is None
+    got = _frames(item)
+    assert len(got) == 1
+    return got[0]
 
 
 @st.composite
@@ -135,14 +148,9 @@ def _items(octets: bytes, fast: bool, cut: int) -> list[Any]:
     for chunk in (octets[:cut], octets[cut:]):
         r.receive(chunk)
         try:
-            while True:
-                out += [Frame(0, c, transfer_of(f), p) for c, f, p in
-                        (r.next_run() if fast else [])]
-                if (item := r.next_fast(fast)) is None:
-                    break
-                if type(item) is tuple:
-                    item = Frame(0, item[0], transfer_of(item[1]), item[2])
-                out.append(item)
+            while (item := r.next_input() if fast else r.next_item()) is not None:
+                out += [Frame(0, f.channel, transfer_of(f.body), f.payload)
+                        if type(f.body) is tuple else f for f in _frames(item)]
         except DecodeError as e:
             return [*out, (e.message, e.offset)]
     return out
@@ -177,23 +185,26 @@ def test_the_next_transfer_laid_out_the_same_is_not_read_field_by_field(
                         lambda *a: calls.append(1) or transfer_fields(*a))  # type: ignore[func-returns-value]
     frames = [Transfer(handle=0, delivery_id=300 + i, delivery_tag=b"%04d" % i,
                        message_format=0, settled=i == 2) for i in range(4)]
+    def runs() -> list[list[Any]]:
+        out = []
+        while (item := r.next_input()) is not None:
+            out.append([(item.channel, f.body, f.payload) for f in _frames(item)])
+        return out
+
     r = FrameReader(1 << 16, header=False)
     r.receive(b"".join(encode_frame(f, 5, b"m%d" % i) for i, f in enumerate(frames)))
-    got = [r.next_fast() for _ in frames]
-    assert got == [(5, (0, 300 + i, b"%04d" % i, 0, i == 2), b"m%d" % i) for i in range(4)]
+    got = runs()
+    want = [(5, (0, 300 + i, b"%04d" % i, 0, i == 2), b"m%d" % i) for i in range(4)]
+    assert got == [want[:2], want[2:3], want[3:]]  # runs of frames laid out alike
     assert len(calls) == 3  # the first, the settled one (another layout), the one after it
     r.receive(b"".join(encode_frame(f, 5, b"m%d" % i) for i, f in enumerate(frames)))
-    assert r.next_run() == got[:2]  # the last one's layout: a run of two
-    assert r.next_fast() == got[2]
-    assert r.next_run() == []
-    assert r.next_fast() == got[3]
+    assert runs() == [want[:2], want[2:3], want[3:]]  # the first two: the last one's layout
     assert len(calls) == 5
     r = FrameReader(64, header=False)  # the frame size limit holds all the same
     r.receive(encode_frame(frames[0], 5, b"m") + encode_frame(frames[1], 5, b"m" * 40))
-    assert r.next_fast() == (5, (0, 300, b"0000", 0, False), b"m")
-    assert r.next_run() == []
+    assert _frames(r.next_input()) == [Frame(0, 5, (0, 300, b"0000", 0, False), b"m")]
     with pytest.raises(DecodeError, match="exceeds the limit of 64"):
-        r.next_fast()
+        r.next_input()
 
 
 @given(instances(Transfer), st.binary(max_size=8))
@@ -210,7 +221,7 @@ def test_fast_writing_makes_the_encoders_octets(channel: int, handle: int, did: 
     c.state = ConnState.OPENED
     c.peer_max_frame_size = 1 << 20
     c.data_to_send()
-    assert c._session_port.write_transfer(channel, handle, did, tag, fmt, settled, payload)
+    assert c.write_transfer(channel, handle, did, tag, fmt, settled, payload)
     fast = c.data_to_send()
     t = Transfer(handle=handle, delivery_id=did, delivery_tag=tag, message_format=fmt,
                  settled=settled)
@@ -218,16 +229,15 @@ def test_fast_writing_makes_the_encoders_octets(channel: int, handle: int, did: 
 
 
 def _conversation(monkeypatch: pytest.MonkeyPatch, hot: bool) -> tuple[bytes, bytes, list[Any]]:
-    """The client sends 30 deliveries (one with a state: the checked path,
-    one pre-settled), the server accepts them in one disposition; the
-    server sends 30 back (one pre-settled), the client accepts them."""
+    """The client sends 30 deliveries (one with a state: the long way, one
+    pre-settled), the server accepts them in one disposition; the server
+    sends 30 back (one pre-settled), the client accepts them.  Not ``hot``:
+    every transfer read alone (no runs) and every frame encoded by the
+    generated encoder."""
     if not hot:
-        monkeypatch.setattr(session_mod._LinkPort, "send_transfer",
-                            lambda self, *a: None)
+        monkeypatch.setattr(Connection, "write_transfer", lambda self, *a: False)
+        monkeypatch.setattr(FrameReader, "_gather", lambda r, sh, out: out)
     p = Pair(credit=40)
-    if not hot:
-        read = FrameReader.next_fast
-        monkeypatch.setattr(FrameReader, "next_fast", lambda r, fast=True: read(r, False))
     s = p.client.begin()
     snd = s.attach_sender("out")
     rcv = s.attach_receiver("in")
@@ -239,7 +249,7 @@ def _conversation(monkeypatch: pytest.MonkeyPatch, hot: bool) -> tuple[bytes, by
     _, srv_events = p.pump()
     got = [e.delivery for e in srv_events if isinstance(e, ev.DeliveryReceived)]
     got[0].link.dispose_many([d for d in got if not d.settled], Accepted(), settled=True)
-    ssn = got[0].link._port._s
+    ssn = p.server.sessions[got[0].link.channel]
     out = next(k for k in ssn.links.values() if k.is_sender)
     for i in range(30):
         out.send(b"r%d" % i, settled=i == 3)
@@ -266,25 +276,41 @@ def test_a_conversation_is_the_same_over_the_hot_paths(monkeypatch: pytest.Monke
     assert len(hot[2]) > 60  # it did happen
 
 
-def test_the_tables_leave_the_hot_paths_states_as_they_are() -> None:
-    for inp in ("recv:frame", "send:frame"):
-        assert CONNECTION_TRANSITIONS[ConnState.OPENED][inp] is ConnState.OPENED
-        assert SESSION_TRANSITIONS[SessionState.MAPPED][inp] is SessionState.MAPPED
-        assert LINK_TRANSITIONS[LinkState.ATTACHED][inp] is LinkState.ATTACHED
+def test_a_run_of_transfers_is_one_input_at_each_layer(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the table is checked once for a read's run, however long, at the
+    # connection, the session and the link (and nothing goes beside it)
+    p = Pair(credit=100)
+    s = p.client.begin()
+    rcv = s.attach_receiver("in")
+    rcv.flow(100)
+    p.pump()
+    out = next(e.link for e in p.events["server"] if isinstance(e, ev.LinkAttachRequested))
+    for i in range(1, 41):
+        out.send(b"m%d" % i, settled=True)
+    data = p.server.data_to_send()
+    inputs: list[tuple[str, Any]] = []
+
+    def counted(ep: Any, machine: Any, inp: Any, arg: Any = None, o: Any = None) -> Any:
+        inputs.append((machine.name, inp))
+        return process_input(ep, machine, inp, arg, o)
+
+    monkeypatch.setattr(conn_mod, "process_input", counted)
+    monkeypatch.setattr(session_mod, "process_input", counted)
+    events = p.client.receive_data(data[:len(data) // 2])
+    events += p.client.receive_data(data[len(data) // 2:])
+    assert [e.payload for e in events] == [b"m%d" % i for i in range(1, 41)]
+    assert inputs.count(("1.0 link", "transfer")) <= 3  # a read's run, and a frame cut in two
+    assert len(inputs) <= 9 and {i for _, i in inputs} == {"channel", "transfer"}
 
 
-def _received_in_order(take: bool) -> tuple[list[Any], list[Any]]:
-    """Six deliveries in one read, the fourth with a state (the checked
-    path, an event); with ``take`` the receiving link's ``on_delivery``
-    takes what the hot path may give it.  (what it took, the events)."""
+def _received_in_order() -> list[Any]:
+    """Six deliveries in one read, the fourth with a state (another
+    layout: a run of its own), the last pre-settled: their events."""
     p = Pair(credit=40)
     s = p.client.begin()
     rcv = s.attach_receiver("in")
     rcv.flow(40)
     p.pump()
-    taken: list[Any] = []
-    if take:
-        rcv.on_delivery = lambda d, payload: taken.append((d.id, d.tag, payload, d.settled))
     out = next(e.link for e in p.events["server"] if isinstance(e, ev.LinkAttachRequested))
     for i in range(6):
         out.send(b"m%d" % i, state=Accepted() if i == 3 else None, settled=i == 5)
@@ -292,18 +318,15 @@ def _received_in_order(take: bool) -> tuple[list[Any], list[Any]]:
     got = [(e.delivery.id, e.delivery.tag, e.payload, e.delivery.settled) for e in events
            if isinstance(e, ev.DeliveryReceived)]
     assert len(events) == len(got)  # nothing else happened
-    # taken or not, the unsettled ones are tracked (by tag and by id)
+    # the unsettled ones are tracked (by tag and by id)
     assert len(rcv.unsettled_deliveries) == 5
-    assert sorted(s._incoming) == [0, 1, 2, 3, 4]
-    return taken, got
+    assert sorted(s.unsettled_ids[1]) == [0, 1, 2, 3, 4]
+    return got
 
 
-def test_deliveries_taken_without_events_keep_their_order() -> None:
-    taken, events = _received_in_order(True)
-    assert [t[0] for t in taken] == [0, 1, 2]  # until an event waits: then events
-    assert [e[0] for e in events] == [3, 4, 5]
-    none, every = _received_in_order(False)
-    assert none == [] and taken + events == every
+def test_deliveries_keep_their_order() -> None:
+    every = _received_in_order()
+    assert [e[0] for e in every] == [0, 1, 2, 3, 4, 5]
     assert every[5][3] and not every[0][3]
 
 
@@ -321,19 +344,13 @@ def test_a_batch_of_accepts_is_the_encoders_disposition(receiver: bool, first: i
 class _Port:
     """A receiving link's session, as far as settling goes: what is written."""
 
-    channel = 0
-
     def __init__(self) -> None:
         self.frames: list[Any] = []
 
-    def can_write(self) -> bool:
-        return True
-
-    def write(self, body: Any) -> None:
-        self.frames.append(decode_frame(encode_frame(body)).body)
-
-    def untrack_many(self, ds: list[Delivery]) -> None:
-        pass
+    def run_link(self, link: Link, inp: str, arg: Any = None) -> None:
+        step = LinkStep([])
+        process_input(link, LINK_MACHINE, inp, arg, step)
+        self.frames += [decode_frame(encode_frame(body)).body for body in step.frames]
 
 
 @given(U32, st.lists(st.tuples(st.integers(1, 3), st.booleans()), min_size=1, max_size=12),
@@ -343,7 +360,8 @@ def test_settling_many_writes_one_disposition_per_run_of_ids(
         accepted: bool) -> None:
     # a run of consecutive ids (serial: across 2**32 too) is one frame,
     # batchable when all of it is, whatever order the deliveries come in
-    link = Link(_Port(), "in", 0, LinkRole.RECEIVER)  # type: ignore[arg-type]
+    port = _Port()
+    link = Link(port, "in", 0, LinkRole.RECEIVER)
     link.state = LinkState.ATTACHED
     ds, did = [], base
     for step, batchable in steps:
@@ -361,7 +379,7 @@ def test_settling_many_writes_one_disposition_per_run_of_ids(
         rnd.shuffle(ds)
     state = Accepted() if accepted else Released()
     link.dispose_many(ds, state, settled=True)
-    frames = link._port.frames  # type: ignore[attr-defined]
+    frames = port.frames
     assert [(f.first, f.last if f.last is not None else f.first, f.batchable)
             for f in frames] == runs
     assert all(f.settled and f.state == state and f.role is LinkRole.RECEIVER for f in frames)

@@ -69,7 +69,7 @@ def test_transfer_ids_are_serials(start: int) -> None:
         p.pump()
     got = [e.payload for e in of(p.events["server"], ev.DeliveryReceived)]
     assert got == [b"m%d" % i for i in range(10)]
-    s = snd._port._s  # noqa: SLF001 - the window, as the session sees it
+    s = p.client.sessions[snd.channel]  # the window, as the session sees it
     assert s.next_outgoing_id == (start + 10) & 0xFFFFFFFF
     srv = next(iter(p.server.sessions.values()))
     assert srv.next_incoming_id == s.next_outgoing_id
@@ -81,12 +81,34 @@ def test_a_shut_window_queues_transfers_in_order() -> None:
     p.pump()
     for i in range(7):  # more than the window, sent without pumping
         snd.send(b"x%d" % i)
-    s = snd._port._s  # noqa: SLF001
+    s = p.client.sessions[snd.channel]
     assert s.queued_transfers == 5  # the window took 2
     p.pump()
     assert [e.payload for e in of(p.events["server"], ev.DeliveryReceived)] == [
         b"x%d" % i for i in range(7)]
     assert s.queued_transfers == 0
+
+
+def test_the_peers_window_reopening_is_an_event() -> None:
+    # a sender waiting for the peer's incoming window learns it opened from
+    # an event, not by polling queued_transfers (issue 26 item 12, the core's part)
+    p = Pair(server=ServerConfig(session=SessionConfig(incoming_window=2)))
+    snd = p.client.begin().attach_sender("l")
+    p.pump()
+    p.events["client"].clear()
+    for i in range(5):
+        snd.send(b"x%d" % i)
+    s = p.client.sessions[snd.channel]
+    assert s.queued_transfers == 3
+    p.pump()
+    opened = of(p.events["client"], ev.SessionWindowOpened)
+    assert opened and opened[0].session is s and opened[0].window > 0
+    assert opened[-1].queued == s.queued_transfers == 0
+    # a flow that finds nothing waiting and the window open says nothing
+    n = len(opened)
+    s.flow(echo=True)
+    p.pump()
+    assert len(of(p.events["client"], ev.SessionWindowOpened)) == n
 
 
 def _raw_server(window: int = 1, handle_max: int = 0xFFFFFFFF) -> Connection:

@@ -1,9 +1,8 @@
-"""Transition coverage: every entry of CONNECTION_TRANSITIONS (either role),
-SESSION_TRANSITIONS, LINK_TRANSITIONS and SASL_TRANSITIONS (per role) is
-exercised.
+"""Transition coverage: every entry of CONNECTION_MACHINE (either role),
+SESSION_MACHINE, LINK_MACHINE and SASL_MACHINES (per role) is exercised.
 
-Each module records the (state, input) pairs it went through in its
-``COVERAGE`` set.  ``scenarios()`` drives the entries a random conversation
+Each machine records the (state, input) pairs the engine applied in its
+``coverage`` set.  ``scenarios()`` drives the entries a random conversation
 rarely reaches (a close before the peer's header, EOF at each point, frames
 in flight across an end or a detach...), each asserting where it leads; then
 the state machine of test_state_machines_1_0.py runs, and the union must be
@@ -29,25 +28,41 @@ from amqp_sansio.v1_0.framing import TYPE_SASL, encode_frame
 from amqp_sansio.v1_0.link import LinkState
 from amqp_sansio.v1_0.session import SessionState
 
-CONN = {(s.name, i) for s, row in connection.CONNECTION_TRANSITIONS.items() for i in row}
-SESS = {(s.name, i) for s, row in session.SESSION_TRANSITIONS.items() for i in row}
-LINK = {(s.name, i) for s, row in link.LINK_TRANSITIONS.items() for i in row}
-SASL = {(r.value, s.name, i) for r, tab in sasl.SASL_TRANSITIONS.items()
-        for s, row in tab.items() for i in row}
+CONN = connection.CONNECTION_MACHINE.pairs()
+SESS = session.SESSION_MACHINE.pairs()
+LINK = link.LINK_MACHINE.pairs()
+SASL = {(r.value, s, i) for r, m in sasl.SASL_MACHINES.items() for s, i in m.pairs()}
 BAD = encode_frame(spec.Begin(remote_channel=9, next_outgoing_id=0, incoming_window=1,
                               outgoing_window=1))  # names a channel we never began
+
+
+class _Tagged(set[Any]):
+    """A machine's coverage set that records its pairs, tagged, in another."""
+
+    def __init__(self, into: set[Any], tag: str) -> None:
+        super().__init__()
+        self.into = into
+        self.tag = tag
+
+    def add(self, pair: Any) -> None:
+        self.into.add((self.tag, *pair))
 
 
 @contextmanager
 def recording() -> Iterator[dict[str, set[Any]]]:
     got: dict[str, set[Any]] = {"conn": set(), "sess": set(), "link": set(), "sasl": set()}
-    saved = (connection.COVERAGE, session.COVERAGE, link.COVERAGE, sasl.COVERAGE)
-    connection.COVERAGE, session.COVERAGE = got["conn"], got["sess"]
-    link.COVERAGE, sasl.COVERAGE = got["link"], got["sasl"]
+    machines: list[tuple[Any, set[Any]]] = [
+        (connection.CONNECTION_MACHINE, _Tagged(got["conn"], "conn")),
+        (session.SESSION_MACHINE, got["sess"]), (link.LINK_MACHINE, got["link"]),
+        *((m, _Tagged(got["sasl"], r.value)) for r, m in sasl.SASL_MACHINES.items())]
+    saved = [m.coverage for m, _ in machines]
+    for m, into in machines:
+        m.coverage = into
     try:
         yield got
     finally:
-        connection.COVERAGE, session.COVERAGE, link.COVERAGE, sasl.COVERAGE = saved
+        for (m, _), was in zip(machines, saved, strict=True):
+            m.coverage = was
 
 
 def client(**kw: Any) -> Connection:
@@ -333,6 +348,98 @@ def scenarios() -> list[Callable[[], None]]:
         s2.end()
         p2.pump()
         assert snd3.state is LinkState.DETACHED
+
+    def raw_server(answer: bool) -> tuple[Connection, Any]:
+        srv = Connection(Role.SERVER, ServerConfig())
+        evs = srv.receive_data(spec.AMQP_HEADER + encode_frame(spec.Open(container_id="c"))
+                               + encode_frame(spec.Begin(next_outgoing_id=0, incoming_window=10,
+                                                         outgoing_window=10)))
+        s = of(evs, ev.SessionBeginRequested)[0].session
+        if answer:
+            s.begin()
+        return srv, s
+
+    def attach(handle: int) -> bytes:
+        return encode_frame(spec.Attach(name=f"l{handle}", handle=handle, role=spec.Role.SENDER,
+                                        initial_delivery_count=0, source=spec.Source(),
+                                        target=spec.Target()))
+
+    def xfer(handle: int, did: int = 0, settled: bool = True) -> bytes:
+        return encode_frame(spec.Transfer(handle=handle, delivery_id=did, delivery_tag=b"%d" % did,
+                                          settled=settled), 0, b"p")
+
+    def disp(first: int, settled: bool = True) -> bytes:
+        return encode_frame(spec.Disposition(role=spec.Role.SENDER, first=first, settled=settled,
+                                             state=spec.Accepted()))
+
+    def detach(handle: int) -> bytes:
+        return encode_frame(spec.Detach(handle=handle, closed=True))
+
+    flow0 = encode_frame(spec.Flow(incoming_window=5, next_outgoing_id=0, outgoing_window=5,
+                                   handle=0, delivery_count=0, link_credit=0))
+
+    @scenario
+    def frames_pipelined_behind_a_begin_then_dropped() -> None:
+        srv, s = raw_server(False)
+        srv.receive_data(attach(0) + flow0 + disp(0) + detach(0))  # each before our begin
+        assert s.state is SessionState.BEGIN_RCVD and not s.links
+        evs = srv.receive_data(attach(1) + xfer(1))  # no credit: the link cannot detach yet
+        assert of(evs, ev.ProtocolViolation)[0].scope == "session"
+        assert s.state is SessionState.DISCARDING
+        srv.receive_data(attach(2) + xfer(2) + disp(0) + detach(2))  # dropped
+        assert s.state is SessionState.DISCARDING
+
+    @scenario
+    def link_frames_each_way() -> None:
+        srv, s = raw_server(True)
+        srv.receive_data(attach(0) + xfer(0))  # before we answered: detached for it
+        lk = s.links[0]
+        assert lk.state is LinkState.DETACH_SENT
+        srv.receive_data(xfer(0))  # crossed our detach: dropped
+        srv.receive_data(attach(1) + attach(2))
+        l1, l2 = s.links[1], s.links[2]
+        for x in (l1, l2):
+            x.attach()
+            x.flow(5)
+        srv.receive_data(xfer(1, 1, False) + xfer(2, 2, False) + xfer(2, 3, False))
+        l1.detach()
+        srv.receive_data(disp(1))  # about a delivery of a link we detached
+        l1.violation("said again", "amqp:not-allowed")  # detached already: said, no frame
+        srv.receive_data(disp(3))  # the peer settles one
+        ds = [d for d in l2.unsettled_deliveries.values()]
+        ds[0].settle(spec.Accepted())
+        l2.violation("no", "amqp:not-allowed")
+        assert l2.state is LinkState.DETACH_SENT
+        s.end()
+        srv.receive_data(xfer(2, 4) + disp(2))  # after our end: dropped
+        assert s.state is SessionState.END_SENT
+
+    @scenario
+    def our_calls_in_every_state() -> None:
+        p = Pair(ClientConfig(sasl=False), accept=False)
+        s = p.client.begin()
+        s.flow()  # a session flow behind our begin
+        snd = s.attach_sender("x")
+        snd.drained()
+        snd.set_available(3)
+        snd.violation("no", "amqp:not-allowed")
+        assert snd.state is LinkState.DETACH_SENT
+        rcv1, rcv2 = s.attach_receiver("r1"), s.attach_receiver("r2")
+        _, se = p.pump()
+        of(se, ev.SessionBeginRequested)[0].session.begin()
+        srv1, srv2 = [e.link for e in of(se, ev.LinkAttachRequested) if e.link.name != "x"]
+        srv1.detach()
+        srv2.violation("no", "amqp:not-allowed")
+        assert srv1.state is srv2.state is LinkState.DETACH_SENT
+        p.pump()
+        p.accept = True
+        snd2 = s.attach_sender("y")
+        p.pump()
+        snd2.set_available(1)
+        d = snd2.send(b"a", more=True)
+        snd2.abort(d)
+        snd2.send(b"b")  # a delivery in one frame: the common transfer
+        assert d.aborted and rcv1.state is rcv2.state is LinkState.DETACHED
 
     return out
 
