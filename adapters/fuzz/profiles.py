@@ -78,6 +78,9 @@ def identity(properties: Mapping[Any, Any] | None, container_id: str | None = No
         key = k.decode() if isinstance(k, bytes) else str(k)
         if key in ("product", "version", "platform", "cluster_name"):
             out[key] = v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+        elif key.startswith("qpid."):  # qpidd names no product, only qpid.* keys
+            out["qpid-keys"] = ",".join(sorted({*out.get("qpid-keys", "").split(","), key}
+                                               - {""}))
     if container_id:
         out["container-id"] = container_id
     return out
@@ -90,12 +93,14 @@ def choose(peer: Mapping[str, str]) -> tuple[Profile, str]:
     container = peer.get("container-id", "").lower()
     if product.startswith("amqp-sansio") or container.startswith("amqp-sansio-broker"):
         p = PROFILES["amqp-sansio"]
-    elif "qpid" in product and ("c++" in product or "cpp" in product or product == "qpidd"):
+    elif ("qpid" in product and ("c++" in product or "cpp" in product or product == "qpidd")) or (
+            not product and peer.get("qpid-keys")):
         p = PROFILES["qpidd"]
     elif product == "rabbitmq":
         p = PROFILES["rabbitmq"]
     else:
         return XML, f"no known product in {dict(peer) or 'its handshake'}"
-    said = f"product {peer['product']!r}" if peer.get("product") else (
-        f"container-id {peer.get('container-id')!r}")
+    said = (f"product {peer['product']!r}" if peer.get("product") else
+            f"container-id {peer['container-id']!r}" if peer.get("container-id") else
+            f"server-properties {peer.get('qpid-keys')}")
     return p, f"the peer's {said}"

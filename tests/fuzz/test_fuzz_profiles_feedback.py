@@ -31,6 +31,9 @@ def test_the_profile_comes_from_what_the_peer_says() -> None:
         "amqp-sansio")
     assert choose(identity(None, "amqp-sansio-broker"))[0].name == "amqp-sansio"
     assert choose(identity({"product": "qpid-cpp", "version": "1.39.0"}))[0].name == "qpidd"
+    # qpidd 0.31 says only qpid.federation_tag
+    p, why = choose(identity({"qpid.federation_tag": "3c82"}))
+    assert p.name == "qpidd" and "qpid.federation_tag" in why
     assert choose(identity({"product": "RabbitMQ"}))[0].name == "rabbitmq"
     p, why = choose(identity({"product": "SomethingMQ"}))
     assert p is XML and "SomethingMQ" in why
