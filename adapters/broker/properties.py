@@ -1,102 +1,38 @@
-"""Message properties across protocols: the one place they are mapped.
+"""Message properties across protocols: how the broker keeps and converts them.
 
 A message is kept as its publisher sent it -- a :class:`Wire`: the
 properties in the publisher's own protocol's form (0-10: the header structs;
-0-9-1: ``BasicProperties``), plus the few things the broker itself reads
-(application headers, persistence, ttl).  A consumer of the same protocol
-gets those properties as published; a consumer of another gets them through
-the protocol-neutral :class:`Props`, converted once per message and cached.
-A protocol plugs in with one :class:`Form` (its reader, writer and store
+0-9-1: ``BasicProperties``; 1.0: its sections), plus the few things the
+broker itself reads (application headers, persistence, ttl).  A consumer of
+the same protocol gets those properties as published; a consumer of another
+gets them through the protocol-neutral :class:`~amqp_sansio.message.Message`
+-- the one message model the clients use too -- converted once per message
+and cached, by the one mapping: the table in :mod:`amqp_sansio.message`,
+carried out by each protocol's ``fields_of`` and its writer
+(:mod:`amqp_sansio.v0_10.messages`, :mod:`amqp_sansio.v0_9_1.messages`,
+:mod:`amqp_sansio.v1_0.message`) in their lenient form: a message is never
+refused for its properties -- what a protocol cannot carry is converted
+(a header value a codec cannot hold becomes its text) or dropped.  A
+protocol plugs in with one :class:`Form` (its reader, writer and store
 codec) in :data:`FORMS`.
-
-The mapping (what a consumer of the other protocol sees):
-
-========================  ============================  ===============================
-neutral (:class:`Props`)  0-10                          0-9-1
-========================  ============================  ===============================
-headers                   message-properties            headers (values a protocol
-                          application-headers           cannot carry: see below)
-content_type              message-properties            content-type
-                          content-type
-content_encoding          content-encoding              content-encoding
-persistent                delivery-mode 2 (1: not)      delivery-mode 2 (else absent)
-priority                  delivery-properties priority  priority
-ttl (ms)                  delivery-properties ttl       expiration: decimal ms text (a
-                                                        non-numeric one is not a ttl)
-message_id                message-id: a UUID            message-id text: a UUID's
-                                                        canonical text; other text has
-                                                        no 0-10 form: it travels in the
-                                                        header ``x-amqp-0-9-1-message-id``
-correlation_id (bytes)    correlation-id                correlation-id (UTF-8 text;
-                                                        other octets: dropped)
-reply_to (exchange,       reply-to struct               reply-to: the routing key when
-routing key)                                            the exchange is the default
-                                                        one, else ``/exchange/X/KEY``
-                                                        (and back)
-user_id, app_id           user-id, app-id (octets)      user-id, app-id (UTF-8 text)
-timestamp (s)             delivery-properties           timestamp
-                          timestamp
-type                      (none): header                type
-                          ``x-amqp-0-9-1-type``
-cluster_id                (none): header                cluster-id (the ``reserved``
-                          ``x-amqp-0-9-1-cluster-id``   property)
-========================  ============================  ===============================
-
-AMQP 1.0 (``Sections10``: a 1.0 consumer of a 1.0 message gets its bare
-message octet for octet; only the header's delivery-count changes):
-
-========================  ================================================
-neutral (:class:`Props`)  1.0
-========================  ================================================
-headers                   application-properties (simple values only: a
-                          map or list becomes its text); properties with no
-                          neutral field travel as headers ``x-amqp-1-0-to``,
-                          ``-group-id``, ``-group-sequence``,
-                          ``-reply-to-group-id``, ``-absolute-expiry-time``
-content_type              properties content-type (a symbol)
-content_encoding          properties content-encoding (a symbol)
-persistent                header durable
-priority                  header priority (4, 1.0's default, is "none")
-ttl (ms)                  header ttl
-message_id                properties message-id (a uuid as such; any
-                          other id as its text)
-correlation_id            properties correlation-id (binary; a string as
-                          UTF-8, a uuid as its 16 octets, a number as text)
-reply_to                  properties reply-to: the routing key when the
-                          exchange is the default one, else
-                          ``/exchange/X/KEY`` (``/queue/Q`` reads as Q)
-user_id                   properties user-id
-app_id                    message annotation ``x-opt-app-id``
-timestamp (s)             properties creation-time (ms)
-type, cluster_id          headers ``x-amqp-0-9-1-type``, ``-cluster-id``
-body                      one data section, or an amqp-value of binary, is
-                          the body; any other body is its encoded sections
-                          with header ``x-amqp-body`` = ``amqp-value`` /
-                          ``amqp-sequence`` / ``data`` (and back)
-========================  ================================================
-
-The 1.0 subject is the routing key of a publish to an exchange address
-without a key; 1.0 consumers of other protocols' messages get no subject.
 
 Routing key, exchange and the redelivered flag are the delivery's, set by
 the consumer's front end (0-10: in delivery-properties; 0-9-1: in
 ``basic.deliver``).  0-10-only properties (expiration as a date, resume-id,
-discard-unroutable, immediate, content-length) do not cross.  A header value
-one codec cannot carry becomes its text (a UUID in a 0-9-1 table), a value
-too long for a 0-9-1 short string is dropped -- a message is never refused
-for its properties.  The ``x-amqp-0-9-1-`` headers turn back into their
-fields when a 0-10 message is mapped, so a message that went 0-9-1 -> 0-10
--> 0-9-1 (a 0-10 client republishing what it got) arrives as it was sent.
+discard-unroutable, immediate, content-length) do not cross.
+
+A 1.0 consumer of a 1.0 message gets its bare message octet for octet
+(``Sections10``: only the header's delivery-count changes).  The 1.0
+subject is the routing key of a publish to an exchange address without a
+key; 1.0 consumers of other protocols' messages get no subject.
 """
 
 from __future__ import annotations
 
-__all__ = ["Props", "Wire", "Form", "FORMS", "convert", "wire_of", "decode_stored",
+__all__ = ["Wire", "Form", "FORMS", "convert", "wire_of", "decode_stored",
            "FORM_1_0", "Sections10", "split_1_0",
            "FORM_0_10", "FORM_0_9_1", "redelivered_0_10", "priority_0_10", "priority_0_9_1"]
 
-import contextlib
-import datetime as _dt
 import sys
 import uuid
 from collections.abc import Callable, Mapping
@@ -105,15 +41,20 @@ from typing import Any, Final
 import attrs
 
 from amqp_sansio.errors import DecodeError, LocalProtocolError
+from amqp_sansio.message import TEXT_PLAIN, TYPE_AMQP_1_0, Message
 from amqp_sansio.v0_9_1 import codec as codec_0_9_1
+from amqp_sansio.v0_9_1 import messages as messages_0_9_1
 from amqp_sansio.v0_9_1.spec import BasicProperties
 from amqp_sansio.v0_10 import codec as codec_0_10
+from amqp_sansio.v0_10 import messages as messages_0_10
 from amqp_sansio.v0_10 import spec as spec_0_10
 from amqp_sansio.v0_10._specbase import Struct
 from amqp_sansio.v0_10.framing import header_octets
 from amqp_sansio.v1_0 import codec as codec_1_0
 from amqp_sansio.v1_0 import message as msg_1_0
 from amqp_sansio.v1_0.message import AmqpMessage as AmqpMessage10
+from amqp_sansio.v1_0.message import fields_of as fields_1_0
+from amqp_sansio.v1_0.message import sections_of as sections_1_0
 from amqp_sansio.v1_0.spec import AmqpValue as AmqpValue10
 from amqp_sansio.v1_0.spec import ApplicationProperties as ApplicationProperties10
 from amqp_sansio.v1_0.spec import Data as Data10
@@ -126,29 +67,9 @@ from amqp_sansio.v1_0.spec import Properties as Properties10
 FORM_0_10: Final = "0-10"
 FORM_0_9_1: Final = "0-9-1"
 #: 0-9-1 properties 0-10 has no field for travel in these application headers.
-X_091: Final = "x-amqp-0-9-1-"
+#: 0-9-1 properties 0-10 has no field for travel in these application headers.
+X_091: Final = messages_0_10.X_091
 _PERSISTENT: Final = 2
-_SHORTSTR: Final = 255
-
-
-@attrs.define(eq=True, slots=True)
-class Props:
-    """A message's properties, in no protocol's form (see the table above)."""
-
-    headers: dict[str, Any] | None = None
-    content_type: str | None = None
-    content_encoding: str | None = None
-    persistent: bool = False
-    priority: int | None = None
-    ttl: int | None = None  # milliseconds
-    message_id: uuid.UUID | str | None = None
-    correlation_id: bytes | None = None
-    reply_to: tuple[str, str] | None = None  # (exchange, routing key)
-    user_id: bytes | None = None
-    app_id: bytes | None = None
-    timestamp: int | None = None  # seconds since the epoch
-    type: str | None = None
-    cluster_id: str | None = None
 
 
 def _as_is(head: bytes, exchange: str, routing_key: str) -> bytes:
@@ -160,9 +81,9 @@ class Form:
     """How one protocol's properties are read, written and stored."""
 
     #: The properties as published -> the neutral view.
-    to_props: Callable[[Any], Props]
+    to_props: Callable[[Any], Message]
     #: The neutral view -> this protocol's form.
-    from_props: Callable[[Props], Any]
+    from_props: Callable[[Message], Any]
     #: What the broker reads: (application headers, persistent, ttl ms).
     read: Callable[[Any], tuple[dict[str, Any] | None, bool, int | None]]
     #: The same properties with one application header set.
@@ -233,7 +154,7 @@ class Wire:
         self.value = value
         self.octets = octets
         self.headers, self.persistent, self.ttl = FORMS[form].read(value)
-        self._props: Props | None = None
+        self._props: Message | None = None
         self._as: dict[str, Any] | None = None  # form -> converted value (cache)
 
     @classmethod
@@ -276,7 +197,7 @@ class Wire:
         return f"Wire({self.form}, {self.value!r})"
 
     @property
-    def props(self) -> Props:
+    def props(self) -> Message:
         """The neutral view (computed once)."""
         if self._props is None:
             self._props = FORMS[self.form].to_props(self.value)
@@ -313,7 +234,7 @@ class Wire:
         return f.codec, self.octets if self.octets is not None else f.encode(self.value)
 
 
-def convert(props: Props, form: str) -> Any:
+def convert(props: Message, form: str) -> Any:
     """``props`` in protocol ``form``'s own shape."""
     return FORMS[form].from_props(props)
 
@@ -331,25 +252,6 @@ def decode_stored(codec: str, data: bytes) -> Wire | None:
 
 
 # -- values that cross ----------------------------------------------------------------
-def _text(v: bytes | None) -> str | None:
-    """Octets as a 0-9-1 short string (None when they are not one)."""
-    if v is None:
-        return None
-    try:
-        s = bytes(v).decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-    return s if len(s.encode()) <= _SHORTSTR else None
-
-
-def _short(v: str | None) -> str | None:
-    return v if v is None or len(v.encode("utf-8", "replace")) <= _SHORTSTR else None
-
-
-def _octets(v: str | None) -> bytes | None:
-    return None if v is None else v.encode("utf-8")
-
-
 def _fits(encode: Callable[[dict[str, Any], bytearray], None], key: str, v: Any) -> bool:
     try:
         encode({key: v}, bytearray())
@@ -386,30 +288,6 @@ def _plain(v: Any) -> Any:
     return v
 
 
-def _seconds(v: Any) -> int | None:
-    if v is None:
-        return None
-    if isinstance(v, _dt.datetime):
-        if v.tzinfo is None:
-            v = v.replace(tzinfo=_dt.UTC)
-        return int(v.timestamp())
-    return int(v)
-
-
-def _reply_text(reply_to: tuple[str, str]) -> str | None:
-    exchange, key = reply_to
-    return _short(key if not exchange else f"/exchange/{exchange}/{key}")
-
-
-def _reply_pair(text: str) -> tuple[str, str]:
-    if text.startswith("/exchange/"):
-        exchange, _, key = text[len("/exchange/"):].partition("/")
-        return exchange, key
-    if text.startswith("/queue/"):
-        return "", text[len("/queue/"):]
-    return "", text
-
-
 # -- 0-10 -------------------------------------------------------------------------------
 def _parts_0_10(headers: tuple[Struct, ...]) -> tuple[Any, Any]:
     dp = mp = None
@@ -428,76 +306,21 @@ def _read_0_10(headers: tuple[Struct, ...]) -> tuple[dict[str, Any] | None, bool
             (dp.ttl or None) if dp is not None else None)  # 0-10: 0 is no ttl
 
 
-def _props_0_10(headers: tuple[Struct, ...]) -> Props:
-    dp, mp = _parts_0_10(headers)
-    p = Props()
-    if dp is not None:
-        p.persistent = dp.delivery_mode == _PERSISTENT
-        p.priority = int(dp.priority) if dp.priority is not None else None
-        p.ttl = dp.ttl or None
-        p.timestamp = _seconds(dp.timestamp)
-    if mp is not None:
-        p.headers = dict(mp.application_headers) if mp.application_headers else None
-        p.content_type = mp.content_type
-        p.content_encoding = mp.content_encoding
-        p.message_id = mp.message_id
-        p.correlation_id = mp.correlation_id
-        if mp.reply_to is not None:
-            p.reply_to = (mp.reply_to.exchange or "", mp.reply_to.routing_key or "")
-        p.user_id = mp.user_id
-        p.app_id = mp.app_id
-        if p.headers:
-            _lift_091(p, p.headers)
-    return p
+def _props_0_10(headers: tuple[Struct, ...]) -> Message:
+    return Message(**messages_0_10.fields_of(*_parts_0_10(headers)))
 
 
-def _lift_091(p: Props, headers: dict[str, Any]) -> None:
-    """The 0-9-1 properties a 0-10 hop carried as ``x-amqp-0-9-1-`` headers
-    back in their own fields (a 0-9-1 -> 0-10 -> 0-9-1 trip keeps them)."""
-    for name in ("type", "cluster-id", "message-id"):
-        v = headers.get(X_091 + name)
-        if not isinstance(v, str):
-            continue
-        del headers[X_091 + name]
-        if name == "type":
-            p.type = v
-        elif name == "cluster-id":
-            p.cluster_id = v
-        elif p.message_id is None:
-            p.message_id = v
-    if not headers:
-        p.headers = None
+def _from_props_0_10(p: Message) -> tuple[Struct, ...]:
+    if p.headers:
+        p = attrs.evolve(p, headers=_header_values(p.headers, codec_0_10.encode_map, _plain))
+    return messages_0_10.structs_of(_unrouted(p), lenient=True)
 
 
-def _from_props_0_10(p: Props) -> tuple[Struct, ...]:
-    dp = spec_0_10.DeliveryProperties.unchecked(
-        priority=p.priority if p.priority is not None and 0 <= p.priority <= 9 else None,
-        delivery_mode=_PERSISTENT if p.persistent else 1, ttl=p.ttl,
-        timestamp=p.timestamp)
-    headers = dict(p.headers or {})
-    message_id: uuid.UUID | None = None
-    if isinstance(p.message_id, uuid.UUID):
-        message_id = p.message_id
-    elif p.message_id is not None:
-        try:
-            message_id = uuid.UUID(p.message_id)
-        except ValueError:
-            headers[X_091 + "message-id"] = p.message_id
-    if p.type is not None:
-        headers[X_091 + "type"] = p.type
-    if p.cluster_id is not None:
-        headers[X_091 + "cluster-id"] = p.cluster_id
-    fields: dict[str, Any] = dict(
-        message_id=message_id, correlation_id=p.correlation_id,
-        reply_to=spec_0_10.ReplyTo.unchecked(exchange=p.reply_to[0], routing_key=p.reply_to[1])
-        if p.reply_to is not None else None,
-        content_type=p.content_type, content_encoding=p.content_encoding,
-        user_id=p.user_id, app_id=p.app_id,
-        application_headers=_header_values(headers, codec_0_10.encode_map, _plain)
-        if headers else None)
-    if not any(v is not None for v in fields.values()):
-        return (dp,)
-    return dp, spec_0_10.MessageProperties.unchecked(**fields)
+def _unrouted(p: Message) -> Message:
+    """The properties alone: the delivery sets its routing key and exchange."""
+    if p.routing_key is None and p.exchange is None and not p.redelivered:
+        return p
+    return attrs.evolve(p, routing_key=None, exchange=None, redelivered=False)
 
 
 def _without_ttl_0_10(headers: tuple[Struct, ...]) -> tuple[Struct, ...]:
@@ -615,38 +438,18 @@ def _read_0_9_1(p: BasicProperties) -> tuple[dict[str, Any] | None, bool, int | 
     return p.headers, p.delivery_mode == _PERSISTENT, _ttl_091(p.expiration)
 
 
-def _props_0_9_1(b: BasicProperties) -> Props:
-    message_id: uuid.UUID | str | None = b.message_id
-    if b.message_id is not None:
-        with contextlib.suppress(ValueError):
-            message_id = uuid.UUID(b.message_id)
-    return Props(
-        headers=dict(b.headers) if b.headers else None, content_type=b.content_type,
-        content_encoding=b.content_encoding, persistent=b.delivery_mode == _PERSISTENT,
-        priority=b.priority, ttl=_ttl_091(b.expiration), message_id=message_id,
-        correlation_id=_octets(b.correlation_id),
-        reply_to=_reply_pair(b.reply_to) if b.reply_to is not None else None,
-        user_id=_octets(b.user_id), app_id=_octets(b.app_id), timestamp=_seconds(b.timestamp),
-        type=b.type, cluster_id=b.reserved)
+def _props_0_9_1(b: BasicProperties) -> Message:
+    return Message(**messages_0_9_1.fields_of(b))
 
 
 def _encode_table_091(t: dict[str, Any], out: bytearray) -> None:
     codec_0_9_1.encode_table(t, out)
 
 
-def _from_props_0_9_1(p: Props) -> BasicProperties:
-    return BasicProperties(
-        content_type=_short(p.content_type), content_encoding=_short(p.content_encoding),
-        headers=_header_values(p.headers, _encode_table_091, _plain) if p.headers else None,
-        delivery_mode=_PERSISTENT if p.persistent else None,
-        priority=p.priority if p.priority is not None and 0 <= p.priority <= 255 else None,
-        correlation_id=_text(p.correlation_id),
-        reply_to=_reply_text(p.reply_to) if p.reply_to is not None else None,
-        expiration=str(p.ttl) if p.ttl is not None else None,
-        message_id=_short(str(p.message_id)) if p.message_id is not None else None,
-        timestamp=p.timestamp if p.timestamp is not None and p.timestamp >= 0 else None,
-        type=_short(p.type), user_id=_text(p.user_id), app_id=_text(p.app_id),
-        reserved=_short(p.cluster_id))
+def _from_props_0_9_1(p: Message) -> BasicProperties:
+    if p.headers:
+        p = attrs.evolve(p, headers=_header_values(p.headers, _encode_table_091, _plain))
+    return messages_0_9_1.properties_of(p, lenient=True) or BasicProperties()
 
 
 def _with_header_0_9_1(b: BasicProperties, key: str, value: Any) -> BasicProperties:
@@ -682,13 +485,11 @@ FORMS: dict[str, Form] = {
 # properties and application-properties as the publisher's octets (the bare
 # message is never re-encoded: item 7 of notes-1-0-broker.md), and the body
 # in QMsg.body -- the octets of one data section or of an amqp-value holding
-# binary (what the other protocols carry as a body), or else the body
-# sections' own octets (BODY_SECTIONS; other protocols see them with the
-# header x-amqp-body naming their kind, as amqp_sansio.v1_0.message does).
-BODY_DATA, BODY_BINARY_VALUE, BODY_SECTIONS, BODY_NONE = 0, 1, 2, 3
-X_BODY: Final = "x-amqp-body"
-X_10: Final = "x-amqp-1-0-"
-_APP_ID: Final = "x-opt-app-id"
+# binary (what the other protocols carry as a body), the UTF-8 of an
+# amqp-value holding a string (BODY_STRING: other protocols see it as such,
+# text/plain), or else the body sections' own octets (BODY_SECTIONS; other
+# protocols see them with type amqp-1.0, as amqp_sansio.v1_0.message does).
+BODY_DATA, BODY_BINARY_VALUE, BODY_SECTIONS, BODY_NONE, BODY_STRING = 0, 1, 2, 3, 4
 
 
 @attrs.frozen(slots=True)
@@ -701,7 +502,7 @@ class Sections10:
     properties: Properties10 | None
     application: dict[str, Any] | None
     body_kind: int = BODY_DATA
-    body_name: str | None = None  # BODY_SECTIONS: "amqp-value" / "amqp-sequence" / "data"
+    body_name: str | None = None  # (stores of earlier versions: the sections' kind)
     footer: bytes = b""
 
     def render(self, body: bytes, header: Header10 | None) -> bytes:
@@ -714,6 +515,10 @@ class Sections10:
             tail = _1_0(AmqpMessage10(body=(Data10(body),)))
         elif kind == BODY_BINARY_VALUE:
             tail = _1_0(AmqpMessage10(body=AmqpValue10(body)))
+        elif kind == BODY_STRING:
+            tail = _1_0(AmqpMessage10(body=AmqpValue10(body.decode("utf-8", "replace"))))
+        elif kind == BODY_SECTIONS and msg_1_0.body_sections(body) is None:
+            tail = _1_0(AmqpMessage10(body=(Data10(body),)))  # (not sections after all)
         else:
             tail = body  # BODY_SECTIONS: their octets; BODY_NONE: b""
         return b"".join((sections, self.bare_head, tail, self.footer))
@@ -763,6 +568,8 @@ def split_1_0(payload: bytes) -> tuple[Sections10, bytes]:
             kind, octets = BODY_DATA, first.value
         elif type(first) is AmqpValue10 and type(first.value) is bytes:
             kind, octets = BODY_BINARY_VALUE, first.value
+        elif type(first) is AmqpValue10 and type(first.value) is str:
+            kind, octets = BODY_STRING, first.value.encode("utf-8")
         else:
             kind = BODY_SECTIONS
             name = ("data" if type(first) is Data10 else "amqp-value"
@@ -778,49 +585,14 @@ def _read_1_0(s: Sections10) -> tuple[dict[str, Any] | None, bool, int | None]:
             h.ttl if h is not None else None)
 
 
-def _props_1_0(s: Sections10) -> Props:
-    p, h = s.properties, s.header
-    headers: dict[str, Any] = dict(s.application or {})
-    if s.body_kind == BODY_SECTIONS and s.body_name is not None:
-        headers[X_BODY] = s.body_name
-    out = Props()
-    if h is not None:
-        out.persistent = bool(h.durable)
-        out.priority = None if h.priority == 4 else h.priority
-        out.ttl = h.ttl
-    if p is not None:
-        mid = p.message_id
-        out.message_id = mid if isinstance(mid, uuid.UUID) else (
-            None if mid is None else str(mid))
-        cid = p.correlation_id
-        out.correlation_id = (cid if isinstance(cid, bytes) else cid.bytes
-                              if isinstance(cid, uuid.UUID) else
-                              None if cid is None else str(cid).encode())
-        out.reply_to = _reply_pair_1_0(p.reply_to) if p.reply_to is not None else None
-        out.user_id = p.user_id
-        out.content_type = p.content_type
-        out.content_encoding = p.content_encoding
-        out.timestamp = p.creation_time // 1000 if p.creation_time is not None else None
-        for f in ("group_id", "group_sequence", "reply_to_group_id", "to",
-                  "absolute_expiry_time"):
-            v = getattr(p, f)
-            if v is not None:
-                headers[X_10 + f.replace("_", "-")] = v
-    app_id = (s.annotations or {}).get(_APP_ID)
-    if isinstance(app_id, bytes | str):
-        out.app_id = app_id.encode() if isinstance(app_id, str) else app_id
-    out.headers = headers or None
-    return out
-
-
-def _reply_pair_1_0(text: str) -> tuple[str, str]:
-    """A 1.0 reply-to address as (exchange, routing key) (addresses_1_0.py forms)."""
-    if text.startswith(("/queue/", "/queues/")):
-        return "", text.partition("/queue")[2].partition("/")[2]
-    if text.startswith(("/exchange/", "/exchanges/")):
-        exchange, _, key = text.split("/", 2)[2].partition("/")
-        return exchange, key
-    return "", text
+def _props_1_0(s: Sections10) -> Message:
+    fields = fields_1_0(s.header, s.properties, s.application, s.annotations)
+    fields["routing_key"] = None  # (the subject: the delivery's business)
+    if s.body_kind == BODY_SECTIONS:
+        fields["type"] = TYPE_AMQP_1_0
+    elif s.body_kind == BODY_STRING and fields.get("content_type") is None:
+        fields["content_type"] = TEXT_PLAIN
+    return Message(**fields)
 
 
 def _encode_app_1_0(t: dict[str, Any], out: bytearray) -> None:
@@ -831,47 +603,12 @@ def _encode_app_1_0(t: dict[str, Any], out: bytearray) -> None:
     codec_1_0.encode_value(t, out)
 
 
-def _from_props_1_0(p: Props) -> Sections10:
-    headers = dict(p.headers or {})
-    kind, name = BODY_DATA, None
-    body_name = headers.pop(X_BODY, None)
-    if body_name in ("amqp-value", "amqp-sequence", "data"):
-        kind, name = BODY_SECTIONS, str(body_name)
-    fields: dict[str, Any] = {}
-    for k in list(headers):
-        if k.startswith(X_10):
-            f = k[len(X_10):].replace("-", "_")
-            if f in ("group_id", "reply_to_group_id", "to"):
-                fields[f] = str(headers.pop(k))
-            elif f in ("group_sequence", "absolute_expiry_time"):
-                v = headers.pop(k)
-                if isinstance(v, int):
-                    fields[f] = v
-    if p.type is not None:
-        headers[X_091 + "type"] = p.type
-    if p.cluster_id is not None:
-        headers[X_091 + "cluster-id"] = p.cluster_id
-    reply = None
-    if p.reply_to is not None:
-        exchange, key = p.reply_to
-        reply = f"/exchange/{exchange}/{key}" if exchange else key
-    props = Properties10(
-        message_id=p.message_id, user_id=p.user_id, reply_to=reply,
-        correlation_id=p.correlation_id, content_type=codec_1_0.Symbol(p.content_type)
-        if p.content_type is not None else None,
-        content_encoding=codec_1_0.Symbol(p.content_encoding)
-        if p.content_encoding is not None else None,
-        creation_time=p.timestamp * 1000 if p.timestamp is not None else None, **fields)
-    app = _header_values(headers, _encode_app_1_0, _plain) if headers else None
-    has_props = any(getattr(props, f.attr) is not None for f in Properties10.FIELDS)
-    head = _bare_head(props if has_props else None, app)
-    header = None
-    if p.persistent or p.priority is not None or p.ttl is not None:
-        header = Header10(durable=p.persistent, priority=4 if p.priority is None
-                          else max(0, min(255, p.priority)), ttl=p.ttl)
-    ann = {codec_1_0.Symbol(_APP_ID): p.app_id} if p.app_id is not None else None
-    return Sections10(header, ann, head, props if has_props else None, app or None,
-                      kind, name)
+def _from_props_1_0(p: Message) -> Sections10:
+    header, ann, props, app = sections_1_0(_unrouted(p))
+    if app:
+        app = _header_values(app, _encode_app_1_0, _plain)
+    kind = BODY_SECTIONS if p.type == TYPE_AMQP_1_0 else BODY_DATA
+    return Sections10(header, ann, _bare_head(props, app), props, app or None, kind)
 
 
 def _with_header_1_0(s: Sections10, key: str, value: Any) -> Sections10:

@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .properties import Props
+from amqp_sansio.message import Message
 
 if TYPE_CHECKING:
     from .model import QMsg
@@ -293,12 +293,13 @@ def _like(e: Expr, pattern: str, escape: str | None) -> Expr:
     return f
 
 
-def _jms(props: Props, name: str, subject: str | None) -> Any:
+def _jms(props: Message, name: str, subject: str | None) -> Any:
     if name == "JMSMessageID":
         return None if props.message_id is None else str(props.message_id)
     if name == "JMSCorrelationID":
         c = props.correlation_id
-        return None if c is None else c.decode("utf-8", "replace")
+        return (None if c is None else c.decode("utf-8", "replace") if isinstance(c, bytes)
+                else str(c))
     if name == "JMSPriority":
         return 4 if props.priority is None else props.priority
     if name == "JMSDeliveryMode":

@@ -224,8 +224,11 @@ def header_to_str(value: Any) -> str | None:
         return str(value)
 
 
-def _text(b: bytes | None) -> str | None:
-    return None if b is None else b.decode("utf-8", "backslashreplace")
+def _text(v: object) -> str | None:
+    """An id or app-id as text (a Message keeps each protocol's kind of value)."""
+    if v is None:
+        return None
+    return v.decode("utf-8", "backslashreplace") if isinstance(v, bytes) else str(v)
 
 
 def _headers(m: Message) -> dict[str, str | None] | None:

@@ -4,20 +4,25 @@
 command, header structs and body that ``Session.send`` takes
 (:class:`TransferBuilder` does the same for a stream of publishes, reusing
 the header segment it encoded last); :func:`from_event` turns a received
-transfer back into a :class:`Message`.
+transfer back into a :class:`Message`.  :func:`structs_of` and
+:func:`fields_of` are the mapping itself (the table in
+:mod:`amqp_sansio.message`), which the embedded broker uses too.
 """
 
 from __future__ import annotations
 
 __all__ = ["Message", "to_transfer", "TransferBuilder", "from_event", "transfer_octets",
-           "Rejections"]
+           "Rejections", "structs_of", "fields_of", "X_091"]
 
+import contextlib
+import datetime as _dt
 import functools
+import uuid
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ..errors import LocalProtocolError
-from ..message import Message
+from ..message import Message, id_octets, id_of_text
 from ..serial import SequenceSet
 from ._specbase import Struct
 from .events import MessageReceived
@@ -33,6 +38,103 @@ from .spec import (
 )
 
 _DEFAULT_PRIORITY = 4  # delivery-priority "medium"
+#: 0-9-1 properties 0-10 has no field for travel in these application headers.
+X_091 = "x-amqp-0-9-1-"
+_PERSISTENT = 2
+
+
+def _message_id(v: Any, headers: dict[str, Any]) -> uuid.UUID | None:
+    """0-10's message-id is a UUID: another id travels in a header."""
+    if v is None or isinstance(v, uuid.UUID):
+        return v
+    got = id_of_text(v) if isinstance(v, str) else None
+    if isinstance(got, uuid.UUID):
+        return got
+    headers[X_091 + "message-id"] = v
+    return None
+
+
+def structs_of(msg: Message, *, lenient: bool = False,
+               content_length: int | None = None) -> tuple[Struct, ...]:
+    """The header structs (delivery-properties, and message-properties when
+    anything needs them) a :class:`Message` maps to.  ``lenient`` (a broker
+    relaying a message): what 0-10 cannot carry is dropped, not refused."""
+    make_dp = DeliveryProperties.unchecked if lenient else DeliveryProperties
+    priority = msg.priority
+    if lenient and priority is not None and not 0 <= priority <= 9:
+        priority = None
+    dp = make_dp(
+        routing_key=msg.routing_key, exchange=msg.exchange,
+        priority=priority if priority is not None else _DEFAULT_PRIORITY,
+        delivery_mode=DeliveryMode.PERSISTENT if msg.persistent else DeliveryMode.NON_PERSISTENT,
+        ttl=msg.ttl, timestamp=msg.timestamp, redelivered=msg.redelivered)
+    headers = dict(msg.headers or {})
+    message_id = _message_id(msg.message_id, headers)
+    if msg.type is not None:
+        headers[X_091 + "type"] = msg.type
+    if msg.cluster_id is not None:
+        headers[X_091 + "cluster-id"] = msg.cluster_id
+    app_id = msg.app_id.encode("utf-8") if isinstance(msg.app_id, str) else msg.app_id
+    fields: dict[str, Any] = dict(
+        message_id=message_id, correlation_id=id_octets(msg.correlation_id),
+        reply_to=ReplyTo(exchange=msg.reply_to[0], routing_key=msg.reply_to[1])
+        if msg.reply_to is not None else None,
+        content_type=msg.content_type, content_encoding=msg.content_encoding,
+        user_id=msg.user_id, app_id=app_id, application_headers=headers or None)
+    if not any(v is not None for v in fields.values()):
+        return (dp,)
+    if content_length is not None:
+        fields["content_length"] = content_length
+    make_mp = MessageProperties.unchecked if lenient else MessageProperties
+    return dp, make_mp(**fields)
+
+
+def _seconds(v: Any) -> int | None:
+    if v is None:
+        return None
+    if isinstance(v, _dt.datetime):
+        if v.tzinfo is None:
+            v = v.replace(tzinfo=_dt.UTC)
+        return int(v.timestamp())
+    return int(v)
+
+
+def fields_of(dp: Any, mp: Any) -> dict[str, Any]:
+    """The :class:`Message` fields 0-10 header structs say (no body; the
+    routing key and exchange are the delivery's).  The ``x-amqp-0-9-1-``
+    headers turn back into their fields (a 0-9-1 -> 0-10 -> 0-9-1 trip
+    keeps them)."""
+    out: dict[str, Any] = {}
+    if dp is not None:
+        out["persistent"] = dp.delivery_mode == DeliveryMode.PERSISTENT
+        out["priority"] = int(dp.priority) if dp.priority is not None else None
+        out["ttl"] = dp.ttl or None  # (0-10: 0 is no ttl)
+        out["timestamp"] = _seconds(dp.timestamp)
+    if mp is None:
+        return out
+    headers = dict(mp.application_headers) if mp.application_headers else None
+    message_id: Any = mp.message_id
+    lifted: dict[str, Any] = {}
+    if headers:
+        for name in ("type", "cluster-id", "message-id"):
+            v = headers.get(X_091 + name)
+            if isinstance(v, str | bytes | int | uuid.UUID):
+                del headers[X_091 + name]
+                lifted[name] = v
+    if message_id is None:
+        message_id = lifted.get("message-id")
+    app_id = mp.app_id
+    if isinstance(app_id, bytes):
+        with contextlib.suppress(UnicodeDecodeError):
+            app_id = app_id.decode("utf-8")
+    out.update(
+        content_type=mp.content_type, content_encoding=mp.content_encoding,
+        headers=headers or None, message_id=message_id, correlation_id=mp.correlation_id,
+        reply_to=(mp.reply_to.exchange or "", mp.reply_to.routing_key or "")
+        if mp.reply_to is not None else None,
+        user_id=mp.user_id, app_id=app_id, type=lifted.get("type"),
+        cluster_id=lifted.get("cluster-id"))
+    return out
 
 
 def to_transfer(msg: Message, destination: str = "", *, explicit_accept: bool = True,
@@ -47,31 +149,7 @@ def to_transfer(msg: Message, destination: str = "", *, explicit_accept: bool = 
     if not isinstance(msg, Message):
         raise LocalProtocolError(f"to_transfer needs a Message, got {type(msg).__name__}")
     cmd = transfer_command(destination, explicit_accept, pre_acquired)
-    dp = DeliveryProperties(
-        routing_key=msg.routing_key,
-        exchange=msg.exchange,
-        priority=msg.priority if msg.priority is not None else _DEFAULT_PRIORITY,
-        delivery_mode=DeliveryMode.PERSISTENT if msg.persistent else DeliveryMode.NON_PERSISTENT,
-        ttl=msg.ttl,
-        redelivered=msg.redelivered,
-    )
-    headers: tuple[Struct, ...] = (dp,)
-    if (msg.content_type is not None or msg.content_encoding is not None or msg.headers
-            or msg.message_id is not None or msg.correlation_id is not None
-            or msg.reply_to is not None or msg.user_id is not None or msg.app_id is not None):
-        mp = MessageProperties(
-            content_length=len(msg.body),
-            message_id=msg.message_id,
-            correlation_id=msg.correlation_id,
-            reply_to=ReplyTo(exchange=msg.reply_to[0], routing_key=msg.reply_to[1])
-            if msg.reply_to is not None else None,
-            content_type=msg.content_type,
-            content_encoding=msg.content_encoding,
-            user_id=msg.user_id,
-            app_id=msg.app_id,
-            application_headers=msg.headers or None,
-        )
-        headers = (dp, mp)
+    headers = structs_of(msg, content_length=len(msg.body))
     return cmd, headers, msg.body
 
 
@@ -104,11 +182,14 @@ def header_key(msg: Message) -> tuple[Any, ...] | None:
     t = msg.ttl
     props = (msg.content_type is not None or msg.content_encoding is not None
              or msg.message_id is not None or msg.correlation_id is not None
-             or msg.reply_to is not None or msg.user_id is not None or msg.app_id is not None)
+             or msg.reply_to is not None or msg.user_id is not None or msg.app_id is not None
+             or msg.type is not None or msg.cluster_id is not None)
+    cid = msg.correlation_id
     return (msg.routing_key, msg.exchange, p, type(p), t, type(t), not msg.persistent,
             not msg.redelivered, len(msg.body) if props else -1, msg.content_type,
-            msg.content_encoding, msg.message_id, msg.correlation_id, msg.reply_to,
-            msg.user_id, msg.app_id)
+            msg.content_encoding, msg.message_id, type(msg.message_id), cid, type(cid),
+            msg.reply_to, msg.user_id, msg.app_id, type(msg.app_id), msg.timestamp,
+            msg.type, msg.cluster_id)
 
 
 class TransferBuilder:
@@ -150,26 +231,12 @@ def transfer_octets(headers: tuple[Struct, ...], body: bytes) -> int:
 def from_event(e: MessageReceived) -> Message:
     """The :class:`Message` a received transfer carries."""
     dp = e.delivery_properties
-    mp = e.message_properties
-    reply_to = None
-    if mp is not None and mp.reply_to is not None:
-        reply_to = (mp.reply_to.exchange or "", mp.reply_to.routing_key or "")
     return Message(
         body=e.body,
         routing_key=dp.routing_key if dp else None,
         exchange=dp.exchange if dp else None,
-        priority=int(dp.priority) if dp is not None and dp.priority is not None else None,
-        persistent=bool(dp is not None and dp.delivery_mode == DeliveryMode.PERSISTENT),
-        ttl=dp.ttl if dp else None,
         redelivered=bool(dp.redelivered) if dp else False,
-        content_type=mp.content_type if mp else None,
-        content_encoding=mp.content_encoding if mp else None,
-        headers=mp.application_headers if mp else None,
-        message_id=mp.message_id if mp else None,
-        correlation_id=mp.correlation_id if mp else None,
-        reply_to=reply_to,
-        user_id=mp.user_id if mp else None,
-        app_id=mp.app_id if mp else None,
+        **fields_of(dp, e.message_properties),
     )
 
 

@@ -15,52 +15,26 @@ the body) is immutable in transit: :func:`bare_octets` returns it verbatim
 and :func:`reannotate` replaces only the annotated parts around it, so an
 intermediary never re-encodes what the sender signed.
 
-Mapping to the shared ``Message`` (what the broker uses to route across
-protocols; 0-10 and 0-9-1 name the same things):
-
-=========================  ================================================
-``Message``                1.0
-=========================  ================================================
-``body``                   one ``data`` section (several are joined; an
-                           ``amqp-value`` holding binary is its bytes; any
-                           other amqp-value / amqp-sequence body is carried
-                           as its encoded sections with the header
-                           ``x-amqp-body`` = ``"amqp-value"`` /
-                           ``"amqp-sequence"`` and restored from it)
-``routing_key``            ``properties.subject``
-``content_type``           ``properties.content-type`` (a symbol)
-``content_encoding``       ``properties.content-encoding``
-``headers``                ``application-properties`` (simple values only)
-``message_id``             ``properties.message-id`` when a uuid; other
-                           message-ids go in the header ``x-amqp-message-id``
-``correlation_id``         ``properties.correlation-id`` (binary; a string
-                           id becomes its UTF-8 octets)
-``reply_to`` (ex, key)     ``properties.reply-to``: ``key`` when ``ex`` is
-                           ``""``, else ``"ex/key"``
-``user_id``                ``properties.user-id``
-``app_id``                 message annotation ``x-opt-app-id``
-``priority``               ``header.priority`` (0-255; 0-10 uses 0-9)
-``persistent``             ``header.durable``
-``ttl``                    ``header.ttl`` (milliseconds)
-``redelivered``            ``header.delivery-count > 0`` (sent as 1)
-``exchange``               not carried (a 1.0 address names the node)
-=========================  ================================================
+Mapping to the shared ``Message``: the table in :mod:`amqp_sansio.message`
+(one for every protocol).  :func:`fields_of` and :func:`sections_of` are
+that mapping for the sections around the body, which the embedded broker
+uses too; :func:`to_message` and :func:`from_message` add the body.
 """
 
 from __future__ import annotations
 
 __all__ = [
     "AmqpMessage", "Body", "encode_message", "decode_message", "bare_octets", "reannotate",
-    "to_message", "from_message", "section_spans",
+    "to_message", "from_message", "section_spans", "fields_of", "sections_of", "body_of",
+    "X_10",
 ]
 
-import uuid
 from typing import Any, overload
 
 import attrs
 
 from ..errors import DecodeError
-from ..message import Message
+from ..message import TEXT_PLAIN, TYPE_AMQP_1_0, Message, reply_pair, reply_text
 from ._errors import decode_error, local_error
 from ._specbase import SpecObject, encode
 from .codec import DECODERS, DESCRIBED, MAX_DEPTH, Symbol, r_string_keyed
@@ -420,103 +394,177 @@ def reannotate(payload: bytes, *, header: Header | None = None,
 
 
 # ---------------------------------------------------------------------------
-# The shared Message
+# The shared Message (the table in amqp_sansio.message)
+
+#: 1.0 properties with no Message field travel as headers named so.
+X_10 = "x-amqp-1-0-"
+_X10_TEXT = ("to", "reply_to_group_id")
+_X10_NUMBERS = ("absolute_expiry_time",)  # (group-sequence: not carried, as RabbitMQ)
+_TYPE = "x-basic-type"
+_CLUSTER = "x-amqp-0-9-1-cluster-id"
+
+
+def fields_of(header: Header | None, properties: Properties | None,
+              application: dict[str, Any] | None, annotations: dict[Any, Any] | None
+              ) -> dict[str, Any]:
+    """The :class:`Message` fields a 1.0 message's sections (but its body)
+    say: ids keep their types; message annotations ``x-...`` are headers
+    (``x-basic-type``: ``type``); properties with no field are headers
+    ``x-amqp-1-0-...``."""
+    headers: dict[str, Any] = dict(application or {})
+    out: dict[str, Any] = {}
+    for k, v in (annotations or {}).items():
+        key = str(k)
+        if key == _TYPE and isinstance(v, str):
+            out["type"] = v
+        elif key.startswith("x-"):
+            headers[key] = v
+    cluster = headers.pop(_CLUSTER, None)
+    if isinstance(cluster, str):
+        out["cluster_id"] = cluster
+    h = header
+    if h is not None:
+        out["persistent"] = bool(h.durable)
+        out["priority"] = None if h.priority in (None, 4) else h.priority
+        out["ttl"] = h.ttl
+    p = properties
+    if p is not None:
+        out.update(
+            message_id=p.message_id, correlation_id=p.correlation_id,
+            reply_to=reply_pair(p.reply_to) if p.reply_to is not None else None,
+            user_id=p.user_id, routing_key=p.subject,
+            content_type=str(p.content_type) if p.content_type is not None else None,
+            content_encoding=str(p.content_encoding)
+            if p.content_encoding is not None else None,
+            timestamp=p.creation_time // 1000 if p.creation_time is not None else None,
+            app_id=p.group_id)
+        for f in (*_X10_TEXT, *_X10_NUMBERS):
+            v = getattr(p, f)
+            if v is not None:
+                headers[X_10 + f.replace("_", "-")] = v
+    out["headers"] = headers or None
+    return out
+
+
+def _simple(v: Any) -> Any:
+    """An application-properties value: simple ones as they are, a map or
+    a list as its text."""
+    return str(v) if isinstance(v, dict | list | tuple) else v
+
+
+def sections_of(msg: Message) -> tuple[Header | None, dict[Any, Any] | None,
+                                        Properties | None, dict[str, Any] | None]:
+    """``(header, message annotations, properties, application properties)``
+    for a :class:`Message` (its body aside: :func:`body_of`)."""
+    app: dict[str, Any] = {}
+    ann: dict[Any, Any] = {}
+    fields: dict[str, Any] = {}
+    for k, v in (msg.headers or {}).items():
+        if k.startswith(X_10):
+            f = k[len(X_10):].replace("-", "_")
+            if f in _X10_TEXT:
+                fields[f] = str(v)
+                continue
+            if f in _X10_NUMBERS and isinstance(v, int):
+                fields[f] = v
+                continue
+        if k.startswith("x-"):
+            ann[Symbol(k)] = v
+        else:
+            app[k] = _simple(v)
+    if msg.type is not None and msg.type != TYPE_AMQP_1_0:
+        ann[Symbol(_TYPE)] = msg.type
+    if msg.cluster_id is not None:
+        app[_CLUSTER] = msg.cluster_id
+    app_id = msg.app_id
+    if isinstance(app_id, bytes):
+        app_id = app_id.decode("utf-8", "replace")
+    header = None
+    if msg.persistent or msg.priority is not None or msg.ttl is not None or msg.redelivered:
+        header = Header(durable=msg.persistent,
+                        priority=4 if msg.priority is None else max(0, min(255, msg.priority)),
+                        ttl=msg.ttl, delivery_count=1 if msg.redelivered else 0)
+    props = Properties(
+        message_id=msg.message_id, user_id=msg.user_id, subject=msg.routing_key,
+        reply_to=reply_text(msg.reply_to) if msg.reply_to is not None else None,
+        correlation_id=msg.correlation_id,
+        content_type=Symbol(msg.content_type) if msg.content_type is not None else None,
+        content_encoding=Symbol(msg.content_encoding)
+        if msg.content_encoding is not None else None,
+        creation_time=msg.timestamp * 1000 if msg.timestamp is not None else None,
+        group_id=app_id, **fields)
+    has_props = any(getattr(props, f.attr) is not None for f in Properties.FIELDS)
+    return header, ann or None, props if has_props else None, app or None
+
+
+def body_of(body: Body) -> tuple[bytes, dict[str, Any]]:
+    """A 1.0 body as a Message's ``body`` and the fields that say what it
+    was: data joined; an amqp-value of binary its bytes, of a string its
+    UTF-8 (``text/plain``); any other body its encoded sections
+    (``type`` ``amqp-1.0``)."""
+    if body is None:
+        return b"", {}
+    if isinstance(body, tuple) and len(body) == 1 and isinstance(body[0], Data):
+        return body[0].value, {}
+    if isinstance(body, AmqpValue):
+        v = body.value
+        if type(v) is bytes:
+            return v, {}
+        if isinstance(v, str):
+            return v.encode("utf-8"), {"content_type": TEXT_PLAIN}
+    out = bytearray()
+    for s in (body if isinstance(body, tuple) else (body,)):
+        s.encode_into(s, out, MAX_DEPTH)
+    return bytes(out), {"type": TYPE_AMQP_1_0}
 
 
 def to_message(m: AmqpMessage) -> Message:
-    """The shared :class:`Message` for a 1.0 message (table in the module doc)."""
-    p = m.properties
+    """The shared :class:`Message` for a 1.0 message (the table in
+    :mod:`amqp_sansio.message`)."""
+    fields = fields_of(m.header, m.properties,
+                       m.application_properties.value if m.application_properties is not None
+                       else None,
+                       m.message_annotations.value if m.message_annotations is not None
+                       else None)
+    body, said = body_of(m.body)
+    for k, v in said.items():
+        if fields.get(k) is None or k == "type":
+            fields[k] = v
     h = m.header
-    headers: dict[str, Any] = dict(m.application_properties.value) if (
-        m.application_properties is not None) else {}
-    body = m.body
-    if body is None:
-        octets = b""
-    elif isinstance(body, tuple) and body and isinstance(body[0], Data):
-        octets = b"".join(s.value for s in body if isinstance(s, Data))
-    elif isinstance(body, AmqpValue) and type(body.value) is bytes:
-        octets = body.value
-    else:
-        out = bytearray()
-        for s in (body if isinstance(body, tuple) else (body,)):
-            s.encode_into(s, out, MAX_DEPTH)
-        octets = bytes(out)
-        headers["x-amqp-body"] = "amqp-value" if isinstance(body, AmqpValue) else "amqp-sequence"
-    message_id = None
-    correlation_id = None
-    reply_to = None
-    if p is not None:
-        if isinstance(p.message_id, uuid.UUID):
-            message_id = p.message_id
-        elif p.message_id is not None:
-            headers["x-amqp-message-id"] = p.message_id
-        cid = p.correlation_id
-        if isinstance(cid, str):
-            correlation_id = cid.encode("utf-8")
-        elif isinstance(cid, bytes):
-            correlation_id = cid
-        elif isinstance(cid, uuid.UUID):
-            correlation_id = cid.bytes
-        elif cid is not None:
-            correlation_id = str(int(cid)).encode()
-        if p.reply_to is not None:
-            ex, sep, key = p.reply_to.rpartition("/")
-            reply_to = (ex, key) if sep else ("", key)
-    ann = m.message_annotations.value if m.message_annotations is not None else {}
-    app_id = ann.get("x-opt-app-id")
-    return Message(
-        body=octets,
-        routing_key=p.subject if p is not None else None,
-        content_type=p.content_type if p is not None else None,
-        content_encoding=p.content_encoding if p is not None else None,
-        headers=headers or None,
-        message_id=message_id,
-        correlation_id=correlation_id,
-        reply_to=reply_to,
-        user_id=p.user_id if p is not None else None,
-        app_id=app_id if isinstance(app_id, bytes) else None,
-        priority=h.priority if h is not None and h.priority != 4 else None,
-        persistent=bool(h is not None and h.durable),
-        ttl=h.ttl if h is not None else None,
-        redelivered=bool(h is not None and h.delivery_count),
-    )
+    return Message(body=body, redelivered=bool(h is not None and h.delivery_count), **fields)
+
+
+def body_sections(octets: bytes) -> Body:
+    """Encoded body sections (a Message of ``type`` ``amqp-1.0``) as a body;
+    None if they are not one."""
+    secs = []
+    pos = 0
+    try:
+        while pos < len(octets):
+            s, pos = _section(octets, pos)
+            secs.append(s)
+    except (DecodeError, ValueError, IndexError, TypeError):
+        return None
+    if len(secs) == 1 and isinstance(secs[0], AmqpValue):
+        return secs[0]
+    if secs and all(isinstance(s, AmqpSequence) for s in secs):
+        return tuple(secs)
+    if secs and all(isinstance(s, Data) for s in secs):
+        return tuple(secs)
+    return None
 
 
 def from_message(msg: Message) -> AmqpMessage:
     """The 1.0 message for a shared :class:`Message` (the inverse of
     :func:`to_message` on what it produces)."""
-    headers = dict(msg.headers or {})
-    kind = headers.pop("x-amqp-body", None)
-    mid: Any = msg.message_id
-    if mid is None and "x-amqp-message-id" in headers:
-        mid = headers.pop("x-amqp-message-id")
-    if kind in ("amqp-value", "amqp-sequence"):
-        secs = []
-        pos = 0
-        while pos < len(msg.body):
-            s, pos = _section(msg.body, pos)
-            secs.append(s)
-        body: Body = secs[0] if kind == "amqp-value" else tuple(secs)
-    else:
+    header, ann, props, app = sections_of(msg)
+    body: Body = None
+    if msg.type == TYPE_AMQP_1_0:
+        body = body_sections(msg.body)
+    if body is None:
         body = (Data(msg.body),)
-    header = None
-    if msg.persistent or msg.priority is not None or msg.ttl is not None or msg.redelivered:
-        header = Header(durable=msg.persistent,
-                        priority=4 if msg.priority is None else msg.priority,
-                        ttl=msg.ttl, delivery_count=1 if msg.redelivered else 0)
-    reply = None
-    if msg.reply_to is not None:
-        ex, key = msg.reply_to
-        reply = f"{ex}/{key}" if ex else key
-    props = None
-    if any(v is not None for v in (msg.routing_key, msg.content_type, msg.content_encoding,
-                                    mid, msg.correlation_id, reply, msg.user_id)):
-        props = Properties(message_id=mid, user_id=msg.user_id, subject=msg.routing_key,
-                           reply_to=reply, correlation_id=msg.correlation_id,
-                           content_type=msg.content_type,
-                           content_encoding=msg.content_encoding)
-    ma = MessageAnnotations({Symbol("x-opt-app-id"): msg.app_id}) if msg.app_id else None
     return AmqpMessage(
-        header=header, message_annotations=ma, properties=props,
-        application_properties=ApplicationProperties(headers) if headers else None,
+        header=header, message_annotations=MessageAnnotations(ann) if ann else None,
+        properties=props,
+        application_properties=ApplicationProperties(app) if app else None,
         body=body)

@@ -130,8 +130,8 @@ def test_publish_and_get_keep_message_properties(session: client_0_9_1.Session) 
     sent = Message(body=b"\x00payload\xff", content_type="application/octet-stream",
                    content_encoding="identity", headers={"n": 1, "s": "x", "f": 1.5,
                                                          "nested": {"b": True}, "l": [1, "two"]},
-                   message_id=mid, correlation_id=b"corr-1", reply_to=("", "replies"),
-                   user_id=b"guest", app_id=b"tests", priority=5, persistent=True, ttl=60000)
+                   message_id=mid, correlation_id="corr-1", reply_to=("", "replies"),
+                   user_id=b"guest", app_id="tests", priority=5, persistent=True, ttl=60000)
     assert session.publish(sent, routing_key=q) == 1  # publishes counted per channel
     d = session.get(q)
     assert d is not None
@@ -155,10 +155,17 @@ def test_raw_properties_and_exchange_reply_to(session: client_0_9_1.Session) -> 
     session.publish(b"x", routing_key=q, properties=props)
     d = session.get(q, accept_mode="none")
     assert d is not None and d.settled
-    assert d.properties.type == "event" and d.message.message_id is None
-    assert d.properties.message_id == "not-a-uuid"
-    with pytest.raises(LocalProtocolError, match="default exchange"):
-        session.publish(Message(body=b"x", reply_to=("ex", "k")), routing_key=q)
+    # the Message keeps every property (amqp_sansio.message's table)
+    assert d.properties.type == "event" and d.message.type == "event"
+    assert d.message.message_id == "not-a-uuid" == d.properties.message_id
+    assert d.message.timestamp == 1_700_000_000
+    # a reply-to on another exchange: RabbitMQ's address form, and back
+    session.publish(Message(body=b"x", reply_to=("ex", "k")), routing_key=q)
+    d = session.get(q, accept_mode="none")
+    assert d is not None and d.properties.reply_to == "/exchange/ex/k"
+    assert d.message.reply_to == ("ex", "k")
+    with pytest.raises(LocalProtocolError, match="no AMQP 0-9-1 form"):
+        session.publish(Message(body=b"x", correlation_id=b"\xff"), routing_key=q)
 
 
 def test_confirms_number_publishes_and_sync_waits_for_them(

@@ -129,25 +129,30 @@ def test_message_maps_to_basic_properties_and_back() -> None:
                                                 redelivered=True, exchange="ex",
                                                 routing_key="rk"), props, body)
     back = from_event(e)
+    # 0-9-1 carries the ids and app-id as text: they come back as text
+    # (amqp_sansio.message's table)
     assert back == Message(body=b"b", routing_key="rk", exchange="ex", redelivered=True,
                            content_type="t/p", content_encoding="gzip", headers={"a": 1},
-                           message_id=mid, correlation_id=b"c", reply_to=("", "r"),
-                           user_id=b"u", app_id=b"app", priority=4, persistent=True,
+                           message_id=mid, correlation_id="c", reply_to=("", "r"),
+                           user_id=b"u", app_id="app", priority=4, persistent=True,
                            ttl=1500)
 
 
 def test_message_mapping_edges() -> None:
     assert to_properties(Message(body=b"")) is None
-    with pytest.raises(LocalProtocolError, match="default exchange"):
-        to_properties(Message(body=b"", reply_to=("ex", "k")))
-    with pytest.raises(LocalProtocolError, match="UTF-8"):
+    # a reply-to on another exchange: RabbitMQ's address form
+    p = to_properties(Message(body=b"", reply_to=("ex", "k")))
+    assert p is not None and p.reply_to == "/exchange/ex/k"
+    with pytest.raises(LocalProtocolError, match="no AMQP 0-9-1 form"):
         to_properties(Message(body=b"", correlation_id=b"\xff"))
+    with pytest.raises(LocalProtocolError, match="UTF-8"):
+        to_properties(Message(body=b"", user_id=b"\xff"))
     with pytest.raises(LocalProtocolError):
         to_properties(b"raw")  # type: ignore[arg-type]
     odd = spec.BasicProperties(message_id="m-1", expiration="soon", delivery_mode=1)
     e = ev.MessageReceived(1, spec.BasicGetOk(delivery_tag=1), odd, b"")
     m = from_event(e)
-    assert m.message_id is None and m.ttl is None and not m.persistent
+    assert m.message_id == "m-1" and m.ttl is None and not m.persistent
     assert m.routing_key == "" and m.exchange == ""
 
 

@@ -118,32 +118,50 @@ def test_bare_message_is_kept_verbatim() -> None:
 
 
 def test_shared_message_mapping_both_ways() -> None:
+    """The table in amqp_sansio.message: ids keep their types, app-id is
+    group-id, type an x-basic-type annotation, x- headers annotations."""
     mid = uuid.uuid4()
     msg = Message(body=b"hello", routing_key="rk", content_type="text/plain",
-                  content_encoding="gzip", headers={"a": 1, "b": "x"}, message_id=mid,
-                  correlation_id=b"c1", reply_to=("ex", "key"), user_id=b"guest",
-                  app_id=b"app", priority=9, persistent=True, ttl=500, redelivered=True)
+                  content_encoding="gzip", headers={"a": 1, "b": "x", "x-seen": 2},
+                  message_id=mid, correlation_id="c1", reply_to=("ex", "key"),
+                  user_id=b"guest", app_id="app", priority=9, persistent=True, ttl=500,
+                  timestamp=1_700_000_000, type="order", redelivered=True)
     m = from_message(msg)
     assert m.properties is not None
-    assert m.properties.subject == "rk" and m.properties.reply_to == "ex/key"
+    assert m.properties.subject == "rk" and m.properties.reply_to == "/exchange/ex/key"
     assert m.properties.content_type == "text/plain" and m.properties.message_id == mid
+    assert m.properties.correlation_id == "c1" and m.properties.group_id == "app"
+    assert m.properties.creation_time == 1_700_000_000_000
     assert m.header == spec.Header(durable=True, priority=9, ttl=500, delivery_count=1)
+    assert m.message_annotations is not None
+    assert m.message_annotations.value == {"x-basic-type": "order", "x-seen": 2}
+    assert m.application_properties is not None
+    assert m.application_properties.value == {"a": 1, "b": "x"}
     assert m.body == (spec.Data(b"hello"),)
     assert to_message(decode_message(encode_message(m))) == msg
     assert to_message(from_message(Message(body=b""))) == Message(body=b"")
     assert from_message(Message(body=b"x", reply_to=("", "q"))).properties.reply_to == "q"  # type: ignore[union-attr]
 
 
-def test_other_bodies_and_ids_map_through_headers() -> None:
+def test_other_bodies_and_ids() -> None:
+    """An amqp-value string is its UTF-8 (text/plain); other bodies are their
+    encoded sections, type amqp-1.0, and come back as they were; ids of any
+    kind keep it."""
     m = AmqpMessage(properties=spec.Properties(message_id="string-id", correlation_id="c"),
                     body=spec.AmqpValue({"k": [1, 2]}))
     msg = to_message(m)
-    assert msg.headers is not None and msg.headers["x-amqp-body"] == "amqp-value"
-    assert msg.headers["x-amqp-message-id"] == "string-id"
-    assert msg.correlation_id == b"c" and msg.message_id is None
+    assert msg.type == "amqp-1.0" and msg.headers is None
+    assert msg.message_id == "string-id" and msg.correlation_id == "c"
     back = from_message(msg)
     assert back.body == spec.AmqpValue({"k": [1, 2]})
     assert back.properties is not None and back.properties.message_id == "string-id"
     seq = AmqpMessage(body=(spec.AmqpSequence([1]), spec.AmqpSequence(["a"])))
     assert from_message(to_message(seq)).body == seq.body
+    text = to_message(AmqpMessage(body=spec.AmqpValue("héllo")))
+    assert (text.body, text.content_type, text.type) == ("héllo".encode(), "text/plain", None)
+    typed = to_message(AmqpMessage(properties=spec.Properties(content_type=Symbol("text/x")),
+                                   body=spec.AmqpValue("a")))
+    assert typed.content_type == "text/x"
+    assert to_message(AmqpMessage(properties=spec.Properties(correlation_id=7))
+                      ).correlation_id == 7
     assert to_message(AmqpMessage(body=spec.AmqpValue(b"raw"))).body == b"raw"
