@@ -43,10 +43,12 @@ __all__ = [
     "VirtualHostError",
     "ConnectionLostError",
     "HeartbeatTimeoutError",
+    "ConnectionBlockedTimeoutError",
     "ProtocolViolationError",
     "ProtocolMismatchError",
     "SessionError",
     "ExecutionError",
+    "ChannelClosedByBrokerError",
     "MessageRejectedError",
     "AMQPTimeout",
 ]
@@ -124,13 +126,21 @@ class HeartbeatTimeoutError(ConnectionLostError):
     """Nothing arrived from the broker for twice the heartbeat interval."""
 
 
+class ConnectionBlockedTimeoutError(ConnectionLostError):
+    """AMQP 0-9-1: the broker kept the connection blocked
+    (``connection.blocked``) longer than the URL's
+    ``blocked_connection_timeout``; the client gave it up (pika's
+    ``ConnectionBlockedTimeout``)."""
+
+
 class ProtocolViolationError(AMQPError):
     """The broker violated the protocol at connection scope; the core has
     queued ``connection.close(code)`` (1.0: ``close`` with ``condition``)
     and the connection is over."""
 
     def __init__(self, message: str, code: int | None, condition: str | None = None) -> None:
-        super().__init__(f"protocol violation ({code if condition is None else condition}): "
+        what = condition if condition is not None else code
+        super().__init__(f"protocol violation{'' if what is None else f' ({what})'}: "
                          f"{message}")
         self.message = message
         self.code = code
@@ -180,6 +190,19 @@ class ExecutionError(AMQPError):
     def code(self) -> int:
         """Alias of ``error_code``."""
         return self.error_code
+
+
+class ChannelClosedByBrokerError(ExecutionError):
+    """AMQP 0-9-1: the broker closed the channel (``channel.close`` with
+    ``code``: 404 not-found, 405 resource-locked, 406 precondition-failed,
+    ...): an :class:`ExecutionError` in 0-9-1's words.  Open a new channel."""
+
+    def __init__(self, channel: int, error_code: int, text: str | None, *,
+                 class_code: int | None = None, command_code: int | None = None) -> None:
+        super().__init__(error_code, text, class_code=class_code, command_code=command_code)
+        self.args = (f"channel {channel} closed by the broker: {error_code} {text or ''}"
+                     .rstrip(),)
+        self.channel = channel
 
 
 class MessageRejectedError(AMQPError):

@@ -14,7 +14,13 @@ Options (query string), all optional:
 heartbeat           seconds wanted (0 = none)
 channel_max         highest channel count wanted
 frame_max           largest frame wanted (alias ``max_frame_size``)
-connect_timeout     seconds for TCP (+TLS) connect
+connect_timeout     seconds for TCP (+TLS) connect (alias ``socket_timeout``, pika's)
+connection_attempts tries to connect before giving up (default 1; pika's)
+retry_delay         seconds between those tries (default 2; pika's)
+blocked_connection_timeout
+                    seconds a connection the broker blocked (0-9-1
+                    ``connection.blocked``) may stay so before the client
+                    gives it up (default: no limit; pika's)
 read_timeout        seconds a blocking read waits for a reply
 mechanism           SASL mechanism(s) to try, comma-separated, in order
 protocol            ``0-10`` (default), ``0-9-1``, ``0-9`` or ``1.0``
@@ -39,11 +45,14 @@ import attrs
 from . import registry
 from .errors import LocalProtocolError
 
-_FLOAT = {"connect_timeout", "read_timeout"}
+_FLOAT = {"connect_timeout", "read_timeout", "blocked_connection_timeout"}
+_FLOAT0 = {"retry_delay"}  # (may be 0)
 _INT = {"heartbeat", "channel_max", "frame_max"}
+_INT1 = {"connection_attempts"}  # (at least 1)
 _STR = {"mechanism", "protocol", "cafile", "certfile", "keyfile", "server_name"}
 _BOOL = {"verify"}
-_ALIASES = {"max_frame_size": "frame_max", "mechanisms": "mechanism"}
+_ALIASES = {"max_frame_size": "frame_max", "mechanisms": "mechanism",
+            "socket_timeout": "connect_timeout"}
 
 
 @attrs.frozen(kw_only=True)
@@ -58,6 +67,9 @@ class ConnectionParams:
     channel_max: int | None = None
     frame_max: int | None = None
     connect_timeout: float = 10.0
+    connection_attempts: int = 1
+    retry_delay: float = 2.0
+    blocked_connection_timeout: float | None = None
     read_timeout: float | None = None
     mechanisms: tuple[str, ...] = ()
     protocol: str = registry.DEFAULT
@@ -105,25 +117,25 @@ def parse_url(url: str) -> ConnectionParams:
     kw: dict[str, object] = {}
     for key, value in parse_qsl(parts.query, keep_blank_values=True, strict_parsing=False):
         key = _ALIASES.get(key, key)
+        if key not in _INT | _INT1 | _FLOAT | _FLOAT0 | _BOOL | _STR:
+            raise LocalProtocolError(f"bad AMQP URL {_safe(url)!r}: unknown option {key!r}")
         try:
-            if key in _INT:
+            if key in _INT | _INT1:
                 n = int(value)
-                if n < 0:
-                    raise ValueError("negative")
+                if n < (1 if key in _INT1 else 0):
+                    raise ValueError("must be at least 1" if key in _INT1 else "negative")
                 kw[key] = n
-            elif key in _FLOAT:
+            elif key in _FLOAT | _FLOAT0:
                 f = float(value)
-                if not f > 0:
-                    raise ValueError("must be positive")
+                if not (f >= 0 if key in _FLOAT0 else f > 0) or f != f or f == float("inf"):
+                    raise ValueError("must be a positive number of seconds")
                 kw[key] = f
             elif key in _BOOL:
                 if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
                     raise ValueError("expected true or false")
                 kw[key] = value.lower() in ("true", "1", "yes")
-            elif key in _STR:
-                kw[key] = value
             else:
-                raise LocalProtocolError(f"bad AMQP URL {_safe(url)!r}: unknown option {key!r}")
+                kw[key] = value
         except ValueError as e:
             raise LocalProtocolError(
                 f"bad AMQP URL {_safe(url)!r}: option {key}={value!r}: {e}") from None

@@ -53,7 +53,7 @@ PORT, TLS_PORT = 5672, 5671
 PROTON_EXAMPLES = Path(os.environ.get("PROTON_EXAMPLES", "/usr/share/proton/examples/python"))
 #: The suites' own test dependencies (beyond the client library itself).
 SUITE_DEPS = ["pytest>=8.4,<9", "aiomisc-pytest", "aiomisc", "shortuuid", "timeout-decorator",
-              "pytest-rerunfailures", "pytest-timeout", "case", "tornado"]
+              "pytest-rerunfailures", "pytest-timeout", "case", "tornado", "twisted", "gevent"]
 
 
 @dataclass
@@ -68,7 +68,7 @@ class Suite:
 
 URL = f"amqp://guest:guest@{HOST}:{PORT}/"
 SUITES: dict[str, Suite] = {s.name: s for s in [
-    Suite("aiormq", "aiormq", ["tests"], {"AMQP_URL": URL}),
+    Suite("aiormq", "aiormq", ["tests"], {"AMQP_URL": URL}, plugin=True),
     Suite("aio-pika", "aio-pika", ["tests"], plugin=True),
     Suite("pika", None, ["tests/acceptance"], args=["-p", "no:cacheprovider"]),
     Suite("py-amqp", "amqp", ["t/integration/test_rmq.py"],
@@ -83,8 +83,26 @@ SUITES: dict[str, Suite] = {s.name: s for s in [
 
 #: aio-pika's conftest asks Docker for a RabbitMQ container; this plugin
 #: answers with the broker already listening (written into the work dir).
+#: aiormq's sdist leaves out the fixtures that say where the broker is
+#: (``rabbitmq_container``, ``amqp_direct_url``): the plugin has them.
 DOCKER_STANDIN = '''
+import types
+
 import pytest
+from yarl import URL
+
+
+@pytest.fixture(scope="session")
+def rabbitmq_container():
+    return types.SimpleNamespace(id="standin", host="127.0.0.1",
+                                 ports={"5672/tcp": 5672, "5671/tcp": 5671})
+
+
+@pytest.fixture(scope="session")
+def amqp_direct_url():
+    return URL.build(scheme="amqp", user="guest", password="guest", path="//",
+                     host="127.0.0.1", port=5672)
+
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):

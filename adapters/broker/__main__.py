@@ -35,8 +35,11 @@ USERS_ENV = "AMQP_SANSIO_BROKER_USERS"
 
 def _parser(prog: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog=prog, description="Run the in-memory AMQP broker, 0-10 and 0-9-1 on one port "
-        "(the client's protocol header decides; for tests and demos).  Prints amqp://HOST:PORT once it listens; stops on Ctrl-C or SIGTERM.")
+        prog=prog, description="Run the embedded AMQP broker: 0-10, 0-9-1, 0-9 and 1.0 on one "
+        "port (the client's protocol header decides).  Prints amqp://HOST:PORT once it "
+        "listens; stops on Ctrl-C or SIGTERM.",
+        epilog=f"Users and their permissions: '{prog} users --help' (add, delete, list: the "
+        "users file for --users).")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default %(default)s)")
     p.add_argument("--port", type=int, default=5672,

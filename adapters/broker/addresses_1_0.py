@@ -14,8 +14,10 @@ address                     node
 ``NAME``                    the exchange NAME if there is one, else queue NAME
 ==========================  ==================================================
 
-A queue named by a queue form or a plain name may not exist yet: the front
-end creates it (unless the broker was told not to).  An exchange is never
+A queue named by ``/queue/NAME`` or a plain name may not exist yet: the
+front end creates it (unless the broker was told not to).  ``/queues/NAME``
+names a queue that exists (RabbitMQ 4's addresses: queues are declared, not
+made by naming them): a link to a missing one is refused ``amqp:not-found``.  An exchange is never
 created by naming it.  A key of None means "the message's subject" for a
 publisher and "everything" for a subscriber.
 """
@@ -49,6 +51,7 @@ class Node:
     kind: str  # "queue" | "exchange"
     name: str
     key: str | None = None
+    creates: bool = True  # (a queue:) made if it does not exist
 
     @property
     def is_queue(self) -> bool:
@@ -68,7 +71,8 @@ def resolve(address: str, is_exchange: Callable[[str], bool]) -> Node:
     in the connection's virtual host?).  AddressError if it names none."""
     for p in _QUEUE_PREFIXES:
         if address.startswith(p):
-            return Node("queue", _name(address[len(p):], address))
+            return Node("queue", _name(address[len(p):], address),
+                        creates=p == _QUEUE_PREFIXES[0])
     for p in _EXCHANGE_PREFIXES:
         if address.startswith(p):
             name, sep, key = address[len(p):].partition("/")

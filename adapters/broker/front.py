@@ -275,15 +275,21 @@ class FrontEnd:
         elif isinstance(e, events.HeartbeatTimeout):
             log.info("connection from %s: heartbeat timeout (silent %.0f s)", self.who, e.idle)
         elif isinstance(e, events.ProtocolViolation):
-            log.warning("connection from %s: %s violation %s: %s", self.who, e.scope, e.code,
-                        e.message)
+            log.warning("connection from %s: %s violation%s: %s", self.who, e.scope,
+                        _said(e.code, e.condition), e.message)
         elif isinstance(e, events.ConnectionClosed):
             if e.by_peer:
-                log.info("connection from %s closed by the peer (%s%s)", self.who, e.code,
-                         f": {e.text}" if e.text else "")
+                log.info("connection from %s closed by the peer%s%s", self.who,
+                         _said(e.code, e.condition), f": {e.text}" if e.text else "")
         else:
             return False
         return True
+
+
+def _said(code: int | None, condition: str | None) -> str:
+    """A close's or violation's code (0-x) or condition (1.0), if it has one."""
+    what = condition if condition is not None else code
+    return "" if what is None else f" ({what})"
 
 
 def name_shown(name: bytes) -> str:

@@ -605,7 +605,7 @@ class Connection10(FrontEnd):
         q = ns.queues.get(node.name)
         if q is not None:
             return q
-        if not self.svc.create_queues:
+        if not self.svc.create_queues or not node.creates:
             raise _Refuse(NOT_FOUND, f"no queue {node.name!r} in vhost {self.vhost_name!r}")
         self._allowed("configure", node.name)
         if node.name.startswith("amq."):

@@ -47,7 +47,7 @@ from .streams import CLIError, Subcommands
 
 def register(sub: Subcommands) -> None:
     # Listed for --help; main() hands "broker ..." to the broker's own parser.
-    sub.add_parser("broker", help="run the embedded AMQP broker (0-10 and 0-9-1) "
+    sub.add_parser("broker", help="run the embedded AMQP broker (0-10, 0-9-1, 0-9 and 1.0) "
                    "(amqp-sansio broker --help for its options)")
 
     s = sub.add_parser(
@@ -89,10 +89,15 @@ def register(sub: Subcommands) -> None:
 
     r = sub.add_parser("receive", help="drain N messages from a queue",
                        description="Receive --count messages from --from, accepting each; "
-                                   "exit 1 if fewer arrive.")
+                                   "exit 1 if fewer arrive.  Latency percentiles are of "
+                                   "messages sent (by 'amqp-sansio send') after the "
+                                   "receive started: what waited on the queue before is "
+                                   "not latency.")
     _url_arg(r)
     r.add_argument("--from", dest="source", required=True, metavar="QUEUE",
-                   help="the queue to drain")
+                   help="the queue to drain; it must exist (--declare makes it).  AMQP 1.0: "
+                        "an address, a plain NAME read as /queues/NAME (a queue that "
+                        "exists) unless --declare")
     r.add_argument("--count", type=_positive, default=1000,
                    help="messages to receive (default %(default)s)")
     r.add_argument("--prefetch", type=_positive, default=100,
@@ -315,14 +320,14 @@ def _send(args: argparse.Namespace, streams: Any) -> int:
     progress.close()
     confirmed = args.count - len(lost)
     mode = "confirm-each" if each else "confirm" if args.confirm else "plain"
+    if lost:  # (said first: the summary must not read as a success)
+        print(_loss_report(lost, args.count, exchange, key), file=streams.stderr)
+    what = ("messages confirmed" if mode != "plain" and not lost else
+            f"messages sent, {len(lost)} of them dropped by the broker" if lost else "messages")
     _summary(streams.stdout, "send", args.count, args.count * args.size, seconds, latencies,
              args.json, {"mode": mode, "confirm": mode != "plain", "lost": len(lost),
-                         **({"confirmed": confirmed} if mode != "plain" else {})},
-             what="messages confirmed" if mode != "plain" and not lost else "messages")
-    if lost:
-        print(_loss_report(lost, args.count, exchange, key), file=streams.stderr)
-        return 1
-    return 0
+                         **({"confirmed": confirmed} if mode != "plain" else {})}, what=what)
+    return 1 if lost else 0
 
 
 def _receive(args: argparse.Namespace, streams: Any) -> int:
@@ -332,13 +337,17 @@ def _receive(args: argparse.Namespace, streams: Any) -> int:
     octets = 0
     got = 0
     first = last = 0.0
+    source = args.source
+    if _protocol_of(args) == "1.0" and not args.declare and not source.startswith("/"):
+        source = f"/queues/{source}"  # (a typo must not make a queue and wait on it)
     conn = _connect(args.url, args.protocol)
     progress = _Progress("receive", args.count)
     try:
         with conn.session() as s:
             if args.declare:
                 s.declare_queue(args.source)
-            sub = s.subscribe(args.source, prefetch=args.prefetch)
+            sub = s.subscribe(source, prefetch=args.prefetch)
+            started = time.time()  # (messages sent before this waited on the queue)
             # Accept in batches of half the window: one command per batch,
             # and the window never drains while we wait to accept.
             batch: list[Any] = []
@@ -353,7 +362,7 @@ def _receive(args: argparse.Namespace, streams: Any) -> int:
                         first = last
                     now = time.time()
                     sent = (d.message.headers or {}).get("x-sent-at")
-                    if isinstance(sent, float):
+                    if isinstance(sent, float) and sent >= started:
                         latencies.append(max(0.0, now - sent))
                     octets += len(d.message.body)
                     got += 1

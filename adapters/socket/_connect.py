@@ -12,8 +12,9 @@ __all__ = ["connect"]
 
 import functools
 import ssl
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Literal, overload
+import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 import attrs
 
@@ -23,6 +24,8 @@ from amqp_sansio.url import ConnectionParams
 from ._common import connected
 from ._io import DEFAULT
 from .errors import ConnectError, InvalidURLError, RedirectedError
+
+C = TypeVar("C")
 
 if TYPE_CHECKING:
     from amqp_sansio.v0_10.session import SessionStore
@@ -124,7 +127,7 @@ def connect(url: str = "amqp://localhost", *, ssl_context: ssl.SSLContext | None
         err: RedirectedError | None = None
         for i, target in enumerate(targets):
             try:
-                return one(target)
+                return _attempts(one, target)
             except RedirectedError as r:
                 err = r
                 params = target
@@ -135,6 +138,19 @@ def connect(url: str = "amqp://localhost", *, ssl_context: ssl.SSLContext | None
         assert err is not None
         targets = redirect_targets(params, err, hops)
         hops += 1
+
+
+def _attempts(one: Callable[[ConnectionParams], C], params: ConnectionParams) -> C:
+    """``one(params)``, tried the URL's ``connection_attempts`` times,
+    ``retry_delay`` apart, while the broker cannot be reached (pika's)."""
+    for attempt in range(1, params.connection_attempts + 1):
+        try:
+            return one(params)
+        except ConnectError as e:
+            if isinstance(e, RedirectedError) or attempt == params.connection_attempts:
+                raise
+        time.sleep(params.retry_delay)
+    raise AssertionError("unreachable")
 
 
 def _connect_once(params: ConnectionParams, *, ssl_context: ssl.SSLContext | None,

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 
 import attrs
 
+import trio
 from amqp_sansio.client import parse, redirect_targets
 from amqp_sansio.url import ConnectionParams
 
@@ -126,7 +127,7 @@ async def open_connection(url: str, *, ssl_context: ssl.SSLContext | None = None
             err: RedirectedError | None = None
             for i, target in enumerate(targets):
                 try:
-                    conn = await stack.enter_async_context(once(target))
+                    conn = await _attempts(stack, once, target)
                     break
                 except RedirectedError as r:
                     err, params = r, target
@@ -139,6 +140,21 @@ async def open_connection(url: str, *, ssl_context: ssl.SSLContext | None = None
                 targets = redirect_targets(params, err, hops)
                 hops += 1
         yield conn
+
+
+async def _attempts(stack: contextlib.AsyncExitStack, once: Any,
+                    params: ConnectionParams) -> Any:
+    """The connection ``once(params)`` opens, tried the URL's
+    ``connection_attempts`` times, ``retry_delay`` apart, while the broker
+    cannot be reached (pika's)."""
+    for attempt in range(1, params.connection_attempts + 1):
+        try:
+            return await stack.enter_async_context(once(params))
+        except ConnectError as e:
+            if isinstance(e, RedirectedError) or attempt == params.connection_attempts:
+                raise
+        await trio.sleep(params.retry_delay)
+    raise AssertionError("unreachable")
 
 
 @asynccontextmanager

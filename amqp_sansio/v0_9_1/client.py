@@ -52,8 +52,9 @@ from ..errors import LocalProtocolError
 from ..events import Event
 from ..exceptions import (
     AMQPError,
+    ChannelClosedByBrokerError,
+    ConnectionBlockedTimeoutError,
     ConnectionClosedError,
-    ExecutionError,
     MessageRejectedError,
     SessionError,
 )
@@ -148,11 +149,39 @@ class ClientConnection(base.ClientConnection[CoreConnection, "ClientChannel"]):
     """An AMQP 0-9-1 client connection's policy (see the module docstring)."""
 
     PROTOCOL = "0-9-1"
+    #: When the broker blocked the connection (the pump's clock; None: it has not).
+    _blocked_at: float | None = None
 
     @property
     def blocked(self) -> bool:
         """True while RabbitMQ has blocked the connection (resource alarm)."""
         return self.core.blocked
+
+    # The URL's blocked_connection_timeout (pika's): a connection blocked
+    # longer is given up, ConnectionBlockedTimeoutError.
+    def receive_data(self, data: bytes, now: float) -> None:
+        super().receive_data(data, now)
+        if not self.core.blocked:
+            self._blocked_at = None
+        elif self._blocked_at is None:
+            self._blocked_at = now
+
+    def next_deadline(self) -> float | None:
+        due = super().next_deadline()
+        limit = self.params.blocked_connection_timeout
+        if limit is None or self._blocked_at is None:
+            return due
+        give_up = self._blocked_at + limit
+        return give_up if due is None else min(due, give_up)
+
+    def handle_timer(self, now: float) -> None:
+        super().handle_timer(now)
+        limit = self.params.blocked_connection_timeout
+        at = self._blocked_at
+        if limit is not None and at is not None and now >= at + limit and self.core.blocked:
+            self.fail(ConnectionBlockedTimeoutError(
+                f"the broker kept the connection blocked for {limit:g} s "
+                f"(blocked_connection_timeout)"))
 
     def open_channel(self, name: str | bytes | None = None) -> ClientChannel:
         """Open a channel (``name`` is a label); its ``ready`` is answered
@@ -702,8 +731,9 @@ class ClientChannel(base.ClientSessionBase["ClientSubscription[Any]"]):
         self.conn.sessions.pop(self.channel, None)
         self.unconfirmed.extend(e.unconfirmed)
         if e.by_peer and e.code != 200:
-            err: AMQPError = ExecutionError(e.code, e.text, class_code=e.class_id or None,
-                                            command_code=e.method_id or None)
+            err: AMQPError = ChannelClosedByBrokerError(
+                self.channel, e.code, e.text, class_code=e.class_id or None,
+                command_code=e.method_id or None)
         else:
             who = "by the broker" if e.by_peer else "by the client"
             err = SessionError(f"channel {self.channel} closed {who} (code {e.code})", e.code)

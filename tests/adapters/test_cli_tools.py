@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -40,7 +41,29 @@ def test_send_then_receive_everything(url: str) -> None:
     assert got.returncode == 0, got.stderr
     r = json.loads(got.stdout)
     assert r["messages"] == 500 and r["mb_per_s"] > 0
-    assert r["p50_ms"] >= 0  # end-to-end latency from the x-sent-at stamp
+    # All were sent before the receive started: time spent queued is no latency.
+    assert "p50_ms" not in r
+
+
+def test_receive_latency_is_of_messages_sent_while_it_runs(url: str) -> None:
+    """End-to-end latency from the x-sent-at stamp, of what was sent after
+    the receiver started (not of what waited on the queue)."""
+    run("send", "--url", url, "--to", "cli.lat", "--declare", "--count", "50")
+    rcv = subprocess.Popen([*CLI, "receive", "--url", url, "--from", "cli.lat", "--count",
+                            "250", "--json", "--timeout", "20"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(2.0)  # (the receiver takes the 50 queued ones first)
+        sent = run("send", "--url", url, "--to", "cli.lat", "--count", "200", "--rate", "400")
+        assert sent.returncode == 0, sent.stderr
+        out, err = rcv.communicate(timeout=60)
+    finally:
+        if rcv.poll() is None:
+            rcv.kill()
+            rcv.wait()
+    assert rcv.returncode == 0, err
+    r = json.loads(out)
+    assert r["messages"] == 250 and 0 <= r["p50_ms"] <= r["max_ms"]
 
 
 def test_exchange_form_and_confirm(url: str) -> None:
@@ -60,6 +83,10 @@ def test_send_to_a_missing_queue_is_not_success(url: str) -> None:
         line, = lost.stderr.strip().splitlines()
         assert "4 of 4 messages were dropped" in line and "'no-such-queue'" in line
         assert "--declare" in line
+    plain = run("send", "--url", url, "--to", "no-such-queue", "--count", "4")
+    assert plain.returncode == 1
+    # the summary does not read as a success
+    assert plain.stdout.startswith("send: 4 messages sent, 4 of them dropped by the broker")
 
 
 def test_declare_with_exchange_and_key(url: str) -> None:
@@ -128,3 +155,18 @@ def test_broker_subcommand_serves() -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_receive_from_a_typo_over_1_0_fails_at_once(url: str) -> None:
+    """AMQP 1.0: a plain --from NAME is /queues/NAME, a queue that exists --
+    a typo is refused at the attach, not made into a queue and waited on."""
+    t0 = time.monotonic()
+    got = run("receive", "--url", url + "?protocol=1.0", "--from", "no-such-q", "--count", "1",
+              "--timeout", "30")
+    assert got.returncode != 0 and time.monotonic() - t0 < 25
+    assert "not-found" in got.stderr and "no-such-q" in got.stderr
+    sent = run("send", "--url", url + "?protocol=1.0", "--to", "/queue/made-q", "--count", "2")
+    assert sent.returncode == 0, sent.stderr
+    got = run("receive", "--url", url + "?protocol=1.0", "--from", "made-q", "--count", "2",
+              "--timeout", "10")
+    assert got.returncode == 0, got.stderr

@@ -51,3 +51,18 @@ def test_errors_say_what_is_wrong(url: str, why: str) -> None:
     with pytest.raises(LocalProtocolError, match=why) as ei:
         parse_url(url)
     assert "hunter2" not in str(ei.value)
+    assert str(ei.value).count("bad AMQP URL") == 1  # said once
+
+
+def test_pika_options() -> None:
+    """pika's URL options mean what they mean there (tests/adapters/
+    test_url_options.py shows them at work)."""
+    p = parse_url("amqp://h/?connection_attempts=3&retry_delay=0.5&socket_timeout=5"
+                  "&heartbeat=10&blocked_connection_timeout=30")
+    assert (p.connection_attempts, p.retry_delay, p.connect_timeout) == (3, 0.5, 5.0)
+    assert (p.heartbeat, p.blocked_connection_timeout) == (10, 30.0)
+    d = parse_url("amqp://h/")
+    assert (d.connection_attempts, d.retry_delay, d.blocked_connection_timeout) == (1, 2.0, None)
+    for bad in ("connection_attempts=0", "retry_delay=-1", "blocked_connection_timeout=0"):
+        with pytest.raises(LocalProtocolError, match=bad.split("=")[0]):
+            parse_url("amqp://h/?" + bad)
