@@ -46,7 +46,7 @@ def main(count: int) -> None:
         with connect(url) as conn, conn.session() as s:
             replies = f"replies-{uuid.uuid4().hex[:8]}"
             s.declare_queue(replies, exclusive=True, auto_delete=True)
-            pending: dict[bytes, bytes] = {}
+            pending: dict[object, bytes] = {}  # (0-10 ids are octets)
             for i in range(count):
                 cid = uuid.uuid4().bytes
                 pending[cid] = f"request {i}".encode()
