@@ -44,7 +44,6 @@ def test_the_profile_comes_from_what_the_peer_says() -> None:
 def test_only_the_qpidd_like_profiles_allow_command_invalid_for_dtx_misuse() -> None:
     assert 503 in PROFILES["qpidd"].extra_codes("dtx.start")
     assert 503 in PROFILES["amqp-sansio"].extra_codes("dtx.end")
-    assert 409 in PROFILES["amqp-sansio"].extra_codes("dtx.select")  # after tx.select
     assert not XML.extra_codes("dtx.start")
     assert not PROFILES["amqp-sansio"].extra_codes("queue.declare")
 
