@@ -81,12 +81,16 @@ def test_properties_and_body_arrive_unchanged(conn: BlockingConnection) -> None:
 
 
 @pytest.mark.parametrize("publish,consume", [
-    ("/queue/{q}", "{q}"), ("{q}", "/queue/{q}"), ("/queues/{q}", "{q}")])
+    ("/queue/{q}", "{q}"), ("{q}", "/queue/{q}"), ("{q}", "/queues/{q}")])
 def test_queue_address_forms_name_one_queue(conn: BlockingConnection, broker: Broker,
                                             publish: str, consume: str) -> None:
     """Items 4-5: plain names and RabbitMQ's forms resolve to the same queue,
-    created on first use."""
+    created on first use -- but RabbitMQ 4's /queues/NAME names a queue that
+    exists (refused not-found, and nothing made, when it does not)."""
     q = _name()
+    with pytest.raises(LinkDetached, match="not-found"):
+        conn.create_sender(f"/queues/{q}")
+    assert q not in broker.queues
     conn.create_sender(publish.format(q=q)).send(Message(body="x"))
     assert q in broker.queues
     rcv = conn.create_receiver(consume.format(q=q))
