@@ -774,6 +774,8 @@ class Connection010(FrontEnd):
         if not c.queue:
             raise _Fail(ILLEGAL_ARGUMENT, "queue name required", "queue")
         q = ns.queues.get(c.queue)
+        if q is not None:
+            self.broker.queue_used(q)  # (declared again: not unused, x-expires)
         if c.passive:
             if q is None:
                 raise _Fail(NOT_FOUND, f"no queue {c.queue!r}", "passive")

@@ -580,6 +580,7 @@ class Connection091(FrontEnd):
             if m.exclusive:
                 self.exclusive.append(q)
         books.last_queue = q.name
+        self.broker.queue_used(q)  # (declared again: not unused, x-expires)
         self.broker.drop_expired(q)
         return spec.QueueDeclareOk(queue=q.name, message_count=len(q.messages),
                                    consumer_count=len(q.consumers))

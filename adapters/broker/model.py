@@ -442,6 +442,8 @@ class QueueState:
     # what is due instead of scanning the queue.
     ttls: list[tuple[float, int, QMsg]] = attrs.field(factory=list)
     declared_durable: bool = False
+    used_at: float = 0.0  # last declared, consumed from or read (x-expires)
+    expiry_armed: bool = False  # an x-expires check of it is in Broker._auto_deletes
 
     @property
     def next_expiry(self) -> float | None:
@@ -877,6 +879,7 @@ class Broker:
             arguments=args, policy=policy, options=options, declared_durable=durable,
             messages=backlog)
         self.durable.queue_declared(q)
+        self.queue_used(q)
         return q
 
     def new_exchange(self, ns: VHost, name: str, type: str, *, durable: bool = False,
@@ -928,12 +931,14 @@ class Broker:
     def add_consumer(self, q: QueueState, c: Consumer) -> None:
         q.consumers.append(c)
         q.had_consumer = True
+        self.queue_used(q)
 
     def remove_consumer(self, c: Consumer, autodelete: bool = True) -> None:
         """``c`` stops consuming (its queue may delete itself: auto-delete)."""
         q = self.queue_of(c)
         if q is not None and c in q.consumers:
             q.consumers.remove(c)
+            self.queue_used(q)
             if autodelete:
                 self.maybe_autodelete(q)
 
@@ -1097,6 +1102,7 @@ class Broker:
     def take(self, q: QueueState) -> QMsg | None:
         """The message at the head of ``q``, taken off it (a 0-9-1
         basic.get); None if the queue is empty."""
+        self.queue_used(q)
         due = q.next_expiry
         if due is not None and self.now > due:
             self.drop_expired(q)
@@ -1209,10 +1215,33 @@ class Broker:
 
     _auto_delete = auto_delete
 
+    def queue_used(self, q: QueueState) -> None:
+        """``q`` was declared, consumed from or read: an ``x-expires`` queue
+        goes that long after it was last used (one check of it waits in
+        ``_auto_deletes`` at a time)."""
+        q.used_at = now = max(self.now, 0.0)  # (-inf before any I/O layer spoke)
+        expires = q.options.expires
+        if expires is not None and not q.expiry_armed:
+            q.expiry_armed = True
+            heapq.heappush(self._auto_deletes, (now + expires / 1000, next(self._seq), q))
+
     def _run_auto_deletes(self, now: float) -> None:
         heap = self._auto_deletes
         while heap and heap[0][0] <= now:
             _, _, q = heapq.heappop(heap)
+            expires = q.options.expires
+            if expires is not None and q.expiry_armed:
+                q.expiry_armed = False
+                if q.deleted or q.consumers:
+                    continue  # (its last consumer's going checks it again)
+                if now < q.used_at + expires / 1000:
+                    q.expiry_armed = True
+                    heapq.heappush(heap, (q.used_at + expires / 1000, next(self._seq), q))
+                    continue
+                log.info("queue %r in vhost %r expired: unused for %d ms (x-expires)",
+                         q.name, q.vhost, expires)
+                self.delete_queue(q)
+                continue
             if not q.deleted and not q.consumers and q.exclusive_owner is None:
                 self.delete_queue(q)
 

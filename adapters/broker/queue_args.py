@@ -27,12 +27,14 @@ RabbitMQ's names (what 0-9-1 clients use):
 * ``x-max-length``, ``x-max-length-bytes``, ``x-overflow``: see
   ``limits.QueuePolicy``;
 * ``x-max-priority`` (and qpidd's ``qpid.priorities``): see ``priorities.py``;
+* ``x-expires``: milliseconds a queue may stay unused (no consumer, no
+  ``basic.get``, not declared again) before the broker deletes it;
 * ``x-queue-type``: ``classic``; ``quorum`` is served as a classic queue
   (what its clients see of it -- durable, ordered, acknowledged -- holds; a
   warning says so); ``stream`` is refused (its reads do not consume).
 
 Anything else is kept (a redeclare must repeat it) but not acted on, and
-the broker logs a warning naming it (:func:`unacted`): ``x-expires``,
+the broker logs a warning naming it (:func:`unacted`):
 ``x-single-active-consumer`` among them.  A bad value raises
 ``ValueError`` (the declare fails with invalid-argument).
 """
@@ -94,7 +96,7 @@ _ACTED = frozenset({
     "no-local", "qpid.max_count", "qpid.max_size", "qpid.policy_type",
     "qpid.queue_msg_sequence", "qpid.auto_delete_timeout", "qpid.priorities",
     "x-message-ttl", "x-dead-letter-exchange", "x-dead-letter-routing-key", "x-max-length",
-    "x-max-length-bytes", "x-overflow", "x-max-priority", "x-queue-type"})
+    "x-max-length-bytes", "x-overflow", "x-max-priority", "x-queue-type", "x-expires"})
 #: basic.consume arguments the broker acts on (none yet: x-priority is not).
 CONSUME_ARGUMENTS: frozenset[str] = frozenset()
 
@@ -137,6 +139,7 @@ class QueueOptions:
     message_ttl: int | None = None  # ms
     dead_letter_exchange: str | None = None
     dead_letter_key: str | None = None
+    expires: int | None = None  # ms unused before the queue goes (x-expires)
 
     @classmethod
     def of(cls, arguments: Mapping[str, Any]) -> QueueOptions:
@@ -153,10 +156,14 @@ class QueueOptions:
         dlk = _text("x-dead-letter-routing-key", arguments.get("x-dead-letter-routing-key"))
         if dlk is not None and dlx is None:
             raise ValueError("x-dead-letter-routing-key needs x-dead-letter-exchange")
+        expires = arguments.get("x-expires")
+        if expires is not None and (isinstance(expires, bool) or not isinstance(expires, int)
+                                    or expires <= 0):
+            raise ValueError(f"x-expires must be a positive integer (ms), not {expires!r}")
         return cls(no_local=_flag(arguments.get("no-local", False)), sequence_key=key,
                    auto_delete_timeout=float(_count("qpid.auto_delete_timeout", timeout))
                    if timeout is not None else 0.0, message_ttl=ttl,
-                   dead_letter_exchange=dlx, dead_letter_key=dlk)
+                   dead_letter_exchange=dlx, dead_letter_key=dlk, expires=expires)
 
 
 def death_headers(headers: Mapping[str, Any] | None, *, queue: str, reason: str,

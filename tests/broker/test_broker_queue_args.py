@@ -240,14 +240,48 @@ def test_arguments_not_acted_on_are_named_in_a_warning(caplog: pytest.LogCapture
     ch = c.channel()
     with caplog.at_level("WARNING", logger="amqp_sansio.broker"):
         c.call(ch, spec091.QueueDeclare(queue="q", arguments={
-            "x-expires": 60000, "x-single-active-consumer": True, "x-queue-type": "quorum",
+            "x-message-ttl": 5, "x-single-active-consumer": True, "x-queue-type": "quorum",
             "x-max-length": 5}))
         c.call(ch, spec091.BasicConsume(queue="q", arguments={"x-priority": 3}))
     text = caplog.text
-    for name in ("'x-expires'", "'x-single-active-consumer'", "'quorum' is served as a classic",
+    for name in ("'x-single-active-consumer'", "'quorum' is served as a classic",
                  "'x-priority'"):
         assert name in text, name
     assert "x-max-length" not in text
     got = c.call(ch, spec091.QueueDeclare(queue="s", arguments={"x-queue-type": "stream"}))
     (closed,) = [e for e in got if isinstance(e, ev091.ChannelClosed)]
     assert closed.code == 406 and "x-queue-type 'stream'" in closed.text
+
+
+def test_x_expires_deletes_a_queue_left_unused() -> None:
+    """x-expires (RabbitMQ): a queue with no consumer, no basic.get and not
+    declared again for that long is deleted; each use starts the time anew;
+    a consumer keeps it; 0 or a non-integer is refused."""
+    from broker_client_0_9_1 import Client as Client091
+
+    from amqp_sansio.v0_9_1 import events as ev091
+    from amqp_sansio.v0_9_1 import spec as spec091
+
+    b = Broker()
+    c = Client091(b)  # (its clock: c.now, 1.0)
+    ch = c.channel()
+    c.call(ch, spec091.QueueDeclare(queue="tmp", arguments={"x-expires": 1000}))
+    c.call(ch, spec091.QueueDeclare(queue="kept", arguments={"x-expires": 1000}))
+    c.call(ch, spec091.BasicConsume(queue="kept", consumer_tag="k"))
+    c.now = 1.8
+    c.call(ch, spec091.BasicGet(queue="tmp"))  # used at 1.8: good until 2.8
+    assert b.next_deadline() is not None
+    b.handle_timer(2.5)
+    assert "tmp" in b.queues
+    b.handle_timer(2.9)
+    assert "tmp" not in b.queues and "kept" in b.queues  # a consumer keeps it
+    c.now = 3.0
+    c.call(ch, spec091.BasicCancel(consumer_tag="k"))  # unused from 3.0
+    b.handle_timer(3.9)
+    assert "kept" in b.queues
+    b.handle_timer(4.1)
+    assert "kept" not in b.queues
+    for bad in (0, "60000"):
+        got = c.call(ch, spec091.QueueDeclare(queue="bad", arguments={"x-expires": bad}))
+        assert any(isinstance(e, ev091.ChannelClosed) and e.code == 406 for e in got), bad
+        ch = c.channel()
