@@ -638,14 +638,20 @@ class Connection091(FrontEnd):
             raise _Fail(ACCESS_REFUSED, f"queue {q.name!r} in vhost {self.ns.name!r} in "
                         "exclusive use")
         tag = m.consumer_tag or "amq.ctag-" + secrets.token_urlsafe(16)
-        for key in m.arguments or ():
-            if key not in CONSUME_ARGUMENTS:  # (x-priority: consumers are served in turn)
+        args = m.arguments or {}
+        for key in args:
+            if key not in CONSUME_ARGUMENTS:
                 log.warning("basic.consume on queue %r: argument %r is not acted on by this "
                             "broker", q.name, key)
+        priority = args.get("x-priority", 0)
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise _Fail(PRECONDITION_FAILED, f"invalid arg 'x-priority' for queue {q.name!r}: "
+                        f"{priority!r} is not an integer")
         if tag in books.consumers:
             raise _Fail(NOT_ALLOWED, f"attempt to reuse consumer tag {tag!r}")
         c = Consumer091(books, tag, q.name, self.ns.name, no_ack=bool(m.no_ack),
                         exclusive=bool(m.exclusive))
+        c.priority = priority
         books.consumers[tag] = c
         if m.expects_reply:
             books.channel.send(spec.BasicConsumeOk(consumer_tag=tag))

@@ -364,7 +364,7 @@ class Consumer:
     """
 
     __slots__ = ("queue", "vhost", "exclusive", "browsing", "browse_seq", "owner", "wants",
-                 "unwanted_to")
+                 "unwanted_to", "priority")
 
     def __init__(self, queue: str, vhost: str, *, exclusive: bool = False,
                  browsing: bool = False, owner: object = None) -> None:
@@ -382,6 +382,9 @@ class Consumer:
         #: unwanted: the next look starts after it (reset when messages are
         #: put back), so a long queue with no match is not scanned per offer.
         self.unwanted_to = -1
+        #: Consumer priority (0-9-1 ``x-priority``): a queue offers to its
+        #: highest ones first, a lower one only what they cannot take now.
+        self.priority = 0
 
     def ready(self) -> bool:
         """Could it take a message now (credit, window, output room)?"""
@@ -443,6 +446,7 @@ class QueueState:
     ttls: list[tuple[float, int, QMsg]] = attrs.field(factory=list)
     declared_durable: bool = False
     used_at: float = 0.0  # last declared, consumed from or read (x-expires)
+    ranked: bool = False  # a consumer with a priority came (x-priority)
     expiry_armed: bool = False  # an x-expires check of it is in Broker._auto_deletes
 
     @property
@@ -929,7 +933,14 @@ class Broker:
         self.maybe_autodelete_exchange(x)
 
     def add_consumer(self, q: QueueState, c: Consumer) -> None:
-        q.consumers.append(c)
+        if c.priority or q.ranked:
+            # highest first, in arrival order within a priority
+            at = next((i for i, o in enumerate(q.consumers) if o.priority < c.priority),
+                      len(q.consumers))
+            q.consumers.insert(at, c)
+            q.ranked = True
+        else:
+            q.consumers.append(c)
         q.had_consumer = True
         self.queue_used(q)
 
@@ -1045,8 +1056,18 @@ class Broker:
 
     # -- delivery ---------------------------------------------------------------
     def dispatch(self, q: QueueState) -> None:
-        """Give ready messages to consumers that can take them, round robin."""
+        """Give ready messages to consumers that can take them, round robin
+        (only the first with ``x-single-active-consumer``; with consumer
+        priorities, round robin within the highest that can take one)."""
         if not q.consumers:
+            return
+        if q.options.single_active:
+            c = q.consumers[0]  # (the next takes over when it goes)
+            while q.messages and self._offer(q, c):
+                pass
+            return
+        if q.ranked:
+            self._dispatch_ranked(q)
             return
         n = len(q.consumers)
         idle = 0
@@ -1060,6 +1081,20 @@ class Broker:
             n = len(q.consumers)  # (an offer may cancel a consumer)
             if not n:
                 return
+
+    def _dispatch_ranked(self, q: QueueState) -> None:
+        """Round robin within each priority, the highest first: a lower
+        priority gets what the higher ones cannot take now (RabbitMQ)."""
+        i = 0
+        while q.messages and i < len(q.consumers):
+            top = q.consumers[i].priority
+            group = [c for c in q.consumers[i:] if c.priority == top]
+            n, idle = len(group), 0
+            while q.messages and idle < n:
+                c = group[q.rr % n]
+                q.rr += 1
+                idle = 0 if self._offer(q, c) else idle + 1
+            i += n
 
     def _offer(self, q: QueueState, c: Consumer) -> bool:
         if not c.ready():

@@ -27,6 +27,8 @@ RabbitMQ's names (what 0-9-1 clients use):
 * ``x-max-length``, ``x-max-length-bytes``, ``x-overflow``: see
   ``limits.QueuePolicy``;
 * ``x-max-priority`` (and qpidd's ``qpid.priorities``): see ``priorities.py``;
+* ``x-single-active-consumer``: only the queue's first consumer gets
+  messages; when it goes, the next in line takes over;
 * ``x-expires``: milliseconds a queue may stay unused (no consumer, no
   ``basic.get``, not declared again) before the broker deletes it;
 * ``x-queue-type``: ``classic``; ``quorum`` is served as a classic queue
@@ -34,8 +36,8 @@ RabbitMQ's names (what 0-9-1 clients use):
   warning says so); ``stream`` is refused (its reads do not consume).
 
 Anything else is kept (a redeclare must repeat it) but not acted on, and
-the broker logs a warning naming it (:func:`unacted`):
-``x-single-active-consumer`` among them.  A bad value raises
+the broker logs a warning naming it (:func:`unacted`).  basic.consume's
+``x-priority`` is a consumer priority (``Consumer.priority``).  A bad value raises
 ``ValueError`` (the declare fails with invalid-argument).
 """
 
@@ -96,9 +98,10 @@ _ACTED = frozenset({
     "no-local", "qpid.max_count", "qpid.max_size", "qpid.policy_type",
     "qpid.queue_msg_sequence", "qpid.auto_delete_timeout", "qpid.priorities",
     "x-message-ttl", "x-dead-letter-exchange", "x-dead-letter-routing-key", "x-max-length",
-    "x-max-length-bytes", "x-overflow", "x-max-priority", "x-queue-type", "x-expires"})
-#: basic.consume arguments the broker acts on (none yet: x-priority is not).
-CONSUME_ARGUMENTS: frozenset[str] = frozenset()
+    "x-max-length-bytes", "x-overflow", "x-max-priority", "x-queue-type", "x-expires",
+    "x-single-active-consumer"})
+#: basic.consume arguments the broker acts on.
+CONSUME_ARGUMENTS: frozenset[str] = frozenset({"x-priority"})
 
 
 def unacted(arguments: Mapping[str, Any]) -> list[str]:
@@ -140,6 +143,7 @@ class QueueOptions:
     dead_letter_exchange: str | None = None
     dead_letter_key: str | None = None
     expires: int | None = None  # ms unused before the queue goes (x-expires)
+    single_active: bool = False  # x-single-active-consumer
 
     @classmethod
     def of(cls, arguments: Mapping[str, Any]) -> QueueOptions:
@@ -163,7 +167,8 @@ class QueueOptions:
         return cls(no_local=_flag(arguments.get("no-local", False)), sequence_key=key,
                    auto_delete_timeout=float(_count("qpid.auto_delete_timeout", timeout))
                    if timeout is not None else 0.0, message_ttl=ttl,
-                   dead_letter_exchange=dlx, dead_letter_key=dlk, expires=expires)
+                   dead_letter_exchange=dlx, dead_letter_key=dlk, expires=expires,
+                   single_active=_flag(arguments.get("x-single-active-consumer", False)))
 
 
 def death_headers(headers: Mapping[str, Any] | None, *, queue: str, reason: str,

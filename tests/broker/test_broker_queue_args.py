@@ -240,14 +240,16 @@ def test_arguments_not_acted_on_are_named_in_a_warning(caplog: pytest.LogCapture
     ch = c.channel()
     with caplog.at_level("WARNING", logger="amqp_sansio.broker"):
         c.call(ch, spec091.QueueDeclare(queue="q", arguments={
-            "x-message-ttl": 5, "x-single-active-consumer": True, "x-queue-type": "quorum",
-            "x-max-length": 5}))
-        c.call(ch, spec091.BasicConsume(queue="q", arguments={"x-priority": 3}))
+            "x-message-ttl": 5, "x-queue-mode": "lazy", "x-queue-type": "quorum",
+            "x-max-length": 5, "x-single-active-consumer": True}))
+        c.call(ch, spec091.BasicConsume(queue="q", arguments={
+            "x-priority": 3, "x-cancel-on-ha-failover": True}))
     text = caplog.text
-    for name in ("'x-single-active-consumer'", "'quorum' is served as a classic",
-                 "'x-priority'"):
+    for name in ("'x-queue-mode'", "'quorum' is served as a classic",
+                 "'x-cancel-on-ha-failover'"):
         assert name in text, name
-    assert "x-max-length" not in text
+    for acted in ("x-max-length", "x-single-active-consumer", "x-priority"):
+        assert acted not in text, acted
     got = c.call(ch, spec091.QueueDeclare(queue="s", arguments={"x-queue-type": "stream"}))
     (closed,) = [e for e in got if isinstance(e, ev091.ChannelClosed)]
     assert closed.code == 406 and "x-queue-type 'stream'" in closed.text

@@ -416,6 +416,111 @@ def test_message_ttl_and_dead_lettering(ch: BlockingChannel, name: Callable[[str
     assert ready(ch, q, 0) == 0
 
 
+def test_rabbitmq_answers_clients_rely_on(blocking: Callable[..., pika.BlockingConnection],
+                                          name: Callable[[str], str]) -> None:
+    """Issue 29's causes 1, 4, 5, 6 as pika sees them: the same on both."""
+    conn = blocking()
+    q, mine = name("q"), name("mine")
+    ch = conn.channel()
+    ch.queue_declare(q, auto_delete=True)
+    ch.queue_unbind(name("gone"), "amq.direct", "k")  # a queue that is gone: unbind-ok
+    ch.exchange_unbind(name("gone-x"), "amq.direct", "k")
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as e:
+        conn.channel().queue_declare(name("missing"), passive=True)
+    assert e.value.reply_text.startswith("NOT_FOUND - no queue ")
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as e:
+        conn.channel().exchange_declare("", passive=True)
+    assert e.value.reply_code == 403 and e.value.reply_text.startswith("ACCESS_REFUSED - ")
+    conn.channel().queue_declare(mine, exclusive=True)
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as e:
+        conn.channel().queue_declare(mine)  # its owner, not exclusive this time
+    assert e.value.reply_code == 405 and e.value.reply_text.startswith(
+        "RESOURCE_LOCKED - cannot obtain exclusive access to locked queue")
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as e:
+        conn.channel().queue_declare(q, auto_delete=True, arguments={"x-max-length": 3})
+    assert e.value.reply_code == 406 and "'x-max-length'" in e.value.reply_text
+    with pytest.raises(pika.exceptions.ConnectionClosedByBroker) as c:
+        conn.channel().basic_qos(prefetch_size=1000)
+    assert c.value.reply_code == 540
+
+
+def test_high_channel_numbers(blocking: Callable[..., pika.BlockingConnection]) -> None:
+    """Cause 3: channel-max bounds how many are open, not their numbers."""
+    conn = blocking()
+    ch = conn.channel(channel_number=2000)
+    ch.queue_declare("", exclusive=True)
+    assert ch.is_open
+
+
+def test_priority_queue(ch: BlockingChannel, name: Callable[[str], str]) -> None:
+    """Cause 7: x-max-priority -- higher first, FIFO within a priority."""
+    q = name("pq")
+    ch.queue_declare(q, exclusive=True, arguments={"x-max-priority": 5})
+    for body, prio in ((b"a", 1), (b"b", 9), (b"c", None), (b"d", 5), (b"e", 1)):
+        ch.basic_publish("", q, body, pika.BasicProperties(priority=prio))
+    assert ready(ch, q, 5) == 5
+    assert contents(ch, q) == [b"b", b"d", b"a", b"e", b"c"]
+
+
+def test_dead_lettering_after_a_message_ttl(ch: BlockingChannel, name: Callable[[str], str]
+                                            ) -> None:
+    """Cause 2: the dead-lettered copy loses its own ttl and carries
+    RabbitMQ's marks."""
+    dlx, dead, q = name("dlx"), name("dead"), name("q")
+    ch.exchange_declare(dlx, "fanout", auto_delete=True)
+    ch.queue_declare(dead, exclusive=True)
+    ch.queue_bind(dead, dlx)
+    ch.queue_declare(q, exclusive=True, arguments={"x-dead-letter-exchange": dlx})
+    ch.basic_publish("", q, b"m", pika.BasicProperties(expiration="50"))
+    for _ in range(int(WAIT / 0.05)):
+        m, props, _ = ch.basic_get(dead, auto_ack=True)
+        if m is not None:
+            break
+        ch.connection.sleep(0.05)
+    assert m is not None and m.exchange == dlx and props.expiration is None
+    (death,) = props.headers["x-death"]
+    assert (death["count"], death["reason"], death["queue"], death["exchange"],
+            death["routing-keys"], death["original-expiration"]) == (
+        1, "expired", q, "", [q], "50")
+    assert death["time"] is not None
+    assert (props.headers["x-first-death-reason"], props.headers["x-first-death-queue"],
+            props.headers["x-first-death-exchange"]) == ("expired", q, "")
+
+
+def test_single_active_consumer_and_consumer_priorities(
+        blocking: Callable[..., pika.BlockingConnection], name: Callable[[str], str]) -> None:
+    """x-single-active-consumer: the first consumer gets everything, the next
+    takes over when it goes; x-priority: the higher consumer first."""
+    conn = blocking()
+    ch = conn.channel()
+    ch.confirm_delivery()
+    sac, pri = name("sac"), name("pri")
+    ch.queue_declare(sac, auto_delete=True, arguments={"x-single-active-consumer": True})
+    ch.queue_declare(pri, auto_delete=True)
+    got: dict[str, list[bytes]] = {"one": [], "two": [], "low": [], "high": []}
+
+    def on(who: str) -> Callable[..., None]:
+        return lambda c, m, _p, body: (got[who].append(body), c.basic_ack(m.delivery_tag))
+
+    c1, c2 = conn.channel(), conn.channel()
+    tag1 = c1.basic_consume(sac, on("one"))
+    c2.basic_consume(sac, on("two"))
+    for i in range(4):
+        ch.basic_publish("", sac, b"s%d" % i)
+    wait_until(conn, lambda: len(got["one"]) + len(got["two"]) == 4)
+    assert (len(got["one"]), got["two"]) == (4, [])
+    c1.basic_cancel(tag1)
+    ch.basic_publish("", sac, b"after")
+    wait_until(conn, lambda: got["two"] == [b"after"])
+    c3, c4 = conn.channel(), conn.channel()
+    c3.basic_consume(pri, on("low"), arguments={"x-priority": 1})
+    c4.basic_consume(pri, on("high"), arguments={"x-priority": 10})
+    for i in range(6):
+        ch.basic_publish("", pri, b"p%d" % i)
+    wait_until(conn, lambda: len(got["low"]) + len(got["high"]) == 6)
+    assert (len(got["high"]), got["low"]) == (6, [])
+
+
 def test_heartbeats(blocking: Callable[..., pika.BlockingConnection],
                     name: Callable[[str], str]) -> None:
     conn = blocking(heartbeat=1)
