@@ -193,8 +193,11 @@ def process_input(ep: Any, machine: Machine[S], inp: Hashable, arg: Any = None,
     before anything changes), runs its handler with ``(ep, arg, out)``, and
     moves ``ep.state`` to the entry's one target, or to the one the handler
     returned when the entry lists several (or when it lists none and the
-    handler returns a state: that must be the current one).  Returns the new
-    state.
+    handler returns a state: that must be the current one).  An entry with
+    no target leaves the state to its handler's own inputs: where answering
+    an input sends another through the engine (a 0-10 session detaching
+    while it answers a command), that state stands.  Returns the new state
+    (for an entry without targets, the state it found).
     """
     state: S = ep.state
     entry = machine.rows[state].get(inp)

@@ -2,9 +2,13 @@
 
 Rules of this file (as in h11's ``_state.py``):
 
-1. The connection layer's legal inputs live in ``CONNECTION_TRANSITIONS``
-   below, one table per role; anything absent is a protocol violation.  The
-   session layer's table is in ``session.py``.
+1. The connection runs on the one engine (:mod:`amqp_sansio.engine`): its
+   tables, :attr:`Connection.MACHINES` (one per role), hold for each state
+   the inputs legal there with their handler and target, and
+   ``process_input`` alone changes the state; anything absent is a protocol
+   violation.  ``CONNECTION_TRANSITIONS`` is their view as the coverage
+   tests read it.  The session's table is :attr:`Session.MACHINE
+   <amqp_sansio.v0_10.session.Session.MACHINE>`.
 2. The core never reads a clock or touches I/O.  ``now`` (seconds, any
    monotonic origin) comes in with ``receive_data``/``handle_timer``; bytes
    come in through ``receive_data`` and go out through ``data_to_send``.
@@ -37,12 +41,13 @@ __all__ = [
 ]
 
 import enum
-from collections.abc import Callable, Collection, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
 from .. import __version__, sasl
+from ..engine import Endpoint, EndpointState, Entry, Machine, process_input
 from ..errors import ConnectionViolation, DecodeError, LocalProtocolError
 from ..header import HeaderGate
 from ..header import mismatch as header_mismatch
@@ -55,7 +60,6 @@ from ..sasl_negotiator import (
     client_mechanisms,
 )
 from ..serial import SerialOrderError
-from ..transitions import next_state
 from . import events as ev
 from ._specbase import Command, Control, Struct
 from .codes import CloseCode, DetachCode
@@ -96,6 +100,10 @@ from .spec import (
 if TYPE_CHECKING:
     from ..connection import SansIOConnection
 
+#: What the decoder yields: a control, or a command (whole, its head, a body
+#: chunk, or one it could not read).
+Item = ControlAssembly | CommandAssembly | CommandHead | BodyChunk | InvalidCommand
+
 #: Until the connection is open a peer may send only handshake controls:
 #: segments this large at most, and no message bodies -- so a peer that has
 #: not authenticated pins next to nothing (``max_segment_size`` and
@@ -118,63 +126,19 @@ class ConnState(enum.Enum):
 
 
 S = ConnState
-_HANDSHAKE_CLOSE = {"connection.close": (S.CLOSED,), "close()": (S.CLOSING,),
-                    "heartbeat": None, "eof": (S.CLOSED,)}
-
-# role -> state -> input -> possible next states (None: state unchanged).
-# Inputs (one vocabulary with 0-9-1, see amqp_sansio/transitions.py): control
-# names on channel 0, "header"/"bad-header" (the peer's protocol header),
-# "heartbeat", "channel" (session traffic, for the sessions' own table),
-# "eof" (the end of input) and the local "close()".
-CONNECTION_TRANSITIONS: dict[Role, dict[ConnState, dict[str, tuple[ConnState, ...] | None]]] = {
-    Role.CLIENT: {
-        S.AWAIT_HEADER: {"header": (S.AWAIT_START,), "bad-header": (S.CLOSED,),
-                         "close()": (S.CLOSED,), "eof": (S.CLOSED,)},
-        S.AWAIT_START: {"connection.start": (S.AWAIT_TUNE,), **_HANDSHAKE_CLOSE},
-        S.AWAIT_TUNE: {"connection.secure": (S.AWAIT_TUNE,),
-                       "connection.tune": (S.AWAIT_OPEN_OK,), **_HANDSHAKE_CLOSE},
-        S.AWAIT_OPEN_OK: {"connection.open-ok": (S.OPEN,), "connection.redirect": (S.CLOSED,),
-                          **_HANDSHAKE_CLOSE},
-        S.OPEN: {"connection.close": (S.CLOSED,), "close()": (S.CLOSING,),
-                 "heartbeat": None, "channel": None, "eof": (S.CLOSED,)},
-        S.CLOSING: {"connection.close-ok": (S.CLOSED,), "connection.close": (S.CLOSING,),
-                    "heartbeat": None, "channel": None, "eof": (S.CLOSED,)},
-        S.CLOSED: {},
-    },
-    Role.SERVER: {
-        S.AWAIT_HEADER: {"header": (S.AWAIT_START_OK,), "bad-header": (S.CLOSED,),
-                         "close()": (S.CLOSED,), "eof": (S.CLOSED,)},
-        S.AWAIT_START_OK: {"connection.start-ok": (S.AWAIT_SECURE_OK, S.AWAIT_TUNE_OK, S.CLOSED),
-                           **_HANDSHAKE_CLOSE},
-        S.AWAIT_SECURE_OK: {"connection.secure-ok": (S.AWAIT_SECURE_OK, S.AWAIT_TUNE_OK,
-                                                     S.CLOSED),
-                            **_HANDSHAKE_CLOSE},
-        S.AWAIT_TUNE_OK: {"connection.tune-ok": (S.AWAIT_OPEN, S.CLOSED), **_HANDSHAKE_CLOSE},
-        S.AWAIT_OPEN: {"connection.open": (S.OPEN, S.CLOSING, S.CLOSED),  # CLOSED: redirect
-                       **_HANDSHAKE_CLOSE},
-        S.OPEN: {"connection.close": (S.CLOSED,), "close()": (S.CLOSING,),
-                 "heartbeat": None, "channel": None, "eof": (S.CLOSED,)},
-        S.CLOSING: {"connection.close-ok": (S.CLOSED,), "connection.close": (S.CLOSING,),
-                    "heartbeat": None, "channel": None, "eof": (S.CLOSED,)},
-        S.CLOSED: {},
-    },
-}
-
-#: Inputs legal in every state but CLOSED (kept out of the rows): ``lost``
-#: -- the peer went silent (heartbeat timeout); ``violation`` -- it broke the
-#: protocol at connection scope (close queued, or the socket dropped).
-UNIVERSAL_INPUTS: dict[str, tuple[ConnState, ...]] = {
-    "lost": (S.CLOSED,), "violation": (S.CLOSED,)}
-
-
-def transition(role: Role, state: ConnState, inp: str, to: ConnState | None = None
-               ) -> ConnState:
-    """The state after ``inp``: the only way a connection's state changes."""
-    return next_state(CONNECTION_TRANSITIONS[role], state, inp, to, UNIVERSAL_INPUTS)
-
+_A, _U, _X = EndpointState.ACTIVE, EndpointState.UNINIT, EndpointState.CLOSED
 
 # Transition coverage: tests set this to a set() and read what was exercised.
 COVERAGE: set[tuple[str, str, str]] | None = None
+
+
+def _illegal(conn: Connection, inp: Hashable) -> Exception:
+    # Only local calls reach the engine unchecked (a peer's frame is checked
+    # first by Connection._allowed, to say who broke what, with its code).
+    if inp == "close()":
+        return LocalProtocolError("connection is already closed" if conn.closed
+                                  else "close already sent")
+    return LocalProtocolError(f"{inp} in connection state {conn.state.name}")
 
 
 def _mechanism_tuple(
@@ -252,7 +216,7 @@ class ServerConfig:
         ("eager", "when-asked")))  # see ClientConfig
 
 
-class Connection:
+class Connection(Endpoint[ConnState]):
     """One AMQP 0-10 connection in the client or server role."""
 
     def __init__(self, role: Role, config: ClientConfig | ServerConfig | None = None) -> None:
@@ -264,7 +228,8 @@ class Connection:
         if role is Role.SERVER and not isinstance(config, ServerConfig):
             raise LocalProtocolError("a server connection needs a ServerConfig")
         self.config = config
-        self.state = ConnState.AWAIT_HEADER
+        self._machine: Machine[ConnState] = self.MACHINES[role]
+        self.state = ConnState.AWAIT_HEADER  # from here on, process_input alone
         self._decoder = AssemblyDecoder(max_frame_size=MIN_MAX_FRAME_SIZE,
                                         max_segment_size=min(config.max_segment_size,
                                                              HANDSHAKE_SEGMENT_SIZE),
@@ -298,8 +263,9 @@ class Connection:
         else:
             self._server_sasl = ServerNegotiator(config.authenticator)
         self._offered_tune: ConnectionTune | None = None
-        self._close_sent = False
-        self._sent_close: tuple[int, str | None] = (CloseCode.NORMAL, None)  # what our close said
+        #: Proton's conditions: the connection.close we sent, and the peer's.
+        self.local_condition: ConnectionClose | None = None
+        self.remote_condition: ConnectionClose | None = None
         self._session_port = _SessionPort(self)  # what its sessions see of it
         self.closed_reason: str | None = None
         self._interrupted: list[tuple[Session, Command, tuple[Struct, ...], bytes]] = []
@@ -310,6 +276,11 @@ class Connection:
             self._emit_raw(PROTOCOL_HEADER)
 
     # ------------------------------------------------------------------ API
+    @property
+    def machine(self) -> Machine[ConnState]:
+        """This connection's table (its role's)."""
+        return self._machine
+
     def __repr__(self) -> str:
         return f"<Connection {self.role.value} {self.state.name} sessions={len(self.sessions)}>"
 
@@ -431,20 +402,8 @@ class Connection:
 
     def close(self, code: int = CloseCode.NORMAL, text: str | None = None) -> None:
         """Start the close handshake (``ConnectionClosed`` follows close-ok)."""
-        if self.state is ConnState.CLOSED:
-            raise LocalProtocolError("connection is already closed")
-        if self.state is ConnState.CLOSING:
-            raise LocalProtocolError("close already sent")
-        self._trace("close()")
-        if self.state is ConnState.AWAIT_HEADER:
-            self._go("close()")
-            self.closed_reason = "closed before the handshake"
-            self._out.clear()  # nothing to say to a peer we never heard from
-            return
-        self._write_control(0, ConnectionClose(reply_code=code, reply_text=text))
-        self._close_sent = True
-        self._sent_close = (code, text)
-        self._go("close()")
+        process_input(self, self._machine, "close()",
+                      ConnectionClose(reply_code=code, reply_text=text))
 
     def resumable(self, name: bytes) -> bool:
         """An attach of ``name`` would resume a session parked in the
@@ -532,9 +491,6 @@ class Connection:
         if COVERAGE is not None:
             COVERAGE.add((self.role.value, self.state.name, inp))
 
-    def _go(self, inp: str, to: ConnState | None = None) -> None:
-        self.state = transition(self.role, self.state, inp, to)
-
     def _principal(self) -> tuple[str | None, str | None]:
         """What session names are scoped by: the authenticated identity (rule
         scoping) and the virtual host (a vhost is a namespace of its own)."""
@@ -568,51 +524,23 @@ class Connection:
         header, rest = got
         if self._header.ok(header):
             self._trace("header")
-            if self.role is Role.SERVER:
-                self._emit_raw(PROTOCOL_HEADER)
-                cfg = self.config
-                assert isinstance(cfg, ServerConfig)
-                assert self._server_sasl is not None
-                self._write_control(0, ConnectionStart(
-                    server_properties=cfg.server_properties,
-                    mechanisms=list(self._server_sasl.offered),
-                    locales=list(cfg.locales)))
-            self._go("header")
+            process_input(self, self._machine, "header", None, events)
             return bytes(rest)
-        self._bad_header(header, events)
-        return b""
-
-    def _bad_header(self, header: bytes, events: list[ev.Event]) -> None:
         self._trace("bad-header")
-        events.append(header_mismatch(header))
-        if self.role is Role.SERVER:
-            # Tell the peer what we speak, then drop the socket (no control).
-            self._emit_raw(PROTOCOL_HEADER)
-        self._go("bad-header")
-        self.closed_reason = "protocol header mismatch"
+        process_input(self, self._machine, "bad-header", header, events)
+        return b""
 
     def _fail(self, e: ConnectionViolation, events: list[ev.Event]) -> None:
         """A connection-scope violation: queue close (or not) and stop."""
-        may_close = self.state in (ConnState.OPEN, ConnState.CLOSING) or (
-            e.close and self.state not in (ConnState.AWAIT_HEADER, ConnState.CLOSED))
-        code = CloseCode.FRAMING_ERROR if e.code is None else e.code  # (0-10 always names one)
-        if may_close and not self._close_sent:
-            self._write_control(0, ConnectionClose(reply_code=code, reply_text=e.message[:255]))
-            self._close_sent = True
-        self._lose(e.message, [], "violation")
-        events.append(ev.ProtocolViolation(code, "connection", e.channel, e.message,
-                                           "connection.close" if self._close_sent else "none"))
+        if self.state is not ConnState.CLOSED:
+            process_input(self, self._machine, "violation", e, events)
+            return
+        code = CloseCode.FRAMING_ERROR if e.code is None else e.code
+        events.append(ev.ProtocolViolation(code, "connection", e.channel, e.message, "none"))
 
     def _lose(self, reason: str, events: list[ev.Event], inp: str) -> None:
-        if self.state is ConnState.CLOSED:
-            return
-        self._go(inp, ConnState.CLOSED)
-        self.closed_reason = reason
-        events.append(ev.ConnectionLost(reason))
-        self._interrupted = [(s, cmd, headers, body) for ch, cmd, headers, body
-                             in self._decoder.interrupted()
-                             if (s := self.sessions.get(ch)) is not None]
-        self._detach_all()
+        if self.state is not ConnState.CLOSED:
+            process_input(self, self._machine, inp, reason, events)
 
     def _detach_all(self) -> None:
         store = self.config.session_store
@@ -635,30 +563,16 @@ class Connection:
                                           channel=item.channel) from None
             self._session_violation(session, str(e), DetachCode.UNKNOWN_IDS, events)
 
-    def _dispatch_item(self, item: Any, events: list[ev.Event]) -> None:
-        t = type(item)
-        if t is CommandAssembly or t is InvalidCommand or t is CommandHead or t is BodyChunk:
-            if self.state is ConnState.CLOSING:
-                return  # we are closing: nothing more is executed
-            self._check_session_channel(item.channel)
-            session = self.sessions.get(item.channel)
-            if self._is_stray(item.channel, session):
+    def _dispatch_item(self, item: Item, events: list[ev.Event]) -> None:
+        if type(item) is ControlAssembly:
+            ctl = item.control
+            if ctl.CLASS_CODE == 1:
+                self._on_connection_control(item.channel, ctl, events)
                 return
-            if session is None:
-                self._not_attached(item.channel, events)
-                return
-            try:
-                session.handle_command(item, events)
-            except SessionViolation as e:
-                self._session_violation(session, e.message, e.code, events)
-            return
-        assert t is ControlAssembly
-        ctl = item.control
-        if ctl.CLASS_CODE == 1:
-            self._on_connection_control(item.channel, ctl, events)
-        else:
-            self._check_session_channel(item.channel)
-            self._on_session_control(item.channel, ctl, events)
+        elif self.state is ConnState.CLOSING:
+            return  # we are closing: nothing more is executed
+        self._check_session_channel(item.channel)
+        process_input(self, self._machine, "channel", item, events)
 
     def _check_session_channel(self, channel: int) -> None:
         if self.state not in (ConnState.OPEN, ConnState.CLOSING):
@@ -671,14 +585,12 @@ class Connection:
                                       f"{self.channel_max}", CloseCode.FRAMING_ERROR,
                                       channel=channel)
 
-    def _allowed(self, name: str) -> tuple[ConnState, ...] | None:
-        table = CONNECTION_TRANSITIONS[self.role][self.state]
-        if name not in table:
+    def _allowed(self, name: str) -> None:
+        if name not in self._machine.rows[self.state]:
             raise ConnectionViolation(f"unexpected {name} in state {self.state.name}",
                                       CloseCode.FRAMING_ERROR,
                                       close=self.state is not ConnState.AWAIT_START_OK)
         self._trace(name)
-        return table[name]
 
     # -- connection controls --------------------------------------------------
     def _on_connection_control(self, channel: int, ctl: Control, events: list[ev.Event]) -> None:
@@ -686,30 +598,105 @@ class Connection:
         if self.state is ConnState.CLOSING and name not in (
                 "connection.close-ok", "connection.close", "connection.heartbeat"):
             return  # discard everything but the close handshake
-        self._allowed("heartbeat" if name == "connection.heartbeat" else name)
-        _CONNECTION_HANDLERS[type(ctl)](self, ctl, events)
+        inp = "heartbeat" if name == "connection.heartbeat" else name
+        self._allowed(inp)
+        process_input(self, self._machine, inp, ctl, events)
 
-    def _on_connection_heartbeat(self, ctl: Any, events: list[ev.Event]) -> None:
+    # -- handlers (MACHINES): what happens to the connection itself -------------
+    def _on_channel(self, item: Item, events: list[ev.Event]) -> None:
+        """Session traffic: a session control, or a command for the session
+        attached on its channel."""
+        channel = item.channel
+        if type(item) is ControlAssembly:
+            self._on_session_control(channel, item.control, events)
+            return
+        session = self.sessions.get(channel)
+        if self._is_stray(channel, session):
+            return
+        if session is None:
+            self._not_attached(channel, events)
+            return
+        try:
+            session.handle_command(item, events)  # type: ignore[arg-type]
+        except SessionViolation as e:
+            self._session_violation(session, e.message, e.code, events)
+
+    def _on_header(self, _: None, events: list[ev.Event]) -> None:
+        if self.role is Role.SERVER:
+            self._emit_raw(PROTOCOL_HEADER)
+            cfg = self.config
+            assert isinstance(cfg, ServerConfig)
+            assert self._server_sasl is not None
+            self._write_control(0, ConnectionStart(
+                server_properties=cfg.server_properties,
+                mechanisms=list(self._server_sasl.offered),
+                locales=list(cfg.locales)))
+
+    def _on_bad_header(self, header: bytes, events: list[ev.Event]) -> None:
+        events.append(header_mismatch(header))
+        if self.role is Role.SERVER:
+            # Tell the peer what we speak, then drop the socket (no control).
+            self._emit_raw(PROTOCOL_HEADER)
+        self.closed_reason = "protocol header mismatch"
+
+    def _on_close_call(self, close: ConnectionClose, _: None) -> None:
+        self._trace("close()")
+        if self.state is ConnState.AWAIT_HEADER:
+            self.closed_reason = "closed before the handshake"
+            self._out.clear()  # nothing to say to a peer we never heard from
+            return
+        self._write_control(0, close)
+        self.local_condition = close
+
+    def _on_lost(self, reason: str, events: list[ev.Event]) -> None:
+        self.closed_reason = reason
+        events.append(ev.ConnectionLost(reason))
+        self._keep_interrupted()
+        self._detach_all()
+
+    def _keep_interrupted(self) -> None:
+        """The transfers the transport cut short, for the owner to resume."""
+        self._interrupted = [(s, cmd, headers, body) for ch, cmd, headers, body
+                             in self._decoder.interrupted()
+                             if (s := self.sessions.get(ch)) is not None]
+
+    def _on_violation(self, e: ConnectionViolation, events: list[ev.Event]) -> None:
+        may_close = self.state in (ConnState.OPEN, ConnState.CLOSING) or (
+            e.close and self.state is not ConnState.AWAIT_HEADER)
+        code = CloseCode.FRAMING_ERROR if e.code is None else e.code  # (0-10 always names one)
+        if may_close and self.local_condition is None:
+            self.local_condition = close = ConnectionClose(reply_code=code,
+                                                           reply_text=e.message[:255])
+            self._write_control(0, close)
+        self.closed_reason = e.message
+        self._keep_interrupted()
+        self._detach_all()
+        events.append(ev.ProtocolViolation(
+            code, "connection", e.channel, e.message,
+            "connection.close" if self.local_condition is not None else "none"))
+
+    def _on_connection_heartbeat(self, ctl: ConnectionHeartbeat | None,
+                                 events: list[ev.Event]) -> None:
         events.append(ev.HeartbeatReceived())
 
-    def _on_connection_close(self, ctl: Any, events: list[ev.Event]) -> None:
+    def _on_connection_close(self, ctl: ConnectionClose, events: list[ev.Event]) -> None:
         self._write_control(0, ConnectionCloseOk())
+        self.remote_condition = ctl
         if self.state is ConnState.CLOSING:
             return  # simultaneous close: our close-ok is on its way, keep waiting
-        self._go("connection.close")
         self.closed_reason = f"closed by peer ({ctl.reply_code})"
         events.append(ev.ConnectionClosed(int(ctl.reply_code), ctl.reply_text, by_peer=True))
         self._detach_all()
 
-    def _on_connection_close_ok(self, ctl: Any, events: list[ev.Event]) -> None:
-        self._go("connection.close-ok")
+    def _on_connection_close_ok(self, ctl: ConnectionCloseOk, events: list[ev.Event]) -> None:
         self.closed_reason = "closed"
-        code, text = self._sent_close
-        events.append(ev.ConnectionClosed(code, text, by_peer=False))
+        sent = self.local_condition
+        assert sent is not None
+        events.append(ev.ConnectionClosed(int(sent.reply_code), sent.reply_text, by_peer=False))
         self._detach_all()
 
     # client side handshake
-    def _on_connection_start(self, ctl: Any, events: list[ev.Event]) -> None:
+    def _on_connection_start(self, ctl: ConnectionStart, events: list[ev.Event]) -> None:
         cfg = self.config
         assert isinstance(cfg, ClientConfig) and self._client_sasl is not None
         offered = [str(m) for m in (ctl.mechanisms or [])]
@@ -726,14 +713,13 @@ class Connection:
         self._write_control(0, ConnectionStartOk(
             client_properties=cfg.client_properties, mechanism=choice,
             response=response, locale=locale))
-        self._go("connection.start")
 
-    def _note_choice(self, start: Any) -> None:
+    def _note_choice(self, start: ConnectionStart) -> None:
         assert self._client_sasl is not None
         self.mechanism = self._client_sasl.mechanism
         self.peer_properties = dict(start.server_properties or {})
 
-    def _on_connection_secure(self, ctl: Any, events: list[ev.Event]) -> None:
+    def _on_connection_secure(self, ctl: ConnectionSecure, events: list[ev.Event]) -> None:
         assert self._client_sasl is not None
         try:
             resp = self._client_sasl.challenge(ctl.challenge or b"")
@@ -741,7 +727,7 @@ class Connection:
             raise ConnectionViolation(f"SASL: {e.message}", CloseCode.CONNECTION_FORCED) from None
         self._write_control(0, ConnectionSecureOk(response=resp))
 
-    def _on_connection_tune(self, ctl: Any, events: list[ev.Event]) -> None:
+    def _on_connection_tune(self, ctl: ConnectionTune, events: list[ev.Event]) -> None:
         cfg = self.config
         assert isinstance(cfg, ClientConfig)
         if self._client_sasl is not None and self._client_sasl.started:
@@ -780,7 +766,6 @@ class Connection:
                                               capabilities=list(cfg.capabilities) or None,
                                               insist=cfg.insist))
         self.virtual_host = cfg.virtual_host
-        self._go("connection.tune")
 
     def _apply_tune(self, channel_max: int, frame: int, heartbeat: int | None) -> None:
         self.channel_max = channel_max
@@ -796,8 +781,7 @@ class Connection:
         d.max_body_size = cfg.max_body_size
         d.max_pending_size = cfg.max_segment_size + cfg.max_body_size
 
-    def _on_connection_open_ok(self, ctl: Any, events: list[ev.Event]) -> None:
-        self._go("connection.open-ok")
+    def _on_connection_open_ok(self, ctl: ConnectionOpenOk, events: list[ev.Event]) -> None:
         self._open_limits()
         self._hb.arm(self._now)
         events.append(ev.ConnectionOpened(
@@ -805,14 +789,14 @@ class Connection:
             self.peer_properties, self.mechanism or "", None,
             tuple(str(h) for h in (ctl.known_hosts or ()))))
 
-    def _on_connection_redirect(self, ctl: Any, events: list[ev.Event]) -> None:
-        self._go("connection.redirect")
+    def _on_connection_redirect(self, ctl: ConnectionRedirect, events: list[ev.Event]) -> None:
         self.closed_reason = f"redirected to {ctl.host}"
         events.append(ev.ConnectionRedirected(str(ctl.host),
                                               tuple(str(h) for h in (ctl.known_hosts or ()))))
 
     # server side handshake
-    def _on_connection_start_ok(self, ctl: Any, events: list[ev.Event]) -> None:
+    def _on_connection_start_ok(self, ctl: ConnectionStartOk, events: list[ev.Event]
+                                ) -> ConnState:
         cfg = self.config
         assert isinstance(cfg, ServerConfig)
         negotiator = self._server_sasl
@@ -824,14 +808,16 @@ class Connection:
                                       close=False)
         self.peer_properties = dict(ctl.client_properties or {})
         self.mechanism = ctl.mechanism
-        self._sasl_step(ctl.NAME, lambda: negotiator.start(ctl.mechanism, ctl.response or b""))
+        mechanism = str(ctl.mechanism)
+        return self._sasl_step(lambda: negotiator.start(mechanism, ctl.response or b""))
 
-    def _on_connection_secure_ok(self, ctl: Any, events: list[ev.Event]) -> None:
+    def _on_connection_secure_ok(self, ctl: ConnectionSecureOk, events: list[ev.Event]
+                                 ) -> ConnState:
         negotiator = self._server_sasl
         assert negotiator is not None
-        self._sasl_step(ctl.NAME, lambda: negotiator.step(ctl.response or b""))
+        return self._sasl_step(lambda: negotiator.step(ctl.response or b""))
 
-    def _sasl_step(self, inp: str, fn: Callable[[], sasl.ServerStep]) -> None:
+    def _sasl_step(self, fn: Callable[[], sasl.ServerStep]) -> ConnState:
         try:
             step = fn()
         except sasl.SaslError as e:
@@ -841,8 +827,7 @@ class Connection:
             raise ConnectionViolation(text, CloseCode.CONNECTION_FORCED) from None
         if not step.done:
             self._write_control(0, ConnectionSecure(challenge=step.challenge or b""))
-            self._go(inp, ConnState.AWAIT_SECURE_OK)
-            return
+            return ConnState.AWAIT_SECURE_OK
         self.identity = step.identity
         cfg = self.config
         assert isinstance(cfg, ServerConfig)
@@ -850,9 +835,10 @@ class Connection:
                               heartbeat_min=cfg.heartbeat_min, heartbeat_max=cfg.heartbeat_max)
         self._offered_tune = tune
         self._write_control(0, tune)
-        self._go(inp, ConnState.AWAIT_TUNE_OK)
+        return ConnState.AWAIT_TUNE_OK
 
-    def _on_connection_tune_ok(self, ctl: Any, events: list[ev.Event]) -> None:
+    def _on_connection_tune_ok(self, ctl: ConnectionTuneOk, events: list[ev.Event]
+                               ) -> ConnState:
         offered = self._offered_tune
         assert offered is not None
         cm = ctl.channel_max
@@ -879,9 +865,9 @@ class Connection:
                                           CloseCode.FRAMING_ERROR)
         frame = fm if fm is not None else (offered.max_frame_size or MAX_FRAME_SIZE)
         self._apply_tune(cm, frame, hb)
-        self._go("connection.tune-ok", ConnState.AWAIT_OPEN)
+        return ConnState.AWAIT_OPEN
 
-    def _on_connection_open(self, ctl: Any, events: list[ev.Event]) -> None:
+    def _on_connection_open(self, ctl: ConnectionOpen, events: list[ev.Event]) -> ConnState:
         cfg = self.config
         assert isinstance(cfg, ServerConfig)
         vhost = ctl.virtual_host or ""
@@ -890,31 +876,29 @@ class Connection:
                                   else vhost in allowed))
         if not ok:
             self._trace("open:invalid-path")
-            self._write_control(0, ConnectionClose(reply_code=CloseCode.INVALID_PATH,
-                                                   reply_text=f"no virtual host {vhost!r}"))
-            self._close_sent = True
-            self._go("connection.open", ConnState.CLOSING)
+            self.local_condition = close = ConnectionClose(
+                reply_code=CloseCode.INVALID_PATH, reply_text=f"no virtual host {vhost!r}")
+            self._write_control(0, close)
             events.append(ev.ProtocolViolation(CloseCode.INVALID_PATH, "connection", 0,
                                                f"unknown virtual host {vhost!r}",
                                                "connection.close"))
-            return
+            return ConnState.CLOSING
         if cfg.redirect is not None and not ctl.insist:
             target = cfg.redirect(vhost)
             if target:
                 self._write_control(0, ConnectionRedirect(host=target,
                                                           known_hosts=list(cfg.known_hosts)))
-                self._go("connection.open", ConnState.CLOSED)
                 self.closed_reason = f"redirected client to {target}"
-                return
+                return ConnState.CLOSED
         self.virtual_host = vhost
         self._write_control(0, ConnectionOpenOk(known_hosts=list(cfg.known_hosts)))
-        self._go("connection.open", ConnState.OPEN)
         self._open_limits()
         self._hb.arm(self._now)
         events.append(ev.ConnectionOpened(vhost, self.channel_max, self.max_frame_size,
                                           self.heartbeat, self.peer_properties,
                                           self.mechanism or "", self.identity,
                                           tuple(cfg.known_hosts)))
+        return ConnState.OPEN
 
     # -- session controls -------------------------------------------------------
     def _is_stray(self, channel: int, session: Session | None,
@@ -946,17 +930,19 @@ class Connection:
     def _session_violation(self, session: Session, message: str, code: int,
                            events: list[ev.Event]) -> None:
         ch = session.channel
-        self._write_control(ch, SessionDetached(name=session.name, code=code))
+        detached = SessionDetached(name=session.name, code=code)
+        self._write_control(ch, detached)
         events.append(ev.ProtocolViolation(code, "session", ch, message, "session.detached"))
         events.append(ev.SessionDetached(ch or 0, session.name, code, by_peer=False))
-        self._drop_session(session, "violation")
-
-    def _drop_session(self, session: Session, inp: str) -> None:
-        ch = session.channel
         if ch is not None:
             self.sessions.pop(ch, None)
+        session.unbind("violation", detached)
+        self._session_gone(session)
+
+    def _session_gone(self, session: Session) -> None:
+        """``session`` left this connection detached: park it if it may be
+        resumed."""
         self._by_name.pop(session.name, None)
-        session.unbind(inp)
         store = self.config.session_store
         if store is not None:
             store.park(self._principal(), session, self._now)
@@ -980,9 +966,7 @@ class Connection:
     def _on_session_control(self, channel: int, ctl: Control, events: list[ev.Event]) -> None:
         name = ctl.NAME
         session = self.sessions.get(channel)
-        if self.state is ConnState.CLOSING:
-            return
-        if name == "session.attach":
+        if type(ctl) is SessionAttach:
             self._on_attach(channel, ctl, events)
             return
         named = name in ("session.attached", "session.detach", "session.detached")
@@ -1005,10 +989,11 @@ class Connection:
             return
         if outcome == "attached":
             self._refused_channels.discard(channel)
-        elif outcome == "ended":
-            self._drop_session(session, name)
+        elif outcome == "ended":  # (the peer's detach or detached)
+            self.sessions.pop(channel, None)
+            self._session_gone(session)
 
-    def _on_attach(self, channel: int, ctl: Any, events: list[ev.Event]) -> None:
+    def _on_attach(self, channel: int, ctl: SessionAttach, events: list[ev.Event]) -> None:
         name = bytes(ctl.name or b"")
         current = self.sessions.get(channel)
         if current is not None:
@@ -1059,6 +1044,83 @@ class Connection:
         events.append(ev.SessionAttached(channel, name))
         session.peer_attached(resumed)
 
+    # -- the tables ---------------------------------------------------------------
+    # role -> state -> input -> Entry(targets, handler).  Inputs (one
+    # vocabulary with 0-9-1): control names on channel 0, "header"/"bad-header"
+    # (the peer's protocol header), "heartbeat", "channel" (session traffic:
+    # the session's own table takes it from there; discarded while CLOSING),
+    # "eof" (the end of input) and the local "close()"; in every state but
+    # CLOSED, "lost" (the peer went silent: heartbeat timeout) and "violation"
+    # (it broke the protocol at connection scope: close queued, or the socket
+    # dropped).
+    _HANDSHAKE: ClassVar[dict[Hashable, Entry[ConnState]]] = {
+        "connection.close": Entry((S.CLOSED,), _on_connection_close),
+        "close()": Entry((S.CLOSING,), _on_close_call),
+        "heartbeat": Entry((), _on_connection_heartbeat), "eof": Entry((S.CLOSED,), _on_lost)}
+    _OPEN: ClassVar[dict[Hashable, Entry[ConnState]]] = {
+        "connection.close": Entry((S.CLOSED,), _on_connection_close),
+        "close()": Entry((S.CLOSING,), _on_close_call),
+        "heartbeat": Entry((), _on_connection_heartbeat), "channel": Entry((), _on_channel),
+        "eof": Entry((S.CLOSED,), _on_lost)}
+    _CLOSING: ClassVar[dict[Hashable, Entry[ConnState]]] = {
+        "connection.close-ok": Entry((S.CLOSED,), _on_connection_close_ok),
+        "connection.close": Entry((S.CLOSING,), _on_connection_close),
+        "heartbeat": Entry((), _on_connection_heartbeat), "channel": Entry(),
+        "eof": Entry((S.CLOSED,), _on_lost)}
+    _AWAIT_HEADER: ClassVar[dict[Hashable, Entry[ConnState]]] = {
+        "bad-header": Entry((S.CLOSED,), _on_bad_header),
+        "close()": Entry((S.CLOSED,), _on_close_call), "eof": Entry((S.CLOSED,), _on_lost)}
+    _UNIVERSAL: ClassVar[dict[Hashable, Entry[ConnState]]] = {
+        "lost": Entry((S.CLOSED,), _on_lost), "violation": Entry((S.CLOSED,), _on_violation)}
+    _ENDPOINT: ClassVar[dict[ConnState, tuple[EndpointState, EndpointState]]] = {
+        S.AWAIT_HEADER: (_A, _U), S.AWAIT_START: (_A, _U), S.AWAIT_TUNE: (_A, _U),
+        S.AWAIT_OPEN_OK: (_A, _U), S.AWAIT_START_OK: (_A, _U), S.AWAIT_SECURE_OK: (_A, _U),
+        S.AWAIT_TUNE_OK: (_A, _U), S.AWAIT_OPEN: (_A, _U), S.OPEN: (_A, _A),
+        S.CLOSING: (_X, _A), S.CLOSED: (_X, _X)}
+    MACHINES: ClassVar[dict[Role, Machine[ConnState]]] = {
+        Role.CLIENT: Machine("0-10 connection (client)", {
+            S.AWAIT_HEADER: {"header": Entry((S.AWAIT_START,), _on_header), **_AWAIT_HEADER},
+            S.AWAIT_START: {"connection.start": Entry((S.AWAIT_TUNE,), _on_connection_start),
+                            **_HANDSHAKE},
+            S.AWAIT_TUNE: {"connection.secure": Entry((S.AWAIT_TUNE,), _on_connection_secure),
+                           "connection.tune": Entry((S.AWAIT_OPEN_OK,), _on_connection_tune),
+                           **_HANDSHAKE},
+            S.AWAIT_OPEN_OK: {
+                "connection.open-ok": Entry((S.OPEN,), _on_connection_open_ok),
+                "connection.redirect": Entry((S.CLOSED,), _on_connection_redirect),
+                **_HANDSHAKE},
+            S.OPEN: _OPEN,
+            S.CLOSING: _CLOSING,
+            S.CLOSED: {},
+        }, universal=_UNIVERSAL, terminal=(S.CLOSED,), illegal=_illegal,
+            endpoint_states=_ENDPOINT),
+        Role.SERVER: Machine("0-10 connection (server)", {
+            S.AWAIT_HEADER: {"header": Entry((S.AWAIT_START_OK,), _on_header), **_AWAIT_HEADER},
+            S.AWAIT_START_OK: {"connection.start-ok": Entry(
+                (S.AWAIT_SECURE_OK, S.AWAIT_TUNE_OK, S.CLOSED), _on_connection_start_ok),
+                **_HANDSHAKE},
+            S.AWAIT_SECURE_OK: {"connection.secure-ok": Entry(
+                (S.AWAIT_SECURE_OK, S.AWAIT_TUNE_OK, S.CLOSED), _on_connection_secure_ok),
+                **_HANDSHAKE},
+            S.AWAIT_TUNE_OK: {"connection.tune-ok": Entry(
+                (S.AWAIT_OPEN, S.CLOSED), _on_connection_tune_ok), **_HANDSHAKE},
+            S.AWAIT_OPEN: {"connection.open": Entry(  # CLOSED: redirect
+                (S.OPEN, S.CLOSING, S.CLOSED), _on_connection_open), **_HANDSHAKE},
+            S.OPEN: _OPEN,
+            S.CLOSING: _CLOSING,
+            S.CLOSED: {},
+        }, universal=_UNIVERSAL, terminal=(S.CLOSED,), illegal=_illegal,
+            endpoint_states=_ENDPOINT),
+    }
+
+
+def transitions_view(machines: Mapping[Role, Machine[ConnState]]
+                     ) -> dict[Role, dict[ConnState, dict[str, tuple[ConnState, ...] | None]]]:
+    """role -> state -> input -> next states (None: unchanged), the universal
+    inputs left out: the tables as the transition-coverage tests read them."""
+    return {role: {st: {str(i): (e.targets or None) for i, e in row.items()}
+                   for st, row in m.own_rows().items()} for role, m in machines.items()}
+
 
 class _SessionPort:
     """The seam a :class:`~.session.Session` is given (:class:`~.session.SessionPort`):
@@ -1075,7 +1137,8 @@ class _SessionPort:
 
     @property
     def closing(self) -> bool:
-        return self._conn._close_sent or self._conn.closed
+        conn = self._conn
+        return conn.local_condition is not None or conn.closed
 
     @property
     def eager_known_completed(self) -> bool:
@@ -1086,21 +1149,7 @@ class _SessionPort:
         return self._conn.role is Role.CLIENT
 
 
-#: The one dispatch of the connection's own frames: spec class -> handler.
-_CONNECTION_HANDLERS: dict[type[Control], Callable[[Connection, Any, list[ev.Event]], None]] = {
-    ConnectionHeartbeat: Connection._on_connection_heartbeat,
-    ConnectionClose: Connection._on_connection_close,
-    ConnectionCloseOk: Connection._on_connection_close_ok,
-    ConnectionStart: Connection._on_connection_start,
-    ConnectionSecure: Connection._on_connection_secure,
-    ConnectionTune: Connection._on_connection_tune,
-    ConnectionOpenOk: Connection._on_connection_open_ok,
-    ConnectionRedirect: Connection._on_connection_redirect,
-    ConnectionStartOk: Connection._on_connection_start_ok,
-    ConnectionSecureOk: Connection._on_connection_secure_ok,
-    ConnectionTuneOk: Connection._on_connection_tune_ok,
-    ConnectionOpen: Connection._on_connection_open,
-}
+CONNECTION_TRANSITIONS = transitions_view(Connection.MACHINES)
 
 
 if TYPE_CHECKING:

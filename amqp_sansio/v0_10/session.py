@@ -1,7 +1,10 @@
 """The session layer: attachment, command ids, completion, replay and resume.
 
-State table (per session; SESSION_TRANSITIONS below is the data the fuzzers
-check coverage against).  Inputs are control names as received, or local
+State table (per session: :attr:`Session.MACHINE` on the one engine,
+:mod:`amqp_sansio.engine`, each input with its handler and target;
+SESSION_TRANSITIONS is its view the coverage tests read).  Inputs are
+control names as received, a command (by name where the session answers it
+itself: ``message.transfer``, ``execution.*``; else ``command``), or local
 calls written ``name()``::
 
     DETACHED  --attach()---------------> ATTACHING --session.attached--> ATTACHED
@@ -36,27 +39,27 @@ drops replayed ids it already has, so nothing executes twice.
 
 from __future__ import annotations
 
-__all__ = ["Session", "SessionState", "SESSION_TRANSITIONS", "transition", "SessionStore",
+__all__ = ["Session", "SessionState", "SESSION_TRANSITIONS", "SessionStore",
            "SessionPort", "SessionHolder", "SessionViolation",
            "CommandReceived", "MessageReceived", "MessageHeadReceived"]
 
 import enum
 import heapq
-from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from collections.abc import Hashable, Iterable
+from typing import Any, ClassVar, Protocol
 
 import attrs
 
 from ..connection import SansIOConnection
+from ..engine import Endpoint, EndpointState, Entry, Machine, process_input
 from ..errors import LocalProtocolError
 from ..events import ChannelEvent, Event, ProtocolViolation
 from ..serial import SequenceSet, serial_add, serial_diff, serial_le, serial_lt
-from ..transitions import next_state
 from . import session_events as ev
 from ._specbase import Command, Control, Struct
 from .codes import DetachCode, ErrorCode
 from .flow import Credit
-from .framing import BodyChunk, CommandHead, InvalidCommand, header_octets
+from .framing import BodyChunk, CommandAssembly, CommandHead, InvalidCommand, header_octets
 from .spec import (
     DeliveryProperties,
     ExecutionException,
@@ -96,68 +99,12 @@ class SessionState(enum.Enum):
 D, AI, A, DI = (SessionState.DETACHED, SessionState.ATTACHING, SessionState.ATTACHED,
                 SessionState.DETACHING)
 
-# (state, input) -> possible next states.  Anything absent is a violation of
-# rule "attachment": discard and answer detached(not-attached).
-SESSION_TRANSITIONS: dict[SessionState, dict[str, tuple[SessionState, ...]]] = {
-    D: {"attach()": (AI,), "session.attach": (A, D)},
-    AI: {
-        "session.attached": (A,),
-        "session.detached": (D,),
-        # The peer attached on this channel too: the same name is attached
-        # at once, another is refused (transport-busy) and we keep waiting.
-        "session.attach": (A, AI),
-        "detach()": (DI,),  # detached before the attach was answered
-        "command": (AI,),  # the crossing peer's command (refused: unknown ids)
-        "transport-lost": (D,),
-        # Anything else here is the peer's traffic for its *own* attach on
-        # this channel, which crossed ours and which we refused
-        # (transport-busy): it is not this session's, and is dropped.
-        "stray": (AI,),
-    },
-    A: {
-        "session.attach": (A,),
-        "session.attached": (A,),  # both ends attached the name at once
-        "detach()": (DI,),
-        "session.detach": (D,),
-        "session.detached": (D,),
-        "session.request-timeout": (A,),
-        "session.timeout": (A,),
-        "session.command-point": (A,),
-        "session.expected": (A,),
-        "session.confirmed": (A,),
-        "session.completed": (A,),
-        "session.known-completed": (A,),
-        "session.flush": (A,),
-        "session.gap": (A,),
-        "command": (A,),
-        "transport-lost": (D,),
-    },
-    DI: {
-        "session.attached": (DI,),  # detached before the attach was answered
-        "session.detached": (D,),
-        "session.detach": (D,),
-        "session.completed": (DI,),
-        "session.known-completed": (DI,),
-        "session.confirmed": (DI,),
-        "session.expected": (DI,),
-        "session.flush": (DI,),
-        "session.gap": (DI,),
-        "session.command-point": (DI,),
-        "session.timeout": (DI,),
-        "session.request-timeout": (DI,),
-        "command": (DI,),
-        "transport-lost": (D,),
-    },
-}
+_U, _A, _X = EndpointState.UNINIT, EndpointState.ACTIVE, EndpointState.CLOSED
 
-#: Inputs legal in every attached state: the peer broke a session rule and
-#: we detached it (``session.detached`` with the code).
-UNIVERSAL_INPUTS: dict[str, tuple[SessionState, ...]] = {"violation": (D,)}
-
-
-def transition(state: SessionState, inp: str, to: SessionState | None = None) -> SessionState:
-    """The state after ``inp``: the only way a session's state changes."""
-    return next_state(SESSION_TRANSITIONS, state, inp, to, UNIVERSAL_INPUTS)
+#: What the connection hands a session from its channel's commands, and
+#: what reaches the table (a body chunk continues a command already in).
+CommandItem = CommandAssembly | CommandHead | BodyChunk | InvalidCommand
+Incoming = CommandAssembly | CommandHead | InvalidCommand
 
 
 # Transition coverage: tests set this to a set() and read what was exercised.
@@ -334,7 +281,14 @@ class SessionStore:
         return entry
 
 
-class Session:
+def _illegal(s: Session, inp: Hashable) -> Exception:
+    if isinstance(inp, str) and inp.endswith("()"):
+        return LocalProtocolError(f"session {s.name!r} is not attached ({s.state.name})")
+    # Rule "attachment": discard and answer detached(not-attached).
+    return SessionViolation(f"{inp} in session state {s.state.name}", DetachCode.NOT_ATTACHED)
+
+
+class Session(Endpoint[SessionState]):
     """One session's state; attached to at most one channel of one connection.
 
     Obtain it from ``Connection.attach()`` (or ``Connection.sessions`` for
@@ -346,7 +300,10 @@ class Session:
         if not isinstance(name, (bytes, bytearray)) or len(name) > 0xFFFF:
             raise LocalProtocolError("session name must be bytes of at most 65535 octets")
         self.name = bytes(name)
-        self.state = SessionState.DETACHED
+        self.state = SessionState.DETACHED  # from here on, process_input alone
+        #: Proton's conditions: the detach/detached we sent, and the peer's.
+        self.local_condition: Control | None = None
+        self.remote_condition: Control | None = None
         self.channel: int | None = None
         self._conn: SansIOConnection | None = None  # attached to (identity only)
         self._port: SessionPort | None = None  # ... and what it may ask of it
@@ -396,9 +353,6 @@ class Session:
     def _trace(self, inp: str) -> None:
         if COVERAGE is not None:
             COVERAGE.add((self.state.name, inp))
-
-    def _go(self, inp: str, to: SessionState | None = None) -> None:
-        self.state = transition(self.state, inp, to)
 
     def _require_attached(self) -> SessionPort:
         port = self._port
@@ -508,12 +462,15 @@ class Session:
     def detach(self) -> None:
         port = self._require_attached()
         self._trace("detach()")
+        process_input(self, self.MACHINE, "detach()", port)
+
+    def _on_detach_call(self, port: SessionPort, _: None) -> None:
         # Completions owed so far go out first: the peer's sync commands
         # must not stay in doubt because we detached.
         for ctl in self.pending_controls():
             port.write_control(self._ch, ctl)
-        port.write_control(self._ch, SessionDetach(name=self.name))
-        self._go("detach()")
+        self.local_condition = detach = SessionDetach(name=self.name)
+        port.write_control(self._ch, detach)
 
     # -- answering the peer's commands -------------------------------------
     def complete(self, ids: int | Iterable[int] | SequenceSet) -> None:
@@ -651,11 +608,18 @@ class Session:
         """Attach to ``channel`` of ``conn``: by our ``attach()`` (ATTACHING)
         or the peer's ``session.attach`` (ATTACHED)."""
         self._trace(inp)
-        self._conn = conn
+        process_input(self, self.MACHINE, inp, (conn, port, channel))
+
+    def _on_bind(self, arg: tuple[SansIOConnection, SessionPort, int], _: None) -> None:
+        self._conn, port, self.channel = arg
         self._port = port
         self._eager_known_completed = port.eager_known_completed  # (a frozen setting)
-        self.channel = channel
-        self._go(inp, SessionState.ATTACHING if inp == "attach()" else SessionState.ATTACHED)
+        self.local_condition = self.remote_condition = None
+
+    def _on_peer_bind(self, arg: tuple[SansIOConnection, SessionPort, int], _: None
+                      ) -> SessionState:
+        self._on_bind(arg, None)
+        return SessionState.ATTACHED
 
     @property
     def has_state(self) -> bool:
@@ -675,29 +639,46 @@ class Session:
         ends picked it): True and attached if it is our name (answered
         ``attached``), False if not (the connection refuses it)."""
         self._trace("session.attach")
+        process_input(self, self.MACHINE, "session.attach", name, events)
+        return name == self.name
+
+    def _on_attach_again(self, arg: bytes | tuple[SansIOConnection, SessionPort, int],
+                         events: list[Event]) -> SessionState:
+        """The peer attached our name while we hold it: crossing attaches on
+        our channel (``arg`` the name it attached there: ours is attached at
+        once, another is refused by the connection), or a forced attach that
+        moved the session to another channel (``arg`` the new wiring)."""
+        if isinstance(arg, tuple):
+            self._on_bind(arg, None)
+            return SessionState.ATTACHED
+        name = arg
         if name != self.name:
-            if self.state is SessionState.ATTACHING:
-                self._go("session.attach", SessionState.ATTACHING)
-            return False
+            return self.state
         port = self._port
         assert port is not None
         port.write_control(self._ch, SessionAttached(name=name))  # idempotent
         if self.state is SessionState.ATTACHING:
-            self._go("session.attach", SessionState.ATTACHED)
             events.append(ev.SessionAttached(self._ch, name))
-        return True
+        return SessionState.ATTACHED
 
     def note_stray(self) -> None:
         """The peer's traffic for a session of its own whose attach we refused
         on this channel arrived (it is dropped)."""
         self._trace("stray")
+        process_input(self, self.MACHINE, "stray")
 
-    def unbind(self, inp: str) -> None:
-        """Detached: by ``inp`` (the peer's detach/detached, the transport
-        lost, or ``violation`` -- we detached it)."""
+    def unbind(self, inp: str, condition: Control | None = None) -> None:
+        """Detached under it: ``inp`` is ``transport-lost`` (the connection
+        ended, or another took the session) or ``violation`` (the connection
+        detached it: ``condition``, the detached it sent).  (The peer's
+        detach or detached reaches :meth:`handle_control`.)"""
         if inp == "transport-lost":
             self._trace(inp)
-        self._go(inp, SessionState.DETACHED)
+        process_input(self, self.MACHINE, inp, condition)
+
+    def _on_unbound(self, condition: Control | None, _: object = None) -> None:
+        if condition is not None:
+            self.local_condition = condition
         self._conn = None
         self._port = None
         self.channel = None
@@ -736,65 +717,80 @@ class Session:
         """True from a resume's attach until ``SessionResumed``: sending waits."""
         return self._awaiting_expected
 
-    def handle_control(self, ctl: Any, events: list[Event]) -> str | None:
+    def handle_control(self, ctl: Control, events: list[Event]) -> str | None:
         """A session control from the peer (``session.attach`` is the
         connection's).  Returns ``"attached"`` or ``"ended"`` when the
         session changed attachment (the connection updates its books);
         raises SessionViolation for a control the table does not allow here."""
+        was = self.state
         name = ctl.NAME
-        if name not in SESSION_TRANSITIONS[self.state]:
-            raise SessionViolation(f"{name} in session state {self.state.name}",
-                                   DetachCode.NOT_ATTACHED)
-        port = self._port
-        assert port is not None and self.channel is not None
-        ch = self.channel
-        self._trace(name)
-        if name == "session.attached":
-            if self.state is SessionState.ATTACHING:
-                self._go(name, SessionState.ATTACHED)
-                events.append(ev.SessionAttached(ch, self.name))
-                return "attached"
-            return None  # already attached: the peer attached it too (simultaneous)
-        if name == "session.detach":
-            port.write_control(ch, SessionDetached(name=self.name, code=DetachCode.NORMAL))
-            events.append(ev.SessionDetached(ch, self.name, 0, by_peer=True))
+        if name in self.MACHINE.rows[was]:
+            self._trace(name)
+        process_input(self, self.MACHINE, name, ctl, events)  # (else: SessionViolation)
+        now = self.state
+        if now is was:
+            return None
+        if now is SessionState.DETACHED:
             return "ended"
-        if name == "session.detached":
-            code = int(getattr(ctl, "code", 0) or 0)
-            events.append(ev.SessionDetached(ch, self.name, code,
-                                             by_peer=self.state is not SessionState.DETACHING))
-            return "ended"
-        _CONTROL_HANDLERS[type(ctl)](self, port, ch, ctl, events)
-        return None
+        return "attached" if now is SessionState.ATTACHED else None
 
-    def handle_command(self, item: Any, events: list[Event]) -> None:
+    # -- handlers (MACHINE): attachment ------------------------------------------
+    def _on_attached(self, ctl: SessionAttached, events: list[Event]) -> None:
+        if self.state is SessionState.ATTACHING:
+            events.append(ev.SessionAttached(self._ch, self.name))
+        # (else already attached: the peer attached it too, simultaneous)
+
+    def _on_peer_detach(self, ctl: SessionDetach, events: list[Event]) -> None:
+        port = self._port
+        assert port is not None
+        ch = self._ch
+        self.remote_condition = ctl
+        self.local_condition = answer = SessionDetached(name=self.name, code=DetachCode.NORMAL)
+        port.write_control(ch, answer)
+        events.append(ev.SessionDetached(ch, self.name, 0, by_peer=True))
+        self._on_unbound(None)
+
+    def _on_peer_detached(self, ctl: SessionDetached, events: list[Event]) -> None:
+        self.remote_condition = ctl
+        code = int(ctl.code or 0)
+        events.append(ev.SessionDetached(self._ch, self.name, code,
+                                         by_peer=self.state is not SessionState.DETACHING))
+        self._on_unbound(None)
+
+    def handle_command(self, item: CommandItem, events: list[Event]) -> None:
         """A command assembly (whole, its head, a body chunk, or one the
         decoder could not read) from the peer on our channel."""
-        ch = self.channel or 0
-        t = type(item)
-        if t is BodyChunk:
+        if isinstance(item, BodyChunk):
             cid = self._streaming
             if cid is not None:
-                events.append(ev.MessageBodyChunk(ch, cid, item.data, item.last))
+                events.append(ev.MessageBodyChunk(self._ch, cid, item.data, item.last))
                 if item.last:
                     self._streaming = None
             return
         self._trace("command")
-        if self.state is SessionState.DETACHING:
-            return  # detach under way: the peer will replay to a resumed session
+        row = self.MACHINE.rows[self.state]
+        name = "command" if isinstance(item, InvalidCommand) else item.command.NAME
+        process_input(self, self.MACHINE, name if name in row else "command", item, events)
+
+    def _numbered(self, item: Incoming, events: list[Event]) -> int | None:
+        """Number the peer's command and vet it: its id, or None when there
+        is nothing more to do (a replay we have, a failed session, a command
+        refused with an execution.exception, a streamed head reported)."""
+        ch = self._ch
         cid, duplicate = self._take_incoming_id()
         if cid is None:
             raise SessionViolation("command before any command-point", DetachCode.UNKNOWN_IDS)
         if duplicate or self.failed:
-            return  # (after an exception nothing more is executed)
-        if t is InvalidCommand:
+            return None  # (after an exception nothing more is executed)
+        if isinstance(item, InvalidCommand):
             e = item.error
             events.append(ProtocolViolation(e.code, "execution", ch, e.message,
                                                "execution.exception"))
-            self.send_exception(e.code, command_id=cid, class_code=e.class_code,
+            self.send_exception(e.code, command_id=cid,  # type: ignore[arg-type]
+                                class_code=e.class_code,
                                 command_code=e.command_code, field_index=e.field_index,
                                 description=e.message[:0xFFFF])
-            return
+            return None
         cmd = item.command
         missing = self._on_command(cid, cmd, item.sync)
         if missing is not None:
@@ -805,33 +801,45 @@ class Session:
             self.send_exception(ErrorCode.ILLEGAL_ARGUMENT, command_id=cid,
                                 class_code=cmd.CLASS_CODE, command_code=cmd.CODE,
                                 field_index=index, description=message)
-            return
-        if t is CommandHead:
+            return None
+        if isinstance(item, CommandHead):
             self._streaming = cid
-            events.append(MessageHeadReceived(ch, cid, cmd, item.headers, item.sync,
-                                                 session=self))
+            events.append(MessageHeadReceived(self._ch, cid, cmd,  # type: ignore[arg-type]
+                                              item.headers, item.sync, session=self))
+            return None
+        return cid
+
+    # -- handlers (MACHINE): the peer's commands ---------------------------------
+    def _on_peer_command(self, item: Incoming, events: list[Event]) -> None:
+        cid = self._numbered(item, events)
+        if cid is None:
             return
-        handler = _COMMAND_HANDLERS.get(type(cmd))
-        if handler is not None:
-            handler(self, ch, cid, item, events)
-            return
-        events.append(CommandReceived(ch, cid, cmd, item.sync, item.headers, item.body,
-                                         session=self))
+        assert type(item) is CommandAssembly
+        cmd = item.command
+        events.append(CommandReceived(self._ch, cid, cmd, item.sync, item.headers, item.body,
+                                      session=self))
         port = self._port
         if port is not None and port.client and type(cmd) in _CLIENT_NOTICES:
             # The broker's verdict on our own publishes: nothing for the
             # application to execute, so it is complete once reported.
             self.complete(cid)
 
-    # -- the commands the core answers itself (_COMMAND_HANDLERS) ------------
-    def _on_transfer(self, ch: int, cid: int, item: Any, events: list[Event]) -> None:
-        events.append(MessageReceived(ch, cid, item.command, item.headers,
-                                         item.body if item.body is not None else b"",
-                                         item.sync, session=self, header_data=item.header_data))
+    def _on_transfer(self, item: Incoming, events: list[Event]) -> None:
+        cid = self._numbered(item, events)
+        if cid is None:
+            return
+        assert type(item) is CommandAssembly
+        events.append(MessageReceived(self._ch, cid, item.command,  # type: ignore[arg-type]
+                                      item.headers, item.body if item.body is not None else b"",
+                                      item.sync, session=self, header_data=item.header_data))
 
-    def _on_execution_result(self, ch: int, cid: int, item: Any,
-                             events: list[Event]) -> None:
-        cmd = item.command
+    def _on_execution_result(self, item: Incoming, events: list[Event]) -> None:
+        cid = self._numbered(item, events)
+        if cid is None:
+            return
+        ch = self._ch
+        cmd = item.command  # type: ignore[union-attr]
+        assert isinstance(cmd, ExecutionResult)
         expected = self._results.pop(cmd.command_id, None)
         if expected is None:
             events.append(ProtocolViolation(ErrorCode.COMMAND_INVALID, "execution", ch,
@@ -848,9 +856,13 @@ class Session:
             events.append(ev.ResultReceived(ch, cmd.command_id, cmd.value))
         self.complete(cid)
 
-    def _on_execution_exception(self, ch: int, cid: int, item: Any,
-                                events: list[Event]) -> None:
-        cmd = item.command
+    def _on_execution_exception(self, item: Incoming, events: list[Event]) -> None:
+        cid = self._numbered(item, events)
+        if cid is None:
+            return
+        ch = self._ch
+        cmd = item.command  # type: ignore[union-attr]
+        assert isinstance(cmd, ExecutionException)
         self.failed = True
         self._results.clear()
         events.append(ev.ExceptionReceived(
@@ -858,30 +870,33 @@ class Session:
             cmd.field_index, cmd.description, cmd.error_info))
         self.complete(cid)
 
-    def _on_execution_sync(self, ch: int, cid: int, item: Any, events: list[Event]) -> None:
+    def _on_execution_sync(self, item: Incoming, events: list[Event]) -> None:
+        cid = self._numbered(item, events)
+        if cid is None:
+            return
         # The core completes it once every earlier command is complete.
         self._sync_waiting.append(cid)
         self._check_barriers()
 
-    def _on_completed(self, port: SessionPort, ch: int, ctl: Any,
-                         events: list[Event]) -> None:
+    def _on_completed(self, ctl: Any, events: list[Event]) -> None:
+        port, ch = self._attached_to()
         self._peer_completed(ctl.commands or SequenceSet(), events)
         if ctl.timely_reply:
             self._known_asked = True
 
-    def _on_known_completed(self, port: SessionPort, ch: int, ctl: Any,
-                               events: list[Event]) -> None:
+    def _on_known_completed(self, ctl: Any, events: list[Event]) -> None:
+        port, ch = self._attached_to()
         known = ctl.commands or SequenceSet()
         self._in_completed.difference_update(known)
         events.append(ev.KnownCompleted(ch, known))
 
-    def _on_confirmed(self, port: SessionPort, ch: int, ctl: Any,
-                         events: list[Event]) -> None:
+    def _on_confirmed(self, ctl: Any, events: list[Event]) -> None:
+        port, ch = self._attached_to()
         if ctl.commands:
             events.append(ev.CommandsConfirmed(ch, ctl.commands))
 
-    def _on_command_point(self, port: SessionPort, ch: int, ctl: Any,
-                             events: list[Event]) -> None:
+    def _on_command_point(self, ctl: Any, events: list[Event]) -> None:
+        port, ch = self._attached_to()
         if ctl.command_id is None:
             raise SessionViolation("command-point without a command-id",
                                    DetachCode.UNKNOWN_IDS)
@@ -910,8 +925,8 @@ class Session:
         self.next_in_id = ctl.command_id
         self._numbering_known = True
 
-    def _on_flush(self, port: SessionPort, ch: int, ctl: Any,
-                     events: list[Event]) -> None:
+    def _on_flush(self, ctl: Any, events: list[Event]) -> None:
+        port, ch = self._attached_to()
         if ctl.expected:
             # A resuming peer: it keeps its numbering (our answer says
             # where it resumes), so old ids are safe to report now.
@@ -939,12 +954,12 @@ class Session:
                 # for which nothing of its (new) numbering is complete.
                 port.write_control(ch, SessionCompleted(commands=SequenceSet()))
 
-    def _on_expected(self, port: SessionPort, ch: int, ctl: Any,
-                        events: list[Event]) -> None:
+    def _on_expected(self, ctl: Any, events: list[Event]) -> None:
+        port, ch = self._attached_to()
         self._replay_from(ctl.commands or SequenceSet(), events)
 
-    def _on_gap(self, port: SessionPort, ch: int, ctl: Any,
-                   events: list[Event]) -> None:
+    def _on_gap(self, ctl: Any, events: list[Event]) -> None:
+        port, ch = self._attached_to()
         gap = (ctl.commands or SequenceSet()).ranges
         for lo, hi in gap:  # (plain arithmetic: the peer may place them anywhere)
             width = (hi - lo) & _MASK
@@ -962,17 +977,22 @@ class Session:
             self.next_in_id = serial_add(hi, 1)
         self._completion_dirty = True
 
-    def _on_request_timeout(self, port: SessionPort, ch: int, ctl: Any,
-                               events: list[Event]) -> None:
+    def _on_request_timeout(self, ctl: Any, events: list[Event]) -> None:
+        port, ch = self._attached_to()
         granted = port.grant_timeout(ctl.timeout)
         self.timeout = granted
         port.write_control(ch, SessionTimeout(timeout=granted))
         events.append(ev.SessionTimeout(ch, granted, requested=True))
 
-    def _on_timeout(self, port: SessionPort, ch: int, ctl: Any,
-                       events: list[Event]) -> None:
+    def _on_timeout(self, ctl: Any, events: list[Event]) -> None:
+        port, ch = self._attached_to()
         self.timeout = ctl.timeout
         events.append(ev.SessionTimeout(ch, ctl.timeout, requested=False))
+
+    def _attached_to(self) -> tuple[SessionPort, int]:
+        port = self._port
+        assert port is not None and self.channel is not None
+        return port, self.channel
 
     def _peer_completed(self, done: SequenceSet, events: list[Event]) -> None:
         newly = SequenceSet()
@@ -1106,6 +1126,87 @@ class Session:
             self.credits.pop(command.destination or "", None)
         return None
 
+    # -- the table ---------------------------------------------------------------
+    # state -> input -> Entry(targets, handler).  Anything absent is a
+    # violation of rule "attachment": discard and answer detached(not-attached).
+    # The commands the session answers itself are inputs by name (else
+    # "command"); "violation" (we detached the peer for breaking a session
+    # rule) is legal in every state but DETACHED.  A command names no target:
+    # the state stays, unless answering it detached the session (an
+    # execution.exception: detach()).
+    ANSWERED: ClassVar[dict[Hashable, Entry[SessionState]]] = {
+        "message.transfer": Entry((), _on_transfer),
+        "execution.result": Entry((), _on_execution_result),
+        "execution.exception": Entry((), _on_execution_exception),
+        "execution.sync": Entry((), _on_execution_sync),
+    }
+    _TRANSPORT_LOST: ClassVar[Entry[SessionState]] = Entry((SessionState.DETACHED,),
+                                                           _on_unbound)
+    MACHINE: ClassVar[Machine[SessionState]] = Machine("0-10 session", {
+        SessionState.DETACHED: {
+            "attach()": Entry((SessionState.ATTACHING,), _on_bind),
+            "session.attach": Entry((SessionState.ATTACHED, SessionState.DETACHED),
+                                    _on_peer_bind)},
+        SessionState.ATTACHING: {
+            "session.attached": Entry((SessionState.ATTACHED,), _on_attached),
+            "session.detached": Entry((SessionState.DETACHED,), _on_peer_detached),
+            # The peer attached on this channel too: the same name is attached
+            # at once, another is refused (transport-busy) and we keep waiting.
+            "session.attach": Entry((SessionState.ATTACHED, SessionState.ATTACHING),
+                                    _on_attach_again),
+            # detached before the attach was answered
+            "detach()": Entry((SessionState.DETACHING,), _on_detach_call),
+            # the crossing peer's command (refused: unknown ids)
+            "command": Entry((), _on_peer_command),
+            "transport-lost": _TRANSPORT_LOST,
+            # Anything else here is the peer's traffic for its *own* attach on
+            # this channel, which crossed ours and which we refused
+            # (transport-busy): it is not this session's, and is dropped.
+            "stray": Entry((SessionState.ATTACHING,)),
+        },
+        SessionState.ATTACHED: {
+            "session.attach": Entry((SessionState.ATTACHED,), _on_attach_again),
+            # both ends attached the name at once
+            "session.attached": Entry((SessionState.ATTACHED,), _on_attached),
+            "detach()": Entry((SessionState.DETACHING,), _on_detach_call),
+            "session.detach": Entry((SessionState.DETACHED,), _on_peer_detach),
+            "session.detached": Entry((SessionState.DETACHED,), _on_peer_detached),
+            "session.request-timeout": Entry((SessionState.ATTACHED,), _on_request_timeout),
+            "session.timeout": Entry((SessionState.ATTACHED,), _on_timeout),
+            "session.command-point": Entry((SessionState.ATTACHED,), _on_command_point),
+            "session.expected": Entry((SessionState.ATTACHED,), _on_expected),
+            "session.confirmed": Entry((SessionState.ATTACHED,), _on_confirmed),
+            "session.completed": Entry((SessionState.ATTACHED,), _on_completed),
+            "session.known-completed": Entry((SessionState.ATTACHED,), _on_known_completed),
+            "session.flush": Entry((SessionState.ATTACHED,), _on_flush),
+            "session.gap": Entry((SessionState.ATTACHED,), _on_gap),
+            "command": Entry((), _on_peer_command),
+            **ANSWERED,
+            "transport-lost": _TRANSPORT_LOST,
+        },
+        SessionState.DETACHING: {
+            # detached before the attach was answered
+            "session.attached": Entry((SessionState.DETACHING,)),
+            "session.detached": Entry((SessionState.DETACHED,), _on_peer_detached),
+            "session.detach": Entry((SessionState.DETACHED,), _on_peer_detach),
+            "session.completed": Entry((SessionState.DETACHING,), _on_completed),
+            "session.known-completed": Entry((SessionState.DETACHING,), _on_known_completed),
+            "session.confirmed": Entry((SessionState.DETACHING,), _on_confirmed),
+            "session.expected": Entry((SessionState.DETACHING,), _on_expected),
+            "session.flush": Entry((SessionState.DETACHING,), _on_flush),
+            "session.gap": Entry((SessionState.DETACHING,), _on_gap),
+            "session.command-point": Entry((SessionState.DETACHING,), _on_command_point),
+            "session.timeout": Entry((SessionState.DETACHING,), _on_timeout),
+            "session.request-timeout": Entry((SessionState.DETACHING,), _on_request_timeout),
+            # detach under way: the peer will replay to a resumed session
+            "command": Entry(),
+            "transport-lost": _TRANSPORT_LOST,
+        },
+    }, universal={"violation": Entry((SessionState.DETACHED,), _on_unbound)},
+        terminal=(SessionState.DETACHED,), illegal=_illegal,
+        endpoint_states={SessionState.DETACHED: (_U, _U), SessionState.ATTACHING: (_A, _U),
+                         SessionState.ATTACHED: (_A, _A), SessionState.DETACHING: (_X, _A)})
+
 
 
 
@@ -1117,32 +1218,14 @@ def _ids(lo: int, hi: int, present: dict[int, Any]) -> list[int]:
     return [i for i in present if serial_le(lo, i) and serial_le(i, hi)]
 
 
-#: The commands the session answers itself, by spec class.
-_COMMAND_HANDLERS: dict[type[Command], Callable[[Session, int, int, Any, list[Event]],
-                                                  None]] = {
-    MessageTransfer: Session._on_transfer,
-    ExecutionResult: Session._on_execution_result,
-    ExecutionException: Session._on_execution_exception,
-    ExecutionSync: Session._on_execution_sync,
-}
-
 #: The broker's verdicts on a client's own publishes (complete once reported).
 _CLIENT_NOTICES: frozenset[type[Command]] = frozenset({MessageAccept, MessageReject})
 
-#: The session controls the session handles itself, by spec class
-#: (attached/detach/detached in :meth:`Session.handle_control`).
-_CONTROL_HANDLERS: dict[type[Control], Callable[[Session, SessionPort, int, Any, list[Event]],
-                                                  None]] = {
-    SessionCompleted: Session._on_completed,
-    SessionKnownCompleted: Session._on_known_completed,
-    SessionConfirmed: Session._on_confirmed,
-    SessionCommandPoint: Session._on_command_point,
-    SessionFlush: Session._on_flush,
-    SessionExpected: Session._on_expected,
-    SessionGap: Session._on_gap,
-    SessionRequestTimeout: Session._on_request_timeout,
-    SessionTimeout: Session._on_timeout,
-}
+#: The session's table as the coverage tests read it: state -> input -> next
+#: states; the commands it answers by name and the universal input left out.
+SESSION_TRANSITIONS: dict[SessionState, dict[str, tuple[SessionState, ...]]] = {
+    st: {str(i): e.targets for i, e in row.items() if i not in Session.ANSWERED}
+    for st, row in Session.MACHINE.own_rows().items()}
 
 
 # -- the events that carry their session ----------------------------------------
