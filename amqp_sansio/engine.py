@@ -48,7 +48,7 @@ __all__ = [
 
 import enum
 from collections.abc import Callable, Collection, Hashable, Mapping
-from typing import Any, ClassVar, Generic, NamedTuple, TypeVar
+from typing import Any, ClassVar, Generic, NamedTuple, Protocol, TypeVar
 
 S = TypeVar("S", bound=enum.Enum)
 
@@ -185,8 +185,14 @@ class Endpoint(Generic[S]):
         return inp in self.machine.rows[self.state]
 
 
-def process_input(ep: Any, machine: Machine[S], inp: Hashable, arg: Any = None,
-                  out: Any = None) -> S:
+class Stateful(Protocol[S]):
+    """What the engine moves: anything with a ``state`` (every Endpoint)."""
+
+    state: S
+
+
+def process_input(ep: Stateful[S], machine: Machine[S], inp: Hashable, arg: object = None,
+                  out: object = None) -> S:
     """Apply ``inp`` to ``ep``: the one way any state changes.
 
     Looks the entry up (an absent one raises ``machine.illegal(ep, inp)``
@@ -206,9 +212,8 @@ def process_input(ep: Any, machine: Machine[S], inp: Hashable, arg: Any = None,
     cov = machine.coverage
     if cov is not None:
         cov.add((state.name, inp))
-    handler = entry.handler
+    targets, handler = entry
     chosen = handler(ep, arg, out) if handler is not None else None
-    targets = entry.targets
     if chosen is None:
         if not targets:
             return state

@@ -31,7 +31,7 @@ class Logger(Protocol):
     def log(self, level: int, msg: str, *args: object) -> None: ...
 
 
-def _value(v: Any) -> str:
+def _value(v: object) -> str:
     if isinstance(v, enum.Enum):
         return v.name
     r = repr(v)
@@ -86,7 +86,7 @@ class _Direction:
             return [f"(not decodable any more: {e.message})"]
         return [self._line(item) for item in items]
 
-    def _line(self, item: Any) -> str:
+    def _line(self, item: object) -> str:
         channel = getattr(item, "channel", 0)
         for name in ("control", "command", "method"):
             obj = getattr(item, name, None)

@@ -57,7 +57,7 @@ class SpecObject:
     # Every generated class binds its own codec functions here.  ``depth``
     # counts the nesting levels still allowed (see codec.encode_value).
     @staticmethod
-    def encode_body_into(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    def encode_body_into(o: object, out: bytearray, depth: int = _DEPTH) -> None:
         """Append packing flags and present fields (no size, no code)."""
         raise NotImplementedError
 
@@ -102,7 +102,7 @@ class Struct(SpecObject):
     PACK_WIDTH: ClassVar[int]
 
     @staticmethod
-    def encode_into(o: Any, out: bytearray, depth: int = _DEPTH) -> None:
+    def encode_into(o: object, out: bytearray, depth: int = _DEPTH) -> None:
         """Append the whole struct: size prefix, code (if coded), body."""
         raise NotImplementedError
 
@@ -126,11 +126,11 @@ class Command(SpecObject):
     HEADER_ENTRIES: ClassVar[tuple[str, ...]]
 
 
-def _is_int(v: Any) -> bool:
+def _is_int(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _bad_arg(name: str, typ: str, v: Any, why: str = "invalid") -> LocalProtocolError:
+def _bad_arg(name: str, typ: str, v: object, why: str = "invalid") -> LocalProtocolError:
     return LocalProtocolError(f"{name}: {why} value {v!r} for {typ}")
 
 

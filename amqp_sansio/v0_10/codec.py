@@ -75,21 +75,21 @@ from typing import Any
 import attrs
 
 from ..errors import DecodeError, LocalProtocolError
+from ..packing import S_H as _S_H
+from ..packing import S_I as _S_I
+from ..packing import S_Q as _S_Q
+from ..packing import S_b as _S_b
+from ..packing import S_d as _S_d
+from ..packing import S_f as _S_f
+from ..packing import S_h as _S_h
+from ..packing import S_i as _S_i
+from ..packing import S_q as _S_q
 from ..serial import SequenceSet
 from .codes import ErrorCode
 
 DEFAULT_MAX_DEPTH = 32
 
-_S_b = struct.Struct("!b")
 _S_B = struct.Struct("!B")
-_S_h = struct.Struct("!h")
-_S_H = struct.Struct("!H")
-_S_i = struct.Struct("!i")
-_S_I = struct.Struct("!I")
-_S_q = struct.Struct("!q")
-_S_Q = struct.Struct("!Q")
-_S_f = struct.Struct("!f")
-_S_d = struct.Struct("!d")
 _S_BI = struct.Struct("!Bi")
 _S_Bq = struct.Struct("!Bq")
 _S_II = struct.Struct("!II")
@@ -239,7 +239,7 @@ def enc_str16_utf16(v: str) -> bytes:
     return _enc_text(v, "utf-16-be", 2, "str16-utf16")
 
 
-def _as_bytes(v: Any, name: str) -> bytes:
+def _as_bytes(v: object, name: str) -> bytes:
     if isinstance(v, bytes):
         return v
     if isinstance(v, (bytearray, memoryview)):
@@ -563,7 +563,7 @@ def register_struct(opcode: int, cls: type, decoder: StructDecoder,
     STRUCT32_ENCODERS[cls] = encoder
 
 
-def encode_struct32(v: Any, out: bytearray, depth: int = DEFAULT_MAX_DEPTH) -> None:
+def encode_struct32(v: object, out: bytearray, depth: int = DEFAULT_MAX_DEPTH) -> None:
     """Append ``size(4) class(1) struct(1) flags fields`` for a coded struct.
 
     Like a map, a struct32 is one level of nesting (see ``depth`` above)."""
@@ -659,7 +659,7 @@ def default_type(v: Any) -> str:
     raise _enc_err(f"no AMQP type for a value of type {t.__name__}")
 
 
-def _int_range(v: Any, lo: int, hi: int, name: str) -> int:
+def _int_range(v: object, lo: int, hi: int, name: str) -> int:
     if not isinstance(v, int) or isinstance(v, bool) and name != "boolean":
         raise _enc_err(f"{name} needs an int, got {type(v).__name__}")
     if not lo <= v <= hi:
@@ -667,7 +667,7 @@ def _int_range(v: Any, lo: int, hi: int, name: str) -> int:
     return v
 
 
-def _as_float(v: Any, name: str) -> float:
+def _as_float(v: object, name: str) -> float:
     # float() would also accept "1.5" or a Decimal: take numbers only.
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise _enc_err(f"{name} needs a float, got {type(v).__name__}")
@@ -677,7 +677,7 @@ def _as_float(v: Any, name: str) -> float:
         raise _enc_err(f"{name} out of range: {v}")
 
 
-def _pack_float32(v: Any) -> bytes:
+def _pack_float32(v: object) -> bytes:
     try:
         return pack_f(_as_float(v, "float"))
     except (OverflowError, struct.error):  # finite but beyond float32
@@ -731,7 +731,7 @@ def _enc_unknown(code: int, v: bytes, out: bytearray) -> None:
         out += len(v).to_bytes(width, "big") + v
 
 
-def encode_value(v: Any, out: bytearray, depth: int = DEFAULT_MAX_DEPTH) -> None:
+def encode_value(v: object, out: bytearray, depth: int = DEFAULT_MAX_DEPTH) -> None:
     """Append type code + value, choosing the type by the table above.
 
     ``depth`` is how many levels of containers (map, list, array, struct32)
@@ -794,7 +794,7 @@ def encode_map(v: dict[str, Any], out: bytearray, depth: int = DEFAULT_MAX_DEPTH
     pack_I_into(out, start, n)
 
 
-def encode_list(v: Any, out: bytearray, depth: int = DEFAULT_MAX_DEPTH) -> None:
+def encode_list(v: object, out: bytearray, depth: int = DEFAULT_MAX_DEPTH) -> None:
     if not isinstance(v, (list, tuple)):
         raise _enc_err(f"list needs a list or tuple, got {type(v).__name__}")
     if depth <= 0:
@@ -807,7 +807,7 @@ def encode_list(v: Any, out: bytearray, depth: int = DEFAULT_MAX_DEPTH) -> None:
     out[start:start + 4] = pack_I(len(out) - start - 4)
 
 
-def encode_array(elem: str, v: Any, out: bytearray, depth: int = DEFAULT_MAX_DEPTH) -> None:
+def encode_array(elem: str, v: object, out: bytearray, depth: int = DEFAULT_MAX_DEPTH) -> None:
     if not isinstance(v, (list, tuple)):
         raise _enc_err(f"array needs a list or tuple, got {type(v).__name__}")
     if depth <= 0:
@@ -830,7 +830,7 @@ def encode_array(elem: str, v: Any, out: bytearray, depth: int = DEFAULT_MAX_DEP
     out[start:start + 4] = pack_I(len(out) - start - 4)
 
 
-def array_type(v: Any, elem: str) -> str:
+def array_type(v: object, elem: str) -> str:
     """Element type to encode a struct field's array with: the field's own,
     or what an :class:`Array` value says.  An empty array may say anything
     (peers send ``void``; decoders accept any type for an empty array, so
@@ -912,7 +912,7 @@ def _dec_datetime_value(buf: bytes, pos: int, end: int) -> tuple[Any, int]:
         return Typed("datetime", secs), pos + 8
 
 
-def _enc_datetime_value(v: Any) -> bytes:
+def _enc_datetime_value(v: object) -> bytes:
     if isinstance(v, _dt.datetime):
         return pack_q(_datetime_seconds(v))
     return pack_q(_int_range(v, _INT64_MIN, _INT64_MAX, "datetime"))

@@ -40,15 +40,24 @@ __all__ = [
     "Connection",
 ]
 
-import enum
-from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
+from collections.abc import Callable, Collection, Hashable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
 from .. import __version__, sasl
-from ..engine import Endpoint, EndpointState, Entry, Machine, process_input
+from ..engine import Endpoint, Entry, Machine, process_input
 from ..errors import ConnectionViolation, DecodeError, LocalProtocolError
+from ..handshake import (
+    ENDPOINT_STATES,
+    ConnState,
+    choose_locale,
+    illegal_call,
+    sasl_response,
+    sasl_succeeded,
+    transitions_view,
+    vhost_allowed,
+)
 from ..header import HeaderGate
 from ..header import mismatch as header_mismatch
 from ..heartbeat import HeartbeatClock
@@ -111,34 +120,10 @@ Item = ControlAssembly | CommandAssembly | CommandHead | BodyChunk | InvalidComm
 HANDSHAKE_SEGMENT_SIZE = 64 * 1024
 
 
-class ConnState(enum.Enum):
-    AWAIT_HEADER = "AWAIT_HEADER"
-    AWAIT_START = "AWAIT_START"  # client
-    AWAIT_TUNE = "AWAIT_TUNE"  # client: start-ok sent (secure rounds may come)
-    AWAIT_OPEN_OK = "AWAIT_OPEN_OK"  # client: tune-ok + open sent
-    AWAIT_START_OK = "AWAIT_START_OK"  # server
-    AWAIT_SECURE_OK = "AWAIT_SECURE_OK"  # server
-    AWAIT_TUNE_OK = "AWAIT_TUNE_OK"  # server
-    AWAIT_OPEN = "AWAIT_OPEN"  # server
-    OPEN = "OPEN"
-    CLOSING = "CLOSING"  # we sent close, awaiting close-ok
-    CLOSED = "CLOSED"  # terminal
-
-
 S = ConnState
-_A, _U, _X = EndpointState.ACTIVE, EndpointState.UNINIT, EndpointState.CLOSED
 
 # Transition coverage: tests set this to a set() and read what was exercised.
 COVERAGE: set[tuple[str, str, str]] | None = None
-
-
-def _illegal(conn: Connection, inp: Hashable) -> Exception:
-    # Only local calls reach the engine unchecked (a peer's frame is checked
-    # first by Connection._allowed, to say who broke what, with its code).
-    if inp == "close()":
-        return LocalProtocolError("connection is already closed" if conn.closed
-                                  else "close already sent")
-    return LocalProtocolError(f"{inp} in connection state {conn.state.name}")
 
 
 def _mechanism_tuple(
@@ -266,7 +251,10 @@ class Connection(Endpoint[ConnState]):
         #: Proton's conditions: the connection.close we sent, and the peer's.
         self.local_condition: ConnectionClose | None = None
         self.remote_condition: ConnectionClose | None = None
-        self._session_port = _SessionPort(self)  # what its sessions see of it
+        # What its sessions see of it: the connection's own writers, bound (the
+        # per-message path: no extra call).
+        self._session_port = _SessionPort(self, self._write_control, self._write_command,
+                                          self._grant_timeout)
         self.closed_reason: str | None = None
         self._interrupted: list[tuple[Session, Command, tuple[Struct, ...], bytes]] = []
         # SASL security layer hook (see install_security_layer).
@@ -552,7 +540,7 @@ class Connection(Endpoint[ConnState]):
         self._by_name.clear()
 
     # -- dispatch -------------------------------------------------------------
-    def _dispatch(self, item: Any, events: list[ev.Event]) -> None:
+    def _dispatch(self, item: Item, events: list[ev.Event]) -> None:
         try:
             self._dispatch_item(item, events)
         except SerialOrderError as e:
@@ -708,8 +696,7 @@ class Connection(Endpoint[ConnState]):
             self._note_choice(ctl)
             raise ConnectionViolation(f"SASL: {e.message}", CloseCode.CONNECTION_FORCED) from None
         self._note_choice(ctl)
-        locales = [str(x) for x in (ctl.locales or [])]
-        locale = cfg.locale if cfg.locale in locales or not locales else locales[0]
+        locale = choose_locale(cfg.locale, (str(x) for x in (ctl.locales or [])))
         self._write_control(0, ConnectionStartOk(
             client_properties=cfg.client_properties, mechanism=choice,
             response=response, locale=locale))
@@ -720,24 +707,13 @@ class Connection(Endpoint[ConnState]):
         self.peer_properties = dict(start.server_properties or {})
 
     def _on_connection_secure(self, ctl: ConnectionSecure, events: list[ev.Event]) -> None:
-        assert self._client_sasl is not None
-        try:
-            resp = self._client_sasl.challenge(ctl.challenge or b"")
-        except sasl.SaslError as e:
-            raise ConnectionViolation(f"SASL: {e.message}", CloseCode.CONNECTION_FORCED) from None
+        resp = sasl_response(self._client_sasl, ctl.challenge or b"", CloseCode.CONNECTION_FORCED)
         self._write_control(0, ConnectionSecureOk(response=resp))
 
     def _on_connection_tune(self, ctl: ConnectionTune, events: list[ev.Event]) -> None:
         cfg = self.config
         assert isinstance(cfg, ClientConfig)
-        if self._client_sasl is not None and self._client_sasl.started:
-            try:
-                # tune means "authenticated": a mechanism that expects proof
-                # from the server (SCRAM) checks it got it.
-                self._client_sasl.succeeded()
-            except sasl.SaslError as e:
-                raise ConnectionViolation(f"SASL: {e.message}",
-                                          CloseCode.CONNECTION_FORCED) from None
+        sasl_succeeded(self._client_sasl, CloseCode.CONNECTION_FORCED)
         hmin, hmax = ctl.heartbeat_min, ctl.heartbeat_max
         if hmin is None and hmax is not None:
             raise ConnectionViolation("tune: heartbeat-max without heartbeat-min",
@@ -871,10 +847,7 @@ class Connection(Endpoint[ConnState]):
         cfg = self.config
         assert isinstance(cfg, ServerConfig)
         vhost = ctl.virtual_host or ""
-        allowed = cfg.virtual_hosts
-        ok = (allowed is None or (allowed(vhost, self.identity) if callable(allowed)
-                                  else vhost in allowed))
-        if not ok:
+        if not vhost_allowed(cfg.virtual_hosts, vhost, self.identity):
             self._trace("open:invalid-path")
             self.local_condition = close = ConnectionClose(
                 reply_code=CloseCode.INVALID_PATH, reply_text=f"no virtual host {vhost!r}")
@@ -1072,11 +1045,6 @@ class Connection(Endpoint[ConnState]):
         "close()": Entry((S.CLOSED,), _on_close_call), "eof": Entry((S.CLOSED,), _on_lost)}
     _UNIVERSAL: ClassVar[dict[Hashable, Entry[ConnState]]] = {
         "lost": Entry((S.CLOSED,), _on_lost), "violation": Entry((S.CLOSED,), _on_violation)}
-    _ENDPOINT: ClassVar[dict[ConnState, tuple[EndpointState, EndpointState]]] = {
-        S.AWAIT_HEADER: (_A, _U), S.AWAIT_START: (_A, _U), S.AWAIT_TUNE: (_A, _U),
-        S.AWAIT_OPEN_OK: (_A, _U), S.AWAIT_START_OK: (_A, _U), S.AWAIT_SECURE_OK: (_A, _U),
-        S.AWAIT_TUNE_OK: (_A, _U), S.AWAIT_OPEN: (_A, _U), S.OPEN: (_A, _A),
-        S.CLOSING: (_X, _A), S.CLOSED: (_X, _X)}
     MACHINES: ClassVar[dict[Role, Machine[ConnState]]] = {
         Role.CLIENT: Machine("0-10 connection (client)", {
             S.AWAIT_HEADER: {"header": Entry((S.AWAIT_START,), _on_header), **_AWAIT_HEADER},
@@ -1092,8 +1060,8 @@ class Connection(Endpoint[ConnState]):
             S.OPEN: _OPEN,
             S.CLOSING: _CLOSING,
             S.CLOSED: {},
-        }, universal=_UNIVERSAL, terminal=(S.CLOSED,), illegal=_illegal,
-            endpoint_states=_ENDPOINT),
+        }, universal=_UNIVERSAL, terminal=(S.CLOSED,), illegal=illegal_call,
+            endpoint_states=ENDPOINT_STATES),
         Role.SERVER: Machine("0-10 connection (server)", {
             S.AWAIT_HEADER: {"header": Entry((S.AWAIT_START_OK,), _on_header), **_AWAIT_HEADER},
             S.AWAIT_START_OK: {"connection.start-ok": Entry(
@@ -1109,17 +1077,9 @@ class Connection(Endpoint[ConnState]):
             S.OPEN: _OPEN,
             S.CLOSING: _CLOSING,
             S.CLOSED: {},
-        }, universal=_UNIVERSAL, terminal=(S.CLOSED,), illegal=_illegal,
-            endpoint_states=_ENDPOINT),
+        }, universal=_UNIVERSAL, terminal=(S.CLOSED,), illegal=illegal_call,
+            endpoint_states=ENDPOINT_STATES),
     }
-
-
-def transitions_view(machines: Mapping[Role, Machine[ConnState]]
-                     ) -> dict[Role, dict[ConnState, dict[str, tuple[ConnState, ...] | None]]]:
-    """role -> state -> input -> next states (None: unchanged), the universal
-    inputs left out: the tables as the transition-coverage tests read them."""
-    return {role: {st: {str(i): (e.targets or None) for i, e in row.items()}
-                   for st, row in m.own_rows().items()} for role, m in machines.items()}
 
 
 class _SessionPort:
@@ -1128,12 +1088,13 @@ class _SessionPort:
 
     __slots__ = ("_conn", "write_control", "write_command", "grant_timeout")
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, write_control: Callable[[int, Control], None],
+                 write_command: Callable[..., None],
+                 grant_timeout: Callable[[int | None], int]) -> None:
         self._conn = conn
-        # The connection's own writers, bound (the per-message path: no extra call).
-        self.write_control: Callable[[int, Control], None] = conn._write_control
-        self.write_command: Callable[..., None] = conn._write_command
-        self.grant_timeout: Callable[[int | None], int] = conn._grant_timeout
+        self.write_control = write_control
+        self.write_command = write_command
+        self.grant_timeout = grant_timeout
 
     @property
     def closing(self) -> bool:

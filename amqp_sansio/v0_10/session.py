@@ -760,7 +760,9 @@ class Session(Endpoint[SessionState]):
     def handle_command(self, item: CommandItem, events: list[Event]) -> None:
         """A command assembly (whole, its head, a body chunk, or one the
         decoder could not read) from the peer on our channel."""
-        if isinstance(item, BodyChunk):
+        t = type(item)
+        if t is BodyChunk:
+            assert isinstance(item, BodyChunk)  # (for mypy; the type check above is the fast one)
             cid = self._streaming
             if cid is not None:
                 events.append(ev.MessageBodyChunk(self._ch, cid, item.data, item.last))
@@ -769,7 +771,7 @@ class Session(Endpoint[SessionState]):
             return
         self._trace("command")
         row = self.MACHINE.rows[self.state]
-        name = "command" if isinstance(item, InvalidCommand) else item.command.NAME
+        name = "command" if t is InvalidCommand else item.command.NAME  # type: ignore[union-attr]
         process_input(self, self.MACHINE, name if name in row else "command", item, events)
 
     def _numbered(self, item: Incoming, events: list[Event]) -> int | None:
@@ -878,24 +880,24 @@ class Session(Endpoint[SessionState]):
         self._sync_waiting.append(cid)
         self._check_barriers()
 
-    def _on_completed(self, ctl: Any, events: list[Event]) -> None:
+    def _on_completed(self, ctl: SessionCompleted, events: list[Event]) -> None:
         port, ch = self._attached_to()
         self._peer_completed(ctl.commands or SequenceSet(), events)
         if ctl.timely_reply:
             self._known_asked = True
 
-    def _on_known_completed(self, ctl: Any, events: list[Event]) -> None:
+    def _on_known_completed(self, ctl: SessionKnownCompleted, events: list[Event]) -> None:
         port, ch = self._attached_to()
         known = ctl.commands or SequenceSet()
         self._in_completed.difference_update(known)
         events.append(ev.KnownCompleted(ch, known))
 
-    def _on_confirmed(self, ctl: Any, events: list[Event]) -> None:
+    def _on_confirmed(self, ctl: SessionConfirmed, events: list[Event]) -> None:
         port, ch = self._attached_to()
         if ctl.commands:
             events.append(ev.CommandsConfirmed(ch, ctl.commands))
 
-    def _on_command_point(self, ctl: Any, events: list[Event]) -> None:
+    def _on_command_point(self, ctl: SessionCommandPoint, events: list[Event]) -> None:
         port, ch = self._attached_to()
         if ctl.command_id is None:
             raise SessionViolation("command-point without a command-id",
@@ -925,7 +927,7 @@ class Session(Endpoint[SessionState]):
         self.next_in_id = ctl.command_id
         self._numbering_known = True
 
-    def _on_flush(self, ctl: Any, events: list[Event]) -> None:
+    def _on_flush(self, ctl: SessionFlush, events: list[Event]) -> None:
         port, ch = self._attached_to()
         if ctl.expected:
             # A resuming peer: it keeps its numbering (our answer says
@@ -954,18 +956,28 @@ class Session(Endpoint[SessionState]):
                 # for which nothing of its (new) numbering is complete.
                 port.write_control(ch, SessionCompleted(commands=SequenceSet()))
 
-    def _on_expected(self, ctl: Any, events: list[Event]) -> None:
+    def _on_expected(self, ctl: SessionExpected, events: list[Event]) -> None:
         port, ch = self._attached_to()
         self._replay_from(ctl.commands or SequenceSet(), events)
 
-    def _on_gap(self, ctl: Any, events: list[Event]) -> None:
-        port, ch = self._attached_to()
-        gap = (ctl.commands or SequenceSet()).ranges
-        for lo, hi in gap:  # (plain arithmetic: the peer may place them anywhere)
-            width = (hi - lo) & _MASK
-            named = [i for i in self._in_outstanding if (i - lo) & _MASK <= width]
-            self._in_outstanding.difference_update(named)
-            self._in_completed.add_range(self._admit(lo, hi), hi)
+    def _on_gap(self, ctl: SessionGap, events: list[Event]) -> None:
+        commands = ctl.commands or SequenceSet()
+        gap = commands.ranges
+        if gap:
+            # Costs the gap's ranges and the commands held, each once (a gap
+            # may hold thousands of ranges): the held commands it names are
+            # no longer awaited, then the gap's hull is placed among what is
+            # held (_admit: one arc), the part it keeps marked complete.
+            outstanding = self._in_outstanding
+            if outstanding:
+                outstanding.difference_update([i for i in outstanding if i in commands])
+            top = gap[-1][1]
+            lo = self._admit(gap[0][0], top)
+            span = (top - lo) & _MASK
+            for a, b in gap:  # (plain arithmetic: the peer may place them anywhere)
+                if (b - lo) & _MASK > span:
+                    continue  # wholly before what the arc keeps
+                self._in_completed.add_range(lo if (a - lo) & _MASK > span else a, b)
         # Skip over gapped ids at the head of the stream: a range at a
         # time (normalised ranges never touch), not an id at a time --
         # one gap may name 2**31 ids.
@@ -977,14 +989,14 @@ class Session(Endpoint[SessionState]):
             self.next_in_id = serial_add(hi, 1)
         self._completion_dirty = True
 
-    def _on_request_timeout(self, ctl: Any, events: list[Event]) -> None:
+    def _on_request_timeout(self, ctl: SessionRequestTimeout, events: list[Event]) -> None:
         port, ch = self._attached_to()
         granted = port.grant_timeout(ctl.timeout)
         self.timeout = granted
         port.write_control(ch, SessionTimeout(timeout=granted))
         events.append(ev.SessionTimeout(ch, granted, requested=True))
 
-    def _on_timeout(self, ctl: Any, events: list[Event]) -> None:
+    def _on_timeout(self, ctl: SessionTimeout, events: list[Event]) -> None:
         port, ch = self._attached_to()
         self.timeout = ctl.timeout
         events.append(ev.SessionTimeout(ch, ctl.timeout, requested=False))
@@ -1077,14 +1089,17 @@ class Session(Endpoint[SessionState]):
         cid = self.next_in_id
         if cid is None:
             return None, False
-        self.next_in_id = serial_add(cid, 1)
+        self.next_in_id = (cid + 1) & _MASK
         top = self._received_max
-        if top is not None and serial_le(cid, top):
-            # A replayed command we already have (rule: never execute twice).
-            return cid, True
-        if top is None or cid != (top + 1) & _MASK:
+        if top is not None and cid == (top + 1) & _MASK:
+            self._received_max = cid  # the next in order: the common case
+            self._have_state = True
+        else:
+            if top is not None and serial_le(cid, top):
+                # A replayed command we already have (rule: never execute twice).
+                return cid, True
             self._admit(cid, cid)  # the peer moved its numbering: place cid
-        self._note_received(cid)
+            self._note_received(cid)
         self._in_outstanding.add(cid)
         self._got_commands_here = True
         return cid, False

@@ -86,7 +86,7 @@ class Method(SpecObject):
     ORIGIN: ClassVar[str]  # "xml", or "rabbitmq" for methods the XML lacks
 
     @staticmethod
-    def encode_into(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
+    def encode_into(o: object, out: bytearray, profile: Profile = RABBIT) -> None:
         """Append the arguments (not the class/method ids)."""
         raise NotImplementedError
 
@@ -116,7 +116,7 @@ class Properties(SpecObject):
     __slots__ = ()
 
     @staticmethod
-    def encode_into(o: Any, out: bytearray, profile: Profile = RABBIT) -> None:
+    def encode_into(o: object, out: bytearray, profile: Profile = RABBIT) -> None:
         """Append the property flags words and the present properties."""
         raise NotImplementedError
 
@@ -133,16 +133,16 @@ class Properties(SpecObject):
 # -- construction checks (called from generated __attrs_post_init__) -----------
 
 
-def _bad_arg(owner: str, name: str, typ: str, v: Any, why: str = "invalid") -> LocalProtocolError:
+def _bad_arg(owner: str, name: str, typ: str, v: object, why: str = "invalid") -> LocalProtocolError:
     return LocalProtocolError(f"{owner}: {why} value {v!r} for {name} ({typ})")
 
 
-def _check_int(owner: str, name: str, typ: str, v: Any, hi: int) -> None:
+def _check_int(owner: str, name: str, typ: str, v: object, hi: int) -> None:
     if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= hi:
         raise _bad_arg(owner, name, typ, v)
 
 
-def _check_shortstr(owner: str, name: str, v: Any) -> None:
+def _check_shortstr(owner: str, name: str, v: object) -> None:
     if not isinstance(v, str):
         raise _bad_arg(owner, name, "shortstr", v, "non-str")
     if len(v) * 4 > 255 or not v.isascii():
@@ -154,19 +154,19 @@ def _check_shortstr(owner: str, name: str, v: Any) -> None:
             raise LocalProtocolError(f"{owner}: {name} is {n} octets; a shortstr holds 255")
 
 
-def _check_longstr(owner: str, name: str, v: Any) -> None:
+def _check_longstr(owner: str, name: str, v: object) -> None:
     if not isinstance(v, bytes):
         raise _bad_arg(owner, name, "longstr", v, "non-bytes")
     if len(v) > 0xFFFFFFFF:
         raise LocalProtocolError(f"{owner}: {name} is longer than 2**32-1 octets")
 
 
-def _check_table(owner: str, name: str, v: Any) -> None:
+def _check_table(owner: str, name: str, v: object) -> None:
     if not isinstance(v, Mapping):
         raise _bad_arg(owner, name, "table", v, "non-mapping")
 
 
-def _check_timestamp(owner: str, name: str, v: Any) -> None:
+def _check_timestamp(owner: str, name: str, v: object) -> None:
     if isinstance(v, _dt.datetime):
         return
     _check_int(owner, name, "timestamp", v, (1 << 64) - 1)

@@ -187,10 +187,6 @@ class ChannelPort(Protocol):
                       body: bytes | bytearray | memoryview,
                       properties_data: bytes | None) -> None: ...
 
-    def ended(self, channel: Channel) -> None:
-        """The channel is closed: its id is free again."""
-        ...
-
     def trace(self, state: str, inp: str) -> None:
         """Transition coverage (tests): ``inp`` happened in ``state``."""
         ...
@@ -629,13 +625,13 @@ class Channel(Endpoint[ChannelState]):
         self._forget()
 
     def _forget(self) -> None:
-        """Forget everything; the id is free again."""
+        """Forget everything: the channel is CLOSED (its connection, seeing
+        that, frees the id)."""
         self.pending.clear()
         self.owed.clear()
         self.consumers.clear()
         self._cancelled.clear()
         self.unacked.clear()
-        self._port.ended(self)
 
     # -- handlers: per-method rules, when we send ------------------------------------------
     # Each checks (LocalProtocolError before anything is written), keeps its

@@ -108,19 +108,19 @@ from typing import Any
 import attrs
 
 from ..errors import DecodeError, LocalProtocolError
+from ..packing import S_H as _S_H
+from ..packing import S_I as _S_I
+from ..packing import S_Q as _S_Q
+from ..packing import S_b as _S_b
+from ..packing import S_d as _S_d
+from ..packing import S_f as _S_f
+from ..packing import S_h as _S_h
+from ..packing import S_i as _S_i
+from ..packing import S_q as _S_q
 from .codes import ReplyCode
 
 DEFAULT_MAX_DEPTH = 32
 
-_S_b = struct.Struct("!b")
-_S_h = struct.Struct("!h")
-_S_H = struct.Struct("!H")
-_S_i = struct.Struct("!i")
-_S_I = struct.Struct("!I")
-_S_q = struct.Struct("!q")
-_S_Q = struct.Struct("!Q")
-_S_f = struct.Struct("!f")
-_S_d = struct.Struct("!d")
 _S_BI = struct.Struct("!BI")
 
 pack_B = struct.Struct("!B").pack
@@ -192,7 +192,7 @@ def _bad(what: str, pos: int) -> DecodeError:
 # Strings
 
 
-def _utf8(v: Any, what: str) -> bytes:
+def _utf8(v: object, what: str) -> bytes:
     if not isinstance(v, str):
         raise LocalProtocolError(f"{what}: expected str, got {type(v).__name__}")
     try:
@@ -269,7 +269,7 @@ def _fixed(s: struct.Struct, name: str) -> _Dec:
     size = s.size
     unpack = s.unpack_from
 
-    def dec(buf: Any, pos: int, end: int, profile: Profile, depth: int) -> tuple[Any, int]:
+    def dec(buf: bytes | bytearray, pos: int, end: int, profile: Profile, depth: int) -> tuple[Any, int]:
         if pos + size > end:
             raise _short(name, pos)
         return unpack(buf, pos)[0], pos + size
@@ -277,26 +277,26 @@ def _fixed(s: struct.Struct, name: str) -> _Dec:
     return dec
 
 
-def _dec_bool(buf: Any, pos: int, end: int, profile: Profile, depth: int) -> tuple[Any, int]:
+def _dec_bool(buf: bytes | bytearray, pos: int, end: int, profile: Profile, depth: int) -> tuple[Any, int]:
     if pos >= end:
         raise _short("boolean", pos)
     return buf[pos] != 0, pos + 1
 
 
-def _dec_uint8(buf: Any, pos: int, end: int, profile: Profile, depth: int) -> tuple[Any, int]:
+def _dec_uint8(buf: bytes | bytearray, pos: int, end: int, profile: Profile, depth: int) -> tuple[Any, int]:
     if pos >= end:
         raise _short("uint8", pos)
     return buf[pos], pos + 1
 
 
-def _dec_decimal(buf: Any, pos: int, end: int, profile: Profile, depth: int) -> tuple[Any, int]:
+def _dec_decimal(buf: bytes | bytearray, pos: int, end: int, profile: Profile, depth: int) -> tuple[Any, int]:
     if pos + 5 > end:
         raise _short("decimal", pos)
     scale, raw = _S_BI.unpack_from(buf, pos)
     return decimal.Decimal(raw).scaleb(-scale, decimal.Context(prec=20)), pos + 5
 
 
-def _dec_longstr_value(buf: Any, pos: int, end: int, profile: Profile,
+def _dec_longstr_value(buf: bytes | bytearray, pos: int, end: int, profile: Profile,
                        depth: int) -> tuple[Any, int]:
     b, pos = dec_longstr(buf, pos, end)
     try:
@@ -305,7 +305,7 @@ def _dec_longstr_value(buf: Any, pos: int, end: int, profile: Profile,
         return (Typed("S", b) if profile.typed else b), pos
 
 
-def _dec_shortstr_value(buf: Any, pos: int, end: int, profile: Profile,
+def _dec_shortstr_value(buf: bytes | bytearray, pos: int, end: int, profile: Profile,
                         depth: int) -> tuple[Any, int]:
     if pos >= end:
         raise _short("shortstr", pos)
@@ -320,11 +320,11 @@ def _dec_shortstr_value(buf: Any, pos: int, end: int, profile: Profile,
         return raw, stop
 
 
-def _dec_bytes(buf: Any, pos: int, end: int, profile: Profile, depth: int) -> tuple[Any, int]:
+def _dec_bytes(buf: bytes | bytearray, pos: int, end: int, profile: Profile, depth: int) -> tuple[Any, int]:
     return dec_longstr(buf, pos, end)
 
 
-def _dec_timestamp(buf: Any, pos: int, end: int, profile: Profile,
+def _dec_timestamp(buf: bytes | bytearray, pos: int, end: int, profile: Profile,
                    depth: int) -> tuple[Any, int]:
     if pos + 8 > end:
         raise _short("timestamp", pos)
@@ -335,16 +335,16 @@ def _dec_timestamp(buf: Any, pos: int, end: int, profile: Profile,
         return Typed("T", secs), pos + 8
 
 
-def _dec_void(buf: Any, pos: int, end: int, profile: Profile, depth: int) -> tuple[Any, int]:
+def _dec_void(buf: bytes | bytearray, pos: int, end: int, profile: Profile, depth: int) -> tuple[Any, int]:
     return None, pos
 
 
-def _dec_table_value(buf: Any, pos: int, end: int, profile: Profile,
+def _dec_table_value(buf: bytes | bytearray, pos: int, end: int, profile: Profile,
                      depth: int) -> tuple[Any, int]:
     return decode_table(buf, pos, end, profile, depth - 1)
 
 
-def _dec_array_value(buf: Any, pos: int, end: int, profile: Profile,
+def _dec_array_value(buf: bytes | bytearray, pos: int, end: int, profile: Profile,
                      depth: int) -> tuple[Any, int]:
     return decode_array(buf, pos, end, profile, depth - 1)
 
@@ -387,7 +387,7 @@ RABBIT = Profile("rabbit")
 SPEC = Profile("spec")
 
 
-def decode_value(buf: Any, pos: int, end: int, profile: Profile = RABBIT,
+def decode_value(buf: bytes | bytearray, pos: int, end: int, profile: Profile = RABBIT,
                  depth: int | None = None) -> tuple[Any, int]:
     """One tagged value (``tag`` octet + value) from ``buf[pos:end]``."""
     if depth is None:
@@ -406,7 +406,7 @@ def decode_value(buf: Any, pos: int, end: int, profile: Profile = RABBIT,
     return v, npos
 
 
-def natural_tag(v: Any, profile: Profile) -> str | None:
+def natural_tag(v: object, profile: Profile) -> str | None:
     """The tag plain encoding would choose for ``v`` (None: not encodable)."""
     if v is None:
         return "V"
@@ -435,7 +435,7 @@ def natural_tag(v: Any, profile: Profile) -> str | None:
     return None
 
 
-def decode_table(buf: Any, pos: int, end: int, profile: Profile = RABBIT,
+def decode_table(buf: bytes | bytearray, pos: int, end: int, profile: Profile = RABBIT,
                  depth: int | None = None) -> tuple[dict[str, Any], int]:
     """A field table (u32 size + entries) from ``buf[pos:end]``."""
     if depth is None:
@@ -451,14 +451,14 @@ def decode_table(buf: Any, pos: int, end: int, profile: Profile = RABBIT,
     return _entries(buf, pos + 4, stop, profile, depth), stop
 
 
-def decode_table_entries(buf: Any, pos: int, end: int, profile: Profile = RABBIT,
+def decode_table_entries(buf: bytes | bytearray, pos: int, end: int, profile: Profile = RABBIT,
                          depth: int | None = None) -> dict[str, Any]:
     """Table entries filling exactly ``buf[pos:end]`` (no size prefix), as in
     the AMQPLAIN SASL response."""
     return _entries(buf, pos, end, profile, profile.max_depth if depth is None else depth)
 
 
-def _entries(buf: Any, pos: int, stop: int, profile: Profile, depth: int) -> dict[str, Any]:
+def _entries(buf: bytes | bytearray, pos: int, stop: int, profile: Profile, depth: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     while pos < stop:
         at = pos
@@ -506,7 +506,7 @@ def _entries(buf: Any, pos: int, stop: int, profile: Profile, depth: int) -> dic
     return out
 
 
-def decode_array(buf: Any, pos: int, end: int, profile: Profile = RABBIT,
+def decode_array(buf: bytes | bytearray, pos: int, end: int, profile: Profile = RABBIT,
                  depth: int | None = None) -> tuple[list[Any], int]:
     """A field array (u32 size + tagged values) from ``buf[pos:end]``."""
     if depth is None:
@@ -531,7 +531,7 @@ def decode_array(buf: Any, pos: int, end: int, profile: Profile = RABBIT,
 # Encoding
 
 
-def _range(v: Any, lo: int, hi: int, tag: str) -> int:
+def _range(v: object, lo: int, hi: int, tag: str) -> int:
     if not isinstance(v, int) or isinstance(v, bool):
         raise LocalProtocolError(f"tag {tag!r} needs an int, got {type(v).__name__}")
     if not lo <= v <= hi:
@@ -539,7 +539,7 @@ def _range(v: Any, lo: int, hi: int, tag: str) -> int:
     return v
 
 
-def _enc_decimal(v: Any, out: bytearray) -> None:
+def _enc_decimal(v: object, out: bytearray) -> None:
     if not isinstance(v, decimal.Decimal):
         raise LocalProtocolError(f"tag 'D' needs a Decimal, got {type(v).__name__}")
     sign, digits, exp = v.as_tuple()
@@ -557,7 +557,7 @@ def _enc_decimal(v: Any, out: bytearray) -> None:
     out += _S_BI.pack(scale, unscaled)
 
 
-def _enc_timestamp(v: Any, out: bytearray) -> None:
+def _enc_timestamp(v: object, out: bytearray) -> None:
     if isinstance(v, int) and not isinstance(v, bool):
         secs = v
     elif isinstance(v, _dt.datetime):
@@ -570,7 +570,7 @@ def _enc_timestamp(v: Any, out: bytearray) -> None:
     out += pack_Q(_range(secs, 0, (1 << 64) - 1, "T"))
 
 
-def _enc_float32(v: Any, out: bytearray) -> None:
+def _enc_float32(v: object, out: bytearray) -> None:
     if not isinstance(v, float | int) or isinstance(v, bool):
         raise LocalProtocolError(f"tag 'f' needs a float, got {type(v).__name__}")
     try:
@@ -579,7 +579,7 @@ def _enc_float32(v: Any, out: bytearray) -> None:
         raise LocalProtocolError(f"{v} is out of range for a float32") from None
 
 
-def _enc_float64(v: Any, out: bytearray) -> None:
+def _enc_float64(v: object, out: bytearray) -> None:
     if not isinstance(v, float | int) or isinstance(v, bool):
         raise LocalProtocolError(f"tag 'd' needs a float, got {type(v).__name__}")
     out += _S_d.pack(v)

@@ -73,8 +73,18 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import attrs
 
 from .. import __version__, sasl
-from ..engine import Endpoint, EndpointState, Entry, Machine, process_input
+from ..engine import Endpoint, Entry, Machine, process_input
 from ..errors import ConnectionViolation, DecodeError, LocalProtocolError
+from ..handshake import (
+    ENDPOINT_STATES,
+    ConnState,
+    choose_locale,
+    illegal_call,
+    sasl_response,
+    sasl_succeeded,
+    transitions_view,
+    vhost_allowed,
+)
 from ..header import HeaderGate
 from ..header import mismatch as header_mismatch
 from ..heartbeat import HeartbeatClock
@@ -88,7 +98,7 @@ from ..sasl_negotiator import (
 from . import events as ev
 from ._specbase import Method, Properties
 from .amqplain import AmqplainClient
-from .channel import Channel, ChannelSettings
+from .channel import Channel, ChannelSettings, ChannelState
 from .codec import RABBIT, SPEC, Profile
 from .codes import ReplyCode
 from .framing import (
@@ -126,31 +136,7 @@ if TYPE_CHECKING:
 
 
 
-class ConnState(enum.Enum):
-    AWAIT_HEADER = "AWAIT_HEADER"  # server: the client's protocol header
-    AWAIT_START = "AWAIT_START"  # client: header sent
-    AWAIT_TUNE = "AWAIT_TUNE"  # client: start-ok sent (secure rounds may come)
-    AWAIT_OPEN_OK = "AWAIT_OPEN_OK"  # client: tune-ok + open sent
-    AWAIT_START_OK = "AWAIT_START_OK"  # server: start sent
-    AWAIT_SECURE_OK = "AWAIT_SECURE_OK"  # server: a secure challenge sent
-    AWAIT_TUNE_OK = "AWAIT_TUNE_OK"  # server: tune sent
-    AWAIT_OPEN = "AWAIT_OPEN"  # server
-    OPEN = "OPEN"
-    CLOSING = "CLOSING"  # we sent close, awaiting close-ok
-    CLOSED = "CLOSED"  # terminal
-
-
 S = ConnState
-_A, _U, _X = EndpointState.ACTIVE, EndpointState.UNINIT, EndpointState.CLOSED
-
-
-def _illegal(conn: Connection, inp: Hashable) -> Exception:
-    # Only local calls reach the engine unchecked (a peer's frame is checked
-    # first by Connection._allowed, to say who broke what, with its code).
-    if inp == "close()":
-        return LocalProtocolError("connection is already closed" if conn.closed
-                                  else "close already sent")
-    return LocalProtocolError(f"{inp} in connection state {conn.state.name}")
 
 
 # Transition coverage: tests set this to a set() and read what was exercised
@@ -338,7 +324,10 @@ class Connection(Endpoint[ConnState]):
         else:
             self._server_sasl = ServerNegotiator(config.authenticator)
         self._offered_tune: ConnectionTune | None = None
-        self._port = _ChannelPort(self)  # what its channels see of it
+        # What its channels see of it: the connection's own calls, bound (the
+        # per-message path: no extra call).
+        self._port = _ChannelPort(self, self._is_client, self._check_can_send,
+                                  self._peer_capability, self._write_method, self._write_content)
         if self._is_client:
             self._emit(table.header)
 
@@ -599,8 +588,9 @@ class Connection(Endpoint[ConnState]):
             process_input(self, self._machine, inp, reason, events)
 
     def _drop_channels(self) -> None:
-        for ch in list(self.channels.values()):
+        for ch in self.channels.values():
             ch.lost()
+            self._decoder.reset(ch.id)
         self.channels.clear()
 
     def _fail(self, e: ConnectionViolation, events: list[ev.Event]) -> None:
@@ -678,6 +668,9 @@ class Connection(Endpoint[ConnState]):
             ch.handle_content(item, events)
         else:
             ch.handle_method(m, events)
+        if ch.state is ChannelState.CLOSED:  # (the peer's close, or its close-ok)
+            del self.channels[cid]
+            self._decoder.reset(cid)
 
     def _server_open_channel(self, cid: int, m: Method, events: list[ev.Event]) -> None:
         # channel-max bounds how many channels are open, not their numbers
@@ -787,8 +780,7 @@ class Connection(Endpoint[ConnState]):
             self.peer_properties = dict(m.server_properties)
             raise ConnectionViolation(f"SASL: {e.message}", ReplyCode.ACCESS_REFUSED,
                                       close=False) from None
-        locales = m.locales.decode("utf-8", "replace").split()
-        locale = cfg.locale if cfg.locale in locales or not locales else locales[0]
+        locale = choose_locale(cfg.locale, m.locales.decode("utf-8", "replace").split())
         self.mechanism = choice
         self.peer_properties = dict(m.server_properties)
         props = _props(cfg.client_properties)
@@ -800,21 +792,13 @@ class Connection(Endpoint[ConnState]):
         return ConnState.AWAIT_TUNE
 
     def _on_connection_secure(self, m: ConnectionSecure, events: list[ev.Event]) -> None:
-        assert self._client_sasl is not None
-        try:
-            resp = self._client_sasl.challenge(m.challenge)
-        except sasl.SaslError as e:
-            raise ConnectionViolation(f"SASL: {e.message}", ReplyCode.ACCESS_REFUSED) from None
+        resp = sasl_response(self._client_sasl, m.challenge, ReplyCode.ACCESS_REFUSED)
         self._write_method(0, ConnectionSecureOk(response=resp))
 
     def _on_connection_tune(self, m: ConnectionTune, events: list[ev.Event]) -> None:
         cfg = self.config
         assert isinstance(cfg, ClientConfig)
-        if self._client_sasl is not None and self._client_sasl.started:
-            try:
-                self._client_sasl.succeeded()  # tune means "authenticated"
-            except sasl.SaslError as e:
-                raise ConnectionViolation(f"SASL: {e.message}", ReplyCode.ACCESS_REFUSED) from None
+        sasl_succeeded(self._client_sasl, ReplyCode.ACCESS_REFUSED)
         if m.frame_max and m.frame_max < FRAME_MIN_SIZE:
             raise ConnectionViolation(f"tune: frame-max {m.frame_max} is below {FRAME_MIN_SIZE}",
                                       ReplyCode.COMMAND_INVALID, class_code=m.CLASS_ID,
@@ -940,10 +924,7 @@ class Connection(Endpoint[ConnState]):
         cfg = self.config
         assert isinstance(cfg, ServerConfig)
         vhost = m.virtual_host
-        allowed = cfg.virtual_hosts
-        ok = (allowed is None or (allowed(vhost, self.identity) if callable(allowed)
-                                  else vhost in allowed))
-        if not ok:
+        if not vhost_allowed(cfg.virtual_hosts, vhost, self.identity):
             self._trace("open:not-allowed")
             text = f"NOT_ALLOWED - vhost {vhost} not found"
             self._write_close(ConnectionClose(reply_code=ReplyCode.NOT_ALLOWED,
@@ -989,11 +970,6 @@ class Connection(Endpoint[ConnState]):
     _UNIVERSAL: ClassVar[dict[Hashable, Entry[ConnState]]] = {
         "lost": Entry((S.CLOSED,), _on_lost),
         "violation": Entry((S.CLOSING, S.CLOSED), _on_violation)}
-    _ENDPOINT: ClassVar[dict[ConnState, tuple[EndpointState, EndpointState]]] = {
-        S.AWAIT_HEADER: (_U, _U), S.AWAIT_START: (_A, _U), S.AWAIT_TUNE: (_A, _U),
-        S.AWAIT_OPEN_OK: (_A, _U), S.AWAIT_START_OK: (_A, _U), S.AWAIT_SECURE_OK: (_A, _U),
-        S.AWAIT_TUNE_OK: (_A, _U), S.AWAIT_OPEN: (_A, _U), S.OPEN: (_A, _A),
-        S.CLOSING: (_X, _A), S.CLOSED: (_X, _X)}
     MACHINES: ClassVar[dict[Role, Machine[ConnState]]] = {
         Role.CLIENT: Machine("0-9-1 connection (client)", {
             S.AWAIT_START: {
@@ -1012,8 +988,8 @@ class Connection(Endpoint[ConnState]):
                 "connection.update-secret-ok": Entry((), _on_connection_update_secret_ok)},
             S.CLOSING: _CLOSING,
             S.CLOSED: {},
-        }, universal=_UNIVERSAL, terminal=(S.CLOSED,), illegal=_illegal,
-            endpoint_states=_ENDPOINT),
+        }, universal=_UNIVERSAL, terminal=(S.CLOSED,), illegal=illegal_call,
+            endpoint_states=ENDPOINT_STATES),
         Role.SERVER: Machine("0-9-1 connection (server)", {
             S.AWAIT_HEADER: {"header": Entry((S.AWAIT_START_OK,), _on_header),
                              "bad-header": Entry((S.CLOSED,), _on_bad_header),
@@ -1033,8 +1009,8 @@ class Connection(Endpoint[ConnState]):
                      "connection.update-secret": Entry((), _on_connection_update_secret)},
             S.CLOSING: _CLOSING,
             S.CLOSED: {},
-        }, universal=_UNIVERSAL, terminal=(S.CLOSED,), illegal=_illegal,
-            endpoint_states=_ENDPOINT),
+        }, universal=_UNIVERSAL, terminal=(S.CLOSED,), illegal=illegal_call,
+            endpoint_states=ENDPOINT_STATES),
     }
 
 
@@ -1045,40 +1021,28 @@ class _ChannelPort:
     __slots__ = ("_conn", "client", "settings", "reply_to", "check_can_send",
                  "peer_capability", "write_method", "write_content")
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, client: bool, check_can_send: Callable[[], None],
+                 peer_capability: Callable[[str], bool],
+                 write_method: Callable[[int, Method], None],
+                 write_content: Callable[[int, Method, Properties | None,
+                                          bytes | bytearray | memoryview, bytes | None], None],
+                 ) -> None:
         self._conn = conn
-        self.client: bool = conn._is_client
+        self.client = client
         self.settings: ChannelSettings = conn.config
         self.reply_to: Mapping[str, frozenset[str]] = conn.TABLE.reply_to
-        # The connection's own calls, bound (the per-message path: no extra call).
-        self.check_can_send: Callable[[], None] = conn._check_can_send
-        self.peer_capability: Callable[[str], bool] = conn._peer_capability
-        self.write_method: Callable[[int, Method], None] = conn._write_method
-        self.write_content: Callable[
-            [int, Method, Properties | None, bytes | bytearray | memoryview, bytes | None], None
-        ] = conn._write_content
+        self.check_can_send = check_can_send
+        self.peer_capability = peer_capability
+        self.write_method = write_method
+        self.write_content = write_content
 
     @property
     def blocked(self) -> bool:
         return self._conn.blocked
 
-    def ended(self, channel: Channel) -> None:
-        conn = self._conn
-        if conn.channels.get(channel.id) is channel:
-            del conn.channels[channel.id]
-        conn._decoder.reset(channel.id)
-
     def trace(self, state: str, inp: str) -> None:
         if COVERAGE is not None:
             COVERAGE.add(("channel", state, inp))
-
-
-def transitions_view(machines: Mapping[Role, Machine[ConnState]]
-                     ) -> dict[Role, dict[ConnState, dict[str, tuple[ConnState, ...] | None]]]:
-    """role -> state -> input -> next states (None: unchanged), the universal
-    inputs left out: the tables as the transition-coverage tests read them."""
-    return {role: {st: {str(i): (e.targets or None) for i, e in row.items()}
-                   for st, row in m.own_rows().items()} for role, m in machines.items()}
 
 
 CONNECTION_TRANSITIONS = transitions_view(Connection.MACHINES)
