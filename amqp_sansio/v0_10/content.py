@@ -28,7 +28,7 @@ __all__ = ["Content", "ContentDelivery", "Returned"]
 import collections
 import contextlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import attrs
 
@@ -37,8 +37,28 @@ from ..errors import LocalProtocolError
 from . import spec
 
 if TYPE_CHECKING:
-    from .client import ClientSession
+    from collections.abc import Iterable
+
+    from ._specbase import Command, Struct
     from .session import CommandReceived
+    from .session import Session as CoreSession
+
+T = TypeVar("T")
+
+
+class ClientSession(Protocol):
+    """What content needs of its client session (``client.ClientSession``;
+    named here, not imported: the client imports this module)."""
+
+    core: CoreSession
+
+    def track(self, p: Pending[T]) -> Pending[T]: ...
+
+    def send(self, command: Command, *, sync: bool = False, headers: Iterable[Struct] = (),
+             body: bytes | None = None) -> int: ...
+
+    def execute(self, command: Command, *, headers: Iterable[Struct] = (),
+                body: bytes | None = None) -> Pending[Any]: ...
 
 #: Deliveries one consumer tag keeps waiting before the rest are refused
 #: (file: rejected with requeue; stream: dropped, as the class allows).
