@@ -37,6 +37,21 @@ if tree != "-":
     sys.path.insert(0, tree)
 BATCH = 50
 body = b"x" * 100
+
+
+def pump(c, s):
+    """Both ends in memory: move octets until neither has any to say."""
+    for _ in range(10):
+        a = c.data_to_send()
+        if a:
+            s.receive_data(a)
+        b = s.data_to_send()
+        if b:
+            c.receive_data(b)
+        if not a and not b:
+            return
+
+
 if proto == "0-10":
     from amqp_sansio.v0_10.connection import ClientConfig, Connection, ServerConfig
     from amqp_sansio.v0_10.session import MessageReceived
@@ -45,19 +60,9 @@ if proto == "0-10":
                                         MessageTransfer)
     c = Connection(Role.CLIENT, ClientConfig())
     s = Connection(Role.SERVER, ServerConfig())
-    def pump():
-        for _ in range(10):
-            a = c.data_to_send()
-            if a:
-                s.receive_data(a)
-            b = s.data_to_send()
-            if b:
-                c.receive_data(b)
-            if not a and not b:
-                return
-    pump()
+    pump(c, s)
     cs = c.attach(b"bench")
-    pump()
+    pump(c, s)
     cmd = MessageTransfer(destination="amq.direct", accept_mode=1, acquire_mode=0)
     headers = (DeliveryProperties(routing_key="rk", priority=4, delivery_mode=2),
                MessageProperties(content_type="application/octet-stream",
@@ -83,19 +88,9 @@ else:
     from amqp_sansio.v0_9_1.connection import ClientConfig, Connection, ServerConfig
     c = Connection("client", ClientConfig(mechanisms=("ANONYMOUS",)))
     s = Connection("server", ServerConfig())
-    def pump():
-        for _ in range(10):
-            a = c.data_to_send()
-            if a:
-                s.receive_data(a)
-            b = s.data_to_send()
-            if b:
-                c.receive_data(b)
-            if not a and not b:
-                return
-    pump()
+    pump(c, s)
     ch = c.open_channel()
-    pump()
+    pump(c, s)
     sch = s.channel(ch.id)
     ch.send(spec.BasicConsume(queue="q", consumer_tag="t"))
     s.receive_data(c.data_to_send())
