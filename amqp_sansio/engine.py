@@ -38,6 +38,7 @@ machine's ``endpoint_states``, and a condition each (:class:`Endpoint`).
 from __future__ import annotations
 
 __all__ = [
+    "State",
     "EndpointState",
     "Entry",
     "Machine",
@@ -51,6 +52,14 @@ from collections.abc import Callable, Collection, Hashable, Mapping
 from typing import Any, ClassVar, Generic, NamedTuple, Protocol, TypeVar
 
 S = TypeVar("S", bound=enum.Enum)
+
+
+class State(enum.Enum):
+    """The base of a machine's states.  Its members hash by identity (what
+    an Enum's equality is): every input looks its state's row up, and
+    ``Enum.__hash__`` is a Python-level call."""
+
+    __hash__ = object.__hash__
 
 
 class EndpointState(enum.Enum):

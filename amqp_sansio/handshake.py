@@ -21,18 +21,17 @@ from __future__ import annotations
 __all__ = ["ConnState", "ENDPOINT_STATES", "illegal_call", "transitions_view",
            "vhost_allowed", "choose_locale", "sasl_response", "sasl_succeeded"]
 
-import enum
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
 from typing import Protocol
 
 from . import sasl
-from .engine import EndpointState, Machine
+from .engine import EndpointState, Machine, State
 from .errors import ConnectionViolation, LocalProtocolError
 from .role import Role
 from .sasl_negotiator import ClientNegotiator
 
 
-class ConnState(enum.Enum):
+class ConnState(State):
     AWAIT_HEADER = "AWAIT_HEADER"  # server; 0-10 client too (the server's header)
     AWAIT_START = "AWAIT_START"  # client
     AWAIT_TUNE = "AWAIT_TUNE"  # client: start-ok sent (secure rounds may come)

@@ -118,7 +118,6 @@ __all__ = [
 
 import base64
 import binascii
-import enum
 import hashlib
 import hmac
 import secrets
@@ -129,7 +128,7 @@ from typing import Any, ClassVar, Final, Protocol
 
 import attrs
 
-from .engine import Endpoint, Entry, Machine, process_input
+from .engine import Endpoint, Entry, Machine, State, process_input
 from .errors import LocalProtocolError, RemoteProtocolError
 
 #: ``connection.close`` code sent when SASL fails (0-10 ``connection-forced``).
@@ -152,7 +151,7 @@ _GENERIC_REASON: Final = "invalid credentials"
 _ANONYMOUS_TRACE_MAX: Final = 255  # RFC 4505: at most 255 characters of trace
 
 
-class ScramState(enum.Enum):
+class ScramState(State):
     START = "START"  # nothing exchanged yet
     FIRST = "FIRST"  # client-first sent (client) / server-first sent (server)
     FINAL = "FINAL"  # client-final sent (client) / server-final sent (server)

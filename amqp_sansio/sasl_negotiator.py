@@ -31,13 +31,12 @@ __all__ = [
     "client_mechanisms",
 ]
 
-import enum
 import functools
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import ClassVar
 
 from . import sasl
-from .engine import Endpoint, Entry, Machine, process_input
+from .engine import Endpoint, Entry, Machine, State, process_input
 from .errors import LocalProtocolError
 
 #: A mechanism as a config names it: a name or a zero-argument factory.
@@ -86,7 +85,7 @@ def client_mechanisms(
     return out
 
 
-class Negotiation(enum.Enum):
+class Negotiation(State):
     NEW = "NEW"  # nothing chosen yet
     STARTED = "STARTED"  # a mechanism chosen (and created): its exchange runs
     DONE = "DONE"  # server: the client authenticated

@@ -43,7 +43,6 @@ __all__ = ["Session", "SessionState", "SESSION_TRANSITIONS", "SessionStore",
            "SessionPort", "SessionHolder", "SessionViolation",
            "CommandReceived", "MessageReceived", "MessageHeadReceived"]
 
-import enum
 import heapq
 from collections.abc import Hashable, Iterable
 from typing import Any, ClassVar, Protocol
@@ -51,7 +50,7 @@ from typing import Any, ClassVar, Protocol
 import attrs
 
 from ..connection import SansIOConnection
-from ..engine import Endpoint, EndpointState, Entry, Machine, process_input
+from ..engine import Endpoint, EndpointState, Entry, Machine, State, process_input
 from ..errors import LocalProtocolError
 from ..events import ChannelEvent, Event, ProtocolViolation
 from ..serial import SequenceSet, serial_add, serial_diff, serial_le, serial_lt
@@ -89,7 +88,7 @@ from .spec import (
 )
 
 
-class SessionState(enum.Enum):
+class SessionState(State):
     DETACHED = "DETACHED"
     ATTACHING = "ATTACHING"
     ATTACHED = "ATTACHED"
@@ -778,13 +777,13 @@ class Session(Endpoint[SessionState]):
         """Number the peer's command and vet it: its id, or None when there
         is nothing more to do (a replay we have, a failed session, a command
         refused with an execution.exception, a streamed head reported)."""
-        ch = self._ch
+        ch = self.channel or 0
         cid, duplicate = self._take_incoming_id()
         if cid is None:
             raise SessionViolation("command before any command-point", DetachCode.UNKNOWN_IDS)
         if duplicate or self.failed:
             return None  # (after an exception nothing more is executed)
-        if isinstance(item, InvalidCommand):
+        if type(item) is InvalidCommand:
             e = item.error
             events.append(ProtocolViolation(e.code, "execution", ch, e.message,
                                                "execution.exception"))
@@ -793,8 +792,8 @@ class Session(Endpoint[SessionState]):
                                 command_code=e.command_code, field_index=e.field_index,
                                 description=e.message[:0xFFFF])
             return None
-        cmd = item.command
-        missing = self._on_command(cid, cmd, item.sync)
+        cmd = item.command  # type: ignore[union-attr]
+        missing = self._on_command(cid, cmd, item.sync)  # type: ignore[union-attr]
         if missing is not None:
             index = next(f.index for f in cmd.FIELDS if f.name == missing)
             message = f"{cmd.NAME} without its required {missing}"
@@ -804,9 +803,9 @@ class Session(Endpoint[SessionState]):
                                 class_code=cmd.CLASS_CODE, command_code=cmd.CODE,
                                 field_index=index, description=message)
             return None
-        if isinstance(item, CommandHead):
+        if type(item) is CommandHead:
             self._streaming = cid
-            events.append(MessageHeadReceived(self._ch, cid, cmd,  # type: ignore[arg-type]
+            events.append(MessageHeadReceived(ch, cid, cmd,  # type: ignore[arg-type]
                                               item.headers, item.sync, session=self))
             return None
         return cid
@@ -831,7 +830,8 @@ class Session(Endpoint[SessionState]):
         if cid is None:
             return
         assert type(item) is CommandAssembly
-        events.append(MessageReceived(self._ch, cid, item.command,  # type: ignore[arg-type]
+        events.append(MessageReceived(self.channel or 0, cid,
+                                      item.command,  # type: ignore[arg-type]
                                       item.headers, item.body if item.body is not None else b"",
                                       item.sync, session=self, header_data=item.header_data))
 

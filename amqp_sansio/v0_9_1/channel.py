@@ -59,14 +59,13 @@ from __future__ import annotations
 
 __all__ = ["ChannelState", "CHANNEL_TRANSITIONS", "ChannelError", "ChannelPort", "Channel"]
 
-import enum
 from collections import deque
 from collections.abc import Hashable, Iterable, Mapping
 from typing import ClassVar, Protocol
 
 import attrs
 
-from ..engine import Endpoint, EndpointState, Entry, Machine, process_input
+from ..engine import Endpoint, EndpointState, Entry, Machine, State, process_input
 from ..errors import ConnectionViolation, LocalProtocolError
 from . import events as ev
 from ._specbase import METHODS_BY_NAME, Method, Properties, check_names
@@ -103,7 +102,7 @@ from .spec import (
 from .table import replies_to
 
 
-class ChannelState(enum.Enum):
+class ChannelState(State):
     OPENING = "OPENING"  # client: channel.open sent
     OPEN = "OPEN"
     CLOSING = "CLOSING"  # we sent channel.close, awaiting close-ok
