@@ -327,11 +327,12 @@ class Connection(Endpoint[ConnState]):
                 if not data or self.closed:
                     return events
             items, error = self._decoder.feed_until_error(data)
+            closed = ConnState.CLOSED
             for item in items:
                 self._dispatch(item, events)
-                if self.closed:
+                if self.state is closed:
                     break
-            if error is not None and not self.closed:
+            if error is not None and self.state is not closed:
                 raise error
         except DecodeError as e:
             violation = ConnectionViolation(e.message, e.code, channel=e.channel)
@@ -542,7 +543,27 @@ class Connection(Endpoint[ConnState]):
     # -- dispatch -------------------------------------------------------------
     def _dispatch(self, item: Item, events: list[ev.Event]) -> None:
         try:
-            self._dispatch_item(item, events)
+            if type(item) is ControlAssembly:
+                ctl = item.control
+                if ctl.CLASS_CODE == 1:
+                    self._on_connection_control(item.channel, ctl, events)
+                    return
+            elif self.state is ConnState.CLOSING:
+                return  # we are closing: nothing more is executed
+            # Session traffic: legal once open (the table's "channel"),
+            # within channel-max; the session's own table takes it from there.
+            channel = item.channel
+            if self.state not in (ConnState.OPEN, ConnState.CLOSING):
+                raise ConnectionViolation(f"session traffic on channel {channel} before the "
+                                          "connection is open", CloseCode.FRAMING_ERROR,
+                                          channel=channel)
+            if COVERAGE is not None:
+                self._trace("channel")  # a legal input here (traced only once it is)
+            if channel >= self.channel_max:
+                raise ConnectionViolation(f"channel {channel} is beyond channel-max "
+                                          f"{self.channel_max}", CloseCode.FRAMING_ERROR,
+                                          channel=channel)
+            process_input(self, self._machine, "channel", item, events)
         except SerialOrderError as e:
             # Ids from the peer that no order relates to ours (2**31 apart).
             session = self.sessions.get(item.channel)
@@ -550,28 +571,6 @@ class Connection(Endpoint[ConnState]):
                 raise ConnectionViolation(str(e), CloseCode.FRAMING_ERROR,
                                           channel=item.channel) from None
             self._session_violation(session, str(e), DetachCode.UNKNOWN_IDS, events)
-
-    def _dispatch_item(self, item: Item, events: list[ev.Event]) -> None:
-        if type(item) is ControlAssembly:
-            ctl = item.control
-            if ctl.CLASS_CODE == 1:
-                self._on_connection_control(item.channel, ctl, events)
-                return
-        elif self.state is ConnState.CLOSING:
-            return  # we are closing: nothing more is executed
-        self._check_session_channel(item.channel)
-        process_input(self, self._machine, "channel", item, events)
-
-    def _check_session_channel(self, channel: int) -> None:
-        if self.state not in (ConnState.OPEN, ConnState.CLOSING):
-            raise ConnectionViolation(f"session traffic on channel {channel} before the "
-                                      "connection is open", CloseCode.FRAMING_ERROR,
-                                      channel=channel)
-        self._trace("channel")  # a legal input here (traced only once it is)
-        if channel >= self.channel_max:
-            raise ConnectionViolation(f"channel {channel} is beyond channel-max "
-                                      f"{self.channel_max}", CloseCode.FRAMING_ERROR,
-                                      channel=channel)
 
     def _allowed(self, name: str) -> None:
         if name not in self._machine.rows[self.state]:

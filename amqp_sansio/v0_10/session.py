@@ -768,7 +768,8 @@ class Session(Endpoint[SessionState]):
                 if item.last:
                     self._streaming = None
             return
-        self._trace("command")
+        if COVERAGE is not None:
+            self._trace("command")
         row = self.MACHINE.rows[self.state]
         name = "command" if t is InvalidCommand else item.command.NAME  # type: ignore[union-attr]
         process_input(self, self.MACHINE, name if name in row else "command", item, events)

@@ -625,7 +625,10 @@ class Connection(Endpoint[ConnState]):
             raise ConnectionViolation(f"{m.NAME} on channel {ch} (connection methods use "
                                       "channel 0)", ReplyCode.COMMAND_INVALID, channel=ch,
                                       class_code=m.CLASS_ID, command_code=m.METHOD_ID)
-        self._allowed("channel", m)
+        if "channel" not in self._machine.rows[self.state]:
+            self._allowed("channel", m)  # (raises: says who broke what, with its code)
+        elif COVERAGE is not None:
+            self._trace("channel")
         process_input(self, self._machine, "channel", item, events)
 
     def _allowed(self, name: str, m: Method | None = None) -> None:
