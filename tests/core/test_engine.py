@@ -172,9 +172,8 @@ CORE = Path(__file__).resolve().parents[2] / "amqp_sansio"
 #: outcome (``Delivery.state``), written where the link settles it.
 NOT_ENDPOINT_STATE = {("v1_0/link.py", "d.state")}
 
-#: Modules still moving onto the engine (issue 25, 1.0's part): their own
-#: state writers are listed here until they go.  Empty once 1.0 lands.
-PENDING = {"v1_0/connection.py", "v1_0/link.py", "v1_0/sasl.py", "v1_0/session.py"}
+#: Modules still moving onto the engine: none since 1.0 landed (issue 25).
+PENDING: set[str] = set()
 
 
 def _state_writers(path: Path) -> list[tuple[int, str, str]]:
