@@ -608,7 +608,7 @@ class Connection091(FrontEnd):
         self.broker.drop_expired(q)
         return spec.QueuePurgeOk(message_count=self.broker.purge(q))
 
-    def queue_delete(self, books: ChannelBooks, m: Any) -> Method:
+    def queue_delete(self, books: ChannelBooks, m: Any) -> Method | None:
         name = m.queue or books.last_queue
         q = self.ns.queues.get(name)
         if q is None:
@@ -620,8 +620,12 @@ class Connection091(FrontEnd):
         if m.if_empty and q.messages:
             raise _Fail(PRECONDITION_FAILED, f"queue {q.name!r} not empty")
         count = len(q.messages)
+        # delete-ok before the basic.cancel its consumers get (RabbitMQ's
+        # order: py-amqp waiting for the ok takes a cancel first as an error)
+        if m.expects_reply:
+            books.channel.send(spec.QueueDeleteOk(message_count=count))
         self.broker.delete_queue(q)
-        return spec.QueueDeleteOk(message_count=count)
+        return None
 
     # basic class
     def basic_qos(self, books: ChannelBooks, m: Any) -> None:
