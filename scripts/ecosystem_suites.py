@@ -203,8 +203,10 @@ async def main():
         print("ready", flush=True)
 try:
     trio.run(main)
-except KeyboardInterrupt:
-    pass
+except BaseException as e:  # (stopped by SIGINT: quietly)
+    if not isinstance(e, KeyboardInterrupt) and not (
+            isinstance(e, BaseExceptionGroup) and e.subgroup(KeyboardInterrupt)):
+        raise
 """
     env = dict(os.environ, PYTHONPATH=path) if path else None
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
@@ -252,7 +254,10 @@ def _inner(args: argparse.Namespace) -> int:
     certs = Path(args.certs) if args.certs else None
     run = _embedded if args.inner_broker == "embedded" else _rabbitmq
     env = {**os.environ, **suite.env, "PYTHONDONTWRITEBYTECODE": "1"}
-    cmd = [args.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--timeout", "120",
+    has_timeout = subprocess.run([args.python, "-c", "import pytest_timeout"],
+                                 capture_output=True).returncode == 0
+    cmd = [args.python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+           *(["--timeout", "120"] if has_timeout else []),
            f"--junitxml={args.junit}", *suite.args, *suite.tests, *args.pytest_args]
     if suite.plugin:
         env["PYTHONPATH"] = f"{args.work}{os.pathsep}{env.get('PYTHONPATH', '')}"
@@ -347,6 +352,9 @@ def main() -> int:
     p.add_argument("--broker-path", help="import the embedded broker from this directory "
                    "(PYTHONPATH: packages amqp_sansio, amqp_sansio_broker, ... of another tree)")
     p.add_argument("--tag", default="", help="suffix of the result files (e.g. -before)")
+    p.add_argument("--this-python", action="store_true",
+                   help="run the suites with this interpreter (it has their dependencies: "
+                        "CI's subset), not a venv of their own")
     # (inner: the run inside a namespace)
     p.add_argument("--inner-suite", help=argparse.SUPPRESS)
     p.add_argument("--inner-broker", help=argparse.SUPPRESS)
@@ -361,12 +369,15 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     (work / "eco_docker_standin.py").write_text(DOCKER_STANDIN, encoding="utf-8")
     pika_src = Path(args.pika_src).resolve() if args.pika_src else None
-    py = _suite_venv(work, pika_src)
+    py = Path(sys.executable) if args.this_python else _suite_venv(work, pika_src)
     brokers = args.brokers.split(",")
-    aiormq_src = _sources(work, SUITES["aiormq"], None)
+    suites = args.suites.split(",")
+    # (the TLS listener uses aiormq's test certificates: only for its suites)
+    aiormq_src = (_sources(work, SUITES["aiormq"], None)
+                  if {"aiormq", "aio-pika", "py-amqp"} & set(suites) else None)
     certs = aiormq_src / "tests" / "certs" if aiormq_src else None
     results: dict[str, dict[str, Outcome]] = {}
-    for name in args.suites.split(","):
+    for name in suites:
         suite = SUITES[name]
         src = _sources(work, suite, pika_src)
         if src is None:
