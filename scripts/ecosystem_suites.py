@@ -254,6 +254,7 @@ def _inner(args: argparse.Namespace) -> int:
     certs = Path(args.certs) if args.certs else None
     run = _embedded if args.inner_broker == "embedded" else _rabbitmq
     env = {**os.environ, **suite.env, "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("PYTEST_ADDOPTS", None)  # (CI's --junitxml is its own run's, not the suite's)
     has_timeout = subprocess.run([args.python, "-c", "import pytest_timeout"],
                                  capture_output=True).returncode == 0
     cmd = [args.python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
