@@ -92,7 +92,7 @@ from .auth import Login, Peer
 from .dtx import Work
 from .front import FrameTap, FrontEnd, quoted
 from .model import Consumer, Held, ModelError, QMsg, QueueState, VHost
-from .properties import FORM_1_0, Sections10, Wire, split_1_0
+from .properties import FORM_1_0, Sections10, Wire, split_wire_1_0
 from .routing import Binding
 from .selector_1_0 import SelectorError, compile_selector
 from .store import HeldRecord, TerminusRecord
@@ -1002,8 +1002,8 @@ class Connection10(FrontEnd):
         if d.remote_state is not None and txn is None and isinstance(
                 d.remote_state, TransactionalState):
             return  # the link was detached: an unknown transaction
-        secs, body = split_1_0(payload)
-        outcome = self._publish(pub, secs, body, txn)
+        secs, wire, body = split_wire_1_0(payload)
+        outcome = self._publish(pub, secs, wire, body, txn)
         if d.settled:
             return  # pre-settled (38): nothing to say
         if txn is not None:
@@ -1017,7 +1017,7 @@ class Connection10(FrontEnd):
         else:
             d.settle(outcome)
 
-    def _publish(self, pub: Publisher10, secs: Sections10, body: bytes,
+    def _publish(self, pub: Publisher10, secs: Sections10, wire: Wire, body: bytes,
                  txn: Txn | None) -> Any:
         node = pub.node
         if node is None:  # anonymous relay: the message's ``to``
@@ -1045,7 +1045,7 @@ class Connection10(FrontEnd):
                 return self._refused(pub, RESOURCE_LIMIT, f"a transaction stages at most "
                                      f"{TXN_STAGED_OCTETS} octets")
             txn.staged += len(body)
-        routed = self.broker.publish(x, key, Wire(FORM_1_0, secs), body, origin=self,
+        routed = self.broker.publish(x, key, wire, body, origin=self,
                                      work=txn.work if txn is not None else None)
         if routed.refused:
             return self._refused(pub, RESOURCE_LIMIT, "a queue is full")

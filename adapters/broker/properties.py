@@ -30,7 +30,7 @@ key; 1.0 consumers of other protocols' messages get no subject.
 from __future__ import annotations
 
 __all__ = ["Wire", "Form", "FORMS", "convert", "wire_of", "decode_stored",
-           "FORM_1_0", "Sections10", "split_1_0",
+           "FORM_1_0", "Sections10", "split_1_0", "split_wire_1_0",
            "FORM_0_10", "FORM_0_9_1", "redelivered_0_10", "priority_0_10", "priority_0_9_1"]
 
 import sys
@@ -504,11 +504,26 @@ class Sections10:
     body_kind: int = BODY_DATA
     body_name: str | None = None  # (stores of earlier versions: the sections' kind)
     footer: bytes = b""
+    #: Its sections before the body as a first delivery carries them (the
+    #: publisher's header), made on the first such render (not copied by
+    #: ``attrs.evolve``: a copy renders its own).
+    _before_body: list[bytes] = attrs.field(init=False, factory=list, eq=False, repr=False)
 
     def render(self, body: bytes, header: Header10 | None) -> bytes:
         """The transfer payload: ``header`` (the delivery's), the annotations,
         the bare message with ``body``, the footer."""
         kind = self.body_kind
+        if header is self.header and kind == BODY_DATA:
+            # (the usual delivery: its sections before the body made once for
+            # every message that shares these sections -- split_1_0's cache)
+            before = self._before_body
+            if not before:
+                before.append(_1_0(AmqpMessage10(
+                    header=header, message_annotations=MessageAnnotations10(self.annotations)
+                    if self.annotations else None)) + self.bare_head)
+            n = len(body)
+            return b"".join((before[0], _DATA8 + n.to_bytes(1, "big") if n < 256
+                             else _DATA32 + n.to_bytes(4, "big"), body, self.footer))
         sections = _1_0(AmqpMessage10(header=header, message_annotations=MessageAnnotations10(
             self.annotations) if self.annotations else None))
         if kind == BODY_DATA:
@@ -525,12 +540,66 @@ class Sections10:
 
 
 _1_0 = msg_1_0.encode_message
+#: A data section's descriptor and binary constructor (vbin8, vbin32).
+_DATA8, _DATA32 = b"\x00\x53\x75\xa0", b"\x00\x53\x75\xb0"
 
 
 def _bare_head(props: Properties10 | None, app: dict[str, Any] | None) -> bytes:
     """properties + application-properties, encoded."""
     return _1_0(AmqpMessage10(properties=props, application_properties=ApplicationProperties10(
         app) if app else None))
+
+
+#: Sections lately split off payloads, by their octets before the body (a
+#: publisher sends the same ones message after message): the Sections10 and
+#: a Wire of them, shared by the messages published alike (Wires are not
+#: changed once made), so a conversion to another protocol is made once for
+#: them too.  At most _STAMPED_KEPT entries of at most _STAMPED_SIZE octets.
+_SPLIT: dict[bytes, tuple[Sections10, Wire]] = {}
+
+
+def _data_section_at(payload: bytes) -> int:
+    """Where the body starts if ``payload`` is the usual message: sections
+    before the body each a described list or map (short descriptor), then
+    one data section running to the end; else -1 (split_1_0 reads it all)."""
+    pos, n = 0, len(payload)
+    while pos + 5 <= n and payload[pos] == 0x00 and payload[pos + 1] == 0x53:
+        code, c = payload[pos + 2], payload[pos + 3]
+        if code == 0x75:
+            if c == 0xA0:
+                return pos if pos + 5 + payload[pos + 4] == n else -1
+            if c == 0xB0 and pos + 8 <= n:
+                size = int.from_bytes(payload[pos + 4:pos + 8], "big")
+                return pos if pos + 8 + size == n else -1
+            return -1
+        if not 0x70 <= code <= 0x74:
+            return -1
+        if c == 0x45:  # list0
+            pos += 4
+        elif c == 0xC0 or c == 0xC1:  # list8, map8
+            pos += 5 + payload[pos + 4]
+        elif (c == 0xD0 or c == 0xD1) and pos + 8 <= n:  # list32, map32
+            pos += 8 + int.from_bytes(payload[pos + 4:pos + 8], "big")
+        else:
+            return -1
+    return -1
+
+
+def split_wire_1_0(payload: bytes) -> tuple[Sections10, Wire, bytes]:
+    """:func:`split_1_0` and a Wire of the sections, both shared with the
+    last messages whose octets before the body were the same."""
+    at = _data_section_at(payload)
+    if at >= 0:
+        got = _SPLIT.get(payload[:at])
+        if got is not None:
+            return got[0], got[1], payload[at + (5 if payload[at + 3] == 0xA0 else 8):]
+    secs, body = split_1_0(payload)
+    wire = Wire(FORM_1_0, secs)
+    if 0 <= at <= _STAMPED_SIZE:
+        if len(_SPLIT) >= _STAMPED_KEPT:
+            _SPLIT.clear()
+        _SPLIT[payload[:at]] = (secs, wire)
+    return secs, wire, body
 
 
 def split_1_0(payload: bytes) -> tuple[Sections10, bytes]:

@@ -7,6 +7,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import pytest
+
+from amqp_sansio.errors import DecodeError
 from amqp_sansio.v0_9_1.spec import BasicProperties
 from amqp_sansio.v0_10 import spec
 from amqp_sansio_broker.properties import (
@@ -103,3 +106,55 @@ def test_the_store_keeps_each_form_as_published() -> None:
         assert got is not None and got.form == w.form and got.value == w.value
         assert (got.headers, got.persistent, got.ttl) == ({"a": 1}, True, 10)
     assert decode_stored("amqp-9", b"") is None
+
+
+def test_1_0_sections_split_once_for_messages_published_alike() -> None:
+    """split_wire_1_0 gives what split_1_0 gives -- for the usual shape
+    (sections, then one data section) from its cache the second time, for
+    any other shape read whole -- and a first delivery renders the payload
+    as published."""
+    from amqp_sansio.v1_0.message import AmqpMessage, encode_message
+    from amqp_sansio.v1_0.spec import (
+        AmqpValue,
+        ApplicationProperties,
+        Data,
+        Footer,
+        Header,
+        MessageAnnotations,
+        Properties,
+    )
+    from amqp_sansio_broker.properties import split_1_0, split_wire_1_0
+
+    props = Properties(content_type="text/plain", subject="s")
+    shapes = [
+        AmqpMessage(body=(Data(b"x" * 100),)),
+        AmqpMessage(header=Header(durable=True, ttl=5000), properties=props,
+                    application_properties=ApplicationProperties({"n": 1}),
+                    body=(Data(b"y" * 100),)),
+        AmqpMessage(message_annotations=MessageAnnotations({"x-opt-a": "b"}),
+                    properties=props, body=(Data(b"z" * 70000),)),  # vbin32
+        AmqpMessage(properties=props, body=AmqpValue(b"v")),
+        AmqpMessage(properties=props, body=(Data(b"a"), Data(b"b"))),
+        AmqpMessage(properties=props, body=(Data(b"f"),), footer=Footer({"k": 1})),
+    ]
+    for m in shapes:
+        payload = encode_message(m)
+        want = split_1_0(payload)
+        first = split_wire_1_0(payload)
+        again = split_wire_1_0(payload)
+        assert (first[0], first[2]) == want and (again[0], again[2]) == want
+        assert again[1].value == want[0]
+        assert want[0].render(want[1], want[0].header) == payload
+        assert want[0].render(want[1], want[0].header) == payload  # (the rendered head kept)
+    # alike but for the body: the same sections and Wire, the body its own
+    a = encode_message(AmqpMessage(properties=props, body=(Data(b"1" * 10),)))
+    b = encode_message(AmqpMessage(properties=props, body=(Data(b"2" * 300),)))
+    sa, wa, ba = split_wire_1_0(a)
+    sb, wb, bb = split_wire_1_0(b)
+    assert sa is sb and wa is wb and (ba, bb) == (b"1" * 10, b"2" * 300)
+    assert sb.render(bb, sb.header) == b
+    # a data section that does not run to the end is not the usual shape: read whole
+    bad = a[:-1] + b"\x00\x53\x75\xa0\x00"
+    for split in (split_1_0, split_wire_1_0):
+        with pytest.raises(DecodeError):
+            split(bad)
