@@ -186,8 +186,9 @@ class ChannelPort(Protocol):
                       body: bytes | bytearray | memoryview,
                       properties_data: bytes | None) -> None: ...
 
-    def trace(self, state: str, inp: str) -> None:
-        """Transition coverage (tests): ``inp`` happened in ``state``."""
+    def trace(self, state: ChannelState, inp: str, other: str | None = None) -> None:
+        """Transition coverage (tests): ``inp`` happened in ``state`` (traced
+        as ``other`` -- "method" -- when the table names it only as a rule)."""
         ...
 
 
@@ -270,7 +271,7 @@ class Channel(Endpoint[ChannelState]):
         return self.confirms is not None
 
     def _trace(self, inp: str, state: ChannelState | None = None) -> None:
-        self._port.trace((state or self.state).name, inp)
+        self._port.trace(state or self.state, inp)
 
     def _check_sendable(self, what: str) -> None:
         self._port.check_can_send()
@@ -477,7 +478,7 @@ class Channel(Endpoint[ChannelState]):
         if inp not in row:
             raise _fault(f"{name} on channel {self.id} in state {st.name}",
                          ReplyCode.CHANNEL_ERROR, m, self.id)
-        self._trace(inp if inp in CHANNEL_TRANSITIONS[st] else "method")
+        self._port.trace(st, inp, "method")
         try:
             process_input(self, self.MACHINE, inp, m, events)
         except ChannelError as e:
@@ -494,7 +495,7 @@ class Channel(Endpoint[ChannelState]):
         if inp not in row:
             raise _fault(f"{name} on channel {self.id} in state {st.name}",
                          ReplyCode.CHANNEL_ERROR, m, self.id)
-        self._trace("content")
+        self._port.trace(st, "content")
         try:
             process_input(self, self.MACHINE, inp, item, events)
         except ChannelError as e:
