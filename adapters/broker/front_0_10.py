@@ -42,7 +42,7 @@ __all__ = ["Connection010", "Sessions010", "SessState", "Consumer010", "DEFERRED
 import collections
 import logging
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
@@ -152,6 +152,18 @@ class Consumer010(Consumer):
         if bc is not None:
             bc.note_output(len(body) + 256)
         return True
+
+
+_S = TypeVar("_S", bound=Struct)
+
+
+def _struct(headers: tuple[Struct, ...], cls: type[_S]) -> _S | None:
+    """The header struct of class ``cls`` (a loop: cheaper than a generator
+    once per publish)."""
+    for h in headers:
+        if isinstance(h, cls):
+            return h
+    return None
 
 
 def may_deliver(s: Session, st: SessState) -> bool:
@@ -634,7 +646,7 @@ class Connection010(FrontEnd):
             if x is None:
                 raise _Fail(NOT_FOUND, f"no exchange {e.transfer.destination!r}", "destination")
             work = st.tx if st.transactional else self.broker.dtx.work_of(s)
-            fp = next((h for h in e.headers if isinstance(h, spec.FragmentProperties)), None)
+            fp = _struct(e.headers, spec.FragmentProperties)
             if fp is not None and not (fp.first and fp.last):
                 # one fragment of a message: kept until the message is whole
                 whole = content.fragment(self, s, e.command_id, e.transfer, e.headers, e.body)
@@ -669,10 +681,10 @@ class Connection010(FrontEnd):
         """Route a transfer and enqueue it -- or, in a transaction, stage the
         enqueues in its ``work`` (done when it commits).  ``header_data``:
         the header segment's octets (the model keeps and relays them)."""
-        dp = next((h for h in headers if isinstance(h, spec.DeliveryProperties)), None)
+        dp = _struct(headers, spec.DeliveryProperties)
         key = (dp.routing_key if dp is not None else None) or ""
         octets = header_data if header_data or not headers else None
-        routed = self.broker.publish(x, key, Wire(FORM_0_10, headers, octets), body,
+        routed = self.broker.publish(x, key, Wire.published(FORM_0_10, headers, octets), body,
                                      origin=self.conn, work=work)
         # accept-mode is required, but qpid-python omits it on every publish; its
         # qpid.messaging driver has no handler for message.accept/reject and fails the

@@ -775,7 +775,7 @@ class Connection091(FrontEnd):
         if x.internal:
             raise _Fail(ACCESS_REFUSED, f"cannot publish to internal exchange {x.name!r}")
         b = self.broker
-        wire = Wire(FORM_0_9_1, properties, properties_data or None)
+        wire = Wire.published(FORM_0_9_1, properties, properties_data or None)
         routed = b.publish(x, m.routing_key, wire, body, origin=self, work=books.tx)
         if books.confirming:
             books.published += 1

@@ -77,16 +77,31 @@ def levels_of(arguments: Mapping[str, Any], default_xml: int = 0
     return xml
 
 
+#: Priorities lately read from property octets, per form (messages published
+#: alike share theirs: read once for them); at most _SEEN_KEPT entries.
+_SEEN: dict[str, dict[bytes, int | None]] = {FORM_0_10: {}, FORM_0_9_1: {}}
+_READ: dict[str, Callable[[bytes], int | None]] = {
+    FORM_0_10: priority_0_10, FORM_0_9_1: priority_0_9_1}
+_SEEN_KEPT, _SEEN_SIZE = 256, 1024
+
+
 def message_priority(m: QMsg) -> int | None:
     """``m``'s priority (None: it has none), read from its publisher's octets
     where it holds them."""
     form = m.form
     head = m.published_head(form)
     if head is not None:
-        if form == FORM_0_10:
-            return priority_0_10(head)
-        if form == FORM_0_9_1:
-            return priority_0_9_1(head)
+        seen = _SEEN.get(form)
+        if seen is not None:
+            p = seen.get(head, -1)  # (-1: not seen; None is "no priority")
+            if p != -1:
+                return p
+            p = _READ[form](head)
+            if len(head) <= _SEEN_SIZE:
+                if len(seen) >= _SEEN_KEPT:
+                    seen.clear()
+                seen[head] = p
+            return p
     return m.wire.props.priority
 
 

@@ -172,6 +172,23 @@ class Wire:
                 _DECODED[key] = got
         return got
 
+    @classmethod
+    def published(cls, form: str, value: Any, octets: bytes | None) -> Wire:
+        """The properties of a publish: ``value`` decoded from ``octets``.
+        Octets lately seen give the same Wire (as :meth:`decoded`: what the
+        broker reads from them is read once for a run of messages published
+        alike)."""
+        if octets is None or len(octets) > _STAMPED_SIZE:
+            return cls(form, value, octets)
+        key = (form, octets)
+        got = _DECODED.get(key)
+        if got is None:
+            got = cls(form, value, octets)
+            if len(_DECODED) >= _STAMPED_KEPT:
+                _DECODED.clear()
+            _DECODED[key] = got
+        return got
+
     def stamp(self, head: bytes, exchange: str, routing_key: str) -> tuple[bytes, bool]:
         """``head`` (these properties' octets) as a consumer of the same
         protocol gets them after routing (see :attr:`Form.stamp`), and
