@@ -10,25 +10,27 @@ is vhost ``prod``.  Default ports: 5672 (amqp), 5671 (amqps).
 
 Options (query string), all optional:
 
-==================  ===========================================================
-heartbeat           seconds wanted (0 = none)
-channel_max         highest channel count wanted
-frame_max           largest frame wanted (alias ``max_frame_size``)
-connect_timeout     seconds for TCP (+TLS) connect (alias ``socket_timeout``, pika's)
-connection_attempts tries to connect before giving up (default 1; pika's)
-retry_delay         seconds between those tries (default 2; pika's)
-blocked_connection_timeout
-                    seconds a connection the broker blocked (0-9-1
-                    ``connection.blocked``) may stay so before the client
-                    gives it up (default: no limit; pika's)
-read_timeout        seconds a blocking read waits for a reply
-mechanism           SASL mechanism(s) to try, comma-separated, in order
-protocol            ``0-10`` (default), ``0-9-1``, ``0-9`` or ``1.0``
-cafile, certfile,   TLS files (amqps)
-keyfile
-verify              ``true``/``false``: verify the server certificate (amqps)
-server_name         TLS server name (defaults to host)
-==================  ===========================================================
+==========================  ==================================================
+heartbeat                   seconds wanted (0 = none)
+channel_max                 highest channel count wanted
+frame_max                   largest frame wanted (alias ``max_frame_size``)
+connect_timeout             seconds for TCP (+TLS) connect (alias
+                            ``socket_timeout``, pika's)
+connection_attempts         tries to connect before giving up (default 1;
+                            pika's)
+retry_delay                 seconds between those tries (default 2; pika's)
+blocked_connection_timeout  seconds a connection the broker blocked (0-9-1
+                            ``connection.blocked``) may stay so before the
+                            client gives it up (default: no limit; pika's)
+read_timeout                seconds a blocking read waits for a reply
+mechanism                   SASL mechanism(s) to try, comma-separated, in
+                            order
+protocol                    ``0-10`` (default), ``0-9-1``, ``0-9`` or ``1.0``
+cafile, certfile, keyfile   TLS files (amqps)
+verify                      ``true``/``false``: verify the server certificate
+                            (amqps)
+server_name                 TLS server name (defaults to host)
+==========================  ==================================================
 
 Unknown options are an error (a typo should not pass silently).  The
 password never appears in ``repr``.
