@@ -643,6 +643,12 @@ class ClientSessionBase(Generic[SubT]):
         """Nothing awaits the broker's answer (raises the session's error)."""
         raise NotImplementedError
 
+    def completed_to(self, most: int) -> bool:
+        """At most ``most`` publishes await the broker's answer (raises the
+        session's error; asks the broker for its answers when more do)."""
+        return self.all_completed() if most <= 0 else (
+            self.outstanding <= most or self.all_completed())
+
     def sync(self) -> Pending[Any]:
         """Answered once the broker has processed everything sent before."""
         raise NotImplementedError

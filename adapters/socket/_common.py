@@ -176,11 +176,12 @@ class SessionBase(SessionView[P]):
         if not p.has_room():
             self._pump.wait(p.has_room, timeout, "room in the replay window")
 
-    def _wait_all_completed(self, timeout: float | None, what: str) -> None:
+    def _wait_all_completed(self, timeout: float | None, what: str, most: int = 0) -> None:
         pump = self._pump
+        p = self._p
         with pump.lock:
-            self._p.flush()
-            pump.wait(self._p.all_completed, timeout, what)
+            p.flush()
+            pump.wait(lambda: p.completed_to(most), timeout, what)
 
     def corked(self) -> AbstractContextManager[None]:
         """``with session.corked():`` around many publishes in a row.  A
@@ -223,10 +224,12 @@ class SessionBase(SessionView[P]):
         confirmed every publish); batched accepts go out first."""
         self.call(self._p.sync, timeout, "sync")
 
-    def wait_completed(self, timeout: float | None = DEFAULT) -> None:
+    def wait_completed(self, timeout: float | None = DEFAULT, *, most: int = 0) -> None:
         """Wait until nothing sent awaits the broker (0-10: completion, asked
-        for with ``session.flush``; 0-9-1: publisher confirms)."""
-        self._wait_all_completed(timeout, "completion of outstanding commands")
+        for with ``session.flush``; 0-9-1: publisher confirms) -- or, with
+        ``most``, until no more than that many do (a pipelining publisher
+        keeps the pipe full: it waits for half its window, not all of it)."""
+        self._wait_all_completed(timeout, "completion of outstanding commands", most)
 
     # -- settling --------------------------------------------------------------------
     def accept(self, deliveries: Iterable[ClientDelivery]) -> None:

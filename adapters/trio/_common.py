@@ -148,10 +148,10 @@ class SessionBase(SessionView[P]):
         await self.wait_for(answer)
         return n
 
-    async def _wait_while_busy(self) -> None:
+    async def _wait_while_busy(self, most: int = 0) -> None:
         await checkpoint_if_cancelled()
         self._p.flush()
-        while not self._p.all_completed():
+        while not self._p.completed_to(most):
             self._pump.pull()
             await self._progress.park()
 
@@ -187,11 +187,12 @@ class SessionBase(SessionView[P]):
         await self.wait_for_room()
         await self.wait_for(self._p.sync())
 
-    async def wait_completed(self) -> None:
+    async def wait_completed(self, *, most: int = 0) -> None:
         """Wait until nothing sent awaits the broker (publishes with
-        ``wait=False`` included): 0-10 completion, 0-9-1 confirms.  Raises
-        if the session or connection failed meanwhile."""
-        await self._wait_while_busy()
+        ``wait=False`` included): 0-10 completion, 0-9-1 confirms -- or, with
+        ``most``, until no more than that many do.  Raises if the session or
+        connection failed meanwhile."""
+        await self._wait_while_busy(most)
 
     # -- settling -----------------------------------------------------------------
     # Settling is not a cancel point: once called it is done (it only queues

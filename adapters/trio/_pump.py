@@ -127,6 +127,10 @@ class Pump:
         self._outbuf: list[bytes] = []
         self._writer_wake = trio.Event()
         self._drained = ParkingLot()  # publishers over HIGH_WATER
+        #: waiters for anything the peer says (a stream's writer: the
+        #: session window reopens with the peer's flow); also woken when the
+        #: connection opens, fails or stops
+        self.input = ParkingLot()
         self._timer_wake = trio.Event()
         self._changed = trio.Event()  # opened or failed
         self.done = trio.Event()  # the pump has stopped; the stream is closed
@@ -142,6 +146,7 @@ class Pump:
         self._timer_wake.set()
         self._writer_wake.set()
         self._drained.unpark_all()
+        self.input.unpark_all()
 
     # -- the tasks --------------------------------------------------------------
     async def run(self) -> None:
@@ -153,6 +158,7 @@ class Pump:
             self.book.drain(self.policy)
             self.done.set()
             self._drained.unpark_all()
+            self.input.unpark_all()
 
     async def _serve(self) -> None:
         """The transport's tasks -- reader, timer, writer -- until it ends
@@ -177,6 +183,7 @@ class Pump:
             policy.receive_data(data, trio.current_time())
             self.book.drain(policy)
             self._writer_wake.set()
+            self.input.unpark_all()
             if not data:
                 break
         self._writer_wake.set()

@@ -205,10 +205,9 @@ class Session(SessionBase[v10.ClientSession], v10.SessionView):
                 await self._pump.before_send()
                 while not st.can_write():
                     self._pump.pull()
-                    # the peer's session window reopens with a session flow,
-                    # which no event reports: look again now and then
-                    with trio.move_on_after(0.02):
-                        await self._progress.park()
+                    # (the peer's session window reopens with its flow: input)
+                    await self._pump.input.park()
+                    p.check()
                 st.write(part)
                 self._pump.pull()
             if not st.done:
