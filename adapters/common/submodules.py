@@ -12,6 +12,7 @@ protocol: it lives beside the adapters, not in the core.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -31,3 +32,34 @@ def on_first_use(namespace: dict[str, Any], loaders: Mapping[str, Callable[[], A
         return sorted({*namespace, *loaders})
 
     return getattr_, dir_
+
+
+def clients(package: str) -> dict[str, Callable[[], Any]]:
+    """The loaders both client adapters (``package``: the adapter's
+    ``__name__``) give :func:`on_first_use`: each protocol's client module,
+    the 0-10 client's classes under the package's own names, and
+    ``SessionStore`` (0-10's resume) -- each imported when first read."""
+
+    def client_0_10() -> Any:
+        return importlib.import_module(".client_0_10", package)
+
+    def session_store() -> Any:
+        from amqp_sansio.v0_10.session import SessionStore
+
+        return SessionStore
+
+    return {
+        "client_0_10": client_0_10,
+        "client_0_9_1": lambda: importlib.import_module(".client_0_9_1", package),
+        "client_1_0": lambda: importlib.import_module(".client_1_0", package),
+        "Connection": lambda: client_0_10().Connection,
+        "Session": lambda: client_0_10().Session,
+        "Subscription": lambda: client_0_10().Subscription,
+        "Delivery": lambda: client_0_10().Delivery,
+        "SessionStore": session_store,
+    }
+
+
+#: What :func:`clients` loads, for an adapter's ``__all__``.
+CLIENT_NAMES = ["client_0_10", "client_0_9_1", "client_1_0", "Connection", "Session",
+                "Subscription", "Delivery", "SessionStore"]

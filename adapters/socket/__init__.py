@@ -15,100 +15,45 @@ logs to ``amqp_sansio.socket``.  See ``client_0_10.py`` for the design.
 
 import importlib
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from amqp_sansio.message import Message
-from amqp_sansio_common.submodules import on_first_use
+from amqp_sansio_common.submodules import CLIENT_NAMES, clients, on_first_use
 
+from . import errors
 from ._connect import connect
 from ._io import DEFAULT, HIGH_WATER
-from .errors import (
-    AMQPError,
-    AMQPTimeout,
-    AuthenticationError,
-    ConnectError,
-    ConnectionClosedError,
-    ConnectionLostError,
-    ConnectTimeout,
-    ExecutionError,
-    HeartbeatTimeoutError,
-    InvalidURLError,
-    MessageRejectedError,
-    ProtocolMismatchError,
-    ProtocolViolationError,
-    RedirectedError,
-    SessionError,
-    VirtualHostError,
-)
+from .errors import *  # noqa: F403 -- amqp_sansio.exceptions, the same in every adapter
 
 if TYPE_CHECKING:
-    from amqp_sansio.v0_10.session import SessionStore
+    # (the names read on first use, for the type checker)
+    from amqp_sansio.v0_10.session import SessionStore as SessionStore
 
-    from . import client_0_9_1, client_0_10, client_1_0
-    from .client_0_10 import Connection, Delivery, Session, Subscription
-    from .server import Handler, Server, serve_forever
-
-
-def _client_0_10() -> ModuleType:
-    return importlib.import_module(".client_0_10", __name__)
+    from . import client_0_9_1 as client_0_9_1
+    from . import client_0_10 as client_0_10
+    from . import client_1_0 as client_1_0
+    from .client_0_10 import Connection as Connection
+    from .client_0_10 import Delivery as Delivery
+    from .client_0_10 import Session as Session
+    from .client_0_10 import Subscription as Subscription
+    from .server import Handler as Handler
+    from .server import Server as Server
+    from .server import serve_forever as serve_forever
 
 
 def _server() -> ModuleType:
     return importlib.import_module(".server", __name__)
 
 
-def _session_store() -> Any:
-    from amqp_sansio.v0_10.session import SessionStore
-
-    return SessionStore
-
-
 # Each protocol's client (and its core) is imported when first read:
 # connect() with its protocol, or an attribute access.  A program that
-# speaks one protocol loads that one (the 0-10 names below are 0-10's).
+# speaks one protocol loads that one (Connection and the like are 0-10's).
 __getattr__, __dir__ = on_first_use(globals(), {
-    "client_0_10": _client_0_10,
-    "client_0_9_1": lambda: importlib.import_module(".client_0_9_1", __name__),
-    "client_1_0": lambda: importlib.import_module(".client_1_0", __name__),
-    "Connection": lambda: _client_0_10().Connection,
-    "Session": lambda: _client_0_10().Session,
-    "Subscription": lambda: _client_0_10().Subscription,
-    "Delivery": lambda: _client_0_10().Delivery,
-    "SessionStore": _session_store,
+    **clients(__name__),
     "Server": lambda: _server().Server,
     "Handler": lambda: _server().Handler,
     "serve_forever": lambda: _server().serve_forever})
 
-__all__ = [
-    "connect",
-    "client_0_10",
-    "client_0_9_1",
-    "client_1_0",
-    "Connection",
-    "Session",
-    "Subscription",
-    "Delivery",
-    "Message",
-    "SessionStore",
-    "HIGH_WATER",
-    "DEFAULT",
-    "Server",
-    "Handler",
-    "serve_forever",
-    "AMQPError",
-    "AMQPTimeout",
-    "AuthenticationError",
-    "ConnectError",
-    "ConnectTimeout",
-    "ConnectionClosedError",
-    "ConnectionLostError",
-    "ExecutionError",
-    "HeartbeatTimeoutError",
-    "InvalidURLError",
-    "MessageRejectedError",
-    "ProtocolMismatchError",
-    "ProtocolViolationError",
-    "RedirectedError",
-    "SessionError",
-    "VirtualHostError",
-]
+__all__ = ["connect", "Message", "HIGH_WATER", "DEFAULT", "Server", "Handler", "serve_forever",
+           *CLIENT_NAMES]
+__all__ += errors.__all__

@@ -184,16 +184,14 @@ class SessionBase(SessionView[P]):
             pump.wait(lambda: p.completed_to(most), timeout, what)
 
     def corked(self) -> AbstractContextManager[None]:
-        """``with session.corked():`` around many publishes in a row.  A
-        publish wakes the connection's I/O thread, which then writes what
-        there is -- a few messages each time when they come fast, each write a
-        read for the broker.  Within the block one publish in 64
-        (``CORK_POKES``) wakes it (and so does any call that waits, and
-        the block's end), so messages go out in larger writes.  What is
-        sent, in which order, and when each call returns do not change; only
-        when the octets leave (up to that many publishes later, or whenever
-        the I/O thread wakes for input).  It holds for the whole connection's
-        output while the block lasts."""
+        """``with session.corked():`` around many publishes in a row -- a hint,
+        no longer what makes them fast: a plain loop's publishes already
+        leave in batches (the I/O thread is handed them and woken once until
+        it sleeps).  Within the block, output stays with the session until
+        one publish in 64 (``CORK_POKES``), any call that waits, or the
+        block's end writes it.  What is sent, in which order, and when each
+        call returns do not change; only when the octets leave.  It holds
+        for the whole connection's output while the block lasts."""
         return self._pump.corked()
 
     # -- the calls both protocols share ------------------------------------------

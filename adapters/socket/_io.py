@@ -5,7 +5,10 @@ An :class:`IOPump` owns the socket and guards a client policy
 (see ``client_0_10.py`` for the design).  Whoever reads feeds
 ``policy.receive_data(data, now)`` and then notifies the condition that
 callers wait on; output (``policy.data_to_send()``) is written by the caller
-that made it when nothing older is unsent, else by the I/O thread.
+that made it when nothing older is unsent, else by the I/O thread -- except
+a publish that does not wait: it hands its octets to the I/O thread
+(:meth:`IOPump.poke`), which takes them without the lock and is woken once
+until it sleeps again, so a publishing loop's messages leave in batches.
 
 Who reads: over plain TCP, a caller that waits (:meth:`IOPump.wait`) while
 no one else reads does it itself -- it polls the socket (and a pipe that
