@@ -32,6 +32,7 @@ from amqp_sansio.client import (
 from trio.lowlevel import ParkingLot, checkpoint, checkpoint_if_cancelled
 
 from ._pump import Pump
+from ._util import waker
 from .errors import AMQPError
 
 T = TypeVar("T")
@@ -83,7 +84,7 @@ class SessionBase(SessionView[P]):
         self._pump = pump
         self._p = policy
         self._progress = ParkingLot()  # completions, credit, flow, errors
-        policy.wake = self._progress.unpark_all
+        policy.wake = waker(self._progress)
         self._closed = False
 
     # -- waiting (the seam its connection and subscriptions use too) -------------
@@ -266,7 +267,7 @@ class SubscriptionBase(SubscriptionView[D], Generic[S, D]):
         self._session = session
         self._p = policy
         self._lot = ParkingLot()
-        policy.wake = self._lot.unpark_all
+        policy.wake = waker(self._lot)
         self._n = 0
 
     @property

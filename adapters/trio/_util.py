@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from contextlib import asynccontextmanager
 
 import trio
+from trio.lowlevel import ParkingLot
 
 
 def leaves(exc: BaseException) -> list[BaseException]:
@@ -43,3 +44,14 @@ async def aclose_quietly(stream: trio.abc.AsyncResource) -> None:
 
 
 __all__ = ["open_service_nursery", "aclose_quietly", "leaves"]
+
+
+def waker(lot: ParkingLot) -> Callable[[], None]:
+    """``lot.unpark_all`` for a policy's ``wake``, called per delivery and
+    per answer: a no-op while nobody is parked (the common case)."""
+
+    def wake() -> None:
+        if lot:
+            lot.unpark_all()
+
+    return wake

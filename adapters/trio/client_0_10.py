@@ -65,6 +65,7 @@ from amqp_sansio.v0_10.spec import (
 
 from ._common import ConnectionBase, DeliveryActions, SessionBase, SubscriptionBase
 from ._pump import CLOSE_TIMEOUT, HIGH_WATER, Pump
+from ._util import waker
 
 _CLOSE_TIMEOUT = CLOSE_TIMEOUT
 
@@ -317,7 +318,7 @@ class Session(SessionBase[v010.ClientSession], v010.SessionView):
             else:
                 self._pump.pull()
                 lot = trio.lowlevel.ParkingLot()
-                sub.wake = lot.unpark_all
+                sub.wake = waker(lot)
                 with trio.move_on_after(timeout):
                     while not sub.buffer:
                         self._p.check()
