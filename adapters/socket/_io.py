@@ -171,6 +171,8 @@ class IOPump:
         # output handed to the I/O thread (poke), in order; it takes it
         # without the lock.  Not empty only while _poked (it is woken).
         self._handed: deque[bytes] = deque()
+        # no burst under way: a publish writes its own output (see poke)
+        self._quiet = True
         # octets handed over / taken (each written by one thread alone)
         self._handed_in = 0
         self._handed_out = 0
@@ -239,13 +241,22 @@ class IOPump:
         publishing in a loop has its messages written in batches of what
         gathered meanwhile, with no wake-up, lock hand-over or send per
         message; nothing waits for a timer of ours.  (A caller that is
-        about to wait writes its own output first: :meth:`wait`.)  Inside
-        :meth:`corked`, one poke in :data:`CORK_POKES` writes."""
+        about to wait writes its own output first: :meth:`wait`; so does the
+        first publish of a burst, the I/O thread idle: a lone publish leaves
+        at once.)  Inside :meth:`corked`, one poke in :data:`CORK_POKES`
+        writes."""
         if self._corked:
             self._held += 1
             if self._held < CORK_POKES:
                 return
             self._wake()
+            return
+        if self._quiet and not self._poked and threading.get_ident() != self._io_ident:
+            # The first of a burst goes out at once (here, no hand-over);
+            # the next ones are handed over until the I/O thread is idle.
+            self._quiet = False
+            if not self._flush():
+                self._wake_io()
             return
         data = self.policy.data_to_send()
         if data:
@@ -626,6 +637,8 @@ class IOPump:
                         # Busy (output found): publishers need not poke -- the
                         # thread looks again after this write before it sleeps.
                         busy = self._poked = bool(out)
+                        if not busy:
+                            self._quiet = True
                         deadline = policy.next_deadline()
                         finished = policy.closed
                         self._note_buffered(len(out))

@@ -99,7 +99,7 @@ async def open_connection(url: str, *, ssl_context: ssl.SSLContext | None = None
 
     The protocol is ``protocol`` if given, else the URL's ``?protocol=``
     option, else 0-10.  For ``0-9-1`` (RabbitMQ) this yields a
-    :class:`amqp_sansio_trio.Connection091` with the same API
+    :class:`amqp_sansio_trio.client_0_9_1.Connection` with the same API
     (``session_store`` is 0-10 only).  Static typing: without a literal
     ``protocol="0-9-1"`` the connection is declared as the 0-10
     :class:`~amqp_sansio_trio.client_0_10.Connection`; pass the literal to have the checker know.

@@ -278,6 +278,19 @@ class _Call:
 
 
 # ---------------------------------------------------------------- channels
+#: The last Message mapped to a publish, with what mapped it: a loop
+#: publishing one Message again (its fields immutable: no headers dict) maps
+#: it once.  One tuple, read and replaced whole (threads may share it).
+_last_mapped: tuple[Message, tuple[str, str | None, bool],
+                    tuple[BasicPublish, BasicProperties | None, bytes]] | None = None
+
+
+def _remember(message: Message, how: tuple[str, str | None, bool],
+              mapped: tuple[BasicPublish, BasicProperties | None, bytes]) -> None:
+    global _last_mapped
+    _last_mapped = (message, how, mapped)
+
+
 class ClientChannel(base.ClientSessionBase["ClientSubscription[Any]"]):
     """An open channel's policy, with the 0-10 session's vocabulary."""
 
@@ -472,8 +485,15 @@ class ClientChannel(base.ClientSessionBase["ClientSubscription[Any]"]):
             return Publish(BasicPublish(exchange=exchange, routing_key=routing_key or "",
                                         mandatory=mandatory),
                            properties, message, confirm, mandatory)
-        method, props, body = to_publish(base.as_message(message, routing_key), exchange,
-                                         mandatory=mandatory)
+        last = _last_mapped
+        if (last is not None and last[0] is message and last[1] == (exchange, routing_key,
+                                                                    mandatory)):
+            method, props, body = last[2]
+        else:
+            method, props, body = to_publish(base.as_message(message, routing_key), exchange,
+                                             mandatory=mandatory)
+            if type(message) is Message and message.headers is None:
+                _remember(message, (exchange, routing_key, mandatory), (method, props, body))
         return Publish(method, props if properties is None else properties, body, confirm,
                        mandatory)
 

@@ -522,6 +522,9 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         self._sizes: dict[int, int] = {}  # delivery id -> octets (unwaited publishes)
         self._syncs: list[Pending[Any]] = []
         self.published = 0  # publishes numbered so far
+        # the last Message published and its payload: a loop publishing one
+        # Message again (its fields immutable: no headers dict) encodes it once
+        self._encoded: tuple[Message, str | None, bytes] | None = None
         self._names = itertools.count(1)
         #: publish numbers sent again after a lost connection (at-least-once:
         #: the broker may have taken the first copy too)
@@ -616,9 +619,16 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
                        else _data_section(message))
             return Publish(address, (_PLAIN.get(routing_key) or _plain(routing_key)) + section,
                            settled)
-        msg = base.as_message(message, routing_key)
-        address = address_for(exchange, msg.routing_key)
-        return Publish(address, encode_message(from_message(msg)), settled)
+        last = self._encoded
+        if last is not None and last[0] is message and last[1] == routing_key:
+            msg = last[0]
+            payload = last[2]
+        else:
+            msg = base.as_message(message, routing_key)
+            payload = encode_message(from_message(msg))
+            if type(message) is Message and message.headers is None:
+                self._encoded = (message, routing_key, payload)
+        return Publish(address_for(exchange, msg.routing_key), payload, settled)
 
     def can_publish(self, p: Publish) -> bool:
         """``p`` may be sent now: its link is attached with credit, and not
