@@ -13,9 +13,10 @@ for N1 and N2 messages; per publish = (P(N2) - P(N1)) / (N2 - N1), per
 delivery (its settlement included) = the whole's difference less the
 publishing's, over N2 - N1.  ``--before REV`` counts the broker of another
 commit (or a directory holding ``amqp_sansio`` and ``amqp_sansio_broker``)
-on the same recordings::
+on the same recordings, ``--at REV`` counts a commit's broker instead of the
+checkout's (which may change while a run takes its ~20 minutes a tree)::
 
-    python bench/instructions_broker.py [--n1 200] [--n2 600] [--before 1caa805]
+    python bench/instructions_broker.py [--n1 200] [--n2 600] [--before 1caa805] [--at HEAD]
 
 ``--relay``: the older measure -- one connection publishing the 100-octet
 message of ``broker_memory.py`` (the same octets each time), another
@@ -136,12 +137,12 @@ assert not q.messages and got > n * 100, (len(q.messages), got)
 PAIRS = (("0-10", "0-10"), ("0-9-1", "0-9-1"), ("0-9-1", "0-10"), ("0-10", "0-9-1"))
 
 
-def _tree(before: str, tmp: str) -> str:
+def _tree(before: str, tmp: str, name: str = "before") -> str:
     """A directory holding ``amqp_sansio`` and ``amqp_sansio_broker`` of
     ``before`` (a directory already, or a commit to extract)."""
     if os.path.isdir(before):
         return before
-    root = Path(tmp) / "before"
+    root = Path(tmp) / name
     root.mkdir()
     top = Path(subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=BENCH, check=True,
                               capture_output=True, text=True).stdout.strip())
@@ -166,7 +167,8 @@ def _record(pub: str, sub: str, n: int, tmp: str) -> tuple[list[tuple[int, bytes
     return steps, published
 
 
-def split(pairs: list[tuple[str, str]], n1: int, n2: int, before: str | None) -> None:
+def split(pairs: list[tuple[str, str]], n1: int, n2: int, before: str | None,
+          at: str | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="broker-instructions-") as tmp:
         jobs = []
         for pub, sub in pairs:
@@ -175,9 +177,9 @@ def split(pairs: list[tuple[str, str]], n1: int, n2: int, before: str | None) ->
         path = Path(tmp) / "jobs.pkl"
         with open(path, "wb") as f:
             pickle.dump(jobs, f)
-        trees = {"now": "-"}
+        trees = {"now": _tree(at, tmp, "now") if at else "-"}
         if before:
-            trees = {"before": _tree(before, tmp), **trees}
+            trees = {"before": _tree(before, tmp, "before"), **trees}
         per: dict[str, list[tuple[float, float]]] = {}
         for name, tree in trees.items():
             counts = marked(SPLIT, [tree, str(BENCH), str(path)])
@@ -217,6 +219,8 @@ def main() -> int:
     ap.add_argument("--n1", type=int)
     ap.add_argument("--n2", type=int)
     ap.add_argument("--before", metavar="REV|DIR", help="also count the broker of this tree")
+    ap.add_argument("--at", metavar="REV|DIR",
+                    help="count this tree's broker as 'now' (default: the checkout's)")
     ap.add_argument("--pairs", default="all",
                     help="publisher:subscriber pairs, comma-separated (e.g. 0-10:0-10)")
     ap.add_argument("--relay", action="store_true", help="the older relay measure")
@@ -232,7 +236,7 @@ def main() -> int:
         return 0
     pairs = ([(p, s) for p in PROTOCOLS for s in PROTOCOLS] if a.pairs == "all"
              else [(p.split(":")[0], p.split(":")[1]) for p in a.pairs.split(",")])
-    split(pairs, a.n1 or 200, a.n2 or 600, a.before)
+    split(pairs, a.n1 or 200, a.n2 or 600, a.before, a.at)
     return 0
 
 
