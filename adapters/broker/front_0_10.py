@@ -126,18 +126,21 @@ class Consumer010(Consumer):
     def offer(self, q: QueueState, msg: QMsg) -> bool:
         s = self.session
         head = msg.published_head(FORM_0_10)
+        if head is None:
+            # Held decoded, or another protocol's: its properties as a 0-10
+            # header segment (encoded once for the messages sharing them),
+            # stamped as a relayed one is.
+            wire = msg.wire
+            head, _ = wire.stamp(wire.encoded(FORM_0_10), msg.exchange, msg.routing_key,
+                                 FORM_0_10)
         body = msg.body
         try:
             # send() prices the transfer against the subscriber's credit and
-            # refuses (changing nothing) when it is short.
-            if head is not None:
-                # A 0-10 publisher's octets, stamped with exchange and routing
-                # key when routed: relayed as they are (redelivered set).
-                cid = s.send(self.transfer, header_data=redelivered_0_10(head)
-                             if msg.redelivered else head, body=body)
-            else:
-                cmd, headers = _delivery(self, msg)
-                cid = s.send(cmd, headers=headers, body=body)
+            # refuses (changing nothing) when it is short.  A 0-10 publisher's
+            # octets, stamped with exchange and routing key when routed:
+            # relayed as they are (redelivered set).
+            cid = s.send(self.transfer, header_data=redelivered_0_10(head)
+                         if msg.redelivered else head, body=body)
         except LocalProtocolError:
             return False  # no credit, or the replay window is full: wait
         st = self.state
@@ -323,31 +326,6 @@ class Sessions010:
         self.session_state(s).held_back.append(cid)
         self.holding[s] = None
         self.broker.stats["completions-held-back"] += 1
-
-
-def _delivery(c: Consumer010, msg: QMsg) -> tuple[Command, tuple[Struct, ...]]:
-    """A message held decoded (or another protocol's) as a transfer to ``c``."""
-    cmd = c.transfer
-    headers: list[Struct] = []
-    wire = msg.wire
-    native = wire.form == FORM_0_10
-    for h in wire.as_form(FORM_0_10):
-        if isinstance(h, spec.DeliveryProperties):
-            # Relay the publisher's properties as they came (qpid-python omits the
-            # required priority/delivery-mode; adding them would change the message
-            # its consumers see): no re-validation, only exchange/redelivered set
-            # (and the routing key, when the message did not come as a 0-10
-            # transfer or was dead-lettered under another key).
-            fields = {f.attr: getattr(h, f.attr) for f in h.FIELDS}
-            fields.update(redelivered=msg.redelivered, exchange=msg.exchange)
-            if not native or (fields["routing_key"] or "") != msg.routing_key:
-                fields["routing_key"] = msg.routing_key
-            h = spec.DeliveryProperties.unchecked(**fields)
-        headers.append(h)
-    if not any(isinstance(h, spec.DeliveryProperties) for h in headers):
-        headers.insert(0, spec.DeliveryProperties.unchecked(
-            exchange=msg.exchange, routing_key=msg.routing_key, redelivered=msg.redelivered))
-    return cmd, tuple(headers)
 
 
 def _frame_items(decoder: AssemblyDecoder, data: bytes) -> Iterator[tuple[int, object]]:

@@ -163,8 +163,8 @@ class Consumer091(Consumer):
         head = msg.published_head(FORM_0_9_1)  # a 0-9-1 publisher's octets: relayed as they are
         b.channel.send_content(
             _deliver(self.tag, tag, msg.redelivered, msg.exchange, msg.routing_key),
-            None if head is not None else msg.wire.as_form(FORM_0_9_1), body,
-            properties_data=head)
+            None, body, properties_data=head if head is not None
+            else msg.wire.encoded(FORM_0_9_1))  # (another protocol's: encoded once)
         if self.no_ack:
             b.front.broker.gone(msg)
         else:

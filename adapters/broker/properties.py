@@ -147,7 +147,8 @@ class Wire:
     has them (0-10's header segment, 0-9-1's property flags and values):
     the model keeps those and relays them to consumers of ``form``."""
 
-    __slots__ = ("form", "value", "headers", "persistent", "ttl", "octets", "_props", "_as")
+    __slots__ = ("form", "value", "headers", "persistent", "ttl", "octets", "_props", "_as",
+                 "_encoded")
 
     def __init__(self, form: str, value: Any, octets: bytes | None = None) -> None:
         self.form = form
@@ -156,6 +157,7 @@ class Wire:
         self.headers, self.persistent, self.ttl = FORMS[form].read(value)
         self._props: Message | None = None
         self._as: dict[str, Any] | None = None  # form -> converted value (cache)
+        self._encoded: dict[str, bytes] | None = None  # form -> its octets (cache)
 
     @classmethod
     def decoded(cls, form: str, octets: bytes) -> Wire:
@@ -189,19 +191,22 @@ class Wire:
             _DECODED[key] = got
         return got
 
-    def stamp(self, head: bytes, exchange: str, routing_key: str) -> tuple[bytes, bool]:
-        """``head`` (these properties' octets) as a consumer of the same
+    def stamp(self, head: bytes, exchange: str, routing_key: str,
+              form: str | None = None) -> tuple[bytes, bool]:
+        """``head`` (these properties' octets; ``form``'s, if another
+        protocol's: :meth:`encoded`) as a consumer of that
         protocol gets them after routing (see :attr:`Form.stamp`), and
         whether an earlier message was stamped alike (then the octets are
         the cache's, kept while a message holds them).  Messages published
         with the same octets get the same bytes object (most publishers send
         one set of properties message after message): it is made once, and
         held once however many queued messages hold it."""
-        key = (self.form, head, exchange, routing_key)
+        form = form or self.form
+        key = (form, head, exchange, routing_key)
         got = _STAMPED.get(key)
         if got is not None:
             return got, True
-        got = FORMS[self.form].stamp(head, exchange, routing_key)
+        got = FORMS[form].stamp(head, exchange, routing_key)
         if len(head) <= _STAMPED_SIZE and _stamp_room():
             # A copy if stamping changed nothing (0-9-1): the publisher's
             # octets are the key's and the publish's (events not yet
@@ -231,6 +236,20 @@ class Wire:
         got = cache.get(form)
         if got is None:
             got = cache[form] = FORMS[form].from_props(self.props)
+        return got
+
+    def encoded(self, form: str) -> bytes:
+        """The octets of :meth:`as_form` in ``form``'s encoding (0-10: a
+        header segment; 0-9-1: property flags and values), made once: a
+        consumer of another protocol is sent them as a relayed message's."""
+        if form == self.form and self.octets is not None:
+            return self.octets
+        cache = self._encoded
+        if cache is None:
+            cache = self._encoded = {}
+        got = cache.get(form)
+        if got is None:
+            got = cache[form] = FORMS[form].encode(self.as_form(form))
         return got
 
     def with_header(self, key: str, value: Any) -> Wire:
