@@ -126,7 +126,8 @@ STREAM_READ_OPTIONS: dict[str, str] = {
                      "(default 1000)",
     "prefetch": "driver: messages the subscriber may hold unaccepted "
                 "(default 2 * maxMessagesPerTrigger; at most 65535 with 0-9-1)",
-    "pollTimeoutMs": "driver: how long a trigger waits for its first message (default 100)",
+    "pollTimeoutMs": "how long a trigger waits when nothing is ready before Spark asks "
+                     "again (driver: for its first message) (default 100)",
 }
 
 
@@ -301,7 +302,7 @@ class StreamReadOptions:
     num_partitions: int = 1  # executors
     idle_timeout: float = 1.0  # executors
     prefetch: int = 20000  # driver
-    poll_timeout: float = 0.1  # driver
+    poll_timeout: float = 0.1
 
     def micro_batch(self, messages: int) -> ReadOptions:
         """How the executors read a micro-batch of ``messages``: a batch

@@ -138,6 +138,9 @@ class AmqpStreamReader(DataSourceStreamReader):
             ready = cap if cap is not None else self.opts.max_per_trigger
         n = ready if cap is None else min(ready, cap)
         if n <= 0:
+            # Spark asks again at once (10 ms later): an idle stream asks
+            # the broker at most once per pollTimeoutMs.
+            time.sleep(self.opts.poll_timeout)
             return dict(start) if start is not None else self._last
         self._last = {"planned": time.time_ns(), "messages": n}
         return self._last
