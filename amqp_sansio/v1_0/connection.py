@@ -8,13 +8,15 @@ Rules of this file (as in h11's ``_state.py``):
    (``sasl.py``), sessions (``session.py``) and links (``link.py``) each
    have their own table.  Inputs: the peer's ``header``/``bad-header``,
    ``open``, ``close``, ``channel`` (a session's frame, or a run of
-   transfers), ``eof``; ours ``open()``, ``close()``, ``frame()`` (a
-   session's frame); ``timeout``, ``sasl-failed`` and ``violation`` (the peer
-   broke the protocol: close(error) where a close can carry it).
+   transfers), ``eof``; ours ``open()``, ``close()``; ``timeout``,
+   ``sasl-failed`` and ``violation`` (the peer broke the protocol:
+   close(error) where a close can carry it).
 2. The core never reads a clock or touches I/O: ``now`` (seconds, any
    monotonic origin) comes with ``receive_data``/``handle_timer``; bytes go
    out through ``data_to_send``.  The connection is the only writer of
-   output octets; its sessions ask it to write (:class:`SessionOwner`).
+   output octets; its sessions ask it to write (:class:`SessionOwner`) --
+   output, not an input (no state changes): it may while its local state is
+   ACTIVE in the table (Proton's rule), or while SASL runs (held).
 3. Errors are translated here, once.  The caller's misuse raises
    ``LocalProtocolError`` and changes nothing.  The peer's violations are
    answered by the endpoint of their scope -- ``detach(error)`` for a link,
@@ -313,12 +315,20 @@ class Connection(Endpoint[ConnState]):
 
     # -- what sessions ask of it (session.SessionOwner) ----------------------------------
     def can_write(self) -> bool:
-        """Whether a session frame may be written now (the table's ``frame()``)."""
+        """Whether a session frame may be written now: our open is out and
+        our close is not (the table's local state ACTIVE, Proton's rule), or
+        SASL runs (what the caller makes then follows our open)."""
         return self.state in _WRITABLE
 
     def write_frame(self, channel: int, body: SpecObject | Encoded, payload: bytes = b"") -> None:
-        """A session's frame (held until our open while SASL runs)."""
-        self._input("frame()", (channel, body, payload))
+        """A session's frame (held until our open while SASL runs).  Output,
+        not an input: the state stays; LocalProtocolError when it may not."""
+        if self.state not in _WRITABLE:
+            raise local_error(f"cannot write a frame in state {self.state.name}")
+        if self.state is ConnState.START:  # (a client while SASL runs: they follow our open)
+            self._held.append((channel, body, payload))
+            return
+        self._write_session_frame(channel, body, payload)
 
     def write_transfer(self, channel: int, handle: int, delivery_id: int, tag: bytes,
                        message_format: int, settled: bool, payload: bytes) -> bool:
@@ -338,8 +348,14 @@ class Connection(Endpoint[ConnState]):
                   + (b"\x41" if settled else b"\x42"))
         if 14 + len(fields) + len(payload) > self.peer_max_frame_size:
             return False
-        process_input(self, CONNECTION_MACHINE, "transfer()", (channel, fields, payload),
-                      self.events)
+        out = self._out  # (framing.encode_frame's octets for these fields: a test checks)
+        out += _pack_head(14 + len(fields) + len(payload), 2, 0, channel)
+        out += b"\x00\x53\x14\xc0"
+        out.append(len(fields) + 1)
+        out.append(5)
+        out += fields
+        out += payload
+        self._clock.last_out = self._now
         return True
 
     def session_gone(self, s: Session) -> None:
@@ -374,7 +390,7 @@ class Connection(Endpoint[ConnState]):
     # -- actions ---------------------------------------------------------------------
     def begin(self, config: SessionConfig | None = None) -> Session:
         """A new session on a free channel (begin written now)."""
-        if not self.can("frame()") or (self.state is ConnState.START and self.sasl is None):
+        if self.state not in _WRITABLE or (self.state is ConnState.START and self.sasl is None):
             raise local_error(f"begin() needs an open connection (state {self.state.name})")
         s = Session(self, self._free_channel(), config or self.config.session)
         self.sessions[s.channel] = s
@@ -431,8 +447,9 @@ class Connection(Endpoint[ConnState]):
                         if self.sasl is not None and not self.sasl.done:
                             raise connection_violation("an AMQP frame during SASL",
                                                        ConnectionCondition.FRAMING_ERROR)
+                        run: TransferRun = item  # type: ignore[assignment]
                         process_input(self, CONNECTION_MACHINE, "channel",
-                                      ("transfer", item.channel, item), events)  # type: ignore[union-attr]
+                                      ("transfer", run.channel, run), events)
                     elif t is Frame:
                         self._frame(item)  # type: ignore[arg-type]
                     else:
@@ -607,25 +624,6 @@ class Connection(Endpoint[ConnState]):
                                           condition=AmqpCondition.UNAUTHORIZED_ACCESS))
 
 
-    def _hold_or_write(self, arg: tuple[int, Any, bytes], events: list[Event]) -> None:
-        if self.state is ConnState.START:  # (a client while SASL runs: they follow our open)
-            self._held.append(arg)
-            return
-        self._write_session_frame(*arg)
-
-
-    def _write_transfer(self, arg: tuple[int, bytes, bytes], events: list[Event]) -> None:
-        """A delivery's one frame (:meth:`write_transfer`)."""
-        channel, fields, payload = arg
-        out = self._out  # (framing.write_transfer_frame, inlined: the sending hot path)
-        out += _pack_head(14 + len(fields) + len(payload), 2, 0, channel)
-        out += b"\x00\x53\x14\xc0"
-        out.append(len(fields) + 1)
-        out.append(5)
-        out += fields
-        out += payload
-        self._clock.last_out = self._now
-
     def _on_open(self, arg: tuple[Open, int], events: list[Event]) -> None:
         body, channel = arg
         if channel != 0:
@@ -682,7 +680,8 @@ class Connection(Endpoint[ConnState]):
         name, channel, body = arg
         if channel > self.config.channel_max:
             raise connection_violation(f"channel {channel} is above our channel-max "
-                                       f"{self.config.channel_max}", ConnectionCondition.FRAMING_ERROR)
+                                       f"{self.config.channel_max}",
+                                       ConnectionCondition.FRAMING_ERROR)
         if name == "begin":
             self._on_begin(body, channel)
             return
@@ -717,29 +716,27 @@ class Connection(Endpoint[ConnState]):
     _TIMEOUT = Entry((_END,), _on_timeout)
     _CLOSED = Entry((_END,), _on_close)
     _DROPPED = Entry[ConnState]()  # what the peer sent before it saw our close
-    _FRAME = Entry[ConnState]((), _hold_or_write)
     _HEADER_BAD = Entry((_END,), _on_bad_header)
     _VIOLATION_CLOSE = Entry((_S.DISCARDING,), _violation)  # close(error), then its close awaited
     MACHINE: ClassVar[Machine[ConnState]] = Machine("1.0 connection", {
         # START holds a client's frames while SASL runs; "violation" here: the
         # peer broke the protocol where no close can carry an error (the socket goes)
         _S.START: {"open()": Entry((_S.OPEN_PIPE,), _open_call),
-                   "header": Entry((_S.HDR_EXCH,), _on_header), "frame()": _FRAME,
+                   "header": Entry((_S.HDR_EXCH,), _on_header),
                    "bad-header": _HEADER_BAD, "sasl-failed": Entry((_END,), _sasl_failed),
                    "violation": _TO_END},
         _S.HDR_EXCH: {"open": Entry((_OPENED,), _on_open), "violation": _VIOLATION_CLOSE},
-        _S.OPEN_PIPE: {"header": Entry((_S.OPEN_SENT,), _on_header), "frame()": _FRAME,
+        _S.OPEN_PIPE: {"header": Entry((_S.OPEN_SENT,), _on_header),
                        "close()": Entry((_S.OC_PIPE,), _close_call), "bad-header": _HEADER_BAD,
                        "timeout": _TIMEOUT},
         _S.OC_PIPE: {"header": Entry((_S.CLOSE_PIPE,), _on_header), "bad-header": _HEADER_BAD,
                      "timeout": _TIMEOUT},
-        _S.OPEN_SENT: {"open": Entry((_OPENED,), _on_open), "frame()": _FRAME,
+        _S.OPEN_SENT: {"open": Entry((_OPENED,), _on_open),
                        "close()": Entry((_S.CLOSE_PIPE, _S.DISCARDING), _close_call),
                        "close": _CLOSED, "timeout": _TIMEOUT, "violation": _VIOLATION_CLOSE},
         _S.CLOSE_PIPE: {"open": Entry((_S.CLOSE_SENT,), _on_open), "close": _CLOSED,
                         "timeout": _TIMEOUT, "violation": _TO_END},
-        _OPENED: {"frame()": _FRAME, "transfer()": Entry((), _write_transfer),
-                  "channel": Entry((), _on_channel),
+        _OPENED: {"channel": Entry((), _on_channel),
                   "close()": Entry((_S.CLOSE_SENT, _S.DISCARDING), _close_call),
                   "close": _CLOSED, "timeout": _TIMEOUT, "violation": _VIOLATION_CLOSE},
         # after our close we write nothing more; the peer's frames until its close are dropped
@@ -756,7 +753,11 @@ class Connection(Endpoint[ConnState]):
 
 
 CONNECTION_MACHINE = Connection.MACHINE
-_WRITABLE = frozenset(s for s, row in CONNECTION_MACHINE.rows.items() if "frame()" in row)
+#: where sessions may write: our open out and our close not (local state ACTIVE), or
+#: START (a SASL client holds what the caller makes until its open)
+_WRITABLE = frozenset({ConnState.START} | {
+    s for s, (local, _) in CONNECTION_MACHINE.endpoint_states.items()
+    if local is EndpointState.ACTIVE})
 
 
 if TYPE_CHECKING:

@@ -715,7 +715,7 @@ class Link(Endpoint[LinkState]):
             return stay  # sent before the peer saw our detach: dropped
         if self.role is not _RECEIVER:
             return self._violated(f"link {self.name!r}: a transfer to a sending link",
-                             AmqpCondition.ILLEGAL_STATE, step)
+                                  AmqpCondition.ILLEGAL_STATE, step)
         events = step.events
         append = events.append
         booked = step.booked
@@ -724,90 +724,107 @@ class Link(Endpoint[LinkState]):
         unsettled = self.unsettled_deliveries
         channel = self.channel
         limit = self.max_message_size or self.max_receive_size
-        for _h, did, tag, fmt, settled, more, _rsm, state, resume, aborted, batchable, payload \
-                in run:
-            d = self._incoming
-            if d is None:  # a new delivery
-                if did is None or tag is None:
-                    return self._violated("the first transfer of a delivery needs delivery-id "
-                                     "and tag", AmqpCondition.INVALID_FIELD, step)
-                if self.credit > 0:
-                    self.credit -= 1
-                elif self._slack_left > 0:  # a lax sender past the credit (lax_credit)
-                    self._past_credit()
-                else:
-                    return self._violated(f"link {self.name!r}: a delivery beyond the credit "
-                                     "granted", LinkCondition.TRANSFER_LIMIT_EXCEEDED, step)
-                self.delivery_count = (self.delivery_count + 1) & _MASK
-                d = Delivery(self, did, tag, fmt or 0, False)
-                d.frames = 1
-                d.batchable = batchable
-                if settled:
-                    d.remote_settled = True
-                if state is not None:
-                    d.remote_state = state
-                if resume:
-                    d.resumed = True
-                if not (more or aborted) and len(payload) <= limit:
-                    # the common case: a whole delivery in one frame
-                    d.complete = True
-                    d.size = len(payload)
-                    if settled:
-                        d.settled = True
+        credit = self.credit  # (credit and count as locals: stored back at the end)
+        count = self.delivery_count
+        try:
+            for _h, did, tag, fmt, settled, more, _rsm, state, resume, aborted, batchable, \
+                    payload in run:
+                d = self._incoming
+                if d is not None:  # more of the delivery in progress
+                    if self._more(d, did, tag, settled, state, batchable, step):
+                        return _DETACH_SENT
+                elif did is None or tag is None:
+                    return self._violated("the first transfer of a delivery needs "
+                                          "delivery-id and tag", AmqpCondition.INVALID_FIELD,
+                                          step)
+                else:  # a new delivery
+                    if credit > 0:
+                        credit -= 1
+                    elif self._slack_left > 0:  # a lax sender past the credit (lax_credit)
+                        self._past_credit()
                     else:
-                        unsettled[tag] = d
-                        booked[did] = d
-                    # DeliveryReceived(channel, self, d, payload), its fields set
-                    # as attrs' frozen __init__ sets them, without its bound setattr calls
-                    e = _new_event(DeliveryReceived)
-                    _set_channel(e, channel)
-                    _set_link(e, self)
-                    _set_delivery(e, d)
-                    _set_payload(e, payload)
-                    append(e)
+                        return self._violated(f"link {self.name!r}: a delivery beyond the "
+                                              "credit granted",
+                                              LinkCondition.TRANSFER_LIMIT_EXCEEDED, step)
+                    count = (count + 1) & _MASK
+                    d = Delivery(self, did, tag, fmt or 0, False)
+                    if state is not None or resume or batchable:
+                        d.remote_state = state
+                        d.resumed = resume
+                        d.batchable = batchable
+                    if not (more or aborted) and len(payload) <= limit:
+                        # the common case: a whole delivery in one frame
+                        d.frames = 1
+                        d.complete = True
+                        d.size = len(payload)
+                        if settled:
+                            d.remote_settled = d.settled = True
+                        else:
+                            unsettled[tag] = d
+                            booked[did] = d
+                        # DeliveryReceived(channel, self, d, payload), its fields set as
+                        # attrs' frozen __init__ sets them, without its bound setattr calls
+                        e = _new_event(DeliveryReceived)
+                        _set_channel(e, channel)
+                        _set_link(e, self)
+                        _set_delivery(e, d)
+                        _set_payload(e, payload)
+                        append(e)
+                        continue
+                    d.frames = 1
+                    if settled:
+                        d.remote_settled = True
+                    self._incoming = d
+                if aborted:
+                    self._incoming = None
+                    self._chunks = []
+                    d.aborted = True
+                    append(DeliveryAborted(channel, self, d))
                     continue
-                self._incoming = d
-            else:  # more of the delivery in progress
-                if (did is not None and did != d.id) or (tag is not None and tag != d.tag):
-                    self._incoming = None
-                    self._chunks = []
-                    return self._violated(f"link {self.name!r}: a transfer of another delivery "
-                                     f"before delivery {d.id} was complete",
-                                     AmqpCondition.INVALID_FIELD, step)
-                d.frames += 1
-                d.batchable = batchable
-                if settled:
-                    d.remote_settled = True
-                if state is not None:
-                    d.remote_state = state
-            if aborted:
+                if payload:
+                    d.size += len(payload)
+                    if d.size > limit:
+                        self._incoming = None
+                        self._chunks = []
+                        return self._violated(f"link {self.name!r}: a message of more than "
+                                              f"{limit} octets",
+                                              LinkCondition.MESSAGE_SIZE_EXCEEDED, step)
+                    self._chunks.append(payload)
+                if more:
+                    continue
                 self._incoming = None
-                self._chunks = []
-                d.aborted = True
-                append(DeliveryAborted(channel, self, d))
-                continue
-            if payload:
-                d.size += len(payload)
-                if d.size > limit:
-                    self._incoming = None
-                    self._chunks = []
-                    return self._violated(f"link {self.name!r}: a message of more than {limit} "
-                                     "octets", LinkCondition.MESSAGE_SIZE_EXCEEDED, step)
-                self._chunks.append(payload)
-            if more:
-                continue
-            self._incoming = None
-            d.complete = True
-            chunks, self._chunks = self._chunks, []
-            data = b"" if not chunks else chunks[0] if len(chunks) == 1 else b"".join(chunks)
-            if d.remote_settled:
-                d.settled = True
-            else:
-                unsettled[d.tag] = d
-                booked[d.id] = d
-            append(DeliveryReceived(channel, self, d, data))
+                d.complete = True
+                chunks, self._chunks = self._chunks, []
+                data = b"" if not chunks else chunks[0] if len(chunks) == 1 else b"".join(chunks)
+                if d.remote_settled:
+                    d.settled = True
+                else:
+                    unsettled[d.tag] = d
+                    booked[d.id] = d
+                append(DeliveryReceived(channel, self, d, data))
+        finally:
+            self.credit = credit
+            self.delivery_count = count
         return stay
 
+
+    def _more(self, d: Delivery, did: int | None, tag: bytes | None, settled: bool | None,
+              state: DeliveryState | None, batchable: bool, step: LinkStep) -> bool:
+        """A later frame of the delivery in progress: True when it names
+        another delivery (then the link is detached for it)."""
+        if (did is not None and did != d.id) or (tag is not None and tag != d.tag):
+            self._incoming = None
+            self._chunks = []
+            self._violated(f"link {self.name!r}: a transfer of another delivery before "
+                           f"delivery {d.id} was complete", AmqpCondition.INVALID_FIELD, step)
+            return True
+        d.frames += 1
+        d.batchable = batchable
+        if settled:
+            d.remote_settled = True
+        if state is not None:
+            d.remote_state = state
+        return False
 
     def _on_disposition(self, arg: tuple[list[Delivery], Disposition],
                         step: LinkStep) -> LinkState | None:
@@ -825,8 +842,8 @@ class Link(Endpoint[LinkState]):
         for d in ds:
             if terminal and isinstance(d.remote_state, _TERMINAL) and state != d.remote_state:
                 chosen = self._violated(f"delivery {d.id}: outcome {type(state).__name__} after "
-                                   f"{type(d.remote_state).__name__}", AmqpCondition.ILLEGAL_STATE,
-                                   step)
+                                        f"{type(d.remote_state).__name__}",
+                                        AmqpCondition.ILLEGAL_STATE, step)
                 if chosen is _DETACH_SENT:
                     return chosen  # (the rest is dropped, as frames after our detach are)
                 continue
@@ -977,8 +994,8 @@ class Link(Endpoint[LinkState]):
                     "send_more()": Entry((), _send_more),
                     "abort()": Entry((), _abort), "detach()": Entry(_TO_DETACH, _detach),
                     "violation()": Entry(_TO_DETACH, _violation),
-                    **_peer_frames(_ATTACHED, _on_flow, _on_transfers, _on_disposition), "detach": Entry((_S.DETACHED,), _on_detach),
-                    "end": _ENDED},
+                    **_peer_frames(_ATTACHED, _on_flow, _on_transfers, _on_disposition),
+                    "detach": Entry((_S.DETACHED,), _on_detach), "end": _ENDED},
         # frames the peer sent before it saw our detach are read and dropped
         _DETACH_SENT: {**_peer_frames(_DETACH_SENT, _on_flow, _on_transfers, _on_disposition),
                        "attach": Entry((), _on_attach),  # its answer crossed our detach

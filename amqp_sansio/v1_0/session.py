@@ -6,8 +6,10 @@ Rules of this file:
 1. ``SESSION_MACHINE`` below is the session's only state machine, on the one
    engine (:mod:`amqp_sansio.engine`).  Inputs are the peer's performatives
    by name (``begin``, ``attach``, ``transfer`` -- a run of them --, ...),
-   our calls ``begin()``, ``end()`` and ``frame()`` (a session flow of
-   ours; where it is legal, our links' calls are too: :meth:`Session.run_link`).
+   our calls ``begin()`` and ``end()``.  Writing a flow of ours, and our
+   links' calls (:meth:`Session.run_link`), are output, not inputs: they
+   leave the state as it is and may happen while the session's local state
+   is ACTIVE in the table (Proton's rule: begun, not ended).
 2. The session owns what its links' deliveries are booked under (the ids
    the peer's dispositions name) and is the only writer of its links'
    frames: it runs a link's input with a :class:`~.link.LinkStep` and
@@ -198,6 +200,7 @@ class Session(Endpoint[SessionState]):
         self.handle_max = c.handle_max
         self.remote_handle_max = 0xFFFFFFFF
         self._pending: deque[tuple[SpecObject, bytes]] = deque()  # transfers awaiting window
+        self._step = LinkStep([])  # what a call on one of our links did (run_link)
         # frames our links answer with before our begin answers the peer's
         # (a detach answering a pipelined detach): they follow our begin
         self._held: list[tuple[SpecObject | Encoded, bytes]] = []
@@ -238,8 +241,10 @@ class Session(Endpoint[SessionState]):
 
     def flow(self, *, echo: bool = False) -> None:
         """Send a session flow (our windows; ``echo`` asks for the peer's)."""
-        process_input(self, SESSION_MACHINE, "frame()", self._flow_body(None, echo),
-                      self._owner.events)
+        if self.state not in _WRITABLE:
+            raise local_error(f"session {self.channel}: cannot flow in state {self.state.name}")
+        self._writable()
+        self._write(self._flow_body(None, echo))
 
     def reopen_window(self) -> None:
         """Let the peer send ``incoming_window`` more transfer frames (done
@@ -255,7 +260,7 @@ class Session(Endpoint[SessionState]):
         n = self.config.outgoing_window if frames is None else frames
         if not 0 <= n <= _MASK:
             raise local_error(f"outgoing window {n} is outside [0, 2**32-1]")
-        if not self.can("frame()") or not self._owner.can_write():
+        if self.state not in _WRITABLE or not self._owner.can_write():
             raise local_error(f"session {self.channel}: cannot open the outgoing window in "
                               f"state {self.state.name}")
         self.outgoing_window = n
@@ -304,13 +309,24 @@ class Session(Endpoint[SessionState]):
     def run_link(self, link: Link, inp: str, arg: object = None) -> None:
         """A call on one of our links (``link.flow(...)``...): the link's
         machine takes it, the session carries out what it did -- when the
-        session may write (its table's ``frame()``: its state stays)."""
-        if "frame()" not in SESSION_MACHINE.rows[self.state] or not self._owner.can_write():
+        session may write (its local state ACTIVE; the session's state stays)."""
+        if self.state not in _WRITABLE or not self._owner.can_write():
             raise local_error(f"link {link.name!r}: its session can no longer write "
                               f"(state {self.state.name})")
-        step = LinkStep(self._owner.events)
+        step = self._step  # (one a session: no input of a link's runs inside another's)
+        if step.frames:
+            step.frames.clear()  # (left by a call that raised)
+        step.events = self._owner.events
+        step.booked = step.forgotten = None
+        step.gone = False
         process_input(link, LINK_MACHINE, inp, arg, step)
-        self._carry_out(link, step)
+        frames = step.frames
+        if (len(frames) == 1 and type(f := frames[0]) is tuple and step.forgotten is None
+                and not step.gone):
+            self._transfer_out(link, f)  # (a send's one transfer: _carry_out's case, inlined)
+        else:
+            self._carry_out(link, step)
+        frames.clear()
 
     # -- the peer's frames (the connection's) --------------------------------------------
     def receive(self, inp: str, arg: object) -> None:
@@ -534,12 +550,6 @@ class Session(Endpoint[SessionState]):
         return SessionState.DISCARDING if error is not None else SessionState.END_SENT
 
 
-    def _write_frame(self, body: SpecObject, events: list[Event]) -> None:
-        self._writable()
-        self._write(body)
-
-
-
     def _on_begin(self, arg: tuple[Begin, int], events: list[Event]) -> None:
         body, remote_channel = arg
         self.remote_begin = body
@@ -692,17 +702,17 @@ class Session(Endpoint[SessionState]):
         "transfer": Entry((), _on_transfers), "disposition": Entry((), _on_disposition),
         "detach": Entry((), _on_detach)}
     _DROPPED_FRAMES: dict[Hashable, Entry[SessionState]] = dict.fromkeys(_TAKEN, _DROPPED)
-    _OURS: dict[Hashable, Entry[SessionState]] = {"frame()": Entry((), _write_frame)}
+
     MACHINE: ClassVar[Machine[SessionState]] = Machine("1.0 session", {
         _S.UNMAPPED: {"begin()": Entry((_S.BEGIN_SENT,), _begin_first),
                       "begin": Entry((_S.BEGIN_RCVD,), _on_begin)},
         # links may be attached right behind our begin
-        _S.BEGIN_SENT: {"begin": Entry((_MAPPED,), _on_begin_mapped), **_OURS,
+        _S.BEGIN_SENT: {"begin": Entry((_MAPPED,), _on_begin_mapped),
                         "end()": Entry(_ENDS, _end)},
         # the peer may pipeline attaches (and more) behind its begin
         _S.BEGIN_RCVD: {"begin()": Entry((_MAPPED,), _begin_answer), "end()": Entry(_ENDS, _end),
                         **_TAKEN, "end": Entry((_S.ENDED,), _on_end)},
-        _MAPPED: {**_OURS, "end()": Entry(_ENDS, _end), **_TAKEN,
+        _MAPPED: {"end()": Entry(_ENDS, _end), **_TAKEN,
                   "end": Entry((_S.ENDED,), _on_end)},
         # what the peer sent before it saw our end is read and dropped
         _S.END_SENT: {**_DROPPED_FRAMES, "begin": Entry((), _on_begin),  # it crossed our end
@@ -716,6 +726,9 @@ class Session(Endpoint[SessionState]):
 
 
 SESSION_MACHINE = Session.MACHINE
+#: where the session may write (our begin out, our end not: local state ACTIVE)
+_WRITABLE = frozenset(s for s, (local, _) in SESSION_MACHINE.endpoint_states.items()
+                      if local is EndpointState.ACTIVE)
 
 
 # -- the events that carry their session ------------------------------------------
