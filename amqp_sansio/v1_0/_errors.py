@@ -10,8 +10,9 @@ for 0-10/0-9-1; 1.0 has none: ``code`` is None and ``condition`` says it.
 from __future__ import annotations
 
 __all__ = ["SessionViolation", "decode_error", "remote_error", "local_error",
-           "connection_violation"]
+           "connection_violation", "illegal"]
 
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from ..errors import ConnectionViolation, DecodeError, LocalProtocolError, RemoteProtocolError
@@ -59,3 +60,14 @@ class SessionViolation(Exception):
         super().__init__(message)
         self.message = message
         self.condition = condition
+
+
+def illegal(who: str, inp: Hashable, state: str,
+            violation: Callable[[str], Exception]) -> Exception:
+    """What an input a layer's table lacks in ``state`` means (a machine's
+    ``illegal``): a call of ours written ``name()`` is the caller's misuse
+    (LocalProtocolError, nothing changed), a frame the peer's ``violation``."""
+    name = str(inp)
+    if name.endswith("()"):
+        return local_error(f"{who}cannot {name[:-2]} in state {state}")
+    return violation(f"{who}{name} in state {state}")

@@ -60,7 +60,7 @@ from ..heartbeat import HeartbeatClock
 from ..role import Role
 from ..sasl_negotiator import ClientNegotiator, ServerNegotiator, client_mechanisms
 from . import events as ev
-from ._errors import connection_violation, local_error
+from ._errors import connection_violation, illegal, local_error
 from .framing import (
     _UINT8,
     EMPTY_FRAME,
@@ -184,10 +184,8 @@ class ServerConfig(_Common):
 
 
 def _illegal(c: Connection, inp: Hashable) -> Exception:
-    what = str(inp)
-    if what.endswith("()"):
-        return local_error(f"cannot {what[:-2]} in state {c.state.name}")
-    return connection_violation(f"{what} in state {c.state.name}", AmqpCondition.ILLEGAL_STATE)
+    return illegal("", inp, c.state.name,
+                   lambda m: connection_violation(m, AmqpCondition.ILLEGAL_STATE))
 
 
 _U, _A, _C = EndpointState.UNINIT, EndpointState.ACTIVE, EndpointState.CLOSED

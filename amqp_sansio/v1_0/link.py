@@ -54,7 +54,7 @@ import attrs
 
 from ..engine import Endpoint, EndpointState, Entry, Handler, Machine
 from ..events import ChannelEvent, Event, ProtocolViolation
-from ._errors import SessionViolation, local_error
+from ._errors import SessionViolation, illegal, local_error
 from .codec import Described
 from .framing import Encoded, TransferFrame, accepted_disposition
 from .spec import (
@@ -214,12 +214,8 @@ class Delivery:
 
 
 def _illegal(link: Link, inp: Hashable) -> Exception:
-    what = str(inp)
-    if what.endswith("()"):
-        return local_error(f"link {link.name!r}: cannot {what[:-2]} in state "
-                           f"{link.state.name}")
-    return SessionViolation(f"link {link.name!r}: {what} in state {link.state.name}",
-                            AmqpCondition.ILLEGAL_STATE)
+    return illegal(f"link {link.name!r}: ", inp, link.state.name,
+                   lambda m: SessionViolation(m, AmqpCondition.ILLEGAL_STATE))
 
 
 _U, _A, _C = EndpointState.UNINIT, EndpointState.ACTIVE, EndpointState.CLOSED

@@ -35,7 +35,7 @@ from .. import sasl as mech
 from ..engine import Entry, Machine, process_input
 from ..role import Role
 from ..sasl_negotiator import ClientNegotiator, ServerNegotiator, UnofferedMechanism
-from ._errors import connection_violation, local_error
+from ._errors import connection_violation, illegal, local_error
 from .framing import TYPE_SASL, encode_frame
 from .spec import (
     SASL_HEADER,
@@ -69,11 +69,8 @@ _INPUT = {SaslMechanisms: "sasl-mechanisms", SaslInit: "sasl-init",
 
 
 def _illegal(sl: SaslLayer, inp: Hashable) -> Exception:
-    what = str(inp)
-    if what.endswith("()"):
-        return local_error(f"SASL: cannot {what[:-2]} in state {sl.state.name}")
-    return connection_violation(f"SASL: {what} in state {sl.state.name}",
-                                ConnectionCondition.FRAMING_ERROR)
+    return illegal("SASL: ", inp, sl.state.name, lambda m: connection_violation(
+        m, ConnectionCondition.FRAMING_ERROR))
 
 
 _ENDS = (_S.DONE, _S.FAILED)

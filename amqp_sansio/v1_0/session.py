@@ -48,7 +48,7 @@ import attrs
 
 from ..engine import Endpoint, EndpointState, Entry, Machine, process_input
 from ..events import ChannelEvent, Event, ProtocolViolation
-from ._errors import SessionViolation, connection_violation, local_error
+from ._errors import SessionViolation, connection_violation, illegal, local_error
 from .framing import Encoded, TransferRun
 from .link import (
     FLOW,
@@ -163,11 +163,8 @@ def _encoded(body: SpecObject) -> bytes:
 
 
 def _illegal(s: Session, inp: Hashable) -> Exception:
-    what = str(inp)
-    if what.endswith("()"):
-        return local_error(f"session {s.channel}: cannot {what[:-2]} in state {s.state.name}")
-    return connection_violation(f"session {s.channel}: {what} in state {s.state.name}",
-                                AmqpCondition.ILLEGAL_STATE)
+    return illegal(f"session {s.channel}: ", inp, s.state.name,
+                   lambda m: connection_violation(m, AmqpCondition.ILLEGAL_STATE))
 
 
 _U, _A, _C = EndpointState.UNINIT, EndpointState.ACTIVE, EndpointState.CLOSED
