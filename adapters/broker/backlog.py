@@ -76,6 +76,11 @@ class Backlog(Generic[M]):
 
     def first(self) -> M | None:
         items = self._items
+        head = self._head
+        if head < len(items):  # (the usual case, once per delivery: no loop)
+            m = items[head]
+            if m is not None and not isinstance(m, _Gone):
+                return m
         while self._head < len(items):
             m = items[self._head]
             if m is not None and not isinstance(m, _Gone):
@@ -107,11 +112,32 @@ class Backlog(Generic[M]):
         m = self.first()
         if m is None:
             raise IndexError("pop from an empty backlog")
-        self._items[self._head] = None
-        self._head += 1
-        self._removed(m)
-        self._compact()
+        self._take_head(m)
         return m
+
+    def popleft_if(self, m: M) -> bool:
+        """Take ``m`` off if it is the first message (a delivery of the head:
+        one look instead of ``first()`` and ``popleft()``); False if not."""
+        items = self._items
+        head = self._head
+        if head < len(items) and items[head] is m:
+            self._take_head(m)
+            return True
+        if self.first() is m and m is not None:
+            self._take_head(m)
+            return True
+        return False
+
+    def _take_head(self, m: M) -> None:
+        items = self._items
+        items[self._head] = None
+        self._head += 1
+        m.queued = False
+        self._count -= 1
+        self.octets -= m.octets
+        self.body_octets -= m.size
+        if len(items) > 64 and len(items) > 2 * self._count + 32:
+            self._compact()
 
     def remove(self, m: M) -> bool:
         """Take ``m`` out wherever it is; False if it is not here."""

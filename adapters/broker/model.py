@@ -1116,9 +1116,7 @@ class Broker:
             return False
         if c.browsing:
             c.browse_seq = msg.seq
-        elif msg is q.messages.first():
-            q.messages.popleft()
-        else:
+        elif not q.messages.popleft_if(msg):
             q.messages.remove(msg)
         self.stats["delivered"] += 1
         return True

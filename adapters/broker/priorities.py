@@ -174,6 +174,13 @@ class PriorityBacklog(Generic[M]):
         self._count -= 1
         return b.popleft()
 
+    def popleft_if(self, m: M) -> bool:
+        b = self._highest()
+        if b is not None and b.popleft_if(m):
+            self._count -= 1
+            return True
+        return False
+
     def remove(self, m: M) -> bool:
         if self._levels[self._level(m)].remove(m):
             self._count -= 1

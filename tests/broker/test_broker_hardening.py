@@ -311,7 +311,8 @@ def test_held_deliveries_match_a_dict(ops: list[tuple[str, int, int]], base: int
         assert dict(held) == model
 
 
-@given(st.lists(st.tuples(st.sampled_from(["append", "pop", "remove", "back", "after"]),
+@given(st.lists(st.tuples(st.sampled_from(["append", "pop", "remove", "back", "after",
+                                           "popif"]),
                           st.integers(0, 30)), max_size=80))
 def test_backlog_matches_a_sorted_list(ops: list[tuple[str, int]]) -> None:
     log: Backlog[QMsg] = Backlog()
@@ -338,6 +339,11 @@ def test_backlog_matches_a_sorted_list(ops: list[tuple[str, int]]) -> None:
             model = sorted(model + back, key=lambda m: m.seq)
         elif op == "after":
             assert list(log.after(k)) == [m for m in model if m.seq > k]
+        elif op == "popif" and model:  # (a delivery of the head: taken; of another: not)
+            m = model[k % len(model)]
+            assert log.popleft_if(m) is (m is model[0])
+            if m is model[0]:
+                out.append(model.pop(0))
         assert list(log) == model
         assert len(log) == len(model) and log.octets == sum(m.octets for m in model)
         assert log.first() is (model[0] if model else None)
