@@ -1007,6 +1007,14 @@ _COMMAND_HEADS: dict[type, tuple[bytes, bytes]] = {cls: _command_heads(cls)
                                                    for cls in COMMANDS.values()}
 
 
+#: The last message.transfer command encoded, with its body's octets: a
+#: broker sends a subscription's one transfer command (the same object) with
+#: every delivery, and a transfer command is frozen with immutable fields, so
+#: the same object encodes to the same octets.  (One tuple: read and replaced
+#: whole, so threads sharing it never pair one command with another's octets.)
+_LAST_TRANSFER: list[tuple[object, bytes]] = [(None, b"")]
+
+
 def encode_command(
     channel: int,
     command: Command,
@@ -1034,7 +1042,13 @@ def encode_command(
     out = bytearray(heads[1] if sync else heads[0])
     obj: object = command
     try:
-        command.encode_body_into(command, out)
+        last = _LAST_TRANSFER[0]
+        if last[0] is command:
+            out += last[1]
+        else:
+            command.encode_body_into(command, out)
+            if type(command) is MessageTransfer:
+                _LAST_TRANSFER[0] = (command, bytes(out[len(heads[0]):]))
         cmd_end = len(out)
         hdr_end = cmd_end
         if headers or header_data:

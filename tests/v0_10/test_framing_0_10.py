@@ -637,3 +637,20 @@ def test_invalid_command_still_ends_its_assembly() -> None:
 def test_local_errors(call: Any) -> None:
     with pytest.raises(LocalProtocolError):
         call()
+
+
+def test_a_transfer_command_encoded_again_gives_its_own_octets() -> None:
+    """encode_command keeps the last transfer command's octets (a broker
+    sends one subscription's command with every delivery): the same object
+    again, sync or not, and another after it, each encode as they would alone."""
+    from amqp_sansio.v0_10 import framing, spec
+
+    a = spec.MessageTransfer(destination="a", accept_mode=0, acquire_mode=0)
+    b = spec.MessageTransfer(destination="bb", accept_mode=1, acquire_mode=0)
+    alone: dict[Any, list[bytes]] = {}
+    for cmd in (a, b):
+        framing._LAST_TRANSFER[0] = (None, b"")
+        alone[cmd] = [framing.encode_command(3, cmd, sync=s, body=b"x") for s in (False, True)]
+    for cmd in (a, a, b, a, b, b):
+        for i, s in enumerate((False, True)):
+            assert framing.encode_command(3, cmd, sync=s, body=b"x") == alone[cmd][i]
