@@ -390,7 +390,7 @@ class PidTarget(Supervisor):
         self._log_from = self._seen = (
             log.stat().st_size if log is not None and log.exists() else 0)
         self.starts = 1
-        self._gone = False
+        self._gone: tuple[int | None, int | None] | None = None
 
     @property
     def pid(self) -> int | None:
@@ -404,30 +404,39 @@ class PidTarget(Supervisor):
                                "and cannot be restarted")
 
     def _exit_status(self) -> tuple[int | None, int | None] | None:
-        if self._gone:
-            return (None, None)
-        try:
-            pid, status = os.waitpid(self._pid, os.WNOHANG)  # our child after all?
-            if pid == self._pid:
-                self._gone = True
-                if os.WIFSIGNALED(status):
-                    return (None, os.WTERMSIG(status))
-                return (os.WEXITSTATUS(status), None)
-        except ChildProcessError:
-            pass
+        if self._gone is not None:
+            return self._gone
+        reaped = self._reap()
+        if reaped is not None:
+            return reaped
+        alive = True
         try:
             os.kill(self._pid, 0)
         except ProcessLookupError:
-            self._gone = True
-            return (None, None)  # not ours: its status is its parent's to read
+            alive = False
         except PermissionError:
             pass
-        with contextlib.suppress(OSError):  # a zombie is dead too
+        with contextlib.suppress(OSError, IndexError):  # a zombie is dead too
             stat = Path(f"/proc/{self._pid}/stat").read_text()
-            if stat.rsplit(")", 1)[1].split()[0] == "Z":
-                self._gone = True
-                return (None, None)
-        return None
+            alive = alive and stat.rsplit(")", 1)[1].split()[0] != "Z"
+        if alive:
+            return None
+        # It ended between the two looks: ours to reap after all?  Else its
+        # status is its parent's to read.
+        self._gone = self._reap() or (None, None)
+        return self._gone
+
+    def _reap(self) -> tuple[int | None, int | None] | None:
+        """The exit status, if the peer is our child and has ended."""
+        try:
+            pid, status = os.waitpid(self._pid, os.WNOHANG)
+        except ChildProcessError:
+            return None
+        if pid != self._pid:
+            return None
+        self._gone = ((None, os.WTERMSIG(status)) if os.WIFSIGNALED(status)
+                      else (os.WEXITSTATUS(status), None))
+        return self._gone
 
     def tail(self) -> str:
         return self._read(self._log_from)
