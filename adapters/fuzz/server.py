@@ -14,8 +14,8 @@ never subscribed, results for commands it never sent, unsolicited controls,
 a wrong protocol header...).
 
 The plan is a pure function of ``(seed, connection number)``
-(:func:`.server_0_10.make_plan`, :func:`.server_1_0.make_plan`).  The client's reaction is judged by the same oracle as
-in the client role: a conformant client rejects the fault with
+(:func:`.server_0_10.make_plan`, :func:`.server_1_0.make_plan`).  The
+client's reaction is judged by the same oracle as in the client role: a conformant client rejects the fault with
 ``connection.close`` (or by dropping the socket where the spec says so),
 ``session.detached`` or ``execution.exception``, or goes on when the fault is
 one it may accept.  What the client sends before the fault must pass the
