@@ -166,6 +166,24 @@ class SessionBase(SessionView[P]):
         session's error or the connection's raise here)."""
         self._pump.wait(ready, timeout, what, gather)
 
+    def _send_transfer(self, t: Any, wait: bool, timeout: float | None,
+                      room: str = "room to publish", answer: str = "the broker's answer") -> int:
+        """Publish what the policy's ``transfer()`` made once it can go (the
+        policy's credit or window, the pump's backlog under HIGH_WATER) and,
+        if ``wait``, wait for the broker's answer (``room``/``answer`` name
+        the waits in a timeout); its number in the session.  The octets are
+        handed to the I/O thread: a loop's publishes leave in batches."""
+        pump = self._pump
+        p: Any = self._p  # (each protocol's session policy has can_publish/publish)
+        with pump.lock:
+            pump.wait_room(lambda: p.can_publish(t), timeout, room)
+            sent: tuple[int, Pending[Any] | None] = p.publish(t, wait=wait)
+            pump.poke()
+            n, pending = sent
+            if pending is not None:
+                self.wait_for(pending, timeout, answer)
+            return n
+
     @property
     def connection_closed(self) -> bool:
         return self._pump.closed

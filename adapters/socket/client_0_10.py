@@ -213,18 +213,8 @@ class Session(SessionBase[v010.ClientSession], v010.SessionView):
         default exchange, which routes by queue name.
         """
         t = self._p.transfer(message, exchange, routing_key, confirm)
-        return self._send_transfer(t, confirm if wait is None else wait, timeout)
-
-    def _send_transfer(self, t: v010.Transfer, wait: bool, timeout: float | None) -> int:
-        pump = self._pump
-        p = self._p
-        with pump.lock:
-            pump.wait_room(lambda: p.can_publish(t), timeout, "room to publish")
-            cid, answer = p.publish(t, wait=wait)
-            pump.poke()
-            if answer is not None:
-                self.wait_for(answer, timeout, "completion of message.transfer")
-            return cid
+        return self._send_transfer(t, confirm if wait is None else wait, timeout,
+                                  answer="completion of message.transfer")
 
     def publish_resumable(self, message: Message | bytes | str, *, resume_id: str,
                           exchange: str = "", routing_key: str | None = None,
@@ -247,7 +237,7 @@ class Session(SessionBase[v010.ClientSession], v010.SessionView):
                                "message.resume").offset or 0)
         t = p.resumable(p.transfer(message, exchange, routing_key, confirm), resume_id, offset,
                         resume_ttl)
-        self._send_transfer(t, True, timeout)
+        self._send_transfer(t, True, timeout, answer="completion of message.transfer")
         return offset
 
     # -- the file and stream classes (amqp_sansio.v0_10.content) -------------------

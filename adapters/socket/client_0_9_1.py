@@ -263,18 +263,10 @@ class Session(SessionBase[v091.ClientChannel], v091.SessionView):
         means the message was not sent -- except while waiting: the message
         is then in doubt.
         """
-        pump = self._pump
-        p = self._p
-        pub = p.transfer(message, exchange, routing_key, confirm, mandatory=mandatory,
-                         properties=properties)
-        with pump.lock:
-            pump.wait_room(lambda: p.can_publish(pub), timeout, "room to publish")
-            n, answer = p.publish(pub, wait=confirm if wait is None else wait)
-            pump.poke()
-            if answer is not None:
-                self.wait_for(answer, timeout,
-                              "publisher confirm" if confirm else "channel.flow-ok")
-            return n
+        pub = self._p.transfer(message, exchange, routing_key, confirm, mandatory=mandatory,
+                               properties=properties)
+        return self._send_transfer(pub, confirm if wait is None else wait, timeout,
+                                  answer="publisher confirm" if confirm else "channel.flow-ok")
 
     # -- consuming --------------------------------------------------------------
     def subscribe(self, queue: str, *, prefetch: int | None = 100,

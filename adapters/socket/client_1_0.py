@@ -200,16 +200,9 @@ class Session(SessionBase[v10.ClientSession], v10.SessionView):
         """Send to the address ``routing_key``; return the publish's number.
         ``wait`` (default ``confirm``) returns once accepted (else
         :class:`MessageRejectedError`); ``settled=True`` sends pre-settled."""
-        pump = self._pump
-        p = self._p
-        pub = p.transfer(message, exchange, routing_key, settled=settled)
-        with pump.lock:
-            pump.wait_room(lambda: p.can_publish(pub), timeout, "link credit")
-            n, answer = p.publish(pub, wait=confirm if wait is None else wait)
-            pump.poke()
-            if answer is not None:
-                self.wait_for(answer, timeout, "the receiver's outcome")
-            return n
+        pub = self._p.transfer(message, exchange, routing_key, settled=settled)
+        return self._send_transfer(pub, confirm if wait is None else wait, timeout,
+                                  room="link credit", answer="the receiver's outcome")
 
     def publish_stream(self, parts: Iterable[bytes], *, size: int, routing_key: str,
                        exchange: str = "", message: Message | None = None,
