@@ -225,38 +225,6 @@ def _framing(msg: str, offset: int, channel: int | None = None) -> DecodeError:
 # Decoding
 
 
-class FrameDecoder:
-    """Bytes -> :class:`Frame` values, checking every header field."""
-
-    def __init__(self, max_frame_size: int = MIN_MAX_FRAME_SIZE) -> None:
-        self.max_frame_size = max_frame_size
-        self._buf = bytearray()
-        self._offset = 0  # stream offset of self._buf[0]
-
-    def feed(self, data: bytes) -> list[Frame]:
-        self._buf += data
-        out: list[Frame] = []
-        buf = self._buf
-        pos = 0
-        n = len(buf)
-        while n - pos >= FRAME_HEADER_SIZE:
-            flags, stype, size, r1, track, channel, r2 = _unpack_hdr(buf, pos)
-            _check_header(flags, stype, size, r1, track, r2, self.max_frame_size,
-                          self._offset + pos, channel)
-            if n - pos < size:
-                break
-            out.append(Frame(flags, stype, track, channel, bytes(buf[pos + 12:pos + size])))
-            pos += size
-        if pos:
-            del buf[:pos]
-            self._offset += pos
-        return out
-
-    @property
-    def pending(self) -> int:
-        return len(self._buf)
-
-
 def _check_header(flags: int, stype: int, size: int, r1: int, track: int, r2: int,
                   limit: int, offset: int, channel: int) -> None:
     if size < FRAME_HEADER_SIZE:
@@ -356,6 +324,8 @@ class AssemblyDecoder:
         # decoded to (see _whole_assembly): (octets, decoded) or None.
         self._last_cmd: tuple[bytes, Command] | None = None
         self._last_hdr: tuple[bytes, tuple[Struct, ...] | None] | None = None
+        # FrameDecoder's: the frames as they are, not assembled (else None).
+        self._frames_out: list[Frame] | None = None
 
     # -- public -------------------------------------------------------------
     @property
@@ -420,7 +390,8 @@ class AssemblyDecoder:
         n = len(buf)
         partial = self._partial
         opened = self._open
-        whole = not self.stream_bodies
+        frames = self._frames_out
+        whole = not self.stream_bodies and frames is None
         try:
             while n - pos >= 12:
                 ft, size, rt, channel, r2 = _unpack_hdr5(buf, pos)
@@ -440,6 +411,10 @@ class AssemblyDecoder:
                                   self._offset + pos, channel)
                 if n - pos < size:
                     break
+                if frames is not None:  # FrameDecoder: the frame as it is
+                    frames.append(Frame(flags, stype, track, channel, buf[pos + 12:pos + size]))
+                    pos += size
+                    continue
                 key = (channel << 1) | track
                 p = partial.get(key)
                 payload = buf[pos + 12:pos + size]
@@ -888,6 +863,27 @@ class AssemblyDecoder:
                 check_strict(v)
             out.append(v)
         return tuple(out)
+
+
+class FrameDecoder(AssemblyDecoder):
+    """Bytes -> :class:`Frame` values, checking every header field: the
+    assembler's own frame reader (one parser), stopping before assembly --
+    for tools and tests that look at frames as they are."""
+
+    def __init__(self, max_frame_size: int = MIN_MAX_FRAME_SIZE) -> None:
+        super().__init__(max_frame_size=max_frame_size)
+
+    # (It reads frames where the assembler reads items: not a drop-in
+    # AssemblyDecoder for its callers, hence the override's other type.)
+    def feed(self, data: bytes) -> list[Frame]:  # type: ignore[override]
+        out: list[Frame] = []
+        self._frames_out = out
+        self._feed(data, [])
+        return out
+
+    @property
+    def pending(self) -> int:
+        return len(self._buf)
 
 
 # ---------------------------------------------------------------------------
