@@ -378,6 +378,9 @@ class Connection010(FrontEnd):
             # qpid.messaging clients fail on an unasked known-completed.
             known_completed="when-asked",
             redirect=self._redirect if b.redirect else None,
+            # Headers are read, never changed, here (their octets are what is
+            # relayed): a run of transfers published alike is decoded once.
+            shared_headers=True,
         )
 
     def _redirect(self, vhost: str) -> str | None:

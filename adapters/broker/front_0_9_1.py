@@ -316,6 +316,9 @@ class Connection091(FrontEnd):
             channel_max=max(1, min(lim.sessions_per_connection, 0xFFFF)),
             max_body_size=lim.max_message_size,
             server_properties={"cluster_name": "amqp-sansio embedded broker"},
+            # Properties are read, never changed, here (their octets are what
+            # is relayed): a run of publishes alike is decoded once.
+            shared_properties=True,
         )
 
     @property

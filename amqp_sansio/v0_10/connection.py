@@ -199,6 +199,10 @@ class ServerConfig:
     strict: bool = False
     known_completed: str = attrs.field(default="eager", validator=attrs.validators.in_(
         ("eager", "when-asked")))  # see ClientConfig
+    #: Header structs decoded from the same octets as the last transfer's are
+    #: handed out again, maps and all: the application changes none of them
+    #: (``AssemblyDecoder.shared_headers``).
+    shared_headers: bool = False
 
 
 class Connection(Endpoint[ConnState]):
@@ -221,7 +225,9 @@ class Connection(Endpoint[ConnState]):
                                         max_body_size=0,
                                         max_pending_size=HANDSHAKE_SEGMENT_SIZE,
                                         stream_bodies=config.stream_bodies,
-                                        strict=config.strict)
+                                        strict=config.strict,
+                                        shared_headers=isinstance(config, ServerConfig)
+                                        and config.shared_headers)
         self._out: list[bytes] = []
         self._header = HeaderGate(PROTOCOL_HEADER)
         self._out_frame_max = MIN_MAX_FRAME_SIZE

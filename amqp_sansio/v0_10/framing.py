@@ -304,6 +304,7 @@ class AssemblyDecoder:
         typed: bool = False,
         stream_bodies: bool = False,
         max_pending_size: int | None = None,
+        shared_headers: bool = False,
     ) -> None:
         self.max_frame_size = max_frame_size
         self.max_segment_size = max_segment_size
@@ -312,6 +313,11 @@ class AssemblyDecoder:
         self.strict = strict
         self.typed = typed
         self.stream_bodies = stream_bodies
+        #: A transfer's header segment that repeats the last one's octets
+        #: gets the same decoded structs even when they hold a map: the
+        #: application reads them and changes none (a broker, which relays
+        #: the octets); otherwise such headers are decoded anew each time.
+        self.shared_headers = shared_headers
         self.max_pending_size = (max_segment_size + max_body_size if max_pending_size is None
                                  else max_pending_size)
         self._buf = bytearray()
@@ -592,7 +598,8 @@ class AssemblyDecoder:
                     else:
                         headers = self._decode_headers(payload, 0, m, cmd)
             if hdr_end and cls is MessageTransfer and kept is None:
-                self._last_hdr = (payload, headers if _immutable(headers) else None)
+                self._last_hdr = (payload, headers if self.shared_headers
+                                  or _immutable(headers) else None)
         except (DecodeError, KeyError, IndexError):
             return None
         # CommandAssembly(channel, cmd, sync, headers, body, header_size), built

@@ -256,6 +256,10 @@ class ServerConfig:
     dialect: str = attrs.field(default="rabbit", converter=_dialect)
     publish_when_blocked: str = "queue"
     strict_names: bool = False
+    #: Properties decoded from the same octets as the last content header's
+    #: are handed out again, headers table and all: the application changes
+    #: none of them (``Decoder.shared_properties``).
+    shared_properties: bool = False
 
 
 def _negotiate(proposed: int, wanted: int) -> int:
@@ -290,7 +294,9 @@ class Connection(Endpoint[ConnState]):
         table = self.TABLE
         self._decoder = Decoder(FRAME_MIN_SIZE, max_body_size=config.max_body_size,
                                 profile=self.profile, methods=table.methods,
-                                properties=table.properties)
+                                properties=table.properties,
+                                shared_properties=isinstance(config, ServerConfig)
+                                and config.shared_properties)
         # contents the peer's input ended inside (kept at eof)
         self._interrupted: list[tuple[int, Method, Properties | None, bytes]] = []
         self._out: list[bytes] = []

@@ -314,9 +314,16 @@ class Decoder:
     def __init__(self, max_frame_size: int = FRAME_MIN_SIZE, *,
                  max_body_size: int = DEFAULT_MAX_BODY_SIZE, profile: Profile = RABBIT,
                  methods: Mapping[int, type[Method]] = METHODS,
-                 properties: Mapping[int, type[Properties]] = PROPERTIES) -> None:
+                 properties: Mapping[int, type[Properties]] = PROPERTIES,
+                 shared_properties: bool = False) -> None:
         self.methods = methods
         self.properties = properties
+        #: A content header whose properties repeat the last one's octets
+        #: gets the same decoded properties, headers table and all: the
+        #: application reads them and changes none (a broker, which relays
+        #: the octets); otherwise they are decoded anew each time.
+        self.shared_properties = shared_properties
+        self._last_props: tuple[int, bytes, Properties] | None = None
         self.frames = FrameDecoder(max_frame_size)
         self.max_body_size = max_body_size
         self.profile = profile
@@ -428,12 +435,19 @@ class Decoder:
         if class_id != m.CLASS_ID or weight or bsize > self.max_body_size:
             return None
         payload = buf[pos + 19:stop]
-        try:
-            props, p = self.properties[class_id].decode_from(payload, 0, len(payload), self.profile)
-        except DecodeError:
-            return None
-        if p != len(payload):
-            return None
+        last = self._last_props
+        if last is not None and last[1] == payload and last[0] == class_id:
+            props = last[2]
+        else:
+            try:
+                props, p = self.properties[class_id].decode_from(payload, 0, len(payload),
+                                                                 self.profile)
+            except DecodeError:
+                return None
+            if p != len(payload):
+                return None
+            if self.shared_properties:
+                self._last_props = (class_id, payload, props)
         pos = stop + 1
         if bsize:
             if n - pos < 8:

@@ -654,3 +654,19 @@ def test_a_transfer_command_encoded_again_gives_its_own_octets() -> None:
     for cmd in (a, a, b, a, b, b):
         for i, s in enumerate((False, True)):
             assert framing.encode_command(3, cmd, sync=s, body=b"x") == alone[cmd][i]
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_shared_headers_hand_a_repeated_header_segment_the_same_structs(shared: bool) -> None:
+    """A header segment holding a map (mutable) is decoded anew each time --
+    unless ``shared_headers`` (a broker reads headers, never changes them):
+    then a repeat of the last one's octets gets the same structs."""
+    cmd = spec.MessageTransfer(destination="d", accept_mode=0, acquire_mode=0)
+    dp = spec.DeliveryProperties(routing_key="rk", priority=4, delivery_mode=1)
+    alike = spec.MessageProperties(application_headers={"n": 1})
+    other = spec.MessageProperties(application_headers={"n": 2})
+    data = b"".join(encode_command(1, cmd, headers=[dp, mp], body=b"b")
+                    for mp in (alike, alike, other, alike))
+    got = [a.headers for a in AssemblyDecoder(shared_headers=shared).feed(data)]
+    assert [h[1] for h in got] == [alike, alike, other, alike]
+    assert (got[1] is got[0]) is shared and got[2] is not got[1] and got[3] is not got[0]

@@ -329,3 +329,19 @@ def test_method_frames_roundtrip(m: Any) -> None:
         return
     [item] = feed_all(encode_method(5, m))
     assert item.method.encode() == m.encode() and item.channel == 5
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_shared_properties_hand_a_repeated_header_the_same_object(shared: bool) -> None:
+    """With ``shared_properties`` a content header repeating the last one's
+    octets gets the same decoded properties (a broker relays octets and
+    changes nothing); without, each its own; different octets always their own."""
+    pub = spec.BasicPublish(exchange="", routing_key="q")
+    alike = spec.BasicProperties(content_type="text/plain", headers={"n": 1})
+    other = spec.BasicProperties(content_type="text/plain", headers={"n": 2})
+    data = b"".join(encode_content(1, pub, p, b"body", 1 << 16)
+                    for p in (alike, alike, other, alike))
+    dec = Decoder(1 << 16, shared_properties=shared)
+    got = [item.properties for item in dec.feed(data)]
+    assert got == [alike, alike, other, alike]
+    assert (got[1] is got[0]) is shared and got[2] is not got[1] and got[3] is not got[0]
