@@ -50,7 +50,7 @@ PROTOCOLS = ("0-10", "0-9-1", "1.0")
 #: The default measure's workload (argv: tree, bench dir, jobs file): each
 #: job a replay counted alone; a pair's first replay warms it, uncounted.
 SPLIT = r'''
-import operator, os, pickle, sys
+import gc, operator, os, pickle, sys
 from functools import partial
 tree, bench, path = sys.argv[1:4]
 if tree != "-":
@@ -64,6 +64,7 @@ with open(path, "rb") as f:
 for jobs in pairs:
     replay(*jobs[0][:2])
     for steps, upto, deliveries in jobs:
+        gc.collect()  # (each replay from the same collector state: its collections alike)
         wrote = operator.call(partial(replay, steps, upto))
         got = sum(w.count(BODY) for w in wrote)
         assert got == deliveries, (got, deliveries)
