@@ -350,6 +350,11 @@ class Connection010(FrontEnd):
         self.svc: Sessions010 = broker.services["0-10"]
         self.conn = Connection(Role.SERVER, self._server_config())
         self._sessions: dict[bytes, Session] = {}  # attached here (by name)
+        self._ns: tuple[str | None, VHost | None] = (None, None)  # (vhost name, namespace)
+        #: The last transfer's header structs and its (delivery, fragment)
+        #: properties: transfers published alike share the structs (the core's
+        #: ServerConfig.shared_headers), so they are looked through once.
+        self._parts: tuple[tuple[Struct, ...], Any, Any] = ((), None, None)
         #: file/stream qos given with ``global`` (the whole connection's)
         self.content_qos: dict[str, content.Qos] = {}
         if broker.trace_frames:
@@ -389,7 +394,21 @@ class Connection010(FrontEnd):
     @property
     def ns(self) -> VHost:
         """The namespace of the virtual host this connection opened."""
-        return self.broker.vhost(self.conn.virtual_host or "/")
+        name = self.conn.virtual_host
+        known, ns = self._ns
+        if ns is None or name != known:  # (a vhost, once made, stays)
+            ns = self.broker.vhost(name or "/")
+            self._ns = (name, ns)
+        return ns
+
+    def _header_parts(self, headers: tuple[Struct, ...]) -> tuple[Any, Any]:
+        """A transfer's delivery-properties and fragment-properties (None: absent)."""
+        last, dp, fp = self._parts
+        if headers is not last:
+            dp = _struct(headers, spec.DeliveryProperties)
+            fp = _struct(headers, spec.FragmentProperties)
+            self._parts = (headers, dp, fp)
+        return dp, fp
 
     def _stalled(self) -> bool:
         """A session's commands wait behind its full replay window (the peer
@@ -592,7 +611,10 @@ class Connection010(FrontEnd):
         if st is not None and (st.outbox or st.deferred):
             st.deferred.append(e)
             return
-        self._run(e)
+        if type(e) is ev.MessageReceived:  # (the usual one: no second look-up)
+            self._on_publish(e, s, st)
+        else:
+            self._run(e)
 
     def _run(self, e: ev.Event) -> None:
         if isinstance(e, ev.MessageReceived):
@@ -613,21 +635,28 @@ class Connection010(FrontEnd):
             self.broker.touch(self)  # reading resumes: wake the I/O layer
 
     # -- publishing -----------------------------------------------------------
-    def _on_publish(self, e: ev.MessageReceived) -> None:
+    def _on_publish(self, e: ev.MessageReceived, s: Session | None = None,
+                    st: SessState | None = None) -> None:
         # The event's own session: a detach later in the same batch may have
         # unbound it from the channel already.  Commands received before the
         # detach are still executed (and completed, reported on resume).
-        s = e.session or self.conn.sessions.get(e.channel)
+        if s is None:
+            s = e.session or self.conn.sessions.get(e.channel)
         if s is None or s.failed:
             return  # after an exception the session executes nothing more
-        st = self.svc.session_state(s)
+        if st is None:
+            st = self.svc.session_state(s)
         try:
-            self._check_access(e.transfer)
-            x = self.ns.exchanges.get(e.transfer.destination or "")
+            ns = self.ns
+            try:
+                self.login.check(ns.name, e.transfer, ACCESS_0_10)
+            except AccessRefused as refused:
+                raise _Fail(UNAUTHORIZED_ACCESS, refused.text, refused.field) from None
+            x = ns.exchanges.get(e.transfer.destination or "")
             if x is None:
                 raise _Fail(NOT_FOUND, f"no exchange {e.transfer.destination!r}", "destination")
             work = st.tx if st.transactional else self.broker.dtx.work_of(s)
-            fp = _struct(e.headers, spec.FragmentProperties)
+            dp, fp = self._header_parts(e.headers)
             if fp is not None and not (fp.first and fp.last):
                 # one fragment of a message: kept until the message is whole
                 whole = content.fragment(self, s, e.command_id, e.transfer, e.headers, e.body)
@@ -639,7 +668,7 @@ class Connection010(FrontEnd):
                             st.to_accept.add(i)
             else:
                 self._route_publish(s, st, x, e.transfer, e.headers, e.body, e.command_id,
-                                    work, e.header_data)
+                                    work, e.header_data, dp)
         except _Fail as f:
             self._exception(s, e.command_id, e.transfer, f)
             return
@@ -658,11 +687,14 @@ class Connection010(FrontEnd):
 
     def _route_publish(self, s: Session, st: SessState, x: ExchangeState, transfer: Any,
                        headers: tuple[Struct, ...], body: bytes, cid: int,
-                       work: Work | None = None, header_data: bytes = b"") -> None:
+                       work: Work | None = None, header_data: bytes = b"",
+                       dp: Any = False) -> None:
         """Route a transfer and enqueue it -- or, in a transaction, stage the
         enqueues in its ``work`` (done when it commits).  ``header_data``:
-        the header segment's octets (the model keeps and relays them)."""
-        dp = _struct(headers, spec.DeliveryProperties)
+        the header segment's octets (the model keeps and relays them);
+        ``dp``: its delivery-properties if the caller found them."""
+        if dp is False:
+            dp = _struct(headers, spec.DeliveryProperties)
         key = (dp.routing_key if dp is not None else None) or ""
         octets = header_data if header_data or not headers else None
         routed = self.broker.publish(x, key, Wire.published(FORM_0_10, headers, octets), body,
