@@ -202,7 +202,7 @@ class ConnectionViolation(Exception):
         self.broken = broken
 
     @classmethod
-    def from_decode_error(cls, e: DecodeError, **kw: Any) -> ConnectionViolation:
+    def from_decode_error(cls, e: DecodeError, **kw: bool) -> ConnectionViolation:
         """The connection-scope violation a decoder's error amounts to."""
         return cls(e.message, e.code, condition=e.condition, info=e.info, channel=e.channel,
                    class_code=e.class_code, command_code=e.command_code, **kw)

@@ -124,7 +124,7 @@ import secrets
 import stringprep
 import unicodedata
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from typing import Any, ClassVar, Final, Protocol
+from typing import ClassVar, Final, Protocol
 
 import attrs
 
@@ -1076,7 +1076,7 @@ CLIENT_MECHANISMS: Final[Mapping[str, Callable[..., ClientMechanism]]] = {
 }
 
 
-def client_mechanism(name: str, **kw: Any) -> ClientMechanism:
+def client_mechanism(name: str, **kw: object) -> ClientMechanism:
     """A fresh client mechanism, e.g.
     ``client_mechanism("PLAIN", username="guest", password="guest")``."""
     factory = CLIENT_MECHANISMS.get(name)

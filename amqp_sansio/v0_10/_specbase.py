@@ -80,7 +80,7 @@ class SpecObject:
         return f"{type(self).__name__}({', '.join(parts)})"
 
     @classmethod
-    def unchecked(cls, **fields: Any) -> Any:
+    def unchecked(cls, **fields: object) -> Any:
         """Build without validation (see :func:`unchecked`)."""
         return unchecked(cls, **fields)
 
@@ -203,7 +203,7 @@ def _bad_field(why: str, pos: int) -> DecodeError:
     return DecodeError(why, code=ErrorCode.INVALID_ARGUMENT, scope="execution", offset=pos)
 
 
-def unchecked(cls: type[Any], **fields: Any) -> Any:
+def unchecked(cls: type[Any], **fields: object) -> Any:
     """Build a spec object without construction-time validation.
 
     For values that must reach the wire exactly as given -- replaying
@@ -227,7 +227,7 @@ def unchecked(cls: type[Any], **fields: Any) -> Any:
     return o
 
 
-def check_strict(o: Any, offset: int | None = None) -> None:
+def check_strict(o: SpecObject, offset: int | None = None) -> None:
     """Reject what the lenient decoder lets through: absent required fields
     (illegal-argument, 531) and enum values outside their domain
     (invalid-argument, 542).  Raises DecodeError carrying the field index."""

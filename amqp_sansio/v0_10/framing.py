@@ -828,7 +828,7 @@ class AssemblyDecoder:
         return None
 
     @staticmethod
-    def _scope_command_error(e: DecodeError, cmd: Any, channel: int,
+    def _scope_command_error(e: DecodeError, cmd: object, channel: int,
                              at: int | None = None) -> DecodeError:
         opcode = getattr(cmd, "OPCODE", None)
         return DecodeError(

@@ -200,7 +200,7 @@ def _timestamp_secs(v: _dt.datetime | int) -> int:
     return v
 
 
-def unchecked(cls: type[Any], **fields: Any) -> Any:
+def unchecked(cls: type[Any], **fields: object) -> Any:
     """Build a spec object without construction-time validation (for fuzzing
     and replaying captured traffic).  Unknown names are a LocalProtocolError."""
     o = _new(cls)
