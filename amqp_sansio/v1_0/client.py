@@ -254,7 +254,7 @@ class ClientConnection(base.ClientConnection[CoreConnection, "ClientSession"]):
                 s.rebind(self.core.begin())
                 self.sessions[s.channel] = s
 
-    def _on_opened(self, e: Any) -> None:
+    def _on_opened(self, e: ev.ConnectionOpened) -> None:
         if self.reconnecting:
             self.reconnecting = False
             self.opened = e
@@ -328,7 +328,7 @@ class ClientConnection(base.ClientConnection[CoreConnection, "ClientSession"]):
     def _on_protocol_event(self, e: Event) -> bool:
         return isinstance(e, ev.SaslCompleted)
 
-    def _on_closed(self, e: Any) -> None:
+    def _on_closed(self, e: ev.ConnectionClosed) -> None:
         self.closed_event = e
         text = e.text if e.condition is None else f"{e.condition}: {e.text or ''}"
         if self.opened is None:
@@ -583,7 +583,7 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
             self._syncs.remove(p)
 
     # -- nodes ---------------------------------------------------------------------------
-    def declare_queue(self, queue: str, **_: Any) -> Pending[Any]:
+    def declare_queue(self, queue: str, **_: object) -> Pending[Any]:
         """1.0 has no declare: attach a sender to the address (brokers that
         create nodes on attach create it now); answered with the address."""
         s = self.sender(queue)

@@ -226,7 +226,7 @@ class Described:
 
     __slots__ = ("descriptor", "value")
 
-    def __init__(self, descriptor: int | str, value: Any) -> None:
+    def __init__(self, descriptor: int | str, value: object) -> None:
         if isinstance(descriptor, bool) or not isinstance(descriptor, int | str):
             raise local_error(f"a descriptor is a ulong or a symbol, not {descriptor!r}")
         self.descriptor = descriptor
@@ -332,7 +332,7 @@ def wide_head(table: list[bytes], n: int) -> bytes:
     return bytes((table[0][0] + 0x10,)) + pack_u32(n)
 
 
-def bad_text(what: str, v: Any) -> Exception:
+def bad_text(what: str, v: object) -> Exception:
     if what == "symbol":
         return local_error(f"symbol: not ASCII: {v!r}")
     return local_error(f"string is not encodable as UTF-8: {v!r}")
@@ -783,7 +783,7 @@ def _w_array_of_compounds(v: Array, out: bytearray, depth: int) -> None:
     _w_array(len(v), prefix + bytes((code,)), body, out)
 
 
-def _mismatch(desc: Any, x: Any) -> bytearray:
+def _mismatch(desc: object, x: object) -> bytearray:
     raise local_error(f"array of described {desc!r}: item {x!r} has another descriptor")
 
 
@@ -899,7 +899,7 @@ def _e_described(v: Described, out: bytearray, depth: int) -> None:
 _ENCODERS[Described] = _e_described
 
 
-def encode_value(v: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
+def encode_value(v: object, out: bytearray, depth: int = MAX_DEPTH) -> None:
     """Append ``v`` with its constructor, by the table in the module doc."""
     enc = _ENCODERS.get(type(v))
     if enc is not None:
@@ -913,7 +913,7 @@ def encode_value(v: Any, out: bytearray, depth: int = MAX_DEPTH) -> None:
         return
     wire = getattr(type(v), "WIRE_TYPE", None)
     if wire is not None:  # a generated enum member: its restricted type's wire type
-        encode_value(_TYPED_BY_NAME[wire](v.value), out, depth)
+        encode_value(_TYPED_BY_NAME[wire](getattr(v, "value")), out, depth)  # noqa: B009
         return
     for base, enc in _ENCODERS.items():  # subclasses of the plain types
         if base not in (type(None), bool) and isinstance(v, base):
@@ -928,7 +928,7 @@ _TYPED_BY_NAME: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def type_name(v: Any) -> str:
+def type_name(v: object) -> str:
     """The AMQP type ``encode_value`` sends ``v`` as (for tools and tests)."""
     b = bytearray()
     encode_value(v, b)
@@ -955,7 +955,7 @@ def _fixed(width: int, conv: Callable[[bytes, int], Any], what: str) -> _Dec:
     return dec
 
 
-def _const(value: Any) -> _Dec:
+def _const(value: object) -> _Dec:
     def dec(buf: bytes, pos: int, end: int, depth: int) -> tuple[Any, int]:
         return value, pos
     return dec
@@ -1162,7 +1162,7 @@ _WRAPPED = {0x50, 0x60, 0x70, 0x52, 0x43, 0x80, 0x53, 0x44, 0x51, 0x61, 0x71, 0x
             0x83, 0xA3, 0xB3, 0x72, 0x73}
 
 
-def _plain(x: Any) -> Any:
+def _plain(x: object) -> Any:
     """An array item without its wrapper (the Array carries the type)."""
     if isinstance(x, int):
         return int(x)

@@ -37,12 +37,13 @@ notes-0-9-1-and-1-0.md B.4 item 32).
 from __future__ import annotations
 
 __all__ = ["SessionState", "SESSION_MACHINE", "SessionOwner", "Session", "SessionConfig",
+           "LinkOptions",
            "SessionBeginRequested", "SessionBegun", "SessionEnded", "SessionWindowOpened"]
 
 import enum
 from collections import deque
 from collections.abc import Hashable
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypedDict, Unpack
 
 import attrs
 
@@ -130,6 +131,20 @@ class SessionOwner(Protocol):
 
     def session_gone(self, session: Session) -> None:
         """Both ends exchanged: free the channels."""
+
+
+class LinkOptions(TypedDict, total=False):
+    """What ``attach_sender``/``attach_receiver`` pass on to the :class:`Link`."""
+
+    snd_settle_mode: SenderSettleMode
+    rcv_settle_mode: ReceiverSettleMode
+    max_message_size: int | None
+    properties: dict[str, Any] | None
+    offered_capabilities: tuple[str, ...] | None
+    desired_capabilities: tuple[str, ...] | None
+    initial_delivery_count: int
+    unsettled: dict[Any, Any] | None
+    max_receive_size: int
 
 
 @attrs.frozen(kw_only=True)
@@ -265,18 +280,20 @@ class Session(Endpoint[SessionState]):
         self._flush()
 
     def attach_sender(self, name: str, *, target: TargetTerminus | None = None,
-                      source: SourceTerminus | None = None, **kw: Any) -> Link:
+                      source: SourceTerminus | None = None,
+                      **kw: Unpack[LinkOptions]) -> Link:
         """Start a sending link (attach written now)."""
         return self._attach(name, Role.SENDER, source or Source(), target or Target(), **kw)
 
     def attach_receiver(self, name: str, *, source: SourceTerminus | None = None,
-                        target: TargetTerminus | None = None, **kw: Any) -> Link:
+                        target: TargetTerminus | None = None,
+                        **kw: Unpack[LinkOptions]) -> Link:
         """Start a receiving link (attach written now; grant credit with
         ``link.flow(n)``)."""
         return self._attach(name, Role.RECEIVER, source or Source(), target or Target(), **kw)
 
     def _attach(self, name: str, role: Role, source: SourceTerminus, target: TargetTerminus,
-                **kw: Any) -> Link:
+                **kw: Unpack[LinkOptions]) -> Link:
         if self.state not in (SessionState.BEGIN_SENT, SessionState.MAPPED):
             raise local_error(f"session {self.channel}: attach needs a begun session "
                               f"(state {self.state.name})")

@@ -20,7 +20,6 @@ from __future__ import annotations
 __all__ = ["Controller", "Coordinator", "is_coordinator_link", "transactional",
            "ACQUIRE_TXN_KEY"]
 
-from typing import Any
 
 from ..errors import DecodeError
 from . import events as ev
@@ -78,7 +77,7 @@ class Controller:
             target=CoordinatorTarget(capabilities=capabilities))
         self._requests: dict[int, tuple[str, bytes | None, bool]] = {}
 
-    def declare(self, global_id: Any = None) -> Delivery:
+    def declare(self, global_id: object = None) -> Delivery:
         d = self.link.send(_payload(Declare(global_id=global_id)), settled=False)
         self._requests[d.id] = ("declare", None, False)
         return d
