@@ -338,6 +338,10 @@ def scenarios() -> list[Callable[[], None]]:
         snd2 = s2.attach_sender("x")
         p2.pump()
         srv_link = next(iter(next(iter(p2.server.sessions.values())).links.values()))
+        srv_link.flow(3, drain=True)  # the receiver asks to drain an attached sender
+        p2.pump()
+        snd2.drained()  # nothing to send: the credit is used up and the flow says so
+        assert snd2.credit == 0 and snd2.delivery_count == 3
         srv_link.flow(7)  # in flight when the client detaches
         snd2.detach()
         p2.pump()
