@@ -204,6 +204,7 @@ class Connection(Endpoint[ConnState]):
         self.local_condition: Error | None = None
         self.remote_condition: Error | None = None
         self._reader = FrameReader(MIN_MAX_FRAME_SIZE)
+        self._receiving = 0  # octets of incoming deliveries not yet whole (their links')
         self._out = bytearray()
         self._held: list[tuple[int, Any, bytes]] = []  # frames made before our open
         #: the events of the next ``receive_data``/``handle_timer``/``take_events``
@@ -241,8 +242,9 @@ class Connection(Endpoint[ConnState]):
 
     @property
     def buffered_input(self) -> int:
-        """Octets of the peer's input held until the frame they start is whole."""
-        return self._reader.buffered
+        """Octets of the peer's input held until what they start is whole: a
+        frame, or a delivery of several transfer frames."""
+        return self._reader.buffered + self._receiving
 
     def hold_input(self, now: float) -> None:
         """The owner is not reading the peer, on purpose (back-pressure): the
@@ -355,6 +357,11 @@ class Connection(Endpoint[ConnState]):
         out += payload
         self._clock.last_out = self._now
         return True
+
+    def receiving(self, octets: int) -> None:
+        """Unfinished incoming deliveries (of several transfer frames) hold
+        ``octets`` more, or fewer: they count as buffered input."""
+        self._receiving += octets
 
     def session_gone(self, s: Session) -> None:
         """Both ends of ``s`` exchanged: its channels are free."""

@@ -145,14 +145,19 @@ class LinkStep:
     received unsettled, by id (the session's book for dispositions);
     ``forgotten``: deliveries settled or gone (off that book).  ``gone``: both
     detaches exchanged (the session frees the link's handle and name).
-    ``events`` is the list the step's events go to (the connection's).
+    ``receiving``: how the octets of a delivery still arriving in several
+    frames changed.  ``events`` is the list the step's events go to (the
+    connection's).
     ``writable``: the session can write (else a link that must detach ends
     its session instead)."""
 
-    __slots__ = ("frames", "events", "booked", "forgotten", "gone", "writable")
+    __slots__ = ("frames", "events", "booked", "forgotten", "gone", "writable", "receiving")
 
     def __init__(self, events: list[Event], writable: bool = True) -> None:
         self.frames: list[Any] = []
+        #: Octets of unfinished incoming deliveries the link holds more (or,
+        #: negative, fewer) after this step (the connection's buffered input).
+        self.receiving = 0
         self.events = events
         self.booked: dict[int, Delivery] | None = None  # (made when needed)
         self.forgotten: list[Delivery] | None = None
@@ -575,8 +580,8 @@ class Link(Endpoint[LinkState]):
         step.frames.append(Detach(handle=self.handle, closed=closed, error=error))
         self.error = self.local_condition = error
         self.closed = closed
-        self._incoming = self._outgoing = None
-        self._chunks = []
+        self._drop_partial(step)
+        self._outgoing = None
 
 
     def _detach(self, arg: tuple[bool, Error | None], step: LinkStep) -> None:
@@ -609,10 +614,18 @@ class Link(Endpoint[LinkState]):
         return self._violated(arg[0], arg[1], step)
 
 
+    def _drop_partial(self, step: LinkStep) -> None:
+        """The delivery being received is given up (aborted, the link gone):
+        its octets no longer count as buffered input."""
+        if self._chunks:
+            step.receiving -= sum(map(len, self._chunks))
+        self._incoming = None
+        self._chunks = []
+
     def _session_ended(self, _: None, step: LinkStep) -> None:
         """Our session ended: the link is detached (its terminus is kept)."""
-        self._incoming = self._outgoing = None
-        self._chunks = []
+        self._drop_partial(step)
+        self._outgoing = None
 
 
     def _on_attach(self, body: Attach, step: LinkStep) -> LinkState | None:
@@ -652,8 +665,7 @@ class Link(Endpoint[LinkState]):
     def _on_detach(self, body: Detach, step: LinkStep) -> None:
         self.remote_error = self.remote_condition = body.error
         self.remote_closed = body.closed
-        self._incoming = None
-        self._chunks = []
+        self._drop_partial(step)
         step.gone = True
         if self.state is _DETACH_SENT:  # the answer to ours
             self._ended(False, step.events)
@@ -772,25 +784,26 @@ class Link(Endpoint[LinkState]):
                         d.remote_settled = True
                     self._incoming = d
                 if aborted:
-                    self._incoming = None
-                    self._chunks = []
+                    self._drop_partial(step)
                     d.aborted = True
                     append(DeliveryAborted(channel, self, d))
                     continue
                 if payload:
                     d.size += len(payload)
                     if d.size > limit:
-                        self._incoming = None
-                        self._chunks = []
+                        self._drop_partial(step)
                         return self._violated(f"link {self.name!r}: a message of more than "
                                               f"{limit} octets",
                                               LinkCondition.MESSAGE_SIZE_EXCEEDED, step)
                     self._chunks.append(payload)
+                    step.receiving += len(payload)  # (held until the delivery is whole)
                 if more:
                     continue
                 self._incoming = None
                 d.complete = True
                 chunks, self._chunks = self._chunks, []
+                if chunks:
+                    step.receiving -= sum(map(len, chunks))
                 data = b"" if not chunks else chunks[0] if len(chunks) == 1 else b"".join(chunks)
                 if d.remote_settled:
                     d.settled = True
@@ -809,8 +822,7 @@ class Link(Endpoint[LinkState]):
         """A later frame of the delivery in progress: True when it names
         another delivery (then the link is detached for it)."""
         if (did is not None and did != d.id) or (tag is not None and tag != d.tag):
-            self._incoming = None
-            self._chunks = []
+            self._drop_partial(step)
             self._violated(f"link {self.name!r}: a transfer of another delivery before "
                            f"delivery {d.id} was complete", AmqpCondition.INVALID_FIELD, step)
             return True

@@ -41,6 +41,7 @@ __all__ = ["SessionState", "SESSION_MACHINE", "SessionOwner", "Session", "Sessio
            "SessionBeginRequested", "SessionBegun", "SessionEnded", "SessionWindowOpened"]
 
 import enum
+import heapq
 from collections import deque
 from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypedDict, Unpack
@@ -49,6 +50,7 @@ import attrs
 
 from ..engine import Endpoint, EndpointState, Entry, Machine, process_input
 from ..events import ChannelEvent, Event, ProtocolViolation
+from ..ordered import DeliveryBook
 from ._errors import SessionViolation, connection_violation, illegal, local_error
 from .framing import Encoded, TransferRun
 from .link import (
@@ -131,6 +133,9 @@ class SessionOwner(Protocol):
 
     def session_gone(self, session: Session) -> None:
         """Both ends exchanged: free the channels."""
+
+    def receiving(self, octets: int) -> None:
+        """Unfinished incoming deliveries hold ``octets`` more (or fewer)."""
 
 
 class LinkOptions(TypedDict, total=False):
@@ -218,10 +223,14 @@ class Session(Endpoint[SessionState]):
         self._held: list[tuple[SpecObject | Encoded, bytes]] = []
         # deliveries: ids we number (outgoing) and the peer numbers (incoming)
         self._next_delivery_id = 0
-        self._outgoing: dict[int, Delivery] = {}
-        self._incoming: dict[int, Delivery] = {}
+        # (a disposition's first..last is answered from an ordered index of
+        # what is held, built once a range wider than the book is asked for)
+        self._outgoing: DeliveryBook[Delivery] = DeliveryBook(lazy=True)
+        self._incoming: DeliveryBook[Delivery] = DeliveryBook(lazy=True)
         # links by our handle, by the peer's handle, by (name, our role)
         self.links: dict[int, Link] = {}
+        self._freed_handles: list[int] = []  # (heapq) freed below _next_handle
+        self._next_handle = 0
         self._remote_links: dict[int, Link] = {}
         self._names: dict[tuple[str, Role], Link] = {}
 
@@ -314,11 +323,24 @@ class Session(Endpoint[SessionState]):
         return link
 
     def _free_handle(self) -> int | None:
+        """The lowest free handle (None: none within handle-max), without a
+        walk of the links: freed ones wait in a heap below the next never used."""
         limit = min(self.handle_max, self.remote_handle_max)
-        for h in range(len(self.links) + 1):
-            if h not in self.links:
-                return h if h <= limit else None
-        return None  # pragma: no cover - one of len+1 handles is free
+        freed = self._freed_handles
+        while freed:
+            if freed[0] in self.links:  # (taken again meanwhile)
+                heapq.heappop(freed)
+            elif freed[0] > limit:
+                break
+            else:
+                return heapq.heappop(freed)
+        h = self._next_handle
+        while h in self.links:
+            h += 1
+        if h > limit:
+            return None
+        self._next_handle = h + 1
+        return h
 
     def run_link(self, link: Link, inp: str, arg: object = None) -> None:
         """A call on one of our links (``link.flow(...)``...): the link's
@@ -380,13 +402,16 @@ class Session(Endpoint[SessionState]):
                 self._write(self._flow_body(link, f is FLOW_ECHO))
             else:
                 self._write(f)
+        if step.receiving:
+            self._owner.receiving(step.receiving)
         if step.booked:
             self._incoming.update(step.booked)
         if step.forgotten:
             for d in step.forgotten:
                 (self._outgoing if d.outgoing else self._incoming).pop(d.id, None)
         if step.gone:
-            self.links.pop(link.handle, None)
+            if self.links.pop(link.handle, None) is not None:
+                heapq.heappush(self._freed_handles, link.handle)
             if link.remote_handle is not None and self._remote_links.get(
                     link.remote_handle) is link:
                 del self._remote_links[link.remote_handle]
@@ -517,6 +542,8 @@ class Session(Endpoint[SessionState]):
             if link.can("end"):
                 process_input(link, LINK_MACHINE, "end", None, LinkStep(events, False))
         self.links.clear()
+        self._freed_handles.clear()
+        self._next_handle = 0
         self._remote_links.clear()
         self._names.clear()
         self._outgoing.clear()
@@ -694,10 +721,9 @@ class Session(Endpoint[SessionState]):
         if span >= _HALF:
             raise SessionViolation(f"disposition: last {last} precedes first {first}",
                                    AmqpCondition.INVALID_FIELD)
-        if span < len(book):
-            hits = [book[i] for i in ((first + k) & _MASK for k in range(span + 1)) if i in book]
-        else:  # a wide range: walk what we hold, not what the peer wrote
-            hits = [d for i, d in list(book.items()) if (i - first) & _MASK <= span]
+        # what is held inside the range: never a walk of the range's width, nor
+        # of every delivery held (amqp_sansio.ordered)
+        hits = [book[i] for i in book.between(first, last)]
         i = 0
         n = len(hits)
         while i < n:  # each link's run of them, in order

@@ -1,0 +1,238 @@
+"""Books of deliveries by id, ordered, so that a range a peer names costs
+what is held inside it -- never the width of the range, nor everything held.
+
+A 1.0 ``disposition`` names ``first..last``, a 0-10 ``message.accept`` a
+``sequence-set``, a 0-9-1 ``basic.ack`` with ``multiple`` every tag up to
+one.  :class:`DeliveryBook` answers such questions by binary search over
+the ids it holds (:class:`OrderedInts`, sorted blocks: adding in order
+appends, removing anywhere costs one block), so one range costs
+``O(log n + k)`` for the ``k`` held ids inside it.
+
+Ids are serial numbers (32 bits, RFC 1982: they wrap) or plain counters
+(``serial=False``, 0-9-1 delivery tags).  Serial ids are placed on an
+unwrapped line as they are added, relative to the newest one.
+"""
+
+from __future__ import annotations
+
+__all__ = ["OrderedInts", "DeliveryBook"]
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Iterator
+from typing import Any, Generic, TypeVar
+
+V = TypeVar("V")
+
+_MOD = 1 << 32
+_HALF = 1 << 31
+_NOTHING: Any = object()
+#: Ids a block holds at most (split beyond twice that).
+_BLOCK = 512
+
+
+class OrderedInts:
+    """A sorted set of ints kept in blocks: append in order O(1), insert or
+    remove anywhere O(log n + block), ``between`` O(log n + k)."""
+
+    __slots__ = ("_blocks", "_mins", "_len")
+
+    def __init__(self, values: Iterable[int] = ()) -> None:
+        vs = sorted(set(values))
+        self._blocks: list[list[int]] = [vs[i:i + _BLOCK] for i in range(0, len(vs), _BLOCK)]
+        self._mins: list[int] = [b[0] for b in self._blocks]
+        self._len = len(vs)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __iter__(self) -> Iterator[int]:
+        for b in self._blocks:
+            yield from b
+
+    def add(self, u: int) -> None:
+        blocks = self._blocks
+        if not blocks:
+            blocks.append([u])
+            self._mins.append(u)
+            self._len = 1
+            return
+        last = blocks[-1]
+        if u > last[-1]:  # the usual case: ids come in order
+            if len(last) < _BLOCK:
+                last.append(u)
+            else:
+                blocks.append([u])
+                self._mins.append(u)
+            self._len += 1
+            return
+        i = max(0, bisect_right(self._mins, u) - 1)
+        b = blocks[i]
+        j = bisect_left(b, u)
+        if j < len(b) and b[j] == u:
+            return
+        b.insert(j, u)
+        self._mins[i] = b[0]
+        self._len += 1
+        if len(b) > 2 * _BLOCK:
+            blocks[i:i + 1] = [b[:_BLOCK], b[_BLOCK:]]
+            self._mins[i:i + 1] = [b[0], b[_BLOCK]]
+
+    def discard(self, u: int) -> None:
+        mins = self._mins
+        i = bisect_right(mins, u) - 1
+        if i < 0:
+            return
+        b = self._blocks[i]
+        if b[0] == u:  # the usual case: the oldest goes first
+            del b[0]
+        else:
+            j = bisect_left(b, u)
+            if j == len(b) or b[j] != u:
+                return
+            del b[j]
+        self._len -= 1
+        if b:
+            mins[i] = b[0]
+        else:
+            del self._blocks[i]
+            del mins[i]
+
+    def between(self, lo: int, hi: int) -> Iterator[int]:
+        """The values ``lo <= v <= hi``, ascending."""
+        mins, blocks = self._mins, self._blocks
+        i = max(0, bisect_right(mins, lo) - 1)
+        while i < len(blocks):
+            b = blocks[i]
+            if b[0] > hi:
+                return
+            j = bisect_left(b, lo) if b[0] < lo else 0
+            while j < len(b):
+                v = b[j]
+                if v > hi:
+                    return
+                yield v
+                j += 1
+            i += 1
+
+    def clear(self) -> None:
+        self._blocks.clear()
+        self._mins.clear()
+        self._len = 0
+
+
+class DeliveryBook(dict[int, V], Generic[V]):
+    """Delivery id -> delivery (a dict), with range questions answered from
+    an ordered index of the ids held.
+
+    ``lazy``: the index is built the first time a range is asked about that
+    is wider than what is held (until then a range walks its ids, each a
+    dict look-up), and kept from then on -- a book nobody asks wide ranges
+    of costs a dict's adds and removes.
+    """
+
+    __slots__ = ("serial", "_order", "_unwrapped", "_newest", "_newest_u")
+
+    def __init__(self, *, serial: bool = True, lazy: bool = False) -> None:
+        super().__init__()
+        self.serial = serial
+        self._order: OrderedInts | None = None if lazy else OrderedInts()
+        self._unwrapped: dict[int, int] = {}  # serial id -> place on the line (indexed)
+        self._newest = 0  # the id added last, and its place on the line
+        self._newest_u = 0
+
+    # -- changes ---------------------------------------------------------------------
+    def __setitem__(self, i: int, value: V) -> None:
+        order = self._order
+        if order is None:
+            self._newest = self._newest_u = i  # (placed when the index is built)
+        elif not dict.__contains__(self, i):
+            if self.serial:
+                u = self._place(i) if self else i
+                self._unwrapped[i] = u
+                self._newest, self._newest_u = i, u
+            else:
+                u = i
+            order.add(u)
+        dict.__setitem__(self, i, value)
+
+    add = __setitem__
+
+    def pop(self, i: int, default: Any = _NOTHING) -> Any:
+        if not dict.__contains__(self, i):
+            if default is _NOTHING:
+                raise KeyError(i)
+            return default
+        order = self._order
+        if order is not None:
+            order.discard(self._unwrapped.pop(i) if self.serial else i)
+        return dict.pop(self, i)
+
+    def __delitem__(self, i: int) -> None:
+        self.pop(i)
+
+    def clear(self) -> None:
+        dict.clear(self)
+        self._unwrapped.clear()
+        if self._order is not None:
+            self._order.clear()
+
+    def popitem(self) -> tuple[int, V]:
+        raise TypeError("a DeliveryBook gives deliveries up by id")
+
+    def setdefault(self, i: int, default: V) -> V:
+        if not dict.__contains__(self, i):
+            self[i] = default
+        return dict.__getitem__(self, i)
+
+    def update(self, other: dict[int, V]) -> None:  # type: ignore[override]
+        """Add ``other``'s deliveries (ids in the order they came)."""
+        if self._order is None:  # (unindexed: a dict's update, in C)
+            dict.update(self, other)
+            if other:
+                newest: int = next(reversed(other.keys()))
+                self._newest = self._newest_u = newest
+            return
+        for i, value in other.items():
+            self[i] = value
+
+    # -- questions -------------------------------------------------------------------
+    def between(self, first: int, last: int) -> list[int]:
+        """The held ids from ``first`` to ``last`` (inclusive; serial ids:
+        ``last`` at or after ``first``, in serial order), in order."""
+        span = ((last - first) % _MOD) if self.serial else last - first
+        if span < 0 or not self:
+            return []
+        if self._order is None:
+            if span < len(self):  # narrow: its ids, each looked up
+                step = range(span + 1)
+                if self.serial:
+                    return [i for i in ((first + k) % _MOD for k in step)
+                            if dict.__contains__(self, i)]
+                return [i for i in (first + k for k in step) if dict.__contains__(self, i)]
+            self._index()
+        assert self._order is not None
+        if not self.serial:
+            return list(self._order.between(first, last))
+        lo = self._place(first)
+        newest, newest_u = self._newest, self._newest_u
+        return [(newest + (u - newest_u)) % _MOD for u in self._order.between(lo, lo + span)]
+
+    def take_between(self, first: int, last: int) -> list[tuple[int, V]]:
+        """Remove and return the held deliveries from ``first`` to ``last``."""
+        return [(i, self.pop(i)) for i in self.between(first, last)]
+
+    # -- internals -------------------------------------------------------------------
+    def _place(self, i: int) -> int:
+        """``i`` on the unwrapped line, nearest the newest id added (exactly
+        2**31 away counts as before it)."""
+        d = (i - self._newest) % _MOD
+        return self._newest_u + (d - _MOD if d >= _HALF else d)
+
+    def _index(self) -> None:
+        if self.serial:
+            self._newest_u = self._newest
+            places = {i: self._place(i) for i in self}
+            self._unwrapped = places
+            self._order = OrderedInts(places.values())
+        else:
+            self._order = OrderedInts(self)
