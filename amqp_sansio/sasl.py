@@ -1016,7 +1016,7 @@ class ScramSha256Server(Endpoint[ScramState]):
         if cbind != self._gs2.encode("utf-8"):
             raise SaslError("SCRAM: channel binding does not match the GS2 header")
         if fields[1][1] != self._nonce:
-            raise SaslError("SCRAM: nonce mismatch")
+            raise AuthenticationFailed("SCRAM: nonce mismatch")
         proof = _b64decode(proof_b64)
         if proof is None or len(proof) != _KEY_LEN:
             raise SaslError(f"malformed {what}: bad proof")

@@ -916,15 +916,15 @@ class Connection(Endpoint[ConnState]):
         offered = self._offered_tune
         assert offered is not None
         cm, fm = m.channel_max, m.frame_max
-        # RabbitMQ drops the connection (no close) for any of these.
+        # (RabbitMQ drops the socket for these; a close with its code says
+        # who broke the protocol, and costs nothing more)
         if offered.channel_max and not 0 < cm <= offered.channel_max:
             raise ConnectionViolation(f"tune-ok channel-max {cm} outside 1..{offered.channel_max}",
-                                      ReplyCode.NOT_ALLOWED, close=False)
+                                      ReplyCode.NOT_ALLOWED)
         if (offered.frame_max and not FRAME_MIN_SIZE <= fm <= offered.frame_max) or (
                 not offered.frame_max and fm and fm < FRAME_MIN_SIZE):
             raise ConnectionViolation(f"tune-ok frame-max {fm} outside {FRAME_MIN_SIZE}.."
-                                      f"{offered.frame_max or 'unlimited'}", ReplyCode.NOT_ALLOWED,
-                                      close=False)
+                                      f"{offered.frame_max or 'unlimited'}", ReplyCode.NOT_ALLOWED)
         self._apply_tune(cm, fm or 0xFFFFFFFF, m.heartbeat)
         self._arm_heartbeat(send=True, watch=True)
         return ConnState.AWAIT_OPEN

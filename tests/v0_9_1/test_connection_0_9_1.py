@@ -39,6 +39,7 @@ from amqp_sansio.v0_9_1.connection import (
 from amqp_sansio.v0_9_1.framing import (
     HEARTBEAT_FRAME,
     PROTOCOL_HEADER,
+    Decoder,
     encode_content,
     encode_frame,
     encode_method,
@@ -275,8 +276,9 @@ def test_server_auth_failure(caps: dict[str, bool], expect: str) -> None:
     spec.ConnectionTuneOk(channel_max=10, frame_max=1 << 20),
     spec.ConnectionTuneOk(channel_max=10, frame_max=0),
 ])
-def test_server_drops_bad_tune_ok(tune_ok: spec.ConnectionTuneOk) -> None:
-    """Checklist 65: RabbitMQ drops TCP (no close) for these."""
+def test_server_closes_on_bad_tune_ok(tune_ok: spec.ConnectionTuneOk) -> None:
+    """Checklist 65: RabbitMQ drops TCP (no close) for these; we close with
+    530, so the peer learns who broke the protocol (issue 26, finding 19)."""
     srv = Connection(Role.SERVER, server_cfg(authenticator=sasl.ServerAuthenticator.standard(
         anonymous=True)))
     srv.receive_data(PROTOCOL_HEADER)
@@ -284,7 +286,8 @@ def test_server_drops_bad_tune_ok(tune_ok: spec.ConnectionTuneOk) -> None:
     srv.data_to_send()
     with pytest.raises(RemoteProtocolError):
         srv.receive_data(encode_method(0, tune_ok))
-    assert srv.closed and srv.data_to_send() == b""
+    [close] = [f.method for f in Decoder(1 << 20).feed(srv.data_to_send())]
+    assert isinstance(close, spec.ConnectionClose) and close.reply_code == 530
 
 
 def test_server_refuses_unknown_vhost_with_530() -> None:
