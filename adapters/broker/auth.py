@@ -162,13 +162,17 @@ class LoginGuard:
     login from it (success or failure) ``first * factor**(n-1)`` seconds
     further (at most ``longest`` per failure), so answers to a source that
     keeps failing come out one per ``longest`` seconds however many
-    connections it opens.  A source is forgotten ``forget_after`` seconds
-    after its last failure; at most ``max_sources`` are remembered.
+    connections it opens -- but never more than ``cap`` seconds ahead of
+    now: a flood of failures cannot lock the right password out of that
+    address for longer than that.  A login that succeeds clears its
+    source's record.  A source is forgotten ``forget_after`` seconds after
+    its last failure; at most ``max_sources`` are remembered.
     """
 
     def __init__(self, first: float = 0.25, factor: float = 2.0, longest: float = 8.0,
-                 forget_after: float = 60.0, max_sources: int = 4096) -> None:
-        self.first, self.factor, self.longest = first, factor, longest
+                 forget_after: float = 60.0, max_sources: int = 4096,
+                 cap: float = 30.0) -> None:
+        self.first, self.factor, self.longest, self.cap = first, factor, longest, cap
         self.forget_after, self.max_sources = forget_after, max_sources
         self._sources: dict[str, _Source] = {}
 
@@ -185,11 +189,15 @@ class LoginGuard:
         s.failures += 1
         s.last_failure = now
         delay = min(self.longest, self.first * self.factor ** min(s.failures - 1, 64))
-        s.blocked_until = max(s.blocked_until, now) + delay
+        s.blocked_until = min(max(s.blocked_until, now) + delay, now + self.cap)
         self._sources[source] = s
         if len(self._sources) > self.max_sources:
             self._forget(now)
         return s.failures, s.blocked_until
+
+    def succeeded(self, source: str) -> None:
+        """A login from ``source`` succeeded: its failures are forgotten."""
+        self._sources.pop(source, None)
 
     def _forget(self, now: float) -> None:
         for key, s in list(self._sources.items()):
@@ -288,6 +296,7 @@ class Login:
         self.identity = identity
         now = self._clock()
         self.hold_until = self.auth.guard.answer_at(self._source, now)
+        self.auth.guard.succeeded(self._source)
         log.info("login: %s as %s (%s)", self.peer, _shown(identity), mechanism)
         return True
 

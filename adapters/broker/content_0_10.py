@@ -61,6 +61,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from amqp_sansio.errors import LocalProtocolError
+from amqp_sansio.ordered import DeliveryBook
 from amqp_sansio.v0_9_1 import spec as spec091
 from amqp_sansio.v0_10 import spec
 from amqp_sansio.v0_10._specbase import Struct
@@ -102,7 +103,7 @@ class ContentBooks:
     #: consumer tag -> its consumer (file and stream share the namespace)
     consumers: dict[str, Consumer] = attrs.field(factory=dict)
     #: file deliveries not yet acknowledged: delivery tag -> held (in order)
-    unacked: dict[int, Held] = attrs.field(factory=dict)
+    unacked: DeliveryBook[Held] = attrs.field(factory=lambda: DeliveryBook(serial=False))
     unacked_octets: int = 0
     next_tag: int = 1
     #: tags acknowledged inside the open transaction (settled when it commits)
@@ -233,7 +234,7 @@ class FileConsumer(_ContentConsumer):
         if self.no_ack:
             self.state.broker.gone(msg)
         else:
-            b.unacked[tag] = Held(q, msg, acquired=True, consumer=self, tag=tag)
+            b.unacked[tag] = self.state.broker.delivered(q, msg, consumer=self, tag=tag)
             b.unacked_octets += size
         bc = self.state.owner
         if bc is not None:
@@ -358,7 +359,7 @@ def drop(front_svc: Any, st: SessState, touched: list[QueueState]) -> list[Held]
     for c in b.consumers.values():
         q = broker.queue_of(c)
         if q is not None and c in q.consumers:
-            q.consumers.remove(c)
+            broker.remove_consumer(c, autodelete=False)
             touched.append(q)
         if isinstance(c, StreamConsumer):
             front_svc.content_timers.forget(c)
@@ -446,7 +447,7 @@ def _consume(front: Connection010, s: Session, c: Any, kind: str) -> None:
     if tag in b.consumers:
         raise ContentFail(NOT_ALLOWED, f"consumer tag {tag!r} in use", "consumer-tag")
     front.check_exclusive(q, s)
-    if any(x.exclusive for x in q.consumers) or (c.exclusive and q.consumers):
+    if q.exclusive_consumer is not None or (c.exclusive and q.consumers):
         raise ContentFail(RESOURCE_LOCKED, f"queue {q.name!r} in exclusive use", "exclusive")
     cls = FileConsumer if kind == "file" else StreamConsumer
     consumer = cls(s, st, tag, q, bool(c.exclusive), kind == "stream" or bool(c.no_ack))
@@ -594,9 +595,9 @@ def file_reject(front: Connection010, s: Session, cid: int, c: Any) -> None:
         b.rejected[h.msg.seq] = None
         if len(b.rejected) > REJECTED_KEPT:
             del b.rejected[next(iter(b.rejected))]
-        front.broker.release(h.queue, [h.msg], redelivered=True)
+        front.broker.release_held([h], redelivered=True)
     else:
-        front.broker.dead_letter(h.queue, [h.msg], "rejected")
+        front.broker.reject_held([h])
     front.redispatch(s)
 
 
@@ -604,11 +605,7 @@ def _tags(b: ContentBooks, tag: int, multiple: bool) -> list[int]:
     """The held tags a file.ack/reject names (up to and including ``tag``
     with ``multiple``, every one for 0): costs what is held."""
     if multiple:
-        out = []
-        for t in b.unacked:
-            if tag and t > tag:
-                break
-            out.append(t)
+        out = b.unacked.between(0, tag) if tag else list(b.unacked)  # (by the ordered index)
         if tag and tag not in b.unacked and not out:
             raise ContentFail(INVALID_ARGUMENT, f"unknown delivery tag {tag}", "delivery-tag")
         return out

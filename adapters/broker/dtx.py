@@ -159,10 +159,18 @@ class Work:
     enqueues: list[tuple[QueueState, QMsg]] = attrs.field(factory=list)
     accepts: list[Held] = attrs.field(factory=list)
     effects: list[Callable[[], object]] = attrs.field(factory=list)
+    #: Octets its staged messages are charged (against the broker's memory
+    #: mark, as if held: ``Broker.publish`` stages them), and how the
+    #: broker is told they are no longer staged.
+    staged: int = 0
+    unstage: Callable[[int], None] | None = None
 
     def take(self) -> tuple[list[tuple[QueueState, QMsg]], list[Held]]:
         out = self.enqueues, self.accepts
         self.enqueues, self.accepts = [], []
+        if self.staged and self.unstage is not None:
+            self.unstage(-self.staged)
+        self.staged = 0
         return out
 
     def take_effects(self) -> list[Callable[[], object]]:

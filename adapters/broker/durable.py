@@ -173,23 +173,22 @@ class Durability:
         r = self.store.recover()
         for xr in r.exchanges:
             ns = broker.vhost(xr.vhost)
-            ns.exchanges[xr.name] = ExchangeState(
+            ns.put_exchange(ExchangeState(
                 xr.name, xr.type, xr.vhost, durable=True, auto_delete=xr.auto_delete,
                 alternate=xr.alternate, arguments=_unargs(xr.arguments),
-                declared_durable=True)
+                declared_durable=True))
         for qr in r.queues:
             qargs = _unargs(qr.arguments)
-            broker.vhost(qr.vhost).queues[qr.name] = QueueState(
+            broker.vhost(qr.vhost).put_queue(QueueState(
                 qr.name, qr.vhost, durable=True, auto_delete=qr.auto_delete,
                 alternate=qr.alternate, arguments=qargs, policy=broker.queue_policy(qargs),
                 options=broker.queue_options(qargs), declared_durable=True,
-                messages=_backlog(broker, qargs))
+                messages=_backlog(broker, qargs)))
         for br in r.bindings:
             x = broker.vhost(br.vhost).exchanges.get(br.exchange)
             if x is not None:
                 args = tuple(sorted(_unargs(br.arguments).items(), key=lambda kv: kv[0]))
-                x.bindings.append(Binding(br.queue, br.key, args))
-                x.had_binding = True
+                broker.link_binding(x, Binding(br.queue, br.key, args))
         for tr in r.termini:
             if tr.queue in broker.vhost(tr.vhost).queues:
                 self._termini.append(tr)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 __all__ = ["FrontEnd", "FrameTap"]
 
+import collections
 import contextlib
 import logging
 from collections.abc import Callable, Iterable
@@ -26,6 +27,7 @@ from amqp_sansio import events
 from amqp_sansio.errors import LocalProtocolError, RemoteProtocolError
 
 from .auth import Login, Peer
+from .model import ModelError
 
 if TYPE_CHECKING:
     from .model import Broker
@@ -68,6 +70,11 @@ class FrontEnd:
         self._aborted = False  # closed for a broker reason: written out, then hung up
         self._buffered = 0  # this connection's share of broker.input_buffered
         self._tap: FrameTap | None = None
+        #: Requests read while the peer left too much output unread: carried
+        #: out, in order, once it reads (meanwhile it is not read either).
+        self._deferred: collections.deque[Callable[[], None]] = collections.deque()
+        #: Links and subscriptions it holds (Limits.links_per_connection).
+        self.links = 0
 
     def _admitted(self) -> None:
         """Counted among the broker's open (and not yet authenticated)
@@ -141,7 +148,43 @@ class FrontEnd:
     @property
     def reading_paused(self) -> bool:
         """Should the I/O layer stop reading this peer for now?"""
-        return self._stalled() or self._pushed_back()
+        return bool(self._deferred) or self._stalled() or self._pushed_back()
+
+    def waits_for_reader(self, run: Callable[[], None], starts: bool = True) -> bool:
+        """Output back-pressure, for every front end: while the peer leaves
+        more than ``Limits.output_buffered`` octets unread, a request that
+        may answer with more (a get, a return, a resend...) is not carried
+        out but kept (``run`` later, in order, once the peer reads), and
+        the peer is not read meanwhile -- so a peer that never reads cannot
+        make the broker hold more than a bound of output for it.  True:
+        ``run`` was kept for later.  ``starts`` False: ``run`` waits only
+        behind requests kept already (it answers nothing itself)."""
+        if self._deferred or (starts and self.output_full):
+            self._deferred.append(run)
+            self.broker.stats["requests-deferred"] += 1
+            return True
+        return False
+
+    def _run_deferred(self, force: bool = False) -> bool:
+        """Carry out kept requests while the peer has room (``force``: all of
+        them, the connection ending: what they publish is kept); did any run?"""
+        ran = False
+        while self._deferred and (force or not self.output_full and not self._aborted):
+            ran = True
+            self._deferred.popleft()()
+        return ran
+
+    def take_link(self) -> None:
+        """One more link or subscription for this connection; ModelError
+        over ``Limits.links_per_connection``."""
+        most = self.broker.limits.links_per_connection
+        if most is not None and self.links >= most:
+            raise ModelError("resource-limit-exceeded", f"a connection holds at most {most} "
+                             "links and subscriptions")
+        self.links += 1
+
+    def drop_link(self) -> None:
+        self.links = max(0, self.links - 1)
 
     @property
     def connection(self) -> FrontEnd:
@@ -157,10 +200,13 @@ class FrontEnd:
         data: bytes = self.conn.data_to_send()
         # What it took last time is written now (it asks only then).
         self.queued_output, self._last_taken = 0, len(data)
-        if self._was_full and not self.output_full:
-            # The peer read what was held back for it: its subscriptions go on
-            # (until it is full again: output_room sets the flag anew).
+        if (self._was_full or self._deferred) and not self.output_full:
+            # The peer read what was held back for it: its requests and its
+            # subscriptions go on (until it is full again: output_room sets
+            # the flag anew).
             self._was_full = False
+            if self._run_deferred() and not self._deferred and self.on_output is not None:
+                self.on_output()  # (read again: its I/O layer may wait on it)
             self._redispatch_all()
             self.broker.flush_touched(self)
             self._before_output()

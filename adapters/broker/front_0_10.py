@@ -146,11 +146,11 @@ class Consumer010(Consumer):
         st = self.state
         if self.pre_acquired:
             if self.accept_explicit:
-                st.unacked.add(cid, Held(q, msg, acquired=True))
+                st.unacked.add(cid, st.broker.delivered(q, msg))
             else:
                 st.broker.gone(msg)  # accept-mode none: delivered is done
         else:
-            st.unacked.add(cid, Held(q, msg, acquired=False))  # acquirable by id
+            st.unacked.add(cid, st.broker.delivered(q, msg, acquired=False))  # acquirable by id
         bc = st.owner
         if bc is not None:
             bc.note_output(len(body) + 256)
@@ -249,9 +249,7 @@ class Sessions010:
         self.content_timers.fire(now, self._paced)
 
     def _paced(self, c: Consumer) -> None:
-        q = self.broker.queue_of(c)
-        if q is not None:
-            self.broker.dispatch(q)
+        self.broker.wake(c)  # (its pace lets it take one more)
         if isinstance(c, content.StreamConsumer) and c.state.owner is not None:
             self.broker.touch(c.state.owner)
 
@@ -259,6 +257,11 @@ class Sessions010:
         for st in self.sessions.values():
             yield from st.unacked.values()
             yield from content.held(st)
+
+    def works(self) -> Iterator[Work]:
+        """The open transactions' work (a check for tests)."""
+        for st in self.sessions.values():
+            yield st.tx
 
     def relieved(self) -> None:
         """Below the low-water mark: complete what was held back (sessions
@@ -310,7 +313,7 @@ class Sessions010:
         for c in st.consumers.values():
             q = b.queue_of(c)
             if q is not None and c in q.consumers:
-                q.consumers.remove(c)
+                b.remove_consumer(c, autodelete=False)
                 touched.append(q)
         st.consumers.clear()
         held = list(st.unacked.values()) + content.drop(self, st, touched)
@@ -524,11 +527,8 @@ class Connection010(FrontEnd):
         st = self.svc.sessions.get(s)
         if st is None:
             return
-        for c in [*st.consumers.values(), *(st.content.consumers.values() if st.content
-                                            else ())]:
-            q = self.broker.queue_of(c)
-            if q is not None:
-                self.broker.dispatch(q)
+        self.broker.wake_all([*st.consumers.values(), *(st.content.consumers.values()
+                                                         if st.content else ())])
 
     redispatch = _redispatch
 
@@ -902,7 +902,7 @@ class Connection010(FrontEnd):
             raise _Fail(NOT_ALLOWED, "standard exchanges cannot be deleted", "exchange")
         if is_alternate(self.ns, x.name):
             raise _Fail(NOT_ALLOWED, "exchange is used as an alternate", "exchange")
-        if c.if_unused and x.bindings:
+        if c.if_unused and x.table:
             raise _Fail(PRECONDITION_FAILED, "exchange has bindings", "if-unused")
         self.broker.delete_exchange(x)
 
@@ -925,7 +925,7 @@ class Connection010(FrontEnd):
         if x.type == "headers" and str(args["x-match"]).lower() not in ("all", "any"):
             raise _Fail(INVALID_ARGUMENT, "x-match must be all or any", "arguments")
         key = c.binding_key or ""
-        if any(not bd.exchange and bd.dest == q.name and bd.key == key for bd in x.bindings):
+        if self.ns.bindings_to(q.name, source=x.name, key=key):
             return  # duplicate bindings are ignored
         self.broker.bind(x, Binding(q.name, key, tuple(sorted(args.items(),
                                                              key=lambda kv: kv[0]))), q)
@@ -935,8 +935,7 @@ class Connection010(FrontEnd):
         self._check_exclusive(q, s)
         x = self._exchange(c.exchange)
         key = c.binding_key or ""
-        found = [bd for bd in x.bindings
-                 if not bd.exchange and bd.dest == q.name and bd.key == key]
+        found = [bd for _, bd in self.ns.bindings_to(q.name, source=x.name, key=key)]
         if not found:
             raise _Fail(NOT_FOUND, f"no binding {key!r}", "binding-key")
         self.broker.unbind(x, found)
@@ -951,13 +950,11 @@ class Connection010(FrontEnd):
             # binding to this queue", "no binding with this key", "... these arguments"
             # (the XML's wording, and what the qpid-cpp suite [RT query] expects).
             if q is not None:
-                r["queue_not_matched"] = not any(not bd.exchange and bd.dest == q.name
-                                                 for bd in x.bindings)
+                r["queue_not_matched"] = not self.ns.bindings_to(q.name, source=x.name)
             if c.binding_key is not None:
-                r["key_not_matched"] = not any(bd.key == c.binding_key for bd in x.bindings)
+                r["key_not_matched"] = not x.table.has_key(c.binding_key)
             if c.arguments:
-                args = dict(c.arguments)
-                r["args_not_matched"] = not any(bd.args == args for bd in x.bindings)
+                r["args_not_matched"] = not x.table.has_arguments(dict(c.arguments))
         return spec.ExchangeBoundResult(**r)
 
     # message class
@@ -968,7 +965,7 @@ class Connection010(FrontEnd):
         if dest in st.consumers:
             raise _Fail(NOT_ALLOWED, f"destination {dest!r} already in use", "destination")
         self._check_exclusive(q, s)
-        if c.exclusive and q.consumers or any(x.exclusive for x in q.consumers):
+        if c.exclusive and q.consumers or q.exclusive_consumer is not None:
             raise _Fail(RESOURCE_LOCKED, "queue has an exclusive subscriber", "exclusive")
         # accept-mode none on a transactional session: what it is sent is
         # settled at once, outside the transaction (qpidd; XML tx.commit asks
@@ -990,9 +987,7 @@ class Connection010(FrontEnd):
         st = self.svc.sessions.get(s)
         consumer = st.consumers.get(c.destination or "") if st else None
         if consumer is not None:
-            q = self.broker.queue_of(consumer)
-            if q is not None:
-                self.broker.dispatch(q)
+            self.broker.wake(consumer)
 
     def message_flow(self, s: Session, cid: int, c: Any) -> None:
         self._after_flow(s, c)
@@ -1026,21 +1021,15 @@ class Connection010(FrontEnd):
 
     def message_release(self, s: Session, cid: int, c: Any) -> None:
         st = self.svc.session_state(s)
-        by_q: dict[int, tuple[QueueState, list[QMsg]]] = {}
-        for _, h in st.unacked.take(c.transfers or SequenceSet()):
-            # A browsed (not-acquired) message never left the queue: nothing to put back.
-            if h.acquired:
-                by_q.setdefault(id(h.queue), (h.queue, []))[1].append(h.msg)
-        for q, ms in by_q.values():
-            self.broker.release(q, ms, redelivered=bool(c.set_redelivered))
+        # A browsed (not-acquired) message never left the queue: nothing to put back.
+        self.broker.release_held([h for _, h in st.unacked.take(c.transfers or SequenceSet())],
+                                 redelivered=bool(c.set_redelivered))
 
     def message_reject(self, s: Session, cid: int, c: Any) -> None:
         st = self.svc.session_state(s)
-        for _, h in st.unacked.take(c.transfers or SequenceSet()):
-            if not h.acquired:
-                continue  # rule: rejecting an unacquired message is ignored
-            # rule alternate-exchange: to the alternate-exchange of its queue.
-            self.broker.dead_letter(h.queue, [h.msg], "rejected")
+        # rule: rejecting an unacquired message is ignored; rule
+        # alternate-exchange: to the alternate-exchange of its queue.
+        self.broker.reject_held(h for _, h in st.unacked.take(c.transfers or SequenceSet()))
 
     def message_acquire(self, s: Session, cid: int, c: Any) -> Struct:
         st = self.svc.session_state(s)
@@ -1054,7 +1043,7 @@ class Connection010(FrontEnd):
                 b.gone(h.msg)
                 b.stats["expired"] += 1  # discarded, not acquired
                 continue
-            h.acquired = True
+            b.acquired(h)
             got.add(i)
         return spec.Acquired(transfers=got)
 

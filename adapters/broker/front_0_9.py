@@ -85,7 +85,7 @@ from .front_0_9_1 import (
 )
 from .message_0_9 import HANDLERS as MESSAGE_HANDLERS
 from .message_0_9 import MessageClass09
-from .model import Broker, Held, ModelError, QMsg, QueueState, Routed
+from .model import Broker, ModelError, QMsg, QueueState, Routed
 from .properties import FORM_0_9_1
 from .staging import Staged
 
@@ -172,7 +172,7 @@ class _Consumer09(Consumer091):
         if self.no_ack:
             front.broker.gone(msg)
         else:
-            b.hold(tag, Held(q, msg, acquired=True, consumer=self, tag=tag))
+            b.hold(tag, front.broker.delivered(q, msg, consumer=self, tag=tag))
         front.note_output(size + 128)
         return True
 
@@ -397,11 +397,12 @@ class Connection09(Connection091):
         q = self._queue(books, m.queue)
         # what basic.consume checks, as basic.consume (permissions, exclusive use, tags)
         self.login.check(self.ns.name, spec.BasicConsume(queue=q.name), ACCESS_0_9_1)
-        if any(c.exclusive for c in q.consumers) or (m.exclusive and q.consumers):
+        if q.exclusive_consumer is not None or (m.exclusive and q.consumers):
             raise ModelError("not-allowed", f"queue {q.name!r} in exclusive use")
         tag = m.consumer_tag or "amq.ctag-" + secrets.token_urlsafe(16)
         if tag in books.consumers:
             raise ModelError("precondition-failed", f"consumer tag {tag!r} in use")
+        self.take_link()
         c = _Consumer09(books, tag, q.name, self.ns.name, exclusive=bool(m.exclusive),
                         no_ack=kind == "stream" or bool(getattr(m, "no_ack", False)),
                         kind=kind)

@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from amqp_sansio.errors import LocalProtocolError
+from amqp_sansio.ordered import DeliveryBook
 from amqp_sansio.v0_9_1 import events as ev
 from amqp_sansio.v0_9_1 import spec
 from amqp_sansio.v0_9_1._specbase import Method
@@ -168,14 +169,15 @@ class Consumer091(Consumer):
         if self.no_ack:
             b.front.broker.gone(msg)
         else:
-            b.hold(tag, Held(q, msg, acquired=True, consumer=self, tag=tag))
+            b.hold(tag, b.front.broker.delivered(q, msg, consumer=self, tag=tag))
         b.front.note_output(size + _DELIVERY_OVERHEAD)
         return True
 
     def cancelled(self, q: QueueState) -> None:
         """Its queue was deleted: the client is told, if it said it can be."""
         b = self.books
-        b.consumers.pop(self.tag, None)
+        if b.consumers.pop(self.tag, None) is not None:
+            b.front.drop_link()
         front = b.front
         if (front._sendable(b)
                 and front.conn.peer_properties.get("capabilities", {}).get(
@@ -192,8 +194,9 @@ class ChannelBooks:
     front: Connection091
     channel: Channel
     consumers: dict[str, Consumer091] = attrs.field(factory=dict)
-    #: Delivery tag -> the delivery, in tag order (dicts keep insertion order).
-    unacked: dict[int, Held] = attrs.field(factory=dict)
+    #: Delivery tag -> the delivery, ordered by tag (``multiple`` costs the
+    #: deliveries it settles, amqp_sansio.ordered).
+    unacked: DeliveryBook[Held] = attrs.field(factory=lambda: DeliveryBook(serial=False))
     unacked_octets: int = 0
     last_tag: int = 0
     prefetch_count: int = 0
@@ -225,10 +228,10 @@ class ChannelBooks:
         elif tag not in self.unacked:
             raise _Fail(PRECONDITION_FAILED, f"unknown delivery tag {tag}")
         elif multiple:
-            tags = [t for t in self.unacked if t <= tag]
+            tags = self.unacked.between(0, tag)
         else:
             tags = [tag]
-        out = [self.unacked.pop(t) for t in tags]
+        out: list[Held] = [self.unacked.pop(t) for t in tags]
         self.unacked_octets -= sum(h.msg.size for h in out)
         return out
 
@@ -256,6 +259,13 @@ class Service091:
         for front in self.connections:
             for books in front.books.values():
                 yield from books.held()
+
+    def works(self) -> Iterator[Work]:
+        """The open transactions' work (a check for tests)."""
+        for front in self.connections:
+            for books in front.books.values():
+                if books.tx is not None:
+                    yield books.tx
 
     def relieved(self) -> None:
         if not self.blocked:
@@ -338,38 +348,42 @@ class Connection091(FrontEnd):
             self._redispatch(books)
 
     def _redispatch(self, books: ChannelBooks) -> None:
-        for c in list(books.consumers.values()):
-            q = self.broker.queue_of(c)
-            if q is not None:
-                self.broker.dispatch(q)
+        self.broker.wake_all(list(books.consumers.values()))
 
     # -- events ------------------------------------------------------------------
     def handle_events(self, events: list[Any], now: float) -> None:
         b = self.broker
         for e in events:
             self.events_seen += 1
-            if isinstance(e, ev.MessageReceived):
-                self._guarded(e.channel, e.method, partial(self._on_publish, e))
-            elif isinstance(e, ev.MethodReceived):
-                self._guarded(e.channel, e.method, partial(self._on_method, e))
-            elif isinstance(e, ev.ChannelOpened):
-                # (gone already when the peer closed the connection later in
-                # this same read: nothing is kept for it -- found by fuzzing)
-                with contextlib.suppress(LocalProtocolError):
-                    self.books[e.channel] = ChannelBooks(self, self.conn.channel(e.channel))
-            elif isinstance(e, ev.ChannelClosed):
-                self._channel_ended(e.channel)
-            elif isinstance(e, ev.ChannelFlow):
-                books = self.books.get(e.channel)
-                if books is not None:
-                    books.flow = e.active
-                    if e.active:
-                        self._redispatch(books)
-            else:
-                self._note(e)
+            # (a peer leaving its output unread: its requests wait, in order)
+            if (self._deferred or self.output_full and type(e) in _REQUESTS) and (
+                    self.waits_for_reader(partial(self._event, e), type(e) in _REQUESTS)):
+                continue
+            self._event(e)
         if self.conn.closed:
             self._end(now)
         b.flush_touched(self)
+
+    def _event(self, e: Any) -> None:
+        if isinstance(e, ev.MessageReceived):
+            self._guarded(e.channel, e.method, partial(self._on_publish, e))
+        elif isinstance(e, ev.MethodReceived):
+            self._guarded(e.channel, e.method, partial(self._on_method, e))
+        elif isinstance(e, ev.ChannelOpened):
+            # (gone already when the peer closed the connection later in this
+            # same read, or while it waited: nothing is kept for it)
+            with contextlib.suppress(LocalProtocolError):
+                self.books[e.channel] = ChannelBooks(self, self.conn.channel(e.channel))
+        elif isinstance(e, ev.ChannelClosed):
+            self._channel_ended(e.channel)
+        elif isinstance(e, ev.ChannelFlow):
+            books = self.books.get(e.channel)
+            if books is not None:
+                books.flow = e.active
+                if e.active:
+                    self._redispatch(books)
+        else:
+            self._note(e)
 
     def _guarded(self, channel: int, method: Method, run: Callable[[], None]) -> None:
         """Carry out a method; a refusal closes its channel (or, for a
@@ -427,6 +441,7 @@ class Connection091(FrontEnd):
         b = self.broker
         for c in list(books.consumers.values()):
             b.remove_consumer(c)
+            self.drop_link()
         books.consumers.clear()
         held = list(books.held())
         books.unacked.clear()
@@ -438,6 +453,7 @@ class Connection091(FrontEnd):
     def _end(self, now: float) -> None:
         if self._ended:
             return
+        self._run_deferred(force=True)  # (what they publish is kept)
         for channel in list(self.books):
             self._channel_ended(channel)
         for q in self.exclusive:
@@ -523,7 +539,7 @@ class Connection091(FrontEnd):
             raise _Fail(ACCESS_REFUSED, f"exchange {m.exchange!r} cannot be deleted")
         if x is None:
             return spec.ExchangeDeleteOk()
-        if m.if_unused and (x.bindings or self._bound_to(x)):
+        if m.if_unused and (x.table or self._bound_to(x)):
             raise _Fail(PRECONDITION_FAILED, f"exchange {x.name!r} in use")
         if is_alternate(self.ns, x.name):
             raise _Fail(PRECONDITION_FAILED, f"exchange {x.name!r} is an alternate exchange")
@@ -531,8 +547,7 @@ class Connection091(FrontEnd):
         return spec.ExchangeDeleteOk()
 
     def _bound_to(self, x: ExchangeState) -> bool:
-        return any(b.exchange and b.dest == x.name
-                   for o in self.ns.exchanges.values() for b in o.bindings)
+        return bool(self.ns.bindings_to(x.name, exchange=True))
 
     def exchange_bind(self, books: ChannelBooks, m: Any) -> Method:
         src, dst = self._exchange(m.source), self._exchange(m.destination)
@@ -553,15 +568,13 @@ class Connection091(FrontEnd):
         if x.type == "headers" and str(binding.args.get("x-match", "all")).lower() not in (
                 "all", "any"):
             raise _Fail(PRECONDITION_FAILED, "x-match must be all or any")
-        if binding not in x.bindings:
-            self.broker.bind(x, binding, q)
+        self.broker.bind(x, binding, q)  # (a duplicate changes nothing)
 
     def _remove_binding(self, x: ExchangeState, binding: Binding) -> None:
         if x.name == "":
             raise _Fail(ACCESS_REFUSED, "the default exchange takes no bindings")
-        found = [b for b in x.bindings if b == binding]
-        if found:
-            self.broker.unbind(x, found)
+        if binding in x.table:
+            self.broker.unbind(x, [binding])
 
     # queue class
     def queue_declare(self, books: ChannelBooks, m: Any) -> Method:
@@ -658,7 +671,7 @@ class Connection091(FrontEnd):
 
     def basic_consume(self, books: ChannelBooks, m: Any) -> Method | None:
         q = self._queue(books, m.queue)
-        if any(c.exclusive for c in q.consumers) or (m.exclusive and q.consumers):
+        if q.exclusive_consumer is not None or (m.exclusive and q.consumers):
             raise _Fail(ACCESS_REFUSED, f"queue {q.name!r} in vhost {self.ns.name!r} in "
                         "exclusive use")
         tag = m.consumer_tag or "amq.ctag-" + secrets.token_urlsafe(16)
@@ -673,6 +686,7 @@ class Connection091(FrontEnd):
                         f"{priority!r} is not an integer")
         if tag in books.consumers:
             raise _Fail(NOT_ALLOWED, f"attempt to reuse consumer tag {tag!r}")
+        self.take_link()  # (ModelError over Limits.links_per_connection)
         c = Consumer091(books, tag, q.name, self.ns.name, no_ack=bool(m.no_ack),
                         exclusive=bool(m.exclusive))
         c.priority = priority
@@ -686,6 +700,7 @@ class Connection091(FrontEnd):
     def basic_cancel(self, books: ChannelBooks, m: Any) -> Method:
         c = books.consumers.pop(m.consumer_tag, None)
         if c is not None:
+            self.drop_link()
             self.broker.remove_consumer(c)
         return spec.BasicCancelOk(consumer_tag=m.consumer_tag)
 
@@ -702,10 +717,11 @@ class Connection091(FrontEnd):
             routing_key=msg.routing_key, message_count=len(q.messages)),
             None if head is not None else msg.wire.as_form(FORM_0_9_1), msg.body,
             properties_data=head)
+        self.note_output(msg.size + _DELIVERY_OVERHEAD)
         if m.no_ack:
             self.broker.gone(msg)
         else:
-            books.hold(tag, Held(q, msg, acquired=True, tag=tag))
+            books.hold(tag, self.broker.delivered(q, msg, tag=tag))
 
     def basic_ack(self, books: ChannelBooks, m: Any) -> None:
         held = books.take(int(m.delivery_tag), bool(m.multiple))
@@ -731,9 +747,7 @@ class Connection091(FrontEnd):
             if requeue:
                 b.release_held(held, True)
                 return
-            for h in held:
-                if h.acquired:
-                    b.dead_letter(h.queue, [h.msg], "rejected")
+            b.reject_held(held)
 
         if books.tx is not None:
             books.tx_acked.update((h.tag, h) for h in held)
@@ -743,7 +757,7 @@ class Connection091(FrontEnd):
         self._redispatch(books)
 
     def basic_recover(self, books: ChannelBooks, m: Any) -> Method:
-        held = list(books.unacked.values())
+        held = [books.unacked[t] for t in sorted(books.unacked)]
         books.unacked.clear()
         books.unacked_octets = 0
         self.broker.release_held(held, True)
@@ -764,6 +778,7 @@ class Connection091(FrontEnd):
             books.channel.send_content(spec.BasicReturn(
                 reply_code=NO_ROUTE, reply_text="NO_ROUTE", exchange=m.exchange,
                 routing_key=m.routing_key), e.properties, e.body, properties_data=raw or None)
+            self.note_output(len(e.body) + _DELIVERY_OVERHEAD)
 
     def _publish(self, books: ChannelBooks, m: Any, properties: Any, body: bytes,
                  properties_data: bytes | None = None) -> Routed:
@@ -835,8 +850,7 @@ class Connection091(FrontEnd):
         books.tx.clear()
         # Acknowledged in the transaction: unacknowledged again (RabbitMQ).
         for tag, h in sorted(books.tx_acked.items()):
-            books.hold(tag, h)
-        books.unacked = dict(sorted(books.unacked.items()))
+            books.hold(tag, h)  # (back in its place in the tag order)
         books.tx_acked.clear()
         return spec.TxRollbackOk()
 
@@ -878,6 +892,10 @@ def _show(v: Any) -> str:
     if isinstance(v, bool):
         return str(v).lower()
     return f"{v!r}"
+
+
+#: Events that may answer with output (others wait only behind those waiting).
+_REQUESTS = frozenset({ev.MethodReceived, ev.MessageReceived})
 
 
 def _x_args(args: Any) -> dict[str, Any]:

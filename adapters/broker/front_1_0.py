@@ -61,10 +61,11 @@ import attrs
 
 from amqp_sansio.errors import DecodeError, LocalProtocolError
 from amqp_sansio.v1_0 import events as ev
-from amqp_sansio.v1_0.codec import Symbol
+from amqp_sansio.v1_0.codec import Symbol, encode_value
 from amqp_sansio.v1_0.connection import Connection, ConnState, Role, ServerConfig
 from amqp_sansio.v1_0.framing import FrameReader, ProtocolHeader
 from amqp_sansio.v1_0.link import Delivery, Link, LinkState
+from amqp_sansio.v1_0.session import SessionConfig
 from amqp_sansio.v1_0.spec import (
     Accepted,
     Coordinator,
@@ -100,7 +101,6 @@ from .termini_1_0 import (
     CONNECTION,
     LINK,
     SESSION,
-    TERMINI_MAX,
     RowState,
     Termini,
     Terminus,
@@ -118,8 +118,16 @@ log = logging.getLogger("amqp_sansio.broker")
 
 #: Credit a publishing link is granted at a time (topped up at half).
 LINK_CREDIT = 256
-#: Credit outstanding across every publishing link of the broker (41).
+#: Credit outstanding across every publishing link of the broker (41) ...
 CREDIT_TOTAL = 1 << 16
+#: ... and across one connection's (idle links of one client cannot take
+#: every other client's credit).
+CREDIT_PER_CONNECTION = 1 << 13
+#: Links a session may attach (its handle-max plus one).
+LINKS_PER_SESSION = 1024
+#: Octets the message annotations of a delivery may grow to through
+#: ``modified`` outcomes (beyond it new annotations are not merged).
+ANNOTATIONS_MAX = 64 << 10
 #: Open transactions a connection may have, and the body octets one may
 #: stage (staged publishes are not counted against the memory mark).
 TXNS_PER_CONNECTION = 64
@@ -230,6 +238,11 @@ class Links10:
         for term in self._termini.kept.values():
             yield from term.held.values()
 
+    def works(self) -> Iterator[Work]:
+        """The open transactions' work (a check for tests)."""
+        for t in self.txns.values():
+            yield t.work
+
     # -- durable termini ----------------------------------------------------------------
     def termini(self, now: float) -> Termini:
         """The termini kept (with those of the store, once the clock runs)."""
@@ -315,11 +328,18 @@ class Links10:
             self.broker.durable.terminus_dropped(t.vhost, t.container, t.name)
 
     def relieved(self) -> None:
-        if not self.starved:
-            return
-        waiting, self.starved = self.starved, {}
-        for link, front in waiting.items():
+        self.feed_starved()
+
+    def feed_starved(self) -> None:
+        """Links waiting for the broker's credit (or for the memory mark) get
+        theirs, in the order they began to wait, while there is room; each
+        one's connection is woken to send its flow (it may not be writing)."""
+        while self.starved and not self.broker.pressed and (
+                CREDIT_TOTAL - self.outstanding > 0):
+            link, front = next(iter(self.starved.items()))
+            del self.starved[link]
             front.top_up(link)
+            self.broker.touch(front)
 
 
 class Consumer10(Consumer):
@@ -382,8 +402,8 @@ class Consumer10(Consumer):
             if not self.browsing:
                 self.front.broker.gone(msg)
         else:
-            h = self.held[d] = Held(q, msg, acquired=not self.browsing, consumer=self,
-                                    tag=d.id)
+            h = self.held[d] = self.front.broker.delivered(q, msg, acquired=not self.browsing,
+                                                           consumer=self, tag=d.id)
             if h.acquired:
                 if txn is not None:
                     txn.acquires.append((self, d, h))
@@ -452,6 +472,7 @@ class Connection10(FrontEnd):
             channel_max=max(0, min(lim.sessions_per_connection, 0xFFFF) - 1),
             max_frame_size=min(1 << 20, max(512, lim.max_segment_size)),
             idle_timeout=None if broker.heartbeat_max is None else broker.heartbeat_max * 1000,
+            session=SessionConfig(handle_max=LINKS_PER_SESSION - 1),
         ))
         self.vhost_name = "/"
         self._ready = False  # opened and admitted: sessions and links are served
@@ -460,6 +481,10 @@ class Connection10(FrontEnd):
         self.coordinators: set[Link] = set()
         self._txn_coordinator = TxnCoordinator()
         self._accepts: dict[Link, list[Delivery]] = {}  # to settle accepted, batched
+        self.credit_out = 0  # credit granted to its publishing links, not yet used
+        self._low: dict[Link, None] = {}  # publishing links to top up after this read
+        #: Its publishing links waiting for room in its own credit (FIFO).
+        self.waiting: dict[Link, None] = {}
         self.left: set[Terminus] = set()  # durable termini whose link left from here
         self.svc.connections.add(self)
         if broker.trace_frames:
@@ -500,10 +525,7 @@ class Connection10(FrontEnd):
                     link.dispose_many(ds, Accepted(), settled=True)
 
     def _redispatch_all(self) -> None:
-        for c in list(self.consumers.values()):
-            q = self.broker.queue_of(c)
-            if q is not None:
-                self.broker.dispatch(q)
+        self.broker.wake_all(list(self.consumers.values()))
 
     # -- events ---------------------------------------------------------------------
     def handle_events(self, events: list[Any], now: float) -> None:
@@ -534,6 +556,11 @@ class Connection10(FrontEnd):
             except LocalProtocolError as err:  # its session or link is ending meanwhile
                 log.debug("connection from %s: %s not answered: %s", self.who,
                           type(e).__name__, err)
+        if self._low:
+            low, self._low = self._low, {}
+            for link in low:
+                with contextlib.suppress(LocalProtocolError):
+                    self.top_up(link)
         if self.conn.closed:
             self._end(now)
         self.broker.flush_touched(self)
@@ -571,15 +598,22 @@ class Connection10(FrontEnd):
     # -- attach -----------------------------------------------------------------------
     def _attach(self, link: Link) -> None:
         try:
+            self.take_link()
+        except ModelError as m:
+            link.refuse(Error(condition=RESOURCE_LIMIT, description=m.text[:500]))
+            return
+        try:
             if link.is_sender:
                 self._attach_consumer(link)
             else:
                 self._attach_publisher(link)
         except _Refuse as r:
+            self.drop_link()
             log.info("connection from %s: link %s refused: %s", self.who, quoted(link.name),
                      r.text)
             link.refuse(Error(condition=r.condition, description=r.text[:500]))
         except ModelError as m:
+            self.drop_link()
             link.refuse(Error(condition=MODEL_CONDITIONS.get(m.kind, NOT_ALLOWED),
                               description=m.text[:500]))
 
@@ -703,7 +737,7 @@ class Connection10(FrontEnd):
         asked = 0 if src.dynamic else _asked_durability(src)
         if kept is not None:
             self.svc.drop_terminus(kept)  # another subscription under its name replaces it
-        keep = asked > 0 and len(self.svc.termini(self.broker.now)) < TERMINI_MAX
+        keep = asked > 0 and self.svc.termini(self.broker.now).room_for(self.login.identity)
         if node is None:
             q = self._dynamic_queue(src.dynamic_node_properties, link)
         elif private:
@@ -816,7 +850,7 @@ class Connection10(FrontEnd):
             m = next(q.messages.after(seq - 1), None) if q is not None else None
             if (tag in theirs and m is not None and m.seq == seq and q is not None
                     and q.messages.remove(m)):
-                held[tag] = Held(q, m, acquired=True, consumer=c)
+                held[tag] = self.broker.delivered(q, m, consumer=c)
                 svc.hold(t, tag, seq)  # (held for good now, whatever its row said)
             else:
                 svc.unhold(t, tag)
@@ -933,28 +967,54 @@ class Connection10(FrontEnd):
             policy = _LIFETIMES.get(type(lp), str(lp) if str(lp) in _LIFETIME_NAMES else "")
             if not policy:
                 raise _Refuse(NOT_IMPLEMENTED, f"lifetime-policy {lp!r}")
-        q = self.broker.new_queue(self.ns, _generated("tmp"))
+        name = _generated("tmp")
+        self._allowed("configure", name)  # (a declare, as any other queue's)
+        q = self.broker.new_queue(self.ns, name)
         self.svc.dynamic[q.name] = DynamicNode(q, policy, link, {link})
         return q
 
     # -- flow and credit ----------------------------------------------------------------
     def top_up(self, link: Link) -> None:
-        """Grant a publishing link credit again (at most LINK_CREDIT, within
-        CREDIT_TOTAL across the broker; none above the memory mark)."""
-        if link.state is not LinkState.ATTACHED or link not in self.publishers:
+        """Grant a publishing link credit again: at most LINK_CREDIT (less
+        what it holds unsettled in rcv-settle-mode second), within
+        CREDIT_PER_CONNECTION across its connection and CREDIT_TOTAL across
+        the broker; none above the memory mark.  A link left without any
+        waits (its connection's room, or the broker's) and is granted when
+        credit comes back -- its connection woken to say so."""
+        pub = self.publishers.get(link)
+        if link.state is not LinkState.ATTACHED or pub is None:
             return
         svc = self.svc
         if self.broker.pressed:
             svc.starved[link] = self
             return
+        mine = CREDIT_PER_CONNECTION - self.credit_out + link.credit
         room = CREDIT_TOTAL - svc.outstanding + link.credit
-        grant = min(LINK_CREDIT, room)
+        grant = min(LINK_CREDIT - len(pub.unsettled), mine, room)
         if grant <= link.credit:
-            if link.credit == 0:
-                svc.starved[link] = self
+            if link.credit == 0 and len(pub.unsettled) < LINK_CREDIT:
+                if mine <= room:
+                    self.waiting[link] = None
+                else:
+                    svc.starved[link] = self
             return
         svc.outstanding += grant - link.credit
+        self.credit_out += grant - link.credit
         link.flow(grant)
+
+    def _credit_back(self, n: int) -> None:
+        """``n`` credit of this connection's publishing links came back (used
+        or given up): links waiting for it get theirs."""
+        svc = self.svc
+        svc.outstanding = max(0, svc.outstanding - n)
+        self.credit_out = max(0, self.credit_out - n)
+        # (those waiting for the broker's credit, longest first, then its own)
+        if svc.starved and CREDIT_TOTAL - svc.outstanding >= LINK_CREDIT // 2:
+            svc.feed_starved()
+        if self.waiting and CREDIT_PER_CONNECTION - self.credit_out >= LINK_CREDIT // 2:
+            waiting, self.waiting = self.waiting, {}
+            for link in waiting:
+                self.top_up(link)
 
     def _flow(self, e: ev.LinkFlow) -> None:
         c = self.consumers.get(e.link)
@@ -970,9 +1030,8 @@ class Connection10(FrontEnd):
             c.txn = None
         if c.resuming:
             self.send_resumed(c)
-        q = self.broker.queue_of(c)
-        if q is not None and e.link.credit > 0:
-            self.broker.dispatch(q)
+        if e.link.credit > 0:
+            self.broker.wake(c)
         link = e.link
         if link.drain and link.credit > 0 and link.state is LinkState.ATTACHED:
             link.drained()  # 43: nothing more to send now
@@ -986,12 +1045,14 @@ class Connection10(FrontEnd):
         pub = self.publishers.get(link)
         if pub is None:
             return
-        self.svc.outstanding = max(0, self.svc.outstanding - 1)
+        self._credit_back(1)
         try:
             self._take(pub, link, d, e.payload)
-        finally:  # (after the publish: it may have pushed the broker over its mark)
+        finally:
+            # topped up once the whole read is handled: after the publishes
+            # (they may push the broker over its mark, or hold tags unsettled)
             if link.credit < LINK_CREDIT // 2:
-                self.top_up(link)
+                self._low[link] = None
 
     def _take(self, pub: Publisher10, link: Link, d: Delivery, payload: bytes) -> None:
         if pub.second and d.tag in pub.unsettled:  # 39: the same tag again: once only
@@ -1003,7 +1064,7 @@ class Connection10(FrontEnd):
                 d.remote_state, TransactionalState):
             return  # the link was detached: an unknown transaction
         secs, wire, body = split_wire_1_0(payload)
-        outcome = self._publish(pub, secs, wire, body, txn)
+        outcome = self._publish(pub, secs, wire, body, txn, len(payload) - len(body))
         if d.settled:
             return  # pre-settled (38): nothing to say
         if txn is not None:
@@ -1018,7 +1079,7 @@ class Connection10(FrontEnd):
             d.settle(outcome)
 
     def _publish(self, pub: Publisher10, secs: Sections10, wire: Wire, body: bytes,
-                 txn: Txn | None) -> Any:
+                 txn: Txn | None, extra: int = 0) -> Any:
         node = pub.node
         if node is None:  # anonymous relay: the message's ``to``
             to = secs.properties.to if secs.properties is not None else None
@@ -1046,7 +1107,7 @@ class Connection10(FrontEnd):
                                      f"{TXN_STAGED_OCTETS} octets")
             txn.staged += len(body)
         routed = self.broker.publish(x, key, wire, body, origin=self,
-                                     work=txn.work if txn is not None else None)
+                                     work=txn.work if txn is not None else None, extra=extra)
         if routed.refused:
             return self._refused(pub, RESOURCE_LIMIT, "a queue is full")
         if not routed.queues:
@@ -1064,8 +1125,9 @@ class Connection10(FrontEnd):
         link, d = e.link, e.delivery
         pub = self.publishers.get(link)
         if pub is not None:
-            if e.settled:
-                pub.unsettled.pop(d.tag, None)
+            if e.settled and pub.unsettled.pop(d.tag, None) is not None and (
+                    link.credit < LINK_CREDIT // 2):
+                self.top_up(link)  # (its unsettled tags held its credit back)
             return
         c = self.consumers.get(link)
         if c is None:
@@ -1111,16 +1173,42 @@ class Connection10(FrontEnd):
         if t is Accepted:
             b.settle(h)
         elif t is Released:
-            b.release(h.queue, [h.msg], redelivered=False)
+            b.release_held([h], redelivered=False)
         elif t is Rejected:
-            b.dead_letter(h.queue, [h.msg], "rejected")
+            b.reject_held([h])
         elif t is Modified:
             if state.message_annotations or state.delivery_failed:
-                _modify(h.msg, state)
+                self._modify(h.msg, state)
             if state.undeliverable_here:
-                b.dead_letter(h.queue, [h.msg], "rejected")
+                b.reject_held([h])
             else:
-                b.release(h.queue, [h.msg], redelivered=bool(state.delivery_failed))
+                b.release_held([h], redelivered=bool(state.delivery_failed))
+
+    def _modify(self, msg: QMsg, state: Modified) -> None:
+        """``modified``: its annotations merged in (while they stay within
+        ANNOTATIONS_MAX octets), a failed delivery counted; what it holds is
+        charged again (the memory mark sees it grow)."""
+        secs: Sections10 = msg.wire.as_form(FORM_1_0)
+        if msg.wire.form != FORM_1_0:
+            return  # another protocol's message: its properties stay as published
+        ann = secs.annotations
+        if state.message_annotations:
+            merged = {**(ann or {}), **state.message_annotations}
+            size = annotations_octets(merged)
+            if size <= ANNOTATIONS_MAX:
+                ann = merged
+            else:
+                log.info("connection from %s: modified annotations of %d octets not merged "
+                         "(at most %d)", self.who, size, ANNOTATIONS_MAX)
+        header = secs.header
+        if state.delivery_failed:
+            header = (Header(delivery_count=1) if header is None
+                      else attrs.evolve(header, delivery_count=header.delivery_count + 1))
+        before = annotations_octets(secs.annotations) if secs.annotations else 0
+        after = annotations_octets(ann) if ann else 0
+        msg.wire = Wire(FORM_1_0, attrs.evolve(secs, annotations=ann or None, header=header))
+        if after != before:
+            self.broker.recharge(msg, msg.octets + after - before)
 
     # -- transactions ----------------------------------------------------------------------
     def _txn_of(self, state: Any, link: Link) -> Txn | None:
@@ -1282,9 +1370,12 @@ class Connection10(FrontEnd):
         (``how`` SESSION) or connection (CONNECTION) ended."""
         svc = self.svc
         pub = self.publishers.pop(link, None)
+        if pub is not None or link in self.coordinators or link in self.consumers:
+            self.drop_link()
         if pub is not None:
-            svc.outstanding = max(0, svc.outstanding - link.credit)
             svc.starved.pop(link, None)
+            self.waiting.pop(link, None)
+            self._credit_back(link.credit)
         self.coordinators.discard(link)
         self._accepts.pop(link, None)
         c = self.consumers.pop(link, None)
@@ -1447,18 +1538,14 @@ _FILTER_CODES: dict[Any, str] = {
 }
 
 
-def _modify(msg: QMsg, state: Modified) -> None:
-    """``modified``: its annotations merged in, a failed delivery counted."""
-    secs: Sections10 = msg.wire.as_form(FORM_1_0)
-    if msg.wire.form != FORM_1_0:
-        return  # another protocol's message: its properties stay as published
-    ann = dict(secs.annotations or {})
-    ann.update(state.message_annotations or {})
-    header = secs.header
-    if state.delivery_failed:
-        header = (Header(delivery_count=1) if header is None
-                  else attrs.evolve(header, delivery_count=header.delivery_count + 1))
-    msg.wire = Wire(FORM_1_0, attrs.evolve(secs, annotations=ann or None, header=header))
+def annotations_octets(ann: dict[Any, Any]) -> int:
+    """What a message-annotations map takes encoded (what it is charged)."""
+    out = bytearray()
+    try:
+        encode_value(ann, out)
+        return len(out)
+    except Exception:  # (not encodable back: charged as too large)
+        return 1 << 62
 
 
 def _generated(kind: str) -> str:

@@ -41,6 +41,10 @@ class Limits:
     #: Bindings a virtual host may hold (each costs memory for as long as it
     #: lives; a publish's routing cost follows the ones it matches).
     bindings_per_vhost: int | None = 100_000
+    #: Exchanges a virtual host may hold (besides its standard ones).
+    exchanges_per_vhost: int | None = 10_000
+    #: Links (1.0) and subscriptions (0-10, 0-9-1, 0-9) one connection may hold.
+    links_per_connection: int | None = 8192
     #: Octets of a command, control or message-header segment (bounds
     #: argument maps and headers before they are decoded).
     max_segment_size: int = 1 << 20
@@ -48,8 +52,11 @@ class Limits:
     #: this much before the limit shows; RabbitMQ 4 allows 16 MiB by default).
     max_message_size: int = 64 << 20
     #: Encoded octets of the arguments kept with a queue, exchange, binding or
-    #: subscription (they live as long as it does).
+    #: subscription (they live as long as it does) ...
     max_arguments_size: int = 64 << 10
+    #: ... and of all the arguments a virtual host keeps (decoded, a table
+    #: costs several times its octets: 45 KB of small entries ~410 KB).
+    arguments_per_vhost: int | None = 4 << 20
     #: Octets of unfinished input all connections together may hold (a
     #: connection that would take it over is closed).
     input_buffered_total: int | None = 512 << 20

@@ -47,7 +47,7 @@ from amqp_sansio.v0_9_1._specbase import Method
 
 from .auth import ACCESS_0_9_1
 from .front_0_9_1 import NOT_IMPLEMENTED, PRECONDITION_FAILED, ChannelBooks, Consumer091, Refusal
-from .model import Held, ModelError, QMsg, QueueState
+from .model import ModelError, QMsg, QueueState
 from .properties import FORM_0_9_1
 from .staging import Staged
 
@@ -138,7 +138,7 @@ class MessageClass09:
             front.broker.gone(msg)
         else:
             tag = books.next_tag()
-            books.hold(tag, Held(q, msg, acquired=True, consumer=consumer, tag=tag))
+            books.hold(tag, front.broker.delivered(q, msg, consumer=consumer, tag=tag))
             self.sent.setdefault(books.channel.id, {})[id(m)] = (m, tag)
         front.note_output(len(msg.body) + 256)
 
@@ -182,7 +182,7 @@ class MessageClass09:
         front = self.front
         q = front.queue_for(books, m.queue)
         front.login.check(front.ns.name, spec.BasicConsume(queue=q.name), ACCESS_0_9_1)
-        if any(c.exclusive for c in q.consumers) or (m.exclusive and q.consumers):
+        if q.exclusive_consumer is not None or (m.exclusive and q.consumers):
             raise ModelError("resource-locked", f"queue {q.name!r} in exclusive use")
         if dest in books.consumers:
             raise ModelError("not-allowed", f"destination {dest!r} in use")

@@ -8,7 +8,7 @@ non-``x-`` argument matches) or ``any`` (at least one); an argument whose
 value is void (None) matches on presence alone.  Bindings lead to queues or
 (0-9-1 exchange-to-exchange bindings) to other exchanges.
 
-A publish does not test every binding of its exchange: :class:`BindingIndex`
+A publish does not test every binding of its exchange: :class:`BindingTable`
 finds the matching ones (direct by key, topic through a word trie, headers
 once per distinct argument set), so its cost follows what matches, not how
 many queues are bound.
@@ -16,9 +16,11 @@ many queues are bound.
 
 from __future__ import annotations
 
-__all__ = ["Binding", "BindingIndex", "EXCHANGE_TYPES", "topic_matches", "headers_match",
+__all__ = ["Binding", "BindingTable", "EXCHANGE_TYPES", "topic_matches", "headers_match",
            "matches"]
 
+from collections import Counter
+from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from typing import Any
 
@@ -27,7 +29,7 @@ import attrs
 EXCHANGE_TYPES = ("direct", "fanout", "topic", "headers")
 
 
-@attrs.frozen
+@attrs.frozen(hash=False)
 class Binding:
     """``key`` (and ``arguments``) lead an exchange's messages to ``dest``: a
     queue, or -- with ``exchange`` (0-9-1 exchange.bind) -- another exchange."""
@@ -40,6 +42,27 @@ class Binding:
     @property
     def args(self) -> dict[str, Any]:
         return dict(self.arguments)
+
+    def __hash__(self) -> int:
+        # (argument values may be lists or tables: hashed by value)
+        return hash((self.dest, self.key, frozen(self.arguments), self.exchange))
+
+
+def frozen(v: Any) -> Any:
+    """A hashable stand-in for ``v`` (argument values: lists and tables too),
+    equal for equal values."""
+    if isinstance(v, list):
+        return ("list", tuple(frozen(x) for x in v))
+    if isinstance(v, tuple):
+        return tuple(frozen(x) for x in v)
+    if isinstance(v, dict):
+        return ("table", tuple(sorted(((str(k), frozen(x)) for k, x in v.items()),
+                                      key=lambda kv: kv[0])))
+    try:
+        hash(v)
+    except TypeError:
+        return ("unhashable", repr(v))
+    return v
 
 
 @lru_cache(maxsize=4096)
@@ -93,10 +116,6 @@ def matches(exchange_type: str, binding: Binding, routing_key: str,
     return False
 
 
-def _position(pb: tuple[int, Binding]) -> int:
-    return pb[0]
-
-
 def _hashable(v: Any) -> bool:
     try:
         hash(v)
@@ -122,80 +141,146 @@ class _Words:
 
     def __init__(self) -> None:
         self.next: dict[str, _Words] = {}
-        self.here: list[tuple[int, Binding]] = []
+        self.here: dict[Binding, None] = {}
 
 
-class BindingIndex:
-    """An exchange's bindings arranged for :meth:`match`, built from the list
-    it was given (:meth:`covers` says whether that list is still the same)."""
+class BindingTable:
+    """An exchange's bindings, each once, in the order they were made, kept
+    arranged for :meth:`match` as they come and go: adding, removing and
+    the duplicate check cost what the binding touches, not how many the
+    exchange has."""
 
-    __slots__ = ("type", "_source", "_count", "_all", "_direct", "_trie", "_headers",
-                 "_by_pair")
+    __slots__ = ("type", "_pos", "_next", "_direct", "_trie", "_headers", "_by_pair", "_keys",
+                 "_arguments")
 
-    def __init__(self, exchange_type: str, bindings: list[Binding]) -> None:
+    def __init__(self, exchange_type: str, bindings: Iterable[Binding] = ()) -> None:
         self.type = exchange_type
-        self._source = bindings
-        self._count = len(bindings)
-        self._all = list(bindings)
-        self._direct: dict[str, list[Binding]] = {}
+        self._pos: dict[Binding, int] = {}  # binding -> when it was made (match order)
+        self._next = 0
+        self._direct: dict[str, dict[Binding, None]] = {}
         self._trie = _Words()
-        # headers: groups of bindings with the same arguments, (arguments,
-        # [(position, binding)]).  An x-match=all group that requires some
-        # header to equal a value is filed under that (name, value): only a
-        # message carrying that pair can match it.  The rest are always tried.
-        self._headers: list[tuple[dict[str, Any], list[tuple[int, Binding]]]] = []
-        self._by_pair: dict[tuple[str, Any], list[tuple[dict[str, Any],
-                                                        list[tuple[int, Binding]]]]] = {}
-        if exchange_type == "direct":
-            for b in bindings:
-                self._direct.setdefault(b.key, []).append(b)
-        elif exchange_type == "topic":
-            for pos, b in enumerate(bindings):
-                node = self._trie
-                for w in _words(b.key):
-                    node = node.next.setdefault(w, _Words())
-                node.here.append((pos, b))
-        elif exchange_type == "headers":
-            groups: dict[Any, list[tuple[int, Binding]]] = {}
-            for pos, b in enumerate(bindings):
-                try:
-                    groups.setdefault(b.arguments, []).append((pos, b))
-                except TypeError:  # an unhashable argument value: a group of its own
-                    self._headers.append((b.args, [(pos, b)]))
-            for args, pbs in groups.items():
-                group = (dict(args), pbs)
-                pair = _required_pair(group[0])
-                if pair is None:
-                    self._headers.append(group)
-                else:
-                    self._by_pair.setdefault(pair, []).append(group)
+        # headers: groups of bindings with the same arguments, {arguments:
+        # (arguments as a dict, {binding: None})}.  An x-match=all group that
+        # requires some header to equal a value is filed under that (name,
+        # value): only a message carrying that pair can match it.  The rest
+        # are always tried.
+        self._headers: dict[Any, _Group] = {}
+        self._by_pair: dict[tuple[str, Any], dict[Any, _Group]] = {}
+        # how many bindings have each key, each argument set (0-10 exchange.bound)
+        self._keys: Counter[str] = Counter()
+        self._arguments: Counter[Any] = Counter()
+        for b in bindings:
+            self.add(b)
 
-    def covers(self, bindings: list[Binding]) -> bool:
-        """Built from this very list, as long as it is now (the model replaces
-        the list to remove bindings and appends to add them)."""
-        return bindings is self._source and len(bindings) == self._count
+    def __len__(self) -> int:
+        return len(self._pos)
+
+    def __iter__(self) -> Iterator[Binding]:
+        return iter(self._pos)
+
+    def __contains__(self, b: object) -> bool:
+        return b in self._pos
+
+    def __bool__(self) -> bool:
+        return bool(self._pos)
+
+    def add(self, b: Binding) -> bool:
+        """Add ``b``; False if the exchange has it already."""
+        if b in self._pos:
+            return False
+        self._pos[b] = self._next
+        self._next += 1
+        self._keys[b.key] += 1
+        self._arguments[_group_key(b)] += 1
+        t = self.type
+        if t == "direct":
+            self._direct.setdefault(b.key, {})[b] = None
+        elif t == "topic":
+            node = self._trie
+            for w in _words(b.key):
+                node = node.next.setdefault(w, _Words())
+            node.here[b] = None
+        elif t == "headers":
+            groups = self._groups(_required_pair(b.args))
+            key = _group_key(b)
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = (b.args, {})
+            group[1][b] = None
+        return True
+
+    def remove(self, b: Binding) -> bool:
+        """Remove ``b``; False if the exchange does not have it."""
+        if self._pos.pop(b, None) is None:
+            return False
+        for counter, k in ((self._keys, b.key), (self._arguments, _group_key(b))):
+            counter[k] -= 1
+            if not counter[k]:
+                del counter[k]
+        t = self.type
+        if t == "direct":
+            same = self._direct[b.key]
+            del same[b]
+            if not same:
+                del self._direct[b.key]
+        elif t == "topic":
+            path: list[tuple[_Words, str, _Words]] = []  # (parent, word, node)
+            node = self._trie
+            for w in _words(b.key):
+                path.append((node, w, node.next[w]))
+                node = node.next[w]
+            del node.here[b]
+            for parent, w, child in reversed(path):  # nodes left empty go
+                if child.here or child.next:
+                    break
+                del parent.next[w]
+        elif t == "headers":
+            key = _group_key(b)
+            pair = _required_pair(b.args)
+            groups = self._groups(pair)
+            group = groups[key]
+            del group[1][b]
+            if not group[1]:
+                del groups[key]
+                if pair is not None and not groups:
+                    del self._by_pair[pair]
+        return True
+
+    def has_key(self, key: str) -> bool:
+        """Has a binding with this key?"""
+        return key in self._keys
+
+    def has_arguments(self, arguments: dict[str, Any]) -> bool:
+        """Has a binding with these arguments?"""
+        return frozen(tuple(sorted(arguments.items(), key=lambda kv: kv[0]))) in self._arguments
+
+    def _groups(self, pair: tuple[str, Any] | None) -> dict[Any, _Group]:
+        if pair is None:
+            return self._headers
+        return self._by_pair.setdefault(pair, {})
 
     def match(self, routing_key: str, headers: dict[str, Any] | None) -> list[Binding]:
         """The bindings ``matches`` would pick, in the order they were made."""
         t = self.type
         if t == "direct":
-            return self._direct.get(routing_key, [])
+            return list(self._direct.get(routing_key, ()))
         if t == "fanout":
-            return self._all
+            return list(self._pos)
         if t == "topic":
             return self._topic(_words(routing_key))
         if t == "headers":
-            groups = self._headers
+            groups = list(self._headers.values())
             if self._by_pair and headers:
-                groups = groups + [g for k, v in headers.items() if _hashable(v)
-                                   for g in self._by_pair.get((k, v), ())]
-            hits = [pb for args, pbs in groups if headers_match(args, headers) for pb in pbs]
-            hits.sort(key=_position)
-            return [b for _, b in hits]
+                groups += [g for k, v in headers.items() if _hashable(v)
+                           for g in self._by_pair.get((k, v), {}).values()]
+            pos = self._pos
+            hits = [b for args, bs in groups if headers_match(args, headers) for b in bs]
+            hits.sort(key=pos.__getitem__)
+            return hits
         return []
 
     def _topic(self, words: tuple[str, ...]) -> list[Binding]:
-        found: dict[int, Binding] = {}
+        found: dict[Binding, None] = {}
         seen: set[tuple[int, int]] = set()  # (node, position): each visited once
         todo = [(self._trie, 0)]
         n = len(words)
@@ -214,4 +299,13 @@ class BindingIndex:
             hash_ = node.next.get("#")
             if hash_ is not None:  # zero or more words
                 todo.extend((hash_, j) for j in range(i, n + 1))
-        return [found[pos] for pos in sorted(found)]
+        pos = self._pos
+        return sorted(found, key=pos.__getitem__)
+
+
+_Group = tuple[dict[str, Any], dict["Binding", None]]
+
+
+def _group_key(b: Binding) -> Any:
+    """Bindings with equal arguments share a group."""
+    return frozen(b.arguments)

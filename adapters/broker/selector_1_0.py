@@ -11,14 +11,19 @@ TRUE).  Identifiers name application properties, except the JMS header names
 ``JMSMessageID JMSCorrelationID JMSPriority JMSDeliveryMode JMSTimestamp
 JMSType``, which read the message's id, correlation id, priority,
 persistence ('PERSISTENT' / 'NON_PERSISTENT'), creation time (ms) and
-subject.  A selector is at most :data:`MAX_LENGTH` characters and nests at
-most :data:`MAX_DEPTH` deep: what a peer writes bounds its cost.
+subject.  A selector is at most :data:`MAX_LENGTH` characters and its
+expression at most :data:`MAX_DEPTH` deep -- chains of operators count, so
+neither parsing nor evaluating recurses deeper than that -- and ``LIKE``
+matches in time linear in the value (no backtracking regex): what a peer
+writes bounds its cost.  A selector never raises into the broker: whatever
+goes wrong while one judges a message, the message is not selected.
 """
 
 from __future__ import annotations
 
 __all__ = ["SelectorError", "compile_selector", "MAX_LENGTH", "MAX_DEPTH"]
 
+import logging
 import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -34,6 +39,8 @@ MAX_DEPTH = 64
 Value = Any
 Lookup = Callable[[str], Value]
 Expr = Callable[[Lookup], Value]
+
+log = logging.getLogger("amqp_sansio.broker")
 
 _TOKEN = re.compile(r"""\s*(?:
     (?P<str>'(?:[^']|'')*')
@@ -146,7 +153,7 @@ class _Parser:
         if self.take("kw", "IS"):
             neg = self.take("kw", "NOT")
             self.need("kw", "NULL")
-            return lambda get: (left(get) is None) != neg
+            return _deep(lambda get: (left(get) is None) != neg, left)
         neg = self.take("kw", "NOT")
         if self.take("kw", "LIKE"):
             pat = self.need("lit")
@@ -158,7 +165,8 @@ class _Parser:
             while self.take("op", ","):
                 items.append(self.need("lit"))
             self.need("op", ")")
-            return _negate(lambda get: None if (v := left(get)) is None else v in items, neg)
+            return _negate(_deep(lambda get: None if (v := left(get)) is None else v in items,
+                                 left), neg)
         if self.take("kw", "BETWEEN"):
             lo = self.sum()
             self.need("kw", "AND")
@@ -188,9 +196,12 @@ class _Parser:
             self._nest()
             inner = self.unary()
             self.depth -= 1
-            return _arith("-", lambda get: 0, inner)
+            return _arith("-", _deep(lambda get: 0), inner)
         if self.take("op", "+"):
-            return self.unary()
+            self._nest()  # (a run of unary + nests as deep as its length)
+            inner = self.unary()
+            self.depth -= 1
+            return inner
         return self.primary()
 
     def primary(self) -> Expr:
@@ -200,15 +211,25 @@ class _Parser:
         self.i += 1
         if t[0] == "lit":
             v = t[1]
-            return lambda get: v
+            return _deep(lambda get: v)
         if t[0] == "id":
             name = t[1]
-            return lambda get: get(name)
+            return _deep(lambda get: get(name))
         if t == ("op", "("):
             e = self.orexpr()
             self.need("op", ")")
             return e
         raise SelectorError(f"unexpected {t[1]!r}")
+
+
+def _deep(f: Expr, *children: Expr) -> Expr:
+    """``f`` is a node over ``children``: its depth is theirs plus one, at
+    most MAX_DEPTH (evaluation recurses that deep, no deeper)."""
+    depth = 1 + max((getattr(c, "depth", 1) for c in children), default=0)
+    if depth > MAX_DEPTH:
+        raise SelectorError(f"a selector's expression is at most {MAX_DEPTH} deep")
+    f.depth = depth  # type: ignore[attr-defined]
+    return f
 
 
 def _num(v: Any) -> bool:
@@ -226,7 +247,7 @@ def _cmp(op: Callable[[Any, Any], bool], a: Expr, b: Expr) -> Expr:
             return op(x, y)
         except TypeError:
             return None
-    return f
+    return _deep(f, a, b)
 
 
 _CMP: dict[str, Callable[[Any, Any], bool]] = {
@@ -247,7 +268,7 @@ def _arith(op: str, a: Expr, b: Expr) -> Expr:
         if op == "*":
             return x * y
         return None if y == 0 else x / y
-    return f
+    return _deep(f, a, b)
 
 
 def _junction(a: Expr, b: Expr, decisive: bool) -> Expr:
@@ -261,36 +282,76 @@ def _junction(a: Expr, b: Expr, decisive: bool) -> Expr:
         if y is decisive:
             return decisive
         return None if x is None or y is None else not decisive
-    return f
+    return _deep(f, a, b)
 
 
 def _negate(e: Expr, neg: bool) -> Expr:
     if not neg:
         return e
-    return lambda get: None if (v := e(get)) is None else not v
+    return _deep(lambda get: None if (v := e(get)) is None else not v, e)
 
 
 def _like(e: Expr, pattern: str, escape: str | None) -> Expr:
     if escape is not None and len(escape) != 1:
         raise SelectorError("ESCAPE takes one character")
-    out = []
-    i = 0
-    while i < len(pattern):
-        c = pattern[i]
-        if escape is not None and c == escape and i + 1 < len(pattern):
-            out.append(re.escape(pattern[i + 1]))
-            i += 2
-            continue
-        out.append(".*" if c == "%" else "." if c == "_" else re.escape(c))
-        i += 1
-    rx = re.compile("".join(out), re.DOTALL)
+    match = like_matcher(pattern, escape)
 
     def f(get: Lookup) -> Value:
         v = e(get)
         if v is None:
             return None
-        return isinstance(v, str) and rx.fullmatch(v) is not None
-    return f
+        return isinstance(v, str) and match(v)
+    return _deep(f, e)
+
+
+def like_matcher(pattern: str, escape: str | None = None) -> Callable[[str], bool]:
+    """``value LIKE pattern`` (``%`` any run, ``_`` any one character) in
+    time linear in the value: the pattern is split at its ``%`` into
+    pieces of fixed length (``_`` a wildcard inside them); the first must
+    start the value, the last end it, and each one between is found at its
+    earliest place after the one before (the earliest is never worse).  No
+    backtracking, so no pattern makes a value cost more than one pass per
+    piece."""
+    pieces: list[list[str | None]] = [[]]  # None: `_`
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if escape is not None and c == escape and i + 1 < len(pattern):
+            pieces[-1].append(pattern[i + 1])
+            i += 2
+            continue
+        if c == "%":
+            pieces.append([])
+        else:
+            pieces[-1].append(None if c == "_" else c)
+        i += 1
+    # each piece as a regex of fixed length (literals and `.`): its search
+    # is linear in the value
+    rx = [re.compile("".join("." if ch is None else re.escape(ch) for ch in p), re.DOTALL)
+          for p in pieces]
+    sizes = [len(p) for p in pieces]
+    if len(pieces) == 1:
+        only = rx[0]
+        return lambda v: only.fullmatch(v) is not None
+    first, last = rx[0], rx[-1]
+    middle = list(zip(rx[1:-1], sizes[1:-1], strict=True))
+    head, tail = sizes[0], sizes[-1]
+
+    def match(v: str) -> bool:
+        if len(v) < head + tail or first.match(v) is None:
+            return False
+        pos = head
+        end = len(v) - tail
+        for piece, size in middle:
+            if not size:
+                continue
+            m = piece.search(v, pos, end)
+            if m is None:
+                return False
+            pos = m.start() + size
+        return pos <= end and last.fullmatch(v, end) is not None
+
+    return match
 
 
 def _jms(props: Message, name: str, subject: str | None) -> Any:
@@ -328,6 +389,10 @@ def compile_selector(text: str) -> Callable[[QMsg], bool]:
                 return _jms(wire.props, name, subject)
             return headers.get(name)
 
-        return expr(get) is True
+        try:
+            return expr(get) is True
+        except Exception as err:  # its own consumer's business: never the publisher's
+            log.debug("selector %r on message %d: %s", text[:64], msg.seq, err)
+            return False
 
     return matches

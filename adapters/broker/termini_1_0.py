@@ -44,9 +44,11 @@ transactional state; the discharge answers it on the new link.
 from __future__ import annotations
 
 __all__ = ["Terminus", "Termini", "LINK", "SESSION", "CONNECTION", "TERMINI_MAX",
+           "TERMINI_PER_USER",
            "State", "encode_state", "decode_state", "next_tag", "RowState", "row_state",
            "decode_row_state", "tag_after", "TAG_BLOCK"]
 
+import collections
 import heapq
 import itertools
 from collections.abc import Iterable
@@ -68,6 +70,8 @@ _STARTS = {TerminusExpiryPolicy.LINK_DETACH: LINK, TerminusExpiryPolicy.SESSION_
 #: Termini kept at once across the broker; a link beyond it keeps none (its
 #: attach says so: durable none, expiry link-detach).
 TERMINI_MAX = 10_000
+#: ... and at most this many per user.
+TERMINI_PER_USER = 1_000
 #: Delivery tags an attached stored terminus reserves at a time: its
 #: record says its tags go on from here, so a restart skips at most this
 #: many (far below serial arithmetic's half of the 4-octet tag space).
@@ -220,6 +224,9 @@ class Termini:
         self.kept: dict[Key, Terminus] = {}
         self._timers: list[tuple[float, int, Terminus]] = []
         self._seq = itertools.count()
+        #: How many each user keeps (TERMINI_PER_USER: one user cannot take
+        #: every other user's room).
+        self.by_user: collections.Counter[str | None] = collections.Counter()
 
     def __len__(self) -> int:
         return len(self.kept)
@@ -228,14 +235,29 @@ class Termini:
         return self.kept.get(key)
 
     def add(self, t: Terminus) -> None:
+        old = self.kept.get(t.key)
+        if old is not None:
+            self._uncount(old)
         self.kept[t.key] = t
+        self.by_user[t.user] += 1
 
     def remove(self, t: Terminus) -> bool:
         """Forget ``t``; was it kept?"""
         if self.kept.get(t.key) is not t:
             return False
         del self.kept[t.key]
+        self._uncount(t)
         return True
+
+    def _uncount(self, t: Terminus) -> None:
+        self.by_user[t.user] -= 1
+        if self.by_user[t.user] <= 0:
+            del self.by_user[t.user]
+
+    def room_for(self, user: str | None) -> bool:
+        """May ``user`` keep one more (within TERMINI_MAX across the broker
+        and TERMINI_PER_USER of its own)?"""
+        return len(self.kept) < TERMINI_MAX and self.by_user[user] < TERMINI_PER_USER
 
     def attached(self, t: Terminus) -> None:
         """A link took ``t`` (again): it does not expire while attached."""
