@@ -34,6 +34,34 @@ Probes:
               frame before authenticating: RSS growth.
 ``bodies``    4 connections each leave a 200 MB message body unfinished.
 
+The probes of issue 26 (the 0-9-1, 0-9 and 1.0 front ends; ``fronts`` runs
+them all), each the reproduction of one finding, with our own client cores
+over blocking sockets (raw frames where a client would not send them):
+
+``disposition`` 1.0: ``--held`` deliveries held, 1,000 dispositions naming
+              nothing (1); ``answer_s``: the broker's next answer.
+``consumers`` 0-9-1: 1,000 prefetch-full consumers, 1,000 publishes (2).
+``dynamic``   1.0: a connection with ``--nodes`` dynamic nodes is cut (3).
+``deletes``   0-9-1: 300 pipelined queue deletes, ``--held`` held elsewhere (3).
+``bindings``  0-9-1: batches of 1,000 binds (4); ``xdelete``: 1,000 deletes
+              among 10,000 exchanges (4).
+``ackmulti``  0-9-1: ``--held`` acks one by one, each multiple=true (5).
+``noread``    0-9-1: 600 get + reject(requeue) of 1 MiB, never reading (6).
+``partial``   1.0: 16 connections each leave a 56 MiB delivery unfinished (7).
+``stage``     0-9: 700 x 1 MiB file.stage, never published (8).
+``xargs``     0-9-1: exchanges with 45 KB argument tables (9).
+``modified``  1.0: ``modified`` adding 8 KiB of annotations a round (10).
+``second``    1.0: rcv-settle-mode second, never settled (11).
+``credit``    1.0: 300 idle sender links; another client's credit (12).
+``durable``   1.0: ``--nodes`` durable links of one client; another's kept? (13)
+``logins``    0-9-1: 1,000 wrong passwords, then the right one (14).
+``like``      1.0: ``p LIKE '%%%%%%%%%x'`` over 40-octet values (15).
+``plus``      1.0: a selector of 1,000 ``+`` terms; another client publishes (16).
+
+``--tree DIR`` runs the broker of another tree (``DIR`` holding
+``amqp_sansio`` and ``amqp_sansio_broker``: an older commit's), for
+before/after figures with the same probe code.
+
 Every probe is bounded in time (``--deadline``) and prints one line (or JSON).
 """
 
@@ -465,16 +493,653 @@ def probe_bodies(host: str, port: int, pid: int, a: argparse.Namespace) -> dict[
             "rss_before_mb": round(before), "rss_mb": round(rss)}
 
 
+
+# ------------------------------------------- issue 26: the 0-9-1, 0-9 and 1.0 front ends
+class Pumped:
+    """Any client core (0-9-1, 0-9, 1.0) over a blocking socket: what it
+    writes is sent, what comes back is fed to it and its events kept."""
+
+    def __init__(self, host: str, port: int, core: Any) -> None:
+        self.sock = socket.create_connection((host, port), timeout=30)
+        self.core = core
+        self.events: list[Any] = []
+        self.gone = False
+
+    def flush(self) -> None:
+        data = self.core.data_to_send()
+        if data and not self.gone:
+            try:
+                self.sock.sendall(data)
+            except OSError:
+                self.gone = True
+
+    def until(self, pred: Callable[[], bool], timeout: float) -> bool:
+        end = time.monotonic() + timeout
+        while not pred():
+            self.flush()
+            left = end - time.monotonic()
+            if left <= 0 or self.gone:
+                return pred()
+            r, _, _ = select.select([self.sock], [], [], min(left, 0.5))
+            if r:
+                try:
+                    data = self.sock.recv(1 << 20)
+                except OSError:
+                    data = b""
+                if not data:
+                    self.gone = True
+                    return pred()
+                try:
+                    self.events += self.core.receive_data(data, time.monotonic()) or []
+                except Exception as e:  # the broker broke the protocol, or hung up: say so
+                    self.events.append(e)
+                take = getattr(self.core, "take_events", None)
+                if take is not None:
+                    self.events += take()
+        self.flush()
+        return True
+
+    def of(self, kind: type) -> list[Any]:
+        return [e for e in self.events if isinstance(e, kind)]
+
+    def close(self) -> None:
+        with suppress(OSError):
+            self.sock.close()
+
+
+def c091(host: str, port: int, user: str = "guest", password: str = "guest",
+         core: Any = None) -> Pumped:
+    from amqp_sansio.v0_9_1.connection import ClientConfig
+    from amqp_sansio.v0_9_1.connection import Connection as C091
+    from amqp_sansio.v0_9_1.connection import Role as R091
+
+    p = Pumped(host, port, (core or C091)(R091.CLIENT, ClientConfig(username=user,
+                                                                     password=password)))
+    p.until(lambda: p.core.state.name == "OPEN", 30)
+    return p
+
+
+def c10(host: str, port: int, container: str = "probe", user: str | None = None,
+        password: str | None = None) -> tuple[Pumped, Any]:
+    from amqp_sansio.v1_0.connection import ClientConfig as Cfg10
+    from amqp_sansio.v1_0.connection import Connection as C10
+    from amqp_sansio.v1_0.connection import Role as R10
+
+    p = Pumped(host, port, C10(R10.CLIENT, Cfg10(container_id=container, username=user,
+                                                   password=password)))
+    s = p.core.begin()
+    p.until(lambda: s.state.name == "MAPPED", 30)
+    return p, s
+
+
+def _msg10(body: bytes = b"m", **app: Any) -> bytes:
+    from amqp_sansio.v1_0.message import AmqpMessage, encode_message
+    from amqp_sansio.v1_0.spec import ApplicationProperties, Data
+
+    return encode_message(AmqpMessage(
+        application_properties=ApplicationProperties(app) if app else None, body=(Data(body),)))
+
+
+def _publish10(p: Pumped, s: Any, address: str, n: int, body: bytes = b"m",
+               **app: Any) -> int:
+    """``n`` messages to ``address`` (pre-settled), as credit allows."""
+    from amqp_sansio.v1_0.spec import Target
+
+    link = s.attach_sender(f"pub-{address}-{time.monotonic_ns()}", target=Target(address=address))
+    p.until(lambda: link.credit > 0, 30)
+    payload = _msg10(body, **app)
+    sent = 0
+    while sent < n:
+        if not p.until(lambda: link.credit > 0, 30):
+            break
+        while link.credit > 0 and sent < n:
+            link.send(payload, settled=True)
+            sent += 1
+        p.flush()
+    return sent
+
+
+def _round_trip_10(p: Pumped, s: Any, timeout: float) -> float | None:
+    """Seconds until the broker answers a session flow with echo (None: not
+    within ``timeout``)."""
+    from amqp_sansio.v1_0 import events as ev10
+
+    t = time.perf_counter()
+    before = len(p.of(ev10.SessionFlow)) if hasattr(ev10, "SessionFlow") else None
+    link = s.attach_receiver(f"ping-{time.monotonic_ns()}", source=_source10("ping"))
+    ok = p.until(lambda: link.remote_source is not None or link.state.name != "ATTACH_SENT",
+                 timeout)
+    del before
+    return round(time.perf_counter() - t, 2) if ok else None
+
+
+def _source10(address: str | None = None, **kw: Any) -> Any:
+    from amqp_sansio.v1_0.spec import Source
+
+    return Source(address=address, **kw)
+
+
+def probe_disposition(host: str, port: int, pid: int, a: argparse.Namespace) -> dict[str, Any]:
+    """1.0 (finding 1): 1,000 dispositions naming nothing, ``--held`` held."""
+    from amqp_sansio.v1_0 import events as ev10
+    from amqp_sansio.v1_0.framing import encode_frame
+    from amqp_sansio.v1_0.spec import Accepted, Disposition, Role
+
+    held = a.held
+    p, s = c10(host, port)
+    _publish10(p, s, "disp", held)
+    r = s.attach_receiver("holder", source=_source10("disp"))
+    p.until(lambda: r.remote_source is not None, 30)
+    r.flow(held)
+    p.until(lambda: len(p.of(ev10.DeliveryReceived)) >= held, a.deadline)
+    got = len(p.of(ev10.DeliveryReceived))
+    wire = b"".join(encode_frame(Disposition(
+        role=Role.RECEIVER, first=held + 10 + k, last=held + 10 + k + (1 << 30), settled=True,
+        state=Accepted()), channel=s.channel) for k in range(1000))
+    with observer(host, port, a.deadline) as seen:
+        time.sleep(1)
+        p.sock.sendall(wire)
+        answer = _round_trip_10(p, s, a.deadline - 2)
+    p.close()
+    return {"held": got, "answer_s": answer, "other_client": seen}
+
+
+def probe_consumers(host: str, port: int, pid: int, a: argparse.Namespace) -> dict[str, Any]:
+    """0-9-1 (finding 2): 1,000 prefetch-full consumers, then 1,000 publishes."""
+    from amqp_sansio.v0_9_1 import events as ev91
+    from amqp_sansio.v0_9_1 import spec as s91
+
+    c = c091(host, port)
+    ch0 = c.core.open_channel()
+    c.until(lambda: ch0.is_open, 30)
+    ch0.send(s91.QueueDeclare(queue="work"))
+    for i in range(1000):
+        ch = c.core.open_channel()
+        c.flush()
+        c.until(lambda ch=ch: ch.is_open, 30)
+        ch.send(s91.BasicQos(prefetch_count=1))
+        ch.send(s91.BasicConsume(queue="work", consumer_tag=f"w{i}"))
+        ch0.publish("", "work", b"fill")
+        if i % 100 == 99:
+            c.flush()
+    c.until(lambda: len(c.of(ev91.MessageReceived)) >= 1000, 60)
+    p = c091(host, port)
+    pch = p.core.open_channel()
+    p.until(lambda: pch.is_open, 30)
+    pch.send(s91.ConfirmSelect())
+    p.until(lambda: pch.confirm_mode, 30)
+    with observer(host, port, a.deadline) as seen:
+        time.sleep(1)
+        t = time.perf_counter()
+        for _ in range(1000):
+            pch.publish("", "work", b"more")
+        done = p.until(lambda: sum(len(e.sequence_numbers) for e in p.of(ev91.PublishConfirmed))
+                       >= 1000, a.deadline - 2)
+        took = time.perf_counter() - t
+    c.close()
+    p.close()
+    return {"consumers": 1000, "confirmed": done, "publish_1000_s": round(took, 2),
+            "other_client": seen}
+
+
+def probe_dynamic(host: str, port: int, pid: int, a: argparse.Namespace) -> dict[str, Any]:
+    """1.0 (finding 3): a connection with 10,000 dynamic nodes closes."""
+    p, s = c10(host, port)
+    links = []
+    for i in range(a.nodes):
+        if i and i % 1000 == 0:  # (a session holds LINKS_PER_SESSION links at most)
+            s = p.core.begin()
+            p.until(lambda s=s: s.state.name == "MAPPED", 30)
+        links.append(s.attach_receiver(f"d{i}", source=_source10(dynamic=True)))
+        if i % 200 == 199:
+            p.until(lambda: links[-1].remote_source is not None
+                    or links[-1].state.name != "ATTACH_SENT", 60)
+    p.until(lambda: links[-1].remote_source is not None, 60)
+    made = sum(1 for lk in links if lk.remote_source is not None)
+    with observer(host, port, a.deadline) as seen:
+        time.sleep(1)
+        p.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\0\0\0\0\0\0\0")
+        p.close()
+    return {"dynamic_nodes": made, "other_client_while_closing": seen}
+
+
+def probe_deletes(host: str, port: int, pid: int, a: argparse.Namespace) -> dict[str, Any]:
+    """0-9-1 (finding 3): 300 pipelined deletes, ``--held`` acks held elsewhere."""
+    from amqp_sansio.v0_9_1 import events as ev91
+    from amqp_sansio.v0_9_1 import spec as s91
+
+    h = c091(host, port)
+    hch = h.core.open_channel()
+    h.until(lambda: hch.is_open, 30)
+    hch.send(s91.QueueDeclare(queue="held"))
+    for i in range(a.held):
+        hch.publish("", "held", b"h")
+        if i % 1000 == 999:
+            h.flush()
+    hch.send(s91.BasicConsume(queue="held", consumer_tag="h"))
+    h.until(lambda: len(h.of(ev91.MessageReceived)) >= a.held, a.deadline * 3)
+    held = len(h.of(ev91.MessageReceived))
+    c = c091(host, port)
+    ch = c.core.open_channel()
+    c.until(lambda: ch.is_open, 30)
+    for i in range(300):
+        ch.send(s91.QueueDeclare(queue=f"gone{i}"))
+    c.until(lambda: not ch.pending, 60)
+    with observer(host, port, a.deadline) as seen:
+        time.sleep(1)
+        t = time.perf_counter()
+        for i in range(300):
+            ch.send(s91.QueueDelete(queue=f"gone{i}"))
+        done = c.until(lambda: not ch.pending, a.deadline - 2)
+        took = time.perf_counter() - t
+    h.close()
+    c.close()
+    return {"held_elsewhere": held, "deleted": done, "deletes_300_s": round(took, 2),
+            "other_client": seen}
+
+
+def _pipelined(c: Pumped, ch: Any, methods: list[Any], timeout: float) -> float | None:
+    t = time.perf_counter()
+    for m in methods:
+        ch.send(m)
+    ok = c.until(lambda: not ch.pending, timeout)
+    return round(time.perf_counter() - t, 2) if ok else None
+
+
+def probe_bindings(host: str, port: int, pid: int, a: argparse.Namespace) -> dict[str, Any]:
+    """0-9-1 (finding 4): batches of 1,000 binds; 1,000 deletes among 10,000 exchanges."""
+    from amqp_sansio.v0_9_1 import spec as s91
+
+    c = c091(host, port)
+    ch = c.core.open_channel()
+    c.until(lambda: ch.is_open, 30)
+    _pipelined(c, ch, [s91.QueueDeclare(queue="bq"),
+                       s91.ExchangeDeclare(exchange="bx", type="direct")], 30)
+    batches = []
+    with observer(host, port, a.deadline) as seen:
+        time.sleep(1)
+        end = time.monotonic() + a.deadline - 5
+        for b in range(a.batches):
+            took = _pipelined(c, ch, [s91.QueueBind(queue="bq", exchange="bx",
+                                                    routing_key=f"k{b}-{i}")
+                                      for i in range(1000)], max(1.0, end - time.monotonic()))
+            batches.append(took)
+            if took is None or time.monotonic() > end:
+                break
+    return {"bind_batches": len(batches), "first_batch_s": batches[0],
+            "last_batch_s": batches[-1], "other_client": seen}
+
+
+def probe_xdelete(host: str, port: int, pid: int, a: argparse.Namespace) -> dict[str, Any]:
+    from amqp_sansio.v0_9_1 import spec as s91
+
+    c = c091(host, port)
+    ch = c.core.open_channel()
+    c.until(lambda: ch.is_open, 30)
+    made = 0
+    for k in range(10):
+        if _pipelined(c, ch, [s91.ExchangeDeclare(exchange=f"x{k}-{i}", type="fanout")
+                              for i in range(1000)], 120) is None:
+            break
+        made += 1000
+    alive = ch.is_open
+    with observer(host, port, a.deadline) as seen:
+        time.sleep(1)
+        took = _pipelined(c, ch, [s91.ExchangeDelete(exchange=f"x0-{i}") for i in range(1000)],
+                          a.deadline - 2) if alive else None
+    return {"exchanges": made, "declare_refused": not alive, "deletes_1000_s": took,
+            "other_client": seen}
+
+
+def probe_ackmulti(host: str, port: int, pid: int, a: argparse.Namespace) -> dict[str, Any]:
+    """0-9-1 (finding 5): 20,000 acks one by one, each with multiple=true."""
+    from amqp_sansio.v0_9_1 import events as ev91
+    from amqp_sansio.v0_9_1 import spec as s91
+
+    c = c091(host, port)
+    ch = c.core.open_channel()
+    c.until(lambda: ch.is_open, 30)
+    ch.send(s91.QueueDeclare(queue="acks"))
+    n = a.held
+    for i in range(n):
+        ch.publish("", "acks", b"a")
+        if i % 1000 == 999:
+            c.flush()
+    ch.send(s91.BasicConsume(queue="acks", consumer_tag="a"))
+    c.until(lambda: len(c.of(ev91.MessageReceived)) >= n, a.deadline * 3)
+    tags = [e.method.delivery_tag for e in c.of(ev91.MessageReceived)]
+    with observer(host, port, a.deadline) as seen:
+        time.sleep(1)
+        t = time.perf_counter()
+        for tag in tags:
+            ch.ack(tag, multiple=True)
+        took = _pipelined(c, ch, [s91.QueueDeclare(queue="acks", passive=True)],
+                          a.deadline - 2)
+        total = time.perf_counter() - t
+    return {"acked": len(tags), "answered_after_s": round(total, 2) if took is not None
+            else None, "other_client": seen}
+
+
+def probe_noread(host: str, port: int, pid: int, a: argparse.Namespace) -> dict[str, Any]:
+    """0-9-1 (finding 6): 600 pipelined get + reject(requeue) of a 1 MiB
+    message, never reading."""
+    from amqp_sansio.v0_9_1 import spec as s91
+    from amqp_sansio.v0_9_1.framing import encode_method
+
+    c = c091(host, port)
+    ch = c.core.open_channel()
+    c.until(lambda: ch.is_open, 30)
+    _pipelined(c, ch, [s91.QueueDeclare(queue="one")], 30)
+    ch.publish("", "one", b"M" * (1 << 20))
+    _pipelined(c, ch, [s91.QueueDeclare(queue="one", passive=True)], 30)
+    c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    before = rss_mb(pid)
+    wire = b"".join(encode_method(ch.id, m, 131072) for tag in range(1, 601) for m in (
+        s91.BasicGet(queue="one"), s91.BasicReject(delivery_tag=tag, requeue=True)))
+    peak = before
+    with observer(host, port, a.deadline) as seen:
+        c.sock.setblocking(False)
+        sent, t = 0, time.monotonic()
+        while sent < len(wire) and time.monotonic() - t < a.deadline - 5:
+            try:
+                sent += c.sock.send(wire[sent:])
+            except BlockingIOError:
+                time.sleep(0.05)
+            peak = max(peak, rss_mb(pid))
+        for _ in range(20):
+            time.sleep(0.25)
+            peak = max(peak, rss_mb(pid))
+    c.close()
+    return {"octets_in": sent, "rss_before_mb": round(before), "rss_peak_mb": round(peak),
+            "growth_mb": round(peak - before), "other_client": seen}
+
+
+def probe_partial(host: str, port: int, pid: int, a: argparse.Namespace) -> dict[str, Any]:
+    """1.0 (finding 7): 16 links (one a connection) each leave a 56 MiB
+    delivery unfinished."""
+    from amqp_sansio.v1_0.spec import Target
+
+    before = rss_mb(pid)
+    body = b"z" * (56 << 20)
+    payload = _msg10(body)
+    del body
+    kept = []
+    for i in range(16):
+        p, s = c10(host, port, f"partial{i}")
+        link = s.attach_sender(f"big{i}", target=Target(address="partial"))
+        if not p.until(lambda link=link: link.credit > 0, 30):
+            break
+        link.send(payload, tag=b"t", settled=True)
+        wire = p.core.data_to_send()
+        with suppress(OSError):
+            p.sock.sendall(wire[:-(256 << 10)])  # all but its last frames
+        del wire
+        kept.append(p)
+    time.sleep(2)
+    rss = rss_mb(pid)
+    held = held_connections(pid, port)
+    for p in kept:
+        p.close()
+    return {"links": len(kept), "unfinished_mb_each": 56, "connections_held": held,
+            "rss_before_mb": round(before), "rss_mb": round(rss),
+            "growth_mb": round(rss - before)}
+
+
+def probe_stage(host: str, port: int, pid: int, a: argparse.Namespace) -> dict[str, Any]:
+    """0-9 (finding 8): 700 x 1 MiB staged by file.stage, never published."""
+    from amqp_sansio.v0_9 import spec as s09
+    from amqp_sansio.v0_9.connection import Connection as C09
+
+    before = rss_mb(pid)
+    c = c091(host, port, core=C09)
+    ch = c.core.open_channel()
+    c.until(lambda: ch.is_open, 30)
+    body = b"f" * (1 << 20)
+    staged = 0
+    for i in range(700):
+        try:
+            ch.send(s09.FileOpen(identifier=f"f{i}", content_size=len(body)))
+            if not c.until(lambda: not ch.pending, 30) or not ch.is_open:
+                break
+            ch.send_content(s09.FileStage(), s09.FileProperties(), body)
+            c.flush()
+        except Exception:
+            break
+        staged += 1
+    c.until(lambda: False, 2)
+    rss = rss_mb(pid)
+    c.close()
+    return {"staged_mb": staged, "rss_before_mb": round(before), "rss_mb": round(rss),
+            "growth_mb": round(rss - before)}
+
+
+def probe_xargs(host: str, port: int, pid: int, a: argparse.Namespace) -> dict[str, Any]:
+    """0-9-1 (finding 9): exchanges with 45 KB argument tables."""
+    from amqp_sansio.v0_9_1 import spec as s91
+
+    before = rss_mb(pid)
+    table = {f"k{i:05d}": i for i in range(4000)}
+    made = 0
+    c = c091(host, port)
+    ch = c.core.open_channel()
+    c.until(lambda: ch.is_open, 30)
+    t = time.monotonic()
+    while made < 2500 and time.monotonic() - t < a.deadline:
+        if _pipelined(c, ch, [s91.ExchangeDeclare(exchange=f"a{made + i}", type="fanout",
+                                                   arguments=table) for i in range(50)],
+                      60) is None or not ch.is_open:
+            break
+        made += 50
+    rss = rss_mb(pid)
+    c.close()
+    return {"exchanges_45kb": made, "refused": made < 2500, "rss_before_mb": round(before),
+            "rss_mb": round(rss), "growth_mb": round(rss - before)}
+
+
+def probe_modified(host: str, port: int, pid: int, a: argparse.Namespace) -> dict[str, Any]:
+    """1.0 (finding 10): ``modified`` outcomes adding annotations to one
+    10-octet message, 8 KiB at a time, up to 20 MB."""
+    from amqp_sansio.v1_0 import events as ev10
+    from amqp_sansio.v1_0.codec import Symbol
+    from amqp_sansio.v1_0.spec import Modified
+
+    p, s = c10(host, port)
+    _publish10(p, s, "mod", 1, body=b"0123456789")
+    r = s.attach_receiver("m", source=_source10("mod"))
+    p.until(lambda: r.remote_source is not None, 30)
+    before = rss_mb(pid)
+    rounds = 0
+    t = time.monotonic()
+    while rounds < 2500 and time.monotonic() - t < a.deadline:
+        n = len(p.of(ev10.DeliveryReceived))
+        r.flow(1)
+        if not p.until(lambda n=n: len(p.of(ev10.DeliveryReceived)) > n, 30):
+            break
+        d = p.of(ev10.DeliveryReceived)[-1].delivery
+        ann = {Symbol(f"x-opt-{rounds}-{j}"): "v" * 1024 for j in range(8)}
+        r.dispose(d, Modified(message_annotations=ann), settled=True)
+        p.flush()
+        rounds += 1
+    last = len(p.of(ev10.DeliveryReceived)[-1].payload) if p.of(ev10.DeliveryReceived) else 0
+    rss = rss_mb(pid)
+    p.close()
+    return {"rounds": rounds, "delivery_octets_last": last, "rss_before_mb": round(before),
+            "rss_mb": round(rss), "growth_mb": round(rss - before)}
+
+
+def probe_second(host: str, port: int, pid: int, a: argparse.Namespace) -> dict[str, Any]:
+    """1.0 (finding 11): rcv-settle-mode second, never settled."""
+    from amqp_sansio.v1_0.spec import ReceiverSettleMode, Target
+
+    before = rss_mb(pid)
+    p, s = c10(host, port)
+    link = s.attach_sender("second", target=Target(address="second"),
+                           rcv_settle_mode=ReceiverSettleMode.SECOND)
+    p.until(lambda: link.credit > 0, 30)
+    payload = _msg10(b"s")
+    sent = 0
+    t = time.monotonic()
+    while sent < a.count and time.monotonic() - t < a.deadline:
+        if not p.until(lambda: link.credit > 0, 3):
+            break
+        while link.credit > 0 and sent < a.count:
+            link.send(payload, tag=sent.to_bytes(8, "big"))
+            sent += 1
+        p.flush()
+    rss = rss_mb(pid)
+    p.close()
+    return {"sent_unsettled": sent, "credit_withheld": sent < a.count,
+            "rss_before_mb": round(before), "rss_mb": round(rss)}
+
+
+def probe_credit(host: str, port: int, pid: int, a: argparse.Namespace) -> dict[str, Any]:
+    """1.0 (finding 12): 300 idle sender links on one connection; does another
+    client still get credit?"""
+    from amqp_sansio.v1_0.spec import Target
+
+    hog, hs = c10(host, port, "hog")
+    idle = []
+    for i in range(300):
+        if i and i % 1000 == 0:
+            hs = hog.core.begin()
+            hog.until(lambda hs=hs: hs.state.name == "MAPPED", 30)
+        idle.append(hs.attach_sender(f"idle{i}", target=Target(address=f"idle{i % 10}")))
+    hog.until(lambda: all(lk.remote_target is not None for lk in idle), 60)
+    taken = sum(lk.credit for lk in idle)
+    other, os_ = c10(host, port, "other")
+    mine = os_.attach_sender("mine", target=Target(address="mine"))
+    other.until(lambda: mine.credit > 0, 5)
+    return {"idle_links": len(idle), "credit_taken_by_idle": taken,
+            "other_client_credit": mine.credit}
+
+
+def probe_durable(host: str, port: int, pid: int, a: argparse.Namespace) -> dict[str, Any]:
+    """1.0 (finding 13): one client makes 10,000 durable links (expiry never);
+    is another client's durable subscription kept?"""
+    from amqp_sansio.v1_0.spec import TerminusDurability
+
+    p, s = c10(host, port, "hoarder")
+    links = []
+    t = time.perf_counter()
+    for i in range(a.nodes):
+        if i and i % 1000 == 0:
+            s = p.core.begin()
+            p.until(lambda s=s: s.state.name == "MAPPED", 30)
+        links.append(s.attach_receiver(f"dur{i}", source=_source10(
+            f"dq{i % 50}", durable=TerminusDurability.CONFIGURATION, expiry_policy="never")))
+        if i % 500 == 499:
+            p.until(lambda: links[-1].state.name != "ATTACH_SENT", 60)
+    p.until(lambda: links[-1].state.name != "ATTACH_SENT", 60)
+    kept = sum(1 for lk in links if lk.remote_source is not None
+               and str(lk.remote_source.expiry_policy) == "never")
+    took = time.perf_counter() - t
+    o, os_ = c10(host, port, "someone", "guest", "guest")  # (another user)
+    mine = os_.attach_receiver("mine", source=_source10(
+        "mq", durable=TerminusDurability.CONFIGURATION, expiry_policy="never"))
+    o.until(lambda: mine.state.name != "ATTACH_SENT", 30)
+    theirs = mine.remote_source is not None and str(mine.remote_source.expiry_policy) == "never"
+    return {"durable_links": len(links), "kept_for_one_client": kept, "seconds": round(took, 1),
+            "another_clients_kept": theirs}
+
+
+def probe_logins(host: str, port: int, pid: int, a: argparse.Namespace) -> dict[str, Any]:
+    """0-9-1 (finding 14): 1,000 wrong passwords from one address, then the right one."""
+    from amqp_sansio.v0_9_1.connection import ClientConfig
+    from amqp_sansio.v0_9_1.connection import Connection as C091
+    from amqp_sansio.v0_9_1.connection import Role as R091
+
+    socks = []
+    t = time.monotonic()
+    for _ in range(1000):
+        p = Pumped(host, port, C091(R091.CLIENT, ClientConfig(username="guest",
+                                                               password="wrong")))
+        p.until(lambda p=p: p.core.state.name not in ("START", "AWAIT_START"), 5)
+        p.flush()  # the wrong start-ok is out; its answer is not awaited
+        socks.append(p)
+        if len(socks) >= 200:
+            for q in socks:
+                q.close()
+            socks.clear()
+    for q in socks:
+        q.close()
+    flood = time.monotonic() - t
+    t = time.perf_counter()
+    ok = Pumped(host, port, C091(R091.CLIENT, ClientConfig(username="guest", password="guest")))
+    wait = max(a.deadline, 90.0)
+    admitted = ok.until(lambda: ok.core.state.name == "OPEN", wait)
+    took = time.perf_counter() - t
+    ok.close()
+    return {"wrong_logins": 1000, "flood_s": round(flood, 1), "right_one_admitted": admitted,
+            "right_one_s": round(took, 1) if admitted else f">{wait:g}"}
+
+
+def _selector10(text: str) -> dict[Any, Any]:
+    from amqp_sansio.v1_0.codec import Described, Symbol
+
+    return {Symbol("s"): Described(Symbol("apache.org:selector-filter:string"), text)}
+
+
+def _selected(host: str, port: int, pid: int, a: argparse.Namespace, text: str,
+              value: Any) -> dict[str, Any]:
+    from amqp_sansio.v1_0 import events as ev10
+    from amqp_sansio.v1_0.spec import Target
+
+    c, cs = c10(host, port, "selective")
+    r = cs.attach_receiver("sel", source=_source10("selq", filter=_selector10(text)))
+    c.until(lambda: r.state.name != "ATTACH_SENT", 30)
+    attached = r.remote_source is not None and r.state.name == "ATTACHED"
+    if attached:
+        r.flow(100)
+        c.flush()
+    p, ps = c10(host, port, "publisher")
+    link = ps.attach_sender("pub", target=Target(address="selq"))
+    p.until(lambda: link.credit > 0, 30)
+    with observer(host, port, a.deadline) as seen:
+        time.sleep(1)
+        t = time.perf_counter()
+        for i in range(20):
+            link.send(_msg10(b"x", p=value), tag=i.to_bytes(2, "big"))
+        done = p.until(lambda: len([e for e in p.of(ev10.DeliveryUpdated)
+                                    if e.link is link]) >= 20 or p.gone, a.deadline - 2)
+        took = time.perf_counter() - t
+    outcomes = sorted({type(e.state).__name__ for e in p.of(ev10.DeliveryUpdated)
+                       if e.link is link})
+    errors = [type(e).__name__ for e in p.events if isinstance(e, Exception)]
+    return {"selector_attached": attached, "publisher_answered": done and not p.gone,
+            "publish_20_s": round(took, 2), "outcomes": outcomes, "publisher_errors": errors,
+            "other_client": seen}
+
+
+def probe_like(host: str, port: int, pid: int, a: argparse.Namespace) -> dict[str, Any]:
+    """1.0 (finding 15): ``p LIKE '%%%%%%%%%x'`` against 40-octet values."""
+    return _selected(host, port, pid, a, "p LIKE '%%%%%%%%%x'", "a" * 40)
+
+
+def probe_plus(host: str, port: int, pid: int, a: argparse.Namespace) -> dict[str, Any]:
+    """1.0 (finding 16): a selector of 1,000 ``+`` terms; another client publishes."""
+    return _selected(host, port, pid, a, "p" + "+p" * 1000 + " > 1", 1)
+
+
 PROBES: dict[str, Callable[[str, int, int, argparse.Namespace], dict[str, Any]]] = {
     "range": probe_range, "flood": probe_flood, "slowloris": probe_slowloris,
     "idle": probe_idle, "sessions": probe_sessions, "nodrain": probe_nodrain,
     "args": probe_args, "unauth": probe_unauth, "bodies": probe_bodies,
+    # issue 26: the 0-9-1, 0-9 and 1.0 front ends (finding numbers in each docstring)
+    "disposition": probe_disposition, "consumers": probe_consumers, "dynamic": probe_dynamic,
+    "deletes": probe_deletes, "bindings": probe_bindings, "xdelete": probe_xdelete,
+    "ackmulti": probe_ackmulti, "noread": probe_noread, "partial": probe_partial,
+    "stage": probe_stage, "xargs": probe_xargs, "modified": probe_modified,
+    "second": probe_second, "credit": probe_credit, "durable": probe_durable,
+    "logins": probe_logins, "like": probe_like, "plus": probe_plus,
 }
+#: The probes of the first hardening (0-10); ``all`` runs them, ``fronts`` the rest.
+PROBES_0_10 = ("range", "flood", "slowloris", "idle", "sessions", "nodrain", "args", "unauth",
+               "bodies")
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("probes", nargs="+", choices=[*PROBES, "all"])
+    p.add_argument("probes", nargs="+", choices=[*PROBES, "all", "fronts"])
     p.add_argument("--broker-args", default="--log-level warning",
                    help="more options for python -m amqp_sansio_broker (default %(default)r)")
     p.add_argument("--count", type=int, default=1_000_000, help="flood: messages")
@@ -482,9 +1147,20 @@ def main() -> int:
     p.add_argument("--connections", type=int, default=5, help="sessions: over how many")
     p.add_argument("--deadline", type=float, default=30.0, help="seconds per probe")
     p.add_argument("--hold", type=float, default=20.0, help="slowloris/idle: seconds")
+    p.add_argument("--held", type=int, default=50_000,
+                   help="disposition/deletes/ackmulti: deliveries held (default %(default)s)")
+    p.add_argument("--nodes", type=int, default=10_000, help="dynamic/durable: links")
+    p.add_argument("--batches", type=int, default=100, help="bindings: batches of 1,000")
+    p.add_argument("--tree", default=None,
+                   help="run the broker from this tree (a directory holding amqp_sansio and "
+                        "amqp_sansio_broker: an older commit's, for before/after figures)")
     p.add_argument("--json", action="store_true")
     a = p.parse_args()
-    names = list(PROBES) if "all" in a.probes else a.probes
+    if a.tree:
+        os.environ["PYTHONPATH"] = a.tree  # (the broker process's, not ours)
+    names = (list(PROBES) if "all" in a.probes
+             else [n for n in PROBES if n not in PROBES_0_10] if "fronts" in a.probes
+             else a.probes)
     for name in names:
         with broker_process(a.broker_args.split()) as (host, port, pid):
             result = {"probe": name, **PROBES[name](host, port, pid, a)}
