@@ -25,12 +25,12 @@ from functools import partial
 
 from .gcpolicy import short_gc_pauses
 from .limits import OVERFLOW_POLICIES, Limits
+from .users import USERS_ENV
 
 #: Exit status when the broker cannot start (bad files, port in use...).
 EXIT_CANNOT_START = 1
 #: Exit status for a usage error (argparse's own).
 EXIT_USAGE = 2
-USERS_ENV = "AMQP_SANSIO_BROKER_USERS"
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:

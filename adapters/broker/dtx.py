@@ -38,14 +38,15 @@ import enum
 import heapq
 import itertools
 from collections.abc import Callable, Hashable, Iterable
-from typing import TYPE_CHECKING, Final, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 import attrs
 
 from amqp_sansio.v0_10.codes import ErrorCode, XaStatus
 
-if TYPE_CHECKING:
-    from .model import Held, QMsg, QueueState
+from .queued import Held, QMsg
+
+QueueState = Any  # model.QueueState (dtx.py is the model's part and does not import it)
 
 #: Default and largest timeouts (seconds): qpidd's dtx-default-timeout and
 #: dtx-max-timeout.  set-timeout 0 means the default (XML rule ``reset``).

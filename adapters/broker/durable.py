@@ -20,11 +20,12 @@ from __future__ import annotations
 __all__ = ["Durability", "CODEC"]
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from amqp_sansio.v0_10 import codec
 
 from .properties import decode_stored
+from .queued import QMsg
 from .routing import Binding
 from .store import (
     BindingRecord,
@@ -36,8 +37,11 @@ from .store import (
     TerminusRecord,
 )
 
-if TYPE_CHECKING:
-    from .model import Broker, ExchangeState, QMsg, QueueState
+# The model's types, named for what they are (durable.py is the model's part
+# and does not import it): model.Broker, ExchangeState, QueueState.
+Broker = Any
+ExchangeState = Any
+QueueState = Any
 
 #: How arguments are encoded in the store (message properties: in the
 #: codec of the protocol that published them, properties.FORMS).
@@ -166,24 +170,15 @@ class Durability:
     def recover(self, broker: Broker) -> int:
         """Put what the store holds back into ``broker``; the next message
         sequence number to use."""
-        from .model import ExchangeState, QMsg, QueueState
-
         if self.store is None:
             return 0
         r = self.store.recover()
         for xr in r.exchanges:
-            ns = broker.vhost(xr.vhost)
-            ns.put_exchange(ExchangeState(
-                xr.name, xr.type, xr.vhost, durable=True, auto_delete=xr.auto_delete,
-                alternate=xr.alternate, arguments=_unargs(xr.arguments),
-                declared_durable=True))
+            broker.restore_exchange(xr.vhost, xr.name, xr.type, auto_delete=xr.auto_delete,
+                                    alternate=xr.alternate, arguments=_unargs(xr.arguments))
         for qr in r.queues:
-            qargs = _unargs(qr.arguments)
-            broker.vhost(qr.vhost).put_queue(QueueState(
-                qr.name, qr.vhost, durable=True, auto_delete=qr.auto_delete,
-                alternate=qr.alternate, arguments=qargs, policy=broker.queue_policy(qargs),
-                options=broker.queue_options(qargs), declared_durable=True,
-                messages=_backlog(broker, qargs)))
+            broker.restore_queue(qr.vhost, qr.name, auto_delete=qr.auto_delete,
+                                 alternate=qr.alternate, arguments=_unargs(qr.arguments))
         for br in r.bindings:
             x = broker.vhost(br.vhost).exchanges.get(br.exchange)
             if x is not None:
@@ -221,11 +216,3 @@ class Durability:
     def waiting_for_clock(self) -> bool:
         return bool(self._ttls)
 
-
-def _backlog(broker: Broker, arguments: dict[str, Any]) -> Any:
-    """A recovered queue's backlog (priority levels as its arguments ask;
-    none if they do not parse)."""
-    try:
-        return broker.backlog(arguments)
-    except ValueError:
-        return broker.backlog({})

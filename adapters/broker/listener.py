@@ -29,19 +29,23 @@ from .front_0_9 import Connection09
 from .front_0_9_1 import Connection091
 from .front_0_10 import Connection010
 from .front_1_0 import Connection10
+from .front_ends import register, set_connection_class
 
 if TYPE_CHECKING:
     from .model import Broker
 
 log = logging.getLogger("amqp_sansio.broker")
 
-#: Protocol (registry name) -> its front end, the default first.
+#: Protocol (registry name) -> its front end, the default first (what the
+#: model learns through ``front_ends.py``).
 FRONT_ENDS: dict[str, type[FrontEnd]] = {
     "0-10": Connection010,
     "0-9-1": Connection091,
     "1.0": Connection10,
     "0-9": Connection09,
 }
+for _name, _front in FRONT_ENDS.items():
+    register(_name, _front)
 
 
 class BrokerConnection:
@@ -170,3 +174,6 @@ class BrokerConnection:
         self._closed = True
         self.broker.open_connections.discard(self)
         self.broker.unauthenticated.discard(self)
+
+
+set_connection_class(BrokerConnection)

@@ -29,7 +29,7 @@ from .backlog import Backlog, Queued
 from .properties import FORM_0_9_1, FORM_0_10, priority_0_9_1, priority_0_10
 
 if TYPE_CHECKING:
-    from .model import QMsg
+    from .queued import QMsg
 
 M = TypeVar("M", bound=Queued)
 #: Levels a 0-10 queue gets when nothing asks for more (the XML's minimum).

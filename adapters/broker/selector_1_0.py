@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from amqp_sansio.message import Message
 
 if TYPE_CHECKING:
-    from .model import QMsg
+    from .queued import QMsg
 
 MAX_LENGTH = 2048
 MAX_DEPTH = 64

@@ -58,7 +58,8 @@ async def serve_broker(broker: Broker | None = None, host: str = "127.0.0.1", po
     b.epoch = time.time() - trio.current_time()  # (the model reads no clock)
 
     def connection(p: PeerInfo) -> BrokerConnection:
-        return b.connection(Peer(p.host, p.port, p.tls, p.certificate))
+        c: BrokerConnection = b.connection(Peer(p.host, p.port, p.tls, p.certificate))
+        return c
 
     async with trio.open_nursery() as nursery:
         listeners = await nursery.start(partial(

@@ -30,6 +30,7 @@ from typing import Any
 import attrs
 
 from .limits import Limits
+from .queued import ModelError
 
 #: Octets a staged piece is charged beyond its content (its record, key and
 #: the front end's note of what it was).
@@ -59,8 +60,6 @@ class Staged:
 
 
 def _refused(text: str) -> Exception:
-    from .model import ModelError  # (the model imports this module)
-
     return ModelError("resource-limit-exceeded", text)
 
 

@@ -60,7 +60,7 @@ from amqp_sansio.errors import DecodeError
 from amqp_sansio.v1_0.codec import UInt, decode_all, encode_value
 from amqp_sansio.v1_0.spec import Source, TerminusExpiryPolicy
 
-from .model import Held
+from .queued import Held
 
 #: How far a terminus' attachment has ended: its link, its session, its connection.
 LINK, SESSION, CONNECTION = 0, 1, 2

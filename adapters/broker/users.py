@@ -50,6 +50,8 @@ FORMAT: Final = "amqp-sansio-users/1"
 #: PBKDF2 iterations for new credentials: RFC 7677's minimum, as PostgreSQL
 #: and Kafka use; each PLAIN login costs the broker one such derivation.
 DEFAULT_ITERATIONS: Final = sasl.DEFAULT_SCRAM_ITERATIONS
+#: The environment variable naming the users file (``--users``'s default).
+USERS_ENV = "AMQP_SANSIO_BROKER_USERS"
 #: The loopback default (RabbitMQ's): user guest, password guest.
 GUEST: Final = ("guest", "guest")
 PERMISSIONS: Final = ("configure", "write", "read")

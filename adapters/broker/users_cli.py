@@ -21,8 +21,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from .__main__ import USERS_ENV
-from .users import DEFAULT_ITERATIONS, Permission, Users
+from .users import DEFAULT_ITERATIONS, USERS_ENV, Permission, Users
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
