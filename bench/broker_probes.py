@@ -76,6 +76,7 @@ import select
 import socket
 import statistics
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -1158,6 +1159,9 @@ def main() -> int:
     a = p.parse_args()
     if a.tree:
         os.environ["PYTHONPATH"] = a.tree  # (the broker process's, not ours)
+        # ``python -m`` puts its working directory first: a source tree there
+        # would lend the broker that tree's amqp_sansio instead
+        os.chdir(tempfile.gettempdir())
     names = (list(PROBES) if "all" in a.probes
              else [n for n in PROBES if n not in PROBES_0_10] if "fronts" in a.probes
              else a.probes)
