@@ -65,7 +65,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import attrs
@@ -216,7 +216,6 @@ class Books:
     republished: int = 0  # (0-9-1, 1.0) sent again after a cut: at-least-once
     resume_duplicates: int = 0  # (1.0) sent again after it was accepted and named
     resume_settled: int = 0  # (1.0) named on re-attach and settled by the resume
-    stage: dict[str, str] = attrs.field(factory=dict)  # where each client got to
     reconnects: Counter[str] = attrs.field(factory=Counter)
     errors: list[str] = attrs.field(factory=list)
     lock: threading.Lock = attrs.field(factory=threading.Lock)
@@ -472,6 +471,34 @@ def note(books: Books, e: Exception) -> None:
             books.errors.append(f"{type(e).__name__}: {e}"[:120])
 
 
+class Outbox:
+    """What an at-least-once publisher sends next: what was not confirmed on
+    an earlier connection first, else a new numbered batch -- none once it
+    is stopping (it then only finishes what it owes)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.seq = 0
+        self.again: list[str] = []
+
+    def next(self, stopping: bool) -> list[str]:
+        if self.again:
+            batch, self.again = self.again, []
+            return batch
+        if stopping:
+            return []
+        batch = [f"{self.name}:{self.seq + i}" for i in range(BATCH)]
+        self.seq += BATCH
+        return batch
+
+    def lost(self, books: Books, unsettled: Iterable[str]) -> None:
+        """The connection went: what it had not confirmed goes again."""
+        self.again = [*unsettled, *self.again]
+        with books.lock:
+            books.reconnects[self.name] += 1
+            books.republished += len(self.again)
+
+
 def _core_091() -> Any:
     from amqp_sansio.v0_9_1.connection import ClientConfig, Connection, Role
 
@@ -482,11 +509,10 @@ def _core_091() -> Any:
 def publisher_091(port: int, books: Books, stop: threading.Event) -> None:
     """Confirm mode; what was not confirmed goes again on the next connection."""
     from amqp_sansio.v0_9_1 import events as ev
+    from amqp_sansio.v0_9_1 import spec
 
-    name = "091-pub"
-    seq = 0
+    box = Outbox("091-pub")
     unconfirmed: dict[int, str] = {}  # this connection's publish sequence number -> body
-    again: list[str] = []  # not confirmed on an earlier connection
     finishing = False
     while True:
         pump = None
@@ -495,21 +521,12 @@ def publisher_091(port: int, books: Books, stop: threading.Event) -> None:
             pump.until(lambda p=pump: p.core.state.name == "OPEN")
             ch = pump.core.open_channel()
             pump.until(lambda ch=ch: ch.is_open)
-            from amqp_sansio.v0_9_1 import spec
-
             ch.send(spec.ConfirmSelect())
             pump.until(lambda ch=ch: ch.confirm_mode)
             unconfirmed = {}
             while True:
-                if stop.is_set():
-                    finishing = True
-                if again:
-                    batch, again = again, []
-                elif finishing:
-                    batch = []
-                else:
-                    batch = [f"{name}:{seq + i}" for i in range(BATCH)]
-                    seq += BATCH
+                finishing = finishing or stop.is_set()
+                batch = box.next(finishing)
                 for body in batch:
                     unconfirmed[ch.publish("", QUEUE_091, body.encode())] = body
                 while unconfirmed:
@@ -523,16 +540,13 @@ def publisher_091(port: int, books: Books, stop: threading.Event) -> None:
                                     with books.lock:
                                         books.completed.add(body)
                                 else:
-                                    again.append(body)
-                if finishing and not again:
+                                    box.again.append(body)
+                if finishing and not box.again:
                     return
-        except Exception as e:  # noqa: BLE001 (Lost; a link or channel gone under us)  # (a link or channel gone under us too)
+        except Exception as e:  # noqa: BLE001 (Lost; a link or channel gone under us)
             note(books, e)
-            again = list(unconfirmed.values()) + again  # at-least-once: sent again
+            box.lost(books, unconfirmed.values())
             unconfirmed = {}
-            with books.lock:
-                books.reconnects[name] += 1
-                books.republished += len(again)
             time.sleep(0.05)
         finally:
             if pump is not None:
@@ -587,34 +601,20 @@ def publisher_10(port: int, books: Books, stop: threading.Event) -> None:
     from amqp_sansio.v1_0.message import AmqpMessage, encode_message
     from amqp_sansio.v1_0.spec import Accepted, Data, Target
 
-    name = "10-pub"
-    seq = 0
-    again: list[str] = []
+    box = Outbox("10-pub")
     out: dict[bytes, str] = {}
     finishing = False
     while True:
         pump = None
         try:
-            books.stage[name] = "connect"
-            pump = CorePump(port, _core_10(f"faults-pub-{seq}"))
-            books.stage[name] = "session"
+            pump = CorePump(port, _core_10(f"faults-pub-{box.seq}"))
             s = _session_10(pump)
             link = s.attach_sender("pub", target=Target(address=QUEUE_10))
-            books.stage[name] = "credit"
             pump.until(lambda lk=link: lk.credit > 0)
-            books.stage[name] = "sending"
             out = {}
             while True:
-                if stop.is_set():
-                    finishing = True
-                if again:
-                    batch, again = again, []
-                elif finishing:
-                    batch = []
-                else:
-                    batch = [f"{name}:{seq + i}" for i in range(BATCH)]
-                    seq += BATCH
-                for body in batch:
+                finishing = finishing or stop.is_set()
+                for body in box.next(finishing):
                     pump.until(lambda lk=link: lk.credit > 0)
                     tag = body.encode()
                     link.send(encode_message(AmqpMessage(body=(Data(tag),))), tag=tag)
@@ -629,17 +629,13 @@ def publisher_10(port: int, books: Books, stop: threading.Event) -> None:
                                 with books.lock:
                                     books.completed.add(body)
                             else:
-                                again.append(body)
-                if finishing and not again:
-                    books.stage[name] = "done"
+                                box.again.append(body)
+                if finishing and not box.again:
                     return
-        except Exception as e:  # noqa: BLE001 (Lost; a link or channel gone under us)
+        except Exception as e:  # noqa: BLE001 (Lost; a link gone under us)
             note(books, e)
-            again = list(out.values()) + again
+            box.lost(books, out.values())
             out = {}
-            with books.lock:
-                books.reconnects[name] += 1
-                books.republished += len(again)
             time.sleep(0.05)
         finally:
             if pump is not None:
@@ -872,7 +868,6 @@ def run(cuts: int, seed: int, gap: tuple[float, float] = (0.2, 1.2),
             "resume_settled": b.resume_settled,
             "consumer_redeliveries": sum(n - 1 for n in b.accepted.values() if n > 1),
             "busy_retries": b.busy_retries, "reconnects": dict(b.reconnects),
-            "stage": dict(b.stage),
             "client_errors": Counter(e.split(":")[0] + ": " + e.split(":", 1)[-1][:60]
                                      for e in b.errors).most_common(3),
             "examples": {"lost": lost[:5], "duplicated": duplicated[:5]}}

@@ -882,10 +882,20 @@ class Broker:
         self.retained += m.octets
         hw = self.limits.memory_high_water
         if not self.pressed and hw is not None and self.retained > hw:
-            self.pressed = True
-            self.stats["memory-alarms"] += 1
-            log.warning("memory high-water mark passed (%d octets of messages held, mark %d): "
-                        "publishers are pushed back", self.retained, hw)
+            self._press(hw)
+
+    def _press(self, hw: int) -> None:
+        self.pressed = True
+        self.stats["memory-alarms"] += 1
+        log.warning("memory high-water mark passed (%d octets of messages held, mark %d): "
+                    "publishers are pushed back", self.retained, hw)
+
+    def _relieve(self) -> None:
+        low = self.limits.memory_low_water
+        if self.pressed and (low is None or self.retained < low):
+            self.pressed = False
+            log.info("memory below the low-water mark again (%d octets held): publishers "
+                     "resume", self.retained)
 
     def _gone(self, m: QMsg) -> None:
         """``m`` is no longer held (settled, discarded, or moved elsewhere):
@@ -893,11 +903,8 @@ class Broker:
         elsewhere is stored there if it must be)."""
         self.retained -= m.octets
         self.durable.forget(m)
-        low = self.limits.memory_low_water
-        if self.pressed and (low is None or self.retained < low):
-            self.pressed = False
-            log.info("memory below the low-water mark again (%d octets held): publishers "
-                     "resume", self.retained)
+        if self.pressed:
+            self._relieve()
 
     gone = _gone
 
@@ -1197,14 +1204,7 @@ class Broker:
         (publishes not yet committed): charged against the memory mark as
         what is held is."""
         self.retained += octets
-        if octets > 0:
-            self._arrived_check()
-        elif self.pressed:
-            low = self.limits.memory_low_water
-            if low is None or self.retained < low:
-                self.pressed = False
-                log.info("memory below the low-water mark again (%d octets held): publishers "
-                         "resume", self.retained)
+        self._held_changed()
 
     def recharge(self, m: QMsg, octets: int) -> None:
         """``m`` (held: delivered, not settled) now holds ``octets`` (its
@@ -1213,15 +1213,16 @@ class Broker:
             raise ValueError("a queued message keeps its charge")
         self.retained += octets - m.octets
         m.octets = octets
-        self._arrived_check()
+        self._held_changed()
 
-    def _arrived_check(self) -> None:
+    def _held_changed(self) -> None:
+        """``retained`` moved other than by a message arriving or going:
+        above the mark now, or below the low one again?"""
         hw = self.limits.memory_high_water
         if not self.pressed and hw is not None and self.retained > hw:
-            self.pressed = True
-            self.stats["memory-alarms"] += 1
-            log.warning("memory high-water mark passed (%d octets of messages held, mark %d): "
-                        "publishers are pushed back", self.retained, hw)
+            self._press(hw)
+        elif self.pressed:
+            self._relieve()
 
     def purge(self, q: QueueState) -> int:
         """Drop every message queued on ``q``; how many there were."""
