@@ -695,11 +695,15 @@ def consumer_10(port: int, books: Books, done: threading.Event) -> None:
 
 # ------------------------------------------------------------------ the run
 @contextlib.contextmanager
-def broker_process() -> Iterator[int]:
-    """The embedded broker in a subprocess (1 s heartbeats allowed); its port."""
+def broker_process(log: str | None = None) -> Iterator[int]:
+    """The embedded broker in a subprocess (1 s heartbeats allowed); its port.
+    ``log``: a file for what it logs (warnings and up)."""
+    from pathlib import Path
+
     from amqp_sansio_fuzz.campaign import EmbeddedBroker
 
-    broker = EmbeddedBroker(args=("--heartbeat-min", "1", "--log-level", "warning"))
+    broker = EmbeddedBroker(args=("--heartbeat-min", "1", "--log-level", "warning"),
+                            log=Path(log) if log else None)
     try:
         yield broker.start().port
     finally:
@@ -715,6 +719,19 @@ def _drain(port: int, books: Books) -> None:
             books.delivered(d.body, d.redelivered)
             d.accept()
         s.sync()
+
+
+def _retried(drain: Callable[[], None], books: Books, attempts: int = 5) -> None:
+    """Run a drain, again on a new connection if it is lost (what it took is
+    booked already; what it had not acknowledged comes back redelivered)."""
+    for n in range(attempts):
+        try:
+            drain()
+            return
+        except Exception as e:  # noqa: BLE001 - reported, then tried again
+            with books.lock:
+                books.errors.append(f"drain {n + 1}: {type(e).__name__}: {e}"[:120])
+            time.sleep(1)
 
 
 def _declare_091(port: int, queues: list[str]) -> None:
@@ -780,14 +797,15 @@ def _drain_10(port: int, books: Books) -> None:
 
 def run(cuts: int, seed: int, gap: tuple[float, float] = (0.2, 1.2),
         log: Callable[[str], None] = print,
-        protocols: tuple[str, ...] = PROTOCOLS) -> dict[str, Any]:
+        protocols: tuple[str, ...] = PROTOCOLS, broker_log: str | None = None
+        ) -> dict[str, Any]:
     rng = random.Random(seed)
     books = {p: Books() for p in protocols}
     stop, done = threading.Event(), threading.Event()
     t0 = time.monotonic()
     severed = 0  # connections cut
     hung: list[str] = []
-    with broker_process() as broker_port:
+    with broker_process(broker_log) as broker_port:
         from amqp_sansio_socket import connect
 
         if "0-10" in protocols:
@@ -848,10 +866,11 @@ def run(cuts: int, seed: int, gap: tuple[float, float] = (0.2, 1.2),
             hung = [w.name for w in publishers + workers if w.is_alive()]
         finally:
             proxy.close()
+        # (each drain tries again on a new connection if its own is lost)
         if "0-10" in protocols:
-            _drain(broker_port, books["0-10"])
+            _retried(lambda: _drain(broker_port, books["0-10"]), books["0-10"])
         if "0-9-1" in protocols:
-            _drain_091(broker_port, books["0-9-1"])
+            _retried(lambda: _drain_091(broker_port, books["0-9-1"]), books["0-9-1"])
         if "1.0" in protocols:
             _drain_10(broker_port, books["1.0"])
     per: dict[str, Any] = {}
@@ -900,11 +919,13 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--protocols", default=",".join(PROTOCOLS),
                    help="comma-separated, of %(default)s")
+    p.add_argument("--broker-log", metavar="FILE", help="the broker's log (warnings and up)")
     p.add_argument("--json", action="store_true", help="print the result as one JSON line")
     a = p.parse_args()
     seed = a.seed if a.seed is not None else random.randrange(1 << 30)
     protocols = tuple(x for x in a.protocols.split(",") if x)
-    result = run(a.cuts, seed, log=(lambda _m: None) if a.json else print, protocols=protocols)
+    result = run(a.cuts, seed, log=(lambda _m: None) if a.json else print, protocols=protocols,
+                 broker_log=a.broker_log)
     bad = violations(result)
     result["violations"] = bad
     print(json.dumps(result) if a.json else "\n".join(f"{k}: {v}" for k, v in result.items()))
