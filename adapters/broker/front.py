@@ -222,17 +222,25 @@ class FrontEnd:
             return float("-inf")  # the first timer call tells us the time
         d: float | None = self.conn.next_deadline()
         if not self.opened and self._started is not None:
-            hs = self._started + self.broker.limits.handshake_timeout
+            hs = self._handshake_due()
             d = hs if d is None else min(d, hs)
         if self._held():
             d = self.login.hold_until if d is None else min(d, self.login.hold_until)
         return d
 
+    def _handshake_due(self) -> float:
+        """When the handshake must be over: ``handshake_timeout`` from the
+        start -- or from when a held login answer goes out (the login
+        delay is the broker's doing; the client gets its full time after it)."""
+        assert self._started is not None
+        timeout = self.broker.limits.handshake_timeout
+        return max(self._started, self.login.hold_until) + timeout
+
     def handle_timer(self, now: float) -> None:
         self.broker.advance(now)
         if self._started is None:
             self._started = now
-        if not self.opened and now >= self._started + self.broker.limits.handshake_timeout:
+        if not self.opened and now >= self._handshake_due():
             log.info("connection from %s: no connection.open within %g s (state %s); closed",
                      self.who, self.broker.limits.handshake_timeout, self.conn.state.name)
             self.broker.stats["handshake-timeouts"] += 1

@@ -638,3 +638,40 @@ def test_a_bogus_scram_nonce_is_an_authentication_failure() -> None:
     srv.handle_timer(60.0)  # (a failed login is answered after a delay)
     [outcome] = [f.body for f in reader.feed(srv.data_to_send())]
     assert int(outcome.code) == 1
+
+
+def test_the_right_password_gets_in_within_the_cap_while_failures_go_on() -> None:
+    """Finding 14, end to end: after 1,000 failures from its address the
+    right password is answered within the cap -- and the handshake timeout
+    (10 s) waits for a held answer instead of closing before it."""
+    from amqp_sansio.v0_9_1 import events as ev
+    from amqp_sansio.v0_9_1.connection import ClientConfig, Connection
+    from amqp_sansio.v0_9_1.connection import Role as ConnRole
+
+    b = Broker()
+    guard = b.auth.guard
+    for i in range(1000):
+        guard.failed("in-memory", i * 0.001)
+    srv = b.connection()
+    cli = Connection(ConnRole.CLIENT, ClientConfig(username="guest", password="guest"))
+    got: list[object] = []
+
+    def pump(now: float) -> None:
+        for _ in range(10):
+            srv.handle_timer(now)
+            out = cli.data_to_send()
+            if out:
+                srv.receive_data(out, now)
+            back = srv.data_to_send()
+            if back:
+                got.extend(cli.receive_data(back, now))
+            if not out and not back:
+                return
+
+    pump(1.0)
+    pump(12.0)  # past the handshake timeout: the held answer is not given up
+    assert not srv.closed and not any(isinstance(e, ev.ConnectionOpened) for e in got)
+    pump(1.0 + guard.cap + 1)
+    pump(1.0 + guard.cap + 2)
+    assert any(isinstance(e, ev.ConnectionOpened) for e in got)
+    assert guard.answer_at("in-memory", 100.0) == 100.0  # the success cleared the record

@@ -21,7 +21,7 @@ def test_cuts_of_either_side_lose_and_duplicate_nothing() -> None:
     out = subprocess.run([sys.executable, str(SOAK), "--cuts", "8", "--seed", "11", "--json"],
                          capture_output=True, text=True, timeout=240)
     result = json.loads(out.stdout.strip().splitlines()[-1])
-    assert out.returncode == 0, result
+    assert out.returncode == 0, (result["violations"], result)
     assert result["cuts"] == 8 and not result["violations"], result
     for proto in ("0-10", "0-9-1", "1.0"):
         r = result[proto]
