@@ -471,6 +471,27 @@ def note(books: Books, e: Exception) -> None:
             books.errors.append(f"{type(e).__name__}: {e}"[:120])
 
 
+class Waiting:
+    """Outcomes awaited: the channel or link closed by the broker, or 15 s
+    without one, is a connection to start again (at-least-once: what was
+    not confirmed goes again) -- never a client waiting for ever."""
+
+    ENDS = ("ChannelClosed", "LinkDetached", "SessionEnded")
+
+    def __init__(self, patience: float = 15.0) -> None:
+        self.patience = patience
+        self.until = time.monotonic() + patience
+
+    def on(self, events: list[Any]) -> list[Any]:
+        if events:
+            self.until = time.monotonic() + self.patience
+        if any(type(e).__name__ in self.ENDS for e in events):
+            raise Lost("closed by the broker")
+        if time.monotonic() > self.until:
+            raise Lost(f"no outcome for {self.patience:g} s")
+        return events
+
+
 class Outbox:
     """What an at-least-once publisher sends next: what was not confirmed on
     an earlier connection first, else a new numbered batch -- none once it
@@ -529,8 +550,9 @@ def publisher_091(port: int, books: Books, stop: threading.Event) -> None:
                 batch = box.next(finishing)
                 for body in batch:
                     unconfirmed[ch.publish("", QUEUE_091, body.encode())] = body
+                waited = Waiting()
                 while unconfirmed:
-                    for e in pump.step(0.2):
+                    for e in waited.on(pump.step(0.2)):
                         if isinstance(e, ev.PublishConfirmed):
                             for n in e.sequence_numbers:
                                 body = unconfirmed.pop(n, None)
@@ -619,8 +641,9 @@ def publisher_10(port: int, books: Books, stop: threading.Event) -> None:
                     tag = body.encode()
                     link.send(encode_message(AmqpMessage(body=(Data(tag),))), tag=tag)
                     out[tag] = body
+                waited = Waiting()
                 while out:
-                    for e in pump.step(0.2):
+                    for e in waited.on(pump.step(0.2)):
                         if isinstance(e, ev.DeliveryUpdated) and e.link is link and e.settled:
                             body = out.pop(e.delivery.tag, None)
                             if body is None:
