@@ -1226,6 +1226,8 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
             raise
         s.by_link[id(self.link)] = self
         self.link.context = self
+        # whole deliveries handed over as they are read: no event object each
+        self.link.on_delivery = self.take_delivery
         s.track(self._ready)
         return self._ready
 
@@ -1256,12 +1258,19 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
     def link_failed(self, err: AMQPError) -> None:
         self.error = err
         self.cancelled = True
+        self._unhook()
         self.session.untrack(self._ready)
         self._ready.fail(err)
         if self._drain is not None:
             self._drain.fail(err)
             self._drain = None
         self.end()
+
+    def _unhook(self) -> None:
+        """Cancelled: what still comes is an event (dispatched after the
+        core's step, where releasing it is safe), not a hand-over."""
+        if self.link is not None:
+            self.link.on_delivery = None
 
     @property
     def finished(self) -> bool:
@@ -1271,7 +1280,8 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
         self.take_delivery(event.delivery, event.payload)
 
     def take_delivery(self, d: CoreDelivery, payload: bytes) -> None:
-        """A delivery of the link (its DeliveryReceived's delivery and payload)."""
+        """A delivery of the link: the core's ``Link.on_delivery`` (no event
+        made) or a DeliveryReceived's delivery and payload."""
         if self.cancelled:  # on the wire when we stopped: back it goes
             if not d.settled:
                 with contextlib.suppress(LocalProtocolError):
@@ -1383,6 +1393,7 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
             return None
         self.flush()  # batched accepts go out while the link is attached
         self.cancelled = True
+        self._unhook()
         self.end()
         link = self.link
         s.subs.pop(self.destination, None)

@@ -303,31 +303,44 @@ def test_a_run_of_transfers_is_one_input_at_each_layer(monkeypatch: pytest.Monke
     assert len(inputs) <= 9 and {i for _, i in inputs} == {"channel", "transfer"}
 
 
-def _received_in_order() -> list[Any]:
-    """Six deliveries in one read, the fourth with a state (another
-    layout: a run of its own), the last pre-settled: their events."""
+def _received_in_order(take: bool, event_first: bool = False) -> tuple[list[Any], list[Any]]:
+    """Six deliveries in one read, the fourth with a state, the last
+    pre-settled; with ``take`` the receiving link's ``on_delivery`` takes
+    them; with ``event_first`` the read begins with another link's attach
+    (an event).  (what was taken, the events' deliveries)."""
     p = Pair(credit=40)
     s = p.client.begin()
     rcv = s.attach_receiver("in")
     rcv.flow(40)
     p.pump()
+    taken: list[Any] = []
+    if take:
+        rcv.on_delivery = lambda d, payload: taken.append((d.id, d.tag, payload, d.settled))
     out = next(e.link for e in p.events["server"] if isinstance(e, ev.LinkAttachRequested))
+    if event_first:
+        p.server.sessions[out.channel].attach_sender("other")
     for i in range(6):
         out.send(b"m%d" % i, state=Accepted() if i == 3 else None, settled=i == 5)
     events = p.client.receive_data(p.server.data_to_send(), now=p.now)
     got = [(e.delivery.id, e.delivery.tag, e.payload, e.delivery.settled) for e in events
            if isinstance(e, ev.DeliveryReceived)]
-    assert len(events) == len(got)  # nothing else happened
-    # the unsettled ones are tracked (by tag and by id)
+    assert len(events) == len(got) + event_first  # nothing else happened
+    # taken or not, the unsettled ones are tracked (by tag and by id)
     assert len(rcv.unsettled_deliveries) == 5
     assert sorted(s.unsettled_ids[1]) == [0, 1, 2, 3, 4]
-    return got
+    return taken, got
 
 
 def test_deliveries_keep_their_order() -> None:
-    every = _received_in_order()
-    assert [e[0] for e in every] == [0, 1, 2, 3, 4, 5]
+    none, every = _received_in_order(False)
+    assert none == [] and [e[0] for e in every] == [0, 1, 2, 3, 4, 5]
     assert every[5][3] and not every[0][3]
+    # a receiver's on_delivery takes them as they are read, no event each
+    taken, events = _received_in_order(True)
+    assert events == [] and taken == every
+    # but not past an event that waits in the step: the caller sees the order
+    none, after = _received_in_order(True, event_first=True)
+    assert none == [] and after == every
 
 
 @given(st.booleans(), U32, st.none() | U32, st.booleans(), st.integers(0, 0xFFFF))
