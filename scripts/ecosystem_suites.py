@@ -178,6 +178,23 @@ def _suite_venv(work: Path, pika_src: Path | None) -> Path:
     return py
 
 
+def _py_amqp_certs(src: Path, certs: Path) -> None:
+    """py-amqp's TLS tests read ``t/certs`` (its CI generates them): the
+    client pair of the certificates both brokers trust, and a "broken" pair
+    (self-signed, which neither broker trusts: the handshake must fail)."""
+    dest = src / "t" / "certs"
+    if (dest / "client_key_broken.pem").is_file():
+        return
+    dest.mkdir(parents=True, exist_ok=True)
+    for theirs, ours in (("ca_certificate.pem", "ca.pem"), ("client_key.pem", "client.key"),
+                         ("client_certificate.pem", "client.pem")):
+        shutil.copyfile(certs / ours, dest / theirs)
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                    "-subj", "/CN=broken", "-keyout", str(dest / "client_key_broken.pem"),
+                    "-out", str(dest / "client_certificate_broken.pem")],
+                   check=True, capture_output=True)
+
+
 # -- inside the namespace -----------------------------------------------------------------
 @contextlib.contextmanager
 def _embedded(certs: Path | None, path: str | None = None) -> Iterator[None]:
@@ -381,6 +398,8 @@ def main() -> int:
     for name in suites:
         suite = SUITES[name]
         src = _sources(work, suite, pika_src)
+        if name == "py-amqp" and src is not None and certs is not None:
+            _py_amqp_certs(src, certs)
         if src is None:
             print(f"  {name:9} skipped: no sources (pika: --pika-src; proton: "
                   f"{PROTON_EXAMPLES})")
