@@ -266,6 +266,14 @@ class Login:
             self._tried = name
             return users.scram_lookup(name)
 
+        if cn is not None and cn not in users.users:
+            # EXTERNAL only for a certificate that names a user: clients that
+            # take EXTERNAL whenever offered (py-amqp, so kombu and Celery) would
+            # be refused though their password works (RabbitMQ offers it only
+            # when configured to).
+            log.info("%s: the client certificate's name %s is no user: EXTERNAL not "
+                     "offered", peer, _shown(cn))
+            cn = None
         base = sasl.ServerAuthenticator.standard(
             check_password=check, scram_lookup=lookup, anonymous=auth.anonymous,
             external_identity=cn)

@@ -183,21 +183,27 @@ def test_external_logs_in_the_certificate_common_name(broker: Broker) -> None:
     assert opened(robot) and robot.server.login.identity == "robot"
     [o] = [e for e in robot.events if isinstance(e, ev.ConnectionOpened)]
     assert o.mechanism == "EXTERNAL"
-    # A certificate TLS verified, but whose name is no user: refused.
+    # A certificate TLS verified, but whose name is no user: a password login.
     stranger = Client(broker, Peer("127.0.0.1", 4001, True, cert("stranger")),
-                      mechanisms=("EXTERNAL",))
-    stranger.now = stranger.server.login.hold_until
-    stranger.server.handle_timer(stranger.now)
-    stranger.pump()
-    assert not opened(stranger)
-    assert stranger.core.state in (ConnState.CLOSED, ConnState.CLOSING)
+                      username="alice", password="alice-pw", mechanisms=("PLAIN",))
+    assert opened(stranger) and stranger.server.login.identity == "alice"
 
 
-def test_external_is_offered_only_with_a_certificate(broker: Broker) -> None:
-    assert "EXTERNAL" not in broker.connection(Peer("127.0.0.1", 1)).login.authenticator.mechanisms
-    mechs = broker.connection(Peer("127.0.0.1", 1, True, cert("robot"))
-                              ).login.authenticator.mechanisms
+def test_external_is_offered_only_with_a_certificate_that_names_a_user(
+        broker: Broker, caplog: pytest.LogCaptureFixture) -> None:
+    def offered(peer: Peer) -> list[str]:
+        return broker.connection(peer).login.authenticator.mechanisms
+
+    assert "EXTERNAL" not in offered(Peer("127.0.0.1", 1))
+    mechs = offered(Peer("127.0.0.1", 1, True, cert("robot")))
     assert mechs[0] == "EXTERNAL" and "SCRAM-SHA-256" in mechs and "ANONYMOUS" not in mechs
+    # No user of that name: clients that take EXTERNAL whenever offered
+    # (py-amqp: GSSAPI, EXTERNAL, AMQPLAIN, PLAIN) log in with their password.
+    caplog.set_level(logging.INFO, "amqp_sansio.broker")
+    mechs = offered(Peer("127.0.0.1", 2, True, cert("stranger")))
+    assert "EXTERNAL" not in mechs and "PLAIN" in mechs
+    assert any("'stranger' is no user: EXTERNAL not offered" in r.getMessage()
+               for r in caplog.records)
 
 
 # -- the loopback default ----------------------------------------------------------
