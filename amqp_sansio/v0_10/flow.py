@@ -65,11 +65,12 @@ class Credit:
         if self.octets is not None:
             self.octets -= octets
 
-    def replenish(self, octets: int) -> None:
-        """Window mode: a transfer was completed by the receiver."""
+    def replenish(self, octets: int, transfers: int = 1) -> None:
+        """Window mode: ``transfers`` transfers of ``octets`` in all were
+        completed by the receiver."""
         if self.mode != WINDOW_MODE or self.stopped:
             return
         if self.messages is not None:
-            self.messages = min(_MAX, self.messages + 1)
+            self.messages = min(_MAX, self.messages + transfers)
         if self.octets is not None:
             self.octets = min(_MAX, self.octets + octets)

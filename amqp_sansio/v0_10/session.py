@@ -161,6 +161,7 @@ _RANGES_BEFORE_KNOWN = 64  # send known-completed unasked once what we owe fragm
 _COMPLETED_SPAN = (1 << 31) - (1 << 20)  # ids held (completed or not) at most this far apart
 _MASK = 0xFFFFFFFF
 _HALF = 1 << 31
+_MOD = 1 << 32
 
 
 def _on_one_arc(lo: int, hi: int, points: Iterable[int],
@@ -1009,16 +1010,36 @@ class Session(Endpoint[SessionState]):
 
     def _peer_completed(self, done: SequenceSet, events: list[Event]) -> None:
         newly = SequenceSet()
+        replay, results, costs = self._replay, self._results, self._transfer_cost
+        # Window-mode credit given back per destination once per control
+        # (the same sums as one replenish per transfer).
+        refill: dict[str, list[int]] = {}
         for lo, hi in done.ranges:
-            for cid in _ids(lo, hi, self._replay):
-                self._replay.pop(cid, None)
-                newly.add(cid)
-                self._results.pop(cid, None)
-                cost = self._transfer_cost.pop(cid, None)
-                if cost is not None:
-                    credit = self.credits.get(cost[0])
-                    if credit is not None:
-                        credit.replenish(cost[1])
+            ids = _ids(lo, hi, replay)
+            if not ids:
+                continue
+            if len(ids) == serial_diff(lo, hi) + 1:
+                newly.add_range(lo, hi)  # all of them (the usual case): one range
+            else:
+                for cid in ids:
+                    newly.add(cid)
+            for cid in ids:
+                del replay[cid]
+                if results:
+                    results.pop(cid, None)
+                if costs:
+                    cost = costs.pop(cid, None)
+                    if cost is not None:
+                        got = refill.get(cost[0])
+                        if got is None:
+                            refill[cost[0]] = [1, cost[1]]
+                        else:
+                            got[0] += 1
+                            got[1] += cost[1]
+        for dest, (count, octets) in refill.items():
+            credit = self.credits.get(dest)
+            if credit is not None:
+                credit.replenish(octets, count)
         self._to_known.update(done)
         if newly:
             events.append(ev.CommandsCompleted(self.channel or 0, newly))
@@ -1230,8 +1251,11 @@ def _ids(lo: int, hi: int, present: dict[int, Any]) -> list[int]:
     """Ids in lo..hi that are present (iterate the smaller side)."""
     n = serial_diff(lo, hi) + 1
     if n <= len(present):
+        if lo + n <= _MOD:  # no wrap past 2**32 - 1
+            return [i for i in range(lo, lo + n) if i in present]
         return [serial_add(lo, k) for k in range(n) if serial_add(lo, k) in present]
-    return [i for i in present if serial_le(lo, i) and serial_le(i, hi)]
+    span = n - 1  # (i in lo..hi: its distance from lo at most the span's)
+    return [i for i in present if (i - lo) & _MASK <= span]
 
 
 #: The broker's verdicts on a client's own publishes (complete once reported).

@@ -124,6 +124,32 @@ def test_window_mode_regrants_on_completion_not_on_accept() -> None:
     assert try_send(net, ss, body) is None
 
 
+def test_window_mode_one_completion_of_many_gives_back_each_transfers_credit() -> None:
+    """One session.completed naming several transfers of two destinations
+    gives each destination back what its transfers took, no more."""
+    net, cs, ss = subscribed(seed=5)
+    cs.send(MessageSubscribe(queue="q", destination="e", accept_mode=0, acquire_mode=0))
+    for dest in ("d", "e"):
+        cs.send(MessageFlow(destination=dest, unit=MSG, value=3))
+        cs.send(MessageFlow(destination=dest, unit=BYTE, value=1000))
+    net.pump()
+    sent = {dest: [try_send(net, ss, b"x" * n, dest) for n in (10, 20, 30)]
+            for dest in ("d", "e")}
+    net.pump()
+    d, e = ss.credit("d"), ss.credit("e")
+    assert d is not None and e is not None
+    assert (d.messages, d.octets, e.messages, e.octets) == (0, 940, 0, 940)
+    # The first two of "d" and the last of "e" in one control (two ranges).
+    cs.complete([i for i in sent["d"][:2] + sent["e"][2:] if i is not None])
+    net.pump()
+    assert (d.messages, d.octets, e.messages, e.octets) == (2, 970, 1, 970)
+    assert ss.outstanding == 3
+    cs.complete([i for i in sent["d"][2:] + sent["e"][:2] if i is not None])
+    net.pump()
+    assert (d.messages, d.octets, e.messages, e.octets) == (3, 1000, 3, 1000)
+    assert ss.outstanding == 0
+
+
 def test_byte_credit_counts_header_and_body_octets() -> None:
     net, cs, ss = subscribed()
     headers = (MessageProperties(content_type="text/plain"),)
