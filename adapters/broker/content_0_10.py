@@ -55,8 +55,8 @@ __all__ = ["ContentBooks", "FileConsumer", "StreamConsumer", "HANDLERS", "Fragme
 import collections
 import heapq
 import itertools
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Protocol
 
 import attrs
 
@@ -64,18 +64,16 @@ from amqp_sansio.errors import LocalProtocolError
 from amqp_sansio.ordered import DeliveryBook
 from amqp_sansio.v0_9_1 import spec as spec091
 from amqp_sansio.v0_10 import spec
-from amqp_sansio.v0_10._specbase import Struct
+from amqp_sansio.v0_10._specbase import Command, Struct
 from amqp_sansio.v0_10.session import Session
 
-from . import front_0_10  # (which imports this module: its names are read at run time)
+from .auth import Login
+from .dtx import Work
 from .front_0_9 import from_basic, to_basic
 from .held import HeldDeliveries
-from .model import Consumer, Held, ModelError, QMsg, QueueState
+from .model import Broker, Consumer, Held, ModelError, QMsg, QueueState, VHost
 from .properties import FORM_0_9_1, Wire
 from .staging import Staged
-
-if TYPE_CHECKING:
-    from .front_0_10 import Connection010, SessState
 
 NO_ROUTE, NO_CONSUMERS = 312, 313
 #: A client's file.open awaiting their file.stage, per session (0-9: per
@@ -84,6 +82,62 @@ OPENS_WAITING = 256
 #: Messages rejected with requeue a session remembers (so that none comes
 #: back to its consumers); the oldest is forgotten beyond this.
 REJECTED_KEPT = 4096
+
+
+# What these classes use of the 0-10 front end (front_0_10.py imports this
+# module, so its shapes are named here and checked where it passes itself).
+
+
+class ContentSession(Protocol):
+    """The broker's books for one 0-10 session (``front_0_10.SessState``)."""
+
+    content: ContentBooks | None
+
+    @property
+    def broker(self) -> Broker: ...
+    @property
+    def owner(self) -> ContentFront | None: ...
+    @property
+    def transactional(self) -> bool: ...
+    @property
+    def tx(self) -> Work: ...
+    def may_deliver(self, s: Session) -> bool: ...
+
+
+class ContentSessions(Protocol):
+    """0-10's broker-wide sessions (``front_0_10.Sessions010``)."""
+
+    @property
+    def sessions(self) -> Mapping[Session, ContentSession]: ...
+    @property
+    def content_timers(self) -> ContentTimers: ...
+    def session_state(self, s: Session) -> ContentSession: ...
+
+
+class ContentFront(Protocol):
+    """One 0-10 connection's front end (``front_0_10.Connection010``)."""
+
+    @property
+    def broker(self) -> Broker: ...
+    @property
+    def conn(self) -> Any: ...
+    @property
+    def login(self) -> Login: ...
+    @property
+    def ns(self) -> VHost: ...
+    @property
+    def svc(self) -> ContentSessions: ...
+    @property
+    def content_qos(self) -> dict[str, Qos]: ...
+    def emit_command(self, s: Session, cmd: Command, headers: tuple[Struct, ...] = (),
+                     body: bytes | None = None) -> None: ...
+    def queue_named(self, name: str | None) -> QueueState: ...
+    def check_exclusive(self, q: QueueState, s: Session) -> None: ...
+    def redispatch(self, s: Session) -> None: ...
+    def redispatch_all(self) -> None: ...
+    def content_sessions(self) -> Iterator[tuple[Session, ContentSession]]: ...
+    def content_books(self) -> Iterator[ContentBooks]: ...
+    def note_output(self, octets: int) -> None: ...
 
 
 @attrs.define
@@ -142,13 +196,13 @@ def _props(headers: tuple[Struct, ...], cls: type[Any]) -> Any:
     return next((h for h in headers if isinstance(h, cls)), None)
 
 
-def books_of(st: SessState) -> ContentBooks:
+def books_of(st: ContentSession) -> ContentBooks:
     if st.content is None:
         st.content = ContentBooks()
     return st.content
 
 
-def _user(front: Connection010) -> str:
+def _user(front: ContentFront) -> str:
     return front.login.identity or ""
 
 
@@ -158,7 +212,7 @@ def _user(front: Connection010) -> str:
 class _ContentConsumer(Consumer):
     __slots__ = ("session", "state", "books", "tag", "no_ack")
 
-    def __init__(self, session: Session, state: SessState, tag: str, q: QueueState,
+    def __init__(self, session: Session, state: ContentSession, tag: str, q: QueueState,
                  exclusive: bool, no_ack: bool) -> None:
         super().__init__(q.name, q.vhost, exclusive=exclusive, owner=session)
         self.session = session
@@ -172,10 +226,10 @@ class _ContentConsumer(Consumer):
     def _attached(self) -> bool:
         s = self.session
         # room for an open, a stage and a deliver in the replay window
-        return front_0_10.may_deliver(s, self.state) and s.outstanding + 3 <= s.replay_window
+        return self.state.may_deliver(s) and s.outstanding + 3 <= s.replay_window
 
 
-def _fits(st: SessState, kind: str, size: int,
+def _fits(st: ContentSession, kind: str, size: int,
           used: Callable[[ContentBooks], tuple[int, int]]) -> bool:
     """Would one more delivery of ``size`` octets fit the session's window
     of ``kind`` and, with a global qos, the connection's (``used``: the
@@ -201,7 +255,7 @@ def _fits(st: SessState, kind: str, size: int,
     return True
 
 
-def _connection_qos(st: SessState, kind: str) -> Qos | None:
+def _connection_qos(st: ContentSession, kind: str) -> Qos | None:
     owner = st.owner
     return None if owner is None else owner.content_qos.get(kind)
 
@@ -335,7 +389,7 @@ class ContentTimers:
 # -- the session's side -------------------------------------------------------------
 
 
-def completed(st: SessState, ids: Any) -> bool:
+def completed(st: ContentSession, ids: Any) -> bool:
     """The client completed commands of ours: stream deliveries among them
     no longer count against its prefetch.  True if any did."""
     b = st.content
@@ -347,7 +401,7 @@ def completed(st: SessState, ids: Any) -> bool:
     return bool(got)
 
 
-def drop(front_svc: Any, st: SessState, touched: list[QueueState]) -> list[Held]:
+def drop(front_svc: Any, st: ContentSession, touched: list[QueueState]) -> list[Held]:
     """The session's content books are over: its consumers go (their
     queues added to ``touched``), what it held unacknowledged is returned
     (for the caller to release), what it was receiving in fragments is
@@ -376,12 +430,12 @@ def drop(front_svc: Any, st: SessState, touched: list[QueueState]) -> list[Held]
     return held
 
 
-def held(st: SessState) -> list[Held]:
+def held(st: ContentSession) -> list[Held]:
     b = st.content
     return list(b.unacked.values()) if b is not None else []
 
 
-def commit(st: SessState) -> None:
+def commit(st: ContentSession) -> None:
     """A transactional session commits: its acks settle with the rest."""
     b = st.content
     if b is None:
@@ -394,7 +448,7 @@ def commit(st: SessState) -> None:
     b.tx_acked.clear()
 
 
-def rollback(st: SessState) -> None:
+def rollback(st: ContentSession) -> None:
     if st.content is not None:
         st.content.tx_acked.clear()  # acknowledged messages stay unacknowledged
 
@@ -414,7 +468,7 @@ NOT_FOUND, RESOURCE_LOCKED = 404, 405
 NOT_ALLOWED, INVALID_ARGUMENT, ILLEGAL_STATE = 530, 542, 409
 
 
-def _qos(front: Connection010, s: Session, c: Any, kind: str) -> None:
+def _qos(front: ContentFront, s: Session, c: Any, kind: str) -> None:
     qos = Qos(int(c.prefetch_count or 0), int(c.prefetch_size or 0),
               int(getattr(c, "consume_rate", 0) or 0))
     if c.global_:
@@ -425,17 +479,17 @@ def _qos(front: Connection010, s: Session, c: Any, kind: str) -> None:
     front.redispatch_all()
 
 
-def file_qos(front: Connection010, s: Session, cid: int, c: Any) -> None:
+def file_qos(front: ContentFront, s: Session, cid: int, c: Any) -> None:
     _qos(front, s, c, "file")
     front.emit_command(s, spec.FileQosOk())
 
 
-def stream_qos(front: Connection010, s: Session, cid: int, c: Any) -> None:
+def stream_qos(front: ContentFront, s: Session, cid: int, c: Any) -> None:
     _qos(front, s, c, "stream")
     front.emit_command(s, spec.StreamQosOk())
 
 
-def _consume(front: Connection010, s: Session, c: Any, kind: str) -> None:
+def _consume(front: ContentFront, s: Session, c: Any, kind: str) -> None:
     if not c.queue:
         raise ContentFail(NOT_ALLOWED, "a queue must be named", "queue")
     tag = c.consumer_tag or ""
@@ -463,15 +517,15 @@ def _consume(front: Connection010, s: Session, c: Any, kind: str) -> None:
     front.broker.dispatch(q)
 
 
-def file_consume(front: Connection010, s: Session, cid: int, c: Any) -> None:
+def file_consume(front: ContentFront, s: Session, cid: int, c: Any) -> None:
     _consume(front, s, c, "file")
 
 
-def stream_consume(front: Connection010, s: Session, cid: int, c: Any) -> None:
+def stream_consume(front: ContentFront, s: Session, cid: int, c: Any) -> None:
     _consume(front, s, c, "stream")
 
 
-def _cancel(front: Connection010, s: Session, cid: int, c: Any) -> None:
+def _cancel(front: ContentFront, s: Session, cid: int, c: Any) -> None:
     st = front.svc.session_state(s)
     b = books_of(st)
     consumer = b.consumers.pop(c.consumer_tag or "", None)
@@ -482,7 +536,7 @@ def _cancel(front: Connection010, s: Session, cid: int, c: Any) -> None:
         front.svc.content_timers.forget(consumer)
 
 
-def file_open(front: Connection010, s: Session, cid: int, c: Any) -> None:
+def file_open(front: ContentFront, s: Session, cid: int, c: Any) -> None:
     if c.identifier is None:
         raise ContentFail(INVALID_ARGUMENT, "a staging identifier is required", "identifier")
     b = books_of(front.svc.session_state(s))
@@ -495,7 +549,7 @@ def file_open(front: Connection010, s: Session, cid: int, c: Any) -> None:
     front.emit_command(s, spec.FileOpenOk(staged_size=len(st.data)))
 
 
-def file_stage(front: Connection010, s: Session, cid: int, c: Any, headers: tuple[Struct, ...],
+def file_stage(front: ContentFront, s: Session, cid: int, c: Any, headers: tuple[Struct, ...],
                body: bytes | None) -> None:
     b = books_of(front.svc.session_state(s))
     if not b.opening:
@@ -507,7 +561,7 @@ def file_stage(front: Connection010, s: Session, cid: int, c: Any, headers: tupl
         st.properties = props
 
 
-def file_open_ok(front: Connection010, s: Session, cid: int, c: Any) -> None:
+def file_open_ok(front: ContentFront, s: Session, cid: int, c: Any) -> None:
     """The client's answer to our file.open: stage the rest, deliver it."""
     b = books_of(front.svc.session_state(s))
     if not b.file_out:
@@ -525,7 +579,7 @@ def file_open_ok(front: Connection010, s: Session, cid: int, c: Any) -> None:
         exchange=msg.exchange, routing_key=msg.routing_key, identifier=ident))
 
 
-def _route(front: Connection010, s: Session, m: Any, props: Any, body: bytes,
+def _route(front: ContentFront, s: Session, m: Any, props: Any, body: bytes,
            returned: type[Any], ret_props: Any) -> None:
     """Route a file's or stream's content as a basic publish would be."""
     x = front.ns.exchanges.get(m.exchange or "")
@@ -551,7 +605,7 @@ def _route(front: Connection010, s: Session, m: Any, props: Any, body: bytes,
                                        routing_key=m.routing_key), (ret_props,), body)
 
 
-def file_publish(front: Connection010, s: Session, cid: int, c: Any) -> None:
+def file_publish(front: ContentFront, s: Session, cid: int, c: Any) -> None:
     staging = front.broker.staging
     st = staging.find("file", _user(front), c.identifier or "")
     if st is None or not st.complete or st.holder is not front:
@@ -561,13 +615,13 @@ def file_publish(front: Connection010, s: Session, cid: int, c: Any) -> None:
     _route(front, s, c, props, body, spec.FileReturn, props)
 
 
-def stream_publish(front: Connection010, s: Session, cid: int, c: Any,
+def stream_publish(front: ContentFront, s: Session, cid: int, c: Any,
                    headers: tuple[Struct, ...], body: bytes | None) -> None:
     props = _props(headers, spec.StreamProperties) or spec.StreamProperties()
     _route(front, s, c, props, body or b"", spec.StreamReturn, props)
 
 
-def file_ack(front: Connection010, s: Session, cid: int, c: Any) -> None:
+def file_ack(front: ContentFront, s: Session, cid: int, c: Any) -> None:
     st = front.svc.session_state(s)
     b = books_of(st)
     tags = _tags(b, int(c.delivery_tag or 0), bool(c.multiple))
@@ -585,7 +639,7 @@ def file_ack(front: Connection010, s: Session, cid: int, c: Any) -> None:
     front.redispatch(s)
 
 
-def file_reject(front: Connection010, s: Session, cid: int, c: Any) -> None:
+def file_reject(front: ContentFront, s: Session, cid: int, c: Any) -> None:
     st = front.svc.session_state(s)
     b = books_of(st)
     [t] = _tags(b, int(c.delivery_tag or 0), False)
@@ -617,7 +671,7 @@ def _tags(b: ContentBooks, tag: int, multiple: bool) -> list[int]:
 # -- fragments and message.resume ----------------------------------------------------
 
 
-def fragment(front: Connection010, s: Session, cid: int, transfer: Any,
+def fragment(front: ContentFront, s: Session, cid: int, transfer: Any,
              headers: tuple[Struct, ...], body: bytes) -> tuple[tuple[Struct, ...], bytes,
                                                                 list[int]] | None:
     """A transfer that is a fragment: kept until its message is whole.
@@ -658,7 +712,7 @@ def fragment(front: Connection010, s: Session, cid: int, transfer: Any,
     return f.headers, staging.take(f.staged), f.ids
 
 
-def message_resume(front: Connection010, s: Session, cid: int, c: Any) -> Struct:
+def message_resume(front: ContentFront, s: Session, cid: int, c: Any) -> Struct:
     """How much of the message ``resume-id`` the broker has; the rest is
     expected in fragments to ``destination`` (first false)."""
     staging = front.broker.staging
@@ -680,7 +734,7 @@ def message_resume(front: Connection010, s: Session, cid: int, c: Any) -> Struct
     return spec.MessageResumeResult(offset=offset)
 
 
-def keep_interrupted(front: Connection010, now: float,
+def keep_interrupted(front: ContentFront, now: float,
                      cut: list[tuple[Session, Any, tuple[Struct, ...], bytes]]) -> None:
     """The transport is lost: transfers with a resume-id that were not
     whole -- cut mid-assembly (``cut``: session, transfer, headers, body
@@ -729,7 +783,7 @@ def keep_interrupted(front: Connection010, now: float,
     staging.left(front, now, ttls)
 
 
-def _keep(front: Connection010, staging: Any, user: str, transfer: Any,
+def _keep(front: ContentFront, staging: Any, user: str, transfer: Any,
           headers: tuple[Struct, ...], data: bytes, ttls: dict[Any, float]) -> None:
     dp = _props(headers, spec.DeliveryProperties)
     if dp is None or not dp.resume_id:

@@ -36,8 +36,7 @@ keeps broker-wide -- its sessions, which outlive their transport.
 
 from __future__ import annotations
 
-__all__ = ["Connection010", "Sessions010", "SessState", "Consumer010", "DEFERRED_PER_SESSION",
-           "may_deliver"]
+__all__ = ["Connection010", "Sessions010", "SessState", "Consumer010", "DEFERRED_PER_SESSION"]
 
 import collections
 import logging
@@ -55,8 +54,23 @@ from amqp_sansio.v0_10.connection import Connection, Role, ServerConfig
 from amqp_sansio.v0_10.framing import AssemblyDecoder
 from amqp_sansio.v0_10.session import Session, SessionState, SessionStore
 
-from . import content_0_10 as content
 from .auth import ACCESS_0_10, AccessRefused, Login, Peer
+from .content_0_10 import (
+    CONTENT_HANDLERS,
+    ContentBooks,
+    ContentFail,
+    ContentTimers,
+    Qos,
+    StreamConsumer,
+    keep_interrupted,
+)
+from .content_0_10 import HANDLERS as CONTENT_CLASS_HANDLERS
+from .content_0_10 import commit as commit_content
+from .content_0_10 import completed as completed_content
+from .content_0_10 import drop as drop_content
+from .content_0_10 import fragment as content_fragment
+from .content_0_10 import held as held_content
+from .content_0_10 import rollback as rollback_content
 from .dtx import DtxError, Work
 from .front import FrameTap, FrontEnd, name_shown
 from .held import HeldDeliveries
@@ -121,7 +135,7 @@ class Consumer010(Consumer):
 
     def ready(self) -> bool:
         s = self.session
-        return may_deliver(s, self.state) and s.credit(self.destination) is not None
+        return self.state.may_deliver(s) and s.credit(self.destination) is not None
 
     def offer(self, q: QueueState, msg: QMsg) -> bool:
         s = self.session
@@ -169,18 +183,6 @@ def _struct(headers: tuple[Struct, ...], cls: type[_S]) -> _S | None:
     return None
 
 
-def may_deliver(s: Session, st: SessState) -> bool:
-    """May the session be sent a delivery now?  Attached and not failed;
-    nothing it owes waits before (it goes first); its socket drains (one
-    that does not waits till it reads)."""
-    if s.state is not SessionState.ATTACHED or s.failed or s.connection is None:
-        return False
-    if st.ended or st.outbox:
-        return False
-    bc = st.owner
-    return bc is None or bc.output_room()
-
-
 @attrs.define(eq=False)
 class SessState:
     """What the broker keeps per session (beside the core's session state)."""
@@ -213,7 +215,18 @@ class SessState:
     owner: Connection010 | None = None
     # The file and stream classes' books, messages arriving in fragments
     # (content_0_10.py; made on first use).
-    content: content.ContentBooks | None = None
+    content: ContentBooks | None = None
+
+    def may_deliver(self, s: Session) -> bool:
+        """May the session be sent a delivery now?  Attached and not failed;
+        nothing it owes waits before (it goes first); its socket drains (one
+        that does not waits till it reads)."""
+        if s.state is not SessionState.ATTACHED or s.failed or s.connection is None:
+            return False
+        if self.ended or self.outbox:
+            return False
+        bc = self.owner
+        return bc is None or bc.output_room()
 
 
 class Sessions010:
@@ -227,7 +240,7 @@ class Sessions010:
         self.sessions: dict[Session, SessState] = {}
         self.holding: dict[Session, None] = {}  # sessions with completions held back
         #: When rate-limited stream consumers may send again.
-        self.content_timers = content.ContentTimers()
+        self.content_timers = ContentTimers()
 
     def session_state(self, s: Session) -> SessState:
         st = self.sessions.get(s)
@@ -250,13 +263,13 @@ class Sessions010:
 
     def _paced(self, c: Consumer) -> None:
         self.broker.wake(c)  # (its pace lets it take one more)
-        if isinstance(c, content.StreamConsumer) and c.state.owner is not None:
+        if isinstance(c, StreamConsumer) and c.state.owner is not None:
             self.broker.touch(c.state.owner)
 
     def held(self) -> Iterator[Held]:
         for st in self.sessions.values():
             yield from st.unacked.values()
-            yield from content.held(st)
+            yield from held_content(st)
 
     def works(self) -> Iterator[Work]:
         """The open transactions' work (a check for tests)."""
@@ -316,7 +329,7 @@ class Sessions010:
                 b.remove_consumer(c, autodelete=False)
                 touched.append(q)
         st.consumers.clear()
-        held = list(st.unacked.values()) + content.drop(self, st, touched)
+        held = list(st.unacked.values()) + drop_content(self, st, touched)
         st.unacked.clear()
         st.tx_accepted.clear()
         st.tx.clear()
@@ -359,7 +372,7 @@ class Connection010(FrontEnd):
         #: ServerConfig.shared_headers), so they are looked through once.
         self._parts: tuple[tuple[Struct, ...], Any, Any] = ((), None, None)
         #: file/stream qos given with ``global`` (the whole connection's)
-        self.content_qos: dict[str, content.Qos] = {}
+        self.content_qos: dict[str, Qos] = {}
         if broker.trace_frames:
             self._tap = FrameTap(self.who, lambda: AssemblyDecoder(
                 max_frame_size=0xFFFF, stream_bodies=True), _frame_items)
@@ -447,7 +460,7 @@ class Connection010(FrontEnd):
                 if s is not None:
                     st = self.svc.sessions.get(s)
                     if st is not None:
-                        content.completed(st, e.commands)
+                        completed_content(st, e.commands)
                     self._drain_outbox(s)
                     self._redispatch(s)
             elif isinstance(e, ev.SessionResumed):
@@ -513,7 +526,7 @@ class Connection010(FrontEnd):
         (their parked peers keep theirs until it runs out)."""
         if self._ended:
             return
-        content.keep_interrupted(self, now, self.conn.interrupted_transfers())
+        keep_interrupted(self, now, self.conn.interrupted_transfers())
         super()._end(now)
         for s in self._sessions.values():
             st = self.svc.sessions.get(s)
@@ -581,7 +594,7 @@ class Connection010(FrontEnd):
             if st is not None:
                 yield s, st
 
-    def content_books(self) -> Iterator[content.ContentBooks]:
+    def content_books(self) -> Iterator[ContentBooks]:
         for st in self._states():
             if st.content is not None:
                 yield st.content
@@ -659,7 +672,7 @@ class Connection010(FrontEnd):
             dp, fp = self._header_parts(e.headers)
             if fp is not None and not (fp.first and fp.last):
                 # one fragment of a message: kept until the message is whole
-                whole = content.fragment(self, s, e.command_id, e.transfer, e.headers, e.body)
+                whole = content_fragment(self, s, e.command_id, e.transfer, e.headers, e.body)
                 if whole is not None:
                     headers, body, ids = whole
                     self._route_publish(s, st, x, e.transfer, headers, body, ids[-1], work)
@@ -672,7 +685,7 @@ class Connection010(FrontEnd):
         except _Fail as f:
             self._exception(s, e.command_id, e.transfer, f)
             return
-        except content.ContentFail as cf:
+        except ContentFail as cf:
             self._exception(s, e.command_id, e.transfer, _Fail(cf.code, cf.text, cf.field))
             return
         except ModelError as m:
@@ -729,7 +742,7 @@ class Connection010(FrontEnd):
         handler = _HANDLERS.get(type(cmd))
         try:
             if handler is None:
-                with_content = content.CONTENT_HANDLERS.get(type(cmd))
+                with_content = CONTENT_HANDLERS.get(type(cmd))
                 if with_content is None:
                     raise _Fail(NOT_IMPLEMENTED, f"{cmd.NAME} is not implemented by this broker")
                 self._check_access(cmd)
@@ -740,7 +753,7 @@ class Connection010(FrontEnd):
         except _Fail as f:
             self._exception(s, e.command_id, cmd, f)
             return
-        except content.ContentFail as cf:
+        except ContentFail as cf:
             self._exception(s, e.command_id, cmd, _Fail(cf.code, cf.text, cf.field))
             return
         except ModelError as m:
@@ -1065,7 +1078,7 @@ class Connection010(FrontEnd):
             if h is not None:
                 st.tx.accepts.append(h)
         st.tx_accepted.clear()
-        content.commit(st)
+        commit_content(st)
         self.broker.commit(st.tx)
 
     def tx_rollback(self, s: Session, cid: int, c: Any) -> None:
@@ -1074,7 +1087,7 @@ class Connection010(FrontEnd):
             raise _Fail(ILLEGAL_STATE, "tx.select required")
         st.tx.clear()
         st.tx_accepted.clear()  # accepted messages stay acquired (and held)
-        content.rollback(st)
+        rollback_content(st)
 
     # dtx class (dtx.py keeps the branches; these translate)
     def dtx_select(self, s: Session, cid: int, c: Any) -> None:
@@ -1144,5 +1157,5 @@ _HANDLERS: dict[type, Callable[[Connection010, Session, int, Any], Struct | None
     spec.DtxRecover: Connection010.dtx_recover,
     spec.DtxGetTimeout: Connection010.dtx_get_timeout,
     spec.DtxSetTimeout: Connection010.dtx_set_timeout,
-    **content.HANDLERS,
+    **CONTENT_CLASS_HANDLERS,
 }

@@ -39,20 +39,17 @@ from __future__ import annotations
 __all__ = ["MessageClass09", "HANDLERS"]
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, cast
 
 from amqp_sansio.v0_9 import spec as spec09
 from amqp_sansio.v0_9_1 import spec
 from amqp_sansio.v0_9_1._specbase import Method
 
-from .auth import ACCESS_0_9_1
+from .auth import ACCESS_0_9_1, Login
 from .front_0_9_1 import NOT_IMPLEMENTED, PRECONDITION_FAILED, ChannelBooks, Consumer091, Refusal
-from .model import ModelError, QMsg, QueueState
+from .model import Broker, ModelError, QMsg, QueueState, Routed, VHost
 from .properties import FORM_0_9_1
 from .staging import Staged
-
-if TYPE_CHECKING:
-    from .front_0_9 import Connection09
 
 BODY_INLINE, BODY_REFERENCE = 0, 1
 #: transfer fields kept as basic properties of the same name
@@ -86,6 +83,26 @@ def from_basic(p: spec.BasicProperties | None) -> dict[str, Any]:
     return kw
 
 
+class Front09(Protocol):
+    """What the message class uses of the 0-9 front end (``front_0_9.py``'s
+    ``Connection09``, which imports this module: named here, not imported)."""
+
+    broker: Broker
+    login: Login
+    message09: MessageClass09
+
+    @property
+    def ns(self) -> VHost: ...
+    def note_output(self, octets: int) -> None: ...
+    def basic_ack(self, books: ChannelBooks, m: Any) -> None: ...
+    def basic_reject(self, books: ChannelBooks, m: Any) -> None: ...
+    def basic_recover(self, books: ChannelBooks, m: Any) -> Method: ...
+    def publish_basic(self, books: ChannelBooks, m: Any, properties: Any,
+                      body: bytes) -> Routed: ...
+    def queue_for(self, books: ChannelBooks, name: str) -> QueueState: ...
+    def redispatch(self, books: ChannelBooks) -> None: ...
+
+
 class MessageConsumer09(Consumer091):
     """A ``message.consume``: its destination is its tag; deliveries are the
     broker's ``message.transfer``, answered by the client."""
@@ -98,7 +115,7 @@ class MessageConsumer09(Consumer091):
         if (not self.no_ack and b.prefetch_size and b.unacked
                 and b.unacked_octets + size > b.prefetch_size):
             return False
-        front = cast("Connection09", b.front)  # (only a 0-9 front end makes these)
+        front = cast(Front09, b.front)  # (only a 0-9 front end makes these)
         front.message09.deliver(b, self.tag, q, msg, self.no_ack, self)
         return True
 
@@ -106,7 +123,7 @@ class MessageConsumer09(Consumer091):
 class MessageClass09:
     """One 0-9 connection's message class (see the module docstring)."""
 
-    def __init__(self, front: Connection09) -> None:
+    def __init__(self, front: Front09) -> None:
         self.front = front
         #: channel -> our transfers awaiting the client's ok/reject: id(method) -> (method, tag)
         self.sent: dict[int, dict[int, tuple[Method, int]]] = {}
