@@ -51,6 +51,12 @@ def _imports(name: str, path: Path, known: set[str], runtime: bool) -> set[str]:
     return found
 
 
+def graph(root: Path, runtime: bool = False) -> dict[str, set[str]]:
+    """Each module of the package at ``root`` -> the package's modules it imports."""
+    mods = _modules(root)
+    return {m: _imports(m, f, set(mods), runtime) for m, f in mods.items()}
+
+
 def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     """Strongly connected groups of more than one module (Tarjan)."""
     index: dict[str, int] = {}
@@ -92,9 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("package", type=Path)
     ap.add_argument("--runtime", action="store_true", help="leave out TYPE_CHECKING imports")
     args = ap.parse_args(argv)
-    mods = _modules(args.package)
-    edges = {m: _imports(m, f, set(mods), args.runtime) for m, f in mods.items()}
-    found = cycles(edges)
+    found = cycles(graph(args.package, args.runtime))
     for group in found:
         print(" <-> ".join(group))
     print(f"{len(found)} import cycles")
