@@ -370,10 +370,11 @@ class Connection091(FrontEnd):
         elif isinstance(e, ev.MethodReceived):
             self._guarded(e.channel, e.method, partial(self._on_method, e))
         elif isinstance(e, ev.ChannelOpened):
-            # (gone already when the peer closed the connection later in this
-            # same read, or while it waited: nothing is kept for it)
-            with contextlib.suppress(LocalProtocolError):
-                self.books[e.channel] = ChannelBooks(self, self.conn.channel(e.channel))
+            # (this opening, which the peer may have closed -- and the number
+            # opened again -- later in the same read, or while it waited: then
+            # a closed channel, and what was asked on it is carried out
+            # unanswered until its ChannelClosed ends the books)
+            self.books[e.channel] = ChannelBooks(self, self.conn.channel(e.channel, e.opening))
         elif isinstance(e, ev.ChannelClosed):
             self._channel_ended(e.channel)
         elif isinstance(e, ev.ChannelFlow):

@@ -209,8 +209,11 @@ def _illegal(ch: Channel, inp: Hashable) -> Exception:
 class Channel(Endpoint[ChannelState]):
     """One channel of a :class:`~amqp_sansio.v0_9_1.connection.Connection`."""
 
-    def __init__(self, port: ChannelPort, channel_id: int, state: ChannelState) -> None:
+    def __init__(self, port: ChannelPort, channel_id: int, state: ChannelState,
+                 opening: int = 0) -> None:
         self._port = port
+        #: Which of its connection's channel openings this is (ChannelOpened.opening).
+        self.opening = opening
         # What the channel follows of its connection's (frozen) settings.
         settings = port.settings
         self._client = port.client
@@ -247,16 +250,16 @@ class Channel(Endpoint[ChannelState]):
         return f"<Channel {self.id} {self.state.name}>"
 
     @classmethod
-    def open(cls, port: ChannelPort, channel_id: int) -> Channel:
+    def open(cls, port: ChannelPort, channel_id: int, opening: int = 0) -> Channel:
         """Client: a channel that sends ``channel.open`` (OPENING until open-ok)."""
-        ch = cls(port, channel_id, ChannelState.OPENING)
+        ch = cls(port, channel_id, ChannelState.OPENING, opening)
         port.write_method(channel_id, ChannelOpen())
         return ch
 
     @classmethod
-    def accept(cls, port: ChannelPort, channel_id: int) -> Channel:
+    def accept(cls, port: ChannelPort, channel_id: int, opening: int = 0) -> Channel:
         """Server: the channel the peer's ``channel.open`` asked for, answered."""
-        ch = cls(port, channel_id, ChannelState.OPEN)
+        ch = cls(port, channel_id, ChannelState.OPEN, opening)
         ch._trace("channel.open")
         port.write_method(channel_id, ChannelOpenOk())
         return ch
@@ -533,7 +536,7 @@ class Channel(Endpoint[ChannelState]):
         self._closed(events, None)
 
     def _on_open_ok(self, m: ChannelOpenOk, events: list[ev.Event]) -> None:
-        events.append(ev.ChannelOpened(self.id))
+        events.append(ev.ChannelOpened(self.id, self.opening))
 
     def _on_flow(self, m: ChannelFlow, events: list[ev.Event]) -> None:
         active = bool(m.active)

@@ -311,6 +311,7 @@ class Connection(Endpoint[ConnState]):
         self.mechanism: str | None = None
         self.peer_properties: dict[str, Any] = {}
         self.channels: dict[int, Channel] = {}
+        self._openings = 0  # channels opened, ever (ChannelOpened.opening)
         # Client: the server has blocked us.  Server: we blocked the client.
         self.blocked = False
         self.closed_reason: str | None = None
@@ -472,15 +473,25 @@ class Connection(Endpoint[ConnState]):
             raise LocalProtocolError(f"channel id {channel!r} outside 1..{limit}")
         elif channel in self.channels:
             raise LocalProtocolError(f"channel {channel} is in use")
-        ch = Channel.open(self._port, channel)
+        self._openings += 1
+        ch = Channel.open(self._port, channel, self._openings)
         self.channels[channel] = ch
         return ch
 
-    def channel(self, channel_id: int) -> Channel:
-        try:
-            return self.channels[channel_id]
-        except KeyError:
-            raise LocalProtocolError(f"no channel {channel_id}") from None
+    def channel(self, channel_id: int, opening: int | None = None) -> Channel:
+        """The open channel ``channel_id``; with ``opening`` (a ChannelOpened's),
+        that opening of it.  The peer may close the number -- and open it
+        again -- later in the read that opened it, so its events trail the
+        core: an opening closed since is a closed channel that sends nothing
+        (what the peer asked on it can still be carried out, unanswered)."""
+        ch = self.channels.get(channel_id)
+        if opening is not None and (ch is None or ch.opening != opening):
+            if not 0 < opening <= self._openings:
+                raise LocalProtocolError(f"no opening {opening} of a channel")
+            return Channel(self._port, channel_id, ChannelState.CLOSED, opening)
+        if ch is None:
+            raise LocalProtocolError(f"no channel {channel_id}")
+        return ch
 
     def update_secret(self, new_secret: bytes, reason: str = "") -> None:
         """RabbitMQ ``connection.update-secret`` (e.g. a refreshed OAuth token)."""
@@ -690,8 +701,9 @@ class Connection(Endpoint[ConnState]):
                 f"NOT_ALLOWED - number of channels opened ({len(self.channels)}) has reached "
                 f"the negotiated channel_max ({limit})", ReplyCode.NOT_ALLOWED,
                 channel=cid, class_code=m.CLASS_ID, command_code=m.METHOD_ID)
-        self.channels[cid] = Channel.accept(self._port, cid)
-        events.append(ev.ChannelOpened(cid))
+        self._openings += 1
+        self.channels[cid] = Channel.accept(self._port, cid, self._openings)
+        events.append(ev.ChannelOpened(cid, self._openings))
 
     # -- handlers (MACHINES): what happens to the connection itself -------------
     def _on_channel(self, item: MethodItem | ContentItem, events: list[ev.Event]) -> None:

@@ -67,7 +67,14 @@ class ConnectionUnblocked(Event):
 
 @attrs.frozen(slots=True)
 class ChannelOpened(ChannelEvent):
-    """The channel is open (``channel.open-ok`` sent or received)."""
+    """The channel is open (``channel.open-ok`` sent or received).
+
+    ``opening`` counts the connection's channel openings (1, 2, ...): a
+    peer may close a channel number and open it again in one read, and the
+    events of the first opening are read after the second replaced it
+    (``Channel.opening`` says which one ``Connection.channel`` holds)."""
+
+    opening: int = attrs.field(default=0, eq=False)  # (bookkeeping: events compare as before)
 
 
 @attrs.frozen(slots=True)

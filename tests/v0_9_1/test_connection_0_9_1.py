@@ -1384,3 +1384,31 @@ def test_delivery_tags_out_of_order_are_the_servers_406(tags: list[int]) -> None
             evs += e.events
     bad = [e for e in evs if isinstance(e, ev.ProtocolViolation)]
     assert bad and bad[0].code in (406, 502, 503)
+
+
+def test_an_opening_closed_and_reopened_in_one_read_is_told_apart() -> None:
+    """A peer may open, close and open a channel number again in one read;
+    the server's events of the first opening are read after the second
+    replaced it.  ChannelOpened names its opening, and channel(id, opening)
+    gives that opening: closed, sending nothing (not the new channel)."""
+    from amqp_sansio.v0_9_1.framing import encode_method
+
+    cli, srv = pair()
+    events = srv.receive_data(b"".join([
+        encode_method(1, spec.ChannelOpen()),
+        encode_method(1, spec.QueueDeclare(queue="q")),
+        encode_method(1, spec.ChannelClose(reply_code=200, reply_text="", class_id=0,
+                                           method_id=0)),
+        encode_method(1, spec.ChannelOpen())]))
+    assert [(type(e).__name__, getattr(e, "opening", None)) for e in events] == [
+        ("ChannelOpened", 1), ("MethodReceived", None), ("ChannelClosed", None),
+        ("ChannelOpened", 2)]
+    assert srv.channel(1, 2) is srv.channel(1)
+    gone = srv.channel(1, 1)
+    assert gone is not srv.channel(1) and not gone.is_open and gone.opening == 1
+    with pytest.raises(LocalProtocolError):
+        gone.send(spec.QueueDeclareOk(queue="q", message_count=0, consumer_count=0))
+    with pytest.raises(LocalProtocolError):
+        srv.channel(1).send(spec.QueueDeclareOk(queue="q", message_count=0, consumer_count=0))
+    with pytest.raises(LocalProtocolError):
+        srv.channel(1, 3)  # (no such opening yet)
