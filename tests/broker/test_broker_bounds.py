@@ -568,6 +568,90 @@ def encode_message_with(**app: object) -> bytes:
                                       body=(Data(b"x"),)))
 
 
+# -- errors escaping the contract (findings 17, 18) ------------------------------------
+# (the selector of 1,500 unary + is test_a_deep_selector_is_refused_and_never_fails_a_publish)
+
+def test_a_second_attach_under_a_handle_max_of_0_ends_only_that_session() -> None:
+    """Finding 17: a 1.0 begin with handle-max 0, then a second attach, got a
+    traceback.  The broker has no handle left to answer it with: that
+    session ends (resource-limit-exceeded), the connection and its other
+    session go on."""
+    from amqp_sansio.v1_0.framing import FrameReader
+    from amqp_sansio.v1_0.spec import Attach, Begin, End, Target
+
+    b = Broker()
+    c = Client10(b)
+    ch = c.session.channel + 1
+    out = b""
+    for f in (Begin(next_outgoing_id=0, incoming_window=10, outgoing_window=10, handle_max=0),
+              Attach(name="a", handle=0, role=Role.SENDER, initial_delivery_count=0,
+                     target=Target(address="q"), source=Source()),
+              Attach(name="b", handle=1, role=Role.SENDER, initial_delivery_count=0,
+                     target=Target(address="q"), source=Source())):
+        c.bc.receive_data(encode_frame(f, channel=ch), c.now)
+        out += c.bc.data_to_send()
+    ends = [fr.body for fr in FrameReader(1 << 20, header=False).feed(out)
+            if isinstance(fr.body, End)]
+    assert [e.error.condition for e in ends if e.error] == ["amqp:resource-limit-exceeded"]
+    assert not c.bc.closed
+    s = c.sender("q2")  # (the first session still works)
+    s.send(_payload(b"after"), tag=b"t")
+    c.pump()
+    assert [type(e.state).__name__ for e in c.of(ev10.DeliveryUpdated, s)] == ["Accepted"]
+
+
+@pytest.mark.parametrize("jump", [(1 << 31) - 3, 1 << 31, (1 << 32) - 1])
+def test_command_ids_half_the_space_from_held_back_completions(jump: int) -> None:
+    """Finding 18: 0-10 ids 2**31 apart made ``Session.complete`` raise
+    SerialOrderError into the broker.  Here the completions are held back
+    (above the memory mark) while the peer moves its numbering by
+    command-point, and another client relieves the mark later: the session
+    is detached with its code (unknown-ids) and nothing raises (found
+    handled by a probe of peer-written ids into every front end: 0 escapes)."""
+    from amqp_sansio.v0_10 import spec as spec10
+    from amqp_sansio.v0_10.framing import AssemblyDecoder
+    from amqp_sansio_fuzz.generate_0_10 import GenConfig, Script
+    from amqp_sansio_fuzz.values import Names, case_rng
+
+    def script() -> Script:
+        s = Script(GenConfig(), case_rng(0, 0), Names("fz"), "fz")
+        s.handshake()
+        s.attach(1)
+        return s
+
+    def publish(s: Script, body: bytes) -> None:
+        s.cmd(1, spec10.MessageTransfer(destination="", accept_mode=1, acquire_mode=0),
+              headers=[spec10.DeliveryProperties(routing_key="q", priority=4, delivery_mode=1)],
+              body=body)
+
+    b = Broker(limits=Limits(memory_high_water=4096))
+    s = script()
+    s.cmd(1, spec10.QueueDeclare(queue="q"))
+    for _ in range(8):
+        publish(s, b"x" * 1000)
+    s.command_point(1, jump)
+    publish(s, b"y")
+    s.cmd(1, spec10.ExecutionSync(), sync=True)
+    bc = b.connection()
+    out = b""
+    for it in s.items:
+        bc.receive_data(it.data, 0.0)
+        out += bc.data_to_send()
+    relief = script()
+    relief.cmd(1, spec10.QueuePurge(queue="q"))
+    other = b.connection()
+    for it in relief.items:
+        other.receive_data(it.data, 0.0)
+        other.data_to_send()
+    out += bc.data_to_send()
+    items, err = AssemblyDecoder(max_frame_size=0xFFFF).feed_until_error(out[8:])
+    assert err is None
+    detached = [i.control for i in items if getattr(i, "control", None) is not None
+                and i.control.NAME == "session.detached"]
+    assert detached and int(detached[0].code) == 4  # unknown-ids
+    assert not bc.closed and not other.closed
+
+
 # -- smaller (finding 19) ------------------------------------------------------------
 
 def test_dynamic_nodes_need_the_configure_permission(tmp_path: object) -> None:
