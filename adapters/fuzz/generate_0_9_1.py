@@ -1820,10 +1820,12 @@ def op_handshake_tune_ok(s: Script) -> Fault:
     if how == "heartbeat":
         return valid_fault("connection.tune-ok", f"heartbeat {over['heartbeat']}")
     # tune-ok rules (channel-max, frame-max above the offer): close the
-    # socket without a negotiated close.  Values above are above any
-    # limited offer (a server offering 0 = no limit would accept them).
-    # Below frame-min-size: no close method rule, so close or drop.
-    close = DECODE | {503, 530} if how == "frame-max-small" else frozenset()
+    # socket without a negotiated close -- a close reporting the error (the
+    # spec lets the server report it; the embedded broker sends 530 and
+    # hangs up) or none.  Values above are above any limited offer (a
+    # server offering 0 = no limit would accept them).  Below
+    # frame-min-size: no close method rule, so close or drop.
+    close = DECODE | {503, 530} if how == "frame-max-small" else frozenset({530})
     return Fault(kind=f"handshake:tune-ok-{how}", target="connection.tune-ok",
                  detail=f"{over}", accept=False, close=close, drop=True)
 

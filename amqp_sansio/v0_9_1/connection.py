@@ -928,15 +928,18 @@ class Connection(Endpoint[ConnState]):
         offered = self._offered_tune
         assert offered is not None
         cm, fm = m.channel_max, m.frame_max
-        # (RabbitMQ drops the socket for these; a close with its code says
-        # who broke the protocol, and costs nothing more)
+        # The spec's rule (upper-limit): close without a negotiated close --
+        # RabbitMQ drops the socket.  The close it may send to report the
+        # error says who broke the protocol; then nothing more is read and
+        # no close-ok awaited (``broken``).
         if offered.channel_max and not 0 < cm <= offered.channel_max:
             raise ConnectionViolation(f"tune-ok channel-max {cm} outside 1..{offered.channel_max}",
-                                      ReplyCode.NOT_ALLOWED)
+                                      ReplyCode.NOT_ALLOWED, broken=True)
         if (offered.frame_max and not FRAME_MIN_SIZE <= fm <= offered.frame_max) or (
                 not offered.frame_max and fm and fm < FRAME_MIN_SIZE):
             raise ConnectionViolation(f"tune-ok frame-max {fm} outside {FRAME_MIN_SIZE}.."
-                                      f"{offered.frame_max or 'unlimited'}", ReplyCode.NOT_ALLOWED)
+                                      f"{offered.frame_max or 'unlimited'}", ReplyCode.NOT_ALLOWED,
+                                      broken=True)
         self._apply_tune(cm, fm or 0xFFFFFFFF, m.heartbeat)
         self._arm_heartbeat(send=True, watch=True)
         return ConnState.AWAIT_OPEN

@@ -681,7 +681,8 @@ def test_dynamic_nodes_need_the_configure_permission(tmp_path: object) -> None:
 
 def test_a_tune_ok_over_the_offer_gets_a_close_with_its_code() -> None:
     """Finding 19: a tune-ok with channel-max above the offer got the socket
-    closed without a connection.close."""
+    closed without a connection.close.  The spec's rule is a close without a
+    negotiated close: the close reports the error, no close-ok is awaited."""
     from amqp_sansio.v0_9_1.connection import ClientConfig, Connection
     from amqp_sansio.v0_9_1.connection import Role as ConnRole
     from amqp_sansio.v0_9_1.framing import Decoder, encode_method
@@ -697,6 +698,7 @@ def test_a_tune_ok_over_the_offer_gets_a_close_with_its_code() -> None:
                                                               heartbeat=0), 131072), 1.0)
     [close] = [f.method for f in Decoder(1 << 20).feed(srv.data_to_send())]
     assert isinstance(close, spec91.ConnectionClose) and close.reply_code == 530
+    assert srv.closed  # (the spec: no negotiated close -- no close-ok awaited)
 
 
 def test_a_bogus_scram_nonce_is_an_authentication_failure() -> None:

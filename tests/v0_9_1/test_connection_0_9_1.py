@@ -277,8 +277,9 @@ def test_server_auth_failure(caps: dict[str, bool], expect: str) -> None:
     spec.ConnectionTuneOk(channel_max=10, frame_max=0),
 ])
 def test_server_closes_on_bad_tune_ok(tune_ok: spec.ConnectionTuneOk) -> None:
-    """Checklist 65: RabbitMQ drops TCP (no close) for these; we close with
-    530, so the peer learns who broke the protocol (issue 26, finding 19)."""
+    """The spec: close without a negotiated close (RabbitMQ drops TCP,
+    checklist 65).  We write connection.close 530 first, so the peer learns
+    who broke the protocol (issue 26, finding 19), and await no close-ok."""
     srv = Connection(Role.SERVER, server_cfg(authenticator=sasl.ServerAuthenticator.standard(
         anonymous=True)))
     srv.receive_data(PROTOCOL_HEADER)
@@ -288,6 +289,7 @@ def test_server_closes_on_bad_tune_ok(tune_ok: spec.ConnectionTuneOk) -> None:
         srv.receive_data(encode_method(0, tune_ok))
     [close] = [f.method for f in Decoder(1 << 20).feed(srv.data_to_send())]
     assert isinstance(close, spec.ConnectionClose) and close.reply_code == 530
+    assert srv.closed  # (not waiting for a close-ok: no negotiated close)
 
 
 def test_server_refuses_unknown_vhost_with_530() -> None:
