@@ -15,6 +15,7 @@ from __future__ import annotations
 __all__ = ["ConnectionBase", "DeliveryActions", "SessionBase", "SubscriptionBase",
            "connected"]
 
+import functools
 import ssl
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -37,6 +38,8 @@ from ._io import DEFAULT, IOPump
 from .errors import AMQPError, AMQPTimeout
 
 T = TypeVar("T")
+#: Publishes of one call made under one taking of the connection's lock.
+_HELD = 256
 CP = TypeVar("CP", bound=ClientConnection[Any, Any])
 P = TypeVar("P", bound=ClientSessionBase[Any])
 D = TypeVar("D", bound=ClientDelivery)
@@ -167,22 +170,41 @@ class SessionBase(SessionView[P]):
         self._pump.wait(ready, timeout, what, gather)
 
     def _send_transfer(self, t: Any, wait: bool, timeout: float | None,
-                      room: str = "room to publish", answer: str = "the broker's answer") -> int:
-        """Publish what the policy's ``transfer()`` made once it can go (the
-        policy's credit or window, the pump's backlog under HIGH_WATER) and,
-        if ``wait``, wait for the broker's answer (``room``/``answer`` name
-        the waits in a timeout); its number in the session.  The octets are
-        handed to the I/O thread: a loop's publishes leave in batches."""
+                       room: str = "room to publish", answer: str = "the broker's answer") -> int:
+        """Publish what the policy's ``transfer()`` made: :meth:`_send_transfers`
+        of one; its number in the session."""
+        return self._send_transfers((t,), wait, timeout, room, answer)[0]
+
+    def _send_transfers(self, transfers: Iterable[Any], wait: bool, timeout: float | None,
+                        room: str = "room to publish", answer: str = "the broker's answer",
+                        ) -> list[int]:
+        """Publish each of ``transfers`` (what the policy's ``transfer()`` or
+        ``transfers()`` made; taken one by one) once it can go (the policy's
+        credit or window, the pump's backlog under HIGH_WATER) and, if
+        ``wait``, wait for the broker's answer (``room``/``answer`` name the
+        waits in a timeout); their numbers in the session.  The octets are
+        handed to the I/O thread: a loop's publishes leave in batches.  The
+        lock is taken once for up to :data:`_HELD` of them."""
         pump = self._pump
+        lock = pump.lock
         p: Any = self._p  # (each protocol's session policy has can_publish/publish)
-        with pump.lock:
-            pump.wait_room(lambda: p.can_publish(t), timeout, room)
-            sent: tuple[int, Pending[Any] | None] = p.publish(t, wait=wait)
-            pump.poke()
-            n, pending = sent
-            if pending is not None:
-                self.wait_for(pending, timeout, answer)
-            return n
+        numbers: list[int] = []
+        held = 0
+        with lock:
+            for t in transfers:
+                if not (p.can_publish(t) and pump.has_room()):
+                    pump.wait_room(functools.partial(p.can_publish, t), timeout, room)
+                n, pending = p.publish(t, wait=wait)
+                pump.poke()
+                numbers.append(n)
+                if pending is not None:
+                    self.wait_for(pending, timeout, answer)
+                held += 1
+                if held == _HELD:  # let the I/O thread in (incoming completions, credit)
+                    held = 0
+                    lock.release()
+                    lock.acquire()
+        return numbers
 
     @property
     def connection_closed(self) -> bool:

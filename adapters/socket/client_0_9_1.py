@@ -71,6 +71,7 @@ __all__ = ["connection_policy", "Connection", "Session", "Subscription", "Delive
 
 import functools
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from amqp_sansio.errors import LocalProtocolError
@@ -267,6 +268,21 @@ class Session(SessionBase[v091.ClientChannel], v091.SessionView):
                                properties=properties)
         return self._send_transfer(pub, confirm if wait is None else wait, timeout,
                                   answer="publisher confirm" if confirm else "channel.flow-ok")
+
+    def publish_many(self, bodies: Iterable[bytes], template: Message | bytes | str = b"", *,
+                     exchange: str = "", routing_key: str | None = None,
+                     wait: bool | None = None, confirm: bool = False, mandatory: bool = False,
+                     properties: BasicProperties | None = None,
+                     timeout: float | None = DEFAULT) -> list[int]:
+        """:meth:`publish` of ``template`` (its body ignored) with each of
+        ``bodies`` as its body, in order -- the same publishes, mapped once
+        for all of them; their numbers.  Raising means the messages from the
+        one it raised for on were not sent."""
+        pubs = self._p.transfers(template, bodies, exchange, routing_key, confirm,
+                                 mandatory=mandatory, properties=properties)
+        return self._send_transfers(pubs, confirm if wait is None else wait, timeout,
+                                    answer="publisher confirm" if confirm
+                                    else "channel.flow-ok")
 
     # -- consuming --------------------------------------------------------------
     def subscribe(self, queue: str, *, prefetch: int | None = 100,

@@ -18,6 +18,8 @@ __all__ = [
     "READ_COLUMNS",
     "RowError",
     "messages_from_columns",
+    "Bodies",
+    "bodies_from_columns",
     "row_from_message",
     "MESSAGE_COLUMNS",
     "header_to_str",
@@ -149,18 +151,16 @@ def _body(raw: Any) -> bytes:
     return raw if type(raw) is bytes else bytes(raw)
 
 
-def messages_from_columns(opts: WriteOptions, columns: Mapping[str, Sequence[Any]], n: int,
-                          json_rows: Callable[[], Sequence[Mapping[str, Any]]] | None = None,
-                          ) -> Iterator[tuple[str, Message]]:
-    """``(exchange, Message)`` for each of the ``n`` rows.
+#: How a chunk's rows become messages: the raw bodies and their conversion,
+#: the fields the same for every row, the fields that vary (field, column,
+#: conversion), and the exchange column (None: the options' exchange).
+_Plan = tuple[Sequence[Any], Callable[[Any], bytes], dict[str, Any],
+              list[tuple[str, Sequence[Any], Callable[[Any], Any] | None]],
+              Sequence[Any] | None]
 
-    ``columns`` must hold every column the options name; ``json_rows``
-    returns the rows as dicts and is called only when the body is the row
-    as JSON.  Raises :class:`RowError` (with the row's index in the chunk)
-    for a row that cannot become a message.  Only the columns the options
-    name are looked at for each row; the rest of each message is the same
-    for every row (the options' constants), set once.
-    """
+
+def _plan(opts: WriteOptions, columns: Mapping[str, Sequence[Any]],
+          json_rows: Callable[[], Sequence[Mapping[str, Any]]] | None) -> _Plan:
     if opts.body_column is not None:
         bodies: Sequence[Any] = columns[opts.body_column]
         to_body: Callable[[Any], bytes] = _body
@@ -170,7 +170,6 @@ def messages_from_columns(opts: WriteOptions, columns: Mapping[str, Sequence[Any
     const_ctype = opts.content_type
     if const_ctype is None and opts.body_column is None and opts.content_type_column is None:
         const_ctype = "application/json"
-    # field -> (column, conversion) for the fields that vary by row
     per_row: list[tuple[str, Sequence[Any], Callable[[Any], Any] | None]] = []
     const: dict[str, Any] = {"persistent": opts.persistent}
 
@@ -190,6 +189,28 @@ def messages_from_columns(opts: WriteOptions, columns: Mapping[str, Sequence[Any
           opts.priority)
     field("ttl", opts.ttl_column, lambda v: _as_int(v, "ttl", 0, 2**63 - 1), opts.ttl)
     exchanges = columns[opts.exchange_column] if opts.exchange_column is not None else None
+    return bodies, to_body, const, per_row, exchanges
+
+
+def _row_error(i: int, e: Exception) -> RowError:
+    if isinstance(e, RowError):
+        return RowError(f"row {i} of the chunk: {e}")
+    return RowError(f"row {i} of the chunk: {type(e).__name__}: {e}")
+
+
+def messages_from_columns(opts: WriteOptions, columns: Mapping[str, Sequence[Any]], n: int,
+                          json_rows: Callable[[], Sequence[Mapping[str, Any]]] | None = None,
+                          ) -> Iterator[tuple[str, Message]]:
+    """``(exchange, Message)`` for each of the ``n`` rows.
+
+    ``columns`` must hold every column the options name; ``json_rows``
+    returns the rows as dicts and is called only when the body is the row
+    as JSON.  Raises :class:`RowError` (with the row's index in the chunk)
+    for a row that cannot become a message.  Only the columns the options
+    name are looked at for each row; the rest of each message is the same
+    for every row (the options' constants), set once.
+    """
+    bodies, to_body, const, per_row, exchanges = _plan(opts, columns, json_rows)
     exchange = opts.exchange
     for i in range(n):
         try:
@@ -197,15 +218,61 @@ def messages_from_columns(opts: WriteOptions, columns: Mapping[str, Sequence[Any
             for name, values, conv in per_row:
                 kw[name] = values[i] if conv is None else conv(values[i])
             msg = Message(body=to_body(bodies[i]), **kw)
-        except RowError as e:
-            raise RowError(f"row {i} of the chunk: {e}") from None
-        except (TypeError, ValueError) as e:
-            raise RowError(f"row {i} of the chunk: {type(e).__name__}: {e}") from None
+        except (TypeError, ValueError) as e:  # RowError is a ValueError
+            raise _row_error(i, e) from None
         if exchanges is not None:
             ex = exchanges[i]
             yield (ex if ex is not None else exchange), msg
         else:
             yield exchange, msg
+
+
+class Bodies:
+    """A chunk's bodies when nothing else differs from row to row: the
+    message every row shares (:attr:`template`, its body empty) and the
+    bodies, converted as they are taken -- counting those the consumer came
+    back after (it published them) and their octets, so that a publisher
+    that stops half-way knows how far it got."""
+
+    __slots__ = ("template", "exchange", "_raw", "_to_body", "taken", "octets")
+
+    def __init__(self, template: Message, exchange: str, raw: Sequence[Any],
+                 to_body: Callable[[Any], bytes]) -> None:
+        self.template = template
+        self.exchange = exchange
+        self._raw = raw
+        self._to_body = to_body
+        self.taken = 0  # bodies taken and done with (published)
+        self.octets = 0  # ... their octets
+
+    def __iter__(self) -> Iterator[bytes]:
+        to_body = self._to_body
+        for i, raw in enumerate(self._raw):
+            try:
+                body = to_body(raw)
+            except (TypeError, ValueError) as e:
+                raise _row_error(i, e) from None
+            yield body
+            # the consumer came back for the next: this one went
+            self.taken += 1
+            self.octets += len(body)
+
+
+def bodies_from_columns(opts: WriteOptions, columns: Mapping[str, Sequence[Any]],
+                        json_rows: Callable[[], Sequence[Mapping[str, Any]]] | None = None,
+                        ) -> Bodies | None:
+    """The chunk's :class:`Bodies` when its rows differ in their bodies
+    only (no column but the body's is named), else None (then
+    :func:`messages_from_columns`): a publisher hands them to the client's
+    ``publish_many``, which maps the template once for all of them."""
+    if (opts.exchange_column is None
+            and not any(c is not None for c in (
+                opts.routing_key_column, opts.headers_column, opts.message_id_column,
+                opts.correlation_id_column, opts.content_type_column, opts.priority_column,
+                opts.ttl_column))):
+        bodies, to_body, const, _, _ = _plan(opts, columns, json_rows)
+        return Bodies(Message(**const), opts.exchange, bodies, to_body)
+    return None
 
 
 def header_to_str(value: Any) -> str | None:

@@ -44,7 +44,7 @@ __all__ = ["DEFAULT_HEARTBEAT", "MAX_IN_FLIGHT", "Carry", "connection", "Session
 
 import functools
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple, TypeVar
 
 import attrs
@@ -385,6 +385,23 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         cmd, headers, body, data = self._builder.build(
             base.as_message(message, routing_key), exchange, explicit_accept=confirm)
         return Transfer(cmd, headers, body, confirm, data)
+
+    def transfers(self, template: Message | bytes | str, bodies: Iterable[bytes],
+                  exchange: str = "", routing_key: str | None = None,
+                  confirm: bool = False) -> Iterator[Transfer]:
+        """:meth:`transfer` of ``template`` with each of ``bodies`` as its
+        body, built as they are taken: one command, header structs and
+        header segment for all of them -- unless message-properties are
+        set (their content-length differs with the body), then one each."""
+        msg = base.as_message(template, routing_key)
+        cmd, headers, _, data = self._builder.build(msg, exchange, explicit_accept=confirm)
+        if data is None or any(type(h) is spec.MessageProperties for h in headers):
+            for body in bodies:
+                yield self.transfer(msg.with_body(body), exchange, None, confirm)
+            return
+        for body in bodies:
+            yield Transfer(cmd, headers, body if type(body) is bytes else bytes(body),
+                           confirm, data)
 
     def resume_offset(self, exchange: str, resume_id: str) -> Pending[Any]:
         """``message.resume``: answered with the broker's

@@ -40,7 +40,7 @@ __all__ = ["MAX_IN_FLIGHT", "MECHANISMS", "connection", "ConnectionView", "Sessi
            "ClientSubscription", "Publish", "Returned"]
 
 import functools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple, TypeVar
 
 import attrs
@@ -496,6 +496,20 @@ class ClientChannel(base.ClientSessionBase["ClientSubscription[Any]"]):
                 _remember(message, (exchange, routing_key, mandatory), (method, props, body))
         return Publish(method, props if properties is None else properties, body, confirm,
                        mandatory)
+
+    @staticmethod
+    def transfers(template: Message | bytes | str, bodies: Iterable[bytes], exchange: str = "",
+                  routing_key: str | None = None, confirm: bool = False, *,
+                  mandatory: bool = False, properties: BasicProperties | None = None,
+                  ) -> Iterator[Publish]:
+        """:meth:`transfer` of ``template`` with each of ``bodies`` as its
+        body, built as they are taken (its method and properties mapped once)."""
+        first = ClientChannel.transfer(template, exchange, routing_key, confirm,
+                                       mandatory=mandatory, properties=properties)
+        method, props = first.method, first.properties
+        for body in bodies:
+            yield Publish(method, props, body if type(body) is bytes else bytes(body), confirm,
+                          mandatory)
 
     def can_publish(self, p: Publish) -> bool:
         """``p`` may be sent now: the broker's flow is on, and (confirms) not

@@ -51,7 +51,7 @@ __all__ = ["MAX_IN_FLIGHT", "MECHANISMS", "CONDITION_CODES", "connection", "addr
 
 import contextlib
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 import attrs
@@ -69,7 +69,7 @@ from ..exceptions import (
     MessageRejectedError,
     SessionError,
 )
-from ..message import Message
+from ..message import TYPE_AMQP_1_0, Message
 from ..url import ConnectionParams
 from . import events as ev
 from .connection import ClientConfig, Role
@@ -629,6 +629,23 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
             if type(message) is Message and message.headers is None:
                 self._encoded = (message, routing_key, payload)
         return Publish(address_for(exchange, msg.routing_key), payload, settled)
+
+    def transfers(self, template: Message | bytes | str, bodies: Iterable[bytes],
+                  exchange: str = "", routing_key: str | None = None, *,
+                  settled: bool = False) -> Iterator[Publish]:
+        """:meth:`transfer` of ``template`` with each of ``bodies`` as its
+        body, built as they are taken: the sections before the body encoded
+        once, each body its data section."""
+        msg = base.as_message(template, routing_key)
+        if msg.type == TYPE_AMQP_1_0:  # its body is encoded sections of its own
+            for body in bodies:
+                yield self.transfer(msg.with_body(body), exchange, None, settled=settled)
+            return
+        empty = self.transfer(msg.with_body(b""), exchange, None, settled=settled)
+        address = empty.address
+        head = empty.payload[:len(empty.payload) - len(_data_section(b""))]
+        for body in bodies:
+            yield Publish(address, head + _data_section(body), settled)
 
     def can_publish(self, p: Publish) -> bool:
         """``p`` may be sent now: its link is attached with credit, and not

@@ -1,0 +1,136 @@
+"""``Session.publish_many`` of the blocking-socket adapter, in every
+protocol: the publishes ``publish`` would send one by one (the policy's
+``transfers`` are its ``transfer`` of each body, equal field for field),
+taking the same route (``_send_transfers``), each body delivered once and
+in order; a body source that fails stops it there, with what went before
+sent.  Against the embedded broker over loopback TCP; bounded by the
+adapter's timeouts."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from amqp_sansio.message import TYPE_AMQP_1_0, Message
+from amqp_sansio_broker.model import Broker
+from amqp_sansio_broker.server import start_broker_thread
+from amqp_sansio_socket import connect
+
+PROTOCOLS = ("0-10", "0-9-1", "1.0")
+#: Bodies around the encodings' size steps (1.0's vbin8/vbin32 at 256).
+BODIES = [b"", b"a", b"x" * 255, b"y" * 256, bytes(range(256)) * 40]
+TEMPLATES: dict[str, Message | bytes] = {
+    "bytes": b"ignored",
+    "routing key": Message(routing_key="ignored-rk"),
+    "properties": Message(content_type="text/plain", priority=7, ttl=60_000,
+                          persistent=True, correlation_id=b"c-1", app_id="spark"),
+    "headers": Message(headers={"n": 1, "s": "x"}, content_encoding="identity"),
+}
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[tuple[str, int]]:
+    host, port, stop = start_broker_thread(Broker(users={"alice": "s3cret"}))
+    try:
+        yield host, port
+    finally:
+        stop()
+
+
+def _url(where: tuple[str, int], protocol: str) -> str:
+    return f"amqp://alice:s3cret@{where[0]}:{where[1]}/?protocol={protocol}&read_timeout=20"
+
+
+def _queue(s: Any, protocol: str) -> str:
+    name = f"pm-{uuid.uuid4().hex[:8]}"
+    s.declare_queue(name)
+    return f"/queue/{name}" if protocol == "1.0" else name
+
+
+def _confirm(protocol: str) -> dict[str, Any]:
+    return {"settled": False} if protocol == "1.0" else {"confirm": True}
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("kind", list(TEMPLATES))
+def test_transfers_are_transfer_of_each_body(broker: tuple[str, int], protocol: str,
+                                             kind: str) -> None:
+    template = TEMPLATES[kind]
+    with connect(_url(broker, protocol)) as conn, conn.session() as s:
+        p: Any = s._p
+        kw = _confirm(protocol)
+        many = list(p.transfers(template, iter(BODIES), "", "rk", **kw))
+        if isinstance(template, Message):
+            one = [p.transfer(template.with_body(b), "", "rk", **kw) for b in BODIES]
+        else:
+            one = [p.transfer(b, "", "rk", **kw) for b in BODIES]
+        assert many == one
+
+
+def test_a_1_0_message_of_sections_is_mapped_body_by_body(broker: tuple[str, int]) -> None:
+    """A body that is a 1.0 message's encoded sections is no data section:
+    no shared prefix, each body is mapped as its own message."""
+    from amqp_sansio.v1_0.message import encode_message, from_message
+
+    bodies = [encode_message(from_message(Message(body=b"in%d" % i))) for i in range(3)]
+    template = Message(type=TYPE_AMQP_1_0)
+    with connect(_url(broker, "1.0")) as conn, conn.session() as s:
+        p: Any = s._p
+        many = list(p.transfers(template, bodies, "", "rk"))
+        assert many == [p.transfer(template.with_body(b), "", "rk") for b in bodies]
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_each_body_arrives_once_in_order_with_the_template(broker: tuple[str, int],
+                                                           protocol: str) -> None:
+    template = TEMPLATES["properties"]
+    assert isinstance(template, Message)
+    bodies = [b"m%04d" % i for i in range(600)]  # > the lock's 256 per taking
+    with connect(_url(broker, protocol)) as conn, conn.session() as s:
+        q = _queue(s, protocol)
+        numbers = s.publish_many(iter(bodies), template, routing_key=q, wait=False)
+        assert len(numbers) == len(bodies)
+        assert numbers == sorted(numbers) and len(set(numbers)) == len(numbers)
+        s.sync()
+        got: list[Message] = []
+        with s.subscribe(q, prefetch=200) as sub:
+            while len(got) < len(bodies):
+                batch = sub.get_many(200, timeout=10)
+                assert batch, f"{len(got)} of {len(bodies)} arrived"
+                got.extend(d.message for d in batch)
+                s.accept(batch)
+        assert [m.body for m in got] == bodies
+        m = got[0]
+        assert (m.content_type, m.priority, m.ttl, m.persistent, m.app_id) == (
+            "text/plain", 7, 60_000, True, "spark")
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_failing_body_source_stops_there_what_went_before_is_sent(
+        broker: tuple[str, int], protocol: str) -> None:
+    class Bad(Exception):
+        pass
+
+    def bodies() -> Iterator[bytes]:
+        for i in range(300):
+            if i == 277:
+                raise Bad("row 277")
+            yield b"b%d" % i
+
+    with connect(_url(broker, protocol)) as conn, conn.session() as s:
+        q = _queue(s, protocol)
+        with pytest.raises(Bad):
+            s.publish_many(bodies(), b"", routing_key=q, wait=False)
+        s.publish(b"after", routing_key=q)  # the session goes on
+        s.sync()
+        got: list[bytes] = []
+        with s.subscribe(q, prefetch=300) as sub:
+            while len(got) < 278:
+                batch = sub.get_many(300, timeout=10)
+                assert batch, f"{len(got)} arrived"
+                got.extend(d.body for d in batch)
+                s.accept(batch)
+        assert got == [b"b%d" % i for i in range(277)] + [b"after"]
