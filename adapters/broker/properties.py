@@ -621,20 +621,41 @@ def _data_section_at(payload: bytes) -> int:
     return -1
 
 
+#: The last entry of _SPLIT found or made: its octets followed by a data
+#: section's descriptor and constructor (vbin8; vbin32), and the Sections10
+#: and Wire.  A payload starting so, its data section running to the end,
+#: is split without reading its sections again (as _data_section_at would).
+_LAST_SPLIT: list[tuple[bytes, bytes, Any, Any]] = [(b"", b"", None, None)]
+
+
 def split_wire_1_0(payload: bytes) -> tuple[Sections10, Wire, bytes]:
     """:func:`split_1_0` and a Wire of the sections, both shared with the
     last messages whose octets before the body were the same."""
+    lead, lead32, secs, wire = _LAST_SPLIT[0]
+    if secs is not None:
+        if payload.startswith(lead):
+            at = len(lead)
+            if at < len(payload) and at + 1 + payload[at] == len(payload):
+                return secs, wire, payload[at + 1:]
+        elif payload.startswith(lead32):
+            at = len(lead32)
+            if at + 4 + int.from_bytes(payload[at:at + 4], "big") == len(payload):
+                return secs, wire, payload[at + 4:]
     at = _data_section_at(payload)
     if at >= 0:
-        got = _SPLIT.get(payload[:at])
+        key = payload[:at]
+        got = _SPLIT.get(key)
         if got is not None:
+            _LAST_SPLIT[0] = (key + _DATA8, key + _DATA32, got[0], got[1])
             return got[0], got[1], payload[at + (5 if payload[at + 3] == 0xA0 else 8):]
     secs, body = split_1_0(payload)
     wire = Wire(FORM_1_0, secs)
     if 0 <= at <= _STAMPED_SIZE:
         if len(_SPLIT) >= _STAMPED_KEPT:
             _SPLIT.clear()
-        _SPLIT[payload[:at]] = (secs, wire)
+        key = payload[:at]
+        _SPLIT[key] = (secs, wire)
+        _LAST_SPLIT[0] = (key + _DATA8, key + _DATA32, secs, wire)
     return secs, wire, body
 
 

@@ -146,6 +146,17 @@ def test_1_0_sections_split_once_for_messages_published_alike() -> None:
         assert again[1].value == want[0]
         assert want[0].render(want[1], want[0].header) == payload
         assert want[0].render(want[1], want[0].header) == payload  # (the rendered head kept)
+    # each shape split right after any other (the last one split is looked
+    # at first), the same sections with a vbin8 and a vbin32 body among them
+    shapes += [AmqpMessage(properties=props, body=(Data(b"s" * 10),)),
+               AmqpMessage(properties=props, body=(Data(b"l" * 300),)),
+               AmqpMessage(properties=props, body=(Data(b""),))]
+    payloads = [encode_message(m) for m in shapes]
+    for p1 in payloads:
+        for p2 in payloads:
+            split_wire_1_0(p1)
+            got = split_wire_1_0(p2)
+            assert (got[0], got[2]) == split_1_0(p2) and got[1].value == got[0]
     # alike but for the body: the same sections and Wire, the body its own
     a = encode_message(AmqpMessage(properties=props, body=(Data(b"1" * 10),)))
     b = encode_message(AmqpMessage(properties=props, body=(Data(b"2" * 300),)))
@@ -158,3 +169,9 @@ def test_1_0_sections_split_once_for_messages_published_alike() -> None:
     for split in (split_1_0, split_wire_1_0):
         with pytest.raises(DecodeError):
             split(bad)
+    # nor one running past the end (vbin32 after sections split last)
+    split_wire_1_0(b)
+    short = b[:-1]
+    for split in (split_1_0, split_wire_1_0):
+        with pytest.raises(DecodeError):
+            split(short)
