@@ -114,6 +114,33 @@ class OrderedInts:
                 j += 1
             i += 1
 
+    def take_between(self, lo: int, hi: int) -> list[int]:
+        """Remove and return the values ``lo <= v <= hi``, ascending (a slice
+        of each block they are in)."""
+        mins, blocks = self._mins, self._blocks
+        out: list[int] = []
+        i = max(0, bisect_right(mins, lo) - 1)
+        while i < len(blocks):
+            b = blocks[i]
+            if b[0] > hi:
+                break
+            j = bisect_left(b, lo) if b[0] < lo else 0
+            past = b[-1] > hi  # (the values after hi are in this block)
+            k = bisect_right(b, hi, j) if past else len(b)
+            if j < k:
+                out += b[j:k]
+                del b[j:k]
+            if b:
+                mins[i] = b[0]
+                i += 1
+            else:
+                del blocks[i]
+                del mins[i]
+            if past:
+                break
+        self._len -= len(out)
+        return out
+
     def clear(self) -> None:
         self._blocks.clear()
         self._mins.clear()
@@ -146,13 +173,21 @@ class DeliveryBook(dict[int, V], Generic[V]):
         if order is None:
             self._newest = self._newest_u = i  # (placed when the index is built)
         elif not dict.__contains__(self, i):
-            if self.serial:
-                u = self._place(i) if self else i
+            if not self.serial:
+                u = i
+            elif self:
+                d = (i - self._newest) % _MOD  # (_place, inline: once per delivery)
+                u = self._newest_u + (d - _MOD if d >= _HALF else d)
                 self._unwrapped[i] = u
                 self._newest, self._newest_u = i, u
             else:
-                u = i
-            order.add(u)
+                self._unwrapped[i] = self._newest = self._newest_u = u = i
+            blocks = order._blocks
+            if blocks and u > (last := blocks[-1])[-1] and len(last) < _BLOCK:
+                last.append(u)  # in order, room in the last block: the usual case
+                order._len += 1
+            else:
+                order.add(u)
         dict.__setitem__(self, i, value)
 
     add = __setitem__
@@ -218,8 +253,29 @@ class DeliveryBook(dict[int, V], Generic[V]):
         return [(newest + (u - newest_u)) % _MOD for u in self._order.between(lo, lo + span)]
 
     def take_between(self, first: int, last: int) -> list[tuple[int, V]]:
-        """Remove and return the held deliveries from ``first`` to ``last``."""
-        return [(i, self.pop(i)) for i in self.between(first, last)]
+        """Remove and return the held deliveries from ``first`` to ``last``
+        (as :meth:`between` finds them), in order."""
+        span = ((last - first) % _MOD) if self.serial else last - first
+        if span < 0 or not self:
+            return []
+        pop = dict.pop
+        if self._order is None:
+            if span < len(self):
+                return [(i, pop(self, i)) for i in self.between(first, last)]
+            self._index()
+        order = self._order
+        assert order is not None
+        if not self.serial:
+            return [(i, pop(self, i)) for i in order.take_between(first, last)]
+        lo = self._place(first)
+        newest, newest_u = self._newest, self._newest_u
+        unwrapped = self._unwrapped
+        out: list[tuple[int, V]] = []
+        for u in order.take_between(lo, lo + span):
+            i = (newest + (u - newest_u)) % _MOD
+            del unwrapped[i]
+            out.append((i, pop(self, i)))
+        return out
 
     # -- internals -------------------------------------------------------------------
     def _place(self, i: int) -> int:

@@ -224,14 +224,13 @@ class ChannelBooks:
         tag 0 with multiple: all), off the books; 406 if ``tag`` is not
         outstanding."""
         if multiple and tag == 0:
-            tags = list(self.unacked)
+            out: list[Held] = [self.unacked.pop(t) for t in list(self.unacked)]
         elif tag not in self.unacked:
             raise _Fail(PRECONDITION_FAILED, f"unknown delivery tag {tag}")
         elif multiple:
-            tags = self.unacked.between(0, tag)
+            out = [h for _, h in self.unacked.take_between(0, tag)]
         else:
-            tags = [tag]
-        out: list[Held] = [self.unacked.pop(t) for t in tags]
+            out = [self.unacked.pop(tag)]
         self.unacked_octets -= sum(h.msg.size for h in out)
         return out
 

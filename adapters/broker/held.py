@@ -53,6 +53,7 @@ class HeldDeliveries(DeliveryBook[V]):
     def take(self, ids: SequenceSet) -> list[tuple[int, V]]:
         """Remove and return the held deliveries inside ``ids``, in id order."""
         out: list[tuple[int, V]] = []
-        for cid in self.select(ids):
-            out.append((cid, DeliveryBook.pop(self, cid)))
+        if self:
+            for lo, hi in ids.ranges:
+                out += self.take_between(lo, hi)
         return out
