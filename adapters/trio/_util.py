@@ -1,12 +1,11 @@
-"""Small Trio helpers shared by the client, the server and the broker runner."""
+"""Small Trio helpers shared by the runtime, the server and the broker runner."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 
 import trio
-from trio.lowlevel import ParkingLot
 
 
 def leaves(exc: BaseException) -> list[BaseException]:
@@ -45,13 +44,3 @@ async def aclose_quietly(stream: trio.abc.AsyncResource) -> None:
 
 __all__ = ["open_service_nursery", "aclose_quietly", "leaves"]
 
-
-def waker(lot: ParkingLot) -> Callable[[], None]:
-    """``lot.unpark_all`` for a policy's ``wake``, called per delivery and
-    per answer: a no-op while nobody is parked (the common case)."""
-
-    def wake() -> None:
-        if lot:
-            lot.unpark_all()
-
-    return wake

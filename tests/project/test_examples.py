@@ -24,6 +24,9 @@ EXAMPLES = ROOT / "examples"
 RUNS: dict[str, tuple[list[str], str]] = {
     "trio_publish_consume.py": (["200"], r"published and consumed 200 messages \(first "
                                          r"'hello 0', last 'hello 199'\)"),
+    "asyncio_publish_consume.py": (["200"], r"(?s)0-10: published, confirmed and consumed 200 "
+                                            r"messages \(first 'hello 0', last 'hello 199'\)\n"
+                                            r"0-9-1: .* 200 messages.*\n1.0: .* 200 messages"),
     "blocking_slow_consumer.py": (["2.5"], r"handled 3 jobs in \d+\.\d s with a 1 s heartbeat; "
                                            r"connection still open"),
     "request_reply.py": (["50"], r"50 requests answered"),

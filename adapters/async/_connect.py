@@ -1,29 +1,31 @@
-"""``open_connection``: a Trio connection for a URL, in the protocol it names.
+"""``open_connection``: an async connection for a URL, in the protocol it
+names, on a runtime (:func:`opener` makes each adapter's).
 
-Only the named protocol's client (``client_0_10``, ``client_0_9_1`` -- 0-9
-too -- or ``client_1_0``) and its core are imported, when it is first
-opened: a program loads the protocol it speaks, not all of them.
+Only the named protocol's client (the adapter's ``client_0_10``,
+``client_0_9_1`` -- 0-9 too -- or ``client_1_0``) and its core are imported,
+when it is first opened: a program loads the protocol it speaks, not all of
+them.
 """
 
 from __future__ import annotations
 
-__all__ = ["open_connection"]
+__all__ = ["OpenConnection", "opener"]
 
 import contextlib
 import functools
 import ssl
-from collections.abc import AsyncGenerator, Iterable
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
 
 import attrs
 
-import trio
 from amqp_sansio.client import parse, redirect_targets
+from amqp_sansio.exceptions import ConnectError, InvalidURLError, RedirectedError
 from amqp_sansio.url import ConnectionParams
 
 from ._pump import CLOSE_TIMEOUT, connection_context
-from .errors import ConnectError, InvalidURLError, RedirectedError
+from .runtime import Runtime
 
 if TYPE_CHECKING:
     from amqp_sansio.v0_10.session import SessionStore
@@ -33,49 +35,62 @@ if TYPE_CHECKING:
     from .client_1_0 import Connection as Connection10
 
 
-@overload
-def open_connection(url: str, *, ssl_context: ssl.SSLContext | None = ...,
-                    session_store: SessionStore | None = ...,
-                    client_properties: dict[str, Any] | None = ...,
-                    close_timeout: float = ..., protocol: Literal["0-9-1"],
-                    connect_timeout: float | None = ..., heartbeat: int | None = ...,
-                    mechanisms: Iterable[str] | None = ...,
-                    ) -> AbstractAsyncContextManager[Connection091]: ...
+class OpenConnection(Protocol):
+    """An adapter's ``open_connection`` (made by :func:`opener`)."""
+
+    @overload
+    def __call__(self, url: str, *, ssl_context: ssl.SSLContext | None = ...,
+                 session_store: SessionStore | None = ...,
+                 client_properties: dict[str, Any] | None = ...,
+                 close_timeout: float = ..., protocol: Literal["0-9-1"],
+                 connect_timeout: float | None = ..., heartbeat: int | None = ...,
+                 mechanisms: Iterable[str] | None = ...,
+                 ) -> AbstractAsyncContextManager[Connection091]: ...
+
+    @overload
+    def __call__(self, url: str, *, ssl_context: ssl.SSLContext | None = ...,
+                 session_store: SessionStore | None = ...,
+                 client_properties: dict[str, Any] | None = ...,
+                 close_timeout: float = ..., protocol: Literal["1.0"],
+                 connect_timeout: float | None = ..., heartbeat: int | None = ...,
+                 mechanisms: Iterable[str] | None = ...,
+                 ) -> AbstractAsyncContextManager[Connection10]: ...
+
+    @overload
+    def __call__(self, url: str, *, ssl_context: ssl.SSLContext | None = ...,
+                 session_store: SessionStore | None = ...,
+                 client_properties: dict[str, Any] | None = ...,
+                 close_timeout: float = ..., protocol: Literal["0-10"] | None = ...,
+                 connect_timeout: float | None = ..., heartbeat: int | None = ...,
+                 mechanisms: Iterable[str] | None = ...,
+                 ) -> AbstractAsyncContextManager[Connection010]: ...
+
+    @overload
+    def __call__(self, url: str, *, ssl_context: ssl.SSLContext | None = ...,
+                 session_store: SessionStore | None = ...,
+                 client_properties: dict[str, Any] | None = ...,
+                 close_timeout: float = ..., protocol: str | None = ...,
+                 connect_timeout: float | None = ..., heartbeat: int | None = ...,
+                 mechanisms: Iterable[str] | None = ...,
+                 ) -> AbstractAsyncContextManager[
+                     Connection010 | Connection091 | Connection10]: ...
 
 
-@overload
-def open_connection(url: str, *, ssl_context: ssl.SSLContext | None = ...,
-                    session_store: SessionStore | None = ...,
-                    client_properties: dict[str, Any] | None = ...,
-                    close_timeout: float = ..., protocol: Literal["1.0"],
-                    connect_timeout: float | None = ..., heartbeat: int | None = ...,
-                    mechanisms: Iterable[str] | None = ...,
-                    ) -> AbstractAsyncContextManager[Connection10]: ...
+#: an adapter's ``client_0_10``/``client_0_9_1``/``client_1_0`` modules, each
+#: imported when first opened (:func:`amqp_sansio_common.submodules.clients`)
+Loaders = Mapping[str, Callable[[], Any]]
 
 
-@overload
-def open_connection(url: str, *, ssl_context: ssl.SSLContext | None = ...,
-                    session_store: SessionStore | None = ...,
-                    client_properties: dict[str, Any] | None = ...,
-                    close_timeout: float = ..., protocol: Literal["0-10"] | None = ...,
-                    connect_timeout: float | None = ..., heartbeat: int | None = ...,
-                    mechanisms: Iterable[str] | None = ...,
-                    ) -> AbstractAsyncContextManager[Connection010]: ...
-
-
-@overload
-def open_connection(url: str, *, ssl_context: ssl.SSLContext | None = ...,
-                    session_store: SessionStore | None = ...,
-                    client_properties: dict[str, Any] | None = ...,
-                    close_timeout: float = ..., protocol: str | None = ...,
-                    connect_timeout: float | None = ..., heartbeat: int | None = ...,
-                    mechanisms: Iterable[str] | None = ...,
-                    ) -> AbstractAsyncContextManager[
-                        Connection010 | Connection091 | Connection10]: ...
+def opener(rt: Runtime, loaders: Loaders) -> OpenConnection:
+    """``open_connection`` on the runtime ``rt``, opening the adapter's
+    client modules (``loaders``)."""
+    opened = functools.partial(open_connection, rt, loaders)
+    opened.__doc__ = open_connection.__doc__
+    return opened
 
 
 @asynccontextmanager
-async def open_connection(url: str, *, ssl_context: ssl.SSLContext | None = None,
+async def open_connection(rt: Runtime, loaders: Loaders, url: str, *, ssl_context: ssl.SSLContext | None = None,
                           session_store: SessionStore | None = None,
                           client_properties: dict[str, Any] | None = None,
                           close_timeout: float = CLOSE_TIMEOUT,
@@ -114,7 +129,7 @@ async def open_connection(url: str, *, ssl_context: ssl.SSLContext | None = None
     if proto != params.protocol:
         params = attrs.evolve(params, protocol=proto)
     hb = params.heartbeat if heartbeat is None else heartbeat
-    once = functools.partial(_open_once, ssl_context=ssl_context, session_store=session_store,
+    once = functools.partial(_open_once, rt, loaders, ssl_context=ssl_context, session_store=session_store,
                              client_properties=client_properties, close_timeout=close_timeout,
                              connect_timeout=connect_timeout, heartbeat=hb,
                              mechanisms=mechanisms)
@@ -127,7 +142,7 @@ async def open_connection(url: str, *, ssl_context: ssl.SSLContext | None = None
             err: RedirectedError | None = None
             for i, target in enumerate(targets):
                 try:
-                    conn = await _attempts(stack, once, target)
+                    conn = await _attempts(rt, stack, once, target)
                     break
                 except RedirectedError as r:
                     err, params = r, target
@@ -142,7 +157,7 @@ async def open_connection(url: str, *, ssl_context: ssl.SSLContext | None = None
         yield conn
 
 
-async def _attempts(stack: contextlib.AsyncExitStack, once: Any,
+async def _attempts(rt: Runtime, stack: contextlib.AsyncExitStack, once: Any,
                     params: ConnectionParams) -> Any:
     """The connection ``once(params)`` opens, tried the URL's
     ``connection_attempts`` times, ``retry_delay`` apart, while the broker
@@ -153,12 +168,12 @@ async def _attempts(stack: contextlib.AsyncExitStack, once: Any,
         except ConnectError as e:
             if isinstance(e, RedirectedError) or attempt == params.connection_attempts:
                 raise
-        await trio.sleep(params.retry_delay)
+        await rt.sleep(params.retry_delay)
     raise AssertionError("unreachable")
 
 
 @asynccontextmanager
-async def _open_once(params: ConnectionParams, *, ssl_context: ssl.SSLContext | None,
+async def _open_once(rt: Runtime, loaders: Loaders, params: ConnectionParams, *, ssl_context: ssl.SSLContext | None,
                      session_store: SessionStore | None,
                      client_properties: dict[str, Any] | None, close_timeout: float,
                      connect_timeout: float | None, heartbeat: int | None,
@@ -169,29 +184,19 @@ async def _open_once(params: ConnectionParams, *, ssl_context: ssl.SSLContext | 
         raise InvalidURLError("session_store is AMQP 0-10 only" + (
             f" ({proto} has no session resume)" if proto in ("0-9-1", "0-9") else ""))
     # (each protocol's client imported now: a program loads the one it speaks)
-    make: Any
-    new: Any
     extra: dict[str, Any] = {}
     if proto in ("0-9-1", "0-9"):
-        from .client_0_9_1 import Connection as Connection091
-        from .client_0_9_1 import connection_policy as policy091
-
-        make, new = Connection091, policy091
+        client = loaders["client_0_9_1"]()
     elif proto == "1.0":
-        from .client_1_0 import Connection as Connection10
-        from .client_1_0 import connection_policy as policy10
-
-        make, new = Connection10, policy10
+        client = loaders["client_1_0"]()
     elif proto == "0-10":
-        from .client_0_10 import Connection as Connection010
-        from .client_0_10 import connection_policy as policy010
-
-        make, new = Connection010, policy010
+        client = loaders["client_0_10"]()
         extra["session_store"] = session_store
     else:
         raise InvalidURLError(f"protocol {proto} is not supported by this client")
+    make, new = client.Connection, client.connection_policy
     p = new(params, heartbeat=heartbeat, mechanisms=mechanisms,
             client_properties=client_properties, **extra)
-    async with connection_context(p, ssl_context, timeout, close_timeout,
+    async with connection_context(rt, p, ssl_context, timeout, close_timeout,
                                   functools.partial(make, p)) as conn:
         yield conn

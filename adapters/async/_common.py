@@ -1,5 +1,6 @@
-"""What the two Trio clients (0-10 ``client_0_10.py``, 0-9-1
-``client_0_9_1.py``) do alike: waiting.
+"""What the async clients (0-10 ``client_0_10.py``, 0-9-1
+``client_0_9_1.py``, 1.0 ``client_1_0.py``) do alike: waiting, on the
+connection's runtime (:mod:`.runtime`: Trio, asyncio).
 
 The client policy (:mod:`amqp_sansio.client` and each protocol's
 ``client`` module) decides what is sent and what an answer means; here an
@@ -18,7 +19,6 @@ from collections.abc import Iterable
 from contextlib import suppress
 from typing import Any, Generic, Self, TypeVar
 
-import trio
 from amqp_sansio.client import (
     ClientConnection,
     ClientDelivery,
@@ -29,11 +29,10 @@ from amqp_sansio.client import (
     SessionView,
     SubscriptionView,
 )
-from trio.lowlevel import ParkingLot, checkpoint, checkpoint_if_cancelled
+from amqp_sansio.exceptions import AMQPError
 
 from ._pump import Pump
-from ._util import waker
-from .errors import AMQPError
+from .runtime import waker
 
 T = TypeVar("T")
 CP = TypeVar("CP", bound=ClientConnection[Any, Any])
@@ -46,7 +45,7 @@ S = TypeVar("S", bound="SessionBase[Any]")
 class ConnectionBase(ConnectionView[CP]):
     """An open connection of either protocol: its pump and its policy."""
 
-    _NAME = "amqp_sansio_trio.Connection"
+    _NAME = "Connection"  # (and the protocol's version but for 0-10's)
 
     def __init__(self, pump: Pump, policy: CP) -> None:
         self._pump = pump
@@ -54,7 +53,7 @@ class ConnectionBase(ConnectionView[CP]):
 
     def __repr__(self) -> str:
         state = "open" if self.is_open else "closed"
-        return f"<{self._NAME} {self.params.redacted()} {state}>"
+        return f"<{self._pump.rt.package}.{self._NAME} {self.params.redacted()} {state}>"
 
     @property
     def close_timeout(self) -> float:
@@ -82,8 +81,9 @@ class SessionBase(SessionView[P]):
 
     def __init__(self, pump: Pump, policy: P) -> None:
         self._pump = pump
+        self._rt = pump.rt
         self._p = policy
-        self._progress = ParkingLot()  # completions, credit, flow, errors
+        self._progress = pump.rt.lot()  # completions, credit, flow, errors
         policy.wake = waker(self._progress)
         self._closed = False
 
@@ -114,7 +114,7 @@ class SessionBase(SessionView[P]):
         the answer is then forgotten)."""
         self._pump.pull()
         if not p.done:
-            done = trio.Event()
+            done = self._rt.event()
             p.wake = done.set
             try:
                 await done.wait()
@@ -150,7 +150,7 @@ class SessionBase(SessionView[P]):
         return n
 
     async def _wait_while_busy(self, most: int = 0) -> None:
-        await checkpoint_if_cancelled()
+        await self._rt.checkpoint_if_cancelled()
         self._p.flush()
         while not self._p.completed_to(most):
             self._pump.pull()
@@ -221,11 +221,12 @@ class SessionBase(SessionView[P]):
         if self._closed:
             return
         self._closed = True
-        with trio.move_on_after(self._pump.close_timeout) as cs:
-            cs.shield = True
-            if self._p.end():
-                await self.wait_for(self._p.ended)
+        await self._rt.shielded(self._pump.close_timeout, self._end)
         self._p.closed_by_client(self._KIND)
+
+    async def _end(self) -> None:
+        if self._p.end():
+            await self.wait_for(self._p.ended)
 
     _KIND = "session"
 
@@ -266,7 +267,8 @@ class SubscriptionBase(SubscriptionView[D], Generic[S, D]):
     def __init__(self, session: S, policy: ClientSubscriptionBase[D]) -> None:
         self._session = session
         self._p = policy
-        self._lot = ParkingLot()
+        self._rt = session._rt
+        self._lot = self._rt.lot()
         policy.wake = waker(self._lot)
         self._n = 0
 
@@ -301,10 +303,11 @@ class SubscriptionBase(SubscriptionView[D], Generic[S, D]):
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        with trio.move_on_after(self._session.close_timeout) as cs:
-            cs.shield = True
-            with suppress(AMQPError):
-                await self.cancel()
+        await self._rt.shielded(self._session.close_timeout, self._cancel_quietly)
+
+    async def _cancel_quietly(self) -> None:
+        with suppress(AMQPError):
+            await self.cancel()
 
     def __aiter__(self) -> Self:
         return self
@@ -318,9 +321,9 @@ class SubscriptionBase(SubscriptionView[D], Generic[S, D]):
             # it is the caller's.
             self._n += 1
             if self._n & 63:
-                await checkpoint_if_cancelled()
+                await self._rt.checkpoint_if_cancelled()
             else:
-                await checkpoint()  # let other tasks (the writer) run now and then
+                await self._rt.checkpoint()  # let other tasks (the writer) run now and then
             d = p.take()
             if d is not None:
                 return d

@@ -1,0 +1,302 @@
+"""The asyncio adapter (``amqp_sansio_asyncio``): the Trio adapter's client
+(``amqp_sansio_async``) on asyncio, over real loopback TCP.
+
+Peers: the embedded broker in a background thread (0-10, 0-9-1, 1.0) and
+RabbitMQ's private node (0-9-1, 1.0: ``conftest_rabbitmq``).  The suite runs
+``async def`` tests under Trio, so each test here is a plain function that
+runs its body with ``asyncio.run`` bounded by ``asyncio.timeout``.  Where a
+failure is compared with the Trio adapter's, the same scenario runs on both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+import trio
+from embedded_broker import running
+from rabbitmq import Node
+
+import amqp_sansio_asyncio
+import amqp_sansio_trio
+from amqp_sansio.message import Message
+from amqp_sansio_asyncio import (
+    AMQPError,
+    AuthenticationError,
+    ConnectError,
+    ConnectionClosedError,
+    ExecutionError,
+    SessionError,
+    client_0_9_1,
+    client_1_0,
+    open_connection,
+)
+from amqp_sansio_broker.model import Broker
+
+pytest_plugins = ["conftest_rabbitmq"]
+
+PROTOCOLS = ["0-10", "0-9-1", "1.0"]
+LIMIT = 30.0  # seconds, every test
+
+
+def run(main: Callable[[], Awaitable[Any]]) -> Any:
+    async def bounded() -> Any:
+        async with asyncio.timeout(LIMIT):
+            return await main()
+
+    return asyncio.run(bounded())
+
+
+def qname(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="module")
+def embedded() -> Iterator[str]:
+    """The embedded broker's URL (user alice)."""
+    with running(Broker(users={"alice": "s3cret"})) as (host, port):
+        yield f"amqp://alice:s3cret@{host}:{port}"
+
+
+def octets(cid: object) -> object:
+    """A correlation id as octets (0-9-1 carries it as a short string)."""
+    return cid.encode() if isinstance(cid, str) else cid
+
+
+def url_of(base: str, protocol: str) -> str:
+    return f"{base}?protocol={protocol}"
+
+
+@asynccontextmanager
+async def session(url: str) -> AsyncIterator[Any]:
+    async with open_connection(url) as conn, conn.session() as s:
+        yield s
+
+
+# ---------------------------------------------------------------- the package
+def test_the_api_is_the_trio_adapters() -> None:
+    """Same names as the Trio client (less Trio's server), the same classes
+    and the same exceptions: one client, two runtimes."""
+    trio_client = set(amqp_sansio_trio.__all__) - {"serve", "handle_stream", "ConnectionHandler"}
+    assert set(amqp_sansio_asyncio.__all__) == trio_client
+    for name in ("Connection", "Session", "Subscription", "Delivery", "ExecutionError",
+                 "SessionError", "ConnectionClosedError", "HIGH_WATER"):
+        assert getattr(amqp_sansio_asyncio, name) is getattr(amqp_sansio_trio, name), name
+    assert client_1_0.Session is amqp_sansio_trio.client_1_0.Session
+    assert client_1_0.open_connection is not amqp_sansio_trio.client_1_0.open_connection
+
+
+# ---------------------------------------------------------------- embedded broker
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_publish_confirmed_then_consume_with_ack(embedded: str, protocol: str) -> None:
+    q = qname("rt")
+
+    async def main() -> None:
+        async with open_connection(url_of(embedded, protocol)) as conn:
+            assert conn.is_open and conn.params.protocol == protocol
+            assert repr(conn).startswith("<amqp_sansio_asyncio.Connection")
+            async with conn.session() as s:
+                await s.declare_queue(q)
+                n = await s.publish(Message(body=b"one", correlation_id=b"c-1",
+                                            headers={"k": "v"}),
+                                    routing_key=q, confirm=True)
+                assert isinstance(n, int)
+                for i in range(50):  # pipelined, then all confirmed
+                    await s.publish(f"m{i}".encode(), routing_key=q, wait=False,
+                                    confirm=True)
+                await s.wait_completed()
+                assert s.rejected == {}
+                got: list[bytes] = []
+                async with s.subscribe(q, prefetch=10) as sub:
+                    async for d in sub:
+                        got.append(d.body)
+                        if len(got) == 1:
+                            assert octets(d.message.correlation_id) == b"c-1"
+                            assert d.message.headers == {"k": "v"}
+                        await d.accept()
+                        if len(got) == 51:
+                            break
+                assert got == [b"one"] + [f"m{i}".encode() for i in range(50)]
+                if protocol != "1.0":  # (1.0 has no queue query)
+                    await s.sync()
+                    left = await s.query_queue(q)
+                    assert left is not None and left.message_count == 0
+
+    run(main)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_request_reply(embedded: str, protocol: str) -> None:
+    """A responder task answers on the request's reply-to with its
+    correlation id: 1.0 through ``Session.request`` (a dynamic node), 0-x
+    through a reply queue of the requester's own."""
+    svc = qname("svc")
+
+    async def responder(conn: Any, ready: asyncio.Event) -> None:
+        async with conn.session() as s:
+            await s.declare_queue(svc)
+            async with s.subscribe(svc, prefetch=1) as sub:
+                ready.set()
+                d = await sub.get()
+                m = d.message
+                assert m.reply_to is not None
+                await s.publish(Message(body=m.body.upper(), correlation_id=m.correlation_id),
+                                exchange=m.reply_to[0] if protocol != "1.0" else "",
+                                routing_key=m.reply_to[1])
+                await d.accept()
+
+    async def main() -> Message:
+        async with open_connection(url_of(embedded, protocol)) as conn:
+            ready = asyncio.Event()
+            task = asyncio.create_task(responder(conn, ready))
+            await ready.wait()
+            async with conn.session() as s:
+                if protocol == "1.0":
+                    answer = await s.request(Message(body=b"ping", correlation_id=b"c1"),
+                                             routing_key=svc, timeout=10.0)
+                    msg: Message = answer.message
+                else:
+                    replies = qname("replies")
+                    await s.declare_queue(replies, exclusive=True, auto_delete=True)
+                    async with s.subscribe(replies, prefetch=1) as sub:
+                        await s.publish(Message(body=b"ping", correlation_id=b"c1",
+                                                reply_to=("", replies)),
+                                        routing_key=svc, confirm=True)
+                        d = await sub.get()
+                        await d.accept()
+                        msg = d.message
+            await task
+            return msg
+
+    msg = run(main)
+    assert msg.body == b"PING" and octets(msg.correlation_id) == b"c1"
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_cancelled_wait_leaves_the_connection_usable(embedded: str, protocol: str) -> None:
+    """asyncio's cancellation (``asyncio.timeout``) of a waiting ``get``: the
+    waiter is forgotten, the subscription and connection go on."""
+    q = qname("cancel")
+
+    async def main() -> bytes:
+        async with session(url_of(embedded, protocol)) as s:
+            await s.declare_queue(q)
+            async with s.subscribe(q, prefetch=5) as sub:
+                with pytest.raises(TimeoutError):
+                    async with asyncio.timeout(0.2):
+                        await sub.get()
+                await s.publish(b"after", routing_key=q, confirm=True)
+                d = await sub.get()
+                await d.accept()
+                body: bytes = d.body
+                return body
+
+    assert run(main) == b"after"
+
+
+def _refusal_trio(url: str, protocol: str, q: str) -> BaseException:
+    async def main() -> None:
+        with trio.fail_after(LIMIT):
+            async with amqp_sansio_trio.open_connection(url) as conn, conn.session() as s:
+                await _refused(s, protocol, q)
+
+    with pytest.raises(AMQPError) as ei:
+        trio.run(main)
+    return ei.value
+
+
+async def _refused(s: Any, protocol: str, q: str) -> None:
+    if protocol == "1.0":  # (a sender to an exchange that does not exist)
+        await s.publish(b"x", exchange=q, routing_key="k")
+    else:
+        await s.declare_queue(q, passive=True)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_broker_refusal_is_the_trio_adapters_exception(embedded: str, protocol: str) -> None:
+    url = url_of(embedded, protocol)
+
+    async def main() -> None:
+        async with session(url) as s:
+            await _refused(s, protocol, qname("nope"))
+
+    with pytest.raises(AMQPError) as ei:
+        run(main)
+    from_trio = _refusal_trio(url, protocol, qname("nope"))
+    assert type(ei.value) is type(from_trio), (ei.value, from_trio)
+    assert isinstance(ei.value, ExecutionError | SessionError), repr(ei.value)
+    assert "not-found" in str(ei.value).lower() or "404" in str(ei.value), str(ei.value)
+
+
+def test_connect_errors(embedded: str) -> None:
+    bad = embedded.replace("s3cret", "wrong")
+
+    async def login() -> None:
+        async with open_connection(url_of(bad, "0-9-1")):
+            pass
+
+    with pytest.raises(AuthenticationError):
+        run(login)
+
+    async def nobody() -> None:  # (a port just closed: nothing listens there)
+        with __import__("socket").socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        async with open_connection(f"amqp://alice:s3cret@127.0.0.1:{port}"):
+            pass
+
+    with pytest.raises(ConnectError):
+        run(nobody)
+
+
+# ---------------------------------------------------------------- RabbitMQ
+def test_rabbitmq_0_9_1_confirm_consume_and_a_forced_close(
+        rabbitmq: Node, close_connection: Callable[[str], None]) -> None:
+    url = f"amqp://guest:guest@{rabbitmq.host}:{rabbitmq.port}?protocol=0-9-1"
+    q, cname = qname("aio"), qname("aio-closed")
+
+    async def main() -> BaseException:
+        async with open_connection(url, client_properties={"connection_name": cname}) as conn:
+            assert isinstance(conn, client_0_9_1.Connection)
+            assert conn.server_properties["product"] == "RabbitMQ"
+            async with conn.session() as s:
+                await s.declare_queue(q, auto_delete=True)
+                await s.publish(b"confirmed", routing_key=q, confirm=True)
+                async with s.subscribe(q, prefetch=10) as sub:
+                    d = await sub.get()
+                    assert d.body == b"confirmed"
+                    await d.accept()
+                await asyncio.to_thread(close_connection, cname)
+                err = await conn.wait_closed()
+                with pytest.raises(ConnectionClosedError):
+                    await s.declare_queue("x")
+                return err
+
+    err = run(main)
+    assert isinstance(err, ConnectionClosedError) and err.code == 320
+
+
+def test_rabbitmq_1_0_settled_round_trip_and_a_session_refusal(rabbitmq: Node) -> None:
+    url = f"amqp://guest:guest@{rabbitmq.host}:{rabbitmq.port}?protocol=1.0"
+    addr = f"/queue/{qname('aio')}"
+
+    async def main() -> None:
+        async with open_connection(url) as conn:
+            assert isinstance(conn, client_1_0.Connection)
+            async with conn.session() as s:
+                await s.declare_queue(addr)
+                await s.publish(b"accepted", routing_key=addr, wait=True)
+                async with s.subscribe(addr, prefetch=5) as sub:
+                    d = await sub.get()
+                    assert d.body == b"accepted"
+                    await d.accept()
+            async with conn.session() as s:
+                with pytest.raises(SessionError, match="amqp:not-found"):
+                    await s.publish(b"x", exchange="no-such-exchange", routing_key="k")
+            assert conn.is_open
+
+    run(main)
