@@ -15,8 +15,8 @@ from __future__ import annotations
 __all__ = ["ConnectionBase", "DeliveryActions", "SessionBase", "SubscriptionBase"]
 
 from collections import deque
-from collections.abc import Iterable
-from contextlib import suppress
+from collections.abc import AsyncGenerator, Iterable
+from contextlib import asynccontextmanager, suppress
 from typing import Any, Generic, Self, TypeVar
 
 from amqp_sansio.client import (
@@ -42,14 +42,43 @@ S = TypeVar("S", bound="SessionBase[Any]")
 
 
 # ---------------------------------------------------------------- connection
-class ConnectionBase(ConnectionView[CP]):
-    """An open connection of either protocol: its pump and its policy."""
+class ConnectionBase(ConnectionView[CP], Generic[CP, S]):
+    """An open connection of any protocol: its pump, its policy, its
+    sessions (``S``: the protocol's)."""
 
     _NAME = "Connection"  # (and the protocol's version but for 0-10's)
 
-    def __init__(self, pump: Pump, policy: CP) -> None:
+    def __init__(self, policy: CP, pump: Pump) -> None:
         self._pump = pump
         self._p = policy
+
+    @asynccontextmanager
+    async def session(self, name: str | bytes | None = None, *,
+                      timeout: int | None = None) -> AsyncGenerator[S, None]:
+        """A session (0-9-1: a channel) for the block, ended afterwards.
+
+        0-10: ``name`` names it and ``timeout`` (seconds) asks the broker to
+        keep its state after a detach or a lost transport, so that it can be
+        resumed by name on another connection (both ends need a
+        ``SessionStore``).  0-9-1 and 1.0: ``name`` is a label; a
+        ``timeout`` is refused (no resume).
+        """
+        s = await self.attach(name, timeout=timeout)
+        try:
+            yield s
+        finally:
+            await s.aclose()
+
+    async def attach(self, name: str | bytes | None = None, *,
+                     timeout: int | None = None) -> S:
+        """Open (0-10: attach or resume) a session as :meth:`session` does;
+        the caller must ``aclose()`` it."""
+        await self._pump.rt.checkpoint_if_cancelled()
+        return await self._new_session(name, timeout).wait_opened()
+
+    def _new_session(self, name: str | bytes | None, timeout: int | None) -> S:
+        """The protocol's session, asked of the policy (not open yet)."""
+        raise NotImplementedError
 
     def __repr__(self) -> str:
         state = "open" if self.is_open else "closed"
@@ -267,9 +296,12 @@ class SubscriptionBase(SubscriptionView[D], Generic[S, D]):
     def __init__(self, session: S, policy: ClientSubscriptionBase[D]) -> None:
         self._session = session
         self._p = policy
-        self._rt = session._rt
-        self._lot = self._rt.lot()
+        self._rt = rt = session._rt
+        self._lot = rt.lot()
         policy.wake = waker(self._lot)
+        # (bound once: the per-delivery cancel point costs no lookups)
+        self._cancel_point = rt.checkpoint_if_cancelled
+        self._checkpoint = rt.checkpoint
         self._n = 0
 
     @property
@@ -321,9 +353,9 @@ class SubscriptionBase(SubscriptionView[D], Generic[S, D]):
             # it is the caller's.
             self._n += 1
             if self._n & 63:
-                await self._rt.checkpoint_if_cancelled()
+                await self._cancel_point()
             else:
-                await self._rt.checkpoint()  # let other tasks (the writer) run now and then
+                await self._checkpoint()  # let other tasks (the writer) run now and then
             d = p.take()
             if d is not None:
                 return d

@@ -50,8 +50,7 @@ __all__ = [
 ]
 
 import functools
-from collections.abc import AsyncGenerator, Iterable
-from contextlib import asynccontextmanager
+from collections.abc import Iterable
 from typing import Any
 
 from amqp_sansio.message import Message
@@ -67,7 +66,7 @@ from amqp_sansio.v0_10.spec import (
 )
 
 from ._common import ConnectionBase, DeliveryActions, SessionBase, SubscriptionBase
-from ._pump import CLOSE_TIMEOUT, HIGH_WATER, Pump
+from ._pump import CLOSE_TIMEOUT, HIGH_WATER
 from .runtime import waker
 
 _CLOSE_TIMEOUT = CLOSE_TIMEOUT
@@ -78,33 +77,11 @@ connection_policy = v010.connection
 
 
 # ---------------------------------------------------------------- connection
-class Connection(ConnectionBase[v010.ClientConnection]):
+class Connection(ConnectionBase[v010.ClientConnection, "Session"]):
     """An open AMQP 0-10 connection (made by :func:`open_connection`)."""
 
-    def __init__(self, p: v010.ClientConnection, pump: Pump) -> None:
-        super().__init__(pump, p)
-
-    @asynccontextmanager
-    async def session(self, name: str | bytes | None = None, *,
-                      timeout: int | None = None) -> AsyncGenerator[Session, None]:
-        """Attach a session for the block; detach it afterwards.
-
-        ``timeout`` (seconds) asks the broker to keep the session's state
-        after a detach or a lost transport, so that it can be resumed by
-        name on another connection (both ends need a ``SessionStore``).
-        """
-        s = await self.attach(name, timeout=timeout)
-        try:
-            yield s
-        finally:
-            await s.aclose()
-
-    async def attach(self, name: str | bytes | None = None, *,
-                     timeout: int | None = None) -> Session:
-        """Attach (or resume) a session; the caller must ``aclose()`` it."""
-        await self._pump.rt.checkpoint_if_cancelled()
-        p = self._p.attach(name, timeout=timeout)
-        return await Session(self._pump, p).wait_opened()
+    def _new_session(self, name: str | bytes | None, timeout: int | None) -> Session:
+        return Session(self._pump, self._p.attach(name, timeout=timeout))
 
 
 # ---------------------------------------------------------------- session

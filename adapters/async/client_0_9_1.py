@@ -48,8 +48,6 @@ __all__ = ["connection_policy", "Connection", "Session", "Subscription", "Delive
            "Returned"]
 
 import functools
-from collections.abc import AsyncGenerator
-from contextlib import asynccontextmanager
 from typing import Any
 
 from amqp_sansio.errors import LocalProtocolError
@@ -71,33 +69,16 @@ connection_policy = v091.connection
 
 
 # ---------------------------------------------------------------- connection
-class Connection(ConnectionBase[v091.ClientConnection], v091.ConnectionView):
+class Connection(ConnectionBase[v091.ClientConnection, "Session"], v091.ConnectionView):
     """An open AMQP 0-9-1 connection (made by :func:`open_connection`)."""
 
     _NAME = "Connection 0-9-1"
 
-    def __init__(self, p: v091.ClientConnection, pump: Pump) -> None:
-        super().__init__(pump, p)
-
-    @asynccontextmanager
-    async def session(self, name: str | bytes | None = None, *,
-                      timeout: int | None = None) -> AsyncGenerator[Session, None]:
-        """Open a channel for the block; close it afterwards.  ``name`` is a
-        label only; ``timeout`` (resume) does not exist in 0-9-1."""
-        s = await self.attach(name, timeout=timeout)
-        try:
-            yield s
-        finally:
-            await s.aclose()
-
-    async def attach(self, name: str | bytes | None = None, *,
-                     timeout: int | None = None) -> Session:
-        """Open a channel; the caller must ``aclose()`` it."""
+    def _new_session(self, name: str | bytes | None, timeout: int | None) -> Session:
         if timeout is not None:
             raise LocalProtocolError("AMQP 0-9-1 channels cannot be resumed: no session "
                                      "timeout")
-        await self._pump.rt.checkpoint_if_cancelled()
-        return await Session(self, self._pump, self._p.open_channel(name)).wait_opened()
+        return Session(self, self._pump, self._p.open_channel(name))
 
 
 # ---------------------------------------------------------------- session

@@ -146,32 +146,15 @@ class _RecoveringPump(Pump):
 
 
 # ---------------------------------------------------------------- connection
-class Connection(ConnectionBase[v10.ClientConnection], v10.ConnectionView):
+class Connection(ConnectionBase[v10.ClientConnection, "Session"], v10.ConnectionView):
     """An open AMQP 1.0 connection (made by :func:`open_connection`)."""
 
     _NAME = "Connection 1.0"
 
-    def __init__(self, p: v10.ClientConnection, pump: Pump) -> None:
-        super().__init__(pump, p)
-
-    @asynccontextmanager
-    async def session(self, name: str | bytes | None = None, *,
-                      timeout: int | None = None) -> AsyncGenerator[Session, None]:
-        """Begin a session for the block; end it afterwards (``name`` is a
-        label; ``timeout`` is 0-10's resume and is refused)."""
-        s = await self.attach(name, timeout=timeout)
-        try:
-            yield s
-        finally:
-            await s.aclose()
-
-    async def attach(self, name: str | bytes | None = None, *,
-                     timeout: int | None = None) -> Session:
-        """Begin a session; the caller must ``aclose()`` it."""
+    def _new_session(self, name: str | bytes | None, timeout: int | None) -> Session:
         if timeout is not None:
             raise LocalProtocolError("AMQP 1.0 sessions are not resumed by name: no timeout")
-        await self._pump.rt.checkpoint_if_cancelled()
-        return await Session(self, self._pump, self._p.open_session(name)).wait_opened()
+        return Session(self, self._pump, self._p.open_session(name))
 
 
 # ---------------------------------------------------------------- session

@@ -198,6 +198,43 @@ def test_a_cancelled_wait_leaves_the_connection_usable(embedded: str, protocol: 
     assert run(main) == b"after"
 
 
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_cancelled_task_closes_its_connection_and_gives_back(embedded: str,
+                                                               protocol: str) -> None:
+    """``task.cancel()`` while a consumer holds deliveries it has not
+    accepted: the task ends cancelled, its closing handshakes run on the way
+    out (shielded), and another connection gets every message."""
+    q = qname("given-back")
+    url = url_of(embedded, protocol)
+
+    async def consumer(holding: asyncio.Event) -> None:
+        async with session(url) as s, s.subscribe(q, prefetch=5) as sub:
+            await sub.get()  # taken, never accepted
+            holding.set()
+            await asyncio.sleep(LIMIT)
+
+    async def main() -> list[bytes]:
+        async with session(url) as s:
+            await s.declare_queue(q)
+            for i in range(5):
+                await s.publish(f"m{i}".encode(), routing_key=q, confirm=True)
+        holding = asyncio.Event()
+        task = asyncio.create_task(consumer(holding))
+        await holding.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        got: list[bytes] = []
+        async with session(url) as s, s.subscribe(q, prefetch=5) as sub:
+            while len(got) < 5:
+                d = await sub.get()
+                got.append(d.body)
+                await d.accept()
+        return sorted(got)
+
+    assert run(main) == [f"m{i}".encode() for i in range(5)]
+
+
 def _refusal_trio(url: str, protocol: str, q: str) -> BaseException:
     async def main() -> None:
         with trio.fail_after(LIMIT):
