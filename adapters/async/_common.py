@@ -12,7 +12,7 @@ forgotten: its answer arrives into nothing, never to another caller.
 
 from __future__ import annotations
 
-__all__ = ["ConnectionBase", "DeliveryActions", "SessionBase", "SubscriptionBase"]
+__all__ = ["ConnectionBase", "DeliveryActions", "SessionBase", "SubscriptionBase", "named"]
 
 from collections import deque
 from collections.abc import AsyncGenerator, Iterable
@@ -385,3 +385,12 @@ class SubscriptionBase(SubscriptionView[D], Generic[S, D]):
         if limit > 1 and self._p.buffer:
             out += self._p.take_many(limit - 1)
         return out
+
+
+def named(opened: Any, module: str) -> None:
+    """What a function made by an opener says of itself: its docstring, its
+    name, the adapter it belongs to (help(), the API reference)."""
+    inner = opened.func
+    opened.__doc__ = inner.__doc__
+    opened.__name__ = opened.__qualname__ = inner.__name__
+    opened.__module__ = module

@@ -24,6 +24,7 @@ from amqp_sansio.client import parse, redirect_targets
 from amqp_sansio.exceptions import ConnectError, InvalidURLError, RedirectedError
 from amqp_sansio.url import ConnectionParams
 
+from ._common import named
 from ._pump import CLOSE_TIMEOUT, connection_context
 from .runtime import Runtime
 
@@ -85,8 +86,9 @@ def opener(rt: Runtime, loaders: Loaders) -> OpenConnection:
     """``open_connection`` on the runtime ``rt``, opening the adapter's
     client modules (``loaders``)."""
     opened = functools.partial(open_connection, rt, loaders)
-    opened.__doc__ = open_connection.__doc__
+    named(opened, rt.package)
     return opened
+
 
 
 @asynccontextmanager
@@ -114,15 +116,15 @@ async def open_connection(rt: Runtime, loaders: Loaders, url: str, *, ssl_contex
 
     The protocol is ``protocol`` if given, else the URL's ``?protocol=``
     option, else 0-10.  For ``0-9-1`` (RabbitMQ) this yields a
-    :class:`amqp_sansio_trio.client_0_9_1.Connection` with the same API
+    :class:`amqp_sansio_async.client_0_9_1.Connection` with the same API
     (``session_store`` is 0-10 only).  Static typing: without a literal
     ``protocol="0-9-1"`` the connection is declared as the 0-10
-    :class:`~amqp_sansio_trio.client_0_10.Connection`; pass the literal to have the checker know.
+    :class:`~amqp_sansio_async.client_0_10.Connection`; pass the literal to have the checker know.
 
     Raises :class:`InvalidURLError` (a bad URL or option),
     :class:`ConnectError` / :class:`ConnectTimeout`,
     :class:`AuthenticationError`, :class:`VirtualHostError` and the other
-    :mod:`~amqp_sansio_trio.errors` -- the same as the blocking client.
+    :mod:`amqp_sansio.exceptions` -- the same as the blocking client.
     """
     params = parse(url)
     proto = params.protocol if protocol is None else protocol

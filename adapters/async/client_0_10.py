@@ -3,7 +3,7 @@ around the core.
 
 :func:`open_connection` also speaks AMQP 0-9-1 (RabbitMQ) when the URL says
 ``?protocol=0-9-1`` or ``protocol="0-9-1"`` is passed: it then yields a
-:class:`amqp_sansio_trio.client_0_9_1.Connection` with the same API (see
+:class:`amqp_sansio_async.client_0_9_1.Connection` with the same API (see
 that module for where the semantics differ).
 
 What a client decides -- subscribing, batching accepts and credit,

@@ -45,7 +45,7 @@ from amqp_sansio.message import Message
 from amqp_sansio.v1_0 import client as v10
 from amqp_sansio.v1_0.link import Delivery as CoreDelivery
 
-from ._common import ConnectionBase, DeliveryActions, SessionBase, SubscriptionBase
+from ._common import ConnectionBase, DeliveryActions, SessionBase, SubscriptionBase, named
 from ._pump import CLOSE_TIMEOUT, Pump, connect_stream, connection_context
 from .runtime import Runtime
 
@@ -68,7 +68,7 @@ class OpenConnection(Protocol):
 def opener(rt: Runtime) -> OpenConnection:
     """``client_1_0.open_connection`` on the runtime ``rt``."""
     opened = functools.partial(open_connection, rt)
-    opened.__doc__ = open_connection.__doc__
+    named(opened, f"{rt.package}.client_1_0")
     return opened
 
 
