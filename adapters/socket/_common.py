@@ -171,9 +171,20 @@ class SessionBase(SessionView[P]):
 
     def _send_transfer(self, t: Any, wait: bool, timeout: float | None,
                        room: str = "room to publish", answer: str = "the broker's answer") -> int:
-        """Publish what the policy's ``transfer()`` made: :meth:`_send_transfers`
-        of one; its number in the session."""
-        return self._send_transfers((t,), wait, timeout, room, answer)[0]
+        """Publish what the policy's ``transfer()`` made, as
+        :meth:`_send_transfers` does each (a plain loop's publish: no list,
+        no tuple); its number in the session."""
+        pump = self._pump
+        p: Any = self._p
+        with pump.lock:
+            if not (p.can_publish(t) and pump.has_room()):
+                pump.wait_room(functools.partial(p.can_publish, t), timeout, room)
+            sent: tuple[int, Pending[Any] | None] = p.publish(t, wait=wait)
+            pump.poke()
+            n, pending = sent
+            if pending is not None:
+                self.wait_for(pending, timeout, answer)
+            return n
 
     def _send_transfers(self, transfers: Iterable[Any], wait: bool, timeout: float | None,
                         room: str = "room to publish", answer: str = "the broker's answer",
