@@ -11,13 +11,17 @@ failure is compared with the Trio adapter's, the same scenario runs on both.
 from __future__ import annotations
 
 import asyncio
+import random
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
+from certs import make_ca, needs_openssl
+from cutting_proxy import cutting_proxy
 from embedded_broker import running
 from rabbitmq import Node
 
@@ -36,6 +40,7 @@ from amqp_sansio_asyncio import (
     open_connection,
 )
 from amqp_sansio_broker.model import Broker
+from amqp_sansio_broker.server import start_broker_thread
 
 pytest_plugins = ["conftest_rabbitmq"]
 
@@ -233,6 +238,73 @@ def test_a_cancelled_task_closes_its_connection_and_gives_back(embedded: str,
         return sorted(got)
 
     assert run(main) == [f"m{i}".encode() for i in range(5)]
+
+
+def test_1_0_reconnect_after_cuts_loses_nothing(embedded: str) -> None:
+    """``client_1_0.open_connection(reconnect=N)`` on asyncio: the TCP
+    connection cut three times at random octet counts; every message
+    arrives, a second copy only for numbers reported in ``resent``."""
+    rng = random.Random(11)
+    q, n = qname("cut"), 1000  # (~50 octets each: past all three budgets)
+    host, port = embedded.rsplit("@", 1)[1].split(":")
+
+    async def publish(url: str) -> set[int]:
+        async with client_1_0.open_connection(url, reconnect=30) as conn, \
+                conn.session() as s:
+            await s.declare_queue(q)
+            for i in range(n):
+                await s.publish(b"t%05d" % i, routing_key=q, wait=i % 40 == 39)
+            await s.sync()
+            return set(s.resent)
+
+    async def consume() -> list[bytes]:
+        bodies: list[bytes] = []
+        async with session(url_of(embedded, "1.0")) as s, s.subscribe(q, prefetch=100) as sub:
+            while len(set(bodies)) < n:
+                d = await sub.get()
+                bodies.append(d.body)
+                await d.accept()
+        return bodies
+
+    with cutting_proxy((host, int(port)), [rng.randint(300, 9000) for _ in range(3)]) as px:
+        resent = run(lambda: publish(f"amqp://alice:s3cret@127.0.0.1:{px.port}?protocol=1.0"))
+        assert px.cuts == 3
+    bodies = run(consume)
+    for i in range(n):
+        copies = bodies.count(b"t%05d" % i)
+        assert copies == 1 or i + 1 in resent, (i, copies)
+
+
+@needs_openssl
+def test_amqps_checks_the_certificate(tmp_path: Path) -> None:
+    """amqps:// to the embedded broker with TLS (a throwaway CA): asyncio's
+    TLS upgrade checks the certificate against ``cafile``, then AMQP runs
+    over it; without the CA the connection is refused (ConnectError)."""
+    ca = make_ca(tmp_path / "ca")
+    host, port, stop = start_broker_thread(Broker(), ssl_context=ca.server_context(
+        ask_client_cert=False))
+    try:
+        async def main() -> bytes:
+            url = f"amqps://guest:guest@{host}:{port}?protocol=0-9-1&cafile={ca.cafile}"
+            async with session(url) as s:
+                await s.declare_queue("tls-q")
+                await s.publish(b"secret", routing_key="tls-q", confirm=True)
+                async with s.subscribe("tls-q") as sub:
+                    d = await sub.get()
+                    await d.accept()
+                    body: bytes = d.body
+                    return body
+
+        assert run(main) == b"secret"
+
+        async def unchecked() -> None:
+            async with open_connection(f"amqps://guest:guest@{host}:{port}"):
+                pass
+
+        with pytest.raises(ConnectError, match="TLS handshake"):
+            run(unchecked)
+    finally:
+        stop()
 
 
 def _refusal_trio(url: str, protocol: str, q: str) -> BaseException:
