@@ -102,7 +102,7 @@ class Machine(Generic[S]):
     """
 
     __slots__ = ("name", "rows", "universal", "terminal", "illegal", "endpoint_states",
-                 "coverage")
+                 "_coverage")
 
     def __init__(
         self,
@@ -125,8 +125,22 @@ class Machine(Generic[S]):
         self.rows: dict[S, dict[Hashable, Entry[S]]] = merged
         self.illegal = illegal
         self.endpoint_states = dict(endpoint_states or {})
-        #: set by the transition-coverage tests: (state name, input) pairs seen
-        self.coverage: set[tuple[str, Hashable]] | None = None
+        self._coverage: set[tuple[str, Hashable]] | None = None
+
+    @property
+    def coverage(self) -> set[tuple[str, Hashable]] | None:
+        """Set by the transition-coverage tests: the (state name, input)
+        pairs looked up since (None: not recorded).  While it is set the
+        rows record their look-ups, so :func:`process_input` pays nothing
+        for it otherwise."""
+        return self._coverage
+
+    @coverage.setter
+    def coverage(self, into: set[tuple[str, Hashable]] | None) -> None:
+        self._coverage = into
+        for state, row in self.rows.items():
+            self.rows[state] = (dict(row) if into is None
+                                else _RecordingRow(row, state.name, into))
 
     def with_entries(self, name: str, rows: Mapping[S, Mapping[Hashable, Entry[S]]]
                      ) -> Machine[S]:
@@ -159,6 +173,22 @@ class Machine(Generic[S]):
     def pairs(self) -> set[tuple[str, Hashable]]:
         """Every (state name, input) the table lists: what coverage must reach."""
         return {(s.name, i) for s, row in self.rows.items() for i in row}
+
+
+class _RecordingRow(dict[Hashable, Entry[Any]]):
+    """A row that notes each input found in it (while coverage is on)."""
+
+    __slots__ = ("state", "seen")
+
+    def __init__(self, row: Mapping[Hashable, Entry[Any]], state: str,
+                 seen: set[tuple[str, Hashable]]) -> None:
+        super().__init__(row)
+        self.state, self.seen = state, seen
+
+    def __getitem__(self, inp: Hashable) -> Entry[Any]:
+        entry = dict.__getitem__(self, inp)
+        self.seen.add((self.state, inp))
+        return entry
 
 
 class Endpoint(Generic[S]):
@@ -215,13 +245,10 @@ def process_input(ep: Stateful[S], machine: Machine[S], inp: Hashable, arg: obje
     (for an entry without targets, the state it found).
     """
     state: S = ep.state
-    entry = machine.rows[state].get(inp)
-    if entry is None:
-        raise machine.illegal(ep, inp)
-    cov = machine.coverage
-    if cov is not None:
-        cov.add((state.name, inp))
-    targets, handler = entry
+    try:
+        targets, handler = machine.rows[state][inp]
+    except KeyError:
+        raise machine.illegal(ep, inp) from None
     chosen = handler(ep, arg, out) if handler is not None else None
     if chosen is None:
         if not targets:

@@ -96,6 +96,12 @@ if TYPE_CHECKING:
     from ._specbase import SpecObject
 
 _pack_head = struct.Struct(">IBBH").pack
+#: a transfer frame's header, the Transfer's descriptor and its list8 head
+#: (size, count): write_transfer's one pack
+_pack_transfer_head = struct.Struct(">IBBHIBB").pack
+_pack_uint = struct.Struct(">BI").pack  # (0x70, a uint of 256 or more)
+#: a delivery tag's vbin8 head by its length (at most 32)
+_VBIN8 = [bytes((0xA0, n)) for n in range(33)]
 PROTOCOL_HEADER = AMQP_HEADER  # what the registry names (a SASL client opens with SASL_HEADER)
 
 
@@ -336,23 +342,24 @@ class Connection(Endpoint[ConnState]):
         octets :meth:`write_frame` makes of the same Transfer) -- or False,
         nothing written, when the connection is not open or the frame does
         not fit the peer's frame size."""
-        if self.state is not _OPENED or channel > self.peer_channel_max or len(tag) > 32:
+        n = len(tag)
+        if self.state is not _OPENED or channel > self.peer_channel_max or n > 32:
             return False
         # (transfer_fields_octets, inlined: the sending hot path)
-        fields = ((_UINT8[handle] if handle < 256 else b"\x70" + handle.to_bytes(4, "big"))
+        fields = ((_UINT8[handle] if handle < 256 else _pack_uint(0x70, handle))
                   + (_UINT8[delivery_id] if delivery_id < 256
-                     else b"\x70" + delivery_id.to_bytes(4, "big"))
-                  + b"\xa0" + bytes((len(tag),)) + tag
+                     else _pack_uint(0x70, delivery_id))
+                  + _VBIN8[n] + tag
                   + (_UINT8[message_format] if message_format < 256
-                     else b"\x70" + message_format.to_bytes(4, "big"))
+                     else _pack_uint(0x70, message_format))
                   + (b"\x41" if settled else b"\x42"))
-        if 14 + len(fields) + len(payload) > self.peer_max_frame_size:
+        n = len(fields)
+        size = 14 + n + len(payload)
+        if size > self.peer_max_frame_size:
             return False
-        out = self._out  # (framing.encode_frame's octets for these fields: a test checks)
-        out += _pack_head(14 + len(fields) + len(payload), 2, 0, channel)
-        out += b"\x00\x53\x14\xc0"
-        out.append(len(fields) + 1)
-        out.append(5)
+        # (framing.encode_frame's octets for these fields: a test checks)
+        out = self._out
+        out += _pack_transfer_head(size, 2, 0, channel, 0x005314C0, n + 1, 5)
         out += fields
         out += payload
         self._clock.last_out = self._now

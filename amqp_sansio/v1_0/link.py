@@ -149,11 +149,15 @@ class LinkStep:
     frames changed.  ``events`` is the list the step's events go to (the
     connection's).
     ``writable``: the session can write (else a link that must detach ends
-    its session instead)."""
+    its session instead).  ``sent``: what a ``send()`` did -- a delivery's
+    first transfer, the step's one frame (the common step, said apart so
+    that its session finds it with one look)."""
 
-    __slots__ = ("frames", "events", "booked", "forgotten", "gone", "writable", "receiving")
+    __slots__ = ("frames", "events", "booked", "forgotten", "gone", "writable", "receiving",
+                 "sent")
 
     def __init__(self, events: list[Event], writable: bool = True) -> None:
+        self.sent: tuple[Delivery, bytes, bool, int] | None = None
         self.frames: list[Any] = []
         #: Octets of unfinished incoming deliveries the link holds more (or,
         #: negative, fewer) after this step (the connection's buffered input).
@@ -187,22 +191,24 @@ class Delivery:
                  "resumed", "size")
 
     def __init__(self, link: Link, delivery_id: int, tag: bytes, message_format: int,
-                 outgoing: bool) -> None:
+                 outgoing: bool, complete: bool = False, settled: bool = False,
+                 state: DeliveryState | None = None, batchable: bool = False,
+                 resumed: bool = False, size: int = 0) -> None:
         self.link = link
         self.id = delivery_id  # (an outgoing one's is set by its session as it goes)
         self.tag = tag
         self.message_format = message_format
         self.outgoing = outgoing
-        self.settled = False
-        self.state: Any = None
+        self.settled = settled
+        self.state: Any = state
         self.remote_settled = False
         self.remote_state: Any = None
         self.aborted = False
-        self.complete = outgoing
+        self.complete = complete  # (a received one's when its last frame came)
         self.frames = 0
-        self.batchable = False
-        self.resumed = False  # a delivery of an earlier incarnation of the link, resumed
-        self.size = 0  # octets of the message so far
+        self.batchable = batchable
+        self.resumed = resumed  # a delivery of an earlier incarnation of the link, resumed
+        self.size = size  # octets of the message so far
 
     def __repr__(self) -> str:
         return (f"Delivery(id={self.id}, tag={self.tag!r}, settled={self.settled}, "
@@ -418,6 +424,8 @@ class Link(Endpoint[LinkState]):
                 raise local_error(f"link {self.name!r}: snd-settle-mode unsettled: no pre-settled "
                                   "deliveries")
             settled = bool(settled and resume)
+        elif settled is None:  # (mixed: the sender's choice, unsettled unless it says)
+            settled = False
         limit = ra.max_message_size if ra is not None else None
         if limit and len(payload) > limit:
             raise local_error(f"a message of {len(payload)} octets exceeds the peer's "
@@ -436,14 +444,9 @@ class Link(Endpoint[LinkState]):
             raise local_error(f"message-format {message_format} is outside [0, 2**32-1]")
         if type(payload) is not bytes:
             payload = bytes(payload)
-        d = Delivery(self, 0, tag, message_format, True)
-        d.settled = bool(settled)
-        d.state = state
-        d.batchable = batchable
-        d.resumed = resume
-        d.size = len(payload)
-        d.complete = not more
-        self._owner.run_link(self, "send()", (d, payload, more))
+        d = Delivery(self, 0, tag, message_format, True, not more, settled, state, batchable,
+                     resume, len(payload))
+        self._owner.run_link(self, "send()", (d, payload, more, 0))  # (the step's frame as is)
         return d
 
     def send_more(self, d: Delivery, payload: bytes, *, more: bool = False) -> None:
@@ -886,15 +889,15 @@ class Link(Endpoint[LinkState]):
         return stay
 
 
-    def _send(self, arg: tuple[Delivery, bytes, bool], step: LinkStep) -> None:
-        d, payload, more = arg
+    def _send(self, part: tuple[Delivery, bytes, bool, int], step: LinkStep) -> None:
+        d = part[0]
         if not d.settled:
             self.unsettled_deliveries[d.tag] = d
         self.credit -= 1
         self.delivery_count = (self.delivery_count + 1) & _MASK
-        if more:
+        if part[2]:
             self._outgoing = d
-        step.frames.append((d, payload, more, 0))
+        step.sent = part
 
 
     def _send_more(self, arg: tuple[Delivery, bytes, bool], step: LinkStep) -> None:

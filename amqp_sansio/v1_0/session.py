@@ -349,20 +349,26 @@ class Session(Endpoint[SessionState]):
         if self.state not in _WRITABLE or not self._owner.can_write():
             raise local_error(f"link {link.name!r}: its session can no longer write "
                               f"(state {self.state.name})")
-        step = self._step  # (one a session: no input of a link's runs inside another's)
-        if step.frames:
-            step.frames.clear()  # (left by a call that raised)
-        step.events = self._owner.events
-        step.booked = step.forgotten = None
-        step.gone = False
-        process_input(link, LINK_MACHINE, inp, arg, step)
-        frames = step.frames
-        if (len(frames) == 1 and type(f := frames[0]) is tuple and step.forgotten is None
-                and not step.gone):
-            self._transfer_out(link, f)  # (a send's one transfer: _carry_out's case, inlined)
-        else:
-            self._carry_out(link, step)
-        frames.clear()
+        step = self._step  # (one a session: no input of a link's runs inside another's;
+        step.events = self._owner.events  # it is left empty, whatever happened)
+        try:
+            process_input(link, LINK_MACHINE, inp, arg, step)
+            sent = step.sent
+            if sent is not None:  # (a send: its delivery's first transfer, nothing else)
+                step.sent = None
+                self._transfer_out(link, sent)
+            else:
+                self._carry_out(link, step)
+                step.frames.clear()  # (the one step is left as it was found)
+                step.forgotten = None
+                step.gone = False
+                step.receiving = 0
+        except BaseException:
+            step.sent = step.forgotten = None
+            step.frames.clear()
+            step.gone = False
+            step.receiving = 0
+            raise
 
     # -- the peer's frames (the connection's) --------------------------------------------
     def receive(self, inp: str, arg: object) -> None:
