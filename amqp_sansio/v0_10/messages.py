@@ -19,10 +19,10 @@ import datetime as _dt
 import functools
 import uuid
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from ..errors import LocalProtocolError
-from ..message import Message, id_octets, id_of_text
+from ..message import Id, Message, id_octets, id_of_text
 from ..serial import SequenceSet
 from ._specbase import Struct
 from .events import MessageReceived
@@ -43,7 +43,7 @@ X_091 = "x-amqp-0-9-1-"
 _PERSISTENT = 2
 
 
-def _message_id(v: Any, headers: dict[str, Any]) -> uuid.UUID | None:
+def _message_id(v: Id | None, headers: dict[str, Any]) -> uuid.UUID | None:
     """0-10's message-id is a UUID: another id travels in a header."""
     if v is None or isinstance(v, uuid.UUID):
         return v
@@ -89,7 +89,7 @@ def structs_of(msg: Message, *, lenient: bool = False,
     return dp, make_mp(**fields)
 
 
-def _seconds(v: Any) -> int | None:
+def _seconds(v: _dt.datetime | int | None) -> int | None:
     if v is None:
         return None
     if isinstance(v, _dt.datetime):
@@ -99,7 +99,7 @@ def _seconds(v: Any) -> int | None:
     return int(v)
 
 
-def fields_of(dp: Any, mp: Any) -> dict[str, Any]:
+def fields_of(dp: DeliveryProperties | None, mp: MessageProperties | None) -> dict[str, Any]:
     """The :class:`Message` fields 0-10 header structs say (no body; the
     routing key and exchange are the delivery's).  The ``x-amqp-0-9-1-``
     headers turn back into their fields (a 0-9-1 -> 0-10 -> 0-9-1 trip
@@ -123,7 +123,7 @@ def fields_of(dp: Any, mp: Any) -> dict[str, Any]:
                 lifted[name] = v
     if message_id is None:
         message_id = lifted.get("message-id")
-    app_id = mp.app_id
+    app_id: bytes | str | None = mp.app_id
     if isinstance(app_id, bytes):
         with contextlib.suppress(UnicodeDecodeError):
             app_id = app_id.decode("utf-8")
@@ -240,7 +240,8 @@ def from_event(e: MessageReceived) -> Message:
     )
 
 
-_MISSING: Any = object()
+_MISSING = object()  # (pop without a default: KeyError)
+_T = TypeVar("_T")
 
 
 class Rejections(Mapping[int, tuple[int, "str | None"]]):
@@ -286,7 +287,13 @@ class Rejections(Mapping[int, tuple[int, "str | None"]]):
         return "Rejections({})".format(
             ", ".join(f"{ids!r}: {(code, text)!r}" for ids, code, text in self._entries))
 
-    def pop(self, cid: int, default: Any = _MISSING) -> Any:
+    @overload
+    def pop(self, cid: int) -> tuple[int, str | None]: ...
+
+    @overload
+    def pop(self, cid: int, default: _T) -> tuple[int, str | None] | _T: ...
+
+    def pop(self, cid: int, default: object = _MISSING) -> object:
         for n, (ids, code, text) in enumerate(self._entries):
             if cid in ids:
                 ids.discard(cid)

@@ -265,13 +265,17 @@ MakeDelivery = Callable[["ClientChannel", "ClientSubscription[D] | None", bool,
                          ev.MessageReceived], D]
 
 
+#: What answers a request: the reply method, or basic.get's message.
+Reply = Method | ev.MessageReceived
+
+
 class _Call:
     """A request awaiting its reply; ``then`` runs with the reply."""
 
     __slots__ = ("request", "pending", "then")
 
     def __init__(self, request: Method, pending: Pending[Any],
-                 then: Callable[[Any], Any] | None) -> None:
+                 then: Callable[[Reply], Any] | None) -> None:
         self.request = request
         self.pending = pending
         self.then = then
@@ -338,7 +342,7 @@ class ClientChannel(base.ClientSessionBase["ClientSubscription[Any]"]):
             self.check()  # the channel or connection died: say that instead
             raise
 
-    def execute(self, method: Method, then: Callable[[Any], Any] | None = None,
+    def execute(self, method: Method, then: Callable[[Reply], Any] | None = None,
                 ) -> Pending[Any]:
         """Send ``method``; answered with its reply (None at once for methods
         without one)."""
@@ -347,7 +351,8 @@ class ClientChannel(base.ClientSessionBase["ClientSubscription[Any]"]):
             return base.done(None)
         return self._call(method, then)
 
-    def _call(self, method: Method, then: Callable[[Any], Any] | None = None) -> Pending[Any]:
+    def _call(self, method: Method, then: Callable[[Reply], Any] | None = None
+              ) -> Pending[Any]:
         p: Pending[Any] = self.track(Pending())
         self._calls[id(method)] = _Call(method, p, then)
         return p
@@ -583,7 +588,7 @@ class ClientChannel(base.ClientSessionBase["ClientSubscription[Any]"]):
         """``basic.get``: answered with a delivery, or None if the queue is empty."""
         ack = base.accept_mode(accept_mode) is AcceptMode.EXPLICIT
 
-        def reply(r: Any) -> D | None:
+        def reply(r: Reply) -> D | None:
             if isinstance(r, ev.MessageReceived):
                 return make_delivery(self, None, ack, r)
             return None
@@ -684,7 +689,7 @@ class ClientChannel(base.ClientSessionBase["ClientSubscription[Any]"]):
             return
         self._answered(call, e.method)
 
-    def _answered(self, call: _Call, reply: Any) -> None:
+    def _answered(self, call: _Call, reply: Reply) -> None:
         self._pending.discard(call.pending)
         value = call.then(reply) if call.then is not None else reply
         call.pending.resolve(value)
@@ -839,7 +844,7 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
             return None
         self.cancelled = True
 
-        def done(reply: Any) -> Any:
+        def done(reply: Reply) -> Reply:
             ch.subs.pop(self.destination, None)
             return reply
 

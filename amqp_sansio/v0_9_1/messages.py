@@ -15,6 +15,7 @@ from __future__ import annotations
 __all__ = ["Message", "to_properties", "properties_of", "fields_of", "to_publish",
            "from_event"]
 
+import datetime as _dt
 from typing import Any, cast
 
 from ..errors import LocalProtocolError
@@ -111,10 +112,10 @@ def _int(v: str | None) -> int | None:
     return int(v)
 
 
-def _seconds(v: Any) -> int | None:
+def _seconds(v: _dt.datetime | int | None) -> int | None:
     if v is None:
         return None
-    if hasattr(v, "timestamp"):  # a datetime (the codec's Typed timestamps are ints)
+    if isinstance(v, _dt.datetime):  # (the codec's Typed timestamps are ints)
         return int(v.timestamp())
     return int(v)
 
