@@ -1,6 +1,6 @@
 """The AMQP 0-9 connection: 0-9-1's, speaking 0-9's method table.
 
-The state machines (:data:`CONNECTION_TRANSITIONS`, the channel's table),
+The state machines (the connection's and the channel's tables),
 the handshake, tuning, heartbeats and the error rules are 0-9-1's
 (:mod:`amqp_sansio.v0_9_1.connection`); only :attr:`Connection.TABLE`
 differs: the header ``AMQP 1 1 0 9``, 0-9's methods (file, stream, access,
