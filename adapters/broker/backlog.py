@@ -56,15 +56,15 @@ class Backlog(Generic[M]):
     def __init__(self) -> None:
         self._items: list[M | _Gone | None] = []
         self._head = 0
-        self._count = 0
+        self.count = 0  # (len(); read as an attribute on hot paths: no call)
         self.octets = 0
         self.body_octets = 0  # (x-max-length-bytes counts bodies, as RabbitMQ does)
 
     def __len__(self) -> int:
-        return self._count
+        return self.count
 
     def __bool__(self) -> bool:
-        return self._count > 0
+        return self.count > 0
 
     def __iter__(self) -> Iterator[M]:
         for m in self._items[self._head:]:
@@ -72,7 +72,7 @@ class Backlog(Generic[M]):
                 yield m
 
     def __repr__(self) -> str:
-        return f"Backlog({self._count} messages, {self.octets} octets)"
+        return f"Backlog({self.count} messages, {self.octets} octets)"
 
     def first(self) -> M | None:
         items = self._items
@@ -99,7 +99,7 @@ class Backlog(Generic[M]):
 
     def append(self, m: M) -> None:
         items = self._items
-        if not self._count:
+        if not self.count:
             self._items, self._head = [m], 0  # tombstones ordered before it go
             self._added(m)
         elif (last := items[-1]) is not None and last.seq >= m.seq:
@@ -133,10 +133,10 @@ class Backlog(Generic[M]):
         items[self._head] = None
         self._head += 1
         m.queued = False
-        self._count -= 1
+        self.count -= 1
         self.octets -= m.octets
         self.body_octets -= m.size
-        if len(items) > 64 and len(items) > 2 * self._count + 32:
+        if len(items) > 64 and len(items) > 2 * self.count + 32:
             self._compact()
 
     def remove(self, m: M) -> bool:
@@ -205,19 +205,19 @@ class Backlog(Generic[M]):
 
     def _added(self, m: M) -> None:
         m.queued = True
-        self._count += 1
+        self.count += 1
         self.octets += m.octets
         self.body_octets += m.size
 
     def _removed(self, m: M) -> None:
         m.queued = False
-        self._count -= 1
+        self.count -= 1
         self.octets -= m.octets
         self.body_octets -= m.size
 
     def _compact(self) -> None:
         items = self._items
-        if len(items) > 64 and len(items) > 2 * self._count + 32:
+        if len(items) > 64 and len(items) > 2 * self.count + 32:
             self._items = [m for m in items[self._head:]
                        if m is not None and not isinstance(m, _Gone)]
             self._head = 0

@@ -153,7 +153,7 @@ class Durability:
 
     def forget(self, m: QMsg) -> None:
         """``m`` is no longer the broker's to keep (accepted, dropped...)."""
-        if m.stored and self.store is not None:
+        if self.store is not None and m.stored:  # (no store: no look at the flag)
             self.store.delete_message(m.seq)
             m.stored = False
 

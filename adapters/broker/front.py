@@ -134,7 +134,8 @@ class FrontEnd:
     def output_room(self) -> bool:
         """May a delivery be written now?  When not, the subscriptions wait
         until the peer reads (``data_to_send`` offers them more then)."""
-        if self.output_full:
+        # (output_full, inline: asked once per delivery)
+        if self.queued_output + self._last_taken > self.broker.limits.output_buffered:
             self._was_full = True
             return False
         return True

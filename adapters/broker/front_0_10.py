@@ -135,7 +135,7 @@ class Consumer010(Consumer):
 
     def ready(self) -> bool:
         s = self.session
-        return self.state.may_deliver(s) and s.credit(self.destination) is not None
+        return self.state.may_deliver(s) and self.destination in s.credits
 
     def offer(self, q: QueueState, msg: QMsg) -> bool:
         s = self.session

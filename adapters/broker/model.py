@@ -1044,7 +1044,8 @@ class Broker:
             return
         ring = q.ready
         idle = 0
-        while q.messages and ring:
+        messages = q.messages
+        while messages.count and ring:
             c = ring[0]
             if c.parked or not c.ready():
                 ring.popleft()
@@ -1076,9 +1077,10 @@ class Broker:
             i += n
 
     def _offer(self, q: QueueState, c: Consumer) -> bool:
-        due = q.next_expiry
-        if due is not None and self.now > due:
-            self.drop_expired(q)
+        if q.ttls:  # (most queues hold no message with a ttl)
+            due = q.next_expiry
+            if due is not None and self.now > due:
+                self.drop_expired(q)
         msg: QMsg | None
         wants = c.wants
         if not c.browsing:

@@ -118,16 +118,16 @@ class PriorityBacklog(Generic[M]):
         self._levels: list[Backlog[M]] = [Backlog() for _ in range(levels)]
         self._level_of = level_of
         self._top = -1  # no level above this one holds a message
-        self._count = 0
+        self.count = 0
 
     def __len__(self) -> int:
-        return self._count
+        return self.count
 
     def __bool__(self) -> bool:
-        return self._count > 0
+        return self.count > 0
 
     def __repr__(self) -> str:
-        return f"PriorityBacklog({len(self._levels)} levels, {self._count} messages)"
+        return f"PriorityBacklog({len(self._levels)} levels, {self.count} messages)"
 
     def __iter__(self) -> Iterator[M]:
         for b in reversed(self._levels[:self._top + 1]):
@@ -143,16 +143,22 @@ class PriorityBacklog(Generic[M]):
 
     def _highest(self) -> Backlog[M] | None:
         levels = self._levels
-        while self._top >= 0:
-            b = levels[self._top]
-            if b:
+        top = self._top
+        while top >= 0:
+            b = levels[top]
+            if b.count:
+                self._top = top
                 return b
-            self._top -= 1
+            top -= 1
+        self._top = top
         return None
 
     def first(self) -> M | None:
-        b = self._highest()
-        return None if b is None else b.first()
+        top = self._top
+        if top >= 0 and (b := self._levels[top]).count:  # (the usual case: no call)
+            return b.first()
+        b2 = self._highest()
+        return None if b2 is None else b2.first()
 
     def after(self, seq: int) -> Iterator[M]:
         return heapq.merge(*(b.after(seq) for b in self._levels[:self._top + 1]), key=_seq)
@@ -163,7 +169,7 @@ class PriorityBacklog(Generic[M]):
     def append(self, m: M) -> None:
         i = self._level(m)
         self._levels[i].append(m)
-        self._count += 1
+        self.count += 1
         if i > self._top:
             self._top = i
 
@@ -171,19 +177,21 @@ class PriorityBacklog(Generic[M]):
         b = self._highest()
         if b is None:
             raise IndexError("pop from an empty backlog")
-        self._count -= 1
+        self.count -= 1
         return b.popleft()
 
     def popleft_if(self, m: M) -> bool:
-        b = self._highest()
+        top = self._top
+        b = (self._levels[top] if top >= 0 and self._levels[top].count
+             else self._highest())
         if b is not None and b.popleft_if(m):
-            self._count -= 1
+            self.count -= 1
             return True
         return False
 
     def remove(self, m: M) -> bool:
         if self._levels[self._level(m)].remove(m):
-            self._count -= 1
+            self.count -= 1
             return True
         return False
 
@@ -193,7 +201,7 @@ class PriorityBacklog(Generic[M]):
             by.setdefault(self._level(m), []).append(m)
         for i, ms in by.items():
             self._levels[i].put_back(ms)
-            self._count += len(ms)
+            self.count += len(ms)
             if i > self._top:
                 self._top = i
 
@@ -201,5 +209,5 @@ class PriorityBacklog(Generic[M]):
         out: list[M] = []
         for b in reversed(self._levels[:self._top + 1]):
             out += b.clear()
-        self._count, self._top = 0, -1
+        self.count, self._top = 0, -1
         return out
