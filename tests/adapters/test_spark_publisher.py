@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from embedded_broker import guest_url
 
 from amqp_sansio.message import Message
-from amqp_sansio_broker import Broker
-from amqp_sansio_socket import Server, connect
+from amqp_sansio_socket import connect
 from amqp_sansio_spark.convert import Bodies, bodies_from_columns, messages_from_columns
 from amqp_sansio_spark.options import parse_write_options
 from amqp_sansio_spark.pipeline import with_protocol
@@ -27,10 +27,8 @@ PROTOCOLS = ("0-10", "0-9-1", "1.0")
 
 @pytest.fixture(scope="module")
 def url() -> Iterator[str]:
-    broker = Broker()
-    with Server(broker.connection, "127.0.0.1", 0) as server:
-        host, port = server.address
-        yield f"amqp://guest:guest@{host}:{port}"
+    with guest_url() as u:
+        yield u
 
 
 def _declared(url: str, protocol: str) -> tuple[str, str]:

@@ -9,19 +9,17 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from embedded_broker import guest_url
 
-from amqp_sansio_broker import Broker
-from amqp_sansio_socket import Server, connect
+from amqp_sansio_socket import connect
 from amqp_sansio_spark.pipeline import with_protocol
 from amqp_sansio_spark.queues import messages_in, queue_address
 
 
 @pytest.fixture(scope="module")
 def url() -> Iterator[str]:
-    broker = Broker()
-    with Server(broker.connection, "127.0.0.1", 0) as server:
-        host, port = server.address
-        yield f"amqp://guest:guest@{host}:{port}"  # the embedded broker's default user
+    with guest_url() as u:
+        yield u
 
 
 @pytest.mark.parametrize("protocol", ["0-10", "0-9-1", "1.0"])

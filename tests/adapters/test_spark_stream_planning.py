@@ -14,10 +14,10 @@ import pytest
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
+from embedded_broker import guest_url  # noqa: E402
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows  # noqa: E402
 
-from amqp_sansio_broker import Broker  # noqa: E402
-from amqp_sansio_socket import Server, connect  # noqa: E402
+from amqp_sansio_socket import connect  # noqa: E402
 from amqp_sansio_spark.options import parse_stream_read_options  # noqa: E402
 from amqp_sansio_spark.reader import read_schema  # noqa: E402
 from amqp_sansio_spark.stream_reader import AmqpStreamPartition, AmqpStreamReader  # noqa: E402
@@ -25,10 +25,8 @@ from amqp_sansio_spark.stream_reader import AmqpStreamPartition, AmqpStreamReade
 
 @pytest.fixture(scope="module")
 def url() -> Iterator[str]:
-    broker = Broker()
-    with Server(broker.connection, "127.0.0.1", 0) as server:
-        host, port = server.address
-        yield f"amqp://guest:guest@{host}:{port}"
+    with guest_url() as u:
+        yield u
 
 
 def reader(url: str, queue: str, **opts: str) -> AmqpStreamReader:

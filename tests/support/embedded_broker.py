@@ -17,3 +17,11 @@ def running(broker: Broker) -> Iterator[tuple[str, int]]:
         yield host, port
     finally:
         stop()
+
+
+@contextlib.contextmanager
+def guest_url(broker: Broker | None = None) -> Iterator[str]:
+    """``amqp://guest:guest@host:port`` of ``broker`` (default: a new one,
+    whose default user is guest) for the length of the ``with``."""
+    with running(broker if broker is not None else Broker()) as (host, port):
+        yield f"amqp://guest:guest@{host}:{port}"
