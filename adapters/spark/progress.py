@@ -110,7 +110,8 @@ class Progress:
             parts.append(f"{n} rows so far ({n / elapsed if elapsed > 0 else 0:.0f} rows/s)")
         try:
             done, total = task_progress(self.spark, self.group)
-            parts.append(f"{done} of {total} tasks done")
+            # no task yet: Spark is still planning the stage's job
+            parts.append(f"{done} of {total} tasks done" if total else "no task started yet")
         except Exception:  # Spark is stopping: say what there is
             pass
         parts.append(f"{elapsed:.0f} s")

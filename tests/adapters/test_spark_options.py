@@ -202,3 +202,27 @@ def test_cause_finds_the_task_error_in_a_spark_exception() -> None:
     assert cause(java) == "AmqpWriteError: partition 1: sent 3 messages"
     assert cause(ValueError("no traceback here")) == "ValueError: no traceback here"
     assert cause(RuntimeError("x\nKeyError: 'k'")) == "KeyError: 'k'"
+
+
+def test_progress_line_before_and_after_tasks_are_known(monkeypatch: pytest.MonkeyPatch,
+                                                        ) -> None:
+    """A stage's progress line says its rows and rate, and its tasks once
+    Spark has planned them (before that: that none started)."""
+    from types import SimpleNamespace
+
+    from amqp_sansio_spark import progress
+    from amqp_sansio_spark.progress import Progress
+
+    monkeypatch.setattr(progress, "time", SimpleNamespace(monotonic=lambda: 1010.0))
+
+    stages: list[Any] = []
+    tracker = SimpleNamespace(
+        getJobIdsForGroup=lambda g: [1] if stages else [],
+        getJobInfo=lambda j: SimpleNamespace(stageIds=[7]),
+        getStageInfo=lambda s: stages[0])
+    spark = SimpleNamespace(sparkContext=SimpleNamespace(statusTracker=lambda: tracker))
+    p = Progress(lambda s: None, "publish", spark, "g", rows=lambda: 500)
+    p._t0 = 1000.0
+    assert p.line() == "[publish] ... 500 rows so far (50 rows/s), no task started yet, 10 s"
+    stages.append(SimpleNamespace(numCompletedTasks=1, numTasks=4))
+    assert p.line() == "[publish] ... 500 rows so far (50 rows/s), 1 of 4 tasks done, 10 s"
