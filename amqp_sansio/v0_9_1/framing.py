@@ -306,6 +306,9 @@ class _Partial:
     properties_data: bytes = b""
 
 
+_BASIC_PUBLISH = 60 << 16 | 40  # (0-9 and 0-9-1 alike)
+
+
 class Decoder:
     """Bytes -> :data:`Item` values: frames checked, methods decoded,
     content assembled per channel.  ``methods`` and ``properties`` are the
@@ -324,6 +327,10 @@ class Decoder:
         #: the octets); otherwise they are decoded anew each time.
         self.shared_properties = shared_properties
         self._last_props: tuple[int, bytes, Properties] | None = None
+        #: The last basic.publish decoded and its octets: one whose octets
+        #: repeat them (a publisher's loop) is the same method again -- it is
+        #: frozen, its fields immutable, so nobody can tell.
+        self._last_publish: tuple[bytes, Method] | None = None
         self.frames = FrameDecoder(max_frame_size)
         self.max_body_size = max_body_size
         self.profile = profile
@@ -391,8 +398,14 @@ class Decoder:
                     at = base + pos
                     payload = buf[pos + 7:stop]
                     pos = stop + 1  # consumed even if it fails, as on the general path
-                    m = decode_method(payload, self.profile, offset=at, channel=ch,
-                                      methods=self.methods)
+                    last = self._last_publish
+                    if last is not None and last[0] == payload:
+                        m = last[1]
+                    else:
+                        m = decode_method(payload, self.profile, offset=at, channel=ch,
+                                          methods=self.methods)
+                        if m.INDEX == _BASIC_PUBLISH:
+                            self._last_publish = (bytes(payload), m)
                     if not m.CONTENT:
                         yield MethodItem(ch, m)
                         continue

@@ -345,3 +345,23 @@ def test_shared_properties_hand_a_repeated_header_the_same_object(shared: bool) 
     got = [item.properties for item in dec.feed(data)]
     assert got == [alike, alike, other, alike]
     assert (got[1] is got[0]) is shared and got[2] is not got[1] and got[3] is not got[0]
+
+
+def test_a_repeated_publish_is_the_same_frozen_method() -> None:
+    """A basic.publish whose octets repeat the last one's is the same method
+    object (frozen, immutable fields); other octets, and other methods, are
+    decoded anew; the content each carries is its own."""
+    a = spec.BasicPublish(exchange="", routing_key="q")
+    b = spec.BasicPublish(exchange="", routing_key="r", mandatory=True)
+    props = spec.BasicProperties(content_type="text/plain")
+    data = b"".join(encode_content(1, m, props, body, 1 << 16)
+                    for m, body in ((a, b"1"), (a, b"2"), (b, b"3"), (a, b"4")))
+    declare = spec.QueueDeclare(queue="q", arguments={"x": 1})
+    data += encode_method(1, declare) * 2
+    items = list(Decoder(1 << 16).feed(data))
+    methods = [item.method for item in items]
+    assert methods == [a, a, b, a, declare, declare]
+    assert [item.body for item in items[:4]] == [b"1", b"2", b"3", b"4"]
+    assert methods[1] is methods[0] and methods[2] is not methods[1]
+    assert methods[3] is not methods[0]  # (one kept: the last)
+    assert methods[5] is not methods[4]  # a table is mutable: never shared
