@@ -14,7 +14,7 @@ import asyncio
 import random
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -23,17 +23,22 @@ import trio
 from certs import make_ca, needs_openssl
 from cutting_proxy import cutting_proxy
 from embedded_broker import running
+from pair_0_10 import names
 from rabbitmq import Node
 
 import amqp_sansio_asyncio
 import amqp_sansio_trio
 from amqp_sansio.message import Message
+from amqp_sansio.v0_10.connection import Connection as CoreConnection
+from amqp_sansio.v0_10.connection import Role, ServerConfig
 from amqp_sansio_asyncio import (
+    HIGH_WATER,
     AMQPError,
     AuthenticationError,
     ConnectError,
     ConnectionClosedError,
     ExecutionError,
+    HeartbeatTimeoutError,
     SessionError,
     client_0_9_1,
     client_1_0,
@@ -305,6 +310,88 @@ def test_amqps_checks_the_certificate(tmp_path: Path) -> None:
             run(unchecked)
     finally:
         stop()
+
+
+# ---------------------------------------------------------------- misbehaving peers
+async def _handshake(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                     heartbeat: int | None = None, *, sessions: int = 0) -> CoreConnection:
+    """A real 0-10 server-role core through its handshake (and, with
+    ``sessions``, until that many sessions are attached)."""
+    cfg = (ServerConfig() if heartbeat is None
+           else ServerConfig(heartbeat_min=heartbeat, heartbeat_max=heartbeat))
+    core = CoreConnection(Role.SERVER, cfg)
+    loop = asyncio.get_running_loop()
+    while core.state.name != "OPEN" or len(core.sessions) < sessions:
+        data = await reader.read(65536)
+        assert data, "the client went away during the handshake"
+        core.receive_data(data, loop.time())
+        writer.write(core.data_to_send())
+        await writer.drain()
+    return core
+
+
+def test_a_silent_peer_is_detected_by_the_heartbeat_timeout() -> None:
+    """A peer that completes the handshake, then never says anything: the
+    runtime's timer sends our heartbeats and fails the connection with
+    HeartbeatTimeoutError (from the waiting call and ``wait_closed``)."""
+    heard = bytearray()
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _handshake(reader, writer, heartbeat=1)
+        while data := await reader.read(65536):
+            heard.extend(data)
+        writer.close()
+
+    async def main() -> BaseException:
+        server = await asyncio.start_server(silent, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        async with server, open_connection(f"amqp://127.0.0.1:{port}?heartbeat=1") as conn:
+            assert conn.heartbeat == 1
+            with pytest.raises(HeartbeatTimeoutError):
+                async with conn.session() as s:  # never attached: the peer is silent
+                    await s.sync()
+            return await conn.wait_closed()
+
+    assert isinstance(run(main), HeartbeatTimeoutError)
+    assert names(bytes(heard)).count("connection.heartbeat") >= 1
+
+
+def test_a_publisher_waits_for_a_peer_that_does_not_read() -> None:
+    """A peer that completes the handshake, then stops reading: publishes
+    block with bounded buffered output (HIGH_WATER and the transport's)."""
+    body = b"z" * 100_000
+
+    async def deaf(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _handshake(reader, writer, sessions=1)
+        with suppress(asyncio.CancelledError):
+            await asyncio.sleep(LIMIT)  # never read again
+
+    async def main() -> int:
+        server = await asyncio.start_server(deaf, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        published = 0
+        async with open_connection(f"amqp://127.0.0.1:{port}", close_timeout=0.2) as conn:
+            async def publisher() -> None:
+                nonlocal published
+                s = await conn.attach("p")
+                while True:
+                    await s.publish(body, routing_key="q", wait=False)
+                    published += 1
+                    assert conn._outsize < HIGH_WATER + 2 * len(body)
+
+            task = asyncio.create_task(publisher())
+            stuck_at = -1
+            while published == 0 or published != stuck_at:  # until it blocks (LIMIT bounds it)
+                stuck_at = published
+                await asyncio.sleep(0.5)
+            assert not task.done()  # blocked, not buffering without bound
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        server.close()
+        return stuck_at
+
+    assert 0 < run(main) * len(body) < 64 * HIGH_WATER
 
 
 def _refusal_trio(url: str, protocol: str, q: str) -> BaseException:
