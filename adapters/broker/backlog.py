@@ -106,7 +106,10 @@ class Backlog(Generic[M]):
             self._insert(m)
         else:
             items.append(m)
-            self._added(m)
+            m.queued = True  # (_added, inline: once per enqueue)
+            self.count += 1
+            self.octets += m.octets
+            self.body_octets += m.size
 
     def popleft(self) -> M:
         m = self.first()

@@ -612,10 +612,12 @@ class Broker:
             due = self.now + opts.message_ttl / 1000
             if msg.expires is None or due < msg.expires:
                 msg.expires = due
-        msg.stored = self.durable.enqueued(q, msg)
+        if self.durable.store is not None:  # (no store: nothing is stored)
+            msg.stored = self.durable.enqueued(q, msg)
         q.messages.append(msg)
         self._arrived(msg)
-        self._note_expiry(q, msg)
+        if msg.expires is not None:
+            self._note_expiry(q, msg)
         self.stats["enqueued"] += 1
         self.dispatch(q)
         return True
@@ -689,7 +691,7 @@ class Broker:
         if levels is None:
             return Backlog()
         return PriorityBacklog(levels.levels,  # type: ignore[attr-defined]
-                               lambda m: levels(message_priority(m)))
+                               lambda m: levels(message_priority(m)))  # (once per enqueue)
 
     def _room_for_arguments(self, ns: VHost, octets: int) -> None:
         """ModelError if ``ns`` cannot keep ``octets`` more of arguments

@@ -88,8 +88,7 @@ _SEEN_KEPT, _SEEN_SIZE = 256, 1024
 def message_priority(m: QMsg) -> int | None:
     """``m``'s priority (None: it has none), read from its publisher's octets
     where it holds them."""
-    form = m.form
-    head = m.published_head(form)
+    form, head = m.own_head()
     if head is not None:
         seen = _SEEN.get(form)
         if seen is not None:
@@ -167,7 +166,7 @@ class PriorityBacklog(Generic[M]):
         return self._level_of(m)
 
     def append(self, m: M) -> None:
-        i = self._level(m)
+        i = self._level_of(m)
         self._levels[i].append(m)
         self.count += 1
         if i > self._top:

@@ -229,6 +229,16 @@ class QMsg:
                 return self._data[:h]
         return None
 
+    def own_head(self) -> tuple[str, bytes | None]:
+        """Its form and :meth:`published_head` in that form (one call)."""
+        form = _FORMS[(self._flags & _FORM_MASK) >> _FORM_SHIFT]
+        h = self._head
+        if type(h) is bytes:
+            return form, h
+        if type(h) is int:
+            return form, self._data[:h]
+        return form, None
+
     @property
     def wire(self) -> Wire:
         """Its properties (decoded from the publisher's octets when asked:
