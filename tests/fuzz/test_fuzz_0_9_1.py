@@ -198,6 +198,9 @@ class Responder:
         return out
 
     def _event(self, e: ev.Event) -> None:
+        if isinstance(e, ev.ChannelClosed):
+            self.confirm.pop(e.channel, None)  # a reopened channel starts unconfirmed
+            return
         if isinstance(e, ev.MessageReceived) and e.channel in self.confirm:
             self.confirm[e.channel] += 1
             self.conn.channel(e.channel).send(spec.BasicAck(delivery_tag=self.confirm[e.channel]))
