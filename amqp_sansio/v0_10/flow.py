@@ -56,14 +56,15 @@ class Credit:
         return self.octets is None or self.octets >= octets
 
     def debit(self, octets: int, destination: str) -> None:
-        if not self.can_send(octets):
+        messages, have = self.messages, self.octets  # (can_send, inline: once per transfer)
+        if (messages is not None and messages < 1) or (have is not None and have < octets):
             raise LocalProtocolError(
                 f"no credit for a {octets}-octet transfer to {destination!r} "
                 f"(messages={self.messages}, octets={self.octets})")
-        if self.messages is not None:
-            self.messages -= 1
-        if self.octets is not None:
-            self.octets -= octets
+        if messages is not None:
+            self.messages = messages - 1
+        if have is not None:
+            self.octets = have - octets
 
     def replenish(self, octets: int, transfers: int = 1) -> None:
         """Window mode: ``transfers`` transfers of ``octets`` in all were

@@ -437,7 +437,7 @@ class Session(Endpoint[SessionState]):
             self._results[cid] = result
         if credit is not None and credit.mode == 1:
             self._transfer_cost[cid] = (dest, cost)
-        self.next_out_id = serial_add(cid, 1)
+        self.next_out_id = (cid + 1) & _MASK  # (serial_add, inline: once per command)
         return cid
 
     def sync(self) -> int:

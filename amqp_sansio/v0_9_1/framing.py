@@ -307,6 +307,12 @@ class _Partial:
 
 
 _BASIC_PUBLISH = 60 << 16 | 40  # (0-9 and 0-9-1 alike)
+_BASIC_DELIVER = 60 << 16 | 60
+_MAX_TAG = (1 << 64) - 1
+#: The last basic.deliver encoded: (consumer tag, redelivered, exchange,
+#: routing key, profile), its octets before the delivery tag (the index
+#: included) and after it.  One tuple, read and replaced whole.
+_LAST_DELIVER: list[tuple[Any, bytes, bytes]] = [(None, b"", b"")]
 
 
 class Decoder:
@@ -647,8 +653,25 @@ def encode_content(channel: int, method: Method, properties: Properties | None,
     n = len(body)
     # All frames in one buffer; each header is written once its size is known.
     out = bytearray(7)
-    out += _pack_index(method.INDEX)
-    method.encode_into(method, out, profile)
+    if method.INDEX == _BASIC_DELIVER:
+        # A consumer's deliveries differ in their tag alone, mostly: the
+        # octets around it are the last delivery's if its fields were alike.
+        key = (method.consumer_tag, method.redelivered, method.exchange,  # type: ignore[attr-defined]
+               method.routing_key, profile)  # type: ignore[attr-defined]
+        tag = method.delivery_tag  # type: ignore[attr-defined]
+        last = _LAST_DELIVER[0]
+        if last[0] == key and type(tag) is int and 0 <= tag <= _MAX_TAG:
+            out += last[1]
+            out += tag.to_bytes(8, "big")
+            out += last[2]
+        else:
+            out += _pack_index(method.INDEX)
+            method.encode_into(method, out, profile)
+            at = 12 + out[11]  # (after the index and the consumer tag)
+            _LAST_DELIVER[0] = (key, bytes(out[7:at]), bytes(out[at + 8:]))
+    else:
+        out += _pack_index(method.INDEX)
+        method.encode_into(method, out, profile)
     size = len(out) - 7
     if size + FRAME_OVERHEAD > max_frame_size:
         raise LocalProtocolError(f"{method.NAME} frame of {size + FRAME_OVERHEAD} octets "

@@ -4,6 +4,7 @@ memory, and a fuzz test (checklist A.5 items 3-10, 20-24, 62-63)."""
 from __future__ import annotations
 
 import random
+import struct
 from typing import Any
 
 import pytest
@@ -365,3 +366,29 @@ def test_a_repeated_publish_is_the_same_frozen_method() -> None:
     assert methods[1] is methods[0] and methods[2] is not methods[1]
     assert methods[3] is not methods[0]  # (one kept: the last)
     assert methods[5] is not methods[4]  # a table is mutable: never shared
+
+
+def test_deliveries_alike_but_for_the_tag_encode_as_the_encoder_does() -> None:
+    """basic.deliver octets around the tag are reused from the last delivery
+    with the same other fields: every frame is what the method's own encoder
+    writes, whatever changed between them; a tag out of range is refused as
+    before, reused octets or not."""
+    props = spec.BasicProperties(content_type="text/plain")
+    runs = [("c1", False, "", "q"), ("c1", False, "", "q"), ("c1", True, "", "q"),
+            ("c2", False, "x", "k"), ("c1", False, "", "q"), ("ü" * 3, False, "é", "")]
+    tag = 0
+    for ctag, redelivered, exchange, key in runs:
+        for t in (tag, tag + 1, (1 << 64) - 1):
+            m = spec.BasicDeliver(consumer_tag=ctag, delivery_tag=t, redelivered=redelivered,
+                                  exchange=exchange, routing_key=key)
+            got = encode_content(1, m, props, b"body", 1 << 16)
+            (item,) = Decoder(1 << 16).feed(got)
+            assert item.method == m and item.body == b"body"
+            assert got.startswith(encode_method(1, m))
+        tag += 7
+    for bad in (-1, 1 << 64):
+        m = spec.BasicDeliver(consumer_tag="c1", delivery_tag=0, redelivered=False,
+                              exchange="", routing_key="q")
+        object.__setattr__(m, "delivery_tag", bad)  # (past the constructor's check)
+        with pytest.raises((LocalProtocolError, struct.error)):  # (the encoder's own)
+            encode_content(1, m, props, b"body", 1 << 16)
