@@ -428,7 +428,8 @@ class Consumer10(Consumer):
 def _delivery_payload(msg: QMsg) -> bytes:
     """The octets a delivery of ``msg`` carries (a resumed one too)."""
     secs: Sections10 = msg.wire.as_form(FORM_1_0)
-    return secs.render(msg.body, _delivery_header(secs, msg))
+    return secs.render(msg.body, _delivery_header(secs, msg) if msg.redelivered
+                       else secs.header)
 
 
 def _delivery_header(secs: Sections10, msg: QMsg) -> Header | None:
@@ -1160,9 +1161,10 @@ class Connection10(FrontEnd):
         if not d.settled:
             with contextlib.suppress(LocalProtocolError):
                 d.settle(state)
-        q = self.broker.queue_of(c)
-        if q is not None:
-            self._maybe_empty(q)
+        if self.svc.dynamic:  # (only a dynamic node may go when empty)
+            q = self.broker.queue_of(c)
+            if q is not None:
+                self._maybe_empty(q)
 
     def _settle(self, c: Consumer10, h: Held, state: Any) -> None:
         """An outcome for a delivery the broker made (51)."""
