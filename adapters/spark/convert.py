@@ -229,7 +229,7 @@ def messages_from_columns(opts: WriteOptions, columns: Mapping[str, Sequence[Any
 
 class Bodies:
     """A chunk's bodies when nothing else differs from row to row: the
-    message every row shares (:attr:`template`, its body empty) and the
+    message every row shares (``template``, its body empty) and the
     bodies, converted as they are taken -- counting those the consumer came
     back after (it published them) and their octets, so that a publisher
     that stops half-way knows how far it got."""
