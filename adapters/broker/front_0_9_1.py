@@ -786,10 +786,13 @@ class Connection091(FrontEnd):
         mapped onto one) and book its confirm; the caller returns it when
         unroutable and mandatory.  ``properties_data``: the octets
         ``properties`` came as (the model keeps and relays them)."""
-        self.login.check(self.ns.name, m, ACCESS_0_9_1)
+        ns = self.ns  # (once: looked up per publish)
+        self.login.check(ns.name, m, ACCESS_0_9_1)
         if m.immediate:
             raise _Fail(NOT_IMPLEMENTED, "immediate=true")
-        x = self._exchange(m.exchange)
+        x = ns.exchanges.get(m.exchange)
+        if x is None:
+            raise _Fail(NOT_FOUND, f"no exchange {m.exchange!r} in vhost {ns.name!r}")
         if x.internal:
             raise _Fail(ACCESS_REFUSED, f"cannot publish to internal exchange {x.name!r}")
         b = self.broker
