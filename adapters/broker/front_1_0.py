@@ -484,6 +484,7 @@ class Connection10(FrontEnd):
         self._accepts: dict[Link, list[Delivery]] = {}  # to settle accepted, batched
         self.credit_out = 0  # credit granted to its publishing links, not yet used
         self._low: dict[Link, None] = {}  # publishing links to top up after this read
+        self._used = 0  # credit its publishers used in this read (given back after it)
         #: Its publishing links waiting for room in its own credit (FIFO).
         self.waiting: dict[Link, None] = {}
         self.left: set[Terminus] = set()  # durable termini whose link left from here
@@ -557,6 +558,9 @@ class Connection10(FrontEnd):
             except LocalProtocolError as err:  # its session or link is ending meanwhile
                 log.debug("connection from %s: %s not answered: %s", self.who,
                           type(e).__name__, err)
+        if self._used:
+            used, self._used = self._used, 0
+            self._credit_back(used)
         if self._low:
             low, self._low = self._low, {}
             for link in low:
@@ -1046,7 +1050,7 @@ class Connection10(FrontEnd):
         pub = self.publishers.get(link)
         if pub is None:
             return
-        self._credit_back(1)
+        self._used += 1  # (given back once for the read: handle_events)
         try:
             self._take(pub, link, d, e.payload)
         finally:
