@@ -30,6 +30,14 @@ _NOTHING: Any = object()
 _BLOCK = 512
 
 
+def _cut(b: list[int], lo: int, hi: int) -> tuple[int, int, bool]:
+    """Where ``lo..hi`` starts and ends in block ``b`` (a slice), and whether
+    values after ``hi`` are in it (then no later block holds any inside)."""
+    j = bisect_left(b, lo) if b[0] < lo else 0
+    past = b[-1] > hi
+    return j, bisect_right(b, hi, j) if past else len(b), past
+
+
 class OrderedInts:
     """A sorted set of ints kept in blocks: append in order O(1), insert or
     remove anywhere O(log n + block), ``between`` O(log n + k)."""
@@ -97,26 +105,26 @@ class OrderedInts:
             del self._blocks[i]
             del mins[i]
 
-    def between(self, lo: int, hi: int) -> Iterator[int]:
-        """The values ``lo <= v <= hi``, ascending."""
-        mins, blocks = self._mins, self._blocks
-        i = max(0, bisect_right(mins, lo) - 1)
+    def between(self, lo: int, hi: int) -> list[int]:
+        """The values ``lo <= v <= hi``, ascending (a slice of each block
+        they are in)."""
+        blocks = self._blocks
+        out: list[int] = []
+        i = max(0, bisect_right(self._mins, lo) - 1)
         while i < len(blocks):
             b = blocks[i]
             if b[0] > hi:
-                return
-            j = bisect_left(b, lo) if b[0] < lo else 0
-            while j < len(b):
-                v = b[j]
-                if v > hi:
-                    return
-                yield v
-                j += 1
+                break
+            j, k, past = _cut(b, lo, hi)
+            out += b[j:k]
+            if past:
+                break
             i += 1
+        return out
 
     def take_between(self, lo: int, hi: int) -> list[int]:
-        """Remove and return the values ``lo <= v <= hi``, ascending (a slice
-        of each block they are in)."""
+        """Remove and return the values ``lo <= v <= hi``, ascending (as
+        :meth:`between` finds them)."""
         mins, blocks = self._mins, self._blocks
         out: list[int] = []
         i = max(0, bisect_right(mins, lo) - 1)
@@ -124,9 +132,7 @@ class OrderedInts:
             b = blocks[i]
             if b[0] > hi:
                 break
-            j = bisect_left(b, lo) if b[0] < lo else 0
-            past = b[-1] > hi  # (the values after hi are in this block)
-            k = bisect_right(b, hi, j) if past else len(b)
+            j, k, past = _cut(b, lo, hi)
             if j < k:
                 out += b[j:k]
                 del b[j:k]
@@ -247,7 +253,7 @@ class DeliveryBook(dict[int, V], Generic[V]):
             self._index()
         assert self._order is not None
         if not self.serial:
-            return list(self._order.between(first, last))
+            return self._order.between(first, last)
         lo = self._place(first)
         newest, newest_u = self._newest, self._newest_u
         return [(newest + (u - newest_u)) % _MOD for u in self._order.between(lo, lo + span)]
