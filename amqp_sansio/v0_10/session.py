@@ -477,6 +477,20 @@ class Session(Endpoint[SessionState]):
         """Mark incoming commands complete.  ``session.completed`` is written
         when the connection's output is next collected (at once for commands
         sent with the sync bit)."""
+        if type(ids) is int:  # (one command: a broker completes each publish)
+            outstanding = self._in_outstanding
+            if ids not in outstanding:
+                if ids in self._in_completed:
+                    return
+                raise LocalProtocolError(f"command {ids} was not received or is already known")
+            outstanding.discard(ids)
+            self._keep_completed_window(ids)
+            self._in_completed.add(ids)
+            self._in_sync.discard(ids)
+            self._completion_dirty = True
+            if self._sync_waiting:
+                self._check_barriers()
+            return
         # Read twice below (check, then apply): take any iterable once.
         ids = (ids,) if isinstance(ids, int) else list(ids)
         for i in ids:
