@@ -162,21 +162,30 @@ class SessionBase(SessionView[P]):
             await self._progress.park()
 
     async def _send_transfer(self, t: Any, wait: bool) -> int:
-        """Publish what the policy's ``transfer()`` made once it can go (the
-        writer keeping up, credit/window room), and wait for the broker's
-        answer if ``wait``; return its number in the session."""
+        """Publish what the policy's ``transfer()`` made: :meth:`_send_transfers`
+        of one; its number in the session."""
+        return (await self._send_transfers((t,), wait))[0]
+
+    async def _send_transfers(self, transfers: Iterable[Any], wait: bool) -> list[int]:
+        """Publish each of ``transfers`` (what the policy's ``transfer()`` or
+        ``transfers()`` made; taken one by one) once it can go (the writer
+        keeping up, credit/window room), and wait for the broker's answer if
+        ``wait``; return their numbers in the session."""
         p: Any = self._p  # (each protocol's session policy has can_publish/publish)
-        await self._pump.before_send()
-        while not p.can_publish(t):
-            self._pump.pull()
-            await self._progress.park()
-        sent: tuple[int, Pending[Any] | None] = p.publish(t, wait=wait)
-        n, answer = sent
-        if answer is None:
-            await self._pump.after_send()
-            return n
-        await self.wait_for(answer)
-        return n
+        numbers: list[int] = []
+        for t in transfers:
+            await self._pump.before_send()
+            while not p.can_publish(t):
+                self._pump.pull()
+                await self._progress.park()
+            sent: tuple[int, Pending[Any] | None] = p.publish(t, wait=wait)
+            n, answer = sent
+            numbers.append(n)
+            if answer is None:
+                await self._pump.after_send()
+            else:
+                await self.wait_for(answer)
+        return numbers
 
     async def _wait_while_busy(self, most: int = 0) -> None:
         await self._rt.checkpoint_if_cancelled()

@@ -178,6 +178,17 @@ class Session(SessionBase[v010.ClientSession], v010.SessionView):
         t = self._p.transfer(message, exchange, routing_key, confirm)
         return await self._send_transfer(t, confirm if wait is None else wait)
 
+    async def publish_many(self, bodies: Iterable[bytes],
+                           template: Message | bytes | str = b"", *, exchange: str = "",
+                           routing_key: str | None = None, wait: bool | None = None,
+                           confirm: bool = False) -> list[int]:
+        """:meth:`publish` of ``template`` (its body ignored) with each of
+        ``bodies`` as its body, in order -- the same publishes, mapped and
+        encoded once for all of them; their command ids.  Raising means the
+        messages from the one it raised for on were not sent."""
+        ts = self._p.transfers(template, bodies, exchange, routing_key, confirm)
+        return await self._send_transfers(ts, confirm if wait is None else wait)
+
     async def publish_resumable(self, message: Message | bytes | str, *, resume_id: str,
                                 exchange: str = "", routing_key: str | None = None,
                                 resume_ttl: int | None = None, confirm: bool = False) -> int:

@@ -48,6 +48,7 @@ __all__ = ["connection_policy", "Connection", "Session", "Subscription", "Delive
            "Returned"]
 
 import functools
+from collections.abc import Iterable
 from typing import Any
 
 from amqp_sansio.errors import LocalProtocolError
@@ -201,6 +202,19 @@ class Session(SessionBase[v091.ClientChannel], v091.SessionView):
         pub = self._p.transfer(message, exchange, routing_key, confirm, mandatory=mandatory,
                          properties=properties)
         return await self._send_transfer(pub, confirm if wait is None else wait)
+
+    async def publish_many(self, bodies: Iterable[bytes],
+                           template: Message | bytes | str = b"", *, exchange: str = "",
+                           routing_key: str | None = None, wait: bool | None = None,
+                           confirm: bool = False, mandatory: bool = False,
+                           properties: BasicProperties | None = None) -> list[int]:
+        """:meth:`publish` of ``template`` (its body ignored) with each of
+        ``bodies`` as its body, in order -- the same publishes, mapped once
+        for all of them; their numbers.  Raising means the messages from the
+        one it raised for on were not sent."""
+        pubs = self._p.transfers(template, bodies, exchange, routing_key, confirm,
+                                 mandatory=mandatory, properties=properties)
+        return await self._send_transfers(pubs, confirm if wait is None else wait)
 
     # -- consuming ---------------------------------------------------------------
     def subscribe(self, queue: str, *, prefetch: int | None = 100,

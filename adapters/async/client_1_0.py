@@ -188,6 +188,17 @@ class Session(SessionBase[v10.ClientSession], v10.SessionView):
         pub = self._p.transfer(message, exchange, routing_key, settled=settled)
         return await self._send_transfer(pub, confirm if wait is None else wait)
 
+    async def publish_many(self, bodies: Iterable[bytes],
+                           template: Message | bytes | str = b"", *, exchange: str = "",
+                           routing_key: str | None = None, wait: bool | None = None,
+                           confirm: bool = True, settled: bool = False) -> list[int]:
+        """:meth:`publish` of ``template`` (its body ignored) with each of
+        ``bodies`` as its body, in order -- the same publishes, the sections
+        before the body encoded once; their numbers.  Raising means the
+        messages from the one it raised for on were not sent."""
+        pubs = self._p.transfers(template, bodies, exchange, routing_key, settled=settled)
+        return await self._send_transfers(pubs, confirm if wait is None else wait)
+
     async def publish_stream(self, parts: Iterable[bytes], *, size: int, routing_key: str,
                              exchange: str = "", message: Message | None = None) -> int:
         """Send one message whose body (``size`` octets) comes from

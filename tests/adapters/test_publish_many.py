@@ -1,18 +1,20 @@
-"""``Session.publish_many`` of the blocking-socket adapter, in every
-protocol: the publishes ``publish`` would send one by one (the policy's
-``transfers`` are its ``transfer`` of each body, equal field for field),
-taking the same route (``_send_transfers``), each body delivered once and
-in order; a body source that fails stops it there, with what went before
-sent.  Against the embedded broker over loopback TCP; bounded by the
-adapter's timeouts."""
+"""``Session.publish_many`` of the blocking-socket adapter and of the async
+one (Trio, asyncio), in every protocol: the publishes ``publish`` would send
+one by one (the policy's ``transfers`` are its ``transfer`` of each body,
+equal field for field), taking the same route (``_send_transfers``), each
+body delivered once and in order; a body source that fails stops it there,
+with what went before sent.  Against the embedded broker over loopback TCP;
+bounded by the adapters' timeouts (the async ones by a 30 s limit)."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import trio
 
 from amqp_sansio.message import TYPE_AMQP_1_0, Message
 from amqp_sansio_broker.model import Broker
@@ -134,3 +136,50 @@ def test_a_failing_body_source_stops_there_what_went_before_is_sent(
                 got.extend(d.body for d in batch)
                 s.accept(batch)
         assert got == [b"b%d" % i for i in range(277)] + [b"after"]
+
+
+async def _async_round(open_connection: Any, url: str, protocol: str) -> list[Message]:
+    template = TEMPLATES["properties"]
+    bodies = [b"a%04d" % i for i in range(300)]
+    async with open_connection(url) as conn, conn.session() as s:
+        name = f"pm-{uuid.uuid4().hex[:8]}"
+        await s.declare_queue(name)
+        q = f"/queue/{name}" if protocol == "1.0" else name
+        numbers = await s.publish_many(iter(bodies), template, routing_key=q, wait=False)
+        assert len(numbers) == len(bodies) and numbers == sorted(set(numbers))
+        await s.wait_completed()
+        got: list[Message] = []
+        async with s.subscribe(q, prefetch=100) as sub:
+            async for d in sub:
+                got.append(d.message)
+                await d.accept()
+                if len(got) == len(bodies):
+                    break
+    assert [m.body for m in got] == bodies
+    return got
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("runtime", ["trio", "asyncio"])
+def test_the_async_adapters_publish_many_alike(broker: tuple[str, int], protocol: str,
+                                               runtime: str) -> None:
+    url = _url(broker, protocol)
+    if runtime == "trio":
+        from amqp_sansio_trio import open_connection as trio_open
+
+        async def on_trio() -> list[Message]:
+            with trio.fail_after(30):
+                return await _async_round(trio_open, url, protocol)
+
+        got = trio.run(on_trio)
+    else:
+        from amqp_sansio_asyncio import open_connection as asyncio_open
+
+        async def on_asyncio() -> list[Message]:
+            async with asyncio.timeout(30):
+                return await _async_round(asyncio_open, url, protocol)
+
+        got = asyncio.run(on_asyncio())
+    m = got[-1]
+    assert (m.content_type, m.priority, m.ttl, m.persistent, m.app_id) == (
+        "text/plain", 7, 60_000, True, "spark")
