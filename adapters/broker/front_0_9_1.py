@@ -169,7 +169,7 @@ class Consumer091(Consumer):
         if self.no_ack:
             b.front.broker.gone(msg)
         else:
-            b.hold(tag, b.front.broker.delivered(q, msg, consumer=self, tag=tag))
+            b.hold(tag, b.front.broker.delivered(q, msg, consumer=self, tag=tag), size)
         b.front.note_output(size + _DELIVERY_OVERHEAD)
         return True
 
@@ -215,9 +215,10 @@ class ChannelBooks:
         self.last_tag += 1
         return self.last_tag
 
-    def hold(self, tag: int, h: Held) -> None:
+    def hold(self, tag: int, h: Held, size: int = -1) -> None:
+        """Book delivery ``tag`` (``size``: its body's octets, if known)."""
         self.unacked[tag] = h
-        self.unacked_octets += h.msg.size
+        self.unacked_octets += h.msg.size if size < 0 else size
 
     def take(self, tag: int, multiple: bool) -> list[Held]:
         """The deliveries ``tag`` settles (``multiple``: every one up to it;
