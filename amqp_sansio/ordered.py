@@ -160,14 +160,17 @@ class DeliveryBook(dict[int, V], Generic[V]):
     ``lazy``: the index is built the first time a range is asked about that
     is wider than what is held (until then a range walks its ids, each a
     dict look-up), and kept from then on -- a book nobody asks wide ranges
-    of costs a dict's adds and removes.
+    of costs a dict's adds and removes.  While it is not ``indexed`` its
+    owner may add ids in order as to a dict (``dict.__setitem__``, in C: a
+    1.0 session's every send).
     """
 
-    __slots__ = ("serial", "_order", "_unwrapped", "_newest", "_newest_u")
+    __slots__ = ("serial", "indexed", "_order", "_unwrapped", "_newest", "_newest_u")
 
     def __init__(self, *, serial: bool = True, lazy: bool = False) -> None:
         super().__init__()
         self.serial = serial
+        self.indexed = not lazy
         self._order: OrderedInts | None = None if lazy else OrderedInts()
         self._unwrapped: dict[int, int] = {}  # serial id -> place on the line (indexed)
         self._newest = 0  # the id added last, and its place on the line
@@ -211,6 +214,17 @@ class DeliveryBook(dict[int, V], Generic[V]):
     def __delitem__(self, i: int) -> None:
         self.pop(i)
 
+    def discard_all(self, ids: Iterable[int]) -> None:
+        """Remove these ids where held: ``pop(i, None)`` for each, in one
+        call (a batch of settled deliveries)."""
+        if self._order is None:  # (unindexed: a dict's removes)
+            pop = dict.pop
+            for i in ids:
+                pop(self, i, None)
+            return
+        for i in ids:
+            self.pop(i, None)
+
     def clear(self) -> None:
         dict.clear(self)
         self._unwrapped.clear()
@@ -245,11 +259,10 @@ class DeliveryBook(dict[int, V], Generic[V]):
             return []
         if self._order is None:
             if span < len(self):  # narrow: its ids, each looked up
-                step = range(span + 1)
-                if self.serial:
-                    return [i for i in ((first + k) % _MOD for k in step)
-                            if dict.__contains__(self, i)]
-                return [i for i in (first + k for k in step) if dict.__contains__(self, i)]
+                held = dict.__contains__.__get__(self)
+                if not self.serial or first + span < _MOD:  # (no wrap: one range)
+                    return list(filter(held, range(first, first + span + 1)))
+                return [i for i in ((first + k) % _MOD for k in range(span + 1)) if held(i)]
             self._index()
         assert self._order is not None
         if not self.serial:
@@ -291,8 +304,11 @@ class DeliveryBook(dict[int, V], Generic[V]):
         return self._newest_u + (d - _MOD if d >= _HALF else d)
 
     def _index(self) -> None:
+        self.indexed = True
         if self.serial:
-            self._newest_u = self._newest
+            # the anchor: the newest id held (ids came in order; some may have
+            # been added as to a dict, which left _newest behind)
+            self._newest = self._newest_u = next(reversed(self.keys()))
             places = {i: self._place(i) for i in self}
             self._unwrapped = places
             self._order = OrderedInts(places.values())

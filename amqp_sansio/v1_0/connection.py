@@ -207,6 +207,8 @@ class Connection(Endpoint[ConnState]):
         self.role = role
         self.config = config
         self.state = ConnState.START
+        #: can_write(), kept as the state changes: read on every call of a link
+        self.writable = True
         self.local_condition: Error | None = None
         self.remote_condition: Error | None = None
         self._reader = FrameReader(MIN_MAX_FRAME_SIZE)
@@ -240,6 +242,7 @@ class Connection(Endpoint[ConnState]):
 
     def _input(self, inp: str, arg: object = None) -> None:
         process_input(self, CONNECTION_MACHINE, inp, arg, self.events)
+        self.writable = self.state in _WRITABLE
 
     # -- views -------------------------------------------------------------------
     @property
@@ -601,6 +604,7 @@ class Connection(Endpoint[ConnState]):
             events.append(ev.HeartbeatTimeout(idle))
             self.closed_reason = f"the peer was silent for {idle:.3f} s"
             process_input(self, CONNECTION_MACHINE, "timeout", idle, events)
+            self.writable = self.state in _WRITABLE
         elif send and self.state in _OPEN_OUT:
             self._out += EMPTY_FRAME
             self._clock.last_out = now

@@ -410,11 +410,9 @@ class Link(Endpoint[LinkState]):
                               "(send_more or abort it first)")
         if self.role is not _SENDER:
             raise local_error(f"link {self.name!r} receives: it cannot send")
-        if self.state is not _ATTACHED:
-            raise local_error(f"link {self.name!r}: send() needs an attached link "
-                              f"(state {self.state.name})")
         if self.credit <= 0:
             raise local_error(f"link {self.name!r}: no credit (the receiver has granted none)")
+        # (an attached link: its table's "send()", checked once, in process_input)
         ra = self.remote_attach  # (its properties, inlined: the hot path)
         mode = (ra.snd_settle_mode if ra is not None else None) or self.snd_settle_mode
         if mode is _PRESETTLED:
@@ -869,23 +867,35 @@ class Link(Endpoint[LinkState]):
         append = step.events.append
         channel = self.channel
         terminal = isinstance(state, _TERMINAL)
-        for d in ds:
-            if terminal and isinstance(d.remote_state, _TERMINAL) and state != d.remote_state:
-                chosen = self._violated(f"delivery {d.id}: outcome {type(state).__name__} after "
-                                        f"{type(d.remote_state).__name__}",
-                                        AmqpCondition.ILLEGAL_STATE, step)
-                if chosen is _DETACH_SENT:
-                    return chosen  # (the rest is dropped, as frames after our detach are)
-                continue
-            if state is not None:
-                d.remote_state = state
-            if settled:
-                d.remote_settled = True
-                if not d.settled:  # the peer settled: nothing more to say about it
-                    d.settled = True
-                    self.unsettled_deliveries.pop(d.tag, None)
-                    step.forget((d,))
-            append(DeliveryUpdated(channel, self, d, state, settled))
+        done: list[Delivery] = []  # settled by the peer: off the session's book
+        try:
+            for d in ds:
+                if terminal and isinstance(d.remote_state, _TERMINAL) and state != d.remote_state:
+                    chosen = self._violated(f"delivery {d.id}: outcome {type(state).__name__} "
+                                            f"after {type(d.remote_state).__name__}",
+                                            AmqpCondition.ILLEGAL_STATE, step)
+                    if chosen is _DETACH_SENT:
+                        return chosen  # (the rest is dropped, as frames after our detach are)
+                    continue
+                if state is not None:
+                    d.remote_state = state
+                if settled:
+                    d.remote_settled = True
+                    if not d.settled:  # the peer settled: nothing more to say about it
+                        d.settled = True
+                        self.unsettled_deliveries.pop(d.tag, None)
+                        done.append(d)
+                # DeliveryUpdated(channel, self, d, state, settled), as DeliveryReceived
+                e = _new_event(DeliveryUpdated)
+                _set_channel(e, channel)
+                _set_u_link(e, self)
+                _set_u_delivery(e, d)
+                _set_u_state(e, state)
+                _set_u_settled(e, settled)
+                append(e)
+        finally:
+            if done:
+                step.forget(done)
         return stay
 
 
@@ -1137,3 +1147,9 @@ class DeliveryUpdated(ChannelEvent):
     delivery: Delivery
     state: Any
     settled: bool
+
+
+_set_u_link = DeliveryUpdated.__dict__["link"].__set__
+_set_u_delivery = DeliveryUpdated.__dict__["delivery"].__set__
+_set_u_state = DeliveryUpdated.__dict__["state"].__set__
+_set_u_settled = DeliveryUpdated.__dict__["settled"].__set__

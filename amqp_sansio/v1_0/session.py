@@ -42,6 +42,7 @@ __all__ = ["SessionState", "SESSION_MACHINE", "SessionOwner", "Session", "Sessio
 
 import enum
 import heapq
+import operator
 from collections import deque
 from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypedDict, Unpack
@@ -103,6 +104,8 @@ _S = SessionState
 _MAPPED = _S.MAPPED  # (a global: SessionState.MAPPED is a slow lookup on 3.11)
 _MASK = 0xFFFFFFFF
 _HALF = 0x80000000
+_ID = operator.attrgetter("id")  # (a delivery's id, read in C)
+_dict_set = dict.__setitem__
 _LIVE = (_S.MAPPED, _S.BEGIN_RCVD)  # where a violation is answered with our end
 
 
@@ -116,6 +119,10 @@ class SessionOwner(Protocol):
     @property
     def peer_max_frame_size(self) -> int:
         """The largest frame the peer takes now."""
+
+    #: Whether a session frame may be written now (:meth:`can_write`, kept
+    #: as an attribute: a link's every call reads it).
+    writable: bool
 
     def can_write(self) -> bool:
         """Whether a session frame may be written now."""
@@ -346,7 +353,7 @@ class Session(Endpoint[SessionState]):
         """A call on one of our links (``link.flow(...)``...): the link's
         machine takes it, the session carries out what it did -- when the
         session may write (its local state ACTIVE; the session's state stays)."""
-        if self.state not in _WRITABLE or not self._owner.can_write():
+        if self.state not in _WRITABLE or not self._owner.writable:
             raise local_error(f"link {link.name!r}: its session can no longer write "
                               f"(state {self.state.name})")
         step = self._step  # (one a session: no input of a link's runs inside another's;
@@ -412,9 +419,10 @@ class Session(Endpoint[SessionState]):
             self._owner.receiving(step.receiving)
         if step.booked:
             self._incoming.update(step.booked)
-        if step.forgotten:
-            for d in step.forgotten:
-                (self._outgoing if d.outgoing else self._incoming).pop(d.id, None)
+        if step.forgotten:  # (all of one link: one direction)
+            gone = step.forgotten
+            (self._outgoing if gone[0].outgoing else self._incoming).discard_all(
+                map(_ID, gone))
         if step.gone:
             if self.links.pop(link.handle, None) is not None:
                 heapq.heappush(self._freed_handles, link.handle)
@@ -459,7 +467,11 @@ class Session(Endpoint[SessionState]):
             did = d.id = self._next_delivery_id
             self._next_delivery_id = (did + 1) & _MASK
             if not d.settled:
-                self._outgoing[did] = d
+                book = self._outgoing
+                if book.indexed:
+                    book[did] = d
+                else:
+                    _dict_set(book, did, d)  # (as DeliveryBook allows: a dict's add, in C)
             if (d.state is None and not (more or d.resumed or d.batchable)
                     and self.state is _MAPPED and not self._pending
                     and self.remote_incoming_window > 0 and self.outgoing_window > 0
@@ -729,7 +741,7 @@ class Session(Endpoint[SessionState]):
                                    AmqpCondition.INVALID_FIELD)
         # what is held inside the range: never a walk of the range's width, nor
         # of every delivery held (amqp_sansio.ordered)
-        hits = [book[i] for i in book.between(first, last)]
+        hits = list(map(book.__getitem__, book.between(first, last)))
         i = 0
         n = len(hits)
         while i < n:  # each link's run of them, in order
