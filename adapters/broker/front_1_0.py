@@ -139,6 +139,8 @@ ACCEPTED, REJECTED, RELEASED, MODIFIED = (Accepted.SYMBOL, Rejected.SYMBOL, Rele
                                           Modified.SYMBOL)
 #: The outcomes the broker applies to what it delivers (52).
 OUTCOMES = (ACCEPTED, REJECTED, RELEASED, MODIFIED)
+#: The outcome of a routed publish (frozen: one for them all).
+_ACCEPTED = Accepted()
 MOVE, COPY = "move", "copy"
 SELECTOR = "apache.org:selector-filter:string"
 #: Legacy binding filters (the key or headers of the binding a subscription
@@ -476,6 +478,7 @@ class Connection10(FrontEnd):
             session=SessionConfig(handle_max=LINKS_PER_SESSION - 1),
         ))
         self.vhost_name = "/"
+        self._ns: VHost | None = None
         self._ready = False  # opened and admitted: sessions and links are served
         self.consumers: dict[Link, Consumer10] = {}
         self.publishers: dict[Link, Publisher10] = {}
@@ -500,7 +503,10 @@ class Connection10(FrontEnd):
 
     @property
     def ns(self) -> VHost:
-        return self.broker.vhost(self.vhost_name)
+        ns = self._ns  # (kept: a vhost, once made, stays)
+        if ns is None or ns.name != self.vhost_name:
+            ns = self._ns = self.broker.vhost(self.vhost_name)
+        return ns
 
     @property
     def opened(self) -> bool:
@@ -1116,8 +1122,8 @@ class Connection10(FrontEnd):
         if routed.refused:
             return self._refused(pub, RESOURCE_LIMIT, "a queue is full")
         if not routed.queues:
-            return Released() if RELEASED in pub.outcomes else Accepted()
-        return Accepted()
+            return Released() if RELEASED in pub.outcomes else _ACCEPTED
+        return _ACCEPTED
 
     @staticmethod
     def _refused(pub: Publisher10, condition: str, text: str) -> Any:
