@@ -3,6 +3,7 @@
 
     python scripts/import_cycles.py amqp_sansio            # every import
     python scripts/import_cycles.py amqp_sansio --runtime  # not TYPE_CHECKING ones
+    python scripts/import_cycles.py --all                  # every package pyproject.toml names
 
 Reads the imports as written (``import x``, ``from .x import y``, inside
 functions too) and prints each group of modules that import each other,
@@ -18,10 +19,10 @@ import sys
 from pathlib import Path
 
 
-def _modules(root: Path) -> dict[str, Path]:
+def _modules(root: Path, name: str | None = None) -> dict[str, Path]:
     out = {}
     for f in sorted(root.rglob("*.py")):
-        parts = list(f.relative_to(root.parent).with_suffix("").parts)
+        parts = [name or root.name, *f.relative_to(root).with_suffix("").parts]
         if parts[-1] == "__init__":
             parts = parts[:-1]
         out[".".join(parts)] = f
@@ -51,9 +52,13 @@ def _imports(name: str, path: Path, known: set[str], runtime: bool) -> set[str]:
     return found
 
 
-def graph(root: Path, runtime: bool = False) -> dict[str, set[str]]:
-    """Each module of the package at ``root`` -> the package's modules it imports."""
-    mods = _modules(root)
+def graph(root: Path, runtime: bool = False, name: str | None = None) -> dict[str, set[str]]:
+    """Each module of the package at ``root`` -> the package's modules it imports.
+
+    ``name`` is the package's import name when its directory's differs
+    (``adapters/asyncio`` is ``amqp_sansio_asyncio``): named by its directory,
+    its ``import asyncio`` of the standard library would read as its own."""
+    mods = _modules(root, name)
     return {m: _imports(m, f, set(mods), runtime) for m, f in mods.items()}
 
 
@@ -93,15 +98,31 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     return groups
 
 
+def packages(project: Path) -> dict[str, Path]:
+    """pyproject.toml's packages: import name -> directory."""
+    import tomllib
+
+    conf = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
+    dirs: dict[str, str] = conf["tool"]["setuptools"]["package-dir"]
+    return {name: project / d for name, d in dirs.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("package", type=Path)
+    ap.add_argument("package", type=Path, nargs="?")
     ap.add_argument("--runtime", action="store_true", help="leave out TYPE_CHECKING imports")
+    ap.add_argument("--all", action="store_true", help="every package pyproject.toml names")
     args = ap.parse_args(argv)
-    found = cycles(graph(args.package, args.runtime))
-    for group in found:
-        print(" <-> ".join(group))
-    print(f"{len(found)} import cycles")
+    project = Path(__file__).resolve().parents[1]
+    known = {d.resolve(): n for n, d in packages(project).items()}
+    roots = list(packages(project).values()) if args.all else [args.package or ap.error("a package")]
+    total = 0
+    for root in roots:
+        found = cycles(graph(root, args.runtime, known.get(Path(root).resolve())))
+        for group in found:
+            print(" <-> ".join(group))
+        total += len(found)
+    print(f"{total} import cycles")
     return 0
 
 
