@@ -904,7 +904,8 @@ class Broker:
         no longer counted, nor kept in the durable store (a copy routed
         elsewhere is stored there if it must be)."""
         self.retained -= m.octets
-        self.durable.forget(m)
+        if self.durable.store is not None:  # (no store: nothing stored to forget)
+            self.durable.forget(m)
         if self.pressed:
             self._relieve()
 
