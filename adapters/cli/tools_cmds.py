@@ -378,7 +378,7 @@ def _receive(args: argparse.Namespace, streams: Any) -> int:
                         first = last
                     now = time.time()
                     for d in batch:
-                        sent = (d.message.headers or {}).get("x-sent-at")
+                        sent = d.header("x-sent-at")  # (not the whole message mapped)
                         if isinstance(sent, float) and sent >= started:
                             latencies.append(max(0.0, now - sent))
                         octets += len(d.body)

@@ -69,7 +69,7 @@ from ._specbase import Command, Struct
 from .connection import ClientConfig, Role
 from .connection import Connection as CoreConnection
 from .content import Content
-from .messages import Rejections, TransferBuilder, from_event, transfer_octets
+from .messages import X_091, Rejections, TransferBuilder, from_event, transfer_octets
 from .session import Session as CoreSession
 from .session import SessionState, SessionStore
 
@@ -182,6 +182,13 @@ class ClientDelivery(base.ClientDelivery):
     def command_id(self) -> int:
         """The transfer's id in the broker's command numbering."""
         return self.event.command_id
+
+    _LIFTED = frozenset(X_091 + n for n in ("type", "cluster-id", "message-id"))  # (fields_of)
+
+    def _received_header(self, name: str) -> Any:
+        mp = self.event.message_properties
+        h = mp.application_headers if mp is not None else None
+        return h.get(name) if h else None
 
     @property
     def routing_key(self) -> str | None:

@@ -226,6 +226,13 @@ class ClientDelivery(base.ClientDelivery):
         self.ack = ack  # False: no_ack, nothing to settle
         self.settled = not ack
 
+    _LIFTED = frozenset({"x-message-id", "x-correlation-id"})  # (messages.fields_of)
+
+    def _received_header(self, name: str) -> Any:
+        p: Any = self.event.properties  # (basic properties: headers is a field table)
+        h = p.headers if p is not None else None
+        return h.get(name) if h else None
+
     @property
     def delivery_tag(self) -> int:
         m: Any = self.event.method  # (a basic.deliver or basic.get-ok: no check per call)

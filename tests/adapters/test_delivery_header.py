@@ -1,0 +1,60 @@
+"""``Delivery.header(name)`` reads one application header as ``message.headers``
+has it -- from the headers as received (0-10, 0-9-1), or through the mapped
+message (1.0, and the names a protocol lifts into fields) -- against the
+embedded broker, every protocol, through the socket adapter."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from amqp_sansio.message import Message
+from amqp_sansio.v0_10.messages import X_091
+from amqp_sansio_socket import connect
+
+NAMES = ["x-sent-at", "k", "absent", "x-message-id", "x-correlation-id", X_091 + "type",
+         X_091 + "message-id"]
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[str]:
+    from amqp_sansio_broker.server import start_broker_thread
+
+    host, port, stop = start_broker_thread()
+    try:
+        yield f"amqp://guest:guest@{host}:{port}?read_timeout=10"
+    finally:
+        stop()
+
+
+@pytest.mark.parametrize("protocol", ["0-10", "0-9-1", "1.0"])
+def test_header_is_what_the_message_says(broker: str, protocol: str) -> None:
+    q = ("/queue/" if protocol == "1.0" else "") + "hdr-" + uuid.uuid4().hex[:6]
+    sent = [
+        Message(body=b"a", headers={"x-sent-at": 1.25, "k": "v"}),
+        Message(body=b"b"),
+        Message(body=b"c", headers={"k": 7, "x-message-id": "m-1", X_091 + "type": "t"},
+                message_id=uuid.uuid4(), type="kind", correlation_id=b"\x00\x01"),
+        Message(body=b"d", headers={"x-message-id": "m-2", X_091 + "message-id": "m-3"}),
+    ]
+    with connect(broker, protocol=protocol) as conn, conn.session() as s:
+        if protocol != "1.0":
+            s.declare_queue(q)
+        for m in sent:
+            s.publish(m, routing_key=q, **({"wait": False} if protocol == "1.0" else {}))
+        s.sync()
+        seen = []
+        with s.subscribe(q, prefetch=10) as sub:
+            for _ in sent:
+                d = sub.get(timeout=10)
+                fresh = [d.header(n) for n in NAMES]  # before the message is mapped
+                mapped = d.message.headers or {}
+                assert fresh == [mapped.get(n) for n in NAMES]
+                assert [d.header(n) for n in NAMES] == fresh  # and after
+                seen.append(fresh)
+                d.accept()
+    assert seen[0][:3] == [1.25, "v", None]
+    assert seen[1] == [None] * len(NAMES)
+    assert seen[2][1] == 7
