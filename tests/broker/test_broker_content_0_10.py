@@ -378,6 +378,24 @@ def test_nothing_0_10_defines_is_answered_not_implemented(broker: Broker) -> Non
     assert not missing
 
 
+@pytest.mark.parametrize("cmd", [
+    spec.FileQosOk(), spec.FileConsumeOk(), spec.FileReturn(), spec.FileDeliver(),
+    spec.StreamQosOk(), spec.StreamConsumeOk(), spec.StreamReturn(),
+    spec.StreamDeliver(queue="q")], ids=lambda c: c.NAME)
+def test_a_command_only_a_client_implements_is_answered_not_implemented(
+        broker: Broker, cmd: Any) -> None:
+    """The eight the XML has only the client implement (the README's reason for
+    their 540); the connection goes on (another session declares a queue)."""
+    c = Client(broker)
+    s = c.session()
+    s.send(cmd)
+    assert exception(c.pump()).error_code == 540
+    s2 = c.session(b"next")
+    s2.send(spec.QueueDeclare(queue="after"))
+    no_exception(c.pump())
+    assert "after" in broker.vhost("/").queues
+
+
 def test_opens_waiting_for_their_stage_are_bounded(broker: Broker) -> None:
     from amqp_sansio_broker.content_0_10 import OPENS_WAITING
 
