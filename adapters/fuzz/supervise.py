@@ -406,36 +406,46 @@ class PidTarget(Supervisor):
     def _exit_status(self) -> tuple[int | None, int | None] | None:
         if self._gone is not None:
             return self._gone
-        reaped = self._reap()
-        if reaped is not None:
-            return reaped
-        alive = True
-        try:
-            os.kill(self._pid, 0)
-        except ProcessLookupError:
-            alive = False
-        except PermissionError:
-            pass
-        with contextlib.suppress(OSError, IndexError):  # a zombie is dead too
-            stat = Path(f"/proc/{self._pid}/stat").read_text()
-            alive = alive and stat.rsplit(")", 1)[1].split()[0] != "Z"
-        if alive:
-            return None
-        # It ended between the two looks: ours to reap after all?  Else its
-        # status is its parent's to read.
-        self._gone = self._reap() or (None, None)
-        return self._gone
-
-    def _reap(self) -> tuple[int | None, int | None] | None:
-        """The exit status, if the peer is our child and has ended."""
         try:
             pid, status = os.waitpid(self._pid, os.WNOHANG)
         except ChildProcessError:
-            return None
+            return self._not_ours()
         if pid != self._pid:
+            # Our child, not yet ended.  Only waitpid says when it has: its
+            # main thread shows 'Z' in /proc while the other threads still
+            # exit, and waitpid has no status for it until they have.
             return None
         self._gone = ((None, os.WTERMSIG(status)) if os.WIFSIGNALED(status)
                       else (os.WEXITSTATUS(status), None))
+        return self._gone
+
+    def _not_ours(self) -> tuple[int | None, int | None] | None:
+        """Someone else's process: dead once gone or a zombie; a zombie's
+        status is read from /proc before its parent reaps it."""
+        try:
+            os.kill(self._pid, 0)
+        except ProcessLookupError:
+            self._gone = (None, None)  # reaped by its parent: the status is gone
+            return self._gone
+        except PermissionError:
+            pass
+        try:
+            proc = Path(f"/proc/{self._pid}")
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+            owner = proc.stat().st_uid
+        except (OSError, IndexError):
+            return None
+        # A zombie main thread whose other threads still run (num_threads,
+        # field 20) has not ended yet.
+        if fields[0] != "Z" or (len(fields) > 17 and int(fields[17]) > 1):
+            return None
+        self._gone = (None, None)
+        # Field 52 (exit_code, Linux >= 3.5) is the wait status; the kernel
+        # shows 0 to a reader that may not trace the process.
+        if len(fields) >= 50 and owner == os.geteuid():
+            status = int(fields[49])
+            self._gone = ((None, os.WTERMSIG(status)) if os.WIFSIGNALED(status)
+                          else (os.WEXITSTATUS(status), None))
         return self._gone
 
     def tail(self) -> str:
