@@ -116,6 +116,7 @@ _REJECTED, _RELEASED, _MODIFIED = 1, 2, 3
 _ACCEPTED = Accepted()  # the state plain accepts share (batched per subscription)
 _ATTACHED = LinkState.ATTACHED  # (a global: the member is a slow lookup on 3.11)
 _RECEIVED = ev.DeliveryReceived
+_RECEIVED_RUN = ev.DeliveriesReceived
 
 
 def _link_error(what: str, err: Error | None) -> ExecutionError:
@@ -209,8 +210,13 @@ class ClientConnection(base.ClientConnection[CoreConnection, "ClientSession"]):
         """As the base dispatches, with a delivery on a subscription's link
         (the hot path) handed to it at once, as its session would."""
         for e in events:
-            if type(e) is _RECEIVED:
+            if type(e) is _RECEIVED_RUN:
                 sub = e.link.context  # (the subscription the link is attached for)
+                if isinstance(sub, ClientSubscription):
+                    sub.take_deliveries(e.deliveries, e.payloads)
+                continue
+            if type(e) is _RECEIVED:
+                sub = e.link.context
                 if isinstance(sub, ClientSubscription):
                     sub.take_delivery(e.delivery, e.payload)
                 continue
@@ -1243,8 +1249,8 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
             raise
         s.by_link[id(self.link)] = self
         self.link.context = self
-        # whole deliveries handed over as they are read: no event object each
-        self.link.on_delivery = self.take_delivery
+        # whole deliveries reported a run at a time: no event object each
+        self.link.batch_deliveries = True
         s.track(self._ready)
         return self._ready
 
@@ -1275,19 +1281,12 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
     def link_failed(self, err: AMQPError) -> None:
         self.error = err
         self.cancelled = True
-        self._unhook()
         self.session.untrack(self._ready)
         self._ready.fail(err)
         if self._drain is not None:
             self._drain.fail(err)
             self._drain = None
         self.end()
-
-    def _unhook(self) -> None:
-        """Cancelled: what still comes is an event (dispatched after the
-        core's step, where releasing it is safe), not a hand-over."""
-        if self.link is not None:
-            self.link.on_delivery = None
 
     @property
     def finished(self) -> bool:
@@ -1296,9 +1295,26 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
     def deliver(self, event: Any) -> None:
         self.take_delivery(event.delivery, event.payload)
 
+    def take_deliveries(self, ds: list[CoreDelivery], payloads: list[bytes]) -> None:
+        """A run of the link's deliveries (its DeliveriesReceived): buffered
+        in order, one wake for the run."""
+        if self.cancelled:  # on the wire when we stopped: back they go
+            for d in ds:
+                if not d.settled:
+                    with contextlib.suppress(LocalProtocolError):
+                        d.settle(Released())
+            return
+        self.held += len(ds)
+        rep = itertools.repeat
+        self.buffer.extend(map(self.maker, rep(self.session), rep(self), rep(self.ack),
+                               ds, payloads))
+        if self._drain is not None:  # a sender may use the credit up with
+            self.on_flow(None)  # deliveries: no flow of its own then
+        if self.wake is not None:
+            self.wake()
+
     def take_delivery(self, d: CoreDelivery, payload: bytes) -> None:
-        """A delivery of the link: the core's ``Link.on_delivery`` (no event
-        made) or a DeliveryReceived's delivery and payload."""
+        """A delivery of the link: a DeliveryReceived's delivery and payload."""
         if self.cancelled:  # on the wire when we stopped: back it goes
             if not d.settled:
                 with contextlib.suppress(LocalProtocolError):
@@ -1410,7 +1426,6 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
             return None
         self.flush()  # batched accepts go out while the link is attached
         self.cancelled = True
-        self._unhook()
         self.end()
         link = self.link
         s.subs.pop(self.destination, None)

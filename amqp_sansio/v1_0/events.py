@@ -17,7 +17,7 @@ __all__ = [
     "SaslCompleted", "SessionBeginRequested", "SessionBegun", "SessionEnded",
     "SessionWindowOpened",
     "LinkAttachRequested", "LinkAttached", "LinkRefused", "LinkDetached", "LinkFlow",
-    "LinkSettleModeMismatch", "DeliveryReceived", "DeliveryAborted", "DeliveryUpdated",
+    "LinkSettleModeMismatch", "DeliveryReceived", "DeliveriesReceived", "DeliveryAborted", "DeliveryUpdated",
     "TxnDeclared", "TxnDischarged", "TxnFailed", "TxnDeclareRequested", "TxnDischargeRequested",
 ]
 
@@ -37,6 +37,7 @@ from ..events import (
     ProtocolViolation,
 )
 from .link import (
+    DeliveriesReceived,
     Delivery,
     DeliveryAborted,
     DeliveryReceived,

@@ -47,7 +47,7 @@ __all__ = [
 import enum
 import operator
 from collections import deque
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Hashable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import attrs
@@ -279,14 +279,12 @@ class Link(Endpoint[LinkState]):
         self.remote_condition: Error | None = None
         #: the application's own (Proton's ``context``): the core never reads it
         self.context: Any = None
-        #: a receiver's taker of whole deliveries, called with the delivery
-        #: and its payload instead of reporting a DeliveryReceived -- only
-        #: while no event waits in the step (so the caller still sees
-        #: everything in the order the frames came).  A client's
-        #: subscription: no event object and no list of a read's events per
-        #: delivery (a third object alive per delivery trebled the young
-        #: collections; ~1 us a delivery).  None: every delivery an event.
-        self.on_delivery: Callable[[Delivery, bytes], object] | None = None
+        #: a receiver reports its whole deliveries a run at a time: one
+        #: DeliveriesReceived for those that come one after another in a
+        #: step, instead of a DeliveryReceived each (a client's
+        #: subscription: an event object per delivery, a third object alive
+        #: each, trebled the young collections)
+        self.batch_deliveries = False
         # what the peer's attach/detach said
         self.remote_handle: int | None = None
         self.remote_attach: Attach | None = None
@@ -726,7 +724,8 @@ class Link(Endpoint[LinkState]):
     def _on_transfers(self, run: list[TransferFrame], step: LinkStep) -> LinkState | None:
         """The peer's transfers on this link (a run of one or many, in order):
         each delivery taken as its frames come (whole in one frame, the common
-        case, or in parts), its DeliveryReceived (or DeliveryAborted) reported."""
+        case, or in parts), its DeliveryReceived (or DeliveryAborted) reported --
+        or, with ``batch_deliveries``, one DeliveriesReceived a run."""
         stay = self.state
         if stay is _DETACH_SENT:
             return stay  # sent before the peer saw our detach: dropped
@@ -741,7 +740,14 @@ class Link(Endpoint[LinkState]):
         unsettled = self.unsettled_deliveries
         channel = self.channel
         limit = self.max_message_size or self.max_receive_size
-        take = self.on_delivery
+        runs = self.batch_deliveries
+        # the run being filled: the step's last event when it is this link's
+        # (a run of transfers may come to the link in several inputs)
+        batch = events[-1] if runs and events else None
+        if type(batch) is DeliveriesReceived and batch.link is self:
+            run_d, run_p = batch.deliveries, batch.payloads
+        else:
+            batch, run_d, run_p = None, [], []
         credit = self.credit  # (credit and count as locals: stored back at the end)
         count = self.delivery_count
         try:
@@ -780,10 +786,13 @@ class Link(Endpoint[LinkState]):
                         else:
                             unsettled[tag] = d
                             booked[did] = d
-                        if take is not None and not events:
-                            self.credit = credit  # (as the taker sees the link)
-                            self.delivery_count = count
-                            take(d, payload)
+                        if runs:
+                            if batch is None or events[-1] is not batch:  # a run begins
+                                run_d, run_p = [], []
+                                batch = DeliveriesReceived(channel, self, run_d, run_p)
+                                append(batch)
+                            run_d.append(d)
+                            run_p.append(payload)
                             continue
                         # DeliveryReceived(channel, self, d, payload), its fields set as
                         # attrs' frozen __init__ sets them, without its bound setattr calls
@@ -825,10 +834,13 @@ class Link(Endpoint[LinkState]):
                 else:
                     unsettled[d.tag] = d
                     booked[d.id] = d
-                if take is not None and not events:
-                    self.credit = credit
-                    self.delivery_count = count
-                    take(d, data)
+                if runs:
+                    if batch is None or events[-1] is not batch:
+                        run_d, run_p = [], []
+                        batch = DeliveriesReceived(channel, self, run_d, run_p)
+                        append(batch)
+                    run_d.append(d)
+                    run_p.append(data)
                     continue
                 append(DeliveryReceived(channel, self, d, data))
         finally:
@@ -1122,6 +1134,17 @@ class DeliveryReceived(ChannelEvent):
     link: Link
     delivery: Delivery
     payload: bytes
+
+
+@attrs.frozen(slots=True)
+class DeliveriesReceived(ChannelEvent):
+    """Whole deliveries that came one after another on a receiving link that
+    reports runs (``Link.batch_deliveries``): ``deliveries[i]`` with
+    ``payloads[i]``, in the order they came."""
+
+    link: Link
+    deliveries: list[Delivery]
+    payloads: list[bytes]
 
 
 _new_event = object.__new__

@@ -303,19 +303,18 @@ def test_a_run_of_transfers_is_one_input_at_each_layer(monkeypatch: pytest.Monke
     assert len(inputs) <= 9 and {i for _, i in inputs} == {"channel", "transfer"}
 
 
-def _received_in_order(take: bool, event_first: bool = False) -> tuple[list[Any], list[Any]]:
+def _received_in_order(runs: bool, event_first: bool = False) -> tuple[list[Any], list[Any]]:
     """Six deliveries in one read, the fourth with a state, the last
-    pre-settled; with ``take`` the receiving link's ``on_delivery`` takes
-    them; with ``event_first`` the read begins with another link's attach
-    (an event).  (what was taken, the events' deliveries)."""
+    pre-settled; with ``runs`` the receiving link reports them as runs
+    (``batch_deliveries``); with ``event_first`` the read begins with
+    another link's attach (an event).  (the runs' deliveries, the single
+    events' deliveries)."""
     p = Pair(credit=40)
     s = p.client.begin()
     rcv = s.attach_receiver("in")
     rcv.flow(40)
     p.pump()
-    taken: list[Any] = []
-    if take:
-        rcv.on_delivery = lambda d, payload: taken.append((d.id, d.tag, payload, d.settled))
+    rcv.batch_deliveries = runs
     out = next(e.link for e in p.events["server"] if isinstance(e, ev.LinkAttachRequested))
     if event_first:
         p.server.sessions[out.channel].attach_sender("other")
@@ -324,8 +323,15 @@ def _received_in_order(take: bool, event_first: bool = False) -> tuple[list[Any]
     events = p.client.receive_data(p.server.data_to_send(), now=p.now)
     got = [(e.delivery.id, e.delivery.tag, e.payload, e.delivery.settled) for e in events
            if isinstance(e, ev.DeliveryReceived)]
-    assert len(events) == len(got) + event_first  # nothing else happened
-    # taken or not, the unsettled ones are tracked (by tag and by id)
+    batches = [e for e in events if isinstance(e, ev.DeliveriesReceived)]
+    taken = [(d.id, d.tag, payload, d.settled) for e in batches
+             for d, payload in zip(e.deliveries, e.payloads, strict=True)]
+    # nothing else happened; a run is one event, after what came before it
+    assert len(events) == len(got) + len(batches) + event_first
+    assert len(batches) == (1 if runs else 0)
+    if runs:
+        assert events[-1] is batches[0] and batches[0].link is rcv
+    # runs or not, the unsettled ones are tracked (by tag and by id)
     assert len(rcv.unsettled_deliveries) == 5
     assert sorted(s.unsettled_ids[1]) == [0, 1, 2, 3, 4]
     return taken, got
@@ -335,12 +341,12 @@ def test_deliveries_keep_their_order() -> None:
     none, every = _received_in_order(False)
     assert none == [] and [e[0] for e in every] == [0, 1, 2, 3, 4, 5]
     assert every[5][3] and not every[0][3]
-    # a receiver's on_delivery takes them as they are read, no event each
+    # a receiver that reports runs: one event for the six, in the same order
     taken, events = _received_in_order(True)
     assert events == [] and taken == every
-    # but not past an event that waits in the step: the caller sees the order
-    none, after = _received_in_order(True, event_first=True)
-    assert none == [] and after == every
+    # and after an event that came first in the read
+    taken, events = _received_in_order(True, event_first=True)
+    assert events == [] and taken == every
 
 
 @given(st.booleans(), U32, st.none() | U32, st.booleans(), st.integers(0, 0xFFFF))
