@@ -134,8 +134,20 @@ class Consumer010(Consumer):
                                              acquire_mode=0 if pre_acquired else 1)
 
     def ready(self) -> bool:
+        # Credit used up is not ready (as 0-9-1's prefetch and 1.0's link
+        # credit): it leaves the queue's ready ring until message.flow or a
+        # completion wakes it, instead of being offered -- and refusing, at
+        # the cost of an exception -- each time another subscriber's
+        # completions dispatch the queue (4 subscribers of one queue: 17,341
+        # refusals in 100,000 deliveries).
         s = self.session
-        return self.state.may_deliver(s) and self.destination in s.credits
+        credit = s.credits.get(self.destination)
+        if credit is None:
+            return False
+        messages, octets = credit.messages, credit.octets
+        if (messages is not None and messages < 1) or (octets is not None and octets < 1):
+            return False
+        return self.state.may_deliver(s)
 
     def offer(self, q: QueueState, msg: QMsg) -> bool:
         s = self.session

@@ -230,6 +230,29 @@ def test_credit_mode_delivers_exactly_the_credit(broker: Broker) -> None:
     assert bodies(c.pump()) == [b"3", b"4"]
 
 
+def test_a_subscription_out_of_credit_leaves_the_ready_ring(broker: Broker) -> None:
+    # Used-up credit is "not ready" (as a full 0-9-1 prefetch or 1.0 link
+    # credit): the queue is not offered to it -- to be refused -- each time
+    # another subscriber's traffic dispatches it, until credit comes again.
+    a, b = Client(broker), Client(broker)
+    sa, sb = a.session(b"a"), b.session(b"b")
+    declare(a, sa, "q")
+    for i in range(10):
+        a.publish(sa, str(i).encode(), key="q")
+    a.subscribe(sa, "q", credit=2)
+    b.subscribe(sb, "q", credit=3)
+    assert len(bodies(a.pump())) == 2
+    assert len(bodies(b.pump())) == 3
+    q = broker.queues["q"]
+    assert q.messages.count == 5
+    assert [c.parked for c in q.consumers] == [True, True]
+    sb.complete(SequenceSet(e.command_id for e in b.events if isinstance(e, ev.MessageReceived)))
+    b.pump()  # its completions wake its subscription: still no credit
+    assert [c.parked for c in q.consumers] == [True, True]
+    sa.send(spec.MessageFlow(destination="q", unit=0, value=1))
+    assert len(bodies(a.pump())) == 1  # credit again: offered again
+
+
 def test_window_mode_regrants_on_completion_not_on_accept(broker: Broker) -> None:
     c = Client(broker)
     s = c.session()
