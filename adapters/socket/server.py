@@ -13,7 +13,10 @@ A *handler* is any object shaped like the embedded broker's
     reading_paused: bool                               # optional: do not read for now
 
 ``data_to_send()`` is called again only once what it returned last is
-written (so a handler can tell how much its peer has left unread); while
+written (so a handler can tell how much its peer has left unread) -- and as
+soon as it is, input or not: a handler that holds output back while its
+peer has too much unread (the broker's ``output_buffered``) goes on only
+when asked again; while
 ``reading_paused`` is true the socket is not read (back-pressure) until
 ``on_output()`` or a timer says otherwise.
 
@@ -148,10 +151,12 @@ class _ServerConnection:
                     paused = bool(getattr(handler, "reading_paused", False))
                 if data:
                     out += data
+                sent_all = False
                 if out:
                     try:
                         n = sock.send(out)
                         del out[:n]
+                        sent_all = not out
                     except (BlockingIOError, InterruptedError, ssl.SSLWantWriteError,
                             ssl.SSLWantReadError):
                         pass
@@ -176,6 +181,12 @@ class _ServerConnection:
                         with contextlib.suppress(KeyError):
                             sel.unregister(sock)
                 wait = None if deadline is None else max(0.0, deadline - now)
+                if sent_all:
+                    # The handler counts what it gave as unread until it is
+                    # asked again: ask now (a look at input first), not after
+                    # the peer's next frame -- a consumer that only receives
+                    # sends none, and it would stall at the handler's budget.
+                    wait = 0.0
                 if is_tls and not paused and tls_pending(sock):
                     wait = 0.0
                 ready = sel.select(wait)

@@ -19,7 +19,8 @@ are bounded by the credit it granted).  A handler may also ask not to be
 read for a while (back-pressure): while its optional ``reading_paused`` is
 true the reader waits, until ``on_output()`` or a timer says otherwise.
 ``data_to_send()`` is called again only once what it returned last is
-written: a handler can tell how much its peer has left unread.
+written, and at once then: a handler can tell how much its peer has left
+unread (and hold output back meanwhile).
 """
 
 from __future__ import annotations
