@@ -1,4 +1,4 @@
-"""pytest plugin: an embedded AMQP broker per test (0-10 and 0-9-1 on one port:
+"""pytest plugin: an embedded AMQP broker per test (0-10, 0-9-1, 0-9 and 1.0 on one port:
 pika's ``pika.URLParameters(amqp_broker)`` works as is).
 
 Enable with ``pytest -p amqp_sansio_broker.pytest_plugin`` (or

@@ -95,7 +95,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub: Subcommands) -> None:
-    p = sub.add_parser("fuzz", help="fuzz an AMQP 0-10, 0-9-1 or 1.0 broker (or 0-10 or 1.0 clients)",
+    p = sub.add_parser("fuzz", help="fuzz an AMQP 0-10, 0-9-1, 0-9 or 1.0 broker (or 0-10 or 1.0 clients)",
                        description=__doc__.split("\n\n")[0] if __doc__ else None,
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        epilog=__doc__.split("\n\n", 1)[1] if __doc__ else None)

@@ -63,8 +63,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser of every command, or of ``command`` alone (if it is one)."""
     p = argparse.ArgumentParser(
         prog=PROG,
-        description="Tools of amqp-sansio, the bring-your-own-I/O AMQP library (0-10 and "
-                    "0-9-1): run the embedded broker, send and receive messages, decode and "
+        description="Tools of amqp-sansio, the bring-your-own-I/O AMQP library (0-10, "
+                    "0-9-1, 0-9 and 1.0): run the embedded broker, send and receive messages, decode and "
                     "encode wire traffic, fuzz brokers and clients.",
         epilog=f"'{PROG} COMMAND --help' describes each command.")
     p.add_argument("--version", action="version", version=f"{PROG} {__version__}")

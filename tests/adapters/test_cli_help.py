@@ -57,8 +57,35 @@ def test_descriptions_are_whole_sentences() -> None:
             assert not text.endswith((":", ",")), f"{p.prog}: cut short: {text[-60:]!r}"
             assert "``" not in text, f"{p.prog}: reST markup in --help"
             assert "lands" not in text, p.prog
+
+
+PROTOCOLS = ("0-10", "0-9-1", "0-9", "1.0")
+
+
+def _names(text: str) -> set[str]:
+    """The protocol versions ``text`` names (0-9 apart from 0-9-1)."""
+    return {p for p in PROTOCOLS if re.search(rf"(?<![\w.-]){re.escape(p)}(?![\w-])", text)}
+
+
+def test_what_lists_the_protocols_lists_them_all() -> None:
+    """Texts that say which protocols the library speaks say all four, and
+    the package description names every client adapter (no stale words
+    from before 0-9, 1.0 or asyncio)."""
+    assert _names("0-10 and 0-9-1") == {"0-10", "0-9-1"}  # (0-9-1 is not 0-9)
     top = build_parser().description or ""
-    assert "0-10" in top and "0-9-1" in top  # every protocol, not 0-10 alone
+    fuzz = next(p for p in parsers(build_parser()) if p.prog.endswith(" fuzz"))
+    helps = {a.dest: a.help for a in build_parser()._actions
+             if isinstance(a, argparse._SubParsersAction) for a in a._choices_actions}
+    root = Path(__file__).resolve().parents[2]
+    description = tomllib.loads((root / "pyproject.toml").read_text())["project"]["description"]
+    plugin = (root / "adapters" / "broker" / "pytest_plugin.py").read_text().split("\n")[0]
+    for where, text in (("amqp-sansio --help", top), ("broker", helps["broker"]),
+                        ("fuzz", helps["fuzz"]), ("package description", description),
+                        ("pytest plugin", plugin)):
+        assert _names(text) == set(PROTOCOLS), (where, text)
+    assert fuzz.description
+    for adapter in ("Trio", "asyncio", "blocking-socket", "Spark"):
+        assert adapter in description, adapter
 
 
 def test_version_has_one_source() -> None:
