@@ -49,6 +49,7 @@ __all__ = [
     "SessionError",
     "ExecutionError",
     "ChannelClosedByBrokerError",
+    "LinkClosedByBrokerError",
     "MessageRejectedError",
     "AMQPTimeout",
 ]
@@ -203,6 +204,21 @@ class ChannelClosedByBrokerError(ExecutionError):
         self.args = (f"channel {channel} closed by the broker: {error_code} {text or ''}"
                      .rstrip(),)
         self.channel = channel
+
+
+class LinkClosedByBrokerError(ExecutionError):
+    """AMQP 1.0: the broker refused a link or detached it with an error
+    (``condition``: amqp:not-found, amqp:unauthorized-access, ...): an
+    :class:`ExecutionError` in 1.0's words, whose ``error_code`` is the 0-10
+    code for the same thing (404, 403, ...).  The session goes on."""
+
+    def __init__(self, link: str, error_code: int, condition: str, text: str | None) -> None:
+        super().__init__(error_code, f"link {link!r}: {condition}{': ' + text if text else ''}",
+                         error_info={"condition": condition, "description": text})
+        self.args = (f"link {link!r} closed by the broker: {condition}"
+                     f"{': ' + text if text else ''}",)
+        self.link = link
+        self.condition = condition
 
 
 class MessageRejectedError(AMQPError):

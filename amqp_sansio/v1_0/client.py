@@ -32,9 +32,10 @@ and blocking-socket adapters present it with the session API of 0-10 and
   the reply-to of request/response.
 * **A link the broker refuses** (a null terminus, then a detach with an
   error) or detaches later fails what waits on it with
-  :class:`ExecutionError` whose ``error_code`` maps the 1.0 condition
-  (:data:`CONDITION_CODES`) and whose ``error_info["condition"]`` is the
-  condition itself; the session goes on.
+  :class:`LinkClosedByBrokerError` (an :class:`ExecutionError` in 1.0's
+  words) whose ``error_code`` maps the 1.0 condition
+  (:data:`CONDITION_CODES`) and whose ``condition`` (and
+  ``error_info["condition"]``) is the condition itself; the session goes on.
 * **Transactions** (``tx_select``/``tx_commit``/``tx_rollback``, the 0-9-1
   words): ``tx_select`` attaches a controller to the broker's coordinator
   and declares a transaction; publishes and settlements of the session then
@@ -66,6 +67,7 @@ from ..exceptions import (
     ConnectionClosedError,
     ConnectionLostError,
     ExecutionError,
+    LinkClosedByBrokerError,
     MessageRejectedError,
     SessionError,
 )
@@ -119,12 +121,23 @@ _RECEIVED = ev.DeliveryReceived
 _RECEIVED_RUN = ev.DeliveriesReceived
 
 
-def _link_error(what: str, err: Error | None) -> ExecutionError:
-    cond = err.condition if err is not None else AmqpCondition.INTERNAL_ERROR
+def _condition(err: Error | None) -> tuple[int, str, str | None]:
+    """(0-10 code, condition, text) of a peer's error (none: internal-error)."""
+    cond = str(err.condition) if err is not None else str(AmqpCondition.INTERNAL_ERROR)
     text = err.description if err is not None and err.description else None
-    return ExecutionError(CONDITION_CODES.get(str(cond), 541),
-                          f"{what}: {cond}{': ' + text if text else ''}",
-                          error_info={"condition": str(cond), "description": text})
+    return CONDITION_CODES.get(cond, 541), cond, text
+
+
+def _link_error(link: str, err: Error | None) -> ExecutionError:
+    return LinkClosedByBrokerError(link, *_condition(err))
+
+
+def _txn_error(err: Error | None) -> ExecutionError:
+    code, cond, text = _condition(err)
+    e = ExecutionError(code, f"transaction: {cond}{': ' + text if text else ''}",
+                       error_info={"condition": cond, "description": text})
+    e.args = (f"transaction failed: {cond}{': ' + text if text else ''}",)  # (1.0's words)
+    return e
 
 
 _PLAIN: dict[str | None, bytes] = {}
@@ -977,7 +990,7 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
                 self._pending.add(p)
                 self._pending.discard(q)
         elif isinstance(e, ev.TxnFailed):
-            err = _link_error("transaction", e.error)
+            err = _txn_error(e.error)
             if p is not None:
                 self._txn_wait = None
                 self._pending.discard(p)
@@ -1171,7 +1184,7 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
             return
         if detached and error is None and isinstance(x, _Sender) and x.error is not None:
             return  # its detach follows the refusal
-        err = _link_error(f"link {link.name!r}", error or link.remote_error)
+        err = _link_error(link.name, error or link.remote_error)
         if isinstance(x, _Sender):
             x.error = err
             x.ready.fail(err)

@@ -136,6 +136,23 @@ def test_receive_reports_shortfall_and_missing_queue(url: str) -> None:
     assert missing.returncode == 1 and "404" in missing.stderr
 
 
+@pytest.mark.parametrize(("protocol", "words"), [
+    ("0-10", "execution error 404: no queue 'nosuch'"),
+    ("0-9-1", "channel 1 closed by the broker: 404 NOT_FOUND - no queue 'nosuch'"),
+    ("1.0", "closed by the broker: amqp:not-found: no queue 'nosuch'"),
+])
+def test_a_missing_queue_is_told_in_the_protocols_own_words(url: str, protocol: str,
+                                                             words: str) -> None:
+    """0-10's execution.exception, 0-9-1's channel.close, 1.0's detach: each
+    error reads as its protocol says it (not 0-10's words for all)."""
+    login = url.replace("//", "//guest:guest@")
+    missing = run("receive", "--url", f"{login}?protocol={protocol}", "--from", "nosuch",
+                  "--count", "1", "--timeout", "10")
+    assert missing.returncode == 1 and words in missing.stderr, missing.stderr
+    if protocol != "0-10":
+        assert "execution error" not in missing.stderr
+
+
 def test_bad_url_and_refused(url: str) -> None:
     bad = run("send", "--url", "http://x", "--to", "q")
     assert bad.returncode == 1 and "scheme" in bad.stderr
