@@ -108,3 +108,10 @@ def test_help_lists_the_everyday_commands_first() -> None:
     text = build_parser().format_help()
     order = [text.index(f"    {c} ") for c in ("broker", "send", "receive", "decode", "fuzz")]
     assert order == sorted(order)
+
+
+def test_broker_help_says_how_users_are_made() -> None:
+    """broker --help leads to the users file and the command that writes it."""
+    text = " ".join(broker_parser(f"{PROG} broker").format_help().split())
+    assert "--users FILE" in text and "'amqp-sansio broker users add'" in text
+    assert "'amqp-sansio broker users --help'" in text

@@ -542,3 +542,23 @@ def test_links_pipelined_behind_a_refused_open_make_nothing() -> None:
     [closed] = [e for e in got if isinstance(e, ev.ConnectionClosed)]
     assert closed.condition == "amqp:unauthorized-access"
     assert "other" not in b.vhosts and "made-by-a-refused-client" not in b.queues
+
+
+def test_log_lines_say_the_condition_or_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    """A 1.0 close or violation carries a condition, not a 0-x code: the
+    broker's log names it, and never prints 'None' for the missing code
+    ('violation None', 'closed by the peer (None)' before)."""
+    import logging
+
+    caplog.set_level(logging.INFO, logger="amqp_sansio.broker")
+    polite = Client(Broker())
+    polite.conn.close()
+    polite.pump()
+    rude = Client(Broker())
+    # a frame whose performative no descriptor names: a decode error
+    body = b"\x00\x53\x99\x45"
+    rude.bc.receive_data((8 + len(body)).to_bytes(4, "big") + b"\x02\x00\x00\x00" + body, 0.0)
+    lines = [r.getMessage() for r in caplog.records if r.name == "amqp_sansio.broker"]
+    assert any(x.endswith("closed by the peer") for x in lines), lines
+    assert any("connection violation (amqp:decode-error)" in x for x in lines), lines
+    assert not any("None" in x for x in lines), lines
