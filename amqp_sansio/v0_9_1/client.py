@@ -132,7 +132,7 @@ def connection(params: ConnectionParams, *, heartbeat: int | None,
     ``heartbeat``: seconds asked for (None: the broker's proposal --
     RabbitMQ's is 60 s; 0: none).  ``mechanisms``: SASL names to offer
     (None: the URL's, else PLAIN and AMQPLAIN with a username, EXTERNAL
-    without).  A bad option is :class:`InvalidURLError`."""
+    then ANONYMOUS without).  A bad option is :class:`InvalidURLError`."""
     config = base.configured(
         ClientConfig, params, mechanisms=mechanisms, supported=MECHANISMS, frame_max="frame_max",
         client_properties=client_properties, heartbeat=heartbeat)

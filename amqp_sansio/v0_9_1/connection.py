@@ -202,7 +202,9 @@ class ClientConfig:
     ``mechanisms`` in preference order: names (``"PLAIN"``, ``"AMQPLAIN"``,
     ``"EXTERNAL"``, ``"ANONYMOUS"``, ``"SCRAM-SHA-256"``; the password ones
     are built from ``username``/``password``) or zero-argument factories.
-    Empty: PLAIN then AMQPLAIN with credentials, else EXTERNAL.
+    Empty: PLAIN then AMQPLAIN with credentials, else EXTERNAL then
+    ANONYMOUS (as 0-10's and 1.0's clients: a URL without a user reaches a
+    broker that lets anyone in, such as the embedded one on loopback).
 
     ``channel_max``/``frame_max``: what we want (0 for channel_max: no
     limit of our own).  ``heartbeat``: seconds wanted, ``None`` to take the
@@ -326,7 +328,7 @@ class Connection(Endpoint[ConnState]):
         if isinstance(config, ClientConfig):
             self._client_sasl = ClientNegotiator(client_mechanisms(
                 config.mechanisms, config.username, config.password,
-                default=("PLAIN", "AMQPLAIN"), default_without_credentials=("EXTERNAL",),
+                default=("PLAIN", "AMQPLAIN"), default_without_credentials=("EXTERNAL", "ANONYMOUS"),
                 extra={"AMQPLAIN": AmqplainClient}))
         else:
             self._server_sasl = ServerNegotiator(config.authenticator)

@@ -248,7 +248,7 @@ def handshake_configs(draw: st.DrawFn) -> tuple[ClientConfig, ServerConfig, str]
         heartbeat=draw(st.sampled_from([None, 0, 1, 2, 600])))
     # What the client picks: its own preference order, password mechanisms
     # only with credentials (ClientConfig docstring).
-    wanted = mechs or (("PLAIN", "AMQPLAIN") if creds != "none" else ("EXTERNAL",))
+    wanted = mechs or (("PLAIN", "AMQPLAIN") if creds != "none" else ("EXTERNAL", "ANONYMOUS"))
     usable = [m for m in wanted if m not in PASSWORD_MECHS or creds != "none"]
     chosen = next((m for m in usable if m in offered), None)
     if chosen is None:
