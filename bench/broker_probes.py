@@ -58,9 +58,10 @@ over blocking sockets (raw frames where a client would not send them):
 ``like``      1.0: ``p LIKE '%%%%%%%%%x'`` over 40-octet values (15).
 ``plus``      1.0: a selector of 1,000 ``+`` terms; another client publishes (16).
 
-``--tree DIR`` runs the broker of another tree (``DIR`` holding
-``amqp_sansio`` and ``amqp_sansio_broker``: an older commit's), for
-before/after figures with the same probe code.
+``--tree DIR`` runs the broker of another tree (a checkout of an older
+commit, e.g. ``git worktree add /tmp/base 1caa805``, whose package-dir is
+linked under the import names; or a directory holding ``amqp_sansio`` and
+``amqp_sansio_broker``), for before/after figures with the same probe code.
 
 Every probe is bounded in time (``--deadline``) and prints one line (or JSON).
 """
@@ -68,11 +69,13 @@ Every probe is bounded in time (``--deadline``) and prints one line (or JSON).
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import json
 import multiprocessing as mp
 import os
 import select
+import shutil
 import socket
 import statistics
 import sys
@@ -1138,6 +1141,29 @@ PROBES_0_10 = ("range", "flood", "slowloris", "idle", "sessions", "nodrain", "ar
                "bodies")
 
 
+def broker_path(tree: str) -> str:
+    """The broker process's PYTHONPATH for ``--tree``.  A checkout keeps the
+    broker in ``adapters/broker`` (pyproject's package-dir), where its name
+    does not import: given a checkout, its packages are linked under their
+    import names in a temporary directory -- otherwise the installed
+    (editable) ``amqp_sansio_broker`` of this tree would run over the other
+    tree's core, a mix measured as "before"."""
+    import tomllib
+
+    root = os.path.abspath(tree)
+    if os.path.isdir(os.path.join(root, "amqp_sansio_broker")):
+        return root
+    with open(os.path.join(root, "pyproject.toml"), "rb") as f:
+        dirs = tomllib.load(f)["tool"]["setuptools"]["package-dir"]
+    if "amqp_sansio_broker" not in dirs:
+        sys.exit(f"--tree {tree}: no amqp_sansio_broker there nor in its package-dir")
+    farm = tempfile.mkdtemp(prefix="broker-tree-")
+    atexit.register(shutil.rmtree, farm, True)  # (links only)
+    for name, rel in dirs.items():
+        os.symlink(os.path.join(root, rel), os.path.join(farm, name))
+    return farm
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("probes", nargs="+", choices=[*PROBES, "all", "fronts"])
@@ -1153,12 +1179,13 @@ def main() -> int:
     p.add_argument("--nodes", type=int, default=10_000, help="dynamic/durable: links")
     p.add_argument("--batches", type=int, default=100, help="bindings: batches of 1,000")
     p.add_argument("--tree", default=None,
-                   help="run the broker from this tree (a directory holding amqp_sansio and "
-                        "amqp_sansio_broker: an older commit's, for before/after figures)")
+                   help="run the broker from this tree (an older commit's checkout, or a "
+                        "directory holding amqp_sansio and amqp_sansio_broker), for "
+                        "before/after figures")
     p.add_argument("--json", action="store_true")
     a = p.parse_args()
     if a.tree:
-        os.environ["PYTHONPATH"] = a.tree  # (the broker process's, not ours)
+        os.environ["PYTHONPATH"] = broker_path(a.tree)  # (the broker process's, not ours)
         # ``python -m`` puts its working directory first: a source tree there
         # would lend the broker that tree's amqp_sansio instead
         os.chdir(tempfile.gettempdir())
