@@ -875,6 +875,31 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
         if left:
             s.send(spec.MessageRelease(transfers=left))
 
+    def take_many(self, limit: int) -> list[D]:
+        """:meth:`handed_out` for the lot: their ids completed (on receipt,
+        or accept-mode none) in one call -- one range for a run of them."""
+        buf = self.buffer
+        if not buf:
+            self.flush()
+            return []
+        popleft = buf.popleft
+        out = [popleft() for _ in range(min(limit, len(buf)))]
+        ids = [d.command_id for d in out]
+        if self.ack:
+            self.unsettled.update(ids)
+            if self.complete_on_receipt:
+                self.session.core.complete(ids)
+            return out
+        for d in out:
+            d.settled = True
+        self.session.core.complete(ids)
+        if self.flow_mode == spec.FlowMode.CREDIT and self.prefetch is not None and (
+                not self.cancelled):  # (_credit_one, for the lot)
+            self.owed += len(out)
+            if self.owed >= self.batch:
+                self._send_credit()
+        return out
+
     def handed_out(self, d: D) -> None:
         if self.ack:
             self.unsettled.add(d.command_id)

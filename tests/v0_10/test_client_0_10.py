@@ -149,6 +149,40 @@ def test_accepts_and_credit_go_out_in_batches() -> None:
     assert len(broker.queues["q"].messages) == 0
 
 
+@pytest.mark.parametrize("mode", ["complete_on_receipt", "explicit", "none"])
+def test_take_many_hands_out_and_completes_as_take_does(mode: str) -> None:
+    """``take_many`` hands out what ``take`` would, in order, and books the
+    lot as ``take`` books each: completed on receipt (one range), held
+    unsettled (explicit), or completed with credit owed (accept-mode none)."""
+    broker = Broker()
+    link = Link(broker)
+    s = link.client.attach("s")
+    link.pump()
+    fill(link, s, "q", 30)
+    sub = s.subscribe("q", v010.ClientDelivery, prefetch=30, flow_mode="credit",
+                      accept_mode="none" if mode == "none" else "explicit",
+                      complete_on_receipt=mode == "complete_on_receipt")
+    link.answer(sub.start())
+    first = sub.take_many(12)
+    rest = sub.take_many(100)
+    assert [d.body for d in first + rest] == [b"%d" % i for i in range(30)]
+    assert sub.take_many(5) == [] and not sub.buffer
+    ids = {d.command_id for d in first + rest}
+    core = s.core
+    assert core is not None
+    completed = not ids & core._in_outstanding
+    assert completed is (mode != "explicit")
+    assert sub.unsettled == (ids if mode != "none" else set())
+    assert all(d.settled for d in first + rest) is (mode == "none")
+    if mode == "none":
+        assert sub.owed == 30 - 30 // sub.batch * sub.batch  # re-granted in batches
+    if mode != "none":
+        s.settle(first + rest, "accept")
+    link.pump()
+    assert len(broker.queues["q"].messages) == 0
+    assert not core._in_outstanding
+
+
 def test_a_pipelined_publisher_is_bounded_by_the_octets_in_flight(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(v010, "MAX_IN_FLIGHT", 2_000)

@@ -333,6 +333,29 @@ def test_out_of_order_completion_and_known_completed() -> None:
     assert seen == set(ids)
 
 
+@pytest.mark.parametrize("run", [range(0, 8), range(2, 6), range(5, 6)])
+def test_a_run_of_ids_completes_as_each_id_would(run: range) -> None:
+    # A subscriber completes a batch of deliveries on receipt: one run of
+    # consecutive ids, taken in one range (_complete_run) -- the same books
+    # and the same session.completed as completing them one by one.
+    outs = []
+    for whole in (True, False):
+        net = opened(seed=4)
+        cs, ss = net.sessions(b"a")
+        for i in range(8):
+            cs.send(q(i), sync=i == 6)
+        net.pump()
+        if whole:
+            ss.complete(list(run))
+        else:
+            for i in run:
+                ss.complete(i)
+        outs.append((net.server.data_to_send(), ss._in_completed.ranges,
+                     sorted(ss._in_outstanding), sorted(ss._in_sync)))
+    assert outs[0] == outs[1]
+    assert outs[0][1] == ((run[0], run[-1]),)
+
+
 def test_complete_misuse_changes_nothing() -> None:
     net = opened()
     cs, ss = net.sessions(b"a")
@@ -340,6 +363,8 @@ def test_complete_misuse_changes_nothing() -> None:
     net.pump()
     with pytest.raises(LocalProtocolError):
         ss.complete([0, 5])  # 5 was never received
+    with pytest.raises(LocalProtocolError):
+        ss.complete([0, 1])  # a run, 1 never received
     assert net.server.data_to_send() == b""
     ss.complete(0)
     ce, _ = net.pump()
