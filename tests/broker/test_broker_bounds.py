@@ -120,6 +120,31 @@ def test_a_publish_offers_to_ready_consumers_not_every_consumer() -> None:
     flat(*costs)
 
 
+def test_a_1_0_publish_offers_to_links_with_credit_not_every_link() -> None:
+    """Finding 2, 1.0's half: 20,000 links on one queue, each with its
+    credit used, and 1,000 publishes froze the broker."""
+    costs = []
+    for k in (10, 400):
+        b = Broker()
+        c = Client10(b)
+        links = [c.receiver("q", name=f"r{i}", credit=1) for i in range(k)]
+        fill = c.sender("q", name="fill")
+        for i in range(k):
+            if not fill.credit:
+                c.pump()
+            fill.send(_payload(b"fill"), tag=i.to_bytes(4, "big"))
+        c.pump()
+        assert all(len(c.of(ev10.DeliveryReceived, lk)) == 1 for lk in links)  # all used up
+        p = Client10(b, container="publisher")
+        s = p.sender("q")
+
+        for i in range(50):
+            s.send(_payload(b"more"), tag=i.to_bytes(4, "big"))
+        costs.append(served(p))
+        assert len(b.queues["q"].messages) == 50  # nobody could take them
+    flat(*costs)
+
+
 def test_a_consumer_woken_by_its_ack_takes_what_waited() -> None:
     """The ready ring does not lose a consumer: one that was full takes the
     next message once it acknowledges (woken by the ack), round robin."""
