@@ -342,6 +342,10 @@ class Connection09(Connection091):
                       body: bytes) -> Routed:
         return self._publish(books, m, properties, body)
 
+    @property
+    def frame_max(self) -> int:
+        return int(self.conn.frame_max)
+
     def queue_for(self, books: ChannelBooks, name: str) -> QueueState:
         return self._queue(books, name)
 

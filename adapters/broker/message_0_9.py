@@ -15,7 +15,10 @@ grammar's answers -- ``message.ok``, ``message.empty``, ``message.offset``):
 * ``consume`` / ``cancel``: a consumer named by its ``destination``; each
   message goes to it as the broker's ``transfer`` (body inline), which the
   client answers with ``ok`` (acknowledged) or ``reject`` (dead-lettered,
-  or dropped) -- ``no-ack`` consumers are settled as they are sent; ``qos``
+  or dropped); a body whose transfer would exceed the frame-max goes by a
+  reference the broker opens toward the client (``open``, ``append`` in
+  frames, ``close``, each answered ``ok``; the fuzzer found the inline
+  frame refused by the encoder, which dropped the connection) -- ``no-ack`` consumers are settled as they are sent; ``qos``
   is the channel's window as ``basic.qos`` (the same books); ``get`` sends
   one such ``transfer`` to its ``destination`` then ``ok``, or ``empty``;
   ``recover`` requeues what the channel has not settled;
@@ -28,9 +31,7 @@ grammar's answers -- ``message.ok``, ``message.empty``, ``message.offset``):
 * not honoured, with their reasons in the broker README's checklist: a
   non-empty ``filter`` on consume (no filter syntax is defined; refused
   540), ``immediate`` (refused 540: this class has no return to send the
-  message back in), a reference the
-  *broker* opens toward the client (the broker always sends bodies inline:
-  the sender's choice), ``security-token`` and ``transaction-id`` (no
+  message back in), ``security-token`` and ``transaction-id`` (no
   meaning for a single broker; carried as nothing).
 """
 
@@ -41,9 +42,12 @@ __all__ = ["MessageClass09", "HANDLERS"]
 from collections.abc import Callable
 from typing import Any, Protocol, cast
 
+import attrs
+
 from amqp_sansio.v0_9 import spec as spec09
 from amqp_sansio.v0_9_1 import spec
 from amqp_sansio.v0_9_1._specbase import Method
+from amqp_sansio.v0_9_1.framing import encode_method
 
 from .auth import ACCESS_0_9_1, Login
 from .front_0_9_1 import NOT_IMPLEMENTED, PRECONDITION_FAILED, ChannelBooks, Consumer091, Refusal
@@ -52,6 +56,10 @@ from .properties import FORM_0_9_1
 from .staging import Staged
 
 BODY_INLINE, BODY_REFERENCE = 0, 1
+#: below frame-max by this much a body goes inline without measuring its frame
+INLINE_SLACK = 1024
+#: message.append's frame around its bytes: frame header and end, ids, two sizes
+REF_OVERHEAD = 32
 #: transfer fields kept as basic properties of the same name
 _SAME = ("content_type", "content_encoding", "priority", "correlation_id", "reply_to",
          "message_id", "timestamp", "user_id", "app_id")
@@ -93,6 +101,8 @@ class Front09(Protocol):
 
     @property
     def ns(self) -> VHost: ...
+    @property
+    def frame_max(self) -> int: ...
     def note_output(self, octets: int) -> None: ...
     def basic_ack(self, books: ChannelBooks, m: Any) -> None: ...
     def basic_reject(self, books: ChannelBooks, m: Any) -> None: ...
@@ -130,6 +140,7 @@ class MessageClass09:
         #: channel -> reference -> its staged piece (open, or closed: not appendable)
         self.refs: dict[int, dict[str, Staged]] = {}
         self.closed_refs: dict[int, set[str]] = {}
+        self.ref_seq = 0  # the references we open toward the client
 
     @property
     def _user(self) -> str:
@@ -150,6 +161,20 @@ class MessageClass09:
         m = spec09.MessageTransfer(destination=destination, redelivered=msg.redelivered,
                                    exchange=msg.exchange, routing_key=msg.routing_key,
                                    body_kind=BODY_INLINE, body=msg.body, **kw)
+        frame_max = front.frame_max
+        if len(msg.body) + INLINE_SLACK > frame_max and len(
+                encode_method(0, m)) > frame_max:
+            # Over the frame-max inline: the body goes by a reference we open
+            # toward the client (open, append in frames, close; each answered ok).
+            self.ref_seq += 1
+            ref = f"amq.ref-{self.ref_seq}".encode()
+            books.channel.send(spec09.MessageOpen(reference=ref))
+            step = max(1, frame_max - REF_OVERHEAD - len(ref))
+            for at in range(0, len(msg.body), step):
+                books.channel.send(spec09.MessageAppend(reference=ref,
+                                                        bytes=msg.body[at:at + step]))
+            books.channel.send(spec09.MessageClose(reference=ref))
+            m = attrs.evolve(m, body_kind=BODY_REFERENCE, body=ref)
         books.channel.send(m)
         if no_ack:
             front.broker.gone(msg)
