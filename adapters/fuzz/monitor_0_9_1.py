@@ -178,6 +178,10 @@ class Monitor(MonitorBase):
         self.table = table
         self.cfg = cfg = cfg or MonitorConfig(mechanism="PLAIN")
         self.replies: list[bytes] = []
+        # what our methods and the peer's change or must respect, by method
+        # name (a dialect's monitor adds its own: monitor_0_9)
+        self.our_hooks: dict[str, Any] = dict(_OUR_HOOKS)
+        self.peer_hooks: dict[str, Any] = dict(_PEER_HOOKS)
         self.core = _Core(self, ClientConfig(
             virtual_host=cfg.virtual_host, username=cfg.username or "guest",
             password=cfg.password or "guest",
@@ -403,7 +407,7 @@ class Monitor(MonitorBase):
             c.req_seq += 1
             c.pending.append(m)
             c.pending_seq.append(c.req_seq)
-        hook = _OUR_HOOKS.get(name)
+        hook = self.our_hooks.get(name)
         if hook is not None:
             hook(c, m)
 
@@ -687,7 +691,7 @@ class Monitor(MonitorBase):
                                    "cancel late (README finding 2)")
                 else:
                     self.violation("channel.reply-order", msg)
-        hook = _PEER_HOOKS.get(name)
+        hook = self.peer_hooks.get(name)
         if hook is not None:
             hook(self, ch, c, m, request, lax)
 

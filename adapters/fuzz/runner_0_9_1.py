@@ -35,6 +35,7 @@ from amqp_sansio.v0_9_1 import spec
 from amqp_sansio.v0_9_1.framing import PROTOCOL_HEADER
 
 from .case import P09, Case
+from .monitor_0_9 import Monitor09
 from .monitor_0_9_1 import Monitor
 from .runner import ReplyingIO, RunConfig, RunResult, Target, probe, run_with
 from .signals import MonitorConfig
@@ -113,7 +114,7 @@ class _IO09(_IO091):
 
     @classmethod
     def monitor(cls, cfg: MonitorConfig) -> Monitor:
-        return Monitor(cfg, TABLE_0_9)
+        return Monitor09(cfg)  # 0-9-1's, with 0-9's rules and reflexes
 
 
 def run_case(case: Case, cfg: RunConfig) -> RunResult:
