@@ -607,15 +607,12 @@ class ClientChannel(base.ClientSessionBase["ClientSubscription[Any]"]):
         """Accept (``basic.ack``, batched per consumer), reject or release
         (``basic.reject``) deliveries of this channel.  ``code``, ``text`` and
         ``redelivered`` have no 0-9-1 equivalent."""
+        if how == "accept" and type(deliveries) is tuple and len(deliveries) == 1:
+            self._accept(deliveries[0])  # one delivery's accept(): the common case
+            return
         ds = deliveries if isinstance(deliveries, (tuple, list)) else list(deliveries)
         for d in ds:
-            if d.channel is not self:
-                raise LocalProtocolError("the delivery belongs to another session")
-            if not d.ack:
-                raise LocalProtocolError("deliveries of an accept_mode='none' subscription "
-                                         "need no settling")
-            if d.settled:
-                raise LocalProtocolError(f"delivery {d.delivery_tag} is already settled")
+            self._settleable(d)
         if how not in ("accept", "reject", "release"):
             raise LocalProtocolError(f"cannot settle by {how!r}")
         self.check()
@@ -644,6 +641,32 @@ class ClientChannel(base.ClientSessionBase["ClientSubscription[Any]"]):
             raise
         for d in ds:
             d.settled = True
+
+    def _settleable(self, d: ClientDelivery) -> None:
+        if d.channel is not self:
+            raise LocalProtocolError("the delivery belongs to another session")
+        if not d.ack:
+            raise LocalProtocolError("deliveries of an accept_mode='none' subscription "
+                                     "need no settling")
+        if d.settled:
+            raise LocalProtocolError(f"delivery {d.delivery_tag} is already settled")
+
+    def _accept(self, d: ClientDelivery) -> None:
+        """:meth:`settle` of one delivery by accept."""
+        if d.channel is not self or not d.ack or d.settled:
+            self._settleable(d)
+        self.check()
+        sub = d.sub
+        try:
+            if sub is not None and not sub.cancelled:
+                sub.to_ack(d.delivery_tag)
+                sub.acks_added()
+            else:
+                self.core.ack_tags((d.delivery_tag,))
+        except LocalProtocolError:
+            self.check()
+            raise
+        d.settled = True
 
     # -- lifecycle -----------------------------------------------------------------------
     @property

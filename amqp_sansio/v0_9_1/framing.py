@@ -309,6 +309,21 @@ class _Partial:
 _BASIC_PUBLISH = 60 << 16 | 40  # (0-9 and 0-9-1 alike)
 _BASIC_DELIVER = 60 << 16 | 60
 _MAX_TAG = (1 << 64) - 1
+_DELIVER_FIELDS = ("consumer_tag", "delivery_tag", "redelivered", "exchange", "routing_key")
+
+
+def _with_tag(last: tuple[int, bytes, bytes, Any, type[Any]], tag: int) -> Method:
+    """The basic.deliver ``last`` decoded, with delivery tag ``tag`` (built
+    as the generated decoders build it)."""
+    m = last[3]
+    o = last[4]()
+    o.consumer_tag = m.consumer_tag
+    o.delivery_tag = tag
+    o.redelivered = m.redelivered
+    o.exchange = m.exchange
+    o.routing_key = m.routing_key
+    o.__class__ = type(m)
+    return o  # type: ignore[no-any-return]
 #: The last basic.deliver encoded: (consumer tag, redelivered, exchange,
 #: routing key, profile), its octets before the delivery tag (the index
 #: included) and after it.  One tuple, read and replaced whole.
@@ -333,10 +348,21 @@ class Decoder:
         #: the octets); otherwise they are decoded anew each time.
         self.shared_properties = shared_properties
         self._last_props: tuple[int, bytes, Properties] | None = None
+        #: Properties with no table (immutable, frozen) are handed out again
+        #: too when their octets repeat -- where ``headers`` is every class's
+        #: only table (0-9-1, 0-9).
+        self._plain_shared = all(
+            [f.attr for f in cls.FIELDS if f.type == "table"] == ["headers"]
+            for cls in properties.values())
         #: The last basic.publish decoded and its octets: one whose octets
         #: repeat them (a publisher's loop) is the same method again -- it is
         #: frozen, its fields immutable, so nobody can tell.
         self._last_publish: tuple[bytes, Method] | None = None
+        #: The last basic.deliver decoded: where its delivery tag is, the
+        #: octets before and after it, the method and its mutable base.  A
+        #: consumer's deliveries differ in their tags only: one whose other
+        #: octets repeat is the last one with the new tag, not decoded again.
+        self._last_deliver: tuple[int, bytes, bytes, Any, type[Any]] | None = None
         self.frames = FrameDecoder(max_frame_size)
         self.max_body_size = max_body_size
         self.profile = profile
@@ -407,11 +433,16 @@ class Decoder:
                     last = self._last_publish
                     if last is not None and last[0] == payload:
                         m = last[1]
+                    elif ((d := self._last_deliver) is not None and payload[d[0] + 8:] == d[2]
+                          and payload[:d[0]] == d[1]):
+                        m = _with_tag(d, int.from_bytes(payload[d[0]:d[0] + 8], "big"))
                     else:
                         m = decode_method(payload, self.profile, offset=at, channel=ch,
                                           methods=self.methods)
                         if m.INDEX == _BASIC_PUBLISH:
                             self._last_publish = (bytes(payload), m)
+                        elif m.INDEX == _BASIC_DELIVER:
+                            self._keep_deliver(bytes(payload), m)
                     if not m.CONTENT:
                         yield MethodItem(ch, m)
                         continue
@@ -465,7 +496,7 @@ class Decoder:
                 return None
             if p != len(payload):
                 return None
-            if self.shared_properties:
+            if self.shared_properties or (props.headers is None and self._plain_shared):
                 self._last_props = (class_id, payload, props)
         pos = stop + 1
         if bsize:
@@ -490,6 +521,14 @@ class Decoder:
         item.properties_data = payload
         item.__class__ = ContentItem
         return item, pos
+
+    def _keep_deliver(self, payload: bytes, m: Method) -> None:
+        cls = type(m)
+        base = cls.__bases__[0]
+        if (base.__name__.startswith("_Slots")
+                and tuple(f.attr for f in cls.FIELDS if f.attr) == _DELIVER_FIELDS):
+            k = 5 + payload[4]  # (the index, the consumer tag: the delivery tag's offset)
+            self._last_deliver = (k, payload[:k], payload[k + 8:], m, base)
 
     def _frame(self, f: Frame, at: int) -> Item | None:
         ch = f.channel

@@ -7,6 +7,7 @@ import random
 import struct
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -346,6 +347,48 @@ def test_shared_properties_hand_a_repeated_header_the_same_object(shared: bool) 
     got = [item.properties for item in dec.feed(data)]
     assert got == [alike, alike, other, alike]
     assert (got[1] is got[0]) is shared and got[2] is not got[1] and got[3] is not got[0]
+
+
+def test_properties_without_a_table_repeated_are_the_same_object() -> None:
+    """Without ``shared_properties`` a content header repeating the last
+    one's octets is the same decoded properties when they hold no table
+    (frozen, every value immutable: nobody can tell); with a table, or
+    other octets, each its own."""
+    pub = spec.BasicPublish(exchange="", routing_key="q")
+    plain = spec.BasicProperties(content_type="text/plain", delivery_mode=2, message_id="m")
+    table = spec.BasicProperties(content_type="text/plain", headers={})
+    other = spec.BasicProperties(content_type="text/html")
+    data = b"".join(encode_content(1, pub, p, b"body", 1 << 16)
+                    for p in (plain, plain, table, table, other, plain))
+    got = [item.properties for item in Decoder(1 << 16).feed(data)]
+    assert got == [plain, plain, table, table, other, plain]
+    assert got[1] is got[0] and got[3] is not got[2] and got[5] is not got[0]
+    got[2].headers["x"] = 1  # (a table is the application's to change)
+    assert got[3].headers == {}
+
+
+def test_deliveries_alike_but_for_the_tag_decode_as_each_alone() -> None:
+    """A basic.deliver whose octets repeat the last one's but for the tag is
+    the last one with the new tag -- equal to decoding it alone; any other
+    field changed, and it is decoded anew."""
+    props = spec.BasicProperties(content_type="text/plain")
+    ms = [spec.BasicDeliver(consumer_tag="c1", delivery_tag=t, redelivered=r,
+                            exchange=x, routing_key=k)
+          for t, r, x, k in ((1, False, "", "q"), (2, False, "", "q"), ((1 << 64) - 1, False, "", "q"),
+                             (4, True, "", "q"), (5, True, "", "q"), (6, True, "e", "q"),
+                             (7, True, "e", "r"), (8, True, "e", "r"))]
+    ms.append(spec.BasicDeliver(consumer_tag="c2", delivery_tag=9, exchange="e", routing_key="r"))
+    ms.append(spec.BasicDeliver(consumer_tag="c", delivery_tag=10, exchange="e",
+                                routing_key="r"))
+    data = b"".join(encode_content(1, m, props, b"b%d" % i, 1 << 16) for i, m in enumerate(ms))
+    items = list(Decoder(1 << 16).feed(data))
+    assert [item.method for item in items] == ms
+    assert [type(item.method) for item in items] == [spec.BasicDeliver] * len(ms)
+    assert [item.body for item in items] == [b"b%d" % i for i in range(len(ms))]
+    for item, m in zip(items, ms, strict=True):
+        assert decode_method(encode_method(1, m)[7:-1]) == item.method
+        with pytest.raises(attrs.exceptions.FrozenInstanceError):
+            item.method.delivery_tag = 0  # type: ignore[misc]
 
 
 def test_a_repeated_publish_is_the_same_frozen_method() -> None:
