@@ -19,7 +19,9 @@ operator             the conversation
 ===================  ==========================================================
 valid:file           file.qos, file.consume, file.open -> open-ok -> file.stage
                      -> file.publish (mandatory / immediate), deliveries
-                     (file.open to us, our open-ok, stage + deliver), file.ack /
+                     (file.open to us, our open-ok, stage + deliver), content
+                     staged in two goes (the second open-ok's staged-size),
+                     file.ack /
                      file.reject, file.cancel
 valid:stream         stream.qos (consume-rate), stream.consume, stream.publish
                      (immediate), stream.deliver, stream.cancel
@@ -38,7 +40,8 @@ state:file-order     file.stage without file.open, file.publish of an
                      reject of a tag never delivered
 state:reference      message.append / close / checkpoint / a transfer by
                      reference of a reference never opened, open twice
-state:extremes       file.open with content-size 0 / 2^63 / 2^64-1, maximal
+state:extremes       file.open with content-size 2^40 / 2^63 / 2^64-1, a stage
+                     past the declared size, maximal
                      identifiers, message.resume of an unknown identifier,
                      dtx.start without dtx.select
 ===================  ==========================================================
@@ -184,7 +187,15 @@ def op_valid_file(s: Script) -> Fault:
     n = rng.between(1, 3)
     for i in range(n):
         ident = f"{s.tag}.f{i}"
-        _stage(s, 1, ident, rng.bytes(_size(s)), i)
+        body = rng.bytes(_size(s))
+        if len(body) > 1 and rng.chance(0.3):
+            # staged in two goes: the second open of the identifier is told
+            # what is staged (open-ok's staged-size) and stages the rest
+            cut = rng.between(1, len(body) - 1)
+            _stage(s, 1, ident, body[:cut], i, declared=len(body))
+            _stage(s, 1, ident, body[cut:], i, declared=len(body))
+        else:
+            _stage(s, 1, ident, body, i)
         s.method(1, spec09.FilePublish(exchange="", routing_key=q, identifier=ident,
                                        mandatory=rng.chance(0.2),
                                        immediate=i > 0 and rng.chance(0.3)))
@@ -425,7 +436,18 @@ def op_state_reference(s: Script) -> Fault:
 def op_state_extremes(s: Script) -> Fault:
     q = s.prefix()
     rng = s.rng
-    how = rng.pick(["content-size", "identifier", "resume-unknown", "dtx-without-select"])
+    how = rng.pick(["content-size", "identifier", "resume-unknown", "dtx-without-select",
+                    "stage-overrun"])
+    if how == "stage-overrun":
+        declared = rng.pick([0, 1, 10])
+        s.method(1, spec09.FileOpen(identifier=f"{s.tag}.over", content_size=declared),
+                 wait="file.open-ok:1")
+        _content(s, 1, spec09.FileStage(), None, rng.bytes(declared + rng.between(1, 100)),
+                 faulty=True, label=f"file.stage ch1 [more than the {declared} octets "
+                 "declared]")
+        s.some_valid(1, 1)
+        return Fault(kind="state:extremes", target="file.stage", detail=how, accept=False,
+                     close={506}, channel_close={406})
     if how == "content-size":
         size = rng.pick([(1 << 64) - 1, 1 << 63, 1 << 40])
         s.method(1, spec09.FileOpen(identifier=f"{s.tag}.big", content_size=size),
