@@ -1256,6 +1256,9 @@ class Session(Endpoint[SessionState]):
             "command": Entry((), _on_peer_command),
             **ANSWERED,
             "transport-lost": _TRANSPORT_LOST,
+            # A channel where we refused the peer's attach can still carry
+            # its traffic for that session after ours is attached there.
+            "stray": Entry((SessionState.ATTACHED,)),
         },
         SessionState.DETACHING: {
             # detached before the attach was answered
@@ -1274,6 +1277,7 @@ class Session(Endpoint[SessionState]):
             # detach under way: the peer will replay to a resumed session
             "command": Entry(),
             "transport-lost": _TRANSPORT_LOST,
+            "stray": Entry((SessionState.DETACHING,)),
         },
     }, universal={"violation": Entry((SessionState.DETACHED,), _on_unbound)},
         terminal=(SessionState.DETACHED,), illegal=_illegal,

@@ -14,6 +14,7 @@ from pair_0_10 import Net, ctl, decode, of_type, opened
 from amqp_sansio.errors import LocalProtocolError
 from amqp_sansio.serial import SequenceSet
 from amqp_sansio.v0_10 import events as ev
+from amqp_sansio.v0_10.codes import DetachCode
 from amqp_sansio.v0_10.connection import ClientConfig, ConnState, ServerConfig
 from amqp_sansio.v0_10.framing import encode_command
 from amqp_sansio.v0_10.session import Session, SessionState, SessionStore
@@ -1023,6 +1024,25 @@ def test_attaches_crossing_on_one_chosen_channel_are_both_refused(first: str) ->
     _, se = net.pump()
     assert [(e.session.name, e.command_id) for e in of_type(se, ev.CommandReceived)] == [
         (b"after", cid)]
+
+
+def test_traffic_of_a_refused_session_after_ours_attached_is_dropped() -> None:
+    """The peer attaches another session on a channel where ours is attached
+    (refused), then sends a detached naming another session there: it is that
+    session's stray, dropped, while ours stays attached (found by
+    TestSessionMachine in CI: the engine's table had "stray" only while
+    attaching, so it raised SessionViolation into receive_data)."""
+    net = opened(ClientConfig(channel_max=2), ServerConfig(channel_max=2))
+    net.sessions(b"a", channel=0)
+    cb, _ = net.sessions(b"b", channel=1)
+    net.feed("client", ctl(SessionAttach(name=b"a"), 1))
+    got = net.feed("client", ctl(SessionDetached(name=b"", code=DetachCode.NOT_ATTACHED), 1))
+    assert not of_type(got, ev.SessionDetached)
+    assert cb.state is SessionState.ATTACHED
+    cb.detach()
+    got = net.feed("client", ctl(SessionDetached(name=b"other", code=DetachCode.NOT_ATTACHED), 1))
+    assert not of_type(got, ev.SessionDetached)
+    assert cb.state is SessionState.DETACHING
 
 
 def test_complete_takes_any_iterable() -> None:

@@ -25,6 +25,7 @@ from pair_0_10 import Net, client_at, ctl, opened, server_at
 from amqp_sansio import sasl
 from amqp_sansio.serial import SequenceSet
 from amqp_sansio.v0_10 import connection, session
+from amqp_sansio.v0_10.codes import DetachCode
 from amqp_sansio.v0_10.connection import (
     CONNECTION_TRANSITIONS,
     ClientConfig,
@@ -279,6 +280,15 @@ def session_scenarios() -> None:
     theirs.send(QueueDeclare(queue="stray"))
     net.feed("client", net.server.data_to_send())
     net.pump()
+    # A stray while ATTACHED, then DETACHING: the peer's attach on a channel
+    # where ours is attached was refused; a detached naming another session
+    # arrives there later.
+    net = opened()
+    mine, _ = net.sessions(b"mine", channel=2)
+    net.feed("client", ctl(SessionAttach(name=b"other"), 2))
+    net.feed("client", ctl(SessionDetached(name=b"", code=DetachCode.NOT_ATTACHED), 2))
+    mine.detach()
+    net.feed("client", ctl(SessionDetached(name=b"", code=DetachCode.NOT_ATTACHED), 2))
     # Detached before the attach was answered: the crossing attached (DI).
     net = opened()
     early = net.client.attach(b"early")
