@@ -33,7 +33,8 @@ on robustness -- crashes, hangs, the peer's own violations.  Pure.
 
 from __future__ import annotations
 
-__all__ = ["tokens", "Coverage", "Recipe", "build", "MUTATIONS", "mutant_fault", "MUTANT_BASE"]
+__all__ = ["tokens", "Coverage", "Recipe", "build", "MUTATIONS", "mutant_fault", "MUTANT_BASE",
+           "ends_in_a_frame"]
 
 from collections.abc import Callable, Iterable, Sequence
 
@@ -41,7 +42,7 @@ import attrs
 
 from amqp_sansio.v1_0 import spec
 
-from .case import Case, Fault, Item
+from .case import P010, P10, Case, Fault, Item
 from .signals import Signal
 from .values import Rng, case_rng
 
@@ -171,6 +172,33 @@ def mutant_fault(base: Case, recipe: Recipe) -> Fault:
     return Fault(kind="feedback:mutant", target=base.fault.target, detail=str(recipe),
                  accept=True, close=every, detach=every, exception=every, drop=True,
                  channel_close=every, conditions=_ALL_CONDITIONS)
+
+
+def ends_in_a_frame(case: Case) -> bool:
+    """Do the case's octets stop inside a frame (a mutant dropped or doubled
+    a piece of one)?  The peer then rightly waits for the rest, and what we
+    send after the items -- the barrier, our close -- is read as that
+    frame's content: its silence is no hang."""
+    data = b"".join(it.data for it in case.items)
+    proto = case.protocol
+    pos = 0
+    while pos < len(data):
+        if data[pos:pos + 4] == b"AMQP":
+            pos += 8
+            continue
+        if proto == P10:  # size (4), doff, type, channel (2)
+            head, size, least = 8, int.from_bytes(data[pos:pos + 4], "big"), 8
+        elif proto == P010:  # flags, type, size (2, whole frame), ..., 12 octets
+            head, size, least = 12, int.from_bytes(data[pos + 2:pos + 4], "big"), 12
+        else:  # 0-9-1, 0-9: type, channel (2), size (4), payload, frame-end
+            head, least = 7, 0
+            size = 8 + int.from_bytes(data[pos + 3:pos + 7], "big")
+        if len(data) - pos < head:
+            return True
+        if size < least:
+            return False  # no frame at all: the peer must refuse it, not wait
+        pos += size
+    return pos > len(data)
 
 
 def build(recipe: Recipe, number: int, make: Callable[[int, str], Case], tag: str) -> Case:

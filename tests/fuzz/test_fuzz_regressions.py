@@ -417,3 +417,33 @@ def test_tx_select_twice_is_illegal_state() -> None:
     refused = [i.command for i in items if names([i]) == ["execution.exception"]]
     assert [(e.error_code, e.command_id, e.class_code, e.command_code) for e in refused] == [
         (409, 1, spec.TxSelect.CLASS_CODE, spec.TxSelect.CODE)]
+
+
+@pytest.mark.parametrize("protocol", ["0-10", "0-9-1", "1.0"])
+def test_a_mutant_that_cuts_a_frame_short_is_waited_for_not_hung(protocol: str) -> None:
+    """The oracle's finding, not the broker's: bench/fuzz_state_coverage.py,
+    1.0 seed 2, feedback arm: 19 'hang's (24 in the CLI's run of the same
+    budget) -- mutants that dropped or doubled a piece of a frame sent in
+    pieces, so the broker waited for the rest of it and read our barrier and
+    close as its content.  Waiting is right; a mutant whose octets stop
+    inside a frame is not judged a hang (one that stops between frames is)."""
+    import attrs
+
+    from amqp_sansio_fuzz import feedback
+    from amqp_sansio_fuzz.oracle import Observation, classify
+    from amqp_sansio_fuzz.protocols import generator
+
+    g = generator(protocol)
+    base = g.make_case(1, 0, g.GenConfig(run_tag="cut"))
+    whole = attrs.evolve(base, family="feedback", fault=feedback.mutant_fault(
+        base, feedback.Recipe(0)))
+    k = max(i for i, it in enumerate(whole.items) if len(it.data) > 3)  # the last frame
+    items = list(whole.items[:k + 1])
+    items[k] = attrs.evolve(items[k], data=items[k].data[:-3])
+    cut = whole.with_items(items)
+    hung = Observation(timed_out="connection.close not answered with close-ok",
+                       fault_sent=True)
+    assert not feedback.ends_in_a_frame(whole) and feedback.ends_in_a_frame(cut)
+    assert classify(whole, hung).kind == "hang"
+    assert classify(cut, hung).kind == "accepted"
+    assert classify(attrs.evolve(cut, family=base.family), hung).kind != "accepted"
