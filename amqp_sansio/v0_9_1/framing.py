@@ -692,7 +692,8 @@ def encode_content(channel: int, method: Method, properties: Properties | None,
     n = len(body)
     # All frames in one buffer; each header is written once its size is known.
     out = bytearray(7)
-    if method.INDEX == _BASIC_DELIVER:
+    index = method.INDEX  # (once: a class attribute via the instance is a type lookup)
+    if index == _BASIC_DELIVER:
         # A consumer's deliveries differ in their tag alone, mostly: the
         # octets around it are the last delivery's if its fields were alike.
         key = (method.consumer_tag, method.redelivered, method.exchange,  # type: ignore[attr-defined]
@@ -704,12 +705,12 @@ def encode_content(channel: int, method: Method, properties: Properties | None,
             out += tag.to_bytes(8, "big")
             out += last[2]
         else:
-            out += _pack_index(method.INDEX)
+            out += _pack_index(index)
             method.encode_into(method, out, profile)
             at = 12 + out[11]  # (after the index and the consumer tag)
             _LAST_DELIVER[0] = (key, bytes(out[7:at]), bytes(out[at + 8:]))
     else:
-        out += _pack_index(method.INDEX)
+        out += _pack_index(index)
         method.encode_into(method, out, profile)
     size = len(out) - 7
     if size + FRAME_OVERHEAD > max_frame_size:
