@@ -50,7 +50,7 @@ state:extremes       file.open with content-size 2^40 / 2^63 / 2^64-1, a stage
 from __future__ import annotations
 
 __all__ = ["GenConfig", "Script", "OPERATORS", "FAMILIES", "make_case", "describe",
-           "operator_names"]
+           "methods_sent", "operator_names"]
 
 from collections.abc import Callable
 from typing import Any
@@ -62,6 +62,7 @@ from amqp_sansio.v0_9.connection import TABLE_0_9
 from amqp_sansio.v0_9_1 import spec
 from amqp_sansio.v0_9_1._specbase import Method, unchecked
 from amqp_sansio.v0_9_1.framing import PROTOCOL_HEADER as HEADER_0_9_1
+from amqp_sansio.v0_9_1.framing import Decoder
 from amqp_sansio.v0_9_1.spec import METHODS as METHODS_091
 
 from . import casegen, generate_0_9_1
@@ -509,3 +510,18 @@ def make_case(seed: int, number: int, cfg: generate_0_9_1.GenConfig | None = Non
     (its random source salted ``0-9/``)."""
     return casegen.make_case(seed, number, cfg or GenConfig(), operators=OPERATORS,
                              families=FAMILIES, script=Script, salt="0-9/")
+
+
+def methods_sent(case: Case) -> set[str]:
+    """The names of the whole, well-formed 0-9 methods ``case`` sends (what
+    a faulty item cuts short is left out)."""
+    dec = Decoder(1 << 20, methods=TABLE_0_9.methods, properties=TABLE_0_9.properties)
+    names: set[str] = set()
+    try:
+        for item in dec.feed(b"".join(i.data for i in case.items)[8:]):
+            m = getattr(item, "method", None)
+            if m is not None:
+                names.add(m.NAME)
+    except Exception:  # noqa: BLE001 (a faulty item ends what can be read)
+        pass
+    return names

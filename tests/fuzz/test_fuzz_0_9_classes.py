@@ -15,10 +15,16 @@ from cli_main import run
 from amqp_sansio import sasl
 from amqp_sansio.v0_9 import spec as spec09
 from amqp_sansio.v0_9.connection import TABLE_0_9, Connection, Role, ServerConfig
-from amqp_sansio.v0_9_1.framing import Decoder
 from amqp_sansio_fuzz import wire_0_9_1 as w
 from amqp_sansio_fuzz.case import Case
-from amqp_sansio_fuzz.generate_0_9 import OWN_0_9, GenConfig, Script, describe, make_case
+from amqp_sansio_fuzz.generate_0_9 import (
+    OWN_0_9,
+    GenConfig,
+    Script,
+    describe,
+    make_case,
+    methods_sent,
+)
 from amqp_sansio_fuzz.monitor_0_9 import Monitor09
 from amqp_sansio_fuzz.signals import MonitorConfig
 from amqp_sansio_fuzz.values import Names, case_rng
@@ -26,18 +32,7 @@ from amqp_sansio_fuzz.values import Names, case_rng
 OWN = tuple(f"{fam}:{name}" for fam, ops in OWN_0_9.items() for name, _, _ in ops)
 
 
-def _methods(case: Case) -> set[str]:
-    """The names of the whole, well-formed methods a case sends."""
-    dec = Decoder(1 << 20, methods=TABLE_0_9.methods, properties=TABLE_0_9.properties)
-    names: set[str] = set()
-    try:
-        for item in dec.feed(b"".join(i.data for i in case.items)[8:]):
-            m = getattr(item, "method", None)
-            if m is not None:
-                names.add(m.NAME)
-    except Exception:  # noqa: BLE001 (a faulty item ends what can be read)
-        pass
-    return names
+_methods = methods_sent  # (the generator's: what a case sends)
 
 
 def test_own_cases_are_deterministic_per_seed() -> None:
