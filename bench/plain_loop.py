@@ -4,10 +4,12 @@ messages one call each (1.0 with ``wait=False``: unsettled until the final
 then ``d = sub.get(); d.accept()`` N times (prefetch 100) and ``sync()``.
 
     .venv/bin/python bench/plain_loop.py URL --protocol 1.0 [--count 20000]
-        [--adapter socket|trio] [--confirm]
+        [--adapter socket|trio|asyncio] [--confirm]
 
 Prints the CPU per message (user + system, whole process: the I/O thread
-included) and the rate of each half.  Run it against one broker for every
+included) and the rate of each half.  ``trio`` and ``asyncio`` run one
+coroutine (the async client's API is the same) under ``trio.run`` or
+``asyncio.run``.  Run it against one broker for every
 tree compared (``PYTHONPATH`` a tree's packages), alternated.
 """
 
@@ -52,10 +54,13 @@ def with_socket(url: str, proto: str, n: int, confirm: bool) -> None:
         report(f"socket {proto} get+accept", n, c0, t0)
 
 
-def with_trio(url: str, proto: str, n: int, confirm: bool) -> None:
-    import trio
-
-    from amqp_sansio_trio import open_connection
+def with_async(url: str, proto: str, n: int, confirm: bool, adapter: str) -> None:
+    """One coroutine for both async adapters: ``amqp_sansio_asyncio`` is the
+    Trio adapter's client on asyncio, with the same API."""
+    if adapter == "trio":
+        from amqp_sansio_trio import open_connection
+    else:
+        from amqp_sansio_asyncio import open_connection
     q = ("/queue/" if proto == "1.0" else "") + "loop-" + uuid.uuid4().hex[:6]
 
     async def main() -> None:
@@ -68,16 +73,21 @@ def with_trio(url: str, proto: str, n: int, confirm: bool) -> None:
             for _ in range(n):
                 await s.publish(b"x" * 100, routing_key=q, **kw)
             await s.sync()
-            report(f"trio {proto} publish{' --confirm' if confirm else ''}", n, c0, t0)
+            report(f"{adapter} {proto} publish{' --confirm' if confirm else ''}", n, c0, t0)
             c0, t0 = cpu(), time.perf_counter()
             async with s.subscribe(q, prefetch=100) as sub:
                 for _ in range(n):
                     d = await sub.get()
                     await d.accept()
             await s.sync()
-            report(f"trio {proto} get+accept", n, c0, t0)
+            report(f"{adapter} {proto} get+accept", n, c0, t0)
 
-    trio.run(main)
+    if adapter == "trio":
+        import trio
+        trio.run(main)
+    else:
+        import asyncio
+        asyncio.run(main())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -85,10 +95,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("url")
     p.add_argument("--protocol", default="1.0", choices=["0-10", "0-9-1", "1.0"])
     p.add_argument("--count", type=int, default=20_000)
-    p.add_argument("--adapter", default="socket", choices=["socket", "trio"])
+    p.add_argument("--adapter", default="socket", choices=["socket", "trio", "asyncio"])
     p.add_argument("--confirm", action="store_true", help="0-9-1: publisher confirms")
     o = p.parse_args(argv)
-    (with_trio if o.adapter == "trio" else with_socket)(o.url, o.protocol, o.count, o.confirm)
+    if o.adapter == "socket":
+        with_socket(o.url, o.protocol, o.count, o.confirm)
+    else:
+        with_async(o.url, o.protocol, o.count, o.confirm, o.adapter)
     return 0
 
 
