@@ -180,14 +180,15 @@ class ConnectionViolation(Exception):
 
     ``code``/``condition``/``info`` go into the close; ``channel``,
     ``class_code``/``command_code`` say what caused it; ``broken``: the
-    input stream can no longer be parsed (nothing more is read).
+    input stream can no longer be parsed (nothing more is read); ``rule``:
+    the name of the check that failed, where the layer names it.
     """
 
     def __init__(self, message: str, code: int | None = None, *,
                  condition: str | None = None, info: Mapping[str, Any] | None = None,
                  close: bool = True, channel: int | None = None,
                  class_code: int | None = None, command_code: int | None = None,
-                 broken: bool = False) -> None:
+                 broken: bool = False, rule: str | None = None) -> None:
         if code is None and condition is None:
             raise TypeError("a ConnectionViolation needs a code or a condition")
         super().__init__(message)
@@ -200,12 +201,15 @@ class ConnectionViolation(Exception):
         self.class_code = class_code
         self.command_code = command_code
         self.broken = broken
+        self.rule = rule
 
     @classmethod
-    def from_decode_error(cls, e: DecodeError, **kw: bool) -> ConnectionViolation:
+    def from_decode_error(cls, e: DecodeError, *, broken: bool = False, close: bool = True
+                          ) -> ConnectionViolation:
         """The connection-scope violation a decoder's error amounts to."""
         return cls(e.message, e.code, condition=e.condition, info=e.info, channel=e.channel,
-                   class_code=e.class_code, command_code=e.command_code, **kw)
+                   class_code=e.class_code, command_code=e.command_code, broken=broken,
+                   close=close)
 
     def remote(self, events: Sequence[Event]) -> RemoteProtocolError:
         """What ``receive_data`` raises for it."""

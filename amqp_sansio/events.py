@@ -137,7 +137,10 @@ class ProtocolViolation(Event):
     ``"execution.exception"``, ``"channel.close"``, 1.0 ``"close"``,
     ``"end"``, ``"detach"`` -- or ``"none"`` (the socket is to be dropped).
     ``code`` is the numbered protocols' reply code, ``condition`` 1.0's
-    symbolic error condition (each None where the protocol has none)."""
+    symbolic error condition (each None where the protocol has none).
+    ``rule`` names the check the peer failed, where the core names it
+    (0-9-1's channel rules: ``"channel.unexpected-reply"``; a fuzz monitor
+    reports by it)."""
 
     code: int | None
     scope: str
@@ -145,3 +148,4 @@ class ProtocolViolation(Event):
     message: str
     reply: str
     condition: str | None = None
+    rule: str | None = None

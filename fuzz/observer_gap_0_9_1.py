@@ -47,18 +47,24 @@ _HDR = struct.Struct("!BHI")
 
 
 class Shadow:
-    """A client core that books what we send through its public API."""
+    """A client core that books what we send: in the observer role
+    (``Connection.observe_sent``), or -- ``--public-api``, how this script
+    measured the gap before that role existed -- through the public client
+    API (``open_channel``, ``Channel.send``, ``publish``, ``close``), whose
+    local checks refuse what the fuzzer sends on purpose."""
 
-    def __init__(self) -> None:
+    def __init__(self, observer: bool) -> None:
+        self.observer = observer
         self.core = Connection(Role.CLIENT, ClientConfig(
             username="guest", password="guest", mechanisms=("PLAIN",), channel_max=0,
-            frame_max=0xFFFFFFFF, heartbeat=0))
+            frame_max=0xFFFFFFFF, heartbeat=0), observer=observer)
         self.core.data_to_send()
         self.buf = bytearray()
         self.started = False
         self.header_left = 8  # our protocol header (may come in pieces)
         self.refused: list[str] = []
         self.refused_valid = 0  # refusals of items the case does not mark faulty
+        self.noted = 0  # observer: sends booked with a local rule broken
         self.faulty = False
         self.flagged: list[str] = []
         self.dead = False
@@ -66,6 +72,14 @@ class Shadow:
     def sent(self, data: bytes) -> None:
         if self.header_left:
             self.started = True
+        if self.observer:
+            try:
+                self.noted += len(self.core.observe_sent(data))
+            except LocalProtocolError as e:
+                self.refused.append(f"observe: {str(e)[:60]}")
+                self.refused_valid += not self.faulty
+            return
+        if self.header_left:
             cut = min(self.header_left, len(data))
             self.header_left -= cut
             data = data[cut:]
@@ -114,47 +128,52 @@ class Shadow:
             return
         for e in events:
             if isinstance(e, ev.ProtocolViolation):
-                self.flagged.append(f"channel: {str(e)[:60]}")
+                self.flagged.append(f"{e.scope} {e.code} {e.rule}: {e.message[:50]}")
         self.core.data_to_send()
 
 
-def play(case: Any, mode: str) -> tuple[Monitor, Shadow]:
+def play(case: Any, mode: str, observer: bool) -> tuple[Monitor, Shadow]:
     mon = Monitor(MonitorConfig(mechanism="PLAIN", username="guest", password="guest"))
-    sh = Shadow()
+    sh = Shadow(observer)
     peer = Responder(mode)
-    # The shadow's own handshake: a server core answers it, then it reads the
-    # peer's channel traffic like the monitor.
-    hs = Connection(Role.SERVER, ServerConfig(
-        authenticator=sasl.ServerAuthenticator.standard(check_password=lambda u, p: True),
-        heartbeat=0))
-    hs.receive_data(b"AMQP\x00\x00\x09\x01")
-    while (out := hs.data_to_send()):
-        sh.core.receive_data(out)
-        if (back := sh.core.data_to_send()):
-            hs.receive_data(back)
-    assert sh.core.state is ConnState.OPEN, sh.core.state
+    if not observer:
+        # The shadow's own handshake: a server core answers it, then it reads
+        # the peer's channel traffic like the monitor.
+        hs = Connection(Role.SERVER, ServerConfig(
+            authenticator=sasl.ServerAuthenticator.standard(check_password=lambda u, p: True),
+            heartbeat=0))
+        hs.receive_data(b"AMQP\x00\x00\x09\x01")
+        while (out := hs.data_to_send()):
+            sh.core.receive_data(out)
+            if (back := sh.core.data_to_send()):
+                hs.receive_data(back)
+        assert sh.core.state is ConnState.OPEN, sh.core.state
     for it in [*case.items, None]:
         data = it.data if it is not None else wire_0_9_1.method_frame(
             0, spec.ConnectionClose(reply_code=200))
         faulty = it.faulty if it is not None else False
         mon.sent(data, faulty=faulty)
-        if it is not None and data:
+        if data:
             sh.faulty = faulty
             sh.sent(data)
         back = peer.feed(data)
         while back:
             mon.received(back)
-            if sh.started:
+            if observer:
+                sh.received(back)
+            elif sh.started:
                 sh.received(_channel_frames(back))
             ours = b"".join(mon.take_replies())
             mon.sent(ours)
+            if observer and ours:
+                sh.sent(ours)
             back = peer.feed(ours) if ours else b""
     return mon, sh
 
 
 def _channel_frames(data: bytes) -> bytes:
-    """The peer's frames on channels other than 0 (the shadow did its own
-    handshake with another server)."""
+    """The peer's frames on channels other than 0 (the public-API shadow
+    did its own handshake with another server)."""
     out, pos = bytearray(), 0
     if data.startswith(b"AMQP"):
         return b""  # its protocol header, refusing ours: the handshake's business
@@ -173,13 +192,16 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--mode", default="conformant",
                     choices=("conformant", "wrong-code", "silent", "double-reply"))
+    ap.add_argument("--public-api", action="store_true",
+                    help="book our sends through the client API (the gap before the observer role)")
     a = ap.parse_args()
     rows: collections.Counter[str] = collections.Counter()
     refusals: collections.Counter[str] = collections.Counter()
     flags: collections.Counter[str] = collections.Counter()
+    noted = 0
     for n in range(a.cases):
         case = make_case(a.seed, n, GenConfig())
-        mon, sh = play(case, a.mode)
+        mon, sh = play(case, a.mode, not a.public_api)
         m_flag, s_flag = bool(mon.violations), bool(sh.flagged)
         booked = ("booked all" if not sh.refused else
                   "refused a faulty item" if not sh.refused_valid else "refused a valid item")
@@ -187,13 +209,16 @@ def main() -> None:
              f"{'flags ' if s_flag else 'silent'}  core {booked}"] += 1
         rows[f"(all)     monitor {'flags ' if m_flag else 'silent'}  core "
              f"{'flags ' if s_flag else 'silent'}  core {booked}"] += 1
+        noted += bool(sh.noted)
         if sh.refused:
             refusals[sh.refused[0].split(":")[0]] += 1
         for f in sh.flagged[:1]:
             flags[f[:70]] += 1
-    print(f"{a.cases} cases, seed {a.seed}, peer mode {a.mode}")
+    print(f"{a.cases} cases, seed {a.seed}, peer mode {a.mode}, "
+          f"{'public API' if a.public_api else 'observer role'}")
     for k, v in sorted(rows.items()):
         print(f"  {v:5d}  {k}")
+    print(f"cases with a send booked against a local rule (observer): {noted}")
     print("what the core refused to book first (cases):")
     for k, v in refusals.most_common(12):
         print(f"  {v:5d}  {k}")

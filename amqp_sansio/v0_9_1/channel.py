@@ -133,12 +133,13 @@ class ChannelError(Exception):
     """Internal: the peer broke a channel-scope rule (a 4xx soft error)."""
 
     def __init__(self, message: str, code: int = ReplyCode.PRECONDITION_FAILED, class_id: int = 0,
-                 method_id: int = 0) -> None:
+                 method_id: int = 0, rule: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.code = code
         self.class_id = class_id
         self.method_id = method_id
+        self.rule = rule
 
 
 class ChannelSettings(Protocol):
@@ -159,6 +160,13 @@ class ChannelPort(Protocol):
     @property
     def client(self) -> bool:
         """Our role is the client's."""
+        ...
+
+    @property
+    def observer(self) -> bool:
+        """The connection observes a conversation others hold
+        (:meth:`Channel.observe`): the channel writes nothing of its own and
+        reports the peer's faults without acting on them."""
         ...
 
     @property
@@ -192,10 +200,30 @@ class ChannelPort(Protocol):
         ...
 
 
-def _fault(message: str, code: int, m: Method, channel: int) -> ConnectionViolation:
+def _fault(message: str, code: int, m: Method, channel: int, rule: str) -> ConnectionViolation:
     """A connection-scope violation found on a channel (5xx)."""
     return ConnectionViolation(message, code, channel=channel, class_code=m.CLASS_ID,
-                               command_code=m.METHOD_ID)
+                               command_code=m.METHOD_ID, rule=rule)
+
+
+def _state_rule(state: ChannelState, name: str) -> str:
+    """The rule a peer's method breaks by arriving in ``state``."""
+    if state is ChannelState.OPENING:
+        return "channel.before-open-ok"
+    return _UNSOLICITED.get(name, "channel.state")
+
+
+# Replies to the channel's own requests, which no other request answers.
+_UNSOLICITED = {"channel.open-ok": "channel.open-ok-unsolicited",
+                "channel.close-ok": "channel.close-ok-unsolicited"}
+
+
+def _refuse(misuse: list[str] | None, reason: str) -> None:
+    """A local rule is broken: raise -- or, observing (``misuse`` is a
+    list), note it: the send went out all the same."""
+    if misuse is None:
+        raise LocalProtocolError(reason)
+    misuse.append(reason)
 
 
 def _illegal(ch: Channel, inp: Hashable) -> Exception:
@@ -245,6 +273,10 @@ class Channel(Endpoint[ChannelState]):
         self._cancelled: dict[str, tuple[bool, int]] = {}
         self._requests = 0  # requests sent that await a reply, ever
         self._replies = 0  # replies received, ever
+        self._observer = port.observer
+        #: Replies the RabbitMQ dialect took out of order (consume-ok and
+        #: cancel-ok passing later replies): a fuzz monitor counts them.
+        self.late_replies = 0
 
     def __repr__(self) -> str:
         return f"<Channel {self.id} {self.state.name}>"
@@ -318,7 +350,7 @@ class Channel(Endpoint[ChannelState]):
         process_input(self, self.MACHINE, inp if inp in self.MACHINE.rows[self.state]
                       else "send()", method)
 
-    def _send_checked(self, method: Method, _: None = None) -> None:
+    def _send_checked(self, method: Method, misuse: list[str] | None = None) -> None:
         name = method.NAME
         reply_to = self._reply_to
         if name in reply_to:
@@ -326,9 +358,10 @@ class Channel(Endpoint[ChannelState]):
             head = self.owed[0] if self.owed else None
             if head is None or head.NAME not in reply_to[name]:
                 want = f"the reply to {head.NAME}" if head is not None else "no reply"
-                raise LocalProtocolError(f"{name} is not a reply owed on channel {self.id} "
-                                         f"({want} is due)")
-            self.owed.popleft()
+                _refuse(misuse, f"{name} is not a reply owed on channel {self.id} ({want} is "
+                        "due)")
+            else:
+                self.owed.popleft()
         self._port.write_method(self.id, method)
         if method.expects_reply:
             self.pending.append(method)
@@ -359,19 +392,22 @@ class Channel(Endpoint[ChannelState]):
     def _publish(self, method: BasicPublish, properties: BasicProperties | None,
                  body: bytes | bytearray | memoryview) -> int | None:
         self._check_sendable("basic.publish")
-        if method.immediate and self._rabbit:
-            raise LocalProtocolError("RabbitMQ does not implement immediate=True (it would "
-                                     "close the connection with 540)")
-        if not self.flow_active:
-            raise LocalProtocolError(f"the peer turned flow off on channel {self.id}")
-        if self._raise_when_blocked and self._port.blocked:
-            raise LocalProtocolError("the connection is blocked by the broker")
+        self._check_publish(method, None)
         if self._strict_names:
             check_names(method)
         self._port.write_content(self.id, method, properties, body, None)
         if self.confirms is not None:
             return self.confirms.publish()
         return None
+
+    def _check_publish(self, method: BasicPublish, misuse: list[str] | None) -> None:
+        if method.immediate and self._rabbit:
+            _refuse(misuse, "RabbitMQ does not implement immediate=True (it would close the "
+                    "connection with 540)")
+        if not self.flow_active:
+            _refuse(misuse, f"the peer turned flow off on channel {self.id}")
+        if self._raise_when_blocked and self._port.blocked:
+            _refuse(misuse, "the connection is blocked by the broker")
 
     def send_content(self, method: Method, properties: Properties | None = None,
                      body: bytes | bytearray | memoryview = b"", *,
@@ -469,6 +505,43 @@ class Channel(Endpoint[ChannelState]):
             reply_code=code, reply_text=text, class_id=class_id, method_id=method_id))
         self._trace("close()", was)
 
+    def observe(self, m: Method, misuse: list[str]) -> None:
+        """Observer role: ``m`` went out on this channel (the connection
+        takes ``channel.open`` and ``close-ok``).  The local side's input
+        from :attr:`OBSERVER` -- this table, with the requests a client may
+        pipeline behind ``channel.open`` -- runs without the local checks:
+        what they refuse is noted in ``misuse`` and the books follow what
+        the peer was sent.  What no table entry takes (a send in CLOSING, a
+        method a client never sends) books nothing: the peer must refuse it."""
+        name = m.NAME
+        state = self.state
+        row = self.OBSERVER.rows[state]
+        if name == "channel.close":
+            inp = "close()"
+        elif m.CLASS_ID == 10 or ("server" if self._client else "client") not in m.CHASSIS \
+                or name in ("channel.open", "channel.open-ok"):
+            misuse.append(f"a {self._role} does not send {name} on a channel")
+            return
+        elif m.CONTENT:
+            inp = "content()"
+        else:
+            inp = _CALLS.get(name) or _call(name)
+            if inp not in row:
+                inp = "send()"
+        if inp not in row:
+            misuse.append(f"{name} on channel {self.id} in state {state.name}")
+            return
+        if self._client and self._rabbit and any(r.NAME in _TX_ENDS for r in self.pending):
+            misuse.append(f"{name} on channel {self.id} before its tx.commit/tx.rollback is "
+                          "answered (RabbitMQ would close the connection with 504)")
+        process_input(self, self.OBSERVER, inp, m, misuse)
+
+    def _observe_content(self, m: Method, misuse: list[str]) -> None:
+        if isinstance(m, BasicPublish):
+            self._check_publish(m, misuse)
+            if self.confirms is not None:
+                self.confirms.publish()
+
     # -- the connection's calls (the other half of the seam) -----------------------
     def handle_method(self, m: Method, events: list[ev.Event]) -> None:
         """A method the peer sent on this channel.  A channel-rule violation
@@ -480,7 +553,7 @@ class Channel(Endpoint[ChannelState]):
         inp = name if name in row else "method"
         if inp not in row:
             raise _fault(f"{name} on channel {self.id} in state {st.name}",
-                         ReplyCode.CHANNEL_ERROR, m, self.id)
+                         ReplyCode.CHANNEL_ERROR, m, self.id, _state_rule(st, name))
         self._port.trace(st, inp, "method")
         try:
             process_input(self, self.MACHINE, inp, m, events)
@@ -497,7 +570,7 @@ class Channel(Endpoint[ChannelState]):
         inp = name if name in row else "content"
         if inp not in row:
             raise _fault(f"{name} on channel {self.id} in state {st.name}",
-                         ReplyCode.CHANNEL_ERROR, m, self.id)
+                         ReplyCode.CHANNEL_ERROR, m, self.id, _state_rule(st, name))
         self._port.trace(st, "content")
         try:
             process_input(self, self.MACHINE, inp, item, events)
@@ -511,12 +584,15 @@ class Channel(Endpoint[ChannelState]):
         self._forget()
 
     def _violated(self, e: ChannelError, events: list[ev.Event]) -> None:
-        """A soft error: close just this channel."""
+        """A soft error: close just this channel (observing: report it and
+        read on -- nobody sent that close)."""
         self._trace("violation")
-        process_input(self, self.MACHINE, "violation", ChannelClose(
-            reply_code=e.code, reply_text=e.message[:255], class_id=e.class_id,
-            method_id=e.method_id))
-        events.append(ev.ProtocolViolation(e.code, "channel", self.id, e.message, "channel.close"))
+        if not self._observer:
+            process_input(self, self.MACHINE, "violation", ChannelClose(
+                reply_code=e.code, reply_text=e.message[:255], class_id=e.class_id,
+                method_id=e.method_id))
+        events.append(ev.ProtocolViolation(e.code, "channel", self.id, e.message, "channel.close",
+                                           rule=e.rule))
 
     # -- handlers: the channel's own frames ----------------------------------------------
     def _send_close(self, close: ChannelClose, _: None = None) -> None:
@@ -540,7 +616,7 @@ class Channel(Endpoint[ChannelState]):
 
     def _on_flow(self, m: ChannelFlow, events: list[ev.Event]) -> None:
         active = bool(m.active)
-        if self.owed:
+        if self.owed or self._observer:  # (observing: the flow-ok comes to observe())
             # Replies go out in request order (the peer matches them that
             # way): flow-ok waits behind the replies the application still
             # owes (server role: e.g. qos-ok).
@@ -567,7 +643,7 @@ class Channel(Endpoint[ChannelState]):
         role = "client" if self._client else "server"
         if role not in m.CHASSIS:
             raise _fault(f"a {role} does not receive {name}", ReplyCode.COMMAND_INVALID, m,
-                         self.id)
+                         self.id, "method.wrong-direction")
         request: Method | None = None
         reply_to = self._reply_to
         if name in reply_to:
@@ -579,13 +655,18 @@ class Channel(Endpoint[ChannelState]):
                 at = 0 if head is not None and head.NAME in reply_to[name] else None
             if at is None:
                 what = f"a reply to {head.NAME}" if head is not None else "no reply"
+                answers = reply_to[name]
+                rule = _UNSOLICITED.get(name) or (
+                    "channel.reply-order" if any(r.NAME in answers for r in self.pending)
+                    else "channel.unexpected-reply")
                 raise _fault(f"unexpected {name} on channel {self.id} ({what} was due)",
-                             ReplyCode.COMMAND_INVALID, m, self.id)
+                             ReplyCode.COMMAND_INVALID, m, self.id, rule)
             if at == 0:
                 request = self.pending.popleft()
             else:
                 request = self.pending[at]
                 del self.pending[at]
+                self.late_replies += 1
             self._replies += 1
             if self._cancelled:
                 # Reply number n answers request number n: one sent after a
@@ -640,24 +721,24 @@ class Channel(Endpoint[ChannelState]):
     # Each checks (LocalProtocolError before anything is written), keeps its
     # books and sends (or, for an "all outstanding" ack of nothing, not).
 
-    def _send_consume(self, m: BasicConsume, _: None = None) -> None:
+    def _send_consume(self, m: BasicConsume, misuse: list[str] | None = None) -> None:
         tag = m.consumer_tag
         if tag and (tag in self.consumers or any(
                 isinstance(p, BasicConsume | BasicCancel) and p.consumer_tag == tag
                 for p in self.pending)):
-            raise LocalProtocolError(f"consumer tag {tag!r} is already in use on channel "
-                                     f"{self.id}")
+            _refuse(misuse, f"consumer tag {tag!r} is already in use on channel {self.id}")
         if tag in self._cancelled:
-            raise LocalProtocolError(f"consumer tag {tag!r} was cancelled with no-wait and the "
-                                     f"server may still use it on channel {self.id}: wait for "
-                                     "a reply to a later request (e.g. ping())")
+            _refuse(misuse, f"consumer tag {tag!r} was cancelled with no-wait and the server "
+                    f"may still use it on channel {self.id}: wait for a reply to a later "
+                    "request (e.g. ping())")
         if m.no_wait:
             if not tag:
-                raise LocalProtocolError("a no-wait basic.consume needs a consumer tag")
-            self.consumers[tag] = bool(m.no_ack)
-        self._send_checked(m)
+                _refuse(misuse, "a no-wait basic.consume needs a consumer tag")
+            else:
+                self.consumers[tag] = bool(m.no_ack)
+        self._send_checked(m, misuse)
 
-    def _send_cancel(self, m: BasicCancel, _: None = None) -> None:
+    def _send_cancel(self, m: BasicCancel, misuse: list[str] | None = None) -> None:
         if self._client and m.no_wait:
             tag = m.consumer_tag
             no_ack = self.consumers.pop(tag, None)
@@ -666,88 +747,88 @@ class Channel(Endpoint[ChannelState]):
                                if isinstance(p, BasicConsume) and p.consumer_tag == tag), None)
             if no_ack is not None:
                 self._cancelled[tag] = (no_ack, self._requests)
-        self._send_checked(m)
+        self._send_checked(m, misuse)
 
-    def _send_ack(self, m: BasicAck | BasicNack, _: None = None) -> None:
+    def _send_ack(self, m: BasicAck | BasicNack, misuse: list[str] | None = None) -> None:
         if not self._client:  # server role: confirms; the application keeps the books
-            self._send_checked(m)
+            self._send_checked(m, misuse)
             return
         tag, multiple = m.delivery_tag, m.multiple
         if isinstance(m, BasicNack) and not self._port.peer_capability("basic.nack"):
-            raise LocalProtocolError("the server did not announce basic.nack")
+            _refuse(misuse, "the server did not announce basic.nack")
         if multiple:
-            if tag == 0:
+            if tag == 0 and misuse is None:
                 # "All outstanding" means, to the server, every delivery it sent,
                 # including those still on the wire -- which we would then book
                 # as outstanding when they arrive.  Say what we mean: up to the
-                # highest tag we hold (nothing at all if we hold none).
+                # highest tag we hold (nothing at all if we hold none).  (An
+                # observed one went out as it is: everything the peer sent.)
                 top = max(self.unacked, default=0)
                 if not top:
                     return
                 m = attrs.evolve(m, delivery_tag=top)
-            elif tag not in self.unacked:
+            elif tag and tag not in self.unacked:
                 # The tag itself must be outstanding (spec: a non-zero tag refers
                 # to a delivered message; RabbitMQ answers 406 otherwise).
-                raise LocalProtocolError(f"delivery tag {tag} is not outstanding on channel "
-                                         f"{self.id} (a multiple ack names an outstanding tag)")
+                _refuse(misuse, f"delivery tag {tag} is not outstanding on channel {self.id} "
+                        "(a multiple ack names an outstanding tag)")
             self.unacked.remove_upto(m.delivery_tag)
         else:
             try:
                 self.unacked.remove(tag)
             except ConfirmError:
-                raise LocalProtocolError(f"delivery tag {tag} is not outstanding on channel "
-                                         f"{self.id} (unknown, or already acknowledged)"
-                                         ) from None
-        self._send_checked(m)
+                _refuse(misuse, f"delivery tag {tag} is not outstanding on channel {self.id} "
+                        "(unknown, or already acknowledged)")
+        self._send_checked(m, misuse)
 
-    def _send_reject(self, m: BasicReject, _: None = None) -> None:
+    def _send_reject(self, m: BasicReject, misuse: list[str] | None = None) -> None:
         if self._client:
             try:
                 self.unacked.remove(m.delivery_tag)
             except ConfirmError:
-                raise LocalProtocolError(f"delivery tag {m.delivery_tag} is not outstanding "
-                                         f"on channel {self.id}") from None
-        self._send_checked(m)
+                _refuse(misuse, f"delivery tag {m.delivery_tag} is not outstanding on channel "
+                        f"{self.id}")
+        self._send_checked(m, misuse)
 
-    def _send_qos(self, m: BasicQos, _: None = None) -> None:
+    def _send_qos(self, m: BasicQos, misuse: list[str] | None = None) -> None:
         if m.prefetch_size and self._rabbit:
-            raise LocalProtocolError("RabbitMQ does not implement prefetch_size != 0 (540)")
-        self._send_checked(m)
+            _refuse(misuse, "RabbitMQ does not implement prefetch_size != 0 (540)")
+        self._send_checked(m, misuse)
 
-    def _send_flow(self, m: ChannelFlow, _: None = None) -> None:
+    def _send_flow(self, m: ChannelFlow, misuse: list[str] | None = None) -> None:
         if self._client and not m.active and self._rabbit:
-            raise LocalProtocolError("RabbitMQ does not implement channel.flow(active=False) "
-                                     "from a client (540)")
-        self._send_checked(m)
+            _refuse(misuse, "RabbitMQ does not implement channel.flow(active=False) from a "
+                    "client (540)")
+        self._send_checked(m, misuse)
 
-    def _send_confirm_select(self, m: ConfirmSelect, _: None = None) -> None:
+    def _send_confirm_select(self, m: ConfirmSelect, misuse: list[str] | None = None) -> None:
         if self._client:
             if self.tx:
-                raise LocalProtocolError("a transactional channel cannot be put in confirm "
-                                         "mode")
+                _refuse(misuse, "a transactional channel cannot be put in confirm mode")
             if self.confirms is None:
                 # Publishes after the select are numbered from 1: the server
                 # processes them after it, whether or not select-ok has arrived.
                 self.confirms = ConfirmTracker()
-        self._send_checked(m)
+        self._send_checked(m, misuse)
 
-    def _send_tx_select(self, m: TxSelect, _: None = None) -> None:
+    def _send_tx_select(self, m: TxSelect, misuse: list[str] | None = None) -> None:
         if self._client:
             if self.confirms is not None:
-                raise LocalProtocolError("a channel in confirm mode cannot be transactional")
+                _refuse(misuse, "a channel in confirm mode cannot be transactional")
             self.tx = True
-        self._send_checked(m)
+        self._send_checked(m, misuse)
 
-    def _send_tx_end(self, m: TxCommit | TxRollback, _: None = None) -> None:
+    def _send_tx_end(self, m: TxCommit | TxRollback, misuse: list[str] | None = None) -> None:
         if self._client and not self.tx:
-            raise LocalProtocolError(f"{m.NAME} without tx.select")
-        self._send_checked(m)
+            _refuse(misuse, f"{m.NAME} without tx.select")
+        self._send_checked(m, misuse)
 
-    def _send_recover(self, m: BasicRecover | BasicRecoverAsync, _: None = None) -> None:
+    def _send_recover(self, m: BasicRecover | BasicRecoverAsync,
+                      misuse: list[str] | None = None) -> None:
         if self._client:
             # Unacknowledged deliveries come again with new tags.
             self.unacked.clear()
-        self._send_checked(m)
+        self._send_checked(m, misuse)
 
     # -- handlers: per-method rules, when the peer sends -------------------------------------
     def _on_consume_ok(self, m: BasicConsumeOk, events: list[ev.Event]) -> None:
@@ -789,7 +870,7 @@ class Channel(Endpoint[ChannelState]):
             self.unacked.add(tag)
         except ConfirmError as e:
             raise ChannelError(f"delivery tag: {e}", ReplyCode.PRECONDITION_FAILED,
-                               m.CLASS_ID, m.METHOD_ID) from None
+                               m.CLASS_ID, m.METHOD_ID, "basic.delivery-tag") from None
 
     def _on_confirm(self, m: BasicAck | BasicNack, events: list[ev.Event]) -> None:
         request = self._received(m)
@@ -798,7 +879,8 @@ class Channel(Endpoint[ChannelState]):
             return
         if self.confirms is None:
             raise ChannelError(f"{m.NAME} on a channel not in confirm mode",
-                               ReplyCode.PRECONDITION_FAILED, m.CLASS_ID, m.METHOD_ID)
+                               ReplyCode.PRECONDITION_FAILED, m.CLASS_ID, m.METHOD_ID,
+                               "confirm.unsolicited")
         ack = isinstance(m, BasicAck)
         try:
             if ack:
@@ -807,7 +889,7 @@ class Channel(Endpoint[ChannelState]):
                 seqs = self.confirms.nack(m.delivery_tag, m.multiple)
         except ConfirmError as e:
             raise ChannelError(f"unknown delivery tag: {e}", ReplyCode.PRECONDITION_FAILED,
-                               m.CLASS_ID, m.METHOD_ID) from None
+                               m.CLASS_ID, m.METHOD_ID, "confirm.unknown-tag") from None
         events.append(ev.PublishConfirmed(self.id, ack, int(m.delivery_tag), bool(m.multiple),
                                           tuple(seqs)))
 
@@ -818,7 +900,7 @@ class Channel(Endpoint[ChannelState]):
             return
         self.consumers.pop(m.consumer_tag, None)
         self._cancelled.pop(m.consumer_tag, None)
-        if not m.no_wait:
+        if not m.no_wait and not self._observer:  # (observing: its cancel-ok is observed)
             if self.owed and self.owed[-1] is m:  # answered here, not by the application
                 self.owed.pop()
             self._port.write_method(self.id, BasicCancelOk(consumer_tag=m.consumer_tag))
@@ -874,6 +956,15 @@ class Channel(Endpoint[ChannelState]):
         terminal=(C.CLOSED,), illegal=_illegal,
         endpoint_states={C.OPENING: (A, U), C.OPEN: (A, A), C.CLOSING: (X, A),
                          C.CLOSED: (X, X)})
+    #: The observer's table (:meth:`observe`): the same, and what the wire
+    #: allows that the local API does not -- requests pipelined behind
+    #: ``channel.open`` (the peer takes them after it) -- and content
+    #: (``"content()"``: a publish counts for confirms).
+    _SENDS: ClassVar[dict[Hashable, Entry[ChannelState]]] = {
+        "content()": Entry((), _observe_content),
+        **{i: e for i, e in RULES.items() if str(i).endswith("()")}}
+    OBSERVER: ClassVar[Machine[ChannelState]] = MACHINE.with_entries(
+        "0-9-1 channel (observer)", {C.OPENING: _SENDS, C.OPEN: _SENDS})
 
 
 #: The channel's state inputs as the transition-coverage tests read them:

@@ -67,6 +67,7 @@ __all__ = [
 ]
 
 import enum
+import struct
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -102,6 +103,7 @@ from .channel import CHANNEL_TRANSITIONS, Channel, ChannelSettings, ChannelState
 from .codec import RABBIT, SPEC, Profile
 from .codes import ReplyCode
 from .framing import (
+    FRAME_METHOD,
     FRAME_MIN_SIZE,
     HEARTBEAT_FRAME,
     PROTOCOL_HEADER,
@@ -110,10 +112,14 @@ from .framing import (
     DiscardedFrame,
     HeartbeatItem,
     MethodItem,
+    decode_method,
     encode_content,
     encode_method,
 )
 from .spec import (
+    ChannelClose,
+    ChannelCloseOk,
+    ChannelOpen,
     ConnectionBlocked,
     ConnectionClose,
     ConnectionCloseOk,
@@ -280,10 +286,16 @@ class Connection(Endpoint[ConnState]):
     #: a server answers a protocol header it does not speak with its own (0-9: nothing)
     ANSWER_BAD_HEADER: ClassVar[bool] = True
 
-    def __init__(self, role: Role | str, config: ClientConfig | ServerConfig | None = None
-                 ) -> None:
+    def __init__(self, role: Role | str, config: ClientConfig | ServerConfig | None = None,
+                 *, observer: bool = False) -> None:
         role = Role(role.value if isinstance(role, enum.Enum) else role)
         self.role = role
+        if observer and role is not Role.CLIENT:
+            raise LocalProtocolError("the observer role watches a client's conversation")
+        #: Observer role (:meth:`observe`): the core watches a conversation
+        #: someone else holds with a server -- it writes nothing, is told
+        #: what the client sent, and reports the server's faults.
+        self.observer = observer
         if config is None:
             config = ClientConfig() if role is Role.CLIENT else ServerConfig()
         if role is Role.CLIENT and not isinstance(config, ClientConfig):
@@ -301,7 +313,12 @@ class Connection(Endpoint[ConnState]):
                                 and config.shared_properties)
         # contents the peer's input ended inside (kept at eof)
         self._interrupted: list[tuple[int, Method, Properties | None, bytes]] = []
-        self._out: list[bytes] = []
+        self._out: list[bytes] = _Discard() if observer else []
+        # observer: channels the peer closed whose close-ok has not gone out
+        self._peer_closed: set[int] = set()
+        self._observed = bytearray()  # observer: the client's octets, split into frames
+        self._observed_header = 0  # of its protocol header's 8 octets, those seen
+        self._observed_broken = False
         self._gate = HeaderGate(table.header)  # the peer's protocol header
         self._frames_started = False
         self._machine: Machine[ConnState] = self.MACHINES[role]
@@ -495,6 +512,101 @@ class Connection(Endpoint[ConnState]):
             raise LocalProtocolError(f"no channel {channel_id}")
         return ch
 
+    def observe(self, channel: int, method: Method) -> list[ev.ObservedMisuse]:
+        """Observer role: ``method`` went out to the peer on ``channel``.
+
+        The local side's transition is applied from the tables without the
+        local checks (what they would refuse is returned, not raised), so
+        that what the peer sends back is judged against what it was really
+        sent: a request pipelined behind ``channel.open``, an ack of a tag
+        never delivered, a send on a channel the peer has closed.  The
+        handshake is the core's own (what the observed client sends there
+        books nothing); content frames need not be observed (the method
+        carries what the books need)."""
+        if not self.observer:
+            raise LocalProtocolError("observe() is for a connection in the observer role")
+        misuse: list[str] = []
+        if channel == 0:
+            self._observe_connection(method, misuse)
+        else:
+            self._observe_channel(channel, method, misuse)
+        return [ev.ObservedMisuse(channel, method.NAME, m) for m in misuse]
+
+    def observe_sent(self, data: bytes | bytearray | memoryview) -> list[ev.ObservedMisuse]:
+        """:meth:`observe`, for the octets the client wrote (its protocol
+        header first; whole frames -- a frame cut short waits for the rest).
+        A method frame that does not decode is booked by its class and
+        method ids where they open or close something, and noted."""
+        out: list[ev.ObservedMisuse] = []
+        if self._observed_broken:
+            return out
+        buf = self._observed
+        buf += data
+        if self._observed_header < 8:
+            cut = min(8 - self._observed_header, len(buf))
+            self._observed_header += cut
+            del buf[:cut]
+        pos = 0
+        while len(buf) - pos >= 8:
+            ftype, ch, size = _FRAME_HEAD.unpack_from(buf, pos)
+            end = pos + 8 + size
+            if len(buf) < end:
+                break
+            if buf[end - 1] != 0xCE:  # the peer cannot read on from here
+                self._observed_broken = True
+                buf.clear()
+                return [*out, ev.ObservedMisuse(ch, "undecodable", "bad frame-end octet")]
+            if ftype == FRAME_METHOD:
+                out += self._observe_payload(ch, bytes(buf[pos + 7:end - 1]))
+            pos = end
+        del buf[:pos]
+        return out
+
+    def _observe_payload(self, ch: int, payload: bytes) -> list[ev.ObservedMisuse]:
+        methods = self.TABLE.methods
+        try:
+            m = decode_method(payload, self.profile, methods=methods)
+        except DecodeError as e:
+            ids = int.from_bytes(payload[:4], "big") if len(payload) >= 4 else -1
+            # what the peer does with it is its choice; these change what is open
+            known = _BY_IDS.get(ids)
+            note = [ev.ObservedMisuse(ch, "undecodable", e.message)]
+            return note + (self.observe(ch, known) if known is not None else [])
+        return self.observe(ch, m)
+
+    def _observe_connection(self, m: Method, misuse: list[str]) -> None:
+        name = m.NAME
+        if name == "connection.close":
+            if "close()" in self._machine.rows[self.state]:
+                process_input(self, self._machine, "close()", m)
+            else:
+                misuse.append(f"connection.close in state {self.state.name}")
+        elif name == "connection.close-ok":
+            if self.remote_condition is None:
+                misuse.append("connection.close-ok without the peer's connection.close")
+        elif name == "connection.update-secret" and self.state is ConnState.OPEN:
+            self._pending0.append(m)
+        elif "server" not in m.CHASSIS or m.CLASS_ID != 10:
+            misuse.append(f"a client does not send {name} on channel 0")
+
+    def _observe_channel(self, cid: int, m: Method, misuse: list[str]) -> None:
+        name = m.NAME
+        ch = self.channels.get(cid)
+        if name == "channel.open":
+            if ch is not None or cid in self._peer_closed:
+                misuse.append(f"channel.open on channel {cid}, which is open")
+                return
+            if cid > (self.channel_max or 0xFFFF):
+                misuse.append(f"channel {cid} is above channel-max {self.channel_max}")
+            self._openings += 1
+            self.channels[cid] = Channel.open(self._port, cid, self._openings)
+        elif name == "channel.close-ok" and (ch is None or ch.remote_condition is not None):
+            self._peer_closed.discard(cid)  # (crossing closes: the channel goes at its close-ok)
+        elif ch is not None:
+            ch.observe(m, misuse)
+        elif cid not in self._peer_closed:  # (else the peer discards it until our close-ok)
+            misuse.append(f"{name} on channel {cid}, which is not open")
+
     def update_secret(self, new_secret: bytes, reason: str = "") -> None:
         """RabbitMQ ``connection.update-secret`` (e.g. a refreshed OAuth token)."""
         if not self._is_client:
@@ -611,6 +723,7 @@ class Connection(Endpoint[ConnState]):
             ch.lost()
             self._decoder.reset(ch.id)
         self.channels.clear()
+        self._peer_closed.clear()
 
     def _fail(self, e: ConnectionViolation, events: list[ev.Event]) -> None:
         """A connection-scope violation: queue close (or not) and stop."""
@@ -681,11 +794,11 @@ class Connection(Endpoint[ConnState]):
                 return
             raise ConnectionViolation(f"{m.NAME} on channel {cid}, which is not open",
                                       ReplyCode.CHANNEL_ERROR, channel=cid, class_code=m.CLASS_ID,
-                                      command_code=m.METHOD_ID)
+                                      command_code=m.METHOD_ID, rule="channel.not-open")
         if m.NAME == "channel.open":
             raise ConnectionViolation(f"channel.open on channel {cid}, which is already open",
                                       ReplyCode.CHANNEL_ERROR, channel=cid, class_code=m.CLASS_ID,
-                                      command_code=m.METHOD_ID)
+                                      command_code=m.METHOD_ID, rule="channel.open-twice")
         if type(item) is ContentItem:
             ch.handle_content(item, events)
         else:
@@ -693,6 +806,8 @@ class Connection(Endpoint[ConnState]):
         if ch.state is ChannelState.CLOSED:  # (the peer's close, or its close-ok)
             del self.channels[cid]
             self._decoder.reset(cid)
+            if self.observer and m.NAME == "channel.close":
+                self._peer_closed.add(cid)
 
     def _server_open_channel(self, cid: int, m: Method, events: list[ev.Event]) -> None:
         # channel-max bounds how many channels are open, not their numbers
@@ -709,7 +824,16 @@ class Connection(Endpoint[ConnState]):
 
     # -- handlers (MACHINES): what happens to the connection itself -------------
     def _on_channel(self, item: MethodItem | ContentItem, events: list[ev.Event]) -> None:
-        self._on_channel_item(item, events)  # (a monitor's core overrides it)
+        if not self.observer:
+            self._on_channel_item(item, events)
+            return
+        try:
+            self._on_channel_item(item, events)
+        except ConnectionViolation as e:
+            # Observing: the fault is reported and the frame dropped; nobody
+            # closed the connection, so the core reads on.
+            events.append(ev.ProtocolViolation(e.code, "connection", e.channel, e.message,
+                                               "connection.close", rule=e.rule))
 
     def _on_heartbeat(self, _: None, events: list[ev.Event]) -> None:
         events.append(ev.HeartbeatReceived())
@@ -1040,11 +1164,28 @@ class Connection(Endpoint[ConnState]):
     }
 
 
+class _Discard(list[bytes]):
+    """The observer's output: what it would write goes nowhere."""
+
+    __slots__ = ()
+
+    def append(self, _: bytes) -> None:
+        pass
+
+
+_FRAME_HEAD = struct.Struct("!BHI")
+# What an undecodable method of ours opens or closes, by its ids.
+_BY_IDS: dict[int, Method] = {
+    ChannelOpen.INDEX: ChannelOpen(), ChannelClose.INDEX: ChannelClose(reply_code=200),
+    ChannelCloseOk.INDEX: ChannelCloseOk(), ConnectionClose.INDEX: ConnectionClose(
+        reply_code=200)}
+
+
 class _ChannelPort:
     """The seam a :class:`~.channel.Channel` is given (:class:`~.channel.ChannelPort`):
     these few calls are all a channel may ask of its connection."""
 
-    __slots__ = ("_conn", "client", "settings", "reply_to", "check_can_send",
+    __slots__ = ("_conn", "client", "observer", "settings", "reply_to", "check_can_send",
                  "peer_capability", "write_method", "write_content")
 
     def __init__(self, conn: Connection, client: bool, check_can_send: Callable[[], None],
@@ -1055,6 +1196,7 @@ class _ChannelPort:
                  ) -> None:
         self._conn = conn
         self.client = client
+        self.observer = conn.observer
         self.settings: ChannelSettings = conn.config
         self.reply_to: Mapping[str, frozenset[str]] = conn.TABLE.reply_to
         self.check_can_send = check_can_send

@@ -28,6 +28,7 @@ __all__ = [
     "ConsumerCancelled",
     "PublishConfirmed",
     "ProtocolViolation",
+    "ObservedMisuse",
 ]
 
 import attrs
@@ -149,3 +150,16 @@ class PublishConfirmed(ChannelEvent):
     delivery_tag: int
     multiple: bool
     sequence_numbers: tuple[int, ...]
+
+
+@attrs.frozen(slots=True)
+class ObservedMisuse(Event):
+    """Observer role (:meth:`Connection.observe
+    <amqp_sansio.v0_9_1.connection.Connection.observe>`): a send the local
+    side's checks would have refused, booked all the same -- what the local
+    API would have raised as ``LocalProtocolError``.  ``method`` is its name
+    (``"undecodable"`` for octets that are not one)."""
+
+    channel: int
+    method: str
+    reason: str
