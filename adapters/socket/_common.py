@@ -46,6 +46,32 @@ D = TypeVar("D", bound=ClientDelivery)
 S = TypeVar("S", bound="SessionBase[Any]")
 
 
+_ID_MASK = 0xFFFFFFFF  # 0-10 command ids wrap
+
+
+def _chunks(bodies: Iterable[bytes]) -> Iterator[tuple[list[bytes], BaseException | None]]:
+    """``bodies`` :data:`_HELD` at a time, as lists; the exception taking
+    one raised comes with the bodies taken before it, and ends the chunks."""
+    if isinstance(bodies, list | tuple):
+        for i in range(0, len(bodies), _HELD):
+            yield list(bodies[i:i + _HELD]), None
+        return
+    it = iter(bodies)
+    while True:
+        chunk: list[bytes] = []
+        try:
+            for body in it:
+                chunk.append(body)
+                if len(chunk) == _HELD:
+                    break
+        except Exception as e:
+            yield chunk, e
+            return
+        if not chunk:
+            return
+        yield chunk, None
+
+
 # ---------------------------------------------------------------- connection
 C = TypeVar("C", bound="ConnectionBase[Any]")
 
@@ -125,6 +151,10 @@ class SessionBase(SessionView[P]):
         #: costs no extra call.  (A publish hands its output to the I/O
         #: thread instead: ``pump.poke``, batched while the caller goes on.)
         self.send_queued: Callable[[], None] = pump.send_now
+        #: publishes handed to the policy (sent, or replayed if the session
+        #: is resumed): also after a publish_many that raised half-way, what
+        #: went out of it is exactly what this grew by
+        self.sent = 0
 
     def __enter__(self) -> Self:
         return self
@@ -180,6 +210,7 @@ class SessionBase(SessionView[P]):
             if not (p.can_publish(t) and pump.has_room()):
                 pump.wait_room(functools.partial(p.can_publish, t), timeout, room)
             sent: tuple[int, Pending[Any] | None] = p.publish(t, wait=wait)
+            self.sent += 1
             pump.poke()
             n, pending = sent
             if pending is not None:
@@ -206,6 +237,7 @@ class SessionBase(SessionView[P]):
                 if not (p.can_publish(t) and pump.has_room()):
                     pump.wait_room(functools.partial(p.can_publish, t), timeout, room)
                 n, pending = p.publish(t, wait=wait)
+                self.sent += 1
                 pump.poke()
                 numbers.append(n)
                 if pending is not None:
@@ -215,6 +247,38 @@ class SessionBase(SessionView[P]):
                     held = 0
                     lock.release()
                     lock.acquire()
+        return numbers
+
+    def _send_runs(self, t: Any, bodies: Iterable[bytes], timeout: float | None,
+                   room: str = "room to publish") -> list[int]:
+        """Publish ``t`` (the policy's ``run_of()``) with each of ``bodies``
+        as its body, not waited for, in runs (the policy's ``publish_run``:
+        one check of window and credit, one write for as many as may go);
+        their numbers in the session.  Bodies are taken :data:`_HELD` at a
+        time, under one taking of the lock; if taking one raises, those
+        taken before it are sent first."""
+        pump = self._pump
+        lock = pump.lock
+        p: Any = self._p
+        numbers: list[int] = []
+        for chunk, error in _chunks(bodies):
+            with lock:
+                while chunk:
+                    if not pump.has_room():
+                        pump.wait_room(functools.partial(p.can_publish, t._replace(
+                            body=chunk[0])), timeout, room)
+                    first, n = p.publish_run(t, chunk)
+                    if n == 0:
+                        pump.wait_room(functools.partial(p.can_publish, t._replace(
+                            body=chunk[0])), timeout, room)
+                        continue
+                    self.sent += n
+                    pump.poke()
+                    numbers += range(first, first + n) if first + n <= _ID_MASK else (
+                        (first + i) & _ID_MASK for i in range(n))
+                    chunk = chunk[n:]
+            if error is not None:
+                raise error
         return numbers
 
     @property

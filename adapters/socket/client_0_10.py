@@ -225,8 +225,13 @@ class Session(SessionBase[v010.ClientSession], v010.SessionView):
         ``bodies`` as its body, in order -- the same publishes, mapped and
         encoded once for all of them; their command ids.  Raising means the
         messages from the one it raised for on were not sent."""
+        wait = confirm if wait is None else wait
+        if not wait:  # in runs: one check of window and credit, one write, for many
+            t = self._p.run_of(template, exchange, routing_key, confirm)
+            if t is not None:
+                return self._send_runs(t, bodies, timeout)
         ts = self._p.transfers(template, bodies, exchange, routing_key, confirm)
-        return self._send_transfers(ts, confirm if wait is None else wait, timeout,
+        return self._send_transfers(ts, wait, timeout,
                                     answer="completion of message.transfer")
 
     def publish_resumable(self, message: Message | bytes | str, *, resume_id: str,

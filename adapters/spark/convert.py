@@ -229,33 +229,33 @@ def messages_from_columns(opts: WriteOptions, columns: Mapping[str, Sequence[Any
 
 class Bodies:
     """A chunk's bodies when nothing else differs from row to row: the
-    message every row shares (``template``, its body empty) and the
-    bodies, converted as they are taken -- counting those the consumer came
-    back after (it published them) and their octets, so that a publisher
-    that stops half-way knows how far it got."""
+    message every row shares (``template``, its body empty) and the bodies
+    as bytes -- up to the first row that cannot be one, whose
+    :class:`RowError` is ``error`` (a publisher sends those before it,
+    then raises it)."""
 
-    __slots__ = ("template", "exchange", "_raw", "_to_body", "taken", "octets")
+    __slots__ = ("template", "exchange", "bodies", "error")
 
     def __init__(self, template: Message, exchange: str, raw: Sequence[Any],
                  to_body: Callable[[Any], bytes]) -> None:
         self.template = template
         self.exchange = exchange
-        self._raw = raw
-        self._to_body = to_body
-        self.taken = 0  # bodies taken and done with (published)
-        self.octets = 0  # ... their octets
-
-    def __iter__(self) -> Iterator[bytes]:
-        to_body = self._to_body
-        for i, raw in enumerate(self._raw):
+        self.error: RowError | None = None
+        if to_body is _body and type(raw) is list and all(type(b) is bytes for b in raw):
+            self.bodies: list[bytes] = raw  # an Arrow binary column's: as they are
+            return
+        self.bodies = []
+        add = self.bodies.append
+        for i, r in enumerate(raw):
             try:
-                body = to_body(raw)
+                add(to_body(r))
             except (TypeError, ValueError) as e:
-                raise _row_error(i, e) from None
-            yield body
-            # the consumer came back for the next: this one went
-            self.taken += 1
-            self.octets += len(body)
+                self.error = _row_error(i, e)
+                break
+
+    def octets(self, n: int) -> int:
+        """The octets of the first ``n`` bodies."""
+        return sum(map(len, self.bodies[:n]))
 
 
 def bodies_from_columns(opts: WriteOptions, columns: Mapping[str, Sequence[Any]],

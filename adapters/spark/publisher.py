@@ -30,7 +30,7 @@ import attrs
 
 from amqp_sansio.exceptions import AMQPError
 
-from .convert import Bodies, bodies_from_columns, messages_from_columns
+from .convert import bodies_from_columns, messages_from_columns
 from .options import WriteOptions
 
 # The socket adapter is imported when a task connects (ConnectionOptions.connect).
@@ -145,15 +145,22 @@ def _publish(opts: WriteOptions, chunks: Iterable[Chunk], rep: TaskReport) -> No
                         for columns, n, json_rows in chunks:
                             bodies = bodies_from_columns(opts, columns, json_rows)
                             if bodies is not None:  # rows differ in their bodies only
+                                before = session.sent
                                 try:
                                     cids = session.publish_many(
-                                        bodies, bodies.template, exchange=bodies.exchange,
-                                        wait=False, confirm=opts.explicit_accept,
+                                        bodies.bodies, bodies.template,
+                                        exchange=bodies.exchange, wait=False,
+                                        confirm=opts.explicit_accept,
                                         timeout=opts.confirm_timeout, **extra)
                                 finally:
-                                    _count(rep, bodies)
+                                    # what went, also if it stopped half-way
+                                    went = session.sent - before
+                                    rep.sent += went
+                                    rep.bytes += bodies.octets(went)
                                 if first_cid is None and cids:
                                     first_cid = cids[0]
+                                if bodies.error is not None:
+                                    raise bodies.error
                                 continue
                             for exchange, msg in messages_from_columns(opts, columns, n,
                                                                        json_rows):
@@ -182,11 +189,6 @@ def _publish(opts: WriteOptions, chunks: Iterable[Chunk], rep: TaskReport) -> No
             rep.confirmed = max(0, rep.sent - session.outstanding)
             if rep.rejected == 0 and opts.explicit_accept:
                 rep.rejected = None  # not known for what was left in flight
-
-
-def _count(rep: TaskReport, bodies: Bodies) -> None:
-    rep.sent += bodies.taken
-    rep.bytes += bodies.octets
 
 
 def _note_rejections(rep: TaskReport, session: Session, opts: WriteOptions,

@@ -44,7 +44,9 @@ __all__ = ["DEFAULT_HEARTBEAT", "MAX_IN_FLIGHT", "Carry", "connection", "Session
 
 import functools
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import accumulate
 from typing import Any, NamedTuple, TypeVar
 
 import attrs
@@ -76,6 +78,7 @@ from .session import SessionState, SessionStore
 #: Body octets of published transfers awaiting completion above which a
 #: publisher waits (a pipelined publisher's memory bound).
 MAX_IN_FLIGHT = 16 << 20
+_ID_MASK = 0xFFFFFFFF  # command ids wrap
 #: Heartbeat interval asked for when the caller names none, seconds (what
 #: RabbitMQ proposes), clamped into the broker's range: a silent broker is
 #: detected with default settings.
@@ -409,6 +412,66 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         for body in bodies:
             yield Transfer(cmd, headers, body if type(body) is bytes else bytes(body),
                            confirm, data)
+
+    def run_of(self, template: Message | bytes | str, exchange: str = "",
+               routing_key: str | None = None, confirm: bool = False) -> Transfer | None:
+        """The publish every body of a run shares (its body empty), for
+        :meth:`publish_run` -- or None when the bodies cannot share one
+        (message-properties: their content-length differs with the body;
+        then :meth:`transfers`, one by one)."""
+        msg = base.as_message(template, routing_key)
+        cmd, headers, _, data = self._builder.build(msg, exchange, explicit_accept=confirm)
+        if data is None or any(type(h) is spec.MessageProperties for h in headers):
+            return None
+        return Transfer(cmd, headers, b"", confirm, data)
+
+    def publish_run(self, t: Transfer, bodies: Sequence[bytes]) -> tuple[int, int]:
+        """Send ``t`` (from :meth:`run_of`) with each body of the longest
+        prefix of ``bodies`` that may go now -- the replay window, the
+        broker's credit, :data:`MAX_IN_FLIGHT` -- as one run, not waited
+        for: ``(first id, how many)``.  At least one goes whenever
+        :meth:`can_publish` says the first may; ``(0, 0)`` otherwise (wait
+        for room as for it)."""
+        if self.error is not None:
+            raise self.error
+        core = self.core
+        n = min(len(bodies), core.replay_window - core.outstanding)
+        if n <= 0:
+            self._ask_completions()
+            return 0, 0
+        if not all(type(b) is bytes for b in bodies):  # (as transfers() takes them)
+            bodies = [b if type(b) is bytes else bytes(b) for b in bodies]
+        sizes = list(accumulate(map(len, bodies[:n])))
+        credit = core.credit(t.command.destination or "")
+        if credit is not None:
+            if credit.messages is not None:
+                n = min(n, credit.messages)
+            if credit.octets is not None:
+                per = len(t.header_data or b"")
+                n = min(n, next((i for i, c in enumerate(sizes) if c + per * (i + 1)
+                                 > credit.octets), n))
+            if n <= 0:
+                return 0, 0
+        if self.in_flight:
+            fit = bisect_right(sizes, MAX_IN_FLIGHT - self.in_flight, 0, n)
+            if fit < n:
+                self._ask_completions()
+                n = fit
+            if n <= 0:
+                return 0, 0
+        run = bodies if n == len(bodies) else bodies[:n]
+        try:
+            first = core.send_transfers(t.command, run, headers=t.headers,
+                                        header_data=t.header_data)
+        except LocalProtocolError:
+            self.check()  # the session or connection died: say that instead
+            raise
+        self.in_flight += sizes[n - 1]
+        if first + n <= _ID_MASK:
+            self._sizes.update(zip(range(first, first + n), map(len, run), strict=True))
+        else:  # the ids wrap
+            self._sizes.update(((first + i) & _ID_MASK, len(b)) for i, b in enumerate(run))
+        return first, n
 
     def resume_offset(self, exchange: str, resume_id: str) -> Pending[Any]:
         """``message.resume``: answered with the broker's

@@ -40,7 +40,7 @@ __all__ = [
     "Connection",
 ]
 
-from collections.abc import Callable, Collection, Hashable, Iterable
+from collections.abc import Callable, Collection, Hashable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
@@ -86,6 +86,7 @@ from .framing import (
     InvalidCommand,
     encode_command,
     encode_control,
+    encode_transfers,
 )
 from .session import Session, SessionState, SessionStore, SessionViolation
 from .spec import (
@@ -101,6 +102,7 @@ from .spec import (
     ConnectionStartOk,
     ConnectionTune,
     ConnectionTuneOk,
+    MessageTransfer,
     SessionAttach,
     SessionAttached,
     SessionDetached,
@@ -260,7 +262,7 @@ class Connection(Endpoint[ConnState]):
         # What its sessions see of it: the connection's own writers, bound (the
         # per-message path: no extra call).
         self._session_port = _SessionPort(self, self._write_control, self._write_command,
-                                          self._grant_timeout)
+                                          self._write_transfers, self._grant_timeout)
         self.closed_reason: str | None = None
         self._interrupted: list[tuple[Session, Command, tuple[Struct, ...], bytes]] = []
         # SASL security layer hook (see install_security_layer).
@@ -506,6 +508,11 @@ class Connection(Endpoint[ConnState]):
         self._emit_raw(encode_command(channel, cmd, sync=sync, headers=headers, body=body,
                                       max_frame_size=self._out_frame_max,
                                       header_data=header_data))
+
+    def _write_transfers(self, channel: int, cmd: MessageTransfer, header_data: bytes | None,
+                         bodies: Sequence[bytes]) -> None:
+        self._emit_raw(encode_transfers(channel, cmd, header_data, bodies,
+                                        self._out_frame_max))
 
     def _grant_timeout(self, requested: int | None) -> int:
         limit = self.config.max_session_timeout if isinstance(self.config, ServerConfig) else (
@@ -1091,14 +1098,15 @@ class _SessionPort:
     """The seam a :class:`~.session.Session` is given (:class:`~.session.SessionPort`):
     these few calls are all a session may ask of its connection."""
 
-    __slots__ = ("_conn", "write_control", "write_command", "grant_timeout")
+    __slots__ = ("_conn", "write_control", "write_command", "write_transfers", "grant_timeout")
 
     def __init__(self, conn: Connection, write_control: Callable[[int, Control], None],
-                 write_command: Callable[..., None],
+                 write_command: Callable[..., None], write_transfers: Callable[..., None],
                  grant_timeout: Callable[[int | None], int]) -> None:
         self._conn = conn
         self.write_control = write_control
         self.write_command = write_command
+        self.write_transfers = write_transfers
         self.grant_timeout = grant_timeout
 
     @property

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 __all__ = [
     "PROTOCOL_HEADER",
+    "encode_transfers",
     "FIRST_SEG",
     "LAST_SEG",
     "FIRST_FRAME",
@@ -924,6 +925,35 @@ def _split(out: bytearray, segments: list[tuple[int, int, int]], channel: int,
             if pos >= end:
                 break
     mv.release()
+    return b"".join(parts)
+
+
+_pack_body_hdr = struct.Struct("!BBHxBH4x").pack  # flags type size track channel
+
+
+def encode_transfers(channel: int, command: MessageTransfer, header_data: bytes | None,
+                     bodies: Sequence[bytes], max_frame_size: int = MAX_FRAME_SIZE) -> bytes:
+    """:func:`encode_command` of ``command`` (sync off) with the header
+    segment ``header_data`` and each of ``bodies`` as its body, in order --
+    the same octets, joined: the command and header frames are encoded once
+    for the run, each body adds its body frame.  A body too large for one
+    frame is encoded alone (split into frames).  Raises LocalProtocolError
+    for a body that is not bytes, before anything is returned."""
+    data = header_data or None
+    # The run's head: the command and header frames, and the empty body's
+    # frame header at the end (replaced by each body's own).
+    head = encode_command(channel, command, header_data=data, body=b"",
+                          max_frame_size=max_frame_size)[:-FRAME_HEADER_SIZE]
+    room = max_frame_size - FRAME_HEADER_SIZE
+    parts: list[bytes] = []
+    add = parts.extend
+    for body in bodies:
+        n = len(body) if type(body) is bytes else -1
+        if 0 <= n <= room:
+            add((head, _pack_body_hdr(0x07, SEG_BODY, n + FRAME_HEADER_SIZE, 1, channel), body))
+        else:  # not bytes (checked there), or split
+            parts.append(encode_command(channel, command, header_data=data, body=body,
+                                        max_frame_size=max_frame_size))
     return b"".join(parts)
 
 

@@ -44,7 +44,7 @@ __all__ = ["Session", "SessionState", "SESSION_TRANSITIONS", "SessionStore",
            "CommandReceived", "MessageReceived", "MessageHeadReceived"]
 
 import heapq
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, ClassVar, Protocol
 
 import attrs
@@ -143,6 +143,12 @@ class SessionPort(Protocol):
     def write_command(self, channel: int, command: Command, sync: bool,
                       headers: tuple[Struct, ...], body: bytes | None,
                       header_data: bytes | None = None) -> None: ...
+
+    def write_transfers(self, channel: int, command: MessageTransfer,
+                        header_data: bytes | None, bodies: Sequence[bytes]) -> None:
+        """``write_command`` of ``command`` (sync off) with ``header_data``
+        and each of ``bodies``, in one write (:func:`~.framing.encode_transfers`)."""
+        ...
 
     def grant_timeout(self, requested: int | None) -> int:
         """How long we keep a session's state when the peer asks for ``requested``."""
@@ -439,6 +445,66 @@ class Session(Endpoint[SessionState]):
             self._transfer_cost[cid] = (dest, cost)
         self.next_out_id = (cid + 1) & _MASK  # (serial_add, inline: once per command)
         return cid
+
+    def send_transfers(self, command: MessageTransfer, bodies: Sequence[bytes], *,
+                       headers: Iterable[Struct] = (), header_data: bytes | None = None,
+                       ) -> int:
+        """:meth:`send` of ``command`` (sync off) with ``headers`` and each of
+        ``bodies`` as its body, in order: the ids of a run, the first
+        returned.  One check of the session, the replay window and the
+        destination's credit for the run, one write (the command and header
+        frames encoded once).  All or nothing: raises LocalProtocolError --
+        and changes nothing but a command-point owed going out, as
+        :meth:`send` -- if the window or the credit has no room for all of
+        them, or a body is not bytes."""
+        port = self._require_attached()
+        if type(command) is not MessageTransfer:
+            raise LocalProtocolError(f"{type(command).__name__} is not a message.transfer")
+        n = len(bodies)
+        replay = self._replay
+        if len(replay) + n > self.replay_window:
+            raise LocalProtocolError(
+                f"replay window full ({self.replay_window} commands awaiting completion, "
+                f"{len(replay)} outstanding, {n} more asked)")
+        headers = tuple(headers)
+        dest = command.destination or ""
+        if dest in self._cancelled:
+            raise LocalProtocolError(f"the peer cancelled destination {dest!r}")
+        hdr = header_data
+        if hdr is None and headers:
+            hdr = header_octets(headers)
+        credit = self.credits.get(dest)
+        costs: list[int] = []
+        if credit is not None:
+            base = len(hdr) if hdr else 0
+            costs = [base + len(b) for b in bodies]
+            messages, octets = credit.messages, credit.octets
+            if (messages is not None and messages < n) or (
+                    octets is not None and octets < sum(costs)):
+                raise LocalProtocolError(
+                    f"no credit for {n} transfers of {sum(costs)} octets to {dest!r} "
+                    f"(messages={messages}, octets={octets})")
+        first = cid = self.next_out_id
+        if self._awaiting_expected:
+            # Resuming: the commands take their ids now and go out behind
+            # the replay (as send's).
+            self._held_back.extend(serial_add(first, i) for i in range(n))
+        else:
+            if self._need_command_point:
+                self._ensure_command_point(port)
+            port.write_transfers(self.channel or 0, command, hdr, bodies)  # raises first
+        if credit is not None:
+            for cost in costs:
+                credit.debit(cost, dest)
+            if credit.mode == 1:
+                tc = self._transfer_cost
+                for i, cost in enumerate(costs):
+                    tc[serial_add(first, i)] = (dest, cost)
+        for body in bodies:
+            replay[cid] = (command, False, headers, body, hdr)
+            cid = (cid + 1) & _MASK
+        self.next_out_id = cid
+        return first
 
     def sync(self) -> int:
         """Send ``execution.sync`` with the sync bit: when the returned id is

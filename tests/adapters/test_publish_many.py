@@ -138,6 +138,39 @@ def test_a_failing_body_source_stops_there_what_went_before_is_sent(
         assert got == [b"b%d" % i for i in range(277)] + [b"after"]
 
 
+def test_0_10_runs_wait_for_room_and_count_what_went(broker: tuple[str, int]) -> None:
+    """0-10 sends bodies in runs (one check of the window, one write for
+    many): with a replay window of 7 the runs are cut to what it has room
+    for and wait for completions, each body going once, in order;
+    ``Session.sent`` counts what was handed over, also when the body source
+    fails half-way."""
+    bodies = [b"w%03d" % i for i in range(300)]
+
+    def failing() -> Iterator[bytes]:
+        yield from bodies[:123]
+        raise ValueError("row 123")
+
+    with connect(_url(broker, "0-10")) as conn, conn.session() as s:
+        q = _queue(s, "0-10")
+        s._p.core.replay_window = 7
+        assert s._p.run_of(b"", "", q) is not None  # (the run path is taken)
+        numbers = s.publish_many(bodies, Message(routing_key="x"), routing_key=q)
+        assert numbers == list(range(numbers[0], numbers[0] + 300)) and s.sent == 300
+        with pytest.raises(ValueError):
+            s.publish_many(failing(), b"", routing_key=q)
+        assert s.sent == 300 + 123
+        s._p.core.replay_window = 65536
+        s.sync()
+        got: list[bytes] = []
+        with s.subscribe(q, prefetch=500) as sub:
+            while len(got) < 423:
+                batch = sub.get_many(500, timeout=10)
+                assert batch, f"{len(got)} arrived"
+                got.extend(d.body for d in batch)
+                s.accept(batch)
+        assert got == bodies + bodies[:123]
+
+
 async def _async_round(open_connection: Any, url: str, protocol: str) -> list[Message]:
     template = TEMPLATES["properties"]
     bodies = [b"a%04d" % i for i in range(300)]

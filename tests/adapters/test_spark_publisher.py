@@ -59,7 +59,10 @@ def test_only_a_chunk_of_bodies_alone_is_bodies() -> None:
     b = bodies_from_columns(plain, {"body": [b"a", "b", None]})
     assert isinstance(b, Bodies)
     assert b.template == Message(routing_key="q", ttl=5000, content_type="text/plain")
-    assert list(b) == [b"a", b"b", b""] and (b.taken, b.octets) == (3, 2)
+    assert b.bodies == [b"a", b"b", b""] and b.error is None and b.octets(3) == 2
+    bad = bodies_from_columns(plain, {"body": [b"a", 1.5, b"c"]})  # a float is no body
+    assert bad is not None and bad.bodies == [b"a"]
+    assert bad.error is not None and "row 1 of the chunk" in str(bad.error)
     # the same messages as row by row
     rows = [m for _, m in messages_from_columns(plain, {"body": [b"a", "b", None]}, 3)]
     assert rows == [b.template.with_body(x) for x in (b"a", b"b", b"")]
