@@ -111,6 +111,26 @@ class Backlog(Generic[M]):
             self.octets += m.octets
             self.body_octets += m.size
 
+    def extend(self, ms: list[M]) -> None:
+        """:meth:`append` each of ``ms`` (in ``seq`` order), as one step."""
+        items = self._items
+        if self.count and (last := items[-1]) is not None and last.seq >= ms[0].seq:
+            for m in ms:
+                self.append(m)
+            return
+        octets = size = 0
+        for m in ms:
+            m.queued = True
+            octets += m.octets
+            size += m.size
+        if not self.count:
+            self._items, self._head = list(ms), 0  # tombstones ordered before them go
+        else:
+            items += ms
+        self.count += len(ms)
+        self.octets += octets
+        self.body_octets += size
+
     def popleft(self) -> M:
         m = self.first()
         if m is None:

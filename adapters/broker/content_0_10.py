@@ -596,7 +596,7 @@ def _route(front: ContentFront, s: Session, m: Any, props: Any, body: bytes,
             code = NO_CONSUMERS
     if not code:
         work = st.tx if st.transactional else broker.dtx.work_of(s)
-        routed = broker.publish(x, key, wire, body, origin=front.conn, work=work)
+        routed = broker.publish(x, key, wire, [body], origin=front.conn, work=work)
         if not routed.queues and m.mandatory:
             code = NO_ROUTE
     if code:

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import attrs
 
 from amqp_sansio.errors import LocalProtocolError
-from amqp_sansio.serial import SequenceSet
+from amqp_sansio.serial import SequenceSet, serial_add
 from amqp_sansio.v0_10 import events as ev
 from amqp_sansio.v0_10 import spec
 from amqp_sansio.v0_10._specbase import Command, Struct
@@ -184,6 +184,26 @@ class Consumer010(Consumer):
 
 
 _S = TypeVar("_S", bound=Struct)
+
+
+def _run_end(events: list[Any], i: int, n: int, e: ev.MessageReceived) -> int:
+    """Where the run of transfers alike that ``e`` (before ``events[i]``)
+    starts ends: the transfers behind it of the same session, numbered on
+    from it, with the same command and header segment (the decoder hands out
+    the same objects for octets that repeat; the header octets compared too,
+    as the model keeps them).  Such a run is checked, routed and completed
+    once."""
+    s, t, h, hd = e.session, e.transfer, e.headers, e.header_data
+    cid = e.command_id
+    j = i
+    while j < n:
+        f = events[j]
+        cid = (cid + 1) & 0xFFFFFFFF
+        if (type(f) is not ev.MessageReceived or f.transfer is not t or f.headers is not h
+                or f.command_id != cid or f.session is not s or f.header_data != hd):
+            break
+        j += 1
+    return j
 
 
 def _struct(headers: tuple[Struct, ...], cls: type[_S]) -> _S | None:
@@ -463,9 +483,18 @@ class Connection010(FrontEnd):
     # -- events -------------------------------------------------------------
     def handle_events(self, events: list[Any], now: float) -> None:
         b = self.broker
-        for e in events:
+        i, n = 0, len(events)
+        while i < n:
+            e = events[i]
+            i += 1
             self.events_seen += 1
-            if isinstance(e, ev.MessageReceived | ev.CommandReceived):
+            if type(e) is ev.MessageReceived:
+                # with the transfers alike behind it: one run
+                j = _run_end(events, i, n, e)
+                self.events_seen += j - i
+                self._execute(e, events[i - 1:j] if j > i else None)
+                i = j
+            elif isinstance(e, ev.MessageReceived | ev.CommandReceived):
                 self._execute(e)
             elif isinstance(e, ev.CommandsCompleted):
                 s = self.conn.sessions.get(e.channel)
@@ -627,23 +656,27 @@ class Connection010(FrontEnd):
         else:
             s.send_exception(**item[1])
 
-    def _execute(self, e: ev.Event) -> None:
-        """Execute a command -- or keep it for later, in order, while its
-        session owes output its replay window has no room for."""
+    def _execute(self, e: ev.Event, run: list[ev.MessageReceived] | None = None) -> None:
+        """Execute a command (``run``: the transfers alike it starts, if more
+        than it) -- or keep it for later, in order, while its session owes
+        output its replay window has no room for."""
         s = getattr(e, "session", None) or self.conn.sessions.get(
             e.channel)  # type: ignore[attr-defined]
         st = self.svc.sessions.get(s) if s is not None else None
         if st is not None and (st.outbox or st.deferred):
-            st.deferred.append(e)
+            if run is None:
+                st.deferred.append(e)
+            else:
+                st.deferred.extend(run)
             return
         if type(e) is ev.MessageReceived:  # (the usual one: no second look-up)
-            self._on_publish(e, s, st)
+            self._on_publish(run or [e], s, st)
         else:
             self._run(e)
 
     def _run(self, e: ev.Event) -> None:
         if isinstance(e, ev.MessageReceived):
-            self._on_publish(e)
+            self._on_publish([e])
         elif isinstance(e, ev.CommandReceived):
             self._on_command(e)
 
@@ -660,8 +693,11 @@ class Connection010(FrontEnd):
             self.broker.touch(self)  # reading resumes: wake the I/O layer
 
     # -- publishing -----------------------------------------------------------
-    def _on_publish(self, e: ev.MessageReceived, s: Session | None = None,
+    def _on_publish(self, run: list[ev.MessageReceived], s: Session | None = None,
                     st: SessState | None = None) -> None:
+        """Transfers alike (:func:`_run_end`; one is a run of one), in order:
+        checked, routed and completed once for the run."""
+        e = run[0]
         # The event's own session: a detach later in the same batch may have
         # unbound it from the channel already.  Commands received before the
         # detach are still executed (and completed, reported on resume).
@@ -683,17 +719,21 @@ class Connection010(FrontEnd):
             work = st.tx if st.transactional else self.broker.dtx.work_of(s)
             dp, fp = self._header_parts(e.headers)
             if fp is not None and not (fp.first and fp.last):
-                # one fragment of a message: kept until the message is whole
-                whole = content_fragment(self, s, e.command_id, e.transfer, e.headers, e.body)
-                if whole is not None:
-                    headers, body, ids = whole
-                    self._route_publish(s, st, x, e.transfer, headers, body, ids[-1], work)
-                    if ids[-1] in st.to_accept:
-                        for i in ids[:-1]:
-                            st.to_accept.add(i)
+                # fragments of messages: each kept until its message is whole
+                for f in run:
+                    whole = content_fragment(self, s, f.command_id, f.transfer, f.headers,
+                                             f.body)
+                    if whole is not None:
+                        headers, body, ids = whole
+                        self._route_publish(s, st, x, f.transfer, headers, [body], ids[-1],
+                                            work)
+                        if ids[-1] in st.to_accept:
+                            for i in ids[:-1]:
+                                st.to_accept.add(i)
             else:
-                self._route_publish(s, st, x, e.transfer, e.headers, e.body, e.command_id,
-                                    work, e.header_data, dp)
+                self._route_publish(s, st, x, e.transfer, e.headers,
+                                    [f.body for f in run] if len(run) > 1 else [e.body],
+                                    e.command_id, work, e.header_data, dp)
         except _Fail as f:
             self._exception(s, e.command_id, e.transfer, f)
             return
@@ -704,46 +744,64 @@ class Connection010(FrontEnd):
             self._exception(s, e.command_id, e.transfer,
                             _Fail(MODEL_CODES[m.kind], m.text, m.field))
             return
-        if s.awaits_completion(e.command_id):  # id not reused (fuzz finding 3)
-            if self.broker.pressed:
-                self.svc.hold_back(s, e.command_id)  # pushed back: completed later
-            else:
-                s.complete(e.command_id)
+        # (an id not reused is still awaited: fuzz finding 3)
+        ids = ([f.command_id for f in run if s.awaits_completion(f.command_id)]
+               if len(run) > 1 else [e.command_id] if s.awaits_completion(e.command_id)
+               else [])
+        if not ids:
+            return
+        if self.broker.pressed:
+            for cid in ids:
+                self.svc.hold_back(s, cid)  # pushed back: completed later
+        elif len(ids) == 1:
+            s.complete(ids[0])
+        else:
+            s.complete(ids)
 
     def _route_publish(self, s: Session, st: SessState, x: ExchangeState, transfer: Any,
-                       headers: tuple[Struct, ...], body: bytes, cid: int,
+                       headers: tuple[Struct, ...], bodies: list[bytes], cid: int,
                        work: Work | None = None, header_data: bytes = b"",
                        dp: Any = False) -> None:
-        """Route a transfer and enqueue it -- or, in a transaction, stage the
-        enqueues in its ``work`` (done when it commits).  ``header_data``:
-        the header segment's octets (the model keeps and relays them);
-        ``dp``: its delivery-properties if the caller found them."""
+        """Route transfers alike (``bodies``: theirs, the first of them
+        ``cid``, the others numbered on from it) and enqueue them -- or, in a
+        transaction, stage the enqueues in its ``work`` (done when it
+        commits).  ``header_data``: the header segment's octets (the model
+        keeps and relays them); ``dp``: its delivery-properties if the caller
+        found them."""
         if dp is False:
             dp = _struct(headers, spec.DeliveryProperties)
         key = (dp.routing_key if dp is not None else None) or ""
         octets = header_data if header_data or not headers else None
-        routed = self.broker.publish(x, key, Wire.published(FORM_0_10, headers, octets), body,
+        routed = self.broker.publish(x, key, Wire.published(FORM_0_10, headers, octets), bodies,
                                      origin=self.conn, work=work)
         # accept-mode is required, but qpid-python omits it on every publish; its
         # qpid.messaging driver has no handler for message.accept/reject and fails the
         # connection on one, so an absent mode is taken as "none" (no accept, no reject).
         explicit = transfer.accept_mode is not None and int(transfer.accept_mode) == 0
+        last = serial_add(cid, len(bodies) - 1)
         if not routed.queues:
             if (explicit and not (dp is not None and dp.discard_unroutable)
                     and s.state is SessionState.ATTACHED):
                 self._emit(s, ("command", spec.MessageReject(
-                    transfers=SequenceSet.of(cid), code=REJECT_UNROUTABLE, text="unroutable")))
+                    transfers=SequenceSet([(cid, last)]), code=REJECT_UNROUTABLE,
+                    text="unroutable")))
             return
-        if routed.refused:
+        refused = routed.refused
+        if refused:
             # A full queue with overflow reject-publish: a publisher that asked
             # for accepts is told (RabbitMQ nacks); otherwise it is dropped.
-            log.debug("transfer %d refused by %d full queue(s)", cid, routed.refused)
+            log.debug("%d transfer(s) from %d refused by a full queue", len(refused), cid)
             if explicit and s.state is SessionState.ATTACHED:
                 self._emit(s, ("command", spec.MessageReject(
-                    transfers=SequenceSet.of(cid), code=0, text="queue full")))
-            return
+                    transfers=SequenceSet.of(*(serial_add(cid, i) for i in refused)), code=0,
+                    text="queue full")))
         if explicit:
-            st.to_accept.add(cid)
+            if not refused:
+                st.to_accept.add_range(cid, last)
+            else:
+                for i in range(len(bodies)):
+                    if i not in refused:
+                        st.to_accept.add(serial_add(cid, i))
 
     # -- commands ---------------------------------------------------------------
     def _on_command(self, e: ev.CommandReceived) -> None:

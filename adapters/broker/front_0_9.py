@@ -222,7 +222,16 @@ class Connection09(Connection091):
         self.file_out.pop(channel, None)
         super()._channel_ended(channel)
 
-    def _on_publish(self, e: ev.MessageReceived) -> None:
+    def _on_publish(self, e: ev.MessageReceived, run: list[ev.MessageReceived] | None = None
+                    ) -> None:
+        m = e.method
+        if isinstance(m, spec.BasicPublish) and not m.immediate:
+            super()._on_publish(e, run)  # (a run of them: 0-9-1's)
+            return
+        for f in run or (e,):  # 0-9's own content methods: one by one
+            self._on_content_09(f)
+
+    def _on_content_09(self, e: ev.MessageReceived) -> None:
         m = e.method
         books = self.books[e.channel]
         if isinstance(m, spec09.StreamPublish):
@@ -241,7 +250,7 @@ class Connection09(Connection091):
             # 0-9 has immediate (0-9-1's RabbitMQ refuses it): honoured here
             self._route(books, m, e.properties, e.body, spec.BasicReturn)
         elif isinstance(m, spec.BasicPublish):
-            super()._on_publish(e)
+            super()._on_publish(e)  # (in a run of 0-9's own content methods)
         elif isinstance(m, spec09.TunnelRequest):
             self._tunnel(books, m, e.properties, e.body)
         else:
@@ -258,7 +267,7 @@ class Connection09(Connection091):
             delivery_mode=2 if p is not None and p.durable else None)
         proxy = (getattr(p, "proxy_name", None) or "") if p is not None else ""
         routed = self._publish(books, spec.BasicPublish(exchange="", routing_key=proxy),
-                               props, body)
+                               props, [body])
         if not routed.queues:
             log.debug("tunnel.request for proxy %r: no such queue (dropped)", proxy)
 
@@ -321,7 +330,7 @@ class Connection09(Connection091):
                 if targets and not any(c.ready() for q in targets for c in q.consumers):
                     code = NO_CONSUMERS
         if not code:
-            routed = self._publish(books, basic, basic_props, body)
+            routed = self._publish(books, basic, basic_props, [body])
             if not routed.queues and m.mandatory:
                 code = NO_ROUTE
         if code:
@@ -340,7 +349,7 @@ class Connection09(Connection091):
     # what the message class (message_0_9.py) uses of this front end
     def publish_basic(self, books: ChannelBooks, m: Any, properties: Any,
                       body: bytes) -> Routed:
-        return self._publish(books, m, properties, body)
+        return self._publish(books, m, properties, [body])
 
     @property
     def frame_max(self) -> int:

@@ -204,7 +204,8 @@ class ChannelBooks:
     flow: bool = True  # the client's channel.flow
     confirming: bool = False
     published: int = 0  # publishes since confirm.select (their sequence numbers)
-    #: Confirms not yet written: (sequence number, ack?) in order.
+    #: Confirms not yet written: (sequence number, ack?) in order -- an ack
+    #: also for those before it back to the last entry (a run's).
     confirms: list[tuple[int, bool]] = attrs.field(factory=list)
     tx: Work | None = None  # tx.select'ed: what waits for tx.commit
     #: Deliveries acknowledged in the transaction (back to ``unacked`` on rollback).
@@ -353,20 +354,31 @@ class Connection091(FrontEnd):
     # -- events ------------------------------------------------------------------
     def handle_events(self, events: list[Any], now: float) -> None:
         b = self.broker
-        for e in events:
+        i, n = 0, len(events)
+        while i < n:
+            e = events[i]
+            i += 1
             self.events_seen += 1
+            run = None
+            if type(e) is ev.MessageReceived:
+                # with the publishes alike behind it: one run
+                j = _run_end(events, i, n, e)
+                if j > i:
+                    self.events_seen += j - i
+                    run = events[i - 1:j]
+                    i = j
             # (a peer leaving its output unread: its requests wait, in order)
             if (self._deferred or self.output_full and type(e) in _REQUESTS) and (
-                    self.waits_for_reader(partial(self._event, e), type(e) in _REQUESTS)):
+                    self.waits_for_reader(partial(self._event, e, run), type(e) in _REQUESTS)):
                 continue
-            self._event(e)
+            self._event(e, run)
         if self.conn.closed:
             self._end(now)
         b.flush_touched(self)
 
-    def _event(self, e: Any) -> None:
+    def _event(self, e: Any, run: list[ev.MessageReceived] | None = None) -> None:
         if isinstance(e, ev.MessageReceived):
-            self._guarded(e.channel, e.method, partial(self._on_publish, e))
+            self._guarded(e.channel, e.method, partial(self._on_publish, e, run))
         elif isinstance(e, ev.MethodReceived):
             self._guarded(e.channel, e.method, partial(self._on_method, e))
         elif isinstance(e, ev.ChannelOpened):
@@ -768,25 +780,31 @@ class Connection091(FrontEnd):
     def basic_recover_async(self, books: ChannelBooks, m: Any) -> None:
         self.basic_recover(books, m)
 
-    def _on_publish(self, e: ev.MessageReceived) -> None:
+    def _on_publish(self, e: ev.MessageReceived, run: list[ev.MessageReceived] | None = None
+                    ) -> None:
+        """A publish -- with ``run``, the publishes alike it starts
+        (:func:`_run_end`): checked, routed and confirmed once for them."""
         m = e.method
         books = self.books[e.channel]
         if not isinstance(m, spec.BasicPublish):
             raise _Fail(COMMAND_INVALID, f"{m.NAME} is not for a broker")
         raw = e.properties_data if type(e.properties) is spec.BasicProperties else None
-        routed = self._publish(books, m, e.properties, e.body, raw)
+        bodies = [f.body for f in run] if run is not None else [e.body]
+        routed = self._publish(books, m, e.properties, bodies, raw)
         if not routed.queues and m.mandatory:
-            books.channel.send_content(spec.BasicReturn(
-                reply_code=NO_ROUTE, reply_text="NO_ROUTE", exchange=m.exchange,
-                routing_key=m.routing_key), e.properties, e.body, properties_data=raw or None)
-            self.note_output(len(e.body) + _DELIVERY_OVERHEAD)
+            for body in bodies:
+                books.channel.send_content(spec.BasicReturn(
+                    reply_code=NO_ROUTE, reply_text="NO_ROUTE", exchange=m.exchange,
+                    routing_key=m.routing_key), e.properties, body, properties_data=raw or None)
+                self.note_output(len(body) + _DELIVERY_OVERHEAD)
 
-    def _publish(self, books: ChannelBooks, m: Any, properties: Any, body: bytes,
+    def _publish(self, books: ChannelBooks, m: Any, properties: Any, bodies: list[bytes],
                  properties_data: bytes | None = None) -> Routed:
-        """Route a publish (``m`` a ``basic.publish``; a dialect's content is
-        mapped onto one) and book its confirm; the caller returns it when
-        unroutable and mandatory.  ``properties_data``: the octets
-        ``properties`` came as (the model keeps and relays them)."""
+        """Route publishes alike (``m`` a ``basic.publish``, a dialect's
+        content mapped onto one; a body each, in order) and book their
+        confirms; the caller returns them when unroutable and mandatory.
+        ``properties_data``: the octets ``properties`` came as (the model
+        keeps and relays them)."""
         ns = self.ns  # (once: looked up per publish)
         self.login.check(ns.name, m, ACCESS_0_9_1)
         if m.immediate:
@@ -798,10 +816,15 @@ class Connection091(FrontEnd):
             raise _Fail(ACCESS_REFUSED, f"cannot publish to internal exchange {x.name!r}")
         b = self.broker
         wire = Wire.published(FORM_0_9_1, properties, properties_data or None)
-        routed = b.publish(x, m.routing_key, wire, body, origin=self, work=books.tx)
+        routed = b.publish(x, m.routing_key, wire, bodies, origin=self, work=books.tx)
         if books.confirming:
-            books.published += 1
-            books.confirms.append((books.published, not routed.refused))
+            first = books.published + 1
+            books.published += len(bodies)
+            refused = routed.refused
+            if not refused:  # (one entry acks the run: confirms are multiple acks)
+                books.confirms.append((books.published, True))
+            else:
+                books.confirms += [(first + i, i not in refused) for i in range(len(bodies))]
         if b.pressed and self not in self.svc.blocked:
             # Publishers are pushed back: told so, and not read until relieved.
             self.svc.blocked.add(self)
@@ -900,6 +923,23 @@ def _show(v: Any) -> str:
 
 #: Events that may answer with output (others wait only behind those waiting).
 _REQUESTS = frozenset({ev.MethodReceived, ev.MessageReceived})
+
+
+def _run_end(events: list[Any], i: int, n: int, e: ev.MessageReceived) -> int:
+    """Where the run of publishes alike that ``e`` (before ``events[i]``)
+    starts ends: the content methods behind it on its channel with the same
+    method and properties (the decoder hands out the same objects for octets
+    that repeat; the property octets compared too, as the model keeps them).
+    Such a run is checked, routed and confirmed once."""
+    ch, m, p, pd = e.channel, e.method, e.properties, e.properties_data
+    j = i
+    while j < n:
+        f = events[j]
+        if (type(f) is not ev.MessageReceived or f.method is not m or f.properties is not p
+                or f.channel != ch or f.properties_data != pd or f.request is not None):
+            break
+        j += 1
+    return j
 
 
 def _x_args(args: Any) -> dict[str, Any]:

@@ -1117,7 +1117,7 @@ class Connection10(FrontEnd):
                 return self._refused(pub, RESOURCE_LIMIT, f"a transaction stages at most "
                                      f"{TXN_STAGED_OCTETS} octets")
             txn.staged += len(body)
-        routed = self.broker.publish(x, key, wire, body, origin=self,
+        routed = self.broker.publish(x, key, wire, [body], origin=self,
                                      work=txn.work if txn is not None else None, extra=extra)
         if routed.refused:
             return self._refused(pub, RESOURCE_LIMIT, "a queue is full")

@@ -304,11 +304,17 @@ class Service(Protocol):
 
 
 class Routed(NamedTuple):
-    """What a publish reached: the queues, and how many of them refused it
-    (full, overflow reject-publish)."""
+    """What a publish (a run of messages published alike) reached: the
+    queues, and the places in the run of the messages a queue refused (full,
+    overflow reject-publish), in order -- empty, the usual case, when none
+    was."""
 
     queues: int
-    refused: int
+    refused: tuple[int, ...]
+
+
+#: A run nothing refused.
+_NONE_REFUSED: tuple[int, ...] = ()
 
 
 class Broker:
@@ -544,83 +550,128 @@ class Broker:
                 return self.route(alt, key, headers), alt
         return targets, x
 
-    def publish(self, x: ExchangeState, key: str, wire: Wire, body: bytes, *,
+    def publish(self, x: ExchangeState, key: str, wire: Wire, bodies: list[bytes], *,
                 origin: object = None, work: Work | None = None, extra: int = 0) -> Routed:
-        """Route a message published to ``x`` and enqueue a copy on each queue
-        it reaches -- or, in a transaction, stage the enqueues in ``work``.
-        ``extra``: octets its decoded properties hold beyond the body (a 1.0
-        message's sections), charged with it against the memory mark."""
+        """Route messages published alike to ``x`` -- a run: one key and
+        ``wire`` (properties), a message per body, in order; one publish is a
+        run of one -- and enqueue a copy of each on each queue they reach, or,
+        in a transaction, stage the enqueues in ``work``.  The run is routed
+        once and its properties stamped once; each message is still charged,
+        bounded and counted as its own.  ``extra``: octets a message's decoded
+        properties hold beyond its body (a 1.0 message's sections), charged
+        with it against the memory mark."""
         targets, via = self.route_publish(x, key, wire.headers)
         if not targets:
-            self.stats["unroutable"] += 1
-            return Routed(0, 0)
+            self.stats["unroutable"] += len(bodies)
+            return Routed(0, _NONE_REFUSED)
         ttl = wire.ttl
         # (0 is a ttl: "expire at once unless delivered now", as RabbitMQ has it)
         expires = self.now + ttl / 1000 if ttl is not None else None
-        refused = 0
-        head: bytes | int | None = None
-        data = body
-        octets = 0
+        seq = self._seq
+        held: list[tuple[bytes, bytes | int, int]] | None = None
         if wire.octets is not None:
             # Held as published, with what a consumer of that protocol must
             # see changed (Wire.stamp): one bytes object for the properties
             # of many messages published alike, else one with the body.
             key = sys.intern(key)
             stamped, shared = wire.stamp(wire.octets, via.name, key)
-            if not shared and len(body) <= JOIN_BODY_MAX:
-                data = stamped + body
-                head = _once(len(stamped))
-            else:
-                head = stamped
-            octets = charge(data, head, shared)
+            held = []
+            for i, body in enumerate(bodies):
+                if i == 1 and not shared:  # the first of its kind: those after it are alike
+                    stamped, shared = wire.stamp(wire.octets, via.name, key)
+                if shared:
+                    held.append((body, stamped, _once(len(body) + RELAYED_OVERHEAD)))
+                elif len(body) <= JOIN_BODY_MAX:
+                    data = stamped + body
+                    held.append((data, _once(len(stamped)), charge(data, 0)))
+                else:
+                    held.append((body, stamped, charge(body, stamped)))
+        refused = _NONE_REFUSED
+        name = via.name
         for q in targets:
-            if head is not None:
-                m = QMsg.relayed(next(self._seq), wire.form, head, data, key, via.name,
-                                 wire.persistent, expires, origin, octets)
+            msgs: list[QMsg] = []
+            if held is not None:
+                relayed = QMsg.relayed
+                form, persistent = wire.form, wire.persistent
+                for data, head, octets in held:
+                    msgs.append(relayed(next(seq), form, head, data, key, name, persistent,
+                                        expires, origin, octets))
             else:
-                m = QMsg(next(self._seq), body, wire, key, via.name, expires=expires,
-                         origin=origin, octets=charge(body, wire) + extra)
+                for body in bodies:
+                    msgs.append(QMsg(next(seq), body, wire, key, name, expires=expires,
+                                     origin=origin, octets=charge(body, wire) + extra))
             if work is not None:
-                work.enqueues.append((q, m))
-                work.staged += m.octets  # (charged as held until it commits or not)
+                for m in msgs:
+                    work.enqueues.append((q, m))
+                    work.staged += m.octets  # (charged as held until it commits or not)
+                    self.charge_staged(m.octets)
                 work.unstage = self.charge_staged
-                self.charge_staged(m.octets)
-            elif not self.enqueue(q, m):
-                refused += 1
+            elif out := self.enqueue(q, msgs):
+                refused = tuple(sorted({*refused, *out}))
         return Routed(len(targets), refused)
 
-    def enqueue(self, q: QueueState, msg: QMsg) -> bool:
-        """A message arrives on ``q``; False if the queue is full and refuses it
-        (overflow reject-publish)."""
+    def enqueue(self, q: QueueState, msgs: list[QMsg]) -> tuple[int, ...]:
+        """Messages published alike (one priority) arrive on ``q``, in order
+        -- a run; one is a run of one; the places in ``msgs`` of those it
+        refused because it is full (overflow reject-publish).  Consumers are
+        offered them once the run is queued -- after each one where the
+        queue is bounded (its bound counts what is still queued) or judges
+        each (no-local, a sequence number, the durable store)."""
         opts = q.options
-        if opts.no_local and msg.origin is not None and msg.origin is self._owner_of(q):
-            self.stats["no-local-dropped"] += 1
-            return True  # not refused: the queue does not take its owner's own
         pol = q.policy
-        if pol.max_length is not None or pol.max_octets is not None:  # (most are not bounded)
-            while pol.full(len(q.messages), q.messages.body_octets, msg.size):
-                if pol.overflow != "drop-head" or not q.messages:
-                    self.stats["overflow-refused"] += 1
-                    return False
-                head = q.messages.popleft()
-                self.stats["overflow-dropped"] += 1
+        store = self.durable.store is not None
+        ttl = opts.message_ttl
+        due = self.now + ttl / 1000 if ttl is not None else None
+        stats = self.stats
+        if (pol.max_length is None and pol.max_octets is None and not opts.no_local
+                and opts.sequence_key is None and not store):  # (most queues)
+            if due is not None:
+                for m in msgs:
+                    if m.expires is None or due < m.expires:
+                        m.expires = due
+            q.messages.extend(msgs)
+            arrived = self.retained
+            for m in msgs:
+                arrived += m.octets
+                if m.expires is not None:
+                    self._note_expiry(q, m)
+            self.retained = arrived
+            if not self.pressed and (hw := self.limits.memory_high_water) is not None \
+                    and arrived > hw:
+                self._press(hw)
+            stats["enqueued"] += len(msgs)
+            self.dispatch(q)
+            return _NONE_REFUSED
+        owner = self._owner_of(q) if opts.no_local else None
+        backlog = q.messages
+        refused = _NONE_REFUSED
+        for i, msg in enumerate(msgs):
+            if owner is not None and msg.origin is owner:
+                stats["no-local-dropped"] += 1
+                continue  # not refused: the queue does not take its owner's own
+            while pol.full(len(backlog), backlog.body_octets, msg.size):
+                if pol.overflow != "drop-head" or not backlog:
+                    stats["overflow-refused"] += 1
+                    refused += (i,)
+                    break
+                head = backlog.popleft()
+                stats["overflow-dropped"] += 1
                 self.dead_letter(q, [head], "maxlen")
-        if opts.sequence_key is not None:
-            q.sequence += 1
-            msg.wire = msg.wire.with_header(opts.sequence_key, q.sequence)
-        if opts.message_ttl is not None:
-            due = self.now + opts.message_ttl / 1000
-            if msg.expires is None or due < msg.expires:
-                msg.expires = due
-        if self.durable.store is not None:  # (no store: nothing is stored)
-            msg.stored = self.durable.enqueued(q, msg)
-        q.messages.append(msg)
-        self._arrived(msg)
-        if msg.expires is not None:
-            self._note_expiry(q, msg)
-        self.stats["enqueued"] += 1
-        self.dispatch(q)
-        return True
+            else:
+                if opts.sequence_key is not None:
+                    q.sequence += 1
+                    msg.wire = msg.wire.with_header(opts.sequence_key, q.sequence)
+                if due is not None and (msg.expires is None or due < msg.expires):
+                    msg.expires = due
+                if store:  # (no store: nothing is stored)
+                    msg.stored = self.durable.enqueued(q, msg)
+                backlog.append(msg)
+                self._arrived(msg)
+                if msg.expires is not None:
+                    self._note_expiry(q, msg)
+                stats["enqueued"] += 1
+                self.dispatch(q)
+        return refused
 
     def _owner_of(self, q: QueueState) -> object:
         """The transport a no-local queue belongs to: its exclusive owner's,
@@ -915,7 +966,7 @@ class Broker:
         """A message a transaction staged arrives now: it queues behind what
         arrived before the commit."""
         m.seq = next(self._seq)
-        self.enqueue(q, m)
+        self.enqueue(q, [m])
 
     def delivered(self, q: QueueState, msg: QMsg, *, acquired: bool = True,
                   consumer: Any = None, tag: int = 0) -> Held:
@@ -1178,7 +1229,7 @@ class Broker:
             for target in self.route(x, copy.routing_key, wire.headers):
                 if target is q and reason != "rejected":
                     continue  # back where it died, with no reject: RabbitMQ drops it too
-                self.enqueue(target, copy.copy(next(self._seq)))
+                self.enqueue(target, [copy.copy(next(self._seq))])
             self.stats["dead-lettered"] += 1
 
     def to_alternate(self, q: QueueState, msgs: Iterable[QMsg]) -> None:
@@ -1202,7 +1253,7 @@ class Broker:
                 targets = self.route(exchanges[alt.alternate], m.routing_key, m.app_headers)
             for target in targets:
                 # A fresh enqueue sequence: the target orders (and browses) by it.
-                self.enqueue(target, m.copy(next(self._seq)))
+                self.enqueue(target, [m.copy(next(self._seq))])
 
     def charge_staged(self, octets: int) -> None:
         """``octets`` more (or, negative, fewer) are staged by transactions

@@ -172,6 +172,15 @@ class PriorityBacklog(Generic[M]):
         if i > self._top:
             self._top = i
 
+    def extend(self, ms: list[M]) -> None:
+        """:meth:`append` each of ``ms``: messages published alike (one
+        priority), as one step."""
+        i = self._level_of(ms[0])
+        self._levels[i].extend(ms)
+        self.count += len(ms)
+        if i > self._top:
+            self._top = i
+
     def popleft(self) -> M:
         b = self._highest()
         if b is None:

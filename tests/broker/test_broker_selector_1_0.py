@@ -76,8 +76,8 @@ def test_a_selective_consumer_judges_each_queued_message_once() -> None:
     wire = Wire(FORM_0_9_1, BasicProperties())
     n = 500
     for _ in range(n):
-        b.publish(ns.exchanges[""], "q", wire, b"no")
-    b.publish(ns.exchanges[""], "q", wire, b"yes-1")
+        b.publish(ns.exchanges[""], "q", wire, [b"no"])
+    b.publish(ns.exchanges[""], "q", wire, [b"yes-1"])
     assert c.got == [b"yes-1"] and len(q.messages) == n
     assert c.calls < 3 * n  # (judging every message per offer: ~n*n/2)
     taken = q.messages.popleft()
