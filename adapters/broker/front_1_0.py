@@ -543,8 +543,10 @@ class Connection10(FrontEnd):
             if not self._ready and t in _SERVED_WHEN_OPEN:
                 continue  # pipelined behind an open the broker refused: never served
             try:
-                if t is ev.DeliveryReceived:
-                    self._received(e)
+                if t is ev.DeliveriesReceived:
+                    self._received(e.link, e.deliveries, e.payloads, e)
+                elif t is ev.DeliveryReceived:
+                    self._received(e.link, [e.delivery], [e.payload], e)
                 elif t is ev.DeliveryUpdated:
                     self._updated(e)
                 elif t is ev.LinkFlow:
@@ -699,6 +701,7 @@ class Connection10(FrontEnd):
         # 18: the broker's bound on a message, stated (and enforced by the core)
         link.max_message_size = self.broker.limits.max_message_size
         self.publishers[link] = Publisher10(node, outcomes, second)
+        link.batch_deliveries = True  # (its deliveries come as runs: _received)
         if node is not None and node.is_queue and node.name in self.svc.dynamic:
             self.svc.dynamic[node.name].links.add(link)
         link.attach()
@@ -1048,17 +1051,61 @@ class Connection10(FrontEnd):
             link.drained()  # 43: nothing more to send now
 
     # -- publishing -----------------------------------------------------------------------
-    def _received(self, e: ev.DeliveryReceived) -> None:
-        link, d = e.link, e.delivery
+    def _received(self, link: Link, ds: list[Delivery], payloads: list[bytes], e: Any) -> None:
+        """Whole deliveries that came one after another on ``link`` (a
+        publishing link reports them as runs: ``batch_deliveries``; ``e`` the
+        event).  Those published alike -- the same sections before the body,
+        no transaction, no tag seen again -- go through the model as one run;
+        one delivery is a run of one."""
         if link in self.coordinators:
-            self._coordinate(e)
+            for d, payload in zip(ds, payloads, strict=True):
+                self._coordinate(ev.DeliveryReceived(e.channel, link, d, payload))
             return
         pub = self.publishers.get(link)
         if pub is None:
             return
-        self._used += 1  # (given back once for the read: handle_events)
+        n = len(ds)
+        self._used += n  # (given back once for the read: handle_events)
         try:
-            self._take(pub, link, d, e.payload)
+            i = 0
+            while i < n:
+                d = ds[i]
+                if d.remote_state is not None or (pub.second and d.tag in pub.unsettled):
+                    try:
+                        self._take(pub, link, d, payloads[i])
+                    except LocalProtocolError as err:  # its session or link is ending
+                        log.debug("connection from %s: delivery not answered: %s", self.who,
+                                  err)
+                    i += 1
+                    continue
+                payload = payloads[i]
+                secs, wire, body = split_wire_1_0(payload)
+                extra = len(payload) - len(body)
+                bodies = [body]
+                j = i + 1
+                while j < n:
+                    d = ds[j]
+                    payload = payloads[j]
+                    if d.remote_state is not None or (pub.second and d.tag in pub.unsettled):
+                        break
+                    try:
+                        _, w, body = split_wire_1_0(payload)
+                    except DecodeError:
+                        break  # (the run ends before it; it ends the session after it)
+                    if w is not wire or len(payload) - len(body) != extra:
+                        break
+                    bodies.append(body)
+                    j += 1
+                outcome, refused = self._publish(pub, secs, wire, bodies, None, extra)
+                for k in range(i, j):
+                    try:
+                        self._answer(pub, link, ds[k], self._refused(
+                            pub, RESOURCE_LIMIT, "a queue is full") if refused and k - i
+                            in refused else outcome, None)
+                    except LocalProtocolError as err:  # its session or link is ending
+                        log.debug("connection from %s: delivery not answered: %s", self.who,
+                                  err)
+                i = j
         finally:
             # topped up once the whole read is handled: after the publishes
             # (they may push the broker over its mark, or hold tags unsettled)
@@ -1066,6 +1113,7 @@ class Connection10(FrontEnd):
                 self._low[link] = None
 
     def _take(self, pub: Publisher10, link: Link, d: Delivery, payload: bytes) -> None:
+        """One delivery on its own: a tag seen again, or in a transaction."""
         if pub.second and d.tag in pub.unsettled:  # 39: the same tag again: once only
             if not d.settled:
                 d.update(pub.unsettled[d.tag])
@@ -1075,7 +1123,14 @@ class Connection10(FrontEnd):
                 d.remote_state, TransactionalState):
             return  # the link was detached: an unknown transaction
         secs, wire, body = split_wire_1_0(payload)
-        outcome = self._publish(pub, secs, wire, body, txn, len(payload) - len(body))
+        outcome, refused = self._publish(pub, secs, wire, [body], txn, len(payload) - len(body))
+        if refused:
+            outcome = self._refused(pub, RESOURCE_LIMIT, "a queue is full")
+        self._answer(pub, link, d, outcome, txn)
+
+    def _answer(self, pub: Publisher10, link: Link, d: Delivery, outcome: Any,
+                txn: Txn | None) -> None:
+        """Tell the publisher a delivery's outcome (unless it came settled)."""
         if d.settled:
             return  # pre-settled (38): nothing to say
         if txn is not None:
@@ -1084,13 +1139,15 @@ class Connection10(FrontEnd):
         elif pub.second:
             pub.unsettled[d.tag] = outcome
             d.update(outcome)
-        elif isinstance(outcome, Accepted):
+        elif outcome is _ACCEPTED:
             self._accepts.setdefault(link, []).append(d)
         else:
             d.settle(outcome)
 
-    def _publish(self, pub: Publisher10, secs: Sections10, wire: Wire, body: bytes,
-                 txn: Txn | None, extra: int = 0) -> Any:
+    def _publish(self, pub: Publisher10, secs: Sections10, wire: Wire, bodies: list[bytes],
+                 txn: Txn | None, extra: int = 0) -> tuple[Any, tuple[int, ...]]:
+        """Publish messages alike (``bodies``, in order): the outcome of
+        those no full queue refused, and the places of those one did."""
         node = pub.node
         if node is None:  # anonymous relay: the message's ``to``
             to = secs.properties.to if secs.properties is not None else None
@@ -1100,30 +1157,29 @@ class Connection10(FrontEnd):
                     self._queue(node)
                 self._allowed("write", node.name)
             except (_Refuse, ModelError) as r:
-                return self._refused(pub, getattr(r, "condition", NOT_FOUND), str(r))
+                return self._refused(pub, getattr(r, "condition", NOT_FOUND), str(r)), ()
         ns = self.ns
         if node.is_queue:
             x, key = ns.exchanges[""], node.name
         else:
             found = ns.exchanges.get(node.name)
             if found is None:
-                return self._refused(pub, NOT_FOUND, f"exchange {node.name!r} was deleted")
+                return self._refused(pub, NOT_FOUND, f"exchange {node.name!r} was deleted"), ()
             subject = secs.properties.subject if secs.properties is not None else None
             x, key = found, node.key if node.key is not None else (subject or "")
         if txn is not None:
             # Staged messages are not held yet (not counted against the memory
             # mark): a transaction stages a bounded amount.
-            if txn.staged + len(body) > TXN_STAGED_OCTETS:
+            staged = sum(map(len, bodies))
+            if txn.staged + staged > TXN_STAGED_OCTETS:
                 return self._refused(pub, RESOURCE_LIMIT, f"a transaction stages at most "
-                                     f"{TXN_STAGED_OCTETS} octets")
-            txn.staged += len(body)
-        routed = self.broker.publish(x, key, wire, [body], origin=self,
+                                     f"{TXN_STAGED_OCTETS} octets"), ()
+            txn.staged += staged
+        routed = self.broker.publish(x, key, wire, bodies, origin=self,
                                      work=txn.work if txn is not None else None, extra=extra)
-        if routed.refused:
-            return self._refused(pub, RESOURCE_LIMIT, "a queue is full")
         if not routed.queues:
-            return Released() if RELEASED in pub.outcomes else _ACCEPTED
-        return _ACCEPTED
+            return (Released() if RELEASED in pub.outcomes else _ACCEPTED), ()
+        return _ACCEPTED, routed.refused
 
     @staticmethod
     def _refused(pub: Publisher10, condition: str, text: str) -> Any:
@@ -1470,7 +1526,8 @@ class Connection10(FrontEnd):
 
 
 _SERVED_WHEN_OPEN = frozenset({ev.SessionBeginRequested, ev.LinkAttachRequested,
-                               ev.DeliveryReceived, ev.LinkFlow, ev.DeliveryUpdated})
+                               ev.DeliveryReceived, ev.DeliveriesReceived, ev.LinkFlow,
+                               ev.DeliveryUpdated})
 _BEFORE_OPEN = frozenset({ConnState.START, ConnState.HDR_EXCH})
 
 
