@@ -19,6 +19,7 @@ __all__ = ["OrderedInts", "DeliveryBook"]
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator
+from functools import partial
 from typing import Any, Generic, TypeVar
 
 V = TypeVar("V")
@@ -84,6 +85,22 @@ class OrderedInts:
         if len(b) > 2 * _BLOCK:
             blocks[i:i + 1] = [b[:_BLOCK], b[_BLOCK:]]
             self._mins[i:i + 1] = [b[0], b[_BLOCK]]
+
+    def extend(self, us: range) -> None:
+        """Add ``us``, ascending and each above every value held (a run of
+        ids given out in order): appended, a block at a time."""
+        blocks, mins = self._blocks, self._mins
+        i = 0
+        k = len(us)
+        if blocks and (last := blocks[-1]) and len(last) < _BLOCK:
+            i = _BLOCK - len(last)
+            last += us[:i]
+        while i < k:
+            b = list(us[i:i + _BLOCK])
+            blocks.append(b)
+            mins.append(b[0])
+            i += _BLOCK
+        self._len += k
 
     def discard(self, u: int) -> None:
         mins = self._mins
@@ -201,6 +218,44 @@ class DeliveryBook(dict[int, V], Generic[V]):
 
     add = __setitem__
 
+    def add_run(self, first: int, values: list[V]) -> None:
+        """Hold ``values`` under ids ``first``, ``first`` + 1, ... (serial:
+        modulo 2**32) -- ids given out in order, each after every id held:
+        a run of deliveries booked in one step.  (An id not after them all
+        is added as by ``self[i] = v``.)"""
+        k = len(values)
+        if not k:
+            return
+        if not self.serial:
+            ids: range | list[int] = range(first, first + k)
+        elif first + k <= _MOD:
+            ids = range(first, first + k)
+        else:
+            ids = [(first + j) % _MOD for j in range(k)]
+        order = self._order
+        if order is None:
+            dict.update(self, zip(ids, values, strict=True))
+            self._newest = self._newest_u = ids[-1]
+            return
+        if not self.serial:
+            u0 = first
+        elif self:
+            u0 = self._place(first)
+        else:
+            u0 = first
+        blocks = order._blocks
+        if blocks and u0 <= blocks[-1][-1]:
+            for i, v in zip(ids, values, strict=True):
+                self[i] = v
+            return
+        us = range(u0, u0 + k)
+        if self.serial:
+            self._unwrapped.update(zip(ids, us, strict=True))
+            self._newest, self._newest_u = ids[-1], us[-1]
+        order.extend(us)
+        dict.update(self, zip(ids, values, strict=True))
+
+
     def pop(self, i: int, default: Any = _NOTHING) -> Any:
         if not dict.__contains__(self, i):
             if default is _NOTHING:
@@ -295,6 +350,13 @@ class DeliveryBook(dict[int, V], Generic[V]):
             del unwrapped[i]
             out.append((i, pop(self, i)))
         return out
+
+    def take_values_between(self, first: int, last: int) -> list[V]:
+        """:meth:`take_between`'s deliveries without their ids."""
+        order = self._order
+        if order is not None and not self.serial and last >= first:
+            return list(map(partial(dict.pop, self), order.take_between(first, last)))
+        return [v for _, v in self.take_between(first, last)]
 
     # -- internals -------------------------------------------------------------------
     def _place(self, i: int) -> int:

@@ -38,11 +38,15 @@ M = TypeVar("M", bound=Queued)
 
 
 class _Gone:
-    """The place of a message taken out of the middle (keeps the order)."""
+    """The place of a message taken out of the middle (keeps the order);
+    false, as None is (a run of the head is checked for both in C)."""
 
     __slots__ = ("seq",)
     queued = False
     octets = 0
+
+    def __bool__(self) -> bool:
+        return False
 
     def __init__(self, seq: int) -> None:
         self.seq = seq
@@ -150,6 +154,51 @@ class Backlog(Generic[M]):
             self._take_head(m)
             return True
         return False
+
+    def head(self, n: int) -> list[M]:
+        """Up to ``n`` of the first messages, in order (a run to offer a
+        consumer; nothing is taken)."""
+        head = self._head
+        if n == 1:
+            m = self.first()
+            return [] if m is None else [m]
+        run = self._items[head:head + n]
+        if all(run):  # (no tombstone among them: the usual case, checked in C)
+            return run  # type: ignore[return-value]
+        out: list[M] = []
+        for x in self._items[head:]:
+            if x is not None and not isinstance(x, _Gone):
+                out.append(x)
+                if len(out) == n:
+                    break
+        return out
+
+    def take_first(self, run: list[M]) -> bool:
+        """Take ``run`` off if it is the first messages in order (a run
+        delivered from :meth:`head`: one comparison of identities, in C);
+        False (nothing taken) if not."""
+        k = len(run)
+        if k == 1:
+            return self.popleft_if(run[0])
+        items = self._items
+        head = self._head
+        if items[head:head + k] != run:
+            if self.first() is not run[0] or items[self._head:self._head + k] != run:
+                return False
+            head = self._head
+        items[head:head + k] = [None] * k
+        self._head = head + k
+        octets = body = 0
+        for m in run:
+            m.queued = False
+            octets += m.octets
+            body += m.size
+        self.count -= k
+        self.octets -= octets
+        self.body_octets -= body
+        if len(items) > 64 and len(items) > 2 * self.count + 32:
+            self._compact()
+        return True
 
     def _take_head(self, m: M) -> None:
         items = self._items

@@ -85,7 +85,7 @@ from .front_0_9_1 import (
 )
 from .message_0_9 import HANDLERS as MESSAGE_HANDLERS
 from .message_0_9 import MessageClass09
-from .model import Broker, ModelError, QMsg, QueueState, Routed
+from .model import Broker, Consumer, ModelError, QMsg, QueueState, Routed
 from .properties import FORM_0_9_1
 from .staging import Staged
 
@@ -148,6 +148,11 @@ class _Consumer09(Consumer091):
                  no_ack: bool, exclusive: bool, kind: str) -> None:
         super().__init__(books, tag, queue, vhost, no_ack=no_ack, exclusive=exclusive)
         self.kind = kind
+
+    # (one message at a time: a file waits for its open-ok, a stream or
+    # message delivery is its own method)
+    room = Consumer.room
+    offer_run = Consumer.offer_run
 
     def offer(self, q: QueueState, msg: QMsg) -> bool:
         b = self.books

@@ -45,6 +45,7 @@ __all__ = ["Connection091", "Service091", "Consumer091", "ChannelBooks"]
 
 import contextlib
 import logging
+import operator
 import secrets
 from collections.abc import Callable, Iterator
 from functools import partial
@@ -60,7 +61,7 @@ from amqp_sansio.v0_9_1._specbase import Method
 from amqp_sansio.v0_9_1.channel import Channel
 from amqp_sansio.v0_9_1.codes import ReplyCode
 from amqp_sansio.v0_9_1.connection import Connection, ConnState, Role, ServerConfig
-from amqp_sansio.v0_9_1.framing import Decoder
+from amqp_sansio.v0_9_1.framing import Decoder, Delivery
 
 from .auth import ACCESS_0_9_1, AccessRefused, Login, Peer
 from .dtx import Work
@@ -98,6 +99,10 @@ MODEL_CODES: dict[str, int] = {
 _HARD = frozenset({COMMAND_INVALID, NOT_ALLOWED, NOT_IMPLEMENTED, RESOURCE_ERROR})
 #: Octets a delivery is charged in the output bound beyond its body.
 _DELIVERY_OVERHEAD = 128
+#: The room of a consumer no window limits (its output room does).
+_RUN = 1 << 16
+_MSG = operator.attrgetter("msg")
+_SIZE = operator.attrgetter("size")
 
 
 class _Fail(Exception):
@@ -153,25 +158,57 @@ class Consumer091(Consumer):
             return False
         return b.front.output_room()
 
-    def offer(self, q: QueueState, msg: QMsg) -> bool:
+    def room(self) -> int:
+        if not self.ready():
+            return 0
         b = self.books
-        body = msg.body
-        size = len(body)
-        if (not self.no_ack and b.prefetch_size and b.unacked
-                and b.unacked_octets + size > b.prefetch_size):
-            return False
-        tag = b.next_tag()
-        head = msg.published_head(FORM_0_9_1)  # a 0-9-1 publisher's octets: relayed as they are
-        b.channel.send_content(
-            _deliver(self.tag, tag, msg.redelivered, msg.exchange, msg.routing_key),
-            None, body, properties_data=head if head is not None
-            else msg.wire.encoded(FORM_0_9_1))  # (another protocol's: encoded once)
+        return b.prefetch_count - len(b.unacked) if not self.no_ack and b.prefetch_count else _RUN
+
+    def offer(self, q: QueueState, msg: QMsg) -> bool:
+        return self.offer_run(q, [msg]) > 0
+
+    def offer_run(self, q: QueueState, run: list[QMsg]) -> int:
+        """The run's deliveries, as many as the prefetch size and the
+        output room allow (each checked before it, as one at a time),
+        written in one go and booked in one step."""
+        b = self.books
+        front = b.front
+        broker = front.broker
+        room = left = broker.limits.output_buffered - front.queued_output - front._last_taken
+        most = 0 if self.no_ack else b.prefetch_size
+        octets = b.unacked_octets
+        held = bool(b.unacked)
+        items: list[Delivery] = []
+        for m in run:
+            redelivered, exchange, key, head, body = m.relayed_as(FORM_0_9_1)
+            size = len(body)
+            if left < 0:
+                front._was_full = True
+                break
+            if most and held and octets + size > most:
+                break
+            # a 0-9-1 publisher's octets are relayed as they are; another
+            # protocol's properties are encoded (once: the Wire keeps them)
+            items.append((redelivered, exchange, key, m.wire.encoded(FORM_0_9_1)
+                          if head is None else head, body))
+            octets += size
+            left -= size + _DELIVERY_OVERHEAD
+            held = True
+        k = len(items)
+        if not k:
+            return 0
+        first = b.last_tag + 1
+        b.last_tag += k
+        b.channel.send_deliveries(_deliver(self.tag, first, False, "", ""), first, items)
+        if k < len(run):
+            del run[k:]
         if self.no_ack:
-            b.front.broker.gone(msg)
+            broker.gone_run(run)
         else:
-            b.hold(tag, b.front.broker.delivered(q, msg, consumer=self, tag=tag), size)
-        b.front.note_output(size + _DELIVERY_OVERHEAD)
-        return True
+            b.unacked.add_run(first, broker.delivered_run(q, run, self, range(first, first + k)))
+            b.unacked_octets = octets
+        front.note_output(room - left)
+        return k
 
     def cancelled(self, q: QueueState) -> None:
         """Its queue was deleted: the client is told, if it said it can be."""
@@ -230,10 +267,10 @@ class ChannelBooks:
         elif tag not in self.unacked:
             raise _Fail(PRECONDITION_FAILED, f"unknown delivery tag {tag}")
         elif multiple:
-            out = [h for _, h in self.unacked.take_between(0, tag)]
+            out = self.unacked.take_values_between(0, tag)
         else:
             out = [self.unacked.pop(tag)]
-        self.unacked_octets -= sum(h.msg.size for h in out)
+        self.unacked_octets -= sum(map(_SIZE, map(_MSG, out)))
         return out
 
     def held(self) -> Iterator[Held]:
@@ -742,8 +779,7 @@ class Connection091(FrontEnd):
             books.tx.accepts.extend(held)
             books.tx_acked.update((h.tag, h) for h in held)
         else:
-            for h in held:
-                self.broker.settle(h)
+            self.broker.settle_run(held)
         self._redispatch(books)
 
     def basic_reject(self, books: ChannelBooks, m: Any) -> None:

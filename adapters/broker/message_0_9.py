@@ -51,7 +51,7 @@ from amqp_sansio.v0_9_1.framing import encode_method
 
 from .auth import ACCESS_0_9_1, Login
 from .front_0_9_1 import NOT_IMPLEMENTED, PRECONDITION_FAILED, ChannelBooks, Consumer091, Refusal
-from .model import Broker, ModelError, QMsg, QueueState, Routed, VHost
+from .model import Broker, Consumer, ModelError, QMsg, QueueState, Routed, VHost
 from .properties import FORM_0_9_1
 from .staging import Staged
 
@@ -118,6 +118,11 @@ class MessageConsumer09(Consumer091):
     broker's ``message.transfer``, answered by the client."""
 
     __slots__ = ()
+
+    # (one message at a time: a file waits for its open-ok, a stream or
+    # message delivery is its own method)
+    room = Consumer.room
+    offer_run = Consumer.offer_run
 
     def offer(self, q: QueueState, msg: QMsg) -> bool:
         b = self.books

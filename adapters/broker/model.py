@@ -62,6 +62,7 @@ import collections
 import heapq
 import itertools
 import logging
+import operator
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -96,10 +97,14 @@ from .users import Users
 #: Heartbeat interval offered by default (RabbitMQ's), and the shortest one
 #: a client may ask for (0: a client may ask for none).
 DEFAULT_HEARTBEAT = 60
+#: Messages offered to a consumer in one run at most (what a front end
+#: writes and books in one step; its own room may be less).
+RUN_MAX = 256
 #: Exchanges an exchange-to-exchange route passes through at most.
 MAX_ROUTE_DEPTH = 16
 
 log = logging.getLogger("amqp_sansio.broker")
+_OCTETS = operator.attrgetter("octets")
 
 
 
@@ -107,10 +112,13 @@ class Consumer:
     """A subscription to a queue; each front end makes its own kind.
 
     The queue offers it messages in turn (:meth:`Broker.dispatch`): it says
-    whether it can take one now (:meth:`ready`), then takes the one offered
-    or declines it (:meth:`offer`).  A browsing consumer (0-10 not-acquired,
-    1.0 copy) is shown messages that stay on the queue; ``browse_seq`` is
-    the last it was shown.
+    how many it can take now (:meth:`room`), then takes a prefix of the run
+    offered -- the queue's first messages, never more than its room -- or
+    declines it (:meth:`offer_run`).  A run lets a front end book, encode
+    and write many deliveries in one step; one that takes messages one at a
+    time (:meth:`ready`, :meth:`offer`) is offered runs of one.  A browsing
+    consumer (0-10 not-acquired, 1.0 copy) is shown messages that stay on
+    the queue; ``browse_seq`` is the last it was shown.
     """
 
     __slots__ = ("queue", "vhost", "exclusive", "browsing", "browse_seq", "owner", "wants",
@@ -143,11 +151,22 @@ class Consumer:
         """Could it take a message now (credit, window, output room)?"""
         raise NotImplementedError
 
+    def room(self) -> int:
+        """How many messages it could take now (0: none; its credit, window,
+        output room): the longest run it is offered."""
+        return 1 if self.ready() else 0
+
     def offer(self, q: QueueState, msg: QMsg) -> bool:
         """Deliver ``msg`` (from ``q``) and book it; False if it cannot take
-        this one (changing nothing).  The queue takes it off its backlog
-        after a True, unless the consumer is browsing."""
+        this one (changing nothing)."""
         raise NotImplementedError
+
+    def offer_run(self, q: QueueState, run: list[QMsg]) -> int:
+        """Deliver the first messages of ``run`` (from ``q``, in queue order;
+        at most :meth:`room` of them) and book them; how many it took (0:
+        none, nothing changed).  The queue takes those off its backlog,
+        unless the consumer is browsing."""
+        return 1 if self.offer(q, run[0]) else 0
 
     def cancelled(self, q: QueueState) -> None:
         """Its queue was deleted (0-9-1 tells the client: basic.cancel)."""
@@ -962,6 +981,16 @@ class Broker:
 
     gone = _gone
 
+    def gone_run(self, msgs: Iterable[QMsg]) -> None:
+        """:meth:`gone` for many messages, in one step."""
+        if self.durable.store is not None:
+            for m in msgs:
+                self._gone(m)
+            return
+        self.retained -= sum(map(_OCTETS, msgs))
+        if self.pressed:
+            self._relieve()
+
     def _enqueue_committed(self, q: QueueState, m: QMsg) -> None:
         """A message a transaction staged arrives now: it queues behind what
         arrived before the commit."""
@@ -978,6 +1007,14 @@ class Broker:
             q.out[h] = None
         return h
 
+    def delivered_run(self, q: QueueState, msgs: list[QMsg], consumer: Any,
+                      tags: Iterable[int]) -> list[Held]:
+        """:meth:`delivered` for a run of acquired messages, each with its tag."""
+        held = list(map(Held, itertools.repeat(q), msgs, itertools.repeat(True),
+                        itertools.repeat(consumer), tags))
+        q.out.update(dict.fromkeys(held))
+        return held
+
     def acquired(self, h: Held) -> None:
         """A browsed delivery acquired after all (0-10 message.acquire)."""
         h.acquired = True
@@ -990,6 +1027,15 @@ class Broker:
             self._gone(h.msg)
 
     settle = _settle
+
+    def settle_run(self, held: Iterable[Held]) -> None:
+        """:meth:`settle` for many deliveries (a batch accepted at once)."""
+        gone: list[QMsg] = []
+        for h in held:
+            if h.acquired:
+                h.queue.out.pop(h, None)
+                gone.append(h.msg)
+        self.gone_run(gone)
 
     def reject_held(self, held: Iterable[Held], reason: str = "rejected") -> None:
         """Rejected deliveries: their acquired messages are dead-lettered."""
@@ -1090,7 +1136,8 @@ class Broker:
         highest that can take one."""
         if q.options.single_active:
             c = next(iter(q.consumers), None)  # (the next takes over when it goes)
-            while c is not None and q.messages and c.ready() and self._offer(q, c):
+            while (c is not None and q.messages and (n := c.room()) > 0
+                   and self._offer(q, c, min(n, RUN_MAX))):
                 pass
             return
         if q.ranked:
@@ -1101,11 +1148,14 @@ class Broker:
         messages = q.messages
         while messages.count and ring:
             c = ring[0]
-            if c.parked or not c.ready():
+            n = 0 if c.parked else c.room()
+            if n <= 0:
                 ring.popleft()
                 c.parked = True
                 continue
-            if self._offer(q, c):
+            # (a run as long as it can take when it is the only one ready;
+            # else one message each in turn)
+            if self._offer(q, c, min(n, RUN_MAX) if len(ring) == 1 else 1):
                 idle = 0
             else:
                 idle += 1
@@ -1127,10 +1177,13 @@ class Broker:
             while q.messages and idle < n:
                 c = group[q.rr % n]
                 q.rr += 1
-                idle = 0 if c.ready() and self._offer(q, c) else idle + 1
+                idle = 0 if c.room() > 0 and self._offer(q, c, 1) else idle + 1
             i += n
 
-    def _offer(self, q: QueueState, c: Consumer) -> bool:
+    def _offer(self, q: QueueState, c: Consumer, n: int) -> bool:
+        """Offer ``c`` a run of at most ``n`` messages: the queue's first
+        ones (none of them expired: what is due is dropped first), or --
+        a selective or browsing consumer -- the next one it wants."""
         if q.ttls:  # (most queues hold no message with a ttl)
             due = q.next_expiry
             if due is not None and self.now > due:
@@ -1138,14 +1191,28 @@ class Broker:
         msg: QMsg | None
         wants = c.wants
         if not c.browsing:
+            if wants is None:
+                run = q.messages.head(n)
+                if not run:
+                    return False
+                k = c.offer_run(q, run)
+                if not k:
+                    return False
+                if k < len(run):
+                    del run[k:]
+                if not q.messages.take_first(run):
+                    for m in run:
+                        q.messages.remove(m)
+                self.stats["delivered"] += k
+                return True
             msg = q.messages.first()
-            if msg is not None and wants is not None and not wants(msg):
+            if msg is not None and not wants(msg):
                 msg = self._first_wanted(q, c, wants)
         else:
             # Browsers pass expired messages by; they are dropped at the head.
             msg = next((m for m in q.messages.after(c.browse_seq) if not self.expired(m)
                         and (wants is None or wants(m))), None)
-        if msg is None or not c.offer(q, msg):
+        if msg is None or not c.offer_run(q, [msg]):
             return False
         if c.browsing:
             c.browse_seq = msg.seq

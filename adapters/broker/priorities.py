@@ -197,6 +197,24 @@ class PriorityBacklog(Generic[M]):
             return True
         return False
 
+    def head(self, n: int) -> list[M]:
+        """Up to ``n`` of the first messages, all of the highest level that
+        holds any (a run to offer; the next run starts where it ends)."""
+        top = self._top
+        b = (self._levels[top] if top >= 0 and self._levels[top].count
+             else self._highest())
+        return [] if b is None else b.head(n)
+
+    def take_first(self, run: list[M]) -> bool:
+        """Take ``run`` (from :meth:`head`) off if it is still the first."""
+        top = self._top
+        b = (self._levels[top] if top >= 0 and self._levels[top].count
+             else self._highest())
+        if b is not None and b.take_first(run):
+            self.count -= len(run)
+            return True
+        return False
+
     def remove(self, m: M) -> bool:
         if self._levels[self._level(m)].remove(m):
             self.count -= 1

@@ -229,6 +229,19 @@ class QMsg:
                 return self._data[:h]
         return None
 
+    def relayed_as(self, form: str) -> tuple[bool, str, str, bytes | None, bytes]:
+        """What a delivery of it in protocol ``form`` writes, in one call:
+        redelivered, exchange, routing key, :meth:`published_head`, body."""
+        h = self._head
+        flags = self._flags
+        if type(h) is int:
+            data = self._data
+            return (bool(flags & _REDELIVERED), self.exchange, self.routing_key,
+                    data[:h] if flags & _FORM_MASK == _FORM_BITS[form] else None, data[h:])
+        return (bool(flags & _REDELIVERED), self.exchange, self.routing_key,
+                h if type(h) is bytes and flags & _FORM_MASK == _FORM_BITS[form] else None,
+                self._data)
+
     def own_head(self) -> tuple[str, bytes | None]:
         """Its form and :meth:`published_head` in that form (one call)."""
         form = _FORMS[(self._flags & _FORM_MASK) >> _FORM_SHIFT]

@@ -71,7 +71,7 @@ from . import events as ev
 from ._specbase import METHODS_BY_NAME, Method, Properties, check_names
 from .codes import ReplyCode
 from .confirms import ConfirmError, ConfirmTracker, TagSet
-from .framing import ContentItem
+from .framing import ContentItem, Delivery
 from .spec import (
     BasicAck,
     BasicCancel,
@@ -193,6 +193,9 @@ class ChannelPort(Protocol):
     def write_content(self, channel: int, method: Method, properties: Properties | None,
                       body: bytes | bytearray | memoryview,
                       properties_data: bytes | None) -> None: ...
+
+    def write_deliveries(self, channel: int, deliver: Method, first_tag: int,
+                         run: Iterable[Delivery]) -> None: ...
 
     def trace(self, state: ChannelState, inp: str, other: str | None = None) -> None:
         """Transition coverage (tests): ``inp`` happened in ``state`` (traced
@@ -438,6 +441,19 @@ class Channel(Endpoint[ChannelState]):
         self._port.write_content(self.id, method, properties, body, properties_data)
         self._answer_queued_flows()
         return None
+
+    def send_deliveries(self, deliver: Method, first_tag: int, run: Iterable[Delivery]) -> None:
+        """Server role: a run of ``basic.deliver`` contents in one write
+        (``framing.encode_deliveries``: ``deliver`` names the consumer tag,
+        the delivery tags count up from ``first_tag``; each delivery is
+        (redelivered, exchange, routing key, properties' octets, body))."""
+        if self._client:
+            raise LocalProtocolError(f"a {self._role} does not send basic.deliver")
+        self._check_sendable("basic.deliver")
+        if not self.flow_active:
+            raise LocalProtocolError(f"the peer turned flow off on channel {self.id}")
+        self._port.write_deliveries(self.id, deliver, first_tag, run)
+        self._answer_queued_flows()
 
     def ping(self) -> Method:
         """Send a request whose only effect is its reply, and return it (the

@@ -109,11 +109,13 @@ from .framing import (
     PROTOCOL_HEADER,
     ContentItem,
     Decoder,
+    Delivery,
     DiscardedFrame,
     HeartbeatItem,
     MethodItem,
     decode_method,
     encode_content,
+    encode_deliveries,
     encode_method,
 )
 from .spec import (
@@ -353,7 +355,8 @@ class Connection(Endpoint[ConnState]):
         # What its channels see of it: the connection's own calls, bound (the
         # per-message path: no extra call).
         self._port = _ChannelPort(self, self._is_client, self._check_can_send,
-                                  self._peer_capability, self._write_method, self._write_content)
+                                  self._peer_capability, self._write_method, self._write_content,
+                                  self._write_deliveries)
         if self._is_client:
             self._emit(table.header)
 
@@ -663,6 +666,11 @@ class Connection(Endpoint[ConnState]):
                        properties_data: bytes | None = None) -> None:
         self._emit(encode_content(channel, m, props, body, self.frame_max, self.profile,
                                   self.TABLE.properties, properties_data))
+
+    def _write_deliveries(self, channel: int, deliver: Method, first_tag: int,
+                          run: Iterable[Delivery]) -> None:
+        self._emit(encode_deliveries(channel, deliver, first_tag, run, self.frame_max,
+                                     self.profile))
 
     def _write_close(self, close: ConnectionClose) -> None:
         self._write_method(0, close)
@@ -1186,13 +1194,14 @@ class _ChannelPort:
     these few calls are all a channel may ask of its connection."""
 
     __slots__ = ("_conn", "client", "observer", "settings", "reply_to", "check_can_send",
-                 "peer_capability", "write_method", "write_content")
+                 "peer_capability", "write_method", "write_content", "write_deliveries")
 
     def __init__(self, conn: Connection, client: bool, check_can_send: Callable[[], None],
                  peer_capability: Callable[[str], bool],
                  write_method: Callable[[int, Method], None],
                  write_content: Callable[[int, Method, Properties | None,
                                           bytes | bytearray | memoryview, bytes | None], None],
+                 write_deliveries: Callable[[int, Method, int, Iterable[Delivery]], None],
                  ) -> None:
         self._conn = conn
         self.client = client
@@ -1203,6 +1212,7 @@ class _ChannelPort:
         self.peer_capability = peer_capability
         self.write_method = write_method
         self.write_content = write_content
+        self.write_deliveries = write_deliveries
 
     @property
     def blocked(self) -> bool:

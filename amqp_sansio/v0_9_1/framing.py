@@ -74,11 +74,13 @@ __all__ = [
     "encode_frame",
     "encode_method",
     "encode_content",
+    "encode_deliveries",
+    "Delivery",
     "encode_header",
 ]
 
 import struct
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -92,6 +94,7 @@ from .spec import METHODS, PROPERTIES
 PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
 FRAME_METHOD, FRAME_HEADER, FRAME_BODY, FRAME_HEARTBEAT = 1, 2, 3, 8
 FRAME_END = 0xCE
+_END = bytes([FRAME_END])
 FRAME_MIN_SIZE = 4096  # every peer accepts frames this large before tune
 FRAME_OVERHEAD = 8  # 7-octet header + frame-end
 HEARTBEAT_FRAME = b"\x08\x00\x00\x00\x00\x00\x00\xce"
@@ -106,6 +109,7 @@ _CONTENT_HDR = struct.Struct("!HHQ")
 _unpack_content_hdr = _CONTENT_HDR.unpack_from
 # a header frame's frame header and the content header's fixed part
 _pack_header_into = struct.Struct("!BHIHHQ").pack_into
+_pack_header = struct.Struct("!BHIHHQ").pack
 _ZERO_CONTENT_HDR = bytes(7 + 12)
 _pack_index = struct.Struct("!I").pack
 _FRAME_TYPES = frozenset({FRAME_METHOD, FRAME_HEADER, FRAME_BODY, FRAME_HEARTBEAT})
@@ -744,4 +748,79 @@ def encode_content(channel: int, method: Method, properties: Properties | None,
         out += _pack_hdr(FRAME_BODY, channel, len(piece))
         out += piece
         out.append(FRAME_END)
+    return bytes(out)
+
+
+#: One delivery of a run (:func:`encode_deliveries`): redelivered, exchange,
+#: routing key, the properties' octets as they are, the body.
+Delivery = tuple[bool, str, str, bytes, bytes]
+
+
+def encode_deliveries(channel: int, deliver: Method, first_tag: int, run: Iterable[Delivery],
+                      max_frame_size: int, profile: Profile = RABBIT) -> bytes:
+    """A run of ``basic.deliver`` contents in one buffer, as
+    :func:`encode_content` writes each: ``deliver`` gives the consumer tag
+    (its other fields are each delivery's), the delivery tags count up from
+    ``first_tag``.  A delivery's frames are the last one's octets but for
+    its tag when its redelivered flag, exchange and routing key are the
+    last one's; its content header is the last one's when its properties
+    and its body's size are."""
+    if deliver.INDEX != _BASIC_DELIVER:
+        raise LocalProtocolError(f"{deliver.NAME} is not basic.deliver")
+    if max_frame_size < FRAME_MIN_SIZE:
+        raise LocalProtocolError(f"frame-max {max_frame_size} is below {FRAME_MIN_SIZE}")
+    _check_channel(channel)
+    if type(first_tag) is not int or first_tag < 0:
+        raise LocalProtocolError(f"delivery tag {first_tag} is out of range")
+    chunk = max_frame_size - FRAME_OVERHEAD
+    ctag = deliver.consumer_tag  # type: ignore[attr-defined]
+    make: Any = type(deliver)  # (this dialect's basic.deliver)
+    out = bytearray()
+    tag = first_tag
+    key: Any = None
+    pre = post = b""
+    props: Any = None
+    n = -1
+    head = b""
+    for redelivered, exchange, routing_key, properties, body in run:
+        if tag > _MAX_TAG:
+            raise LocalProtocolError(f"delivery tag {tag} is out of range")
+        if (redelivered, exchange, routing_key) != key:
+            m = make(consumer_tag=ctag, delivery_tag=0, redelivered=redelivered,
+                              exchange=exchange, routing_key=routing_key)
+            frame = bytearray(_pack_index(_BASIC_DELIVER))
+            m.encode_into(m, frame, profile)
+            if len(frame) + FRAME_OVERHEAD > max_frame_size:
+                raise LocalProtocolError(f"basic.deliver frame of {len(frame) + FRAME_OVERHEAD}"
+                                         f" octets exceeds frame-max {max_frame_size}")
+            at = 5 + frame[4]  # (after the index and the consumer tag)
+            pre = _pack_hdr(FRAME_METHOD, channel, len(frame)) + frame[:at]
+            post = bytes(frame[at + 8:]) + _END
+            key = (redelivered, exchange, routing_key)
+        out += pre
+        out += tag.to_bytes(8, "big")
+        out += post
+        tag += 1
+        size = len(body)
+        if properties is not props or size != n:
+            if len(properties) + 12 + FRAME_OVERHEAD > max_frame_size:
+                raise LocalProtocolError(f"content header of {len(properties) + 12 + FRAME_OVERHEAD}"
+                                         f" octets exceeds frame-max {max_frame_size}")
+            head = (_pack_header(FRAME_HEADER, channel, len(properties) + 12, 60, 0, size)
+                    + properties + _END)
+            if 0 < size <= chunk:
+                head += _pack_hdr(FRAME_BODY, channel, size)
+            props, n = properties, size
+        out += head
+        if size <= chunk:
+            if size:
+                out += body
+                out.append(FRAME_END)
+            continue
+        view = memoryview(body)
+        for i in range(0, size, chunk):
+            piece = view[i:i + chunk]
+            out += _pack_hdr(FRAME_BODY, channel, len(piece))
+            out += piece
+            out.append(FRAME_END)
     return bytes(out)

@@ -682,3 +682,61 @@ def test_broker_model_reads_no_clock() -> None:
                      if isinstance(n, ast.ImportFrom) and n.module and n.level == 0}
         bad = {m for m in imported if m.split(".")[0] in FORBIDDEN_DIRECT | {"datetime"}}
         assert not bad, f"{name} imports {bad}"
+
+
+def test_runs_of_the_queue_head_within_room_and_round_robin() -> None:
+    """The model offers a consumer a run of the queue's first messages no
+    longer than its room (and RUN_MAX) when it is the only one ready, and
+    one message each in turn when several are: the order and the share of
+    each are those of one-at-a-time delivery; a prefix taken leaves the rest
+    queued in order."""
+    from amqp_sansio.v0_9_1.spec import BasicProperties
+    from amqp_sansio_broker.model import RUN_MAX, Consumer, QMsg, QueueState
+    from amqp_sansio_broker.properties import FORM_0_9_1, Wire
+
+    class Runner(Consumer):
+        def __init__(self, room: int, takes: int) -> None:
+            super().__init__("q", "/")
+            self.left, self.takes = room, takes
+            self.runs: list[list[bytes]] = []
+
+        def room(self) -> int:
+            return self.left
+
+        def offer_run(self, q: QueueState, run: list[QMsg]) -> int:
+            assert len(run) <= self.left
+            k = min(len(run), self.takes)
+            self.runs.append([m.body for m in run[:k]])
+            self.left -= k
+            self.takes -= k  # (then declines: a prefix is what it takes)
+            return k
+
+    b = Broker()
+    ns = b.vhost("/")
+    q = b.new_queue(ns, "q")
+    wire = Wire(FORM_0_9_1, BasicProperties())
+    b.publish(ns.exchanges[""], "q", wire, [b"%d" % i for i in range(RUN_MAX + 40)])
+    one = Runner(RUN_MAX + 10, RUN_MAX + 10)
+    b.add_consumer(q, one)
+    b.dispatch(q)
+    assert [len(r) for r in one.runs] == [RUN_MAX, 10]
+    assert [m for r in one.runs for m in r] == [b"%d" % i for i in range(RUN_MAX + 10)]
+    head = q.messages.first()
+    assert len(q.messages) == 30 and head is not None and head.body == b"%d" % (RUN_MAX + 10)
+    b.remove_consumer(one)
+    few = Runner(100, 3)  # takes a prefix of what it is offered
+    b.add_consumer(q, few)
+    b.dispatch(q)
+    assert few.runs[0] == [b"%d" % i for i in range(RUN_MAX + 10, RUN_MAX + 13)]
+    head = q.messages.first()
+    assert head is not None and head.body == b"%d" % (RUN_MAX + 13)
+    b.remove_consumer(few)
+    x, y = Runner(5, 5), Runner(5, 5)
+    b.add_consumer(q, x)
+    b.add_consumer(q, y)
+    b.dispatch(q)
+    assert all(len(r) == 1 for r in x.runs + y.runs)
+    start = RUN_MAX + 13
+    assert [r[0] for r in x.runs] == [b"%d" % i for i in range(start, start + 10, 2)]
+    assert [r[0] for r in y.runs] == [b"%d" % i for i in range(start + 1, start + 10, 2)]
+    assert b.stats["delivered"] == RUN_MAX + 10 + 3 + 10

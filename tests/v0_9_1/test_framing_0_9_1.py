@@ -26,6 +26,7 @@ from amqp_sansio.v0_9_1.framing import (
     MethodItem,
     decode_method,
     encode_content,
+    encode_deliveries,
     encode_frame,
     encode_method,
 )
@@ -435,3 +436,44 @@ def test_deliveries_alike_but_for_the_tag_encode_as_the_encoder_does() -> None:
         object.__setattr__(m, "delivery_tag", bad)  # (past the constructor's check)
         with pytest.raises((LocalProtocolError, struct.error)):  # (the encoder's own)
             encode_content(1, m, props, b"body", 1 << 16)
+
+
+def test_a_run_of_deliveries_is_each_delivery_encoded_alone() -> None:
+    """encode_deliveries writes, for each of a run, exactly what
+    encode_content writes for that delivery alone, with tags counting up:
+    whatever changes between them (flags, exchange, key, properties, body
+    sizes, bodies cut into frames, empty bodies); limits are refused."""
+    props = [spec.BasicProperties(content_type="text/plain"), spec.BasicProperties(priority=3)]
+
+    # the properties' octets as a relaying broker holds them: what
+    # encode_content writes after the content header's fixed part
+    def octets(p: spec.BasicProperties) -> bytes:
+        whole = encode_content(1, spec.BasicDeliver(consumer_tag="c", delivery_tag=1), p, b"",
+                               FRAME_MIN_SIZE)
+        at = whole.index(b"\x02\x00\x01")  # the header frame
+        size = struct.unpack_from("!I", whole, at + 3)[0]
+        return whole[at + 7 + 12:at + 7 + size]
+    a, b = (octets(p) for p in props)
+    run = [(False, "", "q", a, b"x" * 10), (False, "", "q", a, b"y" * 10),
+           (True, "", "q", a, b"z" * 10), (True, "ex", "k", b, b""),
+           (True, "ex", "k", b, b"w" * 9000), (False, "", "q", a, b"v" * 10)]
+    for first in (1, 7, (1 << 64) - len(run)):
+        got = encode_deliveries(1, spec.BasicDeliver(consumer_tag="ctag", delivery_tag=0),
+                                first, run, FRAME_MIN_SIZE)
+        want = b"".join(
+            encode_content(1, spec.BasicDeliver(consumer_tag="ctag", delivery_tag=first + i,
+                                                redelivered=r, exchange=x, routing_key=k),
+                           None, body, FRAME_MIN_SIZE, properties_data=h)
+            for i, (r, x, k, h, body) in enumerate(run))
+        assert got == want
+        items = list(Decoder(1 << 16).feed(got))
+        assert [i.method.delivery_tag for i in items] == list(range(first, first + len(run)))
+        assert [i.body for i in items] == [r[4] for r in run]
+    with pytest.raises(LocalProtocolError):
+        encode_deliveries(1, spec.BasicDeliver(consumer_tag="c", delivery_tag=0),
+                          (1 << 64) - 1, run[:2], FRAME_MIN_SIZE)
+    with pytest.raises(LocalProtocolError):
+        encode_deliveries(1, spec.BasicDeliver(consumer_tag="c", delivery_tag=0), 1,
+                          [(False, "", "q", b"\x00" * FRAME_MIN_SIZE, b"x")], FRAME_MIN_SIZE)
+    with pytest.raises(LocalProtocolError):
+        encode_deliveries(1, spec.BasicAck(delivery_tag=0), 1, run, FRAME_MIN_SIZE)
