@@ -115,7 +115,8 @@ class Monitor09(Monitor):
         return b
 
     def _our_channel_method(self, ch: int, c: _Ch, m: Any) -> None:
-        if m.NAME == "channel.open" and c.state == "closed":
+        if m.NAME == "channel.open" and ch not in self.core.channels \
+                and not self.core.awaiting_close_ok(ch):
             self.x09[ch] = _Ch09()
         self._ch = ch
         super()._our_channel_method(ch, c, m)

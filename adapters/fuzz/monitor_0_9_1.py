@@ -10,36 +10,54 @@ state the runner's waits and epilogue need.
 
 Three checkers share the peer's octets:
 
-1. **our core in the client role** -- a
-   :class:`~amqp_sansio.v0_9_1.connection.Connection` whose output is
-   discarded: framing (frame-end, types, frame-max as *we* tuned it, content
-   order, header class and weight, body overrun, heartbeat channel), the
-   handshake order, tune values, methods on the wrong channel.  Everything it
-   refuses is a violation (``core.connection``).  Its channel layer is
-   replaced by (2), because a scripted conversation is not what the core's
-   own channels would have sent.
-2. **channel rules** that need to know what *we* sent (our octets are
-   decoded too, faulty ones as far as they go):
+1. **our core in the observer role** -- a client-role
+   :class:`~amqp_sansio.v0_9_1.connection.Connection` built with
+   ``observer=True``: it writes nothing, is told every method we send
+   (``Connection.observe``, faulty ones as far as they decode: booked without
+   the local checks, so that a request pipelined behind ``channel.open``, an
+   ack of a tag never delivered or a send on a channel the peer closed is
+   what the peer is judged against), and reads every octet the peer sends.
+   What its rules refuse is a violation: the handshake, framing (frame-end,
+   types, frame-max as *we* tuned it, content order, header class and
+   weight, body overrun, heartbeat channel) -- ``core.connection``, after
+   which it stops -- and its channel rules, reported under the rule names
+   it gives (it reads on after them: nobody sent the close it would):
 
    ==============================  ==========================================
    rule                            the peer broke it when
    ==============================  ==========================================
    channel.unused                  a method on a channel we never opened
+                                   (the core's ``channel.not-open``)
+   channel.after-close             anything on a channel once closed, or
+                                   after its channel.close (ditto)
    method.wrong-direction          a method the client role does not receive
    channel.open-ok-unsolicited     open-ok without our channel.open
    channel.before-open-ok          another method before open-ok
+   channel.close-ok-unsolicited    close-ok without our channel.close
+   channel.unexpected-reply        a reply that answers no request of ours
+                                   on the channel
+   channel.reply-order             a reply overtaking the reply to an older
+                                   request on the channel (answers FIFO; the
+                                   RabbitMQ dialect lets consume-ok and
+                                   cancel-ok pass: the deviation below)
+   confirm.unsolicited             basic.ack/nack on a channel not in confirm
+                                   mode
+   confirm.unknown-tag             a confirm for a publish never made, or
+                                   twice
+   basic.delivery-tag              a delivery tag out of order (ack mode)
+   ==============================  ==========================================
+
+2. **the monitor's own rules**: what the core does not judge (a client
+   need not), which need what *we* sent (``sent_ids``, prefetch, mandatory
+   publishes), and the connection's close rules:
+
+   ==============================  ==========================================
+   rule                            the peer broke it when
+   ==============================  ==========================================
    channel.close-code              channel.close with a hard (5xx) or unknown
                                    code
    channel.close-method            channel.close naming a method we never
                                    sent on that channel
-   channel.close-ok-unsolicited    close-ok without our channel.close
-   channel.after-close             anything after its channel.close (but a
-                                   crossing close-ok), or on the channel once
-                                   closed
-   channel.unexpected-reply        a reply that answers no request of ours
-                                   on the channel
-   channel.reply-order             a reply overtaking the reply to an older
-                                   request on the channel (answers FIFO)
    channel.flow-ok-active          flow-ok not echoing our flow's ``active``
    queue.declare-ok-name           declare-ok for another queue than asked
    basic.consume-ok-tag            consume-ok / cancel-ok with another tag
@@ -50,10 +68,6 @@ Three checkers share the peer's octets:
    basic.return-unsolicited        more returns than mandatory publishes
    basic.return-code               a return code 0-9-1 does not define
    basic.cancel-unknown            a server cancel for a tag never consumed
-   confirm.unsolicited             basic.ack/nack on a channel not in confirm
-                                   mode
-   confirm.unknown-tag             a confirm for a publish never made, or
-                                   twice
    connection.close-code           connection.close with an unknown or soft
                                    code (403 before open-ok excepted: the
                                    authentication_failure_close capability)
@@ -76,27 +90,25 @@ Three checkers share the peer's octets:
    pipelined behind a ``basic.consume`` before its ``consume-ok``; found by
    this fuzzer, README finding 2).
 
-Rules that depend on our octets are relaxed on a channel once a *faulty*
-item touched it (the peer may read the fault any way it likes), and
-everywhere once our own frames stop being parseable.
+Rules that depend on our octets -- the core's too -- are relaxed on a
+channel once a *faulty* item touched it (the peer may read the fault any way
+it likes), and everywhere once our own frames stop being parseable.
 """
 
 from __future__ import annotations
 
 __all__ = ["Monitor", "MonitorConfig"]
 
-import contextlib
 import struct
-from collections import deque
 from typing import Any
 
 import attrs
 
-from amqp_sansio.errors import LocalProtocolError, RemoteProtocolError
+from amqp_sansio.errors import ConnectionViolation, RemoteProtocolError
 from amqp_sansio.v0_9_1 import events as ev
 from amqp_sansio.v0_9_1 import spec
 from amqp_sansio.v0_9_1._specbase import Method
-from amqp_sansio.v0_9_1.confirms import ConfirmError, ConfirmTracker
+from amqp_sansio.v0_9_1.channel import ChannelState
 from amqp_sansio.v0_9_1.connection import ClientConfig, Connection, ConnState, Role
 from amqp_sansio.v0_9_1.framing import (
     FRAME_BODY,
@@ -123,23 +135,24 @@ _FAMILY_HEADERS = (b"AMQP\x00\x00\x09\x01", b"AMQP\x01\x01\x00\x09")
 
 @attrs.define
 class _Ch:
-    """One channel as both sides see it."""
+    """What the monitor keeps of one channel beside the core's books: how
+    far our own items can be trusted, and the books of the content rules
+    the core does not keep (its state, requests and replies, confirms and
+    delivery tags are the core's)."""
 
-    state: str = "closed"  # opening | open | closing (ours) | peer-closed | closed
     ever: bool = False  # we opened it at some point
     lenient: bool = False  # a faulty item touched it
     stale: bool = False  # we sent on it after the peer closed it
-    pending: deque[Method] = attrs.field(factory=deque)
-    pending_seq: deque[int] = attrs.field(factory=deque)  # our request numbers, aligned
-    req_seq: int = 0
+    req_seq: int = 0  # our requests on it that expect a reply
+    replies: int = 0  # the peer's replies on it
     qos_fence: int | None = None  # deliveries uncounted until a reply to a later request
     # an "everything outstanding" ack may cover deliveries up to this tag (the
     # peer may have given them tags before it read the ack, and sent them after)
     acked_upto: int = 0
     sent_ids: set[int] = attrs.field(factory=set)  # class << 16 | method, ours
     consumers: dict[str, bool] = attrs.field(factory=dict)  # tag -> no-ack
+    consumes_due: int = 0  # our basic.consume awaiting consume-ok
     seen_tags: set[int] = attrs.field(factory=set)
-    confirms: ConfirmTracker | None = None
     mandatory: int = 0
     returns: int = 0
     qos: int = 0
@@ -151,11 +164,12 @@ class _Ch:
 
 
 class _Core(Connection):
-    """Our client core, its channel layer handed to the monitor."""
+    """Our client core in the observer role: told what we sent, it judges
+    the peer's frames; each channel item goes on to the monitor's rules."""
 
     def __init__(self, mon: Monitor, cfg: ClientConfig, table: MethodTable) -> None:
         self.TABLE = table  # (0-9: the dialect's; read by Connection.__init__)
-        super().__init__(Role.CLIENT, cfg)
+        super().__init__(Role.CLIENT, cfg, observer=True)
         self._mon = mon
 
     def _on_connection_method(self, m: Method, events: list[ev.Event]) -> None:
@@ -165,7 +179,16 @@ class _Core(Connection):
             self._mon.apply_our_tune()
 
     def _on_channel_item(self, item: MethodItem | ContentItem, events: list[ev.Event]) -> None:
-        self._mon.peer_channel_item(item)
+        ch = self.channels.get(item.channel)
+        late = ch.late_replies if ch is not None else 0
+        n = len(events)
+        try:
+            super()._on_channel_item(item, events)
+        except ConnectionViolation as e:  # (the observer reports it and reads on)
+            self._mon.peer_channel_item(item, [ev.ProtocolViolation(
+                e.code, "connection", e.channel, e.message, "connection.close", rule=e.rule)])
+            raise
+        self._mon.peer_channel_item(item, events[n:], ch is not None and ch.late_replies > late)
 
 
 class Monitor(MonitorBase):
@@ -223,7 +246,7 @@ class Monitor(MonitorBase):
             raise ValueError(f"unknown wait {wait!r}")
         ch = int(chs)
         c = self.chans.get(ch)
-        if c is not None and c.state in ("closed", "peer-closed") and c.ever:
+        if c is not None and c.ever and ch not in self.core.channels:
             return True  # nothing more comes on it
         names, _, at_least = names.partition(">=")
         if at_least:  # "basic.deliver>=1:1": that many since the connection began
@@ -347,11 +370,8 @@ class Monitor(MonitorBase):
         elif name == "connection.close":
             self.we_closed = True
             # before tune-ok too: the peer's close-ok then ends the handshake
-            if self.core.state not in (ConnState.CLOSING, ConnState.CLOSED) \
-                    and not self.core_failed:
-                with contextlib.suppress(LocalProtocolError):
-                    self.core.close(int(m.reply_code))
-                    self.core.data_to_send()
+            if not self.core_failed:
+                self.core.observe(0, m)
         elif name == "connection.close-ok" and self.peer_closed:
             self.answered_close = True
 
@@ -367,54 +387,44 @@ class Monitor(MonitorBase):
             self.core.max_frame_size_in = fm
 
     def _our_channel_method(self, ch: int, c: _Ch, m: Any) -> None:
+        """Our method on channel ``ch``: booked by the core (observer), and
+        what it means for how far the peer's answer can be judged."""
         name = m.NAME
+        core = self.core
+        cc = core.channels.get(ch)
+        gone = cc is None or cc.state is ChannelState.CLOSING
+        waiting = core.awaiting_close_ok(ch)  # the peer closed it; it discards until close-ok
+        closing_ok = name == "channel.close-ok" and waiting
         if name == "channel.open":
-            if c.state == "closed":
-                lenient = c.lenient
-                fresh = _Ch(state="opening", ever=True, lenient=lenient)
-                fresh.sent_ids = c.sent_ids
-                self.chans[ch] = fresh
+            if cc is None and not waiting:
+                c = self.chans[ch] = _Ch(ever=True, lenient=c.lenient, sent_ids=c.sent_ids)
             else:
                 c.lenient = True  # open twice: the peer must refuse it
-            return
-        if name == "channel.close":
-            if c.state in ("open", "opening"):
-                c.state = "closing"
-            elif c.state in ("closed", "closing") and c.ever:
-                # closing a closed channel: the peer must refuse it (504)
-                c.stale = self.stale_sent = True
+        elif closing_ok:
+            pass
+        elif name in ("channel.close", "channel.close-ok") or gone:
+            if name == "channel.close-ok" or (gone and not waiting):
+                # closing a closed channel, a close-ok nobody asked for, or a
+                # method after our close: the peer must refuse it (504) or
+                # may ignore it
+                if gone and c.ever and name != "channel.close-ok":
+                    c.stale = self.stale_sent = True
                 c.lenient = True
-            return
-        if name == "channel.close-ok":
-            if c.state == "peer-closed":
-                self._reset(ch, c)
-            else:
-                c.lenient = True
-            return
-        if c.state in ("closed", "closing"):
-            # After our close (the peer has answered, or will, with
-            # close-ok) the channel is closed for the peer: it must refuse
-            # the method (504), or may ignore it.
-            if c.ever:
-                c.stale = self.stale_sent = True
-            c.lenient = True
-            return
-        if c.state == "peer-closed":
-            return  # the peer closed it and discards what we send until close-ok
-        if m.CONTENT:
-            c.our_content = -1
-        if m.expects_reply:
-            c.req_seq += 1
-            c.pending.append(m)
-            c.pending_seq.append(c.req_seq)
-        hook = self.our_hooks.get(name)
-        if hook is not None:
-            hook(c, m)
+        else:
+            if m.CONTENT:
+                c.our_content = -1
+            if m.expects_reply:
+                c.req_seq += 1
+            hook = self.our_hooks.get(name)
+            if hook is not None:
+                hook(c, m)
+        core.observe(ch, m)
+        if closing_ok:
+            self._reset(ch, c)
 
     def _reset(self, ch: int, c: _Ch) -> None:
-        fresh = _Ch(state="closed", ever=True, lenient=c.lenient and self.sent_broken)
-        fresh.sent_ids = c.sent_ids
-        self.chans[ch] = fresh
+        self.chans[ch] = _Ch(ever=True, lenient=c.lenient and self.sent_broken,
+                             sent_ids=c.sent_ids)
 
     # -- the peer's side ----------------------------------------------------------
     def received(self, data: bytes) -> None:
@@ -609,91 +619,60 @@ class Monitor(MonitorBase):
             self.peer_close_ok = True
             self.signals.append(Signal("close-ok", 0, after_fault=self.fault_sent))
 
-    def peer_channel_item(self, item: MethodItem | ContentItem) -> None:
+    def peer_channel_item(self, item: MethodItem | ContentItem, events: list[ev.Event],
+                          late: bool = False) -> None:
+        """The core took the peer's ``item``; ``events`` are what it made of
+        it (its own rules' violations among them); ``late``: the RabbitMQ
+        dialect took a reply out of order."""
         ch, m = item.channel, item.method
         m_: Any = m
         name = m.NAME
         self.count(f"{name}:{ch}")
         c = self.chans.get(ch)
-        if c is None or not c.ever:
-            if not self.sent_broken:
-                self.violation("channel.unused", f"{name} on channel {ch}, which we never "
-                               "opened")
+        lax = self.sent_broken or (c is not None and c.lenient)
+        faults = [e for e in events if isinstance(e, ev.ProtocolViolation)]
+        for v in faults:
+            self._core_rule(ch, c, v, lax)
+        if faults or c is None:
             return
-        if "client" not in m.CHASSIS:
-            self.violation("method.wrong-direction", f"{name} is not sent to a client")
-            return
-        lax = c.lenient or self.sent_broken
-        st = c.state
-        if st == "closed":
-            if not lax:
-                self.violation("channel.after-close", f"{name} on channel {ch} after it closed")
-            return
-        if st == "peer-closed":
-            if not lax:
-                self.violation("channel.after-close",
-                               f"{name} on channel {ch} after its channel.close")
-            return
+        if late and not lax:
+            self.deviation(DEV.CONSUME_OK_LATE, f"{name} on channel {ch} before the reply to "
+                           "an earlier request: RabbitMQ answers consume and cancel late "
+                           "(README finding 2)")
         if name == "channel.close":
             self._peer_channel_close(ch, c, m)
             return
         if name == "channel.close-ok":
-            if st == "closing" or lax:  # lax: it read a faulty item of ours as a close
-                self._reset(ch, c)
-            else:
-                self.violation("channel.close-ok-unsolicited",
-                               f"close-ok on channel {ch} in state {st}")
-            return
-        if name == "channel.open-ok":
-            if st == "opening":
-                c.state = "open"
-            elif not lax:
-                self.violation("channel.open-ok-unsolicited", f"open-ok on channel {ch} ({st})")
-            return
-        if st == "closing":
-            return  # sent before it saw our close: discarded by us, as by the spec
-        if st == "opening":
-            if not lax:
-                self.violation("channel.before-open-ok", f"{name} on channel {ch} before "
-                               "channel.open-ok")
+            self._reset(ch, c)
             return
         if name == "channel.flow":
-            self.replies.append(method_frame(ch, spec.ChannelFlowOk(active=bool(m_.active))))
+            if any(isinstance(e, ev.ChannelFlow) for e in events):
+                self.replies.append(method_frame(ch, spec.ChannelFlowOk(active=bool(m_.active))))
             return
-        request: Method | None = None
-        reply_to = self.table.reply_to
-        if name in reply_to:
-            cands = [i for i, p in enumerate(c.pending) if p.NAME in reply_to[name]]
-            tag = getattr(m, "consumer_tag", None)
-            if tag is not None:  # consume-ok / cancel-ok name their request
-                cands = [i for i in cands if getattr(c.pending[i], "consumer_tag", "") in (
-                    tag, "")] + cands
-            idx = cands[0] if cands else None
-            if idx is None:
-                if not lax:
-                    head = c.pending[0] if c.pending else None
-                    want = f"the reply to {head.NAME}" if head is not None else "no reply"
-                    self.violation("channel.unexpected-reply",
-                                   f"{name} on channel {ch}; {want} was due")
-                return
-            request = c.pending[idx]
-            seq = c.pending_seq[idx]
-            del c.pending[idx]
-            del c.pending_seq[idx]
-            if c.qos_fence is not None and seq > c.qos_fence:
+        request = next((e.request for e in events
+                        if isinstance(e, ev.MethodReceived | ev.MessageReceived)), None)
+        if request is not None:
+            c.replies += 1
+            if c.qos_fence is not None and c.replies > c.qos_fence:
                 c.qos_fence = None  # the peer has processed our acknowledgements
-            if idx and not lax:
-                head = c.pending[0]
-                msg = (f"{name} (answering {request.NAME}) on channel {ch} before the reply to "
-                       f"{head.NAME} sent earlier")
-                if head.NAME in ("basic.consume", "basic.cancel"):
-                    self.deviation(DEV.CONSUME_OK_LATE, msg + ": RabbitMQ answers consume and "
-                                   "cancel late (README finding 2)")
-                else:
-                    self.violation("channel.reply-order", msg)
         hook = self.peer_hooks.get(name)
         if hook is not None:
             hook(self, ch, c, m, request, lax)
+
+    def _core_rule(self, ch: int, c: _Ch | None, v: ev.ProtocolViolation, lax: bool) -> None:
+        """A rule of the core's the peer broke, by the monitor's name for it."""
+        rule = v.rule or f"core.{v.scope}"
+        if rule == "channel.not-open":
+            rule = "channel.after-close" if c is not None and c.ever else "channel.unused"
+        elif rule == "channel.open-twice":
+            rule = "method.wrong-direction"  # (a server never sends channel.open)
+        if rule == "channel.unused":
+            report = not self.sent_broken
+        else:  # a wrong direction or a delivery tag 0 the peer cannot owe to our faults
+            report = not lax or rule == "method.wrong-direction" or (
+                rule == "basic.delivery-tag" and "out of range" in v.message)
+        if report:
+            self.violation(rule, f"{v.message} (our core would send {v.reply} {v.code})")
 
     def _peer_channel_close(self, ch: int, c: _Ch, m: Any) -> None:
         code = int(m.reply_code)
@@ -712,35 +691,33 @@ class Monitor(MonitorBase):
                                    faulty=c.lenient and not self.sent_broken,
                                    after_fault=self.fault_sent, text=str(m.reply_text)[:200]))
         self.replies.append(method_frame(ch, spec.ChannelCloseOk()))
-        if c.state != "closing":
-            c.state = "peer-closed"
-        c.pending.clear()
-        c.pending_seq.clear()
 
     # -- for the runner --------------------------------------------------------
     def closing_channels(self) -> list[int]:
         """Channels we closed whose close-ok has not come."""
         if self.peer_closed or self.over:
             return []
-        return [ch for ch, c in sorted(self.chans.items()) if c.state == "closing"]
+        return [ch for ch, cc in sorted(self.core.channels.items())
+                if cc.state is ChannelState.CLOSING]
 
     def live_channels(self) -> list[int]:
         """Channels the final barrier can use: open, no content of ours
         left incomplete."""
         if self.peer_closed or self.over or self.sent_broken:
             return []
-        return [ch for ch, c in sorted(self.chans.items())
-                if c.state == "open" and c.our_content is None and not c.stale]
+        return [ch for ch, cc in sorted(self.core.channels.items())
+                if cc.is_open and (c := self._chan(ch)).our_content is None and not c.stale]
 
     def channel_gone(self, ch: int) -> bool:
-        c = self.chans.get(ch)
-        return c is None or c.state != "open"
+        cc = self.core.channels.get(ch)
+        return cc is None or not cc.is_open
 
     def unconfirmed(self, ch: int) -> int:
+        cc = self.core.channels.get(ch)
         c = self.chans.get(ch)
-        if c is None or c.confirms is None or c.state != "open" or c.lenient:
+        if cc is None or cc.confirms is None or not cc.is_open or c is None or c.lenient:
             return 0
-        return c.confirms.outstanding
+        return cc.confirms.outstanding
 
 
 def _utf8_fixed(cls: type[Method], payload: bytes) -> tuple[bytes, list[str]]:
@@ -807,28 +784,23 @@ _WIDTHS = {"octet": 1, "short": 2, "long": 4, "longlong": 8, "timestamp": 8}
 
 
 def _our_consume(c: _Ch, m: Any) -> None:
-    if m.no_wait and m.consumer_tag:
+    if not m.no_wait:
+        c.consumes_due += 1
+    elif m.consumer_tag:
         c.consumers[str(m.consumer_tag)] = bool(m.no_ack)
 
 
 def _our_qos(c: _Ch, m: Any) -> None:
     # Checked only when set before any consumer exists (a lowered limit does
     # not take back what was delivered) and never changed after one did.
-    if c.consumers or any(p.NAME == "basic.consume" for p in c.pending):
+    if c.consumers or c.consumes_due:
         c.qos_dirty = True
     c.qos = int(m.prefetch_count)
     c.qos_global = bool(m.global_)
     c.qos_check = c.qos > 0 and not c.qos_dirty
 
 
-def _our_confirm(c: _Ch, m: Any) -> None:
-    if c.confirms is None:
-        c.confirms = ConfirmTracker()
-
-
 def _our_publish(c: _Ch, m: Any) -> None:
-    if c.confirms is not None:
-        c.confirms.publish()
     if m.mandatory or m.immediate:
         c.mandatory += 1
 
@@ -868,7 +840,6 @@ def _our_recover(c: _Ch, m: Any) -> None:
 _OUR_HOOKS: dict[str, Any] = {
     "basic.consume": _our_consume,
     "basic.qos": _our_qos,
-    "confirm.select": _our_confirm,
     "basic.publish": _our_publish,
     "basic.ack": _our_ack,
     "basic.nack": _our_ack,
@@ -905,6 +876,7 @@ def _peer_consume_ok(mon: Monitor, ch: int, c: _Ch, m: Any, req: Any, lax: bool)
     if req is not None and not req.consumer_tag and tag in c.consumers and not lax:
         mon.violation("basic.consume-ok-tag", f"a generated tag {tag!r} already in use")
     c.consumers[tag] = bool(req.no_ack) if req is not None else False
+    c.consumes_due = max(0, c.consumes_due - 1)
 
 
 def _peer_cancel_ok(mon: Monitor, ch: int, c: _Ch, m: Any, req: Any, lax: bool) -> None:
@@ -964,20 +936,7 @@ def _peer_return(mon: Monitor, ch: int, c: _Ch, m: Any, req: Any, lax: bool) -> 
 
 
 def _peer_confirm(mon: Monitor, ch: int, c: _Ch, m: Any, req: Any, lax: bool) -> None:
-    mon.count(f"confirm:{ch}")
-    if c.confirms is None:
-        if not lax:
-            mon.violation("confirm.unsolicited",
-                          f"{m.NAME} on channel {ch}, which is not in confirm mode")
-        return
-    try:
-        if m.NAME == "basic.ack":
-            c.confirms.ack(int(m.delivery_tag), bool(m.multiple))
-        else:
-            c.confirms.nack(int(m.delivery_tag), bool(m.multiple))
-    except ConfirmError as e:
-        if not lax:
-            mon.violation("confirm.unknown-tag", f"{m.NAME} on channel {ch}: {e}")
+    mon.count(f"confirm:{ch}")  # (the core checks it)
 
 
 def _peer_cancel(mon: Monitor, ch: int, c: _Ch, m: Any, req: Any, lax: bool) -> None:

@@ -565,6 +565,11 @@ class Connection(Endpoint[ConnState]):
         del buf[:pos]
         return out
 
+    def awaiting_close_ok(self, channel: int) -> bool:
+        """Observer role: the peer closed ``channel`` and the client's
+        close-ok has not been observed (the peer discards what comes first)."""
+        return channel in self._peer_closed
+
     def _observe_payload(self, ch: int, payload: bytes) -> list[ev.ObservedMisuse]:
         methods = self.TABLE.methods
         try:

@@ -91,7 +91,7 @@ def _opened() -> Monitor09:
         mon.sent(it.data)
         srv.receive_data(it.data)
         mon.received(srv.data_to_send())
-    assert mon.chans[1].state == "open" and not mon.violations
+    assert mon.channel_gone(1) is False and not mon.violations
     return mon
 
 
