@@ -1,21 +1,24 @@
-"""How far our 0-9-1 core is from serving as the fuzz monitor's observer.
+"""Our 0-9-1 core in the fuzz monitor's seat: does it book what we send?
 
-Issue 25 asks that the fuzz monitor run the core in an observer role instead
-of its own channel rules (``amqp_sansio_fuzz.monitor_0_9_1``, 26 rules).  This
-script measures what a plain core does in that seat today, on the monitor's
-own in-memory test peer (our server-role core plus a responder that answers
-every request; ``--mode double-reply`` also sends every declare-ok twice):
+Issue 25 asked that the fuzz monitor run the core in an observer role
+instead of its own channel rules; the monitor now does
+(``Connection(observer=True)``).  This script measures a core in that seat
+beside the monitor, on the monitor's own in-memory test peer (our
+server-role core plus a responder that answers every request; ``--mode
+double-reply`` also sends every declare-ok twice):
 
-* the monitor as it is (``Monitor``), fed both directions;
-* a *shadow*: a client-role :class:`Connection` with its own channel layer,
-  to which everything we send on a channel is handed through the public
-  client API (``open_channel``, ``Channel.send``, ``publish``, ``close``) and
-  which reads every octet the peer sends.
+* the monitor (``Monitor``), fed both directions;
+* a *shadow*: a client-role :class:`Connection` told everything we send --
+  in the observer role (``observe_sent``), or with ``--public-api`` through
+  the public client API (``open_channel``, ``Channel.send``, ``publish``,
+  ``close``), how the gap was measured before the role existed -- and
+  reading every octet the peer sends.
 
 Per case it records whether the core refused to book something we sent (a
 ``LocalProtocolError``: the fuzzer sends what a client must not, and the
 observer must book it anyway), and whether each side reported the peer.
-Run: ``python fuzz/observer_gap_0_9_1.py --cases 1000 --seed 1 [--mode M]``.
+Run: ``python fuzz/observer_gap_0_9_1.py --cases 1000 --seed 1 [--mode M]
+[--public-api]``.
 """
 
 from __future__ import annotations
