@@ -510,7 +510,7 @@ class Connection(Endpoint[ConnState]):
                                       header_data=header_data))
 
     def _write_transfers(self, channel: int, cmd: MessageTransfer, header_data: bytes | None,
-                         bodies: Sequence[bytes]) -> None:
+                         bodies: Sequence[bytes | None]) -> None:
         self._emit_raw(encode_transfers(channel, cmd, header_data, bodies,
                                         self._out_frame_max))
 

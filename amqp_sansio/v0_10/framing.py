@@ -932,7 +932,8 @@ _pack_body_hdr = struct.Struct("!BBHxBH4x").pack  # flags type size track channe
 
 
 def encode_transfers(channel: int, command: MessageTransfer, header_data: bytes | None,
-                     bodies: Sequence[bytes], max_frame_size: int = MAX_FRAME_SIZE) -> bytes:
+                     bodies: Sequence[bytes | None],
+                     max_frame_size: int = MAX_FRAME_SIZE) -> bytes:
     """:func:`encode_command` of ``command`` (sync off) with the header
     segment ``header_data`` and each of ``bodies`` as its body, in order --
     the same octets, joined: the command and header frames are encoded once
@@ -948,10 +949,10 @@ def encode_transfers(channel: int, command: MessageTransfer, header_data: bytes 
     parts: list[bytes] = []
     add = parts.extend
     for body in bodies:
-        n = len(body) if type(body) is bytes else -1
-        if 0 <= n <= room:
-            add((head, _pack_body_hdr(0x07, SEG_BODY, n + FRAME_HEADER_SIZE, 1, channel), body))
-        else:  # not bytes (checked there), or split
+        if type(body) is bytes and len(body) <= room:
+            add((head, _pack_body_hdr(0x07, SEG_BODY, len(body) + FRAME_HEADER_SIZE, 1,
+                                      channel), body))
+        else:  # none, not bytes (checked there), or split
             parts.append(encode_command(channel, command, header_data=data, body=body,
                                         max_frame_size=max_frame_size))
     return b"".join(parts)

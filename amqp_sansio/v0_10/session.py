@@ -145,7 +145,7 @@ class SessionPort(Protocol):
                       header_data: bytes | None = None) -> None: ...
 
     def write_transfers(self, channel: int, command: MessageTransfer,
-                        header_data: bytes | None, bodies: Sequence[bytes]) -> None:
+                        header_data: bytes | None, bodies: Sequence[bytes | None]) -> None:
         """``write_command`` of ``command`` (sync off) with ``header_data``
         and each of ``bodies``, in one write (:func:`~.framing.encode_transfers`)."""
         ...
@@ -408,6 +408,9 @@ class Session(Endpoint[SessionState]):
         not attached, the replay window is full, or a transfer exceeds the
         credit the receiver granted for its destination.
         """
+        if type(command) is MessageTransfer:  # a run of one: credit is charged there
+            return self.send_transfers(command, (body,), sync=sync, headers=headers,
+                                       header_data=header_data)
         port = self._require_attached()
         if getattr(type(command), "KIND", None) != "command":
             raise LocalProtocolError(f"{type(command).__name__} is not a command")
@@ -415,19 +418,6 @@ class Session(Endpoint[SessionState]):
             raise LocalProtocolError(
                 f"replay window full ({self.replay_window} commands awaiting completion)")
         headers = tuple(headers)
-        cost = 0
-        credit = None
-        hdr = header_data
-        if isinstance(command, MessageTransfer):
-            dest = command.destination or ""
-            if dest in self._cancelled:
-                raise LocalProtocolError(f"the peer cancelled destination {dest!r}")
-            credit = self.credits.get(dest)
-            if credit is not None:
-                if hdr is None:
-                    hdr = header_octets(headers)
-                cost = len(hdr) + (len(body) if body else 0)
-                credit.debit(cost, dest)  # raises before anything changes
         cid = self.next_out_id
         if self._awaiting_expected:
             # Resuming: the command takes its id now and goes out behind the
@@ -436,26 +426,24 @@ class Session(Endpoint[SessionState]):
         else:
             if self._need_command_point:
                 self._ensure_command_point(port)
-            port.write_command(self.channel or 0, command, sync, headers, body, hdr)
+            port.write_command(self.channel or 0, command, sync, headers, body, header_data)
         self._replay[cid] = (command, sync, headers, body, header_data)
         result = getattr(type(command), "RESULT", None)
         if result is not None:
             self._results[cid] = result
-        if credit is not None and credit.mode == 1:
-            self._transfer_cost[cid] = (dest, cost)
         self.next_out_id = (cid + 1) & _MASK  # (serial_add, inline: once per command)
         return cid
 
-    def send_transfers(self, command: MessageTransfer, bodies: Sequence[bytes], *,
-                       headers: Iterable[Struct] = (), header_data: bytes | None = None,
-                       ) -> int:
-        """:meth:`send` of ``command`` (sync off) with ``headers`` and each of
-        ``bodies`` as its body, in order: the ids of a run, the first
-        returned.  One check of the session, the replay window and the
-        destination's credit for the run, one write (the command and header
-        frames encoded once).  All or nothing: raises LocalProtocolError --
-        and changes nothing but a command-point owed going out, as
-        :meth:`send` -- if the window or the credit has no room for all of
+    def send_transfers(self, command: MessageTransfer, bodies: Sequence[bytes | None], *,
+                       sync: bool = False, headers: Iterable[Struct] = (),
+                       header_data: bytes | None = None) -> int:
+        """:meth:`send` of ``command`` with ``headers`` and each of ``bodies``
+        as its body, in order: the ids of a run, the first returned.  One
+        check of the session, the replay window and the destination's credit
+        for the run, one write (the command and header frames encoded once);
+        ``sync`` only for a run of one.  All or nothing: raises
+        LocalProtocolError -- and changes nothing but a command-point owed
+        going out -- if the window or the credit has no room for all of
         them, or a body is not bytes."""
         port = self._require_attached()
         if type(command) is not MessageTransfer:
@@ -466,18 +454,20 @@ class Session(Endpoint[SessionState]):
             raise LocalProtocolError(
                 f"replay window full ({self.replay_window} commands awaiting completion, "
                 f"{len(replay)} outstanding, {n} more asked)")
+        if sync and n != 1:
+            raise LocalProtocolError("sync is for a run of one transfer")
         headers = tuple(headers)
         dest = command.destination or ""
         if dest in self._cancelled:
             raise LocalProtocolError(f"the peer cancelled destination {dest!r}")
         hdr = header_data
-        if hdr is None and headers:
-            hdr = header_octets(headers)
         credit = self.credits.get(dest)
         costs: list[int] = []
         if credit is not None:
-            base = len(hdr) if hdr else 0
-            costs = [base + len(b) for b in bodies]
+            if hdr is None:
+                hdr = header_octets(headers)
+            base = len(hdr)
+            costs = [base + len(b) if b else base for b in bodies]
             messages, octets = credit.messages, credit.octets
             if (messages is not None and messages < n) or (
                     octets is not None and octets < sum(costs)):
@@ -487,12 +477,18 @@ class Session(Endpoint[SessionState]):
         first = cid = self.next_out_id
         if self._awaiting_expected:
             # Resuming: the commands take their ids now and go out behind
-            # the replay (as send's).
+            # the replay, once the peer has said what it expects.
             self._held_back.extend(serial_add(first, i) for i in range(n))
         else:
             if self._need_command_point:
                 self._ensure_command_point(port)
-            port.write_transfers(self.channel or 0, command, hdr, bodies)  # raises first
+            if n == 1:
+                port.write_command(self.channel or 0, command, sync, headers, bodies[0],
+                                   header_data)
+            else:  # raises before anything is written
+                if hdr is None and headers:
+                    hdr = header_octets(headers)
+                port.write_transfers(self.channel or 0, command, hdr, bodies)
         if credit is not None:
             for cost in costs:
                 credit.debit(cost, dest)
@@ -501,7 +497,7 @@ class Session(Endpoint[SessionState]):
                 for i, cost in enumerate(costs):
                     tc[serial_add(first, i)] = (dest, cost)
         for body in bodies:
-            replay[cid] = (command, False, headers, body, hdr)
+            replay[cid] = (command, sync, headers, body, header_data)
             cid = (cid + 1) & _MASK
         self.next_out_id = cid
         return first
