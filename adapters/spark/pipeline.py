@@ -135,6 +135,9 @@ def spark_session(master: str = "local[2]") -> Any:
              .config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.shuffle.partitions", "4")
              .config("spark.driver.memory", "2g")
+             # Python workers that import PySpark's compiled modules, not
+             # pyspark.zip's sources (see amqp_sansio_spark.daemon)
+             .config("spark.python.daemon.module", "amqp_sansio_spark.daemon")
              # the job's own logging: no task stack traces (it prints the cause)
              .config("spark.driver.extraJavaOptions",
                      f"-Dlog4j.configurationFile={_LOG4J}")

@@ -153,7 +153,7 @@ class Batcher:
         for j, i in enumerate(self.cols):
             t = self.arrow.field(j).type
             if i == 0 and messages is None:
-                values: list[Any] = [d.body for d in deliveries]
+                values: list[Any] = deliveries[0].bodies(deliveries) if n else []
             elif i < len(MESSAGE_COLUMNS):
                 assert messages is not None
                 value = MESSAGE_COLUMNS[i]

@@ -52,7 +52,7 @@ __all__ = ["MAX_IN_FLIGHT", "MECHANISMS", "CONDITION_CODES", "connection", "addr
 
 import contextlib
 import itertools
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import attrs
@@ -414,6 +414,12 @@ class ClientDelivery(base.ClientDelivery):
     @property
     def body(self) -> bytes:
         return self.message.body
+
+    @staticmethod
+    def bodies(deliveries: Sequence[base.ClientDelivery], /) -> list[bytes]:
+        """The bodies of ``deliveries``: their messages' (1.0 decodes a message's
+        sections for its body)."""
+        return [d.message.body for d in deliveries]
 
     @property
     def redelivered(self) -> bool:

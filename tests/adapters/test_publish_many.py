@@ -161,6 +161,7 @@ def test_0_10_runs_wait_for_room_and_count_what_went(broker: tuple[str, int]) ->
         assert s.sent == 300 + 123
         s._p.core.replay_window = 65536
         s.sync()
+        assert s._p.in_flight == 0 and not s._p._sizes  # every completion booked
         got: list[bytes] = []
         with s.subscribe(q, prefetch=500) as sub:
             while len(got) < 423:

@@ -232,6 +232,46 @@ def test_prefetch_window_is_replenished_on_settle(env: Env) -> None:
         assert s.query_queue("pf").message_count == 0
 
 
+@pytest.mark.parametrize("flow_mode", ["window", "credit"])
+def test_a_batch_accept_is_each_accept(env: Env, flow_mode: str) -> None:
+    """``session.accept(batch)`` of one subscription's deliveries books them
+    for the lot (one range when consecutive): the window or credit comes
+    back for each, they leave the queue; a batch holding a settled delivery
+    or one of another subscription takes the checked path (raising for the
+    settled one, changing nothing)."""
+    with connect(env.url()) as conn, conn.session() as s:
+        s.declare_queue("ba")
+        s.declare_queue("ba2")
+        for i in range(12):
+            s.publish(bytes([i]), routing_key="ba", wait=False)
+        s.publish(b"other", routing_key="ba2", wait=False)
+        s.sync()
+        sub = s.subscribe("ba", prefetch=4, flow_mode=flow_mode)
+        four = sub.get_many(4, timeout=2)
+        while len(four) < 4:
+            four += sub.get_many(4 - len(four), timeout=2)
+        s.accept(four)  # consecutive ids: one range
+        assert all(d.settled for d in four)
+        got = sub.get_many(4, timeout=2)
+        while len(got) < 4:  # the window or credit came back for all four
+            more = sub.get_many(4 - len(got), timeout=2)
+            assert more, f"{len(got)} of 4 after the batch accept"
+            got += more
+        s.accept(got[::2])  # not consecutive
+        s.accept(got[1::2])
+        last = [d for d in (sub.get(timeout=2) for _ in range(4)) if d is not None]
+        assert [d.body for d in four + got + last] == [bytes([i]) for i in range(12)]
+        other = s.subscribe("ba2", prefetch=1).get(timeout=2)
+        assert other is not None
+        with pytest.raises(ValueError, match="already settled"):
+            s.accept([last[0], four[0]])
+        assert not last[0].settled
+        s.accept([other, *last])  # two subscriptions: the checked path
+        s.sync()
+        assert s.query_queue("ba").message_count == 0
+        assert s.query_queue("ba2").message_count == 0
+
+
 def test_complete_on_receipt_lets_accepts_wait_past_the_replay_window(env: Env) -> None:
     """0-10 keeps completion and acceptance apart (what the Spark reader
     uses): deliveries completed on receipt free the broker's replay window,
