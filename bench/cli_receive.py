@@ -2,14 +2,15 @@
 run: rate and client CPU per message, as users run them.
 
     .venv/bin/python bench/cli_receive.py [--count 20000] [--rounds 3]
-        [--broker embedded --broker rabbitmq] [--protocol 1.0 ...] [--json FILE]
+        [--broker embedded --broker rabbitmq --broker qpidd] [--qpidd PATH]
+        [--protocol 1.0 ...] [--json FILE]
 
 As ``bench/cli_send.py`` (brokers, processes, rounds, what is printed), for
 draining a queue that ``amqp-sansio send`` filled beforehand (unmeasured)
 with ``--count`` 100-octet messages, every message acknowledged:
 
 * 0-10: ``amqp-sansio receive`` vs qpid-python (``qpid.messaging``:
-  ``fetch``, ``acknowledge`` every 100) -- embedded broker only;
+  ``fetch``, ``acknowledge`` every 100) -- embedded broker and qpidd;
 * 0-9-1: ``amqp-sansio receive`` vs pika (``BlockingConnection``,
   ``consume`` and ``basic_ack`` each, prefetch 100);
 * 1.0: ``amqp-sansio receive`` vs python-qpid-proton (its reactor, every
@@ -42,7 +43,7 @@ def fill(url: str, protocol: str, queue: str, count: int) -> None:
 
 def main() -> int:
     o = arguments(__doc__)
-    rows = compare("receive", o.broker or ["embedded", "rabbitmq"],
+    rows = compare("receive", o.broker or ["embedded", "rabbitmq", "qpidd"],
                    o.protocol or ["0-10", "0-9-1", "1.0"], o.count, o.rounds, CASES,
                    prepare=fill)
     if o.json:

@@ -2,17 +2,21 @@
 rate and client CPU per message, as users run them.
 
     .venv/bin/python bench/cli_send.py [--count 20000] [--rounds 3]
-        [--broker embedded --broker rabbitmq] [--protocol 1.0 ...] [--json FILE]
+        [--broker embedded --broker rabbitmq --broker qpidd] [--qpidd PATH]
+        [--protocol 1.0 ...] [--json FILE]
 
 Brokers: ``embedded`` (``python -m amqp_sansio_broker`` in a process of its
-own) and ``rabbitmq`` (a private node with its 1.0 plugin,
-``tests/support/rabbitmq.py``).  For each broker and protocol, each client
+own), ``rabbitmq`` (a private node with its 1.0 plugin,
+``tests/support/rabbitmq.py``) and ``qpidd`` (Apache Qpid's C++ broker,
+0-10 and its 1.0 module: a private build named by ``--qpidd PATH`` or
+``QPIDD=PATH``, started by ``tests/support/qpidd.py``; without one it is
+skipped, saying so).  For each broker and protocol, each client
 runs as a process of its own (``bench/cli_peers.py`` says what each
 program does) to a fresh queue:
 
 * 0-10: ``amqp-sansio send`` (explicit accept mode: every transfer
   completed and accepted) vs qpid-python (``qpid.messaging``,
-  ``send(sync=False)`` then ``sync()``) -- embedded broker only;
+  ``send(sync=False)`` then ``sync()``) -- embedded broker and qpidd;
 * 0-9-1: ``amqp-sansio send`` (mandatory) and ``send --confirm``
   (pipelined publisher confirms) vs pika (``BlockingConnection``; with
   ``confirm_delivery()`` for ``--confirm``);
@@ -29,14 +33,15 @@ included), the CPU per message beyond start-up ((CPU(count) - CPU(1)) /
 ours by CPU per message.  ``--before DIR`` adds our CLI from another tree
 (``git archive REV amqp_sansio adapters | tar -x -C DIR/..`` and symlinks
 ``DIR/amqp_sansio_cli -> ../adapters/cli`` and the like), alternated with
-the others.  Qpid's C++ broker is not among the brokers: it is
-not packaged here (see the notes).
+the others.  On qpidd every queue is declared (0-10, unmeasured) before
+each run: its 1.0 side makes no node on attach.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import uuid
@@ -59,7 +64,10 @@ CASES: dict[tuple[str, str], tuple[list[str], str, list[str]]] = {
     ("1.0", "plain"): ([], "proton", []),
 }
 #: what each broker speaks of the above
-SPEAKS = {"embedded": ("0-10", "0-9-1", "1.0"), "rabbitmq": ("0-9-1", "1.0")}
+SPEAKS = {"embedded": ("0-10", "0-9-1", "1.0"), "rabbitmq": ("0-9-1", "1.0"),
+          "qpidd": ("0-10", "1.0")}
+#: brokers qpid-python's 0-10 client is compared on
+QPID_BROKERS = ("embedded", "qpidd")
 
 
 @contextmanager
@@ -68,6 +76,12 @@ def broker(name: str) -> Iterator[str]:
     if name == "embedded":
         with broker_process("--user", "guest:guest") as url:
             yield url.replace("amqp://", "amqp://guest:guest@")
+        return
+    if name == "qpidd":
+        import qpidd
+
+        with qpidd.running() as q:
+            yield q.url
         return
     import rabbitmq
 
@@ -78,6 +92,14 @@ def broker(name: str) -> Iterator[str]:
 def queue_name(protocol: str, broker_name: str) -> str:
     q = f"cli-{uuid.uuid4().hex[:10]}"
     return f"/queue/{q}" if protocol == "1.0" and broker_name == "rabbitmq" else q
+
+
+def make_queue(url: str, queue: str) -> None:
+    """Declare ``queue`` through 0-10 (qpidd: 1.0 attaches need it to exist)."""
+    from amqp_sansio_socket import connect
+
+    with connect(url, protocol="0-10") as c, c.session() as s:
+        s.declare_queue(queue)
 
 
 def drop_queue(url: str, protocol: str, queue: str) -> None:
@@ -96,11 +118,15 @@ def drop_queue(url: str, protocol: str, queue: str) -> None:
 def one(client: str, kind: str, url: str, protocol: str, broker_name: str, count: int,
         options: list[str], prepare: Any = None) -> dict[str, Any]:
     q = queue_name(protocol, broker_name)
+    if broker_name == "qpidd":
+        make_queue(url, q)
     if prepare is not None:
         prepare(url, protocol, q, count)
     ours = client in ("ours", "before")
     extra = options + (["--protocol", protocol] if ours else [])
-    if ours and kind == "send":
+    if ours and (kind == "send" or broker_name == "qpidd" and protocol == "1.0"):
+        # (receive 1.0 without it reads NAME as the embedded broker's
+        # /queues/NAME; on qpidd the queue exists, the declare is an attach)
         extra.append("--declare")
     try:
         return cli_peers.run(client, kind, url, q, count, extra)
@@ -115,11 +141,18 @@ def compare(kind: str, brokers: list[str], protocols: list[str], count: int, rou
     rows: list[dict[str, Any]] = []
     with ExitStack() as stack:
         for b in brokers:
+            if b == "qpidd":
+                import qpidd
+
+                why = qpidd.unavailable()
+                if why is not None:
+                    print(f"{kind}: qpidd skipped -- {why}", file=sys.stderr, flush=True)
+                    continue
             url = stack.enter_context(broker(b))
             for (protocol, mode), (ours_opts, peer, peer_opts) in cases.items():
                 if protocol not in SPEAKS[b] or protocol not in protocols:
                     continue
-                if peer == "qpid" and b != "embedded":
+                if peer == "qpid" and b not in QPID_BROKERS:
                     continue
                 clients = [("ours", ours_opts), (peer, peer_opts)]
                 if cli_peers.BEFORE is not None:
@@ -179,18 +212,22 @@ def arguments(doc: str) -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--broker", action="append", choices=sorted(SPEAKS))
     p.add_argument("--protocol", action="append", choices=["0-10", "0-9-1", "1.0"])
+    p.add_argument("--qpidd", metavar="PATH",
+                   help="the qpidd binary for --broker qpidd (default: $QPIDD)")
     p.add_argument("--json", help="write the rows to this file")
     p.add_argument("--before", metavar="DIR",
                    help="also run our CLI from another tree: DIR holds its amqp_sansio* "
                         "packages (put on PYTHONPATH), measured as 'before'")
     o = p.parse_args()
+    if o.qpidd:
+        os.environ["QPIDD"] = o.qpidd  # (read by tests/support/qpidd.py)
     cli_peers.BEFORE = o.before
     return o
 
 
 def main() -> int:
     o = arguments(__doc__)
-    rows = compare("send", o.broker or ["embedded", "rabbitmq"],
+    rows = compare("send", o.broker or ["embedded", "rabbitmq", "qpidd"],
                    o.protocol or ["0-10", "0-9-1", "1.0"], o.count, o.rounds, CASES)
     if o.json:
         Path(o.json).write_text(json.dumps(rows, indent=1))

@@ -105,13 +105,9 @@ SHARD_TIMEOUT = 1800.0
 def run_shard(modules: Iterable[str], timeout: float = SHARD_TIMEOUT, *,
               tests: Iterable[str] = ()) -> dict[str, dict[str, object]]:
     """Run ``modules`` (or the named ``tests``) through qpid-python-test
-    against one fresh broker."""
-    from amqp_sansio_broker.model import Broker
-    from amqp_sansio_broker.server import start_broker_thread
-
+    against one fresh broker (the embedded one, or qpidd: ``--peer``)."""
     py, root = ensure_py27()
-    host, port, stop = start_broker_thread(Broker(users={"guest": "guest"}))
-    try:
+    with harness.fresh_broker() as (host, port):
         cmd = [py, str(root / "bin" / "qpid-python-test"),
                "-b", f"amqp://guest/guest@{host}:{port}",
                "-m", "qpid_tests.broker_0_10", "-m", "qpid.tests",
@@ -133,8 +129,6 @@ def run_shard(modules: Iterable[str], timeout: float = SHARD_TIMEOUT, *,
             raise RuntimeError(
                 f"qpid-python-test hung over {timeout:.0f} s; stdout ends:\n"
                 f"{_tail(e.stdout, 8)}\nstderr ends:\n{_tail(e.stderr, 30)}") from None
-    finally:
-        stop()
     out: dict[str, dict[str, object]] = {}
     last = None
     pending = ""
@@ -203,7 +197,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("modules", nargs="*", help=f"default: {' '.join(harness.SUITE_MODULES)}")
     ap.add_argument("--jobs", type=int, default=4)
     ap.add_argument("-v", "--verbose", action="store_true", help="list passing tests too")
+    ap.add_argument("--peer", choices=["embedded", "qpidd"], default="embedded",
+                    help="the broker each shard gets: ours, or a private qpidd ($QPIDD)")
     args = ap.parse_args(argv)
+    if args.peer == "qpidd":
+        import qpidd
+
+        why = qpidd.unavailable()
+        if why is not None:
+            print(why, file=sys.stderr)
+            return 2
+        os.environ[harness.PEER_ENV] = "qpidd"
     try:
         res = run(args.modules or harness.SUITE_MODULES, jobs=args.jobs)
     except Py27Unavailable as e:
