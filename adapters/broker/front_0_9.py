@@ -227,16 +227,7 @@ class Connection09(Connection091):
         self.file_out.pop(channel, None)
         super()._channel_ended(channel)
 
-    def _on_publish(self, e: ev.MessageReceived, run: list[ev.MessageReceived] | None = None
-                    ) -> None:
-        m = e.method
-        if isinstance(m, spec.BasicPublish) and not m.immediate:
-            super()._on_publish(e, run)  # (a run of them: 0-9-1's)
-            return
-        for f in run or (e,):  # 0-9's own content methods: one by one
-            self._on_content_09(f)
-
-    def _on_content_09(self, e: ev.MessageReceived) -> None:
+    def _on_publish(self, e: ev.MessageReceived) -> None:
         m = e.method
         books = self.books[e.channel]
         if isinstance(m, spec09.StreamPublish):
@@ -253,9 +244,10 @@ class Connection09(Connection091):
             st.properties = e.properties
         elif isinstance(m, spec.BasicPublish) and m.immediate:
             # 0-9 has immediate (0-9-1's RabbitMQ refuses it): honoured here
-            self._route(books, m, e.properties, e.body, spec.BasicReturn)
+            for body in (e.body, *e.more):
+                self._route(books, m, e.properties, body, spec.BasicReturn)
         elif isinstance(m, spec.BasicPublish):
-            super()._on_publish(e)  # (in a run of 0-9's own content methods)
+            super()._on_publish(e)
         elif isinstance(m, spec09.TunnelRequest):
             self._tunnel(books, m, e.properties, e.body)
         else:

@@ -367,6 +367,7 @@ class Connection091(FrontEnd):
             # Properties are read, never changed, here (their octets are what
             # is relayed): a run of publishes alike is decoded once.
             shared_properties=True,
+            publish_runs=True,
         )
 
     @property
@@ -391,31 +392,20 @@ class Connection091(FrontEnd):
     # -- events ------------------------------------------------------------------
     def handle_events(self, events: list[Any], now: float) -> None:
         b = self.broker
-        i, n = 0, len(events)
-        while i < n:
-            e = events[i]
-            i += 1
+        for e in events:
             self.events_seen += 1
-            run = None
-            if type(e) is ev.MessageReceived:
-                # with the publishes alike behind it: one run
-                j = _run_end(events, i, n, e)
-                if j > i:
-                    self.events_seen += j - i
-                    run = events[i - 1:j]
-                    i = j
             # (a peer leaving its output unread: its requests wait, in order)
             if (self._deferred or self.output_full and type(e) in _REQUESTS) and (
-                    self.waits_for_reader(partial(self._event, e, run), type(e) in _REQUESTS)):
+                    self.waits_for_reader(partial(self._event, e), type(e) in _REQUESTS)):
                 continue
-            self._event(e, run)
+            self._event(e)
         if self.conn.closed:
             self._end(now)
         b.flush_touched(self)
 
-    def _event(self, e: Any, run: list[ev.MessageReceived] | None = None) -> None:
+    def _event(self, e: Any) -> None:
         if isinstance(e, ev.MessageReceived):
-            self._guarded(e.channel, e.method, partial(self._on_publish, e, run))
+            self._guarded(e.channel, e.method, partial(self._on_publish, e))
         elif isinstance(e, ev.MethodReceived):
             self._guarded(e.channel, e.method, partial(self._on_method, e))
         elif isinstance(e, ev.ChannelOpened):
@@ -816,16 +806,15 @@ class Connection091(FrontEnd):
     def basic_recover_async(self, books: ChannelBooks, m: Any) -> None:
         self.basic_recover(books, m)
 
-    def _on_publish(self, e: ev.MessageReceived, run: list[ev.MessageReceived] | None = None
-                    ) -> None:
-        """A publish -- with ``run``, the publishes alike it starts
-        (:func:`_run_end`): checked, routed and confirmed once for them."""
+    def _on_publish(self, e: ev.MessageReceived) -> None:
+        """A publish and those alike behind it (``e.more``: the core's run,
+        ``ServerConfig.publish_runs``): checked, routed and confirmed once."""
         m = e.method
         books = self.books[e.channel]
         if not isinstance(m, spec.BasicPublish):
             raise _Fail(COMMAND_INVALID, f"{m.NAME} is not for a broker")
         raw = e.properties_data if type(e.properties) is spec.BasicProperties else None
-        bodies = [f.body for f in run] if run is not None else [e.body]
+        bodies = [e.body, *e.more] if e.more else [e.body]
         routed = self._publish(books, m, e.properties, bodies, raw)
         if not routed.queues and m.mandatory:
             for body in bodies:
@@ -960,22 +949,6 @@ def _show(v: Any) -> str:
 #: Events that may answer with output (others wait only behind those waiting).
 _REQUESTS = frozenset({ev.MethodReceived, ev.MessageReceived})
 
-
-def _run_end(events: list[Any], i: int, n: int, e: ev.MessageReceived) -> int:
-    """Where the run of publishes alike that ``e`` (before ``events[i]``)
-    starts ends: the content methods behind it on its channel with the same
-    method and properties (the decoder hands out the same objects for octets
-    that repeat; the property octets compared too, as the model keeps them).
-    Such a run is checked, routed and confirmed once."""
-    ch, m, p, pd = e.channel, e.method, e.properties, e.properties_data
-    j = i
-    while j < n:
-        f = events[j]
-        if (type(f) is not ev.MessageReceived or f.method is not m or f.properties is not p
-                or f.channel != ch or f.properties_data != pd or f.request is not None):
-            break
-        j += 1
-    return j
 
 
 def _x_args(args: Any) -> dict[str, Any]:

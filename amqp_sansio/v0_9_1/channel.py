@@ -649,7 +649,7 @@ class Channel(Endpoint[ChannelState]):
     def _on_content(self, item: ContentItem, events: list[ev.Event]) -> None:
         m = item.method
         events.append(ev.MessageReceived(self.id, m, item.properties, item.body,
-                                         self._received(m), item.properties_data))
+                                         self._received(m), item.properties_data, item.more))
 
     def _received(self, m: Method) -> Method | None:
         """What every method the peer sends on the channel goes through:

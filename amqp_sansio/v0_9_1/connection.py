@@ -270,6 +270,10 @@ class ServerConfig:
     #: are handed out again, headers table and all: the application changes
     #: none of them (``Decoder.shared_properties``).
     shared_properties: bool = False
+    #: Publishes alike that come one after another on a channel (the same
+    #: method and property octets) are one MessageReceived, the bodies after
+    #: the first its ``more`` (``Decoder.runs``; needs ``shared_properties``).
+    publish_runs: bool = False
 
 
 def _negotiate(proposed: int, wanted: int) -> int:
@@ -312,7 +316,9 @@ class Connection(Endpoint[ConnState]):
                                 profile=self.profile, methods=table.methods,
                                 properties=table.properties,
                                 shared_properties=isinstance(config, ServerConfig)
-                                and config.shared_properties)
+                                and config.shared_properties,
+                                runs=isinstance(config, ServerConfig) and config.publish_runs
+                                and not observer)
         # contents the peer's input ended inside (kept at eof)
         self._interrupted: list[tuple[int, Method, Properties | None, bytes]] = []
         self._out: list[bytes] = _Discard() if observer else []

@@ -128,6 +128,10 @@ class MessageReceived(ChannelEvent):
     request: Method | None = None
     #: The properties' octets as they came (flags and values; a broker relays them).
     properties_data: bytes = attrs.field(default=b"", eq=False, repr=False)
+    #: A server that takes publishes in runs (``ServerConfig.publish_runs``):
+    #: the bodies of the publishes alike that came right behind this one (the
+    #: same method and property octets), one event for them all.
+    more: list[bytes] | tuple[bytes, ...] = attrs.field(default=(), eq=False, repr=False)
 
 
 @attrs.frozen(slots=True)

@@ -136,20 +136,28 @@ class _ContentItemSlots:
     # The slots of ContentItem, in a mutable base: the decoder fills one with
     # plain slot stores and switches its class, as the generated decoders do
     # (an object.__setattr__ per field costs twenty times more).
-    __slots__ = ("channel", "method", "properties", "body", "properties_data", "__weakref__")
+    __slots__ = ("channel", "method", "properties", "body", "properties_data", "more",
+                 "__weakref__")
 
 
 @attrs.frozen(slots=True)
 class ContentItem(_ContentItemSlots):
     """A content-bearing method with its properties and whole body;
     ``properties_data``: the properties' octets as they came (property flags
-    and values: what ``properties`` was decoded from; a broker relays them)."""
+    and values: what ``properties`` was decoded from; a broker relays them).
+    ``more``: with :attr:`Decoder.runs`, the bodies of the publishes that came
+    right behind it on its channel with the same method and property octets
+    -- a run, one item (empty: a run of one)."""
 
     channel: int
     method: Method
     properties: Properties
     body: bytes
     properties_data: bytes = attrs.field(default=b"", eq=False, repr=False)
+    more: list[bytes] | tuple[bytes, ...] = attrs.field(default=(), eq=False, repr=False)
+
+
+_set_more = _ContentItemSlots.more.__set__  # type: ignore[attr-defined]
 
 
 @attrs.frozen(slots=True)
@@ -343,8 +351,12 @@ class Decoder:
                  max_body_size: int = DEFAULT_MAX_BODY_SIZE, profile: Profile = RABBIT,
                  methods: Mapping[int, type[Method]] = METHODS,
                  properties: Mapping[int, type[Properties]] = PROPERTIES,
-                 shared_properties: bool = False) -> None:
+                 shared_properties: bool = False, runs: bool = False) -> None:
         self.methods = methods
+        #: A basic.publish followed by publishes alike (the same method and
+        #: property octets; the properties shared) is one item, their bodies
+        #: its ``more`` (a broker takes such a run in one step).
+        self.runs = runs
         self.properties = properties
         #: A content header whose properties repeat the last one's octets
         #: gets the same decoded properties, headers table and all: the
@@ -457,6 +469,11 @@ class Decoder:
                         partial[ch] = _Partial(m, at)
                     else:
                         content, pos = after
+                        if self.runs and (last := self._last_publish) is not None \
+                                and m is last[1]:
+                            more, pos = self._alike(buf, pos, n, ch, last[0], content, limit)
+                            if more:
+                                _set_more(content, more)
                         yield content
                     continue
                 if not fd.check_frame(buf, pos, ftype, ch, size, limit, n):
@@ -523,8 +540,31 @@ class Decoder:
         item.properties = props
         item.body = body
         item.properties_data = payload
+        item.more = ()
         item.__class__ = ContentItem
         return item, pos
+
+    def _alike(self, buf: bytes, pos: int, n: int, ch: int, payload: bytes, first: ContentItem,
+               limit: int) -> tuple[list[bytes], int]:
+        """The publishes at ``pos`` alike ``first`` (its method's octets
+        ``payload`` again, its properties again: the same object, shared),
+        whole and in one body frame each: their bodies and the position
+        after them.  Anything else ends the run, read as usual."""
+        bodies: list[bytes] = []
+        size = len(payload)
+        m, props = first.method, first.properties
+        while n - pos >= 7:
+            ftype, fch, fsize = _unpack_hdr(buf, pos)
+            stop = pos + 7 + size
+            if (ftype != FRAME_METHOD or fch != ch or fsize != size or stop >= n
+                    or buf[stop] != FRAME_END or buf[pos + 7:stop] != payload):
+                break
+            after = self._content(buf, stop + 1, n, ch, m, limit)
+            if after is None or after[0].properties is not props:
+                break
+            bodies.append(after[0].body)
+            pos = after[1]
+        return bodies, pos
 
     def _keep_deliver(self, payload: bytes, m: Method) -> None:
         cls = type(m)

@@ -167,3 +167,23 @@ def test_rabbitmq_answers_for_the_cases_clients_rely_on() -> None:
                                        arguments={"x-max-length": 10}))
     assert closed(got) == (406, "PRECONDITION_FAILED - inequivalent arg 'durable': received "
                                 "true but current is false for queue 'q' in vhost '/'")
+
+
+def test_a_run_of_publishes_is_confirmed_message_by_message() -> None:
+    """Publishes alike in one read are one run through the model: each is
+    still bounded by the queue and confirmed as its own -- acks for those
+    queued, a nack for each the full queue refused."""
+    b = Broker()
+    c = Client(b)
+    ch = c.channel()
+    c.call(ch, spec.ConfirmSelect())
+    c.call(ch, spec.QueueDeclare(queue="q", arguments={"x-max-length": 2,
+                                                       "x-overflow": "reject-publish"}))
+    for body in (b"a", b"b", b"c", b"d"):
+        ch.publish("", "q", body)
+    got = c.pump()
+    confirmed = {n: e.ack for e in got if isinstance(e, ev.PublishConfirmed)
+                 for n in e.sequence_numbers}
+    assert confirmed == {1: True, 2: True, 3: False, 4: False}
+    assert [m.body for m in b.queues["q"].messages] == [b"a", b"b"]
+    assert b.stats["overflow-refused"] == 2
