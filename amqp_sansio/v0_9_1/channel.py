@@ -395,7 +395,8 @@ class Channel(Endpoint[ChannelState]):
     def _publish(self, method: BasicPublish, properties: BasicProperties | None,
                  body: bytes | bytearray | memoryview) -> int | None:
         self._check_sendable("basic.publish")
-        self._check_publish(method, None)
+        if method.immediate or not self.flow_active or self._raise_when_blocked:
+            self._check_publish(method, None)  # (the per-message path pays one test)
         if self._strict_names:
             check_names(method)
         self._port.write_content(self.id, method, properties, body, None)
