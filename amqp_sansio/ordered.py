@@ -18,6 +18,7 @@ from __future__ import annotations
 __all__ = ["OrderedInts", "DeliveryBook"]
 
 from bisect import bisect_left, bisect_right
+from collections import deque
 from collections.abc import Iterable, Iterator
 from functools import partial
 from typing import Any, Generic, TypeVar
@@ -352,11 +353,26 @@ class DeliveryBook(dict[int, V], Generic[V]):
         return out
 
     def take_values_between(self, first: int, last: int) -> list[V]:
-        """:meth:`take_between`'s deliveries without their ids."""
+        """:meth:`take_between`'s deliveries without their ids (the ids
+        worked out and popped in C: a batch settled at once)."""
         order = self._order
-        if order is not None and not self.serial and last >= first:
+        if order is None or not self:
+            return [v for _, v in self.take_between(first, last)]
+        if not self.serial:
+            if last < first:
+                return []
             return list(map(partial(dict.pop, self), order.take_between(first, last)))
-        return [v for _, v in self.take_between(first, last)]
+        lo = self._place(first)
+        us = order.take_between(lo, lo + (last - first) % _MOD)
+        if not us:
+            return []
+        d = self._newest - self._newest_u
+        if us[0] + d >= 0 and us[-1] + d < _MOD:
+            ids: list[int] = list(map(d.__add__, us))
+        else:
+            ids = [(u + d) % _MOD for u in us]
+        deque(map(self._unwrapped.__delitem__, ids), 0)
+        return list(map(partial(dict.pop, self), ids))
 
     # -- internals -------------------------------------------------------------------
     def _place(self, i: int) -> int:

@@ -41,6 +41,7 @@ __all__ = ["Connection010", "Sessions010", "SessState", "Consumer010", "DEFERRED
 import collections
 import logging
 from collections.abc import Callable, Iterator
+from itertools import repeat
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
@@ -149,38 +150,75 @@ class Consumer010(Consumer):
             return False
         return self.state.may_deliver(s)
 
-    def offer(self, q: QueueState, msg: QMsg) -> bool:
+    def room(self) -> int:
+        if not self.ready():
+            return 0
         s = self.session
-        head = msg.published_head(FORM_0_10)
-        if head is None:
-            # Held decoded, or another protocol's: its properties as a 0-10
-            # header segment (encoded once for the messages sharing them),
-            # stamped as a relayed one is.
-            wire = msg.wire
-            head, _ = wire.stamp(wire.encoded(FORM_0_10), msg.exchange, msg.routing_key,
-                                 FORM_0_10)
-        body = msg.body
-        try:
-            # send() prices the transfer against the subscriber's credit and
-            # refuses (changing nothing) when it is short.  A 0-10 publisher's
-            # octets, stamped with exchange and routing key when routed:
-            # relayed as they are (redelivered set).
-            cid = s.send(self.transfer, header_data=redelivered_0_10(head)
-                         if msg.redelivered else head, body=body)
-        except LocalProtocolError:
-            return False  # no credit, or the replay window is full: wait
+        room = s.replay_window - s.outstanding
+        messages = s.credits[self.destination].messages
+        return room if messages is None else min(room, messages)
+
+    def offer(self, q: QueueState, msg: QMsg) -> bool:
+        return self.offer_run(q, [msg]) > 0
+
+    def offer_run(self, q: QueueState, run: list[QMsg]) -> int:
+        """The run's first deliveries sharing a header segment, as many as
+        the octet credit and the output room allow (each checked before it,
+        as one at a time), sent as one run of transfers and booked in one
+        step."""
+        s = self.session
         st = self.state
-        if self.pre_acquired:
-            if self.accept_explicit:
-                st.unacked.add(cid, st.broker.delivered(q, msg))
-            else:
-                st.broker.gone(msg)  # accept-mode none: delivered is done
-        else:
-            st.unacked.add(cid, st.broker.delivered(q, msg, acquired=False))  # acquirable by id
         bc = st.owner
+        octets = s.credits[self.destination].octets
+        room = left = (st.broker.limits.output_buffered - bc.queued_output - bc._last_taken
+                       if bc is not None else 1 << 62)
+        hdr = b""
+        bodies: list[bytes] = []
+        for m in run:
+            redelivered, exchange, key, head, body = m.relayed_as(FORM_0_10)
+            if head is None:
+                # Held decoded, or another protocol's: its properties as a 0-10
+                # header segment (encoded once for the messages sharing them),
+                # stamped as a relayed one is.
+                wire = m.wire
+                head, _ = wire.stamp(wire.encoded(FORM_0_10), exchange, key, FORM_0_10)
+            if redelivered:
+                head = redelivered_0_10(head)
+            if bodies and head is not hdr and head != hdr:
+                break  # (a run of transfers shares its header segment)
+            if octets is not None:
+                cost = len(head) + len(body)
+                if octets < cost:
+                    break
+                octets -= cost
+            if left < 0:
+                if bc is not None:
+                    bc._was_full = True
+                break
+            left -= len(body) + 256
+            hdr = head
+            bodies.append(body)
+        k = len(bodies)
+        if not k:
+            return 0
+        try:
+            # A 0-10 publisher's octets, stamped with exchange and routing key
+            # when routed: relayed as they are (redelivered set).
+            first = s.send_transfers(self.transfer, bodies, header_data=hdr)
+        except LocalProtocolError:
+            return 0  # no credit, or the replay window is full: wait
+        if k < len(run):
+            del run[k:]
+        broker = st.broker
+        if not self.pre_acquired:
+            st.unacked.add(first, broker.delivered(q, run[0], acquired=False))  # acquirable by id
+        elif self.accept_explicit:
+            st.unacked.add_run(first, broker.delivered_run(q, run, None, repeat(0, k)))
+        else:
+            broker.gone_run(run)  # accept-mode none: delivered is done
         if bc is not None:
-            bc.note_output(len(body) + 256)
-        return True
+            bc.note_output(room - left)
+        return k
 
 
 _S = TypeVar("_S", bound=Struct)
@@ -1096,8 +1134,12 @@ class Connection010(FrontEnd):
             st.tx_accepted.update(dict.fromkeys(st.unacked.select(ids)))
             return
         work = self.broker.dtx.work_of(s)
-        for _, h in st.unacked.take(ids):
-            if work is not None and h.acquired:
+        held = st.unacked.take_values(ids)
+        if work is None:
+            self.broker.settle_run(held)
+            return
+        for h in held:
+            if h.acquired:
                 work.accepts.append(h)  # the branch's now: settled when it commits
             else:
                 self.broker.settle(h)

@@ -66,6 +66,20 @@ class Credit:
         if have is not None:
             self.octets = have - octets
 
+    def debit_run(self, transfers: int, octets: int, destination: str) -> None:
+        """:meth:`debit` of ``transfers`` transfers of ``octets`` in all (a
+        run, checked whole: refused, nothing changes)."""
+        messages, have = self.messages, self.octets
+        if (messages is not None and messages < transfers) or (have is not None
+                                                               and have < octets):
+            raise LocalProtocolError(
+                f"no credit for {transfers} transfers of {octets} octets to {destination!r} "
+                f"(messages={self.messages}, octets={self.octets})")
+        if messages is not None:
+            self.messages = messages - transfers
+        if have is not None:
+            self.octets = have - octets
+
     def replenish(self, octets: int, transfers: int = 1) -> None:
         """Window mode: ``transfers`` transfers of ``octets`` in all were
         completed by the receiver."""

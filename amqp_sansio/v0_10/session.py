@@ -44,7 +44,10 @@ __all__ = ["Session", "SessionState", "SESSION_TRANSITIONS", "SessionStore",
            "CommandReceived", "MessageReceived", "MessageHeadReceived"]
 
 import heapq
+from collections import deque
 from collections.abc import Hashable, Iterable, Sequence
+from itertools import repeat
+from operator import itemgetter
 from typing import Any, ClassVar, Protocol
 
 import attrs
@@ -166,6 +169,7 @@ _RANGES_BEFORE_TIMELY = 8  # ask for known-completed once our set fragments
 _RANGES_BEFORE_KNOWN = 64  # send known-completed unasked once what we owe fragments
 _COMPLETED_SPAN = (1 << 31) - (1 << 20)  # ids held (completed or not) at most this far apart
 _MASK = 0xFFFFFFFF
+_DEST, _COST = itemgetter(0), itemgetter(1)
 _HALF = 1 << 31
 _MOD = 1 << 32
 
@@ -467,14 +471,15 @@ class Session(Endpoint[SessionState]):
             if hdr is None:
                 hdr = header_octets(headers)
             base = len(hdr)
-            costs = [base + len(b) if b else base for b in bodies]
+            costs = (list(map(base.__add__, map(len, bodies))) if None not in bodies  # type: ignore[arg-type]
+                     else [base + len(b) if b else base for b in bodies])
             messages, octets = credit.messages, credit.octets
             if (messages is not None and messages < n) or (
                     octets is not None and octets < sum(costs)):
                 raise LocalProtocolError(
                     f"no credit for {n} transfers of {sum(costs)} octets to {dest!r} "
                     f"(messages={messages}, octets={octets})")
-        first = cid = self.next_out_id
+        first = self.next_out_id
         if self._awaiting_expected:
             # Resuming: the commands take their ids now and go out behind
             # the replay, once the peer has said what it expects.
@@ -489,17 +494,16 @@ class Session(Endpoint[SessionState]):
                 if hdr is None and headers:
                     hdr = header_octets(headers)
                 port.write_transfers(self.channel or 0, command, hdr, bodies)
+        # (the run's ids, books and credit in C)
+        ids = range(first, first + n) if first + n <= _MOD else [
+            (first + i) & _MASK for i in range(n)]
         if credit is not None:
-            for cost in costs:
-                credit.debit(cost, dest)
+            credit.debit_run(n, sum(costs), dest)
             if credit.mode == 1:
-                tc = self._transfer_cost
-                for i, cost in enumerate(costs):
-                    tc[serial_add(first, i)] = (dest, cost)
-        for body in bodies:
-            replay[cid] = (command, sync, headers, body, header_data)
-            cid = (cid + 1) & _MASK
-        self.next_out_id = cid
+                self._transfer_cost.update(zip(ids, zip(repeat(dest), costs), strict=True))
+        replay.update(zip(ids, zip(repeat(command), repeat(sync), repeat(headers), bodies,
+                                   repeat(header_data)), strict=True))
+        self.next_out_id = (first + n) & _MASK
         return first
 
     def sync(self) -> int:
@@ -1116,24 +1120,27 @@ class Session(Endpoint[SessionState]):
             ids = _ids(lo, hi, replay)
             if not ids:
                 continue
-            if len(ids) == serial_diff(lo, hi) + 1:
-                newly.add_range(lo, hi)  # all of them (the usual case): one range
+            k = len(ids)
+            if k == serial_diff(lo, hi) + 1 or serial_diff(ids[0], ids[-1]) + 1 == k:
+                newly.add_range(ids[0], ids[-1])  # consecutive (the usual case): one range
             else:
                 for cid in ids:
                     newly.add(cid)
-            for cid in ids:
-                del replay[cid]
-                if results:
-                    results.pop(cid, None)
-                if costs:
-                    cost = costs.pop(cid, None)
-                    if cost is not None:
-                        got = refill.get(cost[0])
-                        if got is None:
-                            refill[cost[0]] = [1, cost[1]]
-                        else:
-                            got[0] += 1
-                            got[1] += cost[1]
+            # (a batch completed at once: removed and summed in C)
+            deque(map(replay.__delitem__, ids), 0)
+            if results:
+                deque(map(results.pop, ids, repeat(None)), 0)
+            if costs:
+                got = list(filter(None, map(costs.pop, ids, repeat(None))))
+                if got and got[0][0] == got[-1][0] and len(set(map(_DEST, got))) == 1:
+                    was = refill.setdefault(got[0][0], [0, 0])
+                    was[0] += len(got)
+                    was[1] += sum(map(_COST, got))
+                    continue
+                for dest, octets in got:
+                    was = refill.setdefault(dest, [0, 0])
+                    was[0] += 1
+                    was[1] += octets
         for dest, (count, octets) in refill.items():
             credit = self.credits.get(dest)
             if credit is not None:
@@ -1357,6 +1364,16 @@ def _ids(lo: int, hi: int, present: dict[int, Any]) -> list[int]:
             return [i for i in range(lo, lo + n) if i in present]
         return [serial_add(lo, k) for k in range(n) if serial_add(lo, k) in present]
     span = n - 1  # (i in lo..hi: its distance from lo at most the span's)
+    if present:
+        # Ids are kept in the order they were given out (serially ascending,
+        # less than 2**31 apart): those inside lo..hi are inside its overlap
+        # with first..last held, looked up one by one in C when it is short.
+        first, last = next(iter(present)), next(reversed(present.keys()))
+        a = first if (first - lo) & _MASK <= span else lo
+        b = last if (last - lo) & _MASK <= span else hi
+        m = serial_diff(a, b) + 1
+        if 0 < m <= len(present) and a + m <= _MOD:
+            return list(filter(present.__contains__, range(a, a + m)))
     return [i for i in present if (i - lo) & _MASK <= span]
 
 

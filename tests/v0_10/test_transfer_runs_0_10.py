@@ -17,6 +17,7 @@ from amqp_sansio.v0_10.spec import (
     DeliveryProperties,
     MessageFlow,
     MessageProperties,
+    MessageSetFlowMode,
     MessageSubscribe,
     MessageTransfer,
 )
@@ -151,3 +152,48 @@ def test_a_run_lost_with_its_transport_is_replayed_once() -> None:
     assert [m.command_id for m in got + again] == [first + i for i in range(len(BODIES) + 1)]
     assert [m.body for m in got + again] == [*BODIES, b"late"]
     assert more == first + len(BODIES)
+
+
+@pytest.mark.parametrize("first", [5, 0xFFFFFFF0])
+def test_runs_completed_in_batches_give_the_window_back_per_destination(first: int) -> None:
+    """Window mode: runs to two destinations, completed by the peer with
+    cumulative sets (wider than what is outstanding, overlapping what was
+    completed before): each destination gets back the transfers and
+    octets of its own completed ones, the completed ids are reported once
+    each, in ranges."""
+    net = opened()
+    cs, ss = net.sessions(b"m")
+    net.pump()
+    ss.next_out_id = first
+    for dest in ("d1", "d2"):
+        cs.send(MessageSubscribe(queue="q", destination=dest, accept_mode=0, acquire_mode=0))
+        cs.send(MessageSetFlowMode(destination=dest, flow_mode=1))
+        cs.send(MessageFlow(destination=dest, unit=0, value=10))
+        cs.send(MessageFlow(destination=dest, unit=1, value=10000))
+    net.pump()
+    props = (MessageProperties(content_type="t"),)
+    per = len(header_octets(props))
+    sent = []
+    for dest, bodies in (("d1", [b"a", b"bb", b"ccc"]), ("d2", [b"dddd"] * 4),
+                         ("d1", [b"e"] * 5)):
+        d = MessageTransfer(destination=dest, accept_mode=0, acquire_mode=0)
+        start = ss.send_transfers(d, bodies, headers=props)
+        sent += [(start + i) & 0xFFFFFFFF for i in range(len(bodies))]
+    c1, c2 = ss.credit("d1"), ss.credit("d2")
+    assert c1 is not None and c2 is not None
+    assert (c1.messages, c2.messages) == (2, 6)
+    assert (c1.octets, c2.octets) == (10000 - 8 * per - 11, 10000 - 4 * per - 16)
+    net.pump()
+    done: list[int] = []
+    # d1's first run; part of d2's; the rest of both (two destinations at once)
+    for (lo, hi), credits in zip(((0, 3), (3, 5), (5, 12)), ((5, 6), (5, 8), (10, 10)),
+                                 strict=True):
+        cs.complete(sent[lo:hi])
+        _, se = net.pump()
+        for e in of_type(se, ev.CommandsCompleted):
+            done += list(e.commands)
+        assert (c1.messages, c2.messages) == credits
+    assert sorted(done) == sorted(sent) and len(done) == len(sent)
+    assert (c1.messages, c2.messages) == (10, 10)
+    assert (c1.octets, c2.octets) == (10000, 10000)
+    assert ss.outstanding == 0
