@@ -330,7 +330,7 @@ class Connection(Endpoint[ConnState]):
         self._gate = HeaderGate(table.header)  # the peer's protocol header
         self._frames_started = False
         self._machine: Machine[ConnState] = (
-            _observer_machine(type(self)) if observer else self.MACHINES[role])
+            self._observer_machine() if observer else self.MACHINES[role])
         self.state = ConnState.AWAIT_START if self._is_client else ConnState.AWAIT_HEADER
         self.channel_max = 0  # negotiated (0: ids up to 65535)
         self.frame_max = FRAME_MIN_SIZE  # until tune: what both must accept
@@ -846,6 +846,18 @@ class Connection(Endpoint[ConnState]):
     def _on_channel(self, item: MethodItem | ContentItem, events: list[ev.Event]) -> None:
         self._on_channel_item(item, events)  # (a monitor's core overrides it)
 
+    @classmethod
+    def _observer_machine(cls) -> Machine[ConnState]:
+        """The observer's connection table: the client's (its dialect's),
+        with the peer's channel traffic read on past a fault (nobody closed)."""
+        m = _OBSERVER_MACHINES.get(cls)
+        if m is None:
+            client = cls.MACHINES[Role.CLIENT]
+            m = _OBSERVER_MACHINES[cls] = client.with_entries(
+                client.name.replace("(client)", "(observer)"),
+                {ConnState.OPEN: {"channel": Entry((), cls._on_channel_observed)}})
+        return m
+
     def _on_channel_observed(self, item: MethodItem | ContentItem, events: list[ev.Event]
                              ) -> None:
         try:
@@ -1186,18 +1198,6 @@ class Connection(Endpoint[ConnState]):
 
 
 _OBSERVER_MACHINES: dict[type[Connection], Machine[ConnState]] = {}
-
-
-def _observer_machine(cls: type[Connection]) -> Machine[ConnState]:
-    """The observer's connection table: the client's (its dialect's), with
-    the peer's channel traffic read on past a fault (nobody closed)."""
-    m = _OBSERVER_MACHINES.get(cls)
-    if m is None:
-        client = cls.MACHINES[Role.CLIENT]
-        m = _OBSERVER_MACHINES[cls] = client.with_entries(
-            client.name.replace("(client)", "(observer)"),
-            {ConnState.OPEN: {"channel": Entry((), Connection._on_channel_observed)}})
-    return m
 
 
 class _Discard(list[bytes]):
