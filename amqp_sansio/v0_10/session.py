@@ -1116,31 +1116,37 @@ class Session(Endpoint[SessionState]):
         # Window-mode credit given back per destination once per control
         # (the same sums as one replenish per transfer).
         refill: dict[str, list[int]] = {}
-        for lo, hi in done.ranges:
-            ids = _ids(lo, hi, replay)
-            if not ids:
-                continue
-            k = len(ids)
-            if k == serial_diff(lo, hi) + 1 or serial_diff(ids[0], ids[-1]) + 1 == k:
-                newly.add_range(ids[0], ids[-1])  # consecutive (the usual case): one range
-            else:
-                for cid in ids:
-                    newly.add(cid)
-            # (a batch completed at once: removed and summed in C)
-            deque(map(replay.__delitem__, ids), 0)
-            if results:
-                deque(map(results.pop, ids, repeat(None)), 0)
-            if costs:
-                got = list(filter(None, map(costs.pop, ids, repeat(None))))
-                if got and got[0][0] == got[-1][0] and len(set(map(_DEST, got))) == 1:
-                    was = refill.setdefault(got[0][0], [0, 0])
-                    was[0] += len(got)
-                    was[1] += sum(map(_COST, got))
+        for rlo, rhi in done.ranges:
+            if not replay:
+                break
+            # What we hold lies between the oldest id held (the replay is
+            # in id order) and the last sent: a peer reporting everything
+            # it completed so far (0..n) is looked at only there.
+            for lo, hi in _clipped(rlo, rhi, next(iter(replay)), (self.next_out_id - 1) & _MASK):
+                ids = _ids(lo, hi, replay)
+                if not ids:
                     continue
-                for dest, octets in got:
-                    was = refill.setdefault(dest, [0, 0])
-                    was[0] += 1
-                    was[1] += octets
+                k = len(ids)
+                if k == serial_diff(lo, hi) + 1 or serial_diff(ids[0], ids[-1]) + 1 == k:
+                    newly.add_range(ids[0], ids[-1])  # consecutive (the usual case): one range
+                else:
+                    for cid in ids:
+                        newly.add(cid)
+                # (a batch completed at once: removed and summed in C)
+                deque(map(replay.__delitem__, ids), 0)
+                if results:
+                    deque(map(results.pop, ids, repeat(None)), 0)
+                if costs:
+                    got = list(filter(None, map(costs.pop, ids, repeat(None))))
+                    if got and got[0][0] == got[-1][0] and len(set(map(_DEST, got))) == 1:
+                        was = refill.setdefault(got[0][0], [0, 0])
+                        was[0] += len(got)
+                        was[1] += sum(map(_COST, got))
+                        continue
+                    for dest, octets in got:
+                        was = refill.setdefault(dest, [0, 0])
+                        was[0] += 1
+                        was[1] += octets
         for dest, (count, octets) in refill.items():
             credit = self.credits.get(dest)
             if credit is not None:
@@ -1354,6 +1360,22 @@ class Session(Endpoint[SessionState]):
                          SessionState.ATTACHED: (_A, _A), SessionState.DETACHING: (_X, _A)})
 
 
+
+
+def _clipped(lo: int, hi: int, oldest: int, newest: int) -> list[tuple[int, int]]:
+    """The parts of ``lo..hi`` (a range the peer wrote: any width, wrapping)
+    within ``oldest..newest`` (ours: what we sent and may hold)."""
+    window = (newest - oldest) & _MASK
+    start = (lo - oldest) & _MASK  # offsets from oldest
+    end = start + ((hi - lo) & _MASK)  # may pass 2**32: the range wraps to offset 0
+    out: list[tuple[int, int]] = []
+    if start <= window:
+        out.append((start, min(end, window)))
+    if end > _MASK:  # the wrapped part, from offset 0
+        wrapped = min(end - _MOD, window, start - 1)
+        if wrapped >= 0:
+            out.append((0, wrapped))
+    return [((oldest + a) & _MASK, (oldest + b) & _MASK) for a, b in out]
 
 
 def _ids(lo: int, hi: int, present: dict[int, Any]) -> list[int]:

@@ -197,3 +197,54 @@ def test_runs_completed_in_batches_give_the_window_back_per_destination(first: i
     assert (c1.messages, c2.messages) == (10, 10)
     assert (c1.octets, c2.octets) == (10000, 10000)
     assert ss.outstanding == 0
+
+
+def _members(lo: int, hi: int) -> set[int]:
+    return {(lo + k) & 0xFFFFFFFF for k in range(((hi - lo) & 0xFFFFFFFF) + 1)}
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_completed_range_is_looked_at_only_where_ids_are_held(seed: int) -> None:
+    """``_clipped``: the part of a peer's range (any width, wrapping) within
+    what we sent -- exactly the ids of both, in at most two ranges."""
+    import random
+
+    from amqp_sansio.v0_10.session import _clipped
+
+    rng = random.Random(seed)
+    for _ in range(200):
+        oldest = rng.choice([0, 5, 0xFFFFFFF0, rng.randrange(1 << 32)])
+        newest = (oldest + rng.randrange(40)) & 0xFFFFFFFF
+        lo = (oldest + rng.randrange(-30, 60)) & 0xFFFFFFFF
+        span = rng.choice([0, 1, 10, 50, 0xFFFFFFFF - rng.randrange(100), 0xFFFFFFFF])
+        hi = (lo + span) & 0xFFFFFFFF
+        parts = _clipped(lo, hi, oldest, newest)
+        want = _members(oldest, newest)
+        if span < 1000:
+            want &= _members(lo, hi)
+        elif span < 0xFFFFFFFF:  # a wide range: what it leaves out is small
+            want -= _members((hi + 1) & 0xFFFFFFFF, (lo - 1) & 0xFFFFFFFF)
+        got: set[int] = set()
+        for a, b in parts:
+            assert not got & _members(a, b)
+            got |= _members(a, b)
+        assert got == want, (lo, hi, oldest, newest, parts)
+
+
+def test_a_peer_reporting_all_it_completed_completes_what_is_held() -> None:
+    """The broker reports 0..n each time (until known-completed): only the
+    held ids are completed, once each, and the books end empty."""
+    net = opened()
+    cs, ss = net.sessions(b"k")
+    net.pump()
+    first = cs.send_transfers(CMD, [b"%d" % i for i in range(50)], headers=HEADERS)
+    net.pump()
+    done: list[int] = []
+    for upto in (9, 9, 30, 49):
+        ss.complete(list(range(first + len(done), first + upto + 1)) if upto + 1 > len(done)
+                    else [])
+        ce, _ = net.pump()
+        for c in of_type(ce, ev.CommandsCompleted):
+            done += list(c.commands)
+        assert cs.outstanding == 50 - (upto + 1)
+    assert sorted(done) == list(range(first, first + 50)) and len(set(done)) == 50
