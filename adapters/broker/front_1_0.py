@@ -386,34 +386,63 @@ class Consumer10(Consumer):
         return (link.credit > 0 and link.state is LinkState.ATTACHED
                 and self.front.output_room())
 
+    def room(self) -> int:
+        return self.link.credit if self.ready() else 0
+
     def offer(self, q: QueueState, msg: QMsg) -> bool:
-        payload = _delivery_payload(msg)
+        return self.offer_run(q, [msg]) > 0
+
+    def offer_run(self, q: QueueState, run: list[QMsg]) -> int:
+        """A transfer each for the run's messages, as the link's credit and
+        the output room allow (each checked before it, as one at a time);
+        the run booked in one step."""
+        link = self.link
+        front = self.front
+        broker = front.broker
         txn = self.txn
         t = self.terminus
-        if t is not None and t.stored and ((self.tag_base + self.link.delivery_count
-                                            - t.tags_reserved) & 0xFFFFFFFF) < 0x80000000:
-            self.front.svc.save_terminus(t)  # (reached its reservation: the next block)
-        try:
-            d = self.link.send(payload, tag=self.next_tag().to_bytes(4, "big") if self.tag_base
-                               else None, settled=self.presettle and txn is None,
-                               state=None if txn is None
-                               else TransactionalState(txn_id=txn.txn_id))
-        except LocalProtocolError:
-            return False  # no credit after all, or too big for the peer: it waits
-        if d.settled:
+        settled = self.presettle and txn is None
+        state = None if txn is None else TransactionalState(txn_id=txn.txn_id)
+        room = left = broker.limits.output_buffered - front.queued_output - front._last_taken
+        sent: list[Delivery] = []
+        for msg in run:
+            if left < 0:
+                front._was_full = True
+                break
+            payload = _delivery_payload(msg)
+            if t is not None and t.stored and ((self.tag_base + link.delivery_count
+                                                - t.tags_reserved) & 0xFFFFFFFF) < 0x80000000:
+                front.svc.save_terminus(t)  # (reached its reservation: the next block)
+            try:
+                sent.append(link.send(payload, tag=self.next_tag().to_bytes(4, "big")
+                                      if self.tag_base else None, settled=settled,
+                                      state=state))
+            except LocalProtocolError:
+                break  # no credit after all, or too big for the peer: it waits
+            left -= len(payload) + DELIVERY_OVERHEAD
+        k = len(sent)
+        if not k:
+            return 0
+        if k < len(run):
+            del run[k:]
+        front.note_output(room - left)
+        if sent[0].settled:  # (all of them or none: the link's settle mode decides)
             if not self.browsing:
-                self.front.broker.gone(msg)
+                broker.gone_run(run)
+            return k
+        if self.browsing:
+            held = [broker.delivered(q, run[0], acquired=False, consumer=self, tag=sent[0].id)]
         else:
-            h = self.held[d] = self.front.broker.delivered(q, msg, acquired=not self.browsing,
-                                                           consumer=self, tag=d.id)
-            if h.acquired:
+            held = broker.delivered_run(q, run, self, [d.id for d in sent])
+        self.held.update(zip(sent, held, strict=True))
+        if (txn is not None or t is not None) and not self.browsing:
+            for d, h, msg in zip(sent, held, run, strict=True):
                 if txn is not None:
                     txn.acquires.append((self, d, h))
                 if t is not None and msg.stored:
-                    self.front.svc.hold(t, d.tag, msg.seq, b"" if txn is None
-                                        else row_state(RowState(txn.txn_id, acquired=True)))
-        self.front.note_output(len(payload) + DELIVERY_OVERHEAD)
-        return True
+                    front.svc.hold(t, d.tag, msg.seq, b"" if txn is None
+                                   else row_state(RowState(txn.txn_id, acquired=True)))
+        return k
 
     def resume(self, tag: bytes, h: Held | None, state: Any) -> None:
         """Send ``tag`` again (resume=true) as credit allows: ``h``'s message,
@@ -488,6 +517,9 @@ class Connection10(FrontEnd):
         self.credit_out = 0  # credit granted to its publishing links, not yet used
         self._low: dict[Link, None] = {}  # publishing links to top up after this read
         self._used = 0  # credit its publishers used in this read (given back after it)
+        #: Deliveries accepted by the dispositions just read: settled in one
+        #: step before the next event of another kind is carried out.
+        self._accepted: list[Held] = []
         #: Its publishing links waiting for room in its own credit (FIFO).
         self.waiting: dict[Link, None] = {}
         self.left: set[Terminus] = set()  # durable termini whose link left from here
@@ -540,6 +572,8 @@ class Connection10(FrontEnd):
         for e in events:
             self.events_seen += 1
             t = type(e)
+            if self._accepted and t is not ev.DeliveryUpdated:
+                self._settle_accepted()
             if not self._ready and t in _SERVED_WHEN_OPEN:
                 continue  # pipelined behind an open the broker refused: never served
             try:
@@ -566,6 +600,8 @@ class Connection10(FrontEnd):
             except LocalProtocolError as err:  # its session or link is ending meanwhile
                 log.debug("connection from %s: %s not answered: %s", self.who,
                           type(e).__name__, err)
+        if self._accepted:
+            self._settle_accepted()
         if self._used:
             used, self._used = self._used, 0
             self._credit_back(used)
@@ -1223,14 +1259,22 @@ class Connection10(FrontEnd):
         del c.held[d]
         if c.terminus is not None:
             self.svc.unhold(c.terminus, d.tag)
-        self._settle(c, h, state)
+        if type(state) is Accepted and h.acquired:
+            self._accepted.append(h)  # (settled with the others this read accepts)
+        else:
+            self._settle(c, h, state)
         if not d.settled:
             with contextlib.suppress(LocalProtocolError):
                 d.settle(state)
         if self.svc.dynamic:  # (only a dynamic node may go when empty)
+            self._settle_accepted()  # (what it accepted first: not orphaned with the node)
             q = self.broker.queue_of(c)
             if q is not None:
                 self._maybe_empty(q)
+
+    def _settle_accepted(self) -> None:
+        accepted, self._accepted = self._accepted, []
+        self.broker.settle_run(accepted)
 
     def _settle(self, c: Consumer10, h: Held, state: Any) -> None:
         """An outcome for a delivery the broker made (51)."""
