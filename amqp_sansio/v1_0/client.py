@@ -78,7 +78,15 @@ from .connection import ClientConfig, Role
 from .connection import Connection as CoreConnection
 from .link import Delivery as CoreDelivery
 from .link import Link, LinkState
-from .message import AmqpMessage, decode_message, encode_message, from_message, to_message
+from .message import (
+    AmqpMessage,
+    body_of,
+    decode_message,
+    encode_message,
+    from_message,
+    header_of,
+    to_message,
+)
 from .session import Session as CoreSession
 from .spec import (
     Accepted,
@@ -362,7 +370,8 @@ class ClientDelivery(base.ClientDelivery):
     makes of a delivery besides the core's (no event on the hot path;
     :attr:`event` is made when asked for)."""
 
-    __slots__ = ("owner", "sub", "ack", "link", "core", "payload")
+    __slots__ = ("owner", "sub", "ack", "link", "core", "payload", "_amqp")
+    _amqp: AmqpMessage
 
     def __init__(self, session: ClientSession, sub: ClientSubscription[Any], ack: bool,
                  delivery: CoreDelivery, payload: bytes) -> None:
@@ -393,8 +402,22 @@ class ClientDelivery(base.ClientDelivery):
     @property
     def message(self) -> Message:
         if self._message is None:
-            self._message = to_message(decode_message(self.payload))
+            self._message = to_message(self.amqp_message)
         return self._message
+
+    @property
+    def amqp_message(self) -> AmqpMessage:
+        """The message's 1.0 sections, decoded once (``body`` and
+        ``header(name)`` read them without mapping the whole message)."""
+        try:
+            return self._amqp
+        except AttributeError:  # (not set per delivery: most are read once, if at all)
+            m: AmqpMessage = decode_message(self.payload)
+            self._amqp = m
+            return m
+
+    def _received_header(self, name: str) -> Any:
+        return header_of(self.amqp_message, name)
 
     @property
     def stale(self) -> bool:
@@ -413,7 +436,9 @@ class ClientDelivery(base.ClientDelivery):
 
     @property
     def body(self) -> bytes:
-        return self.message.body
+        if self._message is not None:
+            return self._message.body
+        return body_of(self.amqp_message.body)[0]
 
     @staticmethod
     def bodies(deliveries: Sequence[base.ClientDelivery], /) -> list[bytes]:
@@ -423,7 +448,10 @@ class ClientDelivery(base.ClientDelivery):
 
     @property
     def redelivered(self) -> bool:
-        return self.message.redelivered
+        if self._message is not None:
+            return self._message.redelivered
+        h = self.amqp_message.header
+        return bool(h is not None and h.delivery_count)
 
 
 #: base.ClientDelivery's ``event`` slot, which ClientDelivery.event fills once asked

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 __all__ = [
     "AmqpMessage", "Body", "encode_message", "decode_message", "bare_octets", "reannotate",
-    "to_message", "from_message", "section_spans", "fields_of", "sections_of", "body_of",
-    "X_10",
+    "to_message", "from_message", "section_spans", "fields_of", "header_of", "sections_of",
+    "body_of", "X_10",
 ]
 
 from typing import Any, overload
@@ -241,7 +241,16 @@ def decode_message(payload: bytes) -> AmqpMessage:
                 code = payload[pos + 2] if pos < n and payload[pos] == 0x00 and \
                     payload[pos + 1] == 0x53 else 0
         if code == 0x73:
-            pr, pos = _dec_properties(payload[pos + 3], payload, pos + 4, n, MAX_DEPTH)
+            # the properties too, kept as the header is (a sender's subject,
+            # content type ... are often the same message after message)
+            seen, pr = _PROPERTIES_SEEN[0]
+            if payload.startswith(seen, pos):
+                pos += len(seen)
+            else:
+                start = pos
+                pr, pos = _dec_properties(payload[pos + 3], payload, pos + 4, n, MAX_DEPTH)
+                if pos - start <= 128:
+                    _PROPERTIES_SEEN[0] = (payload[start:pos], pr)
             code = payload[pos + 2] if pos < n and payload[pos] == 0x00 and \
                 payload[pos + 1] == 0x53 else 0
         if code == 0x74:  # (ApplicationProperties.decode_from, one call less)
@@ -301,6 +310,8 @@ def decode_message(payload: bytes) -> AmqpMessage:
 
 # (octets, Header) of the last header section decoded (a valid one)
 _HEADER_SEEN: list[tuple[bytes, Any]] = [(encode(Header()), Header())]
+# (octets, Properties) of the last properties section decoded (a valid one)
+_PROPERTIES_SEEN: list[tuple[bytes, Any]] = [(encode(Properties()), Properties())]
 _dec_header = Header.decode_from
 _dec_da = DeliveryAnnotations.decode_from
 _dec_ma = MessageAnnotations.decode_from
@@ -445,6 +456,30 @@ def fields_of(header: Header | None, properties: Properties | None,
     out["headers"] = headers or None
     return out
 
+
+
+def header_of(m: AmqpMessage, name: str) -> Any:
+    """``fields_of``'s ``headers.get(name)`` for one name, without mapping
+    the rest (a consumer reading one header of each message)."""
+    if name.startswith("x-"):
+        if name == _CLUSTER:
+            return None  # (a field, never a header)
+        if name.startswith(X_10):
+            f = name[len(X_10):].replace("-", "_")
+            p = m.properties
+            if p is not None and (f in _X10_TEXT or f in _X10_NUMBERS):
+                v = getattr(p, f)
+                if v is not None:
+                    return v
+        ma = m.message_annotations
+        if ma is not None:
+            ann = ma.value
+            if name in ann:
+                v = ann[name]
+                if not (name == _TYPE and isinstance(v, str)):  # (else ``type``)
+                    return v
+    ap = m.application_properties
+    return ap.value.get(name) if ap is not None and ap.value else None
 
 def _simple(v: Any) -> Any:
     """An application-properties value: simple ones as they are, a map or

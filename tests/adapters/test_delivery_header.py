@@ -1,7 +1,9 @@
 """``Delivery.header(name)`` reads one application header as ``message.headers``
-has it -- from the headers as received (0-10, 0-9-1), or through the mapped
-message (1.0, and the names a protocol lifts into fields) -- against the
-embedded broker, every protocol, through the socket adapter."""
+has it -- from the headers as received (0-10, 0-9-1; 1.0: its decoded
+sections, the message unmapped), or through the mapped message (the names a
+protocol lifts into fields) -- and ``body``/``redelivered`` read what the
+mapped message says, against the embedded broker, every protocol, through
+the socket adapter."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from amqp_sansio.v0_10.messages import X_091
 from amqp_sansio_socket import connect
 
 NAMES = ["x-sent-at", "k", "absent", "x-message-id", "x-correlation-id", X_091 + "type",
-         X_091 + "message-id"]
+         X_091 + "message-id", "x-basic-type", X_091 + "cluster-id"]
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +38,8 @@ def test_header_is_what_the_message_says(broker: str, protocol: str) -> None:
         Message(body=b"a", headers={"x-sent-at": 1.25, "k": "v"}),
         Message(body=b"b"),
         Message(body=b"c", headers={"k": 7, "x-message-id": "m-1", X_091 + "type": "t"},
-                message_id=uuid.uuid4(), type="kind", correlation_id=b"\x00\x01"),
+                message_id=uuid.uuid4(), type="kind", correlation_id=b"\x00\x01",
+                cluster_id="cl"),
         Message(body=b"d", headers={"x-message-id": "m-2", X_091 + "message-id": "m-3"}),
     ]
     with connect(broker, protocol=protocol) as conn, conn.session() as s:
@@ -49,9 +52,12 @@ def test_header_is_what_the_message_says(broker: str, protocol: str) -> None:
         with s.subscribe(q, prefetch=10) as sub:
             for _ in sent:
                 d = sub.get(timeout=10)
+                assert d is not None
                 fresh = [d.header(n) for n in NAMES]  # before the message is mapped
+                body, redelivered = d.body, d.redelivered
                 mapped = d.message.headers or {}
                 assert fresh == [mapped.get(n) for n in NAMES]
+                assert (body, redelivered) == (d.message.body, d.message.redelivered)
                 assert [d.header(n) for n in NAMES] == fresh  # and after
                 seen.append(fresh)
                 d.accept()

@@ -132,6 +132,28 @@ def test_last_header_kept_only_for_its_own_octets() -> None:
         _same(bytes(bad))
 
 
+def test_last_properties_kept_only_for_their_own_octets() -> None:
+    props = [spec.Properties(subject="/queue/q"), spec.Properties(subject="/queue/r"),
+             spec.Properties(subject="/queue/q", message_id=7), spec.Properties()]
+    for i, p in enumerate(props + props[::-1]):
+        # after a header or not, before application properties or the body
+        head = encode(spec.Header(first_acquirer=True)) if i % 2 else b""
+        payload = head + encode(p) + encode(spec.ApplicationProperties({"k": i})) + \
+            encode(spec.Data(b"x"))
+        m = msg.decode_message(payload)
+        assert m.properties == p and m.application_properties == spec.ApplicationProperties(
+            {"k": i}) and m.body == (spec.Data(b"x"),)
+        assert msg.decode_message(payload).properties is m.properties  # (kept: the same)
+    # the last properties' octets, one changed: decoded afresh (or refused) as without them
+    good = encode(spec.Properties(subject="s", message_id="id", content_type=codec.Symbol("t"))
+                  ) + encode(spec.Data(b"x"))
+    for at in range(3, len(good) - 4):
+        msg.decode_message(good)
+        bad = bytearray(good)
+        bad[at] ^= 0x01
+        _same(bytes(bad))
+
+
 def test_usual_payload_is_read_by_the_fast_path(monkeypatch: Any) -> None:
     payload = b"".join(encode(s) for s in (
         spec.Header(durable=True), spec.Properties(subject="s"),

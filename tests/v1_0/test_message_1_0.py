@@ -8,7 +8,7 @@ from typing import Any
 
 import attrs
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from strategies_1_0 import instances
 
@@ -16,13 +16,15 @@ from amqp_sansio.errors import DecodeError, LocalProtocolError
 from amqp_sansio.message import Message
 from amqp_sansio.v1_0 import spec
 from amqp_sansio.v1_0._specbase import encode
-from amqp_sansio.v1_0.codec import Symbol
+from amqp_sansio.v1_0.codec import Symbol, ULong
 from amqp_sansio.v1_0.message import (
     AmqpMessage,
     bare_octets,
+    body_of,
     decode_message,
     encode_message,
     from_message,
+    header_of,
     reannotate,
     to_message,
 )
@@ -43,6 +45,52 @@ messages = st.builds(
     message_annotations=_opt(spec.MessageAnnotations), properties=_opt(spec.Properties),
     application_properties=_opt(spec.ApplicationProperties), body=bodies,
     footer=_opt(spec.Footer))
+
+
+#: header names the mapping treats apart: lifted into fields (type, cluster id),
+#: read from properties (x-amqp-1-0-...), or plain (annotations, application)
+HEADER_NAMES = ["x-basic-type", "x-amqp-0-9-1-cluster-id", "x-amqp-1-0-to",
+                "x-amqp-1-0-reply-to-group-id", "x-amqp-1-0-absolute-expiry-time",
+                "x-amqp-1-0-subject", "x-a", "k", "7", "absent"]
+_header_values = st.one_of(st.none(), st.integers(-5, 5), st.text(max_size=3), st.binary(max_size=3))
+_annotations = st.dictionaries(
+    st.one_of(st.sampled_from(HEADER_NAMES).map(Symbol), st.integers(0, 9).map(ULong)),
+    _header_values, max_size=5)
+_application = st.dictionaries(st.sampled_from(HEADER_NAMES), _header_values, max_size=5)
+mapped_messages = st.builds(
+    AmqpMessage, header=_opt(spec.Header),
+    message_annotations=st.one_of(st.none(), _annotations.map(spec.MessageAnnotations)),
+    properties=st.one_of(st.none(), st.builds(
+        spec.Properties, to=st.one_of(st.none(), st.just("/queue/t")),
+        reply_to_group_id=st.one_of(st.none(), st.just("g")),
+        absolute_expiry_time=st.one_of(st.none(), st.just(17)),
+        subject=st.one_of(st.none(), st.just("s")))),
+    application_properties=st.one_of(st.none(), _application.map(spec.ApplicationProperties)),
+    body=bodies)
+
+
+_X_SPECIAL = {"x-basic-type": "kind", "x-amqp-0-9-1-cluster-id": "c", "x-amqp-1-0-to": "t"}
+
+
+@given(mapped_messages)
+@example(AmqpMessage(  # annotated and application-set: which one a header reads
+    message_annotations=spec.MessageAnnotations({Symbol(k): v for k, v in _X_SPECIAL.items()}),
+    application_properties=spec.ApplicationProperties({**_X_SPECIAL, "x-basic-type": "app"}),
+    body=(spec.Data(b"x"),)))
+@example(AmqpMessage(  # a property over the same header, a non-text type annotation
+    message_annotations=spec.MessageAnnotations({Symbol("x-basic-type"): 3}),
+    properties=spec.Properties(to="/queue/t"),
+    application_properties=spec.ApplicationProperties({"x-amqp-1-0-to": "app"}),
+    body=spec.AmqpValue("text")))
+def test_one_header_and_the_body_read_as_the_mapping_reads_them(m: AmqpMessage) -> None:
+    """header_of(m, name) is the mapped message's headers.get(name), and
+    body_of the mapped body -- what a delivery's header()/body read without
+    mapping the whole message."""
+    msg = to_message(m)
+    for name in HEADER_NAMES:
+        got, want = header_of(m, name), (msg.headers or {}).get(name)
+        assert type(got) is type(want) and got == want, name
+    assert body_of(m.body)[0] == msg.body
 
 
 @given(messages)
