@@ -67,7 +67,9 @@ dropped -- a broker never refuses a message for its properties; a client's
 cannot carry instead of dropping it.  1.0 properties with no field here
 (``to``, ``reply-to-group-id``, ``absolute-expiry-time``) travel as headers
 ``x-amqp-1-0-to`` ... to another protocol and back; ``group-sequence`` does
-not (RabbitMQ neither).
+not (RabbitMQ neither).  The 1.0 client publishing without an exchange takes
+the routing key for the address (its link's target) and sends no subject;
+to an exchange, the key is the subject (:mod:`amqp_sansio.v1_0.client`).
 """
 
 from __future__ import annotations

@@ -253,7 +253,7 @@ async def test_reconnect_after_cuts_at_random_loses_nothing(
         peer = Peer("rhea", srv.port)
     rng = random.Random(7)
     addr = peer.address("tcut")
-    n = 300
+    n = 600  # (octets enough to reach the three cuts: ~35 a publish)
     with cutting_proxy(("127.0.0.1", peer.port),
                        [rng.randint(300, 9000) for _ in range(3)]) as px:
         url = f"amqp://{peer.auth}127.0.0.1:{px.port}?protocol=1.0"

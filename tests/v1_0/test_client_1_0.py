@@ -23,6 +23,7 @@ from amqp_sansio.v1_0.message import decode_message, encode_message, from_messag
 from amqp_sansio.v1_0.spec import (
     Accepted,
     Error,
+    Properties,
     ReceiverSettleMode,
     Rejected,
     Released,
@@ -177,8 +178,8 @@ def test_publish_outcomes() -> None:
     n, p = w.publish(s, b"c", "q", wait=False)
     assert p is None and s.rejected == {n: (1, "rejected: amqp:not-allowed: no")}
     assert s.outstanding == 0 and s.in_flight == 0
-    assert [r[1] for r in w.server.received] == [
-        encode_message(from_message(Message(body=b, routing_key="q"))) for b in (b"a", b"b", b"c")]
+    assert [r[1] for r in w.server.received] == [  # (the address "q": no subject)
+        encode_message(from_message(Message(body=b))) for b in (b"a", b"b", b"c")]
 
 
 def test_receiver_settling_second_is_answered() -> None:
@@ -451,11 +452,35 @@ def test_cancel_keeps_the_link_until_what_was_handed_out_is_settled() -> None:
 
 @pytest.mark.parametrize("size", [0, 1, 100, 255, 256, 70000])
 @pytest.mark.parametrize("key", [None, "q", "/queue/é"])
-def test_a_bytes_publish_encodes_as_its_message_would(size: int, key: str | None) -> None:
-    """The fast path for bytes bodies gives the octets of the mapping."""
+@pytest.mark.parametrize("exchange", ["", "amq.topic"])
+def test_a_bytes_publish_encodes_as_its_message_would(size: int, key: str | None,
+                                                      exchange: str) -> None:
+    """The fast path for bytes bodies gives the octets of the mapping: the
+    routing key is the subject of a publish to an exchange; without one it
+    is the address, which no subject repeats."""
     w = Wire()
     s = w.session()
     body = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
-    fast = s.transfer(body, routing_key=key).payload
-    slow = encode_message(from_message(Message(body=body, routing_key=key)))
-    assert fast == slow
+    fast = s.transfer(body, exchange, routing_key=key)
+    slow = encode_message(from_message(Message(body=body,
+                                               routing_key=key if exchange else None)))
+    assert fast.payload == slow
+    for m in (Message(body=body, routing_key=key), Message(body=body)):
+        again = [s.transfer(m, exchange, routing_key=key) for _ in range(2)]  # (the 2nd kept)
+        assert [(p.address, p.payload) for p in again] == [(fast.address, slow)] * 2
+    assert fast.address == v10.address_for(exchange, key)
+    subject = decode_message(fast.payload).properties
+    assert (subject.subject if subject else None) == (key if exchange else None)
+
+
+def test_one_message_published_again_goes_where_each_publish_says() -> None:
+    """A Message published again is encoded once, but each publish's
+    routing key and exchange still name its address (and subject)."""
+    s = Wire().session()
+    m = Message(body=b"x", routing_key="own")
+    calls = [("", None), ("", "a"), ("", "a"), ("x", "a"), ("x", "a"), ("", None), ("x", None)]
+    got = [s.transfer(m, ex, routing_key=rk) for ex, rk in calls]
+    assert [p.address for p in got] == ["own", "a", "a", "/exchange/x/a", "/exchange/x/a",
+                                        "own", "/exchange/x/own"]
+    subjects = [(decode_message(p.payload).properties or Properties()).subject for p in got]
+    assert subjects == [None, None, None, "a", "a", None, "own"]
