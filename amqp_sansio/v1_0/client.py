@@ -22,7 +22,8 @@ and blocking-socket adapters present it with the session API of 0-10 and
   -- raised when waited for, else kept in :attr:`ClientSession.rejected`.
   A publish waits for link credit.  Octets in flight (unsettled, not waited
   for) are bounded by :data:`MAX_IN_FLIGHT`.
-* **Consuming.**  ``prefetch`` is the link-credit window: credit is topped
+* **Consuming.**  ``prefetch`` is the link-credit window (None: 10,000 --
+  1.0 credit has no "unlimited"): credit is topped
   up as deliveries are settled (accept-mode explicit) or handed out
   (``accept_mode="none"``: the sender pre-settles, ``snd-settle-mode``
   settled), in batches.  ``accept``/``reject``/``release`` are the outcomes

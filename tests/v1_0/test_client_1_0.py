@@ -239,6 +239,17 @@ def test_credit_window_is_what_is_held() -> None:
     assert [x.state for x in (d1.core, d2.core)] == [Accepted(), Accepted()]
 
 
+def test_no_prefetch_is_a_window_of_10000() -> None:
+    """prefetch None: 1.0 credit has no 'unlimited', so the window is
+    10,000 (as documented where prefetch is)."""
+    w = Wire()
+    s = w.session()
+    sub = s.subscribe("src", _delivery, prefetch=None)
+    sub.start()
+    w.pump()
+    assert w.server.senders["src"].credit == 10_000
+
+
 def test_a_batch_is_taken_and_accepted_as_one_by_one() -> None:
     """``take_many`` hands out what ``take`` would, in order; a batch
     accept settles the lot in one disposition; a batch the quick pass
