@@ -69,7 +69,9 @@ def register(sub: Subcommands) -> None:
     _url_arg(s)
     s.add_argument("--to", required=True, metavar="EXCHANGE/ROUTING-KEY|QUEUE",
                    help="an exchange and routing key, or a queue (through the default exchange); "
-                        "AMQP 1.0: an address")
+                        "AMQP 1.0: an address, used verbatim -- brokers that make nodes on "
+                        "attach (the embedded one, RabbitMQ's plugin) create the queue a plain "
+                        "NAME or /queue/NAME names, --declare or not")
     s.add_argument("--count", type=_positive, default=1000,
                    help="messages to send (default %(default)s)")
     s.add_argument("--size", type=_non_negative, default=100,

@@ -187,3 +187,17 @@ def test_receive_from_a_typo_over_1_0_fails_at_once(url: str) -> None:
     got = run("receive", "--url", url + "?protocol=1.0", "--from", "made-q", "--count", "2",
               "--timeout", "10")
     assert got.returncode == 0, got.stderr
+
+
+def test_send_to_a_plain_name_over_1_0_makes_the_queue(url: str) -> None:
+    """AMQP 1.0: --to is an address used verbatim; the broker makes the queue
+    a plain NAME names at the attach (as RabbitMQ's plugin does), without
+    --declare -- what send --help says."""
+    name = f"made-by-send-{time.monotonic_ns()}"
+    sent = run("send", "--url", url + "?protocol=1.0", "--to", name, "--count", "3", "--json")
+    assert sent.returncode == 0 and json.loads(sent.stdout)["lost"] == 0, sent.stderr
+    got = run("receive", "--url", url + "?protocol=1.0", "--from", name, "--count", "3",
+              "--timeout", "10")
+    assert got.returncode == 0, got.stderr
+    helped = run("send", "--help")
+    assert "create the queue a plain NAME or /queue/NAME names" in " ".join(helped.stdout.split())
