@@ -224,26 +224,6 @@ class Consumer010(Consumer):
 _S = TypeVar("_S", bound=Struct)
 
 
-def _run_end(events: list[Any], i: int, n: int, e: ev.MessageReceived) -> int:
-    """Where the run of transfers alike that ``e`` (before ``events[i]``)
-    starts ends: the transfers behind it of the same session, numbered on
-    from it, with the same command and header segment (the decoder hands out
-    the same objects for octets that repeat; the header octets compared too,
-    as the model keeps them).  Such a run is checked, routed and completed
-    once."""
-    s, t, h, hd = e.session, e.transfer, e.headers, e.header_data
-    cid = e.command_id
-    j = i
-    while j < n:
-        f = events[j]
-        cid = (cid + 1) & 0xFFFFFFFF
-        if (type(f) is not ev.MessageReceived or f.transfer is not t or f.headers is not h
-                or f.command_id != cid or f.session is not s or f.header_data != hd):
-            break
-        j += 1
-    return j
-
-
 def _struct(headers: tuple[Struct, ...], cls: type[_S]) -> _S | None:
     """The header struct of class ``cls`` (a loop: cheaper than a generator
     once per publish)."""
@@ -472,6 +452,7 @@ class Connection010(FrontEnd):
             # Headers are read, never changed, here (their octets are what is
             # relayed): a run of transfers published alike is decoded once.
             shared_headers=True,
+            transfer_runs=True,
         )
 
     def _redirect(self, vhost: str) -> str | None:
@@ -521,18 +502,9 @@ class Connection010(FrontEnd):
     # -- events -------------------------------------------------------------
     def handle_events(self, events: list[Any], now: float) -> None:
         b = self.broker
-        i, n = 0, len(events)
-        while i < n:
-            e = events[i]
-            i += 1
+        for e in events:
             self.events_seen += 1
-            if type(e) is ev.MessageReceived:
-                # with the transfers alike behind it: one run
-                j = _run_end(events, i, n, e)
-                self.events_seen += j - i
-                self._execute(e, events[i - 1:j] if j > i else None)
-                i = j
-            elif isinstance(e, ev.MessageReceived | ev.CommandReceived):
+            if isinstance(e, ev.MessageReceived | ev.CommandReceived):
                 self._execute(e)
             elif isinstance(e, ev.CommandsCompleted):
                 s = self.conn.sessions.get(e.channel)
@@ -694,27 +666,24 @@ class Connection010(FrontEnd):
         else:
             s.send_exception(**item[1])
 
-    def _execute(self, e: ev.Event, run: list[ev.MessageReceived] | None = None) -> None:
-        """Execute a command (``run``: the transfers alike it starts, if more
-        than it) -- or keep it for later, in order, while its session owes
+    def _execute(self, e: ev.Event) -> None:
+        """Execute a command (a transfer: with those alike behind it, its
+        ``more``) -- or keep it for later, in order, while its session owes
         output its replay window has no room for."""
         s = getattr(e, "session", None) or self.conn.sessions.get(
             e.channel)  # type: ignore[attr-defined]
         st = self.svc.sessions.get(s) if s is not None else None
         if st is not None and (st.outbox or st.deferred):
-            if run is None:
-                st.deferred.append(e)
-            else:
-                st.deferred.extend(run)
+            st.deferred.append(e)
             return
         if type(e) is ev.MessageReceived:  # (the usual one: no second look-up)
-            self._on_publish(run or [e], s, st)
+            self._on_publish(e, s, st)
         else:
             self._run(e)
 
     def _run(self, e: ev.Event) -> None:
         if isinstance(e, ev.MessageReceived):
-            self._on_publish([e])
+            self._on_publish(e)
         elif isinstance(e, ev.CommandReceived):
             self._on_command(e)
 
@@ -731,11 +700,12 @@ class Connection010(FrontEnd):
             self.broker.touch(self)  # reading resumes: wake the I/O layer
 
     # -- publishing -----------------------------------------------------------
-    def _on_publish(self, run: list[ev.MessageReceived], s: Session | None = None,
+    def _on_publish(self, e: ev.MessageReceived, s: Session | None = None,
                     st: SessState | None = None) -> None:
-        """Transfers alike (:func:`_run_end`; one is a run of one), in order:
+        """A transfer and those alike behind it (``e.more``: the core's run,
+        ``ServerConfig.transfer_runs``; one is a run of one), in order:
         checked, routed and completed once for the run."""
-        e = run[0]
+        cid = e.command_id
         # The event's own session: a detach later in the same batch may have
         # unbound it from the channel already.  Commands received before the
         # detach are still executed (and completed, reported on resume).
@@ -758,20 +728,20 @@ class Connection010(FrontEnd):
             dp, fp = self._header_parts(e.headers)
             if fp is not None and not (fp.first and fp.last):
                 # fragments of messages: each kept until its message is whole
-                for f in run:
-                    whole = content_fragment(self, s, f.command_id, f.transfer, f.headers,
-                                             f.body)
+                for i, frag in enumerate((e.body, *e.more)):
+                    whole = content_fragment(self, s, serial_add(cid, i), e.transfer,
+                                             e.headers, frag)
                     if whole is not None:
                         headers, body, ids = whole
-                        self._route_publish(s, st, x, f.transfer, headers, [body], ids[-1],
+                        self._route_publish(s, st, x, e.transfer, headers, [body], ids[-1],
                                             work)
                         if ids[-1] in st.to_accept:
-                            for i in ids[:-1]:
-                                st.to_accept.add(i)
+                            for j in ids[:-1]:
+                                st.to_accept.add(j)
             else:
                 self._route_publish(s, st, x, e.transfer, e.headers,
-                                    [f.body for f in run] if len(run) > 1 else [e.body],
-                                    e.command_id, work, e.header_data, dp)
+                                    [e.body, *e.more] if e.more else [e.body],
+                                    cid, work, e.header_data, dp)
         except _Fail as f:
             self._exception(s, e.command_id, e.transfer, f)
             return
@@ -783,14 +753,15 @@ class Connection010(FrontEnd):
                             _Fail(MODEL_CODES[m.kind], m.text, m.field))
             return
         # (an id not reused is still awaited: fuzz finding 3)
-        ids = ([f.command_id for f in run if s.awaits_completion(f.command_id)]
-               if len(run) > 1 else [e.command_id] if s.awaits_completion(e.command_id)
-               else [])
+        n = len(e.more)
+        ids = (s.awaiting(list(range(cid, cid + n + 1)) if cid + n <= 0xFFFFFFFF
+                          else [serial_add(cid, k) for k in range(n + 1)]) if n
+               else [cid] if s.awaits_completion(cid) else [])
         if not ids:
             return
         if self.broker.pressed:
-            for cid in ids:
-                self.svc.hold_back(s, cid)  # pushed back: completed later
+            for i in ids:
+                self.svc.hold_back(s, i)  # pushed back: completed later
         elif len(ids) == 1:
             s.complete(ids[0])
         else:

@@ -205,6 +205,11 @@ class ServerConfig:
     #: handed out again, maps and all: the application changes none of them
     #: (``AssemblyDecoder.shared_headers``).
     shared_headers: bool = False
+    #: Transfers alike that come one after another on a session (the same
+    #: command and header octets) are one MessageReceived, the bodies after
+    #: the first its ``more``, numbered as one run (``AssemblyDecoder.runs``;
+    #: needs ``shared_headers``).
+    transfer_runs: bool = False
 
 
 class Connection(Endpoint[ConnState]):
@@ -229,7 +234,9 @@ class Connection(Endpoint[ConnState]):
                                         stream_bodies=config.stream_bodies,
                                         strict=config.strict,
                                         shared_headers=isinstance(config, ServerConfig)
-                                        and config.shared_headers)
+                                        and config.shared_headers,
+                                        runs=isinstance(config, ServerConfig)
+                                        and config.transfer_runs)
         self._out: list[bytes] = []
         self._header = HeaderGate(PROTOCOL_HEADER)
         self._out_frame_max = MIN_MAX_FRAME_SIZE

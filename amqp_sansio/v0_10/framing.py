@@ -149,7 +149,7 @@ class _CommandAssemblySlots:
     # path fills one with plain slot stores and then switches its class,
     # as the generated spec decoders do (codegen/gen_0_10.py, render_slots).
     __slots__ = ("channel", "command", "sync", "headers", "body", "header_size", "header_data",
-                 "__weakref__")
+                 "more", "__weakref__")
 
 
 @attrs.frozen(slots=True)
@@ -170,6 +170,13 @@ class CommandAssembly(_CommandAssemblySlots):
     body: bytes | None = None
     header_size: int = 0
     header_data: bytes = attrs.field(default=b"", repr=False, eq=False)
+    #: With :attr:`AssemblyDecoder.runs`: the bodies of the transfers that
+    #: came right behind it on its channel with the same command and header
+    #: octets -- a run, one assembly (empty: a run of one).
+    more: list[bytes] | tuple[bytes, ...] = attrs.field(default=(), repr=False, eq=False)
+
+
+_set_more = _CommandAssemblySlots.more.__set__  # type: ignore[attr-defined]
 
 
 @attrs.frozen(slots=True)
@@ -306,6 +313,7 @@ class AssemblyDecoder:
         stream_bodies: bool = False,
         max_pending_size: int | None = None,
         shared_headers: bool = False,
+        runs: bool = False,
     ) -> None:
         self.max_frame_size = max_frame_size
         self.max_segment_size = max_segment_size
@@ -319,6 +327,11 @@ class AssemblyDecoder:
         #: application reads them and changes none (a broker, which relays
         #: the octets); otherwise such headers are decoded anew each time.
         self.shared_headers = shared_headers
+        #: A message.transfer followed, whole and in the same read, by
+        #: transfers with the same command and header octets (their decoded
+        #: objects shared) is one assembly, their bodies its ``more`` (a
+        #: broker takes such a run in one step).
+        self.runs = runs
         self.max_pending_size = (max_segment_size + max_body_size if max_pending_size is None
                                  else max_pending_size)
         self._buf = bytearray()
@@ -410,6 +423,8 @@ class AssemblyDecoder:
                     after = self._whole_assembly(buf, pos, size, n, channel, out)
                     if after is not None:
                         pos = after
+                        if self.runs and len(out) > 1:
+                            self._join(out)
                         continue
                 flags, stype, r1, track = ft >> 8, ft & 0xFF, rt >> 8, rt & 0xFF
                 if (size < 12 or size > limit or flags & 0xF0 or r1 or r2 or stype > 3
@@ -613,9 +628,29 @@ class AssemblyDecoder:
         a.body = body
         a.header_size = hdr_end - cmd_end - 12 if hdr_end else 0
         a.header_data = payload
+        a.more = ()
         a.__class__ = CommandAssembly
         out.append(a)
         return q
+
+    @staticmethod
+    def _join(out: list[Item]) -> None:
+        """The assembly just read joins the one before it as its run's next
+        body when it is alike: the same channel, command and headers (the
+        same objects: the decoder kept them for octets that repeat) and
+        header octets, both with a body."""
+        a, prev = out[-1], out[-2]
+        if (type(prev) is CommandAssembly and a.command is prev.command  # type: ignore[union-attr]
+                and a.headers is prev.headers  # type: ignore[union-attr]
+                and a.channel == prev.channel and prev.body is not None
+                and a.body is not None  # type: ignore[union-attr]
+                and a.header_data == prev.header_data):  # type: ignore[union-attr]
+            out.pop()
+            more = prev.more
+            if more:
+                more.append(a.body)  # type: ignore[union-attr]
+            else:
+                _set_more(prev, [a.body])  # type: ignore[union-attr]
 
     @property
     def pending_octets(self) -> int:

@@ -386,6 +386,12 @@ class Session(Endpoint[SessionState]):
         """Is the peer's command ``command_id`` received and not yet completed?"""
         return command_id in self._in_outstanding
 
+    def awaiting(self, ids: list[int]) -> list[int]:
+        """Those of the peer's commands ``ids`` received and not yet
+        completed (:meth:`awaits_completion` of each, one set test when all are)."""
+        out = self._in_outstanding
+        return ids if out.issuperset(ids) else [i for i in ids if i in out]
+
     @property
     def outstanding(self) -> int:
         """Commands sent and not yet completed by the peer."""
@@ -930,14 +936,49 @@ class Session(Endpoint[SessionState]):
             self.complete(cid)
 
     def _on_transfer(self, item: Incoming, events: list[Event]) -> None:
-        cid = self._numbered(item, events)
-        if cid is None:
+        more = item.more if type(item) is CommandAssembly else ()
+        if more and (first := self._number_run(item, len(more))) is not None:  # type: ignore[arg-type]
+            assert type(item) is CommandAssembly
+            events.append(MessageReceived(self.channel or 0, first,
+                                          item.command,  # type: ignore[arg-type]
+                                          item.headers, item.body or b"", item.sync,
+                                          session=self, header_data=item.header_data,
+                                          more=more))
             return
-        assert type(item) is CommandAssembly
-        events.append(MessageReceived(self.channel or 0, cid,
-                                      item.command,  # type: ignore[arg-type]
-                                      item.headers, item.body if item.body is not None else b"",
-                                      item.sync, session=self, header_data=item.header_data))
+        # one transfer -- or a run numbered one by one (a replay, a failed session)
+        for body in (item.body, *more):  # type: ignore[union-attr]
+            cid = self._numbered(item, events)
+            if cid is None:
+                continue
+            assert type(item) is CommandAssembly
+            events.append(MessageReceived(self.channel or 0, cid,
+                                          item.command,  # type: ignore[arg-type]
+                                          item.headers, body if body is not None else b"",
+                                          item.sync, session=self,
+                                          header_data=item.header_data))
+
+    def _number_run(self, item: CommandAssembly, more: int) -> int | None:
+        """Number a run of transfers (``more`` after the first) at once -- as
+        :meth:`_take_incoming_id` numbers each -- when none is a replay and
+        the session executes: the first id; None (nothing done) otherwise."""
+        cid = self.next_in_id
+        if cid is None or self.failed or cid + more > _MASK:
+            return None
+        last = cid + more
+        top = self._received_max
+        if top is None or cid != (top + 1) & _MASK:
+            if top is not None and serial_le(cid, top):
+                return None  # a replay: one by one (what we have is not executed twice)
+            self._admit(cid, last)  # the peer moved its numbering: place the run
+        self.next_in_id = (last + 1) & _MASK
+        self._received_max = last
+        self._have_state = True
+        self._got_commands_here = True
+        ids = range(cid, last + 1)
+        self._in_outstanding.update(ids)
+        if item.sync:
+            self._in_sync.update(ids)
+        return cid
 
     def _on_execution_result(self, item: Incoming, events: list[Event]) -> None:
         cid = self._numbered(item, events)
@@ -1443,6 +1484,10 @@ class MessageReceived(ChannelEvent):
     session: Session | None = _session_field
     #: The header segment's octets as they came (what ``headers`` was decoded from).
     header_data: bytes = attrs.field(default=b"", eq=False, repr=False)
+    #: A server that takes transfers in runs (``ServerConfig.transfer_runs``):
+    #: the bodies of the transfers alike that came right behind this one,
+    #: numbered on from ``command_id``; one event for them all.
+    more: list[bytes] | tuple[bytes, ...] = attrs.field(default=(), eq=False, repr=False)
 
     @property
     def delivery_properties(self) -> DeliveryProperties | None:
