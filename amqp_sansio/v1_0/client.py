@@ -446,9 +446,9 @@ class ClientDelivery(base.ClientDelivery):
 
     @staticmethod
     def bodies(deliveries: Sequence[base.ClientDelivery], /) -> list[bytes]:
-        """The bodies of ``deliveries``: their messages' (1.0 decodes a message's
-        sections for its body)."""
-        return [d.message.body for d in deliveries]
+        """The bodies of ``deliveries``, as :attr:`body` reads each (1.0
+        decodes a message's sections for its body, not the whole mapping)."""
+        return [d.body for d in deliveries]
 
     @property
     def redelivered(self) -> bool:

@@ -64,3 +64,28 @@ def test_header_is_what_the_message_says(broker: str, protocol: str) -> None:
     assert seen[0][:3] == [1.25, "v", None]
     assert seen[1] == [None] * len(NAMES)
     assert seen[2][1] == 7
+
+
+@pytest.mark.parametrize("protocol", ["0-10", "0-9-1", "1.0"])
+def test_bodies_of_a_batch_are_each_body(broker: str, protocol: str) -> None:
+    """``Delivery.bodies(batch)`` (a reader's column of bodies) is each
+    delivery's ``body``, in order, leaving the messages unmapped."""
+    q = ("/queue/" if protocol == "1.0" else "") + "bod-" + uuid.uuid4().hex[:6]
+    sent = [b"", b"a", b"x" * 300, bytes(range(256))]
+    with connect(broker, protocol=protocol) as conn, conn.session() as s:
+        if protocol != "1.0":
+            s.declare_queue(q)
+        for b in sent:
+            s.publish(Message(body=b, headers={"k": 1}), routing_key=q,
+                      **({"wait": False} if protocol == "1.0" else {}))
+        s.sync()
+        got: list[object] = []
+        with s.subscribe(q, prefetch=10) as sub:
+            while len(got) < len(sent):
+                batch = sub.get_many(10, timeout=10)
+                assert batch, f"{len(got)} of {len(sent)} arrived"
+                assert batch[0].bodies(batch) == [d.body for d in batch]
+                assert all(d._message is None for d in batch)  # not mapped for it
+                got += batch
+                s.accept(batch)
+        assert [d.body for d in got] == sent  # type: ignore[attr-defined]
