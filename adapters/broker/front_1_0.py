@@ -404,22 +404,36 @@ class Consumer10(Consumer):
         settled = self.presettle and txn is None
         state = None if txn is None else TransactionalState(txn_id=txn.txn_id)
         room = left = broker.limits.output_buffered - front.queued_output - front._last_taken
-        sent: list[Delivery] = []
+        payloads: list[bytes] = []
+        base = self.tag_base
+        tags: list[bytes] | None = [] if base else None
+        count = link.delivery_count
         for msg in run:
             if left < 0:
                 front._was_full = True
                 break
             payload = _delivery_payload(msg)
-            if t is not None and t.stored and ((self.tag_base + link.delivery_count
-                                                - t.tags_reserved) & 0xFFFFFFFF) < 0x80000000:
+            if t is not None and t.stored and ((base + count - t.tags_reserved)
+                                               & 0xFFFFFFFF) < 0x80000000:
                 front.svc.save_terminus(t)  # (reached its reservation: the next block)
-            try:
-                sent.append(link.send(payload, tag=self.next_tag().to_bytes(4, "big")
-                                      if self.tag_base else None, settled=settled,
-                                      state=state))
-            except LocalProtocolError:
-                break  # no credit after all, or too big for the peer: it waits
+            if tags is not None:
+                tags.append(((base + count) & 0xFFFFFFFF).to_bytes(4, "big"))
+            count += 1
+            payloads.append(payload)
             left -= len(payload) + DELIVERY_OVERHEAD
+        if not payloads:
+            return 0
+        try:
+            sent = link.send_run(payloads, tags=tags, settled=settled, state=state)
+        except LocalProtocolError:
+            # no credit after all, or one too big for the peer: the first
+            # alone, else it waits
+            try:
+                sent = link.send_run(payloads[:1], tags=tags and tags[:1], settled=settled,
+                                     state=state)
+            except LocalProtocolError:
+                return 0
+            left = room - len(payloads[0]) - DELIVERY_OVERHEAD
         k = len(sent)
         if not k:
             return 0

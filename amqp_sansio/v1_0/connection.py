@@ -368,6 +368,35 @@ class Connection(Endpoint[ConnState]):
         self._clock.last_out = self._now
         return True
 
+    def write_transfers(self, channel: int, handle: int, first_id: int, deliveries: list[Any],
+                        payloads: list[bytes]) -> bool:
+        """:meth:`write_transfer` of each delivery (its tag and settled flag,
+        message-format 0; ids from ``first_id`` on) in one go -- or False,
+        nothing written, when it would refuse any of them."""
+        if self.state is not _OPENED or channel > self.peer_channel_max:
+            return False
+        h = _UINT8[handle] if handle < 256 else _pack_uint(0x70, handle)
+        # (the largest frame of the run: its fields at most 5 + 2 + 32 + 1 + 1 octets)
+        if 14 + len(h) + 41 + max(map(len, payloads)) > self.peer_max_frame_size:
+            return False
+        out = bytearray()
+        did = first_id
+        for d, payload in zip(deliveries, payloads, strict=True):
+            tag = d.tag
+            n = len(tag)
+            if n > 32:
+                return False
+            fields = (h + (_UINT8[did] if did < 256 else _pack_uint(0x70, did)) + _VBIN8[n] + tag
+                      + (b"\x43\x41" if d.settled else b"\x43\x42"))  # (format 0: uint0)
+            n = len(fields)
+            out += _pack_transfer_head(14 + n + len(payload), 2, 0, channel, 0x005314C0, n + 1, 5)
+            out += fields
+            out += payload
+            did = (did + 1) & 0xFFFFFFFF
+        self._out += out
+        self._clock.last_out = self._now
+        return True
+
     def receiving(self, octets: int) -> None:
         """Unfinished incoming deliveries (of several transfer frames) hold
         ``octets`` more, or fewer: they count as buffered input."""

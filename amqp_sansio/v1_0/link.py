@@ -108,6 +108,7 @@ _SENDER = Role.SENDER
 _PRESETTLED = SenderSettleMode.SETTLED
 _UNSETTLED = SenderSettleMode.UNSETTLED
 _MASK = 0xFFFFFFFF
+_TAG = operator.attrgetter("tag")
 _HALF = 0x80000000
 
 # a lax sender's flows we wait for an answer to (more: the oldest's is lost)
@@ -154,10 +155,12 @@ class LinkStep:
     that its session finds it with one look)."""
 
     __slots__ = ("frames", "events", "booked", "forgotten", "gone", "writable", "receiving",
-                 "sent")
+                 "sent", "sent_run")
 
     def __init__(self, events: list[Event], writable: bool = True) -> None:
         self.sent: tuple[Delivery, bytes, bool, int] | None = None
+        #: What a ``send_run()`` did: its deliveries and their payloads.
+        self.sent_run: tuple[list[Delivery], list[bytes]] | None = None
         self.frames: list[Any] = []
         #: Octets of unfinished incoming deliveries the link holds more (or,
         #: negative, fewer) after this step (the connection's buffered input).
@@ -444,6 +447,53 @@ class Link(Endpoint[LinkState]):
                      resume, len(payload))
         self._owner.run_link(self, "send()", (d, payload, more, 0))  # (the step's frame as is)
         return d
+
+    def send_run(self, payloads: list[bytes], *, tags: list[bytes] | None = None,
+                 settled: bool | None = None, state: DeliveryState | None = None
+                 ) -> list[Delivery]:
+        """:meth:`send` of each payload, in order (message-format 0; each
+        ``tags[i]``, else the tag :meth:`send` gives it), checked once for
+        the run and written in one go when each fits one frame: all or
+        nothing -- LocalProtocolError, nothing sent, if the credit is short,
+        a payload exceeds the peer's max-message-size or a tag is in use."""
+        n = len(payloads)
+        if self._outgoing is not None:
+            raise local_error(f"link {self.name!r}: delivery {self._outgoing.id} is not finished "
+                              "(send_more or abort it first)")
+        if self.role is not _SENDER:
+            raise local_error(f"link {self.name!r} receives: it cannot send")
+        if self.credit < n or not n:
+            raise local_error(f"link {self.name!r}: no credit for {n} deliveries (credit "
+                              f"{self.credit})")
+        ra = self.remote_attach
+        mode = (ra.snd_settle_mode if ra is not None else None) or self.snd_settle_mode
+        if mode is _PRESETTLED:
+            settled = True
+        elif mode is _UNSETTLED:
+            if settled:
+                raise local_error(f"link {self.name!r}: snd-settle-mode unsettled: no pre-settled "
+                                  "deliveries")
+            settled = False
+        elif settled is None:
+            settled = False
+        limit = ra.max_message_size if ra is not None else None
+        if limit and max(map(len, payloads)) > limit:
+            raise local_error(f"a message of {max(map(len, payloads))} octets exceeds the peer's "
+                              f"max-message-size {limit}")
+        if set(map(type, payloads)) != {bytes}:
+            payloads = [p if type(p) is bytes else bytes(p) for p in payloads]
+        if tags is None:
+            dc = self.delivery_count
+            tags = [((dc + i) & _MASK).to_bytes(4, "big") for i in range(n)]
+        elif len(tags) != n or max(map(len, tags)) > DELIVERY_TAG_MAX:
+            raise local_error(f"a tag each, of at most {DELIVERY_TAG_MAX} octets")
+        unsettled = self.unsettled_deliveries
+        if unsettled and not unsettled.keys().isdisjoint(tags) or len(set(tags)) != n:
+            raise local_error(f"link {self.name!r}: a delivery tag of the run is in use")
+        ds = [Delivery(self, 0, tag, 0, True, True, settled, state, False, False, len(p))
+              for tag, p in zip(tags, payloads, strict=True)]
+        self._owner.run_link(self, "send_run()", (ds, payloads))
+        return ds
 
     def send_more(self, d: Delivery, payload: bytes, *, more: bool = False) -> None:
         """The next part of the delivery :meth:`send` started with ``more``."""
@@ -922,6 +972,15 @@ class Link(Endpoint[LinkState]):
         step.sent = part
 
 
+    def _send_run(self, arg: tuple[list[Delivery], list[bytes]], step: LinkStep) -> None:
+        ds = arg[0]
+        n = len(ds)
+        if not ds[0].settled:
+            self.unsettled_deliveries.update(zip(map(_TAG, ds), ds, strict=True))
+        self.credit -= n
+        self.delivery_count = (self.delivery_count + n) & _MASK
+        step.sent_run = arg
+
     def _send_more(self, arg: tuple[Delivery, bytes, bool], step: LinkStep) -> None:
         d, payload, more = arg
         d.size += len(payload)
@@ -1043,7 +1102,7 @@ class Link(Endpoint[LinkState]):
                          **_peer_frames(_S.ATTACH_RCVD, _on_flow, _on_transfers, _on_disposition),
                          "detach": Entry((_S.DETACHED,), _on_detach), "end": _ENDED},
         _ATTACHED: {**_WRITES, "dispose()": Entry((), _dispose), "send()": Entry((), _send),
-                    "send_more()": Entry((), _send_more),
+                    "send_run()": Entry((), _send_run), "send_more()": Entry((), _send_more),
                     "abort()": Entry((), _abort), "detach()": Entry(_TO_DETACH, _detach),
                     "violation()": Entry(_TO_DETACH, _violation),
                     **_peer_frames(_ATTACHED, _on_flow, _on_transfers, _on_disposition),

@@ -103,6 +103,7 @@ class SessionState(enum.Enum):
 _S = SessionState
 _MAPPED = _S.MAPPED  # (a global: SessionState.MAPPED is a slow lookup on 3.11)
 _MASK = 0xFFFFFFFF
+_MOD = 1 << 32
 _HALF = 0x80000000
 _ID = operator.attrgetter("id")  # (a delivery's id, read in C)
 _dict_set = dict.__setitem__
@@ -130,6 +131,12 @@ class SessionOwner(Protocol):
     def write_frame(self, channel: int, body: SpecObject | Encoded, payload: bytes = b"") -> None:
         """Queue one frame (LocalProtocolError if the connection can no
         longer write)."""
+
+    def write_transfers(self, channel: int, handle: int, first_id: int, deliveries: list[Any],
+                        payloads: list[bytes]) -> bool:
+        """:meth:`write_transfer` of each delivery (its tag and settled flag,
+        message-format 0; ids from ``first_id``) in one go -- or False,
+        nothing written, as it would refuse any of them."""
 
     def write_transfer(self, channel: int, handle: int, delivery_id: int, tag: bytes,
                        message_format: int, settled: bool, payload: bytes) -> bool:
@@ -364,6 +371,9 @@ class Session(Endpoint[SessionState]):
             if sent is not None:  # (a send: its delivery's first transfer, nothing else)
                 step.sent = None
                 self._transfer_out(link, sent)
+            elif step.sent_run is not None:  # (a send_run: its deliveries, nothing else)
+                run, step.sent_run = step.sent_run, None
+                self._transfers_out(link, run[0], run[1])
             else:
                 self._carry_out(link, step)
                 step.frames.clear()  # (the one step is left as it was found)
@@ -371,7 +381,7 @@ class Session(Endpoint[SessionState]):
                 step.gone = False
                 step.receiving = 0
         except BaseException:
-            step.sent = step.forgotten = None
+            step.sent = step.forgotten = step.sent_run = None
             step.frames.clear()
             step.gone = False
             step.receiving = 0
@@ -458,6 +468,37 @@ class Session(Endpoint[SessionState]):
         return Flow(next_incoming_id=self.next_incoming_id, incoming_window=self.incoming_window,
                     next_outgoing_id=self.next_outgoing_id,
                     outgoing_window=self.outgoing_window, echo=echo, **kw)
+
+    def _transfers_out(self, link: Link, ds: list[Delivery], payloads: list[bytes]) -> None:
+        """A run's deliveries (send_run): numbered and booked as a run and
+        written by the connection in one go when each is the common frame and
+        the windows take them all; else each as :meth:`_transfer_out` does."""
+        n = len(ds)
+        did = self._next_delivery_id
+        if (ds[0].state is None and self.state is _MAPPED and not self._pending
+                and self.remote_incoming_window >= n and self.outgoing_window >= n
+                and self._owner.write_transfers(self.channel, link.handle, did, ds, payloads)):
+            ids = range(did, did + n) if did + n <= _MOD else [(did + i) & _MASK
+                                                               for i in range(n)]
+            for d, i in zip(ds, ids, strict=True):
+                d.id = i
+                d.frames = 1
+            self._next_delivery_id = (did + n) & _MASK
+            if not ds[0].settled:
+                book = self._outgoing
+                if book.indexed:
+                    book.add_run(did, ds)
+                else:
+                    dict.update(book, zip(ids, ds, strict=True))
+            self.next_outgoing_id = (self.next_outgoing_id + n) & _MASK
+            self.remote_incoming_window -= n
+            self.outgoing_window -= n
+            if self.outgoing_window <= 0 and self.config.auto_outgoing_window:
+                self.outgoing_window = self.config.outgoing_window
+                self.flow()  # the peer counts it too
+            return
+        for d, payload in zip(ds, payloads, strict=True):
+            self._transfer_out(link, (d, payload, False, 0))
 
     def _transfer_out(self, link: Link, part: tuple[Delivery, bytes, bool, int]) -> None:
         """A delivery's transfer frames: its first (kind 0: numbered here,

@@ -624,3 +624,40 @@ def test_a_strict_link_takes_nothing_past_the_credit_however_flows_go() -> None:
     evs = peer.flow(4, 10) + peer.transfers(11)
     assert len(of(evs, ev.DeliveryReceived)) == 10
     assert of(evs, ev.ProtocolViolation)[0].condition == "amqp:link:transfer-limit-exceeded"
+
+
+@pytest.mark.parametrize("settled", [False, True])
+@pytest.mark.parametrize("first_id", [0, 250, 0xFFFFFFFE])
+def test_a_run_sent_is_send_of_each(settled: bool, first_id: int) -> None:
+    """send_run writes the octets send() of each payload writes (ids and
+    tags counting up, across 255/256 and the 2**32 wrap), books the same
+    deliveries and credit; a payload too big for one frame goes as send()
+    sends it; a run the credit cannot take, or with a tag in use, is
+    refused whole."""
+    payloads = [b"a", b"bb" * 100, b"", b"c" * 3000]
+    wires, books = [], []
+    for run in (True, False):
+        p = Pair(credit=10)
+        snd, _ = attached(p)
+        snd._owner._next_delivery_id = first_id
+        p.client.data_to_send()
+        if run:
+            ds = snd.send_run(payloads, settled=settled)
+        else:
+            ds = [snd.send(x, settled=settled) for x in payloads]
+        wires.append(p.client.data_to_send())
+        books.append(([(d.id, d.tag, d.settled, d.frames) for d in ds], snd.credit,
+                      snd.delivery_count, sorted(snd.unsettled_deliveries)))
+    assert wires[0] == wires[1] and books[0] == books[1]
+    p = Pair(credit=3, server=ServerConfig(container_id="server", max_frame_size=512))
+    snd, srv = attached(p)
+    sent = snd.send_run([b"x", b"y" * 2000])  # (the second in several frames)
+    _, se = p.pump()
+    got = of(se, ev.DeliveryReceived)
+    assert [e.payload for e in got] == [b"x", b"y" * 2000] and sent[1].frames > 1
+    for bad in ([b"1", b"2"], ):  # credit 1 left
+        with pytest.raises(LocalProtocolError, match="no credit"):
+            snd.send_run(bad)
+    with pytest.raises(LocalProtocolError, match="in use"):
+        snd.send_run([b"1"], tags=[sent[0].tag])
+    assert snd.credit == 1 and p.client.data_to_send() == b""

@@ -443,6 +443,7 @@ def scenarios() -> list[Callable[[], None]]:
         d = snd2.send(b"a", more=True)
         snd2.abort(d)
         snd2.send(b"b")  # a delivery in one frame: the common transfer
+        snd2.send_run([b"c", b"d"])  # a run of them
         assert d.aborted and rcv1.state is rcv2.state is LinkState.DETACHED
 
     return out
