@@ -181,6 +181,8 @@ class _Core(Connection):
     def _on_channel_item(self, item: MethodItem | ContentItem, events: list[ev.Event]) -> None:
         ch = self.channels.get(item.channel)
         late = ch.late_replies if ch is not None else 0
+        # after our close the core discards all but the close handshake
+        closing = ch is not None and ch.state is ChannelState.CLOSING
         n = len(events)
         try:
             super()._on_channel_item(item, events)
@@ -188,7 +190,8 @@ class _Core(Connection):
             self._mon.peer_channel_item(item, [ev.ProtocolViolation(
                 e.code, "connection", e.channel, e.message, "connection.close", rule=e.rule)])
             raise
-        self._mon.peer_channel_item(item, events[n:], ch is not None and ch.late_replies > late)
+        self._mon.peer_channel_item(item, events[n:], ch is not None and ch.late_replies > late,
+                                    closing)
 
 
 class Monitor(MonitorBase):
@@ -620,10 +623,11 @@ class Monitor(MonitorBase):
             self.signals.append(Signal("close-ok", 0, after_fault=self.fault_sent))
 
     def peer_channel_item(self, item: MethodItem | ContentItem, events: list[ev.Event],
-                          late: bool = False) -> None:
+                          late: bool = False, closing: bool = False) -> None:
         """The core took the peer's ``item``; ``events`` are what it made of
         it (its own rules' violations among them); ``late``: the RabbitMQ
-        dialect took a reply out of order."""
+        dialect took a reply out of order; ``closing``: it came on a channel
+        we are closing (sent before the peer saw our close: discarded)."""
         ch, m = item.channel, item.method
         m_: Any = m
         name = m.NAME
@@ -633,7 +637,8 @@ class Monitor(MonitorBase):
         faults = [e for e in events if isinstance(e, ev.ProtocolViolation)]
         for v in faults:
             self._core_rule(ch, c, v, lax)
-        if faults or c is None:
+        if faults or c is None or (closing and name not in ("channel.close",
+                                                            "channel.close-ok")):
             return
         if late and not lax:
             self.deviation(DEV.CONSUME_OK_LATE, f"{name} on channel {ch} before the reply to "

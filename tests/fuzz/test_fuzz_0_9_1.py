@@ -585,3 +585,32 @@ def test_an_ack_of_everything_covers_deliveries_tagged_before_it_was_read() -> N
     assert not mon.violations, mon.violations
     mon.received(deliver(5))  # 3 and 4 unacknowledged, prefetch-count 2
     assert [v.rule for v in mon.violations] == ["basic.qos-prefetch"]
+
+
+def test_what_comes_on_a_channel_we_are_closing_is_not_judged() -> None:
+    """RabbitMQ, seed 91 case 2295 (a campaign of the observer monitor):
+    after our basic.consume and channel.close it sent a basic.deliver for the
+    consumer, no consume-ok, then close-ok.  Sent before it read our close:
+    discarded, as the core discards it -- not a delivery for an unknown
+    consumer.  On an open channel the same delivery is one."""
+
+    def play(close: bool) -> Monitor:
+        mon = Monitor(MonitorConfig(mechanism="PLAIN", username="guest", password="guest"))
+        peer = Responder()
+        for it in _ack_case().items[:5]:  # handshake, channel 1, declare
+            mon.sent(it.data)
+            mon.received(peer.feed(it.data))
+        mon.sent(wire_0_9_1.method_frame(1, spec.BasicConsume(queue="t.q0", consumer_tag="c9")))
+        if close:
+            mon.sent(wire_0_9_1.method_frame(1, spec.ChannelClose(reply_code=200)))
+        mon.received(wire_0_9_1.method_frame(1, spec.BasicDeliver(
+            consumer_tag="c9", delivery_tag=1, exchange="", routing_key="k"))
+            + wire_0_9_1.frame(2, 1, wire_0_9_1.header_payload(60, 0)))
+        if close:
+            mon.received(wire_0_9_1.method_frame(1, spec.ChannelCloseOk()))
+        return mon
+
+    closing = play(True)
+    assert not closing.violations, closing.violations
+    assert closing.channel_gone(1)
+    assert [v.rule for v in play(False).violations] == ["basic.deliver-unknown-consumer"]
