@@ -327,7 +327,7 @@ def campaign(cfg: CampaignConfig, progress: Callable[[Progress], None] | None = 
         if r.death is not None:
             _supervised_death(cfg, case, r, row, run_cfg, sup, smallest, repros)
         elif r.outcome.kind in NONCONFORMANT:
-            path = save_reproducer(cfg, case, r, run_cfg, restart)
+            path = save_reproducer(cfg, case, r, run_cfg, restart, sup=sup)
             if path is not None:
                 row.reproducer = str(path)
                 repros.append(path)
@@ -397,9 +397,12 @@ def _supervised_death(cfg: CampaignConfig, case: Case, r: RunResult, row: CaseRo
 
 
 def save_reproducer(cfg: CampaignConfig, case: Case, r: RunResult, run_cfg: RunConfig,
-                    restart: Callable[[], Target] | None) -> Path | None:
+                    restart: Callable[[], Target] | None, *,
+                    sup: Supervisor | None = None) -> Path | None:
     """A non-conformant case, minimised (if ``cfg.minimise``) and saved under
-    ``cfg.out`` as a reproducer (None without ``cfg.out``)."""
+    ``cfg.out`` as a reproducer (None without ``cfg.out``).  Under
+    supervision the replays go to the target as it is now (each restart
+    takes a new port) and a death during one is seen and restarted."""
     if cfg.out is None:
         return None
     if r.outcome.kind == "crash" and restart is not None:
@@ -408,7 +411,7 @@ def save_reproducer(cfg: CampaignConfig, case: Case, r: RunResult, run_cfg: RunC
     if cfg.minimise:
         small, result, stats = minimise_case(
             case, r, run_cfg, cfg.gen, max_tests=cfg.max_minimise_tests,
-            budget=cfg.minimise_budget, restart=restart)
+            budget=cfg.minimise_budget, restart=restart, sup=sup)
     return _save(cfg, small, result, (case, r, stats))
 
 

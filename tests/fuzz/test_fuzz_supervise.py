@@ -21,7 +21,13 @@ import attrs
 import pytest
 from cli_main import run as run_cli
 
-from amqp_sansio_fuzz.campaign import CampaignConfig, campaign, findings
+from amqp_sansio_fuzz.campaign import (
+    CampaignConfig,
+    campaign,
+    findings,
+    play_supervised,
+    save_reproducer,
+)
 from amqp_sansio_fuzz.generate_0_10 import GenConfig, make_case
 from amqp_sansio_fuzz.runner import Target
 from amqp_sansio_fuzz.supervise import CommandTarget, PidTarget, free_port
@@ -137,6 +143,31 @@ def test_supervised_campaign_records_a_crash_once_confirms_minimises_and_goes_on
     assert code == 1, err
     got = json.loads(out.decode())
     assert got["reproduced"] is True and got["signature"] == crash.signature
+
+
+def test_a_case_saved_after_a_restart_is_replayed_on_the_restarted_target(
+        tmp_path: Path) -> None:
+    """Each start takes a free port.  A case saved after a restart is
+    minimised against the target as it is now: its replays once went to the
+    first start's port, so against qpidd (which a campaign restarts after
+    each crash) no later finding reproduced ("timing-dependent")."""
+    sup = CommandTarget(command("abort"), log=tmp_path / "target.log", cwd=tmp_path,
+                        cores=False, debuggers=False)
+    first = sup.start()
+    try:
+        cfg = CampaignConfig(target=first, seed=SEED, cases=1, start=1, out=tmp_path,
+                             gen=GEN, minimise=True, max_minimise_tests=4,
+                             target_label=sup.description)
+        run_cfg = cfg.run_config()
+        assert sup.restart().port != first.port
+        case = make_case(SEED, 1, GEN)
+        r = play_supervised(case, run_cfg, sup)
+        assert r.outcome.kind in ("accepted", "rejected") and r.death is None
+        path = save_reproducer(cfg, case, r, run_cfg, None, sup=sup)
+        assert path is not None
+        assert json.loads(path.read_text())["minimised"]["reproducible"] is True
+    finally:
+        sup.close()
 
 
 def test_a_segfault_is_a_crash_with_its_signal(tmp_path: Path) -> None:
