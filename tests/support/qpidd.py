@@ -166,7 +166,11 @@ def _listening(port: int) -> bool:
 @contextlib.contextmanager
 def running(*extra: str) -> Iterator[Qpidd]:
     base = Path(tempfile.mkdtemp(prefix="amqp-sansio-qpidd-"))
-    node = start(base, *extra)
+    try:
+        node = start(base, *extra)
+    except BaseException:
+        shutil.rmtree(base, ignore_errors=True)  # (a qpidd that did not start leaves none)
+        raise
     try:
         yield node
     finally:
