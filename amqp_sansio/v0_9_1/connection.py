@@ -909,7 +909,8 @@ class Connection(Endpoint[ConnState]):
                 reply_code=code, reply_text=e.message[:255], class_id=e.class_code or 0,
                 method_id=e.command_code or 0))
         reply = "connection.close" if self.local_condition is not None else "none"
-        events.append(ev.ProtocolViolation(code, "connection", e.channel, e.message, reply))
+        events.append(ev.ProtocolViolation(code, "connection", e.channel, e.message, reply,
+                                           rule=e.rule))
         if e.broken or not e.close:
             self.closed_reason = e.message
             self._drop_channels()

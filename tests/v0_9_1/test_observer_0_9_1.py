@@ -137,6 +137,8 @@ def test_a_peer_violation_is_reported_with_the_code_the_core_would_send() -> Non
         plain.receive_data(m(1, spec.QueueDeclareOk(queue="x", message_count=0,
                                                     consumer_count=0)))
     assert info.value.code == v[0].code
+    assert [(x.code, x.rule) for x in info.value.events
+            if isinstance(x, ev.ProtocolViolation)] == [(503, "channel.unexpected-reply")]
     assert w.obs.state is ConnState.OPEN and w.obs.channel(1).state is ChannelState.OPEN
     # A confirm on a channel not in confirm mode: a channel error (406); the
     # observer does not close the channel (nobody did on the wire).
