@@ -103,8 +103,9 @@ def register(sub: Subcommands) -> None:
     _url_arg(r)
     r.add_argument("--from", dest="source", required=True, metavar="QUEUE",
                    help="the queue to drain; it must exist (--declare makes it).  AMQP 1.0: "
-                        "an address, a plain NAME read as /queues/NAME (a queue that "
-                        "exists) unless --declare")
+                        "an address; a plain NAME is a queue that exists (unless "
+                        "--declare), named in the broker's form: /queues/NAME, "
+                        "RabbitMQ 3's /amq/queue/NAME")
     r.add_argument("--count", type=_positive, default=1000,
                    help="messages to receive (default %(default)s)")
     r.add_argument("--prefetch", type=_positive, default=100,
@@ -358,9 +359,11 @@ def _receive(args: argparse.Namespace, streams: Any) -> int:
     got = 0
     first = last = 0.0
     source = args.source
-    if _protocol_of(args) == "1.0" and not args.declare and not source.startswith("/"):
-        source = f"/queues/{source}"  # (a typo must not make a queue and wait on it)
     conn = _connect(args.url, args.protocol)
+    if _protocol_of(args) == "1.0" and not args.declare and not source.startswith("/"):
+        # (a typo must not make a queue and wait on it: the broker's form
+        # of an address that names an existing queue)
+        source = conn.queue_address(source)
     progress = _Progress("receive", args.count)
     try:
         with conn.session() as s:

@@ -301,6 +301,16 @@ class ClientConnection(base.ClientConnection[CoreConnection, "ClientSession"]):
             return
         super()._on_transport_event(e)
 
+    def _rabbitmq_major(self) -> int | None:
+        """The peer's RabbitMQ major version (0 when it names none), or None
+        when the peer is not RabbitMQ."""
+        props = self.core.peer_properties
+        product, version = props.get("product"), props.get("version")
+        if not (isinstance(product, str) and product.startswith("RabbitMQ")):
+            return None
+        major = version.split(".", 1)[0] if isinstance(version, str) else ""
+        return int(major) if major.isdigit() else 0
+
     @property
     def lax_credit(self) -> bool:
         """The peer may send past the credit we granted: RabbitMQ 3.x's
@@ -308,13 +318,23 @@ class ClientConnection(base.ClientConnection[CoreConnection, "ClientSession"]):
         dispatched and it has not written (README, 1.0 peer notes).  Its
         receiving links take those (:attr:`Link.lax_credit`) before
         detaching."""
-        props = self.core.peer_properties
-        product, version = props.get("product"), props.get("version")
-        if not (isinstance(product, str) and product.startswith("RabbitMQ")):
-            return False
+        major = self._rabbitmq_major()
         # 4.0 speaks 1.0 natively, its credit strict (rabbitmq-server #9022)
-        major = version.split(".", 1)[0] if isinstance(version, str) else ""
-        return not (major.isdigit() and int(major) >= 4)
+        return major is not None and major < 4
+
+    def queue_address(self, name: str) -> str:
+        """The address of the queue ``name`` that no link creates (attaching
+        to a missing one is refused), in the peer's own form: RabbitMQ 3's
+        plugin ``/amq/queue/NAME``, RabbitMQ 4's and amqp-sansio's broker's
+        ``/queues/NAME``; elsewhere ``name`` itself (qpidd makes no node on
+        attach)."""
+        major = self._rabbitmq_major()
+        if major is not None:
+            return f"/amq/queue/{name}" if major < 4 else f"/queues/{name}"
+        opened = self.core.remote_open
+        if opened is not None and (opened.container_id or "").startswith("amqp-sansio"):
+            return f"/queues/{name}"
+        return name
 
     def open_session(self, name: str | bytes | None = None) -> ClientSession:
         """Begin a session (``name`` is a label); its ``ready`` is answered
@@ -1537,6 +1557,11 @@ class ConnectionView(base.ConnectionView[ClientConnection]):
     """What an adapter's 1.0 connection shows of its policy."""
 
     protocol = "1.0"
+
+    def queue_address(self, name: str) -> str:
+        """The address of the queue ``name`` that no link creates, in the
+        broker's own form (:meth:`ClientConnection.queue_address`)."""
+        return self._p.queue_address(name)
 
 
 class SessionView(base.SessionView[ClientSession]):

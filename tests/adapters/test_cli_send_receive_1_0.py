@@ -35,6 +35,25 @@ def test_send_then_receive_through_rabbitmq(rabbitmq: Node) -> None:
     assert out["messages"] == 500
 
 
+def test_plain_queue_names_through_rabbitmq(rabbitmq: Node) -> None:
+    """A plain --to NAME makes the queue at RabbitMQ 3's plugin, and a plain
+    --from NAME reads it (/amq/queue/NAME there: its /queues/NAME is refused
+    as unknown); a plain name with no queue is refused at the attach."""
+    url = f"amqp://guest:guest@127.0.0.1:{rabbitmq.port}?protocol=1.0"
+    name = f"cli-plain-{uuid.uuid4().hex[:8]}"
+    rc, out, err = cli("send", "--url", url, "--to", name, "--count", "200", "--confirm",
+                       "--json")
+    assert rc == 0, err
+    assert (out["confirmed"], out["lost"]) == (200, 0)
+    rc, out, err = cli("receive", "--url", url, "--from", name, "--count", "200",
+                       "--timeout", "10", "--json")
+    assert rc == 0, err
+    assert out["messages"] == 200
+    rc, out, err = cli("receive", "--url", url, "--from", name + "-typo", "--count", "1",
+                       "--timeout", "10", "--json")
+    assert rc != 0 and name + "-typo" in err, err
+
+
 def test_send_to_rhea_read_by_proton(rhea_server: Server) -> None:
     addr = f"cli-{uuid.uuid4().hex[:8]}"
     rc, out, err = cli("send", "--url", rhea_server.url + "?protocol=1.0", "--to", addr,

@@ -175,7 +175,7 @@ def test_broker_subcommand_serves() -> None:
 
 
 def test_receive_from_a_typo_over_1_0_fails_at_once(url: str) -> None:
-    """AMQP 1.0: a plain --from NAME is /queues/NAME, a queue that exists --
+    """AMQP 1.0: a plain --from NAME is a queue that exists (our broker: /queues/NAME) --
     a typo is refused at the attach, not made into a queue and waited on."""
     t0 = time.monotonic()
     got = run("receive", "--url", url + "?protocol=1.0", "--from", "no-such-q", "--count", "1",
