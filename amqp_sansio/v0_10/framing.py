@@ -328,9 +328,9 @@ class AssemblyDecoder:
         #: the octets); otherwise such headers are decoded anew each time.
         self.shared_headers = shared_headers
         #: A message.transfer followed, whole and in the same read, by
-        #: transfers with the same command and header octets (their decoded
-        #: objects shared) is one assembly, their bodies its ``more`` (a
-        #: broker takes such a run in one step).
+        #: transfers whose command and header frames repeat its octets is one
+        #: assembly, their bodies its ``more`` (a broker takes such a run in
+        #: one step).
         self.runs = runs
         self.max_pending_size = (max_segment_size + max_body_size if max_pending_size is None
                                  else max_pending_size)
@@ -412,6 +412,9 @@ class AssemblyDecoder:
         opened = self._open
         frames = self._frames_out
         whole = not self.stream_bodies and frames is None
+        # with runs: the transfer a run grows on, and its frames before its
+        # body frame (its command and header frames)
+        run: tuple[CommandAssembly, bytes] | None = None
         try:
             while n - pos >= 12:
                 ft, size, rt, channel, r2 = _unpack_hdr5(buf, pos)
@@ -420,11 +423,30 @@ class AssemblyDecoder:
                         and (not partial or channel << 1 | 1 not in partial)):
                     # A command segment in one frame, not the last segment:
                     # most likely a whole message.transfer.
+                    if run is not None and out[-1] is run[0] and buf.startswith(run[1], pos):
+                        # the run's command and header frames octet for octet:
+                        # its next body, if that is one whole last segment
+                        q = pos + len(run[1])
+                        if n - q >= 12:
+                            ft, size, rt, ch, r2 = _unpack_hdr5(buf, q)
+                            if (ft == 0x0703 and ch == channel and rt == 1 and not r2
+                                    and 12 <= size <= limit and n - q >= size):
+                                more = run[0].more
+                                if more:  # (the list set below)
+                                    more.append(buf[q + 12:q + size])  # type: ignore[union-attr]
+                                else:
+                                    _set_more(run[0], [buf[q + 12:q + size]])
+                                pos = q + size
+                                continue
+                        ft, size, rt, channel, r2 = _unpack_hdr5(buf, pos)
                     after = self._whole_assembly(buf, pos, size, n, channel, out)
                     if after is not None:
+                        if self.runs:
+                            a = out[-1]
+                            if (type(a) is CommandAssembly and a.body is not None
+                                    and type(a.command) is MessageTransfer):
+                                run = (a, buf[pos:after - 12 - len(a.body)])
                         pos = after
-                        if self.runs and len(out) > 1:
-                            self._join(out)
                         continue
                 flags, stype, r1, track = ft >> 8, ft & 0xFF, rt >> 8, rt & 0xFF
                 if (size < 12 or size > limit or flags & 0xF0 or r1 or r2 or stype > 3
@@ -632,25 +654,6 @@ class AssemblyDecoder:
         a.__class__ = CommandAssembly
         out.append(a)
         return q
-
-    @staticmethod
-    def _join(out: list[Item]) -> None:
-        """The assembly just read joins the one before it as its run's next
-        body when it is alike: the same channel, command and headers (the
-        same objects: the decoder kept them for octets that repeat) and
-        header octets, both with a body."""
-        a, prev = out[-1], out[-2]
-        if (type(prev) is CommandAssembly and a.command is prev.command  # type: ignore[union-attr]
-                and a.headers is prev.headers  # type: ignore[union-attr]
-                and a.channel == prev.channel and prev.body is not None
-                and a.body is not None  # type: ignore[union-attr]
-                and a.header_data == prev.header_data):  # type: ignore[union-attr]
-            out.pop()
-            more = prev.more
-            if more:
-                more.append(a.body)  # type: ignore[union-attr]
-            else:
-                _set_more(prev, [a.body])  # type: ignore[union-attr]
 
     @property
     def pending_octets(self) -> int:

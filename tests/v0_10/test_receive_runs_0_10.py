@@ -46,3 +46,17 @@ def test_a_run_ends_where_the_command_or_headers_change() -> None:
 def test_without_runs_each_transfer_is_its_own_event() -> None:
     got, _, _ = _received(False, [("", b"a"), ("", b"b")])
     assert [(e.command_id, e.body, e.more) for e in got] == [(0, b"a", ()), (1, b"b", ())]
+
+
+def test_a_body_in_several_frames_or_without_headers_ends_or_makes_its_own_run() -> None:
+    net = opened(server=ServerConfig(shared_headers=True, transfer_runs=True))
+    cs, _ = net.sessions()
+    big = b"x" * (3 * net.server.max_frame_size)  # (its body segment in several frames)
+    sends: list[tuple[tuple[Any, ...], bytes]] = [((DP, MP), b"1"), ((DP, MP), big),
+                                                  ((DP, MP), b"3"), ((), b"4"), ((), b"5")]
+    for headers, body in sends:
+        cs.send(spec.MessageTransfer(destination="", accept_mode=1, acquire_mode=0),
+                headers=headers, body=body)
+    _, got = net.pump()
+    runs = [(e.command_id, [e.body, *e.more]) for e in got if isinstance(e, ev.MessageReceived)]
+    assert runs == [(0, [b"1"]), (1, [big]), (2, [b"3"]), (3, [b"4", b"5"])]
