@@ -44,22 +44,25 @@ def local_error(message: str) -> LocalProtocolError:
     return LocalProtocolError(message)
 
 
-def connection_violation(message: str, condition: str) -> ConnectionViolation:
+def connection_violation(message: str, condition: str, rule: str | None = None
+                         ) -> ConnectionViolation:
     """Raised inside the core: the peer broke the protocol at connection
-    scope; ``receive_data`` answers with close(error) and raises."""
-    return ConnectionViolation(message, None, condition=condition)
+    scope; ``receive_data`` answers with close(error) and raises.  ``rule``
+    names the check (the fuzz monitor's name for it)."""
+    return ConnectionViolation(message, None, condition=condition, rule=rule)
 
 
 class SessionViolation(Exception):
     """Inside the core only: the peer broke the protocol at session scope;
     the session ends with ``condition`` (caught by the session, never
     escapes ``receive_data``).  Link-scope errors are answered by the link
-    itself (``Link.violation``)."""
+    itself (``Link.violation``).  ``rule`` names the check, where named."""
 
-    def __init__(self, message: str, condition: str) -> None:
+    def __init__(self, message: str, condition: str, rule: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.condition = condition
+        self.rule = rule
 
 
 def illegal(who: str, inp: Hashable, state: str,

@@ -499,15 +499,17 @@ class Connection(Endpoint[ConnState]):
                     else:
                         self._header(item)  # type: ignore[arg-type]
         except DecodeError as e:
-            self._fail(e.message, e.condition or AmqpCondition.DECODE_ERROR, e)
+            self._fail(e.message, e.condition or AmqpCondition.DECODE_ERROR, e,
+                       rule="frame.decode")
         except ConnectionViolation as e:
-            self._fail(e.message, e.condition or AmqpCondition.INTERNAL_ERROR)
+            self._fail(e.message, e.condition or AmqpCondition.INTERNAL_ERROR, rule=e.rule)
         except mech.SaslError as e:
             self._fail(e.message, AmqpCondition.UNAUTHORIZED_ACCESS, e)
         self.events = []
         return events
 
-    def _fail(self, message: str, condition: str, cause: Exception | None = None) -> None:
+    def _fail(self, message: str, condition: str, cause: Exception | None = None, *,
+              rule: str | None = None) -> None:
         """The peer broke the protocol: close(error) when we can, then raise."""
         err = Error(condition=condition, description=message[:1000])
         if self.can("violation"):
@@ -516,8 +518,9 @@ class Connection(Endpoint[ConnState]):
         self.events = []
         self.closed_reason = message
         events.append(ev.ProtocolViolation(None, "connection", None, message, "close",
-                                           condition))
-        raise ConnectionViolation(message, None, condition=condition).remote(events) from cause
+                                           condition, rule))
+        raise ConnectionViolation(message, None, condition=condition,
+                                  rule=rule).remote(events) from cause
 
     def _frame(self, item: Frame) -> None:
         sasl = self.sasl
@@ -605,7 +608,8 @@ class Connection(Endpoint[ConnState]):
             s = self.sessions.get(rc)
             if s is None or s.remote_channel is not None:
                 raise connection_violation(f"begin answers channel {rc}, where we began no "
-                                           "session", AmqpCondition.NOT_FOUND)
+                                           "session", AmqpCondition.NOT_FOUND,
+                                           "begin.remote-channel")
         else:
             s = Session(self, self._free_channel(), self.config.session)
             self.sessions[s.channel] = s
@@ -733,7 +737,7 @@ class Connection(Endpoint[ConnState]):
         s = self._remote.get(channel)
         if s is None:
             raise connection_violation(f"{name} on channel {channel}, where no session is begun",
-                                       AmqpCondition.NOT_FOUND)
+                                       AmqpCondition.NOT_FOUND, "session.unbegun-channel")
         s.receive(name, body)
 
 

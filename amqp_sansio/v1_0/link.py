@@ -650,13 +650,14 @@ class Link(Endpoint[LinkState]):
         self._write_detach(arg[0], arg[1], step)
 
 
-    def _violated(self, message: str, condition: str, step: LinkStep) -> LinkState:
+    def _violated(self, message: str, condition: str, step: LinkStep,
+                  rule: str | None = None) -> LinkState:
         """The peer broke this link: detach it with ``condition`` (the session
         goes on) -- or, when the session cannot write yet, end the session."""
         if not step.writable:
-            raise SessionViolation(message, condition)
+            raise SessionViolation(message, condition, rule)
         step.events.append(ProtocolViolation(None, "link", self.channel, message, "detach",
-                                             condition))
+                                             condition, rule))
         err = Error(condition=condition, description=message[:500])
         if self.state is _DETACH_SENT:
             return _DETACH_SENT  # (detached already: said, nothing more to write)
@@ -819,7 +820,8 @@ class Link(Endpoint[LinkState]):
                     else:
                         return self._violated(f"link {self.name!r}: a delivery beyond the "
                                               "credit granted",
-                                              LinkCondition.TRANSFER_LIMIT_EXCEEDED, step)
+                                              LinkCondition.TRANSFER_LIMIT_EXCEEDED, step,
+                                              "link.credit")
                     count = (count + 1) & _MASK
                     d = Delivery(self, did, tag, fmt or 0, False)
                     if state is not None or resume or batchable:

@@ -399,7 +399,7 @@ class Session(Endpoint[SessionState]):
             process_input(self, SESSION_MACHINE, inp, arg, events)
         except SessionViolation as e:
             events.append(ProtocolViolation(None, "session", self.channel, e.message, "end",
-                                            e.condition))
+                                            e.condition, e.rule))
             if self.state in _LIVE:
                 self.end(Error(condition=e.condition, description=e.message[:500]))
 
@@ -407,7 +407,7 @@ class Session(Endpoint[SessionState]):
         link = self._remote_links.get(handle) if handle is not None else None
         if link is None:
             raise SessionViolation(f"no link is attached on handle {handle}",
-                                   SessionCondition.UNATTACHED_HANDLE)
+                                   SessionCondition.UNATTACHED_HANDLE, "link.unattached-handle")
         return link
 
     def _link_input(self, link: Link, inp: str, arg: object, events: list[Event]) -> None:
