@@ -21,10 +21,12 @@ calls, the thread switches or the broker.  Needs valgrind.
 ``--broker rabbitmq`` records from a private RabbitMQ node with its 1.0
 plugin (``tests/support/rabbitmq.py``) instead: its transfers carry more
 (a longer frame, its own message sections), so its deliveries may take
-other paths than the embedded broker's.
+other paths than the embedded broker's.  ``--broker qpidd`` records from a
+private qpidd (``tests/support/qpidd.py``, ``QPIDD``), the queue declared
+through 0-10 first.
 
     python bench/instructions_receive_1_0.py [--count 5000] [--n1 2] [--n2 4]
-                                             [--broker embedded|rabbitmq]
+                                             [--broker embedded|rabbitmq|qpidd]
                                              [--recording FILE]
 """
 
@@ -114,6 +116,12 @@ def broker_url(broker: str) -> Iterator[str]:
         with rabbitmq.running_node() as node:
             yield f"amqp://guest:guest@127.0.0.1:{node.port}?protocol=1.0"
         return
+    if broker == "qpidd":
+        import qpidd
+
+        with qpidd.running() as q:
+            yield q.url + "?protocol=1.0"
+        return
     with broker_process("-q") as where:
         yield where.replace("amqp://", "amqp://guest:guest@") + "?protocol=1.0"
 
@@ -125,6 +133,10 @@ def record(count: int, path: Path, broker: str = "embedded") -> None:
 
     with broker_url(broker) as url:
         address = "/queue/replayed"
+        if broker == "qpidd":  # (its 1.0 attaches name a queue that exists)
+            address = "replayed"
+            with connect(url.split("?")[0], protocol="0-10") as c, c.session() as s:
+                s.declare_queue(address)
         with connect(url) as conn, conn.session() as s:
             with s.corked():
                 for _ in range(count):
@@ -157,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--count", type=int, default=5000)
     ap.add_argument("--n1", type=int, default=2, help="replays in the first count")
     ap.add_argument("--n2", type=int, default=4, help="replays in the second count")
-    ap.add_argument("--broker", choices=["embedded", "rabbitmq"], default="embedded",
+    ap.add_argument("--broker", choices=["embedded", "rabbitmq", "qpidd"], default="embedded",
                     help="whose receive is recorded")
     ap.add_argument("--recording", type=Path,
                     help="replay this recording when it exists (else record into it): the "

@@ -162,10 +162,11 @@ _PERFORMATIVE_DECODERS = {cls.CODE: cls.decode_from for cls in BY_CODE.values()
 
 
 #: A common transfer's fields as :func:`transfer_fields` reads them:
-#: (handle, delivery-id, delivery-tag, message-format, settled); the rest of
-#: the transfer is as a :class:`~.spec.Transfer` has it by default (more,
-#: resume, aborted and batchable false; no rcv-settle-mode, no state).
-TransferFields = tuple[int, int, bytes, int, bool]
+#: (handle, delivery-id, delivery-tag, message-format, settled -- None when
+#: absent, as the generic decoder reads it); the rest of the transfer is as
+#: a :class:`~.spec.Transfer` has it by default (more, resume, aborted and
+#: batchable false; no rcv-settle-mode, no state).
+TransferFields = tuple[int, int, bytes, int, "bool | None"]
 #: One transfer frame as the connection, session and link take it: the
 #: performative's eleven fields in spec order (handle, delivery-id,
 #: delivery-tag, message-format, settled, more, rcv-settle-mode, state,
@@ -395,9 +396,10 @@ def transfer_fields(buf: bytes | bytearray, p: int, end: int) -> tuple[TransferF
     performative whose list starts at ``buf[p]`` (after its descriptor) and
     the offset its payload starts at, when it is the common one -- the first
     and only frame of a delivery, with handle, delivery-id, a tag of at most
-    32 octets, message-format and settled given, every later field null or
-    false.  None for anything else, valid or not: the generic decoder
-    decides then (and says what is wrong).  Never reads past ``end`` into
+    32 octets and message-format given, settled given or absent (qpidd 1.39
+    writes these four fields alone), every later field null or false.  None
+    for anything else, valid or not: the generic decoder decides then (and
+    says what is wrong).  Never reads past ``end`` into
     what it returns; never raises."""
     try:
         c = buf[p]
@@ -411,7 +413,7 @@ def transfer_fields(buf: bytes | bytearray, p: int, end: int) -> tuple[TransferF
             p += 9
         else:
             return None
-        if not 5 <= count <= 11 or lend > end:
+        if not 4 <= count <= 11 or lend > end:
             return None
         # the uints unrolled, each its own branches: a helper call or a
         # table (int.from_bytes of a slice) makes this function twice as slow
@@ -449,7 +451,7 @@ def transfer_fields(buf: bytes | bytearray, p: int, end: int) -> tuple[TransferF
         # indexing of bytes is ~370 instructions, not specialised on 3.11)
         if lend - p == count - 3:
             tail = buf[p:lend]
-            if type(tail) is bytes and (settled := _TAILS.get(tail)) is not None:
+            if type(tail) is bytes and (settled := _TAILS.get(tail, _NO_TAIL)) is not _NO_TAIL:
                 return (handle, did, tag, 0, settled), lend
         c = buf[p]
         if c == 0x43:
@@ -463,6 +465,8 @@ def transfer_fields(buf: bytes | bytearray, p: int, end: int) -> tuple[TransferF
             p += 5
         else:
             return None
+        if count == 4:  # settled absent
+            return ((handle, did, tag, fmt, None), p) if p == lend else None
         c = buf[p]
         if c == 0x42:
             settled = False
@@ -494,7 +498,8 @@ def transfer_fields(buf: bytes | bytearray, p: int, end: int) -> tuple[TransferF
 #: constructor, delivery-id, the tag's constructor and length, tag, the
 #: rest -- and the unpack's three constant parts, then the channel, handle,
 #: message-format and settled they stand for).
-_Shape = tuple[int, Callable[..., tuple[Any, ...]], bytes, bytes, bytes, int, int, int, bool]
+_Shape = tuple[int, Callable[..., tuple[Any, ...]], bytes, bytes, bytes, int, int, int,
+               "bool | None"]
 
 
 def _shape_of(buf: bytes | bytearray, pos: int, used: int, channel: int,
@@ -530,21 +535,22 @@ def _unpacker(fmt: str) -> Callable[..., tuple[Any, ...]]:
     return struct.Struct(fmt).unpack_from
 
 
-def _tails() -> dict[bytes, bool]:
+def _tails() -> dict[bytes, bool | None]:
     """The octets after the tag that :func:`transfer_fields` takes, for a
     message-format of 0 with every field one octet -> settled: format 0;
-    settled; more false; rcv-settle-mode and state null; resume, aborted
-    and batchable null or false (count 5 to 11)."""
+    settled (absent: None); more false; rcv-settle-mode and state null;
+    resume, aborted and batchable null or false (count 4 to 11)."""
     each = ((0x43,), (0x41, 0x42), (0x42,), (0x40,), (0x40,), (0x40, 0x42), (0x40, 0x42),
             (0x40, 0x42))
-    out: dict[bytes, bool] = {}
+    out: dict[bytes, bool | None] = {b"\x43": None}
     for n in range(2, len(each) + 1):
         for t in itertools.product(*each[:n]):
             out[bytes(t)] = t[1] == 0x41
     return out
 
 
-_TAILS = _tails()
+_TAILS: dict[bytes, Any] = _tails()
+_NO_TAIL: Any = object()  # (a tail _TAILS does not hold: None is a settled it may map to)
 
 
 def transfer_of(f: TransferFrame | TransferFields) -> Transfer:
