@@ -12,7 +12,7 @@ monotonic origin; the core never reads a clock.
 
 from __future__ import annotations
 
-__all__ = ["SansIOConnection"]
+__all__ = ["SansIOConnection", "DiscardedOutput"]
 
 from typing import Any, Protocol, runtime_checkable
 
@@ -66,3 +66,13 @@ class SansIOConnection(Protocol):
         """Start the close handshake (each protocol's ``close`` takes its
         own optional reply code or condition)."""
         ...
+
+
+class DiscardedOutput(list[bytes]):
+    """An observer's output (``Connection(observer=True)``): what it would
+    write goes nowhere."""
+
+    __slots__ = ()
+
+    def append(self, _: bytes) -> None:
+        pass

@@ -12,6 +12,7 @@ Frozen, slotted attrs classes; a protocol's events derive from
 from __future__ import annotations
 
 __all__ = [
+    "ObservedMisuse",
     "Event",
     "ChannelEvent",
     "ConnectionOpened",
@@ -149,3 +150,16 @@ class ProtocolViolation(Event):
     reply: str
     condition: str | None = None
     rule: str | None = None
+
+
+@attrs.frozen(slots=True)
+class ObservedMisuse(Event):
+    """Observer role (``Connection.observe`` of 0-9-1 and 0-10): a send the local
+    side's checks would have refused, booked all the same -- what the local
+    API would have raised as ``LocalProtocolError``.  ``method`` is its name
+    (``"undecodable"`` for octets that are not one; 0-10: a command or
+    control)."""
+
+    channel: int
+    method: str
+    reason: str

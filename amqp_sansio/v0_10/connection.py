@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import attrs
 
 from .. import __version__, sasl
+from ..connection import DiscardedOutput
 from ..engine import Endpoint, Entry, Machine, process_input
 from ..errors import ConnectionViolation, DecodeError, LocalProtocolError
 from ..handshake import (
@@ -105,7 +106,10 @@ from .spec import (
     MessageTransfer,
     SessionAttach,
     SessionAttached,
+    SessionCommandPoint,
+    SessionDetach,
     SessionDetached,
+    SessionGap,
 )
 
 if TYPE_CHECKING:
@@ -215,8 +219,15 @@ class ServerConfig:
 class Connection(Endpoint[ConnState]):
     """One AMQP 0-10 connection in the client or server role."""
 
-    def __init__(self, role: Role, config: ClientConfig | ServerConfig | None = None) -> None:
+    def __init__(self, role: Role, config: ClientConfig | ServerConfig | None = None,
+                 *, observer: bool = False) -> None:
         self.role = role
+        if observer and role is not Role.CLIENT:
+            raise LocalProtocolError("the observer role watches a client's conversation")
+        #: Observer role (:meth:`observe`): the core watches a conversation
+        #: someone else holds with a server -- it writes nothing, is told
+        #: what the client sent, and reports the server's faults.
+        self.observer = observer
         if config is None:
             config = ClientConfig() if role is Role.CLIENT else ServerConfig()
         if role is Role.CLIENT and not isinstance(config, ClientConfig):
@@ -237,7 +248,7 @@ class Connection(Endpoint[ConnState]):
                                         and config.shared_headers,
                                         runs=isinstance(config, ServerConfig)
                                         and config.transfer_runs)
-        self._out: list[bytes] = []
+        self._out: list[bytes] = DiscardedOutput() if observer else []
         self._header = HeaderGate(PROTOCOL_HEADER)
         self._out_frame_max = MIN_MAX_FRAME_SIZE
         self.channel_max = config.channel_max
@@ -470,6 +481,61 @@ class Connection(Endpoint[ConnState]):
             session.resume()
         return session
 
+    def observe(self, channel: int, sent: Control | Command | None) -> list[ev.ObservedMisuse]:
+        """Observer role: ``sent`` went out to the peer on ``channel`` (None:
+        a command the peer cannot decode, which still takes an id).
+
+        Our sends are booked through the session's tables
+        (:attr:`Session.OBSERVER`) without the local checks -- what they
+        would refuse is returned, not raised -- so that the peer's answers
+        (results, completions) are judged against what it was really sent.
+        The handshake is the core's own: what the client sends there books
+        nothing."""
+        if not self.observer:
+            raise LocalProtocolError("observe() is for a connection in the observer role")
+        misuse: list[str] = []
+        name = "undecodable" if sent is None else sent.NAME
+        session = self.sessions.get(channel)
+        if sent is None or getattr(type(sent), "KIND", None) == "command":
+            if session is None:
+                misuse.append(f"a command on channel {channel}, which has no session")
+            else:
+                session.observe("command()", sent, misuse)
+        elif type(sent) is ConnectionClose:
+            if "close()" in self._machine.rows[self.state]:
+                process_input(self, self._machine, "close()", sent)
+            else:
+                misuse.append(f"connection.close in state {self.state.name}")
+        elif type(sent) is SessionAttach:
+            self._observe_attach(channel, sent, misuse)
+        elif session is None:
+            if sent.CLASS_CODE == 2:
+                misuse.append(f"{name} on channel {channel}, which has no session")
+        elif type(sent) is SessionCommandPoint:
+            session.observe("command-point()", sent, misuse)
+        elif type(sent) is SessionGap:
+            session.observe("gap()", sent, misuse)
+        elif type(sent) is SessionDetach:
+            if session.can("detach()"):
+                session.detach()
+            else:
+                misuse.append(f"session.detach in session state {session.state.name}")
+        return [ev.ObservedMisuse(channel, name, m) for m in misuse]
+
+    def _observe_attach(self, channel: int, ctl: SessionAttach, misuse: list[str]) -> None:
+        name = bytes(ctl.name or b"")
+        if self.state is not ConnState.OPEN:
+            misuse.append(f"session.attach in connection state {self.state.name}")
+        elif channel in self.sessions or not 0 <= channel < self.channel_max:
+            misuse.append(f"session.attach on channel {channel}, which is not free")
+        elif name in self._by_name:
+            misuse.append(f"session {name!r} is already attached here")
+        else:
+            session = Session(name)
+            session.bind(self, self._session_port, channel, "attach()")
+            self.sessions[channel] = session
+            self._by_name[name] = session
+
     def install_security_layer(self, encode: Callable[[bytes], bytes],
                                decode: Callable[[bytes], bytes]) -> None:
         """Route every later octet through a SASL security layer.
@@ -626,7 +692,7 @@ class Connection(Endpoint[ConnState]):
         try:
             session.handle_command(item, events)  # type: ignore[arg-type]
         except SessionViolation as e:
-            self._session_violation(session, e.message, e.code, events)
+            self._session_violation(session, e.message, e.code, events, e.rule)
 
     def _on_header(self, _: None, events: list[ev.Event]) -> None:
         if self.role is Role.SERVER:
@@ -920,11 +986,12 @@ class Connection(Endpoint[ConnState]):
                                            "session.detached"))
 
     def _session_violation(self, session: Session, message: str, code: int,
-                           events: list[ev.Event]) -> None:
+                           events: list[ev.Event], rule: str | None = None) -> None:
         ch = session.channel
         detached = SessionDetached(name=session.name, code=code)
         self._write_control(ch, detached)
-        events.append(ev.ProtocolViolation(code, "session", ch, message, "session.detached"))
+        events.append(ev.ProtocolViolation(code, "session", ch, message, "session.detached",
+                                           rule=rule))
         events.append(ev.SessionDetached(ch or 0, session.name, code, by_peer=False))
         if ch is not None:
             self.sessions.pop(ch, None)
@@ -977,7 +1044,7 @@ class Connection(Endpoint[ConnState]):
         try:
             outcome = session.handle_control(ctl, events)
         except SessionViolation as e:
-            self._session_violation(session, e.message, e.code, events)
+            self._session_violation(session, e.message, e.code, events, e.rule)
             return
         if outcome == "attached":
             self._refused_channels.discard(channel)

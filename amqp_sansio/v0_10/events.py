@@ -38,6 +38,7 @@ __all__ = [
     "ResultReceived",
     "ExceptionReceived",
     "ProtocolViolation",
+    "ObservedMisuse",
 ]
 
 
@@ -49,6 +50,7 @@ from ..events import (
     Event,
     HeartbeatReceived,
     HeartbeatTimeout,
+    ObservedMisuse,
     ProtocolHeaderMismatch,
     ProtocolViolation,
 )

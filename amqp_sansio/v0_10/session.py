@@ -117,10 +117,11 @@ class SessionViolation(Exception):
     """The peer broke a session rule (the connection detaches the session
     with ``code``).  Raised by the session's handlers, never to the user."""
 
-    def __init__(self, message: str, code: int) -> None:
+    def __init__(self, message: str, code: int, rule: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.code = code
+        self.rule = rule  # the check's name (ProtocolViolation.rule)
 
 
 class SessionPort(Protocol):
@@ -890,13 +891,14 @@ class Session(Endpoint[SessionState]):
         ch = self.channel or 0
         cid, duplicate = self._take_incoming_id()
         if cid is None:
-            raise SessionViolation("command before any command-point", DetachCode.UNKNOWN_IDS)
+            raise SessionViolation("command before any command-point", DetachCode.UNKNOWN_IDS,
+                                   "session.command-point")
         if duplicate or self.failed:
             return None  # (after an exception nothing more is executed)
         if type(item) is InvalidCommand:
             e = item.error
             events.append(ProtocolViolation(e.code, "execution", ch, e.message,
-                                               "execution.exception"))
+                                            "execution.exception", rule="execution.undecodable"))
             self.send_exception(e.code, command_id=cid,  # type: ignore[arg-type]
                                 class_code=e.class_code,
                                 command_code=e.command_code, field_index=e.field_index,
@@ -991,14 +993,15 @@ class Session(Endpoint[SessionState]):
         if expected is None:
             events.append(ProtocolViolation(ErrorCode.COMMAND_INVALID, "execution", ch,
                                                f"result for unknown command "
-                                               f"{cmd.command_id}", "none"))
+                                               f"{cmd.command_id}", "none",
+                                               rule="execution.result-unknown"))
         elif cmd.value is not None and not isinstance(cmd.value, expected):
             # Not what the command returns: an application reading its
             # fields would fail obscurely; it hears of the violation.
             events.append(ProtocolViolation(
                 ErrorCode.INVALID_ARGUMENT, "execution", ch,
                 f"result for command {cmd.command_id} is a {type(cmd.value).__name__}, "
-                f"not a {expected.__name__}", "none"))
+                f"not a {expected.__name__}", "none", rule="execution.result-type"))
         else:
             events.append(ev.ResultReceived(ch, cmd.command_id, cmd.value))
         self.complete(cid)
@@ -1315,6 +1318,50 @@ class Session(Endpoint[SessionState]):
             self.credits.pop(command.destination or "", None)
         return None
 
+    # -- the observer role (Connection(observer=True)): what the watched side sent --
+    def observe(self, inp: str, arg: Any, misuse: list[str]) -> None:
+        """Book a send of ours (``"command()"``, ``"command-point()"``,
+        ``"gap()"``) through :attr:`OBSERVER` without the local checks: what
+        they would refuse is noted in ``misuse``."""
+        if inp not in self.OBSERVER.rows[self.state]:
+            misuse.append(f"{inp[:-2]} in session state {self.state.name}")
+            return
+        process_input(self, self.OBSERVER, inp, arg, misuse)
+
+    def _on_observed_command(self, cmd: Command | None, misuse: list[str]) -> None:
+        # (None: a command of ours the peer cannot decode -- it still takes an id)
+        cid = self.next_out_id
+        if self._need_command_point:
+            # (the peer numbers nothing before a command-point: nothing to book)
+            misuse.append(f"command before our command-point on channel {self.channel}")
+            return
+        if len(self._replay) >= self.replay_window:
+            misuse.append(f"replay window full ({self.replay_window} commands)")
+        if cmd is None:
+            self._results.pop(cid, None)
+        else:
+            self._replay[cid] = (cmd, False, (), None, None)
+            result = getattr(type(cmd), "RESULT", None)
+            if result is not None:
+                self._results[cid] = result
+            else:
+                self._results.pop(cid, None)  # (an id used again: the new command's)
+        self.next_out_id = (cid + 1) & _MASK
+
+    def _on_observed_command_point(self, ctl: SessionCommandPoint, misuse: list[str]) -> None:
+        if ctl.command_id is None or ctl.command_offset:
+            misuse.append("command-point without an id, or with an offset")
+            return
+        self.next_out_id = int(ctl.command_id)
+        self._need_command_point = False
+
+    def _on_observed_gap(self, ctl: SessionGap, misuse: list[str]) -> None:
+        # The gapped ids are done with: the next command goes past them.
+        for lo, hi in (ctl.commands or SequenceSet()).ranges:
+            nxt = self.next_out_id
+            if ((nxt - lo) & _MASK) <= ((hi - lo) & _MASK):
+                self.next_out_id = (hi + 1) & _MASK
+
     # -- the table ---------------------------------------------------------------
     # state -> input -> Entry(targets, handler).  Anything absent is a
     # violation of rule "attachment": discard and answer detached(not-attached).
@@ -1399,6 +1446,15 @@ class Session(Endpoint[SessionState]):
         terminal=(SessionState.DETACHED,), illegal=_illegal,
         endpoint_states={SessionState.DETACHED: (_U, _U), SessionState.ATTACHING: (_A, _U),
                          SessionState.ATTACHED: (_A, _A), SessionState.DETACHING: (_X, _A)})
+    #: The observer role's table: this one, with our sends booked as inputs
+    #: (commands are pipelined behind the attach, as :meth:`send` allows).
+    _OBSERVED: ClassVar[dict[Hashable, Entry[SessionState]]] = {
+        "command()": Entry((), _on_observed_command),
+        "command-point()": Entry((), _on_observed_command_point),
+        "gap()": Entry((), _on_observed_gap)}
+    OBSERVER: ClassVar[Machine[SessionState]] = MACHINE.with_entries(
+        "0-10 session (observer)", {SessionState.ATTACHING: _OBSERVED,
+                                    SessionState.ATTACHED: _OBSERVED})
 
 
 

@@ -74,6 +74,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import attrs
 
 from .. import __version__, sasl
+from ..connection import DiscardedOutput
 from ..engine import Endpoint, Entry, Machine, process_input
 from ..errors import ConnectionViolation, DecodeError, LocalProtocolError
 from ..handshake import (
@@ -321,7 +322,7 @@ class Connection(Endpoint[ConnState]):
                                 and not observer)
         # contents the peer's input ended inside (kept at eof)
         self._interrupted: list[tuple[int, Method, Properties | None, bytes]] = []
-        self._out: list[bytes] = _Discard() if observer else []
+        self._out: list[bytes] = DiscardedOutput() if observer else []
         # observer: channels the peer closed whose close-ok has not gone out
         self._peer_closed: set[int] = set()
         self._observed = bytearray()  # observer: the client's octets, split into frames
@@ -1199,15 +1200,6 @@ class Connection(Endpoint[ConnState]):
 
 
 _OBSERVER_MACHINES: dict[type[Connection], Machine[ConnState]] = {}
-
-
-class _Discard(list[bytes]):
-    """The observer's output: what it would write goes nowhere."""
-
-    __slots__ = ()
-
-    def append(self, _: bytes) -> None:
-        pass
 
 
 _FRAME_HEAD = struct.Struct("!BHI")

@@ -41,6 +41,7 @@ from ..events import (
     Event,
     HeartbeatReceived,
     HeartbeatTimeout,
+    ObservedMisuse,
     ProtocolHeaderMismatch,
     ProtocolViolation,
 )
@@ -156,14 +157,3 @@ class PublishConfirmed(ChannelEvent):
     sequence_numbers: tuple[int, ...]
 
 
-@attrs.frozen(slots=True)
-class ObservedMisuse(Event):
-    """Observer role (:meth:`Connection.observe
-    <amqp_sansio.v0_9_1.connection.Connection.observe>`): a send the local
-    side's checks would have refused, booked all the same -- what the local
-    API would have raised as ``LocalProtocolError``.  ``method`` is its name
-    (``"undecodable"`` for octets that are not one)."""
-
-    channel: int
-    method: str
-    reason: str
