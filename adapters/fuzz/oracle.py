@@ -29,6 +29,20 @@ lists in ``deviations`` (``"close:505"``, ``"reset"``, ``"hang"``,
 conformant nor counted as non-conformant (no reproducer minimisation, no
 exit status 1 unless ``--fail-on`` names it).
 
+The profile adds deviations of its own: a 0-10 class it says the peer
+lacks (:attr:`.profiles.Profile.lacks`).  When the peer answers a command of
+such a class with the code the profile names, that answer is allowed; when
+the spec alone would not allow it there, or a reset follows, the case is
+``deviation`` (``lacks-class:<class>``, with the profile's note): the peer
+left the session there, so nothing after it says more about the fault.  A
+case the spec alone finds conformant stays so (``rejected``); a crash, a
+violation, a wrong code elsewhere or a hang stays what it is.
+qpidd drops the socket so soon after that its queued answer is often lost
+(the reset discards it): a reset with no answer at all is the same
+deviation when the case sent a command of a lacking class before its fault
+(or has none) and before any message.transfer -- named so ("no answer was
+read").
+
 The oracle is protocol-neutral: 0-9-1 signals are ``close`` (connection
 scope, hard errors) and ``channel-close`` (soft errors, judged against
 ``Fault.channel_close`` and the codes the spec allows for the method the
@@ -45,9 +59,9 @@ from typing import Any
 
 import attrs
 
-from .case import FAMILY_091, P091, P10, Case
+from .case import FAMILY_091, P010, P091, P10, Case
 from .feedback import ends_in_a_frame
-from .profiles import XML, Profile
+from .profiles import XML, Lack, Profile
 from .signals import Signal, Violation
 from .specinfo_0_10 import GENERIC_ERROR_CODES, allowed_error_codes
 
@@ -191,6 +205,27 @@ def _judge_1_0(case: Case, s: Signal, we_closed: bool) -> tuple[bool, bool, str]
     return True, s.text in conditions, f"{s.kind}({s.text}){where}"
 
 
+def _lacking_sent(case: Case, profile: Profile) -> tuple[str, Lack] | None:
+    """The first command of a class ``profile`` lacks that ``case`` sends
+    before its fault and before any message.transfer (whose header structs
+    may be what the peer could not read: qpidd drops a connection on one it
+    does not know, e.g. fragment-properties).  0-10 items are labelled
+    ``cmd <class>.<command> ...``."""
+    if case.protocol != P010 or not profile.lacks:
+        return None
+    for item in case.items:
+        if item.faulty:
+            return None
+        word = item.label.split()
+        if len(word) > 1 and word[0] == "cmd":
+            if word[1] == "message.transfer":
+                return None
+            lack = profile.lacks.get(word[1].split(".", 1)[0])
+            if lack is not None:
+                return word[1], lack
+    return None
+
+
 def classify(case: Case, obs: Observation, profile: Profile = XML) -> Outcome:
     """The outcome of ``case`` from what was observed, judged by the spec and
     ``profile`` (what the peer's implementation documents)."""
@@ -219,8 +254,16 @@ def classify(case: Case, obs: Observation, profile: Profile = XML) -> Outcome:
     rejected = False
     rejected_channels: set[int] = set()
     first_reason = ""
+    lacked = ""  # the profile's lacks-class deviation, once the peer showed it
+    excused = False  # ... and the code the spec alone would not allow there
     for s in obs.signals:
         is_rej, ok, why = judge(case, s, rejected_channels, obs.we_closed, profile)
+        lack = (profile.lack(s.command, s.code)
+                if case.protocol == P010 and s.kind == "exception" else None)
+        if lack is not None:
+            lacked = lacked or f"lacks-class:{lack.cls}: {lack.note} ({why})"
+            excused = excused or not ok
+            ok = True
         if not ok and (s.after_fault or f.valid) and f"{s.kind}:{s.code}" in devs:
             tag = f"{s.kind}:{s.code}"
             deviated.append(f"{tag}: {devs[tag]} ({why})")
@@ -239,15 +282,23 @@ def classify(case: Case, obs: Observation, profile: Profile = XML) -> Outcome:
                 first_reason = why
             rejected = True
     closed_by_peer = any(s.kind == "close" for s in obs.signals)
+    reset = obs.eof and not obs.clean_end and not closed_by_peer
+    if lacked and not obs.timed_out and (excused or reset):
+        ended = ", then the connection ended without connection.close" if reset else ""
+        return Outcome("deviation", lacked + ended)
     if obs.timed_out:
         if case.family == "feedback" and ends_in_a_frame(case):
             return Outcome("accepted", "the peer waits for the rest of a frame the mutant cut "
                            f"short (what we sent next is inside it): {obs.timed_out}")
         return ((obs.fault_sent or f.valid) and deviation("hang")) or Outcome(
             "hang", f"no reply within the deadline: {obs.timed_out}")
-    if obs.eof and not obs.clean_end and not closed_by_peer:
+    if reset:
         if obs.fault_sent and f.drop:
             return Outcome("rejected", "dropped the connection (allowed for this fault)")
+        sent = _lacking_sent(case, profile) if not obs.signals else None
+        if sent is not None:
+            return Outcome("deviation", f"lacks-class:{sent[1].cls}: {sent[1].note} (sent "
+                           f"{sent[0]}; the connection ended before an answer was read)")
         return ((obs.fault_sent or f.valid) and deviation("reset")) or Outcome(
             "reset", "the connection ended without connection.close")
     if not rejected and not f.valid and not f.accept and obs.fault_sent:
