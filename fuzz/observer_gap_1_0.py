@@ -18,6 +18,11 @@ Per case it records whether the shadow refused to book something we sent
 (a ``LocalProtocolError``, a channel or handle other than ours, nothing to
 book it with) and whether it reported the peer (a ``ProtocolViolation``).
 Run: ``python fuzz/observer_gap_1_0.py --cases 2000 --seed 1``.
+
+Measured at 1577ba5: seeds 1/2/3 x 1000, a booking refused in 737/758/742
+cases (490/515/495 other than by our octets turning undecodable), the peer
+reported in 16/8/18 (all begin.remote-channel, after a refusal); seed 1 x
+2000: 1477 (999), 32.
 """
 
 from __future__ import annotations
