@@ -28,6 +28,7 @@ from amqp_sansio.errors import RemoteProtocolError
 from amqp_sansio.v1_0 import events as ev
 from amqp_sansio.v1_0 import spec
 from amqp_sansio.v1_0.connection import Connection, Role, ServerConfig
+from amqp_sansio.v1_0.framing import TYPE_SASL, encode_frame
 from amqp_sansio_cli.main import main
 from amqp_sansio_fuzz.campaign import CampaignConfig, campaign
 from amqp_sansio_fuzz.case import P10, Case
@@ -143,6 +144,21 @@ def test_monitor_names_the_rules_a_peer_breaks() -> None:
     mon.received(perf_frame(spec.Flow(incoming_window=1, next_outgoing_id=0,
                                       outgoing_window=1, properties={"x": "y" * 2000})))
     assert mon.violations[-1].rule == "frame.decode" and mon.over
+
+
+def test_a_sasl_outcome_code_out_of_range_is_the_decoders_rule() -> None:
+    """The core's decoder refuses a sasl-outcome code outside 0..4: the
+    monitor reports it as frame.decode (its own sasl.outcome-code copy of
+    that check never fired and went)."""
+    mon = Monitor(MonitorConfig())
+    mon.sent(spec.SASL_HEADER)
+    outcome = bytearray(encode_frame(spec.SaslOutcome(code=spec.SaslCode.OK), type=TYPE_SASL))
+    outcome[-1] = 7  # (the code is the frame's last octet)
+    mon.received(spec.SASL_HEADER + encode_frame(
+        spec.SaslMechanisms(sasl_server_mechanisms=["ANONYMOUS"]), type=TYPE_SASL)
+        + bytes(outcome))
+    assert [v.rule for v in mon.violations] == ["frame.decode"] and mon.over
+    assert "sasl-outcome" not in mon.handshake
 
 
 def test_monitor_answers_and_counts_the_peers_refusals() -> None:
