@@ -15,10 +15,18 @@ Two checkers share the peer's octets:
 
 1. **our core, in the role opposite the peer** -- a client
    :class:`~amqp_sansio.v0_10.connection.Connection` when the peer is a
-   broker, a server one when the peer is a client.  Everything it rejects at
+   broker, in the observer role (``observer=True``: it writes nothing and is
+   told every control and command we send after the handshake,
+   ``Connection.observe``, faulty commands as an id without a command), a
+   server one when the peer is a client.  Everything it rejects at
    connection scope (undecodable frames, frames above the negotiated size, a
    handshake out of order, tune/tune-ok values outside the rules, a bad
-   protocol header) is a violation.  Its own output is discarded.
+   protocol header) is a violation; so are the session's own execution
+   checks, reported under the core's rule names (``execution.result-unknown``,
+   ``execution.result-type``: a result for a command we never sent or one
+   without a result, or twice; one whose struct is not the command's
+   ``<result>``) where our numbering is known to both (not untracked,
+   gapped or used twice).
 2. **session and execution rules** that need to know what *we* sent, which a
    scripted conversation's core cannot know: our octets are decoded too, and
    numbered as a conformant peer numbers them.  The rules:
@@ -36,9 +44,6 @@ Two checkers share the peer's octets:
    session.expected                 expected unsolicited, or breaking rules
                                     include-next-command / empty-iff-no-state
    session.timeout                  timeout unsolicited, or above the request
-   execution.result-unknown         result for an id we never sent, twice,
-                                    or for a command without a result
-   execution.result-type            result struct not the command's <result>
    execution.result-missing         completed a result command without result
    execution.exception-code         error-code outside the domain
    execution.exception-command      exception names an id we never sent
@@ -87,6 +92,8 @@ from .specinfo_0_10 import DETACH_CODES, ERROR_CODES, sent_by
 
 INF = float("inf")
 #: Commands of the file and stream classes we send -> the reply the peer owes.
+#: The session's checks our core (observer) reports by name, in place of the monitor's.
+_CORE_RULES = frozenset({"execution.result-unknown", "execution.result-type"})
 _CONTENT_REPLIES = {"file.qos": "file.qos-ok", "file.consume": "file.consume-ok",
                     "stream.qos": "stream.qos-ok", "stream.consume": "stream.consume-ok"}
 
@@ -168,7 +175,7 @@ class Monitor(MonitorBase):
             return Connection(Role.CLIENT, ClientConfig(
                 virtual_host=cfg.virtual_host, username=user, password=pw,
                 mechanisms=("ANONYMOUS", "PLAIN", "EXTERNAL"), channel_max=0xFFFF,
-                max_frame_size=cfg.frame_max))
+                max_frame_size=cfg.frame_max), observer=True)
         return Connection(Role.SERVER, ServerConfig(
             authenticator=sasl.ServerAuthenticator.standard(anonymous=True),
             max_frame_size=cfg.frame_max, channel_max=0xFFFF))
@@ -226,6 +233,7 @@ class Monitor(MonitorBase):
     def _our_item(self, it: Any) -> None:
         ch = it.channel
         self.used_channels.add(ch)
+        self._observe(it)
         if isinstance(it, ControlAssembly):
             self._our_control(ch, it.control)
             return
@@ -256,13 +264,29 @@ class Monitor(MonitorBase):
         s.last_out = cid
         s.next_out = serial_add(cid, 1)
 
+    def _observe(self, it: Any) -> None:
+        """Our item, booked by the core (observer): after its handshake, which
+        is its own; what its local checks would refuse it books all the same."""
+        core = self.core
+        if core.closed or self.core_failed:
+            return
+        sent: Any
+        if isinstance(it, ControlAssembly):
+            if it.control.CLASS_CODE == 1 and it.control.NAME != "connection.close":
+                return
+            sent = it.control
+        else:
+            sent = None if isinstance(it, InvalidCommand) else it.command
+        if core.observer:
+            core.observe(it.channel, sent)
+        elif sent is not None and sent.NAME == "connection.close":
+            with contextlib.suppress(LocalProtocolError):  # already closing
+                core.close(int(sent.reply_code or 200))
+
     def _our_control(self, ch: int, ctl: Any) -> None:
         name = ctl.NAME
         if name == "connection.close":
             self.we_closed = True
-            if not self.core.closed and not self.core_failed:
-                with contextlib.suppress(LocalProtocolError):  # already closing
-                    self.core.close(int(ctl.reply_code or 200))
             return
         if name == "session.attach":
             key = bytes(ctl.name or b"")
@@ -375,6 +399,11 @@ class Monitor(MonitorBase):
                                    f"peer answered with header {event.header!r}")
             elif isinstance(event, ev.ProtocolViolation) and event.scope == "connection":
                 self.violation("core.connection", event.message)
+            elif isinstance(event, ev.ProtocolViolation) and event.rule in _CORE_RULES:
+                s = self.by_channel.get(event.channel or 0)
+                if s is not None and not (self.sent_broken or s.untracked or s.ambiguous
+                                          or s.gapped):
+                    self.violation(event.rule, event.message)
 
     def end_of_input(self) -> None:
         """The peer closed its side (or the connection reset)."""
@@ -595,24 +624,10 @@ class Monitor(MonitorBase):
                 self.violation("file.delivery-tag", "file.deliver with delivery-tag 0")
 
     def _peer_result(self, s: _Sess, cmd: Any) -> None:
-        cid = cmd.command_id
-        if s.untracked or self.sent_broken or cid in s.ambiguous:
-            if cid is not None:
-                s.results.add(cid)
-            return
-        info = s.sent.get(cid) if cid is not None else None
-        if info is None or info.result is None:
-            self.violation("execution.result-unknown",
-                           f"result for {cid}: {'not a command of ours' if info is None else info.name + ' has no result'}")
-            return
-        if cid in s.results:
-            self.violation("execution.result-unknown", f"a second result for {cid}")
-            return
-        s.results.add(cid)
-        if cmd.value is not None and not isinstance(cmd.value, info.result):
-            self.violation("execution.result-type",
-                           f"{info.name} answered with {type(cmd.value).__name__}, "
-                           f"not {info.result.__name__}")
+        # (judged by the core: execution.result-unknown/-type; kept for
+        # execution.result-missing)
+        if cmd.command_id is not None:
+            s.results.add(cmd.command_id)
 
     def _peer_exception(self, s: _Sess, ch: int, cmd: Any) -> None:
         s.failed = True
