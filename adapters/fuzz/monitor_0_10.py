@@ -21,12 +21,13 @@ Two checkers share the peer's octets:
    server one when the peer is a client.  Everything it rejects at
    connection scope (undecodable frames, frames above the negotiated size, a
    handshake out of order, tune/tune-ok values outside the rules, a bad
-   protocol header) is a violation; so are the session's own execution
-   checks, reported under the core's rule names (``execution.result-unknown``,
-   ``execution.result-type``: a result for a command we never sent or one
-   without a result, or twice; one whose struct is not the command's
-   ``<result>``) where our numbering is known to both (not untracked,
-   gapped or used twice).
+   protocol header) is a violation; so are three of the session's own
+   checks, reported under the core's rule names: ``session.command-point``
+   (a command before the peer's command-point) and, where our numbering is
+   known to both (not untracked, gapped or used twice),
+   ``execution.result-unknown`` (a result for a command we never sent, for
+   one without a result, or twice) and ``execution.result-type`` (a result
+   struct not the command's ``<result>``).
 2. **session and execution rules** that need to know what *we* sent, which a
    scripted conversation's core cannot know: our octets are decoded too, and
    numbered as a conformant peer numbers them.  The rules:
@@ -38,7 +39,6 @@ Two checkers share the peer's octets:
    session.unused-channel           session traffic on a channel we never used
    session.attached-name            attached names another session
    session.detach-code              a detached code outside the domain
-   session.command-point            a command before its command-point
    session.completed-unknown        completed/confirmed name ids we never sent
    session.known-completed-unknown  known-completed for ids we never completed
    session.expected                 expected unsolicited, or breaking rules
@@ -92,8 +92,11 @@ from .specinfo_0_10 import DETACH_CODES, ERROR_CODES, sent_by
 
 INF = float("inf")
 #: Commands of the file and stream classes we send -> the reply the peer owes.
-#: The session's checks our core (observer) reports by name, in place of the monitor's.
-_CORE_RULES = frozenset({"execution.result-unknown", "execution.result-type"})
+#: The session's checks our core (observer) reports by name, in place of the
+#: monitor's; the result rules where our numbering is known to both.
+_CORE_RULES = frozenset({"session.command-point", "execution.result-unknown",
+                         "execution.result-type"})
+_NUMBERED_RULES = frozenset({"execution.result-unknown", "execution.result-type"})
 _CONTENT_REPLIES = {"file.qos": "file.qos-ok", "file.consume": "file.consume-ok",
                     "stream.qos": "stream.qos-ok", "stream.consume": "stream.consume-ok"}
 
@@ -401,8 +404,8 @@ class Monitor(MonitorBase):
                 self.violation("core.connection", event.message)
             elif isinstance(event, ev.ProtocolViolation) and event.rule in _CORE_RULES:
                 s = self.by_channel.get(event.channel or 0)
-                if s is not None and not (self.sent_broken or s.untracked or s.ambiguous
-                                          or s.gapped):
+                if s is not None and not (event.rule in _NUMBERED_RULES and (
+                        self.sent_broken or s.untracked or s.ambiguous or s.gapped)):
                     self.violation(event.rule, event.message)
 
     def end_of_input(self) -> None:
@@ -562,9 +565,7 @@ class Monitor(MonitorBase):
         if s is None or s.gone:
             return
         if s.peer_next is None:
-            self.violation("session.command-point", f"command on channel {ch} before the "
-                           "peer's command-point")
-            return
+            return  # (the core reports it: session.command-point)
         s.peer_next = serial_add(s.peer_next, 1)
         if isinstance(it, InvalidCommand):
             self.violation("execution.undecodable", it.error.message)

@@ -509,7 +509,8 @@ class Connection(Endpoint[ConnState]):
         elif type(sent) is SessionAttach:
             self._observe_attach(channel, sent, misuse)
         elif session is None:
-            if sent.CLASS_CODE == 2:
+            # (our detached answers a detach that already ended the session)
+            if sent.CLASS_CODE == 2 and type(sent) is not SessionDetached:
                 misuse.append(f"{name} on channel {channel}, which has no session")
         elif type(sent) is SessionCommandPoint:
             session.observe("command-point()", sent, misuse)
@@ -988,10 +989,12 @@ class Connection(Endpoint[ConnState]):
     def _session_violation(self, session: Session, message: str, code: int,
                            events: list[ev.Event], rule: str | None = None) -> None:
         ch = session.channel
-        detached = SessionDetached(name=session.name, code=code)
-        self._write_control(ch, detached)
         events.append(ev.ProtocolViolation(code, "session", ch, message, "session.detached",
                                            rule=rule))
+        if self.observer:
+            return  # nobody detached the session: the fault is reported, and it reads on
+        detached = SessionDetached(name=session.name, code=code)
+        self._write_control(ch, detached)
         events.append(ev.SessionDetached(ch or 0, session.name, code, by_peer=False))
         if ch is not None:
             self.sessions.pop(ch, None)

@@ -170,6 +170,15 @@ def test_a_peer_command_before_its_command_point_is_the_sessions_rule() -> None:
     assert (v.code, v.scope, v.rule) == (DetachCode.UNKNOWN_IDS, "session",
                                          "session.command-point")
     assert w.obs.data_to_send() == b""
+    # Nobody detached the session: the observer reads on, and judges the rest.
+    assert w.obs.session(1).state is SessionState.ATTACHED
+    w.send(encode_control(1, SessionCommandPoint(command_id=0, command_offset=0)))
+    w.send(encode_command(1, QueueQuery(queue="q")))
+    w.peer(encode_control(1, SessionCommandPoint(command_id=0, command_offset=0)))
+    w.peer(encode_command(1, ExecutionResult(command_id=0, value=QQR)))
+    w.peer(encode_command(1, ExecutionResult(command_id=0, value=QQR)))
+    assert [x.rule for x in w.violations()] == ["session.command-point",
+                                                "execution.result-unknown"]
 
 
 @pytest.mark.parametrize("sent", [None, QueueDeclare(queue="q")])
@@ -177,3 +186,13 @@ def test_a_command_on_a_channel_without_a_session_is_noted(sent: Any) -> None:
     w = Watch()
     (m,) = w.obs.observe(5, sent)
     assert m.channel == 5 and "no session" in m.reason
+
+
+def test_our_answer_to_the_peers_detach_is_no_misuse() -> None:
+    w = Watch()
+    s = w.cli.attach(b"a")
+    w.pump()
+    w.srv.sessions[s.channel or 0].detach()
+    w.pump()  # the server's detach; our client answers detached
+    assert s.channel is None and (s.channel or 0) not in w.obs.sessions
+    assert not w.misuse and not w.violations()
