@@ -21,9 +21,10 @@ Two checkers share the peer's octets:
    server one when the peer is a client.  Everything it rejects at
    connection scope (undecodable frames, frames above the negotiated size, a
    handshake out of order, tune/tune-ok values outside the rules, a bad
-   protocol header) is a violation; so are three of the session's own
+   protocol header) is a violation; so are four of the session's own
    checks, reported under the core's rule names: ``session.command-point``
-   (a command before the peer's command-point) and, where our numbering is
+   (a command before the peer's command-point), ``execution.undecodable``
+   (a command the core cannot decode) and, where our numbering is
    known to both (not untracked, gapped or used twice),
    ``execution.result-unknown`` (a result for a command we never sent, for
    one without a result, or twice) and ``execution.result-type`` (a result
@@ -47,7 +48,6 @@ Two checkers share the peer's octets:
    execution.result-missing         completed a result command without result
    execution.exception-code         error-code outside the domain
    execution.exception-command      exception names an id we never sent
-   execution.undecodable            a command we cannot decode
    execution.wrong-direction        a command only the other role sends
    message.unsubscribed             transfer to a destination not subscribed
    message.credit                   more messages or octets than credited
@@ -94,8 +94,8 @@ INF = float("inf")
 #: Commands of the file and stream classes we send -> the reply the peer owes.
 #: The session's checks our core (observer) reports by name, in place of the
 #: monitor's; the result rules where our numbering is known to both.
-_CORE_RULES = frozenset({"session.command-point", "execution.result-unknown",
-                         "execution.result-type"})
+_CORE_RULES = frozenset({"session.command-point", "execution.undecodable",
+                         "execution.result-unknown", "execution.result-type"})
 _NUMBERED_RULES = frozenset({"execution.result-unknown", "execution.result-type"})
 _CONTENT_REPLIES = {"file.qos": "file.qos-ok", "file.consume": "file.consume-ok",
                     "stream.qos": "stream.qos-ok", "stream.consume": "stream.consume-ok"}
@@ -568,8 +568,7 @@ class Monitor(MonitorBase):
             return  # (the core reports it: session.command-point)
         s.peer_next = serial_add(s.peer_next, 1)
         if isinstance(it, InvalidCommand):
-            self.violation("execution.undecodable", it.error.message)
-            return
+            return  # (the core reports it: execution.undecodable)
         cmd = it.command
         name = cmd.NAME
         self.count(name)  # (the response sequence: .feedback)

@@ -1199,6 +1199,10 @@ class _SessionPort:
     def client(self) -> bool:
         return self._conn.role is Role.CLIENT
 
+    @property
+    def observing(self) -> bool:
+        return self._conn.observer
+
 
 CONNECTION_TRANSITIONS = transitions_view(Connection.MACHINES)
 

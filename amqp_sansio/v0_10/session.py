@@ -142,6 +142,12 @@ class SessionPort(Protocol):
     @property
     def client(self) -> bool: ...
 
+    @property
+    def observing(self) -> bool:
+        """The connection is an observer: what the session would answer on
+        its own account (an execution.exception) is the watched side's to send."""
+        ...
+
     def write_control(self, channel: int, control: Control) -> None: ...
 
     def write_command(self, channel: int, command: Command, sync: bool,
@@ -899,6 +905,8 @@ class Session(Endpoint[SessionState]):
             e = item.error
             events.append(ProtocolViolation(e.code, "execution", ch, e.message,
                                             "execution.exception", rule="execution.undecodable"))
+            if self._port is None or self._port.observing:
+                return None
             self.send_exception(e.code, command_id=cid,  # type: ignore[arg-type]
                                 class_code=e.class_code,
                                 command_code=e.command_code, field_index=e.field_index,
@@ -911,6 +919,8 @@ class Session(Endpoint[SessionState]):
             message = f"{cmd.NAME} without its required {missing}"
             events.append(ProtocolViolation(ErrorCode.ILLEGAL_ARGUMENT, "execution", ch,
                                                message, "execution.exception"))
+            if self._port is None or self._port.observing:
+                return None
             self.send_exception(ErrorCode.ILLEGAL_ARGUMENT, command_id=cid,
                                 class_code=cmd.CLASS_CODE, command_code=cmd.CODE,
                                 field_index=index, description=message)
@@ -1339,6 +1349,8 @@ class Session(Endpoint[SessionState]):
             misuse.append(f"replay window full ({self.replay_window} commands)")
         if cmd is None:
             self._results.pop(cid, None)
+        elif type(cmd) is ExecutionException:
+            self.failed = True  # (ours: nothing more is executed)
         else:
             self._replay[cid] = (cmd, False, (), None, None)
             result = getattr(type(cmd), "RESULT", None)

@@ -196,3 +196,23 @@ def test_our_answer_to_the_peers_detach_is_no_misuse() -> None:
     w.pump()  # the server's detach; our client answers detached
     assert s.channel is None and (s.channel or 0) not in w.obs.sessions
     assert not w.misuse and not w.violations()
+
+
+def test_a_peer_command_we_cannot_decode_is_reported_and_answers_nothing_of_ours() -> None:
+    w = Watch()
+    _attached(w)
+    w.send(encode_control(1, SessionCommandPoint(command_id=0, command_offset=0)))
+    w.send(encode_command(1, QueueQuery(queue="q")))
+    bad = bytearray(encode_command(1, QueueDeclare(queue="q")))
+    bad[13] = 0x77  # command code 0x77: no such command
+    w.peer(encode_control(1, SessionCommandPoint(command_id=0, command_offset=0)) + bad)
+    (v,) = w.violations()
+    assert (v.code, v.scope, v.rule) == (ErrorCode.COMMAND_INVALID, "execution",
+                                         "execution.undecodable")
+    # The exception is ours to send, not the observer's: our numbering and
+    # the session stand, and the peer's next result is still judged.
+    watched = w.obs.session(1)
+    assert watched.state is SessionState.ATTACHED and watched.next_out_id == 1
+    w.peer(encode_command(1, ExecutionResult(command_id=0, value=QQR)))
+    assert any(isinstance(e, ev.ResultReceived) and e.command_id == 0 for e in w.seen)
+    assert len(w.violations()) == 1 and not w.misuse
