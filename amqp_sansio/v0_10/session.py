@@ -507,15 +507,19 @@ class Session(Endpoint[SessionState]):
                 if hdr is None and headers:
                     hdr = header_octets(headers)
                 port.write_transfers(self.channel or 0, command, hdr, bodies)
-        # (the run's ids, books and credit in C)
-        ids = range(first, first + n) if first + n <= _MOD else [
-            (first + i) & _MASK for i in range(n)]
         if credit is not None:
             credit.debit_run(n, sum(costs), dest)
-            if credit.mode == 1:
+        if n == 1:  # (a plain publish: the C pipeline below costs more to set up)
+            if credit is not None and credit.mode == 1:
+                self._transfer_cost[first] = (dest, costs[0])
+            replay[first] = (command, sync, headers, bodies[0], header_data)
+        else:  # (the run's ids and books in C)
+            ids = range(first, first + n) if first + n <= _MOD else [
+                (first + i) & _MASK for i in range(n)]
+            if credit is not None and credit.mode == 1:
                 self._transfer_cost.update(zip(ids, zip(repeat(dest), costs), strict=True))
-        replay.update(zip(ids, zip(repeat(command), repeat(sync), repeat(headers), bodies,
-                                   repeat(header_data)), strict=True))
+            replay.update(zip(ids, zip(repeat(command), repeat(sync), repeat(headers), bodies,
+                                       repeat(header_data)), strict=True))
         self.next_out_id = (first + n) & _MASK
         return first
 
