@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import processes
 import pytest
 
 HERE = Path(__file__).resolve().parent
@@ -98,13 +99,7 @@ class Server:
         return f"amqp://{self.host}:{self.port}"
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        processes.stop(self.proc)
 
 
 def _listening(port: int) -> bool:

@@ -43,6 +43,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import processes
 import pytest
 
 HOST = "127.0.0.1"
@@ -116,13 +117,7 @@ class Qpidd:
         return "\n".join(p.read_text(errors="replace").splitlines()[-n:]) if p.exists() else ""
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        processes.stop(self.proc)
 
 
 def start(base: Path, *extra: str) -> Qpidd:
