@@ -141,7 +141,10 @@ class ProtocolViolation(Event):
     symbolic error condition (each None where the protocol has none).
     ``rule`` names the check the peer failed, where the core names it
     (0-9-1's channel rules: ``"channel.unexpected-reply"``; a fuzz monitor
-    reports by it)."""
+    reports by it).  ``tolerated``: a rule real peers break that the core
+    lets pass (DECISION of issue 25): reported only to an observer core --
+    nothing was sent back (``reply`` is ``"none"``) and the conversation
+    went on as if the rule held; a ``strict=True`` config acts on it instead."""
 
     code: int | None
     scope: str
@@ -150,6 +153,7 @@ class ProtocolViolation(Event):
     reply: str
     condition: str | None = None
     rule: str | None = None
+    tolerated: bool = False
 
 
 @attrs.frozen(slots=True)
