@@ -107,9 +107,11 @@ from .spec import (
     SessionAttach,
     SessionAttached,
     SessionCommandPoint,
+    SessionCompleted,
     SessionDetach,
     SessionDetached,
     SessionGap,
+    SessionKnownCompleted,
 )
 
 if TYPE_CHECKING:
@@ -167,6 +169,13 @@ class ClientConfig:
     max_segment_size: int = DEFAULT_MAX_SEGMENT_SIZE
     max_body_size: int = DEFAULT_MAX_BODY_SIZE
     stream_bodies: bool = False
+    # Refuse what real peers get away with: the decoder's required-field and
+    # domain checks (check_strict), and the session's tolerated rules
+    # (session.TOLERATED_RULES: session.completed-unknown,
+    # session.known-completed-unknown, execution.result-missing,
+    # execution.exception-command, ...) acted on as fatal -- the session
+    # detached (unknown-ids) or an execution.exception.  Off (the default)
+    # they change nothing; an observer is told of them all the same.
     strict: bool = False
     # "eager": answer every session.completed with known-completed;
     # "when-asked": only on timely-reply (or once owed ranges fragment).
@@ -202,7 +211,7 @@ class ServerConfig:
     max_segment_size: int = DEFAULT_MAX_SEGMENT_SIZE
     max_body_size: int = DEFAULT_MAX_BODY_SIZE
     stream_bodies: bool = False
-    strict: bool = False
+    strict: bool = False  # see ClientConfig
     known_completed: str = attrs.field(default="eager", validator=attrs.validators.in_(
         ("eager", "when-asked")))  # see ClientConfig
     #: Header structs decoded from the same octets as the last transfer's are
@@ -516,6 +525,8 @@ class Connection(Endpoint[ConnState]):
             session.observe("command-point()", sent, misuse)
         elif type(sent) is SessionGap:
             session.observe("gap()", sent, misuse)
+        elif type(sent) is SessionCompleted or type(sent) is SessionKnownCompleted:
+            session.observe("completed()", sent, misuse)
         elif type(sent) is SessionDetach:
             if session.can("detach()"):
                 session.detach()
@@ -532,7 +543,12 @@ class Connection(Endpoint[ConnState]):
         elif name in self._by_name:
             misuse.append(f"session {name!r} is already attached here")
         else:
-            session = Session(name)
+            # (a name the configured store kept: ours resumes -- the peer kept
+            # its side, and judges our old ids by it)
+            store = self.config.session_store
+            session = store.take(self._principal(), name) if store is not None else None
+            if session is None:
+                session = Session(name)
             session.bind(self, self._session_port, channel, "attach()")
             self.sessions[channel] = session
             self._by_name[name] = session
@@ -1037,7 +1053,14 @@ class Connection(Endpoint[ConnState]):
             return
         if session is None:
             if name == "session.detached":
-                return  # an answer to something we already dropped
+                # An answer to something we already dropped (an observer
+                # judges its code as the session would: session.detach-code).
+                if self.observer and type(ctl.code) is not DetachCode:  # type: ignore[attr-defined]
+                    events.append(ev.ProtocolViolation(
+                        DetachCode.NORMAL, "session", channel, f"session.detached code "
+                        f"{ctl.code!r} outside its domain", "none",  # type: ignore[attr-defined]
+                        rule="session.detach-code"))
+                return
             if name == "session.detach":
                 self._write_control(channel, SessionDetached(
                     name=ctl.name, code=DetachCode.NOT_ATTACHED))  # type: ignore[attr-defined]
@@ -1202,6 +1225,10 @@ class _SessionPort:
     @property
     def observing(self) -> bool:
         return self._conn.observer
+
+    @property
+    def strict(self) -> bool:
+        return self._conn.config.strict
 
 
 CONNECTION_TRANSITIONS = transitions_view(Connection.MACHINES)

@@ -40,7 +40,7 @@ drops replayed ids it already has, so nothing executes twice.
 from __future__ import annotations
 
 __all__ = ["Session", "SessionState", "SESSION_TRANSITIONS", "SessionStore",
-           "SessionPort", "SessionHolder", "SessionViolation",
+           "SessionPort", "SessionHolder", "SessionViolation", "TOLERATED_RULES",
            "CommandReceived", "MessageReceived", "MessageHeadReceived"]
 
 import heapq
@@ -148,6 +148,12 @@ class SessionPort(Protocol):
         its own account (an execution.exception) is the watched side's to send."""
         ...
 
+    @property
+    def strict(self) -> bool:
+        """The config's ``strict``: the tolerated rules (:meth:`Session._tolerated`)
+        are acted on as fatal."""
+        ...
+
     def write_control(self, channel: int, control: Control) -> None: ...
 
     def write_command(self, channel: int, command: Command, sync: bool,
@@ -175,6 +181,14 @@ class SessionHolder(Protocol):
 _RANGES_BEFORE_TIMELY = 8  # ask for known-completed once our set fragments
 _RANGES_BEFORE_KNOWN = 64  # send known-completed unasked once what we owe fragments
 _COMPLETED_SPAN = (1 << 31) - (1 << 20)  # ids held (completed or not) at most this far apart
+#: The rules a peer breaks that the session tolerates (real peers do): an
+#: observer is told (ProtocolViolation with the rule, reply "none"); the
+#: config's ``strict`` acts on them; by default nothing changes.  Two more,
+#: session.detach-code and execution.exception-code, an observer hears of
+#: where its lenient decoder lets the code through (strict decoding refuses it).
+TOLERATED_RULES = ("session.completed-unknown", "session.known-completed-unknown",
+                   "execution.result-missing", "execution.exception-command")
+
 _MASK = 0xFFFFFFFF
 _DEST, _COST = itemgetter(0), itemgetter(1)
 _HALF = 1 << 31
@@ -325,6 +339,9 @@ class Session(Endpoint[SessionState]):
         self._conn: SansIOConnection | None = None  # attached to (identity only)
         self._port: SessionPort | None = None  # ... and what it may ask of it
         self._eager_known_completed = True
+        # Tolerated rules are judged (an observer, or the config's strict) --
+        # off, the default, they cost nothing (:meth:`_tolerated`).
+        self._judging = False
         self.replay_window = replay_window
         self.timeout: int | None = 0  # granted execution-state timeout, seconds
         self.failed = False  # an execution.exception was sent or received
@@ -333,6 +350,8 @@ class Session(Endpoint[SessionState]):
         self.context: Any = None
         # -- sender (our commands) --
         self.next_out_id = 0
+        self._out_first = 0  # our ids sent so far: _out_first .. next_out_id - 1
+        self._completed_sent = False  # we sent a session.completed (known-completed-unknown)
         self._need_command_point = True
         self._replay: dict[int, tuple[Command, bool, tuple[Struct, ...], bytes | None,
                                       bytes | None]] = {}
@@ -703,6 +722,7 @@ class Session(Endpoint[SessionState]):
             timely = len(self._in_completed.ranges) > _RANGES_BEFORE_TIMELY
             out.append(SessionCompleted(commands=self._in_completed.copy(), timely_reply=timely))
             self._completion_dirty = False
+            self._completed_sent = True
         eager = self._eager_known_completed
         if self._to_known and (eager or self._known_asked
                                or len(self._to_known.ranges) > _RANGES_BEFORE_KNOWN):
@@ -733,6 +753,7 @@ class Session(Endpoint[SessionState]):
         self._conn, port, self.channel = arg
         self._port = port
         self._eager_known_completed = port.eager_known_completed  # (a frozen setting)
+        self._judging = port.observing or port.strict
         self.local_condition = self.remote_condition = None
 
     def _on_peer_bind(self, arg: tuple[SansIOConnection, SessionPort, int], _: None
@@ -871,6 +892,11 @@ class Session(Endpoint[SessionState]):
 
     def _on_peer_detached(self, ctl: SessionDetached, events: list[Event]) -> None:
         self.remote_condition = ctl
+        if self._judging and type(ctl.code) is not DetachCode:
+            self._tolerated("session.detach-code", f"session.detached code {ctl.code!r} "
+                            "outside its domain", DetachCode.NORMAL, events)
+            if ctl.code is None:
+                ctl = SessionDetached(name=ctl.name, code=DetachCode.NORMAL)
         code = int(ctl.code or 0)
         events.append(ev.SessionDetached(self._ch, self.name, code,
                                          by_peer=self.state is not SessionState.DETACHING))
@@ -1029,6 +1055,16 @@ class Session(Endpoint[SessionState]):
         assert isinstance(cmd, ExecutionException)
         self.failed = True
         self._results.clear()
+        if self._judging:
+            if type(cmd.error_code) is not ErrorCode:  # (the lenient decoder keeps an int)
+                self._tolerated("execution.exception-code", f"execution.exception error-code "
+                                f"{cmd.error_code!r} outside its domain",
+                                ErrorCode.INVALID_ARGUMENT, events, "execution")
+            named = cmd.command_id
+            if named is not None and self._never_sent(SequenceSet.of(named)) is not None:
+                self._tolerated("execution.exception-command", f"execution.exception names "
+                                f"command {named}, which we never sent", DetachCode.UNKNOWN_IDS,
+                                events)
         events.append(ev.ExceptionReceived(
             ch, int(cmd.error_code), cmd.command_id, cmd.class_code, cmd.command_code,
             cmd.field_index, cmd.description, cmd.error_info))
@@ -1044,6 +1080,8 @@ class Session(Endpoint[SessionState]):
 
     def _on_completed(self, ctl: SessionCompleted, events: list[Event]) -> None:
         port, ch = self._attached_to()
+        if self._judging:
+            self._judge_ids(ctl.commands, "completed", events)
         self._peer_completed(ctl.commands or SequenceSet(), events)
         if ctl.timely_reply:
             self._known_asked = True
@@ -1051,11 +1089,16 @@ class Session(Endpoint[SessionState]):
     def _on_known_completed(self, ctl: SessionKnownCompleted, events: list[Event]) -> None:
         port, ch = self._attached_to()
         known = ctl.commands or SequenceSet()
+        if self._judging and known and not self._completed_sent:
+            self._tolerated("session.known-completed-unknown", f"known-completed {known!r}, "
+                            "but we completed nothing", DetachCode.UNKNOWN_IDS, events)
         self._in_completed.difference_update(known)
         events.append(ev.KnownCompleted(ch, known))
 
     def _on_confirmed(self, ctl: SessionConfirmed, events: list[Event]) -> None:
         port, ch = self._attached_to()
+        if self._judging:
+            self._judge_ids(ctl.commands, "confirmed", events)
         if ctl.commands:
             events.append(ev.CommandsConfirmed(ch, ctl.commands))
 
@@ -1117,6 +1160,7 @@ class Session(Endpoint[SessionState]):
                 # Asked before its numbering is known: a fresh peer,
                 # for which nothing of its (new) numbering is complete.
                 port.write_control(ch, SessionCompleted(commands=SequenceSet()))
+                self._completed_sent = True
 
     def _on_expected(self, ctl: SessionExpected, events: list[Event]) -> None:
         port, ch = self._attached_to()
@@ -1163,6 +1207,47 @@ class Session(Endpoint[SessionState]):
         self.timeout = ctl.timeout
         events.append(ev.SessionTimeout(ch, ctl.timeout, requested=False))
 
+    # -- the tolerated rules (an observer's, or the config's strict) -----------
+    def _tolerated(self, rule: str, message: str, code: int, events: list[Event],
+                   scope: str = "session") -> None:
+        """The peer broke a tolerated rule (real peers do; callers check it
+        only when :attr:`_judging`): an observer hears of it and reads on;
+        under the config's ``strict`` it is fatal -- the session detached
+        with ``code`` (scope "session"), or an execution.exception with it."""
+        port = self._port
+        if port is None or port.observing:
+            events.append(ProtocolViolation(code, scope, self.channel, message, "none",
+                                            rule=rule))
+        elif scope == "session":
+            raise SessionViolation(message, code, rule)
+        else:
+            events.append(ProtocolViolation(code, scope, self.channel, message,
+                                            "execution.exception", rule=rule))
+            if not self.failed:
+                self.send_exception(code, description=message)
+
+    def _never_sent(self, ids: SequenceSet) -> int | None:
+        """The first of ``ids`` (the peer's) outside ours sent so far
+        (``_out_first`` .. ``next_out_id - 1``, at most 2**31 back): one
+        test per range."""
+        nxt = self.next_out_id
+        first = self._out_first
+        width = (nxt - first) & _MASK
+        if width > _HALF:
+            first, width = (nxt - _HALF) & _MASK, _HALF
+        for lo, hi in ids.ranges:
+            a, b = (lo - first) & _MASK, (hi - first) & _MASK
+            if a >= width:
+                return lo
+            if b >= width or b < a:
+                return (first + width) & _MASK
+        return None
+
+    def _judge_ids(self, ids: SequenceSet | None, what: str, events: list[Event]) -> None:
+        if ids and (cid := self._never_sent(ids)) is not None:
+            self._tolerated("session.completed-unknown", f"{what} names command {cid}, "
+                            "which we never sent", DetachCode.UNKNOWN_IDS, events)
+
     def _attached_to(self) -> tuple[SessionPort, int]:
         port = self._port
         assert port is not None and self.channel is not None
@@ -1174,6 +1259,7 @@ class Session(Endpoint[SessionState]):
         # Window-mode credit given back per destination once per control
         # (the same sums as one replenish per transfer).
         refill: dict[str, list[int]] = {}
+        missing: tuple[int, int] | None = None
         for rlo, rhi in done.ranges:
             if not replay:
                 break
@@ -1192,8 +1278,8 @@ class Session(Endpoint[SessionState]):
                         newly.add(cid)
                 # (a batch completed at once: removed and summed in C)
                 deque(map(replay.__delitem__, ids), 0)
-                if results:
-                    deque(map(results.pop, ids, repeat(None)), 0)
+                if results and any(list(map(results.pop, ids, repeat(None)))):
+                    missing = missing or (lo, hi)  # (a result-bearing command's result not sent)
                 if costs:
                     got = list(filter(None, map(costs.pop, ids, repeat(None))))
                     if got and got[0][0] == got[-1][0] and len(set(map(_DEST, got))) == 1:
@@ -1212,6 +1298,10 @@ class Session(Endpoint[SessionState]):
         self._to_known.update(done)
         if newly:
             events.append(ev.CommandsCompleted(self.channel or 0, newly))
+        if missing is not None and self._judging:
+            self._tolerated("execution.result-missing", f"completed commands in {missing[0]}.."
+                            f"{missing[1]} without their execution.result",
+                            DetachCode.UNKNOWN_IDS, events)
 
     def _replay_from(self, expected: SequenceSet, events: list[Event]) -> None:
         port = self._port
@@ -1368,8 +1458,17 @@ class Session(Endpoint[SessionState]):
         if ctl.command_id is None or ctl.command_offset:
             misuse.append("command-point without an id, or with an offset")
             return
-        self.next_out_id = int(ctl.command_id)
+        new, first, nxt = int(ctl.command_id), self._out_first, self.next_out_id
+        if first == nxt or (first - new) & _MASK < _HALF and not (
+                (new - first) & _MASK <= (nxt - first) & _MASK):
+            # Nothing sent yet, or numbering moved back before our first:
+            # ours begin here (moved on, the ids passed over stay ours).
+            self._out_first = new
+        self.next_out_id = new
         self._need_command_point = False
+
+    def _on_observed_completed(self, ctl: Control, misuse: list[str]) -> None:
+        self._completed_sent = True
 
     def _on_observed_gap(self, ctl: SessionGap, misuse: list[str]) -> None:
         # The gapped ids are done with: the next command goes past them.
@@ -1467,7 +1566,8 @@ class Session(Endpoint[SessionState]):
     _OBSERVED: ClassVar[dict[Hashable, Entry[SessionState]]] = {
         "command()": Entry((), _on_observed_command),
         "command-point()": Entry((), _on_observed_command_point),
-        "gap()": Entry((), _on_observed_gap)}
+        "gap()": Entry((), _on_observed_gap),
+        "completed()": Entry((), _on_observed_completed)}
     OBSERVER: ClassVar[Machine[SessionState]] = MACHINE.with_entries(
         "0-10 session (observer)", {SessionState.ATTACHING: _OBSERVED,
                                     SessionState.ATTACHED: _OBSERVED})

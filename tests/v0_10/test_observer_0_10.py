@@ -12,6 +12,7 @@ import pytest
 from amqp_sansio.errors import LocalProtocolError, RemoteProtocolError
 from amqp_sansio.serial import SequenceSet
 from amqp_sansio.v0_10 import events as ev
+from amqp_sansio.v0_10._specbase import Command
 from amqp_sansio.v0_10.codes import DetachCode, ErrorCode
 from amqp_sansio.v0_10.connection import ClientConfig, Connection, ConnState, Role, ServerConfig
 from amqp_sansio.v0_10.framing import (
@@ -22,9 +23,10 @@ from amqp_sansio.v0_10.framing import (
     encode_command,
     encode_control,
 )
-from amqp_sansio.v0_10.session import SessionState
+from amqp_sansio.v0_10.session import TOLERATED_RULES, Session, SessionState, SessionStore
 from amqp_sansio.v0_10.spec import (
     ExchangeQueryResult,
+    ExecutionException,
     ExecutionResult,
     QueueDeclare,
     QueueQuery,
@@ -32,7 +34,12 @@ from amqp_sansio.v0_10.spec import (
     SessionAttach,
     SessionCommandPoint,
     SessionCompleted,
+    SessionConfirmed,
     SessionDetach,
+    SessionDetached,
+    SessionKnownCompleted,
+    SessionRequestTimeout,
+    SessionTimeout,
 )
 
 QQR = QueueQueryResult(queue="q", message_count=0, subscriber_count=0)
@@ -42,10 +49,10 @@ class Watch:
     """A client and a server core talking, and an observer core told what
     the client sent (decoded from its octets) and fed what the server sent."""
 
-    def __init__(self) -> None:
+    def __init__(self, obs_config: ClientConfig | None = None) -> None:
         self.cli = Connection(Role.CLIENT, ClientConfig())
         self.srv = Connection(Role.SERVER, ServerConfig())
-        self.obs = Connection(Role.CLIENT, ClientConfig(), observer=True)
+        self.obs = Connection(Role.CLIENT, obs_config or ClientConfig(), observer=True)
         self.dec = AssemblyDecoder(max_frame_size=0xFFFF)
         self.header = b""
         self.misuse: list[ev.ObservedMisuse] = []
@@ -216,3 +223,196 @@ def test_a_peer_command_we_cannot_decode_is_reported_and_answers_nothing_of_ours
     w.peer(encode_command(1, ExecutionResult(command_id=0, value=QQR)))
     assert any(isinstance(e, ev.ResultReceived) and e.command_id == 0 for e in w.seen)
     assert len(w.violations()) == 1 and not w.misuse
+
+
+# -- the tolerated rules (the fuzz monitor's, moved into the core; issue 25):
+# each is reported to an observer, acted on (fatal) under the config's
+# ``strict``, and by default changes nothing the user sees.
+
+CP = encode_control(1, SessionCommandPoint(command_id=0, command_offset=0))
+
+def _patched(data: bytes, old: bytes, new: bytes) -> bytes:
+    """``data`` with a value the encoder refuses to write (outside its domain)."""
+    assert data.count(old) == 1
+    return data.replace(old, new)
+
+
+#: rule -> (our commands, numbered from 0; what the peer then writes on channel 1)
+CASES: dict[str, tuple[list[Command], bytes]] = {
+    "session.completed-unknown": (
+        [QueueDeclare(queue="q")],
+        encode_control(1, SessionCompleted(commands=SequenceSet([(0, 3)])))),
+    "session.completed-unknown/confirmed": (
+        [QueueDeclare(queue="q")],
+        encode_control(1, SessionConfirmed(commands=SequenceSet([(5, 5)])))),
+    "session.known-completed-unknown": (
+        [QueueDeclare(queue="q")],
+        encode_control(1, SessionKnownCompleted(commands=SequenceSet([(0, 0)])))),
+    "execution.result-missing": (
+        [QueueDeclare(queue="q"), QueueQuery(queue="q")],
+        encode_control(1, SessionCompleted(commands=SequenceSet([(0, 1)])))),
+    "execution.exception-command": (
+        [QueueDeclare(queue="q")],
+        CP + encode_command(1, ExecutionException(error_code=ErrorCode.NOT_FOUND,
+                                                  command_id=7))),
+}
+#: the domain rules: under strict the (strict) decoder refuses them first
+DOMAIN_CASES: dict[str, tuple[list[Command], bytes]] = {
+    "execution.exception-code": (
+        [QueueDeclare(queue="q")],
+        CP + _patched(encode_command(1, ExecutionException(
+            error_code=ErrorCode.PRECONDITION_FAILED, command_id=0)), b"\x01\x96", b"\x03\xe7")),
+    "session.detach-code": (  # (code 9)
+        [], _patched(encode_control(1, SessionDetached(name=b"raw", code=DetachCode.UNKNOWN_IDS)),
+                     b"raw\x04", b"raw\x09")),
+}
+
+
+def _rule(key: str) -> str:
+    return key.split("/")[0]
+
+
+def _observed(ours: list[Command], peer: bytes) -> Watch:
+    w = Watch()
+    _attached(w)
+    w.send(CP)
+    for cmd in ours:
+        w.send(encode_command(1, cmd))
+    w.srv.data_to_send()  # (the real server's answers are not sent here)
+    w.peer(peer)
+    return w
+
+
+def _client(strict: bool, ours: list[Command], peer: bytes
+            ) -> tuple[Connection, Session, list[ev.Event]]:
+    cli = Connection(Role.CLIENT, ClientConfig(strict=strict))
+    srv = Connection(Role.SERVER, ServerConfig())
+
+    def pump() -> None:
+        for _ in range(20):
+            out = cli.data_to_send()
+            if out:
+                srv.receive_data(out)
+            back = srv.data_to_send()
+            if back:
+                cli.receive_data(back)
+            if not out and not back:
+                return
+
+    pump()
+    s = cli.attach(b"raw", channel=1)
+    pump()
+    assert s.state is SessionState.ATTACHED and s.channel == 1
+    for cmd in ours:
+        s.send(cmd)
+    cli.data_to_send()
+    return cli, s, cli.receive_data(peer)
+
+
+def _violations(events: list[ev.Event]) -> list[ev.ProtocolViolation]:
+    return [e for e in events if isinstance(e, ev.ProtocolViolation)]
+
+
+@pytest.mark.parametrize("key", sorted({**CASES, **DOMAIN_CASES}))
+def test_an_observer_hears_of_the_rule_and_reads_on(key: str) -> None:
+    ours, peer = {**CASES, **DOMAIN_CASES}[key]
+    w = _observed(ours, peer)
+    (v,) = w.violations()
+    assert v.rule == _rule(key) and v.reply == "none"
+    assert w.obs.data_to_send() == b"" and not w.misuse
+
+
+@pytest.mark.parametrize("key", sorted({**CASES, **DOMAIN_CASES}))
+def test_by_default_nothing_changes(key: str) -> None:
+    ours, peer = {**CASES, **DOMAIN_CASES}[key]
+    cli, s, events = _client(False, ours, peer)
+    assert not _violations(events)
+    if _rule(key) != "session.detach-code":
+        assert s.state is SessionState.ATTACHED
+
+
+def test_each_tolerated_rule_is_tested_under_strict() -> None:
+    assert {_rule(k) for k in CASES} == set(TOLERATED_RULES)
+
+
+@pytest.mark.parametrize("key", sorted(CASES))
+def test_under_strict_the_rule_is_fatal(key: str) -> None:
+    ours, peer = CASES[key]
+    cli, s, events = _client(True, ours, peer)
+    (v,) = _violations(events)
+    assert v.rule == _rule(key)
+    assert (v.scope, v.reply, v.code) == ("session", "session.detached", DetachCode.UNKNOWN_IDS)
+    assert s.state is SessionState.DETACHED
+    assert any(isinstance(e, ev.SessionDetached) and not e.by_peer for e in events)
+    assert cli.data_to_send()  # (the detached)
+
+
+def test_under_strict_a_code_outside_its_domain_is_the_decoders() -> None:
+    # (check_strict, as before: the exception is a command it cannot read,
+    # the detached a control -- the connection's)
+    ours, peer = DOMAIN_CASES["execution.exception-code"]
+    cli, s, events = _client(True, ours, peer)
+    (v,) = _violations(events)
+    assert (v.rule, v.code) == ("execution.undecodable", ErrorCode.INVALID_ARGUMENT)
+    ours, peer = DOMAIN_CASES["session.detach-code"]
+    with pytest.raises(RemoteProtocolError, match="not a DetachCode"):
+        _client(True, ours, peer)
+
+
+def test_completions_within_what_we_sent_are_fine_under_strict() -> None:
+    # completed again (cumulative until known-completed), confirmed, and
+    # results before completion: nothing to judge
+    ours = [QueueDeclare(queue="q"), QueueQuery(queue="q")]
+    peer = (CP + encode_command(1, ExecutionResult(
+        command_id=1, value=QQR))
+        + encode_control(1, SessionCompleted(commands=SequenceSet([(0, 1)])))
+        + encode_control(1, SessionCompleted(commands=SequenceSet([(0, 1)])))
+        + encode_control(1, SessionConfirmed(commands=SequenceSet([(0, 1)]))))
+    cli, s, events = _client(True, ours, peer)
+    assert not _violations(events) and s.state is SessionState.ATTACHED
+    w = _observed(ours, peer)
+    assert not w.violations()
+
+
+def test_an_observer_books_our_completed_before_the_peers_known_completed() -> None:
+    w = Watch()
+    _attached(w)
+    w.send(encode_control(1, SessionCompleted(commands=SequenceSet([(0, 0)]))))
+    w.peer(encode_control(1, SessionKnownCompleted(commands=SequenceSet([(0, 0)]))))
+    assert not w.violations()
+
+
+def test_an_observer_numbers_from_our_first_command_point() -> None:
+    # ids before our first command-point are not ours; those we passed over
+    # by moving on stay ours (the peer may still complete them)
+    w = Watch()
+    _attached(w)
+    w.send(encode_control(1, SessionCommandPoint(command_id=100, command_offset=0)))
+    w.send(encode_command(1, QueueDeclare(queue="q")))  # 100
+    w.peer(encode_control(1, SessionCompleted(commands=SequenceSet([(99, 100)]))))
+    assert [v.rule for v in w.violations()] == ["session.completed-unknown"]
+    w.send(encode_control(1, SessionCommandPoint(command_id=200, command_offset=0)))
+    w.send(encode_command(1, QueueDeclare(queue="q")))  # 200
+    w.peer(encode_control(1, SessionCompleted(commands=SequenceSet([(100, 200)]))))
+    assert len(w.violations()) == 1
+
+
+def test_an_observer_with_a_store_resumes_a_name_the_peer_kept() -> None:
+    # Detached with a timeout granted and attached again: the peer kept the
+    # session (its completed may name our old ids), so does the observer.
+    w = Watch(ClientConfig(session_store=SessionStore()))
+    _attached(w)
+    w.send(CP)
+    w.send(encode_control(1, SessionRequestTimeout(timeout=30)))
+    w.send(encode_command(1, QueueDeclare(queue="q")))  # 0
+    w.srv.data_to_send()  # (the real server's answers are not sent here)
+    w.peer(encode_control(1, SessionTimeout(timeout=30)))
+    w.send(encode_control(1, SessionDetach(name=b"raw")))
+    w.srv.data_to_send()
+    w.peer(encode_control(1, SessionDetached(name=b"raw", code=DetachCode.NORMAL)))
+    assert 1 not in w.obs.sessions
+    _attached(w, 2)
+    w.peer(encode_control(2, SessionCompleted(commands=SequenceSet([(0, 0)]))))
+    assert not w.violations() and not w.misuse
+    w.peer(encode_control(2, SessionCompleted(commands=SequenceSet([(0, 1)]))))
+    assert [v.rule for v in w.violations()] == ["session.completed-unknown"]
