@@ -764,7 +764,7 @@ class ClientSubscriptionBase(Generic[D]):
 
     def __init__(self, session: ClientSessionBase[Any], queue: str, destination: str,
                  prefetch: int | None, mode: AcceptMode,
-                 make_delivery: Callable[[Any], D]) -> None:
+                 make_delivery: Callable[..., D]) -> None:
         self.session = session
         self.queue = queue
         self.destination = destination

@@ -110,8 +110,8 @@ class Delivery(DeliveryActions, v010.ClientDelivery):
     __slots__ = ("session",)
 
     def __init__(self, session: Session, sub: v010.ClientSubscription[Any],
-                 event: ev.MessageReceived) -> None:
-        super().__init__(sub, event)
+                 event: ev.MessageReceived, command_id: int, body: bytes) -> None:
+        super().__init__(sub, event, command_id, body)
         self.session = session
 
 

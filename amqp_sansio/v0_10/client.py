@@ -133,7 +133,7 @@ def connection(params: ConnectionParams, *, heartbeat: int | None,
         ClientConfig, params, mechanisms=mechanisms, supported=sasl.CLIENT_MECHANISMS,
         frame_max="max_frame_size", client_properties=client_properties,
         heartbeat=DEFAULT_HEARTBEAT if heartbeat is None else heartbeat,
-        session_store=session_store)
+        session_store=session_store, transfer_runs=True)
     return ClientConnection(CoreConnection(Role.CLIENT, config), params,
                             heartbeat_asked=heartbeat)
 
@@ -168,23 +168,35 @@ class ClientConnection(base.ClientConnection[CoreConnection, "ClientSession"]):
 
 # ---------------------------------------------------------------- deliveries
 class ClientDelivery(base.ClientDelivery):
-    """A transfer delivered to a subscription."""
+    """A transfer delivered to a subscription: ``command_id`` (its id in the
+    broker's command numbering) and ``body`` its own; ``event`` the
+    MessageReceived it came in -- with the transfers alike read with it
+    (a run: ``event.more``), whose command and headers it shares."""
 
-    __slots__ = ("sub",)
+    __slots__ = ("sub", "command_id", "body")
     event: ev.MessageReceived
-    _decode = staticmethod(from_event)
+    command_id: int
+    body: bytes
 
-    def __init__(self, sub: ClientSubscription[Any], event: ev.MessageReceived) -> None:
+    def __init__(self, sub: ClientSubscription[Any], event: ev.MessageReceived,
+                 command_id: int, body: bytes) -> None:
         # The base's fields set here too: one call per delivery, not two.
         self.event = event
         self.settled = False
         self._message: Message | None = None
         self.sub = sub
+        self.command_id = command_id
+        self.body = body
+
+    @staticmethod
+    def bodies(deliveries: Sequence[base.ClientDelivery], /) -> list[bytes]:
+        return [d.body for d in deliveries]
 
     @property
-    def command_id(self) -> int:
-        """The transfer's id in the broker's command numbering."""
-        return self.event.command_id
+    def message(self) -> Message:
+        if self._message is None:
+            self._message = from_event(self.event, self.body)
+        return self._message
 
     _LIFTED = frozenset(X_091 + n for n in ("type", "cluster-id", "message-id"))  # (fields_of)
 
@@ -556,7 +568,7 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         return self.execute(spec.MessageCancel(destination=destination))
 
     def subscribe(self, queue: str, make_delivery: Callable[[ClientSubscription[D],
-                                                             ev.MessageReceived], D], *,
+                                                             ev.MessageReceived, int, bytes], D], *,
                   prefetch: int | None = 100, accept_mode: str = "explicit",
                   flow_mode: str = "window", destination: str | None = None,
                   exclusive: bool = False, arguments: dict[str, Any] | None = None,
@@ -579,7 +591,7 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         return sub
 
     def get(self, queue: str, make_delivery: Callable[[ClientSubscription[D],
-                                                       ev.MessageReceived], D], *,
+                                                       ev.MessageReceived, int, bytes], D], *,
             accept_mode: str = "explicit", now: bool) -> tuple[ClientSubscription[D],
                                                                 Pending[Any] | None]:
         """Fetch one message: a subscription with credit for one.  ``now``:
@@ -617,7 +629,7 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
                 d.settled = True
                 sub = d.sub
                 sub.settled(d)
-                sub.to_accept(d.event.command_id)  # (completed as the accept goes out)
+                sub.to_accept(d.command_id)  # (completed as the accept goes out)
                 if sub not in touched:
                     touched.append(sub)
             for sub in touched:
@@ -664,7 +676,7 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
         self.check()
         for d in ds:
             d.settled = True
-        ids = [d.event.command_id for d in ds]
+        ids = [d.command_id for d in ds]
         sub.settled_run(ids)
         sub.to_accept_run(ids)  # (completed as the accept goes out)
         sub.accepts_added()
@@ -679,7 +691,7 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
             raise self.error
         d.settled = True
         sub.settled(d)
-        sub.to_accept(d.event.command_id)
+        sub.to_accept(d.command_id)
         sub.accepts_added()
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -838,9 +850,11 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
             sub.deliver(e)
             return
         # Not ours (cancelled, or a subscription of a transport we lost):
-        # complete it and give it back -- after cancelling its destination
-        # once, so that it does not come back.
-        self.core.complete(e.command_id)
+        # complete it (the run) and give it back -- after cancelling its
+        # destination once, so that it does not come back.
+        ids = SequenceSet()
+        ids.add_range(e.command_id, e.command_id + len(e.more))  # (a run never wraps)
+        self.core.complete(ids)
         if self.core.failed:
             return
         dest = e.transfer.destination or ""
@@ -852,8 +866,7 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
                                  f"which has no subscription here: released, destination "
                                  f"cancelled")
         if e.transfer.accept_mode == spec.AcceptMode.EXPLICIT:
-            cmds.append(spec.MessageRelease(transfers=SequenceSet.of(e.command_id),
-                                            set_redelivered=True))
+            cmds.append(spec.MessageRelease(transfers=ids, set_redelivered=True))
         if self.resuming or self._carry is not None:
             self._deferred.extend(cmds)  # after the resume's replay
             return
@@ -861,7 +874,7 @@ class ClientSession(base.ClientSessionBase["ClientSubscription[Any]"]):
             try:
                 self.core.send(cmd)
             except LocalProtocolError as err:  # replay window full: the broker keeps it
-                self.conn.note(WARNING, f"could not give back transfer {e.command_id}: "
+                self.conn.note(WARNING, f"could not give back transfers {ids}: "
                                         f"{err.message}")
 
 
@@ -888,10 +901,13 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
     def __init__(self, session: ClientSession, queue: str, destination: str,
                  prefetch: int | None, mode: AcceptMode, flow_mode: spec.FlowMode,
                  exclusive: bool, arguments: dict[str, Any] | None,
-                 make_delivery: Callable[[ClientSubscription[D], ev.MessageReceived], D],
+                 make_delivery: Callable[[ClientSubscription[D], ev.MessageReceived, int,
+                                          bytes], D],
                  complete_on_receipt: bool = False) -> None:
-        super().__init__(session, queue, destination, prefetch, mode,
-                         functools.partial(make_delivery, self))
+        make: Callable[[ev.MessageReceived, int, bytes], D] = functools.partial(
+            make_delivery, self)
+        super().__init__(session, queue, destination, prefetch, mode, make)
+        self._make = make
         self.flow_mode = flow_mode
         self.complete_on_receipt = complete_on_receipt
         self._exclusive = exclusive
@@ -900,6 +916,16 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
         self._accepts_n = 0
         self.owed = 0  # credit mode: messages to re-grant
         self.unsettled: set[int] = set()  # handed out, explicit mode, not settled
+
+    def deliver(self, event: ev.MessageReceived) -> None:
+        """A transfer, or a run of them (``event.more``, numbered on from
+        ``event.command_id``): one delivery each, in order."""
+        cid = event.command_id
+        more = event.more
+        self.buffer.extend(map(self._make, repeat(event),
+                               range(cid, cid + 1 + len(more)), (event.body, *more)))
+        if self.wake is not None:
+            self.wake()
 
     def send_subscribe(self) -> None:
         s = self.session
@@ -973,7 +999,7 @@ class ClientSubscription(base.ClientSubscriptionBase[D]):
             return []
         popleft = buf.popleft
         out = [popleft() for _ in range(min(limit, len(buf)))]
-        ids = [d.event.command_id for d in out]
+        ids = [d.command_id for d in out]
         if self.ack:
             self.unsettled.update(ids)
             if self.complete_on_receipt:

@@ -181,6 +181,14 @@ class ClientConfig:
     # "when-asked": only on timely-reply (or once owed ranges fragment).
     known_completed: str = attrs.field(default="eager", validator=attrs.validators.in_(
         ("eager", "when-asked")))
+    #: Transfers alike that come one after another on a session, in one
+    #: read (the same command and header octets), are one MessageReceived,
+    #: the bodies after the first its ``more``, numbered as one run
+    #: (``AssemblyDecoder.runs``).  Off here, where the application reads
+    #: the core's events itself; the client policy
+    #: (:func:`amqp_sansio.v0_10.client.connection`, every adapter) turns
+    #: it on and hands out one delivery per transfer.
+    transfer_runs: bool = False
 
     def __attrs_post_init__(self) -> None:
         # Unusable credentials are the caller's error now, not a surprise
@@ -221,7 +229,7 @@ class ServerConfig:
     #: Transfers alike that come one after another on a session (the same
     #: command and header octets) are one MessageReceived, the bodies after
     #: the first its ``more``, numbered as one run (``AssemblyDecoder.runs``;
-    #: needs ``shared_headers``).
+    #: see ClientConfig).
     transfer_runs: bool = False
 
 
@@ -255,8 +263,7 @@ class Connection(Endpoint[ConnState]):
                                         strict=config.strict,
                                         shared_headers=isinstance(config, ServerConfig)
                                         and config.shared_headers,
-                                        runs=isinstance(config, ServerConfig)
-                                        and config.transfer_runs)
+                                        runs=config.transfer_runs and not observer)
         self._out: list[bytes] = DiscardedOutput() if observer else []
         self._header = HeaderGate(PROTOCOL_HEADER)
         self._out_frame_max = MIN_MAX_FRAME_SIZE

@@ -228,11 +228,12 @@ def transfer_octets(headers: tuple[Struct, ...], body: bytes) -> int:
     return len(header_octets(headers)) + len(body)
 
 
-def from_event(e: MessageReceived) -> Message:
-    """The :class:`Message` a received transfer carries."""
+def from_event(e: MessageReceived, body: bytes | None = None) -> Message:
+    """The :class:`Message` a received transfer carries (``body``: one of a
+    run's, else the event's)."""
     dp = e.delivery_properties
     return Message(
-        body=e.body,
+        body=e.body if body is None else body,
         routing_key=dp.routing_key if dp else None,
         exchange=dp.exchange if dp else None,
         redelivered=bool(dp.redelivered) if dp else False,

@@ -595,6 +595,8 @@ class Session(Endpoint[SessionState]):
             return
         if type(ids) is list and ids and self._complete_run(ids):
             return
+        if type(ids) is SequenceSet and self._complete_ranges(ids.ranges):
+            return
         # Read twice below (check, then apply): take any iterable once.
         ids = (ids,) if isinstance(ids, int) else list(ids)
         for i in ids:
@@ -622,14 +624,28 @@ class Session(Endpoint[SessionState]):
         False, nothing done, when they are not."""
         lo, n = ids[0], len(ids)
         hi = lo + n - 1
-        outstanding = self._in_outstanding
-        if hi > _MASK or ids != list(range(lo, hi + 1)) or not outstanding.issuperset(ids):
+        if hi > _MASK or ids != list(range(lo, hi + 1)):
             return False
-        outstanding.difference_update(ids)
-        self._keep_completed_window(hi)
-        self._in_completed.add_range(lo, hi)
-        if self._in_sync:
-            self._in_sync.difference_update(ids)
+        return self._complete_ranges(((lo, hi),))
+
+    def _complete_ranges(self, ranges: tuple[tuple[int, int], ...]) -> bool:
+        """:meth:`complete` of the ids of ``ranges`` (a SequenceSet's: an
+        accepted batch of deliveries) when every one is outstanding: set
+        operations per range.  False, nothing done, otherwise (a range that
+        wraps, an id completed already or never received)."""
+        outstanding = self._in_outstanding
+        for lo, hi in ranges:
+            # (a range wider than what is outstanding cannot be: no set built)
+            if (hi < lo or hi - lo >= len(outstanding)
+                    or not outstanding.issuperset(range(lo, hi + 1))):
+                return False
+        for lo, hi in ranges:
+            ids = range(lo, hi + 1)
+            outstanding.difference_update(ids)
+            self._keep_completed_window(hi)
+            self._in_completed.add_range(lo, hi)
+            if self._in_sync:
+                self._in_sync.difference_update(ids)
         self._completion_dirty = True
         if self._sync_waiting:
             self._check_barriers()
