@@ -53,12 +53,7 @@ from amqp_sansio.v0_9 import spec as spec09
 from amqp_sansio.v0_9.connection import TABLE_0_9
 from amqp_sansio.v0_9_1.framing import FRAME_HEADER
 
-from .monitor_0_9_1 import (
-    Monitor,
-    _Ch,
-    _delivery_tag,
-    _peer_cancel_ok,
-)
+from .monitor_0_9_1 import Monitor, _Ch
 from .signals import MonitorConfig
 from .specinfo_0_9_1 import SOFT_CODES
 from .wire_0_9_1 import method_frame
@@ -83,6 +78,7 @@ class _Ch09:
     transfers: dict[str, int] = attrs.field(factory=dict)  # destination -> count
     refs: dict[str, int] = attrs.field(factory=dict)  # reference -> octets appended
     offsets: deque[int] = attrs.field(factory=deque)  # what each message.offset owes
+    seen_tags: set[int] = attrs.field(factory=set)  # file/stream delivery tags
     pings: int = 0
     pongs: int = 0
     peer_refs: dict[str, bool] = attrs.field(factory=dict)  # its references: closed?
@@ -102,9 +98,9 @@ class Monitor09(Monitor):
         self.peer_hooks.update(_PEER_09)
 
     def _ours(self, fn: Any, base: Any) -> Any:
-        def hook(c: _Ch, m: Any) -> None:
+        def hook(mon: Monitor, cc: Any, c: _Ch, m: Any) -> None:
             if base is not None:
-                base(c, m)
+                base(mon, cc, c, m)
             fn(self, self.x(self._ch), m)
         return hook
 
@@ -214,9 +210,20 @@ def _peer_consume_ok(mon: Any, ch: int, c: _Ch, m: Any, req: Any, lax: bool) -> 
     _mon(mon).x(ch).consumers[tag] = m.NAME.partition(".")[0]
 
 
+def _peer_cancel_ok(mon: Any, ch: int, c: _Ch, m: Any, req: Any, lax: bool) -> None:
+    if req is not None and m.consumer_tag != req.consumer_tag and not lax:
+        mon.violation("basic.consume-ok-tag", f"{m.NAME} for {m.consumer_tag!r}; we "
+                      f"cancelled {req.consumer_tag!r}")
+
+
 def _peer_deliver(mon: Any, ch: int, c: _Ch, m: Any, req: Any, lax: bool) -> None:
     b = _mon(mon).x(ch)
-    _delivery_tag(mon, ch, c, m, lax)
+    dtag = int(m.delivery_tag)  # (basic's are the core's: basic.delivery-tag)
+    if dtag == 0:
+        mon.violation("basic.delivery-tag", f"{m.NAME} with delivery tag 0 on channel {ch}")
+    elif dtag in b.seen_tags and not lax:
+        mon.violation("basic.delivery-tag", f"delivery tag {dtag} used twice on channel {ch}")
+    b.seen_tags.add(dtag)
     kind = m.NAME.partition(".")[0]
     tag = str(m.consumer_tag)
     if b.consumers.get(tag) != kind and not lax:
@@ -253,13 +260,10 @@ def _peer_file_stage(mon: Any, ch: int, c: _Ch, m: Any, req: Any, lax: bool) -> 
 def _peer_return(mon: Any, ch: int, c: _Ch, m: Any, req: Any, lax: bool) -> None:
     b = _mon(mon).x(ch)
     kind = m.NAME.partition(".")[0]
+    if kind == "basic":  # the core's: basic.return-unsolicited, basic.return-code
+        return
     n = b.returns[kind] = b.returns.get(kind, 0) + 1
-    if kind == "basic":  # counted by 0-9-1's books (its mandatory counts immediate)
-        c.returns += 1
-        over = c.returns > c.mandatory
-    else:
-        over = n > b.returnable.get(kind, 0)
-    if over and not lax:
+    if n > b.returnable.get(kind, 0) and not lax:
         mon.violation("content.return-unsolicited", f"{m.NAME} {n} on channel {ch}: more "
                       "than our mandatory or immediate publishes")
     code = int(m.reply_code)

@@ -47,32 +47,45 @@ Three checkers share the peer's octets:
    basic.delivery-tag              a delivery tag out of order (ack mode)
    ==============================  ==========================================
 
-2. **the monitor's own rules**: what the core does not judge (a client
-   need not), which need what *we* sent (``sent_ids``, prefetch, mandatory
-   publishes), and the connection's close rules:
+   and, reported to an observer only (``tolerated``: real servers break
+   them, so the core lets them pass unless its config is ``strict``):
+
+   ==============================  ==========================================
+   channel.close-code              channel.close with a hard (5xx) or unknown
+                                   code
+   connection.close-code           connection.close with an unknown or soft
+                                   code (403 before open-ok excepted: the
+                                   authentication_failure_close capability)
+   channel.flow-ok-active          flow-ok not echoing our flow's ``active``
+   queue.declare-ok-name           declare-ok for another queue than asked
+   basic.consume-ok-tag            consume-ok / cancel-ok with another tag
+                                   (the RabbitMQ dialect matches them by tag:
+                                   there, channel.unexpected-reply), or a
+                                   generated tag already in use
+   basic.deliver-unknown-consumer  a delivery for a tag never consumed
+   basic.delivery-tag              delivery tag 0, or not above the last
+                                   (no-ack deliveries too)
+   basic.return-unsolicited        more returns than mandatory publishes
+   basic.return-code               a return code that is not a soft error
+                                   (the RabbitMQ dialect takes 312)
+   basic.cancel-unknown            a server cancel for a tag never consumed
+   ==============================  ==========================================
+
+2. **the monitor's own rules**: what needs what *we* sent as octets (our
+   faulty items included), the fuzzer's judgement of a limit it cannot
+   know exactly, and the raw stream around the connection's close:
 
    ==============================  ==========================================
    rule                            the peer broke it when
    ==============================  ==========================================
-   channel.close-code              channel.close with a hard (5xx) or unknown
-                                   code
    channel.close-method            channel.close naming a method we never
                                    sent on that channel
-   channel.flow-ok-active          flow-ok not echoing our flow's ``active``
-   queue.declare-ok-name           declare-ok for another queue than asked
-   basic.consume-ok-tag            consume-ok / cancel-ok with another tag
-   basic.deliver-unknown-consumer  a delivery for a tag never consumed
-   basic.delivery-tag              delivery tag 0, or used twice on a channel
-   basic.qos-prefetch              more unacknowledged deliveries than the
-                                   prefetch-count (per consumer, even)
-   basic.return-unsolicited        more returns than mandatory publishes
-   basic.return-code               a return code 0-9-1 does not define
-   basic.cancel-unknown            a server cancel for a tag never consumed
-   connection.close-code           connection.close with an unknown or soft
-                                   code (403 before open-ok excepted: the
-                                   authentication_failure_close capability)
    connection.close-method         connection.close naming a method we never
                                    sent
+   basic.qos-prefetch              more unacknowledged deliveries than the
+                                   prefetch-count (per consumer, even; with
+                                   the monitor's allowance for deliveries an
+                                   "all outstanding" ack may have covered)
    connection.after-close          frames after its connection.close (but
                                    close-ok when closes cross) or close-ok
    connection.header               it answered our valid header with one of
@@ -80,6 +93,8 @@ Three checkers share the peer's octets:
    connection.header-reply         it answered a header it cannot speak with
                                    anything but a protocol header, or closed
                                    without one (0-9-1: reply, then close)
+   shortstr.utf8                   a shortstr that is not UTF-8 (on a channel
+                                   no faulty item of ours touched)
    ==============================  ==========================================
 
 3. **documented deviations** (``deviations``, the ``deviation`` outcome):
@@ -108,7 +123,7 @@ from amqp_sansio.errors import ConnectionViolation, RemoteProtocolError
 from amqp_sansio.v0_9_1 import events as ev
 from amqp_sansio.v0_9_1 import spec
 from amqp_sansio.v0_9_1._specbase import Method
-from amqp_sansio.v0_9_1.channel import ChannelState
+from amqp_sansio.v0_9_1.channel import Channel, ChannelState
 from amqp_sansio.v0_9_1.connection import ClientConfig, Connection, ConnState, Role
 from amqp_sansio.v0_9_1.framing import (
     FRAME_BODY,
@@ -124,7 +139,7 @@ from amqp_sansio.v0_9_1.table import TABLE_0_9_1, MethodTable
 
 from .profiles import identity
 from .signals import MonitorBase, MonitorConfig, Signal, complete_header
-from .specinfo_0_9_1 import CLOSED_CHANNEL, DEV, REPLY_CODES, SOFT_CODES, method_name
+from .specinfo_0_9_1 import CLOSED_CHANNEL, DEV, method_name
 from .wire_0_9_1 import method_frame
 
 _BIG = 0xFFFFFFFF
@@ -136,9 +151,9 @@ _FAMILY_HEADERS = (b"AMQP\x00\x00\x09\x01", b"AMQP\x01\x01\x00\x09")
 @attrs.define
 class _Ch:
     """What the monitor keeps of one channel beside the core's books: how
-    far our own items can be trusted, and the books of the content rules
-    the core does not keep (its state, requests and replies, confirms and
-    delivery tags are the core's)."""
+    far our own items can be trusted, what we sent (the close rules), and
+    the prefetch rule's books (its state, requests and replies, consumers,
+    confirms, returns and delivery tags are the core's)."""
 
     ever: bool = False  # we opened it at some point
     lenient: bool = False  # a faulty item touched it
@@ -149,12 +164,8 @@ class _Ch:
     # an "everything outstanding" ack may cover deliveries up to this tag (the
     # peer may have given them tags before it read the ack, and sent them after)
     acked_upto: int = 0
+    top_tag: int = 0  # the highest delivery tag seen (for acked_upto)
     sent_ids: set[int] = attrs.field(factory=set)  # class << 16 | method, ours
-    consumers: dict[str, bool] = attrs.field(factory=dict)  # tag -> no-ack
-    consumes_due: int = 0  # our basic.consume awaiting consume-ok
-    seen_tags: set[int] = attrs.field(factory=set)
-    mandatory: int = 0
-    returns: int = 0
     qos: int = 0
     qos_global: bool = False
     qos_check: bool = False
@@ -420,7 +431,7 @@ class Monitor(MonitorBase):
                 c.req_seq += 1
             hook = self.our_hooks.get(name)
             if hook is not None:
-                hook(c, m)
+                hook(self, cc, c, m)
         core.observe(ch, m)
         if closing_ok:
             self._reset(ch, c)
@@ -449,7 +460,10 @@ class Monitor(MonitorBase):
         finally:
             self.core.data_to_send()
         for event in events:
-            if isinstance(event, ev.ProtocolHeaderMismatch):
+            if isinstance(event, ev.ProtocolViolation) and event.tolerated and not event.channel:
+                self.violation(event.rule or "core.connection", f"{event.message} "
+                               f"({_acted(event)})")  # (connection.close-code)
+            elif isinstance(event, ev.ProtocolHeaderMismatch):
                 self.peer_header = bytes(event.header)
                 self.signals.append(Signal("header", 0, after_fault=self.fault_sent,
                                            text=repr(self.peer_header)))
@@ -609,10 +623,6 @@ class Monitor(MonitorBase):
             if command is not None and unknown and not self.sent_broken:
                 self.violation("connection.close-method",
                                f"connection.close({code}) names {command}, which we never sent")
-            if code not in REPLY_CODES or (code in SOFT_CODES and not (
-                    code == 403 and not self.opened)):
-                self.violation("connection.close-code",
-                               f"connection.close with code {code} (not a hard-error code)")
             faulty = (cid << 16 | mid) in faulty_ids or self._current_faulty
             self.signals.append(Signal("close", 0, code, command=command,
                                        faulty=faulty and command != CLOSED_CHANNEL,
@@ -637,7 +647,8 @@ class Monitor(MonitorBase):
         faults = [e for e in events if isinstance(e, ev.ProtocolViolation)]
         for v in faults:
             self._core_rule(ch, c, v, lax)
-        if faults or c is None or (closing and name not in ("channel.close",
+        # (a tolerated rule's report: the core went on as if it held)
+        if any(not v.tolerated for v in faults) or c is None or (closing and name not in ("channel.close",
                                                             "channel.close-ok")):
             return
         if late and not lax:
@@ -673,11 +684,11 @@ class Monitor(MonitorBase):
             rule = "method.wrong-direction"  # (a server never sends channel.open)
         if rule == "channel.unused":
             report = not self.sent_broken
-        else:  # a wrong direction or a delivery tag 0 the peer cannot owe to our faults
-            report = not lax or rule == "method.wrong-direction" or (
+        else:  # codes, a wrong direction, a delivery tag 0: not owed to our faults
+            report = not lax or rule in _UNRELAXED or (
                 rule == "basic.delivery-tag" and "out of range" in v.message)
         if report:
-            self.violation(rule, f"{v.message} (our core would send {v.reply} {v.code})")
+            self.violation(rule, f"{v.message} ({_acted(v)})")
 
     def _peer_channel_close(self, ch: int, c: _Ch, m: Any) -> None:
         code = int(m.reply_code)
@@ -688,10 +699,6 @@ class Monitor(MonitorBase):
             self.violation("channel.close-method",
                            f"channel.close({code}) on channel {ch} names {command}, which we "
                            "never sent on it")
-        if code not in REPLY_CODES or (code not in SOFT_CODES and code != 200):
-            self.violation("channel.close-code",
-                           f"channel.close with code {code} on channel {ch} (a channel closes "
-                           "with soft-error codes)")
         self.signals.append(Signal("channel-close", ch, code, command=command,
                                    faulty=c.lenient and not self.sent_broken,
                                    after_fault=self.fault_sent, text=str(m.reply_text)[:200]))
@@ -785,32 +792,20 @@ _BY_IDS: dict[int, Any] = {
 _WIDTHS = {"octet": 1, "short": 2, "long": 4, "longlong": 8, "timestamp": 8}
 
 
-# -- what our methods change ----------------------------------------------------
+# -- what our methods change (the prefetch rule's books) ---------------------------
 
 
-def _our_consume(c: _Ch, m: Any) -> None:
-    if not m.no_wait:
-        c.consumes_due += 1
-    elif m.consumer_tag:
-        c.consumers[str(m.consumer_tag)] = bool(m.no_ack)
-
-
-def _our_qos(c: _Ch, m: Any) -> None:
+def _our_qos(mon: Monitor, cc: Channel | None, c: _Ch, m: Any) -> None:
     # Checked only when set before any consumer exists (a lowered limit does
     # not take back what was delivered) and never changed after one did.
-    if c.consumers or c.consumes_due:
+    if cc is not None and (cc.consumers or any(p.NAME == "basic.consume" for p in cc.pending)):
         c.qos_dirty = True
     c.qos = int(m.prefetch_count)
     c.qos_global = bool(m.global_)
     c.qos_check = c.qos > 0 and not c.qos_dirty
 
 
-def _our_publish(c: _Ch, m: Any) -> None:
-    if m.mandatory or m.immediate:
-        c.mandatory += 1
-
-
-def _our_ack(c: _Ch, m: Any) -> None:
+def _our_ack(mon: Monitor, cc: Channel | None, c: _Ch, m: Any) -> None:
     tag = int(m.delivery_tag)
     multiple = bool(getattr(m, "multiple", False))
     if multiple:
@@ -823,8 +818,9 @@ def _our_ack(c: _Ch, m: Any) -> None:
             # the deliveries still on their way, tagged before it read this ack
             # (at most that many less those we hold), are covered by it however
             # the peer orders its output.
-            window = max(0, c.qos * max(1, len(c.consumers)) - held) if c.qos else 0
-            c.acked_upto = max(c.acked_upto, max(c.seen_tags, default=0) + window)
+            consumers = len(cc.consumers) if cc is not None else 0
+            window = max(0, c.qos * max(1, consumers) - held) if c.qos else 0
+            c.acked_upto = max(c.acked_upto, c.top_tag + window)
     else:
         c.unacked.pop(tag, None)
 
@@ -837,15 +833,13 @@ def _fence(c: _Ch) -> None:
     c.qos_fence = c.req_seq
 
 
-def _our_recover(c: _Ch, m: Any) -> None:
+def _our_recover(mon: Monitor, cc: Channel | None, c: _Ch, m: Any) -> None:
     c.unacked.clear()
     _fence(c)
 
 
 _OUR_HOOKS: dict[str, Any] = {
-    "basic.consume": _our_consume,
     "basic.qos": _our_qos,
-    "basic.publish": _our_publish,
     "basic.ack": _our_ack,
     "basic.nack": _our_ack,
     "basic.reject": _our_ack,
@@ -854,64 +848,26 @@ _OUR_HOOKS: dict[str, Any] = {
 }
 
 
-# -- what the peer's methods must respect ----------------------------------------
-
-
-def _delivery_tag(mon: Monitor, ch: int, c: _Ch, m: Any, lax: bool) -> int:
-    tag = int(m.delivery_tag)
-    if tag == 0:
-        mon.violation("basic.delivery-tag", f"{m.NAME} with delivery tag 0 on channel {ch}")
-    elif tag in c.seen_tags and not lax:
-        mon.violation("basic.delivery-tag", f"delivery tag {tag} used twice on channel {ch}")
-    c.seen_tags.add(tag)
-    return tag
-
-
-def _peer_declare_ok(mon: Monitor, ch: int, c: _Ch, m: Any, req: Any, lax: bool) -> None:
-    if req is not None and req.queue and m.queue != req.queue and not lax:
-        mon.violation("queue.declare-ok-name",
-                      f"declare-ok for {m.queue!r}; we declared {req.queue!r}")
-
-
-def _peer_consume_ok(mon: Monitor, ch: int, c: _Ch, m: Any, req: Any, lax: bool) -> None:
-    tag = str(m.consumer_tag)
-    if req is not None and req.consumer_tag and tag != req.consumer_tag and not lax:
-        mon.violation("basic.consume-ok-tag", f"consume-ok for {tag!r}; we asked for "
-                      f"{req.consumer_tag!r}")
-    if req is not None and not req.consumer_tag and tag in c.consumers and not lax:
-        mon.violation("basic.consume-ok-tag", f"a generated tag {tag!r} already in use")
-    c.consumers[tag] = bool(req.no_ack) if req is not None else False
-    c.consumes_due = max(0, c.consumes_due - 1)
-
-
-def _peer_cancel_ok(mon: Monitor, ch: int, c: _Ch, m: Any, req: Any, lax: bool) -> None:
-    if req is not None and m.consumer_tag != req.consumer_tag and not lax:
-        mon.violation("basic.consume-ok-tag", f"cancel-ok for {m.consumer_tag!r}; we "
-                      f"cancelled {req.consumer_tag!r}")
+# -- what the peer's methods must respect (the core judged the rest) ---------------
 
 
 def _peer_flow_ok(mon: Monitor, ch: int, c: _Ch, m: Any, req: Any, lax: bool) -> None:
-    if req is not None and bool(m.active) != bool(req.active) and not lax:
-        mon.violation("channel.flow-ok-active", f"flow-ok active={bool(m.active)} for our "
-                      f"flow active={bool(req.active)}")
     if req is not None:
         mon.count(f"barrier:{ch}")
 
 
 def _peer_get_ok(mon: Monitor, ch: int, c: _Ch, m: Any, req: Any, lax: bool) -> None:
-    _delivery_tag(mon, ch, c, m, lax)
+    c.top_tag = max(c.top_tag, int(m.delivery_tag))
 
 
 def _peer_deliver(mon: Monitor, ch: int, c: _Ch, m: Any, req: Any, lax: bool) -> None:
     ctag = str(m.consumer_tag)
-    tag = _delivery_tag(mon, ch, c, m, lax)
-    if ctag not in c.consumers:
-        if not lax:
-            mon.violation("basic.deliver-unknown-consumer",
-                          f"delivery for consumer {ctag!r} on channel {ch}, never consumed")
-        return
-    if c.consumers[ctag] or c.qos_fence is not None or tag <= c.acked_upto:
-        return  # no-ack, or maybe acknowledged already: nothing to count
+    tag = int(m.delivery_tag)
+    c.top_tag = max(c.top_tag, tag)
+    cc = mon.core.channels.get(ch)
+    no_ack = cc.consumers.get(ctag) if cc is not None else None
+    if no_ack is None or no_ack or c.qos_fence is not None or tag <= c.acked_upto:
+        return  # no consumer of ours, no-ack, or maybe acknowledged already: not counted
     if c.qos_check and not lax:
         mine = sum(1 for t in c.unacked.values() if t == ctag)
         total = len(c.unacked)
@@ -928,16 +884,9 @@ def _peer_deliver(mon: Monitor, ch: int, c: _Ch, m: Any, req: Any, lax: bool) ->
 
 
 def _peer_return(mon: Monitor, ch: int, c: _Ch, m: Any, req: Any, lax: bool) -> None:
-    c.returns += 1
-    if c.returns > c.mandatory and not lax:
-        mon.violation("basic.return-unsolicited",
-                      f"return {c.returns} on channel {ch} for {c.mandatory} mandatory publishes")
-    code = int(m.reply_code)
-    if code == 312:
+    if int(m.reply_code) == 312:  # (the core's RabbitMQ dialect lets it pass)
         mon.deviation(DEV.RETURN_312, "basic.return with 312 NO_ROUTE: a 0-9 code the 0-9-1 "
                       "spec dropped, kept by RabbitMQ (notes A.2.4)")
-    elif code not in (311, 313) and code not in SOFT_CODES:
-        mon.violation("basic.return-code", f"basic.return with reply code {code}")
 
 
 def _peer_confirm(mon: Monitor, ch: int, c: _Ch, m: Any, req: Any, lax: bool) -> None:
@@ -945,17 +894,11 @@ def _peer_confirm(mon: Monitor, ch: int, c: _Ch, m: Any, req: Any, lax: bool) ->
 
 
 def _peer_cancel(mon: Monitor, ch: int, c: _Ch, m: Any, req: Any, lax: bool) -> None:
-    tag = str(m.consumer_tag)
-    if tag not in c.consumers and not lax:
-        mon.violation("basic.cancel-unknown", f"server cancel of {tag!r}, never consumed")
-    if not m.no_wait:
-        mon.replies.append(method_frame(ch, spec.BasicCancelOk(consumer_tag=tag)))
+    if not m.no_wait:  # the runner owes the cancel-ok
+        mon.replies.append(method_frame(ch, spec.BasicCancelOk(consumer_tag=str(m.consumer_tag))))
 
 
 _PEER_HOOKS: dict[str, Any] = {
-    "queue.declare-ok": _peer_declare_ok,
-    "basic.consume-ok": _peer_consume_ok,
-    "basic.cancel-ok": _peer_cancel_ok,
     "channel.flow-ok": _peer_flow_ok,
     "basic.get-ok": _peer_get_ok,
     "basic.deliver": _peer_deliver,
@@ -964,3 +907,12 @@ _PEER_HOOKS: dict[str, Any] = {
     "basic.nack": _peer_confirm,
     "basic.cancel": _peer_cancel,
 }
+#: the core's tolerated rules the monitor reports even on a channel a faulty
+#: item of ours touched: a code is the peer's own choice
+_UNRELAXED = frozenset({"method.wrong-direction", "channel.close-code", "basic.return-code"})
+
+
+def _acted(v: ev.ProtocolViolation) -> str:
+    if v.tolerated:
+        return f"tolerated by our core; strict, it would send {v.scope}.close {v.code}"
+    return f"our core would send {v.reply} {v.code}"

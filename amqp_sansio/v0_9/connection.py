@@ -33,11 +33,15 @@ from ..events import ConnectionRedirected, Event
 from ..v0_9_1.connection import ClientConfig, ConnState, Role
 from ..v0_9_1.connection import Connection as Connection091
 from ..v0_9_1.connection import ServerConfig as ServerConfig091
+from ..v0_9_1.spec import ERROR_CLASSES as ERROR_CLASSES_0_9_1
 from ..v0_9_1.spec import ConnectionOpen
 from ..v0_9_1.table import MethodTable
-from .spec import METHODS, PROPERTIES, PROTOCOL_HEADER, ConnectionRedirect
+from .spec import ERROR_CLASSES, METHODS, PROPERTIES, PROTOCOL_HEADER, ConnectionRedirect
 
-TABLE_0_9 = MethodTable("0-9", PROTOCOL_HEADER, METHODS, PROPERTIES)
+# Reply codes: 0-9's, and 0-9-1's 505 (unexpected-frame), which the shared
+# machinery sends on 0-9 connections too.
+TABLE_0_9 = MethodTable("0-9", PROTOCOL_HEADER, METHODS, PROPERTIES,
+                        {**ERROR_CLASSES_0_9_1, **ERROR_CLASSES})
 
 # 0-9's basic.recover (60, 100) is what 0-9-1 calls basic.recover-async:
 # unacknowledged deliveries come again, with new tags -- the channel's rule

@@ -88,6 +88,7 @@ from .spec import (
     BasicRecover,
     BasicRecoverAsync,
     BasicReject,
+    BasicReturn,
     ChannelClose,
     ChannelCloseOk,
     ChannelFlow,
@@ -95,6 +96,8 @@ from .spec import (
     ChannelOpen,
     ChannelOpenOk,
     ConfirmSelect,
+    QueueDeclare,
+    QueueDeclareOk,
     TxCommit,
     TxRollback,
     TxSelect,
@@ -117,6 +120,7 @@ U, A, X = EndpointState.UNINIT, EndpointState.ACTIVE, EndpointState.CLOSED
 _LATE_REQUESTS = frozenset({"basic.consume", "basic.cancel"})
 _TX_ENDS = frozenset({"tx.commit", "tx.rollback"})
 _CONSUMER_REPLIES = frozenset({"basic.consume-ok", "basic.cancel-ok"})
+_NO_ROUTE = 312  # 0-9's no-route, which 0-9-1 dropped and RabbitMQ returns with
 
 REPLY_TO: dict[str, frozenset[str]] = replies_to(METHODS_BY_NAME.values())  # 0-9-1's
 
@@ -167,6 +171,17 @@ class ChannelPort(Protocol):
         """The connection observes a conversation others hold
         (:meth:`Channel.observe`): the channel writes nothing of its own and
         reports the peer's faults without acting on them."""
+        ...
+
+    @property
+    def judge(self) -> bool:
+        """Check the tolerated rules (:meth:`Channel._tolerate`): the
+        connection observes, or its config is ``strict``."""
+        ...
+
+    @property
+    def soft_codes(self) -> frozenset[int]:
+        """The protocol's soft-error reply codes (a channel closes with them)."""
         ...
 
     @property
@@ -252,6 +267,12 @@ class Channel(Endpoint[ChannelState]):
         self._rabbit = settings.dialect == "rabbit"
         self._strict_names = settings.strict_names
         self._raise_when_blocked = settings.publish_when_blocked == "raise"
+        # The tolerated rules (observer or strict) are judged; their books
+        # are kept only then, so the default path pays one test at most.
+        self._judge = port.judge
+        self._soft = port.soft_codes
+        # a publish takes _check_publish (else it pays this one test)
+        self._check_publishes = self._raise_when_blocked or self._judge
         self.id = channel_id
         self.state = state  # from here on, process_input alone
         #: Requests we sent that await their reply, oldest first.
@@ -280,6 +301,12 @@ class Channel(Endpoint[ChannelState]):
         #: Replies the RabbitMQ dialect took out of order (consume-ok and
         #: cancel-ok passing later replies): a fuzz monitor counts them.
         self.late_replies = 0
+        # Judged only: the highest delivery tag the peer used, our
+        # mandatory/immediate publishes less its returns, every consumer
+        # tag that was ours (a cancelled one's last deliveries may follow).
+        self._top_tag = 0
+        self._returnable = 0
+        self._consumed: set[str] = set()
 
     def __repr__(self) -> str:
         return f"<Channel {self.id} {self.state.name}>"
@@ -395,7 +422,7 @@ class Channel(Endpoint[ChannelState]):
     def _publish(self, method: BasicPublish, properties: BasicProperties | None,
                  body: bytes | bytearray | memoryview) -> int | None:
         self._check_sendable("basic.publish")
-        if method.immediate or not self.flow_active or self._raise_when_blocked:
+        if method.immediate or not self.flow_active or self._check_publishes:
             self._check_publish(method, None)  # (the per-message path pays one test)
         if self._strict_names:
             check_names(method)
@@ -412,6 +439,8 @@ class Channel(Endpoint[ChannelState]):
             _refuse(misuse, f"the peer turned flow off on channel {self.id}")
         if self._raise_when_blocked and self._port.blocked:
             _refuse(misuse, "the connection is blocked by the broker")
+        if self._judge and (method.mandatory or method.immediate):
+            self._returnable += 1  # (one return each, at most)
 
     def send_content(self, method: Method, properties: Properties | None = None,
                      body: bytes | bytearray | memoryview = b"", *,
@@ -611,17 +640,55 @@ class Channel(Endpoint[ChannelState]):
         events.append(ev.ProtocolViolation(e.code, "channel", self.id, e.message, "channel.close",
                                            rule=e.rule))
 
+    def _tolerate(self, events: list[ev.Event], m: Method, rule: str, message: str,
+                  code: int, channel_scope: bool = False) -> None:
+        """The peer broke a *tolerated* rule (one real peers break; checked
+        only when judging): observing, it is reported (``tolerated=True``)
+        and the conversation goes on as if it held; under ``strict`` it is
+        acted on -- a channel rule closes the channel, else the connection."""
+        if self._observer:
+            events.append(ev.ProtocolViolation(
+                code, "channel" if channel_scope else "connection", self.id, message, "none",
+                rule=rule, tolerated=True))
+        elif channel_scope:
+            raise ChannelError(message, code, m.CLASS_ID, m.METHOD_ID, rule)
+        else:
+            raise _fault(message, code, m, self.id, rule)
+
+    def _judge_close(self, m: ChannelClose, events: list[ev.Event]) -> None:
+        code = int(m.reply_code)
+        if code != ReplyCode.REPLY_SUCCESS and code not in self._soft:
+            self._tolerate(events, m, "channel.close-code",
+                           f"channel.close with code {code} on channel {self.id} (a channel "
+                           "closes with soft-error codes)", ReplyCode.SYNTAX_ERROR)
+
+    def _judge_tag(self, m: Method, tag: int, events: list[ev.Event]) -> None:
+        """Delivery tags are non-zero and rise on a channel (no-ack ones
+        too: the ack-mode ones the unacked book already checks)."""
+        if tag <= self._top_tag or tag == 0:
+            what = "0 is out of range" if tag == 0 else (
+                f"{tag} is not above the last one, {self._top_tag}")
+            self._tolerate(events, m, "basic.delivery-tag",
+                           f"{m.NAME} on channel {self.id}: delivery tag {what}",
+                           ReplyCode.PRECONDITION_FAILED, True)
+        else:
+            self._top_tag = tag
+
     # -- handlers: the channel's own frames ----------------------------------------------
     def _send_close(self, close: ChannelClose, _: None = None) -> None:
         self._port.write_method(self.id, close)
         self.local_condition = close
 
     def _on_close(self, m: ChannelClose, events: list[ev.Event]) -> None:
+        if self._judge:
+            self._judge_close(m, events)
         self._port.write_method(self.id, ChannelCloseOk())
         self.remote_condition = m
         self._closed(events, m)
 
     def _on_crossing_close(self, m: ChannelClose, events: list[ev.Event]) -> None:
+        if self._judge:
+            self._judge_close(m, events)
         self._port.write_method(self.id, ChannelCloseOk())  # both closed at once
         self.remote_condition = m
 
@@ -643,9 +710,27 @@ class Channel(Endpoint[ChannelState]):
         self.flow_active = active
         events.append(ev.ChannelFlow(self.id, active))
 
+    def _on_flow_ok(self, m: ChannelFlowOk, events: list[ev.Event]) -> None:
+        request = self._received(m)
+        if self._judge and isinstance(request, ChannelFlow) and bool(m.active) != bool(
+                request.active):
+            self._tolerate(events, m, "channel.flow-ok-active",
+                           f"flow-ok active={bool(m.active)} on channel {self.id} for our flow "
+                           f"active={bool(request.active)}", ReplyCode.COMMAND_INVALID)
+        events.append(ev.MethodReceived(self.id, m, request))
+
     # -- handlers: any other method or content ------------------------------------------
     def _on_method(self, m: Method, events: list[ev.Event]) -> None:
         events.append(ev.MethodReceived(self.id, m, self._received(m)))
+
+    def _on_declare_ok(self, m: QueueDeclareOk, events: list[ev.Event]) -> None:
+        request = self._received(m)
+        if self._judge and isinstance(request, QueueDeclare) and request.queue and (
+                m.queue != request.queue):
+            self._tolerate(events, m, "queue.declare-ok-name",
+                           f"declare-ok for {m.queue!r} on channel {self.id}; we declared "
+                           f"{request.queue!r}", ReplyCode.COMMAND_INVALID)
+        events.append(ev.MethodReceived(self.id, m, request))
 
     def _on_content(self, item: ContentItem, events: list[ev.Event]) -> None:
         m = item.method
@@ -753,6 +838,8 @@ class Channel(Endpoint[ChannelState]):
                 _refuse(misuse, "a no-wait basic.consume needs a consumer tag")
             else:
                 self.consumers[tag] = bool(m.no_ack)
+                if self._judge:
+                    self._consumed.add(tag)
         self._send_checked(m, misuse)
 
     def _send_cancel(self, m: BasicCancel, misuse: list[str] | None = None) -> None:
@@ -850,6 +937,17 @@ class Channel(Endpoint[ChannelState]):
     # -- handlers: per-method rules, when the peer sends -------------------------------------
     def _on_consume_ok(self, m: BasicConsumeOk, events: list[ev.Event]) -> None:
         request = self._received(m)
+        if self._judge and isinstance(request, BasicConsume):
+            tag, want = m.consumer_tag, request.consumer_tag
+            if want and tag != want:
+                self._tolerate(events, m, "basic.consume-ok-tag",
+                               f"consume-ok for {tag!r} on channel {self.id}; we asked for "
+                               f"{want!r}", ReplyCode.COMMAND_INVALID)
+            elif not want and tag in self.consumers:
+                self._tolerate(events, m, "basic.consume-ok-tag",
+                               f"consume-ok on channel {self.id} with a generated tag {tag!r} "
+                               "already in use", ReplyCode.COMMAND_INVALID)
+            self._consumed.add(tag)
         if m.consumer_tag not in self._cancelled:  # (else cancelled before it started)
             no_ack = isinstance(request, BasicConsume) and bool(request.no_ack)
             self.consumers[m.consumer_tag] = no_ack
@@ -857,6 +955,11 @@ class Channel(Endpoint[ChannelState]):
 
     def _on_cancel_ok(self, m: BasicCancelOk, events: list[ev.Event]) -> None:
         request = self._received(m)
+        if self._judge and isinstance(request, BasicCancel) and (
+                m.consumer_tag != request.consumer_tag):
+            self._tolerate(events, m, "basic.consume-ok-tag",
+                           f"cancel-ok for {m.consumer_tag!r} on channel {self.id}; we "
+                           f"cancelled {request.consumer_tag!r}", ReplyCode.COMMAND_INVALID)
         self.consumers.pop(m.consumer_tag, None)
         events.append(ev.MethodReceived(self.id, m, request))
 
@@ -870,6 +973,12 @@ class Channel(Endpoint[ChannelState]):
             no_ack = self._cancelled.get(tag, (False, 0))[0]
         if not no_ack:
             self._track(m, m.delivery_tag)
+        if self._judge:
+            self._judge_tag(m, m.delivery_tag, events)
+            if tag not in self._consumed:
+                self._tolerate(events, m, "basic.deliver-unknown-consumer",
+                               f"delivery for consumer {tag!r} on channel {self.id}, never "
+                               "consumed", ReplyCode.PRECONDITION_FAILED, True)
         events.append(ev.MessageReceived(self.id, m, item.properties, item.body, None,
                                          item.properties_data))
 
@@ -879,8 +988,26 @@ class Channel(Endpoint[ChannelState]):
         request = self._received(m)
         if isinstance(request, BasicGet) and not request.no_ack:
             self._track(m, m.delivery_tag)
+        if self._judge:
+            self._judge_tag(m, m.delivery_tag, events)
         events.append(ev.MessageReceived(self.id, m, item.properties, item.body, request,
                                          item.properties_data))
+
+    def _on_return(self, item: ContentItem, events: list[ev.Event]) -> None:
+        m = item.method
+        if self._judge and isinstance(m, BasicReturn):
+            code = int(m.reply_code)
+            if code not in self._soft and not (code == _NO_ROUTE and self._rabbit):
+                self._tolerate(events, m, "basic.return-code",
+                               f"basic.return with reply code {code} on channel {self.id}",
+                               ReplyCode.SYNTAX_ERROR)
+            self._returnable -= 1
+            if self._returnable < 0:
+                self._tolerate(events, m, "basic.return-unsolicited",
+                               f"a basic.return on channel {self.id} beyond our mandatory and "
+                               f"immediate publishes ({-self._returnable} more)",
+                               ReplyCode.PRECONDITION_FAILED, True)
+        self._on_content(item, events)
 
     def _track(self, m: Method, tag: int) -> None:
         try:
@@ -915,6 +1042,10 @@ class Channel(Endpoint[ChannelState]):
         if not self._client:
             events.append(ev.MethodReceived(self.id, m, request))
             return
+        if self._judge and m.consumer_tag not in self._consumed:
+            self._tolerate(events, m, "basic.cancel-unknown",
+                           f"server cancel of {m.consumer_tag!r} on channel {self.id}, never "
+                           "consumed", ReplyCode.PRECONDITION_FAILED, True)
         self.consumers.pop(m.consumer_tag, None)
         self._cancelled.pop(m.consumer_tag, None)
         if not m.no_wait and not self._observer:  # (observing: its cancel-ok is observed)
@@ -941,6 +1072,8 @@ class Channel(Endpoint[ChannelState]):
         "basic.ack": Entry((), _on_confirm),
         "basic.nack": Entry((), _on_confirm),
         "basic.cancel": Entry((), _on_server_cancel),
+        "basic.return": Entry((), _on_return),
+        "queue.declare-ok": Entry((), _on_declare_ok),
         "send()": Entry((), _send_checked),
         "basic.consume()": Entry((), _send_consume),
         "basic.cancel()": Entry((), _send_cancel),
@@ -962,7 +1095,7 @@ class Channel(Endpoint[ChannelState]):
                     "close()": Entry((C.CLOSING,), _send_close)},
         C.OPEN: {"channel.close": Entry((C.CLOSED,), _on_close),
                  "close()": Entry((C.CLOSING,), _send_close),
-                 "channel.flow": Entry((), _on_flow), "channel.flow-ok": Entry((), _on_method),
+                 "channel.flow": Entry((), _on_flow), "channel.flow-ok": Entry((), _on_flow_ok),
                  "method": Entry((), _on_method), "content": Entry((), _on_content),
                  **RULES},
         C.CLOSING: {"channel.close-ok": Entry((C.CLOSED,), _on_close_ok),

@@ -224,6 +224,26 @@ class ClientConfig:
     connection (they wait in the socket), ``"raise"`` refuses them.
     ``strict_names`` checks exchange/queue names against the spec's
     pattern before sending.
+
+    ``strict`` acts on the rules the core otherwise tolerates because real
+    servers break them (an observer core reports them, ``tolerated=True``):
+    the peer's fault closes the connection (or, for a channel rule, the
+    channel) with the code in brackets, as any other peer fault does.  They
+    are ``channel.close-code`` (a channel closed with a hard or unknown
+    code, 502), ``connection.close-code`` (the connection closed with a soft
+    or unknown code, 403 before open-ok excepted, 502),
+    ``queue.declare-ok-name`` (declare-ok naming another queue than we
+    declared, 503), ``basic.consume-ok-tag`` (consume-ok / cancel-ok with
+    another tag than ours, or a generated tag already in use, 503),
+    ``channel.flow-ok-active`` (flow-ok not echoing our ``active``, 503),
+    ``basic.return-code`` (a return code that is not a soft error; the
+    ``"rabbit"`` dialect accepts 312 NO_ROUTE, 502),
+    ``basic.return-unsolicited`` (more returns than our mandatory and
+    immediate publishes, 406), ``basic.delivery-tag`` (a no-ack delivery
+    with tag 0, or any delivery tag not above the last on its channel --
+    ack-mode tags are always checked, 406), ``basic.deliver-unknown-consumer``
+    (a delivery for a tag we never consumed with, 406) and
+    ``basic.cancel-unknown`` (a server cancel of such a tag, 406).
     """
 
     virtual_host: str = "/"
@@ -241,6 +261,7 @@ class ClientConfig:
     dialect: str = attrs.field(default="rabbit", converter=_dialect)
     publish_when_blocked: str = "queue"
     strict_names: bool = False
+    strict: bool = False
 
     def __attrs_post_init__(self) -> None:
         # Unusable credentials are the caller's error now, not a surprise
@@ -311,6 +332,9 @@ class Connection(Endpoint[ConnState]):
             raise LocalProtocolError("a server connection needs a ServerConfig")
         self.config = config
         self._is_client = role is Role.CLIENT
+        # the tolerated rules are checked (observer: reported; strict: acted on)
+        self.judge = observer or (isinstance(config, ClientConfig) and config.strict)
+        self._open_ok = False  # judged: connection.open-ok came
         self.profile: Profile = RABBIT if config.dialect == "rabbit" else SPEC
         table = self.TABLE
         self._decoder = Decoder(FRAME_MIN_SIZE, max_body_size=config.max_body_size,
@@ -918,8 +942,29 @@ class Connection(Endpoint[ConnState]):
             return ConnState.CLOSED
         return ConnState.CLOSING
 
+    def _judge_close(self, m: ConnectionClose, events: list[ev.Event]) -> None:
+        """A tolerated rule (``strict``): a connection closes with a hard
+        error code (403 before open-ok: RabbitMQ's
+        authentication_failure_close capability) or 200."""
+        code = int(m.reply_code)
+        table = self.TABLE
+        if code == ReplyCode.REPLY_SUCCESS or (code not in table.soft_codes
+                                               and code in table.reply_codes) \
+                or (code == ReplyCode.ACCESS_REFUSED and not self._open_ok):
+            return
+        message = f"connection.close with code {code} (not a hard-error code)"
+        if not self.observer:
+            raise ConnectionViolation(message, ReplyCode.SYNTAX_ERROR, channel=0,
+                                      class_code=m.CLASS_ID, command_code=m.METHOD_ID,
+                                      rule="connection.close-code")
+        events.append(ev.ProtocolViolation(ReplyCode.SYNTAX_ERROR, "connection", 0, message,
+                                           "none", rule="connection.close-code",
+                                           tolerated=True))
+
     # -- connection methods: both roles ---------------------------------------
     def _on_connection_close(self, m: ConnectionClose, events: list[ev.Event]) -> None:
+        if self.judge and self._is_client:
+            self._judge_close(m, events)
         self._write_method(0, ConnectionCloseOk())
         self.remote_condition = m
         if self.state is ConnState.CLOSING:
@@ -1008,6 +1053,7 @@ class Connection(Endpoint[ConnState]):
         self._hb.interval = heartbeat or None
 
     def _on_connection_open_ok(self, m: ConnectionOpenOk, events: list[ev.Event]) -> None:
+        self._open_ok = True
         self._arm_heartbeat(send=True, watch=True)
         events.append(ev.ConnectionOpened(self.virtual_host or "", self.channel_max,
                                           self.frame_max, self.heartbeat, self.peer_properties,
@@ -1214,7 +1260,8 @@ class _ChannelPort:
     """The seam a :class:`~.channel.Channel` is given (:class:`~.channel.ChannelPort`):
     these few calls are all a channel may ask of its connection."""
 
-    __slots__ = ("_conn", "client", "observer", "settings", "reply_to", "check_can_send",
+    __slots__ = ("_conn", "client", "observer", "judge", "soft_codes", "settings", "reply_to",
+                 "check_can_send",
                  "peer_capability", "write_method", "write_content", "write_deliveries")
 
     def __init__(self, conn: Connection, client: bool, check_can_send: Callable[[], None],
@@ -1227,6 +1274,8 @@ class _ChannelPort:
         self._conn = conn
         self.client = client
         self.observer = conn.observer
+        self.judge = conn.judge
+        self.soft_codes = conn.TABLE.soft_codes
         self.settings: ChannelSettings = conn.config
         self.reply_to: Mapping[str, frozenset[str]] = conn.TABLE.reply_to
         self.check_can_send = check_can_send

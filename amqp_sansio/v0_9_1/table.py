@@ -39,14 +39,23 @@ class MethodTable:
     header: bytes
     methods: Mapping[int, type[Method]]
     properties: Mapping[int, type[Properties]]
+    #: reply code -> "soft-error" / "hard-error", as the protocol's text classes them
+    error_classes: Mapping[int, str] = attrs.field(factory=dict)
     #: reply name -> the requests it may answer
     reply_to: Mapping[str, frozenset[str]] = attrs.field(init=False)
     #: method name ("basic.publish") -> class
     by_name: Mapping[str, type[Method]] = attrs.field(init=False)
+    #: the soft-error codes (a channel closes with them), and every code named
+    soft_codes: frozenset[int] = attrs.field(init=False)
+    reply_codes: frozenset[int] = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
         object.__setattr__(self, "reply_to", replies_to(self.methods.values()))
         object.__setattr__(self, "by_name", {m.NAME: m for m in self.methods.values()})
+        object.__setattr__(self, "soft_codes", frozenset(
+            c for c, k in self.error_classes.items() if k == "soft-error"))
+        object.__setattr__(self, "reply_codes", frozenset(self.error_classes) | {200})
 
 
-TABLE_0_9_1 = MethodTable("0-9-1", PROTOCOL_HEADER, spec.METHODS, spec.PROPERTIES)
+TABLE_0_9_1 = MethodTable("0-9-1", PROTOCOL_HEADER, spec.METHODS, spec.PROPERTIES,
+                          spec.ERROR_CLASSES)

@@ -1,0 +1,286 @@
+"""The tolerated rules of the 0-9-1 (and 0-9) client core (issue 25's
+decision): real servers break them, so by default the core goes on as if
+they held; an observer core reports each (``tolerated=True``, nothing
+sent); ``ClientConfig(strict=True)`` acts on it -- the connection (a
+channel rule: the channel) closes with the rule's code."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from pair_0_9_1 import client_cfg, server_cfg
+
+from amqp_sansio.errors import RemoteProtocolError
+from amqp_sansio.v0_9 import connection as c09
+from amqp_sansio.v0_9_1 import events as ev
+from amqp_sansio.v0_9_1 import spec
+from amqp_sansio.v0_9_1.channel import ChannelState
+from amqp_sansio.v0_9_1.connection import Connection, ConnState, Role
+from amqp_sansio.v0_9_1.framing import encode_method
+
+MODES = ("default", "observer", "strict")
+
+
+class Talk:
+    """A server core and a client core talking; ``observer``: a second
+    client core in the observer role is told what the client sent and reads
+    what the server sent; ``strict``: the client is strict."""
+
+    def __init__(self, mode: str, cls: type[Connection] = Connection,
+                 dialect: str = "rabbit") -> None:
+        self.mode = mode
+        self.srv = cls(Role.SERVER, server_cfg())
+        self.cli = cls(Role.CLIENT, client_cfg(strict=mode == "strict", dialect=dialect))
+        self.obs = cls(Role.CLIENT, client_cfg(dialect=dialect), observer=True) \
+            if mode == "observer" else None
+        self.seen: list[ev.Event] = []  # the judging core's events (observer or client)
+        self.error: RemoteProtocolError | None = None
+        for _ in range(10):  # the handshake
+            if not self.to_server() and not self.to_client():
+                break
+        assert self.cli.state is ConnState.OPEN
+        self.ch = self.cli.open_channel(1)
+        self.flush()
+        self.sch = self.srv.channel(1)
+        assert self.ch.is_open
+        self.seen.clear()
+
+    def to_server(self) -> bytes:
+        data = self.cli.data_to_send()
+        if data:
+            if self.obs is not None:
+                self.obs.observe_sent(data)
+            self.srv.receive_data(data)
+        return data
+
+    def to_client(self, data: bytes | None = None) -> bytes:
+        """What the server wrote (``data``: these octets instead)."""
+        if data is None:
+            data = self.srv.data_to_send()
+        if data:
+            try:
+                got = self.cli.receive_data(data)
+            except RemoteProtocolError as e:
+                self.error = e
+                got = list(e.events)  # type: ignore[attr-defined]
+            if self.obs is None:
+                self.seen += got
+            else:
+                self.seen += self.obs.receive_data(data)
+                assert self.obs.data_to_send() == b""
+        return data
+
+    def flush(self) -> None:
+        for _ in range(10):
+            if not self.to_server() and not self.to_client():
+                break
+
+    def reports(self) -> list[ev.ProtocolViolation]:
+        return [e for e in self.seen if isinstance(e, ev.ProtocolViolation)]
+
+
+def _close_code(t: Talk) -> None:
+    t.sch.close(504, "CHANNEL_ERROR - a hard code on a channel")
+
+
+def _connection_close_code(t: Talk) -> None:
+    t.srv.close(404, "NOT_FOUND - a soft code on the connection")
+
+
+def _declare_ok_name(t: Talk) -> None:
+    t.ch.send(spec.QueueDeclare(queue="q"))
+    t.to_server()
+    t.sch.send(spec.QueueDeclareOk(queue="other", message_count=0, consumer_count=0))
+
+
+def _consume(t: Talk, tag: str = "ct", no_ack: bool = False) -> None:
+    t.ch.send(spec.BasicConsume(queue="q", consumer_tag=tag, no_ack=no_ack))
+    t.to_server()
+    t.sch.send(spec.BasicConsumeOk(consumer_tag=tag))
+    t.to_client()
+
+
+def _consume_ok_tag(t: Talk) -> None:
+    t.ch.send(spec.BasicConsume(queue="q", consumer_tag="mine"))
+    t.to_server()
+    t.sch.send(spec.BasicConsumeOk(consumer_tag="theirs"))
+
+
+def _consume_ok_generated_in_use(t: Talk) -> None:
+    _consume(t, "amq.ctag-1")
+    t.ch.send(spec.BasicConsume(queue="q", consumer_tag=""))
+    t.to_server()
+    t.sch.send(spec.BasicConsumeOk(consumer_tag="amq.ctag-1"))
+
+
+def _cancel_ok_tag(t: Talk) -> None:
+    _consume(t)
+    t.ch.send(spec.BasicCancel(consumer_tag="ct"))
+    t.to_server()
+    t.sch.send(spec.BasicCancelOk(consumer_tag="other"))
+
+
+def _flow_ok_active(t: Talk) -> None:
+    t.ch.send(spec.ChannelFlow(active=True))
+    t.to_server()
+    t.srv.data_to_send()  # (the server core answers flow itself: a wrong answer instead)
+    t.to_client(encode_method(1, spec.ChannelFlowOk(active=False)))
+
+
+def _deliver(t: Talk, ctag: str, tag: int) -> None:
+    t.sch.send_content(spec.BasicDeliver(consumer_tag=ctag, delivery_tag=tag, exchange="",
+                                         routing_key="q"), spec.BasicProperties(), b"x")
+
+
+def _return(t: Talk, code: int) -> None:
+    t.sch.send_content(spec.BasicReturn(reply_code=code, reply_text="", exchange="",
+                                        routing_key="q"), spec.BasicProperties(), b"x")
+
+
+def _return_code(t: Talk) -> None:
+    t.ch.publish("", "q", b"x", mandatory=True)
+    t.to_server()
+    _return(t, 200)
+
+
+def _return_unsolicited(t: Talk) -> None:
+    t.ch.publish("", "q", b"x")  # not mandatory
+    t.to_server()
+    _return(t, 313)
+
+
+def _delivery_tag_0(t: Talk) -> None:
+    _consume(t, no_ack=True)
+    _deliver(t, "ct", 0)
+
+
+def _delivery_tag_twice(t: Talk) -> None:
+    _consume(t, no_ack=True)
+    _deliver(t, "ct", 5)
+    t.to_client()
+    _deliver(t, "ct", 5)
+
+
+def _deliver_unknown_consumer(t: Talk) -> None:
+    _consume(t)
+    _deliver(t, "nobody", 1)
+
+
+def _cancel_unknown(t: Talk) -> None:
+    _consume(t)
+    t.sch.send(spec.BasicCancel(consumer_tag="nobody", no_wait=True))
+
+
+# rule, what the server does, the code strict acts with, channel scope, dialect
+# (RabbitMQ's matches consume-ok/cancel-ok to requests by tag: another tag
+# than the one asked for answers nothing there -- channel.unexpected-reply)
+CASES: list[tuple[str, Callable[[Talk], None], int, bool, str]] = [
+    ("channel.close-code", _close_code, 502, False, "rabbit"),
+    ("connection.close-code", _connection_close_code, 502, False, "rabbit"),
+    ("queue.declare-ok-name", _declare_ok_name, 503, False, "rabbit"),
+    ("basic.consume-ok-tag", _consume_ok_tag, 503, False, "spec"),
+    ("basic.consume-ok-tag", _consume_ok_generated_in_use, 503, False, "rabbit"),
+    ("basic.consume-ok-tag", _cancel_ok_tag, 503, False, "spec"),
+    ("channel.flow-ok-active", _flow_ok_active, 503, False, "rabbit"),
+    ("basic.return-code", _return_code, 502, False, "rabbit"),
+    ("basic.return-unsolicited", _return_unsolicited, 406, True, "rabbit"),
+    ("basic.delivery-tag", _delivery_tag_0, 406, True, "rabbit"),
+    ("basic.delivery-tag", _delivery_tag_twice, 406, True, "rabbit"),
+    ("basic.deliver-unknown-consumer", _deliver_unknown_consumer, 406, True, "rabbit"),
+    ("basic.cancel-unknown", _cancel_unknown, 406, True, "rabbit"),
+]
+IDS = [f"{r}-{f.__name__.strip('_')}" for r, f, _, _, _ in CASES]
+
+
+@pytest.mark.parametrize(("rule", "act", "code", "channel_scope", "dialect"), CASES, ids=IDS)
+@pytest.mark.parametrize("mode", MODES)
+def test_a_tolerated_rule(mode: str, rule: str, act: Callable[[Talk], None], code: int,
+                          channel_scope: bool, dialect: str) -> None:
+    t = Talk(mode, dialect=dialect)
+    act(t)
+    t.to_client()
+    got = [(v.rule, v.code, v.scope, v.reply, v.tolerated) for v in t.reports()]
+    scope = "channel" if channel_scope else "connection"
+    if mode == "default":  # nothing a user sees changes
+        assert got == [] and t.error is None
+        assert t.cli.state is not ConnState.CLOSING
+        if rule != "channel.close-code" and rule != "connection.close-code":
+            assert t.ch.is_open
+    elif mode == "observer":  # reported, nothing sent, the conversation goes on
+        assert got == [(rule, code, scope, "none", True)]
+        assert t.obs is not None and t.obs.data_to_send() == b""
+        if "close-code" not in rule:
+            assert t.obs.channels[1].is_open
+    elif channel_scope:  # strict: the channel closes with the rule's code
+        assert got == [(rule, code, "channel", "channel.close", False)]
+        assert t.error is None and t.ch.state is ChannelState.CLOSING
+    else:  # strict: the connection closes with it
+        assert got == [(rule, code, "connection", "connection.close", False)]
+        assert t.error is not None and t.error.code == code
+        assert t.cli.state is ConnState.CLOSING
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_what_the_rules_allow(mode: str) -> None:
+    """A conversation keeping them: no report in any mode."""
+    t = Talk(mode)
+    _consume(t)
+    _deliver(t, "ct", 1)
+    t.to_client()
+    t.ch.send(spec.BasicGet(queue="q"))
+    t.to_server()
+    t.sch.send_content(spec.BasicGetOk(delivery_tag=2, redelivered=False, exchange="",
+                                       routing_key="q", message_count=0),
+                       spec.BasicProperties(), b"x")
+    t.to_client()
+    t.ch.publish("", "q", b"x", mandatory=True)
+    t.to_server()
+    _return(t, 313)
+    t.to_client()
+    t.ch.send(spec.QueueDeclare(queue=""))
+    t.to_server()
+    t.sch.send(spec.QueueDeclareOk(queue="amq.gen-1", message_count=0, consumer_count=0))
+    t.to_client()
+    t.sch.send(spec.BasicCancel(consumer_tag="ct", no_wait=True))  # a known consumer
+    t.to_client()
+    _deliver(t, "ct", 3)  # its last delivery, after the cancel: known, tags rising
+    t.to_client()
+    t.sch.close(404, "NOT_FOUND")
+    t.flush()
+    t.srv.close(320, "CONNECTION_FORCED")
+    t.flush()
+    assert t.reports() == [] and t.error is None
+
+
+def test_the_rabbit_dialect_takes_312_and_the_spec_dialect_does_not() -> None:
+    """RabbitMQ returns unroutable mandatory publishes with 312 NO_ROUTE
+    (0-9's code): its dialect lets that pass even when strict."""
+    for dialect, want in (("rabbit", []), ("spec", ["basic.return-code"])):
+        t = Talk("strict", dialect=dialect)
+        t.ch.publish("", "nowhere", b"x", mandatory=True)
+        t.to_server()
+        _return(t, 312)
+        t.to_client()
+        assert [v.rule for v in t.reports()] == want
+
+
+def test_0_9_shares_the_rules_with_its_own_codes() -> None:
+    """0-9 defines 312 (no-route) and 310 as soft codes: a return with
+    either is no fault there, and its tolerated rules are the same."""
+    t = Talk("observer", c09.Connection)
+    t.ch.publish("", "nowhere", b"x", mandatory=True)
+    t.ch.publish("", "nowhere", b"x", mandatory=True)
+    t.to_server()
+    _return(t, 312)
+    _return(t, 310)
+    t.to_client()
+    assert t.reports() == []
+    _deliver_unknown_consumer(t)
+    t.to_client()
+    assert [(v.rule, v.tolerated) for v in t.reports()] == [
+        ("basic.deliver-unknown-consumer", True)]
+
+
+def test_strict_is_off_by_default() -> None:
+    assert client_cfg().strict is False
