@@ -17,12 +17,16 @@ a case asks for), with the runner's reflexes (the monitor's replies):
 Per case it records whether the shadow refused to book something we sent
 (a ``LocalProtocolError``, a channel or handle other than ours, nothing to
 book it with) and whether it reported the peer (a ``ProtocolViolation``).
-Run: ``python fuzz/observer_gap_1_0.py --cases 2000 --seed 1``.
+The shadow is now the observer role by default (``Connection(observer=True)``
+told our octets with ``observe_sent``: what its local checks would refuse
+is booked and noted, not refused); ``--public-api`` is the baseline above.
+Run: ``python fuzz/observer_gap_1_0.py --cases 2000 --seed 1 [--public-api]``.
 
-Measured at 1577ba5: seeds 1/2/3 x 1000, a booking refused in 737/758/742
+Measured at 1577ba5 (``--public-api`` since): seeds 1/2/3 x 1000, a booking refused in 737/758/742
 cases (490/515/495 other than by our octets turning undecodable), the peer
 reported in 16/8/18 (all begin.remote-channel, after a refusal); seed 1 x
-2000: 1477 (999), 32.
+2000: 1477 (999), 32.  The observer role: refused 0/0/0, the peer reported
+in 0/0/0, sends its local checks would refuse booked and noted in 431/447/431.
 """
 
 from __future__ import annotations
@@ -50,6 +54,37 @@ sys.path[:0] = [str(_TESTS / "fuzz"), str(_TESTS / "support")]
 from test_fuzz_1_0 import _OurServer  # noqa: E402  (the monitor tests' peer)
 
 _UNDECODABLE = "our octets undecodable (from here on nothing is booked)"
+
+
+class Observer:
+    """A client core in the observer role, told our octets as they go."""
+
+    def __init__(self) -> None:
+        self.core = Connection(Role.CLIENT, ClientConfig(), observer=True)
+        self.refused: collections.Counter[str] = collections.Counter()
+        self.reports: collections.Counter[str] = collections.Counter()
+        self.noted = 0  # sends its local checks would have refused
+        self.stopped = False
+
+    def sent(self, data: bytes) -> None:
+        try:
+            self.noted += len(self.core.observe_sent(data))
+        except LocalProtocolError as e:
+            self.refused[f"observe_sent: {str(e)[:60]}"] += 1
+        assert not self.core.data_to_send()  # (it writes nothing)
+
+    def received(self, data: bytes) -> None:
+        if self.stopped or not data:
+            return
+        try:
+            events = self.core.receive_data(data)
+        except RemoteProtocolError as err:
+            events = list(err.events)
+            self.stopped = True
+        for e in events:
+            if isinstance(e, ev.ProtocolViolation):
+                self.reports[e.rule or e.condition or e.message] += 1
+        assert not self.core.data_to_send()
 
 
 class Shadow:
@@ -172,9 +207,10 @@ class Shadow:
         self.core.data_to_send()
 
 
-def run_case(seed: int, n: int) -> Shadow:
+def run_case(seed: int, n: int, public_api: bool = False) -> Shadow | Observer:
     case = make_case(seed, n)
-    srv, sh, mon = _OurServer(), Shadow(), Monitor(MonitorConfig())
+    srv, mon = _OurServer(), Monitor(MonitorConfig())
+    sh: Shadow | Observer = Shadow() if public_api else Observer()
 
     def peer(data: bytes) -> None:
         if data and not srv.core.closed:
@@ -198,12 +234,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cases", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--public-api", action="store_true",
+                    help="book our sends through the client API (the gap before the observer role)")
     a = ap.parse_args()
-    refused = checks = reported = alone = 0
+    refused = checks = reported = alone = noted = 0
     first_refusal: collections.Counter[str] = collections.Counter()
     reports: collections.Counter[str] = collections.Counter()
     for n in range(a.cases):
-        sh = run_case(a.seed, n)
+        sh = run_case(a.seed, n, a.public_api)
+        noted += isinstance(sh, Observer) and sh.noted > 0
         refused += bool(sh.refused)
         checks += any(k != _UNDECODABLE for k in sh.refused)
         reported += bool(sh.reports)
@@ -211,11 +250,14 @@ def main() -> None:
         if sh.refused:
             first_refusal[next(iter(sh.refused))] += 1
         reports.update(set(sh.reports))
-    print(f"{a.cases} cases, seed {a.seed}, our server core as the peer")
-    print(f"cases where the public API refused a booking: {refused} ({checks} other than "
+    print(f"{a.cases} cases, seed {a.seed}, our server core as the peer, booked by "
+          f"{'the public API' if a.public_api else 'the observer role'}")
+    print(f"cases where the core refused a booking: {refused} ({checks} other than "
           "by our octets becoming undecodable)")
     print(f"cases where the core reported the (conformant) peer: {reported} "
           f"({alone} without a refusal)")
+    if not a.public_api:
+        print(f"cases with a send the local checks would refuse (booked, noted): {noted}")
     print("what the core refused to book first (cases):")
     for k, v in first_refusal.most_common(10):
         print(f"  {v:5d}  {k}")

@@ -55,6 +55,7 @@ import attrs
 from .. import sasl as mech
 from ..engine import Endpoint, EndpointState, Entry, Machine, process_input
 from ..errors import ConnectionViolation, DecodeError, LocalProtocolError
+from ..events import ObservedMisuse
 from ..header import mismatch
 from ..heartbeat import HeartbeatClock
 from ..role import Role
@@ -71,9 +72,10 @@ from .framing import (
     FrameReader,
     ProtocolHeader,
     TransferRun,
+    decode_frame,
 )
 from .sasl import SaslLayer
-from .session import Session, SessionConfig
+from .session import Session, SessionConfig, SessionState
 from .spec import (
     AMQP_HEADER,
     MIN_MAX_FRAME_SIZE,
@@ -89,6 +91,7 @@ from .spec import (
     Error,
     Flow,
     Open,
+    Transfer,
 )
 
 if TYPE_CHECKING:
@@ -140,6 +143,14 @@ class _Common:
     desired_capabilities: tuple[str, ...] | None = None
     properties: dict[str, Any] | None = None
     session: SessionConfig = SessionConfig()
+    #: Act on the rules real peers break and the core otherwise lets pass
+    #: (DECISION of issue 25): ``link.settle-mode`` (an unsettled transfer on
+    #: a link the peer attached with snd-settle-mode settled: the link is
+    #: detached, ``amqp:invalid-field``) and ``connection.after-close``
+    #: (a frame after the peer's close: RemoteProtocolError,
+    #: ``amqp:illegal-state``).  Default False: they pass unreported (an
+    #: observer core reports them, ``tolerated``, and reads on).
+    strict: bool = False
 
     def __attrs_post_init__(self) -> None:
         if not MIN_MAX_FRAME_SIZE <= self.max_frame_size <= 0xFFFFFFFF:
@@ -198,14 +209,22 @@ _U, _A, _C = EndpointState.UNINIT, EndpointState.ACTIVE, EndpointState.CLOSED
 
 
 class Connection(Endpoint[ConnState]):
-    def __init__(self, role: Role, config: ClientConfig | ServerConfig | None = None) -> None:
+    def __init__(self, role: Role, config: ClientConfig | ServerConfig | None = None, *,
+                 observer: bool = False) -> None:
         if config is None:
             config = ClientConfig() if role is Role.CLIENT else ServerConfig()
         if (role is Role.CLIENT) != isinstance(config, ClientConfig):
             raise local_error(f"a {role.value} needs a {'Client' if role is Role.CLIENT else 'Server'}"
                               "Config")
+        if observer and role is not Role.CLIENT:
+            raise local_error("the observer role watches a client's conversation")
         self.role = role
         self.config = config
+        #: Observer role (:meth:`observe_sent`): the core watches a conversation
+        #: someone else holds with a server -- it writes nothing, is told what
+        #: the client sent, and reports the server's faults (reading on).
+        self.observer = observer
+        self._machine = OBSERVER_MACHINE if observer else CONNECTION_MACHINE
         self.state = ConnState.START
         #: can_write(), kept as the state changes: read on every call of a link
         self.writable = True
@@ -229,7 +248,13 @@ class Connection(Endpoint[ConnState]):
         self.peer_channel_max = 0xFFFF
         self.closed_reason: str | None = None
         self.sasl: SaslLayer | None = None
-        if role is Role.CLIENT:
+        self._peer_closed = False  # its close came (what follows it breaks a rule)
+        self._after_close = False  # a frame after it was judged
+        if observer:
+            self._watch = _Watch()
+            self.write_frame = self._drop_frame  # type: ignore[method-assign]
+            self.data_to_send = self._nothing_to_send  # type: ignore[method-assign]
+        elif role is Role.CLIENT:
             assert isinstance(config, ClientConfig)
             if config.sasl:
                 neg = ClientNegotiator(client_mechanisms(
@@ -241,7 +266,7 @@ class Connection(Endpoint[ConnState]):
                 self._input("open()")
 
     def _input(self, inp: str, arg: object = None) -> None:
-        process_input(self, CONNECTION_MACHINE, inp, arg, self.events)
+        process_input(self, self._machine, inp, arg, self.events)
         self.writable = self.state in _WRITABLE
 
     # -- views -------------------------------------------------------------------
@@ -404,6 +429,8 @@ class Connection(Endpoint[ConnState]):
 
     def session_gone(self, s: Session) -> None:
         """Both ends of ``s`` exchanged: its channels are free."""
+        if self.observer and s.state not in _OUR_END_SENT:  # (the peer's end, answered)
+            self._watch.answered.add(s.channel)
         self.sessions.pop(s.channel, None)
         if s.remote_channel is not None and self._remote.get(s.remote_channel) is s:
             del self._remote[s.remote_channel]
@@ -436,7 +463,8 @@ class Connection(Endpoint[ConnState]):
         """A new session on a free channel (begin written now)."""
         if self.state not in _WRITABLE or (self.state is ConnState.START and self.sasl is None):
             raise local_error(f"begin() needs an open connection (state {self.state.name})")
-        s = Session(self, self._free_channel(), config or self.config.session)
+        s = Session(self, self._free_channel(), config or self.config.session,
+                    strict=self.config.strict)
         self.sessions[s.channel] = s
         s.begin()
         return s
@@ -465,6 +493,190 @@ class Connection(Endpoint[ConnState]):
         """Close (with ``error`` if the connection failed)."""
         self._input("close()", error)
 
+    # -- the observer role ---------------------------------------------------------------
+    def _drop_frame(self, channel: int, body: SpecObject | Encoded, payload: bytes = b"") -> None:
+        """Observer: a frame the core would write is the watched client's to send."""
+
+    def _nothing_to_send(self, now: float | None = None) -> bytes:
+        """Observer: what the core answered by itself is the watched client's
+        to send (it is dropped)."""
+        self._out.clear()
+        return b""
+
+    def observe_sent(self, data: bytes | bytearray | memoryview) -> list[ObservedMisuse]:
+        """Observer role: the octets the client wrote -- its protocol headers
+        and frames, in any pieces (a frame cut short waits for the rest) --
+        booked as :meth:`observe` books each performative.  A frame whose
+        performative does not decode is noted and booked by what still
+        decodes (its descriptor, where it ends a session or the connection);
+        octets that are no longer frames end the watch of ours."""
+        if not self.observer:
+            raise local_error("observe_sent() is for a connection in the observer role")
+        w = self._watch
+        out: list[ObservedMisuse] = []
+        if w.broken:
+            return out
+        buf = w.buf
+        buf += data
+        pos = 0
+        while True:
+            avail = len(buf) - pos
+            if w.header or (w.sasl and avail >= 4 and buf[pos:pos + 4] == b"AMQP"):
+                if avail < 8:
+                    break
+                self._observe_header(bytes(buf[pos:pos + 8]), out)
+                pos += 8
+                continue
+            if avail < 8:
+                break
+            size = int.from_bytes(buf[pos:pos + 4], "big")
+            if size < 8 or buf[pos + 4] < 2 or buf[pos + 4] * 4 > size:
+                w.broken = True
+                out.append(ObservedMisuse(0, "undecodable", f"not a frame: size {size}, doff "
+                                          f"{buf[pos + 4]} (nothing more of ours is booked)"))
+                break
+            if avail < size:
+                break
+            self._observe_frame(bytes(buf[pos:pos + size]), out)
+            pos += size
+        del buf[:pos]
+        self._out.clear()  # (what the core would have answered: the client's to send)
+        return out
+
+    def _observe_header(self, head: bytes, out: list[ObservedMisuse]) -> None:
+        w = self._watch
+        w.header = False
+        if head == SASL_HEADER:
+            w.sasl = True
+            if self.sasl is None:
+                self.sasl = SaslLayer(Role.CLIENT, ClientNegotiator(()),
+                                      observer=True)
+                self.sasl.start(self._out)
+        elif head == AMQP_HEADER:
+            w.sasl = False
+        else:
+            out.append(ObservedMisuse(0, "header", f"not an AMQP 1.0 header: {head!r}"))
+
+    def _observe_frame(self, frame: bytes, out: list[ObservedMisuse]) -> None:
+        channel = frame[6] << 8 | frame[7]
+        try:
+            item = decode_frame(frame)
+        except DecodeError as e:
+            out.append(ObservedMisuse(channel, "undecodable", e.message))
+            start = frame[4] * 4  # what still decodes: the performative's descriptor
+            code = frame[start + 2] if frame[start:start + 2] == b"\x00\x53" else None
+            if code == End.CODE:
+                out += self.observe(channel, End())
+            elif code == Close.CODE:
+                out += self.observe(channel, Close())
+            return
+        if item.type == TYPE_AMQP and item.body is not None:
+            out += self.observe(channel, item.body)  # (our SASL frames book nothing)
+
+    def observe(self, channel: int, performative: SpecObject) -> list[ObservedMisuse]:
+        """Observer role: ``performative`` went out to the peer on ``channel``.
+
+        Its local transition is applied from the tables without the local
+        checks -- channels and handles are the frame's, not the allocators';
+        transfers are booked without credit; dispositions settle the ids they
+        name -- so that what the peer sends back is judged against what it
+        was really sent.  What the local API would have refused is returned
+        (booked where it can be); what we send after the peer's close, or on
+        a session or link the peer ended (the answer the core would have
+        written, or frames crossing it), is dropped."""
+        if not self.observer:
+            raise local_error("observe() is for a connection in the observer role")
+        misuse: list[str] = []
+        name = type(performative).__name__.lower()
+        if isinstance(performative, Open):
+            self._observe_open(performative, misuse)
+        elif isinstance(performative, Close):
+            if "close()" in self._machine.rows[self.state]:
+                self._input("close()", performative.error)
+            elif not (self.state is _END and self._peer_closed):  # (else: the answer to its)
+                misuse.append(f"close in state {self.state.name}")
+        elif isinstance(performative, _SESSION_FRAMES):
+            self._observe_session(name, channel, performative, misuse)
+        else:
+            misuse.append(f"a client does not send {type(performative).__name__}")
+        self._out.clear()
+        return [ObservedMisuse(channel, name, m) for m in misuse]
+
+    def _observe_open(self, body: Open, misuse: list[str]) -> None:
+        if "open()" not in self._machine.rows[self.state]:
+            misuse.append(f"open in state {self.state.name}")
+            return
+        # our open as the frame has it (the limits the peer holds us to)
+        self.config = attrs.evolve(
+            self.config, container_id=body.container_id,
+            max_frame_size=min(max(body.max_frame_size, MIN_MAX_FRAME_SIZE), 0xFFFFFFFF),
+            channel_max=body.channel_max, idle_timeout=None)
+        self._input("open()")
+
+    def _observe_session(self, name: str, channel: int, body: SpecObject,
+                         misuse: list[str]) -> None:
+        if self._peer_closed or self.state is _END:
+            return  # (sent after its close, or crossing it: dropped)
+        if self.state not in _OPEN_OUT:
+            misuse.append(f"{name} on channel {channel} in state {self.state.name}")
+            return
+        w = self._watch
+        if isinstance(body, Begin):
+            w.answered.discard(channel)
+            self._observe_begin(channel, body, misuse)
+            return
+        s = self.sessions.get(channel)
+        if s is None:
+            if channel in w.answered:  # the peer ended it: ours crossed, or is the answer
+                if isinstance(body, End):
+                    w.answered.discard(channel)
+                return
+            misuse.append(f"{name} on channel {channel}, where no session of ours is begun")
+            return
+        s.observe(body, misuse)
+
+    def _observe_begin(self, channel: int, body: Begin, misuse: list[str]) -> None:
+        if channel in self.sessions:
+            misuse.append(f"begin on channel {channel}, where a session of ours is begun")
+            return
+        rc = body.remote_channel
+        s = self._remote.get(rc) if rc is not None else None
+        if s is not None and s.can("begin()"):  # the answer to the peer's begin
+            self.sessions.pop(s.channel, None)
+            self.sessions[channel] = s
+            s.observe_begin(body, channel, misuse)
+            return
+        if rc is not None:
+            misuse.append(f"begin answers channel {rc}, where the peer began no session")
+        s = Session(self, channel, _observing(self.config.session, body), observing=True,
+                    strict=self.config.strict)
+        self.sessions[channel] = s
+        s.begin()
+
+    def _frames_after_close(self, events: list[ev.Event]) -> None:
+        """A frame after the peer's close: ``connection.after-close``, a rule
+        real peers break (tolerated) -- reported to an observer, acted on
+        under ``strict`` (RemoteProtocolError), else not even read."""
+        strict = self.config.strict
+        if not (strict or self.observer):
+            return
+        try:
+            item = self._reader.next_item()
+        except DecodeError:
+            return
+        if item is None:
+            return
+        self._after_close = True
+        what = type(item.body).__name__ if isinstance(item, Frame) else "a protocol header"
+        msg = f"a frame after its close ({what})"
+        cond = AmqpCondition.ILLEGAL_STATE
+        events.append(ev.ProtocolViolation(None, "connection", None, msg, "none", cond,
+                                           "connection.after-close", tolerated=not strict))
+        if strict:
+            self.events = []
+            raise ConnectionViolation(msg, None, condition=cond,
+                                      rule="connection.after-close").remote(events)
+
     # -- input ------------------------------------------------------------------------
     def receive_data(self, data: bytes, now: float | None = None) -> list[ev.Event]:
         """Octets from the peer (``b""``: the transport ended).  Returns the
@@ -475,6 +687,9 @@ class Connection(Endpoint[ConnState]):
         events = self.events
         if self.state is _END:
             self.events = []
+            if data and self._peer_closed and not self._after_close:
+                self._reader.receive(data)
+                self._frames_after_close(events)
             return events
         try:
             if not data:
@@ -482,6 +697,7 @@ class Connection(Endpoint[ConnState]):
             else:
                 reader = self._reader
                 reader.receive(data)
+                machine = self._machine
                 while self.state is not _END:  # (a frame may close it)
                     item = reader.next_input()
                     if item is None:
@@ -492,12 +708,15 @@ class Connection(Endpoint[ConnState]):
                             raise connection_violation("an AMQP frame during SASL",
                                                        ConnectionCondition.FRAMING_ERROR)
                         run: TransferRun = item  # type: ignore[assignment]
-                        process_input(self, CONNECTION_MACHINE, "channel",
+                        process_input(self, machine, "channel",
                                       ("transfer", run.channel, run), events)
                     elif t is Frame:
                         self._frame(item)  # type: ignore[arg-type]
                     else:
                         self._header(item)  # type: ignore[arg-type]
+                else:  # (closed: by the peer's close, what follows it is judged)
+                    if self._peer_closed:
+                        self._frames_after_close(events)
         except DecodeError as e:
             self._fail(e.message, e.condition or AmqpCondition.DECODE_ERROR, e,
                        rule="frame.decode")
@@ -594,7 +813,7 @@ class Connection(Endpoint[ConnState]):
         if sasl.done:
             self.events.append(ev.SaslCompleted(sasl.mechanism or "", sasl.identity))
             self._reader.expect_header()
-            if self.role is Role.CLIENT:
+            if self.role is Role.CLIENT and not self.observer:  # (observed: ours comes)
                 self._input("open()")
         elif sasl.failed:
             self._input("sasl-failed", sasl)
@@ -611,7 +830,9 @@ class Connection(Endpoint[ConnState]):
                                            "session", AmqpCondition.NOT_FOUND,
                                            "begin.remote-channel")
         else:
-            s = Session(self, self._free_channel(), self.config.session)
+            cfg = _observing(self.config.session) if self.observer else self.config.session
+            s = Session(self, self._free_channel(), cfg, observing=self.observer,
+                        strict=self.config.strict)
             self.sessions[s.channel] = s
         self._remote[channel] = s
         s.receive("begin", (body, channel))
@@ -713,6 +934,7 @@ class Connection(Endpoint[ConnState]):
 
     def _on_close(self, body: Close, events: list[Event]) -> None:
         self.remote_error = self.remote_condition = body.error
+        self._peer_closed = True
         by_peer = self.state is ConnState.OPEN_SENT or self.state is _OPENED  # else it answers ours
         if by_peer:
             self._write(0, Close())  # answered at once
@@ -739,6 +961,16 @@ class Connection(Endpoint[ConnState]):
             raise connection_violation(f"{name} on channel {channel}, where no session is begun",
                                        AmqpCondition.NOT_FOUND, "session.unbegun-channel")
         s.receive(name, body)
+
+
+    def _on_channel_observed(self, arg: tuple[str, int, Any], events: list[Event]) -> None:
+        """Observer: a fault of the peer's is reported and its frame dropped;
+        nobody closed the connection, so the core reads on."""
+        try:
+            self._on_channel(arg, events)
+        except ConnectionViolation as e:
+            events.append(ev.ProtocolViolation(None, "connection", None, e.message, "none",
+                                               e.condition, e.rule))
 
 
     def _on_eof(self, _: None, events: list[Event]) -> None:
@@ -799,9 +1031,43 @@ class Connection(Endpoint[ConnState]):
             _S.START: (_U, _U), _S.HDR_EXCH: (_U, _U), _S.OPEN_PIPE: (_A, _U), _S.OC_PIPE: (_C, _U),
             _S.OPEN_SENT: (_A, _U), _OPENED: (_A, _A), _S.CLOSE_PIPE: (_C, _U),
             _S.CLOSE_SENT: (_C, _A), _S.DISCARDING: (_C, _A), _END: (_C, _C)})
+    #: The observer's table: the client's, with our open booked when it comes
+    #: after the peer's header, and the peer's session traffic read on past a
+    #: fault (reported; nobody closed the connection).
+    OBSERVER: ClassVar[Machine[ConnState]] = MACHINE.with_entries("1.0 connection (observer)", {
+        _S.HDR_EXCH: {"open()": Entry((_S.OPEN_SENT,), _open_call)},
+        _OPENED: {"channel": Entry((), _on_channel_observed)}})
 
 
 CONNECTION_MACHINE = Connection.MACHINE
+OBSERVER_MACHINE = Connection.OBSERVER
+_OUR_END_SENT = (SessionState.END_SENT, SessionState.DISCARDING)
+_SESSION_FRAMES = (Begin, End, Attach, Flow, Transfer, Disposition, Detach)
+
+
+def _observing(c: SessionConfig, begin: Begin | None = None) -> SessionConfig:
+    """An observed session's config: its windows as our begin said (or the
+    config's), reopened only by the flows we are seen to send."""
+    if begin is None:
+        return attrs.evolve(c, auto_window=False, auto_outgoing_window=False)
+    return attrs.evolve(c, auto_window=False, auto_outgoing_window=False,
+                        next_outgoing_id=begin.next_outgoing_id,
+                        incoming_window=begin.incoming_window,
+                        outgoing_window=begin.outgoing_window, handle_max=begin.handle_max)
+
+
+class _Watch:
+    """Observer: the client's octets being split into frames, and our
+    channels whose end the core answered (the peer ended them)."""
+
+    __slots__ = ("buf", "header", "sasl", "broken", "answered")
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+        self.header = True  # a protocol header is due
+        self.sasl = False  # after our SASL header: "AMQP" at a frame boundary is the next
+        self.broken = False
+        self.answered: set[int] = set()
 #: where sessions may write: our open out and our close not (local state ACTIVE), or
 #: START (a SASL client holds what the caller makes until its open)
 _WRITABLE = frozenset({ConnState.START} | {

@@ -38,7 +38,7 @@ frame and one in several go through the same loop.
 from __future__ import annotations
 
 __all__ = [
-    "LinkState", "LINK_MACHINE", "LinkStep", "LinkOwner", "Link", "Delivery", "EndpointState",
+    "LinkState", "LINK_MACHINE", "LINK_OBSERVER", "LinkStep", "LinkOwner", "Link", "Delivery", "EndpointState",
     "LinkAttachRequested", "LinkAttached", "LinkRefused", "LinkDetached",
     "LinkFlow", "LinkSettleModeMismatch", "DeliveryReceived", "DeliveryAborted",
     "DeliveryUpdated", "FLOW", "FLOW_ECHO", "DeliveryState", "SourceTerminus", "TargetTerminus",
@@ -80,6 +80,7 @@ from .spec import (
     Source,
     Target,
     TransactionalState,
+    Transfer,
 )
 
 if TYPE_CHECKING:
@@ -251,6 +252,14 @@ def _peer_frames(state: LinkState, on_flow: Handler, on_transfers: Handler,
 
 class Link(Endpoint[LinkState]):
     """One end of a link: a sender (``role`` SENDER) or a receiver."""
+
+    #: the observer role's link (reports the peer's faults, writes and
+    #: detaches nothing); ``strict``: the rules real peers break are acted on
+    #: (set by the session that makes it; class defaults keep a link's own
+    #: attributes what the hot paths read)
+    observing = False
+    strict = False
+    _settle_rule = False  # the peer attached settled-only, and someone judges it
 
     def __init__(self, owner: LinkOwner, name: str, handle: int, role: Role, *,
                  source: SourceTerminus | None = None, target: TargetTerminus | None = None,
@@ -653,7 +662,12 @@ class Link(Endpoint[LinkState]):
     def _violated(self, message: str, condition: str, step: LinkStep,
                   rule: str | None = None) -> LinkState:
         """The peer broke this link: detach it with ``condition`` (the session
-        goes on) -- or, when the session cannot write yet, end the session."""
+        goes on) -- or, when the session cannot write yet, end the session.
+        Observing: reported, and the link reads on (nobody detached it)."""
+        if self.observing:
+            step.events.append(ProtocolViolation(None, "link", self.channel, message, "none",
+                                                 condition, rule))
+            return self.state
         if not step.writable:
             raise SessionViolation(message, condition, rule)
         step.events.append(ProtocolViolation(None, "link", self.channel, message, "detach",
@@ -698,6 +712,10 @@ class Link(Endpoint[LinkState]):
         if not self.is_sender and body.initial_delivery_count is not None:
             # the sender's count rules (absent, against the spec: keep ours)
             self.delivery_count = body.initial_delivery_count
+        # link.settle-mode, a rule real peers break: judged by an observer or strict
+        if body.snd_settle_mode is _PRESETTLED and not self.is_sender and (
+                self.observing or self.strict):
+            self._settle_rule = True
         if state is LinkState.UNATTACHED:
             # what the peer proposes, until the application says otherwise
             self.source = body.source
@@ -783,6 +801,8 @@ class Link(Endpoint[LinkState]):
         if self.role is not _RECEIVER:
             return self._violated(f"link {self.name!r}: a transfer to a sending link",
                                   AmqpCondition.ILLEGAL_STATE, step)
+        if self._settle_rule and (chosen := self._settle_mode(run, step)) is not None:
+            return chosen
         events = step.events
         append = events.append
         booked = step.booked
@@ -806,8 +826,8 @@ class Link(Endpoint[LinkState]):
                     payload in run:
                 d = self._incoming
                 if d is not None:  # more of the delivery in progress
-                    if self._more(d, did, tag, settled, state, batchable, step):
-                        return _DETACH_SENT
+                    if (chosen := self._more(d, did, tag, settled, state, batchable, step)):
+                        return chosen
                 elif did is None or tag is None:
                     return self._violated("the first transfer of a delivery needs "
                                           "delivery-id and tag", AmqpCondition.INVALID_FIELD,
@@ -902,21 +922,66 @@ class Link(Endpoint[LinkState]):
 
 
     def _more(self, d: Delivery, did: int | None, tag: bytes | None, settled: bool | None,
-              state: DeliveryState | None, batchable: bool, step: LinkStep) -> bool:
-        """A later frame of the delivery in progress: True when it names
-        another delivery (then the link is detached for it)."""
+              state: DeliveryState | None, batchable: bool, step: LinkStep) -> LinkState | None:
+        """A later frame of the delivery in progress: the state the link
+        goes to when it names another delivery (a violation), else None."""
         if (did is not None and did != d.id) or (tag is not None and tag != d.tag):
             self._drop_partial(step)
-            self._violated(f"link {self.name!r}: a transfer of another delivery before "
-                           f"delivery {d.id} was complete", AmqpCondition.INVALID_FIELD, step)
-            return True
+            return self._violated(f"link {self.name!r}: a transfer of another delivery before "
+                                  f"delivery {d.id} was complete", AmqpCondition.INVALID_FIELD,
+                                  step)
         d.frames += 1
         d.batchable = batchable
         if settled:
             d.remote_settled = True
         if state is not None:
             d.remote_state = state
-        return False
+        return None
+
+    def _settle_mode(self, run: list[TransferFrame], step: LinkStep) -> LinkState | None:
+        """``link.settle-mode``: the peer attached with snd-settle-mode
+        settled, and a delivery of ``run`` starts unsettled.  Tolerated
+        (reported) for an observer; acted on (detached) under strict."""
+        partial = self._incoming is not None
+        for f in run:
+            if not partial and not f[4] and not f[9]:  # a first frame, unsettled, not aborted
+                msg = (f"link {self.name!r}: an unsettled transfer (delivery {f[1]}) on a link "
+                       "attached with snd-settle-mode settled")
+                if self.strict and not self.observing:
+                    return self._violated(msg, AmqpCondition.INVALID_FIELD, step,
+                                          "link.settle-mode")
+                step.events.append(ProtocolViolation(
+                    None, "link", self.channel, msg, "none", AmqpCondition.INVALID_FIELD,
+                    "link.settle-mode", tolerated=True))
+                return None
+            partial = f[5] and not f[9]
+        return None
+
+    def _sent(self, body: Transfer, step: LinkStep) -> None:
+        """Observing: our transfer frame, booked without the credit check
+        (the count moves, a new delivery is numbered as the frame says)."""
+        d = self._outgoing
+        if d is None:
+            if body.delivery_id is None or not self.is_sender:
+                return  # (nothing to book it by: the peer answers it)
+            d = Delivery(self, body.delivery_id, body.delivery_tag or b"",
+                         body.message_format or 0, True, not body.more, bool(body.settled),
+                         body.state, bool(body.batchable), bool(body.resume))
+            self.credit = self.credit - 1 if self.credit > 0 else 0
+            self.delivery_count = (self.delivery_count + 1) & _MASK
+            if not d.settled:
+                self.unsettled_deliveries[d.tag] = d
+            step.sent = (d, b"", bool(body.more), 0)
+        if body.aborted:
+            d.aborted = d.settled = True
+            self.unsettled_deliveries.pop(d.tag, None)
+            step.forget((d,))
+            self._outgoing = None
+        elif body.more:
+            self._outgoing = d
+        else:
+            self._outgoing = None
+            d.complete = True
 
     def _on_disposition(self, arg: tuple[list[Delivery], Disposition],
                         step: LinkStep) -> LinkState | None:
@@ -1118,9 +1183,16 @@ class Link(Endpoint[LinkState]):
     }, terminal=(_S.DETACHED,), illegal=_illegal, endpoint_states={
         _S.UNATTACHED: (_U, _U), _S.ATTACH_SENT: (_A, _U), _S.ATTACH_RCVD: (_U, _A),
         _ATTACHED: (_A, _A), _DETACH_SENT: (_C, _A), _S.DETACHED: (_C, _C)})
+    #: The observer's table: the link's, with our transfers booked as they went
+    #: (``sent()``, no credit check) and our dispositions on a link we detached.
+    _SENT = Entry[LinkState]((), _sent)
+    OBSERVER: ClassVar[Machine[LinkState]] = MACHINE.with_entries("1.0 link (observer)", {
+        _S.ATTACH_SENT: {"sent()": _SENT}, _ATTACHED: {"sent()": _SENT},
+        _DETACH_SENT: {"dispose()": Entry((), _dispose)}})
 
 
 LINK_MACHINE = Link.MACHINE
+LINK_OBSERVER = Link.OBSERVER
 
 
 # -- the events that carry their link ------------------------------------------

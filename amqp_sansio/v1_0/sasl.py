@@ -82,12 +82,14 @@ class SaslLayer:
     octets it is handed (the connection's output)."""
 
     def __init__(self, role: Role, negotiator: ClientNegotiator | ServerNegotiator, *,
-                 hostname: str | None = None) -> None:
+                 hostname: str | None = None, observer: bool = False) -> None:
         if (role is Role.CLIENT) != isinstance(negotiator, ClientNegotiator):
             raise local_error(f"a SASL {role.value} needs a "
                               f"{'Client' if role is Role.CLIENT else 'Server'}Negotiator")
         self.role = role
-        self.machine = SASL_MACHINES[role]
+        # observer: the watched client chose and answered (its octets book
+        # nothing here); the peer's frames are judged by their order alone
+        self.machine = SaslLayer.OBSERVER_MACHINE if observer else SASL_MACHINES[role]
         self.state = SaslState.START
         self.negotiator = negotiator
         self.hostname = hostname
@@ -204,6 +206,13 @@ class SaslLayer:
         return _S.DONE
 
 
+    def _offered(self, body: SaslMechanisms, out: bytearray) -> None:
+        self.offered = body.sasl_server_mechanisms
+
+    def _outcome_observed(self, body: SaslOutcome, out: bytearray) -> SaslState:
+        self.outcome = body
+        return _S.DONE if body.code is SaslCode.OK else _S.FAILED
+
     def _init(self, body: SaslInit, out: bytearray) -> SaslState:
         neg = self.negotiator
         assert isinstance(neg, ServerNegotiator)
@@ -226,6 +235,13 @@ class SaslLayer:
         _S.DONE: {},
         _S.FAILED: {},
     }, terminal=_ENDS, illegal=_illegal)
+    #: The observer's: the watched client chose and answered; the peer's
+    #: frames are judged by their order alone.
+    OBSERVER_MACHINE: ClassVar[Machine[SaslState]] = CLIENT_MACHINE.with_entries(
+        "1.0 SASL observer", {
+            _S.AWAIT_MECHS: {"sasl-mechanisms": Entry((_S.AWAIT_OUTCOME,), _offered)},
+            _S.AWAIT_OUTCOME: {"sasl-challenge": Entry((_S.AWAIT_OUTCOME,)),
+                               "sasl-outcome": Entry(_ENDS, _outcome_observed)}})
     SERVER_MACHINE: ClassVar[Machine[SaslState]] = Machine("1.0 SASL server", {
         _S.START: {"header": Entry((_S.AWAIT_INIT,), _offer)},
         _S.AWAIT_INIT: {"sasl-init": Entry((_S.AWAIT_RESPONSE, *_ENDS), _init)},

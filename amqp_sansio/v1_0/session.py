@@ -58,8 +58,10 @@ from .link import (
     FLOW,
     FLOW_ECHO,
     LINK_MACHINE,
+    LINK_OBSERVER,
     Delivery,
     Link,
+    LinkState,
     LinkStep,
     SourceTerminus,
     TargetTerminus,
@@ -208,9 +210,17 @@ class Session(Endpoint[SessionState]):
     """One session endpoint (either end may begin it)."""
 
     def __init__(self, owner: SessionOwner, channel: int,
-                 config: SessionConfig | None = None) -> None:
+                 config: SessionConfig | None = None, *, observing: bool = False,
+                 strict: bool = False) -> None:
         self._owner = owner
         self.channel = channel
+        #: the observer role's session (the connection's ``observe``): what we
+        #: send is booked without local checks, the peer's faults are reported
+        #: and read past (nobody ends or detaches anything); ``strict``: the
+        #: rules real peers break are acted on (the connection's config)
+        self.observing = observing
+        self.strict = strict
+        self._answered: set[int] = set()  # observing: our handles the peer detached first
         self.config = config or SessionConfig()
         self.state = SessionState.UNMAPPED
         self.error: Error | None = None
@@ -331,6 +341,8 @@ class Session(Endpoint[SessionState]):
         kw.setdefault("max_receive_size", self.config.max_receive_size)
         link = Link(self, name, handle, role, source=source, target=target,
                     channel=self.channel, **kw)
+        if self.strict:
+            link.strict = True
         link.attach()  # raises before anything is sent or kept
         self.links[handle] = link
         self._names[(name, role)] = link
@@ -387,6 +399,140 @@ class Session(Endpoint[SessionState]):
             step.receiving = 0
             raise
 
+    # -- the observer role: what we sent (the connection's ``observe``) ----------------
+    def observe_begin(self, begin: Begin, channel: int, misuse: list[str]) -> None:
+        """Observing: our begin on ``channel`` answers the peer's (ours is the
+        frame's channel, not the allocator's)."""
+        self.channel = channel
+        for link in self.links.values():
+            link.channel = channel
+        self.next_outgoing_id = self.initial_outgoing_id = begin.next_outgoing_id
+        self.incoming_window = begin.incoming_window
+        self.outgoing_window = begin.outgoing_window
+        self.handle_max = begin.handle_max
+        self.begin()
+
+    def observe(self, body: SpecObject, misuse: list[str]) -> None:
+        """Observing: our performative ``body`` went out on this session.
+        Booked from the frame, without the local checks; what they would
+        refuse goes into ``misuse``."""
+        name = type(body).__name__.lower()
+        if isinstance(body, End):
+            if self.can("end()"):
+                self.end(body.error)
+            else:
+                misuse.append(f"end in state {self.state.name}")
+            return
+        if self.state not in _WRITABLE:
+            misuse.append(f"{name} in state {self.state.name}")
+            return
+        if isinstance(body, Attach):
+            self._observe_attach(body, misuse)
+            return
+        if isinstance(body, Disposition):
+            self._observe_disposition(body, misuse)
+            return
+        if isinstance(body, Transfer):  # each frame takes a transfer-id, whatever its link
+            self.next_outgoing_id = (self.next_outgoing_id + 1) & _MASK
+            self.remote_incoming_window = max(0, self.remote_incoming_window - 1)
+            self.outgoing_window = max(0, self.outgoing_window - 1)
+        elif isinstance(body, Flow):
+            self._observe_windows(body)
+        if not isinstance(body, Transfer | Flow | Detach) or body.handle is None:
+            return  # (a session flow)
+        handle = body.handle
+        link = self.links.get(handle)
+        if link is None:
+            if handle in self._answered:  # the peer detached it: ours crossed, or answers
+                if isinstance(body, Detach):
+                    self._answered.discard(handle)
+                return
+            misuse.append(f"{name} for handle {handle}, where no link of ours is attached")
+            return
+        if isinstance(body, Detach):
+            self._observed(link, "detach()", (bool(body.closed), body.error), misuse)
+        elif isinstance(body, Transfer):
+            if not link.is_sender:
+                misuse.append(f"a transfer on link {link.name!r}, which receives")
+            self._observed(link, "sent()", body, misuse)
+        elif not link.is_sender:  # our flow grants credit from the count it names
+            count = link.delivery_count if body.delivery_count is None else body.delivery_count
+            credit = (count + (body.link_credit or 0) - link.delivery_count) & _MASK
+            self._observed(link, "flow()", (0 if credit >= _HALF else credit, bool(body.drain),
+                                            False, body.properties), misuse)
+
+    def _observe_windows(self, body: Flow) -> None:
+        """Our flow: the transfers the peer may send from now on."""
+        nid = self.next_incoming_id
+        sent = body.next_incoming_id
+        lag = 0 if nid is None or sent is None else (nid - sent) & _MASK
+        self.incoming_window = body.incoming_window - lag if lag <= body.incoming_window else 0
+        self.outgoing_window = body.outgoing_window
+
+    def _observe_attach(self, body: Attach, misuse: list[str]) -> None:
+        role = body.role
+        link = self._names.get((body.name, role))
+        if link is not None and link.state is LinkState.ATTACH_RCVD:  # answering the peer's
+            if link.handle != body.handle:
+                self.links.pop(link.handle, None)
+                link.handle = body.handle
+                self.links[body.handle] = link
+        elif link is not None:
+            misuse.append(f"attach {body.name!r}: a link of that name and role is attached")
+            return
+        elif body.handle in self.links:
+            misuse.append(f"attach {body.name!r}: handle {body.handle} is in use")
+            return
+        else:
+            if body.handle > min(self.handle_max, self.remote_handle_max):
+                misuse.append(f"attach {body.name!r}: handle {body.handle} is above handle-max")
+            link = Link(self, body.name, body.handle, role, source=body.source,
+                        target=body.target, snd_settle_mode=body.snd_settle_mode,
+                        rcv_settle_mode=body.rcv_settle_mode,
+                        max_message_size=body.max_message_size, properties=body.properties,
+                        initial_delivery_count=body.initial_delivery_count or 0,
+                        unsettled=body.unsettled, max_receive_size=self.config.max_receive_size,
+                        channel=self.channel)
+            link.observing, link.strict = True, self.strict
+            self.links[body.handle] = link
+            self._names[(body.name, role)] = link
+        self._answered.discard(body.handle)
+        self._observed(link, "attach()", None, misuse)
+
+    def _observe_disposition(self, body: Disposition, misuse: list[str]) -> None:
+        """Ours settles (or updates) the ids it names, that we hold."""
+        book = self._incoming if body.role is Role.RECEIVER else self._outgoing
+        first = body.first
+        last = first if body.last is None else body.last
+        if (last - first) & _MASK >= _HALF:
+            misuse.append(f"disposition: last {last} precedes first {first}")
+            return
+        hits = list(map(book.__getitem__, book.between(first, last)))
+        i = 0
+        while i < len(hits):  # each link's run of them
+            link = hits[i].link
+            j = i + 1
+            while j < len(hits) and hits[j].link is link:
+                j += 1
+            self._observed(link, "dispose()", (hits[i:j], body.state, bool(body.settled)),
+                           misuse)
+            i = j
+
+    def _observed(self, link: Link, inp: str, arg: object, misuse: list[str]) -> None:
+        """One of ours, booked on ``link`` from the observer's table."""
+        if not LINK_OBSERVER.allows(link.state, inp):
+            misuse.append(f"link {link.name!r}: {inp} in state {link.state.name}")
+            return
+        step = LinkStep(self._owner.events)
+        process_input(link, LINK_OBSERVER, inp, arg, step)
+        if step.sent is not None:  # (our transfer's new delivery: booked by its id)
+            d = step.sent[0]
+            step.sent = None
+            self._next_delivery_id = (d.id + 1) & _MASK
+            if not d.settled:
+                self._outgoing[d.id] = d
+        self._carry_out(link, step)
+
     # -- the peer's frames (the connection's) --------------------------------------------
     def receive(self, inp: str, arg: object) -> None:
         """A frame of the peer's for this session: ``inp`` its name, ``arg``
@@ -398,6 +544,10 @@ class Session(Endpoint[SessionState]):
         try:
             process_input(self, SESSION_MACHINE, inp, arg, events)
         except SessionViolation as e:
+            if self.observing:  # (reported; nobody ends the session: it reads on)
+                events.append(ProtocolViolation(None, "session", self.channel, e.message, "none",
+                                                e.condition, e.rule))
+                return
             events.append(ProtocolViolation(None, "session", self.channel, e.message, "end",
                                             e.condition, e.rule))
             if self.state in _LIVE:
@@ -699,6 +849,8 @@ class Session(Endpoint[SessionState]):
             link = Link(self, body.name, handle, mine, snd_settle_mode=body.snd_settle_mode,
                         rcv_settle_mode=body.rcv_settle_mode,
                         max_receive_size=self.config.max_receive_size, channel=self.channel)
+            if self.observing or self.strict:
+                link.observing, link.strict = self.observing, self.strict
             self.links[handle] = link
             self._names[(body.name, mine)] = link
         self._remote_links[body.handle] = link
@@ -706,7 +858,10 @@ class Session(Endpoint[SessionState]):
 
 
     def _on_detach(self, body: Detach, events: list[Event]) -> None:
-        self._link_input(self._remote_link(body.handle), "detach", body, events)
+        link = self._remote_link(body.handle)
+        if self.observing and link.state is not LinkState.DETACH_SENT:
+            self._answered.add(link.handle)  # (the core answered it: ours is the reply)
+        self._link_input(link, "detach", body, events)
 
 
     def _on_flow(self, body: Flow, events: list[Event]) -> None:
