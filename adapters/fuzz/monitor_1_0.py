@@ -7,31 +7,37 @@ and its ``sasl-outcome``, judged by the oracle on their error conditions),
 the replies the runner owes the peer (``take_replies``: our ``close``,
 ``end`` and ``detach`` answering its own) and the counters the waits need.
 
-The peer's octets go through our core's frame reader (chunk-invariant,
-bounded by the max-frame-size *we* announced -- 512 before our ``open``):
-anything it cannot read is a violation.  Our own octets are read the same
-way (as far as they stay readable) to know our channels, handles, link
-names and the credit we granted.  Rules on top:
+Both directions go through our own core in the observer role
+(``Connection(Role.CLIENT, ..., observer=True)``, issue 25): it is told
+our octets (``observe_sent``: our channels, handles, windows, transfers and
+the credit we granted, booked as the frames say, however faulty) and reads
+the peer's (chunk-invariant, bounded by the max-frame-size *we* announced --
+512 before our ``open``).  The rules are the core's, reported with its rule
+names as :class:`~amqp_sansio.events.ProtocolViolation` events; it reads on
+past them.  Among them, those this monitor used to keep itself:
 
 ==========================  ==================================================
 rule                        the peer broke it when
 ==========================  ==================================================
 frame.decode                its octets are not frames and performatives (or a
-                            frame is above our max-frame-size); the core's
-                            decoder also refuses a sasl-outcome code outside 0..4
-begin.remote-channel        a begin answering a channel we never began
+                            frame is above our max-frame-size; a sasl-outcome
+                            code outside 0..4)
+begin.remote-channel        a begin answering a channel we never began (or
+                            answered already)
 session.unbegun-channel     a performative on a channel it never began
 link.unattached-handle      flow / transfer / detach for a handle it never
                             attached on that session
-link.credit                 more transfers on a link than the one flow we
-                            sent granted
+link.credit                 a delivery beyond the credit our flows granted
+                            (every flow, counted from the delivery-count)
 link.settle-mode            an unsettled transfer on a link it attached with
-                            snd-settle-mode settled
-connection.after-close      frames after its close
+                            snd-settle-mode settled (tolerated by the core)
+connection.after-close      frames after its close (tolerated by the core)
 ==========================  ==================================================
 
-Rules that depend on our octets (credit, the channel a begin answers) are
-not checked once a faulty item was sent.
+and the core's other checks (windows, handle-in-use, handle-max, a
+transfer to a sending link, ...), named by scope and condition where the
+core names no rule.  The counters and replies are read from the core's
+events and public state, not from books of our own.
 """
 
 from __future__ import annotations
@@ -40,35 +46,21 @@ __all__ = ["Monitor"]
 
 from typing import Any
 
-import attrs
-
-from amqp_sansio.errors import DecodeError
+from amqp_sansio.engine import EndpointState
+from amqp_sansio.errors import RemoteProtocolError
+from amqp_sansio.v1_0 import events as ev
 from amqp_sansio.v1_0 import spec
-from amqp_sansio.v1_0.framing import TYPE_SASL, Frame, FrameReader, ProtocolHeader
+from amqp_sansio.v1_0.connection import ClientConfig, Connection, ConnState, Role
+from amqp_sansio.v1_0.sasl import SaslState
+from amqp_sansio.v1_0.session import SessionState
 
 from .profiles import identity
 from .signals import MonitorBase, MonitorConfig, Signal
 from .wire_1_0 import perf_frame
 
-_MIN_FRAME = 512
-
-
-@attrs.define
-class _OurLink:
-    name: str
-    handle: int
-    detached: bool = False  # we sent detach
-    credit: int | None = None  # the credit of our one flow (None: none, or several)
-    flows: int = 0
-
-
-@attrs.define
-class _PeerSession:
-    ours: int | None  # the channel of ours it answers (None: it began one itself)
-    links: dict[int, str] = attrs.field(factory=dict)  # its handle -> link name
-    settled_only: set[str] = attrs.field(factory=set)  # links it attached snd-settle settled
-    continuing: set[str] = attrs.field(factory=set)  # links in a multi-frame transfer
-    transfers: dict[str, int] = attrs.field(factory=dict)
+#: the connection's states its "header" input leaves (the peer's AMQP header came)
+_BEFORE_HEADER = (ConnState.START, ConnState.OPEN_PIPE, ConnState.OC_PIPE)
+_BEFORE_MECHS = (SaslState.START, SaslState.HDR_SENT)
 
 
 class Monitor(MonitorBase):
@@ -77,16 +69,10 @@ class Monitor(MonitorBase):
     def __init__(self, cfg: MonitorConfig) -> None:
         super().__init__()
         self.cfg = cfg
-        self.peer = FrameReader(_MIN_FRAME)
-        self.ours = FrameReader(1 << 32)
-        self.our_channels: dict[int, dict[str, _OurLink]] = {}  # channel -> name -> link
-        self.our_ended: set[int] = set()
-        self.sessions: dict[int, _PeerSession] = {}  # the peer's channel -> its session
-        self.answered: set[int] = set()  # our channels the peer answered with begin
-        self.peer_ended: set[int] = set()  # our channels the peer ended
+        self.core = Connection(Role.CLIENT, ClientConfig(), observer=True)
         self.replies: list[bytes] = []
         self.answered_close = False
-        self.header_seen = False
+        self._refused_header = False  # (the ConnectionClosed that follows is no close frame)
 
     # -- what the runner asks ------------------------------------------------
     @property
@@ -119,13 +105,13 @@ class Monitor(MonitorBase):
 
     def live_channels(self) -> list[int]:
         """Our channels the peer began and neither side ended."""
-        return sorted(c for c in self.answered
-                      if c not in self.our_ended and c not in self.peer_ended)
+        return sorted(ch for ch, s in self.core.sessions.items() if s.state is SessionState.MAPPED)
 
     def next_handle(self, channel: int) -> int:
         """A handle none of our links on ``channel`` uses (the lowest above
         them; below them when a case used handle 2**32-1)."""
-        used = {lk.handle for lk in self.our_channels.get(channel, {}).values()}
+        s = self.core.sessions.get(channel)
+        used = set(s.links) if s is not None else set()
         top = max(used, default=-1) + 1
         if top <= 0xFFFFFFFF:
             return top
@@ -138,194 +124,127 @@ class Monitor(MonitorBase):
     def sent(self, data: bytes, *, faulty: bool = False) -> None:
         if not self._note_sent(data, faulty):
             return
-        try:
-            items = self.ours.feed(data)
-        except DecodeError:
-            self.sent_broken = True
-            return
-        for it in items:
-            if isinstance(it, Frame) and it.type != TYPE_SASL and it.body is not None:
-                self._ours(it.channel, it.body)
-
-    def _ours(self, ch: int, p: Any) -> None:
-        if isinstance(p, spec.Open):
-            # From our open on the peer may send frames up to what it says.
-            self.peer.max_frame_size = max(_MIN_FRAME, p.max_frame_size or 0)
-        elif isinstance(p, spec.Begin):
-            self.our_channels.setdefault(ch, {})
-            self.our_ended.discard(ch)
-        elif isinstance(p, spec.Attach):
-            self.our_channels.setdefault(ch, {})[p.name] = _OurLink(p.name, p.handle)
-        elif isinstance(p, spec.Flow) and p.handle is not None:
-            lk = self._our_link(ch, p.handle)
-            if lk is not None:
-                lk.flows += 1
-                lk.credit = p.link_credit if lk.flows == 1 and p.link_credit is not None \
-                    and not self.fault_sent else None
-        elif isinstance(p, spec.Detach):
-            lk = self._our_link(ch, p.handle)
-            if lk is not None:
-                lk.detached = True
-        elif isinstance(p, spec.End):
-            self.our_ended.add(ch)
-        elif isinstance(p, spec.Close):
+        self.core.observe_sent(data)  # (what its local checks would refuse: booked all the same)
+        if self.core.local_state is EndpointState.CLOSED:
             self.we_closed = True
-
-    def _our_link(self, ch: int, handle: Any) -> _OurLink | None:
-        for lk in self.our_channels.get(ch, {}).values():
-            if lk.handle == handle and not lk.detached:
-                return lk
-        return None
 
     # -- the peer's octets -----------------------------------------------------
     def received(self, data: bytes) -> None:
         self.received_octets += len(data)
-        if self.core_failed:
+        if self.core_failed or not data:
             return
+        core = self.core
+        sasl_before = core.sasl.state if core.sasl is not None else None
+        state_before = core.state
         try:
-            items = self.peer.feed(data)
-        except DecodeError as e:
-            self.violation("frame.decode", str(e))
+            events = core.receive_data(data)
+        except RemoteProtocolError as err:
+            events = list(err.events)
             self.core_failed = True
-            return
-        for it in items:
-            if isinstance(it, ProtocolHeader):
-                self.count("header")
-                self.handshake.add("header")
-                self.signals.append(Signal("header", text=it.raw.hex(),
-                                           after_fault=self.fault_sent))
-            elif self.peer_closed:
-                self.violation("connection.after-close", f"a frame after its close: {it.body!r}")
-            elif it.type == TYPE_SASL:
-                self._sasl(it.body)
-            elif it.body is not None:
-                self._frame(it.channel, it.body)
+        self._headers(sasl_before, state_before)
+        for e in events:
+            self._event(e)
 
     def end_of_input(self) -> None:
         self.eof = True
 
-    def _sasl(self, p: Any) -> None:
-        if isinstance(p, spec.SaslMechanisms):
+    def _headers(self, sasl_before: SaslState | None, state_before: ConnState) -> None:
+        """The peer's protocol headers that matched ours (the core says so by
+        its state; one that did not is an event)."""
+        sasl = self.core.sasl
+        if sasl is not None and sasl_before in _BEFORE_MECHS and sasl.state not in _BEFORE_MECHS:
+            self._header(spec.SASL_HEADER)
+        if sasl is not None and sasl.state not in _BEFORE_MECHS and (
+                sasl.state is not SaslState.AWAIT_MECHS):
             self.handshake.add("sasl-mechanisms")
-        elif isinstance(p, spec.SaslOutcome):
-            self.handshake.add("sasl-outcome")
-            code = int(p.code)  # (0..4: the core's decoder refuses any other)
-            self.signals.append(Signal("sasl", code=code, after_fault=self.fault_sent))
+        if state_before in _BEFORE_HEADER and self.core.state not in _BEFORE_HEADER and (
+                self.core.state is not ConnState.END or self.core.remote_open is not None):
+            self._header(spec.AMQP_HEADER)
 
-    def _signal(self, kind: str, channel: int | None, error: Any, command: str | None = None
+    def _header(self, raw: bytes) -> None:
+        self.count("header")
+        self.handshake.add("header")
+        self.signals.append(Signal("header", text=raw.hex(), after_fault=self.fault_sent))
+
+    def _signal(self, kind: str, channel: int | None, condition: Any, command: str | None = None
                 ) -> None:
-        cond = str(error.condition) if error is not None else ""
-        text = f"{cond}" + (f" ({error.description})" if error is not None and
-                            error.description else "")
+        cond = str(condition) if condition is not None else ""
         self.signals.append(Signal(kind, channel=channel, command=command, text=cond,
                                    after_fault=self.fault_sent))
-        if text:
+        if cond:
             self.count(f"error:{kind}")
 
-    def _frame(self, ch: int, p: Any) -> None:
-        name = type(p).__name__.lower()
-        self.count(name)
-        if isinstance(p, spec.Open):
+    def _event(self, e: Any) -> None:  # noqa: C901  (one branch an event kind)
+        if isinstance(e, ev.ProtocolViolation):
+            self.violation(e.rule or f"{e.scope}.{e.condition}", e.message)
+        elif isinstance(e, ev.ProtocolHeaderMismatch):
+            self._header(e.header)
+            self._refused_header = True
+        elif isinstance(e, ev.SaslCompleted):
+            self.handshake.update(("sasl-mechanisms", "sasl-outcome"))
+            self.signals.append(Signal("sasl", code=0, after_fault=self.fault_sent))
+        elif isinstance(e, ev.ConnectionOpened):
+            self.count("open")
             self.handshake.update(("open", "connection.open-ok"))
-            self.peer_said = identity(p.properties, p.container_id)
-            return
-        if isinstance(p, spec.Close):
-            self.peer_closed = True
-            self._signal("close", None, p.error)
-            if self.we_closed:
-                self.peer_close_ok = True
-            else:
-                self.replies.append(perf_frame(spec.Close()))
-                self.answered_close = True
-                self.we_closed = True
-            return
-        if isinstance(p, spec.Begin):
-            ours = p.remote_channel
-            if ours is not None and (ours not in self.our_channels or ours in self.answered) \
-                    and not self.fault_sent:
-                self.violation("begin.remote-channel",
-                               f"a begin answering our channel {ours}, never begun or "
-                               "answered already")
-            self.sessions[ch] = _PeerSession(ours)
-            if ours is not None:
-                self.answered.add(ours)
-                self.peer_ended.discard(ours)
-                self.count(f"begin:{ours}")
-            return
-        sess = self.sessions.get(ch)
-        if sess is None:
-            self.violation("session.unbegun-channel", f"{name} on channel {ch}, never begun")
-            return
-        ours = sess.ours
-        if isinstance(p, spec.End):
-            del self.sessions[ch]
-            self._signal("end", ours, p.error)
-            if ours is not None:
-                self.peer_ended.add(ours)
-                self.count(f"end:{ours}")
-                if ours not in self.our_ended:
-                    self.replies.append(perf_frame(spec.End(), ours))
-                    self.our_ended.add(ours)
-            return
-        if isinstance(p, spec.Attach):
-            sess.links[p.handle] = p.name
-            if p.role is spec.Role.SENDER and p.snd_settle_mode is spec.SenderSettleMode.SETTLED:
-                sess.settled_only.add(p.name)
-            self.count(f"attach:{p.name}")
-            return
-        if isinstance(p, spec.Flow):
-            if p.handle is None:
-                self.count(f"flow:{ours}")
-                return
-            link = self._link(sess, p.handle, name)
-            if link is not None:
-                self.count(f"flow:{link}")
-            return
-        if isinstance(p, spec.Transfer):
-            self._transfer(sess, p)
-            return
-        if isinstance(p, spec.Detach):
-            link = self._link(sess, p.handle, name)
-            if link is None:
-                return
-            del sess.links[p.handle]
-            self.count(f"detach:{link}")
-            self._signal("detach", ours, p.error, command=link)
-            mine = self.our_channels.get(ours, {}).get(link) if ours is not None else None
-            if ours is not None and mine is not None and not mine.detached and (
-                    ours not in self.our_ended):
-                mine.detached = True
-                self.replies.append(perf_frame(spec.Detach(handle=mine.handle,
-                                                           closed=p.closed), ours))
-            return
-        if isinstance(p, spec.Disposition):
-            self.count(f"disposition:{ours}")
+            ro = self.core.remote_open
+            if ro is not None:
+                self.peer_said = identity(ro.properties, ro.container_id)
+        elif isinstance(e, ev.ConnectionClosed):
+            self._closed(e)
+        elif isinstance(e, ev.SessionBegun | ev.SessionBeginRequested):
+            self.count("begin")
+            if isinstance(e, ev.SessionBegun):
+                self.count(f"begin:{e.channel}")
+        elif isinstance(e, ev.SessionEnded):
+            self.count("end")
+            err = e.session.remote_error
+            self._signal("end", e.channel, err.condition if err is not None else None)
+            self.count(f"end:{e.channel}")
+            if e.by_peer:  # the core answered it: the runner writes that end
+                self.replies.append(perf_frame(spec.End(), e.channel))
+        elif isinstance(e, ev.LinkAttached | ev.LinkAttachRequested | ev.LinkRefused):
+            self.count("attach")
+            self.count(f"attach:{e.link.name}")
+        elif isinstance(e, ev.LinkFlow):
+            self.count("flow")
+            self.count(f"flow:{e.link.name}")
+        elif isinstance(e, ev.DeliveryReceived | ev.DeliveryAborted):
+            self.count("transfer")
+            self.count(f"transfer:{e.link.name}")
+        elif isinstance(e, ev.DeliveriesReceived):
+            for _ in e.deliveries:
+                self.count("transfer")
+                self.count(f"transfer:{e.link.name}")
+        elif isinstance(e, ev.LinkDetached):
+            self.count("detach")
+            self.count(f"detach:{e.link.name}")
+            err = e.link.remote_error
+            self._signal("detach", e.channel, err.condition if err is not None else None,
+                         command=e.link.name)
+            if e.by_peer:  # the core answered it: the runner writes that detach
+                self.replies.append(perf_frame(spec.Detach(handle=e.link.handle,
+                                                           closed=e.closed), e.channel))
+        elif isinstance(e, ev.DeliveryUpdated):
+            self.count("disposition")
+            self.count(f"disposition:{e.channel}")
 
-    def _link(self, sess: _PeerSession, handle: int, what: str) -> str | None:
-        link = sess.links.get(handle)
-        if link is None:
-            self.violation("link.unattached-handle", f"{what} for handle {handle}, which it "
-                           "never attached")
-        return link
-
-    def _transfer(self, sess: _PeerSession, p: Any) -> None:
-        link = self._link(sess, p.handle, "transfer")
-        if link is None:
+    def _closed(self, e: ev.ConnectionClosed) -> None:
+        sasl = self.core.sasl
+        if sasl is not None and sasl.failed:  # the SASL outcome refused us
+            self.handshake.update(("sasl-mechanisms", "sasl-outcome"))
+            outcome = sasl.outcome
+            self.signals.append(Signal("sasl", code=int(outcome.code) if outcome else None,
+                                       after_fault=self.fault_sent))
             return
-        if link in sess.continuing:
-            if not p.more:
-                sess.continuing.discard(link)
-            return
-        if p.more:
-            sess.continuing.add(link)
-        n = sess.transfers.get(link, 0) + 1
-        sess.transfers[link] = n
-        self.count(f"transfer:{link}")
-        if link in sess.settled_only and not p.settled:
-            self.violation("link.settle-mode", f"an unsettled transfer on {link}, attached "
-                           "with snd-settle-mode settled")
-        mine = self.our_channels.get(sess.ours, {}).get(link) if sess.ours is not None else None
-        if mine is not None and mine.flows == 0 and not self.fault_sent:
-            self.violation("link.credit", f"a transfer on {link}, granted no credit")
-        elif mine is not None and mine.credit is not None and n > mine.credit:
-            self.violation("link.credit", f"transfer {n} on {link}, granted {mine.credit}")
+        if self._refused_header:
+            return  # (its header refused: no close came)
+        self.count("close")
+        self.peer_closed = True
+        err = self.core.remote_condition
+        self._signal("close", None, err.condition if err is not None else None)
+        if e.by_peer:
+            self.replies.append(perf_frame(spec.Close()))
+            self.answered_close = True
+            self.we_closed = True
+        else:
+            self.peer_close_ok = True

@@ -66,9 +66,10 @@ class _IO10(ReplyingIO[Monitor]):
             names[ch] = name
 
         def answered() -> bool:
+            live = mon.live_channels()  # (a session no longer live: the peer ended it)
             return mon.over or mon.peer_closed or all(
                 mon.counters.get(f"attach:{n}", 0) or mon.counters.get(f"detach:{n}", 0)
-                or ch in mon.peer_ended for ch, n in names.items())
+                or ch not in live for ch, n in names.items())
 
         if names and not self.wait(answered, time.monotonic() + step):
             return f"barrier: attach not answered on channel(s) {sorted(names)}"

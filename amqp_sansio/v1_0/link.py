@@ -838,10 +838,12 @@ class Link(Endpoint[LinkState]):
                     elif self._slack_left > 0:  # a lax sender past the credit (lax_credit)
                         self._past_credit()
                     else:
-                        return self._violated(f"link {self.name!r}: a delivery beyond the "
-                                              "credit granted",
-                                              LinkCondition.TRANSFER_LIMIT_EXCEEDED, step,
-                                              "link.credit")
+                        chosen = self._violated(f"link {self.name!r}: a delivery beyond the "
+                                                "credit granted",
+                                                LinkCondition.TRANSFER_LIMIT_EXCEEDED, step,
+                                                "link.credit")
+                        if not self.observing:  # (observing: the peer delivered it all the
+                            return chosen  # same; its later frames name it)
                     count = (count + 1) & _MASK
                     d = Delivery(self, did, tag, fmt or 0, False)
                     if state is not None or resume or batchable:
