@@ -90,7 +90,6 @@ from amqp_sansio.v0_10.session import SessionStore
 
 from .profiles import identity
 from .signals import MonitorBase, MonitorConfig, Signal, Violation, complete_header
-from .specinfo_0_10 import sent_by
 
 INF = float("inf")
 #: Commands of the file and stream classes we send -> the reply the peer owes.
@@ -99,13 +98,18 @@ INF = float("inf")
 _CORE_RULES = frozenset({"session.command-point", "execution.undecodable",
                          "execution.result-unknown", "execution.result-type",
                          "session.completed-unknown", "session.known-completed-unknown",
-                         "execution.result-missing", "execution.exception-command"})
+                         "execution.result-missing", "execution.exception-command",
+                         "session.detach-code", "execution.exception-code",
+                         "execution.wrong-direction", "session.timeout", "session.expected",
+                         "session.attached-name", "session.unused-channel",
+                         "connection.after-close"})
+#: ... judged only where our numbering is known to both
 _NUMBERED_RULES = frozenset({"execution.result-unknown", "execution.result-type",
                              "session.completed-unknown", "execution.result-missing",
-                             "execution.exception-command"})
-#: the core's domain checks (an observer's: its decoder is lenient), judged on
-#: any channel we used
-_DOMAIN_RULES = frozenset({"session.detach-code", "execution.exception-code"})
+                             "execution.exception-command", "session.expected"})
+#: ... judged only where the core read all we sent
+_SENT_RULES = frozenset({"session.attached-name", "session.unused-channel",
+                         "session.known-completed-unknown"})
 _CONTENT_REPLIES = {"file.qos": "file.qos-ok", "file.consume": "file.consume-ok",
                     "stream.qos": "stream.qos-ok", "stream.consume": "stream.consume-ok"}
 
@@ -140,10 +144,6 @@ class _Sess:
     ambiguous: set[int] = attrs.field(factory=set)  # ids we used twice (wrap, restart)
     gapped: SequenceSet = attrs.field(factory=SequenceSet)
     we_completed: bool = False
-    flush_expected: int = 0
-    timeout_requests: list[int | None] = attrs.field(factory=list)
-    granted: int | None = 0
-    detached_with_state: bool = False
     peer_next: int | None = None
     completed: SequenceSet = attrs.field(factory=SequenceSet)
     granted_msgs: dict[str, float] = attrs.field(factory=dict)
@@ -176,7 +176,6 @@ class Monitor(MonitorBase):
         self._our_dec: AssemblyDecoder | None = None
         self.by_channel: dict[int, _Sess] = {}
         self.sessions: dict[bytes, _Sess] = {}
-        self.used_channels: set[int] = set()
 
     @staticmethod
     def _make_core(cfg: MonitorConfig) -> Connection:
@@ -243,7 +242,6 @@ class Monitor(MonitorBase):
 
     def _our_item(self, it: Any) -> None:
         ch = it.channel
-        self.used_channels.add(ch)
         self._observe(it)
         if isinstance(it, ControlAssembly):
             self._our_control(ch, it.control)
@@ -322,9 +320,7 @@ class Monitor(MonitorBase):
         s = self._sess_on(ch)
         if s is None:
             return
-        if name == "session.detach":
-            s.detached_with_state = bool(s.granted)
-        elif name == "session.detached":
+        if name == "session.detached":
             s.gone = True
         elif name == "session.command-point":
             if ctl.command_offset:
@@ -337,10 +333,6 @@ class Monitor(MonitorBase):
             s.gapped.update(ctl.commands or SequenceSet())
         elif name in ("session.completed", "session.known-completed"):
             s.we_completed = True  # (window-mode credit: message.credit)
-        elif name == "session.flush" and ctl.expected:
-            s.flush_expected += 1
-        elif name == "session.request-timeout":
-            s.timeout_requests.append(ctl.timeout)
 
     def _our_command(self, s: _Sess, cmd: Any) -> None:
         n = cmd.NAME
@@ -392,7 +384,7 @@ class Monitor(MonitorBase):
             self.violation("frames.undecodable", err.message)
 
     def _feed_core(self, data: bytes) -> None:
-        if self.core_failed or self.core.closed:
+        if self.core_failed:
             return
         try:
             events = self.core.receive_data(data)
@@ -408,16 +400,16 @@ class Monitor(MonitorBase):
                 if not self.sent_broken:
                     self.violation("connection.header",
                                    f"peer answered with header {event.header!r}")
+            elif isinstance(event, ev.ProtocolViolation) and event.rule in _CORE_RULES:
+                if event.rule in _NUMBERED_RULES:
+                    s = self.by_channel.get(event.channel or 0)
+                    if s is None or self.sent_broken or s.untracked or s.ambiguous or s.gapped:
+                        continue
+                elif event.rule in _SENT_RULES and self.sent_broken:
+                    continue
+                self.violation(event.rule, event.message)
             elif isinstance(event, ev.ProtocolViolation) and event.scope == "connection":
                 self.violation("core.connection", event.message)
-            elif isinstance(event, ev.ProtocolViolation) and event.rule in _DOMAIN_RULES:
-                if event.channel in self.used_channels:
-                    self.violation(event.rule, event.message)
-            elif isinstance(event, ev.ProtocolViolation) and event.rule in _CORE_RULES:
-                s = self.by_channel.get(event.channel or 0)
-                if s is not None and not (event.rule in _NUMBERED_RULES and (
-                        self.sent_broken or s.untracked or s.ambiguous or s.gapped)):
-                    self.violation(event.rule, event.message)
 
     def end_of_input(self) -> None:
         """The peer closed its side (or the connection reset)."""
@@ -428,9 +420,7 @@ class Monitor(MonitorBase):
     def _peer_item(self, it: Any) -> None:
         if self.peer_close_ok or (self.peer_closed and not (
                 isinstance(it, ControlAssembly) and it.control.NAME == "connection.close-ok")):
-            what = it.control.NAME if isinstance(it, ControlAssembly) else "a command"
-            self.violation("connection.after-close", f"{what} after connection.close")
-            return
+            return  # (the core reports it: connection.after-close)
         ch = it.channel
         if isinstance(it, ControlAssembly):
             ctl = it.control
@@ -463,18 +453,10 @@ class Monitor(MonitorBase):
         name = ctl.NAME
         self.count(f"ctl:{ch}")
         self.count(f"{name}:{ch}")
-        if not self.sent_broken and ch not in self.used_channels:
-            self.violation("session.unused-channel", f"{name} on channel {ch}, which we never "
-                           "used")
-            return
         s = self.by_channel.get(ch)
         if name == "session.attached":
             if s is None or bytes(ctl.name or b"") != s.name:
-                want = s.name if s is not None else None
-                if not self.sent_broken:
-                    self.violation("session.attached-name",
-                                   f"attached {ctl.name!r} on channel {ch}; we attached {want!r}")
-                return
+                return  # (not ours: the core reports it, session.attached-name)
             s.attached = True
             s.gone = False
             return
@@ -498,45 +480,12 @@ class Monitor(MonitorBase):
             s.completed.update(ctl.commands or SequenceSet())
             self.count(f"completed:{ch}")
         elif name == "session.expected":
-            self.count(f"expected:{ch}")
-            self._check_expected(s, ctl)
+            self.count(f"expected:{ch}")  # (judged by the core: session.expected)
         elif name == "session.timeout":
-            self.count(f"timeout:{ch}")
-            if not s.timeout_requests:
-                self.violation("session.timeout", "timeout nobody requested")
-            else:
-                asked = s.timeout_requests.pop(0)
-                got = ctl.timeout
-                if asked is not None and got is not None and got > asked:
-                    self.violation("session.timeout", f"granted {got} > requested {asked}")
-                s.granted = got if got is not None else None
-
-    def _check_expected(self, s: _Sess, ctl: Any) -> None:
-        if s.flush_expected <= 0:
-            self.violation("session.expected", "expected without flush(expected)")
-            return
-        s.flush_expected -= 1
-        if s.untracked or self.sent_broken:
-            return
-        exp = ctl.commands or SequenceSet()
-        if not exp:
-            if s.detached_with_state and s.sent:
-                self.violation("session.expected", "expected is empty though the session "
-                               f"kept its state (timeout {s.granted} granted)")
-            return
-        if not s.sent:
-            self.violation("session.expected", f"expected {exp!r} for a session that never "
-                           "received a command")
-            return
-        nxt = serial_add(s.last_out, 1) if s.last_out is not None else None
-        if nxt is not None and nxt not in exp:
-            self.violation("session.expected", f"expected {exp!r} lacks the next command {nxt}")
+            self.count(f"timeout:{ch}")  # (judged by the core: session.timeout)
 
     def _peer_command(self, ch: int, it: Any) -> None:
         s = self.by_channel.get(ch)
-        if not self.sent_broken and ch not in self.used_channels:
-            self.violation("session.unused-channel", f"a command on channel {ch}")
-            return
         if s is None or s.gone:
             return
         if s.peer_next is None:
@@ -547,9 +496,6 @@ class Monitor(MonitorBase):
         cmd = it.command
         name = cmd.NAME
         self.count(name)  # (the response sequence: .feedback)
-        if not sent_by(name, "server" if self.cfg.role == "client" else "client"):
-            self.violation("execution.wrong-direction", f"{name} is not sent by a "
-                           f"{'server' if self.cfg.role == 'client' else 'client'}")
         if name == "execution.exception":
             self._peer_exception(s, ch, cmd)
         elif name == "message.transfer":

@@ -40,7 +40,7 @@ __all__ = [
     "Connection",
 ]
 
-from collections.abc import Callable, Collection, Hashable, Iterable, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
@@ -110,8 +110,10 @@ from .spec import (
     SessionCompleted,
     SessionDetach,
     SessionDetached,
+    SessionFlush,
     SessionGap,
     SessionKnownCompleted,
+    SessionRequestTimeout,
 )
 
 if TYPE_CHECKING:
@@ -279,6 +281,8 @@ class Connection(Endpoint[ConnState]):
         # traffic for that session may still be in flight, and is dropped
         # until the peer attaches there anew or our own attach is answered.
         self._refused_channels: set[int] = set()
+        self._observed_channels: set[int] = set()  # observer: channels the client used
+        self._late_close_ok = False  # observer: the server's close-ok after its own close
         self._now: float | None = None
         self._hb = HeartbeatClock()
         self._client_sasl: ClientNegotiator | None = None
@@ -354,6 +358,8 @@ class Connection(Endpoint[ConnState]):
             self._hb.last_in = now
         events: list[ev.Event] = []
         if self.state is ConnState.CLOSED:
+            if self.observer and data:
+                self._after_close(iter(self._decoder.feed_until_error(data)[0]), events)
             return events
         if not data:
             self._trace("eof")
@@ -370,9 +376,12 @@ class Connection(Endpoint[ConnState]):
                     return events
             items, error = self._decoder.feed_until_error(data)
             closed = ConnState.CLOSED
-            for item in items:
+            rest = iter(items)
+            for item in rest:
                 self._dispatch(item, events)
                 if self.state is closed:
+                    if self.observer:
+                        self._after_close(rest, events)
                     break
             if error is not None and self.state is not closed:
                 raise error
@@ -511,6 +520,7 @@ class Connection(Endpoint[ConnState]):
             raise LocalProtocolError("observe() is for a connection in the observer role")
         misuse: list[str] = []
         name = "undecodable" if sent is None else sent.NAME
+        self._observed_channels.add(channel)
         session = self.sessions.get(channel)
         if sent is None or getattr(type(sent), "KIND", None) == "command":
             if session is None:
@@ -534,6 +544,10 @@ class Connection(Endpoint[ConnState]):
             session.observe("gap()", sent, misuse)
         elif type(sent) is SessionCompleted or type(sent) is SessionKnownCompleted:
             session.observe("completed()", sent, misuse)
+        elif type(sent) is SessionFlush:
+            session.observe("flush()", sent, misuse)
+        elif type(sent) is SessionRequestTimeout:
+            session.observe("request-timeout()", sent, misuse)
         elif type(sent) is SessionDetach:
             if session.can("detach()"):
                 session.detach()
@@ -547,13 +561,19 @@ class Connection(Endpoint[ConnState]):
             misuse.append(f"session.attach in connection state {self.state.name}")
         elif channel in self.sessions or not 0 <= channel < self.channel_max:
             misuse.append(f"session.attach on channel {channel}, which is not free")
-        elif name in self._by_name:
+        elif name in self._by_name and not ctl.force:
             misuse.append(f"session {name!r} is already attached here")
         else:
-            # (a name the configured store kept: ours resumes -- the peer kept
-            # its side, and judges our old ids by it)
-            store = self.config.session_store
-            session = store.take(self._principal(), name) if store is not None else None
+            session = self._by_name.get(name)
+            if session is not None:
+                # Forced: the server moves it here (session-busy where it was).
+                self.sessions.pop(session.channel or 0, None)
+                session.unbind("transport-lost")
+            else:
+                # (a name the configured store kept: ours resumes -- the peer
+                # kept its side, and judges our old ids by it)
+                store = self.config.session_store
+                session = store.take(self._principal(), name) if store is not None else None
             if session is None:
                 session = Session(name)
             session.bind(self, self._session_port, channel, "attach()")
@@ -711,7 +731,8 @@ class Connection(Endpoint[ConnState]):
         if self._is_stray(channel, session):
             return
         if session is None:
-            self._not_attached(channel, events)
+            if not (self.observer and self._unused(channel, "a command", events)):
+                self._not_attached(channel, events)
             return
         try:
             session.handle_command(item, events)  # type: ignore[arg-type]
@@ -1003,11 +1024,37 @@ class Connection(Endpoint[ConnState]):
             session.note_stray()
         return stray
 
-    def _not_attached(self, channel: int, events: list[ev.Event]) -> None:
+    def _not_attached(self, channel: int, events: list[ev.Event], rule: str | None = None
+                      ) -> None:
         self._write_control(channel, SessionDetached(name=b"", code=DetachCode.NOT_ATTACHED))
         events.append(ev.ProtocolViolation(3, "session", channel,
                                            "traffic on a channel with no attached session",
-                                           "session.detached"))
+                                           "session.detached", rule=rule))
+
+    def _unused(self, channel: int, name: str, events: list[ev.Event]) -> bool:
+        """Observer: session traffic on a channel the client never used -- no
+        attach, nothing sent there (the core answers any traffic where no
+        session is attached with detached(not-attached); this is the sure case)."""
+        if channel in self._observed_channels:
+            return False
+        events.append(ev.ProtocolViolation(3, "session", channel, f"{name} on channel {channel}, "
+                                           "which the client never used", "none",
+                                           rule="session.unused-channel"))
+        return True
+
+    def _after_close(self, items: Iterator[Item], events: list[ev.Event]) -> None:
+        """Observer: what the server sent after its close (a close-ok may
+        follow, answering the client's crossing close) or its close-ok --
+        dropped, as the core drops it; reported as connection.after-close."""
+        for item in items:
+            what = item.control.NAME if type(item) is ControlAssembly else "a command"
+            if what == "connection.close-ok" and type(self.remote_condition) is ConnectionClose \
+                    and self.local_condition is None and not self._late_close_ok:
+                self._late_close_ok = True  # (that close-ok ends it: nothing more)
+                continue
+            events.append(ev.ProtocolViolation(CloseCode.FRAMING_ERROR, "connection", item.channel,
+                                               f"{what} after connection.close", "none",
+                                               rule="connection.after-close", tolerated=True))
 
     def _session_violation(self, session: Session, message: str, code: int,
                            events: list[ev.Event], rule: str | None = None) -> None:
@@ -1051,6 +1098,8 @@ class Connection(Endpoint[ConnState]):
     def _on_session_control(self, channel: int, ctl: Control, events: list[ev.Event]) -> None:
         name = ctl.NAME
         session = self.sessions.get(channel)
+        if self.observer and session is None and self._unused(channel, name, events):
+            return
         if type(ctl) is SessionAttach:
             self._on_attach(channel, ctl, events)
             return
@@ -1066,13 +1115,14 @@ class Connection(Endpoint[ConnState]):
                     events.append(ev.ProtocolViolation(
                         DetachCode.NORMAL, "session", channel, f"session.detached code "
                         f"{ctl.code!r} outside its domain", "none",  # type: ignore[attr-defined]
-                        rule="session.detach-code"))
+                        rule="session.detach-code", tolerated=True))
                 return
             if name == "session.detach":
                 self._write_control(channel, SessionDetached(
                     name=ctl.name, code=DetachCode.NOT_ATTACHED))  # type: ignore[attr-defined]
                 return
-            self._not_attached(channel, events)
+            self._not_attached(channel, events, "session.attached-name" if self.observer and (
+                name == "session.attached") else None)
             return
         try:
             outcome = session.handle_control(ctl, events)

@@ -43,6 +43,7 @@ __all__ = ["Session", "SessionState", "SESSION_TRANSITIONS", "SessionStore",
            "SessionPort", "SessionHolder", "SessionViolation", "TOLERATED_RULES",
            "CommandReceived", "MessageReceived", "MessageHeadReceived"]
 
+import functools
 import heapq
 from collections import deque
 from collections.abc import Hashable, Iterable, Sequence
@@ -187,7 +188,9 @@ _COMPLETED_SPAN = (1 << 31) - (1 << 20)  # ids held (completed or not) at most t
 #: session.detach-code and execution.exception-code, an observer hears of
 #: where its lenient decoder lets the code through (strict decoding refuses it).
 TOLERATED_RULES = ("session.completed-unknown", "session.known-completed-unknown",
-                   "execution.result-missing", "execution.exception-command")
+                   "execution.result-missing", "execution.exception-command",
+                   "execution.wrong-direction", "session.attached-name", "session.timeout",
+                   "session.expected")
 
 _MASK = 0xFFFFFFFF
 _DEST, _COST = itemgetter(0), itemgetter(1)
@@ -319,6 +322,17 @@ def _illegal(s: Session, inp: Hashable) -> Exception:
     return SessionViolation(f"{inp} in session state {s.state.name}", DetachCode.NOT_ATTACHED)
 
 
+@attrs.define(slots=True)
+class _Judge:
+    """What a judging session (observer, strict) books for the tolerated rules."""
+
+    foreign: frozenset[str]  # commands only our role sends (execution.wrong-direction)
+    out_first: int = 0  # our ids sent: out_first .. next_out_id - 1 (completed-unknown)
+    completed_sent: bool = False  # we sent a session.completed (known-completed-unknown)
+    timeouts_asked: list[int | None] = attrs.field(factory=list)  # (session.timeout)
+    state_kept: bool = False  # we detached cleanly, a timeout granted (session.expected)
+
+
 class Session(Endpoint[SessionState]):
     """One session's state; attached to at most one channel of one connection.
 
@@ -326,6 +340,11 @@ class Session(Endpoint[SessionState]):
     sessions the peer attached).  Its methods queue output on the connection
     it is attached to.
     """
+
+    #: The tolerated rules' books, made when the session is first bound to an
+    #: observer or a strict connection (None -- the class's, no instance
+    #: slot -- by default: the rules cost the default path nothing).
+    _judge: _Judge | None = None
 
     def __init__(self, name: bytes, *, replay_window: int = 65536) -> None:
         if not isinstance(name, (bytes, bytearray)) or len(name) > 0xFFFF:
@@ -339,9 +358,6 @@ class Session(Endpoint[SessionState]):
         self._conn: SansIOConnection | None = None  # attached to (identity only)
         self._port: SessionPort | None = None  # ... and what it may ask of it
         self._eager_known_completed = True
-        # Tolerated rules are judged (an observer, or the config's strict) --
-        # off, the default, they cost nothing (:meth:`_tolerated`).
-        self._judging = False
         self.replay_window = replay_window
         self.timeout: int | None = 0  # granted execution-state timeout, seconds
         self.failed = False  # an execution.exception was sent or received
@@ -350,8 +366,6 @@ class Session(Endpoint[SessionState]):
         self.context: Any = None
         # -- sender (our commands) --
         self.next_out_id = 0
-        self._out_first = 0  # our ids sent so far: _out_first .. next_out_id - 1
-        self._completed_sent = False  # we sent a session.completed (known-completed-unknown)
         self._need_command_point = True
         self._replay: dict[int, tuple[Command, bool, tuple[Struct, ...], bytes | None,
                                       bytes | None]] = {}
@@ -558,6 +572,8 @@ class Session(Endpoint[SessionState]):
         detach (``assume``: count on it until the peer grants less)."""
         port = self._require_attached()
         port.write_control(self._ch, SessionRequestTimeout(timeout=seconds))
+        if self._judge is not None:
+            self._judge.timeouts_asked.append(seconds)
         if assume:
             self.timeout = seconds
 
@@ -738,7 +754,8 @@ class Session(Endpoint[SessionState]):
             timely = len(self._in_completed.ranges) > _RANGES_BEFORE_TIMELY
             out.append(SessionCompleted(commands=self._in_completed.copy(), timely_reply=timely))
             self._completion_dirty = False
-            self._completed_sent = True
+            if self._judge is not None:
+                self._judge.completed_sent = True
         eager = self._eager_known_completed
         if self._to_known and (eager or self._known_asked
                                or len(self._to_known.ranges) > _RANGES_BEFORE_KNOWN):
@@ -769,7 +786,17 @@ class Session(Endpoint[SessionState]):
         self._conn, port, self.channel = arg
         self._port = port
         self._eager_known_completed = port.eager_known_completed  # (a frozen setting)
-        self._judging = port.observing or port.strict
+        if port.observing or port.strict:
+            judge = self._judge
+            if judge is None:
+                judge = self._judge = _Judge(_not_handled_by("client" if port.client
+                                                             else "server"))
+            # (the peer kept our state if we detached cleanly, a timeout granted)
+            judge.state_kept = bool(self.timeout) and type(
+                self.local_condition) is SessionDetach and type(
+                self.remote_condition) is SessionDetached
+        elif self._judge is not None:
+            self._judge = None  # (moved to a connection that does not judge)
         self.local_condition = self.remote_condition = None
 
     def _on_peer_bind(self, arg: tuple[SansIOConnection, SessionPort, int], _: None
@@ -794,6 +821,8 @@ class Session(Endpoint[SessionState]):
         """The peer attached ``name`` on our channel while we hold it (both
         ends picked it): True and attached if it is our name (answered
         ``attached``), False if not (the connection refuses it)."""
+        if "session.attach" not in self.MACHINE.rows[self.state]:
+            return False  # (detaching here: the channel is busy until detached)
         self._trace("session.attach")
         process_input(self, self.MACHINE, "session.attach", name, events)
         return name == self.name
@@ -892,6 +921,9 @@ class Session(Endpoint[SessionState]):
 
     # -- handlers (MACHINE): attachment ------------------------------------------
     def _on_attached(self, ctl: SessionAttached, events: list[Event]) -> None:
+        if self._judge is not None and bytes(ctl.name or b"") != self.name:
+            self._tolerated("session.attached-name", f"attached {ctl.name!r}; we attached "
+                            f"{self.name!r}", DetachCode.NOT_ATTACHED, events)
         if self.state is SessionState.ATTACHING:
             events.append(ev.SessionAttached(self._ch, self.name))
         # (else already attached: the peer attached it too, simultaneous)
@@ -908,7 +940,7 @@ class Session(Endpoint[SessionState]):
 
     def _on_peer_detached(self, ctl: SessionDetached, events: list[Event]) -> None:
         self.remote_condition = ctl
-        if self._judging and type(ctl.code) is not DetachCode:
+        if self._judge is not None and type(ctl.code) is not DetachCode:
             self._tolerated("session.detach-code", f"session.detached code {ctl.code!r} "
                             "outside its domain", DetachCode.NORMAL, events)
             if ctl.code is None:
@@ -985,6 +1017,11 @@ class Session(Endpoint[SessionState]):
             return
         assert type(item) is CommandAssembly
         cmd = item.command
+        if self._judge is not None and cmd.NAME in self._judge.foreign:
+            self._tolerated("execution.wrong-direction", f"{cmd.NAME} is sent only by the "
+                            "role we hold", ErrorCode.NOT_IMPLEMENTED, events, "execution", cid)
+            if self.failed:
+                return  # (strict: refused)
         events.append(CommandReceived(self._ch, cid, cmd, item.sync, item.headers, item.body,
                                       session=self))
         port = self._port
@@ -1071,7 +1108,7 @@ class Session(Endpoint[SessionState]):
         assert isinstance(cmd, ExecutionException)
         self.failed = True
         self._results.clear()
-        if self._judging:
+        if self._judge is not None:
             if type(cmd.error_code) is not ErrorCode:  # (the lenient decoder keeps an int)
                 self._tolerated("execution.exception-code", f"execution.exception error-code "
                                 f"{cmd.error_code!r} outside its domain",
@@ -1096,7 +1133,7 @@ class Session(Endpoint[SessionState]):
 
     def _on_completed(self, ctl: SessionCompleted, events: list[Event]) -> None:
         port, ch = self._attached_to()
-        if self._judging:
+        if self._judge is not None:
             self._judge_ids(ctl.commands, "completed", events)
         self._peer_completed(ctl.commands or SequenceSet(), events)
         if ctl.timely_reply:
@@ -1105,7 +1142,7 @@ class Session(Endpoint[SessionState]):
     def _on_known_completed(self, ctl: SessionKnownCompleted, events: list[Event]) -> None:
         port, ch = self._attached_to()
         known = ctl.commands or SequenceSet()
-        if self._judging and known and not self._completed_sent:
+        if self._judge is not None and known and not self._judge.completed_sent:
             self._tolerated("session.known-completed-unknown", f"known-completed {known!r}, "
                             "but we completed nothing", DetachCode.UNKNOWN_IDS, events)
         self._in_completed.difference_update(known)
@@ -1113,7 +1150,7 @@ class Session(Endpoint[SessionState]):
 
     def _on_confirmed(self, ctl: SessionConfirmed, events: list[Event]) -> None:
         port, ch = self._attached_to()
-        if self._judging:
+        if self._judge is not None:
             self._judge_ids(ctl.commands, "confirmed", events)
         if ctl.commands:
             events.append(ev.CommandsConfirmed(ch, ctl.commands))
@@ -1176,11 +1213,40 @@ class Session(Endpoint[SessionState]):
                 # Asked before its numbering is known: a fresh peer,
                 # for which nothing of its (new) numbering is complete.
                 port.write_control(ch, SessionCompleted(commands=SequenceSet()))
-                self._completed_sent = True
+                if self._judge is not None:
+                    self._judge.completed_sent = True
 
     def _on_expected(self, ctl: SessionExpected, events: list[Event]) -> None:
         port, ch = self._attached_to()
-        self._replay_from(ctl.commands or SequenceSet(), events)
+        expected = ctl.commands or SequenceSet()
+        if not self._awaiting_expected:
+            if self._judge is not None:
+                self._tolerated("session.expected", "expected without our flush(expected)",
+                                DetachCode.UNKNOWN_IDS, events)
+            return  # unsolicited expected: nothing to do
+        if self._judge is not None:
+            self._judge_expected(expected, events)
+        if port.observing:
+            self._awaiting_expected = False  # (the replay is the watched side's)
+            return
+        self._replay_from(expected, events)
+
+    def _judge_expected(self, expected: SequenceSet, events: list[Event]) -> None:
+        # Rules empty-iff-no-state and include-next-command, where we know
+        # what the peer saw: all we sent, if we detached it cleanly.
+        judge = self._judge
+        assert judge is not None
+        sent_any = self.next_out_id != judge.out_first
+        why = None
+        if not expected:
+            if judge.state_kept and sent_any:
+                why = f"expected is empty though the peer kept our state (timeout {self.timeout})"
+        elif not sent_any:
+            why = f"expected {expected!r} for a session that never sent a command"
+        elif judge.state_kept and self.next_out_id not in expected:
+            why = f"expected {expected!r} lacks our next command {self.next_out_id}"
+        if why is not None:
+            self._tolerated("session.expected", why, DetachCode.UNKNOWN_IDS, events)
 
     def _on_gap(self, ctl: SessionGap, events: list[Event]) -> None:
         commands = ctl.commands or SequenceSet()
@@ -1220,34 +1286,44 @@ class Session(Endpoint[SessionState]):
 
     def _on_timeout(self, ctl: SessionTimeout, events: list[Event]) -> None:
         port, ch = self._attached_to()
+        if self._judge is not None:
+            asked = self._judge.timeouts_asked
+            why = None
+            if not asked:
+                why = "timeout nobody requested"
+            elif (want := asked.pop(0)) is not None and ctl.timeout is not None and (
+                    ctl.timeout > want):
+                why = f"granted {ctl.timeout} > requested {want}"
+            if why is not None:
+                self._tolerated("session.timeout", why, DetachCode.NORMAL, events)
         self.timeout = ctl.timeout
         events.append(ev.SessionTimeout(ch, ctl.timeout, requested=False))
 
     # -- the tolerated rules (an observer's, or the config's strict) -----------
     def _tolerated(self, rule: str, message: str, code: int, events: list[Event],
-                   scope: str = "session") -> None:
+                   scope: str = "session", command_id: int | None = None) -> None:
         """The peer broke a tolerated rule (real peers do; callers check it
-        only when :attr:`_judging`): an observer hears of it and reads on;
+        only when :attr:`_judge` is set): an observer hears of it and reads on;
         under the config's ``strict`` it is fatal -- the session detached
         with ``code`` (scope "session"), or an execution.exception with it."""
         port = self._port
         if port is None or port.observing:
             events.append(ProtocolViolation(code, scope, self.channel, message, "none",
-                                            rule=rule))
+                                            rule=rule, tolerated=True))
         elif scope == "session":
             raise SessionViolation(message, code, rule)
         else:
             events.append(ProtocolViolation(code, scope, self.channel, message,
                                             "execution.exception", rule=rule))
             if not self.failed:
-                self.send_exception(code, description=message)
+                self.send_exception(code, command_id=command_id, description=message)
 
     def _never_sent(self, ids: SequenceSet) -> int | None:
         """The first of ``ids`` (the peer's) outside ours sent so far
         (``_out_first`` .. ``next_out_id - 1``, at most 2**31 back): one
         test per range."""
         nxt = self.next_out_id
-        first = self._out_first
+        first = self._judge.out_first if self._judge is not None else 0
         width = (nxt - first) & _MASK
         if width > _HALF:
             first, width = (nxt - _HALF) & _MASK, _HALF
@@ -1314,7 +1390,7 @@ class Session(Endpoint[SessionState]):
         self._to_known.update(done)
         if newly:
             events.append(ev.CommandsCompleted(self.channel or 0, newly))
-        if missing is not None and self._judging:
+        if missing is not None and self._judge is not None:
             self._tolerated("execution.result-missing", f"completed commands in {missing[0]}.."
                             f"{missing[1]} without their execution.result",
                             DetachCode.UNKNOWN_IDS, events)
@@ -1352,7 +1428,8 @@ class Session(Endpoint[SessionState]):
         first = expected.first()
         assert first is not None
         if not serial_le(first, self.next_out_id):
-            raise SessionViolation("expected names ids we never sent", DetachCode.UNKNOWN_IDS)
+            raise SessionViolation("expected names ids we never sent", DetachCode.UNKNOWN_IDS,
+                                   "session.expected")
         port.write_control(self._ch, SessionCommandPoint(command_id=first,
                                                               command_offset=0))
         self._need_command_point = False
@@ -1474,17 +1551,29 @@ class Session(Endpoint[SessionState]):
         if ctl.command_id is None or ctl.command_offset:
             misuse.append("command-point without an id, or with an offset")
             return
-        new, first, nxt = int(ctl.command_id), self._out_first, self.next_out_id
+        judge = self._judge
+        assert judge is not None  # (an observer judges)
+        new, first, nxt = int(ctl.command_id), judge.out_first, self.next_out_id
         if first == nxt or (first - new) & _MASK < _HALF and not (
                 (new - first) & _MASK <= (nxt - first) & _MASK):
             # Nothing sent yet, or numbering moved back before our first:
             # ours begin here (moved on, the ids passed over stay ours).
-            self._out_first = new
+            judge.out_first = new
         self.next_out_id = new
         self._need_command_point = False
 
     def _on_observed_completed(self, ctl: Control, misuse: list[str]) -> None:
-        self._completed_sent = True
+        assert self._judge is not None
+        self._judge.completed_sent = True
+
+    def _on_observed_flush(self, ctl: SessionFlush, misuse: list[str]) -> None:
+        if ctl.expected:
+            self._awaiting_expected = True
+
+    def _on_observed_request_timeout(self, ctl: SessionRequestTimeout, misuse: list[str]
+                                     ) -> None:
+        assert self._judge is not None
+        self._judge.timeouts_asked.append(ctl.timeout)
 
     def _on_observed_gap(self, ctl: SessionGap, misuse: list[str]) -> None:
         # The gapped ids are done with: the next command goes past them.
@@ -1583,7 +1672,9 @@ class Session(Endpoint[SessionState]):
         "command()": Entry((), _on_observed_command),
         "command-point()": Entry((), _on_observed_command_point),
         "gap()": Entry((), _on_observed_gap),
-        "completed()": Entry((), _on_observed_completed)}
+        "completed()": Entry((), _on_observed_completed),
+        "flush()": Entry((), _on_observed_flush),
+        "request-timeout()": Entry((), _on_observed_request_timeout)}
     OBSERVER: ClassVar[Machine[SessionState]] = MACHINE.with_entries(
         "0-10 session (observer)", {SessionState.ATTACHING: _OBSERVED,
                                     SessionState.ATTACHED: _OBSERVED})
@@ -1701,3 +1792,23 @@ class MessageHeadReceived(ChannelEvent):
     headers: tuple[Struct, ...]
     sync: bool = False
     session: Session | None = _session_field
+
+
+@functools.cache
+def _not_handled_by(role: str) -> frozenset[str]:
+    """Commands ``role`` ("client", "server") does not handle (the spec's
+    implement roles, from the generator's extract): only ``role`` sends
+    them, so receiving one is execution.wrong-direction.  Read once, when
+    a session first judges (an observer, or strict) -- imported then too:
+    the default path carries none of it."""
+    import json
+    from importlib import resources
+
+    text = resources.files("amqp_sansio.v0_10.spec").joinpath("extract.json").read_text("utf-8")
+    out = set()
+    for c in json.loads(text)["classes"]:
+        for x in c["commands"]:
+            roles = {r for r, _ in x["implement"]}
+            if roles and role not in roles and not roles & {"sender", "receiver"}:
+                out.add(x["name"])
+    return frozenset(out)

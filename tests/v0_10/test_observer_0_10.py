@@ -12,7 +12,7 @@ import pytest
 from amqp_sansio.errors import LocalProtocolError, RemoteProtocolError
 from amqp_sansio.serial import SequenceSet
 from amqp_sansio.v0_10 import events as ev
-from amqp_sansio.v0_10._specbase import Command
+from amqp_sansio.v0_10._specbase import Command, Control
 from amqp_sansio.v0_10.codes import DetachCode, ErrorCode
 from amqp_sansio.v0_10.connection import ClientConfig, Connection, ConnState, Role, ServerConfig
 from amqp_sansio.v0_10.framing import (
@@ -23,8 +23,16 @@ from amqp_sansio.v0_10.framing import (
     encode_command,
     encode_control,
 )
-from amqp_sansio.v0_10.session import TOLERATED_RULES, Session, SessionState, SessionStore
+from amqp_sansio.v0_10.session import (
+    TOLERATED_RULES,
+    CommandReceived,
+    Session,
+    SessionState,
+    SessionStore,
+)
 from amqp_sansio.v0_10.spec import (
+    ConnectionClose,
+    ConnectionCloseOk,
     ExchangeQueryResult,
     ExecutionException,
     ExecutionResult,
@@ -32,11 +40,14 @@ from amqp_sansio.v0_10.spec import (
     QueueQuery,
     QueueQueryResult,
     SessionAttach,
+    SessionAttached,
     SessionCommandPoint,
     SessionCompleted,
     SessionConfirmed,
     SessionDetach,
     SessionDetached,
+    SessionExpected,
+    SessionFlush,
     SessionKnownCompleted,
     SessionRequestTimeout,
     SessionTimeout,
@@ -238,7 +249,7 @@ def _patched(data: bytes, old: bytes, new: bytes) -> bytes:
 
 
 #: rule -> (our commands, numbered from 0; what the peer then writes on channel 1)
-CASES: dict[str, tuple[list[Command], bytes]] = {
+CASES: dict[str, tuple[list[Command | Control], bytes]] = {
     "session.completed-unknown": (
         [QueueDeclare(queue="q")],
         encode_control(1, SessionCompleted(commands=SequenceSet([(0, 3)])))),
@@ -257,7 +268,20 @@ CASES: dict[str, tuple[list[Command], bytes]] = {
                                                   command_id=7))),
 }
 #: the domain rules: under strict the (strict) decoder refuses them first
-DOMAIN_CASES: dict[str, tuple[list[Command], bytes]] = {
+#: ... and what strict does: (reply, code)
+STRICT = {"execution.wrong-direction": ("execution.exception", ErrorCode.NOT_IMPLEMENTED),
+          "session.attached-name": ("session.detached", DetachCode.NOT_ATTACHED),
+          "session.timeout": ("session.detached", DetachCode.NORMAL)}
+CASES.update({
+    "execution.wrong-direction": (  # (a client's command, sent to a client)
+        [], CP + encode_command(1, QueueDeclare(queue="q"))),
+    "session.attached-name": ([], encode_control(1, SessionAttached(name=b"other"))),
+    "session.timeout": ([], encode_control(1, SessionTimeout(timeout=5))),
+    "session.timeout/above": (
+        [SessionRequestTimeout(timeout=5)], encode_control(1, SessionTimeout(timeout=50))),
+    "session.expected": ([], encode_control(1, SessionExpected(commands=SequenceSet.of(0)))),
+})
+DOMAIN_CASES: dict[str, tuple[list[Command | Control], bytes]] = {
     "execution.exception-code": (
         [QueueDeclare(queue="q")],
         CP + _patched(encode_command(1, ExecutionException(
@@ -272,18 +296,18 @@ def _rule(key: str) -> str:
     return key.split("/")[0]
 
 
-def _observed(ours: list[Command], peer: bytes) -> Watch:
+def _observed(ours: list[Command | Control], peer: bytes) -> Watch:
     w = Watch()
     _attached(w)
     w.send(CP)
     for cmd in ours:
-        w.send(encode_command(1, cmd))
+        w.send(encode_control(1, cmd) if isinstance(cmd, Control) else encode_command(1, cmd))
     w.srv.data_to_send()  # (the real server's answers are not sent here)
     w.peer(peer)
     return w
 
 
-def _client(strict: bool, ours: list[Command], peer: bytes
+def _client(strict: bool, ours: list[Command | Control], peer: bytes
             ) -> tuple[Connection, Session, list[ev.Event]]:
     cli = Connection(Role.CLIENT, ClientConfig(strict=strict))
     srv = Connection(Role.SERVER, ServerConfig())
@@ -304,7 +328,11 @@ def _client(strict: bool, ours: list[Command], peer: bytes
     pump()
     assert s.state is SessionState.ATTACHED and s.channel == 1
     for cmd in ours:
-        s.send(cmd)
+        if isinstance(cmd, SessionRequestTimeout):
+            s.request_timeout(cmd.timeout)
+        else:
+            assert isinstance(cmd, Command)
+            s.send(cmd)
     cli.data_to_send()
     return cli, s, cli.receive_data(peer)
 
@@ -318,7 +346,7 @@ def test_an_observer_hears_of_the_rule_and_reads_on(key: str) -> None:
     ours, peer = {**CASES, **DOMAIN_CASES}[key]
     w = _observed(ours, peer)
     (v,) = w.violations()
-    assert v.rule == _rule(key) and v.reply == "none"
+    assert v.rule == _rule(key) and v.reply == "none" and v.tolerated
     assert w.obs.data_to_send() == b"" and not w.misuse
 
 
@@ -340,11 +368,16 @@ def test_under_strict_the_rule_is_fatal(key: str) -> None:
     ours, peer = CASES[key]
     cli, s, events = _client(True, ours, peer)
     (v,) = _violations(events)
-    assert v.rule == _rule(key)
-    assert (v.scope, v.reply, v.code) == ("session", "session.detached", DetachCode.UNKNOWN_IDS)
-    assert s.state is SessionState.DETACHED
-    assert any(isinstance(e, ev.SessionDetached) and not e.by_peer for e in events)
-    assert cli.data_to_send()  # (the detached)
+    assert v.rule == _rule(key) and not v.tolerated
+    reply, code = STRICT.get(_rule(key), ("session.detached", DetachCode.UNKNOWN_IDS))
+    assert (v.reply, v.code) == (reply, code)
+    if reply == "session.detached":
+        assert s.state is SessionState.DETACHED
+        assert any(isinstance(e, ev.SessionDetached) and not e.by_peer for e in events)
+    else:  # refused, not delivered; the session detaches
+        assert s.failed and s.state is SessionState.DETACHING
+        assert not any(isinstance(e, CommandReceived) for e in events)
+    assert cli.data_to_send()  # (the detached, or the exception)
 
 
 def test_under_strict_a_code_outside_its_domain_is_the_decoders() -> None:
@@ -416,3 +449,79 @@ def test_an_observer_with_a_store_resumes_a_name_the_peer_kept() -> None:
     assert not w.violations() and not w.misuse
     w.peer(encode_control(2, SessionCompleted(commands=SequenceSet([(0, 1)]))))
     assert [v.rule for v in w.violations()] == ["session.completed-unknown"]
+
+
+def test_an_observer_judges_the_expected_of_a_resumed_session() -> None:
+    # We detached cleanly with a timeout granted: the peer saw all we sent,
+    # so its expected must name our next command (and not be empty).
+    def resumed() -> Watch:
+        w = Watch(ClientConfig(session_store=SessionStore()))
+        _attached(w)
+        w.send(CP + encode_control(1, SessionRequestTimeout(timeout=30)))
+        w.send(encode_command(1, QueueDeclare(queue="q")))  # 0
+        w.srv.data_to_send()
+        w.peer(encode_control(1, SessionTimeout(timeout=30)))
+        w.send(encode_control(1, SessionDetach(name=b"raw")))
+        w.srv.data_to_send()
+        w.peer(encode_control(1, SessionDetached(name=b"raw", code=DetachCode.NORMAL)))
+        w.send(encode_control(1, SessionAttach(name=b"raw")))
+        w.srv.data_to_send()
+        w.peer(encode_control(1, SessionAttached(name=b"raw")))
+        w.send(encode_control(1, SessionFlush(expected=True)))
+        return w
+
+    for exp, why in [((1, 1), None), ((0, 1), None), ((0, 0), "lacks our next command"),
+                     (None, "is empty though")]:
+        w = resumed()
+        w.peer(encode_control(1, SessionExpected(
+            commands=SequenceSet() if exp is None else SequenceSet([exp]))))
+        got = [v.message for v in w.violations()]
+        assert len(got) == (0 if why is None else 1), (exp, got)
+        assert why is None or why in got[0]
+        assert not w.misuse
+
+
+def test_an_observer_names_traffic_on_a_channel_the_client_never_used() -> None:
+    w = Watch()
+    _attached(w)
+    for data in (encode_control(3, SessionCompleted(commands=SequenceSet.of(0))),
+                 encode_command(4, QueueQuery(queue="q")),
+                 encode_control(5, SessionAttach(name=b"x"))):
+        w.peer(data)
+    assert [(v.rule, v.channel) for v in w.violations()] == [
+        ("session.unused-channel", 3), ("session.unused-channel", 4),
+        ("session.unused-channel", 5)]
+    assert 5 not in w.obs.sessions
+    # a channel we used without attaching: the core's not-attached, and an
+    # attached there names nothing of ours
+    w.send(encode_command(6, QueueQuery(queue="q")))
+    w.peer(encode_control(6, SessionAttached(name=b"y")))
+    assert w.violations()[-1].rule == "session.attached-name"
+
+
+def test_an_observer_reports_what_the_peer_sends_after_its_close() -> None:
+    w = Watch()
+    _attached(w)
+    w.peer(encode_control(0, ConnectionClose(reply_code=200))
+           + encode_control(0, ConnectionCloseOk())  # (answers a close of ours crossing)
+           + encode_control(1, SessionCompleted(commands=SequenceSet.of(0))))
+    w.peer(encode_control(0, ConnectionCloseOk()))
+    assert [(v.rule, v.tolerated) for v in w.violations()] == [
+        ("connection.after-close", True)] * 2
+
+
+def test_an_observer_moves_a_session_our_forced_attach_takes() -> None:
+    w = Watch()
+    _attached(w)
+    w.send(CP + encode_command(1, QueueDeclare(queue="q")))
+    w.send(encode_control(2, SessionAttach(name=b"raw", force=True)))
+    w.srv.data_to_send()
+    w.peer(encode_control(1, SessionDetached(name=b"raw", code=DetachCode.SESSION_BUSY))
+           + encode_control(2, SessionAttached(name=b"raw")))
+    assert not w.violations() and not w.misuse
+    assert 1 not in w.obs.sessions and w.obs.session(2).state is SessionState.ATTACHED
+    w.send(encode_control(2, SessionCommandPoint(command_id=0, command_offset=0)))
+    w.send(encode_command(2, QueueQuery(queue="q")))
+    w.peer(encode_control(2, SessionCommandPoint(command_id=0, command_offset=0))
+           + encode_command(2, ExecutionResult(command_id=0, value=QQR)))
+    assert not w.violations()

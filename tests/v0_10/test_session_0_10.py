@@ -116,6 +116,19 @@ def test_transport_busy() -> None:
     assert net.server.sessions == {1: ss}
 
 
+def test_transport_busy_while_we_detach() -> None:
+    # The peer attaches on a channel whose session we are detaching: busy
+    # until it is detached (before: SessionViolation escaped receive_data).
+    net = opened()
+    cs, ss = net.sessions(b"a", channel=1)
+    ss.detach()
+    net.server.data_to_send()
+    assert ss.state is SessionState.DETACHING
+    assert net.feed("server", ctl(SessionAttach(name=b"a"), 1)) == []
+    assert decode(net.server.data_to_send()) == [SessionDetached(name=b"a", code=2)]
+    assert net.server.sessions == {1: ss} and ss.state is SessionState.DETACHING
+
+
 def test_session_busy_and_force() -> None:
     net = opened()
     cs, ss = net.sessions(b"a", channel=1)
