@@ -21,35 +21,30 @@ Two checkers share the peer's octets:
    server one when the peer is a client.  Everything it rejects at
    connection scope (undecodable frames, frames above the negotiated size, a
    handshake out of order, tune/tune-ok values outside the rules, a bad
-   protocol header) is a violation; so are the session's own checks,
-   reported under the core's rule names: ``session.command-point`` (a
-   command before the peer's command-point), ``execution.undecodable`` (a
-   command the core cannot decode), ``session.detach-code`` and
-   ``execution.exception-code`` (a code outside its domain),
-   ``session.known-completed-unknown`` (known-completed though we completed
-   nothing) and, where our numbering is known to both (not untracked,
-   gapped or used twice), ``execution.result-unknown`` (a result for a
-   command we never sent, for one without a result, or twice),
-   ``execution.result-type`` (a result struct not the command's
-   ``<result>``), ``session.completed-unknown`` (completed/confirmed name
-   ids we never sent), ``execution.result-missing`` (completed a result
-   command without its result) and ``execution.exception-command`` (an
-   exception names an id we never sent).  Those the core tolerates by
-   default it reports to an observer (and acts on under ``strict=True``).
-2. **session and execution rules** that need to know what *we* sent, which a
-   scripted conversation's core cannot know: our octets are decoded too, and
-   numbered as a conformant peer numbers them.  The rules:
+   protocol header) is a violation; so are the core's session, execution
+   and connection rules, reported under its rule names (:data:`_CORE_RULES`;
+   those a default client tolerates it reports to an observer, and acts on
+   under ``strict=True``): ``session.command-point``,
+   ``session.unused-channel`` (traffic on a channel we never used),
+   ``session.attached-name``, ``session.detach-code``,
+   ``session.known-completed-unknown``, ``session.timeout`` (unasked, or
+   above the request), ``execution.undecodable``,
+   ``execution.exception-code``, ``execution.wrong-direction``,
+   ``connection.after-close`` and, where our numbering is known to both
+   (not untracked, gapped or used twice), ``execution.result-unknown``,
+   ``execution.result-type``, ``session.completed-unknown``,
+   ``execution.result-missing``, ``execution.exception-command`` and
+   ``session.expected`` (unasked, include-next-command,
+   empty-iff-no-state).
+2. **the rules the core keeps no books for**: our subscriptions and credit
+   are the client policy's (which the observer does not run), and the file
+   and stream classes have none.  Our octets are decoded too, and numbered
+   as a conformant peer numbers them.  The rules:
 
    ===============================  ========================================
    rule                             the peer broke it when
    ===============================  ========================================
    frames.undecodable               its octets fail our decoder
-   session.unused-channel           session traffic on a channel we never used
-   session.attached-name            attached names another session
-   session.expected                 expected unsolicited, or breaking rules
-                                    include-next-command / empty-iff-no-state
-   session.timeout                  timeout unsolicited, or above the request
-   execution.wrong-direction        a command only the other role sends
    message.unsubscribed             transfer to a destination not subscribed
    message.credit                   more messages or octets than credited
    message.accept-unknown           accept/reject of transfers we never sent
@@ -62,7 +57,6 @@ Two checkers share the peer's octets:
    file.stage-unasked               file.stage with no open-ok of ours owed one
    file.delivery-tag                file.deliver with delivery-tag 0 (rule
                                     non-zero)
-   connection.after-close           anything after its close or close-ok
    ===============================  ========================================
 """
 
@@ -92,9 +86,8 @@ from .profiles import identity
 from .signals import MonitorBase, MonitorConfig, Signal, Violation, complete_header
 
 INF = float("inf")
-#: Commands of the file and stream classes we send -> the reply the peer owes.
-#: The session's checks our core (observer) reports by name, in place of the
-#: monitor's; the result rules where our numbering is known to both.
+#: The core's checks our core (observer) reports by name, in place of the
+#: monitor's (issue 25).
 _CORE_RULES = frozenset({"session.command-point", "execution.undecodable",
                          "execution.result-unknown", "execution.result-type",
                          "session.completed-unknown", "session.known-completed-unknown",
@@ -110,6 +103,7 @@ _NUMBERED_RULES = frozenset({"execution.result-unknown", "execution.result-type"
 #: ... judged only where the core read all we sent
 _SENT_RULES = frozenset({"session.attached-name", "session.unused-channel",
                          "session.known-completed-unknown"})
+#: Commands of the file and stream classes we send -> the reply the peer owes.
 _CONTENT_REPLIES = {"file.qos": "file.qos-ok", "file.consume": "file.consume-ok",
                     "stream.qos": "stream.qos-ok", "stream.consume": "stream.consume-ok"}
 
