@@ -1031,16 +1031,18 @@ class Session(Endpoint[SessionState]):
             self.complete(cid)
 
     def _on_transfer(self, item: Incoming, events: list[Event]) -> None:
+        # A transfer is a run of one: the same numbering and event.
         more = item.more if type(item) is CommandAssembly else ()
-        if more and (first := self._number_run(item, len(more))) is not None:  # type: ignore[arg-type]
-            assert type(item) is CommandAssembly
+        if type(item) is CommandAssembly and (
+                first := self._number_run(item, len(more))) is not None:
             events.append(MessageReceived(self.channel or 0, first,
                                           item.command,  # type: ignore[arg-type]
                                           item.headers, item.body or b"", item.sync,
                                           session=self, header_data=item.header_data,
                                           more=more))
             return
-        # one transfer -- or a run numbered one by one (a replay, a failed session)
+        # numbered one by one (and vetted): a replay, a failed session, no
+        # command-point yet, a streamed head, an undecodable transfer
         for body in (item.body, *more):  # type: ignore[union-attr]
             cid = self._numbered(item, events)
             if cid is None:
