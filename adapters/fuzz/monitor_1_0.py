@@ -36,7 +36,9 @@ connection.after-close      frames after its close (tolerated by the core)
 
 and the core's other checks (windows, handle-in-use, handle-max, a
 transfer to a sending link, ...), named by scope and condition where the
-core names no rule.  The counters and replies are read from the core's
+core names no rule -- those only until we send a faulty item (the peer's
+answers to a fault it took, such as a doubled begin or attach, break them
+in turn).  The counters and replies are read from the core's
 events and public state, not from books of our own.
 """
 
@@ -176,7 +178,12 @@ class Monitor(MonitorBase):
 
     def _event(self, e: Any) -> None:  # noqa: C901  (one branch an event kind)
         if isinstance(e, ev.ProtocolViolation):
-            self.violation(e.rule or f"{e.scope}.{e.condition}", e.message)
+            # the core's checks no monitor rule kept (windows, handle-in-use,
+            # a begin on a begun channel ...) judge the peer until we send a
+            # fault: its answers to ours (a doubled begin or attach it took)
+            # break them in turn -- that is the fault's verdict, not a new one
+            if e.rule is not None or not self.fault_sent:
+                self.violation(e.rule or f"{e.scope}.{e.condition}", e.message)
         elif isinstance(e, ev.ProtocolHeaderMismatch):
             self._header(e.header)
             self._refused_header = True

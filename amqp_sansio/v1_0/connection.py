@@ -508,7 +508,7 @@ class Connection(Endpoint[ConnState]):
         and frames, in any pieces (a frame cut short waits for the rest) --
         booked as :meth:`observe` books each performative.  A frame whose
         performative does not decode is noted and booked by what still
-        decodes (its descriptor, where it ends a session or the connection);
+        decodes (its descriptor: an end or close, a begin, a transfer's id);
         octets that are no longer frames end the watch of ours."""
         if not self.observer:
             raise local_error("observe_sent() is for a connection in the observer role")
@@ -569,6 +569,11 @@ class Connection(Endpoint[ConnState]):
                 out += self.observe(channel, End())
             elif code == Close.CODE:
                 out += self.observe(channel, Close())
+            elif code == Begin.CODE:  # (a peer that reads it begins the session: windows open)
+                out += self.observe(channel, Begin(next_outgoing_id=0, incoming_window=_MASK,
+                                                   outgoing_window=_MASK))
+            elif code == Transfer.CODE and (s := self.sessions.get(channel)) is not None:
+                s.observe_transfer_id()  # (a peer that reads it counts it)
             return
         if item.type == TYPE_AMQP and item.body is not None:
             out += self.observe(channel, item.body)  # (our SASL frames book nothing)
@@ -1042,6 +1047,7 @@ class Connection(Endpoint[ConnState]):
 CONNECTION_MACHINE = Connection.MACHINE
 OBSERVER_MACHINE = Connection.OBSERVER
 _OUR_END_SENT = (SessionState.END_SENT, SessionState.DISCARDING)
+_MASK = 0xFFFFFFFF
 _SESSION_FRAMES = (Begin, End, Attach, Flow, Transfer, Disposition, Detach)
 
 

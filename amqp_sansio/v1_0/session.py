@@ -433,7 +433,7 @@ class Session(Endpoint[SessionState]):
             self._observe_disposition(body, misuse)
             return
         if isinstance(body, Transfer):  # each frame takes a transfer-id, whatever its link
-            self.next_outgoing_id = (self.next_outgoing_id + 1) & _MASK
+            self.observe_transfer_id()
             self.remote_incoming_window = max(0, self.remote_incoming_window - 1)
             self.outgoing_window = max(0, self.outgoing_window - 1)
         elif isinstance(body, Flow):
@@ -460,6 +460,12 @@ class Session(Endpoint[SessionState]):
             credit = (count + (body.link_credit or 0) - link.delivery_count) & _MASK
             self._observed(link, "flow()", (0 if credit >= _HALF else credit, bool(body.drain),
                                             False, body.properties), misuse)
+
+    def observe_transfer_id(self) -> None:
+        """Observing: a transfer frame of ours went that we cannot read (it
+        takes a transfer-id all the same, for a peer that reads it)."""
+        if self.state in _WRITABLE:
+            self.next_outgoing_id = (self.next_outgoing_id + 1) & _MASK
 
     def _observe_windows(self, body: Flow) -> None:
         """Our flow: the transfers the peer may send from now on."""

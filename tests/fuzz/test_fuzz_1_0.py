@@ -187,6 +187,33 @@ def test_monitor_answers_and_counts_the_peers_refusals() -> None:
         ("detach", "amqp:not-found"), ("close", "amqp:internal-error")]
 
 
+def test_monitor_reports_the_rules_the_core_tolerates() -> None:
+    """link.settle-mode and connection.after-close: the core's tolerated
+    rules (reported to its observer role, which the monitor runs)."""
+    mon = Monitor(MonitorConfig())
+    mon.sent(spec.AMQP_HEADER + perf_frame(spec.Open(container_id="c")))
+    mon.received(spec.AMQP_HEADER + perf_frame(spec.Open(container_id="p")))
+    mon.sent(perf_frame(spec.Begin(next_outgoing_id=0, incoming_window=9, outgoing_window=9), 0)
+             + perf_frame(spec.Attach(name="l", handle=0, role=spec.Role.RECEIVER), 0)
+             + perf_frame(spec.Flow(incoming_window=9, next_outgoing_id=0, outgoing_window=9,
+                                    handle=0, link_credit=5), 0))
+    mon.received(perf_frame(spec.Begin(remote_channel=0, next_outgoing_id=0,
+                                       incoming_window=9, outgoing_window=9), 1)
+                 + perf_frame(spec.Attach(name="l", handle=3, role=spec.Role.SENDER,
+                                          snd_settle_mode=spec.SenderSettleMode.SETTLED,
+                                          initial_delivery_count=0), 1))
+    mon.received(perf_frame(spec.Transfer(handle=3, delivery_id=0, delivery_tag=b"t",
+                                          settled=True), 1, b"\x00\x53\x75\xa0\x00"))
+    assert not mon.violations and mon.satisfied("transfer:1:l", {})
+    mon.received(perf_frame(spec.Transfer(handle=3, delivery_id=1, delivery_tag=b"u"), 1,
+                            b"\x00\x53\x75\xa0\x00"))
+    assert [v.rule for v in mon.violations] == ["link.settle-mode"]
+    mon.received(perf_frame(spec.Close()) + perf_frame(spec.Begin(
+        next_outgoing_id=0, incoming_window=1, outgoing_window=1), 2))
+    assert [v.rule for v in mon.violations] == ["link.settle-mode", "connection.after-close"]
+    assert mon.take_replies() == [perf_frame(spec.Close())]
+
+
 def test_oracle_judges_1_0_conditions() -> None:
     case = make_case(3, 0, GenConfig(operators=("state:unattached-flow",), families=("state",)))
     base = Observation(eof=True, clean_end=True, fault_sent=True, opened=True, we_closed=True)

@@ -201,6 +201,25 @@ def test_our_undecodable_frame_is_noted_and_booked_by_its_descriptor() -> None:
     assert obs.sessions[1].state is SessionState.BEGIN_SENT
 
 
+def test_our_undecodable_begin_and_transfer_are_booked_for_a_peer_that_reads_them() -> None:
+    """A lenient peer takes what our decoder refuses: its begin answering
+    ours, and its flow counting our transfer, are no faults of its own."""
+    obs, _ = _opened()
+    begin = bytearray(_f(_begin(), 0))
+    begin[11] = 0xC0 + 0x10  # (list8's code, broken: an unknown encoding)
+    assert [m.method for m in obs.observe_sent(bytes(begin))] == ["undecodable"]
+    assert not _violations(obs.receive_data(_f(_begin(remote=0), 3)))
+    assert obs.observe_sent(_f(spec.Attach(name="l", handle=0, role=spec.Role.SENDER,
+                                           initial_delivery_count=0), 0)) == []
+    obs.receive_data(_f(spec.Attach(name="l", handle=0, role=spec.Role.RECEIVER), 3))
+    transfer = bytearray(_f(_transfer(0, 0), 0))
+    transfer[11] = 0x30  # (the performative's list: an unknown encoding)
+    assert [m.method for m in obs.observe_sent(bytes(transfer))] == ["undecodable"]
+    events = obs.receive_data(_f(spec.Flow(next_incoming_id=1, incoming_window=10,
+                                           next_outgoing_id=0, outgoing_window=10), 3))
+    assert not _violations(events)
+
+
 # -- the tolerated rules -----------------------------------------------------------
 
 
