@@ -57,7 +57,8 @@ Local rules (:class:`~amqp_sansio.errors.LocalProtocolError`, nothing sent)
 
 from __future__ import annotations
 
-__all__ = ["ChannelState", "CHANNEL_TRANSITIONS", "ChannelError", "ChannelPort", "Channel"]
+__all__ = ["ChannelState", "CHANNEL_TRANSITIONS", "ChannelError", "ChannelPort", "Channel",
+           "TOLERATED_RULES"]
 
 from collections import deque
 from collections.abc import Hashable, Iterable, Mapping
@@ -121,6 +122,14 @@ _LATE_REQUESTS = frozenset({"basic.consume", "basic.cancel"})
 _TX_ENDS = frozenset({"tx.commit", "tx.rollback"})
 _CONSUMER_REPLIES = frozenset({"basic.consume-ok", "basic.cancel-ok"})
 _NO_ROUTE = 312  # 0-9's no-route, which 0-9-1 dropped and RabbitMQ returns with
+#: The rules a client core tolerates (real servers break them): checked only
+#: when judging -- reported to an observer, acted on under ClientConfig.strict
+#: (its docstring gives each one's code).  connection.close-code is the
+#: connection's; the rest are the channel's (Channel._tolerate).
+TOLERATED_RULES = ("channel.close-code", "connection.close-code", "queue.declare-ok-name",
+                   "basic.consume-ok-tag", "channel.flow-ok-active", "basic.return-code",
+                   "basic.return-unsolicited", "basic.delivery-tag",
+                   "basic.deliver-unknown-consumer", "basic.cancel-unknown")
 
 REPLY_TO: dict[str, frozenset[str]] = replies_to(METHODS_BY_NAME.values())  # 0-9-1's
 

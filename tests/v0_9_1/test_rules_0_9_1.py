@@ -15,7 +15,7 @@ from amqp_sansio.errors import RemoteProtocolError
 from amqp_sansio.v0_9 import connection as c09
 from amqp_sansio.v0_9_1 import events as ev
 from amqp_sansio.v0_9_1 import spec
-from amqp_sansio.v0_9_1.channel import ChannelState
+from amqp_sansio.v0_9_1.channel import TOLERATED_RULES, ChannelState
 from amqp_sansio.v0_9_1.connection import Connection, ConnState, Role
 from amqp_sansio.v0_9_1.framing import encode_method
 
@@ -282,5 +282,6 @@ def test_0_9_shares_the_rules_with_its_own_codes() -> None:
         ("basic.deliver-unknown-consumer", True)]
 
 
-def test_strict_is_off_by_default() -> None:
+def test_strict_is_off_by_default_and_every_tolerated_rule_is_tested() -> None:
     assert client_cfg().strict is False
+    assert sorted({rule for rule, *_ in CASES}) == sorted(TOLERATED_RULES)
