@@ -172,12 +172,14 @@ class ClientConfig:
     max_body_size: int = DEFAULT_MAX_BODY_SIZE
     stream_bodies: bool = False
     # Refuse what real peers get away with: the decoder's required-field and
-    # domain checks (check_strict), and the session's tolerated rules
-    # (session.TOLERATED_RULES: session.completed-unknown,
+    # domain checks (check_strict: session.detach-code and
+    # execution.exception-code among them), and the session's tolerated rules
+    # (session.TOLERATED_RULES) acted on as fatal: session.completed-unknown,
     # session.known-completed-unknown, execution.result-missing,
-    # execution.exception-command, ...) acted on as fatal -- the session
-    # detached (unknown-ids) or an execution.exception.  Off (the default)
-    # they change nothing; an observer is told of them all the same.
+    # execution.exception-command, session.expected (detached, unknown-ids),
+    # session.attached-name (not-attached), session.timeout (normal),
+    # execution.wrong-direction (execution.exception, not-implemented).  Off
+    # (the default) they change nothing; an observer is told of them all the same.
     strict: bool = False
     # "eager": answer every session.completed with known-completed;
     # "when-asked": only on timely-reply (or once owed ranges fragment).
