@@ -144,10 +144,15 @@ def name(prefix: str) -> str:
     return f"{prefix}.{uuid.uuid4().hex[:10]}"
 
 
-@pytest.fixture
-def peer(rabbitmq: Node) -> Any:  # noqa: F811
-    p = Peer(rabbitmq)
+@pytest.fixture(params=[False, True], ids=["default", "strict"])
+def peer(rabbitmq: Node, request: pytest.FixtureRequest) -> Any:  # noqa: F811
+    """A client; again with ``strict=True``: RabbitMQ's conversations in
+    these tests break none of the rules the core tolerates (the RabbitMQ
+    dialect's 312 returns, late consume-ok, ... are its dialect)."""
+    p = Peer(rabbitmq, strict=request.param)
     yield p
+    if request.param:
+        assert [e for e in p.events if isinstance(e, ev.ProtocolViolation)] == []
     p.close()
 
 
