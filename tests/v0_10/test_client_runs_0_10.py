@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pair_0_10 import opened
 
 from amqp_sansio.v0_10 import client as v010
@@ -170,3 +172,39 @@ def test_a_run_nobody_subscribed_to_is_completed_and_released_as_one_range() -> 
     assert "transfers=SequenceSet({1-4})" in release
     assert [m.body for m in link.server.broker.queues["q"].messages] == [
         b"0", b"1", b"2", b"3"]
+
+
+# ---------------------------------------------------------------- runs change nothing else
+_SHAPES = [(XFER, (DP, MP)), (XFER, (DP,)),
+           (spec.MessageTransfer(destination="e", accept_mode=1, acquire_mode=0), (DP, MP))]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.binary(max_size=40)), min_size=1, max_size=12),
+       st.lists(st.integers(1, 2000), max_size=4))
+def test_runs_or_not_the_client_reads_the_same_transfers_however_the_octets_are_cut(
+        sends: list[tuple[int, bytes]], cuts: list[int]) -> None:
+    """What a client reads with runs is what it reads without: the same
+    ids, commands, headers and bodies in order, whatever the reads."""
+    seen = []
+    for runs in (True, False):
+        net, cs, ss = _server_sends(runs)
+        for shape, body in sends:
+            if shape == 3:
+                ss.send(spec.MessageFlow(destination="d", unit=spec.CreditUnit.MESSAGE,
+                                         value=1))
+            else:
+                cmd, headers = _SHAPES[shape]
+                ss.send(cmd, headers=headers, body=body)
+        data = net.server.data_to_send()
+        got: list[Any] = []
+        at = 0
+        for cut in [*sorted(c for c in cuts if c < len(data)), len(data)]:
+            got += net.feed("client", data[at:cut])
+            at = cut
+        seen.append([(cid, e.transfer, e.headers, body) for e in got
+                     if isinstance(e, ev.MessageReceived)
+                     for cid, body in [(e.command_id + i, b)
+                                       for i, b in enumerate((e.body, *e.more))]])
+        assert all(cs.awaits_completion(cid) for cid, *_ in seen[-1])
+    assert seen[0] == seen[1]
