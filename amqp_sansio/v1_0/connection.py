@@ -43,7 +43,7 @@ been silent for half of what the peer advertised.
 from __future__ import annotations
 
 __all__ = ["Role", "ConnState", "CONNECTION_MACHINE", "ClientConfig", "ServerConfig",
-           "Connection", "PROTOCOL_HEADER"]
+           "Connection", "PROTOCOL_HEADER", "TOLERATED_RULES"]
 
 import enum
 import struct
@@ -128,6 +128,13 @@ _S = ConnState
 _END: ConnState = _S.END
 _OPENED: ConnState = _S.OPENED  # (a global: ConnState.OPENED is a slow lookup on 3.11)
 _OPEN_OUT = {_S.OPEN_PIPE, _S.OPEN_SENT, _S.OPENED}  # our open sent, our close not
+#: The rules a peer breaks that the core tolerates (real peers do): an
+#: observer is told (ProtocolViolation with the rule, reply "none",
+#: ``tolerated``); the config's ``strict`` acts on them (_Common.strict); by
+#: default nothing changes -- as 0-9-1's channel.TOLERATED_RULES and 0-10's
+#: session.TOLERATED_RULES.  link.settle-mode is the link's, the other the
+#: connection's.
+TOLERATED_RULES = ("link.settle-mode", "connection.after-close")
 #: the peer's frames that are a session's (the connection's input "channel")
 _CHANNEL_FRAMES = {Begin: "begin", End: "end", Attach: "attach", Flow: "flow",
                    Disposition: "disposition", Detach: "detach"}
@@ -144,7 +151,7 @@ class _Common:
     properties: dict[str, Any] | None = None
     session: SessionConfig = SessionConfig()
     #: Act on the rules real peers break and the core otherwise lets pass
-    #: (DECISION of issue 25): ``link.settle-mode`` (an unsettled transfer on
+    #: (DECISION of issue 25; TOLERATED_RULES): ``link.settle-mode`` (an unsettled transfer on
     #: a link the peer attached with snd-settle-mode settled: the link is
     #: detached, ``amqp:invalid-field``) and ``connection.after-close``
     #: (a frame after the peer's close: RemoteProtocolError,
@@ -662,7 +669,8 @@ class Connection(Endpoint[ConnState]):
         """A frame after the peer's close: ``connection.after-close``, a rule
         real peers break (tolerated) -- reported to an observer, acted on
         under ``strict`` (RemoteProtocolError), else not even read."""
-        strict = self.config.strict
+        # (an observer reports, whatever its config: it acts on nothing)
+        strict = self.config.strict and not self.observer
         if not (strict or self.observer):
             return
         try:

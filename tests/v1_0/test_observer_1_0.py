@@ -17,7 +17,14 @@ from amqp_sansio.errors import RemoteProtocolError
 from amqp_sansio.events import ObservedMisuse
 from amqp_sansio.v1_0 import events as ev
 from amqp_sansio.v1_0 import spec
-from amqp_sansio.v1_0.connection import ClientConfig, Connection, ConnState, Role
+from amqp_sansio.v1_0.connection import (
+    TOLERATED_RULES,
+    ClientConfig,
+    Connection,
+    ConnState,
+    Role,
+    ServerConfig,
+)
 from amqp_sansio.v1_0.framing import encode_frame
 from amqp_sansio.v1_0.link import LinkState
 from amqp_sansio.v1_0.session import SessionState
@@ -40,10 +47,10 @@ def _violations(events: list[Any]) -> list[ev.ProtocolViolation]:
     return [e for e in events if isinstance(e, ev.ProtocolViolation)]
 
 
-def _opened(*ours: bytes) -> tuple[Connection, list[ObservedMisuse]]:
+def _opened(*ours: bytes, strict: bool = False) -> tuple[Connection, list[ObservedMisuse]]:
     """An observer that saw our header and open (and ``ours``), and the
     peer's header and open."""
-    obs = Connection(Role.CLIENT, ClientConfig(sasl=False), observer=True)
+    obs = Connection(Role.CLIENT, ClientConfig(sasl=False, strict=strict), observer=True)
     misuse = obs.observe_sent(_HDR + _f(_OPEN) + b"".join(ours))
     events = obs.receive_data(_HDR + _f(_PEER_OPEN))
     assert obs.state is ConnState.OPENED
@@ -287,3 +294,62 @@ def test_frames_after_the_peers_close_observer_strict_and_default() -> None:
     c.receive_data(_HDR + _f(_PEER_OPEN))
     events = c.receive_data(_f(spec.Close()) + _f(_begin(), 1))
     assert not _violations(events) and c.state is ConnState.END
+
+
+def _settle_mode_case(obs: Connection) -> list[Any]:
+    _attached(obs, ch=0, handle=0, role=spec.Role.RECEIVER,
+              snd_settle=spec.SenderSettleMode.SETTLED)
+    obs.observe_sent(_f(spec.Flow(next_incoming_id=0, incoming_window=100, next_outgoing_id=0,
+                                  outgoing_window=100, handle=0, delivery_count=0,
+                                  link_credit=5), 0))
+    return _unsettled_on_settled_only(obs)
+
+
+def _after_close_case(obs: Connection) -> list[Any]:
+    return obs.receive_data(_f(spec.Close()) + _f(_begin(), 1))
+
+
+# each tolerated rule, broken before an observer (as 0-9-1's and 0-10's CASES)
+CASES = {"link.settle-mode": _settle_mode_case, "connection.after-close": _after_close_case}
+
+
+@pytest.mark.parametrize("rule", TOLERATED_RULES)
+def test_an_observer_with_a_strict_config_still_only_reports(rule: str) -> None:
+    """An observer acts on nothing, whatever its config says: each rule is
+    reported tolerated and the core reads on (as 0-9-1's and 0-10's)."""
+    obs, _ = _opened(strict=True)
+    events = CASES[rule](obs)
+    assert [(v.rule, v.tolerated, v.reply) for v in _violations(events)] == [
+        (rule, True, "none")]
+    assert obs.data_to_send() == b""
+
+
+def test_strict_is_off_by_default_and_every_tolerated_rule_is_tested() -> None:
+    assert ClientConfig().strict is False and ServerConfig().strict is False
+    assert sorted(CASES) == sorted(TOLERATED_RULES)
+
+
+def test_settle_mode_under_a_strict_server_detaches_the_link() -> None:
+    """``ServerConfig.strict`` acts on link.settle-mode too: a client that
+    attached its sender settled-only and sends an unsettled transfer."""
+    for strict in (False, True):
+        srv = Connection(Role.SERVER, ServerConfig(strict=strict))
+        events = srv.receive_data(_HDR + _f(spec.Open(container_id="c")) + _f(_begin()))
+        for e in events:
+            if isinstance(e, ev.SessionBeginRequested):
+                e.session.begin()
+        events = srv.receive_data(_f(spec.Attach(
+            name="l", handle=0, role=spec.Role.SENDER,
+            snd_settle_mode=spec.SenderSettleMode.SETTLED, source=spec.Source(address="q"),
+            target=spec.Target(address="q"), initial_delivery_count=0)))
+        links = [e.link for e in events if isinstance(e, ev.LinkAttachRequested)]
+        links[0].attach()
+        links[0].flow(5)
+        srv.data_to_send()
+        events = srv.receive_data(_f(_transfer(0, 0)))
+        got = [(v.rule, v.reply, v.condition) for v in _violations(events)]
+        if strict:
+            assert got == [("link.settle-mode", "detach", "amqp:invalid-field")]
+            assert links[0].state is LinkState.DETACH_SENT
+        else:
+            assert got == [] and links[0].state is LinkState.ATTACHED
