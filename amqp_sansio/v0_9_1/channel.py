@@ -125,7 +125,7 @@ _NO_ROUTE = 312  # 0-9's no-route, which 0-9-1 dropped and RabbitMQ returns with
 #: The rules a client core tolerates (real servers break them): checked only
 #: when judging -- reported to an observer, acted on under ClientConfig.strict
 #: (its docstring gives each one's code).  connection.close-code is the
-#: connection's; the rest are the channel's (Channel._tolerate).
+#: connection's; the rest are the channel's (Channel._tolerated).
 TOLERATED_RULES = ("channel.close-code", "connection.close-code", "queue.declare-ok-name",
                    "basic.consume-ok-tag", "channel.flow-ok-active", "basic.return-code",
                    "basic.return-unsolicited", "basic.delivery-tag",
@@ -184,7 +184,7 @@ class ChannelPort(Protocol):
 
     @property
     def judge(self) -> bool:
-        """Check the tolerated rules (:meth:`Channel._tolerate`): the
+        """Check the tolerated rules (:meth:`Channel._tolerated`): the
         connection observes, or its config is ``strict``."""
         ...
 
@@ -649,7 +649,7 @@ class Channel(Endpoint[ChannelState]):
         events.append(ev.ProtocolViolation(e.code, "channel", self.id, e.message, "channel.close",
                                            rule=e.rule))
 
-    def _tolerate(self, events: list[ev.Event], m: Method, rule: str, message: str,
+    def _tolerated(self, events: list[ev.Event], m: Method, rule: str, message: str,
                   code: int, channel_scope: bool = False) -> None:
         """The peer broke a *tolerated* rule (one real peers break; checked
         only when judging): observing, it is reported (``tolerated=True``)
@@ -667,7 +667,7 @@ class Channel(Endpoint[ChannelState]):
     def _judge_close(self, m: ChannelClose, events: list[ev.Event]) -> None:
         code = int(m.reply_code)
         if code != ReplyCode.REPLY_SUCCESS and code not in self._soft:
-            self._tolerate(events, m, "channel.close-code",
+            self._tolerated(events, m, "channel.close-code",
                            f"channel.close with code {code} on channel {self.id} (a channel "
                            "closes with soft-error codes)", ReplyCode.SYNTAX_ERROR)
 
@@ -677,7 +677,7 @@ class Channel(Endpoint[ChannelState]):
         if tag <= self._top_tag or tag == 0:
             what = "0 is out of range" if tag == 0 else (
                 f"{tag} is not above the last one, {self._top_tag}")
-            self._tolerate(events, m, "basic.delivery-tag",
+            self._tolerated(events, m, "basic.delivery-tag",
                            f"{m.NAME} on channel {self.id}: delivery tag {what}",
                            ReplyCode.PRECONDITION_FAILED, True)
         else:
@@ -723,7 +723,7 @@ class Channel(Endpoint[ChannelState]):
         request = self._received(m)
         if self._judge and isinstance(request, ChannelFlow) and bool(m.active) != bool(
                 request.active):
-            self._tolerate(events, m, "channel.flow-ok-active",
+            self._tolerated(events, m, "channel.flow-ok-active",
                            f"flow-ok active={bool(m.active)} on channel {self.id} for our flow "
                            f"active={bool(request.active)}", ReplyCode.COMMAND_INVALID)
         events.append(ev.MethodReceived(self.id, m, request))
@@ -736,7 +736,7 @@ class Channel(Endpoint[ChannelState]):
         request = self._received(m)
         if self._judge and isinstance(request, QueueDeclare) and request.queue and (
                 m.queue != request.queue):
-            self._tolerate(events, m, "queue.declare-ok-name",
+            self._tolerated(events, m, "queue.declare-ok-name",
                            f"declare-ok for {m.queue!r} on channel {self.id}; we declared "
                            f"{request.queue!r}", ReplyCode.COMMAND_INVALID)
         events.append(ev.MethodReceived(self.id, m, request))
@@ -949,11 +949,11 @@ class Channel(Endpoint[ChannelState]):
         if self._judge and isinstance(request, BasicConsume):
             tag, want = m.consumer_tag, request.consumer_tag
             if want and tag != want:
-                self._tolerate(events, m, "basic.consume-ok-tag",
+                self._tolerated(events, m, "basic.consume-ok-tag",
                                f"consume-ok for {tag!r} on channel {self.id}; we asked for "
                                f"{want!r}", ReplyCode.COMMAND_INVALID)
             elif not want and tag in self.consumers:
-                self._tolerate(events, m, "basic.consume-ok-tag",
+                self._tolerated(events, m, "basic.consume-ok-tag",
                                f"consume-ok on channel {self.id} with a generated tag {tag!r} "
                                "already in use", ReplyCode.COMMAND_INVALID)
             self._consumed.add(tag)
@@ -966,7 +966,7 @@ class Channel(Endpoint[ChannelState]):
         request = self._received(m)
         if self._judge and isinstance(request, BasicCancel) and (
                 m.consumer_tag != request.consumer_tag):
-            self._tolerate(events, m, "basic.consume-ok-tag",
+            self._tolerated(events, m, "basic.consume-ok-tag",
                            f"cancel-ok for {m.consumer_tag!r} on channel {self.id}; we "
                            f"cancelled {request.consumer_tag!r}", ReplyCode.COMMAND_INVALID)
         self.consumers.pop(m.consumer_tag, None)
@@ -985,7 +985,7 @@ class Channel(Endpoint[ChannelState]):
         if self._judge:
             self._judge_tag(m, m.delivery_tag, events)
             if tag not in self._consumed:
-                self._tolerate(events, m, "basic.deliver-unknown-consumer",
+                self._tolerated(events, m, "basic.deliver-unknown-consumer",
                                f"delivery for consumer {tag!r} on channel {self.id}, never "
                                "consumed", ReplyCode.PRECONDITION_FAILED, True)
         events.append(ev.MessageReceived(self.id, m, item.properties, item.body, None,
@@ -1007,12 +1007,12 @@ class Channel(Endpoint[ChannelState]):
         if self._judge and isinstance(m, BasicReturn):
             code = int(m.reply_code)
             if code not in self._soft and not (code == _NO_ROUTE and self._rabbit):
-                self._tolerate(events, m, "basic.return-code",
+                self._tolerated(events, m, "basic.return-code",
                                f"basic.return with reply code {code} on channel {self.id}",
                                ReplyCode.SYNTAX_ERROR)
             self._returnable -= 1
             if self._returnable < 0:
-                self._tolerate(events, m, "basic.return-unsolicited",
+                self._tolerated(events, m, "basic.return-unsolicited",
                                f"a basic.return on channel {self.id} beyond our mandatory and "
                                f"immediate publishes ({-self._returnable} more)",
                                ReplyCode.PRECONDITION_FAILED, True)
@@ -1052,7 +1052,7 @@ class Channel(Endpoint[ChannelState]):
             events.append(ev.MethodReceived(self.id, m, request))
             return
         if self._judge and m.consumer_tag not in self._consumed:
-            self._tolerate(events, m, "basic.cancel-unknown",
+            self._tolerated(events, m, "basic.cancel-unknown",
                            f"server cancel of {m.consumer_tag!r} on channel {self.id}, never "
                            "consumed", ReplyCode.PRECONDITION_FAILED, True)
         self.consumers.pop(m.consumer_tag, None)
