@@ -273,7 +273,15 @@ class ClientConfig:
 class ServerConfig:
     """How a server answers.  ``virtual_hosts`` None accepts any; an unknown
     one is refused with ``connection.close(530)`` (RabbitMQ's code).
-    ``heartbeat`` is the proposal in tune; the client's tune-ok decides."""
+    ``heartbeat`` is the proposal in tune; the client's tune-ok decides.
+
+    ``strict`` acts on the tolerated rules (``channel.TOLERATED_RULES``) a
+    client can break, as ``ClientConfig.strict`` does for a server's:
+    ``channel.close-code`` (a channel closed with a hard or unknown code),
+    ``connection.close-code`` (the connection closed with a soft or unknown
+    code) and ``channel.flow-ok-active`` (flow-ok not echoing our
+    ``active``) close the connection with 502 / 502 / 503.  Default False:
+    they pass, as before."""
 
     authenticator: sasl.ServerAuthenticator = attrs.field(
         factory=lambda: sasl.ServerAuthenticator.standard(anonymous=True))
@@ -296,6 +304,7 @@ class ServerConfig:
     #: method and property octets) are one MessageReceived, the bodies after
     #: the first its ``more`` (``Decoder.runs``; needs ``shared_properties``).
     publish_runs: bool = False
+    strict: bool = False
 
 
 def _negotiate(proposed: int, wanted: int) -> int:
@@ -333,7 +342,7 @@ class Connection(Endpoint[ConnState]):
         self.config = config
         self._is_client = role is Role.CLIENT
         # the tolerated rules are checked (observer: reported; strict: acted on)
-        self.judge = observer or (isinstance(config, ClientConfig) and config.strict)
+        self.judge = observer or config.strict
         self._open_ok = False  # judged: connection.open-ok came
         self.profile: Profile = RABBIT if config.dialect == "rabbit" else SPEC
         table = self.TABLE
@@ -943,14 +952,14 @@ class Connection(Endpoint[ConnState]):
         return ConnState.CLOSING
 
     def _judge_close(self, m: ConnectionClose, events: list[ev.Event]) -> None:
-        """A tolerated rule (``strict``): a connection closes with a hard
-        error code (403 before open-ok: RabbitMQ's
+        """A tolerated rule (``strict``, either role): a connection closes
+        with a hard error code (a server's 403 before open-ok: RabbitMQ's
         authentication_failure_close capability) or 200."""
         code = int(m.reply_code)
         table = self.TABLE
         if code == ReplyCode.REPLY_SUCCESS or (code not in table.soft_codes
                                                and code in table.reply_codes) \
-                or (code == ReplyCode.ACCESS_REFUSED and not self._open_ok):
+                or (code == ReplyCode.ACCESS_REFUSED and self._is_client and not self._open_ok):
             return
         message = f"connection.close with code {code} (not a hard-error code)"
         if not self.observer:
@@ -963,7 +972,7 @@ class Connection(Endpoint[ConnState]):
 
     # -- connection methods: both roles ---------------------------------------
     def _on_connection_close(self, m: ConnectionClose, events: list[ev.Event]) -> None:
-        if self.judge and self._is_client:
+        if self.judge:
             self._judge_close(m, events)
         self._write_method(0, ConnectionCloseOk())
         self.remote_condition = m

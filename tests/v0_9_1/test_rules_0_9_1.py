@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from pair_0_9_1 import client_cfg, server_cfg
+from pair_0_9_1 import client_cfg, pair, pump, server_cfg
 
 from amqp_sansio.errors import RemoteProtocolError
 from amqp_sansio.v0_9 import connection as c09
@@ -282,6 +282,54 @@ def test_0_9_shares_the_rules_with_its_own_codes() -> None:
         ("basic.deliver-unknown-consumer", True)]
 
 
+def _client_closes_channel_hard(cli: Connection, srv: Connection) -> bytes:
+    cli.channels[1].close(504, "CHANNEL_ERROR")
+    return cli.data_to_send()
+
+
+def _client_closes_connection_soft(cli: Connection, srv: Connection) -> bytes:
+    cli.close(404, "NOT_FOUND")
+    return cli.data_to_send()
+
+
+def _client_flow_ok_wrong(cli: Connection, srv: Connection) -> bytes:
+    srv.channel(1).send(spec.ChannelFlow(active=False))
+    cli.receive_data(srv.data_to_send())
+    cli.data_to_send()  # (the client core's own flow-ok: a wrong one instead)
+    return encode_method(1, spec.ChannelFlowOk(active=True))
+
+
+# the tolerated rules a client can break: ServerConfig(strict=True) acts on them
+SERVER_CASES = [("channel.close-code", _client_closes_channel_hard, 502),
+                ("connection.close-code", _client_closes_connection_soft, 502),
+                ("channel.flow-ok-active", _client_flow_ok_wrong, 503)]
+
+
+@pytest.mark.parametrize(("rule", "act", "code"), SERVER_CASES,
+                         ids=[r for r, _, _ in SERVER_CASES])
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_strict_server_acts_on_the_rules_a_client_breaks(
+        strict: bool, rule: str, act: Callable[[Connection, Connection], bytes],
+        code: int) -> None:
+    """0-9-1's ServerConfig has ``strict`` as its ClientConfig (and 0-10's
+    and 1.0's configs) do: the server closes the connection with the
+    rule's code; by default the client's fault passes."""
+    cli, srv = pair(skw={"strict": strict})
+    cli.open_channel(1)
+    pump(cli, srv)
+    try:
+        got = srv.receive_data(act(cli, srv))
+    except RemoteProtocolError as e:
+        assert strict and e.code == code
+        got = list(e.events)  # type: ignore[attr-defined]
+    reports = [(v.rule, v.code, v.reply) for v in got if isinstance(v, ev.ProtocolViolation)]
+    if strict:
+        assert reports == [(rule, code, "connection.close")]
+        assert srv.state is ConnState.CLOSING
+    else:
+        assert reports == [] and srv.state is not ConnState.CLOSING
+
+
 def test_strict_is_off_by_default_and_every_tolerated_rule_is_tested() -> None:
-    assert client_cfg().strict is False
+    assert client_cfg().strict is False and server_cfg().strict is False
     assert sorted({rule for rule, *_ in CASES}) == sorted(TOLERATED_RULES)
