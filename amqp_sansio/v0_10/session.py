@@ -327,7 +327,9 @@ class _Judge:
     """What a judging session (observer, strict) books for the tolerated rules."""
 
     foreign: frozenset[str]  # commands only our role sends (execution.wrong-direction)
-    out_first: int = 0  # our ids sent: out_first .. next_out_id - 1 (completed-unknown)
+    out_first: int = 0  # our ids sent: out_first .. top - 1 (completed-unknown)
+    top: int | None = None  # observer: one past the furthest id we sent (command-points move back)
+    since: int = 0  # our next id when this attachment began (result-missing)
     completed_sent: bool = False  # we sent a session.completed (known-completed-unknown)
     timeouts_asked: list[int | None] = attrs.field(factory=list)  # (session.timeout)
     state_kept: bool = False  # we detached cleanly, a timeout granted (session.expected)
@@ -791,6 +793,7 @@ class Session(Endpoint[SessionState]):
             if judge is None:
                 judge = self._judge = _Judge(_not_handled_by("client" if port.client
                                                              else "server"))
+            judge.since = self.next_out_id
             # (the peer kept our state if we detached cleanly, a timeout granted)
             judge.state_kept = bool(self.timeout) and type(
                 self.local_condition) is SessionDetach and type(
@@ -1322,10 +1325,12 @@ class Session(Endpoint[SessionState]):
 
     def _never_sent(self, ids: SequenceSet) -> int | None:
         """The first of ``ids`` (the peer's) outside ours sent so far
-        (``_out_first`` .. ``next_out_id - 1``, at most 2**31 back): one
+        (``out_first`` .. the furthest sent, at most 2**31 back): one
         test per range."""
-        nxt = self.next_out_id
-        first = self._judge.out_first if self._judge is not None else 0
+        nxt, judge = self.next_out_id, self._judge
+        first = judge.out_first if judge is not None else 0
+        if judge is not None and judge.top is not None and 0 < (judge.top - nxt) & _MASK < _HALF:
+            nxt = judge.top  # (our numbering moved back: what we sent beyond stays ours)
         width = (nxt - first) & _MASK
         if width > _HALF:
             first, width = (nxt - _HALF) & _MASK, _HALF
@@ -1353,7 +1358,7 @@ class Session(Endpoint[SessionState]):
         # Window-mode credit given back per destination once per control
         # (the same sums as one replenish per transfer).
         refill: dict[str, list[int]] = {}
-        missing: tuple[int, int] | None = None
+        missing: int | None = None
         for rlo, rhi in done.ranges:
             if not replay:
                 break
@@ -1372,8 +1377,10 @@ class Session(Endpoint[SessionState]):
                         newly.add(cid)
                 # (a batch completed at once: removed and summed in C)
                 deque(map(replay.__delitem__, ids), 0)
-                if results and any(list(map(results.pop, ids, repeat(None)))):
-                    missing = missing or (lo, hi)  # (a result-bearing command's result not sent)
+                if results:
+                    popped = list(map(results.pop, ids, repeat(None)))
+                    if missing is None and any(popped):  # (a result not sent first)
+                        missing = next(i for i, r in zip(ids, popped, strict=True) if r is not None)
                 if costs:
                     got = list(filter(None, map(costs.pop, ids, repeat(None))))
                     if got and got[0][0] == got[-1][0] and len(set(map(_DEST, got))) == 1:
@@ -1392,10 +1399,13 @@ class Session(Endpoint[SessionState]):
         self._to_known.update(done)
         if newly:
             events.append(ev.CommandsCompleted(self.channel or 0, newly))
-        if missing is not None and self._judge is not None:
-            self._tolerated("execution.result-missing", f"completed commands in {missing[0]}.."
-                            f"{missing[1]} without their execution.result",
-                            DetachCode.UNKNOWN_IDS, events)
+        judge = self._judge
+        if missing is not None and judge is not None and (
+                self.state is SessionState.ATTACHED) and (missing - judge.since) & _MASK < _HALF:
+            # (not while detaching, nor for ids sent before this attachment:
+            # a detaching session reads no results)
+            self._tolerated("execution.result-missing", f"completed command {missing} "
+                            "without its execution.result", DetachCode.UNKNOWN_IDS, events)
 
     def _replay_from(self, expected: SequenceSet, events: list[Event]) -> None:
         port = self._port
@@ -1547,7 +1557,11 @@ class Session(Endpoint[SessionState]):
                 self._results[cid] = result
             else:
                 self._results.pop(cid, None)  # (an id used again: the new command's)
-        self.next_out_id = (cid + 1) & _MASK
+        self.next_out_id = nxt = (cid + 1) & _MASK
+        judge = self._judge
+        assert judge is not None  # (an observer judges)
+        if judge.top is None or (nxt - judge.top) & _MASK < _HALF:
+            judge.top = nxt
 
     def _on_observed_command_point(self, ctl: SessionCommandPoint, misuse: list[str]) -> None:
         if ctl.command_id is None or ctl.command_offset:

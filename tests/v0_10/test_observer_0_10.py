@@ -525,3 +525,57 @@ def test_an_observer_moves_a_session_our_forced_attach_takes() -> None:
     w.peer(encode_control(2, SessionCommandPoint(command_id=0, command_offset=0))
            + encode_command(2, ExecutionResult(command_id=0, value=QQR)))
     assert not w.violations()
+
+
+def test_results_the_observer_does_not_read_while_detaching_are_not_missing() -> None:
+    # Our detach crossed the peer's result and completion: a detaching
+    # session reads no commands (the peer replays to a resumed one), so the
+    # completion does not say the result was missing.
+    w = Watch()
+    _attached(w)
+    w.send(CP + encode_command(1, QueueDeclare(queue="q")) + encode_command(
+        1, QueueQuery(queue="q")))
+    w.send(encode_control(1, SessionDetach(name=b"raw")))
+    w.srv.data_to_send()
+    w.peer(CP + encode_command(1, ExecutionResult(command_id=1, value=QQR))
+           + encode_control(1, SessionCompleted(commands=SequenceSet([(0, 1)]))))
+    assert not w.violations() and not w.misuse
+
+
+def test_ids_sent_before_our_numbering_moved_back_stay_ours() -> None:
+    # (a command-point behind our first id -- wrapping -- after a command)
+    w = Watch()
+    _attached(w)
+    w.send(CP + encode_command(1, QueueDeclare(queue="q")))  # 0
+    w.send(encode_control(1, SessionCommandPoint(command_id=0xFFFFFFFE, command_offset=0)))
+    w.send(encode_command(1, QueueDeclare(queue="q")))  # 0xFFFFFFFE
+    w.srv.data_to_send()
+    w.peer(encode_control(1, SessionCompleted(commands=SequenceSet.of(0))))
+    w.peer(encode_control(1, SessionCompleted(commands=SequenceSet.of(0xFFFFFFFE))))
+    assert not w.violations()
+    w.peer(encode_control(1, SessionCompleted(commands=SequenceSet.of(1))))
+    assert [v.rule for v in w.violations()] == ["session.completed-unknown"]
+
+
+def test_a_result_dropped_while_detaching_is_not_missing_after_a_resume() -> None:
+    w = Watch(ClientConfig(session_store=SessionStore()))
+    _attached(w)
+    w.send(CP + encode_control(1, SessionRequestTimeout(timeout=30)))
+    w.send(encode_command(1, QueueQuery(queue="q")))  # 0
+    w.srv.data_to_send()
+    w.peer(encode_control(1, SessionTimeout(timeout=30)))
+    w.send(encode_control(1, SessionDetach(name=b"raw")))
+    w.srv.data_to_send()
+    w.peer(CP + encode_command(1, ExecutionResult(command_id=0, value=QQR))  # (not read)
+           + encode_control(1, SessionDetached(name=b"raw", code=DetachCode.NORMAL)))
+    w.send(encode_control(1, SessionAttach(name=b"raw")))
+    w.srv.data_to_send()
+    w.peer(encode_control(1, SessionAttached(name=b"raw")))
+    w.peer(encode_control(1, SessionCompleted(commands=SequenceSet.of(0))))
+    assert not w.violations() and not w.misuse
+    # ... while on this attachment it is judged
+    w.send(encode_control(1, SessionCommandPoint(command_id=1, command_offset=0)))
+    w.send(encode_command(1, QueueQuery(queue="q")))  # 1
+    w.srv.data_to_send()
+    w.peer(encode_control(1, SessionCompleted(commands=SequenceSet([(0, 1)]))))
+    assert [v.rule for v in w.violations()] == ["execution.result-missing"]
