@@ -56,6 +56,20 @@ from test_fuzz_1_0 import _OurServer  # noqa: E402  (the monitor tests' peer)
 _UNDECODABLE = "our octets undecodable (from here on nothing is booked)"
 
 
+def _read_peer(core: Connection, data: bytes, reports: collections.Counter[str]) -> bool:
+    """The peer's octets into ``core``, each ProtocolViolation counted in
+    ``reports`` by its rule; True when the core raised (stop feeding it)."""
+    try:
+        events = core.receive_data(data)
+        stopped = False
+    except RemoteProtocolError as err:
+        events, stopped = list(err.events), True
+    for e in events:
+        if isinstance(e, ev.ProtocolViolation):
+            reports[e.rule or e.condition or e.message] += 1
+    return stopped
+
+
 class Observer:
     """A client core in the observer role, told our octets as they go."""
 
@@ -76,14 +90,7 @@ class Observer:
     def received(self, data: bytes) -> None:
         if self.stopped or not data:
             return
-        try:
-            events = self.core.receive_data(data)
-        except RemoteProtocolError as err:
-            events = list(err.events)
-            self.stopped = True
-        for e in events:
-            if isinstance(e, ev.ProtocolViolation):
-                self.reports[e.rule or e.condition or e.message] += 1
+        self.stopped = _read_peer(self.core, data, self.reports)
         assert not self.core.data_to_send()
 
 
@@ -196,14 +203,7 @@ class Shadow:
             return
         if self.stopped or self.core.closed:
             return
-        try:
-            events = self.core.receive_data(data)
-        except RemoteProtocolError as err:
-            events = list(err.events)
-            self.stopped = True
-        for e in events:
-            if isinstance(e, ev.ProtocolViolation):
-                self.reports[e.rule or e.condition or e.message] += 1
+        self.stopped = _read_peer(self.core, data, self.reports)
         self.core.data_to_send()
 
 
