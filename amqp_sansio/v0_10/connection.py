@@ -178,7 +178,8 @@ class ClientConfig:
     # session.known-completed-unknown, execution.result-missing,
     # execution.exception-command, session.expected (detached, unknown-ids),
     # session.attached-name (not-attached), session.timeout (normal),
-    # execution.wrong-direction (execution.exception, not-implemented).  Off
+    # execution.wrong-direction (execution.exception, not-implemented), and
+    # connection.after-close (RemoteProtocolError, nothing sent).  Off
     # (the default) they change nothing; an observer is told of them all the same.
     strict: bool = False
     # "eager": answer every session.completed with known-completed;
@@ -360,7 +361,7 @@ class Connection(Endpoint[ConnState]):
             self._hb.last_in = now
         events: list[ev.Event] = []
         if self.state is ConnState.CLOSED:
-            if self.observer and data:
+            if (self.observer or self.config.strict) and data:
                 self._after_close(iter(self._decoder.feed_until_error(data)[0]), events)
             return events
         if not data:
@@ -382,7 +383,7 @@ class Connection(Endpoint[ConnState]):
             for item in rest:
                 self._dispatch(item, events)
                 if self.state is closed:
-                    if self.observer:
+                    if self.observer or self.config.strict:
                         self._after_close(rest, events)
                     break
             if error is not None and self.state is not closed:
@@ -1045,18 +1046,24 @@ class Connection(Endpoint[ConnState]):
         return True
 
     def _after_close(self, items: Iterator[Item], events: list[ev.Event]) -> None:
-        """Observer: what the server sent after its close (a close-ok may
-        follow, answering the client's crossing close) or its close-ok --
-        dropped, as the core drops it; reported as connection.after-close."""
+        """What the peer sent after its close (a close-ok may follow,
+        answering our crossing close) or its close-ok: connection.after-close,
+        a tolerated rule -- the core drops it; an observer is told of it,
+        ``strict`` raises (nothing is sent: the connection is closed)."""
         for item in items:
             what = item.control.NAME if type(item) is ControlAssembly else "a command"
             if what == "connection.close-ok" and type(self.remote_condition) is ConnectionClose \
                     and self.local_condition is None and not self._late_close_ok:
                 self._late_close_ok = True  # (that close-ok ends it: nothing more)
                 continue
+            message = f"{what} after connection.close"
             events.append(ev.ProtocolViolation(CloseCode.FRAMING_ERROR, "connection", item.channel,
-                                               f"{what} after connection.close", "none",
-                                               rule="connection.after-close", tolerated=True))
+                                               message, "none", rule="connection.after-close",
+                                               tolerated=self.observer))
+            if not self.observer:
+                raise ConnectionViolation(message, CloseCode.FRAMING_ERROR, close=False,
+                                          channel=item.channel,
+                                          rule="connection.after-close").remote(events)
 
     def _session_violation(self, session: Session, message: str, code: int,
                            events: list[ev.Event], rule: str | None = None) -> None:

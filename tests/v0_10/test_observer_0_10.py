@@ -510,6 +510,22 @@ def test_an_observer_reports_what_the_peer_sends_after_its_close() -> None:
         ("connection.after-close", True)] * 2
 
 
+@pytest.mark.parametrize("strict", [False, True])
+def test_strict_refuses_what_the_peer_sends_after_its_close(strict: bool) -> None:
+    cli, _, events = _client(strict, [], encode_control(0, ConnectionClose(reply_code=200)))
+    late = encode_control(1, SessionCompleted(commands=SequenceSet.of(0)))
+    assert cli.state is ConnState.CLOSED and not _violations(events)
+    cli.data_to_send()
+    if not strict:  # (the default drops it, as before)
+        assert cli.receive_data(late) == []
+        return
+    with pytest.raises(RemoteProtocolError) as e:
+        cli.receive_data(late)
+    (v,) = _violations(e.value.events)
+    assert (v.rule, v.tolerated, v.reply) == ("connection.after-close", False, "none")
+    assert cli.data_to_send() == b""  # (closed: nothing is sent)
+
+
 def test_an_observer_moves_a_session_our_forced_attach_takes() -> None:
     w = Watch()
     _attached(w)
@@ -579,3 +595,14 @@ def test_a_result_dropped_while_detaching_is_not_missing_after_a_resume() -> Non
     w.srv.data_to_send()
     w.peer(encode_control(1, SessionCompleted(commands=SequenceSet([(0, 1)]))))
     assert [v.rule for v in w.violations()] == ["execution.result-missing"]
+
+
+def test_strict_refuses_what_follows_the_peers_close_in_the_same_read() -> None:
+    close = encode_control(0, ConnectionClose(reply_code=200))
+    late = encode_control(1, SessionCompleted(commands=SequenceSet.of(0)))
+    cli, _, events = _client(False, [], close + late)
+    assert cli.state is ConnState.CLOSED and not _violations(events)
+    with pytest.raises(RemoteProtocolError) as e:
+        _client(True, [], close + late)
+    assert [v.rule for v in _violations(e.value.events)] == ["connection.after-close"]
+    assert any(isinstance(x, ev.ConnectionClosed) for x in e.value.events)
