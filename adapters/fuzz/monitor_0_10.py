@@ -30,24 +30,24 @@ Two checkers share the peer's octets:
    ``session.known-completed-unknown``, ``session.timeout`` (unasked, or
    above the request), ``execution.undecodable``,
    ``execution.exception-code``, ``execution.wrong-direction``,
-   ``connection.after-close`` and, where our numbering is known to both
-   (not untracked, gapped or used twice), ``execution.result-unknown``,
+   ``connection.after-close``, ``message.unsubscribed`` (a transfer to a
+   destination we never subscribed), ``message.credit`` (more messages or
+   octets than we credited: window mode until our first completion),
+   ``message.accept-unknown`` (not while our numbering is untracked) and,
+   where our numbering is known to both (not untracked, gapped or used
+   twice), ``execution.result-unknown``,
    ``execution.result-type``, ``session.completed-unknown``,
    ``execution.result-missing``, ``execution.exception-command`` and
    ``session.expected`` (unasked, include-next-command,
    empty-iff-no-state).
-2. **the rules the core keeps no books for**: our subscriptions and credit
-   are the client policy's (which the observer does not run), and the file
-   and stream classes have none.  Our octets are decoded too, and numbered
+2. **the rules the core keeps no books for**: the file and stream classes
+   have none.  Our octets are decoded too, and numbered
    as a conformant peer numbers them.  The rules:
 
    ===============================  ========================================
    rule                             the peer broke it when
    ===============================  ========================================
    frames.undecodable               its octets fail our decoder
-   message.unsubscribed             transfer to a destination not subscribed
-   message.credit                   more messages or octets than credited
-   message.accept-unknown           accept/reject of transfers we never sent
    content.reply-unasked            file/stream qos-ok or consume-ok, or
                                     file.open-ok, that answers nothing of ours
    content.unconsumed               file.open/deliver or stream.deliver for a
@@ -85,7 +85,6 @@ from amqp_sansio.v0_10.session import SessionStore
 from .profiles import identity
 from .signals import MonitorBase, MonitorConfig, Signal, Violation, complete_header
 
-INF = float("inf")
 #: The core's checks our core (observer) reports by name, in place of the
 #: monitor's (issue 25).
 _CORE_RULES = frozenset({"session.command-point", "execution.undecodable",
@@ -95,14 +94,16 @@ _CORE_RULES = frozenset({"session.command-point", "execution.undecodable",
                          "session.detach-code", "execution.exception-code",
                          "execution.wrong-direction", "session.timeout", "session.expected",
                          "session.attached-name", "session.unused-channel",
-                         "connection.after-close"})
+                         "connection.after-close", "message.unsubscribed", "message.credit",
+                         "message.accept-unknown"})
 #: ... judged only where our numbering is known to both
 _NUMBERED_RULES = frozenset({"execution.result-unknown", "execution.result-type",
                              "session.completed-unknown", "execution.result-missing",
                              "execution.exception-command", "session.expected"})
 #: ... judged only where the core read all we sent
 _SENT_RULES = frozenset({"session.attached-name", "session.unused-channel",
-                         "session.known-completed-unknown"})
+                         "session.known-completed-unknown", "message.unsubscribed",
+                         "message.credit", "message.accept-unknown"})
 #: Commands of the file and stream classes we send -> the reply the peer owes.
 _CONTENT_REPLIES = {"file.qos": "file.qos-ok", "file.consume": "file.consume-ok",
                     "stream.qos": "stream.qos-ok", "stream.consume": "stream.consume-ok"}
@@ -118,7 +119,6 @@ class _Sent:
     name: str
     result: type | None
     faulty: bool
-    transfer: bool = False
 
 
 @attrs.define
@@ -137,24 +137,13 @@ class _Sess:
     sent: dict[int, _Sent] = attrs.field(factory=dict)
     ambiguous: set[int] = attrs.field(factory=set)  # ids we used twice (wrap, restart)
     gapped: SequenceSet = attrs.field(factory=SequenceSet)
-    we_completed: bool = False
     peer_next: int | None = None
     completed: SequenceSet = attrs.field(factory=SequenceSet)
-    granted_msgs: dict[str, float] = attrs.field(factory=dict)
-    granted_bytes: dict[str, float] = attrs.field(factory=dict)
-    got_msgs: dict[str, int] = attrs.field(factory=dict)
-    got_bytes: dict[str, int] = attrs.field(factory=dict)
     # the file and stream classes: what we asked that the peer answers
     replies_owed: dict[str, int] = attrs.field(factory=dict)  # reply name -> count
     content_tags: set[str] = attrs.field(factory=set)
     our_opens: list[int] = attrs.field(factory=list)  # content-sizes awaiting open-ok
     stages_owed: int = 0  # our open-oks whose file.stage may come
-
-
-def _add_credit(table: dict[str, float], dest: str, value: int | None) -> None:
-    v = INF if value is None or value == 0xFFFFFFFF else float(value)
-    total = table.get(dest, 0.0) + v
-    table[dest] = INF if total >= 0xFFFFFFFF else total
 
 
 class Monitor(MonitorBase):
@@ -253,8 +242,7 @@ class Monitor(MonitorBase):
             new = _Sent(name, None, self._current_faulty)
         else:
             cmd = it.command
-            new = _Sent(cmd.NAME, getattr(type(cmd), "RESULT", None),
-                        self._current_faulty, cmd.NAME == "message.transfer")
+            new = _Sent(cmd.NAME, getattr(type(cmd), "RESULT", None), self._current_faulty)
             self._our_command(s, cmd)
         old = s.sent.get(cid)
         if old is not None:
@@ -262,7 +250,7 @@ class Monitor(MonitorBase):
             # peer's answers may mean either command.
             s.ambiguous.add(cid)
             new = _Sent(f"{old.name}|{new.name}", old.result or new.result,
-                        old.faulty or new.faulty, old.transfer or new.transfer)
+                        old.faulty or new.faulty)
         s.sent[cid] = new
         s.last_out = cid
         s.next_out = serial_add(cid, 1)
@@ -325,8 +313,6 @@ class Monitor(MonitorBase):
                 s.next_out = int(ctl.command_id)
         elif name == "session.gap":
             s.gapped.update(ctl.commands or SequenceSet())
-        elif name in ("session.completed", "session.known-completed"):
-            s.we_completed = True  # (window-mode credit: message.credit)
 
     def _our_command(self, s: _Sess, cmd: Any) -> None:
         n = cmd.NAME
@@ -339,17 +325,6 @@ class Monitor(MonitorBase):
             s.our_opens.append(int(cmd.content_size or 0))
         elif n == "file.open-ok":
             s.stages_owed += 1
-        if n == "message.subscribe":
-            dest = cmd.destination or ""
-            s.granted_msgs.setdefault(dest, 0.0)
-            s.granted_bytes.setdefault(dest, 0.0)
-        elif n == "message.flow":
-            dest = cmd.destination or ""
-            unit = int(cmd.unit) if cmd.unit is not None else -1
-            if unit == 0:
-                _add_credit(s.granted_msgs, dest, cmd.value)
-            elif unit == 1:
-                _add_credit(s.granted_bytes, dest, cmd.value)
 
     # -- the peer's side ---------------------------------------------------------
     def received(self, data: bytes) -> None:
@@ -399,11 +374,16 @@ class Monitor(MonitorBase):
                     s = self.by_channel.get(event.channel or 0)
                     if s is None or self.sent_broken or s.untracked or s.ambiguous or s.gapped:
                         continue
-                elif event.rule in _SENT_RULES and self.sent_broken:
+                elif event.rule in _SENT_RULES and (self.sent_broken or (
+                        event.rule == "message.accept-unknown" and self._untracked(event))):
                     continue
                 self.violation(event.rule, event.message)
             elif isinstance(event, ev.ProtocolViolation) and event.scope == "connection":
                 self.violation("core.connection", event.message)
+
+    def _untracked(self, event: ev.ProtocolViolation) -> bool:
+        s = self.by_channel.get(event.channel or 0)
+        return s is None or s.untracked
 
     def end_of_input(self) -> None:
         """The peer closed its side (or the connection reset)."""
@@ -492,18 +472,8 @@ class Monitor(MonitorBase):
         self.count(name)  # (the response sequence: .feedback)
         if name == "execution.exception":
             self._peer_exception(s, ch, cmd)
-        elif name == "message.transfer":
-            self._peer_transfer(s, it)
         elif name.startswith(("file.", "stream.")):
             self._peer_content(s, it)
-        elif name in ("message.accept", "message.reject") and not (
-                s.untracked or self.sent_broken):
-            for cid in cmd.transfers or SequenceSet():
-                info = s.sent.get(cid)
-                if info is None or not info.transfer:
-                    self.violation("message.accept-unknown",
-                                   f"{name} for {cid}, not a transfer of ours")
-                    break
 
     def _peer_content(self, s: _Sess, it: Any) -> None:
         """The file and stream classes' rules (see the module docstring)."""
@@ -546,24 +516,6 @@ class Monitor(MonitorBase):
             "exception", ch, code, command=info.name if info else None,
             faulty=bool(info and info.faulty), after_fault=self.fault_sent,
             text=str(cmd.description or "")[:200]))
-
-    def _peer_transfer(self, s: _Sess, it: Any) -> None:
-        dest = it.command.destination or ""
-        if dest not in s.granted_msgs:
-            if not self.sent_broken:
-                self.violation("message.unsubscribed", f"transfer to {dest!r}, never subscribed")
-            return
-        s.got_msgs[dest] = s.got_msgs.get(dest, 0) + 1
-        cost = it.header_size + len(it.body or b"")
-        s.got_bytes[dest] = s.got_bytes.get(dest, 0) + cost
-        if s.we_completed or self.sent_broken:
-            return  # window mode credit came back through our completions
-        if s.got_msgs[dest] > s.granted_msgs.get(dest, 0.0):
-            self.violation("message.credit", f"transfer {s.got_msgs[dest]} to {dest!r} with "
-                           f"message credit {s.granted_msgs[dest]:g}")
-        elif s.got_bytes[dest] > s.granted_bytes.get(dest, 0.0):
-            self.violation("message.credit", f"{s.got_bytes[dest]} octets to {dest!r} with "
-                           f"byte credit {s.granted_bytes.get(dest, 0.0):g}")
 
     # -- for the runner --------------------------------------------------------
     def live_sessions(self, strict: bool) -> list[tuple[int, _Sess]]:

@@ -178,8 +178,11 @@ class ClientConfig:
     # session.known-completed-unknown, execution.result-missing,
     # execution.exception-command, session.expected (detached, unknown-ids),
     # session.attached-name (not-attached), session.timeout (normal),
-    # execution.wrong-direction (execution.exception, not-implemented), and
-    # connection.after-close (RemoteProtocolError, nothing sent).  Off
+    # execution.wrong-direction (execution.exception, not-implemented),
+    # message.unsubscribed (execution.exception, not-found), message.credit
+    # (execution.exception, illegal-state), message.accept-unknown (detached,
+    # unknown-ids), and connection.after-close (RemoteProtocolError, nothing
+    # sent).  Off
     # (the default) they change nothing; an observer is told of them all the same.
     strict: bool = False
     # "eager": answer every session.completed with known-completed;

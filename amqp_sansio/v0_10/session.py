@@ -45,6 +45,7 @@ __all__ = ["Session", "SessionState", "SESSION_TRANSITIONS", "SessionStore",
 
 import functools
 import heapq
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Hashable, Iterable, Sequence
 from itertools import repeat
@@ -190,12 +191,15 @@ _COMPLETED_SPAN = (1 << 31) - (1 << 20)  # ids held (completed or not) at most t
 TOLERATED_RULES = ("session.completed-unknown", "session.known-completed-unknown",
                    "execution.result-missing", "execution.exception-command",
                    "execution.wrong-direction", "session.attached-name", "session.timeout",
-                   "session.expected")
+                   "session.expected", "message.unsubscribed", "message.credit",
+                   "message.accept-unknown")
+_TRANSFER_RANGES = 1024  # our transfers' ids a judge keeps (message.accept-unknown)
 
 _MASK = 0xFFFFFFFF
 _DEST, _COST = itemgetter(0), itemgetter(1)
 _HALF = 1 << 31
 _MOD = 1 << 32
+INF = float("inf")
 
 
 def _on_one_arc(lo: int, hi: int, points: Iterable[int],
@@ -333,6 +337,72 @@ class _Judge:
     completed_sent: bool = False  # we sent a session.completed (known-completed-unknown)
     timeouts_asked: list[int | None] = attrs.field(factory=list)  # (session.timeout)
     state_kept: bool = False  # we detached cleanly, a timeout granted (session.expected)
+    # What we sent that the peer's transfers and accepts answer (client role
+    # only: a broker's transfers come to its exchanges): destinations we
+    # subscribed (or gave message credit) -> messages credited; -> octets
+    # credited; -> [messages, octets] the peer sent there; those we put in
+    # credit mode (window mode is a new subscription's).
+    client: bool = False
+    msgs: dict[str, float] = attrs.field(factory=dict)  # (message.unsubscribed, .credit)
+    octets: dict[str, float] = attrs.field(factory=dict)
+    got: dict[str, list[int]] = attrs.field(factory=dict)
+    credit_mode: set[str] = attrs.field(factory=set)
+    #: our transfers' ids, the newest _TRANSFER_RANGES ranges (message.accept-unknown);
+    #: ids before the first are not judged once older ones were let go
+    transfers: SequenceSet = attrs.field(factory=SequenceSet)
+    let_go: bool = False
+
+    def sent(self, cmd: Command) -> None:
+        """Book a command of ours the message.* rules answer (not a transfer)."""
+        t = type(cmd)
+        if t is MessageSubscribe:
+            dest = cmd.destination or ""  # type: ignore[attr-defined]
+            self.msgs.setdefault(dest, 0.0)
+            self.octets.setdefault(dest, 0.0)
+        elif t is MessageFlow:
+            dest, value = cmd.destination or "", cmd.value  # type: ignore[attr-defined]
+            table = {0: self.msgs, 1: self.octets}.get(cmd.unit)  # type: ignore[attr-defined]
+            if table is not None:
+                v = INF if value is None or value == _MASK else float(value)
+                total = table.get(dest, 0.0) + v
+                table[dest] = INF if total >= _MASK else total  # (saturates: infinite)
+        elif t is MessageSetFlowMode:
+            dest = cmd.destination or ""  # type: ignore[attr-defined]
+            if cmd.flow_mode == 0:  # type: ignore[attr-defined]
+                self.credit_mode.add(dest)
+            else:
+                self.credit_mode.discard(dest)
+
+    def sent_transfers(self, first: int, n: int) -> None:
+        ts = self.transfers
+        oldest = ts.first()
+        if oldest is not None and (first - oldest) & _MASK >= _HALF // 2:
+            # (our numbering moved far on: the set keeps to one arc)
+            ts = self.transfers = SequenceSet()
+            self.let_go = True
+        ts.add_range(first, (first + n - 1) & _MASK)
+        rs = ts.ranges
+        if len(rs) > _TRANSFER_RANGES:
+            ts.pop_prefix(rs[len(rs) // 2 - 1][1])  # (the oldest half goes)
+            self.let_go = True
+
+    def unknown_transfer(self, ids: SequenceSet) -> int | None:
+        """The first of ``ids`` (an accept's or reject's) not a transfer of
+        ours: one binary search per range."""
+        rs = self.transfers.ranges
+        anchor = rs[0][0] if rs else 0
+        for lo, hi in ids.ranges:
+            d = (lo - anchor) & _MASK
+            i = bisect_right(rs, d, key=lambda r: (r[0] - anchor) & _MASK) - 1
+            if i >= 0:
+                a, b = rs[i]
+                if (lo - a) & _MASK <= (b - a) & _MASK:
+                    if (hi - a) & _MASK <= (b - a) & _MASK and (hi - lo) & _MASK <= (b - a) & _MASK:
+                        continue
+                    return (b + 1) & _MASK
+            if not (self.let_go and rs and d >= _HALF):  # (before what we keep: not judged)
+                return lo
+        return None
 
 
 class Session(Endpoint[SessionState]):
@@ -484,6 +554,8 @@ class Session(Endpoint[SessionState]):
         if result is not None:
             self._results[cid] = result
         self.next_out_id = (cid + 1) & _MASK  # (serial_add, inline: once per command)
+        if self._judge is not None:
+            self._judge.sent(command)
         return cid
 
     def send_transfers(self, command: MessageTransfer, bodies: Sequence[bytes | None], *,
@@ -556,6 +628,8 @@ class Session(Endpoint[SessionState]):
             replay.update(zip(ids, zip(repeat(command), repeat(sync), repeat(headers), bodies,
                                        repeat(header_data)), strict=True))
         self.next_out_id = (first + n) & _MASK
+        if self._judge is not None:
+            self._judge.sent_transfers(first, n)
         return first
 
     def sync(self) -> int:
@@ -792,7 +866,7 @@ class Session(Endpoint[SessionState]):
             judge = self._judge
             if judge is None:
                 judge = self._judge = _Judge(_not_handled_by("client" if port.client
-                                                             else "server"))
+                                                             else "server"), client=port.client)
             judge.since = self.next_out_id
             # (the peer kept our state if we detached cleanly, a timeout granted)
             judge.state_kept = bool(self.timeout) and type(
@@ -1020,11 +1094,18 @@ class Session(Endpoint[SessionState]):
             return
         assert type(item) is CommandAssembly
         cmd = item.command
-        if self._judge is not None and cmd.NAME in self._judge.foreign:
-            self._tolerated("execution.wrong-direction", f"{cmd.NAME} is sent only by the "
-                            "role we hold", ErrorCode.NOT_IMPLEMENTED, events, "execution", cid)
-            if self.failed:
-                return  # (strict: refused)
+        if self._judge is not None:
+            if cmd.NAME in self._judge.foreign:
+                self._tolerated("execution.wrong-direction", f"{cmd.NAME} is sent only by the "
+                                "role we hold", ErrorCode.NOT_IMPLEMENTED, events, "execution",
+                                cid)
+                if self.failed:
+                    return  # (strict: refused)
+            elif type(cmd) is MessageAccept or type(cmd) is MessageReject:
+                named = self._judge.unknown_transfer(cmd.transfers or SequenceSet())
+                if named is not None:
+                    self._tolerated("message.accept-unknown", f"{cmd.NAME} for {named}, not "
+                                    "a transfer of ours", DetachCode.UNKNOWN_IDS, events)
         events.append(CommandReceived(self._ch, cid, cmd, item.sync, item.headers, item.body,
                                       session=self))
         port = self._port
@@ -1034,6 +1115,8 @@ class Session(Endpoint[SessionState]):
             self.complete(cid)
 
     def _on_transfer(self, item: Incoming, events: list[Event]) -> None:
+        if self._judge is not None and self._judge.client and type(item) is not InvalidCommand:
+            self._judge_transfer(item, events)  # type: ignore[arg-type]
         # A transfer is a run of one: the same numbering and event.
         more = item.more if type(item) is CommandAssembly else ()
         if type(item) is CommandAssembly and (
@@ -1056,6 +1139,38 @@ class Session(Endpoint[SessionState]):
                                           item.headers, body if body is not None else b"",
                                           item.sync, session=self,
                                           header_data=item.header_data))
+
+    def _judge_transfer(self, item: CommandAssembly | CommandHead, events: list[Event]) -> None:
+        """The peer's transfer (a run of ``1 + len(more)``) against what we
+        subscribed and credited (message.unsubscribed, message.credit): as a
+        window-mode destination's credit comes back with our completions, it
+        is judged only until we sent one; after stop or flush what the peer
+        sent is counted against all we credited, in flight included."""
+        judge = self._judge
+        if judge is None or self.next_in_id is None or (self.failed and self._port is not None
+                                                         and not self._port.observing):
+            return  # (no command-point: the session's rule; refused already: strict)
+        dest = item.command.destination or ""  # type: ignore[attr-defined]
+        if dest not in judge.msgs:
+            self._tolerated("message.unsubscribed", f"transfer to {dest!r}, never subscribed",
+                            ErrorCode.NOT_FOUND, events, "execution", self.next_in_id)
+            return
+        more = item.more if type(item) is CommandAssembly else ()
+        got = judge.got.setdefault(dest, [0, 0])
+        got[0] += 1 + len(more)
+        body = item.body if type(item) is CommandAssembly else None
+        got[1] += item.header_size * (1 + len(more)) + len(body or b"") + sum(map(len, more))
+        if judge.completed_sent and dest not in judge.credit_mode:
+            return  # (window mode: our completions gave credit back)
+        if got[0] > judge.msgs[dest]:
+            why = f"transfer {got[0]} to {dest!r} with message credit {judge.msgs[dest]:g}"
+        elif got[1] > judge.octets.get(dest, 0.0):
+            why = (f"{got[1]} octets to {dest!r} with byte credit "
+                   f"{judge.octets.get(dest, 0.0):g}")
+        else:
+            return
+        self._tolerated("message.credit", why, ErrorCode.ILLEGAL_STATE, events, "execution",
+                        self.next_in_id)
 
     def _number_run(self, item: CommandAssembly, more: int) -> int | None:
         """Number a run of transfers (``more`` after the first) at once -- as
@@ -1552,6 +1667,10 @@ class Session(Endpoint[SessionState]):
             self.failed = True  # (ours: nothing more is executed)
         else:
             self._replay[cid] = (cmd, False, (), None, None)
+            if type(cmd) is MessageTransfer:
+                self._judge.sent_transfers(cid, 1)  # type: ignore[union-attr]
+            else:
+                self._judge.sent(cmd)  # type: ignore[union-attr]
             result = getattr(type(cmd), "RESULT", None)
             if result is not None:
                 self._results[cid] = result
