@@ -375,11 +375,14 @@ class _Judge:
 
     def sent_transfers(self, first: int, n: int) -> None:
         ts = self.transfers
-        oldest = ts.first()
-        if oldest is not None and (first - oldest) & _MASK >= _HALF // 2:
-            # (our numbering moved far on: the set keeps to one arc)
-            ts = self.transfers = SequenceSet()
-            self.let_go = True
+        oldest, newest = ts.first(), ts.last()
+        if oldest is not None and newest is not None:
+            # The set keeps to one arc: our numbering moved far (a gap) --
+            # on or back (a command-point) -- lets the older ids go.
+            at = ((first - oldest + _HALF) & _MASK) - _HALF
+            if max((newest - oldest) & _MASK, at + n - 1) - min(0, at) >= _HALF // 2:
+                ts = self.transfers = SequenceSet()
+                self.let_go = True
         ts.add_range(first, (first + n - 1) & _MASK)
         rs = ts.ranges
         if len(rs) > _TRANSFER_RANGES:

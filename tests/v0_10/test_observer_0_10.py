@@ -695,3 +695,17 @@ def test_our_transfers_before_a_far_gap_are_let_go_not_misjudged() -> None:
     assert not w.violations()
     w.peer(encode_command(1, MessageAccept(transfers=SequenceSet.of(0x7FFFFF9F))))
     assert [v.rule for v in w.violations()] == ["message.accept-unknown"]
+
+
+def test_our_transfers_before_a_command_point_moved_back_stay_ours() -> None:
+    # (fuzz seed 4 case 1829: a transfer at 0, a command-point 4294967294, a
+    # transfer there; the peer rejects the first: ours, no report)
+    w = _observed([_mt("x")], b"")
+    w.send(encode_control(1, SessionCommandPoint(command_id=0xFFFFFFFE, command_offset=0)))
+    w.send(encode_command(1, _mt("x")))
+    w.peer(CP + encode_command(1, MessageReject(transfers=SequenceSet.of(0),
+                                                code=RejectCode.UNSPECIFIED))
+           + encode_command(1, MessageAccept(transfers=SequenceSet.of(0xFFFFFFFE))))
+    assert not w.violations()
+    w.peer(encode_command(1, MessageAccept(transfers=SequenceSet.of(0xFFFFFFFF))))
+    assert [v.rule for v in w.violations()] == ["message.accept-unknown"]
