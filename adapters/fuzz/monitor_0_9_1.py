@@ -69,11 +69,15 @@ Three checkers share the peer's octets:
    basic.return-code               a return code that is not a soft error
                                    (the RabbitMQ dialect takes 312)
    basic.cancel-unknown            a server cancel for a tag never consumed
+   connection.after-close          frames after its connection.close (but
+                                   heartbeats, and close-ok when closes
+                                   cross) or close-ok; judged frame by frame
+                                   (the core is fed on after its close)
    ==============================  ==========================================
 
 2. **the monitor's own rules**: what needs what *we* sent as octets (our
    faulty items included), the fuzzer's judgement of a limit it cannot
-   know exactly, and the raw stream around the connection's close:
+   know exactly, and the raw stream (our header and the peer's):
 
    ==============================  ==========================================
    rule                            the peer broke it when
@@ -86,8 +90,6 @@ Three checkers share the peer's octets:
                                    prefetch-count (per consumer, even; with
                                    the monitor's allowance for deliveries an
                                    "all outstanding" ack may have covered)
-   connection.after-close          frames after its connection.close (but
-                                   close-ok when closes cross) or close-ok
    connection.header               it answered our valid header with one of
                                    its own
    connection.header-reply         it answered a header it cannot speak with
@@ -239,8 +241,6 @@ class Monitor(MonitorBase):
         self._pass_through = False
         self._raw_started = False
         self._raw_head = b""
-        self._raw_closed = False
-        self._raw_close_ok = False
 
     # -- what the runner asks ------------------------------------------------
     @property
@@ -447,7 +447,7 @@ class Monitor(MonitorBase):
             return
         self.received_octets += len(data)
         data = self._split_peer(data)
-        if self.core_failed or self.core.closed or not data:
+        if self.core_failed or not data:  # (closed, it judges connection.after-close)
             return
         try:
             events = self.core.receive_data(data)
@@ -460,7 +460,9 @@ class Monitor(MonitorBase):
         finally:
             self.core.data_to_send()
         for event in events:
-            if isinstance(event, ev.ProtocolViolation) and event.tolerated and not event.channel:
+            if isinstance(event, ev.ProtocolViolation) and event.rule == "connection.after-close":
+                self.violation(event.rule, event.message)
+            elif isinstance(event, ev.ProtocolViolation) and event.tolerated and not event.channel:
                 self.violation(event.rule or "core.connection", f"{event.message} "
                                f"({_acted(event)})")  # (connection.close-code)
             elif isinstance(event, ev.ProtocolHeaderMismatch):
@@ -476,7 +478,7 @@ class Monitor(MonitorBase):
 
     def _split_peer(self, data: bytes) -> bytes:
         """Our own split of the peer's frames, before the core sees them:
-        the after-close rules, and echoes of our faults.
+        echoes of our faults.
 
         A server may pass on what a fault of ours put in (a queue name of
         invalid UTF-8 in a cancel-ok, a message whose properties it stored
@@ -513,7 +515,6 @@ class Monitor(MonitorBase):
             if len(buf) <= end:
                 break
             payload = bytes(buf[pos + 7:end])
-            self._after_close(ftype, ch, payload)
             fixed = self._peer_frame(ftype, ch, payload)
             if fixed is None:
                 out += buf[pos:end + 1]
@@ -556,27 +557,6 @@ class Monitor(MonitorBase):
                 pass
             return payload[:12] + b"\0\0"  # the echo of properties we mangled
         return None
-
-    def _after_close(self, ftype: int, ch: int, payload: bytes) -> None:
-        ids = int.from_bytes(payload[:4], "big") if ftype == FRAME_METHOD and len(
-            payload) >= 4 else None
-        if self._raw_close_ok:
-            self.violation("connection.after-close",
-                           f"a type-{ftype} frame on channel {ch} after close-ok")
-        elif self._raw_closed:
-            if ftype == FRAME_HEARTBEAT:
-                return  # heartbeats go on during the close
-            if ids == 0x000A0033 and ch == 0 and self.we_closed:
-                self._raw_close_ok = True
-                return
-            what = method_name(ids >> 16, ids & 0xFFFF) if ids is not None else None
-            self.violation("connection.after-close",
-                           f"{what or f'a type-{ftype} frame'} on channel {ch} after its "
-                           "connection.close")
-        elif ids == 0x000A0032 and ch == 0:
-            self._raw_closed = True
-        elif ids == 0x000A0033 and ch == 0:
-            self._raw_close_ok = True
 
     def end_of_input(self) -> None:
         """The peer closed its side (or the connection reset)."""

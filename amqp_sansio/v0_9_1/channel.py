@@ -125,10 +125,12 @@ _NO_ROUTE = 312  # 0-9's no-route, which 0-9-1 dropped and RabbitMQ returns with
 #: The rules a client core tolerates (real servers break them): checked only
 #: when judging -- reported to an observer, acted on under ClientConfig.strict
 #: (its docstring gives each one's code; ServerConfig.strict acts on the
-#: three a client can break: the close codes, channel.flow-ok-active).
-#: connection.close-code is the connection's; the rest are the channel's
-#: (Channel._tolerated).
-TOLERATED_RULES = ("channel.close-code", "connection.close-code", "queue.declare-ok-name",
+#: four a client can break: the close codes, connection.after-close,
+#: channel.flow-ok-active).  connection.close-code and connection.after-close
+#: (what the peer sends after its close: 505, nothing sent) are the
+#: connection's; the rest are the channel's (Channel._tolerated).
+TOLERATED_RULES = ("channel.close-code", "connection.close-code", "connection.after-close",
+                   "queue.declare-ok-name",
                    "basic.consume-ok-tag", "channel.flow-ok-active", "basic.return-code",
                    "basic.return-unsolicited", "basic.delivery-tag",
                    "basic.deliver-unknown-consumer", "basic.cancel-unknown")

@@ -104,6 +104,8 @@ from .channel import CHANNEL_TRANSITIONS, Channel, ChannelSettings, ChannelState
 from .codec import RABBIT, SPEC, Profile
 from .codes import ReplyCode
 from .framing import (
+    FRAME_END,
+    FRAME_HEARTBEAT,
     FRAME_METHOD,
     FRAME_MIN_SIZE,
     HEARTBEAT_FRAME,
@@ -243,7 +245,11 @@ class ClientConfig:
     with tag 0, or any delivery tag not above the last on its channel --
     ack-mode tags are always checked, 406), ``basic.deliver-unknown-consumer``
     (a delivery for a tag we never consumed with, 406) and
-    ``basic.cancel-unknown`` (a server cancel of such a tag, 406).
+    ``basic.cancel-unknown`` (a server cancel of such a tag, 406), and
+    ``connection.after-close`` (a frame after the peer's connection.close --
+    but heartbeats, and the close-ok answering our crossing close -- or
+    after its close-ok: RemoteProtocolError, 505, nothing sent; by default
+    such frames are dropped).
     """
 
     virtual_host: str = "/"
@@ -280,8 +286,10 @@ class ServerConfig:
     ``channel.close-code`` (a channel closed with a hard or unknown code),
     ``connection.close-code`` (the connection closed with a soft or unknown
     code) and ``channel.flow-ok-active`` (flow-ok not echoing our
-    ``active``) close the connection with 502 / 502 / 503.  Default False:
-    they pass, as before."""
+    ``active``) close the connection with 502 / 502 / 503;
+    ``connection.after-close`` (a frame after the client's close or
+    close-ok) raises with 505, nothing sent.  Default False: they pass, as
+    before."""
 
     authenticator: sasl.ServerAuthenticator = attrs.field(
         factory=lambda: sasl.ServerAuthenticator.standard(anonymous=True))
@@ -380,6 +388,9 @@ class Connection(Endpoint[ConnState]):
         #: Proton's conditions: the connection.close we sent, and the peer's.
         self.local_condition: ConnectionClose | None = None
         self.remote_condition: ConnectionClose | None = None
+        # Judging (observer or strict) connection.after-close: 1 once the
+        # peer's close came, 2 once its close-ok came (see _after_close).
+        self._peer_end = 0
         self._pending0: list[Method] = []  # connection-level requests (update-secret)
         self._now: float | None = None
         self._hb = HeartbeatClock()
@@ -451,6 +462,8 @@ class Connection(Endpoint[ConnState]):
             self._hb.last_in = now
         events: list[ev.Event] = []
         if self.state is ConnState.CLOSED:
+            if self._peer_end and data:
+                self._after_close(data, events)
             return events
         if not data:
             self._eof(events)
@@ -460,10 +473,17 @@ class Connection(Endpoint[ConnState]):
                 data = self._take_header(data, events)
                 if not data or self.closed:
                     return events
-            for item in self._decoder.feed(data):
-                self._dispatch(item, events)
-                if self.closed:
-                    break
+            if not self._peer_end:
+                items = self._decoder.feed(data)
+                for item in items:
+                    self._dispatch(item, events)
+                    if self.closed or self._peer_end:
+                        break
+                if not self._peer_end:
+                    return events
+                items.close()  # (the rest of the read stays in the decoder, whole)
+                data = b""
+            self._after_close(data, events)
         except DecodeError as e:
             err = ConnectionViolation.from_decode_error(
                 e, broken=self._decoder.frames.error is not None,
@@ -629,6 +649,8 @@ class Connection(Endpoint[ConnState]):
             if "close()" in self._machine.rows[self.state]:
                 process_input(self, self._machine, "close()", m)
             else:
+                if self.remote_condition is not None and isinstance(m, ConnectionClose):
+                    self.local_condition = m  # (it crossed the peer's: a close-ok may come)
                 misuse.append(f"connection.close in state {self.state.name}")
         elif name == "connection.close-ok":
             if self.remote_condition is None:
@@ -974,6 +996,7 @@ class Connection(Endpoint[ConnState]):
     def _on_connection_close(self, m: ConnectionClose, events: list[ev.Event]) -> None:
         if self.judge:
             self._judge_close(m, events)
+            self._peer_end = 1
         self._write_method(0, ConnectionCloseOk())
         self.remote_condition = m
         if self.state is ConnState.CLOSING:
@@ -986,10 +1009,65 @@ class Connection(Endpoint[ConnState]):
     def _on_connection_close_ok(self, m: ConnectionCloseOk, events: list[ev.Event]) -> None:
         sent = self.local_condition
         assert sent is not None
+        if self.judge:
+            self._peer_end = 2
         self.closed_reason = "closed"
         events.append(ev.ConnectionClosed(int(sent.reply_code), str(sent.reply_text), False,
                                           int(sent.class_id), int(sent.method_id)))
         self._drop_channels()
+
+    def _after_close(self, data: bytes | bytearray | memoryview, events: list[ev.Event]) -> None:
+        """What the peer sends after its connection.close -- but heartbeats
+        and the close-ok answering our crossing close -- or after its
+        close-ok: ``connection.after-close``, a tolerated rule judged frame
+        by frame (nothing after a close is decoded: only such a close-ok
+        is read).  An observer is told; ``strict`` raises (505
+        unexpected-frame: whole frames, out of place; nothing is sent)."""
+        fd = self._decoder.frames
+        if fd.error is not None:
+            return
+        buf = fd.take(data)
+        pos, n = 0, len(buf)
+        limit = fd.max_frame_size - 8
+        try:
+            while n - pos >= 7:
+                ftype, ch, size = _FRAME_HEAD.unpack_from(buf, pos)
+                stop = pos + 7 + size
+                if size > limit or (n > stop and buf[stop] != FRAME_END):
+                    fd.check_frame(buf, pos, ftype, ch, size, limit, n)  # (sets fd.error)
+                    if self.state is not ConnState.CLOSED and fd.error is not None:
+                        raise fd.error  # (crossing closes: the close-ok is still owed)
+                    return
+                if n <= stop:
+                    break
+                payload = buf[pos + 7:stop]
+                pos = stop + 1
+                ids = int.from_bytes(payload[:4], "big") if ftype == FRAME_METHOD and size >= 4 \
+                    else None
+                if self._peer_end == 2:
+                    message = f"a type-{ftype} frame on channel {ch} after close-ok"
+                elif ftype == FRAME_HEARTBEAT:
+                    continue  # heartbeats go on during the close
+                elif ids == _CLOSE_OK and not ch and self.local_condition is not None:
+                    self._peer_end = 2  # (it answers our close)
+                    if self.state is ConnState.CLOSING:
+                        self._dispatch(MethodItem(0, decode_method(
+                            payload, self._decoder.profile, offset=fd.offset + pos - size - 8,
+                            channel=0, methods=self.TABLE.methods)), events)
+                    continue
+                else:
+                    cls = self.TABLE.methods.get(ids) if ids is not None else None
+                    what = cls.NAME if cls is not None else f"a type-{ftype} frame"
+                    message = f"{what} on channel {ch} after its connection.close"
+                events.append(ev.ProtocolViolation(
+                    ReplyCode.UNEXPECTED_FRAME, "connection", ch, message, "none",
+                    rule="connection.after-close", tolerated=self.observer))
+                if not self.observer:
+                    raise ConnectionViolation(message, ReplyCode.UNEXPECTED_FRAME, close=False,
+                                              channel=ch, rule="connection.after-close"
+                                              ).remote(events)
+        finally:
+            fd.keep(buf, pos)
 
     def _arm_heartbeat(self, send: bool, watch: bool) -> None:
         self._hb.arm(self._now, send=send, watch=watch)
@@ -1258,6 +1336,7 @@ _OBSERVER_MACHINES: dict[type[Connection], Machine[ConnState]] = {}
 
 
 _FRAME_HEAD = struct.Struct("!BHI")
+_CLOSE_OK = ConnectionCloseOk.INDEX
 # What an undecodable method of ours opens or closes, by its ids.
 _BY_IDS: dict[int, Method] = {
     ChannelOpen.INDEX: ChannelOpen(), ChannelClose.INDEX: ChannelClose(reply_code=200),

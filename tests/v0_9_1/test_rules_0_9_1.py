@@ -17,7 +17,7 @@ from amqp_sansio.v0_9_1 import events as ev
 from amqp_sansio.v0_9_1 import spec
 from amqp_sansio.v0_9_1.channel import TOLERATED_RULES, ChannelState
 from amqp_sansio.v0_9_1.connection import Connection, ConnState, Role
-from amqp_sansio.v0_9_1.framing import encode_method
+from amqp_sansio.v0_9_1.framing import HEARTBEAT_FRAME, encode_method
 
 MODES = ("default", "observer", "strict")
 
@@ -332,4 +332,98 @@ def test_a_strict_server_acts_on_the_rules_a_client_breaks(
 
 def test_strict_is_off_by_default_and_every_tolerated_rule_is_tested() -> None:
     assert client_cfg().strict is False and server_cfg().strict is False
-    assert sorted({rule for rule, *_ in CASES}) == sorted(TOLERATED_RULES)
+    assert sorted({rule for rule, *_ in CASES} | {"connection.after-close"}) == sorted(
+        TOLERATED_RULES)
+
+
+_CLOSE = encode_method(0, spec.ConnectionClose(reply_code=320, reply_text="CONNECTION_FORCED"))
+_CLOSE_OK = encode_method(0, spec.ConnectionCloseOk())
+_LATE = encode_method(1, spec.QueueDeclareOk(queue="q", message_count=0, consumer_count=0))
+
+
+def _after_close(t: Talk, reads: list[bytes], n: int, close_ok: bool = False) -> None:
+    """connection.after-close, ``n`` times: reported to an observer
+    (nothing sent), raised with 505 under strict (nothing sent after the
+    close-ok it owes, if any), dropped by default."""
+    for data in reads:
+        t.to_client(data)
+    got = [(v.rule, v.code, v.scope, v.reply, v.tolerated) for v in t.reports()]
+    if t.mode == "default":
+        assert got == [] and t.error is None
+    elif t.mode == "observer":
+        assert got == [("connection.after-close", 505, "connection", "none", True)] * n
+        assert t.obs is not None and t.obs.data_to_send() == b""
+    else:
+        assert got == [("connection.after-close", 505, "connection", "none", False)][:n]
+        assert (t.error is not None and t.error.code == 505) is (n > 0)
+        assert t.cli.data_to_send() == (_CLOSE_OK if close_ok else b"")
+    judge = t.obs if t.obs is not None else t.cli
+    assert judge.closed
+
+
+@pytest.mark.parametrize("same_read", [False, True], ids=["later-read", "same-read"])
+@pytest.mark.parametrize("mode", MODES)
+def test_connection_after_close(mode: str, same_read: bool) -> None:
+    """A frame after the peer's connection.close, in the same read or a later one."""
+    t = Talk(mode)
+    _after_close(t, [_CLOSE + _LATE] if same_read else [_CLOSE, _LATE], 1, close_ok=True)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_connection_after_close_allows_heartbeats_then_not_a_close_ok(mode: str) -> None:
+    """Heartbeats go on during the close; a close-ok nobody asked for
+    (we did not close) does not; nor does anything after close-ok."""
+    t = Talk(mode)
+    _after_close(t, [_CLOSE + HEARTBEAT_FRAME, HEARTBEAT_FRAME], 0, close_ok=True)
+    _after_close(t, [_CLOSE_OK], 1)
+
+
+@pytest.mark.parametrize("same_read", [False, True], ids=["later-read", "same-read"])
+@pytest.mark.parametrize("mode", MODES)
+def test_connection_after_close_crossing_closes(mode: str, same_read: bool) -> None:
+    """Our close crossing the peer's: its close-ok answering ours may
+    follow its close (heartbeats between), nothing after that close-ok."""
+    t = Talk(mode)
+    t.cli.close(200, "bye")
+    t.to_server()  # (the observer is told; the server's answer is not read)
+    t.cli.data_to_send()
+    reads = [_CLOSE + HEARTBEAT_FRAME + _CLOSE_OK]
+    if not same_read:
+        reads = [_CLOSE, HEARTBEAT_FRAME, _CLOSE_OK]
+    _after_close(t, reads, 0, close_ok=True)
+    closed = [e for e in t.seen if isinstance(e, ev.ConnectionClosed)]
+    assert [e.by_peer for e in closed] == [False]  # (the close-ok ended it)
+    t.seen.clear()
+    _after_close(t, [HEARTBEAT_FRAME], 1)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_connection_after_close_reads_no_further_than_frames(mode: str) -> None:
+    """Nothing after a close is decoded: an undecodable method is one
+    report like any frame; a broken frame ends what is judged."""
+    t = Talk(mode)
+    junk = encode_method(1, spec.QueueDeclareOk(queue="q", message_count=0,
+                                                consumer_count=0))[:-2] + b"\xce"
+    junk = junk[:3] + (len(junk) - 8).to_bytes(4, "big") + junk[7:]
+    _after_close(t, [_CLOSE, junk + b"\x01\x00\x00\x00\x00\x00\x01\x00\x00" + _LATE], 1,
+                 close_ok=True)
+
+
+def test_0_9_shares_connection_after_close() -> None:
+    t = Talk("observer", c09.Connection)
+    t.to_client(_CLOSE + HEARTBEAT_FRAME + _LATE)
+    assert [(v.rule, v.message) for v in t.reports()] == [
+        ("connection.after-close", "queue.declare-ok on channel 1 after its connection.close")]
+
+
+def test_the_observed_close_may_cross_after_the_peer_closed() -> None:
+    """The observed client wrote its close before it read the peer's: the
+    peer's close-ok to it is allowed (once), as when ours went first."""
+    t = Talk("observer")
+    t.to_client(_CLOSE)
+    assert t.obs is not None
+    t.obs.observe_sent(encode_method(0, spec.ConnectionClose(reply_code=200)))
+    t.to_client(HEARTBEAT_FRAME + _CLOSE_OK)
+    assert t.reports() == []
+    t.to_client(_CLOSE_OK)
+    assert [v.message for v in t.reports()] == ["a type-1 frame on channel 0 after close-ok"]
