@@ -416,16 +416,16 @@ class Session(Endpoint[SessionState]):
     it is attached to.
     """
 
-    #: The tolerated rules' books, made when the session is first bound to an
-    #: observer or a strict connection (None -- the class's, no instance
-    #: slot -- by default: the rules cost the default path nothing).
-    _judge: _Judge | None = None
-
     def __init__(self, name: bytes, *, replay_window: int = 65536) -> None:
         if not isinstance(name, (bytes, bytearray)) or len(name) > 0xFFFF:
             raise LocalProtocolError("session name must be bytes of at most 65535 octets")
         self.name = bytes(name)
         self.state = SessionState.DETACHED  # from here on, process_input alone
+        # The tolerated rules' books, made when the session is first bound to
+        # an observer or a strict connection (None by default: the rules cost
+        # the default path one test -- an instance attribute, read faster than
+        # a class default through the instance).
+        self._judge: _Judge | None = None
         #: Proton's conditions: the detach/detached we sent, and the peer's.
         self.local_condition: Control | None = None
         self.remote_condition: Control | None = None
