@@ -193,8 +193,8 @@ def credentials(params: ConnectionParams, mechanisms: tuple[str, ...],
 
 
 def tuning(params: ConnectionParams, frame_max: str) -> dict[str, Any]:
-    """The URL's tuning options as keyword arguments of a ``ClientConfig``
-    (``frame_max``: the protocol's name for it).  0 means "no wish of our
+    """The URL's tuning options (and ``strict``) as keyword arguments of a
+    ``ClientConfig`` (``frame_max``: the protocol's name for it).  0 means "no wish of our
     own": left out, so the core asks for its default (0 is no valid frame
     size in either protocol)."""
     kw: dict[str, Any] = {}
@@ -202,6 +202,8 @@ def tuning(params: ConnectionParams, frame_max: str) -> dict[str, Any]:
         kw["channel_max"] = params.channel_max
     if params.frame_max:
         kw[frame_max] = params.frame_max
+    if params.strict:
+        kw["strict"] = True
     return kw
 
 

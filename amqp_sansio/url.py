@@ -30,6 +30,10 @@ cafile, certfile, keyfile   TLS files (amqps)
 verify                      ``true``/``false``: verify the server certificate
                             (amqps)
 server_name                 TLS server name (defaults to host)
+strict                      ``true``/``false``: act on the rules real peers
+                            break that the core tolerates by default (the
+                            config's ``strict``; docs/architecture.md lists
+                            them per protocol)
 ==========================  ==================================================
 
 Unknown options are an error (a typo should not pass silently).  The
@@ -52,7 +56,7 @@ _FLOAT0 = {"retry_delay"}  # (may be 0)
 _INT = {"heartbeat", "channel_max", "frame_max"}
 _INT1 = {"connection_attempts"}  # (at least 1)
 _STR = {"mechanism", "protocol", "cafile", "certfile", "keyfile", "server_name"}
-_BOOL = {"verify"}
+_BOOL = {"verify", "strict"}
 _ALIASES = {"max_frame_size": "frame_max", "mechanisms": "mechanism",
             "socket_timeout": "connect_timeout"}
 
@@ -80,6 +84,7 @@ class ConnectionParams:
     keyfile: str | None = None
     verify: bool = True
     server_name: str | None = None
+    strict: bool = False
 
     @property
     def tls(self) -> bool:

@@ -9,9 +9,14 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
+import amqp_sansio.v0_9_1.client as client_0_9_1
+import amqp_sansio.v0_10.client as client_0_10
+import amqp_sansio.v1_0.client as client_1_0
+from amqp_sansio.url import parse_url
 from amqp_sansio_broker.limits import Limits
 from amqp_sansio_broker.model import Broker
 from amqp_sansio_broker.server import start_broker_thread
@@ -59,5 +64,36 @@ def test_blocked_connection_timeout_gives_a_blocked_connection_up() -> None:
                 s.sync()
                 time.sleep(1.0)
                 s.sync()
+    finally:
+        stop()
+
+
+@pytest.mark.parametrize("protocol", ["0-10", "0-9-1", "0-9", "1.0"])
+def test_strict_in_the_url_is_the_cores_strict_and_a_conversation_passes(protocol: str) -> None:
+    """``?strict=true`` turns on the config's ``strict`` in every protocol
+    (the policy builds every adapter's and the CLI's core from the URL), and
+    a plain conversation with our broker raises none of its rules."""
+    module: Any = {"0-10": client_0_10, "1.0": client_1_0}.get(protocol, client_0_9_1)
+    for query, want in (("", False), ("&strict=true", True), ("&strict=0", False)):
+        params = parse_url(f"amqp://guest:guest@127.0.0.1/?protocol={protocol}{query}")
+        assert params.strict is want
+        assert module.connection(params, heartbeat=None).core.config.strict is want
+    host, port, stop = start_broker_thread(Broker())
+    q = "/queue/strict" if protocol == "1.0" else "strict"
+    bodies = [b"%d" % i for i in range(30)]
+    try:
+        with connect(f"amqp://guest:guest@{host}:{port}/?protocol={protocol}&strict=true",
+                     read_timeout=30) as conn, conn.session() as s:
+            if protocol != "1.0":
+                s.declare_queue(q)
+            for b in bodies:
+                s.publish(b, routing_key=q)
+            got: list[bytes] = []
+            with s.subscribe(q, prefetch=10) as sub:
+                while len(got) < len(bodies):
+                    batch = sub.get_many(7, timeout=30)
+                    s.accept(batch)
+                    got += [d.body for d in batch]
+            assert got == bodies
     finally:
         stop()
